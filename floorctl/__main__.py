@@ -1,0 +1,3 @@
+from floorctl.cli import main
+
+main()

@@ -1,0 +1,41 @@
+"""floorctl's error hierarchy. The CLI maps these (and floorguard's) to exit codes in one place."""
+
+from __future__ import annotations
+
+
+class FloorctlError(Exception):
+    """Base of every error floorctl raises on purpose: exit status 1, one line on stderr."""
+
+
+class FeedError(FloorctlError):
+    """A feed is unreadable or invalid. ``problems`` lists every (file, JSON path, message)."""
+
+    def __init__(self, problems: list[tuple[str, str, str]]) -> None:
+        self.problems = problems
+        first = problems[0] if problems else ("?", "$", "invalid feed")
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        super().__init__(f"{first[0]}: {first[1]}: {first[2]}{more}")
+
+
+class ModuleError(FloorctlError):
+    """The floor-map module cannot be read, spliced or written safely."""
+
+
+class RenderError(FloorctlError):
+    """A rendered block failed the data-only check; nothing was written."""
+
+
+class DriftError(FloorctlError):
+    """The block was edited by hand (stated hash no longer matches) and --force was not given."""
+
+
+class DowngradeRefused(FloorctlError):
+    """The new map lowers a floor or drops an adapter, and --allow-downgrade was not given."""
+
+
+class StaleModule(FloorctlError):
+    """``--check`` found the module out of date."""
+
+
+class SigningError(FloorctlError):
+    """A key cannot be read or created, or signing failed."""

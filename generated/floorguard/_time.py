@@ -1,0 +1,41 @@
+"""RFC 3339 timestamps in UTC with a ``Z``: the only form this project writes."""
+
+from __future__ import annotations
+
+import datetime as _dt
+
+from floorguard.errors import FloorguardError
+
+
+def utc_now() -> _dt.datetime:
+    return _dt.datetime.now(_dt.UTC)
+
+
+def format_ts(moment: _dt.datetime) -> str:
+    """``2026-11-30T03:05:18.123456Z``; naive datetimes are refused, not guessed."""
+    if moment.tzinfo is None:
+        raise FloorguardError("refusing to format a timestamp without a timezone")
+    utc = moment.astimezone(_dt.UTC)
+    return utc.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def now_ts() -> str:
+    return format_ts(utc_now())
+
+
+def parse_ts(text: str) -> _dt.datetime:
+    """Parse RFC 3339 with ``Z`` or an explicit offset; anything else raises FloorguardError."""
+    if not isinstance(text, str) or "T" not in text.upper():
+        raise FloorguardError(f"not an RFC 3339 timestamp: {text!r}")
+    candidate = text.strip()
+    if candidate != text:
+        raise FloorguardError(f"not an RFC 3339 timestamp: {text!r}")
+    if candidate[-1:] in ("Z", "z"):
+        candidate = candidate[:-1] + "+00:00"
+    try:
+        moment = _dt.datetime.fromisoformat(candidate)
+    except ValueError as exc:
+        raise FloorguardError(f"not an RFC 3339 timestamp: {text!r}") from exc
+    if moment.tzinfo is None:
+        raise FloorguardError(f"timestamp has no timezone (use Z or an offset): {text!r}")
+    return moment.astimezone(_dt.UTC)

@@ -1,0 +1,52 @@
+"""The runtime's one error hierarchy. Every message is meant for a person to act on."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from floorguard.preflight import Decision
+
+
+class FloorguardError(Exception):
+    """Base of every error floorguard raises on purpose."""
+
+
+class CanonicalizationError(FloorguardError):
+    """A value cannot be written as RFC 8785 canonical JSON."""
+
+
+class FloorMapError(FloorguardError):
+    """The floor map is unreadable, malformed, or its data does not match its stated hash."""
+
+
+class ChainError(FloorguardError):
+    """The audit chain cannot be read or written."""
+
+
+class ChainWriteError(ChainError):
+    """An append did not become durable: the decision it carried must not stand."""
+
+
+class KeyFileError(ChainError):
+    """The chain's HMAC key file is unreadable or is not exactly a 32-byte key."""
+
+
+class VerificationError(FloorguardError):
+    """A receipt, signature, slice or checkpoint failed verification."""
+
+
+class DetectionError(FloorguardError):
+    """An adapter's version could not be established without doubt."""
+
+
+class SpawnRefused(FloorguardError):
+    """The preflight refused a spawn; ``decision`` is the refusal as recorded in the chain.
+
+    ``decision`` is None only when not even a refusal could be recorded (the chain is
+    unwritable); the message then says why.
+    """
+
+    def __init__(self, message: str, decision: Decision | None = None) -> None:
+        super().__init__(message)
+        self.decision = decision

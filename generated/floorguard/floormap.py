@@ -1,0 +1,71 @@
+"""The floor map as values: advisories per adapter, and the map's content hash.
+
+The hash is CONTRACT.md's definition: ``sha256`` of the RFC 8785 canonical JSON of
+``{adapter: {"min_safe_version", "advisory_id", "note"}}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from floorguard._canonical import content_address
+from floorguard.errors import FloorMapError
+
+ENTRY_FIELDS = ("min_safe_version", "advisory_id", "note")
+
+
+@dataclass(frozen=True)
+class Advisory:
+    """One adapter's floor: versions below ``min_safe_version`` are known-unsafe."""
+
+    adapter: str
+    min_safe_version: str
+    advisory_id: str
+    note: str
+
+    def as_entry(self) -> dict[str, str]:
+        return {
+            "min_safe_version": self.min_safe_version,
+            "advisory_id": self.advisory_id,
+            "note": self.note,
+        }
+
+
+FloorMap = Mapping[str, Advisory]
+
+
+def from_entries(entries: Mapping[str, Any]) -> FloorMap:
+    """Build a read-only floor map from ``{adapter: {field: str}}``; raises FloorMapError."""
+    if not isinstance(entries, Mapping):
+        raise FloorMapError("floor map data is not a mapping")
+    built: dict[str, Advisory] = {}
+    for adapter, entry in entries.items():
+        if not isinstance(adapter, str) or not isinstance(entry, Mapping):
+            raise FloorMapError(f"floor map entry {adapter!r} is malformed")
+        if set(entry) != set(ENTRY_FIELDS) or not all(
+            isinstance(entry[f], str) for f in ENTRY_FIELDS
+        ):
+            raise FloorMapError(
+                f"floor map entry {adapter!r} must have exactly the string fields "
+                + ", ".join(ENTRY_FIELDS)
+            )
+        built[adapter] = Advisory(adapter, *(entry[f] for f in ENTRY_FIELDS))
+    return MappingProxyType(dict(sorted(built.items())))
+
+
+def to_entries(floor_map: FloorMap) -> dict[str, dict[str, str]]:
+    """The plain JSON form of a floor map, adapters in sorted order."""
+    return {name: floor_map[name].as_entry() for name in sorted(floor_map)}
+
+
+def floor_map_hash(floor_map: FloorMap) -> str:
+    """The floor map's content hash (``sha256:<hex>``)."""
+    return content_address(to_entries(floor_map))
+
+
+def entries_hash(entries: Mapping[str, Any]) -> str:
+    """The content hash of plain ``{adapter: entry}`` data, checked for shape first."""
+    return floor_map_hash(from_entries(entries))
