@@ -1,0 +1,1 @@
+"""One module per floorctl command (or command group); ``floorctl.cli`` registers them."""

@@ -1,0 +1,18 @@
+"""Output helpers shared by the commands: one JSON document on stdout for ``--json``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+
+def emit_json(document: Any) -> None:
+    """Print one JSON document (sorted keys, UTF-8) on stdout."""
+    click.echo(json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False))
+
+
+json_option = click.option(
+    "--json", "as_json", is_flag=True, help="Print one JSON document on stdout instead of text."
+)
