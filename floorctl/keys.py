@@ -1,0 +1,142 @@
+"""Signing keys: generation, loading, and the local development key.
+
+Private keys are Ed25519 in PEM PKCS#8, mode 0600; public keys PEM SubjectPublicKeyInfo.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from floorctl.errors import SigningError
+from floorguard import dsse
+from floorguard.errors import VerificationError
+
+PRIVATE_NAME = "signing.key"
+PUBLIC_NAME = "signing.pub"
+DEV_KEY_DIR = "dev-key"
+MAX_KEY_BYTES = 64 * 1024
+
+
+def state_dir(environ: Mapping[str, str]) -> Path:
+    """floorctl's own state: ``FLOORCTL_HOME``, else ``$XDG_STATE_HOME/floorctl``, else ~/.local/state."""
+    if environ.get("FLOORCTL_HOME"):
+        return Path(environ["FLOORCTL_HOME"])
+    if environ.get("XDG_STATE_HOME"):
+        return Path(environ["XDG_STATE_HOME"]) / "floorctl"
+    return Path.home() / ".local" / "state" / "floorctl"
+
+
+def _write_new(path: Path, data: bytes, mode: int) -> None:
+    # O_EXCL: never overwrite a key someone already relies on.
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.chmod(path, mode)
+
+
+def generate(out_dir: Path) -> tuple[Path, Path]:
+    """Create ``signing.key`` (0600) and ``signing.pub`` in ``out_dir``; refuses to overwrite."""
+    private_path, public_path = out_dir / PRIVATE_NAME, out_dir / PUBLIC_NAME
+    for path in (private_path, public_path):
+        if path.exists():
+            raise SigningError(f"{path}: already exists; refusing to overwrite a key")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    key = Ed25519PrivateKey.generate()
+    private_pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    _write_new(private_path, private_pem, 0o600)
+    _write_new(public_path, public_pem(key.public_key()), 0o644)
+    return private_path, public_path
+
+
+def public_pem(key: Ed25519PublicKey) -> bytes:
+    return key.public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+
+
+def _read_small(path: Path) -> bytes:
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_KEY_BYTES + 1)
+    except OSError as exc:
+        raise SigningError(f"{path}: cannot read key: {exc.strerror or exc}") from exc
+    if len(data) > MAX_KEY_BYTES:
+        raise SigningError(f"{path}: too large to be a key")
+    return data
+
+
+def load_private(path: Path) -> Ed25519PrivateKey:
+    """Load a private key written by keygen. Raises SigningError."""
+    data = _read_small(path)
+    try:
+        key = serialization.load_pem_private_key(data, password=None)
+    except (ValueError, TypeError) as exc:
+        raise SigningError(f"{path}: not an unencrypted PEM private key") from exc
+    if not isinstance(key, Ed25519PrivateKey):
+        raise SigningError(f"{path}: not an Ed25519 private key")
+    return key
+
+
+def load_public(path: Path) -> Ed25519PublicKey:
+    """Load a PEM public key; a private key file is accepted too (its public half is used)."""
+    data = _read_small(path)
+    if b"PRIVATE KEY" in data:
+        return load_private(path).public_key()
+    try:
+        return dsse.load_public_key(data, str(path))
+    except VerificationError as exc:
+        raise SigningError(str(exc)) from exc
+
+
+@dataclass(frozen=True)
+class ResolvedKey:
+    key: Ed25519PrivateKey
+    path: Path
+    created: bool
+
+
+def resolve_signing_key(
+    given: Path | None,
+    environ: Mapping[str, str],
+    *,
+    create_dev_key: bool = True,
+    notify: Callable[[str], None] = lambda _message: None,
+) -> ResolvedKey:
+    """``--signing-key``, else ``FLOORCTL_SIGNING_KEY``, else the local development key.
+
+    The development key is created on first use (``notify`` says so) unless
+    ``create_dev_key`` is false, when its absence is a SigningError.
+    """
+    if given is not None:
+        return ResolvedKey(load_private(given), given, created=False)
+    if environ.get("FLOORCTL_SIGNING_KEY"):
+        path = Path(environ["FLOORCTL_SIGNING_KEY"])
+        return ResolvedKey(load_private(path), path, created=False)
+    dev_dir = state_dir(environ) / DEV_KEY_DIR
+    dev_key = dev_dir / PRIVATE_NAME
+    if dev_key.exists():
+        return ResolvedKey(load_private(dev_key), dev_key, created=False)
+    if not create_dev_key:
+        raise SigningError(
+            "no key given: pass --pubkey/--signing-key or set FLOORCTL_SIGNING_KEY "
+            f"(no development key at {dev_key})"
+        )
+    generate(dev_dir)
+    notify(
+        f"created a local development signing key at {dev_key}; "
+        "use `floorctl keygen` and --signing-key for releases"
+    )
+    return ResolvedKey(load_private(dev_key), dev_key, created=True)

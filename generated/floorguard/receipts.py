@@ -1,0 +1,188 @@
+"""Receipts: JSON objects sealed by their content address, and the signed floor-update receipt.
+
+Every receipt has ``kind``, ``schema_version`` and ``ts``. Its ``receipt_id`` is the digest
+of its RFC 8785 bytes, so any change to any field changes the id. A floor-update receipt
+travels as a DSSE envelope around an in-toto Statement v1 whose subject is the new map.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from floorguard import _time, dsse
+from floorguard._canonical import canonical_bytes, content_address, is_digest
+from floorguard.errors import FloorMapError, VerificationError
+from floorguard.floormap import entries_hash
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+        Ed25519PrivateKey,
+        Ed25519PublicKey,
+    )
+
+RECEIPT_SCHEMA_VERSION = 1
+FLOOR_UPDATE = "adapter.floor_update_receipt"
+SPAWN_PREFLIGHT = "adapter.spawn_preflight_receipt"
+VERSION_POSTURE = "adapter.version_posture"
+CANARY = "adapter.canary_receipt"
+KINDS = frozenset({FLOOR_UPDATE, SPAWN_PREFLIGHT, VERSION_POSTURE, CANARY})
+
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+FLOOR_UPDATE_PREDICATE_TYPE = "urn:floorguard:predicate:adapter.floor_update_receipt:v1"
+
+UPDATE_FIELDS = frozenset(
+    {
+        "kind", "schema_version", "ts", "old_floor_map_hash", "new_floor_map_hash",
+        "old_map_version", "new_map_version", "new_floor_map", "diff", "feeds",
+        "downgrade_allowed", "changed", "template", "forced",
+    }
+)  # fmt: skip
+
+
+def new_receipt(kind: str, fields: Mapping[str, Any], *, ts: str | None = None) -> dict[str, Any]:
+    """A receipt of ``kind`` carrying ``fields``; the timestamp is now unless given."""
+    if kind not in KINDS:
+        raise VerificationError(f"unknown receipt kind {kind!r}")
+    clash = {"kind", "schema_version", "ts"} & set(fields)
+    if clash:
+        raise VerificationError(f"receipt fields may not override {', '.join(sorted(clash))}")
+    receipt = {"kind": kind, "schema_version": RECEIPT_SCHEMA_VERSION, "ts": ts or _time.now_ts()}
+    receipt.update(fields)
+    canonical_bytes(receipt)  # refuse now, not at append time, what JSON cannot carry
+    return receipt
+
+
+def receipt_id(receipt: Mapping[str, Any]) -> str:
+    return content_address(receipt)
+
+
+def update_statement(receipt: Mapping[str, Any]) -> dict[str, Any]:
+    """The in-toto Statement v1 whose predicate is a floor-update receipt."""
+    new_hash = receipt["new_floor_map_hash"]
+    return {
+        "_type": STATEMENT_TYPE,
+        "subject": [{"name": "floor-map", "digest": {"sha256": new_hash.removeprefix("sha256:")}}],
+        "predicateType": FLOOR_UPDATE_PREDICATE_TYPE,
+        "predicate": dict(receipt),
+    }
+
+
+def sign_update_receipt(receipt: Mapping[str, Any], key: Ed25519PrivateKey) -> dsse.Envelope:
+    check_update_receipt(receipt)
+    payload = canonical_bytes(update_statement(receipt))
+    return dsse.sign(dsse.INTOTO_PAYLOAD_TYPE, payload, key)
+
+
+def check_update_receipt(receipt: Mapping[str, Any]) -> None:
+    """Self-consistency of a floor-update receipt. Raises VerificationError."""
+    if receipt.get("kind") != FLOOR_UPDATE:
+        raise VerificationError(f"receipt kind is {receipt.get('kind')!r}, not {FLOOR_UPDATE}")
+    missing = UPDATE_FIELDS - set(receipt)
+    if missing:
+        raise VerificationError(f"update receipt lacks {', '.join(sorted(missing))}")
+    for field in ("old_floor_map_hash", "new_floor_map_hash"):
+        if not is_digest(receipt[field]):
+            raise VerificationError(f"update receipt {field} is not a sha256 digest")
+    try:
+        carried = entries_hash(receipt["new_floor_map"])
+    except FloorMapError as exc:
+        raise VerificationError(f"update receipt new_floor_map is malformed: {exc}") from exc
+    if carried != receipt["new_floor_map_hash"]:
+        raise VerificationError(
+            f"update receipt carries a map hashing to {carried}, "
+            f"not its new_floor_map_hash {receipt['new_floor_map_hash']}"
+        )
+    if not isinstance(receipt["downgrade_allowed"], bool):
+        raise VerificationError("update receipt downgrade_allowed is not a boolean")
+
+
+@dataclass(frozen=True)
+class VerifiedUpdate:
+    receipt: dict[str, Any]
+    receipt_id: str
+    key_ids: frozenset[str]
+
+
+def verify_update_envelope(data: bytes, trusted: Iterable[Ed25519PublicKey]) -> VerifiedUpdate:
+    """Verify a signed floor-update receipt: signature, statement shape, content binding.
+
+    Raises VerificationError naming the first thing that does not hold.
+    """
+    envelope = dsse.parse_envelope(data)
+    key_ids = dsse.verify(envelope, trusted, payload_type=dsse.INTOTO_PAYLOAD_TYPE)
+    try:
+        statement = json.loads(envelope.payload)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise VerificationError("signed payload is not JSON") from exc
+    if not isinstance(statement, dict) or statement.get("_type") != STATEMENT_TYPE:
+        raise VerificationError("signed payload is not an in-toto Statement v1")
+    if statement.get("predicateType") != FLOOR_UPDATE_PREDICATE_TYPE:
+        raise VerificationError(f"unexpected predicateType {statement.get('predicateType')!r}")
+    receipt = statement.get("predicate")
+    if not isinstance(receipt, dict):
+        raise VerificationError("statement predicate is not an object")
+    check_update_receipt(receipt)
+    if statement != update_statement(receipt):
+        raise VerificationError("statement subject does not name the receipt's new floor map")
+    if canonical_bytes(statement) != envelope.payload:
+        # We only ever sign canonical bytes; anything else was not produced by floorctl.
+        raise VerificationError("signed payload is not in canonical form")
+    return VerifiedUpdate(receipt, receipt_id(receipt), key_ids)
+
+
+def pinned_map_hash(receipt: Mapping[str, Any]) -> str:
+    """The floor-map hash a receipt pins: the new map for an update, else the map in force."""
+    field = "new_floor_map_hash" if receipt.get("kind") == FLOOR_UPDATE else "floor_map_hash"
+    value = receipt.get(field)
+    if not is_digest(value):
+        raise VerificationError(f"receipt pins no floor-map hash (field {field})")
+    assert isinstance(value, str)
+    return value
+
+
+@dataclass(frozen=True)
+class CheckedReceipt:
+    """A receipt whose content address (and, if enveloped, signature) verified."""
+
+    receipt: dict[str, Any]
+    receipt_id: str
+    signed_by: frozenset[str]
+    pinned_map_hash: str
+
+
+def check_receipt_document(
+    data: bytes, trusted: Iterable[Ed25519PublicKey] | None
+) -> CheckedReceipt:
+    """Verify a receipt file: a DSSE update envelope, or ``{"receipt_id", "receipt", ...}``.
+
+    The second form is a chain record (one line of ``chain export``) or any stored receipt:
+    its content address is recomputed and must match. Raises VerificationError.
+    """
+    try:
+        document = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise VerificationError(f"not JSON: {exc}") from exc
+    if isinstance(document, dict) and "payloadType" in document:
+        if trusted is None:
+            raise VerificationError("a signed receipt needs a public key to verify against")
+        verified = verify_update_envelope(data, trusted)
+        return CheckedReceipt(
+            verified.receipt, verified.receipt_id, verified.key_ids, pinned_map_hash(verified.receipt)
+        )
+    if not isinstance(document, dict) or not isinstance(document.get("receipt"), dict):
+        raise VerificationError("neither a DSSE envelope nor an object with a 'receipt'")
+    receipt = document["receipt"]
+    if receipt.get("kind") not in KINDS:
+        raise VerificationError(f"unknown receipt kind {receipt.get('kind')!r}")
+    actual = receipt_id(receipt)
+    stated = document.get("receipt_id")
+    if stated != actual:
+        raise VerificationError(
+            f"content address mismatch: stated {stated}, the receipt hashes to {actual}"
+        )
+    if receipt.get("kind") == FLOOR_UPDATE:
+        check_update_receipt(receipt)
+    return CheckedReceipt(receipt, actual, frozenset(), pinned_map_hash(receipt))

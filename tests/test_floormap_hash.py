@@ -1,0 +1,59 @@
+"""The floor-map hash is CONTRACT.md's definition, pinned by a hand-computed vector."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from floorguard.errors import FloorMapError
+from floorguard.floormap import entries_hash, from_entries
+
+REFERENCE = {
+    "aider": {
+        "min_safe_version": "0.60.0",
+        "advisory_id": "BSA-0001",
+        "note": "aider below 0.60.0 is known-unsafe for spawned use; upgrade recommended.",
+    }
+}
+# Written out by hand from the definition: keys sorted, no whitespace, UTF-8.
+REFERENCE_CANONICAL = (
+    b'{"aider":{"advisory_id":"BSA-0001","min_safe_version":"0.60.0",'
+    b'"note":"aider below 0.60.0 is known-unsafe for spawned use; upgrade recommended."}}'
+)
+REFERENCE_HASH = "sha256:2723fb87aee517081a26e6e677f1e2103fae82d44d51e510d2806dc2a1c3326f"
+
+
+def test_reference_map_hash_is_the_fixed_vector() -> None:
+    assert "sha256:" + hashlib.sha256(REFERENCE_CANONICAL).hexdigest() == REFERENCE_HASH
+    assert entries_hash(REFERENCE) == REFERENCE_HASH
+
+
+def test_non_ascii_is_hashed_as_utf8_not_escaped() -> None:
+    entries = {"x": {"min_safe_version": "1", "advisory_id": "A-1", "note": "café"}}
+    canonical = '{"x":{"advisory_id":"A-1","min_safe_version":"1","note":"café"}}'.encode()
+    assert entries_hash(entries) == "sha256:" + hashlib.sha256(canonical).hexdigest()
+
+
+def test_empty_map_hashes_the_empty_object() -> None:
+    assert entries_hash({}) == "sha256:" + hashlib.sha256(b"{}").hexdigest()
+
+
+def test_adapter_order_does_not_change_the_hash() -> None:
+    a = {"min_safe_version": "1", "advisory_id": "A-1", "note": "n"}
+    assert entries_hash({"b": a, "a": a}) == entries_hash({"a": a, "b": a})
+
+
+@pytest.mark.parametrize(
+    "entries",
+    [
+        {"aider": {"min_safe_version": "1", "advisory_id": "A-1"}},
+        {"aider": {"min_safe_version": "1", "advisory_id": "A-1", "note": "n", "extra": "x"}},
+        {"aider": {"min_safe_version": 1, "advisory_id": "A-1", "note": "n"}},
+        {"aider": "1.0"},
+    ],
+    ids=["missing-field", "extra-field", "non-string", "not-an-entry"],
+)
+def test_malformed_map_data_is_refused(entries: dict[str, object]) -> None:
+    with pytest.raises(FloorMapError):
+        from_entries(entries)
