@@ -1,0 +1,134 @@
+"""``floorctl refresh``: regenerate the floor-map block from advisory feeds."""
+
+from __future__ import annotations
+
+import difflib
+import os
+from pathlib import Path
+
+import click
+
+from floorctl import feeds, keys
+from floorctl import refresh as refreshing
+from floorctl.commands._output import emit_json, json_option
+from floorctl.errors import FloorctlError, StaleModule
+from floorctl.splice import read_module_text
+
+DEFAULT_MODULE = Path("generated/floorguard/floor_map.py")
+
+
+def _load(source: str) -> feeds.Feed:
+    if source.startswith(("https://", "http://")):
+        raise FloorctlError(f"{source}: fetching feeds over the network is not built yet; "
+                            "download the feed and pass its path")
+    return feeds.load_feed(Path(source))
+
+
+@click.command("refresh")
+@click.option("--feed", "sources", multiple=True, required=True, metavar="SRC",
+              help="An advisory feed (path). Repeat to merge several: the highest floor wins.")
+@click.option("--module", type=click.Path(path_type=Path, dir_okay=False), default=DEFAULT_MODULE,
+              show_default=True, help="The module whose floor-map block is regenerated.")
+@click.option("--template", default="floorguard", show_default=True, metavar="NAME|PATH",
+              help="Block layout: floorguard, bernstein, or a template file.")
+@click.option("--write", is_flag=True, help="Rewrite the block (atomically). Without it nothing changes.")
+@click.option("--check", is_flag=True, help="Exit 1 if the module is stale (for CI); writes nothing.")
+@click.option("--diff", "show_diff", is_flag=True, help="Print the module's unified diff.")
+@click.option("--force", is_flag=True, help="Overwrite a block that was edited by hand.")
+@click.option("--allow-downgrade", is_flag=True,
+              help="Accept lowering a floor or dropping an adapter (recorded in the receipt).")
+@click.option("--receipt-out", type=click.Path(path_type=Path, dir_okay=False),
+              help="Write the signed update receipt (DSSE envelope) here. Needs --write.")
+@click.option("--anchor", is_flag=True, help="Append the update receipt to the audit chain. Needs --write.")
+@click.option("--signing-key", type=click.Path(path_type=Path, dir_okay=False),
+              help="Private key for the receipt (default: $FLOORCTL_SIGNING_KEY, else a dev key).")
+@json_option
+def command(sources: tuple[str, ...], module: Path, template: str, write: bool, check: bool,
+            show_diff: bool, force: bool, allow_downgrade: bool, receipt_out: Path | None,
+            anchor: bool, signing_key: Path | None, as_json: bool) -> None:
+    """Merge advisory feeds and regenerate the floor map between its markers.
+
+    Without --write this is a dry run that reports the data diff. Lowering a floor or
+    dropping an adapter is refused unless --allow-downgrade. Exit 1 on any refusal.
+    """
+    if write and check:
+        raise click.UsageError("--write and --check exclude each other")
+    if (receipt_out or anchor) and not write:
+        raise click.UsageError("--receipt-out and --anchor record a write: add --write")
+    loaded = [_load(source) for source in sources]
+    plan = refreshing.plan(loaded, module, read_module_text(module), template,
+                           force=force, allow_downgrade=allow_downgrade)
+    outcome = None
+    if write:
+        environ = dict(os.environ)
+
+        def signer() -> keys.Ed25519PrivateKey:
+            return keys.resolve_signing_key(signing_key, environ,
+                                            notify=lambda m: click.echo(f"floorctl: {m}", err=True)).key
+
+        def chain() -> refreshing.AuditChain:
+            from floorguard.chain import AuditChain
+
+            return AuditChain.from_env(environ)
+
+        outcome = refreshing.apply(plan, receipt_out=receipt_out, signing_key=signer,
+                                   chain=chain if anchor else None)
+    if as_json:
+        emit_json(_document(plan, outcome, receipt_out))
+    else:
+        _print_summary(plan, outcome, receipt_out, check)
+    if show_diff:
+        click.echo("".join(difflib.unified_diff(
+            plan.old_text.splitlines(keepends=True), plan.new_text.splitlines(keepends=True),
+            fromfile=f"a/{module}", tofile=f"b/{module}")), nl=False)
+    if check and plan.stale:
+        raise StaleModule(f"{module}: stale: the floor map does not match the feeds "
+                          "(run floorctl refresh --write)")
+
+
+def _document(plan: refreshing.RefreshPlan, outcome: refreshing.Outcome | None,
+              receipt_out: Path | None) -> dict[str, object]:
+    return {
+        "module": str(plan.module),
+        "stale": plan.stale,
+        "written": bool(outcome and outcome.written),
+        "old_floor_map_hash": plan.old_hash,
+        "new_floor_map_hash": plan.new_hash,
+        "old_map_version": plan.old_version,
+        "new_map_version": plan.new_version,
+        "adapters": len(plan.new_map),
+        "diff": plan.diff.to_json(),
+        "downgrade": plan.diff.is_downgrade,
+        "conflicts": [c.describe() for c in plan.conflicts],
+        "receipt_id": outcome.receipt_id if outcome else None,
+        "receipt_out": str(receipt_out) if outcome and receipt_out else None,
+        "anchored_seq": outcome.anchored_seq if outcome else None,
+    }
+
+
+def _print_summary(plan: refreshing.RefreshPlan, outcome: refreshing.Outcome | None,
+                   receipt_out: Path | None, check: bool) -> None:
+    echo = click.echo
+    for conflict in plan.conflicts:
+        echo(f"floorctl: warning: {conflict.describe()}", err=True)
+    echo(f"{plan.module}: {len(plan.new_map)} adapters, "
+         f"map version {plan.old_version} -> {plan.new_version}")
+    for name in plan.diff.added:
+        entry = plan.new_map[name]
+        echo(f"  + {name} >= {entry.min_safe_version} ({entry.advisory_id})")
+    for change in plan.diff.changed:
+        echo(f"  ~ {change['adapter']} {change['field']}: {change['old']!r} -> {change['new']!r}")
+    for name in plan.diff.removed:
+        echo(f"  - {name}")
+    if plan.diff.empty:
+        echo("  no data change")
+    echo(f"  hash {plan.old_hash} -> {plan.new_hash}")
+    if outcome is None:
+        if not check:
+            echo("dry run: nothing written (use --write)" if plan.stale else "up to date")
+        return
+    echo(f"wrote {plan.module}" if outcome.written else f"{plan.module} unchanged (already up to date)")
+    if receipt_out:
+        echo(f"receipt {receipt_out} (receipt_id {outcome.receipt_id})")
+    if outcome.anchored_seq is not None:
+        echo(f"anchored in the audit chain at seq {outcome.anchored_seq}")
