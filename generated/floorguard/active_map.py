@@ -1,0 +1,105 @@
+"""The floor map in force, read from disk at every call and checked against its stated hash.
+
+Reading at call time (not at import) means a refreshed map takes effect without a restart
+and a map tampered with after import is still caught. The file is parsed with ``ast`` and
+its literals evaluated with ``ast.literal_eval``: the data is never executed.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from floorguard.errors import FloorMapError
+from floorguard.floormap import FloorMap, floor_map_hash, from_entries
+
+BUILTIN_MAP_FILE = Path(__file__).with_name("floor_map.py")
+_NAMES = ("FLOOR_MAP_VERSION", "FLOOR_MAP_HASH", "FLOOR_MAP_ENTRIES")
+MAX_MAP_FILE_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ActiveMap:
+    floor_map: FloorMap
+    floor_map_hash: str
+    map_version: int
+    source: str
+
+
+_cache_lock = threading.Lock()
+_cache: dict[tuple[str, int, int, int, int], ActiveMap] = {}
+
+
+def parse_map_module(source_text: str, source: str) -> ActiveMap:
+    """Extract and check the floor map from a module's text. Raises FloorMapError."""
+    try:
+        tree = ast.parse(source_text, filename=source)
+    except SyntaxError as exc:
+        raise FloorMapError(f"{source}: floor map module does not parse: {exc.msg}") from exc
+    values: dict[str, object] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            target, value = node.target, node.value
+        else:
+            continue
+        if isinstance(target, ast.Name) and target.id in _NAMES:
+            if target.id in values:
+                raise FloorMapError(f"{source}: {target.id} is assigned twice")
+            try:
+                values[target.id] = ast.literal_eval(value)
+            except ValueError as exc:
+                raise FloorMapError(f"{source}: {target.id} is not a literal") from exc
+    missing = [name for name in _NAMES if name not in values]
+    if missing:
+        raise FloorMapError(
+            f"{source}: no floor map ({', '.join(missing)} missing); run floorctl refresh --write"
+        )
+    version, stated, entries = (values[name] for name in _NAMES)
+    if not isinstance(version, int) or isinstance(version, bool) or version < 0:
+        raise FloorMapError(f"{source}: FLOOR_MAP_VERSION is not a non-negative integer")
+    if not isinstance(stated, str) or not isinstance(entries, dict):
+        raise FloorMapError(f"{source}: FLOOR_MAP_HASH or FLOOR_MAP_ENTRIES has the wrong type")
+    floor_map = from_entries(entries)
+    actual = floor_map_hash(floor_map)
+    if actual != stated:
+        raise FloorMapError(
+            f"{source}: floor map tampered: it states {stated} but its data hashes to {actual}"
+        )
+    return ActiveMap(floor_map, stated, version, source)
+
+
+def load_map_file(path: Path) -> ActiveMap:
+    """The checked floor map of ``path``, re-parsed only when the file changed."""
+    try:
+        with path.open("rb") as handle:
+            # The identity comes from the open file, so what is cached is what was read.
+            stat = os.fstat(handle.fileno())
+            key = (str(path), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+            with _cache_lock:
+                cached = _cache.get(key)
+            if cached is not None:
+                return cached
+            data = handle.read(MAX_MAP_FILE_BYTES + 1)
+    except OSError as exc:
+        raise FloorMapError(f"{path}: cannot read the floor map: {exc.strerror or exc}") from exc
+    if len(data) > MAX_MAP_FILE_BYTES:
+        raise FloorMapError(f"{path}: floor map file is larger than 64 MiB")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FloorMapError(f"{path}: floor map module is not UTF-8") from exc
+    active = parse_map_module(text, str(path))
+    with _cache_lock:
+        _cache.clear()  # only the newest identity is worth keeping
+        _cache[key] = active
+    return active
+
+
+def current() -> ActiveMap:
+    """The floor map in force now. Raises FloorMapError when it cannot be trusted."""
+    return load_map_file(BUILTIN_MAP_FILE)

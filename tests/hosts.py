@@ -1,0 +1,128 @@
+"""A real host process for runtime tests: a private copy of floorguard with a chosen floor map.
+
+The runtime reads its floor map from the package's own ``floor_map.py``; to test a given or a
+tampered map without touching the repository, each test gets a copy of the package and runs
+its host code in a fresh interpreter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import floorguard
+from floorguard._canonical import content_address
+from floorguard.floormap import entries_hash
+
+PACKAGE = Path(floorguard.__file__).parent
+
+HOST = r"""
+import json, sys
+import floorguard
+request = json.loads(sys.argv[1])
+try:
+    d = floorguard.preflight(request["adapter"], binary=request.get("binary"), version=request.get("version"))
+    out = {"raised": None, "verdict": d.verdict, "reason": d.reason, "receipt_id": d.receipt_id,
+           "version": d.version, "detected_by": d.detected_by, "policy": d.policy, "floor": d.floor}
+except floorguard.SpawnRefused as exc:
+    d = exc.decision
+    out = {"raised": "SpawnRefused", "message": str(exc),
+           "verdict": d.verdict if d else None, "reason": d.reason if d else None,
+           "receipt_id": d.receipt_id if d else None, "version": d.version if d else None,
+           "detected_by": d.detected_by if d else None, "policy": d.policy if d else None,
+           "floor": d.floor if d else None}
+print(json.dumps(out))
+"""
+
+
+def map_module(entries: dict[str, dict[str, str]], *, stated_hash: str | None = None,
+               version: int = 1) -> str:
+    """A floor_map.py in the default layout (as floorctl renders it)."""
+    return (
+        "# floor-map:begin\n"
+        f"FLOOR_MAP_VERSION = {version}\n"
+        f"FLOOR_MAP_HASH = {json.dumps(stated_hash or entries_hash(entries))}\n"
+        f"FLOOR_MAP_ENTRIES = {json.dumps(entries, indent=4)}\n"
+        "# floor-map:end\n"
+    )
+
+
+def floor(version: str, advisory: str = "BSA-0001") -> dict[str, str]:
+    return {"min_safe_version": version, "advisory_id": advisory, "note": "test floor"}
+
+
+class Host:
+    """A package copy plus a state home: everything one runtime test touches."""
+
+    def __init__(self, root: Path, entries: dict[str, dict[str, str]]) -> None:
+        self.root = root
+        self.site = root / "site"
+        self.home = root / "home"
+        shutil.copytree(PACKAGE, self.site / "floorguard",
+                        ignore=shutil.ignore_patterns("__pycache__", "maps"))
+        self.set_map(map_module(entries))
+
+    @property
+    def map_file(self) -> Path:
+        return self.site / "floorguard" / "floor_map.py"
+
+    def set_map(self, text: str) -> None:
+        self.map_file.write_text(text, encoding="utf-8")
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("FLOORGUARD_", "FLOORCTL_"))}
+        env["PYTHONPATH"] = str(self.site)
+        env["FLOORGUARD_HOME"] = str(self.home)
+        env.update(extra)
+        return env
+
+    def python(self, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, *args], capture_output=True, text=True,
+                              env=self.env(**extra), timeout=120, check=False)
+
+    def preflight(self, adapter: str, *, binary: str | None = None, version: str | None = None,
+                  **extra: str) -> dict[str, Any]:
+        request = json.dumps({"adapter": adapter, "binary": binary, "version": version})
+        done = self.python("-c", HOST, request, **extra)
+        assert done.returncode == 0, done.stderr
+        result: dict[str, Any] = json.loads(done.stdout)
+        return result
+
+    def chain_records(self) -> list[dict[str, Any]]:
+        """Every record in the chain, read straight from SQLite (no floorguard code)."""
+        import sqlite3
+
+        db = self.home / "chain.sqlite3"
+        if not db.exists():
+            return []
+        with sqlite3.connect(db) as conn:
+            conn.row_factory = sqlite3.Row
+            names = [r[1] for r in conn.execute("PRAGMA table_info(records)")]
+            rows = conn.execute("SELECT * FROM records ORDER BY seq").fetchall()
+        records = [dict(zip(names, row, strict=True)) for row in rows]
+        for record in records:
+            if isinstance(record.get("receipt"), str):
+                record["receipt"] = json.loads(record["receipt"])
+        return records
+
+
+def receipt_in_chain(host: Host, receipt_id: str) -> dict[str, Any]:
+    """The receipt named ``receipt_id``; fails unless its content address matches."""
+    matches = [r for r in host.chain_records() if r["receipt_id"] == receipt_id]
+    assert len(matches) == 1, f"{receipt_id} is in the chain {len(matches)} times"
+    receipt: dict[str, Any] = matches[0]["receipt"]
+    assert content_address(receipt) == receipt_id
+    return receipt
+
+
+def write_script(path: Path, body: str) -> Path:
+    """An executable shell script: a real binary for the probe to run."""
+    path.write_text("#!/bin/sh\n" + body + "\n", encoding="utf-8")
+    path.chmod(0o755)
+    return path

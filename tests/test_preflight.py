@@ -1,0 +1,218 @@
+"""The spawn preflight fails closed, and every decision it returns is already in the chain.
+
+Each test runs a real host process against a private copy of floorguard, with real probe
+scripts as the adapters' binaries.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hosts import HOST, Host, floor, map_module, receipt_in_chain, write_script
+
+ALLOWED = {"permit", "warn_override", "untracked"}
+
+
+@pytest.fixture
+def host(tmp_path: Path) -> Host:
+    return Host(tmp_path, {"aider": floor("0.60.0"), "claude": floor("1.0.20")})
+
+
+@pytest.fixture
+def bin_dir(tmp_path: Path) -> Path:
+    path = tmp_path / "bin"
+    path.mkdir()
+    return path
+
+
+def aider_binary(bin_dir: Path, version: str) -> str:
+    return str(write_script(bin_dir / "aider", f"echo 'aider {version}'"))
+
+
+def test_permits_a_version_at_the_floor_and_records_the_permit(host: Host, bin_dir: Path) -> None:
+    result = host.preflight("aider", binary=aider_binary(bin_dir, "0.60.0"))
+    assert result["raised"] is None
+    assert result["verdict"] == "permit"
+    assert result["detected_by"] == "probe"
+    receipt = receipt_in_chain(host, result["receipt_id"])
+    assert receipt["verdict"] == "permit"
+    assert receipt["version"] == "0.60.0"
+    assert receipt["floor"] == "0.60.0"
+    assert receipt["detected_by"] == "probe"
+    assert receipt["policy"] == "block"
+    assert receipt["floor_map_hash"].startswith("sha256:")
+
+
+def test_refuses_a_below_floor_binary(host: Host, bin_dir: Path) -> None:
+    result = host.preflight("aider", binary=aider_binary(bin_dir, "0.59.9"))
+    assert result["raised"] == "SpawnRefused"
+    assert result["verdict"] == "refuse"
+    assert "below the floor 0.60.0" in result["reason"]
+    assert receipt_in_chain(host, result["receipt_id"])["verdict"] == "refuse"
+
+
+def test_pre_release_of_the_floor_is_below_it(host: Host) -> None:
+    result = host.preflight("aider", version="0.60.0rc1")
+    assert result["verdict"] == "refuse"
+
+
+def test_refuses_an_unknown_version(host: Host, bin_dir: Path) -> None:
+    binary = write_script(bin_dir / "aider", "echo 'no version here'")
+    result = host.preflight("aider", binary=str(binary))
+    assert result["raised"] == "SpawnRefused"
+    assert result["verdict"] == "refuse"
+    assert "unknown version" in result["reason"]
+    assert receipt_in_chain(host, result["receipt_id"])["version"] is None
+
+
+def test_refuses_when_the_probe_times_out(host: Host, bin_dir: Path) -> None:
+    binary = write_script(bin_dir / "aider", "sleep 30")
+    result = host.preflight("aider", binary=str(binary), FLOORGUARD_PROBE_TIMEOUT="0.5")
+    assert result["verdict"] == "refuse"
+    assert "timed out" in result["reason"] or "timeout" in result["reason"]
+
+
+def test_refuses_when_the_probe_exits_non_zero(host: Host, bin_dir: Path) -> None:
+    binary = write_script(bin_dir / "aider", "echo 'aider 0.70.0'; exit 3")
+    assert host.preflight("aider", binary=str(binary))["verdict"] == "refuse"
+
+
+def test_refuses_ambiguous_version_output(host: Host, bin_dir: Path) -> None:
+    binary = write_script(bin_dir / "aider", "echo 'aider 0.70.0 (needs 0.50.0)'")
+    assert host.preflight("aider", binary=str(binary))["verdict"] == "refuse"
+
+
+def test_refuses_a_missing_binary(host: Host, tmp_path: Path) -> None:
+    result = host.preflight("aider", binary=str(tmp_path / "nowhere" / "aider"))
+    assert result["verdict"] == "refuse"
+    assert result["receipt_id"] is not None
+
+
+def test_refuses_a_tracked_adapter_not_on_path(host: Host, bin_dir: Path) -> None:
+    result = host.preflight("aider", PATH=str(bin_dir))
+    assert result["verdict"] == "refuse"
+
+
+def test_refuses_every_tracked_spawn_when_the_floor_map_was_tampered(
+    host: Host, bin_dir: Path
+) -> None:
+    entries = {"aider": floor("0.60.0")}
+    good = map_module(entries)
+    host.set_map(good.replace('"0.60.0"', '"0.10.0"'))  # data edited, stated hash kept
+    result = host.preflight("aider", binary=aider_binary(bin_dir, "0.70.0"))
+    assert result["verdict"] == "refuse"
+    assert "tampered" in result["reason"]
+
+
+def test_tampered_floor_map_is_not_overridable_by_warn_policy(host: Host, bin_dir: Path) -> None:
+    host.set_map(map_module({"aider": floor("0.60.0")}).replace('"0.60.0"', '"0.10.0"'))
+    result = host.preflight(
+        "aider", binary=aider_binary(bin_dir, "0.70.0"), FLOORGUARD_ADAPTER_FLOOR_POLICY="warn"
+    )
+    assert result["verdict"] == "refuse"
+
+
+def test_refuses_when_the_floor_map_module_is_missing_its_data(host: Host) -> None:
+    host.set_map("# floor-map:begin\n# floor-map:end\n")
+    assert host.preflight("aider", version="1.0.0")["verdict"] == "refuse"
+
+
+def test_warn_policy_records_an_override_for_a_below_floor_binary(
+    host: Host, bin_dir: Path
+) -> None:
+    result = host.preflight(
+        "aider", binary=aider_binary(bin_dir, "0.10.0"), FLOORGUARD_ADAPTER_FLOOR_POLICY="warn"
+    )
+    assert result["raised"] is None
+    assert result["verdict"] == "warn_override"
+    receipt = receipt_in_chain(host, result["receipt_id"])
+    assert receipt["verdict"] == "warn_override"
+    assert receipt["policy"] == "warn"
+
+
+@pytest.mark.parametrize("value", ["WARN", " warn", "warn ", "warn-only", "block", ""])
+def test_policy_strings_other_than_exactly_warn_block(host: Host, bin_dir: Path, value: str) -> None:
+    result = host.preflight(
+        "aider", binary=aider_binary(bin_dir, "0.10.0"), FLOORGUARD_ADAPTER_FLOOR_POLICY=value
+    )
+    assert result["verdict"] == "refuse"
+    assert result["policy"] == "block"
+
+
+def test_unset_policy_blocks(host: Host, bin_dir: Path) -> None:
+    assert host.preflight("aider", binary=aider_binary(bin_dir, "0.10.0"))["policy"] == "block"
+
+
+def test_untracked_adapter_is_allowed_and_recorded_with_its_version(
+    host: Host, bin_dir: Path
+) -> None:
+    binary = write_script(bin_dir / "newagent", "echo 'newagent 2.1.0'")
+    result = host.preflight("newagent", binary=str(binary))
+    assert result["verdict"] == "untracked"
+    assert receipt_in_chain(host, result["receipt_id"])["version"] == "2.1.0"
+
+
+def test_untracked_adapter_with_undetectable_version_is_still_allowed(
+    host: Host, bin_dir: Path
+) -> None:
+    binary = write_script(bin_dir / "newagent", "exit 1")
+    result = host.preflight("newagent", binary=str(binary))
+    assert result["verdict"] == "untracked"
+    assert receipt_in_chain(host, result["receipt_id"])["version"] is None
+
+
+def test_refuses_an_invalid_adapter_name(host: Host) -> None:
+    assert host.preflight("../aider", version="1.0")["verdict"] == "refuse"
+
+
+def test_caller_stated_version_is_recorded_as_such(host: Host) -> None:
+    result = host.preflight("claude", version="1.0.20")
+    assert result["verdict"] == "permit"
+    assert result["detected_by"] == "caller"
+
+
+def test_refuses_every_spawn_when_the_chain_home_is_a_file(host: Host, bin_dir: Path) -> None:
+    blocker = host.root / "not-a-dir"
+    blocker.write_text("x")
+    result = host.preflight(
+        "aider", binary=aider_binary(bin_dir, "0.70.0"), FLOORGUARD_HOME=str(blocker)
+    )
+    assert result["raised"] == "SpawnRefused"
+    assert result["verdict"] is None  # nothing could be recorded, so nothing is decided
+    assert "audit chain" in result["message"]
+
+
+def test_refuses_when_the_database_path_is_a_directory(host: Host, bin_dir: Path) -> None:
+    (host.home / "chain.sqlite3").mkdir(parents=True)
+    result = host.preflight("aider", binary=aider_binary(bin_dir, "0.70.0"))
+    assert result["raised"] == "SpawnRefused"
+    assert result["verdict"] is None
+
+
+def test_refuses_when_the_key_file_is_corrupted(host: Host, bin_dir: Path) -> None:
+    host.home.mkdir(parents=True)
+    key = host.home / "chain.key"
+    key.write_text("not a key\n")
+    key.chmod(0o600)
+    result = host.preflight("aider", binary=aider_binary(bin_dir, "0.70.0"))
+    assert result["raised"] == "SpawnRefused"
+    assert result["verdict"] is None
+    assert host.chain_records() == []
+
+
+def test_refuses_when_the_disk_is_full(host: Host, bin_dir: Path) -> None:
+    # RLIMIT_FSIZE makes every write past one byte fail with EFBIG, as a full disk would.
+    limited = (
+        "import resource, signal\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (1, 1))\n" + HOST
+    )
+    request = json.dumps({"adapter": "aider", "binary": aider_binary(bin_dir, "0.70.0")})
+    done = host.python("-c", limited, request)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["raised"] == "SpawnRefused"
+    assert result["verdict"] is None
