@@ -22,7 +22,10 @@ _VERSION_SHAPE = r"\d++(?:\.\d++)++[0-9A-Za-z]*+(?:[-.+_][0-9A-Za-z]++)*+"
 _V = rf"v?(?P<version>{_VERSION_SHAPE})"
 
 # A token stands alone: not glued to a word (``python3.11``) or to another token.
-_STANDALONE = re.compile(rf"(?<![0-9A-Za-z.+_-])v?(?P<version>{_VERSION_SHAPE})(?![0-9A-Za-z+_-])")
+_STANDALONE = re.compile(
+    rf"(?<![0-9A-Za-z.+_-])v?(?P<version>{_VERSION_SHAPE})(?![0-9A-Za-z+_-])",
+    re.ASCII,
+)
 
 # Longer than any real version; also keeps int() in packaging far from its digit limit.
 MAX_VERSION_CHARS = 128
@@ -49,7 +52,7 @@ class CatalogEntry:
 
 
 def _patterns(*sources: str) -> tuple[re.Pattern[str], ...]:
-    return tuple(re.compile(s.replace("{V}", _V)) for s in sources)
+    return tuple(re.compile(s.replace("{V}", _V), re.ASCII) for s in sources)
 
 
 _ENTRIES = (
@@ -115,8 +118,8 @@ _ENTRIES = (
 
 CATALOG: Mapping[str, CatalogEntry] = MappingProxyType({e.adapter: e for e in _ENTRIES})
 
-_ADAPTER_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
-_GIT_SUFFIX = re.compile(r"(?P<base>\d+(?:\.\d+)+)-(?P<sha>g[0-9a-f]{4,40})")
+_ADAPTER_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}", re.ASCII)
+_GIT_SUFFIX = re.compile(r"(?P<base>\d+(?:\.\d+)+)-(?P<sha>g[0-9a-f]{4,40})", re.ASCII)
 
 
 def entry_for(adapter: str) -> CatalogEntry | None:
