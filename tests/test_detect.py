@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -326,6 +327,10 @@ def test_refuses_invalid_probe_settings() -> None:
         ProbeSettings(timeout_s=float("nan"))
     with pytest.raises(DetectionError):
         ProbeSettings(max_output_bytes=0)
+    with pytest.raises(DetectionError):
+        ProbeSettings(timeout_s="5")  # type: ignore[arg-type]
+    with pytest.raises(DetectionError):
+        ProbeSettings(max_output_bytes=True)
 
 
 def test_refuses_binary_that_cannot_be_started(tmp_path: Path) -> None:
@@ -657,6 +662,24 @@ def test_rewritten_package_json_is_read_again(tmp_path: Path) -> None:
     tmp.write_text(json.dumps(data))
     os.replace(tmp, manifest)
     assert detect_version("claude", path_env=str(bin_dir), settings=FAST).version == "1.0.60"
+
+
+def test_rewritten_pip_metadata_is_read_again(tmp_path: Path) -> None:
+    script, _ = aider_pip(tmp_path)
+    assert detect_version("aider", binary=script, settings=FAST).version == "0.86.1"
+    metadata = next((tmp_path / "venv").glob("lib/python3.11/site-packages/*/METADATA"))
+    tmp = metadata.with_name("METADATA.new")
+    tmp.write_text(metadata.read_text().replace("Version: 0.86.1", "Version: 0.86.2"))
+    os.replace(tmp, metadata)
+    assert detect_version("aider", binary=script, settings=FAST).version == "0.86.2"
+
+
+def test_importing_detection_does_not_import_packaging() -> None:
+    # Hosts import floorguard on their spawn path; packaging loads only when first needed.
+    code = "import sys, floorguard.detect; print('packaging' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
 
 
 def test_concurrent_detections_agree(tmp_path: Path) -> None:

@@ -65,12 +65,18 @@ class ProbeSettings:
     max_output_bytes: int = 65536
 
     def __post_init__(self) -> None:
-        if not (math.isfinite(self.timeout_s) and 0 < self.timeout_s <= MAX_TIMEOUT_S):
+        timeout = self.timeout_s
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not (math.isfinite(timeout) and 0 < timeout <= MAX_TIMEOUT_S)
+        ):
             raise DetectionError(
                 f"probe timeout must be a number of seconds in (0, {MAX_TIMEOUT_S:g}], "
                 f"got {self.timeout_s!r}"
             )
-        if self.max_output_bytes < 1:
+        cap = self.max_output_bytes
+        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
             raise DetectionError(
                 f"probe output cap must be at least 1 byte, got {self.max_output_bytes!r}"
             )
@@ -204,6 +210,13 @@ def _cache_put(key: _CacheKey, value: _Cached) -> None:
 # ---------------------------------------------------------------------------- metadata
 
 
+def _identity_or_none(path: Path) -> FileIdentity | None:
+    try:
+        return file_identity(path)
+    except DetectionError:
+        return None
+
+
 def _read_capped(path: Path) -> bytes | None:
     """The bytes of a regular file of at most MAX_METADATA_BYTES, else None."""
     try:
@@ -258,8 +271,10 @@ def _npm_metadata(
     if dir_name not in entry.npm_packages:
         return None
     manifest_path = package_dir / "package.json"
+    # Identity taken before the read: if the file changes after it, the cache sees it.
+    identity = _identity_or_none(manifest_path)
     data = _read_capped(manifest_path)
-    if data is None:
+    if data is None or identity is None:
         return None
     try:
         manifest = json.loads(data.decode("utf-8"), object_pairs_hook=_reject_duplicates)
@@ -280,8 +295,7 @@ def _npm_metadata(
         accepted = _validate_version(version, entry=entry)
     except DetectionError:
         return None
-    deps = ((str(manifest_path), file_identity(manifest_path)),)
-    return accepted, manifest_path, deps
+    return accepted, manifest_path, ((str(manifest_path), identity),)
 
 
 _SHEBANG_PYTHON = re.compile(rb"#!(?P<interp>/\S+/python(?:\d+(?:\.\d+)?)?)[ \t]*\r?\n")
@@ -366,9 +380,11 @@ def _pip_metadata(
     info = unique[0]
     metadata_path = info / "METADATA"
     record_path = info / "RECORD"
+    metadata_identity = _identity_or_none(metadata_path)
+    record_identity = _identity_or_none(record_path)
     metadata = _read_capped(metadata_path)
     record = _read_capped(record_path)
-    if metadata is None or record is None:
+    if metadata is None or record is None or metadata_identity is None or record_identity is None:
         return None
     headers = _metadata_headers(metadata)
     names = headers.get("name", [])
@@ -381,10 +397,7 @@ def _pip_metadata(
         accepted = _validate_version(versions[0], entry=entry)
     except DetectionError:
         return None
-    deps = (
-        (str(metadata_path), file_identity(metadata_path)),
-        (str(record_path), file_identity(record_path)),
-    )
+    deps = ((str(metadata_path), metadata_identity), (str(record_path), record_identity))
     return accepted, metadata_path, deps
 
 
@@ -513,7 +526,9 @@ def detect_version(
     """
     entry = entry_for(adapter)
     if version is not None:
-        if not isinstance(version, str) or version != version.strip():
+        if not isinstance(version, str):
+            raise DetectionError(f"stated version is not a string: {version!r}")
+        if version != version.strip():
             raise DetectionError(f"stated version {version!r} has surrounding whitespace")
         accepted = _validate_version(version, entry=entry)
         where = (
