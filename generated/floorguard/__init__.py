@@ -2,10 +2,13 @@
 
 Import cost matters here: hosts import this package on their spawn path, so only the
 standard library is imported eagerly; ``packaging``, ``rfc8785``, ``sqlite3`` and
-``cryptography`` are imported where they are first used.
+``cryptography`` are imported where they are first used. The public functions below load
+their modules on first use for the same reason.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from floorguard.errors import (
     ChainError,
@@ -18,13 +21,47 @@ from floorguard.errors import (
     VerificationError,
 )
 
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from floorguard.floormap import Advisory
+    from floorguard.gate import Decision as Decision
+    from floorguard.gate import preflight as preflight
+    from floorguard.launcher import spawn as spawn
+
+    FLOOR_MAP: Mapping[str, Advisory]
+    FLOOR_MAP_HASH: str
+
 __all__ = [
+    "FLOOR_MAP",
+    "FLOOR_MAP_HASH",
     "ChainError",
     "ChainWriteError",
+    "Decision",
     "DetectionError",
     "FloorMapError",
     "FloorguardError",
     "KeyFileError",
     "SpawnRefused",
     "VerificationError",
+    "preflight",
+    "spawn",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # Resolved at every access: the floor map is the one in force now, not at import time.
+    if name in ("FLOOR_MAP", "FLOOR_MAP_HASH"):
+        from floorguard import active_map
+
+        current = active_map.current()
+        return current.floor_map if name == "FLOOR_MAP" else current.floor_map_hash
+    if name in ("preflight", "Decision"):
+        from floorguard import gate
+
+        return getattr(gate, name)
+    if name == "spawn":
+        from floorguard import launcher
+
+        return launcher.spawn
+    raise AttributeError(f"module 'floorguard' has no attribute {name!r}")

@@ -145,14 +145,41 @@ def preflight(
     refusal (``.decision`` holds the recorded refusal) and when the chain cannot be written
     (``.decision`` is None then: nothing could be recorded, so nothing is allowed).
     """
-    from floorguard.chain import AuditChain
-
     env = os.environ if environ is None else environ
     policy = policy_from(env)
     judgement = judge(adapter, binary=binary, version=version, policy=policy, environ=env)
+    decision = _seal(adapter, judgement, policy, env)
+    if not decision.allowed:
+        raise SpawnRefused(f"refusing to spawn {adapter}: {judgement.reason}", decision)
+    return decision
+
+
+def refuse_after(
+    earlier: Decision, reason: str, environ: Mapping[str, str] | None = None
+) -> SpawnRefused:
+    """Record a refusal that overrules an earlier decision (e.g. the binary changed since).
+
+    Returns the SpawnRefused to raise; its decision is the recorded refusal.
+    """
+    env = os.environ if environ is None else environ
+    judgement = _Judgement(
+        REFUSE, reason, version=earlier.version, detected_by=earlier.detected_by,
+        binary=earlier.binary, floor=earlier.floor, advisory_id=earlier.advisory_id,
+        floor_map_hash=earlier.floor_map_hash,
+    )  # fmt: skip
+    try:
+        decision = _seal(earlier.adapter, judgement, earlier.policy, env)
+    except SpawnRefused as unrecorded:
+        return unrecorded
+    return SpawnRefused(f"refusing to spawn {earlier.adapter}: {reason}", decision)
+
+
+def _seal(adapter: str, judgement: _Judgement, policy: str, env: Mapping[str, str]) -> Decision:
+    """Append the judgement's receipt durably; only then does it become a Decision."""
+    from floorguard.chain import AuditChain
+
     receipt = receipts.new_receipt(
-        receipts.SPAWN_PREFLIGHT,
-        _receipt_fields(adapter, judgement, policy),
+        receipts.SPAWN_PREFLIGHT, _receipt_fields(adapter, judgement, policy)
     )
     try:
         record = AuditChain.from_env(env).append(receipts.SPAWN_PREFLIGHT, receipt)
@@ -161,7 +188,7 @@ def preflight(
             f"refusing to spawn {adapter}: the decision ({judgement.verdict}) could not be "
             f"recorded in the audit chain: {exc}"
         ) from exc
-    decision = Decision(
+    return Decision(
         verdict=judgement.verdict,
         adapter=adapter,
         version=judgement.version,
@@ -175,9 +202,6 @@ def preflight(
         floor_map_hash=judgement.floor_map_hash,
         seq=record.seq,
     )
-    if not decision.allowed:
-        raise SpawnRefused(f"refusing to spawn {adapter}: {judgement.reason}", decision)
-    return decision
 
 
 def _receipt_fields(adapter: str, judgement: _Judgement, policy: str) -> dict[str, Any]:
