@@ -284,7 +284,8 @@ def _parse_block(block: str) -> BlockData:
         tree = ast.parse(block)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         at = getattr(exc, "lineno", None) or 1
-        raise _NotData(ast.Pass(lineno=at), f"not valid Python ({exc})") from None
+        reason = exc.msg if isinstance(exc, SyntaxError) else type(exc).__name__
+        raise _NotData(ast.Pass(lineno=at), f"not valid Python ({reason})") from None
     if not tree.body:
         return BlockData(entries={}, stated_hash=None, map_version=0, layout=None)
 
