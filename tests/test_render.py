@@ -408,11 +408,12 @@ def test_read_module_accepts_the_shipped_empty_module() -> None:
 
 # --- properties: arbitrary text in every field, both templates ---------------------------------
 
-# st.text() already excludes surrogates; make sure the nastiest characters are frequent.
+# Surrogates are excluded (UTF-8 cannot carry them; see the test below); the nastiest
+# characters are made frequent.
 nasty = st.text(
     alphabet=st.one_of(
         st.sampled_from(['"', "'", "\\", "\n", "\r", "\x00", "{", "}", "%", "#", "\u2028", "\x85"]),
-        st.characters(),
+        st.characters(exclude_categories=("Cs",)),
     )
 ) | st.sampled_from(['"""', "{{ map_hash }}", "{% if %}", "\\x00", '"); import os; ("', "\\"])
 entry = st.fixed_dictionaries({"min_safe_version": nasty, "advisory_id": nasty, "note": nasty})
@@ -469,6 +470,12 @@ def test_py_literal_is_one_line_and_evaluates_to_the_value(value: str) -> None:
     assert ast.literal_eval(literal) == value
     parsed = ast.parse(literal, mode="eval").body
     assert isinstance(parsed, ast.Constant)
+
+
+def test_refuses_text_that_utf8_cannot_carry() -> None:
+    entries = {"aider": {**REFERENCE["aider"], "note": "\ud800"}}
+    with pytest.raises(RenderError, match="cannot hash the floor map"):
+        render_block(load_template(FLOORGUARD), entries, map_version=1)
 
 
 def test_py_literal_refuses_other_types() -> None:
