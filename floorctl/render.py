@@ -107,7 +107,11 @@ class BlockData:
 
 @dataclass(frozen=True)
 class Template:
-    """A jinja2 template of the block. ``layout`` is what a built-in one must produce."""
+    """A jinja2 template of the block.
+
+    ``layout`` is the layout a built-in template must produce; None for a template read
+    from a path, which may produce either and is rendered in jinja2's sandbox.
+    """
 
     name: str
     source: str
@@ -276,23 +280,19 @@ def _layout_of(names: Mapping[str, ast.stmt]) -> Layout:
     return layout
 
 
-def _parse_block(block: str) -> BlockData:
-    for number, line in enumerate(split_lines(block), start=1):
+def _check_cookies(block: str, first_line: int) -> None:
+    for number, line in enumerate(split_lines(block), start=first_line):
         if _CODING_COOKIE.match(line):
             raise _NotData(ast.Pass(lineno=number), "a source-encoding declaration")
-    try:
-        tree = ast.parse(block)
-    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-        at = getattr(exc, "lineno", None) or 1
-        reason = exc.msg if isinstance(exc, SyntaxError) else type(exc).__name__
-        raise _NotData(ast.Pass(lineno=at), f"not valid Python ({reason})") from None
-    if not tree.body:
-        return BlockData(entries={}, stated_hash=None, map_version=0, layout=None)
 
+
+def _read_statements(body: list[ast.stmt]) -> BlockData:
+    if not body:
+        return BlockData(entries={}, stated_hash=None, map_version=0, layout=None)
     names: dict[str, ast.stmt] = {}
     values: dict[str, ast.expr] = {}
     annotations: dict[str, ast.expr] = {}
-    for stmt in tree.body:
+    for stmt in body:
         name, value, annotation = _assignment(stmt)
         if name in names:
             raise _NotData(stmt, f"{name} is assigned twice")
@@ -314,6 +314,16 @@ def _parse_block(block: str) -> BlockData:
     return BlockData(entries, stated_hash, version, layout.name)
 
 
+_PARSE_FAILURES = (SyntaxError, ValueError, RecursionError, MemoryError)
+
+
+def _not_data(source: str, exc: _NotData, offset: int) -> ModuleError:
+    line = getattr(exc.node, "lineno", 1) + offset
+    return ModuleError(
+        f"{source}: floor-map block holds something other than data: line {line}: {exc.reason}"
+    )
+
+
 def read_block(block: str, source: str, *, first_line: int = 1) -> BlockData:
     """The data a block states, read with :mod:`ast` only (never imported or executed).
 
@@ -323,12 +333,16 @@ def read_block(block: str, source: str, *, first_line: int = 1) -> BlockData:
     literal assignments of one known layout.
     """
     try:
-        return _parse_block(block)
+        _check_cookies(block, 1)
+        try:
+            tree = ast.parse(block)
+        except _PARSE_FAILURES as exc:
+            at = getattr(exc, "lineno", None) or 1
+            reason = exc.msg if isinstance(exc, SyntaxError) else type(exc).__name__
+            raise _NotData(ast.Pass(lineno=at), f"not valid Python ({reason})") from None
+        return _read_statements(tree.body)
     except _NotData as exc:
-        line = getattr(exc.node, "lineno", 1) + first_line - 1
-        raise ModuleError(
-            f"{source}: floor-map block holds something other than data: line {line}: {exc.reason}"
-        ) from None
+        raise _not_data(source, exc, first_line - 1) from None
 
 
 def detect_layout(block: str, source: str = "<block>") -> str | None:
@@ -342,16 +356,17 @@ def detect_layout(block: str, source: str = "<block>") -> str | None:
 def read_module(text: str, source: str) -> tuple[SplitModule, BlockData]:
     """Split a module at its markers and read its block, checking it is at module level.
 
-    The block must also be where Python will see it: the whole module is parsed (not run)
-    and the top-level statements on the block's lines must be exactly the block's own, so
-    that a block wrapped in a call or a string by the text around it is refused. Raises
-    ModuleError.
+    The whole module is parsed (never run) and the block is read from the top-level
+    statements on its lines, so it is read as Python will read it; a statement reaching
+    across a marker (the block wrapped in a call or a string by the text around it) is
+    refused. Raises ModuleError.
     """
     split = split_module(text, source)
-    data = read_block(split.block, source, first_line=split.block_line)
     try:
         tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+    except _PARSE_FAILURES as exc:
+        # Blame the block if it is the block that does not parse.
+        read_block(split.block, source, first_line=split.block_line)
         line = getattr(exc, "lineno", None)
         where = f" (line {line})" if line else ""
         raise ModuleError(f"{source}: floor-map module is not valid Python{where}") from None
@@ -368,14 +383,11 @@ def read_module(text: str, source: str) -> tuple[SplitModule, BlockData]:
                 f"statement (lines {stmt.lineno}-{end}): the block is not at module level"
             )
         inside.append(stmt)
-    block_body = ast.parse(split.block).body
-    if len(inside) != len(block_body) or any(
-        ast.dump(a) != ast.dump(b) for a, b in zip(inside, block_body, strict=False)
-    ):
-        raise ModuleError(
-            f"{source}: the floor-map block reads differently inside its module (lines "
-            f"{first}-{last}): the block is not at module level"
-        )
+    try:
+        _check_cookies(split.block, split.block_line)
+        data = _read_statements(inside)
+    except _NotData as exc:
+        raise _not_data(source, exc, 0) from None
     return split, data
 
 
@@ -413,17 +425,21 @@ def load_template(name_or_path: str) -> Template:
     return Template(str(path), source, None)
 
 
-def _environment() -> jinja2.Environment:
-    # The sandbox keeps a template given by path away from Python internals; its output
-    # is still only trusted after the ast gate below.
-    return ImmutableSandboxedEnvironment(
-        autoescape=False,
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
+def _environment(sandboxed: bool) -> jinja2.Environment:
+    options: dict[str, Any] = {
+        "autoescape": False,
+        "undefined": jinja2.StrictUndefined,
+        "keep_trailing_newline": True,
         # Block tags take whole lines, so templates read like the code they render.
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
+        "trim_blocks": True,
+        "lstrip_blocks": True,
+    }
+    # A template from a path runs in the sandbox, away from Python internals (the built-in
+    # ones are our own code, and the sandbox costs seconds on a large map). Either way the
+    # output is trusted only after the ast gate.
+    if sandboxed:
+        return ImmutableSandboxedEnvironment(**options)
+    return jinja2.Environment(**options)  # noqa: S701 - Python source, not HTML
 
 
 def _normalised(entries: Mapping[str, Any]) -> Entries:
@@ -470,7 +486,7 @@ def render_block(
     ]
     origin = f"template {template.name}"
     try:
-        compiled = _environment().from_string(template.source)
+        compiled = _environment(template.layout is None).from_string(template.source)
         block = compiled.render(
             entries=literal_entries,
             map_hash=py_literal(map_hash),

@@ -393,6 +393,24 @@ def test_refuses_block_hidden_in_a_string_by_the_surrounding_text() -> None:
         read_module(text, "m.py")
 
 
+def test_read_module_refuses_code_in_block_naming_the_module_line() -> None:
+    text = f"# host\n\n{BEGIN}\n{GOOD}import os\n{END}\n"
+    with pytest.raises(ModuleError, match=r"^m\.py: .*other than data: line 13\b"):
+        read_module(text, "m.py")
+
+
+def test_read_module_blames_a_block_that_does_not_parse() -> None:
+    text = f"# host\n{BEGIN}\n{GOOD}FLOOR_MAP_HASH = (\n{END}\n"
+    with pytest.raises(ModuleError, match=r"other than data: line 12: not valid Python"):
+        read_module(text, "m.py")
+
+
+def test_read_module_refuses_coding_cookie_on_the_line_after_begin() -> None:
+    text = f"{BEGIN}\n# vim: set fileencoding=utf-7 :\n{GOOD}{END}\n"
+    with pytest.raises(ModuleError, match=r"line 2: a source-encoding declaration"):
+        read_module(text, "m.py")
+
+
 def test_refuses_module_that_is_not_python_around_the_block() -> None:
     with pytest.raises(
         ModuleError, match=r"m\.py: floor-map module is not valid Python \(line 1\)"
