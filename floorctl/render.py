@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import ast
 import importlib.resources
+import io
 import os
 import re
+import tokenize
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -353,6 +355,22 @@ def detect_layout(block: str, source: str = "<block>") -> str | None:
     return read_block(block, source).layout
 
 
+def _require_utf8_declaration(text: str, source: str) -> None:
+    # The module is read as UTF-8; if its own coding declaration told Python otherwise, the
+    # interpreter would load other strings than the ones checked and hashed here.
+    head = "".join(split_lines(text)[:2]).encode("utf-8")
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(head).readline)
+    except SyntaxError as exc:
+        raise ModuleError(
+            f"{source}: floor-map module has a bad coding declaration: {exc}"
+        ) from None
+    if encoding not in ("utf-8", "utf-8-sig"):
+        raise ModuleError(
+            f"{source}: floor-map module declares encoding {encoding}; it must be UTF-8"
+        )
+
+
 def read_module(text: str, source: str) -> tuple[SplitModule, BlockData]:
     """Split a module at its markers and read its block, checking it is at module level.
 
@@ -362,6 +380,7 @@ def read_module(text: str, source: str) -> tuple[SplitModule, BlockData]:
     refused. Raises ModuleError.
     """
     split = split_module(text, source)
+    _require_utf8_declaration(text, source)
     try:
         tree = ast.parse(text)
     except _PARSE_FAILURES as exc:

@@ -406,9 +406,27 @@ def test_read_module_blames_a_block_that_does_not_parse() -> None:
 
 
 def test_read_module_refuses_coding_cookie_on_the_line_after_begin() -> None:
+    # Line 2 of a file whose line 1 is a comment: Python would decode the module as UTF-7.
     text = f"{BEGIN}\n# vim: set fileencoding=utf-7 :\n{GOOD}{END}\n"
-    with pytest.raises(ModuleError, match=r"line 2: a source-encoding declaration"):
+    with pytest.raises(ModuleError, match="declares encoding utf-7; it must be UTF-8"):
         read_module(text, "m.py")
+
+
+def test_read_module_refuses_coding_cookie_anywhere_in_block() -> None:
+    text = f"{BEGIN}\n{GOOD}# -*- coding: utf-7 -*-\n{END}\n"
+    with pytest.raises(ModuleError, match=r"line 11: a source-encoding declaration"):
+        read_module(text, "m.py")
+
+
+def test_refuses_module_declaring_another_source_encoding() -> None:
+    text = f"# -*- coding: latin-1 -*-\n{BEGIN}\n{GOOD}{END}\n"
+    with pytest.raises(ModuleError, match="declares encoding iso-8859-1; it must be UTF-8"):
+        read_module(text, "m.py")
+
+
+def test_accepts_module_declaring_utf8() -> None:
+    _, data = read_module(f"# coding: utf-8\n{BEGIN}\n{GOOD}{END}\n", "m.py")
+    assert data.entries == REFERENCE
 
 
 def test_refuses_module_that_is_not_python_around_the_block() -> None:
