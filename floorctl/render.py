@@ -1,0 +1,534 @@
+"""Rendering the floor-map block from a template, and reading a block back as data.
+
+The block is data only. Values reach a template already written as Python literals
+(:func:`py_literal`), so feed text is never template or code text. Every rendered block
+then passes the same gate a block read from disk does (:func:`read_block`): it is parsed
+with :mod:`ast`, never imported or executed, and refused unless it holds exactly the
+assignments of literals one of the known layouts names, reading back to exactly the data
+that was rendered. A custom template given by path is held to the same gate.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.resources
+import io
+import os
+import re
+import tokenize
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from floorguard.errors import FloorguardError
+from floorguard.floormap import ENTRY_FIELDS, entries_hash, from_entries, to_entries
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from floorctl.errors import ModuleError, RenderError
+from floorctl.splice import BEGIN, END, SplitModule, split_lines, split_module
+
+FLOORGUARD = "floorguard"
+BERNSTEIN = "bernstein"
+TEMPLATE_NAMES = (FLOORGUARD, BERNSTEIN)
+
+Entries = dict[str, dict[str, str]]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The names a layout assigns in the block, and the annotations each may carry."""
+
+    name: str
+    entries_name: str
+    hash_name: str
+    version_name: str
+    # Entries as nested dict literals ("dict") or as AdapterAdvisory(...) calls ("call").
+    entry_style: str
+    # A host file in this layout may hold only the entries (no hash, no version) until
+    # floorctl first renders into it.
+    hash_optional: bool
+    # Allowed annotation per name, as ast.unparse writes it. An annotation is evaluated
+    # when the module runs, so it is checked like any other expression.
+    annotations: Mapping[str, frozenset[str]]
+
+    @property
+    def names(self) -> frozenset[str]:
+        return frozenset({self.entries_name, self.hash_name, self.version_name})
+
+
+FLOORGUARD_LAYOUT = Layout(
+    name=FLOORGUARD,
+    entries_name="FLOOR_MAP_ENTRIES",
+    hash_name="FLOOR_MAP_HASH",
+    version_name="FLOOR_MAP_VERSION",
+    entry_style="dict",
+    hash_optional=False,
+    annotations={
+        "FLOOR_MAP_ENTRIES": frozenset({"dict[str, dict[str, str]]"}),
+        "FLOOR_MAP_HASH": frozenset({"str"}),
+        "FLOOR_MAP_VERSION": frozenset({"int"}),
+    },
+)
+BERNSTEIN_LAYOUT = Layout(
+    name=BERNSTEIN,
+    entries_name="ADAPTER_MIN_SAFE_VERSIONS",
+    hash_name="ADAPTER_FLOOR_MAP_HASH",
+    version_name="ADAPTER_FLOOR_MAP_VERSION",
+    entry_style="call",
+    hash_optional=True,
+    annotations={
+        "ADAPTER_MIN_SAFE_VERSIONS": frozenset({"dict[str, AdapterAdvisory]"}),
+        "ADAPTER_FLOOR_MAP_HASH": frozenset({"str"}),
+        "ADAPTER_FLOOR_MAP_VERSION": frozenset({"int"}),
+    },
+)
+LAYOUTS: Mapping[str, Layout] = {FLOORGUARD: FLOORGUARD_LAYOUT, BERNSTEIN: BERNSTEIN_LAYOUT}
+
+_ADVISORY_CALL = "AdapterAdvisory"
+_CALL_KEYWORDS = frozenset({"adapter", *ENTRY_FIELDS})
+
+# PEP 263: a comment like this in the first two lines of a file changes how Python decodes
+# it. The block can sit on line 2, so a hand-edited one could re-decode the whole module.
+_CODING_COOKIE = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*[-\w.]+")
+
+
+@dataclass(frozen=True)
+class BlockData:
+    """What a block states: its entries, its hash (None if it states none) and its version.
+
+    ``layout`` is the layout the block is written in, None for an empty block.
+    """
+
+    entries: Entries
+    stated_hash: str | None
+    map_version: int
+    layout: str | None
+
+
+@dataclass(frozen=True)
+class Template:
+    """A jinja2 template of the block.
+
+    ``layout`` is the layout a built-in template must produce; None for a template read
+    from a path, which may produce either and is rendered in jinja2's sandbox.
+    """
+
+    name: str
+    source: str
+    layout: str | None
+
+
+@dataclass(frozen=True)
+class LiteralEntry:
+    """One adapter's fields, each already written as a Python string literal."""
+
+    adapter: str
+    min_safe_version: str
+    advisory_id: str
+    note: str
+
+
+# ---------------------------------------------------------------------------------------
+# Literals
+# ---------------------------------------------------------------------------------------
+
+_SIMPLE_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape_char(ch: str) -> str:
+    if ch in _SIMPLE_ESCAPES:
+        return _SIMPLE_ESCAPES[ch]
+    if ch.isprintable():
+        return ch
+    code = ord(ch)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
+
+
+def py_literal(value: str | int) -> str:
+    """``value`` as Python source: a double-quoted string literal, or a decimal int.
+
+    Printable characters other than ``"`` and ``\\`` are kept as they are; everything
+    else (line breaks, NUL, control and format characters, U+2028...) is escaped, so the
+    literal is always one line and evaluates back to exactly ``value``. Raises RenderError
+    for a bool, a negative int or another type.
+    """
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise RenderError(f"cannot write {type(value).__name__} as a floor-map literal")
+    if isinstance(value, int):
+        if value < 0:
+            raise RenderError(f"cannot write negative number {value} as a floor-map literal")
+        return str(value)
+    if value.isprintable():  # the common case, at C speed
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return '"' + "".join(_escape_char(ch) for ch in value) + '"'
+
+
+# ---------------------------------------------------------------------------------------
+# Reading a block back (ast only)
+# ---------------------------------------------------------------------------------------
+
+
+class _NotData(Exception):
+    def __init__(self, node: ast.AST | None, reason: str) -> None:
+        super().__init__(reason)
+        self.node = node
+        self.reason = reason
+
+
+def _str(node: ast.expr, what: str) -> str:
+    if isinstance(node, ast.Constant) and type(node.value) is str:
+        return node.value
+    raise _NotData(node, f"{what} is not a string literal")
+
+
+def _version(node: ast.expr, what: str) -> int:
+    if isinstance(node, ast.Constant) and type(node.value) is int and node.value >= 0:
+        return node.value
+    raise _NotData(node, f"{what} is not a non-negative integer literal")
+
+
+def _dict_items(node: ast.expr, what: str) -> list[tuple[str, ast.expr]]:
+    if not isinstance(node, ast.Dict):
+        raise _NotData(node, f"{what} is not a dict literal")
+    items: list[tuple[str, ast.expr]] = []
+    seen: set[str] = set()
+    for key_node, value_node in zip(node.keys, node.values, strict=True):
+        if key_node is None:
+            raise _NotData(value_node, f"{what} unpacks another mapping (**)")
+        key = _str(key_node, f"a key of {what}")
+        if key in seen:
+            raise _NotData(key_node, f"{what} has the key {key!r} twice")
+        seen.add(key)
+        items.append((key, value_node))
+    return items
+
+
+def _dict_entry(adapter: str, node: ast.expr) -> dict[str, str]:
+    what = f"the entry of {adapter!r}"
+    fields = dict(_dict_items(node, what))
+    if set(fields) != set(ENTRY_FIELDS):
+        raise _NotData(node, f"{what} must have exactly the keys {', '.join(ENTRY_FIELDS)}")
+    return {name: _str(fields[name], f"{name} of {adapter!r}") for name in ENTRY_FIELDS}
+
+
+def _call_entry(adapter: str, node: ast.expr) -> dict[str, str]:
+    what = f"the entry of {adapter!r}"
+    if not (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == _ADVISORY_CALL
+    ):
+        raise _NotData(node, f"{what} is not an {_ADVISORY_CALL}(...) of keyword literals")
+    if node.args:
+        raise _NotData(node, f"{what} passes positional arguments")
+    kwargs: dict[str, str] = {}
+    for keyword in node.keywords:
+        if keyword.arg is None:
+            raise _NotData(keyword.value, f"{what} unpacks a mapping (**)")
+        if keyword.arg in kwargs:
+            raise _NotData(keyword.value, f"{what} passes {keyword.arg} twice")
+        kwargs[keyword.arg] = _str(keyword.value, f"{keyword.arg} of {adapter!r}")
+    if set(kwargs) != _CALL_KEYWORDS:
+        raise _NotData(node, f"{what} must pass exactly {', '.join(sorted(_CALL_KEYWORDS))}")
+    if kwargs["adapter"] != adapter:
+        raise _NotData(node, f"{what} names another adapter ({kwargs['adapter']!r})")
+    return {name: kwargs[name] for name in ENTRY_FIELDS}
+
+
+def _entries(layout: Layout, node: ast.expr) -> Entries:
+    read_entry = _dict_entry if layout.entry_style == "dict" else _call_entry
+    items = _dict_items(node, layout.entries_name)
+    return {adapter: read_entry(adapter, value) for adapter, value in sorted(items)}
+
+
+def _assignment(stmt: ast.stmt) -> tuple[str, ast.expr, ast.expr | None]:
+    """(name, value, annotation) of a plain ``NAME = value`` or ``NAME: T = value``."""
+    if (
+        isinstance(stmt, ast.Assign)
+        and len(stmt.targets) == 1
+        and isinstance(stmt.targets[0], ast.Name)
+    ):
+        return stmt.targets[0].id, stmt.value, None
+    if (
+        isinstance(stmt, ast.AnnAssign)
+        and isinstance(stmt.target, ast.Name)
+        and stmt.simple
+        and stmt.value is not None
+    ):
+        return stmt.target.id, stmt.value, stmt.annotation
+    raise _NotData(stmt, "not an assignment of a literal to a name")
+
+
+def _layout_of(names: Mapping[str, ast.stmt]) -> Layout:
+    for layout in LAYOUTS.values():
+        if layout.entries_name in names:
+            break
+    else:
+        first = next(iter(names.values()))
+        raise _NotData(first, "no floor-map entries assigned (unknown layout)")
+    for name, stmt in names.items():
+        if name not in layout.names:
+            raise _NotData(stmt, f"unexpected assignment to {name} in the {layout.name} layout")
+    stated = {layout.hash_name, layout.version_name} & set(names)
+    if stated != {layout.hash_name, layout.version_name} and (stated or not layout.hash_optional):
+        missing = sorted({layout.hash_name, layout.version_name} - stated)
+        raise _NotData(names[layout.entries_name], f"{' and '.join(missing)} not assigned")
+    return layout
+
+
+def _check_cookies(block: str, first_line: int) -> None:
+    for number, line in enumerate(split_lines(block), start=first_line):
+        if _CODING_COOKIE.match(line):
+            raise _NotData(ast.Pass(lineno=number), "a source-encoding declaration")
+
+
+def _read_statements(body: list[ast.stmt]) -> BlockData:
+    if not body:
+        return BlockData(entries={}, stated_hash=None, map_version=0, layout=None)
+    names: dict[str, ast.stmt] = {}
+    values: dict[str, ast.expr] = {}
+    annotations: dict[str, ast.expr] = {}
+    for stmt in body:
+        name, value, annotation = _assignment(stmt)
+        if name in names:
+            raise _NotData(stmt, f"{name} is assigned twice")
+        names[name] = stmt
+        values[name] = value
+        if annotation is not None:
+            annotations[name] = annotation
+    layout = _layout_of(names)
+    for name, annotation in annotations.items():
+        if ast.unparse(annotation) not in layout.annotations[name]:
+            raise _NotData(annotation, f"unexpected annotation on {name}")
+
+    entries = _entries(layout, values[layout.entries_name])
+    stated_hash = None
+    version = 0
+    if layout.hash_name in values:
+        stated_hash = _str(values[layout.hash_name], layout.hash_name)
+        version = _version(values[layout.version_name], layout.version_name)
+    return BlockData(entries, stated_hash, version, layout.name)
+
+
+_PARSE_FAILURES = (SyntaxError, ValueError, RecursionError, MemoryError)
+
+
+def _not_data(source: str, exc: _NotData, offset: int) -> ModuleError:
+    line = getattr(exc.node, "lineno", 1) + offset
+    return ModuleError(
+        f"{source}: floor-map block holds something other than data: line {line}: {exc.reason}"
+    )
+
+
+def read_block(block: str, source: str, *, first_line: int = 1) -> BlockData:
+    """The data a block states, read with :mod:`ast` only (never imported or executed).
+
+    ``first_line`` is the block's line number in its module, for messages. An empty block
+    (or one holding only comments) states no entries, no hash and version 0. Raises
+    ModuleError ("block holds something other than data: line N") for anything but the
+    literal assignments of one known layout.
+    """
+    try:
+        _check_cookies(block, 1)
+        try:
+            tree = ast.parse(block)
+        except _PARSE_FAILURES as exc:
+            at = getattr(exc, "lineno", None) or 1
+            reason = exc.msg if isinstance(exc, SyntaxError) else type(exc).__name__
+            raise _NotData(ast.Pass(lineno=at), f"not valid Python ({reason})") from None
+        return _read_statements(tree.body)
+    except _NotData as exc:
+        raise _not_data(source, exc, first_line - 1) from None
+
+
+def detect_layout(block: str, source: str = "<block>") -> str | None:
+    """The layout a block is written in (``floorguard`` or ``bernstein``); None if empty.
+
+    Raises ModuleError as :func:`read_block` does.
+    """
+    return read_block(block, source).layout
+
+
+def _require_utf8_declaration(text: str, source: str) -> None:
+    # The module is read as UTF-8; if its own coding declaration told Python otherwise, the
+    # interpreter would load other strings than the ones checked and hashed here.
+    head = "".join(split_lines(text)[:2]).encode("utf-8")
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(head).readline)
+    except SyntaxError as exc:
+        raise ModuleError(
+            f"{source}: floor-map module has a bad coding declaration: {exc}"
+        ) from None
+    if encoding not in ("utf-8", "utf-8-sig"):
+        raise ModuleError(
+            f"{source}: floor-map module declares encoding {encoding}; it must be UTF-8"
+        )
+
+
+def read_module(text: str, source: str) -> tuple[SplitModule, BlockData]:
+    """Split a module at its markers and read its block, checking it is at module level.
+
+    The whole module is parsed (never run) and the block is read from the top-level
+    statements on its lines, so it is read as Python will read it; a statement reaching
+    across a marker (the block wrapped in a call or a string by the text around it) is
+    refused. Raises ModuleError.
+    """
+    split = split_module(text, source)
+    _require_utf8_declaration(text, source)
+    try:
+        tree = ast.parse(text)
+    except _PARSE_FAILURES as exc:
+        # Blame the block if it is the block that does not parse.
+        read_block(split.block, source, first_line=split.block_line)
+        line = getattr(exc, "lineno", None)
+        where = f" (line {line})" if line else ""
+        raise ModuleError(f"{source}: floor-map module is not valid Python{where}") from None
+    first = split.block_line - 1  # the begin marker's line
+    last = first + len(split_lines(split.block)) + 1  # the end marker's line
+    inside: list[ast.stmt] = []
+    for stmt in tree.body:
+        end = stmt.end_lineno or stmt.lineno
+        if end < first or stmt.lineno > last:
+            continue
+        if stmt.lineno <= first or end >= last:
+            raise ModuleError(
+                f"{source}: the floor-map markers (lines {first}, {last}) lie inside a "
+                f"statement (lines {stmt.lineno}-{end}): the block is not at module level"
+            )
+        inside.append(stmt)
+    try:
+        _check_cookies(split.block, split.block_line)
+        data = _read_statements(inside)
+    except _NotData as exc:
+        raise _not_data(source, exc, 0) from None
+    return split, data
+
+
+# ---------------------------------------------------------------------------------------
+# Templates and rendering
+# ---------------------------------------------------------------------------------------
+
+
+def _is_path(name_or_path: str) -> bool:
+    separators = {os.sep, "/"} | ({os.altsep} if os.altsep else set())
+    return any(sep in name_or_path for sep in separators) or name_or_path.endswith(".j2")
+
+
+def load_template(name_or_path: str) -> Template:
+    """The template ``floorguard``, ``bernstein``, or one read from a path.
+
+    A value with a path separator or ending in ``.j2`` is a path. Raises RenderError for
+    an unknown name or an unreadable file.
+    """
+    if name_or_path in TEMPLATE_NAMES:
+        resource = importlib.resources.files("floorctl._templates") / f"{name_or_path}.py.j2"
+        return Template(name_or_path, resource.read_text(encoding="utf-8"), name_or_path)
+    if not _is_path(name_or_path):
+        raise RenderError(
+            f"unknown template {name_or_path!r}: use {' or '.join(TEMPLATE_NAMES)}, "
+            "or a path to a .j2 file"
+        )
+    path = Path(name_or_path)
+    try:
+        source = path.read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise RenderError(f"{path}: cannot read template: {exc.strerror}") from exc
+    except UnicodeDecodeError:
+        raise RenderError(f"{path}: template is not valid UTF-8") from None
+    return Template(str(path), source, None)
+
+
+def _environment(sandboxed: bool) -> jinja2.Environment:
+    options: dict[str, Any] = {
+        "autoescape": False,
+        "undefined": jinja2.StrictUndefined,
+        "keep_trailing_newline": True,
+        # Block tags take whole lines, so templates read like the code they render.
+        "trim_blocks": True,
+        "lstrip_blocks": True,
+    }
+    # A template from a path runs in the sandbox, away from Python internals (the built-in
+    # ones are our own code, and the sandbox costs seconds on a large map). Either way the
+    # output is trusted only after the ast gate.
+    if sandboxed:
+        return ImmutableSandboxedEnvironment(**options)
+    return jinja2.Environment(**options)  # noqa: S701 - Python source, not HTML
+
+
+def _normalised(entries: Mapping[str, Any]) -> Entries:
+    try:
+        return to_entries(from_entries(entries))
+    except FloorguardError as exc:
+        raise RenderError(f"cannot render the floor map: {exc}") from exc
+
+
+def render_block(
+    template: Template,
+    entries: Mapping[str, Mapping[str, str]],
+    *,
+    map_version: int,
+    map_hash: str | None = None,
+) -> str:
+    """The block's text (between the markers, ``\\n`` line endings) for ``entries``.
+
+    ``map_hash`` defaults to the entries' floor-map hash and must equal it when given.
+    The output must hold exactly one known layout's literal assignments (the template's
+    own, for a built-in one) and read back to exactly ``entries``, ``map_hash`` and
+    ``map_version``. Pure: nothing is written. Raises RenderError.
+    """
+    data = _normalised(entries)
+    if isinstance(map_version, bool) or not isinstance(map_version, int) or map_version < 0:
+        raise RenderError(f"map version must be a non-negative integer, not {map_version!r}")
+    try:
+        computed = entries_hash(data)
+    except FloorguardError as exc:
+        raise RenderError(f"cannot hash the floor map: {exc}") from exc
+    if map_hash is None:
+        map_hash = computed
+    elif map_hash != computed:
+        raise RenderError(f"stated hash {map_hash} is not the floor-map hash {computed}")
+
+    literal_entries = [
+        LiteralEntry(
+            adapter=py_literal(adapter),
+            min_safe_version=py_literal(fields["min_safe_version"]),
+            advisory_id=py_literal(fields["advisory_id"]),
+            note=py_literal(fields["note"]),
+        )
+        for adapter, fields in data.items()
+    ]
+    origin = f"template {template.name}"
+    try:
+        compiled = _environment(template.layout is None).from_string(template.source)
+        block = compiled.render(
+            entries=literal_entries,
+            map_hash=py_literal(map_hash),
+            map_version=py_literal(map_version),
+        )
+    except Exception as exc:  # a template from a path may fail in any way: refuse, don't crash
+        raise RenderError(f"{origin} failed to render: {exc}") from exc
+
+    if "\r" in block:
+        raise RenderError(f"{origin} produced a carriage return")
+    for number, line in enumerate(split_lines(block), start=1):
+        if line.strip() in (BEGIN, END):
+            raise RenderError(f"{origin} produced a floor-map marker (line {number})")
+    if block and not block.endswith("\n"):
+        block += "\n"
+    try:
+        back = read_block(block, origin)
+    except ModuleError as exc:
+        raise RenderError(f"refused to render: {exc}") from None
+    if back.layout is None:
+        raise RenderError(f"{origin} produced no floor map")
+    if template.layout is not None and back.layout != template.layout:
+        raise RenderError(f"{origin} produced the {back.layout} layout, not {template.layout}")
+    if (back.entries, back.stated_hash, back.map_version) != (data, map_hash, map_version):
+        raise RenderError(f"{origin} produced a block that does not read back to its data")
+    return block
