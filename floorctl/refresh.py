@@ -63,8 +63,7 @@ def plan(
 ) -> RefreshPlan:
     """Decide the new module text. Raises DriftError, DowngradeRefused, ModuleError, RenderError."""
     template = render.load_template(template_name)
-    split = splice.split_module(module_text, str(module))
-    current = render.read_block(split.block, str(module))
+    split, current = render.read_module(module_text, str(module))
     old_map = from_entries(current.entries)
     data_hash = floor_map_hash(old_map)
     drift = current.stated_hash is not None and current.stated_hash != data_hash

@@ -18,8 +18,7 @@ from floorguard.floormap import entries_hash
 def map_file_hash(path: Path) -> str:
     """The floor-map hash of a module (its block's data) or of a map JSON file."""
     if path.suffix == ".py":
-        text = splice.read_module_text(path)
-        block = render.read_block(splice.split_module(text, str(path)).block, str(path))
+        _, block = render.read_module(splice.read_module_text(path), str(path))
         return entries_hash(block.entries)
     try:
         document = json.loads(path.read_bytes())

@@ -1,0 +1,182 @@
+"""floorguard.spawn: the check and the exec are one step, bound to the file that was checked.
+
+A below-floor or swapped binary must never start: each test binary would leave a marker
+file if it ran, and the tests assert the marker is absent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hosts import Host, floor, receipt_in_chain, write_script
+
+SPAWN_HOST = r"""
+import json, os, sys
+import floorguard
+import floorguard.launcher as launcher
+request = json.loads(sys.argv[1])
+swap = request.get("swap")
+if swap:
+    def race():
+        if swap["kind"] == "replace":
+            os.replace(swap["with"], swap["path"])
+        elif swap["kind"] == "retarget":
+            os.remove(swap["path"])
+            os.symlink(swap["with"], swap["path"])
+    launcher._race_window_hook = race
+env = dict(os.environ)
+env.update(request.get("child_env", {}))
+results = []
+for policy in request.get("policies", [None]):
+    if policy is None:
+        os.environ.pop("FLOORGUARD_ADAPTER_FLOOR_POLICY", None)
+    else:
+        os.environ["FLOORGUARD_ADAPTER_FLOOR_POLICY"] = policy
+    try:
+        child = floorguard.spawn(request["adapter"], request["argv"], binary=request.get("binary"),
+                                 env=env, stdout=-1, text=True)
+        out, _ = child.communicate(timeout=60)
+        results.append({"started": True, "returncode": child.returncode, "stdout": out})
+    except floorguard.SpawnRefused as exc:
+        d = exc.decision
+        results.append({"started": False, "message": str(exc),
+                        "verdict": d.verdict if d else None,
+                        "receipt_id": d.receipt_id if d else None})
+print(json.dumps(results))
+"""
+
+# Answers --version like aider; otherwise records that it ran and prints its receipt id.
+AGENT = """\
+if [ "$1" = "--version" ]; then echo "aider {version}"; exit 0; fi
+touch "{marker}"
+echo "receipt=$FLOORGUARD_RECEIPT_ID args=$*"
+exit {code}
+"""
+
+
+@pytest.fixture
+def host(tmp_path: Path) -> Host:
+    return Host(tmp_path, {"aider": floor("0.60.0")})
+
+
+def agent(path: Path, version: str, marker: Path, code: int = 0) -> Path:
+    return write_script(path, AGENT.format(version=version, marker=marker, code=code))
+
+
+def run(host: Host, **request: Any) -> list[dict[str, Any]]:
+    done = host.python("-c", SPAWN_HOST, json.dumps(request))
+    assert done.returncode == 0, done.stderr
+    result: list[dict[str, Any]] = json.loads(done.stdout)
+    return result
+
+
+def test_permitted_child_sees_its_receipt_id_and_the_id_is_in_the_chain(
+    host: Host, tmp_path: Path
+) -> None:
+    marker = tmp_path / "ran"
+    binary = agent(tmp_path / "aider", "0.60.0", marker)
+    [result] = run(host, adapter="aider", argv=["--yes", "task"], binary=str(binary))
+    assert result["started"] and result["returncode"] == 0
+    line = result["stdout"].strip()
+    assert line.endswith("args=--yes task")
+    receipt_id = line.split()[0].removeprefix("receipt=")
+    assert receipt_in_chain(host, receipt_id)["verdict"] == "permit"
+    assert marker.exists()
+
+
+def test_below_floor_binary_never_starts(host: Host, tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    binary = agent(tmp_path / "aider", "0.59.0", marker)
+    [result] = run(host, adapter="aider", argv=["task"], binary=str(binary))
+    assert not result["started"]
+    assert result["verdict"] == "refuse"
+    assert not marker.exists()
+
+
+def test_binary_swapped_between_check_and_exec_is_refused_and_nothing_runs(
+    host: Host, tmp_path: Path
+) -> None:
+    marker, evil_marker = tmp_path / "ran", tmp_path / "evil-ran"
+    binary = agent(tmp_path / "aider", "0.70.0", marker)
+    evil = agent(tmp_path / "evil", "0.70.0", evil_marker)
+    swap = {"kind": "replace", "path": str(binary), "with": str(evil)}
+    [result] = run(host, adapter="aider", argv=[], binary=str(binary), swap=swap)
+    assert not result["started"]
+    assert "changed between check and exec" in result["message"]
+    assert result["verdict"] == "refuse"
+    assert receipt_in_chain(host, result["receipt_id"])["verdict"] == "refuse"
+    assert not marker.exists() and not evil_marker.exists()
+
+
+def test_symlink_retargeted_after_resolution_is_refused(host: Host, tmp_path: Path) -> None:
+    good_marker, evil_marker = tmp_path / "good-ran", tmp_path / "evil-ran"
+    good = agent(tmp_path / "aider-good", "0.70.0", good_marker)
+    evil = agent(tmp_path / "aider-old", "0.10.0", evil_marker)
+    link = tmp_path / "aider"
+    link.symlink_to(good)
+    swap = {"kind": "retarget", "path": str(link), "with": str(evil)}
+    [result] = run(host, adapter="aider", argv=[], binary=str(link), swap=swap)
+    assert not result["started"]
+    assert "now resolves to" in result["message"]
+    assert not good_marker.exists() and not evil_marker.exists()
+
+
+def test_policy_changed_between_two_calls_takes_effect_on_the_second(
+    host: Host, tmp_path: Path
+) -> None:
+    marker = tmp_path / "ran"
+    binary = agent(tmp_path / "aider", "0.10.0", marker)
+    first, second = run(host, adapter="aider", argv=[], binary=str(binary),
+                        policies=[None, "warn"])
+    assert not first["started"] and first["verdict"] == "refuse"
+    assert second["started"]
+    assert marker.exists()
+
+
+def test_spawn_refuses_a_shell_string(host: Host) -> None:
+    code = (
+        "import floorguard\n"
+        "try:\n    floorguard.spawn('aider', 'rm -rf /')\nexcept TypeError as e:\n    print('TypeError', e)\n"
+    )
+    done = host.python("-c", code)
+    assert done.stdout.startswith("TypeError")
+    assert host.chain_records() == []
+
+
+@pytest.mark.parametrize("argument", ["shell", "executable"])
+def test_spawn_refuses_popen_arguments_that_bypass_the_check(host: Host, argument: str) -> None:
+    code = (
+        "import floorguard\n"
+        f"try:\n    floorguard.spawn('aider', [], {argument}=True)\n"
+        "except TypeError as e:\n    print('TypeError', e)\n"
+    )
+    assert host.python("-c", code).stdout.startswith("TypeError")
+
+
+def test_exec_from_the_shell_returns_the_childs_exit_code(host: Host, tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    agent(bin_dir / "aider", "0.61.0", marker, code=7)
+    path = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
+    done = host.python("-m", "floorguard", "exec", "aider", "--", "task", PATH=path)
+    assert done.returncode == 7, done.stderr
+    assert marker.exists()
+
+
+def test_exec_from_the_shell_returns_126_when_refused(host: Host, tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    agent(bin_dir / "aider", "0.1.0", marker)
+    path = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
+    done = host.python("-m", "floorguard", "exec", "aider", "--", "task", PATH=path)
+    assert done.returncode == 126
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert "below the floor" in done.stderr
+    assert not marker.exists()
