@@ -18,12 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jsonschema import Draft202012Validator, ValidationError
-
-from floorctl.errors import FeedError
 from floorguard import floormap
 from floorguard._canonical import sha256_digest
 from floorguard.errors import FloorMapError
+from jsonschema import Draft202012Validator, ValidationError
+from packaging.version import InvalidVersion, Version
+
+from floorctl.errors import FeedError
 
 MAX_FEED_BYTES = 16 * 1024 * 1024
 MAX_ADAPTERS = 100_000
@@ -54,6 +55,14 @@ _NOTE_FORBIDDEN_WHY = {
 }
 # Keys shown as `.key` in a JSON path; anything else is shown quoted, as `["key"]`.
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*\Z")
+
+# Names for characters that unicodedata.name() does not know (controls, surrogates, ...).
+_CATEGORY_WORDS = {
+    "Cc": "a control character",
+    "Cs": "a lone surrogate",
+    "Co": "a private-use character",
+    "Cn": "an unassigned code point",
+}
 
 _JSON_TYPES = {
     dict: "object",
@@ -110,10 +119,12 @@ def parse_feed(data: bytes, source: str) -> Feed:
     if problems:
         raise FeedError([(shown, path, message) for path, message in _ordered(problems)])
     try:
-        floor_map = floormap.from_entries(adapters)
+        floor_map = floormap.from_entries(document["adapters"])
     except FloorMapError as exc:  # cannot happen after the checks above; fail closed anyway
         raise FeedError([(shown, "$.adapters", str(exc))]) from exc
-    return Feed(source=source, digest=sha256_digest(data), schema_version=version, floor_map=floor_map)
+    return Feed(
+        source=source, digest=sha256_digest(data), schema_version=version, floor_map=floor_map
+    )
 
 
 def load_feed(path: Path) -> Feed:
@@ -266,10 +277,27 @@ def _validator(version: int) -> Draft202012Validator:
     return Draft202012Validator(schema)
 
 
-def _check(document: dict[str, Any], version: int) -> list[tuple[str, str]]:
-    semantic = dict(_semantic_problems(document))
+def _check(document: dict[str, Any], version: int, *, whole: bool = False) -> list[tuple[str, str]]:
+    """Schema and semantic problems of a decoded document.
+
+    The schema is run on the top level and on every adapter entry that is not provably
+    clean; ``whole=True`` runs it on every entry (tests compare both ways). An entry is clean
+    when it has exactly the three string fields and passes the semantic checks, which are
+    each at least as strict as the schema's keywords for that field (a test holds the two
+    in step). Running jsonschema on 100,000 clean entries would cost seconds and find nothing.
+    """
+    semantic: dict[str, str] = {}
+    target = document
+    adapters = document.get("adapters")
+    if isinstance(adapters, dict):
+        doubtful = {}
+        for name, entry in adapters.items():
+            if not _entry_problems(name, entry, semantic) and not whole:
+                continue
+            doubtful[name] = entry
+        target = {**document, "adapters": doubtful}
     problems: list[tuple[str, str]] = []
-    for error in _validator(version).iter_errors(document):
+    for error in _validator(version).iter_errors(target):
         for path, message, superseded in _describe(error):
             # A semantic message says the same thing as a pattern or length error, better.
             if superseded and path in semantic:
@@ -297,7 +325,8 @@ def _describe(error: ValidationError) -> Iterator[tuple[str, str, bool]]:
             if key not in allowed:
                 yield format_path((*parts, key)), f"unknown field (allowed: {names})", False
     elif keyword == "required" and isinstance(instance, dict):
-        for key in error.validator_value:
+        required = error.validator_value
+        for key in required if isinstance(required, list) else []:
             if key not in instance:
                 yield format_path((*parts, key)), "required field missing", False
     elif keyword == "type":
@@ -320,31 +349,35 @@ def _describe(error: ValidationError) -> Iterator[tuple[str, str, bool]]:
         yield format_path(parts), _show(error.message, limit=200), False
 
 
-def _semantic_problems(document: dict[str, Any]) -> Iterator[tuple[str, str]]:
-    adapters = document.get("adapters")
-    if not isinstance(adapters, dict):
-        return
-    for name, entry in adapters.items():
-        reason = _name_problem(name)
-        if reason is not None:
-            yield format_path(("adapters", name)), reason
-        if not isinstance(entry, dict):
+def _entry_problems(name: str, entry: Any, found: dict[str, str]) -> bool:
+    """Add the semantic problems of one adapter entry to ``found``; True unless it is clean."""
+    doubtful = False
+    reason = _name_problem(name)
+    if reason is not None:
+        found[format_path(("adapters", name))] = reason
+        doubtful = True
+    if type(entry) is not dict or entry.keys() != _ENTRY_FIELDS:
+        doubtful = True  # the schema says what is wrong with its shape
+        if type(entry) is not dict:
+            return True
+    for field, check in _FIELD_CHECKS:
+        value = entry.get(field)
+        if type(value) is not str:
+            doubtful = True
             continue
-        for field, check in _FIELD_CHECKS:
-            value = entry.get(field)
-            if isinstance(value, str):
-                reason = check(value)
-                if reason is not None:
-                    yield format_path(("adapters", name, field)), reason
+        reason = check(value)
+        if reason is not None:
+            found[format_path(("adapters", name, field))] = reason
+            doubtful = True
+    return doubtful
 
 
 def _name_problem(name: str) -> str | None:
     if _NAME.match(name):
         return None
     if not name.isascii():
-        return (
-            "adapter names are ASCII only (look-alike letters are refused): "
-            + _quote(name, ascii_only=True)
+        return "adapter names are ASCII only (look-alike letters are refused): " + _quote(
+            name, ascii_only=True
         )
     return (
         f"{_quote(name, ascii_only=True)} is not a valid adapter name "
@@ -354,9 +387,6 @@ def _name_problem(name: str) -> str | None:
 
 
 def _version_problem(value: str) -> str | None:
-    # Imported here: packaging is only needed once a feed gets this far.
-    from packaging.version import InvalidVersion, Version
-
     if not value:
         return "must not be empty"
     if value != value.strip():
@@ -394,7 +424,8 @@ def _note_problem(value: str) -> str | None:
     # line and paragraph separators (Zl, Zp), surrogates and unassigned code points.
     if not value.isprintable():
         bad = next(c for c in value if not c.isprintable())
-        what = unicodedata.name(bad, unicodedata.category(bad))
+        category = unicodedata.category(bad)
+        what = unicodedata.name(bad, "") or _CATEGORY_WORDS.get(category, category)
         return (
             f"contains the non-printable character U+{ord(bad):04X} ({what}); "
             "a note is one line of printable text"
@@ -407,6 +438,7 @@ def _note_problem(value: str) -> str | None:
     return None
 
 
+_ENTRY_FIELDS = frozenset(floormap.ENTRY_FIELDS)
 _FIELD_CHECKS = (
     ("min_safe_version", _version_problem),
     ("advisory_id", _advisory_id_problem),
