@@ -65,7 +65,7 @@ def assert_refused(data: bytes, path: str, fragment: str = "") -> None:
     ), f"expected {path!r} ({fragment!r}) among {found!r}"
 
 
-# --- accepted -----
+# --- accepted ---
 
 
 def test_accepts_the_contract_reference_feed_exactly_as_written() -> None:
@@ -134,7 +134,7 @@ def test_accepts_a_file_of_exactly_16_mib(tmp_path: Path) -> None:
     assert "aider" in load_feed(path).floor_map
 
 
-# --- refused: not JSON, or not the right JSON ---------------------------------------------------
+# --- refused: not JSON, or not the right JSON ---
 
 
 @pytest.mark.parametrize(
@@ -202,7 +202,7 @@ def test_refuses_feed_with_the_same_adapter_twice() -> None:
     assert_refused(data, "$.adapters.aider", "duplicate key")
 
 
-# --- refused: schema version -----
+# --- refused: schema version ---
 
 
 @pytest.mark.parametrize("version", [0, 2, 3, -1, 10**30])
@@ -225,7 +225,7 @@ def test_refuses_a_missing_schema_version() -> None:
     assert_refused(b'{"adapters": {}}', "$.schema_version", "required field missing")
 
 
-# --- refused: structure -----
+# --- refused: structure ---
 
 
 def test_refuses_a_missing_adapters_object() -> None:
@@ -288,7 +288,7 @@ def test_refuses_bytes_over_16_mib_even_when_given_directly() -> None:
     assert_refused(REFERENCE + b" " * MAX_FEED_BYTES, "$", "larger than")
 
 
-# --- refused: adapter names -----
+# --- refused: adapter names ---
 
 
 @pytest.mark.parametrize(
@@ -331,7 +331,7 @@ def test_escapes_terminal_control_sequences_in_reported_names() -> None:
     assert "\\x1b[2J" in text
 
 
-# --- refused: min_safe_version --------------------------------------------------------------------
+# --- refused: min_safe_version ---
 
 
 @pytest.mark.parametrize(
@@ -385,7 +385,7 @@ def test_refuses_an_absurdly_long_version_without_crashing() -> None:
     )
 
 
-# --- refused: advisory_id -------------------------------------------------------------------------
+# --- refused: advisory_id ---
 
 
 @pytest.mark.parametrize(
@@ -408,7 +408,7 @@ def test_refuses_malformed_advisory_ids(advisory_id: str, fragment: str) -> None
     )
 
 
-# --- refused: notes -----
+# --- refused: notes ---
 
 
 @pytest.mark.parametrize(
@@ -439,7 +439,7 @@ def test_refuses_unsafe_notes(note: str, fragment: str) -> None:
     assert_refused(with_note(note), "$.adapters.aider.note", fragment)
 
 
-# --- every problem, not only the first -----------------------------------------------------------
+# --- every problem, not only the first ---
 
 
 def test_reports_every_problem_not_only_the_first() -> None:
@@ -468,7 +468,7 @@ def test_reports_each_problem_once() -> None:
     assert len(found) == len(set(found)) == 1
 
 
-# --- files -----
+# --- files ---
 
 
 def test_refuses_a_file_over_16_mib_without_parsing_it(tmp_path: Path) -> None:
@@ -511,7 +511,7 @@ def test_validate_paths_lists_the_problems_of_every_file(tmp_path: Path) -> None
     ]
 
 
-# --- properties -----
+# --- properties ---
 
 TEMPLATE_SYNTAX = ("{{", "}}", "{%", "%}", "{#", "#}")
 
