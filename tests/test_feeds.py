@@ -608,3 +608,29 @@ def test_fast_path_agrees_with_the_schema_at_each_field_boundary(field: str, val
 def test_fast_path_agrees_with_the_schema_on_adapter_names(name: str) -> None:
     document = {"schema_version": 1, "adapters": {name: entry()}}
     assert sorted(feeds._check(document, 1)) == sorted(feeds._check(document, 1, whole=True))
+
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300)
+@given(
+    st.fixed_dictionaries(
+        {"schema_version": st.one_of(st.just(1), _json_values), "adapters": _json_values},
+        optional={"extra": _json_values},
+    )
+    | _json_values
+)
+def test_arbitrary_json_documents_raise_only_feed_error(document: Any) -> None:
+    try:
+        result = parse_feed(json.dumps(document).encode(), SOURCE)
+    except FeedError as refused:
+        assert all(file == SOURCE and path.startswith("$") for file, path, _ in refused.problems)
+    else:
+        assert result.schema_version == 1
