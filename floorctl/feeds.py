@@ -55,6 +55,7 @@ _NOTE_FORBIDDEN_WHY = {
 }
 # Keys shown as `.key` in a JSON path; anything else is shown quoted, as `["key"]`.
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*\Z")
+_MAX_SHOWN_KEY = 100
 
 # Names for characters that unicodedata.name() does not know (controls, surrogates, ...).
 _CATEGORY_WORDS = {
@@ -170,6 +171,9 @@ def format_path(parts: _Path) -> str:
     for part in parts:
         if isinstance(part, int):
             out.append(f"[{part}]")
+        elif len(part) > _MAX_SHOWN_KEY:
+            # A megabyte-long key must not become a megabyte-long error line.
+            out.append("[" + _quote(part[:_MAX_SHOWN_KEY], ascii_only=True)[:-1] + '..."]')
         elif _PLAIN_KEY.match(part):
             out.append("." + part)
         else:

@@ -634,3 +634,9 @@ def test_arbitrary_json_documents_raise_only_feed_error(document: Any) -> None:
         assert all(file == SOURCE and path.startswith("$") for file, path, _ in refused.problems)
     else:
         assert result.schema_version == 1
+
+
+def test_shortens_a_huge_key_in_the_reported_path() -> None:
+    found = problems(feed(**{"k" * 1_000_000: 1}))
+    ((_, path, _),) = found
+    assert path == '$["' + "k" * 100 + '..."]'
