@@ -1,0 +1,506 @@
+"""Advisory feeds: read, check and turn into a floor map.
+
+A feed is untrusted input whose notes end up in a generated Python module, so every check
+fails closed and every problem is reported (file, JSON path, message), not only the first.
+The JSON Schema (``schemas/feed.v<N>.schema.json``) checks the structure; the semantic checks
+here make the whole-string, PEP 440 and printable-text checks a pattern cannot make safely.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import json
+import re
+import unicodedata
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from floorguard import floormap
+from floorguard._canonical import sha256_digest
+from floorguard.errors import FloorMapError
+from jsonschema import Draft202012Validator, ValidationError
+from packaging.version import InvalidVersion, Version
+
+from floorctl.errors import FeedError
+
+MAX_FEED_BYTES = 16 * 1024 * 1024
+MAX_ADAPTERS = 100_000
+MAX_VERSION_CHARS = 128
+MAX_ADVISORY_ID_CHARS = 64
+MAX_NOTE_CHARS = 1000
+
+# Schema versions this floorctl reads, each with its own schema file (version 2 comes later).
+SCHEMA_FILES = {1: "feed.v1.schema.json"}
+
+Problem = tuple[str, str, str]
+_Path = tuple[str | int, ...]
+
+# `\Z`, not `$`: in Python `$` also matches before a trailing newline ("aider\n").
+# The classes are ASCII ranges, so look-alike letters (Cyrillic, fullwidth) cannot match.
+_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}\Z")
+_ADVISORY_ID = re.compile(r"[A-Za-z0-9]+(?:-[A-Za-z0-9]+)*\Z")
+# Characters PEP 440 can use; checked before packaging parses (its regex is case-insensitive,
+# so non-ASCII letters could in principle fold onto ASCII ones).
+_VERSION_CHARS = re.compile(r"[A-Za-z0-9.!+_-]+\Z")
+# Notes are rendered into a generated Python module: no string delimiter (`"`, hence `"""`),
+# no escape character (`\`), and no jinja2 syntax, so a note can never close its literal or
+# be read as template code. Apostrophes stay allowed because English needs them.
+_NOTE_FORBIDDEN = re.compile(r'"|\\|\{\{|\}\}|\{%|%\}|\{#|#\}')
+_NOTE_FORBIDDEN_WHY = {
+    '"': "a double quote (notes become string literals in generated code)",
+    "\\": "a backslash (notes become string literals in generated code)",
+}
+# Keys shown as `.key` in a JSON path; anything else is shown quoted, as `["key"]`.
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*\Z")
+_MAX_SHOWN_KEY = 100
+
+# Names for characters that unicodedata.name() does not know (controls, surrogates, ...).
+_CATEGORY_WORDS = {
+    "Cc": "a control character",
+    "Cs": "a lone surrogate",
+    "Co": "a private-use character",
+    "Cn": "an unassigned code point",
+}
+
+_JSON_TYPES = {
+    dict: "object",
+    list: "array",
+    str: "string",
+    bool: "boolean",
+    int: "integer",
+    float: "number",
+    type(None): "null",
+}
+
+
+@dataclass(frozen=True)
+class Feed:
+    """A checked feed: where it came from, the digest of its exact bytes, and its floor map."""
+
+    source: str
+    digest: str
+    schema_version: int
+    floor_map: floormap.FloorMap
+
+
+class _Refused(Exception):
+    """Raised inside the JSON decoder's hooks to stop parsing with a reason."""
+
+
+def parse_feed(data: bytes, source: str) -> Feed:
+    """Check a feed's exact bytes and build its floor map.
+
+    Pure: no I/O. ``source`` names the feed in messages. Raises ``FeedError`` listing every
+    problem found (file, JSON path, message) when the feed is not acceptable in every respect.
+    """
+    shown = _show_source(source)
+    document, problems = _decode(data)
+    if document is None:
+        raise FeedError([(shown, path, message) for path, message in problems])
+
+    version, version_problem = _schema_version(document)
+    if version_problem is not None:
+        raise FeedError([(shown, path, message) for path, message in [*problems, version_problem]])
+
+    adapters = document.get("adapters")
+    if isinstance(adapters, dict) and len(adapters) > MAX_ADAPTERS:
+        # Refused before the per-entry checks: their cost grows with the count.
+        problems.append(
+            (
+                "$.adapters",
+                f"too many adapters: {len(adapters):,} (a feed may list at most {MAX_ADAPTERS:,})",
+            )
+        )
+        raise FeedError([(shown, path, message) for path, message in problems])
+
+    problems.extend(_check(document, version))
+    if problems:
+        raise FeedError([(shown, path, message) for path, message in _ordered(problems)])
+    try:
+        floor_map = floormap.from_entries(document["adapters"])
+    except FloorMapError as exc:  # cannot happen after the checks above; fail closed anyway
+        raise FeedError([(shown, "$.adapters", str(exc))]) from exc
+    return Feed(
+        source=source, digest=sha256_digest(data), schema_version=version, floor_map=floor_map
+    )
+
+
+def load_feed(path: Path) -> Feed:
+    """Read a feed file (at most ``MAX_FEED_BYTES``) and check it with ``parse_feed``.
+
+    Raises ``FeedError`` when the file is unreadable, too large, or not a valid feed.
+    """
+    source = str(path)
+    try:
+        with open(path, "rb") as stream:
+            # One byte more than the limit tells "too large" apart without reading it all.
+            data = stream.read(MAX_FEED_BYTES + 1)
+    except OSError as exc:
+        reason = exc.strerror or exc.__class__.__name__
+        raise FeedError([(_show_source(source), "$", f"cannot read the feed: {reason}")]) from exc
+    if len(data) > MAX_FEED_BYTES:
+        raise FeedError(
+            [
+                (
+                    _show_source(source),
+                    "$",
+                    f"feed is larger than {MAX_FEED_BYTES:,} bytes (16 MiB); refused unread",
+                )
+            ]
+        )
+    return parse_feed(data, source)
+
+
+def validate_paths(paths: Sequence[Path]) -> list[Problem]:
+    """Every problem of every feed file, in order; empty when all are valid. Raises nothing."""
+    problems: list[Problem] = []
+    for path in paths:
+        try:
+            load_feed(path)
+        except FeedError as error:
+            problems.extend(error.problems)
+    return problems
+
+
+def format_path(parts: _Path) -> str:
+    """A ``$``-rooted JSON path; unusual keys are quoted with every non-ASCII char escaped."""
+    out = ["$"]
+    for part in parts:
+        if isinstance(part, int):
+            out.append(f"[{part}]")
+        elif len(part) > _MAX_SHOWN_KEY:
+            # A megabyte-long key must not become a megabyte-long error line.
+            out.append("[" + _quote(part[:_MAX_SHOWN_KEY], ascii_only=True)[:-1] + '..."]')
+        elif _PLAIN_KEY.match(part):
+            out.append("." + part)
+        else:
+            out.append("[" + _quote(part, ascii_only=True) + "]")
+    return "".join(out)
+
+
+# --- decoding -------------------------------------------------------------------------------
+
+
+def _decode(data: bytes) -> tuple[dict[str, Any] | None, list[tuple[str, str]]]:
+    """Bytes to a JSON object, or None with the reasons. Duplicate keys are reported, not fatal."""
+    if len(data) > MAX_FEED_BYTES:
+        return None, [("$", f"feed is larger than {MAX_FEED_BYTES:,} bytes (16 MiB)")]
+    if data.startswith(b"\xef\xbb\xbf"):
+        return None, [("$", "feed starts with a byte order mark; write UTF-8 without a BOM")]
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return None, [("$", f"feed is not valid UTF-8 (byte offset {exc.start})")]
+    if not text.strip():
+        return None, [("$", "feed is empty")]
+
+    duplicates: dict[int, tuple[dict[str, Any], list[str]]] = {}
+
+    def object_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        obj: dict[str, Any] = {}
+        seen_twice: list[str] = []
+        for key, value in pairs:
+            if key in obj:
+                seen_twice.append(key)
+            obj[key] = value
+        if seen_twice:
+            # Keyed by id; the object itself is kept so that the id stays unique.
+            duplicates[id(obj)] = (obj, seen_twice)
+        return obj
+
+    def refuse_constant(name: str) -> Any:
+        raise _Refused(f"{name} is not valid JSON (only finite numbers are)")
+
+    try:
+        document = json.loads(text, object_pairs_hook=object_hook, parse_constant=refuse_constant)
+    except _Refused as exc:
+        return None, [("$", str(exc))]
+    except json.JSONDecodeError as exc:
+        return None, [("$", f"malformed JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})")]
+    except ValueError as exc:  # e.g. an integer beyond Python's digit limit
+        return None, [("$", f"malformed JSON: {_show(str(exc), limit=120)}")]
+    except RecursionError:
+        return None, [("$", "malformed JSON: nested too deeply")]
+
+    if not isinstance(document, dict):
+        return None, [("$", f"the top level must be a JSON object, not {_json_type(document)}")]
+    problems = [
+        (format_path((*path, key)), "duplicate key (each key may appear only once per object)")
+        for path, key in _find_duplicates(document, duplicates)
+    ]
+    return document, problems
+
+
+def _find_duplicates(
+    document: Any, duplicates: dict[int, tuple[dict[str, Any], list[str]]]
+) -> Iterator[tuple[_Path, str]]:
+    if not duplicates:
+        return
+    stack: list[tuple[_Path, Any]] = [((), document)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, dict):
+            for key in duplicates.get(id(value), (None, []))[1]:
+                yield path, key
+            stack.extend(((*path, k), v) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend(((*path, i), v) for i, v in enumerate(value))
+
+
+def _schema_version(document: dict[str, Any]) -> tuple[int, tuple[str, str] | None]:
+    if "schema_version" not in document:
+        return 0, ("$.schema_version", "required field missing")
+    version = document["schema_version"]
+    # `type(...) is int`: JSON true and 1.0 compare equal to 1 in Python and in JSON Schema.
+    if type(version) is not int:
+        return 0, (
+            "$.schema_version",
+            f"must be an integer such as 1, not {_json_type(version)} {_show_value(version)}",
+        )
+    if version not in SCHEMA_FILES:
+        readable = ", ".join(str(v) for v in sorted(SCHEMA_FILES))
+        return 0, (
+            "$.schema_version",
+            f"unsupported schema_version {version} (this floorctl reads {readable})",
+        )
+    return version, None
+
+
+# --- checking ---------------------------------------------------------------------------------
+
+
+@functools.cache
+def _validator(version: int) -> Draft202012Validator:
+    """The compiled schema of one version, loaded once from the installed package."""
+    resource = importlib.resources.files("floorctl._schemas") / SCHEMA_FILES[version]
+    schema = json.loads(resource.read_text(encoding="utf-8"))
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema)
+
+
+def _check(document: dict[str, Any], version: int, *, whole: bool = False) -> list[tuple[str, str]]:
+    """Schema and semantic problems of a decoded document.
+
+    The schema is run on the top level and on every adapter entry that is not provably
+    clean; ``whole=True`` runs it on every entry (tests compare both ways). An entry is clean
+    when it has exactly the three string fields and passes the semantic checks, which are
+    each at least as strict as the schema's keywords for that field (a test holds the two
+    in step). Running jsonschema on 100,000 clean entries would cost seconds and find nothing.
+    """
+    semantic: dict[str, str] = {}
+    target = document
+    adapters = document.get("adapters")
+    if isinstance(adapters, dict):
+        doubtful = {}
+        for name, entry in adapters.items():
+            if not _entry_problems(name, entry, semantic) and not whole:
+                continue
+            doubtful[name] = entry
+        target = {**document, "adapters": doubtful}
+    problems: list[tuple[str, str]] = []
+    for error in _validator(version).iter_errors(target):
+        for path, message, superseded in _describe(error):
+            # A semantic message says the same thing as a pattern or length error, better.
+            if superseded and path in semantic:
+                continue
+            problems.append((path, message))
+    problems.extend(semantic.items())
+    return problems
+
+
+def _describe(error: ValidationError) -> Iterator[tuple[str, str, bool]]:
+    """Schema errors as (path, message, superseded-by-a-semantic-check) in our own words.
+
+    jsonschema's messages embed the whole offending value; ours stay one short line.
+    """
+    parts: _Path = tuple(error.absolute_path)
+    instance = error.instance
+    keyword = error.validator
+    if "propertyNames" in error.absolute_schema_path:
+        # jsonschema reports a bad key at its object; point at the key itself.
+        yield format_path((*parts, str(instance))), "not a valid adapter name", True
+    elif keyword == "additionalProperties" and isinstance(instance, dict):
+        allowed = error.schema.get("properties", {}) if isinstance(error.schema, dict) else {}
+        names = ", ".join(allowed)
+        for key in instance:
+            if key not in allowed:
+                yield format_path((*parts, key)), f"unknown field (allowed: {names})", False
+    elif keyword == "required" and isinstance(instance, dict):
+        required = error.validator_value
+        for key in required if isinstance(required, list) else []:
+            if key not in instance:
+                yield format_path((*parts, key)), "required field missing", False
+    elif keyword == "type":
+        expected = error.validator_value
+        yield format_path(parts), f"must be {_a(expected)}, not {_json_type(instance)}", False
+    elif keyword == "minLength":
+        yield format_path(parts), "must not be empty", True
+    elif keyword == "maxLength" and isinstance(instance, str):
+        limit = error.validator_value
+        yield (
+            format_path(parts),
+            f"too long: {len(instance):,} characters (at most {limit:,})",
+            True,
+        )
+    elif keyword == "pattern":
+        yield format_path(parts), f"{_show_value(instance)} does not have the required form", True
+    elif keyword == "maxProperties":
+        yield format_path(parts), f"too many entries (at most {error.validator_value:,})", False
+    else:
+        yield format_path(parts), _show(error.message, limit=200), False
+
+
+def _entry_problems(name: str, entry: Any, found: dict[str, str]) -> bool:
+    """Add the semantic problems of one adapter entry to ``found``; True unless it is clean."""
+    doubtful = False
+    reason = _name_problem(name)
+    if reason is not None:
+        found[format_path(("adapters", name))] = reason
+        doubtful = True
+    if type(entry) is not dict or entry.keys() != _ENTRY_FIELDS:
+        doubtful = True  # the schema says what is wrong with its shape
+        if type(entry) is not dict:
+            return True
+    for field, check in _FIELD_CHECKS:
+        value = entry.get(field)
+        if type(value) is not str:
+            doubtful = True
+            continue
+        reason = check(value)
+        if reason is not None:
+            found[format_path(("adapters", name, field))] = reason
+            doubtful = True
+    return doubtful
+
+
+def _name_problem(name: str) -> str | None:
+    if _NAME.match(name):
+        return None
+    if not name.isascii():
+        return "adapter names are ASCII only (look-alike letters are refused): " + _quote(
+            name, ascii_only=True
+        )
+    return (
+        f"{_quote(name, ascii_only=True)} is not a valid adapter name "
+        "(lower-case letters, digits, '.', '_' and '-', starting with a letter or digit, "
+        "at most 64 characters)"
+    )
+
+
+def _version_problem(value: str) -> str | None:
+    if not value:
+        return "must not be empty"
+    if value != value.strip():
+        return f"{_show_value(value)} has surrounding whitespace"
+    if len(value) > MAX_VERSION_CHARS:
+        return f"too long: {len(value):,} characters (at most {MAX_VERSION_CHARS})"
+    if not _VERSION_CHARS.match(value):
+        return f"{_show_value(value)} is not a valid PEP 440 version"
+    try:
+        Version(value)
+    except (InvalidVersion, ValueError):  # ValueError: e.g. a number past the digit limit
+        return f"{_show_value(value)} is not a valid PEP 440 version"
+    return None
+
+
+def _advisory_id_problem(value: str) -> str | None:
+    if not value:
+        return "must not be empty"
+    if len(value) > MAX_ADVISORY_ID_CHARS:
+        return f"too long: {len(value):,} characters (at most {MAX_ADVISORY_ID_CHARS})"
+    if not _ADVISORY_ID.match(value):
+        return (
+            f"{_show_value(value)} is not an advisory id "
+            "(letters, digits and single hyphens, such as BSA-0001 or CVE-2024-1234)"
+        )
+    return None
+
+
+def _note_problem(value: str) -> str | None:
+    if not value:
+        return "must not be empty (say why the floor exists)"
+    if len(value) > MAX_NOTE_CHARS:
+        return f"too long: {len(value):,} characters (at most {MAX_NOTE_CHARS:,})"
+    # isprintable() refuses newlines, control and format characters (Cc, Cf: bidi overrides),
+    # line and paragraph separators (Zl, Zp), surrogates and unassigned code points.
+    if not value.isprintable():
+        bad = next(c for c in value if not c.isprintable())
+        category = unicodedata.category(bad)
+        what = unicodedata.name(bad, "") or _CATEGORY_WORDS.get(category, category)
+        return (
+            f"contains the non-printable character U+{ord(bad):04X} ({what}); "
+            "a note is one line of printable text"
+        )
+    found = _NOTE_FORBIDDEN.search(value)
+    if found is not None:
+        text = found.group()
+        why = _NOTE_FORBIDDEN_WHY.get(text, f"template syntax {text!r} (notes are data, not code)")
+        return f"contains {why}"
+    return None
+
+
+_ENTRY_FIELDS = frozenset(floormap.ENTRY_FIELDS)
+_FIELD_CHECKS = (
+    ("min_safe_version", _version_problem),
+    ("advisory_id", _advisory_id_problem),
+    ("note", _note_problem),
+)
+
+
+def _ordered(problems: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Problems without repeats, sorted by path so that output is stable."""
+    return sorted(dict.fromkeys(problems), key=lambda problem: problem[0])
+
+
+# --- display ----------------------------------------------------------------------------------
+
+
+def _json_type(value: object) -> str:
+    return _JSON_TYPES.get(type(value), type(value).__name__)
+
+
+def _a(expected: object) -> str:
+    names = [expected] if isinstance(expected, str) else list(expected)  # type: ignore[call-overload]
+    words = [f"an {n}" if str(n)[0] in "aeiou" else f"a {n}" for n in names]
+    return " or ".join(words)
+
+
+def _quote(text: str, *, ascii_only: bool = False) -> str:
+    """Text in double quotes with every non-printable (and, if asked, non-ASCII) char escaped,
+    so that nothing from a feed can move the cursor or fake a line on a terminal."""
+    out = ['"']
+    for char in text:
+        code = ord(char)
+        if char in '"\\':
+            out.append("\\" + char)
+        elif char.isprintable() and (code < 0x80 or not ascii_only):
+            out.append(char)
+        elif code < 0x100:
+            out.append(f"\\x{code:02x}")
+        elif code < 0x10000:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(f"\\U{code:08x}")
+    out.append('"')
+    return "".join(out)
+
+
+def _show(text: str, *, limit: int = 80) -> str:
+    """Free text for a message: escaped like ``_quote`` but without quotes, and shortened."""
+    short = text if len(text) <= limit else text[:limit] + "..."
+    return _quote(short)[1:-1]
+
+
+def _show_value(value: object, *, limit: int = 80) -> str:
+    if isinstance(value, str):
+        short = value if len(value) <= limit else value[:limit] + "..."
+        return "'" + _quote(short)[1:-1].replace("'", "\\'") + "'"
+    return _show(json.dumps(value) if isinstance(value, bool | int | None) else repr(value))
+
+
+def _show_source(source: str) -> str:
+    """A file name or URL as given, with non-printable characters escaped."""
+    return source if source.isprintable() else _show(source, limit=len(source))

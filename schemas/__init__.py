@@ -1,0 +1,1 @@
+"""JSON Schemas shipped inside floorctl (installed as ``floorctl._schemas``)."""
