@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import click
 
-from floorctl.commands import validate
+from floorctl.commands import doctor, keygen, refresh, validate
 from floorctl.errors import FeedError, FloorctlError
 from floorguard.errors import FloorguardError
 
@@ -64,3 +64,6 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 cli.add_command(validate.command)
+cli.add_command(refresh.command)
+cli.add_command(keygen.command)
+cli.add_command(doctor.command)
