@@ -3,17 +3,61 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any
 
 ZERO_DIGEST = "sha256:" + "0" * 64
 
 
+_MAX_EXACT_INT = 2**53 - 1
+_json_encoder = json.JSONEncoder(
+    ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False
+)
+
+
+def _is_plain(value: Any) -> bool:
+    """True when ``json.dumps`` is provably RFC 8785 for ``value``.
+
+    That holds for dicts, lists, strings, booleans, None and integers within IEEE 754
+    precision, as long as no key holds a character beyond the BMP: only there does
+    code-point order (Python's) differ from UTF-16 order (RFC 8785's). Floats never pass.
+    """
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str) or item is None or isinstance(item, bool):
+            continue
+        if isinstance(item, int):
+            if -_MAX_EXACT_INT <= item <= _MAX_EXACT_INT:
+                continue
+            return False
+        if isinstance(item, dict):
+            for key in item:
+                if not isinstance(key, str) or (not key.isascii() and max(key) > "\uffff"):
+                    return False
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        else:
+            return False
+    return True
+
+
 def canonical_bytes(value: Any) -> bytes:
     """RFC 8785 (JCS) bytes of a JSON value.
 
+    The common case (see ``_is_plain``) is serialised by the standard library, which is
+    two orders of magnitude faster than the pure-Python ``rfc8785``; everything else goes
+    to ``rfc8785``. A property test holds the two to identical bytes.
     Raises ``floorguard.errors.CanonicalizationError`` for values JSON cannot carry
-    (floats that are not finite, integers beyond IEEE 754 precision, non-string keys).
+    (floats that are not finite, integers beyond IEEE 754 precision, non-string keys,
+    lone surrogates).
     """
+    if _is_plain(value):
+        try:
+            return _json_encoder.encode(value).encode("utf-8")
+        except UnicodeEncodeError:
+            pass  # a lone surrogate: let rfc8785 refuse it with its own message
     # Imported here so that `import floorguard` stays cheap.
     import rfc8785
 
