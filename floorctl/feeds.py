@@ -15,18 +15,18 @@ import re
 import unicodedata
 import urllib.parse
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from floorguard import floormap
-from floorguard._time import format_ts, parse_ts
-from floorguard._canonical import sha256_digest
-from floorguard.errors import FloorguardError, FloorMapError
 from jsonschema import Draft202012Validator, ValidationError
 from packaging.version import InvalidVersion, Version
 
 from floorctl.errors import FeedError
+from floorguard import floormap
+from floorguard._canonical import sha256_digest
+from floorguard._time import format_ts, parse_ts
+from floorguard.errors import FloorguardError, FloorMapError
 
 MAX_FEED_BYTES = 16 * 1024 * 1024
 MAX_ADAPTERS = 100_000
@@ -99,7 +99,7 @@ class Feed:
     version: int | None = None
     published: str | None = None
     expires: str | None = None
-    signed_by: frozenset[str] = field(default_factory=frozenset)
+    signed_by: frozenset[str] = frozenset()
 
     def identity(self) -> dict[str, object]:
         """What a receipt records about this feed."""
