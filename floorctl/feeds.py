@@ -418,6 +418,10 @@ def _v2_problems(document: dict[str, Any]) -> list[tuple[str, str]]:
                 "starting with a letter or digit, at most 128 characters)",
             )
         )
+    version = document.get("version")
+    # `type(...) is int`: JSON 1.0 passes the schema's "integer", and true equals 1 in Python.
+    if isinstance(version, float):
+        problems.append(("$.version", f"must be an integer, not the number {version!r}"))
     times = {}
     for name in ("published", "expires"):
         value = document.get(name)
