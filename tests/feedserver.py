@@ -46,7 +46,9 @@ class FeedServer:
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
         self.thread.start()
 
     @property
@@ -62,8 +64,14 @@ class FeedServer:
 
     # --- behaviours ---------------------------------------------------------------------
 
-    def serve(self, path: str, body: bytes, *, etag: str | None = None,
-              headers: dict[str, str] | None = None) -> None:
+    def serve(
+        self,
+        path: str,
+        body: bytes,
+        *,
+        etag: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         """200 with ``body``; with ``etag``, a matching If-None-Match gets 304."""
 
         def behaviour(handler: BaseHTTPRequestHandler) -> None:
@@ -161,16 +169,31 @@ FAR_FUTURE = "2099-01-01T00:00:00Z"
 NOW = "2030-01-01T00:00:00Z"
 
 
-def v2_feed(version: int = 1, *, feed_id: str = "example-feed", expires: str = FAR_FUTURE,
-            floor: str = "0.60.0", extra: dict[str, Any] | None = None) -> bytes:
-    entry: dict[str, Any] = {"min_safe_version": floor, "advisory_id": "BSA-0001",
-                             "note": f"aider below {floor} is known-unsafe."}
+def v2_feed(
+    version: int = 1,
+    *,
+    feed_id: str = "example-feed",
+    expires: str = FAR_FUTURE,
+    floor: str = "0.60.0",
+    extra: dict[str, Any] | None = None,
+) -> bytes:
+    entry: dict[str, Any] = {
+        "min_safe_version": floor,
+        "advisory_id": "BSA-0001",
+        "note": f"aider below {floor} is known-unsafe.",
+    }
     entry.update(extra or {})
-    return json.dumps({
-        "schema_version": 2, "feed_id": feed_id, "version": version,
-        "published": "2025-01-01T00:00:00Z", "expires": expires,
-        "adapters": {"aider": entry},
-    }, indent=1).encode()
+    return json.dumps(
+        {
+            "schema_version": 2,
+            "feed_id": feed_id,
+            "version": version,
+            "published": "2025-01-01T00:00:00Z",
+            "expires": expires,
+            "adapters": {"aider": entry},
+        },
+        indent=1,
+    ).encode()
 
 
 def envelope(data: bytes, *signers: Ed25519PrivateKey, payload_type: str = FEED_TYPE) -> bytes:
@@ -190,12 +213,20 @@ def trusted_file(path: Path, threshold: int, *publics: Path) -> Path:
     return path
 
 
-def floorctl(*args: str, home: Path, cwd: Path | None = None,
-             timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def floorctl(
+    *args: str, home: Path, cwd: Path | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FLOORGUARD_", "FLOORCTL_"))}
     env["FLOORCTL_HOME"] = str(home)
-    return subprocess.run([sys.executable, "-m", "floorctl", *args], capture_output=True,
-                          text=True, env=env, cwd=cwd, timeout=timeout, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "floorctl", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def floorctl_here(*args: str, home: Path) -> subprocess.CompletedProcess[str]:

@@ -18,16 +18,22 @@ SOURCE = "feeds/v2.json"
 
 
 def entry(**fields: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {"min_safe_version": "0.60.0", "advisory_id": "BSA-0001",
-                            "note": "aider below 0.60.0 is known-unsafe."}
+    base: dict[str, Any] = {
+        "min_safe_version": "0.60.0",
+        "advisory_id": "BSA-0001",
+        "note": "aider below 0.60.0 is known-unsafe.",
+    }
     base.update(fields)
     return base
 
 
 def feed(adapters: Any = None, **top: Any) -> bytes:
     document: dict[str, Any] = {
-        "schema_version": 2, "feed_id": "acme/advisories", "version": 4,
-        "published": "2026-01-01T00:00:00Z", "expires": "2026-02-01T00:00:00+01:00",
+        "schema_version": 2,
+        "feed_id": "acme/advisories",
+        "version": 4,
+        "published": "2026-01-01T00:00:00Z",
+        "expires": "2026-02-01T00:00:00+01:00",
         "adapters": {"aider": entry()} if adapters is None else adapters,
     }
     document.update(top)
@@ -77,8 +83,16 @@ def test_refuses_a_version_that_is_not_a_positive_integer(version: Any) -> None:
     assert problems(feed(version=version))
 
 
-@pytest.mark.parametrize("when", ["2026-01-01", "yesterday", "2026-01-01T00:00:00",
-                                  "2026-13-01T00:00:00Z", " 2026-01-01T00:00:00Z"])
+@pytest.mark.parametrize(
+    "when",
+    [
+        "2026-01-01",
+        "yesterday",
+        "2026-01-01T00:00:00",
+        "2026-13-01T00:00:00Z",
+        " 2026-01-01T00:00:00Z",
+    ],
+)
 def test_refuses_timestamps_that_are_not_rfc3339_with_a_zone(when: str) -> None:
     refused_at(feed(published=when), "$.published", "RFC 3339")
 
@@ -87,8 +101,7 @@ def test_refuses_a_feed_that_expires_before_it_was_published() -> None:
     refused_at(feed(published="2026-03-01T00:00:00Z"), "$.expires", "expires before")
 
 
-@pytest.mark.parametrize("feed_id", ["", "-leading", "has space", "x" * 129, "tab\there",
-                                     "acme\n"])
+@pytest.mark.parametrize("feed_id", ["", "-leading", "has space", "x" * 129, "tab\there", "acme\n"])
 def test_refuses_malformed_feed_ids(feed_id: str) -> None:
     assert any(where == "$.feed_id" for _, where, _ in problems(feed(feed_id=feed_id)))
 
@@ -108,8 +121,10 @@ def test_refuses_malformed_feed_ids(feed_id: str) -> None:
 def test_refuses_references_that_are_not_plain_https_urls(url: str, fragment: str) -> None:
     data = feed({"aider": entry(references=[url])})
     found = problems(data)
-    assert any(where.startswith("$.adapters.aider.references") and fragment in message
-               for _, where, message in found), found
+    assert any(
+        where.startswith("$.adapters.aider.references") and fragment in message
+        for _, where, message in found
+    ), found
 
 
 def test_refuses_too_many_references() -> None:

@@ -12,7 +12,6 @@ from pathlib import Path
 import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
 from feedserver import (
     NOW,
     FeedServer,
@@ -23,6 +22,7 @@ from feedserver import (
     trusted_file,
     v2_feed,
 )
+
 from floorctl import fetch
 from floorctl.errors import FetchError
 
@@ -44,16 +44,26 @@ class Setup:
         self.state = root / "feeds-state.json"
 
     def fetch(self, url: str, *extra: str, signed: bool = True) -> tuple[int, str]:
-        args = ["fetch", url, "--out", str(self.out), "--state-file", str(self.state),
-                "--now", NOW, *extra]
+        args = [
+            "fetch",
+            url,
+            "--out",
+            str(self.out),
+            "--state-file",
+            str(self.state),
+            "--now",
+            NOW,
+            *extra,
+        ]
         if signed:
             args += ["--trusted-keys", str(self.public), "--require-signed"]
         done = floorctl_here(*args, home=self.home)
         assert "Traceback" not in done.stderr
         return done.returncode, done.stderr
 
-    def publish(self, server: FeedServer, data: bytes, *signers: Ed25519PrivateKey,
-                etag: str | None = None) -> str:
+    def publish(
+        self, server: FeedServer, data: bytes, *signers: Ed25519PrivateKey, etag: str | None = None
+    ) -> str:
         server.serve("/feed.json", data, etag=etag)
         if signers:
             server.serve("/feed.json.dsse", envelope(data, *signers))
@@ -84,8 +94,18 @@ def refused(result: tuple[int, str], *fragments: str) -> None:
 def test_fetches_a_valid_signed_v2_feed_and_writes_it(server: FeedServer, setup: Setup) -> None:
     data = v2_feed(3)
     url = setup.publish(server, data, setup.key)
-    done = floorctl("fetch", url, "--out", str(setup.out), "--state-file", str(setup.state),
-                    "--trusted-keys", str(setup.public), "--require-signed", home=setup.home)
+    done = floorctl(
+        "fetch",
+        url,
+        "--out",
+        str(setup.out),
+        "--state-file",
+        str(setup.state),
+        "--trusted-keys",
+        str(setup.public),
+        "--require-signed",
+        home=setup.home,
+    )
     assert done.returncode == 0, done.stderr
     assert "version 3" in done.stdout
     assert setup.out.read_bytes() == data
@@ -123,8 +143,11 @@ def test_refuses_oversized_body_with_a_lying_content_length(
     server: FeedServer, setup: Setup
 ) -> None:
     server.endless("/feed.json", declared_length=512)
-    refused(setup.fetch(server.url("/feed.json"), "--max-bytes", "100000"),
-            "endless data", "100,000-byte cap")
+    refused(
+        setup.fetch(server.url("/feed.json"), "--max-bytes", "100000"),
+        "endless data",
+        "100,000-byte cap",
+    )
     setup.assert_nothing_written()
 
 
@@ -210,8 +233,9 @@ def test_refuses_https_to_http_downgrade_redirect(server: FeedServer, setup: Set
     current = httpx.URL("https://feeds.example.org/feed.json")
     response = httpx.Response(302, headers={"Location": "http://feeds.example.org/feed.json"})
     with pytest.raises(FetchError, match="downgrade"):
-        fetcher._next_hop("https://feeds.example.org/feed.json", current, response,
-                          fetch.origin(current), set())
+        fetcher._next_hop(
+            "https://feeds.example.org/feed.json", current, response, fetch.origin(current), set()
+        )
     server.redirect("/feed.json", "http://feeds.example.org/feed.json")
     refused(setup.fetch(server.url("/feed.json")), "redirect to another origin")
     setup.assert_nothing_written()
@@ -225,16 +249,28 @@ def test_refuses_plain_http_to_a_non_loopback_host_before_connecting(setup: Setu
 
 @pytest.mark.parametrize(
     "url",
-    ["ftp://example.org/feed.json", "file:///etc/passwd", "https://user:pw@example.org/f.json",
-     "http://10.0.0.1/feed.json", "http://localhost.example.org/feed.json"],
+    [
+        "ftp://example.org/feed.json",
+        "file:///etc/passwd",
+        "https://user:pw@example.org/f.json",
+        "http://10.0.0.1/feed.json",
+        "http://localhost.example.org/feed.json",
+    ],
 )
 def test_refuses_urls_that_are_not_https_or_loopback_http(url: str) -> None:
     with pytest.raises(FetchError, match="refused"):
         fetch.check_url(url)
 
 
-@pytest.mark.parametrize("url", ["https://example.org/f.json", "http://127.0.0.1:8/f.json",
-                                 "http://localhost/f.json", "http://[::1]:9/f.json"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://example.org/f.json",
+        "http://127.0.0.1:8/f.json",
+        "http://localhost/f.json",
+        "http://[::1]:9/f.json",
+    ],
+)
 def test_accepts_https_and_loopback_http(url: str) -> None:
     fetch.check_url(url)
 
@@ -261,9 +297,20 @@ def test_refuses_duplicate_signatures_from_one_key_padding_the_threshold(
     _, _, second_public = new_key(setup.root / "second")
     keys_file = trusted_file(setup.root / "trusted.json", 2, setup.public, second_public)
     url = setup.publish(server, v2_feed(1), setup.key, setup.key)
-    done = floorctl_here("fetch", url, "--out", str(setup.out), "--trusted-keys", str(keys_file),
-                    "--require-signed", "--state-file", str(setup.state), "--now", NOW,
-                    home=setup.home)
+    done = floorctl_here(
+        "fetch",
+        url,
+        "--out",
+        str(setup.out),
+        "--trusted-keys",
+        str(keys_file),
+        "--require-signed",
+        "--state-file",
+        str(setup.state),
+        "--now",
+        NOW,
+        home=setup.home,
+    )
     status, stderr = done.returncode, done.stderr
     refused((status, stderr), "only 1 of the required 2 trusted keys signed")
     setup.assert_nothing_written()
@@ -273,9 +320,20 @@ def test_accepts_a_threshold_of_distinct_keys(server: FeedServer, setup: Setup) 
     second, _, second_public = new_key(setup.root / "second")
     keys_file = trusted_file(setup.root / "trusted.json", 2, setup.public, second_public)
     url = setup.publish(server, v2_feed(1), setup.key, second)
-    done = floorctl_here("fetch", url, "--out", str(setup.out), "--trusted-keys", str(keys_file),
-                    "--require-signed", "--state-file", str(setup.state), "--now", NOW,
-                    home=setup.home)
+    done = floorctl_here(
+        "fetch",
+        url,
+        "--out",
+        str(setup.out),
+        "--trusted-keys",
+        str(keys_file),
+        "--require-signed",
+        "--state-file",
+        str(setup.state),
+        "--now",
+        NOW,
+        home=setup.home,
+    )
     status, stderr = done.returncode, done.stderr
     assert status == 0, stderr
 
@@ -314,8 +372,9 @@ def test_refuses_a_fresh_feed_with_a_stale_signature(server: FeedServer, setup: 
 def test_refuses_a_signature_with_another_payload_type(server: FeedServer, setup: Setup) -> None:
     data = v2_feed(1)
     server.serve("/feed.json", data)
-    server.serve("/feed.json.dsse",
-                 envelope(data, setup.key, payload_type="application/vnd.in-toto+json"))
+    server.serve(
+        "/feed.json.dsse", envelope(data, setup.key, payload_type="application/vnd.in-toto+json")
+    )
     refused(setup.fetch(server.url("/feed.json")), "payloadType")
     setup.assert_nothing_written()
 
@@ -354,9 +413,19 @@ def test_refuses_a_304_after_expiry(server: FeedServer, setup: Setup) -> None:
     url = setup.publish(server, data, setup.key, etag='"v1"')
     assert setup.fetch(url)[0] == 0
     setup.out.unlink()
-    args = ["fetch", url, "--out", str(setup.out), "--state-file", str(setup.state),
-            "--trusted-keys", str(setup.public), "--require-signed",
-            "--now", "2032-01-01T00:00:00Z"]
+    args = [
+        "fetch",
+        url,
+        "--out",
+        str(setup.out),
+        "--state-file",
+        str(setup.state),
+        "--trusted-keys",
+        str(setup.public),
+        "--require-signed",
+        "--now",
+        "2032-01-01T00:00:00Z",
+    ]
     done = floorctl(*args, home=setup.home)
     refused((done.returncode, done.stderr), "expired feed refused")
     assert [h.get("if-none-match") for p, h in server.requests if p == "/feed.json"][-1] == '"v1"'
@@ -387,12 +456,26 @@ def test_refresh_from_a_url_writes_the_module_and_records_freshness(
     module = setup.root / "floor_map.py"
     module.write_text(MODULE)
     receipt_out = setup.root / "receipt.dsse"
-    done = floorctl("refresh", "--feed", url, "--module", str(module), "--write",
-                    "--trusted-keys", str(setup.public), "--require-signed",
-                    "--state-file", str(setup.state), "--now", NOW,
-                    "--receipt-out", str(receipt_out),
-                    "--signing-key", str(setup.root / "publisher" / "signing.key"),
-                    home=setup.home)
+    done = floorctl(
+        "refresh",
+        "--feed",
+        url,
+        "--module",
+        str(module),
+        "--write",
+        "--trusted-keys",
+        str(setup.public),
+        "--require-signed",
+        "--state-file",
+        str(setup.state),
+        "--now",
+        NOW,
+        "--receipt-out",
+        str(receipt_out),
+        "--signing-key",
+        str(setup.root / "publisher" / "signing.key"),
+        home=setup.home,
+    )
     assert done.returncode == 0, done.stderr
     assert '"0.60.0"' in module.read_text()
     statement = json.loads(base64.b64decode(json.loads(receipt_out.read_text())["payload"]))
@@ -408,14 +491,39 @@ def test_refresh_from_a_url_writes_the_module_and_records_freshness(
 def test_refresh_refuses_a_rolled_back_url_feed_before_writing(
     server: FeedServer, setup: Setup
 ) -> None:
-    setup.state.write_text(json.dumps({"schema_version": 1, "feeds": {"example-feed": {
-        "version": 9, "digest": "sha256:" + "0" * 64, "expires": "2099-01-01T00:00:00Z",
-        "accepted_at": NOW}}}))
+    setup.state.write_text(
+        json.dumps(
+            {
+                "schema_version": 1,
+                "feeds": {
+                    "example-feed": {
+                        "version": 9,
+                        "digest": "sha256:" + "0" * 64,
+                        "expires": "2099-01-01T00:00:00Z",
+                        "accepted_at": NOW,
+                    }
+                },
+            }
+        )
+    )
     url = setup.publish(server, v2_feed(8), setup.key)
     module = setup.root / "floor_map.py"
     module.write_text(MODULE)
-    done = floorctl("refresh", "--feed", url, "--module", str(module), "--write",
-                    "--trusted-keys", str(setup.public), "--require-signed",
-                    "--state-file", str(setup.state), "--now", NOW, home=setup.home)
+    done = floorctl(
+        "refresh",
+        "--feed",
+        url,
+        "--module",
+        str(module),
+        "--write",
+        "--trusted-keys",
+        str(setup.public),
+        "--require-signed",
+        "--state-file",
+        str(setup.state),
+        "--now",
+        NOW,
+        home=setup.home,
+    )
     refused((done.returncode, done.stderr), "rolled-back feed version")
     assert module.read_text() == MODULE

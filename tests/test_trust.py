@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from feedserver import envelope, floorctl_here, new_key, trusted_file, v2_feed
+
 from floorctl import keys, trust
 from floorctl.errors import TrustError
 from floorguard import dsse
@@ -119,12 +119,14 @@ def test_sign_adds_signatures_until_a_threshold_is_reached(three: list, tmp_path
 
 
 def test_sign_replaces_a_signature_of_older_bytes(three: list, tmp_path: Path) -> None:
-    (_, ka, pa) = three[0]
+    (_, ka, _) = three[0]
     feed = tmp_path / "feed.json"
     Path(str(feed) + ".dsse").write_bytes(envelope(v2_feed(1), three[1][0]))
     feed.write_bytes(v2_feed(2))
-    assert floorctl_here("sign", str(feed), "--signing-key", str(ka),
-                         home=tmp_path / "h").returncode == 0
+    assert (
+        floorctl_here("sign", str(feed), "--signing-key", str(ka), home=tmp_path / "h").returncode
+        == 0
+    )
     signed = dsse.parse_envelope(Path(str(feed) + ".dsse").read_bytes())
     assert signed.payload == v2_feed(2) and len(signed.signatures) == 1
 
@@ -133,28 +135,30 @@ def test_sign_replaces_a_signature_of_older_bytes(three: list, tmp_path: Path) -
 
 
 def test_rotation_installs_new_keys_signed_by_the_old_ones(three: list, tmp_path: Path) -> None:
-    (_, old_key, old_pub), (_, new_key_path, new_pub) = three[0], three[1]
+    (_, old_key, old_pub), (_, _, new_pub) = three[0], three[1]
     home = tmp_path / "home"
     new = trusted_file(tmp_path / "new.json", 1, new_pub)
-    assert floorctl_here("sign", str(new), "--kind", "trusted-keys", "--signing-key",
-                         str(old_key), home=home).returncode == 0
-    done = floorctl_here("trust", "rotate", "--current", str(old_pub), "--new", str(new),
-                         home=home)
+    assert (
+        floorctl_here(
+            "sign", str(new), "--kind", "trusted-keys", "--signing-key", str(old_key), home=home
+        ).returncode
+        == 0
+    )
+    done = floorctl_here("trust", "rotate", "--current", str(old_pub), "--new", str(new), home=home)
     assert done.returncode == 0, done.stderr
     installed = trust.resolve_trusted_keys(None, {"FLOORCTL_HOME": str(home)})
     assert installed is not None
     assert installed.key_ids == {dsse.key_id(keys.load_public(new_pub))}
-    del new_key_path
 
 
 def test_refuses_rotation_signed_only_by_the_new_keys(three: list, tmp_path: Path) -> None:
     (_, _, old_pub), (_, new_key_path, new_pub) = three[0], three[1]
     home = tmp_path / "home"
     new = trusted_file(tmp_path / "new.json", 1, new_pub)
-    floorctl_here("sign", str(new), "--kind", "trusted-keys", "--signing-key", str(new_key_path),
-                  home=home)
-    done = floorctl_here("trust", "rotate", "--current", str(old_pub), "--new", str(new),
-                         home=home)
+    floorctl_here(
+        "sign", str(new), "--kind", "trusted-keys", "--signing-key", str(new_key_path), home=home
+    )
+    done = floorctl_here("trust", "rotate", "--current", str(old_pub), "--new", str(new), home=home)
     assert done.returncode == 1
     assert "rotation refused" in done.stderr
     assert not trust.installed_path({"FLOORCTL_HOME": str(home)}).exists()
