@@ -254,6 +254,8 @@ class Fetcher:
                 show(len(body), declared)
             elif self.progress is not None and len(body) >= PROGRESS_MIN_BYTES:
                 show = self.progress
+        if show is not None:
+            show(len(body), len(body))  # received == total: the line is finished
         return Response(str(current), 200, bytes(body), response.headers.get("ETag"))
 
 

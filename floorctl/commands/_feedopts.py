@@ -84,7 +84,9 @@ def progress() -> fetch.Progress | None:
 
     def show(received: int, total: int | None) -> None:
         of = f" of {total:,}" if total else ""
-        click.echo(f"\rfloorctl: downloading {received:,}{of} bytes", err=True, nl=False)
+        click.echo(
+            f"\rfloorctl: downloading {received:,}{of} bytes", err=True, nl=received == total
+        )
 
     return show
 

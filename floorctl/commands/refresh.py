@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -16,6 +17,11 @@ from floorctl.errors import StaleModule
 from floorctl.splice import read_module_text
 from floorguard._time import format_ts
 from floorguard.trust import TrustedKeys
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from floorguard.chain import AuditChain
 
 DEFAULT_MODULE = Path("generated/floorguard/floor_map.py")
 
@@ -86,12 +92,12 @@ def command(sources: tuple[str, ...], module: Path, template: str, write: bool, 
     outcome = None
     if write:
 
-        def signer() -> keys.Ed25519PrivateKey:
+        def signer() -> Ed25519PrivateKey:
             return keys.resolve_signing_key(signing_key, environ,
                                             notify=lambda m: click.echo(f"floorctl: {m}", err=True)).key
 
-        def chain() -> refreshing.AuditChain:
-            from floorguard.chain import AuditChain
+        def chain() -> AuditChain:
+            from floorguard.chain import AuditChain  # noqa: PLC0415  (only with --anchor)
 
             return AuditChain.from_env(environ)
 
