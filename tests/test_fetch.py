@@ -527,3 +527,15 @@ def test_refresh_refuses_a_rolled_back_url_feed_before_writing(
     )
     refused((done.returncode, done.stderr), "rolled-back feed version")
     assert module.read_text() == MODULE
+
+
+def test_refuses_a_compressed_body(server: FeedServer, setup: Setup) -> None:
+    # A few kilobytes of gzip can inflate to gigabytes: the cap counts bytes received.
+    server.serve("/feed.json", b"\x1f\x8b", headers={"Content-Encoding": "gzip"})
+    refused(setup.fetch(server.url("/feed.json")), "compressed body")
+    setup.assert_nothing_written()
+
+
+def test_refuses_an_error_status(server: FeedServer, setup: Setup) -> None:
+    refused(setup.fetch(server.url("/missing.json")), "HTTP status 404")
+    setup.assert_nothing_written()
