@@ -12,6 +12,10 @@ from collections.abc import Sequence
 import click
 
 from floorctl.commands import doctor, keygen, refresh, validate
+from floorctl.commands import fetch as fetch_command
+from floorctl.commands import publish as publish_command
+from floorctl.commands import sign as sign_command
+from floorctl.commands import trust as trust_command
 from floorctl.errors import FeedError, FloorctlError
 from floorguard.errors import FloorguardError
 
@@ -67,3 +71,7 @@ cli.add_command(validate.command)
 cli.add_command(refresh.command)
 cli.add_command(keygen.command)
 cli.add_command(doctor.command)
+cli.add_command(fetch_command.command)
+cli.add_command(sign_command.command)
+cli.add_command(publish_command.command)
+cli.add_command(trust_command.group)

@@ -39,3 +39,16 @@ class StaleModule(FloorctlError):
 
 class SigningError(FloorctlError):
     """A key cannot be read or created, or signing failed."""
+
+
+class FetchError(FloorctlError):
+    """A download was refused (scheme, origin, redirect, size, deadline, status); nothing written."""
+
+
+class TrustError(FloorctlError):
+    """A signature or trusted-keys file did not check out; the signed data was not accepted."""
+
+
+class FreshnessError(FloorctlError):
+    """A feed is older than one already accepted (rollback), differs at the same version
+    (mix-and-match), or is expired (freeze)."""

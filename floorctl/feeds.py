@@ -13,18 +13,20 @@ import importlib.resources
 import json
 import re
 import unicodedata
+import urllib.parse
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from floorguard import floormap
-from floorguard._canonical import sha256_digest
-from floorguard.errors import FloorMapError
 from jsonschema import Draft202012Validator, ValidationError
 from packaging.version import InvalidVersion, Version
 
 from floorctl.errors import FeedError
+from floorguard import floormap
+from floorguard._canonical import sha256_digest
+from floorguard._time import format_ts, parse_ts
+from floorguard.errors import FloorguardError, FloorMapError
 
 MAX_FEED_BYTES = 16 * 1024 * 1024
 MAX_ADAPTERS = 100_000
@@ -32,8 +34,11 @@ MAX_VERSION_CHARS = 128
 MAX_ADVISORY_ID_CHARS = 64
 MAX_NOTE_CHARS = 1000
 
-# Schema versions this floorctl reads, each with its own schema file (version 2 comes later).
-SCHEMA_FILES = {1: "feed.v1.schema.json"}
+MAX_REFERENCES = 32
+MAX_URL_CHARS = 2048
+
+# Schema versions this floorctl reads, each with its own schema file.
+SCHEMA_FILES = {1: "feed.v1.schema.json", 2: "feed.v2.schema.json"}
 
 Problem = tuple[str, str, str]
 _Path = tuple[str | int, ...]
@@ -41,6 +46,7 @@ _Path = tuple[str | int, ...]
 # `\Z`, not `$`: in Python `$` also matches before a trailing newline ("aider\n").
 # The classes are ASCII ranges, so look-alike letters (Cyrillic, fullwidth) cannot match.
 _NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}\Z")
+_FEED_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}\Z")
 _ADVISORY_ID = re.compile(r"[A-Za-z0-9]+(?:-[A-Za-z0-9]+)*\Z")
 # Characters PEP 440 can use; checked before packaging parses (its regex is case-insensitive,
 # so non-ASCII letters could in principle fold onto ASCII ones).
@@ -78,12 +84,40 @@ _JSON_TYPES = {
 
 @dataclass(frozen=True)
 class Feed:
-    """A checked feed: where it came from, the digest of its exact bytes, and its floor map."""
+    """A checked feed: where it came from, the digest of its exact bytes, and its floor map.
+
+    Schema version 2 adds identity and freshness (``feed_id``, ``version``, ``published``,
+    ``expires``, the times normalised to UTC with a ``Z``); they are None for version 1.
+    ``signed_by`` holds the key ids whose signatures verified, once a caller checked them.
+    """
 
     source: str
     digest: str
     schema_version: int
     floor_map: floormap.FloorMap
+    feed_id: str | None = None
+    version: int | None = None
+    published: str | None = None
+    expires: str | None = None
+    signed_by: frozenset[str] = frozenset()
+
+    def identity(self) -> dict[str, object]:
+        """What a receipt records about this feed."""
+        described: dict[str, object] = {
+            "source": self.source,
+            "digest": self.digest,
+            "schema_version": self.schema_version,
+        }
+        if self.feed_id is not None:
+            described.update(
+                feed_id=self.feed_id,
+                version=self.version,
+                published=self.published,
+                expires=self.expires,
+            )
+        if self.signed_by:
+            described["signed_by"] = sorted(self.signed_by)
+        return described
 
 
 class _Refused(Exception):
@@ -117,15 +151,34 @@ def parse_feed(data: bytes, source: str) -> Feed:
         raise FeedError([(shown, path, message) for path, message in problems])
 
     problems.extend(_check(document, version))
+    if version >= 2:
+        problems.extend(_v2_problems(document))
     if problems:
         raise FeedError([(shown, path, message) for path, message in _ordered(problems)])
+    # References are for people; the floor map (and so its hash) keeps exactly the three fields.
+    entries = {
+        name: {key: entry[key] for key in floormap.ENTRY_FIELDS}
+        for name, entry in document["adapters"].items()
+    }
     try:
-        floor_map = floormap.from_entries(document["adapters"])
+        floor_map = floormap.from_entries(entries)
     except FloorMapError as exc:  # cannot happen after the checks above; fail closed anyway
         raise FeedError([(shown, "$.adapters", str(exc))]) from exc
-    return Feed(
+    feed = Feed(
         source=source, digest=sha256_digest(data), schema_version=version, floor_map=floor_map
     )
+    if version >= 2:
+        feed = Feed(
+            source=feed.source,
+            digest=feed.digest,
+            schema_version=version,
+            floor_map=floor_map,
+            feed_id=document["feed_id"],
+            version=document["version"],
+            published=format_ts(parse_ts(document["published"])),
+            expires=format_ts(parse_ts(document["expires"])),
+        )
+    return feed
 
 
 def load_feed(path: Path) -> Feed:
@@ -351,6 +404,67 @@ def _describe(error: ValidationError) -> Iterator[tuple[str, str, bool]]:
         yield format_path(parts), f"too many entries (at most {error.validator_value:,})", False
     else:
         yield format_path(parts), _show(error.message, limit=200), False
+
+
+def _v2_problems(document: dict[str, Any]) -> list[tuple[str, str]]:
+    """Semantic checks of schema version 2 that a JSON Schema pattern cannot make safely."""
+    problems: list[tuple[str, str]] = []
+    feed_id = document.get("feed_id")
+    if isinstance(feed_id, str) and not _FEED_ID.match(feed_id):
+        problems.append(
+            (
+                "$.feed_id",
+                f"{_show_value(feed_id)} is not a feed id (letters, digits and . _ : / -, "
+                "starting with a letter or digit, at most 128 characters)",
+            )
+        )
+    version = document.get("version")
+    # `type(...) is int`: JSON 1.0 passes the schema's "integer", and true equals 1 in Python.
+    if isinstance(version, float):
+        problems.append(("$.version", f"must be an integer, not the number {version!r}"))
+    times = {}
+    for name in ("published", "expires"):
+        value = document.get(name)
+        if not isinstance(value, str):
+            continue  # the schema reports the type
+        try:
+            times[name] = parse_ts(value)
+        except FloorguardError:
+            problems.append(
+                (f"$.{name}", f"{_show_value(value)} is not an RFC 3339 time with Z or an offset")
+            )
+    if len(times) == 2 and times["expires"] < times["published"]:
+        problems.append(("$.expires", "expires before it was published"))
+    adapters = document.get("adapters")
+    if isinstance(adapters, dict):
+        for name, entry in adapters.items():
+            references = entry.get("references") if isinstance(entry, dict) else None
+            if not isinstance(references, list):
+                continue
+            for index, url in enumerate(references):
+                if isinstance(url, str):
+                    reason = _reference_problem(url)
+                    if reason is not None:
+                        path = format_path(("adapters", name, "references", index))
+                        problems.append((path, reason))
+    return problems
+
+
+def _reference_problem(url: str) -> str | None:
+    if len(url) > MAX_URL_CHARS:
+        return f"too long: {len(url):,} characters (at most {MAX_URL_CHARS:,})"
+    if not url.isascii() or not url.isprintable() or any(c.isspace() for c in url):
+        return f"{_show_value(url)} is not a plain https URL (printable ASCII, no spaces)"
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018  (raises ValueError for a malformed port)
+    except ValueError:
+        return f"{_show_value(url)} is not a valid URL"
+    if parts.scheme != "https" or not parts.hostname:
+        return f"{_show_value(url)} is not an https URL with a host"
+    if parts.username is not None or parts.password is not None:
+        return f"{_show_value(url)} carries credentials; references must not"
+    return None
 
 
 def _entry_problems(name: str, entry: Any, found: dict[str, str]) -> bool:

@@ -45,6 +45,9 @@ class RefreshPlan:
     drift: bool
     forced: bool
     downgrade_allowed: bool
+    # The time expiry was judged against, and whether it came from the clock or --now.
+    reference_time: str | None = None
+    reference_time_source: str | None = None
 
     @property
     def stale(self) -> bool:
@@ -60,6 +63,8 @@ def plan(
     *,
     force: bool = False,
     allow_downgrade: bool = False,
+    reference_time: str | None = None,
+    reference_time_source: str | None = None,
 ) -> RefreshPlan:
     """Decide the new module text. Raises DriftError, DowngradeRefused, ModuleError, RenderError."""
     template = render.load_template(template_name)
@@ -109,14 +114,27 @@ def plan(
         drift=drift,
         forced=drift and force,
         downgrade_allowed=allow_downgrade,
+        reference_time=reference_time,
+        reference_time_source=reference_time_source,
     )
 
 
 def update_receipt(refresh: RefreshPlan, *, ts: str | None = None) -> dict[str, Any]:
-    """The floor-update receipt binding the old and new floor-map hashes."""
+    """The floor-update receipt binding the old and new floor-map hashes.
+
+    Feeds are described with their identity, version and expiry (schema 2) and signers;
+    ``reference_time`` records the time their expiry was judged against.
+    """
+    freshness: dict[str, Any] = {}
+    if refresh.reference_time is not None:
+        freshness = {
+            "reference_time": refresh.reference_time,
+            "reference_time_source": refresh.reference_time_source,
+        }
     return receipts.new_receipt(
         receipts.FLOOR_UPDATE,
         {
+            **freshness,
             "old_floor_map_hash": refresh.old_hash,
             "new_floor_map_hash": refresh.new_hash,
             "old_map_version": refresh.old_version,
@@ -126,10 +144,7 @@ def update_receipt(refresh: RefreshPlan, *, ts: str | None = None) -> dict[str, 
             "downgrade": refresh.diff.is_downgrade,
             "downgrade_allowed": refresh.downgrade_allowed,
             "conflicts": [conflict.describe() for conflict in refresh.conflicts],
-            "feeds": [
-                {"source": f.source, "digest": f.digest, "schema_version": f.schema_version}
-                for f in refresh.feeds
-            ],
+            "feeds": [f.identity() for f in refresh.feeds],
             "changed": refresh.stale,
             "forced": refresh.forced,
             "template": refresh.template,

@@ -5,28 +5,42 @@ from __future__ import annotations
 import difflib
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from floorctl import feeds, keys
+from floorctl import feeds, fetch, freshness, keys, trust
 from floorctl import refresh as refreshing
+from floorctl.commands._feedopts import feed_options, progress, reference_time
 from floorctl.commands._output import emit_json, json_option
-from floorctl.errors import FloorctlError, StaleModule
+from floorctl.errors import StaleModule
 from floorctl.splice import read_module_text
+from floorguard._time import format_ts
+from floorguard.trust import TrustedKeys
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from floorguard.chain import AuditChain
 
 DEFAULT_MODULE = Path("generated/floorguard/floor_map.py")
 
 
-def _load(source: str) -> feeds.Feed:
-    if source.startswith(("https://", "http://")):
-        raise FloorctlError(f"{source}: fetching feeds over the network is not built yet; "
-                            "download the feed and pass its path")
-    return feeds.load_feed(Path(source))
+def _load(source: str, *, trusted: TrustedKeys | None, require_signed: bool,
+          limits: fetch.Limits, cache_dir: Path) -> tuple[feeds.Feed, fetch.FetchedFeed | None]:
+    """A verified feed from a URL (with URL.dsse) or a file (with FEED.dsse beside it)."""
+    if fetch.is_url(source):
+        fetched = fetch.fetch_feed(source, trusted=trusted, require_signed=require_signed,
+                                   limits=limits, cache_dir=cache_dir, progress=progress())
+        return fetched.feed, fetched
+    feed = fetch.read_local(Path(source), trusted=trusted, require_signed=require_signed)
+    return feed, None
 
 
 @click.command("refresh")
 @click.option("--feed", "sources", multiple=True, required=True, metavar="SRC",
-              help="An advisory feed (path). Repeat to merge several: the highest floor wins.")
+              help="An advisory feed (path or https URL). Repeat to merge several: the highest "
+                   "floor wins.")
 @click.option("--module", type=click.Path(path_type=Path, dir_okay=False), default=DEFAULT_MODULE,
               show_default=True, help="The module whose floor-map block is regenerated.")
 @click.option("--template", default="floorguard", show_default=True, metavar="NAME|PATH",
@@ -42,10 +56,13 @@ def _load(source: str) -> feeds.Feed:
 @click.option("--anchor", is_flag=True, help="Append the update receipt to the audit chain. Needs --write.")
 @click.option("--signing-key", type=click.Path(path_type=Path, dir_okay=False),
               help="Private key for the receipt (default: $FLOORCTL_SIGNING_KEY, else a dev key).")
+@feed_options
 @json_option
 def command(sources: tuple[str, ...], module: Path, template: str, write: bool, check: bool,
             show_diff: bool, force: bool, allow_downgrade: bool, receipt_out: Path | None,
-            anchor: bool, signing_key: Path | None, as_json: bool) -> None:
+            anchor: bool, signing_key: Path | None, trusted_keys: Path | None,
+            require_signed: bool, state_file: Path | None, now_text: str | None,
+            max_bytes: int, timeout: float, as_json: bool) -> None:
     """Merge advisory feeds and regenerate the floor map between its markers.
 
     Without --write this is a dry run that reports the data diff. Lowering a floor or
@@ -55,24 +72,43 @@ def command(sources: tuple[str, ...], module: Path, template: str, write: bool, 
         raise click.UsageError("--write and --check exclude each other")
     if (receipt_out or anchor) and not write:
         raise click.UsageError("--receipt-out and --anchor record a write: add --write")
-    loaded = [_load(source) for source in sources]
+    environ = dict(os.environ)
+    now, now_source = reference_time(now_text)
+    trusted = trust.resolve_trusted_keys(trusted_keys, environ)
+    if require_signed and trusted is None:
+        raise click.UsageError("--require-signed needs --trusted-keys (or keys installed by "
+                               "`floorctl trust rotate`)")
+    limits = fetch.Limits(max_bytes=max_bytes, timeout=timeout)
+    cache_dir = keys.state_dir(environ) / fetch.CACHE_DIR
+    results = [_load(source, trusted=trusted, require_signed=require_signed, limits=limits,
+                     cache_dir=cache_dir) for source in sources]
+    loaded = [feed for feed, _ in results]
+    # Rollback, mix-and-match and expiry are refused before anything is planned or written.
+    state_path = state_file or freshness.default_path(environ)
+    accepted = freshness.accept(freshness.load_state(state_path), loaded, now)
     plan = refreshing.plan(loaded, module, read_module_text(module), template,
-                           force=force, allow_downgrade=allow_downgrade)
+                           force=force, allow_downgrade=allow_downgrade,
+                           reference_time=format_ts(now), reference_time_source=now_source)
     outcome = None
     if write:
-        environ = dict(os.environ)
 
-        def signer() -> keys.Ed25519PrivateKey:
+        def signer() -> Ed25519PrivateKey:
             return keys.resolve_signing_key(signing_key, environ,
                                             notify=lambda m: click.echo(f"floorctl: {m}", err=True)).key
 
-        def chain() -> refreshing.AuditChain:
-            from floorguard.chain import AuditChain
+        def chain() -> AuditChain:
+            from floorguard.chain import AuditChain  # noqa: PLC0415  (only with --anchor)
 
             return AuditChain.from_env(environ)
 
         outcome = refreshing.apply(plan, receipt_out=receipt_out, signing_key=signer,
                                    chain=chain if anchor else None)
+        # Remembered only once the module is written: a dry run accepts nothing.
+        if any(feed.feed_id is not None for feed in loaded):
+            freshness.save_state(state_path, accepted)
+        for source, (_, fetched) in zip(sources, results, strict=True):
+            if fetched is not None:
+                fetch.remember(cache_dir, source, fetched)
     if as_json:
         emit_json(_document(plan, outcome, receipt_out))
     else:

@@ -101,5 +101,15 @@ def load_map_file(path: Path) -> ActiveMap:
 
 
 def current() -> ActiveMap:
-    """The floor map in force now. Raises FloorMapError when it cannot be trusted."""
-    return load_map_file(BUILTIN_MAP_FILE)
+    """The floor map in force now. Raises FloorMapError when it cannot be trusted.
+
+    With ``FLOORGUARD_FLOOR_MAP`` set, a signed published map replaces the built-in one if it
+    passes every check (see ``published_map``); otherwise the built-in map stays and stderr
+    says why. A built-in map that cannot be trusted is an error either way.
+    """
+    builtin = load_map_file(BUILTIN_MAP_FILE)
+    if not os.environ.get("FLOORGUARD_FLOOR_MAP"):
+        return builtin
+    from floorguard import published_map  # noqa: PLC0415  (only when a published map is named)
+
+    return published_map.select(builtin, os.environ)

@@ -1,0 +1,95 @@
+"""Options shared by the commands that read feeds from the network: fetch and refresh."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from floorctl import fetch
+from floorguard._time import parse_ts, utc_now
+from floorguard.errors import FloorguardError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def feed_options(function: F) -> F:
+    """--trusted-keys, --require-signed, --state-file, --now, --max-bytes, --timeout."""
+    options = [
+        click.option(
+            "--trusted-keys",
+            type=click.Path(path_type=Path, dir_okay=False),
+            help="Keys trusted to sign feeds: a PEM public key or "
+            '{"threshold": N, "keys": [PEM, ...]} (default: the keys installed '
+            "by `floorctl trust rotate`, if any).",
+        ),
+        click.option(
+            "--require-signed",
+            is_flag=True,
+            help="Refuse any feed without a valid signature (FEED.dsse / URL.dsse) "
+            "by a threshold of trusted keys.",
+        ),
+        click.option(
+            "--state-file",
+            type=click.Path(path_type=Path, dir_okay=False),
+            help="Where accepted feed versions are remembered (rollback protection; "
+            "default: feeds-state.json in floorctl's state directory).",
+        ),
+        click.option(
+            "--now",
+            "now_text",
+            metavar="TS",
+            help="Reference time for expiry (RFC 3339; default: the clock). Recorded "
+            "in the update receipt.",
+        ),
+        click.option(
+            "--max-bytes",
+            type=click.IntRange(min=1),
+            default=fetch.DEFAULT_MAX_BYTES,
+            show_default=True,
+            help="Largest feed body accepted from the network (at most 16 MiB).",
+        ),
+        click.option(
+            "--timeout",
+            type=click.FloatRange(min=0, min_open=True),
+            default=fetch.DEFAULT_TIMEOUT,
+            show_default=True,
+            help="Total seconds a download may take, whatever the server does.",
+        ),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+def reference_time(now_text: str | None) -> tuple[_dt.datetime, str]:
+    """The reference time and where it came from (``clock`` or ``--now``)."""
+    if now_text is None:
+        return utc_now(), "clock"
+    try:
+        return parse_ts(now_text), "--now"
+    except FloorguardError as exc:
+        raise click.BadParameter(str(exc), param_hint="--now") from exc
+
+
+def progress() -> fetch.Progress | None:
+    """A progress line on stderr for large bodies, only when stderr is a terminal."""
+    if not sys.stderr.isatty():
+        return None
+
+    def show(received: int, total: int | None) -> None:
+        of = f" of {total:,}" if total else ""
+        click.echo(
+            f"\rfloorctl: downloading {received:,}{of} bytes", err=True, nl=received == total
+        )
+
+    return show
+
+
+def environ() -> dict[str, str]:
+    return dict(os.environ)

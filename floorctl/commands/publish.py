@@ -1,0 +1,77 @@
+"""``floorctl publish``: write the signed floor map for hosts (FLOORGUARD_FLOOR_MAP)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+from pathlib import Path
+
+import click
+
+from floorctl import keys, publish
+from floorctl.commands._output import emit_json, json_option
+from floorctl.commands.refresh import DEFAULT_MODULE
+from floorguard._time import utc_now
+
+
+@click.command("publish")
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Directory for floor-map.json and floor-map.json.dsse (created if needed).",
+)
+@click.option(
+    "--module",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=DEFAULT_MODULE,
+    show_default=True,
+    help="The floor-map module to publish (default layout).",
+)
+@click.option(
+    "--signing-key",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Publisher's private key (default: $FLOORCTL_SIGNING_KEY, else a dev key).",
+)
+@click.option(
+    "--expires-in",
+    "expires_in",
+    type=click.IntRange(min=1, max=3650),
+    default=publish.DEFAULT_EXPIRES_DAYS,
+    show_default=True,
+    metavar="DAYS",
+    help="Days until hosts stop accepting this map (freeze protection).",
+)
+@json_option
+def command(
+    out_dir: Path, module: Path, signing_key: Path | None, expires_in: int, as_json: bool
+) -> None:
+    """Publish the module's floor map as signed canonical JSON.
+
+    Hosts use it when FLOORGUARD_FLOOR_MAP names floor-map.json and the signature checks
+    against their trusted publisher keys.
+    """
+    key = keys.resolve_signing_key(
+        signing_key, dict(os.environ), notify=lambda m: click.echo(f"floorctl: {m}", err=True)
+    ).key
+    done = publish.publish(
+        module, out_dir, key, now=utc_now(), expires_in=_dt.timedelta(days=expires_in)
+    )
+    if as_json:
+        emit_json(
+            {
+                "map": str(done.map_path),
+                "signature": str(done.signature_path),
+                "floor_map_hash": done.floor_map_hash,
+                "map_version": done.map_version,
+                "expires": done.expires,
+                "adapters": done.adapters,
+            }
+        )
+        return
+    click.echo(
+        f"wrote {done.map_path} and {done.signature_path}: map version "
+        f"{done.map_version}, {done.adapters} adapters, {done.floor_map_hash}, "
+        f"expires {done.expires}"
+    )

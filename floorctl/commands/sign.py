@@ -1,0 +1,54 @@
+"""``floorctl sign``: a detached DSSE signature over a file's exact bytes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from floorctl import keys, splice, trust
+from floorctl.commands._output import emit_json, json_option
+from floorguard import dsse
+
+KINDS = {"feed": trust.FEED_PAYLOAD_TYPE, "trusted-keys": trust.TRUSTED_KEYS_PAYLOAD_TYPE}
+
+
+@click.command("sign")
+@click.argument(
+    "path", metavar="FEED", type=click.Path(path_type=Path, dir_okay=False, exists=True)
+)
+@click.option(
+    "--signing-key",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Private key (default: $FLOORCTL_SIGNING_KEY, else a dev key).",
+)
+@click.option(
+    "--kind",
+    type=click.Choice(sorted(KINDS)),
+    default="feed",
+    show_default=True,
+    help="What is signed: a feed, or a new trusted-keys file (key rotation).",
+)
+@json_option
+def command(path: Path, signing_key: Path | None, kind: str, as_json: bool) -> None:
+    """Write FEED.dsse, a DSSE envelope over the exact bytes of FEED.
+
+    If FEED.dsse already signs the same bytes, this key's signature is added to it, so that
+    the holders of a threshold of keys can sign one after another.
+    """
+    env = dict(os.environ)
+    key = keys.resolve_signing_key(
+        signing_key, env, notify=lambda m: click.echo(f"floorctl: {m}", err=True)
+    ).key
+    data = path.read_bytes()
+    out = Path(str(path) + trust.SIGNATURE_SUFFIX)
+    existing = out.read_bytes() if out.exists() else None
+    envelope = trust.sign_file(data, existing, key, KINDS[kind])
+    splice.write_atomic(out, envelope)
+    signatures = len(dsse.parse_envelope(envelope).signatures)
+    key_id = dsse.key_id(key.public_key())
+    if as_json:
+        emit_json({"signature": str(out), "keyid": key_id, "signatures": signatures})
+        return
+    click.echo(f"wrote {out} (keyid {key_id}; {signatures} signature(s))")

@@ -1,0 +1,438 @@
+"""Fetching feeds over the network without trusting the network.
+
+Every response is untrusted until it has been checked, so the fetcher is deliberately
+narrow (the attacks named are TUF's):
+
+- HTTPS only; plain http only to ``localhost`` or a loopback address (tests), checked before
+  any connection is made; no credentials in URLs.
+- Redirects are followed by hand: same origin only (scheme, host, port), at most
+  ``max_redirects`` hops, no loops; an https -> http redirect is refused as a downgrade.
+- Endless data: the body is streamed under a byte cap that ignores what Content-Length
+  claims (a declared length above the cap is refused before reading); compressed bodies are
+  refused (a few kilobytes of gzip can inflate to gigabytes).
+- Slow retrieval: one total deadline for the whole operation, checked after every chunk;
+  httpx's per-phase timeouts alone would let a server drip one byte a second forever.
+- Nothing is written here: callers parse and verify the bytes first, then write atomically.
+
+A 304 reuses bytes cached (after they were verified) under the state directory; the bytes
+are verified again and their own ``expires`` still decides freshness, so a 304 can never
+keep an expired feed alive.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import hashlib
+import ipaddress
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import httpx
+
+from floorctl import feeds, freshness, splice, trust
+from floorctl.errors import FetchError, FloorctlError, TrustError
+from floorguard._canonical import sha256_digest
+from floorguard.trust import TrustedKeys
+
+DEFAULT_MAX_BYTES = 4 * 1024 * 1024
+DEFAULT_TIMEOUT = 30.0
+MAX_REDIRECTS = 5
+# An envelope carries the feed itself (base64) plus signatures.
+SIGNATURE_OVERHEAD = 256 * 1024
+PROGRESS_MIN_BYTES = 1024 * 1024
+CACHE_DIR = "http-cache"
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+_DEFAULT_PORTS = {"https": 443, "http": 80}
+
+Progress = Callable[[int, int | None], None]
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How much and how long a fetch may take. ``max_bytes`` is capped at the feed limit."""
+
+    max_bytes: int = DEFAULT_MAX_BYTES
+    timeout: float = DEFAULT_TIMEOUT
+    max_redirects: int = MAX_REDIRECTS
+
+    def __post_init__(self) -> None:
+        if self.max_bytes < 1 or self.timeout <= 0 or self.max_redirects < 0:
+            raise FetchError("fetch limits must be positive")
+        object.__setattr__(self, "max_bytes", min(self.max_bytes, feeds.MAX_FEED_BYTES))
+
+
+def is_url(source: str) -> bool:
+    return source.startswith(("https://", "http://"))
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_url(url: str) -> httpx.URL:
+    """Parse ``url`` and refuse anything but https (or http to loopback). Raises FetchError."""
+    if not url.isascii() or not url.isprintable():
+        raise FetchError(f"{url!r}: refused: URLs must be printable ASCII")
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, ValueError) as exc:
+        raise FetchError(f"{url}: refused: not a valid URL ({exc})") from exc
+    if parsed.scheme not in _DEFAULT_PORTS or not parsed.host:
+        raise FetchError(f"{url}: refused: only https:// URLs are fetched")
+    if parsed.userinfo:
+        raise FetchError(f"{url}: refused: credentials in URLs are not supported")
+    if parsed.scheme == "http" and not _is_loopback(parsed.host):
+        raise FetchError(
+            f"{url}: refused: plain http is allowed only to localhost or a loopback address "
+            "(use https)"
+        )
+    return parsed
+
+
+def origin(url: httpx.URL) -> tuple[str, str, int]:
+    return (url.scheme, url.host.lower(), url.port or _DEFAULT_PORTS[url.scheme])
+
+
+def signature_url(url: str) -> str:
+    """``URL.dsse``: the detached signature beside a feed URL (query kept)."""
+    parsed = httpx.URL(url)
+    return str(parsed.copy_with(path=parsed.path + trust.SIGNATURE_SUFFIX))
+
+
+@dataclass(frozen=True)
+class Response:
+    url: str
+    status: int
+    body: bytes
+    etag: str | None
+
+
+class Fetcher:
+    """GETs under one total deadline, started when the fetcher is made."""
+
+    def __init__(self, limits: Limits, *, progress: Progress | None = None) -> None:
+        self.limits = limits
+        self.deadline = time.monotonic() + limits.timeout
+        self.progress = progress
+
+    def _remaining(self, url: str) -> float:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise FetchError(
+                f"{url}: refused: slow retrieval: not done within the {self.limits.timeout:g} s "
+                "deadline"
+            )
+        return left
+
+    def get(
+        self, url: str, *, max_bytes: int, etag: str | None = None, allow_missing: bool = False
+    ) -> Response | None:
+        """The body of ``url`` (status 200, or 304 when ``etag`` matched).
+
+        Returns None for a 404 when ``allow_missing``. Raises FetchError for every refusal.
+        """
+        current = check_url(url)
+        start = origin(current)
+        seen = {str(current)}
+        for _hop in range(self.limits.max_redirects + 1):
+            headers = {"Accept-Encoding": "identity", "Accept": "application/json"}
+            if etag is not None:
+                headers["If-None-Match"] = etag
+            timeout = self._remaining(url)
+            # Proxies from the environment serve real hosts; loopback (tests) goes direct.
+            with httpx.Client(
+                follow_redirects=False,
+                trust_env=not _is_loopback(current.host),
+                timeout=httpx.Timeout(timeout),
+            ) as client:
+                try:
+                    with client.stream("GET", current, headers=headers) as response:
+                        if response.status_code in _REDIRECTS:
+                            current = self._next_hop(url, current, response, start, seen)
+                            continue
+                        return self._finish(
+                            url,
+                            current,
+                            response,
+                            max_bytes=max_bytes,
+                            etag=etag,
+                            allow_missing=allow_missing,
+                        )
+                except httpx.TimeoutException as exc:
+                    raise FetchError(
+                        f"{url}: refused: slow retrieval: no complete answer within the "
+                        f"{self.limits.timeout:g} s deadline"
+                    ) from exc
+                except httpx.HTTPError as exc:
+                    why = f"{exc.__class__.__name__}: {exc}"
+                    raise FetchError(f"{url}: fetch failed: {why}") from exc
+        raise FetchError(
+            f"{url}: refused: more than {self.limits.max_redirects} redirects (hop limit)"
+        )
+
+    def _next_hop(
+        self,
+        url: str,
+        current: httpx.URL,
+        response: httpx.Response,
+        start: tuple[str, str, int],
+        seen: set[str],
+    ) -> httpx.URL:
+        location = response.headers.get("Location")
+        if not location:
+            raise FetchError(f"{url}: refused: redirect {response.status_code} without a Location")
+        try:
+            target = current.join(location)
+        except (httpx.InvalidURL, ValueError) as exc:
+            raise FetchError(f"{url}: refused: redirect to an invalid URL") from exc
+        if current.scheme == "https" and target.scheme != "https":
+            raise FetchError(
+                f"{url}: refused: redirect from https to {target.scheme}:// is a downgrade "
+                f"({target})"
+            )
+        if target.scheme not in _DEFAULT_PORTS or not target.host or origin(target) != start:
+            raise FetchError(
+                f"{url}: refused: redirect to another origin ({target}); only same-origin "
+                "redirects are followed"
+            )
+        if str(target) in seen:
+            raise FetchError(f"{url}: refused: redirect loop (back to {target})")
+        seen.add(str(target))
+        return target
+
+    def _finish(
+        self,
+        url: str,
+        current: httpx.URL,
+        response: httpx.Response,
+        *,
+        max_bytes: int,
+        etag: str | None,
+        allow_missing: bool,
+    ) -> Response | None:
+        status = response.status_code
+        if status == 404 and allow_missing:
+            return None
+        if status == 304:
+            if etag is None:
+                raise FetchError(f"{url}: refused: 304 Not Modified to a request without an ETag")
+            return Response(str(current), 304, b"", etag)
+        if status != 200:
+            raise FetchError(f"{url}: refused: HTTP status {status} {response.reason_phrase}")
+        encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
+        if encoding not in ("", "identity"):
+            raise FetchError(
+                f"{url}: refused: compressed body (Content-Encoding {encoding}); the size cap "
+                "applies to the bytes received"
+            )
+        declared = _declared_length(response)
+        if declared is not None and declared > max_bytes:
+            raise FetchError(
+                f"{url}: refused: endless data: Content-Length {declared:,} is over the "
+                f"{max_bytes:,}-byte cap"
+            )
+        body = bytearray()
+        show = self.progress if (declared or 0) >= PROGRESS_MIN_BYTES else None
+        for chunk in response.iter_raw():
+            body += chunk
+            if len(body) > max_bytes:
+                raise FetchError(
+                    f"{url}: refused: endless data: the body exceeds the {max_bytes:,}-byte cap "
+                    "(whatever Content-Length said)"
+                )
+            self._remaining(url)
+            if show is not None:
+                show(len(body), declared)
+            elif self.progress is not None and len(body) >= PROGRESS_MIN_BYTES:
+                show = self.progress
+        if show is not None:
+            show(len(body), len(body))  # received == total: the line is finished
+        return Response(str(current), 200, bytes(body), response.headers.get("ETag"))
+
+
+def _declared_length(response: httpx.Response) -> int | None:
+    raw = response.headers.get("Content-Length")
+    if raw is None:
+        return None
+    try:
+        return int(raw.strip())
+    except ValueError:
+        return None  # ignored: the cap is enforced on the bytes, not on the header
+
+
+# --- feeds ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FetchedFeed:
+    """A feed whose bytes parsed and whose signature (if any) verified; not yet fresh-checked."""
+
+    feed: feeds.Feed
+    data: bytes
+    envelope: bytes | None
+    not_modified: bool
+    etag: str | None
+
+
+def fetch_feed(
+    url: str,
+    *,
+    trusted: TrustedKeys | None,
+    require_signed: bool,
+    limits: Limits,
+    cache_dir: Path | None,
+    progress: Progress | None = None,
+) -> FetchedFeed:
+    """Fetch a feed and its ``URL.dsse``; parse and verify both. Writes nothing.
+
+    Raises FetchError (transport refusals), FeedError (invalid feed) or TrustError.
+    """
+    check_url(url)
+    fetcher = Fetcher(limits, progress=progress)
+    cached = _cached(cache_dir, url)
+    response = fetcher.get(url, max_bytes=limits.max_bytes, etag=cached[0] if cached else None)
+    if response is None:  # only possible with allow_missing; fail closed anyway
+        raise FetchError(f"{url}: refused: no feed at this URL")
+    etag: str | None
+    if response.status == 304 and cached is not None:
+        data, etag, reused = cached[1], cached[0], True
+    else:
+        data, etag, reused = response.body, response.etag, False
+    feed = feeds.parse_feed(data, url)
+    signature = fetcher.get(
+        signature_url(url),
+        allow_missing=True,
+        max_bytes=limits.max_bytes * 4 // 3 + SIGNATURE_OVERHEAD,
+    )
+    envelope = signature.body if signature else None
+    feed = verify_feed(feed, data, envelope, trusted, require_signed=require_signed)
+    return FetchedFeed(feed, data, envelope, reused, etag)
+
+
+def verify_feed(
+    feed: feeds.Feed,
+    data: bytes,
+    envelope: bytes | None,
+    trusted: TrustedKeys | None,
+    *,
+    require_signed: bool,
+) -> feeds.Feed:
+    """``feed`` with its verified signers. Raises TrustError.
+
+    A signed feed must be schema version 2 under ``--require-signed``: version 1 has neither
+    version nor expiry, so an old signed copy could be replayed forever.
+    """
+    checked = trust.check_signature(
+        data, envelope, trusted, require_signed=require_signed, source=feed.source
+    )
+    if require_signed and feed.schema_version < 2:
+        raise TrustError(
+            f"{feed.source}: --require-signed needs a schema version 2 feed (version 1 has no "
+            "version or expiry, so a signed copy could be replayed forever)"
+        )
+    return replace(feed, signed_by=checked.signed_by)
+
+
+def read_local(path: Path, *, trusted: TrustedKeys | None, require_signed: bool) -> feeds.Feed:
+    """A feed file and ``FEED.dsse`` beside it, parsed and verified. Raises like fetch_feed."""
+    feed = feeds.load_feed(path)
+    data = path.read_bytes()
+    if sha256_digest(data) != feed.digest:
+        raise FetchError(f"{path}: changed while being read; try again")
+    signature_path = Path(str(path) + trust.SIGNATURE_SUFFIX)
+    envelope = None
+    if signature_path.exists():
+        with signature_path.open("rb") as handle:
+            envelope = handle.read(feeds.MAX_FEED_BYTES * 2)
+    return verify_feed(feed, data, envelope, trusted, require_signed=require_signed)
+
+
+# --- the ETag cache -----------------------------------------------------------------------------
+
+
+def _cache_files(cache_dir: Path, url: str) -> tuple[Path, Path]:
+    name = hashlib.sha256(url.encode("utf-8")).hexdigest()
+    return cache_dir / f"{name}.json", cache_dir / f"{name}.body"
+
+
+def _cached(cache_dir: Path | None, url: str) -> tuple[str, bytes] | None:
+    """(etag, bytes) cached for ``url``, only if the bytes still match their recorded digest."""
+    if cache_dir is None:
+        return None
+    meta_path, body_path = _cache_files(cache_dir, url)
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        body = body_path.read_bytes()
+    except (OSError, ValueError):
+        return None
+    if (
+        not isinstance(meta, dict)
+        or meta.get("url") != url
+        or not isinstance(meta.get("etag"), str)
+    ):
+        return None
+    if meta.get("digest") != sha256_digest(body):
+        return None
+    return meta["etag"], body
+
+
+def remember(cache_dir: Path | None, url: str, fetched: FetchedFeed) -> None:
+    """Cache verified bytes under their ETag (call only after they were accepted)."""
+    if cache_dir is None or fetched.etag is None:
+        return
+    # Best effort: a cache that cannot be written only costs a full download next time.
+    with contextlib.suppress(OSError, FloorctlError):
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        meta_path, body_path = _cache_files(cache_dir, url)
+        splice.write_atomic(body_path, fetched.data)
+        meta = {"url": url, "etag": fetched.etag, "digest": sha256_digest(fetched.data)}
+        splice.write_atomic(meta_path, json.dumps(meta, sort_keys=True).encode("utf-8"))
+
+
+def download(
+    url: str,
+    out: Path,
+    *,
+    trusted: TrustedKeys | None,
+    require_signed: bool,
+    limits: Limits,
+    state_path: Path,
+    cache_dir: Path | None,
+    now: _dt.datetime,
+    progress: Progress | None = None,
+) -> FetchedFeed:
+    """``floorctl fetch``: fetch, verify, check freshness, then write ``out`` (and ``out.dsse``).
+
+    Nothing is written unless every check passed; the freshness state is updated only after
+    the feed was written. Raises FetchError, FeedError, TrustError or FreshnessError.
+    """
+    state = freshness.load_state(state_path)
+    fetched = fetch_feed(
+        url,
+        trusted=trusted,
+        require_signed=require_signed,
+        limits=limits,
+        cache_dir=cache_dir,
+        progress=progress,
+    )
+    updated = freshness.accept(state, [fetched.feed], now)
+    signature_out = Path(str(out) + trust.SIGNATURE_SUFFIX)
+    if fetched.envelope is not None:
+        splice.write_atomic(signature_out, fetched.envelope)
+    else:
+        # A signature left from an older download would not match these bytes.
+        signature_out.unlink(missing_ok=True)
+    splice.write_atomic(out, fetched.data)
+    if fetched.feed.feed_id is not None:
+        freshness.save_state(state_path, updated)
+    remember(cache_dir, url, fetched)
+    return fetched

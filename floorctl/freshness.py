@@ -1,0 +1,167 @@
+"""Rollback, mix-and-match and freeze protection for version-2 feeds.
+
+What floorctl has accepted is remembered per ``feed_id`` (version and digest) in a state file
+outside the generated module: ``feeds-state.json`` in floorctl's state directory, or a file
+a pipeline names with ``--state-file`` and commits. The checks are pure; the file is read
+at the edge and written atomically only after the feed was written.
+
+- rollback: a version lower than the last accepted one is refused, even if validly signed;
+- mix-and-match: the same version with different bytes is refused (one version, one content);
+- freeze: a feed whose own ``expires`` is before the reference time is refused.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from floorctl import keys, splice
+from floorctl.errors import FreshnessError
+from floorctl.feeds import Feed
+from floorguard._canonical import is_digest
+from floorguard._time import format_ts, parse_ts
+from floorguard.errors import FloorguardError
+
+STATE_NAME = "feeds-state.json"
+STATE_SCHEMA_VERSION = 1
+MAX_STATE_BYTES = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """The last accepted version of one feed_id."""
+
+    version: int
+    digest: str
+    expires: str
+    accepted_at: str
+
+
+@dataclass(frozen=True)
+class FreshnessState:
+    feeds: Mapping[str, Accepted] = field(default_factory=lambda: MappingProxyType({}))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema_version": STATE_SCHEMA_VERSION,
+            "feeds": {
+                feed_id: {
+                    "version": a.version,
+                    "digest": a.digest,
+                    "expires": a.expires,
+                    "accepted_at": a.accepted_at,
+                }
+                for feed_id, a in sorted(self.feeds.items())
+            },
+        }
+
+
+def default_path(environ: Mapping[str, str]) -> Path:
+    return keys.state_dir(environ) / STATE_NAME
+
+
+def load_state(path: Path) -> FreshnessState:
+    """The state in ``path``; empty when the file does not exist.
+
+    Raises FreshnessError when it exists but cannot be read or is malformed: forgetting what
+    was accepted would reopen the door to rollbacks, so a damaged file is never reset silently.
+    """
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_STATE_BYTES + 1)
+    except FileNotFoundError:
+        return FreshnessState()
+    except OSError as exc:
+        raise FreshnessError(f"{path}: cannot read the feed state: {exc.strerror or exc}") from exc
+
+    def bad(why: str) -> FreshnessError:
+        return FreshnessError(
+            f"{path}: feed state is damaged ({why}); restore it from version control or a "
+            "backup (deleting it forgets which versions were accepted)"
+        )
+
+    if len(data) > MAX_STATE_BYTES:
+        raise bad("larger than 16 MiB")
+    try:
+        document = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise bad("not JSON") from exc
+    if (
+        not isinstance(document, dict)
+        or document.get("schema_version") != STATE_SCHEMA_VERSION
+        or not isinstance(document.get("feeds"), dict)
+    ):
+        raise bad("not a feed state document of schema_version 1")
+    accepted: dict[str, Accepted] = {}
+    for feed_id, entry in document["feeds"].items():
+        if (
+            not isinstance(entry, dict)
+            or type(entry.get("version")) is not int
+            or not is_digest(entry.get("digest"))
+        ):
+            raise bad(f"entry {feed_id!r} is malformed")
+        accepted[feed_id] = Accepted(
+            entry["version"],
+            entry["digest"],
+            str(entry.get("expires", "")),
+            str(entry.get("accepted_at", "")),
+        )
+    return FreshnessState(MappingProxyType(accepted))
+
+
+def check(state: FreshnessState, feed: Feed, now: _dt.datetime) -> None:
+    """Refuse an expired, rolled-back or mixed-up feed. Version-1 feeds carry no freshness.
+
+    Raises FreshnessError naming the attack it stops.
+    """
+    if feed.schema_version < 2 or feed.feed_id is None or feed.version is None:
+        return
+    try:
+        expires = parse_ts(feed.expires or "")
+    except FloorguardError as exc:  # parse_feed normalised it; fail closed anyway
+        raise FreshnessError(f"{feed.source}: expires is not a timestamp") from exc
+    if expires < now:
+        raise FreshnessError(
+            f"{feed.source}: expired feed refused (freeze attack protection): feed "
+            f"{feed.feed_id!r} version {feed.version} expired at {feed.expires}, "
+            f"reference time {format_ts(now)}"
+        )
+    previous = state.feeds.get(feed.feed_id)
+    if previous is None:
+        return
+    if feed.version < previous.version:
+        raise FreshnessError(
+            f"{feed.source}: rolled-back feed version refused (rollback attack protection): "
+            f"feed {feed.feed_id!r} version {feed.version} is older than version "
+            f"{previous.version}, already accepted"
+        )
+    if feed.version == previous.version and feed.digest != previous.digest:
+        raise FreshnessError(
+            f"{feed.source}: feed {feed.feed_id!r} version {feed.version} has different bytes "
+            f"({feed.digest}) than the copy of that version already accepted "
+            f"({previous.digest}); refused (mix-and-match protection: a publisher bumps the "
+            "version for every change)"
+        )
+
+
+def accept(state: FreshnessState, feeds: Sequence[Feed], now: _dt.datetime) -> FreshnessState:
+    """``state`` after accepting ``feeds`` (each checked first, in order). Raises FreshnessError."""
+    updated = dict(state.feeds)
+    for feed in feeds:
+        check(FreshnessState(MappingProxyType(updated)), feed, now)
+        if feed.feed_id is None or feed.version is None or feed.expires is None:
+            continue
+        updated[feed.feed_id] = Accepted(feed.version, feed.digest, feed.expires, format_ts(now))
+    return FreshnessState(MappingProxyType(updated))
+
+
+def save_state(path: Path, state: FreshnessState) -> None:
+    """Write the state atomically (pretty JSON: pipelines commit and review this file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(state.to_json(), indent=2, sort_keys=True) + "\n"
+    splice.write_atomic(path, text.encode("utf-8"))

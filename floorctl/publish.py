@@ -1,0 +1,80 @@
+"""``floorctl publish``: the floor map as signed canonical JSON, for hosts to pick up.
+
+The document is ``{"schema_version": 1, "floor_map_hash", "map_version", "expires",
+"adapters"}`` in RFC 8785 bytes; ``floor-map.json.dsse`` signs exactly those bytes. The
+runtime (``floorguard.published_map``) accepts it only if signed by a trusted publisher
+key, unexpired, self-consistent and not older than the map the host already has.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from floorctl import splice
+from floorctl.errors import ModuleError
+from floorguard import dsse, published_map
+from floorguard._canonical import canonical_bytes
+from floorguard._time import format_ts
+from floorguard.active_map import parse_map_module
+from floorguard.errors import FloorMapError
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+MAP_NAME = "floor-map.json"
+DEFAULT_EXPIRES_DAYS = 30
+
+
+@dataclass(frozen=True)
+class Published:
+    map_path: Path
+    signature_path: Path
+    floor_map_hash: str
+    map_version: int
+    expires: str
+    adapters: int
+
+
+def build(module_text: str, source: str, expires: _dt.datetime) -> bytes:
+    """Canonical bytes of the published map of a module. Raises ModuleError."""
+    try:
+        active = parse_map_module(module_text, source)
+    except FloorMapError as exc:
+        raise ModuleError(f"cannot publish: {exc}") from exc
+    return canonical_bytes(
+        published_map.document(active.floor_map, active.map_version, format_ts(expires))
+    )
+
+
+def publish(
+    module: Path,
+    out_dir: Path,
+    key: Ed25519PrivateKey,
+    *,
+    now: _dt.datetime,
+    expires_in: _dt.timedelta,
+) -> Published:
+    """Write ``out_dir/floor-map.json`` and its ``.dsse``. Raises ModuleError, OSError."""
+    try:
+        text = module.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ModuleError(f"{module}: cannot read the floor-map module: {exc}") from exc
+    data = build(text, str(module), now + expires_in)
+    parsed = published_map.parse(data, str(module))  # what the runtime will check, checked now
+    envelope = dsse.sign(published_map.PAYLOAD_TYPE, data, key).to_bytes()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    map_path = out_dir / MAP_NAME
+    signature_path = out_dir / (MAP_NAME + published_map.SIGNATURE_SUFFIX)
+    splice.write_atomic(map_path, data)
+    splice.write_atomic(signature_path, envelope)
+    return Published(
+        map_path,
+        signature_path,
+        parsed.floor_map_hash,
+        parsed.map_version,
+        format_ts(parsed.expires),
+        len(parsed.floor_map),
+    )

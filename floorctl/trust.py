@@ -1,0 +1,157 @@
+"""Which keys floorctl trusts for feeds, how feed signatures are checked, and key rotation.
+
+Trusted keys come from ``--trusted-keys PATH``, else from the file that ``floorctl trust
+rotate`` installed in floorctl's state directory. A signature is never ignored: with or
+without ``--require-signed``, a signature that is present must verify, and without any
+trusted keys a present signature is a refusal too (it cannot be judged).
+
+Rotation: the new trusted-keys file must come with ``NEW.dsse``, signed by a threshold of
+the keys trusted now. Only then is it installed, so control over the feed's keys passes
+from old keys to new ones and never to whoever can write a file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from floorctl import keys, splice
+from floorctl.errors import TrustError
+from floorguard import dsse
+from floorguard.errors import VerificationError
+from floorguard.trust import TrustedKeys, parse_trusted_keys, verify_detached
+
+FEED_PAYLOAD_TYPE = "application/vnd.floorctl.feed+json"
+TRUSTED_KEYS_PAYLOAD_TYPE = "application/vnd.floorctl.trusted-keys+json"
+INSTALLED_NAME = "trusted-keys.json"
+SIGNATURE_SUFFIX = ".dsse"
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+MAX_FILE_BYTES = 1024 * 1024
+
+
+def installed_path(environ: Mapping[str, str]) -> Path:
+    """Where ``floorctl trust rotate`` keeps the trusted keys in force."""
+    return keys.state_dir(environ) / INSTALLED_NAME
+
+
+def load_trusted_keys(path: Path) -> TrustedKeys:
+    """Read a trusted-keys file (PEM or JSON). Raises TrustError."""
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise TrustError(f"{path}: cannot read trusted keys: {exc.strerror or exc}") from exc
+    try:
+        return parse_trusted_keys(data, str(path))
+    except VerificationError as exc:
+        raise TrustError(str(exc)) from exc
+
+
+def resolve_trusted_keys(given: Path | None, environ: Mapping[str, str]) -> TrustedKeys | None:
+    """``--trusted-keys``, else the installed file, else None (nothing is trusted)."""
+    if given is not None:
+        return load_trusted_keys(given)
+    installed = installed_path(environ)
+    if installed.exists():
+        return load_trusted_keys(installed)
+    return None
+
+
+@dataclass(frozen=True)
+class SignatureCheck:
+    """The outcome of checking a feed's signature: who signed (empty when unsigned)."""
+
+    signed_by: frozenset[str]
+
+    @property
+    def signed(self) -> bool:
+        return bool(self.signed_by)
+
+
+def check_signature(
+    data: bytes,
+    envelope: bytes | None,
+    trusted: TrustedKeys | None,
+    *,
+    require_signed: bool,
+    source: str,
+    payload_type: str = FEED_PAYLOAD_TYPE,
+) -> SignatureCheck:
+    """Decide whether ``data`` may be used given its detached signature, if any.
+
+    Raises TrustError when a signature is required but missing, when one is present but does
+    not verify (never ignored), or when one is present and no key is trusted to judge it.
+    """
+    where = f"{source}{SIGNATURE_SUFFIX}"
+    if envelope is None:
+        if require_signed:
+            raise TrustError(f"{source}: unsigned (no {where}) and --require-signed was given")
+        return SignatureCheck(frozenset())
+    if trusted is None:
+        raise TrustError(
+            f"{where}: a signature is present but no key is trusted to check it; pass "
+            "--trusted-keys (a signature is never ignored)"
+        )
+    try:
+        signed_by = verify_detached(data, envelope, trusted, payload_type=payload_type)
+    except VerificationError as exc:
+        raise TrustError(f"{where}: bad signature: {exc}") from exc
+    return SignatureCheck(signed_by)
+
+
+def sign_file(
+    data: bytes, existing: bytes | None, key: Ed25519PrivateKey, payload_type: str
+) -> bytes:
+    """An envelope signing ``data``; adds to ``existing`` if that one signs the same bytes.
+
+    Adding lets several holders of a threshold each sign in turn. An existing envelope over
+    other bytes (an older version) is replaced, never merged.
+    """
+    fresh = dsse.sign(payload_type, data, key)
+    if existing is not None:
+        try:
+            previous = dsse.parse_envelope(existing)
+        except VerificationError:
+            previous = None
+        if (
+            previous is not None
+            and previous.payload == data
+            and previous.payload_type == payload_type
+        ):
+            ours = fresh.signatures[0]
+            others = tuple(s for s in previous.signatures if s.keyid != ours.keyid)
+            fresh = dsse.Envelope(payload_type, data, (*others, ours))
+    return fresh.to_bytes()
+
+
+def rotate(current: TrustedKeys, new_path: Path, environ: Mapping[str, str]) -> Path:
+    """Install ``new_path`` as the trusted keys if ``NEW.dsse`` is signed by ``current``.
+
+    Returns the installed path. Raises TrustError when the new file is unreadable, not a
+    valid trusted-keys document, or not signed by a threshold of the current keys.
+    """
+    try:
+        data = new_path.read_bytes()
+    except OSError as exc:
+        raise TrustError(f"{new_path}: cannot read: {exc.strerror or exc}") from exc
+    signature_path = Path(str(new_path) + SIGNATURE_SUFFIX)
+    try:
+        envelope = signature_path.read_bytes()
+    except OSError as exc:
+        raise TrustError(
+            f"{signature_path}: the new trusted keys must be signed by the current ones: "
+            f"{exc.strerror or exc}"
+        ) from exc
+    try:
+        parse_trusted_keys(data, str(new_path))
+        verify_detached(data, envelope, current, payload_type=TRUSTED_KEYS_PAYLOAD_TYPE)
+    except VerificationError as exc:
+        raise TrustError(f"{new_path}: rotation refused: {exc}") from exc
+    target = installed_path(environ)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    splice.write_atomic(target, data)
+    return target

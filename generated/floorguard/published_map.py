@@ -1,0 +1,211 @@
+"""A signed, published floor map that a host may use instead of the built-in one.
+
+``FLOORGUARD_FLOOR_MAP`` names a ``floor-map.json`` written by ``floorctl publish``. It is
+used only when every check holds:
+
+1. ``floor-map.json.dsse`` beside it signs its exact bytes with a threshold of the trusted
+   publisher keys (``FLOORGUARD_TRUSTED_KEYS``, else the package's ``trusted_keys.json``,
+   which trusts nobody by default);
+2. it is exactly the canonical JSON ``{"schema_version": 1, "floor_map_hash", "map_version",
+   "expires", "adapters"}`` and its adapters hash to its ``floor_map_hash``;
+3. it is not expired (a frozen mirror cannot pin hosts to an old map forever);
+4. its ``map_version`` is not lower than the built-in map's (no rollback below what the
+   package ships), and at an equal version it is the same map.
+
+Otherwise the built-in map stays in force and the reason is printed on stderr, once per
+distinct reason: never a silent downgrade, never a silent fallback.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import sys
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from floorguard import _time
+from floorguard._canonical import canonical_bytes
+from floorguard.active_map import ActiveMap
+from floorguard.errors import FloorguardError, FloorMapError
+from floorguard.floormap import FloorMap, floor_map_hash, from_entries, to_entries
+
+ENV_MAP = "FLOORGUARD_FLOOR_MAP"
+ENV_KEYS = "FLOORGUARD_TRUSTED_KEYS"
+PAYLOAD_TYPE = "application/vnd.floorguard.floor-map+json"
+SCHEMA_VERSION = 1
+FIELDS = frozenset({"schema_version", "floor_map_hash", "map_version", "expires", "adapters"})
+SIGNATURE_SUFFIX = ".dsse"
+PACKAGE_KEYS = Path(__file__).with_name("trusted_keys.json")
+MAX_MAP_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class PublishedMap:
+    floor_map: FloorMap
+    floor_map_hash: str
+    map_version: int
+    expires: _dt.datetime
+    source: str
+
+
+def document(floor_map: FloorMap, map_version: int, expires: str) -> dict[str, Any]:
+    """The published document of a map (``floorctl publish`` writes its canonical bytes)."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "floor_map_hash": floor_map_hash(floor_map),
+        "map_version": map_version,
+        "expires": expires,
+        "adapters": to_entries(floor_map),
+    }
+
+
+def parse(data: bytes, source: str) -> PublishedMap:
+    """Check a published map's bytes (shape, canonical form, hash). Raises FloorMapError."""
+
+    def refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        names = [name for name, _ in pairs]
+        if len(set(names)) != len(names):
+            raise FloorMapError(f"{source}: duplicate JSON key")
+        return dict(pairs)
+
+    try:
+        doc = json.loads(data.decode("utf-8"), object_pairs_hook=refuse_duplicates)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise FloorMapError(f"{source}: not a JSON document") from exc
+    if not isinstance(doc, dict) or set(doc) != FIELDS:
+        raise FloorMapError(f"{source}: fields must be exactly {', '.join(sorted(FIELDS))}")
+    if type(doc["schema_version"]) is not int or doc["schema_version"] != SCHEMA_VERSION:
+        raise FloorMapError(f"{source}: unsupported schema_version {doc['schema_version']!r}")
+    version = doc["map_version"]
+    if type(version) is not int or version < 0:
+        raise FloorMapError(f"{source}: map_version is not a non-negative integer")
+    try:
+        expires = _time.parse_ts(doc["expires"])
+    except FloorguardError as exc:
+        raise FloorMapError(f"{source}: expires is not an RFC 3339 time") from exc
+    floor_map = from_entries(doc["adapters"])
+    actual = floor_map_hash(floor_map)
+    if actual != doc["floor_map_hash"]:
+        raise FloorMapError(
+            f"{source}: hash mismatch: it states {doc['floor_map_hash']} but its adapters "
+            f"hash to {actual}"
+        )
+    if canonical_bytes(doc) != data:
+        raise FloorMapError(f"{source}: not in canonical form (floorctl publish writes RFC 8785)")
+    return PublishedMap(floor_map, actual, version, expires, source)
+
+
+def _read(path: Path, limit: int, what: str) -> bytes:
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(limit + 1)
+    except OSError as exc:
+        raise FloorMapError(f"cannot read {what} {path}: {exc.strerror or exc}") from exc
+    if len(data) > limit:
+        raise FloorMapError(f"{what} {path} is too large")
+    return data
+
+
+def trusted_keys_path(environ: Mapping[str, str]) -> Path:
+    given = environ.get(ENV_KEYS)
+    return Path(given) if given else PACKAGE_KEYS
+
+
+def load(path: Path, keys_path: Path, builtin: ActiveMap, now: _dt.datetime) -> PublishedMap:
+    """The published map at ``path`` if it may replace ``builtin``. Raises FloorguardError."""
+    from floorguard import trust  # noqa: PLC0415  (cryptography is needed only now)
+
+    data = _read(path, MAX_MAP_BYTES, "published floor map")
+    envelope = _read(Path(str(path) + SIGNATURE_SUFFIX), MAX_MAP_BYTES * 2, "signature")
+    trusted = trust.parse_trusted_keys(
+        _read(keys_path, 1024 * 1024, "trusted keys"), str(keys_path)
+    )
+    trust.verify_detached(data, envelope, trusted, payload_type=PAYLOAD_TYPE)
+    published = parse(data, str(path))
+    check_current(published, builtin, now)
+    return published
+
+
+def check_current(published: PublishedMap, builtin: ActiveMap, now: _dt.datetime) -> None:
+    """Expiry and version against the built-in map. Raises FloorMapError."""
+    if published.expires < now:
+        raise FloorMapError(
+            f"expired at {_time.format_ts(published.expires)} (now {_time.format_ts(now)})"
+        )
+    if published.map_version < builtin.map_version:
+        raise FloorMapError(
+            f"map_version {published.map_version} is lower than the built-in map's "
+            f"{builtin.map_version} (a downgrade)"
+        )
+    if (
+        published.map_version == builtin.map_version
+        and published.floor_map_hash != builtin.floor_map_hash
+    ):
+        raise FloorMapError(
+            f"map_version {published.map_version} equals the built-in map's but the maps "
+            "differ; a publisher raises the version for every change"
+        )
+
+
+_lock = threading.Lock()
+_warned: set[str] = set()
+_verified: dict[tuple[Any, ...], PublishedMap] = {}
+
+
+def _identity(*paths: Path) -> tuple[Any, ...]:
+    found: list[Any] = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return ()  # unreadable: never cached
+        found.append((str(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
+    return tuple(found)
+
+
+def select(
+    builtin: ActiveMap, environ: Mapping[str, str], now: _dt.datetime | None = None
+) -> ActiveMap:
+    """The map in force: the published one if it passes every check, else ``builtin``.
+
+    Never raises for a bad published map: the reason goes to stderr (once per reason).
+    """
+    name = environ.get(ENV_MAP)
+    if not name:
+        return builtin
+    path, keys_path = Path(name), trusted_keys_path(environ)
+    moment = now or _time.utc_now()
+    key = _identity(path, Path(name + SIGNATURE_SUFFIX), keys_path)
+    try:
+        with _lock:
+            cached = _verified.get(key) if key else None
+        if cached is not None and cached.source == name:
+            # The signature was checked for these exact files; freshness is judged every call.
+            check_current(cached, builtin, moment)
+            published = cached
+        else:
+            published = load(path, keys_path, builtin, moment)
+            if key:
+                with _lock:
+                    _verified.clear()  # only the newest files are worth keeping
+                    _verified[key] = published
+    except FloorguardError as exc:
+        _warn(
+            f"floorguard: {ENV_MAP}={name} is not used: {exc}; the built-in floor map "
+            f"(version {builtin.map_version}, {builtin.floor_map_hash}) stays in force"
+        )
+        return builtin
+    return ActiveMap(published.floor_map, published.floor_map_hash, published.map_version, name)
+
+
+def _warn(message: str) -> None:
+    with _lock:
+        if message in _warned:
+            return
+        _warned.add(message)
+    print(message, file=sys.stderr, flush=True)

@@ -1,0 +1,541 @@
+"""Fetching feeds from a real HTTP server on loopback: every TUF-style attack is refused by
+name, with nothing written; a valid signed feed is written, and a 304 reuses verified bytes.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from feedserver import (
+    NOW,
+    FeedServer,
+    envelope,
+    floorctl,
+    floorctl_here,
+    new_key,
+    trusted_file,
+    v2_feed,
+)
+
+from floorctl import fetch
+from floorctl.errors import FetchError
+
+
+@pytest.fixture
+def server() -> Iterator[FeedServer]:
+    running = FeedServer()
+    yield running
+    running.close()
+
+
+class Setup:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.home = root / "home"
+        self.key, _, self.public = new_key(root / "publisher")
+        self.out = root / "out" / "feed.json"
+        self.out.parent.mkdir()
+        self.state = root / "feeds-state.json"
+
+    def fetch(self, url: str, *extra: str, signed: bool = True) -> tuple[int, str]:
+        args = [
+            "fetch",
+            url,
+            "--out",
+            str(self.out),
+            "--state-file",
+            str(self.state),
+            "--now",
+            NOW,
+            *extra,
+        ]
+        if signed:
+            args += ["--trusted-keys", str(self.public), "--require-signed"]
+        done = floorctl_here(*args, home=self.home)
+        assert "Traceback" not in done.stderr
+        return done.returncode, done.stderr
+
+    def publish(
+        self, server: FeedServer, data: bytes, *signers: Ed25519PrivateKey, etag: str | None = None
+    ) -> str:
+        server.serve("/feed.json", data, etag=etag)
+        if signers:
+            server.serve("/feed.json.dsse", envelope(data, *signers))
+        return server.url("/feed.json")
+
+    def assert_nothing_written(self) -> None:
+        assert not self.out.exists()
+        assert not Path(str(self.out) + ".dsse").exists()
+        assert not self.state.exists()
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> Setup:
+    return Setup(tmp_path)
+
+
+def refused(result: tuple[int, str], *fragments: str) -> None:
+    status, stderr = result
+    assert status == 1, stderr
+    assert stderr.startswith("floorctl: error: ")
+    for fragment in fragments:
+        assert fragment in stderr
+
+
+# --- accepted -----------------------------------------------------------------------------------
+
+
+def test_fetches_a_valid_signed_v2_feed_and_writes_it(server: FeedServer, setup: Setup) -> None:
+    data = v2_feed(3)
+    url = setup.publish(server, data, setup.key)
+    done = floorctl(
+        "fetch",
+        url,
+        "--out",
+        str(setup.out),
+        "--state-file",
+        str(setup.state),
+        "--trusted-keys",
+        str(setup.public),
+        "--require-signed",
+        home=setup.home,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "version 3" in done.stdout
+    assert setup.out.read_bytes() == data
+    assert Path(str(setup.out) + ".dsse").exists()
+    state = json.loads(setup.state.read_text())
+    assert state["feeds"]["example-feed"]["version"] == 3
+
+
+def test_a_304_reuses_the_cached_verified_bytes(server: FeedServer, setup: Setup) -> None:
+    data = v2_feed(1)
+    url = setup.publish(server, data, setup.key, etag='"v1"')
+    assert setup.fetch(url)[0] == 0
+    setup.out.unlink()
+    status, stderr = setup.fetch(url, "--json")
+    assert status == 0, stderr
+    assert setup.out.read_bytes() == data
+    feed_requests = [headers for path, headers in server.requests if path == "/feed.json"]
+    assert feed_requests[-1].get("if-none-match") == '"v1"'
+
+
+def test_an_unsigned_v1_feed_is_fetched_without_require_signed(
+    server: FeedServer, setup: Setup
+) -> None:
+    data = b'{"schema_version": 1, "adapters": {}}'
+    url = setup.publish(server, data)
+    status, stderr = setup.fetch(url, signed=False)
+    assert status == 0, stderr
+    assert setup.out.read_bytes() == data
+
+
+# --- endless data and slow retrieval -------------------------------------------------------------
+
+
+def test_refuses_oversized_body_with_a_lying_content_length(
+    server: FeedServer, setup: Setup
+) -> None:
+    server.endless("/feed.json", declared_length=512)
+    refused(
+        setup.fetch(server.url("/feed.json"), "--max-bytes", "100000"),
+        "endless data",
+        "100,000-byte cap",
+    )
+    setup.assert_nothing_written()
+
+
+def test_refuses_endless_chunked_body_without_content_length(
+    server: FeedServer, setup: Setup
+) -> None:
+    server.endless("/feed.json")
+    refused(setup.fetch(server.url("/feed.json")), "endless data", "4,194,304-byte cap")
+    setup.assert_nothing_written()
+
+
+def test_refuses_a_declared_length_over_the_cap_before_reading(
+    server: FeedServer, setup: Setup
+) -> None:
+    server.lying_length("/feed.json", declared=10_000_000, actual=10)
+    refused(setup.fetch(server.url("/feed.json")), "endless data", "Content-Length 10,000,000")
+    setup.assert_nothing_written()
+
+
+def test_reads_no_more_than_the_declared_length(server: FeedServer, setup: Setup) -> None:
+    server.lying_length("/feed.json", declared=64, actual=1_000_000)
+    refused(setup.fetch(server.url("/feed.json")), "malformed JSON")
+    setup.assert_nothing_written()
+
+
+def test_refuses_slow_drip_past_the_deadline(server: FeedServer, setup: Setup) -> None:
+    server.drip("/feed.json", v2_feed(1), interval=0.05)
+    refused(setup.fetch(server.url("/feed.json"), "--timeout", "1"), "slow retrieval", "1 s")
+    setup.assert_nothing_written()
+
+
+# --- redirects and schemes -----------------------------------------------------------------------
+
+
+def test_follows_a_same_origin_redirect(server: FeedServer, setup: Setup) -> None:
+    data = v2_feed(1)
+    setup.publish(server, data, setup.key)
+    server.redirect("/old.json", "/feed.json", status=301)
+    server.serve("/old.json.dsse", envelope(data, setup.key))
+    status, stderr = setup.fetch(server.url("/old.json"))
+    assert status == 0, stderr
+    assert setup.out.read_bytes() == data
+
+
+def test_refuses_redirect_to_another_origin(server: FeedServer, setup: Setup) -> None:
+    other = FeedServer()
+    try:
+        other.serve("/feed.json", v2_feed(1))
+        server.redirect("/feed.json", other.url("/feed.json"))
+        refused(setup.fetch(server.url("/feed.json")), "redirect to another origin")
+    finally:
+        other.close()
+    assert not [path for path, _ in other.requests]
+    setup.assert_nothing_written()
+
+
+def test_refuses_redirect_to_another_host_name_of_the_same_machine(
+    server: FeedServer, setup: Setup
+) -> None:
+    server.redirect("/feed.json", server.url("/real.json", host="localhost"))
+    refused(setup.fetch(server.url("/feed.json")), "redirect to another origin")
+    setup.assert_nothing_written()
+
+
+def test_refuses_redirect_loop(server: FeedServer, setup: Setup) -> None:
+    server.redirect("/feed.json", "/b.json")
+    server.redirect("/b.json", "/feed.json")
+    refused(setup.fetch(server.url("/feed.json")), "redirect loop")
+    setup.assert_nothing_written()
+
+
+def test_refuses_more_redirects_than_the_hop_limit(server: FeedServer, setup: Setup) -> None:
+    for hop in range(8):
+        server.redirect(f"/{hop}.json", f"/{hop + 1}.json")
+    refused(setup.fetch(server.url("/0.json")), "more than 5 redirects")
+    setup.assert_nothing_written()
+
+
+def test_refuses_https_to_http_downgrade_redirect(server: FeedServer, setup: Setup) -> None:
+    # The loopback server speaks plain http, so the redirect decision is shown on the fetcher
+    # itself with a real httpx response, and end to end with a non-loopback http target.
+    fetcher = fetch.Fetcher(fetch.Limits())
+    current = httpx.URL("https://feeds.example.org/feed.json")
+    response = httpx.Response(302, headers={"Location": "http://feeds.example.org/feed.json"})
+    with pytest.raises(FetchError, match="downgrade"):
+        fetcher._next_hop(
+            "https://feeds.example.org/feed.json", current, response, fetch.origin(current), set()
+        )
+    server.redirect("/feed.json", "http://feeds.example.org/feed.json")
+    refused(setup.fetch(server.url("/feed.json")), "redirect to another origin")
+    setup.assert_nothing_written()
+
+
+def test_refuses_plain_http_to_a_non_loopback_host_before_connecting(setup: Setup) -> None:
+    # .invalid never resolves: a refusal that came after a connection attempt would say so.
+    refused(setup.fetch("http://feeds.invalid/feed.json"), "plain http is allowed only")
+    setup.assert_nothing_written()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "ftp://example.org/feed.json",
+        "file:///etc/passwd",
+        "https://user:pw@example.org/f.json",
+        "http://10.0.0.1/feed.json",
+        "http://localhost.example.org/feed.json",
+    ],
+)
+def test_refuses_urls_that_are_not_https_or_loopback_http(url: str) -> None:
+    with pytest.raises(FetchError, match="refused"):
+        fetch.check_url(url)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://example.org/f.json",
+        "http://127.0.0.1:8/f.json",
+        "http://localhost/f.json",
+        "http://[::1]:9/f.json",
+    ],
+)
+def test_accepts_https_and_loopback_http(url: str) -> None:
+    fetch.check_url(url)
+
+
+# --- content and signatures ----------------------------------------------------------------------
+
+
+def test_refuses_invalid_json_served(server: FeedServer, setup: Setup) -> None:
+    server.serve("/feed.json", b'{"schema_version": 2, "adapters": ')
+    refused(setup.fetch(server.url("/feed.json")), "malformed JSON")
+    setup.assert_nothing_written()
+
+
+def test_refuses_feed_signed_by_an_untrusted_key(server: FeedServer, setup: Setup) -> None:
+    stranger, _, _ = new_key(setup.root / "stranger")
+    url = setup.publish(server, v2_feed(1), stranger)
+    refused(setup.fetch(url), "bad signature", "no signature verifies against a trusted key")
+    setup.assert_nothing_written()
+
+
+def test_refuses_duplicate_signatures_from_one_key_padding_the_threshold(
+    server: FeedServer, setup: Setup
+) -> None:
+    _, _, second_public = new_key(setup.root / "second")
+    keys_file = trusted_file(setup.root / "trusted.json", 2, setup.public, second_public)
+    url = setup.publish(server, v2_feed(1), setup.key, setup.key)
+    done = floorctl_here(
+        "fetch",
+        url,
+        "--out",
+        str(setup.out),
+        "--trusted-keys",
+        str(keys_file),
+        "--require-signed",
+        "--state-file",
+        str(setup.state),
+        "--now",
+        NOW,
+        home=setup.home,
+    )
+    status, stderr = done.returncode, done.stderr
+    refused((status, stderr), "only 1 of the required 2 trusted keys signed")
+    setup.assert_nothing_written()
+
+
+def test_accepts_a_threshold_of_distinct_keys(server: FeedServer, setup: Setup) -> None:
+    second, _, second_public = new_key(setup.root / "second")
+    keys_file = trusted_file(setup.root / "trusted.json", 2, setup.public, second_public)
+    url = setup.publish(server, v2_feed(1), setup.key, second)
+    done = floorctl_here(
+        "fetch",
+        url,
+        "--out",
+        str(setup.out),
+        "--trusted-keys",
+        str(keys_file),
+        "--require-signed",
+        "--state-file",
+        str(setup.state),
+        "--now",
+        NOW,
+        home=setup.home,
+    )
+    status, stderr = done.returncode, done.stderr
+    assert status == 0, stderr
+
+
+def test_refuses_an_unsigned_feed_when_signatures_are_required(
+    server: FeedServer, setup: Setup
+) -> None:
+    url = setup.publish(server, v2_feed(1))
+    refused(setup.fetch(url), "unsigned", "--require-signed")
+    setup.assert_nothing_written()
+
+
+def test_refuses_a_bad_signature_even_without_require_signed(
+    server: FeedServer, setup: Setup
+) -> None:
+    stranger, _, _ = new_key(setup.root / "stranger")
+    url = setup.publish(server, v2_feed(1), stranger)
+    refused(setup.fetch(url, "--trusted-keys", str(setup.public), signed=False), "bad signature")
+    setup.assert_nothing_written()
+
+
+def test_refuses_a_signature_it_cannot_judge(server: FeedServer, setup: Setup) -> None:
+    url = setup.publish(server, v2_feed(1), setup.key)
+    refused(setup.fetch(url, signed=False), "no key is trusted to check it")
+    setup.assert_nothing_written()
+
+
+def test_refuses_a_fresh_feed_with_a_stale_signature(server: FeedServer, setup: Setup) -> None:
+    # Mix-and-match: the new feed served beside the valid signature of the previous version.
+    server.serve("/feed.json", v2_feed(2, floor="0.70.0"))
+    server.serve("/feed.json.dsse", envelope(v2_feed(1), setup.key))
+    refused(setup.fetch(server.url("/feed.json")), "covers different bytes")
+    setup.assert_nothing_written()
+
+
+def test_refuses_a_signature_with_another_payload_type(server: FeedServer, setup: Setup) -> None:
+    data = v2_feed(1)
+    server.serve("/feed.json", data)
+    server.serve(
+        "/feed.json.dsse", envelope(data, setup.key, payload_type="application/vnd.in-toto+json")
+    )
+    refused(setup.fetch(server.url("/feed.json")), "payloadType")
+    setup.assert_nothing_written()
+
+
+# --- rollback, mix-and-match, freeze -------------------------------------------------------------
+
+
+def test_refuses_rolled_back_feed_version(server: FeedServer, setup: Setup) -> None:
+    url = setup.publish(server, v2_feed(5), setup.key)
+    assert setup.fetch(url)[0] == 0
+    accepted = setup.out.read_bytes()
+    state = setup.state.read_bytes()
+    setup.publish(server, v2_feed(4), setup.key)  # validly signed, but older
+    refused(setup.fetch(url), "rolled-back feed version", "version 4 is older than version 5")
+    assert setup.out.read_bytes() == accepted
+    assert setup.state.read_bytes() == state
+
+
+def test_refuses_the_same_version_with_different_bytes(server: FeedServer, setup: Setup) -> None:
+    url = setup.publish(server, v2_feed(5), setup.key)
+    assert setup.fetch(url)[0] == 0
+    accepted = setup.out.read_bytes()
+    setup.publish(server, v2_feed(5, floor="0.1"), setup.key)
+    refused(setup.fetch(url), "mix-and-match")
+    assert setup.out.read_bytes() == accepted
+
+
+def test_refuses_expired_feed(server: FeedServer, setup: Setup) -> None:
+    url = setup.publish(server, v2_feed(1, expires="2029-12-31T23:59:59Z"), setup.key)
+    refused(setup.fetch(url), "expired feed refused", "2029-12-31T23:59:59")
+    setup.assert_nothing_written()
+
+
+def test_refuses_a_304_after_expiry(server: FeedServer, setup: Setup) -> None:
+    data = v2_feed(1, expires="2031-01-01T00:00:00Z")
+    url = setup.publish(server, data, setup.key, etag='"v1"')
+    assert setup.fetch(url)[0] == 0
+    setup.out.unlink()
+    args = [
+        "fetch",
+        url,
+        "--out",
+        str(setup.out),
+        "--state-file",
+        str(setup.state),
+        "--trusted-keys",
+        str(setup.public),
+        "--require-signed",
+        "--now",
+        "2032-01-01T00:00:00Z",
+    ]
+    done = floorctl(*args, home=setup.home)
+    refused((done.returncode, done.stderr), "expired feed refused")
+    assert [h.get("if-none-match") for p, h in server.requests if p == "/feed.json"][-1] == '"v1"'
+    assert not setup.out.exists()
+
+
+def test_refuses_a_damaged_state_file_instead_of_forgetting(
+    server: FeedServer, setup: Setup
+) -> None:
+    setup.state.write_text("{not json")
+    url = setup.publish(server, v2_feed(1), setup.key)
+    refused(setup.fetch(url), "feed state is damaged")
+    assert not setup.out.exists()
+
+
+# --- refresh from the network --------------------------------------------------------------------
+
+MODULE = '''"""host module"""
+# floor-map:begin
+# floor-map:end
+'''
+
+
+def test_refresh_from_a_url_writes_the_module_and_records_freshness(
+    server: FeedServer, setup: Setup
+) -> None:
+    url = setup.publish(server, v2_feed(7), setup.key)
+    module = setup.root / "floor_map.py"
+    module.write_text(MODULE)
+    receipt_out = setup.root / "receipt.dsse"
+    done = floorctl(
+        "refresh",
+        "--feed",
+        url,
+        "--module",
+        str(module),
+        "--write",
+        "--trusted-keys",
+        str(setup.public),
+        "--require-signed",
+        "--state-file",
+        str(setup.state),
+        "--now",
+        NOW,
+        "--receipt-out",
+        str(receipt_out),
+        "--signing-key",
+        str(setup.root / "publisher" / "signing.key"),
+        home=setup.home,
+    )
+    assert done.returncode == 0, done.stderr
+    assert '"0.60.0"' in module.read_text()
+    statement = json.loads(base64.b64decode(json.loads(receipt_out.read_text())["payload"]))
+    receipt = statement["predicate"]
+    assert receipt["reference_time"].startswith("2030-01-01T00:00:00")
+    assert receipt["reference_time_source"] == "--now"
+    [feed] = receipt["feeds"]
+    assert (feed["feed_id"], feed["version"], feed["source"]) == ("example-feed", 7, url)
+    assert feed["signed_by"]
+    assert json.loads(setup.state.read_text())["feeds"]["example-feed"]["version"] == 7
+
+
+def test_refresh_refuses_a_rolled_back_url_feed_before_writing(
+    server: FeedServer, setup: Setup
+) -> None:
+    setup.state.write_text(
+        json.dumps(
+            {
+                "schema_version": 1,
+                "feeds": {
+                    "example-feed": {
+                        "version": 9,
+                        "digest": "sha256:" + "0" * 64,
+                        "expires": "2099-01-01T00:00:00Z",
+                        "accepted_at": NOW,
+                    }
+                },
+            }
+        )
+    )
+    url = setup.publish(server, v2_feed(8), setup.key)
+    module = setup.root / "floor_map.py"
+    module.write_text(MODULE)
+    done = floorctl(
+        "refresh",
+        "--feed",
+        url,
+        "--module",
+        str(module),
+        "--write",
+        "--trusted-keys",
+        str(setup.public),
+        "--require-signed",
+        "--state-file",
+        str(setup.state),
+        "--now",
+        NOW,
+        home=setup.home,
+    )
+    refused((done.returncode, done.stderr), "rolled-back feed version")
+    assert module.read_text() == MODULE
+
+
+def test_refuses_a_compressed_body(server: FeedServer, setup: Setup) -> None:
+    # A few kilobytes of gzip can inflate to gigabytes: the cap counts bytes received.
+    server.serve("/feed.json", b"\x1f\x8b", headers={"Content-Encoding": "gzip"})
+    refused(setup.fetch(server.url("/feed.json")), "compressed body")
+    setup.assert_nothing_written()
+
+
+def test_refuses_an_error_status(server: FeedServer, setup: Setup) -> None:
+    refused(setup.fetch(server.url("/missing.json")), "HTTP status 404")
+    setup.assert_nothing_written()

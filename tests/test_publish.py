@@ -1,0 +1,132 @@
+"""``floorctl publish``: the floor map as signed canonical JSON, and a host that picks it up."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from feedserver import floorctl, floorctl_here, new_key
+from hosts import Host, floor, map_module
+
+from floorguard import dsse, published_map
+from floorguard._canonical import canonical_bytes
+from floorguard._time import parse_ts
+from floorguard.floormap import entries_hash
+
+PRINT_HASH = "import floorguard; print(floorguard.FLOOR_MAP_HASH)"
+
+
+@pytest.fixture
+def publisher(tmp_path: Path) -> tuple[Path, Path]:
+    _, private, public = new_key(tmp_path / "publisher")
+    return private, public
+
+
+def test_publish_writes_canonical_json_and_a_signature_over_its_bytes(
+    tmp_path: Path, publisher: tuple[Path, Path]
+) -> None:
+    entries = {"aider": floor("0.60.0"), "codex": floor("1.2.0", "GHSA-jfh8-c2jp-5v3q")}
+    module = tmp_path / "floor_map.py"
+    module.write_text(map_module(entries, version=7))
+    out = tmp_path / "site"
+    done = floorctl_here(
+        "publish",
+        "--out",
+        str(out),
+        "--module",
+        str(module),
+        "--signing-key",
+        str(publisher[0]),
+        "--expires-in",
+        "10",
+        "--json",
+        home=tmp_path / "home",
+    )
+    assert done.returncode == 0, done.stderr
+    data = (out / "floor-map.json").read_bytes()
+    document = json.loads(data)
+    assert set(document) == {
+        "schema_version",
+        "floor_map_hash",
+        "map_version",
+        "expires",
+        "adapters",
+    }
+    assert canonical_bytes(document) == data
+    assert document["floor_map_hash"] == entries_hash(entries)
+    assert document["map_version"] == 7
+    assert document["adapters"] == entries
+    report = json.loads(done.stdout)
+    assert parse_ts(document["expires"]) == parse_ts(report["expires"])
+    envelope = dsse.parse_envelope((out / "floor-map.json.dsse").read_bytes())
+    assert envelope.payload == data
+    assert envelope.payload_type == published_map.PAYLOAD_TYPE
+
+
+def test_publish_refuses_a_hand_edited_module(tmp_path: Path, publisher: tuple[Path, Path]) -> None:
+    module = tmp_path / "floor_map.py"
+    module.write_text(map_module({"aider": floor("0.60.0")}, stated_hash="sha256:" + "1" * 64))
+    done = floorctl_here(
+        "publish",
+        "--out",
+        str(tmp_path / "site"),
+        "--module",
+        str(module),
+        "--signing-key",
+        str(publisher[0]),
+        home=tmp_path / "home",
+    )
+    assert done.returncode == 1
+    assert "tampered" in done.stderr
+    assert not (tmp_path / "site").exists()
+
+
+def test_publish_refuses_a_module_without_a_map(
+    tmp_path: Path, publisher: tuple[Path, Path]
+) -> None:
+    module = tmp_path / "floor_map.py"
+    module.write_text("# floor-map:begin\n# floor-map:end\n")
+    done = floorctl_here(
+        "publish",
+        "--out",
+        str(tmp_path / "site"),
+        "--module",
+        str(module),
+        "--signing-key",
+        str(publisher[0]),
+        home=tmp_path / "home",
+    )
+    assert done.returncode == 1
+    assert "no floor map" in done.stderr
+
+
+def test_a_published_map_round_trips_into_a_host(
+    tmp_path: Path, publisher: tuple[Path, Path]
+) -> None:
+    host = Host(tmp_path / "host", {"aider": floor("0.50.0")})  # built-in map, version 1
+    newer = {"aider": floor("0.60.0"), "goose": floor("1.0.0")}
+    module = tmp_path / "release" / "floor_map.py"
+    module.parent.mkdir()
+    module.write_text(map_module(newer, version=2))
+    out = tmp_path / "site"
+    done = floorctl(
+        "publish",
+        "--out",
+        str(out),
+        "--module",
+        str(module),
+        "--signing-key",
+        str(publisher[0]),
+        home=tmp_path / "home",
+    )
+    assert done.returncode == 0, done.stderr
+    run = host.python(
+        "-c",
+        PRINT_HASH,
+        FLOORGUARD_FLOOR_MAP=str(out / "floor-map.json"),
+        FLOORGUARD_TRUSTED_KEYS=str(publisher[1]),
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == entries_hash(newer)
+    assert run.stderr == ""

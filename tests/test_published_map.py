@@ -1,0 +1,174 @@
+"""The runtime and a published floor map: used only when signed by a trusted publisher,
+unexpired, self-consistent and not older than the built-in map; otherwise the built-in map
+stays in force and stderr says why (never a silent downgrade)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from feedserver import envelope, new_key
+from hosts import Host, floor, map_module
+
+from floorguard import published_map
+from floorguard._canonical import canonical_bytes
+from floorguard._time import format_ts, utc_now
+from floorguard.errors import FloorMapError
+from floorguard.floormap import entries_hash, from_entries
+
+PRINT_HASH = "import floorguard; print(floorguard.FLOOR_MAP_HASH)"
+BUILTIN = {"aider": floor("0.50.0")}
+NEWER = {"aider": floor("0.60.0"), "goose": floor("1.0.0")}
+
+
+def document(
+    entries: dict[str, Any],
+    version: int,
+    *,
+    expires: dt.datetime | None = None,
+    stated_hash: str | None = None,
+) -> bytes:
+    doc = published_map.document(
+        from_entries(entries), version, format_ts(expires or utc_now() + dt.timedelta(days=5))
+    )
+    if stated_hash is not None:
+        doc["floor_map_hash"] = stated_hash
+    return canonical_bytes(doc)
+
+
+class Site:
+    def __init__(self, root: Path) -> None:
+        self.key, _, self.public = new_key(root / "publisher")
+        self.map = root / "site" / "floor-map.json"
+        self.map.parent.mkdir()
+        self.host = Host(root / "host", {})
+        self.host.set_map(map_module(BUILTIN, version=3))
+
+    def write(self, data: bytes, *signers: Ed25519PrivateKey, signed: bytes | None = None) -> None:
+        self.map.write_bytes(data)
+        if signers:
+            Path(str(self.map) + ".dsse").write_bytes(
+                envelope(
+                    signed if signed is not None else data,
+                    *signers,
+                    payload_type=published_map.PAYLOAD_TYPE,
+                )
+            )
+
+    def run(self, code: str = PRINT_HASH, *, package_keys: bool = False) -> tuple[str, str]:
+        extra = {"FLOORGUARD_FLOOR_MAP": str(self.map)}
+        if not package_keys:
+            extra["FLOORGUARD_TRUSTED_KEYS"] = str(self.public)
+        done = self.host.python("-c", code, **extra)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip(), done.stderr
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Site:
+    return Site(tmp_path)
+
+
+def kept_builtin(result: tuple[str, str], reason: str) -> None:
+    out, err = result
+    assert out == entries_hash(BUILTIN)
+    assert "is not used" in err and reason in err
+    assert "the built-in floor map (version 3" in err
+
+
+def test_a_valid_published_map_replaces_the_builtin_one(site: Site) -> None:
+    site.write(document(NEWER, 4), site.key)
+    assert site.run() == (entries_hash(NEWER), "")
+
+
+def test_the_same_map_at_the_same_version_is_accepted(site: Site) -> None:
+    site.write(document(BUILTIN, 3), site.key)
+    assert site.run() == (entries_hash(BUILTIN), "")
+
+
+def test_nothing_is_trusted_by_default(site: Site) -> None:
+    site.write(document(NEWER, 4), site.key)
+    kept_builtin(site.run(package_keys=True), "trusts no key")
+
+
+def test_refuses_an_unsigned_published_map(site: Site) -> None:
+    site.write(document(NEWER, 4))
+    kept_builtin(site.run(), "cannot read signature")
+
+
+def test_refuses_a_wrongly_signed_published_map(site: Site, tmp_path: Path) -> None:
+    stranger, _, _ = new_key(tmp_path / "stranger")
+    site.write(document(NEWER, 4), stranger)
+    kept_builtin(site.run(), "no signature verifies against a trusted key")
+
+
+def test_refuses_an_expired_published_map(site: Site) -> None:
+    site.write(document(NEWER, 4, expires=utc_now() - dt.timedelta(minutes=1)), site.key)
+    kept_builtin(site.run(), "expired at")
+
+
+def test_refuses_a_published_map_older_than_the_builtin_one(site: Site) -> None:
+    site.write(document(NEWER, 2), site.key)
+    kept_builtin(site.run(), "lower than the built-in map's 3 (a downgrade)")
+
+
+def test_refuses_a_different_map_at_the_builtin_version(site: Site) -> None:
+    site.write(document(NEWER, 3), site.key)
+    kept_builtin(site.run(), "equals the built-in map's but the maps differ")
+
+
+def test_refuses_a_hash_mismatched_published_map(site: Site) -> None:
+    site.write(document(NEWER, 4, stated_hash=entries_hash(BUILTIN)), site.key)
+    kept_builtin(site.run(), "hash mismatch")
+
+
+def test_refuses_a_fresh_map_with_a_stale_signature(site: Site) -> None:
+    older = document(BUILTIN, 3)
+    site.write(document(NEWER, 4), site.key, signed=older)
+    kept_builtin(site.run(), "covers different bytes")
+
+
+def test_the_reason_is_printed_once_per_distinct_reason(site: Site) -> None:
+    site.write(document(NEWER, 2), site.key)
+    code = "import floorguard\nfor _ in range(3): h = floorguard.FLOOR_MAP_HASH\nprint(h)"
+    out, err = site.run(code)
+    assert out == entries_hash(BUILTIN)
+    assert err.count("is not used") == 1
+
+
+def test_import_stays_light_with_a_published_map_named(site: Site) -> None:
+    site.write(document(NEWER, 4), site.key)
+    code = (
+        "import sys, floorguard\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('cryptography', 'httpx', 'jsonschema', 'jinja2', 'click', 'floorctl')))"
+    )
+    assert site.run(code) == ("[]", "")
+
+
+@pytest.mark.parametrize(
+    ("mutate", "fragment"),
+    [
+        (lambda d: d.replace(b'{"adapters"', b'{ "adapters"'), "canonical"),
+        (lambda d: d[:-1] + b',"extra":1}', "fields must be exactly"),
+        (lambda d: d.replace(b'"schema_version":1', b'"schema_version":2'), "schema_version"),
+        (lambda d: d.replace(b'"map_version":4', b'"map_version":-4'), "non-negative"),
+        (lambda d: d.replace(b'"map_version":4', b'"map_version":true'), "non-negative"),
+        (lambda d: b"[" + d + b"]", "fields must be exactly"),
+        (lambda d: d[:-1] + b',"map_version":4}', "duplicate"),
+    ],
+)
+def test_parse_refuses_malformed_published_maps(mutate: Any, fragment: str) -> None:
+    data = mutate(document(NEWER, 4))
+    with pytest.raises(FloorMapError, match=fragment):
+        published_map.parse(data, "floor-map.json")
+
+
+def test_parse_accepts_what_publish_writes() -> None:
+    parsed = published_map.parse(document(NEWER, 4), "floor-map.json")
+    assert (parsed.map_version, parsed.floor_map_hash) == (4, entries_hash(NEWER))
+    assert json.loads(document(NEWER, 4))["adapters"] == NEWER

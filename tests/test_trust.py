@@ -1,0 +1,179 @@
+"""Trusted keys, detached signatures and key rotation: what is trusted, and every way a
+signature or a trusted-keys file is refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from feedserver import envelope, floorctl_here, new_key, trusted_file, v2_feed
+
+from floorctl import keys, trust
+from floorctl.errors import TrustError
+from floorguard import dsse
+from floorguard.errors import VerificationError
+from floorguard.trust import parse_trusted_keys, verify_detached
+
+FEED_TYPE = trust.FEED_PAYLOAD_TYPE
+
+
+@pytest.fixture
+def three(tmp_path: Path) -> list[tuple[keys.Ed25519PrivateKey, Path, Path]]:
+    return [new_key(tmp_path / name) for name in ("a", "b", "c")]
+
+
+def test_a_pem_public_key_is_trusted_with_threshold_one(three: list) -> None:
+    _, _, public = three[0]
+    trusted = parse_trusted_keys(public.read_bytes(), str(public))
+    assert trusted.threshold == 1
+    assert trusted.key_ids == {dsse.key_id(keys.load_public(public))}
+
+
+def test_a_json_document_names_keys_and_threshold(three: list, tmp_path: Path) -> None:
+    path = trusted_file(tmp_path / "t.json", 2, *(p for _, _, p in three))
+    trusted = trust.load_trusted_keys(path)
+    assert (trusted.threshold, len(trusted.keys)) == (2, 3)
+
+
+@pytest.mark.parametrize(
+    ("document", "fragment"),
+    [
+        ({"threshold": 1, "keys": []}, "trusts no key"),
+        ({"threshold": 0, "keys": ["A"]}, "at least 1"),
+        ({"threshold": True, "keys": ["A"]}, "at least 1"),
+        ({"threshold": 3, "keys": ["A", "B"]}, "more than the 2 keys"),
+        ({"threshold": 1, "keys": ["A", "A"]}, "listed twice"),
+        ({"threshold": 1, "keys": ["A"], "extra": 1}, "exactly"),
+        ({"keys": ["A"]}, "exactly"),
+        ({"threshold": 1, "keys": "A"}, "list of PEM strings"),
+    ],
+)
+def test_refuses_malformed_trusted_keys(three: list, document: dict, fragment: str) -> None:
+    pems = {"A": three[0][2].read_text(), "B": three[1][2].read_text()}
+    if isinstance(document.get("keys"), list):
+        document = {**document, "keys": [pems[k] for k in document["keys"]]}
+    elif isinstance(document.get("keys"), str):
+        document = {**document, "keys": pems["A"]}
+    with pytest.raises(VerificationError, match=fragment):
+        parse_trusted_keys(json.dumps(document).encode(), "t.json")
+
+
+def test_refuses_duplicate_json_keys_in_a_trusted_keys_file(three: list) -> None:
+    pem = json.dumps(three[0][2].read_text())
+    data = f'{{"threshold": 1, "threshold": 1, "keys": [{pem}]}}'.encode()
+    with pytest.raises(VerificationError, match="duplicate"):
+        parse_trusted_keys(data, "t.json")
+
+
+def test_the_same_key_in_two_encodings_counts_once(three: list) -> None:
+    pem = three[0][2].read_text()
+    with pytest.raises(VerificationError, match="listed twice"):
+        parse_trusted_keys(json.dumps({"threshold": 2, "keys": [pem, pem + "\n"]}).encode(), "t")
+
+
+def test_refuses_duplicate_signatures_padding_the_threshold(three: list, tmp_path: Path) -> None:
+    (a, _, pa), (_, _, pb) = three[0], three[1]
+    trusted = trust.load_trusted_keys(trusted_file(tmp_path / "t.json", 2, pa, pb))
+    data = v2_feed(1)
+    with pytest.raises(VerificationError, match="only 1 of the required 2"):
+        verify_detached(data, envelope(data, a, a, a), trusted, payload_type=FEED_TYPE)
+
+
+def test_a_threshold_of_distinct_keys_verifies(three: list, tmp_path: Path) -> None:
+    (a, _, pa), (b, _, pb), (_, _, pc) = three
+    trusted = trust.load_trusted_keys(trusted_file(tmp_path / "t.json", 2, pa, pb, pc))
+    data = v2_feed(1)
+    signers = verify_detached(data, envelope(data, a, b), trusted, payload_type=FEED_TYPE)
+    assert len(signers) == 2
+
+
+def test_refuses_a_signature_over_other_bytes(three: list) -> None:
+    a, _, pa = three[0]
+    trusted = trust.load_trusted_keys(pa)
+    with pytest.raises(VerificationError, match="covers different bytes"):
+        verify_detached(v2_feed(2), envelope(v2_feed(1), a), trusted, payload_type=FEED_TYPE)
+
+
+def test_check_signature_never_ignores_a_present_signature(three: list) -> None:
+    a, _, _ = three[0]
+    data = v2_feed(1)
+    with pytest.raises(TrustError, match="no key is trusted"):
+        trust.check_signature(data, envelope(data, a), None, require_signed=False, source="f")
+    with pytest.raises(TrustError, match="unsigned"):
+        trust.check_signature(data, None, None, require_signed=True, source="f")
+    assert not trust.check_signature(data, None, None, require_signed=False, source="f").signed
+
+
+def test_sign_adds_signatures_until_a_threshold_is_reached(three: list, tmp_path: Path) -> None:
+    (_, ka, pa), (_, kb, pb) = three[0], three[1]
+    feed = tmp_path / "feed.json"
+    feed.write_bytes(v2_feed(1))
+    for key in (ka, kb, kb):
+        done = floorctl_here("sign", str(feed), "--signing-key", str(key), home=tmp_path / "h")
+        assert done.returncode == 0, done.stderr
+    signed = Path(str(feed) + ".dsse").read_bytes()
+    assert len(dsse.parse_envelope(signed).signatures) == 2  # kb signed twice, counted once
+    trusted = trust.load_trusted_keys(trusted_file(tmp_path / "t.json", 2, pa, pb))
+    assert len(verify_detached(feed.read_bytes(), signed, trusted, payload_type=FEED_TYPE)) == 2
+
+
+def test_sign_replaces_a_signature_of_older_bytes(three: list, tmp_path: Path) -> None:
+    (_, ka, _) = three[0]
+    feed = tmp_path / "feed.json"
+    Path(str(feed) + ".dsse").write_bytes(envelope(v2_feed(1), three[1][0]))
+    feed.write_bytes(v2_feed(2))
+    assert (
+        floorctl_here("sign", str(feed), "--signing-key", str(ka), home=tmp_path / "h").returncode
+        == 0
+    )
+    signed = dsse.parse_envelope(Path(str(feed) + ".dsse").read_bytes())
+    assert signed.payload == v2_feed(2) and len(signed.signatures) == 1
+
+
+# --- rotation ------------------------------------------------------------------------------------
+
+
+def test_rotation_installs_new_keys_signed_by_the_old_ones(three: list, tmp_path: Path) -> None:
+    (_, old_key, old_pub), (_, _, new_pub) = three[0], three[1]
+    home = tmp_path / "home"
+    new = trusted_file(tmp_path / "new.json", 1, new_pub)
+    assert (
+        floorctl_here(
+            "sign", str(new), "--kind", "trusted-keys", "--signing-key", str(old_key), home=home
+        ).returncode
+        == 0
+    )
+    done = floorctl_here("trust", "rotate", "--current", str(old_pub), "--new", str(new), home=home)
+    assert done.returncode == 0, done.stderr
+    installed = trust.resolve_trusted_keys(None, {"FLOORCTL_HOME": str(home)})
+    assert installed is not None
+    assert installed.key_ids == {dsse.key_id(keys.load_public(new_pub))}
+
+
+def test_refuses_rotation_signed_only_by_the_new_keys(three: list, tmp_path: Path) -> None:
+    (_, _, old_pub), (_, new_key_path, new_pub) = three[0], three[1]
+    home = tmp_path / "home"
+    new = trusted_file(tmp_path / "new.json", 1, new_pub)
+    floorctl_here(
+        "sign", str(new), "--kind", "trusted-keys", "--signing-key", str(new_key_path), home=home
+    )
+    done = floorctl_here("trust", "rotate", "--current", str(old_pub), "--new", str(new), home=home)
+    assert done.returncode == 1
+    assert "rotation refused" in done.stderr
+    assert not trust.installed_path({"FLOORCTL_HOME": str(home)}).exists()
+
+
+def test_refuses_rotation_without_a_signature(three: list, tmp_path: Path) -> None:
+    new = trusted_file(tmp_path / "new.json", 1, three[1][2])
+    with pytest.raises(TrustError, match="must be signed by the current ones"):
+        trust.rotate(trust.load_trusted_keys(three[0][2]), new, {"FLOORCTL_HOME": str(tmp_path)})
+
+
+def test_refuses_a_feed_signature_used_as_a_rotation(three: list, tmp_path: Path) -> None:
+    # The payload type binds what a signature is for: a feed signature cannot authorise keys.
+    old_key, _, old_pub = three[0]
+    new = trusted_file(tmp_path / "new.json", 1, three[1][2])
+    Path(str(new) + ".dsse").write_bytes(envelope(new.read_bytes(), old_key))
+    with pytest.raises(TrustError, match="payloadType"):
+        trust.rotate(trust.load_trusted_keys(old_pub), new, {"FLOORCTL_HOME": str(tmp_path)})
