@@ -11,6 +11,8 @@ from collections.abc import Sequence
 
 import click
 
+from floorctl.commands import chain as chain_commands
+from floorctl.commands import verify as verify_commands
 from floorctl.errors import FeedError, FloorctlError
 from floorguard.errors import FloorguardError
 
@@ -59,3 +61,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         click.echo(f"floorctl: error: {where}{error.strerror or error}", err=True)
         sys.exit(EXIT_FAILED)
     sys.exit(EXIT_OK)
+
+
+cli.add_command(chain_commands.chain)
+cli.add_command(verify_commands.verify)
