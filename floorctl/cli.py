@@ -43,7 +43,8 @@ def _report(error: Exception) -> None:
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of the console script; never lets a traceback reach the user."""
     try:
-        cli.main(args=list(argv) if argv is not None else None, standalone_mode=False)
+        # Without standalone mode click returns (not raises) the code of ctx.exit / Exit.
+        status = cli.main(args=list(argv) if argv is not None else None, standalone_mode=False)
     except click.exceptions.Exit as done:
         sys.exit(done.exit_code)
     except click.Abort:
@@ -60,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         where = f"{error.filename}: " if error.filename else ""
         click.echo(f"floorctl: error: {where}{error.strerror or error}", err=True)
         sys.exit(EXIT_FAILED)
-    sys.exit(EXIT_OK)
+    sys.exit(status if isinstance(status, int) else EXIT_OK)
 
 
 cli.add_command(chain_commands.chain)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import itertools
 import json
-import os
 import sqlite3
 import stat
 import subprocess
@@ -17,6 +17,11 @@ from typing import Any
 
 import pytest
 import rfc8785
+from floorguard._canonical import ZERO_DIGEST, content_address
+from floorguard.chain import EVENTS, AuditChain, ChainRecord, canonical_json
+from floorguard.errors import CanonicalizationError, ChainWriteError, KeyFileError
+from floorguard.slice_verify import verify_slice
+from floorguard.state import state_home, state_paths
 from helpers.chain_support import (
     CANARY,
     SPAWN,
@@ -24,16 +29,9 @@ from helpers.chain_support import (
     export_lines,
     filled_chain,
     receipt,
-    ticking_clock,
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from floorguard._canonical import ZERO_DIGEST, content_address
-from floorguard.chain import EVENTS, AuditChain, ChainRecord, canonical_json
-from floorguard.errors import CanonicalizationError, ChainWriteError, KeyFileError
-from floorguard.slice_verify import verify_slice
-from floorguard.state import state_home, state_paths
 
 
 def _key(folder: Path) -> bytes:
@@ -61,9 +59,10 @@ def test_record_digest_and_mac_follow_the_documented_definition(tmp_path: Path) 
         body |= {"receipt": line["receipt"], "prev": line["prev"]}
         canonical = rfc8785.dumps(body)
         assert line["prev"] == previous
-        assert line["receipt_id"] == "sha256:" + hashlib.sha256(
-            rfc8785.dumps(line["receipt"])
-        ).hexdigest()
+        assert (
+            line["receipt_id"]
+            == "sha256:" + hashlib.sha256(rfc8785.dumps(line["receipt"])).hexdigest()
+        )
         assert line["mac"] == hmac.new(key, canonical, hashlib.sha256).hexdigest()
         previous = "sha256:" + hashlib.sha256(canonical).hexdigest()
     assert chain.head() is not None
@@ -75,9 +74,7 @@ def test_export_lines_are_the_canonical_json_of_each_record(tmp_path: Path) -> N
     lines = list(chain.export_lines())
     assert lines == [record.to_json_line() for record in chain.records()]
     assert lines == [rfc8785.dumps(json.loads(line)).decode() for line in lines]
-    assert all(
-        list(json.loads(line)) == sorted(ChainRecord.__dataclass_fields__) for line in lines
-    )
+    assert all(list(json.loads(line)) == sorted(ChainRecord.__dataclass_fields__) for line in lines)
 
 
 def test_records_are_contiguous_from_genesis_in_one_chain(tmp_path: Path) -> None:
@@ -85,7 +82,7 @@ def test_records_are_contiguous_from_genesis_in_one_chain(tmp_path: Path) -> Non
     records = list(chain.records())
     assert [r.seq for r in records] == [0, 1, 2, 3, 4]
     assert records[0].prev == ZERO_DIGEST
-    assert all(b.prev == a.digest() for a, b in zip(records, records[1:], strict=False))
+    assert all(b.prev == a.digest() for a, b in itertools.pairwise(records))
     assert len({r.chain_id for r in records}) == 1
     assert len(records[0].chain_id) == 32
     conn = sqlite3.connect(tmp_path / "chain.sqlite3")
@@ -126,10 +123,21 @@ def test_timestamps_never_go_backwards_when_the_clock_does(tmp_path: Path) -> No
         (CANARY, {"kind": CANARY, "schema_version": True, "ts": "2026-01-01T00:00:00Z"}, "schema"),
         (CANARY, {"kind": CANARY, "schema_version": 1}, "ts"),
         (CANARY, {"kind": CANARY, "schema_version": 1, "ts": "yesterday"}, "ts"),
-        (CANARY, {"kind": CANARY, "schema_version": 1, "ts": "2026-01-01T00:00:00Z",
-                  "score": float("nan")}, "canonical"),
-        (CANARY, {"kind": CANARY, "schema_version": 1, "ts": "2026-01-01T00:00:00Z",
-                  "big": 2**60}, "exceeds"),
+        (
+            CANARY,
+            {
+                "kind": CANARY,
+                "schema_version": 1,
+                "ts": "2026-01-01T00:00:00Z",
+                "score": float("nan"),
+            },
+            "canonical",
+        ),
+        (
+            CANARY,
+            {"kind": CANARY, "schema_version": 1, "ts": "2026-01-01T00:00:00Z", "big": 2**60},
+            "exceeds",
+        ),
     ],
 )
 def test_refuses_malformed_receipts_and_unknown_events(
@@ -150,14 +158,17 @@ def test_refuses_a_receipt_that_is_not_an_object(tmp_path: Path) -> None:
 
 
 def test_events_are_exactly_the_four_receipt_kinds() -> None:
-    assert frozenset(
-        {
-            "adapter.spawn_preflight_receipt",
-            "adapter.version_posture",
-            "adapter.floor_update_receipt",
-            "adapter.canary_receipt",
-        }
-    ) == EVENTS
+    assert (
+        frozenset(
+            {
+                "adapter.spawn_preflight_receipt",
+                "adapter.version_posture",
+                "adapter.floor_update_receipt",
+                "adapter.canary_receipt",
+            }
+        )
+        == EVENTS
+    )
 
 
 # --- the key file ------------------------------------------------------------------------------
@@ -395,7 +406,9 @@ def test_slice_starts_at_genesis_and_ends_at_the_head_without_outer_records(
 
 
 def test_window_between_records_still_yields_the_records_around_it(tmp_path: Path) -> None:
-    chain = filled_chain(tmp_path, 4, clock=(f"2026-01-01T00:00:{s:02d}.000000Z" for s in (0, 10, 20, 30)))
+    chain = filled_chain(
+        tmp_path, 4, clock=(f"2026-01-01T00:00:{s:02d}.000000Z" for s in (0, 10, 20, 30))
+    )
     assert [r.seq for r in chain.records(_at(12), _at(15))] == [1, 2]
 
 
@@ -408,8 +421,6 @@ def test_reading_an_absent_chain_yields_nothing_and_creates_nothing(tmp_path: Pa
 
 
 # --- tampering with the stored rows is reported at the right seq -------------------------------
-
-OTHER_CHAIN_ID = "f" * 32
 
 TAMPERS = {
     "receipt-content": (
@@ -431,7 +442,7 @@ TAMPERS = {
     # Done in the test body: rows 4 and 5 exchange contents but keep their seq.
     "swapped-rows": ("", 4, "prev does not match"),
     "foreign-chain-id": (
-        f"UPDATE records SET chain_id = '{OTHER_CHAIN_ID}' WHERE seq = 4",
+        "UPDATE records SET chain_id = 'ffffffffffffffffffffffffffffffff' WHERE seq = 4",
         4,
         "differs from the slice's chain",
     ),
@@ -517,8 +528,9 @@ json_scalars = (
 )
 json_values = st.recursive(
     json_scalars,
-    lambda children: st.lists(children, max_size=4)
-    | st.dictionaries(st.text(max_size=6), children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4)
+    ),
     max_leaves=12,
 )
 
@@ -554,4 +566,3 @@ def test_no_record_is_left_half_written_when_a_receipt_is_refused_mid_chain(
         chain.append(CANARY, {"kind": CANARY, "schema_version": 1})
     chain.append(CANARY, receipt())
     assert [r.seq for r in chain.records()] == [0, 1, 2]
-

@@ -12,6 +12,7 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from floorguard.chain_key import load_key
 from floorguard.errors import FloorguardError
@@ -22,7 +23,9 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 
 Handler = Callable[[argparse.Namespace], int]
-_SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
+if TYPE_CHECKING:
+    # Private in argparse and not subscriptable at run time: for the type checker only.
+    _SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
 
 def _verify_chain(args: argparse.Namespace) -> int:
