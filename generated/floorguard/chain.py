@@ -34,6 +34,7 @@ import json
 import os
 import secrets
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -377,25 +378,9 @@ class AuditChain:
         receipt_json, receipt_obj = self._prepare_receipt(event, receipt)
         receipt_id = record_digest(receipt_json.encode("utf-8"))
         with self._lock:
-            conn = self._writer()
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    row = self._append_in_transaction(conn, event, receipt_id, receipt_json)
-                    conn.execute("COMMIT")
-                except BaseException:
-                    _rollback_quietly(conn)
-                    raise
-            except (KeyFileError, ChainWriteError):
-                self._drop_connection()
-                raise
-            except Exception as exc:
-                self._drop_connection()
-                if _is_storage_error(exc):
-                    raise ChainWriteError(
-                        f"cannot append to the audit chain {self.db_path}: {_explain(exc)}"
-                    ) from exc
-                raise
+            row = self._with_busy_retry(
+                lambda: self._append_once(event, receipt_id, receipt_json), "append to"
+            )
         seq, ts, chain_id, _, _, _, prev, mac = row
         return ChainRecord(seq, ts, chain_id, event, receipt_id, receipt_obj, prev, mac)
 
@@ -465,22 +450,54 @@ class AuditChain:
         conn.execute(f"INSERT INTO records ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)  # noqa: S608
         return row
 
+    def _append_once(self, event: str, receipt_id: str, receipt_json: str) -> _Row:
+        conn = self._writer()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            row = self._append_in_transaction(conn, event, receipt_id, receipt_json)
+            conn.execute("COMMIT")
+        except BaseException:
+            _rollback_quietly(conn)
+            # A connection that failed may be in any state: start the next try afresh.
+            self._drop_connection()
+            raise
+        return row
+
+    def _with_busy_retry(self, attempt: Callable[[], _Row], doing: str) -> _Row:
+        """Run ``attempt``, retrying while SQLite reports the database busy.
+
+        The busy timeout covers most waits, but SQLite returns SQLITE_BUSY at once in a few
+        cases (recovering the WAL of a killed process, changing the journal mode), so those
+        are retried here until the same deadline. Storage errors become ChainWriteError.
+        """
+        deadline = time.monotonic() + BUSY_TIMEOUT_SECONDS
+        pause = 0.001
+        while True:
+            try:
+                return attempt()
+            except (KeyFileError, ChainWriteError):
+                raise
+            except Exception as exc:
+                if not _is_storage_error(exc):
+                    raise
+                if _is_busy(exc) and time.monotonic() < deadline:
+                    time.sleep(pause)
+                    pause = min(pause * 2, 0.05)
+                    continue
+                raise ChainWriteError(
+                    f"cannot {doing} the audit chain {self.db_path}: {_explain(exc)}"
+                ) from exc
+
     def _writer(self) -> sqlite3.Connection:
-        """The cached write connection, reopened after a fork or if the file was replaced."""
+        """The cached write connection, reopened after a fork or if the file was replaced.
+
+        Raises sqlite3.Error or OSError (``append`` translates them) and ChainWriteError.
+        """
         if self._conn is not None:
             if self._conn_pid == os.getpid() and self._conn_inode == _inode(self.db_path):
                 return self._conn
             self._drop_connection()
-        try:
-            conn = self._open_writer()
-        except (ChainWriteError, KeyFileError):
-            raise
-        except Exception as exc:
-            if _is_storage_error(exc):
-                raise ChainWriteError(
-                    f"cannot open the audit chain {self.db_path}: {_explain(exc)}"
-                ) from exc
-            raise
+        conn = self._open_writer()
         self._conn = conn
         self._conn_pid = os.getpid()
         self._conn_inode = _inode(self.db_path)
@@ -509,7 +526,10 @@ class AuditChain:
             check_same_thread=False,
         )
         try:
-            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()
+            mode = conn.execute("PRAGMA journal_mode").fetchone()
+            if mode is not None and str(mode[0]).lower() != "wal":
+                # Only the first opener switches the mode (it needs an exclusive lock).
+                mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()
             if mode is None or str(mode[0]).lower() != "wal":
                 raise ChainWriteError(
                     f"cannot open the audit chain {self.db_path}: WAL mode is unavailable"
@@ -663,6 +683,19 @@ def _is_storage_error(exc: BaseException) -> bool:
     import sqlite3  # noqa: PLC0415 - imported on first use, see the module docstring
 
     return isinstance(exc, sqlite3.Error | OSError)
+
+
+def _is_busy(exc: BaseException) -> bool:
+    import sqlite3  # noqa: PLC0415 - imported on first use, see the module docstring
+
+    if not isinstance(exc, sqlite3.OperationalError):
+        return False
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        # SQLITE_BUSY and SQLITE_LOCKED, with their extended codes.
+        return code & 0xFF in (5, 6)
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
 
 
 def _inode(path: Path) -> tuple[int, int] | None:
