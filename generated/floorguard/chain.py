@@ -32,12 +32,14 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
+from json.encoder import encode_basestring
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -80,7 +82,6 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS records ("
     " seq INTEGER PRIMARY KEY, ts TEXT NOT NULL, chain_id TEXT NOT NULL, event TEXT NOT NULL,"
     " receipt_id TEXT NOT NULL, receipt TEXT NOT NULL, prev TEXT NOT NULL, mac TEXT NOT NULL)",
-    "CREATE INDEX IF NOT EXISTS records_by_ts ON records (ts, seq)",
 )
 _HEX = frozenset("0123456789abcdef")
 
@@ -128,20 +129,31 @@ def canonical_json(value: Any) -> str:
     the same value, with no float, no integer beyond 15 digits, and no character whose
     UTF-16 order differs), else the ``rfc8785`` reference. Raises CanonicalizationError.
     """
+    return _canonical_and_plain(value)[0]
+
+
+def _canonical_and_plain(value: Any) -> tuple[str, Any]:
+    """The canonical JSON of ``value`` and that JSON read back as plain values."""
     try:
-        text = json.dumps(
-            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-        )
-        if _keys_sort_alike(text) and _STRICT_INTS.decode(text) == value:
-            text.encode("utf-8")  # lone surrogates are not JSON text
-            return text
+        text = COMPACT_SORTED.encode(value)
+        if _keys_sort_alike(text):
+            plain = _STRICT_INTS.decode(text)
+            if plain == value:
+                text.encode("utf-8")  # lone surrogates are not JSON text
+                return text, plain
     except (_Unsafe, TypeError, ValueError):
         pass
-    return canonical_bytes(value).decode("utf-8")
+    text = canonical_bytes(value).decode("utf-8")
+    return text, json.loads(text)
 
 
-def _jstr(text: str) -> str:
-    return json.dumps(text, ensure_ascii=False)
+# One encoder, built once: json.dumps would build a new one per call.
+COMPACT_SORTED = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
+# The C string encoder behind json.dumps(..., ensure_ascii=False).
+JSON_STRING: Callable[[str], str] = encode_basestring
+_jstr = JSON_STRING
 
 
 def body_text(
@@ -214,10 +226,27 @@ def receipt_problem(event: str, receipt: object) -> str | None:
     if not isinstance(stamp, str):
         return "receipt has no ts (an RFC 3339 timestamp)"
     try:
-        parse_ts(stamp)
+        parse_any_ts(stamp)
     except FloorguardError:
         return f"receipt ts {stamp!r} is not an RFC 3339 timestamp"
     return None
+
+
+# The form this project writes: fixed width, so that such stamps also sort as text.
+_UTC_Z = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?Z")
+
+
+def parse_any_ts(text: str) -> datetime:
+    """An RFC 3339 timestamp (Z or offset) as an aware UTC datetime; FloorguardError if not.
+
+    The common ``...Z`` form takes a fast path; anything else goes through ``parse_ts``.
+    """
+    if _UTC_Z.fullmatch(text):
+        try:
+            return datetime.fromisoformat(text[:-1]).replace(tzinfo=UTC)
+        except ValueError:
+            pass  # e.g. month 13: parse_ts words the error
+    return parse_ts(text)
 
 
 # --- records ---------------------------------------------------------------------------------
@@ -341,6 +370,8 @@ class AuditChain:
         self._conn: sqlite3.Connection | None = None
         self._conn_pid = 0
         self._conn_inode: tuple[int, int] | None = None
+        self._chain_id: str | None = None
+        self._key_cache: tuple[tuple[int, ...], bytes] | None = None
 
     @classmethod
     def from_env(
@@ -390,15 +421,14 @@ class AuditChain:
         if not isinstance(receipt, Mapping):
             raise ChainWriteError("refusing to append: the receipt is not a JSON object")
         try:
-            receipt_json = canonical_json(dict(receipt))
+            # The record carries exactly what was stored: plain JSON values, read back.
+            receipt_json, receipt_obj = _canonical_and_plain(dict(receipt))
         except FloorguardError as exc:
             raise ChainWriteError(f"refusing to append: {exc}") from exc
         if len(receipt_json) > MAX_RECEIPT_BYTES:
             raise ChainWriteError(
                 f"refusing to append: the receipt exceeds {MAX_RECEIPT_BYTES} bytes"
             )
-        # The record carries exactly what was stored: plain JSON values, read back.
-        receipt_obj: dict[str, Any] = json.loads(receipt_json)
         problem = receipt_problem(event, receipt_obj)
         if problem is not None:
             raise ChainWriteError(f"refusing to append: {problem}")
@@ -407,29 +437,27 @@ class AuditChain:
     def _append_in_transaction(
         self, conn: sqlite3.Connection, event: str, receipt_id: str, receipt_json: str
     ) -> _Row:
-        meta = conn.execute("SELECT value FROM meta WHERE key = 'chain_id'").fetchone()
         head: _Row | None = conn.execute(
             f"SELECT {_COLUMNS} FROM records ORDER BY seq DESC LIMIT 1"  # noqa: S608
         ).fetchone()
         ts = self._clock()
         if head is None:
             key = load_or_create_key(self.key_file)
+            meta = conn.execute("SELECT value FROM meta WHERE key = 'chain_id'").fetchone()
             if meta is None:
                 chain_id = secrets.token_hex(16)
                 conn.execute("INSERT INTO meta (key, value) VALUES ('chain_id', ?)", (chain_id,))
             else:
                 chain_id = meta[0]
+            self._chain_id = chain_id
             seq, prev = 0, GENESIS_PREV
         else:
-            if not self.key_file.exists():
-                raise KeyFileError(
-                    f"chain key file {self.key_file} is missing but the chain "
-                    f"{self.db_path} already holds records: restore the key (a new key "
-                    "would make the existing MACs unverifiable)"
-                )
-            key = load_key(self.key_file)
+            key = self._existing_key()
             chain_id = head[2]
-            if meta is None or meta[0] != chain_id:
+            if self._chain_id is None:
+                meta = conn.execute("SELECT value FROM meta WHERE key = 'chain_id'").fetchone()
+                self._chain_id = None if meta is None else meta[0]
+            if self._chain_id != chain_id:
                 raise ChainWriteError(
                     f"cannot append to the audit chain {self.db_path}: its metadata does not "
                     "name the chain its records belong to (the database was altered)"
@@ -487,6 +515,26 @@ class AuditChain:
                 raise ChainWriteError(
                     f"cannot {doing} the audit chain {self.db_path}: {_explain(exc)}"
                 ) from exc
+
+    def _existing_key(self) -> bytes:
+        """The key of a chain that has records: never created here, re-read when it changes."""
+        try:
+            info = os.stat(self.key_file)
+        except FileNotFoundError:
+            raise KeyFileError(
+                f"chain key file {self.key_file} is missing but the chain "
+                f"{self.db_path} already holds records: restore the key (a new key "
+                "would make the existing MACs unverifiable)"
+            ) from None
+        except OSError as exc:
+            raise KeyFileError(
+                f"chain key file {self.key_file} is unreadable: {exc.strerror}"
+            ) from exc
+        # Any rewrite, rename or chmod changes one of these: then read and check it again.
+        signature = (info.st_dev, info.st_ino, info.st_mtime_ns, info.st_ctime_ns, info.st_size)
+        if self._key_cache is None or self._key_cache[0] != signature:
+            self._key_cache = (signature, load_key(self.key_file))
+        return self._key_cache[1]
 
     def _writer(self) -> sqlite3.Connection:
         """The cached write connection, reopened after a fork or if the file was replaced.
@@ -565,6 +613,7 @@ class AuditChain:
                 self._conn.close()
         self._conn = None
         self._conn_inode = None
+        self._chain_id = None
 
     # -- reading --
 
@@ -606,18 +655,17 @@ class AuditChain:
                 # One read transaction: the bounds and the rows come from one snapshot.
                 conn.execute("BEGIN")
                 first, last = 0, None
+                bounds = conn.execute("SELECT min(seq), max(seq) FROM records").fetchone()
+                low, high = bounds if bounds[0] is not None else (0, -1)
                 if since is not None:
-                    row = conn.execute(
-                        "SELECT seq FROM records WHERE ts < ? ORDER BY ts DESC, seq DESC LIMIT 1",
-                        (format_ts(since),),
-                    ).fetchone()
-                    first = 0 if row is None else row[0]
+                    # The last record stamped before since: the one before the first at or
+                    # after it. Bisection relies on timestamps never going backwards
+                    # (append enforces it; the verifier checks it).
+                    at_or_after = _first_seq_where(conn, low, high, format_ts(since), ">=")
+                    first = max(low, at_or_after - 1)
                 if until is not None:
-                    row = conn.execute(
-                        "SELECT seq FROM records WHERE ts > ? ORDER BY ts ASC, seq ASC LIMIT 1",
-                        (format_ts(until),),
-                    ).fetchone()
-                    last = None if row is None else row[0]
+                    after = _first_seq_where(conn, low, high, format_ts(until), ">")
+                    last = None if after > high else after
                 if last is None:
                     cursor = conn.execute(
                         f"SELECT {_COLUMNS} FROM records WHERE seq >= ? ORDER BY seq",  # noqa: S608
@@ -683,6 +731,21 @@ def _is_storage_error(exc: BaseException) -> bool:
     import sqlite3  # noqa: PLC0415 - imported on first use, see the module docstring
 
     return isinstance(exc, sqlite3.Error | OSError)
+
+
+def _first_seq_where(
+    conn: sqlite3.Connection, low: int, high: int, stamp: str, relation: str
+) -> int:
+    """The first seq in [low, high] whose ts is ``>=`` (or ``>``) stamp; high + 1 if none."""
+    while low <= high:
+        middle = (low + high) // 2
+        row = conn.execute("SELECT ts FROM records WHERE seq = ?", (middle,)).fetchone()
+        ts = "" if row is None else row[0]
+        if (ts >= stamp) if relation == ">=" else (ts > stamp):
+            high = middle - 1
+        else:
+            low = middle + 1
+    return low
 
 
 def _is_busy(exc: BaseException) -> bool:

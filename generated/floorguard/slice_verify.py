@@ -19,22 +19,25 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
 from floorguard._canonical import ZERO_DIGEST, canonical_bytes, is_digest
-from floorguard._time import parse_ts
 from floorguard.chain import (
+    COMPACT_SORTED,
     EVENTS,
+    JSON_STRING,
     RECORD_FIELDS,
     ChainRecord,
     body_text,
     is_chain_id,
     is_mac,
-    line_text,
+    parse_any_ts,
     receipt_problem,
 )
 from floorguard.errors import FloorguardError
@@ -44,6 +47,8 @@ MAX_REPORTED_ERRORS = 1000
 MACS_NOT_CHECKED = "MACs not checked: no --key-file"
 
 _FIELD_SET = frozenset(RECORD_FIELDS)
+_jstr = JSON_STRING
+_UTC_Z = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?Z")
 _STR_FIELDS = ("ts", "chain_id", "event", "receipt_id", "prev", "mac")
 # Integers of 15 digits or fewer are within 2**53, where json and RFC 8785 agree.
 _SAFE_INT_DIGITS = 15
@@ -109,7 +114,7 @@ class SliceVerifier:
     _first_ts: str | None = field(default=None, init=False)
     _last_seq: int | None = field(default=None, init=False)
     _last_ts: str | None = field(default=None, init=False)
-    _last_moment: Any = field(default=None, init=False)
+    _last_moment: datetime | None = field(default=None, init=False)
     _chain_id: str | None = field(default=None, init=False)
     _expected_seq: int | None = field(default=None, init=False)
     _expected_prev: str | None = field(default=None, init=False)
@@ -155,7 +160,7 @@ class SliceVerifier:
         if len(line) > MAX_LINE_BYTES:
             self._break(None, f"line {self._line_no}: longer than {MAX_LINE_BYTES} bytes")
             return
-        if not line.strip():
+        if not line or line.isspace():
             self._break(None, f"line {self._line_no}: blank line")
             return
         parse = self._parse
@@ -199,11 +204,10 @@ class SliceVerifier:
 
     # -- checks --
 
-    def _shape(self, obj: object) -> ChainRecord | None:
+    def _shape(self, obj: object) -> dict[str, Any] | None:
         """The record a parsed line holds, or None after reporting why it is not one."""
-        where = f"line {self._line_no}"
-        if not isinstance(obj, dict):
-            self._break(None, f"{where}: not a JSON object")
+        if type(obj) is not dict:
+            self._break(None, f"line {self._line_no}: not a JSON object")
             return None
         seq = obj.get("seq")
         known_seq = seq if type(seq) is int else None
@@ -215,10 +219,10 @@ class SliceVerifier:
                 parts.append(f"missing field(s) {', '.join(missing)}")
             if extra:
                 parts.append(f"unexpected field(s) {', '.join(extra)}")
-            self._break(known_seq, f"{where}: {'; '.join(parts)}")
+            self._break(known_seq, f"line {self._line_no}: {'; '.join(parts)}")
             return None
         if known_seq is None or known_seq < 0:
-            self._break(None, f"{where}: seq is not a non-negative integer")
+            self._break(None, f"line {self._line_no}: seq is not a non-negative integer")
             return None
         for name in _STR_FIELDS:
             if type(obj[name]) is not str:
@@ -227,25 +231,40 @@ class SliceVerifier:
         if type(obj["receipt"]) is not dict:
             self._break(known_seq, "receipt is not a JSON object")
             return None
-        return ChainRecord(
-            seq=known_seq,
-            ts=obj["ts"],
-            chain_id=obj["chain_id"],
-            event=obj["event"],
-            receipt_id=obj["receipt_id"],
-            receipt=obj["receipt"],
-            prev=obj["prev"],
-            mac=obj["mac"],
-        )
+        return obj
 
-    def _check(self, record: ChainRecord, line: str, fast: bool) -> None:
-        seq = record.seq
+    def _check(self, fields: dict[str, Any], line: str, fast: bool) -> None:
+        seq: int = fields["seq"]
+        ts: str = fields["ts"]
+        chain_id: str = fields["chain_id"]
+        event: str = fields["event"]
+        prev: str = fields["prev"]
+        mac: str = fields["mac"]
         problems: list[str] = []
-        try:
-            receipt_json, body = _canonical_body(record, fast)
-        except (FloorguardError, UnicodeEncodeError) as exc:
-            self._break(seq, f"record cannot be canonicalised: {exc}")
-            return
+        key = self.key
+        spliced = None
+        if key is not None:
+            spliced = _splice_mac_out(line, fields)
+            if spliced is not None and not hmac.compare_digest(
+                mac, hmac.digest(key, spliced[1], "sha256").hex()
+            ):
+                spliced = None
+        if spliced is not None:
+            # The line minus its mac member is bytes the key holder MACed, and the writer
+            # only MACs canonical bodies: so the line is the canonical record, its receipt
+            # text is the canonical receipt, and no re-serialising is needed.
+            receipt_json, body = spliced
+            mac_verified, line_canonical = True, True
+        else:
+            try:
+                receipt_json, body_str, body = _canonical_body(fields, fast)
+            except (FloorguardError, UnicodeEncodeError) as exc:
+                self._break(seq, f"record cannot be canonicalised: {exc}")
+                return
+            mac_verified = key is not None and hmac.compare_digest(
+                mac, hmac.digest(key, body, "sha256").hex()
+            )
+            line_canonical = not _may_repeat_keys(line, body_str, mac, fast)
         digest = "sha256:" + hashlib.sha256(body).hexdigest()
 
         # Linkage: one report per break, then re-sync on this line.
@@ -255,62 +274,72 @@ class SliceVerifier:
                 "(records missing, duplicated or out of order)"
             )
         elif seq == 0:
-            if record.prev != ZERO_DIGEST:
+            if prev != ZERO_DIGEST:
                 problems.append("genesis record's prev is not the zero digest")
-        elif self._expected_prev is not None and record.prev != self._expected_prev:
-            problems.append(
-                f"prev does not match the digest of record {seq - 1} "
-                "(that record or this one was altered)"
-            )
-        elif record.prev == ZERO_DIGEST:
+        elif self._expected_prev is not None:
+            if prev != self._expected_prev:
+                problems.append(
+                    f"prev does not match the digest of record {seq - 1} "
+                    "(that record or this one was altered)"
+                )
+        # Nothing before it in the slice: at least the form of prev can be checked.
+        elif prev == ZERO_DIGEST:
             problems.append("prev is the zero digest but this is not the genesis record")
-        elif not is_digest(record.prev):
+        elif not is_digest(prev):
             problems.append("prev is not a sha256 digest")
 
-        if not is_chain_id(record.chain_id):
-            problems.append("chain_id is not 32 lowercase hex characters")
         if self._chain_id is None:
-            self._chain_id = record.chain_id
-        elif record.chain_id != self._chain_id:
+            self._chain_id = chain_id
+            if not is_chain_id(chain_id):
+                problems.append("chain_id is not 32 lowercase hex characters")
+        elif chain_id != self._chain_id:
             problems.append(
-                f"chain_id {record.chain_id} differs from the slice's chain {self._chain_id}"
+                f"chain_id {chain_id} differs from the slice's chain {self._chain_id}"
+                if is_chain_id(chain_id)
+                else "chain_id is not 32 lowercase hex characters"
             )
-        if record.event not in EVENTS:
-            problems.append(f"unknown event {record.event!r}")
+        if event not in EVENTS:
+            problems.append(f"unknown event {event!r}")
         else:
-            problem = receipt_problem(record.event, record.receipt)
+            problem = receipt_problem(event, fields["receipt"])
             if problem is not None:
                 problems.append(problem)
-        if record.receipt_id != "sha256:" + hashlib.sha256(receipt_json).hexdigest():
+        if fields["receipt_id"] != "sha256:" + hashlib.sha256(receipt_json).hexdigest():
             problems.append("receipt_id is not the content address of the receipt")
-        moment = None
-        try:
-            if not record.ts.endswith("Z"):
-                raise FloorguardError("not UTC")
-            moment = parse_ts(record.ts)
-        except FloorguardError:
-            problems.append(f"ts {record.ts!r} is not an RFC 3339 UTC timestamp with Z")
-        if moment is not None and self._last_moment is not None and moment < self._last_moment:
-            problems.append(f"ts {record.ts} is earlier than the previous record's {self._last_ts}")
-        if not is_mac(record.mac):
+        moment = _utc_moment(ts)
+        if moment is None:
+            problems.append(f"ts {ts!r} is not an RFC 3339 UTC timestamp with Z")
+        elif self._last_moment is not None and moment < self._last_moment:
+            problems.append(f"ts {ts} is earlier than the previous record's {self._last_ts}")
+        if mac_verified:
+            pass  # a MAC equal to the expected one is well formed by construction
+        elif not is_mac(mac):
             problems.append("mac is not 64 lowercase hex characters")
-        elif self.key is not None and not hmac.compare_digest(
-            record.mac, hmac.digest(self.key, body, "sha256").hex()
-        ):
+        elif key is not None:
             problems.append("MAC does not verify (wrong key, or the record was altered)")
-        if not _is_canonical_line(line, record, receipt_json) and _has_duplicate_keys(line):
+        if not line_canonical and _has_duplicate_keys(line):
             problems.append("the line repeats a key")
 
         for problem in problems:
             self._report(seq, problem)
         self._records += 1
         if self._first_seq is None:
-            self._first_seq, self._first_ts = seq, record.ts
-        self._last_seq, self._last_ts = seq, record.ts
+            self._first_seq, self._first_ts = seq, ts
+        self._last_seq, self._last_ts = seq, ts
         if moment is not None:
             self._last_moment = moment
         self._expected_seq, self._expected_prev, self._head = seq + 1, digest, digest
         if self.on_record is not None:
+            record = ChainRecord(
+                seq=seq,
+                ts=ts,
+                chain_id=chain_id,
+                event=event,
+                receipt_id=fields["receipt_id"],
+                receipt=fields["receipt"],
+                prev=prev,
+                mac=mac,
+            )
             self.on_record(record, not problems)
 
     def _break(self, seq: int | None, reason: str) -> None:
@@ -330,48 +359,84 @@ def _keys_sort_alike(text: str) -> bool:
     return max(text) < "\ue000"
 
 
-def _canonical_body(record: ChainRecord, fast: bool) -> tuple[bytes, bytes]:
+def _canonical_body(fields: dict[str, Any], fast: bool) -> tuple[bytes, str, bytes]:
     """Canonical bytes of the receipt and of the record body, the receipt serialised once.
 
     ``fast`` means the line had no float, no long integer and no character (raw or escaped)
     that orders differently in UTF-16, so the C encoder's compact sorted output is RFC 8785.
     """
     if fast:
-        receipt_json = json.dumps(
-            record.receipt, sort_keys=True, separators=(",", ":"), ensure_ascii=False
-        )
+        receipt_json = COMPACT_SORTED.encode(fields["receipt"])
     else:
-        receipt_json = canonical_bytes(record.receipt).decode("utf-8")
+        receipt_json = canonical_bytes(fields["receipt"]).decode("utf-8")
         for name in _STR_FIELDS:
-            # The top-level strings are spliced in with json.dumps: prove that is canonical.
-            if canonical_bytes(getattr(record, name)) != json.dumps(
-                getattr(record, name), ensure_ascii=False
-            ).encode("utf-8"):
+            # The top-level strings are spliced in by the C encoder: prove that is canonical.
+            if canonical_bytes(fields[name]) != COMPACT_SORTED.encode(fields[name]).encode():
                 raise FloorguardError(f"{name} is not canonical JSON text")
     body = body_text(
-        seq=record.seq,
-        ts=record.ts,
-        chain_id=record.chain_id,
-        event=record.event,
-        receipt_id=record.receipt_id,
+        seq=fields["seq"],
+        ts=fields["ts"],
+        chain_id=fields["chain_id"],
+        event=fields["event"],
+        receipt_id=fields["receipt_id"],
         receipt_json=receipt_json,
-        prev=record.prev,
+        prev=fields["prev"],
     )
-    return receipt_json.encode("utf-8"), body.encode("utf-8")
+    return receipt_json.encode("utf-8"), body, body.encode("utf-8")
 
 
-def _is_canonical_line(line: str, record: ChainRecord, receipt_json: bytes) -> bool:
+def _splice_mac_out(line: str, fields: dict[str, Any]) -> tuple[bytes, bytes] | None:
+    """If the line is laid out as a canonical record, its receipt and body bytes, sliced
+    from the line itself (the body is the line without its ``"mac"`` member); else None.
+
+    Only a MAC check makes the result trustworthy: the layout alone proves nothing.
+    """
     text = line[:-1] if line.endswith("\r") else line
-    return text == line_text(
-        seq=record.seq,
-        ts=record.ts,
-        chain_id=record.chain_id,
-        event=record.event,
-        receipt_id=record.receipt_id,
-        receipt_json=receipt_json.decode("utf-8"),
-        prev=record.prev,
-        mac=record.mac,
+    head = f'{{"chain_id":{_jstr(fields["chain_id"])},"event":{_jstr(fields["event"])}'
+    mac_member = f',"mac":{_jstr(fields["mac"])}'
+    opening = f'{head}{mac_member},"prev":{_jstr(fields["prev"])},"receipt":'
+    closing = (
+        f',"receipt_id":{_jstr(fields["receipt_id"])},"seq":{fields["seq"]},'
+        f'"ts":{_jstr(fields["ts"])}}}'
     )
+    if not (
+        len(text) > len(opening) + len(closing)
+        and text.startswith(opening)
+        and text.endswith(closing)
+    ):
+        return None
+    receipt = text[len(opening) : len(text) - len(closing)]
+    body = head + text[len(head) + len(mac_member) :]
+    try:
+        return receipt.encode("utf-8"), body.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+
+
+def _utc_moment(ts: str) -> datetime | None:
+    """A record's ts as a naive UTC datetime, or None unless it is RFC 3339 with ``Z``."""
+    if not ts.endswith("Z"):
+        return None
+    try:
+        if _UTC_Z.fullmatch(ts):
+            return datetime.fromisoformat(ts[:-1])
+        return parse_any_ts(ts).replace(tzinfo=None)
+    except (ValueError, FloorguardError):
+        return None
+
+
+def _may_repeat_keys(line: str, body: str, mac: str, fast: bool) -> bool:
+    """False only when the line provably repeats no key (then the slow check is skipped).
+
+    On the fast path (no float, no ``\\u`` escape) the canonical spelling of a value is its
+    shortest: any other spelling adds whitespace, an optional escape or a repeated member.
+    So a line exactly as long as the canonical record, the body with ``,"mac":...`` added,
+    holds no member beyond those parsed, and no key twice.
+    """
+    if not fast:
+        return True
+    text = line[:-1] if line.endswith("\r") else line
+    return len(text) != len(body) + len(',"mac":') + len(COMPACT_SORTED.encode(mac))
 
 
 def _has_duplicate_keys(line: str) -> bool:
