@@ -268,6 +268,14 @@ def test_refuses_to_append_with_a_replaced_key(tmp_path: Path) -> None:
     assert _count(tmp_path / "chain.sqlite3") == 2
 
 
+def test_notices_a_key_file_opened_up_after_records_were_written(tmp_path: Path) -> None:
+    chain = filled_chain(tmp_path, 2)
+    (tmp_path / "chain.key").chmod(0o644)
+    with pytest.raises(KeyFileError, match="accessible by group or others"):
+        chain.append(CANARY, receipt())
+    assert _count(tmp_path / "chain.sqlite3") == 2
+
+
 def test_refuses_to_extend_a_head_record_that_was_altered(tmp_path: Path) -> None:
     chain = filled_chain(tmp_path, 3)
     execute(tmp_path / "chain.sqlite3", "UPDATE records SET event = ? WHERE seq = 2", SPAWN)
@@ -540,11 +548,19 @@ json_values = st.recursive(
 def test_canonical_json_is_rfc8785_or_refuses_like_it(value: Any) -> None:
     try:
         expected = rfc8785.dumps(value).decode("utf-8")
-    except (rfc8785.CanonicalizationError, UnicodeEncodeError, ValueError):
+        # What cannot be read back and canonicalised the same is refused too.
+        assert rfc8785.dumps(json.loads(expected)).decode("utf-8") == expected
+    except (rfc8785.CanonicalizationError, UnicodeEncodeError, ValueError, AssertionError):
         with pytest.raises(CanonicalizationError):
             canonical_json(value)
         return
     assert canonical_json(value) == expected
+
+
+def test_refuses_a_float_that_reads_back_as_an_unsafe_integer(tmp_path: Path) -> None:
+    chain = AuditChain(tmp_path / "chain.sqlite3", tmp_path / "chain.key")
+    with pytest.raises(ChainWriteError, match="round trip"):
+        chain.append(CANARY, receipt(size=2.0**53))
 
 
 def test_canonical_json_orders_keys_by_utf16_code_units() -> None:
@@ -566,3 +582,17 @@ def test_no_record_is_left_half_written_when_a_receipt_is_refused_mid_chain(
         chain.append(CANARY, {"kind": CANARY, "schema_version": 1})
     chain.append(CANARY, receipt())
     assert [r.seq for r in chain.records()] == [0, 1, 2]
+
+
+def test_importing_the_chain_does_not_import_sqlite3() -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, floorguard.chain, floorguard.slice_verify; "
+            "print('sqlite3' in sys.modules)",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert done.stdout.strip() == "False", done.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tempfile
 import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,8 @@ from floorguard.slice_verify import (
     verify_slice,
 )
 from helpers.chain_support import export_lines, filled_chain
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 
 @pytest.fixture(scope="module")
@@ -212,8 +215,12 @@ def test_reports_fields_of_the_wrong_type(
     assert len(errors) == 1, errors
 
 
-def test_refuses_a_line_with_a_duplicate_key(chain_lines: tuple[list[str], bytes]) -> None:
-    lines, key = chain_lines
+@pytest.mark.parametrize("with_key", [True, False])
+def test_refuses_a_line_with_a_duplicate_key(
+    chain_lines: tuple[list[str], bytes], with_key: bool
+) -> None:
+    lines, the_key = chain_lines
+    key = the_key if with_key else None
     # A second "event" key: parsers that keep the first would see another record.
     forged = lines[3].rstrip("\n")[:-1] + ',"event":"adapter.canary_receipt"}\n'
     forged = forged.replace(
@@ -326,3 +333,54 @@ def test_text_and_json_renderings(chain_lines: tuple[list[str], bytes]) -> None:
             }
         ],
     }
+
+
+extra_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**53) + 1, max_value=2**53 - 1)
+    # Integral floats of 2**53 and more are refused by append (see test_chain).
+    | st.floats(min_value=-1e15, max_value=1e15)
+    | st.text(alphabet=st.characters(exclude_categories=("Cs",))),
+    lambda children: (
+        st.lists(children, max_size=3)
+        | st.dictionaries(
+            st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=5),
+            children,
+            max_size=3,
+        )
+    ),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.dictionaries(
+            st.sampled_from(["a", "é", "\U0001f600", "\ufb01", "z"]), extra_values, max_size=4
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_any_appended_receipts_export_and_verify(extras: list[dict[str, Any]]) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        chain = filled_chain(Path(folder), 0)
+        for extra in extras:
+            chain.append(
+                "adapter.canary_receipt",
+                {
+                    **extra,
+                    "kind": "adapter.canary_receipt",
+                    "schema_version": 1,
+                    "ts": "2026-01-01T00:00:00Z",
+                },
+            )
+        key = bytes.fromhex((Path(folder) / "chain.key").read_text().strip())
+        lines = export_lines(chain)
+        chain.close()
+    assert verify_slice(lines, key=key).intact
+    assert verify_slice(lines).intact
+    respelled = [json.dumps(json.loads(line), indent=1).replace("\n", " ") for line in lines]
+    assert verify_slice(respelled, key=key).intact

@@ -46,7 +46,13 @@ from typing import TYPE_CHECKING, Any
 from floorguard._canonical import ZERO_DIGEST, canonical_bytes
 from floorguard._time import format_ts, now_ts, parse_ts
 from floorguard.chain_key import load_key, load_or_create_key
-from floorguard.errors import ChainError, ChainWriteError, FloorguardError, KeyFileError
+from floorguard.errors import (
+    CanonicalizationError,
+    ChainError,
+    ChainWriteError,
+    FloorguardError,
+    KeyFileError,
+)
 from floorguard.state import state_paths
 
 if TYPE_CHECKING:
@@ -144,7 +150,18 @@ def _canonical_and_plain(value: Any) -> tuple[str, Any]:
     except (_Unsafe, TypeError, ValueError):
         pass
     text = canonical_bytes(value).decode("utf-8")
-    return text, json.loads(text)
+    plain = json.loads(text)
+    # A float such as 2.0**53 is written as an integer that RFC 8785 then refuses to read
+    # back: refuse it here, rather than write a record no verifier can re-canonicalise.
+    try:
+        again = canonical_bytes(plain).decode("utf-8")
+    except CanonicalizationError as exc:
+        raise CanonicalizationError(
+            f"value does not survive a JSON round trip unchanged ({exc})"
+        ) from exc
+    if again != text:
+        raise CanonicalizationError("value does not survive a JSON round trip unchanged")
+    return text, plain
 
 
 # One encoder, built once: json.dumps would build a new one per call.
