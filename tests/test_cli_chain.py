@@ -214,3 +214,19 @@ def test_verify_never_creates_state(tmp_path: Path) -> None:
 def test_floorguard_usage_errors_exit_2(tmp_path: Path) -> None:
     assert run([*FLOORGUARD, "verify"], tmp_path).returncode == 2
     assert run([*FLOORGUARD, "verify", "chain"], tmp_path).returncode == 2
+
+
+def test_export_into_a_closed_pipe_exits_1_without_a_traceback(tmp_path: Path) -> None:
+    filled_chain(tmp_path, 400)  # more than a pipe buffer holds
+    environ = {**os.environ, "FLOORGUARD_HOME": str(tmp_path)}
+    proc = subprocess.Popen(
+        [*FLOORCTL, "chain", "export"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=environ,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline().startswith(b'{"chain_id":')
+    proc.stdout.close()  # the reader goes away, as `| head -1` would
+    assert proc.wait(timeout=60) == 1
+    assert proc.stderr.read() == b""

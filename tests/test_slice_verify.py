@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import tempfile
 import tracemalloc
@@ -15,6 +16,7 @@ from floorguard.chain import ChainRecord, canonical_json
 from floorguard.slice_verify import (
     MAX_LINE_BYTES,
     SliceVerifier,
+    iter_slice_lines,
     render_text,
     report_document,
     verify_slice,
@@ -239,6 +241,18 @@ def test_refuses_a_line_that_is_not_utf8(chain_lines: tuple[list[str], bytes]) -
 def test_refuses_an_oversized_line() -> None:
     report = verify_slice([b"x" * (MAX_LINE_BYTES + 2)])
     assert report.integrity_errors[0].reason.startswith("line 1: longer than")
+
+
+def test_an_oversized_line_in_a_file_is_skipped_and_reported(
+    chain_lines: tuple[list[str], bytes],
+) -> None:
+    lines, key = chain_lines
+    stream = io.BytesIO(b"{" + b" " * (MAX_LINE_BYTES + 10) + b"}\n" + lines[0].encode())
+    report = verify_slice(iter_slice_lines(stream), key=key)
+    assert [e.reason for e in report.integrity_errors] == [
+        f"line 1: longer than {MAX_LINE_BYTES} bytes"
+    ]
+    assert report.records == 1
 
 
 def test_an_empty_slice_proves_nothing() -> None:

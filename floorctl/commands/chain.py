@@ -70,8 +70,13 @@ def export(since: datetime | None, until: datetime | None, out: Path | None) -> 
         raise ChainError(f"no audit chain at {audit.db_path}: nothing has been recorded yet")
     lines = audit.export_lines(since, until)
     if out is None:
-        _write_lines(sys.stdout, lines)
-        sys.stdout.flush()
+        try:
+            _write_lines(sys.stdout, lines)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            # The reader stopped early (| head): the slice is incomplete, so exit 1, quietly.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise click.exceptions.Exit(1) from None
         return
     count = _write_atomically(out, lines)
     click.echo(f"wrote {count} record(s) to {out}", err=True)
