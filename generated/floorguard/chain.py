@@ -98,29 +98,7 @@ _HEX = frozenset("0123456789abcdef")
 # the order of object keys holding characters at or above U+E000 (UTF-16 vs code points).
 # Integers of 15 digits or fewer are always within 2**53.
 _SAFE_INT_DIGITS = 15
-
-
-class _Unsafe(Exception):
-    """The fast path cannot prove its output canonical: use the reference implementation."""
-
-
-def _no_float(text: str) -> float:
-    raise _Unsafe
-
-
-def _checked_int(text: str) -> int:
-    if len(text.lstrip("-")) > _SAFE_INT_DIGITS:
-        raise _Unsafe
-    return int(text)
-
-
-def _no_constant(text: str) -> Any:
-    raise _Unsafe
-
-
-_STRICT_INTS = json.JSONDecoder(
-    parse_float=_no_float, parse_int=_checked_int, parse_constant=_no_constant
-)
+_SAFE_INT_LIMIT = 10**_SAFE_INT_DIGITS
 
 
 def _keys_sort_alike(text: str) -> bool:
@@ -131,23 +109,44 @@ def _keys_sort_alike(text: str) -> bool:
 def canonical_json(value: Any) -> str:
     """The RFC 8785 canonical JSON of ``value`` as text.
 
-    Uses the C ``json`` encoder when the result provably equals RFC 8785 (read back, it is
-    the same value, with no float, no integer beyond 15 digits, and no character whose
-    UTF-16 order differs), else the ``rfc8785`` reference. Raises CanonicalizationError.
+    Uses the C ``json`` encoder when the result provably equals RFC 8785 (plain JSON types
+    only, no float, no integer beyond 15 digits, no character whose UTF-16 order differs),
+    else the ``rfc8785`` reference. Raises CanonicalizationError.
     """
     return _canonical_and_plain(value)[0]
 
 
+def _is_plain_json(value: Any) -> bool:
+    """Only dicts with string keys, lists, strings, booleans, None and integers of at most
+    15 digits (exact types, so no subclass can serialise itself differently)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is dict:
+            for key in item:
+                if type(key) is not str:
+                    return False
+            stack.extend(item.values())
+        elif kind is list:
+            stack.extend(item)
+        elif kind is int:
+            if not -_SAFE_INT_LIMIT < item < _SAFE_INT_LIMIT:
+                return False
+        elif not (kind is str or kind is bool or item is None):
+            return False
+    return True
+
+
 def _canonical_and_plain(value: Any) -> tuple[str, Any]:
-    """The canonical JSON of ``value`` and that JSON read back as plain values."""
+    """The canonical JSON of ``value``, and ``value`` as plain JSON values (itself when it
+    already is; else the canonical JSON read back)."""
     try:
-        text = COMPACT_SORTED.encode(value)
-        if _keys_sort_alike(text):
-            plain = _STRICT_INTS.decode(text)
-            if plain == value:
-                text.encode("utf-8")  # lone surrogates are not JSON text
-                return text, plain
-    except (_Unsafe, TypeError, ValueError):
+        text = COMPACT_SORTED.encode(value)  # first: it refuses cycles, the walk would not
+        if _keys_sort_alike(text) and _is_plain_json(value):
+            text.encode("utf-8")  # lone surrogates are not JSON text
+            return text, value
+    except (TypeError, ValueError):
         pass
     text = canonical_bytes(value).decode("utf-8")
     plain = json.loads(text)
