@@ -11,11 +11,13 @@ from collections.abc import Sequence
 
 import click
 
-from floorctl.commands import doctor, keygen, refresh, validate
+from floorctl.commands import chain as chain_commands
+from floorctl.commands import doctor, keygen, refresh, validate, verify_receipt
 from floorctl.commands import fetch as fetch_command
 from floorctl.commands import publish as publish_command
 from floorctl.commands import sign as sign_command
 from floorctl.commands import trust as trust_command
+from floorctl.commands import verify as verify_commands
 from floorctl.errors import FeedError, FloorctlError
 from floorguard.errors import FloorguardError
 
@@ -75,3 +77,6 @@ cli.add_command(fetch_command.command)
 cli.add_command(sign_command.command)
 cli.add_command(publish_command.command)
 cli.add_command(trust_command.group)
+cli.add_command(chain_commands.chain)
+verify_commands.verify.add_command(verify_receipt.command)
+cli.add_command(verify_commands.verify)

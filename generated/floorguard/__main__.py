@@ -1,0 +1,89 @@
+"""``python -m floorguard``: the runtime's own command line, usable without floorctl.
+
+argparse only (the runtime never imports click). Each command is a ``register_*`` function
+that adds its parser and sets ``handler``; a handler returns the exit status:
+0 success, 1 a check failed or input was rejected, 2 usage error (argparse's own).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from floorguard.chain_key import load_key
+from floorguard.errors import FloorguardError
+from floorguard.slice_verify import MACS_NOT_CHECKED, render_text, report_document, verify_path
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+Handler = Callable[[argparse.Namespace], int]
+if TYPE_CHECKING:
+    # Private in argparse and not subscriptable at run time: for the type checker only.
+    _SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
+
+
+def _verify_chain(args: argparse.Namespace) -> int:
+    key = load_key(args.key_file) if args.key_file is not None else None
+    if key is None:
+        print(MACS_NOT_CHECKED, file=sys.stderr)
+    report = verify_path(args.slice, key=key)
+    if args.as_json:
+        print(json.dumps(report_document(report), indent=2, sort_keys=True, ensure_ascii=False))
+    else:
+        sys.stdout.write(render_text(report))
+    return EXIT_OK if report.intact else EXIT_FAILED
+
+
+def register_verify(commands: _SubParsers) -> _SubParsers:
+    """``verify``: a group; returns its subparsers so that more checks can join it."""
+    verify = commands.add_parser("verify", help="verify audit-chain slices offline")
+    checks = verify.add_subparsers(dest="check", metavar="CHECK", required=True)
+    chain = checks.add_parser(
+        "chain",
+        help="integrity and continuity of an exported chain slice",
+        description="Check an exported slice of the audit chain (JSON Lines; - for stdin). "
+        "Prints PROVEN or NOT PROVEN with every integrity error; exit 0 only when proven.",
+    )
+    chain.add_argument("slice", metavar="SLICE", help="the slice file, or - for stdin")
+    chain.add_argument(
+        "--key-file", type=Path, default=None, help="the chain's HMAC key, to check the MACs"
+    )
+    chain.add_argument(
+        "--json", dest="as_json", action="store_true", help="print one JSON document"
+    )
+    chain.set_defaults(handler=_verify_chain)
+    return checks
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m floorguard",
+        description="floorguard: refuse known-unsafe agent CLIs at spawn time, and prove it.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    register_verify(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; errors become one ``floorguard: error:`` line and exit status 1."""
+    args = build_parser().parse_args(argv)
+    handler: Handler = args.handler
+    try:
+        return handler(args)
+    except FloorguardError as error:
+        print(f"floorguard: error: {error}", file=sys.stderr)
+    except OSError as error:
+        where = f"{error.filename}: " if error.filename else ""
+        print(f"floorguard: error: {where}{error.strerror or error}", file=sys.stderr)
+    return EXIT_FAILED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,794 @@
+"""The audit chain: every receipt floorguard issues, in one HMAC-linked log in SQLite.
+
+Record format
+-------------
+A record has eight fields: ``seq`` (integer, from 0, contiguous), ``ts`` (RFC 3339 UTC with
+``Z``, the time of the append), ``chain_id`` (32 lowercase hex characters, random, fixed at
+genesis), ``event`` (one of ``EVENTS``), ``receipt`` (the receipt object), ``receipt_id``
+(the receipt's content address), ``prev`` and ``mac``.
+
+The record body is the JSON object of the seven fields seq, ts, chain_id, event, receipt_id,
+receipt, prev; its canonical bytes are RFC 8785 (JCS). The record digest is ``sha256:`` +
+hex(sha256(canonical body)); the MAC is hex(HMAC-SHA256(key, canonical body)). The next
+record's prev is this digest; the genesis record's prev is ``sha256:`` and 64 zeros.
+
+An exported slice is JSON Lines: one record a line, written as the RFC 8785 canonical JSON
+of all eight fields (verifiers accept any JSON spelling of a line, but refuse duplicate keys).
+
+Timestamps never go backwards along the chain: an append stamped earlier than the head
+(the wall clock stepped back) takes the head's timestamp, so that time windows map onto
+contiguous runs of records.
+
+Storage: ``chain.sqlite3`` in WAL mode with ``synchronous=FULL``; every append is one
+``BEGIN IMMEDIATE`` transaction that reads the head and inserts the next record, so appends
+from many processes serialise into one linear chain, and ``append`` returns only once the
+record is durable. ``sqlite3`` is imported on first use.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import json
+import os
+import re
+import secrets
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from json.encoder import encode_basestring
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from floorguard._canonical import ZERO_DIGEST, canonical_bytes
+from floorguard._time import format_ts, now_ts, parse_ts
+from floorguard.chain_key import load_key, load_or_create_key
+from floorguard.errors import (
+    CanonicalizationError,
+    ChainError,
+    ChainWriteError,
+    FloorguardError,
+    KeyFileError,
+)
+from floorguard.state import state_paths
+
+if TYPE_CHECKING:
+    import sqlite3
+
+EVENTS: frozenset[str] = frozenset(
+    {
+        "adapter.spawn_preflight_receipt",
+        "adapter.version_posture",
+        "adapter.floor_update_receipt",
+        "adapter.canary_receipt",
+    }
+)
+RECORD_FIELDS: tuple[str, ...] = (
+    "seq",
+    "ts",
+    "chain_id",
+    "event",
+    "receipt_id",
+    "receipt",
+    "prev",
+    "mac",
+)
+BODY_FIELDS: tuple[str, ...] = RECORD_FIELDS[:-1]
+CHAIN_FORMAT = "1"
+MAX_RECEIPT_BYTES = 1 << 20
+BUSY_TIMEOUT_SECONDS = 30.0
+GENESIS_PREV = ZERO_DIGEST
+
+_COLUMNS = "seq, ts, chain_id, event, receipt_id, receipt, prev, mac"
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS records ("
+    " seq INTEGER PRIMARY KEY, ts TEXT NOT NULL, chain_id TEXT NOT NULL, event TEXT NOT NULL,"
+    " receipt_id TEXT NOT NULL, receipt TEXT NOT NULL, prev TEXT NOT NULL, mac TEXT NOT NULL)",
+)
+_HEX = frozenset("0123456789abcdef")
+
+
+# --- canonical bytes, fast -------------------------------------------------------------------
+
+# Python's json and RFC 8785 agree on everything except floats, integers beyond 2**53, and
+# the order of object keys holding characters at or above U+E000 (UTF-16 vs code points).
+# Integers of 15 digits or fewer are always within 2**53.
+_SAFE_INT_DIGITS = 15
+_SAFE_INT_LIMIT = 10**_SAFE_INT_DIGITS
+
+
+def _keys_sort_alike(text: str) -> bool:
+    """No character in ``text`` can make code-point order differ from UTF-16 order."""
+    return text.isascii() or max(text) < "\ue000"
+
+
+def canonical_json(value: Any) -> str:
+    """The RFC 8785 canonical JSON of ``value`` as text.
+
+    Uses the C ``json`` encoder when the result provably equals RFC 8785 (plain JSON types
+    only, no float, no integer beyond 15 digits, no character whose UTF-16 order differs),
+    else the ``rfc8785`` reference. Raises CanonicalizationError.
+    """
+    return _canonical_and_plain(value)[0]
+
+
+def _is_plain_json(value: Any) -> bool:
+    """Only dicts with string keys, lists, strings, booleans, None and integers of at most
+    15 digits (exact types, so no subclass can serialise itself differently)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is dict:
+            for key in item:
+                if type(key) is not str:
+                    return False
+            stack.extend(item.values())
+        elif kind is list:
+            stack.extend(item)
+        elif kind is int:
+            if not -_SAFE_INT_LIMIT < item < _SAFE_INT_LIMIT:
+                return False
+        elif not (kind is str or kind is bool or item is None):
+            return False
+    return True
+
+
+def _canonical_and_plain(value: Any) -> tuple[str, Any]:
+    """The canonical JSON of ``value``, and ``value`` as plain JSON values (itself when it
+    already is; else the canonical JSON read back)."""
+    try:
+        text = COMPACT_SORTED.encode(value)  # first: it refuses cycles, the walk would not
+        if _keys_sort_alike(text) and _is_plain_json(value):
+            text.encode("utf-8")  # lone surrogates are not JSON text
+            return text, value
+    except (TypeError, ValueError):
+        pass
+    text = canonical_bytes(value).decode("utf-8")
+    plain = json.loads(text)
+    # A float such as 2.0**53 is written as an integer that RFC 8785 then refuses to read
+    # back: refuse it here, rather than write a record no verifier can re-canonicalise.
+    try:
+        again = canonical_bytes(plain).decode("utf-8")
+    except CanonicalizationError as exc:
+        raise CanonicalizationError(
+            f"value does not survive a JSON round trip unchanged ({exc})"
+        ) from exc
+    if again != text:
+        raise CanonicalizationError("value does not survive a JSON round trip unchanged")
+    return text, plain
+
+
+# One encoder, built once: json.dumps would build a new one per call.
+COMPACT_SORTED = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
+# The C string encoder behind json.dumps(..., ensure_ascii=False).
+JSON_STRING: Callable[[str], str] = encode_basestring
+_jstr = JSON_STRING
+
+
+def body_text(
+    *, seq: int, ts: str, chain_id: str, event: str, receipt_id: str, receipt_json: str, prev: str
+) -> str:
+    """The canonical body of a record, given its receipt already in canonical JSON.
+
+    The seven keys are fixed ASCII names, so their sorted order is written out here; string
+    values must be JSON text without lone surrogates (``encode`` refuses those).
+    """
+    return (
+        f'{{"chain_id":{_jstr(chain_id)},"event":{_jstr(event)},"prev":{_jstr(prev)},'
+        f'"receipt":{receipt_json},"receipt_id":{_jstr(receipt_id)},"seq":{seq},'
+        f'"ts":{_jstr(ts)}}}'
+    )
+
+
+def line_text(
+    *,
+    seq: int,
+    ts: str,
+    chain_id: str,
+    event: str,
+    receipt_id: str,
+    receipt_json: str,
+    prev: str,
+    mac: str,
+) -> str:
+    """The canonical JSON of a whole record (the export line, without its newline)."""
+    return (
+        f'{{"chain_id":{_jstr(chain_id)},"event":{_jstr(event)},"mac":{_jstr(mac)},'
+        f'"prev":{_jstr(prev)},"receipt":{receipt_json},"receipt_id":{_jstr(receipt_id)},'
+        f'"seq":{seq},"ts":{_jstr(ts)}}}'
+    )
+
+
+def record_digest(body: bytes) -> str:
+    """``sha256:`` + hex(sha256(canonical body))."""
+    return "sha256:" + hashlib.sha256(body).hexdigest()
+
+
+def record_mac(key: bytes, body: bytes) -> str:
+    """hex(HMAC-SHA256(key, canonical body))."""
+    return hmac.digest(key, body, "sha256").hex()
+
+
+def is_chain_id(text: object) -> bool:
+    """True for 32 lowercase hex characters."""
+    return isinstance(text, str) and len(text) == 32 and set(text) <= _HEX
+
+
+def is_mac(text: object) -> bool:
+    """True for 64 lowercase hex characters."""
+    return isinstance(text, str) and len(text) == 64 and set(text) <= _HEX
+
+
+def receipt_problem(event: str, receipt: object) -> str | None:
+    """Why ``receipt`` cannot be recorded under ``event``, or None when it can."""
+    if event not in EVENTS:
+        return f"unknown event {event!r} (allowed: {', '.join(sorted(EVENTS))})"
+    if not isinstance(receipt, dict):
+        return "receipt is not a JSON object"
+    kind = receipt.get("kind")
+    if kind != event:
+        return f"receipt kind {kind!r} does not match event {event!r}"
+    version = receipt.get("schema_version")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        return "receipt has no schema_version (a positive integer)"
+    stamp = receipt.get("ts")
+    if not isinstance(stamp, str):
+        return "receipt has no ts (an RFC 3339 timestamp)"
+    try:
+        parse_any_ts(stamp)
+    except FloorguardError:
+        return f"receipt ts {stamp!r} is not an RFC 3339 timestamp"
+    return None
+
+
+# The form this project writes: fixed width, so that such stamps also sort as text.
+_UTC_Z = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?Z")
+
+
+def parse_any_ts(text: str) -> datetime:
+    """An RFC 3339 timestamp (Z or offset) as an aware UTC datetime; FloorguardError if not.
+
+    The common ``...Z`` form takes a fast path; anything else goes through ``parse_ts``.
+    """
+    if _UTC_Z.fullmatch(text):
+        try:
+            return datetime.fromisoformat(text[:-1]).replace(tzinfo=UTC)
+        except ValueError:
+            pass  # e.g. month 13: parse_ts words the error
+    return parse_ts(text)
+
+
+# --- records ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ChainRecord:
+    """One record of the chain, as stored and exported."""
+
+    seq: int
+    ts: str
+    chain_id: str
+    event: str
+    receipt_id: str
+    receipt: dict[str, Any]
+    prev: str
+    mac: str
+
+    def body(self) -> dict[str, Any]:
+        """The seven fields the digest and the MAC cover."""
+        return {
+            "seq": self.seq,
+            "ts": self.ts,
+            "chain_id": self.chain_id,
+            "event": self.event,
+            "receipt_id": self.receipt_id,
+            "receipt": self.receipt,
+            "prev": self.prev,
+        }
+
+    def body_bytes(self) -> bytes:
+        """RFC 8785 bytes of the body. Raises CanonicalizationError."""
+        return canonical_json(self.body()).encode("utf-8")
+
+    def digest(self) -> str:
+        """The record digest that the next record's ``prev`` must equal."""
+        return record_digest(self.body_bytes())
+
+    def mac_matches(self, key: bytes) -> bool:
+        """True when ``mac`` is the HMAC of the body under ``key``."""
+        return hmac.compare_digest(self.mac, record_mac(key, self.body_bytes()))
+
+    def to_json_line(self) -> str:
+        """The export line (canonical JSON of all eight fields, no trailing newline)."""
+        return canonical_json({**self.body(), "mac": self.mac})
+
+
+_Row = tuple[int, str, str, str, str, str, str, str]
+
+
+def _row_body(row: _Row) -> str:
+    seq, ts, chain_id, event, receipt_id, receipt_json, prev, _ = row
+    return body_text(
+        seq=seq,
+        ts=ts,
+        chain_id=chain_id,
+        event=event,
+        receipt_id=receipt_id,
+        receipt_json=receipt_json,
+        prev=prev,
+    )
+
+
+def _row_line(row: _Row) -> str:
+    seq, ts, chain_id, event, receipt_id, receipt_json, prev, mac = row
+    return line_text(
+        seq=seq,
+        ts=ts,
+        chain_id=chain_id,
+        event=event,
+        receipt_id=receipt_id,
+        receipt_json=receipt_json,
+        prev=prev,
+        mac=mac,
+    )
+
+
+def _row_record(row: _Row) -> ChainRecord:
+    seq, ts, chain_id, event, receipt_id, receipt_json, prev, mac = row
+    try:
+        receipt = json.loads(receipt_json)
+    except ValueError as exc:
+        raise ChainError(f"record {seq} holds a receipt that is not JSON") from exc
+    return ChainRecord(seq, ts, chain_id, event, receipt_id, receipt, prev, mac)
+
+
+# --- the store -------------------------------------------------------------------------------
+
+
+def _explain(error: BaseException) -> str:
+    """A reason a person can act on, from an sqlite3 or OS error."""
+    text = str(error)
+    lowered = text.lower()
+    if "readonly" in lowered or "read-only" in lowered:
+        return f"{text} (the database or its folder is read-only)"
+    if "disk is full" in lowered or "disk i/o error" in lowered:
+        return f"{text} (the disk may be full, or a file size limit was reached)"
+    if "not a database" in lowered or "malformed" in lowered:
+        return f"{text} (the file is corrupt or is not a floorguard chain; it was left as is)"
+    if "locked" in lowered or "busy" in lowered:
+        return f"{text} (another process held the chain for more than {BUSY_TIMEOUT_SECONDS:g}s)"
+    if "unable to open" in lowered:
+        return f"{text} (check that the folder exists, is writable, and is not a file)"
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror
+    return text
+
+
+class AuditChain:
+    """The chain in one SQLite file, MACed with the key in ``key_file``.
+
+    Constructing one touches nothing on disk. ``append`` creates the folder, the database
+    and the key on first use; ``head``, ``records`` and ``export_lines`` only read.
+    """
+
+    def __init__(self, db_path: Path, key_file: Path, *, clock: Callable[[], str] = now_ts) -> None:
+        self.db_path = Path(db_path)
+        self.key_file = Path(key_file)
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self._conn_pid = 0
+        self._conn_inode: tuple[int, int] | None = None
+        self._chain_id: str | None = None
+        self._key_cache: tuple[tuple[int, ...], bytes] | None = None
+
+    @classmethod
+    def from_env(
+        cls, environ: Mapping[str, str] | None = None, *, clock: Callable[[], str] = now_ts
+    ) -> AuditChain:
+        """The chain in ``FLOORGUARD_HOME`` with the key ``FLOORGUARD_CHAIN_KEY_FILE`` names."""
+        paths = state_paths(environ)
+        return cls(paths.chain_db, paths.chain_key, clock=clock)
+
+    def __enter__(self) -> AuditChain:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the cached write connection (appends reopen it)."""
+        with self._lock:
+            self._drop_connection()
+
+    def exists(self) -> bool:
+        """True when the database file exists (it may still hold no records)."""
+        return self.db_path.is_file()
+
+    # -- writing --
+
+    def append(self, event: str, receipt: Mapping[str, Any]) -> ChainRecord:
+        """Append one receipt and return its record once it is durable on disk.
+
+        Raises ChainWriteError when the record is refused (unknown event, malformed receipt)
+        or did not become durable (read-only or full disk, a file or folder in the way, a
+        corrupt database, a head record that does not verify with the key), and
+        KeyFileError when the key file is unreadable, too open, or not a 32-byte key.
+        """
+        receipt_json, receipt_obj = self._prepare_receipt(event, receipt)
+        receipt_id = record_digest(receipt_json.encode("utf-8"))
+        with self._lock:
+            row = self._with_busy_retry(
+                lambda: self._append_once(event, receipt_id, receipt_json), "append to"
+            )
+        seq, ts, chain_id, _, _, _, prev, mac = row
+        return ChainRecord(seq, ts, chain_id, event, receipt_id, receipt_obj, prev, mac)
+
+    def _prepare_receipt(
+        self, event: str, receipt: Mapping[str, Any]
+    ) -> tuple[str, dict[str, Any]]:
+        if not isinstance(receipt, Mapping):
+            raise ChainWriteError("refusing to append: the receipt is not a JSON object")
+        try:
+            # The record carries exactly what was stored: plain JSON values, read back.
+            receipt_json, receipt_obj = _canonical_and_plain(dict(receipt))
+        except FloorguardError as exc:
+            raise ChainWriteError(f"refusing to append: {exc}") from exc
+        if len(receipt_json) > MAX_RECEIPT_BYTES:
+            raise ChainWriteError(
+                f"refusing to append: the receipt exceeds {MAX_RECEIPT_BYTES} bytes"
+            )
+        problem = receipt_problem(event, receipt_obj)
+        if problem is not None:
+            raise ChainWriteError(f"refusing to append: {problem}")
+        return receipt_json, receipt_obj
+
+    def _append_in_transaction(
+        self, conn: sqlite3.Connection, event: str, receipt_id: str, receipt_json: str
+    ) -> _Row:
+        head: _Row | None = conn.execute(
+            f"SELECT {_COLUMNS} FROM records ORDER BY seq DESC LIMIT 1"  # noqa: S608
+        ).fetchone()
+        ts = self._clock()
+        if head is None:
+            key = load_or_create_key(self.key_file)
+            meta = conn.execute("SELECT value FROM meta WHERE key = 'chain_id'").fetchone()
+            if meta is None:
+                chain_id = secrets.token_hex(16)
+                conn.execute("INSERT INTO meta (key, value) VALUES ('chain_id', ?)", (chain_id,))
+            else:
+                chain_id = meta[0]
+            self._chain_id = chain_id
+            seq, prev = 0, GENESIS_PREV
+        else:
+            key = self._existing_key()
+            chain_id = head[2]
+            if self._chain_id is None:
+                meta = conn.execute("SELECT value FROM meta WHERE key = 'chain_id'").fetchone()
+                self._chain_id = None if meta is None else meta[0]
+            if self._chain_id != chain_id:
+                raise ChainWriteError(
+                    f"cannot append to the audit chain {self.db_path}: its metadata does not "
+                    "name the chain its records belong to (the database was altered)"
+                )
+            head_body = _row_body(head).encode("utf-8")
+            if not hmac.compare_digest(head[7], record_mac(key, head_body)):
+                raise ChainWriteError(
+                    f"cannot append to the audit chain {self.db_path}: its last record "
+                    f"(seq {head[0]}) does not verify with the key in {self.key_file} "
+                    "(the key was replaced or the record was altered)"
+                )
+            seq, prev = head[0] + 1, record_digest(head_body)
+            # The wall clock may step back; the chain's time may not.
+            ts = max(ts, head[1])
+        row: _Row = (seq, ts, chain_id, event, receipt_id, receipt_json, prev, "")
+        mac = record_mac(key, _row_body(row).encode("utf-8"))
+        row = (*row[:7], mac)
+        conn.execute(f"INSERT INTO records ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)  # noqa: S608
+        return row
+
+    def _append_once(self, event: str, receipt_id: str, receipt_json: str) -> _Row:
+        conn = self._writer()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            row = self._append_in_transaction(conn, event, receipt_id, receipt_json)
+            conn.execute("COMMIT")
+        except BaseException:
+            _rollback_quietly(conn)
+            # A connection that failed may be in any state: start the next try afresh.
+            self._drop_connection()
+            raise
+        return row
+
+    def _with_busy_retry(self, attempt: Callable[[], _Row], doing: str) -> _Row:
+        """Run ``attempt``, retrying while SQLite reports the database busy.
+
+        The busy timeout covers most waits, but SQLite returns SQLITE_BUSY at once in a few
+        cases (recovering the WAL of a killed process, changing the journal mode), so those
+        are retried here until the same deadline. Storage errors become ChainWriteError.
+        """
+        deadline = time.monotonic() + BUSY_TIMEOUT_SECONDS
+        pause = 0.001
+        while True:
+            try:
+                return attempt()
+            except (KeyFileError, ChainWriteError):
+                raise
+            except Exception as exc:
+                if not _is_storage_error(exc):
+                    raise
+                if _is_busy(exc) and time.monotonic() < deadline:
+                    time.sleep(pause)
+                    pause = min(pause * 2, 0.05)
+                    continue
+                raise ChainWriteError(
+                    f"cannot {doing} the audit chain {self.db_path}: {_explain(exc)}"
+                ) from exc
+
+    def _existing_key(self) -> bytes:
+        """The key of a chain that has records: never created here, re-read when it changes."""
+        try:
+            info = os.stat(self.key_file)
+        except FileNotFoundError:
+            raise KeyFileError(
+                f"chain key file {self.key_file} is missing but the chain "
+                f"{self.db_path} already holds records: restore the key (a new key "
+                "would make the existing MACs unverifiable)"
+            ) from None
+        except OSError as exc:
+            raise KeyFileError(
+                f"chain key file {self.key_file} is unreadable: {exc.strerror}"
+            ) from exc
+        # Any rewrite, rename or chmod changes one of these: then read and check it again.
+        signature = (info.st_dev, info.st_ino, info.st_mtime_ns, info.st_ctime_ns, info.st_size)
+        if self._key_cache is None or self._key_cache[0] != signature:
+            self._key_cache = (signature, load_key(self.key_file))
+        return self._key_cache[1]
+
+    def _writer(self) -> sqlite3.Connection:
+        """The cached write connection, reopened after a fork or if the file was replaced.
+
+        Raises sqlite3.Error or OSError (``append`` translates them) and ChainWriteError.
+        """
+        if self._conn is not None:
+            if self._conn_pid == os.getpid() and self._conn_inode == _inode(self.db_path):
+                return self._conn
+            self._drop_connection()
+        conn = self._open_writer()
+        self._conn = conn
+        self._conn_pid = os.getpid()
+        self._conn_inode = _inode(self.db_path)
+        return conn
+
+    def _open_writer(self) -> sqlite3.Connection:
+        import sqlite3  # noqa: PLC0415 - imported on first use, see the module docstring
+
+        home = self.db_path.parent
+        if home.exists() and not home.is_dir():
+            raise ChainWriteError(
+                f"cannot open the audit chain: {home} is not a folder (set FLOORGUARD_HOME "
+                "to a folder, or remove the file)"
+            )
+        home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if self.db_path.is_dir():
+            raise ChainWriteError(
+                f"cannot open the audit chain: {self.db_path} is a folder, not a database"
+            )
+        # Create it 0600 ourselves; SQLite gives its -wal and -shm files the same mode.
+        os.close(os.open(self.db_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
+        conn = sqlite3.connect(
+            self.db_path,
+            timeout=BUSY_TIMEOUT_SECONDS,
+            isolation_level=None,
+            check_same_thread=False,
+        )
+        try:
+            mode = conn.execute("PRAGMA journal_mode").fetchone()
+            if mode is not None and str(mode[0]).lower() != "wal":
+                # Only the first opener switches the mode (it needs an exclusive lock).
+                mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()
+            if mode is None or str(mode[0]).lower() != "wal":
+                raise ChainWriteError(
+                    f"cannot open the audit chain {self.db_path}: WAL mode is unavailable"
+                )
+            conn.execute("PRAGMA synchronous=FULL")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in _SCHEMA:
+                    conn.execute(statement)
+                conn.execute(
+                    "INSERT OR IGNORE INTO meta (key, value) VALUES ('format', ?)",
+                    (CHAIN_FORMAT,),
+                )
+                stored = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+                if stored is None or stored[0] != CHAIN_FORMAT:
+                    raise ChainWriteError(
+                        f"cannot open the audit chain {self.db_path}: unknown format "
+                        f"{stored[0] if stored else None!r} (this floorguard writes format "
+                        f"{CHAIN_FORMAT})"
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                _rollback_quietly(conn)
+                raise
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _drop_connection(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(Exception):  # it may already have failed
+                self._conn.close()
+        self._conn = None
+        self._conn_inode = None
+        self._chain_id = None
+
+    # -- reading --
+
+    def head(self) -> ChainRecord | None:
+        """The last record, or None when the chain is empty or absent. Raises ChainError."""
+        with self._reader() as conn:
+            if conn is None:
+                return None
+            row = conn.execute(
+                f"SELECT {_COLUMNS} FROM records ORDER BY seq DESC LIMIT 1"  # noqa: S608
+            ).fetchone()
+        return None if row is None else _row_record(row)
+
+    def records(
+        self, since: datetime | None = None, until: datetime | None = None
+    ) -> Iterator[ChainRecord]:
+        """The contiguous slice covering [since, until], streamed in seq order.
+
+        It starts at the last record stamped before ``since`` (genesis when there is none,
+        or when ``since`` is None) and ends at the first record stamped after ``until``
+        (the head when there is none), so that a verifier can see the window is covered.
+        Raises ChainError.
+        """
+        for row in self._slice_rows(since, until):
+            yield _row_record(row)
+
+    def export_lines(
+        self, since: datetime | None = None, until: datetime | None = None
+    ) -> Iterator[str]:
+        """The slice of ``records`` as export lines (no newline), without re-canonicalising."""
+        for row in self._slice_rows(since, until):
+            yield _row_line(row)
+
+    def _slice_rows(self, since: datetime | None, until: datetime | None) -> Iterator[_Row]:
+        with self._reader() as conn:
+            if conn is None:
+                return
+            try:
+                # One read transaction: the bounds and the rows come from one snapshot.
+                conn.execute("BEGIN")
+                first, last = 0, None
+                bounds = conn.execute("SELECT min(seq), max(seq) FROM records").fetchone()
+                low, high = bounds if bounds[0] is not None else (0, -1)
+                if since is not None:
+                    # The last record stamped before since: the one before the first at or
+                    # after it. Bisection relies on timestamps never going backwards
+                    # (append enforces it; the verifier checks it).
+                    at_or_after = _first_seq_where(conn, low, high, format_ts(since), ">=")
+                    first = max(low, at_or_after - 1)
+                if until is not None:
+                    after = _first_seq_where(conn, low, high, format_ts(until), ">")
+                    last = None if after > high else after
+                if last is None:
+                    cursor = conn.execute(
+                        f"SELECT {_COLUMNS} FROM records WHERE seq >= ? ORDER BY seq",  # noqa: S608
+                        (first,),
+                    )
+                else:
+                    cursor = conn.execute(
+                        f"SELECT {_COLUMNS} FROM records WHERE seq BETWEEN ? AND ? "  # noqa: S608
+                        "ORDER BY seq",
+                        (first, last),
+                    )
+                while batch := cursor.fetchmany(512):
+                    yield from batch
+            except Exception as exc:
+                if _is_storage_error(exc):
+                    raise ChainError(
+                        f"cannot read the audit chain {self.db_path}: {_explain(exc)}"
+                    ) from exc
+                raise
+
+    def _reader(self) -> _ReadConnection:
+        return _ReadConnection(self.db_path)
+
+
+class _ReadConnection:
+    """A read-only connection for one read; None when there is no database at all."""
+
+    def __init__(self, db_path: Path) -> None:
+        self._path = db_path
+        self._conn: sqlite3.Connection | None = None
+
+    def __enter__(self) -> sqlite3.Connection | None:
+        import sqlite3  # noqa: PLC0415 - imported on first use, see the module docstring
+
+        if not self._path.exists():
+            return None
+        if not self._path.is_file():
+            raise ChainError(f"cannot read the audit chain: {self._path} is not a file")
+        uri = self._path.absolute().as_uri() + "?mode=ro"
+        try:
+            conn = sqlite3.connect(
+                uri, uri=True, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None
+            )
+            has_table = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'records'"
+            ).fetchone()
+        except sqlite3.Error as exc:
+            raise ChainError(f"cannot read the audit chain {self._path}: {_explain(exc)}") from exc
+        if has_table is None:
+            conn.close()
+            # A database with no records table yet is an empty chain, nothing more.
+            return None
+        self._conn = conn
+        return conn
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+def _is_storage_error(exc: BaseException) -> bool:
+    import sqlite3  # noqa: PLC0415 - imported on first use, see the module docstring
+
+    return isinstance(exc, sqlite3.Error | OSError)
+
+
+def _first_seq_where(
+    conn: sqlite3.Connection, low: int, high: int, stamp: str, relation: str
+) -> int:
+    """The first seq in [low, high] whose ts is ``>=`` (or ``>``) stamp; high + 1 if none."""
+    while low <= high:
+        middle = (low + high) // 2
+        row = conn.execute("SELECT ts FROM records WHERE seq = ?", (middle,)).fetchone()
+        ts = "" if row is None else row[0]
+        if (ts >= stamp) if relation == ">=" else (ts > stamp):
+            high = middle - 1
+        else:
+            low = middle + 1
+    return low
+
+
+def _is_busy(exc: BaseException) -> bool:
+    import sqlite3  # noqa: PLC0415 - imported on first use, see the module docstring
+
+    if not isinstance(exc, sqlite3.OperationalError):
+        return False
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        # SQLITE_BUSY and SQLITE_LOCKED, with their extended codes.
+        return code & 0xFF in (5, 6)
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+def _inode(path: Path) -> tuple[int, int] | None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino)
+
+
+def _rollback_quietly(conn: sqlite3.Connection) -> None:
+    # After a failed COMMIT SQLite may already have rolled back; the first error is the news.
+    try:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+    except Exception:  # noqa: S110
+        pass

@@ -1,0 +1,112 @@
+"""The audit chain's HMAC key: 32 random bytes kept as 64 lowercase hex characters.
+
+The file (``chain.key`` beside the database, or ``FLOORGUARD_CHAIN_KEY_FILE``) holds exactly
+64 lowercase hex characters and at most one trailing newline, with mode 0600. It is created
+on the first append only; reading commands never create one. A file that group or others
+may access is refused, because whoever can read the key can forge MACs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import stat
+from pathlib import Path
+
+from floorguard.errors import KeyFileError
+
+KEY_BYTES = 32
+_HEX_LEN = 2 * KEY_BYTES
+_HEX_DIGITS = frozenset(b"0123456789abcdef")
+# Anything longer than the key and its newline is not a key file; read no more than this.
+_READ_LIMIT = _HEX_LEN + 2
+
+
+def parse_key_text(data: bytes, source: str = "key file") -> bytes:
+    """The key in a key file's bytes. Raises KeyFileError unless it is exactly a 32-byte key."""
+    text = data[:-1] if data.endswith(b"\n") else data
+    if not text:
+        raise KeyFileError(f"{source} is empty: expected {_HEX_LEN} lowercase hex characters")
+    if len(text) != _HEX_LEN or not set(text) <= _HEX_DIGITS:
+        raise KeyFileError(
+            f"{source} is not a {KEY_BYTES}-byte key: expected exactly {_HEX_LEN} lowercase "
+            "hex characters and at most one trailing newline"
+        )
+    return bytes.fromhex(text.decode("ascii"))
+
+
+def load_key(path: Path) -> bytes:
+    """Read an existing key file.
+
+    Raises KeyFileError when it is missing, unreadable, not a regular file, accessible by
+    group or others, or not exactly a 32-byte key.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError as exc:
+        raise KeyFileError(f"chain key file {path} does not exist") from exc
+    except OSError as exc:
+        raise KeyFileError(f"chain key file {path} is unreadable: {exc.strerror}") from exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise KeyFileError(f"chain key file {path} is not a regular file")
+        if info.st_mode & 0o077:
+            mode = stat.S_IMODE(info.st_mode)
+            raise KeyFileError(
+                f"chain key file {path} is accessible by group or others (mode {mode:04o}); "
+                f"restrict it with: chmod 600 {path}"
+            )
+        data = os.read(fd, _READ_LIMIT + 1)
+    except OSError as exc:
+        raise KeyFileError(f"chain key file {path} is unreadable: {exc.strerror}") from exc
+    finally:
+        os.close(fd)
+    return parse_key_text(data, f"chain key file {path}")
+
+
+def load_or_create_key(path: Path) -> bytes:
+    """Read the key file, creating it (mode 0600) if it does not exist yet.
+
+    Creation is race-free across processes: the key is written and synced under a unique
+    temporary name, then hard-linked to ``path``; a process that loses the race reads the
+    winner's key. The folder must exist. Raises KeyFileError.
+    """
+    if not os.path.lexists(path):
+        _create_key_file(path)
+    return load_key(path)
+
+
+def _create_key_file(path: Path) -> None:
+    folder = path.parent
+    temp = folder / f".{path.name}.{os.getpid()}.{secrets.token_hex(8)}.tmp"
+    try:
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise KeyFileError(f"cannot create chain key file {path}: {exc.strerror}") from exc
+    try:
+        try:
+            # The umask may have removed bits we need, or a strange one kept too many.
+            os.fchmod(fd, 0o600)
+            os.write(fd, (secrets.token_hex(KEY_BYTES) + "\n").encode("ascii"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        # If another process created it first, its key is the key.
+        with contextlib.suppress(FileExistsError):
+            os.link(temp, path)
+        _fsync_dir(folder)
+    except OSError as exc:
+        raise KeyFileError(f"cannot create chain key file {path}: {exc.strerror}") from exc
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,51 @@
+"""Where floorguard keeps its state: the audit chain database and its HMAC key.
+
+``FLOORGUARD_HOME`` names the folder; without it, ``$XDG_STATE_HOME/floorguard``, else
+``~/.local/state/floorguard``. ``FLOORGUARD_CHAIN_KEY_FILE`` names another key file.
+Resolving paths is pure: nothing is created here.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+HOME_ENV = "FLOORGUARD_HOME"
+KEY_FILE_ENV = "FLOORGUARD_CHAIN_KEY_FILE"
+CHAIN_DB_NAME = "chain.sqlite3"
+CHAIN_KEY_NAME = "chain.key"
+
+
+@dataclass(frozen=True)
+class StatePaths:
+    """The state folder and the files floorguard keeps in (or beside) it."""
+
+    home: Path
+    chain_db: Path
+    chain_key: Path
+
+
+def state_home(environ: Mapping[str, str] | None = None) -> Path:
+    """The state folder named by the environment (an empty variable counts as unset)."""
+    env = os.environ if environ is None else environ
+    explicit = env.get(HOME_ENV, "")
+    if explicit:
+        return Path(explicit).expanduser().absolute()
+    xdg = env.get("XDG_STATE_HOME", "")
+    # The XDG spec says a relative XDG_STATE_HOME is invalid and must be ignored.
+    if xdg and Path(xdg).is_absolute():
+        return Path(xdg) / "floorguard"
+    home = env.get("HOME", "")
+    base = Path(home) if home else Path.home()
+    return base / ".local" / "state" / "floorguard"
+
+
+def state_paths(environ: Mapping[str, str] | None = None) -> StatePaths:
+    """The chain database and key file paths the environment selects."""
+    env = os.environ if environ is None else environ
+    home = state_home(env)
+    key_override = env.get(KEY_FILE_ENV, "")
+    key = Path(key_override).expanduser().absolute() if key_override else home / CHAIN_KEY_NAME
+    return StatePaths(home=home, chain_db=home / CHAIN_DB_NAME, chain_key=key)

@@ -1,0 +1,135 @@
+"""Benchmarks of the audit chain (run with ``-m perf``; excluded from the default run).
+
+- A durable append against one bare durable SQLite insert of the same size with the same
+  PRAGMAs (WAL, synchronous=FULL, BEGIN IMMEDIATE): target at most 2x.
+- Verifying a 200,000-record slice against the bare floor of reading its lines, one
+  ``json.loads`` and one ``hmac.digest`` per line: target at most 2.5x.
+
+The ratios are printed (``-s`` shows them); the assertions allow for noisy shared machines
+and catch only regressions well past the targets.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import sqlite3
+import statistics
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from floorguard._canonical import ZERO_DIGEST
+from floorguard._time import format_ts
+from floorguard.chain import AuditChain, body_text, canonical_json, line_text, record_mac
+from floorguard.slice_verify import verify_path
+
+pytestmark = pytest.mark.perf
+
+SPAWN = "adapter.spawn_preflight_receipt"
+START = datetime(2026, 11, 30, tzinfo=UTC)
+
+
+def _receipt(n: int) -> dict[str, object]:
+    return {
+        "kind": SPAWN,
+        "schema_version": 1,
+        "ts": "2026-11-30T03:05:18.123456Z",
+        "adapter": "aider",
+        "binary": "/usr/local/bin/aider",
+        "version": f"0.59.{n % 100}",
+        "detected_by": "--version",
+        "floor": "0.60.0",
+        "advisory_id": "BSA-0001",
+        "verdict": "refuse",
+        "reason": "aider is below its floor 0.60.0 (BSA-0001)",
+        "policy": "block",
+        "floor_map_hash": "sha256:" + "ab" * 32,
+        "n": n,
+    }
+
+
+def test_bench_durable_append_against_a_bare_insert(tmp_path: Path) -> None:
+    rounds = 500
+    chain = AuditChain(tmp_path / "chain" / "chain.sqlite3", tmp_path / "chain" / "chain.key")
+    chain.append(SPAWN, _receipt(0))  # the first append creates the database and the key
+    row = next(chain.export_lines())
+    conn = sqlite3.connect(tmp_path / "bare.sqlite3", isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("CREATE TABLE t (seq INTEGER PRIMARY KEY, line TEXT NOT NULL)")
+
+    ours, bare = [], []
+    # Interleaved, so that both see the same disk and the same neighbours.
+    for n in range(rounds):
+        started = time.perf_counter()
+        chain.append(SPAWN, _receipt(n))
+        ours.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("INSERT INTO t (line) VALUES (?)", (row,))
+        conn.execute("COMMIT")
+        bare.append(time.perf_counter() - started)
+    conn.close()
+
+    ratio = statistics.median(ours) / statistics.median(bare)
+    print(
+        f"\ndurable append: median {statistics.median(ours) * 1e6:.0f} us, bare insert "
+        f"{statistics.median(bare) * 1e6:.0f} us, ratio {ratio:.2f}x (target <= 2x)"
+    )
+    assert ratio < 4
+
+
+def _write_slice(path: Path, count: int, key: bytes) -> None:
+    chain_id = "0123456789abcdef" * 2
+    prev = ZERO_DIGEST
+    with path.open("w", encoding="utf-8") as out:
+        for seq in range(count):
+            receipt_json = canonical_json(_receipt(seq))
+            receipt_id = "sha256:" + hashlib.sha256(receipt_json.encode()).hexdigest()
+            ts = format_ts(START + timedelta(seconds=seq))
+            fields = {
+                "seq": seq,
+                "ts": ts,
+                "chain_id": chain_id,
+                "event": SPAWN,
+                "receipt_id": receipt_id,
+                "receipt_json": receipt_json,
+                "prev": prev,
+            }
+            body = body_text(**fields).encode()  # type: ignore[arg-type]
+            out.write(line_text(**fields, mac=record_mac(key, body)) + "\n")  # type: ignore[arg-type]
+            prev = "sha256:" + hashlib.sha256(body).hexdigest()
+
+
+def test_bench_verify_200k_records_against_the_bare_floor(tmp_path: Path) -> None:
+    count = 200_000
+    key = bytes(range(32))
+    slice_file = tmp_path / "slice.jsonl"
+    _write_slice(slice_file, count, key)
+
+    def floor() -> None:
+        with slice_file.open("rb") as stream:
+            for line in stream:
+                json.loads(line)
+                hmac.digest(key, line, "sha256")
+
+    def ours() -> None:
+        report = verify_path(slice_file, key=key)
+        assert report.intact and report.records == count
+
+    timings: dict[str, list[float]] = {"floor": [], "ours": []}
+    for _ in range(3):
+        for name, run in (("floor", floor), ("ours", ours)):
+            started = time.perf_counter()
+            run()
+            timings[name].append(time.perf_counter() - started)
+    floor_s, ours_s = statistics.median(timings["floor"]), statistics.median(timings["ours"])
+    ratio = ours_s / floor_s
+    print(
+        f"\nverify {count} records: {ours_s:.2f} s ({ours_s / count * 1e6:.1f} us/record), "
+        f"bare floor {floor_s:.2f} s, ratio {ratio:.2f}x (target <= 2.5x)"
+    )
+    assert ratio < 4
