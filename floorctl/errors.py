@@ -42,7 +42,10 @@ class SigningError(FloorctlError):
 
 
 class FetchError(FloorctlError):
-    """A download was refused (scheme, origin, redirect, size, deadline, status); nothing written."""
+    """A download was refused (scheme, origin, redirect, size, deadline, status).
+
+    Nothing was written.
+    """
 
 
 class TrustError(FloorctlError):

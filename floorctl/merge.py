@@ -27,7 +27,9 @@ class Conflict:
 
     def describe(self) -> str:
         pairs = ", ".join(f"{s} says {v}" for s, v in zip(self.sources, self.versions, strict=True))
-        return f"{self.adapter}: feeds disagree ({pairs}); the highest floor, from {self.chosen}, wins"
+        return (
+            f"{self.adapter}: feeds disagree ({pairs}); the highest floor, from {self.chosen}, wins"
+        )
 
 
 @dataclass(frozen=True)
@@ -113,4 +115,3 @@ def diff(old: FloorMap, new: FloorMap) -> MapDiff:
         changed=tuple(changed),
         lowered=tuple(lowered),
     )
-

@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-from floorguard.errors import FloorguardError
-from floorguard.floormap import ENTRY_FIELDS, entries_hash, from_entries, to_entries
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from floorctl.errors import ModuleError, RenderError
 from floorctl.splice import BEGIN, END, SplitModule, split_lines, split_module
+from floorguard.errors import FloorguardError
+from floorguard.floormap import ENTRY_FIELDS, entries_hash, from_entries, to_entries
 
 FLOORGUARD = "floorguard"
 BERNSTEIN = "bernstein"

@@ -26,7 +26,9 @@ import json, sys
 import floorguard
 request = json.loads(sys.argv[1])
 try:
-    d = floorguard.preflight(request["adapter"], binary=request.get("binary"), version=request.get("version"))
+    d = floorguard.preflight(
+        request["adapter"], binary=request.get("binary"), version=request.get("version")
+    )
     out = {"raised": None, "verdict": d.verdict, "reason": d.reason, "receipt_id": d.receipt_id,
            "version": d.version, "detected_by": d.detected_by, "policy": d.policy, "floor": d.floor}
 except floorguard.SpawnRefused as exc:
@@ -40,8 +42,9 @@ print(json.dumps(out))
 """
 
 
-def map_module(entries: dict[str, dict[str, str]], *, stated_hash: str | None = None,
-               version: int = 1) -> str:
+def map_module(
+    entries: dict[str, dict[str, str]], *, stated_hash: str | None = None, version: int = 1
+) -> str:
     """A floor_map.py in the default layout (as floorctl renders it)."""
     return (
         "# floor-map:begin\n"
@@ -63,8 +66,9 @@ class Host:
         self.root = root
         self.site = root / "site"
         self.home = root / "home"
-        shutil.copytree(PACKAGE, self.site / "floorguard",
-                        ignore=shutil.ignore_patterns("__pycache__", "maps"))
+        shutil.copytree(
+            PACKAGE, self.site / "floorguard", ignore=shutil.ignore_patterns("__pycache__", "maps")
+        )
         self.set_map(map_module(entries))
 
     @property
@@ -75,19 +79,27 @@ class Host:
         self.map_file.write_text(text, encoding="utf-8")
 
     def env(self, **extra: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("FLOORGUARD_", "FLOORCTL_"))}
+        env = {
+            k: v for k, v in os.environ.items() if not k.startswith(("FLOORGUARD_", "FLOORCTL_"))
+        }
         env["PYTHONPATH"] = str(self.site)
         env["FLOORGUARD_HOME"] = str(self.home)
         env.update(extra)
         return env
 
     def python(self, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, *args], capture_output=True, text=True,
-                              env=self.env(**extra), timeout=120, check=False)
+        return subprocess.run(
+            [sys.executable, *args],
+            capture_output=True,
+            text=True,
+            env=self.env(**extra),
+            timeout=120,
+            check=False,
+        )
 
-    def preflight(self, adapter: str, *, binary: str | None = None, version: str | None = None,
-                  **extra: str) -> dict[str, Any]:
+    def preflight(
+        self, adapter: str, *, binary: str | None = None, version: str | None = None, **extra: str
+    ) -> dict[str, Any]:
         request = json.dumps({"adapter": adapter, "binary": binary, "version": version})
         done = self.python("-c", HOST, request, **extra)
         assert done.returncode == 0, done.stderr

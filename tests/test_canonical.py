@@ -13,16 +13,12 @@ from hypothesis import strategies as st
 from floorguard._canonical import canonical_bytes, content_address
 from floorguard.errors import CanonicalizationError
 
-scalars = (
-    st.none()
-    | st.booleans()
-    | st.integers(min_value=-(2**60), max_value=2**60)
-    | st.text()
-)
+scalars = st.none() | st.booleans() | st.integers(min_value=-(2**60), max_value=2**60) | st.text()
 json_values = st.recursive(
     scalars,
-    lambda children: st.lists(children, max_size=5)
-    | st.dictionaries(st.text(), children, max_size=5),
+    lambda children: (
+        st.lists(children, max_size=5) | st.dictionaries(st.text(), children, max_size=5)
+    ),
     max_leaves=30,
 )
 
@@ -55,7 +51,7 @@ def test_keys_beyond_the_bmp_sort_by_utf16_code_units() -> None:
 
 
 def test_control_characters_are_escaped_as_rfc8785_says() -> None:
-    value = {"s": "\x00\x08\t\n\x0c\r\x1f\"\\\u2028\x7f"}
+    value = {"s": '\x00\x08\t\n\x0c\r\x1f"\\\u2028\x7f'}
     assert canonical_bytes(value) == rfc8785.dumps(value)
 
 

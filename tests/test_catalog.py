@@ -4,6 +4,10 @@ refuses to guess, and PEP 440 validation of everything accepted."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from packaging.version import Version
+
 from floorguard.catalog import (
     CATALOG,
     entry_for,
@@ -13,9 +17,6 @@ from floorguard.catalog import (
     validate_version,
 )
 from floorguard.errors import DetectionError
-from hypothesis import given
-from hypothesis import strategies as st
-from packaging.version import Version
 
 # What the real CLIs print for --version (as reported in their issue trackers and release
 # notes), and the version floorguard must read from it.

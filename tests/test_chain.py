@@ -17,11 +17,6 @@ from typing import Any
 
 import pytest
 import rfc8785
-from floorguard._canonical import ZERO_DIGEST, content_address
-from floorguard.chain import EVENTS, AuditChain, ChainRecord, canonical_json
-from floorguard.errors import CanonicalizationError, ChainWriteError, KeyFileError
-from floorguard.slice_verify import verify_slice
-from floorguard.state import state_home, state_paths
 from helpers.chain_support import (
     CANARY,
     SPAWN,
@@ -32,6 +27,12 @@ from helpers.chain_support import (
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from floorguard._canonical import ZERO_DIGEST, content_address
+from floorguard.chain import EVENTS, AuditChain, ChainRecord, canonical_json
+from floorguard.errors import CanonicalizationError, ChainWriteError, KeyFileError
+from floorguard.slice_verify import verify_slice
+from floorguard.state import state_home, state_paths
 
 
 def _key(folder: Path) -> bytes:

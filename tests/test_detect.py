@@ -16,15 +16,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from floorguard.detect import (
-    Detection,
-    ProbeSettings,
-    clear_cache,
-    detect_version,
-    file_identity,
-    resolve_binary,
-)
-from floorguard.errors import DetectionError
 from probes import (
     alive,
     marker_script,
@@ -35,6 +26,16 @@ from probes import (
     sh_script,
     write_executable,
 )
+
+from floorguard.detect import (
+    Detection,
+    ProbeSettings,
+    clear_cache,
+    detect_version,
+    file_identity,
+    resolve_binary,
+)
+from floorguard.errors import DetectionError
 
 FAST = ProbeSettings(timeout_s=0.5)
 SECRETS = {

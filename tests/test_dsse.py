@@ -71,7 +71,14 @@ def test_two_distinct_keys_meet_a_threshold_of_two() -> None:
     first, second = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
     a, b = dsse.sign(TYPE, b"{}", first), dsse.sign(TYPE, b"{}", second)
     both = dsse.Envelope(TYPE, b"{}", a.signatures + b.signatures)
-    assert len(dsse.verify(both, [first.public_key(), second.public_key()], payload_type=TYPE, threshold=2)) == 2
+    assert (
+        len(
+            dsse.verify(
+                both, [first.public_key(), second.public_key()], payload_type=TYPE, threshold=2
+            )
+        )
+        == 2
+    )
 
 
 def test_threshold_below_one_is_refused() -> None:
@@ -90,7 +97,14 @@ def test_threshold_below_one_is_refused() -> None:
         b'{"payload":"%%%","payloadType":"t","signatures":[{"keyid":"","sig":"AA=="}]}',
         b'{"payload":"e30=","payloadType":"t","signatures":[{"keyid":"","sig":"AA=="}],"x":1}',
     ],
-    ids=["not-json", "not-object", "no-signatures", "empty-signatures", "bad-base64", "unknown-field"],
+    ids=[
+        "not-json",
+        "not-object",
+        "no-signatures",
+        "empty-signatures",
+        "bad-base64",
+        "unknown-field",
+    ],
 )
 def test_refuses_malformed_envelopes(raw: bytes) -> None:
     with pytest.raises(VerificationError):

@@ -20,7 +20,9 @@ def test_highest_floor_wins_by_pep440_order_not_text_order() -> None:
 
 
 def test_pre_release_is_below_the_release() -> None:
-    merged = merge([("a", from_entries({"x": entry("1.0.0rc1")})), ("b", from_entries({"x": entry("1.0.0")}))])
+    merged = merge(
+        [("a", from_entries({"x": entry("1.0.0rc1")})), ("b", from_entries({"x": entry("1.0.0")}))]
+    )
     assert merged.floor_map["x"].min_safe_version == "1.0.0"
 
 
@@ -30,7 +32,12 @@ def test_agreeing_feeds_report_no_conflict() -> None:
 
 
 def test_equal_floor_with_different_advisory_is_a_reported_conflict() -> None:
-    merged = merge([("a", from_entries({"x": entry("1.0", "BSA-1")})), ("b", from_entries({"x": entry("1.0", "BSA-2")}))])
+    merged = merge(
+        [
+            ("a", from_entries({"x": entry("1.0", "BSA-1")})),
+            ("b", from_entries({"x": entry("1.0", "BSA-2")})),
+        ]
+    )
     assert merged.floor_map["x"].advisory_id == "BSA-1"
     assert len(merged.conflicts) == 1
 
@@ -42,7 +49,9 @@ def test_union_of_adapters() -> None:
 
 def test_diff_names_added_removed_changed_and_lowered() -> None:
     old = from_entries({"keep": entry("1.0"), "gone": entry("1.0"), "down": entry("2.0")})
-    new = from_entries({"keep": entry("1.0", note="new note"), "down": entry("1.5"), "fresh": entry("1")})
+    new = from_entries(
+        {"keep": entry("1.0", note="new note"), "down": entry("1.5"), "fresh": entry("1")}
+    )
     changes = diff(old, new)
     assert changes.added == ("fresh",)
     assert changes.removed == ("gone",)

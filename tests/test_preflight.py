@@ -10,7 +10,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from hosts import HOST, Host, floor, map_module, receipt_in_chain, write_script
 
 ALLOWED = {"permit", "warn_override", "untracked"}
@@ -134,7 +133,9 @@ def test_warn_policy_records_an_override_for_a_below_floor_binary(
 
 
 @pytest.mark.parametrize("value", ["WARN", " warn", "warn ", "warn-only", "block", ""])
-def test_policy_strings_other_than_exactly_warn_block(host: Host, bin_dir: Path, value: str) -> None:
+def test_policy_strings_other_than_exactly_warn_block(
+    host: Host, bin_dir: Path, value: str
+) -> None:
     result = host.preflight(
         "aider", binary=aider_binary(bin_dir, "0.10.0"), FLOORGUARD_ADAPTER_FLOOR_POLICY=value
     )

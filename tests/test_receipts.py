@@ -117,7 +117,9 @@ def test_refuses_a_receipt_whose_map_does_not_match_its_hash(key: Ed25519Private
         statement["predicate"]["new_floor_map"]["aider"]["min_safe_version"] = "0.1.0"
 
     with pytest.raises(VerificationError, match="hashing to"):
-        receipts.verify_update_envelope(resign_statement(signed(key), swap_map, key), [key.public_key()])
+        receipts.verify_update_envelope(
+            resign_statement(signed(key), swap_map, key), [key.public_key()]
+        )
 
 
 def test_refuses_a_statement_whose_subject_is_another_map(key: Ed25519PrivateKey) -> None:
@@ -125,7 +127,9 @@ def test_refuses_a_statement_whose_subject_is_another_map(key: Ed25519PrivateKey
         statement["subject"][0]["digest"]["sha256"] = "f" * 64
 
     with pytest.raises(VerificationError, match="subject"):
-        receipts.verify_update_envelope(resign_statement(signed(key), retarget, key), [key.public_key()])
+        receipts.verify_update_envelope(
+            resign_statement(signed(key), retarget, key), [key.public_key()]
+        )
 
 
 def test_refuses_a_foreign_predicate_type(key: Ed25519PrivateKey) -> None:
@@ -133,7 +137,9 @@ def test_refuses_a_foreign_predicate_type(key: Ed25519PrivateKey) -> None:
         statement["predicateType"] = "https://slsa.dev/provenance/v1"
 
     with pytest.raises(VerificationError, match="predicateType"):
-        receipts.verify_update_envelope(resign_statement(signed(key), foreign, key), [key.public_key()])
+        receipts.verify_update_envelope(
+            resign_statement(signed(key), foreign, key), [key.public_key()]
+        )
 
 
 def test_chain_style_receipt_is_checked_by_content_address() -> None:

@@ -10,7 +10,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from floorguard.floormap import entries_hash
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -27,6 +26,7 @@ from floorctl.render import (
     render_block,
 )
 from floorctl.splice import BEGIN, END, splice, split_module, write_atomic
+from floorguard.floormap import entries_hash
 
 ASSETS = Path(__file__).parent / "assets"
 NOTE = "aider below 0.60.0 is known-unsafe for spawned use; upgrade recommended."

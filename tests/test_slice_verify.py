@@ -11,6 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.chain_support import export_lines, filled_chain
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from floorguard._canonical import ZERO_DIGEST
 from floorguard.chain import ChainRecord, canonical_json
 from floorguard.slice_verify import (
@@ -21,9 +25,6 @@ from floorguard.slice_verify import (
     report_document,
     verify_slice,
 )
-from helpers.chain_support import export_lines, filled_chain
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from hosts import Host, floor, receipt_in_chain, write_script
 
 SPAWN_HOST = r"""
@@ -131,8 +130,7 @@ def test_policy_changed_between_two_calls_takes_effect_on_the_second(
 ) -> None:
     marker = tmp_path / "ran"
     binary = agent(tmp_path / "aider", "0.10.0", marker)
-    first, second = run(host, adapter="aider", argv=[], binary=str(binary),
-                        policies=[None, "warn"])
+    first, second = run(host, adapter="aider", argv=[], binary=str(binary), policies=[None, "warn"])
     assert not first["started"] and first["verdict"] == "refuse"
     assert second["started"]
     assert marker.exists()
@@ -141,7 +139,8 @@ def test_policy_changed_between_two_calls_takes_effect_on_the_second(
 def test_spawn_refuses_a_shell_string(host: Host) -> None:
     code = (
         "import floorguard\n"
-        "try:\n    floorguard.spawn('aider', 'rm -rf /')\nexcept TypeError as e:\n    print('TypeError', e)\n"
+        "try:\n    floorguard.spawn('aider', 'rm -rf /')\n"
+        "except TypeError as e:\n    print('TypeError', e)\n"
     )
     done = host.python("-c", code)
     assert done.stdout.startswith("TypeError")

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TextIO
 
 import click
+
 from floorguard._time import parse_ts
 from floorguard.chain import AuditChain
 from floorguard.errors import ChainError, FloorguardError

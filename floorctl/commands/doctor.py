@@ -23,5 +23,7 @@ def command(as_json: bool) -> None:
     else:
         click.echo(doctor.format_table(posture))
     if not posture.healthy:
-        unhealthy = [a.adapter for a in posture.adapters if a.status not in (doctor.OK, doctor.NOT_INSTALLED)]
+        unhealthy = [
+            a.adapter for a in posture.adapters if a.status not in (doctor.OK, doctor.NOT_INSTALLED)
+        ]
         raise FloorctlError(f"below floor or of unknown version: {', '.join(unhealthy)}")

@@ -22,7 +22,7 @@ from floorguard._time import format_ts
 )
 @feed_options
 @json_option
-def command(  # noqa: PLR0917  (click passes options by position)
+def command(
     url: str,
     out: Path,
     trusted_keys: Path | None,

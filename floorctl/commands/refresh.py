@@ -26,43 +26,100 @@ if TYPE_CHECKING:
 DEFAULT_MODULE = Path("generated/floorguard/floor_map.py")
 
 
-def _load(source: str, *, trusted: TrustedKeys | None, require_signed: bool,
-          limits: fetch.Limits, cache_dir: Path) -> tuple[feeds.Feed, fetch.FetchedFeed | None]:
+def _load(
+    source: str,
+    *,
+    trusted: TrustedKeys | None,
+    require_signed: bool,
+    limits: fetch.Limits,
+    cache_dir: Path,
+) -> tuple[feeds.Feed, fetch.FetchedFeed | None]:
     """A verified feed from a URL (with URL.dsse) or a file (with FEED.dsse beside it)."""
     if fetch.is_url(source):
-        fetched = fetch.fetch_feed(source, trusted=trusted, require_signed=require_signed,
-                                   limits=limits, cache_dir=cache_dir, progress=progress())
+        fetched = fetch.fetch_feed(
+            source,
+            trusted=trusted,
+            require_signed=require_signed,
+            limits=limits,
+            cache_dir=cache_dir,
+            progress=progress(),
+        )
         return fetched.feed, fetched
     feed = fetch.read_local(Path(source), trusted=trusted, require_signed=require_signed)
     return feed, None
 
 
 @click.command("refresh")
-@click.option("--feed", "sources", multiple=True, required=True, metavar="SRC",
-              help="An advisory feed (path or https URL). Repeat to merge several: the highest "
-                   "floor wins.")
-@click.option("--module", type=click.Path(path_type=Path, dir_okay=False), default=DEFAULT_MODULE,
-              show_default=True, help="The module whose floor-map block is regenerated.")
-@click.option("--template", default="floorguard", show_default=True, metavar="NAME|PATH",
-              help="Block layout: floorguard, bernstein, or a template file.")
-@click.option("--write", is_flag=True, help="Rewrite the block (atomically). Without it nothing changes.")
-@click.option("--check", is_flag=True, help="Exit 1 if the module is stale (for CI); writes nothing.")
+@click.option(
+    "--feed",
+    "sources",
+    multiple=True,
+    required=True,
+    metavar="SRC",
+    help="An advisory feed (path or https URL). Repeat to merge several: the highest floor wins.",
+)
+@click.option(
+    "--module",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=DEFAULT_MODULE,
+    show_default=True,
+    help="The module whose floor-map block is regenerated.",
+)
+@click.option(
+    "--template",
+    default="floorguard",
+    show_default=True,
+    metavar="NAME|PATH",
+    help="Block layout: floorguard, bernstein, or a template file.",
+)
+@click.option(
+    "--write", is_flag=True, help="Rewrite the block (atomically). Without it nothing changes."
+)
+@click.option(
+    "--check", is_flag=True, help="Exit 1 if the module is stale (for CI); writes nothing."
+)
 @click.option("--diff", "show_diff", is_flag=True, help="Print the module's unified diff.")
 @click.option("--force", is_flag=True, help="Overwrite a block that was edited by hand.")
-@click.option("--allow-downgrade", is_flag=True,
-              help="Accept lowering a floor or dropping an adapter (recorded in the receipt).")
-@click.option("--receipt-out", type=click.Path(path_type=Path, dir_okay=False),
-              help="Write the signed update receipt (DSSE envelope) here. Needs --write.")
-@click.option("--anchor", is_flag=True, help="Append the update receipt to the audit chain. Needs --write.")
-@click.option("--signing-key", type=click.Path(path_type=Path, dir_okay=False),
-              help="Private key for the receipt (default: $FLOORCTL_SIGNING_KEY, else a dev key).")
+@click.option(
+    "--allow-downgrade",
+    is_flag=True,
+    help="Accept lowering a floor or dropping an adapter (recorded in the receipt).",
+)
+@click.option(
+    "--receipt-out",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Write the signed update receipt (DSSE envelope) here. Needs --write.",
+)
+@click.option(
+    "--anchor", is_flag=True, help="Append the update receipt to the audit chain. Needs --write."
+)
+@click.option(
+    "--signing-key",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Private key for the receipt (default: $FLOORCTL_SIGNING_KEY, else a dev key).",
+)
 @feed_options
 @json_option
-def command(sources: tuple[str, ...], module: Path, template: str, write: bool, check: bool,
-            show_diff: bool, force: bool, allow_downgrade: bool, receipt_out: Path | None,
-            anchor: bool, signing_key: Path | None, trusted_keys: Path | None,
-            require_signed: bool, state_file: Path | None, now_text: str | None,
-            max_bytes: int, timeout: float, as_json: bool) -> None:
+def command(
+    sources: tuple[str, ...],
+    module: Path,
+    template: str,
+    write: bool,
+    check: bool,
+    show_diff: bool,
+    force: bool,
+    allow_downgrade: bool,
+    receipt_out: Path | None,
+    anchor: bool,
+    signing_key: Path | None,
+    trusted_keys: Path | None,
+    require_signed: bool,
+    state_file: Path | None,
+    now_text: str | None,
+    max_bytes: int,
+    timeout: float,
+    as_json: bool,
+) -> None:
     """Merge advisory feeds and regenerate the floor map between its markers.
 
     Without --write this is a dry run that reports the data diff. Lowering a floor or
@@ -76,33 +133,51 @@ def command(sources: tuple[str, ...], module: Path, template: str, write: bool, 
     now, now_source = reference_time(now_text)
     trusted = trust.resolve_trusted_keys(trusted_keys, environ)
     if require_signed and trusted is None:
-        raise click.UsageError("--require-signed needs --trusted-keys (or keys installed by "
-                               "`floorctl trust rotate`)")
+        raise click.UsageError(
+            "--require-signed needs --trusted-keys (or keys installed by `floorctl trust rotate`)"
+        )
     limits = fetch.Limits(max_bytes=max_bytes, timeout=timeout)
     cache_dir = keys.state_dir(environ) / fetch.CACHE_DIR
-    results = [_load(source, trusted=trusted, require_signed=require_signed, limits=limits,
-                     cache_dir=cache_dir) for source in sources]
+    results = [
+        _load(
+            source,
+            trusted=trusted,
+            require_signed=require_signed,
+            limits=limits,
+            cache_dir=cache_dir,
+        )
+        for source in sources
+    ]
     loaded = [feed for feed, _ in results]
     # Rollback, mix-and-match and expiry are refused before anything is planned or written.
     state_path = state_file or freshness.default_path(environ)
     accepted = freshness.accept(freshness.load_state(state_path), loaded, now)
-    plan = refreshing.plan(loaded, module, read_module_text(module), template,
-                           force=force, allow_downgrade=allow_downgrade,
-                           reference_time=format_ts(now), reference_time_source=now_source)
+    plan = refreshing.plan(
+        loaded,
+        module,
+        read_module_text(module),
+        template,
+        force=force,
+        allow_downgrade=allow_downgrade,
+        reference_time=format_ts(now),
+        reference_time_source=now_source,
+    )
     outcome = None
     if write:
 
         def signer() -> Ed25519PrivateKey:
-            return keys.resolve_signing_key(signing_key, environ,
-                                            notify=lambda m: click.echo(f"floorctl: {m}", err=True)).key
+            return keys.resolve_signing_key(
+                signing_key, environ, notify=lambda m: click.echo(f"floorctl: {m}", err=True)
+            ).key
 
         def chain() -> AuditChain:
             from floorguard.chain import AuditChain  # noqa: PLC0415  (only with --anchor)
 
             return AuditChain.from_env(environ)
 
-        outcome = refreshing.apply(plan, receipt_out=receipt_out, signing_key=signer,
-                                   chain=chain if anchor else None)
+        outcome = refreshing.apply(
+            plan, receipt_out=receipt_out, signing_key=signer, chain=chain if anchor else None
+        )
         # Remembered only once the module is written: a dry run accepts nothing.
         if any(feed.feed_id is not None for feed in loaded):
             freshness.save_state(state_path, accepted)
@@ -114,16 +189,27 @@ def command(sources: tuple[str, ...], module: Path, template: str, write: bool, 
     else:
         _print_summary(plan, outcome, receipt_out, check)
     if show_diff:
-        click.echo("".join(difflib.unified_diff(
-            plan.old_text.splitlines(keepends=True), plan.new_text.splitlines(keepends=True),
-            fromfile=f"a/{module}", tofile=f"b/{module}")), nl=False)
+        click.echo(
+            "".join(
+                difflib.unified_diff(
+                    plan.old_text.splitlines(keepends=True),
+                    plan.new_text.splitlines(keepends=True),
+                    fromfile=f"a/{module}",
+                    tofile=f"b/{module}",
+                )
+            ),
+            nl=False,
+        )
     if check and plan.stale:
-        raise StaleModule(f"{module}: stale: the floor map does not match the feeds "
-                          "(run floorctl refresh --write)")
+        raise StaleModule(
+            f"{module}: stale: the floor map does not match the feeds "
+            "(run floorctl refresh --write)"
+        )
 
 
-def _document(plan: refreshing.RefreshPlan, outcome: refreshing.Outcome | None,
-              receipt_out: Path | None) -> dict[str, object]:
+def _document(
+    plan: refreshing.RefreshPlan, outcome: refreshing.Outcome | None, receipt_out: Path | None
+) -> dict[str, object]:
     return {
         "module": str(plan.module),
         "stale": plan.stale,
@@ -142,13 +228,19 @@ def _document(plan: refreshing.RefreshPlan, outcome: refreshing.Outcome | None,
     }
 
 
-def _print_summary(plan: refreshing.RefreshPlan, outcome: refreshing.Outcome | None,
-                   receipt_out: Path | None, check: bool) -> None:
+def _print_summary(
+    plan: refreshing.RefreshPlan,
+    outcome: refreshing.Outcome | None,
+    receipt_out: Path | None,
+    check: bool,
+) -> None:
     echo = click.echo
     for conflict in plan.conflicts:
         echo(f"floorctl: warning: {conflict.describe()}", err=True)
-    echo(f"{plan.module}: {len(plan.new_map)} adapters, "
-         f"map version {plan.old_version} -> {plan.new_version}")
+    echo(
+        f"{plan.module}: {len(plan.new_map)} adapters, "
+        f"map version {plan.old_version} -> {plan.new_version}"
+    )
     for name in plan.diff.added:
         entry = plan.new_map[name]
         echo(f"  + {name} >= {entry.min_safe_version} ({entry.advisory_id})")
@@ -163,7 +255,11 @@ def _print_summary(plan: refreshing.RefreshPlan, outcome: refreshing.Outcome | N
         if not check:
             echo("dry run: nothing written (use --write)" if plan.stale else "up to date")
         return
-    echo(f"wrote {plan.module}" if outcome.written else f"{plan.module} unchanged (already up to date)")
+    echo(
+        f"wrote {plan.module}"
+        if outcome.written
+        else f"{plan.module} unchanged (already up to date)"
+    )
     if receipt_out:
         echo(f"receipt {receipt_out} (receipt_id {outcome.receipt_id})")
     if outcome.anchored_seq is not None:

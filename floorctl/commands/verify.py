@@ -9,10 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from floorguard.chain_key import load_key
-from floorguard.slice_verify import MACS_NOT_CHECKED, render_text, report_document, verify_path
 
 from floorctl.commands._output import emit_json, json_option
+from floorguard.chain_key import load_key
+from floorguard.slice_verify import MACS_NOT_CHECKED, render_text, report_document, verify_path
 
 
 @click.group("verify")

@@ -34,10 +34,17 @@ def map_file_hash(path: Path) -> str:
 
 @click.command("receipt")
 @click.argument("receipt_file", type=click.Path(path_type=Path, dir_okay=False, exists=True))
-@click.option("--pubkey", type=click.Path(path_type=Path, dir_okay=False, exists=True),
-              help="Public key the receipt must be signed by (default: the signing key in use).")
-@click.option("--floor-map", "floor_map", type=click.Path(path_type=Path, dir_okay=False, exists=True),
-              help="A floor-map module or map JSON; fails if its hash is not the one the receipt pins.")
+@click.option(
+    "--pubkey",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    help="Public key the receipt must be signed by (default: the signing key in use).",
+)
+@click.option(
+    "--floor-map",
+    "floor_map",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    help="A floor-map module or map JSON; fails if its hash is not the one the receipt pins.",
+)
 @json_option
 def command(receipt_file: Path, pubkey: Path | None, floor_map: Path | None, as_json: bool) -> None:
     """Verify a receipt offline. Exit 0 when it verifies, 1 otherwise."""
@@ -47,8 +54,9 @@ def command(receipt_file: Path, pubkey: Path | None, floor_map: Path | None, as_
         trusted = [keys.load_public(pubkey)]
     elif b"payloadType" in data:
         resolved = keys.resolve_signing_key(None, dict(os.environ), create_dev_key=False)
-        click.echo(f"floorctl: no --pubkey: verifying against the public half of {resolved.path}",
-                   err=True)
+        click.echo(
+            f"floorctl: no --pubkey: verifying against the public half of {resolved.path}", err=True
+        )
         trusted = [resolved.key.public_key()]
     try:
         checked = receipts.check_receipt_document(data, trusted)
@@ -61,12 +69,21 @@ def command(receipt_file: Path, pubkey: Path | None, floor_map: Path | None, as_
             f"but {floor_map} hashes to {map_hash} (changed after the receipt was sealed?)"
         )
     if as_json:
-        emit_json({"verified": True, "receipt_id": checked.receipt_id,
-                   "kind": checked.receipt["kind"], "signed_by": sorted(checked.signed_by),
-                   "floor_map_hash": checked.pinned_map_hash, "floor_map_checked": map_hash is not None})
+        emit_json(
+            {
+                "verified": True,
+                "receipt_id": checked.receipt_id,
+                "kind": checked.receipt["kind"],
+                "signed_by": sorted(checked.signed_by),
+                "floor_map_hash": checked.pinned_map_hash,
+                "floor_map_checked": map_hash is not None,
+            }
+        )
         return
     click.echo(f"OK {checked.receipt['kind']} {checked.receipt_id}")
     if checked.signed_by:
         click.echo(f"  signed by {', '.join(sorted(checked.signed_by))}")
-    click.echo(f"  pins floor map {checked.pinned_map_hash}"
-               + (f" (matches {floor_map})" if map_hash else ""))
+    click.echo(
+        f"  pins floor map {checked.pinned_map_hash}"
+        + (f" (matches {floor_map})" if map_hash else "")
+    )

@@ -61,6 +61,72 @@ def register_verify(commands: _SubParsers) -> _SubParsers:
     return checks
 
 
+def _doctor(args: argparse.Namespace) -> int:
+    from floorguard import doctor
+
+    posture = doctor.run()
+    if args.as_json:
+        print(json.dumps(posture.to_json(), indent=2, sort_keys=True, ensure_ascii=False))
+    else:
+        print(doctor.format_table(posture))
+    return EXIT_OK if posture.healthy else EXIT_FAILED
+
+
+def register_doctor(commands: _SubParsers) -> None:
+    doctor = commands.add_parser(
+        "doctor",
+        help="version posture of every tracked adapter, sealed as a receipt",
+        description="Find every tracked adapter on PATH, detect its version and compare it to "
+        "its floor; the posture is appended to the audit chain as adapter.version_posture. "
+        "Exit 1 if any installed tracked adapter is below its floor or of unknown version.",
+    )
+    doctor.add_argument(
+        "--json", dest="as_json", action="store_true", help="print one JSON document"
+    )
+    doctor.set_defaults(handler=_doctor)
+
+
+EXIT_REFUSED = 126  # the shell's "found but cannot execute": nothing was started
+
+
+def _exec(args: argparse.Namespace) -> int:
+    import signal
+
+    from floorguard.errors import SpawnRefused
+    from floorguard.launcher import spawn
+
+    argv = list(args.argv)
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    try:
+        child = spawn(args.adapter, argv)
+    except SpawnRefused as refused:
+        print(f"floorguard: {refused}", file=sys.stderr)
+        return EXIT_REFUSED
+
+    def forward(signum: int, _frame: object) -> None:
+        child.send_signal(signum)
+
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, forward)
+    code = child.wait()
+    # A child killed by a signal reports -N; a shell reports 128+N.
+    return code if code >= 0 else 128 - code
+
+
+def register_exec(commands: _SubParsers) -> None:
+    run = commands.add_parser(
+        "exec",
+        help="preflight an adapter and run it: the check and the exec as one step",
+        description="Resolve ADAPTER's binary (on PATH), run the preflight on that exact file and "
+        "execute it with ARGS. Exit with the child's status, or 126 with one line on stderr "
+        "when refused (nothing is started then).",
+    )
+    run.add_argument("adapter", metavar="ADAPTER")
+    run.add_argument("argv", metavar="-- ARGS", nargs=argparse.REMAINDER)
+    run.set_defaults(handler=_exec)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m floorguard",
@@ -68,6 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     register_verify(commands)
+    register_doctor(commands)
+    register_exec(commands)
     return parser
 
 

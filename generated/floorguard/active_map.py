@@ -110,6 +110,6 @@ def current() -> ActiveMap:
     builtin = load_map_file(BUILTIN_MAP_FILE)
     if not os.environ.get("FLOORGUARD_FLOOR_MAP"):
         return builtin
-    from floorguard import published_map  # noqa: PLC0415  (only when a published map is named)
+    from floorguard import published_map
 
     return published_map.select(builtin, os.environ)

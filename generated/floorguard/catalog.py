@@ -145,7 +145,7 @@ def validate_version(text: str, *, entry: CatalogEntry | None = None) -> str:
     ``-g<hex>`` rewrite; it must parse as a PEP 440 version.
     """
     # Imported here so that `import floorguard` stays cheap.
-    from packaging.version import InvalidVersion, Version  # noqa: PLC0415
+    from packaging.version import InvalidVersion, Version
 
     if not isinstance(text, str):
         raise DetectionError(f"version is not a string: {text!r}")

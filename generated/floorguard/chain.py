@@ -568,7 +568,7 @@ class AuditChain:
         return conn
 
     def _open_writer(self) -> sqlite3.Connection:
-        import sqlite3  # noqa: PLC0415 - imported on first use, see the module docstring
+        import sqlite3
 
         home = self.db_path.parent
         if home.exists() and not home.is_dir():
@@ -714,7 +714,7 @@ class _ReadConnection:
         self._conn: sqlite3.Connection | None = None
 
     def __enter__(self) -> sqlite3.Connection | None:
-        import sqlite3  # noqa: PLC0415 - imported on first use, see the module docstring
+        import sqlite3
 
         if not self._path.exists():
             return None
@@ -744,7 +744,7 @@ class _ReadConnection:
 
 
 def _is_storage_error(exc: BaseException) -> bool:
-    import sqlite3  # noqa: PLC0415 - imported on first use, see the module docstring
+    import sqlite3
 
     return isinstance(exc, sqlite3.Error | OSError)
 
@@ -765,7 +765,7 @@ def _first_seq_where(
 
 
 def _is_busy(exc: BaseException) -> bool:
-    import sqlite3  # noqa: PLC0415 - imported on first use, see the module docstring
+    import sqlite3
 
     if not isinstance(exc, sqlite3.OperationalError):
         return False

@@ -10,7 +10,12 @@ from typing import Any
 from floorguard import active_map, receipts
 from floorguard.errors import DetectionError
 
-OK, BELOW_FLOOR, UNKNOWN_VERSION, NOT_INSTALLED = "ok", "below_floor", "unknown_version", "not_installed"
+OK, BELOW_FLOOR, UNKNOWN_VERSION, NOT_INSTALLED = (
+    "ok",
+    "below_floor",
+    "unknown_version",
+    "not_installed",
+)
 
 
 @dataclass(frozen=True)
@@ -100,7 +105,10 @@ def format_table(posture: Posture) -> str:
         for a in posture.adapters
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
     lines.append(f"floor map {posture.floor_map_hash}")
     lines.append(f"posture receipt {posture.receipt_id}")
     return "\n".join(lines)

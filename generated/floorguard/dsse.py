@@ -72,7 +72,9 @@ def key_id(public_key: Ed25519PublicKey) -> str:
 
 def sign(payload_type: str, payload: bytes, private_key: Ed25519PrivateKey) -> Envelope:
     signature = private_key.sign(pae(payload_type, payload))
-    return Envelope(payload_type, payload, (Signature(key_id(private_key.public_key()), signature),))
+    return Envelope(
+        payload_type, payload, (Signature(key_id(private_key.public_key()), signature),)
+    )
 
 
 def _b64(text: object, what: str) -> bytes:

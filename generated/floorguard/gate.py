@@ -108,7 +108,8 @@ def judge(
         override = policy == WARN
         return _Judgement(
             WARN_OVERRIDE if override else REFUSE,
-            f"unknown version of {adapter}: {exc}" + ("; allowed by warn policy" if override else ""),
+            f"unknown version of {adapter}: {exc}"
+            + ("; allowed by warn policy" if override else ""),
             **known,
         )
     seen = {"version": found.version, "detected_by": found.detected_by, "binary": found.binary}
@@ -120,8 +121,10 @@ def judge(
         return _Judgement(REFUSE, str(exc), **known, **seen)
     if not below:
         return _Judgement(
-            PERMIT, f"{adapter} {found.version} meets the floor {advisory.min_safe_version}",
-            **known, **seen,
+            PERMIT,
+            f"{adapter} {found.version} meets the floor {advisory.min_safe_version}",
+            **known,
+            **seen,
         )
     message = (
         f"{adapter} {found.version} is below the floor {advisory.min_safe_version} "

@@ -73,7 +73,15 @@ def spawn(
         decision = preflight(adapter, binary=str(resolved))
         if _race_window_hook is not None:
             _race_window_hook()
-        _recheck(adapter, binary, path_env, resolved, fd, checked, decision)
+        _recheck(
+            adapter=adapter,
+            binary=binary,
+            path_env=path_env,
+            resolved=resolved,
+            fd=fd,
+            checked=checked,
+            decision=decision,
+        )
         child_env[RECEIPT_ID_VARIABLE] = decision.receipt_id
         exec_path = _exec_path(fd)
         return subprocess.Popen(
@@ -90,6 +98,7 @@ def spawn(
 
 
 def _recheck(
+    *,
     adapter: str,
     binary: str | os.PathLike[str] | None,
     path_env: str | None,

@@ -118,7 +118,7 @@ def trusted_keys_path(environ: Mapping[str, str]) -> Path:
 
 def load(path: Path, keys_path: Path, builtin: ActiveMap, now: _dt.datetime) -> PublishedMap:
     """The published map at ``path`` if it may replace ``builtin``. Raises FloorguardError."""
-    from floorguard import trust  # noqa: PLC0415  (cryptography is needed only now)
+    from floorguard import trust
 
     data = _read(path, MAX_MAP_BYTES, "published floor map")
     envelope = _read(Path(str(path) + SIGNATURE_SUFFIX), MAX_MAP_BYTES * 2, "signature")

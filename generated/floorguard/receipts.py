@@ -137,9 +137,8 @@ def pinned_map_hash(receipt: Mapping[str, Any]) -> str:
     """The floor-map hash a receipt pins: the new map for an update, else the map in force."""
     field = "new_floor_map_hash" if receipt.get("kind") == FLOOR_UPDATE else "floor_map_hash"
     value = receipt.get(field)
-    if not is_digest(value):
+    if not isinstance(value, str) or not is_digest(value):
         raise VerificationError(f"receipt pins no floor-map hash (field {field})")
-    assert isinstance(value, str)
     return value
 
 
@@ -170,7 +169,10 @@ def check_receipt_document(
             raise VerificationError("a signed receipt needs a public key to verify against")
         verified = verify_update_envelope(data, trusted)
         return CheckedReceipt(
-            verified.receipt, verified.receipt_id, verified.key_ids, pinned_map_hash(verified.receipt)
+            verified.receipt,
+            verified.receipt_id,
+            verified.key_ids,
+            pinned_map_hash(verified.receipt),
         )
     if not isinstance(document, dict) or not isinstance(document.get("receipt"), dict):
         raise VerificationError("neither a DSSE envelope nor an object with a 'receipt'")

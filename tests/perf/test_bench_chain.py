@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+
 from floorguard._canonical import ZERO_DIGEST
 from floorguard._time import format_ts
 from floorguard.chain import AuditChain, body_text, canonical_json, line_text, record_mac

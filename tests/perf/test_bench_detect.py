@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
 from floorguard.detect import Detection, ProbeSettings, clear_cache, detect_version
 
 pytestmark = pytest.mark.perf

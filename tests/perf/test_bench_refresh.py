@@ -59,8 +59,9 @@ def full_refresh(feed: Path, module: Path, key: Ed25519PrivateKey) -> None:
     module.write_text(MODULE)
     loaded = feeds.load_feed(feed)
     plan = refresh.plan([loaded], module, module.read_text(), "floorguard")
-    refresh.apply(plan, receipt_out=module.with_suffix(".receipt.json"),
-                  signing_key=lambda: key, chain=None)
+    refresh.apply(
+        plan, receipt_out=module.with_suffix(".receipt.json"), signing_key=lambda: key, chain=None
+    )
 
 
 def test_refresh_against_the_floor_and_linearity(tmp_path: Path) -> None:
@@ -78,6 +79,8 @@ def test_refresh_against_the_floor_and_linearity(tmp_path: Path) -> None:
     print(f"\nfloor (json.load + jsonschema), 10k adapters: {floor_small * 1000:.0f} ms")
     print(f"refresh end to end, 10k adapters:            {refresh_small * 1000:.0f} ms")
     print(f"ratio to the floor: {ratio:.2f}x (target <= 3x)")
-    print(f"refresh, 100k adapters: {refresh_large * 1000:.0f} ms = {growth:.1f}x the 10k run "
-          "(target about 10x)")
+    print(
+        f"refresh, 100k adapters: {refresh_large * 1000:.0f} ms = {growth:.1f}x the 10k run "
+        "(target about 10x)"
+    )
     assert module.read_text().count("adapter-") == 100_000
