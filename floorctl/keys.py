@@ -24,7 +24,7 @@ MAX_KEY_BYTES = 64 * 1024
 
 
 def state_dir(environ: Mapping[str, str]) -> Path:
-    """floorctl's state: ``FLOORCTL_HOME``, else ``$XDG_STATE_HOME/floorctl``, else ~/.local/state."""
+    """floorctl's state: ``FLOORCTL_HOME``, ``$XDG_STATE_HOME/floorctl``, or ~/.local/state."""
     if environ.get("FLOORCTL_HOME"):
         return Path(environ["FLOORCTL_HOME"])
     if environ.get("XDG_STATE_HOME"):

@@ -8,4 +8,38 @@ stated hash and refuses every tracked spawn when they disagree.
 from __future__ import annotations
 
 # floor-map:begin
+FLOOR_MAP_VERSION = 1
+FLOOR_MAP_HASH = "sha256:c4ab55242142977dea5095fd882ad74ea6d57da68a653604ef5587c43346bc5b"
+FLOOR_MAP_ENTRIES = {
+    "aider": {
+        "advisory_id": "BSA-0001",
+        "min_safe_version": "0.60.0",
+        "note": "EXAMPLE DATA: aider below 0.60.0 is treated as known-unsafe for spawned use.",
+    },
+    "claude": {
+        "advisory_id": "BSA-0002",
+        "min_safe_version": "1.0.20",
+        "note": "EXAMPLE DATA: claude below 1.0.20 is treated as known-unsafe for spawned use.",
+    },
+    "codex": {
+        "advisory_id": "BSA-0003",
+        "min_safe_version": "0.2.0",
+        "note": "EXAMPLE DATA: codex below 0.2.0 is treated as known-unsafe for spawned use.",
+    },
+    "gemini": {
+        "advisory_id": "BSA-0004",
+        "min_safe_version": "0.1.14",
+        "note": "EXAMPLE DATA: gemini below 0.1.14 is treated as known-unsafe for spawned use.",
+    },
+    "goose": {
+        "advisory_id": "BSA-0005",
+        "min_safe_version": "1.0.24",
+        "note": "EXAMPLE DATA: goose below 1.0.24 is treated as known-unsafe for spawned use.",
+    },
+    "gptme": {
+        "advisory_id": "BSA-0006",
+        "min_safe_version": "0.27.0",
+        "note": "EXAMPLE DATA: gptme below 0.27.0 is treated as known-unsafe for spawned use.",
+    },
+}
 # floor-map:end
