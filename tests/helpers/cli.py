@@ -1,0 +1,31 @@
+"""Running the real ``floorctl`` in a subprocess, with its state kept inside the test."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+
+def isolated_env(state: Path, **extra: str) -> dict[str, str]:
+    """This environment without any FLOORCTL_/FLOORGUARD_ setting, state under ``state``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLOORGUARD_", "FLOORCTL_"))}
+    env["FLOORCTL_HOME"] = str(state / "floorctl")
+    env["FLOORGUARD_HOME"] = str(state / "floorguard")
+    env.update(extra)
+    return env
+
+
+def floorctl(
+    *args: str | Path, cwd: Path, state: Path, **extra: str
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "floorctl", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=isolated_env(state, **extra),
+        timeout=300,
+        check=False,
+    )
