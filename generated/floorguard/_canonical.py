@@ -15,28 +15,30 @@ _json_encoder = json.JSONEncoder(
 )
 
 
-def _is_plain(value: Any) -> bool:
-    """True when ``json.dumps`` is provably RFC 8785 for ``value``.
+def is_plain_json(value: Any) -> bool:
+    """True when ``json.dumps`` with sorted keys is provably RFC 8785 for ``value``.
 
     That holds for dicts, lists, strings, booleans, None and integers within IEEE 754
-    precision, as long as no key holds a character beyond the BMP: only there does
-    code-point order (Python's) differ from UTF-16 order (RFC 8785's). Floats never pass.
+    precision (exact types: a subclass could serialise itself differently), as long as no
+    key holds a character beyond the BMP: only there does code-point order (Python's)
+    differ from UTF-16 order (RFC 8785's). Floats never pass.
     """
     stack = [value]
     while stack:
         item = stack.pop()
-        if isinstance(item, str) or item is None or isinstance(item, bool):
+        kind = type(item)
+        if kind is str or kind is bool or item is None:
             continue
-        if isinstance(item, int):
+        if kind is int:
             if -_MAX_EXACT_INT <= item <= _MAX_EXACT_INT:
                 continue
             return False
-        if isinstance(item, dict):
+        if kind is dict:
             for key in item:
-                if not isinstance(key, str) or (not key.isascii() and max(key) > "\uffff"):
+                if type(key) is not str or (not key.isascii() and max(key) > "\uffff"):
                     return False
             stack.extend(item.values())
-        elif isinstance(item, list):
+        elif kind is list:
             stack.extend(item)
         else:
             return False
@@ -46,14 +48,14 @@ def _is_plain(value: Any) -> bool:
 def canonical_bytes(value: Any) -> bytes:
     """RFC 8785 (JCS) bytes of a JSON value.
 
-    The common case (see ``_is_plain``) is serialised by the standard library, which is
+    The common case (see ``is_plain_json``) is serialised by the standard library, which is
     two orders of magnitude faster than the pure-Python ``rfc8785``; everything else goes
     to ``rfc8785``. A property test holds the two to identical bytes.
     Raises ``floorguard.errors.CanonicalizationError`` for values JSON cannot carry
     (floats that are not finite, integers beyond IEEE 754 precision, non-string keys,
     lone surrogates).
     """
-    if _is_plain(value):
+    if is_plain_json(value):
         try:
             return _json_encoder.encode(value).encode("utf-8")
         except UnicodeEncodeError:

@@ -43,7 +43,7 @@ from json.encoder import encode_basestring
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from floorguard._canonical import ZERO_DIGEST, canonical_bytes
+from floorguard._canonical import ZERO_DIGEST, canonical_bytes, is_plain_json
 from floorguard._time import format_ts, now_ts, parse_ts
 from floorguard.chain_key import load_key, load_or_create_key
 from floorguard.errors import (
@@ -93,12 +93,8 @@ _HEX = frozenset("0123456789abcdef")
 
 
 # --- canonical bytes, fast -------------------------------------------------------------------
-
-# Python's json and RFC 8785 agree on everything except floats, integers beyond 2**53, and
-# the order of object keys holding characters at or above U+E000 (UTF-16 vs code points).
-# Integers of 15 digits or fewer are always within 2**53.
-_SAFE_INT_DIGITS = 15
-_SAFE_INT_LIMIT = 10**_SAFE_INT_DIGITS
+# (floorguard._canonical says when json's output is RFC 8785; this is its text-level check
+# for lines read back, where only the characters are known.)
 
 
 def _keys_sort_alike(text: str) -> bool:
@@ -116,38 +112,11 @@ def canonical_json(value: Any) -> str:
     return _canonical_and_plain(value)[0]
 
 
-def _is_plain_json(value: Any) -> bool:
-    """Only dicts with string keys, lists, strings, booleans, None and integers of at most
-    15 digits (exact types, so no subclass can serialise itself differently)."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        kind = type(item)
-        if kind is dict:
-            for key in item:
-                if type(key) is not str:
-                    return False
-            stack.extend(item.values())
-        elif kind is list:
-            stack.extend(item)
-        elif kind is int:
-            if not -_SAFE_INT_LIMIT < item < _SAFE_INT_LIMIT:
-                return False
-        elif not (kind is str or kind is bool or item is None):
-            return False
-    return True
-
-
 def _canonical_and_plain(value: Any) -> tuple[str, Any]:
     """The canonical JSON of ``value``, and ``value`` as plain JSON values (itself when it
     already is; else the canonical JSON read back)."""
-    try:
-        text = COMPACT_SORTED.encode(value)  # first: it refuses cycles, the walk would not
-        if _keys_sort_alike(text) and _is_plain_json(value):
-            text.encode("utf-8")  # lone surrogates are not JSON text
-            return text, value
-    except (TypeError, ValueError):
-        pass
+    if is_plain_json(value):
+        return canonical_bytes(value).decode("utf-8"), value
     text = canonical_bytes(value).decode("utf-8")
     plain = json.loads(text)
     # A float such as 2.0**53 is written as an integer that RFC 8785 then refuses to read
