@@ -340,6 +340,10 @@ def _explain(error: BaseException) -> str:
     return text
 
 
+_shared_lock = threading.Lock()
+_shared: dict[tuple[str, str], AuditChain] = {}
+
+
 class AuditChain:
     """The chain in one SQLite file, MACed with the key in ``key_file``.
 
@@ -365,6 +369,22 @@ class AuditChain:
         """The chain in ``FLOORGUARD_HOME`` with the key ``FLOORGUARD_CHAIN_KEY_FILE`` names."""
         paths = state_paths(environ)
         return cls(paths.chain_db, paths.chain_key, clock=clock)
+
+    @classmethod
+    def shared(cls, environ: Mapping[str, str] | None = None) -> AuditChain:
+        """The process's one chain object for the paths ``environ`` names.
+
+        Appends on the spawn path reuse its open connection instead of reopening SQLite
+        per decision; the paths are read from the environment at every call, and the
+        object reopens its connection by itself after a fork or a replaced database file.
+        """
+        paths = state_paths(environ)
+        key = (str(paths.chain_db), str(paths.chain_key))
+        with _shared_lock:
+            chain = _shared.get(key)
+            if chain is None:
+                chain = _shared[key] = cls(paths.chain_db, paths.chain_key)
+            return chain
 
     def __enter__(self) -> AuditChain:
         return self

@@ -94,7 +94,7 @@ def run(environ: Mapping[str, str] | None = None) -> Posture:
             "adapters": [asdict(p) for p in postures],
         },
     )
-    record = AuditChain.from_env(env).append(receipts.VERSION_POSTURE, receipt)
+    record = AuditChain.shared(env).append(receipts.VERSION_POSTURE, receipt)
     return Posture(record.receipt_id, in_force.floor_map_hash, postures)
 
 

@@ -185,7 +185,7 @@ def _seal(adapter: str, judgement: _Judgement, policy: str, env: Mapping[str, st
         receipts.SPAWN_PREFLIGHT, _receipt_fields(adapter, judgement, policy)
     )
     try:
-        record = AuditChain.from_env(env).append(receipts.SPAWN_PREFLIGHT, receipt)
+        record = AuditChain.shared(env).append(receipts.SPAWN_PREFLIGHT, receipt)
     except ChainError as exc:
         raise SpawnRefused(
             f"refusing to spawn {adapter}: the decision ({judgement.verdict}) could not be "

@@ -1,0 +1,85 @@
+"""Benchmarks of the runtime's hot path (run with ``-m perf -s``).
+
+- A preflight with a warm detection cache and its durable append, against one bare durable
+  SQLite insert of a row of the same size with the same PRAGMAs: target at most 2x.
+- ``import floorguard`` against ``python -c pass``: target at most +15 ms.
+(The cached detection against a real node ``--version`` is in test_bench_detect.py.)
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import floorguard
+from floorguard.chain import AuditChain
+
+pytestmark = pytest.mark.perf
+
+
+def test_bench_preflight_against_a_bare_durable_insert(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rounds = 300
+    monkeypatch.setenv("FLOORGUARD_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("FLOORGUARD_ADAPTER_FLOOR_POLICY", raising=False)
+    binary = tmp_path / "aider"
+    binary.write_text("#!/bin/sh\necho 'aider 0.61.0'\n")
+    binary.chmod(0o755)
+    assert floorguard.preflight("aider", binary=str(binary)).verdict == "permit"  # warm
+    line = next(AuditChain.from_env().export_lines())
+
+    conn = sqlite3.connect(tmp_path / "bare.sqlite3", isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("CREATE TABLE t (seq INTEGER PRIMARY KEY, line TEXT NOT NULL)")
+    ours, bare = [], []
+    for _ in range(rounds):  # interleaved: both see the same disk and neighbours
+        started = time.perf_counter()
+        floorguard.preflight("aider", binary=str(binary))
+        ours.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("INSERT INTO t (line) VALUES (?)", (line,))
+        conn.execute("COMMIT")
+        bare.append(time.perf_counter() - started)
+    conn.close()
+    ratio = statistics.median(ours) / statistics.median(bare)
+    print(
+        f"\npreflight (warm cache, durable append): median {statistics.median(ours) * 1e6:.0f} us;"
+        f" bare durable insert {statistics.median(bare) * 1e6:.0f} us; ratio {ratio:.2f}x"
+        " (target <= 2x)"
+    )
+    assert len(list(AuditChain.from_env().export_lines())) == rounds + 1
+
+
+def _median_run_ms(code: str, runs: int = 25) -> float:
+    samples = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", code], check=True)
+        samples.append((time.perf_counter() - started) * 1000)
+    return statistics.median(samples)
+
+
+def test_bench_import_cost() -> None:
+    _median_run_ms("pass", 3)  # warm the page cache
+    bare = _median_run_ms("pass")
+    imported = _median_run_ms("import floorguard")
+    print(
+        f"\npython -c pass: {bare:.1f} ms; import floorguard: {imported:.1f} ms; "
+        f"cost +{imported - bare:.1f} ms (target <= +15 ms)"
+    )
+    heavy = subprocess.run(
+        [sys.executable, "-c", "import sys, floorguard; print(sorted(m for m in "
+         "('jsonschema','jinja2','httpx','click','floorctl','cryptography','sqlite3','rfc8785')"
+         " if m in sys.modules))"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    assert heavy == "[]"
