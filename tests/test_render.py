@@ -436,10 +436,12 @@ def test_refuses_module_that_is_not_python_around_the_block() -> None:
         read_module(f"def (:\n{BEGIN}\n{GOOD}{END}\n", "m.py")
 
 
-def test_read_module_accepts_the_shipped_empty_module() -> None:
+def test_read_module_reads_the_shipped_module_and_its_hash_matches() -> None:
     shipped = Path(__file__).parents[1] / "generated" / "floorguard" / "floor_map.py"
     _, data = read_module(shipped.read_text(encoding="utf-8"), str(shipped))
-    assert (data.entries, data.stated_hash) == ({}, None)
+    assert "aider" in data.entries
+    assert data.stated_hash == entries_hash(data.entries)
+    assert data.map_version >= 1
 
 
 # --- properties: arbitrary text in every field, both templates ---------------------------------
