@@ -1,0 +1,143 @@
+"""keygen, signed update receipts and ``verify receipt``, through the real CLI.
+
+Also the second template: floorctl maintaining a host file in Bernstein's layout.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import stat
+from pathlib import Path
+
+import pytest
+from helpers.cli import floorctl
+
+ASSETS = Path(__file__).parent / "assets"
+
+
+def entry(version: str) -> dict[str, str]:
+    return {"min_safe_version": version, "advisory_id": "BSA-0001", "note": "Upgrade."}
+
+
+@pytest.fixture
+def signed(tmp_path: Path) -> Path:
+    """A project with a release key, a module and a receipt signed by that key."""
+    project = tmp_path / "p"
+    project.mkdir()
+    done = floorctl("keygen", "--out", "keys", cwd=project, state=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (project / "floor_map.py").write_text("# floor-map:begin\n# floor-map:end\n")
+    (project / "feed.json").write_text(
+        json.dumps({"schema_version": 1, "adapters": {"aider": entry("0.60.0")}})
+    )
+    done = floorctl(
+        "refresh", "--feed", "feed.json", "--module", "floor_map.py", "--write",
+        "--receipt-out", "receipt.json", "--signing-key", "keys/signing.key",
+        cwd=project, state=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return project
+
+
+def verify(project: Path, *args: str) -> tuple[int, str]:
+    done = floorctl("verify", "receipt", *args, cwd=project, state=project.parent)
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_keygen_writes_a_0600_private_key_and_a_public_key(signed: Path) -> None:
+    private, public = signed / "keys" / "signing.key", signed / "keys" / "signing.pub"
+    assert stat.S_IMODE(private.stat().st_mode) == 0o600
+    assert private.read_text().startswith("-----BEGIN PRIVATE KEY-----")
+    assert public.read_text().startswith("-----BEGIN PUBLIC KEY-----")
+
+
+def test_keygen_refuses_to_overwrite_a_key(signed: Path) -> None:
+    before = (signed / "keys" / "signing.key").read_bytes()
+    done = floorctl("keygen", "--out", "keys", cwd=signed, state=signed.parent)
+    assert done.returncode == 1
+    assert "refusing to overwrite" in done.stderr
+    assert (signed / "keys" / "signing.key").read_bytes() == before
+
+
+def test_receipt_verifies_against_the_public_key_and_the_map(signed: Path) -> None:
+    code, out = verify(
+        signed, "receipt.json", "--pubkey", "keys/signing.pub", "--floor-map", "floor_map.py"
+    )
+    assert code == 0, out
+    assert out.startswith("OK adapter.floor_update_receipt sha256:")
+
+
+def test_receipt_fails_when_the_map_changed_after_it_was_sealed(signed: Path) -> None:
+    module = signed / "floor_map.py"
+    module.write_text(module.read_text().replace('"0.60.0"', '"0.10.0"'))
+    code, out = verify(
+        signed, "receipt.json", "--pubkey", "keys/signing.pub", "--floor-map", "floor_map.py"
+    )
+    assert code == 1
+    assert "floor-map hash mismatch" in out
+
+
+def test_receipt_checks_against_an_archived_map_json(signed: Path) -> None:
+    [archived] = [
+        p
+        for p in (signed / "maps").iterdir()
+        if json.loads(p.read_text())  # the non-empty map
+    ]
+    code, out = verify(signed, "receipt.json", "--pubkey", "keys/signing.pub", "--floor-map",
+                       str(archived))  # fmt: skip
+    assert code == 0, out
+
+
+def test_receipt_signed_by_another_key_is_refused(signed: Path, tmp_path: Path) -> None:
+    assert floorctl("keygen", "--out", "other", cwd=signed, state=tmp_path).returncode == 0
+    code, out = verify(signed, "receipt.json", "--pubkey", "other/signing.pub")
+    assert code == 1
+    assert "no signature verifies" in out
+
+
+@pytest.mark.parametrize("field", ["new_floor_map_hash", "downgrade_allowed", "ts"])
+def test_receipt_with_an_edited_field_is_refused(signed: Path, field: str) -> None:
+    envelope = json.loads((signed / "receipt.json").read_text())
+    statement = json.loads(base64.b64decode(envelope["payload"]))
+    statement["predicate"][field] = {"ts": "2020-01-01T00:00:00Z"}.get(field, True)
+    envelope["payload"] = base64.b64encode(json.dumps(statement).encode()).decode()
+    (signed / "receipt.json").write_text(json.dumps(envelope))
+    code, out = verify(signed, "receipt.json", "--pubkey", "keys/signing.pub")
+    assert code == 1
+    assert "Traceback" not in out
+
+
+def test_receipt_without_pubkey_or_dev_key_is_a_clear_error(signed: Path) -> None:
+    code, out = verify(signed, "receipt.json")
+    assert code == 1
+    assert "no key given" in out
+
+
+def test_bernstein_host_file_is_maintained_in_its_own_layout(tmp_path: Path) -> None:
+    host = tmp_path / "advisories.py"
+    shutil.copy(ASSETS / "bernstein_advisories.py", host)
+    original = host.read_text()
+    feed = {
+        "schema_version": 1,
+        "adapters": {
+            "aider": entry("0.61.0"),
+            "goose": {**entry("1.0.0"), "advisory_id": "BSA-0007",
+                      "note": "Pre-1.0 goose lacks the sandbox flag the orchestrator relies on."},
+        },
+    }  # fmt: skip
+    (tmp_path / "feed.json").write_text(json.dumps(feed))
+    done = floorctl("refresh", "--feed", "feed.json", "--module", host, "--template",
+                    "bernstein", "--write", cwd=tmp_path, state=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    text = host.read_text()
+    assert 'min_safe_version="0.61.0"' in text
+    assert "ADAPTER_MIN_SAFE_VERSIONS: dict[str, AdapterAdvisory] = {" in text
+    head, tail = original.split("# floor-map:begin\n")[0], original.split("# floor-map:end\n")[1]
+    assert text.startswith(head) and text.endswith(tail)
+    namespace: dict[str, object] = {}
+    exec(compile(text, str(host), "exec"), namespace)  # noqa: S102 - the host file itself
+    advisories = namespace["ADAPTER_MIN_SAFE_VERSIONS"]
+    assert isinstance(advisories, dict)
+    assert advisories["aider"].min_safe_version == "0.61.0"
