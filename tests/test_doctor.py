@@ -10,7 +10,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from helpers.cli import floorctl
 from hosts import Host, floor, receipt_in_chain, write_script
 
@@ -78,7 +77,9 @@ def test_runtime_doctor_works_without_floorctl_and_records_the_receipt(
     document = json.loads(done.stdout)
     assert statuses(document) == {"aider": "ok", "claude": "below_floor"}
     assert receipt_in_chain(host, document["receipt_id"])["kind"] == "adapter.version_posture"
-    imported = host.python("-c", "import sys, floorguard.__main__; print('floorctl' in sys.modules)")
+    imported = host.python(
+        "-c", "import sys, floorguard.__main__; print('floorctl' in sys.modules)"
+    )
     assert imported.stdout.strip() == "False"
 
 
