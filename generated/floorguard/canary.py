@@ -42,8 +42,8 @@ def parse_version(text: object) -> Version | None:
     """A PEP 440 version, or None when ``text`` is not one (cached: verifiers call it a lot)."""
     from packaging.version import InvalidVersion, Version
 
-    if not isinstance(text, str):
-        return None
+    if not isinstance(text, str) or text != text.strip():
+        return None  # packaging would strip the whitespace: a recorded version must be exact
     try:
         return Version(text)
     except InvalidVersion:

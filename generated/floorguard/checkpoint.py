@@ -148,6 +148,8 @@ def split_note(data: bytes) -> tuple[str, tuple[NoteSignature, ...]]:
             blob = base64.b64decode(parts[2], validate=True)
         except (binascii.Error, ValueError) as exc:
             raise VerificationError("signature line is not valid base64") from exc
+        if base64.b64encode(blob).decode("ascii") != parts[2]:
+            raise VerificationError("signature line is not canonical base64")
         if len(blob) < 5:
             raise VerificationError("signature line is too short to hold a key id")
         signatures.append(NoteSignature(parts[1], blob[:4], blob[4:]))
