@@ -63,6 +63,8 @@ PERMIT, REFUSE, WARN_OVERRIDE, UNTRACKED = "permit", "refuse", "warn_override", 
 MAX_ARCHIVE_BYTES = 64 * 1024 * 1024
 MAX_REPORTED_VIOLATIONS = 1000
 PACKAGE_MAPS = Path(__file__).with_name("maps")
+_MEMO_LIMIT = 4096
+_UNSEEN = object()
 
 
 class Violation(NamedTuple):
@@ -196,6 +198,7 @@ class WindowProof:
     _since_text: str | None = field(default=None, init=False)
     _until_text: str | None = field(default=None, init=False)
     _checkpoint_digest: str | None = field(default=None, init=False)
+    _judged: dict[tuple[object, ...], object] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         self._since_text = format_ts(self.since) if self.since is not None else None
@@ -247,52 +250,63 @@ class WindowProof:
         if verdict == REFUSE:
             return
         adapter = receipt.get("adapter")
-        seq = record.seq
         if not intact:
             self._violation(
-                seq,
+                record.seq,
                 f"{verdict} of {adapter!r}: the record fails its integrity checks, "
                 "so its decision cannot be trusted",
             )
             return
+        # Most decisions repeat (same adapter, version and map): judge each one once.
+        # Only str/None values are cached; anything else is judged afresh.
+        version, map_hash = receipt.get("version"), receipt.get("floor_map_hash")
+        cacheable = all(v is None or type(v) is str for v in (verdict, adapter, version, map_hash))
+        if cacheable:
+            memo = (verdict, adapter, version, map_hash)
+            cached = self._judged.get(memo, _UNSEEN)
+            if cached is _UNSEEN:
+                if len(self._judged) >= _MEMO_LIMIT:
+                    self._judged.clear()
+                cached = self._judged[memo] = self._judge_spawn(verdict, adapter, version, map_hash)
+            reason = cached
+        else:
+            reason = self._judge_spawn(verdict, adapter, version, map_hash)
+        if reason is not None:
+            self._violation(record.seq, str(reason))
+
+    def _judge_spawn(
+        self, verdict: object, adapter: object, version: object, map_hash: object
+    ) -> str | None:
+        """Why an allowed spawn decision breaks the floor of the map it pins, or None."""
         if verdict not in (PERMIT, WARN_OVERRIDE, UNTRACKED):
-            self._violation(seq, f"unknown verdict {verdict!r} for {adapter!r}")
-            return
+            return f"unknown verdict {verdict!r} for {adapter!r}"
         if verdict == WARN_OVERRIDE:
-            self._violation(
-                seq,
-                f"warn_override: {adapter!r} {receipt.get('version')!r} was allowed below "
-                "its floor or with an unknown version",
+            return (
+                f"warn_override: {adapter!r} {version!r} was allowed below "
+                "its floor or with an unknown version"
             )
-            return
-        floor_map = self.maps.resolve(receipt.get("floor_map_hash"))
+        floor_map = self.maps.resolve(map_hash)
         if isinstance(floor_map, str):
-            self._violation(seq, f"{verdict} of {adapter!r} {floor_map}")
-            return
+            return f"{verdict} of {adapter!r} {floor_map}"
         advisory = floor_map.get(adapter) if isinstance(adapter, str) else None
         if verdict == UNTRACKED:
             if advisory is not None:
-                self._violation(
-                    seq,
+                return (
                     f"untracked {adapter!r}, but the pinned map has the floor "
-                    f"{advisory.min_safe_version} for it",
+                    f"{advisory.min_safe_version} for it"
                 )
-            return
-        version = receipt.get("version")
+            return None
         if advisory is None:
-            self._violation(seq, f"permit of {adapter!r}, which the pinned map has no floor for")
-            return
+            return f"permit of {adapter!r}, which the pinned map has no floor for"
         floor = advisory.min_safe_version
         if canary.parse_version(version) is None:
-            self._violation(
-                seq, f"permit of {adapter!r} with no valid version ({version!r}); floor {floor}"
-            )
-        elif canary.below_floor(version, floor):
-            self._violation(
-                seq,
+            return f"permit of {adapter!r} with no valid version ({version!r}); floor {floor}"
+        if canary.below_floor(version, floor):
+            return (
                 f"permit of {adapter} {version}, below the floor {floor} "
-                f"({advisory.advisory_id}) of the pinned map",
+                f"({advisory.advisory_id}) of the pinned map"
             )
+        return None
 
     def _canary(self, record: ChainRecord, intact: bool) -> None:
         receipt = record.receipt
