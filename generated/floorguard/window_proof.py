@@ -260,8 +260,12 @@ class WindowProof:
         # Most decisions repeat (same adapter, version and map): judge each one once.
         # Only str/None values are cached; anything else is judged afresh.
         version, map_hash = receipt.get("version"), receipt.get("floor_map_hash")
-        cacheable = all(v is None or type(v) is str for v in (verdict, adapter, version, map_hash))
-        if cacheable:
+        if (
+            type(verdict) is str
+            and type(adapter) is str
+            and type(map_hash) is str
+            and (version is None or type(version) is str)
+        ):
             memo = (verdict, adapter, version, map_hash)
             cached = self._judged.get(memo, _UNSEEN)
             if cached is _UNSEEN:
