@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import click
 
+from floorctl.commands import canary as canary_commands
 from floorctl.commands import chain as chain_commands
 from floorctl.commands import doctor, keygen, refresh, validate, verify_receipt
 from floorctl.commands import fetch as fetch_command
@@ -80,3 +81,4 @@ cli.add_command(trust_command.group)
 cli.add_command(chain_commands.chain)
 verify_commands.verify.add_command(verify_receipt.command)
 cli.add_command(verify_commands.verify)
+cli.add_command(canary_commands.canary)

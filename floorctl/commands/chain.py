@@ -1,21 +1,25 @@
-"""``floorctl chain``: the audit chain from the outside (export; later, checkpoints).
+"""``floorctl chain``: the audit chain from the outside (export, signed checkpoints).
 
-Reading only: exporting never creates the database or the key.
+Reading only: exporting and checkpointing never create the database or the chain key
+(a checkpoint may create floorctl's local development signing key, and says so).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import TextIO
 
 import click
 
+from floorctl import keys
+from floorguard import checkpoint
 from floorguard._time import parse_ts
 from floorguard.chain import AuditChain
 from floorguard.errors import ChainError, FloorguardError
@@ -35,7 +39,45 @@ def parse_time_option(
 
 @click.group("chain")
 def chain() -> None:
-    """The audit chain floorguard writes: export slices of it."""
+    """The audit chain floorguard writes: export slices of it, sign checkpoints of it."""
+
+
+_signing_key_option = click.option(
+    "--signing-key",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="Ed25519 private key (PEM) to sign with; default FLOORCTL_SIGNING_KEY, else the "
+    "local development key.",
+)
+
+
+def _signed_checkpoint(audit: AuditChain, signing_key: Path | None, last_seq: int | None) -> str:
+    resolved = keys.resolve_signing_key(
+        signing_key, dict(os.environ), notify=lambda message: click.echo(message, err=True)
+    )
+    return checkpoint.sign(checkpoint.of_chain(audit, last_seq), resolved.key)
+
+
+@chain.command("checkpoint")
+@_signing_key_option
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the checkpoint to FILE atomically instead of stdout.",
+)
+def checkpoint_command(signing_key: Path | None, out: Path | None) -> None:
+    """Sign a checkpoint of the chain's current head (a C2SP signed note).
+
+    The whole chain is verified with its key first: a tampered chain is never signed.
+    """
+    audit = AuditChain.from_env()
+    note = _signed_checkpoint(audit, signing_key, None)
+    if out is None:
+        click.echo(note, nl=False)
+        return
+    _write_atomically(out, note.splitlines())
+    click.echo(f"wrote a checkpoint to {out}", err=True)
 
 
 @chain.command("export")
@@ -57,7 +99,20 @@ def chain() -> None:
     default=None,
     help="Write the slice to FILE atomically instead of stdout.",
 )
-def export(since: datetime | None, until: datetime | None, out: Path | None) -> None:
+@click.option(
+    "--checkpoint-out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write a signed checkpoint ending at the slice's last record to FILE.",
+)
+@_signing_key_option
+def export(
+    since: datetime | None,
+    until: datetime | None,
+    out: Path | None,
+    checkpoint_out: Path | None,
+    signing_key: Path | None,
+) -> None:
     """Export a contiguous slice of the audit chain as JSON Lines.
 
     The slice reaches one record before --since and one after --until when there are
@@ -69,7 +124,14 @@ def export(since: datetime | None, until: datetime | None, out: Path | None) -> 
     audit = AuditChain.from_env()
     if not audit.exists():
         raise ChainError(f"no audit chain at {audit.db_path}: nothing has been recorded yet")
-    lines = audit.export_lines(since, until)
+    last: list[str] = []
+
+    def remember(lines: Iterable[str]) -> Iterator[str]:
+        for line in lines:
+            last[:] = [line]
+            yield line
+
+    lines = remember(audit.export_lines(since, until))
     if out is None:
         try:
             _write_lines(sys.stdout, lines)
@@ -78,9 +140,16 @@ def export(since: datetime | None, until: datetime | None, out: Path | None) -> 
             # The reader stopped early (| head): the slice is incomplete, so exit 1, quietly.
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             raise click.exceptions.Exit(1) from None
-        return
-    count = _write_atomically(out, lines)
-    click.echo(f"wrote {count} record(s) to {out}", err=True)
+    else:
+        count = _write_atomically(out, lines)
+        click.echo(f"wrote {count} record(s) to {out}", err=True)
+    if checkpoint_out is not None:
+        if not last:
+            raise ChainError("the slice is empty: there is nothing to checkpoint")
+        last_seq = json.loads(last[0])["seq"]
+        note = _signed_checkpoint(audit, signing_key, last_seq)
+        _write_atomically(checkpoint_out, note.splitlines())
+        click.echo(f"wrote a checkpoint of {last_seq + 1} record(s) to {checkpoint_out}", err=True)
 
 
 def _write_lines(stream: TextIO, lines: Iterable[str]) -> int:

@@ -11,12 +11,13 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from floorguard.chain_key import load_key
 from floorguard.errors import FloorguardError
-from floorguard.slice_verify import MACS_NOT_CHECKED, render_text, report_document, verify_path
+from floorguard.slice_verify import MACS_NOT_CHECKED
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -28,16 +29,46 @@ if TYPE_CHECKING:
     _SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
 
+def _time_option(text: str) -> datetime:
+    """argparse type: RFC 3339 with Z or an offset (a bad one is a usage error)."""
+    from floorguard._time import parse_ts
+
+    try:
+        return parse_ts(text)
+    except FloorguardError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
 def _verify_chain(args: argparse.Namespace) -> int:
+    from floorguard import window_proof
+
     key = load_key(args.key_file) if args.key_file is not None else None
     if key is None:
         print(MACS_NOT_CHECKED, file=sys.stderr)
-    report = verify_path(args.slice, key=key)
+    checkpoint, checkpoint_error = None, None
+    if args.checkpoint is not None:
+        from floorguard.dsse import load_public_key
+
+        public = load_public_key(args.pubkey.read_bytes(), str(args.pubkey))
+        checkpoint, checkpoint_error = window_proof.load_checkpoint(
+            args.checkpoint.read_bytes(), public
+        )
+    map_dirs = args.maps if args.maps else window_proof.default_map_dirs()
+    report = window_proof.prove_path(
+        args.slice,
+        key=key,
+        since=args.since,
+        until=args.until,
+        map_dirs=map_dirs,
+        checkpoint=checkpoint,
+        checkpoint_error=checkpoint_error,
+    )
     if args.as_json:
-        print(json.dumps(report_document(report), indent=2, sort_keys=True, ensure_ascii=False))
+        document = window_proof.report_document(report)
+        print(json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False))
     else:
-        sys.stdout.write(render_text(report))
-    return EXIT_OK if report.intact else EXIT_FAILED
+        sys.stdout.write(window_proof.render_text(report))
+    return EXIT_OK if report.proven else EXIT_FAILED
 
 
 def register_verify(commands: _SubParsers) -> _SubParsers:
@@ -46,18 +77,36 @@ def register_verify(commands: _SubParsers) -> _SubParsers:
     checks = verify.add_subparsers(dest="check", metavar="CHECK", required=True)
     chain = checks.add_parser(
         "chain",
-        help="integrity and continuity of an exported chain slice",
-        description="Check an exported slice of the audit chain (JSON Lines; - for stdin). "
-        "Prints PROVEN or NOT PROVEN with every integrity error; exit 0 only when proven.",
+        help="prove that no below-floor spawn was permitted in a window of a chain slice",
+        description="Check an exported slice of the audit chain (JSON Lines; - for stdin): "
+        "integrity, continuity and coverage of the window, then re-evaluate every spawn "
+        "record in the window against the floor map it pins. Prints PROVEN or NOT PROVEN "
+        "with every finding by seq; exit 0 only when proven.",
     )
     chain.add_argument("slice", metavar="SLICE", help="the slice file, or - for stdin")
+    chain.add_argument("--since", metavar="TS", type=_time_option, help="window start (RFC 3339)")
+    chain.add_argument("--until", metavar="TS", type=_time_option, help="window end (RFC 3339)")
     chain.add_argument(
         "--key-file", type=Path, default=None, help="the chain's HMAC key, to check the MACs"
     )
     chain.add_argument(
+        "--checkpoint", type=Path, default=None, help="a signed checkpoint (needs --pubkey)"
+    )
+    chain.add_argument(
+        "--pubkey", type=Path, default=None, help="PEM public key the checkpoint is signed by"
+    )
+    chain.add_argument(
+        "--maps",
+        type=Path,
+        action="append",
+        metavar="DIR",
+        help="a floor-map archive (sha256-<hex>.json files); repeatable "
+        "(default: the package's own maps)",
+    )
+    chain.add_argument(
         "--json", dest="as_json", action="store_true", help="print one JSON document"
     )
-    chain.set_defaults(handler=_verify_chain)
+    chain.set_defaults(handler=_verify_chain, parser=chain)
     return checks
 
 
@@ -142,6 +191,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; errors become one ``floorguard: error:`` line and exit status 1."""
     args = build_parser().parse_args(argv)
+    if getattr(args, "checkpoint", None) is not None and args.pubkey is None:
+        args.parser.error("--checkpoint needs --pubkey (the key the checkpoint is signed by)")
     handler: Handler = args.handler
     try:
         return handler(args)

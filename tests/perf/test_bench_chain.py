@@ -11,26 +11,22 @@ and catch only regressions well past the targets.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import json
 import sqlite3
 import statistics
 import time
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from helpers.slice_writer import write_slice
 
-from floorguard._canonical import ZERO_DIGEST
-from floorguard._time import format_ts
-from floorguard.chain import AuditChain, body_text, canonical_json, line_text, record_mac
+from floorguard.chain import AuditChain
 from floorguard.slice_verify import verify_path
 
 pytestmark = pytest.mark.perf
 
 SPAWN = "adapter.spawn_preflight_receipt"
-START = datetime(2026, 11, 30, tzinfo=UTC)
 
 
 def _receipt(n: int) -> dict[str, object]:
@@ -83,33 +79,11 @@ def test_bench_durable_append_against_a_bare_insert(tmp_path: Path) -> None:
     assert ratio < 4
 
 
-def _write_slice(path: Path, count: int, key: bytes) -> None:
-    chain_id = "0123456789abcdef" * 2
-    prev = ZERO_DIGEST
-    with path.open("w", encoding="utf-8") as out:
-        for seq in range(count):
-            receipt_json = canonical_json(_receipt(seq))
-            receipt_id = "sha256:" + hashlib.sha256(receipt_json.encode()).hexdigest()
-            ts = format_ts(START + timedelta(seconds=seq))
-            fields = {
-                "seq": seq,
-                "ts": ts,
-                "chain_id": chain_id,
-                "event": SPAWN,
-                "receipt_id": receipt_id,
-                "receipt_json": receipt_json,
-                "prev": prev,
-            }
-            body = body_text(**fields).encode()  # type: ignore[arg-type]
-            out.write(line_text(**fields, mac=record_mac(key, body)) + "\n")  # type: ignore[arg-type]
-            prev = "sha256:" + hashlib.sha256(body).hexdigest()
-
-
 def test_bench_verify_200k_records_against_the_bare_floor(tmp_path: Path) -> None:
     count = 200_000
     key = bytes(range(32))
     slice_file = tmp_path / "slice.jsonl"
-    _write_slice(slice_file, count, key)
+    write_slice(slice_file, count, key, _receipt)
 
     def floor() -> None:
         with slice_file.open("rb") as stream:

@@ -1,0 +1,66 @@
+"""``floorctl canary``: seal a conformance-canary run, and show last-green.
+
+The rules and the projection live in the runtime (``floorguard.canary``), where the window
+verifier reuses them.
+"""
+
+from __future__ import annotations
+
+import click
+
+from floorctl.commands._output import emit_json, json_option
+from floorguard import canary as canary_rules
+from floorguard.chain import AuditChain
+
+
+@click.group("canary")
+def canary() -> None:
+    """Certify adapter versions by canary runs; last-green never goes below the floor."""
+
+
+@canary.command("record")
+@click.option("--adapter", required=True, help="The adapter the canary ran.")
+@click.option("--version", "version", required=True, help="The adapter version it ran.")
+@click.option(
+    "--result", required=True, type=click.Choice(sorted(canary_rules.RESULTS)), help="pass|fail"
+)
+@json_option
+def record(adapter: str, version: str, result: str, as_json: bool) -> None:
+    """Seal an adapter.canary_receipt into the audit chain.
+
+    Exit 1 when certification is refused (VERSION below the floor, or not PEP 440),
+    whatever the result; else 0. Only a pass at or above the floor and newer than
+    last-green advances last-green.
+    """
+    outcome = canary_rules.record_run(AuditChain.from_env(), adapter, version, result)
+    judgement = outcome.judgement
+    if as_json:
+        emit_json(
+            {
+                "receipt_id": outcome.receipt_id,
+                "seq": outcome.seq,
+                "verdict": judgement.verdict,
+                "certified": judgement.certified,
+                "floor": judgement.floor,
+                "reason": judgement.reason,
+            }
+        )
+    else:
+        click.echo(f"{judgement.verdict}: {judgement.reason}")
+        click.echo(f"  receipt {outcome.receipt_id} (seq {outcome.seq})")
+    if judgement.verdict == canary_rules.REFUSE:
+        raise click.exceptions.Exit(1)
+
+
+@canary.command("last-green")
+@json_option
+def last_green(as_json: bool) -> None:
+    """Last-green per adapter, rebuilt from the audit chain (verified with its key)."""
+    projection = canary_rules.chain_projection(AuditChain.from_env())
+    if as_json:
+        emit_json(canary_rules.last_green_document(projection))
+        return
+    if not projection:
+        click.echo("no adapter has a last-green version yet")
+    for adapter, entry in projection.items():
+        click.echo(f"{adapter} {entry.version} (receipt {entry.receipt_id}, {entry.ts})")

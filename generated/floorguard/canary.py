@@ -1,0 +1,240 @@
+"""The conformance canary: certify an adapter version, and the last-green projection.
+
+A canary run of adapter A at version V ends in ``pass`` or ``fail`` and is sealed as an
+``adapter.canary_receipt`` that pins the floor map in force. Its verdict:
+
+- ``refuse``: V is below A's floor, or is not a PEP 440 version, whatever the result. Such a
+  version is never certified.
+- ``certify``: a ``pass`` at or above the floor (or of an adapter with no floor) for a
+  version newer than A's last-green: last-green advances to V.
+- ``record``: anything else (a ``fail``, or a ``pass`` not newer than last-green). Recorded;
+  moves nothing.
+
+Last-green is a projection of the chain, never state of its own: ``project`` replays canary
+records and advances an adapter only on a ``certify`` record whose version is at or above
+the floor it recorded and newer than the current last-green, so a record that claims more
+than that still cannot move last-green onto a below-floor or older version.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+from floorguard.errors import VerificationError
+
+if TYPE_CHECKING:
+    from packaging.version import Version
+
+    from floorguard.chain import AuditChain, ChainRecord
+    from floorguard.floormap import Advisory
+
+CANARY = "adapter.canary_receipt"
+PASS, FAIL = "pass", "fail"
+RESULTS = frozenset({PASS, FAIL})
+CERTIFY, REFUSE, RECORD = "certify", "refuse", "record"
+
+
+@lru_cache(maxsize=4096)
+def parse_version(text: object) -> Version | None:
+    """A PEP 440 version, or None when ``text`` is not one (cached: verifiers call it a lot)."""
+    from packaging.version import InvalidVersion, Version
+
+    if not isinstance(text, str) or text != text.strip():
+        return None  # packaging would strip the whitespace: a recorded version must be exact
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
+
+
+def below_floor(version: object, floor: str) -> bool:
+    """True when ``version`` is below ``floor``, or is not a valid version (fail closed)."""
+    seen, minimum = parse_version(version), parse_version(floor)
+    return seen is None or minimum is None or seen < minimum
+
+
+@dataclass(frozen=True)
+class LastGreen:
+    """An adapter's last certified version and the receipt that certified it."""
+
+    version: str
+    receipt_id: str
+    ts: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"version": self.version, "receipt_id": self.receipt_id, "ts": self.ts}
+
+
+@dataclass(frozen=True)
+class CanaryJudgement:
+    verdict: str
+    certified: bool
+    floor: str | None
+    advisory_id: str | None
+    reason: str
+
+
+def judge(
+    adapter: str,
+    version: str,
+    result: str,
+    advisory: Advisory | None,
+    last_green: LastGreen | None,
+) -> CanaryJudgement:
+    """The verdict of one canary run (pure). Raises VerificationError for an unknown result."""
+    if result not in RESULTS:
+        raise VerificationError(f"canary result must be pass or fail, not {result!r}")
+    floor = advisory.min_safe_version if advisory is not None else None
+    advisory_id = advisory.advisory_id if advisory is not None else None
+    seen = parse_version(version)
+    if seen is None:
+        return CanaryJudgement(
+            REFUSE, False, floor, advisory_id, f"{version!r} is not a PEP 440 version"
+        )
+    if floor is not None and below_floor(version, floor):
+        return CanaryJudgement(
+            REFUSE,
+            False,
+            floor,
+            advisory_id,
+            f"{adapter} {version} is below the floor {floor} ({advisory_id}): not certified",
+        )
+    if result != PASS:
+        return CanaryJudgement(RECORD, False, floor, advisory_id, f"{adapter} {version} failed")
+    current = parse_version(last_green.version) if last_green is not None else None
+    if last_green is not None and (current is None or seen <= current):
+        return CanaryJudgement(
+            RECORD,
+            True,
+            floor,
+            advisory_id,
+            f"{adapter} {version} passed but is not newer than last-green {last_green.version}",
+        )
+    return CanaryJudgement(
+        CERTIFY, True, floor, advisory_id, f"{adapter} {version} passed: last-green advances"
+    )
+
+
+def advances(receipt: Mapping[str, Any], current: LastGreen | None) -> bool:
+    """Whether a canary receipt moves last-green, by the rules, whatever it claims."""
+    if receipt.get("verdict") != CERTIFY or receipt.get("result") != PASS:
+        return False
+    if receipt.get("certified") is not True:
+        return False
+    version = receipt.get("version")
+    seen = parse_version(version)
+    if seen is None:
+        return False
+    floor = receipt.get("floor")
+    if floor is not None and (not isinstance(floor, str) or below_floor(version, floor)):
+        return False
+    if current is None:
+        return True
+    previous = parse_version(current.version)
+    return previous is None or seen > previous
+
+
+class Projection:
+    """Last-green per adapter, built by feeding canary records in chain order."""
+
+    def __init__(self) -> None:
+        self.last_green: dict[str, LastGreen] = {}
+
+    def feed(self, record: ChainRecord) -> bool:
+        """Apply one record; True when it moved last-green."""
+        if record.event != CANARY:
+            return False
+        receipt = record.receipt
+        adapter = receipt.get("adapter")
+        if not isinstance(adapter, str):
+            return False
+        if not advances(receipt, self.last_green.get(adapter)):
+            return False
+        self.last_green[adapter] = LastGreen(str(receipt["version"]), record.receipt_id, record.ts)
+        return True
+
+
+def project(records: Iterable[ChainRecord]) -> dict[str, LastGreen]:
+    """The last-green projection of ``records`` (in chain order)."""
+    projection = Projection()
+    for record in records:
+        projection.feed(record)
+    return dict(sorted(projection.last_green.items()))
+
+
+def last_green_document(projection: Mapping[str, LastGreen]) -> dict[str, dict[str, str]]:
+    """The ``canary last-green --json`` document: ``{adapter: {version, receipt_id, ts}}``."""
+    return {adapter: entry.to_json() for adapter, entry in sorted(projection.items())}
+
+
+@dataclass(frozen=True)
+class CanaryOutcome:
+    judgement: CanaryJudgement
+    receipt: dict[str, Any]
+    receipt_id: str
+    seq: int
+
+
+def record_run(chain: AuditChain, adapter: str, version: str, result: str) -> CanaryOutcome:
+    """Judge one canary run against the map in force and seal it into ``chain``.
+
+    Last-green is rebuilt from the chain first (the chain, verified by its MACs, is the
+    only state). Raises VerificationError (bad input, a chain that does not verify),
+    FloorMapError (no trustworthy map) and ChainError (the receipt could not be written).
+    """
+    from floorguard import active_map, receipts
+    from floorguard.gate import ADAPTER_NAME
+
+    if not ADAPTER_NAME.match(adapter):
+        raise VerificationError(f"invalid adapter name {adapter!r}")
+    in_force = active_map.current()
+    current = chain_projection(chain).get(adapter)
+    judgement = judge(adapter, version, result, in_force.floor_map.get(adapter), current)
+    receipt = receipts.new_receipt(
+        CANARY,
+        {
+            "adapter": adapter,
+            "version": version,
+            "result": result,
+            "floor": judgement.floor,
+            "advisory_id": judgement.advisory_id,
+            "certified": judgement.certified,
+            "verdict": judgement.verdict,
+            "reason": judgement.reason,
+            "previous_last_green": current.to_json() if current is not None else None,
+            "floor_map_hash": in_force.floor_map_hash,
+        },
+    )
+    record = chain.append(CANARY, receipt)
+    return CanaryOutcome(judgement, receipt, record.receipt_id, record.seq)
+
+
+def chain_projection(chain: AuditChain) -> dict[str, LastGreen]:
+    """Last-green rebuilt from the whole chain, which must verify with the chain's key.
+
+    Streams: only the projection is kept. Raises VerificationError when the chain does not
+    verify (the projection of a tampered chain is refused, not shown) and KeyFileError when
+    its key cannot be read.
+    """
+    from floorguard.chain_key import load_key
+    from floorguard.slice_verify import SliceVerifier
+
+    if not chain.exists() or chain.head() is None:
+        return {}
+    projection = Projection()
+
+    def feed(record: ChainRecord, intact: bool) -> None:
+        if intact:
+            projection.feed(record)
+
+    verifier = SliceVerifier(key=load_key(chain.key_file), on_record=feed)
+    verifier.feed_all(chain.export_lines())
+    report = verifier.finish()
+    if not report.intact or report.first_seq != 0:
+        first = report.integrity_errors[0] if report.integrity_errors else None
+        where = f" (seq {first.seq}: {first.reason})" if first is not None else ""
+        raise VerificationError(f"the audit chain {chain.db_path} does not verify{where}")
+    return dict(sorted(projection.last_green.items()))

@@ -1,0 +1,254 @@
+"""Signed checkpoints of the audit chain: C2SP tlog-checkpoint bodies in C2SP signed notes.
+
+A checkpoint states, under an Ed25519 signature, that the chain ``chain_id`` held ``size``
+records and that the digest of its last one (seq ``size - 1``) was ``head``. Because every
+record's ``prev`` is the digest of the record before it, a verifier holding only the public
+key (not the HMAC secret) can then detect any change, deletion, reordering or truncation of
+the records up to that size.
+
+Body (the note text, every line ending in a newline)::
+
+    floorguard/<chain_id>          origin
+    <size>                          decimal, no leading zeroes
+    <base64 of the 32 head bytes>   standard base64, padded
+    time <RFC 3339 UTC with Z>      extension line: when the checkpoint was issued
+
+The head is the record digest's 32 raw bytes, not an RFC 6962 Merkle root: the chain is a
+hash chain, and the checkpoint names its last link. The ``time`` line is an extension line
+(opaque to generic C2SP tooling, which ignores it); floorguard requires exactly one.
+
+Signature (C2SP signed-note): a blank line, then ``— <key name> <base64(key id || sig)>``
+where the key name is the origin, the signature is Ed25519 over the note text (with its
+final newline), and the key id is the first four bytes of
+SHA-256(key name || 0x0A || 0x01 || 32-byte public key). ``cryptography`` is imported lazily.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from floorguard._time import format_ts
+from floorguard.chain import is_chain_id, parse_any_ts
+from floorguard.errors import FloorguardError, VerificationError
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+        Ed25519PrivateKey,
+        Ed25519PublicKey,
+    )
+
+    from floorguard.chain import AuditChain, ChainRecord
+
+ORIGIN_PREFIX = "floorguard/"
+EM_DASH = "\u2014"
+ED25519_TYPE = b"\x01"
+TIME_PREFIX = "time "
+MAX_NOTE_BYTES = 64 * 1024
+MAX_SIGNATURES = 64
+_SIZE = re.compile(r"0|[1-9][0-9]{0,18}")
+_UTC_Z = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?Z")
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """What a checkpoint states: the chain, its size, its head digest and the issue time."""
+
+    chain_id: str
+    size: int
+    head: str
+    time: str
+
+    @property
+    def origin(self) -> str:
+        return ORIGIN_PREFIX + self.chain_id
+
+    def body(self) -> str:
+        """The C2SP tlog-checkpoint note text (ends with a newline)."""
+        head = base64.b64encode(bytes.fromhex(self.head.removeprefix("sha256:"))).decode()
+        return f"{self.origin}\n{self.size}\n{head}\n{TIME_PREFIX}{self.time}\n"
+
+
+def key_id(name: str, public_raw: bytes) -> bytes:
+    """The C2SP signed-note key id of an Ed25519 key: SHA-256(name \\n 0x01 key)[:4]."""
+    return hashlib.sha256(name.encode("utf-8") + b"\n" + ED25519_TYPE + public_raw).digest()[:4]
+
+
+def signature_line(name: str, public_raw: bytes, signature: bytes) -> str:
+    """``— <name> <base64(key id || signature)>`` with its newline."""
+    blob = base64.b64encode(key_id(name, public_raw) + signature).decode("ascii")
+    return f"{EM_DASH} {name} {blob}\n"
+
+
+def raw_public(key: Ed25519PublicKey) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
+    return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+
+
+def new_checkpoint(chain_id: str, size: int, head: str, time: str | None = None) -> Checkpoint:
+    """A checkpoint of ``size`` records ending in the record whose digest is ``head``.
+
+    The time is now unless given. Raises VerificationError for values it cannot state.
+    """
+    from floorguard._canonical import is_digest
+    from floorguard._time import utc_now
+
+    if not is_chain_id(chain_id):
+        raise VerificationError(f"cannot checkpoint chain id {chain_id!r}: not 32 hex characters")
+    if size < 1:
+        raise VerificationError("cannot checkpoint an empty chain")
+    if not is_digest(head):
+        raise VerificationError(f"cannot checkpoint head {head!r}: not a sha256 digest")
+    stamp = time if time is not None else format_ts(utc_now())
+    return Checkpoint(chain_id, size, head, stamp)
+
+
+def sign(checkpoint: Checkpoint, private_key: Ed25519PrivateKey) -> str:
+    """The signed note: body, blank line, one signature line keyed by the origin."""
+    body = checkpoint.body()
+    signature = private_key.sign(body.encode("utf-8"))
+    public = raw_public(private_key.public_key())
+    return body + "\n" + signature_line(checkpoint.origin, public, signature)
+
+
+@dataclass(frozen=True)
+class NoteSignature:
+    name: str
+    key_id: bytes
+    signature: bytes
+
+
+def split_note(data: bytes) -> tuple[str, tuple[NoteSignature, ...]]:
+    """The note text and its signature lines. Raises VerificationError if malformed."""
+    if len(data) > MAX_NOTE_BYTES:
+        raise VerificationError(f"checkpoint is larger than {MAX_NOTE_BYTES} bytes")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise VerificationError("checkpoint is not UTF-8") from exc
+    if any(ch < " " and ch != "\n" for ch in text):
+        raise VerificationError("checkpoint holds a control character other than newline")
+    if not text.endswith("\n"):
+        raise VerificationError("checkpoint does not end with a newline")
+    cut = text.rfind("\n\n")
+    if cut < 0:
+        raise VerificationError("checkpoint has no blank line before its signatures")
+    body, block = text[: cut + 1], text[cut + 2 :]
+    signatures = []
+    for line in block.split("\n")[:-1]:
+        parts = line.split(" ")
+        if len(parts) != 3 or parts[0] != EM_DASH or not parts[1] or "+" in parts[1]:
+            raise VerificationError(f"malformed signature line {line!r}")
+        try:
+            blob = base64.b64decode(parts[2], validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise VerificationError("signature line is not valid base64") from exc
+        if base64.b64encode(blob).decode("ascii") != parts[2]:
+            raise VerificationError("signature line is not canonical base64")
+        if len(blob) < 5:
+            raise VerificationError("signature line is too short to hold a key id")
+        signatures.append(NoteSignature(parts[1], blob[:4], blob[4:]))
+    if not signatures:
+        raise VerificationError("checkpoint has no signature lines")
+    if len(signatures) > MAX_SIGNATURES:
+        raise VerificationError(f"checkpoint has more than {MAX_SIGNATURES} signatures")
+    return body, tuple(signatures)
+
+
+def parse_body(body: str) -> Checkpoint:
+    """Read a tlog-checkpoint body written by ``Checkpoint.body``. Raises VerificationError."""
+    lines = body.split("\n")[:-1]
+    if len(lines) < 3 or any(not line for line in lines):
+        raise VerificationError("checkpoint body needs at least three non-empty lines")
+    origin, size_text, head_text, *extensions = lines
+    chain_id = origin.removeprefix(ORIGIN_PREFIX)
+    if not origin.startswith(ORIGIN_PREFIX) or not is_chain_id(chain_id):
+        raise VerificationError(f"checkpoint origin {origin!r} is not floorguard/<chain id>")
+    if not _SIZE.fullmatch(size_text) or size_text == "0":
+        raise VerificationError(f"checkpoint size {size_text!r} is not a positive decimal")
+    try:
+        head = base64.b64decode(head_text, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise VerificationError("checkpoint head is not valid base64") from exc
+    if len(head) != 32 or base64.b64encode(head).decode() != head_text:
+        raise VerificationError("checkpoint head is not the base64 of 32 bytes")
+    times = [line[len(TIME_PREFIX) :] for line in extensions if line.startswith(TIME_PREFIX)]
+    if len(times) != 1:
+        raise VerificationError("checkpoint needs exactly one 'time <RFC 3339>' line")
+    stamp = times[0]
+    if not _UTC_Z.fullmatch(stamp):
+        raise VerificationError(f"checkpoint time {stamp!r} is not RFC 3339 UTC with Z")
+    try:
+        parse_any_ts(stamp)
+    except FloorguardError as exc:
+        raise VerificationError(f"checkpoint time {stamp!r} is not RFC 3339") from exc
+    return Checkpoint(chain_id, int(size_text), "sha256:" + head.hex(), stamp)
+
+
+def verify(data: bytes, public_key: Ed25519PublicKey) -> Checkpoint:
+    """Verify a signed checkpoint against ``public_key`` and return what it states.
+
+    Signature lines from other keys are ignored (C2SP signed-note); a line whose name and
+    key id both match ``public_key`` under the checkpoint's origin must verify. Raises
+    VerificationError when the note is malformed, no matching signature exists ("signed
+    by an unknown key"), or a matching signature fails.
+    """
+    from cryptography.exceptions import InvalidSignature
+
+    body, signatures = split_note(data)
+    checkpoint = parse_body(body)
+    name = checkpoint.origin
+    expected = key_id(name, raw_public(public_key))
+    matching = [s for s in signatures if s.name == name and s.key_id == expected]
+    if not matching:
+        raise VerificationError(
+            f"checkpoint is signed by an unknown key (no signature by {name} with key id "
+            f"{expected.hex()}, the given public key)"
+        )
+    for signature in matching:
+        try:
+            public_key.verify(signature.signature, body.encode("utf-8"))
+        except InvalidSignature:
+            raise VerificationError("checkpoint signature does not verify") from None
+    return checkpoint
+
+
+def of_chain(chain: AuditChain, last_seq: int | None = None) -> Checkpoint:
+    """A checkpoint of ``chain`` up to ``last_seq`` (default: its head), issued now.
+
+    The chain is verified from genesis with its own key first, so that a tampered chain is
+    never signed. Raises VerificationError (empty or tampered chain, ``last_seq`` beyond the
+    head), KeyFileError and ChainError.
+    """
+    from floorguard.chain_key import load_key
+    from floorguard.slice_verify import SliceVerifier
+
+    if not chain.exists() or chain.head() is None:
+        raise VerificationError(f"no records in the audit chain {chain.db_path}: nothing to sign")
+    found: dict[str, str] = {}
+
+    def capture(record: ChainRecord, intact: bool) -> None:
+        if record.seq == last_seq:
+            found["head"] = record.digest()
+
+    verifier = SliceVerifier(key=load_key(chain.key_file), on_record=capture)
+    verifier.feed_all(chain.export_lines())
+    report = verifier.finish()
+    if not report.intact or report.first_seq != 0 or report.chain_id is None:
+        first = report.integrity_errors[0] if report.integrity_errors else None
+        where = f" (seq {first.seq}: {first.reason})" if first is not None else ""
+        raise VerificationError(
+            f"refusing to sign a checkpoint: the audit chain {chain.db_path} does not verify{where}"
+        )
+    if last_seq is None:
+        if report.last_seq is None or report.head is None:
+            raise VerificationError(f"no records in the audit chain {chain.db_path}")
+        return new_checkpoint(report.chain_id, report.last_seq + 1, report.head)
+    if "head" not in found:
+        raise VerificationError(f"the audit chain has no record {last_seq}")
+    return new_checkpoint(report.chain_id, last_seq + 1, found["head"])

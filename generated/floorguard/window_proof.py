@@ -1,0 +1,548 @@
+"""The window proof: no adapter below its floor was permitted to spawn between T1 and T2.
+
+It rides on ``SliceVerifier`` (through ``on_record``), so the slice is read once and memory
+stays flat: what is kept is the floor maps seen, a version cache and the findings.
+
+PROVEN means all of:
+
+1. **Intact**: every integrity check of ``slice_verify`` passed (MACs when a key is given;
+   content addresses, digests, links, contiguous seq and one chain id always).
+2. **Covered**: the slice starts at genesis (seq 0) or at a record stamped before T1, and
+   ends at a record stamped after T2, or at a signed checkpoint issued after T2 whose size
+   is the last seq + 1 and whose head is the last record's digest. Without a window there
+   is nothing to cover beyond the slice itself; an open end (no T2) is the slice's end.
+3. **Checkpoint** (when given): it names the slice's chain, its size falls within the slice
+   and its head equals the digest of record ``size - 1``. Without a key, records past the
+   checkpoint are unauthenticated and reported.
+4. **No violation**: every spawn record stamped inside the window is re-evaluated, not
+   trusted. The floor map it pins is resolved from floor-update receipts earlier in the
+   slice (they carry the whole new map) or from content-addressed map archives, the
+   adapter's floor is taken from that map and the recorded version compared with it. A
+   ``permit`` below the floor or of a missing or invalid version, a permit of an adapter
+   the pinned map has no floor for, any ``warn_override``, an ``untracked`` record of an
+   adapter the pinned map has a floor for, a record that fails its own integrity checks, a
+   pinned map that cannot be resolved, and an unknown verdict are violations. A refusal
+   never is. Canary records anywhere in the slice are re-evaluated the same way: a
+   last-green step (verdict ``certify``) onto a below-floor or invalid version is a
+   violation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from floorguard import canary
+from floorguard._time import format_ts
+from floorguard.chain import ChainRecord, parse_any_ts
+from floorguard.errors import FloorguardError, FloorMapError, VerificationError
+from floorguard.floormap import FloorMap, entries_hash, from_entries
+from floorguard.slice_verify import (
+    IntegrityError,
+    SliceReport,
+    SliceVerifier,
+    iter_slice_lines,
+)
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    from floorguard.checkpoint import Checkpoint
+
+SPAWN = "adapter.spawn_preflight_receipt"
+FLOOR_UPDATE = "adapter.floor_update_receipt"
+CANARY = canary.CANARY
+PERMIT, REFUSE, WARN_OVERRIDE, UNTRACKED = "permit", "refuse", "warn_override", "untracked"
+MAX_ARCHIVE_BYTES = 64 * 1024 * 1024
+MAX_REPORTED_VIOLATIONS = 1000
+PACKAGE_MAPS = Path(__file__).with_name("maps")
+_MEMO_LIMIT = 4096
+_UNSEEN = object()
+
+
+class Violation(NamedTuple):
+    """A record whose decision breaks the floor: its seq and why."""
+
+    seq: int | None
+    reason: str
+
+
+# --- floor maps by hash -------------------------------------------------------------------------
+
+
+class MapResolver:
+    """Floor maps by their hash: learned from update receipts, or read from map archives.
+
+    An archive directory holds ``sha256-<hex>.json`` files, each the canonical JSON of one
+    map; a file whose bytes do not hash to its name is never used (and says so).
+    """
+
+    def __init__(self, archive_dirs: Sequence[Path] = ()) -> None:
+        self.archive_dirs = tuple(Path(d) for d in archive_dirs)
+        self._maps: dict[str, FloorMap] = {}
+        self._missing: dict[str, str] = {}
+
+    def learn(self, entries: Any, stated_hash: str) -> bool:
+        """Keep the map an update receipt carries, if it hashes to the hash it states."""
+        try:
+            if entries_hash(entries) != stated_hash:
+                return False
+            self._maps[stated_hash] = from_entries(entries)
+        except FloorguardError:
+            return False
+        self._missing.pop(stated_hash, None)
+        return True
+
+    def resolve(self, map_hash: object) -> FloorMap | str:
+        """The map ``map_hash`` names, or the reason it cannot be resolved."""
+        if not isinstance(map_hash, str):
+            return "the record pins no floor-map hash"
+        found = self._maps.get(map_hash)
+        if found is not None:
+            return found
+        if map_hash in self._missing:
+            return self._missing[map_hash]
+        result = self._from_archives(map_hash)
+        if isinstance(result, str):
+            self._missing[map_hash] = result
+        else:
+            self._maps[map_hash] = result
+        return result
+
+    def _from_archives(self, map_hash: str) -> FloorMap | str:
+        from floorguard._canonical import is_digest
+
+        unknown = (
+            f"pins floor map {map_hash}, which no update receipt in the slice "
+            "and no map archive holds"
+        )
+        if not is_digest(map_hash):
+            return f"pins {map_hash!r}, which is not a floor-map hash"
+        name = map_hash.replace(":", "-") + ".json"
+        problems = []
+        for folder in self.archive_dirs:
+            path = folder / name
+            try:
+                with path.open("rb") as handle:
+                    data = handle.read(MAX_ARCHIVE_BYTES + 1)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                problems.append(f"{path} is unreadable ({exc.strerror or exc})")
+                continue
+            if "sha256:" + hashlib.sha256(data).hexdigest() != map_hash:
+                problems.append(f"{path} does not hash to its name")
+                continue
+            try:
+                floor_map = from_entries(json.loads(data))
+            except (ValueError, FloorMapError) as exc:
+                problems.append(f"{path} is not a floor map ({exc})")
+                continue
+            return floor_map
+        if problems:
+            return f"{unknown} ({'; '.join(problems)})"
+        return unknown
+
+
+def default_map_dirs(extra: Iterable[Path] = ()) -> list[Path]:
+    """The package's own archive, then ``extra`` (those that exist)."""
+    return [d for d in (PACKAGE_MAPS, *extra) if d.is_dir()]
+
+
+# --- the proof ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProofReport:
+    """The verdict of ``verify chain``: the slice, the window, and every finding by seq."""
+
+    slice: SliceReport
+    since: str | None
+    until: str | None
+    violations: tuple[Violation, ...]
+    integrity_errors: tuple[IntegrityError, ...]
+    evaluated: int
+    checkpoint: Checkpoint | None
+    not_listed: int = 0
+
+    @property
+    def proven(self) -> bool:
+        return not self.violations and not self.integrity_errors and self.not_listed == 0
+
+
+def _fast_stamp(ts: str) -> bool:
+    """The fixed-width form floorguard writes, which sorts as text."""
+    return len(ts) == 27 and ts[-1] == "Z" and ts[19] == "."
+
+
+@dataclass
+class WindowProof:
+    """Feed records through ``on_record`` (SliceVerifier's callback), then ``finish``."""
+
+    maps: MapResolver
+    since: datetime | None = None
+    until: datetime | None = None
+    checkpoint: Checkpoint | None = None
+    max_violations: int = MAX_REPORTED_VIOLATIONS
+
+    _violations: list[Violation] = field(default_factory=list, init=False)
+    _not_listed: int = field(default=0, init=False)
+    _evaluated: int = field(default=0, init=False)
+    _since_text: str | None = field(default=None, init=False)
+    _until_text: str | None = field(default=None, init=False)
+    _checkpoint_digest: str | None = field(default=None, init=False)
+    _judged: dict[tuple[object, ...], object] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        self._since_text = format_ts(self.since) if self.since is not None else None
+        self._until_text = format_ts(self.until) if self.until is not None else None
+
+    # -- streaming --
+
+    def on_record(self, record: ChainRecord, intact: bool) -> None:
+        event = record.event
+        if event == SPAWN:
+            if self._in_window(record.ts):
+                self._evaluated += 1
+                self._spawn(record, intact)
+        elif event == FLOOR_UPDATE:
+            if intact:
+                receipt = record.receipt
+                stated = receipt.get("new_floor_map_hash")
+                if isinstance(stated, str):
+                    self.maps.learn(receipt.get("new_floor_map"), stated)
+        elif event == CANARY:
+            self._canary(record, intact)
+        checkpoint = self.checkpoint
+        if checkpoint is not None and record.seq == checkpoint.size - 1:
+            self._checkpoint_digest = record.digest()
+
+    def _in_window(self, ts: str) -> bool:
+        since, until = self._since_text, self._until_text
+        if since is None and until is None:
+            return True
+        if _fast_stamp(ts):
+            return (since is None or ts >= since) and (until is None or ts <= until)
+        try:
+            moment = parse_any_ts(ts)
+        except FloorguardError:
+            return True  # an unreadable time is already an integrity error; judge it too
+        return (self.since is None or moment >= self.since) and (
+            self.until is None or moment <= self.until
+        )
+
+    def _violation(self, seq: int, reason: str) -> None:
+        if len(self._violations) < self.max_violations:
+            self._violations.append(Violation(seq, reason))
+        else:
+            self._not_listed += 1
+
+    def _spawn(self, record: ChainRecord, intact: bool) -> None:
+        receipt = record.receipt
+        verdict = receipt.get("verdict")
+        if verdict == REFUSE:
+            return
+        adapter = receipt.get("adapter")
+        if not intact:
+            self._violation(
+                record.seq,
+                f"{verdict} of {adapter!r}: the record fails its integrity checks, "
+                "so its decision cannot be trusted",
+            )
+            return
+        # Most decisions repeat (same adapter, version and map): judge each one once.
+        # Only str/None values are cached; anything else is judged afresh.
+        version, map_hash = receipt.get("version"), receipt.get("floor_map_hash")
+        if (
+            type(verdict) is str
+            and type(adapter) is str
+            and type(map_hash) is str
+            and (version is None or type(version) is str)
+        ):
+            memo = (verdict, adapter, version, map_hash)
+            cached = self._judged.get(memo, _UNSEEN)
+            if cached is _UNSEEN:
+                if len(self._judged) >= _MEMO_LIMIT:
+                    self._judged.clear()
+                cached = self._judged[memo] = self._judge_spawn(verdict, adapter, version, map_hash)
+            reason = cached
+        else:
+            reason = self._judge_spawn(verdict, adapter, version, map_hash)
+        if reason is not None:
+            self._violation(record.seq, str(reason))
+
+    def _judge_spawn(
+        self, verdict: object, adapter: object, version: object, map_hash: object
+    ) -> str | None:
+        """Why an allowed spawn decision breaks the floor of the map it pins, or None."""
+        if verdict not in (PERMIT, WARN_OVERRIDE, UNTRACKED):
+            return f"unknown verdict {verdict!r} for {adapter!r}"
+        if verdict == WARN_OVERRIDE:
+            return (
+                f"warn_override: {adapter!r} {version!r} was allowed below "
+                "its floor or with an unknown version"
+            )
+        floor_map = self.maps.resolve(map_hash)
+        if isinstance(floor_map, str):
+            return f"{verdict} of {adapter!r} {floor_map}"
+        advisory = floor_map.get(adapter) if isinstance(adapter, str) else None
+        if verdict == UNTRACKED:
+            if advisory is not None:
+                return (
+                    f"untracked {adapter!r}, but the pinned map has the floor "
+                    f"{advisory.min_safe_version} for it"
+                )
+            return None
+        if advisory is None:
+            return f"permit of {adapter!r}, which the pinned map has no floor for"
+        floor = advisory.min_safe_version
+        if canary.parse_version(version) is None:
+            return f"permit of {adapter!r} with no valid version ({version!r}); floor {floor}"
+        if canary.below_floor(version, floor):
+            return (
+                f"permit of {adapter} {version}, below the floor {floor} "
+                f"({advisory.advisory_id}) of the pinned map"
+            )
+        return None
+
+    def _canary(self, record: ChainRecord, intact: bool) -> None:
+        receipt = record.receipt
+        if receipt.get("verdict") != canary.CERTIFY and receipt.get("certified") is not True:
+            return
+        adapter, version = receipt.get("adapter"), receipt.get("version")
+        seq = record.seq
+        if not intact:
+            self._violation(seq, f"canary certification of {adapter!r} fails its integrity checks")
+            return
+        if receipt.get("verdict") == canary.CERTIFY and receipt.get("result") != canary.PASS:
+            self._violation(seq, f"canary certified {adapter!r} {version!r} without a pass")
+        floor_map = self.maps.resolve(receipt.get("floor_map_hash"))
+        if isinstance(floor_map, str):
+            self._violation(seq, f"canary certification of {adapter!r} {floor_map}")
+            return
+        advisory = floor_map.get(adapter) if isinstance(adapter, str) else None
+        if canary.parse_version(version) is None:
+            self._violation(seq, f"canary certified {adapter!r} with no valid version")
+        elif advisory is not None and canary.below_floor(version, advisory.min_safe_version):
+            self._violation(
+                seq,
+                f"canary certified {adapter} {version}, below the floor "
+                f"{advisory.min_safe_version} of the pinned map (last-green must not "
+                "advance onto it)",
+            )
+
+    # -- the verdict --
+
+    def finish(
+        self, report: SliceReport, *, key_given: bool, checkpoint_error: str | None = None
+    ) -> ProofReport:
+        """Combine the slice's integrity with coverage, the checkpoint and the violations."""
+        errors = list(report.integrity_errors)
+        if checkpoint_error is not None:
+            errors.append(IntegrityError(None, f"checkpoint: {checkpoint_error}"))
+        if report.records:
+            errors.extend(self._coverage(report))
+            errors.extend(self._checkpoint_findings(report, key_given))
+        return ProofReport(
+            slice=report,
+            since=self._since_text,
+            until=self._until_text,
+            violations=tuple(self._violations),
+            integrity_errors=tuple(errors),
+            evaluated=self._evaluated,
+            checkpoint=self.checkpoint,
+            not_listed=self._not_listed + report.errors_not_listed,
+        )
+
+    def _coverage(self, report: SliceReport) -> list[IntegrityError]:
+        found: list[IntegrityError] = []
+        if self.since is None and self.until is None:
+            return found
+        first = _moment(report.first_ts or "")
+        before_since = self.since is not None and first is not None and first < self.since
+        if report.first_seq != 0 and not before_since:
+            found.append(
+                IntegrityError(
+                    report.first_seq,
+                    "the slice does not cover the start of the window: it starts after "
+                    "genesis at a record not stamped before "
+                    f"{self._since_text or 'the beginning (no --since)'}",
+                )
+            )
+        if self.until is not None:
+            last = _moment(report.last_ts or "")
+            by_record = last is not None and last > self.until
+            if not by_record and not self._checkpoint_closes(report):
+                found.append(
+                    IntegrityError(
+                        report.last_seq,
+                        "the slice does not cover the end of the window: its last record "
+                        f"is not stamped after {self._until_text}, and no checkpoint issued "
+                        "after it ends the slice",
+                    )
+                )
+        return found
+
+    def _checkpoint_closes(self, report: SliceReport) -> bool:
+        checkpoint = self.checkpoint
+        if checkpoint is None or self.until is None or report.last_seq is None:
+            return False
+        issued = _moment(checkpoint.time)
+        return (
+            checkpoint.chain_id == report.chain_id
+            and checkpoint.size == report.last_seq + 1
+            and checkpoint.head == report.head
+            and issued is not None
+            and issued > self.until
+        )
+
+    def _checkpoint_findings(self, report: SliceReport, key_given: bool) -> list[IntegrityError]:
+        checkpoint = self.checkpoint
+        if checkpoint is None or report.first_seq is None or report.last_seq is None:
+            return []
+        found = []
+        if checkpoint.chain_id != report.chain_id:
+            return [
+                IntegrityError(
+                    None,
+                    f"checkpoint is for chain {checkpoint.chain_id} (origin "
+                    f"{checkpoint.origin}), but the slice is chain {report.chain_id}",
+                )
+            ]
+        last_covered = checkpoint.size - 1
+        if last_covered > report.last_seq:
+            found.append(
+                IntegrityError(
+                    report.last_seq,
+                    f"the checkpoint covers {checkpoint.size} records but the slice ends at "
+                    f"seq {report.last_seq}: records {report.last_seq + 1}.."
+                    f"{last_covered} are missing (truncated)",
+                )
+            )
+        elif last_covered < report.first_seq:
+            found.append(
+                IntegrityError(
+                    None,
+                    f"the checkpoint covers records up to seq {last_covered}, before the "
+                    f"slice's first record {report.first_seq}",
+                )
+            )
+        elif self._checkpoint_digest != checkpoint.head:
+            found.append(
+                IntegrityError(
+                    last_covered,
+                    f"the digest of record {last_covered} is not the checkpoint's head "
+                    f"{checkpoint.head} (records up to it were changed, removed or reordered)",
+                )
+            )
+        if not key_given and report.last_seq > last_covered >= report.first_seq:
+            found.append(
+                IntegrityError(
+                    last_covered + 1,
+                    f"records {last_covered + 1}..{report.last_seq} come after the checkpoint "
+                    "and no --key-file was given: nothing authenticates them",
+                )
+            )
+        return found
+
+
+def _moment(ts: str) -> datetime | None:
+    try:
+        return parse_any_ts(ts)
+    except FloorguardError:
+        return None
+
+
+# --- running it ---------------------------------------------------------------------------------
+
+
+def load_checkpoint(
+    data: bytes, public_key: Ed25519PublicKey
+) -> tuple[Checkpoint | None, str | None]:
+    """The verified checkpoint, or None and why it was refused."""
+    from floorguard import checkpoint
+
+    try:
+        return checkpoint.verify(data, public_key), None
+    except VerificationError as exc:
+        return None, str(exc)
+
+
+def prove(
+    lines: Iterable[str | bytes],
+    *,
+    key: bytes | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    map_dirs: Sequence[Path] = (),
+    checkpoint: Checkpoint | None = None,
+    checkpoint_error: str | None = None,
+) -> ProofReport:
+    """Verify a slice and prove the window over it. Pure apart from reading map archives.
+
+    ``checkpoint_error`` is the reason a checkpoint the caller was given did not verify;
+    it is reported as an integrity error, so the slice is then not proven.
+    Raises VerificationError when ``since`` is later than ``until``.
+    """
+    if since is not None and until is not None and since > until:
+        raise VerificationError("--since is later than --until")
+    proof = WindowProof(MapResolver(map_dirs), since, until, checkpoint)
+    verifier = SliceVerifier(key=key, on_record=proof.on_record)
+    verifier.feed_all(lines)
+    return proof.finish(
+        verifier.finish(), key_given=key is not None, checkpoint_error=checkpoint_error
+    )
+
+
+def prove_path(path: str | Path, **options: Any) -> ProofReport:
+    """``prove`` over the slice in a file (``-`` reads standard input). Raises OSError."""
+    if str(path) == "-":
+        return prove(iter_slice_lines(sys.stdin.buffer), **options)
+    with open(os.fspath(path), "rb") as stream:
+        return prove(iter_slice_lines(stream), **options)
+
+
+def render_text(report: ProofReport) -> str:
+    """``PROVEN`` and a summary, or ``NOT PROVEN`` and one line per finding by seq."""
+    piece = report.slice
+    window = f"window {report.since or 'genesis'} .. {report.until or 'end of slice'}"
+    if report.proven:
+        lines = [
+            "PROVEN",
+            f"{piece.records} record(s), seq {piece.first_seq}..{piece.last_seq}, "
+            f"{piece.first_ts} to {piece.last_ts}, chain {piece.chain_id}, head {piece.head}",
+            f"{window}: {report.evaluated} spawn record(s) re-evaluated, none permitted "
+            "below its floor",
+        ]
+        if report.checkpoint is not None:
+            lines.append(
+                f"checkpoint: size {report.checkpoint.size}, issued {report.checkpoint.time}"
+            )
+        return "\n".join(lines) + "\n"
+    lines = ["NOT PROVEN"]
+    for error in report.integrity_errors:
+        lines.append(f"seq {error.seq}: {error.reason}" if error.seq is not None else error.reason)
+    for violation in report.violations:
+        lines.append(f"seq {violation.seq}: violation: {violation.reason}")
+    if report.not_listed:
+        lines.append(f"... and {report.not_listed} more finding(s)")
+    return "\n".join(lines) + "\n"
+
+
+def report_document(report: ProofReport) -> dict[str, Any]:
+    """The ``verify chain --json`` document (CONTRACT.md)."""
+    return {
+        "proven": report.proven,
+        "since": report.since,
+        "until": report.until,
+        "records": report.slice.records,
+        "violations": [{"seq": v.seq, "reason": v.reason} for v in report.violations],
+        "integrity_errors": [{"seq": e.seq, "reason": e.reason} for e in report.integrity_errors],
+    }
