@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
+
+from helpers.cli import floorctl
 
 from floorctl.feeds import MAX_FEED_BYTES
 
@@ -18,16 +18,6 @@ GOOD = {
         "aider": {"min_safe_version": "0.60.0", "advisory_id": "BSA-0001", "note": "upgrade."}
     },
 }
-
-
-def floorctl(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "floorctl", *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=120,
-    )
 
 
 def write(path: Path, document: object) -> Path:
@@ -45,7 +35,7 @@ def three_problems(tmp_path: Path) -> Path:
 
 
 def test_accepts_the_shipped_example_feed(tmp_path: Path) -> None:
-    result = floorctl("validate", EXAMPLE, cwd=tmp_path)
+    result = floorctl("validate", EXAMPLE, cwd=tmp_path, state=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout == f"ok  {EXAMPLE} (6 adapters)\n"
     assert result.stderr == ""
@@ -53,7 +43,7 @@ def test_accepts_the_shipped_example_feed(tmp_path: Path) -> None:
 
 def test_reports_every_problem_one_line_each(tmp_path: Path) -> None:
     bad = three_problems(tmp_path)
-    result = floorctl("validate", bad, cwd=tmp_path)
+    result = floorctl("validate", bad, cwd=tmp_path, state=tmp_path)
     assert result.returncode == 1
     assert result.stdout == ""
     assert result.stderr.splitlines() == [
@@ -70,7 +60,7 @@ def test_reports_every_problem_one_line_each(tmp_path: Path) -> None:
 def test_reports_a_single_problem_on_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "array.json"
     bad.write_text("[]", encoding="utf-8")
-    result = floorctl("validate", bad, cwd=tmp_path)
+    result = floorctl("validate", bad, cwd=tmp_path, state=tmp_path)
     assert result.returncode == 1
     assert result.stderr == (
         f"floorctl: error: {bad}: $: the top level must be a JSON object, not array\n"
@@ -82,7 +72,7 @@ def test_checks_every_file_given(tmp_path: Path) -> None:
     bad = tmp_path / "dup.json"
     bad.write_text('{"schema_version": 1, "schema_version": 1, "adapters": {}}', encoding="utf-8")
     missing = tmp_path / "missing.json"
-    result = floorctl("validate", bad, good, missing, cwd=tmp_path)
+    result = floorctl("validate", bad, good, missing, cwd=tmp_path, state=tmp_path)
     assert result.returncode == 1
     assert result.stdout == f"ok  {good} (1 adapters)\n"
     lines = result.stderr.splitlines()
@@ -96,7 +86,7 @@ def test_checks_every_file_given(tmp_path: Path) -> None:
 def test_json_output_for_valid_and_invalid_feeds(tmp_path: Path) -> None:
     good = write(tmp_path / "good.json", GOOD)
     bad = three_problems(tmp_path)
-    result = floorctl("validate", "--json", good, bad, cwd=tmp_path)
+    result = floorctl("validate", "--json", good, bad, cwd=tmp_path, state=tmp_path)
     assert result.returncode == 1
     document = json.loads(result.stdout)
     assert document["valid"] is False
@@ -113,7 +103,7 @@ def test_json_output_for_valid_and_invalid_feeds(tmp_path: Path) -> None:
 
 
 def test_json_output_exits_0_when_all_feeds_are_valid(tmp_path: Path) -> None:
-    result = floorctl("validate", "--json", EXAMPLE, cwd=tmp_path)
+    result = floorctl("validate", "--json", EXAMPLE, cwd=tmp_path, state=tmp_path)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == {
         "valid": True,
@@ -122,7 +112,7 @@ def test_json_output_exits_0_when_all_feeds_are_valid(tmp_path: Path) -> None:
 
 
 def test_missing_feed_argument_is_a_usage_error(tmp_path: Path) -> None:
-    result = floorctl("validate", cwd=tmp_path)
+    result = floorctl("validate", cwd=tmp_path, state=tmp_path)
     assert result.returncode == 2
     assert "Missing argument" in result.stderr
 
@@ -132,7 +122,7 @@ def test_refuses_a_feed_over_16_mib(tmp_path: Path) -> None:
     with huge.open("wb") as stream:
         stream.write(json.dumps(GOOD).encode())
         stream.write(b" " * MAX_FEED_BYTES)
-    result = floorctl("validate", huge, cwd=tmp_path)
+    result = floorctl("validate", huge, cwd=tmp_path, state=tmp_path)
     assert result.returncode == 1
     assert result.stderr == (
         f"floorctl: error: {huge}: $: "
@@ -143,7 +133,7 @@ def test_refuses_a_feed_over_16_mib(tmp_path: Path) -> None:
 def test_never_prints_a_traceback_for_hostile_bytes(tmp_path: Path) -> None:
     hostile = tmp_path / "hostile.json"
     hostile.write_bytes(b"[" * 200_000)
-    result = floorctl("validate", hostile, cwd=tmp_path)
+    result = floorctl("validate", hostile, cwd=tmp_path, state=tmp_path)
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     assert result.stderr.startswith(f"floorctl: error: {hostile}: $: malformed JSON")
@@ -155,7 +145,7 @@ def test_keeps_terminal_escapes_in_a_feed_off_the_terminal(tmp_path: Path) -> No
         tmp_path / "sneaky.json",
         {"schema_version": 1, "adapters": {"\x1b[2Jaider": entry}, "\x1b]0;t\x07": 1},
     )
-    result = floorctl("validate", sneaky, cwd=tmp_path)
+    result = floorctl("validate", sneaky, cwd=tmp_path, state=tmp_path)
     assert result.returncode == 1
     assert "\x1b" not in result.stderr and "\x07" not in result.stderr
     assert '$.adapters["\\x1b[2Jaider"]' in result.stderr
