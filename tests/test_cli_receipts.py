@@ -9,10 +9,12 @@ import base64
 import json
 import shutil
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from helpers.cli import floorctl
+from helpers.cli import floorctl, isolated_env
 
 ASSETS = Path(__file__).parent / "assets"
 
@@ -141,3 +143,46 @@ def test_bernstein_host_file_is_maintained_in_its_own_layout(tmp_path: Path) -> 
     advisories = namespace["ADAPTER_MIN_SAFE_VERSIONS"]
     assert isinstance(advisories, dict)
     assert advisories["aider"].min_safe_version == "0.61.0"
+
+
+def runtime_verify(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "floorguard", "verify", "receipt", *args],
+        capture_output=True, text=True, cwd=project, env=isolated_env(project.parent),
+        timeout=60, check=False,
+    )  # fmt: skip
+
+
+def test_runtime_verifies_the_receipt_without_floorctl(signed: Path) -> None:
+    [archived] = [p for p in (signed / "maps").iterdir() if json.loads(p.read_text())]
+    done = runtime_verify(
+        signed, "receipt.json", "--pubkey", "keys/signing.pub", "--floor-map", str(archived)
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("OK adapter.floor_update_receipt sha256:")
+
+
+def test_runtime_reports_a_map_that_is_not_the_one_pinned(signed: Path) -> None:
+    [empty] = [p for p in (signed / "maps").iterdir() if not json.loads(p.read_text())]
+    done = runtime_verify(
+        signed, "receipt.json", "--pubkey", "keys/signing.pub", "--floor-map", str(empty)
+    )
+    assert done.returncode == 1
+    assert "floor-map hash mismatch" in done.stderr
+
+
+def test_runtime_checks_a_chain_line_by_its_content_address(signed: Path) -> None:
+    done = floorctl(
+        "refresh", "--feed", "feed.json", "--module", "floor_map.py", "--write", "--anchor",
+        cwd=signed, state=signed.parent,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    line = floorctl("chain", "export", cwd=signed, state=signed.parent).stdout.splitlines()[-1]
+    (signed / "line.json").write_text(line)
+    assert runtime_verify(signed, "line.json").returncode == 0
+    record = json.loads(line)
+    record["receipt"]["downgrade_allowed"] = True
+    (signed / "line.json").write_text(json.dumps(record))
+    done = runtime_verify(signed, "line.json")
+    assert done.returncode == 1
+    assert "content address mismatch" in done.stderr

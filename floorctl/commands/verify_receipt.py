@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -10,26 +9,17 @@ import click
 
 from floorctl import keys, render, splice
 from floorctl.commands._output import emit_json, json_option
-from floorguard import receipts
-from floorguard.errors import FloorMapError, VerificationError
+from floorguard import floormap, receipts
+from floorguard.errors import VerificationError
 from floorguard.floormap import entries_hash
 
 
 def map_file_hash(path: Path) -> str:
-    """The floor-map hash of a module (its block's data) or of a map JSON file."""
+    """The floor-map hash of a module (its block's data, any layout) or of a map JSON file."""
     if path.suffix == ".py":
         _, block = render.read_module(splice.read_module_text(path), str(path))
         return entries_hash(block.entries)
-    try:
-        document = json.loads(path.read_bytes())
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise VerificationError(f"{path}: not a floor-map JSON file: {exc}") from exc
-    # A published map wraps its entries; an archived map is the entries themselves.
-    entries = document.get("adapters", document) if isinstance(document, dict) else document
-    try:
-        return entries_hash(entries)
-    except FloorMapError as exc:
-        raise VerificationError(f"{path}: {exc}") from exc
+    return floormap.map_file_hash(path.read_bytes(), str(path))
 
 
 @click.command("receipt")

@@ -73,7 +73,7 @@ def _verify_chain(args: argparse.Namespace) -> int:
 
 def register_verify(commands: _SubParsers) -> _SubParsers:
     """``verify``: a group; returns its subparsers so that more checks can join it."""
-    verify = commands.add_parser("verify", help="verify audit-chain slices offline")
+    verify = commands.add_parser("verify", help="verify receipts and audit-chain slices offline")
     checks = verify.add_subparsers(dest="check", metavar="CHECK", required=True)
     chain = checks.add_parser(
         "chain",
@@ -107,7 +107,65 @@ def register_verify(commands: _SubParsers) -> _SubParsers:
         "--json", dest="as_json", action="store_true", help="print one JSON document"
     )
     chain.set_defaults(handler=_verify_chain, parser=chain)
+    receipt = checks.add_parser(
+        "receipt",
+        help="check a receipt's signature, content address and the floor map it pins",
+        description="Verify a signed update receipt (DSSE envelope; needs --pubkey) or a stored "
+        "receipt such as one line of a chain export (its content address is recomputed). With "
+        "--floor-map, fail when that map's hash is not the one the receipt pins.",
+    )
+    receipt.add_argument("file", type=Path, metavar="FILE")
+    receipt.add_argument("--pubkey", type=Path, default=None, help="PEM public key of the signer")
+    receipt.add_argument(
+        "--floor-map",
+        type=Path,
+        default=None,
+        help="a floor_map.py in the default layout, or a map JSON (archived or published)",
+    )
+    receipt.add_argument(
+        "--json", dest="as_json", action="store_true", help="print one JSON document"
+    )
+    receipt.set_defaults(handler=_verify_receipt)
     return checks
+
+
+def _map_file_hash(path: Path) -> str:
+    from floorguard.active_map import load_map_file
+    from floorguard.floormap import map_file_hash
+
+    if path.suffix == ".py":
+        return load_map_file(path).floor_map_hash
+    return map_file_hash(path.read_bytes(), str(path))
+
+
+def _verify_receipt(args: argparse.Namespace) -> int:
+    from floorguard import dsse, receipts
+
+    trusted = None
+    if args.pubkey is not None:
+        trusted = [dsse.load_public_key(args.pubkey.read_bytes(), str(args.pubkey))]
+    checked = receipts.check_receipt_document(args.file.read_bytes(), trusted)
+    map_hash = _map_file_hash(args.floor_map) if args.floor_map is not None else None
+    if map_hash is not None and map_hash != checked.pinned_map_hash:
+        print(
+            f"floorguard: error: {args.file}: floor-map hash mismatch: the receipt pins "
+            f"{checked.pinned_map_hash} but {args.floor_map} hashes to {map_hash}",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    if args.as_json:
+        document = {
+            "verified": True,
+            "receipt_id": checked.receipt_id,
+            "kind": checked.receipt["kind"],
+            "signed_by": sorted(checked.signed_by),
+            "floor_map_hash": checked.pinned_map_hash,
+            "floor_map_checked": map_hash is not None,
+        }
+        print(json.dumps(document, indent=2, sort_keys=True))
+    else:
+        print(f"OK {checked.receipt['kind']} {checked.receipt_id}")
+    return EXIT_OK
 
 
 def _doctor(args: argparse.Namespace) -> int:

@@ -69,3 +69,20 @@ def floor_map_hash(floor_map: FloorMap) -> str:
 def entries_hash(entries: Mapping[str, Any]) -> str:
     """The content hash of plain ``{adapter: entry}`` data, checked for shape first."""
     return floor_map_hash(from_entries(entries))
+
+
+def map_file_hash(data: bytes, source: str) -> str:
+    """The floor-map hash of a map JSON file: an archived map (the entries themselves) or a
+    published one (entries under ``adapters``). Raises FloorMapError."""
+    import json
+
+    try:
+        document = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise FloorMapError(f"{source}: not a floor-map JSON file: {exc}") from exc
+    if isinstance(document, dict) and isinstance(document.get("adapters"), dict):
+        document = document["adapters"]
+    try:
+        return entries_hash(document)
+    except FloorMapError as exc:
+        raise FloorMapError(f"{source}: {exc}") from exc
