@@ -109,7 +109,13 @@ from pathlib import Path
 from floorguard.window_proof import prove_path
 report = prove_path(Path(sys.argv[1]), key=bytes(range(32)))
 assert not report.violations, report.violations[:3]
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+# ru_maxrss survives exec on Linux (it would report the forking parent's peak); VmHWM
+# belongs to this process's own address space.
+status = Path("/proc/self/status")
+if status.exists():
+    print(next(l.split()[1] for l in status.read_text().splitlines() if l.startswith("VmHWM:")))
+else:
+    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 """
 
 
