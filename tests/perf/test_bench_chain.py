@@ -11,14 +11,12 @@ and catch only regressions well past the targets.
 
 from __future__ import annotations
 
-import hmac
-import json
-import sqlite3
 import statistics
 import time
 from pathlib import Path
 
 import pytest
+from helpers.bench import BareDurableTable, interleaved_medians, read_parse_and_mac
 from helpers.slice_writer import write_slice
 
 from floorguard.chain import AuditChain
@@ -53,10 +51,7 @@ def test_bench_durable_append_against_a_bare_insert(tmp_path: Path) -> None:
     chain = AuditChain(tmp_path / "chain" / "chain.sqlite3", tmp_path / "chain" / "chain.key")
     chain.append(SPAWN, _receipt(0))  # the first append creates the database and the key
     row = next(chain.export_lines())
-    conn = sqlite3.connect(tmp_path / "bare.sqlite3", isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=FULL")
-    conn.execute("CREATE TABLE t (seq INTEGER PRIMARY KEY, line TEXT NOT NULL)")
+    table = BareDurableTable(tmp_path / "bare.sqlite3")
 
     ours, bare = [], []
     # Interleaved, so that both see the same disk and the same neighbours.
@@ -64,12 +59,8 @@ def test_bench_durable_append_against_a_bare_insert(tmp_path: Path) -> None:
         started = time.perf_counter()
         chain.append(SPAWN, _receipt(n))
         ours.append(time.perf_counter() - started)
-        started = time.perf_counter()
-        conn.execute("BEGIN IMMEDIATE")
-        conn.execute("INSERT INTO t (line) VALUES (?)", (row,))
-        conn.execute("COMMIT")
-        bare.append(time.perf_counter() - started)
-    conn.close()
+        bare.append(table.timed_insert(row))
+    table.close()
 
     ratio = statistics.median(ours) / statistics.median(bare)
     print(
@@ -85,23 +76,14 @@ def test_bench_verify_200k_records_against_the_bare_floor(tmp_path: Path) -> Non
     slice_file = tmp_path / "slice.jsonl"
     write_slice(slice_file, count, key, _receipt)
 
-    def floor() -> None:
-        with slice_file.open("rb") as stream:
-            for line in stream:
-                json.loads(line)
-                hmac.digest(key, line, "sha256")
-
     def ours() -> None:
         report = verify_path(slice_file, key=key)
         assert report.intact and report.records == count
 
-    timings: dict[str, list[float]] = {"floor": [], "ours": []}
-    for _ in range(3):
-        for name, run in (("floor", floor), ("ours", ours)):
-            started = time.perf_counter()
-            run()
-            timings[name].append(time.perf_counter() - started)
-    floor_s, ours_s = statistics.median(timings["floor"]), statistics.median(timings["ours"])
+    medians = interleaved_medians(
+        {"floor": lambda: read_parse_and_mac(slice_file, key), "ours": ours}
+    )
+    floor_s, ours_s = medians["floor"], medians["ours"]
     ratio = ours_s / floor_s
     print(
         f"\nverify {count} records: {ours_s:.2f} s ({ours_s / count * 1e6:.1f} us/record), "

@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -16,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.bench import BareDurableTable
 
 import floorguard
 from floorguard.chain import AuditChain
@@ -35,21 +35,14 @@ def test_bench_preflight_against_a_bare_durable_insert(
     assert floorguard.preflight("aider", binary=str(binary)).verdict == "permit"  # warm
     line = next(AuditChain.from_env().export_lines())
 
-    conn = sqlite3.connect(tmp_path / "bare.sqlite3", isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=FULL")
-    conn.execute("CREATE TABLE t (seq INTEGER PRIMARY KEY, line TEXT NOT NULL)")
+    table = BareDurableTable(tmp_path / "bare.sqlite3")
     ours, bare = [], []
     for _ in range(rounds):  # interleaved: both see the same disk and neighbours
         started = time.perf_counter()
         floorguard.preflight("aider", binary=str(binary))
         ours.append(time.perf_counter() - started)
-        started = time.perf_counter()
-        conn.execute("BEGIN IMMEDIATE")
-        conn.execute("INSERT INTO t (line) VALUES (?)", (line,))
-        conn.execute("COMMIT")
-        bare.append(time.perf_counter() - started)
-    conn.close()
+        bare.append(table.timed_insert(line))
+    table.close()
     ratio = statistics.median(ours) / statistics.median(bare)
     print(
         f"\npreflight (warm cache, durable append): median {statistics.median(ours) * 1e6:.0f} us;"
