@@ -134,7 +134,13 @@ def resolve_signing_key(
             "no key given: pass --pubkey/--signing-key or set FLOORCTL_SIGNING_KEY "
             f"(no development key at {dev_key})"
         )
-    generate(dev_dir)
+    try:
+        generate(dev_dir)
+    except (SigningError, FileExistsError):
+        if not dev_key.exists():
+            raise
+        # Another floorctl created it a moment ago: use that one.
+        return ResolvedKey(load_private(dev_key), dev_key, created=False)
     notify(
         f"created a local development signing key at {dev_key}; "
         "use `floorctl keygen` and --signing-key for releases"

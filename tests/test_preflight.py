@@ -217,3 +217,26 @@ def test_refuses_when_the_disk_is_full(host: Host, bin_dir: Path) -> None:
     result = json.loads(done.stdout)
     assert result["raised"] == "SpawnRefused"
     assert result["verdict"] is None
+
+
+def test_map_tampered_in_place_after_a_permit_is_caught_even_with_mtime_put_back(
+    host: Host,
+) -> None:
+    # Same size, same mtime: only the ctime tells the cached map from the edited file.
+    code = (
+        "import os, floorguard\n"
+        "path = floorguard.active_map.BUILTIN_MAP_FILE\n"
+        "print(floorguard.preflight('aider', version='0.60.0').verdict)\n"
+        "st = os.stat(path)\n"
+        "data = path.read_bytes().replace(b'\"0.60.0\"', b'\"0.10.0\"')\n"
+        "with open(path, 'r+b') as handle:\n"
+        "    handle.write(data)\n"
+        "os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))\n"
+        "try:\n"
+        "    floorguard.preflight('aider', version='0.20.0')\n"
+        "except floorguard.SpawnRefused as refused:\n"
+        "    print(refused.decision.verdict, 'tampered' in refused.decision.reason)\n"
+    )
+    done = host.python("-c", "import floorguard.active_map\n" + code)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["permit", "refuse True"]

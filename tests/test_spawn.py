@@ -179,3 +179,13 @@ def test_exec_from_the_shell_returns_126_when_refused(host: Host, tmp_path: Path
     assert len(done.stderr.strip().splitlines()) == 1
     assert "below the floor" in done.stderr
     assert not marker.exists()
+
+
+def test_untracked_adapter_whose_binary_is_missing_is_refused_and_recorded(
+    host: Host, tmp_path: Path
+) -> None:
+    [result] = run(host, adapter="newagent", argv=[], binary=str(tmp_path / "missing"))
+    assert not result["started"]
+    assert result["verdict"] == "refuse"
+    assert "cannot be resolved or opened" in result["message"]
+    assert receipt_in_chain(host, result["receipt_id"])["verdict"] == "refuse"

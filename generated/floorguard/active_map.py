@@ -30,7 +30,7 @@ class ActiveMap:
 
 
 _cache_lock = threading.Lock()
-_cache: dict[tuple[str, int, int, int, int], ActiveMap] = {}
+_cache: dict[tuple[str, int, int, int, int, int], ActiveMap] = {}
 
 
 def parse_map_module(source_text: str, source: str) -> ActiveMap:
@@ -79,7 +79,9 @@ def load_map_file(path: Path) -> ActiveMap:
         with path.open("rb") as handle:
             # The identity comes from the open file, so what is cached is what was read.
             stat = os.fstat(handle.fileno())
-            key = (str(path), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+            # ctime too: an in-place edit that puts the mtime back still changes it.
+            key = (str(path), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns,
+                   stat.st_ctime_ns)  # fmt: skip
             with _cache_lock:
                 cached = _cache.get(key)
             if cached is not None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from floorguard import detect
-from floorguard.errors import DetectionError, SpawnRefused
+from floorguard.errors import DetectionError
 from floorguard.gate import Decision, preflight, refuse_after
 
 RECEIPT_ID_VARIABLE = "FLOORGUARD_RECEIPT_ID"
@@ -64,10 +64,11 @@ def spawn(
     try:
         resolved = detect.resolve_binary(adapter, binary, path_env=path_env)
         fd = os.open(resolved, os.O_RDONLY)
-    except (DetectionError, OSError):
-        # Let the preflight find and record the same failure as a refusal.
-        preflight(adapter, binary=binary if binary is not None else None)
-        raise SpawnRefused(f"refusing to spawn {adapter}: its binary cannot be opened") from None
+    except (DetectionError, OSError) as exc:
+        # The preflight finds and records the same failure (a refusal for a tracked adapter);
+        # an untracked adapter's allowance is overruled by a recorded refusal: nothing runs.
+        decision = preflight(adapter, binary=binary)
+        raise refuse_after(decision, f"its binary cannot be resolved or opened: {exc}") from None
     try:
         checked = _identity(os.fstat(fd))
         decision = preflight(adapter, binary=str(resolved))
