@@ -45,6 +45,19 @@ def is_plain_json(value: Any) -> bool:
     return True
 
 
+def plain_json_text(value: Any) -> str | None:
+    """The RFC 8785 text of ``value`` when the fast path applies (see ``is_plain_json``),
+    else None; one walk of the value either way."""
+    if not is_plain_json(value):
+        return None
+    text = _json_encoder.encode(value)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return None  # a lone surrogate: not JSON text
+    return text
+
+
 def canonical_bytes(value: Any) -> bytes:
     """RFC 8785 (JCS) bytes of a JSON value.
 
@@ -55,11 +68,10 @@ def canonical_bytes(value: Any) -> bytes:
     (floats that are not finite, integers beyond IEEE 754 precision, non-string keys,
     lone surrogates).
     """
-    if is_plain_json(value):
-        try:
-            return _json_encoder.encode(value).encode("utf-8")
-        except UnicodeEncodeError:
-            pass  # a lone surrogate: let rfc8785 refuse it with its own message
+    text = plain_json_text(value)
+    if text is not None:
+        return text.encode("utf-8")
+    # Not plain (or a lone surrogate, which rfc8785 refuses with its own message).
     # Imported here so that `import floorguard` stays cheap.
     import rfc8785
 

@@ -16,7 +16,11 @@ def format_ts(moment: _dt.datetime) -> str:
     if moment.tzinfo is None:
         raise FloorguardError("refusing to format a timestamp without a timezone")
     utc = moment.astimezone(_dt.UTC)
-    return utc.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    # Formatted by hand: strftime was a measurable part of every preflight.
+    return (
+        f"{utc.year:04d}-{utc.month:02d}-{utc.day:02d}T{utc.hour:02d}:{utc.minute:02d}:"
+        f"{utc.second:02d}.{utc.microsecond:06d}Z"
+    )
 
 
 def now_ts() -> str:

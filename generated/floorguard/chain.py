@@ -43,7 +43,7 @@ from json.encoder import encode_basestring
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from floorguard._canonical import ZERO_DIGEST, canonical_bytes, is_plain_json
+from floorguard._canonical import ZERO_DIGEST, canonical_bytes, plain_json_text
 from floorguard._time import format_ts, now_ts, parse_ts
 from floorguard.chain_key import load_key, load_or_create_key
 from floorguard.errors import (
@@ -115,8 +115,9 @@ def canonical_json(value: Any) -> str:
 def _canonical_and_plain(value: Any) -> tuple[str, Any]:
     """The canonical JSON of ``value``, and ``value`` as plain JSON values (itself when it
     already is; else the canonical JSON read back)."""
-    if is_plain_json(value):
-        return canonical_bytes(value).decode("utf-8"), value
+    text = plain_json_text(value)
+    if text is not None:
+        return text, value
     text = canonical_bytes(value).decode("utf-8")
     plain = json.loads(text)
     # A float such as 2.0**53 is written as an integer that RFC 8785 then refuses to read
@@ -341,7 +342,9 @@ def _explain(error: BaseException) -> str:
 
 
 _shared_lock = threading.Lock()
-_shared: dict[tuple[str, str], AuditChain] = {}
+_shared: dict[tuple[str, ...], AuditChain] = {}
+# Every variable state_paths reads.
+_STATE_VARIABLES = ("FLOORGUARD_HOME", "XDG_STATE_HOME", "HOME", "FLOORGUARD_CHAIN_KEY_FILE")
 
 
 class AuditChain:
@@ -378,11 +381,14 @@ class AuditChain:
         per decision; the paths are read from the environment at every call, and the
         object reopens its connection by itself after a fork or a replaced database file.
         """
-        paths = state_paths(environ)
-        key = (str(paths.chain_db), str(paths.chain_key))
+        env = os.environ if environ is None else environ
+        raw = tuple(env.get(name, "") for name in _STATE_VARIABLES)
+        # Relative values resolve against the working directory, so it is part of the key.
+        key = raw if all(not v or v.startswith("/") for v in raw) else (*raw, os.getcwd())
         with _shared_lock:
             chain = _shared.get(key)
             if chain is None:
+                paths = state_paths(env)
                 chain = _shared[key] = cls(paths.chain_db, paths.chain_key)
             return chain
 

@@ -10,6 +10,7 @@ several) raises DetectionError; nothing here ever guesses.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import math
@@ -120,6 +121,11 @@ def file_identity(path: str | os.PathLike[str]) -> FileIdentity:
 
 def _search_path(path_env: str | None) -> str:
     raw = os.environ.get("PATH", os.defpath) if path_env is None else path_env
+    return _absolute_entries(raw)
+
+
+@functools.lru_cache(maxsize=32)
+def _absolute_entries(raw: str) -> str:
     # An empty or relative PATH entry means "the current directory": a planted binary
     # there must not be picked, so only absolute entries are searched.
     return os.pathsep.join(p for p in raw.split(os.pathsep) if os.path.isabs(p))

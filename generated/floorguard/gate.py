@@ -7,6 +7,7 @@ is durably in the chain. The policy and the floor map are read at every call.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Mapping
@@ -65,11 +66,18 @@ class _Judgement:
     floor_map_hash: str | None = None
 
 
+@functools.lru_cache(maxsize=256)
+def _parsed(text: str) -> Any:
+    from packaging.version import Version
+
+    return Version(text)
+
+
 def _below(version: str, floor: str) -> bool:
-    from packaging.version import InvalidVersion, Version
+    from packaging.version import InvalidVersion
 
     try:
-        return Version(version) < Version(floor)
+        return bool(_parsed(version) < _parsed(floor))
     except InvalidVersion as exc:
         raise DetectionError(f"version {version!r} is not PEP 440") from exc
 
