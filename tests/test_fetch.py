@@ -43,7 +43,9 @@ class Setup:
         self.out.parent.mkdir()
         self.state = root / "feeds-state.json"
 
-    def fetch(self, url: str, *extra: str, signed: bool = True) -> tuple[int, str]:
+    def fetch(
+        self, url: str, *extra: str, signed: bool = True, trusted: Path | None = None
+    ) -> tuple[int, str]:
         args = [
             "fetch",
             url,
@@ -56,7 +58,7 @@ class Setup:
             *extra,
         ]
         if signed:
-            args += ["--trusted-keys", str(self.public), "--require-signed"]
+            args += ["--trusted-keys", str(trusted or self.public), "--require-signed"]
         done = floorctl_here(*args, home=self.home)
         assert "Traceback" not in done.stderr
         return done.returncode, done.stderr
@@ -297,21 +299,7 @@ def test_refuses_duplicate_signatures_from_one_key_padding_the_threshold(
     _, _, second_public = new_key(setup.root / "second")
     keys_file = trusted_file(setup.root / "trusted.json", 2, setup.public, second_public)
     url = setup.publish(server, v2_feed(1), setup.key, setup.key)
-    done = floorctl_here(
-        "fetch",
-        url,
-        "--out",
-        str(setup.out),
-        "--trusted-keys",
-        str(keys_file),
-        "--require-signed",
-        "--state-file",
-        str(setup.state),
-        "--now",
-        NOW,
-        home=setup.home,
-    )
-    status, stderr = done.returncode, done.stderr
+    status, stderr = setup.fetch(url, trusted=keys_file)
     refused((status, stderr), "only 1 of the required 2 trusted keys signed")
     setup.assert_nothing_written()
 
@@ -320,21 +308,7 @@ def test_accepts_a_threshold_of_distinct_keys(server: FeedServer, setup: Setup) 
     second, _, second_public = new_key(setup.root / "second")
     keys_file = trusted_file(setup.root / "trusted.json", 2, setup.public, second_public)
     url = setup.publish(server, v2_feed(1), setup.key, second)
-    done = floorctl_here(
-        "fetch",
-        url,
-        "--out",
-        str(setup.out),
-        "--trusted-keys",
-        str(keys_file),
-        "--require-signed",
-        "--state-file",
-        str(setup.state),
-        "--now",
-        NOW,
-        home=setup.home,
-    )
-    status, stderr = done.returncode, done.stderr
+    status, stderr = setup.fetch(url, trusted=keys_file)
     assert status == 0, stderr
 
 
