@@ -34,7 +34,6 @@ MAX_VERSION_CHARS = 128
 MAX_ADVISORY_ID_CHARS = 64
 MAX_NOTE_CHARS = 1000
 
-MAX_REFERENCES = 32
 MAX_URL_CHARS = 2048
 
 # Schema versions this floorctl reads, each with its own schema file.

@@ -105,7 +105,6 @@ def load_public(path: Path) -> Ed25519PublicKey:
 class ResolvedKey:
     key: Ed25519PrivateKey
     path: Path
-    created: bool
 
 
 def resolve_signing_key(
@@ -121,14 +120,14 @@ def resolve_signing_key(
     ``create_dev_key`` is false, when its absence is a SigningError.
     """
     if given is not None:
-        return ResolvedKey(load_private(given), given, created=False)
+        return ResolvedKey(load_private(given), given)
     if environ.get("FLOORCTL_SIGNING_KEY"):
         path = Path(environ["FLOORCTL_SIGNING_KEY"])
-        return ResolvedKey(load_private(path), path, created=False)
+        return ResolvedKey(load_private(path), path)
     dev_dir = state_dir(environ) / DEV_KEY_DIR
     dev_key = dev_dir / PRIVATE_NAME
     if dev_key.exists():
-        return ResolvedKey(load_private(dev_key), dev_key, created=False)
+        return ResolvedKey(load_private(dev_key), dev_key)
     if not create_dev_key:
         raise SigningError(
             "no key given: pass --pubkey/--signing-key or set FLOORCTL_SIGNING_KEY "
@@ -140,9 +139,9 @@ def resolve_signing_key(
         if not dev_key.exists():
             raise
         # Another floorctl created it a moment ago: use that one.
-        return ResolvedKey(load_private(dev_key), dev_key, created=False)
+        return ResolvedKey(load_private(dev_key), dev_key)
     notify(
         f"created a local development signing key at {dev_key}; "
         "use `floorctl keygen` and --signing-key for releases"
     )
-    return ResolvedKey(load_private(dev_key), dev_key, created=True)
+    return ResolvedKey(load_private(dev_key), dev_key)

@@ -169,7 +169,6 @@ def archive_map(module: Path, floor_map: FloorMap) -> Path:
 @dataclass(frozen=True)
 class Outcome:
     written: bool
-    receipt: dict[str, Any] | None
     receipt_id: str | None
     anchored_seq: int | None
 
@@ -215,7 +214,6 @@ def apply(
         raise
     return Outcome(
         written=refresh.stale,
-        receipt=receipt,
         receipt_id=receipts.receipt_id(receipt) if receipt is not None else None,
         anchored_seq=seq,
     )

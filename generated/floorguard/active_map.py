@@ -76,6 +76,15 @@ def parse_map_module(source_text: str, source: str) -> ActiveMap:
 def load_map_file(path: Path) -> ActiveMap:
     """The checked floor map of ``path``, re-parsed only when the file changed."""
     try:
+        # The common case on the spawn path: the file has not changed since it was read.
+        seen = os.stat(path)
+        with _cache_lock:
+            unchanged = _cache.get(
+                (str(path), seen.st_dev, seen.st_ino, seen.st_size, seen.st_mtime_ns,
+                 seen.st_ctime_ns)
+            )  # fmt: skip
+        if unchanged is not None:
+            return unchanged
         with path.open("rb") as handle:
             # The identity comes from the open file, so what is cached is what was read.
             stat = os.fstat(handle.fileno())

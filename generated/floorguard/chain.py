@@ -53,7 +53,7 @@ from floorguard.errors import (
     FloorguardError,
     KeyFileError,
 )
-from floorguard.state import state_paths
+from floorguard.state import state_key, state_paths
 
 if TYPE_CHECKING:
     import sqlite3
@@ -283,31 +283,19 @@ class ChainRecord:
 _Row = tuple[int, str, str, str, str, str, str, str]
 
 
-def _row_body(row: _Row) -> str:
+def _body_fields(row: _Row) -> dict[str, Any]:
+    """A stored row's first seven columns, named as body_text and line_text take them."""
     seq, ts, chain_id, event, receipt_id, receipt_json, prev, _ = row
-    return body_text(
-        seq=seq,
-        ts=ts,
-        chain_id=chain_id,
-        event=event,
-        receipt_id=receipt_id,
-        receipt_json=receipt_json,
-        prev=prev,
-    )
+    return {"seq": seq, "ts": ts, "chain_id": chain_id, "event": event,
+            "receipt_id": receipt_id, "receipt_json": receipt_json, "prev": prev}  # fmt: skip
+
+
+def _row_body(row: _Row) -> str:
+    return body_text(**_body_fields(row))
 
 
 def _row_line(row: _Row) -> str:
-    seq, ts, chain_id, event, receipt_id, receipt_json, prev, mac = row
-    return line_text(
-        seq=seq,
-        ts=ts,
-        chain_id=chain_id,
-        event=event,
-        receipt_id=receipt_id,
-        receipt_json=receipt_json,
-        prev=prev,
-        mac=mac,
-    )
+    return line_text(**_body_fields(row), mac=row[7])
 
 
 def _row_record(row: _Row) -> ChainRecord:
@@ -343,8 +331,6 @@ def _explain(error: BaseException) -> str:
 
 _shared_lock = threading.Lock()
 _shared: dict[tuple[str, ...], AuditChain] = {}
-# Every variable state_paths reads.
-_STATE_VARIABLES = ("FLOORGUARD_HOME", "XDG_STATE_HOME", "HOME", "FLOORGUARD_CHAIN_KEY_FILE")
 
 
 class AuditChain:
@@ -381,14 +367,11 @@ class AuditChain:
         per decision; the paths are read from the environment at every call, and the
         object reopens its connection by itself after a fork or a replaced database file.
         """
-        env = os.environ if environ is None else environ
-        raw = tuple(env.get(name, "") for name in _STATE_VARIABLES)
-        # Relative values resolve against the working directory, so it is part of the key.
-        key = raw if all(not v or v.startswith("/") for v in raw) else (*raw, os.getcwd())
+        key = state_key(environ)
         with _shared_lock:
             chain = _shared.get(key)
             if chain is None:
-                paths = state_paths(env)
+                paths = state_paths(environ)
                 chain = _shared[key] = cls(paths.chain_db, paths.chain_key)
             return chain
 

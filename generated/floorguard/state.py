@@ -42,6 +42,20 @@ def state_home(environ: Mapping[str, str] | None = None) -> Path:
     return base / ".local" / "state" / "floorguard"
 
 
+# Every variable state_paths reads: equal values (and, for relative ones, the same working
+# directory) select the same files.
+STATE_VARIABLES = (HOME_ENV, "XDG_STATE_HOME", "HOME", KEY_FILE_ENV)
+
+
+def state_key(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """A cheap key that is equal whenever state_paths would return the same paths."""
+    env = os.environ if environ is None else environ
+    raw = tuple(env.get(name, "") for name in STATE_VARIABLES)
+    if all(not value or value.startswith("/") for value in raw):
+        return raw
+    return (*raw, os.getcwd())
+
+
 def state_paths(environ: Mapping[str, str] | None = None) -> StatePaths:
     """The chain database and key file paths the environment selects."""
     env = os.environ if environ is None else environ
