@@ -186,3 +186,32 @@ def test_runtime_checks_a_chain_line_by_its_content_address(signed: Path) -> Non
     done = runtime_verify(signed, "line.json")
     assert done.returncode == 1
     assert "content address mismatch" in done.stderr
+
+
+def test_refresh_refuses_a_signing_key_that_is_not_a_key_and_writes_nothing(
+    signed: Path,
+) -> None:
+    (signed / "junk.key").write_text("not a key\n")
+    (signed / "feed.json").write_text(
+        json.dumps({"schema_version": 1, "adapters": {"aider": entry("0.61.0")}})
+    )
+    files = signed / "floor_map.py", signed / "receipt.json"
+    before = [f.read_bytes() for f in files]
+    done = floorctl(
+        "refresh", "--feed", "feed.json", "--module", "floor_map.py", "--write",
+        "--receipt-out", "receipt.json", "--signing-key", "junk.key",
+        cwd=signed, state=signed.parent,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr == "floorctl: error: junk.key: not an unencrypted PEM private key\n"
+    assert (
+        (signed / "floor_map.py").read_bytes(),
+        (signed / "receipt.json").read_bytes(),
+    ) == before
+
+
+def test_verify_refuses_a_pubkey_file_that_is_not_a_key(signed: Path) -> None:
+    (signed / "junk.pub").write_text("not a key\n")
+    code, out = verify(signed, "receipt.json", "--pubkey", "junk.pub")
+    assert code == 1
+    assert "junk.pub: not a PEM public key" in out

@@ -344,3 +344,9 @@ def test_refuses_an_unwritable_chain_and_restores_module_and_receipt(project: Pa
         (project / "project" / "receipt.json").read_bytes(),
     )
     assert project_files == before[:2]
+
+
+def test_write_and_check_together_are_a_usage_error(project: Path) -> None:
+    code, _, err = run(project, "refresh", "--feed", "feed.json", "--write", "--check")
+    assert code == 2
+    assert "exclude each other" in err

@@ -109,3 +109,21 @@ def test_threshold_below_one_is_refused() -> None:
 def test_refuses_malformed_envelopes(raw: bytes) -> None:
     with pytest.raises(VerificationError):
         dsse.parse_envelope(raw)
+
+
+def test_refuses_a_public_key_that_is_not_ed25519() -> None:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    pem = (
+        ec.generate_private_key(ec.SECP256R1())
+        .public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
+    with pytest.raises(VerificationError, match="not an Ed25519 public key"):
+        dsse.load_public_key(pem, "ec.pub")
+
+
+def test_refuses_text_that_is_not_a_pem_key() -> None:
+    with pytest.raises(VerificationError, match="not a PEM public key"):
+        dsse.load_public_key(b"hello", "junk.pub")

@@ -155,3 +155,25 @@ def test_chain_style_receipt_is_checked_by_content_address() -> None:
 def test_receipt_fields_cannot_override_kind_or_time() -> None:
     with pytest.raises(VerificationError, match="override"):
         receipts.new_receipt(receipts.CANARY, {"kind": receipts.SPAWN_PREFLIGHT})
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        (b"[1]", "neither a DSSE envelope"),
+        (b"not json", "not JSON"),
+        (b'{"receipt": {"kind": "adapter.other"}}', "unknown receipt kind"),
+        (b'{"payloadType": "x", "payload": "", "signatures": []}', "needs a public key"),
+    ],
+    ids=["not-an-object", "not-json", "unknown-kind", "envelope-without-key"],
+)
+def test_refuses_receipt_documents_that_cannot_be_checked(document: bytes, message: str) -> None:
+    with pytest.raises(VerificationError, match=message):
+        receipts.check_receipt_document(document, None)
+
+
+def test_a_receipt_that_pins_no_map_is_refused() -> None:
+    receipt = receipts.new_receipt(receipts.CANARY, {"adapter": "aider"})
+    document = json.dumps({"receipt_id": receipts.receipt_id(receipt), "receipt": receipt})
+    with pytest.raises(VerificationError, match="pins no floor-map hash"):
+        receipts.check_receipt_document(document.encode(), None)

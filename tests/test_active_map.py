@@ -1,0 +1,57 @@
+"""The runtime reads its floor map with ast and refuses anything but checked literal data."""
+
+from __future__ import annotations
+
+import pytest
+
+from floorguard.active_map import parse_map_module
+from floorguard.errors import FloorMapError
+from floorguard.floormap import entries_hash, map_file_hash
+
+ENTRIES = {"aider": {"min_safe_version": "0.60.0", "advisory_id": "BSA-0001", "note": "n"}}
+HASH = entries_hash(ENTRIES)
+
+
+def module(version: str = "1", stated: str = repr(HASH), entries: str = repr(ENTRIES)) -> str:
+    return (
+        f"FLOOR_MAP_VERSION = {version}\nFLOOR_MAP_HASH = {stated}\nFLOOR_MAP_ENTRIES = {entries}\n"
+    )
+
+
+def test_reads_a_consistent_map() -> None:
+    active = parse_map_module(module(), "m.py")
+    assert active.floor_map_hash == HASH
+    assert active.map_version == 1
+    assert active.floor_map["aider"].min_safe_version == "0.60.0"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (module(stated=repr("sha256:" + "0" * 64)), "tampered"),
+        (module() + "FLOOR_MAP_HASH = 'x'\n", "assigned twice"),
+        (module(entries="dict(aider=1)"), "not a literal"),
+        (module(version="-1"), "non-negative integer"),
+        (module(version="True"), "non-negative integer"),
+        (module(stated="1"), "wrong type"),
+        ("FLOOR_MAP_VERSION = 1\n", "no floor map"),
+        ("FLOOR_MAP_VERSION = (\n", "does not parse"),
+    ],
+    ids=["hash-mismatch", "assigned-twice", "call-not-literal", "negative-version",
+         "bool-version", "hash-not-string", "missing-names", "syntax-error"],
+)  # fmt: skip
+def test_refuses_a_map_module_that_cannot_be_trusted(text: str, message: str) -> None:
+    with pytest.raises(FloorMapError, match=message):
+        parse_map_module(text, "m.py")
+
+
+def test_map_json_hash_reads_archived_and_published_forms() -> None:
+    assert map_file_hash(repr(ENTRIES).replace("'", '"').encode(), "a.json") == HASH
+    published = b'{"adapters": ' + repr(ENTRIES).replace("'", '"').encode() + b', "x": 1}'
+    assert map_file_hash(published, "p.json") == HASH
+
+
+@pytest.mark.parametrize("data", [b"not json", b"[]", b'{"aider": {"note": "n"}}'])
+def test_map_json_that_is_not_a_floor_map_is_refused(data: bytes) -> None:
+    with pytest.raises(FloorMapError, match=r"x\.json"):
+        map_file_hash(data, "x.json")
