@@ -204,10 +204,7 @@ def test_refresh_refuses_a_signing_key_that_is_not_a_key_and_writes_nothing(
     )  # fmt: skip
     assert done.returncode == 1
     assert done.stderr == "floorctl: error: junk.key: not an unencrypted PEM private key\n"
-    assert (
-        (signed / "floor_map.py").read_bytes(),
-        (signed / "receipt.json").read_bytes(),
-    ) == before
+    assert [f.read_bytes() for f in files] == before
 
 
 def test_verify_refuses_a_pubkey_file_that_is_not_a_key(signed: Path) -> None:
