@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,16 @@ from floorguard._time import parse_ts
 from floorguard.floormap import entries_hash
 
 PRINT_HASH = "import floorguard; print(floorguard.FLOOR_MAP_HASH)"
+
+
+def publish(
+    module: Path, out: Path, publisher: tuple[Path, Path], tmp_path: Path
+) -> subprocess.CompletedProcess[str]:
+    """``floorctl publish`` of ``module`` into ``out``, signed by the test publisher."""
+    return floorctl_here(
+        "publish", "--out", str(out), "--module", str(module), "--signing-key",
+        str(publisher[0]), home=tmp_path / "home",
+    )  # fmt: skip
 
 
 @pytest.fixture
@@ -67,16 +78,7 @@ def test_publish_writes_canonical_json_and_a_signature_over_its_bytes(
 def test_publish_refuses_a_hand_edited_module(tmp_path: Path, publisher: tuple[Path, Path]) -> None:
     module = tmp_path / "floor_map.py"
     module.write_text(map_module({"aider": floor("0.60.0")}, stated_hash="sha256:" + "1" * 64))
-    done = floorctl_here(
-        "publish",
-        "--out",
-        str(tmp_path / "site"),
-        "--module",
-        str(module),
-        "--signing-key",
-        str(publisher[0]),
-        home=tmp_path / "home",
-    )
+    done = publish(module, tmp_path / "site", publisher, tmp_path)
     assert done.returncode == 1
     assert "tampered" in done.stderr
     assert not (tmp_path / "site").exists()
@@ -87,16 +89,7 @@ def test_publish_refuses_a_module_without_a_map(
 ) -> None:
     module = tmp_path / "floor_map.py"
     module.write_text("# floor-map:begin\n# floor-map:end\n")
-    done = floorctl_here(
-        "publish",
-        "--out",
-        str(tmp_path / "site"),
-        "--module",
-        str(module),
-        "--signing-key",
-        str(publisher[0]),
-        home=tmp_path / "home",
-    )
+    done = publish(module, tmp_path / "site", publisher, tmp_path)
     assert done.returncode == 1
     assert "no floor map" in done.stderr
 
