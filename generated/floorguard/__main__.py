@@ -15,8 +15,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from floorguard import files
 from floorguard.chain_key import load_key
 from floorguard.errors import FloorguardError
+from floorguard.files import read_regular
 from floorguard.slice_verify import MACS_NOT_CHECKED
 
 EXIT_OK = 0
@@ -49,9 +51,13 @@ def _verify_chain(args: argparse.Namespace) -> int:
     if args.checkpoint is not None:
         from floorguard.dsse import load_public_key
 
-        public = load_public_key(args.pubkey.read_bytes(), str(args.pubkey))
+        public = load_public_key(
+            read_regular(args.pubkey, max_bytes=files.MAX_KEY_BYTES, what="public key"),
+            str(args.pubkey),
+        )
         checkpoint, checkpoint_error = window_proof.load_checkpoint(
-            args.checkpoint.read_bytes(), public
+            read_regular(args.checkpoint, max_bytes=files.MAX_CHECKPOINT_BYTES, what="checkpoint"),
+            public,
         )
     map_dirs = args.maps if args.maps else window_proof.default_map_dirs()
     report = window_proof.prove_path(
@@ -135,7 +141,9 @@ def _map_file_hash(path: Path) -> str:
 
     if path.suffix == ".py":
         return load_map_file(path).floor_map_hash
-    return map_file_hash(path.read_bytes(), str(path))
+    return map_file_hash(
+        read_regular(path, max_bytes=files.MAX_MAP_BYTES, what="floor map"), str(path)
+    )
 
 
 def _verify_receipt(args: argparse.Namespace) -> int:
@@ -143,8 +151,15 @@ def _verify_receipt(args: argparse.Namespace) -> int:
 
     trusted = None
     if args.pubkey is not None:
-        trusted = [dsse.load_public_key(args.pubkey.read_bytes(), str(args.pubkey))]
-    checked = receipts.check_receipt_document(args.file.read_bytes(), trusted)
+        trusted = [
+            dsse.load_public_key(
+                read_regular(args.pubkey, max_bytes=files.MAX_KEY_BYTES, what="public key"),
+                str(args.pubkey),
+            )
+        ]
+    checked = receipts.check_receipt_document(
+        read_regular(args.file, max_bytes=files.MAX_RECEIPT_BYTES, what="receipt"), trusted
+    )
     map_hash = _map_file_hash(args.floor_map) if args.floor_map is not None else None
     if map_hash is not None and map_hash != checked.pinned_map_hash:
         print(

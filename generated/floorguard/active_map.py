@@ -13,7 +13,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from floorguard.errors import FloorMapError
+from floorguard.errors import FloorMapError, UnreadableFileError
+from floorguard.files import read_regular_stat
 from floorguard.floormap import FloorMap, floor_map_hash, from_entries
 
 BUILTIN_MAP_FILE = Path(__file__).with_name("floor_map.py")
@@ -83,23 +84,23 @@ def load_map_file(path: Path) -> ActiveMap:
                 (str(path), seen.st_dev, seen.st_ino, seen.st_size, seen.st_mtime_ns,
                  seen.st_ctime_ns)
             )  # fmt: skip
-        if unchanged is not None:
-            return unchanged
-        with path.open("rb") as handle:
-            # The identity comes from the open file, so what is cached is what was read.
-            stat = os.fstat(handle.fileno())
-            # ctime too: an in-place edit that puts the mtime back still changes it.
-            key = (str(path), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns,
-                   stat.st_ctime_ns)  # fmt: skip
-            with _cache_lock:
-                cached = _cache.get(key)
-            if cached is not None:
-                return cached
-            data = handle.read(MAX_MAP_FILE_BYTES + 1)
     except OSError as exc:
         raise FloorMapError(f"{path}: cannot read the floor map: {exc.strerror or exc}") from exc
-    if len(data) > MAX_MAP_FILE_BYTES:
-        raise FloorMapError(f"{path}: floor map file is larger than 64 MiB")
+    if unchanged is not None:
+        return unchanged
+    try:
+        # Never blocks on a FIFO or device; the identity is the open file's, so what is
+        # cached is what was read.
+        data, stat = read_regular_stat(path, max_bytes=MAX_MAP_FILE_BYTES, what="floor map")
+    except UnreadableFileError as exc:
+        raise FloorMapError(str(exc)) from exc
+    # ctime too: an in-place edit that puts the mtime back still changes it.
+    key = (str(path), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns,
+           stat.st_ctime_ns)  # fmt: skip
+    with _cache_lock:
+        cached = _cache.get(key)
+    if cached is not None:
+        return cached
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -34,6 +34,7 @@ import json
 import os
 import re
 import secrets
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -560,7 +561,15 @@ class AuditChain:
                 f"cannot open the audit chain: {self.db_path} is a folder, not a database"
             )
         # Create it 0600 ourselves; SQLite gives its -wal and -shm files the same mode.
-        os.close(os.open(self.db_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
+        # O_NONBLOCK and the fstat: a FIFO or device there is refused by name, not waited on.
+        fd = os.open(self.db_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK, 0o600)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise ChainWriteError(
+                    f"cannot open the audit chain: {self.db_path}: not a regular file"
+                )
+        finally:
+            os.close(fd)
         conn = sqlite3.connect(
             self.db_path,
             timeout=BUSY_TIMEOUT_SECONDS,

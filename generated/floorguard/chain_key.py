@@ -14,7 +14,8 @@ import secrets
 import stat
 from pathlib import Path
 
-from floorguard.errors import KeyFileError
+from floorguard.errors import KeyFileError, UnreadableFileError
+from floorguard.files import read_regular_stat
 
 KEY_BYTES = 32
 _HEX_LEN = 2 * KEY_BYTES
@@ -43,26 +44,16 @@ def load_key(path: Path) -> bytes:
     group or others, or not exactly a 32-byte key.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError as exc:
-        raise KeyFileError(f"chain key file {path} does not exist") from exc
-    except OSError as exc:
-        raise KeyFileError(f"chain key file {path} is unreadable: {exc.strerror}") from exc
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise KeyFileError(f"chain key file {path} is not a regular file")
-        if info.st_mode & 0o077:
-            mode = stat.S_IMODE(info.st_mode)
-            raise KeyFileError(
-                f"chain key file {path} is accessible by group or others (mode {mode:04o}); "
-                f"restrict it with: chmod 600 {path}"
-            )
-        data = os.read(fd, _READ_LIMIT + 1)
-    except OSError as exc:
-        raise KeyFileError(f"chain key file {path} is unreadable: {exc.strerror}") from exc
-    finally:
-        os.close(fd)
+        # Never blocks: a FIFO or a device named as the key is refused, not waited on.
+        data, info = read_regular_stat(path, max_bytes=_READ_LIMIT, what="chain key file")
+    except UnreadableFileError as exc:
+        raise KeyFileError(str(exc)) from exc
+    if info.st_mode & 0o077:
+        mode = stat.S_IMODE(info.st_mode)
+        raise KeyFileError(
+            f"chain key file {path} is accessible by group or others (mode {mode:04o}); "
+            f"restrict it with: chmod 600 {path}"
+        )
     return parse_key_text(data, f"chain key file {path}")
 
 

@@ -12,6 +12,15 @@ class FloorguardError(Exception):
     """Base of every error floorguard raises on purpose."""
 
 
+class UnreadableFileError(FloorguardError):
+    """A file to read is missing, unreadable, not a regular file (a FIFO or a device could
+    block or never end) or larger than the cap for its kind. ``missing``: nothing is there."""
+
+    def __init__(self, message: str, *, missing: bool = False) -> None:
+        super().__init__(message)
+        self.missing = missing
+
+
 class CanonicalizationError(FloorguardError):
     """A value cannot be written as RFC 8785 canonical JSON."""
 

@@ -487,10 +487,16 @@ def verify_path(
     key: bytes | None = None,
     on_record: RecordCallback | None = None,
 ) -> SliceReport:
-    """Verify the slice in a file (``-`` reads standard input). Raises OSError."""
+    """Verify the slice in a file (``-`` reads standard input).
+
+    Raises UnreadableFileError (not a regular file, unreadable) or OSError while reading.
+    """
     if str(path) == "-":
         return verify_slice(iter_slice_lines(sys.stdin.buffer), key=key, on_record=on_record)
-    with open(path, "rb") as stream:
+    from floorguard.files import open_regular
+
+    # Streamed with a cap on each line; a FIFO or device is refused, never waited on.
+    with open_regular(path, what="chain slice") as stream:
         return verify_slice(iter_slice_lines(stream), key=key, on_record=on_record)
 
 

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -42,7 +41,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from floorguard import canary
 from floorguard._time import format_ts
 from floorguard.chain import ChainRecord, parse_any_ts
-from floorguard.errors import FloorguardError, FloorMapError, VerificationError
+from floorguard.errors import (
+    FloorguardError,
+    FloorMapError,
+    UnreadableFileError,
+    VerificationError,
+)
+from floorguard.files import open_regular, read_regular
 from floorguard.floormap import FloorMap, entries_hash, from_entries
 from floorguard.slice_verify import (
     IntegrityError,
@@ -130,12 +135,10 @@ class MapResolver:
         for folder in self.archive_dirs:
             path = folder / name
             try:
-                with path.open("rb") as handle:
-                    data = handle.read(MAX_ARCHIVE_BYTES + 1)
-            except FileNotFoundError:
-                continue
-            except OSError as exc:
-                problems.append(f"{path} is unreadable ({exc.strerror or exc})")
+                data = read_regular(path, max_bytes=MAX_ARCHIVE_BYTES, what="archived floor map")
+            except UnreadableFileError as exc:
+                if not exc.missing:
+                    problems.append(str(exc))
                 continue
             if "sha256:" + hashlib.sha256(data).hexdigest() != map_hash:
                 problems.append(f"{path} does not hash to its name")
@@ -502,10 +505,14 @@ def prove(
 
 
 def prove_path(path: str | Path, **options: Any) -> ProofReport:
-    """``prove`` over the slice in a file (``-`` reads standard input). Raises OSError."""
+    """``prove`` over the slice in a file (``-`` reads standard input).
+
+    Raises UnreadableFileError (not a regular file, unreadable) or OSError while reading.
+    """
     if str(path) == "-":
         return prove(iter_slice_lines(sys.stdin.buffer), **options)
-    with open(os.fspath(path), "rb") as stream:
+    # Streamed with a cap on each line; a FIFO or device is refused, never waited on.
+    with open_regular(path, what="chain slice") as stream:
         return prove(iter_slice_lines(stream), **options)
 
 
