@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from feedserver import envelope, new_key
-from hosts import Host, floor, map_module
+from hosts import Host, floor, map_module, receipt_in_chain
 
 from floorguard import published_map
 from floorguard._canonical import canonical_bytes
@@ -97,7 +97,7 @@ def test_nothing_is_trusted_by_default(site: Site) -> None:
 
 def test_refuses_an_unsigned_published_map(site: Site) -> None:
     site.write(document(NEWER, 4))
-    kept_builtin(site.run(), "cannot read signature")
+    kept_builtin(site.run(), "cannot read the signature: No such file")
 
 
 def test_refuses_a_wrongly_signed_published_map(site: Site, tmp_path: Path) -> None:
@@ -172,3 +172,188 @@ def test_parse_accepts_what_publish_writes() -> None:
     parsed = published_map.parse(document(NEWER, 4), "floor-map.json")
     assert (parsed.map_version, parsed.floor_map_hash) == (4, entries_hash(NEWER))
     assert json.loads(document(NEWER, 4))["adapters"] == NEWER
+
+
+# --- rollback of published maps, and no silent fallback once one was accepted ------------------
+
+LOW = {"aider": floor("0.55.0")}
+HIGH = {"aider": floor("0.60.0")}
+
+
+def spawn(site: Site, version: str = "0.57.0", **extra: str) -> dict[str, Any]:
+    """A real host process's preflight of aider at ``version`` with the published map named."""
+    return site.host.preflight(
+        "aider",
+        version=version,
+        FLOORGUARD_FLOOR_MAP=str(site.map),
+        FLOORGUARD_TRUSTED_KEYS=str(site.public),
+        **extra,
+    )
+
+
+def accepted_record(site: Site) -> dict[str, Any]:
+    record: dict[str, Any] = json.loads((site.host.home / "published-map.json").read_bytes())
+    return record
+
+
+def accept(site: Site, entries: dict[str, Any], version: int) -> None:
+    """Publish and have a host use it: the map is then the highest accepted on this host."""
+    site.write(document(entries, version), site.key)
+    result = spawn(site)
+    assert result["floor"] == entries["aider"]["min_safe_version"], result
+    assert accepted_record(site)["map_version"] == version
+
+
+def refused_untrusted(site: Site, result: dict[str, Any], fragment: str) -> None:
+    assert result["raised"] == "SpawnRefused", result
+    assert result["verdict"] == "refuse"
+    assert result["reason"].startswith("floor map cannot be trusted: "), result["reason"]
+    assert fragment in result["reason"], result["reason"]
+    receipt = receipt_in_chain(site.host, result["receipt_id"])
+    assert receipt["verdict"] == "refuse"
+
+
+def test_records_the_highest_published_map_accepted(site: Site) -> None:
+    accept(site, HIGH, 5)
+    assert accepted_record(site) == {
+        "schema_version": 1,
+        "map_version": 5,
+        "floor_map_hash": entries_hash(HIGH),
+    }
+
+
+def test_refuses_a_rolled_back_published_map_even_with_the_warn_policy(site: Site) -> None:
+    accept(site, HIGH, 5)
+    # The attacker puts back an older map, validly signed by the same publisher.
+    site.write(document(LOW, 4), site.key)
+    result = spawn(site, FLOORGUARD_ADAPTER_FLOOR_POLICY="warn")
+    refused_untrusted(site, result, "map_version 4 is lower than version 5 already accepted")
+    assert accepted_record(site)["map_version"] == 5  # never lowered
+
+
+def test_refuses_another_map_at_an_accepted_version(site: Site) -> None:
+    accept(site, HIGH, 5)
+    site.write(document(LOW, 5), site.key)
+    refused_untrusted(site, spawn(site), "map_version 5 was accepted on this host as another map")
+
+
+def test_accepts_the_same_map_re_signed_with_a_later_expiry(site: Site) -> None:
+    accept(site, HIGH, 5)
+    site.write(document(HIGH, 5, expires=utc_now() + dt.timedelta(days=40)), site.key)
+    result = spawn(site)
+    assert result["reason"] == "aider 0.57.0 is below the floor 0.60.0 (BSA-0001)"
+
+
+def test_accepts_a_newer_published_map_after_an_older_one(site: Site) -> None:
+    accept(site, LOW, 4)
+    accept(site, HIGH, 5)
+
+
+def _delete_signature(site: Site) -> None:
+    Path(str(site.map) + ".dsse").unlink()
+
+
+def _corrupt_signature(site: Site) -> None:
+    Path(str(site.map) + ".dsse").write_bytes(b'{"payload": "not base64", "signatures": []}')
+
+
+def _delete_map(site: Site) -> None:
+    site.map.unlink()
+
+
+def _sign_with_a_stranger(site: Site) -> None:
+    stranger, _, _ = new_key(site.map.parent / "stranger")
+    site.write(document(HIGH, 6), stranger)
+
+
+@pytest.mark.parametrize(
+    ("damage", "fragment"),
+    [
+        (_delete_signature, "signature: No such file"),
+        (_corrupt_signature, ""),
+        (_delete_map, "published floor map: No such file"),
+        (_sign_with_a_stranger, "no signature verifies against a trusted key"),
+    ],
+    ids=["deleted-signature", "corrupt-signature", "deleted-map", "untrusted-signer"],
+)
+def test_refuses_spawns_when_an_accepted_published_map_cannot_be_used(
+    site: Site, damage: Any, fragment: str
+) -> None:
+    accept(site, HIGH, 5)
+    damage(site)
+    result = spawn(site, FLOORGUARD_ADAPTER_FLOOR_POLICY="warn")
+    refused_untrusted(site, result, fragment)
+    assert "the built-in floor map (version 3) is older than published map version 5" in (
+        result["reason"]
+    )
+
+
+def test_refuses_spawns_when_the_accepted_map_record_is_damaged(site: Site) -> None:
+    accept(site, HIGH, 5)
+    (site.host.home / "published-map.json").write_text('{"map_version": 1}')
+    result = spawn(site)
+    assert result["raised"] == "SpawnRefused"
+    assert result["reason"].startswith("floor map cannot be trusted: ")
+    assert "published-map.json: the record of the highest published map" in result["reason"]
+
+
+def test_the_builtin_map_stands_in_when_it_is_at_least_as_new(site: Site) -> None:
+    accept(site, LOW, 4)
+    site.host.set_map(map_module(HIGH, version=5))  # the package was upgraded since
+    _delete_signature(site)
+    done = site.host.python(
+        "-c",
+        "import floorguard; print(floorguard.FLOOR_MAP_HASH)",
+        FLOORGUARD_FLOOR_MAP=str(site.map),
+        FLOORGUARD_TRUSTED_KEYS=str(site.public),
+    )
+    assert done.stdout.strip() == entries_hash(HIGH)
+    assert "is not used" in done.stderr and "the built-in floor map (version 5" in done.stderr
+    result = spawn(site)
+    assert result["reason"] == "aider 0.57.0 is below the floor 0.60.0 (BSA-0001)"
+
+
+def test_the_builtin_map_at_the_accepted_version_stands_in_only_if_it_is_that_map(
+    site: Site,
+) -> None:
+    accept(site, HIGH, 5)
+    site.host.set_map(map_module(HIGH, version=5))
+    _delete_signature(site)
+    assert spawn(site)["reason"] == "aider 0.57.0 is below the floor 0.60.0 (BSA-0001)"
+    site.host.set_map(map_module(LOW, version=5))  # same version, lower floors
+    refused_untrusted(site, spawn(site), "signature")
+
+
+def test_concurrent_acceptances_never_lower_the_record(site: Site, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    paths = []
+    for version in range(4, 12):
+        folder = tmp_path / f"mirror-{version}"
+        folder.mkdir()
+        path = folder / "floor-map.json"
+        data = document({"aider": floor(f"0.{50 + version}.0")}, version)
+        path.write_bytes(data)
+        Path(str(path) + ".dsse").write_bytes(
+            envelope(data, site.key, payload_type=published_map.PAYLOAD_TYPE)
+        )
+        paths.append(path)
+    code = "import floorguard; print(floorguard.FLOOR_MAP_HASH)"
+    running = [
+        subprocess.Popen(
+            [sys.executable, "-c", code],
+            env=site.host.env(
+                FLOORGUARD_FLOOR_MAP=str(path), FLOORGUARD_TRUSTED_KEYS=str(site.public)
+            ),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for path in paths
+    ]
+    for process in running:
+        process.communicate(timeout=60)
+    assert accepted_record(site)["map_version"] == 11
+    # Every older mirror is a rollback now.
+    site.map = paths[0]
+    refused_untrusted(site, spawn(site), "map_version 4 is lower than version 11")

@@ -10,10 +10,15 @@ used only when every check holds:
    "expires", "adapters"}`` and its adapters hash to its ``floor_map_hash``;
 3. it is not expired (a frozen mirror cannot pin hosts to an old map forever);
 4. its ``map_version`` is not lower than the built-in map's (no rollback below what the
-   package ships), and at an equal version it is the same map.
+   package ships), and at an equal version it is the same map;
+5. its ``map_version`` is not lower than the highest published map accepted on this host
+   (``FLOORGUARD_HOME/published-map.json``, see ``accepted_map``), and at an equal version
+   it is the same map (same adapters; a re-signed copy with another expiry is the same map).
 
 Otherwise the built-in map stays in force and the reason is printed on stderr, once per
-distinct reason: never a silent downgrade, never a silent fallback.
+distinct reason, but only if the built-in map is itself at least as new as the highest
+accepted here; if not, the map in force cannot be established and every spawn is refused
+(``FloorMapError``). Never a silent downgrade, never a silent fallback.
 """
 
 from __future__ import annotations
@@ -31,7 +36,8 @@ from typing import Any
 from floorguard import _time
 from floorguard._canonical import canonical_bytes
 from floorguard.active_map import ActiveMap
-from floorguard.errors import FloorguardError, FloorMapError
+from floorguard.errors import FloorguardError, FloorMapError, UnreadableFileError
+from floorguard.files import MAX_ENVELOPE_BYTES, MAX_TRUSTED_KEYS_BYTES, read_regular
 from floorguard.floormap import FloorMap, floor_map_hash, from_entries, to_entries
 
 ENV_MAP = "FLOORGUARD_FLOOR_MAP"
@@ -41,7 +47,7 @@ SCHEMA_VERSION = 1
 FIELDS = frozenset({"schema_version", "floor_map_hash", "map_version", "expires", "adapters"})
 SIGNATURE_SUFFIX = ".dsse"
 PACKAGE_KEYS = Path(__file__).with_name("trusted_keys.json")
-MAX_MAP_BYTES = 64 * 1024 * 1024
+MAX_MAP_BYTES = 64 * 1024 * 1024  # files.MAX_MAP_BYTES
 
 
 @dataclass(frozen=True)
@@ -101,14 +107,11 @@ def parse(data: bytes, source: str) -> PublishedMap:
 
 
 def _read(path: Path, limit: int, what: str) -> bytes:
+    # Never blocks: a FIFO or device named here is refused at once, by name.
     try:
-        with path.open("rb") as handle:
-            data = handle.read(limit + 1)
-    except OSError as exc:
-        raise FloorMapError(f"cannot read {what} {path}: {exc.strerror or exc}") from exc
-    if len(data) > limit:
-        raise FloorMapError(f"{what} {path} is too large")
-    return data
+        return read_regular(path, max_bytes=limit, what=what)
+    except UnreadableFileError as exc:
+        raise FloorMapError(str(exc)) from exc
 
 
 def trusted_keys_path(environ: Mapping[str, str]) -> Path:
@@ -121,9 +124,9 @@ def load(path: Path, keys_path: Path, builtin: ActiveMap, now: _dt.datetime) -> 
     from floorguard import trust
 
     data = _read(path, MAX_MAP_BYTES, "published floor map")
-    envelope = _read(Path(str(path) + SIGNATURE_SUFFIX), MAX_MAP_BYTES * 2, "signature")
+    envelope = _read(Path(str(path) + SIGNATURE_SUFFIX), MAX_ENVELOPE_BYTES, "signature")
     trusted = trust.parse_trusted_keys(
-        _read(keys_path, 1024 * 1024, "trusted keys"), str(keys_path)
+        _read(keys_path, MAX_TRUSTED_KEYS_BYTES, "trusted keys"), str(keys_path)
     )
     trust.verify_detached(data, envelope, trusted, payload_type=PAYLOAD_TYPE)
     published = parse(data, str(path))
@@ -164,8 +167,28 @@ def _identity(*paths: Path) -> tuple[Any, ...]:
             st = os.stat(path)
         except OSError:
             return ()  # unreadable: never cached
-        found.append((str(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
+        found.append((str(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
     return tuple(found)
+
+
+def _verified_published(
+    name: str, keys_path: Path, builtin: ActiveMap, now: _dt.datetime
+) -> PublishedMap:
+    """The signature-checked published map, re-verified only when a file's identity changes."""
+    path = Path(name)
+    key = _identity(path, Path(name + SIGNATURE_SUFFIX), keys_path)
+    with _lock:
+        cached = _verified.get(key) if key else None
+    if cached is not None and cached.source == name:
+        # The signature was checked for these exact files; freshness is judged every call.
+        check_current(cached, builtin, now)
+        return cached
+    published = load(path, keys_path, builtin, now)
+    if key:
+        with _lock:
+            _verified.clear()  # only the newest files are worth keeping
+            _verified[key] = published
+    return published
 
 
 def select(
@@ -173,28 +196,38 @@ def select(
 ) -> ActiveMap:
     """The map in force: the published one if it passes every check, else ``builtin``.
 
-    Never raises for a bad published map: the reason goes to stderr (once per reason).
+    The published map must also be at least as new as the highest published map accepted
+    on this host (``accepted_map``): an older one is a rollback, another map at the same
+    version a conflict. When it cannot be used, ``builtin`` stays in force (the reason goes
+    to stderr, once per reason) only if it is itself at least as new as that highest
+    accepted map; otherwise FloorMapError is raised, so every spawn is refused.
+    Raises FloorMapError also when the record of accepted maps is unreadable or damaged.
     """
+    from floorguard import accepted_map
+
     name = environ.get(ENV_MAP)
     if not name:
         return builtin
-    path, keys_path = Path(name), trusted_keys_path(environ)
+    keys_path = trusted_keys_path(environ)
     moment = now or _time.utc_now()
-    key = _identity(path, Path(name + SIGNATURE_SUFFIX), keys_path)
+    record = accepted_map.state_path(environ)
+    highest = accepted_map.read(record)
     try:
-        with _lock:
-            cached = _verified.get(key) if key else None
-        if cached is not None and cached.source == name:
-            # The signature was checked for these exact files; freshness is judged every call.
-            check_current(cached, builtin, moment)
-            published = cached
-        else:
-            published = load(path, keys_path, builtin, moment)
-            if key:
-                with _lock:
-                    _verified.clear()  # only the newest files are worth keeping
-                    _verified[key] = published
+        published = _verified_published(name, keys_path, builtin, moment)
+        accepted_map.check(published.map_version, published.floor_map_hash, highest, record)
+        if highest is None or published.map_version > highest.map_version:
+            # Remember it before using it: a map that cannot be remembered is not used.
+            accepted_map.accept(record, published.map_version, published.floor_map_hash)
     except FloorguardError as exc:
+        if highest is not None and not accepted_map.covers(
+            builtin.map_version, builtin.floor_map_hash, highest
+        ):
+            raise FloorMapError(
+                f"{ENV_MAP}={name} cannot be used: {exc}; the built-in floor map (version "
+                f"{builtin.map_version}) is older than published map version "
+                f"{highest.map_version} already accepted on this host ({record}), so it "
+                "cannot stand in"
+            ) from exc
         _warn(
             f"floorguard: {ENV_MAP}={name} is not used: {exc}; the built-in floor map "
             f"(version {builtin.map_version}, {builtin.floor_map_hash}) stays in force"
