@@ -26,7 +26,8 @@ from floorctl.errors import FeedError
 from floorguard import floormap
 from floorguard._canonical import sha256_digest
 from floorguard._time import format_ts, parse_ts
-from floorguard.errors import FloorguardError, FloorMapError
+from floorguard.errors import FloorguardError, FloorMapError, UnreadableFileError
+from floorguard.files import read_regular
 
 MAX_FEED_BYTES = 16 * 1024 * 1024
 MAX_ADAPTERS = 100_000
@@ -187,22 +188,14 @@ def load_feed(path: Path) -> Feed:
     """
     source = str(path)
     try:
-        with open(path, "rb") as stream:
-            # One byte more than the limit tells "too large" apart without reading it all.
-            data = stream.read(MAX_FEED_BYTES + 1)
-    except OSError as exc:
-        reason = exc.strerror or exc.__class__.__name__
-        raise FeedError([(_show_source(source), "$", f"cannot read the feed: {reason}")]) from exc
-    if len(data) > MAX_FEED_BYTES:
-        raise FeedError(
-            [
-                (
-                    _show_source(source),
-                    "$",
-                    f"feed is larger than {MAX_FEED_BYTES:,} bytes (16 MiB); refused unread",
-                )
-            ]
-        )
+        # Never blocks: a FIFO or device named as a feed is refused at once.
+        data = read_regular(path, max_bytes=MAX_FEED_BYTES, what="feed")
+    except UnreadableFileError as exc:
+        # The message names the path first; the feed error names it again as its source.
+        reason = str(exc).removeprefix(f"{path}: ")
+        if exc.too_large:
+            reason = f"feed is larger than {MAX_FEED_BYTES:,} bytes (16 MiB); refused unread"
+        raise FeedError([(_show_source(source), "$", reason)]) from exc
     return parse_feed(data, source)
 
 

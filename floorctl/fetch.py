@@ -36,11 +36,14 @@ import httpx
 from floorctl import feeds, freshness, splice, trust
 from floorctl.errors import FetchError, FloorctlError, TrustError
 from floorguard._canonical import sha256_digest
+from floorguard.errors import UnreadableFileError
+from floorguard.files import read_regular, read_regular_if_exists
 from floorguard.trust import TrustedKeys
 
 DEFAULT_MAX_BYTES = 4 * 1024 * 1024
 DEFAULT_TIMEOUT = 30.0
 MAX_REDIRECTS = 5
+MAX_CACHE_META_BYTES = 64 * 1024  # {"url", "etag", "digest"}
 # An envelope carries the feed itself (base64) plus signatures.
 SIGNATURE_OVERHEAD = 256 * 1024
 PROGRESS_MIN_BYTES = 1024 * 1024
@@ -345,14 +348,13 @@ def verify_feed(
 def read_local(path: Path, *, trusted: TrustedKeys | None, require_signed: bool) -> feeds.Feed:
     """A feed file and ``FEED.dsse`` beside it, parsed and verified. Raises like fetch_feed."""
     feed = feeds.load_feed(path)
-    data = path.read_bytes()
+    data = read_regular(path, max_bytes=feeds.MAX_FEED_BYTES, what="feed")
     if sha256_digest(data) != feed.digest:
         raise FetchError(f"{path}: changed while being read; try again")
     signature_path = Path(str(path) + trust.SIGNATURE_SUFFIX)
-    envelope = None
-    if signature_path.exists():
-        with signature_path.open("rb") as handle:
-            envelope = handle.read(feeds.MAX_FEED_BYTES * 2)
+    envelope = read_regular_if_exists(
+        signature_path, max_bytes=feeds.MAX_FEED_BYTES * 2, what="feed signature"
+    )
     return verify_feed(feed, data, envelope, trusted, require_signed=require_signed)
 
 
@@ -370,9 +372,10 @@ def _cached(cache_dir: Path | None, url: str) -> tuple[str, bytes] | None:
         return None
     meta_path, body_path = _cache_files(cache_dir, url)
     try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        body = body_path.read_bytes()
-    except (OSError, ValueError):
+        # A cache entry that is not a regular file is ignored (never waited on).
+        meta = json.loads(read_regular(meta_path, max_bytes=MAX_CACHE_META_BYTES, what="cache"))
+        body = read_regular(body_path, max_bytes=feeds.MAX_FEED_BYTES, what="cached feed")
+    except (UnreadableFileError, ValueError):
         return None
     if (
         not isinstance(meta, dict)

@@ -25,7 +25,8 @@ from floorctl.errors import FreshnessError
 from floorctl.feeds import Feed
 from floorguard._canonical import is_digest
 from floorguard._time import format_ts, parse_ts
-from floorguard.errors import FloorguardError
+from floorguard.errors import FloorguardError, UnreadableFileError
+from floorguard.files import read_regular
 
 STATE_NAME = "feeds-state.json"
 STATE_SCHEMA_VERSION = 1
@@ -71,13 +72,6 @@ def load_state(path: Path) -> FreshnessState:
     Raises FreshnessError when it exists but cannot be read or is malformed: forgetting what
     was accepted would reopen the door to rollbacks, so a damaged file is never reset silently.
     """
-    try:
-        with path.open("rb") as handle:
-            data = handle.read(MAX_STATE_BYTES + 1)
-    except FileNotFoundError:
-        return FreshnessState()
-    except OSError as exc:
-        raise FreshnessError(f"{path}: cannot read the feed state: {exc.strerror or exc}") from exc
 
     def bad(why: str) -> FreshnessError:
         return FreshnessError(
@@ -85,8 +79,14 @@ def load_state(path: Path) -> FreshnessState:
             "backup (deleting it forgets which versions were accepted)"
         )
 
-    if len(data) > MAX_STATE_BYTES:
-        raise bad("larger than 16 MiB")
+    try:
+        data = read_regular(path, max_bytes=MAX_STATE_BYTES, what="feed state")
+    except UnreadableFileError as exc:
+        if exc.missing:
+            return FreshnessState()
+        if exc.too_large:
+            raise bad("larger than 16 MiB") from exc
+        raise FreshnessError(str(exc)) from exc
     try:
         document = json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:

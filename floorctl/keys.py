@@ -15,12 +15,13 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from floorctl.errors import SigningError
 from floorguard import dsse
-from floorguard.errors import VerificationError
+from floorguard.errors import UnreadableFileError, VerificationError
+from floorguard.files import read_regular
 
 PRIVATE_NAME = "signing.key"
 PUBLIC_NAME = "signing.pub"
 DEV_KEY_DIR = "dev-key"
-MAX_KEY_BYTES = 64 * 1024
+MAX_KEY_BYTES = 64 * 1024  # files.MAX_KEY_BYTES
 
 
 def state_dir(environ: Mapping[str, str]) -> Path:
@@ -69,13 +70,9 @@ def public_pem(key: Ed25519PublicKey) -> bytes:
 
 def _read_small(path: Path) -> bytes:
     try:
-        with path.open("rb") as handle:
-            data = handle.read(MAX_KEY_BYTES + 1)
-    except OSError as exc:
-        raise SigningError(f"{path}: cannot read key: {exc.strerror or exc}") from exc
-    if len(data) > MAX_KEY_BYTES:
-        raise SigningError(f"{path}: too large to be a key")
-    return data
+        return read_regular(path, max_bytes=MAX_KEY_BYTES, what="key")
+    except UnreadableFileError as exc:
+        raise SigningError(str(exc)) from exc
 
 
 def load_private(path: Path) -> Ed25519PrivateKey:

@@ -19,7 +19,8 @@ from floorguard import dsse, published_map
 from floorguard._canonical import canonical_bytes
 from floorguard._time import format_ts
 from floorguard.active_map import parse_map_module
-from floorguard.errors import FloorMapError
+from floorguard.errors import FloorMapError, UnreadableFileError
+from floorguard.files import MAX_MAP_BYTES, read_regular
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -59,8 +60,11 @@ def publish(
 ) -> Published:
     """Write ``out_dir/floor-map.json`` and its ``.dsse``. Raises ModuleError, OSError."""
     try:
-        text = module.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        data = read_regular(module, max_bytes=MAX_MAP_BYTES, what="floor-map module")
+        text = data.decode("utf-8")
+    except UnreadableFileError as exc:
+        raise ModuleError(str(exc)) from exc
+    except UnicodeDecodeError as exc:
         raise ModuleError(f"{module}: cannot read the floor-map module: {exc}") from exc
     data = build(text, str(module), now + expires_in)
     parsed = published_map.parse(data, str(module))  # what the runtime will check, checked now

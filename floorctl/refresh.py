@@ -13,10 +13,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from floorctl import merge, render, splice
-from floorctl.errors import DowngradeRefused, DriftError
+from floorctl.errors import DowngradeRefused, DriftError, ModuleError
 from floorctl.feeds import Feed
 from floorguard import receipts
 from floorguard._canonical import canonical_bytes
+from floorguard.errors import UnreadableFileError
+from floorguard.files import MAX_MAP_BYTES, read_regular_if_exists
 from floorguard.floormap import FloorMap, floor_map_hash, from_entries, to_entries
 
 if TYPE_CHECKING:
@@ -221,7 +223,10 @@ def apply(
 
 def _restorer(path: Path) -> Callable[[], None]:
     """A closure that puts ``path`` back as it is now (or removes it if it does not exist)."""
-    previous = path.read_bytes() if path.exists() else None
+    try:
+        previous = read_regular_if_exists(path, max_bytes=MAX_MAP_BYTES, what="floor-map module")
+    except UnreadableFileError as exc:
+        raise ModuleError(str(exc)) from exc
 
     def restore() -> None:
         if previous is None:

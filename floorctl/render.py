@@ -26,7 +26,8 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from floorctl.errors import ModuleError, RenderError
 from floorctl.splice import BEGIN, END, SplitModule, split_lines, split_module
-from floorguard.errors import FloorguardError
+from floorguard.errors import FloorguardError, UnreadableFileError
+from floorguard.files import read_regular
 from floorguard.floormap import ENTRY_FIELDS, entries_hash, from_entries, to_entries
 
 FLOORGUARD = "floorguard"
@@ -34,6 +35,8 @@ BERNSTEIN = "bernstein"
 TEMPLATE_NAMES = (FLOORGUARD, BERNSTEIN)
 
 Entries = dict[str, dict[str, str]]
+
+MAX_TEMPLATE_BYTES = 1024 * 1024  # a template is a few KiB
 
 
 @dataclass(frozen=True)
@@ -436,9 +439,9 @@ def load_template(name_or_path: str) -> Template:
         )
     path = Path(name_or_path)
     try:
-        source = path.read_bytes().decode("utf-8")
-    except OSError as exc:
-        raise RenderError(f"{path}: cannot read template: {exc.strerror}") from exc
+        source = read_regular(path, max_bytes=MAX_TEMPLATE_BYTES, what="template").decode("utf-8")
+    except UnreadableFileError as exc:
+        raise RenderError(str(exc)) from exc
     except UnicodeDecodeError:
         raise RenderError(f"{path}: template is not valid UTF-8") from None
     return Template(str(path), source, None)

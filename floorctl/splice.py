@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from floorctl.errors import ModuleError
+from floorguard.errors import UnreadableFileError
+from floorguard.files import MAX_MAP_BYTES, read_regular
 
 BEGIN = "# floor-map:begin"
 END = "# floor-map:end"
@@ -131,11 +133,11 @@ def read_module_text(path: Path) -> str:
     Raises ModuleError when the file cannot be read or is not valid UTF-8.
     """
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise ModuleError(f"{path}: floor-map module not found") from None
-    except OSError as exc:
-        raise ModuleError(f"{path}: cannot read floor-map module: {exc.strerror}") from exc
+        data = read_regular(path, max_bytes=MAX_MAP_BYTES, what="floor-map module")
+    except UnreadableFileError as exc:
+        if exc.missing:
+            raise ModuleError(f"{path}: floor-map module not found") from None
+        raise ModuleError(str(exc)) from exc
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING
 from floorctl import keys, splice
 from floorctl.errors import TrustError
 from floorguard import dsse
-from floorguard.errors import VerificationError
+from floorguard.errors import UnreadableFileError, VerificationError
+from floorguard.files import MAX_ENVELOPE_BYTES, read_regular
 from floorguard.trust import TrustedKeys, parse_trusted_keys, verify_detached
 
 FEED_PAYLOAD_TYPE = "application/vnd.floorctl.feed+json"
@@ -41,10 +42,9 @@ def installed_path(environ: Mapping[str, str]) -> Path:
 def load_trusted_keys(path: Path) -> TrustedKeys:
     """Read a trusted-keys file (PEM or JSON). Raises TrustError."""
     try:
-        with path.open("rb") as handle:
-            data = handle.read(MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        raise TrustError(f"{path}: cannot read trusted keys: {exc.strerror or exc}") from exc
+        data = read_regular(path, max_bytes=MAX_FILE_BYTES, what="trusted keys")
+    except UnreadableFileError as exc:
+        raise TrustError(str(exc)) from exc
     try:
         return parse_trusted_keys(data, str(path))
     except VerificationError as exc:
@@ -135,17 +135,14 @@ def rotate(current: TrustedKeys, new_path: Path, environ: Mapping[str, str]) -> 
     valid trusted-keys document, or not signed by a threshold of the current keys.
     """
     try:
-        data = new_path.read_bytes()
-    except OSError as exc:
-        raise TrustError(f"{new_path}: cannot read: {exc.strerror or exc}") from exc
+        data = read_regular(new_path, max_bytes=MAX_FILE_BYTES, what="new trusted keys")
+    except UnreadableFileError as exc:
+        raise TrustError(str(exc)) from exc
     signature_path = Path(str(new_path) + SIGNATURE_SUFFIX)
     try:
-        envelope = signature_path.read_bytes()
-    except OSError as exc:
-        raise TrustError(
-            f"{signature_path}: the new trusted keys must be signed by the current ones: "
-            f"{exc.strerror or exc}"
-        ) from exc
+        envelope = read_regular(signature_path, max_bytes=MAX_ENVELOPE_BYTES, what="signature")
+    except UnreadableFileError as exc:
+        raise TrustError(f"{exc}; the new trusted keys must be signed by the current ones") from exc
     try:
         parse_trusted_keys(data, str(new_path))
         verify_detached(data, envelope, current, payload_type=TRUSTED_KEYS_PAYLOAD_TYPE)

@@ -493,7 +493,7 @@ def test_refuses_a_missing_file(tmp_path: Path) -> None:
 def test_refuses_a_directory(tmp_path: Path) -> None:
     with pytest.raises(FeedError) as refused:
         load_feed(tmp_path)
-    assert "cannot read the feed" in refused.value.problems[0][2]
+    assert "not a regular file (the feed is a folder)" in refused.value.problems[0][2]
 
 
 def test_validate_paths_lists_the_problems_of_every_file(tmp_path: Path) -> None:

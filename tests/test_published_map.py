@@ -283,8 +283,9 @@ def test_refuses_spawns_when_an_accepted_published_map_cannot_be_used(
     damage(site)
     result = spawn(site, FLOORGUARD_ADAPTER_FLOOR_POLICY="warn")
     refused_untrusted(site, result, fragment)
-    assert "the built-in floor map (version 3) is older than published map version 5" in (
-        result["reason"]
+    assert (
+        "the built-in floor map (version 3) is older than published map version 5"
+        in (result["reason"])
     )
 
 

@@ -177,7 +177,7 @@ def test_refuses_unknown_template_name() -> None:
 
 
 def test_refuses_missing_template_path(tmp_path: Path) -> None:
-    with pytest.raises(RenderError, match=r"absent\.j2: cannot read template"):
+    with pytest.raises(RenderError, match=r"absent\.j2: cannot read the template"):
         load_template(str(tmp_path / "absent.j2"))
 
 

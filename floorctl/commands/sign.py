@@ -7,9 +7,10 @@ from pathlib import Path
 
 import click
 
-from floorctl import keys, splice, trust
+from floorctl import feeds, keys, splice, trust
 from floorctl.commands._output import emit_json, json_option
-from floorguard import dsse
+from floorguard import dsse, files
+from floorguard.files import read_regular, read_regular_if_exists
 
 KINDS = {"feed": trust.FEED_PAYLOAD_TYPE, "trusted-keys": trust.TRUSTED_KEYS_PAYLOAD_TYPE}
 
@@ -41,9 +42,9 @@ def command(path: Path, signing_key: Path | None, kind: str, as_json: bool) -> N
     key = keys.resolve_signing_key(
         signing_key, env, notify=lambda m: click.echo(f"floorctl: {m}", err=True)
     ).key
-    data = path.read_bytes()
+    data = read_regular(path, max_bytes=feeds.MAX_FEED_BYTES, what="file to sign")
     out = Path(str(path) + trust.SIGNATURE_SUFFIX)
-    existing = out.read_bytes() if out.exists() else None
+    existing = read_regular_if_exists(out, max_bytes=files.MAX_ENVELOPE_BYTES, what="signature")
     envelope = trust.sign_file(data, existing, key, KINDS[kind])
     splice.write_atomic(out, envelope)
     signatures = len(dsse.parse_envelope(envelope).signatures)

@@ -16,6 +16,7 @@ from floorctl.commands._output import emit_json, json_option
 from floorctl.commands.chain import parse_time_option
 from floorguard import window_proof
 from floorguard.chain_key import load_key
+from floorguard.files import MAX_CHECKPOINT_BYTES, read_regular
 from floorguard.slice_verify import MACS_NOT_CHECKED
 
 # The shipped archive in a source checkout, beside the default floor-map module.
@@ -86,7 +87,8 @@ def verify_chain(
     checkpoint, checkpoint_error = None, None
     if checkpoint_file is not None and pubkey is not None:
         checkpoint, checkpoint_error = window_proof.load_checkpoint(
-            checkpoint_file.read_bytes(), keys.load_public(pubkey)
+            read_regular(checkpoint_file, max_bytes=MAX_CHECKPOINT_BYTES, what="checkpoint"),
+            keys.load_public(pubkey),
         )
     dirs = list(map_dirs) if map_dirs else window_proof.default_map_dirs([CHECKOUT_MAPS])
     report = window_proof.prove_path(

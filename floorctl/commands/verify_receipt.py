@@ -9,8 +9,9 @@ import click
 
 from floorctl import keys, render, splice
 from floorctl.commands._output import emit_json, json_option
-from floorguard import floormap, receipts
+from floorguard import files, floormap, receipts
 from floorguard.errors import VerificationError
+from floorguard.files import read_regular
 from floorguard.floormap import entries_hash
 
 
@@ -19,7 +20,8 @@ def map_file_hash(path: Path) -> str:
     if path.suffix == ".py":
         _, block = render.read_module(splice.read_module_text(path), str(path))
         return entries_hash(block.entries)
-    return floormap.map_file_hash(path.read_bytes(), str(path))
+    data = read_regular(path, max_bytes=files.MAX_MAP_BYTES, what="floor map")
+    return floormap.map_file_hash(data, str(path))
 
 
 @click.command("receipt")
@@ -38,7 +40,7 @@ def map_file_hash(path: Path) -> str:
 @json_option
 def command(receipt_file: Path, pubkey: Path | None, floor_map: Path | None, as_json: bool) -> None:
     """Verify a receipt offline. Exit 0 when it verifies, 1 otherwise."""
-    data = receipt_file.read_bytes()
+    data = read_regular(receipt_file, max_bytes=files.MAX_RECEIPT_BYTES, what="receipt")
     trusted = None
     if pubkey is not None:
         trusted = [keys.load_public(pubkey)]

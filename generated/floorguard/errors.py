@@ -14,11 +14,13 @@ class FloorguardError(Exception):
 
 class UnreadableFileError(FloorguardError):
     """A file to read is missing, unreadable, not a regular file (a FIFO or a device could
-    block or never end) or larger than the cap for its kind. ``missing``: nothing is there."""
+    block or never end) or larger than the cap for its kind. ``missing``: nothing is there;
+    ``too_large``: over the cap (callers may word that in their own terms)."""
 
-    def __init__(self, message: str, *, missing: bool = False) -> None:
+    def __init__(self, message: str, *, missing: bool = False, too_large: bool = False) -> None:
         super().__init__(message)
         self.missing = missing
+        self.too_large = too_large
 
 
 class CanonicalizationError(FloorguardError):

@@ -102,7 +102,9 @@ def read_regular_stat(
     finally:
         os.close(fd)
     if total > max_bytes:
-        raise UnreadableFileError(f"{path}: the {what} is larger than {describe_size(max_bytes)}")
+        raise UnreadableFileError(
+            f"{path}: the {what} is larger than {describe_size(max_bytes)}", too_large=True
+        )
     return b"".join(chunks), info
 
 
