@@ -401,6 +401,17 @@ def test_refuses_a_spawn_when_the_chain_database_is_a_fifo(spawner: Spawner) -> 
     assert f"{fifo}: not a regular file" in result["message"]
 
 
+@pytest.mark.parametrize("suffix", ["-wal", "-shm"])
+def test_refuses_a_spawn_when_a_sqlite_side_file_is_a_fifo(spawner: Spawner, suffix: str) -> None:
+    # SQLite itself opens these; it answers a FIFO with an I/O error rather than blocking.
+    first, _ = spawner.preflight()
+    assert first["receipt_id"] is not None
+    make_fifo(spawner.host.home / f"chain.sqlite3{suffix}")
+    result, _ = spawner.preflight()
+    assert result["raised"] == "SpawnRefused" and result["receipt_id"] is None
+    assert "could not be recorded in the audit chain" in result["message"]
+
+
 def test_refuses_a_spawn_when_the_builtin_map_is_a_fifo(spawner: Spawner) -> None:
     fifo = make_fifo(spawner.host.map_file)
     result, _ = spawner.preflight()
