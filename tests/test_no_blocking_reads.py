@@ -341,9 +341,7 @@ class Spawner:
 
     def preflight(self, **extra: str) -> tuple[dict[str, Any], str]:
         request = json.dumps({"adapter": "aider", "version": "0.55.0"})
-        done = run(
-            [sys.executable, "-c", HOST, request], self.host.env(**extra), self.host.root
-        )
+        done = run([sys.executable, "-c", HOST, request], self.host.env(**extra), self.host.root)
         assert done.returncode == 0, done.stderr
         result: dict[str, Any] = json.loads(done.stdout)
         return result, done.stderr
