@@ -47,15 +47,22 @@ import json, os, sys
 import floorguard
 import floorguard.launcher as launcher
 request = json.loads(sys.argv[1])
-swap = request.get("swap")
-if swap:
-    def race():
+def swapper(swap):
+    def run():
         if swap["kind"] == "replace":
             os.replace(swap["with"], swap["path"])
         elif swap["kind"] == "retarget":
             os.remove(swap["path"])
             os.symlink(swap["with"], swap["path"])
-    launcher._race_window_hook = race
+        elif swap["kind"] == "exchange":
+            os.rename(swap["path"], swap["path"] + ".swapping")
+            os.rename(swap["with"], swap["path"])
+            os.rename(swap["path"] + ".swapping", swap["with"])
+    return run
+if request.get("swap"):
+    launcher._race_window_hook = swapper(request["swap"])
+if request.get("after_open"):
+    launcher._after_open_hook = swapper(request["after_open"])
 env = dict(os.environ)
 env.update(request.get("child_env", {}))
 results = []
