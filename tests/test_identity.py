@@ -322,3 +322,39 @@ def test_python_of_the_test_run_is_not_mistaken_for_an_adapter(host: Host) -> No
     [result] = host.spawn(adapter="python", binary=sys.executable, argv=["-c", "print('hi')"])
     assert result["started"], result
     assert result["stdout"].strip() == "hi"
+
+
+def test_refuses_python_dash_c_importing_a_below_floor_module(
+    host: Host, tmp_path: Path, old_aider: tuple[Path, Path]
+) -> None:
+    _, marker = old_aider
+    python = tmp_path / "venv" / "bin" / "python"
+    code = "from aider.main import main; main()"
+    [result] = host.spawn(adapter="python", binary=str(python), argv=["-c", code])
+    assert_refused_as(result, host, "aider", "python")
+    assert not marker.exists()
+
+
+def test_refuses_a_renamed_copy_of_a_binary_that_still_answers_as_a_tracked_adapter(
+    host: Host, tmp_path: Path
+) -> None:
+    # A bundled CLI copied out of its package, or a native binary renamed: no metadata says
+    # what it is, but its own --version line does.
+    marker = tmp_path / "ran"
+    copy = sh_script(
+        tmp_path / "bin" / "helper",
+        f'if [ "$1" = --version ]; then echo "1.0.51 (Claude Code)"; exit 0; fi\n: > \'{marker}\'',
+    )
+    [result] = host.spawn(adapter="helper", argv=[], binary=str(copy))
+    assert_refused_as(result, host, "claude", "helper")
+    assert not marker.exists()
+
+
+def test_an_untracked_binary_printing_a_bare_version_stays_untracked(
+    host: Host, tmp_path: Path
+) -> None:
+    # Bare versions are every tool's answer: only a line that names the tool identifies it.
+    tool = sh_script(tmp_path / "bin" / "newagent", "echo 1.0.51")
+    [result] = host.spawn(adapter="newagent", argv=[], binary=str(tool))
+    assert result["started"]
+    assert host.chain_records()[0]["receipt"]["verdict"] == "untracked"

@@ -207,6 +207,19 @@ def parse_version_output(adapter: str, output: str) -> str:
     return _decide(_distinct(found), entry)
 
 
+def adapters_named_in(output: str) -> list[str]:
+    """Catalogued adapters whose own ``--version`` line, one that names the tool and not
+    only a bare version (``aider 0.50.0``, ``1.0.51 (Claude Code)``, ``codex-cli 0.1.0``),
+    stands in ``output`` as a whole line. A renamed copy of a binary still says who it is."""
+    named = []
+    lines = [line.strip() for line in output.splitlines()]
+    for entry in _ENTRIES:
+        telling = [p for p in entry.line_patterns if p.pattern != _V]
+        if any(p.fullmatch(line) for p in telling for line in lines):
+            named.append(entry.adapter)
+    return named
+
+
 def parse_generic(output: str) -> str:
     """The one version-like token in ``output``; DetectionError if there are none or several.
 

@@ -27,7 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from floorguard.catalog import CatalogEntry, entry_for, executable_for, parse_version_output
+from floorguard.catalog import (
+    CatalogEntry,
+    adapters_named_in,
+    entry_for,
+    executable_for,
+    parse_version_output,
+)
 from floorguard.catalog import validate_version as _validate_version
 from floorguard.errors import DetectionError
 from floorguard.target import (
@@ -61,6 +67,8 @@ class Detection:
     detected_by: str
     binary: str | None
     raw: str | None
+    # An untracked binary whose --version output names a catalogued adapter (a renamed copy).
+    names_adapter: str | None = None
 
 
 @dataclass(frozen=True)
@@ -558,11 +566,14 @@ def _detect_opened(
 
     chosen = settings if settings is not None else ProbeSettings.from_environ(os.environ)
     output = run_probe(target, argv, chosen, env)
+    named = adapters_named_in(output) if entry is None else []
+    if len(named) > 1:
+        raise DetectionError(f"{resolved} {' '.join(argv)}: answers as {', '.join(named)}")
     try:
-        accepted = parse_version_output(adapter, output)
+        accepted = parse_version_output(named[0] if named else adapter, output)
     except DetectionError as exc:
         raise DetectionError(f"{resolved} {' '.join(argv)}: {exc}") from None
-    detection = Detection(accepted, "probe", str(resolved), output)
+    detection = Detection(accepted, "probe", str(resolved), output, named[0] if named else None)
     # The descriptor names the same inode throughout; cache only if it was not rewritten
     # in place while it ran.
     if target.current_identity() == key[2]:

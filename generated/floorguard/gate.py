@@ -27,7 +27,7 @@ UNTRACKED_POLICY_VARIABLE = "FLOORGUARD_UNTRACKED_POLICY"
 BLOCK, WARN = "block", "warn"
 # How an identification that ran through an interpreter was made: the interpreter's own
 # --version says nothing of the package it runs, so the package's metadata must.
-_INTERPRETED = frozenset({"python -m", "python-script", "node-script"})
+_INTERPRETED = frozenset({"python -m", "python -c", "python-script", "node-script"})
 PERMIT, REFUSE, WARN_OVERRIDE, UNTRACKED = "permit", "refuse", "warn_override", "untracked"
 ADAPTER_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}\Z")
 
@@ -215,6 +215,14 @@ def _judge_opened(
             **known,
         )
     seen = {"version": found.version, "detected_by": found.detected_by, "binary": found.binary}
+    if advisory is None and found.names_adapter is not None:
+        # A renamed copy that still says who it is in its --version output.
+        adapter = found.names_adapter
+        named = f"{adapter} (requested as {requested!r})"
+        advisory = in_force.floor_map.get(adapter)
+        known |= {"adapter": adapter, "identified_by": "version-output"}
+        if advisory is not None:
+            known |= {"floor": advisory.min_safe_version, "advisory_id": advisory.advisory_id}
     if advisory is None:
         return _Judgement(UNTRACKED, f"{named} has no floor in the map", **known, **seen)
     try:

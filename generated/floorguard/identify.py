@@ -308,7 +308,7 @@ def _python_sites(interpreter: str, environ: Mapping[str, str]) -> list[str]:
     return sites
 
 
-def _top_level_imports(source: bytes) -> list[str]:
+def _top_level_imports(source: bytes | str) -> list[str]:
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
@@ -327,33 +327,37 @@ def _python_script_identification(
 ) -> Identification | None:
     """A Python script (a console-script wrapper, or a copy of one) importing a catalogued
     distribution's modules at top level."""
+    head = opened.read_head(256)
+    interpreter = _shebang_interpreter(head)
+    if via == "pip-script" and (interpreter is None or not _is_python(interpreter)):
+        return None
     source = opened.read_all(MAX_SCRIPT_BYTES)
     if source is None:
         return None
-    interpreter = _shebang_interpreter(source)
-    if via == "pip-script" and (interpreter is None or not _is_python(interpreter)):
-        return None
     sites = _python_sites(interpreter, environ) if interpreter else []
+    return _imports_identification(source, sites, via, str(opened.path))
+
+
+def _imports_identification(
+    source: bytes | str, sites: Sequence[str], via: str, subject: str
+) -> Identification | None:
+    """The catalogued adapter whose modules ``source`` imports at top level, if any."""
     found: set[tuple[str, str]] = set()
     unowned: set[str] = set()
     for module in _top_level_imports(source):
-        hit = _module_identification(module, sites, via, str(opened.path))
-        if hit is None:
-            continue
-        owners = _module_owners(module.split(".", 1)[0], sites)
+        top = module.split(".", 1)[0]
+        owners = _module_owners(top, sites)
         if owners:
             found |= owners
-        else:
-            unowned.add(hit.adapter)
+        elif top in ADAPTER_OF_PIP_MODULE:
+            unowned.add(ADAPTER_OF_PIP_MODULE[top])
     adapters = {a for a, _ in found} | unowned
     if len(adapters) > 1:
-        raise DetectionError(
-            f"{opened.path} imports several adapters at once: {', '.join(sorted(adapters))}"
-        )
+        raise DetectionError(f"{subject} imports several adapters at once: {sorted(adapters)}")
     if found:
-        return _one(found, opened.path, via)
+        return _one(found, subject, via)
     if unowned:
-        return Identification(unowned.pop(), via, str(opened.path))
+        return Identification(unowned.pop(), via, subject)
     return None
 
 
@@ -458,13 +462,15 @@ def identify_invocation(
     names = (opened.requested, opened.located, str(opened.path))
     if any(_is_python(n) for n in names):
         what = python_target(argv)
-        if what is None or what[0] == "code":
+        if what is None:
             return None
         kind, value = what
+        sites = _python_sites(opened.located, environ)
         if kind == "module":
-            return _module_identification(
-                value, _python_sites(opened.located, environ), "python -m", value
-            )
+            return _module_identification(value, sites, "python -m", value)
+        if kind == "code":
+            # Only import statements are seen; importlib and __import__ are not (a named gap).
+            return _imports_identification(value, sites, "python -c", "-c")
         return _script_identification(value, cwd, environ, python=True)
     if any(_is_node(n) for n in names):
         what = node_target(argv)
