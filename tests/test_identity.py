@@ -358,3 +358,20 @@ def test_an_untracked_binary_printing_a_bare_version_stays_untracked(
     [result] = host.spawn(adapter="newagent", argv=[], binary=str(tool))
     assert result["started"]
     assert host.chain_records()[0]["receipt"]["verdict"] == "untracked"
+
+
+def test_preflight_alone_judges_the_binary_the_name_leads_to(
+    host: Host, tmp_path: Path, old_aider: tuple[Path, Path]
+) -> None:
+    script, _ = old_aider
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "codey").symlink_to(script)
+    for version in (None, "9.9.9"):
+        result = host.preflight("codey", version=version, PATH=path_with(bin_dir))
+        receipt = receipt_in_chain(host, result["receipt_id"])
+        assert (receipt["adapter"], receipt["requested"]) == ("aider", "codey")
+    [first, second] = host.chain_records()
+    assert first["receipt"]["verdict"] == "refuse"
+    # A version the caller states is the caller's word, but aider's floor is what it meets.
+    assert (second["receipt"]["verdict"], second["receipt"]["detected_by"]) == ("permit", "caller")

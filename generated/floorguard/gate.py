@@ -132,14 +132,17 @@ def judge(
         # Never overridable: with an untrustworthy map there is no floor to compare against.
         return _Judgement(REFUSE, f"floor map cannot be trusted: {exc}")
     opened, unresolved = target, None
-    if opened is None and (binary is not None or version is None):
+    if opened is None:
         from floorguard.catalog import executable_for
 
         try:
             name = executable_for(adapter) if binary is None else os.fspath(binary)
             opened = open_target(name, path_env=environ.get("PATH"))
         except DetectionError as exc:
-            unresolved = exc
+            # A caller that states the version without naming a binary may be judging an
+            # install elsewhere; when the name does lead to a file here, that file is judged.
+            if binary is not None or version is None:
+                unresolved = exc
     try:
         return _judge_opened(
             adapter, opened, unresolved, in_force=in_force, version=version, policy=policy,
