@@ -152,19 +152,25 @@ def test_permits_an_at_floor_aider_asked_for_by_another_name_and_records_both(
 node = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 
 
-@node
-def test_refuses_below_floor_npm_cli_behind_a_symlink_named_otherwise(
-    host: Host, tmp_path: Path
-) -> None:
+def install_claude(tmp_path: Path, version: str) -> tuple[Path, Path]:
+    """A real global npm install of a node CLI packaged as claude; its bin dir and marker."""
     marker = tmp_path / "claude-ran"
     npm_bin = npm_install(
         tmp_path / "usr",
         package="@anthropic-ai/claude-code",
         bin_name="claude",
-        version="1.0.51",
+        version=version,
         marker=marker,
-        banner="1.0.51 (Claude Code)",
+        banner=f"{version} (Claude Code)",
     )
+    return npm_bin, marker
+
+
+@node
+def test_refuses_below_floor_npm_cli_behind_a_symlink_named_otherwise(
+    host: Host, tmp_path: Path
+) -> None:
+    npm_bin, marker = install_claude(tmp_path, "1.0.51")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "helper").symlink_to(os.path.realpath(npm_bin / "claude"))
@@ -175,15 +181,7 @@ def test_refuses_below_floor_npm_cli_behind_a_symlink_named_otherwise(
 
 @node
 def test_refuses_node_running_a_below_floor_package_script(host: Host, tmp_path: Path) -> None:
-    marker = tmp_path / "claude-ran"
-    npm_bin = npm_install(
-        tmp_path / "usr",
-        package="@anthropic-ai/claude-code",
-        bin_name="claude",
-        version="1.0.51",
-        marker=marker,
-        banner="1.0.51 (Claude Code)",
-    )
+    npm_bin, marker = install_claude(tmp_path, "1.0.51")
     script = os.path.realpath(npm_bin / "claude")
     [result] = host.spawn(adapter="node", argv=["--no-warnings", script, "task"])
     assert_refused_as(result, host, "claude", "node")
@@ -194,15 +192,7 @@ def test_refuses_node_running_a_below_floor_package_script(host: Host, tmp_path:
 def test_at_floor_npm_cli_still_runs_and_finds_its_modules_through_the_descriptor(
     host: Host, tmp_path: Path
 ) -> None:
-    marker = tmp_path / "claude-ran"
-    npm_bin = npm_install(
-        tmp_path / "usr",
-        package="@anthropic-ai/claude-code",
-        bin_name="claude",
-        version="1.0.105",
-        marker=marker,
-        banner="1.0.105 (Claude Code)",
-    )
+    npm_bin, marker = install_claude(tmp_path, "1.0.105")
     [result] = host.spawn(adapter="claude", argv=["task"], child_env={"PATH": path_with(npm_bin)})
     assert result["started"], result
     assert result["returncode"] == 0

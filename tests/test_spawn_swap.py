@@ -109,6 +109,12 @@ def host_spawn_code() -> str:
     return SPAWN_HOST
 
 
+def aider_script(path: Path, version: str, marker: Path) -> Path:
+    return sh_script(
+        path, f'if [ "$1" = --version ]; then echo "aider {version}"; exit 0; fi\n: > \'{marker}\''
+    )
+
+
 def swap_dirs(live: Path, other: Path) -> dict[str, str]:
     return {"kind": "exchange", "path": str(live), "with": str(other)}
 
@@ -139,12 +145,8 @@ def test_probe_runs_the_opened_file_not_the_file_swapped_in_under_its_path(
 ) -> None:
     old_marker, new_marker = tmp_path / "old-ran", tmp_path / "new-ran"
     live, staged = tmp_path / "bin", tmp_path / "staged"
-    trees = ((live, "0.50.0", old_marker), (staged, "0.99.0", new_marker))
-    for directory, version, marker in trees:
-        sh_script(
-            directory / "aider",
-            f'if [ "$1" = --version ]; then echo "aider {version}"; exit 0; fi\n: > \'{marker}\'',
-        )
+    aider_script(live / "aider", "0.50.0", old_marker)
+    aider_script(staged / "aider", "0.99.0", new_marker)
     [result] = host.spawn(
         adapter="aider",
         argv=[],
@@ -163,12 +165,8 @@ def test_directory_swapped_between_check_and_exec_is_refused_and_recorded(
 ) -> None:
     good_marker, bad_marker = tmp_path / "good-ran", tmp_path / "bad-ran"
     live, staged = tmp_path / "bin", tmp_path / "staged"
-    trees = ((live, "0.70.0", good_marker), (staged, "0.10.0", bad_marker))
-    for directory, version, marker in trees:
-        sh_script(
-            directory / "aider",
-            f'if [ "$1" = --version ]; then echo "aider {version}"; exit 0; fi\n: > \'{marker}\'',
-        )
+    aider_script(live / "aider", "0.70.0", good_marker)
+    aider_script(staged / "aider", "0.10.0", bad_marker)
     [result] = host.spawn(
         adapter="aider", argv=[], child_env={"PATH": str(live)}, swap=swap_dirs(live, staged)
     )
