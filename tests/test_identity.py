@@ -365,3 +365,31 @@ def test_preflight_alone_judges_the_binary_the_name_leads_to(
     assert first["receipt"]["verdict"] == "refuse"
     # A version the caller states is the caller's word, but aider's floor is what it meets.
     assert (second["receipt"]["verdict"], second["receipt"]["detected_by"]) == ("permit", "caller")
+
+
+def test_a_host_that_configures_logging_receives_overrides_as_warning_records(
+    host: Host, tmp_path: Path
+) -> None:
+    old = sh_script(tmp_path / "bin" / "aider", "echo aider 0.10.0")
+    code = (
+        "import logging, floorguard\n"
+        "seen = []\n"
+        "class Keep(logging.Handler):\n"
+        "    def emit(self, record): seen.append((record.name, record.levelname))\n"
+        "logging.getLogger('floorguard').addHandler(Keep())\n"
+        f"d = floorguard.preflight('aider', binary={str(old)!r})\n"
+        "print(d.verdict, seen)\n"
+    )
+    done = host.python("-c", code, FLOORGUARD_ADAPTER_FLOOR_POLICY="warn")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "warn_override [('floorguard', 'WARNING')]"
+    assert done.stderr == ""  # the host's handler took it: no second copy on stderr
+
+
+def test_a_permit_is_not_logged(host: Host, tmp_path: Path) -> None:
+    good = sh_script(tmp_path / "bin" / "aider", "echo aider 0.70.0")
+    done = host.python(
+        "-c", f"import floorguard; floorguard.preflight('aider', binary={str(good)!r})"
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
