@@ -165,6 +165,13 @@ WRITERS = [
         fsize=None,
     ),
     Writer(
+        "chain checkpoint --out",
+        _project,
+        lambda _: ["chain", "checkpoint", "--out", "head.txt"],
+        lambda root: root / "project" / "head.txt",
+        fsize=None,  # as for --checkpoint-out
+    ),
+    Writer(
         "publish floor-map.json",
         lambda root: _project(root, anchored=False, reset=False),
         lambda _: ["publish", "--out", "pub"],
@@ -193,24 +200,26 @@ WRITERS = [
 ]
 
 
-@pytest.fixture(params=WRITERS, ids=[w.name for w in WRITERS])
-def writer(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Writer, Path]]:
-    spec: Writer = request.param
-    spec.prepare(tmp_path)
-    out = spec.output(tmp_path)
+FAILABLE = [w for w in WRITERS if w.fsize is not None]
+
+
+def prepared(spec: Writer, tmp_path: Path) -> tuple[Path, Path]:
+    """The project ``spec`` needs, under ``tmp_path/root``; and its output path."""
+    root = tmp_path / "root"
+    root.mkdir()
+    spec.prepare(root)
+    out = spec.output(root)
     out.parent.mkdir(parents=True, exist_ok=True)
-    yield spec, tmp_path
+    return root, out
 
 
 def leftovers(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.name.endswith((".tmp", ".undo")))
 
 
-def test_refuses_to_overwrite_the_target_of_a_linked_output(
-    writer: tuple[Writer, Path], tmp_path: Path
-) -> None:
-    spec, root = writer
-    out = spec.output(root)
+@pytest.mark.parametrize("spec", WRITERS, ids=[w.name for w in WRITERS])
+def test_refuses_to_overwrite_the_target_of_a_linked_output(spec: Writer, tmp_path: Path) -> None:
+    root, out = prepared(spec, tmp_path)
     victim = tmp_path / "victim.txt"
     victim.write_bytes(spec.victim)
     out.unlink(missing_ok=True)
@@ -222,14 +231,13 @@ def test_refuses_to_overwrite_the_target_of_a_linked_output(
     assert leftovers(out.parent) == []
 
 
-def test_a_failed_write_keeps_a_dangling_link(writer: tuple[Writer, Path], tmp_path: Path) -> None:
-    spec, root = writer
-    if spec.fsize is None:
-        pytest.skip("no file-size limit fails this write alone (see WRITERS)")
-    out = spec.output(root)
+@pytest.mark.parametrize("spec", FAILABLE, ids=[w.name for w in FAILABLE])
+def test_a_failed_write_keeps_a_dangling_link(spec: Writer, tmp_path: Path) -> None:
+    root, out = prepared(spec, tmp_path)
     gone = tmp_path / "nowhere" / "gone.txt"
     out.unlink(missing_ok=True)
     out.symlink_to(gone)
+    assert spec.fsize is not None
     done = run(root, *spec.args(root), fsize=spec.fsize)
     assert done.returncode == 1, done.stderr
     # The write that failed is this output's own (not some earlier step's).
