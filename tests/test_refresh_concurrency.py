@@ -28,6 +28,7 @@ from floorctl.errors import ConcurrentUpdate
 from floorctl.feeds import load_feed
 from floorctl.splice import read_module_text
 from floorguard.floormap import floor_map_hash, from_entries
+from floorguard.receipts import receipt_id
 
 MODULE = Path("generated/floorguard/floor_map.py")
 EMPTY_MODULE = '"""Host module."""\n\n# floor-map:begin\n# floor-map:end\n\nTAIL = 1\n'
@@ -100,6 +101,8 @@ def test_concurrent_refreshes_never_lose_a_floor(tmp_path: Path) -> None:
 
     chain = updates(project, state)
     assert len(chain) == len(written) >= 3
+    # Every successful writer's receipt (its envelope and --json) is the one anchored.
+    assert sorted(d["receipt_id"] for d in written) == sorted(receipt_id(r) for r in chain)
     versions = [r["new_map_version"] for r in chain]
     assert versions == sorted(set(versions)), f"map versions repeat or go down: {versions}"
     empty = floor_map_hash(from_entries({}))
@@ -154,6 +157,27 @@ def test_refuses_a_link_at_the_lock_file(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert "cannot open the module's lock file" in done.stderr
     assert victim.read_bytes() == b"victim"
+    assert (project / MODULE).read_text() == EMPTY_MODULE
+
+
+def test_refuses_a_fifo_at_the_lock_file_without_hanging(tmp_path: Path) -> None:
+    project, state = tmp_path / "project", tmp_path / "state"
+    (project / MODULE.parent).mkdir(parents=True)
+    (project / MODULE).write_text(EMPTY_MODULE)
+    (project / "feed.json").write_text(json.dumps(feed(1, range(3))))
+    os.mkfifo(project / MODULE.parent / f".{MODULE.name}.lock")
+    # A generous bound for "does not hang": opening a FIFO for writing blocks forever.
+    done = subprocess.run(
+        [sys.executable, "-m", "floorctl", "refresh", "--feed", "feed.json", "--write"],
+        cwd=project,
+        env=isolated_env(state),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert "lock file is not a regular file" in done.stderr
     assert (project / MODULE).read_text() == EMPTY_MODULE
 
 
