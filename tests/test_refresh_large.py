@@ -9,6 +9,8 @@ chain, the window proof and ``verify receipt`` still check everything a verifier
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +89,14 @@ def check_anchored_by_reference(project: Path, state: Path, count: int) -> dict[
     verified = json.loads(done.stdout)
     assert verified["receipt_id"] == record["receipt_id"]
     assert verified["floor_map_checked"] is True
+    # The runtime's own verifier agrees.
+    done = subprocess.run(
+        [sys.executable, "-m", "floorguard", "verify", "receipt", "receipt.dsse",
+         "--pubkey", str(pubkey), "--floor-map", str(path), "--json"],
+        cwd=project, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["receipt_id"] == record["receipt_id"]
     return receipt
 
 
