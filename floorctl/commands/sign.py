@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from floorctl import keys, splice, trust
+from floorctl import atomic, keys, trust
 from floorctl.commands._output import emit_json, json_option
 from floorguard import dsse
 
@@ -45,7 +45,7 @@ def command(path: Path, signing_key: Path | None, kind: str, as_json: bool) -> N
     out = Path(str(path) + trust.SIGNATURE_SUFFIX)
     existing = out.read_bytes() if out.exists() else None
     envelope = trust.sign_file(data, existing, key, KINDS[kind])
-    splice.write_atomic(out, envelope)
+    atomic.write_atomic(out, envelope)
     signatures = len(dsse.parse_envelope(envelope).signatures)
     key_id = dsse.key_id(key.public_key())
     if as_json:
