@@ -55,3 +55,11 @@ class TrustError(FloorctlError):
 class FreshnessError(FloorctlError):
     """A feed is older than one already accepted (rollback), differs at the same version
     (mix-and-match), or is expired (freeze)."""
+
+
+class OutputError(FloorctlError):
+    """An output file cannot be written safely; whatever was at its name is unchanged."""
+
+
+class ConcurrentUpdate(FloorctlError):
+    """The module changed under a refresh that had already read it; nothing was written."""

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import httpx
 
-from floorctl import feeds, freshness, splice, trust
+from floorctl import atomic, feeds, freshness, trust
 from floorctl.errors import FetchError, FloorctlError, TrustError
 from floorguard._canonical import sha256_digest
 from floorguard.errors import UnreadableFileError
@@ -396,9 +396,9 @@ def remember(cache_dir: Path | None, url: str, fetched: FetchedFeed) -> None:
     with contextlib.suppress(OSError, FloorctlError):
         cache_dir.mkdir(parents=True, exist_ok=True)
         meta_path, body_path = _cache_files(cache_dir, url)
-        splice.write_atomic(body_path, fetched.data)
+        atomic.write_atomic(body_path, fetched.data)
         meta = {"url": url, "etag": fetched.etag, "digest": sha256_digest(fetched.data)}
-        splice.write_atomic(meta_path, json.dumps(meta, sort_keys=True).encode("utf-8"))
+        atomic.write_atomic(meta_path, json.dumps(meta, sort_keys=True).encode("utf-8"))
 
 
 def download(
@@ -430,11 +430,11 @@ def download(
     updated = freshness.accept(state, [fetched.feed], now)
     signature_out = Path(str(out) + trust.SIGNATURE_SUFFIX)
     if fetched.envelope is not None:
-        splice.write_atomic(signature_out, fetched.envelope)
+        atomic.write_atomic(signature_out, fetched.envelope)
     else:
         # A signature left from an older download would not match these bytes.
         signature_out.unlink(missing_ok=True)
-    splice.write_atomic(out, fetched.data)
+    atomic.write_atomic(out, fetched.data)
     if fetched.feed.feed_id is not None:
         freshness.save_state(state_path, updated)
     remember(cache_dir, url, fetched)

@@ -20,7 +20,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from floorctl import keys, splice
+from floorctl import atomic, keys
 from floorctl.errors import FreshnessError
 from floorctl.feeds import Feed
 from floorguard._canonical import is_digest
@@ -164,4 +164,4 @@ def save_state(path: Path, state: FreshnessState) -> None:
     """Write the state atomically (pretty JSON: pipelines commit and review this file)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(state.to_json(), indent=2, sort_keys=True) + "\n"
-    splice.write_atomic(path, text.encode("utf-8"))
+    atomic.write_atomic(path, text.encode("utf-8"))

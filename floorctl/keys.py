@@ -13,7 +13,8 @@ from pathlib import Path
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from floorctl.errors import SigningError
+from floorctl import atomic
+from floorctl.errors import OutputError, SigningError
 from floorguard import dsse
 from floorguard.errors import UnreadableFileError, VerificationError
 from floorguard.files import read_regular
@@ -33,22 +34,12 @@ def state_dir(environ: Mapping[str, str]) -> Path:
     return Path.home() / ".local" / "state" / "floorctl"
 
 
-def _write_new(path: Path, data: bytes, mode: int) -> None:
-    # O_EXCL: never overwrite a key someone already relies on.
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.chmod(path, mode)
-
-
 def generate(out_dir: Path) -> tuple[Path, Path]:
     """Create ``signing.key`` (0600) and ``signing.pub`` in ``out_dir``; refuses to overwrite."""
     private_path, public_path = out_dir / PRIVATE_NAME, out_dir / PUBLIC_NAME
     for path in (private_path, public_path):
-        if path.exists():
+        # lexists: a dangling link is something at that name too, and is never followed.
+        if os.path.lexists(path):
             raise SigningError(f"{path}: already exists; refusing to overwrite a key")
     out_dir.mkdir(parents=True, exist_ok=True)
     key = Ed25519PrivateKey.generate()
@@ -57,8 +48,12 @@ def generate(out_dir: Path) -> tuple[Path, Path]:
         serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption(),
     )
-    _write_new(private_path, private_pem, 0o600)
-    _write_new(public_path, public_pem(key.public_key()), 0o644)
+    try:
+        # Never overwrite a key someone already relies on, nor write through a link.
+        atomic.create_new(private_path, private_pem, mode=0o600)
+        atomic.create_new(public_path, public_pem(key.public_key()), mode=0o644)
+    except OutputError as exc:
+        raise SigningError(f"{exc}") from exc
     return private_path, public_path
 
 
@@ -132,7 +127,7 @@ def resolve_signing_key(
         )
     try:
         generate(dev_dir)
-    except (SigningError, FileExistsError):
+    except SigningError:
         if not dev_key.exists():
             raise
         # Another floorctl created it a moment ago: use that one.

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from floorctl import splice
+from floorctl import atomic
 from floorctl.errors import ModuleError
 from floorguard import dsse, published_map
 from floorguard._canonical import canonical_bytes
@@ -72,8 +72,8 @@ def publish(
     out_dir.mkdir(parents=True, exist_ok=True)
     map_path = out_dir / MAP_NAME
     signature_path = out_dir / (MAP_NAME + published_map.SIGNATURE_SUFFIX)
-    splice.write_atomic(map_path, data)
-    splice.write_atomic(signature_path, envelope)
+    atomic.write_atomic(map_path, data)
+    atomic.write_atomic(signature_path, envelope)
     return Published(
         map_path,
         signature_path,

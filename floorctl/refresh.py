@@ -7,18 +7,22 @@ touched. ``apply`` then writes in an order that can be undone if anchoring fails
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+import fcntl
+import os
+import stat
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from floorctl import merge, render, splice
-from floorctl.errors import DowngradeRefused, DriftError, ModuleError
+from floorctl import atomic, merge, render, splice
+from floorctl.errors import ConcurrentUpdate, DowngradeRefused, DriftError, ModuleError
 from floorctl.feeds import Feed
 from floorguard import receipts
-from floorguard._canonical import canonical_bytes
-from floorguard.errors import UnreadableFileError
-from floorguard.files import MAX_MAP_BYTES, read_regular_if_exists
+from floorguard._canonical import canonical_bytes, content_address
+from floorguard.chain import MAX_RECEIPT_BYTES, canonical_json
 from floorguard.floormap import FloorMap, floor_map_hash, from_entries, to_entries
 
 if TYPE_CHECKING:
@@ -27,6 +31,9 @@ if TYPE_CHECKING:
     from floorguard.chain import AuditChain
 
 ARCHIVE_DIR = "maps"
+# How long a refresh waits for another refresh of the same module before giving up.
+LOCK_WAIT_SECONDS = 600.0
+_LOCK_POLL_SECONDS = 0.05
 
 
 @dataclass(frozen=True)
@@ -126,6 +133,11 @@ def update_receipt(refresh: RefreshPlan, *, ts: str | None = None) -> dict[str, 
 
     Feeds are described with their identity, version and expiry (schema 2) and signers;
     ``reference_time`` records the time their expiry was judged against.
+
+    A receipt that would not fit an audit-chain record (``MAX_RECEIPT_BYTES``) names the
+    new map by its hash only (the map itself is archived in ``maps/`` beside the module)
+    and carries the content addresses of its diff and conflicts instead of the lists;
+    see ``receipts.map_by_reference``.
     """
     freshness: dict[str, Any] = {}
     if refresh.reference_time is not None:
@@ -133,7 +145,7 @@ def update_receipt(refresh: RefreshPlan, *, ts: str | None = None) -> dict[str, 
             "reference_time": refresh.reference_time,
             "reference_time_source": refresh.reference_time_source,
         }
-    return receipts.new_receipt(
+    receipt = receipts.new_receipt(
         receipts.FLOOR_UPDATE,
         {
             **freshness,
@@ -153,6 +165,34 @@ def update_receipt(refresh: RefreshPlan, *, ts: str | None = None) -> dict[str, 
         },
         ts=ts,
     )
+    if len(canonical_json(receipt).encode("utf-8")) <= MAX_RECEIPT_BYTES:
+        return receipt
+    return _by_reference(receipt, refresh)
+
+
+def _by_reference(receipt: dict[str, Any], refresh: RefreshPlan) -> dict[str, Any]:
+    """The receipt with the map, diff and conflicts replaced by what binds them."""
+    compact = {
+        key: value
+        for key, value in receipt.items()
+        if key not in ("new_floor_map", "diff", "conflicts")
+    }
+    changes = refresh.diff
+    compact.update(
+        {
+            "new_floor_map_adapters": len(refresh.new_map),
+            "diff_digest": content_address(receipt["diff"]),
+            "diff_counts": {
+                "added": len(changes.added),
+                "removed": len(changes.removed),
+                "changed": len(changes.changed),
+                "lowered": len(changes.lowered),
+            },
+            "conflicts_digest": content_address(receipt["conflicts"]),
+            "conflicts_count": len(refresh.conflicts),
+        }
+    )
+    return compact
 
 
 def archive_path(module: Path, map_hash: str) -> Path:
@@ -162,10 +202,73 @@ def archive_path(module: Path, map_hash: str) -> Path:
 def archive_map(module: Path, floor_map: FloorMap) -> Path:
     """Keep a map as canonical JSON under its own hash, so old receipts stay resolvable."""
     path = archive_path(module, floor_map_hash(floor_map))
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        splice.write_atomic(path, canonical_bytes(to_entries(floor_map)))
+    # A regular file is content-addressed: if it is there, it holds these bytes (verifiers
+    # re-hash it anyway). Anything else at that name (a link) is replaced, never followed.
+    if not path.is_symlink() and path.is_file():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic.write_atomic(path, canonical_bytes(to_entries(floor_map)), mode=atomic.DEFAULT_MODE)
     return path
+
+
+def lock_path(module: Path) -> Path:
+    return module.parent / f".{module.name}.lock"
+
+
+@contextlib.contextmanager
+def module_lock(
+    module: Path, *, notify: Callable[[str], None] = lambda _message: None
+) -> Iterator[None]:
+    """Hold the lock of ``module``'s writers: one refresh --write at a time per module.
+
+    An exclusive ``flock`` on ``.<module name>.lock`` beside the module; the kernel drops
+    it when the holder exits, so a crashed refresh never leaves a stale lock. Waits up to
+    ``LOCK_WAIT_SECONDS``. Raises ModuleError (the lock cannot be taken) or ConcurrentUpdate.
+    """
+    path = lock_path(module)
+    try:
+        # O_NOFOLLOW: a link planted at the lock's name is refused, not followed;
+        # O_NONBLOCK: a FIFO planted there cannot hang the open.
+        fd = os.open(
+            path,
+            os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+            0o644,
+        )
+    except OSError as exc:
+        raise ModuleError(
+            f"{path}: cannot open the module's lock file: {exc.strerror or exc}"
+        ) from exc
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ModuleError(f"{path}: the module's lock file is not a regular file")
+        deadline = time.monotonic() + LOCK_WAIT_SECONDS
+        told = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise ConcurrentUpdate(
+                        f"{module}: another refresh has held {path} for over "
+                        f"{LOCK_WAIT_SECONDS:.0f} s; nothing was written"
+                    ) from None
+                if not told:
+                    notify(f"waiting for another refresh of {module} to finish")
+                    told = True
+                time.sleep(_LOCK_POLL_SECONDS)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def refuse_symlinked_module(module: Path) -> None:
+    """A module written through a link would change a file the command line never named."""
+    if module.is_symlink():
+        raise ModuleError(
+            f"{module}: is a symbolic link; refusing to write through it "
+            f"(pass the real path: {os.path.realpath(module)})"
+        )
 
 
 @dataclass(frozen=True)
@@ -184,8 +287,10 @@ def apply(
 ) -> Outcome:
     """Write the module, the receipt and the chain record; all of them or none.
 
+    Call under ``module_lock``, with a plan made from the module read under that lock.
     The chain append comes last: if it fails, the module and receipt file are put back as
-    they were, so no map is in force without its anchored receipt.
+    they were (a link stays a link), so no map is in force without its anchored receipt.
+    Raises ConcurrentUpdate if the module no longer holds the text the plan was made from.
     """
     receipt = update_receipt(refresh) if (receipt_out or chain) else None
     envelope = None
@@ -196,42 +301,29 @@ def apply(
     audit = chain() if chain is not None else None
 
     if refresh.stale:
+        refuse_symlinked_module(refresh.module)
         if not refresh.drift:
             archive_map(refresh.module, refresh.old_map)
         archive_map(refresh.module, refresh.new_map)
-    undo: list[Callable[[], None]] = []
-    try:
+    targets = [receipt_out] if envelope is not None and receipt_out is not None else []
+    targets += [refresh.module] if refresh.stale else []
+    with atomic.undoable(targets):
         if envelope is not None and receipt_out is not None:
-            undo.append(_restorer(receipt_out))
-            splice.write_atomic(receipt_out, envelope)
+            atomic.write_atomic(receipt_out, envelope)
         if refresh.stale:
-            undo.append(_restorer(refresh.module))
-            splice.write_atomic(refresh.module, refresh.new_text.encode("utf-8"))
+            # The lock keeps other floorctl refreshes out; this catches any other writer
+            # (an editor, an older floorctl) that replaced the module since it was read.
+            if splice.read_module_text(refresh.module) != refresh.old_text:
+                raise ConcurrentUpdate(
+                    f"{refresh.module}: changed while this refresh was running; "
+                    "nothing was written (run it again)"
+                )
+            atomic.write_atomic(refresh.module, refresh.new_text.encode("utf-8"))
         seq = None
         if audit is not None and receipt is not None:
             seq = audit.append(receipts.FLOOR_UPDATE, receipt).seq
-    except BaseException:
-        for step in reversed(undo):
-            step()
-        raise
     return Outcome(
         written=refresh.stale,
         receipt_id=receipts.receipt_id(receipt) if receipt is not None else None,
         anchored_seq=seq,
     )
-
-
-def _restorer(path: Path) -> Callable[[], None]:
-    """A closure that puts ``path`` back as it is now (or removes it if it does not exist)."""
-    try:
-        previous = read_regular_if_exists(path, max_bytes=MAX_MAP_BYTES, what="floor-map module")
-    except UnreadableFileError as exc:
-        raise ModuleError(str(exc)) from exc
-
-    def restore() -> None:
-        if previous is None:
-            path.unlink(missing_ok=True)
-        else:
-            splice.write_atomic(path, previous)
-
-    return restore

@@ -1,4 +1,4 @@
-"""Finding the floor-map block between its markers, splicing a new one in, writing atomically.
+"""Finding the floor-map block between its markers and splicing a new one in.
 
 Only the lines strictly between ``# floor-map:begin`` and ``# floor-map:end`` are ever
 replaced; every other byte of the module (line endings, a missing final newline, a BOM,
@@ -7,11 +7,7 @@ text in any script) is kept exactly as it was.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
-import stat
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -144,48 +140,3 @@ def read_module_text(path: Path) -> str:
         raise ModuleError(
             f"{path}: floor-map module is not valid UTF-8 (byte offset {exc.start})"
         ) from None
-
-
-def _fsync_directory(directory: str) -> None:
-    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so that readers see the old file or the new, never a mix.
-
-    A temporary file in the same directory is written, flushed and fsynced, given the
-    original file's permission bits (0644 for a new file), renamed over the target, and
-    the directory is fsynced. A symlink is followed: its target is replaced, the link kept.
-    On failure the original is untouched and the temporary file removed; raises ModuleError.
-    """
-    target = Path(os.path.realpath(path))
-    directory = str(target.parent)
-    try:
-        mode = stat.S_IMODE(target.stat().st_mode)
-    except FileNotFoundError:
-        mode = 0o644
-    except OSError as exc:
-        raise ModuleError(f"{path}: cannot write: {exc.strerror}") from exc
-
-    tmp_name: str | None = None
-    try:
-        fd, tmp_name = tempfile.mkstemp(dir=directory, prefix=f".{target.name}.", suffix=".tmp")
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-            os.fchmod(handle.fileno(), mode)
-        os.replace(tmp_name, target)
-        tmp_name = None
-        _fsync_directory(directory)
-    except OSError as exc:
-        reason = exc.strerror or str(exc)
-        raise ModuleError(f"{path}: cannot write: {reason}") from exc
-    finally:
-        if tmp_name is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp_name)

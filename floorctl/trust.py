@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from floorctl import keys, splice
+from floorctl import atomic, keys
 from floorctl.errors import TrustError
 from floorguard import dsse
 from floorguard.errors import UnreadableFileError, VerificationError
@@ -150,5 +150,5 @@ def rotate(current: TrustedKeys, new_path: Path, environ: Mapping[str, str]) -> 
         raise TrustError(f"{new_path}: rotation refused: {exc}") from exc
     target = installed_path(environ)
     target.parent.mkdir(parents=True, exist_ok=True)
-    splice.write_atomic(target, data)
+    atomic.write_atomic(target, data)
     return target

@@ -42,6 +42,51 @@ print(json.dumps(out))
 """
 
 
+SPAWN_HOST = r"""
+import json, os, sys
+import floorguard
+import floorguard.launcher as launcher
+request = json.loads(sys.argv[1])
+def swapper(swap):
+    def run():
+        if swap["kind"] == "replace":
+            os.replace(swap["with"], swap["path"])
+        elif swap["kind"] == "retarget":
+            os.remove(swap["path"])
+            os.symlink(swap["with"], swap["path"])
+        elif swap["kind"] == "exchange":
+            os.rename(swap["path"], swap["path"] + ".swapping")
+            os.rename(swap["with"], swap["path"])
+            os.rename(swap["path"] + ".swapping", swap["with"])
+    return run
+if request.get("swap"):
+    launcher._race_window_hook = swapper(request["swap"])
+if request.get("after_open"):
+    launcher._after_open_hook = swapper(request["after_open"])
+env = dict(os.environ)
+env.update(request.get("child_env", {}))
+results = []
+for policy in request.get("policies", [None]):
+    if policy is None:
+        os.environ.pop("FLOORGUARD_ADAPTER_FLOOR_POLICY", None)
+    else:
+        os.environ["FLOORGUARD_ADAPTER_FLOOR_POLICY"] = policy
+    try:
+        child = floorguard.spawn(request["adapter"], request["argv"], binary=request.get("binary"),
+                                 env=env, cwd=request.get("cwd"), stdout=-1, text=True)
+        out, _ = child.communicate(timeout=60)
+        results.append({"started": True, "returncode": child.returncode, "stdout": out})
+    except floorguard.SpawnRefused as exc:
+        d = exc.decision
+        results.append({"started": False, "message": str(exc),
+                        "verdict": d.verdict if d else None,
+                        "adapter": d.adapter if d else None,
+                        "requested": getattr(d, "requested", None) if d else None,
+                        "receipt_id": d.receipt_id if d else None})
+print(json.dumps(results))
+"""
+
+
 def map_module(
     entries: dict[str, dict[str, str]], *, stated_hash: str | None = None, version: int = 1
 ) -> str:
@@ -104,6 +149,14 @@ class Host:
         done = self.python("-c", HOST, request, **extra)
         assert done.returncode == 0, done.stderr
         result: dict[str, Any] = json.loads(done.stdout)
+        return result
+
+    def spawn(self, **request: Any) -> list[dict[str, Any]]:
+        """Run ``floorguard.spawn`` in a host process once per policy in ``request``."""
+        extra = request.pop("host_env", {})
+        done = self.python("-c", SPAWN_HOST, json.dumps(request), **extra)
+        assert done.returncode == 0, done.stderr
+        result: list[dict[str, Any]] = json.loads(done.stdout)
         return result
 
     def chain_records(self) -> list[dict[str, Any]]:

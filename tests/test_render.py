@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from floorctl.atomic import write_atomic
 from floorctl.errors import ModuleError, RenderError
 from floorctl.render import (
     BERNSTEIN,
@@ -25,7 +26,7 @@ from floorctl.render import (
     read_module,
     render_block,
 )
-from floorctl.splice import BEGIN, END, splice, split_module, write_atomic
+from floorctl.splice import BEGIN, END, splice, split_module
 from floorguard.floormap import entries_hash
 
 ASSETS = Path(__file__).parent / "assets"

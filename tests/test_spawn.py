@@ -6,48 +6,12 @@ file if it ran, and the tests assert the marker is absent.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hosts import Host, floor, receipt_in_chain, write_script
-
-SPAWN_HOST = r"""
-import json, os, sys
-import floorguard
-import floorguard.launcher as launcher
-request = json.loads(sys.argv[1])
-swap = request.get("swap")
-if swap:
-    def race():
-        if swap["kind"] == "replace":
-            os.replace(swap["with"], swap["path"])
-        elif swap["kind"] == "retarget":
-            os.remove(swap["path"])
-            os.symlink(swap["with"], swap["path"])
-    launcher._race_window_hook = race
-env = dict(os.environ)
-env.update(request.get("child_env", {}))
-results = []
-for policy in request.get("policies", [None]):
-    if policy is None:
-        os.environ.pop("FLOORGUARD_ADAPTER_FLOOR_POLICY", None)
-    else:
-        os.environ["FLOORGUARD_ADAPTER_FLOOR_POLICY"] = policy
-    try:
-        child = floorguard.spawn(request["adapter"], request["argv"], binary=request.get("binary"),
-                                 env=env, stdout=-1, text=True)
-        out, _ = child.communicate(timeout=60)
-        results.append({"started": True, "returncode": child.returncode, "stdout": out})
-    except floorguard.SpawnRefused as exc:
-        d = exc.decision
-        results.append({"started": False, "message": str(exc),
-                        "verdict": d.verdict if d else None,
-                        "receipt_id": d.receipt_id if d else None})
-print(json.dumps(results))
-"""
 
 # Answers --version like aider; otherwise records that it ran and prints its receipt id.
 AGENT = """\
@@ -68,10 +32,7 @@ def agent(path: Path, version: str, marker: Path, code: int = 0) -> Path:
 
 
 def run(host: Host, **request: Any) -> list[dict[str, Any]]:
-    done = host.python("-c", SPAWN_HOST, json.dumps(request))
-    assert done.returncode == 0, done.stderr
-    result: list[dict[str, Any]] = json.loads(done.stdout)
-    return result
+    return host.spawn(**request)
 
 
 def test_permitted_child_sees_its_receipt_id_and_the_id_is_in_the_chain(

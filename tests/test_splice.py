@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import stat
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -20,7 +15,6 @@ from floorctl.splice import (
     read_module_text,
     splice,
     split_module,
-    write_atomic,
 )
 
 HOST = f'"""A host module."""\nimport sys\n\n{BEGIN}\nOLD = 1\n{END}\n\nprint("tail")\n'
@@ -205,89 +199,3 @@ def test_refuses_module_that_is_not_utf8(tmp_path: Path) -> None:
 def test_refuses_missing_module(tmp_path: Path) -> None:
     with pytest.raises(ModuleError, match=r"nope\.py: floor-map module not found"):
         read_module_text(tmp_path / "nope.py")
-
-
-# --- atomic writes ----------------------------------------------------------------------------
-
-
-def leftovers(directory: Path) -> list[str]:
-    return sorted(p.name for p in directory.iterdir() if p.name.endswith(".tmp"))
-
-
-def test_write_atomic_replaces_content_and_keeps_mode(tmp_path: Path) -> None:
-    path = tmp_path / "floor_map.py"
-    path.write_bytes(b"old\n")
-    path.chmod(0o640)
-    write_atomic(path, b"new\r\n")
-    assert path.read_bytes() == b"new\r\n"
-    assert stat.S_IMODE(path.stat().st_mode) == 0o640
-    assert leftovers(tmp_path) == []
-
-
-def test_write_atomic_creates_a_new_file(tmp_path: Path) -> None:
-    path = tmp_path / "fresh.py"
-    write_atomic(path, b"data")
-    assert path.read_bytes() == b"data"
-    assert stat.S_IMODE(path.stat().st_mode) == 0o644
-
-
-def test_write_atomic_through_symlink_keeps_the_link(tmp_path: Path) -> None:
-    real = tmp_path / "real.py"
-    real.write_bytes(b"old")
-    link = tmp_path / "link.py"
-    link.symlink_to(real)
-    write_atomic(link, b"new")
-    assert link.is_symlink()
-    assert real.read_bytes() == b"new"
-
-
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
-def test_write_into_read_only_directory_fails_with_original_intact(tmp_path: Path) -> None:
-    directory = tmp_path / "ro"
-    directory.mkdir()
-    path = directory / "floor_map.py"
-    path.write_bytes(b"original")
-    directory.chmod(0o555)
-    try:
-        with pytest.raises(ModuleError, match=r"floor_map\.py: cannot write"):
-            write_atomic(path, b"replacement")
-        assert path.read_bytes() == b"original"
-        assert leftovers(directory) == []
-    finally:
-        directory.chmod(0o755)
-
-
-def test_failed_write_leaves_original_intact_and_no_temp_file(tmp_path: Path) -> None:
-    # A real process whose file-size limit makes the write itself fail (works even as root).
-    path = tmp_path / "floor_map.py"
-    path.write_bytes(b"original")
-    script = textwrap.dedent(
-        f"""
-        import resource, signal, sys
-        from pathlib import Path
-        from floorctl.errors import ModuleError
-        from floorctl.splice import write_atomic
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
-        try:
-            write_atomic(Path({str(path)!r}), b"x" * 100_000)
-        except ModuleError as exc:
-            print(exc)
-            sys.exit(3)
-        """
-    )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
-    assert result.returncode == 3, result.stderr
-    assert "floor_map.py: cannot write" in result.stdout
-    assert path.read_bytes() == b"original"
-    assert leftovers(tmp_path) == []
-
-
-def test_write_onto_a_directory_fails_and_cleans_up(tmp_path: Path) -> None:
-    target = tmp_path / "floor_map.py"
-    target.mkdir()
-    (target / "keep").write_bytes(b"k")
-    with pytest.raises(ModuleError, match="cannot write"):
-        write_atomic(target, b"data")
-    assert (target / "keep").read_bytes() == b"k"
-    assert leftovers(tmp_path) == []

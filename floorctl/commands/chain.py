@@ -6,11 +6,9 @@ Reading only: exporting and checkpointing never create the database or the chain
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
@@ -18,7 +16,7 @@ from typing import TextIO
 
 import click
 
-from floorctl import keys
+from floorctl import atomic, keys
 from floorguard import checkpoint
 from floorguard._time import parse_ts
 from floorguard.chain import AuditChain
@@ -162,23 +160,14 @@ def _write_lines(stream: TextIO, lines: Iterable[str]) -> int:
 
 
 def _write_atomically(path: Path, lines: Iterable[str]) -> int:
-    """Write to a temporary file beside ``path``, sync it, then rename it into place."""
-    folder = path.parent if str(path.parent) else Path(".")
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as stream:
-            count = _write_lines(stream, lines)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.chmod(temp, 0o644)
-        os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
-    dir_fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    """Write ``lines`` to ``path`` through the shared atomic writer; the number written."""
+    count = 0
+
+    def chunks() -> Iterator[bytes]:
+        nonlocal count
+        for line in lines:
+            count += 1
+            yield (line + "\n").encode("utf-8")
+
+    atomic.write_chunks_atomic(path, chunks())
     return count

@@ -130,6 +130,10 @@ def command(
     if (receipt_out or anchor) and not write:
         raise click.UsageError("--receipt-out and --anchor record a write: add --write")
     environ = dict(os.environ)
+
+    def notify(message: str) -> None:
+        click.echo(f"floorctl: {message}", err=True)
+
     now, now_source = reference_time(now_text)
     trusted = trust.resolve_trusted_keys(trusted_keys, environ)
     if require_signed and trusted is None:
@@ -149,38 +153,48 @@ def command(
         for source in sources
     ]
     loaded = [feed for feed, _ in results]
-    # Rollback, mix-and-match and expiry are refused before anything is planned or written.
     state_path = state_file or freshness.default_path(environ)
-    accepted = freshness.accept(freshness.load_state(state_path), loaded, now)
-    plan = refreshing.plan(
-        loaded,
-        module,
-        read_module_text(module),
-        template,
-        force=force,
-        allow_downgrade=allow_downgrade,
-        reference_time=format_ts(now),
-        reference_time_source=now_source,
-    )
+
+    def decide() -> tuple[refreshing.RefreshPlan, freshness.FreshnessState]:
+        # Rollback, mix-and-match and expiry are refused before anything is planned or written.
+        accepted = freshness.accept(freshness.load_state(state_path), loaded, now)
+        made = refreshing.plan(
+            loaded,
+            module,
+            read_module_text(module),
+            template,
+            force=force,
+            allow_downgrade=allow_downgrade,
+            reference_time=format_ts(now),
+            reference_time_source=now_source,
+        )
+        return made, accepted
+
     outcome = None
-    if write:
+    if not write:
+        plan, _ = decide()
+    else:
 
         def signer() -> Ed25519PrivateKey:
-            return keys.resolve_signing_key(
-                signing_key, environ, notify=lambda m: click.echo(f"floorctl: {m}", err=True)
-            ).key
+            return keys.resolve_signing_key(signing_key, environ, notify=notify).key
 
         def chain() -> AuditChain:
             from floorguard.chain import AuditChain  # noqa: PLC0415  (only with --anchor)
 
             return AuditChain.from_env(environ)
 
-        outcome = refreshing.apply(
-            plan, receipt_out=receipt_out, signing_key=signer, chain=chain if anchor else None
-        )
-        # Remembered only once the module is written: a dry run accepts nothing.
-        if any(feed.feed_id is not None for feed in loaded):
-            freshness.save_state(state_path, accepted)
+        refreshing.refuse_symlinked_module(module)
+        # One writer per module, from reading the old block to the chain append: a second
+        # refresh plans from the first one's map (or is refused as a downgrade), so no map
+        # is lost and map versions keep increasing in the chain's order.
+        with refreshing.module_lock(module, notify=notify):
+            plan, accepted = decide()
+            outcome = refreshing.apply(
+                plan, receipt_out=receipt_out, signing_key=signer, chain=chain if anchor else None
+            )
+            # Remembered only once the module is written: a dry run accepts nothing.
+            if any(feed.feed_id is not None for feed in loaded):
+                freshness.save_state(state_path, accepted)
         for source, (_, fetched) in zip(sources, results, strict=True):
             if fetched is not None:
                 fetch.remember(cache_dir, source, fetched)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from floorctl import feeds, keys, splice, trust
+from floorctl import atomic, feeds, keys, trust
 from floorctl.commands._output import emit_json, json_option
 from floorguard import dsse, files
 from floorguard.files import read_regular, read_regular_if_exists
@@ -46,7 +46,7 @@ def command(path: Path, signing_key: Path | None, kind: str, as_json: bool) -> N
     out = Path(str(path) + trust.SIGNATURE_SUFFIX)
     existing = read_regular_if_exists(out, max_bytes=files.MAX_ENVELOPE_BYTES, what="signature")
     envelope = trust.sign_file(data, existing, key, KINDS[kind])
-    splice.write_atomic(out, envelope)
+    atomic.write_atomic(out, envelope)
     signatures = len(dsse.parse_envelope(envelope).signatures)
     key_id = dsse.key_id(key.public_key())
     if as_json:

@@ -48,6 +48,7 @@ class CatalogEntry:
     version_argv: tuple[str, ...] = ("--version",)
     npm_packages: frozenset[str] = frozenset()
     pip_distributions: frozenset[str] = frozenset()
+    pip_modules: frozenset[str] = frozenset()
     git_suffix_as_local: bool = False
 
 
@@ -61,6 +62,7 @@ _ENTRIES = (
         executable="aider",
         line_patterns=_patterns(r"aider {V}"),
         pip_distributions=frozenset({"aider-chat"}),
+        pip_modules=frozenset({"aider"}),
     ),
     CatalogEntry(
         adapter="amp",
@@ -101,6 +103,7 @@ _ENTRIES = (
         # and the bare ``X`` of later releases.
         line_patterns=_patterns(r"gptme {V}", r"gptme, version {V}", r"{V}"),
         pip_distributions=frozenset({"gptme"}),
+        pip_modules=frozenset({"gptme"}),
     ),
     CatalogEntry(
         adapter="opencode",
@@ -204,9 +207,34 @@ def parse_version_output(adapter: str, output: str) -> str:
     return _decide(_distinct(found), entry)
 
 
+def adapters_named_in(output: str) -> list[str]:
+    """Catalogued adapters whose own ``--version`` line, one that names the tool and not
+    only a bare version (``aider 0.50.0``, ``1.0.51 (Claude Code)``, ``codex-cli 0.1.0``),
+    stands in ``output`` as a whole line. A renamed copy of a binary still says who it is."""
+    named = []
+    lines = [line.strip() for line in output.splitlines()]
+    for entry in _ENTRIES:
+        telling = [p for p in entry.line_patterns if p.pattern != _V]
+        if any(p.fullmatch(line) for p in telling for line in lines):
+            named.append(entry.adapter)
+    return named
+
+
 def parse_generic(output: str) -> str:
     """The one version-like token in ``output``; DetectionError if there are none or several.
 
     The result is always a substring of ``output`` and a valid PEP 440 version.
     """
     return _decide(_distinct(m.group("version") for m in _STANDALONE.finditer(output)), None)
+
+
+def _invert(attribute: str) -> Mapping[str, str]:
+    return MappingProxyType({name: e.adapter for e in _ENTRIES for name in getattr(e, attribute)})
+
+
+# Who a package belongs to: the reverse of the catalog, for identifying what runs.
+ADAPTER_OF_NPM_PACKAGE: Mapping[str, str] = _invert("npm_packages")
+ADAPTER_OF_PIP_MODULE: Mapping[str, str] = _invert("pip_modules")
+ADAPTER_OF_PIP_DISTRIBUTION: Mapping[str, str] = MappingProxyType(
+    {re.sub(r"[-_.]+", "-", d).lower(): e.adapter for e in _ENTRIES for d in e.pip_distributions}
+)

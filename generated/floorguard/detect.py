@@ -10,14 +10,12 @@ several) raises DetectionError; nothing here ever guesses.
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import json
 import math
 import os
 import re
 import selectors
-import shutil
 import signal
 import stat
 import subprocess
@@ -29,9 +27,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from floorguard.catalog import CatalogEntry, entry_for, executable_for, parse_version_output
+from floorguard.catalog import (
+    CatalogEntry,
+    adapters_named_in,
+    entry_for,
+    executable_for,
+    parse_version_output,
+)
 from floorguard.catalog import validate_version as _validate_version
 from floorguard.errors import DetectionError
+from floorguard.target import (
+    FileIdentity,
+    Target,
+    identity_of,
+    locate,
+    open_target,
+    read_regular_at,
+    search_path,
+)
 
 DETECTED_BY = ("caller", "npm-metadata", "pip-metadata", "probe")
 TIMEOUT_ENV: Final = "FLOORGUARD_PROBE_TIMEOUT"
@@ -39,8 +52,6 @@ MAX_TIMEOUT_S: Final = 600.0
 # Metadata files (package.json, METADATA, RECORD) larger than this are not read.
 MAX_METADATA_BYTES: Final = 1 << 20
 _MAX_CACHE_ENTRIES: Final = 512
-
-FileIdentity = tuple[int, int, int, int, int]
 
 
 @dataclass(frozen=True)
@@ -56,6 +67,8 @@ class Detection:
     detected_by: str
     binary: str | None
     raw: str | None
+    # An untracked binary whose --version output names a catalogued adapter (a renamed copy).
+    names_adapter: str | None = None
 
 
 @dataclass(frozen=True)
@@ -116,19 +129,7 @@ def file_identity(path: str | os.PathLike[str]) -> FileIdentity:
         st = os.stat(path)
     except OSError as exc:
         raise DetectionError(f"cannot examine {os.fspath(path)}: {exc.strerror}") from None
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-
-
-def _search_path(path_env: str | None) -> str:
-    raw = os.environ.get("PATH", os.defpath) if path_env is None else path_env
-    return _absolute_entries(raw)
-
-
-@functools.lru_cache(maxsize=32)
-def _absolute_entries(raw: str) -> str:
-    # An empty or relative PATH entry means "the current directory": a planted binary
-    # there must not be picked, so only absolute entries are searched.
-    return os.pathsep.join(p for p in raw.split(os.pathsep) if os.path.isabs(p))
+    return identity_of(st)
 
 
 def resolve_binary(
@@ -146,15 +147,7 @@ def resolve_binary(
     file, or not executable.
     """
     name = executable_for(adapter) if binary is None else os.fspath(binary)
-    if not isinstance(name, str) or not name or "\x00" in name:
-        raise DetectionError(f"invalid binary name: {name!r}")
-    if os.sep in name or (os.altsep is not None and os.altsep in name):
-        candidate = os.path.abspath(name)
-    else:
-        found = shutil.which(name, path=_search_path(path_env))
-        if found is None:
-            raise DetectionError(f"binary not found: {name!r} is not on PATH")
-        candidate = found
+    candidate = locate(name, path_env=path_env)
     real = os.path.realpath(candidate)
     try:
         st = os.stat(real)
@@ -216,23 +209,11 @@ def _cache_put(key: _CacheKey, value: _Cached) -> None:
 # ---------------------------------------------------------------------------- metadata
 
 
-def _identity_or_none(path: Path) -> FileIdentity | None:
-    try:
-        return file_identity(path)
-    except DetectionError:
-        return None
-
-
-def _read_capped(path: Path) -> bytes | None:
-    """The bytes of a regular file of at most MAX_METADATA_BYTES, else None."""
-    try:
-        with open(path, "rb") as fh:
-            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                return None
-            data = fh.read(MAX_METADATA_BYTES + 1)
-    except OSError:
-        return None
-    return data if len(data) <= MAX_METADATA_BYTES else None
+def _read_near(target: Target, path: Path) -> tuple[bytes, FileIdentity] | None:
+    """A metadata file next to the opened binary, read relative to the directory that held
+    it when it was opened (not through the path again), without blocking, under the cap."""
+    relative = os.path.relpath(path, target.path.parent)
+    return read_regular_at(target.dir_fd, relative, MAX_METADATA_BYTES)
 
 
 def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -263,13 +244,14 @@ def _npm_bin_paths(manifest: Mapping[str, Any]) -> list[str] | None:
 
 
 def _npm_metadata(
-    resolved: Path, entry: CatalogEntry
+    target: Target, entry: CatalogEntry
 ) -> tuple[str, Path, tuple[tuple[str, FileIdentity], ...]] | None:
     """Version from the npm package that contains ``resolved``, when it clearly is the
     adapter's: an expected package name, matching its directory, declaring ``resolved``
     among its ``bin`` entries. None (fall through to the probe) otherwise."""
     if not entry.npm_packages:
         return None
+    resolved = target.path
     found = _npm_package_dir(resolved)
     if found is None:
         return None
@@ -277,11 +259,10 @@ def _npm_metadata(
     if dir_name not in entry.npm_packages:
         return None
     manifest_path = package_dir / "package.json"
-    # Identity taken before the read: if the file changes after it, the cache sees it.
-    identity = _identity_or_none(manifest_path)
-    data = _read_capped(manifest_path)
-    if data is None or identity is None:
+    read = _read_near(target, manifest_path)
+    if read is None:
         return None
+    data, identity = read
     try:
         manifest = json.loads(data.decode("utf-8"), object_pairs_hook=_reject_duplicates)
     except (UnicodeDecodeError, ValueError):
@@ -323,14 +304,14 @@ def _metadata_headers(data: bytes) -> dict[str, list[str]]:
     return headers
 
 
-def _record_hash_matches(record: bytes, site: Path, script: Path) -> bool:
+def _record_hash_matches(record: bytes, site: Path, target: Target) -> bool:
     """Whether RECORD lists ``script`` and, when it gives a sha256, the script still has it."""
     for line in record.decode("utf-8", errors="replace").splitlines():
         path_text, _, rest = line.partition(",")
         if not path_text:
             continue
         listed = os.path.normpath(os.path.join(site, path_text))
-        if os.path.realpath(listed) != str(script):
+        if os.path.realpath(listed) != str(target.path):
             continue
         digest_text = rest.partition(",")[0]
         if not digest_text:
@@ -338,7 +319,7 @@ def _record_hash_matches(record: bytes, site: Path, script: Path) -> bool:
         algo, _, expected = digest_text.partition("=")
         if algo != "sha256":
             return False
-        content = _read_capped(script)
+        content = target.read_all(MAX_METADATA_BYTES)
         if content is None:
             return False
         actual = urlsafe_b64encode(hashlib.sha256(content).digest()).rstrip(b"=").decode()
@@ -347,7 +328,7 @@ def _record_hash_matches(record: bytes, site: Path, script: Path) -> bool:
 
 
 def _pip_metadata(
-    resolved: Path, entry: CatalogEntry
+    target: Target, entry: CatalogEntry
 ) -> tuple[str, Path, tuple[tuple[str, FileIdentity], ...]] | None:
     """Version from the installed distribution whose console script ``resolved`` is.
 
@@ -357,9 +338,9 @@ def _pip_metadata(
     """
     if not entry.pip_distributions:
         return None
+    resolved = target.path
     try:
-        with open(resolved, "rb") as fh:
-            head = fh.read(4096)
+        head = target.read_head(4096)
     except OSError:
         return None
     first_line = head.split(b"\n", 1)[0] + b"\n"
@@ -386,18 +367,17 @@ def _pip_metadata(
     info = unique[0]
     metadata_path = info / "METADATA"
     record_path = info / "RECORD"
-    metadata_identity = _identity_or_none(metadata_path)
-    record_identity = _identity_or_none(record_path)
-    metadata = _read_capped(metadata_path)
-    record = _read_capped(record_path)
-    if metadata is None or record is None or metadata_identity is None or record_identity is None:
+    metadata_read = _read_near(target, metadata_path)
+    record_read = _read_near(target, record_path)
+    if metadata_read is None or record_read is None:
         return None
+    (metadata, metadata_identity), (record, record_identity) = metadata_read, record_read
     headers = _metadata_headers(metadata)
     names = headers.get("name", [])
     versions = headers.get("version", [])
     if len(names) != 1 or _canonical_dist(names[0]) not in wanted or len(versions) != 1:
         return None
-    if not _record_hash_matches(record, info.parent, resolved):
+    if not _record_hash_matches(record, info.parent, target):
         return None
     try:
         accepted = _validate_version(versions[0], entry=entry)
@@ -413,7 +393,7 @@ def _pip_metadata(
 def probe_environment(path_env: str | None, environ: Mapping[str, str]) -> dict[str, str]:
     """The whole environment a probe gets: an allow-list, never credentials."""
     env = {
-        "PATH": _search_path(path_env if path_env is not None else environ.get("PATH", "")),
+        "PATH": search_path(path_env if path_env is not None else environ.get("PATH", "")),
         "LANG": "C.UTF-8",
         "LC_ALL": "C.UTF-8",
         "TERM": "dumb",
@@ -438,19 +418,24 @@ def _leader_exited(pid: int) -> bool:
 
 
 def run_probe(
-    binary: Path, argv: tuple[str, ...], settings: ProbeSettings, env: Mapping[str, str]
+    target: Target, argv: tuple[str, ...], settings: ProbeSettings, env: Mapping[str, str]
 ) -> str:
-    """Run ``binary argv...`` and return its combined stdout and stderr as text.
+    """Run the opened file with ``argv`` and return its combined stdout and stderr as text.
 
-    No shell, stdin from /dev/null, its own session; the whole process group is killed
-    once the probe is over, so nothing it started survives it.
+    The file run is the open descriptor itself (``/proc/self/fd/N``), never the path again,
+    so what is probed is what was opened. No shell, stdin from /dev/null, its own session;
+    the whole process group is killed once the probe is over, so nothing it started
+    survives it.
     Raises DetectionError on failure to start, timeout, oversized output, non-zero exit
     or empty output.
     """
     deadline = time.monotonic() + settings.timeout_s
+    binary = target.path
     try:
         proc = subprocess.Popen(
-            [str(binary), *argv],
+            [target.argv0, *argv],
+            executable=target.exec_path,
+            pass_fds=(target.fd,),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -516,16 +501,19 @@ def detect_version(
     version: str | None = None,
     path_env: str | None = None,
     settings: ProbeSettings | None = None,
+    target: Target | None = None,
 ) -> Detection:
     """Establish the version of ``adapter``'s installed CLI, safest strategy first.
 
-    1. ``version``, when the caller states it (validated; ``binary`` is resolved and
+    1. ``version``, when the caller states it (validated; the binary is resolved and
        recorded only if given).
-    2. npm or pip metadata of the resolved binary, read without executing anything.
+    2. npm or pip metadata of the binary, read without executing anything.
     3. ``BINARY --version`` under :func:`run_probe`, parsed by the adapter's pattern.
 
-    Results of 2 and 3 are cached per binary identity; failures are not. ``settings``
-    defaults to :meth:`ProbeSettings.from_environ`, read only when a probe is needed.
+    ``target`` is the already opened binary (the spawn path opens it once and judges and
+    runs that); without it, the binary is located and opened here. Results of 2 and 3 are
+    cached per binary identity; failures are not. ``settings`` defaults to
+    :meth:`ProbeSettings.from_environ`, read only when a probe is needed.
     Raises DetectionError with the reason: invalid adapter or version, binary not found or
     not executable, invalid FLOORGUARD_PROBE_TIMEOUT, probe failure, unrecognized or
     ambiguous output.
@@ -537,23 +525,39 @@ def detect_version(
         if version != version.strip():
             raise DetectionError(f"stated version {version!r} has surrounding whitespace")
         accepted = _validate_version(version, entry=entry)
-        where = (
-            str(resolve_binary(adapter, binary, path_env=path_env)) if binary is not None else None
-        )
+        if target is not None:
+            where: str | None = str(target.path)
+        elif binary is not None:
+            where = str(resolve_binary(adapter, binary, path_env=path_env))
+        else:
+            where = None
         return Detection(version=accepted, detected_by="caller", binary=where, raw=None)
+    if target is not None:
+        return _detect_opened(adapter, entry, target, path_env, settings)
+    name = executable_for(adapter) if binary is None else os.fspath(binary)
+    with open_target(name, path_env=path_env) as opened:
+        return _detect_opened(adapter, entry, opened, path_env, settings)
 
-    resolved = resolve_binary(adapter, binary, path_env=path_env)
+
+def _detect_opened(
+    adapter: str,
+    entry: CatalogEntry | None,
+    target: Target,
+    path_env: str | None,
+    settings: ProbeSettings | None,
+) -> Detection:
+    resolved = target.path
     argv = entry.version_argv if entry is not None else ("--version",)
     env = probe_environment(path_env, os.environ)
     # The probe's PATH is part of the key: it decides which interpreter a script runs under.
-    key: _CacheKey = (adapter, str(resolved), file_identity(resolved), env["PATH"])
+    key: _CacheKey = (adapter, str(resolved), target.identity, env["PATH"])
     cached = _cache_get(key)
     if cached is not None:
         return cached
 
     if entry is not None:
         for kind, reader in (("npm-metadata", _npm_metadata), ("pip-metadata", _pip_metadata)):
-            found = reader(resolved, entry)
+            found = reader(target, entry)
             if found is not None:
                 accepted, source, deps = found
                 detection = Detection(accepted, kind, str(resolved), str(source))
@@ -561,13 +565,17 @@ def detect_version(
                 return detection
 
     chosen = settings if settings is not None else ProbeSettings.from_environ(os.environ)
-    output = run_probe(resolved, argv, chosen, env)
+    output = run_probe(target, argv, chosen, env)
+    named = adapters_named_in(output) if entry is None else []
+    if len(named) > 1:
+        raise DetectionError(f"{resolved} {' '.join(argv)}: answers as {', '.join(named)}")
     try:
-        accepted = parse_version_output(adapter, output)
+        accepted = parse_version_output(named[0] if named else adapter, output)
     except DetectionError as exc:
         raise DetectionError(f"{resolved} {' '.join(argv)}: {exc}") from None
-    detection = Detection(accepted, "probe", str(resolved), output)
-    # The binary may have been replaced while it ran: cache only if it is still the same.
-    if file_identity(resolved) == key[2]:
+    detection = Detection(accepted, "probe", str(resolved), output, named[0] if named else None)
+    # The descriptor names the same inode throughout; cache only if it was not rewritten
+    # in place while it ran.
+    if target.current_identity() == key[2]:
         _cache_put(key, _Cached(detection, ()))
     return detection

@@ -10,15 +10,24 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from floorguard import active_map, receipts
 from floorguard.errors import ChainError, DetectionError, FloorMapError, SpawnRefused
 
+if TYPE_CHECKING:
+    from floorguard.detect import Detection
+    from floorguard.identify import Identification
+    from floorguard.target import Target
+
 POLICY_VARIABLE = "FLOORGUARD_ADAPTER_FLOOR_POLICY"
+UNTRACKED_POLICY_VARIABLE = "FLOORGUARD_UNTRACKED_POLICY"
 BLOCK, WARN = "block", "warn"
+# How an identification that ran through an interpreter was made: the interpreter's own
+# --version says nothing of the package it runs, so the package's metadata must.
+_INTERPRETED = frozenset({"python -m", "python -c", "python-script", "node-script"})
 PERMIT, REFUSE, WARN_OVERRIDE, UNTRACKED = "permit", "refuse", "warn_override", "untracked"
 ADAPTER_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}\Z")
 
@@ -32,9 +41,19 @@ def policy_from(environ: Mapping[str, str]) -> str:
     return WARN if environ.get(POLICY_VARIABLE) == WARN else BLOCK
 
 
+def refuses_untracked(environ: Mapping[str, str]) -> bool:
+    """Exactly ``refuse`` in FLOORGUARD_UNTRACKED_POLICY refuses every untracked spawn."""
+    return environ.get(UNTRACKED_POLICY_VARIABLE) == "refuse"
+
+
 @dataclass(frozen=True)
 class Decision:
-    """A decision as it was recorded; ``receipt_id`` names its receipt in the chain."""
+    """A decision as it was recorded; ``receipt_id`` names its receipt in the chain.
+
+    ``adapter`` is the adapter whose floor was applied, identified from what the binary is;
+    ``requested`` is the name the host asked for (the two differ when, say, ``codey`` turns
+    out to be aider); ``identified_by`` says how the binary was recognised, if it was.
+    """
 
     verdict: str
     adapter: str
@@ -48,6 +67,8 @@ class Decision:
     detected_by: str | None
     floor_map_hash: str | None
     seq: int
+    requested: str | None = None
+    identified_by: str | None = None
 
     @property
     def allowed(self) -> bool:
@@ -58,6 +79,8 @@ class Decision:
 class _Judgement:
     verdict: str
     reason: str
+    adapter: str | None = None
+    identified_by: str | None = None
     version: str | None = None
     detected_by: str | None = None
     binary: str | None = None
@@ -89,9 +112,17 @@ def judge(
     version: str | None,
     policy: str,
     environ: Mapping[str, str],
+    target: Target | None = None,
+    argv: Sequence[str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
 ) -> _Judgement:
-    """The verdict, without recording it. Never raises for a refusal: it returns one."""
-    from floorguard import detect
+    """The verdict, without recording it. Never raises for a refusal: it returns one.
+
+    ``adapter`` is the name asked for. The binary (``target`` when the caller has opened it,
+    else ``binary`` or the name on PATH) is identified from what it is, with ``argv`` for an
+    interpreter: the floor applied is the identified adapter's, whatever the name.
+    """
+    from floorguard.target import open_target
 
     if not ADAPTER_NAME.match(adapter):
         return _Judgement(REFUSE, f"invalid adapter name {adapter!r}")
@@ -100,29 +131,103 @@ def judge(
     except FloorMapError as exc:
         # Never overridable: with an untrustworthy map there is no floor to compare against.
         return _Judgement(REFUSE, f"floor map cannot be trusted: {exc}")
+    opened, unresolved = target, None
+    if opened is None:
+        from floorguard.catalog import executable_for
+
+        try:
+            name = executable_for(adapter) if binary is None else os.fspath(binary)
+            opened = open_target(name, path_env=environ.get("PATH"))
+        except DetectionError as exc:
+            # A caller that states the version without naming a binary may be judging an
+            # install elsewhere; when the name does lead to a file here, that file is judged.
+            if binary is not None or version is None:
+                unresolved = exc
+    try:
+        return _judge_opened(
+            adapter, opened, unresolved, in_force=in_force, version=version, policy=policy,
+            environ=environ, argv=argv, cwd=cwd,
+        )  # fmt: skip
+    finally:
+        if opened is not None and target is None:
+            opened.close()
+
+
+def _judge_opened(
+    requested: str,
+    opened: Target | None,
+    unresolved: DetectionError | None,
+    *,
+    in_force: active_map.ActiveMap,
+    version: str | None,
+    policy: str,
+    environ: Mapping[str, str],
+    argv: Sequence[str] | None,
+    cwd: str | os.PathLike[str] | None,
+) -> _Judgement:
+    from floorguard import detect, identify
+
+    identified: Identification | None = None
+    if opened is not None:
+        try:
+            identified = identify.identify(
+                opened, argv, environ=environ, cwd=None if cwd is None else os.fspath(cwd)
+            )
+        except DetectionError as exc:
+            # Not overridable: without knowing what runs there is no floor to apply.
+            return _Judgement(
+                REFUSE,
+                f"cannot tell which adapter {requested} is: {exc}",
+                floor_map_hash=in_force.floor_map_hash,
+                binary=str(opened.path),
+            )
+    adapter = identified.adapter if identified is not None else requested
+    named = adapter if adapter == requested else f"{adapter} (requested as {requested!r})"
     advisory = in_force.floor_map.get(adapter)
-    known = {"floor_map_hash": in_force.floor_map_hash}
+    known: dict[str, Any] = {
+        "floor_map_hash": in_force.floor_map_hash,
+        "adapter": adapter,
+        "identified_by": identified.via if identified is not None else None,
+    }
     if advisory is not None:
         known |= {"floor": advisory.min_safe_version, "advisory_id": advisory.advisory_id}
-    try:
-        if advisory is None and binary is None and version is None:
-            raise DetectionError("no binary or version given")
-        found = detect.detect_version(
-            adapter, binary=binary, version=version, path_env=environ.get("PATH")
+    elif refuses_untracked(environ):
+        where = {"binary": str(opened.path)} if opened is not None else {}
+        return _Judgement(
+            REFUSE,
+            f"{named} is not a tracked adapter ({UNTRACKED_POLICY_VARIABLE}=refuse)",
+            **known,
+            **where,
         )
+    try:
+        if unresolved is not None:
+            raise unresolved
+        if identified is not None and identified.via in _INTERPRETED and version is None:
+            found = _interpreted_version(identified, opened)
+        else:
+            found = detect.detect_version(
+                adapter, version=version, path_env=environ.get("PATH"), target=opened
+            )
     except DetectionError as exc:
         if advisory is None:
-            return _Judgement(UNTRACKED, f"{adapter} has no floor; version unknown: {exc}", **known)
+            return _Judgement(UNTRACKED, f"{named} has no floor; version unknown: {exc}", **known)
         override = policy == WARN
         return _Judgement(
             WARN_OVERRIDE if override else REFUSE,
-            f"unknown version of {adapter}: {exc}"
-            + ("; allowed by warn policy" if override else ""),
+            f"unknown version of {named}: {exc}" + ("; allowed by warn policy" if override else ""),
             **known,
         )
     seen = {"version": found.version, "detected_by": found.detected_by, "binary": found.binary}
+    if advisory is None and found.names_adapter is not None:
+        # A renamed copy that still says who it is in its --version output.
+        adapter = found.names_adapter
+        named = f"{adapter} (requested as {requested!r})"
+        advisory = in_force.floor_map.get(adapter)
+        known |= {"adapter": adapter, "identified_by": "version-output"}
+        if advisory is not None:
+            known |= {"floor": advisory.min_safe_version, "advisory_id": advisory.advisory_id}
     if advisory is None:
-        return _Judgement(UNTRACKED, f"{adapter} has no floor in the map", **known, **seen)
+        return _Judgement(UNTRACKED, f"{named} has no floor in the map", **known, **seen)
     try:
         below = _below(found.version, advisory.min_safe_version)
     except DetectionError as exc:
@@ -130,17 +235,32 @@ def judge(
     if not below:
         return _Judgement(
             PERMIT,
-            f"{adapter} {found.version} meets the floor {advisory.min_safe_version}",
+            f"{named} {found.version} meets the floor {advisory.min_safe_version}",
             **known,
             **seen,
         )
     message = (
-        f"{adapter} {found.version} is below the floor {advisory.min_safe_version} "
+        f"{named} {found.version} is below the floor {advisory.min_safe_version} "
         f"({advisory.advisory_id})"
     )
     if policy == WARN:
         return _Judgement(WARN_OVERRIDE, message + "; allowed by warn policy", **known, **seen)
     return _Judgement(REFUSE, message, **known, **seen)
+
+
+def _interpreted_version(identified: Identification, opened: Target | None) -> Detection:
+    """The version of a package an interpreter runs, from the package's own metadata."""
+    from floorguard.catalog import entry_for, validate_version
+    from floorguard.detect import Detection
+
+    if identified.version is None:
+        raise DetectionError(
+            f"{identified.via} {identified.subject}: no package metadata states its version"
+        )
+    accepted = validate_version(identified.version, entry=entry_for(identified.adapter))
+    kind = "npm-metadata" if identified.via == "node-script" else "pip-metadata"
+    binary = str(opened.path) if opened is not None else None
+    return Detection(accepted, kind, binary, identified.version_source)
 
 
 def preflight(
@@ -157,12 +277,63 @@ def preflight(
     (``.decision`` is None then: nothing could be recorded, so nothing is allowed).
     """
     env = os.environ if environ is None else environ
-    policy = policy_from(env)
-    judgement = judge(adapter, binary=binary, version=version, policy=policy, environ=env)
-    decision = _seal(adapter, judgement, policy, env)
+    return decide(adapter, binary=binary, version=version, environ=env, run_environ=env)
+
+
+def decide(
+    adapter: str,
+    *,
+    binary: str | os.PathLike[str] | None = None,
+    version: str | None = None,
+    environ: Mapping[str, str],
+    run_environ: Mapping[str, str],
+    target: Target | None = None,
+    argv: Sequence[str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+) -> Decision:
+    """:func:`preflight` for a caller that has opened the binary and knows the arguments and
+    the environment it will run with (``run_environ``: its PATH, PYTHONPATH); the policies
+    and the chain come from ``environ``. Raises SpawnRefused as preflight does."""
+    policy = policy_from(environ)
+    judgement = judge(
+        adapter,
+        binary=binary,
+        version=version,
+        policy=policy,
+        environ=_Policies(environ, run_environ),
+        target=target,
+        argv=argv,
+        cwd=cwd,
+    )
+    decision = _seal(adapter, judgement, policy, environ)
     if not decision.allowed:
-        raise SpawnRefused(f"refusing to spawn {adapter}: {judgement.reason}", decision)
+        raise SpawnRefused(f"refusing to spawn {_named(decision)}: {judgement.reason}", decision)
     return decision
+
+
+class _Policies(Mapping[str, str]):
+    """The run environment, except that floorguard's own policy variables are the host's:
+    a child's environment must not loosen (or be needed to tighten) the host's policy."""
+
+    def __init__(self, host: Mapping[str, str], run: Mapping[str, str]) -> None:
+        self._host, self._run = host, run
+
+    def __getitem__(self, key: str) -> str:
+        if key.startswith("FLOORGUARD_"):
+            return self._host[key]
+        return self._run[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._run)
+
+    def __len__(self) -> int:
+        return len(self._run)
+
+
+def _named(decision: Decision) -> str:
+    if decision.requested in (None, decision.adapter):
+        return decision.adapter
+    return f"{decision.adapter} (requested as {decision.requested!r})"
 
 
 def refuse_after(
@@ -174,34 +345,49 @@ def refuse_after(
     """
     env = os.environ if environ is None else environ
     judgement = _Judgement(
-        REFUSE, reason, version=earlier.version, detected_by=earlier.detected_by,
-        binary=earlier.binary, floor=earlier.floor, advisory_id=earlier.advisory_id,
+        REFUSE, reason, adapter=earlier.adapter, identified_by=earlier.identified_by,
+        version=earlier.version, detected_by=earlier.detected_by, binary=earlier.binary,
+        floor=earlier.floor, advisory_id=earlier.advisory_id,
         floor_map_hash=earlier.floor_map_hash,
     )  # fmt: skip
     try:
-        decision = _seal(earlier.adapter, judgement, earlier.policy, env)
+        decision = _seal(earlier.requested or earlier.adapter, judgement, earlier.policy, env)
     except SpawnRefused as unrecorded:
         return unrecorded
-    return SpawnRefused(f"refusing to spawn {earlier.adapter}: {reason}", decision)
+    return SpawnRefused(f"refusing to spawn {_named(decision)}: {reason}", decision)
 
 
-def _seal(adapter: str, judgement: _Judgement, policy: str, env: Mapping[str, str]) -> Decision:
-    """Append the judgement's receipt durably; only then does it become a Decision."""
+def _seal(requested: str, judgement: _Judgement, policy: str, env: Mapping[str, str]) -> Decision:
+    """Append the judgement's receipt durably; only then does it become a Decision.
+
+    A warn_override or untracked decision is also logged (logger ``floorguard``, which
+    reaches stderr when the host configured no logging): an override is never silent.
+    """
     from floorguard.chain import AuditChain
 
+    adapter = judgement.adapter or requested
     receipt = receipts.new_receipt(
-        receipts.SPAWN_PREFLIGHT, _receipt_fields(adapter, judgement, policy)
+        receipts.SPAWN_PREFLIGHT, _receipt_fields(adapter, requested, judgement, policy)
     )
     try:
         record = AuditChain.shared(env).append(receipts.SPAWN_PREFLIGHT, receipt)
     except ChainError as exc:
         raise SpawnRefused(
-            f"refusing to spawn {adapter}: the decision ({judgement.verdict}) could not be "
+            f"refusing to spawn {requested}: the decision ({judgement.verdict}) could not be "
             f"recorded in the audit chain: {exc}"
         ) from exc
+    if judgement.verdict in (WARN_OVERRIDE, UNTRACKED):
+        import logging
+
+        logging.getLogger("floorguard").warning(
+            "floorguard: %s: %s (receipt %s)", judgement.verdict, judgement.reason,
+            record.receipt_id,
+        )  # fmt: skip
     return Decision(
         verdict=judgement.verdict,
         adapter=adapter,
+        requested=requested,
+        identified_by=judgement.identified_by,
         version=judgement.version,
         floor=judgement.floor,
         advisory_id=judgement.advisory_id,
@@ -215,9 +401,13 @@ def _seal(adapter: str, judgement: _Judgement, policy: str, env: Mapping[str, st
     )
 
 
-def _receipt_fields(adapter: str, judgement: _Judgement, policy: str) -> dict[str, Any]:
+def _receipt_fields(
+    adapter: str, requested: str, judgement: _Judgement, policy: str
+) -> dict[str, Any]:
     return {
         "adapter": adapter,
+        "requested": requested,
+        "identified_by": judgement.identified_by,
         "binary": judgement.binary,
         "version": judgement.version,
         "detected_by": judgement.detected_by,

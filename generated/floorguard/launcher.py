@@ -1,40 +1,33 @@
 """Check and spawn as one step, bound to the exact file that was checked.
 
-The binary is resolved once and opened before the preflight runs. The child is executed
-through that open descriptor (``/proc/self/fd/N`` on Linux), so a file swapped in under the
-same path afterwards is never the one that runs; and the path is re-resolved and re-examined
-right before the exec, so a swap is refused rather than silently bypassed.
+The binary is located and opened once, before the preflight. Everything after works on that
+open file: it is identified and probed through its descriptor, and the child is executed
+through the same descriptor (``/proc/self/fd/N``), so a file swapped in under the same path,
+or a directory on the path swapped, is never what runs. The child still sees the program
+name it was asked for as ``argv[0]`` (a virtual environment's ``python3`` finds its
+environment through it). Right before the exec the name is located again and compared with
+the open file, so a swap is refused and recorded rather than silently bypassed.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-from floorguard import detect
+from floorguard.catalog import executable_for
 from floorguard.errors import DetectionError
-from floorguard.gate import Decision, preflight, refuse_after
+from floorguard.gate import Decision, decide, refuse_after
+from floorguard.target import Target, open_target
 
 RECEIPT_ID_VARIABLE = "FLOORGUARD_RECEIPT_ID"
 _FORBIDDEN_POPEN_ARGUMENTS = frozenset({"shell", "executable", "args", "preexec_fn", "pass_fds"})
 
-# Called between the check and the exec; tests use it to swap the binary in that window.
+# Called right after the binary is opened, and between the check and the exec; tests use
+# them to swap files and directories in those windows.
+_after_open_hook: Callable[[], None] | None = None
 _race_window_hook: Callable[[], None] | None = None
-
-
-def _identity(stat: os.stat_result) -> tuple[int, int, int, int, int]:
-    return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
-
-
-def _exec_path(fd: int) -> str | None:
-    """A path that names the open file itself in the child, where the platform has one."""
-    if sys.platform.startswith("linux") and os.path.isdir("/proc/self/fd"):
-        return f"/proc/self/fd/{fd}"
-    return None
 
 
 def spawn(
@@ -60,63 +53,55 @@ def spawn(
         raise TypeError(f"spawn() does not accept {', '.join(sorted(forbidden))}")
     child_env = dict(os.environ if env is None else env)
     path_env = child_env.get("PATH")
+    name = executable_for(adapter) if binary is None else os.fspath(binary)
 
     try:
-        resolved = detect.resolve_binary(adapter, binary, path_env=path_env)
-        fd = os.open(resolved, os.O_RDONLY)
+        target = open_target(name, path_env=path_env)
     except (DetectionError, OSError) as exc:
         # The preflight finds and records the same failure (a refusal for a tracked adapter);
         # an untracked adapter's allowance is overruled by a recorded refusal: nothing runs.
-        decision = preflight(adapter, binary=binary)
+        decision = decide(adapter, binary=binary, environ=os.environ, run_environ=child_env)
         raise refuse_after(decision, f"its binary cannot be resolved or opened: {exc}") from None
-    try:
-        checked = _identity(os.fstat(fd))
-        decision = preflight(adapter, binary=str(resolved))
+    with target:
+        if _after_open_hook is not None:
+            _after_open_hook()
+        decision = decide(
+            adapter,
+            environ=os.environ,
+            run_environ=child_env,
+            target=target,
+            argv=list(argv),
+            cwd=cwd,
+        )
         if _race_window_hook is not None:
             _race_window_hook()
-        _recheck(
-            adapter=adapter,
-            binary=binary,
-            path_env=path_env,
-            resolved=resolved,
-            fd=fd,
-            checked=checked,
-            decision=decision,
-        )
+        _recheck(name, path_env, target, decision)
         child_env[RECEIPT_ID_VARIABLE] = decision.receipt_id
-        exec_path = _exec_path(fd)
         return subprocess.Popen(
-            [str(resolved), *argv],
-            executable=exec_path or str(resolved),
-            pass_fds=(fd,) if exec_path else (),
+            [target.argv0, *argv],
+            executable=target.exec_path,
+            pass_fds=(target.fd,),
             env=child_env,
             cwd=cwd,
             shell=False,
             **popen_kwargs,
         )
-    finally:
-        os.close(fd)
 
 
-def _recheck(
-    *,
-    adapter: str,
-    binary: str | os.PathLike[str] | None,
-    path_env: str | None,
-    resolved: Path,
-    fd: int,
-    checked: tuple[int, int, int, int, int],
-    decision: Decision,
-) -> None:
-    """Refuse if the name now leads elsewhere or the file is not the one that was checked."""
+def _recheck(name: str, path_env: str | None, target: Target, decision: Decision) -> None:
+    """Refuse if the name now leads elsewhere or the open file is not the one checked.
+
+    What runs is the open file either way; a name that now leads to another file means the
+    install changed under the check, and the host should know rather than run stale work.
+    """
     try:
-        again = detect.resolve_binary(adapter, binary, path_env=path_env)
-        on_disk = _identity(os.stat(again))
-    except (DetectionError, OSError) as exc:
+        again = open_target(name, path_env=path_env)
+    except DetectionError as exc:
         raise refuse_after(decision, f"binary vanished between check and exec: {exc}") from None
-    if again != resolved:
-        raise refuse_after(
-            decision, f"{binary or adapter} now resolves to {again}, not the checked {resolved}"
-        )
-    if on_disk != checked or _identity(os.fstat(fd)) != checked:
-        raise refuse_after(decision, f"{resolved} changed between check and exec")
+    with again:
+        if again.path != target.path:
+            raise refuse_after(
+                decision, f"{name} now resolves to {again.path}, not the checked {target.path}"
+            )
+        if again.identity != target.identity or target.current_identity() != target.identity:
+            raise refuse_after(decision, f"{target.path} changed between check and exec")

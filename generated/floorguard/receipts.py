@@ -40,6 +40,16 @@ UPDATE_FIELDS = frozenset(
         "downgrade_allowed", "changed", "template", "forced",
     }
 )  # fmt: skip
+# A map too large for one chain record is named by its hash only (archived in ``maps/``
+# beside the module, as canonical JSON under that hash); its diff and conflicts by their
+# content addresses. Such a receipt has these fields instead of the embedded ones.
+EMBEDDED_FIELDS = frozenset({"new_floor_map", "diff"})
+BY_REFERENCE_FIELDS = frozenset({"new_floor_map_adapters", "diff_digest", "conflicts_digest"})
+
+
+def map_by_reference(receipt: Mapping[str, Any]) -> bool:
+    """True when an update receipt names its new map by hash instead of carrying it."""
+    return "new_floor_map" not in receipt and set(receipt) >= BY_REFERENCE_FIELDS
 
 
 def new_receipt(kind: str, fields: Mapping[str, Any], *, ts: str | None = None) -> dict[str, Any]:
@@ -79,12 +89,19 @@ def check_update_receipt(receipt: Mapping[str, Any]) -> None:
     """Self-consistency of a floor-update receipt. Raises VerificationError."""
     if receipt.get("kind") != FLOOR_UPDATE:
         raise VerificationError(f"receipt kind is {receipt.get('kind')!r}, not {FLOOR_UPDATE}")
-    missing = UPDATE_FIELDS - set(receipt)
+    by_reference = map_by_reference(receipt)
+    required = (
+        (UPDATE_FIELDS - EMBEDDED_FIELDS) | BY_REFERENCE_FIELDS if by_reference else UPDATE_FIELDS
+    )
+    missing = required - set(receipt)
     if missing:
         raise VerificationError(f"update receipt lacks {', '.join(sorted(missing))}")
     for field in ("old_floor_map_hash", "new_floor_map_hash"):
         if not is_digest(receipt[field]):
             raise VerificationError(f"update receipt {field} is not a sha256 digest")
+    if by_reference:
+        _check_by_reference(receipt)
+        return
     try:
         carried = entries_hash(receipt["new_floor_map"])
     except FloorMapError as exc:
@@ -94,8 +111,27 @@ def check_update_receipt(receipt: Mapping[str, Any]) -> None:
             f"update receipt carries a map hashing to {carried}, "
             f"not its new_floor_map_hash {receipt['new_floor_map_hash']}"
         )
+    _check_downgrade_allowed(receipt)
+
+
+def _check_downgrade_allowed(receipt: Mapping[str, Any]) -> None:
     if not isinstance(receipt["downgrade_allowed"], bool):
         raise VerificationError("update receipt downgrade_allowed is not a boolean")
+
+
+def _check_by_reference(receipt: Mapping[str, Any]) -> None:
+    """The shape of a receipt naming its map by hash; the map itself is checked by whoever
+    resolves it (``verify receipt --floor-map``, the window proof's map archives)."""
+    for field in ("diff", "conflicts"):
+        if field in receipt:
+            raise VerificationError(f"update receipt names its map by hash but carries {field}")
+    for field in ("diff_digest", "conflicts_digest"):
+        if not is_digest(receipt[field]):
+            raise VerificationError(f"update receipt {field} is not a sha256 digest")
+    count = receipt["new_floor_map_adapters"]
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise VerificationError("update receipt new_floor_map_adapters is not a count")
+    _check_downgrade_allowed(receipt)
 
 
 @dataclass(frozen=True)

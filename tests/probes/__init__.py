@@ -146,3 +146,119 @@ def pip_layout(
         lines.append(record_line(f"../../../bin/{script_name}", script.read_bytes()))
     (info / "RECORD").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return script
+
+
+# The console-script wrapper pip (and uv) generate for ``module:function``.
+PIP_WRAPPER = """#!{python}
+# -*- coding: utf-8 -*-
+import re
+import sys
+from {module} import {function}
+if __name__ == '__main__':
+    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])
+    sys.exit({function}())
+"""
+
+
+def real_venv(prefix: Path) -> Path:
+    """A real virtual environment (no pip) at ``prefix``; returns its ``bin/python``."""
+    import venv
+
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(prefix)
+    return prefix / "bin" / "python"
+
+
+def site_packages(prefix: Path) -> Path:
+    [site] = sorted((prefix / "lib").glob("python3*/site-packages"))
+    return site
+
+
+def pip_install(
+    prefix: Path,
+    *,
+    dist: str,
+    module: str,
+    version: str,
+    marker: Path,
+    script_name: str | None = None,
+    banner: str | None = None,
+) -> Path:
+    """Install a fake but real-shaped distribution into the venv at ``prefix``.
+
+    ``module`` is a package whose ``main()`` prints ``banner`` (default ``<module> <version>``)
+    for ``--version`` and otherwise creates ``marker``; ``python -m module`` works too. The
+    console script ``bin/<script_name>`` is pip's generated wrapper. RECORD lists every file
+    with its hash, as an installer writes it. Returns the console script's path.
+    """
+    python = prefix / "bin" / "python"
+    if not python.exists():
+        real_venv(prefix)
+    site = site_packages(prefix)
+    package = site / module
+    package.mkdir(parents=True, exist_ok=True)
+    said = banner if banner is not None else f"{module} {version}"
+    files = {
+        f"{module}/__init__.py": "",
+        f"{module}/main.py": (
+            "import pathlib, sys\n"
+            "def main():\n"
+            "    if sys.argv[1:] == ['--version']:\n"
+            f"        print({said!r})\n"
+            "        return 0\n"
+            f"    pathlib.Path({str(marker)!r}).touch()\n"
+            "    print('ran', *sys.argv[1:])\n"
+            "    return 0\n"
+            "if __name__ == '__main__':\n"
+            "    sys.exit(main())\n"
+        ),
+        f"{module}/__main__.py": f"import sys\nfrom {module}.main import main\nsys.exit(main())\n",
+    }
+    for rel, text in files.items():
+        (site / rel).write_text(text, encoding="utf-8")
+    script = write_executable(
+        prefix / "bin" / (script_name or module),
+        PIP_WRAPPER.format(python=python, module=f"{module}.main", function="main"),
+    )
+    info_name = f"{dist.replace('-', '_')}-{version}.dist-info"
+    info = site / info_name
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n", encoding="utf-8"
+    )
+    (info / "top_level.txt").write_text(module + "\n", encoding="utf-8")
+    lines = [record_line(rel, (site / rel).read_bytes()) for rel in files]
+    lines.append(record_line(f"../../../bin/{script.name}", script.read_bytes()))
+    lines += [f"{info_name}/METADATA,,", f"{info_name}/top_level.txt,,", f"{info_name}/RECORD,,"]
+    (info / "RECORD").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return script
+
+
+NODE_CLI = """#!/usr/bin/env node
+const fs = require('fs');
+const lib = require('./lib/version.js');
+if (process.argv[2] === '--version') {{ console.log(lib.banner); process.exit(0); }}
+fs.writeFileSync({marker}, 'ran');
+console.log('ran ' + process.argv.slice(2).join(' '));
+"""
+
+
+def npm_install(
+    root: Path, *, package: str, bin_name: str, version: str, marker: Path, banner: str
+) -> Path:
+    """A global npm install of a real node CLI under ``root`` (``lib/node_modules/<pkg>`` and a
+    ``bin/<bin_name>`` symlink). The entry script requires a module relative to its real
+    path, as bundled CLIs do. Returns ``root/bin``."""
+    package_dir = root / "lib" / "node_modules" / package
+    (package_dir / "lib").mkdir(parents=True, exist_ok=True)
+    (package_dir / "lib" / "version.js").write_text(
+        f"module.exports = {{banner: {json.dumps(banner)}}};\n", encoding="utf-8"
+    )
+    write_executable(package_dir / "cli.js", NODE_CLI.format(marker=json.dumps(str(marker))))
+    (package_dir / "package.json").write_text(
+        json.dumps({"name": package, "version": version, "bin": {bin_name: "cli.js"}}),
+        encoding="utf-8",
+    )
+    bin_dir = root / "bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    os.symlink(os.path.relpath(package_dir / "cli.js", bin_dir), bin_dir / bin_name)
+    return bin_dir

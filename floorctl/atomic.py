@@ -1,0 +1,179 @@
+"""Writing output files: atomically, and never through a link.
+
+Every file floorctl writes goes through here. The named path itself is replaced: a
+temporary file in the same folder is written, fsynced and renamed over the name, so a
+symbolic link at that name is replaced by a regular file and its target is never touched.
+A write that fails (full disk, file size limit, I/O error) leaves whatever was at the name
+before, including a dangling link, exactly as it was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import stat
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from floorctl.errors import OutputError
+
+DEFAULT_MODE = 0o644
+
+
+def _folder(path: Path) -> Path:
+    return path.parent if str(path.parent) else Path(".")
+
+
+def _fsync_directory(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _reason(exc: OSError) -> str:
+    return exc.strerror or str(exc)
+
+
+def _kept_mode(path: Path, mode: int | None) -> int:
+    """``mode`` if given; else a regular file's own bits (a link's target is not asked)."""
+    if mode is not None:
+        return mode
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return DEFAULT_MODE
+    return stat.S_IMODE(info.st_mode) if stat.S_ISREG(info.st_mode) else DEFAULT_MODE
+
+
+def _staged(path: Path, chunks: Iterable[bytes], mode: int) -> str:
+    """A synced temporary file beside ``path`` holding ``chunks``; its name."""
+    folder = _folder(path)
+    fd, temp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            for chunk in chunks:
+                handle.write(chunk)
+            handle.flush()
+            # The umask must not decide who may read a key or a receipt.
+            os.fchmod(handle.fileno(), mode)
+            os.fsync(handle.fileno())
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+    return temp
+
+
+def write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
+    """Replace the name ``path`` by a regular file holding ``data``.
+
+    Readers see the old file or the new, never a mix. A link at ``path`` is replaced, not
+    followed. ``mode`` defaults to the permission bits of the regular file being replaced
+    (0644 for a new name). Raises OutputError; on failure nothing at ``path`` changed.
+    """
+    write_chunks_atomic(path, (data,), mode=mode)
+
+
+def write_chunks_atomic(path: Path, chunks: Iterable[bytes], *, mode: int | None = None) -> None:
+    """``write_atomic`` for data produced piece by piece (a chain export)."""
+    path = Path(path)
+    try:
+        temp = _staged(path, chunks, _kept_mode(path, mode))
+        try:
+            os.replace(temp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+            raise
+        _fsync_directory(_folder(path))
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot write: {_reason(exc)}") from exc
+
+
+def create_new(path: Path, data: bytes, *, mode: int) -> None:
+    """Create ``path`` holding ``data``; refuse if anything (even a dangling link) is there.
+
+    The file appears complete or not at all: it is staged under a temporary name and
+    hard-linked into place, which fails if the name exists. Raises OutputError.
+    """
+    path = Path(path)
+    try:
+        temp = _staged(path, (data,), mode)
+        try:
+            os.link(temp, path)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+        _fsync_directory(_folder(path))
+    except FileExistsError:
+        raise OutputError(f"{path}: already exists; refusing to overwrite it") from None
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot write: {_reason(exc)}") from exc
+
+
+class Preserved:
+    """What was at a name before a write, kept so the write can be undone.
+
+    The old directory entry (regular file or link, whatever it was) is hard-linked under a
+    hidden name beside it; ``restore`` renames it back, ``discard`` drops it.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._backup: Path | None = None
+        if not os.path.lexists(self.path):
+            return
+        folder = _folder(self.path)
+        for _ in range(100):
+            candidate = folder / f".{self.path.name}.{secrets.token_hex(8)}.undo"
+            try:
+                # follow_symlinks=False links the entry itself, so a link is kept as a link.
+                os.link(self.path, candidate, follow_symlinks=False)
+            except FileExistsError:
+                continue
+            except OSError as exc:
+                raise OutputError(
+                    f"{self.path}: cannot keep the current file for undo: {_reason(exc)}"
+                ) from exc
+            self._backup = candidate
+            return
+        raise OutputError(f"{self.path}: cannot keep the current file for undo")
+
+    def restore(self) -> None:
+        """Put back what was there (or remove the name if nothing was)."""
+        if self._backup is None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)
+        else:
+            os.replace(self._backup, self.path)
+            # rename(2) does nothing when both names are links to one file (the write
+            # never happened): the backup name is then still there.
+            self.discard()
+
+    def discard(self) -> None:
+        if self._backup is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._backup)
+            self._backup = None
+
+
+@contextlib.contextmanager
+def undoable(paths: Iterable[Path]) -> Iterator[list[Preserved]]:
+    """Keep what is at each of ``paths``; restore all if the block raises, else discard."""
+    kept: list[Preserved] = []
+    try:
+        for path in paths:
+            kept.append(Preserved(path))
+        yield kept
+    except BaseException:
+        for item in reversed(kept):
+            with contextlib.suppress(OSError):
+                item.restore()
+        raise
+    else:
+        for item in kept:
+            item.discard()
