@@ -99,6 +99,19 @@ def test_read_regular_refuses_a_file_over_its_cap(tmp_path: Path) -> None:
     assert files.read_regular(big, max_bytes=11, what="key") == b"x" * 11
 
 
+def test_read_regular_stat_reads_relative_to_an_open_folder(tmp_path: Path) -> None:
+    (tmp_path / "key").write_bytes(b"k")
+    make_fifo(tmp_path / "fifo")
+    dir_fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        data, info = files.read_regular_stat("key", max_bytes=1, what="key", dir_fd=dir_fd)
+        assert data == b"k" and info.st_ino == (tmp_path / "key").stat().st_ino
+        with pytest.raises(UnreadableFileError, match="fifo: not a regular file"):
+            files.read_regular_stat("fifo", max_bytes=1, what="key", dir_fd=dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
 def test_read_regular_says_when_nothing_is_there(tmp_path: Path) -> None:
     with pytest.raises(UnreadableFileError, match="No such file") as refused:
         files.read_regular(tmp_path / "absent", max_bytes=10, what="key")

@@ -55,10 +55,12 @@ def describe_size(limit: int) -> str:
     return f"{limit} bytes"
 
 
-def _open_checked(path: str | os.PathLike[str], what: str) -> tuple[int, os.stat_result]:
+def _open_checked(
+    path: str | os.PathLike[str], what: str, dir_fd: int | None = None
+) -> tuple[int, os.stat_result]:
     """An open descriptor of ``path`` and its fstat, only if it is a regular file."""
     try:
-        fd = os.open(path, _OPEN_FLAGS)
+        fd = os.open(path, _OPEN_FLAGS, dir_fd=dir_fd)
     except OSError as exc:
         raise UnreadableFileError(
             f"{path}: cannot read the {what}: {exc.strerror or exc}",
@@ -78,15 +80,16 @@ def _open_checked(path: str | os.PathLike[str], what: str) -> tuple[int, os.stat
 
 
 def read_regular_stat(
-    path: str | os.PathLike[str], *, max_bytes: int, what: str
+    path: str | os.PathLike[str], *, max_bytes: int, what: str, dir_fd: int | None = None
 ) -> tuple[bytes, os.stat_result]:
     """The bytes of the regular file ``path`` and the fstat of the descriptor they came from.
 
-    ``what`` names the kind of file in messages ("chain key file", "feed"). Raises
+    ``what`` names the kind of file in messages ("chain key file", "feed"); with ``dir_fd``,
+    a relative ``path`` is opened relative to that open folder. Raises
     UnreadableFileError (``missing`` set when it does not exist) when it cannot be opened,
     is not a regular file, or holds more than ``max_bytes``; never blocks.
     """
-    fd, info = _open_checked(path, what)
+    fd, info = _open_checked(path, what, dir_fd)
     chunks: list[bytes] = []
     total = 0
     try:
