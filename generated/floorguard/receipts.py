@@ -239,5 +239,5 @@ def checked_headline(checked: CheckedReceipt) -> str:
     """The first line ``verify receipt`` prints; an unsigned receipt says so on it."""
     line = f"OK {checked.receipt['kind']} {checked.receipt_id}"
     if not checked.signed:
-        line += f" ({UNSIGNED}: --content-only)"
+        line += f" ({UNSIGNED}, as --content-only asked)"
     return line
