@@ -503,7 +503,7 @@ def test_since_after_until_is_refused(built: Built) -> None:
 def test_the_proven_text_names_the_window_end_and_what_authenticates_the_records(
     built: Built,
 ) -> None:
-    from floorguard.window_proof import render_text
+    from floorguard.window_proof import authenticated_by, render_text
 
     text = render_text(prove(built.lines(), key=built.key))
     assert f"window genesis (seq 0) .. end of slice (seq 8, {at(8)}):" in text
@@ -512,6 +512,8 @@ def test_the_proven_text_names_the_window_end_and_what_authenticates_the_records
     note = signed(checkpoint_of(built, 8, at(30)))
     text = render_text(prove(built.lines(), **with_checkpoint(note)))
     assert "authenticated: records up to seq 8 by the signed checkpoint" in text
+    assert [authenticated_by(prove(built.lines(), **options)) for options in (
+        {"key": built.key}, with_checkpoint(note), {})] == ["mac", "checkpoint", None]  # fmt: skip
 
 
 # --- spawn receipts that name what the host asked for -------------------------------------------

@@ -577,11 +577,22 @@ def render_text(report: ProofReport) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _authenticated_by(report: ProofReport) -> str:
-    """What vouches for the records: a proof is only as strong as this line says."""
+def authenticated_by(report: ProofReport) -> str | None:
+    """What vouches for the records: ``"mac"``, ``"checkpoint"``, or None (nothing but the
+    links, which anyone can recompute)."""
     if report.slice.macs_checked:
-        return "authenticated: every record's MAC verified with the chain key"
+        return "mac"
     if report.checkpoint is not None:
+        return "checkpoint"
+    return None
+
+
+def _authenticated_by(report: ProofReport) -> str:
+    """The text of ``authenticated_by``: a proof is only as strong as this line says."""
+    by = authenticated_by(report)
+    if by == "mac":
+        return "authenticated: every record's MAC verified with the chain key"
+    if by == "checkpoint" and report.checkpoint is not None:
         # Proven without the key means nothing follows the checkpoint's last record.
         return (
             f"authenticated: records up to seq {report.checkpoint.size - 1} by the signed "
