@@ -20,7 +20,7 @@ from floorctl.commands import sign as sign_command
 from floorctl.commands import trust as trust_command
 from floorctl.commands import verify as verify_commands
 from floorctl.errors import FeedError, FloorctlError
-from floorguard.errors import FloorguardError
+from floorguard.errors import FloorguardError, InvalidInput
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -59,6 +59,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     except click.ClickException as usage:
         usage.show()
         sys.exit(EXIT_USAGE if isinstance(usage, click.UsageError) else EXIT_FAILED)
+    except InvalidInput as error:
+        _report(error)
+        sys.exit(EXIT_USAGE)
     except (FloorctlError, FloorguardError) as error:
         _report(error)
         sys.exit(EXIT_FAILED)

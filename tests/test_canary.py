@@ -161,3 +161,92 @@ def test_the_window_proof_accepts_real_canary_records(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert json.loads(done.stdout)["proven"] is True
+
+
+# --- bad input is refused before anything is recorded -------------------------------------------
+
+
+def chain_state(tmp_path: Path) -> tuple[str, int]:
+    """The chain as exported (its exact bytes) and its record count."""
+    done = floorctl("chain", "export", cwd=tmp_path, state=tmp_path / "state")
+    assert done.returncode == 0, done.stderr
+    return done.stdout, len(done.stdout.splitlines())
+
+
+def refused_before_recording(tmp_path: Path, adapter: str, version: str, message: str) -> None:
+    first = run(tmp_path, "record", "--adapter", "aider", "--version", "0.62.0", "--result", "pass")
+    assert first.returncode == 0, first.stderr
+    before = chain_state(tmp_path)
+    green = last_green(tmp_path)
+    done = run(tmp_path, "record", "--adapter", adapter, "--version", version, "--result", "pass")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stdout == ""
+    assert done.stderr.startswith("floorctl: error: ") and done.stderr.count("\n") == 1
+    assert message in done.stderr
+    assert chain_state(tmp_path) == before  # byte-identical: nothing was appended
+    assert before[1] == 1
+    assert last_green(tmp_path) == green
+
+
+@pytest.mark.parametrize("adapter", ["codey", "aider-fork", "Aider"])
+def test_refuses_an_adapter_not_in_the_map_before_recording(tmp_path: Path, adapter: str) -> None:
+    refused_before_recording(tmp_path, adapter, "1.0.0", "not in the floor map")
+
+
+@pytest.mark.parametrize("version", ["latest", "0.61.0 ", "0.70.0\n", "", "v", "1.0-", "0.7.0..1"])
+def test_refuses_a_version_that_is_not_pep_440_before_recording(
+    tmp_path: Path, version: str
+) -> None:
+    refused_before_recording(tmp_path, "aider", version, "not a PEP 440 version")
+
+
+@pytest.mark.parametrize(
+    ("version", "message"),
+    [("1!0.1", "has an epoch"), ("0.70.0+local", "has a local segment"),
+     ("2!0.70.0+x", "has an epoch")],
+)  # fmt: skip
+def test_refuses_an_epoch_or_local_version_that_would_freeze_last_green(
+    tmp_path: Path, version: str, message: str
+) -> None:
+    refused_before_recording(tmp_path, "aider", version, message)
+    # And a real release after it still certifies: last-green was not frozen above it.
+    done = run(tmp_path, "record", "--adapter", "aider", "--version", "0.63.0", "--result", "pass")
+    assert done.returncode == 0 and done.stdout.startswith("certify:")
+
+
+def test_a_refused_canary_on_a_fresh_host_creates_no_chain(tmp_path: Path) -> None:
+    done = run(tmp_path, "record", "--adapter", "codey", "--version", "1.0", "--result", "pass")
+    assert done.returncode == 2
+    assert not (tmp_path / "state" / "floorguard" / "chain.sqlite3").exists()
+
+
+@pytest.mark.parametrize(
+    ("version", "floor", "allowed"),
+    [
+        ("1!0.1", "0.60.0", False),
+        ("0.70.0+local", "0.60.0", False),
+        ("1!2.1", "1!2.0", True),
+        ("1!1.0", "1!2.0", True),  # refused later as below the floor, not as input
+        ("2.0+build.7", "2.0+build.1", True),
+        ("1!2.1+x", "1!2.0", False),
+        ("0!0.70.0", "0.60.0", True),  # an explicit zero epoch orders as none
+    ],
+)
+def test_an_epoch_or_local_segment_is_input_only_when_the_floor_has_one(
+    version: str, floor: str, allowed: bool
+) -> None:
+    advisory = Advisory("aider", floor, "BSA-0001", "note")
+    assert (canary.input_problem("aider", version, advisory) is None) is allowed
+
+
+def test_an_old_epoch_certification_in_the_chain_does_not_freeze_last_green() -> None:
+    certify = {"adapter": "aider", "result": "pass", "certified": True, "verdict": "certify"}
+    projection = canary.project(
+        [
+            _record(0, **certify, version="0.61.0", floor="0.60.0"),
+            _record(1, **certify, version="1!0.1", floor="0.60.0"),  # recorded before the fix
+            _record(2, **certify, version="0.70.0+local", floor="0.60.0"),
+            _record(3, **certify, version="0.62.0", floor="0.60.0"),
+        ]
+    )
+    assert projection["aider"].version == "0.62.0"

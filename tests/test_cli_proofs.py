@@ -108,6 +108,38 @@ def test_detects_deleted_tail_records_by_the_checkpoint(root: Path, tool: str) -
     ]  # fmt: skip
 
 
+@pytest.mark.parametrize("tool", sorted(TOOLS))
+def test_refuses_a_slice_whose_first_records_were_dropped_without_since(
+    tmp_path: Path, tool: str
+) -> None:
+    # 3 permits, a warn_override (seq 3), 21 more decisions; then the first 21 lines go.
+    assert ctl(tmp_path, "keygen", "--out", "keys").returncode == 0
+    code = (
+        "import floorguard, os\n"
+        "for n in range(25):\n"
+        "    os.environ['FLOORGUARD_ADAPTER_FLOOR_POLICY'] = 'warn' if n == 3 else 'block'\n"
+        "    floorguard.preflight('aider', version='0.50.0' if n == 3 else '0.61.0')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=isolated_env(tmp_path / "state"),
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    export_with_checkpoint(tmp_path)
+    lines = (tmp_path / "slice.jsonl").read_text().splitlines(keepends=True)
+    assert len(lines) == 25 and json.loads(lines[3])["receipt"]["verdict"] == "warn_override"
+    (tmp_path / "slice.jsonl").write_text("".join(lines[21:]))
+    args = ("verify", "chain", "slice.jsonl", "--checkpoint", "slice.checkpoint",
+            "--pubkey", "keys/signing.pub")  # fmt: skip
+    done = TOOLS[tool](tmp_path, *args)
+    assert done.returncode == 1
+    assert done.stdout.splitlines()[0] == "NOT PROVEN"
+    assert "records 0..20 are missing from the slice" in done.stdout
+    document = json.loads(TOOLS[tool](tmp_path, *args, "--json").stdout)
+    assert document["proven"] is False
+    assert [e["seq"] for e in document["integrity_errors"]] == [21]
+
+
 def test_both_verifiers_print_the_same_document_for_a_warn_override(root: Path) -> None:
     preflight(root, "0.50.0", policy="warn")
     key = root / "state" / "floorguard" / "chain.key"
@@ -224,11 +256,16 @@ def test_verify_receipt_reports_a_map_changed_after_the_receipt_was_sealed(root:
     pinned: dict[str, Any] = json.loads(line)["receipt"]
     name = pinned["floor_map_hash"].replace(":", "-") + ".json"
     (root / "map.json").write_bytes((BUILTIN_MAPS / name).read_bytes())
-    assert ctl(root, "verify", "receipt", "receipt.json", "--floor-map", "map.json").returncode == 0
+    checked = ctl(
+        root, "verify", "receipt", "receipt.json", "--content-only", "--floor-map", "map.json"
+    )
+    assert checked.returncode == 0, checked.stderr
     changed = json.loads((root / "map.json").read_text())
     changed["aider"]["min_safe_version"] = "0.10.0"
     (root / "map.json").write_text(json.dumps(changed))
-    done = ctl(root, "verify", "receipt", "receipt.json", "--floor-map", "map.json")
+    done = ctl(
+        root, "verify", "receipt", "receipt.json", "--content-only", "--floor-map", "map.json"
+    )
     assert done.returncode == 1
     assert "floor-map hash mismatch" in done.stderr
     assert "changed after the receipt was sealed" in done.stderr

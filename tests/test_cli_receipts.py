@@ -179,11 +179,11 @@ def test_runtime_checks_a_chain_line_by_its_content_address(signed: Path) -> Non
     assert done.returncode == 0, done.stderr
     line = floorctl("chain", "export", cwd=signed, state=signed.parent).stdout.splitlines()[-1]
     (signed / "line.json").write_text(line)
-    assert runtime_verify(signed, "line.json").returncode == 0
+    assert runtime_verify(signed, "line.json", "--content-only").returncode == 0
     record = json.loads(line)
     record["receipt"]["downgrade_allowed"] = True
     (signed / "line.json").write_text(json.dumps(record))
-    done = runtime_verify(signed, "line.json")
+    done = runtime_verify(signed, "line.json", "--content-only")
     assert done.returncode == 1
     assert "content address mismatch" in done.stderr
 
@@ -212,3 +212,140 @@ def test_verify_refuses_a_pubkey_file_that_is_not_a_key(signed: Path) -> None:
     code, out = verify(signed, "receipt.json", "--pubkey", "junk.pub")
     assert code == 1
     assert "junk.pub: not a PEM public key" in out
+
+
+# --- unsigned receipts never verify as signed (both CLIs) ---------------------------------------
+
+
+def either(tool: str, project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``verify receipt`` through ``floorctl`` or through ``python -m floorguard``."""
+    if tool == "floorctl":
+        return floorctl("verify", "receipt", *args, cwd=project, state=project.parent)
+    return runtime_verify(project, *args)
+
+
+TOOLS = ("floorctl", "floorguard")
+UNSIGNED = "unsigned: only its content address was checked"
+
+
+def forged_update(project: Path) -> dict[str, object]:
+    """The signed receipt's predicate with aider's floor lowered to 0.01, every hash and the
+    content address recomputed: consistent in itself, signed by nobody."""
+    from floorguard._canonical import content_address
+    from floorguard.floormap import entries_hash
+
+    envelope = json.loads((project / "receipt.json").read_text())
+    receipt = json.loads(base64.b64decode(envelope["payload"]))["predicate"]
+    receipt["new_floor_map"]["aider"]["min_safe_version"] = "0.01"
+    receipt["new_floor_map_hash"] = entries_hash(receipt["new_floor_map"])
+    return {"receipt_id": content_address(receipt), "receipt": receipt}
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_refuses_a_hand_made_unsigned_update_receipt_even_with_a_pubkey(
+    signed: Path, tool: str
+) -> None:
+    (signed / "forged.json").write_text(json.dumps(forged_update(signed)))
+    done = either(tool, signed, "forged.json", "--pubkey", "keys/signing.pub")
+    assert done.returncode == 1
+    assert UNSIGNED in done.stderr
+    assert "OK" not in done.stdout
+    done = either(tool, signed, "forged.json", "--pubkey", "keys/signing.pub", "--json")
+    assert done.returncode == 1
+    assert '"verified": true' not in done.stdout
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_content_only_checks_the_content_address_and_says_it_is_unsigned(
+    signed: Path, tool: str
+) -> None:
+    forged = forged_update(signed)
+    (signed / "forged.json").write_text(json.dumps(forged))
+    done = either(tool, signed, "forged.json", "--content-only")
+    assert done.returncode == 0, done.stderr
+    assert UNSIGNED in done.stdout
+    done = either(tool, signed, "forged.json", "--content-only", "--json")
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert (document["signed"], document["content_only"]) == (False, True)
+    assert document["signed_by"] == [] and document["receipt_id"] == forged["receipt_id"]
+    # The content address is still checked: an edit after sealing is refused.
+    forged["receipt"]["forced"] = True  # type: ignore[index]
+    (signed / "forged.json").write_text(json.dumps(forged))
+    done = either(tool, signed, "forged.json", "--content-only")
+    assert done.returncode == 1
+    assert "content address mismatch" in done.stderr
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_a_signed_receipt_reports_signed_and_not_content_only(signed: Path, tool: str) -> None:
+    done = either(tool, signed, "receipt.json", "--pubkey", "keys/signing.pub", "--json")
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert (document["verified"], document["signed"], document["content_only"]) == (
+        True, True, False,
+    )  # fmt: skip
+    assert len(document["signed_by"]) == 1
+    # --content-only never weakens the check of a signed receipt: the signature still counts.
+    done = either(tool, signed, "receipt.json", "--pubkey", "keys/signing.pub", "--content-only",
+                  "--json")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert (json.loads(done.stdout)["signed"], json.loads(done.stdout)["content_only"]) == (
+        True, False,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_refuses_an_envelope_with_zero_signatures(signed: Path, tool: str) -> None:
+    envelope = json.loads((signed / "receipt.json").read_text())
+    envelope["signatures"] = []
+    (signed / "receipt.json").write_text(json.dumps(envelope))
+    for extra in ((), ("--content-only",)):
+        done = either(tool, signed, "receipt.json", "--pubkey", "keys/signing.pub", *extra)
+        assert done.returncode == 1
+        assert "no signatures" in done.stderr
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_refuses_an_envelope_signed_by_a_key_not_the_given_one_even_content_only(
+    signed: Path, tool: str
+) -> None:
+    assert floorctl("keygen", "--out", "other", cwd=signed, state=signed.parent).returncode == 0
+    for extra in ((), ("--content-only",)):
+        done = either(tool, signed, "receipt.json", "--pubkey", "other/signing.pub", *extra)
+        assert done.returncode == 1
+        assert "no signature verifies" in done.stderr
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_refuses_a_chain_export_line_unless_content_only(signed: Path, tool: str) -> None:
+    done = floorctl(
+        "refresh", "--feed", "feed.json", "--module", "floor_map.py", "--write", "--anchor",
+        cwd=signed, state=signed.parent,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    line = floorctl("chain", "export", cwd=signed, state=signed.parent).stdout.splitlines()[-1]
+    (signed / "line.json").write_text(line)
+    done = either(tool, signed, "line.json", "--pubkey", "keys/signing.pub")
+    assert done.returncode == 1
+    assert UNSIGNED in done.stderr
+    done = either(tool, signed, "line.json", "--content-only", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["signed"] is False
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_refuses_a_forged_receipt_carried_beside_a_genuine_envelope(
+    signed: Path, tool: str
+) -> None:
+    # The envelope signs the real receipt, not this one: it must not lend its signature.
+    document = {
+        **forged_update(signed),
+        "envelope": json.loads((signed / "receipt.json").read_text()),
+    }
+    (signed / "forged.json").write_text(json.dumps(document))
+    done = either(tool, signed, "forged.json", "--pubkey", "keys/signing.pub", "--json")
+    assert done.returncode == 1
+    assert UNSIGNED in done.stderr
+    done = either(tool, signed, "forged.json", "--content-only", "--json")
+    assert json.loads(done.stdout)["signed"] is False

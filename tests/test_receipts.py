@@ -145,11 +145,20 @@ def test_refuses_a_foreign_predicate_type(key: Ed25519PrivateKey) -> None:
 def test_chain_style_receipt_is_checked_by_content_address() -> None:
     receipt = update_receipt()
     good = json.dumps({"receipt_id": receipts.receipt_id(receipt), "receipt": receipt}).encode()
-    assert receipts.check_receipt_document(good, None).pinned_map_hash == entries_hash(NEW)
+    checked = receipts.check_receipt_document(good, None, content_only=True)
+    assert checked.pinned_map_hash == entries_hash(NEW)
+    assert not checked.signed
     receipt["new_map_version"] = 3
     bad = json.dumps({"receipt_id": receipts.receipt_id(update_receipt()), "receipt": receipt})
     with pytest.raises(VerificationError, match="content address mismatch"):
-        receipts.check_receipt_document(bad.encode(), None)
+        receipts.check_receipt_document(bad.encode(), None, content_only=True)
+
+
+def test_refuses_an_unsigned_receipt_unless_content_only_is_asked_for() -> None:
+    receipt = update_receipt()
+    good = json.dumps({"receipt_id": receipts.receipt_id(receipt), "receipt": receipt}).encode()
+    with pytest.raises(VerificationError, match="unsigned: only its content address was checked"):
+        receipts.check_receipt_document(good, [Ed25519PrivateKey.generate().public_key()])
 
 
 def test_receipt_fields_cannot_override_kind_or_time() -> None:
@@ -176,4 +185,4 @@ def test_a_receipt_that_pins_no_map_is_refused() -> None:
     receipt = receipts.new_receipt(receipts.CANARY, {"adapter": "aider"})
     document = json.dumps({"receipt_id": receipts.receipt_id(receipt), "receipt": receipt})
     with pytest.raises(VerificationError, match="pins no floor-map hash"):
-        receipts.check_receipt_document(document.encode(), None)
+        receipts.check_receipt_document(document.encode(), None, content_only=True)

@@ -224,9 +224,54 @@ def test_detects_a_record_spliced_from_another_chain(built: Built, tmp_path: Pat
 def test_a_slice_that_starts_after_t1_is_not_proven(built: Built) -> None:
     _, errors = findings(window(built.lines()[3:], 3, 7, key=built.key))
     assert errors == [
-        (3, f"the slice does not cover the start of the window: it starts after genesis at a "
-            f"record not stamped before {at(3)}"),
+        (3, f"the slice does not cover the start of the window: it starts at seq 3, not "
+            f"stamped before {at(3)}, and records 0..2 are missing from the slice"),
     ]  # fmt: skip
+
+
+def test_refuses_a_since_before_the_first_record_of_a_slice_that_skips_genesis(
+    built: Built,
+) -> None:
+    _, errors = findings(window(built.lines()[3:], 1, None, key=built.key))
+    assert [seq for seq, _ in errors] == [3]
+    assert "records 0..2 are missing from the slice" in errors[0][1]
+
+
+def test_refuses_a_slice_missing_its_first_records_when_the_window_starts_at_genesis(
+    tmp_path: Path,
+) -> None:
+    # A warn_override at seq 1, then the slice is cut to start at seq 3: a checkpoint over
+    # the whole chain still binds the rest, and with no --since the window is from genesis.
+    receipts = ordinary()
+    receipts.insert(1, (SPAWN, spawn_receipt("aider", "0.50.0", "warn_override")))
+    chain = build(tmp_path, receipts)
+    note = signed(checkpoint_of(chain, len(receipts) - 1, at(30)))
+    for options in ({}, {"key": chain.key}):
+        report = prove(chain.lines()[3:], **options, **with_checkpoint(note))
+        assert not report.proven
+        _, errors = findings(report)
+        assert errors == [
+            (3, "records 0..2 are missing from the slice: the window starts at genesis (no "
+                "--since), so the slice must start at seq 0"),
+        ]  # fmt: skip
+    assert not prove(chain.lines(), key=chain.key).proven  # the override, seen whole
+
+
+def test_refuses_a_window_that_starts_after_the_end_of_the_slice(built: Built) -> None:
+    _, errors = findings(window(built.lines(), 20, None, key=built.key))
+    assert errors == [
+        (8, f"the window starts at {at(20)}, after the slice's last record (stamped {at(8)}): "
+            "the slice shows nothing of it"),
+    ]  # fmt: skip
+
+
+def test_a_window_after_the_last_record_is_proven_only_through_a_later_checkpoint(
+    built: Built,
+) -> None:
+    # The checkpoint, issued after T2 at the slice's size, shows no record came after seq 8.
+    note = signed(checkpoint_of(built, 8, at(30)))
+    assert window(built.lines(), 20, 25, **with_checkpoint(note)).proven
+    assert not window(built.lines(), 20, 25, key=built.key).proven
 
 
 def test_a_slice_that_ends_before_t2_is_not_proven(built: Built) -> None:
@@ -450,3 +495,69 @@ def test_since_after_until_is_refused(built: Built) -> None:
 
     with pytest.raises(VerificationError, match="later than"):
         window(built.lines(), 5, 4)
+
+
+# --- what the proof says ------------------------------------------------------------------------
+
+
+def test_the_proven_text_names_the_window_end_and_what_authenticates_the_records(
+    built: Built,
+) -> None:
+    from floorguard.window_proof import authenticated_by, render_text
+
+    text = render_text(prove(built.lines(), key=built.key))
+    assert f"window genesis (seq 0) .. end of slice (seq 8, {at(8)}):" in text
+    assert "authenticated: every record's MAC verified with the chain key" in text
+    assert "NOT authenticated: no --key-file and no checkpoint" in render_text(prove(built.lines()))
+    note = signed(checkpoint_of(built, 8, at(30)))
+    text = render_text(prove(built.lines(), **with_checkpoint(note)))
+    assert "authenticated: records up to seq 8 by the signed checkpoint" in text
+    assert [authenticated_by(prove(built.lines(), **options)) for options in (
+        {"key": built.key}, with_checkpoint(note), {})] == ["mac", "checkpoint", None]  # fmt: skip
+
+
+# --- spawn receipts that name what the host asked for -------------------------------------------
+
+
+def requested(receipt: dict[str, Any], name: str) -> dict[str, Any]:
+    """The receipt as the runtime writes it once it records the name asked for."""
+    return {**receipt, "requested": name}
+
+
+def test_a_violation_names_the_adapter_and_the_name_it_was_requested_as(tmp_path: Path) -> None:
+    chain = build(
+        tmp_path,
+        ordinary(
+            [
+                (SPAWN, requested(spawn_receipt("aider", "0.50.0", "permit"), "codey")),
+                (SPAWN, requested(spawn_receipt("aider", "0.51.0", "warn_override"), "codey")),
+                (SPAWN, requested(spawn_receipt("aider", "0.1.0", "untracked"), "/opt/x/codey")),
+                (SPAWN, requested(spawn_receipt("aider", "0.52.0", "permit"), "aider")),
+            ]
+        ),
+    )
+    violations, errors = findings(prove(chain.lines(), key=chain.key))
+    assert errors == []
+    assert violations == [
+        (9, "permit of aider (requested as 'codey') 0.50.0, below the floor 0.60.0 (BSA-0001) "
+            "of the pinned map"),
+        (10, "warn_override: 'aider' (requested as 'codey') '0.51.0' was allowed below its "
+             "floor or with an unknown version"),
+        (11, "untracked 'aider' (requested as '/opt/x/codey'), but the pinned map has the "
+             "floor 0.60.0 for it"),
+        (12, "permit of aider 0.52.0, below the floor 0.60.0 (BSA-0001) of the pinned map"),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("value", ["codey", "aider", None, 7, ["codey"]])
+def test_extra_receipt_fields_do_not_change_the_verdict(tmp_path: Path, value: Any) -> None:
+    # Records carrying fields this verifier does not know re-evaluate as before: ids and
+    # digests are recomputed over the whole receipt, and the floor is the adapter's.
+    extra = {"requested": value, "identified_by": {"kind": "npm", "package": "x"}}
+    chain = build(
+        tmp_path,
+        ordinary([(SPAWN, {**spawn_receipt("aider", "0.64.0", "permit"), **extra})]),
+    )
+    report = prove(chain.lines(), key=chain.key)
+    assert report.proven, findings(report)
+    assert report.evaluated == 9

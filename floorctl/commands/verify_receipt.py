@@ -37,21 +37,34 @@ def map_file_hash(path: Path) -> str:
     type=click.Path(path_type=Path, dir_okay=False, exists=True),
     help="A floor-map module or map JSON; fails if its hash is not the one the receipt pins.",
 )
+@click.option(
+    "--content-only",
+    is_flag=True,
+    help="Accept an unsigned receipt (a chain export line) by its content address alone; "
+    "the output says it is unsigned. A signed receipt is still checked by its signature.",
+)
 @json_option
-def command(receipt_file: Path, pubkey: Path | None, floor_map: Path | None, as_json: bool) -> None:
-    """Verify a receipt offline. Exit 0 when it verifies, 1 otherwise."""
+def command(
+    receipt_file: Path,
+    pubkey: Path | None,
+    floor_map: Path | None,
+    content_only: bool,
+    as_json: bool,
+) -> None:
+    """Verify a receipt offline. Exit 0 only when a signature verifies against the given
+    (or the signing) key, or with --content-only when the content address does; else 1."""
     data = read_regular(receipt_file, max_bytes=files.MAX_RECEIPT_BYTES, what="receipt")
     trusted = None
     if pubkey is not None:
         trusted = [keys.load_public(pubkey)]
-    elif b"payloadType" in data:
+    elif receipts.is_envelope_document(data):
         resolved = keys.resolve_signing_key(None, dict(os.environ), create_dev_key=False)
         click.echo(
             f"floorctl: no --pubkey: verifying against the public half of {resolved.path}", err=True
         )
         trusted = [resolved.key.public_key()]
     try:
-        checked = receipts.check_receipt_document(data, trusted)
+        checked = receipts.check_receipt_document(data, trusted, content_only=content_only)
     except VerificationError as exc:
         raise VerificationError(f"{receipt_file}: {exc}") from exc
     map_hash = map_file_hash(floor_map) if floor_map is not None else None
@@ -61,18 +74,9 @@ def command(receipt_file: Path, pubkey: Path | None, floor_map: Path | None, as_
             f"but {floor_map} hashes to {map_hash} (changed after the receipt was sealed?)"
         )
     if as_json:
-        emit_json(
-            {
-                "verified": True,
-                "receipt_id": checked.receipt_id,
-                "kind": checked.receipt["kind"],
-                "signed_by": sorted(checked.signed_by),
-                "floor_map_hash": checked.pinned_map_hash,
-                "floor_map_checked": map_hash is not None,
-            }
-        )
+        emit_json(receipts.checked_document(checked, floor_map_checked=map_hash is not None))
         return
-    click.echo(f"OK {checked.receipt['kind']} {checked.receipt_id}")
+    click.echo(receipts.checked_headline(checked))
     if checked.signed_by:
         click.echo(f"  signed by {', '.join(sorted(checked.signed_by))}")
     click.echo(

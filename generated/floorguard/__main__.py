@@ -116,9 +116,11 @@ def register_verify(commands: _SubParsers) -> _SubParsers:
     receipt = checks.add_parser(
         "receipt",
         help="check a receipt's signature, content address and the floor map it pins",
-        description="Verify a signed update receipt (DSSE envelope; needs --pubkey) or a stored "
-        "receipt such as one line of a chain export (its content address is recomputed). With "
-        "--floor-map, fail when that map's hash is not the one the receipt pins.",
+        description="Verify a signed update receipt (DSSE envelope; needs --pubkey): exit 0 "
+        "only when its signature verifies. A stored receipt without a signature, such as one "
+        "line of a chain export, exits 1 unless --content-only, which recomputes its content "
+        "address alone and says so. With --floor-map, fail when that map's hash is not the "
+        "one the receipt pins.",
     )
     receipt.add_argument("file", type=Path, metavar="FILE")
     receipt.add_argument("--pubkey", type=Path, default=None, help="PEM public key of the signer")
@@ -127,6 +129,12 @@ def register_verify(commands: _SubParsers) -> _SubParsers:
         type=Path,
         default=None,
         help="a floor_map.py in the default layout, or a map JSON (archived or published)",
+    )
+    receipt.add_argument(
+        "--content-only",
+        action="store_true",
+        help="accept an unsigned receipt by its content address alone (reported as unsigned); "
+        "a signed receipt is still checked by its signature",
     )
     receipt.add_argument(
         "--json", dest="as_json", action="store_true", help="print one JSON document"
@@ -158,7 +166,9 @@ def _verify_receipt(args: argparse.Namespace) -> int:
             )
         ]
     checked = receipts.check_receipt_document(
-        read_regular(args.file, max_bytes=files.MAX_RECEIPT_BYTES, what="receipt"), trusted
+        read_regular(args.file, max_bytes=files.MAX_RECEIPT_BYTES, what="receipt"),
+        trusted,
+        content_only=args.content_only,
     )
     map_hash = _map_file_hash(args.floor_map) if args.floor_map is not None else None
     if map_hash is not None and map_hash != checked.pinned_map_hash:
@@ -169,17 +179,10 @@ def _verify_receipt(args: argparse.Namespace) -> int:
         )
         return EXIT_FAILED
     if args.as_json:
-        document = {
-            "verified": True,
-            "receipt_id": checked.receipt_id,
-            "kind": checked.receipt["kind"],
-            "signed_by": sorted(checked.signed_by),
-            "floor_map_hash": checked.pinned_map_hash,
-            "floor_map_checked": map_hash is not None,
-        }
+        document = receipts.checked_document(checked, floor_map_checked=map_hash is not None)
         print(json.dumps(document, indent=2, sort_keys=True))
     else:
-        print(f"OK {checked.receipt['kind']} {checked.receipt_id}")
+        print(receipts.checked_headline(checked))
     return EXIT_OK
 
 

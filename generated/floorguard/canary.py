@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from floorguard.errors import VerificationError
+from floorguard.errors import InvalidInput, VerificationError
 
 if TYPE_CHECKING:
     from packaging.version import Version
@@ -118,6 +118,45 @@ def judge(
     )
 
 
+def _sort_marks(version: Version) -> list[str]:
+    """The parts of a version that sort it outside the ordinary release line: an epoch
+    puts it above every release without one, a local segment is a private build."""
+    marks = []
+    if version.epoch != 0:
+        marks.append("an epoch")
+    if version.local is not None:
+        marks.append("a local segment")
+    return marks
+
+
+def _unlike_floor(seen: Version, floor: str | None) -> list[str]:
+    """The marks ``seen`` has that the floor does not (no floor: every mark counts)."""
+    minimum = parse_version(floor) if floor is not None else None
+    allowed = _sort_marks(minimum) if minimum is not None else []
+    return [mark for mark in _sort_marks(seen) if mark not in allowed]
+
+
+def input_problem(adapter: str, version: str, advisory: Advisory | None) -> str | None:
+    """Why a canary run cannot be recorded at all (a usage error), or None.
+
+    The adapter must be in the map in force; the version must be PEP 440, and may carry
+    an epoch or a local segment only when the floor does (``1!0.1`` would otherwise sort
+    above every real release and freeze last-green there).
+    """
+    if advisory is None:
+        return f"adapter {adapter!r} is not in the floor map in force: nothing to certify"
+    seen = parse_version(version)
+    if seen is None:
+        return f"--version {version!r} is not a PEP 440 version"
+    unlike = _unlike_floor(seen, advisory.min_safe_version)
+    if unlike:
+        return (
+            f"--version {version} has {' and '.join(unlike)}, which {adapter}'s floor "
+            f"{advisory.min_safe_version} does not: it would sort outside the release line"
+        )
+    return None
+
+
 def advances(receipt: Mapping[str, Any], current: LastGreen | None) -> bool:
     """Whether a canary receipt moves last-green, by the rules, whatever it claims."""
     if receipt.get("verdict") != CERTIFY or receipt.get("result") != PASS:
@@ -131,6 +170,8 @@ def advances(receipt: Mapping[str, Any], current: LastGreen | None) -> bool:
     floor = receipt.get("floor")
     if floor is not None and (not isinstance(floor, str) or below_floor(version, floor)):
         return False
+    if _unlike_floor(seen, floor):
+        return False  # recorded before input_problem refused it: never frozen above releases
     if current is None:
         return True
     previous = parse_version(current.version)
@@ -181,18 +222,24 @@ class CanaryOutcome:
 def record_run(chain: AuditChain, adapter: str, version: str, result: str) -> CanaryOutcome:
     """Judge one canary run against the map in force and seal it into ``chain``.
 
-    Last-green is rebuilt from the chain first (the chain, verified by its MACs, is the
-    only state). Raises VerificationError (bad input, a chain that does not verify),
-    FloorMapError (no trustworthy map) and ChainError (the receipt could not be written).
+    Bad input is refused before the chain is touched. Last-green is rebuilt from the chain
+    first (the chain, verified by its MACs, is the only state). Raises InvalidInput (an
+    adapter not in the map, a version that is not acceptable: nothing recorded),
+    VerificationError (a chain that does not verify), FloorMapError (no trustworthy map)
+    and ChainError (the receipt could not be written).
     """
     from floorguard import active_map, receipts
     from floorguard.gate import ADAPTER_NAME
 
-    if not ADAPTER_NAME.match(adapter):
-        raise VerificationError(f"invalid adapter name {adapter!r}")
+    if result not in RESULTS:
+        raise InvalidInput(f"canary result must be pass or fail, not {result!r}")
     in_force = active_map.current()
+    advisory = in_force.floor_map.get(adapter) if ADAPTER_NAME.match(adapter) else None
+    problem = input_problem(adapter, version, advisory)
+    if problem is not None:
+        raise InvalidInput(problem)
     current = chain_projection(chain).get(adapter)
-    judgement = judge(adapter, version, result, in_force.floor_map.get(adapter), current)
+    judgement = judge(adapter, version, result, advisory, current)
     receipt = receipts.new_receipt(
         CANARY,
         {

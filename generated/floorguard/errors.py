@@ -47,6 +47,11 @@ class VerificationError(FloorguardError):
     """A receipt, signature, slice or checkpoint failed verification."""
 
 
+class InvalidInput(FloorguardError):
+    """What the caller asked for cannot be accepted as given, and nothing was done
+    (a usage error: command lines exit with status 2)."""
+
+
 class DetectionError(FloorguardError):
     """An adapter's version could not be established without doubt."""
 

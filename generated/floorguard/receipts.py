@@ -177,23 +177,47 @@ def pinned_map_hash(receipt: Mapping[str, Any]) -> str:
     return value
 
 
+UNSIGNED = "unsigned: only its content address was checked"
+
+
 @dataclass(frozen=True)
 class CheckedReceipt:
-    """A receipt whose content address (and, if enveloped, signature) verified."""
+    """A receipt whose content address, and when ``signed`` its signature, verified.
+
+    ``signed`` is True only when a DSSE envelope's signature verified against a trusted key
+    and the receipt is that envelope's own payload; ``signed_by`` then names the keys.
+    """
 
     receipt: dict[str, Any]
     receipt_id: str
     signed_by: frozenset[str]
     pinned_map_hash: str
 
+    @property
+    def signed(self) -> bool:
+        return bool(self.signed_by)
+
+
+def is_envelope_document(data: bytes) -> bool:
+    """Whether ``data`` is a JSON object in DSSE form (it then needs a key to verify)."""
+    try:
+        document = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    return isinstance(document, dict) and "payloadType" in document
+
 
 def check_receipt_document(
-    data: bytes, trusted: Iterable[Ed25519PublicKey] | None
+    data: bytes, trusted: Iterable[Ed25519PublicKey] | None, *, content_only: bool = False
 ) -> CheckedReceipt:
     """Verify a receipt file: a DSSE update envelope, or ``{"receipt_id", "receipt", ...}``.
 
-    The second form is a chain record (one line of ``chain export``) or any stored receipt:
-    its content address is recomputed and must match. Raises VerificationError.
+    An envelope verifies only by its signature against ``trusted``, whatever
+    ``content_only`` says (a signed receipt is never checked less). The second form is a
+    chain record (one line of ``chain export``) or any stored receipt: it carries no
+    signature (any other member beside ``receipt`` is ignored, never taken for one), so its
+    recomputed content address is all that can be checked, and that is accepted only with
+    ``content_only``. Raises VerificationError.
     """
     try:
         document = json.loads(data)
@@ -203,6 +227,8 @@ def check_receipt_document(
         if trusted is None:
             raise VerificationError("a signed receipt needs a public key to verify against")
         verified = verify_update_envelope(data, trusted)
+        if not verified.key_ids:
+            raise VerificationError("no signature verifies against a trusted key")
         return CheckedReceipt(
             verified.receipt,
             verified.receipt_id,
@@ -222,4 +248,32 @@ def check_receipt_document(
         )
     if receipt.get("kind") == FLOOR_UPDATE:
         check_update_receipt(receipt)
-    return CheckedReceipt(receipt, actual, frozenset(), pinned_map_hash(receipt))
+    pinned = pinned_map_hash(receipt)
+    if not content_only:
+        raise VerificationError(
+            f"{UNSIGNED} (no signature to verify; pass --content-only to accept "
+            "the content address alone)"
+        )
+    return CheckedReceipt(receipt, actual, frozenset(), pinned)
+
+
+def checked_document(checked: CheckedReceipt, *, floor_map_checked: bool) -> dict[str, Any]:
+    """The ``verify receipt --json`` document, the same from both CLIs."""
+    return {
+        "verified": True,
+        "signed": checked.signed,
+        "content_only": not checked.signed,
+        "receipt_id": checked.receipt_id,
+        "kind": checked.receipt["kind"],
+        "signed_by": sorted(checked.signed_by),
+        "floor_map_hash": checked.pinned_map_hash,
+        "floor_map_checked": floor_map_checked,
+    }
+
+
+def checked_headline(checked: CheckedReceipt) -> str:
+    """The first line ``verify receipt`` prints; an unsigned receipt says so on it."""
+    line = f"OK {checked.receipt['kind']} {checked.receipt_id}"
+    if not checked.signed:
+        line += f" ({UNSIGNED}, as --content-only asked)"
+    return line

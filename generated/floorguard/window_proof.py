@@ -253,11 +253,15 @@ class WindowProof:
         if verdict == REFUSE:
             return
         adapter = receipt.get("adapter")
+        # ``requested`` (the name the host asked for) only names the record; the floor is
+        # always the identified adapter's. Any other extra field is ignored.
+        requested = receipt.get("requested")
+        alias = requested if type(requested) is str and requested != adapter else None
         if not intact:
             self._violation(
                 record.seq,
-                f"{verdict} of {adapter!r}: the record fails its integrity checks, "
-                "so its decision cannot be trusted",
+                f"{verdict} of {_named(adapter, alias, quoted=True)}: the record fails its "
+                "integrity checks, so its decision cannot be trusted",
             )
             return
         # Most decisions repeat (same adapter, version and map): judge each one once.
@@ -269,49 +273,57 @@ class WindowProof:
             and type(map_hash) is str
             and (version is None or type(version) is str)
         ):
-            memo = (verdict, adapter, version, map_hash)
+            memo = (verdict, adapter, version, map_hash, alias)
             cached = self._judged.get(memo, _UNSEEN)
             if cached is _UNSEEN:
                 if len(self._judged) >= _MEMO_LIMIT:
                     self._judged.clear()
-                cached = self._judged[memo] = self._judge_spawn(verdict, adapter, version, map_hash)
+                cached = self._judged[memo] = self._judge_spawn(
+                    verdict, adapter, version, map_hash, alias
+                )
             reason = cached
         else:
-            reason = self._judge_spawn(verdict, adapter, version, map_hash)
+            reason = self._judge_spawn(verdict, adapter, version, map_hash, alias)
         if reason is not None:
             self._violation(record.seq, str(reason))
 
     def _judge_spawn(
-        self, verdict: object, adapter: object, version: object, map_hash: object
+        self,
+        verdict: object,
+        adapter: object,
+        version: object,
+        map_hash: object,
+        alias: str | None = None,
     ) -> str | None:
         """Why an allowed spawn decision breaks the floor of the map it pins, or None."""
+        quoted = _named(adapter, alias, quoted=True)
         if verdict not in (PERMIT, WARN_OVERRIDE, UNTRACKED):
-            return f"unknown verdict {verdict!r} for {adapter!r}"
+            return f"unknown verdict {verdict!r} for {quoted}"
         if verdict == WARN_OVERRIDE:
             return (
-                f"warn_override: {adapter!r} {version!r} was allowed below "
+                f"warn_override: {quoted} {version!r} was allowed below "
                 "its floor or with an unknown version"
             )
         floor_map = self.maps.resolve(map_hash)
         if isinstance(floor_map, str):
-            return f"{verdict} of {adapter!r} {floor_map}"
+            return f"{verdict} of {quoted} {floor_map}"
         advisory = floor_map.get(adapter) if isinstance(adapter, str) else None
         if verdict == UNTRACKED:
             if advisory is not None:
                 return (
-                    f"untracked {adapter!r}, but the pinned map has the floor "
+                    f"untracked {quoted}, but the pinned map has the floor "
                     f"{advisory.min_safe_version} for it"
                 )
             return None
         if advisory is None:
-            return f"permit of {adapter!r}, which the pinned map has no floor for"
+            return f"permit of {quoted}, which the pinned map has no floor for"
         floor = advisory.min_safe_version
         if canary.parse_version(version) is None:
-            return f"permit of {adapter!r} with no valid version ({version!r}); floor {floor}"
+            return f"permit of {quoted} with no valid version ({version!r}); floor {floor}"
         if canary.below_floor(version, floor):
             return (
-                f"permit of {adapter} {version}, below the floor {floor} "
-                f"({advisory.advisory_id}) of the pinned map"
+                f"permit of {_named(adapter, alias, quoted=False)} {version}, below the floor "
+                f"{floor} ({advisory.advisory_id}) of the pinned map"
             )
         return None
 
@@ -365,20 +377,40 @@ class WindowProof:
         )
 
     def _coverage(self, report: SliceReport) -> list[IntegrityError]:
+        """Whether the slice holds every record the window's statement speaks of."""
         found: list[IntegrityError] = []
-        if self.since is None and self.until is None:
-            return found
-        first = _moment(report.first_ts or "")
-        before_since = self.since is not None and first is not None and first < self.since
-        if report.first_seq != 0 and not before_since:
-            found.append(
-                IntegrityError(
-                    report.first_seq,
-                    "the slice does not cover the start of the window: it starts after "
-                    "genesis at a record not stamped before "
-                    f"{self._since_text or 'the beginning (no --since)'}",
+        first_seq = report.first_seq if report.first_seq is not None else 0
+        missing = f"records 0..{first_seq - 1} are missing from the slice"
+        if self.since is None:
+            # The window starts at genesis: only the whole chain from seq 0 shows it.
+            if first_seq != 0:
+                found.append(
+                    IntegrityError(
+                        first_seq,
+                        f"{missing}: the window starts at genesis (no --since), so the "
+                        "slice must start at seq 0",
+                    )
                 )
-            )
+        else:
+            first = _moment(report.first_ts or "")
+            if first_seq != 0 and not (first is not None and first < self.since):
+                found.append(
+                    IntegrityError(
+                        first_seq,
+                        f"the slice does not cover the start of the window: it starts at seq "
+                        f"{first_seq}, not stamped before {self._since_text}, and {missing}",
+                    )
+                )
+            last = _moment(report.last_ts or "")
+            if self.until is None and (last is None or last < self.since):
+                # "since .. end of slice" with the end before the start shows nothing.
+                found.append(
+                    IntegrityError(
+                        report.last_seq,
+                        f"the window starts at {self._since_text}, after the slice's last "
+                        f"record (stamped {report.last_ts}): the slice shows nothing of it",
+                    )
+                )
         if self.until is not None:
             last = _moment(report.last_ts or "")
             by_record = last is not None and last > self.until
@@ -456,6 +488,13 @@ class WindowProof:
         return found
 
 
+def _named(adapter: object, alias: str | None, *, quoted: bool) -> str:
+    """The adapter as a reason names it: ``aider (requested as 'codey')`` when the host
+    asked for it under another name."""
+    name = repr(adapter) if quoted else str(adapter)
+    return name if alias is None else f"{name} (requested as {alias!r})"
+
+
 def _moment(ts: str) -> datetime | None:
     try:
         return parse_any_ts(ts)
@@ -519,19 +558,21 @@ def prove_path(path: str | Path, **options: Any) -> ProofReport:
 def render_text(report: ProofReport) -> str:
     """``PROVEN`` and a summary, or ``NOT PROVEN`` and one line per finding by seq."""
     piece = report.slice
-    window = f"window {report.since or 'genesis'} .. {report.until or 'end of slice'}"
+    start = report.since or "genesis (seq 0)"
+    end = report.until or f"end of slice (seq {piece.last_seq}, {piece.last_ts})"
     if report.proven:
         lines = [
             "PROVEN",
             f"{piece.records} record(s), seq {piece.first_seq}..{piece.last_seq}, "
             f"{piece.first_ts} to {piece.last_ts}, chain {piece.chain_id}, head {piece.head}",
-            f"{window}: {report.evaluated} spawn record(s) re-evaluated, none permitted "
-            "below its floor",
+            f"window {start} .. {end}: {report.evaluated} spawn record(s) re-evaluated, "
+            "none permitted below its floor",
         ]
         if report.checkpoint is not None:
             lines.append(
                 f"checkpoint: size {report.checkpoint.size}, issued {report.checkpoint.time}"
             )
+        lines.append(_authenticated_by(report))
         return "\n".join(lines) + "\n"
     lines = ["NOT PROVEN"]
     for error in report.integrity_errors:
@@ -541,6 +582,33 @@ def render_text(report: ProofReport) -> str:
     if report.not_listed:
         lines.append(f"... and {report.not_listed} more finding(s)")
     return "\n".join(lines) + "\n"
+
+
+def authenticated_by(report: ProofReport) -> str | None:
+    """What vouches for the records: ``"mac"``, ``"checkpoint"``, or None (nothing but the
+    links, which anyone can recompute)."""
+    if report.slice.macs_checked:
+        return "mac"
+    if report.checkpoint is not None:
+        return "checkpoint"
+    return None
+
+
+def _authenticated_by(report: ProofReport) -> str:
+    """The text of ``authenticated_by``: a proof is only as strong as this line says."""
+    by = authenticated_by(report)
+    if by == "mac":
+        return "authenticated: every record's MAC verified with the chain key"
+    if by == "checkpoint" and report.checkpoint is not None:
+        # Proven without the key means nothing follows the checkpoint's last record.
+        return (
+            f"authenticated: records up to seq {report.checkpoint.size - 1} by the signed "
+            "checkpoint (MACs not checked: no --key-file)"
+        )
+    return (
+        "NOT authenticated: no --key-file and no checkpoint, so only the links between the "
+        "records were checked (anyone can recompute those)"
+    )
 
 
 def report_document(report: ProofReport) -> dict[str, Any]:
