@@ -47,6 +47,10 @@ from floorguard.target import (
 )
 
 DETECTED_BY = ("caller", "npm-metadata", "pip-metadata", "probe")
+INTERPRETER_VARIABLES: Final = (
+    "PYTHONPATH", "PYTHONHOME", "PYTHONNOUSERSITE", "PYTHONSAFEPATH", "PYTHONUSERBASE",
+    "NODE_PATH", "NODE_OPTIONS",
+)  # fmt: skip
 TIMEOUT_ENV: Final = "FLOORGUARD_PROBE_TIMEOUT"
 MAX_TIMEOUT_S: Final = 600.0
 # Metadata files (package.json, METADATA, RECORD) larger than this are not read.
@@ -170,7 +174,7 @@ class _Cached:
     dependencies: tuple[tuple[str, FileIdentity], ...]
 
 
-_CacheKey = tuple[str, str, FileIdentity, str]
+_CacheKey = tuple[str, str, FileIdentity, tuple[tuple[str, str], ...]]
 _cache: dict[_CacheKey, _Cached] = {}
 _cache_lock = threading.Lock()
 
@@ -272,7 +276,7 @@ def _npm_metadata(
     bins = _npm_bin_paths(manifest)
     if bins is None:
         return None
-    declared = {os.path.realpath(package_dir / b) for b in bins}
+    declared = {os.path.realpath(package_dir / b) for b in bins if "\x00" not in b}
     if str(resolved) not in declared:
         return None
     version = manifest.get("version")
@@ -308,7 +312,7 @@ def _record_hash_matches(record: bytes, site: Path, target: Target) -> bool:
     """Whether RECORD lists ``script`` and, when it gives a sha256, the script still has it."""
     for line in record.decode("utf-8", errors="replace").splitlines():
         path_text, _, rest = line.partition(",")
-        if not path_text:
+        if not path_text or "\x00" in path_text:
             continue
         listed = os.path.normpath(os.path.join(site, path_text))
         if os.path.realpath(listed) != str(target.path):
@@ -403,6 +407,10 @@ def probe_environment(path_env: str | None, environ: Mapping[str, str]) -> dict[
     if home:
         # Node-based CLIs fail without HOME; it names a directory, not a secret.
         env["HOME"] = home
+    # What decides which code an interpreter loads: the probe must load what the child will.
+    for name in INTERPRETER_VARIABLES:
+        if name in environ:
+            env[name] = environ[name]
     return env
 
 
@@ -502,6 +510,7 @@ def detect_version(
     path_env: str | None = None,
     settings: ProbeSettings | None = None,
     target: Target | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> Detection:
     """Establish the version of ``adapter``'s installed CLI, safest strategy first.
 
@@ -511,8 +520,10 @@ def detect_version(
     3. ``BINARY --version`` under :func:`run_probe`, parsed by the adapter's pattern.
 
     ``target`` is the already opened binary (the spawn path opens it once and judges and
-    runs that); without it, the binary is located and opened here. Results of 2 and 3 are
-    cached per binary identity; failures are not. ``settings`` defaults to
+    runs that); without it, the binary is located and opened here. ``environ`` is the
+    environment the binary will run with (default this process's): the probe gets its
+    HOME and the variables that decide which code an interpreter loads, never more.
+    Results of 2 and 3 are cached per binary identity; failures are not. ``settings`` defaults to
     :meth:`ProbeSettings.from_environ`, read only when a probe is needed.
     Raises DetectionError with the reason: invalid adapter or version, binary not found or
     not executable, invalid FLOORGUARD_PROBE_TIMEOUT, probe failure, unrecognized or
@@ -532,25 +543,33 @@ def detect_version(
         else:
             where = None
         return Detection(version=accepted, detected_by="caller", binary=where, raw=None)
+    run_env = os.environ if environ is None else environ
     if target is not None:
-        return _detect_opened(adapter, entry, target, path_env, settings)
+        return _detect_opened(
+            adapter, entry, target, path_env=path_env, settings=settings, run_env=run_env
+        )
     name = executable_for(adapter) if binary is None else os.fspath(binary)
     with open_target(name, path_env=path_env) as opened:
-        return _detect_opened(adapter, entry, opened, path_env, settings)
+        return _detect_opened(
+            adapter, entry, opened, path_env=path_env, settings=settings, run_env=run_env
+        )
 
 
 def _detect_opened(
     adapter: str,
     entry: CatalogEntry | None,
     target: Target,
+    *,
     path_env: str | None,
     settings: ProbeSettings | None,
+    run_env: Mapping[str, str],
 ) -> Detection:
     resolved = target.path
     argv = entry.version_argv if entry is not None else ("--version",)
-    env = probe_environment(path_env, os.environ)
-    # The probe's PATH is part of the key: it decides which interpreter a script runs under.
-    key: _CacheKey = (adapter, str(resolved), target.identity, env["PATH"])
+    env = probe_environment(path_env, run_env)
+    # The probe's environment is part of the key: PATH decides which interpreter a script
+    # runs under, PYTHONPATH and the like which code it loads.
+    key: _CacheKey = (adapter, str(resolved), target.identity, tuple(sorted(env.items())))
     cached = _cache_get(key)
     if cached is not None:
         return cached

@@ -25,9 +25,6 @@ if TYPE_CHECKING:
 POLICY_VARIABLE = "FLOORGUARD_ADAPTER_FLOOR_POLICY"
 UNTRACKED_POLICY_VARIABLE = "FLOORGUARD_UNTRACKED_POLICY"
 BLOCK, WARN = "block", "warn"
-# How an identification that ran through an interpreter was made: the interpreter's own
-# --version says nothing of the package it runs, so the package's metadata must.
-_INTERPRETED = frozenset({"python -m", "python -c", "python-script", "node-script"})
 PERMIT, REFUSE, WARN_OVERRIDE, UNTRACKED = "permit", "refuse", "warn_override", "untracked"
 ADAPTER_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}\Z")
 
@@ -148,6 +145,12 @@ def judge(
             adapter, opened, unresolved, in_force=in_force, version=version, policy=policy,
             environ=environ, argv=argv, cwd=cwd,
         )  # fmt: skip
+    except Exception as exc:  # a gate that cannot judge refuses, on the record
+        return _Judgement(
+            REFUSE,
+            f"cannot judge {adapter}: {type(exc).__name__}: {exc}",
+            floor_map_hash=in_force.floor_map_hash,
+        )
     finally:
         if opened is not None and target is None:
             opened.close()
@@ -202,11 +205,15 @@ def _judge_opened(
     try:
         if unresolved is not None:
             raise unresolved
-        if identified is not None and identified.via in _INTERPRETED and version is None:
+        if identified is not None and identified.version_known and version is None:
             found = _interpreted_version(identified, opened)
         else:
             found = detect.detect_version(
-                adapter, version=version, path_env=environ.get("PATH"), target=opened
+                adapter,
+                version=version,
+                path_env=environ.get("PATH"),
+                target=opened,
+                environ=environ,
             )
     except DetectionError as exc:
         if advisory is None:
@@ -258,7 +265,7 @@ def _interpreted_version(identified: Identification, opened: Target | None) -> D
             f"{identified.via} {identified.subject}: no package metadata states its version"
         )
     accepted = validate_version(identified.version, entry=entry_for(identified.adapter))
-    kind = "npm-metadata" if identified.via == "node-script" else "pip-metadata"
+    kind = "npm-metadata" if identified.via in ("node-script", "npm-package") else "pip-metadata"
     binary = str(opened.path) if opened is not None else None
     return Detection(accepted, kind, binary, identified.version_source)
 
@@ -323,6 +330,9 @@ class _Policies(Mapping[str, str]):
             return self._host[key]
         return self._run[key]
 
+    def get(self, key: str, default: Any = None) -> Any:
+        return (self._host if key.startswith("FLOORGUARD_") else self._run).get(key, default)
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._run)
 
@@ -334,6 +344,30 @@ def _named(decision: Decision) -> str:
     if decision.requested in (None, decision.adapter):
         return decision.adapter
     return f"{decision.adapter} (requested as {decision.requested!r})"
+
+
+def refuse_unopened(
+    adapter: str, problem: Exception, environ: Mapping[str, str] | None = None
+) -> SpawnRefused:
+    """Record the refusal of a spawn whose binary could not even be opened (nothing is
+    judged, so nothing is allowed first), and return the SpawnRefused to raise."""
+    env = os.environ if environ is None else environ
+    known: dict[str, Any] = {"adapter": adapter}
+    try:
+        in_force = active_map.current()
+    except FloorMapError:
+        pass
+    else:
+        known["floor_map_hash"] = in_force.floor_map_hash
+        advisory = in_force.floor_map.get(adapter) if ADAPTER_NAME.match(adapter) else None
+        if advisory is not None:
+            known |= {"floor": advisory.min_safe_version, "advisory_id": advisory.advisory_id}
+    reason = f"its binary cannot be resolved or opened: {problem}"
+    try:
+        decision = _seal(adapter, _Judgement(REFUSE, reason, **known), policy_from(env), env)
+    except SpawnRefused as unrecorded:
+        return unrecorded
+    return SpawnRefused(f"refusing to spawn {adapter}: {reason}", decision)
 
 
 def refuse_after(

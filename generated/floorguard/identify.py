@@ -1,21 +1,28 @@
-"""Which catalogued adapter a file is, whatever name it was asked for by.
+"""Which catalogued adapter will run, whatever name it was asked for by.
 
 A host may ask for ``codey`` and get aider: a symlink, a copied console script or
-``python3 -m aider`` run the same below-floor code under a name with no floor. So the opened
-file is identified from what it is:
+``python3 -m aider`` run the same below-floor code under a name with no floor. So what will
+run is identified from what it is:
 
-- a file of an npm package: the nearest ``package.json`` above it names a catalogued package;
-- a file a catalogued pip distribution installed: its ``RECORD`` lists the file;
-- a Python script (a console-script wrapper) whose top-level imports are a catalogued
-  distribution's modules;
-- an interpreter invocation: ``python [options] -m MODULE`` or ``python SCRIPT``, and
-  ``node [options] SCRIPT``, whose module or script belongs to a catalogued package.
+- a file of an npm package: the nearest ``package.json`` above it that names a package
+  names a catalogued one;
+- a file a catalogued pip distribution installed: its ``RECORD`` lists the file, or the file
+  lies inside one of the distribution's top-level packages (bytecode, unlisted files);
+- Python code (a console-script wrapper or a copy of one, a script, ``-c`` code, the module
+  ``-m`` runs) importing a catalogued distribution's modules anywhere in it;
+- an interpreter invocation: ``python [options] -m MODULE | -c CODE | SCRIPT | DIR`` and
+  ``node [options] SCRIPT``, judged by what it is asked to run.
 
-Metadata next to the opened file is read relative to its directory descriptor, without
-blocking and under a size cap. Anything doubtful (a ``package.json`` that is there but is not
-a readable JSON object with a string name, several adapters at once) raises DetectionError:
-the caller refuses rather than guess. What is not recognised stays unidentified (the name
-asked for then decides, and FLOORGUARD_UNTRACKED_POLICY=refuse refuses it).
+For Python code the version is that of the module the interpreter will import: the import
+is resolved as the interpreter resolves it (its first ``sys.path`` entry, PYTHONPATH, the
+environment's site-packages, the user site), and the version is read from the distribution
+installed at *that* place. Code found where no catalogued distribution owns it has no
+known version, which refuses.
+
+Metadata next to an opened file is read relative to its directory descriptor; every read is
+non-blocking, of regular files only, and capped. Anything doubtful (a ``package.json`` that
+is there but is not a JSON object, several adapters at once) raises DetectionError: the
+caller refuses rather than guess. What is not recognised stays unidentified.
 """
 
 from __future__ import annotations
@@ -24,12 +31,11 @@ import ast
 import json
 import os
 import re
-import stat
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Final, TypeVar
 
 from floorguard.catalog import (
     ADAPTER_OF_NPM_PACKAGE,
@@ -43,44 +49,48 @@ from floorguard.target import (
     identity_of,
     open_target,
     read_regular_at,
+    search_path,
     stat_at,
 )
 
 MAX_MANIFEST_BYTES: Final = 1 << 20
 MAX_RECORD_BYTES: Final = 8 << 20
-MAX_SCRIPT_BYTES: Final = 1 << 20
+MAX_SOURCE_BYTES: Final = 1 << 20
 _MAX_DEPTH: Final = 64
-_MAX_CACHE_ENTRIES: Final = 512
+_MAX_CACHE_ENTRIES: Final = 1024
 
 _PYTHON_NAME = re.compile(r"python(?:\d+(?:\.\d+)?)?\Z")
 _NODE_NAME = re.compile(r"node(?:js)?\Z")
-_SHEBANG = re.compile(rb"#![ \t]*(?P<interp>\S+)(?:[ \t]+(?P<arg>[^\r\n]*))?")
+_SHEBANG = re.compile(rb"#![ \t]*(?P<line>[^\r\n]*)")
+# Import statements, for source the host's own parser cannot read (a newer grammar, or
+# nesting too deep for it): every ``import a.b, c`` and ``from a.b import c`` anywhere.
+_IMPORT_TEXT = re.compile(
+    r"(?:^|[;:\s])(?:from\s+(?P<from>[A-Za-z_][\w.]*)\s+import\b"
+    r"|import\s+(?P<names>[A-Za-z_][\w.]*(?:\s+as\s+\w+)?(?:\s*,\s*[A-Za-z_][\w.]*"
+    r"(?:\s+as\s+\w+)?)*))",
+    re.MULTILINE,
+)
 
 # Python options that take a value (``-W default``, ``-X dev``); ``-c`` and ``-m`` end them.
 _PYTHON_VALUE_LETTERS: Final = frozenset("WX")
 _PYTHON_LONG_WITH_VALUE: Final = frozenset({"--check-hash-based-pycs"})
-# node options that take the next argument as their value.
-_NODE_WITH_VALUE: Final = frozenset(
-    {
-        "-r", "--require", "--import", "--loader", "--experimental-loader", "-C",
-        "--conditions", "--input-type", "--title", "--env-file", "--inspect-port",
-        "--debug-port", "--disable-warning", "--redirect-warnings", "--report-dir",
-        "--report-filename", "--secure-heap", "--stack-trace-limit", "--unhandled-rejections",
-        "--experimental-default-type", "--max-old-space-size",
-    }
-)  # fmt: skip
-_NODE_EVAL: Final = frozenset({"-e", "--eval", "-p", "--print", "-i", "--interactive"})
+_NODE_EVAL: Final = frozenset({"-e", "--eval", "-p", "--print"})
+
+# How an identification was made. For these, what runs is Python or node code read by an
+# interpreter, whose own --version says nothing of it: the version comes from here.
+INTERPRETED: Final = frozenset({"python -m", "python -c", "python-script", "node-script"})
 
 
 @dataclass(frozen=True)
 class Identification:
     """A catalogued adapter recognised in what will run.
 
-    ``via`` says how (``npm-package``, ``pip-record``, ``pip-script``, ``python -m``,
-    ``python-script``, ``node-script``); ``subject`` is the file or module that was
-    recognised. For interpreter invocations the interpreter's own ``--version`` says nothing
-    about the package, so ``version`` and ``version_source`` carry the package's version
-    from its metadata when it could be read (None: unknown, which refuses).
+    ``via`` says how (``npm-package``, ``pip-record``, ``pip-script``, and for interpreter
+    invocations ``python -m``, ``python -c``, ``python-script``, ``node-script``);
+    ``subject`` is the file or module recognised. ``version`` (with ``version_source``, the
+    metadata file it was read from) is set when the package's version is known from where
+    its code will be loaded; ``version_known`` says whether identification is the authority
+    on the version (True for interpreted code and Python wrappers: None then means unknown).
     """
 
     adapter: str
@@ -88,39 +98,152 @@ class Identification:
     subject: str
     version: str | None = None
     version_source: str | None = None
+    version_known: bool = False
+
+
+# ---------------------------------------------------------------------------- small caches
+
+_K = TypeVar("_K", bound=Hashable)
+_V = TypeVar("_V")
+_lock = threading.Lock()
+_caches: list[dict[object, object]] = []
+
+
+def _cache() -> dict[object, object]:
+    made: dict[object, object] = {}
+    _caches.append(made)
+    return made
+
+
+def _memo(cache: dict[object, object], key: Hashable, compute: Callable[[], _V]) -> _V:
+    """``compute()`` once per key (keys carry file identities, so a change is a new key)."""
+    with _lock:
+        if key in cache:
+            return cache[key]  # type: ignore[return-value]
+    value = compute()
+    with _lock:
+        while len(cache) >= _MAX_CACHE_ENTRIES:
+            cache.pop(next(iter(cache)))
+        cache[key] = value
+    return value
+
+
+def clear_cache() -> None:
+    """Forget every cached identification and parsed metadata file."""
+    with _lock:
+        for cache in _caches:
+            cache.clear()
+
+
+# While an answer is computed, every file and directory it looked at is noted with its
+# identity (None: absent), so that a cached answer is re-checked with one stat each.
+_recording = threading.local()
+
+
+def _identity(path: str) -> FileIdentity | None:
+    try:
+        ident: FileIdentity | None = identity_of(os.stat(path))
+    except (OSError, ValueError):
+        ident = None
+    noted = getattr(_recording, "deps", None)
+    if noted is not None:
+        noted.append((path, ident))
+    return ident
+
+
+_Deps = tuple[tuple[str, FileIdentity | None], ...]
+
+
+def _checked_memo(cache: dict[object, object], key: Hashable, compute: Callable[[], _V]) -> _V:
+    """``compute()``, reused while every file and directory it consulted is unchanged."""
+    with _lock:
+        hit = cache.get(key)
+    if isinstance(hit, tuple):
+        value, deps = hit
+        if all(_identity(path) == ident for path, ident in deps):
+            return value  # type: ignore[no-any-return]
+    outer = getattr(_recording, "deps", None)
+    _recording.deps = []
+    try:
+        value = compute()
+        deps = tuple(dict(_recording.deps).items())
+    finally:
+        _recording.deps = outer
+    if outer is not None:
+        outer.extend(deps)
+    with _lock:
+        while len(cache) >= _MAX_CACHE_ENTRIES:
+            cache.pop(next(iter(cache)))
+        cache[key] = (value, deps)
+    return value
+
+
+def _locate_noted(name: str, path_env: str | None) -> str | None:
+    """``locate`` on PATH, noting every directory searched (a program added to an earlier
+    PATH directory changes the answer)."""
+    for directory in search_path(path_env).split(os.pathsep):
+        if not directory:
+            continue
+        _identity(directory)
+        candidate = os.path.join(directory, name)
+        if _identity(candidate) is not None and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def _read_path(path: str, cap: int) -> bytes | None:
+    """A regular file's bytes, read without blocking and under ``cap``; None otherwise."""
+    directory, base = os.path.split(path)
+    try:
+        dir_fd = os.open(directory or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except (OSError, ValueError):
+        return None
+    try:
+        read = read_regular_at(dir_fd, base, cap)
+    except ValueError:
+        read = None
+    finally:
+        os.close(dir_fd)
+    return None if read is None else read[0]
 
 
 # ---------------------------------------------------------------------------- npm
 
 
-def _nearest_package_json(dir_fd: int, directory: Path) -> tuple[str, dict[str, Any]] | None:
-    """The nearest ``package.json`` at or above ``directory`` (read relative to ``dir_fd``,
-    which is that directory opened), with its path; None when there is none."""
+def _nearest_package(dir_fd: int, directory: Path) -> tuple[str, str, dict[str, object]] | None:
+    """The package owning ``directory`` (read relative to ``dir_fd``, that directory opened):
+    the nearest ``package.json`` at or above it that names a package. Manifests without a
+    name (``{"type": "module"}`` in a build folder) only set options and are passed by."""
     levels = min(len(directory.parts), _MAX_DEPTH)
     for up in range(levels):
         relative = "../" * up + "package.json"
-        where = directory.joinpath(*[".."] * up, "package.json")
+        where = os.path.normpath(directory.joinpath(*[".."] * up, "package.json"))
         if stat_at(dir_fd, relative) is None:
             continue
         read = read_regular_at(dir_fd, relative, MAX_MANIFEST_BYTES)
         if read is None:
-            raise DetectionError(f"{os.path.normpath(where)} cannot be read as a package manifest")
+            raise DetectionError(f"{where} cannot be read as a package manifest")
         try:
-            manifest = json.loads(read[0].decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            raise DetectionError(f"{os.path.normpath(where)} is not valid JSON") from None
-        if not isinstance(manifest, dict) or not isinstance(manifest.get("name"), str):
-            raise DetectionError(f"{os.path.normpath(where)} names no package")
-        return os.path.normpath(where), manifest
+            manifest = json.loads(read[0].decode("utf-8-sig"))
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            raise DetectionError(f"{where} is not valid JSON") from None
+        if not isinstance(manifest, dict):
+            raise DetectionError(f"{where} is not a JSON object")
+        name = manifest.get("name")
+        if name is None:
+            continue
+        if not isinstance(name, str):
+            raise DetectionError(f"{where} has a package name that is not a string")
+        return where, name, manifest
     return None
 
 
 def _npm_identification(dir_fd: int, path: Path, via: str) -> Identification | None:
-    found = _nearest_package_json(dir_fd, path.parent)
+    found = _nearest_package(dir_fd, path.parent)
     if found is None:
         return None
-    manifest_path, manifest = found
-    adapter = ADAPTER_OF_NPM_PACKAGE.get(manifest["name"])
+    manifest_path, name, manifest = found
+    adapter = ADAPTER_OF_NPM_PACKAGE.get(name)
     if adapter is None:
         return None
     version = manifest.get("version")
@@ -130,130 +253,173 @@ def _npm_identification(dir_fd: int, path: Path, via: str) -> Identification | N
         str(path),
         version if isinstance(version, str) else None,
         manifest_path,
+        version_known=via in INTERPRETED,
     )
 
 
-# ---------------------------------------------------------------------------- pip
+# ---------------------------------------------------------------------------- pip metadata
 
 
 def _canonical_dist(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+_site_listings = _cache()
+_record_cache = _cache()
+_metadata_cache = _cache()
+
+
 def _catalogued_dist_infos(site: str) -> list[tuple[str, str]]:
     """``(dist-info directory, adapter)`` of every catalogued distribution in ``site``."""
-    try:
-        names = os.listdir(site)
-    except OSError:
+    ident = _identity(site)
+    if ident is None:
         return []
-    found = []
-    for name in sorted(names):
-        if not name.endswith(".dist-info"):
-            continue
-        dist = name[: -len(".dist-info")].rsplit("-", 1)[0]
-        adapter = ADAPTER_OF_PIP_DISTRIBUTION.get(_canonical_dist(dist))
-        if adapter is not None:
-            found.append((os.path.join(site, name), adapter))
-    return found
 
-
-def _read_path(path: str, cap: int) -> bytes | None:
-    directory, base = os.path.split(path)
-    try:
-        dir_fd = os.open(directory or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        read = read_regular_at(dir_fd, base, cap)
-    finally:
-        os.close(dir_fd)
-    return None if read is None else read[0]
-
-
-def _record_paths(info: str) -> list[str]:
-    data = _read_path(os.path.join(info, "RECORD"), MAX_RECORD_BYTES)
-    if data is None:
-        return []
-    paths = []
-    for line in data.decode("utf-8", errors="replace").splitlines():
-        # A path with a comma is quoted in RECORD (it is CSV); such paths are not ours.
-        path = line.partition(",")[0]
-        if path:
-            paths.append(path)
-    return paths
-
-
-def _metadata_version(info: str) -> str | None:
-    data = _read_path(os.path.join(info, "METADATA"), MAX_MANIFEST_BYTES)
-    if data is None:
-        return None
-    versions = []
-    for line in data.decode("utf-8", errors="replace").splitlines():
-        if not line.strip():
-            break
-        key, sep, value = line.partition(":")
-        if sep and key.strip().lower() == "version":
-            versions.append(value.strip())
-    return versions[0] if len(versions) == 1 else None
-
-
-def _site_dirs_near(path: Path) -> list[str]:
-    """site-packages that may have installed ``path``: its ancestors named so, and for a
-    file in a ``bin`` directory, the site-packages of that prefix."""
-    sites = [str(p) for p in path.parents if p.name in ("site-packages", "dist-packages")]
-    if path.parent.name == "bin":
-        sites += _prefix_sites(path.parent.parent)
-    return sites
-
-
-def _prefix_sites(prefix: Path) -> list[str]:
-    found = []
-    for lib in ("lib", "lib64", "local/lib"):
-        base = prefix / lib
+    def scan() -> list[tuple[str, str]]:
         try:
-            names = sorted(os.listdir(base))
+            names = sorted(os.listdir(site))
         except OSError:
-            continue
+            return []
+        found = []
         for name in names:
-            if name.startswith("python3"):
-                for leaf in ("site-packages", "dist-packages"):
-                    candidate = base / name / leaf
-                    if candidate.is_dir():
-                        found.append(str(candidate))
-    return found
+            if name.endswith(".dist-info"):
+                dist = name[: -len(".dist-info")].rsplit("-", 1)[0]
+                adapter = ADAPTER_OF_PIP_DISTRIBUTION.get(_canonical_dist(dist))
+                if adapter is not None:
+                    found.append((os.path.join(site, name), adapter))
+        return found
+
+    return _memo(_site_listings, (site, ident), scan)
+
+
+@dataclass(frozen=True)
+class _Record:
+    paths: frozenset[str]  # normalised, relative to the site directory
+    top_level: frozenset[str]  # importable top-level names the distribution installs
+
+
+def _record(info: str) -> _Record:
+    """What a dist-info says its distribution installed (RECORD, top_level.txt)."""
+    record_path = os.path.join(info, "RECORD")
+    top_path = os.path.join(info, "top_level.txt")
+    key = (info, _identity(record_path), _identity(top_path))
+
+    def parse() -> _Record:
+        paths: set[str] = set()
+        tops: set[str] = set()
+        data = _read_path(record_path, MAX_RECORD_BYTES) or b""
+        for line in data.decode("utf-8", errors="replace").splitlines():
+            # A path with a comma is quoted in RECORD (it is CSV); such paths are not ours.
+            path = line.partition(",")[0]
+            if not path or "\x00" in path:
+                continue
+            normal = os.path.normpath(path)
+            paths.add(normal)
+            first = normal.split(os.sep, 1)[0]
+            if not first.startswith("..") and not first.endswith((".dist-info", ".data")):
+                tops.add(first.removesuffix(".py") if "." not in first[:-3] else first)
+        top_level = _read_path(top_path, MAX_MANIFEST_BYTES)
+        if top_level:
+            tops |= set(top_level.decode("utf-8", errors="replace").split())
+        modules = {t.split(".", 1)[0] for t in tops}
+        return _Record(frozenset(paths), frozenset(modules))
+
+    return _memo(_record_cache, key, parse)
+
+
+def _metadata_version(info: str) -> tuple[str | None, str]:
+    """The single ``Version`` header of a dist-info's METADATA (None if not exactly one)."""
+    path = os.path.join(info, "METADATA")
+
+    def parse() -> str | None:
+        data = _read_path(path, MAX_MANIFEST_BYTES)
+        if data is None:
+            return None
+        versions = []
+        for line in data.decode("utf-8", errors="replace").splitlines():
+            if not line.strip():
+                break  # the headers end at the first blank line
+            key, sep, value = line.partition(":")
+            if sep and key.strip().lower() == "version":
+                versions.append(value.strip())
+        return versions[0] if len(versions) == 1 else None
+
+    return _memo(_metadata_cache, (path, _identity(path)), parse), path
+
+
+_prefix_cache = _cache()
+_LIBS: Final = ("lib", "lib64", "local/lib")
+
+
+def _prefix_sites(prefix: Path | str) -> list[str]:
+    """The site-packages and dist-packages of an installation prefix (cached until one of
+    its lib directories changes)."""
+    bases = [os.path.join(prefix, lib) for lib in _LIBS]
+
+    def scan() -> list[str]:
+        found = []
+        for base in bases:
+            try:
+                names = sorted(os.listdir(base))
+            except OSError:
+                continue
+            for name in names:
+                if name.startswith("python3"):
+                    for leaf in ("site-packages", "dist-packages"):
+                        candidate = os.path.join(base, name, leaf)
+                        if os.path.isdir(candidate):
+                            found.append(candidate)
+        return found
+
+    return _memo(_prefix_cache, tuple((b, _identity(b)) for b in bases), scan)
 
 
 def _unique(items: Iterable[str]) -> list[str]:
-    return list(dict.fromkeys(os.path.realpath(i) for i in items))
+    return list(dict.fromkeys(os.path.normpath(i) for i in items if "\x00" not in i))
 
 
-def _pip_record_identification(opened: Target) -> Identification | None:
-    """The catalogued distribution whose RECORD lists the opened file (same inode)."""
-    st = os.fstat(opened.fd)
+def _installed_by(site: str, relative: str) -> tuple[str, str] | None:
+    """The catalogued distribution in ``site`` that installed the file at ``relative``: its
+    RECORD lists it, or it lies inside one of its top-level packages."""
+    first = relative.split(os.sep, 1)[0]
+    for info, adapter in _catalogued_dist_infos(site):
+        record = _record(info)
+        if relative in record.paths or (os.sep in relative and first in record.top_level):
+            return adapter, info
+    if os.sep in relative and first in ADAPTER_OF_PIP_MODULE:
+        return ADAPTER_OF_PIP_MODULE[first], ""
+    return None
+
+
+def _pip_file_identification(path: Path, st: os.stat_result) -> Identification | None:
+    """A file a catalogued pip distribution installed (same inode as the RECORD entry, or a
+    file inside one of its packages), found from the site-packages above it or, for a file
+    in a ``bin`` directory, the site-packages of that prefix."""
+    sites = [str(p) for p in path.parents if p.name in ("site-packages", "dist-packages")]
+    if path.parent.name == "bin":
+        sites += _prefix_sites(path.parent.parent)
     found: set[tuple[str, str]] = set()
-    for site in _unique(_site_dirs_near(opened.path)):
-        wanted = os.path.normpath(os.path.relpath(opened.path, site))
-        for info, adapter in _catalogued_dist_infos(site):
-            for listed in _record_paths(info):
-                if os.path.normpath(listed) != wanted:
-                    continue
-                on_disk = _stat_path(os.path.join(site, listed))
-                if on_disk is not None and (on_disk.st_dev, on_disk.st_ino) == (
-                    st.st_dev,
-                    st.st_ino,
-                ):
-                    found.add((adapter, info))
-    return _one(found, opened.path, "pip-record")
+    for site in _unique(sites):
+        relative = os.path.normpath(os.path.relpath(path, site))
+        hit = _installed_by(site, relative)
+        if hit is None:
+            continue
+        on_disk = _stat(os.path.join(site, relative))
+        if on_disk is not None and (on_disk.st_dev, on_disk.st_ino) == (st.st_dev, st.st_ino):
+            found.add(hit)
+    return _one(found, str(path), "pip-record", version_known=False)
 
 
-def _stat_path(path: str) -> os.stat_result | None:
+def _stat(path: str) -> os.stat_result | None:
     try:
         return os.stat(path)
-    except OSError:
+    except (OSError, ValueError):
         return None
 
 
-def _one(found: set[tuple[str, str]], subject: Path | str, via: str) -> Identification | None:
+def _one(
+    found: set[tuple[str, str]], subject: str, via: str, *, version_known: bool
+) -> Identification | None:
     adapters = {adapter for adapter, _ in found}
     if not adapters:
         return None
@@ -261,60 +427,108 @@ def _one(found: set[tuple[str, str]], subject: Path | str, via: str) -> Identifi
         raise DetectionError(
             f"{subject} belongs to several adapters at once: {', '.join(sorted(adapters))}"
         )
-    infos = sorted(info for _, info in found)
-    version = _metadata_version(infos[0]) if len(infos) == 1 else None
-    source = os.path.join(infos[0], "METADATA") if len(infos) == 1 else None
-    return Identification(adapters.pop(), via, str(subject), version, source)
+    infos = sorted({info for _, info in found if info})
+    version, source = (None, None)
+    if len(infos) == 1:
+        version, source = _metadata_version(infos[0])
+    return Identification(adapters.pop(), via, subject, version, source, version_known)
 
 
-def _module_owners(module: str, sites: Sequence[str]) -> set[tuple[str, str]]:
-    """``(adapter, dist-info)`` of catalogued distributions in ``sites`` that install the
-    top-level ``module``."""
-    owners = set()
-    for site in _unique(sites):
-        for info, adapter in _catalogued_dist_infos(site):
-            top_level = _read_path(os.path.join(info, "top_level.txt"), MAX_MANIFEST_BYTES)
-            names = set(top_level.decode("utf-8", "replace").split()) if top_level else set()
-            if module in names or any(
-                p.split("/", 1)[0] in (module, f"{module}.py") for p in _record_paths(info)
-            ):
-                owners.add((adapter, info))
-    return owners
+# ---------------------------------------------------------------------------- Python imports
 
 
-def _module_identification(
-    module: str, sites: Sequence[str], via: str, subject: str
-) -> Identification | None:
-    top = module.split(".", 1)[0]
-    owners = _module_owners(top, sites)
-    if owners:
-        return _one(owners, subject, via)
-    # Known by name wherever it is imported from (PYTHONPATH, a copied tree): its floor
-    # applies, and with no metadata to vouch, its version is unknown.
-    adapter = ADAPTER_OF_PIP_MODULE.get(top)
-    return None if adapter is None else Identification(adapter, via, subject)
-
-
-def _python_sites(interpreter: str, environ: Mapping[str, str]) -> list[str]:
-    """Where an interpreter may import from: its prefix (a venv's, not resolved, and the
-    real one), the user site, and PYTHONPATH."""
-    sites = []
-    for path in (interpreter, os.path.realpath(interpreter)):
-        sites += _prefix_sites(Path(path).parent.parent)
+def python_search_path(
+    interpreter: str, environ: Mapping[str, str], first: str | None
+) -> list[str]:
+    """Where ``interpreter`` imports third-party code from, in its order: ``first`` (the
+    script's directory, or the working directory for ``-m`` and ``-c``), PYTHONPATH, its
+    environment's site-packages (a venv's, by the path it was started as), the user site,
+    then the site-packages of the real interpreter's prefix."""
+    path = [] if first is None else [first]
+    path += [p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if os.path.isabs(p)]
+    path += _prefix_sites(os.path.dirname(os.path.dirname(interpreter)))
     home = environ.get("HOME")
     if home:
-        sites += _prefix_sites(Path(home) / ".local")
-    sites += [p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if os.path.isabs(p)]
-    return sites
+        path += _prefix_sites(os.path.join(home, ".local"))
+    path += _prefix_sites(os.path.dirname(os.path.dirname(os.path.realpath(interpreter))))
+    return _unique(path)
 
 
-def _top_level_imports(source: bytes | str) -> list[str]:
+_listings = _cache()
+
+
+def _importable(directory: str) -> frozenset[str]:
+    """Top-level names importable from ``directory``: packages and namespace directories,
+    modules, extensions and bytecode (cached per directory identity)."""
+
+    def scan() -> frozenset[str]:
+        tops = set()
+        try:
+            with os.scandir(directory) as entries:
+                for entry in entries:
+                    stem, dot, _ = entry.name.partition(".")
+                    if entry.name.endswith((".py", ".so", ".pyd", ".pyc")) or (
+                        not dot and entry.is_dir()
+                    ):
+                        tops.add(stem)
+        except OSError:
+            return frozenset()
+        return frozenset(tops)
+
+    return _memo(_listings, (directory, _identity(directory)), scan)
+
+
+def _find_module(top: str, search: Sequence[str]) -> str | None:
+    """The first search directory from which the top-level module ``top`` imports."""
+    for directory in search:
+        if top in _importable(directory):
+            return directory
+    return None
+
+
+def _resolve_import(top: str, search: Sequence[str]) -> Identification | None:
+    """The catalogued adapter that importing ``top`` loads, with the version of the
+    distribution installed where the interpreter will find it."""
+    directory = _find_module(top, search)
+    if directory is None:
+        adapter = ADAPTER_OF_PIP_MODULE.get(top)
+        # Known by name but not where we look (a .pth file, a zip): its version is unknown.
+        return None if adapter is None else Identification(adapter, "import", top)
+    owners = {
+        (adapter, info)
+        for info, adapter in _catalogued_dist_infos(directory)
+        if top in _record(info).top_level
+    }
+    if owners:
+        return _one(owners, top, "import", version_known=True)
+    adapter = ADAPTER_OF_PIP_MODULE.get(top)
+    # Code of a catalogued package where no distribution owns it (a copied tree): unknown.
+    return None if adapter is None else Identification(adapter, "import", top)
+
+
+_imports_cache = _cache()
+
+
+def imported_modules(source: bytes | str) -> list[str]:
+    """Every module that ``source`` imports by an import statement, anywhere in it.
+
+    Source the host's parser cannot read (a newer grammar, nesting too deep for it) is
+    scanned for import statements as text instead: a failed parse never means "none".
+    """
+    text = source.decode("utf-8", errors="replace") if isinstance(source, bytes) else source
     try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return []
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        modules = []
+        for match in _IMPORT_TEXT.finditer(text):
+            if match.group("from"):
+                modules.append(match.group("from"))
+            else:
+                names = match.group("names").split(",")
+                modules += [n.split()[0] for n in names if n.strip()]
+        return modules
     modules = []
-    for node in tree.body:
+    for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             modules.append(node.module)
         elif isinstance(node, ast.Import):
@@ -322,55 +536,52 @@ def _top_level_imports(source: bytes | str) -> list[str]:
     return modules
 
 
-def _python_script_identification(
-    opened: Target, environ: Mapping[str, str], via: str
-) -> Identification | None:
-    """A Python script (a console-script wrapper, or a copy of one) importing a catalogued
-    distribution's modules at top level."""
-    head = opened.read_head(256)
-    interpreter = _shebang_interpreter(head)
-    if via == "pip-script" and (interpreter is None or not _is_python(interpreter)):
-        return None
-    source = opened.read_all(MAX_SCRIPT_BYTES)
-    if source is None:
-        return None
-    sites = _python_sites(interpreter, environ) if interpreter else []
-    return _imports_identification(source, sites, via, str(opened.path))
+def _catalogued_imports(source: bytes | str, key: Hashable | None) -> list[str]:
+    """The distinct top-level names ``source`` imports (cached per file identity)."""
+
+    def compute() -> list[str]:
+        return list(dict.fromkeys(m.split(".", 1)[0] for m in imported_modules(source)))
+
+    return compute() if key is None else _memo(_imports_cache, key, compute)
 
 
-def _imports_identification(
-    source: bytes | str, sites: Sequence[str], via: str, subject: str
+def _code_identification(
+    source: bytes | str,
+    search: Sequence[str],
+    via: str,
+    subject: str,
+    key: Hashable | None = None,
 ) -> Identification | None:
-    """The catalogued adapter whose modules ``source`` imports at top level, if any."""
-    found: set[tuple[str, str]] = set()
-    unowned: set[str] = set()
-    for module in _top_level_imports(source):
-        top = module.split(".", 1)[0]
-        owners = _module_owners(top, sites)
-        if owners:
-            found |= owners
-        elif top in ADAPTER_OF_PIP_MODULE:
-            unowned.add(ADAPTER_OF_PIP_MODULE[top])
-    adapters = {a for a, _ in found} | unowned
+    """The catalogued adapter whose modules ``source`` imports, its version from where the
+    import resolves. Raises DetectionError for code importing several adapters."""
+    hits = [
+        hit for top in _catalogued_imports(source, key) if (hit := _resolve_import(top, search))
+    ]
+    adapters = {hit.adapter for hit in hits}
+    if not adapters:
+        return None
     if len(adapters) > 1:
         raise DetectionError(f"{subject} imports several adapters at once: {sorted(adapters)}")
-    if found:
-        return _one(found, subject, via)
-    if unowned:
-        return Identification(unowned.pop(), via, subject)
-    return None
+    versions = {(hit.version, hit.version_source) for hit in hits}
+    version, source_path = versions.pop() if len(versions) == 1 else (None, None)
+    return Identification(hits[0].adapter, via, subject, version, source_path, True)
 
 
 def _shebang_interpreter(head: bytes) -> str | None:
+    """The program a ``#!`` line runs (through ``env``, with its options and ``-S``)."""
     match = _SHEBANG.match(head.split(b"\n", 1)[0])
     if match is None:
         return None
-    interp = os.fsdecode(match.group("interp"))
-    arg = os.fsdecode(match.group("arg") or b"").split()
-    # ``#!/usr/bin/env python3``: the program env runs is the interpreter.
-    if os.path.basename(interp) == "env" and arg:
-        return arg[0]
-    return interp
+    words = os.fsdecode(match.group("line")).split()
+    if not words:
+        return None
+    if os.path.basename(words[0]) != "env":
+        return words[0]
+    for word in words[1:]:
+        if word.startswith("-") or "=" in word:
+            continue  # env's own options (-S, -i, -u NAME is rare in shebangs) and NAME=VALUE
+        return word
+    return None
 
 
 def _is_python(name: str) -> bool:
@@ -381,12 +592,40 @@ def _is_node(name: str) -> bool:
     return bool(_NODE_NAME.match(os.path.basename(name)))
 
 
+_script_cache = _cache()
+
+
+def _python_script(
+    opened: Target, environ: Mapping[str, str], interpreter: str | None, via: str
+) -> Identification | None:
+    """Python code in the opened file, run by ``interpreter`` (its shebang's when None)."""
+    key = (
+        str(opened.path), opened.identity, interpreter, via,
+        *(environ.get(name) for name in ("PATH", "PYTHONPATH", "HOME")),
+    )  # fmt: skip
+
+    def compute() -> Identification | None:
+        source = opened.read_all(MAX_SOURCE_BYTES)
+        if source is None:
+            return None
+        interp = interpreter or _shebang_interpreter(source[:512]) or ""
+        if interp and os.sep not in interp:
+            # ``#!/usr/bin/env python3``: the interpreter is whichever PATH finds for the child.
+            interp = _locate_noted(interp, environ.get("PATH")) or ""
+        if interp:
+            _identity(interp)  # another interpreter behind the same name: another answer
+        search = python_search_path(interp, environ, str(opened.path.parent)) if interp else []
+        return _code_identification(source, search, via, str(opened.path), key[:2])
+
+    return _checked_memo(_script_cache, key, compute)
+
+
 # ---------------------------------------------------------------------------- interpreters
 
 
 def python_target(argv: Sequence[str]) -> tuple[str, str] | None:
-    """What ``python ARGV`` runs: ``("module", M)``, ``("script", S)``, ``("code", ...)`` for
-    ``-c``/stdin, or None for the interactive interpreter."""
+    """What ``python ARGV`` runs: ``("module", M)``, ``("code", C)`` for ``-c`` (``"-"``
+    for stdin), ``("script", S)``, or None for the interactive interpreter."""
     args = list(argv)
     i = 0
     while i < len(args):
@@ -416,132 +655,155 @@ def python_target(argv: Sequence[str]) -> tuple[str, str] | None:
     return None
 
 
-def node_target(argv: Sequence[str]) -> tuple[str, str] | None:
-    """What ``node ARGV`` runs: ``("script", S)``, ``("code", ...)`` for eval, print and
-    the REPL, or None without a script."""
-    args = list(argv)
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if arg == "--":
-            return ("script", args[i + 1]) if i + 1 < len(args) else None
-        if arg in _NODE_EVAL or arg.split("=", 1)[0] in _NODE_EVAL:
-            return ("code", arg)
-        if arg.startswith("-") and arg != "-":
-            i += 2 if arg in _NODE_WITH_VALUE else 1
-            continue
-        return ("code", "-") if arg == "-" else ("script", arg)
-    return None
+def node_candidates(argv: Sequence[str]) -> list[str]:
+    """Every argument of ``node ARGV`` that may name a file node loads: each positional
+    argument and each option value (``--require=X`` and ``--opt X`` alike), since which
+    options take a value changes between node releases. Eval code is not among them."""
+    candidates = []
+    for arg in argv:
+        if arg.startswith("-"):
+            name, sep, value = arg.partition("=")
+            if sep and name not in _NODE_EVAL:
+                candidates.append(value)
+        else:
+            candidates.append(arg)
+    return candidates
 
 
-def _script_identification(
-    script: str, cwd: str | None, environ: Mapping[str, str], python: bool
-) -> Identification | None:
-    where = script if os.path.isabs(script) else os.path.join(cwd or os.getcwd(), script)
+def _open_argument(path: str, cwd: str | None) -> Target | None:
+    if "\x00" in path or not path:
+        return None
+    where = path if os.path.isabs(path) else os.path.join(cwd or os.getcwd(), path)
     try:
-        opened = open_target(where, path_env=None, executable=False)
+        return open_target(where, path_env=None, executable=False)
     except DetectionError:
-        return None  # the interpreter cannot run it either
-    with opened:
-        via = "python-script" if python else "node-script"
-        hit = identify_file(opened, environ, via=via)
-        if hit is None and python:
-            hit = _python_script_identification(opened, environ, via)
-        return hit
+        return None
 
 
-def identify_invocation(
-    opened: Target,
-    argv: Sequence[str],
-    *,
-    environ: Mapping[str, str],
-    cwd: str | None,
+def _python_invocation(
+    opened: Target, argv: Sequence[str], environ: Mapping[str, str], cwd: str | None
 ) -> Identification | None:
-    """When the opened file is a Python or node interpreter, the catalogued adapter its
-    arguments run, if any. Raises DetectionError when that is in doubt."""
-    names = (opened.requested, opened.located, str(opened.path))
-    if any(_is_python(n) for n in names):
-        what = python_target(argv)
-        if what is None:
+    what = python_target(argv)
+    if what is None:
+        return None
+    kind, value = what
+    here = cwd or os.getcwd()
+    if kind == "module":
+        search = python_search_path(opened.located, environ, here)
+        top = value.split(".", 1)[0]
+        hit = _resolve_import(top, search)
+        if hit is not None:
+            return _as(hit, "python -m", value)
+        return _module_code(value, search, environ)
+    if kind == "code":
+        if value == "-":
+            return None  # code from stdin: not seen (a named gap)
+        search = python_search_path(opened.located, environ, here)
+        return _code_identification(value, search, "python -c", "-c")
+    script = value if os.path.isabs(value) else os.path.join(here, value)
+    if os.path.isdir(script):
+        # ``python DIR`` runs DIR/__main__.py with DIR first on sys.path.
+        search = python_search_path(opened.located, environ, script)
+        main = _open_argument(os.path.join(script, "__main__.py"), None)
+        return None if main is None else _judge_script(main, environ, search, opened.located)
+    target = _open_argument(script, None)
+    if target is None:
+        return None
+    search = python_search_path(opened.located, environ, str(target.path.parent))
+    return _judge_script(target, environ, search, opened.located)
+
+
+def _judge_script(
+    script: Target, environ: Mapping[str, str], search: Sequence[str], interpreter: str
+) -> Identification | None:
+    with script:
+        installed = identify_file(script, environ)
+        if installed is not None:
+            return _as(installed, "python-script", str(script.path))
+        source = script.read_all(MAX_SOURCE_BYTES)
+        if source is None:
             return None
-        kind, value = what
-        sites = _python_sites(opened.located, environ)
-        if kind == "module":
-            return _module_identification(value, sites, "python -m", value)
-        if kind == "code":
-            # Only import statements are seen; importlib and __import__ are not (a named gap).
-            return _imports_identification(value, sites, "python -c", "-c")
-        return _script_identification(value, cwd, environ, python=True)
-    if any(_is_node(n) for n in names):
-        what = node_target(argv)
-        if what is None or what[0] == "code":
-            return None
-        return _script_identification(what[1], cwd, environ, python=False)
+        key = (str(script.path), script.identity)
+        return _code_identification(source, search, "python-script", str(script.path), key)
+
+
+def _module_code(
+    module: str, search: Sequence[str], environ: Mapping[str, str]
+) -> Identification | None:
+    """The imports of the file ``python -m module`` runs, when the module is not itself
+    catalogued (a copied wrapper renamed ``codey.py`` on PYTHONPATH)."""
+    parts = module.split(".")
+    for directory in search:
+        base = os.path.join(directory, *parts)
+        for candidate in (base + ".py", os.path.join(base, "__main__.py")):
+            opened = _open_argument(candidate, None)
+            if opened is not None:
+                with opened:
+                    source = opened.read_all(MAX_SOURCE_BYTES)
+                    key = (str(opened.path), opened.identity)
+                    if source is None:
+                        return None
+                    return _code_identification(source, search, "python -m", module, key)
     return None
+
+
+def _node_invocation(
+    argv: Sequence[str], environ: Mapping[str, str], cwd: str | None
+) -> Identification | None:
+    hits = []
+    for candidate in node_candidates(argv):
+        opened = _open_argument(candidate, cwd)
+        if opened is None:
+            continue
+        with opened:
+            hit = _npm_identification(opened.dir_fd, opened.path, "node-script")
+        if hit is not None:
+            hits.append(hit)
+    adapters = {hit.adapter for hit in hits}
+    if len(adapters) > 1:
+        raise DetectionError(f"node is asked to load several adapters: {sorted(adapters)}")
+    return hits[0] if hits else None
+
+
+def _as(hit: Identification, via: str, subject: str) -> Identification:
+    """``hit`` recast as found through ``via``, by an interpreter: its version is the one
+    identification read (None: unknown)."""
+    return Identification(
+        hit.adapter, via, subject, hit.version, hit.version_source, version_known=True
+    )
 
 
 # ---------------------------------------------------------------------------- files
 
-
-@dataclass(frozen=True)
-class _Cached:
-    found: Identification | None
-    dependencies: tuple[tuple[str, FileIdentity], ...]
+_file_cache = _cache()
 
 
-_cache: dict[tuple[str, FileIdentity, str], _Cached] = {}
-_cache_lock = threading.Lock()
+def identify_file(opened: Target, environ: Mapping[str, str]) -> Identification | None:
+    """The catalogued package the opened file belongs to (npm package or pip
+    distribution), or None. Cached per file identity and the metadata that answered.
 
-
-def clear_cache() -> None:
-    with _cache_lock:
-        _cache.clear()
-
-
-def identify_file(
-    opened: Target, environ: Mapping[str, str], *, via: str | None = None
-) -> Identification | None:
-    """The catalogued adapter the opened file belongs to, or None.
-
-    Cached per file identity: the same bytes at the same place are the same program. A
-    positive answer also depends on the metadata that gave it, which is re-examined.
     Raises DetectionError when the answer is in doubt.
     """
-    key = (str(opened.path), opened.identity, via or "")
-    with _cache_lock:
-        hit = _cache.get(key)
-    if hit is not None and all(_still(path, ident) for path, ident in hit.dependencies):
-        return hit.found
-    found = _npm_identification(opened.dir_fd, opened.path, via or "npm-package")
+    key = (str(opened.path), opened.identity)
+    with _lock:
+        hit = _file_cache.get(key)
+    if isinstance(hit, tuple):
+        cached, cached_deps = hit
+        if all(_identity(path) == ident for path, ident in cached_deps):
+            return cached if isinstance(cached, Identification) else None
+    found = _npm_identification(opened.dir_fd, opened.path, "npm-package")
     if found is None:
-        found = _pip_record_identification(opened)
-        if found is not None and via is not None:
-            found = Identification(found.adapter, via, found.subject, found.version,
-                                   found.version_source)  # fmt: skip
-    if found is None and via is None:
-        found = _python_script_identification(opened, environ, "pip-script")
+        found = _pip_file_identification(opened.path, os.fstat(opened.fd))
     deps = tuple(
         (source, ident)
         for source in ([found.version_source] if found and found.version_source else [])
-        if (ident := _identity_or_none(source)) is not None
+        if (ident := _identity(source)) is not None
     )
-    with _cache_lock:
-        while len(_cache) >= _MAX_CACHE_ENTRIES:
-            _cache.pop(next(iter(_cache)))
-        _cache[key] = _Cached(found, deps)
+    with _lock:
+        while len(_file_cache) >= _MAX_CACHE_ENTRIES:
+            _file_cache.pop(next(iter(_file_cache)))
+        _file_cache[key] = (found, deps)
     return found
-
-
-def _identity_or_none(path: str) -> FileIdentity | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return identity_of(st) if stat.S_ISREG(st.st_mode) else None
-
-
-def _still(path: str, identity: FileIdentity) -> bool:
-    return _identity_or_none(path) == identity
 
 
 def identify(
@@ -553,11 +815,30 @@ def identify(
 ) -> Identification | None:
     """The catalogued adapter that running ``opened`` with ``argv`` runs, or None.
 
-    An interpreter is judged by what it is asked to run (``argv`` None: by itself only).
-    Raises DetectionError when the answer is in doubt.
+    What the file is comes first (a ``python`` that is really aider's console script is
+    aider); an interpreter is then judged by what it is asked to run; a Python script by
+    the catalogued code it imports, with the version of the copy the interpreter will load.
+    ``argv`` None judges the file alone. Raises DetectionError when in doubt.
     """
-    if argv is not None:
-        invoked = identify_invocation(opened, argv, environ=environ, cwd=cwd)
-        if invoked is not None:
-            return invoked
-    return identify_file(opened, environ)
+    installed = identify_file(opened, environ)
+    head = opened.read_head(512)
+    interpreter = _shebang_interpreter(head) if head.startswith(b"#!") else None
+    if interpreter is not None and _is_python(interpreter):
+        # Python code: judged by what its imports load in the child's environment.
+        code = _python_script(opened, environ, None, "pip-script")
+        if code is not None and installed is not None and code.adapter != installed.adapter:
+            raise DetectionError(
+                f"{opened.path} is {installed.adapter}'s but imports {code.adapter}"
+            )
+        if code is not None:
+            return code
+    if installed is not None:
+        return installed
+    if argv is None:
+        return None
+    names = (opened.requested, opened.located, str(opened.path))
+    if any(_is_python(n) for n in names):
+        return _python_invocation(opened, argv, environ, cwd)
+    if any(_is_node(n) for n in names):
+        return _node_invocation(argv, environ, cwd)
+    return None

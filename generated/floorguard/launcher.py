@@ -18,7 +18,7 @@ from typing import Any
 
 from floorguard.catalog import executable_for
 from floorguard.errors import DetectionError
-from floorguard.gate import Decision, decide, refuse_after
+from floorguard.gate import Decision, decide, refuse_after, refuse_unopened
 from floorguard.target import Target, open_target
 
 RECEIPT_ID_VARIABLE = "FLOORGUARD_RECEIPT_ID"
@@ -57,11 +57,8 @@ def spawn(
 
     try:
         target = open_target(name, path_env=path_env)
-    except (DetectionError, OSError) as exc:
-        # The preflight finds and records the same failure (a refusal for a tracked adapter);
-        # an untracked adapter's allowance is overruled by a recorded refusal: nothing runs.
-        decision = decide(adapter, binary=binary, environ=os.environ, run_environ=child_env)
-        raise refuse_after(decision, f"its binary cannot be resolved or opened: {exc}") from None
+    except (DetectionError, OSError, ValueError) as exc:
+        raise refuse_unopened(adapter, exc) from None
     with target:
         if _after_open_hook is not None:
             _after_open_hook()
