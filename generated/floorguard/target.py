@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from floorguard.errors import DetectionError
+from floorguard.errors import DetectionError, UnreadableFileError
 
 FileIdentity = tuple[int, int, int, int, int]
 # Opened without blocking (a FIFO or device must never stall the caller), never as a
@@ -154,20 +154,13 @@ def read_regular_at(dir_fd: int, relpath: str, cap: int) -> tuple[bytes, FileIde
     """The bytes and identity of the regular file ``relpath`` relative to ``dir_fd``, read
     without blocking and under ``cap``; None when it is missing, not a regular file, larger
     than ``cap`` or unreadable."""
+    from floorguard.files import read_regular_stat
+
     try:
-        fd = os.open(relpath, _OPEN_FLAGS, dir_fd=dir_fd)
-    except OSError:
+        data, st = read_regular_stat(relpath, max_bytes=cap, what="metadata file", dir_fd=dir_fd)
+    except (UnreadableFileError, ValueError):
         return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > cap:
-            return None
-        data = os.pread(fd, cap + 1, 0)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    return (data, identity_of(st)) if len(data) <= cap else None
+    return data, identity_of(st)
 
 
 def stat_at(dir_fd: int, relpath: str) -> os.stat_result | None:
