@@ -103,14 +103,24 @@ def test_round_trip_export_then_verify_is_proven(home: Path, tmp_path: Path, too
 
 
 @pytest.mark.parametrize("tool", sorted(VERIFIERS))
-def test_verify_without_a_key_says_the_macs_were_not_checked(
+def test_refuses_a_slice_checked_without_key_or_checkpoint_unless_told_to_accept_it(
     home: Path, tmp_path: Path, tool: str
 ) -> None:
     out = tmp_path / "slice.jsonl"
     run([*FLOORCTL, "chain", "export", "--out", str(out)], home)
     done = run([*VERIFIERS[tool], "verify", "chain", str(out)], home)
-    assert done.returncode == 0
+    assert done.returncode == 1
+    assert done.stdout.splitlines()[0] == "NOT PROVEN"
+    assert "unauthenticated: no --key-file and no --checkpoint" in done.stdout
     assert "MACs not checked: no --key-file" in done.stderr
+    accepted = run([*VERIFIERS[tool], "verify", "chain", str(out), "--unauthenticated"], home)
+    assert accepted.returncode == 0, accepted.stdout
+    assert "NOT authenticated" in accepted.stdout
+    document = json.loads(
+        run([*VERIFIERS[tool], "verify", "chain", str(out), "--unauthenticated", "--json"],
+            home).stdout
+    )  # fmt: skip
+    assert (document["proven"], document["authenticated_by"]) == (True, None)
 
 
 @pytest.mark.parametrize("tool", sorted(VERIFIERS))
@@ -143,7 +153,7 @@ def test_both_verifiers_print_the_same_json_document(home: Path, tmp_path: Path)
     out.write_text("".join([*lines[:2], *lines[3:]]))
     outputs = []
     for tool in (FLOORCTL, FLOORGUARD):
-        done = run([*tool, "verify", "chain", str(out), "--json"], home)
+        done = run([*tool, "verify", "chain", str(out), "--unauthenticated", "--json"], home)
         assert done.returncode == 1
         outputs.append(json.loads(done.stdout))
     assert (
@@ -154,6 +164,7 @@ def test_both_verifiers_print_the_same_json_document(home: Path, tmp_path: Path)
             "since": None,
             "until": None,
             "records": 5,
+            "authenticated_by": None,
             "violations": [],
             "integrity_errors": [
                 {
@@ -169,7 +180,7 @@ def test_verify_reads_the_slice_from_stdin(home: Path) -> None:
     exported = run([*FLOORCTL, "chain", "export"], home).stdout
     environ = {**os.environ, "FLOORGUARD_HOME": str(home)}
     done = subprocess.run(
-        [*FLOORGUARD, "verify", "chain", "-", "--json"],
+        [*FLOORGUARD, "verify", "chain", "-", "--unauthenticated", "--json"],
         input=exported,
         capture_output=True,
         text=True,
@@ -205,7 +216,7 @@ def test_verify_never_creates_state(tmp_path: Path) -> None:
     slice_file = tmp_path / "slice.jsonl"
     slice_file.write_text("")
     home = tmp_path / "state"
-    done = run([*FLOORGUARD, "verify", "chain", str(slice_file)], home)
+    done = run([*FLOORGUARD, "verify", "chain", str(slice_file), "--unauthenticated"], home)
     assert done.returncode == 1
     assert done.stdout.splitlines() == ["NOT PROVEN", "the slice holds no records"]
     assert not home.exists()

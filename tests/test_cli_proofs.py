@@ -156,8 +156,10 @@ def test_both_verifiers_print_the_same_document_for_a_warn_override(root: Path) 
                              "or with an unknown version"},
     ]  # fmt: skip
     assert set(documents[0]) == {
-        "proven", "since", "until", "records", "violations", "integrity_errors"
+        "proven", "since", "until", "records", "authenticated_by", "violations",
+        "integrity_errors",
     }  # fmt: skip
+    assert documents[0]["authenticated_by"] == "mac"
 
 
 @pytest.mark.parametrize("tool", sorted(TOOLS))
@@ -243,10 +245,11 @@ def test_a_forged_map_archive_is_not_used(root: Path, tool: str) -> None:
     real = json.loads((BUILTIN_MAPS / name).read_bytes())
     real["aider"]["min_safe_version"] = "0.0.1"
     (archive / name).write_text(json.dumps(real))
-    done = TOOLS[tool](root, "verify", "chain", "slice.jsonl", "--maps", archive)
+    loose = ("--unauthenticated",)
+    done = TOOLS[tool](root, "verify", "chain", "slice.jsonl", "--maps", archive, *loose)
     assert done.returncode == 1
     assert "does not hash to its name" in done.stdout
-    honest = TOOLS[tool](root, "verify", "chain", "slice.jsonl", "--maps", BUILTIN_MAPS)
+    honest = TOOLS[tool](root, "verify", "chain", "slice.jsonl", "--maps", BUILTIN_MAPS, *loose)
     assert honest.returncode == 0, honest.stdout
 
 

@@ -275,7 +275,7 @@ def test_floorctl_still_reads_a_slice_from_stdin(root: Path) -> None:
     project = root / "project"
     with (project / "slice.jsonl").open("rb") as stdin:
         done = subprocess.run(
-            [sys.executable, "-m", "floorctl", "verify", "chain", "-"],
+            [sys.executable, "-m", "floorctl", "verify", "chain", "-", "--unauthenticated"],
             capture_output=True,
             env=isolated_env(root / "state"),
             cwd=project,

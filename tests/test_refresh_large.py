@@ -112,7 +112,8 @@ def test_anchors_a_refresh_whose_map_exceeds_one_chain_record(
     large: tuple[Path, Path, dict[str, Any]],
 ) -> None:
     project, state, _ = large
-    done = floorctl("verify", "chain", "slice.jsonl", cwd=project, state=state)
+    key = state / "floorguard" / "chain.key"
+    done = floorctl("verify", "chain", "slice.jsonl", "--key-file", key, cwd=project, state=state)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.startswith("PROVEN")
 
@@ -188,7 +189,8 @@ def test_anchors_a_refresh_of_100000_adapters(tmp_path: Path) -> None:
     project, state = project_with(tmp_path, feed)
     assert (project / "feed.json").stat().st_size <= 16 * 1024 * 1024
     check_anchored_by_reference(project, state, 100_000)
-    done = floorctl("verify", "chain", "slice.jsonl", cwd=project, state=state)
+    key = state / "floorguard" / "chain.key"
+    done = floorctl("verify", "chain", "slice.jsonl", "--key-file", key, cwd=project, state=state)
     assert done.returncode == 0, done.stdout + done.stderr
 
 

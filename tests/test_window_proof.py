@@ -29,7 +29,7 @@ from helpers.proof_support import (
 from floorguard import checkpoint
 from floorguard._canonical import canonical_bytes
 from floorguard._time import parse_ts
-from floorguard.window_proof import ProofReport, load_checkpoint, prove
+from floorguard.window_proof import UNAUTHENTICATED, ProofReport, load_checkpoint, prove
 
 SIGNER = Ed25519PrivateKey.generate()
 GAP = "(records missing, duplicated or out of order)"
@@ -353,8 +353,9 @@ def test_detects_a_permit_forged_by_editing_the_verdict(built: Built) -> None:
     # With the key: the MAC gives it away.
     _, errors = findings(prove(forged, key=built.key))
     assert (2, "MAC does not verify (wrong key, or the record was altered)") in errors
-    # Without the key, nothing but re-evaluation can tell: the slice itself is consistent.
-    violations, errors = findings(prove(forged))
+    # Without the key, the slice itself is consistent: accepted as unauthenticated, only
+    # re-evaluation can tell; not accepted so, it is not proven in the first place.
+    violations, errors = findings(prove(forged, unauthenticated_ok=True))
     assert errors == []
     assert violations == [
         (2, "permit of aider 0.59.9, below the floor 0.60.0 (BSA-0001) of the pinned map")
@@ -508,12 +509,23 @@ def test_the_proven_text_names_the_window_end_and_what_authenticates_the_records
     text = render_text(prove(built.lines(), key=built.key))
     assert f"window genesis (seq 0) .. end of slice (seq 8, {at(8)}):" in text
     assert "authenticated: every record's MAC verified with the chain key" in text
-    assert "NOT authenticated: no --key-file and no checkpoint" in render_text(prove(built.lines()))
+    loose = render_text(prove(built.lines(), unauthenticated_ok=True))
+    assert "NOT authenticated: no --key-file and no checkpoint" in loose
     note = signed(checkpoint_of(built, 8, at(30)))
     text = render_text(prove(built.lines(), **with_checkpoint(note)))
     assert "authenticated: records up to seq 8 by the signed checkpoint" in text
     assert [authenticated_by(prove(built.lines(), **options)) for options in (
-        {"key": built.key}, with_checkpoint(note), {})] == ["mac", "checkpoint", None]  # fmt: skip
+        {"key": built.key}, with_checkpoint(note), {"unauthenticated_ok": True})
+    ] == ["mac", "checkpoint", None]  # fmt: skip
+
+
+def test_refuses_a_slice_that_nothing_authenticates(built: Built) -> None:
+    # Digests and links are public arithmetic: anyone can write a whole consistent slice.
+    report = prove(built.lines())
+    assert not report.proven
+    assert [(e.seq, e.reason) for e in report.integrity_errors] == [(None, UNAUTHENTICATED)]
+    assert report.violations == ()
+    assert prove(built.lines(), unauthenticated_ok=True).proven
 
 
 # --- spawn receipts that name what the host asked for -------------------------------------------

@@ -59,6 +59,12 @@ def verify() -> None:
     help="A floor-map archive folder (sha256-<hex>.json); repeatable. Default: floorguard's "
     "own maps and ./generated/floorguard/maps.",
 )
+@click.option(
+    "--unauthenticated",
+    is_flag=True,
+    help="Accept a slice checked without --key-file or --checkpoint: only the links between "
+    "records are checked then, which anyone can recompute; the output says so.",
+)
 @json_option
 def verify_chain(
     slice_path: str,
@@ -68,14 +74,17 @@ def verify_chain(
     checkpoint_file: Path | None,
     pubkey: Path | None,
     map_dirs: tuple[Path, ...],
+    unauthenticated: bool,
     as_json: bool,
 ) -> None:
     """Prove that no adapter below its floor was permitted to spawn in a window of SLICE.
 
     SLICE is an exported chain slice (- for stdin). It must be intact, continuous and cover
     the window (--since/--until; the whole slice without them); every spawn record in the
-    window is re-evaluated against the floor map it pins. Prints PROVEN, or NOT PROVEN and
-    every finding as `seq N: reason`. Exit status 0 only when proven.
+    window is re-evaluated against the floor map it pins. The records must be
+    authenticated, by the chain key (--key-file) or a signed checkpoint, unless
+    --unauthenticated. Prints PROVEN, or NOT PROVEN and every finding as `seq N: reason`.
+    Exit status 0 only when proven.
     """
     if checkpoint_file is not None and pubkey is None:
         raise click.UsageError("--checkpoint needs --pubkey (the key the checkpoint is signed by)")
@@ -99,6 +108,7 @@ def verify_chain(
         map_dirs=dirs,
         checkpoint=checkpoint,
         checkpoint_error=checkpoint_error,
+        unauthenticated_ok=unauthenticated,
     )
     if as_json:
         emit_json(window_proof.report_document(report))

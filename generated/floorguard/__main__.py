@@ -68,6 +68,7 @@ def _verify_chain(args: argparse.Namespace) -> int:
         map_dirs=map_dirs,
         checkpoint=checkpoint,
         checkpoint_error=checkpoint_error,
+        unauthenticated_ok=args.unauthenticated,
     )
     if args.as_json:
         document = window_proof.report_document(report)
@@ -108,6 +109,12 @@ def register_verify(commands: _SubParsers) -> _SubParsers:
         metavar="DIR",
         help="a floor-map archive (sha256-<hex>.json files); repeatable "
         "(default: the package's own maps)",
+    )
+    chain.add_argument(
+        "--unauthenticated",
+        action="store_true",
+        help="accept a slice checked without --key-file or --checkpoint (only the links "
+        "between records, which anyone can recompute; the output says so)",
     )
     chain.add_argument(
         "--json", dest="as_json", action="store_true", help="print one JSON document"

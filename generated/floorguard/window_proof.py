@@ -356,12 +356,23 @@ class WindowProof:
     # -- the verdict --
 
     def finish(
-        self, report: SliceReport, *, key_given: bool, checkpoint_error: str | None = None
+        self,
+        report: SliceReport,
+        *,
+        key_given: bool,
+        checkpoint_error: str | None = None,
+        unauthenticated_ok: bool = False,
     ) -> ProofReport:
-        """Combine the slice's integrity with coverage, the checkpoint and the violations."""
+        """Combine the slice's integrity with coverage, the checkpoint and the violations.
+
+        Without a key and a checkpoint nothing vouches for the records (anyone can write a
+        slice whose links check): that is a finding unless ``unauthenticated_ok``.
+        """
         errors = list(report.integrity_errors)
         if checkpoint_error is not None:
             errors.append(IntegrityError(None, f"checkpoint: {checkpoint_error}"))
+        elif not key_given and self.checkpoint is None and not unauthenticated_ok:
+            errors.append(IntegrityError(None, UNAUTHENTICATED))
         if report.records:
             errors.extend(self._coverage(report))
             errors.extend(self._checkpoint_findings(report, key_given))
@@ -526,11 +537,13 @@ def prove(
     map_dirs: Sequence[Path] = (),
     checkpoint: Checkpoint | None = None,
     checkpoint_error: str | None = None,
+    unauthenticated_ok: bool = False,
 ) -> ProofReport:
     """Verify a slice and prove the window over it. Pure apart from reading map archives.
 
     ``checkpoint_error`` is the reason a checkpoint the caller was given did not verify;
-    it is reported as an integrity error, so the slice is then not proven.
+    it is reported as an integrity error, so the slice is then not proven. A slice checked
+    with neither ``key`` nor ``checkpoint`` is not proven unless ``unauthenticated_ok``.
     Raises VerificationError when ``since`` is later than ``until``.
     """
     if since is not None and until is not None and since > until:
@@ -539,7 +552,10 @@ def prove(
     verifier = SliceVerifier(key=key, on_record=proof.on_record)
     verifier.feed_all(lines)
     return proof.finish(
-        verifier.finish(), key_given=key is not None, checkpoint_error=checkpoint_error
+        verifier.finish(),
+        key_given=key is not None,
+        checkpoint_error=checkpoint_error,
+        unauthenticated_ok=unauthenticated_ok,
     )
 
 
@@ -584,6 +600,12 @@ def render_text(report: ProofReport) -> str:
     return "\n".join(lines) + "\n"
 
 
+UNAUTHENTICATED = (
+    "unauthenticated: no --key-file and no --checkpoint, so only the links between the "
+    "records were checked, which anyone can recompute (--unauthenticated accepts that)"
+)
+
+
 def authenticated_by(report: ProofReport) -> str | None:
     """What vouches for the records: ``"mac"``, ``"checkpoint"``, or None (nothing but the
     links, which anyone can recompute)."""
@@ -618,6 +640,7 @@ def report_document(report: ProofReport) -> dict[str, Any]:
         "since": report.since,
         "until": report.until,
         "records": report.slice.records,
+        "authenticated_by": authenticated_by(report),
         "violations": [{"seq": v.seq, "reason": v.reason} for v in report.violations],
         "integrity_errors": [{"seq": e.seq, "reason": e.reason} for e in report.integrity_errors],
     }
