@@ -10,11 +10,12 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from floorguard import active_map, receipts
+from floorguard.detect import INTERPRETER_VARIABLES
 from floorguard.errors import ChainError, DetectionError, FloorMapError, SpawnRefused
 
 if TYPE_CHECKING:
@@ -307,7 +308,7 @@ def decide(
         binary=binary,
         version=version,
         policy=policy,
-        environ=_Policies(environ, run_environ),
+        environ=_judging_view(environ, run_environ),
         target=target,
         argv=argv,
         cwd=cwd,
@@ -318,26 +319,19 @@ def decide(
     return decision
 
 
-class _Policies(Mapping[str, str]):
-    """The run environment, except that floorguard's own policy variables are the host's:
-    a child's environment must not loosen (or be needed to tighten) the host's policy."""
+# Everything judging reads from an environment. A plain snapshot is read many times over
+# at the cost of one lookup each (os.environ encodes and decodes on every access).
+_RUN_KEYS: Final = ("PATH", "HOME", *INTERPRETER_VARIABLES)
+_HOST_KEYS: Final = (POLICY_VARIABLE, UNTRACKED_POLICY_VARIABLE)
 
-    def __init__(self, host: Mapping[str, str], run: Mapping[str, str]) -> None:
-        self._host, self._run = host, run
 
-    def __getitem__(self, key: str) -> str:
-        if key.startswith("FLOORGUARD_"):
-            return self._host[key]
-        return self._run[key]
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return (self._host if key.startswith("FLOORGUARD_") else self._run).get(key, default)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._run)
-
-    def __len__(self) -> int:
-        return len(self._run)
+def _judging_view(host: Mapping[str, str], run: Mapping[str, str]) -> dict[str, str]:
+    """What judging may read: the run environment's PATH, HOME and interpreter variables,
+    and floorguard's own policies from the host only (a child's environment must not
+    loosen, or be needed to tighten, the host's policy)."""
+    view = {key: value for key in _RUN_KEYS if (value := run.get(key)) is not None}
+    view.update((key, value) for key in _HOST_KEYS if (value := host.get(key)) is not None)
+    return view
 
 
 def _named(decision: Decision) -> str:

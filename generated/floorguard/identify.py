@@ -806,6 +806,20 @@ def identify_file(opened: Target, environ: Mapping[str, str]) -> Identification 
     return found
 
 
+_shebang_cache = _cache()
+
+
+def _runs_python(opened: Target) -> bool:
+    """Whether the opened file is a ``#!`` script for Python (per file identity)."""
+
+    def read() -> bool:
+        head = opened.read_head(512)
+        interpreter = _shebang_interpreter(head) if head.startswith(b"#!") else None
+        return interpreter is not None and _is_python(interpreter)
+
+    return _memo(_shebang_cache, (str(opened.path), opened.identity), read)
+
+
 def identify(
     opened: Target,
     argv: Sequence[str] | None,
@@ -821,9 +835,7 @@ def identify(
     ``argv`` None judges the file alone. Raises DetectionError when in doubt.
     """
     installed = identify_file(opened, environ)
-    head = opened.read_head(512)
-    interpreter = _shebang_interpreter(head) if head.startswith(b"#!") else None
-    if interpreter is not None and _is_python(interpreter):
+    if _runs_python(opened):
         # Python code: judged by what its imports load in the child's environment.
         code = _python_script(opened, environ, None, "pip-script")
         if code is not None and installed is not None and code.adapter != installed.adapter:
