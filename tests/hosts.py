@@ -186,6 +186,11 @@ def receipt_in_chain(host: Host, receipt_id: str) -> dict[str, Any]:
     return receipt
 
 
+def path_with(*dirs: Path) -> str:
+    """A PATH that searches ``dirs`` first, then this process's PATH."""
+    return os.pathsep.join([*map(str, dirs), os.environ.get("PATH", "")])
+
+
 def write_script(path: Path, body: str) -> Path:
     """An executable shell script: a real binary for the probe to run."""
     path.write_text("#!/bin/sh\n" + body + "\n", encoding="utf-8")

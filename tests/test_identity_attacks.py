@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hosts import Host, floor, receipt_in_chain
+from hosts import Host, floor, path_with, receipt_in_chain
 from probes import (
     PIP_WRAPPER,
     npm_install,
@@ -32,20 +32,6 @@ node = pytest.mark.skipif(shutil.which("node") is None, reason="node is not inst
 @pytest.fixture
 def host(tmp_path: Path) -> Host:
     return Host(tmp_path, {"aider": floor("0.60.0"), "claude": floor("1.0.100")})
-
-
-@pytest.fixture
-def old_aider(tmp_path: Path) -> tuple[Path, Path]:
-    """aider-chat 0.50.0 (below its 0.60.0 floor) in a real venv; its console script, marker."""
-    marker = tmp_path / "aider-ran"
-    script = pip_install(
-        tmp_path / "venv", dist="aider-chat", module="aider", version="0.50.0", marker=marker
-    )
-    return script, marker
-
-
-def path_with(*dirs: Path) -> str:
-    return os.pathsep.join([*map(str, dirs), os.environ.get("PATH", "")])
 
 
 def exec_cli(host: Host, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
