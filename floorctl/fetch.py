@@ -418,7 +418,6 @@ def download(
     Nothing is written unless every check passed; the freshness state is updated only after
     the feed was written. Raises FetchError, FeedError, TrustError or FreshnessError.
     """
-    state = freshness.load_state(state_path)
     fetched = fetch_feed(
         url,
         trusted=trusted,
@@ -427,15 +426,18 @@ def download(
         cache_dir=cache_dir,
         progress=progress,
     )
-    updated = freshness.accept(state, [fetched.feed], now)
     signature_out = Path(str(out) + trust.SIGNATURE_SUFFIX)
-    if fetched.envelope is not None:
-        atomic.write_atomic(signature_out, fetched.envelope)
-    else:
-        # A signature left from an older download would not match these bytes.
-        signature_out.unlink(missing_ok=True)
-    atomic.write_atomic(out, fetched.data)
-    if fetched.feed.feed_id is not None:
-        freshness.save_state(state_path, updated)
+    # The state is shared with every other fetch and refresh: locked from reading to saving.
+    # The feed, its signature and the state are written together or not at all.
+    with freshness.state_lock(state_path), atomic.undoable([signature_out, out]):
+        updated = freshness.accept(freshness.load_state(state_path), [fetched.feed], now)
+        if fetched.envelope is not None:
+            atomic.write_atomic(signature_out, fetched.envelope)
+        else:
+            # A signature left from an older download would not match these bytes.
+            signature_out.unlink(missing_ok=True)
+        atomic.write_atomic(out, fetched.data)
+        if fetched.feed.feed_id is not None:
+            freshness.save_state(state_path, updated)
     remember(cache_dir, url, fetched)
     return fetched

@@ -12,15 +12,16 @@ at the edge and written atomically only after the feed was written.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from floorctl import atomic, keys
+from floorctl import atomic, keys, locking
 from floorctl.errors import FreshnessError
 from floorctl.feeds import Feed
 from floorguard._canonical import is_digest
@@ -165,3 +166,15 @@ def save_state(path: Path, state: FreshnessState) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(state.to_json(), indent=2, sort_keys=True) + "\n"
     atomic.write_atomic(path, text.encode("utf-8"))
+
+
+@contextlib.contextmanager
+def state_lock(
+    state: Path, *, notify: Callable[[str], None] = lambda _message: None
+) -> Iterator[None]:
+    """Hold the lock of a feed-state file, which every refresh and fetch shares: from
+    reading it to saving it, so that no command saves over what another accepted."""
+    state.parent.mkdir(parents=True, exist_ok=True)
+    lock = state.parent / f".{state.name}.lock"
+    with locking.exclusive_lock(lock, f"another command using {state}", notify=notify):
+        yield

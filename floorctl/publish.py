@@ -72,8 +72,10 @@ def publish(
     out_dir.mkdir(parents=True, exist_ok=True)
     map_path = out_dir / MAP_NAME
     signature_path = out_dir / (MAP_NAME + published_map.SIGNATURE_SUFFIX)
-    atomic.write_atomic(map_path, data)
-    atomic.write_atomic(signature_path, envelope)
+    # A map beside a signature of other bytes is refused by every host: both or neither.
+    with atomic.undoable([map_path, signature_path]):
+        atomic.write_atomic(map_path, data)
+        atomic.write_atomic(signature_path, envelope)
     return Published(
         map_path,
         signature_path,

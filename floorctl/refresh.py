@@ -8,17 +8,22 @@ touched. ``apply`` then writes in an order that can be undone if anchoring fails
 from __future__ import annotations
 
 import contextlib
-import fcntl
+import glob
+import json
 import os
-import stat
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from floorctl import atomic, merge, render, splice
-from floorctl.errors import ConcurrentUpdate, DowngradeRefused, DriftError, ModuleError
+from floorctl import atomic, locking, merge, render, splice
+from floorctl.errors import (
+    ConcurrentUpdate,
+    DowngradeRefused,
+    DriftError,
+    FloorctlError,
+    ModuleError,
+)
 from floorctl.feeds import Feed
 from floorguard import receipts
 from floorguard._canonical import canonical_bytes, content_address
@@ -32,8 +37,6 @@ if TYPE_CHECKING:
 
 ARCHIVE_DIR = "maps"
 # How long a refresh waits for another refresh of the same module before giving up.
-LOCK_WAIT_SECONDS = 600.0
-_LOCK_POLL_SECONDS = 0.05
 
 
 @dataclass(frozen=True)
@@ -221,45 +224,67 @@ def module_lock(
 ) -> Iterator[None]:
     """Hold the lock of ``module``'s writers: one refresh --write at a time per module.
 
-    An exclusive ``flock`` on ``.<module name>.lock`` beside the module; the kernel drops
-    it when the holder exits, so a crashed refresh never leaves a stale lock. Waits up to
-    ``LOCK_WAIT_SECONDS``. Raises ModuleError (the lock cannot be taken) or ConcurrentUpdate.
+    Waits up to ``locking.LOCK_WAIT_SECONDS``. Raises ModuleError (the lock cannot be taken) or
+    ConcurrentUpdate.
     """
-    path = lock_path(module)
-    try:
-        # O_NOFOLLOW: a link planted at the lock's name is refused, not followed;
-        # O_NONBLOCK: a FIFO planted there cannot hang the open.
-        fd = os.open(
-            path,
-            os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-            0o644,
-        )
-    except OSError as exc:
-        raise ModuleError(
-            f"{path}: cannot open the module's lock file: {exc.strerror or exc}"
-        ) from exc
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ModuleError(f"{path}: the module's lock file is not a regular file")
-        deadline = time.monotonic() + LOCK_WAIT_SECONDS
-        told = False
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise ConcurrentUpdate(
-                        f"{module}: another refresh has held {path} for over "
-                        f"{LOCK_WAIT_SECONDS:.0f} s; nothing was written"
-                    ) from None
-                if not told:
-                    notify(f"waiting for another refresh of {module} to finish")
-                    told = True
-                time.sleep(_LOCK_POLL_SECONDS)
+    with locking.exclusive_lock(lock_path(module), f"another refresh of {module}", notify=notify):
         yield
-    finally:
-        os.close(fd)  # releases the lock
+
+
+def recover_interrupted(
+    module: Path,
+    chain: Callable[[], AuditChain] | None,
+    *,
+    notify: Callable[[str], None] = lambda _message: None,
+) -> None:
+    """Finish or undo a refresh of ``module`` that was killed between writing the module and
+    discarding its undo copy. Call under ``module_lock``, before planning.
+
+    The audit chain is the commit log: if its last floor-update record moved the map from
+    the undo copy's hash to the module's hash, the refresh committed and the copy is
+    dropped; otherwise the copy is put back, so no map stays in force without its record.
+    Raises ModuleError when a leftover copy cannot be read or put back.
+    """
+    leftovers = sorted(module.parent.glob(f".{glob.escape(module.name)}.*.undo"))
+    if not leftovers:
+        return
+    if len(leftovers) > 1:
+        raise ModuleError(
+            f"{module}: several interrupted refreshes left copies "
+            f"({', '.join(map(str, leftovers))}); put the right one back by hand"
+        )
+    [copy] = leftovers
+    current = _block_hash(module)
+    before = _block_hash(copy)
+    committed = chain is not None and _last_update(chain()) == (before, current)
+    if committed:
+        os.unlink(copy)
+        notify(f"{module}: an interrupted refresh had committed; dropped its undo copy {copy}")
+        return
+    os.replace(copy, module)
+    notify(
+        f"{module}: put back the map from before an interrupted refresh ({copy}): the chain "
+        "never recorded its update"
+    )
+
+
+def _block_hash(path: Path) -> str | None:
+    """The hash a receipt names for the map in ``path`` (as ``plan`` computes it)."""
+    try:
+        _, block = render.read_module(splice.read_module_text(path), str(path))
+    except FloorctlError:
+        return None
+    return block.stated_hash or floor_map_hash(from_entries(block.entries))
+
+
+def _last_update(audit: AuditChain) -> tuple[str | None, str | None] | None:
+    last = None
+    for line in audit.export_lines():
+        record = json.loads(line)
+        if record.get("event") == receipts.FLOOR_UPDATE:
+            receipt = record.get("receipt", {})
+            last = (receipt.get("old_floor_map_hash"), receipt.get("new_floor_map_hash"))
+    return last
 
 
 def refuse_symlinked_module(module: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import os
 from pathlib import Path
@@ -187,13 +188,20 @@ def command(
         # One writer per module, from reading the old block to the chain append: a second
         # refresh plans from the first one's map (or is refused as a downgrade), so no map
         # is lost and map versions keep increasing in the chain's order.
-        with refreshing.module_lock(module, notify=notify):
+        # Refreshes of other modules share the feed state: it is locked from its reading to
+        # its saving, or one refresh would save over what another accepted.
+        remembers = any(feed.feed_id is not None for feed in loaded)
+        with contextlib.ExitStack() as held:
+            held.enter_context(refreshing.module_lock(module, notify=notify))
+            if remembers:
+                held.enter_context(freshness.state_lock(state_path, notify=notify))
+            refreshing.recover_interrupted(module, chain, notify=notify)
             plan, accepted = decide()
             outcome = refreshing.apply(
                 plan, receipt_out=receipt_out, signing_key=signer, chain=chain if anchor else None
             )
             # Remembered only once the module is written: a dry run accepts nothing.
-            if any(feed.feed_id is not None for feed in loaded):
+            if remembers:
                 freshness.save_state(state_path, accepted)
         for source, (_, fetched) in zip(sources, results, strict=True):
             if fetched is not None:

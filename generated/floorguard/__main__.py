@@ -276,6 +276,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if getattr(args, "checkpoint", None) is not None and args.pubkey is None:
         args.parser.error("--checkpoint needs --pubkey (the key the checkpoint is signed by)")
+    since, until = getattr(args, "since", None), getattr(args, "until", None)
+    if since is not None and until is not None and since > until:
+        args.parser.error("--since is later than --until")
     handler: Handler = args.handler
     try:
         return handler(args)

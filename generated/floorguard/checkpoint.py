@@ -219,7 +219,11 @@ def verify(data: bytes, public_key: Ed25519PublicKey) -> Checkpoint:
 
 
 def of_chain(chain: AuditChain, last_seq: int | None = None) -> Checkpoint:
-    """A checkpoint of ``chain`` up to ``last_seq`` (default: its head), issued now.
+    """A checkpoint of ``chain`` up to ``last_seq`` (default: its head).
+
+    A checkpoint's time says "the chain held exactly ``size`` records then" (verifiers close
+    windows with it). Of the head that is now; of an older prefix, only the time of its own
+    last record: stamping it now would claim that nothing was appended after it.
 
     The chain is verified from genesis with its own key first, so that a tampered chain is
     never signed. Raises VerificationError (empty or tampered chain, ``last_seq`` beyond the
@@ -235,6 +239,7 @@ def of_chain(chain: AuditChain, last_seq: int | None = None) -> Checkpoint:
     def capture(record: ChainRecord, intact: bool) -> None:
         if record.seq == last_seq:
             found["head"] = record.digest()
+            found["ts"] = record.ts
 
     verifier = SliceVerifier(key=load_key(chain.key_file), on_record=capture)
     verifier.feed_all(chain.export_lines())
@@ -251,4 +256,7 @@ def of_chain(chain: AuditChain, last_seq: int | None = None) -> Checkpoint:
         return new_checkpoint(report.chain_id, report.last_seq + 1, report.head)
     if "head" not in found:
         raise VerificationError(f"the audit chain has no record {last_seq}")
-    return new_checkpoint(report.chain_id, last_seq + 1, found["head"])
+    at_head = last_seq == report.last_seq
+    return new_checkpoint(
+        report.chain_id, last_seq + 1, found["head"], None if at_head else found["ts"]
+    )

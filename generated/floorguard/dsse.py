@@ -93,7 +93,7 @@ def parse_envelope(data: bytes) -> Envelope:
         raise VerificationError("envelope is larger than 64 MiB")
     try:
         document = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:
         raise VerificationError(f"envelope is not JSON: {exc}") from exc
     if not isinstance(document, Mapping):
         raise VerificationError("envelope is not a JSON object")

@@ -71,6 +71,11 @@ def entries_hash(entries: Mapping[str, Any]) -> str:
     return floor_map_hash(from_entries(entries))
 
 
+PUBLISHED_FIELDS = frozenset(
+    {"schema_version", "floor_map_hash", "map_version", "expires", "adapters"}
+)
+
+
 def map_file_hash(data: bytes, source: str) -> str:
     """The floor-map hash of a map JSON file: an archived map (the entries themselves) or a
     published one (entries under ``adapters``). Raises FloorMapError."""
@@ -78,9 +83,16 @@ def map_file_hash(data: bytes, source: str) -> str:
 
     try:
         document = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:
         raise FloorMapError(f"{source}: not a floor-map JSON file: {exc}") from exc
-    if isinstance(document, dict) and isinstance(document.get("adapters"), dict):
+    # Published: exactly the published fields, an integer schema_version (an archived map
+    # may well hold adapters named "adapters" or "schema_version": their values are entries).
+    if (
+        isinstance(document, dict)
+        and set(document) == PUBLISHED_FIELDS
+        and type(document["schema_version"]) is int
+        and isinstance(document["adapters"], dict)
+    ):
         document = document["adapters"]
     try:
         return entries_hash(document)

@@ -38,13 +38,19 @@ from floorguard._canonical import canonical_bytes
 from floorguard.active_map import ActiveMap
 from floorguard.errors import FloorguardError, FloorMapError, UnreadableFileError
 from floorguard.files import MAX_ENVELOPE_BYTES, MAX_TRUSTED_KEYS_BYTES, read_regular
-from floorguard.floormap import FloorMap, floor_map_hash, from_entries, to_entries
+from floorguard.floormap import (
+    PUBLISHED_FIELDS,
+    FloorMap,
+    floor_map_hash,
+    from_entries,
+    to_entries,
+)
 
 ENV_MAP = "FLOORGUARD_FLOOR_MAP"
 ENV_KEYS = "FLOORGUARD_TRUSTED_KEYS"
 PAYLOAD_TYPE = "application/vnd.floorguard.floor-map+json"
 SCHEMA_VERSION = 1
-FIELDS = frozenset({"schema_version", "floor_map_hash", "map_version", "expires", "adapters"})
+FIELDS = PUBLISHED_FIELDS
 SIGNATURE_SUFFIX = ".dsse"
 PACKAGE_KEYS = Path(__file__).with_name("trusted_keys.json")
 MAX_MAP_BYTES = 64 * 1024 * 1024  # files.MAX_MAP_BYTES

@@ -150,7 +150,7 @@ def verify_update_envelope(data: bytes, trusted: Iterable[Ed25519PublicKey]) -> 
     key_ids = dsse.verify(envelope, trusted, payload_type=dsse.INTOTO_PAYLOAD_TYPE)
     try:
         statement = json.loads(envelope.payload)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:
         raise VerificationError("signed payload is not JSON") from exc
     if not isinstance(statement, dict) or statement.get("_type") != STATEMENT_TYPE:
         raise VerificationError("signed payload is not an in-toto Statement v1")
@@ -202,7 +202,7 @@ def is_envelope_document(data: bytes) -> bool:
     """Whether ``data`` is a JSON object in DSSE form (it then needs a key to verify)."""
     try:
         document = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except (ValueError, RecursionError):
         return False
     return isinstance(document, dict) and "payloadType" in document
 
@@ -221,7 +221,7 @@ def check_receipt_document(
     """
     try:
         document = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:
         raise VerificationError(f"not JSON: {exc}") from exc
     if isinstance(document, dict) and "payloadType" in document:
         if trusted is None:

@@ -170,7 +170,7 @@ class SliceVerifier:
             parse.fast = False
         try:
             obj = self._decoder.decode(line)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             self._break(None, f"line {self._line_no}: not valid JSON ({exc})")
             return
         record = self._shape(obj)

@@ -51,7 +51,7 @@ def parse_trusted_keys(data: bytes, source: str) -> TrustedKeys:
 
     try:
         document = json.loads(data.decode("utf-8"), object_pairs_hook=refuse_duplicates)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+    except (ValueError, RecursionError) as exc:
         raise VerificationError(
             f"{source}: neither a PEM public key nor a trusted-keys JSON document"
         ) from exc

@@ -145,7 +145,7 @@ class MapResolver:
                 continue
             try:
                 floor_map = from_entries(json.loads(data))
-            except (ValueError, FloorMapError) as exc:
+            except (ValueError, RecursionError, FloorMapError) as exc:
                 problems.append(f"{path} is not a floor map ({exc})")
                 continue
             return floor_map
