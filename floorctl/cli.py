@@ -20,6 +20,7 @@ from floorctl.commands import sign as sign_command
 from floorctl.commands import trust as trust_command
 from floorctl.commands import verify as verify_commands
 from floorctl.errors import FeedError, FloorctlError
+from floorguard._text import one_line
 from floorguard.errors import FloorguardError, InvalidInput
 
 EXIT_OK = 0
@@ -41,9 +42,9 @@ def cli() -> None:
 def _report(error: Exception) -> None:
     if isinstance(error, FeedError) and len(error.problems) > 1:
         for file, path, message in error.problems:
-            click.echo(f"floorctl: error: {file}: {path}: {message}", err=True)
+            click.echo(one_line(f"floorctl: error: {file}: {path}: {message}"), err=True)
         return
-    click.echo(f"floorctl: error: {error}", err=True)
+    click.echo(one_line(f"floorctl: error: {error}"), err=True)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -68,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     except OSError as error:
         # Files we were told to read or write: say which, never a traceback.
         where = f"{error.filename}: " if error.filename else ""
-        click.echo(f"floorctl: error: {where}{error.strerror or error}", err=True)
+        click.echo(one_line(f"floorctl: error: {where}{error.strerror or error}"), err=True)
         sys.exit(EXIT_FAILED)
     sys.exit(status if isinstance(status, int) else EXIT_OK)
 

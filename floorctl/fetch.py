@@ -418,6 +418,7 @@ def download(
     Nothing is written unless every check passed; the freshness state is updated only after
     the feed was written. Raises FetchError, FeedError, TrustError or FreshnessError.
     """
+    freshness.load_state(state_path)  # a damaged state is an error before any download
     fetched = fetch_feed(
         url,
         trusted=trusted,

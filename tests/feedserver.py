@@ -6,6 +6,7 @@ mocked: the client under test talks to this server over a real socket.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -15,6 +16,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 Behaviour = Callable[[BaseHTTPRequestHandler], None]
 # A server that keeps sending stops after this much, so a broken client cannot hang the run.
 RUNAWAY_LIMIT = 64 * 1024 * 1024
+
+
+class _QuietServer(ThreadingHTTPServer):
+    """A client that hangs up mid-response (as the fetcher must, on a refused body) is not
+    an error worth a traceback on this process's stderr, which tests read."""
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            return
+        super().handle_error(request, client_address)  # type: ignore[arg-type]
 
 
 @dataclass
@@ -44,7 +55,7 @@ class FeedServer:
             def log_message(self, format: str, *args: object) -> None:
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = _QuietServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(
             target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
@@ -155,7 +166,6 @@ class FeedServer:
 import json  # noqa: E402
 import os  # noqa: E402
 import subprocess  # noqa: E402
-import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 

@@ -47,8 +47,17 @@ def test_refuses_a_map_module_that_cannot_be_trusted(text: str, message: str) ->
 
 def test_map_json_hash_reads_archived_and_published_forms() -> None:
     assert map_file_hash(repr(ENTRIES).replace("'", '"').encode(), "a.json") == HASH
-    published = b'{"adapters": ' + repr(ENTRIES).replace("'", '"').encode() + b', "x": 1}'
+    published = (
+        b'{"schema_version": 1, "floor_map_hash": "' + HASH.encode() + b'", "map_version": 2, '
+        b'"expires": "2030-01-01T00:00:00Z", "adapters": '
+        + repr(ENTRIES).replace("'", '"').encode()
+        + b"}"
+    )
     assert map_file_hash(published, "p.json") == HASH
+    # Not the published form (another field set): its members are read as adapters.
+    loose = b'{"adapters": ' + repr(ENTRIES).replace("'", '"').encode() + b', "x": 1}'
+    with pytest.raises(FloorMapError, match="floor map entry 'adapters'"):
+        map_file_hash(loose, "p.json")
 
 
 @pytest.mark.parametrize("data", [b"not json", b"[]", b'{"aider": {"note": "n"}}'])

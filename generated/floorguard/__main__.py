@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from floorguard import files
+from floorguard._text import one_line
 from floorguard.chain_key import load_key
 from floorguard.errors import FloorguardError
 from floorguard.files import read_regular
@@ -233,7 +234,7 @@ def _exec(args: argparse.Namespace) -> int:
     try:
         child = spawn(args.adapter, argv)
     except SpawnRefused as refused:
-        print(f"floorguard: {refused}", file=sys.stderr)
+        print(f"floorguard: {one_line(str(refused))}", file=sys.stderr)
         return EXIT_REFUSED
 
     def forward(signum: int, _frame: object) -> None:
@@ -283,10 +284,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return handler(args)
     except FloorguardError as error:
-        print(f"floorguard: error: {error}", file=sys.stderr)
+        print(f"floorguard: error: {one_line(str(error))}", file=sys.stderr)
     except OSError as error:
         where = f"{error.filename}: " if error.filename else ""
-        print(f"floorguard: error: {where}{error.strerror or error}", file=sys.stderr)
+        print(
+            f"floorguard: error: {one_line(where + str(error.strerror or error))}", file=sys.stderr
+        )
     return EXIT_FAILED
 
 

@@ -570,6 +570,7 @@ class AuditChain:
                 )
         finally:
             os.close(fd)
+        _refuse_odd_companions(self.db_path, ChainWriteError)
         conn = sqlite3.connect(
             self.db_path,
             timeout=BUSY_TIMEOUT_SECONDS,
@@ -707,6 +708,7 @@ class _ReadConnection:
             return None
         if not self._path.is_file():
             raise ChainError(f"cannot read the audit chain: {self._path} is not a file")
+        _refuse_odd_companions(self._path, ChainError)
         uri = self._path.absolute().as_uri() + "?mode=ro"
         try:
             conn = sqlite3.connect(
@@ -779,3 +781,21 @@ def _rollback_quietly(conn: sqlite3.Connection) -> None:
             conn.execute("ROLLBACK")
     except Exception:  # noqa: S110
         pass
+
+
+# SQLite opens these beside the database with blocking calls: a FIFO planted at one of
+# them would hang every decision, so anything there but a regular file is refused by name.
+_COMPANIONS = ("-wal", "-shm", "-journal")
+
+
+def _refuse_odd_companions(db_path: Path, error: type[ChainError]) -> None:
+    for suffix in _COMPANIONS:
+        companion = f"{db_path}{suffix}"
+        try:
+            mode = os.lstat(companion).st_mode
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise error(f"cannot open the audit chain: {companion}: {exc.strerror}") from exc
+        if not stat.S_ISREG(mode):
+            raise error(f"cannot open the audit chain: {companion}: not a regular file")

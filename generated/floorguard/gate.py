@@ -126,9 +126,10 @@ def judge(
         return _Judgement(REFUSE, f"invalid adapter name {adapter!r}")
     try:
         in_force = active_map.current()
-    except FloorMapError as exc:
+    except Exception as exc:  # FloorMapError, or anything else a damaged input provokes
         # Never overridable: with an untrustworthy map there is no floor to compare against.
-        return _Judgement(REFUSE, f"floor map cannot be trusted: {exc}")
+        problem = str(exc) if isinstance(exc, FloorMapError) else f"{type(exc).__name__}: {exc}"
+        return _Judgement(REFUSE, f"floor map cannot be trusted: {problem}")
     opened, unresolved = target, None
     if opened is None:
         from floorguard.catalog import executable_for
@@ -407,8 +408,10 @@ def _seal(requested: str, judgement: _Judgement, policy: str, env: Mapping[str, 
     if judgement.verdict in (WARN_OVERRIDE, UNTRACKED):
         import logging
 
+        from floorguard._text import one_line
+
         logging.getLogger("floorguard").warning(
-            "floorguard: %s: %s (receipt %s)", judgement.verdict, judgement.reason,
+            "floorguard: %s: %s (receipt %s)", judgement.verdict, one_line(judgement.reason),
             record.receipt_id,
         )  # fmt: skip
     return Decision(

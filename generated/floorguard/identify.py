@@ -438,20 +438,58 @@ def _one(
 
 
 def python_search_path(
-    interpreter: str, environ: Mapping[str, str], first: str | None
+    interpreter: str,
+    environ: Mapping[str, str],
+    first: str | None,
+    flags: frozenset[str] = frozenset(),
 ) -> list[str]:
-    """Where ``interpreter`` imports third-party code from, in its order: ``first`` (the
-    script's directory, or the working directory for ``-m`` and ``-c``), PYTHONPATH, its
-    environment's site-packages (a venv's, by the path it was started as), the user site,
-    then the site-packages of the real interpreter's prefix."""
-    path = [] if first is None else [first]
-    path += [p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if os.path.isabs(p)]
+    """Where ``interpreter`` imports third-party code from, in CPython's order: ``first``
+    (the script's directory, or the working directory for ``-m`` and ``-c``) unless safe
+    path is on; PYTHONPATH; then in a virtual environment its site-packages (and, with
+    ``include-system-site-packages``, the user site and the base's), elsewhere the user
+    site before the interpreter's own site-packages. ``flags`` are the interpreter's
+    one-letter options: ``-I`` (isolated: ``-E -s -P``), ``-E`` (no PYTHON* variables),
+    ``-s`` (no user site), ``-P`` (no unsafe first entry), ``-S`` (no site-packages)."""
+    isolated = "I" in flags
+    ignore_env = isolated or "E" in flags
+    env = {} if ignore_env else environ
+    safe = isolated or "P" in flags or bool(env.get("PYTHONSAFEPATH"))
+    no_user = isolated or "s" in flags or bool(env.get("PYTHONNOUSERSITE"))
+    path = [] if first is None or safe else [first]
+    path += [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if os.path.isabs(p)]
+    if "S" in flags:
+        return _unique(path)
+    user: list[str] = []
+    if not no_user:
+        base = env.get("PYTHONUSERBASE") or (
+            os.path.join(environ["HOME"], ".local") if environ.get("HOME") else ""
+        )
+        user = _prefix_sites(base) if base else []
+    real = _prefix_sites(os.path.dirname(os.path.dirname(os.path.realpath(interpreter))))
+    venv = _venv_config(interpreter)
+    if venv is None:
+        return _unique([*path, *user, *real])
     path += _prefix_sites(os.path.dirname(os.path.dirname(interpreter)))
-    home = environ.get("HOME")
-    if home:
-        path += _prefix_sites(os.path.join(home, ".local"))
-    path += _prefix_sites(os.path.dirname(os.path.dirname(os.path.realpath(interpreter))))
+    if venv:  # include-system-site-packages
+        path += [*user, *real]
     return _unique(path)
+
+
+def _venv_config(interpreter: str) -> bool | None:
+    """None when ``interpreter`` (as started) is not a virtual environment's; else whether
+    its ``pyvenv.cfg`` includes the system site-packages."""
+    here = os.path.dirname(interpreter)
+    for folder in (here, os.path.dirname(here)):
+        config = os.path.join(folder, "pyvenv.cfg")
+        if _identity(config) is None:
+            continue
+        text = (_read_path(config, MAX_MANIFEST_BYTES) or b"").decode("utf-8", "replace")
+        for line in text.splitlines():
+            key, sep, value = line.partition("=")
+            if sep and key.strip().lower() == "include-system-site-packages":
+                return value.strip().lower() == "true"
+        return False
+    return None
 
 
 _listings = _cache()
@@ -584,6 +622,19 @@ def _shebang_interpreter(head: bytes) -> str | None:
     return None
 
 
+def _shebang_flags(head: bytes) -> frozenset[str]:
+    """The one-letter interpreter options on a ``#!`` line (``#!/venv/bin/python -I``)."""
+    match = _SHEBANG.match(head.split(b"\n", 1)[0])
+    if match is None:
+        return frozenset()
+    words = os.fsdecode(match.group("line")).split()
+    interpreter = _shebang_interpreter(head)
+    # Through env, the interpreter's own options follow its name (env's precede it).
+    start = words.index(interpreter) + 1 if interpreter in words else len(words)
+    options = [w for w in words[start:] if w.startswith("-") and not w.startswith("--")]
+    return frozenset(c for w in options for c in w[1:])
+
+
 def _is_python(name: str) -> bool:
     return bool(_PYTHON_NAME.match(os.path.basename(name)))
 
@@ -609,12 +660,14 @@ def _python_script(
         if source is None:
             return None
         interp = interpreter or _shebang_interpreter(source[:512]) or ""
+        flags = _shebang_flags(source[:512]) if interpreter is None else frozenset()
         if interp and os.sep not in interp:
             # ``#!/usr/bin/env python3``: the interpreter is whichever PATH finds for the child.
             interp = _locate_noted(interp, environ.get("PATH")) or ""
         if interp:
             _identity(interp)  # another interpreter behind the same name: another answer
-        search = python_search_path(interp, environ, str(opened.path.parent)) if interp else []
+        here = str(opened.path.parent)
+        search = python_search_path(interp, environ, here, flags) if interp else []
         return _code_identification(source, search, via, str(opened.path), key[:2])
 
     return _checked_memo(_script_cache, key, compute)
@@ -623,17 +676,19 @@ def _python_script(
 # ---------------------------------------------------------------------------- interpreters
 
 
-def python_target(argv: Sequence[str]) -> tuple[str, str] | None:
+def python_target(argv: Sequence[str]) -> tuple[str, str, frozenset[str]] | None:
     """What ``python ARGV`` runs: ``("module", M)``, ``("code", C)`` for ``-c`` (``"-"``
-    for stdin), ``("script", S)``, or None for the interactive interpreter."""
+    for stdin) or ``("script", S)``, with the one-letter options given before it; None for
+    the interactive interpreter."""
     args = list(argv)
+    flags: set[str] = set()
     i = 0
     while i < len(args):
         arg = args[i]
         if arg == "--":
-            return ("script", args[i + 1]) if i + 1 < len(args) else None
+            return ("script", args[i + 1], frozenset(flags)) if i + 1 < len(args) else None
         if arg == "-":
-            return ("code", "-")
+            return ("code", "-", frozenset(flags))
         if arg.startswith("--"):
             name = arg.split("=", 1)[0]
             i += 2 if name in _PYTHON_LONG_WITH_VALUE and "=" not in arg else 1
@@ -644,14 +699,15 @@ def python_target(argv: Sequence[str]) -> tuple[str, str] | None:
                 rest = letters[position + 1 :]
                 if letter in "cm":
                     value = rest or (args[i + 1] if i + 1 < len(args) else "")
-                    return ("code", value) if letter == "c" else ("module", value)
+                    return ("code" if letter == "c" else "module", value, frozenset(flags))
                 if letter in _PYTHON_VALUE_LETTERS:
                     if not rest:
                         i += 1
                     break
+                flags.add(letter)
             i += 1
             continue
-        return ("script", arg)
+        return ("script", arg, frozenset(flags))
     return None
 
 
@@ -686,10 +742,10 @@ def _python_invocation(
     what = python_target(argv)
     if what is None:
         return None
-    kind, value = what
+    kind, value, flags = what
     here = cwd or os.getcwd()
     if kind == "module":
-        search = python_search_path(opened.located, environ, here)
+        search = python_search_path(opened.located, environ, here, flags)
         top = value.split(".", 1)[0]
         hit = _resolve_import(top, search)
         if hit is not None:
@@ -698,18 +754,18 @@ def _python_invocation(
     if kind == "code":
         if value == "-":
             return None  # code from stdin: not seen (a named gap)
-        search = python_search_path(opened.located, environ, here)
+        search = python_search_path(opened.located, environ, here, flags)
         return _code_identification(value, search, "python -c", "-c")
     script = value if os.path.isabs(value) else os.path.join(here, value)
     if os.path.isdir(script):
         # ``python DIR`` runs DIR/__main__.py with DIR first on sys.path.
-        search = python_search_path(opened.located, environ, script)
+        search = python_search_path(opened.located, environ, script, flags)
         main = _open_argument(os.path.join(script, "__main__.py"), None)
         return None if main is None else _judge_script(main, environ, search, opened.located)
     target = _open_argument(script, None)
     if target is None:
         return None
-    search = python_search_path(opened.located, environ, str(target.path.parent))
+    search = python_search_path(opened.located, environ, str(target.path.parent), flags)
     return _judge_script(target, environ, search, opened.located)
 
 

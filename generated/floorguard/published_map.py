@@ -225,6 +225,9 @@ def select(
             # Remember it before using it: a map that cannot be remembered is not used.
             accepted_map.accept(record, published.map_version, published.floor_map_hash)
     except FloorguardError as exc:
+        # Judged against the record as it is now, not as first read: another host may have
+        # accepted a newer map meanwhile (that is often why this one was refused).
+        highest = accepted_map.read(record)
         if highest is not None and not accepted_map.covers(
             builtin.map_version, builtin.floor_map_hash, highest
         ):
