@@ -328,7 +328,7 @@ def assert_decided_and_recorded(outcome: dict[str, object], host: Host) -> None:
     assert host.chain_records(), "no decision was recorded"
 
 
-def test_python_dash_c_code_too_deep_for_the_hosts_parser_crashes_the_gate(
+def test_python_dash_c_code_too_deep_for_the_hosts_parser_is_a_recorded_decision(
     host: Host, tmp_path: Path
 ) -> None:
     # ast.parse raises RecursionError/MemoryError (not SyntaxError) on deeply chained code;
@@ -349,7 +349,7 @@ def test_exec_cli_answers_deep_code_with_a_decision_not_a_traceback(
     assert host.chain_records(), "no decision was recorded"
 
 
-def test_a_nul_in_an_npm_manifest_bin_entry_crashes_the_gate(host: Host, tmp_path: Path) -> None:
+def test_a_nul_in_an_npm_manifest_bin_entry_is_a_recorded_decision(host: Host, tmp_path: Path) -> None:
     # json allows "\u0000"; os.path.realpath of it raises ValueError inside the npm metadata
     # reader, which nothing catches.
     from probes import npm_layout
@@ -373,7 +373,7 @@ def test_a_nul_in_an_npm_manifest_bin_entry_crashes_the_gate(host: Host, tmp_pat
     assert_decided_and_recorded(outcome, host)
 
 
-def test_a_nul_in_a_record_path_crashes_the_gate(host: Host, tmp_path: Path) -> None:
+def test_a_nul_in_a_record_path_is_a_recorded_decision(host: Host, tmp_path: Path) -> None:
     # RECORD is read with errors="replace" but its paths go to os.path.realpath unchecked.
     marker = tmp_path / "ran"
     script = pip_install(

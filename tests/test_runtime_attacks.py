@@ -1,6 +1,6 @@
-"""Outside review of the runtime (issue 9, round 3): each test is a promise of the README
-or the contract that the runtime, as reviewed, breaks. Every test asserts the promised
-behaviour, with real processes and real files; nothing is mocked.
+"""Attacks from an outside review of the runtime (issue 9): each broke a promise of the
+README or the contract before it was closed. Every test asserts the promised behaviour,
+with real processes and real files; nothing is mocked.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
-"""Red-team findings (issue 9, reviewer 2): verify receipt, verify chain, refresh, outputs.
-
-Each test is an attack that currently succeeds, so each test FAILS against the code as it
-stands; it passes once the promise it names holds. Real CLIs in subprocesses, real files.
+"""Attacks from an outside review of the toolchain (issue 9): verify receipt, verify chain,
+refresh, outputs. Each one broke a promise of the README before it was closed; each test
+asserts the promise. Real CLIs in subprocesses, real files.
 """
 
 from __future__ import annotations
@@ -102,7 +101,7 @@ def update_receipts(project: Path, state: Path) -> list[dict[str, Any]]:
 # --- 1. verify chain: a prefix checkpoint "closes" a window it says nothing about ---
 
 
-def test_prefix_checkpoint_from_export_proves_window_hiding_a_violation(tmp_path: Path) -> None:
+def test_a_prefix_checkpoint_from_export_does_not_prove_a_window_hiding_a_violation(tmp_path: Path) -> None:
     """`chain export --until T --checkpoint-out C` signs a checkpoint of an OLD prefix of the
     chain but stamps it with the current time. `verify chain --until T2` then accepts that
     checkpoint as "issued after T2 whose size is the last seq + 1" and says PROVEN for a
@@ -149,7 +148,7 @@ def test_prefix_checkpoint_from_export_proves_window_hiding_a_violation(tmp_path
 # --- 2. concurrent refreshes of two modules lose the shared feed state ---
 
 
-def test_concurrent_refreshes_of_two_modules_lose_feed_state_and_allow_rollback(
+def test_concurrent_refreshes_of_two_modules_keep_every_accepted_feed_version(
     tmp_path: Path,
 ) -> None:
     """`feeds-state.json` is shared by every module but written under the per-module lock
@@ -207,7 +206,7 @@ def test_concurrent_refreshes_of_two_modules_lose_feed_state_and_allow_rollback(
 # --- 3. kill -9 between the module write and the chain append ---
 
 
-def test_killed_refresh_leaves_unanchored_map_and_broken_receipt_chain(tmp_path: Path) -> None:
+def test_a_killed_refresh_leaves_no_unanchored_map_and_the_receipts_chain(tmp_path: Path) -> None:
     """A refresh killed (kill -9) after it renamed the module but before its chain append
     leaves a map in force that no anchored receipt names; the next refresh's receipt then
     has an old hash that is not the previous anchored receipt's new hash, and map version
@@ -262,7 +261,7 @@ def _fsize_limit(limit: int) -> Any:
     return apply
 
 
-def test_failed_publish_leaves_a_new_map_beside_the_old_signature(tmp_path: Path) -> None:
+def test_a_failed_publish_keeps_the_old_map_and_signature_pair(tmp_path: Path) -> None:
     """`publish` writes floor-map.json, then floor-map.json.dsse. When the second write fails
     (here the file size limit) the command exits 1 but floor-map.json was already replaced:
     the published pair no longer verifies (hosts fall back), although "a failed write
