@@ -349,7 +349,9 @@ def test_exec_cli_answers_deep_code_with_a_decision_not_a_traceback(
     assert host.chain_records(), "no decision was recorded"
 
 
-def test_a_nul_in_an_npm_manifest_bin_entry_is_a_recorded_decision(host: Host, tmp_path: Path) -> None:
+def test_a_nul_in_an_npm_manifest_bin_entry_is_a_recorded_decision(
+    host: Host, tmp_path: Path
+) -> None:
     # json allows "\u0000"; os.path.realpath of it raises ValueError inside the npm metadata
     # reader, which nothing catches.
     from probes import npm_layout

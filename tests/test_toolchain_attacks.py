@@ -101,7 +101,9 @@ def update_receipts(project: Path, state: Path) -> list[dict[str, Any]]:
 # --- 1. verify chain: a prefix checkpoint "closes" a window it says nothing about ---
 
 
-def test_a_prefix_checkpoint_from_export_does_not_prove_a_window_hiding_a_violation(tmp_path: Path) -> None:
+def test_a_prefix_checkpoint_from_export_does_not_prove_a_window_hiding_a_violation(
+    tmp_path: Path,
+) -> None:
     """`chain export --until T --checkpoint-out C` signs a checkpoint of an OLD prefix of the
     chain but stamps it with the current time. `verify chain --until T2` then accepts that
     checkpoint as "issued after T2 whose size is the last seq + 1" and says PROVEN for a
