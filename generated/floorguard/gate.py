@@ -137,11 +137,11 @@ def judge(
         try:
             name = executable_for(adapter) if binary is None else os.fspath(binary)
             opened = open_target(name, path_env=environ.get("PATH"))
-        except DetectionError as exc:
+        except (DetectionError, OSError, ValueError) as exc:
             # A caller that states the version without naming a binary may be judging an
             # install elsewhere; when the name does lead to a file here, that file is judged.
             if binary is not None or version is None:
-                unresolved = exc
+                unresolved = exc if isinstance(exc, DetectionError) else DetectionError(str(exc))
     try:
         return _judge_opened(
             adapter, opened, unresolved, in_force=in_force, version=version, policy=policy,
