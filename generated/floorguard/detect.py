@@ -17,7 +17,6 @@ import os
 import re
 import selectors
 import signal
-import stat
 import subprocess
 import threading
 import time
@@ -40,7 +39,6 @@ from floorguard.target import (
     FileIdentity,
     Target,
     identity_of,
-    locate,
     open_target,
     read_regular_at,
     search_path,
@@ -151,17 +149,9 @@ def resolve_binary(
     file, or not executable.
     """
     name = executable_for(adapter) if binary is None else os.fspath(binary)
-    candidate = locate(name, path_env=path_env)
-    real = os.path.realpath(candidate)
-    try:
-        st = os.stat(real)
-    except OSError:
-        raise DetectionError(f"binary not found: {candidate}") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise DetectionError(f"binary is not a regular file: {real}")
-    if not os.access(real, os.X_OK):
-        raise DetectionError(f"binary is not executable: {real}")
-    return Path(real)
+    # The same checks as the spawn path makes, by opening it (never blocking on a FIFO).
+    with open_target(name, path_env=path_env) as opened:
+        return opened.path
 
 
 # ---------------------------------------------------------------------------- cache

@@ -42,7 +42,8 @@ from floorguard.catalog import (
     ADAPTER_OF_PIP_DISTRIBUTION,
     ADAPTER_OF_PIP_MODULE,
 )
-from floorguard.errors import DetectionError
+from floorguard.errors import DetectionError, UnreadableFileError
+from floorguard.files import read_regular
 from floorguard.target import (
     FileIdentity,
     Target,
@@ -193,18 +194,10 @@ def _locate_noted(name: str, path_env: str | None) -> str | None:
 
 def _read_path(path: str, cap: int) -> bytes | None:
     """A regular file's bytes, read without blocking and under ``cap``; None otherwise."""
-    directory, base = os.path.split(path)
     try:
-        dir_fd = os.open(directory or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except (OSError, ValueError):
+        return read_regular(path, max_bytes=cap, what="metadata file")
+    except (UnreadableFileError, ValueError):
         return None
-    try:
-        read = read_regular_at(dir_fd, base, cap)
-    except ValueError:
-        read = None
-    finally:
-        os.close(dir_fd)
-    return None if read is None else read[0]
 
 
 # ---------------------------------------------------------------------------- npm

@@ -62,18 +62,22 @@ def locate(name: str, *, path_env: str | None) -> str:
 
 @dataclass
 class Target:
-    """An opened executable. ``argv0`` is what the child sees as its program name (the name
-    or path asked for); ``path`` the real path it had when opened (for reports and for
-    naming metadata, never for reading the file itself). Close it when done."""
+    """An opened executable. ``requested`` is the name or path asked for, which the child
+    also sees as its program name (``argv0``); ``located`` where that led before links were
+    resolved; ``path`` the real path it had when opened (for reports and for naming
+    metadata, never for reading the file itself). Close it when done."""
 
     requested: str
-    argv0: str
     located: str
     path: Path
     fd: int
     dir_fd: int
     identity: FileIdentity
     _closed: bool = field(default=False, repr=False)
+
+    @property
+    def argv0(self) -> str:
+        return self.requested
 
     @property
     def exec_path(self) -> str:
@@ -141,7 +145,6 @@ def open_target(name: str, *, path_env: str | None, executable: bool = True) -> 
         raise
     return Target(
         requested=name,
-        argv0=name,
         located=located,
         path=Path(real),
         fd=fd,
