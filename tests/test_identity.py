@@ -379,3 +379,33 @@ def test_a_permit_is_not_logged(host: Host, tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
+
+
+@pytest.mark.parametrize("policy", [None, "warn"])
+def test_refuses_a_binary_beside_a_package_manifest_it_cannot_read(
+    host: Host, tmp_path: Path, policy: str | None
+) -> None:
+    # Which package is this? A manifest that is there but not JSON leaves it in doubt: no
+    # floor can be chosen, so not even the warn policy lets it run.
+    marker = tmp_path / "ran"
+    tool = sh_script(tmp_path / "pkg" / "cli.js", f": > '{marker}'\necho 1.0.0")
+    (tmp_path / "pkg" / "package.json").write_text("{not json")
+    extra = {"FLOORGUARD_ADAPTER_FLOOR_POLICY": policy} if policy else {}
+    [result] = host.spawn(adapter="helper", argv=[], binary=str(tool), host_env=extra)
+    assert not result["started"]
+    receipt = receipt_in_chain(host, str(result["receipt_id"]))
+    assert receipt["verdict"] == "refuse"
+    assert "cannot tell which adapter" in receipt["reason"]
+    assert not marker.exists()
+
+
+def test_refuses_code_that_imports_two_adapters_at_once(host: Host, tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    venv = tmp_path / "venv"
+    pip_install(venv, dist="aider-chat", module="aider", version="0.70.0", marker=marker)
+    pip_install(venv, dist="gptme", module="gptme", version="0.30.0", marker=marker)
+    code = "import aider.main, gptme.main"
+    [result] = host.spawn(adapter="python", binary=str(venv / "bin" / "python"), argv=["-c", code])
+    assert not result["started"]
+    reason = receipt_in_chain(host, str(result["receipt_id"]))["reason"]
+    assert "imports several adapters" in reason

@@ -410,3 +410,49 @@ def test_floorguard_verify_chain_since_after_until_is_a_usage_error(tmp_path: Pa
     via_floorguard = floorguard_cli(*args, cwd=tmp_path, state=state)
     assert via_floorctl.returncode == 2, via_floorctl.stderr
     assert via_floorguard.returncode == 2, via_floorguard.stderr
+
+
+def _two_refreshes_with_a_leftover(tmp_path: Path, copies: int) -> tuple[Path, Path]:
+    """Refresh 0 committed; then ``copies`` undo copies of the module from before it are
+    planted, as a run killed after its chain append (before dropping them) leaves them."""
+    project, state = tmp_path / "p", tmp_path / "s"
+    project.mkdir()
+    (project / "m.py").write_text(EMPTY_MODULE)
+    for n, floor in enumerate(("0.60.0", "0.61.0")):
+        (project / f"f{n}.json").write_text(json.dumps(feed_v1(floor)))
+    done = floorctl(
+        "refresh", "--feed", "f0.json", "--module", "m.py", "--write", "--anchor",
+        cwd=project, state=state,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    for n in range(copies):
+        (project / f".m.py.{n:016x}.undo").write_text(EMPTY_MODULE)
+    return project, state
+
+
+def test_a_refresh_killed_after_its_chain_append_is_finished_not_undone(tmp_path: Path) -> None:
+    project, state = _two_refreshes_with_a_leftover(tmp_path, copies=1)
+    done = floorctl(
+        "refresh", "--feed", "f1.json", "--module", "m.py", "--write", "--anchor",
+        cwd=project, state=state,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "had committed" in done.stderr
+    assert list(project.glob(".m.py.*.undo")) == []
+    chain = update_receipts(project, state)
+    assert [r["new_map_version"] for r in chain] == [1, 2]
+    assert chain[1]["old_floor_map_hash"] == chain[0]["new_floor_map_hash"]
+
+
+def test_refuses_to_guess_between_several_interrupted_refreshes(tmp_path: Path) -> None:
+    project, state = _two_refreshes_with_a_leftover(tmp_path, copies=2)
+    before = (project / "m.py").read_bytes()
+    done = floorctl(
+        "refresh", "--feed", "f1.json", "--module", "m.py", "--write", "--anchor",
+        cwd=project, state=state,
+    )  # fmt: skip
+    assert done.returncode == 1
+    [line] = done.stderr.strip().splitlines()
+    assert "several interrupted refreshes" in line
+    assert (project / "m.py").read_bytes() == before
+    assert len(update_receipts(project, state)) == 1
