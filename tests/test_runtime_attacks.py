@@ -214,30 +214,34 @@ def host(tmp_path: Path) -> Host:
     return Host(tmp_path / "h", {"aider": floor("0.60.0"), "claude": floor("1.0.100")})
 
 
+def two_aiders(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """aider-chat 0.50.0 in a venv (its python, and the marker its code leaves), and an
+    at-floor 0.70.0 installed elsewhere (its site-packages), to be put in the child's way."""
+    from probes import pip_install, site_packages
+
+    bad_marker = tmp_path / "old-ran"
+    pip_install(tmp_path / "good", dist="aider-chat", module="aider", version="0.70.0",
+                marker=tmp_path / "new-ran")  # fmt: skip
+    pip_install(tmp_path / "bad", dist="aider-chat", module="aider", version="0.50.0",
+                marker=bad_marker)  # fmt: skip
+    return tmp_path / "bad" / "bin" / "python", site_packages(tmp_path / "good"), bad_marker
+
+
 @pytest.mark.parametrize("flags", [["-I"], ["-E"], ["-I", "-s"]], ids=["-I", "-E", "-Is"])
 def test_interpreter_flags_that_drop_pythonpath_are_honoured_when_resolving_the_import(
     host: Host, tmp_path: Path, flags: list[str]
 ) -> None:
     # README: for `python [options] -m MODULE` "the import is resolved in the child's
     # sys.path order (...; PYTHONPATH; the environment's site-packages; ...)". With -I or -E
-    # the child's sys.path has no PYTHONPATH, but the gate resolves `aider` there anyway:
-    # it judges an at-floor aider-chat 0.70.0 on PYTHONPATH, permits, and the interpreter
-    # imports the venv's own aider 0.50.0 (below the 0.60.0 floor).
-    from probes import pip_install, site_packages
-
-    good_marker, bad_marker = tmp_path / "new-ran", tmp_path / "old-ran"
-    pip_install(
-        tmp_path / "good", dist="aider-chat", module="aider", version="0.70.0", marker=good_marker
-    )
-    pip_install(
-        tmp_path / "bad", dist="aider-chat", module="aider", version="0.50.0", marker=bad_marker
-    )
-    python = tmp_path / "bad" / "bin" / "python"
+    # the child's sys.path has no PYTHONPATH, but the gate resolved `aider` there anyway:
+    # it judged an at-floor aider-chat 0.70.0 on PYTHONPATH, permitted, and the interpreter
+    # imported the venv's own aider 0.50.0 (below the 0.60.0 floor).
+    python, good_site, bad_marker = two_aiders(tmp_path)
     host.spawn(
         adapter="codey",
         binary=str(python),
         argv=[*flags, "-m", "aider", "task"],
-        child_env={"PYTHONPATH": str(site_packages(tmp_path / "good"))},
+        child_env={"PYTHONPATH": str(good_site)},
     )
     last = host.chain_records()[-1]["receipt"]
     assert not bad_marker.exists(), f"aider 0.50.0 ran under: {last}"
@@ -252,23 +256,14 @@ def test_safe_path_is_honoured_when_resolving_the_import(
     host: Host, tmp_path: Path, flags: list[str], child_env: dict[str, str]
 ) -> None:
     # Same with the working directory, which `-m` puts first on sys.path unless -P or
-    # PYTHONSAFEPATH (3.11+) is given. The gate even passes PYTHONSAFEPATH to its probe
-    # "so the probe loads the code the child will", yet resolves the import in the cwd.
-    from probes import pip_install, site_packages
-
-    good_marker, bad_marker = tmp_path / "new-ran", tmp_path / "old-ran"
-    pip_install(
-        tmp_path / "good", dist="aider-chat", module="aider", version="0.70.0", marker=good_marker
-    )
-    pip_install(
-        tmp_path / "bad", dist="aider-chat", module="aider", version="0.50.0", marker=bad_marker
-    )
-    python = tmp_path / "bad" / "bin" / "python"
+    # PYTHONSAFEPATH (3.11+) is given. The gate passed PYTHONSAFEPATH to its probe, yet
+    # resolved the import in the cwd.
+    python, good_site, bad_marker = two_aiders(tmp_path)
     host.spawn(
         adapter="codey",
         binary=str(python),
         argv=[*flags, "-m", "aider", "task"],
-        cwd=str(site_packages(tmp_path / "good")),
+        cwd=str(good_site),
         child_env=child_env,
     )
     last = host.chain_records()[-1]["receipt"]
