@@ -152,6 +152,24 @@ def root(baseline: Path, tmp_path: Path) -> Path:
 
 
 # (id, arguments, the file that becomes a FIFO); {p} is the project, {r} the root.
+# The verify commands read the same files in both CLIs.
+VERIFY_CASES = [
+    ("verify-chain-slice", ["verify", "chain", "{p}/s.jsonl"], "{p}/s.jsonl"),
+    ("verify-chain-key-file", ["verify", "chain", "{p}/slice.jsonl", "--key-file", "{p}/k"],
+     "{p}/k"),
+    ("verify-chain-checkpoint", ["verify", "chain", "{p}/slice.jsonl", "--checkpoint",
+     "{p}/cp.txt", "--pubkey", "{p}/trusted.pem"], "{p}/cp.txt"),
+    ("verify-chain-pubkey", ["verify", "chain", "{p}/slice.jsonl", "--checkpoint",
+     "{p}/checkpoint.txt", "--pubkey", "{p}/pk.pem"], "{p}/pk.pem"),
+    ("verify-receipt", ["verify", "receipt", "{p}/r.json"], "{p}/r.json"),
+    ("verify-receipt-pubkey", ["verify", "receipt", "{p}/receipt.json", "--pubkey",
+     "{p}/pk.pem"], "{p}/pk.pem"),
+    ("verify-receipt-floor-map", ["verify", "receipt", "{p}/receipt.json", "--pubkey",
+     "{r}/state/floorctl/dev-key/signing.pub", "--floor-map", "{p}/map.json"], "{p}/map.json"),
+    ("verify-receipt-floor-map-module", ["verify", "receipt", "{p}/receipt.json", "--pubkey",
+     "{r}/state/floorctl/dev-key/signing.pub", "--floor-map", "{p}/map.py"], "{p}/map.py"),
+]  # fmt: skip
+
 FLOORCTL_CASES = [
     ("validate-feed", ["validate", "{p}/feed.json"], "{p}/feed.json"),
     ("refresh-feed", ["refresh", "--feed", "{p}/feed.json"], "{p}/feed.json"),
@@ -180,20 +198,7 @@ FLOORCTL_CASES = [
      "{p}/trusted.pem"], "{p}/tk.json"),
     ("trust-rotate-new", ["trust", "rotate", "--current", "{p}/trusted.pem", "--new",
      "{p}/new.json"], "{p}/new.json"),
-    ("verify-chain-slice", ["verify", "chain", "{p}/s.jsonl"], "{p}/s.jsonl"),
-    ("verify-chain-key-file", ["verify", "chain", "{p}/slice.jsonl", "--key-file", "{p}/k"],
-     "{p}/k"),
-    ("verify-chain-checkpoint", ["verify", "chain", "{p}/slice.jsonl", "--checkpoint",
-     "{p}/cp.txt", "--pubkey", "{p}/trusted.pem"], "{p}/cp.txt"),
-    ("verify-chain-pubkey", ["verify", "chain", "{p}/slice.jsonl", "--checkpoint",
-     "{p}/checkpoint.txt", "--pubkey", "{p}/pk.pem"], "{p}/pk.pem"),
-    ("verify-receipt", ["verify", "receipt", "{p}/r.json"], "{p}/r.json"),
-    ("verify-receipt-pubkey", ["verify", "receipt", "{p}/receipt.json", "--pubkey",
-     "{p}/pk.pem"], "{p}/pk.pem"),
-    ("verify-receipt-floor-map", ["verify", "receipt", "{p}/receipt.json", "--pubkey",
-     "{r}/state/floorctl/dev-key/signing.pub", "--floor-map", "{p}/map.json"], "{p}/map.json"),
-    ("verify-receipt-floor-map-module", ["verify", "receipt", "{p}/receipt.json", "--pubkey",
-     "{r}/state/floorctl/dev-key/signing.pub", "--floor-map", "{p}/map.py"], "{p}/map.py"),
+    *VERIFY_CASES,
 ]  # fmt: skip
 
 
@@ -289,22 +294,7 @@ def test_floorctl_still_reads_a_slice_from_stdin(root: Path) -> None:
 
 # --- python -m floorguard ------------------------------------------------------------------------
 
-FLOORGUARD_CASES = [
-    ("verify-chain-slice", ["verify", "chain", "{p}/s.jsonl"], "{p}/s.jsonl"),
-    ("verify-chain-key-file", ["verify", "chain", "{p}/slice.jsonl", "--key-file", "{p}/k"],
-     "{p}/k"),
-    ("verify-chain-checkpoint", ["verify", "chain", "{p}/slice.jsonl", "--checkpoint",
-     "{p}/cp.txt", "--pubkey", "{p}/trusted.pem"], "{p}/cp.txt"),
-    ("verify-chain-pubkey", ["verify", "chain", "{p}/slice.jsonl", "--checkpoint",
-     "{p}/checkpoint.txt", "--pubkey", "{p}/pk.pem"], "{p}/pk.pem"),
-    ("verify-receipt", ["verify", "receipt", "{p}/r.json"], "{p}/r.json"),
-    ("verify-receipt-pubkey", ["verify", "receipt", "{p}/receipt.json", "--pubkey",
-     "{p}/pk.pem"], "{p}/pk.pem"),
-    ("verify-receipt-floor-map", ["verify", "receipt", "{p}/receipt.json", "--pubkey",
-     "{r}/state/floorctl/dev-key/signing.pub", "--floor-map", "{p}/map.json"], "{p}/map.json"),
-    ("verify-receipt-floor-map-module", ["verify", "receipt", "{p}/receipt.json", "--pubkey",
-     "{r}/state/floorctl/dev-key/signing.pub", "--floor-map", "{p}/map.py"], "{p}/map.py"),
-]  # fmt: skip
+FLOORGUARD_CASES = VERIFY_CASES
 
 
 @pytest.mark.parametrize(
