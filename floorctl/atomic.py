@@ -14,7 +14,7 @@ import os
 import secrets
 import stat
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from floorctl.errors import OutputError
@@ -115,6 +115,14 @@ def create_new(path: Path, data: bytes, *, mode: int) -> None:
         raise OutputError(f"{path}: cannot write: {_reason(exc)}") from exc
 
 
+def put_back(backup: Path, path: Path) -> None:
+    """Rename ``backup`` over ``path``. rename(2) does nothing when both names are links to
+    one file (the write never happened): the backup name is then removed."""
+    os.replace(backup, path)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(backup)
+
+
 class Preserved:
     """What was at a name before a write, kept so the write can be undone.
 
@@ -122,14 +130,16 @@ class Preserved:
     hidden name beside it; ``restore`` renames it back, ``discard`` drops it.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, backup: Path | None = None) -> None:
+        """``backup`` fixes the hidden name (a writer that must find it after a crash);
+        by default a fresh random name beside ``path`` is used."""
         self.path = Path(path)
         self._backup: Path | None = None
         if not os.path.lexists(self.path):
             return
         folder = _folder(self.path)
-        for _ in range(100):
-            candidate = folder / f".{self.path.name}.{secrets.token_hex(8)}.undo"
+        for _ in range(1 if backup is not None else 100):
+            candidate = backup or folder / f".{self.path.name}.{secrets.token_hex(8)}.undo"
             try:
                 # follow_symlinks=False links the entry itself, so a link is kept as a link.
                 os.link(self.path, candidate, follow_symlinks=False)
@@ -149,10 +159,8 @@ class Preserved:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.path)
         else:
-            os.replace(self._backup, self.path)
-            # rename(2) does nothing when both names are links to one file (the write
-            # never happened): the backup name is then still there.
-            self.discard()
+            put_back(self._backup, self.path)
+            self._backup = None
 
     def discard(self) -> None:
         if self._backup is not None:
@@ -162,12 +170,16 @@ class Preserved:
 
 
 @contextlib.contextmanager
-def undoable(paths: Iterable[Path]) -> Iterator[list[Preserved]]:
-    """Keep what is at each of ``paths``; restore all if the block raises, else discard."""
+def undoable(
+    paths: Iterable[Path], backups: Mapping[Path, Path] | None = None
+) -> Iterator[list[Preserved]]:
+    """Keep what is at each of ``paths`` (under the name ``backups`` gives for it, if any);
+    restore all if the block raises, else discard."""
     kept: list[Preserved] = []
+    named = backups or {}
     try:
         for path in paths:
-            kept.append(Preserved(path))
+            kept.append(Preserved(path, named.get(path)))
         yield kept
     except BaseException:
         for item in reversed(kept):

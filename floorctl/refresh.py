@@ -8,7 +8,6 @@ touched. ``apply`` then writes in an order that can be undone if anchoring fails
 from __future__ import annotations
 
 import contextlib
-import glob
 import json
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -28,6 +27,8 @@ from floorctl.feeds import Feed
 from floorguard import receipts
 from floorguard._canonical import canonical_bytes, content_address
 from floorguard.chain import MAX_RECEIPT_BYTES, canonical_json
+from floorguard.errors import UnreadableFileError
+from floorguard.files import read_regular
 from floorguard.floormap import FloorMap, floor_map_hash, from_entries, to_entries
 
 if TYPE_CHECKING:
@@ -231,40 +232,71 @@ def module_lock(
         yield
 
 
+def undo_path(module: Path) -> Path:
+    """Where a refresh keeps the module it replaces until its chain append is done."""
+    return module.parent / f".{module.name}.refresh.undo"
+
+
+def journal_path(module: Path) -> Path:
+    """Where a refresh notes which update receipt will commit it."""
+    return module.parent / f".{module.name}.refresh.json"
+
+
 def recover_interrupted(
     module: Path,
     chain: Callable[[], AuditChain] | None,
     *,
     notify: Callable[[str], None] = lambda _message: None,
 ) -> None:
-    """Finish or undo a refresh of ``module`` that was killed between writing the module and
-    discarding its undo copy. Call under ``module_lock``, before planning.
+    """Finish or undo a refresh of ``module`` that was killed mid-way. Call under
+    ``module_lock``, before planning.
 
-    The audit chain is the commit log: if its last floor-update record moved the map from
-    the undo copy's hash to the module's hash, the refresh committed and the copy is
-    dropped; otherwise the copy is put back, so no map stays in force without its record.
-    Raises ModuleError when a leftover copy cannot be read or put back.
+    A refresh keeps the module it replaces as ``.<module>.refresh.undo`` and notes in
+    ``.<module>.refresh.json`` the id of the update receipt it will anchor. The chain is the
+    commit log: if that receipt is in it, the refresh committed and the copy is dropped;
+    otherwise the copy is put back, so no map stays in force that the chain never recorded.
+    Raises ModuleError when the leftovers cannot be read or the copy is not a module.
     """
-    leftovers = sorted(module.parent.glob(f".{glob.escape(module.name)}.*.undo"))
-    if not leftovers:
+    journal, copy = journal_path(module), undo_path(module)
+    if not os.path.lexists(journal) and not os.path.lexists(copy):
         return
-    if len(leftovers) > 1:
-        raise ModuleError(
-            f"{module}: several interrupted refreshes left copies "
-            f"({', '.join(map(str, leftovers))}); put the right one back by hand"
-        )
-    [copy] = leftovers
-    current = _block_hash(module)
-    before = _block_hash(copy)
-    committed = chain is not None and _last_update(chain()) == (before, current)
+    receipt_id = _journal_receipt_id(journal)
+    committed = receipt_id is not None and chain is not None and _anchored(chain(), receipt_id)
     if committed:
-        os.unlink(copy)
-        notify(f"{module}: an interrupted refresh had committed; dropped its undo copy {copy}")
-        return
-    os.replace(copy, module)
-    notify(
-        f"{module}: put back the map from before an interrupted refresh ({copy}): the chain "
-        "never recorded its update"
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(copy)
+        notify(f"{module}: an interrupted refresh had committed; dropped its undo copy")
+    elif os.path.lexists(copy):
+        if _block_hash(copy) is None:
+            raise ModuleError(
+                f"{copy}: left by an interrupted refresh of {module}, but not a floor-map "
+                "module; put the module right by hand and remove it"
+            )
+        atomic.put_back(copy, module)
+        notify(
+            f"{module}: put back the map from before an interrupted refresh: the chain never "
+            "recorded its update"
+        )
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(journal)
+
+
+def _journal_receipt_id(journal: Path) -> str | None:
+    if not os.path.lexists(journal):
+        return None
+    try:
+        data = read_regular(journal, max_bytes=4096, what="refresh journal")
+        receipt_id = json.loads(data).get("receipt_id")
+    except (UnreadableFileError, ValueError, AttributeError) as exc:
+        raise ModuleError(f"{journal}: cannot read an interrupted refresh's journal") from exc
+    return receipt_id if isinstance(receipt_id, str) else None
+
+
+def _anchored(audit: AuditChain, receipt_id: str) -> bool:
+    needle = json.dumps(receipt_id)
+    return any(
+        needle in line and json.loads(line).get("receipt_id") == receipt_id
+        for line in audit.export_lines()
     )
 
 
@@ -275,16 +307,6 @@ def _block_hash(path: Path) -> str | None:
     except FloorctlError:
         return None
     return block.stated_hash or floor_map_hash(from_entries(block.entries))
-
-
-def _last_update(audit: AuditChain) -> tuple[str | None, str | None] | None:
-    last = None
-    for line in audit.export_lines():
-        record = json.loads(line)
-        if record.get("event") == receipts.FLOOR_UPDATE:
-            receipt = record.get("receipt", {})
-            last = (receipt.get("old_floor_map_hash"), receipt.get("new_floor_map_hash"))
-    return last
 
 
 def refuse_symlinked_module(module: Path) -> None:
@@ -332,21 +354,31 @@ def apply(
         archive_map(refresh.module, refresh.new_map)
     targets = [receipt_out] if envelope is not None and receipt_out is not None else []
     targets += [refresh.module] if refresh.stale else []
-    with atomic.undoable(targets):
-        if envelope is not None and receipt_out is not None:
-            atomic.write_atomic(receipt_out, envelope)
-        if refresh.stale:
-            # The lock keeps other floorctl refreshes out; this catches any other writer
-            # (an editor, an older floorctl) that replaced the module since it was read.
-            if splice.read_module_text(refresh.module) != refresh.old_text:
-                raise ConcurrentUpdate(
-                    f"{refresh.module}: changed while this refresh was running; "
-                    "nothing was written (run it again)"
-                )
-            atomic.write_atomic(refresh.module, refresh.new_text.encode("utf-8"))
-        seq = None
-        if audit is not None and receipt is not None:
-            seq = audit.append(receipts.FLOOR_UPDATE, receipt).seq
+    backups = {refresh.module: undo_path(refresh.module)}
+    journal = journal_path(refresh.module)
+    committing = receipts.receipt_id(receipt) if audit is not None and receipt else None
+    seq = None
+    try:
+        with atomic.undoable(targets, backups):
+            if refresh.stale:
+                # Before anything is replaced: which chain record will commit this refresh.
+                atomic.write_atomic(journal, json.dumps({"receipt_id": committing}).encode())
+            if envelope is not None and receipt_out is not None:
+                atomic.write_atomic(receipt_out, envelope)
+            if refresh.stale:
+                # The lock keeps other floorctl refreshes out; this catches any other writer
+                # (an editor, an older floorctl) that replaced the module since it was read.
+                if splice.read_module_text(refresh.module) != refresh.old_text:
+                    raise ConcurrentUpdate(
+                        f"{refresh.module}: changed while this refresh was running; "
+                        "nothing was written (run it again)"
+                    )
+                atomic.write_atomic(refresh.module, refresh.new_text.encode("utf-8"))
+            if audit is not None and receipt is not None:
+                seq = audit.append(receipts.FLOOR_UPDATE, receipt).seq
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(journal)
     return Outcome(
         written=refresh.stale,
         receipt_id=receipts.receipt_id(receipt) if receipt is not None else None,

@@ -412,47 +412,51 @@ def test_floorguard_verify_chain_since_after_until_is_a_usage_error(tmp_path: Pa
     assert via_floorguard.returncode == 2, via_floorguard.stderr
 
 
-def _two_refreshes_with_a_leftover(tmp_path: Path, copies: int) -> tuple[Path, Path]:
-    """Refresh 0 committed; then ``copies`` undo copies of the module from before it are
-    planted, as a run killed after its chain append (before dropping them) leaves them."""
+def _refreshed_with_leftovers(tmp_path: Path, copy: str, receipt_id: str | None) -> Path:
+    """Refresh 0 committed; then the leftovers of an interrupted refresh are planted: an undo
+    copy holding ``copy`` and a journal naming ``receipt_id`` (None: refresh 0's own id, as
+    a run killed after its chain append, before cleaning up, leaves them)."""
     project, state = tmp_path / "p", tmp_path / "s"
     project.mkdir()
     (project / "m.py").write_text(EMPTY_MODULE)
     for n, floor in enumerate(("0.60.0", "0.61.0")):
         (project / f"f{n}.json").write_text(json.dumps(feed_v1(floor)))
     done = floorctl(
-        "refresh", "--feed", "f0.json", "--module", "m.py", "--write", "--anchor",
+        "refresh", "--feed", "f0.json", "--module", "m.py", "--write", "--anchor", "--json",
         cwd=project, state=state,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    for n in range(copies):
-        (project / f".m.py.{n:016x}.undo").write_text(EMPTY_MODULE)
-    return project, state
+    committed = json.loads(done.stdout)["receipt_id"]
+    (project / ".m.py.refresh.undo").write_text(copy)
+    journal = {"receipt_id": committed if receipt_id is None else receipt_id}
+    (project / ".m.py.refresh.json").write_text(json.dumps(journal))
+    return project
 
 
 def test_a_refresh_killed_after_its_chain_append_is_finished_not_undone(tmp_path: Path) -> None:
-    project, state = _two_refreshes_with_a_leftover(tmp_path, copies=1)
+    project = _refreshed_with_leftovers(tmp_path, EMPTY_MODULE, None)
+    state = tmp_path / "s"
     done = floorctl(
         "refresh", "--feed", "f1.json", "--module", "m.py", "--write", "--anchor",
         cwd=project, state=state,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "had committed" in done.stderr
-    assert list(project.glob(".m.py.*.undo")) == []
+    assert sorted(p.name for p in project.glob(".m.py.refresh.*")) == []
     chain = update_receipts(project, state)
     assert [r["new_map_version"] for r in chain] == [1, 2]
     assert chain[1]["old_floor_map_hash"] == chain[0]["new_floor_map_hash"]
 
 
-def test_refuses_to_guess_between_several_interrupted_refreshes(tmp_path: Path) -> None:
-    project, state = _two_refreshes_with_a_leftover(tmp_path, copies=2)
+def test_refuses_to_put_back_a_leftover_that_is_not_a_module(tmp_path: Path) -> None:
+    project = _refreshed_with_leftovers(tmp_path, "not a module\n", "sha256:" + "0" * 64)
     before = (project / "m.py").read_bytes()
     done = floorctl(
         "refresh", "--feed", "f1.json", "--module", "m.py", "--write", "--anchor",
-        cwd=project, state=state,
+        cwd=project, state=tmp_path / "s",
     )  # fmt: skip
     assert done.returncode == 1
     [line] = done.stderr.strip().splitlines()
-    assert "several interrupted refreshes" in line
+    assert "not a floor-map module" in line
     assert (project / "m.py").read_bytes() == before
-    assert len(update_receipts(project, state)) == 1
+    assert len(update_receipts(project, tmp_path / "s")) == 1
