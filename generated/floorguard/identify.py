@@ -435,6 +435,7 @@ def python_search_path(
     environ: Mapping[str, str],
     first: str | None,
     flags: frozenset[str] = frozenset(),
+    cwd: str | None = None,
 ) -> list[str]:
     """Where ``interpreter`` imports third-party code from, in CPython's order: ``first``
     (the script's directory, or the working directory for ``-m`` and ``-c``) unless safe
@@ -442,14 +443,20 @@ def python_search_path(
     ``include-system-site-packages``, the user site and the base's), elsewhere the user
     site before the interpreter's own site-packages. ``flags`` are the interpreter's
     one-letter options: ``-I`` (isolated: ``-E -s -P``), ``-E`` (no PYTHON* variables),
-    ``-s`` (no user site), ``-P`` (no unsafe first entry), ``-S`` (no site-packages)."""
+    ``-s`` (no user site), ``-P`` (no unsafe first entry), ``-S`` (no site-packages).
+    Relative PYTHONPATH entries are the child's working directory ``cwd`` joined with them,
+    empty ones the working directory itself; PYTHONHOME moves a non-venv interpreter's
+    prefix."""
     isolated = "I" in flags
     ignore_env = isolated or "E" in flags
     env = {} if ignore_env else environ
     safe = isolated or "P" in flags or bool(env.get("PYTHONSAFEPATH"))
     no_user = isolated or "s" in flags or bool(env.get("PYTHONNOUSERSITE"))
     path = [] if first is None or safe else [first]
-    path += [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if os.path.isabs(p)]
+    if env.get("PYTHONPATH"):
+        # As CPython: a relative entry is relative to the working directory, an empty one is it.
+        here = cwd or os.getcwd()
+        path += [os.path.join(here, entry) for entry in env["PYTHONPATH"].split(os.pathsep)]
     if "S" in flags:
         return _unique(path)
     user: list[str] = []
@@ -458,7 +465,13 @@ def python_search_path(
             os.path.join(environ["HOME"], ".local") if environ.get("HOME") else ""
         )
         user = _prefix_sites(base) if base else []
-    real = _prefix_sites(os.path.dirname(os.path.dirname(os.path.realpath(interpreter))))
+    home = env.get("PYTHONHOME")
+    prefixes = (
+        home.split(os.pathsep)
+        if home
+        else [os.path.dirname(os.path.dirname(os.path.realpath(interpreter)))]
+    )
+    real = [site for prefix in prefixes for site in _prefix_sites(prefix)]
     venv = _venv_config(interpreter)
     if venv is None:
         return _unique([*path, *user, *real])
@@ -616,16 +629,29 @@ def _shebang_interpreter(head: bytes) -> str | None:
 
 
 def _shebang_flags(head: bytes) -> frozenset[str]:
-    """The one-letter interpreter options on a ``#!`` line (``#!/venv/bin/python -I``)."""
+    """The one-letter interpreter options on a ``#!`` line, as the interpreter gets them.
+
+    The kernel passes everything after the interpreter's path as *one* argument
+    (``#!/venv/bin/python -X utf8 -I`` gives ``-X`` the value ``" utf8 -I"``: not isolated);
+    only ``env -S`` splits it into words.
+    """
     match = _SHEBANG.match(head.split(b"\n", 1)[0])
     if match is None:
         return frozenset()
-    words = os.fsdecode(match.group("line")).split()
-    interpreter = _shebang_interpreter(head)
-    # Through env, the interpreter's own options follow its name (env's precede it).
-    start = words.index(interpreter) + 1 if interpreter in words else len(words)
-    options = [w for w in words[start:] if w.startswith("-") and not w.startswith("--")]
-    return frozenset(c for w in options for c in w[1:])
+    line = os.fsdecode(match.group("line")).strip()
+    program, _, rest = line.partition(" ")
+    rest = rest.strip()
+    if os.path.basename(program) == "env":
+        words = rest.split()
+        if not words or not words[0].startswith("-S"):
+            return frozenset()  # env runs one program named by the whole argument
+        interpreter = _shebang_interpreter(head)
+        start = words.index(interpreter) + 1 if interpreter in words else len(words)
+        args = words[start:]
+    else:
+        args = [rest] if rest else []
+    found = python_target([*args, "-c", ""])
+    return found[2] if found is not None else frozenset()
 
 
 def _is_python(name: str) -> bool:
@@ -640,13 +666,26 @@ _script_cache = _cache()
 
 
 def _python_script(
-    opened: Target, environ: Mapping[str, str], interpreter: str | None, via: str
+    opened: Target,
+    environ: Mapping[str, str],
+    interpreter: str | None,
+    via: str,
+    cwd: str | None,
 ) -> Identification | None:
-    """Python code in the opened file, run by ``interpreter`` (its shebang's when None)."""
+    """Python code in the opened file, run by ``interpreter`` (its shebang's when None).
+
+    The answer is reused while the file, the environment it is judged in (every variable
+    given, which is what judging may read) and everything it consulted are unchanged.
+    """
+    here = cwd or os.getcwd()
     key = (
-        str(opened.path), opened.identity, interpreter, via,
-        *(environ.get(name) for name in ("PATH", "PYTHONPATH", "HOME")),
-    )  # fmt: skip
+        str(opened.path),
+        opened.identity,
+        interpreter,
+        via,
+        here,
+        tuple(sorted(environ.items())),
+    )
 
     def compute() -> Identification | None:
         source = opened.read_all(MAX_SOURCE_BYTES)
@@ -659,8 +698,8 @@ def _python_script(
             interp = _locate_noted(interp, environ.get("PATH")) or ""
         if interp:
             _identity(interp)  # another interpreter behind the same name: another answer
-        here = str(opened.path.parent)
-        search = python_search_path(interp, environ, here, flags) if interp else []
+        first = str(opened.path.parent)
+        search = python_search_path(interp, environ, first, flags, here) if interp else []
         return _code_identification(source, search, via, str(opened.path), key[:2])
 
     return _checked_memo(_script_cache, key, compute)
@@ -738,7 +777,7 @@ def _python_invocation(
     kind, value, flags = what
     here = cwd or os.getcwd()
     if kind == "module":
-        search = python_search_path(opened.located, environ, here, flags)
+        search = python_search_path(opened.located, environ, here, flags, here)
         top = value.split(".", 1)[0]
         hit = _resolve_import(top, search)
         if hit is not None:
@@ -747,18 +786,18 @@ def _python_invocation(
     if kind == "code":
         if value == "-":
             return None  # code from stdin: not seen (a named gap)
-        search = python_search_path(opened.located, environ, here, flags)
+        search = python_search_path(opened.located, environ, here, flags, here)
         return _code_identification(value, search, "python -c", "-c")
     script = value if os.path.isabs(value) else os.path.join(here, value)
     if os.path.isdir(script):
         # ``python DIR`` runs DIR/__main__.py with DIR first on sys.path.
-        search = python_search_path(opened.located, environ, script, flags)
+        search = python_search_path(opened.located, environ, script, flags, here)
         main = _open_argument(os.path.join(script, "__main__.py"), None)
         return None if main is None else _judge_script(main, environ, search, opened.located)
     target = _open_argument(script, None)
     if target is None:
         return None
-    search = python_search_path(opened.located, environ, str(target.path.parent), flags)
+    search = python_search_path(opened.located, environ, str(target.path.parent), flags, here)
     return _judge_script(target, environ, search, opened.located)
 
 
@@ -886,7 +925,7 @@ def identify(
     installed = identify_file(opened, environ)
     if _runs_python(opened):
         # Python code: judged by what its imports load in the child's environment.
-        code = _python_script(opened, environ, None, "pip-script")
+        code = _python_script(opened, environ, None, "pip-script", cwd)
         if code is not None and installed is not None and code.adapter != installed.adapter:
             raise DetectionError(
                 f"{opened.path} is {installed.adapter}'s but imports {code.adapter}"
