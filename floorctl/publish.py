@@ -72,8 +72,15 @@ def publish(
     out_dir.mkdir(parents=True, exist_ok=True)
     map_path = out_dir / MAP_NAME
     signature_path = out_dir / (MAP_NAME + published_map.SIGNATURE_SUFFIX)
-    # A map beside a signature of other bytes is refused by every host: both or neither.
-    with atomic.undoable([map_path, signature_path]):
+    # A map beside a signature of other bytes is refused by every host: a failed write puts
+    # both back. A publish killed between the two renames leaves such a pair (refused, never
+    # used) and its copies under fixed names, which the next publish clears as it rewrites both.
+    backups = {
+        path: path.with_name(f".{path.name}.publish.undo") for path in (map_path, signature_path)
+    }
+    for leftover in backups.values():
+        leftover.unlink(missing_ok=True)
+    with atomic.undoable([map_path, signature_path], backups):
         atomic.write_atomic(map_path, data)
         atomic.write_atomic(signature_path, envelope)
     return Published(

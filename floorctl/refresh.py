@@ -360,9 +360,6 @@ def apply(
     seq = None
     try:
         with atomic.undoable(targets, backups):
-            if refresh.stale:
-                # Before anything is replaced: which chain record will commit this refresh.
-                atomic.write_atomic(journal, json.dumps({"receipt_id": committing}).encode())
             if envelope is not None and receipt_out is not None:
                 atomic.write_atomic(receipt_out, envelope)
             if refresh.stale:
@@ -373,6 +370,8 @@ def apply(
                         f"{refresh.module}: changed while this refresh was running; "
                         "nothing was written (run it again)"
                     )
+                # Before the module is replaced: which chain record will commit this refresh.
+                atomic.write_atomic(journal, json.dumps({"receipt_id": committing}).encode())
                 atomic.write_atomic(refresh.module, refresh.new_text.encode("utf-8"))
             if audit is not None and receipt is not None:
                 seq = audit.append(receipts.FLOOR_UPDATE, receipt).seq

@@ -220,11 +220,14 @@ def test_recovery_never_puts_a_receipt_in_place_of_the_module(tmp_path: Path) ->
 # ------------------------------------------- 2. a file and its signature: together or not
 
 
-def test_a_publish_killed_between_its_two_renames_leaves_a_matching_pair(tmp_path: Path) -> None:
-    """README: "A file and its signature (`publish`, `fetch`) are written together or not at
-    all." publish renames floor-map.json, then floor-map.json.dsse; killed between the two
-    (kill -9, power loss) the new map sits beside the old signature, which no host accepts,
-    and nothing ever repairs it (the undo copies are left behind too)."""
+def test_a_publish_killed_between_its_two_renames_is_refused_then_repaired(
+    tmp_path: Path,
+) -> None:
+    """publish renames floor-map.json, then floor-map.json.dsse; killed between the two
+    (kill -9, power loss) the new map sits beside the old signature. That pair must never
+    verify (hosts refuse it), and the next publish must leave a matching pair and no copies
+    behind. (Review 4 found the README claiming both-or-neither for kills too, and the
+    copies left for ever.)"""
     project, state = tmp_path / "p", tmp_path / "s"
     project.mkdir()
     (project / "m.py").write_text(EMPTY_MODULE)
@@ -238,11 +241,26 @@ def test_a_publish_killed_between_its_two_renames_leaves_a_matching_pair(tmp_pat
     ok(floorctl("refresh", "--feed", "b.json", "--module", "m.py", "--write", cwd=project,
                 state=state))  # fmt: skip
     killed_floorctl(tmp_path, "replace:floor-map.json.dsse", *publish, cwd=project, state=state)
-    from floorguard import dsse
+    from floorguard import dsse, published_map
+    from floorguard.errors import FloorguardError
+    from floorguard.trust import parse_trusted_keys
 
-    data = (project / "out" / "floor-map.json").read_bytes()
-    envelope = dsse.parse_envelope((project / "out" / "floor-map.json.dsse").read_bytes())
-    assert envelope.payload == data, "floor-map.json and its .dsse were left mismatched"
+    out = project / "out"
+    trusted = parse_trusted_keys((project / "k" / "signing.pub").read_bytes(), "k/signing.pub")
+
+    def pair_verifies() -> bool:
+        data = (out / "floor-map.json").read_bytes()
+        envelope = dsse.parse_envelope((out / "floor-map.json.dsse").read_bytes())
+        try:
+            dsse.verify(envelope, trusted.keys, payload_type=published_map.PAYLOAD_TYPE)
+        except FloorguardError:
+            return False
+        return envelope.payload == data
+
+    assert not pair_verifies(), "a half-written pair must never verify"
+    ok(floorctl(*publish, cwd=project, state=state))
+    assert pair_verifies()
+    assert [p.name for p in out.iterdir() if p.name.endswith(".undo")] == []
 
 
 # ------------------------------------------------- 3. the import search order, emulated

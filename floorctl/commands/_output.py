@@ -1,4 +1,5 @@
-"""Output helpers shared by the commands: one JSON document on stdout for ``--json``."""
+"""Output helpers shared by the commands: one JSON document on stdout for ``--json``, and
+notices on stderr, each one line whatever the paths and names it quotes hold."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import json
 from typing import Any
 
 import click
+
+from floorguard._text import one_line
 
 
 def emit_json(document: Any) -> None:
@@ -16,3 +19,8 @@ def emit_json(document: Any) -> None:
 json_option = click.option(
     "--json", "as_json", is_flag=True, help="Print one JSON document on stdout instead of text."
 )
+
+
+def notice(message: str) -> None:
+    """One line on stderr (control characters escaped: a file name cannot add a line)."""
+    click.echo(one_line(message), err=True)

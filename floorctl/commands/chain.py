@@ -17,6 +17,7 @@ from typing import TextIO
 import click
 
 from floorctl import atomic, keys
+from floorctl.commands._output import notice
 from floorguard import checkpoint
 from floorguard._time import parse_ts
 from floorguard.chain import AuditChain
@@ -50,9 +51,7 @@ _signing_key_option = click.option(
 
 
 def _signed_checkpoint(audit: AuditChain, signing_key: Path | None, last_seq: int | None) -> str:
-    resolved = keys.resolve_signing_key(
-        signing_key, dict(os.environ), notify=lambda message: click.echo(message, err=True)
-    )
+    resolved = keys.resolve_signing_key(signing_key, dict(os.environ), notify=notice)
     return checkpoint.sign(checkpoint.of_chain(audit, last_seq), resolved.key)
 
 
@@ -75,7 +74,7 @@ def checkpoint_command(signing_key: Path | None, out: Path | None) -> None:
         click.echo(note, nl=False)
         return
     _write_atomically(out, note.splitlines())
-    click.echo(f"wrote a checkpoint to {out}", err=True)
+    notice(f"wrote a checkpoint to {out}")
 
 
 @chain.command("export")
@@ -140,14 +139,14 @@ def export(
             raise click.exceptions.Exit(1) from None
     else:
         count = _write_atomically(out, lines)
-        click.echo(f"wrote {count} record(s) to {out}", err=True)
+        notice(f"wrote {count} record(s) to {out}")
     if checkpoint_out is not None:
         if not last:
             raise ChainError("the slice is empty: there is nothing to checkpoint")
         last_seq = json.loads(last[0])["seq"]
         note = _signed_checkpoint(audit, signing_key, last_seq)
         _write_atomically(checkpoint_out, note.splitlines())
-        click.echo(f"wrote a checkpoint of {last_seq + 1} record(s) to {checkpoint_out}", err=True)
+        notice(f"wrote a checkpoint of {last_seq + 1} record(s) to {checkpoint_out}")
 
 
 def _write_lines(stream: TextIO, lines: Iterable[str]) -> int:

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from floorctl import keys, publish
-from floorctl.commands._output import emit_json, json_option
+from floorctl.commands._output import emit_json, json_option, notice
 from floorctl.commands.refresh import DEFAULT_MODULE
 from floorguard._time import utc_now
 
@@ -53,7 +53,7 @@ def command(
     against their trusted publisher keys.
     """
     key = keys.resolve_signing_key(
-        signing_key, dict(os.environ), notify=lambda m: click.echo(f"floorctl: {m}", err=True)
+        signing_key, dict(os.environ), notify=lambda m: notice(f"floorctl: {m}")
     ).key
     done = publish.publish(
         module, out_dir, key, now=utc_now(), expires_in=_dt.timedelta(days=expires_in)

@@ -13,7 +13,7 @@ import click
 from floorctl import feeds, fetch, freshness, keys, trust
 from floorctl import refresh as refreshing
 from floorctl.commands._feedopts import feed_options, progress, reference_time
-from floorctl.commands._output import emit_json, json_option
+from floorctl.commands._output import emit_json, json_option, notice
 from floorctl.errors import StaleModule
 from floorctl.splice import read_module_text
 from floorguard._time import format_ts
@@ -133,7 +133,7 @@ def command(
     environ = dict(os.environ)
 
     def notify(message: str) -> None:
-        click.echo(f"floorctl: {message}", err=True)
+        notice(f"floorctl: {message}")
 
     now, now_source = reference_time(now_text)
     trusted = trust.resolve_trusted_keys(trusted_keys, environ)
@@ -258,7 +258,7 @@ def _print_summary(
 ) -> None:
     echo = click.echo
     for conflict in plan.conflicts:
-        echo(f"floorctl: warning: {conflict.describe()}", err=True)
+        notice(f"floorctl: warning: {conflict.describe()}")
     echo(
         f"{plan.module}: {len(plan.new_map)} adapters, "
         f"map version {plan.old_version} -> {plan.new_version}"

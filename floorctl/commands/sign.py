@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from floorctl import atomic, feeds, keys, trust
-from floorctl.commands._output import emit_json, json_option
+from floorctl.commands._output import emit_json, json_option, notice
 from floorguard import dsse, files
 from floorguard.files import read_regular, read_regular_if_exists
 
@@ -39,9 +39,7 @@ def command(path: Path, signing_key: Path | None, kind: str, as_json: bool) -> N
     the holders of a threshold of keys can sign one after another.
     """
     env = dict(os.environ)
-    key = keys.resolve_signing_key(
-        signing_key, env, notify=lambda m: click.echo(f"floorctl: {m}", err=True)
-    ).key
+    key = keys.resolve_signing_key(signing_key, env, notify=lambda m: notice(f"floorctl: {m}")).key
     data = read_regular(path, max_bytes=feeds.MAX_FEED_BYTES, what="file to sign")
     out = Path(str(path) + trust.SIGNATURE_SUFFIX)
     existing = read_regular_if_exists(out, max_bytes=files.MAX_ENVELOPE_BYTES, what="signature")

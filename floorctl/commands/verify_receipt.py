@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from floorctl import keys, render, splice
-from floorctl.commands._output import emit_json, json_option
+from floorctl.commands._output import emit_json, json_option, notice
 from floorguard import files, floormap, receipts
 from floorguard.errors import VerificationError
 from floorguard.files import read_regular
@@ -59,9 +59,7 @@ def command(
         trusted = [keys.load_public(pubkey)]
     elif receipts.is_envelope_document(data):
         resolved = keys.resolve_signing_key(None, dict(os.environ), create_dev_key=False)
-        click.echo(
-            f"floorctl: no --pubkey: verifying against the public half of {resolved.path}", err=True
-        )
+        notice(f"floorctl: no --pubkey: verifying against the public half of {resolved.path}")
         trusted = [resolved.key.public_key()]
     try:
         checked = receipts.check_receipt_document(data, trusted, content_only=content_only)

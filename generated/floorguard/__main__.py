@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from floorguard import files
 from floorguard._text import one_line
@@ -181,8 +181,10 @@ def _verify_receipt(args: argparse.Namespace) -> int:
     map_hash = _map_file_hash(args.floor_map) if args.floor_map is not None else None
     if map_hash is not None and map_hash != checked.pinned_map_hash:
         print(
-            f"floorguard: error: {args.file}: floor-map hash mismatch: the receipt pins "
-            f"{checked.pinned_map_hash} but {args.floor_map} hashes to {map_hash}",
+            one_line(
+                f"floorguard: error: {args.file}: floor-map hash mismatch: the receipt pins "
+                f"{checked.pinned_map_hash} but {args.floor_map} hashes to {map_hash}"
+            ),
             file=sys.stderr,
         )
         return EXIT_FAILED
@@ -260,8 +262,16 @@ def register_exec(commands: _SubParsers) -> None:
     run.set_defaults(handler=_exec)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, whose usage errors quote the arguments given: kept to one line."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {one_line(message)}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser: argparse.ArgumentParser = _Parser(
         prog="python -m floorguard",
         description="floorguard: refuse known-unsafe agent CLIs at spawn time, and prove it.",
     )

@@ -250,4 +250,6 @@ def _warn(message: str) -> None:
         if message in _warned:
             return
         _warned.add(message)
-    print(message, file=sys.stderr, flush=True)
+    from floorguard._text import one_line
+
+    print(one_line(message), file=sys.stderr, flush=True)
