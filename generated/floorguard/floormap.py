@@ -1,7 +1,17 @@
-"""The floor map as values: advisories per adapter, and the map's content hash.
+"""The floor map as values: each adapter's floor, advisories and waivers, and the map's hash.
 
-The hash is CONTRACT.md's definition: ``sha256`` of the RFC 8785 canonical JSON of
-``{adapter: {"min_safe_version", "advisory_id", "note"}}``.
+An entry comes in one of two forms.
+
+- **Floor only** (every map written from schema 1 and 2 feeds): exactly the strings
+  ``min_safe_version``, ``advisory_id`` and ``note``. Versions compare by PEP 440.
+- **Extended** (schema 3 feeds, waivers): the entry lists ``advisories`` with OSV affected
+  ranges and ``waivers``, may keep the floor (the three fields, all or none), and states
+  its ``ecosystem`` (``npm`` or ``PyPI``, whose version order applies); without one (a
+  waiver on a schema 1 floor) versions keep comparing by PEP 440.
+
+The hash is ``sha256`` of the RFC 8785 canonical JSON of ``{adapter: entry}`` with each
+entry exactly as above, so a map of floor-only entries keeps the hash CONTRACT.md defines,
+and every advisory, range and waiver of an extended entry is covered by it.
 """
 
 from __future__ import annotations
@@ -15,48 +25,274 @@ from floorguard._canonical import content_address
 from floorguard.errors import FloorMapError
 
 ENTRY_FIELDS = ("min_safe_version", "advisory_id", "note")
+EXTENDED_FIELDS = ("ecosystem", "advisories", "waivers")
+ADVISORY_FIELDS = ("id", "aliases", "summary", "affected", "versions", "severity", "references")
+RANGE_BOUNDS = ("introduced", "fixed", "last_affected")
+WAIVER_FIELDS = ("id", "version", "advisories", "reason", "approved_by", "expires")
+SEVERITY_FIELDS = ("type", "score")
+# The pseudo advisory id a waiver names to cover a below-floor refusal.
+FLOOR_ID = "floor"
+_ECOSYSTEMS = ("npm", "PyPI")
+
+
+@dataclass(frozen=True)
+class AffectedRange:
+    """Versions from ``introduced`` (inclusive; ``"0"``: from the first release) up to
+    ``fixed`` (exclusive) or ``last_affected`` (inclusive), or without end if neither."""
+
+    introduced: str
+    fixed: str | None = None
+    last_affected: str | None = None
+
+    def as_entry(self) -> dict[str, str]:
+        entry = {"introduced": self.introduced}
+        if self.fixed is not None:
+            entry["fixed"] = self.fixed
+        if self.last_affected is not None:
+            entry["last_affected"] = self.last_affected
+        return entry
+
+    def describe(self) -> str:
+        start = "from the start" if self.introduced == "0" else f">= {self.introduced}"
+        if self.fixed is not None:
+            return f"{start}, < {self.fixed}"
+        if self.last_affected is not None:
+            return f"{start}, <= {self.last_affected}"
+        return f"{start}, not fixed"
+
+
+@dataclass(frozen=True)
+class Severity:
+    type: str
+    score: str
+
+
+@dataclass(frozen=True)
+class RangeAdvisory:
+    """One advisory against an adapter: the versions it affects, as OSV states them."""
+
+    id: str
+    aliases: tuple[str, ...]
+    summary: str
+    affected: tuple[AffectedRange, ...]
+    versions: tuple[str, ...]
+    severity: tuple[Severity, ...]
+    references: tuple[str, ...]
+
+    def names(self) -> tuple[str, ...]:
+        """Its id and every alias: each names this advisory."""
+        return (self.id, *self.aliases)
+
+    def as_entry(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "aliases": list(self.aliases),
+            "summary": self.summary,
+            "affected": [r.as_entry() for r in self.affected],
+            "versions": list(self.versions),
+            "severity": [{"type": s.type, "score": s.score} for s in self.severity],
+            "references": list(self.references),
+        }
+
+
+@dataclass(frozen=True)
+class Waiver:
+    """A reviewed exception: ``version`` of the adapter may run despite ``advisories``
+    (ids, aliases, or ``"floor"``) until ``expires`` (an RFC 3339 time, exclusive)."""
+
+    id: str
+    version: str
+    advisories: tuple[str, ...]
+    reason: str
+    approved_by: str
+    expires: str
+
+    def as_entry(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "version": self.version,
+            "advisories": list(self.advisories),
+            "reason": self.reason,
+            "approved_by": self.approved_by,
+            "expires": self.expires,
+        }
 
 
 @dataclass(frozen=True)
 class Advisory:
-    """One adapter's floor: versions below ``min_safe_version`` are known-unsafe."""
+    """One adapter's entry in the floor map (the name is kept from when an entry was only a
+    floor). Versions below ``min_safe_version``, when there is a floor, are known-unsafe, as
+    is every version inside an affected range of one of ``advisories``."""
 
     adapter: str
-    min_safe_version: str
-    advisory_id: str
-    note: str
+    min_safe_version: str | None
+    advisory_id: str | None
+    note: str | None
+    ecosystem: str | None = None
+    advisories: tuple[RangeAdvisory, ...] = ()
+    waivers: tuple[Waiver, ...] = ()
 
-    def as_entry(self) -> dict[str, str]:
-        return {
-            "min_safe_version": self.min_safe_version,
-            "advisory_id": self.advisory_id,
-            "note": self.note,
-        }
+    @property
+    def extended(self) -> bool:
+        """False for a floor-only entry, whose form (and hash) is that of schema 1 and 2."""
+        return self.ecosystem is not None or bool(self.advisories) or bool(self.waivers)
+
+    @property
+    def has_floor(self) -> bool:
+        return self.min_safe_version is not None
+
+    def as_entry(self) -> dict[str, Any]:
+        entry: dict[str, Any] = {}
+        if self.min_safe_version is not None:
+            entry.update(
+                min_safe_version=self.min_safe_version,
+                advisory_id=self.advisory_id,
+                note=self.note,
+            )
+        if not self.extended:
+            return entry
+        if self.ecosystem is not None:
+            entry["ecosystem"] = self.ecosystem
+        entry["advisories"] = [a.as_entry() for a in self.advisories]
+        entry["waivers"] = [w.as_entry() for w in self.waivers]
+        return entry
 
 
 FloorMap = Mapping[str, Advisory]
 
 
 def from_entries(entries: Mapping[str, Any]) -> FloorMap:
-    """Build a read-only floor map from ``{adapter: {field: str}}``; raises FloorMapError."""
+    """Build a read-only floor map from plain ``{adapter: entry}`` data; raises FloorMapError.
+
+    Only the shape is checked here (fields and types); whether each version is valid in
+    the entry's ecosystem is asked when a version is judged against it.
+    """
     if not isinstance(entries, Mapping):
         raise FloorMapError("floor map data is not a mapping")
     built: dict[str, Advisory] = {}
     for adapter, entry in entries.items():
         if not isinstance(adapter, str) or not isinstance(entry, Mapping):
             raise FloorMapError(f"floor map entry {adapter!r} is malformed")
-        if set(entry) != set(ENTRY_FIELDS) or not all(
-            isinstance(entry[f], str) for f in ENTRY_FIELDS
-        ):
-            raise FloorMapError(
-                f"floor map entry {adapter!r} must have exactly the string fields "
-                + ", ".join(ENTRY_FIELDS)
-            )
-        built[adapter] = Advisory(adapter, *(entry[f] for f in ENTRY_FIELDS))
+        built[adapter] = _entry(adapter, entry)
     return MappingProxyType(dict(sorted(built.items())))
 
 
-def to_entries(floor_map: FloorMap) -> dict[str, dict[str, str]]:
+def _entry(adapter: str, entry: Mapping[str, Any]) -> Advisory:
+    keys = set(entry)
+    floor_keys = keys & set(ENTRY_FIELDS)
+    if keys == set(ENTRY_FIELDS) and _all_strings(entry, ENTRY_FIELDS):
+        return Advisory(adapter, *(entry[f] for f in ENTRY_FIELDS))
+    unknown = keys - set(ENTRY_FIELDS) - set(EXTENDED_FIELDS)
+    if unknown or not keys & set(EXTENDED_FIELDS):
+        raise FloorMapError(
+            f"floor map entry {adapter!r} must have exactly the string fields "
+            + ", ".join(ENTRY_FIELDS)
+            + " (a floor), or the fields "
+            + ", ".join(EXTENDED_FIELDS)
+            + " with an optional floor"
+        )
+    if floor_keys and (floor_keys != set(ENTRY_FIELDS) or not _all_strings(entry, ENTRY_FIELDS)):
+        raise FloorMapError(
+            f"floor map entry {adapter!r}: a floor needs all of the string fields "
+            + ", ".join(ENTRY_FIELDS)
+        )
+    where = f"floor map entry {adapter!r}"
+    if {"advisories", "waivers"} - keys:
+        raise FloorMapError(f"{where}: an extended entry lists advisories and waivers")
+    ecosystem = entry.get("ecosystem")
+    if ecosystem is None and not entry["advisories"] and not entry["waivers"]:
+        # Else two spellings of one floor-only entry would share a hash.
+        raise FloorMapError(f"{where}: a floor alone is written as the three floor fields")
+    if "ecosystem" in entry and ecosystem not in _ECOSYSTEMS:
+        raise FloorMapError(f"{where}: ecosystem must be one of {', '.join(_ECOSYSTEMS)}")
+    return Advisory(
+        adapter,
+        entry.get("min_safe_version"),
+        entry.get("advisory_id"),
+        entry.get("note"),
+        ecosystem=ecosystem,
+        advisories=tuple(
+            _advisory(f"{where} advisory {i}", a)
+            for i, a in enumerate(_list(where, "advisories", entry["advisories"]))
+        ),
+        waivers=tuple(
+            _waiver(f"{where} waiver {i}", w)
+            for i, w in enumerate(_list(where, "waivers", entry["waivers"]))
+        ),
+    )
+
+
+def _advisory(where: str, value: Any) -> RangeAdvisory:
+    _exact_fields(where, value, ADVISORY_FIELDS)
+    if not isinstance(value["id"], str) or not isinstance(value["summary"], str):
+        raise FloorMapError(f"{where}: id and summary must be strings")
+    affected = []
+    for bound in _list(where, "affected", value["affected"]):
+        if not isinstance(bound, dict) or "introduced" not in bound:
+            raise FloorMapError(f"{where}: each affected range needs an introduced version")
+        if not set(bound) <= set(RANGE_BOUNDS) or not _all_strings(bound, tuple(bound)):
+            raise FloorMapError(f"{where}: affected range fields are " + ", ".join(RANGE_BOUNDS))
+        if "fixed" in bound and "last_affected" in bound:
+            raise FloorMapError(f"{where}: a range ends with fixed or last_affected, not both")
+        affected.append(AffectedRange(**bound))
+    severity = []
+    for item in _list(where, "severity", value["severity"]):
+        _exact_fields(where + " severity", item, SEVERITY_FIELDS)
+        if not _all_strings(item, SEVERITY_FIELDS):
+            raise FloorMapError(f"{where}: severity type and score must be strings")
+        severity.append(Severity(item["type"], item["score"]))
+    return RangeAdvisory(
+        id=value["id"],
+        aliases=_strings(where, "aliases", value["aliases"]),
+        summary=value["summary"],
+        affected=tuple(affected),
+        versions=_strings(where, "versions", value["versions"]),
+        severity=tuple(severity),
+        references=_strings(where, "references", value["references"]),
+    )
+
+
+def _waiver(where: str, value: Any) -> Waiver:
+    _exact_fields(where, value, WAIVER_FIELDS)
+    scalars = ("id", "version", "reason", "approved_by", "expires")
+    if not _all_strings(value, scalars):
+        raise FloorMapError(f"{where}: " + ", ".join(scalars) + " must be strings")
+    covered = _strings(where, "advisories", value["advisories"])
+    if not covered:
+        raise FloorMapError(f"{where}: a waiver covers at least one advisory")
+    return Waiver(
+        id=value["id"],
+        version=value["version"],
+        advisories=covered,
+        reason=value["reason"],
+        approved_by=value["approved_by"],
+        expires=value["expires"],
+    )
+
+
+def _exact_fields(where: str, value: Any, fields: tuple[str, ...]) -> None:
+    if not isinstance(value, dict) or set(value) != set(fields):
+        raise FloorMapError(f"{where} must have exactly the fields " + ", ".join(fields))
+
+
+def _list(where: str, name: str, value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise FloorMapError(f"{where}: {name} must be a list")
+    return value
+
+
+def _strings(where: str, name: str, value: Any) -> tuple[str, ...]:
+    items = _list(where, name, value)
+    if not all(isinstance(item, str) for item in items):
+        raise FloorMapError(f"{where}: {name} must be a list of strings")
+    return tuple(items)
+
+
+def _all_strings(entry: Mapping[str, Any], fields: tuple[str, ...]) -> bool:
+    return all(isinstance(entry[f], str) for f in fields)
+
+
+def to_entries(floor_map: FloorMap) -> dict[str, dict[str, Any]]:
     """The plain JSON form of a floor map, adapters in sorted order."""
     return {name: floor_map[name].as_entry() for name in sorted(floor_map)}
 

@@ -1,0 +1,150 @@
+"""Whether a version of an adapter is known-unsafe under its map entry, and whether a waiver
+lets it run anyway. Pure: the gate, the doctor, the canary and the window proof all ask here,
+so that one rule decides everywhere.
+
+The rule: a version is unsafe when it is below the entry's floor or inside any affected
+range (or among the listed versions) of any of its advisories, compared in the entry's
+ecosystem order. A waiver lets an unsafe version run only when it is for that exact version
+string (``2.0.10+local`` is another one: a waiver is as narrow as it can be), unexpired at
+the moment judged, and names every cause: the advisory's id or one of its aliases, or
+``floor`` for the floor.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass
+
+from floorguard import versions
+from floorguard._time import parse_ts
+from floorguard.errors import FloorguardError
+from floorguard.floormap import FLOOR_ID, Advisory, AffectedRange, RangeAdvisory, Waiver
+
+
+@dataclass(frozen=True)
+class Cause:
+    """One reason a version is unsafe: the floor, or one advisory's affected versions."""
+
+    advisory_id: str
+    aliases: tuple[str, ...]
+    is_floor: bool
+    detail: str
+
+    def covered_by(self, waiver: Waiver) -> bool:
+        names = {FLOOR_ID} if self.is_floor else {self.advisory_id, *self.aliases}
+        return not names.isdisjoint(waiver.advisories)
+
+    def describe(self) -> str:
+        aliases = f" (also {', '.join(self.aliases)})" if self.aliases else ""
+        return f"{self.advisory_id}{aliases}: {self.detail}"
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """What the map entry says of one version. ``causes`` empty: not known-unsafe.
+    ``waiver``: the unexpired waiver that covers every cause, if one does."""
+
+    causes: tuple[Cause, ...]
+    waiver: Waiver | None = None
+
+    @property
+    def unsafe(self) -> bool:
+        return bool(self.causes)
+
+    @property
+    def advisory_id(self) -> str | None:
+        """The advisory a refusal names: the first cause (the floor comes first)."""
+        return self.causes[0].advisory_id if self.causes else None
+
+    def describe(self) -> str:
+        return "; ".join(cause.describe() for cause in self.causes)
+
+
+def assess(entry: Advisory, version: str, *, at: _dt.datetime | None) -> Assessment:
+    """Judge ``version`` against ``entry``. Raises versions.InvalidVersionError when the
+    version (or a bound in the entry) is not a version of the entry's ecosystem: an unknown
+    version is never assumed safe. ``at`` is the moment waivers must be unexpired at; None
+    looks for no waiver."""
+    ecosystem = entry.ecosystem
+    versions.parse(version, ecosystem)
+    causes: list[Cause] = []
+    if entry.min_safe_version is not None and versions.is_below(
+        version, entry.min_safe_version, ecosystem
+    ):
+        causes.append(
+            Cause(
+                advisory_id=entry.advisory_id or FLOOR_ID,
+                aliases=(),
+                is_floor=True,
+                detail=f"below the floor {entry.min_safe_version}",
+            )
+        )
+    for advisory in entry.advisories:
+        matched = _affecting(advisory, version, ecosystem)
+        if matched is not None:
+            causes.append(Cause(advisory.id, advisory.aliases, False, matched))
+    if not causes or at is None:
+        return Assessment(tuple(causes))
+    return Assessment(tuple(causes), _covering_waiver(entry, version, causes, at))
+
+
+def _affecting(advisory: RangeAdvisory, version: str, ecosystem: str | None) -> str | None:
+    """How ``advisory`` affects ``version`` (a phrase for the reason), or None."""
+    for listed in advisory.versions:
+        if versions.compare(version, listed, ecosystem) == 0:
+            return f"version {listed} is listed as affected"
+    for span in advisory.affected:
+        if in_range(version, span, ecosystem):
+            return f"inside the affected range {span.describe()}"
+    return None
+
+
+def in_range(version: str, span: AffectedRange, ecosystem: str | None) -> bool:
+    """OSV semantics: introduced inclusive (``0``: from the start), fixed exclusive,
+    last_affected inclusive, and no end when neither is given."""
+    if span.introduced != versions.FROM_THE_START and versions.is_below(
+        version, span.introduced, ecosystem
+    ):
+        return False
+    if span.fixed is not None:
+        return versions.compare(version, span.fixed, ecosystem) < 0
+    if span.last_affected is not None:
+        return versions.compare(version, span.last_affected, ecosystem) <= 0
+    return True
+
+
+def _covering_waiver(
+    entry: Advisory, version: str, causes: list[Cause], at: _dt.datetime
+) -> Waiver | None:
+    for waiver in entry.waivers:
+        if not waiver_in_force(waiver, at):
+            continue
+        if waiver.version == version and all(cause.covered_by(waiver) for cause in causes):
+            return waiver
+    return None
+
+
+def waiver_in_force(waiver: Waiver, at: _dt.datetime) -> bool:
+    """Unexpired at ``at``: the expiry is the first moment the waiver no longer holds. An
+    expiry that does not parse holds at no moment."""
+    try:
+        return at < parse_ts(waiver.expires)
+    except FloorguardError:
+        return False
+
+
+def why_not_waived(
+    entry: Advisory, version: str, causes: tuple[Cause, ...], at: _dt.datetime
+) -> str | None:
+    """When waivers of this entry exist for ``version`` but none applies, say why (for the
+    refusal's reason): expired, or a cause it does not name. None when no waiver names the
+    version."""
+    for waiver in entry.waivers:
+        if waiver.version != version:
+            continue
+        if not waiver_in_force(waiver, at):
+            return f"waiver {waiver.id} expired at {waiver.expires}"
+        missing = [c.advisory_id for c in causes if not c.covered_by(waiver)]
+        if missing:
+            return f"waiver {waiver.id} does not cover {', '.join(missing)}"
+    return None

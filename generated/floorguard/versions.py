@@ -1,0 +1,87 @@
+"""Each ecosystem's version order: PEP 440 for PyPI, SemVer 2.0.0 precedence for npm.
+
+An entry of the floor map states its ``ecosystem``; an entry without one (written from a
+schema 1 or 2 feed) keeps the PEP 440 order those feeds always had, so old maps decide
+exactly as they did. A string that is not a valid version of the entry's ecosystem has no
+place in its order: ``parse`` raises, and the caller treats the version as unknown. No npm
+version is ever read as a PEP 440 one (``0.6.0-preview.1`` is not ``0.6.0rc1``).
+
+Both libraries are imported on first use only: ``import floorguard`` stays cheap, and
+``semver`` is loaded only when an npm version is compared.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Final
+
+from floorguard.errors import DetectionError
+
+PYPI: Final = "PyPI"
+NPM: Final = "npm"
+ECOSYSTEMS: Final = (NPM, PYPI)
+# A version that starts every OSV range "from the beginning".
+FROM_THE_START: Final = "0"
+MAX_VERSION_CHARS: Final = 128
+
+
+class InvalidVersionError(DetectionError):
+    """A string that is not a valid version in the ecosystem it is compared in."""
+
+
+def order_name(ecosystem: str | None) -> str:
+    """How versions of an entry compare, in words: for reasons and messages."""
+    return "SemVer" if ecosystem == NPM else "PEP 440"
+
+
+@functools.lru_cache(maxsize=1024)
+def parse(version: str, ecosystem: str | None) -> Any:
+    """The comparable form of ``version`` in ``ecosystem`` (None: PEP 440, as schema 1/2).
+
+    Raises InvalidVersionError for anything that is not a valid version there. SemVer is
+    strict 2.0.0: no ``v`` prefix, no missing minor or patch, no leading zeros; build
+    metadata is kept in the string but ignored by comparisons, as the specification says.
+    """
+    if not isinstance(version, str) or not version or len(version) > MAX_VERSION_CHARS:
+        raise InvalidVersionError(f"not a valid {order_name(ecosystem)} version: {version!r}")
+    if ecosystem == NPM:
+        import semver
+
+        try:
+            return semver.Version.parse(version)
+        except (ValueError, TypeError):
+            raise InvalidVersionError(f"not a valid SemVer version: {version!r}") from None
+    if ecosystem not in (None, PYPI):
+        raise InvalidVersionError(f"unknown ecosystem {ecosystem!r}")
+    from packaging.version import InvalidVersion, Version
+
+    if version != version.strip():
+        raise InvalidVersionError(f"not a valid PEP 440 version: {version!r}")
+    try:
+        return Version(version)
+    except (InvalidVersion, ValueError):  # ValueError: a number past int()'s digit limit
+        raise InvalidVersionError(f"not a valid PEP 440 version: {version!r}") from None
+
+
+def is_valid(version: str, ecosystem: str | None) -> bool:
+    try:
+        parse(version, ecosystem)
+    except InvalidVersionError:
+        return False
+    return True
+
+
+def compare(left: str, right: str, ecosystem: str | None) -> int:
+    """-1, 0 or 1 as ``left`` sorts before, with, or after ``right``; raises
+    InvalidVersionError when either is not a version of ``ecosystem``."""
+    a, b = parse(left, ecosystem), parse(right, ecosystem)
+    return -1 if a < b else (1 if a > b else 0)
+
+
+def is_below(version: str, floor: str, ecosystem: str | None) -> bool:
+    return compare(version, floor, ecosystem) < 0
+
+
+def sort_key(ecosystem: str | None) -> Any:
+    """A key function ordering version strings of ``ecosystem``."""
+    return functools.partial(parse, ecosystem=ecosystem)
