@@ -186,9 +186,7 @@ def test_floor_and_advisory_together_last_affected_listed_versions_and_aliases(
 
 # --- waivers ------------------------------------------------------------------------------------
 
-GHSA_W = advisory(
-    "GHSA-wwww-wwww-wwww", span("2.0.0", fixed="2.1.3"), aliases=("CVE-2025-2222",)
-)
+GHSA_W = advisory("GHSA-wwww-wwww-wwww", span("2.0.0", fixed="2.1.3"), aliases=("CVE-2025-2222",))
 GHSA_X = advisory("GHSA-xxxx-xxxx-xxxx", span("2.0.5", fixed="2.0.6"))
 WAIVERS = (
     waiver("WVR-0001", "2.0.1", "CVE-2025-2222"),  # by alias
@@ -370,3 +368,110 @@ def test_canary_refuses_to_certify_an_affected_or_waived_version(tmp_path: Path)
     green = floorctl("canary", "last-green", "--json", cwd=tmp_path, state=state, **env)
     assert json.loads(green.stdout)["claude"]["version"] == "2.1.4-rc.1"
     assert "aider" not in json.loads(green.stdout)
+
+
+# --- the window proof over records the gate did not write ---------------------------------------
+
+
+def spawn(verdict: str, version: str, entries: dict[str, Any], waiver_id: str | None) -> Any:
+    from helpers.proof_support import spawn_receipt
+
+    receipt = spawn_receipt("aider", version, verdict, map_hash=map_hash(entries), floor=None)
+    receipt["waiver_id"] = waiver_id
+    return receipt
+
+
+def prove_records(tmp_path: Path, records: list[Any], maps: list[dict[str, Any]]) -> Any:
+    """A real chain (seq n stamped 2026-01-01 00:00:0n) holding ``records``, then the proof."""
+    from helpers.proof_support import SPAWN, build
+
+    from floorguard.window_proof import prove
+
+    archive = tmp_path / "maps"
+    archive.mkdir()
+    for entries in maps:
+        name = map_hash(entries).replace(":", "-") + ".json"
+        (archive / name).write_bytes(canonical_bytes(entries))
+    built = build(tmp_path / "chain", [(SPAWN, r) for r in records])
+    report = prove(built.lines(), key=built.key, map_dirs=[archive])
+    return [(v.seq, v.reason) for v in report.violations], report.proven
+
+
+def test_window_proof_refuses_a_waived_record_whose_map_lacks_the_waiver(tmp_path: Path) -> None:
+    violations, proven = prove_records(
+        tmp_path,
+        [spawn("waived", "2.0.1", WAIVED_MAP, "WVR-0001"),  # backed: proven
+         spawn("waived", "2.0.1", UNWAIVED_MAP, "WVR-0001"),  # the map in force had none
+         spawn("waived", "2.0.3", WAIVED_MAP, "WVR-0001"),  # another version
+         spawn("waived", "2.0.5", WAIVED_MAP, "WVR-0003"),  # does not cover GHSA-x
+         spawn("waived", "2.0.1", WAIVED_MAP, None)],
+        [WAIVED_MAP, UNWAIVED_MAP],
+    )  # fmt: skip
+    assert not proven
+    assert violations == [
+        (1, "waived spawn of aider 2.0.1: the pinned map carries no waiver 'WVR-0001' for it"),
+        (2, "waived spawn of aider 2.0.3: waiver WVR-0001 is for version 2.0.1"),
+        (3, "waived spawn of aider 2.0.5: waiver WVR-0003 of the pinned map does not cover "
+            "GHSA-xxxx-xxxx-xxxx: inside the affected range >= 2.0.5, < 2.0.6"),
+        (4, "waived spawn of 'aider' names no version or no waiver id"),
+    ]  # fmt: skip
+
+
+def test_window_proof_refuses_a_waived_record_after_its_waiver_expired(tmp_path: Path) -> None:
+    # Records are stamped 2026-01-01T00:00:00Z + seq seconds; the waiver ends at 00:00:01.
+    ending = {"aider": entry("PyPI", GHSA_W, waivers=(
+        waiver("WVR-0009", "2.0.1", "GHSA-wwww-wwww-wwww", expires="2026-01-01T00:00:01Z"),
+    ))}  # fmt: skip
+    violations, proven = prove_records(
+        tmp_path,
+        [
+            spawn("waived", "2.0.1", ending, "WVR-0009"),
+            spawn("waived", "2.0.1", ending, "WVR-0009"),
+        ],
+        [ending],
+    )
+    assert not proven
+    assert violations == [
+        (1, "waived spawn of aider 2.0.1 at 2026-01-01T00:00:01.000000Z: waiver WVR-0009 of "
+            "the pinned map expired at 2026-01-01T00:00:01Z"),
+    ]  # fmt: skip
+
+
+def test_window_proof_refuses_a_permit_inside_an_advisory(tmp_path: Path) -> None:
+    violations, proven = prove_records(
+        tmp_path,
+        [spawn("permit", "2.1.3", WAIVED_MAP, None), spawn("permit", "2.0.1", WAIVED_MAP, None)],
+        [WAIVED_MAP],
+    )
+    assert not proven
+    assert violations == [
+        (1, "permit of aider 2.0.1, affected by GHSA-wwww-wwww-wwww (also CVE-2025-2222): "
+            "inside the affected range >= 2.0.0, < 2.1.3 of the pinned map"),
+    ]  # fmt: skip
+
+
+def test_a_published_map_with_extended_entries_is_loaded_and_judged_by(tmp_path: Path) -> None:
+    import datetime as dt
+
+    from feedserver import envelope, new_key
+
+    from floorguard import published_map
+    from floorguard._time import format_ts, utc_now
+    from floorguard.floormap import from_entries
+
+    key, _, public = new_key(tmp_path / "publisher")
+    host = Host(tmp_path / "host", {})
+    document = published_map.document(
+        from_entries(WAIVED_MAP), 5, format_ts(utc_now() + dt.timedelta(days=5))
+    )
+    data = canonical_bytes(document)
+    assert published_map.parse(data, "floor-map.json").floor_map_hash == map_hash(WAIVED_MAP)
+    site = tmp_path / "floor-map.json"
+    site.write_bytes(data)
+    Path(str(site) + ".dsse").write_bytes(
+        envelope(data, key, payload_type=published_map.PAYLOAD_TYPE)
+    )
+    decisions = decide(host, tmp_path, "aider", ["2.0.1", "2.0.2"],
+                       FLOORGUARD_FLOOR_MAP=str(site), FLOORGUARD_TRUSTED_KEYS=str(public))  # fmt: skip
+    assert verdicts(decisions) == ["waived", "refuse"]
+    assert {d["floor_map_hash"] for d in decisions} == {map_hash(WAIVED_MAP)}

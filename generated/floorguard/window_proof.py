@@ -379,7 +379,7 @@ class WindowProof:
         if uncovered:
             return (
                 f"waived spawn of {named}: waiver {waiver.id} of the pinned map does not "
-                f"cover {_causes(tuple(uncovered))}"
+                f"cover " + "; ".join(cause.describe() for cause in uncovered)
             )
         return None
 

@@ -35,9 +35,7 @@ def span(introduced: str, **end: str) -> dict[str, str]:
     return {"introduced": introduced, **end}
 
 
-def waiver(
-    waiver_id: str, version: str, *covers: str, expires: str = FAR_FUTURE
-) -> dict[str, Any]:
+def waiver(waiver_id: str, version: str, *covers: str, expires: str = FAR_FUTURE) -> dict[str, Any]:
     return {
         "id": waiver_id,
         "version": version,
