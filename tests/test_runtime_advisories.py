@@ -21,6 +21,8 @@ from helpers.advisory_maps import (
 )
 from helpers.cli import floorctl
 from hosts import Host, receipt_in_chain, write_script
+from hypothesis import given
+from hypothesis import strategies as st
 
 from floorguard._canonical import canonical_bytes
 
@@ -475,3 +477,33 @@ def test_a_published_map_with_extended_entries_is_loaded_and_judged_by(tmp_path:
                        FLOORGUARD_FLOOR_MAP=str(site), FLOORGUARD_TRUSTED_KEYS=str(public))  # fmt: skip
     assert verdicts(decisions) == ["waived", "refuse"]
     assert {d["floor_map_hash"] for d in decisions} == {map_hash(WAIVED_MAP)}
+
+
+# --- the SemVer order the runtime compares by ---------------------------------------------------
+
+_IDENT = st.one_of(
+    st.integers(min_value=0, max_value=30).map(str),
+    st.text(alphabet="abz-09", min_size=1, max_size=4).filter(
+        lambda t: not t.isdigit() or t == "0" or not t.startswith("0")
+    ),
+)
+_SEMVER = st.builds(
+    lambda core, pre, build: (
+        ".".join(map(str, core))
+        + (f"-{'.'.join(pre)}" if pre else "")
+        + (f"+{build}" if build else "")
+    ),
+    st.tuples(*(st.integers(min_value=0, max_value=3),) * 3),
+    st.lists(_IDENT, max_size=3),
+    st.sampled_from(["", "b.1", "sha.0a1"]),
+)
+
+
+@given(_SEMVER, _SEMVER)
+def test_npm_versions_compare_exactly_as_semver_precedence(left: str, right: str) -> None:
+    import semver
+
+    from floorguard import versions
+
+    expected = semver.Version.parse(left).compare(right)
+    assert versions.compare(left, right, "npm") == expected

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from floorguard.floormap import Advisory
     from floorguard.identify import Identification
     from floorguard.target import Target
-    from floorguard.verdict import Cause
+    from floorguard.verdict import Assessment, Cause
 
 POLICY_VARIABLE = "FLOORGUARD_ADAPTER_FLOOR_POLICY"
 UNTRACKED_POLICY_VARIABLE = "FLOORGUARD_UNTRACKED_POLICY"
@@ -261,7 +261,7 @@ def _assessed(
             **known,
         )
     try:
-        assessment = verdict.assess(entry, version, at=at)
+        assessment = _assess(entry, version, at, known["floor_map_hash"])
     except versions.InvalidVersionError as exc:
         # The version is fine: a bound in the map is not. Not overridable, as a bad map.
         return _Judgement(
@@ -293,6 +293,31 @@ def _assessed(
     if policy == WARN:
         return _Judgement(WARN_OVERRIDE, message + "; allowed by warn policy", at=stamp, **known)
     return _Judgement(REFUSE, message, at=stamp, **known)
+
+
+# (map hash, adapter, version) -> the causes, judged without waivers. The map hash covers
+# every bound of every entry, so a hit is the same judgement; a map of many advisories
+# compares a version hundreds of times, which would otherwise be paid on every spawn.
+_CAUSES: dict[tuple[str, str, str], Assessment] = {}
+_CAUSES_LIMIT: Final = 1024
+
+
+def _assess(entry: Advisory, version: str, at: _dt.datetime, map_hash: str | None) -> Assessment:
+    """``verdict.assess`` at ``at``: the causes from the cache when the map is named; only an
+    unsafe version of an entry with waivers is judged afresh (a waiver depends on ``at``)."""
+    from floorguard import verdict
+
+    key = (map_hash, entry.adapter, version) if map_hash is not None else None
+    cached = _CAUSES.get(key) if key is not None else None
+    if cached is None:
+        cached = verdict.assess(entry, version, at=None)
+        if key is not None:
+            if len(_CAUSES) >= _CAUSES_LIMIT:
+                _CAUSES.clear()
+            _CAUSES[key] = cached
+    if cached.unsafe and entry.waivers:
+        return verdict.assess(entry, version, at=at)
+    return cached
 
 
 def unsafe_phrase(cause: Cause) -> str:
