@@ -152,8 +152,8 @@ def test_a_pep_440_spelling_is_an_unknown_version_of_an_npm_adapter(tmp_path: Pa
 
 def test_a_semver_only_version_is_unknown_under_a_floor_only_map(tmp_path: Path) -> None:
     # A schema 1/2 floor compares by PEP 440: a nightly is not translated into it.
-    host = Host(tmp_path / "host", {"gemini": {"min_safe_version": "0.1.0",
-                                               "advisory_id": "BSA-0004", "note": "n"}})  # fmt: skip
+    floor_only = {"min_safe_version": "0.1.0", "advisory_id": "BSA-0004", "note": "n"}
+    host = Host(tmp_path / "host", {"gemini": floor_only})
     (decision,) = decide(host, tmp_path, "gemini", ["0.5.0-nightly.20250911.a1b2c3"])
     assert decision["verdict"] == "refuse"
     assert "unknown version of gemini" in decision["reason"]
@@ -473,8 +473,8 @@ def test_a_published_map_with_extended_entries_is_loaded_and_judged_by(tmp_path:
     Path(str(site) + ".dsse").write_bytes(
         envelope(data, key, payload_type=published_map.PAYLOAD_TYPE)
     )
-    decisions = decide(host, tmp_path, "aider", ["2.0.1", "2.0.2"],
-                       FLOORGUARD_FLOOR_MAP=str(site), FLOORGUARD_TRUSTED_KEYS=str(public))  # fmt: skip
+    published = {"FLOORGUARD_FLOOR_MAP": str(site), "FLOORGUARD_TRUSTED_KEYS": str(public)}
+    decisions = decide(host, tmp_path, "aider", ["2.0.1", "2.0.2"], **published)
     assert verdicts(decisions) == ["waived", "refuse"]
     assert {d["floor_map_hash"] for d in decisions} == {map_hash(WAIVED_MAP)}
 
