@@ -76,7 +76,7 @@ def command(
 
 def _report_invalid(error: RecordError) -> None:
     for source, path, message in error.problems:
-        notice(f"floorctl: invalid record skipped: {source}: {path}: {message}")
+        notice(f"floorctl: warning: {source}: {path}: {message}; invalid record skipped")
 
 
 def _progress(count: int) -> None:
