@@ -437,3 +437,60 @@ def test_the_dry_run_names_advisories_added_removed_and_changed(
     assert json.loads(dropped.stdout)["diff"]["advisories"]["removed"] == [
         {"adapter": "claude", "id": "GHSA-aaaa-bbbb-cccc"}
     ]
+
+
+# --- the optional identity group, and read-back with --force ------------------------------------
+
+IDENTITY = {
+    "feed_id": "acme/osv",
+    "version": 2,
+    "published": "2026-01-01T00:00:00Z",
+    "expires": "2026-02-01T00:00:00Z",
+}
+
+
+def test_an_expired_schema_3_feed_is_refused_and_a_fresh_one_remembered(project: Project) -> None:
+    project.feed("osv.json", {**FEED, **IDENTITY})
+    before = project.module.read_bytes()
+    late = project.write("osv.json", extra=("--now", "2026-03-01T00:00:00Z"))
+    assert "expired" in one_error_line(late)
+    assert project.module.read_bytes() == before
+    done = project.write("osv.json", extra=("--now", "2026-01-15T00:00:00Z"))
+    assert done.returncode == 0, done.stderr
+    assert project.receipt()["feeds"][0]["feed_id"] == "acme/osv"
+    # Rollback: a lower version of the same feed_id is refused.
+    project.feed("old.json", {**FEED, **IDENTITY, "version": 1})
+    rolled = project.write("old.json", extra=("--now", "2026-01-15T00:00:00Z"))
+    assert "older than version 2" in one_error_line(rolled)
+
+
+def test_require_signed_needs_the_identity_group_of_a_schema_3_feed(project: Project) -> None:
+    assert project.run("keygen", "--out", "keys").returncode == 0
+    project.feed("bare.json", FEED)
+    project.feed("named.json", {**FEED, **IDENTITY})
+    for name in ("bare.json", "named.json"):
+        signed = project.run("sign", name, "--signing-key", "keys/signing.key")
+        assert signed.returncode == 0, signed.stderr
+    common = ("--trusted-keys", "keys/signing.pub", "--require-signed")
+    bare = project.run("refresh", "--feed", "bare.json", *common)
+    assert "--require-signed needs feed_id, version, published and expires" in one_error_line(bare)
+    named = project.run("refresh", "--feed", "named.json", *common, "--now", "2026-01-15T00:00:00Z")
+    assert named.returncode == 0, named.stderr
+
+
+def test_a_hand_edited_extended_block_is_caught_and_force_overwrites_it(project: Project) -> None:
+    project.feed("osv.json", FEED)
+    assert project.write("osv.json").returncode == 0
+    written = project.module.read_text()
+    edited = written.replace('"versions": ["3.0.0"]', '"versions": []')
+    assert edited != written
+    project.module.write_text(edited)
+    refused = project.run("refresh", "--feed", "osv.json", "--write")
+    assert "edited by hand" in one_error_line(refused)
+    forced = project.write("osv.json", extra=("--force",))
+    assert forced.returncode == 0, forced.stderr
+    assert (
+        project.module.read_text().replace("FLOOR_MAP_VERSION = 2", "FLOOR_MAP_VERSION = 1")
+        == written
+    )
+    assert project.receipt()["forced"] is True
