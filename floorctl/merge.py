@@ -77,10 +77,14 @@ class MapDiff:
     removed: tuple[str, ...] = ()
     changed: tuple[dict[str, str], ...] = ()
     lowered: tuple[str, ...] = field(default=())
+    # Waivers added, removed and changed ({"adapter", "id"} each); None when neither map
+    # has an extended entry, so receipts of floor-only maps keep today's exact diff.
+    waivers: dict[str, list[dict[str, str]]] | None = None
 
     @property
     def empty(self) -> bool:
-        return not (self.added or self.removed or self.changed)
+        moved = self.waivers is not None and any(self.waivers.values())
+        return not (self.added or self.removed or self.changed or moved)
 
     @property
     def is_downgrade(self) -> bool:
@@ -88,11 +92,14 @@ class MapDiff:
         return bool(self.removed or self.lowered)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        described: dict[str, Any] = {
             "added": list(self.added),
             "removed": list(self.removed),
             "changed": [dict(change) for change in self.changed],
         }
+        if self.waivers is not None:
+            described["waivers"] = {key: list(value) for key, value in self.waivers.items()}
+        return described
 
 
 def diff(old: FloorMap, new: FloorMap) -> MapDiff:
@@ -109,9 +116,27 @@ def diff(old: FloorMap, new: FloorMap) -> MapDiff:
             old_entries[name]["min_safe_version"]
         ):
             lowered.append(name)
+    extended = any(entry.extended for entry in (*old.values(), *new.values()))
     return MapDiff(
         added=tuple(sorted(set(new_entries) - set(old_entries))),
         removed=tuple(sorted(set(old_entries) - set(new_entries))),
         changed=tuple(changed),
         lowered=tuple(lowered),
+        waivers=_waiver_diff(old, new) if extended else None,
     )
+
+
+def _waiver_diff(old: FloorMap, new: FloorMap) -> dict[str, list[dict[str, str]]]:
+    def held(floor_map: FloorMap) -> dict[tuple[str, str], Any]:
+        return {(n, w.id): w for n, e in floor_map.items() for w in e.waivers}
+
+    before, after = held(old), held(new)
+
+    def named(keys: Any) -> list[dict[str, str]]:
+        return [{"adapter": adapter, "id": waiver_id} for adapter, waiver_id in sorted(keys)]
+
+    return {
+        "added": named(after.keys() - before.keys()),
+        "removed": named(before.keys() - after.keys()),
+        "changed": named(k for k in before.keys() & after.keys() if before[k] != after[k]),
+    }

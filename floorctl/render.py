@@ -28,13 +28,19 @@ from floorctl.errors import ModuleError, RenderError
 from floorctl.splice import BEGIN, END, SplitModule, split_lines, split_module
 from floorguard.errors import FloorguardError, UnreadableFileError
 from floorguard.files import read_regular
-from floorguard.floormap import ENTRY_FIELDS, entries_hash, from_entries, to_entries
+from floorguard.floormap import (
+    ENTRY_FIELDS,
+    EXTENDED_FIELDS,
+    entries_hash,
+    from_entries,
+    to_entries,
+)
 
 FLOORGUARD = "floorguard"
 BERNSTEIN = "bernstein"
 TEMPLATE_NAMES = (FLOORGUARD, BERNSTEIN)
 
-Entries = dict[str, dict[str, str]]
+Entries = dict[str, dict[str, Any]]
 
 MAX_TEMPLATE_BYTES = 1024 * 1024  # a template is a few KiB
 
@@ -131,6 +137,8 @@ class LiteralEntry:
     min_safe_version: str
     advisory_id: str
     note: str
+    # The fields of an extended entry after the floor, as (key literal, value literal) pairs.
+    extended: tuple[tuple[str, str], ...] = ()
 
 
 # ---------------------------------------------------------------------------------------
@@ -170,6 +178,19 @@ def py_literal(value: str | int) -> str:
     if value.isprintable():  # the common case, at C speed
         return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
     return '"' + "".join(_escape_char(ch) for ch in value) + '"'
+
+
+def py_data_literal(value: Any) -> str:
+    """Nested data (dicts with string keys, lists, strings) as one line of Python literals,
+    every string through :func:`py_literal`. Raises RenderError for anything else."""
+    if isinstance(value, dict):
+        items = (f"{py_literal(key)}: {py_data_literal(item)}" for key, item in value.items())
+        return "{" + ", ".join(items) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(py_data_literal(item) for item in value) + "]"
+    if isinstance(value, str):
+        return py_literal(value)
+    raise RenderError(f"cannot write {type(value).__name__} as a floor-map literal")
 
 
 # ---------------------------------------------------------------------------------------
@@ -212,12 +233,24 @@ def _dict_items(node: ast.expr, what: str) -> list[tuple[str, ast.expr]]:
     return items
 
 
-def _dict_entry(adapter: str, node: ast.expr) -> dict[str, str]:
+def _data(node: ast.expr, what: str) -> Any:
+    """Nested string, list and dict literals (an extended entry's fields), nothing else."""
+    if isinstance(node, ast.List):
+        return [_data(item, what) for item in node.elts]
+    if isinstance(node, ast.Dict):
+        return {key: _data(value, what) for key, value in _dict_items(node, what)}
+    return _str(node, what)
+
+
+def _dict_entry(adapter: str, node: ast.expr) -> dict[str, Any]:
     what = f"the entry of {adapter!r}"
     fields = dict(_dict_items(node, what))
-    if set(fields) != set(ENTRY_FIELDS):
+    if set(fields) == set(ENTRY_FIELDS):
+        return {name: _str(fields[name], f"{name} of {adapter!r}") for name in ENTRY_FIELDS}
+    # An extended entry (advisories, waivers): floormap.from_entries checks its shape.
+    if not set(fields) & set(EXTENDED_FIELDS) or set(fields) - {*ENTRY_FIELDS, *EXTENDED_FIELDS}:
         raise _NotData(node, f"{what} must have exactly the keys {', '.join(ENTRY_FIELDS)}")
-    return {name: _str(fields[name], f"{name} of {adapter!r}") for name in ENTRY_FIELDS}
+    return {name: _data(value, f"{name} of {adapter!r}") for name, value in fields.items()}
 
 
 def _call_entry(adapter: str, node: ast.expr) -> dict[str, str]:
@@ -473,7 +506,7 @@ def _normalised(entries: Mapping[str, Any]) -> Entries:
 
 def render_block(
     template: Template,
-    entries: Mapping[str, Mapping[str, str]],
+    entries: Mapping[str, Mapping[str, Any]],
     *,
     map_version: int,
     map_hash: str | None = None,
@@ -497,12 +530,22 @@ def render_block(
     elif map_hash != computed:
         raise RenderError(f"stated hash {map_hash} is not the floor-map hash {computed}")
 
+    extended = [adapter for adapter, fields in data.items() if set(fields) != set(ENTRY_FIELDS)]
+    if extended and template.layout == BERNSTEIN:
+        raise RenderError(
+            f"the {BERNSTEIN} layout holds floors only; {extended[0]} has advisories or waivers"
+        )
     literal_entries = [
         LiteralEntry(
             adapter=py_literal(adapter),
             min_safe_version=py_literal(fields["min_safe_version"]),
             advisory_id=py_literal(fields["advisory_id"]),
             note=py_literal(fields["note"]),
+            extended=tuple(
+                (py_literal(key), py_data_literal(value))
+                for key, value in fields.items()
+                if key in EXTENDED_FIELDS
+            ),
         )
         for adapter, fields in data.items()
     ]

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from floorctl import feeds, fetch, freshness, keys, trust
+from floorctl import feeds, fetch, freshness, keys, trust, waivers
 from floorctl import refresh as refreshing
 from floorctl.commands._feedopts import feed_options, progress, reference_time
 from floorctl.commands._output import emit_json, json_option, notice
@@ -95,6 +95,14 @@ def _load(
     "--anchor", is_flag=True, help="Append the update receipt to the audit chain. Needs --write."
 )
 @click.option(
+    "--waivers",
+    "waivers_file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    metavar="FILE",
+    help="A waivers document: its waivers are written into the map (hashed, diffed and "
+    "signed). Without it the map keeps no waivers. Expiry is judged at --now.",
+)
+@click.option(
     "--signing-key",
     type=click.Path(path_type=Path, dir_okay=False),
     help="Private key for the receipt (default: $FLOORCTL_SIGNING_KEY, else a dev key).",
@@ -112,6 +120,7 @@ def command(
     allow_downgrade: bool,
     receipt_out: Path | None,
     anchor: bool,
+    waivers_file: Path | None,
     signing_key: Path | None,
     trusted_keys: Path | None,
     require_signed: bool,
@@ -154,6 +163,7 @@ def command(
         for source in sources
     ]
     loaded = [feed for feed, _ in results]
+    waiver_document = waivers.load_waivers(waivers_file) if waivers_file is not None else None
     state_path = state_file or freshness.default_path(environ)
 
     def decide() -> tuple[refreshing.RefreshPlan, freshness.FreshnessState]:
@@ -168,6 +178,7 @@ def command(
             allow_downgrade=allow_downgrade,
             reference_time=format_ts(now),
             reference_time_source=now_source,
+            waiver_document=waiver_document,
         )
         return made, accepted
 
@@ -270,7 +281,8 @@ def _print_summary(
         echo(f"  ~ {change['adapter']} {change['field']}: {change['old']!r} -> {change['new']!r}")
     for name in plan.diff.removed:
         echo(f"  - {name}")
-    if plan.diff.empty:
+    _print_waiver_changes(plan)
+    if plan.diff.empty and not plan.diff.to_json().get("waivers"):
         echo("  no data change")
     echo(f"  hash {plan.old_hash} -> {plan.new_hash}")
     if outcome is None:
@@ -286,3 +298,19 @@ def _print_summary(
         echo(f"receipt {receipt_out} (receipt_id {outcome.receipt_id})")
     if outcome.anchored_seq is not None:
         echo(f"anchored in the audit chain at seq {outcome.anchored_seq}")
+
+
+def _print_waiver_changes(plan: refreshing.RefreshPlan) -> None:
+    """Waivers added (+), changed (~) and removed (-), from the receipt's diff."""
+    changes = plan.diff.to_json().get("waivers") or {}
+    for mark, key, in_map in (
+        ("+", "added", plan.new_map),
+        ("~", "changed", plan.new_map),
+        ("-", "removed", plan.old_map),
+    ):
+        for named in changes.get(key, ()):
+            adapter, waiver_id = named["adapter"], named["id"]
+            found = [w for w in in_map[adapter].waivers if w.id == waiver_id]
+            version = f" {found[0].version}" if found else ""
+            until = f" until {found[0].expires}" if found and mark != "-" else ""
+            click.echo(f"  {mark} waiver {waiver_id} {adapter}{version}{until}")
