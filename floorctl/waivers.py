@@ -24,6 +24,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -341,14 +342,22 @@ def attach(
         if problems:
             shown = feeds._show_source(document.source)
             raise WaiversError([(shown, path, message) for path, message in _ordered(problems)])
-    entries = {
-        name: dataclasses.replace(
-            entry, waivers=tuple(sorted(attached.get(name, ()), key=lambda w: w.id))
-        ).as_entry()
-        for name, entry in floor_map.items()
-    }
-    # Built again from plain data: the same checks and read-only form as any map.
-    return floormap.from_entries(entries)
+    # Only the entries that gain, keep or lose waivers are built again (from plain data: the
+    # same checks and canonical form as any map); a map of 100,000 floors stays cheap.
+    touched = set(attached) | {name for name, entry in floor_map.items() if entry.waivers}
+    rebuilt = floormap.from_entries(
+        {
+            name: dataclasses.replace(
+                floor_map[name], waivers=tuple(sorted(attached.get(name, ()), key=_by_id))
+            ).as_entry()
+            for name in touched
+        }
+    )
+    return MappingProxyType({name: rebuilt.get(name, entry) for name, entry in floor_map.items()})
+
+
+def _by_id(waiver: floormap.Waiver) -> str:
+    return waiver.id
 
 
 def _fit(floor_map: floormap.FloorMap, item: DocumentWaiver, at: _dt.datetime) -> _Found:
