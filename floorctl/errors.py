@@ -68,3 +68,8 @@ class OutputError(FloorctlError):
 
 class ConcurrentUpdate(FloorctlError):
     """The module changed under a refresh that had already read it; nothing was written."""
+
+
+class MergeConflict(FloorctlError):
+    """Feeds disagree in a way no rule settles (one adapter in two ecosystems, a floor that
+    is not a version of the ecosystem another feed states); nothing was merged."""

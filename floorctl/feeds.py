@@ -22,8 +22,9 @@ from typing import Any
 from jsonschema import Draft202012Validator, ValidationError
 from packaging.version import InvalidVersion, Version
 
+from floorctl import advisories
 from floorctl.errors import FeedError
-from floorguard import floormap
+from floorguard import floormap, versions
 from floorguard._canonical import sha256_digest
 from floorguard._time import format_ts, parse_ts
 from floorguard.errors import FloorguardError, FloorMapError, UnreadableFileError
@@ -38,7 +39,19 @@ MAX_NOTE_CHARS = 1000
 MAX_URL_CHARS = 2048
 
 # Schema versions this floorctl reads, each with its own schema file.
-SCHEMA_FILES = {1: "feed.v1.schema.json", 2: "feed.v2.schema.json"}
+SCHEMA_FILES = {1: "feed.v1.schema.json", 2: "feed.v2.schema.json", 3: "feed.v3.schema.json"}
+# Schema 3 caps (kept in step with feed.v3.schema.json by a test): within 16 MiB anyway, but
+# a cap per list keeps one adapter or one advisory from holding the whole budget.
+MAX_ADVISORIES = 2048
+MAX_ALIASES = 64
+MAX_RANGES = 128
+MAX_LISTED_VERSIONS = 4096
+MAX_SEVERITY = 8
+MAX_REFERENCES = 64
+MAX_SCORE_CHARS = 256
+SEVERITY_TYPES = ("CVSS_V2", "CVSS_V3", "CVSS_V4", "Ubuntu")
+# The optional identity and freshness of a schema 3 feed: all four or none.
+IDENTITY_FIELDS = ("feed_id", "version", "published", "expires")
 
 Problem = tuple[str, str, str]
 _Path = tuple[str | int, ...]
@@ -155,11 +168,14 @@ def parse_feed(data: bytes, source: str) -> Feed:
         problems.extend(_v2_problems(document))
     if problems:
         raise FeedError([(shown, path, message) for path, message in _ordered(problems)])
-    # References are for people; the floor map (and so its hash) keeps exactly the three fields.
-    entries = {
-        name: {key: entry[key] for key in floormap.ENTRY_FIELDS}
-        for name, entry in document["adapters"].items()
-    }
+    if version >= 3:
+        entries = {name: _v3_map_entry(entry) for name, entry in document["adapters"].items()}
+    else:
+        # References are for people; the floor map (and its hash) keeps exactly the three fields.
+        entries = {
+            name: {key: entry[key] for key in floormap.ENTRY_FIELDS}
+            for name, entry in document["adapters"].items()
+        }
     try:
         floor_map = floormap.from_entries(entries)
     except FloorMapError as exc:  # cannot happen after the checks above; fail closed anyway
@@ -167,7 +183,8 @@ def parse_feed(data: bytes, source: str) -> Feed:
     feed = Feed(
         source=source, digest=sha256_digest(data), schema_version=version, floor_map=floor_map
     )
-    if version >= 2:
+    # Schema 2 always states its identity; schema 3 may (all four fields or none).
+    if version >= 2 and "feed_id" in document:
         feed = Feed(
             source=feed.source,
             digest=feed.digest,
@@ -338,10 +355,11 @@ def _check(document: dict[str, Any], version: int, *, whole: bool = False) -> li
     semantic: dict[str, str] = {}
     target = document
     adapters = document.get("adapters")
+    entry_problems = _v3_entry_problems if version >= 3 else _entry_problems
     if isinstance(adapters, dict):
         doubtful = {}
         for name, entry in adapters.items():
-            if not _entry_problems(name, entry, semantic) and not whole:
+            if not entry_problems(name, entry, semantic) and not whole:
                 continue
             doubtful[name] = entry
         target = {**document, "adapters": doubtful}
@@ -394,6 +412,25 @@ def _describe(error: ValidationError) -> Iterator[tuple[str, str, bool]]:
         yield format_path(parts), f"{_show_value(instance)} does not have the required form", True
     elif keyword == "maxProperties":
         yield format_path(parts), f"too many entries (at most {error.validator_value:,})", False
+    elif keyword == "maxItems" and isinstance(instance, list):
+        limit = error.validator_value
+        yield format_path(parts), f"too many items: {len(instance):,} (at most {limit:,})", False
+    elif keyword == "enum" and isinstance(error.validator_value, list):
+        allowed = ", ".join(str(v) for v in error.validator_value)
+        yield format_path(parts), f"{_show_value(instance)} is not one of {allowed}", False
+    elif (
+        keyword == "dependentRequired"
+        and isinstance(instance, dict)
+        and isinstance(error.validator_value, dict)
+    ):
+        # Each field of a group names the others; one message per missing field.
+        group = ", ".join(error.validator_value)
+        for present, needed in error.validator_value.items():
+            for key in needed if present in instance else []:
+                if key not in instance:
+                    yield format_path((*parts, key)), f"give all of {group}, or none", False
+    elif keyword == "not" and isinstance(instance, dict):
+        yield format_path(parts), "a range ends with fixed or last_affected, not both", False
     else:
         yield format_path(parts), _show(error.message, limit=200), False
 
@@ -554,6 +591,224 @@ _FIELD_CHECKS = (
     ("advisory_id", _advisory_id_problem),
     ("note", _note_problem),
 )
+
+
+# --- schema version 3 -------------------------------------------------------------------------
+
+_V3_ENTRY_KEYS = frozenset({"ecosystem", "advisories", *floormap.ENTRY_FIELDS})
+_V3_REQUIRED = frozenset({"ecosystem", "advisories"})
+_ADVISORY_KEYS = frozenset(floormap.ADVISORY_FIELDS)
+_ADVISORY_REQUIRED = frozenset({"id", "summary"})
+_RANGE_KEYS = frozenset(floormap.RANGE_BOUNDS)
+_SEVERITY_KEYS = frozenset(floormap.SEVERITY_FIELDS)
+# A CVSS vector or a word; no quote, backslash, space or template syntax can appear.
+_SCORE = re.compile(r"[A-Za-z0-9.:/_+()-]+\Z")
+
+
+class _Findings:
+    """Semantic problems of one entry, and whether the schema must look at it too."""
+
+    def __init__(self, found: dict[str, str]) -> None:
+        self.found = found
+        self.doubtful = False
+
+    def add(self, parts: _Path, reason: str | None) -> None:
+        if reason is not None:
+            self.found[format_path(parts)] = reason
+            self.doubtful = True
+
+    def items(self, value: Any, limit: int) -> list[Any]:
+        """A list field's items, or none (and doubtful) when it is no list or too long:
+        the schema says what is wrong with it."""
+        if type(value) is not list or len(value) > limit:
+            self.doubtful = True
+            return []
+        return value
+
+    def string(self, parts: _Path, value: Any, check: Any) -> bool:
+        """Check a string field; a value that is no string is left to the schema."""
+        if type(value) is not str:
+            self.doubtful = True
+            return False
+        reason = check(value)
+        self.add(parts, reason)
+        return reason is None
+
+
+def _v3_entry_problems(name: str, entry: Any, found: dict[str, str]) -> bool:
+    """The semantic problems of one schema 3 entry; True unless it is provably clean.
+
+    Every check here is at least as strict as the schema's keywords for the same value (a
+    test holds them in step), so the schema need not run on a clean entry. Structure (a
+    wrong type, a missing or unknown field, too many items) is left to the schema.
+    """
+    findings = _Findings(found)
+    findings.add(("adapters", name), _name_problem(name))
+    if type(entry) is not dict:
+        return True
+    at: _Path = ("adapters", name)
+    keys = entry.keys()
+    floor = keys & _ENTRY_FIELDS
+    if (
+        not keys <= _V3_ENTRY_KEYS
+        or not keys >= _V3_REQUIRED
+        or floor not in (set(), _ENTRY_FIELDS)
+    ):
+        findings.doubtful = True
+    ecosystem = entry.get("ecosystem")
+    if ecosystem not in versions.ECOSYSTEMS:
+        # The schema names the ecosystem; versions cannot be judged without one.
+        return True
+    for field, check in _FIELD_CHECKS:
+        if field in entry:
+            value = entry[field]
+            if field == "min_safe_version":
+                findings.string((*at, field), value, lambda v: _eco_version_problem(v, ecosystem))
+            else:
+                findings.string((*at, field), value, check)
+    seen: dict[str, int] = {}
+    for index, advisory in enumerate(findings.items(entry.get("advisories"), MAX_ADVISORIES)):
+        _v3_advisory(
+            findings,
+            (*at, "advisories", index),
+            advisory,
+            ecosystem=ecosystem,
+            seen=seen,
+            index=index,
+        )
+    return findings.doubtful
+
+
+def _v3_advisory(
+    findings: _Findings,
+    at: _Path,
+    advisory: Any,
+    *,
+    ecosystem: str,
+    seen: dict[str, int],
+    index: int,
+) -> None:
+    if type(advisory) is not dict:
+        findings.doubtful = True
+        return
+    keys = advisory.keys()
+    if not keys <= _ADVISORY_KEYS or not keys >= _ADVISORY_REQUIRED:
+        findings.doubtful = True
+    ident = advisory.get("id")
+    if findings.string((*at, "id"), ident, _advisory_id_problem) and isinstance(ident, str):
+        if ident in seen:
+            findings.add((*at, "id"), f"the id of advisories[{seen[ident]}] again")
+        seen.setdefault(ident, index)
+    for i, alias in enumerate(findings.items(advisory.get("aliases", []), MAX_ALIASES)):
+        findings.string((*at, "aliases", i), alias, _advisory_id_problem)
+    findings.string((*at, "summary"), advisory.get("summary"), _summary_problem)
+
+    def version_check(value: str) -> str | None:
+        return _eco_version_problem(value, ecosystem)
+
+    spans = findings.items(advisory.get("affected", []), MAX_RANGES)
+    for i, span in enumerate(spans):
+        _v3_range(findings, (*at, "affected", i), span, ecosystem)
+    listed = findings.items(advisory.get("versions", []), MAX_LISTED_VERSIONS)
+    for i, version in enumerate(listed):
+        findings.string((*at, "versions", i), version, version_check)
+    if advisory.get("affected", []) == [] and advisory.get("versions", []) == []:
+        findings.add(at, "affects no version: give affected ranges or versions")
+    for i, item in enumerate(findings.items(advisory.get("severity", []), MAX_SEVERITY)):
+        if type(item) is not dict or item.keys() != _SEVERITY_KEYS:
+            findings.doubtful = True
+            continue
+        if item["type"] not in SEVERITY_TYPES:
+            findings.doubtful = True  # the schema lists the types
+        findings.string((*at, "severity", i, "score"), item["score"], _score_problem)
+    for i, url in enumerate(findings.items(advisory.get("references", []), MAX_REFERENCES)):
+        findings.string((*at, "references", i), url, _v3_reference_problem)
+
+
+def _v3_range(findings: _Findings, at: _Path, span: Any, ecosystem: str) -> None:
+    if type(span) is not dict or not span.keys() <= _RANGE_KEYS or "introduced" not in span:
+        findings.doubtful = True
+        return
+    if "fixed" in span and "last_affected" in span:
+        findings.doubtful = True  # the schema says a range has one end
+        return
+    valid = True
+    for bound in floormap.RANGE_BOUNDS:
+        if bound not in span:
+            continue
+        value = span[bound]
+        if bound == "introduced" and value == versions.FROM_THE_START:
+            continue
+        valid &= findings.string((*at, bound), value, lambda v: _eco_version_problem(v, ecosystem))
+    introduced = span["introduced"]
+    if not valid or introduced == versions.FROM_THE_START:
+        return
+    if "fixed" in span and versions.compare(introduced, span["fixed"], ecosystem) >= 0:
+        findings.add(
+            (*at, "fixed"),
+            f"fixed {_show_value(span['fixed'])} is not above introduced "
+            f"{_show_value(introduced)} (the range would hold no version)",
+        )
+    last = span.get("last_affected")
+    if last is not None and versions.compare(introduced, last, ecosystem) > 0:
+        findings.add(
+            (*at, "last_affected"),
+            f"last_affected {_show_value(last)} is below introduced {_show_value(introduced)} "
+            "(the range would hold no version)",
+        )
+
+
+def _eco_version_problem(value: str, ecosystem: str) -> str | None:
+    """A version of the adapter's ecosystem: strict SemVer 2.0.0 for npm, PEP 440 for PyPI."""
+    if not value:
+        return "must not be empty"
+    if value != value.strip():
+        return f"{_show_value(value)} has surrounding whitespace"
+    if len(value) > MAX_VERSION_CHARS:
+        return f"too long: {len(value):,} characters (at most {MAX_VERSION_CHARS})"
+    # The character check first: ASCII only, whole string (no trailing newline slips by).
+    if not _VERSION_CHARS.match(value) or not versions.is_valid(value, ecosystem):
+        return (
+            f"{_show_value(value)} is not a valid {versions.order_name(ecosystem)} version "
+            f"(the {ecosystem} ecosystem)"
+        )
+    return None
+
+
+def _summary_problem(value: str) -> str | None:
+    if not value:
+        return "must not be empty (say what the advisory is about)"
+    return _note_problem(value)
+
+
+def _score_problem(value: str) -> str | None:
+    if not value:
+        return "must not be empty"
+    if len(value) > MAX_SCORE_CHARS:
+        return f"too long: {len(value):,} characters (at most {MAX_SCORE_CHARS})"
+    if not _SCORE.match(value):
+        return (
+            f"{_show_value(value)} is not a severity score "
+            "(a CVSS vector or a word: letters, digits and . : / _ + ( ) -)"
+        )
+    return None
+
+
+def _v3_reference_problem(url: str) -> str | None:
+    # The schema's pattern is case-sensitive where urlsplit lowers the scheme: be as strict.
+    if not url.startswith("https://"):
+        return f"{_show_value(url)} is not an https URL with a host"
+    return _reference_problem(url)
+
+
+def _v3_map_entry(entry: dict[str, Any]) -> dict[str, Any]:
+    """The extended floor-map entry of a checked schema 3 entry, in canonical form."""
+    ecosystem = entry["ecosystem"]
+    mapped: dict[str, Any] = {key: entry[key] for key in floormap.ENTRY_FIELDS if key in entry}
+    mapped["ecosystem"] = ecosystem
+    mapped["advisories"] = advisories.union(entry["advisories"], ecosystem)
+    mapped["waivers"] = []  # feeds never carry waivers
+    return mapped
 
 
 def _ordered(problems: list[tuple[str, str]]) -> list[tuple[str, str]]:

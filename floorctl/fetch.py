@@ -331,8 +331,9 @@ def verify_feed(
 ) -> feeds.Feed:
     """``feed`` with its verified signers. Raises TrustError.
 
-    A signed feed must be schema version 2 under ``--require-signed``: version 1 has neither
-    version nor expiry, so an old signed copy could be replayed forever.
+    A signed feed must state its version and expiry under ``--require-signed`` (schema 2,
+    or schema 3 with its identity fields): without them an old signed copy could be
+    replayed forever.
     """
     checked = trust.check_signature(
         data, envelope, trusted, require_signed=require_signed, source=feed.source
@@ -341,6 +342,11 @@ def verify_feed(
         raise TrustError(
             f"{feed.source}: --require-signed needs a schema version 2 feed (version 1 has no "
             "version or expiry, so a signed copy could be replayed forever)"
+        )
+    if require_signed and feed.feed_id is None:
+        raise TrustError(
+            f"{feed.source}: --require-signed needs feed_id, version, published and expires "
+            "(without them a signed copy could be replayed forever)"
         )
     return replace(feed, signed_by=checked.signed_by)
 

@@ -6,11 +6,12 @@ Pure functions over values: no files, no clock.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from packaging.version import Version
-
+from floorctl import advisories, coverage
+from floorctl.errors import MergeConflict
+from floorguard import versions
 from floorguard.floormap import Advisory, FloorMap, from_entries, to_entries
 
 FIELDS = ("min_safe_version", "advisory_id", "note")
@@ -18,7 +19,7 @@ FIELDS = ("min_safe_version", "advisory_id", "note")
 
 @dataclass(frozen=True)
 class Conflict:
-    """Two feeds disagree about one adapter; ``chosen`` names the source whose entry won."""
+    """Two feeds disagree about one adapter's floor; ``chosen`` names the source that won."""
 
     adapter: str
     sources: tuple[str, ...]
@@ -39,104 +40,271 @@ class Merged:
 
 
 def merge(feeds: Sequence[tuple[str, FloorMap]]) -> Merged:
-    """Merge ``(source, map)`` pairs: per adapter the highest floor wins.
+    """Merge ``(source, map)`` pairs, per adapter.
 
-    On equal versions the first feed's entry is kept. Any disagreement (version, advisory
-    or note) is reported as a Conflict, never silently dropped.
+    The highest floor wins, compared in the adapter's ecosystem order; on equal versions the
+    first feed's floor is kept, and any disagreement about a floor (version, advisory or
+    note) is reported as a Conflict, never silently dropped. Advisories are unioned: those
+    sharing an id or alias are one. A schema 1/2 floor merged with a schema 3 entry takes
+    its ecosystem. Raises MergeConflict when two feeds state different ecosystems for one
+    adapter, or a floor is not a version of the ecosystem another feed states.
     """
-    winners: dict[str, tuple[str, Advisory]] = {}
     seen: dict[str, list[tuple[str, Advisory]]] = {}
     for source, floor_map in feeds:
-        for name, advisory in floor_map.items():
-            seen.setdefault(name, []).append((source, advisory))
-            current = winners.get(name)
-            if current is None or Version(advisory.min_safe_version) > Version(
-                current[1].min_safe_version
-            ):
-                winners[name] = (source, advisory)
-    conflicts = []
+        for name, claim in floor_map.items():
+            seen.setdefault(name, []).append((source, claim))
+    merged: dict[str, dict[str, Any]] = {}
+    conflicts: list[Conflict] = []
     for name, claims in sorted(seen.items()):
-        if len({tuple(claim.as_entry().items()) for _, claim in claims}) > 1:
-            conflicts.append(
-                Conflict(
-                    adapter=name,
-                    sources=tuple(source for source, _ in claims),
-                    versions=tuple(claim.min_safe_version for _, claim in claims),
-                    chosen=winners[name][0],
-                )
+        merged[name], conflict = _merge_adapter(name, claims)
+        if conflict is not None:
+            conflicts.append(conflict)
+    return Merged(from_entries(merged), tuple(conflicts))
+
+
+def _merge_adapter(
+    name: str, claims: list[tuple[str, Advisory]]
+) -> tuple[dict[str, Any], Conflict | None]:
+    stated = [(source, claim.ecosystem) for source, claim in claims if claim.ecosystem is not None]
+    ecosystems = sorted({ecosystem for _, ecosystem in stated if ecosystem is not None})
+    if len(ecosystems) > 1:
+        says = ", ".join(f"{source} says {ecosystem}" for source, ecosystem in stated)
+        raise MergeConflict(f"{name}: feeds state different ecosystems ({says})")
+    ecosystem = ecosystems[0] if ecosystems else None
+    floors = [
+        (source, claim, claim.min_safe_version)
+        for source, claim in claims
+        if claim.min_safe_version is not None
+    ]
+    winner: tuple[str, Advisory, str] | None = None
+    for source, claim, floor in floors:
+        if not versions.is_valid(floor, ecosystem):
+            raise MergeConflict(
+                f"{name}: the floor {floor!r} from {source} is not a valid "
+                f"{versions.order_name(ecosystem)} version, and {stated[0][0]} says the "
+                f"adapter is in the {ecosystem} ecosystem"
             )
-    return Merged(
-        from_entries({name: advisory.as_entry() for name, (_, advisory) in winners.items()}),
-        tuple(conflicts),
-    )
+        if winner is None or versions.compare(floor, winner[2], ecosystem) > 0:
+            winner = (source, claim, floor)
+    conflict = None
+    if winner is not None and len({_floor_of(claim) for _, claim, _ in floors}) > 1:
+        conflict = Conflict(
+            adapter=name,
+            sources=tuple(source for source, _, _ in floors),
+            versions=tuple(floor for _, _, floor in floors),
+            chosen=winner[0],
+        )
+    found = [a.as_entry() for _, claim in claims for a in claim.advisories]
+    waivers = {w.id: w.as_entry() for _, claim in reversed(claims) for w in claim.waivers}
+    entry: dict[str, Any] = {}
+    if winner is not None:
+        entry = dict(zip(FIELDS, _floor_of(winner[1]), strict=True))
+    if ecosystem is None and not found and not waivers:
+        return entry, conflict  # floor only: exactly the form (and hash) of schema 1 and 2
+    if ecosystem is not None:
+        entry["ecosystem"] = ecosystem
+    entry["advisories"] = advisories.union(found, ecosystem)
+    entry["waivers"] = [waivers[key] for key in sorted(waivers)]
+    return entry, conflict
+
+
+def _floor_of(claim: Advisory) -> tuple[str | None, ...]:
+    return claim.min_safe_version, claim.advisory_id, claim.note
+
+
+Change = dict[str, Any]
 
 
 @dataclass(frozen=True)
 class MapDiff:
+    """What changed between two maps, and what of it weakens protection.
+
+    ``lowered`` are adapters whose floor went down (or was removed); ``downgrades`` the
+    other weakenings in words (an advisory removed or narrowed, another ecosystem).
+    ``extended``: either map has an extended entry, so the JSON form names advisories and
+    waivers too; for floor-only maps it is exactly the form receipts always had.
+    """
+
     added: tuple[str, ...] = ()
     removed: tuple[str, ...] = ()
-    changed: tuple[dict[str, str], ...] = ()
-    lowered: tuple[str, ...] = field(default=())
-    # Waivers added, removed and changed ({"adapter", "id"} each); None when neither map
-    # has an extended entry, so receipts of floor-only maps keep today's exact diff.
-    waivers: dict[str, list[dict[str, str]]] | None = None
+    changed: tuple[Change, ...] = ()
+    lowered: tuple[str, ...] = ()
+    extended: bool = False
+    advisories_added: tuple[Change, ...] = ()
+    advisories_removed: tuple[Change, ...] = ()
+    advisories_changed: tuple[Change, ...] = ()
+    waivers_added: tuple[Change, ...] = ()
+    waivers_removed: tuple[Change, ...] = ()
+    waivers_changed: tuple[Change, ...] = ()
+    downgrades: tuple[str, ...] = ()
 
     @property
     def empty(self) -> bool:
-        moved = self.waivers is not None and any(self.waivers.values())
-        return not (self.added or self.removed or self.changed or moved)
+        return not (
+            self.added
+            or self.removed
+            or self.changed
+            or self.advisories_added
+            or self.advisories_removed
+            or self.advisories_changed
+            or self.waivers_added
+            or self.waivers_removed
+            or self.waivers_changed
+        )
 
     @property
     def is_downgrade(self) -> bool:
-        """Dropping an adapter or lowering a floor weakens protection."""
-        return bool(self.removed or self.lowered)
+        """Dropping an adapter, lowering a floor, or letting an affected version through."""
+        return bool(self.removed or self.lowered or self.downgrades)
+
+    def reasons(self) -> list[str]:
+        """Every weakening, in words."""
+        return (
+            [f"removes {name}" for name in self.removed]
+            + [f"lowers the floor of {name}" for name in self.lowered]
+            + list(self.downgrades)
+        )
 
     def to_json(self) -> dict[str, Any]:
-        described: dict[str, Any] = {
+        document: dict[str, Any] = {
             "added": list(self.added),
             "removed": list(self.removed),
             "changed": [dict(change) for change in self.changed],
         }
-        if self.waivers is not None:
-            described["waivers"] = {key: list(value) for key, value in self.waivers.items()}
-        return described
+        if self.extended:
+            document["advisories"] = {
+                "added": [dict(c) for c in self.advisories_added],
+                "removed": [dict(c) for c in self.advisories_removed],
+                "changed": [dict(c) for c in self.advisories_changed],
+            }
+            document["waivers"] = {
+                "added": [dict(c) for c in self.waivers_added],
+                "removed": [dict(c) for c in self.waivers_removed],
+                "changed": [dict(c) for c in self.waivers_changed],
+            }
+        return document
 
 
 def diff(old: FloorMap, new: FloorMap) -> MapDiff:
-    """The data diff from ``old`` to ``new``, with the adapters whose floor went down."""
+    """The data diff from ``old`` to ``new``, with what in it is a downgrade."""
+    extended = any(e.extended for e in old.values()) or any(e.extended for e in new.values())
+    if not extended:
+        return _floor_diff(old, new)
+    changed: list[Change] = []
+    lowered: list[str] = []
+    downgrades: list[str] = []
+    named: dict[str, list[Change]] = {}
+    for name in sorted(set(old) | set(new)):
+        before, after = old.get(name), new.get(name)
+        old_entry = before.as_entry() if before is not None else {}
+        new_entry = after.as_entry() if after is not None else {}
+        for kind in ("advisories", "waivers"):
+            for how, change in _named_changes(name, old_entry, new_entry, kind):
+                named.setdefault(f"{kind} {how}", []).append(change)
+        if before is None or after is None:
+            continue
+        for field_name in (*FIELDS, "ecosystem"):
+            was, now = old_entry.get(field_name), new_entry.get(field_name)
+            if was != now:
+                changed.append({"adapter": name, "field": field_name, "old": was, "new": now})
+        if _floor_lowered(before, after):
+            lowered.append(name)
+        downgrades.extend(_weakenings(name, before, after))
+    return MapDiff(
+        added=tuple(sorted(set(new) - set(old))),
+        removed=tuple(sorted(set(old) - set(new))),
+        changed=tuple(changed),
+        lowered=tuple(lowered),
+        extended=True,
+        advisories_added=tuple(named.get("advisories added", ())),
+        advisories_removed=tuple(named.get("advisories removed", ())),
+        advisories_changed=tuple(named.get("advisories changed", ())),
+        waivers_added=tuple(named.get("waivers added", ())),
+        waivers_removed=tuple(named.get("waivers removed", ())),
+        waivers_changed=tuple(named.get("waivers changed", ())),
+        downgrades=tuple(downgrades),
+    )
+
+
+def _floor_diff(old: FloorMap, new: FloorMap) -> MapDiff:
+    """Maps of floors only: exactly the diff (and receipt bytes) of schema 1 and 2."""
     old_entries, new_entries = to_entries(old), to_entries(new)
-    changed: list[dict[str, str]] = []
+    changed: list[Change] = []
     lowered: list[str] = []
     for name in sorted(set(old_entries) & set(new_entries)):
         for field_name in FIELDS:
             before, after = old_entries[name][field_name], new_entries[name][field_name]
             if before != after:
                 changed.append({"adapter": name, "field": field_name, "old": before, "new": after})
-        if Version(new_entries[name]["min_safe_version"]) < Version(
-            old_entries[name]["min_safe_version"]
-        ):
+        if _floor_lowered(old[name], new[name]):
             lowered.append(name)
-    extended = any(entry.extended for entry in (*old.values(), *new.values()))
     return MapDiff(
         added=tuple(sorted(set(new_entries) - set(old_entries))),
         removed=tuple(sorted(set(old_entries) - set(new_entries))),
         changed=tuple(changed),
         lowered=tuple(lowered),
-        waivers=_waiver_diff(old, new) if extended else None,
     )
 
 
-def _waiver_diff(old: FloorMap, new: FloorMap) -> dict[str, list[dict[str, str]]]:
-    def held(floor_map: FloorMap) -> dict[tuple[str, str], Any]:
-        return {(n, w.id): w for n, e in floor_map.items() for w in e.waivers}
+def _named_changes(
+    adapter: str, old_entry: dict[str, Any], new_entry: dict[str, Any], kind: str
+) -> list[tuple[str, Change]]:
+    """Advisories or waivers ``added``, ``removed`` and ``changed``, each named by adapter
+    and id (an id now held as an alias elsewhere is still named as removed)."""
+    before = {item["id"]: item for item in old_entry.get(kind, [])}
+    after = {item["id"]: item for item in new_entry.get(kind, [])}
+    found: list[tuple[str, Change]] = []
+    for ident in sorted(set(before) | set(after)):
+        change = {"adapter": adapter, "id": ident}
+        if ident not in before:
+            found.append(("added", change))
+        elif ident not in after:
+            found.append(("removed", change))
+        elif before[ident] != after[ident]:
+            found.append(("changed", change))
+    return found
 
-    before, after = held(old), held(new)
 
-    def named(keys: Any) -> list[dict[str, str]]:
-        return [{"adapter": adapter, "id": waiver_id} for adapter, waiver_id in sorted(keys)]
+def _floor_lowered(before: Advisory, after: Advisory) -> bool:
+    """The floor went down or away, judged in the new entry's order (a floor that is no
+    version there cannot be shown to be kept, so it counts as lowered)."""
+    if before.min_safe_version is None:
+        return False
+    if after.min_safe_version is None:
+        return True
+    try:
+        return versions.is_below(after.min_safe_version, before.min_safe_version, after.ecosystem)
+    except versions.InvalidVersionError:
+        return True
 
-    return {
-        "added": named(after.keys() - before.keys()),
-        "removed": named(before.keys() - after.keys()),
-        "changed": named(k for k in before.keys() & after.keys() if before[k] != after[k]),
-    }
+
+def _weakenings(name: str, before: Advisory, after: Advisory) -> list[str]:
+    """Advisories removed or narrowed, and a change between two stated ecosystems."""
+    found: list[str] = []
+    ecosystem = after.ecosystem
+    if before.ecosystem is not None and before.ecosystem != ecosystem:
+        # Versions compare in another order now: nothing shown before still holds.
+        found.append(f"changes the ecosystem of {name} from {before.ecosystem} to {ecosystem}")
+    for advisory in before.advisories:
+        names = set(advisory.names())
+        successors = [a for a in after.advisories if names & set(a.names())]
+        if not successors:
+            found.append(f"removes advisory {advisory.id} of {name}")
+            continue
+        try:
+            gap = coverage.uncovered(
+                coverage.of_advisory(advisory),
+                [piece for a in successors for piece in coverage.of_advisory(a)],
+                ecosystem,
+            )
+        except versions.InvalidVersionError:
+            found.append(
+                f"narrows advisory {advisory.id} of {name} (its versions are not "
+                f"{versions.order_name(ecosystem)} versions)"
+            )
+            continue
+        if gap is not None:
+            found.append(
+                f"narrows advisory {advisory.id} of {name} ({gap.describe()} no longer affected)"
+            )
+    return found

@@ -102,10 +102,8 @@ def plan(
     new_map = _with_waivers(merged.floor_map, waiver_document, reference_time)
     changes = merge.diff(old_map, new_map)
     if changes.is_downgrade and not allow_downgrade:
-        what = [f"removes {name}" for name in changes.removed]
-        what += [f"lowers the floor of {name}" for name in changes.lowered]
         raise DowngradeRefused(
-            f"{module}: refusing a downgrade: the new map {', '.join(what)}; "
+            f"{module}: refusing a downgrade: the new map {', '.join(changes.reasons())}; "
             "pass --allow-downgrade to accept it (the receipt records that)"
         )
     new_hash = floor_map_hash(new_map)

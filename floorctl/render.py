@@ -26,7 +26,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from floorctl.errors import ModuleError, RenderError
 from floorctl.splice import BEGIN, END, SplitModule, split_lines, split_module
-from floorguard.errors import FloorguardError, UnreadableFileError
+from floorguard.errors import FloorguardError, FloorMapError, UnreadableFileError
 from floorguard.files import read_regular
 from floorguard.floormap import (
     ENTRY_FIELDS,
@@ -131,14 +131,19 @@ class Template:
 
 @dataclass(frozen=True)
 class LiteralEntry:
-    """One adapter's fields, each already written as a Python string literal."""
+    """One adapter's fields, each already written as a Python literal.
+
+    A floor-only entry has the three floor fields as string literals. An extended entry
+    (``extended``) has ``fields`` instead: (key literal, value literal) pairs, nested values
+    written by :func:`py_data`; a template prints them as they are.
+    """
 
     adapter: str
-    min_safe_version: str
-    advisory_id: str
-    note: str
-    # The fields of an extended entry after the floor, as (key literal, value literal) pairs.
-    extended: tuple[tuple[str, str], ...] = ()
+    min_safe_version: str | None
+    advisory_id: str | None
+    note: str | None
+    extended: bool = False
+    fields: tuple[tuple[str, str], ...] = ()
 
 
 # ---------------------------------------------------------------------------------------
@@ -180,17 +185,46 @@ def py_literal(value: str | int) -> str:
     return '"' + "".join(_escape_char(ch) for ch in value) + '"'
 
 
-def py_data_literal(value: Any) -> str:
-    """Nested data (dicts with string keys, lists, strings) as one line of Python literals,
-    every string through :func:`py_literal`. Raises RenderError for anything else."""
+# A container whose one-line form is at most this long is written on one line.
+_ONE_LINE = 72
+
+
+def py_data(value: Any, indent: int = 0) -> str:
+    """Nested dicts (string keys), lists, strings and ints as a Python literal.
+
+    Every string and int goes through :func:`py_literal`; the brackets, colons and commas
+    around them are this function's own, so no value can add syntax. Small containers of
+    scalars take one line; others one item per line, indented from ``indent``. Raises
+    RenderError for any other type.
+    """
     if isinstance(value, dict):
-        items = (f"{py_literal(key)}: {py_data_literal(item)}" for key, item in value.items())
-        return "{" + ", ".join(items) + "}"
+        items = [(py_literal(_key(k)), v) for k, v in value.items()]
+        if not items:
+            return "{}"
+        if all(isinstance(v, str | int) for _, v in items):
+            line = "{" + ", ".join(f"{k}: {py_literal(v)}" for k, v in items) + "}"
+            if len(line) <= _ONE_LINE:
+                return line
+        pad = " " * (indent + 4)
+        body = "".join(f"{pad}{k}: {py_data(v, indent + 4)},\n" for k, v in items)
+        return "{\n" + body + " " * indent + "}"
     if isinstance(value, list):
-        return "[" + ", ".join(py_data_literal(item) for item in value) + "]"
-    if isinstance(value, str):
-        return py_literal(value)
-    raise RenderError(f"cannot write {type(value).__name__} as a floor-map literal")
+        if not value:
+            return "[]"
+        if all(isinstance(v, str | int) for v in value):
+            line = "[" + ", ".join(py_literal(v) for v in value) + "]"
+            if len(line) <= _ONE_LINE:
+                return line
+        pad = " " * (indent + 4)
+        body = "".join(f"{pad}{py_data(v, indent + 4)},\n" for v in value)
+        return "[\n" + body + " " * indent + "]"
+    return py_literal(value)
+
+
+def _key(key: Any) -> str:
+    if not isinstance(key, str):
+        raise RenderError(f"cannot write a {type(key).__name__} key as a floor-map literal")
+    return key
 
 
 # ---------------------------------------------------------------------------------------
@@ -233,13 +267,19 @@ def _dict_items(node: ast.expr, what: str) -> list[tuple[str, ast.expr]]:
     return items
 
 
-def _data(node: ast.expr, what: str) -> Any:
-    """Nested string, list and dict literals (an extended entry's fields), nothing else."""
-    if isinstance(node, ast.List):
-        return [_data(item, what) for item in node.elts]
+# An extended entry nests: entry > advisories > advisory > affected > range. Deeper is not data.
+_MAX_DEPTH = 6
+
+
+def _literal(node: ast.expr, what: str, depth: int) -> Any:
+    """A nested literal of dicts with string keys, lists and strings; nothing else."""
+    if depth > _MAX_DEPTH:
+        raise _NotData(node, f"{what} nests deeper than a floor-map entry does")
     if isinstance(node, ast.Dict):
-        return {key: _data(value, what) for key, value in _dict_items(node, what)}
-    return _str(node, what)
+        return {key: _literal(value, what, depth + 1) for key, value in _dict_items(node, what)}
+    if isinstance(node, ast.List):
+        return [_literal(item, what, depth + 1) for item in node.elts]
+    return _str(node, f"a value in {what}")
 
 
 def _dict_entry(adapter: str, node: ast.expr) -> dict[str, Any]:
@@ -247,10 +287,14 @@ def _dict_entry(adapter: str, node: ast.expr) -> dict[str, Any]:
     fields = dict(_dict_items(node, what))
     if set(fields) == set(ENTRY_FIELDS):
         return {name: _str(fields[name], f"{name} of {adapter!r}") for name in ENTRY_FIELDS}
-    # An extended entry (advisories, waivers): floormap.from_entries checks its shape.
-    if not set(fields) & set(EXTENDED_FIELDS) or set(fields) - {*ENTRY_FIELDS, *EXTENDED_FIELDS}:
+    if not set(fields) & set(EXTENDED_FIELDS):
         raise _NotData(node, f"{what} must have exactly the keys {', '.join(ENTRY_FIELDS)}")
-    return {name: _data(value, f"{name} of {adapter!r}") for name, value in fields.items()}
+    entry = {key: _literal(value, what, 1) for key, value in fields.items()}
+    try:
+        from_entries({adapter: entry})
+    except FloorMapError as exc:
+        raise _NotData(node, str(exc)) from None
+    return entry
 
 
 def _call_entry(adapter: str, node: ast.expr) -> dict[str, str]:
@@ -504,6 +548,33 @@ def _normalised(entries: Mapping[str, Any]) -> Entries:
         raise RenderError(f"cannot render the floor map: {exc}") from exc
 
 
+# The order keys of an extended entry are written in: the floor, then what extends it.
+_EXTENDED_ORDER = (*sorted(ENTRY_FIELDS), *EXTENDED_FIELDS)
+
+
+def _literal_entry(adapter: str, fields: Mapping[str, Any]) -> LiteralEntry:
+    if set(fields) == set(ENTRY_FIELDS):
+        return LiteralEntry(
+            adapter=py_literal(adapter),
+            min_safe_version=py_literal(fields["min_safe_version"]),
+            advisory_id=py_literal(fields["advisory_id"]),
+            note=py_literal(fields["note"]),
+        )
+    floor = {name: py_literal(fields[name]) for name in ENTRY_FIELDS if name in fields}
+    return LiteralEntry(
+        adapter=py_literal(adapter),
+        min_safe_version=floor.get("min_safe_version"),
+        advisory_id=floor.get("advisory_id"),
+        note=floor.get("note"),
+        extended=True,
+        fields=tuple(
+            (py_literal(key), py_data(fields[key], indent=8))
+            for key in _EXTENDED_ORDER
+            if key in fields
+        ),
+    )
+
+
 def render_block(
     template: Template,
     entries: Mapping[str, Mapping[str, Any]],
@@ -533,22 +604,11 @@ def render_block(
     extended = [adapter for adapter, fields in data.items() if set(fields) != set(ENTRY_FIELDS)]
     if extended and template.layout == BERNSTEIN:
         raise RenderError(
-            f"the {BERNSTEIN} layout holds floors only; {extended[0]} has advisories or waivers"
+            f"the {BERNSTEIN} template holds floors only: {extended[0]!r} carries advisories "
+            f"or waivers{f' (and {len(extended) - 1} more)' if len(extended) > 1 else ''}; "
+            f"use the {FLOORGUARD} template"
         )
-    literal_entries = [
-        LiteralEntry(
-            adapter=py_literal(adapter),
-            min_safe_version=py_literal(fields["min_safe_version"]),
-            advisory_id=py_literal(fields["advisory_id"]),
-            note=py_literal(fields["note"]),
-            extended=tuple(
-                (py_literal(key), py_data_literal(value))
-                for key, value in fields.items()
-                if key in EXTENDED_FIELDS
-            ),
-        )
-        for adapter, fields in data.items()
-    ]
+    literal_entries = [_literal_entry(adapter, fields) for adapter, fields in data.items()]
     origin = f"template {template.name}"
     try:
         compiled = _environment(template.layout is None).from_string(template.source)

@@ -205,12 +205,12 @@ def test_refuses_feed_with_the_same_adapter_twice() -> None:
 # --- refused: schema version ---
 
 
-@pytest.mark.parametrize("version", [0, 3, -1, 10**30])
+@pytest.mark.parametrize("version", [0, 4, -1, 10**30])
 def test_refuses_unsupported_schema_versions(version: int) -> None:
     assert_refused(
         feed(schema_version=version),
         "$.schema_version",
-        f"unsupported schema_version {version} (this floorctl reads 1, 2)",
+        f"unsupported schema_version {version} (this floorctl reads 1, 2, 3)",
     )
 
 

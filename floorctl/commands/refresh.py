@@ -17,6 +17,7 @@ from floorctl.commands._output import emit_json, json_option, notice
 from floorctl.errors import StaleModule
 from floorctl.splice import read_module_text
 from floorguard._time import format_ts
+from floorguard.floormap import Advisory
 from floorguard.trust import TrustedKeys
 
 if TYPE_CHECKING:
@@ -274,16 +275,29 @@ def _print_summary(
         f"{plan.module}: {len(plan.new_map)} adapters, "
         f"map version {plan.old_version} -> {plan.new_version}"
     )
-    for name in plan.diff.added:
-        entry = plan.new_map[name]
-        echo(f"  + {name} >= {entry.min_safe_version} ({entry.advisory_id})")
-    for change in plan.diff.changed:
-        echo(f"  ~ {change['adapter']} {change['field']}: {change['old']!r} -> {change['new']!r}")
-    for name in plan.diff.removed:
+    changes = plan.diff
+    for name in changes.added:
+        echo(f"  + {name} {_describe_entry(plan.new_map[name])}")
+    for change in changes.changed:
+        was, now = (_shown(change[key]) for key in ("old", "new"))
+        echo(f"  ~ {change['adapter']} {change['field']}: {was} -> {now}")
+    for name in changes.removed:
         echo(f"  - {name}")
-    _print_waiver_changes(plan)
-    if plan.diff.empty and not plan.diff.to_json().get("waivers"):
+    for mark, kind, named in (
+        ("+", "advisory", changes.advisories_added),
+        ("~", "advisory", changes.advisories_changed),
+        ("-", "advisory", changes.advisories_removed),
+        ("+", "waiver", changes.waivers_added),
+        ("~", "waiver", changes.waivers_changed),
+        ("-", "waiver", changes.waivers_removed),
+    ):
+        for item in named:
+            echo(f"  {mark} {item['adapter']} {kind} {item['id']}")
+    if changes.empty:
         echo("  no data change")
+    if changes.is_downgrade:
+        # Only reached with --allow-downgrade: say what the receipt records as accepted.
+        echo(f"  downgrade (allowed): {'; '.join(changes.reasons())}")
     echo(f"  hash {plan.old_hash} -> {plan.new_hash}")
     if outcome is None:
         if not check:
@@ -300,17 +314,18 @@ def _print_summary(
         echo(f"anchored in the audit chain at seq {outcome.anchored_seq}")
 
 
-def _print_waiver_changes(plan: refreshing.RefreshPlan) -> None:
-    """Waivers added (+), changed (~) and removed (-), from the receipt's diff."""
-    changes = plan.diff.to_json().get("waivers") or {}
-    for mark, key, in_map in (
-        ("+", "added", plan.new_map),
-        ("~", "changed", plan.new_map),
-        ("-", "removed", plan.old_map),
-    ):
-        for named in changes.get(key, ()):
-            adapter, waiver_id = named["adapter"], named["id"]
-            found = [w for w in in_map[adapter].waivers if w.id == waiver_id]
-            version = f" {found[0].version}" if found else ""
-            until = f" until {found[0].expires}" if found and mark != "-" else ""
-            click.echo(f"  {mark} waiver {waiver_id} {adapter}{version}{until}")
+def _shown(value: object) -> str:
+    return "(none)" if value is None else repr(value)
+
+
+def _describe_entry(entry: Advisory) -> str:
+    """An added adapter in one line: its floor, its ecosystem and how many advisories."""
+    parts = []
+    if entry.min_safe_version is not None:
+        parts.append(f">= {entry.min_safe_version} ({entry.advisory_id})")
+    if entry.extended:
+        count = len(entry.advisories)
+        parts.append(
+            f"[{entry.ecosystem or 'PEP 440'}] {count} advisor{'y' if count == 1 else 'ies'}"
+        )
+    return " ".join(parts) or "(no floor, no advisories)"
