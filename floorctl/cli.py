@@ -13,7 +13,7 @@ import click
 
 from floorctl.commands import canary as canary_commands
 from floorctl.commands import chain as chain_commands
-from floorctl.commands import doctor, keygen, refresh, validate, verify_receipt
+from floorctl.commands import doctor, import_osv, keygen, refresh, validate, verify_receipt
 from floorctl.commands import fetch as fetch_command
 from floorctl.commands import publish as publish_command
 from floorctl.commands import sign as sign_command
@@ -86,3 +86,4 @@ cli.add_command(chain_commands.chain)
 verify_commands.verify.add_command(verify_receipt.command)
 cli.add_command(verify_commands.verify)
 cli.add_command(canary_commands.canary)
+cli.add_command(import_osv.group)

@@ -22,6 +22,11 @@ class WaiversError(FeedError):
     ``problems`` lists every (file, JSON path, message), as for a feed."""
 
 
+class RecordError(FeedError):
+    """An OSV record (or the file or zip member holding it) is unreadable or invalid.
+    ``problems`` lists (file or ``ZIP!member``, JSON path, message), as for a feed."""
+
+
 class ModuleError(FloorctlError):
     """The floor-map module cannot be read, spliced or written safely."""
 

@@ -8,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from packaging.version import Version
 
+from floorguard import versions
 from floorguard.catalog import (
     CATALOG,
     entry_for,
@@ -83,9 +84,21 @@ def test_refuses_version_embedded_mid_line_for_catalogued_adapter() -> None:
         parse_version_output("gemini", "gemini 0.1.12 but really 9.9.9\n")
 
 
-def test_refuses_a_version_that_is_not_pep_440() -> None:
-    with pytest.raises(DetectionError, match="not a valid PEP 440 version"):
-        parse_version_output("gemini", "0.1.12-nightly.20250101\n")
+def test_refuses_a_version_that_is_neither_pep_440_nor_semver() -> None:
+    with pytest.raises(DetectionError, match="not a valid PEP 440 or SemVer version"):
+        parse_version_output("gemini", "0.1.12-nightly.2025-01-01_x\n")
+    with pytest.raises(DetectionError, match="not a valid PEP 440 or SemVer version"):
+        parse_version_output("gemini", "0.1.012-nightly\n")  # SemVer: no leading zeros
+
+
+@pytest.mark.parametrize(
+    "printed", ["0.5.0-nightly.20250911.a1b2c3", "0.6.0-preview.1", "0.1.12-nightly.20250101"]
+)
+def test_an_npm_version_reaches_judging_exactly_as_printed(printed: str) -> None:
+    # Once refused as not PEP 440 (nightly) or read as 0.6.0rc1 (preview): now kept as
+    # written, for the map entry's ecosystem to judge.
+    assert parse_version_output("gemini", printed + "\n") == printed
+    assert validate_version(printed) == printed
 
 
 def test_accepts_semver_prerelease_that_pep_440_understands() -> None:
@@ -94,9 +107,12 @@ def test_accepts_semver_prerelease_that_pep_440_understands() -> None:
 
 
 def test_git_suffix_is_rewritten_only_for_adapters_that_declare_it() -> None:
-    with pytest.raises(DetectionError, match="not a valid PEP 440 version"):
-        parse_version_output("gemini", "0.0.1755000000-g1234abc\n")
+    # For gemini the suffix is a SemVer pre-release and stays as printed.
+    assert parse_version_output("gemini", "0.0.1755000000-g1234abc\n") == (
+        "0.0.1755000000-g1234abc"
+    )
     rewritten = parse_version_output("amp", "0.0.1755000000-g1234abc\n")
+    assert rewritten == "0.0.1755000000+g1234abc"
     assert Version(rewritten).public == "0.0.1755000000"
 
 
@@ -165,7 +181,7 @@ def test_generic_parser_never_invents_a_version(text: str) -> None:
     except DetectionError:
         return
     assert found in text
-    Version(found)
+    assert versions.is_valid(found, versions.PYPI) or versions.is_valid(found, versions.NPM)
 
 
 version_strings = st.builds(

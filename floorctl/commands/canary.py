@@ -29,9 +29,10 @@ def record(adapter: str, version: str, result: str, as_json: bool) -> None:
     """Seal an adapter.canary_receipt into the audit chain.
 
     Exit 2, recording nothing, when ADAPTER is not in the floor map in force or VERSION is
-    not PEP 440 or has an epoch or local segment its floor does not have. Exit 1 when
-    certification is refused (VERSION below the floor), whatever the result; else 0. Only a
-    pass at or above the floor and newer than last-green advances last-green.
+    not a version of its ecosystem (PEP 440, SemVer for npm) or has an epoch or local
+    segment its floor does not have. Exit 1 when certification is refused (VERSION below
+    the floor or inside an advisory; a waiver never certifies), whatever the result; else 0.
+    Only a pass of a version the map does not refuse, newer than last-green, advances it.
     """
     outcome = canary_rules.record_run(AuditChain.from_env(), adapter, version, result)
     judgement = outcome.judgement

@@ -12,10 +12,12 @@ from floorguard import doctor
 @click.command("doctor")
 @json_option
 def command(as_json: bool) -> None:
-    """Find every tracked adapter on PATH, detect its version and compare it to its floor.
+    """Find every tracked adapter on PATH, detect its version and judge it by the map.
 
-    The posture is appended to the audit chain as an adapter.version_posture receipt.
-    Exit 1 if any installed tracked adapter is below its floor or of unknown version.
+    Statuses: ok, below_floor, affected (inside an advisory), waived (with the waiver and
+    the days left), unknown_version, not_installed. The posture is appended to the audit
+    chain as an adapter.version_posture receipt. Exit 1 unless every installed tracked
+    adapter is ok or waived.
     """
     posture = doctor.run()
     if as_json:
@@ -24,6 +26,6 @@ def command(as_json: bool) -> None:
         click.echo(doctor.format_table(posture))
     if not posture.healthy:
         unhealthy = [
-            a.adapter for a in posture.adapters if a.status not in (doctor.OK, doctor.NOT_INSTALLED)
+            f"{a.adapter} ({a.status})" for a in posture.adapters if a.status not in doctor.HEALTHY
         ]
-        raise FloorctlError(f"below floor or of unknown version: {', '.join(unhealthy)}")
+        raise FloorctlError(f"not ok or waived: {', '.join(unhealthy)}")

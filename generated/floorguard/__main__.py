@@ -211,9 +211,10 @@ def register_doctor(commands: _SubParsers) -> None:
     doctor = commands.add_parser(
         "doctor",
         help="version posture of every tracked adapter, sealed as a receipt",
-        description="Find every tracked adapter on PATH, detect its version and compare it to "
-        "its floor; the posture is appended to the audit chain as adapter.version_posture. "
-        "Exit 1 if any installed tracked adapter is below its floor or of unknown version.",
+        description="Find every tracked adapter on PATH, detect its version and judge it by "
+        "the map (ok, below_floor, affected, waived, unknown_version, not_installed); the "
+        "posture is appended to the audit chain as adapter.version_posture. Exit 1 unless "
+        "every installed tracked adapter is ok or waived.",
     )
     doctor.add_argument(
         "--json", dest="as_json", action="store_true", help="print one JSON document"

@@ -3,31 +3,32 @@
 A canary run of adapter A at version V ends in ``pass`` or ``fail`` and is sealed as an
 ``adapter.canary_receipt`` that pins the floor map in force. Its verdict:
 
-- ``refuse``: V is below A's floor, or is not a PEP 440 version, whatever the result. Such a
-  version is never certified.
-- ``certify``: a ``pass`` at or above the floor (or of an adapter with no floor) for a
-  version newer than A's last-green: last-green advances to V.
+- ``refuse``: V is unsafe under the map's rule (below A's floor, or inside an affected range
+  or listed by one of A's advisories; ``verdict.assess``), or is not a version of A's
+  ecosystem (PEP 440, or SemVer for an npm entry), whatever the result. Such a version is
+  never certified, waiver or not: a waiver lets a version run, it does not vouch for it.
+- ``certify``: a ``pass`` of a version that is not unsafe (or of an adapter with no entry)
+  newer than A's last-green: last-green advances to V.
 - ``record``: anything else (a ``fail``, or a ``pass`` not newer than last-green). Recorded;
   moves nothing.
 
 Last-green is a projection of the chain, never state of its own: ``project`` replays canary
 records and advances an adapter only on a ``certify`` record whose version is at or above
-the floor it recorded and newer than the current last-green, so a record that claims more
-than that still cannot move last-green onto a below-floor or older version.
+the floor it recorded and newer than the current last-green (compared in the ecosystem it
+recorded), so a record that claims more than that still cannot move last-green onto a
+below-floor or older version. (Advisories are checked against the pinned map by the window
+proof, which has the map.)
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from floorguard.errors import InvalidInput, VerificationError
 
 if TYPE_CHECKING:
-    from packaging.version import Version
-
     from floorguard.chain import AuditChain, ChainRecord
     from floorguard.floormap import Advisory
 
@@ -35,25 +36,27 @@ CANARY = "adapter.canary_receipt"
 PASS, FAIL = "pass", "fail"
 RESULTS = frozenset({PASS, FAIL})
 CERTIFY, REFUSE, RECORD = "certify", "refuse", "record"
+ECOSYSTEMS = frozenset({"npm", "PyPI"})
 
 
-@lru_cache(maxsize=4096)
-def parse_version(text: object) -> Version | None:
-    """A PEP 440 version, or None when ``text`` is not one (cached: verifiers call it a lot)."""
-    from packaging.version import InvalidVersion, Version
+def parse_version(text: object, ecosystem: str | None = None) -> Any | None:
+    """``text`` parsed in ``ecosystem``'s order (None: PEP 440), or None when it is not a
+    version there (versions.parse is cached: verifiers call this a lot)."""
+    from floorguard import versions
 
-    if not isinstance(text, str) or text != text.strip():
-        return None  # packaging would strip the whitespace: a recorded version must be exact
+    if not isinstance(text, str):
+        return None
     try:
-        return Version(text)
-    except InvalidVersion:
+        return versions.parse(text, ecosystem)  # refuses surrounding whitespace: exact
+    except versions.InvalidVersionError:
         return None
 
 
-def below_floor(version: object, floor: str) -> bool:
-    """True when ``version`` is below ``floor``, or is not a valid version (fail closed)."""
-    seen, minimum = parse_version(version), parse_version(floor)
-    return seen is None or minimum is None or seen < minimum
+def below_floor(version: object, floor: str, ecosystem: str | None = None) -> bool:
+    """True when ``version`` is below ``floor``, or either is not a valid version of
+    ``ecosystem`` (fail closed)."""
+    seen, minimum = parse_version(version, ecosystem), parse_version(floor, ecosystem)
+    return seen is None or minimum is None or bool(seen < minimum)
 
 
 @dataclass(frozen=True)
@@ -85,26 +88,43 @@ def judge(
     last_green: LastGreen | None,
 ) -> CanaryJudgement:
     """The verdict of one canary run (pure). Raises VerificationError for an unknown result."""
+    from floorguard import verdict, versions
+    from floorguard.gate import unsafe_phrase
+
     if result not in RESULTS:
         raise VerificationError(f"canary result must be pass or fail, not {result!r}")
     floor = advisory.min_safe_version if advisory is not None else None
     advisory_id = advisory.advisory_id if advisory is not None else None
-    seen = parse_version(version)
+    ecosystem = advisory.ecosystem if advisory is not None else None
+    seen = parse_version(version, ecosystem)
     if seen is None:
-        return CanaryJudgement(
-            REFUSE, False, floor, advisory_id, f"{version!r} is not a PEP 440 version"
-        )
-    if floor is not None and below_floor(version, floor):
         return CanaryJudgement(
             REFUSE,
             False,
             floor,
             advisory_id,
-            f"{adapter} {version} is below the floor {floor} ({advisory_id}): not certified",
+            f"{version!r} is not a {versions.order_name(ecosystem)} version",
         )
+    if advisory is not None:
+        try:
+            # No moment: waivers never certify.
+            assessment = verdict.assess(advisory, version, at=None)
+        except versions.InvalidVersionError as exc:
+            return CanaryJudgement(
+                REFUSE, False, floor, advisory_id, f"the map entry cannot be judged: {exc}"
+            )
+        if assessment.unsafe:
+            phrases = "; ".join(unsafe_phrase(cause) for cause in assessment.causes)
+            return CanaryJudgement(
+                REFUSE,
+                False,
+                floor,
+                assessment.advisory_id,
+                f"{adapter} {version} {phrases}: not certified",
+            )
     if result != PASS:
         return CanaryJudgement(RECORD, False, floor, advisory_id, f"{adapter} {version} failed")
-    current = parse_version(last_green.version) if last_green is not None else None
+    current = parse_version(last_green.version, ecosystem) if last_green is not None else None
     if last_green is not None and (current is None or seen <= current):
         return CanaryJudgement(
             RECORD,
@@ -118,9 +138,14 @@ def judge(
     )
 
 
-def _sort_marks(version: Version) -> list[str]:
-    """The parts of a version that sort it outside the ordinary release line: an epoch
-    puts it above every release without one, a local segment is a private build."""
+def _sort_marks(version: Any) -> list[str]:
+    """The parts of a PEP 440 version that sort it outside the ordinary release line: an
+    epoch puts it above every release without one, a local segment is a private build.
+    (SemVer has neither: build metadata does not take part in its order.)"""
+    from packaging.version import Version
+
+    if not isinstance(version, Version):
+        return []
     marks = []
     if version.epoch != 0:
         marks.append("an epoch")
@@ -129,9 +154,9 @@ def _sort_marks(version: Version) -> list[str]:
     return marks
 
 
-def _unlike_floor(seen: Version, floor: str | None) -> list[str]:
+def _unlike_floor(seen: Any, floor: str | None, ecosystem: str | None) -> list[str]:
     """The marks ``seen`` has that the floor does not (no floor: every mark counts)."""
-    minimum = parse_version(floor) if floor is not None else None
+    minimum = parse_version(floor, ecosystem) if floor is not None else None
     allowed = _sort_marks(minimum) if minimum is not None else []
     return [mark for mark in _sort_marks(seen) if mark not in allowed]
 
@@ -139,16 +164,19 @@ def _unlike_floor(seen: Version, floor: str | None) -> list[str]:
 def input_problem(adapter: str, version: str, advisory: Advisory | None) -> str | None:
     """Why a canary run cannot be recorded at all (a usage error), or None.
 
-    The adapter must be in the map in force; the version must be PEP 440, and may carry
-    an epoch or a local segment only when the floor does (``1!0.1`` would otherwise sort
-    above every real release and freeze last-green there).
+    The adapter must be in the map in force; the version must be a version of its
+    ecosystem (PEP 440, or SemVer for npm), and a PEP 440 one may carry an epoch or a local
+    segment only when the floor does (``1!0.1`` would otherwise sort above every real
+    release and freeze last-green there).
     """
+    from floorguard import versions
+
     if advisory is None:
         return f"adapter {adapter!r} is not in the floor map in force: nothing to certify"
-    seen = parse_version(version)
+    seen = parse_version(version, advisory.ecosystem)
     if seen is None:
-        return f"--version {version!r} is not a PEP 440 version"
-    unlike = _unlike_floor(seen, advisory.min_safe_version)
+        return f"--version {version!r} is not a {versions.order_name(advisory.ecosystem)} version"
+    unlike = _unlike_floor(seen, advisory.min_safe_version, advisory.ecosystem)
     if unlike:
         return (
             f"--version {version} has {' and '.join(unlike)}, which {adapter}'s floor "
@@ -163,19 +191,22 @@ def advances(receipt: Mapping[str, Any], current: LastGreen | None) -> bool:
         return False
     if receipt.get("certified") is not True:
         return False
+    ecosystem = receipt.get("ecosystem")
+    if ecosystem is not None and ecosystem not in ECOSYSTEMS:
+        return False
     version = receipt.get("version")
-    seen = parse_version(version)
+    seen = parse_version(version, ecosystem)
     if seen is None:
         return False
     floor = receipt.get("floor")
-    if floor is not None and (not isinstance(floor, str) or below_floor(version, floor)):
+    if floor is not None and (not isinstance(floor, str) or below_floor(version, floor, ecosystem)):
         return False
-    if _unlike_floor(seen, floor):
+    if _unlike_floor(seen, floor, ecosystem):
         return False  # recorded before input_problem refused it: never frozen above releases
     if current is None:
         return True
-    previous = parse_version(current.version)
-    return previous is None or seen > previous
+    previous = parse_version(current.version, ecosystem)
+    return previous is None or bool(seen > previous)
 
 
 class Projection:
@@ -253,6 +284,8 @@ def record_run(chain: AuditChain, adapter: str, version: str, result: str) -> Ca
             "reason": judgement.reason,
             "previous_last_green": current.to_json() if current is not None else None,
             "floor_map_hash": in_force.floor_map_hash,
+            # The order the version was judged in, so the projection compares alike.
+            "ecosystem": advisory.ecosystem if advisory is not None else None,
         },
     )
     record = chain.append(CANARY, receipt)

@@ -3,7 +3,7 @@ the exact shape of its ``--version`` output.
 
 Parsing is pure (text in, version out) and fail-closed: a line is trusted only when it
 matches an adapter's pattern as a whole, several different versions are an error rather
-than a guess, and every accepted version must be a valid PEP 440 version.
+than a guess, and every accepted version must be a valid PEP 440 or SemVer version.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from floorguard.errors import DetectionError
 
 # One version token. Possessive quantifiers keep matching linear on hostile output (no
 # backtracking into the digit runs); suffixes such as ``-beta.1`` or ``+local`` are taken
-# whole and then judged by packaging, which refuses what is not PEP 440.
+# whole and then judged by packaging and semver, which refuse what is neither PEP 440 nor SemVer.
 _VERSION_SHAPE = r"\d++(?:\.\d++)++[0-9A-Za-z]*+(?:[-.+_][0-9A-Za-z]++)*+"
 _V = rf"v?(?P<version>{_VERSION_SHAPE})"
 
@@ -144,11 +144,14 @@ def executable_for(adapter: str) -> str:
 def validate_version(text: str, *, entry: CatalogEntry | None = None) -> str:
     """Return ``text`` as an accepted version string, or raise DetectionError.
 
-    The string is kept as written (not normalized), except for the catalog's declared
-    ``-g<hex>`` rewrite; it must parse as a PEP 440 version.
+    The string is kept exactly as written (never normalized, never translated from one
+    ecosystem's spelling to the other's), except for the catalog's declared ``-g<hex>``
+    rewrite. It must be a valid version in at least one ecosystem floorguard knows: PEP 440
+    or SemVer 2.0.0 (npm CLIs print ``0.5.0-nightly.20250911.a1b2c3``). Which order it is
+    judged in is the map entry's ecosystem, asked when it is judged; a version that is not
+    valid there is an unknown version then.
     """
-    # Imported here so that `import floorguard` stays cheap.
-    from packaging.version import InvalidVersion, Version
+    from floorguard import versions
 
     if not isinstance(text, str):
         raise DetectionError(f"version is not a string: {text!r}")
@@ -159,10 +162,11 @@ def validate_version(text: str, *, entry: CatalogEntry | None = None) -> str:
         match = _GIT_SUFFIX.fullmatch(text)
         if match is not None:
             candidate = f"{match.group('base')}+{match.group('sha')}"
-    try:
-        Version(candidate)
-    except (InvalidVersion, ValueError):
-        raise DetectionError(f"not a valid PEP 440 version: {text!r}") from None
+    # PEP 440 first: semver is imported only for what packaging refuses.
+    if not versions.is_valid(candidate, versions.PYPI) and not versions.is_valid(
+        candidate, versions.NPM
+    ):
+        raise DetectionError(f"not a valid PEP 440 or SemVer version: {text!r}")
     return candidate
 
 
@@ -223,7 +227,7 @@ def adapters_named_in(output: str) -> list[str]:
 def parse_generic(output: str) -> str:
     """The one version-like token in ``output``; DetectionError if there are none or several.
 
-    The result is always a substring of ``output`` and a valid PEP 440 version.
+    The result is always a substring of ``output`` and a valid PEP 440 or SemVer version.
     """
     return _decide(_distinct(m.group("version") for m in _STANDALONE.finditer(output)), None)
 

@@ -1,21 +1,33 @@
-"""The doctor: the installed version posture of every tracked adapter, sealed as a receipt."""
+"""The doctor: the installed version posture of every tracked adapter, sealed as a receipt.
+
+Each installed version is judged by the rule the gate applies (``verdict.assess``) at the
+clock's time: ``ok``, ``below_floor``, ``affected`` (inside an advisory), ``waived`` (an
+unexpired waiver covers every cause; with its id and the days left), ``unknown_version``
+(not a version in the entry's ecosystem, or no version at all) and ``not_installed``.
+"""
 
 from __future__ import annotations
 
+import datetime as _dt
 import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from floorguard import active_map, receipts
+from floorguard import _time, active_map, receipts
 from floorguard.errors import DetectionError
+from floorguard.floormap import Advisory
 
-OK, BELOW_FLOOR, UNKNOWN_VERSION, NOT_INSTALLED = (
+OK, BELOW_FLOOR, AFFECTED, WAIVED, UNKNOWN_VERSION, NOT_INSTALLED = (
     "ok",
     "below_floor",
+    "affected",
+    "waived",
     "unknown_version",
     "not_installed",
 )
+# What an installed adapter may be for the doctor to exit 0.
+HEALTHY = frozenset({OK, WAIVED, NOT_INSTALLED})
 
 
 @dataclass(frozen=True)
@@ -24,9 +36,12 @@ class AdapterPosture:
     binary: str | None
     version: str | None
     detected_by: str | None
-    floor: str
+    floor: str | None
     status: str
     reason: str
+    advisory_id: str | None = None
+    waiver_id: str | None = None
+    waiver_days_left: int | None = None
 
 
 @dataclass(frozen=True)
@@ -37,8 +52,8 @@ class Posture:
 
     @property
     def healthy(self) -> bool:
-        """False if any installed tracked adapter is below its floor or of unknown version."""
-        return all(a.status in (OK, NOT_INSTALLED) for a in self.adapters)
+        """False unless every installed tracked adapter is ok or waived."""
+        return all(a.status in HEALTHY for a in self.adapters)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -48,12 +63,15 @@ class Posture:
         }
 
 
-def examine(adapter: str, floor: str, path_env: str | None) -> AdapterPosture:
-    """One adapter's posture on this PATH; detection failures become statuses, not errors."""
-    from packaging.version import Version
+def examine(
+    entry: Advisory, path_env: str | None, *, at: _dt.datetime | None = None
+) -> AdapterPosture:
+    """One adapter's posture on this PATH, judged at ``at`` (default: the clock); detection
+    failures become statuses, not errors."""
+    from floorguard import detect, verdict, versions
 
-    from floorguard import detect
-
+    adapter, floor = entry.adapter, entry.min_safe_version
+    moment = _time.utc_now() if at is None else at
     try:
         binary = detect.resolve_binary(adapter, None, path_env=path_env)
     except DetectionError as exc:
@@ -62,16 +80,35 @@ def examine(adapter: str, floor: str, path_env: str | None) -> AdapterPosture:
         found = detect.detect_version(adapter, binary=binary, path_env=path_env)
     except DetectionError as exc:
         return AdapterPosture(adapter, str(binary), None, None, floor, UNKNOWN_VERSION, str(exc))
-    below = Version(found.version) < Version(floor)
-    return AdapterPosture(
-        adapter,
-        found.binary or str(binary),
-        found.version,
-        found.detected_by,
-        floor,
-        BELOW_FLOOR if below else OK,
-        f"below the floor {floor}" if below else f"meets the floor {floor}",
-    )
+    where = (adapter, found.binary or str(binary), found.version, found.detected_by, floor)
+    try:
+        assessment = verdict.assess(entry, found.version, at=moment)
+    except versions.InvalidVersionError as exc:
+        return AdapterPosture(*where, UNKNOWN_VERSION, str(exc))
+    if not assessment.unsafe:
+        reason = f"meets the floor {floor}" if floor is not None else "not known to be affected"
+        if entry.advisories:
+            reason += f"; outside the affected versions of {len(entry.advisories)} advisories"
+        return AdapterPosture(*where, OK, reason)
+    first = assessment.causes[0]
+    status = BELOW_FLOOR if first.is_floor else AFFECTED
+    reason = assessment.describe()
+    waiver = assessment.waiver
+    if waiver is not None:
+        left = _time.parse_ts(waiver.expires) - moment
+        days = left.days  # whole days left; 0 on the last day
+        return AdapterPosture(
+            *where,
+            WAIVED,
+            f"{reason}; waived by {waiver.id} ({days} day(s) left, expires {waiver.expires})",
+            assessment.advisory_id,
+            waiver.id,
+            days,
+        )
+    why = verdict.why_not_waived(entry, found.version, assessment.causes, moment)
+    if why is not None:
+        reason += f"; not waived: {why}"
+    return AdapterPosture(*where, status, reason, assessment.advisory_id)
 
 
 def run(environ: Mapping[str, str] | None = None) -> Posture:
@@ -84,8 +121,7 @@ def run(environ: Mapping[str, str] | None = None) -> Posture:
     env = os.environ if environ is None else environ
     in_force = active_map.current()
     postures = tuple(
-        examine(name, advisory.min_safe_version, env.get("PATH"))
-        for name, advisory in sorted(in_force.floor_map.items())
+        examine(entry, env.get("PATH")) for _, entry in sorted(in_force.floor_map.items())
     )
     receipt = receipts.new_receipt(
         receipts.VERSION_POSTURE,
@@ -101,7 +137,14 @@ def run(environ: Mapping[str, str] | None = None) -> Posture:
 def format_table(posture: Posture) -> str:
     header = ("adapter", "binary", "version", "detected by", "floor", "status")
     rows = [header] + [
-        (a.adapter, a.binary or "-", a.version or "-", a.detected_by or "-", a.floor, a.status)
+        (
+            a.adapter,
+            a.binary or "-",
+            a.version or "-",
+            a.detected_by or "-",
+            a.floor or "-",
+            _status_text(a),
+        )
         for a in posture.adapters
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
@@ -112,3 +155,11 @@ def format_table(posture: Posture) -> str:
     lines.append(f"floor map {posture.floor_map_hash}")
     lines.append(f"posture receipt {posture.receipt_id}")
     return "\n".join(lines)
+
+
+def _status_text(posture: AdapterPosture) -> str:
+    if posture.status == WAIVED:
+        return f"waived ({posture.waiver_id}, {posture.waiver_days_left} day(s) left)"
+    if posture.status in (BELOW_FLOOR, AFFECTED) and posture.advisory_id is not None:
+        return f"{posture.status} ({posture.advisory_id})"
+    return posture.status

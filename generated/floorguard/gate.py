@@ -7,26 +7,30 @@ is durably in the chain. The policy and the floor map are read at every call.
 
 from __future__ import annotations
 
-import functools
+import datetime as _dt
 import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from floorguard import active_map, receipts
+from floorguard import _time, active_map, receipts
 from floorguard.detect import INTERPRETER_VARIABLES
 from floorguard.errors import ChainError, DetectionError, FloorMapError, SpawnRefused
 
 if TYPE_CHECKING:
     from floorguard.detect import Detection
+    from floorguard.floormap import Advisory
     from floorguard.identify import Identification
     from floorguard.target import Target
+    from floorguard.verdict import Assessment, Cause
 
 POLICY_VARIABLE = "FLOORGUARD_ADAPTER_FLOOR_POLICY"
 UNTRACKED_POLICY_VARIABLE = "FLOORGUARD_UNTRACKED_POLICY"
 BLOCK, WARN = "block", "warn"
 PERMIT, REFUSE, WARN_OVERRIDE, UNTRACKED = "permit", "refuse", "warn_override", "untracked"
+# A refusal every cause of which an unexpired waiver in the map covers: allowed, recorded.
+WAIVED = "waived"
 ADAPTER_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}\Z")
 
 
@@ -67,10 +71,11 @@ class Decision:
     seq: int
     requested: str | None = None
     identified_by: str | None = None
+    waiver_id: str | None = None
 
     @property
     def allowed(self) -> bool:
-        return self.verdict in (PERMIT, WARN_OVERRIDE, UNTRACKED)
+        return self.verdict in (PERMIT, WARN_OVERRIDE, UNTRACKED, WAIVED)
 
 
 @dataclass(frozen=True)
@@ -85,22 +90,9 @@ class _Judgement:
     floor: str | None = None
     advisory_id: str | None = None
     floor_map_hash: str | None = None
-
-
-@functools.lru_cache(maxsize=256)
-def _parsed(text: str) -> Any:
-    from packaging.version import Version
-
-    return Version(text)
-
-
-def _below(version: str, floor: str) -> bool:
-    from packaging.version import InvalidVersion
-
-    try:
-        return bool(_parsed(version) < _parsed(floor))
-    except InvalidVersion as exc:
-        raise DetectionError(f"version {version!r} is not PEP 440") from exc
+    waiver_id: str | None = None
+    # The moment judged (waivers must be unexpired then); the receipt is stamped with it.
+    at: str | None = None
 
 
 def judge(
@@ -145,7 +137,7 @@ def judge(
     try:
         return _judge_opened(
             adapter, opened, unresolved, in_force=in_force, version=version, policy=policy,
-            environ=environ, argv=argv, cwd=cwd,
+            environ=environ, argv=argv, cwd=cwd, at=_time.utc_now(),
         )  # fmt: skip
     except Exception as exc:  # a gate that cannot judge refuses, on the record
         return _Judgement(
@@ -169,7 +161,9 @@ def _judge_opened(
     environ: Mapping[str, str],
     argv: Sequence[str] | None,
     cwd: str | os.PathLike[str] | None,
+    at: _dt.datetime,
 ) -> _Judgement:
+    """``at``: the decision time, from the clock (waivers must be unexpired then)."""
     from floorguard import detect, identify
 
     identified: Identification | None = None
@@ -237,24 +231,100 @@ def _judge_opened(
             known |= {"floor": advisory.min_safe_version, "advisory_id": advisory.advisory_id}
     if advisory is None:
         return _Judgement(UNTRACKED, f"{named} has no floor in the map", **known, **seen)
+    return _assessed(named, advisory, found.version, policy=policy, at=at, known={**known, **seen})
+
+
+def _assessed(
+    named: str,
+    entry: Advisory,
+    version: str,
+    *,
+    policy: str,
+    at: _dt.datetime,
+    known: dict[str, Any],
+) -> _Judgement:
+    """The verdict of the map's rule (``verdict.assess``) on a detected version, at ``at``."""
+    from floorguard import verdict, versions
+
+    stamp = _time.format_ts(at)
     try:
-        below = _below(found.version, advisory.min_safe_version)
-    except DetectionError as exc:
-        return _Judgement(REFUSE, str(exc), **known, **seen)
-    if not below:
+        versions.parse(version, entry.ecosystem)
+    except versions.InvalidVersionError as exc:
+        # Detection accepts PEP 440 and SemVer; the entry's ecosystem decides which counts.
+        override = policy == WARN
         return _Judgement(
-            PERMIT,
-            f"{named} {found.version} meets the floor {advisory.min_safe_version}",
+            WARN_OVERRIDE if override else REFUSE,
+            f"unknown version of {named}: {exc} (the map compares {entry.adapter} by "
+            f"{versions.order_name(entry.ecosystem)})"
+            + ("; allowed by warn policy" if override else ""),
+            at=stamp,
             **known,
-            **seen,
         )
-    message = (
-        f"{named} {found.version} is below the floor {advisory.min_safe_version} "
-        f"({advisory.advisory_id})"
-    )
+    try:
+        assessment = _assess(entry, version, at, known["floor_map_hash"])
+    except versions.InvalidVersionError as exc:
+        # The version is fine: a bound in the map is not. Not overridable, as a bad map.
+        return _Judgement(
+            REFUSE, f"the floor map entry of {named} cannot be judged: {exc}", at=stamp, **known
+        )
+    if not assessment.unsafe:
+        if entry.advisories:
+            outside = f"is outside the affected versions of {len(entry.advisories)} advisories"
+            floor = f" meets the floor {entry.min_safe_version} and" if entry.has_floor else ""
+            reason = f"{named} {version}{floor} {outside}"
+        else:
+            reason = f"{named} {version} meets the floor {entry.min_safe_version}"
+        return _Judgement(PERMIT, reason, at=stamp, **known)
+    known = {**known, "advisory_id": assessment.advisory_id}
+    message = f"{named} {version} " + "; ".join(unsafe_phrase(cause) for cause in assessment.causes)
+    if assessment.waiver is not None:
+        waiver = assessment.waiver
+        return _Judgement(
+            WAIVED,
+            f"{message}; waived by {waiver.id} (approved by {waiver.approved_by}, expires "
+            f"{waiver.expires}: {waiver.reason})",
+            waiver_id=waiver.id,
+            at=stamp,
+            **known,
+        )
+    why = verdict.why_not_waived(entry, version, assessment.causes, at)
+    if why is not None:
+        message += f"; not waived: {why}"
     if policy == WARN:
-        return _Judgement(WARN_OVERRIDE, message + "; allowed by warn policy", **known, **seen)
-    return _Judgement(REFUSE, message, **known, **seen)
+        return _Judgement(WARN_OVERRIDE, message + "; allowed by warn policy", at=stamp, **known)
+    return _Judgement(REFUSE, message, at=stamp, **known)
+
+
+# (map hash, adapter, version) -> the causes, judged without waivers. The map hash covers
+# every bound of every entry, so a hit is the same judgement; a map of many advisories
+# compares a version hundreds of times, which would otherwise be paid on every spawn.
+_CAUSES: dict[tuple[str, str, str], Assessment] = {}
+_CAUSES_LIMIT: Final = 1024
+
+
+def _assess(entry: Advisory, version: str, at: _dt.datetime, map_hash: str | None) -> Assessment:
+    """``verdict.assess`` at ``at``: the causes from the cache when the map is named; only an
+    unsafe version of an entry with waivers is judged afresh (a waiver depends on ``at``)."""
+    from floorguard import verdict
+
+    key = (map_hash, entry.adapter, version) if map_hash is not None else None
+    cached = _CAUSES.get(key) if key is not None else None
+    if cached is None:
+        cached = verdict.assess(entry, version, at=None)
+        if key is not None:
+            if len(_CAUSES) >= _CAUSES_LIMIT:
+                _CAUSES.clear()
+            _CAUSES[key] = cached
+    if cached.unsafe and entry.waivers:
+        return verdict.assess(entry, version, at=at)
+    return cached
+
+
+def unsafe_phrase(cause: Cause) -> str:
+    """One cause as a refusal names it; a floor alone reads as it always did."""
+    if cause.is_floor:
+        return f"{cause.detail.replace('below', 'is below', 1)} ({cause.advisory_id})"
+    return f"is affected by {cause.describe()}"
 
 
 def _interpreted_version(identified: Identification, opened: Target | None) -> Detection:
@@ -389,14 +459,16 @@ def refuse_after(
 def _seal(requested: str, judgement: _Judgement, policy: str, env: Mapping[str, str]) -> Decision:
     """Append the judgement's receipt durably; only then does it become a Decision.
 
-    A warn_override or untracked decision is also logged (logger ``floorguard``, which
+    A warn_override, untracked or waived decision is also logged (logger ``floorguard``, which
     reaches stderr when the host configured no logging): an override is never silent.
     """
     from floorguard.chain import AuditChain
 
     adapter = judgement.adapter or requested
     receipt = receipts.new_receipt(
-        receipts.SPAWN_PREFLIGHT, _receipt_fields(adapter, requested, judgement, policy)
+        receipts.SPAWN_PREFLIGHT,
+        _receipt_fields(adapter, requested, judgement, policy),
+        ts=judgement.at,
     )
     try:
         record = AuditChain.shared(env).append(receipts.SPAWN_PREFLIGHT, receipt)
@@ -405,7 +477,7 @@ def _seal(requested: str, judgement: _Judgement, policy: str, env: Mapping[str, 
             f"refusing to spawn {requested}: the decision ({judgement.verdict}) could not be "
             f"recorded in the audit chain: {exc}"
         ) from exc
-    if judgement.verdict in (WARN_OVERRIDE, UNTRACKED):
+    if judgement.verdict in (WARN_OVERRIDE, UNTRACKED, WAIVED):
         import logging
 
         from floorguard._text import one_line
@@ -429,6 +501,7 @@ def _seal(requested: str, judgement: _Judgement, policy: str, env: Mapping[str, 
         detected_by=judgement.detected_by,
         floor_map_hash=judgement.floor_map_hash,
         seq=record.seq,
+        waiver_id=judgement.waiver_id,
     )
 
 
@@ -448,4 +521,5 @@ def _receipt_fields(
         "reason": judgement.reason,
         "policy": policy,
         "floor_map_hash": judgement.floor_map_hash,
+        "waiver_id": judgement.waiver_id,
     }

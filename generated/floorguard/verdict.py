@@ -137,8 +137,8 @@ def why_not_waived(
     entry: Advisory, version: str, causes: tuple[Cause, ...], at: _dt.datetime
 ) -> str | None:
     """When waivers of this entry exist for ``version`` but none applies, say why (for the
-    refusal's reason): expired, or a cause it does not name. None when no waiver names the
-    version."""
+    refusal's reason): expired, or a cause it does not name; failing those, a waiver that
+    would cover these causes but is for another version. None when no waiver is near."""
     for waiver in entry.waivers:
         if waiver.version != version:
             continue
@@ -147,4 +147,7 @@ def why_not_waived(
         missing = [c.advisory_id for c in causes if not c.covered_by(waiver)]
         if missing:
             return f"waiver {waiver.id} does not cover {', '.join(missing)}"
+    for waiver in entry.waivers:
+        if any(cause.covered_by(waiver) for cause in causes):
+            return f"waiver {waiver.id} is for version {waiver.version}, not {version}"
     return None

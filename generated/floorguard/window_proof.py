@@ -1,4 +1,4 @@
-"""The window proof: no adapter below its floor was permitted to spawn between T1 and T2.
+"""The window proof: no known-unsafe adapter version was allowed to spawn between T1 and T2.
 
 It rides on ``SliceVerifier`` (through ``on_record``), so the slice is read once and memory
 stays flat: what is kept is the floor maps seen, a version cache and the findings.
@@ -16,15 +16,18 @@ PROVEN means all of:
    checkpoint are unauthenticated and reported.
 4. **No violation**: every spawn record stamped inside the window is re-evaluated, not
    trusted. The floor map it pins is resolved from floor-update receipts earlier in the
-   slice (they carry the whole new map) or from content-addressed map archives, the
-   adapter's floor is taken from that map and the recorded version compared with it. A
-   ``permit`` below the floor or of a missing or invalid version, a permit of an adapter
-   the pinned map has no floor for, any ``warn_override``, an ``untracked`` record of an
-   adapter the pinned map has a floor for, a record that fails its own integrity checks, a
-   pinned map that cannot be resolved, and an unknown verdict are violations. A refusal
-   never is. Canary records anywhere in the slice are re-evaluated the same way: a
-   last-green step (verdict ``certify``) onto a below-floor or invalid version is a
-   violation.
+   slice (they carry the whole new map) or from content-addressed map archives, and the
+   recorded version is judged by that map's entry for the adapter with the gate's rule
+   (``verdict.assess``: below the floor, inside an affected range or listed by an
+   advisory, in the entry's ecosystem order). A ``permit`` of an unsafe version or of a
+   missing or invalid one, a permit of an adapter the pinned map does not track, any
+   ``warn_override``, an ``untracked`` record of an adapter the pinned map tracks, a
+   record that fails its own integrity checks, a pinned map that cannot be resolved, and an
+   unknown verdict are violations. A ``waived`` record stands only if the pinned map
+   carried the waiver it names, for that adapter and exact version, unexpired at the
+   record's time and covering every cause. A refusal never is a violation. Canary records
+   anywhere in the slice are re-evaluated the same way: a last-green step (verdict
+   ``certify``) onto an unsafe or invalid version is a violation (waivers never certify).
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from floorguard import canary
+from floorguard import canary, versions
+from floorguard import verdict as verdict_rule
 from floorguard._time import format_ts
 from floorguard.chain import ChainRecord, parse_any_ts
 from floorguard.errors import (
@@ -65,6 +69,7 @@ SPAWN = "adapter.spawn_preflight_receipt"
 FLOOR_UPDATE = "adapter.floor_update_receipt"
 CANARY = canary.CANARY
 PERMIT, REFUSE, WARN_OVERRIDE, UNTRACKED = "permit", "refuse", "warn_override", "untracked"
+WAIVED = "waived"
 MAX_ARCHIVE_BYTES = 64 * 1024 * 1024
 MAX_REPORTED_VIOLATIONS = 1000
 PACKAGE_MAPS = Path(__file__).with_name("maps")
@@ -264,6 +269,12 @@ class WindowProof:
                 "integrity checks, so its decision cannot be trusted",
             )
             return
+        if verdict == WAIVED:
+            # Depends on the record's time (the waiver's expiry): judged every time.
+            waived = self._judge_waived(record, adapter, alias)
+            if waived is not None:
+                self._violation(record.seq, waived)
+            return
         # Most decisions repeat (same adapter, version and map): judge each one once.
         # Only str/None values are cached; anything else is judged afresh.
         version, map_hash = receipt.get("version"), receipt.get("floor_map_hash")
@@ -310,20 +321,65 @@ class WindowProof:
         advisory = floor_map.get(adapter) if isinstance(adapter, str) else None
         if verdict == UNTRACKED:
             if advisory is not None:
-                return (
-                    f"untracked {quoted}, but the pinned map has the floor "
-                    f"{advisory.min_safe_version} for it"
-                )
+                floor = advisory.min_safe_version
+                if floor is None:
+                    return f"untracked {quoted}, but the pinned map has advisories for it"
+                return f"untracked {quoted}, but the pinned map has the floor {floor} for it"
             return None
         if advisory is None:
             return f"permit of {quoted}, which the pinned map has no floor for"
         floor = advisory.min_safe_version
-        if canary.parse_version(version) is None:
-            return f"permit of {quoted} with no valid version ({version!r}); floor {floor}"
-        if canary.below_floor(version, floor):
+        if canary.parse_version(version, advisory.ecosystem) is None:
+            order = versions.order_name(advisory.ecosystem)
+            return f"permit of {quoted} with no valid version ({version!r}); " + (
+                f"floor {floor}" if floor is not None else f"{order} order"
+            )
+        try:
+            # No moment: a waiver never turns a permit into anything but a violation.
+            assessment = verdict_rule.assess(advisory, str(version), at=None)
+        except versions.InvalidVersionError as exc:
+            return f"permit of {quoted}: the pinned map's entry cannot be judged: {exc}"
+        if assessment.unsafe:
             return (
-                f"permit of {_named(adapter, alias, quoted=False)} {version}, below the floor "
-                f"{floor} ({advisory.advisory_id}) of the pinned map"
+                f"permit of {_named(adapter, alias, quoted=False)} {version}, "
+                f"{_causes(assessment.causes)} of the pinned map"
+            )
+        return None
+
+    def _judge_waived(self, record: ChainRecord, adapter: object, alias: str | None) -> str | None:
+        """Why a ``waived`` spawn is not backed by a waiver of the map it pins, or None."""
+        receipt = record.receipt
+        quoted = _named(adapter, alias, quoted=True)
+        version, waiver_id = receipt.get("version"), receipt.get("waiver_id")
+        floor_map = self.maps.resolve(receipt.get("floor_map_hash"))
+        if isinstance(floor_map, str):
+            return f"waived spawn of {quoted} {floor_map}"
+        entry = floor_map.get(adapter) if isinstance(adapter, str) else None
+        if entry is None:
+            return f"waived spawn of {quoted}, which the pinned map does not track"
+        if not isinstance(version, str) or not isinstance(waiver_id, str):
+            return f"waived spawn of {quoted} names no version or no waiver id"
+        waiver = next((w for w in entry.waivers if w.id == waiver_id), None)
+        named = f"{_named(adapter, alias, quoted=False)} {version}"
+        if waiver is None:
+            return f"waived spawn of {named}: the pinned map carries no waiver {waiver_id!r} for it"
+        if waiver.version != version:
+            return f"waived spawn of {named}: waiver {waiver.id} is for version {waiver.version}"
+        moment = _moment(record.ts)
+        if moment is None or not verdict_rule.waiver_in_force(waiver, moment):
+            return (
+                f"waived spawn of {named} at {record.ts}: waiver {waiver.id} of the pinned map "
+                f"expired at {waiver.expires}"
+            )
+        try:
+            assessment = verdict_rule.assess(entry, version, at=None)
+        except versions.InvalidVersionError as exc:
+            return f"waived spawn of {named}: the pinned map's entry cannot be judged: {exc}"
+        uncovered = [cause for cause in assessment.causes if not cause.covered_by(waiver)]
+        if uncovered:
+            return (
+                f"waived spawn of {named}: waiver {waiver.id} of the pinned map does not "
+                f"cover " + "; ".join(cause.describe() for cause in uncovered)
             )
         return None
 
@@ -343,15 +399,21 @@ class WindowProof:
             self._violation(seq, f"canary certification of {adapter!r} {floor_map}")
             return
         advisory = floor_map.get(adapter) if isinstance(adapter, str) else None
-        if canary.parse_version(version) is None:
+        ecosystem = advisory.ecosystem if advisory is not None else None
+        if canary.parse_version(version, ecosystem) is None:
             self._violation(seq, f"canary certified {adapter!r} with no valid version")
-        elif advisory is not None and canary.below_floor(version, advisory.min_safe_version):
-            self._violation(
-                seq,
-                f"canary certified {adapter} {version}, below the floor "
-                f"{advisory.min_safe_version} of the pinned map (last-green must not "
-                "advance onto it)",
-            )
+        elif advisory is not None and isinstance(version, str):
+            try:
+                causes = verdict_rule.assess(advisory, version, at=None).causes
+            except versions.InvalidVersionError as exc:
+                self._violation(seq, f"canary certified {adapter} {version}: {exc}")
+                return
+            if causes:
+                self._violation(
+                    seq,
+                    f"canary certified {adapter} {version}, {_causes(causes, ids=False)} "
+                    "of the pinned map (last-green must not advance onto it)",
+                )
 
     # -- the verdict --
 
@@ -499,6 +561,17 @@ class WindowProof:
         return found
 
 
+def _causes(causes: tuple[verdict_rule.Cause, ...], *, ids: bool = True) -> str:
+    """The causes as a reason names them: a floor as it always read, each advisory with
+    its aliases and how it affects the version."""
+    return "; ".join(
+        (c.detail + (f" ({c.advisory_id})" if ids else ""))
+        if c.is_floor
+        else f"affected by {c.describe()}"
+        for c in causes
+    )
+
+
 def _named(adapter: object, alias: str | None, *, quoted: bool) -> str:
     """The adapter as a reason names it: ``aider (requested as 'codey')`` when the host
     asked for it under another name."""
@@ -582,7 +655,7 @@ def render_text(report: ProofReport) -> str:
             f"{piece.records} record(s), seq {piece.first_seq}..{piece.last_seq}, "
             f"{piece.first_ts} to {piece.last_ts}, chain {piece.chain_id}, head {piece.head}",
             f"window {start} .. {end}: {report.evaluated} spawn record(s) re-evaluated, "
-            "none permitted below its floor",
+            "none allowed while unsafe under its map",
         ]
         if report.checkpoint is not None:
             lines.append(

@@ -2,6 +2,9 @@
 
 - A preflight with a warm detection cache and its durable append, against one bare durable
   SQLite insert of a row of the same size with the same PRAGMAs: target at most 2x.
+- The same against a map of 50 advisories per adapter (three ranges and a listed version
+  each), for a PyPI and an npm (SemVer) adapter whose version is outside every one of them,
+  so that every range is compared: target at most 2x.
 - ``import floorguard`` against ``python -c pass``: target at most +15 ms.
 (The cached detection against a real node ``--version`` is in test_bench_detect.py.)
 """
@@ -18,6 +21,7 @@ import pytest
 from helpers.bench import BareDurableTable
 
 import floorguard
+from floorguard import active_map
 from floorguard.chain import AuditChain
 
 pytestmark = pytest.mark.perf
@@ -48,6 +52,71 @@ def test_bench_preflight_against_a_bare_durable_insert(
         f"\npreflight (warm cache, durable append): median {statistics.median(ours) * 1e6:.0f} us;"
         f" bare durable insert {statistics.median(bare) * 1e6:.0f} us; ratio {ratio:.2f}x"
         " (target <= 2x)"
+    )
+    assert len(list(AuditChain.from_env().export_lines())) == rounds + 1
+
+
+def _many_advisories(ecosystem: str, pre: str) -> dict[str, object]:
+    from helpers.advisory_maps import advisory, entry, span
+
+    advisories = [
+        advisory(
+            f"GHSA-{n:04d}-0000-0000",
+            span(f"{n}.0.0{pre}", fixed=f"{n}.1.0"),
+            span(f"{n}.2.0", last_affected=f"{n}.2.9"),
+            span(f"{n}.5.0", fixed=f"{n}.5.3"),
+            versions=(f"{n}.7.1",),
+            aliases=(f"CVE-2025-{n:04d}",),
+        )
+        for n in range(1, 51)
+    ]
+    return entry(ecosystem, *advisories)
+
+
+# ecosystem: (adapter, its --version line, the pre-release that starts each first range)
+CASES = {
+    "PyPI": ("aider", "aider 60.0.0", "a1"),
+    "npm": ("claude", "60.0.0 (Claude Code)", "-alpha.1"),
+}
+
+
+@pytest.mark.parametrize("ecosystem", sorted(CASES))
+def test_bench_preflight_with_50_advisories_per_adapter(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ecosystem: str
+) -> None:
+    adapter, line, pre = CASES[ecosystem]
+    from helpers.advisory_maps import extended_module
+
+    rounds = 300
+    entries = {name: _many_advisories(ecosystem, pre) for name in ("aider", "claude", "gemini")}
+    module = tmp_path / "floor_map.py"
+    module.write_text(extended_module(entries), encoding="utf-8")
+    # The map in force is read from this file (parsed, hash-checked) as from the package's.
+    monkeypatch.setattr(active_map, "BUILTIN_MAP_FILE", module)
+    monkeypatch.setenv("FLOORGUARD_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("FLOORGUARD_ADAPTER_FLOOR_POLICY", raising=False)
+    monkeypatch.delenv("FLOORGUARD_FLOOR_MAP", raising=False)
+    binary = tmp_path / adapter
+    binary.write_text(f"#!/bin/sh\necho '{line}'\n")
+    binary.chmod(0o755)
+    first = floorguard.preflight(adapter, binary=str(binary))  # warm
+    assert first.verdict == "permit", first.reason
+    assert "outside the affected versions of 50 advisories" in first.reason
+    row = next(AuditChain.from_env().export_lines())
+
+    table = BareDurableTable(tmp_path / "bare.sqlite3")
+    ours, bare = [], []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        floorguard.preflight(adapter, binary=str(binary))
+        ours.append(time.perf_counter() - started)
+        bare.append(table.timed_insert(row))
+    table.close()
+    ratio = statistics.median(ours) / statistics.median(bare)
+    print(
+        f"\npreflight, 50 advisories x 3 ranges ({ecosystem}): median "
+        f"{statistics.median(ours) * 1e6:.0f} us; bare durable insert "
+        f"{statistics.median(bare) * 1e6:.0f} us; ratio {ratio:.2f}x (target <= 2x)"
     )
     assert len(list(AuditChain.from_env().export_lines())) == rounds + 1
 

@@ -1,0 +1,83 @@
+"""``floorctl import osv SOURCE... --out FEED``: OSV records to a schema-3 feed."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import click
+
+from floorctl import atomic, osv, osv_sources
+from floorctl.commands._output import emit_json, json_option, notice
+from floorctl.errors import RecordError
+
+
+@click.group("import")
+def group() -> None:
+    """Turn advisories published elsewhere into a floorctl feed."""
+
+
+@group.command("osv")
+@click.argument("sources", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="The schema-3 feed to write (atomically; only if the import succeeds).",
+)
+@click.option(
+    "--package",
+    "packages",
+    multiple=True,
+    metavar="ECOSYSTEM:NAME=ADAPTER",
+    help="Also map this npm package or PyPI distribution to ADAPTER (repeatable); "
+    "the catalog's packages are always mapped.",
+)
+@click.option(
+    "--skip-invalid",
+    is_flag=True,
+    help="Report each invalid record on stderr, count it and go on (default: stop at the "
+    "first, writing nothing).",
+)
+@json_option
+def command(
+    sources: tuple[Path, ...],
+    out: Path,
+    packages: tuple[str, ...],
+    skip_invalid: bool,
+    as_json: bool,
+) -> None:
+    """Import OSV records from each SOURCE: a record file (one record or an array), a
+    folder tree of them (the GitHub advisory database layout), or a zip (the OSV export
+    ``all.zip``). Only npm and PyPI packages that map to an adapter are kept; counts go
+    to stderr (and with --json to stdout)."""
+    package_map = osv.package_map(packages)
+    progress = _progress if sys.stderr.isatty() else None
+
+    def items() -> Iterator[osv_sources.Item]:
+        for source in sources:
+            yield from osv_sources.iter_source(source)
+
+    result = osv.import_records(
+        items(),
+        package_map,
+        skip_invalid=skip_invalid,
+        on_invalid=_report_invalid,
+        progress=progress,
+    )
+    text = json.dumps(result.feed, indent=2, ensure_ascii=False) + "\n"
+    atomic.write_atomic(out, text.encode("utf-8"))
+    notice(f"floorctl: wrote {out}: {result.counts.describe()}")
+    if as_json:
+        emit_json({"out": str(out), **result.counts.as_json()})
+
+
+def _report_invalid(error: RecordError) -> None:
+    for source, path, message in error.problems:
+        notice(f"floorctl: warning: {source}: {path}: {message}; invalid record skipped")
+
+
+def _progress(count: int) -> None:
+    click.echo(f"floorctl: import osv: {count:,} records read", err=True)
