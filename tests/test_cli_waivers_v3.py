@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from helpers.cli import floorctl
+from hosts import Host, write_script
 
 from floorguard import verdict
 from floorguard._time import parse_ts
@@ -228,3 +229,52 @@ def test_removing_the_waiver_leaves_the_advisories_and_says_so(project: Path) ->
     entry = claude(project)
     assert entry.waivers == () and len(entry.advisories) == 2
     assert verdict.assess(entry, "2.0.0-beta.3", at=parse_ts(NOW)).waiver is None
+
+
+HOST_PREFLIGHT = r"""
+import dataclasses, json, sys
+import floorguard
+try:
+    d = floorguard.preflight("claude", binary=sys.argv[1])
+except floorguard.SpawnRefused as exc:
+    d = exc.decision
+print(json.dumps(dataclasses.asdict(d)))
+"""
+
+
+def test_the_refreshed_waiver_is_what_the_runtime_enforces_and_proves(
+    project: Path, tmp_path: Path
+) -> None:
+    # floorctl writes the waiver; the real runtime, given that module, waives exactly that
+    # version; after a refresh without it, the next spawn is refused; verify chain proves
+    # both records against the maps the refreshes archived.
+    assert refresh(project, waiver())[0] == 0
+    host = Host(tmp_path / "host", {})
+    module = project / "project" / MODULE
+
+    def spawn(printed: str) -> dict[str, Any]:
+        folder = tmp_path / "bin" / printed
+        folder.mkdir(parents=True, exist_ok=True)
+        script = write_script(folder / "claude", f"echo '{printed} (Claude Code)'")
+        host.set_map(module.read_text())
+        done = host.python("-c", HOST_PREFLIGHT, str(script))
+        assert done.returncode == 0, done.stderr
+        return dict(json.loads(done.stdout))
+
+    waived, other = spawn("2.0.0-beta.3"), spawn("2.0.0-beta.4")
+    assert (waived["verdict"], waived["waiver_id"]) == ("waived", "WVR-0001")
+    assert (other["verdict"], other["waiver_id"]) == ("refuse", None)
+    assert run(project, "refresh", "--feed", "feed.json", *RECORDED)[0] == 0
+    later = spawn("2.0.0-beta.3")
+    assert (later["verdict"], later["waiver_id"]) == ("refuse", None)
+    home = {"FLOORGUARD_HOME": str(host.home)}
+    state = tmp_path / "state"
+    exported = floorctl("chain", "export", "--out", "s.jsonl", cwd=tmp_path, state=state, **home)
+    assert exported.returncode == 0, exported.stderr
+    maps = project / "project" / MODULE.parent / "maps"
+    done = floorctl(
+        "verify", "chain", "s.jsonl", "--key-file", str(host.home / "chain.key"),
+        "--maps", str(maps), "--json", cwd=tmp_path, state=state, **home,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout)["proven"] is True
