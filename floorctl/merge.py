@@ -291,6 +291,11 @@ def _weakenings(name: str, before: Advisory, after: Advisory) -> list[str]:
         if not successors:
             found.append(f"removes advisory {advisory.id} of {name}")
             continue
+        if before.ecosystem == ecosystem and any(
+            set(advisory.affected) <= set(a.affected) and set(advisory.versions) <= set(a.versions)
+            for a in successors
+        ):
+            continue  # every range and version still stated as it was: nothing to compute
         try:
             gap = coverage.uncovered(
                 coverage.of_advisory(advisory),

@@ -206,16 +206,26 @@ def _by_reference(receipt: dict[str, Any], refresh: RefreshPlan) -> dict[str, An
         if key not in ("new_floor_map", "diff", "conflicts")
     }
     changes = refresh.diff
+    counts = {
+        "added": len(changes.added),
+        "removed": len(changes.removed),
+        "changed": len(changes.changed),
+        "lowered": len(changes.lowered),
+    }
+    if changes.extended:  # floor-only maps keep exactly the counts they always had
+        counts.update(
+            advisories_added=len(changes.advisories_added),
+            advisories_removed=len(changes.advisories_removed),
+            advisories_changed=len(changes.advisories_changed),
+            waivers_added=len(changes.waivers_added),
+            waivers_removed=len(changes.waivers_removed),
+            waivers_changed=len(changes.waivers_changed),
+        )
     compact.update(
         {
             "new_floor_map_adapters": len(refresh.new_map),
             "diff_digest": content_address(receipt["diff"]),
-            "diff_counts": {
-                "added": len(changes.added),
-                "removed": len(changes.removed),
-                "changed": len(changes.changed),
-                "lowered": len(changes.lowered),
-            },
+            "diff_counts": counts,
             "conflicts_digest": content_address(receipt["conflicts"]),
             "conflicts_count": len(refresh.conflicts),
         }

@@ -633,7 +633,8 @@ def test_arbitrary_json_documents_raise_only_feed_error(document: Any) -> None:
     except FeedError as refused:
         assert all(file == SOURCE and path.startswith("$") for file, path, _ in refused.problems)
     else:
-        assert result.schema_version == 1
+        # Version 3 needs no identity fields: {"schema_version": 3, "adapters": {}} is valid.
+        assert result.schema_version in (1, 3)
 
 
 def test_shortens_a_huge_key_in_the_reported_path() -> None:

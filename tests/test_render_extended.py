@@ -27,7 +27,8 @@ from floorctl.render import (
 )
 from floorctl.splice import BEGIN, END, splice, split_module
 from floorguard.active_map import parse_map_module
-from floorguard.floormap import entries_hash
+from floorguard.errors import FloorMapError
+from floorguard.floormap import entries_hash, from_entries
 
 FLOOR = {"min_safe_version": "1.0.20", "advisory_id": "BSA-0002", "note": "Upgrade."}
 ADVISORY = {
@@ -139,8 +140,6 @@ _GOOD = '{"ecosystem": "npm", "advisories": [], "waivers": []}'
         '{"ecosystem": npm, "advisories": [], "waivers": []}',
         '{"ecosystem": "npm", "advisories": [[[[[[["deep"]]]]]]], "waivers": []}',
         '{"ecosystem": "npm", "advisories": [], "waivers": [], "code": "x"}',
-        '{"ecosystem": "cargo", "advisories": [], "waivers": []}',
-        '{"ecosystem": "npm", "advisories": [{"id": "A"}], "waivers": []}',
         '{"ecosystem": "npm", "advisories": [], "waivers": [], "ecosystem": "PyPI"}',
     ],
 )
@@ -148,6 +147,26 @@ def test_read_block_refuses_anything_but_the_data_of_an_extended_entry(claude: s
     read_block(_block_with(_GOOD), "m.py")  # the frame itself is data
     with pytest.raises(ModuleError, match="floor-map block holds something other than data"):
         read_block(_block_with(claude), "m.py")
+
+
+@pytest.mark.parametrize(
+    "claude",
+    [
+        '{"ecosystem": "cargo", "advisories": [], "waivers": []}',
+        '{"ecosystem": "npm", "advisories": [{"id": "A"}], "waivers": []}',
+        '{"ecosystem": "npm", "advisories": []}',
+        '{"min_safe_version": "1.0.0", "advisories": [], "waivers": []}',
+    ],
+)
+def test_literal_data_of_the_wrong_shape_is_refused_before_use(claude: str) -> None:
+    # Data only, so the gate lets it through; the model refuses it before anything uses
+    # or hashes it (refresh, verify and the runtime all build the map first).
+    entries = read_block(_block_with(claude), "m.py").entries
+    with pytest.raises(FloorMapError):
+        from_entries(entries)
+    text = splice(split_module(f"{BEGIN}\n{END}\n", "m.py"), _block_with(claude))
+    with pytest.raises(FloorMapError):
+        parse_map_module(text, "m.py")
 
 
 # --- injection: every new string field, rendered as an inert literal ---------------------------
