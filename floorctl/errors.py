@@ -17,6 +17,11 @@ class FeedError(FloorctlError):
         super().__init__(f"{first[0]}: {first[1]}: {first[2]}{more}")
 
 
+class WaiversError(FeedError):
+    """A waivers document is unreadable or invalid, or a waiver does not fit the floor map.
+    ``problems`` lists every (file, JSON path, message), as for a feed."""
+
+
 class RecordError(FeedError):
     """An OSV record (or the file or zip member holding it) is unreadable or invalid.
     ``problems`` lists (file or ``ZIP!member``, JSON path, message), as for a feed."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from floorctl import atomic, locking, merge, render, splice
+from floorctl import atomic, locking, merge, render, splice, waivers
 from floorctl.errors import (
     ConcurrentUpdate,
     DowngradeRefused,
@@ -24,8 +24,10 @@ from floorctl.errors import (
     ModuleError,
 )
 from floorctl.feeds import Feed
+from floorctl.waivers import WaiversDocument
 from floorguard import receipts
 from floorguard._canonical import canonical_bytes, content_address
+from floorguard._time import parse_ts
 from floorguard.chain import MAX_RECEIPT_BYTES, canonical_json
 from floorguard.errors import UnreadableFileError
 from floorguard.files import read_regular
@@ -61,6 +63,8 @@ class RefreshPlan:
     # The time expiry was judged against, and whether it came from the clock or --now.
     reference_time: str | None = None
     reference_time_source: str | None = None
+    # The waivers document attached to the map (None: the map holds no waivers).
+    waivers: WaiversDocument | None = None
 
     @property
     def stale(self) -> bool:
@@ -78,8 +82,11 @@ def plan(
     allow_downgrade: bool = False,
     reference_time: str | None = None,
     reference_time_source: str | None = None,
+    waiver_document: WaiversDocument | None = None,
 ) -> RefreshPlan:
-    """Decide the new module text. Raises DriftError, DowngradeRefused, ModuleError, RenderError."""
+    """Decide the new module text. Raises DriftError, DowngradeRefused, ModuleError,
+    RenderError, WaiversError (a waiver that does not fit the map, or is expired at
+    ``reference_time``, which waivers need)."""
     template = render.load_template(template_name)
     split, current = render.read_module(module_text, str(module))
     old_map = from_entries(current.entries)
@@ -92,19 +99,20 @@ def plan(
             "re-run with --force to overwrite it"
         )
     merged = merge.merge([(feed.source, feed.floor_map) for feed in feeds])
-    changes = merge.diff(old_map, merged.floor_map)
+    new_map = _with_waivers(merged.floor_map, waiver_document, reference_time)
+    changes = merge.diff(old_map, new_map)
     if changes.is_downgrade and not allow_downgrade:
         raise DowngradeRefused(
             f"{module}: refusing a downgrade: the new map {', '.join(changes.reasons())}; "
             "pass --allow-downgrade to accept it (the receipt records that)"
         )
-    new_hash = floor_map_hash(merged.floor_map)
+    new_hash = floor_map_hash(new_map)
     unchanged = changes.empty and not drift and current.stated_hash == new_hash
     new_version = current.map_version if unchanged else current.map_version + 1
     new_text = module_text
     if not unchanged:
         block = render.render_block(
-            template, to_entries(merged.floor_map), map_hash=new_hash, map_version=new_version
+            template, to_entries(new_map), map_hash=new_hash, map_version=new_version
         )
         new_text = splice.splice(split, block)
     return RefreshPlan(
@@ -113,7 +121,7 @@ def plan(
         old_text=module_text,
         new_text=new_text,
         old_map=old_map,
-        new_map=merged.floor_map,
+        new_map=new_map,
         # The map legitimately in force is the one the block vouches for.
         old_hash=current.stated_hash if current.stated_hash is not None else data_hash,
         new_hash=new_hash,
@@ -127,7 +135,23 @@ def plan(
         downgrade_allowed=allow_downgrade,
         reference_time=reference_time,
         reference_time_source=reference_time_source,
+        waivers=waiver_document,
     )
+
+
+def _with_waivers(
+    merged: FloorMap, document: WaiversDocument | None, reference_time: str | None
+) -> FloorMap:
+    """The merged map with exactly the document's waivers, judged at the reference time.
+
+    Feeds never carry waivers, so without a document the map holds none: a refresh without
+    --waivers drops the ones the module held (which only tightens). Raises WaiversError.
+    """
+    if document is None:
+        return merged
+    if reference_time is None:
+        raise ValueError("attaching waivers needs the reference time")
+    return waivers.attach(merged, document, at=parse_ts(reference_time))
 
 
 def update_receipt(refresh: RefreshPlan, *, ts: str | None = None) -> dict[str, Any]:
@@ -161,6 +185,8 @@ def update_receipt(refresh: RefreshPlan, *, ts: str | None = None) -> dict[str, 
             "downgrade_allowed": refresh.downgrade_allowed,
             "conflicts": [conflict.describe() for conflict in refresh.conflicts],
             "feeds": [f.identity() for f in refresh.feeds],
+            # Only with --waivers: a receipt of feeds alone keeps today's exact fields.
+            **({"waivers": refresh.waivers.identity()} if refresh.waivers else {}),
             "changed": refresh.stale,
             "forced": refresh.forced,
             "template": refresh.template,

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from floorctl import feeds, fetch, freshness, keys, trust
+from floorctl import feeds, fetch, freshness, keys, trust, waivers
 from floorctl import refresh as refreshing
 from floorctl.commands._feedopts import feed_options, progress, reference_time
 from floorctl.commands._output import emit_json, json_option, notice
@@ -96,6 +96,14 @@ def _load(
     "--anchor", is_flag=True, help="Append the update receipt to the audit chain. Needs --write."
 )
 @click.option(
+    "--waivers",
+    "waivers_file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    metavar="FILE",
+    help="A waivers document: its waivers are written into the map (hashed, diffed and "
+    "signed). Without it the map keeps no waivers. Expiry is judged at --now.",
+)
+@click.option(
     "--signing-key",
     type=click.Path(path_type=Path, dir_okay=False),
     help="Private key for the receipt (default: $FLOORCTL_SIGNING_KEY, else a dev key).",
@@ -113,6 +121,7 @@ def command(
     allow_downgrade: bool,
     receipt_out: Path | None,
     anchor: bool,
+    waivers_file: Path | None,
     signing_key: Path | None,
     trusted_keys: Path | None,
     require_signed: bool,
@@ -155,6 +164,7 @@ def command(
         for source in sources
     ]
     loaded = [feed for feed, _ in results]
+    waiver_document = waivers.load_waivers(waivers_file) if waivers_file is not None else None
     state_path = state_file or freshness.default_path(environ)
 
     def decide() -> tuple[refreshing.RefreshPlan, freshness.FreshnessState]:
@@ -169,6 +179,7 @@ def command(
             allow_downgrade=allow_downgrade,
             reference_time=format_ts(now),
             reference_time_source=now_source,
+            waiver_document=waiver_document,
         )
         return made, accepted
 
