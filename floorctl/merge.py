@@ -12,6 +12,7 @@ from typing import Any
 from floorctl import advisories, coverage
 from floorctl.errors import MergeConflict
 from floorguard import versions
+from floorguard.catalog import ecosystem_of
 from floorguard.floormap import Advisory, FloorMap, from_entries, to_entries
 
 FIELDS = ("min_safe_version", "advisory_id", "note")
@@ -71,6 +72,8 @@ def _merge_adapter(
         says = ", ".join(f"{source} says {ecosystem}" for source, ecosystem in stated)
         raise MergeConflict(f"{name}: feeds state different ecosystems ({says})")
     ecosystem = ecosystems[0] if ecosystems else None
+    # Floors and ranges compare in the order the runtime will use (floormap.Advisory.order).
+    order = ecosystem if ecosystem is not None else ecosystem_of(name)
     floors = [
         (source, claim, claim.min_safe_version)
         for source, claim in claims
@@ -78,13 +81,18 @@ def _merge_adapter(
     ]
     winner: tuple[str, Advisory, str] | None = None
     for source, claim, floor in floors:
-        if not versions.is_valid(floor, ecosystem):
+        if not versions.is_valid(floor, order):
+            said = (
+                f"{stated[0][0]} says the adapter is in the {ecosystem} ecosystem"
+                if stated
+                else f"{name} is an {order} CLI (its versions compare by "
+                f"{versions.order_name(order)})"
+            )
             raise MergeConflict(
                 f"{name}: the floor {floor!r} from {source} is not a valid "
-                f"{versions.order_name(ecosystem)} version, and {stated[0][0]} says the "
-                f"adapter is in the {ecosystem} ecosystem"
+                f"{versions.order_name(order)} version, and {said}"
             )
-        if winner is None or versions.compare(floor, winner[2], ecosystem) > 0:
+        if winner is None or versions.compare(floor, winner[2], order) > 0:
             winner = (source, claim, floor)
     conflict = None
     if winner is not None and len({_floor_of(claim) for _, claim, _ in floors}) > 1:
@@ -103,7 +111,7 @@ def _merge_adapter(
         return entry, conflict  # floor only: exactly the form (and hash) of schema 1 and 2
     if ecosystem is not None:
         entry["ecosystem"] = ecosystem
-    entry["advisories"] = advisories.union(found, ecosystem)
+    entry["advisories"] = advisories.union(found, order)
     entry["waivers"] = [waivers[key] for key in sorted(waivers)]
     return entry, conflict
 
@@ -273,7 +281,7 @@ def _floor_lowered(before: Advisory, after: Advisory) -> bool:
     if after.min_safe_version is None:
         return True
     try:
-        return versions.is_below(after.min_safe_version, before.min_safe_version, after.ecosystem)
+        return versions.is_below(after.min_safe_version, before.min_safe_version, after.order)
     except versions.InvalidVersionError:
         return True
 
@@ -281,17 +289,20 @@ def _floor_lowered(before: Advisory, after: Advisory) -> bool:
 def _weakenings(name: str, before: Advisory, after: Advisory) -> list[str]:
     """Advisories removed or narrowed, and a change between two stated ecosystems."""
     found: list[str] = []
-    ecosystem = after.ecosystem
-    if before.ecosystem is not None and before.ecosystem != ecosystem:
+    ecosystem = after.order
+    if versions.order_name(before.order) != versions.order_name(ecosystem):
         # Versions compare in another order now: nothing shown before still holds.
-        found.append(f"changes the ecosystem of {name} from {before.ecosystem} to {ecosystem}")
+        found.append(
+            f"changes the ecosystem of {name} from {before.order or 'none (PEP 440)'} to "
+            f"{ecosystem or 'none (PEP 440)'}"
+        )
     for advisory in before.advisories:
         names = set(advisory.names())
         successors = [a for a in after.advisories if names & set(a.names())]
         if not successors:
             found.append(f"removes advisory {advisory.id} of {name}")
             continue
-        if before.ecosystem == ecosystem and any(
+        if before.order == ecosystem and any(
             set(advisory.affected) <= set(a.affected) and set(advisory.versions) <= set(a.versions)
             for a in successors
         ):

@@ -379,7 +379,7 @@ def _fit(floor_map: floormap.FloorMap, item: DocumentWaiver, at: _dt.datetime) -
     try:
         causes = verdict.assess(entry, waiver.version, at=None).causes
     except versions.InvalidVersionError:
-        order = versions.order_name(entry.ecosystem)
+        order = versions.order_name(entry.order)
         found.append((("version",), f"{shown} is not a valid {order} version ({adapter}'s order)"))
         return found
     if not causes:

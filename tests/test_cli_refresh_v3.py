@@ -296,6 +296,21 @@ def test_a_v1_floor_that_is_not_semver_is_refused_naming_both_feeds(project: Pro
     assert "'1.0' from v1.json is not a valid SemVer version" in line and "v3.json" in line
 
 
+def test_a_v1_floor_of_an_npm_cli_must_be_semver_even_alone(project: Project) -> None:
+    # claude is an npm CLI: the runtime compares its versions by SemVer, so a floor that is
+    # no SemVer version could never be applied; refresh says so instead of writing it.
+    floor_of = {"min_safe_version": "1.0", "advisory_id": "BSA-9", "note": "n"}
+    project.feed("v1.json", {"schema_version": 1, "adapters": {"claude": floor_of}})
+    before = project.module.read_bytes()
+    line = one_error_line(project.write("v1.json"))
+    assert "'1.0' from v1.json is not a valid SemVer version" in line
+    assert "claude is an npm CLI" in line
+    assert project.module.read_bytes() == before
+    # The same floor for a PyPI CLI is a PEP 440 version, as schema 1 always meant.
+    project.feed("aider.json", {"schema_version": 1, "adapters": {"aider": floor_of}})
+    assert project.write("aider.json").returncode == 0
+
+
 # --- downgrades ---------------------------------------------------------------------------------
 
 

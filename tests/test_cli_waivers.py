@@ -218,7 +218,7 @@ SEMANTIC_REFUSALS: dict[str, tuple[dict[str, Any], tuple[str, ...], str, str]] =
     "adapter_not_in_map": (waiver(adapter="codex"), (), "$.waivers[0].adapter", "not in the"),
     "version_not_refused": (waiver(version="1.0.20"), (), "$.waivers[0].version", "not refused"),
     "version_above_floor": (waiver(version="2.0.0"), (), "$.waivers[0].version", "not refused"),
-    "version_invalid": (waiver(version="1.0.x"), (), "$.waivers[0].version", "PEP 440"),
+    "version_invalid": (waiver(version="1.0.x"), (), "$.waivers[0].version", "SemVer"),
     "advisory_not_in_entry": (
         waiver(advisories=["GHSA-aaaa-bbbb-cccc"]), (), "$.waivers[0].advisories[0]", "not an id"
     ),

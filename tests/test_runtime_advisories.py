@@ -150,14 +150,33 @@ def test_a_pep_440_spelling_is_an_unknown_version_of_an_npm_adapter(tmp_path: Pa
     assert warned["verdict"] == "warn_override"
 
 
-def test_a_semver_only_version_is_unknown_under_a_floor_only_map(tmp_path: Path) -> None:
-    # A schema 1/2 floor compares by PEP 440: a nightly is not translated into it.
-    floor_only = {"min_safe_version": "0.1.0", "advisory_id": "BSA-0004", "note": "n"}
+def test_an_npm_cli_under_a_schema_1_floor_compares_by_semver(tmp_path: Path) -> None:
+    # gemini is an npm CLI (the catalog says so): its versions are SemVer whatever the
+    # schema of the feed its floor came from. Read as PEP 440, 0.6.0-preview.1 would be
+    # 0.6.0rc1, equal to this floor, and permitted; by SemVer "preview" sorts before "rc".
+    floor_only = {"min_safe_version": "0.6.0-rc.1", "advisory_id": "BSA-0004", "note": "n"}
     host = Host(tmp_path / "host", {"gemini": floor_only})
-    (decision,) = decide(host, tmp_path, "gemini", ["0.5.0-nightly.20250911.a1b2c3"])
-    assert decision["verdict"] == "refuse"
-    assert "unknown version of gemini" in decision["reason"]
-    assert "PEP 440" in decision["reason"]
+    cases = ["0.6.0-preview.1", "0.6.0-nightly.20250911.a1b2c3", "0.6.0-rc.2", "0.6.0rc2"]
+    preview, nightly, rc2, pep440 = decide(host, tmp_path, "gemini", cases)
+    assert preview["verdict"] == "refuse"
+    assert "below the floor 0.6.0-rc.1" in preview["reason"]
+    assert nightly["verdict"] == "refuse"  # "nightly" sorts before "rc" too
+    assert rc2["verdict"] == "permit"
+    # A PEP 440 spelling is no SemVer version: unknown, never translated.
+    assert pep440["verdict"] == "refuse"
+    assert "unknown version of gemini" in pep440["reason"]
+    assert "SemVer" in pep440["reason"]
+
+
+def test_a_pypi_cli_under_a_schema_1_floor_keeps_pep_440(tmp_path: Path) -> None:
+    floor_only = {"min_safe_version": "0.60.0", "advisory_id": "BSA-0001", "note": "n"}
+    host = Host(tmp_path / "host", {"aider": floor_only})
+    rc, nightly = decide(host, tmp_path, "aider", ["0.60.0rc1", "0.61.0-nightly.2025.a1b2c3"])
+    assert rc["verdict"] == "refuse"
+    assert "below the floor 0.60.0" in rc["reason"]
+    assert nightly["verdict"] == "refuse"
+    assert "unknown version of aider" in nightly["reason"]
+    assert "PEP 440" in nightly["reason"]
 
 
 def test_floor_and_advisory_together_last_affected_listed_versions_and_aliases(

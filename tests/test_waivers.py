@@ -254,7 +254,7 @@ def test_no_waivers_strips_the_ones_the_map_held() -> None:
     [
         (waiver(adapter="codex"), "$.waivers[0].adapter", "not in the floor map"),
         (waiver(version="1.0.20"), "$.waivers[0].version", "not refused"),
-        (waiver(version="1.0.x"), "$.waivers[0].version", "not a valid PEP 440 version"),
+        (waiver(version="1.0.x"), "$.waivers[0].version", "not a valid SemVer version"),
         (waiver(advisories=["BSA-0002"]), "$.waivers[0].advisories[0]", 'name the floor "floor"'),
         (waiver(advisories=["floor", "GHSA-aaaa-bbbb-cccc"]), "$.waivers[0].advisories[1]", "not"),
         (waiver(expires="2026-12-01T00:00:00Z"), "$.waivers[0].expires", "expired"),

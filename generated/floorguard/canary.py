@@ -95,7 +95,7 @@ def judge(
         raise VerificationError(f"canary result must be pass or fail, not {result!r}")
     floor = advisory.min_safe_version if advisory is not None else None
     advisory_id = advisory.advisory_id if advisory is not None else None
-    ecosystem = advisory.ecosystem if advisory is not None else None
+    ecosystem = advisory.order if advisory is not None else None
     seen = parse_version(version, ecosystem)
     if seen is None:
         return CanaryJudgement(
@@ -173,10 +173,10 @@ def input_problem(adapter: str, version: str, advisory: Advisory | None) -> str 
 
     if advisory is None:
         return f"adapter {adapter!r} is not in the floor map in force: nothing to certify"
-    seen = parse_version(version, advisory.ecosystem)
+    seen = parse_version(version, advisory.order)
     if seen is None:
-        return f"--version {version!r} is not a {versions.order_name(advisory.ecosystem)} version"
-    unlike = _unlike_floor(seen, advisory.min_safe_version, advisory.ecosystem)
+        return f"--version {version!r} is not a {versions.order_name(advisory.order)} version"
+    unlike = _unlike_floor(seen, advisory.min_safe_version, advisory.order)
     if unlike:
         return (
             f"--version {version} has {' and '.join(unlike)}, which {adapter}'s floor "
@@ -285,7 +285,7 @@ def record_run(chain: AuditChain, adapter: str, version: str, result: str) -> Ca
             "previous_last_green": current.to_json() if current is not None else None,
             "floor_map_hash": in_force.floor_map_hash,
             # The order the version was judged in, so the projection compares alike.
-            "ecosystem": advisory.ecosystem if advisory is not None else None,
+            "ecosystem": advisory.order if advisory is not None else None,
         },
     )
     record = chain.append(CANARY, receipt)

@@ -135,6 +135,17 @@ def entry_for(adapter: str) -> CatalogEntry | None:
     return CATALOG.get(adapter)
 
 
+def ecosystem_of(adapter: str) -> str | None:
+    """The package ecosystem a catalogued adapter is published in (``npm`` or ``PyPI``), or
+    None for one floorguard knows no package of (its versions compare by PEP 440)."""
+    entry = CATALOG.get(adapter)
+    if entry is None:
+        return None
+    if entry.npm_packages:
+        return "npm"
+    return "PyPI" if entry.pip_distributions else None
+
+
 def executable_for(adapter: str) -> str:
     """The executable name to look up on PATH for ``adapter``; raises DetectionError."""
     entry = entry_for(adapter)

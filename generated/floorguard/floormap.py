@@ -141,6 +141,18 @@ class Advisory:
     def has_floor(self) -> bool:
         return self.min_safe_version is not None
 
+    @property
+    def order(self) -> str | None:
+        """The ecosystem whose version order judges this entry: the one it states, else the
+        one the catalog knows the adapter from (an npm CLI's versions are SemVer under a
+        schema 1 floor too: ``0.6.0-preview.1`` is never read as ``0.6.0rc1``), else None
+        (PEP 440). Not part of the entry's data, so it leaves the hash alone."""
+        if self.ecosystem is not None:
+            return self.ecosystem
+        from floorguard.catalog import ecosystem_of
+
+        return ecosystem_of(self.adapter)
+
     def as_entry(self) -> dict[str, Any]:
         entry: dict[str, Any] = {}
         if self.min_safe_version is not None:

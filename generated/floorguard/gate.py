@@ -248,14 +248,14 @@ def _assessed(
 
     stamp = _time.format_ts(at)
     try:
-        versions.parse(version, entry.ecosystem)
+        versions.parse(version, entry.order)
     except versions.InvalidVersionError as exc:
         # Detection accepts PEP 440 and SemVer; the entry's ecosystem decides which counts.
         override = policy == WARN
         return _Judgement(
             WARN_OVERRIDE if override else REFUSE,
             f"unknown version of {named}: {exc} (the map compares {entry.adapter} by "
-            f"{versions.order_name(entry.ecosystem)})"
+            f"{versions.order_name(entry.order)})"
             + ("; allowed by warn policy" if override else ""),
             at=stamp,
             **known,

@@ -65,7 +65,7 @@ def assess(entry: Advisory, version: str, *, at: _dt.datetime | None) -> Assessm
     version (or a bound in the entry) is not a version of the entry's ecosystem: an unknown
     version is never assumed safe. ``at`` is the moment waivers must be unexpired at; None
     looks for no waiver."""
-    ecosystem = entry.ecosystem
+    ecosystem = entry.order
     versions.parse(version, ecosystem)
     causes: list[Cause] = []
     if entry.min_safe_version is not None and versions.is_below(

@@ -329,8 +329,8 @@ class WindowProof:
         if advisory is None:
             return f"permit of {quoted}, which the pinned map has no floor for"
         floor = advisory.min_safe_version
-        if canary.parse_version(version, advisory.ecosystem) is None:
-            order = versions.order_name(advisory.ecosystem)
+        if canary.parse_version(version, advisory.order) is None:
+            order = versions.order_name(advisory.order)
             return f"permit of {quoted} with no valid version ({version!r}); " + (
                 f"floor {floor}" if floor is not None else f"{order} order"
             )
@@ -399,7 +399,7 @@ class WindowProof:
             self._violation(seq, f"canary certification of {adapter!r} {floor_map}")
             return
         advisory = floor_map.get(adapter) if isinstance(adapter, str) else None
-        ecosystem = advisory.ecosystem if advisory is not None else None
+        ecosystem = advisory.order if advisory is not None else None
         if canary.parse_version(version, ecosystem) is None:
             self._violation(seq, f"canary certified {adapter!r} with no valid version")
         elif advisory is not None and isinstance(version, str):
