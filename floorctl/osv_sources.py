@@ -22,7 +22,7 @@ from pathlib import Path
 
 from floorctl import zipstream
 from floorctl.errors import FloorctlError, RecordError
-from floorguard.files import describe_size
+from floorguard.files import describe_size, kind_of
 
 MAX_RECORD_BYTES = 4 * 1024 * 1024  # one record: a tree file or a zip member
 MAX_FILE_BYTES = 16 * 1024 * 1024  # a file named on the command line (may hold an array)
@@ -38,27 +38,13 @@ class SourceError(FloorctlError):
     folder, not a readable zip)."""
 
 
-def _kind(mode: int) -> str:
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISCHR(mode):
-        return "a character device"
-    if stat.S_ISBLK(mode):
-        return "a block device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    return "not a regular file"
-
-
 def _open_regular(path: str, *, nofollow: bool) -> tuple[int, os.stat_result]:
     """An open descriptor of the regular file ``path``; raises OSError or ValueError."""
     fd = os.open(path, _OPEN_FLAGS | (os.O_NOFOLLOW if nofollow else 0))
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise ValueError(f"not a regular file (it is {_kind(info.st_mode)})")
+            raise ValueError(f"not a regular file (it is {kind_of(info.st_mode)})")
         os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)

@@ -33,7 +33,8 @@ MAX_RECEIPT_BYTES = 128 * 1024 * 1024  # a receipt file: an envelope or a chain 
 MAX_STATE_BYTES = 16 * 1024 * 1024  # a small JSON state file kept by floorguard or floorctl
 
 
-def _kind(mode: int) -> str:
+def kind_of(mode: int) -> str:
+    """What a file that is not a regular one is, in words (from its ``st_mode``)."""
     if stat.S_ISDIR(mode):
         return "a folder"
     if stat.S_ISFIFO(mode):
@@ -74,7 +75,7 @@ def _open_checked(
     if not stat.S_ISREG(info.st_mode):
         os.close(fd)
         raise UnreadableFileError(
-            f"{path}: not a regular file (the {what} is {_kind(info.st_mode)})"
+            f"{path}: not a regular file (the {what} is {kind_of(info.st_mode)})"
         )
     return fd, info
 
