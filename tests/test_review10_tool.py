@@ -109,18 +109,19 @@ def test_import_osv_never_writes_a_feed_that_validate_refuses(project: Project, 
 def test_a_floor_moved_from_pep440_to_semver_order_is_a_downgrade(
     project: Project, tmp_path: Path
 ) -> None:
-    """claude's schema-1 floor 2.0.0-beta.2 is judged in PEP 440 order (the map has no
-    ecosystem): 2.0.0-dev.1 is a dev release below it, refused. Adding a schema-3 feed for
-    claude gives the same floor the npm ecosystem, where "dev.1" sorts after "beta.2":
-    2.0.0-dev.1 is now permitted. That is a version once refused now let through: a
-    downgrade (README: a switch of version order is one), yet it needs no --allow-downgrade.
+    """goose's schema-1 floor 2.0.0-beta.2 is judged in PEP 440 order (no ecosystem stated,
+    none in the catalog): 2.0.0-dev.1 is a dev release below it, refused. Adding a schema-3
+    feed for goose gives the same floor the npm ecosystem, where "dev.1" sorts after
+    "beta.2": 2.0.0-dev.1 would be permitted. A version once refused let through: a
+    downgrade (README: a switch of version order is one), so --allow-downgrade is needed.
+    (claude, an npm CLI in the catalog, is judged by SemVer under a schema-1 floor already.)
     """
     project.put(
         "v1.json",
         {
             "schema_version": 1,
             "adapters": {
-                "claude": {
+                "goose": {
                     "min_safe_version": "2.0.0-beta.2",
                     "advisory_id": "BSA-0001",
                     "note": "Upgrade past the beta.",
@@ -133,7 +134,7 @@ def test_a_floor_moved_from_pep440_to_semver_order_is_a_downgrade(
         {
             "schema_version": 3,
             "adapters": {
-                "claude": {
+                "goose": {
                     "ecosystem": "npm",
                     "advisories": [
                         {
@@ -150,12 +151,12 @@ def test_a_floor_moved_from_pep440_to_semver_order_is_a_downgrade(
     assert first.returncode == 0, first.stderr
     host = Host(tmp_path / "host", {})
     host.set_map(project.module.read_text())
-    before = host.preflight("claude", version="2.0.0-dev.1")
+    before = host.preflight("goose", version="2.0.0-dev.1")
     assert before["verdict"] == "refuse", before
 
     second = project.run("refresh", "--feed", "v1.json", "--feed", "osv.json", "--write")
     host.set_map(project.module.read_text())
-    after = host.preflight("claude", version="2.0.0-dev.1")
+    after = host.preflight("goose", version="2.0.0-dev.1")
     # Either the refresh is refused as a downgrade, or the version stays refused.
     assert second.returncode == 1 or after["verdict"] == "refuse", (second.stderr, after)
     if second.returncode == 1:
