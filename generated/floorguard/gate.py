@@ -329,14 +329,14 @@ def unsafe_phrase(cause: Cause) -> str:
 
 def _interpreted_version(identified: Identification, opened: Target | None) -> Detection:
     """The version of a package an interpreter runs, from the package's own metadata."""
-    from floorguard.catalog import entry_for, validate_version
+    from floorguard.catalog import validate_version
     from floorguard.detect import Detection
 
     if identified.version is None:
         raise DetectionError(
             f"{identified.via} {identified.subject}: no package metadata states its version"
         )
-    accepted = validate_version(identified.version, entry=entry_for(identified.adapter))
+    accepted = validate_version(identified.version)
     kind = "npm-metadata" if identified.via in ("node-script", "npm-package") else "pip-metadata"
     binary = str(opened.path) if opened is not None else None
     return Detection(accepted, kind, binary, identified.version_source)
