@@ -237,6 +237,31 @@ def test_waivers_unexpired_expired_wrong_version_and_uncovered(tmp_path: Path) -
     assert uncovered["advisory_id"] == "GHSA-wwww-wwww-wwww"
 
 
+def test_a_waiver_of_the_floor_never_covers_an_advisory_called_floor(tmp_path: Path) -> None:
+    # A hand-written map (no feed: feeds refuse the name) with an advisory aliased "floor".
+    # A waiver reviewed for the floor only must not waive it; naming its id as well does.
+    aliased = advisory("GHSA-aaaa-bbbb-cccc", span("0", fixed="2.0.0"), aliases=("floor",))
+    entries = {
+        "claude": entry(
+            "npm",
+            aliased,
+            floor="1.0.20",
+            waivers=(
+                waiver("WVR-0001", "1.0.10", "floor"),
+                waiver("WVR-0002", "1.0.11", "floor", "GHSA-aaaa-bbbb-cccc"),
+            ),
+        )
+    }
+    host = Host(tmp_path / "host", {})
+    host.set_map(extended_module(entries))
+    floor_only, both = decide(host, tmp_path, "claude", ["1.0.10", "1.0.11"])
+    assert floor_only["verdict"] == "refuse" and floor_only["waiver_id"] is None
+    assert "waiver WVR-0001 does not cover GHSA-aaaa-bbbb-cccc" in floor_only["reason"]
+    assert (both["verdict"], both["waiver_id"]) == ("waived", "WVR-0002")
+    done = export_and_verify(host, tmp_path, [entries])
+    assert done.returncode == 0 and json.loads(done.stdout)["proven"] is True, done.stdout
+
+
 def test_a_waiver_takes_precedence_over_the_warn_policy_and_is_logged(tmp_path: Path) -> None:
     host = Host(tmp_path / "host", {})
     host.set_map(extended_module(WAIVED_MAP))
