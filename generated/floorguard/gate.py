@@ -137,7 +137,7 @@ def judge(
     try:
         return _judge_opened(
             adapter, opened, unresolved, in_force=in_force, version=version, policy=policy,
-            environ=environ, argv=argv, cwd=cwd, at=_time.utc_now(),
+            environ=environ, argv=argv, cwd=cwd,
         )  # fmt: skip
     except Exception as exc:  # a gate that cannot judge refuses, on the record
         return _Judgement(
@@ -161,9 +161,7 @@ def _judge_opened(
     environ: Mapping[str, str],
     argv: Sequence[str] | None,
     cwd: str | os.PathLike[str] | None,
-    at: _dt.datetime,
 ) -> _Judgement:
-    """``at``: the decision time, from the clock (waivers must be unexpired then)."""
     from floorguard import detect, identify
 
     identified: Identification | None = None
@@ -231,7 +229,12 @@ def _judge_opened(
             known |= {"floor": advisory.min_safe_version, "advisory_id": advisory.advisory_id}
     if advisory is None:
         return _Judgement(UNTRACKED, f"{named} has no floor in the map", **known, **seen)
-    return _assessed(named, advisory, found.version, policy=policy, at=at, known={**known, **seen})
+    # The decision time is taken only now that the version is known: identifying and probing
+    # may take up to FLOORGUARD_PROBE_TIMEOUT, and a waiver that expired meanwhile must not
+    # waive. The receipt is stamped with this moment, before its chain record is.
+    return _assessed(
+        named, advisory, found.version, policy=policy, at=_time.utc_now(), known={**known, **seen}
+    )
 
 
 def _assessed(
