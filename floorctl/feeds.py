@@ -562,6 +562,19 @@ def _advisory_id_problem(value: str) -> str | None:
     return None
 
 
+def _listed_advisory_id_problem(value: str) -> str | None:
+    """An advisory's own id or alias (schema 3): an advisory id, and never the pseudo-id
+    "floor" in any case. Waivers name the below-floor refusal "floor"; an advisory called so
+    would be waived by a waiver reviewed for the floor only."""
+    problem = _advisory_id_problem(value)
+    if problem is None and value.casefold() == floormap.FLOOR_ID:
+        return (
+            f'{_show_value(value)} is reserved: waivers name the floor "{floormap.FLOOR_ID}", '
+            "so no advisory may be called so"
+        )
+    return problem
+
+
 def _note_problem(value: str) -> str | None:
     if not value:
         return "must not be empty (say why the floor exists)"
@@ -695,12 +708,12 @@ def _v3_advisory(
     if not keys <= _ADVISORY_KEYS or not keys >= _ADVISORY_REQUIRED:
         findings.doubtful = True
     ident = advisory.get("id")
-    if findings.string((*at, "id"), ident, _advisory_id_problem) and isinstance(ident, str):
+    if findings.string((*at, "id"), ident, _listed_advisory_id_problem) and isinstance(ident, str):
         if ident in seen:
             findings.add((*at, "id"), f"the id of advisories[{seen[ident]}] again")
         seen.setdefault(ident, index)
     for i, alias in enumerate(findings.items(advisory.get("aliases", []), MAX_ALIASES)):
-        findings.string((*at, "aliases", i), alias, _advisory_id_problem)
+        findings.string((*at, "aliases", i), alias, _listed_advisory_id_problem)
     findings.string((*at, "summary"), advisory.get("summary"), _summary_problem)
 
     def version_check(value: str) -> str | None:

@@ -23,7 +23,7 @@ from floorguard.errors import DetectionError
 # notes), and the version floorguard must read from it.
 REAL_OUTPUTS = [
     ("aider", "aider 0.86.1\n", "0.86.1"),
-    ("amp", "0.0.1755000000-g1234abc\n", "0.0.1755000000+g1234abc"),
+    ("amp", "0.0.1755000000-g1234abc\n", "0.0.1755000000-g1234abc"),
     ("claude", "1.0.51 (Claude Code)\n", "1.0.51"),
     ("codex", "codex-cli 0.5.0\n", "0.5.0"),
     ("codex", "0.1.2504211509\n", "0.1.2504211509"),
@@ -106,14 +106,13 @@ def test_accepts_semver_prerelease_that_pep_440_understands() -> None:
     assert Version("0.2.0-preview.1") < Version("0.2.0")
 
 
-def test_git_suffix_is_rewritten_only_for_adapters_that_declare_it() -> None:
-    # For gemini the suffix is a SemVer pre-release and stays as printed.
-    assert parse_version_output("gemini", "0.0.1755000000-g1234abc\n") == (
-        "0.0.1755000000-g1234abc"
-    )
-    rewritten = parse_version_output("amp", "0.0.1755000000-g1234abc\n")
-    assert rewritten == "0.0.1755000000+g1234abc"
-    assert Version(rewritten).public == "0.0.1755000000"
+def test_git_suffix_stays_a_semver_prerelease_for_every_adapter() -> None:
+    # amp is an npm CLI: "-g<hex>" is a SemVer pre-release, below the release. Rewriting it
+    # as "+g<hex>" build metadata would make SemVer order it equal to the release.
+    for adapter in ("amp", "gemini"):
+        printed = parse_version_output(adapter, "0.0.1755000000-g1234abc\n")
+        assert printed == "0.0.1755000000-g1234abc"
+        assert versions.compare(printed, "0.0.1755000000", versions.NPM) < 0
 
 
 def test_generic_parser_takes_the_single_token() -> None:

@@ -169,7 +169,7 @@ def test_caller_version_with_missing_binary_is_refused(tmp_path: Path) -> None:
     ("adapter", "output", "expected"),
     [
         ("aider", "aider 0.86.1\n", "0.86.1"),
-        ("amp", "0.0.1755000000-g1234abc\n", "0.0.1755000000+g1234abc"),
+        ("amp", "0.0.1755000000-g1234abc\n", "0.0.1755000000-g1234abc"),
         ("claude", "1.0.51 (Claude Code)\n", "1.0.51"),
         ("codex", "codex-cli 0.5.0\n", "0.5.0"),
         ("gemini", "0.1.12\n", "0.1.12"),
@@ -397,7 +397,7 @@ def test_reads_npm_metadata_of_each_npm_adapter(
     assert not marker.exists()
 
 
-def test_amp_npm_version_with_git_suffix_becomes_a_local_label(tmp_path: Path) -> None:
+def test_amp_npm_version_with_git_suffix_is_kept_as_written(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     bin_dir = npm_layout(
         tmp_path / "usr",
@@ -409,7 +409,7 @@ def test_amp_npm_version_with_git_suffix_becomes_a_local_label(tmp_path: Path) -
         bin_rel="dist/main.js",
     )
     detection = detect_version("amp", path_env=str(bin_dir), settings=FAST)
-    assert (detection.version, detection.detected_by) == ("0.0.1755000000+g1234abc", "npm-metadata")
+    assert (detection.version, detection.detected_by) == ("0.0.1755000000-g1234abc", "npm-metadata")
 
 
 def test_npm_package_with_foreign_name_falls_back_to_probe(tmp_path: Path) -> None:

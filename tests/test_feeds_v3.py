@@ -461,6 +461,24 @@ def test_refuses_malformed_advisory_ids_and_aliases(fields: dict[str, Any], path
     refused_at(with_advisory(**fields), path, "")
 
 
+@pytest.mark.parametrize("name", ["floor", "FLOOR", "Floor"])
+@pytest.mark.parametrize("field", ["id", "aliases"])
+def test_refuses_the_reserved_name_floor_as_an_advisory_id_or_alias(name: str, field: str) -> None:
+    # Waivers name the below-floor refusal "floor"; an advisory called so would be waived by
+    # a waiver reviewed for the floor only.
+    fields: dict[str, Any] = {"id": name} if field == "id" else {"aliases": ["CVE-1", name]}
+    path = f"{ADV}.id" if field == "id" else f"{ADV}.aliases[1]"
+    refused_at(with_advisory(**fields), path, f"'{name}' is reserved")
+    doc = document({"claude": entry(advisories=[advisory(**fields)])})
+    assert sorted(feeds._check(doc, 3)) == sorted(feeds._check(doc, 3, whole=True))
+
+
+def test_a_floor_may_still_be_named_floor() -> None:
+    # Only advisories are barred from the name: a floor's own advisory_id is the floor.
+    parse_feed(feed({"claude": entry(min_safe_version="1.0.0", advisory_id="floor", note="Up.")}),
+               SOURCE)  # fmt: skip
+
+
 @pytest.mark.parametrize(
     "score",
     ['9.8"', "9.8 high", "{{x}}", "a\\b", "x" * 257, "", "9.8\n", "CVSS:3.1/AV:N'"],
@@ -529,7 +547,7 @@ def _mutations() -> list[Any]:
             target[path[-1]] = value
         return changed
 
-    odd = [..., None, 1, 1.5, True, "", [], {}, "x", "1.0.0", "\n", "a" * 2000]
+    odd = [..., None, 1, 1.5, True, "", [], {}, "x", "1.0.0", "\n", "a" * 2000, "Floor"]
     leaves = [
         ("ecosystem",),
         ("min_safe_version",),
@@ -578,6 +596,7 @@ _edgy = st.one_of(
             "1.0",
             "2.0.0-rc.1",
             "GHSA-a-b",
+            "floor",
             "https://x.example/",
             "npm",
             "PyPI",

@@ -20,6 +20,7 @@ from helpers.advisory_maps import (
     waiver,
 )
 from helpers.cli import floorctl
+from helpers.proof_support import at
 from hosts import Host, receipt_in_chain, write_script
 from hypothesis import given
 from hypothesis import strategies as st
@@ -237,6 +238,31 @@ def test_waivers_unexpired_expired_wrong_version_and_uncovered(tmp_path: Path) -
     assert uncovered["advisory_id"] == "GHSA-wwww-wwww-wwww"
 
 
+def test_a_waiver_of_the_floor_never_covers_an_advisory_called_floor(tmp_path: Path) -> None:
+    # A hand-written map (no feed: feeds refuse the name) with an advisory aliased "floor".
+    # A waiver reviewed for the floor only must not waive it; naming its id as well does.
+    aliased = advisory("GHSA-aaaa-bbbb-cccc", span("0", fixed="2.0.0"), aliases=("floor",))
+    entries = {
+        "claude": entry(
+            "npm",
+            aliased,
+            floor="1.0.20",
+            waivers=(
+                waiver("WVR-0001", "1.0.10", "floor"),
+                waiver("WVR-0002", "1.0.11", "floor", "GHSA-aaaa-bbbb-cccc"),
+            ),
+        )
+    }
+    host = Host(tmp_path / "host", {})
+    host.set_map(extended_module(entries))
+    floor_only, both = decide(host, tmp_path, "claude", ["1.0.10", "1.0.11"])
+    assert floor_only["verdict"] == "refuse" and floor_only["waiver_id"] is None
+    assert "waiver WVR-0001 does not cover GHSA-aaaa-bbbb-cccc" in floor_only["reason"]
+    assert (both["verdict"], both["waiver_id"]) == ("waived", "WVR-0002")
+    done = export_and_verify(host, tmp_path, [entries])
+    assert done.returncode == 0 and json.loads(done.stdout)["proven"] is True, done.stdout
+
+
 def test_a_waiver_takes_precedence_over_the_warn_policy_and_is_logged(tmp_path: Path) -> None:
     host = Host(tmp_path / "host", {})
     host.set_map(extended_module(WAIVED_MAP))
@@ -394,11 +420,15 @@ def test_canary_refuses_to_certify_an_affected_or_waived_version(tmp_path: Path)
 # --- the window proof over records the gate did not write ---------------------------------------
 
 
-def spawn(verdict: str, version: str, entries: dict[str, Any], waiver_id: str | None) -> Any:
+def spawn(
+    verdict: str, version: str, entries: dict[str, Any], waiver_id: str | None, decided: str
+) -> Any:
+    """A spawn receipt with its decision time ``decided`` (the gate's: before its record)."""
     from helpers.proof_support import spawn_receipt
 
     receipt = spawn_receipt("aider", version, verdict, map_hash=map_hash(entries), floor=None)
     receipt["waiver_id"] = waiver_id
+    receipt["ts"] = decided
     return receipt
 
 
@@ -409,7 +439,7 @@ def prove_records(tmp_path: Path, records: list[Any], maps: list[dict[str, Any]]
     from floorguard.window_proof import prove
 
     archive = tmp_path / "maps"
-    archive.mkdir()
+    archive.mkdir(parents=True)
     for entries in maps:
         name = map_hash(entries).replace(":", "-") + ".json"
         (archive / name).write_bytes(canonical_bytes(entries))
@@ -421,11 +451,11 @@ def prove_records(tmp_path: Path, records: list[Any], maps: list[dict[str, Any]]
 def test_window_proof_refuses_a_waived_record_whose_map_lacks_the_waiver(tmp_path: Path) -> None:
     violations, proven = prove_records(
         tmp_path,
-        [spawn("waived", "2.0.1", WAIVED_MAP, "WVR-0001"),  # backed: proven
-         spawn("waived", "2.0.1", UNWAIVED_MAP, "WVR-0001"),  # the map in force had none
-         spawn("waived", "2.0.3", WAIVED_MAP, "WVR-0001"),  # another version
-         spawn("waived", "2.0.5", WAIVED_MAP, "WVR-0003"),  # does not cover GHSA-x
-         spawn("waived", "2.0.1", WAIVED_MAP, None)],
+        [spawn("waived", "2.0.1", WAIVED_MAP, "WVR-0001", at(0)),  # backed: proven
+         spawn("waived", "2.0.1", UNWAIVED_MAP, "WVR-0001", at(1)),  # the map had none
+         spawn("waived", "2.0.3", WAIVED_MAP, "WVR-0001", at(2)),  # another version
+         spawn("waived", "2.0.5", WAIVED_MAP, "WVR-0003", at(3)),  # does not cover GHSA-x
+         spawn("waived", "2.0.1", WAIVED_MAP, None, at(4))],
         [WAIVED_MAP, UNWAIVED_MAP],
     )  # fmt: skip
     assert not proven
@@ -446,22 +476,52 @@ def test_window_proof_refuses_a_waived_record_after_its_waiver_expired(tmp_path:
     violations, proven = prove_records(
         tmp_path,
         [
-            spawn("waived", "2.0.1", ending, "WVR-0009"),
-            spawn("waived", "2.0.1", ending, "WVR-0009"),
+            spawn("waived", "2.0.1", ending, "WVR-0009", at(0)),
+            spawn("waived", "2.0.1", ending, "WVR-0009", at(1)),
         ],
         [ending],
     )
     assert not proven
     assert violations == [
-        (1, "waived spawn of aider 2.0.1 at 2026-01-01T00:00:01.000000Z: waiver WVR-0009 of "
-            "the pinned map expired at 2026-01-01T00:00:01Z"),
+        (1, "waived spawn of aider 2.0.1 decided at 2026-01-01T00:00:01.000000Z: waiver "
+            "WVR-0009 of the pinned map expired at 2026-01-01T00:00:01Z"),
+    ]  # fmt: skip
+
+
+def test_a_waived_record_is_judged_at_its_receipts_time_never_later_than_its_record(
+    tmp_path: Path,
+) -> None:
+    # The waiver ends at 00:00:02; records are stamped at seq seconds. The gate decides (and
+    # dates the receipt) before it seals the record, so a waiver in force at the decision
+    # stands even when the record lands after the expiry. A receipt dated after its own
+    # record (back-dated, or forged into the waiver's lifetime) proves nothing.
+    ending = {"aider": entry("PyPI", GHSA_W, waivers=(
+        waiver("WVR-0009", "2.0.1", "GHSA-wwww-wwww-wwww", expires="2026-01-01T00:00:02Z"),
+    ))}  # fmt: skip
+    before_expiry = "2026-01-01T00:00:01.900000Z"
+    sealed_later = [
+        spawn("refuse", "2.0.1", ending, None, at(0)),
+        spawn("refuse", "2.0.1", ending, None, at(1)),
+        spawn("waived", "2.0.1", ending, "WVR-0009", before_expiry),  # sealed at 00:00:02
+    ]
+    assert prove_records(tmp_path / "later", sealed_later, [ending]) == ([], True)
+
+    sealed_earlier = [spawn("waived", "2.0.1", ending, "WVR-0009", before_expiry)]
+    violations, proven = prove_records(tmp_path / "earlier", sealed_earlier, [ending])
+    assert not proven
+    assert violations == [
+        (0, "waived spawn of aider 2.0.1: its receipt is dated 2026-01-01T00:00:01.900000Z, "
+            "after its record at 2026-01-01T00:00:00.000000Z"),
     ]  # fmt: skip
 
 
 def test_window_proof_refuses_a_permit_inside_an_advisory(tmp_path: Path) -> None:
     violations, proven = prove_records(
         tmp_path,
-        [spawn("permit", "2.1.3", WAIVED_MAP, None), spawn("permit", "2.0.1", WAIVED_MAP, None)],
+        [
+            spawn("permit", "2.1.3", WAIVED_MAP, None, at(0)),
+            spawn("permit", "2.0.1", WAIVED_MAP, None, at(1)),
+        ],
         [WAIVED_MAP],
     )
     assert not proven

@@ -38,8 +38,9 @@ class CatalogEntry:
     ``line_patterns`` are matched against whole stripped output lines (``fullmatch``) and
     capture the version in the group ``version``. ``npm_packages`` and
     ``pip_distributions`` name the packages whose metadata may vouch for the version.
-    ``git_suffix_as_local`` rewrites a trailing ``-g<hex>`` build suffix (which PEP 440
-    cannot express) as the local label ``+g<hex>``, so ordering by the public part holds.
+    Versions are kept exactly as printed: amp's ``0.0.1755000000-g1234abc`` is a SemVer
+    pre-release (below ``0.0.1755000000``), and rewriting it as ``+g1234abc`` build metadata
+    would make SemVer order it equal to the release.
     """
 
     adapter: str
@@ -49,7 +50,6 @@ class CatalogEntry:
     npm_packages: frozenset[str] = frozenset()
     pip_distributions: frozenset[str] = frozenset()
     pip_modules: frozenset[str] = frozenset()
-    git_suffix_as_local: bool = False
 
 
 def _patterns(*sources: str) -> tuple[re.Pattern[str], ...]:
@@ -69,7 +69,6 @@ _ENTRIES = (
         executable="amp",
         line_patterns=_patterns(r"{V}"),
         npm_packages=frozenset({"@sourcegraph/amp"}),
-        git_suffix_as_local=True,
     ),
     CatalogEntry(
         adapter="claude",
@@ -122,7 +121,6 @@ _ENTRIES = (
 CATALOG: Mapping[str, CatalogEntry] = MappingProxyType({e.adapter: e for e in _ENTRIES})
 
 _ADAPTER_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}", re.ASCII)
-_GIT_SUFFIX = re.compile(r"(?P<base>\d+(?:\.\d+)+)-(?P<sha>g[0-9a-f]{4,40})", re.ASCII)
 
 
 def entry_for(adapter: str) -> CatalogEntry | None:
@@ -152,15 +150,15 @@ def executable_for(adapter: str) -> str:
     return entry.executable if entry is not None else adapter
 
 
-def validate_version(text: str, *, entry: CatalogEntry | None = None) -> str:
+def validate_version(text: str) -> str:
     """Return ``text`` as an accepted version string, or raise DetectionError.
 
     The string is kept exactly as written (never normalized, never translated from one
-    ecosystem's spelling to the other's), except for the catalog's declared ``-g<hex>``
-    rewrite. It must be a valid version in at least one ecosystem floorguard knows: PEP 440
-    or SemVer 2.0.0 (npm CLIs print ``0.5.0-nightly.20250911.a1b2c3``). Which order it is
-    judged in is the map entry's ecosystem, asked when it is judged; a version that is not
-    valid there is an unknown version then.
+    ecosystem's spelling to the other's, never rewritten). It must be a valid version in at
+    least one ecosystem floorguard knows: PEP 440 or SemVer 2.0.0 (npm CLIs print
+    ``0.5.0-nightly.20250911.a1b2c3``). Which order it is judged in is the map entry's
+    ecosystem, asked when it is judged; a version that is not valid there is an unknown
+    version then.
     """
     from floorguard import versions
 
@@ -168,31 +166,24 @@ def validate_version(text: str, *, entry: CatalogEntry | None = None) -> str:
         raise DetectionError(f"version is not a string: {text!r}")
     if len(text) > MAX_VERSION_CHARS:
         raise DetectionError(f"version is longer than {MAX_VERSION_CHARS} characters")
-    candidate = text
-    if entry is not None and entry.git_suffix_as_local:
-        match = _GIT_SUFFIX.fullmatch(text)
-        if match is not None:
-            candidate = f"{match.group('base')}+{match.group('sha')}"
     # PEP 440 first: semver is imported only for what packaging refuses.
-    if not versions.is_valid(candidate, versions.PYPI) and not versions.is_valid(
-        candidate, versions.NPM
-    ):
+    if not versions.is_valid(text, versions.PYPI) and not versions.is_valid(text, versions.NPM):
         raise DetectionError(f"not a valid PEP 440 or SemVer version: {text!r}")
-    return candidate
+    return text
 
 
 def _distinct(versions: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(versions))
 
 
-def _decide(found: list[str], entry: CatalogEntry | None) -> str:
+def _decide(found: list[str]) -> str:
     if not found:
         raise DetectionError("no version found in the output")
     if len(found) > 1:
         shown = ", ".join(_shorten(v) for v in found[:5])
         more = f" and {len(found) - 5} more" if len(found) > 5 else ""
         raise DetectionError(f"ambiguous version output: found {shown}{more}")
-    return validate_version(found[0], entry=entry)
+    return validate_version(found[0])
 
 
 def _shorten(text: str) -> str:
@@ -219,7 +210,7 @@ def parse_version_output(adapter: str, output: str) -> str:
                 break
     if not found:
         raise DetectionError(f"no line of the output has the version format expected for {adapter}")
-    return _decide(_distinct(found), entry)
+    return _decide(_distinct(found))
 
 
 def adapters_named_in(output: str) -> list[str]:
@@ -240,7 +231,7 @@ def parse_generic(output: str) -> str:
 
     The result is always a substring of ``output`` and a valid PEP 440 or SemVer version.
     """
-    return _decide(_distinct(m.group("version") for m in _STANDALONE.finditer(output)), None)
+    return _decide(_distinct(m.group("version") for m in _STANDALONE.finditer(output)))
 
 
 def _invert(attribute: str) -> Mapping[str, str]:

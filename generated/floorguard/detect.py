@@ -273,7 +273,7 @@ def _npm_metadata(
     if not isinstance(version, str):
         return None
     try:
-        accepted = _validate_version(version, entry=entry)
+        accepted = _validate_version(version)
     except DetectionError:
         return None
     return accepted, manifest_path, ((str(manifest_path), identity),)
@@ -374,7 +374,7 @@ def _pip_metadata(
     if not _record_hash_matches(record, info.parent, target):
         return None
     try:
-        accepted = _validate_version(versions[0], entry=entry)
+        accepted = _validate_version(versions[0])
     except DetectionError:
         return None
     deps = ((str(metadata_path), metadata_identity), (str(record_path), record_identity))
@@ -525,7 +525,7 @@ def detect_version(
             raise DetectionError(f"stated version is not a string: {version!r}")
         if version != version.strip():
             raise DetectionError(f"stated version {version!r} has surrounding whitespace")
-        accepted = _validate_version(version, entry=entry)
+        accepted = _validate_version(version)
         if target is not None:
             where: str | None = str(target.path)
         elif binary is not None:

@@ -137,7 +137,7 @@ def judge(
     try:
         return _judge_opened(
             adapter, opened, unresolved, in_force=in_force, version=version, policy=policy,
-            environ=environ, argv=argv, cwd=cwd, at=_time.utc_now(),
+            environ=environ, argv=argv, cwd=cwd,
         )  # fmt: skip
     except Exception as exc:  # a gate that cannot judge refuses, on the record
         return _Judgement(
@@ -161,9 +161,7 @@ def _judge_opened(
     environ: Mapping[str, str],
     argv: Sequence[str] | None,
     cwd: str | os.PathLike[str] | None,
-    at: _dt.datetime,
 ) -> _Judgement:
-    """``at``: the decision time, from the clock (waivers must be unexpired then)."""
     from floorguard import detect, identify
 
     identified: Identification | None = None
@@ -231,7 +229,12 @@ def _judge_opened(
             known |= {"floor": advisory.min_safe_version, "advisory_id": advisory.advisory_id}
     if advisory is None:
         return _Judgement(UNTRACKED, f"{named} has no floor in the map", **known, **seen)
-    return _assessed(named, advisory, found.version, policy=policy, at=at, known={**known, **seen})
+    # The decision time is taken only now that the version is known: identifying and probing
+    # may take up to FLOORGUARD_PROBE_TIMEOUT, and a waiver that expired meanwhile must not
+    # waive. The receipt is stamped with this moment, before its chain record is.
+    return _assessed(
+        named, advisory, found.version, policy=policy, at=_time.utc_now(), known={**known, **seen}
+    )
 
 
 def _assessed(
@@ -329,14 +332,14 @@ def unsafe_phrase(cause: Cause) -> str:
 
 def _interpreted_version(identified: Identification, opened: Target | None) -> Detection:
     """The version of a package an interpreter runs, from the package's own metadata."""
-    from floorguard.catalog import entry_for, validate_version
+    from floorguard.catalog import validate_version
     from floorguard.detect import Detection
 
     if identified.version is None:
         raise DetectionError(
             f"{identified.via} {identified.subject}: no package metadata states its version"
         )
-    accepted = validate_version(identified.version, entry=entry_for(identified.adapter))
+    accepted = validate_version(identified.version)
     kind = "npm-metadata" if identified.via in ("node-script", "npm-package") else "pip-metadata"
     binary = str(opened.path) if opened is not None else None
     return Detection(accepted, kind, binary, identified.version_source)

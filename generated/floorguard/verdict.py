@@ -31,7 +31,12 @@ class Cause:
     detail: str
 
     def covered_by(self, waiver: Waiver) -> bool:
-        names = {FLOOR_ID} if self.is_floor else {self.advisory_id, *self.aliases}
+        """The waiver names this cause: "floor" names the floor and nothing else; an
+        advisory is named only by its id or an alias, never by "floor" (even if a feed
+        called it so), so a waiver reviewed for the floor never widens to an advisory."""
+        if self.is_floor:
+            return FLOOR_ID in waiver.advisories
+        names = {self.advisory_id, *self.aliases} - {FLOOR_ID}
         return not names.isdisjoint(waiver.advisories)
 
     def describe(self) -> str:

@@ -25,9 +25,10 @@ PROVEN means all of:
    record that fails its own integrity checks, a pinned map that cannot be resolved, and an
    unknown verdict are violations. A ``waived`` record stands only if the pinned map
    carried the waiver it names, for that adapter and exact version, unexpired at the
-   record's time and covering every cause. A refusal never is a violation. Canary records
-   anywhere in the slice are re-evaluated the same way: a last-green step (verdict
-   ``certify``) onto an unsafe or invalid version is a violation (waivers never certify).
+   receipt's decision time (its ``ts``, which must not be later than the record's) and
+   covering every cause. A refusal never is a violation. Canary records anywhere in the
+   slice are re-evaluated the same way: a last-green step (verdict ``certify``) onto an
+   unsafe or invalid version is a violation (waivers never certify).
 """
 
 from __future__ import annotations
@@ -270,7 +271,7 @@ class WindowProof:
             )
             return
         if verdict == WAIVED:
-            # Depends on the record's time (the waiver's expiry): judged every time.
+            # Depends on the decision time (the waiver's expiry): judged every time.
             waived = self._judge_waived(record, adapter, alias)
             if waived is not None:
                 self._violation(record.seq, waived)
@@ -365,11 +366,23 @@ class WindowProof:
             return f"waived spawn of {named}: the pinned map carries no waiver {waiver_id!r} for it"
         if waiver.version != version:
             return f"waived spawn of {named}: waiver {waiver.id} is for version {waiver.version}"
-        moment = _moment(record.ts)
-        if moment is None or not verdict_rule.waiver_in_force(waiver, moment):
+        # The waiver is judged at the decision time the receipt states (the moment the gate
+        # checked it), which cannot be later than the record that sealed the decision: a
+        # receipt dated after its record is back-dated, or forged to a time the waiver held.
+        decided = receipt.get("ts")
+        moment = _moment(decided) if isinstance(decided, str) else None
+        recorded = _moment(record.ts)
+        if moment is None or recorded is None:
+            return f"waived spawn of {named} states no readable decision time"
+        if moment > recorded:
             return (
-                f"waived spawn of {named} at {record.ts}: waiver {waiver.id} of the pinned map "
-                f"expired at {waiver.expires}"
+                f"waived spawn of {named}: its receipt is dated {decided}, after its record "
+                f"at {record.ts}"
+            )
+        if not verdict_rule.waiver_in_force(waiver, moment):
+            return (
+                f"waived spawn of {named} decided at {decided}: waiver {waiver.id} of the "
+                f"pinned map expired at {waiver.expires}"
             )
         try:
             assessment = verdict_rule.assess(entry, version, at=None)
