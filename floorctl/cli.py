@@ -6,19 +6,12 @@ Every error the library raises on purpose is mapped to an exit status here and n
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Sequence
 
 import click
 
-from floorctl.commands import canary as canary_commands
-from floorctl.commands import chain as chain_commands
-from floorctl.commands import doctor, import_osv, keygen, refresh, validate, verify_receipt
-from floorctl.commands import fetch as fetch_command
-from floorctl.commands import publish as publish_command
-from floorctl.commands import sign as sign_command
-from floorctl.commands import trust as trust_command
-from floorctl.commands import verify as verify_commands
 from floorctl.errors import FeedError, FloorctlError
 from floorguard._text import one_line
 from floorguard.errors import FloorguardError, InvalidInput
@@ -28,7 +21,38 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# Each command's module, loaded only when that command runs: a command imports only what it
+# needs (verify chain never loads jinja2, httpx or the OSV importer), which keeps every call,
+# and so every hook or CI step that runs floorctl, short.
+_COMMANDS = {
+    "validate": ("floorctl.commands.validate", "command"),
+    "refresh": ("floorctl.commands.refresh", "command"),
+    "import": ("floorctl.commands.import_osv", "group"),
+    "keygen": ("floorctl.commands.keygen", "command"),
+    "doctor": ("floorctl.commands.doctor", "command"),
+    "fetch": ("floorctl.commands.fetch", "command"),
+    "sign": ("floorctl.commands.sign", "command"),
+    "publish": ("floorctl.commands.publish", "command"),
+    "trust": ("floorctl.commands.trust", "group"),
+    "chain": ("floorctl.commands.chain", "chain"),
+    "verify": ("floorctl.commands.verify", "verify"),
+    "canary": ("floorctl.commands.canary", "canary"),
+}
+
+
+class _LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(_COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in _COMMANDS:
+            return None
+        module, attribute = _COMMANDS[cmd_name]
+        command: click.Command = getattr(importlib.import_module(module), attribute)
+        return command
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="floorctl", prog_name="floorctl")
 def cli() -> None:
     """Maintain, sign and verify adapter security floors.
@@ -72,18 +96,3 @@ def main(argv: Sequence[str] | None = None) -> None:
         click.echo(one_line(f"floorctl: error: {where}{error.strerror or error}"), err=True)
         sys.exit(EXIT_FAILED)
     sys.exit(status if isinstance(status, int) else EXIT_OK)
-
-
-cli.add_command(validate.command)
-cli.add_command(refresh.command)
-cli.add_command(keygen.command)
-cli.add_command(doctor.command)
-cli.add_command(fetch_command.command)
-cli.add_command(sign_command.command)
-cli.add_command(publish_command.command)
-cli.add_command(trust_command.group)
-cli.add_command(chain_commands.chain)
-verify_commands.verify.add_command(verify_receipt.command)
-cli.add_command(verify_commands.verify)
-cli.add_command(canary_commands.canary)
-cli.add_command(import_osv.group)

@@ -30,8 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-
-import httpx
+from typing import TYPE_CHECKING
 
 from floorctl import atomic, feeds, freshness, trust
 from floorctl.errors import FetchError, FloorctlError, TrustError
@@ -39,6 +38,9 @@ from floorguard._canonical import sha256_digest
 from floorguard.errors import UnreadableFileError
 from floorguard.files import read_regular, read_regular_if_exists
 from floorguard.trust import TrustedKeys
+
+if TYPE_CHECKING:
+    import httpx  # imported where used: refresh from local files never loads it
 
 DEFAULT_MAX_BYTES = 4 * 1024 * 1024
 DEFAULT_TIMEOUT = 30.0
@@ -83,6 +85,8 @@ def _is_loopback(host: str) -> bool:
 
 def check_url(url: str) -> httpx.URL:
     """Parse ``url`` and refuse anything but https (or http to loopback). Raises FetchError."""
+    import httpx
+
     if not url.isascii() or not url.isprintable():
         raise FetchError(f"{url!r}: refused: URLs must be printable ASCII")
     try:
@@ -107,6 +111,8 @@ def origin(url: httpx.URL) -> tuple[str, str, int]:
 
 def signature_url(url: str) -> str:
     """``URL.dsse``: the detached signature beside a feed URL (query kept)."""
+    import httpx
+
     parsed = httpx.URL(url)
     return str(parsed.copy_with(path=parsed.path + trust.SIGNATURE_SUFFIX))
 
@@ -143,6 +149,8 @@ class Fetcher:
 
         Returns None for a 404 when ``allow_missing``. Raises FetchError for every refusal.
         """
+        import httpx
+
         current = check_url(url)
         start = origin(current)
         seen = {str(current)}
@@ -190,6 +198,8 @@ class Fetcher:
         start: tuple[str, str, int],
         seen: set[str],
     ) -> httpx.URL:
+        import httpx
+
         location = response.headers.get("Location")
         if not location:
             raise FetchError(f"{url}: refused: redirect {response.status_code} without a Location")

@@ -172,12 +172,21 @@ def test_a_waiver_for_the_floor_does_not_waive_an_advisory_aliased_floor(
     """A waiver that names only "floor" is reviewed as covering the below-floor refusal.
     An OSV record may carry the alias "floor" (nothing refuses it), and then that waiver
     also waives the record's advisory, which it never names by id."""
-    project.put("record.json", osv_record("GHSA-hhhh-jjjj-kkkk", aliases=["floor"],
-                                          affected=[{
-                                              "package": {"ecosystem": "npm", "name": CLAUDE},
-                                              "ranges": [{"type": "SEMVER", "events": [
-                                                  {"introduced": "0"}, {"fixed": "2.0.0"}]}],
-                                          }]))
+    project.put(
+        "record.json",
+        osv_record(
+            "GHSA-hhhh-jjjj-kkkk",
+            aliases=["floor"],
+            affected=[
+                {
+                    "package": {"ecosystem": "npm", "name": CLAUDE},
+                    "ranges": [
+                        {"type": "SEMVER", "events": [{"introduced": "0"}, {"fixed": "2.0.0"}]}
+                    ],
+                }
+            ],
+        ),
+    )
     project.put(
         "floor.json",
         {
@@ -215,7 +224,13 @@ def test_a_waiver_for_the_floor_does_not_waive_an_advisory_aliased_floor(
         assert imported.returncode == 1 and "record.json" in imported.stderr, imported.stderr
         return  # the reserved name refused at import: fixed
     refreshed = project.run(
-        "refresh", "--feed", "floor.json", "--feed", "osv.json", "--waivers", "waivers.json",
+        "refresh",
+        "--feed",
+        "floor.json",
+        "--feed",
+        "osv.json",
+        "--waivers",
+        "waivers.json",
         "--write",
     )
     if refreshed.returncode != 0:
@@ -239,7 +254,9 @@ def overlapping_zip(path: Path, members: int) -> None:
             "schema_version": "1.6.0",
             "id": "GHSA-zzzz-zzzz-zzzz",
             "modified": "2025-06-01T12:00:00Z",
-            "affected": [{"package": {"ecosystem": "npm", "name": "left-pad"}, "versions": ["1.0.0"]}],
+            "affected": [
+                {"package": {"ecosystem": "npm", "name": "left-pad"}, "versions": ["1.0.0"]}
+            ],
         }
     ).encode()
     data = record + b" " * (4 * 1024 * 1024 - 4096 - len(record))
@@ -248,18 +265,38 @@ def overlapping_zip(path: Path, members: int) -> None:
     crc = zlib.crc32(data)
     name = b"r.json"
     local = (
-        struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, 0, 8, 0, 0, crc, len(body), len(data),
-                    len(name), 0)
+        struct.pack(
+            "<IHHHHHIIIHH", 0x04034B50, 20, 0, 8, 0, 0, crc, len(body), len(data), len(name), 0
+        )
         + name
         + body
     )
     central = bytearray()
     for i in range(members):
         entry_name = b"r%06d.json" % i
-        central += struct.pack(
-            "<IHHHHHHIIIHHHHHII", 0x02014B50, 20, 20, 0, 8, 0, 0, crc, len(body), len(data),
-            len(entry_name), 0, 0, 0, 0, 0, 0,
-        ) + entry_name
+        central += (
+            struct.pack(
+                "<IHHHHHHIIIHHHHHII",
+                0x02014B50,
+                20,
+                20,
+                0,
+                8,
+                0,
+                0,
+                crc,
+                len(body),
+                len(data),
+                len(entry_name),
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+            )
+            + entry_name
+        )
     end = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, members, members, len(central), len(local), 0)
     path.write_bytes(local + bytes(central) + end)
 
@@ -296,8 +333,10 @@ def test_force_over_a_hand_edit_still_refuses_removing_an_advisory(project: Proj
     }
 
     def feed(*advisories: dict[str, Any]) -> dict[str, Any]:
-        return {"schema_version": 3,
-                "adapters": {"claude": {"ecosystem": "npm", "advisories": list(advisories)}}}
+        return {
+            "schema_version": 3,
+            "adapters": {"claude": {"ecosystem": "npm", "advisories": list(advisories)}},
+        }
 
     project.put("a.json", feed(kept, gone))
     project.put("b.json", feed(kept))

@@ -116,3 +116,9 @@ def verify_chain(
         click.echo(window_proof.render_text(report), nl=False)
     if not report.proven:
         raise click.exceptions.Exit(1)
+
+
+# `verify receipt` lives in its own module; the group is where floorctl finds it.
+from floorctl.commands import verify_receipt  # noqa: E402
+
+verify.add_command(verify_receipt.command)
