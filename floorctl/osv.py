@@ -26,9 +26,10 @@ from typing import Any
 
 from jsonschema import Draft202012Validator, ValidationError
 
-from floorctl.errors import RecordError
+from floorctl import feeds
+from floorctl.errors import FeedError, RecordError
 from floorctl.feeds import format_path
-from floorguard import versions
+from floorguard import floormap, versions
 from floorguard._time import parse_ts
 from floorguard.catalog import ADAPTER_OF_NPM_PACKAGE, ADAPTER_OF_PIP_DISTRIBUTION
 from floorguard.errors import FloorguardError, InvalidInput
@@ -147,6 +148,8 @@ class Counts:
     superseded_records: int = 0
     unsupported_ranges: int = 0
     empty_affected_entries: int = 0
+    dropped_severity: int = 0
+    dropped_references: int = 0
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -161,6 +164,8 @@ class Counts:
                 "superseded_records": self.superseded_records,
                 "unsupported_ranges": self.unsupported_ranges,
                 "empty_affected_entries": self.empty_affected_entries,
+                "dropped_severity": self.dropped_severity,
+                "dropped_references": self.dropped_references,
             },
         }
 
@@ -171,7 +176,9 @@ class Counts:
             f"skipped {self.withdrawn_records:,} withdrawn, {self.other_package_records:,} "
             f"for other packages, {self.superseded_records:,} superseded, "
             f"{self.unsupported_ranges:,} unsupported ranges, {self.empty_affected_entries:,} "
-            f"affected entries without a supported range; {self.invalid:,} invalid"
+            f"affected entries without a supported range; dropped "
+            f"{self.dropped_severity:,} severity scores and {self.dropped_references:,} "
+            f"references the feed cannot carry; {self.invalid:,} invalid"
         )
 
 
@@ -211,6 +218,9 @@ class _Kept:
     references: frozenset[str]
     # adapter -> (ranges, versions)
     affected: dict[str, tuple[set[Interval], set[str]]] = field(default_factory=dict)
+    # Where the record was read, for an error found only once records are merged.
+    source: str = ""
+    prefix: tuple[str | int, ...] = ()
 
 
 class Importer:
@@ -315,12 +325,17 @@ class Importer:
                 problems.append((("aliases", index), reason))
             elif alias != record_id:
                 aliases.add(alias)
+        if len(aliases) > feeds.MAX_ALIASES:
+            # Aliases decide which waivers name an advisory: refused, never cut.
+            problems.append((("aliases",), _too_many(len(aliases), "aliases", feeds.MAX_ALIASES)))
         severity: set[tuple[str, str]] = set()
-        _collect_severity(record.get("severity"), ("severity",), severity, problems)
+        dropped = _collect_severity(record.get("severity"), ("severity",), severity, problems)
         affected: dict[str, tuple[set[Interval], set[str]]] = {}
         for adapter, ecosystem, index, entry in mapped:
             where: tuple[str | int, ...] = ("affected", index)
-            _collect_severity(entry.get("severity"), (*where, "severity"), severity, problems)
+            dropped += _collect_severity(
+                entry.get("severity"), (*where, "severity"), severity, problems
+            )
             ranges, listed = set(), set()
             for r_index, range_ in enumerate(entry.get("ranges") or ()):
                 events = range_["events"]
@@ -346,18 +361,28 @@ class Importer:
             known = affected.setdefault(adapter, (set(), set()))
             known[0].update(ranges)
             known[1].update(listed)
+            # Ranges and listed versions decide verdicts: too many is refused, never cut.
+            problems.extend(_span_problems(where, known))
         if problems:
             raise _record_error(source, prefix, problems)
         if not affected:
             return
+        references = record.get("references") or ()
+        kept_references = frozenset(_https_references(references))
+        self.counts.dropped_severity += dropped
+        self.counts.dropped_references += len(references) - len(
+            [r for r in references if r["url"] in kept_references]
+        )
         kept = _Kept(
             id=record_id,
             aliases=frozenset(aliases),
             modified=_parse_time(record["modified"]),
             summary=summary_of(record),
             severity=frozenset(severity),
-            references=frozenset(_https_references(record.get("references"))),
+            references=kept_references,
             affected=affected,
+            source=source,
+            prefix=prefix,
         )
         previous = self._kept.get(record_id)
         if previous is None:
@@ -371,8 +396,19 @@ class Importer:
             self._kept[record_id] = _union(previous, kept)
             self.counts.merged_aliases += 1
 
-    def result(self) -> ImportResult:
-        """The schema-3 feed of everything added so far, and the counts."""
+    def result(
+        self,
+        *,
+        skip_invalid: bool = False,
+        on_invalid: Callable[[RecordError], None] = lambda error: None,
+    ) -> ImportResult:
+        """The schema-3 feed of everything added so far, and the counts.
+
+        Records merged as aliases may together exceed a cap of the feed that each one
+        keeps (aliases, ranges, listed versions): RecordError naming the group's first
+        record, or with ``skip_invalid`` the group is passed to ``on_invalid``, counted
+        and left out. More advisories for one adapter than a feed holds is a FeedError.
+        """
         kept = []
         for record in self._kept.values():
             withdrawn_at = self._withdrawn.get(record.id)
@@ -383,12 +419,32 @@ class Importer:
         groups = _alias_groups(kept)
         adapters: dict[str, list[dict[str, Any]]] = {}
         for group in groups:
+            try:
+                merged = _merge(group, self._ecosystem_of, self.counts)
+            except RecordError as error:
+                self.counts.invalid += len(group)
+                if not skip_invalid:
+                    raise
+                on_invalid(error)
+                continue
             self.counts.merged_aliases += len(group) - 1
-            for adapter, advisory in _merge(group, self._ecosystem_of).items():
+            for adapter, advisory in merged.items():
                 adapters.setdefault(adapter, []).append(advisory)
         feed: dict[str, Any] = {"schema_version": FEED_SCHEMA_VERSION, "adapters": {}}
         for adapter in sorted(adapters):
             advisories = sorted(adapters[adapter], key=lambda a: a["id"])
+            if len(advisories) > feeds.MAX_ADVISORIES:
+                # Not one record's fault, so not skippable: dropping any would change verdicts.
+                raise FeedError(
+                    [
+                        (
+                            "import osv",
+                            format_path(("adapters", adapter, "advisories")),
+                            f"{adapter} would get {len(advisories):,} advisories; a feed "
+                            f"holds at most {feeds.MAX_ADVISORIES:,} per adapter",
+                        )
+                    ]
+                )
             feed["adapters"][adapter] = {
                 "ecosystem": self._ecosystem_of[adapter],
                 "advisories": advisories,
@@ -429,7 +485,24 @@ def import_records(
         if progress is not None and importer.counts.records_read >= next_progress:
             progress(importer.counts.records_read)
             next_progress = importer.counts.records_read + progress_every
-    return importer.result()
+    return importer.result(skip_invalid=skip_invalid, on_invalid=on_invalid)
+
+
+def feed_bytes(feed: dict[str, Any], out: str) -> bytes:
+    """The feed as the file ``out`` will hold it, checked by the feed's own parser: the
+    import never writes what ``floorctl validate`` refuses. Raises FeedError (naming
+    ``out``) if it would not validate, a bug here or a feed past 16 MiB."""
+    data = (json.dumps(feed, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    try:
+        feeds.parse_feed(data, out)
+    except FeedError as error:
+        raise FeedError(
+            [
+                (source, path, f"{message} (the imported feed would not validate; nothing written)")
+                for source, path, message in error.problems
+            ]
+        ) from error
+    return data
 
 
 # --- decoding ---------------------------------------------------------------------------------
@@ -679,13 +752,35 @@ def _advisory_id_problem(value: str) -> str | None:
             f"{_show(value)} is not an advisory id of the feed (letters, digits and single "
             f"hyphens, at most {MAX_ADVISORY_ID_CHARS} characters)"
         )
+    if value.casefold() == floormap.FLOOR_ID:
+        # A waiver naming "floor" covers the below-floor refusal; an advisory (or alias)
+        # of that name would be waived by it too.
+        return f'{_show(value)} is reserved: "{floormap.FLOOR_ID}" names the below-floor refusal'
     return None
 
 
 def _version_problem(version: str, ecosystem: str) -> str | None:
     if version != version.strip() or not versions.is_valid(version, ecosystem):
         return f"{_show(version)} is not a valid {versions.order_name(ecosystem)} version"
-    return None
+    # The feed's own rule too (ASCII, at most 128 characters).
+    return feeds._eco_version_problem(version, ecosystem)
+
+
+def _too_many(count: int, what: str, cap: int) -> str:
+    return f"too many {what}: {count:,} (a feed advisory carries at most {cap:,})"
+
+
+def _span_problems(
+    where: tuple[str | int, ...], known: tuple[set[Interval], set[str]]
+) -> Iterator[tuple[tuple[str | int, ...], str]]:
+    ranges, listed = known
+    if len(ranges) > feeds.MAX_RANGES:
+        yield (*where, "ranges"), _too_many(len(ranges), "ranges", feeds.MAX_RANGES)
+    if len(listed) > feeds.MAX_LISTED_VERSIONS:
+        yield (
+            (*where, "versions"),
+            _too_many(len(listed), "listed versions", feeds.MAX_LISTED_VERSIONS),
+        )
 
 
 def _collect_severity(
@@ -693,7 +788,14 @@ def _collect_severity(
     where: tuple[str | int, ...],
     into: set[tuple[str, str]],
     problems: list[tuple[tuple[str | int, ...], str]],
-) -> None:
+) -> int:
+    """Add the severity items the feed can carry to ``into``; the number dropped.
+
+    A score that could inject (a quote, backslash, template syntax, a control) marks a
+    hostile record: a problem. A type the feed does not list, or a score that is not a
+    feed score (a CVSS vector or a word), is only decorative: dropped and counted.
+    """
+    dropped = 0
     for index, item in enumerate(value or ()):
         score = item["score"]
         if (
@@ -710,8 +812,11 @@ def _collect_severity(
                     "syntax)",
                 )
             )
+        elif item["type"] not in feeds.SEVERITY_TYPES or feeds._score_problem(score):
+            dropped += 1
         else:
             into.add((item["type"], score))
+    return dropped
 
 
 class _BadVersion(Exception):
@@ -740,15 +845,10 @@ def intervals(events: Sequence[Mapping[str, str]], ecosystem: str) -> list[Inter
     keyed = []
     for index, event in enumerate(events):
         ((kind, version),) = event.items()
-        if version != version.strip() or (
-            not (kind == "introduced" and version == versions.FROM_THE_START)
-            and not versions.is_valid(version, ecosystem)
-        ):
-            raise _BadVersion(
-                index,
-                kind,
-                f"{_show(version)} is not a valid {versions.order_name(ecosystem)} version",
-            )
+        if not (kind == "introduced" and version == versions.FROM_THE_START):
+            reason = _version_problem(version, ecosystem)
+            if reason is not None:
+                raise _BadVersion(index, kind, reason)
         is_intro = kind == "introduced"
         keyed.append((_order(version, ecosystem, is_intro), 0 if is_intro else 1, kind, version))
     keyed.sort(key=lambda item: (item[0], item[1]))
@@ -804,7 +904,8 @@ def normalise_summary(text: str) -> str:
 def _https_references(value: Any) -> Iterator[str]:
     for item in value or ():
         url = item["url"]
-        if _is_https_url(url):
+        # The feed's rule as well (it wants "https://" exactly; urlsplit lowers a scheme).
+        if _is_https_url(url) and feeds._v3_reference_problem(url) is None:
             yield url
 
 
@@ -873,14 +974,30 @@ def _chosen_id(names: set[str]) -> str:
     return ghsa[0] if ghsa else min(names)
 
 
-def _merge(group: list[_Kept], ecosystem_of: Mapping[str, str]) -> dict[str, dict[str, Any]]:
-    """One advisory per adapter from records that are aliases of one another."""
+def _merge(
+    group: list[_Kept], ecosystem_of: Mapping[str, str], counts: Counts
+) -> dict[str, dict[str, Any]]:
+    """One advisory per adapter from records that are aliases of one another.
+
+    Raises RecordError (naming the group's first record) when the union passes a cap the
+    feed sets on what decides verdicts (aliases, ranges, listed versions); severity and
+    references past their caps are only decorative: the first in sorted order are kept.
+    """
     names = {name for record in group for name in (record.id, *record.aliases)}
     chosen = _chosen_id(names)
     # The summary of the record that carries the chosen id, else of the first by id.
     first = next((r for r in group if r.id == chosen), group[0])
+    problems: list[tuple[tuple[str | int, ...], str]] = []
+    if len(names) - 1 > feeds.MAX_ALIASES:
+        problems.append(
+            (("aliases",), _too_many(len(names) - 1, "aliases (merged)", feeds.MAX_ALIASES))
+        )
     severity = sorted(set().union(*(r.severity for r in group)))
     references = sorted(set().union(*(r.references for r in group)))
+    counts.dropped_severity += max(0, len(severity) - feeds.MAX_SEVERITY)
+    counts.dropped_references += max(0, len(references) - feeds.MAX_REFERENCES)
+    severity = severity[: feeds.MAX_SEVERITY]
+    references = references[: feeds.MAX_REFERENCES]
     out: dict[str, dict[str, Any]] = {}
     adapters = sorted({adapter for record in group for adapter in record.affected})
     for adapter in adapters:
@@ -892,6 +1009,9 @@ def _merge(group: list[_Kept], ecosystem_of: Mapping[str, str]) -> dict[str, dic
             if found is not None:
                 ranges |= found[0]
                 listed |= found[1]
+        problems.extend(_span_problems(("affected",), (ranges, listed)))
+        if problems:
+            continue
         ordered = sorted(listed, key=lambda v: (versions.parse(v, ecosystem), v))
         out[adapter] = {
             "id": chosen,
@@ -902,6 +1022,12 @@ def _merge(group: list[_Kept], ecosystem_of: Mapping[str, str]) -> dict[str, dic
             "severity": [{"type": t, "score": s} for t, s in severity],
             "references": references,
         }
+    if problems:
+        with_ids = ", ".join(r.id for r in group[:5]) + (", ..." if len(group) > 5 else "")
+        shown = [
+            (path, f"{message}, merged from the records {with_ids}") for path, message in problems
+        ]
+        raise _record_error(first.source, first.prefix, shown)
     return out
 
 

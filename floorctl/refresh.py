@@ -29,8 +29,8 @@ from floorguard import receipts
 from floorguard._canonical import canonical_bytes, content_address
 from floorguard._time import parse_ts
 from floorguard.chain import MAX_RECEIPT_BYTES, canonical_json
-from floorguard.errors import UnreadableFileError
-from floorguard.files import read_regular
+from floorguard.errors import FloorMapError, UnreadableFileError
+from floorguard.files import MAX_MAP_BYTES, read_regular
 from floorguard.floormap import FloorMap, floor_map_hash, from_entries, to_entries
 
 if TYPE_CHECKING:
@@ -65,11 +65,21 @@ class RefreshPlan:
     reference_time_source: str | None = None
     # The waivers document attached to the map (None: the map holds no waivers).
     waivers: WaiversDocument | None = None
+    # What the diff and the downgrade check compared the new map with: BASELINE_BLOCK (the
+    # block, which matches its stated hash), BASELINE_ARCHIVE (a hand-edited block: the
+    # archived map its stated hash vouches for) or BASELINE_EDITED (a hand-edited block
+    # whose vouched map is not archived; only with --allow-downgrade).
+    baseline: str = "block"
 
     @property
     def stale(self) -> bool:
         """The module on disk differs from what the feeds say it should be."""
         return self.new_text != self.old_text
+
+
+BASELINE_BLOCK = "block"
+BASELINE_ARCHIVE = "archived_map"
+BASELINE_EDITED = "hand_edited_block"
 
 
 def plan(
@@ -83,10 +93,18 @@ def plan(
     reference_time: str | None = None,
     reference_time_source: str | None = None,
     waiver_document: WaiversDocument | None = None,
+    archived: Callable[[str], FloorMap | None] = lambda _hash: None,
 ) -> RefreshPlan:
     """Decide the new module text. Raises DriftError, DowngradeRefused, ModuleError,
     RenderError, WaiversError (a waiver that does not fit the map, or is expired at
-    ``reference_time``, which waivers need)."""
+    ``reference_time``, which waivers need).
+
+    ``archived`` gives the map archived under a hash, or None (``load_archived_map``).
+    Over a hand edit (with ``force``) the diff and the downgrade check are against the map
+    the block's stated hash vouches for, never the edited data: an edit must not hide a
+    removal from them. If that map is not archived, only ``allow_downgrade`` lets the
+    refresh go on, and the diff is then against the edited block (``baseline`` says so).
+    """
     template = render.load_template(template_name)
     split, current = render.read_module(module_text, str(module))
     old_map = from_entries(current.entries)
@@ -98,12 +116,29 @@ def plan(
             f"{current.stated_hash} but its data hashes to {data_hash}); "
             "re-run with --force to overwrite it"
         )
+    baseline, compared = BASELINE_BLOCK, old_map
+    if drift and current.stated_hash is not None:
+        vouched = archived(current.stated_hash)
+        if vouched is not None:
+            baseline, compared = BASELINE_ARCHIVE, vouched
+        elif not allow_downgrade:
+            raise DowngradeRefused(
+                f"{module}: the block was edited by hand and the map its stated hash "
+                f"{current.stated_hash} vouches for is not in "
+                f"{archive_path(module, current.stated_hash)}, so --force cannot check the "
+                "new map for downgrades against it; pass --allow-downgrade as well to "
+                "overwrite the hand edit unchecked (the receipt records that)"
+            )
+        else:
+            baseline = BASELINE_EDITED
     merged = merge.merge([(feed.source, feed.floor_map) for feed in feeds])
     new_map = _with_waivers(merged.floor_map, waiver_document, reference_time)
-    changes = merge.diff(old_map, new_map)
+    changes = merge.diff(compared, new_map)
     if changes.is_downgrade and not allow_downgrade:
+        against = " (against the map the hand-edited block's stated hash vouches for)"
         raise DowngradeRefused(
-            f"{module}: refusing a downgrade: the new map {', '.join(changes.reasons())}; "
+            f"{module}: refusing a downgrade: the new map {', '.join(changes.reasons())}"
+            f"{against if baseline == BASELINE_ARCHIVE else ''}; "
             "pass --allow-downgrade to accept it (the receipt records that)"
         )
     new_hash = floor_map_hash(new_map)
@@ -136,7 +171,21 @@ def plan(
         reference_time=reference_time,
         reference_time_source=reference_time_source,
         waivers=waiver_document,
+        baseline=baseline,
     )
+
+
+def load_archived_map(module: Path, map_hash: str) -> FloorMap | None:
+    """The map archived beside ``module`` under ``map_hash`` (``maps/``, the canonical maps
+    refresh keeps), or None when there is none there or it does not hash to ``map_hash``
+    (the archive is content-addressed: another map under that name vouches for nothing)."""
+    path = archive_path(module, map_hash)
+    try:
+        data = read_regular(path, max_bytes=MAX_MAP_BYTES, what="archived floor map")
+        archived = from_entries(json.loads(data))
+    except (UnreadableFileError, FloorMapError, ValueError, RecursionError, TypeError):
+        return None
+    return archived if floor_map_hash(archived) == map_hash else None
 
 
 def _with_waivers(
@@ -189,6 +238,8 @@ def update_receipt(refresh: RefreshPlan, *, ts: str | None = None) -> dict[str, 
             **({"waivers": refresh.waivers.identity()} if refresh.waivers else {}),
             "changed": refresh.stale,
             "forced": refresh.forced,
+            # Only over a hand edit: what the diff and the downgrade check were against.
+            **({"diff_baseline": refresh.baseline} if refresh.drift else {}),
             "template": refresh.template,
         },
         ts=ts,

@@ -7,11 +7,23 @@ member is inflated under a cap, so a member whose stated or actual size exceeds 
 (a zip bomb) is refused without being held in memory. The central directory is the
 archive's truth: members are found through it, never by scanning for local headers.
 
+Members may not overlap: many central entries pointing at one deflated body would have it
+inflated again for each (a zip bomb of ~60 bytes an entry, under every per-member cap).
+So the directory is walked twice: first for the local header offsets alone (8 bytes a
+member, sorted; two entries at one offset refuse the archive), then for the members, each
+bounded by the next local header in offset order (or the central directory). A member
+whose data runs past that bound, or whose local header names another file, is refused
+before anything is inflated, so the work is bounded by the archive's own size.
+
 Only what OSV exports use is read: stored and deflated members, no encryption, one disk.
 """
 
 from __future__ import annotations
 
+import array
+import bisect
+import dataclasses
+import itertools
 import os
 import struct
 import zlib
@@ -56,6 +68,10 @@ class Member:
     compressed_size: int
     size: int
     header_offset: int
+    raw_name: bytes = b""  # as the central directory spells it; the local header must match
+    # Where the next member's local header (or the central directory) begins: this
+    # member's header and data must end there or before.
+    limit: int = -1
 
     @property
     def is_dir(self) -> bool:
@@ -122,11 +138,32 @@ def _zip64_sizes(extra: bytes, size: int, compressed: int, offset: int) -> tuple
 
 
 def iter_members(fd: int, file_size: int) -> Iterator[Member]:
-    """Every central directory entry of the archive open at ``fd``, in archive order.
+    """Every central directory entry of the archive open at ``fd``, in archive order,
+    each with the ``limit`` its local header and data must end by.
 
-    Raises ZipFormatError when the directory cannot be read.
+    Raises ZipFormatError when the directory cannot be read, or two entries share one
+    local header, or one lies inside the central directory.
     """
-    offset, size, count = _central_directory(fd, file_size)
+    cd_offset, cd_size, count = _central_directory(fd, file_size)
+    offsets = array.array("Q", (m.header_offset for m in _walk(fd, cd_offset, cd_size, count)))
+    if any(a > b for a, b in itertools.pairwise(offsets)):
+        offsets = array.array("Q", sorted(offsets))  # a list only for a directory out of order
+    for previous, current in itertools.pairwise(offsets):
+        if previous == current:
+            raise ZipFormatError(
+                f"two central directory entries share the local header at offset {current:,} "
+                "(overlapping members)"
+            )
+    if offsets and offsets[-1] >= cd_offset:
+        raise ZipFormatError("a local header lies inside or after the central directory")
+    for member in _walk(fd, cd_offset, cd_size, count):
+        following = bisect.bisect_right(offsets, member.header_offset)
+        limit = offsets[following] if following < len(offsets) else cd_offset
+        yield dataclasses.replace(member, limit=limit)
+
+
+def _walk(fd: int, offset: int, size: int, count: int) -> Iterator[Member]:
+    """The central directory's ``count`` entries from ``offset``, read in chunks."""
     end = offset + size
     buffer = b""
     at = 0  # read position in buffer; the buffer ends at file offset ``offset``
@@ -163,7 +200,7 @@ def iter_members(fd: int, file_size: int) -> Iterator[Member]:
         if disk not in (0, 0xFFFF):
             raise ZipFormatError("multi-disk archives are not supported")
         name = raw_name.decode("utf-8" if flags & _UTF8_NAME else "cp437", errors="replace")
-        yield Member(name, flags, method, crc, compressed, stated, header_offset)
+        yield Member(name, flags, method, crc, compressed, stated, header_offset, raw_name)
 
 
 def read_member(fd: int, file_size: int, member: Member, *, max_bytes: int) -> bytes:
@@ -188,6 +225,11 @@ def read_member(fd: int, file_size: int, member: Member, *, max_bytes: int) -> b
     start = member.header_offset + _LOCAL.size + name_len + extra_len
     if start + member.compressed_size > file_size:
         raise MemberError("the member's data lies beyond the end of the archive")
+    limit = file_size if member.limit < 0 else member.limit
+    if start + member.compressed_size > limit:
+        raise MemberError("the member's data overlaps the next member (or the central directory)")
+    if os.pread(fd, name_len, member.header_offset + _LOCAL.size) != member.raw_name:
+        raise MemberError("the local header names another file than the central directory")
     inflate = zlib.decompressobj(-zlib.MAX_WBITS) if member.method == _DEFLATED else None
     out: list[bytes] = []
     total = 0

@@ -218,6 +218,8 @@ EXPECTED_COUNTS = {
         "superseded_records": 0,
         "unsupported_ranges": 2,
         "empty_affected_entries": 1,
+        "dropped_severity": 0,
+        "dropped_references": 2,  # the http and the credentials URL
     },
 }
 

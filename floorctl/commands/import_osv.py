@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -67,8 +66,7 @@ def command(
         on_invalid=_report_invalid,
         progress=progress,
     )
-    text = json.dumps(result.feed, indent=2, ensure_ascii=False) + "\n"
-    atomic.write_atomic(out, text.encode("utf-8"))
+    atomic.write_atomic(out, osv.feed_bytes(result.feed, str(out)))
     notice(f"floorctl: wrote {out}: {result.counts.describe()}")
     if as_json:
         emit_json({"out": str(out), **result.counts.as_json()})

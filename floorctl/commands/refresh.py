@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import functools
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -180,6 +181,7 @@ def command(
             reference_time=format_ts(now),
             reference_time_source=now_source,
             waiver_document=waiver_document,
+            archived=functools.partial(refreshing.load_archived_map, module),
         )
         return made, accepted
 
