@@ -1,11 +1,17 @@
-"""Fixtures shared by the runtime's identification tests."""
+"""Settings for the whole suite, and fixtures shared by the runtime's identification tests."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 from probes import pip_install
+
+# No time limit per example: these machines are shared and noisy, and a property test must
+# fail on a counterexample, never on a slow moment (timing belongs in tests/perf).
+settings.register_profile("suite", deadline=None)
+settings.load_profile("suite")
 
 
 @pytest.fixture
