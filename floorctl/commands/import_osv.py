@@ -50,7 +50,7 @@ def command(
 ) -> None:
     """Import OSV records from each SOURCE: a record file (one record or an array), a
     folder tree of them (the GitHub advisory database layout), or a zip (the OSV export
-    ``all.zip``). Only npm and PyPI packages that map to an adapter are kept; counts go
+    all.zip). Only npm and PyPI packages that map to an adapter are kept; counts go
     to stderr (and with --json to stdout)."""
     package_map = osv.package_map(packages)
     progress = _progress if sys.stderr.isatty() else None
