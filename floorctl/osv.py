@@ -396,18 +396,15 @@ class Importer:
             self._kept[record_id] = _union(previous, kept)
             self.counts.merged_aliases += 1
 
-    def result(
-        self,
-        *,
-        skip_invalid: bool = False,
-        on_invalid: Callable[[RecordError], None] = lambda error: None,
-    ) -> ImportResult:
+    def result(self) -> ImportResult:
         """The schema-3 feed of everything added so far, and the counts.
 
         Records merged as aliases may together exceed a cap of the feed that each one
         keeps (aliases, ranges, listed versions): RecordError naming the group's first
-        record, or with ``skip_invalid`` the group is passed to ``on_invalid``, counted
-        and left out. More advisories for one adapter than a feed holds is a FeedError.
+        record, even under --skip-invalid. Each record was valid alone, so no single one
+        can be blamed and left out, and leaving out the group would drop a real advisory
+        because another record names it. More advisories for one adapter than a feed
+        holds is a FeedError for the same reason.
         """
         kept = []
         for record in self._kept.values():
@@ -421,12 +418,9 @@ class Importer:
         for group in groups:
             try:
                 merged = _merge(group, self._ecosystem_of, self.counts)
-            except RecordError as error:
+            except RecordError:
                 self.counts.invalid += len(group)
-                if not skip_invalid:
-                    raise
-                on_invalid(error)
-                continue
+                raise
             self.counts.merged_aliases += len(group) - 1
             for adapter, advisory in merged.items():
                 adapters.setdefault(adapter, []).append(advisory)
@@ -485,7 +479,7 @@ def import_records(
         if progress is not None and importer.counts.records_read >= next_progress:
             progress(importer.counts.records_read)
             next_progress = importer.counts.records_read + progress_every
-    return importer.result(skip_invalid=skip_invalid, on_invalid=on_invalid)
+    return importer.result()
 
 
 def feed_bytes(feed: dict[str, Any], out: str) -> bytes:
