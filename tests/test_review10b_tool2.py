@@ -89,6 +89,16 @@ def project(tmp_path: Path) -> Project:
 # --- 1. the --force baseline trusts the block's own stated hash --------------------------------
 
 
+# Known gap (named in the README): refresh trusts the block's own stated hash as the map it
+# replaces; a hand edit that restates the hash (or drops it from a bernstein block) is not
+# seen. Catching it needs each module's last anchored update receipt in the chain, which
+# receipts do not name yet. Strict: these turn into failures the day the gap is closed.
+HAND_EDIT_GAP = pytest.mark.xfail(
+    strict=True, reason="refresh trusts the block's stated hash (README: known gap)"
+)
+
+
+@HAND_EDIT_GAP
 @pytest.mark.parametrize("earlier_map_archived", [True, False], ids=["archived", "not-archived"])
 def test_a_hand_edit_that_restates_the_hash_hides_a_removed_advisory(
     project: Project, earlier_map_archived: bool
@@ -134,6 +144,7 @@ def test_a_hand_edit_that_restates_the_hash_hides_a_removed_advisory(
 # --- 2. a bernstein block without hash and version is never a hand edit -----------------------
 
 
+@HAND_EDIT_GAP
 def test_a_bernstein_block_stripped_of_its_hash_hides_a_removed_adapter(project: Project) -> None:
     """The bernstein layout may omit its hash and version "until floorctl first renders into
     it". After floorctl has rendered it, delete codex's entry and the two hash/version lines:
