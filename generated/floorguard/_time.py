@@ -42,4 +42,7 @@ def parse_ts(text: str) -> _dt.datetime:
         raise FloorguardError(f"not an RFC 3339 timestamp: {text!r}") from exc
     if moment.tzinfo is None:
         raise FloorguardError(f"timestamp has no timezone (use Z or an offset): {text!r}")
-    return moment.astimezone(_dt.UTC)
+    try:
+        return moment.astimezone(_dt.UTC)
+    except OverflowError as exc:  # 9999-12-31T23:59:59-23:59 is year 10000 in UTC
+        raise FloorguardError(f"timestamp is out of range in UTC: {text!r}") from exc
