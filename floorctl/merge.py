@@ -72,6 +72,16 @@ def _merge_adapter(
         says = ", ".join(f"{source} says {ecosystem}" for source, ecosystem in stated)
         raise MergeConflict(f"{name}: feeds state different ecosystems ({says})")
     ecosystem = ecosystems[0] if ecosystems else None
+    known = ecosystem_of(name)
+    if ecosystem is not None and known is not None and ecosystem != known:
+        # The runtime judges a catalogued CLI in its own ecosystem's order whatever a feed
+        # says (floormap.Advisory.order): a feed's contrary claim could only mislead.
+        says = ", ".join(f"{source} says {stated_eco}" for source, stated_eco in stated)
+        raise MergeConflict(
+            f"{name}: feeds state the {ecosystem} ecosystem ({says}), but {name} is an "
+            f"{known} CLI in floorguard's catalog: its versions compare by "
+            f"{versions.order_name(known)}"
+        )
     # Floors and ranges compare in the order the runtime will use (floormap.Advisory.order).
     order = ecosystem if ecosystem is not None else ecosystem_of(name)
     floors = [
@@ -290,11 +300,15 @@ def _weakenings(name: str, before: Advisory, after: Advisory) -> list[str]:
     """Advisories removed or narrowed, and a change between two stated ecosystems."""
     found: list[str] = []
     ecosystem = after.order
-    if versions.order_name(before.order) != versions.order_name(ecosystem):
+    stated = (before.ecosystem, after.ecosystem)
+    if versions.order_name(before.order) != versions.order_name(ecosystem) or (
+        None not in stated and stated[0] != stated[1]
+    ):
         # Versions compare in another order now: nothing shown before still holds.
         found.append(
-            f"changes the ecosystem of {name} from {before.order or 'none (PEP 440)'} to "
-            f"{ecosystem or 'none (PEP 440)'}"
+            f"changes the ecosystem of {name} from "
+            f"{before.ecosystem or before.order or 'none (PEP 440)'} to "
+            f"{after.ecosystem or ecosystem or 'none (PEP 440)'}"
         )
     for advisory in before.advisories:
         names = set(advisory.names())

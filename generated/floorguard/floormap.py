@@ -143,15 +143,16 @@ class Advisory:
 
     @property
     def order(self) -> str | None:
-        """The ecosystem whose version order judges this entry: the one it states, else the
-        one the catalog knows the adapter from (an npm CLI's versions are SemVer under a
-        schema 1 floor too: ``0.6.0-preview.1`` is never read as ``0.6.0rc1``), else None
-        (PEP 440). Not part of the entry's data, so it leaves the hash alone."""
-        if self.ecosystem is not None:
-            return self.ecosystem
+        """The ecosystem whose version order judges this entry: the one the catalog knows
+        the adapter from (an npm CLI's versions are SemVer whatever the feed said, under a
+        schema 1 floor too: ``0.6.0-preview.1`` is never read as ``0.6.0rc1``), else the one
+        the entry states, else None (PEP 440). Not part of the entry's data, so it leaves
+        the hash alone; refresh refuses an entry whose stated ecosystem contradicts the
+        catalog, so the two never differ in a map floorctl wrote."""
         from floorguard.catalog import ecosystem_of
 
-        return ecosystem_of(self.adapter)
+        known = ecosystem_of(self.adapter)
+        return known if known is not None else self.ecosystem
 
     def as_entry(self) -> dict[str, Any]:
         entry: dict[str, Any] = {}
