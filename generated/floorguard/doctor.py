@@ -71,7 +71,6 @@ def examine(
     from floorguard import detect, verdict, versions
 
     adapter, floor = entry.adapter, entry.min_safe_version
-    moment = _time.utc_now() if at is None else at
     try:
         binary = detect.resolve_binary(adapter, None, path_env=path_env)
     except DetectionError as exc:
@@ -81,6 +80,8 @@ def examine(
     except DetectionError as exc:
         return AdapterPosture(adapter, str(binary), None, None, floor, UNKNOWN_VERSION, str(exc))
     where = (adapter, found.binary or str(binary), found.version, found.detected_by, floor)
+    # Read after the probe, which may take seconds: a waiver is judged when the version is.
+    moment = _time.utc_now() if at is None else at
     try:
         assessment = verdict.assess(entry, found.version, at=moment)
     except versions.InvalidVersionError as exc:
