@@ -483,34 +483,46 @@ def test_window_proof_refuses_a_waived_record_after_its_waiver_expired(tmp_path:
     )
     assert not proven
     assert violations == [
-        (1, "waived spawn of aider 2.0.1 decided at 2026-01-01T00:00:01.000000Z: waiver "
+        (1, "waived spawn of aider 2.0.1 recorded at 2026-01-01T00:00:01.000000Z: waiver "
             "WVR-0009 of the pinned map expired at 2026-01-01T00:00:01Z"),
     ]  # fmt: skip
 
 
-def test_a_waived_record_is_judged_at_its_receipts_time_never_later_than_its_record(
+def test_a_waived_record_is_judged_at_its_records_time_and_never_dated_after_it(
     tmp_path: Path,
 ) -> None:
-    # The waiver ends at 00:00:02; records are stamped at seq seconds. The gate decides (and
-    # dates the receipt) before it seals the record, so a waiver in force at the decision
-    # stands even when the record lands after the expiry. A receipt dated after its own
-    # record (back-dated, or forged into the waiver's lifetime) proves nothing.
+    # The waiver ends at 00:00:02; records are stamped at seq seconds. The spawn starts only
+    # once its record is written, so a waiver that held at the decision but had expired when
+    # the record landed waived nothing (the gate keeps two minutes to spare for this). A
+    # receipt dated after its own record (back-dated, or forged into the waiver's lifetime)
+    # proves nothing either.
     ending = {"aider": entry("PyPI", GHSA_W, waivers=(
         waiver("WVR-0009", "2.0.1", "GHSA-wwww-wwww-wwww", expires="2026-01-01T00:00:02Z"),
     ))}  # fmt: skip
-    before_expiry = "2026-01-01T00:00:01.900000Z"
+    before_expiry = "2026-01-01T00:00:00.900000Z"
+    in_time = [
+        spawn("refuse", "2.0.1", ending, None, at(0)),
+        spawn("waived", "2.0.1", ending, "WVR-0009", before_expiry),  # sealed at 00:00:01
+    ]
+    assert prove_records(tmp_path / "in-time", in_time, [ending]) == ([], True)
+
     sealed_later = [
         spawn("refuse", "2.0.1", ending, None, at(0)),
         spawn("refuse", "2.0.1", ending, None, at(1)),
-        spawn("waived", "2.0.1", ending, "WVR-0009", before_expiry),  # sealed at 00:00:02
+        spawn("waived", "2.0.1", ending, "WVR-0009", "2026-01-01T00:00:01.900000Z"),
     ]
-    assert prove_records(tmp_path / "later", sealed_later, [ending]) == ([], True)
+    violations, proven = prove_records(tmp_path / "later", sealed_later, [ending])
+    assert not proven
+    assert violations == [
+        (2, "waived spawn of aider 2.0.1 recorded at 2026-01-01T00:00:02.000000Z: waiver "
+            "WVR-0009 of the pinned map expired at 2026-01-01T00:00:02Z"),
+    ]  # fmt: skip
 
     sealed_earlier = [spawn("waived", "2.0.1", ending, "WVR-0009", before_expiry)]
     violations, proven = prove_records(tmp_path / "earlier", sealed_earlier, [ending])
     assert not proven
     assert violations == [
-        (0, "waived spawn of aider 2.0.1: its receipt is dated 2026-01-01T00:00:01.900000Z, "
+        (0, "waived spawn of aider 2.0.1: its receipt is dated 2026-01-01T00:00:00.900000Z, "
             "after its record at 2026-01-01T00:00:00.000000Z"),
     ]  # fmt: skip
 

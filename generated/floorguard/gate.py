@@ -229,6 +229,15 @@ def _judge_opened(
             known |= {"floor": advisory.min_safe_version, "advisory_id": advisory.advisory_id}
     if advisory is None:
         return _Judgement(UNTRACKED, f"{named} has no floor in the map", **known, **seen)
+    if active_map.current().floor_map_hash != in_force.floor_map_hash:
+        # A refresh landed while the binary was identified and probed (a waiver revoked, a
+        # range widened): this judgement would rest on a map no longer in force.
+        return _Judgement(
+            REFUSE,
+            f"the floor map changed while {named} was being judged; decide again",
+            **known,
+            **seen,
+        )
     # The decision time is taken only now that the version is known: identifying and probing
     # may take up to FLOORGUARD_PROBE_TIMEOUT, and a waiver that expired meanwhile must not
     # waive. The receipt is stamped with this moment, before its chain record is.
@@ -290,13 +299,19 @@ def _assessed(
             at=stamp,
             **known,
         )
-    why = verdict.why_not_waived(entry, version, assessment.causes, at)
+    why = verdict.why_not_waived(entry, version, assessment.causes, at + WAIVER_MARGIN)
     if why is not None:
         message += f"; not waived: {why}"
     if policy == WARN:
         return _Judgement(WARN_OVERRIDE, message + "; allowed by warn policy", at=stamp, **known)
     return _Judgement(REFUSE, message, at=stamp, **known)
 
+
+# A waiver must still hold this long after the decision: the decision then waits for the
+# chain (up to chain.BUSY_TIMEOUT_SECONDS for the lock and as long again for busy retries),
+# and the spawn starts only once the record is written. So a waiver's last two minutes are
+# never used, and the window proof, which judges a waiver at the record's time, agrees.
+WAIVER_MARGIN: Final = _dt.timedelta(seconds=120)
 
 # (map hash, adapter, version) -> the causes, judged without waivers. The map hash covers
 # every bound of every entry, so a hit is the same judgement; a map of many advisories
@@ -319,7 +334,7 @@ def _assess(entry: Advisory, version: str, at: _dt.datetime, map_hash: str | Non
                 _CAUSES.clear()
             _CAUSES[key] = cached
     if cached.unsafe and entry.waivers:
-        return verdict.assess(entry, version, at=at)
+        return verdict.assess(entry, version, at=at + WAIVER_MARGIN)
     return cached
 
 

@@ -366,9 +366,10 @@ class WindowProof:
             return f"waived spawn of {named}: the pinned map carries no waiver {waiver_id!r} for it"
         if waiver.version != version:
             return f"waived spawn of {named}: waiver {waiver.id} is for version {waiver.version}"
-        # The waiver is judged at the decision time the receipt states (the moment the gate
-        # checked it), which cannot be later than the record that sealed the decision: a
-        # receipt dated after its record is back-dated, or forged to a time the waiver held.
+        # The waiver must hold when the record was written: the spawn starts only after it,
+        # so a waiver that expired while the decision waited for the chain waived nothing
+        # (the gate asks for two minutes to spare). The receipt's own decision time cannot be
+        # later than its record either: such a receipt was forged or back-dated.
         decided = receipt.get("ts")
         moment = _moment(decided) if isinstance(decided, str) else None
         recorded = _moment(record.ts)
@@ -379,9 +380,9 @@ class WindowProof:
                 f"waived spawn of {named}: its receipt is dated {decided}, after its record "
                 f"at {record.ts}"
             )
-        if not verdict_rule.waiver_in_force(waiver, moment):
+        if not verdict_rule.waiver_in_force(waiver, recorded):
             return (
-                f"waived spawn of {named} decided at {decided}: waiver {waiver.id} of the "
+                f"waived spawn of {named} recorded at {record.ts}: waiver {waiver.id} of the "
                 f"pinned map expired at {waiver.expires}"
             )
         try:
