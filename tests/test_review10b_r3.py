@@ -85,7 +85,12 @@ def test_an_advisory_added_while_an_untracked_binary_is_probed_is_not_ignored(
     update = max(seq for seq, event, _ in events if event == "adapter.floor_update_receipt")
     (spawned,) = [seq for seq, event, _ in events if event == "adapter.spawn_preflight_receipt"]
     assert spawned > update, (events, decision)  # decided after aider 2.0.1 became affected
-    assert decision["verdict"] == "refuse", (decision, events)
+    # verify chain proves it (the record pins the old map), though the map in force at that
+    # point of the chain tracked aider and made 2.0.1 affected.
+    from test_review10b_run2 import verify_chain
+
+    proof = verify_chain(host, tmp_path, [])
+    assert decision["verdict"] == "refuse", (decision, events, proof.get("proven"))
 
 
 # --- 2. the doctor shows as waived a version the gate refuses ------------------------------
