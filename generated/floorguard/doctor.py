@@ -83,7 +83,8 @@ def examine(
     # Read after the probe, which may take seconds: a waiver is judged when the version is.
     moment = _time.utc_now() if at is None else at
     try:
-        assessment = verdict.assess(entry, found.version, at=moment)
+        # The gate's rule: a waiver in its last two minutes no longer waives.
+        assessment = verdict.assess(entry, found.version, at=moment + verdict.WAIVER_MARGIN)
     except versions.InvalidVersionError as exc:
         return AdapterPosture(*where, UNKNOWN_VERSION, str(exc))
     if not assessment.unsafe:
@@ -106,7 +107,9 @@ def examine(
             waiver.id,
             days,
         )
-    why = verdict.why_not_waived(entry, found.version, assessment.causes, moment)
+    why = verdict.why_not_waived(
+        entry, found.version, assessment.causes, moment + verdict.WAIVER_MARGIN
+    )
     if why is not None:
         reason += f"; not waived: {why}"
     return AdapterPosture(*where, status, reason, assessment.advisory_id)

@@ -7,6 +7,7 @@ is durably in the chain. The policy and the floor map are read at every call.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import os
 import re
@@ -135,10 +136,22 @@ def judge(
             if binary is not None or version is None:
                 unresolved = exc if isinstance(exc, DetectionError) else DetectionError(str(exc))
     try:
-        return _judge_opened(
+        judged = _judge_opened(
             adapter, opened, unresolved, in_force=in_force, version=version, policy=policy,
             environ=environ, argv=argv, cwd=cwd,
         )  # fmt: skip
+        if judged.verdict != REFUSE and (
+            active_map.current().floor_map_hash != in_force.floor_map_hash
+        ):
+            # A refresh landed while the binary was identified and probed (a waiver revoked,
+            # an adapter newly tracked, a range widened): nothing may be allowed on a map no
+            # longer in force. Checked after every path that allows, untracked ones too.
+            return dataclasses.replace(
+                judged,
+                verdict=REFUSE,
+                reason=f"the floor map changed while {adapter} was being judged; decide again",
+            )
+        return judged
     except Exception as exc:  # a gate that cannot judge refuses, on the record
         return _Judgement(
             REFUSE,
@@ -229,15 +242,6 @@ def _judge_opened(
             known |= {"floor": advisory.min_safe_version, "advisory_id": advisory.advisory_id}
     if advisory is None:
         return _Judgement(UNTRACKED, f"{named} has no floor in the map", **known, **seen)
-    if active_map.current().floor_map_hash != in_force.floor_map_hash:
-        # A refresh landed while the binary was identified and probed (a waiver revoked, a
-        # range widened): this judgement would rest on a map no longer in force.
-        return _Judgement(
-            REFUSE,
-            f"the floor map changed while {named} was being judged; decide again",
-            **known,
-            **seen,
-        )
     # The decision time is taken only now that the version is known: identifying and probing
     # may take up to FLOORGUARD_PROBE_TIMEOUT, and a waiver that expired meanwhile must not
     # waive. The receipt is stamped with this moment, before its chain record is.
@@ -299,19 +303,13 @@ def _assessed(
             at=stamp,
             **known,
         )
-    why = verdict.why_not_waived(entry, version, assessment.causes, at + WAIVER_MARGIN)
+    why = verdict.why_not_waived(entry, version, assessment.causes, at + verdict.WAIVER_MARGIN)
     if why is not None:
         message += f"; not waived: {why}"
     if policy == WARN:
         return _Judgement(WARN_OVERRIDE, message + "; allowed by warn policy", at=stamp, **known)
     return _Judgement(REFUSE, message, at=stamp, **known)
 
-
-# A waiver must still hold this long after the decision: the decision then waits for the
-# chain (up to chain.BUSY_TIMEOUT_SECONDS for the lock and as long again for busy retries),
-# and the spawn starts only once the record is written. So a waiver's last two minutes are
-# never used, and the window proof, which judges a waiver at the record's time, agrees.
-WAIVER_MARGIN: Final = _dt.timedelta(seconds=120)
 
 # (map hash, adapter, version) -> the causes, judged without waivers. The map hash covers
 # every bound of every entry, so a hit is the same judgement; a map of many advisories
@@ -334,7 +332,7 @@ def _assess(entry: Advisory, version: str, at: _dt.datetime, map_hash: str | Non
                 _CAUSES.clear()
             _CAUSES[key] = cached
     if cached.unsafe and entry.waivers:
-        return verdict.assess(entry, version, at=at + WAIVER_MARGIN)
+        return verdict.assess(entry, version, at=at + verdict.WAIVER_MARGIN)
     return cached
 
 

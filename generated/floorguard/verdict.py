@@ -14,11 +14,19 @@ from __future__ import annotations
 
 import datetime as _dt
 from dataclasses import dataclass
+from typing import Final
 
 from floorguard import versions
 from floorguard._time import parse_ts
 from floorguard.errors import FloorguardError
 from floorguard.floormap import FLOOR_ID, Advisory, AffectedRange, RangeAdvisory, Waiver
+
+# A waiver must still hold this long after a decision: the decision may then wait for the
+# chain (up to chain.BUSY_TIMEOUT_SECONDS for the lock and as long again for busy retries),
+# and a spawn starts only once its record is written. Whoever judges a waiver for a spawn
+# (the gate, the doctor's posture) judges it this far ahead, so a waiver's last two minutes
+# are never used; the window proof judges it at the record's time, which is within them.
+WAIVER_MARGIN: Final = _dt.timedelta(seconds=120)
 
 
 @dataclass(frozen=True)
