@@ -549,17 +549,25 @@ def _version_problem(value: str) -> str | None:
     return None
 
 
-def _advisory_id_problem(value: str) -> str | None:
+def _shaped_problem(value: str, limit: int, shape: re.Pattern[str], what: str) -> str | None:
+    """A short token of a fixed shape: not empty, at most ``limit`` characters, and
+    matching ``shape`` as a whole; ``what`` names the shape in the message."""
     if not value:
         return "must not be empty"
-    if len(value) > MAX_ADVISORY_ID_CHARS:
-        return f"too long: {len(value):,} characters (at most {MAX_ADVISORY_ID_CHARS})"
-    if not _ADVISORY_ID.match(value):
-        return (
-            f"{_show_value(value)} is not an advisory id "
-            "(letters, digits and single hyphens, such as BSA-0001 or CVE-2024-1234)"
-        )
+    if len(value) > limit:
+        return f"too long: {len(value):,} characters (at most {limit})"
+    if not shape.match(value):
+        return f"{_show_value(value)} is not {what}"
     return None
+
+
+def _advisory_id_problem(value: str) -> str | None:
+    return _shaped_problem(
+        value,
+        MAX_ADVISORY_ID_CHARS,
+        _ADVISORY_ID,
+        "an advisory id (letters, digits and single hyphens, such as BSA-0001 or CVE-2024-1234)",
+    )
 
 
 def _listed_advisory_id_problem(value: str) -> str | None:
@@ -795,16 +803,12 @@ def _summary_problem(value: str) -> str | None:
 
 
 def _score_problem(value: str) -> str | None:
-    if not value:
-        return "must not be empty"
-    if len(value) > MAX_SCORE_CHARS:
-        return f"too long: {len(value):,} characters (at most {MAX_SCORE_CHARS})"
-    if not _SCORE.match(value):
-        return (
-            f"{_show_value(value)} is not a severity score "
-            "(a CVSS vector or a word: letters, digits and . : / _ + ( ) -)"
-        )
-    return None
+    return _shaped_problem(
+        value,
+        MAX_SCORE_CHARS,
+        _SCORE,
+        "a severity score (a CVSS vector or a word: letters, digits and . : / _ + ( ) -)",
+    )
 
 
 def _v3_reference_problem(url: str) -> str | None:
