@@ -11,35 +11,19 @@ from __future__ import annotations
 import datetime as dt
 import json
 from pathlib import Path
-from typing import Any
 
-from helpers.advisory_maps import advisory, entry, extended_module, map_hash, span, waiver
+from helpers.advisory_maps import (
+    advisory,
+    entry,
+    extended_module,
+    span,
+    verify_chain,
+    waiver,
+)
 from helpers.cli import floorctl
 from hosts import Host, floor, write_script
 
-from floorguard._canonical import canonical_bytes
 from floorguard._time import format_ts, parse_ts, utc_now
-
-
-def verify_chain(host: Host, tmp_path: Path, maps: list[dict[str, Any]]) -> Any:
-    """``floorctl verify chain --json`` over the host's whole chain (MACs checked), with an
-    archive of ``maps``."""
-    archive = tmp_path / "maps"
-    archive.mkdir(exist_ok=True)
-    for entries in maps:
-        name = map_hash(entries).replace(":", "-") + ".json"
-        (archive / name).write_bytes(canonical_bytes(entries))
-    state = tmp_path / "state"
-    home = {"FLOORGUARD_HOME": str(host.home)}
-    exported = floorctl("chain", "export", "--out", "slice.jsonl", cwd=tmp_path, state=state,
-                        **home)  # fmt: skip
-    assert exported.returncode == 0, exported.stderr
-    done = floorctl(
-        "verify", "chain", "slice.jsonl", "--key-file", str(host.home / "chain.key"),
-        "--maps", str(archive), "--json", cwd=tmp_path, state=state, **home,
-    )  # fmt: skip
-    return json.loads(done.stdout)
-
 
 # --- 1. amp's "-g<hex>" SemVer pre-release is rewritten into "+g<hex>" build metadata --------
 #

@@ -87,7 +87,7 @@ def test_an_advisory_added_while_an_untracked_binary_is_probed_is_not_ignored(
     assert spawned > update, (events, decision)  # decided after aider 2.0.1 became affected
     # verify chain proves it (the record pins the old map), though the map in force at that
     # point of the chain tracked aider and made 2.0.1 affected.
-    from test_review10b_run2 import verify_chain
+    from helpers.advisory_maps import verify_chain
 
     proof = verify_chain(host, tmp_path, [])
     assert decision["verdict"] == "refuse", (decision, events, proof.get("proven"))

@@ -4,7 +4,9 @@ that carries them, written directly: literals rendered with ``repr`` and the has
 
 from __future__ import annotations
 
+import json
 import pprint
+from pathlib import Path
 from typing import Any
 
 from floorguard.floormap import floor_map_hash, from_entries
@@ -77,3 +79,26 @@ def extended_module(entries: dict[str, Any], *, version: int = 1) -> str:
         f"FLOOR_MAP_ENTRIES = {pprint.pformat(entries, sort_dicts=True)}\n"
         "# floor-map:end\n"
     )
+
+
+def verify_chain(host: Any, tmp_path: Path, maps: list[dict[str, Any]]) -> Any:
+    """``floorctl verify chain --json`` over a test host's whole chain (MACs checked), with
+    an archive of ``maps``."""
+    from floorguard._canonical import canonical_bytes
+    from helpers.cli import floorctl
+
+    archive = tmp_path / "maps"
+    archive.mkdir(exist_ok=True)
+    for entries in maps:
+        name = map_hash(entries).replace(":", "-") + ".json"
+        (archive / name).write_bytes(canonical_bytes(entries))
+    state = tmp_path / "state"
+    home = {"FLOORGUARD_HOME": str(host.home)}
+    exported = floorctl("chain", "export", "--out", "slice.jsonl", cwd=tmp_path, state=state,
+                        **home)  # fmt: skip
+    assert exported.returncode == 0, exported.stderr
+    done = floorctl(
+        "verify", "chain", "slice.jsonl", "--key-file", str(host.home / "chain.key"),
+        "--maps", str(archive), "--json", cwd=tmp_path, state=state, **home,
+    )  # fmt: skip
+    return json.loads(done.stdout)
