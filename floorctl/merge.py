@@ -13,7 +13,7 @@ from floorctl import advisories, coverage
 from floorctl.errors import MergeConflict
 from floorguard import versions
 from floorguard.catalog import ecosystem_of
-from floorguard.floormap import Advisory, FloorMap, from_entries, to_entries
+from floorguard.floormap import Advisory, FloorMap, RangeAdvisory, from_entries, to_entries
 
 FIELDS = ("min_safe_version", "advisory_id", "note")
 
@@ -310,9 +310,14 @@ def _weakenings(name: str, before: Advisory, after: Advisory) -> list[str]:
             f"{before.ecosystem or before.order or 'none (PEP 440)'} to "
             f"{after.ecosystem or ecosystem or 'none (PEP 440)'}"
         )
+    # Each new advisory under every name it has, so that finding an old advisory's
+    # successors costs its names, not a scan of every new advisory (2,048 per adapter).
+    by_name: dict[str, list[RangeAdvisory]] = {}
+    for candidate in after.advisories:
+        for known in candidate.names():
+            by_name.setdefault(known, []).append(candidate)
     for advisory in before.advisories:
-        names = set(advisory.names())
-        successors = [a for a in after.advisories if names & set(a.names())]
+        successors = list({id(a): a for n in advisory.names() for a in by_name.get(n, ())}.values())
         if not successors:
             found.append(f"removes advisory {advisory.id} of {name}")
             continue
