@@ -183,6 +183,14 @@ class MapDiff:
             + list(self.downgrades)
         )
 
+    def summary(self, shown: int = 10) -> str:
+        """The weakenings for a one-line message: the first ``shown``, then how many more
+        (the receipt and --json carry them all; an error line must stay readable)."""
+        reasons = self.reasons()
+        more = len(reasons) - shown
+        text = ", ".join(reasons[:shown])
+        return text + (f", and {more:,} more" if more > 0 else "")
+
     def to_json(self) -> dict[str, Any]:
         document: dict[str, Any] = {
             "added": list(self.added),

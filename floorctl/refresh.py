@@ -137,7 +137,7 @@ def plan(
     if changes.is_downgrade and not allow_downgrade:
         against = " (against the map the hand-edited block's stated hash vouches for)"
         raise DowngradeRefused(
-            f"{module}: refusing a downgrade: the new map {', '.join(changes.reasons())}"
+            f"{module}: refusing a downgrade: the new map {changes.summary()}"
             f"{against if baseline == BASELINE_ARCHIVE else ''}; "
             "pass --allow-downgrade to accept it (the receipt records that)"
         )

@@ -303,3 +303,17 @@ def test_a_v1_floor_taking_an_ecosystem_is_not_a_downgrade() -> None:
     assert changes.changed == (
         {"adapter": "claude", "field": "ecosystem", "old": None, "new": "npm"},
     )
+
+
+def test_a_refusal_names_ten_weakenings_and_counts_the_rest() -> None:
+    from helpers.advisory_maps import advisory, entry, span
+
+    from floorguard.floormap import from_entries
+
+    many = [advisory(f"GHSA-aaaa-bbbb-{i:04d}", span("0", fixed="1.0.0")) for i in range(25)]
+    before = from_entries({"claude": entry("npm", *many)})
+    after = from_entries({"claude": entry("npm")})
+    changes = diff(before, after)
+    assert len(changes.reasons()) == 25
+    assert changes.summary().endswith(", and 15 more")
+    assert changes.summary().count("removes advisory") == 10

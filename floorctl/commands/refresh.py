@@ -299,7 +299,7 @@ def _print_summary(
         echo("  no data change")
     if changes.is_downgrade:
         # Only reached with --allow-downgrade: say what the receipt records as accepted.
-        echo(f"  downgrade (allowed): {'; '.join(changes.reasons())}")
+        echo(f"  downgrade (allowed): {changes.summary()}")
     echo(f"  hash {plan.old_hash} -> {plan.new_hash}")
     if outcome is None:
         if not check:
