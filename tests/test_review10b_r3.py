@@ -65,7 +65,14 @@ def test_an_advisory_added_while_an_untracked_binary_is_probed_is_not_ignored(
     started = floorctl("refresh", "--feed", "first.json", "--module", str(host.map_file),
                        "--write", "--anchor", cwd=project, state=state, **home)  # fmt: skip
     assert started.returncode == 0, started.stderr  # aider untracked
-    aider = write_script(tmp_path / "aider", "/bin/sleep 6; echo 'aider 2.0.1'")
+    # The probe says it started, then waits until the refresh has landed: the race is
+    # forced, not left to timing.
+    started_flag, landed_flag = tmp_path / "probe-started", tmp_path / "refresh-landed"
+    aider = write_script(
+        tmp_path / "aider",
+        f"touch '{started_flag}'; while [ ! -e '{landed_flag}' ]; do sleep 0.05; done; "
+        "echo 'aider 2.0.1'",
+    )
     request = json.dumps({"adapter": "aider", "binary": str(aider), "version": None})
     spawn = subprocess.Popen(
         [sys.executable, "-c", HOST, request],
@@ -74,9 +81,14 @@ def test_an_advisory_added_while_an_untracked_binary_is_probed_is_not_ignored(
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(2)
+    waited = 0
+    while not started_flag.exists() and waited < 1200:  # the host is judging the binary
+        time.sleep(0.05)
+        waited += 1
+    assert started_flag.exists(), "the probe never started"
     tracked = floorctl("refresh", "--feed", "feed.json", "--module", str(host.map_file),
                        "--write", "--anchor", cwd=project, state=state, **home)  # fmt: skip
+    landed_flag.touch()
     out, err = spawn.communicate(timeout=120)
     assert tracked.returncode == 0, tracked.stderr
     assert spawn.returncode == 0, err

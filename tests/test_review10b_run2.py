@@ -351,7 +351,14 @@ def test_a_waiver_revoked_while_the_binary_is_probed_does_not_waive(tmp_path: Pa
                        str(host.map_file), "--write", "--anchor", cwd=project, state=state,
                        **home)  # fmt: skip
     assert granted.returncode == 0, granted.stderr
-    aider = write_script(tmp_path / "aider", "/bin/sleep 6; echo 'aider 2.0.1'")
+    # The probe says it started, then waits until the refresh has landed: the race is
+    # forced, not left to timing.
+    started_flag, landed_flag = tmp_path / "probe-started", tmp_path / "refresh-landed"
+    aider = write_script(
+        tmp_path / "aider",
+        f"touch '{started_flag}'; while [ ! -e '{landed_flag}' ]; do sleep 0.05; done; "
+        "echo 'aider 2.0.1'",
+    )
     request = json.dumps({"adapter": "aider", "binary": str(aider), "version": None})
     from hosts import HOST
 
@@ -362,9 +369,14 @@ def test_a_waiver_revoked_while_the_binary_is_probed_does_not_waive(tmp_path: Pa
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(2)
+    waited = 0
+    while not started_flag.exists() and waited < 1200:  # the host is judging the binary
+        time.sleep(0.05)
+        waited += 1
+    assert started_flag.exists(), "the probe never started"
     revoked = floorctl("refresh", "--feed", "feed.json", "--module", str(host.map_file),
                        "--write", "--anchor", cwd=project, state=state, **home)  # fmt: skip
+    landed_flag.touch()
     out, err = spawn.communicate(timeout=120)
     assert revoked.returncode == 0, revoked.stderr
     assert spawn.returncode == 0, err
