@@ -387,3 +387,10 @@ def test_a_waiver_revoked_while_the_binary_is_probed_does_not_waive(tmp_path: Pa
     assert spawned > revocation, events  # decided after the revocation was recorded
     proof = verify_chain(host, tmp_path, [])
     assert decision["verdict"] == "refuse", (decision, events, proof["proven"])
+    (receipt,) = [
+        r["receipt"]
+        for r in host.chain_records()
+        if r["event"] == "adapter.spawn_preflight_receipt"
+    ]
+    assert "floor map changed" in receipt["reason"]
+    assert receipt["waiver_id"] is None  # the refusal carries no waiver

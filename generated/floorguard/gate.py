@@ -150,6 +150,7 @@ def judge(
                 judged,
                 verdict=REFUSE,
                 reason=f"the floor map changed while {adapter} was being judged; decide again",
+                waiver_id=None,  # nothing was waived
             )
         return judged
     except Exception as exc:  # a gate that cannot judge refuses, on the record
