@@ -311,6 +311,22 @@ def test_a_v1_floor_of_an_npm_cli_must_be_semver_even_alone(project: Project) ->
     assert project.write("aider.json").returncode == 0
 
 
+def test_a_feed_stating_another_ecosystem_for_a_catalogued_cli_is_refused(
+    project: Project,
+) -> None:
+    # claude is an npm CLI in floorguard's catalog; the runtime compares its versions by
+    # SemVer whatever a feed says, so a feed calling it PyPI is refused, not half-believed.
+    project.feed("v3.json", v3(claude={"ecosystem": "PyPI", "advisories": []}))
+    before = project.module.read_bytes()
+    line = one_error_line(project.write("v3.json"))
+    assert "claude is an npm CLI in floorguard's catalog" in line
+    assert "v3.json says PyPI" in line
+    assert project.module.read_bytes() == before
+    # An adapter the catalog does not know takes the ecosystem its feed states.
+    project.feed("goose.json", v3(goose={"ecosystem": "npm", "advisories": []}))
+    assert project.write("goose.json").returncode == 0
+
+
 # --- downgrades ---------------------------------------------------------------------------------
 
 
