@@ -166,8 +166,15 @@ def test_a_feed_cannot_make_the_runtime_read_an_npm_cli_version_as_pep440(tmp_pa
         "refresh", "--feed", "feed.json", "--module", str(host.map_file), "--write",
         cwd=project, state=tmp_path / "state",
     )  # fmt: skip
-    if refreshed.returncode != 0:
-        return  # refusing an ecosystem the catalog contradicts is a fix too
+    # Refresh refuses the contrary ecosystem, naming the catalog...
+    assert refreshed.returncode == 1, refreshed.stderr
+    assert "claude is an npm CLI in floorguard's catalog" in refreshed.stderr
+    # ...and a map written by other means (by hand, with its hash restated) still gets the
+    # catalog's order at run time.
+    stated_pypi = {
+        "claude": entry("PyPI", advisory("GHSA-cccc-dddd-eeee", span("0", fixed="1.0.20")))
+    }
+    host.set_map(extended_module(stated_pypi))
     claude = write_script(tmp_path / "claude", "echo '1.0.20-0 (Claude Code)'")
     decision = host.preflight("claude", binary=str(claude))
     assert decision["version"] == "1.0.20-0"
