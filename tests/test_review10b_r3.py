@@ -12,11 +12,11 @@ import datetime as dt
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from helpers.advisory_maps import advisory, entry, extended_module, span, waiver
 from helpers.cli import floorctl
+from helpers.races import preflight_across, spawn_after_update
 from hosts import HOST, Host, write_script
 
 from floorguard._time import format_ts, utc_now
@@ -65,44 +65,20 @@ def test_an_advisory_added_while_an_untracked_binary_is_probed_is_not_ignored(
     started = floorctl("refresh", "--feed", "first.json", "--module", str(host.map_file),
                        "--write", "--anchor", cwd=project, state=state, **home)  # fmt: skip
     assert started.returncode == 0, started.stderr  # aider untracked
-    # The probe says it started, then waits until the refresh has landed: the race is
-    # forced, not left to timing.
-    started_flag, landed_flag = tmp_path / "probe-started", tmp_path / "refresh-landed"
-    aider = write_script(
-        tmp_path / "aider",
-        f"touch '{started_flag}'; while [ ! -e '{landed_flag}' ]; do sleep 0.05; done; "
-        "echo 'aider 2.0.1'",
-    )
-    request = json.dumps({"adapter": "aider", "binary": str(aider), "version": None})
-    spawn = subprocess.Popen(
-        [sys.executable, "-c", HOST, request],
-        env=host.env(FLOORGUARD_PROBE_TIMEOUT="60"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    waited = 0
-    while not started_flag.exists() and waited < 1200:  # the host is judging the binary
-        time.sleep(0.05)
-        waited += 1
-    assert started_flag.exists(), "the probe never started"
-    tracked = floorctl("refresh", "--feed", "feed.json", "--module", str(host.map_file),
-                       "--write", "--anchor", cwd=project, state=state, **home)  # fmt: skip
-    landed_flag.touch()
-    out, err = spawn.communicate(timeout=120)
+    decision, tracked = preflight_across(
+        host, tmp_path, "aider", "aider 2.0.1",
+        lambda: floorctl("refresh", "--feed", "feed.json", "--module", str(host.map_file),
+                         "--write", "--anchor", cwd=project, state=state, **home),
+    )  # fmt: skip
     assert tracked.returncode == 0, tracked.stderr
-    assert spawn.returncode == 0, err
-    decision = json.loads(out)
-    events = [(r["seq"], r["event"], r["receipt"].get("verdict")) for r in host.chain_records()]
-    update = max(seq for seq, event, _ in events if event == "adapter.floor_update_receipt")
-    (spawned,) = [seq for seq, event, _ in events if event == "adapter.spawn_preflight_receipt"]
-    assert spawned > update, (events, decision)  # decided after aider 2.0.1 became affected
+    update, spawned = spawn_after_update(host)
+    assert spawned > update, decision  # decided after aider 2.0.1 became affected
     # verify chain proves it (the record pins the old map), though the map in force at that
     # point of the chain tracked aider and made 2.0.1 affected.
     from helpers.advisory_maps import verify_chain
 
     proof = verify_chain(host, tmp_path, [])
-    assert decision["verdict"] == "refuse", (decision, events, proof.get("proven"))
+    assert decision["verdict"] == "refuse", (decision, proof.get("proven"))
 
 
 # --- 2. the doctor shows as waived a version the gate refuses ------------------------------

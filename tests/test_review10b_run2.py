@@ -13,7 +13,6 @@ import datetime as dt
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from helpers.advisory_maps import (
@@ -25,6 +24,7 @@ from helpers.advisory_maps import (
     waiver,
 )
 from helpers.cli import floorctl
+from helpers.races import preflight_across, spawn_after_update
 from hosts import Host, write_script
 
 from floorguard._time import format_ts, parse_ts, utc_now
@@ -358,42 +358,16 @@ def test_a_waiver_revoked_while_the_binary_is_probed_does_not_waive(tmp_path: Pa
                        str(host.map_file), "--write", "--anchor", cwd=project, state=state,
                        **home)  # fmt: skip
     assert granted.returncode == 0, granted.stderr
-    # The probe says it started, then waits until the refresh has landed: the race is
-    # forced, not left to timing.
-    started_flag, landed_flag = tmp_path / "probe-started", tmp_path / "refresh-landed"
-    aider = write_script(
-        tmp_path / "aider",
-        f"touch '{started_flag}'; while [ ! -e '{landed_flag}' ]; do sleep 0.05; done; "
-        "echo 'aider 2.0.1'",
-    )
-    request = json.dumps({"adapter": "aider", "binary": str(aider), "version": None})
-    from hosts import HOST
-
-    spawn = subprocess.Popen(
-        [sys.executable, "-c", HOST, request],
-        env=host.env(FLOORGUARD_PROBE_TIMEOUT="60"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    waited = 0
-    while not started_flag.exists() and waited < 1200:  # the host is judging the binary
-        time.sleep(0.05)
-        waited += 1
-    assert started_flag.exists(), "the probe never started"
-    revoked = floorctl("refresh", "--feed", "feed.json", "--module", str(host.map_file),
-                       "--write", "--anchor", cwd=project, state=state, **home)  # fmt: skip
-    landed_flag.touch()
-    out, err = spawn.communicate(timeout=120)
+    decision, revoked = preflight_across(
+        host, tmp_path, "aider", "aider 2.0.1",
+        lambda: floorctl("refresh", "--feed", "feed.json", "--module", str(host.map_file),
+                         "--write", "--anchor", cwd=project, state=state, **home),
+    )  # fmt: skip
     assert revoked.returncode == 0, revoked.stderr
-    assert spawn.returncode == 0, err
-    decision = json.loads(out)
-    events = [(r["seq"], r["event"], r["receipt"].get("verdict")) for r in host.chain_records()]
-    revocation = max(seq for seq, event, _ in events if event == "adapter.floor_update_receipt")
-    (spawned,) = [seq for seq, event, _ in events if event == "adapter.spawn_preflight_receipt"]
-    assert spawned > revocation, events  # decided after the revocation was recorded
+    revocation, spawned = spawn_after_update(host)
+    assert spawned > revocation  # decided after the revocation was recorded
     proof = verify_chain(host, tmp_path, [])
-    assert decision["verdict"] == "refuse", (decision, events, proof["proven"])
+    assert decision["verdict"] == "refuse", (decision, proof["proven"])
     (receipt,) = [
         r["receipt"]
         for r in host.chain_records()
