@@ -143,8 +143,8 @@ def parse_feed(data: bytes, source: str) -> Feed:
     Pure: no I/O. ``source`` names the feed in messages. Raises ``FeedError`` listing every
     problem found (file, JSON path, message) when the feed is not acceptable in every respect.
     """
-    shown = _show_source(source)
-    document, problems = _decode(data)
+    shown = show_source(source)
+    document, problems = decode_document(data)
     if document is None:
         raise FeedError([(shown, path, message) for path, message in problems])
 
@@ -212,7 +212,7 @@ def load_feed(path: Path) -> Feed:
         reason = str(exc).removeprefix(f"{path}: ")
         if exc.too_large:
             reason = f"feed is larger than {MAX_FEED_BYTES:,} bytes (16 MiB); refused unread"
-        raise FeedError([(_show_source(source), "$", reason)]) from exc
+        raise FeedError([(show_source(source), "$", reason)]) from exc
     return parse_feed(data, source)
 
 
@@ -246,7 +246,7 @@ def format_path(parts: _Path) -> str:
 # --- decoding -------------------------------------------------------------------------------
 
 
-def _decode(data: bytes) -> tuple[dict[str, Any] | None, list[tuple[str, str]]]:
+def decode_document(data: bytes) -> tuple[dict[str, Any] | None, list[tuple[str, str]]]:
     """Bytes to a JSON object, or None with the reasons. Duplicate keys are reported, not fatal."""
     if len(data) > MAX_FEED_BYTES:
         return None, [("$", f"feed is larger than {MAX_FEED_BYTES:,} bytes (16 MiB)")]
@@ -320,7 +320,7 @@ def _schema_version(document: dict[str, Any]) -> tuple[int, tuple[str, str] | No
     if type(version) is not int:
         return 0, (
             "$.schema_version",
-            f"must be an integer such as 1, not {_json_type(version)} {_show_value(version)}",
+            f"must be an integer such as 1, not {_json_type(version)} {show_value(version)}",
         )
     if version not in SCHEMA_FILES:
         readable = ", ".join(str(v) for v in sorted(SCHEMA_FILES))
@@ -365,7 +365,7 @@ def _check(document: dict[str, Any], version: int, *, whole: bool = False) -> li
         target = {**document, "adapters": doubtful}
     problems: list[tuple[str, str]] = []
     for error in _validator(version).iter_errors(target):
-        for path, message, superseded in _describe(error):
+        for path, message, superseded in describe_schema_error(error):
             # A semantic message says the same thing as a pattern or length error, better.
             if superseded and path in semantic:
                 continue
@@ -374,7 +374,7 @@ def _check(document: dict[str, Any], version: int, *, whole: bool = False) -> li
     return problems
 
 
-def _describe(error: ValidationError) -> Iterator[tuple[str, str, bool]]:
+def describe_schema_error(error: ValidationError) -> Iterator[tuple[str, str, bool]]:
     """Schema errors as (path, message, superseded-by-a-semantic-check) in our own words.
 
     jsonschema's messages embed the whole offending value; ours stay one short line.
@@ -409,7 +409,7 @@ def _describe(error: ValidationError) -> Iterator[tuple[str, str, bool]]:
             True,
         )
     elif keyword == "pattern":
-        yield format_path(parts), f"{_show_value(instance)} does not have the required form", True
+        yield format_path(parts), f"{show_value(instance)} does not have the required form", True
     elif keyword == "maxProperties":
         yield format_path(parts), f"too many entries (at most {error.validator_value:,})", False
     elif keyword == "maxItems" and isinstance(instance, list):
@@ -417,7 +417,7 @@ def _describe(error: ValidationError) -> Iterator[tuple[str, str, bool]]:
         yield format_path(parts), f"too many items: {len(instance):,} (at most {limit:,})", False
     elif keyword == "enum" and isinstance(error.validator_value, list):
         allowed = ", ".join(str(v) for v in error.validator_value)
-        yield format_path(parts), f"{_show_value(instance)} is not one of {allowed}", False
+        yield format_path(parts), f"{show_value(instance)} is not one of {allowed}", False
     elif (
         keyword == "dependentRequired"
         and isinstance(instance, dict)
@@ -443,7 +443,7 @@ def _v2_problems(document: dict[str, Any]) -> list[tuple[str, str]]:
         problems.append(
             (
                 "$.feed_id",
-                f"{_show_value(feed_id)} is not a feed id (letters, digits and . _ : / -, "
+                f"{show_value(feed_id)} is not a feed id (letters, digits and . _ : / -, "
                 "starting with a letter or digit, at most 128 characters)",
             )
         )
@@ -460,7 +460,7 @@ def _v2_problems(document: dict[str, Any]) -> list[tuple[str, str]]:
             times[name] = parse_ts(value)
         except FloorguardError:
             problems.append(
-                (f"$.{name}", f"{_show_value(value)} is not an RFC 3339 time with Z or an offset")
+                (f"$.{name}", f"{show_value(value)} is not an RFC 3339 time with Z or an offset")
             )
     if len(times) == 2 and times["expires"] < times["published"]:
         problems.append(("$.expires", "expires before it was published"))
@@ -483,23 +483,23 @@ def _reference_problem(url: str) -> str | None:
     if len(url) > MAX_URL_CHARS:
         return f"too long: {len(url):,} characters (at most {MAX_URL_CHARS:,})"
     if not url.isascii() or not url.isprintable() or any(c.isspace() for c in url):
-        return f"{_show_value(url)} is not a plain https URL (printable ASCII, no spaces)"
+        return f"{show_value(url)} is not a plain https URL (printable ASCII, no spaces)"
     try:
         parts = urllib.parse.urlsplit(url)
         parts.port  # noqa: B018  (raises ValueError for a malformed port)
     except ValueError:
-        return f"{_show_value(url)} is not a valid URL"
+        return f"{show_value(url)} is not a valid URL"
     if parts.scheme != "https" or not parts.hostname:
-        return f"{_show_value(url)} is not an https URL with a host"
+        return f"{show_value(url)} is not an https URL with a host"
     if parts.username is not None or parts.password is not None:
-        return f"{_show_value(url)} carries credentials; references must not"
+        return f"{show_value(url)} carries credentials; references must not"
     return None
 
 
 def _entry_problems(name: str, entry: Any, found: dict[str, str]) -> bool:
     """Add the semantic problems of one adapter entry to ``found``; True unless it is clean."""
     doubtful = False
-    reason = _name_problem(name)
+    reason = name_problem(name)
     if reason is not None:
         found[format_path(("adapters", name))] = reason
         doubtful = True
@@ -519,7 +519,7 @@ def _entry_problems(name: str, entry: Any, found: dict[str, str]) -> bool:
     return doubtful
 
 
-def _name_problem(name: str) -> str | None:
+def name_problem(name: str) -> str | None:
     if _NAME.match(name):
         return None
     if not name.isascii():
@@ -537,15 +537,15 @@ def _version_problem(value: str) -> str | None:
     if not value:
         return "must not be empty"
     if value != value.strip():
-        return f"{_show_value(value)} has surrounding whitespace"
+        return f"{show_value(value)} has surrounding whitespace"
     if len(value) > MAX_VERSION_CHARS:
         return f"too long: {len(value):,} characters (at most {MAX_VERSION_CHARS})"
     if not _VERSION_CHARS.match(value):
-        return f"{_show_value(value)} is not a valid PEP 440 version"
+        return f"{show_value(value)} is not a valid PEP 440 version"
     try:
         Version(value)
     except (InvalidVersion, ValueError):  # ValueError: e.g. a number past the digit limit
-        return f"{_show_value(value)} is not a valid PEP 440 version"
+        return f"{show_value(value)} is not a valid PEP 440 version"
     return None
 
 
@@ -557,11 +557,11 @@ def _shaped_problem(value: str, limit: int, shape: re.Pattern[str], what: str) -
     if len(value) > limit:
         return f"too long: {len(value):,} characters (at most {limit})"
     if not shape.match(value):
-        return f"{_show_value(value)} is not {what}"
+        return f"{show_value(value)} is not {what}"
     return None
 
 
-def _advisory_id_problem(value: str) -> str | None:
+def advisory_id_problem(value: str) -> str | None:
     return _shaped_problem(
         value,
         MAX_ADVISORY_ID_CHARS,
@@ -574,16 +574,16 @@ def _listed_advisory_id_problem(value: str) -> str | None:
     """An advisory's own id or alias (schema 3): an advisory id, and never the pseudo-id
     "floor" in any case. Waivers name the below-floor refusal "floor"; an advisory called so
     would be waived by a waiver reviewed for the floor only."""
-    problem = _advisory_id_problem(value)
+    problem = advisory_id_problem(value)
     if problem is None and value.casefold() == floormap.FLOOR_ID:
         return (
-            f'{_show_value(value)} is reserved: waivers name the floor "{floormap.FLOOR_ID}", '
+            f'{show_value(value)} is reserved: waivers name the floor "{floormap.FLOOR_ID}", '
             "so no advisory may be called so"
         )
     return problem
 
 
-def _note_problem(value: str) -> str | None:
+def note_problem(value: str) -> str | None:
     if not value:
         return "must not be empty (say why the floor exists)"
     if len(value) > MAX_NOTE_CHARS:
@@ -609,8 +609,8 @@ def _note_problem(value: str) -> str | None:
 _ENTRY_FIELDS = frozenset(floormap.ENTRY_FIELDS)
 _FIELD_CHECKS = (
     ("min_safe_version", _version_problem),
-    ("advisory_id", _advisory_id_problem),
-    ("note", _note_problem),
+    ("advisory_id", advisory_id_problem),
+    ("note", note_problem),
 )
 
 
@@ -664,7 +664,7 @@ def _v3_entry_problems(name: str, entry: Any, found: dict[str, str]) -> bool:
     wrong type, a missing or unknown field, too many items) is left to the schema.
     """
     findings = _Findings(found)
-    findings.add(("adapters", name), _name_problem(name))
+    findings.add(("adapters", name), name_problem(name))
     if type(entry) is not dict:
         return True
     at: _Path = ("adapters", name)
@@ -684,7 +684,7 @@ def _v3_entry_problems(name: str, entry: Any, found: dict[str, str]) -> bool:
         if field in entry:
             value = entry[field]
             if field == "min_safe_version":
-                findings.string((*at, field), value, lambda v: _eco_version_problem(v, ecosystem))
+                findings.string((*at, field), value, lambda v: eco_version_problem(v, ecosystem))
             else:
                 findings.string((*at, field), value, check)
     seen: dict[str, int] = {}
@@ -725,7 +725,7 @@ def _v3_advisory(
     findings.string((*at, "summary"), advisory.get("summary"), _summary_problem)
 
     def version_check(value: str) -> str | None:
-        return _eco_version_problem(value, ecosystem)
+        return eco_version_problem(value, ecosystem)
 
     spans = findings.items(advisory.get("affected", []), MAX_RANGES)
     for i, span in enumerate(spans):
@@ -741,9 +741,9 @@ def _v3_advisory(
             continue
         if item["type"] not in SEVERITY_TYPES:
             findings.doubtful = True  # the schema lists the types
-        findings.string((*at, "severity", i, "score"), item["score"], _score_problem)
+        findings.string((*at, "severity", i, "score"), item["score"], score_problem)
     for i, url in enumerate(findings.items(advisory.get("references", []), MAX_REFERENCES)):
-        findings.string((*at, "references", i), url, _v3_reference_problem)
+        findings.string((*at, "references", i), url, v3_reference_problem)
 
 
 def _v3_range(findings: _Findings, at: _Path, span: Any, ecosystem: str) -> None:
@@ -760,37 +760,37 @@ def _v3_range(findings: _Findings, at: _Path, span: Any, ecosystem: str) -> None
         value = span[bound]
         if bound == "introduced" and value == versions.FROM_THE_START:
             continue
-        valid &= findings.string((*at, bound), value, lambda v: _eco_version_problem(v, ecosystem))
+        valid &= findings.string((*at, bound), value, lambda v: eco_version_problem(v, ecosystem))
     introduced = span["introduced"]
     if not valid or introduced == versions.FROM_THE_START:
         return
     if "fixed" in span and versions.compare(introduced, span["fixed"], ecosystem) >= 0:
         findings.add(
             (*at, "fixed"),
-            f"fixed {_show_value(span['fixed'])} is not above introduced "
-            f"{_show_value(introduced)} (the range would hold no version)",
+            f"fixed {show_value(span['fixed'])} is not above introduced "
+            f"{show_value(introduced)} (the range would hold no version)",
         )
     last = span.get("last_affected")
     if last is not None and versions.compare(introduced, last, ecosystem) > 0:
         findings.add(
             (*at, "last_affected"),
-            f"last_affected {_show_value(last)} is below introduced {_show_value(introduced)} "
+            f"last_affected {show_value(last)} is below introduced {show_value(introduced)} "
             "(the range would hold no version)",
         )
 
 
-def _eco_version_problem(value: str, ecosystem: str) -> str | None:
+def eco_version_problem(value: str, ecosystem: str) -> str | None:
     """A version of the adapter's ecosystem: strict SemVer 2.0.0 for npm, PEP 440 for PyPI."""
     if not value:
         return "must not be empty"
     if value != value.strip():
-        return f"{_show_value(value)} has surrounding whitespace"
+        return f"{show_value(value)} has surrounding whitespace"
     if len(value) > MAX_VERSION_CHARS:
         return f"too long: {len(value):,} characters (at most {MAX_VERSION_CHARS})"
     # The character check first: ASCII only, whole string (no trailing newline slips by).
     if not _VERSION_CHARS.match(value) or not versions.is_valid(value, ecosystem):
         return (
-            f"{_show_value(value)} is not a valid {versions.order_name(ecosystem)} version "
+            f"{show_value(value)} is not a valid {versions.order_name(ecosystem)} version "
             f"(the {ecosystem} ecosystem)"
         )
     return None
@@ -799,10 +799,10 @@ def _eco_version_problem(value: str, ecosystem: str) -> str | None:
 def _summary_problem(value: str) -> str | None:
     if not value:
         return "must not be empty (say what the advisory is about)"
-    return _note_problem(value)
+    return note_problem(value)
 
 
-def _score_problem(value: str) -> str | None:
+def score_problem(value: str) -> str | None:
     return _shaped_problem(
         value,
         MAX_SCORE_CHARS,
@@ -811,10 +811,10 @@ def _score_problem(value: str) -> str | None:
     )
 
 
-def _v3_reference_problem(url: str) -> str | None:
+def v3_reference_problem(url: str) -> str | None:
     # The schema's pattern is case-sensitive where urlsplit lowers the scheme: be as strict.
     if not url.startswith("https://"):
-        return f"{_show_value(url)} is not an https URL with a host"
+        return f"{show_value(url)} is not an https URL with a host"
     return _reference_problem(url)
 
 
@@ -872,13 +872,13 @@ def _show(text: str, *, limit: int = 80) -> str:
     return _quote(short)[1:-1]
 
 
-def _show_value(value: object, *, limit: int = 80) -> str:
+def show_value(value: object, *, limit: int = 80) -> str:
     if isinstance(value, str):
         short = value if len(value) <= limit else value[:limit] + "..."
         return "'" + _quote(short)[1:-1].replace("'", "\\'") + "'"
     return _show(json.dumps(value) if isinstance(value, bool | int | None) else repr(value))
 
 
-def _show_source(source: str) -> str:
+def show_source(source: str) -> str:
     """A file name or URL as given, with non-printable characters escaped."""
     return source if source.isprintable() else _show(source, limit=len(source))

@@ -315,12 +315,12 @@ class Importer:
     ) -> None:
         problems: list[tuple[tuple[str | int, ...], str]] = []
         record_id = record["id"]
-        reason = _advisory_id_problem(record_id)
+        reason = advisory_id_problem(record_id)
         if reason is not None:
             problems.append((("id",), reason))
         aliases = set()
         for index, alias in enumerate(record.get("aliases") or ()):
-            reason = _advisory_id_problem(alias)
+            reason = advisory_id_problem(alias)
             if reason is not None:
                 problems.append((("aliases", index), reason))
             elif alias != record_id:
@@ -740,7 +740,7 @@ def _parse_time(value: str) -> Any:
         return None
 
 
-def _advisory_id_problem(value: str) -> str | None:
+def advisory_id_problem(value: str) -> str | None:
     if len(value) > MAX_ADVISORY_ID_CHARS or not _ADVISORY_ID.match(value):
         return (
             f"{_show(value)} is not an advisory id of the feed (letters, digits and single "
@@ -757,7 +757,7 @@ def _version_problem(version: str, ecosystem: str) -> str | None:
     if version != version.strip() or not versions.is_valid(version, ecosystem):
         return f"{_show(version)} is not a valid {versions.order_name(ecosystem)} version"
     # The feed's own rule too (ASCII, at most 128 characters).
-    return feeds._eco_version_problem(version, ecosystem)
+    return feeds.eco_version_problem(version, ecosystem)
 
 
 def _too_many(count: int, what: str, cap: int) -> str:
@@ -806,7 +806,7 @@ def _collect_severity(
                     "syntax)",
                 )
             )
-        elif item["type"] not in feeds.SEVERITY_TYPES or feeds._score_problem(score):
+        elif item["type"] not in feeds.SEVERITY_TYPES or feeds.score_problem(score):
             dropped += 1
         else:
             into.add((item["type"], score))
@@ -899,7 +899,7 @@ def _https_references(value: Any) -> Iterator[str]:
     for item in value or ():
         url = item["url"]
         # The feed's rule as well (it wants "https://" exactly; urlsplit lowers a scheme).
-        if _is_https_url(url) and feeds._v3_reference_problem(url) is None:
+        if _is_https_url(url) and feeds.v3_reference_problem(url) is None:
             yield url
 
 

@@ -92,14 +92,14 @@ def looks_like_waivers(data: bytes) -> bool:
 def parse_waivers(data: bytes, source: str) -> WaiversDocument:
     """Check a waivers document's exact bytes. Pure. Raises WaiversError listing every
     problem (file, JSON path, message)."""
-    shown = feeds._show_source(source)
+    shown = feeds.show_source(source)
 
     def refuse(found: list[tuple[str, str]]) -> WaiversError:
         return WaiversError([(shown, path, message) for path, message in found])
 
     if len(data) > MAX_WAIVERS_BYTES:
         raise refuse([("$", _too_large())])
-    document, decoded = feeds._decode(data)
+    document, decoded = feeds.decode_document(data)
     # The shared decoder words its messages for feeds.
     decoded = [(path, _reword(message)) for path, message in decoded]
     if document is None:
@@ -148,7 +148,7 @@ def load_waivers(path: Path) -> WaiversDocument:
         reason = str(exc).removeprefix(f"{path}: ")
         if exc.too_large:
             reason = _too_large() + "; refused unread"
-        raise WaiversError([(feeds._show_source(str(path)), "$", reason)]) from exc
+        raise WaiversError([(feeds.show_source(str(path)), "$", reason)]) from exc
     return parse_waivers(data, str(path))
 
 
@@ -166,7 +166,7 @@ def _schema_version(document: dict[str, Any]) -> tuple[str, str] | None:
     value = document["schema_version"]
     # `type(...) is int`: JSON true and 1.0 compare equal to 1.
     if type(value) is not int:
-        shown = feeds._show_value(value)
+        shown = feeds.show_value(value)
         return "$.schema_version", f"must be an integer such as 1, not {shown}"
     if value != SCHEMA_VERSION:
         return "$.schema_version", f"unsupported schema_version {value} (this floorctl reads 1)"
@@ -194,7 +194,7 @@ def _schema_errors(document: Any) -> Iterator[tuple[str, str, bool]]:
     for error in _validator().iter_errors(document):
         if error.validator in _SEMANTIC_KEYWORDS:
             continue
-        yield from feeds._describe(error)
+        yield from feeds.describe_schema_error(error)
 
 
 def _check(document: dict[str, Any]) -> list[tuple[str, str]]:
@@ -213,7 +213,7 @@ def _check(document: dict[str, Any]) -> list[tuple[str, str]]:
                         path = feeds.format_path(("waivers", index, "id"))
                         semantic.setdefault(
                             path,
-                            f"{feeds._show_value(waiver_id)} twice (waiver ids are unique; "
+                            f"{feeds.show_value(waiver_id)} twice (waiver ids are unique; "
                             f"first at $.waivers[{first_at[waiver_id]}])",
                         )
                     first_at.setdefault(waiver_id, index)
@@ -250,9 +250,9 @@ def _waiver_problems(item: dict[str, Any]) -> _Found:
         for index, name in enumerate(covered):
             if not isinstance(name, str):
                 continue  # the schema reports the type
-            reason = feeds._advisory_id_problem(name)
+            reason = feeds.advisory_id_problem(name)
             if reason is None and name in seen:
-                reason = f"{feeds._show_value(name)} is named twice"
+                reason = f"{feeds.show_value(name)} is named twice"
             if reason is not None:
                 found.append((("advisories", index), reason))
             seen.add(name)
@@ -266,28 +266,28 @@ def _version_problem(value: str) -> str | None:
     if len(value) > versions.MAX_VERSION_CHARS:
         return f"too long: {len(value):,} characters (at most {versions.MAX_VERSION_CHARS})"
     if any(char.isspace() for char in value):
-        return f"{feeds._show_value(value)} has whitespace (a version is one exact string)"
+        return f"{feeds.show_value(value)} has whitespace (a version is one exact string)"
     if not value.isprintable():
-        return f"{feeds._show_value(value)} has a non-printable character"
+        return f"{feeds.show_value(value)} has a non-printable character"
     return None
 
 
 def _text_problem(value: str) -> str | None:
     # The rules of a feed note: one printable line, no quote, backslash or template syntax.
-    return "must not be empty" if not value else feeds._note_problem(value)
+    return "must not be empty" if not value else feeds.note_problem(value)
 
 
 def _expires_problem(value: str) -> str | None:
     try:
         parse_ts(value)
     except FloorguardError:
-        return f"{feeds._show_value(value)} is not an RFC 3339 time with Z or an offset"
+        return f"{feeds.show_value(value)} is not an RFC 3339 time with Z or an offset"
     return None
 
 
 _TEXT_CHECKS = (
-    ("id", feeds._advisory_id_problem),
-    ("adapter", feeds._name_problem),
+    ("id", feeds.advisory_id_problem),
+    ("adapter", feeds.name_problem),
     ("version", _version_problem),
     ("reason", _text_problem),
     ("approved_by", _text_problem),
@@ -329,7 +329,7 @@ def attach(
                 found = [
                     (
                         ("version",),
-                        f"{item.adapter} {feeds._show_value(key[1])} is already waived by "
+                        f"{item.adapter} {feeds.show_value(key[1])} is already waived by "
                         f"{waived[key]} (one waiver per adapter and version)",
                     )
                 ]
@@ -340,7 +340,7 @@ def attach(
             ]
             attached.setdefault(item.adapter, []).append(item.waiver)
         if problems:
-            shown = feeds._show_source(document.source)
+            shown = feeds.show_source(document.source)
             raise WaiversError([(shown, path, message) for path, message in _ordered(problems)])
     # Only the entries that gain, keep or lose waivers are built again (from plain data: the
     # same checks and canonical form as any map); a map of 100,000 floors stays cheap.
@@ -375,7 +375,7 @@ def _fit(floor_map: floormap.FloorMap, item: DocumentWaiver, at: _dt.datetime) -
                 "renew it after review, or remove it",
             )
         )
-    shown = feeds._show_value(waiver.version)
+    shown = feeds.show_value(waiver.version)
     try:
         causes = verdict.assess(entry, waiver.version, at=None).causes
     except versions.InvalidVersionError:
@@ -393,7 +393,7 @@ def _fit(floor_map: floormap.FloorMap, item: DocumentWaiver, at: _dt.datetime) -
         return found
     named_wrong = False
     for index, name in enumerate(waiver.advisories):
-        reason = _name_problem(entry, waiver.version, name, causes)
+        reason = name_problem(entry, waiver.version, name, causes)
         if reason is not None:
             found.append((("advisories", index), reason))
             named_wrong = True
@@ -412,7 +412,7 @@ def _fit(floor_map: floormap.FloorMap, item: DocumentWaiver, at: _dt.datetime) -
     return found
 
 
-def _name_problem(
+def name_problem(
     entry: floormap.Advisory, version: str, name: str, causes: tuple[verdict.Cause, ...]
 ) -> str | None:
     """Why one name in a waiver's ``advisories`` does not name a cause of refusing
