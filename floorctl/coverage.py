@@ -63,7 +63,7 @@ class _Order:
         self.ecosystem = ecosystem
 
     def key(self, version: str) -> Any:
-        return versions.parse(version, self.ecosystem)
+        return versions.order_key(version, self.ecosystem)
 
     def low_key(self, interval: Interval) -> tuple[Any, ...]:
         # A closed start sorts before an open one at the same version.

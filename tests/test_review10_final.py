@@ -35,9 +35,20 @@ def _site_with_example_v3(tmp: Path) -> Path:
     site = tmp / "site"
     shutil.copytree(REPO / "generated" / "floorguard", site / "floorguard")
     r = subprocess.run(
-        [*FLOORCTL, "refresh", "--module", str(site / "floorguard" / "floor_map.py"),
-         "--feed", str(REPO / "feeds" / "example.v3.json"), "--write", "--allow-downgrade"],
-        env=_env(tmp), capture_output=True, text=True, cwd=tmp,
+        [
+            *FLOORCTL,
+            "refresh",
+            "--module",
+            str(site / "floorguard" / "floor_map.py"),
+            "--feed",
+            str(REPO / "feeds" / "example.v3.json"),
+            "--write",
+            "--allow-downgrade",
+        ],
+        env=_env(tmp),
+        capture_output=True,
+        text=True,
+        cwd=tmp,
     )
     assert r.returncode == 0, r.stderr
     return site
@@ -56,7 +67,10 @@ except floorguard.SpawnRefused as e:
 def _preflight(tmp: Path, site: Path, adapter: str, version: str) -> dict[str, str]:
     r = subprocess.run(
         [sys.executable, "-c", HOST, adapter, version],
-        env=_env(tmp, site), capture_output=True, text=True, cwd=tmp,
+        env=_env(tmp, site),
+        capture_output=True,
+        text=True,
+        cwd=tmp,
     )
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout.strip().splitlines()[-1])
@@ -86,7 +100,10 @@ def test_doctor_reports_local_build_of_affected_aider(tmp_path: Path) -> None:
     fake.chmod(0o755)
     r = subprocess.run(
         [sys.executable, "-m", "floorguard", "doctor", "--json"],
-        env=_env(tmp_path, site, bindir), capture_output=True, text=True, cwd=tmp_path,
+        env=_env(tmp_path, site, bindir),
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
     )
     doc = json.loads(r.stdout)
     aider = next(a for a in doc["adapters"] if a["adapter"] == "aider")
@@ -95,24 +112,48 @@ def test_doctor_reports_local_build_of_affected_aider(tmp_path: Path) -> None:
     assert r.returncode == 1, r.stdout
 
 
-def test_verify_chain_flags_permit_of_local_build_of_listed_version(tmp_path: Path) -> None:
-    """The window proof re-evaluates every spawn with the shared rule: the real permit the
-    runtime records for aider 0.64.0+local (listed affected, PEP 440) must be a violation,
-    so the slice is NOT PROVEN."""
+def test_verify_chain_proves_the_refusal_of_a_local_build_of_a_listed_version(
+    tmp_path: Path,
+) -> None:
+    """The runtime's record for aider 0.64.0+local (listed affected, PEP 440) is a refusal
+    now, and the slice holding it is proven. (A forged permit of such a version is a
+    violation: test_runtime_advisories.py,
+    test_window_proof_refuses_a_permit_of_a_local_build_inside_an_advisory.)"""
     site = _site_with_example_v3(tmp_path)
     _preflight(tmp_path, site, "aider", "0.64.0+local")
     env = _env(tmp_path, site)
     sl = tmp_path / "slice.jsonl"
-    r = subprocess.run([*FLOORCTL, "chain", "export", "--out", str(sl)], env=env,
-                       capture_output=True, text=True, cwd=tmp_path)
+    r = subprocess.run(
+        [*FLOORCTL, "chain", "export", "--out", str(sl)],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     r = subprocess.run(
-        [sys.executable, "-m", "floorguard", "verify", "chain", str(sl), "--key-file",
-         str(tmp_path / "fg" / "chain.key"), "--maps", str(site / "floorguard" / "maps"),
-         "--json"],
-        env=env, capture_output=True, text=True, cwd=tmp_path,
+        [
+            sys.executable,
+            "-m",
+            "floorguard",
+            "verify",
+            "chain",
+            str(sl),
+            "--key-file",
+            str(tmp_path / "fg" / "chain.key"),
+            "--maps",
+            str(site / "floorguard" / "maps"),
+            "--json",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
     )
     out = json.loads(r.stdout)
     assert out["integrity_errors"] == [], out
-    assert out["proven"] is False, out
-    assert r.returncode == 1
+    assert out["records"] == 1, out
+    assert out["proven"] is True, out
+    assert r.returncode == 0
+    (record,) = [json.loads(line) for line in sl.read_text().splitlines()]
+    assert record["receipt"]["verdict"] == "refuse", record

@@ -527,6 +527,18 @@ def test_a_waived_record_is_judged_at_its_records_time_and_never_dated_after_it(
     ]  # fmt: skip
 
 
+def test_window_proof_refuses_a_permit_of_a_local_build_inside_an_advisory(
+    tmp_path: Path,
+) -> None:
+    # 2.0.1+ubuntu1 is a rebuild of 2.0.1, inside the range: a permit of it is a violation.
+    violations, proven = prove_records(
+        tmp_path, [spawn("permit", "2.0.1+ubuntu1", WAIVED_MAP, None, at(0))], [WAIVED_MAP]
+    )
+    assert not proven
+    assert [seq for seq, _ in violations] == [0]
+    assert "GHSA-wwww-wwww-wwww" in violations[0][1]
+
+
 def test_window_proof_refuses_a_permit_inside_an_advisory(tmp_path: Path) -> None:
     violations, proven = prove_records(
         tmp_path,

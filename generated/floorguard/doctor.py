@@ -107,9 +107,7 @@ def examine(
             waiver.id,
             days,
         )
-    why = verdict.why_not_waived(
-        entry, found.version, assessment.causes, moment + verdict.WAIVER_MARGIN
-    )
+    why = verdict.why_not_waived(entry, found.version, assessment.causes, moment)
     if why is not None:
         reason += f"; not waived: {why}"
     return AdapterPosture(*where, status, reason, assessment.advisory_id)

@@ -304,7 +304,7 @@ def _assessed(
             at=stamp,
             **known,
         )
-    why = verdict.why_not_waived(entry, version, assessment.causes, at + verdict.WAIVER_MARGIN)
+    why = verdict.why_not_waived(entry, version, assessment.causes, at)
     if why is not None:
         message += f"; not waived: {why}"
     if policy == WARN:

@@ -149,17 +149,24 @@ def waiver_in_force(waiver: Waiver, at: _dt.datetime) -> bool:
 def why_not_waived(
     entry: Advisory, version: str, causes: tuple[Cause, ...], at: _dt.datetime
 ) -> str | None:
-    """When waivers of this entry exist for ``version`` but none applies, say why (for the
-    refusal's reason): expired, or a cause it does not name; failing those, a waiver that
-    would cover these causes but is for another version. None when no waiver is near."""
+    """When waivers of this entry exist for ``version`` but none applies at ``at`` (plus
+    WAIVER_MARGIN, as a spawn is judged), say why for the refusal's reason: expired, in its
+    last WAIVER_MARGIN, or a cause it does not name; failing those, a waiver that would
+    cover these causes but is for another version. None when one applies or none is near."""
     for waiver in entry.waivers:
         if waiver.version != version:
             continue
         if not waiver_in_force(waiver, at):
             return f"waiver {waiver.id} expired at {waiver.expires}"
+        if not waiver_in_force(waiver, at + WAIVER_MARGIN):
+            return (
+                f"waiver {waiver.id} expires at {waiver.expires}, within the "
+                f"{WAIVER_MARGIN.seconds // 60} minutes a decision must leave before expiry"
+            )
         missing = [c.advisory_id for c in causes if not c.covered_by(waiver)]
         if missing:
             return f"waiver {waiver.id} does not cover {', '.join(missing)}"
+        return None  # this waiver applies: nothing to explain
     for waiver in entry.waivers:
         if any(cause.covered_by(waiver) for cause in causes):
             return f"waiver {waiver.id} is for version {waiver.version}, not {version}"

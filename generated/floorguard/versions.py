@@ -73,13 +73,14 @@ def is_valid(version: str, ecosystem: str | None) -> bool:
 
 def compare(left: str, right: str, ecosystem: str | None) -> int:
     """-1, 0 or 1 as ``left`` sorts before, with, or after ``right``; raises
-    InvalidVersionError when either is not a version of ``ecosystem``."""
-    a, b = _order_key(left, ecosystem), _order_key(right, ecosystem)
+    InvalidVersionError when either is not a version of ``ecosystem``. Build metadata
+    (SemVer) and local labels (PEP 440) are ignored: a rebuild is its release."""
+    a, b = order_key(left, ecosystem), order_key(right, ecosystem)
     return -1 if a < b else (1 if a > b else 0)
 
 
 @functools.lru_cache(maxsize=4096)
-def _order_key(version: str, ecosystem: str | None) -> Any:
+def order_key(version: str, ecosystem: str | None) -> Any:
     """A plain tuple that orders as ``parse``'s result does. semver's rich comparisons cost
     microseconds each, and a map of many advisories compares a version hundreds of times on
     every spawn; tuples compare in C. SemVer 2.0.0 precedence: a release after its
@@ -87,7 +88,12 @@ def _order_key(version: str, ecosystem: str | None) -> Any:
     alphanumeric ones, a shorter list first when all before are equal; build ignored."""
     parsed = parse(version, ecosystem)
     if ecosystem != NPM:
-        return parsed  # packaging's Version already compares by a cached tuple key
+        # A local label (``0.64.0+ubuntu1``) marks a rebuild of the public release, the same
+        # code: it compares as that release, as SemVer ignores build metadata. (PEP 440 sorts
+        # it just after the release, which would put a rebuild of an affected last_affected
+        # or listed version outside the advisory.) packaging's Version compares by a cached
+        # tuple key.
+        return parsed if parsed.local is None else parse(parsed.public, ecosystem)
     prerelease = parsed.prerelease
     if prerelease is None:
         return (parsed.major, parsed.minor, parsed.patch, 1, ())
@@ -102,5 +108,5 @@ def is_below(version: str, floor: str, ecosystem: str | None) -> bool:
 
 
 def sort_key(ecosystem: str | None) -> Any:
-    """A key function ordering version strings of ``ecosystem``."""
-    return functools.partial(parse, ecosystem=ecosystem)
+    """A key function ordering version strings of ``ecosystem`` as ``compare`` does."""
+    return functools.partial(order_key, ecosystem=ecosystem)
