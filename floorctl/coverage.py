@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from floorguard import versions
-from floorguard.floormap import AffectedRange, RangeAdvisory
+from floorguard.map_model import AffectedRange, RangeAdvisory
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from packaging.version import InvalidVersion, Version
 
 from floorctl import advisories
 from floorctl.errors import FeedError
-from floorguard import floormap, versions
+from floorguard import map_model, versions
 from floorguard._canonical import sha256_digest
 from floorguard._time import format_ts, parse_ts
 from floorguard.errors import FloorguardError, FloorMapError, UnreadableFileError
@@ -107,7 +107,7 @@ class Feed:
     source: str
     digest: str
     schema_version: int
-    floor_map: floormap.FloorMap
+    floor_map: map_model.FloorMap
     feed_id: str | None = None
     version: int | None = None
     published: str | None = None
@@ -173,11 +173,11 @@ def parse_feed(data: bytes, source: str) -> Feed:
     else:
         # References are for people; the floor map (and its hash) keeps exactly the three fields.
         entries = {
-            name: {key: entry[key] for key in floormap.ENTRY_FIELDS}
+            name: {key: entry[key] for key in map_model.ENTRY_FIELDS}
             for name, entry in document["adapters"].items()
         }
     try:
-        floor_map = floormap.from_entries(entries)
+        floor_map = map_model.from_entries(entries)
     except FloorMapError as exc:  # cannot happen after the checks above; fail closed anyway
         raise FeedError([(shown, "$.adapters", str(exc))]) from exc
     feed = Feed(
@@ -575,9 +575,9 @@ def _listed_advisory_id_problem(value: str) -> str | None:
     "floor" in any case. Waivers name the below-floor refusal "floor"; an advisory called so
     would be waived by a waiver reviewed for the floor only."""
     problem = advisory_id_problem(value)
-    if problem is None and value.casefold() == floormap.FLOOR_ID:
+    if problem is None and value.casefold() == map_model.FLOOR_ID:
         return (
-            f'{show_value(value)} is reserved: waivers name the floor "{floormap.FLOOR_ID}", '
+            f'{show_value(value)} is reserved: waivers name the floor "{map_model.FLOOR_ID}", '
             "so no advisory may be called so"
         )
     return problem
@@ -606,7 +606,7 @@ def note_problem(value: str) -> str | None:
     return None
 
 
-_ENTRY_FIELDS = frozenset(floormap.ENTRY_FIELDS)
+_ENTRY_FIELDS = frozenset(map_model.ENTRY_FIELDS)
 _FIELD_CHECKS = (
     ("min_safe_version", _version_problem),
     ("advisory_id", advisory_id_problem),
@@ -616,12 +616,12 @@ _FIELD_CHECKS = (
 
 # --- schema version 3 -------------------------------------------------------------------------
 
-_V3_ENTRY_KEYS = frozenset({"ecosystem", "advisories", *floormap.ENTRY_FIELDS})
+_V3_ENTRY_KEYS = frozenset({"ecosystem", "advisories", *map_model.ENTRY_FIELDS})
 _V3_REQUIRED = frozenset({"ecosystem", "advisories"})
-_ADVISORY_KEYS = frozenset(floormap.ADVISORY_FIELDS)
+_ADVISORY_KEYS = frozenset(map_model.ADVISORY_FIELDS)
 _ADVISORY_REQUIRED = frozenset({"id", "summary"})
-_RANGE_KEYS = frozenset(floormap.RANGE_BOUNDS)
-_SEVERITY_KEYS = frozenset(floormap.SEVERITY_FIELDS)
+_RANGE_KEYS = frozenset(map_model.RANGE_BOUNDS)
+_SEVERITY_KEYS = frozenset(map_model.SEVERITY_FIELDS)
 # A CVSS vector or a word; no quote, backslash, space or template syntax can appear.
 _SCORE = re.compile(r"[A-Za-z0-9.:/_+()-]+\Z")
 
@@ -754,7 +754,7 @@ def _v3_range(findings: _Findings, at: _Path, span: Any, ecosystem: str) -> None
         findings.doubtful = True  # the schema says a range has one end
         return
     valid = True
-    for bound in floormap.RANGE_BOUNDS:
+    for bound in map_model.RANGE_BOUNDS:
         if bound not in span:
             continue
         value = span[bound]
@@ -821,7 +821,7 @@ def v3_reference_problem(url: str) -> str | None:
 def _v3_map_entry(entry: dict[str, Any]) -> dict[str, Any]:
     """The extended floor-map entry of a checked schema 3 entry, in canonical form."""
     ecosystem = entry["ecosystem"]
-    mapped: dict[str, Any] = {key: entry[key] for key in floormap.ENTRY_FIELDS if key in entry}
+    mapped: dict[str, Any] = {key: entry[key] for key in map_model.ENTRY_FIELDS if key in entry}
     mapped["ecosystem"] = ecosystem
     mapped["advisories"] = advisories.union(entry["advisories"], ecosystem)
     mapped["waivers"] = []  # feeds never carry waivers

@@ -13,7 +13,7 @@ from floorctl import advisories, coverage
 from floorctl.errors import MergeConflict
 from floorguard import versions
 from floorguard.catalog import ecosystem_of
-from floorguard.floormap import Advisory, FloorMap, RangeAdvisory, from_entries, to_entries
+from floorguard.map_model import Advisory, FloorMap, RangeAdvisory, from_entries, to_entries
 
 FIELDS = ("min_safe_version", "advisory_id", "note")
 
@@ -75,14 +75,14 @@ def _merge_adapter(
     known = ecosystem_of(name)
     if ecosystem is not None and known is not None and ecosystem != known:
         # The runtime judges a catalogued CLI in its own ecosystem's order whatever a feed
-        # says (floormap.Advisory.order): a feed's contrary claim could only mislead.
+        # says (map_model.Advisory.order): a feed's contrary claim could only mislead.
         says = ", ".join(f"{source} says {stated_eco}" for source, stated_eco in stated)
         raise MergeConflict(
             f"{name}: feeds state the {ecosystem} ecosystem ({says}), but {name} is an "
             f"{known} CLI in floorguard's catalog: its versions compare by "
             f"{versions.order_name(known)}"
         )
-    # Floors and ranges compare in the order the runtime will use (floormap.Advisory.order).
+    # Floors and ranges compare in the order the runtime will use (map_model.Advisory.order).
     order = ecosystem if ecosystem is not None else ecosystem_of(name)
     floors = [
         (source, claim, claim.min_safe_version)

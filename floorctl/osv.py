@@ -29,7 +29,7 @@ from jsonschema import Draft202012Validator, ValidationError
 from floorctl import feeds
 from floorctl.errors import FeedError, RecordError
 from floorctl.feeds import format_path
-from floorguard import floormap, versions
+from floorguard import map_model, versions
 from floorguard._time import parse_ts
 from floorguard.catalog import ADAPTER_OF_NPM_PACKAGE, ADAPTER_OF_PIP_DISTRIBUTION
 from floorguard.errors import FloorguardError, InvalidInput
@@ -746,10 +746,10 @@ def advisory_id_problem(value: str) -> str | None:
             f"{_show(value)} is not an advisory id of the feed (letters, digits and single "
             f"hyphens, at most {MAX_ADVISORY_ID_CHARS} characters)"
         )
-    if value.casefold() == floormap.FLOOR_ID:
+    if value.casefold() == map_model.FLOOR_ID:
         # A waiver naming "floor" covers the below-floor refusal; an advisory (or alias)
         # of that name would be waived by it too.
-        return f'{_show(value)} is reserved: "{floormap.FLOOR_ID}" names the below-floor refusal'
+        return f'{_show(value)} is reserved: "{map_model.FLOOR_ID}" names the below-floor refusal'
     return None
 
 

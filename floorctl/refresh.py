@@ -31,7 +31,7 @@ from floorguard._time import parse_ts
 from floorguard.chain import MAX_RECEIPT_BYTES, canonical_json
 from floorguard.errors import FloorMapError, UnreadableFileError
 from floorguard.files import MAX_MAP_BYTES, read_regular
-from floorguard.floormap import FloorMap, floor_map_hash, from_entries, to_entries
+from floorguard.map_model import FloorMap, floor_map_hash, from_entries, to_entries
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey

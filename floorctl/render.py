@@ -31,7 +31,7 @@ from floorctl.splice import BEGIN, END, SplitModule, split_lines, split_module
 from floorguard._canonical import content_address
 from floorguard.errors import FloorguardError, UnreadableFileError
 from floorguard.files import read_regular
-from floorguard.floormap import (
+from floorguard.map_model import (
     ENTRY_FIELDS,
     EXTENDED_FIELDS,
     from_entries,

@@ -31,7 +31,7 @@ from jsonschema import Draft202012Validator
 
 from floorctl import feeds
 from floorctl.errors import WaiversError
-from floorguard import floormap, verdict, versions
+from floorguard import map_model, verdict, versions
 from floorguard._canonical import sha256_digest
 from floorguard._time import format_ts, parse_ts
 from floorguard.errors import FloorguardError, UnreadableFileError
@@ -57,7 +57,7 @@ class DocumentWaiver:
 
     adapter: str
     index: int
-    waiver: floormap.Waiver
+    waiver: map_model.Waiver
 
 
 @dataclass(frozen=True)
@@ -124,7 +124,7 @@ def parse_waivers(data: bytes, source: str) -> WaiversDocument:
             DocumentWaiver(
                 adapter=item["adapter"],
                 index=index,
-                waiver=floormap.Waiver(
+                waiver=map_model.Waiver(
                     id=item["id"],
                     version=item["version"],
                     advisories=tuple(item["advisories"]),
@@ -308,8 +308,8 @@ def _ordered(problems: list[tuple[str, str]]) -> list[tuple[str, str]]:
 
 
 def attach(
-    floor_map: floormap.FloorMap, document: WaiversDocument | None, *, at: _dt.datetime
-) -> floormap.FloorMap:
+    floor_map: map_model.FloorMap, document: WaiversDocument | None, *, at: _dt.datetime
+) -> map_model.FloorMap:
     """The floor map with exactly ``document``'s waivers in its entries (sorted by id) and
     no others; None strips every waiver the map held. ``at`` is the refresh time expiry is
     judged at. Pure. Raises WaiversError (every problem, with file and JSON path) when a
@@ -318,7 +318,7 @@ def attach(
     An entry that gets no waiver and has no advisories or ecosystem returns to the
     floor-only form, so its hash is that of schema 1 and 2 again.
     """
-    attached: dict[str, list[floormap.Waiver]] = {}
+    attached: dict[str, list[map_model.Waiver]] = {}
     if document is not None:
         problems: list[tuple[str, str]] = []
         waived: dict[tuple[str, str], str] = {}
@@ -345,7 +345,7 @@ def attach(
     # Only the entries that gain, keep or lose waivers are built again (from plain data: the
     # same checks and canonical form as any map); a map of 100,000 floors stays cheap.
     touched = set(attached) | {name for name, entry in floor_map.items() if entry.waivers}
-    rebuilt = floormap.from_entries(
+    rebuilt = map_model.from_entries(
         {
             name: dataclasses.replace(
                 floor_map[name], waivers=tuple(sorted(attached.get(name, ()), key=_by_id))
@@ -356,11 +356,11 @@ def attach(
     return MappingProxyType({name: rebuilt.get(name, entry) for name, entry in floor_map.items()})
 
 
-def _by_id(waiver: floormap.Waiver) -> str:
+def _by_id(waiver: map_model.Waiver) -> str:
     return waiver.id
 
 
-def _fit(floor_map: floormap.FloorMap, item: DocumentWaiver, at: _dt.datetime) -> _Found:
+def _fit(floor_map: map_model.FloorMap, item: DocumentWaiver, at: _dt.datetime) -> _Found:
     """Why ``item`` does not fit ``floor_map`` at ``at`` (empty when it does)."""
     waiver, adapter = item.waiver, item.adapter
     entry = floor_map.get(adapter)
@@ -413,12 +413,12 @@ def _fit(floor_map: floormap.FloorMap, item: DocumentWaiver, at: _dt.datetime) -
 
 
 def name_problem(
-    entry: floormap.Advisory, version: str, name: str, causes: tuple[verdict.Cause, ...]
+    entry: map_model.Advisory, version: str, name: str, causes: tuple[verdict.Cause, ...]
 ) -> str | None:
     """Why one name in a waiver's ``advisories`` does not name a cause of refusing
     ``version``, or None."""
     adapter = entry.adapter
-    if name == floormap.FLOOR_ID:
+    if name == map_model.FLOOR_ID:
         if not entry.has_floor:
             return f'{adapter} has no floor: "floor" names nothing here'
         if not any(cause.is_floor for cause in causes):

@@ -17,7 +17,7 @@ from typing import Any
 
 import floorguard
 from floorguard._canonical import content_address
-from floorguard.floormap import entries_hash
+from floorguard.map_model import entries_hash
 
 PACKAGE = Path(floorguard.__file__).parent
 

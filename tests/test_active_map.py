@@ -6,7 +6,7 @@ import pytest
 
 from floorguard.active_map import parse_map_module
 from floorguard.errors import FloorMapError
-from floorguard.floormap import entries_hash, map_file_hash
+from floorguard.map_model import entries_hash, map_file_hash
 
 ENTRIES = {"aider": {"min_safe_version": "0.60.0", "advisory_id": "BSA-0001", "note": "n"}}
 HASH = entries_hash(ENTRIES)

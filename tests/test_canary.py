@@ -13,7 +13,7 @@ from helpers.cli import floorctl
 
 from floorguard import canary
 from floorguard.chain import ChainRecord
-from floorguard.floormap import Advisory
+from floorguard.map_model import Advisory
 
 AIDER = Advisory("aider", "0.60.0", "BSA-0001", "below 0.60.0 is unsafe")
 

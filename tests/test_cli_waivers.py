@@ -19,7 +19,7 @@ from helpers.cli import floorctl
 from floorguard import verdict
 from floorguard._time import parse_ts
 from floorguard.active_map import parse_map_module
-from floorguard.floormap import floor_map_hash, from_entries
+from floorguard.map_model import floor_map_hash, from_entries
 
 MODULE = Path("generated/floorguard/floor_map.py")
 EMPTY_MODULE = '"""Host module."""\n\n# floor-map:begin\n# floor-map:end\n\nTAIL = 1\n'

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from floorctl import coverage
 from floorctl.coverage import Interval
-from floorguard.floormap import AffectedRange, RangeAdvisory
+from floorguard.map_model import AffectedRange, RangeAdvisory
 from floorguard.verdict import in_range
 
 # Bounds come from GRID; SAMPLES hold every bound, a version between each two neighbours

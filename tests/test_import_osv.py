@@ -16,7 +16,7 @@ import pytest
 from helpers.cli import floorctl
 
 from floorctl import osv
-from floorguard import floormap, verdict
+from floorguard import map_model, verdict
 
 CLAUDE = "@anthropic-ai/claude-code"
 GEMINI = "@google/gemini-cli"
@@ -251,7 +251,7 @@ def test_imported_entries_load_into_the_floor_map_and_decide_the_backport_table(
     assert run_import(tmp_path, tree, archive, "--out", out).returncode == 0
     adapters = json.loads(out.read_text())["adapters"]
     entries = {name: {**entry, "waivers": []} for name, entry in adapters.items()}
-    built = floormap.from_entries(entries)
+    built = map_model.from_entries(entries)
     now = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
     def refused(adapter: str, version: str) -> bool:

@@ -26,7 +26,7 @@ from floorguard import files, published_map
 from floorguard._canonical import canonical_bytes
 from floorguard._time import format_ts, utc_now
 from floorguard.errors import UnreadableFileError
-from floorguard.floormap import from_entries
+from floorguard.map_model import from_entries
 
 # Generous for "does not hang": an interpreter start plus the command, on a loaded machine.
 NO_HANG_SECONDS = 20

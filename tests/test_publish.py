@@ -13,7 +13,7 @@ from hosts import Host, floor, map_module
 from floorguard import dsse, published_map
 from floorguard._canonical import canonical_bytes
 from floorguard._time import parse_ts
-from floorguard.floormap import entries_hash
+from floorguard.map_model import entries_hash
 
 PRINT_HASH = "import floorguard; print(floorguard.FLOOR_MAP_HASH)"
 

@@ -18,7 +18,7 @@ from floorguard import published_map
 from floorguard._canonical import canonical_bytes
 from floorguard._time import format_ts, utc_now
 from floorguard.errors import FloorMapError
-from floorguard.floormap import entries_hash, from_entries
+from floorguard.map_model import entries_hash, from_entries
 
 PRINT_HASH = "import floorguard; print(floorguard.FLOOR_MAP_HASH)"
 BUILTIN = {"aider": floor("0.50.0")}

@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from floorguard import dsse, receipts
 from floorguard._canonical import canonical_bytes
 from floorguard.errors import VerificationError
-from floorguard.floormap import entries_hash
+from floorguard.map_model import entries_hash
 
 OLD = {"aider": {"min_safe_version": "0.50.0", "advisory_id": "BSA-0001", "note": "old"}}
 NEW = {"aider": {"min_safe_version": "0.60.0", "advisory_id": "BSA-0001", "note": "new"}}

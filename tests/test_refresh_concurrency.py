@@ -27,7 +27,7 @@ from floorctl import refresh as refreshing
 from floorctl.errors import ConcurrentUpdate
 from floorctl.feeds import load_feed
 from floorctl.splice import read_module_text
-from floorguard.floormap import floor_map_hash, from_entries
+from floorguard.map_model import floor_map_hash, from_entries
 from floorguard.receipts import receipt_id
 
 MODULE = Path("generated/floorguard/floor_map.py")

@@ -21,7 +21,7 @@ from helpers.proof_support import spawn_receipt
 from floorguard import receipts
 from floorguard.chain import MAX_RECEIPT_BYTES, AuditChain, canonical_json
 from floorguard.errors import VerificationError
-from floorguard.floormap import map_file_hash
+from floorguard.map_model import map_file_hash
 
 MODULE = Path("generated/floorguard/floor_map.py")
 EMPTY_MODULE = '"""Host module."""\n\n# floor-map:begin\n# floor-map:end\n\nTAIL = 1\n'

@@ -27,7 +27,7 @@ from floorctl.render import (
     render_block,
 )
 from floorctl.splice import BEGIN, END, splice, split_module
-from floorguard.floormap import entries_hash
+from floorguard.map_model import entries_hash
 
 ASSETS = Path(__file__).parent / "assets"
 NOTE = "aider below 0.60.0 is known-unsafe for spawned use; upgrade recommended."

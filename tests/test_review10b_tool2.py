@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from helpers.cli import floorctl
 
-from floorguard.floormap import floor_map_hash, from_entries
+from floorguard.map_model import floor_map_hash, from_entries
 
 MODULE = Path("generated/floorguard/floor_map.py")
 EMPTY_MODULE = '"""Host module."""\n\n# floor-map:begin\n# floor-map:end\n'

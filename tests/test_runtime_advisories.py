@@ -562,7 +562,7 @@ def test_a_published_map_with_extended_entries_is_loaded_and_judged_by(tmp_path:
 
     from floorguard import published_map
     from floorguard._time import format_ts, utc_now
-    from floorguard.floormap import from_entries
+    from floorguard.map_model import from_entries
 
     key, _, public = new_key(tmp_path / "publisher")
     host = Host(tmp_path / "host", {})

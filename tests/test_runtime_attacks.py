@@ -21,7 +21,7 @@ from hosts import HOST, Host, floor, map_module, receipt_in_chain
 from floorguard import published_map
 from floorguard._canonical import canonical_bytes
 from floorguard._time import format_ts, utc_now
-from floorguard.floormap import entries_hash, from_entries
+from floorguard.map_model import entries_hash, from_entries
 
 BUILTIN = {"aider": floor("0.50.0")}
 HIGH = {"aider": floor("0.60.0")}

@@ -18,7 +18,7 @@ from floorctl.commands._output import emit_json, json_option, notice
 from floorctl.errors import StaleModule
 from floorctl.splice import read_module_text
 from floorguard._time import format_ts
-from floorguard.floormap import Advisory
+from floorguard.map_model import Advisory
 from floorguard.trust import TrustedKeys
 
 if TYPE_CHECKING:

@@ -9,10 +9,10 @@ import click
 
 from floorctl import keys, render, splice
 from floorctl.commands._output import emit_json, json_option, notice
-from floorguard import files, floormap, receipts
+from floorguard import files, map_model, receipts
 from floorguard.errors import VerificationError
 from floorguard.files import read_regular
-from floorguard.floormap import entries_hash
+from floorguard.map_model import entries_hash
 
 
 def map_file_hash(path: Path) -> str:
@@ -21,7 +21,7 @@ def map_file_hash(path: Path) -> str:
         _, block = render.read_module(splice.read_module_text(path), str(path))
         return entries_hash(block.entries)
     data = read_regular(path, max_bytes=files.MAX_MAP_BYTES, what="floor map")
-    return floormap.map_file_hash(data, str(path))
+    return map_model.map_file_hash(data, str(path))
 
 
 @click.command("receipt")

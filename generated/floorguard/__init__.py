@@ -24,10 +24,10 @@ from floorguard.errors import (
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from floorguard.floormap import Advisory
     from floorguard.gate import Decision as Decision
     from floorguard.gate import preflight as preflight
     from floorguard.launcher import spawn as spawn
+    from floorguard.map_model import Advisory
 
     FLOOR_MAP: Mapping[str, Advisory]
     FLOOR_MAP_HASH: str

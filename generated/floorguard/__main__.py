@@ -153,7 +153,7 @@ def register_verify(commands: _SubParsers) -> _SubParsers:
 
 def _map_file_hash(path: Path) -> str:
     from floorguard.active_map import load_map_file
-    from floorguard.floormap import map_file_hash
+    from floorguard.map_model import map_file_hash
 
     if path.suffix == ".py":
         return load_map_file(path).floor_map_hash

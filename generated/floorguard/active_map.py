@@ -15,7 +15,7 @@ from pathlib import Path
 
 from floorguard.errors import FloorMapError, UnreadableFileError
 from floorguard.files import read_regular_stat
-from floorguard.floormap import FloorMap, floor_map_hash, from_entries
+from floorguard.map_model import FloorMap, floor_map_hash, from_entries
 
 BUILTIN_MAP_FILE = Path(__file__).with_name("floor_map.py")
 _NAMES = ("FLOOR_MAP_VERSION", "FLOOR_MAP_HASH", "FLOOR_MAP_ENTRIES")

@@ -30,7 +30,7 @@ from floorguard.errors import InvalidInput, VerificationError
 
 if TYPE_CHECKING:
     from floorguard.chain import AuditChain, ChainRecord
-    from floorguard.floormap import Advisory
+    from floorguard.map_model import Advisory
 
 CANARY = "adapter.canary_receipt"
 PASS, FAIL = "pass", "fail"

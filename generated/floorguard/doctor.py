@@ -16,7 +16,7 @@ from typing import Any
 
 from floorguard import _time, active_map, receipts
 from floorguard.errors import DetectionError
-from floorguard.floormap import Advisory
+from floorguard.map_model import Advisory
 
 OK, BELOW_FLOOR, AFFECTED, WAIVED, UNKNOWN_VERSION, NOT_INSTALLED = (
     "ok",

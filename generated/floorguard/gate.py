@@ -21,8 +21,8 @@ from floorguard.errors import ChainError, DetectionError, FloorMapError, SpawnRe
 
 if TYPE_CHECKING:
     from floorguard.detect import Detection
-    from floorguard.floormap import Advisory
     from floorguard.identify import Identification
+    from floorguard.map_model import Advisory
     from floorguard.target import Target
     from floorguard.verdict import Assessment, Cause
 

@@ -38,7 +38,7 @@ from floorguard._canonical import canonical_bytes
 from floorguard.active_map import ActiveMap
 from floorguard.errors import FloorguardError, FloorMapError, UnreadableFileError
 from floorguard.files import MAX_ENVELOPE_BYTES, MAX_TRUSTED_KEYS_BYTES, read_regular
-from floorguard.floormap import (
+from floorguard.map_model import (
     PUBLISHED_FIELDS,
     FloorMap,
     floor_map_hash,

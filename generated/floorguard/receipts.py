@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from floorguard import _time, dsse
 from floorguard._canonical import canonical_bytes, content_address, is_digest
 from floorguard.errors import FloorMapError, VerificationError
-from floorguard.floormap import entries_hash
+from floorguard.map_model import entries_hash
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import (

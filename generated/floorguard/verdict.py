@@ -19,7 +19,7 @@ from typing import Final
 from floorguard import versions
 from floorguard._time import parse_ts
 from floorguard.errors import FloorguardError
-from floorguard.floormap import FLOOR_ID, Advisory, AffectedRange, RangeAdvisory, Waiver
+from floorguard.map_model import FLOOR_ID, Advisory, AffectedRange, RangeAdvisory, Waiver
 
 # A waiver must still hold this long after a decision: the decision may then wait for the
 # chain (up to chain.BUSY_TIMEOUT_SECONDS for the lock and as long again for busy retries),

@@ -53,7 +53,7 @@ from floorguard.errors import (
     VerificationError,
 )
 from floorguard.files import open_regular, read_regular
-from floorguard.floormap import FloorMap, entries_hash, from_entries
+from floorguard.map_model import FloorMap, entries_hash, from_entries
 from floorguard.slice_verify import (
     IntegrityError,
     SliceReport,

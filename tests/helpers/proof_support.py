@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from floorguard.chain import AuditChain, ChainRecord, canonical_json
-from floorguard.floormap import entries_hash
+from floorguard.map_model import entries_hash
 from floorguard.receipts import new_receipt
 from helpers.chain_support import ticking_clock
 

@@ -23,7 +23,7 @@ from helpers.proof_support import MAP_V1, update_receipt
 from helpers.slice_writer import START, write_slice
 
 from floorguard._time import format_ts
-from floorguard.floormap import entries_hash
+from floorguard.map_model import entries_hash
 from floorguard.window_proof import prove_path
 
 pytestmark = pytest.mark.perf

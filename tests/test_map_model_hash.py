@@ -7,7 +7,7 @@ import hashlib
 import pytest
 
 from floorguard.errors import FloorMapError
-from floorguard.floormap import entries_hash, from_entries
+from floorguard.map_model import entries_hash, from_entries
 
 REFERENCE = {
     "aider": {
