@@ -33,6 +33,7 @@ _COMMANDS = {
     "fetch": ("floorctl.commands.fetch", "command"),
     "sign": ("floorctl.commands.sign", "command"),
     "publish": ("floorctl.commands.publish", "command"),
+    "build": ("floorctl.commands.build", "command"),
     "trust": ("floorctl.commands.trust", "group"),
     "chain": ("floorctl.commands.chain", "chain"),
     "verify": ("floorctl.commands.verify", "verify"),

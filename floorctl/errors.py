@@ -78,3 +78,8 @@ class ConcurrentUpdate(FloorctlError):
 class MergeConflict(FloorctlError):
     """Feeds disagree in a way no rule settles (one adapter in two ecosystems, a floor that
     is not a version of the ecosystem another feed states); nothing was merged."""
+
+
+class BuildError(FloorctlError):
+    """A distribution cannot be built as asked (source, backend, update receipt); nothing
+    was written to the output folder."""

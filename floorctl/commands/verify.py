@@ -25,7 +25,7 @@ CHECKOUT_MAPS = Path("generated/floorguard/maps")
 
 @click.group("verify")
 def verify() -> None:
-    """Verify receipts and audit-chain slices offline."""
+    """Verify receipts, audit-chain slices and build provenance offline."""
 
 
 @verify.command("chain")
@@ -118,7 +118,9 @@ def verify_chain(
         raise click.exceptions.Exit(1)
 
 
-# `verify receipt` lives in its own module; the group is where floorctl finds it.
-from floorctl.commands import verify_receipt  # noqa: E402
+# `verify receipt` and `verify provenance` live in their own modules; the group is where
+# floorctl finds them.
+from floorctl.commands import verify_provenance, verify_receipt  # noqa: E402
 
 verify.add_command(verify_receipt.command)
+verify.add_command(verify_provenance.command)

@@ -25,6 +25,22 @@ if TYPE_CHECKING:
 
 INTOTO_PAYLOAD_TYPE = "application/vnd.in-toto+json"
 MAX_ENVELOPE_BYTES = 64 * 1024 * 1024
+VERIFY_EXTRA = "floorguard[verify]"
+
+
+def require_cryptography(purpose: str) -> None:
+    """Check that signatures can be checked at all: ``cryptography`` is the ``verify`` extra.
+
+    Raises VerificationError naming the extra to install when it is missing, so a host
+    that configured signed input learns what to do instead of reading an import error.
+    """
+    try:
+        import cryptography  # noqa: F401
+    except ImportError as exc:
+        raise VerificationError(
+            f"{purpose} needs signature checks, but the cryptography package is not "
+            f"installed: install {VERIFY_EXTRA} (pip install '{VERIFY_EXTRA}')"
+        ) from exc
 
 
 def pae(payload_type: str, payload: bytes) -> bytes:
@@ -119,6 +135,7 @@ def parse_envelope(data: bytes) -> Envelope:
 
 def load_public_key(pem: bytes, source: str = "public key") -> Ed25519PublicKey:
     """Load an Ed25519 public key (PEM SubjectPublicKeyInfo). Raises VerificationError."""
+    require_cryptography(source)
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 

@@ -33,10 +33,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from floorguard import _time
+from floorguard import _time, dsse
 from floorguard._canonical import canonical_bytes
 from floorguard.active_map import ActiveMap
-from floorguard.errors import FloorguardError, FloorMapError, UnreadableFileError
+from floorguard.errors import (
+    FloorguardError,
+    FloorMapError,
+    UnreadableFileError,
+    VerificationError,
+)
 from floorguard.files import MAX_ENVELOPE_BYTES, MAX_TRUSTED_KEYS_BYTES, read_regular
 from floorguard.map_model import (
     PUBLISHED_FIELDS,
@@ -214,6 +219,12 @@ def select(
     name = environ.get(ENV_MAP)
     if not name:
         return builtin
+    try:
+        dsse.require_cryptography(f"{ENV_MAP}={name}")
+    except VerificationError as exc:
+        # Fail closed: the host asked for a signed map, so the built-in one must not stand
+        # in just because this environment cannot check signatures.
+        raise FloorMapError(f"{exc}; every spawn is refused until it is") from exc
     keys_path = trusted_keys_path(environ)
     moment = now or _time.utc_now()
     record = accepted_map.state_path(environ)

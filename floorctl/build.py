@@ -1,0 +1,279 @@
+"""``floorctl build``: the floorguard wheel and sdist carrying one floor map, reproducibly.
+
+The floorguard project (``generated/``: its ``pyproject.toml``, ``README.md`` and the
+``floorguard`` package) is copied into a staging folder with the module's floor map as
+``floor_map.py`` and the version stamped into ``_version.py`` (RELEASE + "." + the map's
+version), then built by pypa ``build`` without isolation (offline) through the project's
+own backend, hatchling: the sdist first, then the wheel from the unpacked sdist, as
+``python -m build`` does, so the sdist is proven complete. Every timestamp is
+``BUILD_EPOCH`` (SOURCE_DATE_EPOCH), so two builds of one map are byte-identical wherever
+and whenever they run.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+from floorctl import atomic
+from floorctl.errors import BuildError, ModuleError
+from floorguard._canonical import canonical_bytes, sha256_digest
+from floorguard.active_map import ActiveMap, parse_map_module
+from floorguard.errors import FloorMapError, UnreadableFileError
+from floorguard.files import MAX_MAP_BYTES, read_regular
+from floorguard.map_model import map_file_hash, to_entries
+
+# 1980-01-01T00:00:00Z: the earliest time a zip entry can hold. Fixed, never the clock nor
+# the caller's SOURCE_DATE_EPOCH: the same map must give the same bytes everywhere.
+BUILD_EPOCH = 315532800
+BACKEND = "hatchling"
+PACKAGE = "floorguard"
+# What the package is made of; anything else in the folder (caches, lock and undo files of
+# refresh, editors' files) is left out.
+PACKAGE_FILES = ("*.py", "py.typed", "trusted_keys.json")
+PROJECT_FILES = ("pyproject.toml", "README.md")
+ARCHIVE_NAME = re.compile(r"sha256-[0-9a-f]{64}\.json")
+VERSION_LINE = re.compile(r"^__version__ = .*$", re.MULTILINE)
+MAX_OUTPUT_LINES = 20
+
+
+@dataclass(frozen=True)
+class MapModule:
+    """A floor-map module as read: its bytes and the checked map they hold."""
+
+    data: bytes
+    active: ActiveMap
+
+
+@dataclass(frozen=True)
+class Artifacts:
+    wheel: Path
+    sdist: Path
+    version: str
+    backend_versions: Mapping[str, str]
+
+
+def read_map_module(path: Path) -> MapModule:
+    """Read and check a floor-map module (default layout). Raises ModuleError.
+
+    Refused: a module that cannot be read, has no floor map, or whose block's data does not
+    hash to the hash it states (a hand edit): a package must never carry a map its own
+    runtime would refuse.
+    """
+    try:
+        data = read_regular(path, max_bytes=MAX_MAP_BYTES, what="floor-map module")
+    except UnreadableFileError as exc:
+        raise ModuleError(str(exc)) from exc
+    try:
+        active = parse_map_module(data.decode("utf-8"), str(path))
+    except UnicodeDecodeError as exc:
+        raise ModuleError(f"{path}: the floor-map module is not UTF-8") from exc
+    except FloorMapError as exc:
+        raise ModuleError(f"cannot build: {exc}") from exc
+    return MapModule(data, active)
+
+
+def distribution_version(release: str, map_version: int) -> str:
+    """RELEASE + "." + the map's version: a newer map is a higher PEP 440 version."""
+    return f"{release}.{map_version}"
+
+
+def read_release(source: Path) -> str:
+    """``RELEASE`` of the floorguard project in ``source``. Raises BuildError."""
+    path = source / PACKAGE / "_version.py"
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    except (OSError, SyntaxError, UnicodeDecodeError) as exc:
+        raise BuildError(f"{path}: cannot read the release: {exc}") from exc
+    for node in tree.body:
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and node.targets[0].id == "RELEASE"
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+        ):
+            return node.value.value
+    raise BuildError(f"{path}: no RELEASE = '...' string")
+
+
+def check_source(source: Path) -> None:
+    """``source`` must be the floorguard project. Raises BuildError."""
+    pyproject = source / "pyproject.toml"
+    try:
+        text = pyproject.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BuildError(f"{pyproject}: cannot read the floorguard project: {exc}") from exc
+    try:
+        name = tomllib.loads(text).get("project", {}).get("name")
+    except tomllib.TOMLDecodeError as exc:
+        raise BuildError(f"{pyproject}: not TOML: {exc}") from exc
+    if name != PACKAGE or not (source / PACKAGE).is_dir():
+        raise BuildError(f"{source}: not the floorguard project (pyproject.toml and floorguard/)")
+
+
+def archived_maps(folders: Sequence[Path]) -> dict[str, bytes]:
+    """The map archives to ship (``maps/`` of the source and beside the module), each checked
+    to hash to its name. Raises BuildError."""
+    found: dict[str, bytes] = {}
+    for folder in folders:
+        if not folder.is_dir():
+            continue
+        for path in sorted(folder.iterdir()):
+            if not ARCHIVE_NAME.fullmatch(path.name):
+                continue
+            try:
+                data = read_regular(path, max_bytes=MAX_MAP_BYTES, what="archived floor map")
+            except UnreadableFileError as exc:
+                raise BuildError(str(exc)) from exc
+            try:
+                actual = map_file_hash(data, str(path))
+            except FloorMapError as exc:
+                raise BuildError(f"{path}: not an archived floor map: {exc}") from exc
+            if actual.replace(":", "-") + ".json" != path.name:
+                raise BuildError(f"{path}: hashes to {actual}, not to its name")
+            found[path.name] = data
+    return found
+
+
+def stage(source: Path, module: MapModule, maps: Mapping[str, bytes], staging: Path) -> str:
+    """Write the project to build into ``staging``; returns the distribution version."""
+    version = distribution_version(read_release(source), module.active.map_version)
+    for name in PROJECT_FILES:
+        shutil.copyfile(source / name, staging / name)
+    package = staging / PACKAGE
+    package.mkdir()
+    for pattern in PACKAGE_FILES:
+        for path in sorted((source / PACKAGE).glob(pattern)):
+            if path.is_file() and not path.is_symlink():
+                shutil.copyfile(path, package / path.name)
+    (package / "floor_map.py").write_bytes(module.data)
+    version_file = package / "_version.py"
+    text, count = VERSION_LINE.subn(f"__version__ = {version!r}", version_file.read_text("utf-8"))
+    if count != 1:
+        raise BuildError(f"{source / PACKAGE / '_version.py'}: no single __version__ line")
+    version_file.write_text(text, encoding="utf-8")
+    archive = package / "maps"
+    archive.mkdir()
+    own = dict(maps)
+    # The map the package carries is always resolvable from its own archive.
+    own_name = module.active.floor_map_hash.replace(":", "-") + ".json"
+    own.setdefault(own_name, canonical_bytes(to_entries(module.active.floor_map)))
+    for name in sorted(own):
+        (archive / name).write_bytes(own[name])
+    return version
+
+
+def _runner(log: list[str]) -> object:
+    def run(
+        cmd: Sequence[str], cwd: str | None = None, extra_environ: Mapping[str, str] | None = None
+    ) -> None:
+        env = {k: v for k, v in os.environ.items() if k != "SOURCE_DATE_EPOCH"}
+        env.update(extra_environ or {})
+        env["SOURCE_DATE_EPOCH"] = str(BUILD_EPOCH)
+        done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, check=False)
+        log.extend((done.stdout + done.stderr).splitlines())
+        if done.returncode != 0:
+            raise subprocess.CalledProcessError(done.returncode, cmd)
+
+    return run
+
+
+def backend_versions() -> dict[str, str]:
+    """The build tooling in use (recorded in the provenance: other versions, other bytes)."""
+    found = {"python": ".".join(map(str, sys.version_info[:3]))}
+    for name in ("build", BACKEND):
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+def run_build(staging: Path, out: Path) -> tuple[Path, Path]:
+    """Build the sdist of ``staging``, then the wheel from it, into ``out``. Raises BuildError."""
+    try:
+        # A declared dependency, but floorctl may run from a checkout without it.
+        import build as pypa_build  # noqa: PLC0415
+    except ImportError as exc:
+        raise BuildError(
+            "floorctl build needs pypa build and hatchling: pip install build hatchling"
+        ) from exc
+    log: list[str] = []
+
+    def builder(folder: Path) -> pypa_build.ProjectBuilder:
+        project = pypa_build.ProjectBuilder(folder, runner=_runner(log))  # type: ignore[arg-type]
+        missing = project.check_dependencies("sdist") | project.check_dependencies("wheel")
+        if missing:
+            names = ", ".join(sorted(" ".join(chain) for chain in missing))
+            raise BuildError(
+                f"the build backend's requirements are not installed ({names}); floorctl "
+                "builds without isolation, offline: pip install build hatchling"
+            )
+        return project
+
+    try:
+        sdist = Path(builder(staging).build("sdist", out))
+        unpacked = staging.parent / "sdist"
+        with tarfile.open(sdist) as archive:
+            archive.extractall(unpacked, filter="data")
+        (root,) = unpacked.iterdir()
+        wheel = Path(builder(root).build("wheel", out))
+    except (pypa_build.BuildException, pypa_build.BuildBackendException) as exc:
+        tail = "; ".join(log[-MAX_OUTPUT_LINES:])
+        raise BuildError(f"the build failed: {exc}{': ' + tail if tail else ''}") from exc
+    return wheel, sdist
+
+
+def build(source: Path, module: MapModule, module_path: Path, work: Path) -> Artifacts:
+    """Build wheel and sdist in ``work`` (a fresh folder). Raises BuildError, ModuleError."""
+    check_source(source)
+    maps = archived_maps([source / PACKAGE / "maps", module_path.parent / "maps"])
+    staging = work / "project"
+    staging.mkdir()
+    version = stage(source, module, maps, staging)
+    out = work / "dist"
+    out.mkdir()
+    wheel, sdist = run_build(staging, out)
+    return Artifacts(wheel, sdist, version, backend_versions())
+
+
+def publish(artifacts: Artifacts, out_dir: Path) -> tuple[Path, Path]:
+    """Copy the built files into ``out_dir`` (atomically each). Raises OSError, OutputError."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    placed = []
+    for path in (artifacts.wheel, artifacts.sdist):
+        target = out_dir / path.name
+        atomic.write_atomic(target, path.read_bytes(), mode=atomic.DEFAULT_MODE)
+        placed.append(target)
+    return placed[0], placed[1]
+
+
+def file_sha256(path: Path) -> str:
+    """Hex sha256 of a built file."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def module_digest(module: MapModule) -> str:
+    return sha256_digest(module.data)
+
+
+def temporary_work() -> tempfile.TemporaryDirectory[str]:
+    return tempfile.TemporaryDirectory(prefix="floorctl-build-")
