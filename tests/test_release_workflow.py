@@ -1,0 +1,167 @@
+"""The release recipe (examples/github-actions/floor-release.yml), run locally.
+
+Its `run:` steps are taken from the YAML and executed with bash as GitHub runs them
+(``bash --noprofile --norc -eo pipefail``), in a temporary copy of the repository's release
+inputs, with a generated release key standing in for the secret. The steps that need
+GitHub or PyPI are named here and skipped; a step this test does not know fails it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from helpers.cli import isolated_env
+from helpers.release import REPO, SHIPPED_FEED, SOURCE, payload, raised_feed, run_floorctl
+
+WORKFLOW = REPO / "examples" / "github-actions" / "floor-release.yml"
+# Steps this machine cannot run: actions from the marketplace, the install (floorctl is
+# installed in the test's environment already, and the index is not reachable), the secret,
+# and the two uploads.
+NOT_HERE = {
+    "actions/checkout@v4": "a marketplace action (the test builds the checkout itself)",
+    "actions/setup-python@v5": "a marketplace action (the test's Python stands in)",
+    "Install floorctl": "needs the package index (floorctl is installed here already)",
+    "Release key from the secret": "needs GitHub secrets (a generated key stands in)",
+    "Upload to PyPI": "needs PyPI trusted publishing",
+    "Attach to the GitHub release": "needs GitHub",
+}
+RUN_HERE = [
+    "Check the receipt pins the map in force",
+    "Build the wheel and sdist",
+    "Verify the provenance",
+    "Publish the signed map",
+    "Check the published map as a host would",
+]
+
+
+def load() -> dict[str, Any]:
+    document: dict[str, Any] = yaml.safe_load(WORKFLOW.read_text(encoding="utf-8"))
+    return document
+
+
+def steps() -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = load()["jobs"]["release"]["steps"]
+    return found
+
+
+class Checkout:
+    """What the workflow's job sees after checkout: generated/, feeds/, the committed
+    receipt and release.pub, refreshed with a newer map signed by the release key."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root / "repo"
+        self.state = root / "state"
+        self.runner_temp = root / "runner-temp"
+        self.runner_temp.mkdir()
+        shutil.copytree(SOURCE, self.root / "generated", ignore=shutil.ignore_patterns(
+            "__pycache__", ".*"
+        ))  # fmt: skip
+        done = run_floorctl("keygen", "--out", root / "key", cwd=root, state=self.state)
+        assert done.returncode == 0, done.stderr
+        self.key = root / "key" / "signing.key"
+        shutil.copyfile(root / "key" / "signing.pub", self.root / "release.pub")
+        feed = raised_feed(root / "feed.json", "aider", "0.70.0")
+        assert feed.read_text() != SHIPPED_FEED.read_text()
+        done = run_floorctl(
+            "refresh", "--feed", feed, "--write", "--receipt-out", "floor_update_receipt.json",
+            "--signing-key", self.key, cwd=self.root, state=self.state,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+
+    def env(self, job_env: dict[str, str], step_env: dict[str, str]) -> dict[str, str]:
+        env = isolated_env(self.state)
+        env.update({k: str(v) for k, v in job_env.items()})
+        env.update({k: str(v) for k, v in step_env.items()})
+        # What GitHub provides, or the secret step would have set.
+        env["RUNNER_TEMP"] = str(self.runner_temp)
+        env["GITHUB_ENV"] = str(self.runner_temp / "github-env")
+        env["FLOORCTL_SIGNING_KEY"] = str(self.key)
+        # `floorctl` and `python` are this environment's, as after the install step.
+        env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+        env["BUILDER_ID"] = (
+            "https://github.com/example/floorctl/.github/workflows/floor-release.yml@refs/tags/floorguard-v0.2.0.2"
+        )
+        return env
+
+    def run(
+        self, step: dict[str, Any], job_env: dict[str, str]
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]],
+            capture_output=True,
+            text=True,
+            cwd=self.root,
+            env=self.env(job_env, step.get("env", {})),
+            timeout=300,
+            check=False,
+        )
+
+
+@pytest.fixture
+def checkout(tmp_path: Path) -> Checkout:
+    return Checkout(tmp_path)
+
+
+def test_every_step_is_run_here_or_named_as_not_runnable() -> None:
+    names = [step.get("name") or step["uses"] for step in steps()]
+    assert sorted(names) == sorted([*NOT_HERE, *RUN_HERE])
+    assert all("run" in step for step in steps() if step.get("name") in RUN_HERE)
+    # The expressions only GitHub evaluates are the ones the test stands in for.
+    job_env = load()["jobs"]["release"]["env"]
+    assert [k for k, v in job_env.items() if "${{" in str(v)] == ["BUILDER_ID"]
+
+
+def test_the_release_steps_build_verify_and_publish(checkout: Checkout) -> None:
+    job_env = load()["jobs"]["release"]["env"]
+    by_name = {step.get("name"): step for step in steps()}
+    for name in RUN_HERE:
+        done = checkout.run(by_name[name], job_env)
+        assert done.returncode == 0, f"{name}: {done.stdout}{done.stderr}"
+    dist = checkout.root / "dist"
+    wheels = sorted(dist.glob("*.whl"))
+    assert [w.name for w in wheels] == ["floorguard-0.2.0.2-py3-none-any.whl"]
+    assert sorted(p.name for p in dist.iterdir()) == [
+        "floorguard-0.2.0.2-py3-none-any.whl",
+        "floorguard-0.2.0.2.tar.gz",
+    ]
+    statement = payload(
+        checkout.root / "attestations" / "floorguard-0.2.0.2-py3-none-any.whl.provenance.dsse"
+    )
+    builder = statement["predicate"]["runDetails"]["builder"]["id"]
+    assert builder.startswith("https://github.com/example/floorctl/")
+    assert (checkout.root / "published" / "floor-map.json.dsse").is_file()
+
+
+def test_the_verify_step_fails_for_a_changed_wheel(checkout: Checkout) -> None:
+    job_env = load()["jobs"]["release"]["env"]
+    by_name = {step.get("name"): step for step in steps()}
+    assert checkout.run(by_name["Build the wheel and sdist"], job_env).returncode == 0
+    (wheel,) = (checkout.root / "dist").glob("*.whl")
+    data = bytearray(wheel.read_bytes())
+    data[-1] ^= 0x01
+    wheel.write_bytes(bytes(data))
+    done = checkout.run(by_name["Verify the provenance"], job_env)
+    assert done.returncode == 1
+    assert "changed after it was built" in done.stderr
+
+
+def test_the_host_check_step_fails_for_a_map_signed_by_another_key(checkout: Checkout) -> None:
+    job_env = load()["jobs"]["release"]["env"]
+    by_name = {step.get("name"): step for step in steps()}
+    other = checkout.root.parent / "other"
+    done = run_floorctl("keygen", "--out", other, cwd=checkout.root, state=checkout.state)
+    assert done.returncode == 0
+    env = dict(job_env)
+    step = dict(by_name["Publish the signed map"])
+    step["run"] = step["run"] + f" --signing-key {other / 'signing.key'}"
+    assert checkout.run(step, env).returncode == 0
+    done = checkout.run(by_name["Check the published map as a host would"], env)
+    assert done.returncode == 1
+    assert "not what a host would use" in done.stderr
