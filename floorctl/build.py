@@ -16,7 +16,6 @@ import ast
 import hashlib
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -47,6 +46,7 @@ PROJECT_FILES = ("pyproject.toml", "README.md")
 ARCHIVE_NAME = re.compile(r"sha256-[0-9a-f]{64}\.json")
 VERSION_LINE = re.compile(r"^__version__ = .*$", re.MULTILINE)
 MAX_OUTPUT_LINES = 20
+MAX_SOURCE_FILE_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -90,12 +90,20 @@ def distribution_version(release: str, map_version: int) -> str:
     return f"{release}.{map_version}"
 
 
+def _read_source(path: Path) -> bytes:
+    # Never blocks: a FIFO or device in the source tree is refused at once, by name.
+    try:
+        return read_regular(path, max_bytes=MAX_SOURCE_FILE_BYTES, what="source file")
+    except UnreadableFileError as exc:
+        raise BuildError(str(exc)) from exc
+
+
 def read_release(source: Path) -> str:
     """``RELEASE`` of the floorguard project in ``source``. Raises BuildError."""
     path = source / PACKAGE / "_version.py"
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    except (OSError, SyntaxError, UnicodeDecodeError) as exc:
+        tree = ast.parse(_read_source(path).decode("utf-8"), filename=str(path))
+    except (SyntaxError, UnicodeDecodeError) as exc:
         raise BuildError(f"{path}: cannot read the release: {exc}") from exc
     for node in tree.body:
         if (
@@ -114,11 +122,9 @@ def check_source(source: Path) -> None:
     """``source`` must be the floorguard project. Raises BuildError."""
     pyproject = source / "pyproject.toml"
     try:
-        text = pyproject.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BuildError(f"{pyproject}: cannot read the floorguard project: {exc}") from exc
-    try:
-        name = tomllib.loads(text).get("project", {}).get("name")
+        name = tomllib.loads(_read_source(pyproject).decode("utf-8")).get("project", {}).get("name")
+    except UnicodeDecodeError as exc:
+        raise BuildError(f"{pyproject}: not UTF-8") from exc
     except tomllib.TOMLDecodeError as exc:
         raise BuildError(f"{pyproject}: not TOML: {exc}") from exc
     if name != PACKAGE or not (source / PACKAGE).is_dir():
@@ -153,16 +159,17 @@ def stage(source: Path, module: MapModule, maps: Mapping[str, bytes], staging: P
     """Write the project to build into ``staging``; returns the distribution version."""
     version = distribution_version(read_release(source), module.active.map_version)
     for name in PROJECT_FILES:
-        shutil.copyfile(source / name, staging / name)
+        (staging / name).write_bytes(_read_source(source / name))
     package = staging / PACKAGE
     package.mkdir()
     for pattern in PACKAGE_FILES:
         for path in sorted((source / PACKAGE).glob(pattern)):
-            if path.is_file() and not path.is_symlink():
-                shutil.copyfile(path, package / path.name)
+            (package / path.name).write_bytes(_read_source(path))
     (package / "floor_map.py").write_bytes(module.data)
     version_file = package / "_version.py"
-    text, count = VERSION_LINE.subn(f"__version__ = {version!r}", version_file.read_text("utf-8"))
+    text, count = VERSION_LINE.subn(
+        f"__version__ = {version!r}", version_file.read_text(encoding="utf-8")
+    )
     if count != 1:
         raise BuildError(f"{source / PACKAGE / '_version.py'}: no single __version__ line")
     version_file.write_text(text, encoding="utf-8")

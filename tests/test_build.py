@@ -345,3 +345,44 @@ def test_build_needs_a_receipt(release: Release) -> None:
     done = release.project.floorctl("build", "--out", "refused-usage")
     assert done.returncode == 2
     assert "--receipt" in done.stderr
+
+
+# --- no read can hang -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("what", ["module", "receipt", "source"])
+def test_build_refuses_a_fifo_by_name(release: Release, tmp_path: Path, what: str) -> None:
+    module, receipt, source = release.project.module, release.receipt_v2, SOURCE
+    if what == "source":
+        source = tmp_path / "source"
+        shutil.copytree(SOURCE, source, ignore=shutil.ignore_patterns("__pycache__", ".*"))
+        fifo = source / "floorguard" / "gate.py"
+        fifo.unlink()
+    else:
+        fifo = tmp_path / ("floor_map.py" if what == "module" else "receipt.json")
+        module, receipt = (fifo, receipt) if what == "module" else (module, fifo)
+    os.mkfifo(fifo)
+    done = release.project.floorctl(
+        "build", "--source", source, "--module", module, "--receipt", receipt,
+        "--signing-key", release.project.key, "--out", tmp_path / "out",
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"floorctl: error: {fifo}: not a regular file"), done.stderr
+
+
+@pytest.mark.parametrize("what", ["wheel", "provenance"])
+def test_verify_provenance_refuses_a_fifo_by_name(
+    release: Release, tmp_path: Path, what: str
+) -> None:
+    original = wheel(release.first)
+    target = tmp_path / original.name
+    if what == "wheel":
+        shutil.copyfile(f"{original}.provenance.dsse", f"{target}.provenance.dsse")
+        fifo = target
+    else:
+        shutil.copyfile(original, target)
+        fifo = Path(f"{target}.provenance.dsse")
+    os.mkfifo(fifo)
+    done = verify(release, target, "--pubkey", release.project.pub)
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"floorctl: error: {fifo}: not a regular file"), done.stderr

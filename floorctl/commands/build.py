@@ -19,7 +19,7 @@ from floorguard.files import read_regular
 DEFAULT_SOURCE = Path("generated")
 
 
-@click.command("build")
+@click.command("build", short_help="Build the floorguard wheel, sdist and provenance.")
 @click.option(
     "--out",
     "out_dir",

@@ -14,7 +14,7 @@ from floorguard.files import MAX_ENVELOPE_BYTES, read_regular
 MAX_WHEEL_BYTES = 256 * 1024 * 1024
 
 
-@click.command("provenance")
+@click.command("provenance", short_help="Verify a wheel against its signed provenance.")
 @click.argument("wheel", type=click.Path(path_type=Path, dir_okay=False))
 @click.option(
     "--provenance",
