@@ -47,6 +47,7 @@ ARCHIVE_NAME = re.compile(r"sha256-[0-9a-f]{64}\.json")
 VERSION_LINE = re.compile(r"^__version__ = .*$", re.MULTILINE)
 MAX_OUTPUT_LINES = 20
 MAX_SOURCE_FILE_BYTES = 16 * 1024 * 1024
+PROVENANCE_SUFFIX = ".provenance.dsse"
 
 
 @dataclass(frozen=True)
@@ -258,15 +259,22 @@ def build(source: Path, module: MapModule, module_path: Path, work: Path) -> Art
     return Artifacts(wheel, sdist, version, backend_versions())
 
 
-def publish(artifacts: Artifacts, out_dir: Path) -> tuple[Path, Path]:
-    """Copy the built files into ``out_dir`` (atomically each). Raises OSError, OutputError."""
+def publish(artifacts: Artifacts, provenance: bytes, out_dir: Path) -> tuple[Path, Path, Path]:
+    """Write the wheel, the sdist and ``<wheel>.provenance.dsse`` into ``out_dir``.
+
+    Each is written atomically and the three as one: if any write fails, every name gets
+    back what it held, so a wheel never stands beside the provenance of another build.
+    Raises OutputError, OSError.
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
-    placed = []
-    for path in (artifacts.wheel, artifacts.sdist):
-        target = out_dir / path.name
-        atomic.write_atomic(target, path.read_bytes(), mode=atomic.DEFAULT_MODE)
-        placed.append(target)
-    return placed[0], placed[1]
+    wheel = out_dir / artifacts.wheel.name
+    sdist = out_dir / artifacts.sdist.name
+    statement = out_dir / (artifacts.wheel.name + PROVENANCE_SUFFIX)
+    with atomic.undoable([wheel, sdist, statement]):
+        atomic.write_atomic(wheel, artifacts.wheel.read_bytes(), mode=atomic.DEFAULT_MODE)
+        atomic.write_atomic(sdist, artifacts.sdist.read_bytes(), mode=atomic.DEFAULT_MODE)
+        atomic.write_atomic(statement, provenance, mode=atomic.DEFAULT_MODE)
+    return wheel, sdist, statement
 
 
 def file_sha256(path: Path) -> str:

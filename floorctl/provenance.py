@@ -35,7 +35,7 @@ STATEMENT_TYPE = receipts.STATEMENT_TYPE
 PREDICATE_TYPE = "https://slsa.dev/provenance/v1"
 BUILD_TYPE = "urn:floorctl:build-type:floorguard-wheel:v1"
 DEFAULT_BUILDER_ID = "urn:floorctl:builder:local"
-SUFFIX = ".provenance.dsse"
+SUFFIX = ".provenance.dsse"  # build.PROVENANCE_SUFFIX
 MAP_MEMBER = "floorguard/floor_map.py"
 MAX_MAP_MEMBER_BYTES = 64 * 1024 * 1024
 

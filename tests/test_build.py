@@ -386,3 +386,13 @@ def test_verify_provenance_refuses_a_fifo_by_name(
     done = verify(release, target, "--pubkey", release.project.pub)
     assert done.returncode == 1
     assert done.stderr.startswith(f"floorctl: error: {fifo}: not a regular file"), done.stderr
+
+
+def test_a_failed_write_leaves_no_wheel_without_its_provenance(release: Release) -> None:
+    out = release.project.root / "blocked"
+    blocker = out / (wheel(release.newer).name + ".provenance.dsse")
+    blocker.mkdir(parents=True)  # a folder where the provenance must go: that write fails
+    done = release.project.build("blocked", release.receipt_v2)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.startswith("floorctl: error: ")
+    assert sorted(p.name for p in out.iterdir()) == [blocker.name]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from floorctl import atomic, build, keys, provenance
+from floorctl import build, keys, provenance
 from floorctl.commands._output import emit_json, json_option, notice
 from floorctl.commands.refresh import DEFAULT_MODULE
 from floorctl.errors import BuildError
@@ -133,9 +133,7 @@ def command(
             source_date_epoch=build.BUILD_EPOCH,
         )
         envelope = provenance.sign(statement, resolved.key)
-        wheel, sdist = build.publish(artifacts, out_dir)
-    provenance_path = out_dir / (wheel.name + provenance.SUFFIX)
-    atomic.write_atomic(provenance_path, envelope, mode=atomic.DEFAULT_MODE)
+        wheel, sdist, provenance_path = build.publish(artifacts, envelope, out_dir)
     if as_json:
         emit_json(
             {
