@@ -396,3 +396,13 @@ def test_a_failed_write_leaves_no_wheel_without_its_provenance(release: Release)
     assert done.returncode == 1, done.stderr
     assert done.stderr.startswith("floorctl: error: ")
     assert sorted(p.name for p in out.iterdir()) == [blocker.name]
+
+
+def test_build_refuses_a_source_that_is_not_the_floorguard_project(
+    release: Release, tmp_path: Path
+) -> None:
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "other"\n')
+    done = release.project.build("refused-source", release.receipt_v2, "--source", tmp_path)
+    assert done.returncode == 1
+    assert "not the floorguard project" in done.stderr
+    assert not (release.project.root / "refused-source").exists()
