@@ -78,3 +78,8 @@ class ConcurrentUpdate(FloorctlError):
 class MergeConflict(FloorctlError):
     """Feeds disagree in a way no rule settles (one adapter in two ecosystems, a floor that
     is not a version of the ecosystem another feed states); nothing was merged."""
+
+
+class ConfigError(FloorctlError):
+    """The configuration (``[tool.floorctl]`` in pyproject.toml, or ``--config``) cannot be
+    read or holds an unknown key or a wrong value: a usage error, exit status 2."""
