@@ -3,6 +3,7 @@ it changes, on the real CLI in real folders (plus the pure parser on strings).""
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 from pathlib import Path
@@ -450,3 +451,26 @@ def test_this_repository_checks_its_own_floor_map_from_its_config(tmp_path: Path
 def run_in(cwd: Path, state: Path, *args: str) -> tuple[int, str, str]:
     done = floorctl(*args, cwd=cwd, state=state)
     return done.returncode, done.stdout, done.stderr
+
+
+def checkpoint_key_hash(note: str) -> bytes:
+    """The C2SP key hash (first 4 bytes) of a signed note's signature line."""
+    (line,) = [line for line in note.splitlines() if line.startswith("\u2014 ")]
+    return base64.b64decode(line.split()[-1])[:4]
+
+
+def test_chain_checkpoint_signs_with_the_configured_key(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "project", signing_key="keys/signing.key")
+    assert run(project, "keygen", "--out", "keys")[0] == 0
+    (project / "feeds" / "feed.json").write_text(feed("0.61.0"))
+    status, _, stderr = run(project, "refresh", "--write", "--anchor")
+    assert status == 0, stderr
+    status, configured, stderr = run(project, "chain", "checkpoint")
+    assert status == 0, stderr
+    assert "development key" not in stderr
+    _, explicit, _ = run(project, "chain", "checkpoint", "--signing-key", "keys/signing.key")
+    (project / "other.toml").write_text(toml_table(module="src/floor_map.py"))
+    _, dev, stderr = run(project, "--config", "other.toml", "chain", "checkpoint")
+    assert "development" in stderr
+    assert checkpoint_key_hash(configured) == checkpoint_key_hash(explicit)
+    assert checkpoint_key_hash(dev) != checkpoint_key_hash(configured)
