@@ -474,3 +474,15 @@ def test_chain_checkpoint_signs_with_the_configured_key(tmp_path: Path) -> None:
     assert "development" in stderr
     assert checkpoint_key_hash(configured) == checkpoint_key_hash(explicit)
     assert checkpoint_key_hash(dev) != checkpoint_key_hash(configured)
+
+
+def test_validate_without_file_skips_configured_urls(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "project")
+    (project / "pyproject.toml").write_text(
+        toml_table(feeds=["https://example.org/f.json", "feeds/feed.json"])
+    )
+    status, stdout, stderr = run(project, "validate")
+    assert status == 0, stderr
+    assert stdout == "ok  feeds/feed.json (1 adapters)\n"
+    (project / "pyproject.toml").write_text(toml_table(feeds=["https://example.org/f.json"]))
+    usage_error(run(project, "validate"), "Missing argument", ours=False)
