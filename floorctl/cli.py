@@ -7,14 +7,20 @@ Every error the library raises on purpose is mapped to an exit status here and n
 from __future__ import annotations
 
 import importlib
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from floorctl.errors import FeedError, FloorctlError
+from floorctl.errors import ConfigError, FeedError, FloorctlError
 from floorguard._text import one_line
 from floorguard.errors import FloorguardError, InvalidInput
+
+if TYPE_CHECKING:
+    from floorctl.config import Config
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -53,15 +59,83 @@ class _LazyGroup(click.Group):
         return command
 
 
+# Which option of which command each [tool.floorctl] key gives a default for (click's
+# parameter names). A flag on the command line overrides the configuration; a repeatable
+# flag (--feed) replaces the configured list. Commands not named here never read it.
+_CONFIG_OPTIONS: dict[str, dict[str, str]] = {
+    "refresh": {
+        "feeds": "sources",
+        "module": "module",
+        "template": "template",
+        "trusted-keys": "trusted_keys",
+        "waivers": "waivers_file",
+        "signing-key": "signing_key",
+    },
+    "fetch": {"trusted-keys": "trusted_keys"},
+    "publish": {"module": "module", "signing-key": "signing_key"},
+    "sign": {"signing-key": "signing_key"},
+    "build": {"module": "module", "signing-key": "signing_key"},
+    "chain checkpoint": {"signing-key": "signing_key"},
+    "chain export": {"signing-key": "signing_key"},
+}
+
+
+def _default_map(config: Config, environ: Mapping[str, str]) -> dict[str, Any]:
+    """click's default_map for every command that reads the configuration."""
+    values = config.values()
+    if environ.get("FLOORCTL_SIGNING_KEY"):
+        # The variable, set for this run (a CI secret), wins over the file's signing-key.
+        values.pop("signing-key", None)
+    defaults: dict[str, Any] = {}
+    for command, options in _CONFIG_OPTIONS.items():
+        table = defaults
+        *groups, name = command.split()
+        for group in groups:
+            table = table.setdefault(group, {})
+        table[name] = {options[key]: value for key, value in values.items() if key in options}
+    # validate without FILE checks the configured feed files and waivers document (URL
+    # feeds are checked where they are fetched: fetch and refresh).
+    files = [Path(feed) for feed in config.feeds or () if not feed.startswith(("https:", "http:"))]
+    if config.waivers is not None:
+        files.append(config.waivers)
+    if files:
+        defaults["validate"] = {"feeds": files}
+    return defaults
+
+
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="floorctl", prog_name="floorctl")
-def cli() -> None:
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(path_type=Path),
+    metavar="PATH",
+    help="Read [tool.floorctl] from PATH instead of the nearest pyproject.toml.",
+)
+@click.pass_context
+def cli(ctx: click.Context, config_path: Path | None) -> None:
     """Maintain, sign and verify adapter security floors.
 
     A floor is the minimum safe version of an agent CLI (aider, claude, codex, ...).
     floorctl turns advisory feeds into the floor map that floorguard enforces at spawn
     time, and signs a receipt for every change so that it can be checked offline.
+
+    Defaults for refresh, fetch, validate, publish, sign, build and chain come from
+    [tool.floorctl] of the nearest pyproject.toml from the current folder upward (the
+    nearest one, with or without that table), or of --config PATH; its paths are relative
+    to that file's folder; flags override it.
     """
+    # Only commands that use the configuration read it (a broken pyproject.toml does not
+    # stop `floorctl doctor`); a file named with --config is always read and checked.
+    if config_path is None and ctx.invoked_subcommand not in {
+        command.split()[0] for command in _CONFIG_OPTIONS
+    } | {"validate"}:
+        return
+    from floorctl import config  # noqa: PLC0415  (tomllib only for the commands that need it)
+
+    loaded = config.load(config_path, Path.cwd())
+    if loaded is not None:
+        ctx.default_map = _default_map(loaded, os.environ)
 
 
 def _report(error: Exception) -> None:
@@ -85,7 +159,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     except click.ClickException as usage:
         usage.show()
         sys.exit(EXIT_USAGE if isinstance(usage, click.UsageError) else EXIT_FAILED)
-    except InvalidInput as error:
+    except (InvalidInput, ConfigError) as error:
         _report(error)
         sys.exit(EXIT_USAGE)
     except (FloorctlError, FloorguardError) as error:

@@ -83,3 +83,8 @@ class MergeConflict(FloorctlError):
 class BuildError(FloorctlError):
     """A distribution cannot be built as asked (source, backend, update receipt); nothing
     was written to the output folder."""
+
+
+class ConfigError(FloorctlError):
+    """The configuration (``[tool.floorctl]`` in pyproject.toml, or ``--config``) cannot be
+    read or holds an unknown key or a wrong value: a usage error, exit status 2."""

@@ -57,9 +57,9 @@ def _load(
     "--feed",
     "sources",
     multiple=True,
-    required=True,
     metavar="SRC",
-    help="An advisory feed (path or https URL). Repeat to merge several: the highest floor wins.",
+    help="An advisory feed (path or https URL). Repeat to merge several: the highest floor "
+    "wins. Replaces the configured feeds.",
 )
 @click.option(
     "--module",
@@ -136,7 +136,17 @@ def command(
 
     Without --write this is a dry run that reports the data diff. Lowering a floor or
     dropping an adapter is refused unless --allow-downgrade. Exit 1 on any refusal.
+
+    --feed, --module, --template, --trusted-keys, --waivers and --signing-key default to
+    feeds, module, template, trusted-keys, waivers and signing-key in [tool.floorctl] of
+    the nearest pyproject.toml from the current folder upward (or floorctl --config PATH),
+    so that `floorctl refresh --check` needs no other flag; flags override it.
     """
+    if not sources:
+        raise click.UsageError(
+            "no feed: pass --feed SRC, or set feeds in [tool.floorctl] of the nearest "
+            "pyproject.toml (or floorctl --config PATH)"
+        )
     if write and check:
         raise click.UsageError("--write and --check exclude each other")
     if (receipt_out or anchor) and not write:

@@ -43,6 +43,8 @@ def command(ctx: click.Context, feeds: tuple[Path, ...], as_json: bool) -> None:
 
     Prints one line per valid file; every problem of every invalid file is reported
     (file, JSON path, message), and the exit status is 1 if any file is invalid.
+    Without FILE: the feed files and the waivers document of [tool.floorctl] (URL feeds
+    are checked where they are fetched: fetch and refresh).
     """
     problems: list[tuple[str, str, str]] = []
     files: list[dict[str, object]] = []
