@@ -89,7 +89,7 @@ def _usage_message(usage: click.UsageError) -> str:
         names.append(ctx.info_name if ctx.parent is not None else "floorctl")
         ctx = ctx.parent
     command = " ".join(reversed([n for n in names if n]))
-    return f"{message}; see '{command or 'floorctl'} --help'"
+    return f"{message} (see '{command or 'floorctl'} --help')"
 
 
 def main(argv: Sequence[str] | None = None) -> None:

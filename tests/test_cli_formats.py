@@ -257,7 +257,7 @@ def test_sarif_and_markdown_are_usage_errors_elsewhere(
     command = " ".join(a for a in args if not a.startswith(("-", "feeds/", "keys")))
     assert done.stderr == (
         f"floorctl: error: Invalid value for '--format': '{output_format}' is not one of "
-        f"'text', 'json'; see 'floorctl {command} --help'\n"
+        f"'text', 'json' (see 'floorctl {command} --help')\n"
     )
     assert not (REPO / "keys").exists()
 
