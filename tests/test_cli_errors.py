@@ -138,6 +138,14 @@ def test_a_command_that_printed_its_document_prints_no_second_one(tmp_path: Path
     assert done.stderr.startswith("floorctl: error: not ok or waived: claude (below_floor)")
 
 
+def test_validate_json_of_a_bad_feed_is_its_report_alone(tmp_path: Path) -> None:
+    (tmp_path / "bad.json").write_text('{"schema_version": 1}')
+    done = run(tmp_path, "validate", "bad.json", "--format", "json")
+    assert done.returncode == 1
+    document = json.loads(done.stdout)
+    assert document["valid"] is False and "error" not in document
+
+
 def test_without_json_a_failure_prints_nothing_on_stdout(project: Path) -> None:
     (project / "feed.json").write_text(json.dumps({"schema_version": 1, "adapters": {}}))
     done = run(project, "refresh", "--feed", "feed.json", "--write")

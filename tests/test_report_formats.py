@@ -152,6 +152,15 @@ def test_doctor_sarif_has_one_result_per_finding_with_its_rule_and_level() -> No
     assert run["invocations"] == [{"executionSuccessful": True, "exitCode": 1}]
 
 
+def test_findings_of_one_rule_in_one_file_have_distinct_stable_fingerprints() -> None:
+    document = posture(("claude", "below_floor"), ("codex", "below_floor"))
+    first = report_formats.doctor_sarif(document, map_uri="m.py")["runs"][0]["results"]
+    again = report_formats.doctor_sarif(document, map_uri="m.py")["runs"][0]["results"]
+    prints = [r["partialFingerprints"]["floorguardFinding/v1"] for r in first]
+    assert len(set(prints)) == 2
+    assert prints == [r["partialFingerprints"]["floorguardFinding/v1"] for r in again]
+
+
 def test_doctor_sarif_of_a_healthy_posture_has_no_results_and_exit_0() -> None:
     document = report_formats.doctor_sarif(posture(("aider", "ok")), map_uri=None)
     assert_valid_sarif(document)

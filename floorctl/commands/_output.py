@@ -71,7 +71,7 @@ def format_option(*choices: str, param: str = "output_format") -> Callable[[F], 
             "_format",
             type=click.Choice(choices),
             default=None,
-            help=f"Output format (default text): {', '.join(choices)}.",
+            help="Output format (default text).",
         )(wrapper)
         return wrapper  # type: ignore[return-value]
 

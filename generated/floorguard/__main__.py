@@ -91,7 +91,7 @@ def add_format(parser: argparse.ArgumentParser, choices: Sequence[str]) -> None:
         dest="format_choice",
         choices=choices,
         default=None,
-        help=f"output format (default text): {', '.join(choices)}",
+        help="output format (default text)",
     )
     parser.add_argument(
         "--json", dest="as_json", action="store_true", help="the same as --format json"

@@ -10,6 +10,7 @@ an id is never reused for another meaning or renamed (README.md lists them).
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -121,14 +122,19 @@ def _log(rules: Sequence[Rule], results: list[dict[str, Any]], **run: Any) -> di
 
 
 def _result(
-    rules: Sequence[Rule], rule: Rule, text: str, location: dict[str, Any]
+    rules: Sequence[Rule], rule: Rule, text: str, location: dict[str, Any], identity: str
 ) -> dict[str, Any]:
+    # Several results share one file and no line (every adapter's floor is in the map): a
+    # fingerprint of what the finding is about keeps a code-scanning service from merging
+    # them into one alert, and matches the same finding across runs.
+    fingerprint = hashlib.sha256(f"{rule.id}\0{identity}".encode()).hexdigest()
     return {
         "ruleId": rule.id,
         "ruleIndex": list(rules).index(rule),
         "level": rule.level,
         "message": {"text": text},
         "locations": [location],
+        "partialFingerprints": {"floorguardFinding/v1": fingerprint},
     }
 
 
@@ -152,7 +158,7 @@ def doctor_sarif(document: Mapping[str, Any], *, map_uri: str | None) -> dict[st
             **_physical(map_uri),
             "logicalLocations": [{"name": name, "fullyQualifiedName": name, "kind": "module"}],
         }
-        found = _result(rules, rule, text, location)
+        found = _result(rules, rule, text, location, f"{name}\0{adapter.get('version')}")
         found["properties"] = {
             key: adapter.get(key) for key in ("binary", "version", "floor", "advisory_id")
         }
@@ -184,7 +190,7 @@ def chain_sarif(document: Mapping[str, Any], *, slice_uri: str | None) -> dict[s
         logical = {"name": where, "fullyQualifiedName": f"{slice_uri or '-'}#{where}"}
         location = {**_physical(slice_uri), "logicalLocations": [{**logical, "kind": "object"}]}
         text = f"{where}: {finding['reason']}"
-        found = _result(rules, rule, text, location)
+        found = _result(rules, rule, text, location, f"{slice_uri}\0{seq}\0{finding['reason']}")
         found["properties"] = {"seq": seq}
         results.append(found)
     proven = bool(document["proven"])
