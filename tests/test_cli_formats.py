@@ -268,3 +268,17 @@ def test_format_json_works_wherever_json_does(tmp_path: Path) -> None:
     assert json.loads(done.stdout)["valid"] is True
     text = ctl(REPO, tmp_path / "state", "validate", "feeds/example.v1.json", "--format", "text")
     assert text.stdout.startswith("ok  feeds/example.v1.json")
+
+
+@pytest.mark.parametrize("tool", sorted(TOOLS))
+@pytest.mark.parametrize("output_format", ["sarif", "markdown"])
+def test_a_failed_verification_prints_no_report_that_could_pass_for_a_clean_one(
+    tmp_path: Path, tool: str, output_format: str
+) -> None:
+    done = TOOLS[tool](
+        tmp_path, tmp_path / "state", "verify", "chain", "missing.jsonl", "--unauthenticated",
+        "--format", output_format,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert "missing.jsonl" in done.stderr
