@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from floorctl.commands._output import OutputState, emit_json, requested_format
 from floorctl.errors import ConfigError, FeedError, FloorctlError
 from floorguard._text import one_line
 from floorguard.errors import FloorguardError, InvalidInput
@@ -138,36 +139,70 @@ def cli(ctx: click.Context, config_path: Path | None) -> None:
         ctx.default_map = _default_map(loaded, os.environ)
 
 
-def _report(error: Exception) -> None:
+def _report(error: Exception, status: int) -> None:
+    """The error's line(s) on stderr; with json, also its one JSON document on stdout."""
     if isinstance(error, FeedError) and len(error.problems) > 1:
         for file, path, message in error.problems:
             click.echo(one_line(f"floorctl: error: {file}: {path}: {message}"), err=True)
-        return
-    click.echo(one_line(f"floorctl: error: {error}"), err=True)
+    else:
+        click.echo(one_line(f"floorctl: error: {error}"), err=True)
+    _error_document(str(error), status)
+
+
+def _error_document(message: str, status: int) -> None:
+    # One document per run: a command that printed its own (doctor, verify chain) has said
+    # what failed in it already.
+    if OutputState.format == "json" and not OutputState.emitted:
+        emit_json({"error": {"message": message, "exit_status": status}})
+
+
+def _usage_message(usage: click.UsageError) -> str:
+    """click's message on one line, naming the command whose --help explains it."""
+    message = " ".join(usage.format_message().split()).rstrip(".")
+    names, ctx = [], usage.ctx
+    while ctx is not None:
+        names.append(ctx.info_name if ctx.parent is not None else "floorctl")
+        ctx = ctx.parent
+    command = " ".join(reversed([n for n in names if n]))
+    return f"{message} (see '{command or 'floorctl'} --help')"
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of the console script; never lets a traceback reach the user."""
+    args = list(argv) if argv is not None else sys.argv[1:]
+    OutputState.reset()
+    # Until the command's --format is processed (a usage error may come first), the format
+    # is the one the command line names.
+    OutputState.format = requested_format(args)
     try:
         # Without standalone mode click returns ctx.exit()'s status instead of exiting.
-        status = cli.main(args=list(argv) if argv is not None else None, standalone_mode=False)
+        status = cli.main(args=args, prog_name="floorctl", standalone_mode=False)
     except click.exceptions.Exit as done:
         sys.exit(done.exit_code)
     except click.Abort:
         click.echo("floorctl: aborted", err=True)
+        _error_document("aborted", EXIT_FAILED)
         sys.exit(EXIT_FAILED)
-    except click.ClickException as usage:
-        usage.show()
-        sys.exit(EXIT_USAGE if isinstance(usage, click.UsageError) else EXIT_FAILED)
+    except click.exceptions.NoArgsIsHelpError as bare:
+        bare.show()  # `floorctl` or a group alone: its help, as click shows it
+        sys.exit(EXIT_USAGE)
+    except click.UsageError as usage:
+        message = _usage_message(usage)
+        click.echo(one_line(f"floorctl: error: {message}"), err=True)
+        _error_document(message, EXIT_USAGE)
+        sys.exit(EXIT_USAGE)
+    except click.ClickException as failed:
+        _report(Exception(failed.format_message()), EXIT_FAILED)
+        sys.exit(EXIT_FAILED)
     except (InvalidInput, ConfigError) as error:
-        _report(error)
+        _report(error, EXIT_USAGE)
         sys.exit(EXIT_USAGE)
     except (FloorctlError, FloorguardError) as error:
-        _report(error)
+        _report(error, EXIT_FAILED)
         sys.exit(EXIT_FAILED)
     except OSError as error:
         # Files we were told to read or write: say which, never a traceback.
         where = f"{error.filename}: " if error.filename else ""
-        click.echo(one_line(f"floorctl: error: {where}{error.strerror or error}"), err=True)
+        _report(Exception(f"{where}{error.strerror or error}"), EXIT_FAILED)
         sys.exit(EXIT_FAILED)
     sys.exit(status if isinstance(status, int) else EXIT_OK)

@@ -139,7 +139,9 @@ def test_last_green_refuses_a_tampered_chain(tmp_path: Path) -> None:
     conn.close()
     done = run(tmp_path, "last-green", "--json")
     assert done.returncode == 1
-    assert "does not verify" in done.stderr and done.stdout == ""
+    assert "does not verify" in done.stderr
+    # With --json the refusal is one JSON document too (issue 11), never a partial answer.
+    assert json.loads(done.stdout)["error"]["exit_status"] == 1
 
 
 def test_canary_rejects_a_bad_result_as_a_usage_error(tmp_path: Path) -> None:

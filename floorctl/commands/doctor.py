@@ -2,28 +2,34 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
-from floorctl.commands._output import emit_json, json_option
+from floorctl.commands._output import emit_json, emit_rendered, format_option
 from floorctl.errors import FloorctlError
-from floorguard import doctor
+from floorguard import doctor, report_formats
 
 
 @click.command("doctor")
-@json_option
-def command(as_json: bool) -> None:
+@format_option("text", "json", "sarif", "markdown")
+def command(output_format: str) -> None:
     """Find every tracked adapter on PATH, detect its version and judge it by the map.
 
     Statuses: ok, below_floor, affected (inside an advisory), waived (with the waiver and
     the days left), unknown_version, not_installed. The posture is appended to the audit
     chain as an adapter.version_posture receipt. Exit 1 unless every installed tracked
-    adapter is ok or waived.
+    adapter is ok or waived. --format sarif (SARIF 2.1.0, for code scanning) and markdown
+    (a table for a pull-request comment) report the same posture.
     """
     posture = doctor.run()
-    if as_json:
+    if output_format == "json":
         emit_json(posture.to_json())
-    else:
+    elif output_format == "text":
         click.echo(doctor.format_table(posture))
+    else:
+        where = report_formats.doctor_map_uri(Path.cwd()) if output_format == "sarif" else None
+        emit_rendered(report_formats.render("doctor", output_format, posture.to_json(), where))
     if not posture.healthy:
         unhealthy = [
             f"{a.adapter} ({a.status})" for a in posture.adapters if a.status not in doctor.HEALTHY

@@ -12,9 +12,9 @@ from pathlib import Path
 import click
 
 from floorctl import keys
-from floorctl.commands._output import emit_json, json_option
+from floorctl.commands._output import emit_json, emit_rendered, format_option
 from floorctl.commands.chain import parse_time_option
-from floorguard import window_proof
+from floorguard import report_formats, window_proof
 from floorguard.chain_key import load_key
 from floorguard.files import MAX_CHECKPOINT_BYTES, read_regular
 from floorguard.slice_verify import MACS_NOT_CHECKED
@@ -65,7 +65,7 @@ def verify() -> None:
     help="Accept a slice checked without --key-file or --checkpoint: only the links between "
     "records are checked then, which anyone can recompute; the output says so.",
 )
-@json_option
+@format_option("text", "json", "sarif", "markdown")
 def verify_chain(
     slice_path: str,
     since: datetime | None,
@@ -75,7 +75,7 @@ def verify_chain(
     pubkey: Path | None,
     map_dirs: tuple[Path, ...],
     unauthenticated: bool,
-    as_json: bool,
+    output_format: str,
 ) -> None:
     """Prove that no adapter below its floor was permitted to spawn in a window of SLICE.
 
@@ -83,8 +83,9 @@ def verify_chain(
     the window (--since/--until; the whole slice without them); every spawn record in the
     window is re-evaluated against the floor map it pins. The records must be
     authenticated, by the chain key (--key-file) or a signed checkpoint, unless
-    --unauthenticated. Prints PROVEN, or NOT PROVEN and every finding as `seq N: reason`.
-    Exit status 0 only when proven.
+    --unauthenticated. Prints PROVEN, or NOT PROVEN and every finding as `seq N: reason`
+    (--format json, sarif or markdown: the same verdict and findings). Exit status 0 only
+    when proven.
     """
     if checkpoint_file is not None and pubkey is None:
         raise click.UsageError("--checkpoint needs --pubkey (the key the checkpoint is signed by)")
@@ -110,10 +111,14 @@ def verify_chain(
         checkpoint_error=checkpoint_error,
         unauthenticated_ok=unauthenticated,
     )
-    if as_json:
+    if output_format == "json":
         emit_json(window_proof.report_document(report))
-    else:
+    elif output_format == "text":
         click.echo(window_proof.render_text(report), nl=False)
+    else:
+        document = window_proof.report_document(report)
+        where = report_formats.artifact_uri(slice_path, Path.cwd())
+        emit_rendered(report_formats.render("chain", output_format, document, where))
     if not report.proven:
         raise click.exceptions.Exit(1)
 

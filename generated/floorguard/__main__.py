@@ -71,12 +71,31 @@ def _verify_chain(args: argparse.Namespace) -> int:
         checkpoint_error=checkpoint_error,
         unauthenticated_ok=args.unauthenticated,
     )
-    if args.as_json:
-        document = window_proof.report_document(report)
-        print(json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False))
-    else:
+    if args.output_format == "text":
         sys.stdout.write(window_proof.render_text(report))
+    else:
+        from floorguard import report_formats as formats
+
+        document = window_proof.report_document(report)
+        where = formats.artifact_uri(args.slice, Path.cwd())
+        sys.stdout.write(formats.render("chain", args.output_format, document, where))
+        args.emitted = True
     return EXIT_OK if report.proven else EXIT_FAILED
+
+
+def add_format(parser: argparse.ArgumentParser, choices: Sequence[str]) -> None:
+    """``--format CHOICE`` (default text) and ``--json`` (= ``--format json``), as floorctl
+    has them; ``main`` resolves the two into ``args.output_format``."""
+    parser.add_argument(
+        "--format",
+        dest="format_choice",
+        choices=choices,
+        default=None,
+        help="output format (default text)",
+    )
+    parser.add_argument(
+        "--json", dest="as_json", action="store_true", help="the same as --format json"
+    )
 
 
 def register_verify(commands: _SubParsers) -> _SubParsers:
@@ -117,9 +136,7 @@ def register_verify(commands: _SubParsers) -> _SubParsers:
         help="accept a slice checked without --key-file or --checkpoint (only the links "
         "between records, which anyone can recompute; the output says so)",
     )
-    chain.add_argument(
-        "--json", dest="as_json", action="store_true", help="print one JSON document"
-    )
+    add_format(chain, ("text", "json", "sarif", "markdown"))
     chain.set_defaults(handler=_verify_chain, parser=chain)
     receipt = checks.add_parser(
         "receipt",
@@ -200,10 +217,15 @@ def _doctor(args: argparse.Namespace) -> int:
     from floorguard import doctor
 
     posture = doctor.run()
-    if args.as_json:
-        print(json.dumps(posture.to_json(), indent=2, sort_keys=True, ensure_ascii=False))
-    else:
+    if args.output_format == "text":
         print(doctor.format_table(posture))
+    else:
+        from floorguard import report_formats as formats
+
+        sarif = args.output_format == "sarif"
+        where = formats.doctor_map_uri(Path.cwd()) if sarif else None
+        sys.stdout.write(formats.render("doctor", args.output_format, posture.to_json(), where))
+        args.emitted = True
     return EXIT_OK if posture.healthy else EXIT_FAILED
 
 
@@ -216,10 +238,8 @@ def register_doctor(commands: _SubParsers) -> None:
         "posture is appended to the audit chain as adapter.version_posture. Exit 1 unless "
         "every installed tracked adapter is ok or waived.",
     )
-    doctor.add_argument(
-        "--json", dest="as_json", action="store_true", help="print one JSON document"
-    )
-    doctor.set_defaults(handler=_doctor)
+    add_format(doctor, ("text", "json", "sarif", "markdown"))
+    doctor.set_defaults(handler=_doctor, parser=doctor)
 
 
 EXIT_REFUSED = 126  # the shell's "found but cannot execute": nothing was started
@@ -291,16 +311,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     since, until = getattr(args, "since", None), getattr(args, "until", None)
     if since is not None and until is not None and since > until:
         args.parser.error("--since is later than --until")
+    chosen = getattr(args, "format_choice", None)
+    if getattr(args, "as_json", False) and chosen not in (None, "json"):
+        args.parser.error(f"--json conflicts with --format {chosen}")
+    if hasattr(args, "format_choice"):
+        args.output_format = "json" if args.as_json else (chosen or "text")
+        args.as_json = args.output_format == "json"
+    args.emitted = False
     handler: Handler = args.handler
     try:
         return handler(args)
     except FloorguardError as error:
-        print(f"floorguard: error: {one_line(str(error))}", file=sys.stderr)
+        message = one_line(str(error))
     except OSError as error:
         where = f"{error.filename}: " if error.filename else ""
-        print(
-            f"floorguard: error: {one_line(where + str(error.strerror or error))}", file=sys.stderr
-        )
+        message = one_line(where + str(error.strerror or error))
+    print(f"floorguard: error: {message}", file=sys.stderr)
+    if getattr(args, "as_json", False) and not args.emitted:
+        # With json a failure is still one JSON document, as floorctl prints it.
+        document = {"error": {"message": message, "exit_status": EXIT_FAILED}}
+        print(json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False))
     return EXIT_FAILED
 
 
