@@ -222,13 +222,16 @@ def register_doctor(commands: _SubParsers) -> None:
     doctor.set_defaults(handler=_doctor)
 
 
-EXIT_REFUSED = 126  # the shell's "found but cannot execute": nothing was started
+# The shell's statuses: "found but cannot execute" and "not found". Nothing was started.
+EXIT_REFUSED = 126
+EXIT_NOT_FOUND = 127
 
 
 def _exec(args: argparse.Namespace) -> int:
+    import errno
     import signal
 
-    from floorguard.errors import SpawnRefused
+    from floorguard.errors import BinaryNotFound, SpawnRefused
     from floorguard.launcher import spawn
 
     argv = list(args.argv)
@@ -238,7 +241,16 @@ def _exec(args: argparse.Namespace) -> int:
         child = spawn(args.adapter, argv)
     except SpawnRefused as refused:
         print(f"floorguard: {one_line(str(refused))}", file=sys.stderr)
-        return EXIT_REFUSED
+        return EXIT_NOT_FOUND if isinstance(refused, BinaryNotFound) else EXIT_REFUSED
+    except OSError as failed:
+        # Allowed and recorded, but the kernel would not run it (not a program it knows, a
+        # #! interpreter that is missing): a shell's 126, or 127 for "no such file".
+        binary = failed.filename or args.adapter
+        print(
+            one_line(f"floorguard: cannot execute {binary}: {failed.strerror or failed}"),
+            file=sys.stderr,
+        )
+        return EXIT_NOT_FOUND if failed.errno == errno.ENOENT else EXIT_REFUSED
 
     def forward(signum: int, _frame: object) -> None:
         child.send_signal(signum)
@@ -255,8 +267,10 @@ def register_exec(commands: _SubParsers) -> None:
         "exec",
         help="preflight an adapter and run it: the check and the exec as one step",
         description="Resolve ADAPTER's binary (on PATH), run the preflight on that exact file and "
-        "execute it with ARGS. Exit with the child's status, or 126 with one line on stderr "
-        "when refused (nothing is started then).",
+        "execute it with ARGS. Exit with the child's status; else, with one line on stderr and "
+        "nothing started, 127 when the binary is not found (nothing on PATH has the name, or it "
+        "leads nowhere) and 126 when it is refused or cannot be executed. Every refusal is "
+        "recorded in the audit chain first.",
     )
     run.add_argument("adapter", metavar="ADAPTER")
     run.add_argument("argv", metavar="-- ARGS", nargs=argparse.REMAINDER)
@@ -276,6 +290,12 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m floorguard",
         description="floorguard: refuse known-unsafe agent CLIs at spawn time, and prove it.",
     )
+    from floorguard._version import __version__
+
+    parser.add_argument(
+        "-V", "--version", action="version", version=f"floorguard {__version__}",
+        help="print floorguard's version and exit",
+    )  # fmt: skip
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     register_verify(commands)
     register_doctor(commands)
