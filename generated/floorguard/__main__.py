@@ -9,18 +9,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from floorguard import files
 from floorguard._text import one_line
-from floorguard.chain_key import load_key
 from floorguard.errors import FloorguardError
-from floorguard.files import read_regular
-from floorguard.slice_verify import MACS_NOT_CHECKED
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -42,38 +39,53 @@ def _time_option(text: str) -> datetime:
         raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
+def _path_option(*, exists: bool, dir_okay: bool, file_okay: bool = True) -> Callable[[str], Path]:
+    """argparse type: a path checked as floorctl's click options check theirs (a usage error
+    otherwise), so that the two CLIs refuse the same command lines alike."""
+
+    def check(text: str) -> Path:
+        path = Path(text)
+        if not os.path.exists(path):
+            if exists:
+                raise argparse.ArgumentTypeError(f"path {text!r} does not exist")
+        elif not dir_okay and os.path.isdir(path):
+            raise argparse.ArgumentTypeError(f"file {text!r} is a directory")
+        elif not file_okay and not os.path.isdir(path):
+            raise argparse.ArgumentTypeError(f"directory {text!r} is a file")
+        return path
+
+    return check
+
+
+_EXISTING_FILE = _path_option(exists=True, dir_okay=False)
+_FILE = _path_option(exists=False, dir_okay=False)
+_EXISTING_DIR = _path_option(exists=True, dir_okay=True, file_okay=False)
+
+
+def _notify(message: str) -> None:
+    print(one_line(f"floorguard: {message}"), file=sys.stderr)
+
+
+def _slice_option(text: str) -> str:
+    return text if text == "-" else str(_FILE(text))
+
+
 def _verify_chain(args: argparse.Namespace) -> int:
-    from floorguard import window_proof
+    from floorguard import verify_commands, window_proof
 
-    key = load_key(args.key_file) if args.key_file is not None else None
-    if key is None:
-        print(MACS_NOT_CHECKED, file=sys.stderr)
-    checkpoint, checkpoint_error = None, None
-    if args.checkpoint is not None:
-        from floorguard.dsse import load_public_key
-
-        public = load_public_key(
-            read_regular(args.pubkey, max_bytes=files.MAX_KEY_BYTES, what="public key"),
-            str(args.pubkey),
-        )
-        checkpoint, checkpoint_error = window_proof.load_checkpoint(
-            read_regular(args.checkpoint, max_bytes=files.MAX_CHECKPOINT_BYTES, what="checkpoint"),
-            public,
-        )
-    map_dirs = args.maps if args.maps else window_proof.default_map_dirs()
-    report = window_proof.prove_path(
+    report = verify_commands.verify_chain(
         args.slice,
-        key=key,
+        key_file=args.key_file,
+        checkpoint=args.checkpoint,
+        pubkey=args.pubkey,
+        maps=args.maps or [],
         since=args.since,
         until=args.until,
-        map_dirs=map_dirs,
-        checkpoint=checkpoint,
-        checkpoint_error=checkpoint_error,
-        unauthenticated_ok=args.unauthenticated,
+        unauthenticated=args.unauthenticated,
+        notify=_notify,
     )
     if args.as_json:
-        document = window_proof.report_document(report)
-        print(json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False))
+        sys.stdout.write(verify_commands.json_text(window_proof.report_document(report)))
     else:
         sys.stdout.write(window_proof.render_text(report))
     return EXIT_OK if report.proven else EXIT_FAILED
@@ -91,25 +103,36 @@ def register_verify(commands: _SubParsers) -> _SubParsers:
         "record in the window against the floor map it pins. Prints PROVEN or NOT PROVEN "
         "with every finding by seq; exit 0 only when proven.",
     )
-    chain.add_argument("slice", metavar="SLICE", help="the slice file, or - for stdin")
+    chain.add_argument(
+        "slice", metavar="SLICE", type=_slice_option, help="the slice file, or - for stdin"
+    )
     chain.add_argument("--since", metavar="TS", type=_time_option, help="window start (RFC 3339)")
     chain.add_argument("--until", metavar="TS", type=_time_option, help="window end (RFC 3339)")
     chain.add_argument(
-        "--key-file", type=Path, default=None, help="the chain's HMAC key, to check the MACs"
+        "--key-file",
+        type=_FILE,
+        default=None,
+        help="the chain's HMAC key file; without it the MACs are not checked",
     )
     chain.add_argument(
-        "--checkpoint", type=Path, default=None, help="a signed checkpoint (needs --pubkey)"
+        "--checkpoint",
+        type=_EXISTING_FILE,
+        default=None,
+        help="a signed checkpoint (C2SP signed note) the slice must be consistent with",
     )
     chain.add_argument(
-        "--pubkey", type=Path, default=None, help="PEM public key the checkpoint is signed by"
+        "--pubkey",
+        type=_EXISTING_FILE,
+        default=None,
+        help="the public key the checkpoint is signed by",
     )
     chain.add_argument(
         "--maps",
-        type=Path,
+        type=_EXISTING_DIR,
         action="append",
         metavar="DIR",
-        help="a floor-map archive (sha256-<hex>.json files); repeatable "
-        "(default: the package's own maps)",
+        help="a floor-map archive folder (sha256-<hex>.json); repeatable (default: "
+        "floorguard's own maps and ./generated/floorguard/maps)",
     )
     chain.add_argument(
         "--unauthenticated",
@@ -124,19 +147,26 @@ def register_verify(commands: _SubParsers) -> _SubParsers:
     receipt = checks.add_parser(
         "receipt",
         help="check a receipt's signature, content address and the floor map it pins",
-        description="Verify a signed update receipt (DSSE envelope; needs --pubkey): exit 0 "
-        "only when its signature verifies. A stored receipt without a signature, such as one "
-        "line of a chain export, exits 1 unless --content-only, which recomputes its content "
-        "address alone and says so. With --floor-map, fail when that map's hash is not the "
-        "one the receipt pins.",
+        description="Verify a signed update receipt (DSSE envelope) against --pubkey, or "
+        "without it the signing key in use: exit 0 only when its signature verifies. A stored "
+        "receipt without a signature, such as one line of a chain export, exits 1 unless "
+        "--content-only, which recomputes its content address alone and says so. With "
+        "--floor-map, fail when that map's hash is not the one the receipt pins.",
     )
-    receipt.add_argument("file", type=Path, metavar="FILE")
-    receipt.add_argument("--pubkey", type=Path, default=None, help="PEM public key of the signer")
+    receipt.add_argument("file", type=_EXISTING_FILE, metavar="FILE")
+    receipt.add_argument(
+        "--pubkey",
+        type=_EXISTING_FILE,
+        default=None,
+        help="public key the receipt must be signed by (default: the signing key in use, "
+        "FLOORCTL_SIGNING_KEY or floorctl's development key)",
+    )
     receipt.add_argument(
         "--floor-map",
-        type=Path,
+        type=_EXISTING_FILE,
         default=None,
-        help="a floor_map.py in the default layout, or a map JSON (archived or published)",
+        help="a floor_map.py in the default layout, or a map JSON (archived or published); "
+        "fails if its hash is not the one the receipt pins",
     )
     receipt.add_argument(
         "--content-only",
@@ -151,48 +181,20 @@ def register_verify(commands: _SubParsers) -> _SubParsers:
     return checks
 
 
-def _map_file_hash(path: Path) -> str:
-    from floorguard.active_map import load_map_file
-    from floorguard.map_model import map_file_hash
-
-    if path.suffix == ".py":
-        return load_map_file(path).floor_map_hash
-    return map_file_hash(
-        read_regular(path, max_bytes=files.MAX_MAP_BYTES, what="floor map"), str(path)
-    )
-
-
 def _verify_receipt(args: argparse.Namespace) -> int:
-    from floorguard import dsse, receipts
+    from floorguard import verify_commands
 
-    trusted = None
-    if args.pubkey is not None:
-        trusted = [
-            dsse.load_public_key(
-                read_regular(args.pubkey, max_bytes=files.MAX_KEY_BYTES, what="public key"),
-                str(args.pubkey),
-            )
-        ]
-    checked = receipts.check_receipt_document(
-        read_regular(args.file, max_bytes=files.MAX_RECEIPT_BYTES, what="receipt"),
-        trusted,
+    result = verify_commands.verify_receipt(
+        args.file,
+        pubkey=args.pubkey,
+        floor_map=args.floor_map,
         content_only=args.content_only,
+        notify=_notify,
     )
-    map_hash = _map_file_hash(args.floor_map) if args.floor_map is not None else None
-    if map_hash is not None and map_hash != checked.pinned_map_hash:
-        print(
-            one_line(
-                f"floorguard: error: {args.file}: floor-map hash mismatch: the receipt pins "
-                f"{checked.pinned_map_hash} but {args.floor_map} hashes to {map_hash}"
-            ),
-            file=sys.stderr,
-        )
-        return EXIT_FAILED
     if args.as_json:
-        document = receipts.checked_document(checked, floor_map_checked=map_hash is not None)
-        print(json.dumps(document, indent=2, sort_keys=True))
+        sys.stdout.write(verify_commands.json_text(result.document()))
     else:
-        print(receipts.checked_headline(checked))
+        sys.stdout.write(result.text())
     return EXIT_OK
 
 
