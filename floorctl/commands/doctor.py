@@ -10,22 +10,23 @@ from floorguard import doctor
 
 
 @click.command("doctor")
+@click.option("--strict", is_flag=True, help="Exit 1 on warnings too (ahead_of_last_green).")
 @json_option
-def command(as_json: bool) -> None:
+def command(strict: bool, as_json: bool) -> None:
     """Find every tracked adapter on PATH, detect its version and judge it by the map.
 
     Statuses: ok, below_floor, affected (inside an advisory), waived (with the waiver and
-    the days left), unknown_version, not_installed. The posture is appended to the audit
-    chain as an adapter.version_posture receipt. Exit 1 unless every installed tracked
-    adapter is ok or waived.
+    the days left), unknown_version, not_installed, and ahead_of_last_green (ok, but newer
+    than the adapter's last-green canary version in the verified chain: a warning). The
+    posture is appended to the audit chain as an adapter.version_posture receipt. Exit 1
+    unless every installed tracked adapter is ok, waived or (without --strict)
+    ahead_of_last_green.
     """
     posture = doctor.run()
     if as_json:
         emit_json(posture.to_json())
     else:
         click.echo(doctor.format_table(posture))
-    if not posture.healthy:
-        unhealthy = [
-            f"{a.adapter} ({a.status})" for a in posture.adapters if a.status not in doctor.HEALTHY
-        ]
-        raise FloorctlError(f"not ok or waived: {', '.join(unhealthy)}")
+    problem = posture.problem(strict=strict)
+    if problem is not None:
+        raise FloorctlError(problem)

@@ -206,7 +206,11 @@ def _doctor(args: argparse.Namespace) -> int:
         print(json.dumps(posture.to_json(), indent=2, sort_keys=True, ensure_ascii=False))
     else:
         print(doctor.format_table(posture))
-    return EXIT_OK if posture.healthy else EXIT_FAILED
+    problem = posture.problem(strict=args.strict)
+    if problem is None:
+        return EXIT_OK
+    print(f"floorguard: error: {one_line(problem)}", file=sys.stderr)
+    return EXIT_FAILED
 
 
 def register_doctor(commands: _SubParsers) -> None:
@@ -214,9 +218,16 @@ def register_doctor(commands: _SubParsers) -> None:
         "doctor",
         help="version posture of every tracked adapter, sealed as a receipt",
         description="Find every tracked adapter on PATH, detect its version and judge it by "
-        "the map (ok, below_floor, affected, waived, unknown_version, not_installed); the "
-        "posture is appended to the audit chain as adapter.version_posture. Exit 1 unless "
-        "every installed tracked adapter is ok or waived.",
+        "the map (ok, below_floor, affected, waived, unknown_version, not_installed, and "
+        "ahead_of_last_green: ok but newer than the adapter's last-green canary version, "
+        "from the verified audit chain); the posture is appended to the audit chain as "
+        "adapter.version_posture. Exit 1 unless every installed tracked adapter is ok, "
+        "waived or ahead_of_last_green (a warning; --strict fails on it too).",
+    )
+    doctor.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 1 on warnings as well (ahead_of_last_green)",
     )
     doctor.add_argument(
         "--json", dest="as_json", action="store_true", help="print one JSON document"
