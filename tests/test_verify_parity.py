@@ -216,6 +216,15 @@ def test_without_pubkey_another_signing_key_in_use_is_refused_by_both(project: P
     assert unnamed(ctl.stderr, "floorctl") == unnamed(guard.stderr, "floorguard")
 
 
+def test_without_pubkey_a_missing_signing_key_in_use_is_named_by_both(project: Project) -> None:
+    missing = project.root / "gone" / "signing.key"
+    ctl, guard = both(project, "receipt", "receipt.json", FLOORCTL_SIGNING_KEY=str(missing))
+    assert (ctl.returncode, guard.returncode) == (1, 1)
+    assert str(missing) in guard.stderr.splitlines()[-1]
+    assert "floorguard: error: " in guard.stderr
+    assert unnamed(ctl.stderr, "floorctl") == unnamed(guard.stderr, "floorguard")
+
+
 def test_without_pubkey_both_find_floorctls_development_key(project: Project) -> None:
     # The development key floorctl signs with by default, in FLOORCTL_HOME.
     dev = project.state / "floorctl" / "dev-key"

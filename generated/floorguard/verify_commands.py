@@ -168,7 +168,7 @@ def receipt_keys(
     if not is_envelope_document(data):
         return None  # unsigned: there is no signature to check a key against
     path = signing_key_path(environ)
-    if not path.exists():
+    if not environ.get(SIGNING_KEY_VARIABLE) and not path.exists():
         raise VerificationError(
             f"no key given: pass --pubkey or set {SIGNING_KEY_VARIABLE} "
             f"(no development key at {path})"
