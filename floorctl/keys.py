@@ -18,6 +18,7 @@ from floorctl.errors import OutputError, SigningError
 from floorguard import dsse
 from floorguard.errors import UnreadableFileError, VerificationError
 from floorguard.files import read_regular
+from floorguard.verify_commands import floorctl_state_dir
 
 PRIVATE_NAME = "signing.key"
 PUBLIC_NAME = "signing.pub"
@@ -26,12 +27,11 @@ MAX_KEY_BYTES = 64 * 1024  # files.MAX_KEY_BYTES
 
 
 def state_dir(environ: Mapping[str, str]) -> Path:
-    """floorctl's state: ``FLOORCTL_HOME``, ``$XDG_STATE_HOME/floorctl``, or ~/.local/state."""
-    if environ.get("FLOORCTL_HOME"):
-        return Path(environ["FLOORCTL_HOME"])
-    if environ.get("XDG_STATE_HOME"):
-        return Path(environ["XDG_STATE_HOME"]) / "floorctl"
-    return Path.home() / ".local" / "state" / "floorctl"
+    """floorctl's state: ``FLOORCTL_HOME``, ``$XDG_STATE_HOME/floorctl``, or ~/.local/state.
+
+    The runtime's rule, so that ``python -m floorguard verify receipt`` finds the same
+    development key without floorctl."""
+    return floorctl_state_dir(environ)
 
 
 def generate(out_dir: Path) -> tuple[Path, Path]:

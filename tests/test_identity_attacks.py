@@ -515,7 +515,7 @@ def test_exec_of_a_missing_untracked_binary_records_no_allowance_and_prints_one_
     # (allowed) decision and logs it, then overrules it with a recorded refusal. The chain
     # says a spawn was allowed that never ran, and exec prints two lines for one refusal.
     done = exec_cli(host, "newagent-missing", "--", "x", PATH=str(tmp_path / "empty"))
-    assert done.returncode == 126
+    assert done.returncode == 127  # not found: the shell's status (issue 11)
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     verdicts = [r["receipt"]["verdict"] for r in host.chain_records()]
     assert verdicts == ["refuse"], verdicts

@@ -12,14 +12,17 @@ from floorguard import doctor, report_formats
 
 
 @click.command("doctor")
+@click.option("--strict", is_flag=True, help="Exit 1 on warnings too (ahead_of_last_green).")
 @format_option("text", "json", "sarif", "markdown")
-def command(output_format: str) -> None:
+def command(strict: bool, output_format: str) -> None:
     """Find every tracked adapter on PATH, detect its version and judge it by the map.
 
     Statuses: ok, below_floor, affected (inside an advisory), waived (with the waiver and
-    the days left), unknown_version, not_installed. The posture is appended to the audit
-    chain as an adapter.version_posture receipt. Exit 1 unless every installed tracked
-    adapter is ok or waived. --format sarif (SARIF 2.1.0, for code scanning) and markdown
+    the days left), unknown_version, not_installed, and ahead_of_last_green (ok, but newer
+    than the adapter's last-green canary version in the verified chain: a warning). The
+    posture is appended to the audit chain as an adapter.version_posture receipt. Exit 1
+    unless every installed tracked adapter is ok, waived or (without --strict)
+    ahead_of_last_green. --format sarif (SARIF 2.1.0, for code scanning) and markdown
     (a table for a pull-request comment) report the same posture.
     """
     posture = doctor.run()
@@ -30,8 +33,6 @@ def command(output_format: str) -> None:
     else:
         where = report_formats.doctor_map_uri(Path.cwd()) if output_format == "sarif" else None
         emit_rendered(report_formats.render("doctor", output_format, posture.to_json(), where))
-    if not posture.healthy:
-        unhealthy = [
-            f"{a.adapter} ({a.status})" for a in posture.adapters if a.status not in doctor.HEALTHY
-        ]
-        raise FloorctlError(f"not ok or waived: {', '.join(unhealthy)}")
+    problem = posture.problem(strict=strict)
+    if problem is not None:
+        raise FloorctlError(problem)

@@ -1,7 +1,8 @@
 """``floorctl verify``: offline checks of what floorguard and floorctl produce.
 
-The checks and their rendering live in the runtime (``floorguard.window_proof``), so that
-``python -m floorguard verify chain`` and this command say exactly the same thing.
+The defaults, the checks and their rendering live in the runtime
+(``floorguard.verify_commands``, ``floorguard.window_proof``), so that ``python -m floorguard
+verify`` and these commands take the same options and say exactly the same thing.
 """
 
 from __future__ import annotations
@@ -11,16 +12,9 @@ from pathlib import Path
 
 import click
 
-from floorctl import keys
-from floorctl.commands._output import emit_json, emit_rendered, format_option
+from floorctl.commands._output import emit_json, emit_rendered, format_option, notice
 from floorctl.commands.chain import parse_time_option
-from floorguard import report_formats, window_proof
-from floorguard.chain_key import load_key
-from floorguard.files import MAX_CHECKPOINT_BYTES, read_regular
-from floorguard.slice_verify import MACS_NOT_CHECKED
-
-# The shipped archive in a source checkout, beside the default floor-map module.
-CHECKOUT_MAPS = Path("generated/floorguard/maps")
+from floorguard import report_formats, verify_commands, window_proof
 
 
 @click.group("verify")
@@ -91,25 +85,18 @@ def verify_chain(
         raise click.UsageError("--checkpoint needs --pubkey (the key the checkpoint is signed by)")
     if since is not None and until is not None and since > until:
         raise click.BadParameter("--since is later than --until", param_hint="--since")
-    key = load_key(key_file) if key_file is not None else None
-    if key is None:
-        click.echo(MACS_NOT_CHECKED, err=True)
-    checkpoint, checkpoint_error = None, None
-    if checkpoint_file is not None and pubkey is not None:
-        checkpoint, checkpoint_error = window_proof.load_checkpoint(
-            read_regular(checkpoint_file, max_bytes=MAX_CHECKPOINT_BYTES, what="checkpoint"),
-            keys.load_public(pubkey),
-        )
-    dirs = list(map_dirs) if map_dirs else window_proof.default_map_dirs([CHECKOUT_MAPS])
-    report = window_proof.prove_path(
+    # The defaults, the checks and the text are floorguard's: python -m floorguard verify
+    # chain runs the very same.
+    report = verify_commands.verify_chain(
         slice_path,
-        key=key,
+        key_file=key_file,
+        checkpoint=checkpoint_file,
+        pubkey=pubkey,
+        maps=map_dirs,
         since=since,
         until=until,
-        map_dirs=dirs,
-        checkpoint=checkpoint,
-        checkpoint_error=checkpoint_error,
-        unauthenticated_ok=unauthenticated,
+        unauthenticated=unauthenticated,
+        notify=lambda message: notice(f"floorctl: {message}"),
     )
     if output_format == "json":
         emit_json(window_proof.report_document(report))

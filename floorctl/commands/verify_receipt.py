@@ -2,26 +2,25 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import click
 
-from floorctl import keys, render, splice
+from floorctl import render, splice
 from floorctl.commands._output import emit_json, json_option, notice
-from floorguard import files, map_model, receipts
-from floorguard.errors import VerificationError
-from floorguard.files import read_regular
+from floorguard import verify_commands
 from floorguard.map_model import entries_hash
+
+
+def module_map_hash(path: Path) -> str:
+    """The floor-map hash of a module's block data, in any layout floorctl renders."""
+    _, block = render.read_module(splice.read_module_text(path), str(path))
+    return entries_hash(block.entries)
 
 
 def map_file_hash(path: Path) -> str:
     """The floor-map hash of a module (its block's data, any layout) or of a map JSON file."""
-    if path.suffix == ".py":
-        _, block = render.read_module(splice.read_module_text(path), str(path))
-        return entries_hash(block.entries)
-    data = read_regular(path, max_bytes=files.MAX_MAP_BYTES, what="floor map")
-    return map_model.map_file_hash(data, str(path))
+    return verify_commands.map_file_hash(path, module_map_hash)
 
 
 @click.command("receipt")
@@ -29,7 +28,8 @@ def map_file_hash(path: Path) -> str:
 @click.option(
     "--pubkey",
     type=click.Path(path_type=Path, dir_okay=False, exists=True),
-    help="Public key the receipt must be signed by (default: the signing key in use).",
+    help="Public key the receipt must be signed by (default: the signing key in use, "
+    "FLOORCTL_SIGNING_KEY or the development key).",
 )
 @click.option(
     "--floor-map",
@@ -53,31 +53,16 @@ def command(
 ) -> None:
     """Verify a receipt offline. Exit 0 only when a signature verifies against the given
     (or the signing) key, or with --content-only when the content address does; else 1."""
-    data = read_regular(receipt_file, max_bytes=files.MAX_RECEIPT_BYTES, what="receipt")
-    trusted = None
-    if pubkey is not None:
-        trusted = [keys.load_public(pubkey)]
-    elif receipts.is_envelope_document(data):
-        resolved = keys.resolve_signing_key(None, dict(os.environ), create_dev_key=False)
-        notice(f"floorctl: no --pubkey: verifying against the public half of {resolved.path}")
-        trusted = [resolved.key.public_key()]
-    try:
-        checked = receipts.check_receipt_document(data, trusted, content_only=content_only)
-    except VerificationError as exc:
-        raise VerificationError(f"{receipt_file}: {exc}") from exc
-    map_hash = map_file_hash(floor_map) if floor_map is not None else None
-    if map_hash is not None and map_hash != checked.pinned_map_hash:
-        raise VerificationError(
-            f"{receipt_file}: floor-map hash mismatch: the receipt pins {checked.pinned_map_hash} "
-            f"but {floor_map} hashes to {map_hash} (changed after the receipt was sealed?)"
-        )
-    if as_json:
-        emit_json(receipts.checked_document(checked, floor_map_checked=map_hash is not None))
-        return
-    click.echo(receipts.checked_headline(checked))
-    if checked.signed_by:
-        click.echo(f"  signed by {', '.join(sorted(checked.signed_by))}")
-    click.echo(
-        f"  pins floor map {checked.pinned_map_hash}"
-        + (f" (matches {floor_map})" if map_hash else "")
+    # floorguard's verify receipt, with floorctl's reader of every module layout.
+    result = verify_commands.verify_receipt(
+        receipt_file,
+        pubkey=pubkey,
+        floor_map=floor_map,
+        content_only=content_only,
+        notify=lambda message: notice(f"floorctl: {message}"),
+        module_hash=module_map_hash,
     )
+    if as_json:
+        emit_json(result.document())
+        return
+    click.echo(result.text(), nl=False)

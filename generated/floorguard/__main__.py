@@ -9,18 +9,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from floorguard import files
 from floorguard._text import one_line
-from floorguard.chain_key import load_key
 from floorguard.errors import FloorguardError
-from floorguard.files import read_regular
-from floorguard.slice_verify import MACS_NOT_CHECKED
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -42,34 +39,50 @@ def _time_option(text: str) -> datetime:
         raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
+def _path_option(*, exists: bool, dir_okay: bool, file_okay: bool = True) -> Callable[[str], Path]:
+    """argparse type: a path checked as floorctl's click options check theirs (a usage error
+    otherwise), so that the two CLIs refuse the same command lines alike."""
+
+    def check(text: str) -> Path:
+        path = Path(text)
+        if not os.path.exists(path):
+            if exists:
+                raise argparse.ArgumentTypeError(f"path {text!r} does not exist")
+        elif not dir_okay and os.path.isdir(path):
+            raise argparse.ArgumentTypeError(f"file {text!r} is a directory")
+        elif not file_okay and not os.path.isdir(path):
+            raise argparse.ArgumentTypeError(f"directory {text!r} is a file")
+        return path
+
+    return check
+
+
+_EXISTING_FILE = _path_option(exists=True, dir_okay=False)
+_FILE = _path_option(exists=False, dir_okay=False)
+_EXISTING_DIR = _path_option(exists=True, dir_okay=True, file_okay=False)
+
+
+def _notify(message: str) -> None:
+    print(one_line(f"floorguard: {message}"), file=sys.stderr)
+
+
+def _slice_option(text: str) -> str:
+    return text if text == "-" else str(_FILE(text))
+
+
 def _verify_chain(args: argparse.Namespace) -> int:
-    from floorguard import window_proof
+    from floorguard import verify_commands, window_proof
 
-    key = load_key(args.key_file) if args.key_file is not None else None
-    if key is None:
-        print(MACS_NOT_CHECKED, file=sys.stderr)
-    checkpoint, checkpoint_error = None, None
-    if args.checkpoint is not None:
-        from floorguard.dsse import load_public_key
-
-        public = load_public_key(
-            read_regular(args.pubkey, max_bytes=files.MAX_KEY_BYTES, what="public key"),
-            str(args.pubkey),
-        )
-        checkpoint, checkpoint_error = window_proof.load_checkpoint(
-            read_regular(args.checkpoint, max_bytes=files.MAX_CHECKPOINT_BYTES, what="checkpoint"),
-            public,
-        )
-    map_dirs = args.maps if args.maps else window_proof.default_map_dirs()
-    report = window_proof.prove_path(
+    report = verify_commands.verify_chain(
         args.slice,
-        key=key,
+        key_file=args.key_file,
+        checkpoint=args.checkpoint,
+        pubkey=args.pubkey,
+        maps=args.maps or [],
         since=args.since,
         until=args.until,
-        map_dirs=map_dirs,
-        checkpoint=checkpoint,
-        checkpoint_error=checkpoint_error,
-        unauthenticated_ok=args.unauthenticated,
+        unauthenticated=args.unauthenticated,
+        notify=_notify,
     )
     if args.output_format == "text":
         sys.stdout.write(window_proof.render_text(report))
@@ -110,25 +123,36 @@ def register_verify(commands: _SubParsers) -> _SubParsers:
         "record in the window against the floor map it pins. Prints PROVEN or NOT PROVEN "
         "with every finding by seq; exit 0 only when proven.",
     )
-    chain.add_argument("slice", metavar="SLICE", help="the slice file, or - for stdin")
+    chain.add_argument(
+        "slice", metavar="SLICE", type=_slice_option, help="the slice file, or - for stdin"
+    )
     chain.add_argument("--since", metavar="TS", type=_time_option, help="window start (RFC 3339)")
     chain.add_argument("--until", metavar="TS", type=_time_option, help="window end (RFC 3339)")
     chain.add_argument(
-        "--key-file", type=Path, default=None, help="the chain's HMAC key, to check the MACs"
+        "--key-file",
+        type=_FILE,
+        default=None,
+        help="the chain's HMAC key file; without it the MACs are not checked",
     )
     chain.add_argument(
-        "--checkpoint", type=Path, default=None, help="a signed checkpoint (needs --pubkey)"
+        "--checkpoint",
+        type=_EXISTING_FILE,
+        default=None,
+        help="a signed checkpoint (C2SP signed note) the slice must be consistent with",
     )
     chain.add_argument(
-        "--pubkey", type=Path, default=None, help="PEM public key the checkpoint is signed by"
+        "--pubkey",
+        type=_EXISTING_FILE,
+        default=None,
+        help="the public key the checkpoint is signed by",
     )
     chain.add_argument(
         "--maps",
-        type=Path,
+        type=_EXISTING_DIR,
         action="append",
         metavar="DIR",
-        help="a floor-map archive (sha256-<hex>.json files); repeatable "
-        "(default: the package's own maps)",
+        help="a floor-map archive folder (sha256-<hex>.json); repeatable (default: "
+        "floorguard's own maps and ./generated/floorguard/maps)",
     )
     chain.add_argument(
         "--unauthenticated",
@@ -141,19 +165,26 @@ def register_verify(commands: _SubParsers) -> _SubParsers:
     receipt = checks.add_parser(
         "receipt",
         help="check a receipt's signature, content address and the floor map it pins",
-        description="Verify a signed update receipt (DSSE envelope; needs --pubkey): exit 0 "
-        "only when its signature verifies. A stored receipt without a signature, such as one "
-        "line of a chain export, exits 1 unless --content-only, which recomputes its content "
-        "address alone and says so. With --floor-map, fail when that map's hash is not the "
-        "one the receipt pins.",
+        description="Verify a signed update receipt (DSSE envelope) against --pubkey, or "
+        "without it the signing key in use: exit 0 only when its signature verifies. A stored "
+        "receipt without a signature, such as one line of a chain export, exits 1 unless "
+        "--content-only, which recomputes its content address alone and says so. With "
+        "--floor-map, fail when that map's hash is not the one the receipt pins.",
     )
-    receipt.add_argument("file", type=Path, metavar="FILE")
-    receipt.add_argument("--pubkey", type=Path, default=None, help="PEM public key of the signer")
+    receipt.add_argument("file", type=_EXISTING_FILE, metavar="FILE")
+    receipt.add_argument(
+        "--pubkey",
+        type=_EXISTING_FILE,
+        default=None,
+        help="public key the receipt must be signed by (default: the signing key in use, "
+        "FLOORCTL_SIGNING_KEY or floorctl's development key)",
+    )
     receipt.add_argument(
         "--floor-map",
-        type=Path,
+        type=_EXISTING_FILE,
         default=None,
-        help="a floor_map.py in the default layout, or a map JSON (archived or published)",
+        help="a floor_map.py in the default layout, or a map JSON (archived or published); "
+        "fails if its hash is not the one the receipt pins",
     )
     receipt.add_argument(
         "--content-only",
@@ -168,48 +199,20 @@ def register_verify(commands: _SubParsers) -> _SubParsers:
     return checks
 
 
-def _map_file_hash(path: Path) -> str:
-    from floorguard.active_map import load_map_file
-    from floorguard.map_model import map_file_hash
-
-    if path.suffix == ".py":
-        return load_map_file(path).floor_map_hash
-    return map_file_hash(
-        read_regular(path, max_bytes=files.MAX_MAP_BYTES, what="floor map"), str(path)
-    )
-
-
 def _verify_receipt(args: argparse.Namespace) -> int:
-    from floorguard import dsse, receipts
+    from floorguard import verify_commands
 
-    trusted = None
-    if args.pubkey is not None:
-        trusted = [
-            dsse.load_public_key(
-                read_regular(args.pubkey, max_bytes=files.MAX_KEY_BYTES, what="public key"),
-                str(args.pubkey),
-            )
-        ]
-    checked = receipts.check_receipt_document(
-        read_regular(args.file, max_bytes=files.MAX_RECEIPT_BYTES, what="receipt"),
-        trusted,
+    result = verify_commands.verify_receipt(
+        args.file,
+        pubkey=args.pubkey,
+        floor_map=args.floor_map,
         content_only=args.content_only,
+        notify=_notify,
     )
-    map_hash = _map_file_hash(args.floor_map) if args.floor_map is not None else None
-    if map_hash is not None and map_hash != checked.pinned_map_hash:
-        print(
-            one_line(
-                f"floorguard: error: {args.file}: floor-map hash mismatch: the receipt pins "
-                f"{checked.pinned_map_hash} but {args.floor_map} hashes to {map_hash}"
-            ),
-            file=sys.stderr,
-        )
-        return EXIT_FAILED
     if args.as_json:
-        document = receipts.checked_document(checked, floor_map_checked=map_hash is not None)
-        print(json.dumps(document, indent=2, sort_keys=True))
+        sys.stdout.write(verify_commands.json_text(result.document()))
     else:
-        print(receipts.checked_headline(checked))
+        sys.stdout.write(result.text())
     return EXIT_OK
 
 
@@ -226,7 +229,11 @@ def _doctor(args: argparse.Namespace) -> int:
         where = formats.doctor_map_uri(Path.cwd()) if sarif else None
         sys.stdout.write(formats.render("doctor", args.output_format, posture.to_json(), where))
         args.emitted = True
-    return EXIT_OK if posture.healthy else EXIT_FAILED
+    problem = posture.problem(strict=args.strict)
+    if problem is None:
+        return EXIT_OK
+    print(f"floorguard: error: {one_line(problem)}", file=sys.stderr)
+    return EXIT_FAILED
 
 
 def register_doctor(commands: _SubParsers) -> None:
@@ -234,21 +241,31 @@ def register_doctor(commands: _SubParsers) -> None:
         "doctor",
         help="version posture of every tracked adapter, sealed as a receipt",
         description="Find every tracked adapter on PATH, detect its version and judge it by "
-        "the map (ok, below_floor, affected, waived, unknown_version, not_installed); the "
-        "posture is appended to the audit chain as adapter.version_posture. Exit 1 unless "
-        "every installed tracked adapter is ok or waived.",
+        "the map (ok, below_floor, affected, waived, unknown_version, not_installed, and "
+        "ahead_of_last_green: ok but newer than the adapter's last-green canary version, "
+        "from the verified audit chain); the posture is appended to the audit chain as "
+        "adapter.version_posture. Exit 1 unless every installed tracked adapter is ok, "
+        "waived or ahead_of_last_green (a warning; --strict fails on it too).",
+    )
+    doctor.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 1 on warnings as well (ahead_of_last_green)",
     )
     add_format(doctor, ("text", "json", "sarif", "markdown"))
     doctor.set_defaults(handler=_doctor, parser=doctor)
 
 
-EXIT_REFUSED = 126  # the shell's "found but cannot execute": nothing was started
+# The shell's statuses: "found but cannot execute" and "not found". Nothing was started.
+EXIT_REFUSED = 126
+EXIT_NOT_FOUND = 127
 
 
 def _exec(args: argparse.Namespace) -> int:
+    import errno
     import signal
 
-    from floorguard.errors import SpawnRefused
+    from floorguard.errors import BinaryNotFound, SpawnRefused
     from floorguard.launcher import spawn
 
     argv = list(args.argv)
@@ -258,7 +275,16 @@ def _exec(args: argparse.Namespace) -> int:
         child = spawn(args.adapter, argv)
     except SpawnRefused as refused:
         print(f"floorguard: {one_line(str(refused))}", file=sys.stderr)
-        return EXIT_REFUSED
+        return EXIT_NOT_FOUND if isinstance(refused, BinaryNotFound) else EXIT_REFUSED
+    except OSError as failed:
+        # Allowed and recorded, but the kernel would not run it (not a program it knows, a
+        # #! interpreter that is missing): a shell's 126, or 127 for "no such file".
+        binary = failed.filename or args.adapter
+        print(
+            one_line(f"floorguard: cannot execute {binary}: {failed.strerror or failed}"),
+            file=sys.stderr,
+        )
+        return EXIT_NOT_FOUND if failed.errno == errno.ENOENT else EXIT_REFUSED
 
     def forward(signum: int, _frame: object) -> None:
         child.send_signal(signum)
@@ -275,8 +301,10 @@ def register_exec(commands: _SubParsers) -> None:
         "exec",
         help="preflight an adapter and run it: the check and the exec as one step",
         description="Resolve ADAPTER's binary (on PATH), run the preflight on that exact file and "
-        "execute it with ARGS. Exit with the child's status, or 126 with one line on stderr "
-        "when refused (nothing is started then).",
+        "execute it with ARGS. Exit with the child's status; else, with one line on stderr and "
+        "nothing started, 127 when the binary is not found (nothing on PATH has the name, or it "
+        "leads nowhere) and 126 when it is refused or cannot be executed. Every refusal is "
+        "recorded in the audit chain first.",
     )
     run.add_argument("adapter", metavar="ADAPTER")
     run.add_argument("argv", metavar="-- ARGS", nargs=argparse.REMAINDER)
@@ -296,6 +324,12 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m floorguard",
         description="floorguard: refuse known-unsafe agent CLIs at spawn time, and prove it.",
     )
+    from floorguard._version import __version__
+
+    parser.add_argument(
+        "-V", "--version", action="version", version=f"floorguard {__version__}",
+        help="print floorguard's version and exit",
+    )  # fmt: skip
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     register_verify(commands)
     register_doctor(commands)

@@ -3,20 +3,28 @@
 Each installed version is judged by the rule the gate applies (``verdict.assess``) at the
 clock's time: ``ok``, ``below_floor``, ``affected`` (inside an advisory), ``waived`` (an
 unexpired waiver covers every cause; with its id and the days left), ``unknown_version``
-(not a version in the entry's ecosystem, or no version at all) and ``not_installed``.
+(not a version in the entry's ecosystem, or no version at all) and ``not_installed``; and
+``ahead_of_last_green``: a version that would be ``ok`` but is newer, in the entry's version
+order, than the adapter's last-green canary version (a warning: no canary has certified it).
+Last-green is the projection of the audit chain, which must verify with its key first; an
+adapter that no canary has certified has nothing to be ahead of and stays ``ok``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from floorguard import _time, active_map, receipts
 from floorguard.errors import DetectionError
 from floorguard.map_model import Advisory
+
+if TYPE_CHECKING:
+    from floorguard.canary import LastGreen
 
 OK, BELOW_FLOOR, AFFECTED, WAIVED, UNKNOWN_VERSION, NOT_INSTALLED = (
     "ok",
@@ -26,8 +34,10 @@ OK, BELOW_FLOOR, AFFECTED, WAIVED, UNKNOWN_VERSION, NOT_INSTALLED = (
     "unknown_version",
     "not_installed",
 )
-# What an installed adapter may be for the doctor to exit 0.
-HEALTHY = frozenset({OK, WAIVED, NOT_INSTALLED})
+AHEAD_OF_LAST_GREEN = "ahead_of_last_green"
+# What an installed adapter may be for the doctor to exit 0; --strict drops the warnings.
+HEALTHY = frozenset({OK, WAIVED, NOT_INSTALLED, AHEAD_OF_LAST_GREEN})
+WARNINGS = frozenset({AHEAD_OF_LAST_GREEN})
 
 
 @dataclass(frozen=True)
@@ -42,6 +52,8 @@ class AdapterPosture:
     advisory_id: str | None = None
     waiver_id: str | None = None
     waiver_days_left: int | None = None
+    # The adapter's last-green canary version when it has one (whatever the status).
+    last_green: str | None = None
 
 
 @dataclass(frozen=True)
@@ -52,8 +64,25 @@ class Posture:
 
     @property
     def healthy(self) -> bool:
-        """False unless every installed tracked adapter is ok or waived."""
-        return all(a.status in HEALTHY for a in self.adapters)
+        """False unless every installed tracked adapter is ok, waived or only ahead of its
+        last-green version."""
+        return self.passes(strict=False)
+
+    def passes(self, *, strict: bool) -> bool:
+        """Whether the doctor exits 0; ``strict`` also fails on the warnings."""
+        return not self.failing(strict=strict)
+
+    def failing(self, *, strict: bool) -> list[AdapterPosture]:
+        allowed = HEALTHY - WARNINGS if strict else HEALTHY
+        return [a for a in self.adapters if a.status not in allowed]
+
+    def problem(self, *, strict: bool) -> str | None:
+        """The one-line error both doctors print when they exit 1, or None."""
+        failing = self.failing(strict=strict)
+        if not failing:
+            return None
+        listed = ", ".join(f"{a.adapter} ({a.status})" for a in failing)
+        return f"not ok or waived{' (--strict)' if strict else ''}: {listed}"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -64,10 +93,49 @@ class Posture:
 
 
 def examine(
-    entry: Advisory, path_env: str | None, *, at: _dt.datetime | None = None
+    entry: Advisory,
+    path_env: str | None,
+    *,
+    at: _dt.datetime | None = None,
+    last_green: LastGreen | None = None,
 ) -> AdapterPosture:
-    """One adapter's posture on this PATH, judged at ``at`` (default: the clock); detection
-    failures become statuses, not errors."""
+    """One adapter's posture on this PATH, judged at ``at`` (default: the clock) and against
+    its ``last_green`` canary version; detection failures become statuses, not errors."""
+    posture = _examine(entry, path_env, at)
+    if last_green is None:
+        return posture
+    posture = dataclasses.replace(posture, last_green=last_green.version)
+    return _ahead(entry, posture, last_green) if posture.status == OK else posture
+
+
+def _ahead(entry: Advisory, posture: AdapterPosture, last_green: LastGreen) -> AdapterPosture:
+    """``ok`` becomes ``ahead_of_last_green`` when the version is newer than last-green."""
+    from floorguard import versions
+
+    if posture.version is None:  # never for ok, which means a version was judged
+        return posture
+    try:
+        newer = versions.compare(posture.version, last_green.version, entry.order) > 0
+        why = f"newer than last-green {last_green.version}"
+    except versions.InvalidVersionError:
+        # A last-green recorded in another order (the entry changed ecosystem): it cannot
+        # vouch for this version, so warn rather than call it certified.
+        newer = True
+        why = (
+            f"last-green {last_green.version} is not a "
+            f"{versions.order_name(entry.order)} version to compare with"
+        )
+    if not newer:
+        return posture
+    return dataclasses.replace(
+        posture,
+        status=AHEAD_OF_LAST_GREEN,
+        reason=f"{posture.reason}; {why} (receipt {last_green.receipt_id}): no canary has "
+        "certified this version",
+    )
+
+
+def _examine(entry: Advisory, path_env: str | None, at: _dt.datetime | None) -> AdapterPosture:
     from floorguard import detect, verdict, versions
 
     adapter, floor = entry.adapter, entry.min_safe_version
@@ -116,14 +184,20 @@ def examine(
 def run(environ: Mapping[str, str] | None = None) -> Posture:
     """Examine every tracked adapter and append an ``adapter.version_posture`` receipt.
 
-    Raises FloorMapError (map untrustworthy) and ChainError (posture not recorded).
+    Raises FloorMapError (map untrustworthy), VerificationError (the chain, whose canary
+    records give last-green, does not verify: nothing is examined or recorded), KeyFileError
+    and ChainError (posture not recorded).
     """
+    from floorguard.canary import chain_projection
     from floorguard.chain import AuditChain
 
     env = os.environ if environ is None else environ
     in_force = active_map.current()
+    chain = AuditChain.shared(env)
+    projection = chain_projection(chain)
     postures = tuple(
-        examine(entry, env.get("PATH")) for _, entry in sorted(in_force.floor_map.items())
+        examine(entry, env.get("PATH"), last_green=projection.get(adapter))
+        for adapter, entry in sorted(in_force.floor_map.items())
     )
     receipt = receipts.new_receipt(
         receipts.VERSION_POSTURE,
@@ -132,7 +206,7 @@ def run(environ: Mapping[str, str] | None = None) -> Posture:
             "adapters": [asdict(p) for p in postures],
         },
     )
-    record = AuditChain.shared(env).append(receipts.VERSION_POSTURE, receipt)
+    record = chain.append(receipts.VERSION_POSTURE, receipt)
     return Posture(record.receipt_id, in_force.floor_map_hash, postures)
 
 
@@ -160,6 +234,8 @@ def format_table(posture: Posture) -> str:
 
 
 def _status_text(posture: AdapterPosture) -> str:
+    if posture.status == AHEAD_OF_LAST_GREEN:
+        return f"{posture.status} (last-green {posture.last_green})"
     if posture.status == WAIVED:
         return f"waived ({posture.waiver_id}, {posture.waiver_days_left} day(s) left)"
     if posture.status in (BELOW_FLOOR, AFFECTED) and posture.advisory_id is not None:

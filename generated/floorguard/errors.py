@@ -56,6 +56,11 @@ class DetectionError(FloorguardError):
     """An adapter's version could not be established without doubt."""
 
 
+class BinaryNotFoundError(DetectionError):
+    """Nothing is at the binary's name: not on PATH, or a path (or link) leading nowhere.
+    (Something there that cannot be run is a plain DetectionError.)"""
+
+
 class SpawnRefused(FloorguardError):
     """The preflight refused a spawn; ``decision`` is the refusal as recorded in the chain.
 
@@ -66,3 +71,8 @@ class SpawnRefused(FloorguardError):
     def __init__(self, message: str, decision: Decision | None = None) -> None:
         super().__init__(message)
         self.decision = decision
+
+
+class BinaryNotFound(SpawnRefused):
+    """A recorded refusal because the binary is not found (BinaryNotFoundError): nothing was
+    there to start. ``python -m floorguard exec`` exits 127 for it, as a shell would."""

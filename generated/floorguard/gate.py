@@ -17,7 +17,14 @@ from typing import TYPE_CHECKING, Any, Final
 
 from floorguard import _time, active_map, receipts
 from floorguard.detect import INTERPRETER_VARIABLES
-from floorguard.errors import ChainError, DetectionError, FloorMapError, SpawnRefused
+from floorguard.errors import (
+    BinaryNotFound,
+    BinaryNotFoundError,
+    ChainError,
+    DetectionError,
+    FloorMapError,
+    SpawnRefused,
+)
 
 if TYPE_CHECKING:
     from floorguard.detect import Detection
@@ -432,7 +439,8 @@ def refuse_unopened(
     adapter: str, problem: Exception, environ: Mapping[str, str] | None = None
 ) -> SpawnRefused:
     """Record the refusal of a spawn whose binary could not even be opened (nothing is
-    judged, so nothing is allowed first), and return the SpawnRefused to raise."""
+    judged, so nothing is allowed first), and return the SpawnRefused to raise: a
+    BinaryNotFound when ``problem`` is a BinaryNotFoundError and the refusal is recorded."""
     env = os.environ if environ is None else environ
     known: dict[str, Any] = {"adapter": adapter}
     try:
@@ -448,8 +456,10 @@ def refuse_unopened(
     try:
         decision = _seal(adapter, _Judgement(REFUSE, reason, **known), policy_from(env), env)
     except SpawnRefused as unrecorded:
+        # Unrecorded: the chain is the problem to report, whatever the binary's state.
         return unrecorded
-    return SpawnRefused(f"refusing to spawn {adapter}: {reason}", decision)
+    refusal = BinaryNotFound if isinstance(problem, BinaryNotFoundError) else SpawnRefused
+    return refusal(f"refusing to spawn {adapter}: {reason}", decision)
 
 
 def refuse_after(

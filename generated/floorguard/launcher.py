@@ -43,8 +43,11 @@ def spawn(
 
     ``argv`` holds the arguments after the program. The child's environment is ``env`` (or
     this process's) plus ``FLOORGUARD_RECEIPT_ID``. Raises SpawnRefused, having started
-    nothing, when the preflight refuses or the binary changed between check and exec;
-    TypeError for a shell string or arguments that would bypass the check.
+    nothing, when the preflight refuses or the binary changed between check and exec (its
+    subclass BinaryNotFound when nothing is at the binary's name); TypeError for a shell
+    string or arguments that would bypass the check. OSError when the exec itself fails
+    (a file the kernel cannot run, or a missing ``#!`` interpreter: then its ``filename`` is
+    the checked binary's path, not the descriptor it was run through).
     """
     if isinstance(argv, (str, bytes)) or not all(isinstance(a, str) for a in argv):
         raise TypeError("argv must be a list of strings (never a shell command line)")
@@ -53,9 +56,9 @@ def spawn(
         raise TypeError(f"spawn() does not accept {', '.join(sorted(forbidden))}")
     child_env = dict(os.environ if env is None else env)
     path_env = child_env.get("PATH")
-    name = executable_for(adapter) if binary is None else os.fspath(binary)
-
     try:
+        # An invalid adapter name is refused (and recorded) like any other unusable binary.
+        name = executable_for(adapter) if binary is None else os.fspath(binary)
         target = open_target(name, path_env=path_env)
     except (DetectionError, OSError, ValueError) as exc:
         raise refuse_unopened(adapter, exc) from None
@@ -74,15 +77,21 @@ def spawn(
             _race_window_hook()
         _recheck(name, path_env, target, decision)
         child_env[RECEIPT_ID_VARIABLE] = decision.receipt_id
-        return subprocess.Popen(
-            [target.argv0, *argv],
-            executable=target.exec_path,
-            pass_fds=(target.fd,),
-            env=child_env,
-            cwd=cwd,
-            shell=False,
-            **popen_kwargs,
-        )
+        try:
+            return subprocess.Popen(
+                [target.argv0, *argv],
+                executable=target.exec_path,
+                pass_fds=(target.fd,),
+                env=child_env,
+                cwd=cwd,
+                shell=False,
+                **popen_kwargs,
+            )
+        except OSError as exc:
+            if exc.filename != target.exec_path:
+                raise  # not about the program (a cwd that is missing, say)
+            # Name the file that was checked, not the descriptor it was run through.
+            raise OSError(exc.errno, exc.strerror, str(target.path)) from exc
 
 
 def _recheck(name: str, path_env: str | None, target: Target, decision: Decision) -> None:

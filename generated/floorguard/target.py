@@ -10,6 +10,7 @@ now leads to).
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import shutil
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from floorguard.errors import DetectionError, UnreadableFileError
+from floorguard.errors import BinaryNotFoundError, DetectionError, UnreadableFileError
 
 FileIdentity = tuple[int, int, int, int, int]
 # Opened without blocking (a FIFO or device must never stall the caller), never as a
@@ -49,14 +50,22 @@ def _absolute_entries(raw: str) -> str:
 
 def locate(name: str, *, path_env: str | None) -> str:
     """The absolute path ``name`` stands for (looked up on PATH when it has no separator),
-    symlinks not yet resolved. Raises DetectionError."""
+    symlinks not yet resolved. Raises BinaryNotFoundError when nothing on PATH has the name,
+    DetectionError for an invalid name or a file of that name that is not executable."""
     if not isinstance(name, str) or not name or "\x00" in name:
         raise DetectionError(f"invalid binary name: {name!r}")
     if os.sep in name or (os.altsep is not None and os.altsep in name):
         return os.path.abspath(name)
-    found = shutil.which(name, path=search_path(path_env))
+    searched = search_path(path_env)
+    found = shutil.which(name, path=searched)
     if found is None:
-        raise DetectionError(f"binary not found: {name!r} is not on PATH")
+        # As a shell does: a file of that name that cannot be executed is "found but not
+        # executable" (exit 126), not "not found" (127); a folder is passed over.
+        for entry in searched.split(os.pathsep):
+            candidate = os.path.join(entry, name)
+            if entry and os.path.isfile(candidate):
+                raise DetectionError(f"binary is not executable: {os.path.realpath(candidate)}")
+        raise BinaryNotFoundError(f"binary not found: {name!r} is not on PATH")
     return found
 
 
@@ -113,9 +122,10 @@ def open_target(name: str, *, path_env: str | None, executable: bool = True) -> 
     """Locate ``name``, resolve its links once, and open the file and its directory.
 
     ``executable=False`` opens a file an interpreter will read (a script argument).
-    Raises DetectionError: not found, not a regular file (a FIFO or device is refused
-    without blocking), not executable, or not openable; and on a platform without
-    ``/proc/self/fd``, where an open file cannot be executed as itself.
+    Raises BinaryNotFoundError when nothing is there (not on PATH, a path or link leading
+    nowhere); DetectionError when something is but cannot be used: not a regular file (a
+    FIFO or device is refused without blocking), not executable, or not openable; and on a
+    platform without ``/proc/self/fd``, where an open file cannot be executed as itself.
     """
     if not exec_supported():
         raise DetectionError("executing a checked file by descriptor needs Linux's /proc")
@@ -125,14 +135,14 @@ def open_target(name: str, *, path_env: str | None, executable: bool = True) -> 
     try:
         dir_fd = os.open(directory, _DIR_FLAGS)
     except OSError as exc:
-        raise DetectionError(f"binary not found: {located} ({exc.strerror})") from None
+        raise _unopenable(located, exc) from None
     try:
         # O_NOFOLLOW: the last component was resolved above; a link planted there since is
         # another file than the one resolved.
         fd = os.open(base, _OPEN_FLAGS | os.O_NOFOLLOW, dir_fd=dir_fd)
     except OSError as exc:
         os.close(dir_fd)
-        raise DetectionError(f"binary not found: {located} ({exc.strerror})") from None
+        raise _unopenable(located, exc) from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -151,6 +161,14 @@ def open_target(name: str, *, path_env: str | None, executable: bool = True) -> 
         dir_fd=dir_fd,
         identity=identity_of(st),
     )
+
+
+def _unopenable(located: str, exc: OSError) -> DetectionError:
+    """Only "no such file" is not found (a shell's 127); anything else (permission, a file
+    where a folder should be, a link loop) is there but unusable (126)."""
+    if exc.errno == errno.ENOENT:
+        return BinaryNotFoundError(f"binary not found: {located} ({exc.strerror})")
+    return DetectionError(f"binary cannot be opened: {located} ({exc.strerror})")
 
 
 def read_regular_at(dir_fd: int, relpath: str, cap: int) -> tuple[bytes, FileIdentity] | None:

@@ -1,0 +1,258 @@
+"""The offline ``verify receipt`` and ``verify chain`` commands, as both CLIs run them.
+
+``python -m floorguard verify`` (argparse) and ``floorctl verify`` (click) only parse their
+options and print; the defaults (which public key without ``--pubkey``, which map archives
+without ``--maps``), the checks, the messages and the text they print live here once, so the
+two commands cannot drift apart. ``notify`` receives the notices for stderr, which each CLI
+prefixes with its own name.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from floorguard import files
+from floorguard.errors import FloorMapError, VerificationError
+from floorguard.files import read_regular
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    from floorguard.receipts import CheckedReceipt
+    from floorguard.window_proof import ProofReport
+
+Notify = Callable[[str], None]
+# How floorctl names its signing key (floorctl's own resolution uses these same names).
+SIGNING_KEY_VARIABLE = "FLOORCTL_SIGNING_KEY"
+DEV_KEY_DIR = "dev-key"
+PRIVATE_KEY_NAME = "signing.key"
+# The shipped map archive in a source checkout, beside the default floor-map module.
+CHECKOUT_MAPS = Path("generated/floorguard/maps")
+
+
+# --- defaults -----------------------------------------------------------------------------
+
+
+def floorctl_state_dir(environ: Mapping[str, str]) -> Path:
+    """floorctl's state: ``FLOORCTL_HOME``, ``$XDG_STATE_HOME/floorctl``, or ~/.local/state."""
+    if environ.get("FLOORCTL_HOME"):
+        return Path(environ["FLOORCTL_HOME"])
+    if environ.get("XDG_STATE_HOME"):
+        return Path(environ["XDG_STATE_HOME"]) / "floorctl"
+    return Path.home() / ".local" / "state" / "floorctl"
+
+
+def signing_key_path(environ: Mapping[str, str]) -> Path:
+    """The signing key in use: ``FLOORCTL_SIGNING_KEY``, else floorctl's development key
+    (which may not exist yet)."""
+    if environ.get(SIGNING_KEY_VARIABLE):
+        return Path(environ[SIGNING_KEY_VARIABLE])
+    return floorctl_state_dir(environ) / DEV_KEY_DIR / PRIVATE_KEY_NAME
+
+
+def default_map_dirs() -> list[Path]:
+    """``verify chain`` without ``--maps``: floorguard's own archive, then the checkout's
+    ``generated/floorguard/maps`` when run from a project root (those that exist)."""
+    from floorguard.window_proof import default_map_dirs as package_and
+
+    return package_and([CHECKOUT_MAPS])
+
+
+def load_verify_key(path: Path) -> Ed25519PublicKey:
+    """A PEM public key; a PEM private key file gives its public half. Raises
+    VerificationError (not such a key) and UnreadableFileError."""
+    from floorguard import dsse
+
+    data = read_regular(path, max_bytes=files.MAX_KEY_BYTES, what="public key")
+    if b"PRIVATE KEY" not in data:
+        return dsse.load_public_key(data, str(path))
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    try:
+        key = serialization.load_pem_private_key(data, password=None)
+    except (ValueError, TypeError) as exc:
+        raise VerificationError(f"{path}: not an unencrypted PEM private key") from exc
+    if not isinstance(key, Ed25519PrivateKey):
+        raise VerificationError(f"{path}: not an Ed25519 private key")
+    return key.public_key()
+
+
+# --- verify receipt -----------------------------------------------------------------------
+
+
+def module_map_hash(path: Path) -> str:
+    """The hash of the data in a floor-map module of the default layout (its
+    ``FLOOR_MAP_ENTRIES``; the hash it states is not trusted). Raises FloorMapError."""
+    from floorguard.map_model import entries_hash
+
+    data = read_regular(path, max_bytes=files.MAX_MAP_BYTES, what="floor map")
+    try:
+        tree = ast.parse(data, filename=str(path))
+    except (SyntaxError, ValueError) as exc:
+        raise FloorMapError(f"{path}: floor-map module does not parse") from exc
+    found: list[ast.expr] = []
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            target, value = node.target, node.value
+        else:
+            continue
+        if isinstance(target, ast.Name) and target.id == "FLOOR_MAP_ENTRIES":
+            found.append(value)
+    if len(found) != 1:
+        raise FloorMapError(
+            f"{path}: not a floor-map module in the default layout "
+            f"(FLOOR_MAP_ENTRIES assigned {len(found)} times)"
+        )
+    try:
+        entries = ast.literal_eval(found[0])
+    except (ValueError, TypeError, SyntaxError, RecursionError) as exc:
+        raise FloorMapError(f"{path}: FLOOR_MAP_ENTRIES is not a literal") from exc
+    if not isinstance(entries, dict):
+        raise FloorMapError(f"{path}: FLOOR_MAP_ENTRIES is not a dict")
+    return entries_hash(entries)
+
+
+def map_file_hash(path: Path, module_hash: Callable[[Path], str] = module_map_hash) -> str:
+    """The floor-map hash of a ``.py`` module (read by ``module_hash``: floorctl passes its
+    reader of every layout) or of a map JSON file (archived or published)."""
+    if path.suffix == ".py":
+        return module_hash(path)
+    from floorguard.map_model import map_file_hash as json_map_hash
+
+    data = read_regular(path, max_bytes=files.MAX_MAP_BYTES, what="floor map")
+    return json_map_hash(data, str(path))
+
+
+@dataclass(frozen=True)
+class ReceiptResult:
+    """A receipt that verified, and the map file it was checked against (if any)."""
+
+    checked: CheckedReceipt
+    floor_map: Path | None
+
+    def document(self) -> dict[str, Any]:
+        from floorguard.receipts import checked_document
+
+        return checked_document(self.checked, floor_map_checked=self.floor_map is not None)
+
+    def text(self) -> str:
+        from floorguard.receipts import checked_headline
+
+        lines = [checked_headline(self.checked)]
+        if self.checked.signed_by:
+            lines.append(f"  signed by {', '.join(sorted(self.checked.signed_by))}")
+        matches = f" (matches {self.floor_map})" if self.floor_map is not None else ""
+        lines.append(f"  pins floor map {self.checked.pinned_map_hash}{matches}")
+        return "\n".join(lines) + "\n"
+
+
+def receipt_keys(
+    data: bytes, pubkey: Path | None, environ: Mapping[str, str], notify: Notify
+) -> list[Ed25519PublicKey] | None:
+    """The keys a receipt is verified against: ``--pubkey``; else, for a signed receipt,
+    the public half of the signing key in use (said on stderr); else None."""
+    from floorguard.receipts import is_envelope_document
+
+    if pubkey is not None:
+        return [load_verify_key(pubkey)]
+    if not is_envelope_document(data):
+        return None  # unsigned: there is no signature to check a key against
+    path = signing_key_path(environ)
+    if not environ.get(SIGNING_KEY_VARIABLE) and not path.exists():
+        raise VerificationError(
+            f"no key given: pass --pubkey or set {SIGNING_KEY_VARIABLE} "
+            f"(no development key at {path})"
+        )
+    notify(f"no --pubkey: verifying against the public half of {path}")
+    return [load_verify_key(path)]
+
+
+def verify_receipt(
+    path: Path,
+    *,
+    pubkey: Path | None,
+    floor_map: Path | None,
+    content_only: bool,
+    notify: Notify,
+    environ: Mapping[str, str] | None = None,
+    module_hash: Callable[[Path], str] = module_map_hash,
+) -> ReceiptResult:
+    """``verify receipt``: the signature (or, with ``content_only``, an unsigned receipt's
+    content address), then the map it pins against ``floor_map``. Raises VerificationError
+    (naming ``path``), FloorMapError and UnreadableFileError."""
+    from floorguard.receipts import check_receipt_document
+
+    data = read_regular(path, max_bytes=files.MAX_RECEIPT_BYTES, what="receipt")
+    trusted = receipt_keys(data, pubkey, os.environ if environ is None else environ, notify)
+    try:
+        checked = check_receipt_document(data, trusted, content_only=content_only)
+    except VerificationError as exc:
+        raise VerificationError(f"{path}: {exc}") from exc
+    if floor_map is not None:
+        map_hash = map_file_hash(floor_map, module_hash)
+        if map_hash != checked.pinned_map_hash:
+            raise VerificationError(
+                f"{path}: floor-map hash mismatch: the receipt pins {checked.pinned_map_hash} "
+                f"but {floor_map} hashes to {map_hash} (changed after the receipt was sealed?)"
+            )
+    return ReceiptResult(checked, floor_map)
+
+
+# --- verify chain -------------------------------------------------------------------------
+
+
+def verify_chain(
+    slice_path: str | Path,
+    *,
+    key_file: Path | None,
+    checkpoint: Path | None,
+    pubkey: Path | None,
+    maps: Sequence[Path],
+    since: datetime | None,
+    until: datetime | None,
+    unauthenticated: bool,
+    notify: Notify,
+) -> ProofReport:
+    """``verify chain``: the window proof of a slice (``-``: standard input) with the
+    commands' defaults (``maps`` empty: :func:`default_map_dirs`). Raises KeyFileError,
+    VerificationError (an unusable public key), UnreadableFileError and OSError."""
+    from floorguard import window_proof
+    from floorguard.chain_key import load_key
+    from floorguard.slice_verify import MACS_NOT_CHECKED
+
+    key = load_key(key_file) if key_file is not None else None
+    if key is None:
+        notify(MACS_NOT_CHECKED)
+    verified, refused = None, None
+    if checkpoint is not None:
+        if pubkey is None:
+            raise VerificationError("--checkpoint needs --pubkey (the key it is signed by)")
+        verified, refused = window_proof.load_checkpoint(
+            read_regular(checkpoint, max_bytes=files.MAX_CHECKPOINT_BYTES, what="checkpoint"),
+            load_verify_key(pubkey),
+        )
+    return window_proof.prove_path(
+        slice_path,
+        key=key,
+        since=since,
+        until=until,
+        map_dirs=list(maps) if maps else default_map_dirs(),
+        checkpoint=verified,
+        checkpoint_error=refused,
+        unauthenticated_ok=unauthenticated,
+    )
+
+
+def json_text(document: Any) -> str:
+    """One JSON document as both CLIs print it (sorted keys, UTF-8, a final newline)."""
+    return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
