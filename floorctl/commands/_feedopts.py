@@ -11,15 +11,18 @@ from typing import Any, TypeVar
 
 import click
 
-from floorctl import fetch
+from floorctl import feeds, fetch
 from floorguard._time import parse_ts, utc_now
 from floorguard.errors import FloorguardError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def feed_options(function: F) -> F:
-    """--trusted-keys, --require-signed, --state-file, --now, --max-bytes, --timeout."""
+def feed_options(*, now_help: str) -> Callable[[F], F]:
+    """--trusted-keys, --require-signed, --state-file, --now, --max-bytes, --timeout.
+
+    ``now_help`` is the command's own help for --now (only refresh records it anywhere).
+    """
     options = [
         click.option(
             "--trusted-keys",
@@ -44,27 +47,33 @@ def feed_options(function: F) -> F:
             "--now",
             "now_text",
             metavar="TS",
-            help="Reference time for expiry (RFC 3339; default: the clock). Recorded "
-            "in the update receipt.",
+            help=now_help,
         ),
         click.option(
             "--max-bytes",
-            type=click.IntRange(min=1),
+            type=click.IntRange(min=1, max=feeds.MAX_FEED_BYTES),
+            metavar="N",
             default=fetch.DEFAULT_MAX_BYTES,
             show_default=True,
-            help="Largest feed body accepted from the network (at most 16 MiB).",
+            help="Largest feed body accepted from the network, in bytes (at most "
+            f"{feeds.MAX_FEED_BYTES:,}, 16 MiB; more is a usage error).",
         ),
         click.option(
             "--timeout",
             type=click.FloatRange(min=0, min_open=True),
+            metavar="S",
             default=fetch.DEFAULT_TIMEOUT,
             show_default=True,
             help="Total seconds a download may take, whatever the server does.",
         ),
     ]
-    for option in reversed(options):
-        function = option(function)
-    return function
+
+    def decorate(function: F) -> F:
+        for option in reversed(options):
+            function = option(function)
+        return function
+
+    return decorate
 
 
 def reference_time(now_text: str | None) -> tuple[_dt.datetime, str]:

@@ -9,7 +9,7 @@ from floorctl.errors import FloorctlError
 from floorguard import doctor
 
 
-@click.command("doctor")
+@click.command("doctor", short_help="Judge every tracked adapter on PATH by the map.")
 @json_option
 def command(as_json: bool) -> None:
     """Find every tracked adapter on PATH, detect its version and judge it by the map.

@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from floorctl import keys
+from floorctl.commands import _progress
 from floorctl.commands._output import emit_json, json_option
 from floorctl.commands.chain import parse_time_option
 from floorguard import window_proof
@@ -23,12 +24,12 @@ from floorguard.slice_verify import MACS_NOT_CHECKED
 CHECKOUT_MAPS = Path("generated/floorguard/maps")
 
 
-@click.group("verify")
+@click.group("verify", short_help="Verify receipts and audit-chain slices offline.")
 def verify() -> None:
     """Verify receipts and audit-chain slices offline."""
 
 
-@verify.command("chain")
+@verify.command("chain", short_help="Prove no unsafe spawn in a window of a slice.")
 @click.argument("slice_path", metavar="SLICE", type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--since", metavar="TS", callback=parse_time_option, help="Window start, RFC 3339.")
 @click.option("--until", metavar="TS", callback=parse_time_option, help="Window end, RFC 3339.")
@@ -55,6 +56,7 @@ def verify() -> None:
     "--maps",
     "map_dirs",
     multiple=True,
+    metavar="DIR",
     type=click.Path(file_okay=False, exists=True, path_type=Path),
     help="A floor-map archive folder (sha256-<hex>.json); repeatable. Default: floorguard's "
     "own maps and ./generated/floorguard/maps.",
@@ -109,6 +111,7 @@ def verify_chain(
         checkpoint=checkpoint,
         checkpoint_error=checkpoint_error,
         unauthenticated_ok=unauthenticated,
+        progress=_progress.counter("verify chain", "records checked"),
     )
     if as_json:
         emit_json(window_proof.report_document(report))

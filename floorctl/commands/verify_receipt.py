@@ -24,8 +24,10 @@ def map_file_hash(path: Path) -> str:
     return map_model.map_file_hash(data, str(path))
 
 
-@click.command("receipt")
-@click.argument("receipt_file", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@click.command("receipt", short_help="Verify a receipt's signature and pinned map.")
+@click.argument(
+    "receipt_file", metavar="RECEIPT", type=click.Path(path_type=Path, dir_okay=False, exists=True)
+)
 @click.option(
     "--pubkey",
     type=click.Path(path_type=Path, dir_okay=False, exists=True),
