@@ -144,7 +144,11 @@ def resolve_signing_key(
 
 def dev_key_notice(path: Path, *, created: bool) -> str:
     """What a command says each time it signs with the development key."""
-    which = "a local development key, created now," if created else "the local development key"
+    which = (
+        "a local development signing key, created now,"
+        if created
+        else "the local development signing key"
+    )
     return (
         f"signing with {which} at {path} (trusted by nobody else); use `floorctl keygen` "
         "and --signing-key for releases"

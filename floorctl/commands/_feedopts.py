@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -84,20 +83,6 @@ def reference_time(now_text: str | None) -> tuple[_dt.datetime, str]:
         return parse_ts(now_text), "--now"
     except FloorguardError as exc:
         raise click.BadParameter(str(exc), param_hint="--now") from exc
-
-
-def progress() -> fetch.Progress | None:
-    """A progress line on stderr for large bodies, only when stderr is a terminal."""
-    if not sys.stderr.isatty():
-        return None
-
-    def show(received: int, total: int | None) -> None:
-        of = f" of {total:,}" if total else ""
-        click.echo(
-            f"\rfloorctl: downloading {received:,}{of} bytes", err=True, nl=received == total
-        )
-
-    return show
 
 
 def environ() -> dict[str, str]:

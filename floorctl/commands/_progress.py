@@ -11,6 +11,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
+import click
+
 from floorctl.commands._output import notice
 
 
@@ -36,5 +38,20 @@ def stages(what: str) -> Callable[[str], None] | None:
 
     def show(stage: str) -> None:
         notice(f"floorctl: {what}: {stage}")
+
+    return show
+
+
+def download() -> Callable[[int, int | None], None] | None:
+    """``floorctl: downloading N of M bytes``, one line rewritten in place (for bodies of
+    1 MiB and up: the fetcher decides when to call)."""
+    if not on_terminal():
+        return None
+
+    def show(received: int, total: int | None) -> None:
+        of = f" of {total:,}" if total else ""
+        click.echo(
+            f"\rfloorctl: downloading {received:,}{of} bytes", err=True, nl=received == total
+        )
 
     return show

@@ -7,7 +7,8 @@ from pathlib import Path
 import click
 
 from floorctl import fetch, freshness, keys, trust
-from floorctl.commands._feedopts import environ, feed_options, progress, reference_time
+from floorctl.commands import _progress
+from floorctl.commands._feedopts import environ, feed_options, reference_time
 from floorctl.commands._output import emit_json, json_option, notice
 from floorguard._time import format_ts
 
@@ -58,7 +59,7 @@ def command(
         state_path=state_file or freshness.default_path(env),
         cache_dir=keys.state_dir(env) / fetch.CACHE_DIR,
         now=now,
-        progress=progress(),
+        progress=_progress.download(),
         notify=lambda message: notice(f"floorctl: {message}"),
     )
     feed = fetched.feed

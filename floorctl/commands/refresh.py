@@ -15,7 +15,7 @@ import click
 from floorctl import feeds, fetch, freshness, keys, trust, waivers
 from floorctl import refresh as refreshing
 from floorctl.commands import _progress
-from floorctl.commands._feedopts import feed_options, progress, reference_time
+from floorctl.commands._feedopts import feed_options, reference_time
 from floorctl.commands._output import emit_json, json_option, notice
 from floorctl.errors import StaleModule
 from floorctl.splice import read_module_text
@@ -60,7 +60,7 @@ def _load(
             require_signed=require_signed,
             limits=limits,
             cache_dir=cache_dir,
-            progress=progress(),
+            progress=_progress.download(),
             notify=notify,
         )
         return fetched.feed, fetched
