@@ -4,6 +4,7 @@ honour, complete help texts, shell completion."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -171,5 +172,26 @@ def test_bash_completion_completes_subcommands_and_options(
     assert offered == expected
 
 
-def test_completion_runs_the_console_script_installed_with_floorctl() -> None:
-    assert SCRIPT.is_file() and os.access(SCRIPT, os.X_OK)
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_the_readme_bash_line_makes_bash_complete_floorctl(tmp_path: Path) -> None:
+    # Exactly what the README tells a bash user to put in ~/.bashrc, then a real completion.
+    readme = (REPO / "README.md").read_text()
+    line = 'eval "$(_FLOORCTL_COMPLETE=bash_source floorctl)"'
+    assert line in readme
+    script = f"{line}\nCOMP_WORDS=(floorctl verify re)\nCOMP_CWORD=2\n"
+    script += '_floorctl_completion floorctl\necho "${COMPREPLY[*]}"\ncomplete -p floorctl\n'
+    env = isolated_env(tmp_path)
+    env["PATH"] = f"{SCRIPT.parent}{os.pathsep}{env.get('PATH', '')}"
+    done = subprocess.run(
+        ["bash", "--norc", "--noprofile", "-c", script],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    replies, registered = done.stdout.splitlines()
+    assert replies == "receipt"
+    assert registered.endswith("-F _floorctl_completion floorctl")
