@@ -106,10 +106,16 @@ def check_signature(
             parsed = dsse.parse_envelope(envelope)
         except VerificationError as exc:
             raise TrustError(f"{where}: bad signature: {exc}") from exc
-        if parsed.payload_type != payload_type or parsed.payload != data:
+        # The checks verify_detached makes before it needs a key, in its words.
+        if parsed.payload_type != payload_type:
             raise TrustError(
-                f"{where}: bad signature: it does not sign these bytes as a "
-                f"{payload_type!r} document (stale or mismatched signature)"
+                f"{where}: bad signature: signature payloadType is {parsed.payload_type!r}, "
+                f"expected {payload_type!r}"
+            )
+        if parsed.payload != data:
+            raise TrustError(
+                f"{where}: bad signature: the signature covers different bytes than the file "
+                "(stale or mismatched signature)"
             )
         return SignatureCheck(frozenset(), unchecked=True)
     try:

@@ -102,7 +102,7 @@ def test_refuses_a_broken_signature_beside_a_local_feed_without_trusted_keys(
     feed.write_bytes(feed.read_bytes().replace(b"\n", b"\n ", 1))  # signed bytes changed
     stale = floorctl("refresh", "--feed", FEED, cwd=project, state=state)
     assert stale.returncode == 1
-    assert "does not sign these bytes" in stale.stderr
+    assert "covers different bytes" in stale.stderr
     signature.write_text("{}")
     broken = floorctl("refresh", "--feed", FEED, cwd=project, state=state)
     assert broken.returncode == 1
