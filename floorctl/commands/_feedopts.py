@@ -28,7 +28,8 @@ def feed_options(*, now_help: str) -> Callable[[F], F]:
             type=click.Path(path_type=Path, dir_okay=False),
             help="Keys trusted to sign feeds: a PEM public key or "
             '{"threshold": N, "keys": [PEM, ...]} (default: the keys installed '
-            "by `floorctl trust rotate`, if any).",
+            "by `floorctl trust rotate`, if any; with none, a signature is not checked "
+            "and a warning says so).",
         ),
         click.option(
             "--require-signed",
