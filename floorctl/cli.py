@@ -104,8 +104,28 @@ def _default_map(config: Config, environ: Mapping[str, str]) -> dict[str, Any]:
     return defaults
 
 
+def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """``floorctl X (floorguard Y)``: the runtime floorctl builds maps for is part of the answer."""
+    if not value or ctx.resilient_parsing:
+        return
+    from importlib.metadata import version  # noqa: PLC0415  (only for -V)
+
+    from floorguard._version import __version__ as floorguard_version  # noqa: PLC0415
+
+    click.echo(f"floorctl {version('floorctl')} (floorguard {floorguard_version})")
+    ctx.exit(EXIT_OK)
+
+
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="floorctl", prog_name="floorctl")
+@click.option(
+    "-V",
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_show_version,
+    help="Print floorctl's version and the floorguard version it runs with, and exit.",
+)
 @click.option(
     "--config",
     "config_path",

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 from floorctl import atomic, feeds, freshness, trust
 from floorctl.errors import FetchError, FloorctlError, TrustError
 from floorguard._canonical import sha256_digest
-from floorguard.errors import UnreadableFileError
+from floorguard.errors import InvalidInput, UnreadableFileError
 from floorguard.files import read_regular, read_regular_if_exists
 from floorguard.trust import TrustedKeys
 
@@ -54,11 +54,20 @@ _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _DEFAULT_PORTS = {"https": 443, "http": 80}
 
 Progress = Callable[[int, int | None], None]
+Notify = Callable[[str], None]
+
+
+def _silent(_message: str) -> None:
+    """The default ``notify``: say nothing."""
 
 
 @dataclass(frozen=True)
 class Limits:
-    """How much and how long a fetch may take. ``max_bytes`` is capped at the feed limit."""
+    """How much and how long a fetch may take. ``max_bytes`` is at most the feed limit.
+
+    Raises InvalidInput for a limit out of range: a cap above the feed limit is refused,
+    never quietly lowered, so what was asked for is what applies.
+    """
 
     max_bytes: int = DEFAULT_MAX_BYTES
     timeout: float = DEFAULT_TIMEOUT
@@ -66,8 +75,12 @@ class Limits:
 
     def __post_init__(self) -> None:
         if self.max_bytes < 1 or self.timeout <= 0 or self.max_redirects < 0:
-            raise FetchError("fetch limits must be positive")
-        object.__setattr__(self, "max_bytes", min(self.max_bytes, feeds.MAX_FEED_BYTES))
+            raise InvalidInput("fetch limits must be positive")
+        if self.max_bytes > feeds.MAX_FEED_BYTES:
+            raise InvalidInput(
+                f"--max-bytes {self.max_bytes:,} is above the {feeds.MAX_FEED_BYTES:,}-byte "
+                "feed limit (16 MiB)"
+            )
 
 
 def is_url(source: str) -> bool:
@@ -304,10 +317,12 @@ def fetch_feed(
     limits: Limits,
     cache_dir: Path | None,
     progress: Progress | None = None,
+    notify: Notify = _silent,
 ) -> FetchedFeed:
     """Fetch a feed and its ``URL.dsse``; parse and verify both. Writes nothing.
 
-    Raises FetchError (transport refusals), FeedError (invalid feed) or TrustError.
+    ``notify`` hears of a signature left unchecked (no trusted keys). Raises FetchError
+    (transport refusals), FeedError (invalid feed) or TrustError.
     """
     check_url(url)
     fetcher = Fetcher(limits, progress=progress)
@@ -327,7 +342,7 @@ def fetch_feed(
         max_bytes=limits.max_bytes * 4 // 3 + SIGNATURE_OVERHEAD,
     )
     envelope = signature.body if signature else None
-    feed = verify_feed(feed, data, envelope, trusted, require_signed=require_signed)
+    feed = verify_feed(feed, data, envelope, trusted, require_signed=require_signed, notify=notify)
     return FetchedFeed(feed, data, envelope, reused, etag)
 
 
@@ -338,16 +353,24 @@ def verify_feed(
     trusted: TrustedKeys | None,
     *,
     require_signed: bool,
+    notify: Notify = _silent,
 ) -> feeds.Feed:
     """``feed`` with its verified signers. Raises TrustError.
 
     A signed feed must state its version and expiry under ``--require-signed`` (schema 2,
     or schema 3 with its identity fields): without them an old signed copy could be
-    replayed forever.
+    replayed forever. A signature that no trusted key can judge leaves the feed unsigned,
+    and ``notify`` is told.
     """
     checked = trust.check_signature(
         data, envelope, trusted, require_signed=require_signed, source=feed.source
     )
+    if checked.unchecked:
+        notify(
+            f"warning: {feed.source}{trust.SIGNATURE_SUFFIX}: signature not checked: no "
+            "trusted keys are configured, so the feed is used as an unsigned one (pass "
+            "--trusted-keys to check it)"
+        )
     if require_signed and feed.schema_version < 2:
         raise TrustError(
             f"{feed.source}: --require-signed needs a schema version 2 feed (version 1 has no "
@@ -361,7 +384,9 @@ def verify_feed(
     return replace(feed, signed_by=checked.signed_by)
 
 
-def read_local(path: Path, *, trusted: TrustedKeys | None, require_signed: bool) -> feeds.Feed:
+def read_local(
+    path: Path, *, trusted: TrustedKeys | None, require_signed: bool, notify: Notify = _silent
+) -> feeds.Feed:
     """A feed file and ``FEED.dsse`` beside it, parsed and verified. Raises like fetch_feed."""
     feed = feeds.load_feed(path)
     data = read_regular(path, max_bytes=feeds.MAX_FEED_BYTES, what="feed")
@@ -371,7 +396,7 @@ def read_local(path: Path, *, trusted: TrustedKeys | None, require_signed: bool)
     envelope = read_regular_if_exists(
         signature_path, max_bytes=feeds.MAX_FEED_BYTES * 2, what="feed signature"
     )
-    return verify_feed(feed, data, envelope, trusted, require_signed=require_signed)
+    return verify_feed(feed, data, envelope, trusted, require_signed=require_signed, notify=notify)
 
 
 # --- the ETag cache -----------------------------------------------------------------------------
@@ -428,6 +453,7 @@ def download(
     cache_dir: Path | None,
     now: _dt.datetime,
     progress: Progress | None = None,
+    notify: Notify = _silent,
 ) -> FetchedFeed:
     """``floorctl fetch``: fetch, verify, check freshness, then write ``out`` (and ``out.dsse``).
 
@@ -442,6 +468,7 @@ def download(
         limits=limits,
         cache_dir=cache_dir,
         progress=progress,
+        notify=notify,
     )
     signature_out = Path(str(out) + trust.SIGNATURE_SUFFIX)
     # The state is shared with every other fetch and refresh: locked from reading to saving.

@@ -108,8 +108,10 @@ def resolve_signing_key(
 ) -> ResolvedKey:
     """``--signing-key``, else ``FLOORCTL_SIGNING_KEY``, else the local development key.
 
-    The development key is created on first use (``notify`` says so) unless
-    ``create_dev_key`` is false, when its absence is a SigningError.
+    To sign (``create_dev_key``, the default) the development key is created on first use,
+    and ``notify`` hears every time it is used, not only when it is made: whatever it signs
+    is trusted by nobody else, and a release signed with it by mistake must not pass
+    unnoticed. To verify (``create_dev_key`` false) its absence is a SigningError.
     """
     if given is not None:
         return ResolvedKey(load_private(given), given)
@@ -119,21 +121,35 @@ def resolve_signing_key(
     dev_dir = state_dir(environ) / DEV_KEY_DIR
     dev_key = dev_dir / PRIVATE_NAME
     if dev_key.exists():
-        return ResolvedKey(load_private(dev_key), dev_key)
+        resolved = ResolvedKey(load_private(dev_key), dev_key)
+        if create_dev_key:
+            notify(dev_key_notice(dev_key, created=False))
+        return resolved
     if not create_dev_key:
         raise SigningError(
             "no key given: pass --pubkey/--signing-key or set FLOORCTL_SIGNING_KEY "
             f"(no development key at {dev_key})"
         )
+    created = True
     try:
         generate(dev_dir)
     except SigningError:
         if not dev_key.exists():
             raise
-        # Another floorctl created it a moment ago: use that one.
-        return ResolvedKey(load_private(dev_key), dev_key)
-    notify(
-        f"created a local development signing key at {dev_key}; "
-        "use `floorctl keygen` and --signing-key for releases"
+        created = False  # another floorctl created it a moment ago: use that one
+    resolved = ResolvedKey(load_private(dev_key), dev_key)
+    notify(dev_key_notice(dev_key, created=created))
+    return resolved
+
+
+def dev_key_notice(path: Path, *, created: bool) -> str:
+    """What a command says each time it signs with the development key."""
+    which = (
+        "a local development signing key, created now,"
+        if created
+        else "the local development signing key"
     )
-    return ResolvedKey(load_private(dev_key), dev_key)
+    return (
+        f"signing with {which} at {path} (trusted by nobody else); use `floorctl keygen` "
+        "and --signing-key for releases"
+    )

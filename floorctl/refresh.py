@@ -94,6 +94,7 @@ def plan(
     reference_time_source: str | None = None,
     waiver_document: WaiversDocument | None = None,
     archived: Callable[[str], FloorMap | None] = lambda _hash: None,
+    progress: Callable[[str], None] | None = None,
 ) -> RefreshPlan:
     """Decide the new module text. Raises DriftError, DowngradeRefused, ModuleError,
     RenderError, WaiversError (a waiver that does not fit the map, or is expired at
@@ -104,7 +105,10 @@ def plan(
     the block's stated hash vouches for, never the edited data: an edit must not hide a
     removal from them. If that map is not archived, only ``allow_downgrade`` lets the
     refresh go on, and the diff is then against the edited block (``baseline`` says so).
+    ``progress`` (if any) hears the name of each stage as it starts.
     """
+    if progress is not None:
+        progress(f"reading the floor-map block of {module}")
     template = render.load_template(template_name)
     split, current = render.read_module(module_text, str(module))
     old_map = from_entries(current.entries)
@@ -131,6 +135,8 @@ def plan(
             )
         else:
             baseline = BASELINE_EDITED
+    if progress is not None:
+        progress(f"merging {len(feeds)} feed(s) and comparing with the map in force")
     merged = merge.merge([(feed.source, feed.floor_map) for feed in feeds])
     new_map = _with_waivers(merged.floor_map, waiver_document, reference_time)
     changes = merge.diff(compared, new_map)
@@ -146,6 +152,8 @@ def plan(
     new_version = current.map_version if unchanged else current.map_version + 1
     new_text = module_text
     if not unchanged:
+        if progress is not None:
+            progress(f"rendering {len(new_map):,} adapters")
         block = render.render_block(
             template, to_entries(new_map), map_hash=new_hash, map_version=new_version
         )
@@ -416,6 +424,7 @@ def apply(
     receipt_out: Path | None,
     signing_key: Callable[[], Ed25519PrivateKey] | None,
     chain: Callable[[], AuditChain] | None,
+    progress: Callable[[str], None] | None = None,
 ) -> Outcome:
     """Write the module, the receipt and the chain record; all of them or none.
 
@@ -423,7 +432,10 @@ def apply(
     The chain append comes last: if it fails, the module and receipt file are put back as
     they were (a link stays a link), so no map is in force without its anchored receipt.
     Raises ConcurrentUpdate if the module no longer holds the text the plan was made from.
+    ``progress`` (if any) hears the name of each stage as it starts.
     """
+    if progress is not None and (receipt_out or chain):
+        progress("sealing the update receipt")
     receipt = update_receipt(refresh) if (receipt_out or chain) else None
     envelope = None
     if receipt is not None and receipt_out is not None:
@@ -432,6 +444,8 @@ def apply(
         envelope = receipts.sign_update_receipt(receipt, signing_key()).to_bytes()
     audit = chain() if chain is not None else None
 
+    if progress is not None and refresh.stale:
+        progress(f"writing {refresh.module} and its map archive")
     if refresh.stale:
         refuse_symlinked_module(refresh.module)
         if not refresh.drift:

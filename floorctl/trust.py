@@ -1,9 +1,12 @@
 """Which keys floorctl trusts for feeds, how feed signatures are checked, and key rotation.
 
 Trusted keys come from ``--trusted-keys PATH``, else from the file that ``floorctl trust
-rotate`` installed in floorctl's state directory. A signature is never ignored: with or
-without ``--require-signed``, a signature that is present must verify, and without any
-trusted keys a present signature is a refusal too (it cannot be judged).
+rotate`` installed in floorctl's state directory. A signature is never ignored: with
+trusted keys (and so with ``--require-signed``, which needs them), a signature that is
+present must verify. Without trusted keys nothing can vouch for a signer, so a feed is used
+as an unsigned one, as it would be with its signature removed; what can be checked without
+a key still is (the envelope parses, its payload type is a feed's and its payload is the
+feed's exact bytes), and the caller is told that the signature went unchecked.
 
 Rotation: the new trusted-keys file must come with ``NEW.dsse``, signed by a threshold of
 the keys trusted now. Only then is it installed, so control over the feed's keys passes
@@ -63,9 +66,11 @@ def resolve_trusted_keys(given: Path | None, environ: Mapping[str, str]) -> Trus
 
 @dataclass(frozen=True)
 class SignatureCheck:
-    """The outcome of checking a feed's signature: who signed (empty when unsigned)."""
+    """The outcome of checking a feed's signature: who signed (empty when unsigned), and
+    whether a signature was present but left unchecked because no key is trusted."""
 
     signed_by: frozenset[str]
+    unchecked: bool = False
 
     @property
     def signed(self) -> bool:
@@ -84,7 +89,10 @@ def check_signature(
     """Decide whether ``data`` may be used given its detached signature, if any.
 
     Raises TrustError when a signature is required but missing, when one is present but does
-    not verify (never ignored), or when one is present and no key is trusted to judge it.
+    not verify against the trusted keys, or (without trusted keys) when a present envelope
+    is malformed or does not sign exactly ``data`` with ``payload_type``. With no trusted
+    keys a well-formed signature of ``data`` vouches for nothing: the result is unsigned,
+    ``unchecked`` (the caller says so).
     """
     where = f"{source}{SIGNATURE_SUFFIX}"
     if envelope is None:
@@ -92,10 +100,24 @@ def check_signature(
             raise TrustError(f"{source}: unsigned (no {where}) and --require-signed was given")
         return SignatureCheck(frozenset())
     if trusted is None:
-        raise TrustError(
-            f"{where}: a signature is present but no key is trusted to check it; pass "
-            "--trusted-keys (a signature is never ignored)"
-        )
+        if require_signed:  # callers refuse this earlier; fail closed all the same
+            raise TrustError(f"{where}: --require-signed was given but no key is trusted")
+        try:
+            parsed = dsse.parse_envelope(envelope)
+        except VerificationError as exc:
+            raise TrustError(f"{where}: bad signature: {exc}") from exc
+        # The checks verify_detached makes before it needs a key, in its words.
+        if parsed.payload_type != payload_type:
+            raise TrustError(
+                f"{where}: bad signature: signature payloadType is {parsed.payload_type!r}, "
+                f"expected {payload_type!r}"
+            )
+        if parsed.payload != data:
+            raise TrustError(
+                f"{where}: bad signature: the signature covers different bytes than the file "
+                "(stale or mismatched signature)"
+            )
+        return SignatureCheck(frozenset(), unchecked=True)
     try:
         signed_by = verify_detached(data, envelope, trusted, payload_type=payload_type)
     except VerificationError as exc:

@@ -193,7 +193,7 @@ def test_provenance_holds_no_path_of_the_build_machine(release: Release) -> None
 
 
 def test_building_with_the_development_key_says_so(release: Release) -> None:
-    assert "development key" in release.newer_stderr
+    assert "development signing key" in release.newer_stderr
 
 
 def test_verify_provenance_accepts_the_built_wheel(release: Release) -> None:

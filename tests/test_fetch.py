@@ -329,9 +329,33 @@ def test_refuses_a_bad_signature_even_without_require_signed(
     setup.assert_nothing_written()
 
 
-def test_refuses_a_signature_it_cannot_judge(server: FeedServer, setup: Setup) -> None:
+def test_a_signature_no_key_can_judge_leaves_the_feed_unsigned_and_says_so(
+    server: FeedServer, setup: Setup
+) -> None:
+    # Without trusted keys, a signature vouches for nothing: the feed is what it would be
+    # with the signature removed (an unsigned feed, accepted without --require-signed).
     url = setup.publish(server, v2_feed(1), setup.key)
-    refused(setup.fetch(url, signed=False), "no key is trusted to check it")
+    status, stderr = setup.fetch(url, signed=False)
+    assert status == 0, stderr
+    assert "signature not checked: no trusted keys are configured" in stderr
+    assert setup.out.read_bytes() == v2_feed(1)
+
+
+def test_refuses_a_malformed_signature_even_without_trusted_keys(
+    server: FeedServer, setup: Setup
+) -> None:
+    server.serve("/feed.json", v2_feed(1))
+    server.serve("/feed.json.dsse", b"not an envelope")
+    refused(setup.fetch(server.url("/feed.json"), signed=False), "bad signature")
+    setup.assert_nothing_written()
+
+
+def test_refuses_a_stale_signature_even_without_trusted_keys(
+    server: FeedServer, setup: Setup
+) -> None:
+    server.serve("/feed.json", v2_feed(2, floor="0.70.0"))
+    server.serve("/feed.json.dsse", envelope(v2_feed(1), setup.key))
+    refused(setup.fetch(server.url("/feed.json"), signed=False), "covers different bytes")
     setup.assert_nothing_written()
 
 

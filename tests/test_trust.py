@@ -96,10 +96,27 @@ def test_refuses_a_signature_over_other_bytes(three: list) -> None:
 
 
 def test_check_signature_never_ignores_a_present_signature(three: list) -> None:
-    a, _, _ = three[0]
+    a, _, pa = three[0]
+    stranger = three[1][0]
     data = v2_feed(1)
-    with pytest.raises(TrustError, match="no key is trusted"):
-        trust.check_signature(data, envelope(data, a), None, require_signed=False, source="f")
+    # With trusted keys (and so under --require-signed) a signature must verify.
+    trusted = trust.load_trusted_keys(pa)
+    for required in (False, True):
+        with pytest.raises(TrustError, match="bad signature"):
+            trust.check_signature(
+                data, envelope(data, stranger), trusted, require_signed=required, source="f"
+            )
+    # Without them what needs no key is still checked: the envelope, its type, its bytes.
+    for bad in (b"{}", envelope(v2_feed(2), a), envelope(data, a, payload_type="text/plain")):
+        with pytest.raises(TrustError, match="bad signature"):
+            trust.check_signature(data, bad, None, require_signed=False, source="f")
+    # A well-formed signature of these bytes vouches for nothing then: unsigned, unchecked.
+    unjudged = trust.check_signature(
+        data, envelope(data, a), None, require_signed=False, source="f"
+    )
+    assert not unjudged.signed and unjudged.unchecked
+    with pytest.raises(TrustError):
+        trust.check_signature(data, envelope(data, a), None, require_signed=True, source="f")
     with pytest.raises(TrustError, match="unsigned"):
         trust.check_signature(data, None, None, require_signed=True, source="f")
     assert not trust.check_signature(data, None, None, require_signed=False, source="f").signed

@@ -4,29 +4,32 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
-from floorctl import fetch
+from floorctl import feeds, fetch
 from floorguard._time import parse_ts, utc_now
 from floorguard.errors import FloorguardError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def feed_options(function: F) -> F:
-    """--trusted-keys, --require-signed, --state-file, --now, --max-bytes, --timeout."""
+def feed_options(*, now_help: str) -> Callable[[F], F]:
+    """--trusted-keys, --require-signed, --state-file, --now, --max-bytes, --timeout.
+
+    ``now_help`` is the command's own help for --now (only refresh records it anywhere).
+    """
     options = [
         click.option(
             "--trusted-keys",
             type=click.Path(path_type=Path, dir_okay=False),
             help="Keys trusted to sign feeds: a PEM public key or "
             '{"threshold": N, "keys": [PEM, ...]} (default: the keys installed '
-            "by `floorctl trust rotate`, if any).",
+            "by `floorctl trust rotate`, if any; with none, a signature is not checked "
+            "and a warning says so).",
         ),
         click.option(
             "--require-signed",
@@ -44,27 +47,33 @@ def feed_options(function: F) -> F:
             "--now",
             "now_text",
             metavar="TS",
-            help="Reference time for expiry (RFC 3339; default: the clock). Recorded "
-            "in the update receipt.",
+            help=now_help,
         ),
         click.option(
             "--max-bytes",
-            type=click.IntRange(min=1),
+            type=click.IntRange(min=1, max=feeds.MAX_FEED_BYTES),
+            metavar="N",
             default=fetch.DEFAULT_MAX_BYTES,
             show_default=True,
-            help="Largest feed body accepted from the network (at most 16 MiB).",
+            help="Largest feed body accepted from the network, in bytes (at most "
+            f"{feeds.MAX_FEED_BYTES:,}, 16 MiB; more is a usage error).",
         ),
         click.option(
             "--timeout",
             type=click.FloatRange(min=0, min_open=True),
+            metavar="S",
             default=fetch.DEFAULT_TIMEOUT,
             show_default=True,
             help="Total seconds a download may take, whatever the server does.",
         ),
     ]
-    for option in reversed(options):
-        function = option(function)
-    return function
+
+    def decorate(function: F) -> F:
+        for option in reversed(options):
+            function = option(function)
+        return function
+
+    return decorate
 
 
 def reference_time(now_text: str | None) -> tuple[_dt.datetime, str]:
@@ -75,20 +84,6 @@ def reference_time(now_text: str | None) -> tuple[_dt.datetime, str]:
         return parse_ts(now_text), "--now"
     except FloorguardError as exc:
         raise click.BadParameter(str(exc), param_hint="--now") from exc
-
-
-def progress() -> fetch.Progress | None:
-    """A progress line on stderr for large bodies, only when stderr is a terminal."""
-    if not sys.stderr.isatty():
-        return None
-
-    def show(received: int, total: int | None) -> None:
-        of = f" of {total:,}" if total else ""
-        click.echo(
-            f"\rfloorctl: downloading {received:,}{of} bytes", err=True, nl=received == total
-        )
-
-    return show
 
 
 def environ() -> dict[str, str]:

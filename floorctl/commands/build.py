@@ -91,11 +91,6 @@ def command(
     resolved = keys.resolve_signing_key(
         signing_key, environ, notify=lambda m: notice(f"floorctl: {m}")
     )
-    if signing_key is None and not environ.get("FLOORCTL_SIGNING_KEY"):
-        notice(
-            f"floorctl: signing the provenance with the development key {resolved.path}; "
-            "pass --signing-key for a release"
-        )
     trusted = (
         keys.load_public(receipt_pubkey)
         if receipt_pubkey is not None

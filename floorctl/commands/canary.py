@@ -13,16 +13,21 @@ from floorguard import canary as canary_rules
 from floorguard.chain import AuditChain
 
 
-@click.group("canary")
+@click.group("canary", short_help="Record canary runs; show last-green versions.")
 def canary() -> None:
     """Certify adapter versions by canary runs; last-green never goes below the floor."""
 
 
-@canary.command("record")
-@click.option("--adapter", required=True, help="The adapter the canary ran.")
-@click.option("--version", "version", required=True, help="The adapter version it ran.")
+@canary.command("record", short_help="Seal a canary run into the audit chain.")
+@click.option("--adapter", required=True, metavar="ADAPTER", help="The adapter the canary ran.")
 @click.option(
-    "--result", required=True, type=click.Choice(sorted(canary_rules.RESULTS)), help="pass|fail"
+    "--version", "version", required=True, metavar="VERSION", help="The adapter version it ran."
+)
+@click.option(
+    "--result",
+    required=True,
+    type=click.Choice(sorted(canary_rules.RESULTS)),
+    help="What the canary run concluded.",
 )
 @json_option
 def record(adapter: str, version: str, result: str, as_json: bool) -> None:
@@ -54,7 +59,7 @@ def record(adapter: str, version: str, result: str, as_json: bool) -> None:
         raise click.exceptions.Exit(1)
 
 
-@canary.command("last-green")
+@canary.command("last-green", short_help="Last-green per adapter, from the chain.")
 @json_option
 def last_green(as_json: bool) -> None:
     """Last-green per adapter, rebuilt from the audit chain (verified with its key)."""

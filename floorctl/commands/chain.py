@@ -36,7 +36,7 @@ def parse_time_option(
         raise click.BadParameter(str(exc), ctx=ctx, param=param) from exc
 
 
-@click.group("chain")
+@click.group("chain", short_help="Export chain slices; sign checkpoints.")
 def chain() -> None:
     """The audit chain floorguard writes: export slices of it, sign checkpoints of it."""
 
@@ -45,17 +45,19 @@ _signing_key_option = click.option(
     "--signing-key",
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
     default=None,
-    help="Ed25519 private key (PEM) to sign with; default FLOORCTL_SIGNING_KEY, else the "
-    "local development key.",
+    help="Ed25519 private key (PEM) to sign with; default $FLOORCTL_SIGNING_KEY, else the "
+    "local development key (every use of it is announced on stderr).",
 )
 
 
 def _signed_checkpoint(audit: AuditChain, signing_key: Path | None, last_seq: int | None) -> str:
-    resolved = keys.resolve_signing_key(signing_key, dict(os.environ), notify=notice)
+    resolved = keys.resolve_signing_key(
+        signing_key, dict(os.environ), notify=lambda m: notice(f"floorctl: {m}")
+    )
     return checkpoint.sign(checkpoint.of_chain(audit, last_seq), resolved.key)
 
 
-@chain.command("checkpoint")
+@chain.command("checkpoint", short_help="Sign a checkpoint of the chain's head.")
 @_signing_key_option
 @click.option(
     "--out",
@@ -77,7 +79,7 @@ def checkpoint_command(signing_key: Path | None, out: Path | None) -> None:
     notice(f"wrote a checkpoint to {out}")
 
 
-@chain.command("export")
+@chain.command("export", short_help="Export a slice of the audit chain (JSON Lines).")
 @click.option(
     "--since",
     metavar="TS",

@@ -11,7 +11,7 @@ from floorctl.errors import FloorctlError
 from floorguard import doctor, report_formats
 
 
-@click.command("doctor")
+@click.command("doctor", short_help="Judge every tracked adapter on PATH by the map.")
 @click.option("--strict", is_flag=True, help="Exit 1 on warnings too (ahead_of_last_green).")
 @format_option("text", "json", "sarif", "markdown")
 def command(strict: bool, output_format: str) -> None:

@@ -7,12 +7,13 @@ from pathlib import Path
 import click
 
 from floorctl import fetch, freshness, keys, trust
-from floorctl.commands._feedopts import environ, feed_options, progress, reference_time
-from floorctl.commands._output import emit_json, json_option
+from floorctl.commands import _progress
+from floorctl.commands._feedopts import environ, feed_options, reference_time
+from floorctl.commands._output import emit_json, json_option, notice
 from floorguard._time import format_ts
 
 
-@click.command("fetch")
+@click.command("fetch", short_help="Download a feed, verify it, then write it.")
 @click.argument("url")
 @click.option(
     "--out",
@@ -20,7 +21,10 @@ from floorguard._time import format_ts
     type=click.Path(path_type=Path, dir_okay=False),
     help="Where the verified feed is written (atomically); its signature goes to OUT.dsse.",
 )
-@feed_options
+@feed_options(
+    now_help="Reference time for the feed's expiry (RFC 3339; default: the clock). Fetch "
+    "writes no receipt: the time is only used for this check."
+)
 @json_option
 def command(
     url: str,
@@ -55,7 +59,8 @@ def command(
         state_path=state_file or freshness.default_path(env),
         cache_dir=keys.state_dir(env) / fetch.CACHE_DIR,
         now=now,
-        progress=progress(),
+        progress=_progress.download(),
+        notify=lambda message: notice(f"floorctl: {message}"),
     )
     feed = fetched.feed
     if as_json:

@@ -2,24 +2,26 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import click
 
 from floorctl import atomic, osv, osv_sources
+from floorctl.commands import _progress
 from floorctl.commands._output import emit_json, json_option, notice
 from floorctl.errors import RecordError
 
 
-@click.group("import")
+@click.group("import", short_help="Turn OSV advisories into a feed.")
 def group() -> None:
     """Turn advisories published elsewhere into a floorctl feed."""
 
 
-@group.command("osv")
-@click.argument("sources", nargs=-1, required=True, type=click.Path(path_type=Path))
+@group.command("osv", short_help="OSV records to a schema-3 feed.")
+@click.argument(
+    "sources", nargs=-1, required=True, metavar="SOURCE...", type=click.Path(path_type=Path)
+)
 @click.option(
     "--out",
     required=True,
@@ -53,7 +55,7 @@ def command(
     all.zip). Only npm and PyPI packages that map to an adapter are kept; counts go
     to stderr (and with --json to stdout)."""
     package_map = osv.package_map(packages)
-    progress = _progress if sys.stderr.isatty() else None
+    progress = _progress.counter("import osv", "records read")
 
     def items() -> Iterator[osv_sources.Item]:
         for source in sources:
@@ -75,7 +77,3 @@ def command(
 def _report_invalid(error: RecordError) -> None:
     for source, path, message in error.problems:
         notice(f"floorctl: warning: {source}: {path}: {message}; invalid record skipped")
-
-
-def _progress(count: int) -> None:
-    click.echo(f"floorctl: import osv: {count:,} records read", err=True)

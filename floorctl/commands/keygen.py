@@ -11,7 +11,7 @@ from floorctl.commands._output import emit_json, json_option
 from floorguard import dsse
 
 
-@click.command("keygen")
+@click.command("keygen", short_help="Create an Ed25519 signing key pair.")
 @click.option(
     "--out",
     "out_dir",

@@ -14,7 +14,7 @@ from floorctl.commands.refresh import DEFAULT_MODULE
 from floorguard._time import utc_now
 
 
-@click.command("publish")
+@click.command("publish", short_help="Publish the floor map, signed, for hosts.")
 @click.option(
     "--out",
     "out_dir",
@@ -27,12 +27,13 @@ from floorguard._time import utc_now
     type=click.Path(path_type=Path, dir_okay=False),
     default=DEFAULT_MODULE,
     show_default=True,
-    help="The floor-map module to publish (default layout).",
+    help="The floor-map module to publish.",
 )
 @click.option(
     "--signing-key",
     type=click.Path(path_type=Path, dir_okay=False),
-    help="Publisher's private key (default: $FLOORCTL_SIGNING_KEY, else a dev key).",
+    help="Publisher's private key (default: $FLOORCTL_SIGNING_KEY, else the local "
+    "development key, every use of which is announced on stderr).",
 )
 @click.option(
     "--expires-in",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import difflib
 import functools
 import os
@@ -13,7 +14,8 @@ import click
 
 from floorctl import feeds, fetch, freshness, keys, trust, waivers
 from floorctl import refresh as refreshing
-from floorctl.commands._feedopts import feed_options, progress, reference_time
+from floorctl.commands import _progress
+from floorctl.commands._feedopts import feed_options, reference_time
 from floorctl.commands._output import emit_json, json_option, notice
 from floorctl.errors import StaleModule
 from floorctl.splice import read_module_text
@@ -27,6 +29,18 @@ if TYPE_CHECKING:
     from floorguard.chain import AuditChain
 
 DEFAULT_MODULE = Path("generated/floorguard/floor_map.py")
+# From this many adapters on (all feeds together), a refresh on a terminal says what it does.
+PROGRESS_ADAPTERS = 10_000
+
+
+def recorded_source(source: str) -> str:
+    """How an input is named in the receipt: a URL or a relative path as given, an absolute
+    path relative to the current folder, so that two checkouts of one commit in different
+    folders sign the same predicate (the receipt must not name the build machine's paths).
+    """
+    if fetch.is_url(source) or not os.path.isabs(source):
+        return source
+    return os.path.relpath(source)
 
 
 def _load(
@@ -36,6 +50,7 @@ def _load(
     require_signed: bool,
     limits: fetch.Limits,
     cache_dir: Path,
+    notify: fetch.Notify,
 ) -> tuple[feeds.Feed, fetch.FetchedFeed | None]:
     """A verified feed from a URL (with URL.dsse) or a file (with FEED.dsse beside it)."""
     if fetch.is_url(source):
@@ -45,14 +60,17 @@ def _load(
             require_signed=require_signed,
             limits=limits,
             cache_dir=cache_dir,
-            progress=progress(),
+            progress=_progress.download(),
+            notify=notify,
         )
         return fetched.feed, fetched
-    feed = fetch.read_local(Path(source), trusted=trusted, require_signed=require_signed)
-    return feed, None
+    feed = fetch.read_local(
+        Path(source), trusted=trusted, require_signed=require_signed, notify=notify
+    )
+    return dataclasses.replace(feed, source=recorded_source(source)), None
 
 
-@click.command("refresh")
+@click.command("refresh", short_help="Regenerate the floor map from advisory feeds.")
 @click.option(
     "--feed",
     "sources",
@@ -107,9 +125,13 @@ def _load(
 @click.option(
     "--signing-key",
     type=click.Path(path_type=Path, dir_okay=False),
-    help="Private key for the receipt (default: $FLOORCTL_SIGNING_KEY, else a dev key).",
+    help="Private key for the receipt (default: $FLOORCTL_SIGNING_KEY, else the local "
+    "development key, every use of which is announced on stderr).",
 )
-@feed_options
+@feed_options(
+    now_help="Reference time for the feeds' and waivers' expiry (RFC 3339; default: the "
+    "clock). Recorded in the update receipt."
+)
 @json_option
 def command(
     sources: tuple[str, ...],
@@ -171,11 +193,21 @@ def command(
             require_signed=require_signed,
             limits=limits,
             cache_dir=cache_dir,
+            notify=notify,
         )
         for source in sources
     ]
     loaded = [feed for feed, _ in results]
-    waiver_document = waivers.load_waivers(waivers_file) if waivers_file is not None else None
+    waiver_document = None
+    if waivers_file is not None:
+        waiver_document = waivers.load_waivers(waivers_file)
+        waiver_document = dataclasses.replace(
+            waiver_document, source=recorded_source(waiver_document.source)
+        )
+    # Stage by stage on a terminal, for runs long enough to wonder about.
+    show = None
+    if sum(len(feed.floor_map) for feed in loaded) >= PROGRESS_ADAPTERS:
+        show = _progress.stages("refresh")
     state_path = state_file or freshness.default_path(environ)
 
     def decide() -> tuple[refreshing.RefreshPlan, freshness.FreshnessState]:
@@ -192,8 +224,10 @@ def command(
             reference_time_source=now_source,
             waiver_document=waiver_document,
             archived=functools.partial(refreshing.load_archived_map, module),
+            progress=show,
         )
-        return made, accepted
+        # A template file is named in the receipt like the feeds are.
+        return dataclasses.replace(made, template=recorded_source(made.template)), accepted
 
     outcome = None
     if not write:
@@ -222,7 +256,11 @@ def command(
             refreshing.recover_interrupted(module, chain, notify=notify)
             plan, accepted = decide()
             outcome = refreshing.apply(
-                plan, receipt_out=receipt_out, signing_key=signer, chain=chain if anchor else None
+                plan,
+                receipt_out=receipt_out,
+                signing_key=signer,
+                chain=chain if anchor else None,
+                progress=show,
             )
             # Remembered only once the module is written: a dry run accepts nothing.
             if remembers:

@@ -15,14 +15,15 @@ from floorguard.files import read_regular, read_regular_if_exists
 KINDS = {"feed": trust.FEED_PAYLOAD_TYPE, "trusted-keys": trust.TRUSTED_KEYS_PAYLOAD_TYPE}
 
 
-@click.command("sign")
+@click.command("sign", short_help="Write FILE.dsse, a signature over FILE's bytes.")
 @click.argument(
-    "path", metavar="FEED", type=click.Path(path_type=Path, dir_okay=False, exists=True)
+    "path", metavar="FILE", type=click.Path(path_type=Path, dir_okay=False, exists=True)
 )
 @click.option(
     "--signing-key",
     type=click.Path(path_type=Path, dir_okay=False),
-    help="Private key (default: $FLOORCTL_SIGNING_KEY, else a dev key).",
+    help="Private key (default: $FLOORCTL_SIGNING_KEY, else the local development key, "
+    "every use of which is announced on stderr).",
 )
 @click.option(
     "--kind",
@@ -33,9 +34,10 @@ KINDS = {"feed": trust.FEED_PAYLOAD_TYPE, "trusted-keys": trust.TRUSTED_KEYS_PAY
 )
 @json_option
 def command(path: Path, signing_key: Path | None, kind: str, as_json: bool) -> None:
-    """Write FEED.dsse, a DSSE envelope over the exact bytes of FEED.
+    """Write FILE.dsse, a DSSE envelope over the exact bytes of FILE (a feed, or with
+    --kind trusted-keys a new trusted-keys file).
 
-    If FEED.dsse already signs the same bytes, this key's signature is added to it, so that
+    If FILE.dsse already signs the same bytes, this key's signature is added to it, so that
     the holders of a threshold of keys can sign one after another.
     """
     env = dict(os.environ)

@@ -10,12 +10,12 @@ import click
 from floorctl import trust
 
 
-@click.group("trust")
+@click.group("trust", short_help="Manage the keys trusted to sign feeds.")
 def group() -> None:
     """Manage the keys trusted to sign feeds."""
 
 
-@group.command("rotate")
+@group.command("rotate", short_help="Install new trusted keys signed by the current.")
 @click.option(
     "--current",
     required=True,

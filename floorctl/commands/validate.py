@@ -33,8 +33,10 @@ def _check(path: Path) -> dict[str, object]:
     return {"kind": "feed", "adapters": len(load_feed(path).floor_map)}
 
 
-@click.command("validate")
-@click.argument("feeds", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.command("validate", short_help="Check feeds and waivers documents.")
+@click.argument(
+    "feeds", nargs=-1, required=True, metavar="FILE...", type=click.Path(path_type=Path)
+)
 @json_option
 @click.pass_context
 def command(ctx: click.Context, feeds: tuple[Path, ...], as_json: bool) -> None:

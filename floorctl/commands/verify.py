@@ -12,17 +12,18 @@ from pathlib import Path
 
 import click
 
+from floorctl.commands import _progress
 from floorctl.commands._output import emit_json, emit_rendered, format_option, notice
 from floorctl.commands.chain import parse_time_option
 from floorguard import report_formats, verify_commands, window_proof
 
 
-@click.group("verify")
+@click.group("verify", short_help="Verify receipts and audit-chain slices offline.")
 def verify() -> None:
     """Verify receipts, audit-chain slices and build provenance offline."""
 
 
-@verify.command("chain")
+@verify.command("chain", short_help="Prove no unsafe spawn in a window of a slice.")
 @click.argument("slice_path", metavar="SLICE", type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--since", metavar="TS", callback=parse_time_option, help="Window start, RFC 3339.")
 @click.option("--until", metavar="TS", callback=parse_time_option, help="Window end, RFC 3339.")
@@ -49,6 +50,7 @@ def verify() -> None:
     "--maps",
     "map_dirs",
     multiple=True,
+    metavar="DIR",
     type=click.Path(file_okay=False, exists=True, path_type=Path),
     help="A floor-map archive folder (sha256-<hex>.json); repeatable. Default: floorguard's "
     "own maps and ./generated/floorguard/maps.",
@@ -97,6 +99,7 @@ def verify_chain(
         until=until,
         unauthenticated=unauthenticated,
         notify=lambda message: notice(f"floorctl: {message}"),
+        progress=_progress.counter("verify chain", "records checked"),
     )
     if output_format == "json":
         emit_json(window_proof.report_document(report))

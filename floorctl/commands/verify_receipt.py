@@ -23,8 +23,10 @@ def map_file_hash(path: Path) -> str:
     return verify_commands.map_file_hash(path, module_map_hash)
 
 
-@click.command("receipt")
-@click.argument("receipt_file", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@click.command("receipt", short_help="Verify a receipt's signature and pinned map.")
+@click.argument(
+    "receipt_file", metavar="RECEIPT", type=click.Path(path_type=Path, dir_okay=False, exists=True)
+)
 @click.option(
     "--pubkey",
     type=click.Path(path_type=Path, dir_okay=False, exists=True),

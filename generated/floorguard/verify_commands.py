@@ -222,9 +222,11 @@ def verify_chain(
     until: datetime | None,
     unauthenticated: bool,
     notify: Notify,
+    progress: Callable[[int], None] | None = None,
 ) -> ProofReport:
     """``verify chain``: the window proof of a slice (``-``: standard input) with the
-    commands' defaults (``maps`` empty: :func:`default_map_dirs`). Raises KeyFileError,
+    commands' defaults (``maps`` empty: :func:`default_map_dirs`); ``progress`` hears the
+    count of records checked, now and then (see ``window_proof.prove_path``). Raises KeyFileError,
     VerificationError (an unusable public key), UnreadableFileError and OSError."""
     from floorguard import window_proof
     from floorguard.chain_key import load_key
@@ -243,6 +245,7 @@ def verify_chain(
         )
     return window_proof.prove_path(
         slice_path,
+        progress=progress,
         key=key,
         since=since,
         until=until,

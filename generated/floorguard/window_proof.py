@@ -36,7 +36,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -646,16 +646,45 @@ def prove(
     )
 
 
-def prove_path(path: str | Path, **options: Any) -> ProofReport:
+PROGRESS_EVERY = 50_000
+
+
+def prove_path(
+    path: str | Path,
+    *,
+    progress: Callable[[int], None] | None = None,
+    progress_every: int = PROGRESS_EVERY,
+    **options: Any,
+) -> ProofReport:
     """``prove`` over the slice in a file (``-`` reads standard input).
 
-    Raises UnreadableFileError (not a regular file, unreadable) or OSError while reading.
+    ``progress`` (if any) hears the number of records checked so far, every
+    ``progress_every`` records. Raises UnreadableFileError (not a regular file, unreadable)
+    or OSError while reading.
     """
     if str(path) == "-":
-        return prove(iter_slice_lines(sys.stdin.buffer), **options)
+        return prove(
+            _counted(iter_slice_lines(sys.stdin.buffer), progress, progress_every), **options
+        )
     # Streamed with a cap on each line; a FIFO or device is refused, never waited on.
     with open_regular(path, what="chain slice") as stream:
-        return prove(iter_slice_lines(stream), **options)
+        return prove(_counted(iter_slice_lines(stream), progress, progress_every), **options)
+
+
+def _counted(
+    lines: Iterator[bytes], progress: Callable[[int], None] | None, every: int
+) -> Iterator[bytes]:
+    """``lines``, telling ``progress`` every ``every`` lines (the lines themselves without it)."""
+    if progress is None:
+        return lines
+
+    def counting() -> Iterator[bytes]:
+        for count, line in enumerate(lines, start=1):
+            yield line  # resumed once the verifier is done with this record
+            if count % every == 0:
+                progress(count)
+
+    return counting()
 
 
 def render_text(report: ProofReport) -> str:
