@@ -33,7 +33,7 @@ NOT_HERE = {
     "Attach to the GitHub release": "needs GitHub",
 }
 RUN_HERE = [
-    "Check the receipt pins the map in force",
+    "Find the receipt that pins the map in force",
     "Build the wheel and sdist",
     "Verify the provenance",
     "Publish the signed map",
@@ -52,8 +52,9 @@ def steps() -> list[dict[str, Any]]:
 
 
 class Checkout:
-    """What the workflow's job sees after checkout: generated/, feeds/, the committed
-    receipt and release.pub, refreshed with a newer map signed by the release key."""
+    """What the workflow's job sees after checkout: generated/, the committed receipts (one
+    for the shipped map, one for the newer map in force, as floor-refresh.yml writes them),
+    keys/release.pub and keys/floor-receipts.pub."""
 
     def __init__(self, root: Path) -> None:
         self.root = root / "repo"
@@ -66,14 +67,27 @@ class Checkout:
         done = run_floorctl("keygen", "--out", root / "key", cwd=root, state=self.state)
         assert done.returncode == 0, done.stderr
         self.key = root / "key" / "signing.key"
-        shutil.copyfile(root / "key" / "signing.pub", self.root / "release.pub")
-        feed = raised_feed(root / "feed.json", "aider", "0.70.0")
-        assert feed.read_text() != SHIPPED_FEED.read_text()
-        done = run_floorctl(
-            "refresh", "--feed", feed, "--write", "--receipt-out", "floor_update_receipt.json",
-            "--signing-key", self.key, cwd=self.root, state=self.state,
-        )  # fmt: skip
+        done = run_floorctl("keygen", "--out", root / "receipt-key", cwd=root, state=self.state)
         assert done.returncode == 0, done.stderr
+        (self.root / "keys").mkdir()
+        shutil.copyfile(root / "key" / "signing.pub", self.root / "keys" / "release.pub")
+        shutil.copyfile(
+            root / "receipt-key" / "signing.pub", self.root / "keys" / "floor-receipts.pub"
+        )
+        (self.root / "receipts").mkdir()
+        # An older receipt (the shipped map) and the one of the map in force: the release
+        # must pick the latter.
+        for run_id, feed in enumerate(
+            (SHIPPED_FEED, raised_feed(root / "feed.json", "aider", "0.70.0")), start=1
+        ):
+            done = run_floorctl(
+                "refresh", "--feed", feed, "--write",
+                "--receipt-out", f"receipts/floor-update-{run_id}.json",
+                "--signing-key", root / "receipt-key" / "signing.key",
+                cwd=self.root, state=self.state,
+            )  # fmt: skip
+            assert done.returncode == 0, done.stderr
+        self.receipt = self.root / "receipts" / "floor-update-2.json"
 
     def env(self, job_env: dict[str, str], step_env: dict[str, str]) -> dict[str, str]:
         env = isolated_env(self.state)
@@ -82,6 +96,11 @@ class Checkout:
         # What GitHub provides, or the secret step would have set.
         env["RUNNER_TEMP"] = str(self.runner_temp)
         env["GITHUB_ENV"] = str(self.runner_temp / "github-env")
+        # What earlier steps appended to $GITHUB_ENV, as GitHub passes it on.
+        if (self.runner_temp / "github-env").exists():
+            for line in (self.runner_temp / "github-env").read_text().splitlines():
+                name, _, value = line.partition("=")
+                env[name] = value
         env["FLOORCTL_SIGNING_KEY"] = str(self.key)
         # `floorctl` and `python` are this environment's, as after the install step.
         env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
@@ -139,9 +158,43 @@ def test_the_release_steps_build_verify_and_publish(checkout: Checkout) -> None:
     assert (checkout.root / "published" / "floor-map.json.dsse").is_file()
 
 
+def test_the_release_builds_with_the_receipt_of_the_map_in_force(checkout: Checkout) -> None:
+    job_env = load()["jobs"]["release"]["env"]
+    step = {step.get("name"): step for step in steps()}[
+        "Find the receipt that pins the map in force"
+    ]
+    assert checkout.run(step, job_env).returncode == 0
+    chosen = (checkout.runner_temp / "github-env").read_text()
+    assert chosen == "RECEIPT=receipts/floor-update-2.json\n"
+
+
+@pytest.mark.parametrize("committed", ["only_an_older_map", "signed_by_another_key"])
+def test_the_release_stops_without_a_signed_receipt_for_the_map_in_force(
+    checkout: Checkout, committed: str
+) -> None:
+    job_env = load()["jobs"]["release"]["env"]
+    step = {step.get("name"): step for step in steps()}[
+        "Find the receipt that pins the map in force"
+    ]
+    if committed == "only_an_older_map":
+        checkout.receipt.unlink()
+    else:
+        shutil.copyfile(
+            checkout.root / "keys" / "release.pub", checkout.root / "keys" / "floor-receipts.pub"
+        )
+    done = checkout.run(step, job_env)
+    assert done.returncode == 1
+    assert "no signed update receipt in receipts pins the map in force" in done.stderr
+    assert not (checkout.runner_temp / "github-env").exists()
+
+
 def test_the_verify_step_fails_for_a_changed_wheel(checkout: Checkout) -> None:
     job_env = load()["jobs"]["release"]["env"]
     by_name = {step.get("name"): step for step in steps()}
+    assert (
+        checkout.run(by_name["Find the receipt that pins the map in force"], job_env).returncode
+        == 0
+    )
     assert checkout.run(by_name["Build the wheel and sdist"], job_env).returncode == 0
     (wheel,) = (checkout.root / "dist").glob("*.whl")
     data = bytearray(wheel.read_bytes())
