@@ -1,0 +1,71 @@
+"""Benchmark: ``floorctl refresh --write`` of 100,000 adapters against 10,000, as whole
+processes (the installed console script, receipt signed, into an empty module).
+
+Targets (issue 11): the 100,000-adapter run at most 10x the 10,000 one, and its peak memory
+(maximum resident set size) at most 400 MB. Runs are interleaved, medians compared.
+Run: python -m pytest -m perf tests/perf/test_bench_refresh_scale.py -s
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from helpers.cli import isolated_env
+from helpers.process_bench import FLOORCTL, Run, median, run, user_env
+
+pytestmark = pytest.mark.perf
+
+ROUNDS = 3
+EMPTY_MODULE = '"""Benchmark host."""\n\n# floor-map:begin\n# floor-map:end\n'
+MB = 1000 * 1000
+
+
+def project(root: Path, adapters: int) -> Path:
+    root.mkdir()
+    entries = {
+        f"adapter-{i:06d}": {
+            "min_safe_version": f"{i % 7}.{i % 13}.{i % 17}",
+            "advisory_id": f"BSA-{i:06d}",
+            "note": f"Example advisory {i}: below the floor is unsafe.",
+        }
+        for i in range(adapters)
+    }
+    document = {"schema_version": 1, "adapters": entries}
+    (root / "feed.json").write_text(json.dumps(document, separators=(",", ":")))
+    return root
+
+
+def refresh_write(root: Path, env: dict[str, str], adapters: int) -> Run:
+    module = root / "floor_map.py"
+    module.write_text(EMPTY_MODULE)
+    argv = [FLOORCTL, "refresh", "--feed", "feed.json", "--module", "floor_map.py", "--write"]
+    measured = run([*argv, "--receipt-out", "receipt.dsse"], cwd=root, env=env)
+    assert module.read_text().count('\n    "adapter-') == adapters
+    return measured
+
+
+def test_refresh_of_100000_adapters_is_linear_and_within_400_mb(tmp_path: Path) -> None:
+    env = user_env(isolated_env(tmp_path / "state"))
+    small, large = project(tmp_path / "10k", 10_000), project(tmp_path / "100k", 100_000)
+    refresh_write(small, env, 10_000)  # warm: bytecode written, the development key made
+    smalls, larges = [], []
+    for _ in range(ROUNDS):
+        smalls.append(refresh_write(small, env, 10_000))
+        larges.append(refresh_write(large, env, 100_000))
+    ratio = median(larges, "wall") / median(smalls, "wall")
+    cpu_ratio = median(larges, "cpu") / median(smalls, "cpu")
+    peak = max(r.max_rss for r in larges)
+    print(
+        f"\n{ROUNDS} interleaved runs each, medians: 10,000 adapters"
+        f" {median(smalls, 'wall'):.2f} s wall ({median(smalls, 'cpu'):.2f} s CPU,"
+        f" peak {max(r.max_rss for r in smalls) / MB:.0f} MB); 100,000 adapters"
+        f" {median(larges, 'wall'):.2f} s wall ({median(larges, 'cpu'):.2f} s CPU,"
+        f" peak {peak / MB:.0f} MB)"
+        f"\nratio {ratio:.1f}x wall, {cpu_ratio:.1f}x CPU (target <= 10x);"
+        f" peak {peak / MB:.0f} MB (target <= 400 MB); load average {os.getloadavg()[0]:.1f}"
+    )
+    assert ratio <= 10
+    assert peak <= 400 * MB
