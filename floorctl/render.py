@@ -439,7 +439,7 @@ _PARSE_FAILURES = (SyntaxError, ValueError, RecursionError, MemoryError)
 # ast.parse of a 100,000-adapter block holds some 800 MB of syntax tree at once. A block of
 # the shape floorctl renders (``NAME ... = {`` on one line, the entries, ``}`` alone on a
 # line) is read instead as: the text with the entries' lines blanked (same line numbers),
-# parsed whole, plus the entries' lines in pieces of about _CHUNK_LINES, each parsed on its
+# parsed whole, plus the entries' lines in pieces of about _CHUNK_CHARS, each parsed on its
 # own inside ``{`` and ``}``. That reads exactly what one ast.parse reads: the blanked
 # parse shows the ``{`` opens a dict display that the ``}`` line closes, and the tokenizer
 # starts every piece in the state a piece parsed inside ``{``...``}`` starts in (inside one
@@ -449,8 +449,12 @@ _PARSE_FAILURES = (SyntaxError, ValueError, RecursionError, MemoryError)
 # a duplicate key, any other problem) is read the plain way, whose answer and messages are
 # authoritative: the pieces only ever stand in for a plain reading that succeeds.
 
-_CHUNK_LINES = 16384
-_ENTRIES_OPENERS = tuple(f"{layout.entries_name}" for layout in LAYOUTS.values())
+# About this many characters per piece (some 4,000 entries): a few MB of syntax tree.
+_CHUNK_CHARS = 512 * 1024
+_OPENER = re.compile(
+    "^(?:" + "|".join(layout.entries_name for layout in LAYOUTS.values()) + r")[^\n]*\{\n",
+    re.MULTILINE,
+)
 
 
 class _NotLean(Exception):
@@ -459,7 +463,10 @@ class _NotLean(Exception):
 
 @dataclass(frozen=True)
 class _Piece:
-    text: str
+    """Whole lines of the entries, ``source[start:end]``; ``lines`` of them."""
+
+    start: int
+    end: int
     lines: int
     last_line: str
 
@@ -471,6 +478,7 @@ class _Cut:
     ``open_line`` and ``close_line`` are the 1-based numbers of the ``NAME ... = {`` line
     and the ``}`` line; ``brace_col`` the UTF-8 offset of the ``{``."""
 
+    source: str
     text: str
     open_line: int
     close_line: int
@@ -478,35 +486,37 @@ class _Cut:
     pieces: tuple[_Piece, ...]
 
 
-def _cut(lines: list[str], start: int, stop: int) -> _Cut | None:
-    """The cut of ``lines`` whose entries' dict opens between ``start`` and ``stop`` (0-based
-    line indexes), or None when the block does not have floorctl's shape there."""
-    opening = next(
-        (
-            i
-            for i in range(start, stop)
-            if lines[i].startswith(_ENTRIES_OPENERS) and lines[i].endswith("{\n")
-        ),
-        None,
-    )
-    if opening is None:
+def _cut(source: str, start: int, stop: int) -> _Cut | None:
+    """The cut of ``source`` whose entries' dict lies between the offsets ``start`` and
+    ``stop`` (each at a line start), or None when there is no block of floorctl's shape."""
+    opener = _OPENER.search(source, start, stop)
+    if opener is None:
         return None
-    closing = next((i for i in range(opening + 1, stop) if lines[i] == "}\n"), None)
-    if closing is None or closing == opening + 1:
+    body = opener.end()
+    # The "}" line: the first one after the opener, within the block.
+    newline = source.find("\n}\n", body - 1, stop)
+    if newline < body:  # none, or right after the opener (an empty dict)
         return None
+    close = newline + 1
     pieces: list[_Piece] = []
-    first = opening + 1
-    for i in range(first, closing + 1):
-        # A piece ends before the line of an item's key (indented by 4), or at the end.
-        if i == closing or (i - first >= _CHUNK_LINES and lines[i].startswith('    "')):
-            pieces.append(_Piece("".join(lines[first:i]), i - first, lines[i - 1]))
-            first = i
-    text = "".join([*lines[: opening + 1], "\n" * (closing - opening - 1), *lines[closing:]])
+    first = body
+    while first < close:
+        # A piece ends before the line of an item's key (indented by 4), or at the "}".
+        cut = source.find('\n    "', first + _CHUNK_CHARS - 1, close)
+        end = close if cut < 0 else cut + 1
+        last_start = source.rfind("\n", first, end - 1) + 1
+        pieces.append(
+            _Piece(first, end, source.count("\n", first, end), source[max(first, last_start) : end])
+        )
+        first = end
+    blanked = source.count("\n", body, close)
+    open_line = source.count("\n", 0, opener.start()) + 1
     return _Cut(
-        text=text,
-        open_line=opening + 1,
-        close_line=closing + 1,
-        brace_col=len(lines[opening].encode("utf-8")) - 2,
+        source=source,
+        text=source[:body] + "\n" * blanked + source[close:],
+        open_line=open_line,
+        close_line=open_line + blanked + 1,
+        brace_col=len(opener.group().encode("utf-8")) - 2,
         pieces=tuple(pieces),
     )
 
@@ -526,7 +536,8 @@ def _cut_entries(layout: Layout, node: ast.expr, cut: _Cut) -> Entries:
     last = len(cut.pieces) - 1
     for number, piece in enumerate(cut.pieces):
         try:
-            tree = ast.parse("{\n" + piece.text + "}", mode="eval")
+            text = cut.source[piece.start : piece.end]
+            tree = ast.parse("{\n" + text + "}", mode="eval")
             body = tree.body
             if not isinstance(body, ast.Dict):
                 raise _NotLean
@@ -596,8 +607,7 @@ def _read_block_plain(block: str, source: str, *, first_line: int = 1) -> BlockD
 
 def _read_block_in_pieces(block: str) -> BlockData | None:
     """``read_block``'s answer, the entries read in pieces; None: read it the plain way."""
-    lines = split_lines(block)
-    cut = _cut(lines, 0, len(lines))
+    cut = _cut(block, 0, len(block))
     if cut is None:
         return None
     try:
@@ -689,9 +699,8 @@ def _read_module_in_pieces(
 ) -> BlockData | None:
     """``read_module``'s reading of the block between the marker lines ``first`` and
     ``last`` (1-based), the entries read in pieces; None: read it the plain way."""
-    lines = split_lines(text)
-    # The block's lines, 0-based: from just after the begin marker to just before the end.
-    cut = _cut(lines, first, last - 1)
+    block_start = len(split.before) + len(split.begin_line)
+    cut = _cut(text, block_start, block_start + len(split.block))
     if cut is None:
         return None
     try:
@@ -862,6 +871,7 @@ def _render(template: Template, data: Entries, *, map_hash: str, map_version: in
         )
     except Exception as exc:  # a template from a path may fail in any way: refuse, don't crash
         raise RenderError(f"{origin} failed to render: {exc}") from exc
+    del literal_entries  # rendered: not held while the block is read back
 
     if "\r" in block:
         raise RenderError(f"{origin} produced a carriage return")

@@ -61,8 +61,7 @@ def read(block: str) -> Any:
 
 
 def pieces_of(block: str) -> int:
-    lines = split_lines(block)
-    cut = render._cut(lines, 0, len(lines))
+    cut = render._cut(block, 0, len(block))
     return 0 if cut is None else len(cut.pieces)
 
 
@@ -114,11 +113,11 @@ EDITS = [
 def test_no_edit_at_a_cut_makes_the_pieces_read_other_than_one_parse(
     layout: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Pieces of a few lines, so that a small block has many cuts to edit around.
-    monkeypatch.setattr(render, "_CHUNK_LINES", 12)
+    # Pieces of a few entries, so that a small block has many cuts to edit around.
+    monkeypatch.setattr(render, "_CHUNK_CHARS", 400)
     block = block_of(40, layout)
     lines = split_lines(block)
-    cut = render._cut(lines, 0, len(lines))
+    cut = render._cut(block, 0, len(block))
     assert cut is not None and len(cut.pieces) > 10
     ends, at = [cut.open_line - 1, cut.close_line - 1], cut.open_line
     for piece in cut.pieces:
@@ -143,7 +142,7 @@ def test_no_edit_at_a_cut_makes_the_pieces_read_other_than_one_parse(
 def test_a_key_given_twice_across_pieces_is_refused_as_one_parse_refuses_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(render, "_CHUNK_LINES", 12)
+    monkeypatch.setattr(render, "_CHUNK_CHARS", 400)
     block = block_of(40)
     twice = block.replace('"adapter-00039"', '"adapter-00002"')
     assert render._read_block_in_pieces(twice) is None
@@ -155,7 +154,7 @@ def test_a_string_spanning_a_cut_is_read_as_one_parse_reads_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # A triple-quoted note holding what looks like the end of the dict and more entries.
-    monkeypatch.setattr(render, "_CHUNK_LINES", 12)
+    monkeypatch.setattr(render, "_CHUNK_CHARS", 400)
     block = block_of(40)
     hidden = block.replace(
         '"note": "Upgrade: below the floor is unsafe.",',
