@@ -5,7 +5,8 @@ The block is data only. Values reach a template already written as Python litera
 then passes the same gate a block read from disk does (:func:`read_block`): it is parsed
 with :mod:`ast`, never imported or executed, and refused unless it holds exactly the
 assignments of literals one of the known layouts names, reading back to exactly the data
-that was rendered. A custom template given by path is held to the same gate.
+that was rendered. A custom template given by path is held to the same gate. A large
+block is parsed in pieces that provably read as one parse of it does (memory stays bounded).
 """
 
 from __future__ import annotations

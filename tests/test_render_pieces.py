@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from floorctl import render
 from floorctl.errors import ModuleError
@@ -165,3 +167,28 @@ def test_a_string_spanning_a_cut_is_read_as_one_parse_reads_it(
     assert data.entries["adapter-00000"]["note"] == 'x\n}\n    "adapter-99999": {\n'
     assert "adapter-99999" not in data.entries
     assert read_block(hidden, "b") == data
+
+
+# Any text as names and fields: quotes, escapes, template syntax, marker-like lines too.
+text = st.text(st.characters(exclude_categories=("Cs",)), max_size=30) | st.sampled_from(
+    ['"""', "'''", "}", "    },", '    "x": {', "\\", "{{ x }}", "\n}\n", "# }", "\u2028"]
+)
+floor = st.fixed_dictionaries({"min_safe_version": text, "advisory_id": text, "note": text})
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.dictionaries(text, floor, min_size=1, max_size=30), chunk=st.integers(1, 300))
+def test_any_rendered_block_reads_in_pieces_as_one_parse_reads_it(
+    data: dict[str, dict[str, str]], chunk: int
+) -> None:
+    saved = render._CHUNK_CHARS
+    render._CHUNK_CHARS = chunk  # small pieces, many cuts (hypothesis: no monkeypatch)
+    try:
+        for layout in (FLOORGUARD, BERNSTEIN):
+            block = render.render_block(load_template(layout), data, map_version=1)
+            in_pieces = render._read_block_in_pieces(block)
+            assert in_pieces is not None
+            assert in_pieces == render._read_block_plain(block, "b")
+            assert in_pieces.entries == data
+    finally:
+        render._CHUNK_CHARS = saved
