@@ -293,8 +293,9 @@ def _floor_diff(old: FloorMap, new: FloorMap) -> MapDiff:
         if _floor_lowered(was, now):
             lowered.append(name)
     return MapDiff(
-        added=tuple(sorted(new.keys() - old.keys())),
-        removed=tuple(sorted(old.keys() - new.keys())),
+        # In the maps' own (sorted) order, which sorts in one pass, not the sets' order.
+        added=tuple(sorted([name for name in new if name not in old])),
+        removed=tuple(sorted([name for name in old if name not in new])),
         changed=tuple(changed),
         lowered=tuple(lowered),
     )

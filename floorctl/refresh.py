@@ -224,6 +224,11 @@ def update_receipt(refresh: RefreshPlan, *, ts: str | None = None) -> dict[str, 
     from floorguard import receipts  # noqa: PLC0415
     from floorguard.chain import MAX_RECEIPT_BYTES, canonical_json  # noqa: PLC0415
 
+    # The receipt's canonical JSON holds the map's: a map larger than a record is named by
+    # reference without writing the whole receipt out (or the map into it) first.
+    too_large = (
+        refresh.new_map_canonical is not None and len(refresh.new_map_canonical) > MAX_RECEIPT_BYTES
+    )
     freshness: dict[str, Any] = {}
     if refresh.reference_time is not None:
         freshness = {
@@ -238,7 +243,8 @@ def update_receipt(refresh: RefreshPlan, *, ts: str | None = None) -> dict[str, 
             "new_floor_map_hash": refresh.new_hash,
             "old_map_version": refresh.old_version,
             "new_map_version": refresh.new_version,
-            "new_floor_map": to_entries(refresh.new_map),
+            # (_by_reference drops it; a map too large is not even built into it.)
+            **({} if too_large else {"new_floor_map": to_entries(refresh.new_map)}),
             "diff": refresh.diff.to_json(),
             "downgrade": refresh.diff.is_downgrade,
             "downgrade_allowed": refresh.downgrade_allowed,
@@ -253,11 +259,6 @@ def update_receipt(refresh: RefreshPlan, *, ts: str | None = None) -> dict[str, 
             "template": refresh.template,
         },
         ts=ts,
-    )
-    # The receipt's canonical JSON holds the map's: a map larger than a record is decided
-    # without writing the whole receipt out.
-    too_large = (
-        refresh.new_map_canonical is not None and len(refresh.new_map_canonical) > MAX_RECEIPT_BYTES
     )
     if not too_large and len(canonical_json(receipt).encode("utf-8")) <= MAX_RECEIPT_BYTES:
         return receipt

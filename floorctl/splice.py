@@ -121,7 +121,8 @@ def splice(split: SplitModule, new_block: str) -> str:
         new_block += "\n"
     if split.newline != "\n":
         new_block = new_block.replace("\n", split.newline)
-    return split.before + split.begin_line + new_block + split.end_line + split.after
+    # One join: one copy of a large module, not one per piece.
+    return "".join((split.before, split.begin_line, new_block, split.end_line, split.after))
 
 
 def read_module_text(path: Path) -> str:
