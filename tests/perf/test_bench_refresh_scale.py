@@ -2,7 +2,10 @@
 processes (the installed console script, receipt signed, into an empty module).
 
 Targets (issue 11): the 100,000-adapter run at most 10x the 10,000 one, and its peak memory
-(maximum resident set size) at most 400 MB. Runs are interleaved, medians compared.
+(maximum resident set size) at most 400 MB. Runs are interleaved, medians compared. Both
+wall and CPU time (user + system of the process) are printed; the ratio is asserted on CPU
+time, which on a shared machine does not count the neighbours (the command waits on nothing
+but the disk, so the two agree on an idle one).
 Run: python -m pytest -m perf tests/perf/test_bench_refresh_scale.py -s
 """
 
@@ -18,7 +21,7 @@ from helpers.process_bench import FLOORCTL, Run, median, run, user_env
 
 pytestmark = pytest.mark.perf
 
-ROUNDS = 3
+ROUNDS = 5
 EMPTY_MODULE = '"""Benchmark host."""\n\n# floor-map:begin\n# floor-map:end\n'
 MB = 1000 * 1000
 
@@ -64,8 +67,8 @@ def test_refresh_of_100000_adapters_is_linear_and_within_400_mb(tmp_path: Path) 
         f" peak {max(r.max_rss for r in smalls) / MB:.0f} MB); 100,000 adapters"
         f" {median(larges, 'wall'):.2f} s wall ({median(larges, 'cpu'):.2f} s CPU,"
         f" peak {peak / MB:.0f} MB)"
-        f"\nratio {ratio:.1f}x wall, {cpu_ratio:.1f}x CPU (target <= 10x);"
+        f"\nratio {ratio:.1f}x wall, {cpu_ratio:.1f}x CPU (target <= 10x, asserted on CPU);"
         f" peak {peak / MB:.0f} MB (target <= 400 MB); load average {os.getloadavg()[0]:.1f}"
     )
-    assert ratio <= 10
+    assert cpu_ratio <= 10
     assert peak <= 400 * MB
