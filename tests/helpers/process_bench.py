@@ -45,7 +45,8 @@ def run(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> Run:
     wall = time.perf_counter() - started
     process.returncode = os.waitstatus_to_exitcode(status)
     assert process.returncode == 0, (argv, errors.decode(errors="replace"))
-    # ru_maxrss is in KiB on Linux.
+    # ru_maxrss is in KiB on Linux. It counts the pages of this process too until the child
+    # execs (it is forked from it), so a caller measuring memory must stay small itself.
     return Run(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024)
 
 
