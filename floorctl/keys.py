@@ -9,9 +9,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from typing import TYPE_CHECKING
 
 from floorctl import atomic
 from floorctl.errors import OutputError, SigningError
@@ -19,6 +17,12 @@ from floorguard import dsse
 from floorguard.errors import UnreadableFileError, VerificationError
 from floorguard.files import read_regular
 from floorguard.verify_commands import floorctl_state_dir
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+        Ed25519PrivateKey,
+        Ed25519PublicKey,
+    )
 
 PRIVATE_NAME = "signing.key"
 PUBLIC_NAME = "signing.pub"
@@ -41,6 +45,13 @@ def generate(out_dir: Path) -> tuple[Path, Path]:
         # lexists: a dangling link is something at that name too, and is never followed.
         if os.path.lexists(path):
             raise SigningError(f"{path}: already exists; refusing to overwrite a key")
+    # cryptography is imported where keys are made or read: commands that only read feeds
+    # (refresh --check, validate) never load it.
+    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import (  # noqa: PLC0415
+        Ed25519PrivateKey,
+    )
+
     out_dir.mkdir(parents=True, exist_ok=True)
     key = Ed25519PrivateKey.generate()
     private_pem = key.private_bytes(
@@ -58,6 +69,8 @@ def generate(out_dir: Path) -> tuple[Path, Path]:
 
 
 def public_pem(key: Ed25519PublicKey) -> bytes:
+    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
+
     return key.public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
@@ -72,6 +85,11 @@ def _read_small(path: Path) -> bytes:
 
 def load_private(path: Path) -> Ed25519PrivateKey:
     """Load a private key written by keygen. Raises SigningError."""
+    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import (  # noqa: PLC0415
+        Ed25519PrivateKey,
+    )
+
     data = _read_small(path)
     try:
         key = serialization.load_pem_private_key(data, password=None)

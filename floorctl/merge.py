@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from floorctl import advisories, coverage
 from floorctl.errors import MergeConflict
 from floorguard import versions
 from floorguard.catalog import ecosystem_of
-from floorguard.map_model import Advisory, FloorMap, RangeAdvisory, from_entries, to_entries
+from floorguard.map_model import Advisory, FloorMap, RangeAdvisory, from_entries
 
 FIELDS = ("min_safe_version", "advisory_id", "note")
 
@@ -54,13 +55,39 @@ def merge(feeds: Sequence[tuple[str, FloorMap]]) -> Merged:
     for source, floor_map in feeds:
         for name, claim in floor_map.items():
             seen.setdefault(name, []).append((source, claim))
+    kept: dict[str, Advisory] = {}
     merged: dict[str, dict[str, Any]] = {}
     conflicts: list[Conflict] = []
     for name, claims in sorted(seen.items()):
+        sole = _sole_floor(name, claims)
+        if sole is not None:
+            kept[name] = sole
+            continue
         merged[name], conflict = _merge_adapter(name, claims)
         if conflict is not None:
             conflicts.append(conflict)
-    return Merged(from_entries(merged), tuple(conflicts))
+    if not kept:
+        return Merged(from_entries(merged), tuple(conflicts))
+    kept.update(from_entries(merged))
+    return Merged(MappingProxyType(dict(sorted(kept.items()))), tuple(conflicts))
+
+
+def _sole_floor(name: str, claims: list[tuple[str, Advisory]]) -> Advisory | None:
+    """The claim itself when it is the only one on ``name``, a floor alone that is a
+    version in the adapter's order: ``_merge_adapter`` would rebuild exactly it (an
+    entry of a feed's map is read once, not once more per merge). Else None."""
+    if len(claims) != 1:
+        return None
+    claim = claims[0][1]
+    if (
+        claim.extended
+        or claim.adapter != name
+        or not isinstance(claim.min_safe_version, str)
+        or not isinstance(claim.advisory_id, str)
+        or not isinstance(claim.note, str)
+    ):
+        return None
+    return claim if versions.is_valid(claim.min_safe_version, ecosystem_of(name)) else None
 
 
 def _merge_adapter(
@@ -254,19 +281,21 @@ def diff(old: FloorMap, new: FloorMap) -> MapDiff:
 
 def _floor_diff(old: FloorMap, new: FloorMap) -> MapDiff:
     """Maps of floors only: exactly the diff (and receipt bytes) of schema 1 and 2."""
-    old_entries, new_entries = to_entries(old), to_entries(new)
+    # A floor-only entry's JSON form is exactly its three floor fields.
     changed: list[Change] = []
     lowered: list[str] = []
-    for name in sorted(set(old_entries) & set(new_entries)):
+    for name in sorted(old.keys() & new.keys()):
+        was, now = old[name], new[name]
         for field_name in FIELDS:
-            before, after = old_entries[name][field_name], new_entries[name][field_name]
+            before, after = getattr(was, field_name), getattr(now, field_name)
             if before != after:
                 changed.append({"adapter": name, "field": field_name, "old": before, "new": after})
-        if _floor_lowered(old[name], new[name]):
+        if _floor_lowered(was, now):
             lowered.append(name)
     return MapDiff(
-        added=tuple(sorted(set(new_entries) - set(old_entries))),
-        removed=tuple(sorted(set(old_entries) - set(new_entries))),
+        # In the maps' own (sorted) order, which sorts in one pass, not the sets' order.
+        added=tuple(sorted([name for name in new if name not in old])),
+        removed=tuple(sorted([name for name in old if name not in new])),
         changed=tuple(changed),
         lowered=tuple(lowered),
     )

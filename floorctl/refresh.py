@@ -11,11 +11,12 @@ import contextlib
 import json
 import os
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from floorctl import atomic, locking, merge, render, splice, waivers
+from floorctl.bulk import without_cyclic_gc
 from floorctl.errors import (
     ConcurrentUpdate,
     DowngradeRefused,
@@ -25,10 +26,8 @@ from floorctl.errors import (
 )
 from floorctl.feeds import Feed
 from floorctl.waivers import WaiversDocument
-from floorguard import receipts
-from floorguard._canonical import canonical_bytes, content_address
+from floorguard._canonical import canonical_bytes, content_address, sha256_digest
 from floorguard._time import parse_ts
-from floorguard.chain import MAX_RECEIPT_BYTES, canonical_json
 from floorguard.errors import FloorMapError, UnreadableFileError
 from floorguard.files import MAX_MAP_BYTES, read_regular
 from floorguard.map_model import FloorMap, floor_map_hash, from_entries, to_entries
@@ -70,6 +69,9 @@ class RefreshPlan:
     # archived map its stated hash vouches for) or BASELINE_EDITED (a hand-edited block
     # whose vouched map is not archived; only with --allow-downgrade).
     baseline: str = "block"
+    # The new map's canonical JSON (what its hash is of), made once for the hash, the
+    # archive and the receipt's size.
+    new_map_canonical: bytes | None = field(default=None, repr=False, compare=False)
 
     @property
     def stale(self) -> bool:
@@ -82,6 +84,7 @@ BASELINE_ARCHIVE = "archived_map"
 BASELINE_EDITED = "hand_edited_block"
 
 
+@without_cyclic_gc
 def plan(
     feeds: Sequence[Feed],
     module: Path,
@@ -147,15 +150,16 @@ def plan(
             f"{against if baseline == BASELINE_ARCHIVE else ''}; "
             "pass --allow-downgrade to accept it (the receipt records that)"
         )
-    new_hash = floor_map_hash(new_map)
+    new_canonical = canonical_bytes(to_entries(new_map))
+    new_hash = sha256_digest(new_canonical)  # floor_map_hash(new_map), from these bytes
     unchanged = changes.empty and not drift and current.stated_hash == new_hash
     new_version = current.map_version if unchanged else current.map_version + 1
     new_text = module_text
     if not unchanged:
         if progress is not None:
             progress(f"rendering {len(new_map):,} adapters")
-        block = render.render_block(
-            template, to_entries(new_map), map_hash=new_hash, map_version=new_version
+        block = render.render_floor_map(
+            template, new_map, map_hash=new_hash, map_version=new_version
         )
         new_text = splice.splice(split, block)
     return RefreshPlan(
@@ -180,6 +184,7 @@ def plan(
         reference_time_source=reference_time_source,
         waivers=waiver_document,
         baseline=baseline,
+        new_map_canonical=new_canonical,
     )
 
 
@@ -211,6 +216,7 @@ def _with_waivers(
     return waivers.attach(merged, document, at=parse_ts(reference_time))
 
 
+@without_cyclic_gc
 def update_receipt(refresh: RefreshPlan, *, ts: str | None = None) -> dict[str, Any]:
     """The floor-update receipt binding the old and new floor-map hashes.
 
@@ -222,6 +228,15 @@ def update_receipt(refresh: RefreshPlan, *, ts: str | None = None) -> dict[str, 
     and carries the content addresses of its diff and conflicts instead of the lists;
     see ``receipts.map_by_reference``.
     """
+    # Imported here, as in ``apply``: a dry run or --check signs and anchors nothing.
+    from floorguard import receipts  # noqa: PLC0415
+    from floorguard.chain import MAX_RECEIPT_BYTES, canonical_json  # noqa: PLC0415
+
+    # The receipt's canonical JSON holds the map's: a map larger than a record is named by
+    # reference without writing the whole receipt out (or the map into it) first.
+    too_large = (
+        refresh.new_map_canonical is not None and len(refresh.new_map_canonical) > MAX_RECEIPT_BYTES
+    )
     freshness: dict[str, Any] = {}
     if refresh.reference_time is not None:
         freshness = {
@@ -236,7 +251,8 @@ def update_receipt(refresh: RefreshPlan, *, ts: str | None = None) -> dict[str, 
             "new_floor_map_hash": refresh.new_hash,
             "old_map_version": refresh.old_version,
             "new_map_version": refresh.new_version,
-            "new_floor_map": to_entries(refresh.new_map),
+            # (_by_reference drops it; a map too large is not even built into it.)
+            **({} if too_large else {"new_floor_map": to_entries(refresh.new_map)}),
             "diff": refresh.diff.to_json(),
             "downgrade": refresh.diff.is_downgrade,
             "downgrade_allowed": refresh.downgrade_allowed,
@@ -252,7 +268,7 @@ def update_receipt(refresh: RefreshPlan, *, ts: str | None = None) -> dict[str, 
         },
         ts=ts,
     )
-    if len(canonical_json(receipt).encode("utf-8")) <= MAX_RECEIPT_BYTES:
+    if not too_large and len(canonical_json(receipt).encode("utf-8")) <= MAX_RECEIPT_BYTES:
         return receipt
     return _by_reference(receipt, refresh)
 
@@ -296,15 +312,21 @@ def archive_path(module: Path, map_hash: str) -> Path:
     return module.parent / ARCHIVE_DIR / (map_hash.replace(":", "-") + ".json")
 
 
-def archive_map(module: Path, floor_map: FloorMap) -> Path:
-    """Keep a map as canonical JSON under its own hash, so old receipts stay resolvable."""
-    path = archive_path(module, floor_map_hash(floor_map))
+@without_cyclic_gc
+def archive_map(module: Path, floor_map: FloorMap, *, canonical: bytes | None = None) -> Path:
+    """Keep a map as canonical JSON under its own hash, so old receipts stay resolvable.
+
+    ``canonical``: the map's canonical bytes, when the caller made them already.
+    """
+    # The bytes and their digest (the map's hash) in one canonicalisation.
+    data = canonical if canonical is not None else canonical_bytes(to_entries(floor_map))
+    path = archive_path(module, sha256_digest(data))
     # A regular file is content-addressed: if it is there, it holds these bytes (verifiers
     # re-hash it anyway). Anything else at that name (a link) is replaced, never followed.
     if not path.is_symlink() and path.is_file():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic.write_atomic(path, canonical_bytes(to_entries(floor_map)), mode=atomic.DEFAULT_MODE)
+    atomic.write_atomic(path, data, mode=atomic.DEFAULT_MODE)
     return path
 
 
@@ -434,6 +456,8 @@ def apply(
     Raises ConcurrentUpdate if the module no longer holds the text the plan was made from.
     ``progress`` (if any) hears the name of each stage as it starts.
     """
+    from floorguard import receipts  # noqa: PLC0415
+
     if progress is not None and (receipt_out or chain):
         progress("sealing the update receipt")
     receipt = update_receipt(refresh) if (receipt_out or chain) else None
@@ -450,7 +474,7 @@ def apply(
         refuse_symlinked_module(refresh.module)
         if not refresh.drift:
             archive_map(refresh.module, refresh.old_map)
-        archive_map(refresh.module, refresh.new_map)
+        archive_map(refresh.module, refresh.new_map, canonical=refresh.new_map_canonical)
     targets = [receipt_out] if envelope is not None and receipt_out is not None else []
     targets += [refresh.module] if refresh.stale else []
     backups = {refresh.module: undo_path(refresh.module)}

@@ -5,27 +5,24 @@ The block is data only. Values reach a template already written as Python litera
 then passes the same gate a block read from disk does (:func:`read_block`): it is parsed
 with :mod:`ast`, never imported or executed, and refused unless it holds exactly the
 assignments of literals one of the known layouts names, reading back to exactly the data
-that was rendered. A custom template given by path is held to the same gate.
+that was rendered. A custom template given by path is held to the same gate. A large
+block is parsed in pieces that provably read as one parse of it does (memory stays bounded).
 """
 
 from __future__ import annotations
 
 import ast
-import contextlib
-import gc
 import importlib.resources
 import io
 import os
 import re
 import tokenize
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jinja2
-from jinja2.sandbox import ImmutableSandboxedEnvironment
-
+from floorctl.bulk import cyclic_gc_paused
 from floorctl.errors import ModuleError, RenderError
 from floorctl.splice import BEGIN, END, SplitModule, split_lines, split_module
 from floorguard._canonical import content_address
@@ -34,9 +31,13 @@ from floorguard.files import read_regular
 from floorguard.map_model import (
     ENTRY_FIELDS,
     EXTENDED_FIELDS,
+    FloorMap,
     from_entries,
     to_entries,
 )
+
+if TYPE_CHECKING:
+    import jinja2
 
 FLOORGUARD = "floorguard"
 BERNSTEIN = "bernstein"
@@ -97,6 +98,7 @@ BERNSTEIN_LAYOUT = Layout(
 )
 LAYOUTS: Mapping[str, Layout] = {FLOORGUARD: FLOORGUARD_LAYOUT, BERNSTEIN: BERNSTEIN_LAYOUT}
 
+_FLOOR_KEYS = frozenset(ENTRY_FIELDS)
 _ADVISORY_CALL = "AdapterAdvisory"
 _CALL_KEYWORDS = frozenset({"adapter", *ENTRY_FIELDS})
 
@@ -176,13 +178,15 @@ def py_literal(value: str | int) -> str:
     literal is always one line and evaluates back to exactly ``value``. Raises RenderError
     for a bool, a negative int or another type.
     """
+    if type(value) is str and value.isprintable():  # the common case, at C speed
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
     if isinstance(value, bool) or not isinstance(value, str | int):
         raise RenderError(f"cannot write {type(value).__name__} as a floor-map literal")
     if isinstance(value, int):
         if value < 0:
             raise RenderError(f"cannot write negative number {value} as a floor-map literal")
         return str(value)
-    if value.isprintable():  # the common case, at C speed
+    if value.isprintable():  # a str subclass
         return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
     return '"' + "".join(_escape_char(ch) for ch in value) + '"'
 
@@ -261,7 +265,10 @@ def _dict_items(node: ast.expr, what: str) -> list[tuple[str, ast.expr]]:
     for key_node, value_node in zip(node.keys, node.values, strict=True):
         if key_node is None:
             raise _NotData(value_node, f"{what} unpacks another mapping (**)")
-        key = _str(key_node, f"a key of {what}")
+        if isinstance(key_node, ast.Constant) and type(key_node.value) is str:
+            key = key_node.value  # _str's check, without making its message
+        else:
+            key = _str(key_node, f"a key of {what}")
         if key in seen:
             raise _NotData(key_node, f"{what} has the key {key!r} twice")
         seen.add(key)
@@ -285,9 +292,12 @@ def _literal(node: ast.expr, what: str, depth: int) -> Any:
 
 
 def _dict_entry(adapter: str, node: ast.expr) -> dict[str, Any]:
+    floor = _floor_entry(node)
+    if floor is not None:
+        return floor
     what = f"the entry of {adapter!r}"
     fields = dict(_dict_items(node, what))
-    if set(fields) == set(ENTRY_FIELDS):
+    if fields.keys() == _FLOOR_KEYS:
         return {name: _str(fields[name], f"{name} of {adapter!r}") for name in ENTRY_FIELDS}
     if not set(fields) & set(EXTENDED_FIELDS):
         raise _NotData(node, f"{what} must have exactly the keys {', '.join(ENTRY_FIELDS)}")
@@ -297,6 +307,27 @@ def _dict_entry(adapter: str, node: ast.expr) -> dict[str, Any]:
     # Only literals here; the shape of the data is the model's to check (from_entries), as
     # every reader of a block does before using or hashing it.
     return {key: _literal(value, what, 1) for key, value in fields.items()}
+
+
+def _floor_entry(node: ast.expr) -> dict[str, str] | None:
+    """The entry a dict literal of exactly the three floor fields, each a string literal,
+    reads as (what ``_dict_entry`` makes of it, without making the messages it would need
+    for anything else); None for any other node."""
+    if not isinstance(node, ast.Dict) or len(node.keys) != len(ENTRY_FIELDS):
+        return None
+    fields: dict[str, str] = {}
+    for key, value in zip(node.keys, node.values, strict=True):
+        if not (
+            isinstance(key, ast.Constant)
+            and type(key.value) is str
+            and isinstance(value, ast.Constant)
+            and type(value.value) is str
+        ):
+            return None
+        fields[key.value] = value.value
+    if fields.keys() != _FLOOR_KEYS:  # a key twice, or another key
+        return None
+    return {name: fields[name] for name in ENTRY_FIELDS}
 
 
 def _call_entry(adapter: str, node: ast.expr) -> dict[str, str]:
@@ -365,12 +396,14 @@ def _layout_of(names: Mapping[str, ast.stmt]) -> Layout:
 
 
 def _check_cookies(block: str, first_line: int) -> None:
+    if "coding" not in block:  # no line can be a declaration
+        return
     for number, line in enumerate(split_lines(block), start=first_line):
         if _CODING_COOKIE.match(line):
             raise _NotData(ast.Pass(lineno=number), "a source-encoding declaration")
 
 
-def _read_statements(body: list[ast.stmt]) -> BlockData:
+def _read_statements(body: list[ast.stmt], cut: _Cut | None = None) -> BlockData:
     if not body:
         return BlockData(entries={}, stated_hash=None, map_version=0, layout=None)
     names: dict[str, ast.stmt] = {}
@@ -389,7 +422,8 @@ def _read_statements(body: list[ast.stmt]) -> BlockData:
         if ast.unparse(annotation) not in layout.annotations[name]:
             raise _NotData(annotation, f"unexpected annotation on {name}")
 
-    entries = _entries(layout, values[layout.entries_name])
+    node = values[layout.entries_name]
+    entries = _entries(layout, node) if cut is None else _cut_entries(layout, node, cut)
     stated_hash = None
     version = 0
     if layout.hash_name in values:
@@ -401,24 +435,147 @@ def _read_statements(body: list[ast.stmt]) -> BlockData:
 _PARSE_FAILURES = (SyntaxError, ValueError, RecursionError, MemoryError)
 
 
+# --- Reading a large block in pieces ---------------------------------------------------------
+#
+# ast.parse of a 100,000-adapter block holds some 800 MB of syntax tree at once. A block of
+# the shape floorctl renders (``NAME ... = {`` on one line, the entries, ``}`` alone on a
+# line) is read instead as: the text with the entries' lines blanked (same line numbers),
+# parsed whole, plus the entries' lines in pieces of about _CHUNK_CHARS, each parsed on its
+# own inside ``{`` and ``}``. That reads exactly what one ast.parse reads: the blanked
+# parse shows the ``{`` opens a dict display that the ``}`` line closes, and the tokenizer
+# starts every piece in the state a piece parsed inside ``{``...``}`` starts in (inside one
+# brace, at a line start, in no string) and ends it there again, or the piece could not
+# parse as one dict display; each piece but the last ends with its items' comma, so the
+# pieces' items, joined, are the dict's items. Anything else (a piece that does not parse,
+# a duplicate key, any other problem) is read the plain way, whose answer and messages are
+# authoritative: the pieces only ever stand in for a plain reading that succeeds.
+
+# About this many characters per piece (some 4,000 entries): a few MB of syntax tree.
+_CHUNK_CHARS = 512 * 1024
+_OPENER = re.compile(
+    "^(?:" + "|".join(layout.entries_name for layout in LAYOUTS.values()) + r")[^\n]*\{\n",
+    re.MULTILINE,
+)
+
+
+class _NotLean(Exception):
+    """The block cannot be read in pieces: read it the plain way."""
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """Whole lines of the entries, ``source[start:end]``; ``lines`` of them."""
+
+    start: int
+    end: int
+    lines: int
+    last_line: str
+
+
+@dataclass(frozen=True)
+class _Cut:
+    """A text with the lines of its entries' dict blanked, and those lines in pieces.
+
+    ``open_line`` and ``close_line`` are the 1-based numbers of the ``NAME ... = {`` line
+    and the ``}`` line; ``brace_col`` the UTF-8 offset of the ``{``."""
+
+    source: str
+    text: str
+    open_line: int
+    close_line: int
+    brace_col: int
+    pieces: tuple[_Piece, ...]
+
+
+def _cut(source: str, start: int, stop: int) -> _Cut | None:
+    """The cut of ``source`` whose entries' dict lies between the offsets ``start`` and
+    ``stop`` (each at a line start), or None when there is no block of floorctl's shape."""
+    opener = _OPENER.search(source, start, stop)
+    if opener is None:
+        return None
+    body = opener.end()
+    # The "}" line: the first one after the opener, within the block.
+    newline = source.find("\n}\n", body - 1, stop)
+    if newline < body:  # none, or right after the opener (an empty dict)
+        return None
+    close = newline + 1
+    pieces: list[_Piece] = []
+    first = body
+    while first < close:
+        # A piece ends before the line of an item's key (indented by 4), or at the "}".
+        cut = source.find('\n    "', first + _CHUNK_CHARS - 1, close)
+        end = close if cut < 0 else cut + 1
+        last_start = source.rfind("\n", first, end - 1) + 1
+        pieces.append(
+            _Piece(first, end, source.count("\n", first, end), source[max(first, last_start) : end])
+        )
+        first = end
+    blanked = source.count("\n", body, close)
+    open_line = source.count("\n", 0, opener.start()) + 1
+    return _Cut(
+        source=source,
+        text=source[:body] + "\n" * blanked + source[close:],
+        open_line=open_line,
+        close_line=open_line + blanked + 1,
+        brace_col=len(opener.group().encode("utf-8")) - 2,
+        pieces=tuple(pieces),
+    )
+
+
+def _cut_entries(layout: Layout, node: ast.expr, cut: _Cut) -> Entries:
+    """The entries of a cut block, read piece by piece. Raises _NotLean (read it plainly)."""
+    if not (
+        isinstance(node, ast.Dict)
+        and not node.keys
+        and (node.lineno, node.col_offset) == (cut.open_line, cut.brace_col)
+        and (node.end_lineno, node.end_col_offset) == (cut.close_line, 1)
+    ):
+        raise _NotLean
+    read_entry = _dict_entry if layout.entry_style == "dict" else _call_entry
+    entries: list[tuple[str, Any]] = []
+    seen: set[str] = set()
+    last = len(cut.pieces) - 1
+    for number, piece in enumerate(cut.pieces):
+        try:
+            text = cut.source[piece.start : piece.end]
+            tree = ast.parse("{\n" + text + "}", mode="eval")
+            body = tree.body
+            if not isinstance(body, ast.Dict):
+                raise _NotLean
+            items = _dict_items(body, layout.entries_name)
+            if items and number < last and not _ends_with_comma(body.values[-1], piece):
+                raise _NotLean
+            for adapter, value in items:
+                if adapter in seen:
+                    raise _NotLean
+                seen.add(adapter)
+                entries.append((adapter, read_entry(adapter, value)))
+        except (_NotData, *_PARSE_FAILURES):
+            raise _NotLean from None
+    entries.sort(key=lambda item: item[0])
+    return dict(entries)
+
+
+def _ends_with_comma(value: ast.expr, piece: _Piece) -> bool:
+    """The piece's last item is followed by exactly a comma and the end of its last line."""
+    # Line 1 of the parsed text is the added "{": the piece's lines start at line 2.
+    on_last_line = value.end_lineno == piece.lines + 1
+    rest = piece.last_line.encode("utf-8")[value.end_col_offset or 0 :]
+    return on_last_line and rest == b",\n"
+
+
+def _read_cut(cut: _Cut, body: list[ast.stmt]) -> BlockData | None:
+    try:
+        return _read_statements(body, cut)
+    except (_NotData, _NotLean):
+        return None
+
+
 def _not_data(source: str, exc: _NotData, offset: int) -> ModuleError:
     line = getattr(exc.node, "lineno", 1) + offset
     return ModuleError(
         f"{source}: floor-map block holds something other than data: line {line}: {exc.reason}"
     )
-
-
-@contextlib.contextmanager
-def _cyclic_gc_paused() -> Iterator[None]:
-    """Parsing a large block allocates millions of small objects and no cycles: the cyclic
-    collector would walk them over and over (half the time of a 7 MB block)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def read_block(block: str, source: str, *, first_line: int = 1) -> BlockData:
@@ -429,9 +586,15 @@ def read_block(block: str, source: str, *, first_line: int = 1) -> BlockData:
     ModuleError ("block holds something other than data: line N") for anything but the
     literal assignments of one known layout.
     """
+    read = _read_block_in_pieces(block)
+    return read if read is not None else _read_block_plain(block, source, first_line=first_line)
+
+
+def _read_block_plain(block: str, source: str, *, first_line: int = 1) -> BlockData:
+    """``read_block`` with one ast.parse of the whole block: the reading that decides."""
     try:
         _check_cookies(block, 1)
-        with _cyclic_gc_paused():
+        with cyclic_gc_paused():
             try:
                 tree = ast.parse(block)
             except _PARSE_FAILURES as exc:
@@ -441,6 +604,20 @@ def read_block(block: str, source: str, *, first_line: int = 1) -> BlockData:
             return _read_statements(tree.body)
     except _NotData as exc:
         raise _not_data(source, exc, first_line - 1) from None
+
+
+def _read_block_in_pieces(block: str) -> BlockData | None:
+    """``read_block``'s answer, the entries read in pieces; None: read it the plain way."""
+    cut = _cut(block, 0, len(block))
+    if cut is None:
+        return None
+    try:
+        _check_cookies(block, 1)
+        with cyclic_gc_paused():
+            tree = ast.parse(cut.text)
+            return _read_cut(cut, tree.body)
+    except (_NotData, *_PARSE_FAILURES):
+        return None
 
 
 def detect_layout(block: str, source: str = "<block>") -> str | None:
@@ -477,8 +654,20 @@ def read_module(text: str, source: str) -> tuple[SplitModule, BlockData]:
     """
     split = split_module(text, source)
     _require_utf8_declaration(text, source)
+    first = split.block_line - 1  # the begin marker's line
+    last = first + len(split_lines(split.block)) + 1  # the end marker's line
+    read = _read_module_in_pieces(text, split, first, last)
+    if read is None:
+        read = _read_module_plain(text, split, source, first, last)
+    return split, read
+
+
+def _read_module_plain(
+    text: str, split: SplitModule, source: str, first: int, last: int
+) -> BlockData:
+    """``read_module``'s reading with one ast.parse of the whole module: the one that decides."""
     try:
-        with _cyclic_gc_paused():
+        with cyclic_gc_paused():
             tree = ast.parse(text)
     except _PARSE_FAILURES as exc:
         # Blame the block if it is the block that does not parse.
@@ -486,8 +675,6 @@ def read_module(text: str, source: str) -> tuple[SplitModule, BlockData]:
         line = getattr(exc, "lineno", None)
         where = f" (line {line})" if line else ""
         raise ModuleError(f"{source}: floor-map module is not valid Python{where}") from None
-    first = split.block_line - 1  # the begin marker's line
-    last = first + len(split_lines(split.block)) + 1  # the end marker's line
     inside: list[ast.stmt] = []
     for stmt in tree.body:
         end = stmt.end_lineno or stmt.lineno
@@ -501,11 +688,38 @@ def read_module(text: str, source: str) -> tuple[SplitModule, BlockData]:
         inside.append(stmt)
     try:
         _check_cookies(split.block, split.block_line)
-        with _cyclic_gc_paused():
+        with cyclic_gc_paused():
             data = _read_statements(inside)
     except _NotData as exc:
         raise _not_data(source, exc, 0) from None
-    return split, data
+    return data
+
+
+def _read_module_in_pieces(
+    text: str, split: SplitModule, first: int, last: int
+) -> BlockData | None:
+    """``read_module``'s reading of the block between the marker lines ``first`` and
+    ``last`` (1-based), the entries read in pieces; None: read it the plain way."""
+    block_start = len(split.before) + len(split.begin_line)
+    cut = _cut(text, block_start, block_start + len(split.block))
+    if cut is None:
+        return None
+    try:
+        _check_cookies(split.block, split.block_line)
+        with cyclic_gc_paused():
+            tree = ast.parse(cut.text)
+    except (_NotData, *_PARSE_FAILURES):
+        return None
+    inside: list[ast.stmt] = []
+    for stmt in tree.body:
+        end = stmt.end_lineno or stmt.lineno
+        if end < first or stmt.lineno > last:
+            continue
+        if stmt.lineno <= first or end >= last:
+            return None
+        inside.append(stmt)
+    with cyclic_gc_paused():
+        return _read_cut(cut, inside)
 
 
 # ---------------------------------------------------------------------------------------
@@ -543,6 +757,10 @@ def load_template(name_or_path: str) -> Template:
 
 
 def _environment(sandboxed: bool) -> jinja2.Environment:
+    # Imported here: a module already up to date (refresh --check in CI) renders nothing.
+    import jinja2  # noqa: PLC0415
+    from jinja2.sandbox import ImmutableSandboxedEnvironment  # noqa: PLC0415
+
     options: dict[str, Any] = {
         "autoescape": False,
         "undefined": jinja2.StrictUndefined,
@@ -571,7 +789,7 @@ _EXTENDED_ORDER = (*sorted(ENTRY_FIELDS), *EXTENDED_FIELDS)
 
 
 def _literal_entry(adapter: str, fields: Mapping[str, Any]) -> LiteralEntry:
-    if set(fields) == set(ENTRY_FIELDS):
+    if fields.keys() == _FLOOR_KEYS:
         return LiteralEntry(
             adapter=py_literal(adapter),
             min_safe_version=py_literal(fields["min_safe_version"]),
@@ -619,8 +837,24 @@ def render_block(
         map_hash = computed
     elif map_hash != computed:
         raise RenderError(f"stated hash {map_hash} is not the floor-map hash {computed}")
+    return _render(template, data, map_hash=map_hash, map_version=map_version)
 
-    extended = [adapter for adapter, fields in data.items() if set(fields) != set(ENTRY_FIELDS)]
+
+def render_floor_map(
+    template: Template, floor_map: FloorMap, *, map_hash: str, map_version: int
+) -> str:
+    """``render_block`` of a floor map whose ``floor_map_hash`` is ``map_hash`` (the
+    caller has it already: on a large map, normalising and hashing once more would cost
+    what reading it did). A map's ``to_entries`` is already the normal form. Raises
+    RenderError.
+    """
+    if isinstance(map_version, bool) or not isinstance(map_version, int) or map_version < 0:
+        raise RenderError(f"map version must be a non-negative integer, not {map_version!r}")
+    return _render(template, to_entries(floor_map), map_hash=map_hash, map_version=map_version)
+
+
+def _render(template: Template, data: Entries, *, map_hash: str, map_version: int) -> str:
+    extended = [adapter for adapter, fields in data.items() if fields.keys() != _FLOOR_KEYS]
     if extended and template.layout == BERNSTEIN:
         raise RenderError(
             f"the {BERNSTEIN} template holds floors only: {extended[0]!r} carries advisories "
@@ -638,12 +872,15 @@ def render_block(
         )
     except Exception as exc:  # a template from a path may fail in any way: refuse, don't crash
         raise RenderError(f"{origin} failed to render: {exc}") from exc
+    del literal_entries  # rendered: not held while the block is read back
 
     if "\r" in block:
         raise RenderError(f"{origin} produced a carriage return")
-    for number, line in enumerate(split_lines(block), start=1):
-        if line.strip() in (BEGIN, END):
-            raise RenderError(f"{origin} produced a floor-map marker (line {number})")
+    # A marker line holds the marker: only then is there a line to look for.
+    if BEGIN in block or END in block:
+        for number, line in enumerate(split_lines(block), start=1):
+            if line.strip() in (BEGIN, END):
+                raise RenderError(f"{origin} produced a floor-map marker (line {number})")
     if block and not block.endswith("\n"):
         block += "\n"
     try:

@@ -113,14 +113,16 @@ def splice(split: SplitModule, new_block: str) -> str:
     """
     if "\r" in new_block:
         raise ModuleError("the new floor-map block contains a carriage return")
-    for number, line in enumerate(split_lines(new_block), start=1):
-        if _is_marker(line, BEGIN) or _is_marker(line, END):
-            raise ModuleError(f"the new floor-map block contains a marker line (line {number})")
+    if BEGIN in new_block or END in new_block:  # else no line can be a marker
+        for number, line in enumerate(split_lines(new_block), start=1):
+            if _is_marker(line, BEGIN) or _is_marker(line, END):
+                raise ModuleError(f"the new floor-map block contains a marker line (line {number})")
     if new_block and not new_block.endswith("\n"):
         new_block += "\n"
     if split.newline != "\n":
         new_block = new_block.replace("\n", split.newline)
-    return split.before + split.begin_line + new_block + split.end_line + split.after
+    # One join: one copy of a large module, not one per piece.
+    return "".join((split.before, split.begin_line, new_block, split.end_line, split.after))
 
 
 def read_module_text(path: Path) -> str:

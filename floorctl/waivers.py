@@ -25,9 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
-
-from jsonschema import Draft202012Validator
+from typing import TYPE_CHECKING, Any
 
 from floorctl import feeds
 from floorctl.errors import WaiversError
@@ -36,6 +34,9 @@ from floorguard._canonical import sha256_digest
 from floorguard._time import format_ts, parse_ts
 from floorguard.errors import FloorguardError, UnreadableFileError
 from floorguard.files import read_regular
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
 
 SCHEMA_VERSION = 1
 SCHEMA_FILE = "waivers.v1.schema.json"
@@ -178,6 +179,9 @@ def _schema_version(document: dict[str, Any]) -> tuple[str, str] | None:
 
 @functools.cache
 def _validator() -> Draft202012Validator:
+    # Imported here: refresh without --waivers never needs it.
+    from jsonschema import Draft202012Validator  # noqa: PLC0415
+
     resource = importlib.resources.files("floorctl._schemas") / SCHEMA_FILE
     schema = json.loads(resource.read_text(encoding="utf-8"))
     Draft202012Validator.check_schema(schema)

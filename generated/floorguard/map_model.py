@@ -155,6 +155,15 @@ class Advisory:
         return known if known is not None else self.ecosystem
 
     def as_entry(self) -> dict[str, Any]:
+        if self.ecosystem is None and not self.advisories and not self.waivers:
+            # Floor only (``extended`` is false), the common case, built in one step.
+            if self.min_safe_version is None:
+                return {}
+            return {
+                "min_safe_version": self.min_safe_version,
+                "advisory_id": self.advisory_id,
+                "note": self.note,
+            }
         entry: dict[str, Any] = {}
         if self.min_safe_version is not None:
             entry.update(
@@ -190,7 +199,15 @@ def from_entries(entries: Mapping[str, Any]) -> FloorMap:
     return MappingProxyType(dict(sorted(built.items())))
 
 
+_FLOOR_KEYS = frozenset(ENTRY_FIELDS)
+
+
 def _entry(adapter: str, entry: Mapping[str, Any]) -> Advisory:
+    if entry.keys() == _FLOOR_KEYS:
+        # A floor only, the common case: the check below in one step.
+        floor, advisory_id, note = entry["min_safe_version"], entry["advisory_id"], entry["note"]
+        if isinstance(floor, str) and isinstance(advisory_id, str) and isinstance(note, str):
+            return Advisory(adapter, floor, advisory_id, note)
     keys = set(entry)
     floor_keys = keys & set(ENTRY_FIELDS)
     if keys == set(ENTRY_FIELDS) and _all_strings(entry, ENTRY_FIELDS):
