@@ -16,6 +16,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from helpers.release import SHIPPED_FEED, SOURCE, Project, only, payload, run_floorctl
+from test_release_workflow import Checkout, load, steps
 
 from floorguard import dsse
 from floorguard._canonical import canonical_bytes
@@ -165,3 +166,25 @@ def test_a_statement_the_key_signed_but_floorctl_never_writes_is_refused_naming_
     assert done.returncode == 1, done.stdout
     assert done.stderr.startswith(f"floorctl: error: {forged}: "), done.stderr
     assert len(done.stderr.splitlines()) == 1
+
+
+# --- the release recipe ------------------------------------------------------------------
+
+
+def test_the_release_recipe_refuses_a_receipt_name_that_would_set_variables_for_later_steps(
+    tmp_path: Path,
+) -> None:
+    # A copy of the valid receipt whose name carries newlines: written to $GITHUB_ENV as it
+    # was, it set BASH_ENV (a committed script sourced by every later step, which holds the
+    # release key and the upload token).
+    checkout = Checkout(tmp_path)
+    (checkout.root / "evil.sh").write_text("echo owned > owned.txt\n")
+    hostile = checkout.root / "receipts" / "z\nBASH_ENV=evil.sh\nX=y.json"
+    shutil.copyfile(checkout.receipt, hostile)
+    step = {step.get("name"): step for step in steps()}[
+        "Find the receipt that pins the map in force"
+    ]
+    done = checkout.run(step, load()["jobs"]["release"]["env"])
+    assert done.returncode == 1
+    assert "holds characters other than" in done.stderr
+    assert not (checkout.runner_temp / "github-env").exists()
