@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from helpers.cli import floorctl
 from helpers.release import SHIPPED_FEED, SOURCE, Project, only, payload, run_floorctl
 from test_release_workflow import Checkout, load, steps
 
@@ -188,3 +190,46 @@ def test_the_release_recipe_refuses_a_receipt_name_that_would_set_variables_for_
     assert done.returncode == 1
     assert "holds characters other than" in done.stderr
     assert not (checkout.runner_temp / "github-env").exists()
+
+
+# --- configuration -----------------------------------------------------------------------
+
+
+def _project_with_url_feed(root: Path) -> Path:
+    (root / "mod").mkdir(parents=True)
+    shutil.copyfile(SOURCE / "floorguard" / "floor_map.py", root / "mod" / "floor_map.py")
+    (root / "pyproject.toml").write_text(
+        "[tool.floorctl]\n"
+        f'feeds = ["https://reader:{PASSWORD}@feeds.example.org/floors.json"]\n'
+        'module = "mod/floor_map.py"\n'
+    )
+    return root
+
+
+def test_a_configured_feed_url_with_credentials_is_refused_without_repeating_them(
+    tmp_path: Path,
+) -> None:
+    root = _project_with_url_feed(tmp_path / "project")
+    done = floorctl("refresh", "--check", cwd=root, state=tmp_path / "state")
+    assert done.returncode == 2
+    assert "feeds[0] is a URL with credentials" in done.stderr
+    assert PASSWORD not in done.stderr + done.stdout
+
+
+def test_a_feed_flag_with_credentials_is_refused_without_repeating_them(tmp_path: Path) -> None:
+    done = floorctl(
+        "refresh", "--feed", "https://reader:hunter2@feeds.example.org/f.json",
+        "--module", SOURCE / "floorguard" / "floor_map.py",
+        cwd=tmp_path, state=tmp_path / "state",
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "credentials in URLs are not supported" in done.stderr
+    assert "hunter2" not in done.stderr + done.stdout
+    assert "https://feeds.example.org/f.json" in done.stderr
+
+
+def test_a_fifo_as_the_nearest_pyproject_is_a_usage_error_not_a_hang(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "pyproject.toml")
+    done = floorctl("refresh", "--check", cwd=tmp_path, state=tmp_path / "state")
+    assert done.returncode == 2
+    assert "pyproject.toml: not a regular file" in done.stderr
