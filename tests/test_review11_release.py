@@ -192,6 +192,29 @@ def test_the_release_recipe_refuses_a_receipt_name_that_would_set_variables_for_
     assert not (checkout.runner_temp / "github-env").exists()
 
 
+@pytest.mark.parametrize(
+    ("ref_type", "ref_name"),
+    [("tag", "floorguard-v0.2.0.1"), ("branch", "main"), ("tag", "floorguard-v0.2.0.2x")],
+)
+def test_the_release_recipe_stops_when_the_tag_names_another_version_than_it_built(
+    tmp_path: Path, ref_type: str, ref_name: str
+) -> None:
+    # The wheel is uploaded to PyPI, then the GitHub release is made for the tag: a tag for
+    # another version named the release wrongly, a branch run failed only after the upload.
+    checkout = Checkout(tmp_path)
+    job_env = {**load()["jobs"]["release"]["env"], "GITHUB_REF_TYPE": ref_type}
+    job_env["GITHUB_REF_NAME"] = ref_name
+    by_name = {step.get("name"): step for step in steps()}
+    assert (
+        checkout.run(by_name["Find the receipt that pins the map in force"], job_env).returncode
+        == 0
+    )
+    done = checkout.run(by_name["Build the wheel and sdist"], job_env)
+    assert done.returncode == 1
+    assert "run this workflow for the tag floorguard-v0.2.0.2" in done.stderr
+    assert not (checkout.root / "attestations").exists()
+
+
 # --- configuration -----------------------------------------------------------------------
 
 
