@@ -145,11 +145,12 @@ def check_source(source: Path) -> None:
     """``source`` must be the floorguard project. Raises BuildError."""
     pyproject = source / "pyproject.toml"
     try:
-        name = tomllib.loads(_read_source(pyproject).decode("utf-8")).get("project", {}).get("name")
+        project = tomllib.loads(_read_source(pyproject).decode("utf-8")).get("project")
     except UnicodeDecodeError as exc:
         raise BuildError(f"{pyproject}: not UTF-8") from exc
     except tomllib.TOMLDecodeError as exc:
         raise BuildError(f"{pyproject}: not TOML: {exc}") from exc
+    name = project.get("name") if isinstance(project, dict) else None
     if name != PACKAGE or not (source / PACKAGE).is_dir():
         raise BuildError(f"{source}: not the floorguard project (pyproject.toml and floorguard/)")
     _refuse_link(source / PACKAGE)

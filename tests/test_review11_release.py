@@ -95,6 +95,17 @@ def test_a_release_the_map_version_cannot_follow_is_refused_before_building(
     assert not out.exists()
 
 
+def test_a_source_whose_project_is_not_a_table_is_refused_not_a_traceback(
+    built: Built, tmp_path: Path
+) -> None:
+    source = source_copy(tmp_path)
+    (source / "pyproject.toml").write_text('project = "floorguard"\n')
+    done = built.project.build(str(tmp_path / "out"), built.receipt, "--source", source)
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"floorctl: error: {source}: not the floorguard project")
+    assert len(done.stderr.splitlines()) == 1
+
+
 def test_the_build_environment_changes_no_byte(built: Built, tmp_path: Path) -> None:
     # Another working folder and absolute paths, another time zone, locale, hash seed,
     # umask, a SOURCE_DATE_EPOCH of its own and hatch's build variables.
