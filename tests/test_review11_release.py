@@ -203,6 +203,19 @@ def test_the_release_recipe_refuses_a_receipt_name_that_would_set_variables_for_
     assert not (checkout.runner_temp / "github-env").exists()
 
 
+def test_the_release_recipe_with_no_receipt_at_all_says_so(tmp_path: Path) -> None:
+    # The unmatched glob is the literal "receipts/*.json": not a hostile name.
+    checkout = Checkout(tmp_path)
+    for receipt in (checkout.root / "receipts").iterdir():
+        receipt.unlink()
+    step = {step.get("name"): step for step in steps()}[
+        "Find the receipt that pins the map in force"
+    ]
+    done = checkout.run(step, load()["jobs"]["release"]["env"])
+    assert done.returncode == 1
+    assert "no signed update receipt in receipts pins the map in force" in done.stderr
+
+
 @pytest.mark.parametrize(
     ("ref_type", "ref_name"),
     [("tag", "floorguard-v0.2.0.1"), ("branch", "main"), ("tag", "floorguard-v0.2.0.2x")],
