@@ -280,3 +280,17 @@ def test_a_fifo_as_the_nearest_pyproject_is_a_usage_error_not_a_hang(tmp_path: P
     done = floorctl("refresh", "--check", cwd=tmp_path, state=tmp_path / "state")
     assert done.returncode == 2
     assert "pyproject.toml: not a regular file" in done.stderr
+
+
+@pytest.mark.parametrize("args", [("refresh", "--help"), ("chain", "checkpoint", "-h")])
+def test_a_broken_configuration_never_hides_the_help_that_explains_it(
+    tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    (tmp_path / "pyproject.toml").write_text("[tool.floorctl]\nbogus = 1\n")
+    done = floorctl(*args, cwd=tmp_path, state=tmp_path / "state")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"Usage: floorctl {' '.join(args[:-1])} [OPTIONS]")
+    # Without help the same configuration is still refused.
+    done = floorctl(*args[:-1], cwd=tmp_path, state=tmp_path / "state")
+    assert done.returncode == 2
+    assert "unknown key 'bogus'" in done.stderr
