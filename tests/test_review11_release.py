@@ -8,6 +8,7 @@ import copy
 import json
 import os
 import shutil
+import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -294,3 +295,28 @@ def test_a_broken_configuration_never_hides_the_help_that_explains_it(
     done = floorctl(*args[:-1], cwd=tmp_path, state=tmp_path / "state")
     assert done.returncode == 2
     assert "unknown key 'bogus'" in done.stderr
+
+
+def test_the_pre_commit_hook_leaves_no_file_in_the_repository(
+    tmp_path: Path,
+) -> None:
+    # The hook's documentation: it reads, never writes (a host repository ignores nothing).
+    from test_pre_commit_hook import git, run_hook
+
+    repo = tmp_path / "repo"
+    (repo / "mod").mkdir(parents=True)
+    shutil.copyfile(SOURCE / "floorguard" / "floor_map.py", repo / "mod" / "floor_map.py")
+    shutil.copyfile(SHIPPED_FEED, repo / "feed.json")
+    (repo / "pyproject.toml").write_text(
+        '[tool.floorctl]\nfeeds = ["feed.json"]\nmodule = "mod/floor_map.py"\n'
+    )
+    git(repo, "init", "-q")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "host")
+    done = run_hook(repo, tmp_path / "state")
+    assert done.returncode == 0, done.stderr
+    status = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all"],
+        cwd=repo, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert status.stdout == ""
