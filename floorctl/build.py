@@ -189,6 +189,8 @@ def stage(source: Path, module: MapModule, maps: Mapping[str, bytes], staging: P
     package.mkdir()
     for pattern in PACKAGE_FILES:
         for path in sorted((source / PACKAGE).glob(pattern)):
+            if path.name.startswith("."):
+                continue  # an editor's file (.#x.py, a dangling link) or hatchling's exclude
             (package / path.name).write_bytes(_read_source(path))
     (package / "floor_map.py").write_bytes(module.data)
     version_file = package / "_version.py"

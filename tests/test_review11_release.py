@@ -78,6 +78,18 @@ def test_a_symlink_in_the_source_never_carries_an_outside_file_into_the_package(
     assert not out.exists()
 
 
+def test_an_editors_lock_link_in_the_source_neither_breaks_nor_enters_the_build(
+    built: Built, tmp_path: Path
+) -> None:
+    # Emacs keeps .#NAME as a dangling link while a file is edited.
+    source = source_copy(tmp_path)
+    (source / "floorguard" / ".#floor_map.py").symlink_to("user@host.1234:1700000000")
+    out = tmp_path / "out"
+    done = built.project.build(str(out), built.receipt, "--source", source)
+    assert done.returncode == 0, done.stderr
+    assert only(out, "*.whl").read_bytes() == only(built.dist, "*.whl").read_bytes()
+
+
 @pytest.mark.parametrize("release", ["0.3.0rc1", "0.2.0+local", "0.2.0.post1"])
 def test_a_release_the_map_version_cannot_follow_is_refused_before_building(
     built: Built, tmp_path: Path, release: str
