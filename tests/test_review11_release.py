@@ -252,6 +252,18 @@ def test_the_release_recipe_stops_when_the_tag_names_another_version_than_it_bui
     assert not (checkout.root / "attestations").exists()
 
 
+def test_no_github_expression_is_spliced_into_the_release_recipes_shell() -> None:
+    # ${{ ... }} in run: is pasted into the script before bash sees it (a tag or ref name
+    # could run commands); values reach the shell through env only. (floor-refresh.yml's
+    # own test checks the same.)
+    document = load()
+    scripts = [
+        step["run"] for job in document["jobs"].values() for step in job["steps"] if "run" in step
+    ]
+    assert scripts
+    assert not [script for script in scripts if "${{" in script]
+
+
 # --- configuration -----------------------------------------------------------------------
 
 
