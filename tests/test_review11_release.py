@@ -18,7 +18,15 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from helpers.cli import floorctl
-from helpers.release import SHIPPED_FEED, SOURCE, Project, only, payload, run_floorctl
+from helpers.release import (
+    SHIPPED_FEED,
+    SOURCE,
+    Project,
+    only,
+    payload,
+    raised_feed,
+    run_floorctl,
+)
 from test_release_workflow import Checkout, load, steps
 
 from floorguard import dsse
@@ -117,6 +125,23 @@ def test_a_source_whose_project_is_not_a_table_is_refused_not_a_traceback(
     assert done.returncode == 1
     assert done.stderr.startswith(f"floorctl: error: {source}: not the floorguard project")
     assert len(done.stderr.splitlines()) == 1
+
+
+def test_a_receipt_of_the_same_map_at_an_older_version_is_refused(tmp_path: Path) -> None:
+    # The map goes A -> B -> A: the first receipt pins A's hash too, but at version 1; the
+    # package (version 0.2.0.3) must never claim it.
+    project = Project(tmp_path)
+    first = project.refresh(SHIPPED_FEED, "a1")
+    project.refresh(raised_feed(tmp_path / "b.json", "aider", "0.70.0"), "b2")
+    back = project.floorctl(
+        "refresh", "--module", "mod/floor_map.py", "--feed", SHIPPED_FEED, "--write",
+        "--allow-downgrade", "--receipt-out", "a3.receipt.json", "--signing-key", project.key,
+    )  # fmt: skip
+    assert back.returncode == 0, back.stderr
+    done = project.build("out", first)
+    assert done.returncode == 1
+    assert "new_map_version is 1, but the module's map is version 3" in done.stderr
+    assert not (tmp_path / "out").exists()
 
 
 def test_the_build_environment_changes_no_byte(built: Built, tmp_path: Path) -> None:
