@@ -45,6 +45,10 @@ PACKAGE_FILES = ("*.py", "py.typed", "trusted_keys.json")
 PROJECT_FILES = ("pyproject.toml", "README.md")
 ARCHIVE_NAME = re.compile(r"sha256-[0-9a-f]{64}\.json")
 VERSION_LINE = re.compile(r"^__version__ = .*$", re.MULTILINE)
+# A final release of numbers only: RELEASE + "." + the map's version is then a PEP 440
+# release whose last part is the map's version (after "0.3.0rc1" or "0.2.0+local" it would
+# be invalid, or sit in a local label that package indexes refuse).
+FINAL_RELEASE = re.compile(r"[0-9]+(?:\.[0-9]+)*")
 MAX_OUTPUT_LINES = 20
 MAX_SOURCE_FILE_BYTES = 16 * 1024 * 1024
 PROVENANCE_SUFFIX = ".provenance.dsse"
@@ -91,8 +95,19 @@ def distribution_version(release: str, map_version: int) -> str:
     return f"{release}.{map_version}"
 
 
+def _refuse_link(path: Path) -> None:
+    # A link in the source would carry whatever it points at (a key in the runner's temp
+    # folder, a secret) into a public package: only regular files are packaged.
+    if path.is_symlink():
+        raise BuildError(
+            f"{path}: a symbolic link in the source: only regular files are packaged (a link "
+            "could carry a file from outside the source into the package)"
+        )
+
+
 def _read_source(path: Path) -> bytes:
     # Never blocks: a FIFO or device in the source tree is refused at once, by name.
+    _refuse_link(path)
     try:
         return read_regular(path, max_bytes=MAX_SOURCE_FILE_BYTES, what="source file")
     except UnreadableFileError as exc:
@@ -115,7 +130,14 @@ def read_release(source: Path) -> str:
             and isinstance(node.value, ast.Constant)
             and isinstance(node.value.value, str)
         ):
-            return node.value.value
+            release = node.value.value
+            if not FINAL_RELEASE.fullmatch(release):
+                raise BuildError(
+                    f"{path}: RELEASE {release!r} is not a final release of numbers (such as "
+                    "0.2.0): the map's version appended to it must make a higher PEP 440 "
+                    "release"
+                )
+            return release
     raise BuildError(f"{path}: no RELEASE = '...' string")
 
 
@@ -123,13 +145,15 @@ def check_source(source: Path) -> None:
     """``source`` must be the floorguard project. Raises BuildError."""
     pyproject = source / "pyproject.toml"
     try:
-        name = tomllib.loads(_read_source(pyproject).decode("utf-8")).get("project", {}).get("name")
+        project = tomllib.loads(_read_source(pyproject).decode("utf-8")).get("project")
     except UnicodeDecodeError as exc:
         raise BuildError(f"{pyproject}: not UTF-8") from exc
     except tomllib.TOMLDecodeError as exc:
         raise BuildError(f"{pyproject}: not TOML: {exc}") from exc
+    name = project.get("name") if isinstance(project, dict) else None
     if name != PACKAGE or not (source / PACKAGE).is_dir():
         raise BuildError(f"{source}: not the floorguard project (pyproject.toml and floorguard/)")
+    _refuse_link(source / PACKAGE)
 
 
 def archived_maps(folders: Sequence[Path]) -> dict[str, bytes]:
@@ -165,6 +189,8 @@ def stage(source: Path, module: MapModule, maps: Mapping[str, bytes], staging: P
     package.mkdir()
     for pattern in PACKAGE_FILES:
         for path in sorted((source / PACKAGE).glob(pattern)):
+            if path.name.startswith("."):
+                continue  # an editor's file (.#x.py, a dangling link) or hatchling's exclude
             (package / path.name).write_bytes(_read_source(path))
     (package / "floor_map.py").write_bytes(module.data)
     version_file = package / "_version.py"

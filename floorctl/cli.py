@@ -10,6 +10,7 @@ import importlib
 import os
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -104,6 +105,19 @@ def _default_map(config: Config, environ: Mapping[str, str]) -> dict[str, Any]:
     return defaults
 
 
+@dataclass(frozen=True)
+class Invocation:
+    """What main() knew of the command line before click parsed it (click hands the group
+    none of the subcommand's arguments)."""
+
+    wants_help: bool
+
+    @classmethod
+    def of(cls, args: Sequence[str]) -> Invocation:
+        before = args[: args.index("--")] if "--" in args else args
+        return cls(wants_help=not {"-h", "--help"}.isdisjoint(before))
+
+
 def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     """``floorctl X (floorguard Y)``: the runtime floorctl builds maps for is part of the answer."""
     if not value or ctx.resilient_parsing:
@@ -154,7 +168,14 @@ def cli(ctx: click.Context, config_path: Path | None) -> None:
         return
     from floorctl import config  # noqa: PLC0415  (tomllib only for the commands that need it)
 
-    loaded = config.load(config_path, Path.cwd())
+    try:
+        loaded = config.load(config_path, Path.cwd())
+    except ConfigError:
+        # A broken configuration must not hide the help that explains it, nor break shell
+        # completion: both go on without its defaults.
+        if ctx.resilient_parsing or (isinstance(ctx.obj, Invocation) and ctx.obj.wants_help):
+            return
+        raise
     if loaded is not None:
         ctx.default_map = _default_map(loaded, os.environ)
 
@@ -196,7 +217,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     OutputState.format = requested_format(args)
     try:
         # Without standalone mode click returns ctx.exit()'s status instead of exiting.
-        status = cli.main(args=args, prog_name="floorctl", standalone_mode=False)
+        status = cli.main(
+            args=args, prog_name="floorctl", standalone_mode=False, obj=Invocation.of(args)
+        )
     except click.exceptions.Exit as done:
         sys.exit(done.exit_code)
     except click.Abort:

@@ -31,6 +31,7 @@ Everything here is a pure function of bytes and paths apart from :func:`find` an
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -169,6 +170,13 @@ def _feeds(table: dict[str, Any], source: Path, base: Path) -> tuple[str, ...] |
         if _PEM_MARK in item:
             raise ConfigError(f"{source}: {TABLE}: feeds[{index}] holds a PEM key, not a feed")
         if item.startswith(_URL_SCHEMES):
+            if "@" in re.split(r"[/?#]", item.split("://", 1)[1], maxsplit=1)[0]:
+                # A receipt records its feeds as given: a password here would be signed into
+                # it and committed. Never repeated in the message (it reaches CI logs).
+                raise ConfigError(
+                    f"{source}: {TABLE}: feeds[{index}] is a URL with credentials "
+                    "(user:password@), which are not supported"
+                )
             feeds.append(item)
         elif "://" in item:
             raise ConfigError(

@@ -109,7 +109,10 @@ def check_url(url: str) -> httpx.URL:
     if parsed.scheme not in _DEFAULT_PORTS or not parsed.host:
         raise FetchError(f"{url}: refused: only https:// URLs are fetched")
     if parsed.userinfo:
-        raise FetchError(f"{url}: refused: credentials in URLs are not supported")
+        # Named without them: the message reaches CI logs.
+        raise FetchError(
+            f"{parsed.copy_with(userinfo=b'')}: refused: credentials in URLs are not supported"
+        )
     if parsed.scheme == "http" and not _is_loopback(parsed.host):
         raise FetchError(
             f"{url}: refused: plain http is allowed only to localhost or a loopback address "

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from floorguard import dsse, receipts
 from floorguard._canonical import canonical_bytes, is_digest
 from floorguard.active_map import parse_map_module
-from floorguard.errors import FloorMapError, VerificationError
+from floorguard.errors import CanonicalizationError, FloorMapError, VerificationError
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import (
@@ -228,7 +228,11 @@ def verify(
         raise VerificationError(
             f"predicateType is {document.get('predicateType')!r}, expected {PREDICATE_TYPE}"
         )
-    if canonical_bytes(document) != parsed.payload:
+    try:
+        canonical = canonical_bytes(document)
+    except CanonicalizationError as exc:  # NaN, an integer beyond JSON's: never floorctl's
+        raise VerificationError(f"signed payload is not in canonical form: {exc}") from exc
+    if canonical != parsed.payload:
         raise VerificationError("signed payload is not in canonical form")
     subjects = document.get("subject")
     if not isinstance(subjects, list) or len(subjects) != 1 or not isinstance(subjects[0], dict):
@@ -259,6 +263,8 @@ def verify(
         raise VerificationError("provenance map_version is not an integer")
     run = _field(predicate, "runDetails", "predicate")
     builder_id = _field(_field(run, "builder", "predicate.runDetails"), "id", "runDetails.builder")
+    if not isinstance(builder_id, str):
+        raise VerificationError("provenance runDetails.builder.id is not a string")
     carried_hash, carried_version = _map_in_wheel(wheel, wheel_name)
     if (carried_hash, carried_version) != (map_hash, map_version):
         raise VerificationError(
@@ -266,5 +272,5 @@ def verify(
             f"provenance records {map_hash} version {map_version}"
         )
     return VerifiedProvenance(
-        wheel_name, actual, map_hash, map_version, receipt_id, str(builder_id), signed_by
+        wheel_name, actual, map_hash, map_version, receipt_id, builder_id, signed_by
     )

@@ -104,6 +104,9 @@ class Checkout:
         env["FLOORCTL_SIGNING_KEY"] = str(self.key)
         # `floorctl` and `python` are this environment's, as after the install step.
         env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+        # A run for the tag of the version the map in force builds (unless a test says).
+        env.setdefault("GITHUB_REF_TYPE", "tag")
+        env.setdefault("GITHUB_REF_NAME", "floorguard-v0.2.0.2")
         env["BUILDER_ID"] = (
             "https://github.com/example/floorctl/.github/workflows/floor-release.yml@refs/tags/floorguard-v0.2.0.2"
         )
