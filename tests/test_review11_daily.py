@@ -1,0 +1,212 @@
+"""Attacks on issue 11's daily-use conventions (review 2): the signature ignored when no key
+is trusted, JSON error documents of both CLIs, SARIF and Markdown of a NOT PROVEN chain.
+Each test is named after the attack it stops."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers.cli import floorctl, isolated_env
+from helpers.proof_support import MAP_V1, SPAWN, UPDATE, build, spawn_receipt, update_receipt
+from test_report_formats import assert_valid_sarif
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def guard(cwd: Path, state: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "floorguard", *map(str, args)],
+        cwd=cwd,
+        env=isolated_env(state),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def ctl(cwd: Path, state: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
+    return floorctl(*args, cwd=cwd, state=state)
+
+
+TOOLS = {"floorctl": ctl, "floorguard": guard}
+
+
+# --- a present signature, no trusted key ------------------------------------------------------
+
+
+@pytest.fixture
+def signed_feed(tmp_path: Path) -> Path:
+    """The shipped feed signed by a key that nothing trusts yet (keys in tmp_path/a)."""
+    state = tmp_path / "state"
+    assert ctl(tmp_path, state, "keygen", "--out", "a").returncode == 0
+    feed = tmp_path / "feed.json"
+    feed.write_bytes((REPO / "feeds" / "example.v1.json").read_bytes())
+    done = ctl(tmp_path, state, "sign", feed, "--signing-key", "a/signing.key")
+    assert done.returncode == 0, done.stderr
+    return feed
+
+
+@pytest.mark.parametrize("link", ["dangling", "loop"])
+def test_installed_trusted_keys_left_as_a_broken_link_are_an_error_not_no_trust(
+    link: str, tmp_path: Path, signed_feed: Path
+) -> None:
+    # Before: Path.exists() said False for a broken link where `trust rotate` keeps the
+    # keys, so nothing was trusted and the signed feed was used unchecked (exit 0).
+    state = tmp_path / "state"
+    installed = state / "floorctl" / "trusted-keys.json"
+    installed.parent.mkdir(parents=True, exist_ok=True)
+    installed.symlink_to(tmp_path / "gone.json" if link == "dangling" else installed.name)
+    done = ctl(tmp_path, state, "refresh", "--feed", signed_feed, "--json")
+    assert done.returncode == 1, done.stdout
+    assert "trusted-keys.json" in done.stderr
+    assert "signature not checked" not in done.stderr
+    assert json.loads(done.stdout)["error"]["exit_status"] == 1
+
+
+def test_keys_installed_by_trust_rotate_still_judge_a_present_signature(
+    tmp_path: Path, signed_feed: Path
+) -> None:
+    state = tmp_path / "state"
+    assert ctl(tmp_path, state, "keygen", "--out", "b").returncode == 0
+    # Rotate from a to b: b's key is installed, a's no longer trusted.
+    done = ctl(tmp_path, state, "sign", "b/signing.pub", "--kind", "trusted-keys",
+               "--signing-key", "a/signing.key")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    done = ctl(tmp_path, state, "trust", "rotate", "--current", "a/signing.pub",
+               "--new", "b/signing.pub")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    done = ctl(tmp_path, state, "refresh", "--feed", signed_feed)
+    assert done.returncode == 1
+    assert "bad signature" in done.stderr
+    assert "signature not checked" not in done.stderr
+
+
+@pytest.mark.parametrize("content", ["", '{"threshold": 1, "keys": []}'], ids=["empty", "no-keys"])
+def test_a_configured_but_empty_trusted_keys_file_is_an_error_not_no_trust(
+    content: str, tmp_path: Path, signed_feed: Path
+) -> None:
+    (tmp_path / "trusted.json").write_text(content)
+    (tmp_path / "pyproject.toml").write_text('[tool.floorctl]\ntrusted-keys = "trusted.json"\n')
+    done = ctl(tmp_path, tmp_path / "state", "refresh", "--feed", signed_feed)
+    assert done.returncode == 1
+    assert "trusted.json" in done.stderr
+    assert "signature not checked" not in done.stderr
+
+
+# --- JSON error documents -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("json_flag", [["--json"], ["--format", "json"], ["--format=json"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["doctor", "--bogus"],
+        ["verify", "chain", "slice.jsonl", "--checkpoint", "slice.jsonl"],  # no --pubkey
+        ["verify", "chain", "slice.jsonl", "--since", "not-a-time"],
+    ],
+    ids=["unknown-option", "checkpoint-without-pubkey", "bad-time"],
+)
+def test_floorguard_usage_error_with_json_still_prints_one_error_document(
+    argv: list[str], json_flag: list[str], tmp_path: Path
+) -> None:
+    # Before: argparse exited 2 with nothing on stdout, unlike floorctl.
+    (tmp_path / "slice.jsonl").write_text("")
+    done = guard(tmp_path, tmp_path / "state", *argv, *json_flag)
+    assert done.returncode == 2
+    assert json.loads(done.stdout)["error"]["exit_status"] == 2
+    message = json.loads(done.stdout)["error"]["message"]
+    assert f": error: {message}" in done.stderr  # the stderr line, as floorctl's
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_a_closed_stdout_ends_with_an_error_status_and_no_traceback(
+    tool: str, tmp_path: Path
+) -> None:
+    # Before: python -m floorguard died with a BrokenPipeError traceback.
+    program = ["floorctl"] if tool == "floorctl" else ["floorguard"]
+    command = [sys.executable, "-m", *program, "doctor", "--json"]
+    env = isolated_env(tmp_path / "state", PATH=str(tmp_path))
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run(command, stdout=write_end, stderr=subprocess.PIPE, text=True,
+                              cwd=tmp_path, env=env, timeout=120, check=False)  # fmt: skip
+    finally:
+        os.close(write_end)
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+
+
+# --- NOT PROVEN in SARIF and Markdown ---------------------------------------------------------
+
+
+@pytest.fixture
+def permitted_slice(tmp_path: Path) -> Path:
+    built = build(
+        tmp_path / "chain",
+        [
+            (UPDATE, update_receipt(MAP_V1)),
+            (SPAWN, spawn_receipt("aider", "0.61.0", "permit")),
+            (SPAWN, spawn_receipt("aider", "0.62.0", "permit")),
+        ],
+    )
+    (tmp_path / "slice.jsonl").write_text("".join(built.lines()))
+    (tmp_path / "tail.jsonl").write_text("".join(built.lines()[1:]))
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("slice_name", "extra", "said"),
+    [
+        ("slice.jsonl", [], "unauthenticated"),
+        ("tail.jsonl", ["--key-file", "chain/chain.key"], "missing"),
+    ],
+    ids=["no-key", "missing-genesis"],
+)
+def test_a_not_proven_chain_never_yields_a_sarif_log_without_results(
+    slice_name: str, extra: list[str], said: str, permitted_slice: Path
+) -> None:
+    # Code scanning reads a log with no results as "all clear": NOT PROVEN must carry one.
+    outputs = []
+    for run in TOOLS.values():
+        done = run(permitted_slice, permitted_slice / "state", "verify", "chain", slice_name,
+                   *extra, "--format", "sarif")  # fmt: skip
+        assert done.returncode == 1, done.stderr
+        outputs.append(done.stdout)
+    assert outputs[0] == outputs[1]
+    log = json.loads(outputs[0])
+    assert_valid_sarif(log)
+    run_ = log["runs"][0]
+    assert run_["properties"]["verdict"] == "NOT PROVEN"
+    assert run_["invocations"][0]["exitCode"] == 1
+    assert run_["results"]
+    assert all(r["level"] == "error" for r in run_["results"])
+    assert said in json.dumps(run_["results"])
+
+
+def test_a_hostile_requested_name_adds_no_row_link_or_html_to_the_markdown(
+    tmp_path: Path,
+) -> None:
+    hostile = "x | 0 | ok |\n| [pwn](javascript:alert(1)) <img src=x> `code`"
+    receipt = spawn_receipt("aider", "0.50.0", "permit")  # below the floor: a violation
+    receipt["requested"] = hostile
+    built = build(tmp_path / "chain", [(UPDATE, update_receipt(MAP_V1)), (SPAWN, receipt)])
+    (tmp_path / "slice.jsonl").write_text("".join(built.lines()))
+    for run in TOOLS.values():
+        done = run(tmp_path, tmp_path / "state", "verify", "chain", "slice.jsonl",
+                   "--key-file", "chain/chain.key", "--format", "markdown")  # fmt: skip
+        assert done.returncode == 1, done.stderr
+        rows = [line for line in done.stdout.splitlines() if line.startswith("|")]
+        assert len(rows) == 3, done.stdout  # header, rule, the one finding
+        finding = rows[2]
+        # Every | inside the cell is escaped: the row keeps exactly its 4 cell borders.
+        assert finding.replace("\\|", "").count("|") == 4, finding
+        # No link, tag or code span survives unescaped.
+        assert re.search(r"(?<!\\)[\[\]<>`]", finding) is None, finding
