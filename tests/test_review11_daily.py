@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from helpers.cli import floorctl, isolated_env
 from helpers.proof_support import MAP_V1, SPAWN, UPDATE, build, spawn_receipt, update_receipt
+from hosts import write_script
 from test_report_formats import assert_valid_sarif
 
 REPO = Path(__file__).resolve().parents[1]
@@ -210,3 +211,36 @@ def test_a_hostile_requested_name_adds_no_row_link_or_html_to_the_markdown(
         assert finding.replace("\\|", "").count("|") == 4, finding
         # No link, tag or code span survives unescaped.
         assert re.search(r"(?<!\\)[\[\]<>`]", finding) is None, finding
+
+
+# --- doctor: ahead_of_last_green in SARIF -------------------------------------------------------
+
+
+@pytest.mark.parametrize("strict", [False, True], ids=["warning", "strict"])
+def test_doctor_sarif_exit_code_is_the_doctors_own_for_a_warning(
+    strict: bool, tmp_path: Path
+) -> None:
+    # Before: invocations[0].exitCode was 1 for any result, so a log whose doctor exited 0
+    # (ahead_of_last_green is a warning) claimed a failed run.
+    state = tmp_path / "state"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    write_script(bin_dir / "aider", "echo 'aider 0.90.0'")
+    done = ctl(tmp_path, state, "canary", "record", "--adapter", "aider", "--version", "0.86.0",
+               "--result", "pass")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    path = f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin"
+    outputs = []
+    for program in ("floorctl", "floorguard"):
+        command = [sys.executable, "-m", program, "doctor", "--format", "sarif"]
+        done = subprocess.run([*command, *(["--strict"] if strict else [])],
+                              capture_output=True, text=True, cwd=tmp_path, timeout=120,
+                              env=isolated_env(state, PATH=path), check=False)  # fmt: skip
+        assert done.returncode == (1 if strict else 0), done.stderr
+        log = json.loads(done.stdout)
+        assert_valid_sarif(log)
+        run_ = log["runs"][0]
+        assert [r["ruleId"] for r in run_["results"]] == ["FG004"]
+        assert run_["invocations"][0]["exitCode"] == done.returncode
+        outputs.append(run_["invocations"])
+    assert outputs[0] == outputs[1]

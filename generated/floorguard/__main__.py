@@ -227,7 +227,10 @@ def _doctor(args: argparse.Namespace) -> int:
 
         sarif = args.output_format == "sarif"
         where = formats.doctor_map_uri(Path.cwd()) if sarif else None
-        sys.stdout.write(formats.render("doctor", args.output_format, posture.to_json(), where))
+        document = posture.to_json()
+        sys.stdout.write(
+            formats.render("doctor", args.output_format, document, where, strict=args.strict)
+        )
         args.emitted = True
     problem = posture.problem(strict=args.strict)
     if problem is None:
