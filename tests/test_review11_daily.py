@@ -244,3 +244,21 @@ def test_doctor_sarif_exit_code_is_the_doctors_own_for_a_warning(
         assert run_["invocations"][0]["exitCode"] == done.returncode
         outputs.append(run_["invocations"])
     assert outputs[0] == outputs[1]
+
+
+# --- one JSON document on stdout ----------------------------------------------------------------
+
+
+def test_refresh_diff_with_json_keeps_stdout_one_json_document(tmp_path: Path) -> None:
+    # Before: the unified diff was printed after the JSON document, so stdout was no JSON.
+    module = tmp_path / "floor_map.py"
+    module.write_bytes((REPO / "generated" / "floorguard" / "floor_map.py").read_bytes())
+    feed = tmp_path / "feed.json"
+    text = (REPO / "feeds" / "example.v1.json").read_text()
+    feed.write_text(text.replace('"min_safe_version": "0.60.0"', '"min_safe_version": "0.65.0"'))
+    done = ctl(tmp_path, tmp_path / "state", "refresh", "--feed", feed, "--module", module,
+               "--diff", "--check", "--json")  # fmt: skip
+    assert done.returncode == 1, done.stderr  # stale
+    document = json.loads(done.stdout)
+    assert document["stale"] is True
+    assert '+        "min_safe_version": "0.65.0",' in document["module_diff"].splitlines()
