@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -262,3 +263,24 @@ def test_refresh_diff_with_json_keeps_stdout_one_json_document(tmp_path: Path) -
     document = json.loads(done.stdout)
     assert document["stale"] is True
     assert '+        "min_safe_version": "0.65.0",' in document["module_diff"].splitlines()
+
+
+@pytest.mark.parametrize("program", ["floorctl", "floorguard"])
+def test_an_interrupt_with_json_prints_one_error_document_and_no_traceback(
+    program: str, tmp_path: Path
+) -> None:
+    # Before: python -m floorguard died of KeyboardInterrupt with a traceback, no document.
+    command = [sys.executable, "-m", program, "verify", "chain", "-", "--unauthenticated",
+               "--json"]  # fmt: skip
+    with subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                          env=isolated_env(tmp_path / "state")) as child:  # fmt: skip
+        assert child.stderr is not None and child.stdout is not None
+        # The notice is printed once the command runs: it is then waiting on stdin.
+        assert "MACs not checked" in child.stderr.readline()
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=60)
+    assert child.returncode == 1
+    assert "Traceback" not in err
+    assert f"{program}: aborted" in err
+    assert json.loads(out) == {"error": {"message": "aborted", "exit_status": 1}}

@@ -401,6 +401,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             # With json a failure is still one JSON document, as floorctl prints it.
             _print_error_document(message, EXIT_FAILED)
         return EXIT_FAILED
+    except KeyboardInterrupt:
+        # As floorctl: one line, the JSON document with json, exit 1; never a traceback.
+        print("floorguard: aborted", file=sys.stderr)
+        if getattr(args, "as_json", False) and not args.emitted:
+            _print_error_document("aborted", EXIT_FAILED)
+        # exec answers as a shell does for a command stopped by SIGINT (nothing was started).
+        return 128 + 2 if handler is _exec else EXIT_FAILED
     except BrokenPipeError:
         # The reader of stdout went away (`... | head`): nothing more can be said there, and
         # no traceback; stdout is pointed at /dev/null so the exit's flush cannot fail again.
