@@ -10,6 +10,7 @@ import re
 import signal
 import subprocess
 import sys
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -284,3 +285,23 @@ def test_an_interrupt_with_json_prints_one_error_document_and_no_traceback(
     assert "Traceback" not in err
     assert f"{program}: aborted" in err
     assert json.loads(out) == {"error": {"message": "aborted", "exit_status": 1}}
+
+
+def test_a_slice_name_with_uri_delimiters_is_percent_encoded_in_the_sarif_location(
+    permitted_slice: Path,
+) -> None:
+    # Before: "slice #1?.jsonl" went in as is: a code-scanning service reads "slice " and
+    # a fragment, so the alert pointed at another (or no) file.
+    name = "slice #1?%.jsonl"
+    (permitted_slice / name).write_bytes((permitted_slice / "slice.jsonl").read_bytes())
+    outputs = []
+    for run in TOOLS.values():
+        done = run(permitted_slice, permitted_slice / "state", "verify", "chain", name,
+                   "--format", "sarif")  # fmt: skip
+        assert done.returncode == 1, done.stderr
+        outputs.append(done.stdout)
+    assert outputs[0] == outputs[1]
+    result = json.loads(outputs[0])["runs"][0]["results"][0]
+    uri = result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+    assert uri == "slice%20%231%3F%25.jsonl"
+    assert urllib.parse.unquote(uri) == name

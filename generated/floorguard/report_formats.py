@@ -280,11 +280,16 @@ def artifact_uri(path: str | PurePath | None, cwd: Path) -> str | None:
     standard input."""
     if path is None or str(path) == "-":
         return None
+    from urllib.parse import quote
+
     absolute = Path(cwd, path).absolute()
     try:
-        return absolute.relative_to(cwd.absolute()).as_posix()
+        relative = absolute.relative_to(cwd.absolute()).as_posix()
     except ValueError:
         return absolute.as_uri()
+    # A URI reference, percent-encoded as as_uri() encodes: a '#', '?' or space in a file
+    # name would otherwise end the path (a fragment, a query) or make the URI invalid.
+    return quote(relative, safe="/")
 
 
 def doctor_map_uri(cwd: Path) -> str | None:
