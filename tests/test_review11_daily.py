@@ -14,6 +14,7 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
+from feedserver import v2_feed
 from helpers.cli import floorctl, isolated_env
 from helpers.proof_support import MAP_V1, SPAWN, UPDATE, build, spawn_receipt, update_receipt
 from hosts import write_script
@@ -305,3 +306,40 @@ def test_a_slice_name_with_uri_delimiters_is_percent_encoded_in_the_sarif_locati
     uri = result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
     assert uri == "slice%20%231%3F%25.jsonl"
     assert urllib.parse.unquote(uri) == name
+
+
+# --- a state file that remembers a signed feed ------------------------------------------------
+
+
+@pytest.mark.parametrize("stripped", ["no-trusted-keys", "signature-deleted"])
+def test_a_feed_accepted_signed_cannot_come_back_unsigned_through_the_state_file(
+    stripped: str, tmp_path: Path
+) -> None:
+    # Before: with no key trusted a present signature is ignored, so a run without
+    # --trusted-keys (or a copy whose .dsse was deleted) took the next version unchecked
+    # and advanced the committed state, though that feed_id had only ever been signed.
+    state, feed, module = tmp_path / "state", tmp_path / "feed.json", tmp_path / "floor_map.py"
+    module.write_bytes((REPO / "generated" / "floorguard" / "floor_map.py").read_bytes())
+    assert ctl(tmp_path, state, "keygen", "--out", "a").returncode == 0
+
+    def refresh(version: int, *trust: str) -> subprocess.CompletedProcess[str]:
+        feed.write_bytes(v2_feed(version))
+        done = ctl(tmp_path, state, "sign", feed, "--signing-key", "a/signing.key")
+        assert done.returncode == 0, done.stderr
+        if stripped == "signature-deleted" and not trust:
+            Path(f"{feed}.dsse").unlink()
+            trust = ("--trusted-keys", "a/signing.pub")
+        return ctl(tmp_path, state, "refresh", "--feed", feed, "--module", module, "--write",
+                   "--allow-downgrade", "--state-file", "feeds-state.json", *trust)  # fmt: skip
+
+    done = refresh(1, "--trusted-keys", "a/signing.pub")
+    assert done.returncode == 0, done.stderr
+    remembered = json.loads((tmp_path / "feeds-state.json").read_text())["feeds"]
+    assert remembered["example-feed"]["signed"] is True
+    before = (tmp_path / "feeds-state.json").read_bytes()
+    done = refresh(2)
+    assert done.returncode == 1, done.stdout
+    assert "signature stripping" in done.stderr
+    assert (tmp_path / "feeds-state.json").read_bytes() == before
+    # Signed again and checked, the next version is taken.
+    assert refresh(3, "--trusted-keys", "a/signing.pub").returncode == 0
