@@ -129,23 +129,35 @@ def test_floorguard_usage_error_with_json_still_prints_one_error_document(
     assert f": error: {message}" in done.stderr  # the stderr line, as floorctl's
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("stdout", ["closed-pipe", "full-disk"])
+@pytest.mark.parametrize("output", [["--json"], []], ids=["json", "text"])
 @pytest.mark.parametrize("tool", TOOLS)
-def test_a_closed_stdout_ends_with_an_error_status_and_no_traceback(
-    tool: str, tmp_path: Path
+def test_a_stdout_that_cannot_be_written_ends_with_one_error_line_and_no_traceback(
+    tool: str, output: list[str], stdout: str, tmp_path: Path
 ) -> None:
-    # Before: python -m floorguard died with a BrokenPipeError traceback.
-    program = ["floorctl"] if tool == "floorctl" else ["floorguard"]
-    command = [sys.executable, "-m", *program, "doctor", "--json"]
+    # Before: a BrokenPipeError (python -m floorguard) or ENOSPC (both CLIs, where the JSON
+    # error document then failed as well) ended in a traceback.
+    command = [sys.executable, "-m", tool, "doctor", *output]
     env = isolated_env(tmp_path / "state", PATH=str(tmp_path))
-    read_end, write_end = os.pipe()
-    os.close(read_end)
+    if stdout == "closed-pipe":
+        read_end, target = os.pipe()
+        os.close(read_end)
+    else:
+        target = os.open("/dev/full", os.O_WRONLY)
     try:
-        done = subprocess.run(command, stdout=write_end, stderr=subprocess.PIPE, text=True,
+        done = subprocess.run(command, stdout=target, stderr=subprocess.PIPE, text=True,
                               cwd=tmp_path, env=env, timeout=120, check=False)  # fmt: skip
     finally:
-        os.close(write_end)
+        os.close(target)
     assert done.returncode == 1
     assert "Traceback" not in done.stderr
+    assert "Exception ignored" not in done.stderr
+    # At most one line (click ends a closed pipe silently, as `head` readers expect).
+    lines = done.stderr.splitlines()
+    assert len(lines) <= 1 and all(line.startswith(f"{tool}: error: ") for line in lines)
+    if stdout == "full-disk":
+        assert lines
 
 
 # --- NOT PROVEN in SARIF and Markdown ---------------------------------------------------------

@@ -330,7 +330,23 @@ class _Parser(argparse.ArgumentParser):
 
 def _print_error_document(message: str, status: int) -> None:
     document = {"error": {"message": message, "exit_status": status}}
-    print(json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False), flush=True)
+    try:
+        print(json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False), flush=True)
+    except OSError:
+        _stdout_failed()  # the stderr line has said what failed
+
+
+def _stdout_failed() -> bool:
+    """Whether standard output can no longer be written (closed pipe, full disk). If so it
+    is pointed at /dev/null, so that nothing more (the exit's flush) fails on it."""
+    try:
+        sys.stdout.flush()
+        return False
+    except OSError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return True
 
 
 def _json_requested(argv: Sequence[str]) -> bool:
@@ -389,12 +405,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         try:
             return handler(args)
-        except BrokenPipeError:
-            raise
         except FloorguardError as error:
             message = one_line(str(error))
         except OSError as error:
-            where = f"{error.filename}: " if error.filename else ""
+            # No file name and a stdout that fails: the output itself could not be written.
+            if error.filename:
+                where = f"{error.filename}: "
+            else:
+                where = "standard output: " if _stdout_failed() else ""
             message = one_line(where + str(error.strerror or error))
         print(f"floorguard: error: {message}", file=sys.stderr)
         if getattr(args, "as_json", False) and not args.emitted:
@@ -408,13 +426,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             _print_error_document("aborted", EXIT_FAILED)
         # exec answers as a shell does for a command stopped by SIGINT (nothing was started).
         return 128 + 2 if handler is _exec else EXIT_FAILED
-    except BrokenPipeError:
-        # The reader of stdout went away (`... | head`): nothing more can be said there, and
-        # no traceback; stdout is pointed at /dev/null so the exit's flush cannot fail again.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        print("floorguard: error: standard output was closed", file=sys.stderr)
-        return EXIT_FAILED
 
 
 if __name__ == "__main__":
