@@ -8,9 +8,9 @@ at the edge and written atomically only after the feed was written.
 - rollback: a version lower than the last accepted one is refused, even if validly signed;
 - mix-and-match: the same version with different bytes is refused (one version, one content);
 - freeze: a feed whose own ``expires`` is before the reference time is refused;
-- stripping: once a ``feed_id`` was accepted with a verified signature, a copy that is not
-  signed by trusted keys (its signature deleted, or left unchecked because no key is
-  trusted) is refused.
+- stripping: once a ``feed_id`` was accepted with a verified signature, other bytes for it
+  that are not signed by trusted keys (the signature deleted, or left unchecked because no
+  key is trusted) are refused; the very bytes accepted then still are.
 """
 
 from __future__ import annotations
@@ -143,7 +143,8 @@ def check(state: FreshnessState, feed: Feed, now: _dt.datetime) -> None:
     previous = state.feeds.get(feed.feed_id)
     if previous is None:
         return
-    if previous.signed and not feed.signed_by:
+    # The very bytes accepted signed before were verified then: only other bytes need keys.
+    if previous.signed and not feed.signed_by and feed.digest != previous.digest:
         raise FreshnessError(
             f"{feed.source}: unsigned copy of feed {feed.feed_id!r} refused (signature "
             f"stripping protection): version {previous.version} was accepted signed by trusted "
@@ -172,8 +173,11 @@ def accept(state: FreshnessState, feeds: Sequence[Feed], now: _dt.datetime) -> F
         check(FreshnessState(MappingProxyType(updated)), feed, now)
         if feed.feed_id is None or feed.version is None or feed.expires is None:
             continue
+        previous = updated.get(feed.feed_id)
+        # Accepted unsigned past a signed memory only as the same bytes: still signed.
+        signed = bool(feed.signed_by) or (previous is not None and previous.signed)
         updated[feed.feed_id] = Accepted(
-            feed.version, feed.digest, feed.expires, format_ts(now), bool(feed.signed_by)
+            feed.version, feed.digest, feed.expires, format_ts(now), signed
         )
     return FreshnessState(MappingProxyType(updated))
 
