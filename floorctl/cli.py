@@ -194,7 +194,23 @@ def _error_document(message: str, status: int) -> None:
     # One document per run: a command that printed its own (doctor, verify chain) has said
     # what failed in it already.
     if OutputState.format == "json" and not OutputState.emitted:
-        emit_json({"error": {"message": message, "exit_status": status}})
+        try:
+            emit_json({"error": {"message": message, "exit_status": status}})
+        except OSError:
+            _stdout_failed()  # the stderr line has said what failed
+
+
+def _stdout_failed() -> bool:
+    """Whether standard output can no longer be written (closed pipe, full disk). If so it
+    is pointed at /dev/null, so that nothing more (the exit's flush) fails on it."""
+    try:
+        sys.stdout.flush()
+        return False
+    except OSError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return True
 
 
 def _usage_message(usage: click.UsageError) -> str:
@@ -245,7 +261,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(EXIT_FAILED)
     except OSError as error:
         # Files we were told to read or write: say which, never a traceback.
-        where = f"{error.filename}: " if error.filename else ""
+        if error.filename:
+            where = f"{error.filename}: "
+        else:
+            where = "standard output: " if _stdout_failed() else ""
         _report(Exception(f"{where}{error.strerror or error}"), EXIT_FAILED)
         sys.exit(EXIT_FAILED)
     sys.exit(status if isinstance(status, int) else EXIT_OK)

@@ -7,7 +7,10 @@ at the edge and written atomically only after the feed was written.
 
 - rollback: a version lower than the last accepted one is refused, even if validly signed;
 - mix-and-match: the same version with different bytes is refused (one version, one content);
-- freeze: a feed whose own ``expires`` is before the reference time is refused.
+- freeze: a feed whose own ``expires`` is before the reference time is refused;
+- stripping: once a ``feed_id`` was accepted with a verified signature, other bytes for it
+  that are not signed by trusted keys (the signature deleted, or left unchecked because no
+  key is trusted) are refused; the very bytes accepted then still are.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ class Accepted:
     digest: str
     expires: str
     accepted_at: str
+    signed: bool = False  # accepted with a signature that verified against trusted keys
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,8 @@ class FreshnessState:
                     "digest": a.digest,
                     "expires": a.expires,
                     "accepted_at": a.accepted_at,
+                    # Only when true: a state of unsigned feeds is written as before.
+                    **({"signed": True} if a.signed else {}),
                 }
                 for feed_id, a in sorted(self.feeds.items())
             },
@@ -104,6 +110,7 @@ def load_state(path: Path) -> FreshnessState:
             not isinstance(entry, dict)
             or type(entry.get("version")) is not int
             or not is_digest(entry.get("digest"))
+            or type(entry.get("signed", False)) is not bool
         ):
             raise bad(f"entry {feed_id!r} is malformed")
         accepted[feed_id] = Accepted(
@@ -111,6 +118,7 @@ def load_state(path: Path) -> FreshnessState:
             entry["digest"],
             str(entry.get("expires", "")),
             str(entry.get("accepted_at", "")),
+            entry.get("signed", False),
         )
     return FreshnessState(MappingProxyType(accepted))
 
@@ -135,6 +143,14 @@ def check(state: FreshnessState, feed: Feed, now: _dt.datetime) -> None:
     previous = state.feeds.get(feed.feed_id)
     if previous is None:
         return
+    # The very bytes accepted signed before were verified then: only other bytes need keys.
+    if previous.signed and not feed.signed_by and feed.digest != previous.digest:
+        raise FreshnessError(
+            f"{feed.source}: unsigned copy of feed {feed.feed_id!r} refused (signature "
+            f"stripping protection): version {previous.version} was accepted signed by trusted "
+            "keys, and this copy is not (no signature, or no key trusted to check it: pass "
+            "--trusted-keys)"
+        )
     if feed.version < previous.version:
         raise FreshnessError(
             f"{feed.source}: rolled-back feed version refused (rollback attack protection): "
@@ -157,7 +173,12 @@ def accept(state: FreshnessState, feeds: Sequence[Feed], now: _dt.datetime) -> F
         check(FreshnessState(MappingProxyType(updated)), feed, now)
         if feed.feed_id is None or feed.version is None or feed.expires is None:
             continue
-        updated[feed.feed_id] = Accepted(feed.version, feed.digest, feed.expires, format_ts(now))
+        previous = updated.get(feed.feed_id)
+        # Accepted unsigned past a signed memory only as the same bytes: still signed.
+        signed = bool(feed.signed_by) or (previous is not None and previous.signed)
+        updated[feed.feed_id] = Accepted(
+            feed.version, feed.digest, feed.expires, format_ts(now), signed
+        )
     return FreshnessState(MappingProxyType(updated))
 
 

@@ -15,6 +15,7 @@ from old keys to new ones and never to whoever can write a file.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,7 +60,10 @@ def resolve_trusted_keys(given: Path | None, environ: Mapping[str, str]) -> Trus
     if given is not None:
         return load_trusted_keys(given)
     installed = installed_path(environ)
-    if installed.exists():
+    # lexists, not exists: a dangling or looping link where the installed keys belong is
+    # an error naming it (load fails), never "no key is trusted", which would let a signed
+    # feed through unchecked.
+    if os.path.lexists(installed):
         return load_trusted_keys(installed)
     return None
 

@@ -258,7 +258,9 @@ def test_artifact_uri_is_repository_relative_inside_cwd_and_a_file_uri_outside(
     tmp_path: Path,
 ) -> None:
     assert report_formats.artifact_uri("sub/slice.jsonl", tmp_path) == "sub/slice.jsonl"
-    assert report_formats.artifact_uri(tmp_path / "a b.json", tmp_path) == "a b.json"
+    assert (
+        report_formats.artifact_uri(tmp_path / "a b.json", tmp_path) == "a%20b.json"
+    )  # an RFC 3986 URI reference
     outside = report_formats.artifact_uri("/etc/hosts", tmp_path)
     assert outside == "file:///etc/hosts"
     assert report_formats.artifact_uri("-", tmp_path) is None

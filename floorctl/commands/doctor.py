@@ -32,7 +32,10 @@ def command(strict: bool, output_format: str) -> None:
         click.echo(doctor.format_table(posture))
     else:
         where = report_formats.doctor_map_uri(Path.cwd()) if output_format == "sarif" else None
-        emit_rendered(report_formats.render("doctor", output_format, posture.to_json(), where))
+        document = posture.to_json()
+        emit_rendered(
+            report_formats.render("doctor", output_format, document, where, strict=strict)
+        )
     problem = posture.problem(strict=strict)
     if problem is not None:
         raise FloorctlError(problem)

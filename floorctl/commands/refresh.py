@@ -268,22 +268,28 @@ def command(
         for source, (_, fetched) in zip(sources, results, strict=True):
             if fetched is not None:
                 fetch.remember(cache_dir, source, fetched)
+    module_diff = (
+        "".join(
+            difflib.unified_diff(
+                plan.old_text.splitlines(keepends=True),
+                plan.new_text.splitlines(keepends=True),
+                fromfile=f"a/{module}",
+                tofile=f"b/{module}",
+            )
+        )
+        if show_diff
+        else None
+    )
     if as_json:
-        emit_json(_document(plan, outcome, receipt_out))
+        # stdout holds one JSON document: the diff goes inside it, never after it.
+        document = _document(plan, outcome, receipt_out)
+        if module_diff is not None:
+            document["module_diff"] = module_diff
+        emit_json(document)
     else:
         _print_summary(plan, outcome, receipt_out, check)
-    if show_diff:
-        click.echo(
-            "".join(
-                difflib.unified_diff(
-                    plan.old_text.splitlines(keepends=True),
-                    plan.new_text.splitlines(keepends=True),
-                    fromfile=f"a/{module}",
-                    tofile=f"b/{module}",
-                )
-            ),
-            nl=False,
-        )
+        if module_diff is not None:
+            click.echo(module_diff, nl=False)
     if check and plan.stale:
         raise StaleModule(
             f"{module}: stale: the floor map does not match the feeds "

@@ -227,7 +227,10 @@ def _doctor(args: argparse.Namespace) -> int:
 
         sarif = args.output_format == "sarif"
         where = formats.doctor_map_uri(Path.cwd()) if sarif else None
-        sys.stdout.write(formats.render("doctor", args.output_format, posture.to_json(), where))
+        document = posture.to_json()
+        sys.stdout.write(
+            formats.render("doctor", args.output_format, document, where, strict=args.strict)
+        )
         args.emitted = True
     problem = posture.problem(strict=args.strict)
     if problem is None:
@@ -312,11 +315,55 @@ def register_exec(commands: _SubParsers) -> None:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, whose usage errors quote the arguments given: kept to one line."""
+    """argparse, whose usage errors quote the arguments given: kept to one line, and with
+    json asked for on the command line, also one JSON error document on stdout."""
+
+    json_requested = False  # set by main before parsing (the parse may fail at any option)
 
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {one_line(message)}\n")
+        line = one_line(message)
+        if _Parser.json_requested:
+            _print_error_document(line, EXIT_USAGE)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {line}\n")
+
+
+def _print_error_document(message: str, status: int) -> None:
+    document = {"error": {"message": message, "exit_status": status}}
+    try:
+        print(json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False), flush=True)
+    except OSError:
+        _stdout_failed()  # the stderr line has said what failed
+
+
+def _stdout_failed() -> bool:
+    """Whether standard output can no longer be written (closed pipe, full disk). If so it
+    is pointed at /dev/null, so that nothing more (the exit's flush) fails on it."""
+    try:
+        sys.stdout.flush()
+        return False
+    except OSError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return True
+
+
+def _json_requested(argv: Sequence[str]) -> bool:
+    """Whether the command line asks for json, read before argparse has parsed it (as
+    floorctl reads it: the last --json or --format wins, nothing after ``--``)."""
+    found = False
+    args = list(argv)
+    for index, arg in enumerate(args):
+        if arg == "--":
+            break
+        if arg == "--json":
+            found = True
+        elif arg == "--format" and index + 1 < len(args):
+            found = args[index + 1] == "json"
+        elif arg.startswith("--format="):
+            found = arg.split("=", 1)[1] == "json"
+    return found
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -339,7 +386,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; errors become one ``floorguard: error:`` line and exit status 1."""
-    args = build_parser().parse_args(argv)
+    given = sys.argv[1:] if argv is None else list(argv)
+    _Parser.json_requested = _json_requested(given)
+    args = build_parser().parse_args(given)
     if getattr(args, "checkpoint", None) is not None and args.pubkey is None:
         args.parser.error("--checkpoint needs --pubkey (the key the checkpoint is signed by)")
     since, until = getattr(args, "since", None), getattr(args, "until", None)
@@ -354,18 +403,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.emitted = False
     handler: Handler = args.handler
     try:
-        return handler(args)
-    except FloorguardError as error:
-        message = one_line(str(error))
-    except OSError as error:
-        where = f"{error.filename}: " if error.filename else ""
-        message = one_line(where + str(error.strerror or error))
-    print(f"floorguard: error: {message}", file=sys.stderr)
-    if getattr(args, "as_json", False) and not args.emitted:
-        # With json a failure is still one JSON document, as floorctl prints it.
-        document = {"error": {"message": message, "exit_status": EXIT_FAILED}}
-        print(json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False))
-    return EXIT_FAILED
+        try:
+            return handler(args)
+        except FloorguardError as error:
+            message = one_line(str(error))
+        except OSError as error:
+            # No file name and a stdout that fails: the output itself could not be written.
+            if error.filename:
+                where = f"{error.filename}: "
+            else:
+                where = "standard output: " if _stdout_failed() else ""
+            message = one_line(where + str(error.strerror or error))
+        print(f"floorguard: error: {message}", file=sys.stderr)
+        if getattr(args, "as_json", False) and not args.emitted:
+            # With json a failure is still one JSON document, as floorctl prints it.
+            _print_error_document(message, EXIT_FAILED)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        # As floorctl: one line, the JSON document with json, exit 1; never a traceback.
+        print("floorguard: aborted", file=sys.stderr)
+        if getattr(args, "as_json", False) and not args.emitted:
+            _print_error_document("aborted", EXIT_FAILED)
+        # exec answers as a shell does for a command stopped by SIGINT (nothing was started).
+        return 128 + 2 if handler is _exec else EXIT_FAILED
 
 
 if __name__ == "__main__":

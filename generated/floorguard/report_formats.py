@@ -142,9 +142,12 @@ def _physical(uri: str | None) -> dict[str, Any]:
     return {"physicalLocation": {"artifactLocation": {"uri": uri}}} if uri else {}
 
 
-def doctor_sarif(document: Mapping[str, Any], *, map_uri: str | None) -> dict[str, Any]:
+def doctor_sarif(
+    document: Mapping[str, Any], *, map_uri: str | None, strict: bool = False
+) -> dict[str, Any]:
     """The SARIF log of a ``doctor --json`` document: one result per adapter whose status is
-    a finding, located in the floor map in force (``map_uri``) and at the adapter."""
+    a finding, located in the floor map in force (``map_uri``) and at the adapter. The
+    invocation's exit code is the doctor's: a warning alone fails only under ``strict``."""
     rules = [*DOCTOR_RULES.values(), UNCLASSIFIED]
     results = []
     for adapter in document["adapters"]:
@@ -163,7 +166,8 @@ def doctor_sarif(document: Mapping[str, Any], *, map_uri: str | None) -> dict[st
             key: adapter.get(key) for key in ("binary", "version", "floor", "advisory_id")
         }
         results.append(found)
-    invocation = {"executionSuccessful": True, "exitCode": 1 if results else 0}
+    failed = any(r["level"] == "error" for r in results) or (strict and bool(results))
+    invocation = {"executionSuccessful": True, "exitCode": 1 if failed else 0}
     return _log(
         rules,
         results,
@@ -276,11 +280,16 @@ def artifact_uri(path: str | PurePath | None, cwd: Path) -> str | None:
     standard input."""
     if path is None or str(path) == "-":
         return None
+    from urllib.parse import quote
+
     absolute = Path(cwd, path).absolute()
     try:
-        return absolute.relative_to(cwd.absolute()).as_posix()
+        relative = absolute.relative_to(cwd.absolute()).as_posix()
     except ValueError:
         return absolute.as_uri()
+    # A URI reference, percent-encoded as as_uri() encodes: a '#', '?' or space in a file
+    # name would otherwise end the path (a fragment, a query) or make the URI invalid.
+    return quote(relative, safe="/")
 
 
 def doctor_map_uri(cwd: Path) -> str | None:
@@ -292,16 +301,22 @@ def doctor_map_uri(cwd: Path) -> str | None:
 
 
 def render(
-    report: str, output_format: str, document: Mapping[str, Any], artifact: str | None
+    report: str,
+    output_format: str,
+    document: Mapping[str, Any],
+    artifact: str | None,
+    *,
+    strict: bool = False,
 ) -> str:
     """What ``doctor`` (``report="doctor"``) or ``verify chain`` (``report="chain"``) prints
     for a ``--format`` other than text, ending in a newline. ``artifact`` is the floor map's
-    or the slice's URI (see ``artifact_uri``). Raises ValueError for another format."""
+    or the slice's URI (see ``artifact_uri``); ``strict`` is the doctor's ``--strict``.
+    Raises ValueError for another format."""
     if output_format == "json":
         return _dumps(document)
     if output_format == "sarif":
         if report == "doctor":
-            return _dumps(doctor_sarif(document, map_uri=artifact))
+            return _dumps(doctor_sarif(document, map_uri=artifact, strict=strict))
         return _dumps(chain_sarif(document, slice_uri=artifact))
     if output_format == "markdown":
         return doctor_markdown(document) if report == "doctor" else chain_markdown(document)
