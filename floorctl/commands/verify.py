@@ -47,6 +47,14 @@ def verify() -> None:
     help="The public key the checkpoint is signed by.",
 )
 @click.option(
+    "--inclusion",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    metavar="PROOF",
+    help="An inclusion proof of the checkpoint's last record (floorctl chain prove), needed "
+    "when the slice does not start at genesis.",
+)
+@click.option(
     "--maps",
     "map_dirs",
     multiple=True,
@@ -69,6 +77,7 @@ def verify_chain(
     key_file: Path | None,
     checkpoint_file: Path | None,
     pubkey: Path | None,
+    inclusion: Path | None,
     map_dirs: tuple[Path, ...],
     unauthenticated: bool,
     output_format: str,
@@ -100,6 +109,7 @@ def verify_chain(
         unauthenticated=unauthenticated,
         notify=lambda message: notice(f"floorctl: {message}"),
         progress=_progress.counter("verify chain", "records checked"),
+        inclusion=inclusion,
     )
     if output_format == "json":
         emit_json(window_proof.report_document(report))
@@ -113,9 +123,11 @@ def verify_chain(
         raise click.exceptions.Exit(1)
 
 
-# `verify receipt` and `verify provenance` live in their own modules; the group is where
-# floorctl finds them.
-from floorctl.commands import verify_provenance, verify_receipt  # noqa: E402
+# `verify receipt`, `verify provenance` and the log's checks live in their own modules; the
+# group is where floorctl finds them.
+from floorctl.commands import verify_log, verify_provenance, verify_receipt  # noqa: E402
 
 verify.add_command(verify_receipt.command)
 verify.add_command(verify_provenance.command)
+verify.add_command(verify_log.inclusion)
+verify.add_command(verify_log.consistency)

@@ -83,6 +83,7 @@ def _verify_chain(args: argparse.Namespace) -> int:
         until=args.until,
         unauthenticated=args.unauthenticated,
         notify=_notify,
+        inclusion=args.inclusion,
     )
     if args.output_format == "text":
         sys.stdout.write(window_proof.render_text(report))
@@ -147,6 +148,14 @@ def register_verify(commands: _SubParsers) -> _SubParsers:
         help="the public key the checkpoint is signed by",
     )
     chain.add_argument(
+        "--inclusion",
+        type=_EXISTING_FILE,
+        default=None,
+        metavar="PROOF",
+        help="an inclusion proof of the checkpoint's last record (floorctl chain prove), "
+        "needed when the slice does not start at genesis",
+    )
+    chain.add_argument(
         "--maps",
         type=_EXISTING_DIR,
         action="append",
@@ -196,7 +205,66 @@ def register_verify(commands: _SubParsers) -> _SubParsers:
         "--json", dest="as_json", action="store_true", help="print one JSON document"
     )
     receipt.set_defaults(handler=_verify_receipt)
+    register_log_checks(checks)
     return checks
+
+
+def register_log_checks(checks: _SubParsers) -> None:
+    """``verify inclusion`` and ``verify consistency`` (the transparency log)."""
+    inclusion = checks.add_parser(
+        "inclusion",
+        help="check that one record is in the log a signed checkpoint states",
+        description="Verify the signed checkpoint against --pubkey, then the inclusion proof "
+        "(floorctl chain prove): the record it carries is at its index in that log. Exit 0 "
+        "only when both verify.",
+    )
+    inclusion.add_argument("proof", type=_EXISTING_FILE, metavar="PROOF")
+    inclusion.add_argument("--checkpoint", type=_EXISTING_FILE, required=True)
+    inclusion.add_argument("--pubkey", type=_EXISTING_FILE, required=True)
+    inclusion.add_argument(
+        "--json", dest="as_json", action="store_true", help="print one JSON document"
+    )
+    inclusion.set_defaults(handler=_verify_inclusion)
+    consistency = checks.add_parser(
+        "consistency",
+        help="check that a newer checkpoint's log extends an older one's",
+        description="Verify both signed checkpoints against --pubkey, then the consistency "
+        "proof (floorctl chain consistency) between them. Exit 0 only when all verify.",
+    )
+    consistency.add_argument("--old", type=_EXISTING_FILE, required=True)
+    consistency.add_argument("--new", type=_EXISTING_FILE, required=True)
+    consistency.add_argument("--proof", type=_EXISTING_FILE, required=True)
+    consistency.add_argument("--pubkey", type=_EXISTING_FILE, required=True)
+    consistency.add_argument(
+        "--json", dest="as_json", action="store_true", help="print one JSON document"
+    )
+    consistency.set_defaults(handler=_verify_consistency)
+
+
+def _verify_inclusion(args: argparse.Namespace) -> int:
+    from floorguard import verify_commands
+
+    result = verify_commands.verify_inclusion(
+        args.proof, checkpoint=args.checkpoint, pubkey=args.pubkey
+    )
+    if args.as_json:
+        sys.stdout.write(verify_commands.json_text(result.document()))
+    else:
+        sys.stdout.write(result.text())
+    return EXIT_OK
+
+
+def _verify_consistency(args: argparse.Namespace) -> int:
+    from floorguard import verify_commands
+
+    result = verify_commands.verify_consistency(
+        old=args.old, new=args.new, proof=args.proof, pubkey=args.pubkey
+    )
+    if args.as_json:
+        sys.stdout.write(verify_commands.json_text(result.document()))
+    else:
+        sys.stdout.write(result.text())
+    return EXIT_OK
 
 
 def _verify_receipt(args: argparse.Namespace) -> int:

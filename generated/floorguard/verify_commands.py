@@ -25,6 +25,7 @@ from floorguard.files import read_regular
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+    from floorguard import tlog
     from floorguard.receipts import CheckedReceipt
     from floorguard.window_proof import ProofReport
 
@@ -223,11 +224,14 @@ def verify_chain(
     unauthenticated: bool,
     notify: Notify,
     progress: Callable[[int], None] | None = None,
+    inclusion: Path | None = None,
 ) -> ProofReport:
     """``verify chain``: the window proof of a slice (``-``: standard input) with the
-    commands' defaults (``maps`` empty: :func:`default_map_dirs`); ``progress`` hears the
-    count of records checked, now and then (see ``window_proof.prove_path``). Raises KeyFileError,
-    VerificationError (an unusable public key), UnreadableFileError and OSError."""
+        commands' defaults (``maps`` empty: :func:`default_map_dirs`); ``progress`` hears the
+        count of records checked, now and then (see ``window_proof.prove_path``); ``inclusion`` is
+    an inclusion proof of the checkpoint's last record, for a slice that does not start at
+    genesis. Raises KeyFileError,
+        VerificationError (an unusable public key), UnreadableFileError and OSError."""
     from floorguard import window_proof
     from floorguard.chain_key import load_key
     from floorguard.slice_verify import MACS_NOT_CHECKED
@@ -243,8 +247,18 @@ def verify_chain(
             read_regular(checkpoint, max_bytes=files.MAX_CHECKPOINT_BYTES, what="checkpoint"),
             load_verify_key(pubkey),
         )
+    proof = None
+    if inclusion is not None:
+        from floorguard import tlog
+
+        proof, problem = window_proof.load_inclusion(
+            read_regular(inclusion, max_bytes=tlog.MAX_PROOF_BYTES, what="inclusion proof")
+        )
+        if problem is not None:
+            refused = refused or f"{inclusion}: {problem}"
     return window_proof.prove_path(
         slice_path,
+        inclusion=proof,
         progress=progress,
         key=key,
         since=since,
@@ -259,3 +273,61 @@ def verify_chain(
 def json_text(document: Any) -> str:
     """One JSON document as both CLIs print it (sorted keys, UTF-8, a final newline)."""
     return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+# --- verify inclusion / consistency (the transparency log) ----------------------------------
+
+
+def _checkpoint_bytes(path: Path) -> bytes:
+    return read_regular(path, max_bytes=files.MAX_CHECKPOINT_BYTES, what="checkpoint")
+
+
+def _proof_bytes(path: Path) -> bytes:
+    from floorguard import tlog
+
+    return read_regular(path, max_bytes=tlog.MAX_PROOF_BYTES, what="proof")
+
+
+def _named(path: Path, exc: VerificationError) -> VerificationError:
+    return VerificationError(f"{path}: {exc}")
+
+
+def verify_inclusion(proof: Path, *, checkpoint: Path, pubkey: Path) -> tlog.InclusionResult:
+    """``verify inclusion``: the record in PROOF is at its index in the log the signed
+    checkpoint states. Raises VerificationError (naming the file at fault),
+    UnreadableFileError and OSError."""
+    from floorguard import checkpoint as checkpoints
+    from floorguard import tlog
+
+    key = load_verify_key(pubkey)
+    try:
+        cp = checkpoints.verify(_checkpoint_bytes(checkpoint), key)
+    except VerificationError as exc:
+        raise _named(checkpoint, exc) from exc
+    try:
+        parsed = tlog.parse_inclusion(_proof_bytes(proof))
+        return tlog.InclusionResult(cp, tlog.check_inclusion(parsed, cp))
+    except VerificationError as exc:
+        raise _named(proof, exc) from exc
+
+
+def verify_consistency(
+    *, old: Path, new: Path, proof: Path, pubkey: Path
+) -> tlog.ConsistencyResult:
+    """``verify consistency``: the newer checkpoint's log extends the older one's. Raises
+    VerificationError (naming the file at fault), UnreadableFileError and OSError."""
+    from floorguard import checkpoint as checkpoints
+    from floorguard import tlog
+
+    key = load_verify_key(pubkey)
+    verified = []
+    for path in (old, new):
+        try:
+            verified.append(checkpoints.verify(_checkpoint_bytes(path), key))
+        except VerificationError as exc:
+            raise _named(path, exc) from exc
+    try:
+        tlog.check_consistency(tlog.parse_consistency(_proof_bytes(proof)), *verified)
+    except VerificationError as exc:
+        raise _named(proof, exc) from exc
+    return tlog.ConsistencyResult(verified[0], verified[1])
