@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cryptography.hazmat.primitives.serialization import load_pem_private_key
+from cryptography.hazmat.primitives.serialization import load_pem_private_key, load_pem_public_key
 from helpers.cli import floorctl, isolated_env
 
 from floorguard import checkpoint, merkle, tlog
@@ -302,3 +302,115 @@ def test_an_old_format_checkpoint_is_named_as_such(log: Path, tmp_path: Path) ->
     done = ctl(root, "verify", "chain", "all.jsonl", "--checkpoint", "old.cp",
                "--pubkey", "keys/signing.pub")  # fmt: skip
     assert done.returncode == 1 and "the checkpoint is in the old format" in done.stdout
+
+
+# --- witnesses ------------------------------------------------------------------------------
+
+
+def witnessed(log: Path, state: Path, name: str = "w1") -> tuple[Path, Path]:
+    """Witness ``name`` (keys in ``log/<name>``) cosigns one.cp (its first), then two.cp."""
+    if not (log / name).exists():
+        ok(ctl(log, "keygen", "--out", name))
+    ok(ctl(log, "chain", "consistency", "--old", "one.cp", "--new", "one.cp", "--out", "c11.json"))
+    ok(ctl(log, "chain", "consistency", "--old", "one.cp", "--new", "two.cp", "--out", "c12.json"))
+    first, second = state.parent / f"{name}-one.cp", state.parent / f"{name}-two.cp"
+    for old, new, proof, out in (("one.cp", "one.cp", "c11.json", first),
+                                 ("one.cp", "two.cp", "c12.json", second)):  # fmt: skip
+        ok(ctl(log, "witness", "cosign", "--old", old, "--new", new, "--proof", proof,
+               "--key", f"{name}/signing.key", "--pubkey", "keys/signing.pub",
+               "--state", str(state), "--out", str(out)))  # fmt: skip
+    return first, second
+
+
+def test_a_witness_cosigns_a_consistent_checkpoint_in_the_c2sp_form(
+    log: Path, tmp_path: Path
+) -> None:
+    _, second = witnessed(log, tmp_path / "state")
+    text = second.read_text()
+    assert text.startswith((log / "two.cp").read_text())
+    line = text.splitlines()[-1]
+    dash, name, blob = line.split(" ")
+    raw = base64.b64decode(blob)
+    assert dash == "\u2014" and name.startswith("floorguard-witness/") and len(raw) == 76
+    # By hand from tlog-cosignature: key id, u64 timestamp, Ed25519 over the v1 message.
+    public = load_pem_public_key((log / "w1" / "signing.pub").read_bytes())
+    raw_public = public.public_bytes_raw()  # type: ignore[union-attr]
+    assert raw[:4] == hashlib.sha256(name.encode() + b"\n\x04" + raw_public).digest()[:4]
+    body = (log / "two.cp").read_text().split("\n\n")[0] + "\n"
+    stamp = int.from_bytes(raw[4:12], "big")
+    public.verify(raw[12:], f"cosignature/v1\ntime {stamp}\n{body}".encode())  # type: ignore[call-arg,union-attr]
+    state = json.loads((tmp_path / "state" / f"{name_of(log)}.json").read_text())
+    assert state["size"] == 11
+
+
+def name_of(log: Path) -> str:
+    return (log / "two.cp").read_text().splitlines()[0].removeprefix("floorguard/")
+
+
+def test_verifiers_count_only_checkpoints_with_the_required_witnesses(
+    log: Path, tmp_path: Path
+) -> None:
+    first, second = witnessed(log, tmp_path / "state")
+    ok(ctl(log, "chain", "prove", "--seq", "6", "--checkpoint", "two.cp", "--out", "p6.json"))
+    base = ("verify", "inclusion", "p6.json", "--pubkey", "keys/signing.pub")
+    for tool in (ctl, guard):
+        ok(tool(log, *base, "--checkpoint", str(second), "--witness-key", "w1/signing.pub"))
+        done = tool(log, *base, "--checkpoint", "two.cp", "--witness-key", "w1/signing.pub")
+        assert done.returncode == 1
+        assert "0 valid witness cosignature(s) of the given keys, 1 required" in done.stderr
+        ok(tool(log, "verify", "consistency", "--old", str(first), "--new", str(second),
+                "--proof", "c12.json", "--pubkey", "keys/signing.pub",
+                "--witness-key", "w1/signing.pub", "--witnesses", "1"))  # fmt: skip
+        usage = tool(log, *base, "--checkpoint", str(second), "--witness-key", "w1/signing.pub",
+                     "--witnesses", "2")  # fmt: skip
+        assert usage.returncode == 2 and "--witnesses 2 needs at least" in usage.stderr
+    # A window proof with the witnessed checkpoint, and without the cosignature it needs.
+    ok(ctl(log, "chain", "export", "--out", "all.jsonl"))
+    ok(ctl(log, "verify", "chain", "all.jsonl", "--checkpoint", str(second), "--pubkey",
+           "keys/signing.pub", "--witness-key", "w1/signing.pub"))  # fmt: skip
+    done = ctl(log, "verify", "chain", "all.jsonl", "--checkpoint", "two.cp", "--pubkey",
+               "keys/signing.pub", "--witness-key", "w1/signing.pub")  # fmt: skip
+    assert done.returncode == 1 and "witness cosignature" in done.stdout
+
+
+def test_a_forged_cosignature_is_refused_not_ignored(log: Path, tmp_path: Path) -> None:
+    _, second = witnessed(log, tmp_path / "state")
+    lines = second.read_text().splitlines(keepends=True)
+    dash, name, blob = lines[-1].split(" ")
+    raw = bytearray(base64.b64decode(blob))
+    raw[-1] ^= 1
+    lines[-1] = f"{dash} {name} {base64.b64encode(bytes(raw)).decode()}\n"
+    (tmp_path / "forged.cp").write_text("".join(lines))
+    ok(ctl(log, "chain", "prove", "--seq", "6", "--checkpoint", "two.cp", "--out", "p6.json"))
+    done = ctl(log, "verify", "inclusion", "p6.json", "--checkpoint", str(tmp_path / "forged.cp"),
+               "--pubkey", "keys/signing.pub", "--witness-key", "w1/signing.pub")  # fmt: skip
+    assert done.returncode == 1 and "does not verify" in done.stderr
+
+
+def test_a_witness_refuses_a_fork_and_a_smaller_tree(log: Path, tmp_path: Path) -> None:
+    witnessed(log, tmp_path / "state")
+    fork_cp, fork_proof = forked(log, tmp_path)
+    cosign = ("witness", "cosign", "--key", "w1/signing.key", "--pubkey", "keys/signing.pub",
+              "--state", str(tmp_path / "state"))  # fmt: skip
+    before = (tmp_path / "state" / f"{name_of(log)}.json").read_text()
+    # After two.cp (size 11): the rewritten log's size-11 checkpoint is a second root.
+    done = ctl(log, *cosign, "--old", "two.cp", "--new", str(fork_cp), "--proof", "c12.json")
+    assert done.returncode == 1
+    assert "refusing to cosign a fork: a second root for size 11" in done.stderr
+    # From one.cp, with the forger's best consistency proof: it does not verify.
+    done = ctl(log, *cosign, "--old", "one.cp", "--new", str(fork_cp), "--proof", str(fork_proof))
+    assert done.returncode == 1 and "refusing to cosign" in done.stderr
+    # A smaller tree than the last one cosigned.
+    done = ctl(log, *cosign, "--old", "two.cp", "--new", "one.cp", "--proof", "c11.json")
+    assert done.returncode == 1
+    assert "refusing to cosign a smaller tree: 5 records, after 11" in done.stderr
+    assert (tmp_path / "state" / f"{name_of(log)}.json").read_text() == before
+    # A fresh witness shown only the fork refuses it too: the proof from one.cp fails.
+    done = ctl(log, "witness", "cosign", "--key", "w1/signing.key", "--pubkey",
+               "keys/signing.pub", "--state", str(tmp_path / "fresh"), "--old", "one.cp",
+               "--new", str(fork_cp), "--proof", str(fork_proof))  # fmt: skip
+    assert done.returncode == 1 and not (tmp_path / "fresh" / f"{name_of(log)}.json").exists()
+    # And a verifier given the fork, the old checkpoint and that proof fails it.
+    done = guard(log, "verify", "consistency", "--old", "one.cp", "--new", str(fork_cp),
+                 "--proof", str(fork_proof), "--pubkey", "keys/signing.pub")  # fmt: skip
+    assert done.returncode == 1

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from floorctl.commands import _progress
+from floorctl.commands import _progress, verify_log
 from floorctl.commands._output import emit_json, emit_rendered, format_option, notice
 from floorctl.commands.chain import parse_time_option
 from floorguard import report_formats, verify_commands, window_proof
@@ -54,6 +54,8 @@ def verify() -> None:
     help="An inclusion proof of the checkpoint's last record (floorctl chain prove), needed "
     "when the slice does not start at genesis.",
 )
+@verify_log.witness_key_option
+@verify_log.witnesses_option
 @click.option(
     "--maps",
     "map_dirs",
@@ -78,6 +80,8 @@ def verify_chain(
     checkpoint_file: Path | None,
     pubkey: Path | None,
     inclusion: Path | None,
+    witness_keys: tuple[Path, ...],
+    witnesses: int | None,
     map_dirs: tuple[Path, ...],
     unauthenticated: bool,
     output_format: str,
@@ -94,6 +98,9 @@ def verify_chain(
     """
     if checkpoint_file is not None and pubkey is None:
         raise click.UsageError("--checkpoint needs --pubkey (the key the checkpoint is signed by)")
+    if (witness_keys or witnesses is not None) and checkpoint_file is None:
+        raise click.UsageError("--witness-key and --witnesses need --checkpoint")
+    verify_log.check_quorum(witness_keys, witnesses)
     if since is not None and until is not None and since > until:
         raise click.BadParameter("--since is later than --until", param_hint="--since")
     # The defaults, the checks and the text are floorguard's: python -m floorguard verify
@@ -110,6 +117,8 @@ def verify_chain(
         notify=lambda message: notice(f"floorctl: {message}"),
         progress=_progress.counter("verify chain", "records checked"),
         inclusion=inclusion,
+        witness_keys=witness_keys,
+        witnesses=witnesses,
     )
     if output_format == "json":
         emit_json(window_proof.report_document(report))
@@ -125,7 +134,7 @@ def verify_chain(
 
 # `verify receipt`, `verify provenance` and the log's checks live in their own modules; the
 # group is where floorctl finds them.
-from floorctl.commands import verify_log, verify_provenance, verify_receipt  # noqa: E402
+from floorctl.commands import verify_provenance, verify_receipt  # noqa: E402
 
 verify.add_command(verify_receipt.command)
 verify.add_command(verify_provenance.command)

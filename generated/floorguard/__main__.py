@@ -84,6 +84,8 @@ def _verify_chain(args: argparse.Namespace) -> int:
         unauthenticated=args.unauthenticated,
         notify=_notify,
         inclusion=args.inclusion,
+        witness_keys=args.witness_keys or [],
+        witnesses=args.witnesses,
     )
     if args.output_format == "text":
         sys.stdout.write(window_proof.render_text(report))
@@ -155,6 +157,7 @@ def register_verify(commands: _SubParsers) -> _SubParsers:
         help="an inclusion proof of the checkpoint's last record (floorctl chain prove), "
         "needed when the slice does not start at genesis",
     )
+    add_witness_options(chain)
     chain.add_argument(
         "--maps",
         type=_EXISTING_DIR,
@@ -209,6 +212,25 @@ def register_verify(commands: _SubParsers) -> _SubParsers:
     return checks
 
 
+def add_witness_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--witness-key",
+        dest="witness_keys",
+        type=_EXISTING_FILE,
+        action="append",
+        metavar="PUB",
+        help="a witness's public key; repeatable: the checkpoint counts only with --witnesses "
+        "of them cosigning it (C2SP cosignature/v1)",
+    )
+    parser.add_argument(
+        "--witnesses",
+        type=int,
+        default=None,
+        metavar="N",
+        help="how many of the --witness-key must have cosigned (default: all of them)",
+    )
+
+
 def register_log_checks(checks: _SubParsers) -> None:
     """``verify inclusion`` and ``verify consistency`` (the transparency log)."""
     inclusion = checks.add_parser(
@@ -221,10 +243,11 @@ def register_log_checks(checks: _SubParsers) -> None:
     inclusion.add_argument("proof", type=_EXISTING_FILE, metavar="PROOF")
     inclusion.add_argument("--checkpoint", type=_EXISTING_FILE, required=True)
     inclusion.add_argument("--pubkey", type=_EXISTING_FILE, required=True)
+    add_witness_options(inclusion)
     inclusion.add_argument(
         "--json", dest="as_json", action="store_true", help="print one JSON document"
     )
-    inclusion.set_defaults(handler=_verify_inclusion)
+    inclusion.set_defaults(handler=_verify_inclusion, parser=inclusion)
     consistency = checks.add_parser(
         "consistency",
         help="check that a newer checkpoint's log extends an older one's",
@@ -235,17 +258,22 @@ def register_log_checks(checks: _SubParsers) -> None:
     consistency.add_argument("--new", type=_EXISTING_FILE, required=True)
     consistency.add_argument("--proof", type=_EXISTING_FILE, required=True)
     consistency.add_argument("--pubkey", type=_EXISTING_FILE, required=True)
+    add_witness_options(consistency)
     consistency.add_argument(
         "--json", dest="as_json", action="store_true", help="print one JSON document"
     )
-    consistency.set_defaults(handler=_verify_consistency)
+    consistency.set_defaults(handler=_verify_consistency, parser=consistency)
 
 
 def _verify_inclusion(args: argparse.Namespace) -> int:
     from floorguard import verify_commands
 
     result = verify_commands.verify_inclusion(
-        args.proof, checkpoint=args.checkpoint, pubkey=args.pubkey
+        args.proof,
+        checkpoint=args.checkpoint,
+        pubkey=args.pubkey,
+        witness_keys=args.witness_keys or [],
+        witnesses=args.witnesses,
     )
     if args.as_json:
         sys.stdout.write(verify_commands.json_text(result.document()))
@@ -258,7 +286,12 @@ def _verify_consistency(args: argparse.Namespace) -> int:
     from floorguard import verify_commands
 
     result = verify_commands.verify_consistency(
-        old=args.old, new=args.new, proof=args.proof, pubkey=args.pubkey
+        old=args.old,
+        new=args.new,
+        proof=args.proof,
+        pubkey=args.pubkey,
+        witness_keys=args.witness_keys or [],
+        witnesses=args.witnesses,
     )
     if args.as_json:
         sys.stdout.write(verify_commands.json_text(result.document()))
@@ -410,6 +443,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if getattr(args, "checkpoint", None) is not None and args.pubkey is None:
         args.parser.error("--checkpoint needs --pubkey (the key the checkpoint is signed by)")
+    keys, quorum = getattr(args, "witness_keys", None) or [], getattr(args, "witnesses", None)
+    if quorum is not None and not 0 <= quorum <= len(keys):
+        args.parser.error(
+            f"--witnesses {quorum} needs at least that many --witness-key (given {len(keys)})"
+        )
+    if (keys or quorum is not None) and getattr(args, "checkpoint", "") is None:
+        args.parser.error("--witness-key and --witnesses need --checkpoint")
     since, until = getattr(args, "since", None), getattr(args, "until", None)
     if since is not None and until is not None and since > until:
         args.parser.error("--since is later than --until")

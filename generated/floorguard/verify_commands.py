@@ -225,6 +225,8 @@ def verify_chain(
     notify: Notify,
     progress: Callable[[int], None] | None = None,
     inclusion: Path | None = None,
+    witness_keys: Sequence[Path] = (),
+    witnesses: int | None = None,
 ) -> ProofReport:
     """``verify chain``: the window proof of a slice (``-``: standard input) with the
         commands' defaults (``maps`` empty: :func:`default_map_dirs`); ``progress`` hears the
@@ -243,10 +245,15 @@ def verify_chain(
     if checkpoint is not None:
         if pubkey is None:
             raise VerificationError("--checkpoint needs --pubkey (the key it is signed by)")
-        verified, refused = window_proof.load_checkpoint(
-            read_regular(checkpoint, max_bytes=files.MAX_CHECKPOINT_BYTES, what="checkpoint"),
-            load_verify_key(pubkey),
-        )
+        data = read_regular(checkpoint, max_bytes=files.MAX_CHECKPOINT_BYTES, what="checkpoint")
+        verified, refused = window_proof.load_checkpoint(data, load_verify_key(pubkey))
+        if verified is not None:
+            try:
+                check_witnesses(data, checkpoint, witness_keys, witnesses)
+            except VerificationError as exc:
+                verified, refused = None, str(exc)
+    elif witness_keys or witnesses:
+        raise VerificationError("--witness-key and --witnesses need --checkpoint")
     proof = None
     if inclusion is not None:
         from floorguard import tlog
@@ -292,7 +299,43 @@ def _named(path: Path, exc: VerificationError) -> VerificationError:
     return VerificationError(f"{path}: {exc}")
 
 
-def verify_inclusion(proof: Path, *, checkpoint: Path, pubkey: Path) -> tlog.InclusionResult:
+def witness_quorum(witness_keys: Sequence[Path], witnesses: int | None) -> int:
+    """How many of ``witness_keys`` must have cosigned: ``witnesses``, by default all.
+    Raises VerificationError for a quorum the keys cannot meet."""
+    needed = len(witness_keys) if witnesses is None else witnesses
+    if needed < 0 or needed > len(witness_keys):
+        raise VerificationError(
+            f"--witnesses {needed} needs at least that many --witness-key (given "
+            f"{len(witness_keys)})"
+        )
+    return needed
+
+
+def check_witnesses(
+    data: bytes, where: Path, witness_keys: Sequence[Path], witnesses: int | None
+) -> None:
+    """The checkpoint ``data`` (from ``where``) carries the quorum of witness cosignatures.
+    Raises VerificationError naming the file."""
+    needed = witness_quorum(witness_keys, witnesses)
+    if needed == 0:
+        return
+    from floorguard import witness
+
+    keys = [load_verify_key(path) for path in witness_keys]
+    try:
+        witness.require_witnesses(data, keys, needed)
+    except VerificationError as exc:
+        raise _named(where, exc) from exc
+
+
+def verify_inclusion(
+    proof: Path,
+    *,
+    checkpoint: Path,
+    pubkey: Path,
+    witness_keys: Sequence[Path] = (),
+    witnesses: int | None = None,
+) -> tlog.InclusionResult:
     """``verify inclusion``: the record in PROOF is at its index in the log the signed
     checkpoint states. Raises VerificationError (naming the file at fault),
     UnreadableFileError and OSError."""
@@ -300,10 +343,12 @@ def verify_inclusion(proof: Path, *, checkpoint: Path, pubkey: Path) -> tlog.Inc
     from floorguard import tlog
 
     key = load_verify_key(pubkey)
+    data = _checkpoint_bytes(checkpoint)
     try:
-        cp = checkpoints.verify(_checkpoint_bytes(checkpoint), key)
+        cp = checkpoints.verify(data, key)
     except VerificationError as exc:
         raise _named(checkpoint, exc) from exc
+    check_witnesses(data, checkpoint, witness_keys, witnesses)
     try:
         parsed = tlog.parse_inclusion(_proof_bytes(proof))
         return tlog.InclusionResult(cp, tlog.check_inclusion(parsed, cp))
@@ -312,7 +357,13 @@ def verify_inclusion(proof: Path, *, checkpoint: Path, pubkey: Path) -> tlog.Inc
 
 
 def verify_consistency(
-    *, old: Path, new: Path, proof: Path, pubkey: Path
+    *,
+    old: Path,
+    new: Path,
+    proof: Path,
+    pubkey: Path,
+    witness_keys: Sequence[Path] = (),
+    witnesses: int | None = None,
 ) -> tlog.ConsistencyResult:
     """``verify consistency``: the newer checkpoint's log extends the older one's. Raises
     VerificationError (naming the file at fault), UnreadableFileError and OSError."""
@@ -322,10 +373,12 @@ def verify_consistency(
     key = load_verify_key(pubkey)
     verified = []
     for path in (old, new):
+        data = _checkpoint_bytes(path)
         try:
-            verified.append(checkpoints.verify(_checkpoint_bytes(path), key))
+            verified.append(checkpoints.verify(data, key))
         except VerificationError as exc:
             raise _named(path, exc) from exc
+        check_witnesses(data, path, witness_keys, witnesses)
     try:
         tlog.check_consistency(tlog.parse_consistency(_proof_bytes(proof)), *verified)
     except VerificationError as exc:
