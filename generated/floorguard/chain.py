@@ -646,7 +646,7 @@ class AuditChain:
             conn = self._writer()
             try:
                 conn.execute("BEGIN IMMEDIATE")
-                count = conn.execute("SELECT count(*) FROM records").fetchone()[0]
+                count = _record_count(conn)
                 _build_tree(conn, count)
                 conn.execute("COMMIT")
             except BaseException:
@@ -760,7 +760,7 @@ class TreeSnapshot:
             has_tree = conn.execute(
                 "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'tree'"
             ).fetchone()
-            self.records = int(conn.execute("SELECT count(*) FROM records").fetchone()[0])
+            self.records = _record_count(conn)
             self.size = _tree_size(conn) if has_tree else 0
         except Exception as exc:
             self._fail(exc)
@@ -821,6 +821,12 @@ class TreeSnapshot:
             self._fail(exc)
             raise
         return None if row is None or row[0] is None else int(row[0])
+
+
+def _record_count(conn: sqlite3.Connection) -> int:
+    """Records are seq 0..n-1 (append makes them so; count(*) would scan the table)."""
+    row = conn.execute("SELECT max(seq) FROM records").fetchone()
+    return 0 if row is None or row[0] is None else int(row[0]) + 1
 
 
 def _has_leaf(conn: sqlite3.Connection, index: int) -> bool:
