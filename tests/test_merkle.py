@@ -322,6 +322,13 @@ def test_every_inclusion_proof_verifies_and_any_one_bit_change_fails(
     index_bit = data.draw(st.integers(min_value=0, max_value=12))
     with pytest.raises(ProofError):
         verify_inclusion(index ^ (1 << index_bit), size, leaf, proof, top)
+    other = data.draw(st.integers(min_value=0, max_value=size - 1))
+    if other != index:
+        with pytest.raises(ProofError):
+            verify_inclusion(other, size, leaf, proof, top)
+    if proof:
+        with pytest.raises(ProofError):
+            verify_inclusion(index, size, leaf, proof[:-1], top)
 
 
 @settings(max_examples=200)
@@ -368,3 +375,25 @@ def test_compact_range_states_the_same_root_and_subtrees_as_the_whole_tree(size:
 
 def test_module_exports_the_empty_root() -> None:
     assert ROOTS[0] == merkle.EMPTY_ROOT
+
+
+@settings(max_examples=100)
+@given(data=st.data(), new=SIZES)
+def test_each_consistency_hash_is_the_tree_hash_of_its_range_and_new_ranges_cover_the_appended(
+    data: st.DataObject, new: int
+) -> None:
+    tree = tree_of(new)
+    old = data.draw(st.integers(min_value=1, max_value=new))
+    ranges = merkle.consistency_ranges(old, new)
+    proof = consistency_proof(old, new, tree.subtree)
+    leaves = tree.levels[0]
+    assert [merkle.hash_of_leaves(leaves[a:b]) for a, b in ranges] == proof
+    assert all(b <= old or a >= old for a, b in ranges)
+    appended = sorted((a, b) for a, b in ranges if a >= old)
+    covered = [i for a, b in appended for i in range(a, b)]
+    assert covered == list(range(old, new))
+
+
+@pytest.mark.parametrize("size", range(1, 9))
+def test_hash_of_leaves_is_the_published_root(size: int) -> None:
+    assert merkle.hash_of_leaves([leaf_hash(leaf) for leaf in LEAVES[:size]]) == ROOTS[size]

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives.serialization import load_pem_private_key, load_pem_public_key
 from helpers.cli import floorctl, isolated_env
+from helpers.proof_support import relink
 
 from floorguard import checkpoint, merkle, tlog
 from floorguard.chain import ChainRecord, canonical_json, record_mac
@@ -414,3 +415,32 @@ def test_a_witness_refuses_a_fork_and_a_smaller_tree(log: Path, tmp_path: Path) 
     done = guard(log, "verify", "consistency", "--old", "one.cp", "--new", str(fork_cp),
                  "--proof", str(fork_proof), "--pubkey", "keys/signing.pub")  # fmt: skip
     assert done.returncode == 1
+
+
+def test_a_window_proof_starts_where_the_last_audit_ended(log: Path) -> None:
+    # The last audit ended at one.cp (5 records); now only records 4.. are exported.
+    lines = ok(ctl(log, "chain", "export")).stdout.splitlines(keepends=True)
+    (log / "since.jsonl").write_text("".join(lines[4:]))
+    since = json.loads(lines[5])["ts"]
+    ok(ctl(log, "chain", "consistency", "--old", "one.cp", "--new", "two.cp", "--out", "c.json"))
+    args = ("verify", "chain", "since.jsonl", "--since", since, "--checkpoint", "two.cp",
+            "--pubkey", "keys/signing.pub", "--previous-checkpoint", "one.cp",
+            "--consistency", "c.json")  # fmt: skip
+    ours, theirs = ok(ctl(log, *args)), ok(guard(log, *args))
+    assert ours.stdout == theirs.stdout
+    assert ours.stdout.startswith("PROVEN\n7 record(s), seq 4..10")
+    assert "authenticated: records up to seq 10 by the signed checkpoint" in ours.stdout
+    # A record rewritten after one.cp (links recomputed by a forger without the key): caught.
+    records = [json.loads(line) for line in lines[4:]]
+    records[3]["receipt"]["version"] = "0.99.0"
+    (log / "forged.jsonl").write_text("".join(relink(records)))
+    done = ctl(log, *(a if a != "since.jsonl" else "forged.jsonl" for a in args))
+    assert done.returncode == 1
+    assert "are not the records the consistency proof says were appended" in done.stdout
+    # Without the consistency proof the slice cannot reach the checkpoint's root.
+    done = ctl(log, "verify", "chain", "since.jsonl", "--since", since, "--checkpoint", "two.cp",
+               "--pubkey", "keys/signing.pub")  # fmt: skip
+    assert done.returncode == 1 and "not at genesis" in done.stdout
+    usage = ctl(log, "verify", "chain", "since.jsonl", "--checkpoint", "two.cp", "--pubkey",
+                "keys/signing.pub", "--previous-checkpoint", "one.cp")  # fmt: skip
+    assert usage.returncode == 2

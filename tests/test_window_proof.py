@@ -635,3 +635,56 @@ def test_extra_receipt_fields_do_not_change_the_verdict(tmp_path: Path, value: A
     report = prove(chain.lines(), key=chain.key)
     assert report.proven, findings(report)
     assert report.evaluated == 9
+
+
+# --- a window that starts where the last audit ended (--previous-checkpoint) ------------------
+
+
+def _previous_and_link(built: Built) -> dict[str, Any]:
+    previous = checkpoint_of(built, 4, at(5))
+    current = checkpoint_of(built, 8, at(30))
+    link = tlog.prove_consistency(built.chain, previous, current)
+    return {"checkpoint": current, "previous": previous, "consistency": link}
+
+
+def test_a_window_from_the_previous_checkpoint_is_proven_with_the_consistency_proof(
+    built: Built, archive: Path
+) -> None:
+    # The last audit ended at the size-5 checkpoint; this one holds records 4..8 only.
+    options = _previous_and_link(built)
+    report = window(built.lines()[4:], 5, 25, archive, **options)
+    assert report.proven, findings(report)
+
+
+def test_records_rewritten_after_the_previous_checkpoint_are_caught_by_the_consistency_proof(
+    built: Built, archive: Path
+) -> None:
+    records = parsed(built.lines())
+    records[6]["receipt"]["version"] = "0.70.0"
+    forged = relink(records)
+    _, errors = findings(window(forged[4:], 5, 25, archive, **_previous_and_link(built)))
+    assert any(
+        seq == 8 and "are not the records the consistency proof says were appended" in reason
+        for seq, reason in errors
+    ), errors
+
+
+def test_a_slice_that_skips_records_after_the_previous_checkpoint_is_refused(
+    built: Built, archive: Path
+) -> None:
+    _, errors = findings(window(built.lines()[6:], 7, 25, archive, **_previous_and_link(built)))
+    assert (8, "the slice starts at seq 6, after the previous checkpoint's last record 4: "
+               "records from 5 on must be in it") in errors  # fmt: skip
+
+
+def test_a_consistency_proof_between_other_checkpoints_is_refused(
+    built: Built, archive: Path
+) -> None:
+    options = _previous_and_link(built)
+    other = tlog.prove_consistency(
+        built.chain, checkpoint_of(built, 3, at(4)), options["checkpoint"]
+    )
+    _, errors = findings(
+        window(built.lines()[4:], 5, 25, archive, **{**options, "consistency": other})
+    )
+    assert any("previous checkpoint: the proof is from size 4 to 9" in r for _, r in errors), errors

@@ -54,6 +54,20 @@ def verify() -> None:
     help="An inclusion proof of the checkpoint's last record (floorctl chain prove), needed "
     "when the slice does not start at genesis.",
 )
+@click.option(
+    "--previous-checkpoint",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="The checkpoint the last audit ended at: with --consistency, the records appended "
+    "since it are bound to --checkpoint without the records before it.",
+)
+@click.option(
+    "--consistency",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    metavar="PROOF",
+    help="The consistency proof from --previous-checkpoint to --checkpoint.",
+)
 @verify_log.witness_key_option
 @verify_log.witnesses_option
 @click.option(
@@ -80,6 +94,8 @@ def verify_chain(
     checkpoint_file: Path | None,
     pubkey: Path | None,
     inclusion: Path | None,
+    previous_checkpoint: Path | None,
+    consistency: Path | None,
     witness_keys: tuple[Path, ...],
     witnesses: int | None,
     map_dirs: tuple[Path, ...],
@@ -100,6 +116,10 @@ def verify_chain(
         raise click.UsageError("--checkpoint needs --pubkey (the key the checkpoint is signed by)")
     if (witness_keys or witnesses is not None) and checkpoint_file is None:
         raise click.UsageError("--witness-key and --witnesses need --checkpoint")
+    if (previous_checkpoint is None) != (consistency is None):
+        raise click.UsageError("--previous-checkpoint and --consistency go together")
+    if previous_checkpoint is not None and checkpoint_file is None:
+        raise click.UsageError("--previous-checkpoint needs --checkpoint")
     verify_log.check_quorum(witness_keys, witnesses)
     if since is not None and until is not None and since > until:
         raise click.BadParameter("--since is later than --until", param_hint="--since")
@@ -119,6 +139,8 @@ def verify_chain(
         inclusion=inclusion,
         witness_keys=witness_keys,
         witnesses=witnesses,
+        previous_checkpoint=previous_checkpoint,
+        consistency=consistency,
     )
     if output_format == "json":
         emit_json(window_proof.report_document(report))

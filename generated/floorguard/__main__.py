@@ -86,6 +86,8 @@ def _verify_chain(args: argparse.Namespace) -> int:
         inclusion=args.inclusion,
         witness_keys=args.witness_keys or [],
         witnesses=args.witnesses,
+        previous_checkpoint=args.previous_checkpoint,
+        consistency=args.consistency,
     )
     if args.output_format == "text":
         sys.stdout.write(window_proof.render_text(report))
@@ -156,6 +158,20 @@ def register_verify(commands: _SubParsers) -> _SubParsers:
         metavar="PROOF",
         help="an inclusion proof of the checkpoint's last record (floorctl chain prove), "
         "needed when the slice does not start at genesis",
+    )
+    chain.add_argument(
+        "--previous-checkpoint",
+        type=_EXISTING_FILE,
+        default=None,
+        help="the checkpoint the last audit ended at: with --consistency, the records "
+        "appended since it are bound to --checkpoint without the records before it",
+    )
+    chain.add_argument(
+        "--consistency",
+        type=_EXISTING_FILE,
+        default=None,
+        metavar="PROOF",
+        help="the consistency proof from --previous-checkpoint to --checkpoint",
     )
     add_witness_options(chain)
     chain.add_argument(
@@ -450,6 +466,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     if (keys or quorum is not None) and getattr(args, "checkpoint", "") is None:
         args.parser.error("--witness-key and --witnesses need --checkpoint")
+    previous, link = getattr(args, "previous_checkpoint", None), getattr(args, "consistency", "")
+    if (previous is None) != (link is None) and link != "":
+        args.parser.error("--previous-checkpoint and --consistency go together")
+    if previous is not None and args.checkpoint is None:
+        args.parser.error("--previous-checkpoint needs --checkpoint")
     since, until = getattr(args, "since", None), getattr(args, "until", None)
     if since is not None and until is not None and since > until:
         args.parser.error("--since is later than --until")

@@ -110,6 +110,45 @@ def consistency_proof(old_size: int, new_size: int, subtree: Subtree) -> list[by
     return proof
 
 
+def consistency_ranges(old_size: int, new_size: int) -> list[tuple[int, int]]:
+    """The leaf range ``[start, end)`` each hash of ``consistency_proof(old_size, new_size)``
+    is the tree hash of, in the proof's order. A range lies wholly below ``old_size`` (the
+    old tree's part) or wholly at or above it (the records appended since), and the latter
+    cover ``[old_size, new_size)`` exactly: with those records in hand, a verifier can check
+    that they are what the proof says was appended. Raises ProofError as consistency_proof.
+    """
+    if not 0 < old_size <= new_size:
+        raise ProofError(f"no consistency proof from size {old_size} to size {new_size}")
+    ranges: list[tuple[int, int]] = []
+    low, high, m, whole = 0, new_size, old_size, True
+    while m != high - low:
+        k = _split(high - low)
+        if m <= k:
+            ranges.append((low + k, high))
+            high = low + k
+        else:
+            ranges.append((low, low + k))
+            low, m, whole = low + k, m - k, False
+    if not whole:
+        ranges.append((low, high))
+    ranges.reverse()
+    return ranges
+
+
+def hash_of_leaves(leaves: Sequence[bytes]) -> bytes:
+    """The tree hash of a run of leaf hashes (RFC 6962 MTH over them)."""
+    if not leaves:
+        return EMPTY_ROOT
+    level = list(leaves)
+    # Pairwise from the left, carrying an odd last node up: the same shape as MTH.
+    while len(level) > 1:
+        paired = [node_hash(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
+        if len(level) % 2:
+            paired.append(level[-1])
+        level = paired
+    return level[0]
+
+
 def _check_hashes(hashes: Iterable[bytes], what: str) -> None:
     for value in hashes:
         if not isinstance(value, bytes) or len(value) != HASH_SIZE:

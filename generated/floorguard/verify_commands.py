@@ -227,6 +227,8 @@ def verify_chain(
     inclusion: Path | None = None,
     witness_keys: Sequence[Path] = (),
     witnesses: int | None = None,
+    previous_checkpoint: Path | None = None,
+    consistency: Path | None = None,
 ) -> ProofReport:
     """``verify chain``: the window proof of a slice (``-``: standard input) with the
         commands' defaults (``maps`` empty: :func:`default_map_dirs`); ``progress`` hears the
@@ -252,8 +254,30 @@ def verify_chain(
                 check_witnesses(data, checkpoint, witness_keys, witnesses)
             except VerificationError as exc:
                 verified, refused = None, str(exc)
-    elif witness_keys or witnesses:
-        raise VerificationError("--witness-key and --witnesses need --checkpoint")
+    elif witness_keys or witnesses or previous_checkpoint or consistency:
+        raise VerificationError(
+            "--witness-key, --witnesses, --previous-checkpoint and --consistency need --checkpoint"
+        )
+    previous, link = None, None
+    if previous_checkpoint is not None and pubkey is not None:
+        from floorguard import tlog
+
+        if consistency is None:
+            raise VerificationError("--previous-checkpoint needs --consistency PROOF")
+        data = read_regular(
+            previous_checkpoint, max_bytes=files.MAX_CHECKPOINT_BYTES, what="checkpoint"
+        )
+        previous, problem = window_proof.load_checkpoint(data, load_verify_key(pubkey))
+        if previous is not None:
+            try:
+                check_witnesses(data, previous_checkpoint, witness_keys, witnesses)
+                link = tlog.parse_consistency(_proof_bytes(consistency), str(consistency))
+            except VerificationError as exc:
+                problem = str(exc)
+        if problem is not None:
+            verified, refused = None, refused or f"{previous_checkpoint}: {problem}"
+    elif consistency is not None:
+        raise VerificationError("--consistency needs --previous-checkpoint")
     proof = None
     if inclusion is not None:
         from floorguard import tlog
@@ -266,6 +290,8 @@ def verify_chain(
     return window_proof.prove_path(
         slice_path,
         inclusion=proof,
+        previous=previous,
+        consistency=link,
         progress=progress,
         key=key,
         since=since,

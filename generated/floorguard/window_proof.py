@@ -65,7 +65,7 @@ if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
     from floorguard.checkpoint import Checkpoint
-    from floorguard.tlog import InclusionProof
+    from floorguard.tlog import ConsistencyProof, InclusionProof
 
 SPAWN = "adapter.spawn_preflight_receipt"
 FLOOR_UPDATE = "adapter.floor_update_receipt"
@@ -204,6 +204,10 @@ class WindowProof:
     # An inclusion proof of the checkpoint's last record: how a slice that does not start
     # at genesis reaches the checkpoint's Merkle root (its links then vouch for the rest).
     inclusion: InclusionProof | None = None
+    # Or: the checkpoint the last audit ended at, and the consistency proof from it to
+    # ``checkpoint``: the records appended since then are bound by that proof.
+    previous: Checkpoint | None = None
+    consistency: ConsistencyProof | None = None
 
     _violations: list[Violation] = field(default_factory=list, init=False)
     _not_listed: int = field(default=0, init=False)
@@ -215,6 +219,7 @@ class WindowProof:
     _tree: merkle.CompactRange | None = field(default=None, init=False)
     _tree_root: bytes | None = field(default=None, init=False)
     _leaves_seen: bool = field(default=False, init=False)
+    _appended: dict[int, bytes] = field(default_factory=dict, init=False)
     _judged: dict[tuple[object, ...], object] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
@@ -242,6 +247,9 @@ class WindowProof:
                     self._tree_root = tree.root()
         if seq == checkpoint.size - 1:
             self._checkpoint_leaf = merkle.leaf_hash(leaf_input)
+        previous = self.previous
+        if previous is not None and previous.size <= seq < checkpoint.size:
+            self._appended[seq] = merkle.leaf_hash(leaf_input)
 
     def on_record(self, record: ChainRecord, intact: bool) -> None:
         event = record.event
@@ -571,6 +579,8 @@ class WindowProof:
                 f"the Merkle tree hash of records 0..{last} is not the checkpoint's root "
                 "(records up to it were changed, removed or reordered)"
             )
+        if self.previous is not None:
+            return self._previous_problem(report, old)
         proof = self.inclusion
         if proof is None:
             return old or (
@@ -599,6 +609,45 @@ class WindowProof:
                 f"record {last} with its inclusion proof does not lead to the checkpoint's root "
                 "(records up to it were changed, removed or reordered)"
             )
+        return None
+
+    def _previous_problem(self, report: SliceReport, old: str | None) -> str | None:
+        """Whether the consistency proof from ``previous`` binds the records appended since
+        it, as the slice holds them, to the checkpoint's root."""
+        from floorguard import tlog
+
+        checkpoint, previous, proof = self.checkpoint, self.previous, self.consistency
+        if checkpoint is None or previous is None:
+            return "no checkpoint"
+        if proof is None:
+            return "--previous-checkpoint needs --consistency, the proof from it to --checkpoint"
+        if previous.size >= checkpoint.size:
+            return (
+                f"the previous checkpoint covers {previous.size} records, the checkpoint "
+                f"{checkpoint.size}: it binds none of the slice's records"
+            )
+        try:
+            tlog.check_consistency(proof, previous, checkpoint)
+        except VerificationError as exc:
+            return f"previous checkpoint: {exc}"
+        start = previous.size
+        if report.first_seq is None or report.first_seq > start:
+            return (
+                f"the slice starts at seq {report.first_seq}, after the previous checkpoint's "
+                f"last record {start - 1}: records from {start} on must be in it"
+            )
+        ranges = merkle.consistency_ranges(previous.size, checkpoint.size)
+        for (low, high), expected in zip(ranges, proof.hashes, strict=True):
+            if low < start:
+                continue
+            leaves = [self._appended.get(seq) for seq in range(low, high)]
+            if any(leaf is None for leaf in leaves):
+                return f"records {low}..{high - 1} are not all well-formed records of the slice"
+            if merkle.hash_of_leaves([leaf for leaf in leaves if leaf is not None]) != expected:
+                return old or (
+                    f"records {low}..{high - 1} are not the records the consistency proof "
+                    "says were appended (records were changed, removed or reordered)"
+                )
         return None
 
     def _checkpoint_findings(self, report: SliceReport, key_given: bool) -> list[IntegrityError]:
@@ -706,6 +755,8 @@ def prove(
     checkpoint_error: str | None = None,
     unauthenticated_ok: bool = False,
     inclusion: InclusionProof | None = None,
+    previous: Checkpoint | None = None,
+    consistency: ConsistencyProof | None = None,
 ) -> ProofReport:
     """Verify a slice and prove the window over it. Pure apart from reading map archives.
 
@@ -716,7 +767,15 @@ def prove(
     """
     if since is not None and until is not None and since > until:
         raise VerificationError("--since is later than --until")
-    proof = WindowProof(MapResolver(map_dirs), since, until, checkpoint, inclusion=inclusion)
+    proof = WindowProof(
+        MapResolver(map_dirs),
+        since,
+        until,
+        checkpoint,
+        inclusion=inclusion,
+        previous=previous,
+        consistency=consistency,
+    )
     verifier = SliceVerifier(
         key=key,
         on_record=proof.on_record,
