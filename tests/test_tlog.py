@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from helpers.chain_support import filled_chain
+from helpers.chain_support import execute, filled_chain
 
 from floorguard import checkpoint, tlog
 from floorguard.chain import AuditChain
@@ -113,3 +113,33 @@ def test_refuses_a_checkpoint_of_another_chain(chain: AuditChain, tmp_path: Path
 def test_refuses_an_old_tree_larger_than_the_new(chain: AuditChain) -> None:
     with pytest.raises(VerificationError, match="more than the new one's"):
         tlog.prove_consistency(chain, checkpoint.of_chain(chain), checkpoint.of_chain(chain, 3))
+
+
+def test_a_chain_from_before_the_tree_is_checkpointed_and_proven(tmp_path: Path) -> None:
+    chain = filled_chain(tmp_path / "old", 9)
+    expected = checkpoint.of_chain(chain)
+    chain.close()
+    execute(chain.db_path, "DROP TABLE tree")
+    again = AuditChain(chain.db_path, chain.key_file)
+    assert checkpoint.of_chain(again).root == expected.root
+    proof = tlog.prove_inclusion(again, seq=3, checkpoint=expected)
+    tlog.check_inclusion(proof, expected)
+
+
+def test_refuses_to_sign_when_the_stored_tree_disagrees_with_the_records(
+    chain: AuditChain,
+) -> None:
+    chain.close()
+    execute(chain.db_path, "UPDATE tree SET hash = ? WHERE level = 3 AND idx = 0", b"\x00" * 32)
+    with pytest.raises(VerificationError, match=r"stored in .* does not match its records"):
+        checkpoint.of_chain(chain)
+
+
+def test_refuses_to_hand_out_a_proof_the_stored_tree_cannot_back(chain: AuditChain) -> None:
+    chain.close()
+    execute(chain.db_path, "UPDATE tree SET hash = ? WHERE level = 0 AND idx = 2", b"\x00" * 32)
+    with pytest.raises(VerificationError, match="not the leaf the tree holds"):
+        tlog.prove_inclusion(chain, seq=2)
+    execute(chain.db_path, "UPDATE tree SET hash = ? WHERE level = 0 AND idx = 9", b"\x00" * 32)
+    with pytest.raises(VerificationError, match="stored Merkle tree"):
+        tlog.prove_inclusion(chain, seq=8)

@@ -251,7 +251,10 @@ def prove_inclusion(
                 "after it was appended)"
             )
         hashes = merkle.inclusion_proof(seq, size, snap.subtree)
-        merkle.verify_inclusion(seq, size, leaf, hashes, merkle.root(size, snap.subtree))
+        try:
+            merkle.verify_inclusion(seq, size, leaf, hashes, merkle.root(size, snap.subtree))
+        except merkle.ProofError as exc:
+            raise _inconsistent(chain) from exc
         return InclusionProof(_origin_of(snap), size, seq, line, tuple(hashes))
 
 
@@ -275,7 +278,20 @@ def prove_consistency(
                 f"the old checkpoint covers {old.size} records, more than the new one's {size}"
             )
         hashes = merkle.consistency_proof(old.size, size, snap.subtree)
+        try:
+            merkle.verify_consistency(
+                old.size, size, old.root, merkle.root(size, snap.subtree), hashes
+            )
+        except merkle.ProofError as exc:
+            raise _inconsistent(chain) from exc
         return ConsistencyProof(old.origin, old.size, size, tuple(hashes))
+
+
+def _inconsistent(chain: AuditChain) -> VerificationError:
+    return VerificationError(
+        f"the stored Merkle tree of {chain.db_path} does not hold together (the database was "
+        "altered): no proof was written"
+    )
 
 
 # --- checking proofs offline -------------------------------------------------------------------
