@@ -444,3 +444,17 @@ def test_a_window_proof_starts_where_the_last_audit_ended(log: Path) -> None:
     usage = ctl(log, "verify", "chain", "since.jsonl", "--checkpoint", "two.cp", "--pubkey",
                 "keys/signing.pub", "--previous-checkpoint", "one.cp")  # fmt: skip
     assert usage.returncode == 2
+
+
+def test_an_exported_window_with_its_checkpoint_and_inclusion_proof_is_proven(log: Path) -> None:
+    lines = ok(ctl(log, "chain", "export")).stdout.splitlines()
+    since = json.loads(lines[6])["ts"]
+    ok(ctl(log, "chain", "export", "--since", since, "--out", "w.jsonl", "--checkpoint-out",
+           "w.cp", "--inclusion-out", "w.proof", "--signing-key", "keys/signing.key"))  # fmt: skip
+    assert json.loads((log / "w.jsonl").read_text().splitlines()[0])["seq"] == 5
+    args = ("verify", "chain", "w.jsonl", "--since", since, "--checkpoint", "w.cp",
+            "--pubkey", "keys/signing.pub", "--inclusion", "w.proof")  # fmt: skip
+    ours, theirs = ok(ctl(log, *args)), ok(guard(log, *args))
+    assert ours.stdout == theirs.stdout and ours.stdout.startswith("PROVEN")
+    usage = ctl(log, "chain", "export", "--inclusion-out", "x.proof")
+    assert usage.returncode == 2 and "--inclusion-out needs --checkpoint-out" in usage.stderr

@@ -54,10 +54,17 @@ _signing_key_option = click.option(
 
 
 def _signed_checkpoint(audit: AuditChain, signing_key: Path | None, last_seq: int | None) -> str:
+    return _signed(audit, signing_key, last_seq)[1]
+
+
+def _signed(
+    audit: AuditChain, signing_key: Path | None, last_seq: int | None
+) -> tuple[checkpoint.Checkpoint, str]:
     resolved = keys.resolve_signing_key(
         signing_key, dict(os.environ), notify=lambda m: notice(f"floorctl: {m}")
     )
-    return checkpoint.sign(checkpoint.of_chain(audit, last_seq), resolved.key)
+    statement = checkpoint.of_chain(audit, last_seq)
+    return statement, checkpoint.sign(statement, resolved.key)
 
 
 @chain.command("checkpoint", short_help="Sign a checkpoint of the chain's head.")
@@ -107,12 +114,20 @@ def checkpoint_command(signing_key: Path | None, out: Path | None) -> None:
     default=None,
     help="Also write a signed checkpoint ending at the slice's last record to FILE.",
 )
+@click.option(
+    "--inclusion-out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="With --checkpoint-out: also the inclusion proof of the slice's last record in that "
+    "checkpoint, which `verify chain --inclusion` needs for a slice not from genesis.",
+)
 @_signing_key_option
 def export(
     since: datetime | None,
     until: datetime | None,
     out: Path | None,
     checkpoint_out: Path | None,
+    inclusion_out: Path | None,
     signing_key: Path | None,
 ) -> None:
     """Export a contiguous slice of the audit chain as JSON Lines.
@@ -123,6 +138,8 @@ def export(
     """
     if since is not None and until is not None and since > until:
         raise click.BadParameter("--since is later than --until", param_hint="--since")
+    if inclusion_out is not None and checkpoint_out is None:
+        raise click.UsageError("--inclusion-out needs --checkpoint-out")
     audit = AuditChain.from_env()
     if not audit.exists():
         raise ChainError(f"no audit chain at {audit.db_path}: nothing has been recorded yet")
@@ -149,9 +166,14 @@ def export(
         if not last:
             raise ChainError("the slice is empty: there is nothing to checkpoint")
         last_seq = json.loads(last[0])["seq"]
-        note = _signed_checkpoint(audit, signing_key, last_seq)
+        statement, note = _signed(audit, signing_key, last_seq)
         _write_atomically(checkpoint_out, note.splitlines())
         notice(f"wrote a checkpoint of {last_seq + 1} record(s) to {checkpoint_out}")
+        if inclusion_out is not None:
+            proof = tlog.prove_inclusion(audit, seq=last_seq, checkpoint=statement)
+            _emit_proof(
+                tlog.proof_text(proof), inclusion_out, f"the inclusion proof of record {last_seq}"
+            )
 
 
 def _write_lines(stream: TextIO, lines: Iterable[str]) -> int:
