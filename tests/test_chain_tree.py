@@ -12,7 +12,7 @@ from helpers.tree_support import assert_tree_matches_records, tree_of_lines
 
 from floorguard import merkle
 from floorguard.chain import AuditChain
-from floorguard.errors import ChainError
+from floorguard.errors import ChainError, ChainWriteError
 
 
 def _as_old_chain(db: Path) -> None:
@@ -90,3 +90,12 @@ def test_a_missing_subtree_is_reported_not_guessed(tmp_path: Path) -> None:
     execute(chain.db_path, "DELETE FROM tree WHERE level = 3")
     with chain.tree_snapshot() as snap, pytest.raises(ChainError, match=r"lacks subtree \(3, 0\)"):
         merkle.root(8, snap.subtree)
+
+
+def test_an_append_to_a_chain_whose_tree_was_cut_is_refused_by_name(tmp_path: Path) -> None:
+    chain = filled_chain(tmp_path, 7)
+    chain.close()
+    execute(chain.db_path, "DELETE FROM tree WHERE level = 1 AND idx = 2")
+    again = AuditChain(chain.db_path, chain.key_file)
+    with pytest.raises(ChainWriteError, match=r"chain\.sqlite3: the Merkle tree lacks subtree"):
+        again.append(CANARY, receipt(n=7))

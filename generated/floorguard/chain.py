@@ -482,9 +482,14 @@ class AuditChain:
         mac = record_mac(key, _row_body(row).encode("utf-8"))
         row = (*row[:7], mac)
         conn.execute(f"INSERT INTO records ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)  # noqa: S608
-        if seq > 0 and not _has_leaf(conn, seq - 1):
-            _build_tree(conn, seq)  # a chain from before the tree: built once, here
-        _add_leaf(conn, seq, merkle.leaf_hash(_row_line(row).encode("utf-8")))
+        try:
+            if seq > 0 and not _has_leaf(conn, seq - 1):
+                _build_tree(conn, seq)  # a chain from before the tree: built once, here
+            _add_leaf(conn, seq, merkle.leaf_hash(_row_line(row).encode("utf-8")))
+        except ChainWriteError as exc:
+            raise ChainWriteError(
+                f"cannot append to the audit chain {self.db_path}: {exc} (the database was altered)"
+            ) from exc
         return row
 
     def _append_once(self, event: str, receipt_id: str, receipt_json: str) -> _Row:
