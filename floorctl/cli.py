@@ -46,6 +46,7 @@ _COMMANDS = {
     "chain": ("floorctl.commands.chain", "chain"),
     "verify": ("floorctl.commands.verify", "verify"),
     "canary": ("floorctl.commands.canary", "canary"),
+    "witness": ("floorctl.commands.witness", "witness"),
 }
 
 

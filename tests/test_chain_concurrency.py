@@ -11,6 +11,8 @@ import textwrap
 import time
 from pathlib import Path
 
+from helpers.tree_support import assert_tree_matches_records
+
 from floorguard.chain import AuditChain
 from floorguard.slice_verify import verify_slice
 
@@ -81,6 +83,8 @@ def test_concurrent_appenders_build_one_linear_chain(tmp_path: Path) -> None:
     assert seqs == list(range(2400))  # each seq handed out once: no fork, no duplicate
     stored = {record.receipt_id for record in chain.records()}
     assert {line.split()[1] for line in acknowledged} == stored
+    # The Merkle tree was kept in the same transactions: one leaf per record, in order.
+    assert assert_tree_matches_records(chain) == 2400
 
 
 def test_killed_appenders_leave_a_verifiable_chain_with_every_acknowledged_record(
@@ -104,8 +108,10 @@ def test_killed_appenders_leave_a_verifiable_chain_with_every_acknowledged_recor
     assert report.intact, report.integrity_errors[:5]
     stored = {record.receipt_id for record in chain.records()}
     assert acknowledged and acknowledged <= stored
+    assert_tree_matches_records(chain)
     # The chain is still writable after the crashes.
     chain.append(
         "adapter.canary_receipt",
         {"kind": "adapter.canary_receipt", "schema_version": 1, "ts": "2026-01-01T00:00:00Z"},
     )
+    assert_tree_matches_records(chain)

@@ -16,7 +16,7 @@ SEED = bytes.fromhex("9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031c
 PUBLIC = bytes.fromhex("d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a")
 CHAIN_ID = "0123456789abcdef" * 2
 ORIGIN = f"floorguard/{CHAIN_ID}"
-HEAD = "sha256:" + "ab" * 32
+ROOT = b"\xab" * 32
 TIME = "2026-01-01T00:00:10.000000Z"
 
 
@@ -27,7 +27,7 @@ def key() -> Ed25519PrivateKey:
 
 @pytest.fixture
 def fixed() -> checkpoint.Checkpoint:
-    return checkpoint.new_checkpoint(CHAIN_ID, 7, HEAD, TIME)
+    return checkpoint.new_checkpoint(CHAIN_ID, 7, ROOT, TIME)
 
 
 def test_the_test_vector_key_is_rfc_8032_test_1(key: Ed25519PrivateKey) -> None:
@@ -112,7 +112,7 @@ def test_ignores_signatures_of_other_keys_beside_a_good_one(
     [
         ("\n7\n", "\n8\n"),  # size
         ("\n7\n", "\n6\n"),
-        ("q6urq6ur", "q6urq6uq"),  # head
+        ("q6urq6ur", "q6urq6uq"),  # root
         ("time 2026-01-01T00:00:10", "time 2026-01-01T00:00:11"),  # issue time
     ],
 )
@@ -131,7 +131,7 @@ def test_refuses_an_edited_statement(
         (lambda n: n.replace("\n\n", "\n", 1), "no blank line"),
         (lambda n: n[:-1], "does not end with a newline"),
         (lambda n: n.replace("\u2014", "-", 1), "malformed signature line"),
-        (lambda n: n.replace("\ntime ", "\nwhen ", 1), "exactly one 'time"),
+        (lambda n: n.replace("\ntime ", f"\ntime {TIME}\ntime ", 1), "more than one 'time"),
         (lambda n: n.replace("floorguard/", "elsewhere/", 1), "origin"),
         (lambda n: n.replace("\n7\n", "\n07\n", 1), "size"),
         (lambda n: n.replace("\n7\n", "\n0\n", 1), "size"),
@@ -174,6 +174,33 @@ def test_refuses_an_oversized_note(key: Ed25519PrivateKey) -> None:
 
 def test_cannot_checkpoint_nothing() -> None:
     with pytest.raises(VerificationError, match="empty"):
-        checkpoint.new_checkpoint(CHAIN_ID, 0, HEAD)
+        checkpoint.new_checkpoint(CHAIN_ID, 0, ROOT)
     with pytest.raises(VerificationError, match="chain id"):
-        checkpoint.new_checkpoint("nope", 1, HEAD)
+        checkpoint.new_checkpoint("nope", 1, ROOT)
+
+
+def test_cannot_checkpoint_a_root_that_is_not_32_bytes() -> None:
+    with pytest.raises(VerificationError, match="32 bytes"):
+        checkpoint.new_checkpoint(CHAIN_ID, 1, b"\xab" * 31)
+
+
+def test_a_checkpoint_without_a_time_line_verifies(key: Ed25519PrivateKey) -> None:
+    # C2SP tlog-checkpoint: origin, size, root; the time extension is ours and optional.
+    bare = checkpoint.new_checkpoint(CHAIN_ID, 7, ROOT, stamped=False)
+    assert bare.body() == f"{ORIGIN}\n7\n{base64.b64encode(ROOT).decode()}\n"
+    assert checkpoint.verify(checkpoint.sign(bare, key).encode(), key.public_key()) == bare
+
+
+def test_unknown_extension_lines_are_ignored(key: Ed25519PrivateKey) -> None:
+    body = f"{ORIGIN}\n7\n{base64.b64encode(ROOT).decode()}\nother extension\ntime {TIME}\n"
+    signature = key.sign(body.encode())
+    note = body + "\n" + checkpoint.signature_line(ORIGIN, PUBLIC, signature)
+    found = checkpoint.verify(note.encode(), key.public_key())
+    assert (found.size, found.root, found.time) == (7, ROOT, TIME)
+
+
+def test_an_old_format_root_is_named_as_such_given_the_last_record_digest() -> None:
+    old = checkpoint.new_checkpoint(CHAIN_ID, 7, ROOT, TIME)
+    reason = checkpoint.old_format_reason(old, "sha256:" + ROOT.hex())
+    assert reason is not None and "old format" in reason and "record 6" in reason
+    assert checkpoint.old_format_reason(old, "sha256:" + "cd" * 32) is None

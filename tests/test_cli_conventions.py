@@ -156,7 +156,7 @@ def test_completion_script_for_each_shell_the_readme_names(shell: str, tmp_path:
     ("words", "cword", "expected"),
     [
         ("floorctl ver", "1", {"verify"}),
-        ("floorctl verify ", "2", {"chain", "provenance", "receipt"}),
+        ("floorctl verify ", "2", {"chain", "consistency", "inclusion", "provenance", "receipt"}),
         ("floorctl c", "1", {"canary", "chain"}),
         ("floorctl refresh --max", "2", {"--max-bytes"}),
     ],

@@ -129,8 +129,12 @@ def test_refuses_a_slice_whose_first_records_were_dropped_without_since(
     lines = (tmp_path / "slice.jsonl").read_text().splitlines(keepends=True)
     assert len(lines) == 25 and json.loads(lines[3])["receipt"]["verdict"] == "warn_override"
     (tmp_path / "slice.jsonl").write_text("".join(lines[21:]))
+    # The cut slice reaches the checkpoint's root through its last record's inclusion proof.
+    proved = ctl(tmp_path, "chain", "prove", "--seq", "24", "--checkpoint", "slice.checkpoint",
+                 "--out", "last.proof")  # fmt: skip
+    assert proved.returncode == 0, proved.stderr
     args = ("verify", "chain", "slice.jsonl", "--checkpoint", "slice.checkpoint",
-            "--pubkey", "keys/signing.pub")  # fmt: skip
+            "--pubkey", "keys/signing.pub", "--inclusion", "last.proof")  # fmt: skip
     done = TOOLS[tool](tmp_path, *args)
     assert done.returncode == 1
     assert done.stdout.splitlines()[0] == "NOT PROVEN"

@@ -18,6 +18,7 @@ from helpers.proof_support import (
     build,
     canary_receipt,
     spawn_receipt,
+    tree_root,
     update_receipt,
 )
 from hypothesis import HealthCheck, given, settings
@@ -57,7 +58,7 @@ def make(receipts: list[tuple[str, dict[str, Any]]], folder: str) -> Built:
 
 def head_checkpoint(built: Built) -> bytes:
     head = list(built.chain.records())[-1]
-    cp = checkpoint.new_checkpoint(head.chain_id, head.seq + 1, head.digest())
+    cp = checkpoint.new_checkpoint(head.chain_id, head.seq + 1, tree_root(built, head.seq + 1))
     return checkpoint.sign(cp, SIGNER).encode()
 
 

@@ -23,10 +23,11 @@ from helpers.proof_support import (
     parsed,
     relink,
     spawn_receipt,
+    tree_root,
     update_receipt,
 )
 
-from floorguard import checkpoint
+from floorguard import checkpoint, tlog
 from floorguard._canonical import canonical_bytes
 from floorguard._time import parse_ts
 from floorguard.window_proof import UNAUTHENTICATED, ProofReport, load_checkpoint, prove
@@ -90,12 +91,21 @@ def signed(cp: checkpoint.Checkpoint, key: Ed25519PrivateKey = SIGNER) -> bytes:
 
 def checkpoint_of(built: Built, upto: int, time: str) -> checkpoint.Checkpoint:
     record = built.records()[upto]
-    return checkpoint.new_checkpoint(record.chain_id, upto + 1, record.digest(), time)
+    return checkpoint.new_checkpoint(record.chain_id, upto + 1, tree_root(built, upto + 1), time)
 
 
-def with_checkpoint(note: bytes, key: Ed25519PrivateKey = SIGNER) -> dict[str, Any]:
+def with_checkpoint(
+    note: bytes, key: Ed25519PrivateKey = SIGNER, *, proven_in: Built | None = None
+) -> dict[str, Any]:
+    """The checkpoint options of ``prove``; with ``proven_in``, also the inclusion proof of
+    the checkpoint's last record in that chain (what a slice not from genesis needs)."""
     found, error = load_checkpoint(note, key.public_key())
-    return {"checkpoint": found, "checkpoint_error": error}
+    options: dict[str, Any] = {"checkpoint": found, "checkpoint_error": error}
+    if proven_in is not None and found is not None:
+        options["inclusion"] = tlog.prove_inclusion(
+            proven_in.chain, seq=found.size - 1, checkpoint=found
+        )
+    return options
 
 
 # --- what is proven -----------------------------------------------------------------------------
@@ -156,14 +166,54 @@ def test_detects_a_changed_field_with_the_key(built: Built) -> None:
 def test_detects_a_changed_field_without_the_key_by_the_checkpoint(built: Built) -> None:
     records = parsed(built.lines())
     records[5]["receipt"]["version"] = "0.70.0"
-    forged = relink(records)  # every id, digest and link recomputed: only the head moves
+    forged = relink(records)  # every id, digest and link recomputed: only the root moves
     note = signed(checkpoint_of(built, 8, at(20)))
     _, errors = findings(prove(forged, **with_checkpoint(note)))
     assert errors == [
-        (8, f"the digest of record 8 is not the checkpoint's head "
-            f"{checkpoint_of(built, 8, at(20)).head} (records up to it were changed, "
-            "removed or reordered)"),
+        (8, "the Merkle tree hash of records 0..8 is not the checkpoint's root (records up "
+            "to it were changed, removed or reordered)"),
     ]  # fmt: skip
+    # From seq 2 on, with the inclusion proof of record 8 from the honest log: refused too.
+    _, errors = findings(prove(forged[2:], **with_checkpoint(note, proven_in=built)))
+    assert (8, "record 8 with its inclusion proof does not lead to the checkpoint's root "
+               "(records up to it were changed, removed or reordered)") in errors  # fmt: skip
+
+
+def test_a_slice_not_from_genesis_needs_the_inclusion_proof_of_the_checkpoints_last_record(
+    built: Built, archive: Path
+) -> None:
+    note = signed(checkpoint_of(built, 8, at(30)))
+    _, errors = findings(window(built.lines()[2:], 3, 20, archive, **with_checkpoint(note)))
+    assert (8, "the slice starts at seq 2, not at genesis: the checkpoint's root covers "
+               "records 0..8; give --inclusion, an inclusion proof of record 8 (floorctl "
+               "chain prove --seq 8 --checkpoint FILE)") in errors  # fmt: skip
+    options = with_checkpoint(note, proven_in=built)
+    assert window(built.lines()[2:], 3, 20, archive, **options).proven
+
+
+def test_an_inclusion_proof_of_another_record_is_refused(built: Built, archive: Path) -> None:
+    note = signed(checkpoint_of(built, 8, at(30)))
+    found, _ = load_checkpoint(note, SIGNER.public_key())
+    assert found is not None
+    other = tlog.prove_inclusion(built.chain, seq=7, checkpoint=found)
+    report = window(built.lines()[2:], 3, 20, archive, checkpoint=found, inclusion=other)
+    _, errors = findings(report)
+    assert (8, f"the inclusion proof is for leaf 7 of 9 in {found.origin}, not record 8 of "
+               "the checkpoint's log") in errors  # fmt: skip
+
+
+def test_an_old_format_checkpoint_is_reported_as_such(built: Built) -> None:
+    # Before the tree, the root line was the digest of the last record (the chain's head).
+    head = built.records()[8]
+    old = checkpoint.Checkpoint(head.chain_id, 9, bytes.fromhex(head.digest()[7:]), at(30))
+    note = signed(old)
+    for lines in (built.lines(), built.lines()[2:]):
+        report = prove(lines, key=built.key, **with_checkpoint(note))
+        assert not report.proven
+        _, errors = findings(report)
+        assert (8, "the checkpoint is in the old format: its root is the hash-chain head (the "
+                   "digest of record 8), not a Merkle tree hash; sign a new checkpoint with "
+                   "`floorctl chain checkpoint`") in errors  # fmt: skip
 
 
 def test_detects_a_deleted_record_in_the_middle(built: Built) -> None:
@@ -247,7 +297,7 @@ def test_refuses_a_slice_missing_its_first_records_when_the_window_starts_at_gen
     chain = build(tmp_path, receipts)
     note = signed(checkpoint_of(chain, len(receipts) - 1, at(30)))
     for options in ({}, {"key": chain.key}):
-        report = prove(chain.lines()[3:], **options, **with_checkpoint(note))
+        report = prove(chain.lines()[3:], **options, **with_checkpoint(note, proven_in=chain))
         assert not report.proven
         _, errors = findings(report)
         assert errors == [
@@ -284,15 +334,27 @@ def test_a_slice_that_ends_before_t2_is_not_proven(built: Built) -> None:
 
 def test_a_checkpoint_issued_after_t2_closes_the_window(built: Built, archive: Path) -> None:
     note = signed(checkpoint_of(built, 8, at(30)))
-    report = window(built.lines()[2:], 3, 20, archive, **with_checkpoint(note))
+    report = window(built.lines()[2:], 3, 20, archive, **with_checkpoint(note, proven_in=built))
     assert report.proven, findings(report)
+
+
+def test_a_checkpoint_without_a_time_line_binds_the_records_but_closes_no_window(
+    built: Built, archive: Path
+) -> None:
+    head = built.records()[8]
+    bare = checkpoint.new_checkpoint(head.chain_id, 9, tree_root(built, 9), stamped=False)
+    note = signed(bare)
+    assert prove(built.lines(), **with_checkpoint(note)).proven
+    _, errors = findings(window(built.lines(), 20, 25, **with_checkpoint(note)))
+    assert [seq for seq, _ in errors] == [8]
+    assert "no checkpoint issued after it ends the slice" in errors[0][1]
 
 
 def test_a_checkpoint_issued_before_t2_does_not_close_the_window(
     built: Built, archive: Path
 ) -> None:
     note = signed(checkpoint_of(built, 8, at(15)))
-    report = window(built.lines()[2:], 3, 20, archive, **with_checkpoint(note))
+    report = window(built.lines()[2:], 3, 20, archive, **with_checkpoint(note, proven_in=built))
     _, errors = findings(report)
     assert [seq for seq, _ in errors] == [8]
     assert "does not cover the end of the window" in errors[0][1]
@@ -573,3 +635,56 @@ def test_extra_receipt_fields_do_not_change_the_verdict(tmp_path: Path, value: A
     report = prove(chain.lines(), key=chain.key)
     assert report.proven, findings(report)
     assert report.evaluated == 9
+
+
+# --- a window that starts where the last audit ended (--previous-checkpoint) ------------------
+
+
+def _previous_and_link(built: Built) -> dict[str, Any]:
+    previous = checkpoint_of(built, 4, at(5))
+    current = checkpoint_of(built, 8, at(30))
+    link = tlog.prove_consistency(built.chain, previous, current)
+    return {"checkpoint": current, "previous": previous, "consistency": link}
+
+
+def test_a_window_from_the_previous_checkpoint_is_proven_with_the_consistency_proof(
+    built: Built, archive: Path
+) -> None:
+    # The last audit ended at the size-5 checkpoint; this one holds records 4..8 only.
+    options = _previous_and_link(built)
+    report = window(built.lines()[4:], 5, 25, archive, **options)
+    assert report.proven, findings(report)
+
+
+def test_records_rewritten_after_the_previous_checkpoint_are_caught_by_the_consistency_proof(
+    built: Built, archive: Path
+) -> None:
+    records = parsed(built.lines())
+    records[6]["receipt"]["version"] = "0.70.0"
+    forged = relink(records)
+    _, errors = findings(window(forged[4:], 5, 25, archive, **_previous_and_link(built)))
+    assert any(
+        seq == 8 and "are not the records the consistency proof says were appended" in reason
+        for seq, reason in errors
+    ), errors
+
+
+def test_a_slice_that_skips_records_after_the_previous_checkpoint_is_refused(
+    built: Built, archive: Path
+) -> None:
+    _, errors = findings(window(built.lines()[6:], 7, 25, archive, **_previous_and_link(built)))
+    assert (8, "the slice starts at seq 6, after the previous checkpoint's last record 4: "
+               "records from 5 on must be in it") in errors  # fmt: skip
+
+
+def test_a_consistency_proof_between_other_checkpoints_is_refused(
+    built: Built, archive: Path
+) -> None:
+    options = _previous_and_link(built)
+    other = tlog.prove_consistency(
+        built.chain, checkpoint_of(built, 3, at(4)), options["checkpoint"]
+    )
+    _, errors = findings(
+        window(built.lines()[4:], 5, 25, archive, **{**options, "consistency": other})
+    )
+    assert any("previous checkpoint: the proof is from size 4 to 9" in r for _, r in errors), errors

@@ -1,7 +1,9 @@
-"""``floorctl chain``: the audit chain from the outside (export, signed checkpoints).
+"""``floorctl chain``: the audit chain from the outside (export, signed checkpoints, and
+the transparency log's inclusion and consistency proofs).
 
-Reading only: exporting and checkpointing never create the database or the chain key
-(a checkpoint may create floorctl's local development signing key, and says so).
+Reading only: these commands never create the database or the chain key (a checkpoint may
+create floorctl's local development signing key, and says so). A chain written before the
+Merkle tree existed gets its tree built, from its unchanged records, on first use.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import click
 
 from floorctl import atomic, keys
 from floorctl.commands._output import notice
-from floorguard import checkpoint
+from floorguard import checkpoint, files, tlog
 from floorguard._time import parse_ts
 from floorguard.chain import AuditChain
 from floorguard.errors import ChainError, FloorguardError
@@ -36,9 +38,10 @@ def parse_time_option(
         raise click.BadParameter(str(exc), ctx=ctx, param=param) from exc
 
 
-@click.group("chain", short_help="Export chain slices; sign checkpoints.")
+@click.group("chain", short_help="Export chain slices; sign checkpoints; prove records.")
 def chain() -> None:
-    """The audit chain floorguard writes: export slices of it, sign checkpoints of it."""
+    """The audit chain floorguard writes: export slices of it, sign checkpoints of it, prove
+    one record's inclusion or one checkpoint's extension by another."""
 
 
 _signing_key_option = click.option(
@@ -51,10 +54,17 @@ _signing_key_option = click.option(
 
 
 def _signed_checkpoint(audit: AuditChain, signing_key: Path | None, last_seq: int | None) -> str:
+    return _signed(audit, signing_key, last_seq)[1]
+
+
+def _signed(
+    audit: AuditChain, signing_key: Path | None, last_seq: int | None
+) -> tuple[checkpoint.Checkpoint, str]:
     resolved = keys.resolve_signing_key(
         signing_key, dict(os.environ), notify=lambda m: notice(f"floorctl: {m}")
     )
-    return checkpoint.sign(checkpoint.of_chain(audit, last_seq), resolved.key)
+    statement = checkpoint.of_chain(audit, last_seq)
+    return statement, checkpoint.sign(statement, resolved.key)
 
 
 @chain.command("checkpoint", short_help="Sign a checkpoint of the chain's head.")
@@ -104,12 +114,20 @@ def checkpoint_command(signing_key: Path | None, out: Path | None) -> None:
     default=None,
     help="Also write a signed checkpoint ending at the slice's last record to FILE.",
 )
+@click.option(
+    "--inclusion-out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="With --checkpoint-out: also the inclusion proof of the slice's last record in that "
+    "checkpoint, which `verify chain --inclusion` needs for a slice not from genesis.",
+)
 @_signing_key_option
 def export(
     since: datetime | None,
     until: datetime | None,
     out: Path | None,
     checkpoint_out: Path | None,
+    inclusion_out: Path | None,
     signing_key: Path | None,
 ) -> None:
     """Export a contiguous slice of the audit chain as JSON Lines.
@@ -120,6 +138,8 @@ def export(
     """
     if since is not None and until is not None and since > until:
         raise click.BadParameter("--since is later than --until", param_hint="--since")
+    if inclusion_out is not None and checkpoint_out is None:
+        raise click.UsageError("--inclusion-out needs --checkpoint-out")
     audit = AuditChain.from_env()
     if not audit.exists():
         raise ChainError(f"no audit chain at {audit.db_path}: nothing has been recorded yet")
@@ -146,9 +166,14 @@ def export(
         if not last:
             raise ChainError("the slice is empty: there is nothing to checkpoint")
         last_seq = json.loads(last[0])["seq"]
-        note = _signed_checkpoint(audit, signing_key, last_seq)
+        statement, note = _signed(audit, signing_key, last_seq)
         _write_atomically(checkpoint_out, note.splitlines())
         notice(f"wrote a checkpoint of {last_seq + 1} record(s) to {checkpoint_out}")
+        if inclusion_out is not None:
+            proof = tlog.prove_inclusion(audit, seq=last_seq, checkpoint=statement)
+            _emit_proof(
+                tlog.proof_text(proof), inclusion_out, f"the inclusion proof of record {last_seq}"
+            )
 
 
 def _write_lines(stream: TextIO, lines: Iterable[str]) -> int:
@@ -172,3 +197,81 @@ def _write_atomically(path: Path, lines: Iterable[str]) -> int:
 
     atomic.write_chunks_atomic(path, chunks())
     return count
+
+
+_out_option = click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the proof to FILE atomically instead of stdout.",
+)
+_EXISTING = click.Path(dir_okay=False, exists=True, path_type=Path)
+
+
+def _read_checkpoint(path: Path) -> checkpoint.Checkpoint:
+    """A checkpoint file's statement. Its signature is the verifier's business (the proof
+    is checked against the tree here, which a wrong statement cannot match)."""
+    data = files.read_regular(path, max_bytes=files.MAX_CHECKPOINT_BYTES, what="checkpoint")
+    try:
+        body, _ = checkpoint.split_note(data)
+        return checkpoint.parse_body(body)
+    except FloorguardError as exc:
+        raise type(exc)(f"{path}: {exc}") from exc
+
+
+def _emit_proof(text: str, out: Path | None, what: str) -> None:
+    if out is None:
+        click.echo(text, nl=False)
+        return
+    atomic.write_chunks_atomic(out, iter([text.encode("utf-8")]))
+    notice(f"wrote {what} to {out}")
+
+
+@chain.command("prove", short_help="Write the inclusion proof of one record.")
+@click.option("--receipt-id", metavar="ID", default=None, help="The record of this receipt.")
+@click.option("--seq", type=click.IntRange(min=0), default=None, help="The record at seq N.")
+@click.option(
+    "--checkpoint",
+    "checkpoint_file",
+    type=_EXISTING,
+    default=None,
+    help="Prove it in the tree of this checkpoint's size (default: the current head).",
+)
+@_out_option
+def prove(
+    receipt_id: str | None, seq: int | None, checkpoint_file: Path | None, out: Path | None
+) -> None:
+    """Write the inclusion proof of one record: its export line and the audit path to the
+    root of the tree of the checkpoint's size (JSON). With the signed checkpoint, anyone
+    can check it offline (`floorctl verify inclusion`) without the rest of the log."""
+    if (receipt_id is None) == (seq is None):
+        raise click.UsageError("give exactly one of --receipt-id and --seq")
+    audit = AuditChain.from_env()
+    cp = _read_checkpoint(checkpoint_file) if checkpoint_file is not None else None
+    proof = tlog.prove_inclusion(audit, seq=seq, receipt_id=receipt_id, checkpoint=cp)
+    _emit_proof(tlog.proof_text(proof), out, f"the inclusion proof of record {proof.leaf_index}")
+
+
+@chain.command("consistency", short_help="Write a consistency proof between checkpoints.")
+@click.option("--old", "old_file", type=_EXISTING, required=True, help="The older checkpoint.")
+@click.option(
+    "--new",
+    "new_file",
+    type=_EXISTING,
+    default=None,
+    help="The newer checkpoint (default: the current head).",
+)
+@_out_option
+def consistency(old_file: Path, new_file: Path | None, out: Path | None) -> None:
+    """Write the consistency proof from the older checkpoint's tree to the newer one's
+    (JSON): it shows, with both signed checkpoints, that the newer log holds the older
+    one's records unchanged as its first records (`floorctl verify consistency`)."""
+    audit = AuditChain.from_env()
+    old = _read_checkpoint(old_file)
+    new = _read_checkpoint(new_file) if new_file is not None else None
+    proof = tlog.prove_consistency(audit, old, new)
+    _emit_proof(
+        tlog.proof_text(proof),
+        out,
+        f"the consistency proof from size {proof.old_size} to {proof.new_size}",
+    )

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from floorctl.commands import _progress
+from floorctl.commands import _progress, verify_log
 from floorctl.commands._output import emit_json, emit_rendered, format_option, notice
 from floorctl.commands.chain import parse_time_option
 from floorguard import report_formats, verify_commands, window_proof
@@ -47,6 +47,30 @@ def verify() -> None:
     help="The public key the checkpoint is signed by.",
 )
 @click.option(
+    "--inclusion",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    metavar="PROOF",
+    help="An inclusion proof of the checkpoint's last record (floorctl chain prove), needed "
+    "when the slice does not start at genesis.",
+)
+@click.option(
+    "--previous-checkpoint",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="The checkpoint the last audit ended at: with --consistency, the records appended "
+    "since it are bound to --checkpoint without the records before it.",
+)
+@click.option(
+    "--consistency",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    metavar="PROOF",
+    help="The consistency proof from --previous-checkpoint to --checkpoint.",
+)
+@verify_log.witness_key_option
+@verify_log.witnesses_option
+@click.option(
     "--maps",
     "map_dirs",
     multiple=True,
@@ -69,6 +93,11 @@ def verify_chain(
     key_file: Path | None,
     checkpoint_file: Path | None,
     pubkey: Path | None,
+    inclusion: Path | None,
+    previous_checkpoint: Path | None,
+    consistency: Path | None,
+    witness_keys: tuple[Path, ...],
+    witnesses: int | None,
     map_dirs: tuple[Path, ...],
     unauthenticated: bool,
     output_format: str,
@@ -85,6 +114,13 @@ def verify_chain(
     """
     if checkpoint_file is not None and pubkey is None:
         raise click.UsageError("--checkpoint needs --pubkey (the key the checkpoint is signed by)")
+    if (witness_keys or witnesses is not None) and checkpoint_file is None:
+        raise click.UsageError("--witness-key and --witnesses need --checkpoint")
+    if (previous_checkpoint is None) != (consistency is None):
+        raise click.UsageError("--previous-checkpoint and --consistency go together")
+    if previous_checkpoint is not None and checkpoint_file is None:
+        raise click.UsageError("--previous-checkpoint needs --checkpoint")
+    verify_log.check_quorum(witness_keys, witnesses)
     if since is not None and until is not None and since > until:
         raise click.BadParameter("--since is later than --until", param_hint="--since")
     # The defaults, the checks and the text are floorguard's: python -m floorguard verify
@@ -100,6 +136,11 @@ def verify_chain(
         unauthenticated=unauthenticated,
         notify=lambda message: notice(f"floorctl: {message}"),
         progress=_progress.counter("verify chain", "records checked"),
+        inclusion=inclusion,
+        witness_keys=witness_keys,
+        witnesses=witnesses,
+        previous_checkpoint=previous_checkpoint,
+        consistency=consistency,
     )
     if output_format == "json":
         emit_json(window_proof.report_document(report))
@@ -113,9 +154,11 @@ def verify_chain(
         raise click.exceptions.Exit(1)
 
 
-# `verify receipt` and `verify provenance` live in their own modules; the group is where
-# floorctl finds them.
+# `verify receipt`, `verify provenance` and the log's checks live in their own modules; the
+# group is where floorctl finds them.
 from floorctl.commands import verify_provenance, verify_receipt  # noqa: E402
 
 verify.add_command(verify_receipt.command)
 verify.add_command(verify_provenance.command)
+verify.add_command(verify_log.inclusion)
+verify.add_command(verify_log.consistency)

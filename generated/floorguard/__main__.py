@@ -83,6 +83,11 @@ def _verify_chain(args: argparse.Namespace) -> int:
         until=args.until,
         unauthenticated=args.unauthenticated,
         notify=_notify,
+        inclusion=args.inclusion,
+        witness_keys=args.witness_keys or [],
+        witnesses=args.witnesses,
+        previous_checkpoint=args.previous_checkpoint,
+        consistency=args.consistency,
     )
     if args.output_format == "text":
         sys.stdout.write(window_proof.render_text(report))
@@ -147,6 +152,29 @@ def register_verify(commands: _SubParsers) -> _SubParsers:
         help="the public key the checkpoint is signed by",
     )
     chain.add_argument(
+        "--inclusion",
+        type=_EXISTING_FILE,
+        default=None,
+        metavar="PROOF",
+        help="an inclusion proof of the checkpoint's last record (floorctl chain prove), "
+        "needed when the slice does not start at genesis",
+    )
+    chain.add_argument(
+        "--previous-checkpoint",
+        type=_EXISTING_FILE,
+        default=None,
+        help="the checkpoint the last audit ended at: with --consistency, the records "
+        "appended since it are bound to --checkpoint without the records before it",
+    )
+    chain.add_argument(
+        "--consistency",
+        type=_EXISTING_FILE,
+        default=None,
+        metavar="PROOF",
+        help="the consistency proof from --previous-checkpoint to --checkpoint",
+    )
+    add_witness_options(chain)
+    chain.add_argument(
         "--maps",
         type=_EXISTING_DIR,
         action="append",
@@ -196,7 +224,96 @@ def register_verify(commands: _SubParsers) -> _SubParsers:
         "--json", dest="as_json", action="store_true", help="print one JSON document"
     )
     receipt.set_defaults(handler=_verify_receipt)
+    register_log_checks(checks)
     return checks
+
+
+def add_witness_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--witness-key",
+        dest="witness_keys",
+        type=_EXISTING_FILE,
+        action="append",
+        metavar="PUB",
+        help="a witness's public key; repeatable: the checkpoint counts only with --witnesses "
+        "of them cosigning it (C2SP cosignature/v1)",
+    )
+    parser.add_argument(
+        "--witnesses",
+        type=int,
+        default=None,
+        metavar="N",
+        help="how many of the --witness-key must have cosigned (default: all of them)",
+    )
+
+
+def register_log_checks(checks: _SubParsers) -> None:
+    """``verify inclusion`` and ``verify consistency`` (the transparency log)."""
+    inclusion = checks.add_parser(
+        "inclusion",
+        help="check that one record is in the log a signed checkpoint states",
+        description="Verify the signed checkpoint against --pubkey, then the inclusion proof "
+        "(floorctl chain prove): the record it carries is at its index in that log. Exit 0 "
+        "only when both verify.",
+    )
+    inclusion.add_argument("proof", type=_EXISTING_FILE, metavar="PROOF")
+    inclusion.add_argument("--checkpoint", type=_EXISTING_FILE, required=True)
+    inclusion.add_argument("--pubkey", type=_EXISTING_FILE, required=True)
+    add_witness_options(inclusion)
+    inclusion.add_argument(
+        "--json", dest="as_json", action="store_true", help="print one JSON document"
+    )
+    inclusion.set_defaults(handler=_verify_inclusion, parser=inclusion)
+    consistency = checks.add_parser(
+        "consistency",
+        help="check that a newer checkpoint's log extends an older one's",
+        description="Verify both signed checkpoints against --pubkey, then the consistency "
+        "proof (floorctl chain consistency) between them. Exit 0 only when all verify.",
+    )
+    consistency.add_argument("--old", type=_EXISTING_FILE, required=True)
+    consistency.add_argument("--new", type=_EXISTING_FILE, required=True)
+    consistency.add_argument("--proof", type=_EXISTING_FILE, required=True)
+    consistency.add_argument("--pubkey", type=_EXISTING_FILE, required=True)
+    add_witness_options(consistency)
+    consistency.add_argument(
+        "--json", dest="as_json", action="store_true", help="print one JSON document"
+    )
+    consistency.set_defaults(handler=_verify_consistency, parser=consistency)
+
+
+def _verify_inclusion(args: argparse.Namespace) -> int:
+    from floorguard import verify_commands
+
+    result = verify_commands.verify_inclusion(
+        args.proof,
+        checkpoint=args.checkpoint,
+        pubkey=args.pubkey,
+        witness_keys=args.witness_keys or [],
+        witnesses=args.witnesses,
+    )
+    if args.as_json:
+        sys.stdout.write(verify_commands.json_text(result.document()))
+    else:
+        sys.stdout.write(result.text())
+    return EXIT_OK
+
+
+def _verify_consistency(args: argparse.Namespace) -> int:
+    from floorguard import verify_commands
+
+    result = verify_commands.verify_consistency(
+        old=args.old,
+        new=args.new,
+        proof=args.proof,
+        pubkey=args.pubkey,
+        witness_keys=args.witness_keys or [],
+        witnesses=args.witnesses,
+    )
+    if args.as_json:
+        sys.stdout.write(verify_commands.json_text(result.document()))
+    else:
+        sys.stdout.write(result.text())
+    return EXIT_OK
 
 
 def _verify_receipt(args: argparse.Namespace) -> int:
@@ -391,6 +508,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(given)
     if getattr(args, "checkpoint", None) is not None and args.pubkey is None:
         args.parser.error("--checkpoint needs --pubkey (the key the checkpoint is signed by)")
+    keys, quorum = getattr(args, "witness_keys", None) or [], getattr(args, "witnesses", None)
+    if quorum is not None and not 0 <= quorum <= len(keys):
+        args.parser.error(
+            f"--witnesses {quorum} needs at least that many --witness-key (given {len(keys)})"
+        )
+    if (keys or quorum is not None) and getattr(args, "checkpoint", "") is None:
+        args.parser.error("--witness-key and --witnesses need --checkpoint")
+    previous, link = getattr(args, "previous_checkpoint", None), getattr(args, "consistency", "")
+    if (previous is None) != (link is None) and link != "":
+        args.parser.error("--previous-checkpoint and --consistency go together")
+    if previous is not None and args.checkpoint is None:
+        args.parser.error("--previous-checkpoint needs --checkpoint")
     since, until = getattr(args, "since", None), getattr(args, "until", None)
     if since is not None and until is not None and since > until:
         args.parser.error("--since is later than --until")

@@ -23,6 +23,13 @@ Storage: ``chain.sqlite3`` in WAL mode with ``synchronous=FULL``; every append i
 ``BEGIN IMMEDIATE`` transaction that reads the head and inserts the next record, so appends
 from many processes serialise into one linear chain, and ``append`` returns only once the
 record is durable. ``sqlite3`` is imported on first use.
+
+The Merkle tree: the records are also the leaves, in seq order, of an RFC 6962 tree whose
+leaf input is a record's export line (``floorguard.merkle``). The table ``tree`` keeps every
+complete subtree hash, keyed by (level, index); each append adds its leaf and the subtrees
+it completes in the same transaction as the record, so any inclusion or consistency proof
+needs O(log n) lookups. A chain written before the tree existed gets its tree built from its
+records, unchanged, on first use (the next append, or ``ensure_tree``).
 """
 
 from __future__ import annotations
@@ -37,13 +44,14 @@ import secrets
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from json.encoder import encode_basestring
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from floorguard import merkle
 from floorguard._canonical import ZERO_DIGEST, canonical_bytes, plain_json_text
 from floorguard._time import format_ts, now_ts, parse_ts
 from floorguard.chain_key import load_key, load_or_create_key
@@ -89,7 +97,10 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS records ("
     " seq INTEGER PRIMARY KEY, ts TEXT NOT NULL, chain_id TEXT NOT NULL, event TEXT NOT NULL,"
     " receipt_id TEXT NOT NULL, receipt TEXT NOT NULL, prev TEXT NOT NULL, mac TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS tree (level INTEGER NOT NULL, idx INTEGER NOT NULL,"
+    " hash BLOB NOT NULL, PRIMARY KEY (level, idx)) WITHOUT ROWID",
 )
+_T = TypeVar("_T")
 _HEX = frozenset("0123456789abcdef")
 
 
@@ -471,6 +482,14 @@ class AuditChain:
         mac = record_mac(key, _row_body(row).encode("utf-8"))
         row = (*row[:7], mac)
         conn.execute(f"INSERT INTO records ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)  # noqa: S608
+        try:
+            if seq > 0 and not _has_leaf(conn, seq - 1):
+                _build_tree(conn, seq)  # a chain from before the tree: built once, here
+            _add_leaf(conn, seq, merkle.leaf_hash(_row_line(row).encode("utf-8")))
+        except ChainWriteError as exc:
+            raise ChainWriteError(
+                f"cannot append to the audit chain {self.db_path}: {exc} (the database was altered)"
+            ) from exc
         return row
 
     def _append_once(self, event: str, receipt_id: str, receipt_json: str) -> _Row:
@@ -486,7 +505,7 @@ class AuditChain:
             raise
         return row
 
-    def _with_busy_retry(self, attempt: Callable[[], _Row], doing: str) -> _Row:
+    def _with_busy_retry(self, attempt: Callable[[], _T], doing: str) -> _T:
         """Run ``attempt``, retrying while SQLite reports the database busy.
 
         The busy timeout covers most waits, but SQLite returns SQLITE_BUSY at once in a few
@@ -619,6 +638,35 @@ class AuditChain:
         self._conn_inode = None
         self._chain_id = None
 
+    def ensure_tree(self) -> int:
+        """Build the Merkle tree of records the tree does not hold yet; the tree's size.
+
+        Only a chain written before the tree existed needs it (appends keep the tree). It
+        writes to an existing database only, never creating one. Raises ChainWriteError.
+        """
+        if not self.exists():
+            return 0
+
+        def attempt() -> int:
+            conn = self._writer()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                count = _record_count(conn)
+                _build_tree(conn, count)
+                conn.execute("COMMIT")
+            except BaseException:
+                _rollback_quietly(conn)
+                self._drop_connection()
+                raise
+            return int(count)
+
+        with self._lock:
+            return self._with_busy_retry(attempt, "build the Merkle tree of")
+
+    def tree_snapshot(self) -> TreeSnapshot:
+        """A read of the records and their tree from one snapshot (a context manager)."""
+        return TreeSnapshot(self.db_path)
+
     # -- reading --
 
     def head(self) -> ChainRecord | None:
@@ -692,6 +740,161 @@ class AuditChain:
 
     def _reader(self) -> _ReadConnection:
         return _ReadConnection(self.db_path)
+
+
+class TreeSnapshot:
+    """Records and tree hashes read in one transaction: what proofs are made of.
+
+    ``size`` is the number of records the tree holds (``AuditChain.ensure_tree`` first
+    makes that every record). Raises ChainError on storage errors.
+    """
+
+    def __init__(self, db_path: Path) -> None:
+        self._reader = _ReadConnection(db_path)
+        self._conn: sqlite3.Connection | None = None
+        self.size = 0
+        self.records = 0
+
+    def __enter__(self) -> TreeSnapshot:
+        conn = self._reader.__enter__()
+        if conn is None:
+            return self
+        self._conn = conn
+        try:
+            conn.execute("BEGIN")
+            has_tree = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'tree'"
+            ).fetchone()
+            self.records = _record_count(conn)
+            self.size = _tree_size(conn) if has_tree else 0
+        except Exception as exc:
+            self._fail(exc)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._conn = None
+        self._reader.__exit__(*exc_info)
+
+    def _fail(self, exc: Exception) -> None:
+        if _is_storage_error(exc):
+            raise ChainError(
+                f"cannot read the audit chain {self._reader._path}: {_explain(exc)}"
+            ) from exc
+        raise exc
+
+    def subtree(self, level: int, index: int) -> bytes:
+        """The stored hash of complete subtree (level, index). Raises ChainError."""
+        if self._conn is None:
+            raise ChainError("the audit chain has no Merkle tree")
+        try:
+            row = self._conn.execute(
+                "SELECT hash FROM tree WHERE level = ? AND idx = ?", (level, index)
+            ).fetchone()
+        except Exception as exc:
+            self._fail(exc)
+            raise
+        if row is None or not isinstance(row[0], bytes) or len(row[0]) != merkle.HASH_SIZE:
+            raise ChainError(
+                f"the Merkle tree of the audit chain {self._reader._path} lacks subtree "
+                f"({level}, {index}) (the database was altered)"
+            )
+        return bytes(row[0])
+
+    def line(self, seq: int) -> str | None:
+        """The export line of record ``seq``, or None when there is none."""
+        if self._conn is None:
+            return None
+        try:
+            row = self._conn.execute(
+                f"SELECT {_COLUMNS} FROM records WHERE seq = ?",  # noqa: S608
+                (seq,),
+            ).fetchone()
+        except Exception as exc:
+            self._fail(exc)
+            raise
+        return None if row is None else _row_line(row)
+
+    def seq_of(self, receipt_id: str) -> int | None:
+        """The seq of the first record of receipt ``receipt_id``, or None."""
+        if self._conn is None:
+            return None
+        try:
+            row = self._conn.execute(
+                "SELECT min(seq) FROM records WHERE receipt_id = ?", (receipt_id,)
+            ).fetchone()
+        except Exception as exc:
+            self._fail(exc)
+            raise
+        return None if row is None or row[0] is None else int(row[0])
+
+
+def _record_count(conn: sqlite3.Connection) -> int:
+    """Records are seq 0..n-1 (append makes them so; count(*) would scan the table)."""
+    row = conn.execute("SELECT max(seq) FROM records").fetchone()
+    return 0 if row is None or row[0] is None else int(row[0]) + 1
+
+
+def _has_leaf(conn: sqlite3.Connection, index: int) -> bool:
+    found = conn.execute("SELECT 1 FROM tree WHERE level = 0 AND idx = ?", (index,)).fetchone()
+    return found is not None
+
+
+def _tree_size(conn: sqlite3.Connection) -> int:
+    row = conn.execute("SELECT max(idx) FROM tree WHERE level = 0").fetchone()
+    return 0 if row is None or row[0] is None else int(row[0]) + 1
+
+
+def _add_leaf(conn: sqlite3.Connection, index: int, leaf: bytes) -> None:
+    """Store leaf ``index`` and every subtree it completes (its left siblings are stored)."""
+    rows = [(0, index, leaf)]
+    current, level, at = leaf, 0, index
+    while at & 1:
+        left = conn.execute(
+            "SELECT hash FROM tree WHERE level = ? AND idx = ?", (level, at - 1)
+        ).fetchone()
+        if left is None:
+            raise ChainWriteError(f"the Merkle tree lacks subtree ({level}, {at - 1})")
+        current = merkle.node_hash(left[0], current)
+        level, at = level + 1, at >> 1
+        rows.append((level, at, current))
+    conn.executemany("INSERT INTO tree (level, idx, hash) VALUES (?, ?, ?)", rows)
+
+
+def _build_tree(conn: sqlite3.Connection, upto: int) -> None:
+    """Add the leaves the tree lacks below ``upto``, from the records as they are stored."""
+    start = _tree_size(conn)
+    if start >= upto:
+        return
+
+    def stored(level: int, index: int) -> bytes:
+        row = conn.execute(
+            "SELECT hash FROM tree WHERE level = ? AND idx = ?", (level, index)
+        ).fetchone()
+        if row is None:
+            raise ChainWriteError(f"the Merkle tree lacks subtree ({level}, {index})")
+        return bytes(row[0])
+
+    edge = merkle.CompactRange.of(start, stored)
+    cursor = conn.execute(
+        f"SELECT {_COLUMNS} FROM records WHERE seq >= ? AND seq < ? ORDER BY seq",  # noqa: S608
+        (start, upto),
+    )
+    pending: list[tuple[int, int, bytes]] = []
+    expected = start
+    while batch := cursor.fetchmany(2048):
+        for row in batch:
+            if row[0] != expected:
+                raise ChainWriteError(f"the audit chain has no record {expected}")
+            expected += 1
+            pending.extend(edge.append(merkle.leaf_hash(_row_line(row).encode("utf-8"))))
+        _insert_nodes(conn, pending)
+        pending.clear()
+    if expected != upto:
+        raise ChainWriteError(f"the audit chain has no record {expected}")
+
+
+def _insert_nodes(conn: sqlite3.Connection, rows: Iterable[tuple[int, int, bytes]]) -> None:
+    conn.executemany("INSERT INTO tree (level, idx, hash) VALUES (?, ?, ?)", rows)
 
 
 class _ReadConnection:

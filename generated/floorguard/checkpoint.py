@@ -1,21 +1,27 @@
 """Signed checkpoints of the audit chain: C2SP tlog-checkpoint bodies in C2SP signed notes.
 
 A checkpoint states, under an Ed25519 signature, that the chain ``chain_id`` held ``size``
-records and that the digest of its last one (seq ``size - 1``) was ``head``. Because every
-record's ``prev`` is the digest of the record before it, a verifier holding only the public
-key (not the HMAC secret) can then detect any change, deletion, reordering or truncation of
-the records up to that size.
+records and that the RFC 6962 Merkle tree hash of those records (leaf input: each record's
+export line, ``floorguard.merkle``) was ``root``. A verifier holding only the public key (not
+the HMAC secret) can then check an inclusion proof of one record, a consistency proof
+between two checkpoints, or a whole slice from genesis, and detect any change, deletion,
+reordering or truncation of the records up to that size.
 
 Body (the note text, every line ending in a newline)::
 
     floorguard/<chain_id>          origin
     <size>                          decimal, no leading zeroes
-    <base64 of the 32 head bytes>   standard base64, padded
-    time <RFC 3339 UTC with Z>      extension line: when the checkpoint was issued
+    <base64 of the 32 root bytes>   standard base64, padded
+    time <RFC 3339 UTC with Z>      optional extension line: when the checkpoint was issued
 
-The head is the record digest's 32 raw bytes, not an RFC 6962 Merkle root: the chain is a
-hash chain, and the checkpoint names its last link. The ``time`` line is an extension line
-(opaque to generic C2SP tooling, which ignores it); floorguard requires exactly one.
+The ``time`` line is an extension line (opaque to generic C2SP tooling, which ignores it);
+floorguard writes one, reads a checkpoint without it, and refuses two. Other extension
+lines are ignored, as the spec asks.
+
+The old format (before the tree) had the same lines, but its root was the digest of record
+``size - 1`` (the hash-chain head). Nothing in the note tells the two apart, so a verifier
+that holds that record says "old format" when the root is its digest (``old_format_reason``);
+without it an old checkpoint simply matches no proof.
 
 Signature (C2SP signed-note): a blank line, then ``— <key name> <base64(key id || sig)>``
 where the key name is the origin, the signature is Ed25519 over the note text (with its
@@ -29,6 +35,7 @@ import base64
 import binascii
 import hashlib
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -56,12 +63,12 @@ _UTC_Z = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?Z")
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """What a checkpoint states: the chain, its size, its head digest and the issue time."""
+    """What a checkpoint states: the chain, its size, its Merkle root and the issue time."""
 
     chain_id: str
     size: int
-    head: str
-    time: str
+    root: bytes
+    time: str | None
 
     @property
     def origin(self) -> str:
@@ -69,8 +76,21 @@ class Checkpoint:
 
     def body(self) -> str:
         """The C2SP tlog-checkpoint note text (ends with a newline)."""
-        head = base64.b64encode(bytes.fromhex(self.head.removeprefix("sha256:"))).decode()
-        return f"{self.origin}\n{self.size}\n{head}\n{TIME_PREFIX}{self.time}\n"
+        root = base64.b64encode(self.root).decode()
+        stamp = "" if self.time is None else f"{TIME_PREFIX}{self.time}\n"
+        return f"{self.origin}\n{self.size}\n{root}\n{stamp}"
+
+
+def old_format_reason(checkpoint: Checkpoint, last_record_digest: str) -> str | None:
+    """Why ``checkpoint`` is one of the old format, given the digest of its record
+    ``size - 1``; None when its root is not that digest."""
+    if "sha256:" + checkpoint.root.hex() != last_record_digest:
+        return None
+    return (
+        f"the checkpoint is in the old format: its root is the hash-chain head (the digest "
+        f"of record {checkpoint.size - 1}), not a Merkle tree hash; sign a new checkpoint "
+        "with `floorctl chain checkpoint`"
+    )
 
 
 def key_id(name: str, public_raw: bytes) -> bytes:
@@ -90,22 +110,24 @@ def raw_public(key: Ed25519PublicKey) -> bytes:
     return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
 
-def new_checkpoint(chain_id: str, size: int, head: str, time: str | None = None) -> Checkpoint:
-    """A checkpoint of ``size`` records ending in the record whose digest is ``head``.
+def new_checkpoint(
+    chain_id: str, size: int, root: bytes, time: str | None = None, *, stamped: bool = True
+) -> Checkpoint:
+    """A checkpoint of ``size`` records whose Merkle tree hash is ``root``.
 
-    The time is now unless given. Raises VerificationError for values it cannot state.
+    The time is now unless given; ``stamped=False`` writes no time line. Raises
+    VerificationError for values it cannot state.
     """
-    from floorguard._canonical import is_digest
     from floorguard._time import utc_now
 
     if not is_chain_id(chain_id):
         raise VerificationError(f"cannot checkpoint chain id {chain_id!r}: not 32 hex characters")
     if size < 1:
         raise VerificationError("cannot checkpoint an empty chain")
-    if not is_digest(head):
-        raise VerificationError(f"cannot checkpoint head {head!r}: not a sha256 digest")
-    stamp = time if time is not None else format_ts(utc_now())
-    return Checkpoint(chain_id, size, head, stamp)
+    if not isinstance(root, bytes) or len(root) != 32:
+        raise VerificationError("cannot checkpoint a root that is not 32 bytes")
+    stamp = None if not stamped else time if time is not None else format_ts(utc_now())
+    return Checkpoint(chain_id, size, root, stamp)
 
 
 def sign(checkpoint: Checkpoint, private_key: Ed25519PrivateKey) -> str:
@@ -165,29 +187,30 @@ def parse_body(body: str) -> Checkpoint:
     lines = body.split("\n")[:-1]
     if len(lines) < 3 or any(not line for line in lines):
         raise VerificationError("checkpoint body needs at least three non-empty lines")
-    origin, size_text, head_text, *extensions = lines
+    origin, size_text, root_text, *extensions = lines
     chain_id = origin.removeprefix(ORIGIN_PREFIX)
     if not origin.startswith(ORIGIN_PREFIX) or not is_chain_id(chain_id):
         raise VerificationError(f"checkpoint origin {origin!r} is not floorguard/<chain id>")
     if not _SIZE.fullmatch(size_text) or size_text == "0":
         raise VerificationError(f"checkpoint size {size_text!r} is not a positive decimal")
     try:
-        head = base64.b64decode(head_text, validate=True)
+        root = base64.b64decode(root_text, validate=True)
     except (binascii.Error, ValueError) as exc:
-        raise VerificationError("checkpoint head is not valid base64") from exc
-    if len(head) != 32 or base64.b64encode(head).decode() != head_text:
-        raise VerificationError("checkpoint head is not the base64 of 32 bytes")
+        raise VerificationError("checkpoint root is not valid base64") from exc
+    if len(root) != 32 or base64.b64encode(root).decode() != root_text:
+        raise VerificationError("checkpoint root is not the base64 of 32 bytes")
     times = [line[len(TIME_PREFIX) :] for line in extensions if line.startswith(TIME_PREFIX)]
-    if len(times) != 1:
-        raise VerificationError("checkpoint needs exactly one 'time <RFC 3339>' line")
-    stamp = times[0]
-    if not _UTC_Z.fullmatch(stamp):
-        raise VerificationError(f"checkpoint time {stamp!r} is not RFC 3339 UTC with Z")
-    try:
-        parse_any_ts(stamp)
-    except FloorguardError as exc:
-        raise VerificationError(f"checkpoint time {stamp!r} is not RFC 3339") from exc
-    return Checkpoint(chain_id, int(size_text), "sha256:" + head.hex(), stamp)
+    if len(times) > 1:
+        raise VerificationError("checkpoint has more than one 'time <RFC 3339>' line")
+    stamp = times[0] if times else None
+    if stamp is not None:
+        if not _UTC_Z.fullmatch(stamp):
+            raise VerificationError(f"checkpoint time {stamp!r} is not RFC 3339 UTC with Z")
+        try:
+            parse_any_ts(stamp)
+        except FloorguardError as exc:
+            raise VerificationError(f"checkpoint time {stamp!r} is not RFC 3339") from exc
+    return Checkpoint(chain_id, int(size_text), root, stamp)
 
 
 def verify(data: bytes, public_key: Ed25519PublicKey) -> Checkpoint:
@@ -225,10 +248,13 @@ def of_chain(chain: AuditChain, last_seq: int | None = None) -> Checkpoint:
     windows with it). Of the head that is now; of an older prefix, only the time of its own
     last record: stamping it now would claim that nothing was appended after it.
 
-    The chain is verified from genesis with its own key first, so that a tampered chain is
-    never signed. Raises VerificationError (empty or tampered chain, ``last_seq`` beyond the
-    head), KeyFileError and ChainError.
+    The chain is verified from genesis with its own key first, and the Merkle root is
+    computed from its export lines then; the stored tree must state the same root (so that
+    the proofs it serves match what is signed). A tampered chain is never signed. Raises
+    VerificationError (empty or tampered chain, a stored tree that disagrees, ``last_seq``
+    beyond the head), KeyFileError and ChainError.
     """
+    from floorguard import merkle
     from floorguard.chain_key import load_key
     from floorguard.slice_verify import SliceVerifier
 
@@ -238,11 +264,20 @@ def of_chain(chain: AuditChain, last_seq: int | None = None) -> Checkpoint:
 
     def capture(record: ChainRecord, intact: bool) -> None:
         if record.seq == last_seq:
-            found["head"] = record.digest()
             found["ts"] = record.ts
 
+    tree = merkle.CompactRange()
+    roots: dict[int, bytes] = {}
+
+    def leaves(lines: Iterable[str]) -> Iterator[str]:
+        for line in lines:
+            tree.append(merkle.leaf_hash(line.encode("utf-8")))
+            if last_seq is not None and tree.size == last_seq + 1:
+                roots[tree.size] = tree.root()
+            yield line
+
     verifier = SliceVerifier(key=load_key(chain.key_file), on_record=capture)
-    verifier.feed_all(chain.export_lines())
+    verifier.feed_all(leaves(chain.export_lines()))
     report = verifier.finish()
     if not report.intact or report.first_seq != 0 or report.chain_id is None:
         first = report.integrity_errors[0] if report.integrity_errors else None
@@ -250,13 +285,34 @@ def of_chain(chain: AuditChain, last_seq: int | None = None) -> Checkpoint:
         raise VerificationError(
             f"refusing to sign a checkpoint: the audit chain {chain.db_path} does not verify{where}"
         )
+    if report.last_seq is None:
+        raise VerificationError(f"no records in the audit chain {chain.db_path}")
+    size = report.last_seq + 1 if last_seq is None else last_seq + 1
     if last_seq is None:
-        if report.last_seq is None or report.head is None:
-            raise VerificationError(f"no records in the audit chain {chain.db_path}")
-        return new_checkpoint(report.chain_id, report.last_seq + 1, report.head)
-    if "head" not in found:
+        roots[size] = tree.root()
+    if size not in roots or (last_seq is not None and "ts" not in found):
         raise VerificationError(f"the audit chain has no record {last_seq}")
-    at_head = last_seq == report.last_seq
-    return new_checkpoint(
-        report.chain_id, last_seq + 1, found["head"], None if at_head else found["ts"]
-    )
+    stored = stored_root(chain, size)
+    if stored != roots[size]:
+        raise VerificationError(
+            f"refusing to sign a checkpoint: the Merkle tree stored in {chain.db_path} does "
+            "not match its records (a record was altered after it was appended)"
+        )
+    at_head = size == report.last_seq + 1
+    return new_checkpoint(report.chain_id, size, roots[size], None if at_head else found["ts"])
+
+
+def stored_root(chain: AuditChain, size: int) -> bytes | None:
+    """The root of the first ``size`` records by the chain's stored tree, built first if
+    the chain predates it; None when the chain is shorter. Raises ChainError."""
+    from floorguard import merkle
+
+    with chain.tree_snapshot() as snap:
+        if snap.size >= size:
+            return merkle.root(size, snap.subtree)
+        short = snap.records >= size
+    if not short:
+        return None
+    chain.ensure_tree()
+    with chain.tree_snapshot() as snap:
+        return merkle.root(size, snap.subtree) if snap.size >= size else None

@@ -37,6 +37,7 @@ from floorguard.chain import (
     body_text,
     is_chain_id,
     is_mac,
+    line_text,
     parse_any_ts,
     receipt_problem,
 )
@@ -83,6 +84,8 @@ class SliceReport:
 
 
 RecordCallback = Callable[[ChainRecord, bool], object]
+# (seq, the record's canonical export line as bytes): the Merkle leaf input.
+LeafCallback = Callable[[int, bytes], object]
 
 
 @dataclass
@@ -105,6 +108,7 @@ class SliceVerifier:
     key: bytes | None = None
     on_record: RecordCallback | None = None
     max_errors: int = MAX_REPORTED_ERRORS
+    on_leaf: LeafCallback | None = None
 
     _errors: list[IntegrityError] = field(default_factory=list, init=False)
     _not_listed: int = field(default=0, init=False)
@@ -329,6 +333,21 @@ class SliceVerifier:
         if moment is not None:
             self._last_moment = moment
         self._expected_seq, self._expected_prev, self._head = seq + 1, digest, digest
+        if self.on_leaf is not None:
+            if spliced is not None:
+                leaf = line.encode("utf-8")  # the MACed canonical record, as written
+            else:
+                leaf = line_text(
+                    seq=seq,
+                    ts=ts,
+                    chain_id=chain_id,
+                    event=event,
+                    receipt_id=fields["receipt_id"],
+                    receipt_json=receipt_json.decode("utf-8"),
+                    prev=prev,
+                    mac=mac,
+                ).encode("utf-8")
+            self.on_leaf(seq, leaf)
         if self.on_record is not None:
             record = ChainRecord(
                 seq=seq,

@@ -25,6 +25,7 @@ from floorguard.files import read_regular
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+    from floorguard import tlog
     from floorguard.receipts import CheckedReceipt
     from floorguard.window_proof import ProofReport
 
@@ -223,11 +224,18 @@ def verify_chain(
     unauthenticated: bool,
     notify: Notify,
     progress: Callable[[int], None] | None = None,
+    inclusion: Path | None = None,
+    witness_keys: Sequence[Path] = (),
+    witnesses: int | None = None,
+    previous_checkpoint: Path | None = None,
+    consistency: Path | None = None,
 ) -> ProofReport:
     """``verify chain``: the window proof of a slice (``-``: standard input) with the
-    commands' defaults (``maps`` empty: :func:`default_map_dirs`); ``progress`` hears the
-    count of records checked, now and then (see ``window_proof.prove_path``). Raises KeyFileError,
-    VerificationError (an unusable public key), UnreadableFileError and OSError."""
+        commands' defaults (``maps`` empty: :func:`default_map_dirs`); ``progress`` hears the
+        count of records checked, now and then (see ``window_proof.prove_path``); ``inclusion`` is
+    an inclusion proof of the checkpoint's last record, for a slice that does not start at
+    genesis. Raises KeyFileError,
+        VerificationError (an unusable public key), UnreadableFileError and OSError."""
     from floorguard import window_proof
     from floorguard.chain_key import load_key
     from floorguard.slice_verify import MACS_NOT_CHECKED
@@ -239,12 +247,51 @@ def verify_chain(
     if checkpoint is not None:
         if pubkey is None:
             raise VerificationError("--checkpoint needs --pubkey (the key it is signed by)")
-        verified, refused = window_proof.load_checkpoint(
-            read_regular(checkpoint, max_bytes=files.MAX_CHECKPOINT_BYTES, what="checkpoint"),
-            load_verify_key(pubkey),
+        data = read_regular(checkpoint, max_bytes=files.MAX_CHECKPOINT_BYTES, what="checkpoint")
+        verified, refused = window_proof.load_checkpoint(data, load_verify_key(pubkey))
+        if verified is not None:
+            try:
+                check_witnesses(data, checkpoint, witness_keys, witnesses)
+            except VerificationError as exc:
+                verified, refused = None, str(exc)
+    elif witness_keys or witnesses or previous_checkpoint or consistency:
+        raise VerificationError(
+            "--witness-key, --witnesses, --previous-checkpoint and --consistency need --checkpoint"
         )
+    previous, link = None, None
+    if previous_checkpoint is not None and pubkey is not None:
+        from floorguard import tlog
+
+        if consistency is None:
+            raise VerificationError("--previous-checkpoint needs --consistency PROOF")
+        data = read_regular(
+            previous_checkpoint, max_bytes=files.MAX_CHECKPOINT_BYTES, what="checkpoint"
+        )
+        previous, problem = window_proof.load_checkpoint(data, load_verify_key(pubkey))
+        if previous is not None:
+            try:
+                check_witnesses(data, previous_checkpoint, witness_keys, witnesses)
+                link = tlog.parse_consistency(_proof_bytes(consistency), str(consistency))
+            except VerificationError as exc:
+                problem = str(exc)
+        if problem is not None:
+            verified, refused = None, refused or f"{previous_checkpoint}: {problem}"
+    elif consistency is not None:
+        raise VerificationError("--consistency needs --previous-checkpoint")
+    proof = None
+    if inclusion is not None:
+        from floorguard import tlog
+
+        proof, problem = window_proof.load_inclusion(
+            read_regular(inclusion, max_bytes=tlog.MAX_PROOF_BYTES, what="inclusion proof")
+        )
+        if problem is not None:
+            refused = refused or f"{inclusion}: {problem}"
     return window_proof.prove_path(
         slice_path,
+        inclusion=proof,
+        previous=previous,
+        consistency=link,
         progress=progress,
         key=key,
         since=since,
@@ -259,3 +306,107 @@ def verify_chain(
 def json_text(document: Any) -> str:
     """One JSON document as both CLIs print it (sorted keys, UTF-8, a final newline)."""
     return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+# --- verify inclusion / consistency (the transparency log) ----------------------------------
+
+
+def _checkpoint_bytes(path: Path) -> bytes:
+    return read_regular(path, max_bytes=files.MAX_CHECKPOINT_BYTES, what="checkpoint")
+
+
+def _proof_bytes(path: Path) -> bytes:
+    from floorguard import tlog
+
+    return read_regular(path, max_bytes=tlog.MAX_PROOF_BYTES, what="proof")
+
+
+def _named(path: Path, exc: VerificationError) -> VerificationError:
+    return VerificationError(f"{path}: {exc}")
+
+
+def witness_quorum(witness_keys: Sequence[Path], witnesses: int | None) -> int:
+    """How many of ``witness_keys`` must have cosigned: ``witnesses``, by default all.
+    Raises VerificationError for a quorum the keys cannot meet."""
+    needed = len(witness_keys) if witnesses is None else witnesses
+    if needed < 0 or needed > len(witness_keys):
+        raise VerificationError(
+            f"--witnesses {needed} needs at least that many --witness-key (given "
+            f"{len(witness_keys)})"
+        )
+    return needed
+
+
+def check_witnesses(
+    data: bytes, where: Path, witness_keys: Sequence[Path], witnesses: int | None
+) -> None:
+    """The checkpoint ``data`` (from ``where``) carries the quorum of witness cosignatures.
+    Raises VerificationError naming the file."""
+    needed = witness_quorum(witness_keys, witnesses)
+    if needed == 0:
+        return
+    from floorguard import witness
+
+    keys = [load_verify_key(path) for path in witness_keys]
+    try:
+        witness.require_witnesses(data, keys, needed)
+    except VerificationError as exc:
+        raise _named(where, exc) from exc
+
+
+def verify_inclusion(
+    proof: Path,
+    *,
+    checkpoint: Path,
+    pubkey: Path,
+    witness_keys: Sequence[Path] = (),
+    witnesses: int | None = None,
+) -> tlog.InclusionResult:
+    """``verify inclusion``: the record in PROOF is at its index in the log the signed
+    checkpoint states. Raises VerificationError (naming the file at fault),
+    UnreadableFileError and OSError."""
+    from floorguard import checkpoint as checkpoints
+    from floorguard import tlog
+
+    key = load_verify_key(pubkey)
+    data = _checkpoint_bytes(checkpoint)
+    try:
+        cp = checkpoints.verify(data, key)
+    except VerificationError as exc:
+        raise _named(checkpoint, exc) from exc
+    check_witnesses(data, checkpoint, witness_keys, witnesses)
+    try:
+        parsed = tlog.parse_inclusion(_proof_bytes(proof))
+        return tlog.InclusionResult(cp, tlog.check_inclusion(parsed, cp))
+    except VerificationError as exc:
+        raise _named(proof, exc) from exc
+
+
+def verify_consistency(
+    *,
+    old: Path,
+    new: Path,
+    proof: Path,
+    pubkey: Path,
+    witness_keys: Sequence[Path] = (),
+    witnesses: int | None = None,
+) -> tlog.ConsistencyResult:
+    """``verify consistency``: the newer checkpoint's log extends the older one's. Raises
+    VerificationError (naming the file at fault), UnreadableFileError and OSError."""
+    from floorguard import checkpoint as checkpoints
+    from floorguard import tlog
+
+    key = load_verify_key(pubkey)
+    verified = []
+    for path in (old, new):
+        data = _checkpoint_bytes(path)
+        try:
+            verified.append(checkpoints.verify(data, key))
+        except VerificationError as exc:
+            raise _named(path, exc) from exc
+        check_witnesses(data, path, witness_keys, witnesses)
+    try:
+        tlog.check_consistency(tlog.parse_consistency(_proof_bytes(proof)), *verified)
+    except VerificationError as exc:
+        raise _named(proof, exc) from exc
+    return tlog.ConsistencyResult(verified[0], verified[1])

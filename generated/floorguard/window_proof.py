@@ -42,7 +42,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from floorguard import canary, versions
+from floorguard import canary, merkle, versions
 from floorguard import verdict as verdict_rule
 from floorguard._time import format_ts
 from floorguard.chain import ChainRecord, parse_any_ts
@@ -65,6 +65,7 @@ if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
     from floorguard.checkpoint import Checkpoint
+    from floorguard.tlog import ConsistencyProof, InclusionProof
 
 SPAWN = "adapter.spawn_preflight_receipt"
 FLOOR_UPDATE = "adapter.floor_update_receipt"
@@ -200,6 +201,13 @@ class WindowProof:
     until: datetime | None = None
     checkpoint: Checkpoint | None = None
     max_violations: int = MAX_REPORTED_VIOLATIONS
+    # An inclusion proof of the checkpoint's last record: how a slice that does not start
+    # at genesis reaches the checkpoint's Merkle root (its links then vouch for the rest).
+    inclusion: InclusionProof | None = None
+    # Or: the checkpoint the last audit ended at, and the consistency proof from it to
+    # ``checkpoint``: the records appended since then are bound by that proof.
+    previous: Checkpoint | None = None
+    consistency: ConsistencyProof | None = None
 
     _violations: list[Violation] = field(default_factory=list, init=False)
     _not_listed: int = field(default=0, init=False)
@@ -207,6 +215,11 @@ class WindowProof:
     _since_text: str | None = field(default=None, init=False)
     _until_text: str | None = field(default=None, init=False)
     _checkpoint_digest: str | None = field(default=None, init=False)
+    _checkpoint_leaf: bytes | None = field(default=None, init=False)
+    _tree: merkle.CompactRange | None = field(default=None, init=False)
+    _tree_root: bytes | None = field(default=None, init=False)
+    _leaves_seen: bool = field(default=False, init=False)
+    _appended: dict[int, bytes] = field(default_factory=dict, init=False)
     _judged: dict[tuple[object, ...], object] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
@@ -214,6 +227,29 @@ class WindowProof:
         self._until_text = format_ts(self.until) if self.until is not None else None
 
     # -- streaming --
+
+    def on_leaf(self, seq: int, leaf_input: bytes) -> None:
+        """SliceVerifier's leaf callback: grow the tree of a slice that starts at genesis."""
+        checkpoint = self.checkpoint
+        if checkpoint is None:
+            return
+        if not self._leaves_seen:
+            self._leaves_seen = True
+            if seq == 0:
+                self._tree = merkle.CompactRange()
+        tree = self._tree
+        if tree is not None:
+            if seq != tree.size:
+                self._tree = None  # a gap or a repeat: the links already report it
+            elif tree.size < checkpoint.size:
+                tree.append(merkle.leaf_hash(leaf_input))
+                if tree.size == checkpoint.size:
+                    self._tree_root = tree.root()
+        if seq == checkpoint.size - 1:
+            self._checkpoint_leaf = merkle.leaf_hash(leaf_input)
+        previous = self.previous
+        if previous is not None and previous.size <= seq < checkpoint.size:
+            self._appended[seq] = merkle.leaf_hash(leaf_input)
 
     def on_record(self, record: ChainRecord, intact: bool) -> None:
         event = record.event
@@ -516,14 +552,103 @@ class WindowProof:
         checkpoint = self.checkpoint
         if checkpoint is None or self.until is None or report.last_seq is None:
             return False
-        issued = _moment(checkpoint.time)
+        # A checkpoint without a time line says nothing about when: it closes no window.
+        issued = _moment(checkpoint.time) if checkpoint.time is not None else None
         return (
             checkpoint.chain_id == report.chain_id
             and checkpoint.size == report.last_seq + 1
-            and checkpoint.head == report.head
+            and self._root_problem(report) is None
             and issued is not None
             and issued > self.until
         )
+
+    def _root_problem(self, report: SliceReport) -> str | None:
+        """Why the slice does not reach the checkpoint's root; None when it does."""
+        from floorguard import checkpoint as checkpoints
+
+        checkpoint = self.checkpoint
+        if checkpoint is None:
+            return "no checkpoint"
+        last = checkpoint.size - 1
+        digest = self._checkpoint_digest
+        old = None if digest is None else checkpoints.old_format_reason(checkpoint, digest)
+        if self._tree_root is not None:
+            if self._tree_root == checkpoint.root:
+                return None
+            return old or (
+                f"the Merkle tree hash of records 0..{last} is not the checkpoint's root "
+                "(records up to it were changed, removed or reordered)"
+            )
+        if self.previous is not None:
+            return self._previous_problem(report, old)
+        proof = self.inclusion
+        if proof is None:
+            return old or (
+                f"the slice starts at seq {report.first_seq}, not at genesis: the "
+                f"checkpoint's root covers records 0..{last}; give --inclusion, an inclusion "
+                f"proof of record {last} (floorctl chain prove --seq {last} --checkpoint FILE)"
+            )
+        if self._checkpoint_leaf is None:
+            return f"record {last} is not a well-formed record of the slice"
+        if (proof.origin, proof.tree_size, proof.leaf_index) != (
+            checkpoint.origin,
+            checkpoint.size,
+            last,
+        ):
+            return (
+                f"the inclusion proof is for leaf {proof.leaf_index} of {proof.tree_size} in "
+                f"{proof.origin}, not record {last} of the checkpoint's log"
+            )
+        try:
+            root = merkle.root_from_inclusion(last, checkpoint.size, self._checkpoint_leaf,
+                                              proof.hashes)  # fmt: skip
+        except merkle.ProofError as exc:
+            return f"the inclusion proof of record {last}: {exc}"
+        if root != checkpoint.root:
+            return old or (
+                f"record {last} with its inclusion proof does not lead to the checkpoint's root "
+                "(records up to it were changed, removed or reordered)"
+            )
+        return None
+
+    def _previous_problem(self, report: SliceReport, old: str | None) -> str | None:
+        """Whether the consistency proof from ``previous`` binds the records appended since
+        it, as the slice holds them, to the checkpoint's root."""
+        from floorguard import tlog
+
+        checkpoint, previous, proof = self.checkpoint, self.previous, self.consistency
+        if checkpoint is None or previous is None:
+            return "no checkpoint"
+        if proof is None:
+            return "--previous-checkpoint needs --consistency, the proof from it to --checkpoint"
+        if previous.size >= checkpoint.size:
+            return (
+                f"the previous checkpoint covers {previous.size} records, the checkpoint "
+                f"{checkpoint.size}: it binds none of the slice's records"
+            )
+        try:
+            tlog.check_consistency(proof, previous, checkpoint)
+        except VerificationError as exc:
+            return f"previous checkpoint: {exc}"
+        start = previous.size
+        if report.first_seq is None or report.first_seq > start:
+            return (
+                f"the slice starts at seq {report.first_seq}, after the previous checkpoint's "
+                f"last record {start - 1}: records from {start} on must be in it"
+            )
+        ranges = merkle.consistency_ranges(previous.size, checkpoint.size)
+        for (low, high), expected in zip(ranges, proof.hashes, strict=True):
+            if low < start:
+                continue
+            leaves = [self._appended.get(seq) for seq in range(low, high)]
+            if any(leaf is None for leaf in leaves):
+                return f"records {low}..{high - 1} are not all well-formed records of the slice"
+            if merkle.hash_of_leaves([leaf for leaf in leaves if leaf is not None]) != expected:
+                return old or (
+                    f"records {low}..{high - 1} are not the records the consistency proof "
+                    "says were appended (records were changed, removed or reordered)"
+                )
+        return None
 
     def _checkpoint_findings(self, report: SliceReport, key_given: bool) -> list[IntegrityError]:
         checkpoint = self.checkpoint
@@ -556,14 +681,8 @@ class WindowProof:
                     f"slice's first record {report.first_seq}",
                 )
             )
-        elif self._checkpoint_digest != checkpoint.head:
-            found.append(
-                IntegrityError(
-                    last_covered,
-                    f"the digest of record {last_covered} is not the checkpoint's head "
-                    f"{checkpoint.head} (records up to it were changed, removed or reordered)",
-                )
-            )
+        elif (problem := self._root_problem(report)) is not None:
+            found.append(IntegrityError(last_covered, problem))
         if not key_given and report.last_seq > last_covered >= report.first_seq:
             found.append(
                 IntegrityError(
@@ -603,6 +722,16 @@ def _moment(ts: str) -> datetime | None:
 # --- running it ---------------------------------------------------------------------------------
 
 
+def load_inclusion(data: bytes) -> tuple[InclusionProof | None, str | None]:
+    """The parsed inclusion proof, or None and why it was refused."""
+    from floorguard import tlog
+
+    try:
+        return tlog.parse_inclusion(data), None
+    except VerificationError as exc:
+        return None, str(exc)
+
+
 def load_checkpoint(
     data: bytes, public_key: Ed25519PublicKey
 ) -> tuple[Checkpoint | None, str | None]:
@@ -625,6 +754,9 @@ def prove(
     checkpoint: Checkpoint | None = None,
     checkpoint_error: str | None = None,
     unauthenticated_ok: bool = False,
+    inclusion: InclusionProof | None = None,
+    previous: Checkpoint | None = None,
+    consistency: ConsistencyProof | None = None,
 ) -> ProofReport:
     """Verify a slice and prove the window over it. Pure apart from reading map archives.
 
@@ -635,8 +767,20 @@ def prove(
     """
     if since is not None and until is not None and since > until:
         raise VerificationError("--since is later than --until")
-    proof = WindowProof(MapResolver(map_dirs), since, until, checkpoint)
-    verifier = SliceVerifier(key=key, on_record=proof.on_record)
+    proof = WindowProof(
+        MapResolver(map_dirs),
+        since,
+        until,
+        checkpoint,
+        inclusion=inclusion,
+        previous=previous,
+        consistency=consistency,
+    )
+    verifier = SliceVerifier(
+        key=key,
+        on_record=proof.on_record,
+        on_leaf=proof.on_leaf if checkpoint is not None else None,
+    )
     verifier.feed_all(lines)
     return proof.finish(
         verifier.finish(),
@@ -702,7 +846,8 @@ def render_text(report: ProofReport) -> str:
         ]
         if report.checkpoint is not None:
             lines.append(
-                f"checkpoint: size {report.checkpoint.size}, issued {report.checkpoint.time}"
+                f"checkpoint: size {report.checkpoint.size}, issued "
+                f"{report.checkpoint.time or '(no time line)'}"
             )
         lines.append(_authenticated_by(report))
         return "\n".join(lines) + "\n"

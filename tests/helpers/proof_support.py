@@ -153,3 +153,16 @@ def relink(records: list[dict[str, Any]]) -> list[str]:
 
 def parsed(lines: list[str]) -> list[dict[str, Any]]:
     return [json.loads(line) for line in lines]
+
+
+def tree_root(built: Built, size: int) -> bytes:
+    """The RFC 6962 root of the first ``size`` records, computed here from the export lines."""
+    import hashlib
+
+    def mth(leaves: list[bytes]) -> bytes:
+        if len(leaves) == 1:
+            return hashlib.sha256(b"\x00" + leaves[0]).digest()
+        k = 1 << ((len(leaves) - 1).bit_length() - 1)
+        return hashlib.sha256(b"\x01" + mth(leaves[:k]) + mth(leaves[k:])).digest()
+
+    return mth([line.encode() for line in list(built.chain.export_lines())[:size]])

@@ -1,0 +1,101 @@
+"""The audit chain keeps an RFC 6962 Merkle tree of its records, built for old chains on
+first use without touching a record."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+from helpers.chain_support import CANARY, execute, filled_chain, receipt
+from helpers.tree_support import assert_tree_matches_records, tree_of_lines
+
+from floorguard import merkle
+from floorguard.chain import AuditChain
+from floorguard.errors import ChainError, ChainWriteError
+
+
+def _as_old_chain(db: Path) -> None:
+    """What the code before the tree left: the same records and no tree table."""
+    execute(db, "DROP TABLE tree")
+
+
+def _file_digest(chain: AuditChain) -> str:
+    return hashlib.sha256("\n".join(chain.export_lines()).encode()).hexdigest()
+
+
+def test_every_append_adds_its_leaf_and_the_root_is_the_tree_over_the_export_lines(
+    tmp_path: Path,
+) -> None:
+    chain = filled_chain(tmp_path, 37)
+    assert assert_tree_matches_records(chain) == 37
+    # Leaf input is the export line, mac included: RFC 6962 leaf hash of its bytes.
+    line = next(iter(chain.export_lines()))
+    with chain.tree_snapshot() as snap:
+        assert snap.subtree(0, 0) == hashlib.sha256(b"\x00" + line.encode()).digest()
+
+
+def test_an_old_chain_gets_its_tree_at_the_next_append_and_keeps_its_records(
+    tmp_path: Path,
+) -> None:
+    chain = filled_chain(tmp_path, 21)
+    before = list(chain.export_lines())
+    chain.close()
+    _as_old_chain(chain.db_path)
+    with chain.tree_snapshot() as snap:
+        assert (snap.size, snap.records) == (0, 21)
+    again = AuditChain(chain.db_path, chain.key_file)
+    again.append(CANARY, receipt(n=21))
+    after = list(again.export_lines())
+    assert after[:21] == before  # not one record rewritten
+    assert assert_tree_matches_records(again) == 22
+
+
+def test_ensure_tree_builds_the_tree_of_an_old_chain_without_appending(tmp_path: Path) -> None:
+    chain = filled_chain(tmp_path, 1000)
+    digest = _file_digest(chain)
+    root = tree_of_lines(list(chain.export_lines())).root()
+    chain.close()
+    _as_old_chain(chain.db_path)
+    reopened = AuditChain(chain.db_path, chain.key_file)
+    assert reopened.ensure_tree() == 1000
+    assert _file_digest(reopened) == digest
+    with reopened.tree_snapshot() as snap:
+        assert merkle.root(snap.size, snap.subtree) == root
+    assert reopened.ensure_tree() == 1000  # idempotent
+
+
+def test_records_appended_by_an_old_writer_are_added_to_the_tree_later(tmp_path: Path) -> None:
+    # An old floorguard appends rows without tree rows; the next new append catches up.
+    chain = filled_chain(tmp_path, 10)
+    chain.close()
+    execute(
+        chain.db_path, "DELETE FROM tree WHERE level > 0 AND idx * (1 << level) + (1 << level) > 6"
+    )
+    execute(chain.db_path, "DELETE FROM tree WHERE level = 0 AND idx >= 6")
+    again = AuditChain(chain.db_path, chain.key_file)
+    again.append(CANARY, receipt(n=10))
+    assert assert_tree_matches_records(again) == 11
+
+
+def test_ensure_tree_never_creates_a_database(tmp_path: Path) -> None:
+    chain = AuditChain(tmp_path / "none" / "chain.sqlite3", tmp_path / "none" / "chain.key")
+    assert chain.ensure_tree() == 0
+    assert not (tmp_path / "none").exists()
+
+
+def test_a_missing_subtree_is_reported_not_guessed(tmp_path: Path) -> None:
+    chain = filled_chain(tmp_path, 8)
+    chain.close()
+    execute(chain.db_path, "DELETE FROM tree WHERE level = 3")
+    with chain.tree_snapshot() as snap, pytest.raises(ChainError, match=r"lacks subtree \(3, 0\)"):
+        merkle.root(8, snap.subtree)
+
+
+def test_an_append_to_a_chain_whose_tree_was_cut_is_refused_by_name(tmp_path: Path) -> None:
+    chain = filled_chain(tmp_path, 7)
+    chain.close()
+    execute(chain.db_path, "DELETE FROM tree WHERE level = 1 AND idx = 2")
+    again = AuditChain(chain.db_path, chain.key_file)
+    with pytest.raises(ChainWriteError, match=r"chain\.sqlite3: the Merkle tree lacks subtree"):
+        again.append(CANARY, receipt(n=7))
