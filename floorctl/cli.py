@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from floorctl.commands._output import OutputState, emit_json, requested_format
+from floorctl.commands._output import OutputState, emit_json
 from floorctl.errors import ConfigError, FeedError, FloorctlError
+from floorguard._cli_io import requested_format, stdout_failed
 from floorguard._text import one_line
 from floorguard.errors import FloorguardError, InvalidInput
 
@@ -198,20 +199,7 @@ def _error_document(message: str, status: int) -> None:
         try:
             emit_json({"error": {"message": message, "exit_status": status}})
         except OSError:
-            _stdout_failed()  # the stderr line has said what failed
-
-
-def _stdout_failed() -> bool:
-    """Whether standard output can no longer be written (closed pipe, full disk). If so it
-    is pointed at /dev/null, so that nothing more (the exit's flush) fails on it."""
-    try:
-        sys.stdout.flush()
-        return False
-    except OSError:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-        return True
+            stdout_failed()  # the stderr line has said what failed
 
 
 def _usage_message(usage: click.UsageError) -> str:
@@ -265,7 +253,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         if error.filename:
             where = f"{error.filename}: "
         else:
-            where = "standard output: " if _stdout_failed() else ""
+            where = "standard output: " if stdout_failed() else ""
         _report(Exception(f"{where}{error.strerror or error}"), EXIT_FAILED)
         sys.exit(EXIT_FAILED)
     sys.exit(status if isinstance(status, int) else EXIT_OK)

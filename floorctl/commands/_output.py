@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
@@ -80,23 +80,6 @@ def format_option(*choices: str, param: str = "output_format") -> Callable[[F], 
 
 # --json and --format text|json, for the commands that print text or one JSON document.
 json_option = format_option("text", "json", param="as_json")
-
-
-def requested_format(argv: Sequence[str]) -> str | None:
-    """The format named on a command line, read before click has parsed it (a usage error
-    can stop the parse before any option is processed)."""
-    found = None
-    args = list(argv)
-    for index, arg in enumerate(args):
-        if arg == "--":
-            break
-        if arg == "--json":
-            found = "json"
-        elif arg == "--format" and index + 1 < len(args):
-            found = args[index + 1]
-        elif arg.startswith("--format="):
-            found = arg.split("=", 1)[1]
-    return found
 
 
 def notice(message: str) -> None:

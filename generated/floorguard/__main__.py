@@ -16,6 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
+from floorguard._cli_io import requested_format, stdout_failed
 from floorguard._text import one_line
 from floorguard.errors import FloorguardError
 
@@ -25,8 +26,12 @@ EXIT_USAGE = 2
 
 Handler = Callable[[argparse.Namespace], int]
 if TYPE_CHECKING:
+    from floorguard.tlog import ConsistencyResult, InclusionResult
+    from floorguard.verify_commands import ReceiptResult
+
     # Private in argparse and not subscriptable at run time: for the type checker only.
     _SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
+    LogResult = ReceiptResult | InclusionResult | ConsistencyResult
 
 
 def _time_option(text: str) -> datetime:
@@ -281,6 +286,16 @@ def register_log_checks(checks: _SubParsers) -> None:
     consistency.set_defaults(handler=_verify_consistency, parser=consistency)
 
 
+def _print_result(args: argparse.Namespace, result: LogResult) -> None:
+    """A verify command's result, as text or (--json) one JSON document."""
+    from floorguard import verify_commands
+
+    if args.as_json:
+        sys.stdout.write(verify_commands.json_text(result.document()))
+    else:
+        sys.stdout.write(result.text())
+
+
 def _verify_inclusion(args: argparse.Namespace) -> int:
     from floorguard import verify_commands
 
@@ -291,10 +306,7 @@ def _verify_inclusion(args: argparse.Namespace) -> int:
         witness_keys=args.witness_keys or [],
         witnesses=args.witnesses,
     )
-    if args.as_json:
-        sys.stdout.write(verify_commands.json_text(result.document()))
-    else:
-        sys.stdout.write(result.text())
+    _print_result(args, result)
     return EXIT_OK
 
 
@@ -309,10 +321,7 @@ def _verify_consistency(args: argparse.Namespace) -> int:
         witness_keys=args.witness_keys or [],
         witnesses=args.witnesses,
     )
-    if args.as_json:
-        sys.stdout.write(verify_commands.json_text(result.document()))
-    else:
-        sys.stdout.write(result.text())
+    _print_result(args, result)
     return EXIT_OK
 
 
@@ -326,10 +335,7 @@ def _verify_receipt(args: argparse.Namespace) -> int:
         content_only=args.content_only,
         notify=_notify,
     )
-    if args.as_json:
-        sys.stdout.write(verify_commands.json_text(result.document()))
-    else:
-        sys.stdout.write(result.text())
+    _print_result(args, result)
     return EXIT_OK
 
 
@@ -450,37 +456,7 @@ def _print_error_document(message: str, status: int) -> None:
     try:
         print(json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False), flush=True)
     except OSError:
-        _stdout_failed()  # the stderr line has said what failed
-
-
-def _stdout_failed() -> bool:
-    """Whether standard output can no longer be written (closed pipe, full disk). If so it
-    is pointed at /dev/null, so that nothing more (the exit's flush) fails on it."""
-    try:
-        sys.stdout.flush()
-        return False
-    except OSError:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-        return True
-
-
-def _json_requested(argv: Sequence[str]) -> bool:
-    """Whether the command line asks for json, read before argparse has parsed it (as
-    floorctl reads it: the last --json or --format wins, nothing after ``--``)."""
-    found = False
-    args = list(argv)
-    for index, arg in enumerate(args):
-        if arg == "--":
-            break
-        if arg == "--json":
-            found = True
-        elif arg == "--format" and index + 1 < len(args):
-            found = args[index + 1] == "json"
-        elif arg.startswith("--format="):
-            found = arg.split("=", 1)[1] == "json"
-    return found
+        stdout_failed()  # the stderr line has said what failed
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -504,7 +480,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; errors become one ``floorguard: error:`` line and exit status 1."""
     given = sys.argv[1:] if argv is None else list(argv)
-    _Parser.json_requested = _json_requested(given)
+    _Parser.json_requested = requested_format(given) == "json"
     args = build_parser().parse_args(given)
     if getattr(args, "checkpoint", None) is not None and args.pubkey is None:
         args.parser.error("--checkpoint needs --pubkey (the key the checkpoint is signed by)")
@@ -541,7 +517,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if error.filename:
                 where = f"{error.filename}: "
             else:
-                where = "standard output: " if _stdout_failed() else ""
+                where = "standard output: " if stdout_failed() else ""
             message = one_line(where + str(error.strerror or error))
         print(f"floorguard: error: {message}", file=sys.stderr)
         if getattr(args, "as_json", False) and not args.emitted:
