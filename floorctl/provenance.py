@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import zipfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -217,17 +216,7 @@ def verify(
     and sha256, and the floor map inside the wheel is the one the predicate records.
     """
     parsed = dsse.parse_envelope(envelope)
-    signed_by = dsse.verify(parsed, trusted, payload_type=dsse.INTOTO_PAYLOAD_TYPE)
-    try:
-        document = json.loads(parsed.payload)
-    except (ValueError, RecursionError) as exc:
-        raise VerificationError("signed payload is not JSON") from exc
-    if not isinstance(document, dict) or document.get("_type") != STATEMENT_TYPE:
-        raise VerificationError("signed payload is not an in-toto Statement v1")
-    if document.get("predicateType") != PREDICATE_TYPE:
-        raise VerificationError(
-            f"predicateType is {document.get('predicateType')!r}, expected {PREDICATE_TYPE}"
-        )
+    document, signed_by = receipts.open_statement(parsed, trusted, PREDICATE_TYPE)
     try:
         canonical = canonical_bytes(document)
     except CanonicalizationError as exc:  # NaN, an integer beyond JSON's: never floorctl's

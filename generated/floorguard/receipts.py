@@ -141,12 +141,12 @@ class VerifiedUpdate:
     key_ids: frozenset[str]
 
 
-def verify_update_envelope(data: bytes, trusted: Iterable[Ed25519PublicKey]) -> VerifiedUpdate:
-    """Verify a signed floor-update receipt: signature, statement shape, content binding.
-
-    Raises VerificationError naming the first thing that does not hold.
-    """
-    envelope = dsse.parse_envelope(data)
+def open_statement(
+    envelope: dsse.Envelope, trusted: Iterable[Ed25519PublicKey], predicate_type: str
+) -> tuple[dict[str, Any], frozenset[str]]:
+    """The in-toto Statement v1 an envelope signs, once a trusted key's signature over it
+    checks, and the ids of the keys that signed. Raises VerificationError: no trusted
+    signature, a payload that is not a JSON Statement v1, or another predicate type."""
     key_ids = dsse.verify(envelope, trusted, payload_type=dsse.INTOTO_PAYLOAD_TYPE)
     try:
         statement = json.loads(envelope.payload)
@@ -154,8 +154,20 @@ def verify_update_envelope(data: bytes, trusted: Iterable[Ed25519PublicKey]) -> 
         raise VerificationError("signed payload is not JSON") from exc
     if not isinstance(statement, dict) or statement.get("_type") != STATEMENT_TYPE:
         raise VerificationError("signed payload is not an in-toto Statement v1")
-    if statement.get("predicateType") != FLOOR_UPDATE_PREDICATE_TYPE:
-        raise VerificationError(f"unexpected predicateType {statement.get('predicateType')!r}")
+    if statement.get("predicateType") != predicate_type:
+        raise VerificationError(
+            f"predicateType is {statement.get('predicateType')!r}, expected {predicate_type}"
+        )
+    return statement, key_ids
+
+
+def verify_update_envelope(data: bytes, trusted: Iterable[Ed25519PublicKey]) -> VerifiedUpdate:
+    """Verify a signed floor-update receipt: signature, statement shape, content binding.
+
+    Raises VerificationError naming the first thing that does not hold.
+    """
+    envelope = dsse.parse_envelope(data)
+    statement, key_ids = open_statement(envelope, trusted, FLOOR_UPDATE_PREDICATE_TYPE)
     receipt = statement.get("predicate")
     if not isinstance(receipt, dict):
         raise VerificationError("statement predicate is not an object")
