@@ -18,7 +18,7 @@ def isolated_env(state: Path, **extra: str) -> dict[str, str]:
 
 
 def floorctl(
-    *args: str | Path, cwd: Path, state: Path, **extra: str
+    *args: str | Path, cwd: Path, state: Path, umask: int = 0o022, **extra: str
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "floorctl", *map(str, args)],
@@ -28,4 +28,5 @@ def floorctl(
         env=isolated_env(state, **extra),
         timeout=300,
         check=False,
+        umask=umask,
     )

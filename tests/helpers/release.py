@@ -7,30 +7,14 @@ import base64
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-from helpers.cli import isolated_env
+from helpers.cli import floorctl as run_floorctl
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCE = REPO / "generated"
 SHIPPED_MODULE = SOURCE / "floorguard" / "floor_map.py"
-
-
-def run_floorctl(
-    *args: str | Path, cwd: Path, state: Path, umask: int = 0o022, **extra: str
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "floorctl", *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=isolated_env(state, **extra),
-        timeout=300,
-        check=False,
-        umask=umask,
-    )
 
 
 SHIPPED_FEED = REPO / "feeds" / "example.v1.json"
