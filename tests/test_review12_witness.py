@@ -1,0 +1,123 @@
+"""Review of issue 12's witnesses and how proofs feed the window proof: attacks on `floorctl
+witness cosign` (its state folder), on the verifiers' --witness-key / --witnesses quorum and
+on `verify chain --previous-checkpoint`, each test named after the attack it stops."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives.serialization import load_pem_private_key
+from test_tlog_e2e import ctl, guard, log, ok, witnessed
+
+from floorguard import checkpoint, merkle, tlog
+from floorguard.chain import ChainRecord, canonical_json, record_mac
+
+__all__ = ["log"]  # the module-scoped fixture: a real 11-record log, one.cp (5), two.cp (11)
+
+
+def _fork(log: Path, folder: Path) -> tuple[Path, Path, Path]:
+    """A log operator holding every key rewrites record 1 and re-signs: the forked slice
+    (from genesis), its size-11 checkpoint and its best consistency proof from size 5."""
+    key = bytes.fromhex((log / "state" / "floorguard" / "chain.key").read_text().strip())
+    records = [
+        tlog.record_of_line(line) for line in ok(ctl(log, "chain", "export")).stdout.splitlines()
+    ]
+    lines, prev = [], None
+    for record in records:
+        receipt = dict(record.receipt)
+        if record.seq == 1:
+            receipt["version"] = "0.61.1"
+        receipt_id = "sha256:" + hashlib.sha256(canonical_json(receipt).encode()).hexdigest()
+        draft = ChainRecord(record.seq, record.ts, record.chain_id, record.event, receipt_id,
+                            receipt, prev or record.prev, "")  # fmt: skip
+        sealed = ChainRecord(**{**draft.__dict__, "mac": record_mac(key, draft.body_bytes())})
+        lines.append(sealed.to_json_line())
+        prev = sealed.digest()
+    tree = merkle.CompactRange()
+    levels: dict[tuple[int, int], bytes] = {}
+    for line in lines:
+        for level, index, value in tree.append(merkle.leaf_hash(line.encode())):
+            levels[level, index] = value
+    signer = load_pem_private_key((log / "keys" / "signing.key").read_bytes(), None)
+    cp = checkpoint.new_checkpoint(records[0].chain_id, 11, tree.root())
+    (folder / "fork.cp").write_text(checkpoint.sign(cp, signer))  # type: ignore[arg-type]
+    hashes = merkle.consistency_proof(5, 11, lambda level, index: levels[level, index])
+    proof = {"origin": cp.origin, "old_size": 5, "new_size": 11,
+             "hashes": [base64.b64encode(h).decode() for h in hashes]}  # fmt: skip
+    (folder / "fork-proof.json").write_text(json.dumps(proof))
+    (folder / "fork.jsonl").write_text("".join(line + "\n" for line in lines))
+    return folder / "fork.jsonl", folder / "fork.cp", folder / "fork-proof.json"
+
+
+def both(log: Path, *args: str) -> tuple[int, str, str]:
+    """Run both CLIs; they must agree on exit code, stdout and the error after its prefix."""
+    ours, theirs = ctl(log, *args), guard(log, *args)
+    assert ours.returncode == theirs.returncode, (ours.stderr, theirs.stderr)
+    assert ours.stdout == theirs.stdout
+    assert ours.stderr.removeprefix("floorctl: ") == theirs.stderr.removeprefix("floorguard: ")
+    return ours.returncode, ours.stdout, ours.stderr
+
+
+def _inclusion_args(log: Path, cp: Path, *extra: str) -> tuple[str, ...]:
+    ok(ctl(log, "chain", "prove", "--seq", "6", "--checkpoint", "two.cp", "--out", "p6.json"))
+    return ("verify", "inclusion", "p6.json", "--checkpoint", str(cp), "--pubkey",
+            "keys/signing.pub", *extra)  # fmt: skip
+
+
+# --- the verifiers' quorum ------------------------------------------------------------------
+
+
+def test_one_witness_key_given_twice_does_not_count_as_two_witnesses(
+    log: Path, tmp_path: Path
+) -> None:
+    _, second = witnessed(log, tmp_path / "state")
+    (tmp_path / "copy.pub").write_bytes((log / "w1" / "signing.pub").read_bytes())
+    for keys in (
+        ("w1/signing.pub", "w1/signing.pub"),
+        ("w1/signing.pub", str(tmp_path / "copy.pub")),
+    ):
+        flags = [flag for key in keys for flag in ("--witness-key", key)]
+        code, _, err = both(log, *_inclusion_args(log, second, *flags, "--witnesses", "2"))
+        assert code == 1, err
+        assert "the same witness key" in err
+
+
+def test_the_logs_own_key_is_refused_as_a_witness_key(log: Path, tmp_path: Path) -> None:
+    # The log operator cosigning its own checkpoint is no independent witness.
+    ok(ctl(log, "witness", "cosign", "--old", "two.cp", "--new", "two.cp", "--proof",
+           _same(log), "--key", "keys/signing.key", "--pubkey", "keys/signing.pub", "--state",
+           str(tmp_path / "self"), "--out", str(tmp_path / "self.cp")))  # fmt: skip
+    code, _, err = both(log, *_inclusion_args(log, tmp_path / "self.cp", "--witness-key",
+                                              "keys/signing.pub"))  # fmt: skip
+    assert code == 1 and "is the log's own key" in err
+
+
+def _same(log: Path) -> str:
+    ok(ctl(log, "chain", "consistency", "--old", "two.cp", "--new", "two.cp", "--out", "c22.json"))
+    return "c22.json"
+
+
+@pytest.mark.parametrize("quorum", ["-1", "3"])
+def test_an_unmeetable_quorum_is_a_usage_error_in_both_clis(
+    log: Path, tmp_path: Path, quorum: str
+) -> None:
+    _, second = witnessed(log, tmp_path / "state")
+    args = _inclusion_args(log, second, "--witness-key", "w1/signing.pub", "--witnesses", quorum)
+    for tool in (ctl, guard):
+        done = tool(log, *args)
+        assert done.returncode == 2 and "--witnesses" in done.stderr and not done.stdout
+
+
+def test_a_cosignature_copied_from_another_checkpoint_of_the_log_does_not_count(
+    log: Path, tmp_path: Path
+) -> None:
+    first, _ = witnessed(log, tmp_path / "state")
+    line = first.read_text().splitlines(keepends=True)[-1]
+    (tmp_path / "copied.cp").write_text((log / "two.cp").read_text() + line)
+    code, _, err = both(log, *_inclusion_args(log, tmp_path / "copied.cp", "--witness-key",
+                                              "w1/signing.pub"))  # fmt: skip
+    assert code == 1 and "cosignature of" in err and "does not verify" in err
