@@ -121,3 +121,25 @@ def test_a_cosignature_copied_from_another_checkpoint_of_the_log_does_not_count(
     code, _, err = both(log, *_inclusion_args(log, tmp_path / "copied.cp", "--witness-key",
                                               "w1/signing.pub"))  # fmt: skip
     assert code == 1 and "cosignature of" in err and "does not verify" in err
+
+
+# --- verify chain --previous-checkpoint -----------------------------------------------------
+
+
+def test_a_forked_log_from_genesis_is_not_proven_against_the_last_audits_checkpoint(
+    log: Path, tmp_path: Path
+) -> None:
+    # The last audit ended at one.cp; since then the operator rewrote record 1 and re-signed.
+    # The forked slice from genesis matches its own checkpoint, but not where the audit ended.
+    fork, fork_cp, fork_proof = _fork(log, tmp_path)
+    code, out, _ = both(log, "verify", "chain", str(fork), "--checkpoint", str(fork_cp),
+                        "--pubkey", "keys/signing.pub", "--previous-checkpoint", "one.cp",
+                        "--consistency", str(fork_proof))  # fmt: skip
+    assert code == 1 and "previous checkpoint" in out, out
+    # The honest log from genesis with the honest proof still passes.
+    ok(ctl(log, "chain", "export", "--out", "all.jsonl"))
+    ok(ctl(log, "chain", "consistency", "--old", "one.cp", "--new", "two.cp", "--out", "c.json"))
+    code, out, _ = both(log, "verify", "chain", "all.jsonl", "--checkpoint", "two.cp",
+                        "--pubkey", "keys/signing.pub", "--previous-checkpoint", "one.cp",
+                        "--consistency", "c.json")  # fmt: skip
+    assert code == 0 and out.startswith("PROVEN"), out

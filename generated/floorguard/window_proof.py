@@ -574,7 +574,9 @@ class WindowProof:
         old = None if digest is None else checkpoints.old_format_reason(checkpoint, digest)
         if self._tree_root is not None:
             if self._tree_root == checkpoint.root:
-                return None
+                # Given where the last audit ended, this log must extend it: a slice from
+                # genesis that matches a re-signed fork is still a fork.
+                return None if self.previous is None else self._previous_problem(report, old)
             return old or (
                 f"the Merkle tree hash of records 0..{last} is not the checkpoint's root "
                 "(records up to it were changed, removed or reordered)"
