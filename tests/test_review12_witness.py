@@ -145,6 +145,16 @@ def test_a_forked_log_from_genesis_is_not_proven_against_the_last_audits_checkpo
                         "--pubkey", "keys/signing.pub", "--previous-checkpoint", "one.cp",
                         "--consistency", "c.json")  # fmt: skip
     assert code == 0 and out.startswith("PROVEN"), out
+    # No record since the last audit: the same checkpoint, the empty proof.
+    code, out, _ = both(log, "verify", "chain", "all.jsonl", "--checkpoint", "two.cp",
+                        "--pubkey", "keys/signing.pub", "--previous-checkpoint", "two.cp",
+                        "--consistency", _same(log))  # fmt: skip
+    assert code == 0 and out.startswith("PROVEN"), out
+    # A real proof, but between other sizes than the two checkpoints.
+    code, out, _ = both(log, "verify", "chain", "all.jsonl", "--checkpoint", "two.cp",
+                        "--pubkey", "keys/signing.pub", "--previous-checkpoint", "one.cp",
+                        "--consistency", "c22.json")  # fmt: skip
+    assert code == 1 and "the proof is from size 11 to 11" in out, out
 
 
 # --- the witness's state --------------------------------------------------------------------

@@ -576,7 +576,7 @@ class WindowProof:
             if self._tree_root == checkpoint.root:
                 # Given where the last audit ended, this log must extend it: a slice from
                 # genesis that matches a re-signed fork is still a fork.
-                return None if self.previous is None else self._previous_problem(report, old)
+                return None if self.previous is None else self._extends_previous()
             return old or (
                 f"the Merkle tree hash of records 0..{last} is not the checkpoint's root "
                 "(records up to it were changed, removed or reordered)"
@@ -611,6 +611,21 @@ class WindowProof:
                 f"record {last} with its inclusion proof does not lead to the checkpoint's root "
                 "(records up to it were changed, removed or reordered)"
             )
+        return None
+
+    def _extends_previous(self) -> str | None:
+        """Whether the consistency proof shows the checkpoint's log extends ``previous``."""
+        from floorguard import tlog
+
+        checkpoint, previous, proof = self.checkpoint, self.previous, self.consistency
+        if checkpoint is None or previous is None:
+            return "no checkpoint"
+        if proof is None:
+            return "--previous-checkpoint needs --consistency, the proof from it to --checkpoint"
+        try:
+            tlog.check_consistency(proof, previous, checkpoint)
+        except VerificationError as exc:
+            return f"previous checkpoint: {exc}"
         return None
 
     def _previous_problem(self, report: SliceReport, old: str | None) -> str | None:
