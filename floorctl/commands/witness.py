@@ -126,7 +126,8 @@ def _last_state(state_file: Path) -> witnesses.WitnessState | None:
     "state_dir",
     type=click.Path(file_okay=False, path_type=Path),
     required=True,
-    help="The witness's state folder (created if missing).",
+    help="The witness's state folder (created if missing; yours alone: writable by no one "
+    "else). One per witness key.",
 )
 @click.option(
     "--name",
