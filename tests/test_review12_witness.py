@@ -216,3 +216,24 @@ def test_a_corrupt_state_file_is_refused_and_left_as_it_was(
     code, err = _cosign(log, state, "one.cp", "two.cp", "c12.json")
     assert code == 1 and str(file) in err and "Traceback" not in err
     assert file.read_bytes() == content
+
+
+def test_an_old_format_previous_checkpoint_is_named_as_such_when_the_slice_holds_its_record(
+    log: Path, tmp_path: Path
+) -> None:
+    lines = ok(ctl(log, "chain", "export")).stdout.splitlines()
+    head = tlog.record_of_line(lines[4])
+    old = checkpoint.Checkpoint(head.chain_id, 5, bytes.fromhex(head.digest()[7:]),
+                                "2026-01-01T00:00:00.000000Z")  # fmt: skip
+    key = load_pem_private_key((log / "keys" / "signing.key").read_bytes(), None)
+    (tmp_path / "old.cp").write_text(checkpoint.sign(old, key))  # type: ignore[arg-type]
+    ok(ctl(log, "chain", "export", "--out", "all.jsonl"))
+    ok(ctl(log, "chain", "consistency", "--old", "one.cp", "--new", "two.cp", "--out", "c.json"))
+    (tmp_path / "since4.jsonl").write_text("".join(line + "\n" for line in lines[4:]))
+    since = json.loads(lines[5])["ts"]
+    for slice_args in (("all.jsonl",), (str(tmp_path / "since4.jsonl"), "--since", since)):
+        code, out, _ = both(log, "verify", "chain", *slice_args, "--checkpoint", "two.cp",
+                            "--pubkey", "keys/signing.pub", "--previous-checkpoint",
+                            str(tmp_path / "old.cp"), "--consistency", "c.json")  # fmt: skip
+        assert code == 1
+        assert "previous checkpoint: the checkpoint is in the old format" in out, out

@@ -215,6 +215,7 @@ class WindowProof:
     _since_text: str | None = field(default=None, init=False)
     _until_text: str | None = field(default=None, init=False)
     _checkpoint_digest: str | None = field(default=None, init=False)
+    _previous_digest: str | None = field(default=None, init=False)
     _checkpoint_leaf: bytes | None = field(default=None, init=False)
     _tree: merkle.CompactRange | None = field(default=None, init=False)
     _tree_root: bytes | None = field(default=None, init=False)
@@ -268,6 +269,9 @@ class WindowProof:
         checkpoint = self.checkpoint
         if checkpoint is not None and record.seq == checkpoint.size - 1:
             self._checkpoint_digest = record.digest()
+        previous = self.previous
+        if previous is not None and record.seq == previous.size - 1:
+            self._previous_digest = record.digest()
 
     def _in_window(self, ts: str) -> bool:
         since, until = self._since_text, self._until_text
@@ -625,8 +629,18 @@ class WindowProof:
         try:
             tlog.check_consistency(proof, previous, checkpoint)
         except VerificationError as exc:
-            return f"previous checkpoint: {exc}"
+            return f"previous checkpoint: {self._previous_old_format() or exc}"
         return None
+
+    def _previous_old_format(self) -> str | None:
+        """Why the previous checkpoint is of the old format, when the slice holds its last
+        record and its root is that record's digest."""
+        from floorguard import checkpoint as checkpoints
+
+        previous, digest = self.previous, self._previous_digest
+        if previous is None or digest is None:
+            return None
+        return checkpoints.old_format_reason(previous, digest)
 
     def _previous_problem(self, report: SliceReport, old: str | None) -> str | None:
         """Whether the consistency proof from ``previous`` binds the records appended since
@@ -646,7 +660,7 @@ class WindowProof:
         try:
             tlog.check_consistency(proof, previous, checkpoint)
         except VerificationError as exc:
-            return f"previous checkpoint: {exc}"
+            return f"previous checkpoint: {self._previous_old_format() or exc}"
         start = previous.size
         if report.first_seq is None or report.first_seq > start:
             return (
