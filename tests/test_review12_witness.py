@@ -237,3 +237,32 @@ def test_an_old_format_previous_checkpoint_is_named_as_such_when_the_slice_holds
                             str(tmp_path / "old.cp"), "--consistency", "c.json")  # fmt: skip
         assert code == 1
         assert "previous checkpoint: the checkpoint is in the old format" in out, out
+
+
+def test_a_line_under_one_witnesses_name_signed_by_another_is_refused_and_stray_lines_ignored(
+    log: Path, tmp_path: Path
+) -> None:
+    from floorguard import witness
+
+    for name in ("w1", "w2"):
+        if not (log / name).exists():
+            ok(ctl(log, "keygen", "--out", name))
+    data = (log / "two.cp").read_text()
+    body, _ = checkpoint.split_note(data.encode())
+    a, b = (
+        load_pem_private_key((log / n / "signing.key").read_bytes(), None) for n in ("w1", "w2")
+    )
+    public_a = checkpoint.raw_public(a.public_key())  # type: ignore[arg-type]
+    name_a = witness.default_name(public_a)
+    signed_by_b = b.sign(witness.signed_message(body, 5))  # type: ignore[union-attr,call-arg]
+    blob = witness.witness_key_id(name_a, public_a) + (5).to_bytes(8, "big") + signed_by_b
+    (tmp_path / "ab.cp").write_text(data + f"\u2014 {name_a} {base64.b64encode(blob).decode()}\n")
+    code, _, err = both(log, *_inclusion_args(log, tmp_path / "ab.cp", "--witness-key",
+                                              "w1/signing.pub"))  # fmt: skip
+    assert code == 1 and f"cosignature of {name_a} does not verify" in err
+    stray = f"\u2014 someone.example/w {base64.b64encode(bytes(76)).decode()}\n"
+    line = witness.cosignature_line(body, name_a, a, 0)  # type: ignore[arg-type]
+    (tmp_path / "stray.cp").write_text(data + stray + line)
+    code, _, err = both(log, *_inclusion_args(log, tmp_path / "stray.cp", "--witness-key",
+                                              "w1/signing.pub"))  # fmt: skip
+    assert code == 0, err
