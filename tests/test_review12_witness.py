@@ -266,3 +266,24 @@ def test_a_line_under_one_witnesses_name_signed_by_another_is_refused_and_stray_
     code, _, err = both(log, *_inclusion_args(log, tmp_path / "stray.cp", "--witness-key",
                                               "w1/signing.pub"))  # fmt: skip
     assert code == 0, err
+
+
+def test_an_inclusion_proof_given_is_checked_never_ignored(log: Path) -> None:
+    # A proof of another record: wrong for this checkpoint even if the slice needs none.
+    ok(ctl(log, "chain", "export", "--out", "all.jsonl"))
+    ok(ctl(log, "chain", "prove", "--seq", "6", "--checkpoint", "two.cp", "--out", "p6.json"))
+    code, out, _ = both(log, "verify", "chain", "all.jsonl", "--checkpoint", "two.cp",
+                        "--pubkey", "keys/signing.pub", "--inclusion", "p6.json")  # fmt: skip
+    assert code == 1 and "the inclusion proof is for leaf 6 of 11" in out, out
+    ok(ctl(log, "chain", "prove", "--seq", "10", "--checkpoint", "two.cp", "--out", "p10.json"))
+    code, out, _ = both(log, "verify", "chain", "all.jsonl", "--checkpoint", "two.cp",
+                        "--pubkey", "keys/signing.pub", "--inclusion", "p10.json")  # fmt: skip
+    assert code == 0, out
+    # Without a checkpoint there is no root to check it against; with a previous
+    # checkpoint it would go unused.
+    ok(ctl(log, "chain", "consistency", "--old", "one.cp", "--new", "two.cp", "--out", "c.json"))
+    for extra in ((), ("--checkpoint", "two.cp", "--pubkey", "keys/signing.pub",
+                       "--previous-checkpoint", "one.cp", "--consistency", "c.json")):  # fmt: skip
+        for tool in (ctl, guard):
+            done = tool(log, "verify", "chain", "all.jsonl", "--inclusion", "p10.json", *extra)
+            assert done.returncode == 2 and "--inclusion" in done.stderr, done.stderr

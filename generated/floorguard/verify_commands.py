@@ -212,6 +212,11 @@ def verify_receipt(
 # --- verify chain -------------------------------------------------------------------------
 
 
+INCLUSION_OR_PREVIOUS = (
+    "--inclusion and --previous-checkpoint are two ways to reach the checkpoint's root: give one"
+)
+
+
 def verify_chain(
     slice_path: str | Path,
     *,
@@ -255,10 +260,13 @@ def verify_chain(
                 check_witnesses(data, checkpoint, witness_keys, witnesses, log_key)
             except VerificationError as exc:
                 verified, refused = None, str(exc)
-    elif witness_keys or witnesses or previous_checkpoint or consistency:
+    elif witness_keys or witnesses or previous_checkpoint or consistency or inclusion:
         raise VerificationError(
-            "--witness-key, --witnesses, --previous-checkpoint and --consistency need --checkpoint"
+            "--witness-key, --witnesses, --previous-checkpoint, --consistency and --inclusion "
+            "need --checkpoint"
         )
+    if inclusion is not None and previous_checkpoint is not None:
+        raise VerificationError(INCLUSION_OR_PREVIOUS)
     previous, link = None, None
     if previous_checkpoint is not None and pubkey is not None:
         from floorguard import tlog

@@ -580,6 +580,8 @@ class WindowProof:
             if self._tree_root == checkpoint.root:
                 # Given where the last audit ended, this log must extend it: a slice from
                 # genesis that matches a re-signed fork is still a fork.
+                if self.inclusion is not None:
+                    return self._inclusion_problem(old)
                 return None if self.previous is None else self._extends_previous()
             return old or (
                 f"the Merkle tree hash of records 0..{last} is not the checkpoint's root "
@@ -587,13 +589,21 @@ class WindowProof:
             )
         if self.previous is not None:
             return self._previous_problem(report, old)
-        proof = self.inclusion
-        if proof is None:
+        if self.inclusion is None:
             return old or (
                 f"the slice starts at seq {report.first_seq}, not at genesis: the "
                 f"checkpoint's root covers records 0..{last}; give --inclusion, an inclusion "
                 f"proof of record {last} (floorctl chain prove --seq {last} --checkpoint FILE)"
             )
+        return self._inclusion_problem(old)
+
+    def _inclusion_problem(self, old: str | None) -> str | None:
+        """Whether the inclusion proof leads the slice's record ``size - 1`` to the
+        checkpoint's root (checked whenever one is given, needed or not)."""
+        checkpoint, proof = self.checkpoint, self.inclusion
+        if checkpoint is None or proof is None:
+            return "no checkpoint"
+        last = checkpoint.size - 1
         if self._checkpoint_leaf is None:
             return f"record {last} is not a well-formed record of the slice"
         if (proof.origin, proof.tree_size, proof.leaf_index) != (
