@@ -187,6 +187,10 @@ def test_a_state_folder_others_can_write_is_refused(log: Path, tmp_path: Path, m
     os.chmod(state, mode)
     code, err = _cosign(log, state, "two.cp", "two.cp", _same(log))
     assert code == 1 and "writable by others" in err and str(state) in err
+    os.chmod(state, 0o700)
+    os.chmod(state / f"{name_of(log)}.json", mode & 0o666)
+    code, err = _cosign(log, state, "two.cp", "two.cp", _same(log))
+    assert code == 1 and "writable by others" in err and str(state) in err
 
 
 def test_a_cosign_while_another_holds_the_state_is_refused_not_raced(

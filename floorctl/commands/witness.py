@@ -84,6 +84,11 @@ def _last_state(state_file: Path) -> witnesses.WitnessState | None:
             f"{state_file}: the witness state is not a regular file: refusing to guess what "
             "this witness cosigned"
         )
+    if info.st_uid != os.getuid() or info.st_mode & 0o022:
+        raise VerificationError(
+            f"{state_file}: the witness state is writable by others (mode "
+            f"{stat.S_IMODE(info.st_mode):04o}, owner uid {info.st_uid})"
+        )
     raw = files.read_regular(state_file, max_bytes=files.MAX_STATE_BYTES, what="state")
     try:
         document = json.loads(raw)
