@@ -120,6 +120,10 @@ def verify_chain(
         raise click.UsageError("--previous-checkpoint and --consistency go together")
     if previous_checkpoint is not None and checkpoint_file is None:
         raise click.UsageError("--previous-checkpoint needs --checkpoint")
+    if inclusion is not None and checkpoint_file is None:
+        raise click.UsageError("--inclusion needs --checkpoint")
+    if inclusion is not None and previous_checkpoint is not None:
+        raise click.UsageError(verify_commands.INCLUSION_OR_PREVIOUS)
     verify_log.check_quorum(witness_keys, witnesses)
     if since is not None and until is not None and since > until:
         raise click.BadParameter("--since is later than --until", param_hint="--since")

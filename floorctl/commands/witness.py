@@ -7,8 +7,13 @@ checkpoint is handed out: a crash can lose a cosignature, never the memory of on
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+import os
+import stat
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,6 +43,58 @@ def _checkpoint(path: Path, key: Ed25519PublicKey) -> tuple[bytes, checkpoint.Ch
         return data, checkpoint.verify(data, key)
     except VerificationError as exc:
         raise VerificationError(f"{path}: {exc}") from exc
+
+
+@contextlib.contextmanager
+def _locked(state_dir: Path) -> Iterator[None]:
+    """Hold the state folder for one cosign. Anyone who can delete a state file makes the
+    witness forget what it cosigned, so the folder must be this user's alone; and two
+    cosigns at once could both accept a fork of the size they read, so the second is
+    refused (exit 1) rather than made to wait. Raises VerificationError."""
+    info = os.stat(state_dir)
+    if info.st_uid != os.getuid() or info.st_mode & 0o022:
+        raise VerificationError(
+            f"{state_dir}: the witness state folder is writable by others (mode "
+            f"{stat.S_IMODE(info.st_mode):04o}, owner uid {info.st_uid}): make it yours, "
+            "mode 0700"
+        )
+    fd = os.open(state_dir / ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise VerificationError(
+                f"{state_dir}: the witness state is in use by another cosign; try again"
+            ) from None
+        yield
+    finally:
+        os.close(fd)
+
+
+def _last_state(state_file: Path) -> witnesses.WitnessState | None:
+    """What this witness last cosigned for the log, None the first time. Anything at the
+    name but a regular file (a link, even a dangling one) is refused, not taken for "none".
+    Raises VerificationError and UnreadableFileError."""
+    try:
+        info = os.lstat(state_file)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(info.st_mode):
+        raise VerificationError(
+            f"{state_file}: the witness state is not a regular file: refusing to guess what "
+            "this witness cosigned"
+        )
+    if info.st_uid != os.getuid() or info.st_mode & 0o022:
+        raise VerificationError(
+            f"{state_file}: the witness state is writable by others (mode "
+            f"{stat.S_IMODE(info.st_mode):04o}, owner uid {info.st_uid})"
+        )
+    raw = files.read_regular(state_file, max_bytes=files.MAX_STATE_BYTES, what="state")
+    try:
+        document = json.loads(raw)
+    except ValueError as exc:
+        raise VerificationError(f"{state_file} is not JSON") from exc
+    return witnesses.parse_state(document, str(state_file))
 
 
 @witness.command("cosign", short_help="Cosign a checkpoint that extends the last one.")
@@ -74,7 +131,8 @@ def _checkpoint(path: Path, key: Ed25519PublicKey) -> tuple[bytes, checkpoint.Ch
     "state_dir",
     type=click.Path(file_okay=False, path_type=Path),
     required=True,
-    help="The witness's state folder (created if missing).",
+    help="The witness's state folder (created if missing; yours alone: writable by no one "
+    "else). One per witness key.",
 )
 @click.option(
     "--name",
@@ -109,24 +167,17 @@ def cosign(
     new_data, new = _checkpoint(new_file, log_key)
     proof_data = files.read_regular(proof_file, max_bytes=tlog.MAX_PROOF_BYTES, what="proof")
     proof = tlog.parse_consistency(proof_data, str(proof_file))
-    state_file = state_dir / f"{new.chain_id}.json"
-    last = None
-    if state_file.exists():
-        raw = files.read_regular(state_file, max_bytes=files.MAX_STATE_BYTES, what="state")
-        try:
-            document = json.loads(raw)
-        except ValueError as exc:
-            raise VerificationError(f"{state_file} is not JSON") from exc
-        last = witnesses.parse_state(document, str(state_file))
-    witnesses.check_cosign(last, old, new, proof)
-    body, _ = checkpoint.split_note(new_data)
-    public = checkpoint.raw_public(own.public_key())
-    line = witnesses.cosignature_line(
-        body, name or witnesses.default_name(public), own, int(time.time())
-    )
     state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    state = json.dumps(witnesses.state_document(witnesses.state_of(new)), sort_keys=True)
-    atomic.write_atomic(state_file, (state + "\n").encode())
+    with _locked(state_dir):
+        state_file = state_dir / f"{new.chain_id}.json"
+        witnesses.check_cosign(_last_state(state_file), old, new, proof)
+        body, _ = checkpoint.split_note(new_data)
+        public = checkpoint.raw_public(own.public_key())
+        line = witnesses.cosignature_line(
+            body, name or witnesses.default_name(public), own, int(time.time())
+        )
+        state = json.dumps(witnesses.state_document(witnesses.state_of(new)), sort_keys=True)
+        atomic.write_atomic(state_file, (state + "\n").encode())
     cosigned = new_data.decode("utf-8") + line
     if out is None:
         click.echo(cosigned, nl=False)

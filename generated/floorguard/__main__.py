@@ -496,6 +496,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.parser.error("--previous-checkpoint and --consistency go together")
     if previous is not None and args.checkpoint is None:
         args.parser.error("--previous-checkpoint needs --checkpoint")
+    inclusion = getattr(args, "inclusion", None)
+    if inclusion is not None and args.checkpoint is None:
+        args.parser.error("--inclusion needs --checkpoint")
+    if inclusion is not None and previous is not None:
+        from floorguard.verify_commands import INCLUSION_OR_PREVIOUS
+
+        args.parser.error(INCLUSION_OR_PREVIOUS)
     since, until = getattr(args, "since", None), getattr(args, "until", None)
     if since is not None and until is not None and since > until:
         args.parser.error("--since is later than --until")

@@ -212,6 +212,11 @@ def verify_receipt(
 # --- verify chain -------------------------------------------------------------------------
 
 
+INCLUSION_OR_PREVIOUS = (
+    "--inclusion and --previous-checkpoint are two ways to reach the checkpoint's root: give one"
+)
+
+
 def verify_chain(
     slice_path: str | Path,
     *,
@@ -248,16 +253,20 @@ def verify_chain(
         if pubkey is None:
             raise VerificationError("--checkpoint needs --pubkey (the key it is signed by)")
         data = read_regular(checkpoint, max_bytes=files.MAX_CHECKPOINT_BYTES, what="checkpoint")
-        verified, refused = window_proof.load_checkpoint(data, load_verify_key(pubkey))
+        log_key = load_verify_key(pubkey)
+        verified, refused = window_proof.load_checkpoint(data, log_key)
         if verified is not None:
             try:
-                check_witnesses(data, checkpoint, witness_keys, witnesses)
+                check_witnesses(data, checkpoint, witness_keys, witnesses, log_key)
             except VerificationError as exc:
                 verified, refused = None, str(exc)
-    elif witness_keys or witnesses or previous_checkpoint or consistency:
+    elif witness_keys or witnesses or previous_checkpoint or consistency or inclusion:
         raise VerificationError(
-            "--witness-key, --witnesses, --previous-checkpoint and --consistency need --checkpoint"
+            "--witness-key, --witnesses, --previous-checkpoint, --consistency and --inclusion "
+            "need --checkpoint"
         )
+    if inclusion is not None and previous_checkpoint is not None:
+        raise VerificationError(INCLUSION_OR_PREVIOUS)
     previous, link = None, None
     if previous_checkpoint is not None and pubkey is not None:
         from floorguard import tlog
@@ -267,10 +276,10 @@ def verify_chain(
         data = read_regular(
             previous_checkpoint, max_bytes=files.MAX_CHECKPOINT_BYTES, what="checkpoint"
         )
-        previous, problem = window_proof.load_checkpoint(data, load_verify_key(pubkey))
+        previous, problem = window_proof.load_checkpoint(data, log_key)
         if previous is not None:
             try:
-                check_witnesses(data, previous_checkpoint, witness_keys, witnesses)
+                check_witnesses(data, previous_checkpoint, witness_keys, witnesses, log_key)
                 link = tlog.parse_consistency(_proof_bytes(consistency), str(consistency))
             except VerificationError as exc:
                 problem = str(exc)
@@ -338,16 +347,35 @@ def witness_quorum(witness_keys: Sequence[Path], witnesses: int | None) -> int:
 
 
 def check_witnesses(
-    data: bytes, where: Path, witness_keys: Sequence[Path], witnesses: int | None
+    data: bytes,
+    where: Path,
+    witness_keys: Sequence[Path],
+    witnesses: int | None,
+    log_key: Ed25519PublicKey,
 ) -> None:
     """The checkpoint ``data`` (from ``where``) carries the quorum of witness cosignatures.
-    Raises VerificationError naming the file."""
+    Raises VerificationError naming the file, or the key file that cannot be a witness."""
     needed = witness_quorum(witness_keys, witnesses)
     if needed == 0:
         return
+    from floorguard import checkpoint as checkpoints
     from floorguard import witness
 
     keys = [load_verify_key(path) for path in witness_keys]
+    # A quorum counts independent parties: one key twice is one witness, and the log's own
+    # key would let the log vouch for itself.
+    seen: dict[bytes, Path | None] = {checkpoints.raw_public(log_key): None}
+    for path, key in zip(witness_keys, keys, strict=True):
+        raw = checkpoints.raw_public(key)
+        if raw in seen:
+            first = seen[raw]
+            raise VerificationError(
+                f"--witness-key {path} is the log's own key: the log cannot witness itself"
+                if first is None
+                else f"--witness-key {path} is the same witness key as {first}: a witness "
+                "counts once"
+            )
+        seen[raw] = path
     try:
         witness.require_witnesses(data, keys, needed)
     except VerificationError as exc:
@@ -374,7 +402,7 @@ def verify_inclusion(
         cp = checkpoints.verify(data, key)
     except VerificationError as exc:
         raise _named(checkpoint, exc) from exc
-    check_witnesses(data, checkpoint, witness_keys, witnesses)
+    check_witnesses(data, checkpoint, witness_keys, witnesses, key)
     try:
         parsed = tlog.parse_inclusion(_proof_bytes(proof))
         return tlog.InclusionResult(cp, tlog.check_inclusion(parsed, cp))
@@ -404,7 +432,7 @@ def verify_consistency(
             verified.append(checkpoints.verify(data, key))
         except VerificationError as exc:
             raise _named(path, exc) from exc
-        check_witnesses(data, path, witness_keys, witnesses)
+        check_witnesses(data, path, witness_keys, witnesses, key)
     try:
         tlog.check_consistency(tlog.parse_consistency(_proof_bytes(proof)), *verified)
     except VerificationError as exc:

@@ -215,6 +215,7 @@ class WindowProof:
     _since_text: str | None = field(default=None, init=False)
     _until_text: str | None = field(default=None, init=False)
     _checkpoint_digest: str | None = field(default=None, init=False)
+    _previous_digest: str | None = field(default=None, init=False)
     _checkpoint_leaf: bytes | None = field(default=None, init=False)
     _tree: merkle.CompactRange | None = field(default=None, init=False)
     _tree_root: bytes | None = field(default=None, init=False)
@@ -268,6 +269,9 @@ class WindowProof:
         checkpoint = self.checkpoint
         if checkpoint is not None and record.seq == checkpoint.size - 1:
             self._checkpoint_digest = record.digest()
+        previous = self.previous
+        if previous is not None and record.seq == previous.size - 1:
+            self._previous_digest = record.digest()
 
     def _in_window(self, ts: str) -> bool:
         since, until = self._since_text, self._until_text
@@ -574,20 +578,32 @@ class WindowProof:
         old = None if digest is None else checkpoints.old_format_reason(checkpoint, digest)
         if self._tree_root is not None:
             if self._tree_root == checkpoint.root:
-                return None
+                # Given where the last audit ended, this log must extend it: a slice from
+                # genesis that matches a re-signed fork is still a fork.
+                if self.inclusion is not None:
+                    return self._inclusion_problem(old)
+                return None if self.previous is None else self._extends_previous()
             return old or (
                 f"the Merkle tree hash of records 0..{last} is not the checkpoint's root "
                 "(records up to it were changed, removed or reordered)"
             )
         if self.previous is not None:
             return self._previous_problem(report, old)
-        proof = self.inclusion
-        if proof is None:
+        if self.inclusion is None:
             return old or (
                 f"the slice starts at seq {report.first_seq}, not at genesis: the "
                 f"checkpoint's root covers records 0..{last}; give --inclusion, an inclusion "
                 f"proof of record {last} (floorctl chain prove --seq {last} --checkpoint FILE)"
             )
+        return self._inclusion_problem(old)
+
+    def _inclusion_problem(self, old: str | None) -> str | None:
+        """Whether the inclusion proof leads the slice's record ``size - 1`` to the
+        checkpoint's root (checked whenever one is given, needed or not)."""
+        checkpoint, proof = self.checkpoint, self.inclusion
+        if checkpoint is None or proof is None:
+            return "no checkpoint"
+        last = checkpoint.size - 1
         if self._checkpoint_leaf is None:
             return f"record {last} is not a well-formed record of the slice"
         if (proof.origin, proof.tree_size, proof.leaf_index) != (
@@ -611,6 +627,31 @@ class WindowProof:
             )
         return None
 
+    def _extends_previous(self) -> str | None:
+        """Whether the consistency proof shows the checkpoint's log extends ``previous``."""
+        from floorguard import tlog
+
+        checkpoint, previous, proof = self.checkpoint, self.previous, self.consistency
+        if checkpoint is None or previous is None:
+            return "no checkpoint"
+        if proof is None:
+            return "--previous-checkpoint needs --consistency, the proof from it to --checkpoint"
+        try:
+            tlog.check_consistency(proof, previous, checkpoint)
+        except VerificationError as exc:
+            return f"previous checkpoint: {self._previous_old_format() or exc}"
+        return None
+
+    def _previous_old_format(self) -> str | None:
+        """Why the previous checkpoint is of the old format, when the slice holds its last
+        record and its root is that record's digest."""
+        from floorguard import checkpoint as checkpoints
+
+        previous, digest = self.previous, self._previous_digest
+        if previous is None or digest is None:
+            return None
+        return checkpoints.old_format_reason(previous, digest)
+
     def _previous_problem(self, report: SliceReport, old: str | None) -> str | None:
         """Whether the consistency proof from ``previous`` binds the records appended since
         it, as the slice holds them, to the checkpoint's root."""
@@ -629,7 +670,7 @@ class WindowProof:
         try:
             tlog.check_consistency(proof, previous, checkpoint)
         except VerificationError as exc:
-            return f"previous checkpoint: {exc}"
+            return f"previous checkpoint: {self._previous_old_format() or exc}"
         start = previous.size
         if report.first_seq is None or report.first_seq > start:
             return (
