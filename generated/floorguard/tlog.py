@@ -188,6 +188,19 @@ def _snapshot_for(chain: AuditChain) -> TreeSnapshot:
     return chain.tree_snapshot()
 
 
+def _head_size(chain: AuditChain, snap: TreeSnapshot) -> int:
+    """The size of the tree a proof may speak of: the stored tree's, which must not hold a
+    leaf the records do not (else proofs would describe records that are not in the chain).
+    Raises VerificationError."""
+    if snap.size > snap.records:
+        raise VerificationError(
+            f"the stored Merkle tree of {chain.db_path} holds {snap.size} leaves but the chain "
+            f"only {snap.records} records (records were deleted or the tree was altered): no "
+            "proof was written"
+        )
+    return snap.size
+
+
 def _origin_of(snap: TreeSnapshot) -> str:
     line = snap.line(0)
     if line is None:
@@ -237,7 +250,7 @@ def prove_inclusion(
                 raise VerificationError(f"no record of receipt {receipt_id} in the audit chain")
         if seq is None:
             raise VerificationError("give a record: --seq N or --receipt-id ID")
-        size = snap.size
+        size = _head_size(chain, snap)
         if checkpoint is not None:
             _check_checkpoint(snap, checkpoint, "the checkpoint")
             size = checkpoint.size
@@ -268,8 +281,8 @@ def prove_consistency(
     ChainError.
     """
     with _snapshot_for(chain) as snap:
+        size = _head_size(chain, snap)
         _check_checkpoint(snap, old, "the old checkpoint")
-        size = snap.size
         if new is not None:
             _check_checkpoint(snap, new, "the new checkpoint")
             size = new.size
