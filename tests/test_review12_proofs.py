@@ -114,6 +114,27 @@ def test_a_tree_larger_than_the_chain_yields_no_proof_of_records_it_does_not_hol
     )
 
 
+@pytest.mark.parametrize("value", ["text", b"short"], ids=["text", "5 bytes"])
+def test_an_append_never_hashes_a_stored_subtree_that_is_not_a_32_byte_hash(
+    log: Path, value: object
+) -> None:
+    # Broke: a text hash made the preflight die with a TypeError traceback; a 5-byte one was
+    # hashed into new subtrees (the append went through on an altered tree).
+    execute(db(log), "UPDATE tree SET hash = ? WHERE level = 0 AND idx = 6", value)
+    done = ok(preflights(log, "0.61.0"))
+    assert "Traceback" not in done.stderr
+    assert done.stdout == (
+        "refusing to spawn aider: the decision (permit) could not be recorded in the audit "
+        f"chain: cannot append to the audit chain {db(log)}: the Merkle tree lacks subtree "
+        "(0, 6) (the database was altered)\n"
+    )
+    with sqlite3.connect(db(log)) as conn:
+        assert conn.execute(
+            "SELECT max(seq), (SELECT max(idx) FROM tree) FROM records"
+        ).fetchone() == (6, 6)
+    conn.close()
+
+
 def _record_variants(line: str) -> dict[str, str]:
     record = json.loads(line)
     reordered = json.dumps(dict(reversed(list(record.items()))), separators=(",", ":"))

@@ -844,6 +844,11 @@ def _tree_size(conn: sqlite3.Connection) -> int:
     return 0 if row is None or row[0] is None else int(row[0]) + 1
 
 
+def _is_hash(value: object) -> bool:
+    # A stored hash of another type or length is an altered tree: never hashed onward.
+    return isinstance(value, bytes) and len(value) == merkle.HASH_SIZE
+
+
 def _add_leaf(conn: sqlite3.Connection, index: int, leaf: bytes) -> None:
     """Store leaf ``index`` and every subtree it completes (its left siblings are stored)."""
     rows = [(0, index, leaf)]
@@ -852,7 +857,7 @@ def _add_leaf(conn: sqlite3.Connection, index: int, leaf: bytes) -> None:
         left = conn.execute(
             "SELECT hash FROM tree WHERE level = ? AND idx = ?", (level, at - 1)
         ).fetchone()
-        if left is None:
+        if left is None or not _is_hash(left[0]):
             raise ChainWriteError(f"the Merkle tree lacks subtree ({level}, {at - 1})")
         current = merkle.node_hash(left[0], current)
         level, at = level + 1, at >> 1
@@ -870,7 +875,7 @@ def _build_tree(conn: sqlite3.Connection, upto: int) -> None:
         row = conn.execute(
             "SELECT hash FROM tree WHERE level = ? AND idx = ?", (level, index)
         ).fetchone()
-        if row is None:
+        if row is None or not _is_hash(row[0]):
             raise ChainWriteError(f"the Merkle tree lacks subtree ({level}, {index})")
         return bytes(row[0])
 
