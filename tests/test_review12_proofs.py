@@ -178,3 +178,11 @@ def test_a_proof_number_of_another_type_is_refused_not_coerced(
         assert done.stderr == (
             f"{tool}: error: px: inclusion proof: {field} is not an integer of at least {minimum}\n"
         )
+
+
+@pytest.mark.parametrize("seq", ["7", str(2**63 - 1), str(2**66)])
+def test_a_seq_beyond_the_tree_is_refused_in_words_however_large(log: Path, seq: str) -> None:
+    # Broke: a seq beyond SQLite's 64-bit integers died with an OverflowError traceback.
+    done = ctl(log, "chain", "prove", "--seq", seq)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == f"floorctl: error: the tree of 7 records has no record {seq}\n"

@@ -254,8 +254,9 @@ def prove_inclusion(
         if checkpoint is not None:
             _check_checkpoint(snap, checkpoint, "the checkpoint")
             size = checkpoint.size
-        line = snap.line(seq)
-        if line is None or seq >= size:
+        # Compared first: a seq beyond SQLite's integers would not even be looked up.
+        line = snap.line(seq) if seq < size else None
+        if line is None:
             raise VerificationError(f"the tree of {size} records has no record {seq}")
         leaf = merkle.leaf_hash(line.encode("utf-8"))
         if snap.subtree(0, seq) != leaf:
