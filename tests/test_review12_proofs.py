@@ -186,3 +186,48 @@ def test_a_seq_beyond_the_tree_is_refused_in_words_however_large(log: Path, seq:
     done = ctl(log, "chain", "prove", "--seq", seq)
     assert (done.returncode, done.stdout) == (1, "")
     assert done.stderr == f"floorctl: error: the tree of 7 records has no record {seq}\n"
+
+
+@pytest.mark.parametrize("depth", [201, 985, 5000])
+def test_a_deeply_nested_record_is_refused_alike_by_both_verifiers(log: Path, depth: int) -> None:
+    # Broke: at depth 985 `python -m floorguard verify inclusion` died with a RecursionError
+    # traceback while floorctl said "not JSON": the outcome hung on each CLI's stack depth.
+    proof = json.loads((log / "p3").read_text())
+    assert '"waiver_id":null}' in proof["record"]
+    deep = "[" * depth + "]" * depth
+    proof["record"] = proof["record"].replace(
+        '"waiver_id":null}', f'"waiver_id":null,"zz":{deep}}}'
+    )
+    (log / "px").write_text(json.dumps(proof))
+    args = ("verify", "inclusion", "px", "--checkpoint", "cp7", "--pubkey", "keys/signing.pub")
+    for tool, run in (("floorctl", ctl), ("floorguard", guard)):
+        done = run(log, *args)
+        assert (done.returncode, done.stdout) == (1, "")
+        assert done.stderr == f"{tool}: error: px: the record nests deeper than 200 levels\n"
+
+
+def test_a_deeply_nested_proof_document_is_refused_alike_by_both_verifiers(log: Path) -> None:
+    proof = json.loads((log / "p3").read_text())
+    text = json.dumps(proof).replace('"hashes": [', '"hashes": [' + "[" * 985 + "]" * 985 + ",")
+    (log / "px").write_text(text)
+    args = ("verify", "inclusion", "px", "--checkpoint", "cp7", "--pubkey", "keys/signing.pub")
+    for tool, run in (("floorctl", ctl), ("floorguard", guard)):
+        done = run(log, *args)
+        assert (done.returncode, done.stdout) == (1, "")
+        assert done.stderr == (f"{tool}: error: px: inclusion proof nests deeper than 200 levels\n")
+
+
+def test_a_record_at_the_nesting_bound_is_still_read(log: Path) -> None:
+    # 198 arrays inside the receipt, which sits at depth 2: exactly 200 levels, read and
+    # then refused only because it is not the leaf the log holds.
+    proof = json.loads((log / "p3").read_text())
+    deep = "[" * 198 + "]" * 198
+    proof["record"] = proof["record"].replace(
+        '"waiver_id":null}', f'"waiver_id":null,"zz":{deep}}}'
+    )
+    (log / "px").write_text(json.dumps(proof))
+    done = guard(
+        log, "verify", "inclusion", "px", "--checkpoint", "cp7", "--pubkey", "keys/signing.pub"
+    )
+    assert done.returncode == 1
+    assert "does not lead to the tree's root" in done.stderr
