@@ -231,3 +231,17 @@ def test_a_record_at_the_nesting_bound_is_still_read(log: Path) -> None:
     )
     assert done.returncode == 1
     assert "does not lead to the tree's root" in done.stderr
+
+
+def test_building_the_tree_of_an_old_chain_with_a_record_missing_names_the_database(
+    log: Path,
+) -> None:
+    # Broke: "floorctl: error: the audit chain has no record 3", naming no file.
+    execute(db(log), "DROP TABLE tree")
+    execute(db(log), "DELETE FROM records WHERE seq = 3")
+    done = ctl(log, "chain", "prove", "--seq", "1")
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == (
+        f"floorctl: error: cannot build the Merkle tree of the audit chain {db(log)}: the audit "
+        "chain has no record 3 (the database was altered)\n"
+    )

@@ -652,7 +652,13 @@ class AuditChain:
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 count = _record_count(conn)
-                _build_tree(conn, count)
+                try:
+                    _build_tree(conn, count)
+                except ChainWriteError as exc:
+                    raise ChainWriteError(
+                        f"cannot build the Merkle tree of the audit chain {self.db_path}: "
+                        f"{exc} (the database was altered)"
+                    ) from exc
                 conn.execute("COMMIT")
             except BaseException:
                 _rollback_quietly(conn)
