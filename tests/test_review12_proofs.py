@@ -245,3 +245,16 @@ def test_building_the_tree_of_an_old_chain_with_a_record_missing_names_the_datab
         f"floorctl: error: cannot build the Merkle tree of the audit chain {db(log)}: the audit "
         "chain has no record 3 (the database was altered)\n"
     )
+
+
+def test_an_append_onto_a_tree_row_planted_for_the_next_record_is_refused_in_words(
+    log: Path,
+) -> None:
+    # Was: "... : UNIQUE constraint failed: tree.level, tree.idx" (refused, but unexplained).
+    forge_leaf_seven(db(log))
+    done = ok(preflights(log, "0.61.0"))
+    assert done.stdout == (
+        "refusing to spawn aider: the decision (permit) could not be recorded in the audit "
+        f"chain: cannot append to the audit chain {db(log)}: the Merkle tree holds subtrees of "
+        "records not yet appended (the database was altered)\n"
+    )

@@ -868,7 +868,7 @@ def _add_leaf(conn: sqlite3.Connection, index: int, leaf: bytes) -> None:
         current = merkle.node_hash(left[0], current)
         level, at = level + 1, at >> 1
         rows.append((level, at, current))
-    conn.executemany("INSERT INTO tree (level, idx, hash) VALUES (?, ?, ?)", rows)
+    _insert_nodes(conn, rows)
 
 
 def _build_tree(conn: sqlite3.Connection, upto: int) -> None:
@@ -905,7 +905,13 @@ def _build_tree(conn: sqlite3.Connection, upto: int) -> None:
 
 
 def _insert_nodes(conn: sqlite3.Connection, rows: Iterable[tuple[int, int, bytes]]) -> None:
-    conn.executemany("INSERT INTO tree (level, idx, hash) VALUES (?, ?, ?)", rows)
+    import sqlite3  # loaded already: conn is one of its connections
+
+    try:
+        conn.executemany("INSERT INTO tree (level, idx, hash) VALUES (?, ?, ?)", rows)
+    except sqlite3.IntegrityError as exc:
+        # Only a row written for a record that did not exist yet can be in the way.
+        raise ChainWriteError("the Merkle tree holds subtrees of records not yet appended") from exc
 
 
 class _ReadConnection:
