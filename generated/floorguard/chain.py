@@ -652,7 +652,13 @@ class AuditChain:
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 count = _record_count(conn)
-                _build_tree(conn, count)
+                try:
+                    _build_tree(conn, count)
+                except ChainWriteError as exc:
+                    raise ChainWriteError(
+                        f"cannot build the Merkle tree of the audit chain {self.db_path}: "
+                        f"{exc} (the database was altered)"
+                    ) from exc
                 conn.execute("COMMIT")
             except BaseException:
                 _rollback_quietly(conn)
@@ -844,6 +850,11 @@ def _tree_size(conn: sqlite3.Connection) -> int:
     return 0 if row is None or row[0] is None else int(row[0]) + 1
 
 
+def _is_hash(value: object) -> bool:
+    # A stored hash of another type or length is an altered tree: never hashed onward.
+    return isinstance(value, bytes) and len(value) == merkle.HASH_SIZE
+
+
 def _add_leaf(conn: sqlite3.Connection, index: int, leaf: bytes) -> None:
     """Store leaf ``index`` and every subtree it completes (its left siblings are stored)."""
     rows = [(0, index, leaf)]
@@ -852,12 +863,12 @@ def _add_leaf(conn: sqlite3.Connection, index: int, leaf: bytes) -> None:
         left = conn.execute(
             "SELECT hash FROM tree WHERE level = ? AND idx = ?", (level, at - 1)
         ).fetchone()
-        if left is None:
+        if left is None or not _is_hash(left[0]):
             raise ChainWriteError(f"the Merkle tree lacks subtree ({level}, {at - 1})")
         current = merkle.node_hash(left[0], current)
         level, at = level + 1, at >> 1
         rows.append((level, at, current))
-    conn.executemany("INSERT INTO tree (level, idx, hash) VALUES (?, ?, ?)", rows)
+    _insert_nodes(conn, rows)
 
 
 def _build_tree(conn: sqlite3.Connection, upto: int) -> None:
@@ -870,7 +881,7 @@ def _build_tree(conn: sqlite3.Connection, upto: int) -> None:
         row = conn.execute(
             "SELECT hash FROM tree WHERE level = ? AND idx = ?", (level, index)
         ).fetchone()
-        if row is None:
+        if row is None or not _is_hash(row[0]):
             raise ChainWriteError(f"the Merkle tree lacks subtree ({level}, {index})")
         return bytes(row[0])
 
@@ -894,7 +905,13 @@ def _build_tree(conn: sqlite3.Connection, upto: int) -> None:
 
 
 def _insert_nodes(conn: sqlite3.Connection, rows: Iterable[tuple[int, int, bytes]]) -> None:
-    conn.executemany("INSERT INTO tree (level, idx, hash) VALUES (?, ?, ?)", rows)
+    import sqlite3  # loaded already: conn is one of its connections
+
+    try:
+        conn.executemany("INSERT INTO tree (level, idx, hash) VALUES (?, ?, ?)", rows)
+    except sqlite3.IntegrityError as exc:
+        # Only a row written for a record that did not exist yet can be in the way.
+        raise ChainWriteError("the Merkle tree holds subtrees of records not yet appended") from exc
 
 
 class _ReadConnection:

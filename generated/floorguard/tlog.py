@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +38,21 @@ if TYPE_CHECKING:
 
 MAX_PROOF_BYTES = 4 * 1024 * 1024  # a record (receipt up to 1 MiB) and 64 hashes
 MAX_HASHES = 128
+# Deeper JSON is refused before it is parsed: how deep Python's recursion reaches depends on
+# the caller's stack, so past that both CLIs would fail differently (or with a traceback).
+MAX_NESTING = 200
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def _too_deep(text: str) -> bool:
+    """True when the JSON ``text`` nests arrays and objects deeper than MAX_NESTING."""
+    depth = 0
+    for match in _BRACKET.finditer(_JSON_STRING.sub("", text)):
+        depth += 1 if match.group() in "[{" else -1
+        if depth > MAX_NESTING:
+            return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -92,7 +108,10 @@ def _object(data: bytes, what: str, keys: set[str]) -> dict[str, Any]:
         return found
 
     try:
-        value = json.loads(data.decode("utf-8"), object_pairs_hook=no_duplicates)
+        text = data.decode("utf-8")
+        if _too_deep(text):
+            raise VerificationError(f"{what} nests deeper than {MAX_NESTING} levels")
+        value = json.loads(text, object_pairs_hook=no_duplicates)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise VerificationError(f"{what} is not a JSON document ({exc})") from exc
     if not isinstance(value, dict) or set(value) != keys:
@@ -157,6 +176,8 @@ def record_of_line(line: str) -> ChainRecord:
     """The record an export line states; VerificationError unless it is one, canonical."""
     from floorguard.chain import RECORD_FIELDS, ChainRecord
 
+    if _too_deep(line):
+        raise VerificationError(f"the record nests deeper than {MAX_NESTING} levels")
     try:
         fields = json.loads(line)
     except (ValueError, RecursionError) as exc:
@@ -166,7 +187,7 @@ def record_of_line(line: str) -> ChainRecord:
     try:
         record = ChainRecord(**fields)
         canonical = record.to_json_line()
-    except (TypeError, FloorguardError) as exc:
+    except (TypeError, RecursionError, FloorguardError) as exc:
         raise VerificationError(f"the record cannot be canonicalised: {exc}") from exc
     if canonical != line or not isinstance(record.seq, int):
         raise VerificationError("the record is not a canonical export line")
@@ -186,6 +207,19 @@ def _snapshot_for(chain: AuditChain) -> TreeSnapshot:
     if behind:
         chain.ensure_tree()
     return chain.tree_snapshot()
+
+
+def _head_size(chain: AuditChain, snap: TreeSnapshot) -> int:
+    """The size of the tree a proof may speak of: the stored tree's, which must not hold a
+    leaf the records do not (else proofs would describe records that are not in the chain).
+    Raises VerificationError."""
+    if snap.size > snap.records:
+        raise VerificationError(
+            f"the stored Merkle tree of {chain.db_path} holds {snap.size} leaves but the chain "
+            f"only {snap.records} records (records were deleted or the tree was altered): no "
+            "proof was written"
+        )
+    return snap.size
 
 
 def _origin_of(snap: TreeSnapshot) -> str:
@@ -237,12 +271,13 @@ def prove_inclusion(
                 raise VerificationError(f"no record of receipt {receipt_id} in the audit chain")
         if seq is None:
             raise VerificationError("give a record: --seq N or --receipt-id ID")
-        size = snap.size
+        size = _head_size(chain, snap)
         if checkpoint is not None:
             _check_checkpoint(snap, checkpoint, "the checkpoint")
             size = checkpoint.size
-        line = snap.line(seq)
-        if line is None or seq >= size:
+        # Compared first: a seq beyond SQLite's integers would not even be looked up.
+        line = snap.line(seq) if seq < size else None
+        if line is None:
             raise VerificationError(f"the tree of {size} records has no record {seq}")
         leaf = merkle.leaf_hash(line.encode("utf-8"))
         if snap.subtree(0, seq) != leaf:
@@ -268,8 +303,8 @@ def prove_consistency(
     ChainError.
     """
     with _snapshot_for(chain) as snap:
+        size = _head_size(chain, snap)
         _check_checkpoint(snap, old, "the old checkpoint")
-        size = snap.size
         if new is not None:
             _check_checkpoint(snap, new, "the new checkpoint")
             size = new.size
