@@ -142,7 +142,7 @@ def export(
         raise click.UsageError("--inclusion-out needs --checkpoint-out")
     audit = AuditChain.from_env()
     if not audit.exists():
-        raise ChainError(f"no audit chain at {audit.db_path}: nothing has been recorded yet")
+        raise ChainError(f"no audit chain at {audit.location}: nothing has been recorded yet")
     last: list[str] = []
 
     def remember(lines: Iterable[str]) -> Iterator[str]:
