@@ -39,8 +39,9 @@ def store_from_env(environ: Mapping[str, str] | None = None) -> ChainStore:
     env = os.environ if environ is None else environ
     url = env.get(CHAIN_URL_ENV, "")
     if url:
-        timeout_from_env(env)
-        raise ChainError(f"{CHAIN_URL_ENV} is set but this floorguard has no PostgreSQL store")
+        from floorguard.chainstore.postgres import PostgresStore
+
+        return PostgresStore(url, timeout=timeout_from_env(env))
     from floorguard.chainstore.sqlite import SqliteStore
 
     return SqliteStore(state_paths(env).chain_db)
