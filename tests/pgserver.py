@@ -14,6 +14,8 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
@@ -99,6 +101,36 @@ def from_env() -> PgServer | None:
     bin_dir = pg_bin()
     assert bin_dir is not None
     return PgServer(socket_dir=Path(data).parent, data_dir=Path(data), bin_dir=bin_dir)
+
+
+def provide() -> Iterator[PgServer]:
+    """A pytest fixture's body: .ci/run's server, else one of our own for the module.
+
+    Skips when PostgreSQL or psycopg is missing, except in CI (CI=true), where it fails.
+    """
+    import pytest
+
+    found = from_env()
+    if found is not None:
+        yield found
+        return
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        why: str | None = "psycopg is not installed (pip install -e './generated[postgres]')"
+    else:
+        why = None if pg_bin() is not None else "PostgreSQL is not installed"
+    if why is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"the PostgreSQL chain tests must run in CI: {why}")
+        pytest.skip(why)
+    # A short path: a Unix socket's path must fit in about 100 bytes.
+    base = Path(tempfile.mkdtemp(prefix="fgpg", dir="/tmp"))
+    started = start(base)
+    try:
+        yield started
+    finally:
+        main(["pgserver", "stop", str(base)])
 
 
 def main(argv: list[str]) -> int:

@@ -8,17 +8,14 @@ server the fixture fails instead of skipping.
 from __future__ import annotations
 
 import json
-import os
 import random
 import secrets
 import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import textwrap
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,33 +37,7 @@ FLOORGUARD = [sys.executable, "-m", "floorguard"]
 CANARY = "adapter.canary_receipt"
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[pgserver.PgServer]:
-    found = pgserver.from_env()
-    if found is not None:
-        yield found
-        return
-    try:
-        import psycopg
-    except ImportError:
-        psycopg = None
-    why = None
-    if psycopg is None:
-        why = "psycopg is not installed (pip install -e './generated[postgres]')"
-    elif pgserver.pg_bin() is None:
-        why = "PostgreSQL is not installed (apt-get install postgresql)"
-    if why is not None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"the PostgreSQL chain tests must run in CI: {why}")
-        pytest.skip(why)
-    # A short path: a Unix socket's path must fit in about 100 bytes.
-    base = Path(tempfile.mkdtemp(prefix="fgpg", dir="/tmp"))
-    started = pgserver.start(base)
-    try:
-        yield started
-    finally:
-        subprocess.run([sys.executable, str(Path(pgserver.__file__)), "stop", str(base)],
-                       check=False, timeout=120)  # fmt: skip
+server = pytest.fixture(scope="module")(pgserver.provide)
 
 
 @dataclass(frozen=True)

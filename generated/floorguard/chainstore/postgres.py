@@ -71,14 +71,60 @@ def _import_psycopg() -> Any:
     return psycopg
 
 
-class _View:
-    """ReadView and WriteView over one psycopg connection inside a transaction."""
+_HEAD = f"SELECT {COLUMNS} FROM {_RECORDS} ORDER BY seq DESC LIMIT 1"  # noqa: S608
+_INSERT_RECORD = f"INSERT INTO {_RECORDS} ({COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"  # noqa: S608
+_INSERT_NODES = (
+    f"INSERT INTO {_TREE} (level, idx, hash)"  # noqa: S608
+    " SELECT * FROM unnest(%s::integer[], %s::bigint[], %s::bytea[])"
+)
+_INSERT_RECORD_AND_NODES = (
+    f"WITH r AS (INSERT INTO {_RECORDS} ({COLUMNS})"  # noqa: S608
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING seq)"
+    f" INSERT INTO {_TREE} (level, idx, hash)"
+    " SELECT * FROM unnest(%s::integer[], %s::bigint[], %s::bytea[]) WHERE EXISTS (SELECT 1 FROM r)"
+)
+_NO_HEAD = object()
 
-    def __init__(self, conn: psycopg.Connection[Any], *, stream: bool = False) -> None:
+
+class _View:
+    """ReadView and WriteView over one psycopg connection inside a transaction.
+
+    Writes are buffered and sent, with the COMMIT, in one pipelined round trip (any read
+    first sends what is buffered, so reads see the transaction's own writes); tree nodes
+    read or written in the transaction are remembered.
+    """
+
+    def __init__(
+        self,
+        conn: psycopg.Connection[Any],
+        *,
+        stream: bool = False,
+        head: Any = _NO_HEAD,
+        nodes: dict[tuple[int, int], bytes] | None = None,
+    ) -> None:
         self._conn = conn
         self._stream = stream
+        self._head = head
+        self._nodes = {} if nodes is None else nodes
+        self._pending: list[tuple[str, tuple[Any, ...]]] = []
+
+    def flush(self, *, commit: bool = False) -> None:
+        """Send the buffered writes, then COMMIT when asked.
+
+        An append's record and tree rows go as one statement (a data-modifying WITH), so
+        an append costs one round trip for its writes and one for its commit.
+        """
+        pending, self._pending = self._pending, []
+        if len(pending) == 2 and pending[0][0] is _INSERT_RECORD and pending[1][0] is _INSERT_NODES:
+            self._conn.execute(_INSERT_RECORD_AND_NODES, (*pending[0][1], *pending[1][1]))
+        else:
+            for query, params in pending:
+                self._conn.execute(query, params)
+        if commit:
+            self._conn.execute("COMMIT")
 
     def _one(self, query: str, params: tuple[Any, ...] = ()) -> Any:
+        self.flush()
         return self._conn.execute(query, params).fetchone()
 
     def record_count(self) -> int:
@@ -86,10 +132,11 @@ class _View:
         return 0 if row is None or row[0] is None else int(row[0]) + 1
 
     def head(self) -> Row | None:
-        row: Row | None = self._one(
-            f"SELECT {COLUMNS} FROM {_RECORDS} ORDER BY seq DESC LIMIT 1"  # noqa: S608
-        )
-        return row
+        if self._head is not _NO_HEAD:
+            row: Row | None = self._head
+            return row
+        found: Row | None = self._one(_HEAD)
+        return found
 
     def row(self, seq: int) -> Row | None:
         row: Row | None = self._one(
@@ -103,6 +150,7 @@ class _View:
         return None if row is None else str(row[0])
 
     def rows(self, first: int, last: int | None) -> Iterator[Row]:
+        self.flush()
         upper = 2**63 - 1 if last is None else last
         query = f"SELECT {COLUMNS} FROM {_RECORDS} WHERE seq BETWEEN %s AND %s ORDER BY seq"  # noqa: S608
         # A read streams through a server-side cursor (an export may be millions of rows).
@@ -128,6 +176,9 @@ class _View:
         return 0 if row is None or row[0] is None else int(row[0]) + 1
 
     def subtree(self, level: int, index: int) -> bytes | None:
+        known = self._nodes.get((level, index))
+        if known is not None:
+            return known
         row = self._one(
             f"SELECT hash FROM {_TREE} WHERE level = %s AND idx = %s",  # noqa: S608
             (level, index),
@@ -139,25 +190,18 @@ class _View:
         return None if row is None else str(row[0])
 
     def insert_meta(self, key: str, value: str) -> None:
-        self._conn.execute(
-            f"INSERT INTO {_META} (key, value) VALUES (%s, %s)",  # noqa: S608
-            (key, value),
-        )
+        self._pending.append((f"INSERT INTO {_META} (key, value) VALUES (%s, %s)", (key, value)))  # noqa: S608
 
     def insert_record(self, row: Row) -> None:
-        self._conn.execute(
-            f"INSERT INTO {_RECORDS} ({COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",  # noqa: S608
-            row,
-        )
+        self._head = _NO_HEAD
+        self._pending.append((_INSERT_RECORD, row))
 
     def insert_nodes(self, nodes: Iterable[Node]) -> None:
         batch = list(nodes)
         if batch:
-            with self._conn.cursor() as cursor:
-                cursor.executemany(
-                    f"INSERT INTO {_TREE} (level, idx, hash) VALUES (%s, %s, %s)",  # noqa: S608
-                    batch,
-                )
+            self._nodes.update(((level, idx), digest) for level, idx, digest in batch)
+            columns = tuple(list(column) for column in zip(*batch, strict=True))
+            self._pending.append((_INSERT_NODES, columns))
 
 
 class PostgresStore:
@@ -277,25 +321,23 @@ class PostgresStore:
             for _ in range(2):
                 conn, fresh = self._writer(doing)
                 try:
-                    conn.execute("BEGIN")
-                    # Every appender, on every host, waits here: one linear chain.
-                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
+                    view = self._open_append(conn)
                 except pg.OperationalError as exc:
                     self._drop_connection()
                     if fresh:
                         raise ChainWriteError(
                             f"cannot {doing} the audit chain {self.location}: {self.explain(exc)}"
                         ) from exc
-                    continue  # a kept connection gone stale (a restart): nothing was sent
+                    continue  # a kept connection gone stale (a restart): nothing was written
                 except pg.Error as exc:
-                    self._drop_connection()
+                    self._rollback(conn)
                     raise ChainWriteError(
                         f"cannot {doing} the audit chain {self.location}: {self.explain(exc)}"
                     ) from exc
                 break
             try:
-                result = attempt(_View(conn))
-                conn.execute("COMMIT")
+                result = attempt(view)
+                view.flush(commit=True)
             except (KeyFileError, ChainWriteError):
                 self._rollback(conn)
                 raise
@@ -308,6 +350,15 @@ class PostgresStore:
                 self._rollback(conn)
                 raise
             return result
+
+    @staticmethod
+    def _open_append(conn: psycopg.Connection[Any]) -> _View:
+        """BEGIN, the chain's lock (every appender on every host waits here: one linear
+        chain), then the head read under that lock (READ COMMITTED: each statement sees
+        every commit before it). Three short statements: measured cheaper than one batch."""
+        conn.execute("BEGIN")
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
+        return _View(conn, head=conn.execute(_HEAD).fetchone())
 
     def _rollback(self, conn: psycopg.Connection[Any]) -> None:
         try:
