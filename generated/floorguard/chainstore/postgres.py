@@ -16,6 +16,7 @@ refused), never a hang; the next append connects afresh.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import re
@@ -77,13 +78,25 @@ _INSERT_NODES = (
     f"INSERT INTO {_TREE} (level, idx, hash)"  # noqa: S608
     " SELECT * FROM unnest(%s::integer[], %s::bigint[], %s::bytea[])"
 )
-_INSERT_RECORD_AND_NODES = (
-    f"WITH r AS (INSERT INTO {_RECORDS} ({COLUMNS})"  # noqa: S608
-    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING seq)"
-    f" INSERT INTO {_TREE} (level, idx, hash)"
-    " SELECT * FROM unnest(%s::integer[], %s::bigint[], %s::bytea[]) WHERE EXISTS (SELECT 1 FROM r)"
-)
+
+
+@functools.cache
+def _record_and_nodes(count: int) -> str:
+    """One statement inserting a record and ``count`` tree nodes (a VALUES list: measured
+    cheaper than unnest for the few nodes of one append; one prepared text per count)."""
+    values = ", ".join(["(%s, %s, %s)"] * count)
+    return (
+        f"WITH r AS ({_INSERT_RECORD})"  # noqa: S608
+        f" INSERT INTO {_TREE} (level, idx, hash) VALUES {values}"
+    )
+
+
 _NO_HEAD = object()
+_BEGIN_AND_LOCK = f"BEGIN; SELECT pg_advisory_xact_lock({LOCK_KEY})"
+_HEAD_AND_LEAF = (
+    f"SELECT r.*, t.hash FROM ({_HEAD}) r"  # noqa: S608
+    f" LEFT JOIN {_TREE} t ON t.level = 0 AND t.idx = r.seq"
+)
 
 
 class _View:
@@ -116,7 +129,9 @@ class _View:
         """
         pending, self._pending = self._pending, []
         if len(pending) == 2 and pending[0][0] is _INSERT_RECORD and pending[1][0] is _INSERT_NODES:
-            self._conn.execute(_INSERT_RECORD_AND_NODES, (*pending[0][1], *pending[1][1]))
+            levels, indexes, hashes = pending[1][1]
+            nodes = [value for node in zip(levels, indexes, hashes, strict=True) for value in node]
+            self._conn.execute(_record_and_nodes(len(levels)), (*pending[0][1], *nodes))
         else:
             for query, params in pending:
                 self._conn.execute(query, params)
@@ -179,10 +194,13 @@ class _View:
         known = self._nodes.get((level, index))
         if known is not None:
             return known
-        row = self._one(
+        # No flush: every node written in this transaction is in _nodes, so the buffered
+        # writes cannot change the answer (and the record's row stays buffered, to go out
+        # with the tree's rows in one statement).
+        row = self._conn.execute(
             f"SELECT hash FROM {_TREE} WHERE level = %s AND idx = %s",  # noqa: S608
             (level, index),
-        )
+        ).fetchone()
         return None if row is None or row[0] is None else bytes(row[0])
 
     def meta(self, key: str) -> str | None:
@@ -353,12 +371,16 @@ class PostgresStore:
 
     @staticmethod
     def _open_append(conn: psycopg.Connection[Any]) -> _View:
-        """BEGIN, the chain's lock (every appender on every host waits here: one linear
-        chain), then the head read under that lock (READ COMMITTED: each statement sees
-        every commit before it). Three short statements: measured cheaper than one batch."""
-        conn.execute("BEGIN")
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
-        return _View(conn, head=conn.execute(_HEAD).fetchone())
+        """BEGIN and the chain's lock (every appender on every host waits here: one linear
+        chain) in one round trip; then the head, with its leaf hash, read under that lock
+        (READ COMMITTED: each statement sees every commit before it)."""
+        conn.execute(_BEGIN_AND_LOCK)
+        found = conn.execute(_HEAD_AND_LEAF).fetchone()
+        if found is None:
+            return _View(conn, head=None)
+        head, leaf = tuple(found[:8]), found[8]
+        nodes = {} if leaf is None else {(0, int(head[0])): bytes(leaf)}
+        return _View(conn, head=head, nodes=nodes)
 
     def _rollback(self, conn: psycopg.Connection[Any]) -> None:
         try:
