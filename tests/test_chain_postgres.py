@@ -29,7 +29,7 @@ from hosts import Host, floor
 from floorguard.chain import AuditChain
 from floorguard.chainstore import store_from_env
 from floorguard.chainstore.postgres import LOCK_KEY, PostgresStore, redact
-from floorguard.errors import ChainWriteError, KeyFileError
+from floorguard.errors import ChainError, ChainWriteError, KeyFileError
 from floorguard.slice_verify import verify_slice
 
 FLOORCTL = [sys.executable, "-m", "floorctl"]
@@ -165,6 +165,8 @@ def test_the_trigger_refuses_changes_even_by_a_role_granted_update(pg: Chain) ->
         pg.sql("UPDATE floorguard.records SET ts = ts", as_owner=False)
     with pytest.raises(RuntimeError, match="append-only"):
         pg.sql("DELETE FROM floorguard.records", as_owner=False)
+    with pytest.raises(RuntimeError, match="append-only"):  # a superuser, not the owner
+        pg.server.psql("UPDATE floorguard.records SET ts = ts", database=pg.database)
     assert _verified(pg) == 1
 
 
@@ -451,3 +453,26 @@ def test_checkpoint_prove_and_verify_inclusion_work_on_the_shared_chain(
     done = floorctl("verify", "inclusion", str(proof), "--checkpoint", str(cp), "--pubkey",
                     str(tmp_path / "keys" / "signing.pub"), env=env)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_psycopg_is_imported_only_when_a_chain_url_is_set(tmp_path: Path) -> None:
+    code = (
+        "import sys\n"
+        "from floorguard.chain import AuditChain\n"
+        "chain = AuditChain.from_env()\n"
+        "chain.append('adapter.canary_receipt', {'kind': 'adapter.canary_receipt',"
+        " 'schema_version': 1, 'ts': '2026-01-01T00:00:00Z'})\n"
+        "print(type(chain.store).__name__, 'psycopg' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], env=isolated_env(tmp_path),
+                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["SqliteStore", "False"]
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "soon", "nan", "inf"])
+def test_an_unusable_timeout_is_refused_by_name(tmp_path: Path, value: str) -> None:
+    env = isolated_env(tmp_path, FLOORGUARD_CHAIN_URL="postgresql:///x",
+                       FLOORGUARD_CHAIN_TIMEOUT=value)  # fmt: skip
+    with pytest.raises(ChainError, match="FLOORGUARD_CHAIN_TIMEOUT"):
+        store_from_env(env)
