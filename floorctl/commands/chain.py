@@ -1,9 +1,11 @@
 """``floorctl chain``: the audit chain from the outside (export, signed checkpoints, and
-the transparency log's inclusion and consistency proofs).
+the transparency log's inclusion and consistency proofs), and ``chain init`` of a
+PostgreSQL chain.
 
-Reading only: these commands never create the database or the chain key (a checkpoint may
-create floorctl's local development signing key, and says so). A chain written before the
-Merkle tree existed gets its tree built, from its unchanged records, on first use.
+Reading only, but for ``init``: these commands never create the database or the chain key
+(a checkpoint may create floorctl's local development signing key, and says so). A chain
+written before the Merkle tree existed gets its tree built, from its unchanged records, on
+first use.
 """
 
 from __future__ import annotations

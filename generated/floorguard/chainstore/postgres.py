@@ -243,6 +243,9 @@ class PostgresStore:
     # -- connections --
 
     def _connect(self, error: type[ChainError], doing: str) -> psycopg.Connection[Any]:
+        """A connection with every wait bounded by ``timeout``. A writer's transaction that
+        stalls (a frozen process holding the chain's lock) is ended by the server after
+        ``timeout``; a reader's is not, as an export may wait on a slow consumer."""
         pg = _import_psycopg()
         ms = max(1, int(self.timeout * 1000))
         try:
@@ -274,7 +277,7 @@ class PostgresStore:
                 " set_config('lock_timeout', %s, false),"
                 " set_config('idle_in_transaction_session_timeout', %s, false),"
                 " current_setting('synchronous_commit')",
-                (str(ms), str(max(1, ms * 9 // 10)), str(ms)),
+                (str(ms), str(max(1, ms * 9 // 10)), str(ms) if error is ChainWriteError else "0"),
             ).fetchone()
             if settings is None or settings[3] == "off":
                 # A decision is returned only once its record is durably committed.
