@@ -8,6 +8,7 @@ server the fixture fails instead of skipping.
 from __future__ import annotations
 
 import json
+import os
 import random
 import secrets
 import shutil
@@ -476,3 +477,30 @@ def test_an_unusable_timeout_is_refused_by_name(tmp_path: Path, value: str) -> N
                        FLOORGUARD_CHAIN_TIMEOUT=value)  # fmt: skip
     with pytest.raises(ChainError, match="FLOORGUARD_CHAIN_TIMEOUT"):
         store_from_env(env)
+
+
+def test_a_forked_child_appends_on_its_own_connection_and_leaves_the_parents_alone(
+    pg: Chain,
+) -> None:
+    chain = pg.chain()
+    chain.append(CANARY, receipt(who="parent"))
+    store = chain.store
+    assert isinstance(store, PostgresStore) and store._conn is not None
+    session = store._conn.info.backend_pid
+    pid = os.fork()
+    if pid == 0:  # the child: its inherited connection is the parent's socket
+        code = 1
+        try:
+            chain.append(CANARY, receipt(who="child"))
+            chain.close()  # closing the inherited connection must not end the parent's
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    chain.append(CANARY, receipt(who="parent again"))
+    assert store._conn is not None and store._conn.info.backend_pid == session  # kept
+    assert [r["receipt"]["who"] for r in map(json.loads, _export(pg))] == [
+        "parent", "child", "parent again"
+    ]  # fmt: skip
+    assert _verified(pg) == 3
