@@ -41,7 +41,8 @@ BACKEND = "hatchling"
 PACKAGE = "floorguard"
 # What the package is made of; anything else in the folder (caches, lock and undo files of
 # refresh, editors' files) is left out.
-PACKAGE_FILES = ("*.py", "py.typed", "trusted_keys.json")
+# "*/*.py": the runtime's subpackages (floorguard/chainstore/).
+PACKAGE_FILES = ("*.py", "*/*.py", "py.typed", "trusted_keys.json")
 PROJECT_FILES = ("pyproject.toml", "README.md")
 ARCHIVE_NAME = re.compile(r"sha256-[0-9a-f]{64}\.json")
 VERSION_LINE = re.compile(r"^__version__ = .*$", re.MULTILINE)
@@ -189,9 +190,11 @@ def stage(source: Path, module: MapModule, maps: Mapping[str, bytes], staging: P
     package.mkdir()
     for pattern in PACKAGE_FILES:
         for path in sorted((source / PACKAGE).glob(pattern)):
-            if path.name.startswith("."):
+            relative = path.relative_to(source / PACKAGE)
+            if any(part.startswith(".") for part in relative.parts):
                 continue  # an editor's file (.#x.py, a dangling link) or hatchling's exclude
-            (package / path.name).write_bytes(_read_source(path))
+            (package / relative).parent.mkdir(exist_ok=True)
+            (package / relative).write_bytes(_read_source(path))
     (package / "floor_map.py").write_bytes(module.data)
     version_file = package / "_version.py"
     text, count = VERSION_LINE.subn(

@@ -102,6 +102,9 @@ def test_the_wheel_carries_exactly_the_module_and_a_stamped_version(release: Rel
         metadata = archive.read("floorguard-0.2.0.2.dist-info/METADATA").decode()
         stamps = {info.date_time for info in archive.infolist()}
     assert carried == release.project.module.read_bytes()
+    # The runtime's subpackages too: the chain's stores live in floorguard/chainstore/.
+    assert {"floorguard/chainstore/__init__.py", "floorguard/chainstore/sqlite.py",
+            "floorguard/chainstore/postgres.py"} <= set(names)  # fmt: skip
     assert f"__version__ = '{RELEASE}.2'" in version_file
     assert "Version: 0.2.0.2" in metadata
     # The map it carries is resolvable from its own archive.

@@ -1,9 +1,11 @@
 """``floorctl chain``: the audit chain from the outside (export, signed checkpoints, and
-the transparency log's inclusion and consistency proofs).
+the transparency log's inclusion and consistency proofs), and ``chain init`` of a
+PostgreSQL chain.
 
-Reading only: these commands never create the database or the chain key (a checkpoint may
-create floorctl's local development signing key, and says so). A chain written before the
-Merkle tree existed gets its tree built, from its unchanged records, on first use.
+Reading only, but for ``init``: these commands never create the database or the chain key
+(a checkpoint may create floorctl's local development signing key, and says so). A chain
+written before the Merkle tree existed gets its tree built, from its unchanged records, on
+first use.
 """
 
 from __future__ import annotations
@@ -23,7 +25,11 @@ from floorctl.commands._output import notice
 from floorguard import checkpoint, files, tlog
 from floorguard._time import parse_ts
 from floorguard.chain import AuditChain
+from floorguard.chain_key import load_or_create_key
+from floorguard.chainstore import timeout_from_env
+from floorguard.chainstore.postgres import init_schema, redact
 from floorguard.errors import ChainError, FloorguardError
+from floorguard.state import state_paths
 
 
 def parse_time_option(
@@ -142,7 +148,7 @@ def export(
         raise click.UsageError("--inclusion-out needs --checkpoint-out")
     audit = AuditChain.from_env()
     if not audit.exists():
-        raise ChainError(f"no audit chain at {audit.db_path}: nothing has been recorded yet")
+        raise ChainError(f"no audit chain at {audit.location}: nothing has been recorded yet")
     last: list[str] = []
 
     def remember(lines: Iterable[str]) -> Iterator[str]:
@@ -274,4 +280,46 @@ def consistency(old_file: Path, new_file: Path | None, out: Path | None) -> None
         tlog.proof_text(proof),
         out,
         f"the consistency proof from size {proof.old_size} to {proof.new_size}",
+    )
+
+
+@chain.command("init", short_help="Create a PostgreSQL chain's schema and appender role.")
+@click.option(
+    "--url",
+    required=True,
+    envvar="FLOORGUARD_CHAIN_URL",
+    metavar="URL",
+    help="libpq URL of the database, connecting as the role that will own the chain's "
+    "tables (default $FLOORGUARD_CHAIN_URL).",
+)
+@click.option(
+    "--grant",
+    "grant_to",
+    multiple=True,
+    metavar="ROLE",
+    help="Grant the appender role to this existing login role (a host's); repeatable.",
+)
+def init(url: str, grant_to: tuple[str, ...]) -> None:
+    """Create, idempotently, the schema of a PostgreSQL audit chain: its tables, triggers
+    that refuse UPDATE, DELETE and TRUNCATE to everyone but the tables' owner, and the role
+    floorguard_appender (SELECT and INSERT only), granted to each --grant ROLE.
+
+    It also makes the chain key here if there is none (FLOORGUARD_CHAIN_KEY_FILE, else
+    chain.key in FLOORGUARD_HOME): copy that file to every host that appends; hosts never
+    create a shared chain's key.
+    """
+    done = init_schema(url, timeout=timeout_from_env(), grant_to=grant_to)
+    key_file = state_paths().chain_key
+    existed = key_file.exists()
+    key_file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    load_or_create_key(key_file)
+    state = "created" if done["created"] else "already in place; checked"
+    click.echo(f"audit chain {redact(url)}: schema floorguard {state}")
+    click.echo(f"chain_id {done['chain_id']}; tables owned by {done['owner']}")
+    click.echo(f"appender role {done['appender_role']}: SELECT and INSERT only")
+    for role in done["granted_to"]:
+        click.echo(f"granted {done['appender_role']} to {role}")
+    click.echo(
+        f"chain key {key_file} ({'existing' if existed else 'created'}): copy it to every "
+        "appending host (FLOORGUARD_CHAIN_KEY_FILE), mode 0600"
     )

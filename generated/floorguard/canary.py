@@ -316,5 +316,5 @@ def chain_projection(chain: AuditChain) -> dict[str, LastGreen]:
     if not report.intact or report.first_seq != 0:
         first = report.integrity_errors[0] if report.integrity_errors else None
         where = f" (seq {first.seq}: {first.reason})" if first is not None else ""
-        raise VerificationError(f"the audit chain {chain.db_path} does not verify{where}")
+        raise VerificationError(f"the audit chain {chain.location} does not verify{where}")
     return dict(sorted(projection.last_green.items()))

@@ -259,7 +259,7 @@ def of_chain(chain: AuditChain, last_seq: int | None = None) -> Checkpoint:
     from floorguard.slice_verify import SliceVerifier
 
     if not chain.exists() or chain.head() is None:
-        raise VerificationError(f"no records in the audit chain {chain.db_path}: nothing to sign")
+        raise VerificationError(f"no records in the audit chain {chain.location}: nothing to sign")
     found: dict[str, str] = {}
 
     def capture(record: ChainRecord, intact: bool) -> None:
@@ -283,10 +283,11 @@ def of_chain(chain: AuditChain, last_seq: int | None = None) -> Checkpoint:
         first = report.integrity_errors[0] if report.integrity_errors else None
         where = f" (seq {first.seq}: {first.reason})" if first is not None else ""
         raise VerificationError(
-            f"refusing to sign a checkpoint: the audit chain {chain.db_path} does not verify{where}"
+            f"refusing to sign a checkpoint: the audit chain {chain.location} does not "
+            f"verify{where}"
         )
     if report.last_seq is None:
-        raise VerificationError(f"no records in the audit chain {chain.db_path}")
+        raise VerificationError(f"no records in the audit chain {chain.location}")
     size = report.last_seq + 1 if last_seq is None else last_seq + 1
     if last_seq is None:
         roots[size] = tree.root()
@@ -295,7 +296,7 @@ def of_chain(chain: AuditChain, last_seq: int | None = None) -> Checkpoint:
     stored = stored_root(chain, size)
     if stored != roots[size]:
         raise VerificationError(
-            f"refusing to sign a checkpoint: the Merkle tree stored in {chain.db_path} does "
+            f"refusing to sign a checkpoint: the Merkle tree stored in {chain.location} does "
             "not match its records (a record was altered after it was appended)"
         )
     at_head = size == report.last_seq + 1

@@ -14,6 +14,9 @@ from pathlib import Path
 
 HOME_ENV = "FLOORGUARD_HOME"
 KEY_FILE_ENV = "FLOORGUARD_CHAIN_KEY_FILE"
+# A libpq URL: the chain lives in that PostgreSQL database instead (floorguard.chainstore).
+CHAIN_URL_ENV = "FLOORGUARD_CHAIN_URL"
+CHAIN_TIMEOUT_ENV = "FLOORGUARD_CHAIN_TIMEOUT"
 CHAIN_DB_NAME = "chain.sqlite3"
 CHAIN_KEY_NAME = "chain.key"
 
@@ -42,9 +45,11 @@ def state_home(environ: Mapping[str, str] | None = None) -> Path:
     return base / ".local" / "state" / "floorguard"
 
 
-# Every variable state_paths reads: equal values (and, for relative ones, the same working
-# directory) select the same files.
-STATE_VARIABLES = (HOME_ENV, "XDG_STATE_HOME", "HOME", KEY_FILE_ENV)
+# Every variable that selects the chain: equal values (and, for relative ones, the same
+# working directory) select the same files and database.
+STATE_VARIABLES = (
+    HOME_ENV, "XDG_STATE_HOME", "HOME", KEY_FILE_ENV, CHAIN_URL_ENV, CHAIN_TIMEOUT_ENV,
+)  # fmt: skip
 
 
 def state_key(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:

@@ -201,7 +201,7 @@ def _snapshot_for(chain: AuditChain) -> TreeSnapshot:
     if not chain.exists():
         from floorguard.errors import ChainError
 
-        raise ChainError(f"no audit chain at {chain.db_path}: nothing has been recorded yet")
+        raise ChainError(f"no audit chain at {chain.location}: nothing has been recorded yet")
     with chain.tree_snapshot() as snap:
         behind = snap.size < snap.records
     if behind:
@@ -324,7 +324,7 @@ def prove_consistency(
 
 def _inconsistent(chain: AuditChain) -> VerificationError:
     return VerificationError(
-        f"the stored Merkle tree of {chain.db_path} does not hold together (the database was "
+        f"the stored Merkle tree of {chain.location} does not hold together (the database was "
         "altered): no proof was written"
     )
 

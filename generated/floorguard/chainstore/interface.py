@@ -1,0 +1,93 @@
+"""What the audit chain needs from its storage: transactions over records, meta and tree.
+
+The chain's logic (record format, MACs, prev links, the Merkle tree's arithmetic, slicing by
+time) lives once, in ``floorguard.chain``; a store only keeps rows. Two stores implement
+this: ``sqlite`` (one file in ``FLOORGUARD_HOME``, the default) and ``postgres`` (a shared
+database, ``FLOORGUARD_CHAIN_URL``). A store translates its driver's errors: reads raise
+ChainError, writes ChainWriteError, each naming ``location`` and a reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager
+from typing import Protocol, TypeVar
+
+# The format of the stored chain (meta 'format'); a store refuses any other.
+CHAIN_FORMAT = "1"
+# seq, ts, chain_id, event, receipt_id, receipt (canonical JSON text), prev, mac
+Row = tuple[int, str, str, str, str, str, str, str]
+# (level, index, hash) of one complete subtree of the Merkle tree
+Node = tuple[int, int, bytes]
+T = TypeVar("T")
+
+
+class ReadView(Protocol):
+    """Records and tree as of one snapshot (one transaction)."""
+
+    def record_count(self) -> int:
+        """Records are seq 0..n-1; n (0 for none)."""
+
+    def head(self) -> Row | None:
+        """The record with the highest seq, or None."""
+
+    def row(self, seq: int) -> Row | None:
+        """Record ``seq``, or None."""
+
+    def ts_at(self, seq: int) -> str | None:
+        """The ts of record ``seq``, or None."""
+
+    def rows(self, first: int, last: int | None) -> Iterator[Row]:
+        """Records first..last (inclusive; None: to the head) in seq order, streamed."""
+
+    def first_seq_of(self, receipt_id: str) -> int | None:
+        """The lowest seq holding receipt ``receipt_id``, or None."""
+
+    def tree_size(self) -> int:
+        """The number of leaves the stored tree holds (0 when there is no tree)."""
+
+    def subtree(self, level: int, index: int) -> bytes | None:
+        """The stored hash of complete subtree (level, index), or None."""
+
+
+class WriteView(ReadView, Protocol):
+    """A write transaction that no other writer of the same chain runs beside."""
+
+    def meta(self, key: str) -> str | None:
+        """The value stored under ``key`` in the chain's metadata, or None."""
+
+    def insert_meta(self, key: str, value: str) -> None:
+        """Store ``value`` under a new ``key``."""
+
+    def insert_record(self, row: Row) -> None:
+        """Insert one record (its seq must be new)."""
+
+    def insert_nodes(self, nodes: Iterable[Node]) -> None:
+        """Insert tree nodes (each (level, index) must be new)."""
+
+
+class ChainStore(Protocol):
+    """Where the chain's rows live.
+
+    ``location`` names it in messages (a path, or a URL without its password).
+    ``creates_key``: whether the first append may create the chain key (a local file chain
+    may; a shared chain's key is made once by ``floorctl chain init`` and distributed).
+    """
+
+    location: str
+    creates_key: bool
+
+    def exists(self) -> bool:
+        """True when the chain's storage exists (it may hold no records). Raises ChainError."""
+
+    def write(self, attempt: Callable[[WriteView], T], doing: str) -> T:
+        """Run ``attempt`` in one serialised, durable write transaction; its result once
+        committed. ``doing`` words errors ("append to"). ChainWriteError and KeyFileError
+        from ``attempt`` pass through (nothing is committed); storage errors become
+        ChainWriteError."""
+
+    def read(self) -> AbstractContextManager[ReadView | None]:
+        """One snapshot to read from; None when there is no chain yet. Raises ChainError."""
+
+    def close(self) -> None:
+        """Close cached connections (the next write reopens them)."""

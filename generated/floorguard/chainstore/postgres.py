@@ -1,0 +1,575 @@
+"""The chain in a PostgreSQL database shared by many hosts (``FLOORGUARD_CHAIN_URL``).
+
+psycopg 3 (the ``floorguard[postgres]`` extra) is imported only when this store is used.
+The tables live in the schema ``floorguard`` (``meta``, ``records``, ``tree``), made by
+``init_schema`` (``floorctl chain init --url URL``) together with the appenders' role; a
+host's role needs only SELECT and INSERT. An append is one transaction that first takes a
+transaction-scoped advisory lock, so appenders on every host serialise on the database
+(the primary key on seq is the backstop: two records can never share a seq). Commits are
+synchronous (a session that the server defaults to ``synchronous_commit=off`` is switched
+back on). Connect, statement, lock and idle-in-transaction timeouts are the store's
+``timeout`` (``FLOORGUARD_CHAIN_TIMEOUT``, default 5 s): an unreachable server, a failed
+login, a timeout or a connection lost mid-append is a ChainWriteError (the spawn is
+refused), never a hang; the next append connects afresh.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import os
+import re
+import secrets
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+from floorguard.chainstore.interface import CHAIN_FORMAT, Node, Row, T, WriteView
+from floorguard.errors import ChainError, ChainWriteError, KeyFileError
+
+if TYPE_CHECKING:
+    import psycopg
+
+SCHEMA = "floorguard"
+APPENDER_ROLE = "floorguard_appender"
+# pg_advisory_xact_lock key: "floorgd" as an integer; every appender of the chain takes it.
+LOCK_KEY = int.from_bytes(b"floorgd", "big")
+COLUMNS = "seq, ts, chain_id, event, receipt_id, receipt, prev, mac"
+_RECORDS = f"{SCHEMA}.records"
+_TREE = f"{SCHEMA}.tree"
+_META = f"{SCHEMA}.meta"
+_META_VALUE = f"SELECT value FROM {_META} WHERE key = %s"  # noqa: S608
+_INSTALL = "install floorguard[postgres] (psycopg 3) to use FLOORGUARD_CHAIN_URL"
+
+
+def redact(url: str) -> str:
+    """``url`` without its password, for messages (URL or key=value form)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        parts = None
+    if parts is not None and parts.scheme in ("postgresql", "postgres"):
+        netloc = parts.netloc
+        if "@" in netloc:
+            userinfo, _, hosts = netloc.rpartition("@")
+            netloc = f"{userinfo.partition(':')[0]}@{hosts}"
+        query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if k != "password"], safe="/")
+        return f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "")
+    return re.sub(r"password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)", "password=***", url)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _import_psycopg() -> Any:
+    try:
+        import psycopg
+    except ImportError as exc:
+        raise ChainWriteError(f"cannot use the audit chain: {_INSTALL}") from exc
+    return psycopg
+
+
+_HEAD = f"SELECT {COLUMNS} FROM {_RECORDS} ORDER BY seq DESC LIMIT 1"  # noqa: S608
+_INSERT_RECORD = f"INSERT INTO {_RECORDS} ({COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"  # noqa: S608
+_INSERT_NODES = (
+    f"INSERT INTO {_TREE} (level, idx, hash)"  # noqa: S608
+    " SELECT * FROM unnest(%s::integer[], %s::bigint[], %s::bytea[])"
+)
+
+
+@functools.cache
+def _record_and_nodes(count: int) -> str:
+    """One statement inserting a record and ``count`` tree nodes (a VALUES list: measured
+    cheaper than unnest for the few nodes of one append; one prepared text per count)."""
+    values = ", ".join(["(%s, %s, %s)"] * count)
+    return (
+        f"WITH r AS ({_INSERT_RECORD})"  # noqa: S608
+        f" INSERT INTO {_TREE} (level, idx, hash) VALUES {values}"
+    )
+
+
+_NO_HEAD = object()
+_BEGIN_AND_LOCK = f"BEGIN; SELECT pg_advisory_xact_lock({LOCK_KEY})"
+_HEAD_AND_LEAF = (
+    f"SELECT r.*, t.hash FROM ({_HEAD}) r"  # noqa: S608
+    f" LEFT JOIN {_TREE} t ON t.level = 0 AND t.idx = r.seq"
+)
+
+
+class _View:
+    """ReadView and WriteView over one psycopg connection inside a transaction.
+
+    Writes are buffered and sent, with the COMMIT, in one pipelined round trip (any read
+    first sends what is buffered, so reads see the transaction's own writes); tree nodes
+    read or written in the transaction are remembered.
+    """
+
+    def __init__(
+        self,
+        conn: psycopg.Connection[Any],
+        *,
+        stream: bool = False,
+        head: Any = _NO_HEAD,
+        nodes: dict[tuple[int, int], bytes] | None = None,
+    ) -> None:
+        self._conn = conn
+        self._stream = stream
+        self._head = head
+        self._nodes = {} if nodes is None else nodes
+        self._pending: list[tuple[str, tuple[Any, ...]]] = []
+
+    def flush(self, *, commit: bool = False) -> None:
+        """Send the buffered writes, then COMMIT when asked.
+
+        An append's record and tree rows go as one statement (a data-modifying WITH), so
+        an append costs one round trip for its writes and one for its commit.
+        """
+        pending, self._pending = self._pending, []
+        if len(pending) == 2 and pending[0][0] is _INSERT_RECORD and pending[1][0] is _INSERT_NODES:
+            levels, indexes, hashes = pending[1][1]
+            nodes = [value for node in zip(levels, indexes, hashes, strict=True) for value in node]
+            self._conn.execute(_record_and_nodes(len(levels)), (*pending[0][1], *nodes))
+        else:
+            for query, params in pending:
+                self._conn.execute(query, params)
+        if commit:
+            self._conn.execute("COMMIT")
+
+    def _one(self, query: str, params: tuple[Any, ...] = ()) -> Any:
+        self.flush()
+        return self._conn.execute(query, params).fetchone()
+
+    def record_count(self) -> int:
+        row = self._one(f"SELECT max(seq) FROM {_RECORDS}")  # noqa: S608
+        return 0 if row is None or row[0] is None else int(row[0]) + 1
+
+    def head(self) -> Row | None:
+        if self._head is not _NO_HEAD:
+            row: Row | None = self._head
+            return row
+        found: Row | None = self._one(_HEAD)
+        return found
+
+    def row(self, seq: int) -> Row | None:
+        row: Row | None = self._one(
+            f"SELECT {COLUMNS} FROM {_RECORDS} WHERE seq = %s",  # noqa: S608
+            (seq,),
+        )
+        return row
+
+    def ts_at(self, seq: int) -> str | None:
+        row = self._one(f"SELECT ts FROM {_RECORDS} WHERE seq = %s", (seq,))  # noqa: S608
+        return None if row is None else str(row[0])
+
+    def rows(self, first: int, last: int | None) -> Iterator[Row]:
+        self.flush()
+        upper = 2**63 - 1 if last is None else last
+        query = f"SELECT {COLUMNS} FROM {_RECORDS} WHERE seq BETWEEN %s AND %s ORDER BY seq"  # noqa: S608
+        # A read streams through a server-side cursor (an export may be millions of rows).
+        cursor = (
+            self._conn.cursor(name=f"floorguard_{secrets.token_hex(4)}")
+            if self._stream
+            else self._conn.cursor()
+        )
+        with cursor:
+            cursor.execute(query, (first, upper))
+            while batch := cursor.fetchmany(512):
+                yield from batch
+
+    def first_seq_of(self, receipt_id: str) -> int | None:
+        row = self._one(
+            f"SELECT min(seq) FROM {_RECORDS} WHERE receipt_id = %s",  # noqa: S608
+            (receipt_id,),
+        )
+        return None if row is None or row[0] is None else int(row[0])
+
+    def tree_size(self) -> int:
+        row = self._one(f"SELECT max(idx) FROM {_TREE} WHERE level = 0")  # noqa: S608
+        return 0 if row is None or row[0] is None else int(row[0]) + 1
+
+    def subtree(self, level: int, index: int) -> bytes | None:
+        known = self._nodes.get((level, index))
+        if known is not None:
+            return known
+        # No flush: every node written in this transaction is in _nodes, so the buffered
+        # writes cannot change the answer (and the record's row stays buffered, to go out
+        # with the tree's rows in one statement).
+        row = self._conn.execute(
+            f"SELECT hash FROM {_TREE} WHERE level = %s AND idx = %s",  # noqa: S608
+            (level, index),
+        ).fetchone()
+        return None if row is None or row[0] is None else bytes(row[0])
+
+    def meta(self, key: str) -> str | None:
+        row = self._one(_META_VALUE, (key,))
+        return None if row is None else str(row[0])
+
+    def insert_meta(self, key: str, value: str) -> None:
+        self._pending.append((f"INSERT INTO {_META} (key, value) VALUES (%s, %s)", (key, value)))  # noqa: S608
+
+    def insert_record(self, row: Row) -> None:
+        self._head = _NO_HEAD
+        self._pending.append((_INSERT_RECORD, row))
+
+    def insert_nodes(self, nodes: Iterable[Node]) -> None:
+        batch = list(nodes)
+        if batch:
+            self._nodes.update(((level, idx), digest) for level, idx, digest in batch)
+            columns = tuple(list(column) for column in zip(*batch, strict=True))
+            self._pending.append((_INSERT_NODES, columns))
+
+
+class PostgresStore:
+    """The chain in the PostgreSQL database ``url`` (a libpq URL or key=value string).
+
+    Constructing one connects to nothing; the write connection is opened on the first
+    append, kept, and reopened after a fork or a failure. Each read uses its own
+    connection, in one REPEATABLE READ snapshot.
+    """
+
+    creates_key = False
+
+    def __init__(self, url: str, *, timeout: float) -> None:
+        self.url = url
+        self.timeout = timeout
+        self.location = redact(url)
+        self._lock = threading.Lock()
+        self._conn: psycopg.Connection[Any] | None = None
+        self._conn_pid = 0
+
+    # -- connections --
+
+    def _connect(self, error: type[ChainError], doing: str) -> psycopg.Connection[Any]:
+        """A connection with every wait bounded by ``timeout``. A writer's transaction that
+        stalls (a frozen process holding the chain's lock) is ended by the server after
+        ``timeout``; a reader's is not, as an export may wait on a slow consumer."""
+        pg = _import_psycopg()
+        ms = max(1, int(self.timeout * 1000))
+        try:
+            params = pg.conninfo.conninfo_to_dict(self.url)
+        except pg.Error as exc:
+            raise error(
+                f"cannot {doing} the audit chain: FLOORGUARD_CHAIN_URL is not a libpq URL "
+                f"({_one_line(exc)})"
+            ) from exc
+        # The operator's own settings in the URL win; these bound every wait otherwise.
+        params.setdefault("connect_timeout", str(max(1, math.ceil(self.timeout))))
+        params.setdefault("application_name", "floorguard")
+        params.setdefault("tcp_user_timeout", str(ms))
+        params.setdefault("keepalives", "1")
+        params.setdefault("keepalives_idle", str(max(1, int(self.timeout))))
+        params.setdefault("keepalives_interval", "1")
+        params.setdefault("keepalives_count", "3")
+        try:
+            conn: psycopg.Connection[Any] = pg.connect(**params, autocommit=True)
+        except pg.Error as exc:
+            raise error(
+                f"cannot {doing} the audit chain {self.location}: {self.explain(exc)}"
+            ) from exc
+        try:
+            # The lock wait gives up a little before the statement would, so that a held
+            # lock is reported as such.
+            settings = conn.execute(
+                "SELECT set_config('statement_timeout', %s, false),"
+                " set_config('lock_timeout', %s, false),"
+                " set_config('idle_in_transaction_session_timeout', %s, false),"
+                " current_setting('synchronous_commit')",
+                (str(ms), str(max(1, ms * 9 // 10)), str(ms) if error is ChainWriteError else "0"),
+            ).fetchone()
+            if settings is None or settings[3] == "off":
+                # A decision is returned only once its record is durably committed.
+                conn.execute("SET synchronous_commit = on")
+        except pg.Error as exc:
+            _close_quietly(conn)
+            raise error(
+                f"cannot {doing} the audit chain {self.location}: {self.explain(exc)}"
+            ) from exc
+        return conn
+
+    def _writer(self, doing: str) -> tuple[psycopg.Connection[Any], bool]:
+        """The cached write connection (and whether it was just opened)."""
+        if self._conn is not None:
+            if self._conn_pid == os.getpid() and not self._conn.closed:
+                return self._conn, False
+            self._drop_connection()
+        conn = self._connect(ChainWriteError, doing)
+        try:
+            row = conn.execute(_META_VALUE, ("format",)).fetchone()
+        except _import_psycopg().Error as exc:
+            _close_quietly(conn)
+            raise ChainWriteError(
+                f"cannot {doing} the audit chain {self.location}: {self.explain(exc)}"
+            ) from exc
+        if row is None or row[0] != CHAIN_FORMAT:
+            _close_quietly(conn)
+            raise ChainWriteError(
+                f"cannot {doing} the audit chain {self.location}: unknown format "
+                f"{row[0] if row else None!r} (this floorguard writes format {CHAIN_FORMAT}; "
+                "run `floorctl chain init --url URL` on a new database)"
+            )
+        self._conn, self._conn_pid = conn, os.getpid()
+        return conn, True
+
+    def _drop_connection(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        if self._conn_pid != os.getpid():
+            # Inherited over fork: the socket is the parent's. Point it at /dev/null first,
+            # so that closing here cannot end the parent's session.
+            with contextlib.suppress(Exception):
+                null = os.open(os.devnull, os.O_RDWR)
+                os.dup2(null, conn.fileno())
+                os.close(null)
+        _close_quietly(conn)
+
+    def close(self) -> None:
+        with self._lock:
+            self._drop_connection()
+
+    def exists(self) -> bool:
+        with self.read() as view:
+            return view is not None
+
+    # -- writing --
+
+    def write(self, attempt: Callable[[WriteView], T], doing: str) -> T:
+        pg = _import_psycopg()
+        with self._lock:
+            for _ in range(2):
+                conn, fresh = self._writer(doing)
+                try:
+                    view = self._open_append(conn)
+                except pg.OperationalError as exc:
+                    self._drop_connection()
+                    if fresh:
+                        raise ChainWriteError(
+                            f"cannot {doing} the audit chain {self.location}: {self.explain(exc)}"
+                        ) from exc
+                    continue  # a kept connection gone stale (a restart): nothing was written
+                except pg.Error as exc:
+                    self._rollback(conn)
+                    raise ChainWriteError(
+                        f"cannot {doing} the audit chain {self.location}: {self.explain(exc)}"
+                    ) from exc
+                break
+            try:
+                result = attempt(view)
+                view.flush(commit=True)
+            except (KeyFileError, ChainWriteError):
+                self._rollback(conn)
+                raise
+            except pg.Error as exc:
+                self._rollback(conn)
+                raise ChainWriteError(
+                    f"cannot {doing} the audit chain {self.location}: {self.explain(exc)}"
+                ) from exc
+            except BaseException:
+                self._rollback(conn)
+                raise
+            return result
+
+    @staticmethod
+    def _open_append(conn: psycopg.Connection[Any]) -> _View:
+        """BEGIN and the chain's lock (every appender on every host waits here: one linear
+        chain) in one round trip; then the head, with its leaf hash, read under that lock
+        (READ COMMITTED: each statement sees every commit before it)."""
+        conn.execute(_BEGIN_AND_LOCK)
+        found = conn.execute(_HEAD_AND_LEAF).fetchone()
+        if found is None:
+            return _View(conn, head=None)
+        head, leaf = tuple(found[:8]), found[8]
+        nodes = {} if leaf is None else {(0, int(head[0])): bytes(leaf)}
+        return _View(conn, head=head, nodes=nodes)
+
+    def _rollback(self, conn: psycopg.Connection[Any]) -> None:
+        try:
+            conn.execute("ROLLBACK")
+        except Exception:
+            self._drop_connection()  # a connection that cannot roll back is not kept
+
+    # -- reading --
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[_View | None]:
+        pg = _import_psycopg()
+        conn = self._connect(ChainError, "read")
+        try:
+            try:
+                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                found = conn.execute("SELECT to_regclass(%s)", (_RECORDS,)).fetchone()
+            except pg.Error as exc:
+                raise ChainError(
+                    f"cannot read the audit chain {self.location}: {self.explain(exc)}"
+                ) from exc
+            if found is None or found[0] is None:
+                yield None
+                return
+            try:
+                yield _View(conn, stream=True)
+            except pg.Error as exc:
+                raise ChainError(
+                    f"cannot read the audit chain {self.location}: {self.explain(exc)}"
+                ) from exc
+        finally:
+            _close_quietly(conn)
+
+    def explain(self, exc: BaseException) -> str:
+        """A one-line reason a person can act on, from a psycopg error."""
+        pg = _import_psycopg()
+        errors = pg.errors
+        diag = getattr(exc, "diag", None)
+        primary = getattr(diag, "message_primary", None) if diag is not None else None
+        text = _one_line(primary or str(exc))
+        limit = f"{self.timeout:g}s (FLOORGUARD_CHAIN_TIMEOUT)"
+        if isinstance(exc, errors.LockNotAvailable):
+            return f"another appender held the chain for more than {limit}"
+        if isinstance(exc, errors.QueryCanceled):
+            return f"the database did not answer within {limit}"
+        if isinstance(exc, errors.InsufficientPrivilege):
+            return (
+                f"{text} (the role lacks a privilege: `floorctl chain init` grants "
+                f"{APPENDER_ROLE} SELECT and INSERT; records are append-only)"
+            )
+        if isinstance(exc, errors.UndefinedTable | errors.InvalidSchemaName):
+            return f"{text} (no floorguard chain here: run `floorctl chain init --url URL`)"
+        if isinstance(exc, errors.UniqueViolation):
+            return f"{text} (another writer bypassed the chain's lock)"
+        if isinstance(exc, pg.OperationalError):
+            lowered = text.lower()
+            if "timeout" in lowered:
+                return f"{text} (no answer within {limit})"
+            if "password" in lowered or "authentication" in lowered:
+                return f"{text} (the database refused the login)"
+            return f"{text} (the database is unreachable, or the connection was lost)"
+        return text
+
+
+def _close_quietly(conn: Any) -> None:
+    with contextlib.suppress(Exception):
+        conn.close()
+
+
+# --- floorctl chain init ---------------------------------------------------------------------
+
+# UPDATE, DELETE and TRUNCATE are refused to everyone but the tables' owner (an appender
+# has no such privilege anyway; this holds even where someone grants it).
+_REFUSE_CHANGE = """
+CREATE OR REPLACE FUNCTION floorguard.refuse_change() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+BEGIN
+  IF current_user <> (SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = TG_RELID) THEN
+    RAISE EXCEPTION 'floorguard: % on %.% refused: the audit chain is append-only',
+      TG_OP, TG_TABLE_SCHEMA, TG_TABLE_NAME
+      USING ERRCODE = 'insufficient_privilege',
+            HINT = 'only the owner of the chain''s tables may change them';
+  END IF;
+  IF TG_OP = 'DELETE' THEN RETURN OLD; END IF;
+  RETURN NEW;
+END $$
+"""
+_DDL = (
+    f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}",
+    f"CREATE TABLE IF NOT EXISTS {_META} (key text PRIMARY KEY, value text NOT NULL)",
+    f"CREATE TABLE IF NOT EXISTS {_RECORDS} ("
+    " seq bigint PRIMARY KEY CHECK (seq >= 0), ts text NOT NULL, chain_id text NOT NULL,"
+    " event text NOT NULL, receipt_id text NOT NULL, receipt text NOT NULL,"
+    " prev text NOT NULL, mac text NOT NULL)",
+    f"CREATE INDEX IF NOT EXISTS records_receipt_id ON {_RECORDS} (receipt_id)",
+    f"CREATE TABLE IF NOT EXISTS {_TREE} (level integer NOT NULL, idx bigint NOT NULL,"
+    " hash bytea NOT NULL, PRIMARY KEY (level, idx))",
+    _REFUSE_CHANGE,
+    *(
+        statement
+        for table in ("meta", "records", "tree")
+        for statement in (
+            f"CREATE OR REPLACE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE"
+            f" ON {SCHEMA}.{table} FOR EACH ROW EXECUTE FUNCTION {SCHEMA}.refuse_change()",
+            f"CREATE OR REPLACE TRIGGER {table}_no_truncate BEFORE TRUNCATE"
+            f" ON {SCHEMA}.{table} FOR EACH STATEMENT EXECUTE FUNCTION {SCHEMA}.refuse_change()",
+        )
+    ),
+    f"REVOKE ALL ON SCHEMA {SCHEMA} FROM PUBLIC",
+    f"REVOKE ALL ON ALL TABLES IN SCHEMA {SCHEMA} FROM PUBLIC",
+    f"REVOKE ALL ON FUNCTION {SCHEMA}.refuse_change() FROM PUBLIC",
+)
+
+
+def init_schema(url: str, *, timeout: float, grant_to: Iterable[str] = ()) -> dict[str, Any]:
+    """Create (idempotently) the chain's schema, tables, append-only triggers and the role
+    ``floorguard_appender`` (NOLOGIN; SELECT and INSERT only), and grant that role to the
+    login roles ``grant_to``. Connects as the URL's role, which owns what it creates.
+
+    Returns what was found or made (``created``, ``chain_id``, ``owner``). Raises
+    ChainWriteError (unreachable, refused, or a role in ``grant_to`` does not exist).
+    """
+    pg = _import_psycopg()
+    from psycopg import sql
+
+    store = PostgresStore(url, timeout=timeout)
+    conn = store._connect(ChainWriteError, "initialise")
+    try:
+        try:
+            with conn.transaction():
+                # Two inits at once: the second waits, then finds everything in place.
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
+                existed = conn.execute("SELECT to_regclass(%s)", (_RECORDS,)).fetchone()
+                created = existed is None or existed[0] is None
+                for statement in _DDL:
+                    conn.execute(statement)
+                conn.execute(
+                    f"INSERT INTO {_META} (key, value) VALUES ('format', %s), ('chain_id', %s)"  # noqa: S608
+                    " ON CONFLICT (key) DO NOTHING",
+                    (CHAIN_FORMAT, secrets.token_hex(16)),
+                )
+                fmt = conn.execute(_META_VALUE, ("format",)).fetchone()
+                if fmt is None or fmt[0] != CHAIN_FORMAT:
+                    raise ChainWriteError(
+                        f"cannot initialise the audit chain {store.location}: it holds format "
+                        f"{fmt[0] if fmt else None!r} (this floorguard writes {CHAIN_FORMAT})"
+                    )
+                role = conn.execute(
+                    "SELECT 1 FROM pg_roles WHERE rolname = %s", (APPENDER_ROLE,)
+                ).fetchone()
+                if role is None:
+                    conn.execute(
+                        sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(APPENDER_ROLE))
+                    )
+                appender = sql.Identifier(APPENDER_ROLE)
+                for statement in (
+                    "GRANT USAGE ON SCHEMA {schema} TO {role}",
+                    "REVOKE ALL ON ALL TABLES IN SCHEMA {schema} FROM {role}",
+                    "GRANT SELECT ON {schema}.meta TO {role}",
+                    "GRANT SELECT, INSERT ON {schema}.records, {schema}.tree TO {role}",
+                ):
+                    conn.execute(
+                        sql.SQL(statement).format(schema=sql.Identifier(SCHEMA), role=appender)
+                    )
+                for login in grant_to:
+                    found = conn.execute(
+                        "SELECT 1 FROM pg_roles WHERE rolname = %s", (login,)
+                    ).fetchone()
+                    if found is None:
+                        raise ChainWriteError(
+                            f"cannot grant {APPENDER_ROLE} to {login!r}: no such role in "
+                            f"{store.location} (create the host's login role first)"
+                        )
+                    conn.execute(sql.SQL("GRANT {} TO {}").format(appender, sql.Identifier(login)))
+                chain_id = conn.execute(_META_VALUE, ("chain_id",)).fetchone()
+                owner = conn.execute("SELECT current_user").fetchone()
+        except pg.Error as exc:
+            raise ChainWriteError(
+                f"cannot initialise the audit chain {store.location}: {store.explain(exc)}"
+            ) from exc
+    finally:
+        _close_quietly(conn)
+    return {
+        "created": created,
+        "chain_id": None if chain_id is None else chain_id[0],
+        "owner": None if owner is None else owner[0],
+        "appender_role": APPENDER_ROLE,
+        "granted_to": list(grant_to),
+    }

@@ -1,0 +1,404 @@
+"""The chain in one SQLite file (the default store, ``chain.sqlite3`` in FLOORGUARD_HOME).
+
+WAL mode with ``synchronous=FULL``; every write is one ``BEGIN IMMEDIATE`` transaction, so
+writers from many processes serialise and a write returns only once it is durable. The
+file is created 0600 on the first write; reads never create it. ``sqlite3`` is imported
+on first use.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from floorguard.chainstore.interface import CHAIN_FORMAT, Node, Row, T, WriteView
+from floorguard.errors import ChainError, ChainWriteError, KeyFileError
+
+if TYPE_CHECKING:
+    import sqlite3
+
+BUSY_TIMEOUT_SECONDS = 30.0
+COLUMNS = "seq, ts, chain_id, event, receipt_id, receipt, prev, mac"
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS records ("
+    " seq INTEGER PRIMARY KEY, ts TEXT NOT NULL, chain_id TEXT NOT NULL, event TEXT NOT NULL,"
+    " receipt_id TEXT NOT NULL, receipt TEXT NOT NULL, prev TEXT NOT NULL, mac TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS tree (level INTEGER NOT NULL, idx INTEGER NOT NULL,"
+    " hash BLOB NOT NULL, PRIMARY KEY (level, idx)) WITHOUT ROWID",
+)
+
+
+class _View:
+    """ReadView and WriteView over one SQLite connection inside a transaction."""
+
+    def __init__(self, conn: sqlite3.Connection, has_tree: bool = True) -> None:
+        self._conn = conn
+        self._has_tree = has_tree
+
+    def record_count(self) -> int:
+        # Records are seq 0..n-1 (append makes them so; count(*) would scan the table).
+        row = self._conn.execute("SELECT max(seq) FROM records").fetchone()
+        return 0 if row is None or row[0] is None else int(row[0]) + 1
+
+    def head(self) -> Row | None:
+        row: Row | None = self._conn.execute(
+            f"SELECT {COLUMNS} FROM records ORDER BY seq DESC LIMIT 1"  # noqa: S608
+        ).fetchone()
+        return row
+
+    def row(self, seq: int) -> Row | None:
+        row: Row | None = self._conn.execute(
+            f"SELECT {COLUMNS} FROM records WHERE seq = ?",  # noqa: S608
+            (seq,),
+        ).fetchone()
+        return row
+
+    def ts_at(self, seq: int) -> str | None:
+        row = self._conn.execute("SELECT ts FROM records WHERE seq = ?", (seq,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def rows(self, first: int, last: int | None) -> Iterator[Row]:
+        if last is None:
+            cursor = self._conn.execute(
+                f"SELECT {COLUMNS} FROM records WHERE seq >= ? ORDER BY seq",  # noqa: S608
+                (first,),
+            )
+        else:
+            cursor = self._conn.execute(
+                f"SELECT {COLUMNS} FROM records WHERE seq BETWEEN ? AND ? "  # noqa: S608
+                "ORDER BY seq",
+                (first, last),
+            )
+        while batch := cursor.fetchmany(512):
+            yield from batch
+
+    def first_seq_of(self, receipt_id: str) -> int | None:
+        row = self._conn.execute(
+            "SELECT min(seq) FROM records WHERE receipt_id = ?", (receipt_id,)
+        ).fetchone()
+        return None if row is None or row[0] is None else int(row[0])
+
+    def tree_size(self) -> int:
+        if not self._has_tree:
+            return 0
+        row = self._conn.execute("SELECT max(idx) FROM tree WHERE level = 0").fetchone()
+        return 0 if row is None or row[0] is None else int(row[0]) + 1
+
+    def subtree(self, level: int, index: int) -> bytes | None:
+        if not self._has_tree:
+            return None
+        row = self._conn.execute(
+            "SELECT hash FROM tree WHERE level = ? AND idx = ?", (level, index)
+        ).fetchone()
+        return None if row is None or not isinstance(row[0], bytes) else bytes(row[0])
+
+    def meta(self, key: str) -> str | None:
+        row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def insert_meta(self, key: str, value: str) -> None:
+        self._conn.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+    def insert_record(self, row: Row) -> None:
+        self._conn.execute(
+            f"INSERT INTO records ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",  # noqa: S608
+            row,
+        )
+
+    def insert_nodes(self, nodes: Iterable[Node]) -> None:
+        import sqlite3  # loaded already: the view's connection is one of its
+
+        try:
+            self._conn.executemany("INSERT INTO tree (level, idx, hash) VALUES (?, ?, ?)", nodes)
+        except sqlite3.IntegrityError as exc:
+            # Only a row written for a record that did not exist yet can be in the way.
+            raise ChainWriteError(
+                "the Merkle tree holds subtrees of records not yet appended"
+            ) from exc
+
+
+class SqliteStore:
+    """The chain in the SQLite file ``db_path``.
+
+    Constructing one touches nothing on disk; the first write creates the folder (0700)
+    and the database (0600). The write connection is cached and reopened after a fork or
+    when the file was replaced.
+    """
+
+    creates_key = True
+
+    def __init__(self, db_path: Path) -> None:
+        self.db_path = Path(db_path)
+        self.location = str(self.db_path)
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self._conn_pid = 0
+        self._conn_inode: tuple[int, int] | None = None
+
+    def exists(self) -> bool:
+        return self.db_path.is_file()
+
+    def close(self) -> None:
+        with self._lock:
+            self._drop_connection()
+
+    # -- writing --
+
+    def write(self, attempt: Callable[[WriteView], T], doing: str) -> T:
+        def once() -> T:
+            conn = self._writer()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                result = attempt(_View(conn))
+                conn.execute("COMMIT")
+            except BaseException:
+                _rollback_quietly(conn)
+                # A connection that failed may be in any state: start the next try afresh.
+                self._drop_connection()
+                raise
+            return result
+
+        with self._lock:
+            return self._with_busy_retry(once, doing)
+
+    def _with_busy_retry(self, attempt: Callable[[], T], doing: str) -> T:
+        """Run ``attempt``, retrying while SQLite reports the database busy.
+
+        The busy timeout covers most waits, but SQLite returns SQLITE_BUSY at once in a few
+        cases (recovering the WAL of a killed process, changing the journal mode), so those
+        are retried here until the same deadline. Storage errors become ChainWriteError.
+        """
+        deadline = time.monotonic() + BUSY_TIMEOUT_SECONDS
+        pause = 0.001
+        while True:
+            try:
+                return attempt()
+            except (KeyFileError, ChainWriteError):
+                raise
+            except Exception as exc:
+                if not _is_storage_error(exc):
+                    raise
+                if _is_busy(exc) and time.monotonic() < deadline:
+                    time.sleep(pause)
+                    pause = min(pause * 2, 0.05)
+                    continue
+                raise ChainWriteError(
+                    f"cannot {doing} the audit chain {self.db_path}: {_explain(exc)}"
+                ) from exc
+
+    def _writer(self) -> sqlite3.Connection:
+        """The cached write connection, reopened after a fork or if the file was replaced.
+
+        Raises sqlite3.Error or OSError (``write`` translates them) and ChainWriteError.
+        """
+        if self._conn is not None:
+            if self._conn_pid == os.getpid() and self._conn_inode == _inode(self.db_path):
+                return self._conn
+            self._drop_connection()
+        conn = self._open_writer()
+        self._conn = conn
+        self._conn_pid = os.getpid()
+        self._conn_inode = _inode(self.db_path)
+        return conn
+
+    def _open_writer(self) -> sqlite3.Connection:
+        import sqlite3
+
+        home = self.db_path.parent
+        if home.exists() and not home.is_dir():
+            raise ChainWriteError(
+                f"cannot open the audit chain: {home} is not a folder (set FLOORGUARD_HOME "
+                "to a folder, or remove the file)"
+            )
+        home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if self.db_path.is_dir():
+            raise ChainWriteError(
+                f"cannot open the audit chain: {self.db_path} is a folder, not a database"
+            )
+        # Create it 0600 ourselves; SQLite gives its -wal and -shm files the same mode.
+        # O_NONBLOCK and the fstat: a FIFO or device there is refused by name, not waited on.
+        fd = os.open(self.db_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK, 0o600)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise ChainWriteError(
+                    f"cannot open the audit chain: {self.db_path}: not a regular file"
+                )
+        finally:
+            os.close(fd)
+        _refuse_odd_companions(self.db_path, ChainWriteError)
+        conn = sqlite3.connect(
+            self.db_path,
+            timeout=BUSY_TIMEOUT_SECONDS,
+            isolation_level=None,
+            check_same_thread=False,
+        )
+        try:
+            mode = conn.execute("PRAGMA journal_mode").fetchone()
+            if mode is not None and str(mode[0]).lower() != "wal":
+                # Only the first opener switches the mode (it needs an exclusive lock).
+                mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()
+            if mode is None or str(mode[0]).lower() != "wal":
+                raise ChainWriteError(
+                    f"cannot open the audit chain {self.db_path}: WAL mode is unavailable"
+                )
+            conn.execute("PRAGMA synchronous=FULL")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in _SCHEMA:
+                    conn.execute(statement)
+                conn.execute(
+                    "INSERT OR IGNORE INTO meta (key, value) VALUES ('format', ?)",
+                    (CHAIN_FORMAT,),
+                )
+                stored = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+                if stored is None or stored[0] != CHAIN_FORMAT:
+                    raise ChainWriteError(
+                        f"cannot open the audit chain {self.db_path}: unknown format "
+                        f"{stored[0] if stored else None!r} (this floorguard writes format "
+                        f"{CHAIN_FORMAT})"
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                _rollback_quietly(conn)
+                raise
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _drop_connection(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(Exception):  # it may already have failed
+                self._conn.close()
+        self._conn = None
+        self._conn_inode = None
+
+    # -- reading --
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[_View | None]:
+        import sqlite3
+
+        if not self.db_path.exists():
+            yield None
+            return
+        if not self.db_path.is_file():
+            raise ChainError(f"cannot read the audit chain: {self.db_path} is not a file")
+        _refuse_odd_companions(self.db_path, ChainError)
+        uri = self.db_path.absolute().as_uri() + "?mode=ro"
+        try:
+            conn = sqlite3.connect(
+                uri, uri=True, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None
+            )
+        except sqlite3.Error as exc:
+            raise ChainError(
+                f"cannot read the audit chain {self.db_path}: {_explain(exc)}"
+            ) from exc
+        try:
+            try:
+                # One read transaction: everything read comes from one snapshot.
+                conn.execute("BEGIN")
+                tables = {
+                    name
+                    for (name,) in conn.execute(
+                        "SELECT name FROM sqlite_master WHERE type = 'table'"
+                    )
+                }
+            except sqlite3.Error as exc:
+                raise ChainError(
+                    f"cannot read the audit chain {self.db_path}: {_explain(exc)}"
+                ) from exc
+            if "records" not in tables:
+                # A database with no records table yet is an empty chain, nothing more.
+                yield None
+                return
+            try:
+                yield _View(conn, has_tree="tree" in tables)
+            except Exception as exc:
+                if _is_storage_error(exc):
+                    raise ChainError(
+                        f"cannot read the audit chain {self.db_path}: {_explain(exc)}"
+                    ) from exc
+                raise
+        finally:
+            conn.close()
+
+
+def _explain(error: BaseException) -> str:
+    """A reason a person can act on, from an sqlite3 or OS error."""
+    text = str(error)
+    lowered = text.lower()
+    if "readonly" in lowered or "read-only" in lowered:
+        return f"{text} (the database or its folder is read-only)"
+    if "disk is full" in lowered or "disk i/o error" in lowered:
+        return f"{text} (the disk may be full, or a file size limit was reached)"
+    if "not a database" in lowered or "malformed" in lowered:
+        return f"{text} (the file is corrupt or is not a floorguard chain; it was left as is)"
+    if "locked" in lowered or "busy" in lowered:
+        return f"{text} (another process held the chain for more than {BUSY_TIMEOUT_SECONDS:g}s)"
+    if "unable to open" in lowered:
+        return f"{text} (check that the folder exists, is writable, and is not a file)"
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror
+    return text
+
+
+def _is_storage_error(exc: BaseException) -> bool:
+    import sqlite3
+
+    return isinstance(exc, sqlite3.Error | OSError)
+
+
+def _is_busy(exc: BaseException) -> bool:
+    import sqlite3
+
+    if not isinstance(exc, sqlite3.OperationalError):
+        return False
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        # SQLITE_BUSY and SQLITE_LOCKED, with their extended codes.
+        return code & 0xFF in (5, 6)
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+def _inode(path: Path) -> tuple[int, int] | None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino)
+
+
+def _rollback_quietly(conn: sqlite3.Connection) -> None:
+    # After a failed COMMIT SQLite may already have rolled back; the first error is the news.
+    try:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+    except Exception:  # noqa: S110
+        pass
+
+
+# SQLite opens these beside the database with blocking calls: a FIFO planted at one of
+# them would hang every decision, so anything there but a regular file is refused by name.
+_COMPANIONS = ("-wal", "-shm", "-journal")
+
+
+def _refuse_odd_companions(db_path: Path, error: type[ChainError]) -> None:
+    for suffix in _COMPANIONS:
+        companion = f"{db_path}{suffix}"
+        try:
+            mode = os.lstat(companion).st_mode
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise error(f"cannot open the audit chain: {companion}: {exc.strerror}") from exc
+        if not stat.S_ISREG(mode):
+            raise error(f"cannot open the audit chain: {companion}: not a regular file")

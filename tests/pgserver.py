@@ -1,0 +1,157 @@
+"""A real PostgreSQL server for the tests: the one .ci/run started, or one of our own.
+
+.ci/run exports FLOORGUARD_TEST_PG_URL (a superuser URL over a Unix socket),
+FLOORGUARD_TEST_PG_DATA (its data directory, so that a test can stop and restart it) and
+FLOORGUARD_TEST_PG_BIN. Without them, ``start`` runs initdb and pg_ctl from the installed
+PostgreSQL in a temporary folder (as the ``postgres`` user when running as root), on a
+Unix socket only. ``python tests/pgserver.py start|stop DIR`` is what .ci/run calls.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+
+def pg_bin() -> Path | None:
+    """The folder of initdb and pg_ctl, or None when PostgreSQL is not installed."""
+    explicit = os.environ.get("FLOORGUARD_TEST_PG_BIN")
+    if explicit:
+        return Path(explicit)
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: int(p.split("/")[-2]))
+    if found:
+        return Path(found[-1])
+    on_path = shutil.which("pg_ctl")
+    return Path(on_path).resolve().parent if on_path else None
+
+
+def _as_server_user(argv: list[str]) -> list[str]:
+    # initdb and postgres refuse to run as root: the Debian packages' postgres user does.
+    return ["runuser", "-u", "postgres", "--", *argv] if os.geteuid() == 0 else argv
+
+
+@dataclass(frozen=True)
+class PgServer:
+    """A running server: its socket folder, data directory and binaries."""
+
+    socket_dir: Path
+    data_dir: Path
+    bin_dir: Path
+
+    def url(self, user: str = "postgres", database: str = "postgres") -> str:
+        return f"postgresql:///{database}?host={quote(str(self.socket_dir))}&user={user}"
+
+    def ctl(self, *args: str) -> subprocess.CompletedProcess[str]:
+        argv = [str(self.bin_dir / "pg_ctl"), "-D", str(self.data_dir), *args]
+        return subprocess.run(
+            _as_server_user(argv), capture_output=True, text=True, check=True, timeout=120
+        )
+
+    def stop_immediately(self) -> None:
+        self.ctl("stop", "-m", "immediate", "-w")
+
+    def start(self) -> None:
+        self.ctl("start", "-w", "-l", str(self.data_dir.parent / "server.log"))
+
+    def psql(self, sql: str, *, user: str = "postgres", database: str = "postgres") -> str:
+        argv = [str(self.bin_dir / "psql"), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1",
+                "-d", self.url(user, database), "-c", sql]  # fmt: skip
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        if done.returncode != 0:
+            raise RuntimeError(done.stderr.strip())
+        return done.stdout.strip()
+
+
+def start(base: Path) -> PgServer:
+    """initdb and start a server in ``base`` (created), on a socket in ``base``."""
+    bin_dir = pg_bin()
+    if bin_dir is None:
+        raise RuntimeError("PostgreSQL is not installed (no initdb/pg_ctl)")
+    base.mkdir(parents=True, exist_ok=True)
+    data = base / "data"
+    if os.geteuid() == 0:
+        shutil.chown(base, "postgres")
+    initdb = [str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust",
+              "-E", "UTF8", "--no-instructions"]  # fmt: skip
+    subprocess.run(_as_server_user(initdb), capture_output=True, text=True, check=True, timeout=120)
+    with open(data / "postgresql.conf", "a", encoding="utf-8") as conf:
+        conf.write(
+            f"listen_addresses = ''\nunix_socket_directories = '{base}'\n"
+            "max_connections = 100\nshared_buffers = 32MB\n"
+        )
+    server = PgServer(socket_dir=base, data_dir=data, bin_dir=bin_dir)
+    server.start()
+    return server
+
+
+def from_env() -> PgServer | None:
+    """The server .ci/run started, when it exported one."""
+    url = os.environ.get("FLOORGUARD_TEST_PG_URL")
+    data = os.environ.get("FLOORGUARD_TEST_PG_DATA")
+    if not url or not data:
+        return None
+    bin_dir = pg_bin()
+    assert bin_dir is not None
+    return PgServer(socket_dir=Path(data).parent, data_dir=Path(data), bin_dir=bin_dir)
+
+
+def provide() -> Iterator[PgServer]:
+    """A pytest fixture's body: .ci/run's server, else one of our own for the module.
+
+    Skips when PostgreSQL or psycopg is missing, except in CI (CI=true), where it fails.
+    """
+    import pytest
+
+    found = from_env()
+    if found is not None:
+        yield found
+        return
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        why: str | None = "psycopg is not installed (pip install -e './generated[postgres]')"
+    else:
+        why = None if pg_bin() is not None else "PostgreSQL is not installed"
+    if why is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"the PostgreSQL chain tests must run in CI: {why}")
+        pytest.skip(why)
+    # A short path: a Unix socket's path must fit in about 100 bytes.
+    base = Path(tempfile.mkdtemp(prefix="fgpg", dir="/tmp"))
+    started = start(base)
+    try:
+        yield started
+    finally:
+        main(["pgserver", "stop", str(base)])
+
+
+def main(argv: list[str]) -> int:
+    command, folder = argv[1], Path(argv[2])
+    if command == "start":
+        server = start(folder)
+        print(f"export FLOORGUARD_TEST_PG_URL='{server.url()}'")
+        print(f"export FLOORGUARD_TEST_PG_DATA='{server.data_dir}'")
+        print(f"export FLOORGUARD_TEST_PG_BIN='{server.bin_dir}'")
+        return 0
+    if command == "stop":
+        bin_dir = pg_bin()
+        assert bin_dir is not None
+        server = PgServer(folder, folder / "data", bin_dir)
+        argv = [str(bin_dir / "pg_ctl"), "-D", str(server.data_dir), "stop", "-m", "immediate"]
+        subprocess.run(_as_server_user(argv), capture_output=True, check=False, timeout=120)
+        shutil.rmtree(folder, ignore_errors=True)
+        return 0
+    print(f"usage: {argv[0]} start|stop DIR", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv))

@@ -1,0 +1,506 @@
+"""The audit chain on a real PostgreSQL server, shared by many processes on many "hosts".
+
+The server is the one .ci/run started (FLOORGUARD_TEST_PG_URL), else one this module starts
+from the installed PostgreSQL (tests/pgserver.py). In CI these tests must run: without a
+server the fixture fails instead of skipping.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pgserver
+import pytest
+from helpers.chain_support import receipt, ticking_clock
+from helpers.cli import isolated_env
+from helpers.tree_support import assert_tree_matches_records
+from hosts import Host, floor
+
+from floorguard.chain import AuditChain
+from floorguard.chainstore import store_from_env
+from floorguard.chainstore.postgres import LOCK_KEY, PostgresStore, redact
+from floorguard.errors import ChainError, ChainWriteError, KeyFileError
+from floorguard.slice_verify import verify_slice
+
+FLOORCTL = [sys.executable, "-m", "floorctl"]
+FLOORGUARD = [sys.executable, "-m", "floorguard"]
+CANARY = "adapter.canary_receipt"
+
+
+server = pytest.fixture(scope="module")(pgserver.provide)
+
+
+@dataclass(frozen=True)
+class Chain:
+    """One database with an initialised chain: its owner's and an appender's URLs."""
+
+    server: pgserver.PgServer
+    database: str
+    owner: str
+    appender: str
+    key_file: Path
+
+    @property
+    def owner_url(self) -> str:
+        return self.server.url(self.owner, self.database)
+
+    @property
+    def url(self) -> str:
+        return self.server.url(self.appender, self.database)
+
+    def env(self, home: Path, **extra: str) -> dict[str, str]:
+        """A host's environment: its own FLOORGUARD_HOME, the fleet's key and database."""
+        return isolated_env(home, FLOORGUARD_CHAIN_URL=self.url,
+                            FLOORGUARD_CHAIN_KEY_FILE=str(self.key_file), **extra)  # fmt: skip
+
+    def chain(self, **extra: str) -> AuditChain:
+        return AuditChain.from_env(self.env(self.key_file.parent, **extra))
+
+    def sql(self, statement: str, *, as_owner: bool = True) -> str:
+        role = self.owner if as_owner else self.appender
+        return self.server.psql(statement, user=role, database=self.database)
+
+
+def floorctl(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*FLOORCTL, *args], capture_output=True, text=True, env=env,
+                          timeout=120, check=False)  # fmt: skip
+
+
+@pytest.fixture
+def pg(server: pgserver.PgServer, tmp_path: Path) -> Chain:
+    """A fresh database owned by a fresh role, initialised by `floorctl chain init`."""
+    tag = secrets.token_hex(4)
+    owner, appender, database = f"own_{tag}", f"app_{tag}", f"chain_{tag}"
+    server.psql(f"CREATE ROLE {owner} LOGIN CREATEROLE; CREATE ROLE {appender} LOGIN")
+    server.psql(f"CREATE DATABASE {database} OWNER {owner}")
+    fleet = tmp_path / "fleet"
+    chain = Chain(server, database, owner, appender, fleet / "chain.key")
+    env = isolated_env(fleet, FLOORGUARD_CHAIN_KEY_FILE=str(chain.key_file))
+    done = floorctl("chain", "init", "--url", chain.owner_url, "--grant", appender, env=env)
+    assert done.returncode == 0, done.stderr
+    return chain
+
+
+# --- chain init and the roles ----------------------------------------------------------------
+
+
+def test_chain_init_is_idempotent_and_the_appender_may_only_select_and_insert(
+    pg: Chain, tmp_path: Path
+) -> None:
+    env = isolated_env(tmp_path / "again", FLOORGUARD_CHAIN_KEY_FILE=str(pg.key_file))
+    key_before = pg.key_file.read_bytes()
+    again = floorctl("chain", "init", "--url", pg.owner_url, "--grant", pg.appender, env=env)
+    assert again.returncode == 0, again.stderr
+    assert "already in place" in again.stdout
+    assert pg.key_file.read_bytes() == key_before  # the fleet's key is never replaced
+    assert pg.key_file.stat().st_mode & 0o777 == 0o600
+    query = (
+        "SELECT string_agg(t || ':' || p || '=' || has_table_privilege("
+        "'ROLE', 'floorguard.' || t, p)::text, ',' ORDER BY t, p) FROM"
+        " unnest(ARRAY['records','tree','meta']) t,"
+        " unnest(ARRAY['SELECT','INSERT','UPDATE','DELETE','TRUNCATE']) p"
+    )
+    rights = pg.sql(query.replace("ROLE", pg.appender))
+    granted = {item.split("=")[0] for item in rights.split(",") if item.endswith("=true")}
+    assert granted == {"records:INSERT", "records:SELECT", "tree:INSERT", "tree:SELECT",
+                       "meta:SELECT"}  # fmt: skip
+
+
+def test_chain_init_refuses_to_grant_to_a_role_that_does_not_exist(pg: Chain) -> None:
+    env = isolated_env(pg.key_file.parent, FLOORGUARD_CHAIN_KEY_FILE=str(pg.key_file))
+    done = floorctl("chain", "init", "--url", pg.owner_url, "--grant", "nobody_here", env=env)
+    assert done.returncode == 1
+    assert "nobody_here" in done.stderr and "no such role" in done.stderr
+
+
+def test_an_uninitialised_database_refuses_appends_and_names_chain_init(
+    server: pgserver.PgServer, tmp_path: Path
+) -> None:
+    database = f"bare_{secrets.token_hex(4)}"
+    server.psql(f"CREATE DATABASE {database}")
+    env = isolated_env(tmp_path, FLOORGUARD_CHAIN_URL=server.url("postgres", database))
+    with pytest.raises(ChainWriteError, match="floorctl chain init"):
+        AuditChain.from_env(env).append(CANARY, receipt())
+    assert not AuditChain.from_env(env).exists()
+
+
+def test_a_shared_chain_never_creates_its_key(pg: Chain, tmp_path: Path) -> None:
+    chain = AuditChain(PostgresStore(pg.url, timeout=5), tmp_path / "no.key")
+    with pytest.raises(KeyFileError, match="never creates its key"):
+        chain.append(CANARY, receipt())
+    assert not (tmp_path / "no.key").exists()
+    assert pg.chain().head() is None
+
+
+# --- least privilege and tampering ------------------------------------------------------------
+
+
+def test_the_appender_cannot_update_delete_or_truncate_records(pg: Chain) -> None:
+    chain = pg.chain()
+    for n in range(5):
+        chain.append(CANARY, receipt(n=n))
+    for statement in ("UPDATE floorguard.records SET receipt = '{}' WHERE seq = 2",
+                      "DELETE FROM floorguard.records WHERE seq = 4",
+                      "TRUNCATE floorguard.records", "DELETE FROM floorguard.tree",
+                      "UPDATE floorguard.meta SET value = 'x'"):  # fmt: skip
+        with pytest.raises(RuntimeError, match="permission denied"):
+            pg.sql(statement, as_owner=False)
+    assert _verified(pg) == 5
+
+
+def test_the_trigger_refuses_changes_even_by_a_role_granted_update(pg: Chain) -> None:
+    pg.chain().append(CANARY, receipt())
+    pg.sql(f"GRANT UPDATE, DELETE ON floorguard.records TO {pg.appender}")
+    with pytest.raises(RuntimeError, match="append-only"):
+        pg.sql("UPDATE floorguard.records SET ts = ts", as_owner=False)
+    with pytest.raises(RuntimeError, match="append-only"):
+        pg.sql("DELETE FROM floorguard.records", as_owner=False)
+    with pytest.raises(RuntimeError, match="append-only"):  # a superuser, not the owner
+        pg.server.psql("UPDATE floorguard.records SET ts = ts", database=pg.database)
+    assert _verified(pg) == 1
+
+
+def test_a_record_edited_by_the_owner_is_caught_by_the_verifier(pg: Chain) -> None:
+    chain = pg.chain()
+    for n in range(4):
+        chain.append(CANARY, receipt(n=n))
+    pg.sql("UPDATE floorguard.records SET receipt = replace(receipt, '\"n\":1', '\"n\":7')"
+           " WHERE seq = 1")  # fmt: skip
+    report = verify_slice(_export(pg), key=bytes.fromhex(pg.key_file.read_text().strip()))
+    assert not report.intact
+    assert any(error.seq == 1 for error in report.integrity_errors)
+
+
+# --- many hosts, many processes --------------------------------------------------------------
+
+APPENDER = textwrap.dedent(
+    """
+    import os, sys, time
+    from floorguard._time import now_ts
+    from floorguard.chain import AuditChain
+    from floorguard.errors import ChainError
+
+    worker, count, stop = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    chain = AuditChain.shared()
+    sys.stdout.write("ready\\n")
+    sys.stdout.flush()
+    sys.stdin.readline()  # start together
+    n = 0
+    while (count < 0 or n < count) and not os.path.exists(stop):
+        started = time.monotonic()
+        try:
+            record = chain.append(
+                "adapter.canary_receipt",
+                {"kind": "adapter.canary_receipt", "schema_version": 1, "ts": now_ts(),
+                 "worker": worker, "n": n},
+            )
+        except ChainError as exc:
+            line = f"refused {time.monotonic() - started:.3f} {exc}"
+            sys.stdout.write(" ".join(line.split()) + "\\n")
+            sys.stdout.flush()
+            time.sleep(0.05)
+            continue
+        # Acknowledged only once append has returned, i.e. once the record is committed.
+        sys.stdout.write(f"ok {record.seq} {record.receipt_id}\\n")
+        sys.stdout.flush()
+        n += 1
+    """
+)
+
+
+def _start(env: dict[str, str], workers: int, count: int, stop: Path, tag: str
+           ) -> list[subprocess.Popen[str]]:  # fmt: skip
+    procs = [
+        subprocess.Popen([sys.executable, "-c", APPENDER, f"{tag}{w}", str(count), str(stop)],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        for w in range(workers)
+    ]  # fmt: skip
+    for proc in procs:
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+    return procs
+
+
+def _go(procs: list[subprocess.Popen[str]]) -> None:
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+
+
+def _export(pg: Chain) -> list[str]:
+    done = floorctl("chain", "export", env=pg.env(pg.key_file.parent))
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines(keepends=True)
+
+
+def _verified(pg: Chain) -> int:
+    """Export with floorctl, verify with the key and the stored tree; the record count."""
+    lines = _export(pg)
+    report = verify_slice(lines, key=bytes.fromhex(pg.key_file.read_text().strip()))
+    assert report.intact, report.integrity_errors[:5]
+    assert [json.loads(line)["seq"] for line in lines] == list(range(len(lines)))
+    assert assert_tree_matches_records(pg.chain()) == len(lines)
+    return len(lines)
+
+
+def _host_home(pg: Chain, tmp_path: Path, name: str) -> dict[str, str]:
+    """A simulated host: its own FLOORGUARD_HOME with its own copy of the fleet's key."""
+    home = tmp_path / name
+    home.mkdir()
+    key = home / "chain.key"
+    shutil.copy(pg.key_file, key)
+    key.chmod(0o600)
+    env = pg.env(home)
+    env["FLOORGUARD_CHAIN_KEY_FILE"] = str(key)
+    return env
+
+
+def test_two_hosts_four_processes_each_make_one_linear_chain_of_1600(
+    pg: Chain, tmp_path: Path
+) -> None:
+    stop = tmp_path / "stop"
+    procs = [
+        *_start(_host_home(pg, tmp_path, "host-a"), 4, 200, stop, "a"),
+        *_start(_host_home(pg, tmp_path, "host-b"), 4, 200, stop, "b"),
+    ]
+    _go(procs)
+    acknowledged: list[str] = []
+    for proc in procs:
+        out, _ = proc.communicate(timeout=300)
+        assert proc.returncode == 0
+        acknowledged += out.splitlines()
+    assert len(acknowledged) == 1600 and all(line.startswith("ok ") for line in acknowledged)
+    assert _verified(pg) == 1600
+    lines = [json.loads(line) for line in _export(pg)]
+    assert {f"ok {r['seq']} {r['receipt_id']}" for r in lines} == set(acknowledged)
+    assert {r["receipt"]["worker"] for r in lines} == {f"{h}{w}" for h in "ab" for w in range(4)}
+    assert len({r["chain_id"] for r in lines}) == 1
+
+
+def test_kill_9_of_appenders_loses_no_acknowledged_record(pg: Chain, tmp_path: Path) -> None:
+    rng = random.Random(1306)
+    acknowledged: list[str] = []
+    for round_ in range(3):
+        procs = _start(pg.env(tmp_path), 4, -1, tmp_path / "never", f"r{round_}-")
+        _go(procs)
+        time.sleep(rng.uniform(0.3, 1.0))
+        for proc in rng.sample(procs, len(procs)):
+            time.sleep(rng.uniform(0.0, 0.1))
+            proc.send_signal(signal.SIGKILL)
+        for proc in procs:
+            out, _ = proc.communicate(timeout=60)
+            assert proc.returncode == -signal.SIGKILL
+            # The last line may be cut by the kill: only whole lines were acknowledged.
+            whole = out.split("\n")[:-1]
+            acknowledged += [line for line in whole if line.startswith("ok ")]
+    assert acknowledged
+    stored = {f"ok {r['seq']} {r['receipt_id']}" for r in map(json.loads, _export(pg))}
+    assert set(acknowledged) <= stored
+    pg.chain().append(CANARY, receipt(after="kills"))
+    assert _verified(pg) == len(stored) + 1
+
+
+def test_a_server_stopped_mid_run_refuses_appends_within_the_timeout_then_recovers(
+    pg: Chain, tmp_path: Path
+) -> None:
+    stop = tmp_path / "stop"
+    procs = _start(pg.env(tmp_path, FLOORGUARD_CHAIN_TIMEOUT="2"), 3, -1, stop, "w")
+    _go(procs)
+    time.sleep(0.5)
+    pg.server.stop_immediately()
+    try:
+        time.sleep(1.5)
+    finally:
+        pg.server.start()
+    time.sleep(1.0)
+    stop.touch()
+    outputs = []
+    for proc in procs:
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 0
+        outputs.append(out.splitlines())
+    refusals = [line for lines in outputs for line in lines if line.startswith("refused ")]
+    assert refusals, "no append was attempted during the outage"
+    for line in refusals:
+        elapsed = float(line.split()[1])
+        assert elapsed < 2 + 5, line  # the timeout, plus slack for a loaded machine
+        assert redact(pg.url) in line and "password" not in line
+    for lines in outputs:
+        # Every appender appended again once the server was back.
+        last_refusal = max(i for i, line in enumerate(lines) if line.startswith("refused "))
+        assert any(line.startswith("ok ") for line in lines[last_refusal:]), lines[-3:]
+    acknowledged = {line for lines in outputs for line in lines if line.startswith("ok ")}
+    stored = {f"ok {r['seq']} {r['receipt_id']}" for r in map(json.loads, _export(pg))}
+    assert acknowledged <= stored
+    assert _verified(pg) == len(stored)
+
+
+def test_an_append_waiting_on_a_held_lock_refuses_within_the_timeout(pg: Chain) -> None:
+    import psycopg
+
+    with psycopg.connect(pg.owner_url) as holder:
+        holder.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
+        chain = pg.chain(FLOORGUARD_CHAIN_TIMEOUT="1")
+        with pytest.raises(ChainWriteError, match=r"held the chain for more than 1s"):
+            chain.append(CANARY, receipt())
+        holder.rollback()
+    chain.append(CANARY, receipt())  # the same object goes on once the lock is free
+    assert _verified(pg) == 1
+
+
+# --- the spawn path -------------------------------------------------------------------------
+
+
+def test_a_spawn_is_recorded_in_the_shared_chain(pg: Chain, tmp_path: Path) -> None:
+    host = Host(tmp_path / "h", {"aider": floor("0.60.0")})
+    extra = {"FLOORGUARD_CHAIN_URL": pg.url, "FLOORGUARD_CHAIN_KEY_FILE": str(pg.key_file)}
+    result = host.preflight("aider", version="0.70.0", **extra)
+    assert result["verdict"] == "permit", result
+    lines = [json.loads(line) for line in _export(pg)]
+    assert [r["receipt_id"] for r in lines] == [result["receipt_id"]]
+    assert not (host.home / "chain.sqlite3").exists()
+
+
+@pytest.mark.parametrize(
+    "where",
+    ["unreachable", "unknown role", "wrong password"],
+)
+def test_a_spawn_is_refused_when_the_database_cannot_record_it(
+    pg: Chain, tmp_path: Path, where: str
+) -> None:
+    if where == "unreachable":
+        url = f"postgresql:///{pg.database}?host={tmp_path}/nowhere&user={pg.appender}"
+    elif where == "unknown role":
+        url = pg.server.url("no_such_role", pg.database)
+    else:
+        pg.server.psql(f"ALTER ROLE {pg.appender} PASSWORD 'right'")
+        url = (f"postgresql://{pg.appender}:wrong@localhost:1/{pg.database}"
+               f"?host={pg.server.socket_dir}&sslmode=disable")  # fmt: skip
+    host = Host(tmp_path / "h", {"aider": floor("0.60.0")})
+    started = time.monotonic()
+    result = host.preflight("aider", version="0.70.0", FLOORGUARD_CHAIN_URL=url,
+                            FLOORGUARD_CHAIN_KEY_FILE=str(pg.key_file),
+                            FLOORGUARD_CHAIN_TIMEOUT="2")  # fmt: skip
+    assert time.monotonic() - started < 60
+    assert result["raised"] == "SpawnRefused"
+    assert result["verdict"] is None  # nothing could be recorded, so nothing is decided
+    assert "could not be recorded in the audit chain" in result["message"]
+    assert "wrong" not in result["message"]  # the password is never echoed
+    assert pg.chain().head() is None
+
+
+# --- one verifier for both stores -------------------------------------------------------------
+
+
+def test_exports_from_postgres_and_sqlite_of_the_same_decisions_verify_alike(
+    pg: Chain, tmp_path: Path
+) -> None:
+    key = pg.key_file
+    stores = {
+        "postgres": store_from_env(pg.env(tmp_path)),
+        "sqlite": store_from_env(isolated_env(tmp_path / "local")),
+    }
+    exports: dict[str, Path] = {}
+    for name, store in stores.items():
+        chain = AuditChain(store, key, clock=ticking_clock().__next__)
+        for n in range(7):
+            chain.append(CANARY, {**receipt(n=n), "ts": "2026-01-01T00:00:00Z"})
+        exports[name] = tmp_path / f"{name}.jsonl"
+        exports[name].write_text("".join(line + "\n" for line in chain.export_lines()))
+    bodies = {
+        name: [
+            {k: v for k, v in json.loads(line).items() if k not in ("chain_id", "prev", "mac")}
+            for line in path.read_text().splitlines()
+        ]
+        for name, path in exports.items()
+    }
+    assert bodies["postgres"] == bodies["sqlite"]
+    for path in exports.values():
+        for verifier in (FLOORCTL, FLOORGUARD):
+            done = subprocess.run(
+                [*verifier, "verify", "chain", str(path), "--key-file", str(key), "--json"],
+                capture_output=True, text=True, env=isolated_env(tmp_path / "v"), timeout=60,
+            )  # fmt: skip
+            assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_checkpoint_prove_and_verify_inclusion_work_on_the_shared_chain(
+    pg: Chain, tmp_path: Path
+) -> None:
+    chain = pg.chain()
+    for n in range(6):
+        chain.append(CANARY, receipt(n=n))
+    env = pg.env(tmp_path / "auditor")
+    assert floorctl("keygen", "--out", str(tmp_path / "keys"), env=env).returncode == 0
+    sign = ("--signing-key", str(tmp_path / "keys" / "signing.key"))
+    cp = tmp_path / "head.cp"
+    done = floorctl("chain", "checkpoint", *sign, "--out", str(cp), env=env)
+    assert done.returncode == 0, done.stderr
+    proof = tmp_path / "p.json"
+    done = floorctl("chain", "prove", "--seq", "3", "--checkpoint", str(cp), "--out", str(proof),
+                    env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    done = floorctl("verify", "inclusion", str(proof), "--checkpoint", str(cp), "--pubkey",
+                    str(tmp_path / "keys" / "signing.pub"), env=env)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_psycopg_is_imported_only_when_a_chain_url_is_set(tmp_path: Path) -> None:
+    code = (
+        "import sys\n"
+        "from floorguard.chain import AuditChain\n"
+        "chain = AuditChain.from_env()\n"
+        "chain.append('adapter.canary_receipt', {'kind': 'adapter.canary_receipt',"
+        " 'schema_version': 1, 'ts': '2026-01-01T00:00:00Z'})\n"
+        "print(type(chain.store).__name__, 'psycopg' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], env=isolated_env(tmp_path),
+                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["SqliteStore", "False"]
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "soon", "nan", "inf"])
+def test_an_unusable_timeout_is_refused_by_name(tmp_path: Path, value: str) -> None:
+    env = isolated_env(tmp_path, FLOORGUARD_CHAIN_URL="postgresql:///x",
+                       FLOORGUARD_CHAIN_TIMEOUT=value)  # fmt: skip
+    with pytest.raises(ChainError, match="FLOORGUARD_CHAIN_TIMEOUT"):
+        store_from_env(env)
+
+
+def test_a_forked_child_appends_on_its_own_connection_and_leaves_the_parents_alone(
+    pg: Chain,
+) -> None:
+    chain = pg.chain()
+    chain.append(CANARY, receipt(who="parent"))
+    store = chain.store
+    assert isinstance(store, PostgresStore) and store._conn is not None
+    session = store._conn.info.backend_pid
+    pid = os.fork()
+    if pid == 0:  # the child: its inherited connection is the parent's socket
+        code = 1
+        try:
+            chain.append(CANARY, receipt(who="child"))
+            chain.close()  # closing the inherited connection must not end the parent's
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    chain.append(CANARY, receipt(who="parent again"))
+    assert store._conn is not None and store._conn.info.backend_pid == session  # kept
+    assert [r["receipt"]["who"] for r in map(json.loads, _export(pg))] == [
+        "parent", "child", "parent again"
+    ]  # fmt: skip
+    assert _verified(pg) == 3
