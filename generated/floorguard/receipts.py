@@ -46,6 +46,8 @@ UPDATE_FIELDS = frozenset(
 EMBEDDED_FIELDS = frozenset({"new_floor_map", "diff"})
 BY_REFERENCE_FIELDS = frozenset({"new_floor_map_adapters", "diff_digest", "conflicts_digest"})
 
+NO_TRUSTED_SIGNATURE = "no signature verifies against a trusted key"
+
 
 def map_by_reference(receipt: Mapping[str, Any]) -> bool:
     """True when an update receipt names its new map by hash instead of carrying it."""
@@ -240,7 +242,7 @@ def check_receipt_document(
             raise VerificationError("a signed receipt needs a public key to verify against")
         verified = verify_update_envelope(data, trusted)
         if not verified.key_ids:
-            raise VerificationError("no signature verifies against a trusted key")
+            raise VerificationError(NO_TRUSTED_SIGNATURE)
         return CheckedReceipt(
             verified.receipt,
             verified.receipt_id,

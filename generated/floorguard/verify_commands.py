@@ -191,14 +191,23 @@ def verify_receipt(
     """``verify receipt``: the signature (or, with ``content_only``, an unsigned receipt's
     content address), then the map it pins against ``floor_map``. Raises VerificationError
     (naming ``path``), FloorMapError and UnreadableFileError."""
-    from floorguard.receipts import check_receipt_document
+    from floorguard.receipts import NO_TRUSTED_SIGNATURE, check_receipt_document
 
     data = read_regular(path, max_bytes=files.MAX_RECEIPT_BYTES, what="receipt")
-    trusted = receipt_keys(data, pubkey, os.environ if environ is None else environ, notify)
+    env = os.environ if environ is None else environ
+    trusted = receipt_keys(data, pubkey, env, notify)
     try:
         checked = check_receipt_document(data, trusted, content_only=content_only)
     except VerificationError as exc:
-        raise VerificationError(f"{path}: {exc}") from exc
+        # The key in use is only a guess at the signer: say which one was tried and how
+        # to name the right one, rather than leave a newcomer with "no signature verifies".
+        hint = ""
+        if pubkey is None and trusted is not None and str(exc) == NO_TRUSTED_SIGNATURE:
+            hint = (
+                f" (tried the public half of {signing_key_path(env)}, the signing key in use; "
+                "pass --pubkey with the signer's public key)"
+            )
+        raise VerificationError(f"{path}: {exc}{hint}") from exc
     if floor_map is not None:
         map_hash = map_file_hash(floor_map, module_hash)
         if map_hash != checked.pinned_map_hash:
