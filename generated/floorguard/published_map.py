@@ -136,9 +136,15 @@ def load(path: Path, keys_path: Path, builtin: ActiveMap, now: _dt.datetime) -> 
 
     data = _read(path, MAX_MAP_BYTES, "published floor map")
     envelope = _read(Path(str(path) + SIGNATURE_SUFFIX), MAX_ENVELOPE_BYTES, "signature")
-    trusted = trust.parse_trusted_keys(
-        _read(keys_path, MAX_TRUSTED_KEYS_BYTES, "trusted keys"), str(keys_path)
-    )
+    try:
+        trusted = trust.parse_trusted_keys(
+            _read(keys_path, MAX_TRUSTED_KEYS_BYTES, "trusted keys"), str(keys_path)
+        )
+    except VerificationError as exc:
+        if keys_path != PACKAGE_KEYS:
+            raise
+        # The package's own file trusts nobody by design: name the setting that fixes it.
+        raise VerificationError(f"{exc} (set {ENV_KEYS} to the publisher's public key)") from exc
     trust.verify_detached(data, envelope, trusted, payload_type=PAYLOAD_TYPE)
     published = parse(data, str(path))
     check_current(published, builtin, now)
