@@ -433,7 +433,12 @@ def register_exec(commands: _SubParsers) -> None:
         "recorded in the audit chain first.",
     )
     run.add_argument("adapter", metavar="ADAPTER")
-    run.add_argument("argv", metavar="-- ARGS", nargs=argparse.REMAINDER)
+    args = run.add_argument(
+        "argv", metavar="-- ARGS", nargs=argparse.REMAINDER, help="the adapter's arguments"
+    )
+    # REMAINDER matches nothing as well: without this a missing ADAPTER is reported as
+    # "required: ADAPTER, -- ARGS", telling the user to give arguments they need not.
+    args.required = False
     run.set_defaults(handler=_exec)
 
 
