@@ -262,3 +262,22 @@ def test_exec_without_an_adapter_does_not_ask_for_arguments_it_does_not_need(wal
 def test_the_version_flags_of_both_clis(walk: Walk) -> None:
     assert re.fullmatch(r"floorctl \S+ \(floorguard \S+\)\n", walk.run("floorctl -V").stdout)
     assert re.fullmatch(r"floorguard \S+\n", walk.run("python -m floorguard -V").stdout)
+
+
+def test_the_readme_configuration_block_is_a_valid_configuration(walk: Walk) -> None:
+    project = walk.root / "configured"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(fenced("toml")[0])
+    done = subprocess.run(
+        [str(BIN / "floorctl"), "refresh", "--check"],
+        cwd=project,
+        env=walk.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    # Read and accepted (a configuration error is exit 2): what fails is the first file it
+    # names that this empty project lacks.
+    assert done.returncode == 1, done.stderr
+    assert "keys/feed-publishers.pem: cannot read the trusted keys" in done.stderr
