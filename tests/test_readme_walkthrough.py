@@ -281,3 +281,11 @@ def test_the_readme_configuration_block_is_a_valid_configuration(walk: Walk) -> 
     # names that this empty project lacks.
     assert done.returncode == 1, done.stderr
     assert "keys/feed-publishers.pem: cannot read the trusted keys" in done.stderr
+
+
+def test_a_canary_version_of_the_wrong_form_is_shown_one_of_the_right_form(walk: Walk) -> None:
+    documented("exit 2, recording nothing, for an adapter not in the map or a bad version")
+    done = walk.run("floorctl canary record --adapter claude --version 1.0 --result pass")
+    assert done.returncode == 2
+    shown = r"--version '1\.0' is not a SemVer version such as claude's floor \d+\.\d+\.\d+\n"
+    assert re.search(shown + r"\Z", done.stderr), done.stderr

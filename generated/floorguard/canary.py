@@ -175,7 +175,11 @@ def input_problem(adapter: str, version: str, advisory: Advisory | None) -> str 
         return f"adapter {adapter!r} is not in the floor map in force: nothing to certify"
     seen = parse_version(version, advisory.order)
     if seen is None:
-        return f"--version {version!r} is not a {versions.order_name(advisory.order)} version"
+        # Show a version of the right form: the floor's, when the entry has one.
+        like = f" such as {adapter}'s floor {advisory.min_safe_version}"
+        example = like if advisory.min_safe_version is not None else ""
+        order = versions.order_name(advisory.order)
+        return f"--version {version!r} is not a {order} version{example}"
     unlike = _unlike_floor(seen, advisory.min_safe_version, advisory.order)
     if unlike:
         return (
