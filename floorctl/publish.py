@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from floorctl import atomic
-from floorctl.errors import ModuleError
+from floorctl.errors import DowngradeRefused, ModuleError
 from floorguard import dsse, published_map
 from floorguard._canonical import canonical_bytes
 from floorguard._time import format_ts
@@ -50,6 +50,34 @@ def build(module_text: str, source: str, expires: _dt.datetime) -> bytes:
     )
 
 
+def refuse_rollback(map_path: Path, new: published_map.PublishedMap) -> None:
+    """Refuse to replace a published map with an older one, or with another map of the same
+    version: hosts that took the one there keep it (they never go back), so they would refuse
+    the replacement and fall back to their built-in map. Raises DowngradeRefused.
+
+    Whatever is at ``map_path`` that is not a readable published map (nothing, a damaged
+    file) is simply replaced."""
+    try:
+        old = published_map.parse(
+            read_regular(map_path, max_bytes=MAX_MAP_BYTES, what="published map"), str(map_path)
+        )
+    except (UnreadableFileError, FloorMapError, OSError):
+        return
+    if old.map_version > new.map_version:
+        raise DowngradeRefused(
+            f"{map_path} is map version {old.map_version}; publishing version "
+            f"{new.map_version} over it would roll hosts back (they keep the newer one and "
+            "refuse this); --allow-downgrade to publish it anyway"
+        )
+    if old.map_version == new.map_version and old.floor_map_hash != new.floor_map_hash:
+        raise DowngradeRefused(
+            f"{map_path} is another map of the same version {new.map_version} "
+            f"({old.floor_map_hash}); hosts that took it refuse this one "
+            f"({new.floor_map_hash}): refresh the module to a new map version first, or "
+            "--allow-downgrade"
+        )
+
+
 def publish(
     module: Path,
     out_dir: Path,
@@ -57,8 +85,11 @@ def publish(
     *,
     now: _dt.datetime,
     expires_in: _dt.timedelta,
+    allow_downgrade: bool = False,
 ) -> Published:
-    """Write ``out_dir/floor-map.json`` and its ``.dsse``. Raises ModuleError, OSError."""
+    """Write ``out_dir/floor-map.json`` and its ``.dsse``. Raises ModuleError, OSError, and
+    DowngradeRefused (without ``allow_downgrade``) when the map already published there is
+    newer, or another map of the same version."""
     try:
         data = read_regular(module, max_bytes=MAX_MAP_BYTES, what="floor-map module")
         text = data.decode("utf-8")
@@ -69,8 +100,10 @@ def publish(
     data = build(text, str(module), now + expires_in)
     parsed = published_map.parse(data, str(module))  # what the runtime will check, checked now
     envelope = dsse.sign(published_map.PAYLOAD_TYPE, data, key).to_bytes()
-    out_dir.mkdir(parents=True, exist_ok=True)
     map_path = out_dir / MAP_NAME
+    if not allow_downgrade:
+        refuse_rollback(map_path, parsed)
+    out_dir.mkdir(parents=True, exist_ok=True)
     signature_path = out_dir / (MAP_NAME + published_map.SIGNATURE_SUFFIX)
     # A map beside a signature of other bytes is refused by every host: a failed write puts
     # both back. A publish killed between the two renames leaves such a pair (refused, never

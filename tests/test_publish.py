@@ -123,3 +123,55 @@ def test_a_published_map_round_trips_into_a_host(
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == entries_hash(newer)
     assert run.stderr == ""
+
+
+def test_refuses_to_publish_an_older_map_over_a_newer_one(
+    tmp_path: Path, publisher: tuple[Path, Path]
+) -> None:
+    # Hosts keep the highest version they took: an older map published over it would be
+    # refused by all of them, which silently puts them back on their built-in map.
+    newer, older = tmp_path / "newer.py", tmp_path / "older.py"
+    newer.write_text(map_module({"aider": floor("0.70.0")}, version=8))
+    older.write_text(map_module({"aider": floor("0.60.0")}, version=7))
+    out = tmp_path / "site"
+    assert publish(newer, out, publisher, tmp_path).returncode == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    refused = publish(older, out, publisher, tmp_path)
+    assert refused.returncode == 1
+    assert "is map version 8; publishing version 7 over it would roll hosts back" in (
+        refused.stderr
+    )
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    forced = floorctl_here(
+        "publish", "--out", str(out), "--module", str(older), "--signing-key",
+        str(publisher[0]), "--allow-downgrade", home=tmp_path / "home",
+    )  # fmt: skip
+    assert forced.returncode == 0, forced.stderr
+    assert json.loads((out / "floor-map.json").read_bytes())["map_version"] == 7
+
+
+def test_refuses_another_map_of_the_same_version_but_republishes_the_same_map(
+    tmp_path: Path, publisher: tuple[Path, Path]
+) -> None:
+    first, other = tmp_path / "first.py", tmp_path / "other.py"
+    first.write_text(map_module({"aider": floor("0.70.0")}, version=8))
+    other.write_text(map_module({"aider": floor("0.71.0")}, version=8))
+    out = tmp_path / "site"
+    assert publish(first, out, publisher, tmp_path).returncode == 0
+    refused = publish(other, out, publisher, tmp_path)
+    assert refused.returncode == 1
+    assert "another map of the same version 8" in refused.stderr
+    # The same map again (a new expiry, say) is what a scheduled publish does: allowed.
+    again = publish(first, out, publisher, tmp_path)
+    assert again.returncode == 0, again.stderr
+
+
+def test_publishes_over_a_damaged_file(tmp_path: Path, publisher: tuple[Path, Path]) -> None:
+    module = tmp_path / "floor_map.py"
+    module.write_text(map_module({"aider": floor("0.70.0")}, version=3))
+    out = tmp_path / "site"
+    out.mkdir()
+    (out / "floor-map.json").write_text("not a map")
+    done = publish(module, out, publisher, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads((out / "floor-map.json").read_bytes())["map_version"] == 3

@@ -44,20 +44,36 @@ from floorguard._time import utc_now
     metavar="DAYS",
     help="Days until hosts stop accepting this map (freeze protection).",
 )
+@click.option(
+    "--allow-downgrade",
+    is_flag=True,
+    help="Publish over a newer map (or another map of the same version) in --out.",
+)
 @json_option
 def command(
-    out_dir: Path, module: Path, signing_key: Path | None, expires_in: int, as_json: bool
+    out_dir: Path,
+    module: Path,
+    signing_key: Path | None,
+    expires_in: int,
+    allow_downgrade: bool,
+    as_json: bool,
 ) -> None:
     """Publish the module's floor map as signed canonical JSON.
 
     Hosts use it when FLOORGUARD_FLOOR_MAP names floor-map.json and the signature checks
-    against their trusted publisher keys.
+    against their trusted publisher keys. A newer map already in --out (or another map of
+    the same version) is not replaced without --allow-downgrade: hosts never go back.
     """
     key = keys.resolve_signing_key(
         signing_key, dict(os.environ), notify=lambda m: notice(f"floorctl: {m}")
     ).key
     done = publish.publish(
-        module, out_dir, key, now=utc_now(), expires_in=_dt.timedelta(days=expires_in)
+        module,
+        out_dir,
+        key,
+        now=utc_now(),
+        expires_in=_dt.timedelta(days=expires_in),
+        allow_downgrade=allow_downgrade,
     )
     if as_json:
         emit_json(
