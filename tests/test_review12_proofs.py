@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers.cli import floorctl, isolated_env
+from helpers.cli import isolated_env
+from test_tlog_e2e import ctl, guard, ok
 
 from floorguard import merkle
 
@@ -25,22 +26,6 @@ CODE = (
     "    except floorguard.SpawnRefused as exc:\n"
     "        print(exc)\n"
 )
-
-
-def ctl(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return floorctl(*args, cwd=root, state=root / "state")
-
-
-def guard(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*FLOORGUARD, *args], cwd=root, env=isolated_env(root / "state"),
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
-
-
-def ok(done: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done
 
 
 def preflights(root: Path, *versions: str) -> subprocess.CompletedProcess[str]:

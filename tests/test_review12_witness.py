@@ -6,53 +6,17 @@ from __future__ import annotations
 
 import base64
 import fcntl
-import hashlib
 import json
 import os
 from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
-from test_tlog_e2e import ctl, guard, log, name_of, ok, witnessed
+from test_tlog_e2e import ctl, forked, guard, log, name_of, ok, witnessed
 
-from floorguard import checkpoint, merkle, tlog
-from floorguard.chain import ChainRecord, canonical_json, record_mac
+from floorguard import checkpoint, tlog
 
 __all__ = ["log"]  # the module-scoped fixture: a real 11-record log, one.cp (5), two.cp (11)
-
-
-def _fork(log: Path, folder: Path) -> tuple[Path, Path, Path]:
-    """A log operator holding every key rewrites record 1 and re-signs: the forked slice
-    (from genesis), its size-11 checkpoint and its best consistency proof from size 5."""
-    key = bytes.fromhex((log / "state" / "floorguard" / "chain.key").read_text().strip())
-    records = [
-        tlog.record_of_line(line) for line in ok(ctl(log, "chain", "export")).stdout.splitlines()
-    ]
-    lines, prev = [], None
-    for record in records:
-        receipt = dict(record.receipt)
-        if record.seq == 1:
-            receipt["version"] = "0.61.1"
-        receipt_id = "sha256:" + hashlib.sha256(canonical_json(receipt).encode()).hexdigest()
-        draft = ChainRecord(record.seq, record.ts, record.chain_id, record.event, receipt_id,
-                            receipt, prev or record.prev, "")  # fmt: skip
-        sealed = ChainRecord(**{**draft.__dict__, "mac": record_mac(key, draft.body_bytes())})
-        lines.append(sealed.to_json_line())
-        prev = sealed.digest()
-    tree = merkle.CompactRange()
-    levels: dict[tuple[int, int], bytes] = {}
-    for line in lines:
-        for level, index, value in tree.append(merkle.leaf_hash(line.encode())):
-            levels[level, index] = value
-    signer = load_pem_private_key((log / "keys" / "signing.key").read_bytes(), None)
-    cp = checkpoint.new_checkpoint(records[0].chain_id, 11, tree.root())
-    (folder / "fork.cp").write_text(checkpoint.sign(cp, signer))  # type: ignore[arg-type]
-    hashes = merkle.consistency_proof(5, 11, lambda level, index: levels[level, index])
-    proof = {"origin": cp.origin, "old_size": 5, "new_size": 11,
-             "hashes": [base64.b64encode(h).decode() for h in hashes]}  # fmt: skip
-    (folder / "fork-proof.json").write_text(json.dumps(proof))
-    (folder / "fork.jsonl").write_text("".join(line + "\n" for line in lines))
-    return folder / "fork.jsonl", folder / "fork.cp", folder / "fork-proof.json"
 
 
 def both(log: Path, *args: str) -> tuple[int, str, str]:
@@ -133,7 +97,8 @@ def test_a_forked_log_from_genesis_is_not_proven_against_the_last_audits_checkpo
 ) -> None:
     # The last audit ended at one.cp; since then the operator rewrote record 1 and re-signed.
     # The forked slice from genesis matches its own checkpoint, but not where the audit ended.
-    fork, fork_cp, fork_proof = _fork(log, tmp_path)
+    fork_cp, fork_proof = forked(log, tmp_path)
+    fork = tmp_path / "fork.jsonl"
     code, out, _ = both(log, "verify", "chain", str(fork), "--checkpoint", str(fork_cp),
                         "--pubkey", "keys/signing.pub", "--previous-checkpoint", "one.cp",
                         "--consistency", str(fork_proof))  # fmt: skip

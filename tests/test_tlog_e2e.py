@@ -235,7 +235,8 @@ def test_a_record_rewritten_in_the_chain_is_never_proven_consistent(
 
 def forked(log: Path, folder: Path) -> tuple[Path, Path]:
     """What a log operator holding every key can show for a rewritten record 1: a signed
-    checkpoint of the rewritten 11-record log and its best consistency proof from size 5."""
+    checkpoint of the rewritten 11-record log and its best consistency proof from size 5
+    (the forked slice itself is written beside them, as fork.jsonl)."""
     key = bytes.fromhex((log / "state" / "floorguard" / "chain.key").read_text().strip())
     records = [
         tlog.record_of_line(line) for line in ok(ctl(log, "chain", "export")).stdout.splitlines()
@@ -263,6 +264,7 @@ def forked(log: Path, folder: Path) -> tuple[Path, Path]:
     proof = {"origin": cp.origin, "old_size": 5, "new_size": 11,
              "hashes": [base64.b64encode(h).decode() for h in hashes]}  # fmt: skip
     (folder / "fork-proof.json").write_text(json.dumps(proof))
+    (folder / "fork.jsonl").write_text("".join(line + "\n" for line in lines))
     return folder / "fork.cp", folder / "fork-proof.json"
 
 
