@@ -21,6 +21,7 @@ import math
 import os
 import re
 import secrets
+import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -44,24 +45,73 @@ _META_VALUE = f"SELECT value FROM {_META} WHERE key = %s"  # noqa: S608
 _INSTALL = "install floorguard[postgres] (psycopg 3) to use FLOORGUARD_CHAIN_URL"
 
 
+# libpq parameters whose values are secrets: never echoed.
+_SECRET_KEYS = frozenset({"password", "sslpassword"})
+_PAIR = re.compile(r"([A-Za-z_]+)\s*=\s*('(?:[^'\\]|\\.)*'|[^\s']+)")
+
+
 def redact(url: str) -> str:
-    """``url`` without its password, for messages (URL or key=value form)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        parts = None
-    if parts is not None and parts.scheme in ("postgresql", "postgres"):
+    """``url`` without its secrets (password, sslpassword), for messages.
+
+    Only what parses is echoed: a URL that cannot be split names its scheme alone, and of
+    a key=value string only its well-formed pairs are kept (a stray word could be the rest
+    of a password with a space in it).
+    """
+    scheme, sep, _ = url.partition("://")
+    if sep and scheme in ("postgresql", "postgres"):
+        try:
+            parts = urlsplit(url)
+        except ValueError:
+            return f"{scheme}://(a URL that cannot be parsed)"
         netloc = parts.netloc
         if "@" in netloc:
             userinfo, _, hosts = netloc.rpartition("@")
             netloc = f"{userinfo.partition(':')[0]}@{hosts}"
-        query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if k != "password"], safe="/")
+        query = urlencode(
+            [(k, v) for k, v in parse_qsl(parts.query) if k not in _SECRET_KEYS], safe="/"
+        )
         return f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "")
-    return re.sub(r"password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)", "password=***", url)
+    return " ".join(
+        f"{key}={'***' if key in _SECRET_KEYS else value}" for key, value in _PAIR.findall(url)
+    )
 
 
 def _one_line(text: str) -> str:
     return " ".join(str(text).split())
+
+
+def _unquoted(text: str) -> str:
+    # libpq's parse errors quote the offending fragment of the URL, which may be a password.
+    return re.sub(r'"[^"]*"', '"..."', _one_line(text))
+
+
+@contextlib.contextmanager
+def _deadline(conn: Any, seconds: float) -> Iterator[threading.Event]:
+    """Cut ``conn``'s socket if the block takes longer than ``seconds``.
+
+    The server-side timeouts end a slow statement; they cannot help when the server (or a
+    box in between) goes silent while the TCP peer keeps acknowledging, and keepalives do
+    not cover a Unix socket: libpq would then wait forever. Shutting the socket down makes
+    the waiting call fail at once. The event tells whether it fired.
+    """
+    fired = threading.Event()
+
+    def cut() -> None:
+        fired.set()
+        with contextlib.suppress(OSError, ValueError):
+            sock = socket.socket(fileno=os.dup(conn.fileno()))
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            finally:
+                sock.close()
+
+    timer = threading.Timer(seconds, cut)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield fired
+    finally:
+        timer.cancel()
 
 
 def _import_psycopg() -> Any:
@@ -92,7 +142,9 @@ def _record_and_nodes(count: int) -> str:
 
 
 _NO_HEAD = object()
-_BEGIN_AND_LOCK = f"BEGIN; SELECT pg_advisory_xact_lock({LOCK_KEY})"
+# READ COMMITTED whatever the session's default: under REPEATABLE READ the snapshot would
+# be taken before the lock is granted, and the head read after it would be stale.
+_BEGIN_AND_LOCK = f"BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock({LOCK_KEY})"
 _HEAD_AND_LEAF = (
     f"SELECT r.*, t.hash FROM ({_HEAD}) r"  # noqa: S608
     f" LEFT JOIN {_TREE} t ON t.level = 0 AND t.idx = r.seq"
@@ -236,6 +288,9 @@ class PostgresStore:
         self.url = url
         self.timeout = timeout
         self.location = redact(url)
+        # The client's own limit on one append (or connection setup): the server's limits
+        # (each ``timeout``) fire first; this one only ends a wait on a silent server.
+        self.silence = 2 * timeout
         self._lock = threading.Lock()
         self._conn: psycopg.Connection[Any] | None = None
         self._conn_pid = 0
@@ -253,7 +308,7 @@ class PostgresStore:
         except pg.Error as exc:
             raise error(
                 f"cannot {doing} the audit chain: FLOORGUARD_CHAIN_URL is not a libpq URL "
-                f"({_one_line(exc)})"
+                f"({_unquoted(exc)})"
             ) from exc
         # The operator's own settings in the URL win; these bound every wait otherwise.
         params.setdefault("connect_timeout", str(max(1, math.ceil(self.timeout))))
@@ -270,6 +325,22 @@ class PostgresStore:
                 f"cannot {doing} the audit chain {self.location}: {self.explain(exc)}"
             ) from exc
         try:
+            with _deadline(conn, self.silence) as fired:
+                return self._configure(conn, error, doing, ms, fired)
+        except BaseException:
+            _close_quietly(conn)
+            raise
+
+    def _configure(
+        self,
+        conn: psycopg.Connection[Any],
+        error: type[ChainError],
+        doing: str,
+        ms: int,
+        fired: threading.Event,
+    ) -> psycopg.Connection[Any]:
+        pg = _import_psycopg()
+        try:
             # The lock wait gives up a little before the statement would, so that a held
             # lock is reported as such.
             settings = conn.execute(
@@ -283,9 +354,8 @@ class PostgresStore:
                 # A decision is returned only once its record is durably committed.
                 conn.execute("SET synchronous_commit = on")
         except pg.Error as exc:
-            _close_quietly(conn)
             raise error(
-                f"cannot {doing} the audit chain {self.location}: {self.explain(exc)}"
+                f"cannot {doing} the audit chain {self.location}: {self.explain(exc, fired)}"
             ) from exc
         return conn
 
@@ -297,11 +367,12 @@ class PostgresStore:
             self._drop_connection()
         conn = self._connect(ChainWriteError, doing)
         try:
-            row = conn.execute(_META_VALUE, ("format",)).fetchone()
+            with _deadline(conn, self.silence) as fired:
+                row = conn.execute(_META_VALUE, ("format",)).fetchone()
         except _import_psycopg().Error as exc:
             _close_quietly(conn)
             raise ChainWriteError(
-                f"cannot {doing} the audit chain {self.location}: {self.explain(exc)}"
+                f"cannot {doing} the audit chain {self.location}: {self.explain(exc, fired)}"
             ) from exc
         if row is None or row[0] != CHAIN_FORMAT:
             _close_quietly(conn)
@@ -341,36 +412,50 @@ class PostgresStore:
         with self._lock:
             for _ in range(2):
                 conn, fresh = self._writer(doing)
-                try:
-                    view = self._open_append(conn)
-                except pg.OperationalError as exc:
-                    self._drop_connection()
-                    if fresh:
+                with _deadline(conn, self.silence) as fired:
+                    try:
+                        view = self._open_append(conn)
+                    except pg.OperationalError as exc:
+                        self._drop_connection()
+                        if fresh or fired.is_set():
+                            raise ChainWriteError(
+                                f"cannot {doing} the audit chain {self.location}: "
+                                f"{self.explain(exc, fired)}"
+                            ) from exc
+                        continue  # a kept connection gone stale (a restart): nothing written
+                    except pg.Error as exc:
+                        self._rollback(conn)
                         raise ChainWriteError(
-                            f"cannot {doing} the audit chain {self.location}: {self.explain(exc)}"
+                            f"cannot {doing} the audit chain {self.location}: "
+                            f"{self.explain(exc, fired)}"
                         ) from exc
-                    continue  # a kept connection gone stale (a restart): nothing was written
-                except pg.Error as exc:
-                    self._rollback(conn)
-                    raise ChainWriteError(
-                        f"cannot {doing} the audit chain {self.location}: {self.explain(exc)}"
-                    ) from exc
-                break
-            try:
-                result = attempt(view)
-                view.flush(commit=True)
-            except (KeyFileError, ChainWriteError):
-                self._rollback(conn)
-                raise
-            except pg.Error as exc:
-                self._rollback(conn)
-                raise ChainWriteError(
-                    f"cannot {doing} the audit chain {self.location}: {self.explain(exc)}"
-                ) from exc
-            except BaseException:
-                self._rollback(conn)
-                raise
-            return result
+                    return self._finish(conn, view, attempt, doing, fired)
+            raise AssertionError("unreachable")  # pragma: no cover
+
+    def _finish(
+        self,
+        conn: psycopg.Connection[Any],
+        view: _View,
+        attempt: Callable[[WriteView], T],
+        doing: str,
+        fired: threading.Event,
+    ) -> T:
+        pg = _import_psycopg()
+        try:
+            result = attempt(view)
+            view.flush(commit=True)
+        except (KeyFileError, ChainWriteError):
+            self._rollback(conn)
+            raise
+        except pg.Error as exc:
+            self._rollback(conn)
+            raise ChainWriteError(
+                f"cannot {doing} the audit chain {self.location}: {self.explain(exc, fired)}"
+            ) from exc
+        except BaseException:
+            self._rollback(conn)
+            raise
+        return result
 
     @staticmethod
     def _open_append(conn: psycopg.Connection[Any]) -> _View:
@@ -417,14 +502,20 @@ class PostgresStore:
         finally:
             _close_quietly(conn)
 
-    def explain(self, exc: BaseException) -> str:
-        """A one-line reason a person can act on, from a psycopg error."""
+    def explain(self, exc: BaseException, silent: threading.Event | None = None) -> str:
+        """A one-line reason a person can act on, from a psycopg error (``silent``: set
+        when the client's own deadline cut the connection)."""
         pg = _import_psycopg()
         errors = pg.errors
         diag = getattr(exc, "diag", None)
         primary = getattr(diag, "message_primary", None) if diag is not None else None
         text = _one_line(primary or str(exc))
         limit = f"{self.timeout:g}s (FLOORGUARD_CHAIN_TIMEOUT)"
+        if silent is not None and silent.is_set():
+            return (
+                f"the database went silent: no answer within {self.silence:g}s "
+                f"(twice FLOORGUARD_CHAIN_TIMEOUT); the connection was cut"
+            )
         if isinstance(exc, errors.LockNotAvailable):
             return f"another appender held the chain for more than {limit}"
         if isinstance(exc, errors.QueryCanceled):
@@ -498,6 +589,25 @@ _DDL = (
 )
 
 
+# What in the chain's schema (the schema itself, its relations, its functions) is owned by a
+# role other than the one running init.
+_FOREIGN_OWNERS = """
+SELECT 'schema ' || n.nspname, pg_catalog.pg_get_userbyid(n.nspowner)
+  FROM pg_catalog.pg_namespace n WHERE n.nspname = %s AND n.nspowner <> (
+    SELECT oid FROM pg_catalog.pg_roles WHERE rolname = current_user)
+UNION ALL
+SELECT 'table ' || c.relname, pg_catalog.pg_get_userbyid(c.relowner)
+  FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+ WHERE n.nspname = %s AND c.relowner <> (
+    SELECT oid FROM pg_catalog.pg_roles WHERE rolname = current_user)
+UNION ALL
+SELECT 'function ' || p.proname, pg_catalog.pg_get_userbyid(p.proowner)
+  FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+ WHERE n.nspname = %s AND p.proowner <> (
+    SELECT oid FROM pg_catalog.pg_roles WHERE rolname = current_user)
+"""
+
+
 def init_schema(url: str, *, timeout: float, grant_to: Iterable[str] = ()) -> dict[str, Any]:
     """Create (idempotently) the chain's schema, tables, append-only triggers and the role
     ``floorguard_appender`` (NOLOGIN; SELECT and INSERT only), and grant that role to the
@@ -518,6 +628,16 @@ def init_schema(url: str, *, timeout: float, grant_to: Iterable[str] = ()) -> di
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
                 existed = conn.execute("SELECT to_regclass(%s)", (_RECORDS,)).fetchone()
                 created = existed is None or existed[0] is None
+                # Whoever owns the schema or anything in it may rewrite records and drop
+                # the triggers: refuse one that another role made (even to a superuser).
+                others = conn.execute(_FOREIGN_OWNERS, (SCHEMA, SCHEMA, SCHEMA)).fetchall()
+                if others:
+                    listing = ", ".join(f"{what} owned by {who}" for what, who in others)
+                    raise ChainWriteError(
+                        f"cannot initialise the audit chain {store.location}: another role "
+                        f"owns part of schema {SCHEMA} ({listing}); run `floorctl chain init` "
+                        "as that role, or drop the schema"
+                    )
                 for statement in _DDL:
                     conn.execute(statement)
                 conn.execute(
