@@ -23,6 +23,7 @@ import re
 import secrets
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
@@ -85,33 +86,76 @@ def _unquoted(text: str) -> str:
     return re.sub(r'"[^"]*"', '"..."', _one_line(text))
 
 
-@contextlib.contextmanager
-def _deadline(conn: Any, seconds: float) -> Iterator[threading.Event]:
-    """Cut ``conn``'s socket if the block takes longer than ``seconds``.
+def _cut(conn: Any) -> None:
+    """Shut ``conn``'s socket down: a call waiting on it fails at once."""
+    with contextlib.suppress(OSError, ValueError):
+        sock = socket.socket(fileno=os.dup(conn.fileno()))
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        finally:
+            sock.close()
+
+
+class _Watchdog:
+    """One thread per process that cuts a connection whose deadline has passed.
 
     The server-side timeouts end a slow statement; they cannot help when the server (or a
     box in between) goes silent while the TCP peer keeps acknowledging, and keepalives do
-    not cover a Unix socket: libpq would then wait forever. Shutting the socket down makes
-    the waiting call fail at once. The event tells whether it fired.
+    not cover a Unix socket: libpq would then wait forever. One long-lived thread (a
+    thread per append would double an append's cost) is armed and disarmed around each
+    wait; it is woken only when a deadline comes earlier than the one it sleeps towards.
     """
-    fired = threading.Event()
 
-    def cut() -> None:
-        fired.set()
-        with contextlib.suppress(OSError, ValueError):
-            sock = socket.socket(fileno=os.dup(conn.fileno()))
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            finally:
-                sock.close()
+    def __init__(self) -> None:
+        self._reset()
 
-    timer = threading.Timer(seconds, cut)
-    timer.daemon = True
-    timer.start()
-    try:
-        yield fired
-    finally:
-        timer.cancel()
+    def _reset(self) -> None:
+        # Also after fork: the child has neither the thread nor a usable lock.
+        self._cond = threading.Condition()
+        self._armed: dict[int, tuple[Any, float, threading.Event]] = {}
+        self._wake_at: float | None = None
+        self._thread: threading.Thread | None = None
+        self._next = 0
+
+    def _run(self) -> None:
+        with self._cond:
+            while True:
+                now = time.monotonic()
+                for token, (conn, deadline, fired) in list(self._armed.items()):
+                    if deadline <= now:
+                        del self._armed[token]
+                        fired.set()
+                        _cut(conn)
+                self._wake_at = min((d for _, d, _ in self._armed.values()), default=None)
+                self._cond.wait(None if self._wake_at is None else self._wake_at - now)
+
+    @contextlib.contextmanager
+    def guard(self, conn: Any, seconds: float) -> Iterator[threading.Event]:
+        """Cut ``conn`` if the block outlasts ``seconds``; the event says whether it did."""
+        fired = threading.Event()
+        deadline = time.monotonic() + seconds
+        with self._cond:
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="floorguard-chain-deadline", daemon=True
+                )
+                self._thread.start()
+            self._next += 1
+            token = self._next
+            self._armed[token] = (conn, deadline, fired)
+            if self._wake_at is None or deadline < self._wake_at:
+                self._wake_at = deadline
+                self._cond.notify()
+        try:
+            yield fired
+        finally:
+            with self._cond:
+                self._armed.pop(token, None)
+
+
+_WATCHDOG = _Watchdog()
+os.register_at_fork(after_in_child=_WATCHDOG._reset)
+_deadline = _WATCHDOG.guard
 
 
 def _import_psycopg() -> Any:
