@@ -273,3 +273,36 @@ def test_import_floorguard_and_a_sqlite_append_never_load_psycopg(tmp_path: Path
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
     assert os.path.exists(tmp_path / "chain.sqlite3") or any(tmp_path.rglob("chain.sqlite3"))
+
+
+# --- a host with another key ------------------------------------------------------------------
+
+
+def _other_key(tmp_path: Path) -> Path:
+    other = tmp_path / "other" / "chain.key"
+    other.parent.mkdir(mode=0o700)
+    other.write_text(os.urandom(32).hex() + "\n")
+    other.chmod(0o600)
+    return other
+
+
+def test_a_host_with_another_key_cannot_write_the_genesis_record(pg: Chain, tmp_path: Path) -> None:
+    # The first append of a fresh shared chain: a host given the wrong key would otherwise
+    # write a genesis that only its key verifies, locking every other host out.
+    stray = {**pg.env(tmp_path / "stray"), "FLOORGUARD_CHAIN_KEY_FILE": str(_other_key(tmp_path))}
+    done = append(stray)
+    assert done.returncode == 1
+    assert "key" in done.stderr and "chain init" in done.stderr
+    assert pg.sql("SELECT count(*) FROM floorguard.records") == "0"
+    assert append(pg.env(tmp_path / "good")).returncode == 0
+    # After genesis the head's MAC already tells: refused before anything is written.
+    assert append(stray).returncode == 1
+    assert pg.sql("SELECT count(*) FROM floorguard.records") == "1"
+    assert verify(pg).returncode == 0
+
+
+def test_chain_init_with_another_key_than_the_fleets_is_refused(pg: Chain, tmp_path: Path) -> None:
+    env = isolated_env(tmp_path / "admin2", FLOORGUARD_CHAIN_KEY_FILE=str(_other_key(tmp_path)))
+    done = floorctl("chain", "init", "--url", pg.owner_url, env=env)
+    assert done.returncode == 1
+    assert "key" in done.stderr

@@ -652,10 +652,14 @@ SELECT 'function ' || p.proname, pg_catalog.pg_get_userbyid(p.proowner)
 """
 
 
-def init_schema(url: str, *, timeout: float, grant_to: Iterable[str] = ()) -> dict[str, Any]:
+def init_schema(
+    url: str, *, timeout: float, grant_to: Iterable[str] = (), key_check: str | None = None
+) -> dict[str, Any]:
     """Create (idempotently) the chain's schema, tables, append-only triggers and the role
     ``floorguard_appender`` (NOLOGIN; SELECT and INSERT only), and grant that role to the
     login roles ``grant_to``. Connects as the URL's role, which owns what it creates.
+    ``key_check`` (``chain_key.key_check`` of the fleet's key) is stored on first init and
+    must match on every later one; appends refuse a key that does not match it.
 
     Returns what was found or made (``created``, ``chain_id``, ``owner``). Raises
     ChainWriteError (unreachable, refused, or a role in ``grant_to`` does not exist).
@@ -689,6 +693,19 @@ def init_schema(url: str, *, timeout: float, grant_to: Iterable[str] = ()) -> di
                     " ON CONFLICT (key) DO NOTHING",
                     (CHAIN_FORMAT, secrets.token_hex(16)),
                 )
+                if key_check is not None:
+                    conn.execute(
+                        f"INSERT INTO {_META} (key, value) VALUES ('key_check', %s)"  # noqa: S608
+                        " ON CONFLICT (key) DO NOTHING",
+                        (key_check,),
+                    )
+                    stored = conn.execute(_META_VALUE, ("key_check",)).fetchone()
+                    if stored is None or stored[0] != key_check:
+                        raise ChainWriteError(
+                            f"cannot initialise the audit chain {store.location}: the chain "
+                            "key here is not the key the chain was initialised with (use the "
+                            "fleet's chain key file: FLOORGUARD_CHAIN_KEY_FILE)"
+                        )
                 fmt = conn.execute(_META_VALUE, ("format",)).fetchone()
                 if fmt is None or fmt[0] != CHAIN_FORMAT:
                     raise ChainWriteError(
