@@ -306,3 +306,48 @@ def test_chain_init_with_another_key_than_the_fleets_is_refused(pg: Chain, tmp_p
     done = floorctl("chain", "init", "--url", pg.owner_url, env=env)
     assert done.returncode == 1
     assert "key" in done.stderr
+
+
+# --- the appender role working around the triggers --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "ALTER TABLE floorguard.records DISABLE TRIGGER records_append_only",
+        "DROP TRIGGER records_append_only ON floorguard.records",
+        "TRUNCATE floorguard.records",
+        "INSERT INTO floorguard.meta VALUES ('key_check', 'x')",
+        "CREATE TABLE floorguard.records2 (seq bigint)",
+        "CREATE OR REPLACE FUNCTION floorguard.refuse_change() RETURNS trigger"
+        " LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$",
+    ],
+)
+def test_the_appender_cannot_switch_off_or_sidestep_the_append_only_rules(
+    pg: Chain, statement: str, tmp_path: Path
+) -> None:
+    assert append(pg.env(tmp_path)).returncode == 0
+    with pytest.raises(RuntimeError, match=r"must be owner|permission denied"):
+        pg.sql(statement, as_owner=False)
+    assert verify(pg).returncode == 0
+
+
+def test_records_and_tree_rows_the_appender_forges_stop_appends_before_they_build_on_them(
+    pg: Chain, tmp_path: Path
+) -> None:
+    env = pg.env(tmp_path)
+    assert append(env).returncode == 0
+    # A leaf for the next index, planted ahead of the real append: refused, nothing written.
+    pg.sql("INSERT INTO floorguard.tree VALUES (0, 1, '\\x00')", as_owner=False)
+    done = append(env)
+    assert done.returncode == 1 and "cannot append" in done.stderr
+    pg.sql("DELETE FROM floorguard.tree WHERE level = 0 AND idx = 1")  # the owner repairs
+    # A record with a forged MAC: the next append refuses to chain onto it.
+    pg.sql(
+        "INSERT INTO floorguard.records SELECT 1, ts, chain_id, event, receipt_id, receipt,"
+        " prev, repeat('0', 64) FROM floorguard.records WHERE seq = 0",
+        as_owner=False,
+    )
+    done = append(env)
+    assert done.returncode == 1 and "does not verify with the key" in done.stderr
+    assert pg.sql("SELECT count(*) FROM floorguard.records") == "2"
