@@ -351,3 +351,23 @@ def test_records_and_tree_rows_the_appender_forges_stop_appends_before_they_buil
     done = append(env)
     assert done.returncode == 1 and "does not verify with the key" in done.stderr
     assert pg.sql("SELECT count(*) FROM floorguard.records") == "2"
+
+
+# --- two chains in one cluster ----------------------------------------------------------------
+
+
+def test_a_host_of_one_chain_cannot_insert_into_another_chain_in_the_same_cluster(
+    pg: Chain, tmp_path: Path
+) -> None:
+    other_owner, other_db = f"{pg.owner}_b", f"{pg.database}_b"
+    pg.server.psql(f"CREATE ROLE {other_owner} LOGIN CREATEROLE")
+    pg.server.psql(f"CREATE DATABASE {other_db} OWNER {other_owner}")
+    env = isolated_env(tmp_path / "b", FLOORGUARD_CHAIN_KEY_FILE=str(tmp_path / "b.key"))
+    done = floorctl("chain", "init", "--url", pg.server.url(other_owner, other_db), env=env)
+    assert done.returncode == 0, done.stderr
+    with pytest.raises(RuntimeError, match="permission denied"):
+        pg.server.psql(
+            "INSERT INTO floorguard.tree VALUES (5, 5, '\\x00')",
+            user=pg.appender,
+            database=other_db,
+        )

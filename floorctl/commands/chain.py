@@ -302,7 +302,8 @@ def consistency(old_file: Path, new_file: Path | None, out: Path | None) -> None
 def init(url: str, grant_to: tuple[str, ...]) -> None:
     """Create, idempotently, the schema of a PostgreSQL audit chain: its tables, triggers
     that refuse UPDATE, DELETE and TRUNCATE to everyone but the tables' owner, and the role
-    floorguard_appender (SELECT and INSERT only), granted to each --grant ROLE.
+    floorguard_appender_DATABASE (SELECT and INSERT only; one per database), granted to each
+    --grant ROLE.
 
     It also makes the chain key here if there is none (FLOORGUARD_CHAIN_KEY_FILE, else
     chain.key in FLOORGUARD_HOME): copy that file to every host that appends; hosts never

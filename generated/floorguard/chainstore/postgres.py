@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import math
 import os
 import re
@@ -35,7 +36,19 @@ if TYPE_CHECKING:
     import psycopg
 
 SCHEMA = "floorguard"
-APPENDER_ROLE = "floorguard_appender"
+APPENDER_ROLE = "floorguard_appender"  # + "_" + the database's name: see appender_role
+
+
+def appender_role(database: str) -> str:
+    """The appenders' role of the chain in ``database``: one per database, because roles
+    are cluster-wide (one shared role would let a host of one chain append to every other
+    chain in the cluster). Longer than PostgreSQL's 63 bytes: a digest of the name."""
+    name = f"{APPENDER_ROLE}_{database}"
+    if len(name.encode("utf-8")) <= 63:
+        return name
+    return f"{APPENDER_ROLE}_{hashlib.sha256(database.encode('utf-8')).hexdigest()[:24]}"
+
+
 # pg_advisory_xact_lock key: "floorgd" as an integer; every appender of the chain takes it.
 LOCK_KEY = int.from_bytes(b"floorgd", "big")
 COLUMNS = "seq, ts, chain_id, event, receipt_id, receipt, prev, mac"
@@ -567,7 +580,7 @@ class PostgresStore:
         if isinstance(exc, errors.InsufficientPrivilege):
             return (
                 f"{text} (the role lacks a privilege: `floorctl chain init` grants "
-                f"{APPENDER_ROLE} SELECT and INSERT; records are append-only)"
+                f"{APPENDER_ROLE}_DATABASE SELECT and INSERT; records are append-only)"
             )
         if isinstance(exc, errors.UndefinedTable | errors.InvalidSchemaName):
             return f"{text} (no floorguard chain here: run `floorctl chain init --url URL`)"
@@ -656,7 +669,7 @@ def init_schema(
     url: str, *, timeout: float, grant_to: Iterable[str] = (), key_check: str | None = None
 ) -> dict[str, Any]:
     """Create (idempotently) the chain's schema, tables, append-only triggers and the role
-    ``floorguard_appender`` (NOLOGIN; SELECT and INSERT only), and grant that role to the
+    ``floorguard_appender_DATABASE`` (NOLOGIN; SELECT and INSERT only), and grant it to the
     login roles ``grant_to``. Connects as the URL's role, which owns what it creates.
     ``key_check`` (``chain_key.key_check`` of the fleet's key) is stored on first init and
     must match on every later one; appends refuse a key that does not match it.
@@ -712,14 +725,16 @@ def init_schema(
                         f"cannot initialise the audit chain {store.location}: it holds format "
                         f"{fmt[0] if fmt else None!r} (this floorguard writes {CHAIN_FORMAT})"
                     )
+                database = conn.execute("SELECT current_database()").fetchone()
+                role_name = appender_role("" if database is None else str(database[0]))
                 role = conn.execute(
-                    "SELECT 1 FROM pg_roles WHERE rolname = %s", (APPENDER_ROLE,)
+                    "SELECT 1 FROM pg_roles WHERE rolname = %s", (role_name,)
                 ).fetchone()
                 if role is None:
                     conn.execute(
-                        sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(APPENDER_ROLE))
+                        sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(role_name))
                     )
-                appender = sql.Identifier(APPENDER_ROLE)
+                appender = sql.Identifier(role_name)
                 for statement in (
                     "GRANT USAGE ON SCHEMA {schema} TO {role}",
                     "REVOKE ALL ON ALL TABLES IN SCHEMA {schema} FROM {role}",
@@ -735,7 +750,7 @@ def init_schema(
                     ).fetchone()
                     if found is None:
                         raise ChainWriteError(
-                            f"cannot grant {APPENDER_ROLE} to {login!r}: no such role in "
+                            f"cannot grant {role_name} to {login!r}: no such role in "
                             f"{store.location} (create the host's login role first)"
                         )
                     conn.execute(sql.SQL("GRANT {} TO {}").format(appender, sql.Identifier(login)))
@@ -751,6 +766,6 @@ def init_schema(
         "created": created,
         "chain_id": None if chain_id is None else chain_id[0],
         "owner": None if owner is None else owner[0],
-        "appender_role": APPENDER_ROLE,
+        "appender_role": role_name,
         "granted_to": list(grant_to),
     }
