@@ -141,6 +141,25 @@ def test_a_server_that_stops_answering_mid_append_cannot_hang_the_spawn(pg: Chai
     assert verify(pg).returncode == 0
 
 
+@pytest.mark.parametrize("trigger", [b"REPEATABLE READ", b"FROM floorguard.records"])
+def test_a_server_that_stops_answering_mid_read_cannot_hang_an_export(
+    pg: Chain, trigger: bytes, tmp_path: Path
+) -> None:
+    assert append(pg.env(tmp_path)).returncode == 0
+    sock = pg.server.socket_dir / ".s.PGSQL.5432"
+    with stalling_proxy(sock, trigger) as proxy:
+        url = f"postgresql://{pg.appender}@127.0.0.1:{proxy.port}/{pg.database}"
+        env = {**pg.env(tmp_path, FLOORGUARD_CHAIN_TIMEOUT="1"), "FLOORGUARD_CHAIN_URL": url}
+        try:
+            done = subprocess.run([sys.executable, "-m", "floorctl", "chain", "export"],
+                                  capture_output=True, text=True, env=env, timeout=30)  # fmt: skip
+        except subprocess.TimeoutExpired:
+            pytest.fail("the export hung for 30 s behind a server that stopped answering")
+        assert proxy.stalled.is_set()
+    assert done.returncode == 1
+    assert "no answer within" in done.stderr and "FLOORGUARD_CHAIN_TIMEOUT" in done.stderr
+
+
 # --- a database whose sessions default to another isolation level -----------------------------
 
 

@@ -223,9 +223,14 @@ class _View:
         stream: bool = False,
         head: Any = _NO_HEAD,
         nodes: dict[tuple[int, int], bytes] | None = None,
+        silence: float | None = None,
     ) -> None:
         self._conn = conn
         self._stream = stream
+        # A reader's limit on each wait for the server (a writer's whole transaction has
+        # one already); ``fired`` tells whether the last one cut the connection.
+        self._silence = silence
+        self.fired = threading.Event()
         self._head = head
         self._nodes = {} if nodes is None else nodes
         self._pending: list[tuple[str, tuple[Any, ...]]] = []
@@ -247,9 +252,21 @@ class _View:
         if commit:
             self._conn.execute("COMMIT")
 
+    def _waiting(self) -> contextlib.AbstractContextManager[Any]:
+        if self._silence is None:
+            return contextlib.nullcontext()
+        return self._guard(self._silence)
+
+    @contextlib.contextmanager
+    def _guard(self, seconds: float) -> Iterator[None]:
+        with _deadline(self._conn, seconds) as fired:
+            self.fired = fired
+            yield
+
     def _one(self, query: str, params: tuple[Any, ...] = ()) -> Any:
         self.flush()
-        return self._conn.execute(query, params).fetchone()
+        with self._waiting():
+            return self._conn.execute(query, params).fetchone()
 
     def record_count(self) -> int:
         row = self._one(f"SELECT max(seq) FROM {_RECORDS}")  # noqa: S608
@@ -284,8 +301,13 @@ class _View:
             else self._conn.cursor()
         )
         with cursor:
-            cursor.execute(query, (first, upper))
-            while batch := cursor.fetchmany(512):
+            with self._waiting():
+                cursor.execute(query, (first, upper))
+            while True:
+                with self._waiting():  # only the wait for the server, not the consumer's
+                    batch = cursor.fetchmany(512)
+                if not batch:
+                    break
                 yield from batch
 
     def first_seq_of(self, receipt_id: str) -> int | None:
@@ -306,10 +328,11 @@ class _View:
         # No flush: every node written in this transaction is in _nodes, so the buffered
         # writes cannot change the answer (and the record's row stays buffered, to go out
         # with the tree's rows in one statement).
-        row = self._conn.execute(
-            f"SELECT hash FROM {_TREE} WHERE level = %s AND idx = %s",  # noqa: S608
-            (level, index),
-        ).fetchone()
+        with self._waiting():
+            row = self._conn.execute(
+                f"SELECT hash FROM {_TREE} WHERE level = %s AND idx = %s",  # noqa: S608
+                (level, index),
+            ).fetchone()
         return None if row is None or row[0] is None else bytes(row[0])
 
     def meta(self, key: str) -> str | None:
@@ -541,20 +564,22 @@ class PostgresStore:
         conn = self._connect(ChainError, "read")
         try:
             try:
-                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                found = conn.execute("SELECT to_regclass(%s)", (_RECORDS,)).fetchone()
+                with _deadline(conn, self.silence) as fired:
+                    conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                    found = conn.execute("SELECT to_regclass(%s)", (_RECORDS,)).fetchone()
             except pg.Error as exc:
                 raise ChainError(
-                    f"cannot read the audit chain {self.location}: {self.explain(exc)}"
+                    f"cannot read the audit chain {self.location}: {self.explain(exc, fired)}"
                 ) from exc
             if found is None or found[0] is None:
                 yield None
                 return
+            view = _View(conn, stream=True, silence=self.silence)
             try:
-                yield _View(conn, stream=True)
+                yield view
             except pg.Error as exc:
                 raise ChainError(
-                    f"cannot read the audit chain {self.location}: {self.explain(exc)}"
+                    f"cannot read the audit chain {self.location}: {self.explain(exc, view.fired)}"
                 ) from exc
         finally:
             _close_quietly(conn)
