@@ -160,6 +160,20 @@ def test_a_server_that_stops_answering_mid_read_cannot_hang_an_export(
     assert "no answer within" in done.stderr and "FLOORGUARD_CHAIN_TIMEOUT" in done.stderr
 
 
+def test_a_port_that_accepts_but_never_answers_refuses_the_append_not_hangs(
+    pg: Chain, tmp_path: Path
+) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as mute:  # the kernel accepts; no one reads
+        url = f"postgresql://{pg.appender}@127.0.0.1:{mute.getsockname()[1]}/{pg.database}"
+        env = {**pg.env(tmp_path, FLOORGUARD_CHAIN_TIMEOUT="1"), "FLOORGUARD_CHAIN_URL": url}
+        try:
+            done = append(env, timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the append hung for 30 s on a port that never answers")
+    assert done.returncode == 1
+    assert "cannot append to the audit chain" in done.stderr
+
+
 # --- a database whose sessions default to another isolation level -----------------------------
 
 
@@ -390,3 +404,21 @@ def test_a_host_of_one_chain_cannot_insert_into_another_chain_in_the_same_cluste
             user=pg.appender,
             database=other_db,
         )
+
+
+def test_two_chain_inits_at_once_both_succeed_with_one_chain_and_one_key(
+    server: object, tmp_path: Path
+) -> None:
+    assert isinstance(server, test_chain_postgres.pgserver.PgServer)
+    database = f"twice_{os.getpid()}_{time.monotonic_ns() % 10**6}"
+    server.psql(f"CREATE DATABASE {database}")
+    env = isolated_env(tmp_path, FLOORGUARD_CHAIN_KEY_FILE=str(tmp_path / "fleet.key"))
+    argv = [sys.executable, "-m", "floorctl", "chain", "init", "--url",
+            server.url("postgres", database)]  # fmt: skip
+    runs = [subprocess.Popen(argv, env=env, text=True, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE) for _ in range(2)]  # fmt: skip
+    outcomes = [(run.wait(timeout=60), run.communicate()[1]) for run in runs]
+    assert [code for code, _ in outcomes] == [0, 0], outcomes
+    meta = server.psql("SELECT string_agg(key, ',' ORDER BY key) FROM floorguard.meta",
+                       database=database)  # fmt: skip
+    assert meta == "chain_id,format,key_check"
