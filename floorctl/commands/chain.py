@@ -25,7 +25,7 @@ from floorctl.commands._output import notice
 from floorguard import checkpoint, files, tlog
 from floorguard._time import parse_ts
 from floorguard.chain import AuditChain
-from floorguard.chain_key import load_or_create_key
+from floorguard.chain_key import key_check, load_or_create_key
 from floorguard.chainstore import timeout_from_env
 from floorguard.chainstore.postgres import init_schema, redact
 from floorguard.errors import ChainError, FloorguardError
@@ -302,17 +302,20 @@ def consistency(old_file: Path, new_file: Path | None, out: Path | None) -> None
 def init(url: str, grant_to: tuple[str, ...]) -> None:
     """Create, idempotently, the schema of a PostgreSQL audit chain: its tables, triggers
     that refuse UPDATE, DELETE and TRUNCATE to everyone but the tables' owner, and the role
-    floorguard_appender (SELECT and INSERT only), granted to each --grant ROLE.
+    floorguard_appender_DATABASE (SELECT and INSERT only; one per database), granted to each
+    --grant ROLE.
 
     It also makes the chain key here if there is none (FLOORGUARD_CHAIN_KEY_FILE, else
     chain.key in FLOORGUARD_HOME): copy that file to every host that appends; hosts never
     create a shared chain's key.
     """
-    done = init_schema(url, timeout=timeout_from_env(), grant_to=grant_to)
     key_file = state_paths().chain_key
     existed = key_file.exists()
     key_file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    load_or_create_key(key_file)
+    # The key first: the database keeps its check value, so that a host (or a later init)
+    # holding another key is refused before it writes.
+    key = load_or_create_key(key_file)
+    done = init_schema(url, timeout=timeout_from_env(), grant_to=grant_to, key_check=key_check(key))
     state = "created" if done["created"] else "already in place; checked"
     click.echo(f"audit chain {redact(url)}: schema floorguard {state}")
     click.echo(f"chain_id {done['chain_id']}; tables owned by {done['owner']}")

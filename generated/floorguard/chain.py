@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Any
 from floorguard import merkle
 from floorguard._canonical import ZERO_DIGEST, canonical_bytes, plain_json_text
 from floorguard._time import format_ts, now_ts, parse_ts
-from floorguard.chain_key import load_key, load_or_create_key
+from floorguard.chain_key import key_check, load_key, load_or_create_key
 from floorguard.chainstore.interface import CHAIN_FORMAT, Row
 from floorguard.chainstore.sqlite import BUSY_TIMEOUT_SECONDS
 from floorguard.errors import (
@@ -447,6 +447,13 @@ class AuditChain:
         ts = self._clock()
         if head is None:
             key = load_or_create_key(self.key_file) if self.store.creates_key else self._key()
+            expected = view.meta("key_check")  # a shared chain's, from `floorctl chain init`
+            if expected is not None and not hmac.compare_digest(expected, key_check(key)):
+                raise ChainWriteError(
+                    f"cannot append to the audit chain {self.location}: the key in "
+                    f"{self.key_file} is not the chain's key (the one `floorctl chain init` "
+                    "wrote; copy that file to this host)"
+                )
             chain_id = view.meta("chain_id")
             if chain_id is None:
                 chain_id = secrets.token_hex(16)

@@ -9,6 +9,7 @@ may access is refused, because whoever can read the key can forge MACs.
 from __future__ import annotations
 
 import contextlib
+import hmac
 import os
 import secrets
 import stat
@@ -35,6 +36,13 @@ def parse_key_text(data: bytes, source: str = "key file") -> bytes:
             "hex characters and at most one trailing newline"
         )
     return bytes.fromhex(text.decode("ascii"))
+
+
+def key_check(key: bytes) -> str:
+    """A public check value of ``key`` (an HMAC of a fixed label: it reveals nothing of the
+    key). A shared chain keeps it in its metadata, so that a host holding another key is
+    refused before it writes, even the first record."""
+    return hmac.digest(key, b"floorguard chain key check v1", "sha256").hex()
 
 
 def load_key(path: Path) -> bytes:

@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import math
 import os
 import re
 import secrets
+import socket
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
@@ -33,7 +36,19 @@ if TYPE_CHECKING:
     import psycopg
 
 SCHEMA = "floorguard"
-APPENDER_ROLE = "floorguard_appender"
+APPENDER_ROLE = "floorguard_appender"  # + "_" + the database's name: see appender_role
+
+
+def appender_role(database: str) -> str:
+    """The appenders' role of the chain in ``database``: one per database, because roles
+    are cluster-wide (one shared role would let a host of one chain append to every other
+    chain in the cluster). Longer than PostgreSQL's 63 bytes: a digest of the name."""
+    name = f"{APPENDER_ROLE}_{database}"
+    if len(name.encode("utf-8")) <= 63:
+        return name
+    return f"{APPENDER_ROLE}_{hashlib.sha256(database.encode('utf-8')).hexdigest()[:24]}"
+
+
 # pg_advisory_xact_lock key: "floorgd" as an integer; every appender of the chain takes it.
 LOCK_KEY = int.from_bytes(b"floorgd", "big")
 COLUMNS = "seq, ts, chain_id, event, receipt_id, receipt, prev, mac"
@@ -44,24 +59,117 @@ _META_VALUE = f"SELECT value FROM {_META} WHERE key = %s"  # noqa: S608
 _INSTALL = "install floorguard[postgres] (psycopg 3) to use FLOORGUARD_CHAIN_URL"
 
 
+# libpq parameters whose values are secrets: never echoed.
+_SECRET_KEYS = frozenset({"password", "sslpassword"})
+_PAIR = re.compile(r"([A-Za-z_]+)\s*=\s*('(?:[^'\\]|\\.)*'|[^\s']+)")
+
+
 def redact(url: str) -> str:
-    """``url`` without its password, for messages (URL or key=value form)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        parts = None
-    if parts is not None and parts.scheme in ("postgresql", "postgres"):
+    """``url`` without its secrets (password, sslpassword), for messages.
+
+    Only what parses is echoed: a URL that cannot be split names its scheme alone, and of
+    a key=value string only its well-formed pairs are kept (a stray word could be the rest
+    of a password with a space in it).
+    """
+    scheme, sep, _ = url.partition("://")
+    if sep and scheme in ("postgresql", "postgres"):
+        try:
+            parts = urlsplit(url)
+        except ValueError:
+            return f"{scheme}://(a URL that cannot be parsed)"
         netloc = parts.netloc
         if "@" in netloc:
             userinfo, _, hosts = netloc.rpartition("@")
             netloc = f"{userinfo.partition(':')[0]}@{hosts}"
-        query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if k != "password"], safe="/")
+        query = urlencode(
+            [(k, v) for k, v in parse_qsl(parts.query) if k not in _SECRET_KEYS], safe="/"
+        )
         return f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "")
-    return re.sub(r"password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)", "password=***", url)
+    return " ".join(
+        f"{key}={'***' if key in _SECRET_KEYS else value}" for key, value in _PAIR.findall(url)
+    )
 
 
 def _one_line(text: str) -> str:
     return " ".join(str(text).split())
+
+
+def _unquoted(text: str) -> str:
+    # libpq's parse errors quote the offending fragment of the URL, which may be a password.
+    return re.sub(r'"[^"]*"', '"..."', _one_line(text))
+
+
+def _cut(conn: Any) -> None:
+    """Shut ``conn``'s socket down: a call waiting on it fails at once. Never raises (it
+    runs on the watchdog's thread; a connection closed meanwhile has no socket to cut)."""
+    with contextlib.suppress(Exception):
+        sock = socket.socket(fileno=os.dup(conn.fileno()))
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        finally:
+            sock.close()
+
+
+class _Watchdog:
+    """One thread per process that cuts a connection whose deadline has passed.
+
+    The server-side timeouts end a slow statement; they cannot help when the server (or a
+    box in between) goes silent while the TCP peer keeps acknowledging, and keepalives do
+    not cover a Unix socket: libpq would then wait forever. One long-lived thread (a
+    thread per append would double an append's cost) is armed and disarmed around each
+    wait; it is woken only when a deadline comes earlier than the one it sleeps towards.
+    """
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        # Also after fork: the child has neither the thread nor a usable lock.
+        self._cond = threading.Condition()
+        self._armed: dict[int, tuple[Any, float, threading.Event]] = {}
+        self._wake_at: float | None = None
+        self._thread: threading.Thread | None = None
+        self._next = 0
+
+    def _run(self) -> None:
+        with self._cond:
+            while True:
+                now = time.monotonic()
+                for token, (conn, deadline, fired) in list(self._armed.items()):
+                    if deadline <= now:
+                        del self._armed[token]
+                        fired.set()
+                        _cut(conn)
+                self._wake_at = min((d for _, d, _ in self._armed.values()), default=None)
+                self._cond.wait(None if self._wake_at is None else self._wake_at - now)
+
+    @contextlib.contextmanager
+    def guard(self, conn: Any, seconds: float) -> Iterator[threading.Event]:
+        """Cut ``conn`` if the block outlasts ``seconds``; the event says whether it did."""
+        fired = threading.Event()
+        deadline = time.monotonic() + seconds
+        with self._cond:
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="floorguard-chain-deadline", daemon=True
+                )
+                self._thread.start()
+            self._next += 1
+            token = self._next
+            self._armed[token] = (conn, deadline, fired)
+            if self._wake_at is None or deadline < self._wake_at:
+                self._wake_at = deadline
+                self._cond.notify()
+        try:
+            yield fired
+        finally:
+            with self._cond:
+                self._armed.pop(token, None)
+
+
+_WATCHDOG = _Watchdog()
+os.register_at_fork(after_in_child=_WATCHDOG._reset)
+_deadline = _WATCHDOG.guard
 
 
 def _import_psycopg() -> Any:
@@ -92,7 +200,9 @@ def _record_and_nodes(count: int) -> str:
 
 
 _NO_HEAD = object()
-_BEGIN_AND_LOCK = f"BEGIN; SELECT pg_advisory_xact_lock({LOCK_KEY})"
+# READ COMMITTED whatever the session's default: under REPEATABLE READ the snapshot would
+# be taken before the lock is granted, and the head read after it would be stale.
+_BEGIN_AND_LOCK = f"BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock({LOCK_KEY})"
 _HEAD_AND_LEAF = (
     f"SELECT r.*, t.hash FROM ({_HEAD}) r"  # noqa: S608
     f" LEFT JOIN {_TREE} t ON t.level = 0 AND t.idx = r.seq"
@@ -114,9 +224,14 @@ class _View:
         stream: bool = False,
         head: Any = _NO_HEAD,
         nodes: dict[tuple[int, int], bytes] | None = None,
+        silence: float | None = None,
     ) -> None:
         self._conn = conn
         self._stream = stream
+        # A reader's limit on each wait for the server (a writer's whole transaction has
+        # one already); ``fired`` tells whether the last one cut the connection.
+        self._silence = silence
+        self.fired = threading.Event()
         self._head = head
         self._nodes = {} if nodes is None else nodes
         self._pending: list[tuple[str, tuple[Any, ...]]] = []
@@ -138,9 +253,21 @@ class _View:
         if commit:
             self._conn.execute("COMMIT")
 
+    def _waiting(self) -> contextlib.AbstractContextManager[Any]:
+        if self._silence is None:
+            return contextlib.nullcontext()
+        return self._guard(self._silence)
+
+    @contextlib.contextmanager
+    def _guard(self, seconds: float) -> Iterator[None]:
+        with _deadline(self._conn, seconds) as fired:
+            self.fired = fired
+            yield
+
     def _one(self, query: str, params: tuple[Any, ...] = ()) -> Any:
         self.flush()
-        return self._conn.execute(query, params).fetchone()
+        with self._waiting():
+            return self._conn.execute(query, params).fetchone()
 
     def record_count(self) -> int:
         row = self._one(f"SELECT max(seq) FROM {_RECORDS}")  # noqa: S608
@@ -175,8 +302,13 @@ class _View:
             else self._conn.cursor()
         )
         with cursor:
-            cursor.execute(query, (first, upper))
-            while batch := cursor.fetchmany(512):
+            with self._waiting():
+                cursor.execute(query, (first, upper))
+            while True:
+                with self._waiting():  # only the wait for the server, not the consumer's
+                    batch = cursor.fetchmany(512)
+                if not batch:
+                    break
                 yield from batch
 
     def first_seq_of(self, receipt_id: str) -> int | None:
@@ -197,10 +329,11 @@ class _View:
         # No flush: every node written in this transaction is in _nodes, so the buffered
         # writes cannot change the answer (and the record's row stays buffered, to go out
         # with the tree's rows in one statement).
-        row = self._conn.execute(
-            f"SELECT hash FROM {_TREE} WHERE level = %s AND idx = %s",  # noqa: S608
-            (level, index),
-        ).fetchone()
+        with self._waiting():
+            row = self._conn.execute(
+                f"SELECT hash FROM {_TREE} WHERE level = %s AND idx = %s",  # noqa: S608
+                (level, index),
+            ).fetchone()
         return None if row is None or row[0] is None else bytes(row[0])
 
     def meta(self, key: str) -> str | None:
@@ -236,6 +369,9 @@ class PostgresStore:
         self.url = url
         self.timeout = timeout
         self.location = redact(url)
+        # The client's own limit on one append (or connection setup): the server's limits
+        # (each ``timeout``) fire first; this one only ends a wait on a silent server.
+        self.silence = 2 * timeout
         self._lock = threading.Lock()
         self._conn: psycopg.Connection[Any] | None = None
         self._conn_pid = 0
@@ -253,7 +389,7 @@ class PostgresStore:
         except pg.Error as exc:
             raise error(
                 f"cannot {doing} the audit chain: FLOORGUARD_CHAIN_URL is not a libpq URL "
-                f"({_one_line(exc)})"
+                f"({_unquoted(exc)})"
             ) from exc
         # The operator's own settings in the URL win; these bound every wait otherwise.
         params.setdefault("connect_timeout", str(max(1, math.ceil(self.timeout))))
@@ -270,6 +406,22 @@ class PostgresStore:
                 f"cannot {doing} the audit chain {self.location}: {self.explain(exc)}"
             ) from exc
         try:
+            with _deadline(conn, self.silence) as fired:
+                return self._configure(conn, error, doing, ms, fired)
+        except BaseException:
+            _close_quietly(conn)
+            raise
+
+    def _configure(
+        self,
+        conn: psycopg.Connection[Any],
+        error: type[ChainError],
+        doing: str,
+        ms: int,
+        fired: threading.Event,
+    ) -> psycopg.Connection[Any]:
+        pg = _import_psycopg()
+        try:
             # The lock wait gives up a little before the statement would, so that a held
             # lock is reported as such.
             settings = conn.execute(
@@ -283,9 +435,8 @@ class PostgresStore:
                 # A decision is returned only once its record is durably committed.
                 conn.execute("SET synchronous_commit = on")
         except pg.Error as exc:
-            _close_quietly(conn)
             raise error(
-                f"cannot {doing} the audit chain {self.location}: {self.explain(exc)}"
+                f"cannot {doing} the audit chain {self.location}: {self.explain(exc, fired)}"
             ) from exc
         return conn
 
@@ -297,11 +448,12 @@ class PostgresStore:
             self._drop_connection()
         conn = self._connect(ChainWriteError, doing)
         try:
-            row = conn.execute(_META_VALUE, ("format",)).fetchone()
+            with _deadline(conn, self.silence) as fired:
+                row = conn.execute(_META_VALUE, ("format",)).fetchone()
         except _import_psycopg().Error as exc:
             _close_quietly(conn)
             raise ChainWriteError(
-                f"cannot {doing} the audit chain {self.location}: {self.explain(exc)}"
+                f"cannot {doing} the audit chain {self.location}: {self.explain(exc, fired)}"
             ) from exc
         if row is None or row[0] != CHAIN_FORMAT:
             _close_quietly(conn)
@@ -341,36 +493,50 @@ class PostgresStore:
         with self._lock:
             for _ in range(2):
                 conn, fresh = self._writer(doing)
-                try:
-                    view = self._open_append(conn)
-                except pg.OperationalError as exc:
-                    self._drop_connection()
-                    if fresh:
+                with _deadline(conn, self.silence) as fired:
+                    try:
+                        view = self._open_append(conn)
+                    except pg.OperationalError as exc:
+                        self._drop_connection()
+                        if fresh or fired.is_set():
+                            raise ChainWriteError(
+                                f"cannot {doing} the audit chain {self.location}: "
+                                f"{self.explain(exc, fired)}"
+                            ) from exc
+                        continue  # a kept connection gone stale (a restart): nothing written
+                    except pg.Error as exc:
+                        self._rollback(conn)
                         raise ChainWriteError(
-                            f"cannot {doing} the audit chain {self.location}: {self.explain(exc)}"
+                            f"cannot {doing} the audit chain {self.location}: "
+                            f"{self.explain(exc, fired)}"
                         ) from exc
-                    continue  # a kept connection gone stale (a restart): nothing was written
-                except pg.Error as exc:
-                    self._rollback(conn)
-                    raise ChainWriteError(
-                        f"cannot {doing} the audit chain {self.location}: {self.explain(exc)}"
-                    ) from exc
-                break
-            try:
-                result = attempt(view)
-                view.flush(commit=True)
-            except (KeyFileError, ChainWriteError):
-                self._rollback(conn)
-                raise
-            except pg.Error as exc:
-                self._rollback(conn)
-                raise ChainWriteError(
-                    f"cannot {doing} the audit chain {self.location}: {self.explain(exc)}"
-                ) from exc
-            except BaseException:
-                self._rollback(conn)
-                raise
-            return result
+                    return self._finish(conn, view, attempt, doing, fired)
+            raise AssertionError("unreachable")  # pragma: no cover
+
+    def _finish(
+        self,
+        conn: psycopg.Connection[Any],
+        view: _View,
+        attempt: Callable[[WriteView], T],
+        doing: str,
+        fired: threading.Event,
+    ) -> T:
+        pg = _import_psycopg()
+        try:
+            result = attempt(view)
+            view.flush(commit=True)
+        except (KeyFileError, ChainWriteError):
+            self._rollback(conn)
+            raise
+        except pg.Error as exc:
+            self._rollback(conn)
+            raise ChainWriteError(
+                f"cannot {doing} the audit chain {self.location}: {self.explain(exc, fired)}"
+            ) from exc
+        except BaseException:
+            self._rollback(conn)
+            raise
+        return result
 
     @staticmethod
     def _open_append(conn: psycopg.Connection[Any]) -> _View:
@@ -399,32 +565,40 @@ class PostgresStore:
         conn = self._connect(ChainError, "read")
         try:
             try:
-                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                found = conn.execute("SELECT to_regclass(%s)", (_RECORDS,)).fetchone()
+                with _deadline(conn, self.silence) as fired:
+                    conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                    found = conn.execute("SELECT to_regclass(%s)", (_RECORDS,)).fetchone()
             except pg.Error as exc:
                 raise ChainError(
-                    f"cannot read the audit chain {self.location}: {self.explain(exc)}"
+                    f"cannot read the audit chain {self.location}: {self.explain(exc, fired)}"
                 ) from exc
             if found is None or found[0] is None:
                 yield None
                 return
+            view = _View(conn, stream=True, silence=self.silence)
             try:
-                yield _View(conn, stream=True)
+                yield view
             except pg.Error as exc:
                 raise ChainError(
-                    f"cannot read the audit chain {self.location}: {self.explain(exc)}"
+                    f"cannot read the audit chain {self.location}: {self.explain(exc, view.fired)}"
                 ) from exc
         finally:
             _close_quietly(conn)
 
-    def explain(self, exc: BaseException) -> str:
-        """A one-line reason a person can act on, from a psycopg error."""
+    def explain(self, exc: BaseException, silent: threading.Event | None = None) -> str:
+        """A one-line reason a person can act on, from a psycopg error (``silent``: set
+        when the client's own deadline cut the connection)."""
         pg = _import_psycopg()
         errors = pg.errors
         diag = getattr(exc, "diag", None)
         primary = getattr(diag, "message_primary", None) if diag is not None else None
         text = _one_line(primary or str(exc))
         limit = f"{self.timeout:g}s (FLOORGUARD_CHAIN_TIMEOUT)"
+        if silent is not None and silent.is_set():
+            return (
+                f"the database went silent: no answer within {self.silence:g}s "
+                f"(twice FLOORGUARD_CHAIN_TIMEOUT); the connection was cut"
+            )
         if isinstance(exc, errors.LockNotAvailable):
             return f"another appender held the chain for more than {limit}"
         if isinstance(exc, errors.QueryCanceled):
@@ -432,7 +606,7 @@ class PostgresStore:
         if isinstance(exc, errors.InsufficientPrivilege):
             return (
                 f"{text} (the role lacks a privilege: `floorctl chain init` grants "
-                f"{APPENDER_ROLE} SELECT and INSERT; records are append-only)"
+                f"{APPENDER_ROLE}_DATABASE SELECT and INSERT; records are append-only)"
             )
         if isinstance(exc, errors.UndefinedTable | errors.InvalidSchemaName):
             return f"{text} (no floorguard chain here: run `floorctl chain init --url URL`)"
@@ -498,10 +672,33 @@ _DDL = (
 )
 
 
-def init_schema(url: str, *, timeout: float, grant_to: Iterable[str] = ()) -> dict[str, Any]:
+# What in the chain's schema (the schema itself, its relations, its functions) is owned by a
+# role other than the one running init.
+_FOREIGN_OWNERS = """
+SELECT 'schema ' || n.nspname, pg_catalog.pg_get_userbyid(n.nspowner)
+  FROM pg_catalog.pg_namespace n WHERE n.nspname = %s AND n.nspowner <> (
+    SELECT oid FROM pg_catalog.pg_roles WHERE rolname = current_user)
+UNION ALL
+SELECT 'table ' || c.relname, pg_catalog.pg_get_userbyid(c.relowner)
+  FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+ WHERE n.nspname = %s AND c.relowner <> (
+    SELECT oid FROM pg_catalog.pg_roles WHERE rolname = current_user)
+UNION ALL
+SELECT 'function ' || p.proname, pg_catalog.pg_get_userbyid(p.proowner)
+  FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+ WHERE n.nspname = %s AND p.proowner <> (
+    SELECT oid FROM pg_catalog.pg_roles WHERE rolname = current_user)
+"""
+
+
+def init_schema(
+    url: str, *, timeout: float, grant_to: Iterable[str] = (), key_check: str | None = None
+) -> dict[str, Any]:
     """Create (idempotently) the chain's schema, tables, append-only triggers and the role
-    ``floorguard_appender`` (NOLOGIN; SELECT and INSERT only), and grant that role to the
+    ``floorguard_appender_DATABASE`` (NOLOGIN; SELECT and INSERT only), and grant it to the
     login roles ``grant_to``. Connects as the URL's role, which owns what it creates.
+    ``key_check`` (``chain_key.key_check`` of the fleet's key) is stored on first init and
+    must match on every later one; appends refuse a key that does not match it.
 
     Returns what was found or made (``created``, ``chain_id``, ``owner``). Raises
     ChainWriteError (unreachable, refused, or a role in ``grant_to`` does not exist).
@@ -518,6 +715,16 @@ def init_schema(url: str, *, timeout: float, grant_to: Iterable[str] = ()) -> di
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
                 existed = conn.execute("SELECT to_regclass(%s)", (_RECORDS,)).fetchone()
                 created = existed is None or existed[0] is None
+                # Whoever owns the schema or anything in it may rewrite records and drop
+                # the triggers: refuse one that another role made (even to a superuser).
+                others = conn.execute(_FOREIGN_OWNERS, (SCHEMA, SCHEMA, SCHEMA)).fetchall()
+                if others:
+                    listing = ", ".join(f"{what} owned by {who}" for what, who in others)
+                    raise ChainWriteError(
+                        f"cannot initialise the audit chain {store.location}: another role "
+                        f"owns part of schema {SCHEMA} ({listing}); run `floorctl chain init` "
+                        "as that role, or drop the schema"
+                    )
                 for statement in _DDL:
                     conn.execute(statement)
                 conn.execute(
@@ -525,20 +732,35 @@ def init_schema(url: str, *, timeout: float, grant_to: Iterable[str] = ()) -> di
                     " ON CONFLICT (key) DO NOTHING",
                     (CHAIN_FORMAT, secrets.token_hex(16)),
                 )
+                if key_check is not None:
+                    conn.execute(
+                        f"INSERT INTO {_META} (key, value) VALUES ('key_check', %s)"  # noqa: S608
+                        " ON CONFLICT (key) DO NOTHING",
+                        (key_check,),
+                    )
+                    stored = conn.execute(_META_VALUE, ("key_check",)).fetchone()
+                    if stored is None or stored[0] != key_check:
+                        raise ChainWriteError(
+                            f"cannot initialise the audit chain {store.location}: the chain "
+                            "key here is not the key the chain was initialised with (use the "
+                            "fleet's chain key file: FLOORGUARD_CHAIN_KEY_FILE)"
+                        )
                 fmt = conn.execute(_META_VALUE, ("format",)).fetchone()
                 if fmt is None or fmt[0] != CHAIN_FORMAT:
                     raise ChainWriteError(
                         f"cannot initialise the audit chain {store.location}: it holds format "
                         f"{fmt[0] if fmt else None!r} (this floorguard writes {CHAIN_FORMAT})"
                     )
+                database = conn.execute("SELECT current_database()").fetchone()
+                role_name = appender_role("" if database is None else str(database[0]))
                 role = conn.execute(
-                    "SELECT 1 FROM pg_roles WHERE rolname = %s", (APPENDER_ROLE,)
+                    "SELECT 1 FROM pg_roles WHERE rolname = %s", (role_name,)
                 ).fetchone()
                 if role is None:
                     conn.execute(
-                        sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(APPENDER_ROLE))
+                        sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(role_name))
                     )
-                appender = sql.Identifier(APPENDER_ROLE)
+                appender = sql.Identifier(role_name)
                 for statement in (
                     "GRANT USAGE ON SCHEMA {schema} TO {role}",
                     "REVOKE ALL ON ALL TABLES IN SCHEMA {schema} FROM {role}",
@@ -554,7 +776,7 @@ def init_schema(url: str, *, timeout: float, grant_to: Iterable[str] = ()) -> di
                     ).fetchone()
                     if found is None:
                         raise ChainWriteError(
-                            f"cannot grant {APPENDER_ROLE} to {login!r}: no such role in "
+                            f"cannot grant {role_name} to {login!r}: no such role in "
                             f"{store.location} (create the host's login role first)"
                         )
                     conn.execute(sql.SQL("GRANT {} TO {}").format(appender, sql.Identifier(login)))
@@ -570,6 +792,6 @@ def init_schema(url: str, *, timeout: float, grant_to: Iterable[str] = ()) -> di
         "created": created,
         "chain_id": None if chain_id is None else chain_id[0],
         "owner": None if owner is None else owner[0],
-        "appender_role": APPENDER_ROLE,
+        "appender_role": role_name,
         "granted_to": list(grant_to),
     }
