@@ -305,3 +305,13 @@ def test_the_runtime_reads_only_the_default_module_layout_for_floor_map(project:
     assert (ctl.returncode, guard.returncode) == (1, 1)
     assert "floor-map hash mismatch" in ctl.stderr
     assert "not a floor-map module in the default layout" in guard.stderr
+
+
+def test_the_runtime_refuses_a_module_that_assigns_its_entries_twice(project: Project) -> None:
+    # Two FLOOR_MAP_ENTRIES: which one a reader takes is a choice an attacker would exploit.
+    module = project.root / "twice.py"
+    module.write_text("FLOOR_MAP_ENTRIES = {}\nFLOOR_MAP_ENTRIES = {}\n")
+    args = ("receipt", "receipt.json", "--pubkey", "keys/signing.pub", "--floor-map")
+    _, guard = both(project, *args, str(module))
+    assert guard.returncode == 1
+    assert "FLOOR_MAP_ENTRIES is assigned twice" in guard.stderr

@@ -34,12 +34,15 @@ _cache_lock = threading.Lock()
 _cache: dict[tuple[str, int, int, int, int, int], ActiveMap] = {}
 
 
-def parse_map_module(source_text: str, source: str) -> ActiveMap:
-    """Extract and check the floor map from a module's text. Raises FloorMapError."""
+def module_literals(source_text: str | bytes, source: str) -> dict[str, object]:
+    """Every name a module's top level assigns a floor-map field (FLOOR_MAP_VERSION,
+    FLOOR_MAP_HASH, FLOOR_MAP_ENTRIES), with its literal value; the file is parsed, never
+    run. Raises FloorMapError: it does not parse, a name is assigned twice or not a literal."""
     try:
         tree = ast.parse(source_text, filename=source)
-    except SyntaxError as exc:
-        raise FloorMapError(f"{source}: floor map module does not parse: {exc.msg}") from exc
+    except (SyntaxError, ValueError) as exc:
+        reason = exc.msg if isinstance(exc, SyntaxError) else str(exc)
+        raise FloorMapError(f"{source}: floor map module does not parse: {reason}") from exc
     values: dict[str, object] = {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
@@ -53,8 +56,14 @@ def parse_map_module(source_text: str, source: str) -> ActiveMap:
                 raise FloorMapError(f"{source}: {target.id} is assigned twice")
             try:
                 values[target.id] = ast.literal_eval(value)
-            except ValueError as exc:
+            except (ValueError, TypeError, SyntaxError, RecursionError) as exc:
                 raise FloorMapError(f"{source}: {target.id} is not a literal") from exc
+    return values
+
+
+def parse_map_module(source_text: str, source: str) -> ActiveMap:
+    """Extract and check the floor map from a module's text. Raises FloorMapError."""
+    values = module_literals(source_text, source)
     missing = [name for name in _NAMES if name not in values]
     if missing:
         raise FloorMapError(

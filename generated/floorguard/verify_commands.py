@@ -9,7 +9,6 @@ prefixes with its own name.
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -92,32 +91,15 @@ def load_verify_key(path: Path) -> Ed25519PublicKey:
 def module_map_hash(path: Path) -> str:
     """The hash of the data in a floor-map module of the default layout (its
     ``FLOOR_MAP_ENTRIES``; the hash it states is not trusted). Raises FloorMapError."""
+    from floorguard.active_map import module_literals
     from floorguard.map_model import entries_hash
 
     data = read_regular(path, max_bytes=files.MAX_MAP_BYTES, what="floor map")
-    try:
-        tree = ast.parse(data, filename=str(path))
-    except (SyntaxError, ValueError) as exc:
-        raise FloorMapError(f"{path}: floor-map module does not parse") from exc
-    found: list[ast.expr] = []
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            target, value = node.targets[0], node.value
-        elif isinstance(node, ast.AnnAssign) and node.value is not None:
-            target, value = node.target, node.value
-        else:
-            continue
-        if isinstance(target, ast.Name) and target.id == "FLOOR_MAP_ENTRIES":
-            found.append(value)
-    if len(found) != 1:
+    entries = module_literals(data, str(path)).get("FLOOR_MAP_ENTRIES")
+    if entries is None:
         raise FloorMapError(
-            f"{path}: not a floor-map module in the default layout "
-            f"(FLOOR_MAP_ENTRIES assigned {len(found)} times)"
+            f"{path}: not a floor-map module in the default layout (no FLOOR_MAP_ENTRIES)"
         )
-    try:
-        entries = ast.literal_eval(found[0])
-    except (ValueError, TypeError, SyntaxError, RecursionError) as exc:
-        raise FloorMapError(f"{path}: FLOOR_MAP_ENTRIES is not a literal") from exc
     if not isinstance(entries, dict):
         raise FloorMapError(f"{path}: FLOOR_MAP_ENTRIES is not a dict")
     return entries_hash(entries)
