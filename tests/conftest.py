@@ -22,3 +22,16 @@ def old_aider(tmp_path: Path) -> tuple[Path, Path]:
         tmp_path / "venv", dist="aider-chat", module="aider", version="0.50.0", marker=marker
     )
     return script, marker
+
+
+@pytest.fixture
+def doctor_path(tmp_path: Path) -> Path:
+    """A PATH folder for the doctor: aider at its floor, claude below it, codex unreadable."""
+    from hosts import write_script
+
+    path = tmp_path / "bin"
+    path.mkdir()
+    write_script(path / "aider", "echo 'aider 0.60.0'")
+    write_script(path / "claude", "echo '1.0.3 (Claude Code)'")
+    write_script(path / "codex", "echo 'something went wrong' >&2; exit 1")
+    return path

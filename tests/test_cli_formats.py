@@ -19,7 +19,6 @@ from helpers.proof_support import (
     spawn_receipt,
     update_receipt,
 )
-from hosts import write_script
 from test_report_formats import assert_valid_sarif
 
 REPO = Path(__file__).resolve().parents[1]
@@ -52,16 +51,6 @@ TOOLS = {"floorctl": ctl, "floorguard": guard}
 # --- doctor -------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def bin_dir(tmp_path: Path) -> Path:
-    path = tmp_path / "bin"
-    path.mkdir()
-    write_script(path / "aider", "echo 'aider 0.60.0'")
-    write_script(path / "claude", "echo '1.0.3 (Claude Code)'")
-    write_script(path / "codex", "echo 'something went wrong' >&2; exit 1")
-    return path
-
-
 def without_receipt(text: str, receipt_id: str) -> str:
     """Each doctor run seals a new posture receipt: its id is the one expected difference."""
     assert receipt_id in text
@@ -69,9 +58,9 @@ def without_receipt(text: str, receipt_id: str) -> str:
 
 
 def test_doctor_sarif_is_valid_and_has_one_error_per_unsafe_adapter(
-    tmp_path: Path, bin_dir: Path
+    tmp_path: Path, doctor_path: Path
 ) -> None:
-    done = ctl(REPO, tmp_path / "state", "doctor", "--format", "sarif", PATH=str(bin_dir))
+    done = ctl(REPO, tmp_path / "state", "doctor", "--format", "sarif", PATH=str(doctor_path))
     assert done.returncode == 1, done.stderr
     document = json.loads(done.stdout)
     assert_valid_sarif(document)
@@ -88,12 +77,12 @@ def test_doctor_sarif_is_valid_and_has_one_error_per_unsafe_adapter(
     assert done.stderr.startswith("floorctl: error: not ok or waived: claude (below_floor)")
 
 
-def test_both_doctors_print_the_same_sarif_and_markdown(tmp_path: Path, bin_dir: Path) -> None:
+def test_both_doctors_print_the_same_sarif_and_markdown(tmp_path: Path, doctor_path: Path) -> None:
     for output_format in ("sarif", "markdown"):
         outputs = []
         for tool in TOOLS.values():
             state = tmp_path / f"state-{len(outputs)}-{output_format}"
-            done = tool(REPO, state, "doctor", "--format", output_format, PATH=str(bin_dir))
+            done = tool(REPO, state, "doctor", "--format", output_format, PATH=str(doctor_path))
             assert done.returncode == 1, done.stderr
             exported = ctl(REPO, state, "chain", "export")
             receipt_id = json.loads(exported.stdout.splitlines()[-1])["receipt_id"]
@@ -102,9 +91,9 @@ def test_both_doctors_print_the_same_sarif_and_markdown(tmp_path: Path, bin_dir:
 
 
 def test_doctor_markdown_is_a_table_for_a_pull_request_comment(
-    tmp_path: Path, bin_dir: Path
+    tmp_path: Path, doctor_path: Path
 ) -> None:
-    done = ctl(REPO, tmp_path / "state", "doctor", "--format", "markdown", PATH=str(bin_dir))
+    done = ctl(REPO, tmp_path / "state", "doctor", "--format", "markdown", PATH=str(doctor_path))
     assert done.returncode == 1
     lines = done.stdout.splitlines()
     assert lines[0] == "### floorguard doctor: 2 finding(s)"

@@ -9,21 +9,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 from helpers.cli import floorctl
 from hosts import Host, floor, receipt_in_chain, write_script
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture
-def bin_dir(tmp_path: Path) -> Path:
-    path = tmp_path / "bin"
-    path.mkdir()
-    write_script(path / "aider", "echo 'aider 0.60.0'")
-    write_script(path / "claude", "echo '1.0.3 (Claude Code)'")
-    write_script(path / "codex", "echo 'something went wrong' >&2; exit 1")
-    return path
 
 
 def statuses(document: dict[str, object]) -> dict[str, str]:
@@ -33,9 +22,9 @@ def statuses(document: dict[str, object]) -> dict[str, str]:
 
 
 def test_floorctl_doctor_reports_each_status_and_seals_the_posture(
-    tmp_path: Path, bin_dir: Path
+    tmp_path: Path, doctor_path: Path
 ) -> None:
-    done = floorctl("doctor", "--json", cwd=REPO, state=tmp_path / "state", PATH=str(bin_dir))
+    done = floorctl("doctor", "--json", cwd=REPO, state=tmp_path / "state", PATH=str(doctor_path))
     assert done.returncode == 1, done.stderr
     document = json.loads(done.stdout)
     assert statuses(document) == {
@@ -47,7 +36,7 @@ def test_floorctl_doctor_reports_each_status_and_seals_the_posture(
         "gptme": "not_installed",
     }
     aider = next(a for a in document["adapters"] if a["adapter"] == "aider")
-    assert aider["binary"] == str(bin_dir / "aider")
+    assert aider["binary"] == str(doctor_path / "aider")
     assert aider["version"] == "0.60.0"
     assert aider["detected_by"] == "probe"
     assert aider["floor"] == "0.60.0"
@@ -59,20 +48,20 @@ def test_floorctl_doctor_reports_each_status_and_seals_the_posture(
 
 
 def test_doctor_exits_0_when_every_installed_adapter_meets_its_floor(tmp_path: Path) -> None:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    write_script(bin_dir / "aider", "echo 'aider 0.61.2'")
-    done = floorctl("doctor", cwd=REPO, state=tmp_path / "state", PATH=str(bin_dir))
+    doctor_path = tmp_path / "bin"
+    doctor_path.mkdir()
+    write_script(doctor_path / "aider", "echo 'aider 0.61.2'")
+    done = floorctl("doctor", cwd=REPO, state=tmp_path / "state", PATH=str(doctor_path))
     assert done.returncode == 0, done.stderr
     assert "posture receipt sha256:" in done.stdout
     assert "not_installed" in done.stdout
 
 
 def test_runtime_doctor_works_without_floorctl_and_records_the_receipt(
-    tmp_path: Path, bin_dir: Path
+    tmp_path: Path, doctor_path: Path
 ) -> None:
     host = Host(tmp_path / "host", {"aider": floor("0.60.0"), "claude": floor("1.0.20")})
-    done = host.python("-m", "floorguard", "doctor", "--json", PATH=str(bin_dir))
+    done = host.python("-m", "floorguard", "doctor", "--json", PATH=str(doctor_path))
     assert done.returncode == 1, done.stderr
     document = json.loads(done.stdout)
     assert statuses(document) == {"aider": "ok", "claude": "below_floor"}
@@ -83,10 +72,12 @@ def test_runtime_doctor_works_without_floorctl_and_records_the_receipt(
     assert imported.stdout.strip() == "False"
 
 
-def test_doctor_refuses_to_report_on_a_tampered_floor_map(tmp_path: Path, bin_dir: Path) -> None:
+def test_doctor_refuses_to_report_on_a_tampered_floor_map(
+    tmp_path: Path, doctor_path: Path
+) -> None:
     host = Host(tmp_path / "host", {"aider": floor("0.60.0")})
     host.set_map(host.map_file.read_text().replace('"0.60.0"', '"0.1.0"'))
-    done = host.python("-m", "floorguard", "doctor", PATH=str(bin_dir))
+    done = host.python("-m", "floorguard", "doctor", PATH=str(doctor_path))
     assert done.returncode == 1
     assert "tampered" in done.stderr
     assert host.chain_records() == []
