@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from floorctl import atomic
+from floorctl import atomic, locking
 from floorctl.errors import DowngradeRefused, ModuleError
 from floorguard import dsse, published_map
 from floorguard._canonical import canonical_bytes
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 MAP_NAME = "floor-map.json"
+LOCK_NAME = ".floor-map.json.publish.lock"
 DEFAULT_EXPIRES_DAYS = 30
 
 
@@ -102,8 +103,25 @@ def publish(
     envelope = dsse.sign(published_map.PAYLOAD_TYPE, data, key).to_bytes()
     map_path = out_dir / MAP_NAME
     if not allow_downgrade:
-        refuse_rollback(map_path, parsed)
+        refuse_rollback(map_path, parsed)  # before anything is made: a refusal changes nothing
     out_dir.mkdir(parents=True, exist_ok=True)
+    # One publisher of a directory at a time, from the rollback check to the last rename: two
+    # publishes of different maps of one version would both pass the check, the last winning.
+    with locking.exclusive_lock(out_dir / LOCK_NAME, f"another publish to {out_dir}"):
+        if not allow_downgrade:
+            refuse_rollback(map_path, parsed)
+        _write_pair(out_dir, map_path, data, envelope)
+    return Published(
+        map_path,
+        out_dir / (MAP_NAME + published_map.SIGNATURE_SUFFIX),
+        parsed.floor_map_hash,
+        parsed.map_version,
+        format_ts(parsed.expires),
+        len(parsed.floor_map),
+    )
+
+
+def _write_pair(out_dir: Path, map_path: Path, data: bytes, envelope: bytes) -> None:
     signature_path = out_dir / (MAP_NAME + published_map.SIGNATURE_SUFFIX)
     # A map beside a signature of other bytes is refused by every host: a failed write puts
     # both back. A publish killed between the two renames leaves such a pair (refused, never
@@ -116,11 +134,3 @@ def publish(
     with atomic.undoable([map_path, signature_path], backups):
         atomic.write_atomic(map_path, data)
         atomic.write_atomic(signature_path, envelope)
-    return Published(
-        map_path,
-        signature_path,
-        parsed.floor_map_hash,
-        parsed.map_version,
-        format_ts(parsed.expires),
-        len(parsed.floor_map),
-    )

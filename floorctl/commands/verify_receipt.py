@@ -2,19 +2,39 @@
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import click
 
 from floorctl import render, splice
 from floorctl.commands._output import emit_json, json_option, notice
+from floorctl.errors import ModuleError
 from floorguard import verify_commands
+from floorguard.active_map import bound_names
 from floorguard.map_model import entries_hash
 
 
 def module_map_hash(path: Path) -> str:
-    """The floor-map hash of a module's block data, in any layout floorctl renders."""
-    _, block = render.read_module(splice.read_module_text(path), str(path))
+    """The floor-map hash of a module's block data, in any layout floorctl renders. A module
+    that binds one of the block's names again outside the block is refused: importing it
+    would give that later value, not the block's."""
+    text = splice.read_module_text(path)
+    split, block = render.read_module(text, str(path))
+    first = split.block_line - 1  # the begin marker's line
+    last = first + len(splice.split_lines(split.block)) + 1  # the end marker's line
+    body = ast.parse(text).body  # read_module parsed it already
+    inside = [s for s in body if first <= s.lineno and (s.end_lineno or s.lineno) <= last]
+    names = set().union(*(bound_names(s) for s in inside))
+    for stmt in body:
+        if stmt in inside:
+            continue
+        again = bound_names(stmt)
+        if "*" in again or again & names:
+            which = ", ".join(sorted(again & names)) or "every name (import *)"
+            raise ModuleError(
+                f"{path}: line {stmt.lineno} binds {which} outside the floor-map block too"
+            )
     return entries_hash(block.entries)
 
 

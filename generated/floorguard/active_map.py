@@ -34,6 +34,51 @@ _cache_lock = threading.Lock()
 _cache: dict[tuple[str, int, int, int, int, int], ActiveMap] = {}
 
 
+_MUTATORS = frozenset(
+    {"update", "setdefault", "pop", "popitem", "clear", "__setitem__", "__delitem__", "__ior__"}
+)
+
+
+def _base_name(node: ast.expr) -> str | None:
+    """``X`` of ``X[...]``, ``X.a``, ``X[...].a[...]``, ..."""
+    while isinstance(node, (ast.Subscript, ast.Attribute)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def bound_names(node: ast.AST, *, skip: ast.AST | None = None) -> set[str]:
+    """Every name ``node`` (a module-level statement) can bind, delete or change in place
+    (``X[k] = v``, ``del X[k]``, ``X.update(...)``) anywhere within it, but the one target
+    ``skip``; ``from M import *`` counts as binding every name ("*")."""
+    names: set[str] = set()
+    for sub in ast.walk(node):
+        if sub is skip:
+            continue
+        if isinstance(sub, (ast.Subscript, ast.Attribute)) and isinstance(
+            sub.ctx, (ast.Store, ast.Del)
+        ):
+            names.add(_base_name(sub) or "")
+        elif (
+            isinstance(sub, ast.Call)
+            and isinstance(sub.func, ast.Attribute)
+            and sub.func.attr in _MUTATORS
+        ):
+            names.add(_base_name(sub.func.value) or "")
+        elif isinstance(sub, ast.Name) and isinstance(sub.ctx, (ast.Store, ast.Del)):
+            names.add(sub.id)
+        elif isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(sub.name)
+        elif isinstance(sub, (ast.Import, ast.ImportFrom)):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in sub.names)
+        elif isinstance(sub, (ast.Global, ast.Nonlocal)):
+            names.update(sub.names)
+        elif isinstance(sub, (ast.MatchAs, ast.MatchStar)) and sub.name:
+            names.add(sub.name)
+        elif isinstance(sub, ast.MatchMapping) and sub.rest:
+            names.add(sub.rest)
+    return names
+
+
 def module_literals(source_text: str | bytes, source: str) -> dict[str, object]:
     """Every name a module's top level assigns a floor-map field (FLOOR_MAP_VERSION,
     FLOOR_MAP_HASH, FLOOR_MAP_ENTRIES), with its literal value; the file is parsed, never
@@ -45,12 +90,18 @@ def module_literals(source_text: str | bytes, source: str) -> dict[str, object]:
         raise FloorMapError(f"{source}: floor map module does not parse: {reason}") from exc
     values: dict[str, object] = {}
     for node in tree.body:
+        target: ast.expr | None = None
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             target, value = node.targets[0], node.value
         elif isinstance(node, ast.AnnAssign) and node.value is not None:
             target, value = node.target, node.value
-        else:
-            continue
+        # Any other binding of a field's name (``|=``, ``:=``, a for or import target, ...)
+        # changes what the module holds when imported: refused as a second assignment.
+        bound = bound_names(node, skip=target if isinstance(target, ast.Name) else None)
+        if "*" in bound:
+            raise FloorMapError(f"{source}: line {node.lineno}: import * can rebind the floor map")
+        for name in sorted(bound & set(_NAMES)):
+            raise FloorMapError(f"{source}: {name} is assigned twice (line {node.lineno})")
         if isinstance(target, ast.Name) and target.id in _NAMES:
             if target.id in values:
                 raise FloorMapError(f"{source}: {target.id} is assigned twice")

@@ -95,7 +95,11 @@ def module_map_hash(path: Path) -> str:
     from floorguard.map_model import entries_hash
 
     data = read_regular(path, max_bytes=files.MAX_MAP_BYTES, what="floor map")
-    entries = module_literals(data, str(path)).get("FLOOR_MAP_ENTRIES")
+    try:
+        text = data.decode("utf-8")  # as the runtime reads its map (and floorctl a module)
+    except UnicodeDecodeError as exc:
+        raise FloorMapError(f"{path}: floor map module is not UTF-8") from exc
+    entries = module_literals(text, str(path)).get("FLOOR_MAP_ENTRIES")
     if entries is None:
         raise FloorMapError(
             f"{path}: not a floor-map module in the default layout (no FLOOR_MAP_ENTRIES)"
