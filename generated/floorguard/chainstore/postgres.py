@@ -23,6 +23,7 @@ import os
 import re
 import secrets
 import socket
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -184,37 +185,81 @@ _HEAD = f"SELECT {COLUMNS} FROM {_RECORDS} ORDER BY seq DESC LIMIT 1"  # noqa: S
 _INSERT_RECORD = f"INSERT INTO {_RECORDS} ({COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"  # noqa: S608
 _INSERT_NODES = (
     f"INSERT INTO {_TREE} (level, idx, hash)"  # noqa: S608
-    " SELECT * FROM unnest(%s::integer[], %s::bigint[], %s::bytea[])"
+    " SELECT * FROM pg_catalog.unnest(%s::integer[], %s::bigint[], %s::bytea[])"
 )
-
-
-@functools.cache
-def _record_and_nodes(count: int) -> str:
-    """One statement inserting a record and ``count`` tree nodes (a VALUES list: measured
-    cheaper than unnest for the few nodes of one append; one prepared text per count)."""
-    values = ", ".join(["(%s, %s, %s)"] * count)
-    return (
-        f"WITH r AS ({_INSERT_RECORD})"  # noqa: S608
-        f" INSERT INTO {_TREE} (level, idx, hash) VALUES {values}"
-    )
 
 
 _NO_HEAD = object()
-# READ COMMITTED whatever the session's default: under REPEATABLE READ the snapshot would
-# be taken before the lock is granted, and the head read after it would be stale.
-_BEGIN_AND_LOCK = f"BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock({LOCK_KEY})"
-_HEAD_AND_LEAF = (
-    f"SELECT r.*, t.hash FROM ({_HEAD}) r"  # noqa: S608
-    f" LEFT JOIN {_TREE} t ON t.level = 0 AND t.idx = r.seq"
+# The head record, with the tree nodes its successor's leaf will hash with, as
+# "level:hex,level:hex": the head's leaf (0, seq), which says the tree is built up to the
+# head, and for the new leaf n = seq + 1 each left sibling (L, (n >> L) - 1) that _add_leaf
+# hashes with (one per trailing 1 bit of n, i.e. where n + 1 is a multiple of 2^(L+1)).
+_HEAD_AND_NODES = (
+    f"SELECT r.*, ("  # noqa: S608
+    "  SELECT pg_catalog.string_agg(t.level || ':' || pg_catalog.encode(t.hash, 'hex'), ',')"
+    "    FROM pg_catalog.generate_series(0, 61) AS l(level)"
+    f"   JOIN {_TREE} t ON t.level = l.level AND t.idx = ((r.seq + 1) >> l.level) - 1"
+    "   WHERE l.level = 0 OR (r.seq + 2) % (1::bigint << (l.level + 1)) = 0"
+    f") FROM ({_HEAD}) r"
 )
+# An append's first round trip, one message: BEGIN, the chain's lock, then the head (a
+# statement prepared when the connection opens: planning it each time costs more than
+# running it). READ COMMITTED whatever the session's default: each statement takes its
+# snapshot when it starts, so the head is read after the lock is granted (under
+# REPEATABLE READ the snapshot could predate the lock, and the head be stale).
+_HEAD_STATEMENT = b"floorguard_head"
+_OPEN_APPEND = (
+    "BEGIN ISOLATION LEVEL READ COMMITTED;"
+    f" SELECT pg_catalog.pg_advisory_xact_lock({LOCK_KEY});"
+    f" EXECUTE {_HEAD_STATEMENT.decode()}"
+).encode()
+
+
+@functools.cache
+def _append_statement(count: int) -> tuple[bytes, bytes, tuple[int, ...]]:
+    """The prepared statement inserting a record and ``count`` tree nodes: its name, its
+    text (libpq's $n placeholders) and its parameters' type oids (int8, 7 x text, then
+    int4, int8, bytea per node)."""
+    values = ", ".join(f"(${9 + 3 * n}, ${10 + 3 * n}, ${11 + 3 * n})" for n in range(count))
+    text = (
+        f"WITH r AS (INSERT INTO {_RECORDS} ({COLUMNS})"  # noqa: S608
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8))"
+        f" INSERT INTO {_TREE} (level, idx, hash) VALUES {values}"
+    )
+    types = (_INT8, *(_TEXT,) * 7, *(_INT4, _INT8, _BYTEA) * count)
+    return f"floorguard_append_{count}".encode(), text.encode(), types
+
+
+_INT4, _INT8, _TEXT, _BYTEA = 23, 20, 25, 17  # pg_type oids
+_BINARY = 1
+
+
+def _binary_params(record: Row, nodes: list[Node]) -> list[bytes]:
+    """The append statement's parameters in binary format: sent with their lengths, so a
+    value is never cut at a NUL byte, and the server checks the text's encoding."""
+    seq, *texts = record
+    values = [struct.pack(">q", seq), *(str(text).encode("utf-8") for text in texts)]
+    for level, index, digest in nodes:
+        values += [struct.pack(">i", level), struct.pack(">q", index), bytes(digest)]
+    return values
+
+
+def _parse_nodes(seq: int, text: bytes | None) -> dict[tuple[int, int], bytes]:
+    """The nodes of _HEAD_AND_NODES ("level:hex,..."): keyed (level, index)."""
+    nodes: dict[tuple[int, int], bytes] = {}
+    for item in (text or b"").decode("ascii").split(","):
+        if item:
+            level, _, digest = item.partition(":")
+            nodes[(int(level), ((seq + 1) >> int(level)) - 1)] = bytes.fromhex(digest)
+    return nodes
 
 
 class _View:
     """ReadView and WriteView over one psycopg connection inside a transaction.
 
-    Writes are buffered and sent, with the COMMIT, in one pipelined round trip (any read
-    first sends what is buffered, so reads see the transaction's own writes); tree nodes
-    read or written in the transaction are remembered.
+    Writes are buffered until a read or the COMMIT needs them (so reads see the
+    transaction's own writes); tree nodes read or written in the transaction are
+    remembered. An append's record and tree rows go out as one prepared statement.
     """
 
     def __init__(
@@ -225,6 +270,7 @@ class _View:
         head: Any = _NO_HEAD,
         nodes: dict[tuple[int, int], bytes] | None = None,
         silence: float | None = None,
+        prepared: set[bytes] | None = None,
     ) -> None:
         self._conn = conn
         self._stream = stream
@@ -234,24 +280,37 @@ class _View:
         self.fired = threading.Event()
         self._head = head
         self._nodes = {} if nodes is None else nodes
-        self._pending: list[tuple[str, tuple[Any, ...]]] = []
+        # The statements prepared on this connection (a writer's; see _append_statement).
+        self._prepared = set() if prepared is None else prepared
+        self._pending: list[tuple[str, Any]] = []
 
     def flush(self, *, commit: bool = False) -> None:
-        """Send the buffered writes, then COMMIT when asked.
-
-        An append's record and tree rows go as one statement (a data-modifying WITH), so
-        an append costs one round trip for its writes and one for its commit.
-        """
+        """Send the buffered writes, then COMMIT when asked."""
         pending, self._pending = self._pending, []
         if len(pending) == 2 and pending[0][0] is _INSERT_RECORD and pending[1][0] is _INSERT_NODES:
-            levels, indexes, hashes = pending[1][1]
-            nodes = [value for node in zip(levels, indexes, hashes, strict=True) for value in node]
-            self._conn.execute(_record_and_nodes(len(levels)), (*pending[0][1], *nodes))
+            self._insert_record_and_nodes(pending[0][1], pending[1][1])
         else:
             for query, params in pending:
-                self._conn.execute(query, params)
+                if query is _INSERT_NODES:  # many nodes (a tree being built): three arrays
+                    columns = tuple(list(column) for column in zip(*params, strict=True))
+                    self._conn.execute(query, columns)
+                else:
+                    self._conn.execute(query, params)
         if commit:
-            self._conn.execute("COMMIT")
+            done = _libpq(self._conn, lambda pgconn: pgconn.exec_(b"COMMIT"))
+            if done.command_status != b"COMMIT":  # e.g. ROLLBACK: the transaction had failed
+                raise _import_psycopg().OperationalError(
+                    f"the commit was refused ({done.command_status!r})"
+                )
+
+    def _insert_record_and_nodes(self, record: Row, nodes: list[Node]) -> None:
+        name, text, types = _append_statement(len(nodes))
+        if name not in self._prepared:
+            _libpq(self._conn, lambda pgconn: pgconn.prepare(name, text, types))
+            self._prepared.add(name)
+        params = _binary_params(record, nodes)
+        formats = [_BINARY] * len(params)
+        _libpq(self._conn, lambda pgconn: pgconn.exec_prepared(name, params, formats))
 
     def _waiting(self) -> contextlib.AbstractContextManager[Any]:
         if self._silence is None:
@@ -351,8 +410,25 @@ class _View:
         batch = list(nodes)
         if batch:
             self._nodes.update(((level, idx), digest) for level, idx, digest in batch)
-            columns = tuple(list(column) for column in zip(*batch, strict=True))
-            self._pending.append((_INSERT_NODES, columns))
+            self._pending.append((_INSERT_NODES, batch))
+
+
+def _libpq(conn: psycopg.Connection[Any], call: Callable[[Any], Any]) -> Any:
+    """The result of one blocking call on the connection's libpq handle, raised as
+    psycopg's error when it failed.
+
+    The hot path of an append talks to libpq through psycopg's ``pq`` binding directly:
+    psycopg's own layer measured about 100 us of CPU per statement on top. These calls
+    release the GIL while they wait, so the watchdog can still cut a silent connection.
+    """
+    pg = _import_psycopg()
+    result = call(conn.pgconn)
+    if result.status in (pg.pq.ExecStatus.COMMAND_OK, pg.pq.ExecStatus.TUPLES_OK):
+        return result
+    if conn.pgconn.status != pg.pq.ConnStatus.OK:
+        # Lost mid-call: libpq's message, with no SQLSTATE to classify it by.
+        raise pg.OperationalError(_one_line(result.error_message.decode("utf-8", "replace")))
+    raise pg.errors.error_from_result(result, encoding="utf-8")
 
 
 class PostgresStore:
@@ -375,6 +451,7 @@ class PostgresStore:
         self._lock = threading.Lock()
         self._conn: psycopg.Connection[Any] | None = None
         self._conn_pid = 0
+        self._prepared: set[bytes] = set()  # on self._conn
 
     # -- connections --
 
@@ -424,11 +501,14 @@ class PostgresStore:
         try:
             # The lock wait gives up a little before the statement would, so that a held
             # lock is reported as such.
+            # Every name the store uses is schema-qualified; the search path is pinned as
+            # well, so that no object another role creates can stand in for a built-in.
             settings = conn.execute(
-                "SELECT set_config('statement_timeout', %s, false),"
-                " set_config('lock_timeout', %s, false),"
-                " set_config('idle_in_transaction_session_timeout', %s, false),"
-                " current_setting('synchronous_commit')",
+                "SELECT pg_catalog.set_config('statement_timeout', %s, false),"
+                " pg_catalog.set_config('lock_timeout', %s, false),"
+                " pg_catalog.set_config('idle_in_transaction_session_timeout', %s, false),"
+                " pg_catalog.current_setting('synchronous_commit'),"
+                " pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false)",
                 (str(ms), str(max(1, ms * 9 // 10)), str(ms) if error is ChainWriteError else "0"),
             ).fetchone()
             if settings is None or settings[3] == "off":
@@ -443,13 +523,27 @@ class PostgresStore:
     def _writer(self, doing: str) -> tuple[psycopg.Connection[Any], bool]:
         """The cached write connection (and whether it was just opened)."""
         if self._conn is not None:
-            if self._conn_pid == os.getpid() and not self._conn.closed:
+            # Kept only when idle: a BEGIN inside a transaction left open would not begin one.
+            if (
+                self._conn_pid == os.getpid()
+                and not self._conn.closed
+                and self._conn.pgconn.transaction_status
+                == _import_psycopg().pq.TransactionStatus.IDLE
+            ):
                 return self._conn, False
             self._drop_connection()
         conn = self._connect(ChainWriteError, doing)
         try:
             with _deadline(conn, self.silence) as fired:
                 row = conn.execute(_META_VALUE, ("format",)).fetchone()
+                if row is not None and row[0] == CHAIN_FORMAT:
+                    # psycopg would prepare statements of its own, and drop every prepared
+                    # statement of the session at the first ROLLBACK: ours are kept.
+                    conn.prepare_threshold = None
+                    _libpq(
+                        conn,
+                        lambda pgconn: pgconn.prepare(_HEAD_STATEMENT, _HEAD_AND_NODES.encode()),
+                    )
         except _import_psycopg().Error as exc:
             _close_quietly(conn)
             raise ChainWriteError(
@@ -463,6 +557,7 @@ class PostgresStore:
                 "run `floorctl chain init --url URL` on a new database)"
             )
         self._conn, self._conn_pid = conn, os.getpid()
+        self._prepared = {_HEAD_STATEMENT}
         return conn, True
 
     def _drop_connection(self) -> None:
@@ -538,22 +633,21 @@ class PostgresStore:
             raise
         return result
 
-    @staticmethod
-    def _open_append(conn: psycopg.Connection[Any]) -> _View:
-        """BEGIN and the chain's lock (every appender on every host waits here: one linear
-        chain) in one round trip; then the head, with its leaf hash, read under that lock
-        (READ COMMITTED: each statement sees every commit before it)."""
-        conn.execute(_BEGIN_AND_LOCK)
-        found = conn.execute(_HEAD_AND_LEAF).fetchone()
-        if found is None:
-            return _View(conn, head=None)
-        head, leaf = tuple(found[:8]), found[8]
-        nodes = {} if leaf is None else {(0, int(head[0])): bytes(leaf)}
-        return _View(conn, head=head, nodes=nodes)
+    def _open_append(self, conn: psycopg.Connection[Any]) -> _View:
+        """BEGIN, the chain's lock (every appender on every host waits here: one linear
+        chain) and the head with the tree nodes the next leaf needs, in one round trip."""
+        found = _libpq(conn, lambda pgconn: pgconn.exec_(_OPEN_APPEND))
+        if found.ntuples == 0:
+            return _View(conn, head=None, prepared=self._prepared)
+        values = [found.get_value(0, column) for column in range(9)]
+        seq = int(values[0])
+        head = (seq, *(value.decode("utf-8") for value in values[1:8]))
+        nodes = _parse_nodes(seq, values[8])
+        return _View(conn, head=head, nodes=nodes, prepared=self._prepared)
 
     def _rollback(self, conn: psycopg.Connection[Any]) -> None:
         try:
-            conn.execute("ROLLBACK")
+            _libpq(conn, lambda pgconn: pgconn.exec_(b"ROLLBACK"))
         except Exception:
             self._drop_connection()  # a connection that cannot roll back is not kept
 
@@ -610,6 +704,12 @@ class PostgresStore:
             )
         if isinstance(exc, errors.UndefinedTable | errors.InvalidSchemaName):
             return f"{text} (no floorguard chain here: run `floorctl chain init --url URL`)"
+        if isinstance(exc, errors.InvalidSqlStatementName):
+            return (
+                f"{text} (the session lost the statements prepared when it opened: a "
+                "connection pooler in transaction mode shares sessions between clients; "
+                "connect to PostgreSQL directly, or pool by session)"
+            )
         if isinstance(exc, errors.UniqueViolation):
             return f"{text} (another writer bypassed the chain's lock)"
         if isinstance(exc, pg.OperationalError):
