@@ -45,9 +45,11 @@ class PgServer:
     socket_dir: Path
     data_dir: Path
     bin_dir: Path
+    port: int | None = None  # None: PostgreSQL's default, 5432 (also names the socket)
 
     def url(self, user: str = "postgres", database: str = "postgres") -> str:
-        return f"postgresql:///{database}?host={quote(str(self.socket_dir))}&user={user}"
+        port = "" if self.port is None else f"&port={self.port}"
+        return f"postgresql:///{database}?host={quote(str(self.socket_dir))}&user={user}{port}"
 
     def ctl(self, *args: str) -> subprocess.CompletedProcess[str]:
         argv = [str(self.bin_dir / "pg_ctl"), "-D", str(self.data_dir), *args]
@@ -70,8 +72,9 @@ class PgServer:
         return done.stdout.strip()
 
 
-def start(base: Path) -> PgServer:
-    """initdb and start a server in ``base`` (created), on a socket in ``base``."""
+def start(base: Path, *, port: int | None = None, settings: str = "") -> PgServer:
+    """initdb and start a server in ``base`` (created), on a socket in ``base``; ``port``
+    and ``settings`` (postgresql.conf lines, e.g. TLS on a loopback address) when given."""
     bin_dir = pg_bin()
     if bin_dir is None:
         raise RuntimeError("PostgreSQL is not installed (no initdb/pg_ctl)")
@@ -87,7 +90,10 @@ def start(base: Path) -> PgServer:
             f"listen_addresses = ''\nunix_socket_directories = '{base}'\n"
             "max_connections = 100\nshared_buffers = 32MB\n"
         )
-    server = PgServer(socket_dir=base, data_dir=data, bin_dir=bin_dir)
+        if port is not None:
+            conf.write(f"port = {port}\n")
+        conf.write(settings)
+    server = PgServer(socket_dir=base, data_dir=data, bin_dir=bin_dir, port=port)
     server.start()
     return server
 

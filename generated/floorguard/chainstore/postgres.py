@@ -718,6 +718,11 @@ class PostgresStore:
                 return f"{text} (no answer within {limit})"
             if "password" in lowered or "authentication" in lowered:
                 return f"{text} (the database refused the login)"
+            if "certificate" in lowered or "ssl" in lowered:
+                return (
+                    f"{text} (TLS: the server's certificate was not accepted, or TLS failed; "
+                    "check sslmode, sslrootcert and the host name in FLOORGUARD_CHAIN_URL)"
+                )
             return f"{text} (the database is unreachable, or the connection was lost)"
         return text
 
