@@ -294,6 +294,71 @@ def test_extra_tree_rows_outside_the_tree_change_nothing(pg: Chain, extra: str) 
     assert _verified(pg) == 9
 
 
+def test_a_tree_the_owner_wiped_is_rebuilt_through_psycopg_inside_the_libpq_transaction(
+    pg: Chain,
+) -> None:
+    """BREAK: no head leaf (a chain from before the tree, or a tree the owner wiped): the
+    append falls back to _build_tree, whose nodes go out as _INSERT_NODES, now spelled
+    "pg_catalog.unnest(%s::integer[], %s::bigint[], %s::bytea[])": the multi-argument
+    unnest is FROM-clause syntax, not a function, so qualified it does not exist
+    (UndefinedFunction). Every such append, and AuditChain.ensure_tree, is refused."""
+    chain = pg.chain()
+    for n in range(11):
+        chain.append(CANARY, receipt(n=n))
+    pg.sql("ALTER TABLE floorguard.tree DISABLE TRIGGER USER; DELETE FROM floorguard.tree")
+    for n in range(11, 16):
+        chain.append(CANARY, receipt(n=n))
+    assert _verified(pg) == 16
+
+
+def test_ensure_tree_builds_the_tree_of_a_chain_whose_tree_was_wiped(pg: Chain) -> None:
+    """BREAK: AuditChain.ensure_tree goes through the same unnest INSERT (see above)."""
+    chain = pg.chain()
+    for n in range(5):
+        chain.append(CANARY, receipt(n=n))
+    pg.sql("ALTER TABLE floorguard.tree DISABLE TRIGGER USER; DELETE FROM floorguard.tree")
+    assert chain.ensure_tree() == 5
+    assert _verified(pg) == 5
+
+
+def test_notices_and_warnings_from_the_insert_do_not_disturb_the_libpq_calls(
+    pg: Chain,
+) -> None:
+    chain = pg.chain()
+    chain.append(CANARY, receipt(n=0))
+    pg.sql(
+        "CREATE FUNCTION public.chatty() RETURNS trigger LANGUAGE plpgsql AS"
+        " $$BEGIN RAISE WARNING 'w %', repeat('x', 10000); RAISE NOTICE 'n'; RETURN NEW; END$$;"
+        " CREATE TRIGGER chatty BEFORE INSERT ON floorguard.tree"
+        " FOR EACH ROW EXECUTE FUNCTION public.chatty()"
+    )
+    for n in range(1, 8):
+        chain.append(CANARY, receipt(n=n))
+    assert _verified(pg) == 8
+
+
+def test_threads_sharing_one_chain_and_a_second_chain_in_one_process_stay_linear(
+    pg: Chain,
+) -> None:
+    chains = [pg.chain(), pg.chain()]
+    errors: list[BaseException] = []
+
+    def run(chain: AuditChain, tag: int) -> None:
+        try:
+            for n in range(40):
+                chain.append(CANARY, receipt(n=n, tag=tag))
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(chains[t % 2], t)) for t in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert not errors, errors[:3]
+    assert _verified(pg) == 240
+
+
 # --- the server ends the session -------------------------------------------------------------
 
 
