@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import threading
 import time
 
 import psycopg
 import pytest
 import test_chain_postgres
-import test_review13_postgres
 from helpers.chain_support import receipt
 from helpers.tree_support import assert_tree_matches_records
 from test_chain_postgres import CANARY, Chain, _export, _verified
@@ -468,6 +466,32 @@ def test_a_deferred_constraint_that_fails_at_commit_is_refused_never_acknowledge
     assert _verified(pg) == 2
 
 
+@pytest.mark.parametrize("pause", [1.5, 2.6], ids=["idle-in-transaction", "watchdog"])
+def test_a_pause_between_the_head_and_the_insert_is_refused_then_recovers(
+    pg: Chain, pause: float
+) -> None:
+    """The process stalls after the head was read (1.5 s: the server ends the session for
+    idle_in_transaction_session_timeout; 2.6 s: the watchdog cuts the socket while no libpq
+    call is running): the INSERT must fail, the append be refused, nothing written."""
+    chain = pg.chain(FLOORGUARD_CHAIN_TIMEOUT="1")
+    chain.append(CANARY, receipt(n=0))
+    clock = chain._clock
+    slow = [True]
+
+    def stalling_clock() -> str:
+        if slow[0]:
+            slow[0] = False
+            time.sleep(pause)
+        return clock()
+
+    chain._clock = stalling_clock  # type: ignore[method-assign]
+    _refused(chain)
+    assert pg.sql("SELECT count(*) FROM floorguard.records") == "1"
+    chain.append(CANARY, receipt(n=1))
+    chain.append(CANARY, receipt(n=2))
+    assert _verified(pg) == 3
+
+
 # --- the watchdog cuts each of the three calls -----------------------------------------------
 
 
@@ -554,5 +578,3 @@ def test_four_processes_of_a_hundred_appends_make_one_linear_chain(pg: Chain, tm
     assert _verified(pg) == 400
     assert verify(pg).returncode == 0
 
-
-_ = (subprocess, test_review13_postgres)
