@@ -185,7 +185,9 @@ _HEAD = f"SELECT {COLUMNS} FROM {_RECORDS} ORDER BY seq DESC LIMIT 1"  # noqa: S
 _INSERT_RECORD = f"INSERT INTO {_RECORDS} ({COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"  # noqa: S608
 _INSERT_NODES = (
     f"INSERT INTO {_TREE} (level, idx, hash)"  # noqa: S608
-    " SELECT * FROM pg_catalog.unnest(%s::integer[], %s::bigint[], %s::bytea[])"
+    # Unqualified: unnest of several arrays is FROM-clause syntax, not a function to name
+    # by schema (the session's search path is pg_catalog's anyway).
+    " SELECT * FROM unnest(%s::integer[], %s::bigint[], %s::bytea[])"
 )
 
 
@@ -469,6 +471,9 @@ class PostgresStore:
                 f"({_unquoted(exc)})"
             ) from exc
         # The operator's own settings in the URL win; these bound every wait otherwise.
+        # Records are UTF-8 text, sent and read as such whatever the URL or the database
+        # says (in another client encoding the server would store other characters).
+        params["client_encoding"] = "UTF8"
         params.setdefault("connect_timeout", str(max(1, math.ceil(self.timeout))))
         params.setdefault("application_name", "floorguard")
         params.setdefault("tcp_user_timeout", str(ms))
@@ -599,8 +604,10 @@ class PostgresStore:
                                 f"{self.explain(exc, fired)}"
                             ) from exc
                         continue  # a kept connection gone stale (a restart): nothing written
-                    except pg.Error as exc:
-                        self._rollback(conn)
+                    except (pg.Error, ValueError) as exc:
+                        # Not kept: a session that refused a statement may have lost what
+                        # it prepared (DISCARD ALL, a changed table); the next one prepares.
+                        self._drop_connection()
                         raise ChainWriteError(
                             f"cannot {doing} the audit chain {self.location}: "
                             f"{self.explain(exc, fired)}"
@@ -624,7 +631,7 @@ class PostgresStore:
             self._rollback(conn)
             raise
         except pg.Error as exc:
-            self._rollback(conn)
+            self._drop_connection()  # as in write: the next append opens a fresh session
             raise ChainWriteError(
                 f"cannot {doing} the audit chain {self.location}: {self.explain(exc, fired)}"
             ) from exc
@@ -640,9 +647,12 @@ class PostgresStore:
         if found.ntuples == 0:
             return _View(conn, head=None, prepared=self._prepared)
         values = [found.get_value(0, column) for column in range(9)]
-        seq = int(values[0])
-        head = (seq, *(value.decode("utf-8") for value in values[1:8]))
-        nodes = _parse_nodes(seq, values[8])
+        try:
+            seq = int(values[0])
+            head = (seq, *(value.decode("utf-8") for value in values[1:8]))
+            nodes = _parse_nodes(seq, values[8])
+        except (ValueError, AttributeError) as exc:
+            raise ValueError(f"the head record read back is malformed ({exc})") from exc
         return _View(conn, head=head, nodes=nodes, prepared=self._prepared)
 
     def _rollback(self, conn: psycopg.Connection[Any]) -> None:
