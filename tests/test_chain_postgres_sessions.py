@@ -107,7 +107,10 @@ def test_a_process_frozen_while_holding_the_lock_holds_it_only_for_its_timeout(
                               stdout=subprocess.PIPE, text=True)  # fmt: skip
     try:
         assert frozen.stdout is not None and frozen.stdout.readline() == "holding\n"
-        holders = pg.sql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted")
+        holders = pg.sql(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted"
+            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+        )
         assert holders == "1"  # the frozen process holds the chain's lock
         # Its lock is released by the server after 1 s; this append waits up to 5 s.
         other = pg.chain(FLOORGUARD_CHAIN_TIMEOUT="5")
