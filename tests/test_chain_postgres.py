@@ -38,6 +38,8 @@ FLOORGUARD = [sys.executable, "-m", "floorguard"]
 CANARY = "adapter.canary_receipt"
 
 
+# One worker for every test of the shared server (some stop and restart it).
+pytestmark = pytest.mark.xdist_group("postgres")
 server = pytest.fixture(scope="module")(pgserver.provide)
 
 
