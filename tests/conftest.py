@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pgserver
 import pytest
 from hypothesis import settings
 from probes import pip_install
@@ -12,6 +13,11 @@ from probes import pip_install
 # fail on a counterexample, never on a slow moment (timing belongs in tests/perf).
 settings.register_profile("suite", deadline=None)
 settings.load_profile("suite")
+
+
+# A real PostgreSQL for the PostgreSQL chain's tests: one per test process for the session
+# (under pytest-xdist each worker has its own, as some tests stop and restart theirs).
+server = pytest.fixture(scope="session")(pgserver.provide)
 
 
 @pytest.fixture

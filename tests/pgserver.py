@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,6 +64,18 @@ class PgServer:
     def start(self) -> None:
         self.ctl("start", "-w", "-l", str(self.data_dir.parent / "server.log"))
 
+    def wait_until_ready(self, seconds: float = 60) -> None:
+        """Until a login succeeds: after an immediate stop, recovery may outlast pg_ctl -w."""
+        deadline = time.monotonic() + seconds
+        while True:
+            try:
+                self.psql("SELECT 1")
+                return
+            except RuntimeError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
     def psql(self, sql: str, *, user: str = "postgres", database: str = "postgres") -> str:
         argv = [str(self.bin_dir / "psql"), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1",
                 "-d", self.url(user, database), "-c", sql]  # fmt: skip
@@ -89,6 +102,9 @@ def start(base: Path, *, port: int | None = None, settings: str = "") -> PgServe
         conf.write(
             f"listen_addresses = ''\nunix_socket_directories = '{base}'\n"
             "max_connections = 100\nshared_buffers = 32MB\n"
+            # After a crash (tests stop it with -m immediate), one syncfs() instead of an
+            # fsync of every file of every database the tests made: seconds, not minutes.
+            "recovery_init_sync_method = syncfs\n"
         )
         if port is not None:
             conf.write(f"port = {port}\n")
@@ -110,13 +126,16 @@ def from_env() -> PgServer | None:
 
 
 def provide() -> Iterator[PgServer]:
-    """A pytest fixture's body: .ci/run's server, else one of our own for the module.
+    """A pytest fixture's body: .ci/run's server, else one of our own for the fixture's scope.
 
     Skips when PostgreSQL or psycopg is missing, except in CI (CI=true), where it fails.
     """
     import pytest
 
-    found = from_env()
+    # .ci/run's server serves one test process: under pytest-xdist, the first worker
+    # (another worker's test that stops and restarts it would fail everyone else's).
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    found = from_env() if worker == "gw0" else None
     if found is not None:
         yield found
         return

@@ -30,9 +30,6 @@ from test_chain_postgres import CANARY, Chain
 from floorguard.chain import AuditChain
 from floorguard.errors import KeyFileError
 
-# One worker for every test of the shared server (some stop and restart it).
-pytestmark = pytest.mark.xdist_group("postgres")
-server = test_chain_postgres.server
 pg = test_chain_postgres.pg
 
 

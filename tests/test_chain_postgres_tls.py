@@ -32,9 +32,6 @@ from test_chain_postgres import CANARY, floorctl
 from floorguard.chain import AuditChain
 from floorguard.errors import ChainWriteError
 
-# Its own server; grouped with the shared one's tests all the same (one worker for PostgreSQL).
-pytestmark = pytest.mark.xdist_group("postgres")
-
 
 def _name(common_name: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])

@@ -37,7 +37,7 @@ def test_readme_has_exactly_two_quick_start_commands() -> None:
     install_and_run, install_and_test = quick_start_commands()
     assert install_and_run.startswith("python -m pip install")
     assert "floorctl refresh --feed feeds/example.v1.json --write --receipt-out" in install_and_run
-    assert install_and_test.endswith("python -m pytest -n auto --dist loadgroup")
+    assert install_and_test.endswith("python -m pytest -n auto")
 
 
 def test_ci_runs_the_readme_test_command_verbatim() -> None:

@@ -26,10 +26,7 @@ from test_chain_postgres import Chain, floorctl
 
 from floorguard.chainstore.postgres import LOCK_KEY, redact
 
-# The fixtures: a server for the module, a fresh initialised database per test.
-# One worker for every test of the shared server (some stop and restart it).
-pytestmark = pytest.mark.xdist_group("postgres")
-server = test_chain_postgres.server
+# The fixture: a fresh initialised database per test (the server is conftest's).
 pg = test_chain_postgres.pg
 
 APPEND = textwrap.dedent(

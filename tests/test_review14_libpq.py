@@ -27,9 +27,6 @@ from floorguard.chain import AuditChain
 from floorguard.chainstore.postgres import PostgresStore
 from floorguard.errors import ChainWriteError
 
-# One worker for every test of the shared server (some stop and restart it).
-pytestmark = pytest.mark.xdist_group("postgres")
-server = test_chain_postgres.server
 pg = test_chain_postgres.pg
 
 
