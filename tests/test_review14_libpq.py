@@ -322,6 +322,20 @@ def test_a_tree_the_owner_wiped_is_rebuilt_through_psycopg_inside_the_libpq_tran
     assert _verified(pg) == 16
 
 
+def _insert_trigger(
+    pg: Chain, name: str, table: str, body: str, *, when: str = "BEFORE", deferred: bool = False
+) -> None:
+    """The owner adds a plpgsql trigger on INSERT into floorguard.TABLE running ``body``
+    (deferred: a constraint trigger run at COMMIT)."""
+    kind = "CONSTRAINT TRIGGER" if deferred else "TRIGGER"
+    timing = " DEFERRABLE INITIALLY DEFERRED" if deferred else ""
+    pg.sql(
+        f"CREATE FUNCTION public.{name}() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN {body} END$$;"
+        f" CREATE {kind} {name} {when} INSERT ON floorguard.{table}{timing}"
+        f" FOR EACH ROW EXECUTE FUNCTION public.{name}()"
+    )
+
+
 def test_ensure_tree_builds_the_tree_of_a_chain_whose_tree_was_wiped(pg: Chain) -> None:
     """BREAK: AuditChain.ensure_tree goes through the same unnest INSERT (see above)."""
     chain = pg.chain()
@@ -337,12 +351,8 @@ def test_notices_and_warnings_from_the_insert_do_not_disturb_the_libpq_calls(
 ) -> None:
     chain = pg.chain()
     chain.append(CANARY, receipt(n=0))
-    pg.sql(
-        "CREATE FUNCTION public.chatty() RETURNS trigger LANGUAGE plpgsql AS"
-        " $$BEGIN RAISE WARNING 'w %', repeat('x', 10000); RAISE NOTICE 'n'; RETURN NEW; END$$;"
-        " CREATE TRIGGER chatty BEFORE INSERT ON floorguard.tree"
-        " FOR EACH ROW EXECUTE FUNCTION public.chatty()"
-    )
+    chatter = "RAISE WARNING 'w %', repeat('x', 10000); RAISE NOTICE 'n'; RETURN NEW;"
+    _insert_trigger(pg, "chatty", "tree", chatter)
     for n in range(1, 8):
         chain.append(CANARY, receipt(n=n))
     assert _verified(pg) == 8
@@ -426,12 +436,8 @@ def test_a_statement_timeout_in_the_insert_is_refused_and_the_next_append_works(
     timeout, nothing written, and the session stays usable."""
     chain = pg.chain(FLOORGUARD_CHAIN_TIMEOUT="1")
     chain.append(CANARY, receipt(n=0))
-    pg.sql(
-        "CREATE FUNCTION public.slow() RETURNS trigger LANGUAGE plpgsql AS"
-        " $$BEGIN IF NEW.seq = 1 THEN PERFORM pg_catalog.pg_sleep(3); END IF; RETURN NEW; END$$;"
-        " CREATE TRIGGER slow BEFORE INSERT ON floorguard.records"
-        " FOR EACH ROW EXECUTE FUNCTION public.slow()"
-    )
+    sleeper = "IF NEW.seq = 1 THEN PERFORM pg_catalog.pg_sleep(3); END IF; RETURN NEW;"
+    _insert_trigger(pg, "slow", "records", sleeper)
     error = _refused(chain)
     assert "did not answer within" in str(error)
     assert pg.sql("SELECT count(*) FROM floorguard.records") == "1"
@@ -445,12 +451,7 @@ def test_a_trigger_that_raises_in_the_insert_is_refused_and_the_next_append_work
 ) -> None:
     chain = pg.chain()
     chain.append(CANARY, receipt(n=0))
-    pg.sql(
-        "CREATE FUNCTION public.nope() RETURNS trigger LANGUAGE plpgsql AS"
-        " $$BEGIN RAISE EXCEPTION 'nope'; END$$;"
-        " CREATE TRIGGER nope BEFORE INSERT ON floorguard.tree"
-        " FOR EACH ROW EXECUTE FUNCTION public.nope()"
-    )
+    _insert_trigger(pg, "nope", "tree", "RAISE EXCEPTION 'nope';")
     _refused(chain)
     assert _store(chain)._conn is None  # a session that refused a statement is not kept
     pg.sql("DROP TRIGGER nope ON floorguard.tree")
@@ -467,12 +468,8 @@ def test_a_deferred_constraint_that_fails_at_commit_is_refused_never_acknowledge
     """COMMIT itself fails (a deferred constraint trigger): the append must be refused."""
     chain = pg.chain()
     chain.append(CANARY, receipt(n=0))
-    pg.sql(
-        "CREATE FUNCTION public.late() RETURNS trigger LANGUAGE plpgsql AS"
-        " $$BEGIN RAISE EXCEPTION 'refused at commit'; END$$;"
-        " CREATE CONSTRAINT TRIGGER late AFTER INSERT ON floorguard.records"
-        " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION public.late()"
-    )
+    _insert_trigger(pg, "late", "records", "RAISE EXCEPTION 'refused at commit';",
+                    when="AFTER", deferred=True)  # fmt: skip
     _refused(chain)
     assert pg.sql("SELECT count(*) FROM floorguard.records") == "1"
     pg.sql("DROP TRIGGER late ON floorguard.records")
