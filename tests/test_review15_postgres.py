@@ -109,8 +109,7 @@ def test_a_superuser_outside_the_owner_role_cannot_delete_records(pg: Chain) -> 
         chain.append(CANARY, receipt(n=n))
     try:
         pg.server.psql(
-            "SET session_replication_role = replica;"
-            " DELETE FROM floorguard.records WHERE seq = 1",
+            "SET session_replication_role = replica; DELETE FROM floorguard.records WHERE seq = 1",
             database=pg.database,
         )
     except RuntimeError as exc:
@@ -130,11 +129,11 @@ def test_chain_init_never_leaves_a_login_appender_role(server: object, tmp_path:
     try:
         env = isolated_env(tmp_path, FLOORGUARD_CHAIN_KEY_FILE=str(tmp_path / "fleet.key"))
         done = floorctl("chain", "init", "--url", server.url("postgres", database), env=env)
-        can_login = server.psql(f"SELECT rolcanlogin FROM pg_roles WHERE rolname = '{role}'")
+        can_login = server.psql(f"SELECT rolcanlogin FROM pg_roles WHERE rolname = '{role}'")  # noqa: S608
         assert done.returncode != 0 or can_login == "f", (done.stdout, can_login)
     finally:
         server.psql(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
-        server.psql(f"DROP ROLE IF EXISTS \"{role}\"")
+        server.psql(f'DROP ROLE IF EXISTS "{role}"')
 
 
 # --- tampering and the offline verifier --------------------------------------------------
