@@ -1,0 +1,184 @@
+"""Review of the PostgreSQL chain (review 15): attacks on what README "### PostgreSQL chain"
+claims. A test whose docstring starts with "BREAK:" fails on the current code.
+
+The server is tests/pgserver.py's; the databases and roles are made per test by
+test_chain_postgres's ``pg`` fixture.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+import psycopg
+import pytest
+import test_chain_postgres
+from helpers.chain_support import receipt
+from helpers.cli import isolated_env
+from test_chain_postgres import CANARY, Chain, floorctl
+from test_review13_postgres import append, stalling_proxy, verify
+
+from floorguard.chainstore.postgres import LOCK_KEY, appender_role
+
+pg = test_chain_postgres.pg
+
+
+# --- secrets in the URL ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mark", ["#", "?"])
+def test_a_password_with_a_hash_or_question_mark_never_appears_in_the_refusal(
+    pg: Chain, tmp_path: Path, mark: str
+) -> None:
+    """BREAK: the README says the password is never shown; libpq reads a password holding
+    '#' or '?' whole, but redact() splits the URL with urllib, which ends the netloc there,
+    and the refusal prints "postgresql://host-17:s3cr" (the password's first part)."""
+    url = f"postgresql://host-17:s3cr{mark}Tpw@127.0.0.1:1/audit"
+    env = {**pg.env(tmp_path, FLOORGUARD_CHAIN_TIMEOUT="1"), "FLOORGUARD_CHAIN_URL": url}
+    done = append(env)
+    assert done.returncode == 1
+    assert "cannot append to the audit chain" in done.stderr
+    assert "s3cr" not in done.stderr, done.stderr
+
+
+# --- bounded waits -----------------------------------------------------------------------------
+
+
+def test_chain_init_behind_a_server_that_stops_answering_is_cut_not_hung(
+    pg: Chain, tmp_path: Path
+) -> None:
+    """BREAK: the README says a silent server is cut after twice FLOORGUARD_CHAIN_TIMEOUT
+    and every wait is bounded; `floorctl chain init` runs its DDL outside the watchdog, so
+    behind a server that stops answering it hangs (killed here after 30 s)."""
+    sock = pg.server.socket_dir / ".s.PGSQL.5432"
+    with stalling_proxy(sock, b"CREATE SCHEMA") as proxy:
+        url = f"postgresql://{pg.owner}@127.0.0.1:{proxy.port}/{pg.database}"
+        env = isolated_env(tmp_path / "op", FLOORGUARD_CHAIN_KEY_FILE=str(pg.key_file),
+                           FLOORGUARD_CHAIN_TIMEOUT="1")  # fmt: skip
+        started = time.monotonic()
+        try:
+            done = subprocess.run(
+                [sys.executable, "-m", "floorctl", "chain", "init", "--url", url],
+                capture_output=True, text=True, env=env, timeout=30, check=False,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            pytest.fail("chain init hung for 30 s behind a server that stopped answering")
+        assert proxy.stalled.is_set()
+    assert done.returncode != 0
+    assert time.monotonic() - started < 15
+
+
+def test_lock_and_statement_timeouts_in_the_urls_options_win(pg: Chain, tmp_path: Path) -> None:
+    """BREAK: the README says settings in the URL itself win over FLOORGUARD_CHAIN_TIMEOUT;
+    _configure overwrites lock_timeout and statement_timeout with set_config after connecting,
+    so with lock_timeout=8000 in the URL's options an append is refused after 1.8 s of a
+    3 s lock wait."""
+    options = quote("-c lock_timeout=8000 -c statement_timeout=8000")
+    env = {**pg.env(tmp_path, FLOORGUARD_CHAIN_TIMEOUT="2"),
+           "FLOORGUARD_CHAIN_URL": f"{pg.url}&options={options}"}  # fmt: skip
+    holding = threading.Event()
+
+    def hold() -> None:
+        with psycopg.connect(pg.owner_url, autocommit=True) as conn:
+            conn.execute("SELECT pg_advisory_lock(%s)", (LOCK_KEY,))
+            holding.set()
+            time.sleep(3)
+            conn.execute("SELECT pg_advisory_unlock(%s)", (LOCK_KEY,))
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert holding.wait(30)
+    done = append(env)
+    holder.join()
+    assert done.returncode == 0, done.stderr
+
+
+# --- the append-only rules and the roles ---------------------------------------------------
+
+
+def test_a_superuser_outside_the_owner_role_cannot_delete_records(pg: Chain) -> None:
+    """BREAK: the README says the triggers refuse DELETE to every role but the owner, a
+    superuser included; a superuser that sets session_replication_role = replica (no
+    ALTER TABLE, no SET ROLE) deletes a record and the triggers never fire."""
+    chain = pg.chain()
+    for n in range(3):
+        chain.append(CANARY, receipt(n=n))
+    try:
+        pg.server.psql(
+            "SET session_replication_role = replica; DELETE FROM floorguard.records WHERE seq = 1",
+            database=pg.database,
+        )
+    except RuntimeError as exc:
+        assert "append-only" in str(exc)
+    assert pg.sql("SELECT count(*) FROM floorguard.records") == "3"
+
+
+def test_chain_init_never_leaves_a_login_appender_role(server: object, tmp_path: Path) -> None:
+    """BREAK: the README says chain init makes the NOLOGIN role floorguard_appender_DATABASE;
+    a role of that name made beforehand with LOGIN and a password (by anyone with
+    CREATEROLE) is reused as it is and given SELECT and INSERT on the chain."""
+    assert isinstance(server, test_chain_postgres.pgserver.PgServer)
+    database = f"pre_{time.monotonic_ns() % 10**9}"
+    role = appender_role(database)
+    server.psql(f"CREATE DATABASE {database}")
+    server.psql(f"CREATE ROLE \"{role}\" LOGIN PASSWORD 'known-to-the-intruder'")
+    try:
+        env = isolated_env(tmp_path, FLOORGUARD_CHAIN_KEY_FILE=str(tmp_path / "fleet.key"))
+        done = floorctl("chain", "init", "--url", server.url("postgres", database), env=env)
+        can_login = server.psql(f"SELECT rolcanlogin FROM pg_roles WHERE rolname = '{role}'")  # noqa: S608
+        assert done.returncode != 0 or can_login == "f", (done.stdout, can_login)
+    finally:
+        server.psql(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
+        server.psql(f'DROP ROLE IF EXISTS "{role}"')
+
+
+# --- tampering and the offline verifier --------------------------------------------------
+
+
+def test_the_owner_dropping_the_last_records_is_caught_by_an_earlier_checkpoint(
+    pg: Chain, tmp_path: Path
+) -> None:
+    """Holds: the owner deletes the last acknowledged record and its tree rows; the export
+    verifies alone, but `verify chain` against the checkpoint signed before refuses it."""
+    chain = pg.chain()
+    for n in range(5):
+        chain.append(CANARY, receipt(n=n))
+    env = pg.env(tmp_path / "auditor")
+    assert floorctl("keygen", "--out", str(tmp_path / "keys"), env=env).returncode == 0
+    cp = tmp_path / "head.cp"
+    done = floorctl("chain", "checkpoint", "--signing-key", str(tmp_path / "keys" / "signing.key"),
+                    "--out", str(cp), env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    pg.sql("DELETE FROM floorguard.records WHERE seq = 4;"
+           " DELETE FROM floorguard.tree WHERE (level = 0 AND idx = 4)")  # fmt: skip
+    export = tmp_path / "slice.jsonl"
+    done = floorctl("chain", "export", "--out", str(export), env=env)
+    assert done.returncode == 0, done.stderr
+    alone = floorctl("verify", "chain", str(export), "--key-file", str(pg.key_file), env=env)
+    assert alone.returncode == 0, alone.stdout  # a hash chain alone cannot see a lost tail
+    against = floorctl("verify", "chain", str(export), "--checkpoint", str(cp), "--pubkey",
+                       str(tmp_path / "keys" / "signing.pub"), env=env)  # fmt: skip
+    assert against.returncode != 0, against.stdout
+
+
+def test_a_record_the_appender_inserts_without_the_lock_and_key_fails_the_verifier(
+    pg: Chain, tmp_path: Path
+) -> None:
+    """Holds: a host role inserts record 2 with a forged MAC next to the real ones; the
+    export's verification names seq 2, and no checkpoint is signed over it."""
+    env = pg.env(tmp_path)
+    assert append(env).returncode == 0 and append(env).returncode == 0
+    pg.sql(
+        "INSERT INTO floorguard.records SELECT 2, ts, chain_id, event, receipt_id, receipt,"
+        " prev, repeat('0', 64) FROM floorguard.records WHERE seq = 1",
+        as_owner=False,
+    )
+    export = tmp_path / "slice.jsonl"
+    assert floorctl("chain", "export", "--out", str(export), env=env).returncode == 0
+    done = floorctl("verify", "chain", str(export), "--key-file", str(pg.key_file), env=env)
+    assert done.returncode != 0 and "seq 2" in done.stdout, done.stdout
+    assert verify(pg).returncode != 0
