@@ -1,5 +1,6 @@
 """Review of the PostgreSQL chain (review 15): attacks on what README "### PostgreSQL chain"
-claims. A test whose docstring starts with "BREAK:" fails on the current code.
+claims. A test whose docstring starts with "Was a BREAK" failed on the code it was written
+against (commit c1e4cea) and passes since the fix it names.
 
 The server is tests/pgserver.py's; the databases and roles are made per test by
 test_chain_postgres's ``pg`` fixture.
@@ -34,9 +35,9 @@ pg = test_chain_postgres.pg
 def test_a_password_with_a_hash_or_question_mark_never_appears_in_the_refusal(
     pg: Chain, tmp_path: Path, mark: str
 ) -> None:
-    """BREAK: the README says the password is never shown; libpq reads a password holding
-    '#' or '?' whole, but redact() splits the URL with urllib, which ends the netloc there,
-    and the refusal prints "postgresql://host-17:s3cr" (the password's first part)."""
+    """Was a BREAK (fixed in redact): the README says the password is never shown; libpq
+    reads a password holding '#' or '?' whole, but redact() split the URL with urllib,
+    which ends the netloc there, and the refusal printed "postgresql://host-17:s3cr"."""
     url = f"postgresql://host-17:s3cr{mark}Tpw@127.0.0.1:1/audit"
     env = {**pg.env(tmp_path, FLOORGUARD_CHAIN_TIMEOUT="1"), "FLOORGUARD_CHAIN_URL": url}
     done = append(env)
@@ -51,9 +52,10 @@ def test_a_password_with_a_hash_or_question_mark_never_appears_in_the_refusal(
 def test_chain_init_behind_a_server_that_stops_answering_is_cut_not_hung(
     pg: Chain, tmp_path: Path
 ) -> None:
-    """BREAK: the README says a silent server is cut after twice FLOORGUARD_CHAIN_TIMEOUT
-    and every wait is bounded; `floorctl chain init` runs its DDL outside the watchdog, so
-    behind a server that stops answering it hangs (killed here after 30 s)."""
+    """Was a BREAK (fixed: init runs under the watchdog too): the README says a silent
+    server is cut after twice FLOORGUARD_CHAIN_TIMEOUT and every wait is bounded; `floorctl
+    chain init` ran its DDL outside the watchdog, so behind a server that stops answering
+    it hung (killed here after 30 s)."""
     sock = pg.server.socket_dir / ".s.PGSQL.5432"
     with stalling_proxy(sock, b"CREATE SCHEMA") as proxy:
         url = f"postgresql://{pg.owner}@127.0.0.1:{proxy.port}/{pg.database}"
@@ -72,38 +74,44 @@ def test_chain_init_behind_a_server_that_stops_answering_is_cut_not_hung(
     assert time.monotonic() - started < 15
 
 
-def test_lock_and_statement_timeouts_in_the_urls_options_win(pg: Chain, tmp_path: Path) -> None:
-    """BREAK: the README says settings in the URL itself win over FLOORGUARD_CHAIN_TIMEOUT;
-    _configure overwrites lock_timeout and statement_timeout with set_config after connecting,
-    so with lock_timeout=8000 in the URL's options an append is refused after 1.8 s of a
-    3 s lock wait."""
+def test_a_url_asking_for_longer_lock_and_statement_timeouts_cannot_stretch_the_wait(
+    pg: Chain, tmp_path: Path
+) -> None:
+    """Was a BREAK of the README's wording: it said settings in the URL win, while the
+    statement, lock and idle-transaction timeouts are always FLOORGUARD_CHAIN_TIMEOUT's.
+    The README now says so; this holds it: a URL asking for 8 s waits at most the 2 s."""
     options = quote("-c lock_timeout=8000 -c statement_timeout=8000")
     env = {**pg.env(tmp_path, FLOORGUARD_CHAIN_TIMEOUT="2"),
            "FLOORGUARD_CHAIN_URL": f"{pg.url}&options={options}"}  # fmt: skip
-    holding = threading.Event()
+    holding, release = threading.Event(), threading.Event()
 
     def hold() -> None:
         with psycopg.connect(pg.owner_url, autocommit=True) as conn:
             conn.execute("SELECT pg_advisory_lock(%s)", (LOCK_KEY,))
             holding.set()
-            time.sleep(3)
+            release.wait(60)
             conn.execute("SELECT pg_advisory_unlock(%s)", (LOCK_KEY,))
 
     holder = threading.Thread(target=hold)
     holder.start()
-    assert holding.wait(30)
-    done = append(env)
-    holder.join()
-    assert done.returncode == 0, done.stderr
+    try:
+        assert holding.wait(30)
+        done = append(env)
+    finally:
+        release.set()
+        holder.join()
+    assert done.returncode == 1
+    assert "another appender held the chain for more than 2s" in done.stderr, done.stderr
 
 
 # --- the append-only rules and the roles ---------------------------------------------------
 
 
 def test_a_superuser_outside_the_owner_role_cannot_delete_records(pg: Chain) -> None:
-    """BREAK: the README says the triggers refuse DELETE to every role but the owner, a
-    superuser included; a superuser that sets session_replication_role = replica (no
-    ALTER TABLE, no SET ROLE) deletes a record and the triggers never fire."""
+    """Was a BREAK (fixed: the triggers are ENABLE ALWAYS): the README says the triggers
+    refuse DELETE to every role but the owner, a superuser included; a superuser that set
+    session_replication_role = replica (no ALTER TABLE, no SET ROLE) deleted a record and
+    the triggers never fired."""
     chain = pg.chain()
     for n in range(3):
         chain.append(CANARY, receipt(n=n))
@@ -118,9 +126,10 @@ def test_a_superuser_outside_the_owner_role_cannot_delete_records(pg: Chain) -> 
 
 
 def test_chain_init_never_leaves_a_login_appender_role(server: object, tmp_path: Path) -> None:
-    """BREAK: the README says chain init makes the NOLOGIN role floorguard_appender_DATABASE;
-    a role of that name made beforehand with LOGIN and a password (by anyone with
-    CREATEROLE) is reused as it is and given SELECT and INSERT on the chain."""
+    """Was a BREAK (fixed: init refuses such a role): the README says chain init makes the
+    NOLOGIN role floorguard_appender_DATABASE; a role of that name made beforehand with
+    LOGIN and a password (by anyone with CREATEROLE) was reused as it was and given
+    SELECT and INSERT on the chain."""
     assert isinstance(server, test_chain_postgres.pgserver.PgServer)
     database = f"pre_{time.monotonic_ns() % 10**9}"
     role = appender_role(database)
@@ -131,6 +140,7 @@ def test_chain_init_never_leaves_a_login_appender_role(server: object, tmp_path:
         done = floorctl("chain", "init", "--url", server.url("postgres", database), env=env)
         can_login = server.psql(f"SELECT rolcanlogin FROM pg_roles WHERE rolname = '{role}'")  # noqa: S608
         assert done.returncode != 0 or can_login == "f", (done.stdout, can_login)
+        assert f"the role {role} exists and can log in" in done.stderr
     finally:
         server.psql(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
         server.psql(f'DROP ROLE IF EXISTS "{role}"')

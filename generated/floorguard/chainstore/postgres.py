@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import parse_qsl, urlencode
 
 from floorguard.chainstore.interface import CHAIN_FORMAT, Node, Row, T, WriteView
 from floorguard.errors import ChainError, ChainWriteError, KeyFileError
@@ -68,24 +68,21 @@ _PAIR = re.compile(r"([A-Za-z_]+)\s*=\s*('(?:[^'\\]|\\.)*'|[^\s']+)")
 def redact(url: str) -> str:
     """``url`` without its secrets (password, sslpassword), for messages.
 
-    Only what parses is echoed: a URL that cannot be split names its scheme alone, and of
-    a key=value string only its well-formed pairs are kept (a stray word could be the rest
-    of a password with a space in it).
+    Of a URL, everything up to its last "@" is the user part, and only the user name before
+    its first ":" is kept: a password may hold "#", "?" or "/", which libpq reads as part of
+    it but which a URL parser takes for the end of the authority (so this hides more than
+    libpq would read, never less). Of a key=value string only its well-formed pairs are
+    kept (a stray word could be the rest of a password with a space in it).
     """
-    scheme, sep, _ = url.partition("://")
+    scheme, sep, rest = url.partition("://")
     if sep and scheme in ("postgresql", "postgres"):
-        try:
-            parts = urlsplit(url)
-        except ValueError:
-            return f"{scheme}://(a URL that cannot be parsed)"
-        netloc = parts.netloc
-        if "@" in netloc:
-            userinfo, _, hosts = netloc.rpartition("@")
-            netloc = f"{userinfo.partition(':')[0]}@{hosts}"
-        query = urlencode(
-            [(k, v) for k, v in parse_qsl(parts.query) if k not in _SECRET_KEYS], safe="/"
-        )
-        return f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "")
+        userinfo, at, after = rest.rpartition("@")
+        shown = f"{userinfo.partition(':')[0]}@{after}" if at else rest
+        where, _, query = shown.partition("?")
+        # Keys are percent-decoded first, as libpq decodes them ("pass%77ord" is password).
+        kept = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True)
+                if k.lower() not in _SECRET_KEYS]  # fmt: skip
+        return f"{scheme}://{where}" + (f"?{urlencode(kept, safe='/')}" if kept else "")
     return " ".join(
         f"{key}={'***' if key in _SECRET_KEYS else value}" for key, value in _PAIR.findall(url)
     )
@@ -779,6 +776,10 @@ _DDL = (
             f" ON {SCHEMA}.{table} FOR EACH ROW EXECUTE FUNCTION {SCHEMA}.refuse_change()",
             f"CREATE OR REPLACE TRIGGER {table}_no_truncate BEFORE TRUNCATE"
             f" ON {SCHEMA}.{table} FOR EACH STATEMENT EXECUTE FUNCTION {SCHEMA}.refuse_change()",
+            # ALWAYS: they fire under session_replication_role = replica too, which would
+            # otherwise let a superuser's session skip them without touching the table.
+            f"ALTER TABLE {SCHEMA}.{table} ENABLE ALWAYS TRIGGER {table}_append_only",
+            f"ALTER TABLE {SCHEMA}.{table} ENABLE ALWAYS TRIGGER {table}_no_truncate",
         )
     ),
     f"REVOKE ALL ON SCHEMA {SCHEMA} FROM PUBLIC",
@@ -823,9 +824,11 @@ def init_schema(
 
     store = PostgresStore(url, timeout=timeout)
     conn = store._connect(ChainWriteError, "initialise")
+    fired = threading.Event()
     try:
         try:
-            with conn.transaction():
+            # Bounded like an append: a server that goes silent mid-init is cut.
+            with _deadline(conn, store.silence) as fired, conn.transaction():
                 # Two inits at once: the second waits, then finds everything in place.
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
                 existed = conn.execute("SELECT to_regclass(%s)", (_RECORDS,)).fetchone()
@@ -869,8 +872,21 @@ def init_schema(
                 database = conn.execute("SELECT current_database()").fetchone()
                 role_name = appender_role("" if database is None else str(database[0]))
                 role = conn.execute(
-                    "SELECT 1 FROM pg_roles WHERE rolname = %s", (role_name,)
+                    "SELECT rolcanlogin OR rolsuper OR rolcreaterole OR rolcreatedb"
+                    " OR rolreplication OR rolbypassrls FROM pg_catalog.pg_roles"
+                    " WHERE rolname = %s",
+                    (role_name,),
                 ).fetchone()
+                if role is not None and role[0]:
+                    # Made by someone else before: whoever can log in as it appends.
+                    raise ChainWriteError(
+                        f"cannot initialise the audit chain {store.location}: the role "
+                        f"{role_name} exists and can log in or holds a role attribute "
+                        "(LOGIN, SUPERUSER, CREATEROLE, CREATEDB, REPLICATION, BYPASSRLS); "
+                        "chain init makes it NOLOGIN with none: drop it, or ALTER ROLE it "
+                        "NOLOGIN NOSUPERUSER NOCREATEROLE NOCREATEDB NOREPLICATION "
+                        "NOBYPASSRLS, then run chain init again"
+                    )
                 if role is None:
                     conn.execute(
                         sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(role_name))
@@ -899,7 +915,7 @@ def init_schema(
                 owner = conn.execute("SELECT current_user").fetchone()
         except pg.Error as exc:
             raise ChainWriteError(
-                f"cannot initialise the audit chain {store.location}: {store.explain(exc)}"
+                f"cannot initialise the audit chain {store.location}: {store.explain(exc, fired)}"
             ) from exc
     finally:
         _close_quietly(conn)
