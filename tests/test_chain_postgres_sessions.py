@@ -169,3 +169,40 @@ def test_an_operator_another_role_puts_in_public_cannot_change_an_append(pg: Cha
         fresh.append(CANARY, receipt())
     assert _session_setting(fresh, "search_path") == "pg_catalog, pg_temp"
     assert assert_tree_matches_records(fresh) == 8
+
+
+# --- whose clock -----------------------------------------------------------------------------
+
+SKEWED_HOST = textwrap.dedent(
+    """
+    import datetime
+    import floorguard._time
+    from floorguard.chain import AuditChain
+    # This host's clock runs five years ahead (a broken NTP, or its owner's choice).
+    floorguard._time.utc_now = lambda: datetime.datetime(2031, 6, 1, tzinfo=datetime.UTC)
+    record = AuditChain.from_env().append("adapter.canary_receipt", {
+        "kind": "adapter.canary_receipt", "schema_version": 1, "ts": "2031-06-01T00:00:00Z"})
+    print(record.ts)
+    """
+)
+
+
+def test_a_host_whose_clock_runs_ahead_cannot_stamp_the_fleets_records_with_its_future(
+    pg: Chain, tmp_path: Path
+) -> None:
+    pg.chain().append(CANARY, receipt())
+    host = pg.env(tmp_path / "skewed-host")
+    skewed = subprocess.run([sys.executable, "-c", SKEWED_HOST], capture_output=True,
+                            text=True, env=host, timeout=60, check=False)  # fmt: skip
+    assert skewed.returncode == 0, skewed.stderr
+    server_year = pg.sql("SELECT extract(year FROM now())::int")
+    assert skewed.stdout.startswith(f"{server_year}-"), skewed.stdout  # the server's time
+    after = pg.chain().append(CANARY, receipt())
+    assert after.ts.startswith(f"{server_year}-")  # and the hosts after it keep theirs
+    since = f"{server_year}-01-01T00:00:00Z"
+    window = subprocess.run(
+        [sys.executable, "-m", "floorctl", "chain", "export", "--since", since],
+        capture_output=True, text=True, env=pg.env(pg.key_file.parent), timeout=60, check=False,
+    )  # fmt: skip
+    assert window.returncode == 0, window.stderr
+    assert len(window.stdout.splitlines()) == 3  # all three in this year's window

@@ -23,6 +23,7 @@ from helpers.tree_support import assert_tree_matches_records
 from test_chain_postgres import CANARY, Chain, _export, _verified
 from test_review13_postgres import append, stalling_proxy, verify
 
+from floorguard._time import now_ts
 from floorguard.chain import AuditChain
 from floorguard.chainstore.postgres import PostgresStore
 from floorguard.errors import ChainWriteError
@@ -486,14 +487,13 @@ def test_a_pause_between_the_head_and_the_insert_is_refused_then_recovers(
     call is running): the INSERT must fail, the append be refused, nothing written."""
     chain = pg.chain(FLOORGUARD_CHAIN_TIMEOUT="1")
     chain.append(CANARY, receipt(n=0))
-    clock = chain._clock
     slow = [True]
 
-    def stalling_clock() -> str:
+    def stalling_clock() -> str:  # read inside the transaction, after the head
         if slow[0]:
             slow[0] = False
             time.sleep(pause)
-        return clock()
+        return now_ts()
 
     chain._clock = stalling_clock  # type: ignore[method-assign]
     _refused(chain)

@@ -17,7 +17,9 @@ of all eight fields (verifiers accept any JSON spelling of a line, but refuse du
 
 Timestamps never go backwards along the chain: an append stamped earlier than the head
 (the wall clock stepped back) takes the head's timestamp, so that time windows map onto
-contiguous runs of records.
+contiguous runs of records. A shared chain's records take the database server's time, not
+the appending host's: a host whose clock runs ahead would otherwise stamp every later
+record of the fleet with its future (and push them out of every time window).
 
 Storage: behind ``floorguard.chainstore`` (one small interface, two stores). By default
 ``chain.sqlite3`` in FLOORGUARD_HOME (``chainstore.sqlite``); with ``FLOORGUARD_CHAIN_URL``
@@ -330,7 +332,7 @@ class AuditChain:
         store: ChainStore | str | os.PathLike[str],
         key_file: Path,
         *,
-        clock: Callable[[], str] = now_ts,
+        clock: Callable[[], str] | None = None,
     ) -> None:
         if isinstance(store, str | os.PathLike):
             from floorguard.chainstore.sqlite import SqliteStore
@@ -356,7 +358,7 @@ class AuditChain:
 
     @classmethod
     def from_env(
-        cls, environ: Mapping[str, str] | None = None, *, clock: Callable[[], str] = now_ts
+        cls, environ: Mapping[str, str] | None = None, *, clock: Callable[[], str] | None = None
     ) -> AuditChain:
         """The chain the environment selects (``FLOORGUARD_CHAIN_URL``, else the SQLite file
         in ``FLOORGUARD_HOME``) with the key ``FLOORGUARD_CHAIN_KEY_FILE`` names.
@@ -444,7 +446,8 @@ class AuditChain:
         self, view: WriteView, event: str, receipt_id: str, receipt_json: str
     ) -> _Row:
         head = view.head()
-        ts = self._clock()
+        # A clock given explicitly (tests) wins; else the store's shared one, else ours.
+        ts = self._clock() if self._clock is not None else (view.clock() or now_ts())
         if head is None:
             key = load_or_create_key(self.key_file) if self.store.creates_key else self._key()
             expected = view.meta("key_check")  # a shared chain's, from `floorctl chain init`

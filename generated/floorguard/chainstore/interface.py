@@ -65,6 +65,11 @@ class WriteView(ReadView, Protocol):
     def insert_nodes(self, nodes: Iterable[Node]) -> None:
         """Insert tree nodes (each (level, index) must be new)."""
 
+    def clock(self) -> str | None:
+        """The time every writer of the chain shares (a database server's, read under the
+        transaction's lock), as ``format_ts`` writes it; None where the writer's own
+        clock is the only one (a local file)."""
+
 
 class ChainStore(Protocol):
     """Where the chain's rows live.

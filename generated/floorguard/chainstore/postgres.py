@@ -189,17 +189,20 @@ _INSERT_NODES = (
 
 
 _NO_HEAD = object()
-# The head record, with the tree nodes its successor's leaf will hash with, as
+# The server's time, and the head record (NULLs for an empty chain) with the tree nodes its
+# successor's leaf will hash with, as
 # "level:hex,level:hex": the head's leaf (0, seq), which says the tree is built up to the
 # head, and for the new leaf n = seq + 1 each left sibling (L, (n >> L) - 1) that _add_leaf
 # hashes with (one per trailing 1 bit of n, i.e. where n + 1 is a multiple of 2^(L+1)).
 _HEAD_AND_NODES = (
-    f"SELECT r.*, ("  # noqa: S608
+    # The server's clock, read after the lock is granted: the time of the new record.
+    "SELECT pg_catalog.to_char(pg_catalog.clock_timestamp() AT TIME ZONE 'UTC',"  # noqa: S608
+    ' \'YYYY-MM-DD"T"HH24:MI:SS.US"Z"\'), r.*, ('
     "  SELECT pg_catalog.string_agg(t.level || ':' || pg_catalog.encode(t.hash, 'hex'), ',')"
     "    FROM pg_catalog.generate_series(0, 61) AS l(level)"
     f"   JOIN {_TREE} t ON t.level = l.level AND t.idx = ((r.seq + 1) >> l.level) - 1"
     "   WHERE l.level = 0 OR (r.seq + 2) % (1::bigint << (l.level + 1)) = 0"
-    f") FROM ({_HEAD}) r"
+    f") FROM (SELECT 1) AS one LEFT JOIN LATERAL ({_HEAD}) r ON true"
 )
 # An append's first round trip, one message: BEGIN, the chain's lock, then the head (a
 # statement prepared when the connection opens: planning it each time costs more than
@@ -270,8 +273,10 @@ class _View:
         nodes: dict[tuple[int, int], bytes] | None = None,
         silence: float | None = None,
         prepared: set[bytes] | None = None,
+        clock: str | None = None,
     ) -> None:
         self._conn = conn
+        self._clock = clock  # the server's time when the append's head was read
         self._stream = stream
         # A reader's limit on each wait for the server (a writer's whole transaction has
         # one already); ``fired`` tells whether the last one cut the connection.
@@ -393,6 +398,9 @@ class _View:
                 (level, index),
             ).fetchone()
         return None if row is None or row[0] is None else bytes(row[0])
+
+    def clock(self) -> str | None:
+        return self._clock
 
     def meta(self, key: str) -> str | None:
         row = self._one(_META_VALUE, (key,))
@@ -641,16 +649,17 @@ class PostgresStore:
         """BEGIN, the chain's lock (every appender on every host waits here: one linear
         chain) and the head with the tree nodes the next leaf needs, in one round trip."""
         found = _libpq(conn, lambda pgconn: pgconn.exec_(_OPEN_APPEND))
-        if found.ntuples == 0:
-            return _View(conn, head=None, prepared=self._prepared)
-        values = [found.get_value(0, column) for column in range(9)]
+        values = [found.get_value(0, column) for column in range(10)]
         try:
-            seq = int(values[0])
-            head = (seq, *(value.decode("utf-8") for value in values[1:8]))
-            nodes = _parse_nodes(seq, values[8])
+            now = values[0].decode("ascii")
+            if values[1] is None:  # no head: an empty chain
+                return _View(conn, head=None, prepared=self._prepared, clock=now)
+            seq = int(values[1])
+            head = (seq, *(value.decode("utf-8") for value in values[2:9]))
+            nodes = _parse_nodes(seq, values[9])
         except (ValueError, AttributeError) as exc:
             raise ValueError(f"the head record read back is malformed ({exc})") from exc
-        return _View(conn, head=head, nodes=nodes, prepared=self._prepared)
+        return _View(conn, head=head, nodes=nodes, prepared=self._prepared, clock=now)
 
     def _rollback(self, conn: psycopg.Connection[Any]) -> None:
         try:

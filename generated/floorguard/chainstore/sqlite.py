@@ -99,6 +99,9 @@ class _View:
         ).fetchone()
         return None if row is None or not isinstance(row[0], bytes) else bytes(row[0])
 
+    def clock(self) -> None:
+        return None  # one machine: its own clock is the chain's
+
     def meta(self, key: str) -> str | None:
         row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else str(row[0])
