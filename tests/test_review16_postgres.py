@@ -286,9 +286,13 @@ def test_checkpoints_signed_while_two_hosts_append_are_each_consistent_with_the_
     )
     tests_dir = str(Path(__file__).parent)
     appenders = [
-        subprocess.Popen([sys.executable, "-c", script], cwd=tests_dir,
-                         env={**pg.env(tmp_path / f"h{i}"), "PYTHONPATH": tests_dir},
-                         stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", script],
+            cwd=tests_dir,
+            env={**pg.env(tmp_path / f"h{i}"), "PYTHONPATH": tests_dir},
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for i in range(2)
     ]
     env = pg.env(tmp_path / "auditor")
