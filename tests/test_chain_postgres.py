@@ -32,7 +32,7 @@ from hosts import Host, floor
 
 from floorguard.chain import AuditChain
 from floorguard.chainstore import store_from_env
-from floorguard.chainstore.postgres import LOCK_KEY, PostgresStore, redact
+from floorguard.chainstore.postgres import LOCK_STATEMENT, PostgresStore, redact
 from floorguard.errors import ChainError, ChainWriteError, KeyFileError
 from floorguard.slice_verify import verify_slice
 
@@ -362,7 +362,7 @@ def test_an_append_waiting_on_a_held_lock_refuses_within_the_timeout(pg: Chain) 
     import psycopg
 
     with psycopg.connect(pg.owner_url) as holder:
-        holder.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
+        holder.execute(LOCK_STATEMENT)  # in its transaction, as an appender holds it
         chain = pg.chain(FLOORGUARD_CHAIN_TIMEOUT="1")
         with pytest.raises(ChainWriteError, match=r"held the chain for more than 1s"):
             chain.append(CANARY, receipt())

@@ -24,7 +24,7 @@ import test_chain_postgres
 from helpers.cli import isolated_env
 from test_chain_postgres import Chain, floorctl
 
-from floorguard.chainstore.postgres import LOCK_KEY, redact
+from floorguard.chainstore.postgres import LOCK_STATEMENT, redact
 
 # The fixture: a fresh initialised database per test (the server is conftest's).
 pg = test_chain_postgres.pg
@@ -121,7 +121,7 @@ def stalling_proxy(socket_path: Path, trigger: bytes) -> Iterator[StallingProxy]
 
 def test_a_server_that_stops_answering_mid_append_cannot_hang_the_spawn(pg: Chain) -> None:
     sock = pg.server.socket_dir / ".s.PGSQL.5432"
-    with stalling_proxy(sock, b"pg_advisory_xact_lock") as proxy:
+    with stalling_proxy(sock, b"append_lock FOR UPDATE") as proxy:
         url = f"postgresql://{pg.appender}@127.0.0.1:{proxy.port}/{pg.database}"
         env = {
             **pg.env(pg.key_file.parent, FLOORGUARD_CHAIN_TIMEOUT="1"),
@@ -176,10 +176,12 @@ def test_a_port_that_accepts_but_never_answers_refuses_the_append_not_hangs(
 # --- a database whose sessions default to another isolation level -----------------------------
 
 
-def _waiting_for_lock(owner_url: str) -> int:
-    with psycopg.connect(owner_url, autocommit=True) as conn:
+def _waiting_for_lock(superuser_url: str) -> int:
+    # A superuser's view: pg_stat_activity hides other roles' wait events from the owner.
+    with psycopg.connect(superuser_url, autocommit=True) as conn:
         row = conn.execute(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND wait_event_type = 'Lock'"
         ).fetchone()
     return 0 if row is None else int(row[0])
 
@@ -191,8 +193,8 @@ def test_appenders_queued_on_the_lock_all_succeed_when_the_database_defaults_to(
     pg.sql(f"ALTER DATABASE {pg.database} SET default_transaction_isolation = '{level}'")
     env = pg.env(pg.key_file.parent, FLOORGUARD_CHAIN_TIMEOUT="30")
     assert append(env).returncode == 0
-    with psycopg.connect(pg.owner_url, autocommit=True) as holder:
-        holder.execute("SELECT pg_advisory_lock(%s)", (LOCK_KEY,))
+    with psycopg.connect(pg.owner_url) as holder:
+        holder.execute(LOCK_STATEMENT)
         waiting = [
             subprocess.Popen(
                 [sys.executable, "-c", APPEND],
@@ -204,9 +206,12 @@ def test_appenders_queued_on_the_lock_all_succeed_when_the_database_defaults_to(
             for _ in range(3)
         ]
         deadline = time.monotonic() + 30
-        while _waiting_for_lock(pg.owner_url) < 3 and time.monotonic() < deadline:
+        while (
+            _waiting_for_lock(pg.server.url(database=pg.database)) < 3
+            and time.monotonic() < deadline
+        ):
             time.sleep(0.05)
-        holder.execute("SELECT pg_advisory_unlock(%s)", (LOCK_KEY,))
+        holder.rollback()
     outcomes = [(p.wait(timeout=60), p.communicate()[1]) for p in waiting]
     assert [code for code, _ in outcomes] == [0, 0, 0], outcomes
     assert pg.sql("SELECT count(*) FROM floorguard.records") == "4"

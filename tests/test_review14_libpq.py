@@ -406,7 +406,7 @@ def test_a_session_terminated_while_it_waits_for_the_lock_is_refused_then_recove
     pid = _store(chain)._conn.info.backend_pid  # type: ignore[union-attr]
     holder = psycopg.connect(pg.owner_url, autocommit=True)
     holder.execute("BEGIN")
-    holder.execute("SELECT pg_advisory_xact_lock(%s)", (test_chain_postgres.LOCK_KEY,))
+    holder.execute(test_chain_postgres.LOCK_STATEMENT)
     outcome: list[object] = []
 
     def run() -> None:
@@ -508,7 +508,7 @@ def test_a_pause_between_the_head_and_the_insert_is_refused_then_recovers(
 
 @pytest.mark.parametrize(
     "trigger",
-    [b"pg_advisory_xact_lock", b"floorguard_append_", b"COMMIT\x00"],
+    [b"append_lock FOR UPDATE", b"floorguard_append_", b"COMMIT\x00"],
     ids=["open", "insert", "commit"],
 )
 def test_a_server_that_goes_silent_in_each_libpq_call_is_refused_then_recovers(

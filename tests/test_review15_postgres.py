@@ -23,7 +23,7 @@ from helpers.cli import isolated_env
 from test_chain_postgres import CANARY, Chain, floorctl
 from test_review13_postgres import append, stalling_proxy, verify
 
-from floorguard.chainstore.postgres import LOCK_KEY, appender_role
+from floorguard.chainstore.postgres import LOCK_STATEMENT, appender_role
 
 pg = test_chain_postgres.pg
 
@@ -86,11 +86,11 @@ def test_a_url_asking_for_longer_lock_and_statement_timeouts_cannot_stretch_the_
     holding, release = threading.Event(), threading.Event()
 
     def hold() -> None:
-        with psycopg.connect(pg.owner_url, autocommit=True) as conn:
-            conn.execute("SELECT pg_advisory_lock(%s)", (LOCK_KEY,))
+        with psycopg.connect(pg.owner_url) as conn:
+            conn.execute(LOCK_STATEMENT)
             holding.set()
             release.wait(60)
-            conn.execute("SELECT pg_advisory_unlock(%s)", (LOCK_KEY,))
+            conn.rollback()
 
     holder = threading.Thread(target=hold)
     holder.start()

@@ -1,6 +1,7 @@
 """Review of the PostgreSQL chain (review 16): attacks on what README "### PostgreSQL chain"
-claims, from angles reviews 13-15 did not take. A test whose docstring starts with "BREAK:"
-fails on the code it was written against.
+claims, from angles reviews 13-15 did not take. A test whose docstring starts with "Was a
+BREAK" failed on the code it was written against (commit b3b8388) and holds since the fix
+it names.
 
 The server is tests/pgserver.py's; the databases and roles are made per test by
 test_chain_postgres's ``pg`` fixture.
@@ -27,7 +28,8 @@ from test_chain_postgres import CANARY, Chain, floorctl
 from test_review13_postgres import append
 
 from floorguard.chain import AuditChain
-from floorguard.chainstore.postgres import APPENDER_ROLE, LOCK_KEY, appender_role
+from floorguard.chainstore.postgres import APPENDER_ROLE, LOCK_KEY, LOCK_STATEMENT, appender_role
+from floorguard.errors import ChainWriteError
 
 pg = test_chain_postgres.pg
 
@@ -44,16 +46,16 @@ def _ts(text: str) -> datetime:
 def test_a_database_named_after_the_digest_of_a_long_name_shares_that_chains_appender_role(
     pg: Chain, tmp_path: Path
 ) -> None:
-    """BREAK: the README says each database gets its own appender role, so a host of one
-    chain cannot append to another chain in the cluster; appender_role() hashes a long
-    database name to floorguard_appender_<24 hex>, which is also the unhashed role of a
-    database named <24 hex>, so `chain init` there reuses the long database's role and its
-    hosts may read and insert into the other chain."""
+    """Was a BREAK (fixed: a digest's form is floorguard_appender-<hex>, which no database
+    name gives): the README says each database gets its own appender role, so a host of
+    one chain cannot append to another chain in the cluster; appender_role() hashed a long
+    database name to floorguard_appender_<24 hex>, which was also the role of a database
+    named <24 hex>, so `chain init` there reused the long database's role."""
     tag = secrets.token_hex(3)
     long_db = f"chain_long_{tag}_" + "x" * 40  # > 43 bytes: its role name is hashed
     role = appender_role(long_db)
     short_db = role[len(APPENDER_ROLE) + 1 :]  # a database named like that digest
-    assert appender_role(short_db) == role  # the collision itself
+    assert appender_role(short_db) != role  # no collision
     owner_a, owner_b, host_b = f"own_a_{tag}", f"own_b_{tag}", f"host_b_{tag}"
     pg.server.psql(f"CREATE ROLE {owner_a} LOGIN CREATEROLE; CREATE ROLE {owner_b} LOGIN "
                    f"CREATEROLE; CREATE ROLE {host_b} LOGIN")  # fmt: skip
@@ -83,11 +85,11 @@ def test_a_database_named_after_the_digest_of_a_long_name_shares_that_chains_app
 def test_a_role_with_no_privilege_on_the_chain_cannot_stop_every_append(
     pg: Chain, tmp_path: Path
 ) -> None:
-    """BREAK: the README says a holder of the chain's lock holds it for at most the timeout
-    and the others go on, and the appender role is least privilege; the lock is a
-    pg_advisory_xact_lock on a public constant, and advisory locks need no privilege, so any
-    role that may connect (PUBLIC has CONNECT; this one has no grant at all) takes it at
-    session level and every append of the fleet is refused for as long as it likes."""
+    """Was a BREAK (fixed: the lock is a row of floorguard.append_lock, locked FOR UPDATE,
+    which needs the appenders' UPDATE grant): the README says a holder of the chain's lock
+    holds it for at most the timeout and the others go on; the lock was a
+    pg_advisory_xact_lock on a public constant, which any role that may connect (PUBLIC
+    has CONNECT) could take at session level, refusing every append of the fleet."""
     nobody = f"nobody_{secrets.token_hex(3)}"
     pg.server.psql(f"CREATE ROLE {nobody} LOGIN")
     env = pg.env(tmp_path / "h", FLOORGUARD_CHAIN_TIMEOUT="1")
@@ -95,7 +97,9 @@ def test_a_role_with_no_privilege_on_the_chain_cannot_stop_every_append(
 
     def hold() -> None:
         with psycopg.connect(pg.server.url(nobody, pg.database), autocommit=True) as conn:
-            conn.execute("SELECT pg_advisory_lock(%s)", (LOCK_KEY,))
+            conn.execute("SELECT pg_advisory_lock(%s)", (LOCK_KEY,))  # what it could take
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute(LOCK_STATEMENT)  # and the chain's own lock, which it cannot
             holding.set()
             release.wait(60)
 
@@ -117,16 +121,18 @@ def test_a_role_with_no_privilege_on_the_chain_cannot_stop_every_append(
 def test_a_modified_host_cannot_stamp_the_fleets_later_records_with_a_future_time(
     pg: Chain, tmp_path: Path
 ) -> None:
-    """BREAK: the README says a record's ts is the database server's clock when the lock
-    was granted, so no host can push the fleet's later records out of every --since/--until
-    window; the ts is computed and MACed by the appending client and the database accepts
-    any value, so one host (with the fleet's key, as every host has) stamping 2099 makes
-    every later honest record 2099 too (append takes max(server clock, head ts))."""
+    """Was a BREAK (fixed: a trigger refuses a record stamped after the server's clock or
+    before the head): the README says a record's ts is the database server's clock, so no
+    host can push the fleet's later records out of every --since/--until window; the ts is
+    computed and MACed by the client, and the database accepted any value, so one host
+    (with the fleet's key, as every host has) stamping 2099 made every later record 2099."""
     rogue = AuditChain.from_env(
         pg.env(tmp_path / "rogue"), clock=lambda: "2099-01-01T00:00:00.000000Z"
     )
-    rogue.append(CANARY, receipt(n=0))
+    with pytest.raises(ChainWriteError, match=r"stamped 2099-01-01T00:00:00\.000000Z"):
+        rogue.append(CANARY, receipt(n=0))
     rogue.close()
+    assert append(pg.env(tmp_path / "first")).returncode == 0
     assert append(pg.env(tmp_path / "honest")).returncode == 0
     ts = pg.sql("SELECT ts FROM floorguard.records WHERE seq = 1")
     assert abs(_ts(ts) - datetime.now(UTC)) < timedelta(minutes=5), ts

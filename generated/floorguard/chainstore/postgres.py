@@ -43,14 +43,16 @@ APPENDER_ROLE = "floorguard_appender"  # + "_" + the database's name: see append
 def appender_role(database: str) -> str:
     """The appenders' role of the chain in ``database``: one per database, because roles
     are cluster-wide (one shared role would let a host of one chain append to every other
-    chain in the cluster). Longer than PostgreSQL's 63 bytes: a digest of the name."""
+    chain in the cluster). Longer than PostgreSQL's 63 bytes: "-" and a digest of the
+    name; no database's own name can give that form, which the "_" of the other tells
+    apart (a database named after another's digest would otherwise share its role)."""
     name = f"{APPENDER_ROLE}_{database}"
     if len(name.encode("utf-8")) <= 63:
         return name
-    return f"{APPENDER_ROLE}_{hashlib.sha256(database.encode('utf-8')).hexdigest()[:24]}"
+    return f"{APPENDER_ROLE}-{hashlib.sha256(database.encode('utf-8')).hexdigest()[:40]}"
 
 
-# pg_advisory_xact_lock key: "floorgd" as an integer; every appender of the chain takes it.
+# pg_advisory_xact_lock key ("floorgd" as an integer): serialises two `chain init`s only.
 LOCK_KEY = int.from_bytes(b"floorgd", "big")
 COLUMNS = "seq, ts, chain_id, event, receipt_id, receipt, prev, mac"
 _RECORDS = f"{SCHEMA}.records"
@@ -210,10 +212,12 @@ _HEAD_AND_NODES = (
 # snapshot when it starts, so the head is read after the lock is granted (under
 # REPEATABLE READ the snapshot could predate the lock, and the head be stale).
 _HEAD_STATEMENT = b"floorguard_head"
+# The chain's lock: its one row, locked FOR UPDATE. Only a role granted UPDATE on the
+# table may take it (the appenders' and the owner's); an advisory lock would be any
+# connecting role's to take and hold, stopping every append of the fleet.
+LOCK_STATEMENT = f"SELECT id FROM {SCHEMA}.append_lock FOR UPDATE"  # noqa: S608
 _OPEN_APPEND = (
-    "BEGIN ISOLATION LEVEL READ COMMITTED;"
-    f" SELECT pg_catalog.pg_advisory_xact_lock({LOCK_KEY});"
-    f" EXECUTE {_HEAD_STATEMENT.decode()}"
+    f"BEGIN ISOLATION LEVEL READ COMMITTED; {LOCK_STATEMENT}; EXECUTE {_HEAD_STATEMENT.decode()}"
 ).encode()
 
 
@@ -766,6 +770,33 @@ BEGIN
   RETURN NEW;
 END $$
 """
+# A record must be the next one, stamped in the chain's format no earlier than the head and
+# no later than the server's clock: the database itself holds a host to what every honest
+# appender writes (the server's time, read under the lock), whatever its own code does.
+_CHECK_RECORD = """
+CREATE OR REPLACE FUNCTION floorguard.check_record() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+DECLARE
+  head_seq bigint;
+  head_ts text;
+  server_ts text := to_char(clock_timestamp() AT TIME ZONE 'UTC',
+                            'YYYY-MM-DD"T"HH24:MI:SS.US"Z"');
+BEGIN
+  SELECT seq, ts INTO head_seq, head_ts FROM floorguard.records ORDER BY seq DESC LIMIT 1;
+  IF NEW.seq IS DISTINCT FROM coalesce(head_seq + 1, 0) THEN
+    RAISE EXCEPTION 'floorguard: record % is not the next one (the head is %)',
+      NEW.seq, head_seq USING ERRCODE = 'check_violation';
+  END IF;
+  IF NEW.ts !~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}[.][0-9]{6}Z$'
+     OR NEW.ts COLLATE "C" > server_ts COLLATE "C"
+     OR NEW.ts COLLATE "C" < coalesce(head_ts, '') COLLATE "C" THEN
+    RAISE EXCEPTION
+      'floorguard: record % is stamped %, not between the head''s % and the server''s %',
+      NEW.seq, NEW.ts, head_ts, server_ts USING ERRCODE = 'check_violation';
+  END IF;
+  RETURN NEW;
+END $$
+"""
 _DDL = (
     f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}",
     f"CREATE TABLE IF NOT EXISTS {_META} (key text PRIMARY KEY, value text NOT NULL)",
@@ -774,12 +805,18 @@ _DDL = (
     " event text NOT NULL, receipt_id text NOT NULL, receipt text NOT NULL,"
     " prev text NOT NULL, mac text NOT NULL)",
     f"CREATE INDEX IF NOT EXISTS records_receipt_id ON {_RECORDS} (receipt_id)",
+    f"CREATE TABLE IF NOT EXISTS {SCHEMA}.append_lock (id integer PRIMARY KEY CHECK (id = 1))",
+    f"INSERT INTO {SCHEMA}.append_lock VALUES (1) ON CONFLICT DO NOTHING",  # noqa: S608
     f"CREATE TABLE IF NOT EXISTS {_TREE} (level integer NOT NULL, idx bigint NOT NULL,"
     " hash bytea NOT NULL, PRIMARY KEY (level, idx))",
     _REFUSE_CHANGE,
+    _CHECK_RECORD,
+    f"CREATE OR REPLACE TRIGGER records_next_in_line BEFORE INSERT ON {_RECORDS}"
+    f" FOR EACH ROW EXECUTE FUNCTION {SCHEMA}.check_record()",
+    f"ALTER TABLE {_RECORDS} ENABLE ALWAYS TRIGGER records_next_in_line",
     *(
         statement
-        for table in ("meta", "records", "tree")
+        for table in ("meta", "records", "tree", "append_lock")
         for statement in (
             f"CREATE OR REPLACE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE"
             f" ON {SCHEMA}.{table} FOR EACH ROW EXECUTE FUNCTION {SCHEMA}.refuse_change()",
@@ -794,6 +831,7 @@ _DDL = (
     f"REVOKE ALL ON SCHEMA {SCHEMA} FROM PUBLIC",
     f"REVOKE ALL ON ALL TABLES IN SCHEMA {SCHEMA} FROM PUBLIC",
     f"REVOKE ALL ON FUNCTION {SCHEMA}.refuse_change() FROM PUBLIC",
+    f"REVOKE ALL ON FUNCTION {SCHEMA}.check_record() FROM PUBLIC",
 )
 
 
@@ -906,6 +944,9 @@ def init_schema(
                     "REVOKE ALL ON ALL TABLES IN SCHEMA {schema} FROM {role}",
                     "GRANT SELECT ON {schema}.meta TO {role}",
                     "GRANT SELECT, INSERT ON {schema}.records, {schema}.tree TO {role}",
+                    # UPDATE for SELECT ... FOR UPDATE, the chain's lock; its trigger
+                    # refuses an UPDATE itself.
+                    "GRANT SELECT, UPDATE ON {schema}.append_lock TO {role}",
                 ):
                     conn.execute(
                         sql.SQL(statement).format(schema=sql.Identifier(SCHEMA), role=appender)
