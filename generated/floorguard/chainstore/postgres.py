@@ -22,6 +22,7 @@ import math
 import os
 import re
 import secrets
+import select
 import socket
 import struct
 import threading
@@ -216,8 +217,11 @@ _HEAD_STATEMENT = b"floorguard_head"
 # table may take it (the appenders' and the owner's); an advisory lock would be any
 # connecting role's to take and hold, stopping every append of the fleet.
 LOCK_STATEMENT = f"SELECT id FROM {SCHEMA}.append_lock FOR UPDATE"  # noqa: S608
+_LOCK_NAME = b"floorguard_lock"  # prepared too: planning a FOR UPDATE is not free
+_LOCK_TEXT, _HEAD_TEXT = LOCK_STATEMENT.encode(), _HEAD_AND_NODES.encode()
 _OPEN_APPEND = (
-    f"BEGIN ISOLATION LEVEL READ COMMITTED; {LOCK_STATEMENT}; EXECUTE {_HEAD_STATEMENT.decode()}"
+    "BEGIN ISOLATION LEVEL READ COMMITTED;"
+    f" EXECUTE {_LOCK_NAME.decode()}; EXECUTE {_HEAD_STATEMENT.decode()}"
 ).encode()
 
 
@@ -296,7 +300,8 @@ class _View:
         """Send the buffered writes, then COMMIT when asked."""
         pending, self._pending = self._pending, []
         if len(pending) == 2 and pending[0][0] is _INSERT_RECORD and pending[1][0] is _INSERT_NODES:
-            self._insert_record_and_nodes(pending[0][1], pending[1][1])
+            self._insert_record_and_nodes(pending[0][1], pending[1][1], commit=commit)
+            return
         else:
             for query, params in pending:
                 if query is _INSERT_NODES:  # many nodes (a tree being built): three arrays
@@ -311,14 +316,28 @@ class _View:
                     f"the commit was refused ({done.command_status!r})"
                 )
 
-    def _insert_record_and_nodes(self, record: Row, nodes: list[Node]) -> None:
+    def _insert_record_and_nodes(self, record: Row, nodes: list[Node], *, commit: bool) -> None:
+        """The record and its tree rows in one prepared statement, and with ``commit`` the
+        COMMIT too, in one pipeline: one round trip."""
         name, text, types = _append_statement(len(nodes))
         if name not in self._prepared:
             _libpq(self._conn, lambda pgconn: pgconn.prepare(name, text, types))
             self._prepared.add(name)
         params = _binary_params(record, nodes)
         formats = [_BINARY] * len(params)
-        _libpq(self._conn, lambda pgconn: pgconn.exec_prepared(name, params, formats))
+        if not commit:
+            _libpq(self._conn, lambda pgconn: pgconn.exec_prepared(name, params, formats))
+            return
+
+        def send(pgconn: Any) -> None:
+            pgconn.send_query_prepared(name, params, formats)
+            pgconn.send_query_params(b"COMMIT", None)
+
+        _, committed = _pipelined(self._conn, send, 2)
+        if committed.command_status != b"COMMIT":
+            raise _import_psycopg().OperationalError(
+                f"the commit was refused ({committed.command_status!r})"
+            )
 
     def _waiting(self) -> contextlib.AbstractContextManager[Any]:
         if self._silence is None:
@@ -422,6 +441,55 @@ class _View:
         if batch:
             self._nodes.update(((level, idx), digest) for level, idx, digest in batch)
             self._pending.append((_INSERT_NODES, batch))
+
+
+def _pipelined(conn: psycopg.Connection[Any], send: Callable[[Any], None], count: int) -> list[Any]:
+    """The results of the ``count`` queries ``send`` queues on the connection's libpq handle,
+    sent in one pipeline (one round trip); raised as psycopg's error when one failed.
+
+    libpq's own wait for a pipeline's results holds the GIL, so the wait here is poll(),
+    which lets the watchdog run (its cut wakes the poll: the socket reads as closed).
+    """
+    pg = _import_psycopg()
+    pq = pg.pq
+    pgconn = conn.pgconn
+    results: list[Any] = []
+    waiting = select.poll()
+    socket_fd = pgconn.socket
+    pgconn.enter_pipeline_mode()
+    try:
+        send(pgconn)
+        pgconn.pipeline_sync()
+        # psycopg's connections are non-blocking: send what the socket did not take yet,
+        # reading meanwhile (a server blocked writing to us would not read either).
+        waiting.register(socket_fd, select.POLLIN | select.POLLOUT)
+        while pgconn.flush():
+            waiting.poll()
+            pgconn.consume_input()
+        waiting.modify(socket_fd, select.POLLIN)
+        while True:
+            while pgconn.is_busy():
+                waiting.poll()
+                pgconn.consume_input()  # raises OperationalError once the connection is gone
+            result = pgconn.get_result()
+            if result is None:
+                continue  # the end of one query's results
+            if result.status == pq.ExecStatus.PIPELINE_SYNC:
+                break
+            results.append(result)
+    finally:
+        with contextlib.suppress(Exception):
+            pgconn.exit_pipeline_mode()
+    for result in results:
+        if result.status not in (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK):
+            if pgconn.status != pq.ConnStatus.OK:
+                raise pg.OperationalError(
+                    _one_line(result.error_message.decode("utf-8", "replace"))
+                )
+            raise pg.errors.error_from_result(result, encoding="utf-8")
+    if len(results) != count:
+        raise pg.OperationalError(f"{len(results)} results in the pipeline, not {count}")
+    return results
 
 
 def _libpq(conn: psycopg.Connection[Any], call: Callable[[Any], Any]) -> Any:
@@ -554,10 +622,8 @@ class PostgresStore:
                     # psycopg would prepare statements of its own, and drop every prepared
                     # statement of the session at the first ROLLBACK: ours are kept.
                     conn.prepare_threshold = None
-                    _libpq(
-                        conn,
-                        lambda pgconn: pgconn.prepare(_HEAD_STATEMENT, _HEAD_AND_NODES.encode()),
-                    )
+                    _libpq(conn, lambda pgconn: pgconn.prepare(_LOCK_NAME, _LOCK_TEXT))
+                    _libpq(conn, lambda pgconn: pgconn.prepare(_HEAD_STATEMENT, _HEAD_TEXT))
         except _import_psycopg().Error as exc:
             _close_quietly(conn)
             raise ChainWriteError(
@@ -571,7 +637,7 @@ class PostgresStore:
                 "run `floorctl chain init --url URL` on a new database)"
             )
         self._conn, self._conn_pid = conn, os.getpid()
-        self._prepared = {_HEAD_STATEMENT}
+        self._prepared = {_LOCK_NAME, _HEAD_STATEMENT}
         return conn, True
 
     def _drop_connection(self) -> None:
