@@ -330,3 +330,32 @@ def test_a_role_that_is_not_an_appender_cannot_lock_the_chains_tables_by_oid(
         finally:
             chain.close()
 
+
+
+def test_a_server_gone_silent_after_the_pipelined_insert_and_commit_refuses_in_time(
+    pg: Chain,
+) -> None:
+    """Holds: once the pipeline (a ~1 MB receipt's INSERT, then COMMIT) is sent, every answer
+    is swallowed (a frozen box in between): the append is a ChainWriteError naming the
+    silence within 2x the timeout, not a hang (the watchdog's cut wakes poll()); the next
+    append works and the chain verifies (the record may be committed: the known gap)."""
+    from test_review13_postgres import stalling_proxy
+
+    sock = pg.server.socket_dir / ".s.PGSQL.5432"
+    with stalling_proxy(sock, b"floorguard_append_") as proxy:
+        url = f"postgresql://{pg.appender}@127.0.0.1:{proxy.port}/{pg.database}"
+        chain = AuditChain.from_env(
+            {**pg.env(pg.key_file.parent, FLOORGUARD_CHAIN_TIMEOUT="1"),
+             "FLOORGUARD_CHAIN_URL": url}  # fmt: skip
+        )
+        started = time.monotonic()
+        with pytest.raises(ChainWriteError, match="silent|no answer") as caught:
+            _bounded(lambda: chain.append(CANARY, receipt(n=0, blob="y" * 900_000)))
+        assert time.monotonic() - started < 10
+        assert "\n" not in str(caught.value)
+        assert proxy.stalled.is_set()
+        chain.close()
+    after = pg.chain()
+    after.append(CANARY, receipt(n=1))
+    after.close()
+    assert _verified(pg) in (1, 2)
