@@ -1,7 +1,7 @@
 """Review of the PostgreSQL chain (review 17): attacks on the pipelined INSERT + COMMIT
 (``_pipelined``), the append_lock row lock and the check_record trigger (commit f46fb1a and
-e2d5530). A test whose docstring starts with "BREAK:" fails on the code it was written
-against; the others hold.
+e2d5530). A test whose docstring starts with "Was a BREAK" failed on the code it was
+written against and holds since check_record's fix; the others held from the start.
 
 The server is tests/pgserver.py's; the databases and roles are made per test by
 test_chain_postgres's ``pg`` fixture.
@@ -35,7 +35,7 @@ def _bounded(call: Any, seconds: float = 30) -> Any:
     def run() -> None:
         try:
             box["value"] = call()
-        except BaseException as exc:  # noqa: BLE001 - handed to the test
+        except BaseException as exc:  # handed to the test
             box["error"] = exc
 
     worker = threading.Thread(target=run, daemon=True)
@@ -178,7 +178,8 @@ def test_a_megabyte_receipt_while_the_server_floods_notices_commits_or_refuses_i
 def test_a_server_clock_stepped_back_below_the_head_does_not_stop_every_append(
     pg: Chain, tmp_path: Path
 ) -> None:
-    """BREAK: chain.py says "an append stamped earlier than the head (the wall clock
+    """Was a BREAK (fixed: the upper bound is the later of the head's ts and the server's
+    clock): chain.py says "an append stamped earlier than the head (the wall clock
     stepped back) takes the head's timestamp" and the README's guarantee is that appends
     go on; but the check_record trigger refuses any ts later than the server's
     clock_timestamp(), so once the server's clock steps back below the head's ts (an NTP
@@ -224,7 +225,8 @@ def test_two_appends_in_the_same_microsecond_as_the_head_are_accepted(pg: Chain)
 def test_a_host_cannot_stamp_the_first_record_with_a_ts_that_is_no_time(
     pg: Chain, tmp_path: Path
 ) -> None:
-    """BREAK: check_record is said to refuse a ts "not in the chain's format"; it checks
+    """Was a BREAK (fixed: the fields' ranges are checked and the ts must read back as
+    itself): check_record is said to refuse a ts "not in the chain's format"; it checks
     only a digits-only regex and the text order between the head and the server's clock.
     With no head (the lower bound is '') a modified host's first record stamped
     2000-19-39T29:69:69.999999Z is accepted; the chain then never verifies again (seq 0:
@@ -234,7 +236,7 @@ def test_a_host_cannot_stamp_the_first_record_with_a_ts_that_is_no_time(
         pg.env(tmp_path / "rogue"), clock=lambda: "2000-19-39T29:69:69.999999Z"
     )
     try:
-        with pytest.raises(ChainWriteError, match="stamped"):
+        with pytest.raises(ChainWriteError, match=r"is stamped .*not a time in the chain"):
             rogue.append(CANARY, receipt(n=0))
     finally:
         rogue.close()
@@ -244,10 +246,11 @@ def test_a_host_cannot_stamp_the_first_record_with_a_ts_that_is_no_time(
 def test_a_host_cannot_stamp_a_later_record_with_a_ts_that_is_no_time(
     pg: Chain, tmp_path: Path
 ) -> None:
-    """BREAK: as above, with a head: minute 69 of the head's hour sorts after the head and
-    before the server's clock once the clock is in a later hour (any idle hour of the
-    fleet; here the head is an owner-written record of an hour ago, the trigger off while
-    it was written). The record is accepted, and the chain no longer verifies."""
+    """Was a BREAK (fixed as above): as above, with a head: minute 69 of the head's hour
+    sorts after the head and before the server's clock once the clock is in a later hour
+    (any idle hour of the fleet; here the head is an owner-written record of an hour ago,
+    the trigger off while it was written). The record was accepted, and the chain no
+    longer verified."""
     past = datetime.now(UTC) - timedelta(hours=1)
     stamp = past.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     pg.sql("ALTER TABLE floorguard.records DISABLE TRIGGER records_next_in_line")
@@ -261,7 +264,7 @@ def test_a_host_cannot_stamp_a_later_record_with_a_ts_that_is_no_time(
     bogus = past.strftime("%Y-%m-%dT%H:69:69.000000Z")
     rogue = AuditChain.from_env(pg.env(tmp_path / "rogue"), clock=lambda: bogus)
     try:
-        with pytest.raises(ChainWriteError, match="stamped"):
+        with pytest.raises(ChainWriteError, match=r"is stamped .*not a time in the chain"):
             rogue.append(CANARY, receipt(n=1))
     finally:
         rogue.close()
@@ -275,8 +278,8 @@ def test_a_row_inserted_by_hand_with_a_seq_gap_or_an_earlier_ts_is_refused(pg: C
     chain.close()
     for seq, ts in ((2, head.ts), (1, "2000-01-01T00:00:00.000000Z"), (1, head.ts + " ")):
         with pytest.raises(RuntimeError, match="floorguard: record"):
-            pg.sql(f"INSERT INTO floorguard.records VALUES ({seq}, '{ts}', 'c', 'e', 'r', '{{}}',"
-                   " 'p', 'm')", as_owner=False)  # fmt: skip
+            forged = f"({seq}, '{ts}', 'c', 'e', 'r', '{{}}', 'p', 'm')"
+            pg.sql(f"INSERT INTO floorguard.records VALUES {forged}", as_owner=False)  # noqa: S608
     assert _count(pg) == 1
 
 
@@ -299,9 +302,11 @@ def test_a_role_that_is_not_an_appender_cannot_take_a_lock_on_the_chain(
     cannot take a lock that conflicts with the append's."""
     nobody = f"nobody_{secrets.token_hex(3)}"
     pg.server.psql(f"CREATE ROLE {nobody} LOGIN")
-    with psycopg.connect(pg.server.url(nobody, pg.database)) as conn:
-        with pytest.raises(psycopg.errors.InsufficientPrivilege):
-            conn.execute(statement)
+    with (
+        psycopg.connect(pg.server.url(nobody, pg.database)) as conn,
+        pytest.raises(psycopg.errors.InsufficientPrivilege),
+    ):
+        conn.execute(statement)
 
 
 def test_a_role_that_is_not_an_appender_cannot_lock_the_chains_tables_by_oid(
@@ -331,7 +336,6 @@ def test_a_role_that_is_not_an_appender_cannot_lock_the_chains_tables_by_oid(
             chain.close()
 
 
-
 def test_a_server_gone_silent_after_the_pipelined_insert_and_commit_refuses_in_time(
     pg: Chain,
 ) -> None:
@@ -344,12 +348,11 @@ def test_a_server_gone_silent_after_the_pipelined_insert_and_commit_refuses_in_t
     sock = pg.server.socket_dir / ".s.PGSQL.5432"
     with stalling_proxy(sock, b"floorguard_append_") as proxy:
         url = f"postgresql://{pg.appender}@127.0.0.1:{proxy.port}/{pg.database}"
-        chain = AuditChain.from_env(
-            {**pg.env(pg.key_file.parent, FLOORGUARD_CHAIN_TIMEOUT="1"),
-             "FLOORGUARD_CHAIN_URL": url}  # fmt: skip
-        )
+        env = {**pg.env(pg.key_file.parent, FLOORGUARD_CHAIN_TIMEOUT="1")}
+        env["FLOORGUARD_CHAIN_URL"] = url
+        chain = AuditChain.from_env(env)
         started = time.monotonic()
-        with pytest.raises(ChainWriteError, match="silent|no answer") as caught:
+        with pytest.raises(ChainWriteError, match=r"silent|no answer") as caught:
             _bounded(lambda: chain.append(CANARY, receipt(n=0, blob="y" * 900_000)))
         assert time.monotonic() - started < 10
         assert "\n" not in str(caught.value)
@@ -359,3 +362,19 @@ def test_a_server_gone_silent_after_the_pipelined_insert_and_commit_refuses_in_t
     after.append(CANARY, receipt(n=1))
     after.close()
     assert _verified(pg) in (1, 2)
+
+
+@pytest.mark.parametrize(
+    "ts",
+    ["2026-02-30T00:00:00.000000Z", "2026-01-01T23:59:60.000000Z", "2026-01-01T24:00:00.000000Z"],
+)
+def test_a_ts_whose_fields_are_in_range_but_that_is_no_time_is_refused(
+    pg: Chain, tmp_path: Path, ts: str
+) -> None:
+    rogue = AuditChain.from_env(pg.env(tmp_path / "rogue"), clock=lambda: ts)
+    try:
+        with pytest.raises(ChainWriteError, match=r"not a time in the chain|out of range"):
+            rogue.append(CANARY, receipt(n=0))
+    finally:
+        rogue.close()
+    assert _count(pg) == 0

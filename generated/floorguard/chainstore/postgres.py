@@ -836,25 +836,36 @@ BEGIN
   RETURN NEW;
 END $$
 """
-# A record must be the next one, stamped in the chain's format no earlier than the head and
-# no later than the server's clock: the database itself holds a host to what every honest
-# appender writes (the server's time, read under the lock), whatever its own code does.
+# A record must be the next one, stamped with a real time in the chain's format, no earlier
+# than the head and no later than the server's clock (or the head's, when the server's clock
+# stepped back below it: honest appenders then reuse the head's time). The database itself
+# holds a host to what every honest appender writes, whatever its own code does.
 _CHECK_RECORD = """
 CREATE OR REPLACE FUNCTION floorguard.check_record() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog AS $$
 DECLARE
+  stamp text := 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"';
   head_seq bigint;
   head_ts text;
-  server_ts text := to_char(clock_timestamp() AT TIME ZONE 'UTC',
-                            'YYYY-MM-DD"T"HH24:MI:SS.US"Z"');
+  server_ts text := to_char(clock_timestamp() AT TIME ZONE 'UTC', stamp);
+  latest text;
 BEGIN
   SELECT seq, ts INTO head_seq, head_ts FROM floorguard.records ORDER BY seq DESC LIMIT 1;
   IF NEW.seq IS DISTINCT FROM coalesce(head_seq + 1, 0) THEN
     RAISE EXCEPTION 'floorguard: record % is not the next one (the head is %)',
       NEW.seq, head_seq USING ERRCODE = 'check_violation';
   END IF;
-  IF NEW.ts !~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}[.][0-9]{6}Z$'
-     OR NEW.ts COLLATE "C" > server_ts COLLATE "C"
+  -- The format with its fields in range, then a time that exists: a 30 February fails the
+  -- cast (with PostgreSQL's own message), and a time it would read as another comes back
+  -- written otherwise.
+  IF NEW.ts !~ ('^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])'
+                'T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9][.][0-9]{6}Z$')
+     OR to_char(NEW.ts::timestamptz AT TIME ZONE 'UTC', stamp) <> NEW.ts THEN
+    RAISE EXCEPTION 'floorguard: record % is stamped %, which is not a time in the chain''s form',
+      NEW.seq, NEW.ts USING ERRCODE = 'check_violation';
+  END IF;
+  latest := CASE WHEN head_ts COLLATE "C" > server_ts COLLATE "C" THEN head_ts ELSE server_ts END;
+  IF NEW.ts COLLATE "C" > latest COLLATE "C"
      OR NEW.ts COLLATE "C" < coalesce(head_ts, '') COLLATE "C" THEN
     RAISE EXCEPTION
       'floorguard: record % is stamped %, not between the head''s % and the server''s %',
