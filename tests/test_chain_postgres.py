@@ -258,6 +258,18 @@ def _verified(pg: Chain) -> int:
     return len(lines)
 
 
+def signed_checkpoint(pg: Chain, folder: Path) -> tuple[Path, Path]:
+    """An auditor's key (``folder/keys``) and a checkpoint of the chain signed with it: the
+    checkpoint's path and the signing key's."""
+    env = pg.env(folder / "auditor")
+    assert floorctl("keygen", "--out", str(folder / "keys"), env=env).returncode == 0
+    checkpoint, key = folder / "head.cp", folder / "keys" / "signing.key"
+    done = floorctl("chain", "checkpoint", "--signing-key", str(key), "--out", str(checkpoint),
+                    env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return checkpoint, key
+
+
 def _host_home(pg: Chain, tmp_path: Path, name: str) -> dict[str, str]:
     """A simulated host: its own FLOORGUARD_HOME with its own copy of the fleet's key."""
     home = tmp_path / name

@@ -157,12 +157,8 @@ def test_the_owner_dropping_the_last_records_is_caught_by_an_earlier_checkpoint(
     chain = pg.chain()
     for n in range(5):
         chain.append(CANARY, receipt(n=n))
+    cp, _ = test_chain_postgres.signed_checkpoint(pg, tmp_path)
     env = pg.env(tmp_path / "auditor")
-    assert floorctl("keygen", "--out", str(tmp_path / "keys"), env=env).returncode == 0
-    cp = tmp_path / "head.cp"
-    done = floorctl("chain", "checkpoint", "--signing-key", str(tmp_path / "keys" / "signing.key"),
-                    "--out", str(cp), env=env)  # fmt: skip
-    assert done.returncode == 0, done.stderr
     pg.sql("DELETE FROM floorguard.records WHERE seq = 4;"
            " DELETE FROM floorguard.tree WHERE (level = 0 AND idx = 4)")  # fmt: skip
     export = tmp_path / "slice.jsonl"

@@ -168,13 +168,7 @@ def _a_checkpoint(pg: Chain, tmp_path: Path) -> tuple[Path, Path]:
     chain = pg.chain()
     chain.append(CANARY, receipt(n=0))
     chain.close()
-    env = pg.env(tmp_path / "auditor")
-    assert floorctl("keygen", "--out", str(tmp_path / "keys"), env=env).returncode == 0
-    cp = tmp_path / "head.cp"
-    done = floorctl("chain", "checkpoint", "--signing-key", str(tmp_path / "keys" / "signing.key"),
-                    "--out", str(cp), env=env)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    return cp, tmp_path / "keys" / "signing.key"
+    return test_chain_postgres.signed_checkpoint(pg, tmp_path)
 
 
 @pytest.mark.parametrize("command", ["export", "checkpoint", "prove", "consistency", "init"])

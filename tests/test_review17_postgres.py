@@ -175,6 +175,18 @@ def test_a_megabyte_receipt_while_the_server_floods_notices_commits_or_refuses_i
 # --- the server's clock ------------------------------------------------------------------------
 
 
+def _owner_writes_the_head(pg: Chain, folder: Path, stamp: str) -> None:
+    """Record 0 stamped ``stamp``, written by the owner with the record check off (the
+    owner may): a head from before the server's clock moved."""
+    pg.sql("ALTER TABLE floorguard.records DISABLE TRIGGER records_next_in_line")
+    writer = AuditChain.from_env(
+        {**pg.env(folder / "before"), "FLOORGUARD_CHAIN_URL": pg.owner_url}, clock=lambda: stamp
+    )
+    writer.append(CANARY, receipt(n=0))
+    writer.close()
+    pg.sql("ALTER TABLE floorguard.records ENABLE ALWAYS TRIGGER records_next_in_line")
+
+
 def test_a_server_clock_stepped_back_below_the_head_does_not_stop_every_append(
     pg: Chain, tmp_path: Path
 ) -> None:
@@ -188,14 +200,7 @@ def test_a_server_clock_stepped_back_below_the_head_does_not_stop_every_append(
     # The head as written before the server's clock stepped back by an hour: written by the
     # owner with the trigger off (the owner may), stamped an hour ahead of the clock now.
     future = (datetime.now(UTC) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    pg.sql("ALTER TABLE floorguard.records DISABLE TRIGGER records_next_in_line")
-    writer = AuditChain.from_env(
-        {**pg.env(tmp_path / "before"), "FLOORGUARD_CHAIN_URL": pg.owner_url},
-        clock=lambda: future,
-    )
-    writer.append(CANARY, receipt(n=0))
-    writer.close()
-    pg.sql("ALTER TABLE floorguard.records ENABLE ALWAYS TRIGGER records_next_in_line")
+    _owner_writes_the_head(pg, tmp_path, future)
     chain = pg.chain(FLOORGUARD_CHAIN_TIMEOUT="2")
     try:
         record = _bounded(lambda: chain.append(CANARY, receipt(n=1)))
@@ -253,14 +258,7 @@ def test_a_host_cannot_stamp_a_later_record_with_a_ts_that_is_no_time(
     longer verified."""
     past = datetime.now(UTC) - timedelta(hours=1)
     stamp = past.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    pg.sql("ALTER TABLE floorguard.records DISABLE TRIGGER records_next_in_line")
-    writer = AuditChain.from_env(
-        {**pg.env(tmp_path / "before"), "FLOORGUARD_CHAIN_URL": pg.owner_url},
-        clock=lambda: stamp,
-    )
-    writer.append(CANARY, receipt(n=0))
-    writer.close()
-    pg.sql("ALTER TABLE floorguard.records ENABLE ALWAYS TRIGGER records_next_in_line")
+    _owner_writes_the_head(pg, tmp_path, stamp)
     bogus = past.strftime("%Y-%m-%dT%H:69:69.000000Z")
     rogue = AuditChain.from_env(pg.env(tmp_path / "rogue"), clock=lambda: bogus)
     try:
