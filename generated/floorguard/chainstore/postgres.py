@@ -1,11 +1,14 @@
 """The chain in a PostgreSQL database shared by many hosts (``FLOORGUARD_CHAIN_URL``).
 
 psycopg 3 (the ``floorguard[postgres]`` extra) is imported only when this store is used.
-The tables live in the schema ``floorguard`` (``meta``, ``records``, ``tree``), made by
-``init_schema`` (``floorctl chain init --url URL``) together with the appenders' role; a
-host's role needs only SELECT and INSERT. An append is one transaction that first takes a
-transaction-scoped advisory lock, so appenders on every host serialise on the database
-(the primary key on seq is the backstop: two records can never share a seq). Commits are
+The tables live in the schema ``floorguard`` (``meta``, ``records``, ``tree``, and
+``append_lock``, the lock's one row), made by ``init_schema`` (``floorctl chain init --url
+URL``) together with the appenders' role; a host's role needs SELECT and INSERT, and
+UPDATE on ``append_lock`` to lock its row. An append is one transaction, two round trips:
+BEGIN, that row locked FOR UPDATE (appenders on every host serialise on it) and the head;
+then the record and its tree rows with the COMMIT, in one pipeline. The primary key on seq
+and a trigger (``check_record``: the next seq, a ts between the head's and the server's
+clock) hold even a modified client to that. Records take the server's clock. Commits are
 synchronous (a session that the server defaults to ``synchronous_commit=off`` is switched
 back on). Connect, statement, lock and idle-in-transaction timeouts are the store's
 ``timeout`` (``FLOORGUARD_CHAIN_TIMEOUT``, default 5 s): an unreachable server, a failed
