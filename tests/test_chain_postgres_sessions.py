@@ -207,3 +207,19 @@ def test_a_host_whose_clock_runs_ahead_cannot_stamp_the_fleets_records_with_its_
     )  # fmt: skip
     assert window.returncode == 0, window.stderr
     assert len(window.stdout.splitlines()) == 3  # all three in this year's window
+
+
+# --- a COMMIT that is no commit ----------------------------------------------------------------
+
+
+def test_a_commit_the_server_answers_with_rollback_is_refused(pg: Chain) -> None:
+    from floorguard.chainstore.postgres import _committed
+
+    with psycopg.connect(pg.url, autocommit=True) as conn:
+        conn.pgconn.exec_(b"BEGIN")
+        conn.pgconn.exec_(b"SELECT 1/0")  # the transaction is now aborted
+        answer = conn.pgconn.exec_(b"COMMIT")
+        assert answer.command_status == b"ROLLBACK"  # the server's own answer
+        with pytest.raises(psycopg.OperationalError, match=r"the commit was refused"):
+            _committed(answer)
+        _committed(conn.pgconn.exec_(b"BEGIN; COMMIT"))  # a real one passes

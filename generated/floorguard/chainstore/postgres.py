@@ -313,11 +313,7 @@ class _View:
                 else:
                     self._conn.execute(query, params)
         if commit:
-            done = _libpq(self._conn, lambda pgconn: pgconn.exec_(b"COMMIT"))
-            if done.command_status != b"COMMIT":  # e.g. ROLLBACK: the transaction had failed
-                raise _import_psycopg().OperationalError(
-                    f"the commit was refused ({done.command_status!r})"
-                )
+            _committed(_libpq(self._conn, lambda pgconn: pgconn.exec_(b"COMMIT")))
 
     def _insert_record_and_nodes(self, record: Row, nodes: list[Node], *, commit: bool) -> None:
         """The record and its tree rows in one prepared statement, and with ``commit`` the
@@ -336,11 +332,7 @@ class _View:
             pgconn.send_query_prepared(name, params, formats)
             pgconn.send_query_params(b"COMMIT", None)
 
-        _, committed = _pipelined(self._conn, send, 2)
-        if committed.command_status != b"COMMIT":
-            raise _import_psycopg().OperationalError(
-                f"the commit was refused ({committed.command_status!r})"
-            )
+        _committed(_pipelined(self._conn, send, 2)[1])
 
     def _waiting(self) -> contextlib.AbstractContextManager[Any]:
         if self._silence is None:
@@ -484,12 +476,7 @@ def _pipelined(conn: psycopg.Connection[Any], send: Callable[[Any], None], count
         with contextlib.suppress(Exception):
             pgconn.exit_pipeline_mode()
     for result in results:
-        if result.status not in (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK):
-            if pgconn.status != pq.ConnStatus.OK:
-                raise pg.OperationalError(
-                    _one_line(result.error_message.decode("utf-8", "replace"))
-                )
-            raise pg.errors.error_from_result(result, encoding="utf-8")
+        _checked(pgconn, result)
     if len(results) != count:
         raise pg.OperationalError(f"{len(results)} results in the pipeline, not {count}")
     return results
@@ -503,14 +490,26 @@ def _libpq(conn: psycopg.Connection[Any], call: Callable[[Any], Any]) -> Any:
     psycopg's own layer measured about 100 us of CPU per statement on top. These calls
     release the GIL while they wait, so the watchdog can still cut a silent connection.
     """
+    return _checked(conn.pgconn, call(conn.pgconn))
+
+
+def _checked(pgconn: Any, result: Any) -> Any:
+    """``result`` when its statement succeeded, else psycopg's error for it."""
     pg = _import_psycopg()
-    result = call(conn.pgconn)
     if result.status in (pg.pq.ExecStatus.COMMAND_OK, pg.pq.ExecStatus.TUPLES_OK):
         return result
-    if conn.pgconn.status != pg.pq.ConnStatus.OK:
+    if pgconn.status != pg.pq.ConnStatus.OK:
         # Lost mid-call: libpq's message, with no SQLSTATE to classify it by.
         raise pg.OperationalError(_one_line(result.error_message.decode("utf-8", "replace")))
     raise pg.errors.error_from_result(result, encoding="utf-8")
+
+
+def _committed(result: Any) -> None:
+    """A COMMIT that answered ROLLBACK (the transaction had failed) is no commit."""
+    if result.command_status != b"COMMIT":
+        raise _import_psycopg().OperationalError(
+            f"the commit was refused ({result.command_status!r})"
+        )
 
 
 class PostgresStore:
