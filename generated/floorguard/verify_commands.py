@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
     from floorguard import tlog
+    from floorguard.checkpoint import Checkpoint
     from floorguard.receipts import CheckedReceipt
     from floorguard.window_proof import ProofReport
 
@@ -377,6 +378,22 @@ def check_witnesses(
         raise _named(where, exc) from exc
 
 
+def _witnessed_checkpoint(
+    path: Path, key: Ed25519PublicKey, witness_keys: Sequence[Path], witnesses: int | None
+) -> Checkpoint:
+    """The checkpoint in ``path``, verified with the log's ``key`` and, when asked, its
+    witnesses' cosignatures. Raises VerificationError naming ``path``."""
+    from floorguard import checkpoint as checkpoints
+
+    data = _checkpoint_bytes(path)
+    try:
+        cp = checkpoints.verify(data, key)
+    except VerificationError as exc:
+        raise _named(path, exc) from exc
+    check_witnesses(data, path, witness_keys, witnesses, key)
+    return cp
+
+
 def verify_inclusion(
     proof: Path,
     *,
@@ -388,16 +405,10 @@ def verify_inclusion(
     """``verify inclusion``: the record in PROOF is at its index in the log the signed
     checkpoint states. Raises VerificationError (naming the file at fault),
     UnreadableFileError and OSError."""
-    from floorguard import checkpoint as checkpoints
     from floorguard import tlog
 
     key = load_verify_key(pubkey)
-    data = _checkpoint_bytes(checkpoint)
-    try:
-        cp = checkpoints.verify(data, key)
-    except VerificationError as exc:
-        raise _named(checkpoint, exc) from exc
-    check_witnesses(data, checkpoint, witness_keys, witnesses, key)
+    cp = _witnessed_checkpoint(checkpoint, key, witness_keys, witnesses)
     try:
         parsed = tlog.parse_inclusion(_proof_bytes(proof))
         return tlog.InclusionResult(cp, tlog.check_inclusion(parsed, cp))
@@ -416,18 +427,10 @@ def verify_consistency(
 ) -> tlog.ConsistencyResult:
     """``verify consistency``: the newer checkpoint's log extends the older one's. Raises
     VerificationError (naming the file at fault), UnreadableFileError and OSError."""
-    from floorguard import checkpoint as checkpoints
     from floorguard import tlog
 
     key = load_verify_key(pubkey)
-    verified = []
-    for path in (old, new):
-        data = _checkpoint_bytes(path)
-        try:
-            verified.append(checkpoints.verify(data, key))
-        except VerificationError as exc:
-            raise _named(path, exc) from exc
-        check_witnesses(data, path, witness_keys, witnesses, key)
+    verified = [_witnessed_checkpoint(path, key, witness_keys, witnesses) for path in (old, new)]
     try:
         tlog.check_consistency(tlog.parse_consistency(_proof_bytes(proof)), *verified)
     except VerificationError as exc:
