@@ -38,6 +38,14 @@ def emit_json(document: Any) -> None:
     OutputState.emitted = True
 
 
+def emit_result(result: Any, as_json: bool) -> None:
+    """A verifier's result: its JSON document with --json, else its text as it is."""
+    if as_json:
+        emit_json(result.document())
+    else:
+        click.echo(result.text(), nl=False)
+
+
 def emit_rendered(text: str) -> None:
     """Print a rendering (SARIF or Markdown from floorguard.report_formats) as it is."""
     click.echo(text, nl=False)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from floorctl.commands._output import emit_json, json_option
+from floorctl.commands._output import emit_result, json_option
 from floorguard import verify_commands
 
 _FILE = click.Path(path_type=Path, dir_okay=False, exists=True)
@@ -54,10 +54,7 @@ def inclusion(
         proof, checkpoint=checkpoint, pubkey=pubkey, witness_keys=witness_keys,
         witnesses=witnesses,
     )  # fmt: skip
-    if as_json:
-        emit_json(result.document())
-    else:
-        click.echo(result.text(), nl=False)
+    emit_result(result, as_json)
 
 
 @click.command("consistency", short_help="Check that a newer checkpoint extends an older.")
@@ -88,10 +85,7 @@ def consistency(
         old=old, new=new, proof=proof, pubkey=pubkey, witness_keys=witness_keys,
         witnesses=witnesses,
     )  # fmt: skip
-    if as_json:
-        emit_json(result.document())
-    else:
-        click.echo(result.text(), nl=False)
+    emit_result(result, as_json)
 
 
 def check_quorum(witness_keys: tuple[Path, ...], witnesses: int | None) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from floorctl import render, splice
-from floorctl.commands._output import emit_json, json_option, notice
+from floorctl.commands._output import emit_result, json_option, notice
 from floorctl.errors import ModuleError
 from floorguard import verify_commands
 from floorguard.active_map import bound_names
@@ -84,7 +84,4 @@ def command(
         notify=lambda message: notice(f"floorctl: {message}"),
         module_hash=module_map_hash,
     )
-    if as_json:
-        emit_json(result.document())
-        return
-    click.echo(result.text(), nl=False)
+    emit_result(result, as_json)
