@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pgserver
 import pytest
-from helpers.chain_support import receipt, ticking_clock
+from helpers.chain_support import receipt
 from helpers.cli import isolated_env
 from helpers.tree_support import assert_tree_matches_records
 from hosts import Host, floor
@@ -39,6 +39,8 @@ from floorguard.slice_verify import verify_slice
 FLOORCTL = [sys.executable, "-m", "floorctl"]
 FLOORGUARD = [sys.executable, "-m", "floorguard"]
 CANARY = "adapter.canary_receipt"
+# The server's clock as the chain stamps records, for rows a test writes by hand.
+NOW_TS = """to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')"""
 
 
 @dataclass(frozen=True)
@@ -436,12 +438,15 @@ def test_exports_from_postgres_and_sqlite_of_the_same_decisions_verify_alike(
         "sqlite": store_from_env(isolated_env(tmp_path / "local")),
     }
     exports: dict[str, Path] = {}
+    # PostgreSQL stamps with its server's clock; SQLite is given the same stamps.
+    stamps: list[str] = []
     for name, store in stores.items():
-        chain = AuditChain(store, key, clock=ticking_clock().__next__)
+        chain = AuditChain(store, key, clock=iter(stamps).__next__ if stamps else None)
         for n in range(7):
             chain.append(CANARY, {**receipt(n=n), "ts": "2026-01-01T00:00:00Z"})
         exports[name] = tmp_path / f"{name}.jsonl"
         exports[name].write_text("".join(line + "\n" for line in chain.export_lines()))
+        stamps = stamps or [json.loads(line)["ts"] for line in chain.export_lines()]
     bodies = {
         name: [
             {k: v for k, v in json.loads(line).items() if k not in ("chain_id", "prev", "mac")}

@@ -381,8 +381,10 @@ def test_records_and_tree_rows_the_appender_forges_stop_appends_before_they_buil
     pg.sql("DELETE FROM floorguard.tree WHERE level = 0 AND idx = 1")  # the owner repairs
     # A record with a forged MAC: the next append refuses to chain onto it.
     pg.sql(
-        "INSERT INTO floorguard.records SELECT 1, ts, chain_id, event, receipt_id, receipt,"
-        " prev, repeat('0', 64) FROM floorguard.records WHERE seq = 0",
+        # stamped now, as the record check asks: only the MAC is forged
+        f"INSERT INTO floorguard.records SELECT 1, {test_chain_postgres.NOW_TS},"  # noqa: S608
+        " chain_id, event, receipt_id, receipt, prev, repeat('0', 64)"
+        " FROM floorguard.records WHERE seq = 0",
         as_owner=False,
     )
     done = append(env)

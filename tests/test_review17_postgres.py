@@ -210,18 +210,22 @@ def test_a_server_clock_stepped_back_below_the_head_does_not_stop_every_append(
     assert _verified(pg) == 2
 
 
-def test_two_appends_in_the_same_microsecond_as_the_head_are_accepted(pg: Chain) -> None:
-    """Holds: a ts equal to the head's (a coarse clock, or chain.py's max(ts, head)) is not
-    refused by the trigger."""
+def test_a_later_append_stamped_with_the_heads_time_from_before_its_transaction_is_refused(
+    pg: Chain,
+) -> None:
+    """A ts equal to the head's is accepted only when it is not before the appending
+    transaction began (the server's clock stepped back below the head: see above); a client
+    that reuses an old head's time later is backdating, and is refused (review 18)."""
     chain = pg.chain()
     first = chain.append(CANARY, receipt(n=0))
     chain.close()
     same = AuditChain.from_env(pg.env(pg.key_file.parent), clock=lambda: first.ts)
-    second = same.append(CANARY, receipt(n=1))
-    third = same.append(CANARY, receipt(n=2))
-    same.close()
-    assert first.ts == second.ts == third.ts
-    assert _verified(pg) == 3
+    try:
+        with pytest.raises(ChainWriteError, match=r"record 1 is stamped .* not between"):
+            same.append(CANARY, receipt(n=1))
+    finally:
+        same.close()
+    assert _verified(pg) == 1
 
 
 # --- the check_record trigger ------------------------------------------------------------------

@@ -1,5 +1,7 @@
 """Review 18: attacks on the PostgreSQL chain after review 17's fixes (the append_lock row
-lock, check_record, chain init run again while hosts append, reads during appends).
+lock, check_record, chain init run again while hosts append, reads during appends). A test
+whose docstring starts with "Was a BREAK" failed on the code it was written against
+(commit ba68f0d) and holds since the fix it names.
 
 The server is tests/pgserver.py's; databases and roles are made per test by
 test_chain_postgres's ``pg`` fixture.
@@ -49,16 +51,15 @@ def _appending(pg: Chain, stop: threading.Event, errors: list[str], done: list[i
 
 
 def test_chain_init_run_again_while_hosts_append_refuses_no_append(pg: Chain) -> None:
-    """BREAK: README "chain init ... creates, idempotently" / "--grant gives it to existing
-    login roles" and "a decision is returned only after COMMIT": the owner re-running
-    `chain init --grant NEW_HOST` while hosts append makes the server detect a deadlock and
-    abort appends ("deadlock detected (the database is unreachable, or the connection was
-    lost)"): spawns refused. The owner runs
-    init while three appenders run: each init must succeed and no spawn may be refused.
-    init's DDL takes
-    SHARE ROW EXCLUSIVE on records, then tree, then append_lock; an append holds the row
-    lock and takes ROW EXCLUSIVE on the tables of its INSERT: a lock-order inversion would
-    be a deadlock that the server resolves by aborting one (a refused spawn or init)."""
+    """Was a BREAK (fixed: init takes the appenders' row lock before any DDL): README "chain init
+    ... creates, idempotently" / "--grant gives it to existing login roles" and "a decision is
+    returned only after COMMIT": the owner re-running `chain init --grant NEW_HOST` while hosts
+    append makes the server detect a deadlock and abort appends ("deadlock detected (the
+    database is unreachable, or the connection was lost)"): spawns refused. The owner runs init
+    while three appenders run: each init must succeed and no spawn may be refused. init's DDL
+    takes SHARE ROW EXCLUSIVE on records, then tree, then append_lock; an append holds the row
+    lock and takes ROW EXCLUSIVE on the tables of its INSERT: a lock-order inversion would be a
+    deadlock that the server resolves by aborting one (a refused spawn or init)."""
     stop = threading.Event()
     errors: list[str] = []
     done: list[int] = []
@@ -85,14 +86,14 @@ def test_chain_init_run_again_while_hosts_append_refuses_no_append(pg: Chain) ->
 
 
 def test_a_role_with_no_privilege_cannot_stop_chain_init(pg: Chain) -> None:
-    """BREAK: README "only a role granted the chain can take it (an advisory lock would be
-    any connecting role's to hold, stopping the fleet)": chain init still serialises on
-    pg_advisory_xact_lock(LOCK_KEY), so a role with nothing but CONNECT holding that key
-    makes every `chain init` (adding a host, first init) fail after the timeout, with the
-    false reason "another appender held the chain". A role granted nothing holds the advisory lock
-    chain init serialises on (pg_advisory_lock is every connecting role's, as the README
-    itself says of the old append lock): the owner's `chain init --grant` (adding a host)
-    must still succeed."""
+    """Was a BREAK (fixed: a re-init takes the row lock, not the advisory one): README "only a role
+    granted the chain can take it (an advisory lock would be any connecting role's to hold,
+    stopping the fleet)": chain init still serialises on pg_advisory_xact_lock(LOCK_KEY), so a
+    role with nothing but CONNECT holding that key makes every `chain init` (adding a host,
+    first init) fail after the timeout, with the false reason "another appender held the chain".
+    A role granted nothing holds the advisory lock chain init serialises on (pg_advisory_lock is
+    every connecting role's, as the README itself says of the old append lock): the owner's
+    `chain init --grant` (adding a host) must still succeed."""
     nobody = f"nobody_{secrets.token_hex(3)}"
     host = f"new_{secrets.token_hex(3)}"
     pg.server.psql(f"CREATE ROLE {nobody} LOGIN; CREATE ROLE {host} LOGIN")
@@ -101,7 +102,7 @@ def test_a_role_with_no_privilege_cannot_stop_chain_init(pg: Chain) -> None:
         env = isolated_env(pg.key_file.parent / "init", FLOORGUARD_CHAIN_KEY_FILE=str(pg.key_file),
                            FLOORGUARD_CHAIN_TIMEOUT="2")  # fmt: skip
         res = floorctl("chain", "init", "--url", pg.owner_url, "--grant", host, env=env)
-    assert res.returncode == 0, f"BREAK: init stopped by a role with no privilege: {res.stderr}"
+    assert res.returncode == 0, f"init stopped by a role with no privilege: {res.stderr}"
 
 
 def test_export_by_the_appender_while_another_host_appends_is_one_verifiable_prefix(
@@ -157,14 +158,14 @@ def test_an_append_waiting_behind_a_pending_init_is_not_refused(pg: Chain) -> No
 def test_the_first_record_may_not_be_stamped_long_before_the_servers_clock(
     pg: Chain, ts: str
 ) -> None:
-    """BREAK: README "A record's ts is the database server's clock when the append's lock
-    was granted" / the trigger refuses a record "stamped before the head": the genesis
-    record has no head, so check_record's lower bound is '' and a host (appender role)
-    stamps it 2026-01-01 although the server's clock is later; accepted.
-    The first record has no head: the trigger's lower bound is ''. A host (appender
-    role, with the key) stamps the genesis record years in the past; every later record is
-    the server's clock, so this only moves the first record back. The README says ts is
-    the server's clock at the lock: a first record stamped before it must be refused."""
+    """Was a BREAK (fixed: no earlier than the transaction's start): README "A record's ts is the
+    database server's clock when the append's lock was granted" / the trigger refuses a record
+    "stamped before the head": the genesis record has no head, so check_record's lower bound is
+    '' and a host (appender role) stamps it 2026-01-01 although the server's clock is later;
+    accepted. The first record has no head: the trigger's lower bound is ''. A host (appender
+    role, with the key) stamps the genesis record years in the past; every later record is the
+    server's clock, so this only moves the first record back. The README says ts is the server's
+    clock at the lock: a first record stamped before it must be refused."""
     with psycopg.connect(pg.url) as conn, pytest.raises(psycopg.Error, match="stamped"):
         conn.execute(
             "INSERT INTO floorguard.records VALUES (0, %s, 'x', 'e', 'r', '{}', 'p', 'm')", (ts,)

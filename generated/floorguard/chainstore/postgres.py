@@ -56,7 +56,7 @@ def appender_role(database: str) -> str:
     return f"{APPENDER_ROLE}-{hashlib.sha256(database.encode('utf-8')).hexdigest()[:40]}"
 
 
-# pg_advisory_xact_lock key ("floorgd" as an integer): serialises two `chain init`s only.
+# pg_advisory_xact_lock key ("floorgd" as an integer): serialises two first `chain init`s.
 LOCK_KEY = int.from_bytes(b"floorgd", "big")
 COLUMNS = "seq, ts, chain_id, event, receipt_id, receipt, prev, mac"
 _RECORDS = f"{SCHEMA}.records"
@@ -781,6 +781,8 @@ class PostgresStore:
                 f"the database went silent: no answer within {self.silence:g}s "
                 f"(twice FLOORGUARD_CHAIN_TIMEOUT); the connection was cut"
             )
+        if isinstance(exc, errors.DeadlockDetected):
+            return f"{text} (the server ended this transaction to break a lock cycle)"
         if isinstance(exc, errors.LockNotAvailable):
             return f"another appender held the chain for more than {limit}"
         if isinstance(exc, errors.QueryCanceled):
@@ -850,7 +852,9 @@ DECLARE
   head_seq bigint;
   head_ts text;
   server_ts text := to_char(clock_timestamp() AT TIME ZONE 'UTC', stamp);
+  began_ts text := to_char(transaction_timestamp() AT TIME ZONE 'UTC', stamp);
   latest text;
+  earliest text;
 BEGIN
   SELECT seq, ts INTO head_seq, head_ts FROM floorguard.records ORDER BY seq DESC LIMIT 1;
   IF NEW.seq IS DISTINCT FROM coalesce(head_seq + 1, 0) THEN
@@ -867,11 +871,13 @@ BEGIN
       NEW.seq, NEW.ts USING ERRCODE = 'check_violation';
   END IF;
   latest := CASE WHEN head_ts COLLATE "C" > server_ts COLLATE "C" THEN head_ts ELSE server_ts END;
-  IF NEW.ts COLLATE "C" > latest COLLATE "C"
-     OR NEW.ts COLLATE "C" < coalesce(head_ts, '') COLLATE "C" THEN
+  -- No earlier than the head, nor than this transaction's start: an honest appender stamps
+  -- the server's clock read after its BEGIN (or the head's time, if later).
+  earliest := CASE WHEN head_ts COLLATE "C" > began_ts COLLATE "C" THEN head_ts ELSE began_ts END;
+  IF NEW.ts COLLATE "C" > latest COLLATE "C" OR NEW.ts COLLATE "C" < earliest COLLATE "C" THEN
     RAISE EXCEPTION
-      'floorguard: record % is stamped %, not between the head''s % and the server''s %',
-      NEW.seq, NEW.ts, head_ts, server_ts USING ERRCODE = 'check_violation';
+      'floorguard: record % is stamped %, not between % and the server''s %',
+      NEW.seq, NEW.ts, earliest, latest USING ERRCODE = 'check_violation';
   END IF;
   RETURN NEW;
 END $$
@@ -955,12 +961,11 @@ def init_schema(
         try:
             # Bounded like an append: a server that goes silent mid-init is cut.
             with _deadline(conn, store.silence) as fired, conn.transaction():
-                # Two inits at once: the second waits, then finds everything in place.
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
                 existed = conn.execute("SELECT to_regclass(%s)", (_RECORDS,)).fetchone()
                 created = existed is None or existed[0] is None
                 # Whoever owns the schema or anything in it may rewrite records and drop
                 # the triggers: refuse one that another role made (even to a superuser).
+                # (Catalogs only: no lock on the chain's tables is taken before its own.)
                 others = conn.execute(_FOREIGN_OWNERS, (SCHEMA, SCHEMA, SCHEMA)).fetchall()
                 if others:
                     listing = ", ".join(f"{what} owned by {who}" for what, who in others)
@@ -969,6 +974,18 @@ def init_schema(
                         f"owns part of schema {SCHEMA} ({listing}); run `floorctl chain init` "
                         "as that role, or drop the schema"
                     )
+                # The appenders' own lock first: an init waits for the append in flight and
+                # holds the next ones off, so its DDL never locks a table in the opposite
+                # order to theirs (a deadlock that refused appends). Before the first init
+                # there is no such row: an advisory lock makes two first inits take turns
+                # (any connecting role could hold that one, delaying a first init only).
+                has_lock_row = conn.execute(
+                    "SELECT to_regclass(%s)", (f"{SCHEMA}.append_lock",)
+                ).fetchone()
+                if has_lock_row is not None and has_lock_row[0] is not None:
+                    conn.execute(LOCK_STATEMENT)
+                else:
+                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
                 for statement in _DDL:
                     conn.execute(statement)
                 conn.execute(
