@@ -236,6 +236,7 @@ def _dump(tree: ast.AST, name: str) -> str:
 class _Finding:
     line: int
     column: int
+    end: int  # of a dotted chain the inner part ends first, and is reported first
     text: str
 
 
@@ -256,12 +257,13 @@ def _survey(tree: ast.Module) -> PythonSource:
 
     def doubt(node: ast.AST, text: str) -> None:
         line = getattr(node, "lineno", 0)
-        doubts.append(_Finding(line, getattr(node, "col_offset", 0), f"line {line}: {text}"))
+        column, end = getattr(node, "col_offset", 0), getattr(node, "end_col_offset", 0)
+        doubts.append(_Finding(line, column, end or 0, f"line {line}: {text}"))
 
     for node in nodes:
         if isinstance(node, ast.Import):
             for alias in node.names:
-                imports.append(_Finding(node.lineno, node.col_offset, alias.name))
+                imports.append(_Finding(node.lineno, node.col_offset, 0, alias.name))
                 _judge_module(alias.name, node, doubt)
                 parts = alias.name.split(".")
                 module_paths.update(".".join(parts[: i + 1]) for i in range(len(parts)))
@@ -274,7 +276,7 @@ def _survey(tree: ast.Module) -> PythonSource:
                 where = "." * node.level + (node.module or "")
                 doubt(node, f"relative import from {where} (the package is not known)")
                 continue
-            imports.append(_Finding(node.lineno, node.col_offset, node.module))
+            imports.append(_Finding(node.lineno, node.col_offset, 0, node.module))
             _judge_module(node.module, node, doubt)
             for alias in node.names:
                 if alias.name == "*":
@@ -291,7 +293,7 @@ def _survey(tree: ast.Module) -> PythonSource:
             _judge_attribute(node, parents, bound, module_paths, doubt)
 
     ordered_imports = sorted(imports, key=lambda f: (f.line, f.column))
-    ordered_doubts = sorted(doubts, key=lambda f: (f.line, f.column))
+    ordered_doubts = sorted(doubts, key=lambda f: (f.line, f.column, f.end))
     return PythonSource(
         imports=tuple(dict.fromkeys(f.text for f in ordered_imports)),
         doubts=tuple(dict.fromkeys(f.text for f in ordered_doubts)),
@@ -358,7 +360,7 @@ def _judge_reference(dotted: str, node: ast.AST, doubt: _Doubt, module_paths: se
         return False
     if head == "os" and len(parts) > 1:
         if parts[1] not in _OS_ALLOWED:
-            doubt(node, f"os.{parts[1]} is used (only a few os names are followed)")
+            doubt(node, f"os.{parts[1]} is used ({_os_reason(parts[1])})")
             return False
         if parts[1] == "path" and len(parts) > 2 and parts[2] not in _OS_PATH_ALLOWED:
             doubt(node, f"os.path.{parts[2]} is used (only os.path's functions are followed)")
@@ -380,6 +382,16 @@ def _judge_reference(dotted: str, node: ast.AST, doubt: _Doubt, module_paths: se
             doubt(node, f"{'.'.join(parts[: index + 1])} reaches the interpreter's internals")
             return False
     return True
+
+
+def _os_reason(attr: str) -> str:
+    if attr in {"environ", "environb", "putenv", "unsetenv"}:
+        return "the environment"
+    if attr in {"chdir", "fchdir", "chroot"}:
+        return "the working directory"
+    if attr.startswith(("exec", "spawn", "posix_spawn", "fork")) or attr in {"system", "popen"}:
+        return _PROGRAMS
+    return "only a few os names are followed"
 
 
 def _dotted(node: ast.expr, bound: dict[str, str]) -> str | None:
