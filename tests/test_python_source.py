@@ -518,3 +518,12 @@ def test_file_that_is_also_a_zip_archive_is_a_source_error(tmp_path: Path) -> No
     with pytest.raises(SourceError, match="zip"):
         read_source(data, name="prog.py")
     assert run_python(tmp_path, data) == {"hidden_mod"}
+
+
+def test_readings_that_disagree_are_a_source_error(tmp_path: Path) -> None:
+    # With bare-CR lines the cookie is on line 3 for CPython (ignored: it reads UTF-8, len 1)
+    # but on line 1 for tokenize.detect_encoding (latin-1): refuse rather than pick one.
+    program = b'#\r\r# coding: latin-1\rx = "\xc3\xa9"\rimport visible_mod\r'
+    assert run_python(tmp_path, program) == {"visible_mod"}
+    with pytest.raises(SourceError, match="reads differently"):
+        read_source(program, name="prog.py")
