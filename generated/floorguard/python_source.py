@@ -1,0 +1,409 @@
+"""Python source read exactly as CPython reads it: what it imports, and what it does that the
+check cannot follow.
+
+The runtime names the agent CLI a Python program will run from the modules it imports (a
+pip console script's ``from aider.main import main``). That is only sound when the imports
+read are the imports that run, so:
+
+- bytes are decoded as the interpreter decodes them (a UTF-8 BOM, a coding cookie on line 1
+  or 2, an unknown codec or a BOM under a non-UTF-8 cookie being errors), by the
+  interpreter's own parser; ``tokenize.detect_encoding`` reads them a second time and the two
+  readings must give the same tree. An import written in UTF-7 escapes is an import.
+- code that could make an import statement load something other than what its name says,
+  or run code the statements do not show, is reported as a *doubt*. Doubts come from an
+  allowlist: a handful of standard-library modules (``sys``, ``os``, ``os.path``, ``re``,
+  ``__future__``) with allowlisted attributes, ordinary statements, and imports of other
+  packages. Everything else that touches the import system, builds code at run time,
+  changes the environment or the working directory, or starts another program is a doubt,
+  and the caller refuses a program with any.
+
+Nothing here reads files or runs code: callers hand in the bytes (or the ``-c`` text).
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import sys
+import tokenize
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+from floorguard.errors import DetectionError
+
+MAX_SOURCE_BYTES: Final = 1 << 20
+
+
+class SourceError(DetectionError):
+    """The bytes cannot be read as Python source the way the interpreter would read them."""
+
+
+@dataclass(frozen=True)
+class PythonSource:
+    """What a program imports and what in it the check does not understand.
+
+    ``imports``: every absolute module an import statement names, anywhere, in source order,
+    once each (``from a.b import c`` gives ``a.b``). ``doubts``: one ``"line N: ..."`` phrase
+    per construct not understood; a program is understood only when there are none.
+    """
+
+    imports: tuple[str, ...]
+    doubts: tuple[str, ...]
+
+    @property
+    def understood(self) -> bool:
+        return not self.doubts
+
+
+# Standard-library modules whose use is followed, attribute by attribute. Any other
+# standard-library module is a doubt: its surface (file writes that shadow a module, loaders,
+# evaluators such as typing.get_type_hints) is too wide to vouch for.
+_FOLLOWED_MODULES: Final = frozenset({"__future__", "sys", "os", "os.path", "re"})
+
+_SYS_ALLOWED: Final = frozenset(
+    {
+        # pip's and uv's wrappers rewrite argv[0] and exit with main()'s result.
+        "argv", "orig_argv", "exit", "stdin", "stdout", "stderr",
+        "version", "version_info", "hexversion", "api_version", "implementation", "platform",
+        "maxsize", "maxunicode", "byteorder", "executable", "flags", "float_info", "int_info",
+        "getdefaultencoding", "getfilesystemencoding", "getfilesystemencodeerrors",
+        "getrecursionlimit", "getsizeof", "exc_info", "exception",
+    }
+)  # fmt: skip
+
+# Named so the doubt says why; every other sys attribute is a doubt too, as "interpreter state".
+_SYS_REASONS: Final = {
+    **dict.fromkeys(
+        ("path", "meta_path", "path_hooks", "path_importer_cache", "modules"), "the import system"
+    ),
+    **dict.fromkeys(
+        ("settrace", "setprofile", "addaudithook", "_getframe", "monitoring"),
+        "hooks into running code",
+    ),
+}
+
+_OS_ALLOWED: Final = frozenset(
+    {
+        "path", "sep", "altsep", "extsep", "pathsep", "linesep", "curdir", "pardir", "devnull",
+        "name", "getcwd", "getcwdb", "get_terminal_size", "terminal_size", "isatty", "fspath",
+        "fsencode", "fsdecode", "getpid", "getppid", "cpu_count", "getenv", "strerror",
+        "PathLike", "error",
+    }
+)  # fmt: skip
+
+# posixpath minus the modules it holds (os, sys, genericpath, stat): os.path.os.system.
+_OS_PATH_ALLOWED: Final = frozenset(
+    {
+        "abspath", "altsep", "basename", "commonpath", "commonprefix", "curdir", "defpath",
+        "devnull", "dirname", "exists", "expanduser", "expandvars", "extsep", "getatime",
+        "getctime", "getmtime", "getsize", "isabs", "isdir", "isfile", "islink", "ismount",
+        "join", "lexists", "normcase", "normpath", "pardir", "pathsep", "realpath", "relpath",
+        "samefile", "sep", "split", "splitdrive", "splitext",
+    }
+)  # fmt: skip
+
+# re minus the modules it holds (enum, functools, copyreg): re.enum reaches builtins.
+_RE_ALLOWED: Final = frozenset(
+    {
+        "A", "ASCII", "DOTALL", "I", "IGNORECASE", "L", "LOCALE", "M", "MULTILINE", "NOFLAG",
+        "S", "U", "UNICODE", "VERBOSE", "X", "Match", "Pattern", "RegexFlag", "error",
+        "compile", "escape", "findall", "finditer", "fullmatch", "match", "purge", "search",
+        "split", "sub", "subn",
+    }
+)  # fmt: skip
+
+# How each judge reports a doubt: the node it is about and a short phrase.
+_Doubt = Callable[[ast.AST, str], None]
+
+_IMPORT_SYSTEM: Final = "changes or drives the import system"
+_RUN_TIME_CODE: Final = "runs code built at run time"
+_PROGRAMS: Final = "starts or execs another program"
+
+# Imports (any form) that are doubts whatever is taken from them. Most are standard library
+# and would be doubts anyway; listing them gives the reason. The rest are packages that load
+# entry points by name or start programs.
+_DENIED_MODULES: Final = {
+    **dict.fromkeys(
+        (
+            "importlib", "imp", "_imp", "zipimport", "pkgutil", "runpy", "site", "builtins",
+            "_frozen_importlib", "_frozen_importlib_external", "sitecustomize",
+            "usercustomize", "pkg_resources", "importlib_metadata", "importlib_resources",
+        ),
+        _IMPORT_SYSTEM,
+    ),
+    **dict.fromkeys(
+        (
+            "code", "codeop", "marshal", "pickle", "_pickle", "types", "ctypes", "_ctypes",
+            "cffi", "dill", "cloudpickle",
+        ),
+        _RUN_TIME_CODE,
+    ),
+    **dict.fromkeys(
+        (
+            "subprocess", "_posixsubprocess", "multiprocessing", "pty", "posix", "nt",
+            "_winapi", "sh", "pexpect", "plumbum", "psutil",
+        ),
+        _PROGRAMS,
+    ),
+}  # fmt: skip
+
+_DENIED_BUILTINS: Final = {
+    **dict.fromkeys(("exec", "eval", "compile"), _RUN_TIME_CODE),
+    **dict.fromkeys(("getattr", "setattr", "delattr"), "reaches attributes by run-time names"),
+    **dict.fromkeys(("globals", "locals", "vars"), "reaches a namespace as a dictionary"),
+    "breakpoint": "enters a debugger chosen by the environment",
+    # A written file can shadow a module the next import statement loads.
+    "open": "opens files (a written file can shadow a module)",
+    "help": "imports modules by run-time names",
+}
+
+# Dunder names and attributes lead to the interpreter's internals (__builtins__, __import__,
+# __loader__, __spec__, __globals__, __subclasses__, ...); only these are ordinary.
+_DUNDER_NAMES_ALLOWED: Final = frozenset(
+    {"__name__", "__file__", "__doc__", "__debug__", "__annotations__", "__requires__"}
+)
+_DUNDER_ATTRS_ALLOWED: Final = frozenset(
+    {"__name__", "__qualname__", "__doc__", "__version__", "__file__", "__init__"}
+)
+# Frames and code objects hold globals and builtins without a dunder in the way.
+_FRAME_ATTRS: Final = frozenset(
+    {
+        "f_globals", "f_locals", "f_builtins", "f_back", "f_code", "f_trace", "gi_frame",
+        "gi_code", "gi_yieldfrom", "cr_frame", "cr_code", "cr_await", "ag_frame", "ag_code",
+        "tb_frame", "tb_next",
+    }
+)  # fmt: skip
+
+# A pyc's magic number: two bytes of version (3000-3999 for Python 3), then b"\r\n".
+_PYC_VERSIONS: Final = range(3000, 4000)
+# zipimport finds an archive by its end record in the last 64 KiB + 22 bytes.
+_ZIP_END: Final = b"PK\x05\x06"
+_ZIP_TAIL: Final = 0xFFFF + 22
+
+
+def read_source(data: bytes, *, name: str) -> PythonSource:
+    """Read a program file's bytes as ``python FILE`` would. ``name`` names it in messages.
+
+    Raises SourceError for bytes over MAX_SOURCE_BYTES, bytes the interpreter would run as
+    something other than source (a pyc, a zip archive), an encoding that cannot be determined
+    or does not decode, and text this interpreter cannot parse.
+    """
+    if len(data) > MAX_SOURCE_BYTES:
+        raise SourceError(f"{name}: over {MAX_SOURCE_BYTES} bytes of Python source; not read")
+    magic = int.from_bytes(data[:2], "little")
+    if data[2:4] == b"\r\n" and magic in _PYC_VERSIONS:
+        raise SourceError(f"{name}: starts with a bytecode magic number; python runs it as a pyc")
+    if _ZIP_END in data[-_ZIP_TAIL:]:
+        raise SourceError(f"{name}: is also a zip archive; python runs the __main__ inside it")
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        text = data.decode(encoding)
+    except (SyntaxError, LookupError, ValueError) as exc:
+        raise SourceError(f"{name}: its encoding cannot be read: {exc}") from None
+    # The interpreter's own reader decides (bytes in, so BOM and cookie apply); the second
+    # reading guards against the two ever disagreeing about what the text is.
+    tree = _parse(data, name)
+    if _dump(tree, name) != _dump(_parse(text, name), name):
+        raise SourceError(f"{name}: reads differently as {encoding} than the interpreter reads it")
+    return _survey(tree)
+
+
+def read_code_string(code: str, *, name: str = "-c") -> PythonSource:
+    """Read ``python -c CODE``'s code. It is text already, and CPython ignores a coding
+    cookie in it (as compile() of a str does), so no decoding happens here."""
+    if len(code.encode("utf-8", "surrogatepass")) > MAX_SOURCE_BYTES:
+        raise SourceError(f"{name}: over {MAX_SOURCE_BYTES} bytes of Python source; not read")
+    return _survey(_parse(code, name))
+
+
+def _parse(source: bytes | str, name: str) -> ast.Module:
+    try:
+        return ast.parse(source, filename=name)
+    # ValueError: NUL bytes, lone surrogates; the others: nesting or size beyond the parser.
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        raise SourceError(f"{name}: not Python this interpreter can parse: {exc}") from None
+
+
+def _dump(tree: ast.AST, name: str) -> str:
+    try:
+        return ast.dump(tree, include_attributes=True)
+    except RecursionError:
+        raise SourceError(f"{name}: nested too deeply to compare its readings") from None
+
+
+@dataclass(frozen=True)
+class _Finding:
+    line: int
+    column: int
+    end: int  # of a dotted chain the inner part ends first, and is reported first
+    text: str
+
+
+def _survey(tree: ast.Module) -> PythonSource:
+    """The imports and doubts of a parsed program. Walks iteratively: the parser accepts
+    nesting deeper than a recursive visitor could follow."""
+    imports: list[_Finding] = []
+    doubts: list[_Finding] = []
+    # Local name -> what it stands for ("sys", "os.path", "aider.main.main"). sys and os are
+    # followed even unimported: a parameter may carry them in.
+    bound: dict[str, str] = {"sys": "sys", "os": "os"}
+    module_paths: set[str] = set()
+    parents: dict[ast.AST, ast.AST] = {}
+    nodes = list(ast.walk(tree))
+    for node in nodes:
+        for child in ast.iter_child_nodes(node):
+            parents[child] = node
+
+    def doubt(node: ast.AST, text: str) -> None:
+        line = getattr(node, "lineno", 0)
+        column, end = getattr(node, "col_offset", 0), getattr(node, "end_col_offset", 0)
+        doubts.append(_Finding(line, column, end or 0, f"line {line}: {text}"))
+
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                imports.append(_Finding(node.lineno, node.col_offset, 0, alias.name))
+                _judge_module(alias.name, node, doubt)
+                parts = alias.name.split(".")
+                module_paths.update(".".join(parts[: i + 1]) for i in range(len(parts)))
+                if alias.asname:
+                    bound[alias.asname] = alias.name
+                else:
+                    bound[parts[0]] = parts[0]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level or not node.module:
+                where = "." * node.level + (node.module or "")
+                doubt(node, f"relative import from {where} (the package is not known)")
+                continue
+            imports.append(_Finding(node.lineno, node.col_offset, 0, node.module))
+            _judge_module(node.module, node, doubt)
+            for alias in node.names:
+                if alias.name == "*":
+                    doubt(node, f"from {node.module} import * binds names that cannot be followed")
+                    continue
+                target = f"{node.module}.{alias.name}"
+                _judge_reference(target, node, doubt, module_paths | {node.module})
+                bound[alias.asname or alias.name] = target
+
+    for node in nodes:
+        if isinstance(node, ast.Name):
+            _judge_name(node, parents, bound, doubt)
+        elif isinstance(node, ast.Attribute):
+            _judge_attribute(node, parents, bound, module_paths, doubt)
+
+    ordered_imports = sorted(imports, key=lambda f: (f.line, f.column))
+    ordered_doubts = sorted(doubts, key=lambda f: (f.line, f.column, f.end))
+    return PythonSource(
+        imports=tuple(dict.fromkeys(f.text for f in ordered_imports)),
+        doubts=tuple(dict.fromkeys(f.text for f in ordered_doubts)),
+    )
+
+
+def _judge_module(module: str, node: ast.AST, doubt: _Doubt) -> None:
+    """An imported module: followed, denied with its reason, other standard library (a doubt)
+    or another package (identified by the caller)."""
+    if module in _FOLLOWED_MODULES:
+        return
+    top = module.split(".", 1)[0]
+    reason = _DENIED_MODULES.get(top)
+    if reason is not None:
+        doubt(node, f"imports {module} ({reason})")
+    elif top in sys.stdlib_module_names:
+        doubt(node, f"imports {module} (a standard-library module this check does not follow)")
+
+
+def _judge_name(
+    node: ast.Name, parents: dict[ast.AST, ast.AST], bound: dict[str, str], doubt: _Doubt
+) -> None:
+    name = node.id
+    if name in _DENIED_BUILTINS:
+        doubt(node, f"{name}() {_DENIED_BUILTINS[name]}")
+    elif _is_dunder(name) and name not in _DUNDER_NAMES_ALLOWED:
+        doubt(node, f"{name} reaches the interpreter's internals")
+    elif bound.get(name) in _FOLLOWED_MODULES and not isinstance(parents.get(node), ast.Attribute):
+        # x = sys; f(sys); sys = ...: the module escapes the attribute allowlist.
+        doubt(node, f"{bound[name]} is used as a value (its attributes cannot be followed)")
+
+
+def _judge_attribute(
+    node: ast.Attribute,
+    parents: dict[ast.AST, ast.AST],
+    bound: dict[str, str],
+    module_paths: set[str],
+    doubt: _Doubt,
+) -> None:
+    attr = node.attr
+    if _is_dunder(attr) and attr not in _DUNDER_ATTRS_ALLOWED:
+        doubt(node, f".{attr} reaches the interpreter's internals")
+        return
+    if attr in _FRAME_ATTRS:
+        doubt(node, f".{attr} reaches a frame's globals or builtins")
+        return
+    dotted = _dotted(node, bound)
+    if dotted is None:
+        return
+    if not _judge_reference(dotted, node, doubt, module_paths):
+        return
+    if dotted in _FOLLOWED_MODULES and not isinstance(parents.get(node), ast.Attribute):
+        doubt(node, f"{dotted} is used as a value (its attributes cannot be followed)")
+
+
+def _judge_reference(dotted: str, node: ast.AST, doubt: _Doubt, module_paths: set[str]) -> bool:
+    """A dotted name rooted at an imported module (``sys.path``, ``aider.main.main``).
+    Returns False when it raised a doubt."""
+    parts = dotted.split(".")
+    head = parts[0]
+    if head == "sys" and len(parts) > 1 and parts[1] not in _SYS_ALLOWED:
+        reason = _SYS_REASONS.get(parts[1], "interpreter state the check does not follow")
+        doubt(node, f"sys.{parts[1]} is used ({reason})")
+        return False
+    if head == "os" and len(parts) > 1:
+        if parts[1] not in _OS_ALLOWED:
+            doubt(node, f"os.{parts[1]} is used ({_os_reason(parts[1])})")
+            return False
+        if parts[1] == "path" and len(parts) > 2 and parts[2] not in _OS_PATH_ALLOWED:
+            doubt(node, f"os.path.{parts[2]} is used (only os.path's functions are followed)")
+            return False
+    if head == "re" and len(parts) > 1 and parts[1] not in _RE_ALLOWED:
+        doubt(node, f"re.{parts[1]} is used (only re's functions are followed)")
+        return False
+    if head in {"sys", "os", "re"}:
+        return True
+    # Another package's module: what it holds is trusted, except a module reached through
+    # it (aider.main.sys, aider.main.subprocess) or a dunder.
+    for index, part in enumerate(parts[1:], start=1):
+        if ".".join(parts[: index + 1]) in module_paths:
+            continue
+        if part in sys.stdlib_module_names or part in _DENIED_MODULES:
+            doubt(node, f"{'.'.join(parts[: index + 1])} reaches the module {part} indirectly")
+            return False
+        if _is_dunder(part) and part not in _DUNDER_ATTRS_ALLOWED:
+            doubt(node, f"{'.'.join(parts[: index + 1])} reaches the interpreter's internals")
+            return False
+    return True
+
+
+def _os_reason(attr: str) -> str:
+    if attr in {"environ", "environb", "putenv", "unsetenv"}:
+        return "the environment"
+    if attr in {"chdir", "fchdir", "chroot"}:
+        return "the working directory"
+    if attr.startswith(("exec", "spawn", "posix_spawn", "fork")) or attr in {"system", "popen"}:
+        return _PROGRAMS
+    return "only a few os names are followed"
+
+
+def _dotted(node: ast.expr, bound: dict[str, str]) -> str | None:
+    """``a.b.c`` as the dotted name it stands for when ``a`` is bound by an import."""
+    attrs: list[str] = []
+    while isinstance(node, ast.Attribute):
+        attrs.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name) or node.id not in bound:
+        return None
+    return ".".join([bound[node.id], *reversed(attrs)])
+
+
+def _is_dunder(name: str) -> bool:
+    return len(name) > 4 and name.startswith("__") and name.endswith("__")
