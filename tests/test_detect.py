@@ -610,11 +610,11 @@ def test_binary_rewritten_in_place_with_its_mtime_restored_is_probed_again(
     binary = printer(tmp_path / "gemini", "0.1.12\n", counter=counter)
     stat_before = binary.stat()
     detect_version("gemini", binary=binary, settings=FAST)
-    text = binary.read_text()
-    new_text = printer(tmp_path / "other", "0.9.12\n", counter=counter).read_text()
-    assert new_text != text and len(new_text) == len(text)
-    with open(binary, "w", encoding="utf-8") as fh:  # same inode, same size
-        fh.write(new_text)
+    content = binary.read_bytes()
+    new_content = printer(tmp_path / "other", "0.9.12\n", counter=counter).read_bytes()
+    assert new_content != content and len(new_content) == len(content)
+    with open(binary, "wb") as fh:  # same inode, same size
+        fh.write(new_content)
     os.utime(binary, ns=(stat_before.st_atime_ns, stat_before.st_mtime_ns))
     assert detect_version("gemini", binary=binary, settings=FAST).version == "0.9.12"
     assert runs(counter) == 2
