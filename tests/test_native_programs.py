@@ -80,6 +80,15 @@ def test_the_counter_gains_one_line_per_run(tmp_path: Path) -> None:
     assert counter.read_text().splitlines() == ["run", "run", "run"]
 
 
+def test_it_can_fail_silently_until_a_file_exists(tmp_path: Path) -> None:
+    ready, counter = tmp_path / "ready", tmp_path / "runs"
+    binary = native_program(tmp_path / "tool", stdout=b"0.1.12\n", counter=counter, requires=ready)
+    assert (run(binary).stdout, run(binary).returncode) == (b"", 1)
+    ready.touch()
+    assert (run(binary).stdout, run(binary).returncode) == (b"0.1.12\n", 0)
+    assert len(counter.read_text().splitlines()) == 4  # counted before the check
+
+
 def test_it_waits_for_a_file_before_answering(tmp_path: Path) -> None:
     started, released = tmp_path / "started", tmp_path / "released"
     binary = native_program(tmp_path / "tool", stdout=b"done\n", marker=started, wait_for=released)

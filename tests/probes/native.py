@@ -213,6 +213,13 @@ def wait_until_exists(image: Image, path: Path, poll: float = 0.05) -> bytes:
     return check + check_eax() + jz_short(len(nap) + 2) + nap + jmp_short(loop_back)
 
 
+def exit_unless_exists(image: Image, path: Path, status: int) -> bytes:
+    """exit_group(status) unless access(path, F_OK) succeeds."""
+    check = mov_eax(SYS_ACCESS) + mov_edi(image.string(path)) + xor_esi_esi() + syscall()
+    leave = exit_with(status)
+    return check + check_eax() + jz_short(len(leave)) + leave
+
+
 def exit_with(status: int) -> bytes:
     """exit_group(status)."""
     return mov_eax(SYS_EXIT_GROUP) + mov_edi(status & 0xFF) + syscall()
@@ -308,8 +315,9 @@ def elf_file(image: Image, code: bytes) -> bytes:
 @dataclass(frozen=True)
 class Run:
     """What a program does on one path, in this order: create ``marker``, append a line to
-    ``counter``, wait until ``wait_for`` exists, sleep ``sleep`` seconds, write ``stdout`` then
-    ``stderr``, then exit with ``exit_status`` (or exec ``/bin/sh -c sh`` instead)."""
+    ``counter``, exit 1 at once unless ``requires`` exists, wait until ``wait_for`` exists,
+    sleep ``sleep`` seconds, write ``stdout`` then ``stderr``, then exit with
+    ``exit_status`` (or exec ``/bin/sh -c sh`` instead)."""
 
     stdout: bytes = b""
     stderr: bytes = b""
@@ -319,6 +327,7 @@ class Run:
     wait_for: Path | None = None
     sleep: float = 0.0
     sh: str | None = None
+    requires: Path | None = None
 
     def assemble(self, image: Image) -> bytes:
         steps: list[Callable[[], bytes]] = []
@@ -326,6 +335,8 @@ class Run:
             steps.append(lambda: create_marker(image, self.marker))  # type: ignore[arg-type]
         if self.counter is not None:
             steps.append(lambda: append_counter_line(image, self.counter))  # type: ignore[arg-type]
+        if self.requires is not None:
+            steps.append(lambda: exit_unless_exists(image, self.requires, 1))  # type: ignore[arg-type]
         if self.wait_for is not None:
             steps.append(lambda: wait_until_exists(image, self.wait_for))  # type: ignore[arg-type]
         if self.sleep:
@@ -359,17 +370,21 @@ def native_program(
     counter: Path | None = None,
     wait_for: Path | None = None,
     sleep: float = 0.0,
+    requires: Path | None = None,
     mode: int = 0o755,
 ) -> Path:
     """A native executable that, whatever its arguments, creates ``marker``, appends a line to
-    ``counter``, waits for ``wait_for`` to exist, sleeps ``sleep`` seconds (each only if
-    given), writes ``stdout`` and ``stderr`` and exits with ``exit_status``.
+    ``counter``, exits 1 silently unless ``requires`` exists, waits for ``wait_for`` to
+    exist, sleeps ``sleep`` seconds (each only if given), writes ``stdout`` and ``stderr``
+    and exits with ``exit_status``.
 
     Replaces any file at ``path`` by a new inode, as an installer upgrading a CLI does.
     """
     require_native()
     image = Image()
-    code = Run(stdout, stderr, exit_status, marker, counter, wait_for, sleep).assemble(image)
+    code = Run(
+        stdout, stderr, exit_status, marker, counter, wait_for, sleep, requires=requires
+    ).assemble(image)
     return write_program(path, elf_file(image, code), mode)
 
 
