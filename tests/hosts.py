@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from probes.native import native_program
 
 import floorguard
 from floorguard._canonical import content_address
@@ -192,7 +195,28 @@ def path_with(*dirs: Path) -> str:
 
 
 def write_script(path: Path, body: str) -> Path:
-    """An executable shell script: a real binary for the probe to run."""
-    path.write_text("#!/bin/sh\n" + body + "\n", encoding="utf-8")
-    path.chmod(0o755)
-    return path
+    """A native agent binary for the probe to run, behaving as the shell ``body`` says.
+
+    The runtime only trusts ``--version`` answers from native executables, so the agent
+    stand-ins are native programs. ``body`` reads like the script it replaces but may only
+    use the statements a native stand-in can do: ``echo 'text'`` (``>&2`` for stderr),
+    ``sleep N`` (or ``/bin/sleep N``) before any output, and a final ``exit N``, separated by
+    ``;`` or newlines. Anything else is an error: a test that needs a shell says so with
+    ``probes.sh_script``.
+    """
+    stdout, stderr, status, pause = b"", b"", 0, 0.0
+    pieces = (piece.strip() for line in body.splitlines() for piece in line.split(";"))
+    statements = [piece for piece in pieces if piece]
+    for statement in statements:
+        words = shlex.split(statement)
+        if words[0] == "echo" and words[-1] == ">&2":
+            stderr += " ".join(words[1:-1]).encode() + b"\n"
+        elif words[0] == "echo":
+            stdout += " ".join(words[1:]).encode() + b"\n"
+        elif words[0] in {"sleep", "/bin/sleep"} and len(words) == 2 and not stdout + stderr:
+            pause += float(words[1])
+        elif words[0] == "exit" and len(words) == 2 and statement == statements[-1]:
+            status = int(words[1])
+        else:
+            raise ValueError(f"not something a native stand-in does: {statement!r}")
+    return native_program(path, stdout=stdout, stderr=stderr, exit_status=status, sleep=pause)

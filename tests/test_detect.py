@@ -26,6 +26,7 @@ from probes import (
     sh_script,
     write_executable,
 )
+from probes.native import native_program
 
 from floorguard.detect import (
     Detection,
@@ -104,7 +105,7 @@ def test_refuses_directory_as_binary(tmp_path: Path) -> None:
 
 
 def test_refuses_non_executable_file(tmp_path: Path) -> None:
-    binary = sh_script(tmp_path / "claude", "echo '1.0.51 (Claude Code)'", mode=0o644)
+    binary = native_program(tmp_path / "claude", stdout=b"1.0.51 (Claude Code)\n", mode=0o644)
     with pytest.raises(DetectionError, match="not executable"):
         resolve_binary("claude", binary)
     with pytest.raises(DetectionError, match="not executable"):
@@ -189,7 +190,7 @@ def test_probe_reads_real_version_formats(
 
 
 def test_probe_reads_version_printed_on_stderr(tmp_path: Path) -> None:
-    binary = sh_script(tmp_path / "goose", "echo '1.0.29' >&2")
+    binary = native_program(tmp_path / "goose", stderr=b"1.0.29\n")
     assert detect_version("goose", binary=binary, settings=FAST).version == "1.0.29"
 
 
@@ -251,7 +252,7 @@ def test_probe_leaves_no_background_process_behind(tmp_path: Path) -> None:
 
 
 def test_refuses_probe_exiting_non_zero(tmp_path: Path) -> None:
-    binary = sh_script(tmp_path / "gemini", "echo 0.1.12\nexit 3")
+    binary = native_program(tmp_path / "gemini", stdout=b"0.1.12\n", exit_status=3)
     with pytest.raises(DetectionError, match="exited with status 3"):
         detect_version("gemini", binary=binary, settings=FAST)
 
@@ -269,7 +270,7 @@ def test_refuses_probe_printing_two_versions(tmp_path: Path) -> None:
 
 
 def test_refuses_probe_printing_nothing(tmp_path: Path) -> None:
-    binary = sh_script(tmp_path / "gemini", "exit 0")
+    binary = native_program(tmp_path / "gemini")
     with pytest.raises(DetectionError, match="printed nothing"):
         detect_version("gemini", binary=binary, settings=FAST)
 
@@ -281,10 +282,10 @@ def test_refuses_probe_printing_only_whitespace(tmp_path: Path) -> None:
 
 
 def test_refuses_probe_printing_garbage(tmp_path: Path) -> None:
-    binary = sh_script(tmp_path / "gemini", r"printf '\377\376\000garbage\n'")
+    binary = native_program(tmp_path / "gemini", stdout=b"\xff\xfe\x00garbage\n")
     with pytest.raises(DetectionError, match="version format expected for gemini"):
         detect_version("gemini", binary=binary, settings=FAST)
-    other = sh_script(tmp_path / "mytool", r"printf '\377\376\000garbage\n'")
+    other = native_program(tmp_path / "mytool", stdout=b"\xff\xfe\x00garbage\n")
     with pytest.raises(DetectionError, match="no version found"):
         detect_version("mytool", binary=other, settings=FAST)
 
@@ -304,7 +305,7 @@ def test_refuses_probe_flooding_output(tmp_path: Path) -> None:
 
 def test_timeout_comes_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FLOORGUARD_PROBE_TIMEOUT", "0.3")
-    binary = sh_script(tmp_path / "gemini", "exec sleep 60")
+    binary = native_program(tmp_path / "gemini", sleep=60)
     with pytest.raises(DetectionError, match=r"timeout: still running after 0\.3s"):
         detect_version("gemini", binary=binary)
 
@@ -610,11 +611,11 @@ def test_binary_rewritten_in_place_with_its_mtime_restored_is_probed_again(
     binary = printer(tmp_path / "gemini", "0.1.12\n", counter=counter)
     stat_before = binary.stat()
     detect_version("gemini", binary=binary, settings=FAST)
-    text = binary.read_text()
-    new_text = printer(tmp_path / "other", "0.9.12\n", counter=counter).read_text()
-    assert new_text != text and len(new_text) == len(text)
-    with open(binary, "w", encoding="utf-8") as fh:  # same inode, same size
-        fh.write(new_text)
+    content = binary.read_bytes()
+    new_content = printer(tmp_path / "other", "0.9.12\n", counter=counter).read_bytes()
+    assert new_content != content and len(new_content) == len(content)
+    with open(binary, "wb") as fh:  # same inode, same size
+        fh.write(new_content)
     os.utime(binary, ns=(stat_before.st_atime_ns, stat_before.st_mtime_ns))
     assert detect_version("gemini", binary=binary, settings=FAST).version == "0.9.12"
     assert runs(counter) == 2
@@ -623,9 +624,8 @@ def test_binary_rewritten_in_place_with_its_mtime_restored_is_probed_again(
 def test_failures_are_not_cached(tmp_path: Path) -> None:
     counter = tmp_path / "count"
     ready = tmp_path / "ready"
-    binary = sh_script(
-        tmp_path / "gemini",
-        f"echo run >> '{counter}'\n[ -e '{ready}' ] || exit 1\necho 0.1.12",
+    binary = native_program(
+        tmp_path / "gemini", stdout=b"0.1.12\n", counter=counter, requires=ready
     )
     with pytest.raises(DetectionError):
         detect_version("gemini", binary=binary, settings=FAST)

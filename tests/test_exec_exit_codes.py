@@ -14,16 +14,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from hosts import Host, floor, write_script
+from hosts import Host, floor
+from probes.native import Run, native_agent
 
 from floorguard._version import __version__
 
-# Answers --version like aider; otherwise proves that it ran.
-AGENT = """\
-if [ "$1" = "--version" ]; then echo "aider {version}"; exit 0; fi
-: > "{marker}"
-exit 0
-"""
+
+def agent(path: Path, version: str, marker: Path) -> Path:
+    """A native aider: answers ``--version``; otherwise proves that it ran."""
+    return native_agent(path, version=f"aider {version}\n".encode(), run=Run(marker=marker))
 
 
 @pytest.fixture
@@ -125,7 +124,7 @@ def test_exec_exits_126_when_the_only_binary_on_path_is_not_executable(
     host: Host, bin_dir: Path, tmp_path: Path
 ) -> None:
     marker = tmp_path / "ran"
-    script = write_script(bin_dir / "aider", AGENT.format(version="0.61.0", marker=marker))
+    script = agent(bin_dir / "aider", "0.61.0", marker)
     script.chmod(0o644)
     done = exec_(host, "aider", bin_dir)
     assert done.returncode == 126, done.stderr
@@ -139,7 +138,7 @@ def test_exec_exits_126_when_refused_below_the_floor(
     host: Host, bin_dir: Path, tmp_path: Path
 ) -> None:
     marker = tmp_path / "ran"
-    write_script(bin_dir / "aider", AGENT.format(version="0.50.0", marker=marker))
+    agent(bin_dir / "aider", "0.50.0", marker)
     done = exec_(host, "aider", bin_dir)
     assert done.returncode == 126, done.stderr
     assert "below the floor" in one_line(done)
@@ -193,7 +192,7 @@ def test_exec_exits_127_when_a_permitted_scripts_interpreter_is_missing(
 
 def test_exec_still_returns_the_childs_status(host: Host, bin_dir: Path, tmp_path: Path) -> None:
     marker = tmp_path / "ran"
-    write_script(bin_dir / "aider", AGENT.format(version="0.61.0", marker=marker))
+    agent(bin_dir / "aider", "0.61.0", marker)
     path = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
     done = host.python("-m", "floorguard", "exec", "aider", "--", "task", PATH=path)
     assert done.returncode == 0, done.stderr

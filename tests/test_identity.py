@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 from hosts import Host, floor, path_with, receipt_in_chain
-from probes import npm_install, pip_install, real_venv, sh_script, site_packages
+from probes import marker_script, npm_install, pip_install, printer, real_venv, site_packages
+from probes.native import Run, native_agent
 
 
 @pytest.fixture
@@ -188,7 +189,7 @@ def test_at_floor_npm_cli_still_runs_and_finds_its_modules_through_the_descripto
 
 def test_an_unknown_program_stays_untracked_and_runs(host: Host, tmp_path: Path) -> None:
     marker = tmp_path / "ran"
-    tool = sh_script(tmp_path / "bin" / "newagent", f": > '{marker}'\necho 1.2.3")
+    tool = marker_script(tmp_path / "bin" / "newagent", marker, "1.2.3")
     [result] = host.spawn(adapter="newagent", argv=[], binary=str(tool))
     assert result["started"]
     [record] = host.chain_records()
@@ -200,7 +201,7 @@ def test_untracked_refuse_policy_refuses_and_records_an_unknown_program(
     host: Host, tmp_path: Path
 ) -> None:
     marker = tmp_path / "ran"
-    tool = sh_script(tmp_path / "bin" / "newagent", f": > '{marker}'\necho 1.2.3")
+    tool = marker_script(tmp_path / "bin" / "newagent", marker, "1.2.3")
     [result] = host.spawn(
         adapter="newagent",
         argv=[],
@@ -218,7 +219,7 @@ def test_untracked_refuse_policy_refuses_and_records_an_unknown_program(
 def test_untracked_policy_other_than_exactly_refuse_keeps_the_recorded_permit(
     host: Host, tmp_path: Path, value: str
 ) -> None:
-    tool = sh_script(tmp_path / "bin" / "newagent", "echo 1.2.3")
+    tool = printer(tmp_path / "bin" / "newagent", "1.2.3\n")
     [result] = host.spawn(
         adapter="newagent",
         argv=[],
@@ -247,8 +248,8 @@ def test_untracked_refuse_policy_does_not_touch_tracked_adapters(
 
 
 def test_warn_override_and_untracked_are_logged_on_stderr(host: Host, tmp_path: Path) -> None:
-    old = sh_script(tmp_path / "bin" / "aider", "echo aider 0.10.0")
-    other = sh_script(tmp_path / "bin" / "newagent", "echo 1.0.0")
+    old = printer(tmp_path / "bin" / "aider", "aider 0.10.0\n")
+    other = printer(tmp_path / "bin" / "newagent", "1.0.0\n")
     code = (
         "import floorguard\n"
         f"floorguard.preflight('aider', binary={str(old)!r})\n"
@@ -264,7 +265,7 @@ def test_warn_override_and_untracked_are_logged_on_stderr(host: Host, tmp_path: 
 
 def test_exec_prints_one_line_for_a_warn_override(host: Host, tmp_path: Path) -> None:
     bin_dir = tmp_path / "bin"
-    sh_script(bin_dir / "aider", 'if [ "$1" = --version ]; then echo aider 0.10.0; fi')
+    native_agent(bin_dir / "aider", version=b"aider 0.10.0\n")
     done = host.python(
         "-m",
         "floorguard",
@@ -317,9 +318,8 @@ def test_refuses_a_renamed_copy_of_a_binary_that_still_answers_as_a_tracked_adap
     # A bundled CLI copied out of its package, or a native binary renamed: no metadata says
     # what it is, but its own --version line does.
     marker = tmp_path / "ran"
-    copy = sh_script(
-        tmp_path / "bin" / "helper",
-        f'if [ "$1" = --version ]; then echo "1.0.51 (Claude Code)"; exit 0; fi\n: > \'{marker}\'',
+    copy = native_agent(
+        tmp_path / "bin" / "helper", version=b"1.0.51 (Claude Code)\n", run=Run(marker=marker)
     )
     [result] = host.spawn(adapter="helper", argv=[], binary=str(copy))
     assert_refused_as(result, host, "claude", "helper")
@@ -330,7 +330,7 @@ def test_an_untracked_binary_printing_a_bare_version_stays_untracked(
     host: Host, tmp_path: Path
 ) -> None:
     # Bare versions are every tool's answer: only a line that names the tool identifies it.
-    tool = sh_script(tmp_path / "bin" / "newagent", "echo 1.0.51")
+    tool = printer(tmp_path / "bin" / "newagent", "1.0.51\n")
     [result] = host.spawn(adapter="newagent", argv=[], binary=str(tool))
     assert result["started"]
     assert host.chain_records()[0]["receipt"]["verdict"] == "untracked"
@@ -356,7 +356,7 @@ def test_preflight_alone_judges_the_binary_the_name_leads_to(
 def test_a_host_that_configures_logging_receives_overrides_as_warning_records(
     host: Host, tmp_path: Path
 ) -> None:
-    old = sh_script(tmp_path / "bin" / "aider", "echo aider 0.10.0")
+    old = printer(tmp_path / "bin" / "aider", "aider 0.10.0\n")
     code = (
         "import logging, floorguard\n"
         "seen = []\n"
@@ -373,7 +373,7 @@ def test_a_host_that_configures_logging_receives_overrides_as_warning_records(
 
 
 def test_a_permit_is_not_logged(host: Host, tmp_path: Path) -> None:
-    good = sh_script(tmp_path / "bin" / "aider", "echo aider 0.70.0")
+    good = printer(tmp_path / "bin" / "aider", "aider 0.70.0\n")
     done = host.python(
         "-c", f"import floorguard; floorguard.preflight('aider', binary={str(good)!r})"
     )
@@ -388,7 +388,7 @@ def test_refuses_a_binary_beside_a_package_manifest_it_cannot_read(
     # Which package is this? A manifest that is there but not JSON leaves it in doubt: no
     # floor can be chosen, so not even the warn policy lets it run.
     marker = tmp_path / "ran"
-    tool = sh_script(tmp_path / "pkg" / "cli.js", f": > '{marker}'\necho 1.0.0")
+    tool = marker_script(tmp_path / "pkg" / "cli.js", marker, "1.0.0")
     (tmp_path / "pkg" / "package.json").write_text("{not json")
     extra = {"FLOORGUARD_ADAPTER_FLOOR_POLICY": policy} if policy else {}
     [result] = host.spawn(adapter="helper", argv=[], binary=str(tool), host_env=extra)

@@ -374,10 +374,10 @@ def test_exec_refusal_is_one_line_whatever_the_binary_path_holds(
     # Paths go into the reason unescaped: a folder on PATH whose name holds a newline splits
     # the message, and lets whoever names that folder forge a line of their choosing in the
     # host's log (here a fake permit).
-    from probes import sh_script
+    from probes.native import native_program
 
     folder = tmp_path / "tools\nfloorguard - permit - aider 0.99.0 meets the floor 0.60.0"
-    sh_script(folder / "aider", "exit 0")  # prints no version: refused as unknown
+    native_program(folder / "aider")  # prints no version: refused as unknown
     path = os.pathsep.join([str(folder), os.environ.get("PATH", "")])
     done = host.python("-m", "floorguard", "exec", "aider", "--", "task", PATH=path)
     assert done.returncode == 126, done.stderr

@@ -11,15 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hosts import Host, floor, receipt_in_chain, write_script
-
-# Answers --version like aider; otherwise records that it ran and prints its receipt id.
-AGENT = """\
-if [ "$1" = "--version" ]; then echo "aider {version}"; exit 0; fi
-touch "{marker}"
-echo "receipt=$FLOORGUARD_RECEIPT_ID args=$*"
-exit {code}
-"""
+from hosts import Host, floor, receipt_in_chain
+from probes.native import Run, native_agent
 
 
 @pytest.fixture
@@ -28,7 +21,12 @@ def host(tmp_path: Path) -> Host:
 
 
 def agent(path: Path, version: str, marker: Path, code: int = 0) -> Path:
-    return write_script(path, AGENT.format(version=version, marker=marker, code=code))
+    """A native aider: answers ``--version``; otherwise records that it ran and hands over to a
+    shell that prints its receipt id and arguments and exits with ``code``."""
+    shell = f'echo "receipt=$FLOORGUARD_RECEIPT_ID args=$*"; exit {code}'
+    return native_agent(
+        path, version=f"aider {version}\n".encode(), run=Run(marker=marker, sh=shell)
+    )
 
 
 def run(host: Host, **request: Any) -> list[dict[str, Any]]:

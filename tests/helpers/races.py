@@ -10,7 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hosts import HOST, Host, write_script
+from hosts import HOST, Host
+from probes.native import native_program
 
 
 def preflight_across(
@@ -24,10 +25,11 @@ def preflight_across(
     started and then waits; run ``meanwhile`` (a refresh) while it waits, then let it print
     ``version_line``. Returns the decision and what ``meanwhile`` returned."""
     started, released = tmp_path / "probe-started", tmp_path / "probe-released"
-    binary = write_script(
+    binary = native_program(
         tmp_path / adapter,
-        f"touch '{started}'; while [ ! -e '{released}' ]; do sleep 0.05; done; "
-        f"echo '{version_line}'",
+        stdout=version_line.encode() + b"\n",
+        marker=started,
+        wait_for=released,
     )
     request = json.dumps({"adapter": adapter, "binary": str(binary), "version": None})
     spawn = subprocess.Popen(

@@ -1,4 +1,4 @@
-"""Real executables for detection tests: small scripts, npm and pip layouts on disk.
+"""Real executables for detection tests: native programs, scripts, npm and pip layouts on disk.
 
 Everything here writes files that the code under test really resolves, reads or runs;
 nothing is mocked.
@@ -13,6 +13,8 @@ import os
 import sys
 from pathlib import Path
 from typing import Any
+
+from probes.native import native_program
 
 
 def write_executable(path: Path, text: str, *, mode: int = 0o755) -> Path:
@@ -36,21 +38,18 @@ def python_script(path: Path, body: str) -> Path:
 
 
 def printer(path: Path, output: str, *, counter: Path | None = None) -> Path:
-    """A script that prints ``output`` exactly, appending a line to ``counter`` per run."""
-    body = ""
-    if counter is not None:
-        body += f"echo run >> '{counter}'\n"
-    # Octal escapes and the shell's own printf: no quoting pitfalls, and no dependency on
-    # PATH (probes may run with a PATH holding nothing but the directory under test).
-    escaped = "".join(f"\\{byte:03o}" for byte in output.encode("utf-8"))
-    body += f"printf '{escaped}'"
-    return sh_script(path, body)
+    """A native program printing ``output`` exactly, appending a line to ``counter`` per run.
+
+    Native, not a script: the runtime only trusts ``--version`` answers from native
+    executables. It needs no PATH either (probes may run with a PATH holding nothing but the
+    directory under test).
+    """
+    return native_program(path, stdout=output.encode("utf-8"), counter=counter)
 
 
 def marker_script(path: Path, marker: Path, output: str) -> Path:
-    """A shell script that proves it ran (creates ``marker``) and prints ``output``."""
-    # ":" and printf are shell builtins: the script works whatever PATH the probe gets.
-    return sh_script(path, f": > '{marker}'\nprintf '%s\\n' '{output}'")
+    """A native program that proves it ran (creates ``marker``) and prints ``output``."""
+    return native_program(path, stdout=output.encode("utf-8") + b"\n", marker=marker)
 
 
 def alive(pid: int) -> bool:
