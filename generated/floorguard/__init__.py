@@ -55,7 +55,14 @@ def __getattr__(name: str) -> Any:
         from floorguard import active_map
 
         current = active_map.current()
-        return current.floor_map if name == "FLOOR_MAP" else current.floor_map_hash
+        if name == "FLOOR_MAP_HASH":
+            return current.floor_map_hash
+        # A deep copy: the entries are frozen, but object.__setattr__ still writes through
+        # them, and the gate's own map must never be reachable from here.
+        import copy
+        from types import MappingProxyType
+
+        return MappingProxyType(copy.deepcopy(dict(current.floor_map)))
     if name in ("preflight", "Decision"):
         from floorguard import gate
 
