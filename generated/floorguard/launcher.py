@@ -62,7 +62,7 @@ def spawn(
         target = open_target(name, path_env=path_env)
     except (DetectionError, OSError, ValueError) as exc:
         raise refuse_unopened(adapter, exc) from None
-    with target:
+    with target, _Workdir(cwd) as workdir:
         if _after_open_hook is not None:
             _after_open_hook()
         decision = decide(
@@ -71,11 +71,13 @@ def spawn(
             run_environ=child_env,
             target=target,
             argv=list(argv),
-            cwd=cwd,
+            # Judged where it really is; the child is started in the folder opened here.
+            cwd=workdir.real if workdir.fd is not None else cwd,
         )
         if _race_window_hook is not None:
             _race_window_hook()
         _recheck(name, path_env, target, decision)
+        workdir.recheck(decision)
         child_env[RECEIPT_ID_VARIABLE] = decision.receipt_id
         try:
             return subprocess.Popen(
@@ -83,7 +85,7 @@ def spawn(
                 executable=target.exec_path,
                 pass_fds=(target.fd,),
                 env=child_env,
-                cwd=cwd,
+                cwd=workdir.exec_path,
                 shell=False,
                 **popen_kwargs,
             )
@@ -111,3 +113,49 @@ def _recheck(name: str, path_env: str | None, target: Target, decision: Decision
             )
         if again.identity != target.identity or target.current_identity() != target.identity:
             raise refuse_after(decision, f"{target.path} changed between check and exec")
+
+
+class _Workdir:
+    """The child's working directory, opened once: judged by its real path and entered
+    through its descriptor (``/proc/self/fd/N``: the child's ``chdir`` happens before its
+    descriptors are closed), so a folder swapped in under the name is never where it runs.
+    A name that cannot be opened is left to the judgement, which refuses it."""
+
+    def __init__(self, cwd: str | os.PathLike[str] | None) -> None:
+        self.given = None if cwd is None else os.fspath(cwd)
+        self.fd: int | None = None
+        self.real: str | None = None
+
+    def __enter__(self) -> _Workdir:
+        if self.given is not None and "\x00" not in self.given:
+            try:
+                self.fd = os.open(self.given, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            except OSError:
+                return self
+            self.real = os.readlink(f"/proc/self/fd/{self.fd}")
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+
+    @property
+    def exec_path(self) -> str | None:
+        return self.given if self.fd is None else f"/proc/self/fd/{self.fd}"
+
+    def recheck(self, decision: Decision) -> None:
+        """Refuse if the folder judged is not the one the name leads to now, or if it was
+        judged by name because it could not be opened (it became a folder meanwhile)."""
+        if self.given is None:
+            return
+        if self.fd is None:
+            raise refuse_after(decision, f"working directory {self.given} cannot be opened")
+        try:
+            now = os.stat(self.given)
+        except OSError:
+            now = None
+        held = os.fstat(self.fd)
+        if now is None or (now.st_dev, now.st_ino) != (held.st_dev, held.st_ino):
+            raise refuse_after(
+                decision, f"working directory {self.given} changed between check and exec"
+            )
