@@ -164,7 +164,7 @@ class _Cached:
     dependencies: tuple[tuple[str, FileIdentity], ...]
 
 
-_CacheKey = tuple[str, str, FileIdentity, tuple[tuple[str, str], ...]]
+_CacheKey = tuple[str, str, FileIdentity, tuple[tuple[str, str], ...], str | None]
 _cache: dict[_CacheKey, _Cached] = {}
 _cache_lock = threading.Lock()
 
@@ -416,7 +416,12 @@ def _leader_exited(pid: int) -> bool:
 
 
 def run_probe(
-    target: Target, argv: tuple[str, ...], settings: ProbeSettings, env: Mapping[str, str]
+    target: Target,
+    argv: tuple[str, ...],
+    settings: ProbeSettings,
+    env: Mapping[str, str],
+    *,
+    cwd: str | None = None,
 ) -> str:
     """Run the opened file with ``argv`` and return its combined stdout and stderr as text.
 
@@ -438,6 +443,7 @@ def run_probe(
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             env=dict(env),
+            cwd=cwd,
             start_new_session=True,
             close_fds=True,
         )
@@ -501,6 +507,7 @@ def detect_version(
     settings: ProbeSettings | None = None,
     target: Target | None = None,
     environ: Mapping[str, str] | None = None,
+    cwd: str | None = None,
 ) -> Detection:
     """Establish the version of ``adapter``'s installed CLI, safest strategy first.
 
@@ -512,7 +519,8 @@ def detect_version(
     ``target`` is the already opened binary (the spawn path opens it once and judges and
     runs that); without it, the binary is located and opened here. ``environ`` is the
     environment the binary will run with (default this process's): the probe gets its
-    HOME and the variables that decide which code an interpreter loads, never more.
+    HOME and the variables that decide which code an interpreter loads, never more, and
+    runs in ``cwd``, the child's working directory (a program may read files there).
     Results of 2 and 3 are cached per binary identity; failures are not. ``settings`` defaults to
     :meth:`ProbeSettings.from_environ`, read only when a probe is needed.
     Raises DetectionError with the reason: invalid adapter or version, binary not found or
@@ -536,13 +544,15 @@ def detect_version(
     run_env = os.environ if environ is None else environ
     if target is not None:
         return _detect_opened(
-            adapter, entry, target, path_env=path_env, settings=settings, run_env=run_env
-        )
+            adapter, entry, target, path_env=path_env, settings=settings, run_env=run_env,
+            cwd=cwd,
+        )  # fmt: skip
     name = executable_for(adapter) if binary is None else os.fspath(binary)
     with open_target(name, path_env=path_env) as opened:
         return _detect_opened(
-            adapter, entry, opened, path_env=path_env, settings=settings, run_env=run_env
-        )
+            adapter, entry, opened, path_env=path_env, settings=settings, run_env=run_env,
+            cwd=cwd,
+        )  # fmt: skip
 
 
 def _detect_opened(
@@ -553,13 +563,16 @@ def _detect_opened(
     path_env: str | None,
     settings: ProbeSettings | None,
     run_env: Mapping[str, str],
+    cwd: str | None = None,
 ) -> Detection:
     resolved = target.path
     argv = entry.version_argv if entry is not None else ("--version",)
     env = probe_environment(path_env, run_env)
     # The probe's environment is part of the key: PATH decides which interpreter a script
     # runs under, PYTHONPATH and the like which code it loads.
-    key: _CacheKey = (adapter, str(resolved), target.identity, tuple(sorted(env.items())))
+    key: _CacheKey = (
+        adapter, str(resolved), target.identity, tuple(sorted(env.items())), cwd,
+    )  # fmt: skip
     cached = _cache_get(key)
     if cached is not None:
         return cached
@@ -574,7 +587,7 @@ def _detect_opened(
                 return detection
 
     chosen = settings if settings is not None else ProbeSettings.from_environ(os.environ)
-    output = run_probe(target, argv, chosen, env)
+    output = run_probe(target, argv, chosen, env, cwd=cwd)
     named = adapters_named_in(output) if entry is None else []
     if len(named) > 1:
         raise DetectionError(f"{resolved} {' '.join(argv)}: answers as {', '.join(named)}")

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from floorguard import _time, active_map, receipts
-from floorguard.detect import INTERPRETER_VARIABLES
 from floorguard.errors import (
     BinaryNotFound,
     BinaryNotFoundError,
@@ -28,6 +27,7 @@ from floorguard.errors import (
 
 if TYPE_CHECKING:
     from floorguard.detect import Detection
+    from floorguard.examine import Examination
     from floorguard.identify import Identification
     from floorguard.map_model import Advisory
     from floorguard.target import Target
@@ -183,14 +183,13 @@ def _judge_opened(
     argv: Sequence[str] | None,
     cwd: str | os.PathLike[str] | None,
 ) -> _Judgement:
-    from floorguard import detect, identify
+    from floorguard import detect, examine
 
-    identified: Identification | None = None
+    here = None if cwd is None else os.fspath(cwd)
+    exam: Examination | None = None
     if opened is not None:
         try:
-            identified = identify.identify(
-                opened, argv, environ=environ, cwd=None if cwd is None else os.fspath(cwd)
-            )
+            exam = examine.examine(opened, argv, environ=environ, cwd=here)
         except DetectionError as exc:
             # Not overridable: without knowing what runs there is no floor to apply.
             return _Judgement(
@@ -199,6 +198,7 @@ def _judge_opened(
                 floor_map_hash=in_force.floor_map_hash,
                 binary=str(opened.path),
             )
+    identified = exam.identified if exam is not None else None
     adapter = identified.adapter if identified is not None else requested
     named = adapter if adapter == requested else f"{adapter} (requested as {requested!r})"
     advisory = in_force.floor_map.get(adapter)
@@ -217,6 +217,16 @@ def _judge_opened(
             **known,
             **where,
         )
+    if exam is not None and opened is not None:
+        # A closed world for every spawn the floor decides: what is not understood refuses.
+        unjudged = _unjudged(named, advisory, exam, opened, version)
+        if unjudged is not None:
+            return _Judgement(REFUSE, unjudged, **known, binary=str(opened.path))
+        if advisory is None and identified is None and exam.runs != "native":
+            # Never probed: a script's --version answer says nothing of what it runs.
+            return _Judgement(
+                UNTRACKED, f"{named} has no floor; {opened.path} is {exam.what}", **known
+            )
     try:
         if unresolved is not None:
             raise unresolved
@@ -229,6 +239,7 @@ def _judge_opened(
                 path_env=environ.get("PATH"),
                 target=opened,
                 environ=environ,
+                cwd=here,
             )
     except DetectionError as exc:
         if advisory is None:
@@ -248,6 +259,9 @@ def _judge_opened(
         known |= {"adapter": adapter, "identified_by": "version-output"}
         if advisory is not None:
             known |= {"floor": advisory.min_safe_version, "advisory_id": advisory.advisory_id}
+        if advisory is not None and exam is not None and exam.doubts:
+            return _Judgement(REFUSE, f"cannot judge what {named} will run: {exam.doubts[0]}",
+                              **known, **seen)  # fmt: skip
     if advisory is None:
         return _Judgement(UNTRACKED, f"{named} has no floor in the map", **known, **seen)
     # The decision time is taken only now that the version is known: identifying and probing
@@ -256,6 +270,30 @@ def _judge_opened(
     return _assessed(
         named, advisory, found.version, policy=policy, at=_time.utc_now(), known={**known, **seen}
     )
+
+
+def _unjudged(
+    named: str,
+    advisory: Advisory | None,
+    exam: Examination,
+    opened: Target,
+    version: str | None,
+) -> str | None:
+    """Why a spawn with a floor cannot be judged, or None. Only a native program may be
+    judged by its own ``--version`` answer; a script or an interpreter must be recognised
+    as the adapter's code, and every input deciding what it loads must be understood."""
+    if advisory is None:
+        return None
+    if exam.doubts:
+        more = f" (and {len(exam.doubts) - 1} more)" if len(exam.doubts) > 1 else ""
+        return f"cannot judge what {named} will run: {exam.doubts[0]}{more}"
+    if exam.identified is None and exam.runs != "native" and version is None:
+        return (
+            f"{named}: {opened.path} is {exam.what}, not recognised as {advisory.adapter}'s "
+            "code; what it starts cannot be judged (a launcher's --version answer is not "
+            "taken for it)"
+        )
+    return None
 
 
 def _assessed(
@@ -398,6 +436,20 @@ def decide(
     the environment it will run with (``run_environ``: its PATH, PYTHONPATH); the policies
     and the chain come from ``environ``. Raises SpawnRefused as preflight does."""
     policy = policy_from(environ)
+    problem = None
+    if argv is not None:
+        from floorguard.child_inputs import invalid_inputs
+
+        here = None if cwd is None else os.fspath(cwd)
+        problem = invalid_inputs(argv, run_environ, here)
+        if problem is None and here is not None and not os.path.isdir(here):
+            problem = f"the working directory {here} is not a directory"
+    if problem is not None:
+        # Refused before anything is judged: a permit for a process that cannot start
+        # would record something that never happened.
+        judgement = _Judgement(REFUSE, f"{adapter} cannot be started as asked: {problem}")
+        decision = _seal(adapter, judgement, policy, environ)
+        raise SpawnRefused(f"refusing to spawn {_named(decision)}: {judgement.reason}", decision)
     judgement = judge(
         adapter,
         binary=binary,
@@ -414,17 +466,15 @@ def decide(
     return decision
 
 
-# Everything judging reads from an environment. A plain snapshot is read many times over
-# at the cost of one lookup each (os.environ encodes and decodes on every access).
-_RUN_KEYS: Final = ("PATH", "HOME", *INTERPRETER_VARIABLES)
 _HOST_KEYS: Final = (POLICY_VARIABLE, UNTRACKED_POLICY_VARIABLE)
 
 
 def _judging_view(host: Mapping[str, str], run: Mapping[str, str]) -> dict[str, str]:
-    """What judging may read: the run environment's PATH, HOME and interpreter variables,
-    and floorguard's own policies from the host only (a child's environment must not
-    loosen, or be needed to tighten, the host's policy)."""
-    view = {key: value for key in _RUN_KEYS if (value := run.get(key)) is not None}
+    """What judging reads: the whole run environment (every variable may decide what the
+    child loads, and an unknown one must be seen to be refused), with floorguard's own
+    policies from the host only (a child's environment must not loosen, or be needed to
+    tighten, the host's policy). A plain dict: os.environ decodes on every access."""
+    view = {key: value for key, value in run.items() if key not in _HOST_KEYS}
     view.update((key, value) for key in _HOST_KEYS if (value := host.get(key)) is not None)
     return view
 

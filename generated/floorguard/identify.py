@@ -27,7 +27,6 @@ caller refuses rather than guess. What is not recognised stays unidentified.
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import re
@@ -48,7 +47,6 @@ from floorguard.target import (
     FileIdentity,
     Target,
     identity_of,
-    open_target,
     read_regular_at,
     search_path,
     stat_at,
@@ -60,22 +58,6 @@ MAX_SOURCE_BYTES: Final = 1 << 20
 _MAX_DEPTH: Final = 64
 _MAX_CACHE_ENTRIES: Final = 1024
 
-_PYTHON_NAME = re.compile(r"python(?:\d+(?:\.\d+)?)?\Z")
-_NODE_NAME = re.compile(r"node(?:js)?\Z")
-_SHEBANG = re.compile(rb"#![ \t]*(?P<line>[^\r\n]*)")
-# Import statements, for source the host's own parser cannot read (a newer grammar, or
-# nesting too deep for it): every ``import a.b, c`` and ``from a.b import c`` anywhere.
-_IMPORT_TEXT = re.compile(
-    r"(?:^|[;:\s])(?:from\s+(?P<from>[A-Za-z_][\w.]*)\s+import\b"
-    r"|import\s+(?P<names>[A-Za-z_][\w.]*(?:\s+as\s+\w+)?(?:\s*,\s*[A-Za-z_][\w.]*"
-    r"(?:\s+as\s+\w+)?)*))",
-    re.MULTILINE,
-)
-
-# Python options that take a value (``-W default``, ``-X dev``); ``-c`` and ``-m`` end them.
-_PYTHON_VALUE_LETTERS: Final = frozenset("WX")
-_PYTHON_LONG_WITH_VALUE: Final = frozenset({"--check-hash-based-pycs"})
-_NODE_EVAL: Final = frozenset({"-e", "--eval", "-p", "--print"})
 
 # How an identification was made. For these, what runs is Python or node code read by an
 # interpreter, whose own --version says nothing of it: the version comes from here.
@@ -179,7 +161,7 @@ def _checked_memo(cache: dict[object, object], key: Hashable, compute: Callable[
     return value
 
 
-def _locate_noted(name: str, path_env: str | None) -> str | None:
+def locate_noted(name: str, path_env: str | None) -> str | None:
     """``locate`` on PATH, noting every directory searched (a program added to an earlier
     PATH directory changes the answer)."""
     for directory in search_path(path_env).split(os.pathsep):
@@ -231,7 +213,7 @@ def _nearest_package(dir_fd: int, directory: Path) -> tuple[str, str, dict[str, 
     return None
 
 
-def _npm_identification(dir_fd: int, path: Path, via: str) -> Identification | None:
+def npm_identification(dir_fd: int, path: Path, via: str) -> Identification | None:
     found = _nearest_package(dir_fd, path.parent)
     if found is None:
         return None
@@ -344,10 +326,16 @@ _prefix_cache = _cache()
 _LIBS: Final = ("lib", "lib64", "local/lib")
 
 
-def _prefix_sites(prefix: Path | str) -> list[str]:
-    """The site-packages and dist-packages of an installation prefix (cached until one of
-    its lib directories changes)."""
+def _prefix_sites(prefix: Path | str, version: str | None = None) -> list[str]:
+    """The site-packages and dist-packages of an installation prefix, for the interpreter
+    version ``X.Y`` when it is known (``python3.11`` and Debian's ``python3``), else for every
+    ``python3*`` folder (cached until one of its lib directories changes)."""
     bases = [os.path.join(prefix, lib) for lib in _LIBS]
+
+    def wanted(name: str) -> bool:
+        if version is None:
+            return name.startswith("python3")
+        return name in (f"python{version}", "python3")
 
     def scan() -> list[str]:
         found = []
@@ -357,14 +345,14 @@ def _prefix_sites(prefix: Path | str) -> list[str]:
             except OSError:
                 continue
             for name in names:
-                if name.startswith("python3"):
+                if wanted(name):
                     for leaf in ("site-packages", "dist-packages"):
                         candidate = os.path.join(base, name, leaf)
                         if os.path.isdir(candidate):
                             found.append(candidate)
         return found
 
-    return _memo(_prefix_cache, tuple((b, _identity(b)) for b in bases), scan)
+    return _memo(_prefix_cache, (version, *((b, _identity(b)) for b in bases)), scan)
 
 
 def _unique(items: Iterable[str]) -> list[str]:
@@ -430,430 +418,226 @@ def _one(
 # ---------------------------------------------------------------------------- Python imports
 
 
-def python_search_path(
+
+@dataclass(frozen=True)
+class PythonPath:
+    """Where a Python child finds third-party code, in CPython's order, the standard
+    library left out. ``before_site`` are the entries ahead of the standard library (the
+    program's folder, PYTHONPATH), whose modules shadow it; ``sites`` the site folders and
+    the folders their ``.pth`` files add, which hold installed code. ``doubts`` are the
+    start-up inputs not understood (``.pth`` code, ``sitecustomize``)."""
+
+    before_site: tuple[str, ...]
+    sites: tuple[str, ...]
+    doubts: tuple[str, ...]
+
+    @property
+    def entries(self) -> tuple[str, ...]:
+        return (*self.before_site, *self.sites)
+
+
+def python_path(
     interpreter: str,
     environ: Mapping[str, str],
     first: str | None,
     flags: frozenset[str] = frozenset(),
     cwd: str | None = None,
-) -> list[str]:
-    """Where ``interpreter`` imports third-party code from, in CPython's order: ``first``
-    (the script's directory, or the working directory for ``-m`` and ``-c``) unless safe
-    path is on; PYTHONPATH; then in a virtual environment its site-packages (and, with
-    ``include-system-site-packages``, the user site and the base's), elsewhere the user
-    site before the interpreter's own site-packages. ``flags`` are the interpreter's
-    one-letter options: ``-I`` (isolated: ``-E -s -P``), ``-E`` (no PYTHON* variables),
-    ``-s`` (no user site), ``-P`` (no unsafe first entry), ``-S`` (no site-packages).
-    Relative PYTHONPATH entries are the child's working directory ``cwd`` joined with them,
-    empty ones the working directory itself; PYTHONHOME moves a non-venv interpreter's
-    prefix."""
+) -> PythonPath:
+    """Where ``interpreter`` (as started: a virtual environment's is found by its own path)
+    imports third-party code from, in CPython's order: ``first`` (the script's folder, or
+    the working directory for ``-m`` and ``-c``) unless safe path is on; PYTHONPATH, its
+    relative entries taken against the working directory ``cwd`` and empty ones as it; then
+    what ``site`` adds: the user site (PYTHONUSERBASE or ``~/.local``) unless disabled, then
+    the site-packages of a virtual environment (and, with ``include-system-site-packages``,
+    of its base) or of the interpreter's prefix, each followed by the folders its ``.pth``
+    files add. ``flags`` are the interpreter's one-letter options: ``-I`` (``-E -s -P``),
+    ``-E``, ``-s``, ``-P`` and ``-S`` (no ``site`` at all)."""
+    from floorguard import python_site
+
     isolated = "I" in flags
-    ignore_env = isolated or "E" in flags
-    env = {} if ignore_env else environ
+    env = {} if isolated or "E" in flags else environ
     safe = isolated or "P" in flags or bool(env.get("PYTHONSAFEPATH"))
-    no_user = isolated or "s" in flags or bool(env.get("PYTHONNOUSERSITE"))
-    path = [] if first is None or safe else [first]
+    head = [] if first is None or safe else [first]
+    python_path_dirs: list[str] = []
     if env.get("PYTHONPATH"):
-        # As CPython: a relative entry is relative to the working directory, an empty one is it.
         here = cwd or os.getcwd()
-        path += [os.path.join(here, entry) for entry in env["PYTHONPATH"].split(os.pathsep)]
+        python_path_dirs = [os.path.join(here, e) for e in env["PYTHONPATH"].split(os.pathsep)]
+    before = _unique([*head, *python_path_dirs])
     if "S" in flags:
-        return _unique(path)
+        return PythonPath(tuple(before), (), ())
+    version = python_version(interpreter)
+    venv = _venv_config(interpreter)
+    user_enabled = not (isolated or "s" in flags or env.get("PYTHONNOUSERSITE")) and venv in (
+        None,
+        True,
+    )
     user: list[str] = []
-    if not no_user:
+    if user_enabled:
         base = env.get("PYTHONUSERBASE") or (
             os.path.join(environ["HOME"], ".local") if environ.get("HOME") else ""
         )
-        user = _prefix_sites(base) if base else []
-    home = env.get("PYTHONHOME")
-    prefixes = (
-        home.split(os.pathsep)
-        if home
-        else [os.path.dirname(os.path.dirname(os.path.realpath(interpreter)))]
-    )
-    real = [site for prefix in prefixes for site in _prefix_sites(prefix)]
-    venv = _venv_config(interpreter)
+        user = _prefix_sites(base, version) if base else []
+    prefix = os.path.dirname(os.path.dirname(os.path.realpath(interpreter)))
+    system = _prefix_sites(prefix, version)
     if venv is None:
-        return _unique([*path, *user, *real])
-    path += _prefix_sites(os.path.dirname(os.path.dirname(interpreter)))
-    if venv:  # include-system-site-packages
-        path += [*user, *real]
-    return _unique(path)
+        sites = [*user, *system]
+    else:
+        own = _prefix_sites(os.path.dirname(os.path.dirname(interpreter)), version)
+        sites = [*user, *own, *system] if venv else own
+    # At start-up the program's folder is not on the path yet (CPython adds it after site).
+    at_startup = _unique(python_path_dirs)
+    scan = python_site.scan_sites(_unique(sites), at_startup, _module_folder)
+    startup = [*at_startup, *scan.directories]
+    doubts = [*scan.doubts]
+    doubts += python_site.customize_doubts(lambda m: _module_folder(m, startup), user_enabled)
+    doubts += [
+        f"sys.path entry {entry} is a file (an archive whose modules are not read)"
+        for entry in (*before, *scan.directories)
+        if os.path.isfile(entry)
+    ]
+    return PythonPath(tuple(before), scan.directories, tuple(doubts))
 
 
-def _venv_config(interpreter: str) -> bool | None:
-    """None when ``interpreter`` (as started) is not a virtual environment's; else whether
-    its ``pyvenv.cfg`` includes the system site-packages."""
+_VERSIONED_NAME = re.compile(r"python(\d+\.\d+)\Z")
+
+
+def python_version(interpreter: str) -> str | None:
+    """``X.Y`` of the interpreter, from its real file's name (``python3.11``), or from a
+    virtual environment's ``pyvenv.cfg``; None when neither says."""
+    match = _VERSIONED_NAME.match(os.path.basename(os.path.realpath(interpreter)))
+    if match:
+        return match.group(1)
+    config = _pyvenv_cfg(interpreter)
+    stated = config.get("version_info") or config.get("version") or ""
+    match = re.match(r"(\d+\.\d+)", stated)
+    return match.group(1) if match else None
+
+
+def _pyvenv_cfg(interpreter: str) -> dict[str, str]:
+    """The ``key = value`` lines of the ``pyvenv.cfg`` beside or above ``interpreter``
+    (empty when there is none)."""
     here = os.path.dirname(interpreter)
     for folder in (here, os.path.dirname(here)):
         config = os.path.join(folder, "pyvenv.cfg")
         if _identity(config) is None:
             continue
         text = (_read_path(config, MAX_MANIFEST_BYTES) or b"").decode("utf-8", "replace")
+        values = {"": folder}
         for line in text.splitlines():
             key, sep, value = line.partition("=")
-            if sep and key.strip().lower() == "include-system-site-packages":
-                return value.strip().lower() == "true"
-        return False
-    return None
+            if sep:
+                values[key.strip().lower()] = value.strip()
+        return values
+    return {}
 
+
+def _venv_config(interpreter: str) -> bool | None:
+    """None when ``interpreter`` (as started) is not a virtual environment's; else whether
+    its ``pyvenv.cfg`` includes the system site-packages."""
+    config = _pyvenv_cfg(interpreter)
+    if not config:
+        return None
+    return config.get("include-system-site-packages", "").lower() == "true"
+
+
+# ---------------------------------------------------------------------------- the import system
 
 _listings = _cache()
 
 
-def _importable(directory: str) -> frozenset[str]:
-    """Top-level names importable from ``directory``: packages and namespace directories,
-    modules, extensions and bytecode (cached per directory identity)."""
+def _listing(directory: str) -> frozenset[str]:
+    """The names in ``directory`` (cached per directory identity: adding or removing an
+    entry changes its mtime)."""
 
     def scan() -> frozenset[str]:
-        tops = set()
         try:
-            with os.scandir(directory) as entries:
-                for entry in entries:
-                    stem, dot, _ = entry.name.partition(".")
-                    if entry.name.endswith((".py", ".so", ".pyd", ".pyc")) or (
-                        not dot and entry.is_dir()
-                    ):
-                        tops.add(stem)
+            return frozenset(os.listdir(directory))
         except OSError:
             return frozenset()
-        return frozenset(tops)
 
     return _memo(_listings, (directory, _identity(directory)), scan)
 
 
-def _find_module(top: str, search: Sequence[str]) -> str | None:
-    """The first search directory from which the top-level module ``top`` imports."""
-    for directory in search:
-        if top in _importable(directory):
-            return directory
+def _extension_suffixes(version: str | None) -> tuple[str, ...] | None:
+    """The extension-module suffixes of a CPython ``X.Y`` on this machine's architecture
+    (None when the version is not known)."""
+    if version is None:
+        return None
+    import sys
+
+    arch = getattr(sys.implementation, "_multiarch", None)
+    tag = f".cpython-{version.replace('.', '')}" + (f"-{arch}" if arch else "")
+    return (f"{tag}.so", ".abi3.so", ".so")
+
+
+def _file_in(directory: str, names: frozenset[str], stem: str, version: str | None) -> str | None:
+    """The file of module ``stem`` in ``directory`` as FileFinder finds it (extension
+    modules, then source, then bytecode), or None. An extension file whose tag cannot be
+    matched to the child's interpreter raises: it may or may not load."""
+    suffixes = _extension_suffixes(version)
+    candidates = [n for n in names if n.startswith(stem + ".") and n.endswith(".so")]
+    if candidates and suffixes is None:
+        raise DetectionError(
+            f"{os.path.join(directory, candidates[0])}: cannot tell whether the interpreter "
+            "loads this extension module"
+        )
+    for suffix in (*(suffixes or ()), ".py", ".pyc"):
+        if stem + suffix in names and os.path.isfile(os.path.join(directory, stem + suffix)):
+            return os.path.join(directory, stem + suffix)
     return None
 
 
-def _resolve_import(top: str, search: Sequence[str]) -> Identification | None:
+def find_module(
+    top: str, search: Sequence[str], version: str | None = None
+) -> tuple[str, str] | None:
+    """Where importing the top-level module ``top`` finds it, as CPython's path finder does:
+    ``(folder, kind)`` with kind ``package`` or ``module`` for the first folder holding a
+    regular package or a module file, else ``namespace`` for the first of the namespace
+    portions (folders without ``__init__``), which are used only when nothing else is
+    found anywhere on the path. None when it is not on ``search``."""
+    portion = None
+    for directory in search:
+        names = _listing(directory)
+        if top in names and os.path.isdir(os.path.join(directory, top)):
+            package = os.path.join(directory, top)
+            if _file_in(package, _listing(package), "__init__", version) is not None:
+                return directory, "package"
+            portion = portion or directory
+        if _file_in(directory, names, top, version) is not None:
+            return directory, "module"
+    return (portion, "namespace") if portion is not None else None
+
+
+def _module_folder(top: str, search: Sequence[str]) -> str | None:
+    """The folder whose code ``import top`` runs (a namespace portion runs none)."""
+    found = find_module(top, search)
+    return found[0] if found is not None and found[1] != "namespace" else None
+
+
+def resolve_import(
+    top: str, search: Sequence[str], version: str | None = None
+) -> Identification | None:
     """The catalogued adapter that importing ``top`` loads, with the version of the
-    distribution installed where the interpreter will find it."""
-    directory = _find_module(top, search)
-    if directory is None:
-        adapter = ADAPTER_OF_PIP_MODULE.get(top)
-        # Known by name but not where we look (a .pth file, a zip): its version is unknown.
-        return None if adapter is None else Identification(adapter, "import", top)
+    distribution installed where the interpreter will find it (None when ``top`` is not
+    catalogued). A catalogued package found as a namespace portion, not where any
+    distribution installed it, or not found at all has an unknown version."""
+    adapter = ADAPTER_OF_PIP_MODULE.get(top)
+    if adapter is None:
+        return None
+    found = find_module(top, search, version)
+    if found is None or found[1] == "namespace":
+        return Identification(adapter, "import", top)
     owners = {
-        (adapter, info)
-        for info, adapter in _catalogued_dist_infos(directory)
+        (owner, info)
+        for info, owner in _catalogued_dist_infos(found[0])
         if top in _record(info).top_level
     }
     if owners:
         return _one(owners, top, "import", version_known=True)
-    adapter = ADAPTER_OF_PIP_MODULE.get(top)
-    # Code of a catalogued package where no distribution owns it (a copied tree): unknown.
-    return None if adapter is None else Identification(adapter, "import", top)
+    return Identification(adapter, "import", top)
 
 
-_imports_cache = _cache()
-
-
-def imported_modules(source: bytes | str) -> list[str]:
-    """Every module that ``source`` imports by an import statement, anywhere in it.
-
-    Source the host's parser cannot read (a newer grammar, nesting too deep for it) is
-    scanned for import statements as text instead: a failed parse never means "none".
-    """
-    text = source.decode("utf-8", errors="replace") if isinstance(source, bytes) else source
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        modules = []
-        for match in _IMPORT_TEXT.finditer(text):
-            if match.group("from"):
-                modules.append(match.group("from"))
-            else:
-                names = match.group("names").split(",")
-                modules += [n.split()[0] for n in names if n.strip()]
-        return modules
-    modules = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            modules.append(node.module)
-        elif isinstance(node, ast.Import):
-            modules += [alias.name for alias in node.names]
-    return modules
-
-
-def _catalogued_imports(source: bytes | str, key: Hashable | None) -> list[str]:
-    """The distinct top-level names ``source`` imports (cached per file identity)."""
-
-    def compute() -> list[str]:
-        return list(dict.fromkeys(m.split(".", 1)[0] for m in imported_modules(source)))
-
-    return compute() if key is None else _memo(_imports_cache, key, compute)
-
-
-def _code_identification(
-    source: bytes | str,
-    search: Sequence[str],
-    via: str,
-    subject: str,
-    key: Hashable | None = None,
-) -> Identification | None:
-    """The catalogued adapter whose modules ``source`` imports, its version from where the
-    import resolves. Raises DetectionError for code importing several adapters."""
-    hits = [
-        hit for top in _catalogued_imports(source, key) if (hit := _resolve_import(top, search))
-    ]
-    adapters = {hit.adapter for hit in hits}
-    if not adapters:
-        return None
-    if len(adapters) > 1:
-        raise DetectionError(f"{subject} imports several adapters at once: {sorted(adapters)}")
-    versions = {(hit.version, hit.version_source) for hit in hits}
-    version, source_path = versions.pop() if len(versions) == 1 else (None, None)
-    return Identification(hits[0].adapter, via, subject, version, source_path, True)
-
-
-def _shebang_interpreter(head: bytes) -> str | None:
-    """The program a ``#!`` line runs (through ``env``, with its options and ``-S``)."""
-    match = _SHEBANG.match(head.split(b"\n", 1)[0])
-    if match is None:
-        return None
-    words = os.fsdecode(match.group("line")).split()
-    if not words:
-        return None
-    if os.path.basename(words[0]) != "env":
-        return words[0]
-    for word in words[1:]:
-        if word.startswith("-") or "=" in word:
-            continue  # env's own options (-S, -i, -u NAME is rare in shebangs) and NAME=VALUE
-        return word
-    return None
-
-
-def _shebang_flags(head: bytes) -> frozenset[str]:
-    """The one-letter interpreter options on a ``#!`` line, as the interpreter gets them.
-
-    The kernel passes everything after the interpreter's path as *one* argument
-    (``#!/venv/bin/python -X utf8 -I`` gives ``-X`` the value ``" utf8 -I"``: not isolated);
-    only ``env -S`` splits it into words.
-    """
-    match = _SHEBANG.match(head.split(b"\n", 1)[0])
-    if match is None:
-        return frozenset()
-    line = os.fsdecode(match.group("line")).strip()
-    program, _, rest = line.partition(" ")
-    rest = rest.strip()
-    if os.path.basename(program) == "env":
-        words = rest.split()
-        if not words or not words[0].startswith("-S"):
-            return frozenset()  # env runs one program named by the whole argument
-        interpreter = _shebang_interpreter(head)
-        start = words.index(interpreter) + 1 if interpreter in words else len(words)
-        args = words[start:]
-    else:
-        args = [rest] if rest else []
-    found = python_target([*args, "-c", ""])
-    return found[2] if found is not None else frozenset()
-
-
-def _is_python(name: str) -> bool:
-    return bool(_PYTHON_NAME.match(os.path.basename(name)))
-
-
-def _is_node(name: str) -> bool:
-    return bool(_NODE_NAME.match(os.path.basename(name)))
-
-
-_script_cache = _cache()
-
-
-def _python_script(
-    opened: Target,
-    environ: Mapping[str, str],
-    interpreter: str | None,
-    via: str,
-    cwd: str | None,
-) -> Identification | None:
-    """Python code in the opened file, run by ``interpreter`` (its shebang's when None).
-
-    The answer is reused while the file, the environment it is judged in (every variable
-    given, which is what judging may read) and everything it consulted are unchanged.
-    """
-    here = cwd or os.getcwd()
-    key = (
-        str(opened.path),
-        opened.identity,
-        interpreter,
-        via,
-        here,
-        tuple(sorted(environ.items())),
-    )
-
-    def compute() -> Identification | None:
-        source = opened.read_all(MAX_SOURCE_BYTES)
-        if source is None:
-            return None
-        interp = interpreter or _shebang_interpreter(source[:512]) or ""
-        flags = _shebang_flags(source[:512]) if interpreter is None else frozenset()
-        if interp and os.sep not in interp:
-            # ``#!/usr/bin/env python3``: the interpreter is whichever PATH finds for the child.
-            interp = _locate_noted(interp, environ.get("PATH")) or ""
-        if interp:
-            _identity(interp)  # another interpreter behind the same name: another answer
-        first = str(opened.path.parent)
-        search = python_search_path(interp, environ, first, flags, here) if interp else []
-        return _code_identification(source, search, via, str(opened.path), key[:2])
-
-    return _checked_memo(_script_cache, key, compute)
-
-
-# ---------------------------------------------------------------------------- interpreters
-
-
-def python_target(argv: Sequence[str]) -> tuple[str, str, frozenset[str]] | None:
-    """What ``python ARGV`` runs: ``("module", M)``, ``("code", C)`` for ``-c`` (``"-"``
-    for stdin) or ``("script", S)``, with the one-letter options given before it; None for
-    the interactive interpreter."""
-    args = list(argv)
-    flags: set[str] = set()
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if arg == "--":
-            return ("script", args[i + 1], frozenset(flags)) if i + 1 < len(args) else None
-        if arg == "-":
-            return ("code", "-", frozenset(flags))
-        if arg.startswith("--"):
-            name = arg.split("=", 1)[0]
-            i += 2 if name in _PYTHON_LONG_WITH_VALUE and "=" not in arg else 1
-            continue
-        if arg.startswith("-") and len(arg) > 1:
-            letters = arg[1:]
-            for position, letter in enumerate(letters):
-                rest = letters[position + 1 :]
-                if letter in "cm":
-                    value = rest or (args[i + 1] if i + 1 < len(args) else "")
-                    return ("code" if letter == "c" else "module", value, frozenset(flags))
-                if letter in _PYTHON_VALUE_LETTERS:
-                    if not rest:
-                        i += 1
-                    break
-                flags.add(letter)
-            i += 1
-            continue
-        return ("script", arg, frozenset(flags))
-    return None
-
-
-def node_candidates(argv: Sequence[str]) -> list[str]:
-    """Every argument of ``node ARGV`` that may name a file node loads: each positional
-    argument and each option value (``--require=X`` and ``--opt X`` alike), since which
-    options take a value changes between node releases. Eval code is not among them."""
-    candidates = []
-    for arg in argv:
-        if arg.startswith("-"):
-            name, sep, value = arg.partition("=")
-            if sep and name not in _NODE_EVAL:
-                candidates.append(value)
-        else:
-            candidates.append(arg)
-    return candidates
-
-
-def _open_argument(path: str, cwd: str | None) -> Target | None:
-    if "\x00" in path or not path:
-        return None
-    where = path if os.path.isabs(path) else os.path.join(cwd or os.getcwd(), path)
-    try:
-        return open_target(where, path_env=None, executable=False)
-    except DetectionError:
-        return None
-
-
-def _python_invocation(
-    opened: Target, argv: Sequence[str], environ: Mapping[str, str], cwd: str | None
-) -> Identification | None:
-    what = python_target(argv)
-    if what is None:
-        return None
-    kind, value, flags = what
-    here = cwd or os.getcwd()
-    if kind == "module":
-        search = python_search_path(opened.located, environ, here, flags, here)
-        top = value.split(".", 1)[0]
-        hit = _resolve_import(top, search)
-        if hit is not None:
-            return _as(hit, "python -m", value)
-        return _module_code(value, search, environ)
-    if kind == "code":
-        if value == "-":
-            return None  # code from stdin: not seen (a named gap)
-        search = python_search_path(opened.located, environ, here, flags, here)
-        return _code_identification(value, search, "python -c", "-c")
-    script = value if os.path.isabs(value) else os.path.join(here, value)
-    if os.path.isdir(script):
-        # ``python DIR`` runs DIR/__main__.py with DIR first on sys.path.
-        search = python_search_path(opened.located, environ, script, flags, here)
-        main = _open_argument(os.path.join(script, "__main__.py"), None)
-        return None if main is None else _judge_script(main, environ, search, opened.located)
-    target = _open_argument(script, None)
-    if target is None:
-        return None
-    search = python_search_path(opened.located, environ, str(target.path.parent), flags, here)
-    return _judge_script(target, environ, search, opened.located)
-
-
-def _judge_script(
-    script: Target, environ: Mapping[str, str], search: Sequence[str], interpreter: str
-) -> Identification | None:
-    with script:
-        installed = identify_file(script, environ)
-        if installed is not None:
-            return _as(installed, "python-script", str(script.path))
-        source = script.read_all(MAX_SOURCE_BYTES)
-        if source is None:
-            return None
-        key = (str(script.path), script.identity)
-        return _code_identification(source, search, "python-script", str(script.path), key)
-
-
-def _module_code(
-    module: str, search: Sequence[str], environ: Mapping[str, str]
-) -> Identification | None:
-    """The imports of the file ``python -m module`` runs, when the module is not itself
-    catalogued (a copied wrapper renamed ``codey.py`` on PYTHONPATH)."""
-    parts = module.split(".")
-    for directory in search:
-        base = os.path.join(directory, *parts)
-        for candidate in (base + ".py", os.path.join(base, "__main__.py")):
-            opened = _open_argument(candidate, None)
-            if opened is not None:
-                with opened:
-                    source = opened.read_all(MAX_SOURCE_BYTES)
-                    key = (str(opened.path), opened.identity)
-                    if source is None:
-                        return None
-                    return _code_identification(source, search, "python -m", module, key)
-    return None
-
-
-def _node_invocation(
-    argv: Sequence[str], environ: Mapping[str, str], cwd: str | None
-) -> Identification | None:
-    hits = []
-    for candidate in node_candidates(argv):
-        opened = _open_argument(candidate, cwd)
-        if opened is None:
-            continue
-        with opened:
-            hit = _npm_identification(opened.dir_fd, opened.path, "node-script")
-        if hit is not None:
-            hits.append(hit)
-    adapters = {hit.adapter for hit in hits}
-    if len(adapters) > 1:
-        raise DetectionError(f"node is asked to load several adapters: {sorted(adapters)}")
-    return hits[0] if hits else None
-
-
-def _as(hit: Identification, via: str, subject: str) -> Identification:
+def as_interpreted(hit: Identification, via: str, subject: str) -> Identification:
     """``hit`` recast as found through ``via``, by an interpreter: its version is the one
     identification read (None: unknown)."""
     return Identification(
@@ -879,7 +663,7 @@ def identify_file(opened: Target, environ: Mapping[str, str]) -> Identification 
         cached, cached_deps = hit
         if all(_identity(path) == ident for path, ident in cached_deps):
             return cached if isinstance(cached, Identification) else None
-    found = _npm_identification(opened.dir_fd, opened.path, "npm-package")
+    found = npm_identification(opened.dir_fd, opened.path, "npm-package")
     if found is None:
         found = _pip_file_identification(opened.path, os.fstat(opened.fd))
     deps = tuple(
@@ -894,51 +678,3 @@ def identify_file(opened: Target, environ: Mapping[str, str]) -> Identification 
     return found
 
 
-_shebang_cache = _cache()
-
-
-def _runs_python(opened: Target) -> bool:
-    """Whether the opened file is a ``#!`` script for Python (per file identity)."""
-
-    def read() -> bool:
-        head = opened.read_head(512)
-        interpreter = _shebang_interpreter(head) if head.startswith(b"#!") else None
-        return interpreter is not None and _is_python(interpreter)
-
-    return _memo(_shebang_cache, (str(opened.path), opened.identity), read)
-
-
-def identify(
-    opened: Target,
-    argv: Sequence[str] | None,
-    *,
-    environ: Mapping[str, str],
-    cwd: str | None = None,
-) -> Identification | None:
-    """The catalogued adapter that running ``opened`` with ``argv`` runs, or None.
-
-    What the file is comes first (a ``python`` that is really aider's console script is
-    aider); an interpreter is then judged by what it is asked to run; a Python script by
-    the catalogued code it imports, with the version of the copy the interpreter will load.
-    ``argv`` None judges the file alone. Raises DetectionError when in doubt.
-    """
-    installed = identify_file(opened, environ)
-    if _runs_python(opened):
-        # Python code: judged by what its imports load in the child's environment.
-        code = _python_script(opened, environ, None, "pip-script", cwd)
-        if code is not None and installed is not None and code.adapter != installed.adapter:
-            raise DetectionError(
-                f"{opened.path} is {installed.adapter}'s but imports {code.adapter}"
-            )
-        if code is not None:
-            return code
-    if installed is not None:
-        return installed
-    if argv is None:
-        return None
-    names = (opened.requested, opened.located, str(opened.path))
-    if any(_is_python(n) for n in names):
-        return _python_invocation(opened, argv, environ, cwd)
-    if any(_is_node(n) for n in names):
-        return _node_invocation(argv, environ, cwd)
-    return None
