@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pgserver
 import pytest
-from hypothesis import settings
 from helpers.closed_world import POLICIES, World
+from hypothesis import settings
 from probes import pip_install
 
 # No time limit per example: these machines are shared and noisy, and a property test must
