@@ -214,8 +214,9 @@ class World:
     def assert_refused(self, outcome: Outcome, marker: Path, *names: str) -> None:
         """Refused and recorded, the old code never ran, and the reason names one of
         ``names`` (case-insensitively: the input responsible)."""
-        assert not marker.exists(), f"the below-floor code ran: {outcome!r}"
-        assert outcome["outcome"] == "refused", f"not refused: {outcome!r}"
+        recorded = self.recorded()
+        assert not marker.exists(), f"the below-floor code ran: {outcome!r}; recorded {recorded}"
+        assert outcome["outcome"] == "refused", f"not refused: {outcome!r}; recorded {recorded}"
         assert outcome["verdict"] == "refuse", outcome
         receipt = receipt_in_chain(self.host, str(outcome["receipt_id"]))
         assert receipt["verdict"] == "refuse", receipt
@@ -224,6 +225,15 @@ class World:
             assert any(name.lower() in reason for name in names), (
                 f"the reason names none of {names}: {outcome.reason!r}"
             )
+
+    def recorded(self) -> list[dict[str, Any]]:
+        """The gist of every spawn decision in this world's chain, oldest first."""
+        keys = ("verdict", "adapter", "requested", "version", "identified_by", "reason")
+        return [
+            {key: r["receipt"].get(key) for key in keys}
+            for r in self.host.chain_records()
+            if isinstance(r.get("receipt"), dict) and "verdict" in r["receipt"]
+        ]
 
     def assert_no_permit_recorded(self) -> None:
         """No permit (nor any other allowing verdict) was ever sealed in this world's chain."""
