@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pgserver
 import pytest
+from helpers.closed_world import POLICIES, World
 from hypothesis import settings
 from probes import pip_install
 
@@ -41,3 +42,15 @@ def doctor_path(tmp_path: Path) -> Path:
     write_script(path / "claude", "echo '1.0.3 (Claude Code)'")
     write_script(path / "codex", "echo 'something went wrong' >&2; exit 1")
     return path
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> World:
+    """A closed-world test's installs and host (tests/helpers/closed_world.py)."""
+    return World(tmp_path)
+
+
+@pytest.fixture(params=POLICIES)
+def untracked_policy(request: pytest.FixtureRequest) -> str:
+    """Each closed-world test runs under the default policy and under deny-by-default."""
+    return str(request.param)
