@@ -28,9 +28,7 @@ _LOADING_VARIABLES: Final = {
 }
 
 
-def invalid_inputs(
-    argv: Sequence[str], environ: Mapping[str, str], cwd: str | None
-) -> str | None:
+def invalid_inputs(argv: Sequence[str], environ: Mapping[str, str], cwd: str | None) -> str | None:
     """Why the child cannot be started with these inputs, or None when it can."""
     for position, arg in enumerate(argv, start=1):
         if "\x00" in arg:

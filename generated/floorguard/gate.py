@@ -260,7 +260,7 @@ def _judge_opened(
         if advisory is not None:
             known |= {"floor": advisory.min_safe_version, "advisory_id": advisory.advisory_id}
         if advisory is not None and exam is not None and exam.doubts:
-            return _Judgement(REFUSE, f"cannot judge what {named} will run: {exam.doubts[0]}",
+            return _Judgement(REFUSE, f"cannot judge what {named} will run: {_listed(exam.doubts)}",
                               **known, **seen)  # fmt: skip
     if advisory is None:
         return _Judgement(UNTRACKED, f"{named} has no floor in the map", **known, **seen)
@@ -285,8 +285,7 @@ def _unjudged(
     if advisory is None:
         return None
     if exam.doubts:
-        more = f" (and {len(exam.doubts) - 1} more)" if len(exam.doubts) > 1 else ""
-        return f"cannot judge what {named} will run: {exam.doubts[0]}{more}"
+        return f"cannot judge what {named} will run: {_listed(exam.doubts)}"
     if exam.identified is None and exam.runs != "native" and version is None:
         return (
             f"{named}: {opened.path} is {exam.what}, not recognised as {advisory.adapter}'s "
@@ -294,6 +293,13 @@ def _unjudged(
             "taken for it)"
         )
     return None
+
+
+def _listed(doubts: Sequence[str], most: int = 5) -> str:
+    """The doubts, each once, the first ``most`` of them named in full."""
+    distinct = list(dict.fromkeys(doubts))
+    more = f"; and {len(distinct) - most} more" if len(distinct) > most else ""
+    return "; ".join(distinct[:most]) + more
 
 
 def _assessed(

@@ -418,7 +418,6 @@ def _one(
 # ---------------------------------------------------------------------------- Python imports
 
 
-
 @dataclass(frozen=True)
 class PythonPath:
     """Where a Python child finds third-party code, in CPython's order, the standard
@@ -447,11 +446,13 @@ def python_path(
     imports third-party code from, in CPython's order: ``first`` (the script's folder, or
     the working directory for ``-m`` and ``-c``) unless safe path is on; PYTHONPATH, its
     relative entries taken against the working directory ``cwd`` and empty ones as it; then
-    what ``site`` adds: the user site (PYTHONUSERBASE or ``~/.local``) unless disabled, then
-    the site-packages of a virtual environment (and, with ``include-system-site-packages``,
-    of its base) or of the interpreter's prefix, each followed by the folders its ``.pth``
-    files add. ``flags`` are the interpreter's one-letter options: ``-I`` (``-E -s -P``),
-    ``-E``, ``-s``, ``-P`` and ``-S`` (no ``site`` at all)."""
+    what ``site`` adds: a virtual environment's site-packages, then the user site
+    (PYTHONUSERBASE or ``~/.local``) unless disabled (a virtual environment disables it
+    unless it includes the system site-packages), then the interpreter's prefix's own
+    site-packages, each followed by the folders its ``.pth`` files add. ``flags`` are the
+    interpreter's one-letter options: ``-I`` (``-E -s -P``), ``-E``, ``-s``, ``-P`` and
+    ``-S`` (no ``site`` at all). ``doubts`` name the start-up code not understood, archives
+    on the path, and modules ahead of the standard library that shadow it."""
     from floorguard import python_site
 
     isolated = "I" in flags
@@ -483,10 +484,19 @@ def python_path(
         sites = [*user, *system]
     else:
         own = _prefix_sites(os.path.dirname(os.path.dirname(interpreter)), version)
-        sites = [*user, *own, *system] if venv else own
+        # site adds a virtual environment's own site-packages first, ahead of the user site.
+        sites = [*own, *user, *system] if venv else own
     # At start-up the program's folder is not on the path yet (CPython adds it after site).
     at_startup = _unique(python_path_dirs)
-    scan = python_site.scan_sites(_unique(sites), at_startup, _module_folder)
+    # One folder reached twice (a virtual environment's ``lib64`` links to ``lib``) is one
+    # site folder, known by the first path that reached it.
+    seen: set[str] = set()
+    distinct = []
+    for site in sites:
+        if (real := os.path.realpath(site)) not in seen:
+            seen.add(real)
+            distinct.append(site)
+    scan = python_site.scan_sites(_unique(distinct), at_startup, _module_folder)
     startup = [*at_startup, *scan.directories]
     doubts = [*scan.doubts]
     doubts += python_site.customize_doubts(lambda m: _module_folder(m, startup), user_enabled)
@@ -495,7 +505,30 @@ def python_path(
         for entry in (*before, *scan.directories)
         if os.path.isfile(entry)
     ]
+    doubts += [
+        f"{folder} holds {name}, which shadows the standard library's {name} (code run "
+        "instead of it)"
+        for folder in before
+        for name in _stdlib_shadows(folder, version)
+    ]
     return PythonPath(tuple(before), scan.directories, tuple(doubts))
+
+
+def _stdlib_shadows(folder: str, version: str | None) -> list[str]:
+    """The standard library's top-level modules that ``folder`` holds a module or regular
+    package of. Ahead of the standard library on the path (the program's folder,
+    PYTHONPATH), such a file runs in its place: ``encodings`` at start-up, ``json`` when
+    the CLI imports it."""
+    import sys
+
+    stems = sorted({name.split(".", 1)[0] for name in _listing(folder)})
+    return [
+        stem
+        for stem in stems
+        if stem in sys.stdlib_module_names
+        and (found := find_module(stem, [folder], version)) is not None
+        and found[1] != "namespace"
+    ]
 
 
 _VERSIONED_NAME = re.compile(r"python(\d+\.\d+)\Z")
@@ -676,5 +709,3 @@ def identify_file(opened: Target, environ: Mapping[str, str]) -> Identification 
             _file_cache.pop(next(iter(_file_cache)))
         _file_cache[key] = (found, deps)
     return found
-
-

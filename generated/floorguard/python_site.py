@@ -128,9 +128,7 @@ def _read_pth(
     return added, doubts
 
 
-def _import_line_problem(
-    site: str, line: str, found: Callable[[str], str | None]
-) -> str | None:
+def _import_line_problem(site: str, line: str, found: Callable[[str], str | None]) -> str | None:
     """Why an import line of a ``.pth`` file in ``site`` is not understood, or None."""
     if _DISTUTILS_PRECEDENCE.match(line):
         return _beside(site, "_distutils_hack", found)
