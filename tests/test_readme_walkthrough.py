@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from probes.native import Run, native_agent, native_program
 
 REPO = Path(__file__).resolve().parent.parent
 README = (REPO / "README.md").read_text(encoding="utf-8")
@@ -241,16 +242,13 @@ def test_the_readme_exec_exit_statuses_127_126_and_the_childs(walk: Walk) -> Non
     documented("`python -m floorguard exec aider -- --yes ...`")
     assert walk.run("python -m floorguard exec aider -- --yes").returncode == 127
     aider = walk.bin / "aider"
-    aider.write_text('#!/bin/sh\necho "aider 0.50.0"\n')
-    aider.chmod(0o755)
+    native_program(aider, stdout=b"aider 0.50.0\n")
     refused = walk.run("python -m floorguard exec aider -- --yes")
     assert refused.returncode == 126 and "below the floor" in refused.stderr
     # A version at the floor runs, and exec exits with the child's own status.
-    aider.write_text(
-        '#!/bin/sh\n[ "$1" = --version ] && exec echo "aider 0.90.0"\necho "ran $1"; exit 3\n'
-    )
+    native_agent(aider, version=b"aider 0.90.0\n", run=Run(stdout=b"ran\n", exit_status=3))
     ran = walk.run("python -m floorguard exec aider -- --yes")
-    assert (ran.returncode, ran.stdout) == (3, "ran --yes\n"), ran.stderr
+    assert (ran.returncode, ran.stdout) == (3, "ran\n"), ran.stderr
 
 
 def test_exec_without_an_adapter_does_not_ask_for_arguments_it_does_not_need(walk: Walk) -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from hosts import Host, floor, receipt_in_chain
 from probes import real_venv, sh_script
+from probes.native import Run, native_agent
 
 CLAUDE = "@anthropic-ai/claude-code"
 
@@ -37,7 +38,17 @@ def claude_tree(
     """An npm-style install of claude under ``root``; returns ``root/bin``."""
     package = root / "lib" / "node_modules" / CLAUDE
     package.mkdir(parents=True)
-    sh_script(package / "cli.js", CLI.format(version=version, marker=marker, before=before))
+    if before:
+        # A --version answer that acts first (the FIFO race below) needs a shell.
+        sh_script(package / "cli.js", CLI.format(version=version, marker=marker, before=before))
+    else:
+        # A native entry in the package, as the bundled CLIs ship: scripts by a shell are
+        # launchers, refused before any swap could matter.
+        native_agent(
+            package / "cli.js",
+            version=f"{version} (Claude Code)\n".encode(),
+            run=Run(stdout=b"ran\n", marker=marker),
+        )
     if manifest == "json":
         (package / "package.json").write_text(
             json.dumps({"name": CLAUDE, "version": version, "bin": {"claude": "cli.js"}})
@@ -110,9 +121,8 @@ def host_spawn_code() -> str:
 
 
 def aider_script(path: Path, version: str, marker: Path) -> Path:
-    return sh_script(
-        path, f'if [ "$1" = --version ]; then echo "aider {version}"; exit 0; fi\n: > \'{marker}\''
-    )
+    """A native aider: ``--version`` answers, anything else proves it ran."""
+    return native_agent(path, version=f"aider {version}\n".encode(), run=Run(marker=marker))
 
 
 def swap_dirs(live: Path, other: Path) -> dict[str, str]:
