@@ -183,11 +183,19 @@ def _is_node(name: str) -> bool:
     return bool(_NODE_NAME.match(os.path.basename(name)))
 
 
+_native_cache = identify.new_cache()
+
+
 def _is_native(path: str) -> bool:
-    """Whether ``path`` is an ELF program (not a script that picks an interpreter)."""
+    """Whether ``path`` is an ELF program (not a script that picks an interpreter); cached
+    per file identity."""
     try:
         with open_target(path, path_env=None) as interpreter:
-            return interpreter.read_head(4) == _ELF_MAGIC
+            return identify.memo(
+                _native_cache,
+                (str(interpreter.path), interpreter.identity),
+                lambda: interpreter.read_head(4) == _ELF_MAGIC,
+            )
     except DetectionError:
         return False
 
@@ -260,7 +268,6 @@ def _script_code(
 ) -> tuple[Identification | None, list[str]]:
     """A Python program file: a file of a catalogued distribution is that distribution's
     (its own code is trusted as installed); anything else is judged by its source."""
-    from floorguard.python_source import read_source
 
     folder = first if first is not None else str(script.path.parent)
     paths = identify.python_path(interpreter, environ, folder, flags, here)
@@ -270,8 +277,7 @@ def _script_code(
             *doubts,
             *paths.doubts,
         ]
-    data = _read_program(script)
-    source = read_source(data, name=str(script.path))
+    source = _program_source(script)
     return _judge_source(
         source, paths, version=version, via="python-script", subject=str(script.path),
         doubts=[*doubts, *paths.doubts],
@@ -289,7 +295,6 @@ def _module_code(
 ) -> tuple[Identification | None, list[str]]:
     """``python -m module`` for a module that is not catalogued: the file it runs, judged by
     its source (a copied wrapper renamed ``codey.py`` on PYTHONPATH)."""
-    from floorguard.python_source import read_source
 
     parts = module.split(".")
     found = identify.find_module(parts[0], paths.entries, version)
@@ -300,7 +305,7 @@ def _module_code(
     for candidate in (base + ".py", os.path.join(base, "__main__.py")):
         if os.path.isfile(candidate):
             with _open_program(candidate) as opened:
-                source = read_source(_read_program(opened), name=str(opened.path))
+                source = _program_source(opened)
             return _judge_source(
                 source, paths, version=version, via="python -m", subject=module, doubts=doubts
             )
@@ -349,15 +354,23 @@ def _open_program(path: str) -> Target:
     return open_target(path, path_env=None, executable=False)
 
 
-def _read_program(opened: Target) -> bytes:
-    from floorguard.python_source import MAX_SOURCE_BYTES
+_source_cache = identify.new_cache()
 
-    data = opened.read_all(MAX_SOURCE_BYTES)
-    if data is None:
-        raise DetectionError(
-            f"{opened.path} is larger than {MAX_SOURCE_BYTES} bytes: its code cannot be judged"
-        )
-    return data
+
+def _program_source(opened: Target) -> PythonSource:
+    """The opened program's source as CPython reads it (cached per file identity). Raises
+    DetectionError for a program over the size limit, or not readable as Python."""
+    from floorguard.python_source import MAX_SOURCE_BYTES, read_source
+
+    def read() -> PythonSource:
+        data = opened.read_all(MAX_SOURCE_BYTES)
+        if data is None:
+            raise DetectionError(
+                f"{opened.path} is larger than {MAX_SOURCE_BYTES} bytes: its code cannot be judged"
+            )
+        return read_source(data, name=str(opened.path))
+
+    return identify.memo(_source_cache, (str(opened.path), opened.identity), read)
 
 
 # ---------------------------------------------------------------------------- node

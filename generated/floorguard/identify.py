@@ -92,13 +92,13 @@ _lock = threading.Lock()
 _caches: list[dict[object, object]] = []
 
 
-def _cache() -> dict[object, object]:
+def new_cache() -> dict[object, object]:
     made: dict[object, object] = {}
     _caches.append(made)
     return made
 
 
-def _memo(cache: dict[object, object], key: Hashable, compute: Callable[[], _V]) -> _V:
+def memo(cache: dict[object, object], key: Hashable, compute: Callable[[], _V]) -> _V:
     """``compute()`` once per key (keys carry file identities, so a change is a new key)."""
     with _lock:
         if key in cache:
@@ -239,9 +239,9 @@ def _canonical_dist(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-_site_listings = _cache()
-_record_cache = _cache()
-_metadata_cache = _cache()
+_site_listings = new_cache()
+_record_cache = new_cache()
+_metadata_cache = new_cache()
 
 
 def _catalogued_dist_infos(site: str) -> list[tuple[str, str]]:
@@ -264,7 +264,7 @@ def _catalogued_dist_infos(site: str) -> list[tuple[str, str]]:
                     found.append((os.path.join(site, name), adapter))
         return found
 
-    return _memo(_site_listings, (site, ident), scan)
+    return memo(_site_listings, (site, ident), scan)
 
 
 @dataclass(frozen=True)
@@ -299,7 +299,7 @@ def _record(info: str) -> _Record:
         modules = {t.split(".", 1)[0] for t in tops}
         return _Record(frozenset(paths), frozenset(modules))
 
-    return _memo(_record_cache, key, parse)
+    return memo(_record_cache, key, parse)
 
 
 def _metadata_version(info: str) -> tuple[str | None, str]:
@@ -319,10 +319,10 @@ def _metadata_version(info: str) -> tuple[str | None, str]:
                 versions.append(value.strip())
         return versions[0] if len(versions) == 1 else None
 
-    return _memo(_metadata_cache, (path, _identity(path)), parse), path
+    return memo(_metadata_cache, (path, _identity(path)), parse), path
 
 
-_prefix_cache = _cache()
+_prefix_cache = new_cache()
 _LIBS: Final = ("lib", "lib64", "local/lib")
 
 
@@ -352,7 +352,7 @@ def _prefix_sites(prefix: Path | str, version: str | None = None) -> list[str]:
                             found.append(candidate)
         return found
 
-    return _memo(_prefix_cache, (version, *((b, _identity(b)) for b in bases)), scan)
+    return memo(_prefix_cache, (version, *((b, _identity(b)) for b in bases)), scan)
 
 
 def _unique(items: Iterable[str]) -> list[str]:
@@ -435,12 +435,34 @@ class PythonPath:
         return (*self.before_site, *self.sites)
 
 
+_PATH_VARIABLES: Final = ("PYTHONPATH", "PYTHONSAFEPATH", "PYTHONNOUSERSITE", "PYTHONUSERBASE")
+_paths_cache = new_cache()
+
+
 def python_path(
     interpreter: str,
     environ: Mapping[str, str],
     first: str | None,
     flags: frozenset[str] = frozenset(),
     cwd: str | None = None,
+) -> PythonPath:
+    """:func:`_python_path`, reused while every file and folder it consulted is unchanged."""
+    here = cwd or os.getcwd()
+    key = (
+        interpreter, first, flags, here, environ.get("HOME"),
+        *(environ.get(name) for name in _PATH_VARIABLES),
+    )  # fmt: skip
+    return _checked_memo(
+        _paths_cache, key, lambda: _python_path(interpreter, environ, first, flags, here)
+    )
+
+
+def _python_path(
+    interpreter: str,
+    environ: Mapping[str, str],
+    first: str | None,
+    flags: frozenset[str],
+    cwd: str,
 ) -> PythonPath:
     """Where ``interpreter`` (as started: a virtual environment's is found by its own path)
     imports third-party code from, in CPython's order: ``first`` (the script's folder, or
@@ -461,8 +483,7 @@ def python_path(
     head = [] if first is None or safe else [first]
     python_path_dirs: list[str] = []
     if env.get("PYTHONPATH"):
-        here = cwd or os.getcwd()
-        python_path_dirs = [os.path.join(here, e) for e in env["PYTHONPATH"].split(os.pathsep)]
+        python_path_dirs = [os.path.join(cwd, e) for e in env["PYTHONPATH"].split(os.pathsep)]
     before = _unique([*head, *python_path_dirs])
     if "S" in flags:
         return PythonPath(tuple(before), (), ())
@@ -497,6 +518,8 @@ def python_path(
             seen.add(real)
             distinct.append(site)
     scan = python_site.scan_sites(_unique(distinct), at_startup, _module_folder)
+    for consulted in (interpreter, *sites, *scan.consulted):
+        _identity(consulted)  # noted: a change to any of them is another answer
     startup = [*at_startup, *scan.directories]
     doubts = [*scan.doubts]
     doubts += python_site.customize_doubts(lambda m: _module_folder(m, startup), user_enabled)
@@ -575,7 +598,7 @@ def _venv_config(interpreter: str) -> bool | None:
 
 # ---------------------------------------------------------------------------- the import system
 
-_listings = _cache()
+_listings = new_cache()
 
 
 def _listing(directory: str) -> frozenset[str]:
@@ -588,7 +611,7 @@ def _listing(directory: str) -> frozenset[str]:
         except OSError:
             return frozenset()
 
-    return _memo(_listings, (directory, _identity(directory)), scan)
+    return memo(_listings, (directory, _identity(directory)), scan)
 
 
 def _extension_suffixes(version: str | None) -> tuple[str, ...] | None:
@@ -680,7 +703,7 @@ def as_interpreted(hit: Identification, via: str, subject: str) -> Identificatio
 
 # ---------------------------------------------------------------------------- files
 
-_file_cache = _cache()
+_file_cache = new_cache()
 
 
 def identify_file(opened: Target, environ: Mapping[str, str]) -> Identification | None:

@@ -51,10 +51,12 @@ _EDITABLE_FINDER = re.compile(
 @dataclass(frozen=True)
 class SiteScan:
     """The directories ``site`` appends (each site directory followed by its ``.pth``
-    directories, in order) and the start-up inputs not understood."""
+    directories, in order), the start-up inputs not understood, and every file or folder
+    read or looked for on the way (``consulted``: a cached answer is checked against them)."""
 
     directories: tuple[str, ...]
     doubts: tuple[str, ...]
+    consulted: tuple[str, ...] = ()
 
 
 # Where a top-level module imports from, given the search path so far (None: not there).
@@ -66,6 +68,7 @@ def scan_sites(sites: Sequence[str], before: Sequence[str], find: Finder) -> Sit
     entries ``before`` them on the search path (the script's folder is not there yet)."""
     directories: list[str] = []
     doubts: list[str] = []
+    consulted: list[str] = []
     for site in sites:
         if site in directories or not os.path.isdir(site):
             continue
@@ -76,11 +79,11 @@ def scan_sites(sites: Sequence[str], before: Sequence[str], find: Finder) -> Sit
             return find(module, path)
 
         for pth in _pth_files(site):
-            added, problems = _read_pth(site, pth, found)
+            added, problems = _read_pth(site, pth, found, consulted)
             directories += [d for d in added if d not in directories]
             so_far += added
             doubts += problems
-    return SiteScan(tuple(directories), tuple(doubts))
+    return SiteScan(tuple(directories), tuple(doubts), tuple(consulted))
 
 
 def customize_doubts(found: Callable[[str], str | None], user_site: bool) -> tuple[str, ...]:
@@ -102,9 +105,10 @@ def _pth_files(site: str) -> list[str]:
 
 
 def _read_pth(
-    site: str, name: str, found: Callable[[str], str | None]
+    site: str, name: str, found: Callable[[str], str | None], consulted: list[str]
 ) -> tuple[list[str], list[str]]:
     path = os.path.join(site, name)
+    consulted.append(path)
     try:
         data = read_regular(path, max_bytes=MAX_PTH_BYTES, what=".pth file")
         # site.py reads it as UTF-8 (with or without a BOM) from 3.13, and in the locale's
@@ -118,17 +122,20 @@ def _read_pth(
         if line.startswith("#") or not line.strip():
             continue
         if line.startswith(("import ", "import\t")):
-            problem = _import_line_problem(site, line.strip(), found)
+            problem = _import_line_problem(site, line.strip(), found, consulted)
             if problem is not None:
                 doubts.append(f"{path} line {number} runs code at start-up ({problem})")
             continue
         directory = os.path.normpath(os.path.join(site, line.rstrip()))
+        consulted.append(directory)
         if "\x00" not in directory and os.path.exists(directory):
             added.append(directory)
     return added, doubts
 
 
-def _import_line_problem(site: str, line: str, found: Callable[[str], str | None]) -> str | None:
+def _import_line_problem(
+    site: str, line: str, found: Callable[[str], str | None], consulted: list[str]
+) -> str | None:
     """Why an import line of a ``.pth`` file in ``site`` is not understood, or None."""
     if _DISTUTILS_PRECEDENCE.match(line):
         return _beside(site, "_distutils_hack", found)
@@ -141,6 +148,7 @@ def _import_line_problem(site: str, line: str, found: Callable[[str], str | None
     problem = _beside(site, module, found)
     if problem is not None:
         return problem
+    consulted.append(os.path.join(site, module + ".py"))
     return _editable_mapping_problem(os.path.join(site, module + ".py"))
 
 
