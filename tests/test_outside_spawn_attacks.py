@@ -22,8 +22,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers.closed_world import NEW_CLAUDE, World
-from probes import write_executable
+from helpers.closed_world import NEW_AIDER, NEW_CLAUDE, Venv, World
+from probes import pip_install, site_packages, write_executable
 
 PY = f"python{sys.version_info.major}.{sys.version_info.minor}"
 NODE = shutil.which("node") or "/usr/bin/node"
@@ -70,6 +70,42 @@ def copy_of_old_site(world: World, old_site: Path, name: str) -> Path:
     dest = world.root / name
     shutil.copytree(old_site, dest, ignore=shutil.ignore_patterns("__pycache__"))
     return dest
+
+
+def clean_base_python(root: Path) -> Path:
+    """A base CPython at ``root`` whose own site-packages is empty: the binary copied, the
+    standard library linked in. (This machine's pyenv interpreters carry a sandbox ``.pth``
+    with code in their site-packages, which would refuse every system-site spawn and hide
+    what an attack does.)"""
+    base = Path(sys.base_prefix)
+    binary = Path(sys.executable).resolve()
+    lib = root / "lib" / PY
+    (lib / "site-packages").mkdir(parents=True)
+    (root / "bin").mkdir()
+    shutil.copy2(binary, root / "bin" / PY)
+    for entry in (base / "lib" / PY).iterdir():
+        if entry.name != "site-packages":
+            os.symlink(entry, lib / entry.name)
+    for so in (base / "lib").glob("libpython*"):
+        os.symlink(so, root / "lib" / so.name)
+    return root / "bin" / PY
+
+
+def clean_system_site_aider(world: World, version: str, name: str) -> Venv:
+    """aider-chat ``version`` in a venv with ``--system-site-packages`` (so the user site is
+    on) over a clean base interpreter."""
+    base = world.root / "clean-base"
+    if not base.exists():
+        clean_base_python(base)
+    prefix = world.root / name
+    subprocess.run(
+        [str(base / "bin" / PY), "-m", "venv", "--without-pip", "--system-site-packages",
+         str(prefix)],
+        check=True,
+    )  # fmt: skip
+    marker = world.root / f"{name}-ran"
+    script = pip_install(prefix, dist="aider-chat", module="aider", version=version, marker=marker)
+    return Venv(prefix, prefix / "bin" / "python", script, site_packages(prefix), marker, version)
 
 
 # =============================================================== bytecode and import order
@@ -258,7 +294,7 @@ def test_empty_pythonsafepath_does_not_drop_the_cwd_for_dash_m(
 def test_empty_pythonnousersite_keeps_the_user_site(world: World, untracked_policy: str) -> None:
     """``PYTHONNOUSERSITE=""`` does not disable the user site: a ``.pth`` import line in
     ``~/.local`` of a system-site venv still runs."""
-    new, old = world.new_aider(system_site=True), world.old_aider()
+    new, old = clean_system_site_aider(world, NEW_AIDER, "new-sys"), world.old_aider()
     site = user_site(world.home / ".local")
     (site / "agent-tools.pth").write_text(insert_path(old.site), encoding="utf-8")
     env = world.env(new.prefix / "bin", PYTHONNOUSERSITE="")
@@ -269,7 +305,7 @@ def test_empty_pythonnousersite_keeps_the_user_site(world: World, untracked_poli
 def test_empty_pythonuserbase_falls_back_to_home(world: World, untracked_policy: str) -> None:
     """``PYTHONUSERBASE=""`` is ignored by CPython (``~/.local`` stays the user base), where a
     ``usercustomize.py`` inserts the old site-packages."""
-    new, old = world.new_aider(system_site=True), world.old_aider()
+    new, old = clean_system_site_aider(world, NEW_AIDER, "new-sys"), world.old_aider()
     site = user_site(world.home / ".local")
     (site / "usercustomize.py").write_text(insert_path(old.site), encoding="utf-8")
     env = world.env(new.prefix / "bin", PYTHONUSERBASE="")
@@ -280,7 +316,7 @@ def test_empty_pythonuserbase_falls_back_to_home(world: World, untracked_policy:
 def test_pth_import_line_separated_by_a_tab(world: World, untracked_policy: str) -> None:
     """A user-site ``.pth`` line ``import<TAB>sys; ...``: site.py runs lines starting with
     ``import`` followed by a space *or a tab*."""
-    new, old = world.new_aider(system_site=True), world.old_aider()
+    new, old = clean_system_site_aider(world, NEW_AIDER, "new-sys"), world.old_aider()
     site = user_site(world.home / ".local")
     (site / "agent-tools.pth").write_text(
         "import\t" + insert_path(old.site)[len("import ") :], encoding="utf-8"
@@ -294,7 +330,7 @@ def test_pth_path_line_adding_a_folder_with_sitecustomize(
     world: World, untracked_policy: str, tmp_path: Path
 ) -> None:
     """A user-site ``.pth`` path line adds a folder holding ``sitecustomize.py``."""
-    new, old = world.new_aider(system_site=True), world.old_aider()
+    new, old = clean_system_site_aider(world, NEW_AIDER, "new-sys"), world.old_aider()
     extra = tmp_path / "extra"
     extra.mkdir()
     (extra / "sitecustomize.py").write_text(insert_path(old.site), encoding="utf-8")
@@ -310,7 +346,7 @@ def test_user_site_helper_module_rewriting_sys_path(
 ) -> None:
     """A script imports ``agent_helpers`` (a plain module in the user site, a site folder) and
     then aider; the helper puts the old site-packages first, so 0.50.0 runs."""
-    new, old = world.new_aider(system_site=True), world.old_aider()
+    new, old = clean_system_site_aider(world, NEW_AIDER, "new-sys"), world.old_aider()
     site = user_site(world.home / ".local")
     (site / "agent_helpers.py").write_text(insert_path(old.site), encoding="utf-8")
     script = tmp_path / "work" / "run_agent.py"
@@ -701,3 +737,52 @@ def test_legit_node_options_with_two_spaces_runs(world: World, untracked_policy:
     env = world.env(new.bin_dir, NODE_OPTIONS="--max-old-space-size=4096  --no-warnings")
     outcome = world.spawn("claude", ["task"], policy=untracked_policy, env=env)
     world.assert_permitted_and_ran(outcome, new.marker)
+
+
+def test_legit_console_script_of_a_clean_system_site_venv_runs(
+    world: World, untracked_policy: str
+) -> None:
+    """Control for the user-site attacks: the new aider in a ``--system-site-packages`` venv
+    over a clean base interpreter, nothing in the user site, runs."""
+    new = clean_system_site_aider(world, NEW_AIDER, "new-sys")
+    outcome = world.spawn(
+        "aider", ["task"], policy=untracked_policy, env=world.env(new.prefix / "bin")
+    )
+    world.assert_permitted_and_ran(outcome, new.marker)
+
+
+def test_user_site_pth_import_line_over_a_clean_base(world: World, untracked_policy: str) -> None:
+    """The suite's own user-site ``.pth`` attack again, over a base interpreter with no
+    sandbox ``.pth`` of its own (so the refusal must come from the attack's file)."""
+    new, old = clean_system_site_aider(world, NEW_AIDER, "new-sys"), world.old_aider()
+    site = user_site(world.home / ".local")
+    (site / "agent-tools.pth").write_text(insert_path(old.site), encoding="utf-8")
+    outcome = world.spawn(
+        "aider", ["task"], policy=untracked_policy, env=world.env(new.prefix / "bin")
+    )
+    world.assert_refused(outcome, old.marker, "agent-tools.pth")
+
+
+def test_timestamp_pyc_of_a_directory_programs_main_matching_the_source(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """``python DIR`` with an ordinary (timestamp) ``__pycache__/__main__`` pyc whose header
+    states ``__main__.py``'s mtime and size while its code inserts the old site-packages."""
+    import struct
+
+    new, old = world.new_aider(), world.old_aider()
+    app = tmp_path / "app"
+    app.mkdir()
+    main = app / "__main__.py"
+    main.write_text(RUN_AIDER, encoding="utf-8")
+    tag = sys.implementation.cache_tag
+    pyc = compile_to(run_old(old.site), app / "__pycache__" / f"__main__.{tag}.pyc")
+    st = main.stat()
+    data = bytearray(pyc.read_bytes())
+    data[8:16] = struct.pack("<II", int(st.st_mtime) & 0xFFFFFFFF, st.st_size & 0xFFFFFFFF)
+    pyc.write_bytes(bytes(data))
+    outcome = world.spawn(
+        "python", [str(app), "task"], binary=new.python, policy=untracked_policy,
+        env=world.env(),
+    )  # fmt: skip
+    world.assert_refused(outcome, old.marker, "pyc", "__pycache__", "bytecode", "0.50.0")
