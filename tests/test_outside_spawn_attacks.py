@@ -108,6 +108,19 @@ def clean_system_site_aider(world: World, version: str, name: str) -> Venv:
     return Venv(prefix, prefix / "bin" / "python", script, site_packages(prefix), marker, version)
 
 
+
+
+@pytest.fixture(autouse=True)
+def _show_outcomes(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Print every outcome checked (``-s`` shows why each attempt held)."""
+    refused = world.assert_refused
+
+    def show(outcome, marker, *names):  # type: ignore[no-untyped-def]
+        print(f"\nOUTCOME {outcome!r}")
+        refused(outcome, marker, *names)
+
+    monkeypatch.setattr(world, "assert_refused", show)
+
 # =============================================================== bytecode and import order
 
 
@@ -786,3 +799,79 @@ def test_timestamp_pyc_of_a_directory_programs_main_matching_the_source(
         env=world.env(),
     )  # fmt: skip
     world.assert_refused(outcome, old.marker, "pyc", "__pycache__", "bytecode", "0.50.0")
+
+
+# ====================================================== program source reaching sys.path
+
+
+def script_spawn(world: World, untracked_policy: str, tmp_path: Path, new: Venv, body: str):  # type: ignore[no-untyped-def]
+    script = tmp_path / "work" / "run_agent.py"
+    script.parent.mkdir(exist_ok=True)
+    script.write_text(body, encoding="utf-8")
+    return world.spawn(
+        "python", [str(script), "task"], binary=new.python, policy=untracked_policy,
+        env=world.env(),
+    )  # fmt: skip
+
+
+def test_from_sys_import_path_then_insert(world: World, untracked_policy: str, tmp_path: Path) -> None:
+    """``from sys import path; path.insert(0, OLD)``: sys.path reached by a from-import."""
+    new, old = world.new_aider(), world.old_aider()
+    body = f"from sys import path\npath.insert(0, {str(old.site)!r})\n" + RUN_AIDER
+    outcome = script_spawn(world, untracked_policy, tmp_path, new, body)
+    world.assert_refused(outcome, old.marker, "path", "sys")
+
+
+def test_sys_path_reached_through_os_sys(world: World, untracked_policy: str, tmp_path: Path) -> None:
+    """``os.sys.path.insert(0, OLD)``: ``os`` re-exports the ``sys`` module as an attribute."""
+    new, old = world.new_aider(), world.old_aider()
+    body = f"import os\nos.sys.path.insert(0, {str(old.site)!r})\n" + RUN_AIDER
+    outcome = script_spawn(world, untracked_policy, tmp_path, new, body)
+    world.assert_refused(outcome, old.marker, "os.sys", "sys")
+
+
+def test_sys_path_reached_through_os_path_sys(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """``os.path.sys.path.insert(0, OLD)``: posixpath holds ``sys`` too."""
+    new, old = world.new_aider(), world.old_aider()
+    body = f"import os.path\nos.path.sys.path.insert(0, {str(old.site)!r})\n" + RUN_AIDER
+    outcome = script_spawn(world, untracked_policy, tmp_path, new, body)
+    world.assert_refused(outcome, old.marker, "os.path.sys", "sys")
+
+
+def test_sys_path_reached_through_vars(world: World, untracked_policy: str, tmp_path: Path) -> None:
+    """``vars(sys)["path"].insert(0, OLD)``: a builtin hands out the module's namespace."""
+    new, old = world.new_aider(), world.old_aider()
+    body = f"import sys\nvars(sys)['path'].insert(0, {str(old.site)!r})\n" + RUN_AIDER
+    outcome = script_spawn(world, untracked_policy, tmp_path, new, body)
+    world.assert_refused(outcome, old.marker, "vars", "sys")
+
+
+def test_sys_reached_through_a_catalogued_module_attribute(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """``import aider.main as m; m.sys.path.insert(...); m.sys.modules.pop(...)``: the new
+    aider's own module exposes ``sys``; evicting aider and importing again loads 0.50.0."""
+    new, old = world.new_aider(), world.old_aider()
+    body = (
+        "import aider.main as m\n"
+        f"m.sys.path.insert(0, {str(old.site)!r})\n"
+        "m.sys.modules.pop('aider.main')\nm.sys.modules.pop('aider')\n" + RUN_AIDER
+    )
+    outcome = script_spawn(world, untracked_policy, tmp_path, new, body)
+    world.assert_refused(outcome, old.marker, "m.sys", "sys", "aider.main")
+
+
+def test_sourceless_main_pyc_of_a_directory_program(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """``python DIR`` where DIR holds only ``__main__.pyc`` (legacy sourceless location)."""
+    new, old = world.new_aider(), world.old_aider()
+    app = tmp_path / "app"
+    compile_to(run_old(old.site), app / "__main__.pyc")
+    outcome = world.spawn(
+        "python", [str(app), "task"], binary=new.python, policy=untracked_policy,
+        env=world.env(),
+    )  # fmt: skip
+    world.assert_refused(outcome, old.marker, "__main__", "pyc", "bytecode", str(app))
