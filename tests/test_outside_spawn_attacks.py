@@ -875,3 +875,181 @@ def test_sourceless_main_pyc_of_a_directory_program(
         env=world.env(),
     )  # fmt: skip
     world.assert_refused(outcome, old.marker, "__main__", "pyc", "bytecode", str(app))
+
+
+def test_user_site_pth_path_to_a_workspace_folder_with_a_helper(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """A user-site ``.pth`` path line adds a workspace folder; a script imports
+    ``agent_helpers`` from there (a site folder's addition), which puts the old site first."""
+    new, old = clean_system_site_aider(world, NEW_AIDER, "new-sys"), world.old_aider()
+    libs = tmp_path / "ws" / "libs"
+    libs.mkdir(parents=True)
+    (libs / "agent_helpers.py").write_text(insert_path(old.site), encoding="utf-8")
+    (user_site(world.home / ".local") / "ws.pth").write_text(f"{libs}\n", encoding="utf-8")
+    outcome = script_spawn(
+        world, untracked_policy, tmp_path, new, "import agent_helpers\n" + RUN_AIDER
+    )
+    world.assert_refused(outcome, old.marker, "agent_helpers", "sys.path", "0.50.0")
+
+
+def test_pythonpath_helper_module_rewriting_sys_path(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """The same helper on PYTHONPATH (outside every site folder): the README refuses it."""
+    new, old = world.new_aider(), world.old_aider()
+    libs = tmp_path / "libs"
+    libs.mkdir()
+    (libs / "agent_helpers.py").write_text(insert_path(old.site), encoding="utf-8")
+    script = tmp_path / "work" / "run_agent.py"
+    script.parent.mkdir()
+    script.write_text("import agent_helpers\n" + RUN_AIDER, encoding="utf-8")
+    outcome = world.spawn(
+        "python", [str(script), "task"], binary=new.python, policy=untracked_policy,
+        env=world.env(PYTHONPATH=str(libs)),
+    )  # fmt: skip
+    world.assert_refused(outcome, old.marker, "agent_helpers", "outside", str(libs))
+
+
+@pytest.mark.parametrize(
+    "cookie",
+    [
+        "\x0c# coding: utf-7\n",
+        "#coding=utf7\n",
+        "# -*- coding: UTF_7 -*-\n",
+        "#!/usr/bin/python3\n# vim:fileencoding=utf-7\n",
+    ],
+    ids=["form-feed", "utf7-alias", "upper-underscore", "shebang-then-vim"],
+)
+def test_utf7_cookie_variants_hiding_a_line_in_a_comment(
+    world: World, untracked_policy: str, tmp_path: Path, cookie: str
+) -> None:
+    """Other spellings of a UTF-7 cookie CPython honours; a ``+AAo-`` inside a comment starts
+    a hidden line inserting the old site-packages."""
+    import base64
+
+    new, old = world.new_aider(), world.old_aider()
+    hidden = insert_path(old.site).strip()
+    escaped = base64.b64encode(("\n" + hidden + "\n").encode("utf-16-be"))
+    line = "# note +" + escaped.decode("ascii").rstrip("=") + "-\n"
+    script = tmp_path / "agent.py"
+    script.write_bytes((cookie + line + RUN_AIDER).encode("ascii"))
+    outcome = world.spawn(
+        "python", [str(script), "task"], binary=new.python, policy=untracked_policy,
+        env=world.env(),
+    )  # fmt: skip
+    world.assert_refused(outcome, old.marker, "utf-7", "utf7", "sys.path", "coding")
+
+
+@needs_node
+def test_node_package_folder_index_js_linking_old_cli(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """``node DIR`` with no ``main``: node runs ``DIR/index.js``, a link to the old CLI."""
+    old = world.old_claude()
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "package.json").write_text(json.dumps({"name": "app"}), encoding="utf-8")
+    os.symlink(old.cli, app / "index.js")
+    outcome = world.spawn(
+        "node", [str(app), "task"], binary=NODE, policy=untracked_policy, env=world.env()
+    )
+    world.assert_refused(outcome, old.marker, "1.0.51")
+
+
+@needs_node
+def test_node_exact_file_wins_over_js_extension(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """``node ws/agent`` where ``agent`` (a link to the old CLI) and ``agent.js`` (a link to
+    the new one) both exist: node runs the exact name first."""
+    old, new = world.old_claude(), world.new_claude()
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    os.symlink(old.cli, ws / "agent")
+    os.symlink(new.cli, ws / "agent.js")
+    outcome = world.spawn(
+        "node", [str(ws / "agent"), "task"], binary=NODE, policy=untracked_policy,
+        env=world.env(),
+    )  # fmt: skip
+    world.assert_refused(outcome, old.marker, "1.0.51")
+
+
+# ------------------------------------------------------------------ more legitimate uses
+
+
+@needs_node
+def test_legit_node_options_with_a_quoted_title_runs(world: World, untracked_policy: str) -> None:
+    """``NODE_OPTIONS='--title="my agent"'``: double quotes group words, as node documents."""
+    new = world.new_claude()
+    env = world.env(new.bin_dir, NODE_OPTIONS='--title="my agent"')
+    outcome = world.spawn("claude", ["task"], policy=untracked_policy, env=env)
+    world.assert_permitted_and_ran(outcome, new.marker)
+
+
+@needs_node
+def test_legit_node_disable_warning_runs(world: World, untracked_policy: str) -> None:
+    """``node --disable-warning=ExperimentalWarning NEW/cli.js`` (allowlisted)."""
+    new = world.new_claude()
+    outcome = world.spawn(
+        "node", ["--disable-warning=ExperimentalWarning", str(new.cli), "task"], binary=NODE,
+        policy=untracked_policy, env=world.env(),
+    )  # fmt: skip
+    world.assert_permitted_and_ran(outcome, new.marker)
+
+
+@needs_node
+def test_legit_node_running_the_new_package_folder_runs(
+    world: World, untracked_policy: str
+) -> None:
+    """``node NEW_PACKAGE_DIR`` runs the package's ``main``: the new claude."""
+    new = world.new_claude()
+    outcome = world.spawn(
+        "node", [str(new.package), "task"], binary=NODE, policy=untracked_policy,
+        env=world.env(),
+    )  # fmt: skip
+    world.assert_permitted_and_ran(outcome, new.marker)
+
+
+def test_legit_warning_filters_run(world: World, untracked_policy: str) -> None:
+    """``python -Wignore::DeprecationWarning -m aider`` with
+    ``PYTHONWARNINGS=ignore::UserWarning`` (builtin categories only)."""
+    new = world.new_aider()
+    outcome = world.spawn(
+        "python", ["-Wignore::DeprecationWarning", "-m", "aider", "task"], binary=new.python,
+        policy=untracked_policy, env=world.env(PYTHONWARNINGS="ignore::UserWarning"),
+    )  # fmt: skip
+    world.assert_permitted_and_ran(outcome, new.marker)
+
+
+def test_legit_dash_m_in_a_workspace_with_folders_named_like_stdlib_runs(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """``python -m aider`` in a project with ``html/``, ``test/`` and ``email/`` folders (no
+    ``__init__.py``: namespace portions never shadow the standard library's packages)."""
+    new = world.new_aider()
+    project = tmp_path / "project"
+    for folder in ("html", "test", "email"):
+        (project / folder).mkdir(parents=True)
+        (project / folder / "README.txt").write_text("docs\n", encoding="utf-8")
+    (project / "html" / "index.html").write_text("<p>hi</p>\n", encoding="utf-8")
+    outcome = world.spawn(
+        "python", ["-m", "aider", "task"], binary=new.python, cwd=project,
+        policy=untracked_policy, env=world.env(),
+    )  # fmt: skip
+    world.assert_permitted_and_ran(outcome, new.marker)
+
+
+def test_legit_console_script_with_compiled_bytecode_runs(
+    world: World, untracked_policy: str
+) -> None:
+    """The new aider's console script after its site-packages was byte-compiled (as pip
+    does at install time and Python does on first import)."""
+    import compileall
+
+    new = world.new_aider()
+    assert compileall.compile_dir(str(new.site), quiet=1)
+    outcome = world.spawn(
+        "aider", ["task"], policy=untracked_policy, env=world.env(new.prefix / "bin")
+    )
+    world.assert_permitted_and_ran(outcome, new.marker)
