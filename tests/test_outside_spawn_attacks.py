@@ -127,7 +127,10 @@ def _show_outcomes(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_unchecked_hash_pyc_of_a_directory_programs_main(
     world: World, untracked_policy: str, tmp_path: Path
 ) -> None:
-    """``python DIR`` whose ``__main__.py`` imports the new aider, while
+    """BREAK: the gate judges ``DIR/__main__.py`` as source, but CPython runs ``DIR``'s
+    ``__main__`` through the path finder, which takes an unchecked-hash pyc from
+    ``__pycache__`` without looking at the source: recorded permit aider 0.70.0, 0.50.0 ran.
+    ``python DIR`` whose ``__main__.py`` imports the new aider, while
     ``DIR/__pycache__/__main__.cpython-3X.pyc`` (an unchecked-hash pyc, used whatever the
     source says) inserts the old site-packages first."""
     new, old = world.new_aider(), world.old_aider()
@@ -357,7 +360,10 @@ def test_pth_path_line_adding_a_folder_with_sitecustomize(
 def test_user_site_helper_module_rewriting_sys_path(
     world: World, untracked_policy: str, tmp_path: Path
 ) -> None:
-    """A script imports ``agent_helpers`` (a plain module in the user site, a site folder) and
+    """BREAK: a module imported from a site folder (here ``~/.local``'s user site) is trusted
+    without its code being examined, so it can rewrite ``sys.path``: recorded permit aider
+    0.70.0 (python-script), 0.50.0 ran.
+    A script imports ``agent_helpers`` (a plain module in the user site, a site folder) and
     then aider; the helper puts the old site-packages first, so 0.50.0 runs."""
     new, old = clean_system_site_aider(world, NEW_AIDER, "new-sys"), world.old_aider()
     site = user_site(world.home / ".local")
@@ -559,11 +565,14 @@ def test_relative_shebang_interpreter_resolved_in_the_child_cwd(
 def test_relative_path_entry_resolved_in_the_child_cwd(
     world: World, untracked_policy: str, tmp_path: Path
 ) -> None:
-    """``PATH=bin:...`` and ``#!/usr/bin/env python3``: ``env`` searches ``bin`` relative to
-    the child's working directory, the old venv."""
-    old = world.old_aider()
+    """BREAK: the gate resolves ``env``'s PATH search without the relative entry (or not
+    against the child's cwd), while env in the child finds the old venv's python3 there:
+    recorded permit aider 0.70.0 (pip-script), 0.50.0 ran.
+    ``PATH=bin:NEW/bin:...`` and ``#!/usr/bin/env python3``: ``env`` searches the relative
+    ``bin`` in the child's working directory (the old venv) before the new venv's bin."""
+    new, old = world.new_aider(), world.old_aider()
     agent = write_executable(tmp_path / "ws" / "aider", "#!/usr/bin/env python3\n" + RUN_AIDER)
-    env = world.env()
+    env = world.env(new.prefix / "bin")
     env["PATH"] = "bin:" + env["PATH"]
     outcome = world.spawn(
         "aider", ["task"], binary=agent, cwd=old.prefix, policy=untracked_policy, env=env
@@ -779,7 +788,9 @@ def test_user_site_pth_import_line_over_a_clean_base(world: World, untracked_pol
 def test_timestamp_pyc_of_a_directory_programs_main_matching_the_source(
     world: World, untracked_policy: str, tmp_path: Path
 ) -> None:
-    """``python DIR`` with an ordinary (timestamp) ``__pycache__/__main__`` pyc whose header
+    """BREAK: same as the unchecked-hash case with a plain timestamp pyc whose header states
+    the source's mtime and size: recorded permit aider 0.70.0, 0.50.0 ran.
+    ``python DIR`` with an ordinary (timestamp) ``__pycache__/__main__`` pyc whose header
     states ``__main__.py``'s mtime and size while its code inserts the old site-packages."""
     import struct
 
@@ -880,7 +891,9 @@ def test_sourceless_main_pyc_of_a_directory_program(
 def test_user_site_pth_path_to_a_workspace_folder_with_a_helper(
     world: World, untracked_policy: str, tmp_path: Path
 ) -> None:
-    """A user-site ``.pth`` path line adds a workspace folder; a script imports
+    """BREAK: a ``.pth`` path line makes a workspace folder a "site folder", whose modules are
+    then trusted unexamined: recorded permit aider 0.70.0 (python-script), 0.50.0 ran.
+    A user-site ``.pth`` path line adds a workspace folder; a script imports
     ``agent_helpers`` from there (a site folder's addition), which puts the old site first."""
     new, old = clean_system_site_aider(world, NEW_AIDER, "new-sys"), world.old_aider()
     libs = tmp_path / "ws" / "libs"
