@@ -1066,3 +1066,69 @@ def test_legit_console_script_with_compiled_bytecode_runs(
         "aider", ["task"], policy=untracked_policy, env=world.env(new.prefix / "bin")
     )
     world.assert_permitted_and_ran(outcome, new.marker)
+
+
+def test_empty_path_entry_is_the_child_cwd_for_env(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """``PATH=:NEW/bin:...`` (an empty entry means the working directory to ``execvp``) and
+    ``#!/usr/bin/env python3``, with the child's cwd the old venv's ``bin``. Observed: a
+    permit for the new venv's python is recorded while env starts the old venv's python3,
+    which then dies in CPython's getpath (argv[0] found through the empty entry), so no
+    below-floor code runs: asserted here is only that the old aider never ran."""
+    new, old = world.new_aider(), world.old_aider()
+    agent = write_executable(tmp_path / "ws" / "aider", "#!/usr/bin/env python3\n" + RUN_AIDER)
+    env = world.env(new.prefix / "bin")
+    env["PATH"] = ":" + env["PATH"]
+    outcome = world.spawn(
+        "aider", ["task"], binary=agent, cwd=old.prefix / "bin", policy=untracked_policy,
+        env=env,
+    )  # fmt: skip
+    assert not old.marker.exists(), f"the old aider ran: {outcome!r}; {world.recorded()}"
+    assert outcome["outcome"] == "refused" or outcome["returncode"] != 0, outcome
+
+
+def test_relative_path_entry_decides_the_interpreters_venv_through_argv0(
+    world: World, untracked_policy: str
+) -> None:
+    """BREAK: the gate looks ``python`` up past the relative ``bin`` entry and judges the new
+    venv, but CPython, given argv[0] ``python``, searches PATH in the child's cwd, finds
+    ``bin/python`` of the old venv and takes that venv's site-packages: recorded permit aider
+    0.70.0 (``python -m``), 0.50.0 ran.
+    ``spawn("python", ["-m", "aider"])`` with ``PATH=bin:NEW/bin:...`` and the child's cwd
+    the old venv: CPython finds its venv from argv[0] by searching PATH in its own cwd."""
+    new, old = world.new_aider(), world.old_aider()
+    env = world.env(new.prefix / "bin")
+    env["PATH"] = "bin:" + env["PATH"]
+    outcome = world.spawn(
+        "python", ["-m", "aider", "task"], cwd=old.prefix, policy=untracked_policy, env=env
+    )
+    world.assert_refused(outcome, old.marker)
+
+
+@needs_node
+def test_node_relative_script_resolved_in_the_child_cwd(
+    world: World, untracked_policy: str
+) -> None:
+    """``node cli.js`` (relative) with the child's cwd the old package folder."""
+    old = world.old_claude()
+    outcome = world.spawn(
+        "node", ["cli.js", "task"], binary=NODE, cwd=old.package, policy=untracked_policy,
+        env=world.env(),
+    )  # fmt: skip
+    world.assert_refused(outcome, old.marker, "1.0.51")
+
+
+def test_python_relative_script_resolved_in_the_child_cwd(
+    world: World, untracked_policy: str
+) -> None:
+    """``python run.py`` (relative) with the child's cwd a copy of the old site-packages that
+    holds ``run.py``: its folder, first on sys.path, holds the old aider."""
+    new, old = world.new_aider(), world.old_aider()
+    lib = copy_of_old_site(world, old.site, "cwd-lib")
+    (lib / "run.py").write_text(RUN_AIDER, encoding="utf-8")
+    outcome = world.spawn(
+        "python", ["run.py", "task"], binary=new.python, cwd=lib, policy=untracked_policy,
+        env=world.env(),
+    )  # fmt: skip
+    world.assert_refused(outcome, old.marker, "0.50.0", str(lib))
