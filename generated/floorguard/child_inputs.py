@@ -14,6 +14,7 @@ Two kinds of check live here, both pure:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from typing import Final
 
@@ -44,8 +45,15 @@ def invalid_inputs(argv: Sequence[str], environ: Mapping[str, str], cwd: str | N
 
 
 def loader_doubts(environ: Mapping[str, str]) -> tuple[str, ...]:
-    """Every variable that makes the child load native code not judged, named."""
-    doubts = []
+    """Every variable that makes the child load code not judged, named: the loader's, and a
+    PATH with an empty or relative entry (``env`` in a ``#!`` line, and CPython finding its
+    own prefix from ``argv[0]``, search it from the child's working directory, where
+    floorguard, which looks only in absolute entries, does not)."""
+    doubts = [
+        f"PATH entry {entry!r} is relative: the child searches it in its working directory"
+        for entry in environ.get("PATH", "").split(os.pathsep)
+        if "PATH" in environ and not os.path.isabs(entry)
+    ]
     for name in sorted(environ):
         if name.startswith("LD_") and name not in _HARMLESS_LOADER_VARIABLES:
             doubts.append(f"environment variable {name} makes the dynamic loader load code")

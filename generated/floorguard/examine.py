@@ -246,6 +246,9 @@ def _python_run(
         )  # fmt: skip
     where = command.value if os.path.isabs(command.value) else os.path.join(here, command.value)
     main = os.path.join(where, "__main__.py") if os.path.isdir(where) else where
+    if main != where:
+        # A folder's __main__ is imported, so its cached bytecode may run instead.
+        doubts = [*doubts, *_cached_bytecode(main)]
     opened = _open_program(main)
     with opened:
         first = where if os.path.isdir(where) else None
@@ -304,6 +307,7 @@ def _module_code(
     base = os.path.join(folder, parts[-1])
     for candidate in (base + ".py", os.path.join(base, "__main__.py")):
         if os.path.isfile(candidate):
+            doubts = [*doubts, *_cached_bytecode(candidate)]
             with _open_program(candidate) as opened:
                 source = _program_source(opened)
             return _judge_source(
@@ -323,9 +327,11 @@ def _judge_source(
     doubts: list[str],
 ) -> tuple[Identification | None, list[str]]:
     """The catalogued adapter whose modules ``source`` imports, with the version of the
-    copy the interpreter will load. Every import found ahead of the standard library and
-    outside any site folder (the program's folder, PYTHONPATH) is code that runs with the
-    program and is not judged: a doubt."""
+    copy the interpreter will load. Any other module it imports, but the standard library's
+    (``python_source`` allows only a few of those), is code that runs with the program and
+    is not judged: a doubt, wherever it is installed."""
+    import sys
+
     doubts = [*doubts, *source.doubts]
     hits = []
     for module in source.imports:
@@ -334,9 +340,14 @@ def _judge_source(
         if hit is not None:
             hits.append(hit)
             continue
-        local = identify.find_module(top, paths.before_site, version)
-        if local is not None and local[1] != "namespace":
-            doubts.append(f"{subject} imports {top} from {local[0]}, outside any site folder")
+        # The standard library comes after the program's folder and PYTHONPATH only (whose
+        # shadows are doubts already); anything else imported is code nobody judged.
+        where = paths.before_site if top in sys.stdlib_module_names else paths.entries
+        found = identify.find_module(top, where, version)
+        if found is not None and found[1] != "namespace":
+            doubts.append(f"{subject} imports {top} from {found[0]}, code that is not judged")
+        elif top not in sys.stdlib_module_names:
+            doubts.append(f"{subject} imports {top}, which is not found where it is looked for")
     adapters = {hit.adapter for hit in hits}
     if not adapters:
         return None, doubts
@@ -352,6 +363,21 @@ def _open_program(path: str) -> Target:
     """The file an interpreter is asked to run, opened; raises DetectionError when it cannot
     be (the interpreter would fail, or read something else than was judged)."""
     return open_target(path, path_env=None, executable=False)
+
+
+def _cached_bytecode(source: str) -> list[str]:
+    """A module the import system loads may run from ``__pycache__`` instead of its source
+    (a timestamp ``.pyc`` is trusted on its recorded mtime and size, an unchecked hash one
+    unconditionally): any cached bytecode beside judged source is a doubt."""
+    folder, name = os.path.split(source)
+    cache = os.path.join(folder, "__pycache__")
+    stem = name.removesuffix(".py") + "."
+    found = sorted(
+        entry
+        for entry in identify.listing(cache)
+        if entry.startswith(stem) and entry.endswith(".pyc")
+    )
+    return [f"{os.path.join(cache, entry)} may run instead of the source judged" for entry in found]
 
 
 _source_cache = identify.new_cache()

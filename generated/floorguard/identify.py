@@ -544,7 +544,7 @@ def _stdlib_shadows(folder: str, version: str | None) -> list[str]:
     the CLI imports it."""
     import sys
 
-    stems = sorted({name.split(".", 1)[0] for name in _listing(folder)})
+    stems = sorted({name.split(".", 1)[0] for name in listing(folder)})
     return [
         stem
         for stem in stems
@@ -601,7 +601,7 @@ def _venv_config(interpreter: str) -> bool | None:
 _listings = new_cache()
 
 
-def _listing(directory: str) -> frozenset[str]:
+def listing(directory: str) -> frozenset[str]:
     """The names in ``directory`` (cached per directory identity: adding or removing an
     entry changes its mtime)."""
 
@@ -653,10 +653,10 @@ def find_module(
     found anywhere on the path. None when it is not on ``search``."""
     portion = None
     for directory in search:
-        names = _listing(directory)
+        names = listing(directory)
         if top in names and os.path.isdir(os.path.join(directory, top)):
             package = os.path.join(directory, top)
-            if _file_in(package, _listing(package), "__init__", version) is not None:
+            if _file_in(package, listing(package), "__init__", version) is not None:
                 return directory, "package"
             portion = portion or directory
         if _file_in(directory, names, top, version) is not None:

@@ -1,12 +1,11 @@
-"""An outside review of the closed world at the spawn: attacks that try to run below-floor
-code under a recorded permit (or an ``untracked`` the README says is refused), through the
-inputs the README says are examined, plus legitimate uses the README says keep working.
+"""A closed world at the spawn, evasions: attempts to run below-floor code under a recorded
+permit through the less travelled corners of what decides what a child loads (cached
+bytecode, byte-compiled and extension modules, user-site helpers, ``.pth`` path lines,
+relative PATH entries, coding lines, ``env -S`` lines, node's option spellings and package
+``main`` entries), plus legitimate uses in those corners that must keep working.
 
-Each attack asserts the SAFE outcome (refused and recorded, the old marker absent). A test
-whose docstring starts with "BREAK:" failed when written: the gate let below-floor code run
-(or refused a legitimate use). The others held and document what was tried.
-
-Every test runs under the default policy and under deny-by-default.
+Each attack asserts the safe outcome: refused and recorded, the old marker absent. Every
+test runs under the default policy and under deny-by-default.
 """
 
 from __future__ import annotations
@@ -108,8 +107,6 @@ def clean_system_site_aider(world: World, version: str, name: str) -> Venv:
     return Venv(prefix, prefix / "bin" / "python", script, site_packages(prefix), marker, version)
 
 
-
-
 @pytest.fixture(autouse=True)
 def _show_outcomes(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
     """Print every outcome checked (``-s`` shows why each attempt held)."""
@@ -121,13 +118,14 @@ def _show_outcomes(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(world, "assert_refused", show)
 
+
 # =============================================================== bytecode and import order
 
 
 def test_unchecked_hash_pyc_of_a_directory_programs_main(
     world: World, untracked_policy: str, tmp_path: Path
 ) -> None:
-    """BREAK: the gate judges ``DIR/__main__.py`` as source, but CPython runs ``DIR``'s
+    """the gate judges ``DIR/__main__.py`` as source, but CPython runs ``DIR``'s
     ``__main__`` through the path finder, which takes an unchecked-hash pyc from
     ``__pycache__`` without looking at the source: recorded permit aider 0.70.0, 0.50.0 ran.
     ``python DIR`` whose ``__main__.py`` imports the new aider, while
@@ -262,7 +260,7 @@ def test_extension_module_sitecustomize_on_pythonpath(
     c = tmp_path / "sc.c"
     c.write_text(
         "#include <Python.h>\n"
-        "static struct PyModuleDef m = {PyModuleDef_HEAD_INIT, \"sitecustomize\", 0, -1, 0};\n"
+        'static struct PyModuleDef m = {PyModuleDef_HEAD_INIT, "sitecustomize", 0, -1, 0};\n'
         "PyMODINIT_FUNC PyInit_sitecustomize(void) {\n"
         f"  PyRun_SimpleString({code});\n"
         "  return PyModule_Create(&m);\n}\n",
@@ -281,9 +279,7 @@ def test_extension_module_sitecustomize_on_pythonpath(
 # =========================================================== variables and the search path
 
 
-def test_empty_pythonpath_component_puts_the_cwd_first(
-    world: World, untracked_policy: str
-) -> None:
+def test_empty_pythonpath_component_puts_the_cwd_first(world: World, untracked_policy: str) -> None:
     """``PYTHONPATH=":"``: CPython turns an empty entry into the working directory, here a
     copy of the old aider's site-packages, ahead of the new venv's site-packages."""
     new, old = world.new_aider(), world.old_aider()
@@ -360,7 +356,7 @@ def test_pth_path_line_adding_a_folder_with_sitecustomize(
 def test_user_site_helper_module_rewriting_sys_path(
     world: World, untracked_policy: str, tmp_path: Path
 ) -> None:
-    """BREAK: a module imported from a site folder (here ``~/.local``'s user site) is trusted
+    """a module imported from a site folder (here ``~/.local``'s user site) is trusted
     without its code being examined, so it can rewrite ``sys.path``: recorded permit aider
     0.70.0 (python-script), 0.50.0 ran.
     A script imports ``agent_helpers`` (a plain module in the user site, a site folder) and
@@ -388,7 +384,7 @@ def test_argv0_path_search_picks_another_venv(world: World, untracked_policy: st
         env=world.env(old.prefix / "bin"),
     )  # fmt: skip
     if outcome["outcome"] == "started":
-        assert not old.marker.exists(), f"BREAK: old aider ran under {world.recorded()}"
+        assert not old.marker.exists(), f"old aider ran under {world.recorded()}"
         assert new.marker.exists(), outcome
     else:
         world.assert_refused(outcome, old.marker)
@@ -484,9 +480,7 @@ def test_zip_archive_named_like_a_script(
 # ==================================================================== #! lines
 
 
-def test_env_dash_s_assignment_of_path(
-    world: World, untracked_policy: str, tmp_path: Path
-) -> None:
+def test_env_dash_s_assignment_of_path(world: World, untracked_policy: str, tmp_path: Path) -> None:
     """``#!/usr/bin/env -S PATH=OLD/bin python3``: env sets PATH before it searches it, so
     the old venv's python runs a script the gate would find on the child's PATH as new."""
     new, old = world.new_aider(), world.old_aider()
@@ -565,7 +559,7 @@ def test_relative_shebang_interpreter_resolved_in_the_child_cwd(
 def test_relative_path_entry_resolved_in_the_child_cwd(
     world: World, untracked_policy: str, tmp_path: Path
 ) -> None:
-    """BREAK: the gate resolves ``env``'s PATH search without the relative entry (or not
+    """the gate resolves ``env``'s PATH search without the relative entry (or not
     against the child's cwd), while env in the child finds the old venv's python3 there:
     recorded permit aider 0.70.0 (pip-script), 0.50.0 ran.
     ``PATH=bin:NEW/bin:...`` and ``#!/usr/bin/env python3``: ``env`` searches the relative
@@ -788,7 +782,7 @@ def test_user_site_pth_import_line_over_a_clean_base(world: World, untracked_pol
 def test_timestamp_pyc_of_a_directory_programs_main_matching_the_source(
     world: World, untracked_policy: str, tmp_path: Path
 ) -> None:
-    """BREAK: same as the unchecked-hash case with a plain timestamp pyc whose header states
+    """same as the unchecked-hash case with a plain timestamp pyc whose header states
     the source's mtime and size: recorded permit aider 0.70.0, 0.50.0 ran.
     ``python DIR`` with an ordinary (timestamp) ``__pycache__/__main__`` pyc whose header
     states ``__main__.py``'s mtime and size while its code inserts the old site-packages."""
@@ -825,7 +819,9 @@ def script_spawn(world: World, untracked_policy: str, tmp_path: Path, new: Venv,
     )  # fmt: skip
 
 
-def test_from_sys_import_path_then_insert(world: World, untracked_policy: str, tmp_path: Path) -> None:
+def test_from_sys_import_path_then_insert(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
     """``from sys import path; path.insert(0, OLD)``: sys.path reached by a from-import."""
     new, old = world.new_aider(), world.old_aider()
     body = f"from sys import path\npath.insert(0, {str(old.site)!r})\n" + RUN_AIDER
@@ -833,7 +829,9 @@ def test_from_sys_import_path_then_insert(world: World, untracked_policy: str, t
     world.assert_refused(outcome, old.marker, "path", "sys")
 
 
-def test_sys_path_reached_through_os_sys(world: World, untracked_policy: str, tmp_path: Path) -> None:
+def test_sys_path_reached_through_os_sys(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
     """``os.sys.path.insert(0, OLD)``: ``os`` re-exports the ``sys`` module as an attribute."""
     new, old = world.new_aider(), world.old_aider()
     body = f"import os\nos.sys.path.insert(0, {str(old.site)!r})\n" + RUN_AIDER
@@ -891,7 +889,7 @@ def test_sourceless_main_pyc_of_a_directory_program(
 def test_user_site_pth_path_to_a_workspace_folder_with_a_helper(
     world: World, untracked_policy: str, tmp_path: Path
 ) -> None:
-    """BREAK: a ``.pth`` path line makes a workspace folder a "site folder", whose modules are
+    """a ``.pth`` path line makes a workspace folder a "site folder", whose modules are
     then trusted unexamined: recorded permit aider 0.70.0 (python-script), 0.50.0 ran.
     A user-site ``.pth`` path line adds a workspace folder; a script imports
     ``agent_helpers`` from there (a site folder's addition), which puts the old site first."""
@@ -1091,7 +1089,7 @@ def test_empty_path_entry_is_the_child_cwd_for_env(
 def test_relative_path_entry_decides_the_interpreters_venv_through_argv0(
     world: World, untracked_policy: str
 ) -> None:
-    """BREAK: the gate looks ``python`` up past the relative ``bin`` entry and judges the new
+    """the gate looks ``python`` up past the relative ``bin`` entry and judges the new
     venv, but CPython, given argv[0] ``python``, searches PATH in the child's cwd, finds
     ``bin/python`` of the old venv and takes that venv's site-packages: recorded permit aider
     0.70.0 (``python -m``), 0.50.0 ran.
