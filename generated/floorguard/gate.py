@@ -225,7 +225,10 @@ def _judge_opened(
         if advisory is None and identified is None and exam.runs != "native":
             # Never probed: a script's --version answer says nothing of what it runs.
             return _Judgement(
-                UNTRACKED, f"{named} has no floor; {opened.path} is {exam.what}", **known
+                UNTRACKED,
+                f"{named} has no floor; {opened.path} is {exam.what}",
+                **known,
+                binary=str(opened.path),
             )
     try:
         if unresolved is not None:
