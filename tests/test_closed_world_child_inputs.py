@@ -86,3 +86,16 @@ def test_ld_preload_in_the_child_environment_is_refused(
     env = world.env(new.prefix / "bin", LD_PRELOAD=str(tmp_path / "x.so"))
     outcome = world.spawn("aider", ["task"], policy=untracked_policy, env=env)
     world.assert_refused(outcome, new.marker, "LD_PRELOAD")
+
+
+def test_the_warn_policy_does_not_override_an_input_not_understood(
+    world: World, untracked_policy: str
+) -> None:
+    """``FLOORGUARD_ADAPTER_FLOOR_POLICY=warn`` lets a below-floor version run as a recorded
+    override; it never lets through a child whose inputs are not understood."""
+    new = world.new_aider()
+    outcome = world.spawn(
+        "aider", ["task"], binary=new.script, policy=untracked_policy,
+        env=world.env(LD_PRELOAD="/nonexistent/x.so"), floor_policy="warn",
+    )  # fmt: skip
+    world.assert_refused(outcome, new.marker, "LD_PRELOAD")

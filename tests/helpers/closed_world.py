@@ -192,10 +192,11 @@ class World:
         binary: Path | str | None = None,
         cwd: Path | str | None = None,
         tamper: dict[str, str] | None = None,
+        floor_policy: str | None = None,
     ) -> Outcome:
         """``floorguard.spawn`` in a fresh host process; ``policy`` is the host's untracked
         policy (deny-by-default sets ``FLOORGUARD_UNTRACKED_POLICY=refuse`` in the host's
-        environment, never the child's)."""
+        environment, never the child's), ``floor_policy`` its FLOORGUARD_ADAPTER_FLOOR_POLICY."""
         request = {
             "adapter": adapter,
             "argv": argv,
@@ -205,6 +206,8 @@ class World:
             "tamper": tamper,
         }
         host_env = {"FLOORGUARD_UNTRACKED_POLICY": "refuse"} if policy == DENY_BY_DEFAULT else {}
+        if floor_policy is not None:
+            host_env["FLOORGUARD_ADAPTER_FLOOR_POLICY"] = floor_policy
         done = self.host.python("-c", HOST, json.dumps(request), **host_env)
         assert done.returncode == 0, done.stderr
         return Outcome(json.loads(done.stdout), policy)
