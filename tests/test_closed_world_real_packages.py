@@ -391,7 +391,7 @@ def test_real_codex_native_binary_copied_under_another_name_is_still_codex(
 def test_real_gemini_project_install_esm_bundle_is_permitted(
     gemini_project: Path, tmp_path: Path, policy: str
 ) -> None:
-    """``node_modules/.bin/gemini`` -> ``bundle/gemini.js`` (top-level await, ESM)."""
+    """FINDING: the real gemini 0.61.0 (``node_modules/.bin/gemini`` -> ``bundle/gemini.js``) is permitted and recorded, but the child dies at once (exit 1): node's main-path realpath of ``/proc/self/fd/N`` meets its own epoll descriptor (``ENOENT, lstat '/proc/PID/fd/anon_inode:[eventpoll]'``)."""
     world = _world(tmp_path, gemini="0.50.0")
     outcome = world.spawn("gemini", ["--version"], policy=policy,
                           binary=gemini_project / "node_modules" / ".bin" / "gemini",
