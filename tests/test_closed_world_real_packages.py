@@ -3,7 +3,8 @@ floorguard: a floor the installed version meets permits it and the child starts;
 above it refuses it as below floor, and nothing starts.
 
 These download from npm and PyPI (network), so they carry the ``real_packages`` marker and
-are not part of the default run: ``pytest -m real_packages tests/test_closed_world_real_packages.py``.
+are not part of the default run:
+``pytest -m real_packages tests/test_closed_world_real_packages.py``.
 Installs are made once per session under a temporary folder (or under
 ``FLOORGUARD_REAL_PACKAGES_CACHE`` when set, reused across runs).
 """
@@ -18,10 +19,9 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-
 
 import pytest
 from helpers.closed_world import DENY_BY_DEFAULT, Outcome, World
@@ -104,8 +104,9 @@ def claude_global(installs: Installs) -> Path:
 @pytest.fixture(scope="session")
 def claude_js_global(installs: Installs) -> Path:
     """An older claude, still a node ``cli.js`` (``type: module``), installed globally."""
-    return _npm(installs.root, "claude-js-global", f"{CLAUDE_PKG}@{CLAUDE_JS_VERSION}",
-                global_=True)  # fmt: skip
+    return _npm(
+        installs.root, "claude-js-global", f"{CLAUDE_PKG}@{CLAUDE_JS_VERSION}", global_=True
+    )
 
 
 @pytest.fixture(scope="session")
@@ -139,8 +140,16 @@ def _aider_unlocked(prefix: Path) -> None:
         shutil.rmtree(prefix, ignore_errors=True)
         base = getattr(sys, "_base_executable", sys.executable)
         _run([base, "-m", "venv", str(prefix)], "aider-venv")
-        _run([str(prefix / "bin" / "pip"), "install", "-q", "--no-deps",
-              f"{AIDER_DIST}=={AIDER_VERSION}"], "aider-chat")  # fmt: skip
+        _run(
+            [
+                str(prefix / "bin" / "pip"),
+                "install",
+                "-q",
+                "--no-deps",
+                f"{AIDER_DIST}=={AIDER_VERSION}",
+            ],
+            "aider-chat",
+        )
         (prefix / ".done").touch()
 
 
@@ -183,9 +192,14 @@ def test_real_claude_project_install_native_bin_link_is_permitted(
 ) -> None:
     """``node_modules/.bin/claude`` (a link to the package's native ``bin/claude.exe``)."""
     world = _world(tmp_path, claude="2.1.0")
-    outcome = world.spawn("claude", ["--version"], policy=policy,
-                          binary=claude_project / "node_modules" / ".bin" / "claude",
-                          env=_env(world), cwd=claude_project)  # fmt: skip
+    outcome = world.spawn(
+        "claude",
+        ["--version"],
+        policy=policy,
+        binary=claude_project / "node_modules" / ".bin" / "claude",
+        env=_env(world),
+        cwd=claude_project,
+    )
     _permitted(world, outcome, CLAUDE_VERSION)
 
 
@@ -194,9 +208,14 @@ def test_real_claude_project_install_below_floor_is_refused(
 ) -> None:
     """The same install under a floor above it: refused as below floor."""
     world = _world(tmp_path, claude="9.0.0")
-    outcome = world.spawn("claude", ["--version"], policy="default",
-                          binary=claude_project / "node_modules" / ".bin" / "claude",
-                          env=_env(world), cwd=claude_project)  # fmt: skip
+    outcome = world.spawn(
+        "claude",
+        ["--version"],
+        policy="default",
+        binary=claude_project / "node_modules" / ".bin" / "claude",
+        env=_env(world),
+        cwd=claude_project,
+    )
     _refused_below_floor(world, outcome, "claude")
 
 
@@ -206,8 +225,9 @@ def test_real_claude_global_install_found_on_path_is_permitted(
 ) -> None:
     """``npm install -g --prefix DIR``; ``claude`` found on PATH as ``DIR/bin/claude``."""
     world = _world(tmp_path, claude="2.1.0")
-    outcome = world.spawn("claude", ["--version"], policy=policy,
-                          env=_env(world, claude_global / "bin"))  # fmt: skip
+    outcome = world.spawn(
+        "claude", ["--version"], policy=policy, env=_env(world, claude_global / "bin")
+    )
     _permitted(world, outcome, CLAUDE_VERSION)
 
 
@@ -216,8 +236,9 @@ def test_real_claude_global_install_below_floor_is_refused(
 ) -> None:
     """The global install under a floor above it."""
     world = _world(tmp_path, claude="9.0.0")
-    outcome = world.spawn("claude", ["--version"], policy="default",
-                          env=_env(world, claude_global / "bin"))  # fmt: skip
+    outcome = world.spawn(
+        "claude", ["--version"], policy="default", env=_env(world, claude_global / "bin")
+    )
     _refused_below_floor(world, outcome, "claude")
 
 
@@ -225,13 +246,13 @@ def test_real_claude_native_binary_of_the_platform_package_is_permitted(
     claude_project: Path, tmp_path: Path
 ) -> None:
     """The platform package's own ``claude`` binary (``@anthropic-ai/claude-code-linux-x64``)."""
-    binary = (claude_project / "node_modules" / "@anthropic-ai" / "claude-code-linux-x64"
-              / "claude")  # fmt: skip
+    binary = claude_project / "node_modules" / "@anthropic-ai" / "claude-code-linux-x64" / "claude"
     if not binary.exists():
         pytest.skip("no linux-x64 platform package here")
     world = _world(tmp_path, claude="2.1.0")
-    outcome = world.spawn("claude", ["--version"], policy=DENY_BY_DEFAULT, binary=binary,
-                          env=_env(world))  # fmt: skip
+    outcome = world.spawn(
+        "claude", ["--version"], policy=DENY_BY_DEFAULT, binary=binary, env=_env(world)
+    )
     _permitted(world, outcome, CLAUDE_VERSION)
 
 
@@ -239,13 +260,11 @@ def test_real_claude_native_binary_of_the_platform_package_below_floor_is_refuse
     claude_project: Path, tmp_path: Path
 ) -> None:
     """The platform package's ``claude`` binary under a floor above it."""
-    binary = (claude_project / "node_modules" / "@anthropic-ai" / "claude-code-linux-x64"
-              / "claude")  # fmt: skip
+    binary = claude_project / "node_modules" / "@anthropic-ai" / "claude-code-linux-x64" / "claude"
     if not binary.exists():
         pytest.skip("no linux-x64 platform package here")
     world = _world(tmp_path, claude="9.0.0")
-    outcome = world.spawn("claude", ["--version"], policy="default", binary=binary,
-                          env=_env(world))  # fmt: skip
+    outcome = world.spawn("claude", ["--version"], policy="default", binary=binary, env=_env(world))
     assert outcome["outcome"] == "refused", outcome
     world.assert_no_permit_recorded()
 
@@ -256,16 +275,18 @@ def test_real_claude_js_cli_of_a_type_module_package_is_permitted(
 ) -> None:
     """An older claude whose bin is ``cli.js`` (``#!/usr/bin/env node``, ``type: module``)."""
     world = _world(tmp_path, claude="1.0.0")
-    outcome = world.spawn("claude", ["--version"], policy=policy,
-                          env=_env(world, claude_js_global / "bin"))  # fmt: skip
+    outcome = world.spawn(
+        "claude", ["--version"], policy=policy, env=_env(world, claude_js_global / "bin")
+    )
     _permitted(world, outcome, CLAUDE_JS_VERSION)
 
 
 def test_real_claude_js_cli_below_floor_is_refused(claude_js_global: Path, tmp_path: Path) -> None:
     """The node ``cli.js`` claude under a floor above it."""
     world = _world(tmp_path, claude="1.0.101")
-    outcome = world.spawn("claude", ["--version"], policy="default",
-                          env=_env(world, claude_js_global / "bin"))  # fmt: skip
+    outcome = world.spawn(
+        "claude", ["--version"], policy="default", env=_env(world, claude_js_global / "bin")
+    )
     _refused_below_floor(world, outcome, "claude")
 
 
@@ -275,8 +296,9 @@ def test_real_node_running_claude_js_cli_is_permitted(
     """``node .../@anthropic-ai/claude-code/cli.js --version``."""
     cli = claude_js_global / "lib" / "node_modules" / CLAUDE_PKG / "cli.js"
     world = _world(tmp_path, claude="1.0.0")
-    outcome = world.spawn("node", [str(cli), "--version"], binary=NODE, policy=DENY_BY_DEFAULT,
-                          env=_env(world))  # fmt: skip
+    outcome = world.spawn(
+        "node", [str(cli), "--version"], binary=NODE, policy=DENY_BY_DEFAULT, env=_env(world)
+    )
     _permitted(world, outcome, CLAUDE_JS_VERSION)
 
 
@@ -289,9 +311,14 @@ def test_real_codex_project_install_esm_bin_link_is_permitted(
 ) -> None:
     """``node_modules/.bin/codex`` -> ``codex.js`` (ESM), which execs the native binary."""
     world = _world(tmp_path, codex="0.100.0")
-    outcome = world.spawn("codex", ["--version"], policy=policy,
-                          binary=codex_project / "node_modules" / ".bin" / "codex",
-                          env=_env(world), cwd=codex_project)  # fmt: skip
+    outcome = world.spawn(
+        "codex",
+        ["--version"],
+        policy=policy,
+        binary=codex_project / "node_modules" / ".bin" / "codex",
+        env=_env(world),
+        cwd=codex_project,
+    )
     _permitted(world, outcome, CODEX_VERSION)
 
 
@@ -300,9 +327,14 @@ def test_real_codex_project_install_below_floor_is_refused(
 ) -> None:
     """The same codex under a floor above it."""
     world = _world(tmp_path, codex="1.0.0")
-    outcome = world.spawn("codex", ["--version"], policy="default",
-                          binary=codex_project / "node_modules" / ".bin" / "codex",
-                          env=_env(world), cwd=codex_project)  # fmt: skip
+    outcome = world.spawn(
+        "codex",
+        ["--version"],
+        policy="default",
+        binary=codex_project / "node_modules" / ".bin" / "codex",
+        env=_env(world),
+        cwd=codex_project,
+    )
     _refused_below_floor(world, outcome, "codex")
 
 
@@ -312,8 +344,9 @@ def test_real_codex_global_install_on_path_is_permitted(
 ) -> None:
     """``npm install -g --prefix DIR @openai/codex``; ``codex`` found on PATH."""
     world = _world(tmp_path, codex="0.100.0")
-    outcome = world.spawn("codex", ["--version"], policy=policy,
-                          env=_env(world, codex_global / "bin"))  # fmt: skip
+    outcome = world.spawn(
+        "codex", ["--version"], policy=policy, env=_env(world, codex_global / "bin")
+    )
     _permitted(world, outcome, CODEX_VERSION)
 
 
@@ -322,8 +355,9 @@ def test_real_codex_global_install_below_floor_is_refused(
 ) -> None:
     """The global codex under a floor above it."""
     world = _world(tmp_path, codex="1.0.0")
-    outcome = world.spawn("codex", ["--version"], policy="default",
-                          env=_env(world, codex_global / "bin"))  # fmt: skip
+    outcome = world.spawn(
+        "codex", ["--version"], policy="default", env=_env(world, codex_global / "bin")
+    )
     _refused_below_floor(world, outcome, "codex")
 
 
@@ -342,8 +376,9 @@ def test_real_codex_native_binary_at_exactly_its_floor_is_permitted(
     ``"name": "@openai/codex", "version": "0.171.0-linux-x64"``), floor 0.171.0: it is codex
     0.171.0, as its ``--version`` says."""
     world = _world(tmp_path, codex=CODEX_VERSION)
-    outcome = world.spawn("codex", ["--version"], policy=policy,
-                          binary=_codex_native(codex_project), env=_env(world))  # fmt: skip
+    outcome = world.spawn(
+        "codex", ["--version"], policy=policy, binary=_codex_native(codex_project), env=_env(world)
+    )
     _permitted(world, outcome, CODEX_VERSION)
 
 
@@ -352,8 +387,13 @@ def test_real_codex_native_binary_below_floor_is_refused(
 ) -> None:
     """The native codex binary under a floor above it."""
     world = _world(tmp_path, codex="1.0.0")
-    outcome = world.spawn("codex", ["--version"], policy="default",
-                          binary=_codex_native(codex_project), env=_env(world))  # fmt: skip
+    outcome = world.spawn(
+        "codex",
+        ["--version"],
+        policy="default",
+        binary=_codex_native(codex_project),
+        env=_env(world),
+    )
     _refused_below_floor(world, outcome, "codex")
 
 
@@ -378,8 +418,7 @@ def test_real_codex_native_binary_copied_under_another_name_is_still_codex(
     copy.parent.mkdir()
     shutil.copy2(_codex_native(codex_project), copy)
     world = _world(tmp_path, codex="1.0.0")
-    outcome = world.spawn("helper", ["--version"], policy="default",
-                          env=_env(world, copy.parent))  # fmt: skip
+    outcome = world.spawn("helper", ["--version"], policy="default", env=_env(world, copy.parent))
     assert outcome["outcome"] == "refused", outcome
     world.assert_no_permit_recorded()
 
@@ -391,11 +430,19 @@ def test_real_codex_native_binary_copied_under_another_name_is_still_codex(
 def test_real_gemini_project_install_esm_bundle_is_permitted(
     gemini_project: Path, tmp_path: Path, policy: str
 ) -> None:
-    """FINDING: the real gemini 0.61.0 (``node_modules/.bin/gemini`` -> ``bundle/gemini.js``) is permitted and recorded, but the child dies at once (exit 1): node's main-path realpath of ``/proc/self/fd/N`` meets its own epoll descriptor (``ENOENT, lstat '/proc/PID/fd/anon_inode:[eventpoll]'``)."""
+    """FINDING: the real gemini 0.61.0 (``node_modules/.bin/gemini`` -> ``bundle/gemini.js``) is
+    permitted and recorded, but the child dies at once (exit 1): node's main-path realpath of
+    ``/proc/self/fd/N`` meets its own epoll descriptor (``ENOENT, lstat
+    '/proc/PID/fd/anon_inode:[eventpoll]'``)."""
     world = _world(tmp_path, gemini="0.50.0")
-    outcome = world.spawn("gemini", ["--version"], policy=policy,
-                          binary=gemini_project / "node_modules" / ".bin" / "gemini",
-                          env=_env(world), cwd=gemini_project)  # fmt: skip
+    outcome = world.spawn(
+        "gemini",
+        ["--version"],
+        policy=policy,
+        binary=gemini_project / "node_modules" / ".bin" / "gemini",
+        env=_env(world),
+        cwd=gemini_project,
+    )
     _permitted(world, outcome, GEMINI_VERSION)
 
 
@@ -404,9 +451,14 @@ def test_real_gemini_project_install_below_floor_is_refused(
 ) -> None:
     """The same gemini under a floor above it."""
     world = _world(tmp_path, gemini="1.0.0")
-    outcome = world.spawn("gemini", ["--version"], policy="default",
-                          binary=gemini_project / "node_modules" / ".bin" / "gemini",
-                          env=_env(world), cwd=gemini_project)  # fmt: skip
+    outcome = world.spawn(
+        "gemini",
+        ["--version"],
+        policy="default",
+        binary=gemini_project / "node_modules" / ".bin" / "gemini",
+        env=_env(world),
+        cwd=gemini_project,
+    )
     _refused_below_floor(world, outcome, "gemini")
 
 
@@ -420,16 +472,18 @@ def test_real_aider_console_script_in_a_venv_is_permitted(
     """``pip install --no-deps aider-chat`` in a venv; ``aider`` on PATH is pip's console
     script (it starts, then fails on the missing dependencies: the child did start)."""
     world = _world(tmp_path, aider="0.60.0")
-    outcome = world.spawn("aider", ["--version"], policy=policy,
-                          env=_env(world, aider_venv / "bin"))  # fmt: skip
+    outcome = world.spawn(
+        "aider", ["--version"], policy=policy, env=_env(world, aider_venv / "bin")
+    )
     _permitted(world, outcome)
 
 
 def test_real_aider_console_script_below_floor_is_refused(aider_venv: Path, tmp_path: Path) -> None:
     """The same aider under a floor above it."""
     world = _world(tmp_path, aider="1.0.0")
-    outcome = world.spawn("aider", ["--version"], policy="default",
-                          env=_env(world, aider_venv / "bin"))  # fmt: skip
+    outcome = world.spawn(
+        "aider", ["--version"], policy="default", env=_env(world, aider_venv / "bin")
+    )
     _refused_below_floor(world, outcome, "aider")
 
 
@@ -464,21 +518,29 @@ def test_real_aider_python_dash_m_with_the_venv_python_is_permitted(
 ) -> None:
     """``VENV/bin/python -m aider --version``."""
     world = _world(tmp_path, aider="0.60.0")
-    outcome = world.spawn("python", ["-m", "aider", "--version"], policy=policy,
-                          binary=aider_venv / "bin" / "python", env=_env(world))  # fmt: skip
+    outcome = world.spawn(
+        "python",
+        ["-m", "aider", "--version"],
+        policy=policy,
+        binary=aider_venv / "bin" / "python",
+        env=_env(world),
+    )
     _permitted(world, outcome)
 
 
 def test_real_aider_python_dash_m_below_floor_is_refused(aider_venv: Path, tmp_path: Path) -> None:
     """``VENV/bin/python -m aider`` under a floor above it."""
     world = _world(tmp_path, aider="1.0.0")
-    outcome = world.spawn("python", ["-m", "aider", "--version"], policy="default",
-                          binary=aider_venv / "bin" / "python", env=_env(world))  # fmt: skip
+    outcome = world.spawn(
+        "python",
+        ["-m", "aider", "--version"],
+        policy="default",
+        binary=aider_venv / "bin" / "python",
+        env=_env(world),
+    )
     _refused_below_floor(world, outcome, "aider")
 
 
 def test_zz_report_install_times(installs: Installs) -> None:
     """Not a check: prints how long this session's installs took (``-s`` to see it)."""
     print("install times:", json.dumps({k: round(v, 1) for k, v in INSTALL_TIMES.items()}))
-
-
