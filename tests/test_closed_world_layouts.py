@@ -406,7 +406,7 @@ def test_legit_env_dash_s_shebang_with_an_allowlisted_flag_runs(
 
 
 @node
-def test_type_module_package_json_in_workspace_claiming_the_new_version(
+def test_type_module_package_with_an_imports_map_to_the_old_cli_requested_as_claude(
     world: World, untracked_policy: str, tmp_path: Path
 ) -> None:
     """``node WS/main.mjs`` that imports OLD/cli.js, beside a WS package.json with
@@ -426,7 +426,7 @@ def test_type_module_package_json_in_workspace_claiming_the_new_version(
 
 
 @node
-def test_exports_self_reference_of_the_new_package_pointing_at_old_code(
+def test_workspace_node_modules_link_to_old_claude_required_by_a_script(
     world: World, untracked_policy: str, tmp_path: Path
 ) -> None:
     """``node WS/x.js`` requiring ``@anthropic-ai/claude-code`` through ``WS/node_modules``
