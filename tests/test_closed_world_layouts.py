@@ -1,8 +1,8 @@
-"""Outside review: install layouts and host arguments the other closed-world tests do not
-cover (pnpm stores and shims, symlinked working folders, ``..`` through a linked folder,
-a relative ``binary=``, Popen keyword arguments, egg installs, archives beside a namespace
-portion). Each attack puts a below-floor agent where the child would run it; the safe
-outcome is a recorded refusal and no marker.
+"""A closed world at the spawn, install layouts and host arguments: what the other
+closed-world tests do not cover (pnpm stores and shims, symlinked working folders, ``..``
+through a linked folder, a relative ``binary=``, Popen keyword arguments, egg installs,
+archives beside a namespace portion). Each attack puts a below-floor agent where the child
+would run it; the safe outcome is a recorded refusal and no marker.
 """
 
 from __future__ import annotations
@@ -180,7 +180,7 @@ def test_node_relative_script_through_dotdot_of_a_symlinked_cwd(
 def test_binary_path_with_dotdot_through_a_symlinked_folder(
     world: World, untracked_policy: str, tmp_path: Path
 ) -> None:
-    """FINDING: ``binary=WS/link/../cli.js`` (``link -> OLD/lib``, WS a copy of the new package)
+    """``binary=WS/link/../cli.js`` (``link -> OLD/lib``, WS a copy of the new package)
     runs the old CLI (the kernel resolves ``..`` from the link's target) under a permit recorded
     as claude 1.0.200 (``npm-package``, WS's package.json).
 
@@ -368,7 +368,7 @@ def test_env_dash_s_shebang_setting_node_options(world: World, untracked_policy:
 def test_env_dash_s_shebang_with_the_script_option_of_env(
     world: World, untracked_policy: str, tmp_path: Path
 ) -> None:
-    """FINDING: a project-local (workspace ``node_modules``) new claude whose ``cli.js`` starts
+    """a project-local (workspace ``node_modules``) new claude whose ``cli.js`` starts
     ``#!/usr/bin/env -S node OLD/cli.js`` runs the old CLI under a permit recorded as claude
     1.0.200 (``npm-package``): the script node is given on the ``#!`` line is not judged.
 
@@ -528,7 +528,7 @@ def test_dash_m_with_a_namespace_portion_and_a_zip_of_old_aider(
 def test_unchecked_pyc_of_main_in_a_pythonpath_copy_of_the_new_aider(
     world: World, untracked_policy: str, tmp_path: Path
 ) -> None:
-    """FINDING: ``python -m aider`` with PYTHONPATH=WS (a copy of the new aider and its
+    """``python -m aider`` with PYTHONPATH=WS (a copy of the new aider and its
     dist-info) plus an unchecked-hash ``aider/__pycache__/__main__.cpython-3X.pyc`` runs the old
     aider under a permit recorded as aider 0.70.0 (``python -m``).
 
@@ -617,8 +617,9 @@ def test_path_entry_with_dotdot_through_a_symlinked_folder(
 def test_console_script_binary_with_dotdot_through_a_symlinked_folder(
     world: World, untracked_policy: str, tmp_path: Path
 ) -> None:
-    """``binary=NEWVENV/bin/link/../aider`` with ``link -> OLDVENV/bin/sub``: whichever
-    script is chosen, the one judged is the one that runs (here the new one)."""
+    """``binary=NEWVENV/bin/link/../aider`` with ``link -> OLDVENV/bin/sub``: the name is
+    resolved as the kernel resolves it (``..`` of the link's target: the old venv's script),
+    and that is what is judged, refused, and never run."""
     old, new = world.old_aider(), world.new_aider()
     (old.prefix / "bin" / "sub").mkdir()
     os.symlink(old.prefix / "bin" / "sub", new.prefix / "bin" / "link")
@@ -629,15 +630,16 @@ def test_console_script_binary_with_dotdot_through_a_symlinked_folder(
         policy=untracked_policy,
         env=world.env(),
     )
-    assert not old.marker.exists(), outcome
-    world.assert_permitted_and_ran(outcome, new.marker)
+    world.assert_refused(outcome, old.marker, "0.50.0 is below the floor")
+    assert not new.marker.exists(), outcome
 
 
 def test_pythonpath_entry_with_dotdot_through_a_symlinked_folder(
     world: World, untracked_policy: str, tmp_path: Path
 ) -> None:
     """PYTHONPATH=``NEWSITE/link/..`` (``link -> OLDSITE/sub``), new venv's ``python -m
-    aider``: site normalises the entry lexically (NEWSITE), and so does the judgement."""
+    aider``: ``site`` normalises the entry by its letters (NEWSITE), ``-S`` would not: an
+    entry that climbs with ``..`` is refused, whichever folder it would name."""
     old, new = world.old_aider(), world.new_aider()
     (old.site / "sub").mkdir()
     os.symlink(old.site / "sub", new.site / "link")
@@ -645,8 +647,8 @@ def test_pythonpath_entry_with_dotdot_through_a_symlinked_folder(
     outcome = world.spawn(
         "python", ["-m", "aider", "task"], binary=new.python, policy=untracked_policy, env=env
     )
-    assert not old.marker.exists(), outcome
-    world.assert_permitted_and_ran(outcome, new.marker)
+    world.assert_refused(outcome, old.marker, "PYTHONPATH")
+    assert not new.marker.exists(), outcome
 
 
 def _pythonpath_copy_with_pyc(
@@ -696,7 +698,7 @@ def _pythonpath_copy_with_pyc(
 def test_stamped_pyc_of_main_in_a_pythonpath_copy_of_the_new_aider(
     world: World, untracked_policy: str, tmp_path: Path
 ) -> None:
-    """FINDING: ``python -m aider`` with PYTHONPATH=WS (a copy of the new aider) and a timestamp
+    """``python -m aider`` with PYTHONPATH=WS (a copy of the new aider) and a timestamp
     ``__main__`` pyc of other code whose header carries the real ``__main__.py``'s mtime and
     size runs the old aider under a permit recorded as aider 0.70.0 (``python -m``)."""
     old, new, ws = _pythonpath_copy_with_pyc(world, tmp_path, "__main__", "stamped")
@@ -713,7 +715,7 @@ def test_stamped_pyc_of_main_in_a_pythonpath_copy_of_the_new_aider(
 def test_unchecked_pyc_of_a_submodule_in_a_pythonpath_copy_of_the_new_aider(
     world: World, untracked_policy: str, tmp_path: Path
 ) -> None:
-    """FINDING: ``python -m aider`` with PYTHONPATH=WS (a copy of the new aider) and an
+    """``python -m aider`` with PYTHONPATH=WS (a copy of the new aider) and an
     unchecked-hash pyc of ``aider/main.py`` (imported by ``__main__``) runs the old aider under
     a permit recorded as aider 0.70.0 (``python -m``)."""
     old, new, ws = _pythonpath_copy_with_pyc(world, tmp_path, "main", "unchecked")
@@ -730,7 +732,7 @@ def test_unchecked_pyc_of_a_submodule_in_a_pythonpath_copy_of_the_new_aider(
 def test_unchecked_pyc_of_a_submodule_in_the_cwd_with_dash_m(
     world: World, untracked_policy: str, tmp_path: Path
 ) -> None:
-    """FINDING: ``python -m aider`` in a working folder holding a copy of the new aider (first
+    """``python -m aider`` in a working folder holding a copy of the new aider (first
     on the path for ``-m``) with an unchecked-hash pyc of ``aider/main.py`` runs the old aider
     under a permit recorded as aider 0.70.0 (``python -m``)."""
     old, new, ws = _pythonpath_copy_with_pyc(world, tmp_path, "main", "unchecked")

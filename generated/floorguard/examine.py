@@ -135,6 +135,9 @@ def _script(
             "(a launcher choosing what runs)"
         )
     script_argv = [*shebang.arguments, str(opened.path), *(argv or ())]
+    runs_itself = _runs_itself(kind, script_argv, str(opened.path))
+    if runs_itself is not None:
+        doubts.append(f"{opened.path}: {runs_itself}")
     if kind == "node":
         _, more = _node_run(script_argv, environ, here, script=opened)
         what = f"a node script run by {interpreter}"
@@ -150,6 +153,25 @@ def _script(
 
 
 # ---------------------------------------------------------------------------- #! lines
+
+
+def _runs_itself(kind: str, argv: list[str], script: str) -> str | None:
+    """Why the interpreter of a ``#!`` line would not run the script itself, or None: the
+    line's own arguments may name another program (``env -S node OTHER.js``, ``python -m``),
+    and the script is then only an argument of that program."""
+    if kind == "node":
+        from floorguard.node_command import parse_node_argv
+
+        node = parse_node_argv(argv)
+        program = node.script if node.runs == "script" else None
+    else:
+        from floorguard.python_command import parse_python_argv
+
+        python = parse_python_argv(argv)
+        program = python.value if python.runs == "script" else None
+    if program == script:
+        return None
+    return "its #! line makes the interpreter run something else than the script"
 
 
 def _parse_shebang(head: bytes) -> _Shebang:
@@ -228,6 +250,7 @@ def _python_run(
         top = command.value.split(".", 1)[0]
         hit = identify.resolve_import(top, paths.entries, version)
         if hit is not None:
+            doubts += _outside_sites(top, paths, version)
             return as_interpreted(hit, "python -m", command.value), doubts
         return _module_code(command.value, paths, version, doubts)
     if command.runs == "code" and command.value is not None:
@@ -339,6 +362,7 @@ def _judge_source(
         hit = identify.resolve_import(top, paths.entries, version)
         if hit is not None:
             hits.append(hit)
+            doubts += _outside_sites(top, paths, version)
             continue
         # The standard library comes after the program's folder and PYTHONPATH only (whose
         # shadows are doubts already); anything else imported is code nobody judged.
@@ -357,6 +381,16 @@ def _judge_source(
     found_version, source_path = versions.pop() if len(versions) == 1 else (None, None)
     identified = Identification(hits[0].adapter, via, subject, found_version, source_path, True)
     return identified, doubts
+
+
+def _outside_sites(top: str, paths: identify.PythonPath, version: str | None) -> list[str]:
+    """A catalogued package imported from ahead of the site folders (the program's folder,
+    PYTHONPATH) is a copy in a folder the child's inputs chose, whose bytecode caches and
+    files nothing vouches for: a doubt. Installed copies are judged by their metadata."""
+    found = identify.find_module(top, paths.entries, version)
+    if found is None or found[0] not in paths.before_site:
+        return []
+    return [f"{top} is imported from {found[0]}, outside every site folder"]
 
 
 def _open_program(path: str) -> Target:
@@ -432,7 +466,9 @@ def _node_main(script: str, here: str) -> Target | None:
     """The file ``node SCRIPT`` loads, as its CommonJS loader finds a main entry: the path
     against the working directory, as given or with ``.js``, ``.json`` or ``.node``; for a
     folder, its ``package.json`` ``main`` or its ``index`` file."""
-    where = Path(script if os.path.isabs(script) else os.path.join(here, script))
+    # node resolves its main script's path by the letters (``link/..`` is the folder that
+    # holds the link), and opens what that names.
+    where = Path(os.path.normpath(os.path.join(here, script)))
     for extension in _NODE_EXTENSIONS:
         candidate = Path(str(where) + extension)
         if candidate.is_file():

@@ -485,8 +485,14 @@ def _python_path(
     if env.get("PYTHONPATH"):
         python_path_dirs = [os.path.join(cwd, e) for e in env["PYTHONPATH"].split(os.pathsep)]
     before = _unique([*head, *python_path_dirs])
+    climbing = [
+        f"PYTHONPATH entry {entry!r} climbs with '..' (by its letters with site, through "
+        "links without it)"
+        for entry in env.get("PYTHONPATH", "").split(os.pathsep)
+        if ".." in Path(entry).parts
+    ]
     if "S" in flags:
-        return PythonPath(tuple(before), (), ())
+        return PythonPath(tuple(before), (), tuple(climbing))
     version = python_version(interpreter)
     venv = _venv_config(interpreter)
     user_enabled = not (isolated or "s" in flags or env.get("PYTHONNOUSERSITE")) and venv in (
@@ -521,7 +527,7 @@ def _python_path(
     for consulted in (interpreter, *sites, *scan.consulted):
         _identity(consulted)  # noted: a change to any of them is another answer
     startup = [*at_startup, *scan.directories]
-    doubts = [*scan.doubts]
+    doubts = [*climbing, *scan.doubts]
     doubts += python_site.customize_doubts(lambda m: _module_folder(m, startup), user_enabled)
     doubts += [
         f"sys.path entry {entry} is a file (an archive whose modules are not read)"

@@ -55,7 +55,9 @@ def locate(name: str, *, path_env: str | None) -> str:
     if not isinstance(name, str) or not name or "\x00" in name:
         raise DetectionError(f"invalid binary name: {name!r}")
     if os.sep in name or (os.altsep is not None and os.altsep in name):
-        return os.path.abspath(name)
+        # Not abspath: it drops ``link/..`` by the letters, where the kernel (and realpath,
+        # after) steps out of the link's target.
+        return name if os.path.isabs(name) else os.path.join(os.getcwd(), name)
     searched = search_path(path_env)
     found = shutil.which(name, path=searched)
     if found is None:
