@@ -73,3 +73,18 @@ def test_shim_choosing_old_cli_by_tool_versions_in_the_cwd_is_refused(
         "claude", ["task"], cwd=project, policy=untracked_policy, env=world.env(shims)
     )
     world.assert_refused(outcome, old.marker, *LAUNCHER, ".tool-versions")
+
+
+def test_a_program_neither_native_nor_a_script_is_refused(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """A file the kernel might still run through binfmt_misc (here a jar's magic bytes):
+    requested as ``claude``, refused as a format floorguard does not understand."""
+    from probes import write_executable
+
+    marker = tmp_path / "never"
+    write_executable(tmp_path / "bin" / "claude", "PK\x03\x04 not a program\n")
+    outcome = world.spawn(
+        "claude", ["task"], policy=untracked_policy, env=world.env(tmp_path / "bin")
+    )
+    world.assert_refused(outcome, marker, "neither a native program nor a #! script")

@@ -173,3 +173,25 @@ def test_a_cached_answer_notices_a_pth_file_added_or_rewritten(
     assert any("late.pth line 1" in d for d in ask().doubts)
     os.remove(pth)
     assert ask().doubts == ()
+
+
+def test_virtualenv_pth_is_understood_beside_its_module(
+    venv: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """virtualenv and uv write ``_virtualenv.pth`` (``import _virtualenv``) beside the module."""
+    python, site = venv
+    (site / "_virtualenv.pth").write_text("import _virtualenv\n")
+    (site / "_virtualenv.py").write_text("")
+    assert paths(python, tmp_path).doubts == ()
+    os.remove(site / "_virtualenv.py")
+    [doubt] = paths(python, tmp_path).doubts
+    assert "_virtualenv.pth line 1 runs code at start-up (_virtualenv is not beside it)" in doubt
+
+
+def test_an_archive_on_pythonpath_is_a_doubt(venv: tuple[Path, Path], tmp_path: Path) -> None:
+    """zipimport would load modules from it that are never read here."""
+    python, _ = venv
+    archive = tmp_path / "old.zip"
+    archive.write_bytes(b"PK\x05\x06" + b"\x00" * 18)
+    doubts = paths(python, tmp_path, PYTHONPATH=str(archive)).doubts
+    assert f"sys.path entry {archive} is a file (an archive whose modules are not read)" in doubts
