@@ -117,7 +117,11 @@ def _script(
     shebang = _parse_shebang(head)
     doubts += shebang.doubts
     interpreter = shebang.interpreter
-    if interpreter and os.sep not in interpreter:
+    if interpreter and os.sep in interpreter and not os.path.isabs(interpreter):
+        # The kernel looks a relative interpreter up from the child's working directory.
+        doubts.append(f"{opened.path}: its #! line names a relative interpreter {interpreter}")
+        interpreter = os.path.join(here, interpreter)
+    elif interpreter and os.sep not in interpreter:
         # ``#!/usr/bin/env node``: whichever the child's PATH finds.
         interpreter = identify.locate_noted(interpreter, environ.get("PATH")) or ""
     if not interpreter:
