@@ -24,6 +24,9 @@ import pytest
 from helpers.closed_world import NEW_AIDER, NEW_CLAUDE, Venv, World
 from probes import pip_install, site_packages, write_executable
 
+# Long: hundreds of spawns in real venvs; .ci/run runs them (pytest -m attack).
+pytestmark = pytest.mark.attack
+
 PY = f"python{sys.version_info.major}.{sys.version_info.minor}"
 NODE = shutil.which("node") or "/usr/bin/node"
 needs_node = pytest.mark.skipif(not Path(NODE).exists(), reason="node is not installed")

@@ -26,6 +26,9 @@ from helpers.closed_world import (
 )
 from probes import write_executable
 
+# Long: hundreds of spawns in real venvs; .ci/run runs them (pytest -m attack).
+pytestmark = pytest.mark.attack
+
 NODE = shutil.which("node") or "/usr/bin/node"
 node = pytest.mark.skipif(not Path(NODE).exists(), reason="node is not installed")
 
