@@ -1,28 +1,24 @@
-"""Which catalogued adapter will run, whatever name it was asked for by.
+"""Which catalogued package a file or an import belongs to, and at which version.
 
-A host may ask for ``codey`` and get aider: a symlink, a copied console script or
-``python3 -m aider`` run the same below-floor code under a name with no floor. So what will
-run is identified from what it is:
+A host may ask for ``codey`` and get aider: a symlink or a copied console script runs the
+same below-floor code under a name with no floor. This module answers from what things are,
+for ``examine`` (which decides what a child runs):
 
 - a file of an npm package: the nearest ``package.json`` above it that names a package
   names a catalogued one;
 - a file a catalogued pip distribution installed: its ``RECORD`` lists the file, or the file
   lies inside one of the distribution's top-level packages (bytecode, unlisted files);
-- Python code (a console-script wrapper or a copy of one, a script, ``-c`` code, the module
-  ``-m`` runs) importing a catalogued distribution's modules anywhere in it;
-- an interpreter invocation: ``python [options] -m MODULE | -c CODE | SCRIPT | DIR`` and
-  ``node [options] SCRIPT``, judged by what it is asked to run.
-
-For Python code the version is that of the module the interpreter will import: the import
-is resolved as the interpreter resolves it (its first ``sys.path`` entry, PYTHONPATH, the
-environment's site-packages, the user site), and the version is read from the distribution
-installed at *that* place. Code found where no catalogued distribution owns it has no
-known version, which refuses.
+- an import: where a Python child's import system finds a top-level module
+  (:func:`python_path` builds the search path as CPython and its ``site`` do,
+  :func:`find_module` follows the path finder), and the version of the distribution
+  installed at *that* place. Catalogued code where no distribution owns it has no known
+  version, which refuses.
 
 Metadata next to an opened file is read relative to its directory descriptor; every read is
 non-blocking, of regular files only, and capped. Anything doubtful (a ``package.json`` that
 is there but is not a JSON object, several adapters at once) raises DetectionError: the
-caller refuses rather than guess. What is not recognised stays unidentified.
+caller refuses rather than guess. Answers are cached while every file and folder they
+consulted is unchanged.
 """
 
 from __future__ import annotations
