@@ -81,3 +81,20 @@ def test_doctor_refuses_to_report_on_a_tampered_floor_map(
     assert done.returncode == 1
     assert "tampered" in done.stderr
     assert host.chain_records() == []
+
+
+def test_doctor_reports_a_launcher_as_of_unknown_version_as_the_gate_refuses_it(
+    tmp_path: Path,
+) -> None:
+    """A shell script named aider answering a safe ``--version`` is a launcher: the gate
+    refuses to spawn it, so the doctor never shows it ``ok`` (and never probes it)."""
+    from probes import sh_script
+
+    doctor_path = tmp_path / "bin"
+    ran = tmp_path / "probed"
+    sh_script(doctor_path / "aider", f": > '{ran}'\necho 'aider 0.99.0'")
+    done = floorctl("doctor", "--json", cwd=REPO, state=tmp_path / "state", PATH=str(doctor_path))
+    assert done.returncode == 1, done.stderr
+    [aider] = [a for a in json.loads(done.stdout)["adapters"] if a["adapter"] == "aider"]
+    assert aider["status"] == "unknown_version", aider
+    assert not ran.exists()

@@ -135,6 +135,26 @@ def _ahead(entry: Advisory, posture: AdapterPosture, last_green: LastGreen) -> A
     )
 
 
+def _unjudged(binary: str | os.PathLike[str], path_env: str | None) -> str | None:
+    """Why the gate could not judge this binary by itself, as it would refuse to spawn it:
+    a launcher (a script not recognised as the adapter's code, never probed) or a file whose
+    inputs are not understood. None when it can be judged."""
+    from floorguard import examine
+    from floorguard.target import open_target
+
+    try:
+        with open_target(os.fspath(binary), path_env=path_env) as opened:
+            environ = dict(os.environ) if path_env is None else {**os.environ, "PATH": path_env}
+            exam = examine.examine(opened, None, environ=environ)
+    except DetectionError as exc:
+        return str(exc)
+    if exam.doubts:
+        return "; ".join(exam.doubts)
+    if exam.identified is None and exam.runs != "native":
+        return f"{opened.path} is {exam.what}, a launcher whose --version answer is not taken"
+    return None
+
+
 def _examine(entry: Advisory, path_env: str | None, at: _dt.datetime | None) -> AdapterPosture:
     from floorguard import detect, verdict, versions
 
@@ -143,6 +163,9 @@ def _examine(entry: Advisory, path_env: str | None, at: _dt.datetime | None) -> 
         binary = detect.resolve_binary(adapter, None, path_env=path_env)
     except DetectionError as exc:
         return AdapterPosture(adapter, None, None, None, floor, NOT_INSTALLED, str(exc))
+    unjudged = _unjudged(binary, path_env)
+    if unjudged is not None:
+        return AdapterPosture(adapter, str(binary), None, None, floor, UNKNOWN_VERSION, unjudged)
     try:
         found = detect.detect_version(adapter, binary=binary, path_env=path_env)
     except DetectionError as exc:
