@@ -43,6 +43,8 @@ _PYTHON_NAME: Final = re.compile(r"python(?:\d+(?:\.\d+)?)?\Z")
 _NODE_NAME: Final = re.compile(r"node(?:js)?\Z")
 _ELF_MAGIC: Final = b"\x7fELF"
 _HEAD_BYTES: Final = 512
+# Linux reads a #! line from the first 256 bytes of the file (BINPRM_BUF_SIZE).
+_SHEBANG_LIMIT: Final = 256
 
 
 @dataclass(frozen=True)
@@ -182,8 +184,14 @@ def _parse_shebang(head: bytes) -> _Shebang:
     """The interpreter and arguments of a ``#!`` line, as the kernel passes them: the rest
     of the line after the interpreter is *one* argument; ``env -S`` splits it into words.
     What ``env`` is asked to do besides naming a program (set variables, clear the
-    environment, quoting) is a doubt."""
-    line = os.fsdecode(head[2:].split(b"\n", 1)[0]).rstrip("\r").strip(" \t")
+    environment, quoting) is a doubt, and so is a line the kernel reads otherwise than its
+    letters say: longer than the kernel reads (it cuts it), or holding a carriage return
+    (which the kernel keeps, as part of a name)."""
+    first = head.split(b"\n", 1)[0]
+    if len(first) >= _SHEBANG_LIMIT or b"\r" in first:
+        why = "is longer than the kernel reads" if b"\r" not in first else "holds a CR"
+        return _Shebang("", (), (f"the #! line {why}: it is not run as it reads",))
+    line = os.fsdecode(first[2:]).strip(" \t")
     program, _, rest = line.replace("\t", " ").partition(" ")
     rest = rest.strip(" \t")
     if os.path.basename(program) != "env":
