@@ -1,0 +1,725 @@
+"""A closed world at the spawn, round 3 of an outside review: Python programs that use only
+what the README calls understood (``sys``, ``os``, ``os.path``, ``re`` and catalogued
+imports) yet reach the import system through other spellings, interpreter options that
+change which bytecode is loaded, ``#!`` lines as the kernel really reads them, a host whose
+own environment reaches the child, and answers reused across spawns of one host process.
+
+Each attack asserts the safe outcome: refused and recorded, the old marker absent. Every
+test runs under the default policy and under deny-by-default.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import py_compile
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers.closed_world import HOST, Outcome, Venv, World
+from probes import write_executable
+
+pytestmark = pytest.mark.attack
+
+PY = f"python{sys.version_info.major}.{sys.version_info.minor}"
+TAG = sys.implementation.cache_tag
+NODE = shutil.which("node") or "/usr/bin/node"
+needs_node = pytest.mark.skipif(not Path(NODE).exists(), reason="node is not installed")
+
+RUN_AIDER = "import sys\nfrom aider.main import main\nsys.exit(main())\n"
+
+
+@pytest.fixture(autouse=True)
+def _show_outcomes(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Print every outcome checked (``-s`` shows why each attempt held)."""
+    refused = world.assert_refused
+
+    def show(outcome, marker, *names):  # type: ignore[no-untyped-def]
+        print(f"\nOUTCOME {outcome!r}")
+        refused(outcome, marker, *names)
+
+    monkeypatch.setattr(world, "assert_refused", show)
+
+
+def script_spawn(world: World, policy: str, tmp_path: Path, new: Venv, body: str, **env: str):  # type: ignore[no-untyped-def]
+    script = tmp_path / "work" / "run_agent.py"
+    script.parent.mkdir(exist_ok=True)
+    script.write_text(body, encoding="utf-8")
+    return world.spawn(
+        "python", [str(script), "task"], binary=new.python, policy=policy, env=world.env(**env)
+    )
+
+
+def insert_old(old: Venv) -> str:
+    return repr(str(old.site))
+
+
+# ============================================== sys reached through other spellings
+
+
+def test_sys_reached_through_a_builtin_functions_self(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """``sys.exit.__self__`` is the sys module: ``sys.exit.__self__.path.insert(0, OLD)``."""
+    new, old = world.new_aider(), world.old_aider()
+    body = f"import sys\nsys.exit.__self__.path.insert(0, {insert_old(old)})\n" + RUN_AIDER
+    outcome = script_spawn(world, untracked_policy, tmp_path, new, body)
+    world.assert_refused(outcome, old.marker, "__self__", "sys")
+
+
+def test_sys_reached_through_os_path_function_globals(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """``os.path.join.__globals__['sys']`` is posixpath's sys."""
+    new, old = world.new_aider(), world.old_aider()
+    body = (
+        f"import os.path\nos.path.join.__globals__['sys'].path.insert(0, {insert_old(old)})\n"
+        + RUN_AIDER
+    )
+    outcome = script_spawn(world, untracked_policy, tmp_path, new, body)
+    world.assert_refused(outcome, old.marker, "__globals__", "os.path")
+
+
+def test_sys_bound_by_a_match_class_pattern(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """``match sys: case object(path=p): p.insert(0, OLD)``: a class pattern reads an attribute."""
+    new, old = world.new_aider(), world.old_aider()
+    body = (
+        "import sys\nmatch sys:\n    case object(path=p):\n"
+        f"        p.insert(0, {insert_old(old)})\n" + RUN_AIDER
+    )
+    outcome = script_spawn(world, untracked_policy, tmp_path, new, body)
+    world.assert_refused(outcome, old.marker, "match", "path", "sys")
+
+
+def test_os_execv_bound_by_a_match_class_pattern(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """``match os: case object(execv=x)``: the old venv's python replaces the process."""
+    new, old = world.new_aider(), world.old_aider()
+    body = (
+        "import os\nimport aider.main\nmatch os:\n    case object(execv=x):\n"
+        f"        x({str(old.python)!r}, [{str(old.python)!r}, '-m', 'aider', 'task'])\n"
+    )
+    outcome = script_spawn(world, untracked_policy, tmp_path, new, body)
+    world.assert_refused(outcome, old.marker, "match", "execv", "os")
+
+
+def test_sys_bound_as_a_default_argument(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """``def f(m=sys): m.path.insert(0, OLD)``: the module reaches a parameter."""
+    new, old = world.new_aider(), world.old_aider()
+    body = f"import sys\ndef f(m=sys):\n    m.path.insert(0, {insert_old(old)})\nf()\n" + RUN_AIDER
+    outcome = script_spawn(world, untracked_policy, tmp_path, new, body)
+    world.assert_refused(outcome, old.marker, "sys")
+
+
+def test_sys_passed_to_a_lambda(world: World, untracked_policy: str, tmp_path: Path) -> None:
+    """``(lambda m: m.path.insert(0, OLD))(sys)``."""
+    new, old = world.new_aider(), world.old_aider()
+    body = f"import sys\n(lambda m: m.path.insert(0, {insert_old(old)}))(sys)\n" + RUN_AIDER
+    outcome = script_spawn(world, untracked_policy, tmp_path, new, body)
+    world.assert_refused(outcome, old.marker, "sys")
+
+
+def test_sys_through_a_list_subscript(world: World, untracked_policy: str, tmp_path: Path) -> None:
+    """``[sys][0].path.insert(0, OLD)``."""
+    new, old = world.new_aider(), world.old_aider()
+    body = f"import sys\n[sys][0].path.insert(0, {insert_old(old)})\n" + RUN_AIDER
+    outcome = script_spawn(world, untracked_policy, tmp_path, new, body)
+    world.assert_refused(outcome, old.marker, "sys")
+
+
+def test_sys_through_a_walrus_alias(world: World, untracked_policy: str, tmp_path: Path) -> None:
+    """``(m := sys)`` then ``m.path.insert(0, OLD)``."""
+    new, old = world.new_aider(), world.old_aider()
+    body = f"import sys\n(m := sys)\nm.path.insert(0, {insert_old(old)})\n" + RUN_AIDER
+    outcome = script_spawn(world, untracked_policy, tmp_path, new, body)
+    world.assert_refused(outcome, old.marker, "sys", "m.path", ":=")
+
+
+def test_sys_through_an_exception_argument(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """``raise ValueError(sys)`` caught, then ``e.args[0].path.insert(0, OLD)``."""
+    new, old = world.new_aider(), world.old_aider()
+    body = (
+        "import sys\ntry:\n    raise ValueError(sys)\nexcept ValueError as e:\n"
+        f"    e.args[0].path.insert(0, {insert_old(old)})\n" + RUN_AIDER
+    )
+    outcome = script_spawn(world, untracked_policy, tmp_path, new, body)
+    world.assert_refused(outcome, old.marker, "sys")
+
+
+def test_sys_through_a_comprehension_variable(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """``[m.path.insert(0, OLD) for m in (sys,)]``."""
+    new, old = world.new_aider(), world.old_aider()
+    body = f"import sys\n[m.path.insert(0, {insert_old(old)}) for m in (sys,)]\n" + RUN_AIDER
+    outcome = script_spawn(world, untracked_policy, tmp_path, new, body)
+    world.assert_refused(outcome, old.marker, "sys")
+
+
+def test_sys_through_a_class_attribute(world: World, untracked_policy: str, tmp_path: Path) -> None:
+    """``class C: m = sys`` then ``C.m.path.insert(0, OLD)``."""
+    new, old = world.new_aider(), world.old_aider()
+    body = f"import sys\nclass C:\n    m = sys\nC.m.path.insert(0, {insert_old(old)})\n" + RUN_AIDER
+    outcome = script_spawn(world, untracked_policy, tmp_path, new, body)
+    world.assert_refused(outcome, old.marker, "sys")
+
+
+def test_sys_through_a_decorator(world: World, untracked_policy: str, tmp_path: Path) -> None:
+    """``@(lambda f: f(sys))`` applied to a function editing its argument's path."""
+    new, old = world.new_aider(), world.old_aider()
+    body = (
+        "import sys\n@(lambda f: f(sys))\n"
+        f"def g(m):\n    m.path.insert(0, {insert_old(old)})\n" + RUN_AIDER
+    )
+    outcome = script_spawn(world, untracked_policy, tmp_path, new, body)
+    world.assert_refused(outcome, old.marker, "sys")
+
+
+def test_sys_through_a_re_callback(world: World, untracked_policy: str, tmp_path: Path) -> None:
+    """``re.sub('x', lambda _, s=sys: ..., 'x')``: a callback with the module as default."""
+    new, old = world.new_aider(), world.old_aider()
+    body = (
+        "import re, sys\n"
+        f"re.sub('x', lambda _, s=sys: s.path.insert(0, {insert_old(old)}) or '', 'x')\n"
+        + RUN_AIDER
+    )
+    outcome = script_spawn(world, untracked_policy, tmp_path, new, body)
+    world.assert_refused(outcome, old.marker, "sys")
+
+
+def test_sys_path_inside_an_f_string(world: World, untracked_policy: str, tmp_path: Path) -> None:
+    """``f"{sys.path.insert(0, OLD)}"``: the edit inside a formatted value."""
+    new, old = world.new_aider(), world.old_aider()
+    body = f"import sys\nf'{{sys.path.insert(0, {insert_old(old)})}}'\n" + RUN_AIDER
+    outcome = script_spawn(world, untracked_policy, tmp_path, new, body)
+    world.assert_refused(outcome, old.marker, "sys.path", "path")
+
+
+def test_sys_through_type_getattribute(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """``type(sys).__getattribute__(sys, 'path')``: getattr without the name ``getattr``."""
+    new, old = world.new_aider(), world.old_aider()
+    body = (
+        "import sys\n"
+        f"type(sys).__getattribute__(sys, 'path').insert(0, {insert_old(old)})\n" + RUN_AIDER
+    )
+    outcome = script_spawn(world, untracked_policy, tmp_path, new, body)
+    world.assert_refused(outcome, old.marker, "sys", "__getattribute__", "type")
+
+
+def test_sys_through_object_subclasses_wrap_close_globals(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """``object.__subclasses__()`` to ``os._wrap_close.__init__.__globals__['sys']``."""
+    new, old = world.new_aider(), world.old_aider()
+    body = (
+        "import sys\n"
+        "k = [c for c in ().__class__.__base__.__subclasses__() if c.__name__ == '_wrap_close'][0]\n"
+        f"k.__init__.__globals__['sys'].path.insert(0, {insert_old(old)})\n" + RUN_AIDER
+    )
+    outcome = script_spawn(world, untracked_policy, tmp_path, new, body)
+    world.assert_refused(outcome, old.marker, "__subclasses__", "__globals__", "__class__")
+
+
+def test_sys_modules_through_a_catalogued_functions_globals(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """``main.__globals__['sys']`` of the new aider: drop it from sys.modules, put the old
+    site first and import aider again."""
+    new, old = world.new_aider(), world.old_aider()
+    body = (
+        "from aider.main import main\n"
+        "s = main.__globals__['sys']\n"
+        "[s.modules.pop(k) for k in list(s.modules) if k.startswith('aider')]\n"
+        f"s.path.insert(0, {insert_old(old)})\n"
+        "from aider.main import main as again\nagain()\n"
+    )
+    outcome = script_spawn(world, untracked_policy, tmp_path, new, body)
+    world.assert_refused(outcome, old.marker, "__globals__", "sys")
+
+
+def test_exec_through_the_globals_builtins(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """``globals()['__builtins__'].exec(CODE)``: exec without its name as a call."""
+    new, old = world.new_aider(), world.old_aider()
+    code = f"import sys; sys.path.insert(0, {insert_old(old)})"
+    body = f"import sys\nglobals()['__builtins__'].exec({code!r})\n" + RUN_AIDER
+    outcome = script_spawn(world, untracked_policy, tmp_path, new, body)
+    world.assert_refused(outcome, old.marker, "globals", "__builtins__", "exec")
+
+
+def test_dash_c_with_sys_reached_through_a_builtin_functions_self(
+    world: World, untracked_policy: str
+) -> None:
+    """``python -c`` with ``sys.exit.__self__.path.insert(0, OLD)``."""
+    new, old = world.new_aider(), world.old_aider()
+    code = f"import sys; sys.exit.__self__.path.insert(0, {insert_old(old)}); " + (
+        "from aider.main import main; main()"
+    )
+    outcome = world.spawn(
+        "python", ["-c", code, "task"], binary=new.python, policy=untracked_policy, env=world.env()
+    )
+    world.assert_refused(outcome, old.marker, "__self__", "sys")
+
+
+# ======================================================== variables and options
+
+
+def test_pythonbreakpoint_importing_a_workspace_module(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """PYTHONBREAKPOINT names a module in the cwd that ``breakpoint()`` imports; it runs the
+    old aider's main file."""
+    new, old = world.new_aider(), world.old_aider()
+    work = tmp_path / "bp"
+    work.mkdir()
+    (work / "oldrun.py").write_text(
+        f"import sys\nsys.path.insert(0, {insert_old(old)})\n"
+        "for k in [k for k in sys.modules if k.startswith('aider')]:\n    del sys.modules[k]\n"
+        "def hook(*a, **k):\n    from aider.main import main\n    main()\n",
+        encoding="utf-8",
+    )
+    outcome = world.spawn(
+        "python", ["-c", "import aider.main\nbreakpoint()", "task"], binary=new.python,
+        policy=untracked_policy, env=world.env(PYTHONBREAKPOINT="oldrun.hook"), cwd=work,
+    )  # fmt: skip
+    world.assert_refused(outcome, old.marker, "PYTHONBREAKPOINT", "breakpoint")
+
+
+def opt_pyc_copy(world: World, new: Venv, old: Venv, name: str, level: int) -> Path:
+    """A PYTHONPATH copy of the new aider whose ``main`` has an unchecked-hash ``opt-N``
+    pyc that runs the old aider (the plain pyc, if any, is left honest)."""
+    dest = world.root / name
+    shutil.copytree(new.site, dest, ignore=shutil.ignore_patterns("__pycache__", "_virtualenv*"))
+    evil = (
+        f"import sys\nsys.path.insert(0, {insert_old(old)})\n"
+        "for k in [k for k in sys.modules if k.startswith('aider')]:\n    del sys.modules[k]\n"
+        "import runpy\n"
+        f"def main():\n    runpy.run_path({str(old.site / 'aider' / 'main.py')!r}, "
+        "run_name='__main__')\n"
+    )
+    src = dest / "evil_src.py"
+    src.write_text(evil, encoding="utf-8")
+    target = dest / "aider" / "__pycache__" / f"main.{TAG}.opt-{level}.pyc"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    py_compile.compile(
+        str(src), cfile=str(target), doraise=True, optimize=level,
+        invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
+    )  # fmt: skip
+    src.unlink()
+    return dest
+
+
+def test_dash_o_selects_an_unchecked_opt1_pyc_on_pythonpath(
+    world: World, untracked_policy: str
+) -> None:
+    """``python -O -m aider``: CPython loads ``main.cpython-3X.opt-1.pyc`` (unchecked hash,
+    whatever the source says), which runs the old aider."""
+    new, old = world.new_aider(), world.old_aider()
+    dest = opt_pyc_copy(world, new, old, "opt1-copy", 1)
+    outcome = world.spawn(
+        "python", ["-O", "-m", "aider", "task"], binary=new.python, policy=untracked_policy,
+        env=world.env(PYTHONPATH=str(dest)),
+    )  # fmt: skip
+    world.assert_refused(outcome, old.marker, "pyc", "opt")
+
+
+def test_pythonoptimize_2_selects_an_unchecked_opt2_pyc_on_pythonpath(
+    world: World, untracked_policy: str
+) -> None:
+    """PYTHONOPTIMIZE=2 with ``-m aider``: the opt-2 pyc runs the old aider."""
+    new, old = world.new_aider(), world.old_aider()
+    dest = opt_pyc_copy(world, new, old, "opt2-copy", 2)
+    outcome = world.spawn(
+        "python", ["-m", "aider", "task"], binary=new.python, policy=untracked_policy,
+        env=world.env(PYTHONPATH=str(dest), PYTHONOPTIMIZE="2"),
+    )  # fmt: skip
+    world.assert_refused(outcome, old.marker, "pyc", "opt", "PYTHONOPTIMIZE")
+
+
+def test_pythonplatlibdir_is_not_loaded_silently(world: World, untracked_policy: str) -> None:
+    """PYTHONPLATLIBDIR moves where site looks for site-packages: refused, named."""
+    new, old = world.new_aider(), world.old_aider()
+    outcome = world.spawn(
+        "aider", ["task"], policy=untracked_policy,
+        env=world.env(old.prefix / "bin", PYTHONPLATLIBDIR="lib64"),
+    )  # fmt: skip
+    world.assert_refused(outcome, old.marker, "PYTHONPLATLIBDIR", "below")
+
+
+# ================================================================== #! lines
+
+
+def test_shebang_with_a_carriage_return_runs_another_interpreter(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """``#!NEW/python\\r``: the kernel runs the file named ``python\\r`` (here the old venv's
+    python), not NEW/python."""
+    new, old = world.new_aider(), world.old_aider()
+    cr = new.prefix / "bin" / "python\r"
+    os.symlink(old.python, cr)
+    script = tmp_path / "bin" / "aider"
+    script.parent.mkdir()
+    script.write_bytes(f"#!{new.python}\r\n".encode() + RUN_AIDER.encode())
+    os.chmod(script, 0o755)
+    outcome = world.spawn("aider", ["task"], binary=script, policy=untracked_policy,
+                          env=world.env())  # fmt: skip
+    world.assert_refused(outcome, old.marker, "python", "\\r", "interpreter")
+
+
+def test_shebang_with_spaces_and_a_tab_before_the_old_interpreter(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """``#! \\t OLD/python``: the kernel skips the blanks."""
+    new, old = world.new_aider(), world.old_aider()
+    script = write_executable(tmp_path / "bin" / "aider", f"#! \t {old.python}\n" + RUN_AIDER)
+    outcome = world.spawn("aider", ["task"], binary=script, policy=untracked_policy,
+                          env=world.env())  # fmt: skip
+    world.assert_refused(outcome, old.marker, "0.50.0", "below")
+
+
+def test_legit_shebang_with_spaces_and_a_tab_runs(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """``#! \\t NEW/python`` running the new aider."""
+    new = world.new_aider()
+    script = write_executable(tmp_path / "bin" / "aider", f"#! \t {new.python}\n" + RUN_AIDER)
+    outcome = world.spawn("aider", ["task"], binary=script, policy=untracked_policy,
+                          env=world.env())  # fmt: skip
+    world.assert_permitted_and_ran(outcome, new.marker)
+
+
+def test_shebang_over_the_kernels_limit_drops_a_trailing_dash_e(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """``#!NEW/python -sss...sE`` past 256 bytes: the kernel cuts the option string before
+    ``E``, so PYTHONPATH (the old site) is followed after all."""
+    new, old = world.new_aider(), world.old_aider()
+    head = f"#!{new.python} -"
+    opts = "s" * (300 - len(head)) + "E"
+    script = write_executable(tmp_path / "bin" / "aider", head + opts + "\n" + RUN_AIDER)
+    outcome = world.spawn(
+        "aider", ["task"], binary=script, policy=untracked_policy,
+        env=world.env(PYTHONPATH=str(old.site)),
+    )  # fmt: skip
+    world.assert_refused(outcome, old.marker, "PYTHONPATH", "#!", "256", "long")
+
+
+def test_env_dash_s_shebang_over_the_kernels_limit_drops_a_trailing_dash_i(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """``#!/usr/bin/env -S NEW/python <blanks> -I`` past 256 bytes: ``-I`` never reaches env."""
+    new, old = world.new_aider(), world.old_aider()
+    head = f"#!/usr/bin/env -S {new.python}"
+    line = head + " " * (300 - len(head)) + "-I"
+    script = write_executable(tmp_path / "bin" / "aider", line + "\n" + RUN_AIDER)
+    outcome = world.spawn(
+        "aider", ["task"], binary=script, policy=untracked_policy,
+        env=world.env(PYTHONPATH=str(old.site)),
+    )  # fmt: skip
+    world.assert_refused(outcome, old.marker, "PYTHONPATH", "#!", "256", "long")
+
+
+def test_env_dash_s_long_chdir_option_then_dash_m(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """``env -S --chdir=OLD_SITE NEW/python -m aider``: the long spelling of ``-C``."""
+    new, old = world.new_aider(), world.old_aider()
+    script = write_executable(
+        tmp_path / "bin" / "aider",
+        f"#!/usr/bin/env -S --chdir={old.site} {new.python} -m aider\n",
+    )
+    outcome = world.spawn("aider", ["task"], binary=script, policy=untracked_policy,
+                          env=world.env())  # fmt: skip
+    world.assert_refused(outcome, old.marker, "chdir", "env")
+
+
+def test_env_dash_s_backslash_c_drops_a_trailing_dash_e(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """``env -S 'NEW/python \\c -E'``: env ignores everything after ``\\c``."""
+    new, old = world.new_aider(), world.old_aider()
+    script = write_executable(
+        tmp_path / "bin" / "aider", f"#!/usr/bin/env -S {new.python} \\c -E\n" + RUN_AIDER
+    )
+    outcome = world.spawn(
+        "aider", ["task"], binary=script, policy=untracked_policy,
+        env=world.env(PYTHONPATH=str(old.site)),
+    )  # fmt: skip
+    world.assert_refused(outcome, old.marker, "PYTHONPATH", "\\c", "env")
+
+
+def test_env_dash_s_comment_drops_a_trailing_dash_e(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """``env -S 'NEW/python #-E'``: a word starting with ``#`` begins a comment for env."""
+    new, old = world.new_aider(), world.old_aider()
+    script = write_executable(
+        tmp_path / "bin" / "aider", f"#!/usr/bin/env -S {new.python} #-E\n" + RUN_AIDER
+    )
+    outcome = world.spawn(
+        "aider", ["task"], binary=script, policy=untracked_policy,
+        env=world.env(PYTHONPATH=str(old.site)),
+    )  # fmt: skip
+    world.assert_refused(outcome, old.marker, "PYTHONPATH", "#", "env")
+
+
+def test_env_dash_s_double_dash_then_an_assignment(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """``env -S '-- PYTHONPATH=OLD NEW/python'``: after ``--`` env still takes assignments."""
+    new, old = world.new_aider(), world.old_aider()
+    script = write_executable(
+        tmp_path / "bin" / "aider",
+        f"#!/usr/bin/env -S -- PYTHONPATH={old.site} {new.python}\n" + RUN_AIDER,
+    )
+    outcome = world.spawn("aider", ["task"], binary=script, policy=untracked_policy,
+                          env=world.env())  # fmt: skip
+    world.assert_refused(outcome, old.marker, "PYTHONPATH", "env", "--")
+
+
+# ====================================================== names and interpreters
+
+
+@needs_node
+def test_copy_of_node_named_claude_running_the_old_cli(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """A copy of node named ``claude`` answers ``v20.x`` to ``--version``; it runs the old cli."""
+    old = world.old_claude()
+    fake = tmp_path / "fake" / "claude"
+    fake.parent.mkdir()
+    shutil.copy2(os.path.realpath(NODE), fake)
+    outcome = world.spawn("claude", [str(old.cli), "task"], binary=fake, policy=untracked_policy,
+                          env=world.env())  # fmt: skip
+    world.assert_refused(outcome, old.marker, "claude", "version")
+
+
+@needs_node
+def test_copy_of_node_named_node_dev_under_claudes_name(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """``node-dev`` (a copy of node) requested as claude, running the old cli."""
+    old = world.old_claude()
+    fake = tmp_path / "fake" / "node-dev"
+    fake.parent.mkdir()
+    shutil.copy2(os.path.realpath(NODE), fake)
+    outcome = world.spawn("claude", [str(old.cli), "task"], binary=fake, policy=untracked_policy,
+                          env=world.env())  # fmt: skip
+    world.assert_refused(outcome, old.marker, "claude", "version", "node")
+
+
+def test_legit_dash_m_of_the_main_submodule_runs(world: World, untracked_policy: str) -> None:
+    """``python -m aider.main`` with the new venv's python."""
+    new = world.new_aider()
+    outcome = world.spawn(
+        "python", ["-m", "aider.main", "task"], binary=new.python, policy=untracked_policy,
+        env=world.env(),
+    )  # fmt: skip
+    world.assert_permitted_and_ran(outcome, new.marker)
+
+
+def test_dash_m_of_a_submodule_shadowed_by_a_pth_path_ahead(
+    world: World, untracked_policy: str
+) -> None:
+    """A ``.pth`` path line in the new venv puts a folder with a whole old ``aider`` ... after
+    site-packages; ``-m aider.main`` must still be the new one, or refused."""
+    new, old = world.new_aider(), world.old_aider()
+    (new.site / "00-extra.pth").write_text(str(old.site) + "\n", encoding="utf-8")
+    outcome = world.spawn(
+        "python", ["-m", "aider.main", "task"], binary=new.python, policy=untracked_policy,
+        env=world.env(),
+    )  # fmt: skip
+    assert not old.marker.exists(), outcome
+    if outcome["outcome"] == "started":
+        world.assert_permitted_and_ran(outcome, new.marker)
+
+
+# ============================================== the host's own environment (env=None)
+
+MULTI_HOST = r"""
+import json, os, sys, shutil
+import floorguard
+request = json.loads(sys.argv[1])
+results = []
+for step in request["steps"]:
+    act = step.get("act")
+    if act == "write":
+        st = os.stat(step["path"])
+        with open(step["path"], "wb") as f:
+            f.write(step["data"].encode())
+        os.utime(step["path"], ns=(st.st_atime_ns, st.st_mtime_ns))
+        continue
+    if act == "copytree":
+        parent = os.path.dirname(step["dst"].rstrip("/"))
+        st = os.stat(parent)
+        shutil.copytree(step["src"], step["dst"])
+        os.utime(parent, ns=(st.st_atime_ns, st.st_mtime_ns))
+        continue
+    if act == "swap":
+        st = os.stat(step["a"])
+        os.rename(step["a"], step["a"] + ".away")
+        os.rename(step["b"], step["a"])
+        os.utime(step["a"], ns=(st.st_atime_ns, st.st_mtime_ns))
+        continue
+    out = {"outcome": None}
+    try:
+        child = floorguard.spawn(step["adapter"], step["argv"], binary=step.get("binary"),
+                                 env=step.get("env"), cwd=step.get("cwd"),
+                                 stdout=-1, stderr=-1, text=True)
+        stdout, stderr = child.communicate(timeout=60)
+        out.update(outcome="started", returncode=child.returncode, stdout=stdout, stderr=stderr)
+    except floorguard.SpawnRefused as exc:
+        d = exc.decision
+        out.update(outcome="refused", message=str(exc))
+        if d is not None:
+            out.update(verdict=d.verdict, reason=d.reason, adapter=d.adapter,
+                       requested=d.requested, version=d.version, floor=d.floor,
+                       receipt_id=d.receipt_id, identified_by=d.identified_by)
+    except Exception as exc:
+        out.update(outcome="error", error=f"{type(exc).__name__}: {exc}")
+    results.append(out)
+print(json.dumps(results))
+"""
+
+
+def multi(world: World, policy: str, steps: list[dict[str, Any]], **host_env: str) -> list[Outcome]:
+    """Several spawns (and file actions between them) in one host process."""
+    if policy == "deny-by-default":
+        host_env["FLOORGUARD_UNTRACKED_POLICY"] = "refuse"
+    for step in steps:
+        for key in ("binary", "cwd"):
+            if step.get(key) is not None:
+                step[key] = str(step[key])
+    done = world.host.python("-c", MULTI_HOST, json.dumps({"steps": steps}), **host_env)
+    assert done.returncode == 0, done.stderr
+    return [Outcome(o, policy) for o in json.loads(done.stdout)]
+
+
+def test_env_none_passes_the_hosts_pythonpath_holding_old_aider(
+    world: World, untracked_policy: str
+) -> None:
+    """``env=None``: the host's own PYTHONPATH (here its site folder, where an old aider was
+    also installed) reaches the child and must be judged."""
+    new, old = world.new_aider(), world.old_aider()
+    for entry in old.site.iterdir():
+        if entry.name.startswith("aider"):
+            shutil.copytree(entry, world.host.site / entry.name)
+    [outcome] = multi(
+        world, untracked_policy,
+        [{"adapter": "aider", "argv": ["task"], "binary": new.script, "env": None}],
+    )  # fmt: skip
+    world.assert_refused(outcome, old.marker, "PYTHONPATH")
+
+
+@needs_node
+def test_env_none_passes_the_hosts_node_options(world: World, untracked_policy: str) -> None:
+    """``env=None`` with ``NODE_OPTIONS=--require OLD`` in the host's environment."""
+    new, old = world.new_claude(), world.old_claude()
+    [outcome] = multi(
+        world, untracked_policy,
+        [{"adapter": "claude", "argv": ["task"], "binary": new.bin_dir / "claude", "env": None}],
+        NODE_OPTIONS=f"--require={old.cli}",
+    )  # fmt: skip
+    world.assert_refused(outcome, old.marker, "NODE_OPTIONS", "require")
+
+
+# ============================================================ answers reused
+
+
+def test_cache_script_rewritten_with_the_same_size_and_mtime(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """Two spawns of one script in one host; between them the script is rewritten to insert
+    the old site (same length, mtime restored)."""
+    new, old = world.new_aider(), world.old_aider()
+    script = tmp_path / "work" / "run_agent.py"
+    script.parent.mkdir()
+    bad = f"import sys\nsys.path.insert(0, {insert_old(old)})\n" + RUN_AIDER
+    good = f"import sys\n#{'x' * (len(bad) - len(RUN_AIDER) - len('import sys') - 3)}\n" + RUN_AIDER
+    assert len(good) == len(bad), (len(good), len(bad))
+    script.write_text(good, encoding="utf-8")
+    spawn = {"adapter": "python", "argv": [str(script), "task"], "binary": new.python,
+             "env": world.env()}  # fmt: skip
+    first, second = multi(
+        world, untracked_policy,
+        [dict(spawn), {"act": "write", "path": str(script), "data": bad}, dict(spawn)],
+    )  # fmt: skip
+    assert first["outcome"] == "started", first
+    new.marker.unlink()
+    world.assert_refused(second, old.marker, "sys.path", "path", "sys")
+
+
+def test_cache_pythonpath_folder_gains_old_aider_with_its_mtime_restored(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """``-m aider`` with PYTHONPATH=P: P empty at the first spawn, then the old aider is
+    copied into P and P's mtime restored before the second."""
+    new, old = world.new_aider(), world.old_aider()
+    folder = tmp_path / "pp"
+    folder.mkdir()
+    spawn = {"adapter": "python", "argv": ["-m", "aider", "task"], "binary": new.python,
+             "env": world.env(PYTHONPATH=str(folder))}  # fmt: skip
+    steps: list[dict[str, Any]] = [dict(spawn)]
+    for entry in old.site.iterdir():
+        if entry.name.startswith("aider"):
+            steps.append({"act": "copytree", "src": str(entry), "dst": str(folder / entry.name)})
+    steps.append(dict(spawn))
+    first, second = multi(world, untracked_policy, steps)
+    assert first["outcome"] == "started", first
+    world.assert_refused(second, old.marker, "0.50.0", "below")
+
+
+def test_cache_cwd_differs_between_two_dash_m_spawns(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """``-m aider`` twice, the second in a working directory holding the old aider."""
+    new, old = world.new_aider(), world.old_aider()
+    clean, dirty = tmp_path / "clean", tmp_path / "dirty"
+    clean.mkdir()
+    dirty.mkdir()
+    for entry in old.site.iterdir():
+        if entry.name.startswith("aider"):
+            shutil.copytree(entry, dirty / entry.name)
+    spawn = {"adapter": "python", "argv": ["-m", "aider", "task"], "binary": new.python,
+             "env": world.env()}  # fmt: skip
+    first, second = multi(
+        world, untracked_policy, [dict(spawn, cwd=clean), dict(spawn, cwd=dirty)]
+    )
+    assert first["outcome"] == "started", first
+    world.assert_refused(second, old.marker, "0.50.0", "below", "cwd", "working")
+
+
+def test_cache_pythonpath_folder_swapped_by_rename(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """PYTHONPATH=P holds a copy of the new aider at the first spawn; P is then replaced by
+    a folder holding the old one (rename, mtime restored)."""
+    new, old = world.new_aider(), world.old_aider()
+    p, q = tmp_path / "pp", tmp_path / "qq"
+    p.mkdir()
+    q.mkdir()
+    for site, dest in ((new.site, p), (old.site, q)):
+        for entry in site.iterdir():
+            if entry.name.startswith("aider"):
+                shutil.copytree(entry, dest / entry.name)
+    spawn = {"adapter": "python", "argv": ["-m", "aider", "task"], "binary": new.python,
+             "env": world.env(PYTHONPATH=str(p))}  # fmt: skip
+    first, second = multi(
+        world, untracked_policy, [dict(spawn), {"act": "swap", "a": str(p), "b": str(q)},
+                                  dict(spawn)],
+    )  # fmt: skip
+    assert first["outcome"] == "started", first
+    world.assert_refused(second, old.marker, "0.50.0", "below")
