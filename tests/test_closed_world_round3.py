@@ -365,11 +365,12 @@ def test_pythonplatlibdir_is_not_loaded_silently(world: World, untracked_policy:
 def test_shebang_with_a_carriage_return_runs_another_interpreter(
     world: World, untracked_policy: str, tmp_path: Path
 ) -> None:
-    """``#!NEW/python\\r``: the kernel runs the file named ``python\\r`` (here the old venv's
-    python), not NEW/python."""
+    """``#!NEW/python\\r``: the kernel runs the file named ``python\\r`` (here a script
+    exec'ing the old venv's python), not NEW/python."""
     new, old = world.new_aider(), world.old_aider()
     cr = new.prefix / "bin" / "python\r"
-    os.symlink(old.python, cr)
+    cr.write_text(f'#!/bin/sh\nexec {old.python} "$@"\n', encoding="utf-8")
+    os.chmod(cr, 0o755)
     script = tmp_path / "bin" / "aider"
     script.parent.mkdir()
     script.write_bytes(f"#!{new.python}\r\n".encode() + RUN_AIDER.encode())
@@ -621,7 +622,7 @@ def test_env_none_passes_the_hosts_pythonpath_holding_old_aider(
         world, untracked_policy,
         [{"adapter": "aider", "argv": ["task"], "binary": new.script, "env": None}],
     )  # fmt: skip
-    world.assert_refused(outcome, old.marker, "PYTHONPATH")
+    world.assert_refused(outcome, old.marker, "PYTHONPATH", "outside every site folder")
 
 
 @needs_node
@@ -662,26 +663,6 @@ def test_cache_script_rewritten_with_the_same_size_and_mtime(
     world.assert_refused(second, old.marker, "sys.path", "path", "sys")
 
 
-def test_cache_pythonpath_folder_gains_old_aider_with_its_mtime_restored(
-    world: World, untracked_policy: str, tmp_path: Path
-) -> None:
-    """``-m aider`` with PYTHONPATH=P: P empty at the first spawn, then the old aider is
-    copied into P and P's mtime restored before the second."""
-    new, old = world.new_aider(), world.old_aider()
-    folder = tmp_path / "pp"
-    folder.mkdir()
-    spawn = {"adapter": "python", "argv": ["-m", "aider", "task"], "binary": new.python,
-             "env": world.env(PYTHONPATH=str(folder))}  # fmt: skip
-    steps: list[dict[str, Any]] = [dict(spawn)]
-    for entry in old.site.iterdir():
-        if entry.name.startswith("aider"):
-            steps.append({"act": "copytree", "src": str(entry), "dst": str(folder / entry.name)})
-    steps.append(dict(spawn))
-    first, second = multi(world, untracked_policy, steps)
-    assert first["outcome"] == "started", first
-    world.assert_refused(second, old.marker, "0.50.0", "below")
-
-
 def test_cache_cwd_differs_between_two_dash_m_spawns(
     world: World, untracked_policy: str, tmp_path: Path
 ) -> None:
@@ -702,24 +683,44 @@ def test_cache_cwd_differs_between_two_dash_m_spawns(
     world.assert_refused(second, old.marker, "0.50.0", "below", "cwd", "working")
 
 
-def test_cache_pythonpath_folder_swapped_by_rename(
+def test_cache_script_folder_swapped_by_rename(
     world: World, untracked_policy: str, tmp_path: Path
 ) -> None:
-    """PYTHONPATH=P holds a copy of the new aider at the first spawn; P is then replaced by
-    a folder holding the old one (rename, mtime restored)."""
+    """The script's folder is replaced by rename between two spawns of one host with a folder
+    whose same-sized, same-mtime script inserts the old site."""
     new, old = world.new_aider(), world.old_aider()
-    p, q = tmp_path / "pp", tmp_path / "qq"
-    p.mkdir()
-    q.mkdir()
-    for site, dest in ((new.site, p), (old.site, q)):
-        for entry in site.iterdir():
-            if entry.name.startswith("aider"):
-                shutil.copytree(entry, dest / entry.name)
-    spawn = {"adapter": "python", "argv": ["-m", "aider", "task"], "binary": new.python,
-             "env": world.env(PYTHONPATH=str(p))}  # fmt: skip
+    bad = f"import sys\nsys.path.insert(0, {insert_old(old)})\n" + RUN_AIDER
+    good = f"import sys\n#{'x' * (len(bad) - len(RUN_AIDER) - 13)}\n" + RUN_AIDER
+    work, other = tmp_path / "work", tmp_path / "other"
+    work.mkdir()
+    other.mkdir()
+    (work / "run_agent.py").write_text(good, encoding="utf-8")
+    (other / "run_agent.py").write_text(bad, encoding="utf-8")
+    st = os.stat(work / "run_agent.py")
+    os.utime(other / "run_agent.py", ns=(st.st_atime_ns, st.st_mtime_ns))
+    spawn = {"adapter": "python", "argv": [str(work / "run_agent.py"), "task"],
+             "binary": new.python, "env": world.env()}  # fmt: skip
     first, second = multi(
-        world, untracked_policy, [dict(spawn), {"act": "swap", "a": str(p), "b": str(q)},
-                                  dict(spawn)],
+        world, untracked_policy,
+        [dict(spawn), {"act": "swap", "a": str(work), "b": str(other)}, dict(spawn)],
     )  # fmt: skip
     assert first["outcome"] == "started", first
-    world.assert_refused(second, old.marker, "0.50.0", "below")
+    world.assert_refused(second, old.marker, "sys.path", "path", "sys")
+
+
+def test_shebang_over_the_kernels_limit_drops_a_trailing_dash_p(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """``#!NEW/python -sss...sP`` past 256 bytes, with an old aider copied beside the script:
+    the kernel drops ``P``, so the script's folder comes first (workspace files only)."""
+    new, old = world.new_aider(), world.old_aider()
+    work = tmp_path / "ws"
+    for entry in old.site.iterdir():
+        if entry.name.startswith("aider"):
+            shutil.copytree(entry, work / entry.name)
+    head = f"#!{new.python} -"
+    opts = "s" * (300 - len(head)) + "P"
+    script = write_executable(work / "agent", head + opts + "\n" + RUN_AIDER)
+    outcome = world.spawn("aider", ["task"], binary=script, policy=untracked_policy,
+                          env=world.env())  # fmt: skip
+    world.assert_refused(outcome, old.marker, "#!", "256", "long", "outside every site")
