@@ -724,3 +724,142 @@ def test_shebang_over_the_kernels_limit_drops_a_trailing_dash_p(
     outcome = world.spawn("aider", ["task"], binary=script, policy=untracked_policy,
                           env=world.env())  # fmt: skip
     world.assert_refused(outcome, old.marker, "#!", "256", "long", "outside every site")
+
+
+# ================================================================ more #! lines
+
+
+def old_exec_script(path: Path, old: Venv) -> Path:
+    """A shell script at ``path`` that execs the old venv's python with its arguments."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f'#!/bin/sh\nexec {old.python} "$@"\n', encoding="utf-8")
+    os.chmod(path, 0o755)
+    return path
+
+
+def test_env_shebang_with_a_carriage_return_finds_another_program_on_path(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """``#!/usr/bin/env python3\\r``: env looks up ``python3\\r``, which a workspace folder
+    first on PATH provides (it execs the old venv's python); the new venv's python3 is
+    what ``python3`` would find."""
+    new, old = world.new_aider(), world.old_aider()
+    ws_bin = tmp_path / "wsbin"
+    old_exec_script(ws_bin / "python3\r", old)
+    script = tmp_path / "bin" / "aider"
+    script.parent.mkdir()
+    script.write_bytes(b"#!/usr/bin/env python3\r\n" + RUN_AIDER.encode())
+    os.chmod(script, 0o755)
+    outcome = world.spawn("aider", ["task"], binary=script, policy=untracked_policy,
+                          env=world.env(ws_bin, new.prefix / "bin"))  # fmt: skip
+    world.assert_refused(outcome, old.marker, "python3", "\\r", "env", "launcher", "script")
+
+
+def test_env_shebang_without_dash_s_looks_up_the_whole_rest_as_one_name(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """``#!/usr/bin/env python3 -E``: without ``-S`` env looks up a program named
+    ``python3 -E`` (a workspace shell script exec'ing the old python), not python3."""
+    new, old = world.new_aider(), world.old_aider()
+    ws_bin = tmp_path / "wsbin"
+    old_exec_script(ws_bin / "python3 -E", old)
+    script = write_executable(tmp_path / "bin" / "aider", "#!/usr/bin/env python3 -E\n" + RUN_AIDER)
+    outcome = world.spawn("aider", ["task"], binary=script, policy=untracked_policy,
+                          env=world.env(ws_bin, new.prefix / "bin"))  # fmt: skip
+    world.assert_refused(outcome, old.marker, "python3 -E", "env", "launcher", "script")
+
+
+def test_shebang_with_a_tab_between_interpreter_and_option(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """``#!NEW/python\\t-E`` hides nothing: a tab separates like a space; PYTHONPATH ignored."""
+    new, old = world.new_aider(), world.old_aider()
+    script = write_executable(tmp_path / "bin" / "aider", f"#!{new.python}\t-E\n" + RUN_AIDER)
+    outcome = world.spawn(
+        "aider", ["task"], binary=script, policy=untracked_policy,
+        env=world.env(PYTHONPATH=str(old.site)),
+    )  # fmt: skip
+    assert not old.marker.exists(), outcome
+    if outcome["outcome"] == "started":
+        world.assert_permitted_and_ran(outcome, new.marker)
+
+
+# ===================================================== more program spellings
+
+
+def test_star_import_from_sys_then_a_bare_path_insert(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """``from sys import *`` binds ``path``; ``path.insert(0, OLD)``."""
+    new, old = world.new_aider(), world.old_aider()
+    body = f"from sys import *\npath.insert(0, {insert_old(old)})\n" + RUN_AIDER
+    outcome = script_spawn(world, untracked_policy, tmp_path, new, body)
+    world.assert_refused(outcome, old.marker, "*", "sys")
+
+
+def test_star_import_from_os_then_a_bare_execv(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """``from os import *`` binds ``execv``: the old python replaces the process."""
+    new, old = world.new_aider(), world.old_aider()
+    body = (
+        "import aider.main\nfrom os import *\n"
+        f"execv({str(old.python)!r}, [{str(old.python)!r}, '-m', 'aider', 'task'])\n"
+    )
+    outcome = script_spawn(world, untracked_policy, tmp_path, new, body)
+    world.assert_refused(outcome, old.marker, "*", "os", "execv")
+
+
+def test_builtins_imported_from_a_catalogued_module(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """``from aider.main import __builtins__ as b``; ``b['exec'](CODE)``."""
+    new, old = world.new_aider(), world.old_aider()
+    code = f"import sys; sys.path.insert(0, {insert_old(old)})"
+    body = (
+        "import sys\nfrom aider import __builtins__ as b\n"
+        f"(b['exec'] if isinstance(b, dict) else b.exec)({code!r})\n" + RUN_AIDER
+    )
+    outcome = script_spawn(world, untracked_policy, tmp_path, new, body)
+    world.assert_refused(outcome, old.marker, "__builtins__", "exec")
+
+
+def test_bare_builtins_dict_exec(world: World, untracked_policy: str, tmp_path: Path) -> None:
+    """``__builtins__.__dict__['exec'](CODE)`` in a script (``__builtins__`` is the module)."""
+    new, old = world.new_aider(), world.old_aider()
+    code = f"import sys; sys.path.insert(0, {insert_old(old)})"
+    body = f"import sys\n__builtins__.__dict__['exec']({code!r})\n" + RUN_AIDER
+    outcome = script_spawn(world, untracked_policy, tmp_path, new, body)
+    world.assert_refused(outcome, old.marker, "__builtins__", "exec", "__dict__")
+
+
+def test_program_overwrites_the_new_aiders_main_before_importing_it(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """``open(NEW/aider/main.py, 'w').write(...)`` then ``from aider.main import main``:
+    the program itself rewrites the judged code with code running the old aider."""
+    new, old = world.new_aider(), world.old_aider()
+    evil = (
+        f"import sys, runpy\nsys.path.insert(0, {insert_old(old)})\n"
+        f"def main():\n    runpy.run_path({str(old.site / 'aider' / 'main.py')!r}, "
+        "run_name='__main__')\n"
+    )
+    body = (
+        f"with open({str(new.site / 'aider' / 'main.py')!r}, 'w') as f:\n"
+        f"    f.write({evil!r})\n" + RUN_AIDER
+    )
+    outcome = script_spawn(world, untracked_policy, tmp_path, new, body)
+    world.assert_refused(outcome, old.marker, "open", "write")
+
+
+def test_sys_argv_steering_is_not_an_escape_but_dash_m_of_old_python_is(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """``sys.argv[:] = [...]`` then the new main: steering the CLI runs only the new aider
+    (a legitimate use: permitted, the new code ran)."""
+    new = world.new_aider()
+    body = "import sys\nsys.argv[:] = ['aider', 'task']\n" + RUN_AIDER
+    outcome = script_spawn(world, untracked_policy, tmp_path, new, body)
+    assert outcome["outcome"] in {"started", "refused"}, outcome
+    if outcome["outcome"] == "started":
+        world.assert_permitted_and_ran(outcome, new.marker)
