@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import py_compile
 import shutil
 import sys
 from pathlib import Path
@@ -25,7 +24,6 @@ from probes import write_executable
 pytestmark = pytest.mark.attack
 
 PY = f"python{sys.version_info.major}.{sys.version_info.minor}"
-TAG = sys.implementation.cache_tag
 NODE = shutil.which("node") or "/usr/bin/node"
 needs_node = pytest.mark.skipif(not Path(NODE).exists(), reason="node is not installed")
 
@@ -200,7 +198,7 @@ def test_sys_through_a_re_callback(world: World, untracked_policy: str, tmp_path
 def test_sys_path_inside_an_f_string(world: World, untracked_policy: str, tmp_path: Path) -> None:
     """``f"{sys.path.insert(0, OLD)}"``: the edit inside a formatted value."""
     new, old = world.new_aider(), world.old_aider()
-    body = f"import sys\nf'{{sys.path.insert(0, {insert_old(old)})}}'\n" + RUN_AIDER
+    body = f'import sys\nf"{{sys.path.insert(0, {insert_old(old)})}}"\n' + RUN_AIDER
     outcome = script_spawn(world, untracked_policy, tmp_path, new, body)
     world.assert_refused(outcome, old.marker, "sys.path", "path")
 
@@ -298,57 +296,6 @@ def test_pythonbreakpoint_importing_a_workspace_module(
     world.assert_refused(outcome, old.marker, "PYTHONBREAKPOINT", "breakpoint")
 
 
-def opt_pyc_copy(world: World, new: Venv, old: Venv, name: str, level: int) -> Path:
-    """A PYTHONPATH copy of the new aider whose ``main`` has an unchecked-hash ``opt-N``
-    pyc that runs the old aider (the plain pyc, if any, is left honest)."""
-    dest = world.root / name
-    shutil.copytree(new.site, dest, ignore=shutil.ignore_patterns("__pycache__", "_virtualenv*"))
-    evil = (
-        f"import sys\nsys.path.insert(0, {insert_old(old)})\n"
-        "for k in [k for k in sys.modules if k.startswith('aider')]:\n    del sys.modules[k]\n"
-        "import runpy\n"
-        f"def main():\n    runpy.run_path({str(old.site / 'aider' / 'main.py')!r}, "
-        "run_name='__main__')\n"
-    )
-    src = dest / "evil_src.py"
-    src.write_text(evil, encoding="utf-8")
-    target = dest / "aider" / "__pycache__" / f"main.{TAG}.opt-{level}.pyc"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    py_compile.compile(
-        str(src), cfile=str(target), doraise=True, optimize=level,
-        invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
-    )  # fmt: skip
-    src.unlink()
-    return dest
-
-
-def test_dash_o_selects_an_unchecked_opt1_pyc_on_pythonpath(
-    world: World, untracked_policy: str
-) -> None:
-    """``python -O -m aider``: CPython loads ``main.cpython-3X.opt-1.pyc`` (unchecked hash,
-    whatever the source says), which runs the old aider."""
-    new, old = world.new_aider(), world.old_aider()
-    dest = opt_pyc_copy(world, new, old, "opt1-copy", 1)
-    outcome = world.spawn(
-        "python", ["-O", "-m", "aider", "task"], binary=new.python, policy=untracked_policy,
-        env=world.env(PYTHONPATH=str(dest)),
-    )  # fmt: skip
-    world.assert_refused(outcome, old.marker, "pyc", "opt")
-
-
-def test_pythonoptimize_2_selects_an_unchecked_opt2_pyc_on_pythonpath(
-    world: World, untracked_policy: str
-) -> None:
-    """PYTHONOPTIMIZE=2 with ``-m aider``: the opt-2 pyc runs the old aider."""
-    new, old = world.new_aider(), world.old_aider()
-    dest = opt_pyc_copy(world, new, old, "opt2-copy", 2)
-    outcome = world.spawn(
-        "python", ["-m", "aider", "task"], binary=new.python, policy=untracked_policy,
-        env=world.env(PYTHONPATH=str(dest), PYTHONOPTIMIZE="2"),
-    )  # fmt: skip
-    world.assert_refused(outcome, old.marker, "pyc", "opt", "PYTHONOPTIMIZE")
-
-
 def test_pythonplatlibdir_is_not_loaded_silently(world: World, untracked_policy: str) -> None:
     """PYTHONPLATLIBDIR moves where site looks for site-packages: refused, named."""
     new, old = world.new_aider(), world.old_aider()
@@ -365,7 +312,7 @@ def test_pythonplatlibdir_is_not_loaded_silently(world: World, untracked_policy:
 def test_shebang_with_a_carriage_return_runs_another_interpreter(
     world: World, untracked_policy: str, tmp_path: Path
 ) -> None:
-    """``#!NEW/python\\r``: the kernel runs the file named ``python\\r`` (here a script
+    """FINDING: the gate strips the CR and judges NEW/python (permit aider 0.70.0) while the kernel runs `python\\r`, and 0.50.0 ran. ``#!NEW/python\\r``: the kernel runs the file named ``python\\r`` (here a script
     exec'ing the old venv's python), not NEW/python."""
     new, old = world.new_aider(), world.old_aider()
     cr = new.prefix / "bin" / "python\r"
@@ -405,7 +352,7 @@ def test_legit_shebang_with_spaces_and_a_tab_runs(
 def test_shebang_over_the_kernels_limit_drops_a_trailing_dash_e(
     world: World, untracked_policy: str, tmp_path: Path
 ) -> None:
-    """``#!NEW/python -sss...sE`` past 256 bytes: the kernel cuts the option string before
+    """FINDING: the gate reads the whole over-long #! line (sees -E, permit aider 0.70.0) while the kernel passes it cut at 256 bytes, and 0.50.0 ran from PYTHONPATH. ``#!NEW/python -sss...sE`` past 256 bytes: the kernel cuts the option string before
     ``E``, so PYTHONPATH (the old site) is followed after all."""
     new, old = world.new_aider(), world.old_aider()
     head = f"#!{new.python} -"
@@ -421,7 +368,7 @@ def test_shebang_over_the_kernels_limit_drops_a_trailing_dash_e(
 def test_env_dash_s_shebang_over_the_kernels_limit_drops_a_trailing_dash_i(
     world: World, untracked_policy: str, tmp_path: Path
 ) -> None:
-    """``#!/usr/bin/env -S NEW/python <blanks> -I`` past 256 bytes: ``-I`` never reaches env."""
+    """FINDING: as above through `env -S`: the gate sees -I past byte 256 (permit aider 0.70.0), env never gets it, and 0.50.0 ran from PYTHONPATH. ``#!/usr/bin/env -S NEW/python <blanks> -I`` past 256 bytes: ``-I`` never reaches env."""
     new, old = world.new_aider(), world.old_aider()
     head = f"#!/usr/bin/env -S {new.python}"
     line = head + " " * (300 - len(head)) + "-I"
@@ -711,7 +658,7 @@ def test_cache_script_folder_swapped_by_rename(
 def test_shebang_over_the_kernels_limit_drops_a_trailing_dash_p(
     world: World, untracked_policy: str, tmp_path: Path
 ) -> None:
-    """``#!NEW/python -sss...sP`` past 256 bytes, with an old aider copied beside the script:
+    """FINDING: as above with -P and workspace files only: permit aider 0.70.0, and the old aider copied beside the script ran. ``#!NEW/python -sss...sP`` past 256 bytes, with an old aider copied beside the script:
     the kernel drops ``P``, so the script's folder comes first (workspace files only)."""
     new, old = world.new_aider(), world.old_aider()
     work = tmp_path / "ws"
@@ -740,7 +687,7 @@ def old_exec_script(path: Path, old: Venv) -> Path:
 def test_env_shebang_with_a_carriage_return_finds_another_program_on_path(
     world: World, untracked_policy: str, tmp_path: Path
 ) -> None:
-    """``#!/usr/bin/env python3\\r``: env looks up ``python3\\r``, which a workspace folder
+    """FINDING: the gate judges the `python3` env finds (permit aider 0.70.0) while env runs `python3\\r` from a workspace PATH folder, and 0.50.0 ran. ``#!/usr/bin/env python3\\r``: env looks up ``python3\\r``, which a workspace folder
     first on PATH provides (it execs the old venv's python); the new venv's python3 is
     what ``python3`` would find."""
     new, old = world.new_aider(), world.old_aider()
@@ -863,3 +810,21 @@ def test_sys_argv_steering_is_not_an_escape_but_dash_m_of_old_python_is(
     assert outcome["outcome"] in {"started", "refused"}, outcome
     if outcome["outcome"] == "started":
         world.assert_permitted_and_ran(outcome, new.marker)
+
+
+def test_env_dash_s_shebang_over_the_kernels_limit_cuts_a_dash_w_value(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """FINDING: the gate sees ``-W ignore`` (permit aider 0.70.0) but the kernel cuts the
+    over-long line before ``ignore``, ``-W`` takes the script's path, and the host's first
+    argument (a workspace ``notes.txt``) ran as the program, running 0.50.0."""
+    new, old = world.new_aider(), world.old_aider()
+    head = f"#!/usr/bin/env -S {new.python} -W"
+    line = head + " " * (300 - len(head)) + "ignore"
+    script = write_executable(tmp_path / "bin" / "aider", line + "\n" + RUN_AIDER)
+    evil = tmp_path / "ws" / "notes.txt"
+    evil.parent.mkdir()
+    evil.write_text(f"import sys\nsys.path.insert(0, {insert_old(old)})\n" + RUN_AIDER)
+    outcome = world.spawn("aider", [str(evil)], binary=script, policy=untracked_policy,
+                          env=world.env())  # fmt: skip
+    world.assert_refused(outcome, old.marker, "#!", "256", "long")
