@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.closed_world import HOST, Outcome, Venv, World
+from helpers.closed_world import Outcome, Venv, World
 from probes import write_executable
 
 pytestmark = pytest.mark.attack
@@ -203,9 +203,7 @@ def test_sys_path_inside_an_f_string(world: World, untracked_policy: str, tmp_pa
     world.assert_refused(outcome, old.marker, "sys.path", "path")
 
 
-def test_sys_through_type_getattribute(
-    world: World, untracked_policy: str, tmp_path: Path
-) -> None:
+def test_sys_through_type_getattribute(world: World, untracked_policy: str, tmp_path: Path) -> None:
     """``type(sys).__getattribute__(sys, 'path')``: getattr without the name ``getattr``."""
     new, old = world.new_aider(), world.old_aider()
     body = (
@@ -223,7 +221,8 @@ def test_sys_through_object_subclasses_wrap_close_globals(
     new, old = world.new_aider(), world.old_aider()
     body = (
         "import sys\n"
-        "k = [c for c in ().__class__.__base__.__subclasses__() if c.__name__ == '_wrap_close'][0]\n"
+        "k = [c for c in ().__class__.__base__.__subclasses__()\n"
+        "     if c.__name__ == '_wrap_close'][0]\n"
         f"k.__init__.__globals__['sys'].path.insert(0, {insert_old(old)})\n" + RUN_AIDER
     )
     outcome = script_spawn(world, untracked_policy, tmp_path, new, body)
@@ -298,7 +297,7 @@ def test_pythonbreakpoint_importing_a_workspace_module(
 
 def test_pythonplatlibdir_is_not_loaded_silently(world: World, untracked_policy: str) -> None:
     """PYTHONPLATLIBDIR moves where site looks for site-packages: refused, named."""
-    new, old = world.new_aider(), world.old_aider()
+    old = world.old_aider()
     outcome = world.spawn(
         "aider", ["task"], policy=untracked_policy,
         env=world.env(old.prefix / "bin", PYTHONPLATLIBDIR="lib64"),
@@ -312,16 +311,12 @@ def test_pythonplatlibdir_is_not_loaded_silently(world: World, untracked_policy:
 def test_shebang_with_a_carriage_return_runs_another_interpreter(
     world: World, untracked_policy: str, tmp_path: Path
 ) -> None:
-    """FINDING: the gate strips the CR and judges NEW/python (permit aider 0.70.0) while the kernel runs `python\\r`, and 0.50.0 ran. ``#!NEW/python\\r``: the kernel runs the file named ``python\\r`` (here a script
-    exec'ing the old venv's python), not NEW/python."""
+    """FINDING: the gate strips the CR and judges NEW/python (permit aider 0.70.0) while the kernel
+    runs `python\\r`, and 0.50.0 ran. ``#!NEW/python\\r``: the kernel runs the file named
+    ``python\\r`` (here a script exec'ing the old venv's python), not NEW/python."""
     new, old = world.new_aider(), world.old_aider()
-    cr = new.prefix / "bin" / "python\r"
-    cr.write_text(f'#!/bin/sh\nexec {old.python} "$@"\n', encoding="utf-8")
-    os.chmod(cr, 0o755)
-    script = tmp_path / "bin" / "aider"
-    script.parent.mkdir()
-    script.write_bytes(f"#!{new.python}\r\n".encode() + RUN_AIDER.encode())
-    os.chmod(script, 0o755)
+    write_executable(new.prefix / "bin" / "python\r", f'#!/bin/sh\nexec {old.python} "$@"\n')
+    script = write_executable(tmp_path / "bin" / "aider", f"#!{new.python}\r\n" + RUN_AIDER)
     outcome = world.spawn("aider", ["task"], binary=script, policy=untracked_policy,
                           env=world.env())  # fmt: skip
     world.assert_refused(outcome, old.marker, "python", "\\r", "interpreter")
@@ -331,7 +326,7 @@ def test_shebang_with_spaces_and_a_tab_before_the_old_interpreter(
     world: World, untracked_policy: str, tmp_path: Path
 ) -> None:
     """``#! \\t OLD/python``: the kernel skips the blanks."""
-    new, old = world.new_aider(), world.old_aider()
+    old = world.old_aider()
     script = write_executable(tmp_path / "bin" / "aider", f"#! \t {old.python}\n" + RUN_AIDER)
     outcome = world.spawn("aider", ["task"], binary=script, policy=untracked_policy,
                           env=world.env())  # fmt: skip
@@ -352,8 +347,10 @@ def test_legit_shebang_with_spaces_and_a_tab_runs(
 def test_shebang_over_the_kernels_limit_drops_a_trailing_dash_e(
     world: World, untracked_policy: str, tmp_path: Path
 ) -> None:
-    """FINDING: the gate reads the whole over-long #! line (sees -E, permit aider 0.70.0) while the kernel passes it cut at 256 bytes, and 0.50.0 ran from PYTHONPATH. ``#!NEW/python -sss...sE`` past 256 bytes: the kernel cuts the option string before
-    ``E``, so PYTHONPATH (the old site) is followed after all."""
+    """FINDING: the gate reads the whole over-long #! line (sees -E, permit aider 0.70.0) while the
+    kernel passes it cut at 256 bytes, and 0.50.0 ran from PYTHONPATH. ``#!NEW/python
+    -sss...sE`` past 256 bytes: the kernel cuts the option string before ``E``, so PYTHONPATH
+    (the old site) is followed after all."""
     new, old = world.new_aider(), world.old_aider()
     head = f"#!{new.python} -"
     opts = "s" * (300 - len(head)) + "E"
@@ -368,7 +365,9 @@ def test_shebang_over_the_kernels_limit_drops_a_trailing_dash_e(
 def test_env_dash_s_shebang_over_the_kernels_limit_drops_a_trailing_dash_i(
     world: World, untracked_policy: str, tmp_path: Path
 ) -> None:
-    """FINDING: as above through `env -S`: the gate sees -I past byte 256 (permit aider 0.70.0), env never gets it, and 0.50.0 ran from PYTHONPATH. ``#!/usr/bin/env -S NEW/python <blanks> -I`` past 256 bytes: ``-I`` never reaches env."""
+    """FINDING: as above through `env -S`: the gate sees -I past byte 256 (permit aider 0.70.0),
+    env never gets it, and 0.50.0 ran from PYTHONPATH. ``#!/usr/bin/env -S NEW/python <blanks>
+    -I`` past 256 bytes: ``-I`` never reaches env."""
     new, old = world.new_aider(), world.old_aider()
     head = f"#!/usr/bin/env -S {new.python}"
     line = head + " " * (300 - len(head)) + "-I"
@@ -623,9 +622,7 @@ def test_cache_cwd_differs_between_two_dash_m_spawns(
             shutil.copytree(entry, dirty / entry.name)
     spawn = {"adapter": "python", "argv": ["-m", "aider", "task"], "binary": new.python,
              "env": world.env()}  # fmt: skip
-    first, second = multi(
-        world, untracked_policy, [dict(spawn, cwd=clean), dict(spawn, cwd=dirty)]
-    )
+    first, second = multi(world, untracked_policy, [dict(spawn, cwd=clean), dict(spawn, cwd=dirty)])
     assert first["outcome"] == "started", first
     world.assert_refused(second, old.marker, "0.50.0", "below", "cwd", "working")
 
@@ -658,8 +655,10 @@ def test_cache_script_folder_swapped_by_rename(
 def test_shebang_over_the_kernels_limit_drops_a_trailing_dash_p(
     world: World, untracked_policy: str, tmp_path: Path
 ) -> None:
-    """FINDING: as above with -P and workspace files only: permit aider 0.70.0, and the old aider copied beside the script ran. ``#!NEW/python -sss...sP`` past 256 bytes, with an old aider copied beside the script:
-    the kernel drops ``P``, so the script's folder comes first (workspace files only)."""
+    """FINDING: as above with -P and workspace files only: permit aider 0.70.0, and the old aider
+    copied beside the script ran. ``#!NEW/python -sss...sP`` past 256 bytes, with an old aider
+    copied beside the script: the kernel drops ``P``, so the script's folder comes first
+    (workspace files only)."""
     new, old = world.new_aider(), world.old_aider()
     work = tmp_path / "ws"
     for entry in old.site.iterdir():
@@ -678,25 +677,20 @@ def test_shebang_over_the_kernels_limit_drops_a_trailing_dash_p(
 
 def old_exec_script(path: Path, old: Venv) -> Path:
     """A shell script at ``path`` that execs the old venv's python with its arguments."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(f'#!/bin/sh\nexec {old.python} "$@"\n', encoding="utf-8")
-    os.chmod(path, 0o755)
-    return path
+    return write_executable(path, f'#!/bin/sh\nexec {old.python} "$@"\n')
 
 
 def test_env_shebang_with_a_carriage_return_finds_another_program_on_path(
     world: World, untracked_policy: str, tmp_path: Path
 ) -> None:
-    """FINDING: the gate judges the `python3` env finds (permit aider 0.70.0) while env runs `python3\\r` from a workspace PATH folder, and 0.50.0 ran. ``#!/usr/bin/env python3\\r``: env looks up ``python3\\r``, which a workspace folder
-    first on PATH provides (it execs the old venv's python); the new venv's python3 is
-    what ``python3`` would find."""
+    """FINDING: the gate judges the `python3` env finds (permit aider 0.70.0) while env runs
+    `python3\\r` from a workspace PATH folder, and 0.50.0 ran. ``#!/usr/bin/env python3\\r``:
+    env looks up ``python3\\r``, which a workspace folder first on PATH provides (it execs the
+    old venv's python); the new venv's python3 is what ``python3`` would find."""
     new, old = world.new_aider(), world.old_aider()
     ws_bin = tmp_path / "wsbin"
     old_exec_script(ws_bin / "python3\r", old)
-    script = tmp_path / "bin" / "aider"
-    script.parent.mkdir()
-    script.write_bytes(b"#!/usr/bin/env python3\r\n" + RUN_AIDER.encode())
-    os.chmod(script, 0o755)
+    script = write_executable(tmp_path / "bin" / "aider", "#!/usr/bin/env python3\r\n" + RUN_AIDER)
     outcome = world.spawn("aider", ["task"], binary=script, policy=untracked_policy,
                           env=world.env(ws_bin, new.prefix / "bin"))  # fmt: skip
     world.assert_refused(outcome, old.marker, "python3", "\\r", "env", "launcher", "script")
@@ -815,9 +809,9 @@ def test_sys_argv_steering_is_not_an_escape_but_dash_m_of_old_python_is(
 def test_env_dash_s_shebang_over_the_kernels_limit_cuts_a_dash_w_value(
     world: World, untracked_policy: str, tmp_path: Path
 ) -> None:
-    """FINDING: the gate sees ``-W ignore`` (permit aider 0.70.0) but the kernel cuts the
-    over-long line before ``ignore``, ``-W`` takes the script's path, and the host's first
-    argument (a workspace ``notes.txt``) ran as the program, running 0.50.0."""
+    """FINDING: the gate sees ``-W ignore`` (permit aider 0.70.0) but the kernel cuts the over-long
+    line before ``ignore``, ``-W`` takes the script's path, and the host's first argument (a
+    workspace ``notes.txt``) ran as the program, running 0.50.0."""
     new, old = world.new_aider(), world.old_aider()
     head = f"#!/usr/bin/env -S {new.python} -W"
     line = head + " " * (300 - len(head)) + "ignore"
@@ -828,3 +822,73 @@ def test_env_dash_s_shebang_over_the_kernels_limit_cuts_a_dash_w_value(
     outcome = world.spawn("aider", [str(evil)], binary=script, policy=untracked_policy,
                           env=world.env())  # fmt: skip
     world.assert_refused(outcome, old.marker, "#!", "256", "long")
+
+
+@pytest.mark.parametrize("blank", ["\x0b", "\x0c", "\x1c", "\x85", "\u3000"],
+                         ids=["vt", "ff", "fs", "nel", "ideographic"])  # fmt: skip
+def test_env_shebang_with_a_trailing_non_kernel_blank_finds_another_program(
+    world: World, untracked_policy: str, tmp_path: Path, blank: str
+) -> None:
+    """``#!/usr/bin/env python3<blank>``: neither the kernel nor env treats these as blanks;
+    env looks up ``python3<blank>`` (a workspace script exec'ing the old python)."""
+    new, old = world.new_aider(), world.old_aider()
+    ws_bin = tmp_path / "wsbin"
+    old_exec_script(ws_bin / f"python3{blank}", old)
+    script = write_executable(
+        tmp_path / "bin" / "aider", f"#!/usr/bin/env python3{blank}\n" + RUN_AIDER
+    )
+    outcome = world.spawn("aider", ["task"], binary=script, policy=untracked_policy,
+                          env=world.env(ws_bin, new.prefix / "bin"))  # fmt: skip
+    world.assert_refused(outcome, old.marker, "python3", "env", "launcher", "script", "#!")
+
+
+def test_env_dash_s_shebang_with_a_carriage_return(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """``#!/usr/bin/env -S python3\\r``: whatever env -S makes of the CR, the old python
+    (``python3\\r`` in a workspace PATH folder) must not run under a permit."""
+    new, old = world.new_aider(), world.old_aider()
+    ws_bin = tmp_path / "wsbin"
+    old_exec_script(ws_bin / "python3\r", old)
+    script = write_executable(
+        tmp_path / "bin" / "aider", "#!/usr/bin/env -S python3\r\n" + RUN_AIDER
+    )
+    outcome = world.spawn("aider", ["task"], binary=script, policy=untracked_policy,
+                          env=world.env(ws_bin, new.prefix / "bin"))  # fmt: skip
+    assert not old.marker.exists(), outcome
+    if outcome["outcome"] == "started":
+        world.assert_permitted_and_ran(outcome, new.marker)
+
+
+@needs_node
+@pytest.mark.parametrize("name", ["Node_Options", "node_options"])
+def test_node_options_spelled_in_another_case(
+    world: World, untracked_policy: str, name: str
+) -> None:
+    """``Node_Options=--require OLD``: node reads only NODE_OPTIONS; the old cli never runs."""
+    new, old = world.new_claude(), world.old_claude()
+    outcome = world.spawn(
+        "claude", ["task"], policy=untracked_policy,
+        env=world.env(new.bin_dir, **{name: f"--require={old.cli}"}),
+    )  # fmt: skip
+    assert not old.marker.exists(), outcome
+    if outcome["outcome"] == "started":
+        world.assert_permitted_and_ran(outcome, new.marker)
+
+
+@needs_node
+@pytest.mark.parametrize("blank", ["\u00a0", "\u2003", "\t", "\n"],
+                         ids=["nbsp", "emsp", "tab", "newline"])  # fmt: skip
+def test_node_options_with_a_non_space_blank_before_require(
+    world: World, untracked_policy: str, blank: str
+) -> None:
+    """``NODE_OPTIONS=--title=x<blank>--require=OLD``: node splits on spaces only, so this
+    is one title for node; whatever the gate makes of it, the old cli never runs."""
+    new, old = world.new_claude(), world.old_claude()
+    outcome = world.spawn(
+        "claude", ["task"], policy=untracked_policy,
+        env=world.env(new.bin_dir, NODE_OPTIONS=f"--title=x{blank}--require={old.cli}"),
+    )  # fmt: skip
+    assert not old.marker.exists(), outcome
+    if outcome["outcome"] == "started":
+        world.assert_permitted_and_ran(outcome, new.marker)
