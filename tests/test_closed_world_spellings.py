@@ -1,4 +1,4 @@
-"""A closed world at the spawn, round 3 of an outside review: Python programs that use only
+"""A closed world at the spawn, other spellings: Python programs that use only
 what the README calls understood (``sys``, ``os``, ``os.path``, ``re`` and catalogued
 imports) yet reach the import system through other spellings, interpreter options that
 change which bytecode is loaded, ``#!`` lines as the kernel really reads them, a host whose
@@ -311,9 +311,8 @@ def test_pythonplatlibdir_is_not_loaded_silently(world: World, untracked_policy:
 def test_shebang_with_a_carriage_return_runs_another_interpreter(
     world: World, untracked_policy: str, tmp_path: Path
 ) -> None:
-    """FINDING: the gate strips the CR and judges NEW/python (permit aider 0.70.0) while the kernel
-    runs `python\\r`, and 0.50.0 ran. ``#!NEW/python\\r``: the kernel runs the file named
-    ``python\\r`` (here a script exec'ing the old venv's python), not NEW/python."""
+    """``#!NEW/python\\r``: the kernel keeps the CR and runs the file named ``python\\r``
+    (here a script exec'ing the old venv's python), not NEW/python."""
     new, old = world.new_aider(), world.old_aider()
     write_executable(new.prefix / "bin" / "python\r", f'#!/bin/sh\nexec {old.python} "$@"\n')
     script = write_executable(tmp_path / "bin" / "aider", f"#!{new.python}\r\n" + RUN_AIDER)
@@ -347,10 +346,8 @@ def test_legit_shebang_with_spaces_and_a_tab_runs(
 def test_shebang_over_the_kernels_limit_drops_a_trailing_dash_e(
     world: World, untracked_policy: str, tmp_path: Path
 ) -> None:
-    """FINDING: the gate reads the whole over-long #! line (sees -E, permit aider 0.70.0) while the
-    kernel passes it cut at 256 bytes, and 0.50.0 ran from PYTHONPATH. ``#!NEW/python
-    -sss...sE`` past 256 bytes: the kernel cuts the option string before ``E``, so PYTHONPATH
-    (the old site) is followed after all."""
+    """``#!NEW/python -sss...sE`` past 256 bytes: the kernel cuts the option string before
+    ``E``, so PYTHONPATH (the old site) is followed after all."""
     new, old = world.new_aider(), world.old_aider()
     head = f"#!{new.python} -"
     opts = "s" * (300 - len(head)) + "E"
@@ -365,9 +362,8 @@ def test_shebang_over_the_kernels_limit_drops_a_trailing_dash_e(
 def test_env_dash_s_shebang_over_the_kernels_limit_drops_a_trailing_dash_i(
     world: World, untracked_policy: str, tmp_path: Path
 ) -> None:
-    """FINDING: as above through `env -S`: the gate sees -I past byte 256 (permit aider 0.70.0),
-    env never gets it, and 0.50.0 ran from PYTHONPATH. ``#!/usr/bin/env -S NEW/python <blanks>
-    -I`` past 256 bytes: ``-I`` never reaches env."""
+    """``#!/usr/bin/env -S NEW/python <blanks> -I`` past 256 bytes: ``-I`` never reaches
+    env, and PYTHONPATH (the old site) is followed."""
     new, old = world.new_aider(), world.old_aider()
     head = f"#!/usr/bin/env -S {new.python}"
     line = head + " " * (300 - len(head)) + "-I"
@@ -655,10 +651,9 @@ def test_cache_script_folder_swapped_by_rename(
 def test_shebang_over_the_kernels_limit_drops_a_trailing_dash_p(
     world: World, untracked_policy: str, tmp_path: Path
 ) -> None:
-    """FINDING: as above with -P and workspace files only: permit aider 0.70.0, and the old aider
-    copied beside the script ran. ``#!NEW/python -sss...sP`` past 256 bytes, with an old aider
-    copied beside the script: the kernel drops ``P``, so the script's folder comes first
-    (workspace files only)."""
+    """``#!NEW/python -sss...sP`` past 256 bytes, with an old aider copied beside the
+    script: the kernel drops ``P``, so the script's folder comes first (workspace files
+    only)."""
     new, old = world.new_aider(), world.old_aider()
     work = tmp_path / "ws"
     for entry in old.site.iterdir():
@@ -683,10 +678,9 @@ def old_exec_script(path: Path, old: Venv) -> Path:
 def test_env_shebang_with_a_carriage_return_finds_another_program_on_path(
     world: World, untracked_policy: str, tmp_path: Path
 ) -> None:
-    """FINDING: the gate judges the `python3` env finds (permit aider 0.70.0) while env runs
-    `python3\\r` from a workspace PATH folder, and 0.50.0 ran. ``#!/usr/bin/env python3\\r``:
-    env looks up ``python3\\r``, which a workspace folder first on PATH provides (it execs the
-    old venv's python); the new venv's python3 is what ``python3`` would find."""
+    """``#!/usr/bin/env python3\\r``: env looks up ``python3\\r``, which a workspace folder
+    first on PATH provides (it execs the old venv's python); the new venv's python3 is what
+    ``python3`` would find."""
     new, old = world.new_aider(), world.old_aider()
     ws_bin = tmp_path / "wsbin"
     old_exec_script(ws_bin / "python3\r", old)
@@ -809,9 +803,9 @@ def test_sys_argv_steering_is_not_an_escape_but_dash_m_of_old_python_is(
 def test_env_dash_s_shebang_over_the_kernels_limit_cuts_a_dash_w_value(
     world: World, untracked_policy: str, tmp_path: Path
 ) -> None:
-    """FINDING: the gate sees ``-W ignore`` (permit aider 0.70.0) but the kernel cuts the over-long
-    line before ``ignore``, ``-W`` takes the script's path, and the host's first argument (a
-    workspace ``notes.txt``) ran as the program, running 0.50.0."""
+    """``env -S NEW/python -W <blanks> ignore`` past 256 bytes: the kernel cuts the line
+    before ``ignore``, ``-W`` takes the script's path, and the host's first argument (a
+    workspace ``notes.txt``) runs as the program."""
     new, old = world.new_aider(), world.old_aider()
     head = f"#!/usr/bin/env -S {new.python} -W"
     line = head + " " * (300 - len(head)) + "ignore"
