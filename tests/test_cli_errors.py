@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from feedserver import NOW, FeedServer, envelope, new_key, v2_feed
 from helpers.cli import floorctl, isolated_env
+from probes.native import native_program
 
 REPO = Path(__file__).resolve().parents[1]
 MODULE = Path("generated/floorguard/floor_map.py")
@@ -130,8 +131,7 @@ def test_usage_error_with_json_prints_one_json_error_and_exits_2(tmp_path: Path)
 def test_a_command_that_printed_its_document_prints_no_second_one(tmp_path: Path) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "claude").write_text("#!/bin/sh\necho '1.0.3 (Claude Code)'\n")
-    (bin_dir / "claude").chmod(0o755)
+    native_program(bin_dir / "claude", stdout=b"1.0.3 (Claude Code)\n")
     done = floorctl("doctor", "--json", cwd=REPO, state=tmp_path / "state", PATH=str(bin_dir))
     assert done.returncode == 1
     assert "adapters" in json.loads(done.stdout)  # one document: the posture, no error one

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from probes.native import native_program
+
 REPO = Path(__file__).resolve().parents[1]
 FLOORCTL = [sys.executable, "-m", "floorctl"]
 
@@ -95,9 +97,7 @@ def test_doctor_reports_local_build_of_affected_aider(tmp_path: Path) -> None:
     site = _site_with_example_v3(tmp_path)
     bindir = tmp_path / "bin"
     bindir.mkdir()
-    fake = bindir / "aider"
-    fake.write_text("#!/bin/sh\necho 'aider 0.64.0+local'\n")
-    fake.chmod(0o755)
+    native_program(bindir / "aider", stdout=b"aider 0.64.0+local\n")
     r = subprocess.run(
         [sys.executable, "-m", "floorguard", "doctor", "--json"],
         env=_env(tmp_path, site, bindir),
