@@ -12,10 +12,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers.closed_world import DEFAULT, DENY_BY_DEFAULT, Outcome, World
+from helpers.closed_world import DEFAULT, DENY_BY_DEFAULT, Outcome, World, needs_node
 from probes import sh_script
-
-needs_node = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 
 
 def assert_untracked_or_refused(world: World, outcome: Outcome, marker: Path) -> None:

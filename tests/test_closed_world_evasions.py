@@ -21,18 +21,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers.closed_world import NEW_AIDER, NEW_CLAUDE, Venv, World
+from helpers.closed_world import NEW_AIDER, NEW_CLAUDE, NODE, PY, RUN_AIDER, Venv, World, needs_node
 from probes import pip_install, site_packages, write_executable
 
 # Long: hundreds of spawns in real venvs; .ci/run runs them (pytest -m attack).
 pytestmark = pytest.mark.attack
-
-PY = f"python{sys.version_info.major}.{sys.version_info.minor}"
-NODE = shutil.which("node") or "/usr/bin/node"
-needs_node = pytest.mark.skipif(not Path(NODE).exists(), reason="node is not installed")
-
-# A script's body that runs whichever aider it imports.
-RUN_AIDER = "import sys\nfrom aider.main import main\nsys.exit(main())\n"
 
 
 def insert_path(where: Path) -> str:
@@ -108,18 +101,6 @@ def clean_system_site_aider(world: World, version: str, name: str) -> Venv:
     marker = world.root / f"{name}-ran"
     script = pip_install(prefix, dist="aider-chat", module="aider", version=version, marker=marker)
     return Venv(prefix, prefix / "bin" / "python", script, site_packages(prefix), marker, version)
-
-
-@pytest.fixture(autouse=True)
-def _show_outcomes(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Print every outcome checked (``-s`` shows why each attempt held)."""
-    refused = world.assert_refused
-
-    def show(outcome, marker, *names):  # type: ignore[no-untyped-def]
-        print(f"\nOUTCOME {outcome!r}")
-        refused(outcome, marker, *names)
-
-    monkeypatch.setattr(world, "assert_refused", show)
 
 
 # =============================================================== bytecode and import order

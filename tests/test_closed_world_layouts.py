@@ -20,17 +20,17 @@ from helpers.closed_world import (
     DENY_BY_DEFAULT,
     HOST,
     NEW_CLAUDE,
+    NODE,
     OLD_CLAUDE,
     Outcome,
     World,
 )
+from helpers.closed_world import needs_node as node
 from probes import write_executable
 
 # Long: hundreds of spawns in real venvs; .ci/run runs them (pytest -m attack).
 pytestmark = pytest.mark.attack
 
-NODE = shutil.which("node") or "/usr/bin/node"
-node = pytest.mark.skipif(not Path(NODE).exists(), reason="node is not installed")
 
 # The closed-world host, with a chosen host working folder and extra Popen keywords.
 HOST_WITH_KWARGS = HOST.replace(

@@ -5,14 +5,10 @@ deny-by-default. Closing the attacks must not close these.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
-import pytest
-from helpers.closed_world import NEW_CLAUDE, World
-
-NODE = shutil.which("node") or "/usr/bin/node"
-node = pytest.mark.skipif(not Path(NODE).exists(), reason="node is not installed")
+from helpers.closed_world import NEW_CLAUDE, NODE, World
+from helpers.closed_world import needs_node as node
 
 DISTUTILS_PRECEDENCE = (
     "import os; var = 'SETUPTOOLS_USE_DISTUTILS'; "

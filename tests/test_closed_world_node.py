@@ -8,13 +8,10 @@ and under deny-by-default (``FLOORGUARD_UNTRACKED_POLICY=refuse`` in the host).
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
-from helpers.closed_world import World
-
-NODE = shutil.which("node") or "/usr/bin/node"
+from helpers.closed_world import NODE, World
 
 pytestmark = pytest.mark.skipif(not Path(NODE).exists(), reason="node is not installed")
 

@@ -10,15 +10,9 @@ Every test runs under the default policy and under deny-by-default.
 from __future__ import annotations
 
 import base64
-import sys
 from pathlib import Path
 
-from helpers.closed_world import World
-
-PY = f"python{sys.version_info.major}.{sys.version_info.minor}"
-
-# A script's body that runs whichever aider it imports.
-RUN_AIDER = "import sys\nfrom aider.main import main\nsys.exit(main())\n"
+from helpers.closed_world import PY, RUN_AIDER, World
 
 
 def insert_path(where: Path) -> str:

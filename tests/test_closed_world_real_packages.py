@@ -24,12 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from helpers.closed_world import DENY_BY_DEFAULT, Outcome, World
+from helpers.closed_world import DENY_BY_DEFAULT, NODE, Outcome, World
 from hosts import Host, floor
 
 pytestmark = pytest.mark.real_packages
 
-NODE = shutil.which("node") or "/usr/bin/node"
 NPM = shutil.which("npm") or "/usr/bin/npm"
 
 CLAUDE_PKG, CLAUDE_VERSION = "@anthropic-ai/claude-code", "2.1.332"

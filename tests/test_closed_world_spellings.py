@@ -13,33 +13,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.closed_world import Outcome, Venv, World
+from helpers.closed_world import NODE, RUN_AIDER, Outcome, Venv, World, needs_node
 from probes import write_executable
 
 pytestmark = pytest.mark.attack
-
-PY = f"python{sys.version_info.major}.{sys.version_info.minor}"
-NODE = shutil.which("node") or "/usr/bin/node"
-needs_node = pytest.mark.skipif(not Path(NODE).exists(), reason="node is not installed")
-
-RUN_AIDER = "import sys\nfrom aider.main import main\nsys.exit(main())\n"
-
-
-@pytest.fixture(autouse=True)
-def _show_outcomes(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Print every outcome checked (``-s`` shows why each attempt held)."""
-    refused = world.assert_refused
-
-    def show(outcome, marker, *names):  # type: ignore[no-untyped-def]
-        print(f"\nOUTCOME {outcome!r}")
-        refused(outcome, marker, *names)
-
-    monkeypatch.setattr(world, "assert_refused", show)
 
 
 def script_spawn(world: World, policy: str, tmp_path: Path, new: Venv, body: str, **env: str):  # type: ignore[no-untyped-def]

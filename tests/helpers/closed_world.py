@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import sys
 import venv
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hosts import Host, floor, receipt_in_chain
 from probes import npm_install, pip_install, site_packages
 
@@ -28,6 +31,13 @@ CLAUDE_PACKAGE = "@anthropic-ai/claude-code"
 DEFAULT = "default"
 DENY_BY_DEFAULT = "deny-by-default"
 POLICIES = (DEFAULT, DENY_BY_DEFAULT)
+
+# The interpreter version of the world's venvs, node, and a script body that runs whichever
+# aider it imports: shared by the closed-world test modules.
+PY = f"python{sys.version_info.major}.{sys.version_info.minor}"
+NODE = shutil.which("node") or "/usr/bin/node"
+needs_node = pytest.mark.skipif(not Path(NODE).exists(), reason="node is not installed")
+RUN_AIDER = "import sys\nfrom aider.main import main\nsys.exit(main())\n"
 
 # The system folders a child needs (sh, env, node); never the test run's own PATH, so the
 # only agents a spawn can find are the ones a test put there.
