@@ -323,8 +323,8 @@ def _script_code(
 
 
 def _is_wrapper(script: Target) -> bool:
-    """A ``#!`` file in a ``bin`` folder (a console script) is judged by its imports even
-    when a distribution's RECORD lists it: a copy of the wrapper may import another copy."""
+    """A ``#!`` file (a console script) is judged by its imports even when a distribution's
+    RECORD lists it: a copy of the wrapper may import another copy of the package."""
     return script.read_head(2) == b"#!"
 
 

@@ -1,0 +1,54 @@
+"""What every judged child is given, checked before anything is decided: inputs the kernel
+cannot pass, and variables that load code into any program (the loader's, iconv's,
+OpenSSL's, and a PATH searched from the child's working directory)."""
+
+from __future__ import annotations
+
+import pytest
+
+from floorguard.child_inputs import invalid_inputs, loader_doubts
+
+
+@pytest.mark.parametrize(
+    ("argv", "environ", "cwd", "named"),
+    [
+        (["a\x00b"], {}, None, "argument 1 contains a NUL byte"),
+        ([], {"A": "x\x00"}, None, "environment variable A contains a NUL byte"),
+        ([], {"A=B": "x"}, None, "environment variable name 'A=B' cannot be passed"),
+        ([], {"": "x"}, None, "environment variable name '' cannot be passed"),
+        ([], {}, "/tmp/\x00", "the working directory contains a NUL byte"),
+    ],
+)
+def test_inputs_the_kernel_cannot_pass_are_named(
+    argv: list[str], environ: dict[str, str], cwd: str | None, named: str
+) -> None:
+    problem = invalid_inputs(argv, environ, cwd)
+    assert problem is not None and problem.startswith(named), problem
+
+
+def test_ordinary_inputs_pass() -> None:
+    assert invalid_inputs(["--yes", "é"], {"HOME": "/root", "EMPTY": ""}, "/tmp") is None
+
+
+@pytest.mark.parametrize(
+    "name", ["LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH", "GCONV_PATH", "OPENSSL_CONF",
+             "OPENSSL_ENGINES", "OPENSSL_MODULES"],
+)  # fmt: skip
+def test_variables_that_load_code_into_any_program_are_doubts(name: str) -> None:
+    [doubt] = loader_doubts({"PATH": "/usr/bin", name: "/x"})
+    assert doubt.startswith(f"environment variable {name} "), doubt
+
+
+def test_loader_variables_that_load_nothing_are_not_doubts() -> None:
+    environ = {"PATH": "/usr/bin:/bin", "LD_BIND_NOW": "1", "LD_BIND_NOT": "1", "LD_WARN": "1"}
+    assert loader_doubts(environ) == ()
+
+
+@pytest.mark.parametrize("path", ["bin:/usr/bin", "/usr/bin:", "/usr/bin::/bin", ""])
+def test_a_path_with_a_relative_or_empty_entry_is_a_doubt(path: str) -> None:
+    [doubt] = loader_doubts({"PATH": path})
+    assert "is relative: the child searches it in its working directory" in doubt
+
+
+def test_no_path_at_all_is_no_doubt() -> None:
+    assert loader_doubts({}) == ()
