@@ -11,7 +11,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from helpers.chain_support import execute, filled_chain
 
-from floorguard import checkpoint, tlog
+from floorguard import checkpoint, merkle, tlog
 from floorguard.chain import AuditChain
 from floorguard.errors import VerificationError
 
@@ -133,6 +133,41 @@ def test_refuses_to_sign_when_the_stored_tree_disagrees_with_the_records(
     execute(chain.db_path, "UPDATE tree SET hash = ? WHERE level = 3 AND idx = 0", b"\x00" * 32)
     with pytest.raises(VerificationError, match=r"stored in .* does not match its records"):
         checkpoint.of_chain(chain)
+
+
+@pytest.mark.parametrize(
+    ("level", "index"),
+    [(0, 2), (1, 0), (2, 1), (0, 12)],
+    ids=["a-leaf-under-a-stored-parent", "an-inner-node", "a-level-2-node", "the-last-leaf"],
+)
+def test_refuses_to_sign_when_any_stored_node_disagrees_with_the_records(
+    chain: AuditChain, level: int, index: int
+) -> None:
+    # Of 13 leaves the root hashes (3, 0), (2, 2) and (0, 12): a node below them changes no
+    # root, yet every proof through it is wrong. What is signed must back every proof.
+    chain.close()
+    execute(
+        chain.db_path, "UPDATE tree SET hash = ? WHERE level = ? AND idx = ?",
+        b"\x00" * 32, level, index,
+    )  # fmt: skip
+    with pytest.raises(VerificationError, match=rf"stored .* node \({level}, {index}\)"):
+        checkpoint.of_chain(chain)
+
+
+def test_refuses_to_sign_a_tree_that_holds_a_node_no_record_made(chain: AuditChain) -> None:
+    chain.close()
+    execute(chain.db_path, "INSERT INTO tree (level, idx, hash) VALUES (1, 6, ?)", b"\x00" * 32)
+    with pytest.raises(VerificationError, match=r"node \(1, 6\)"):
+        checkpoint.of_chain(chain)
+
+
+def test_signs_a_prefix_whose_nodes_all_match_while_later_records_exist(
+    chain: AuditChain,
+) -> None:
+    lines = list(chain.export_lines())
+    cp = checkpoint.of_chain(chain, 6)
+    assert cp.size == 7
+    assert cp.root == merkle.hash_of_leaves([merkle.leaf_hash(line.encode()) for line in lines[:7]])
 
 
 def test_refuses_to_hand_out_a_proof_the_stored_tree_cannot_back(chain: AuditChain) -> None:

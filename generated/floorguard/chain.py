@@ -57,7 +57,7 @@ from floorguard import merkle
 from floorguard._canonical import ZERO_DIGEST, canonical_bytes, plain_json_text
 from floorguard._time import format_ts, now_ts, parse_ts
 from floorguard.chain_key import key_check, load_key, load_or_create_key
-from floorguard.chainstore.interface import CHAIN_FORMAT, Row
+from floorguard.chainstore.interface import CHAIN_FORMAT, Node, Row
 from floorguard.chainstore.sqlite import BUSY_TIMEOUT_SECONDS
 from floorguard.errors import (
     CanonicalizationError,
@@ -648,6 +648,17 @@ class TreeSnapshot:
                 f"({level}, {index}) (the database was altered)"
             )
         return found
+
+    def lines(self) -> Iterator[str]:
+        """Every record's export line, in seq order, streamed."""
+        if self._view is not None:
+            for row in self._view.rows(0, None):
+                yield _row_line(row)
+
+    def nodes(self) -> Iterator[Node]:
+        """Every stored tree node, in the order a tree built leaf by leaf completes them."""
+        if self._view is not None:
+            yield from self._view.nodes()
 
     def line(self, seq: int) -> str | None:
         """The export line of record ``seq``, or None when there is none."""

@@ -268,16 +268,33 @@ def of_chain(chain: AuditChain, last_seq: int | None = None) -> Checkpoint:
 
     tree = merkle.CompactRange()
     roots: dict[int, bytes] = {}
-
-    def leaves(lines: Iterable[str]) -> Iterator[str]:
-        for line in lines:
-            tree.append(merkle.leaf_hash(line.encode("utf-8")))
-            if last_seq is not None and tree.size == last_seq + 1:
-                roots[tree.size] = tree.root()
-            yield line
-
     verifier = SliceVerifier(key=load_key(chain.key_file), on_record=capture)
-    verifier.feed_all(leaves(chain.export_lines()))
+    # The records and the stored tree from one snapshot: every node a proof could be made
+    # of is checked against the records before anything is signed, not only the root's.
+    # (A mismatch is reported after the records' own verification: an altered record is
+    # named as such rather than by the node it no longer matches.)
+    mismatch: list[str] = []
+    with chain.tree_snapshot() as snap:
+        stored = snap.nodes()
+
+        def leaves(lines: Iterable[str]) -> Iterator[str]:
+            for line in lines:
+                made = tree.append(merkle.leaf_hash(line.encode("utf-8")))
+                # A chain from before the tree has no stored nodes past snap.size.
+                if not mismatch and tree.size <= snap.size:
+                    for node in made:
+                        problem = _stored_node_problem(node, next(stored, None))
+                        if problem is not None:
+                            mismatch.append(problem)
+                            break
+                if last_seq is not None and tree.size == last_seq + 1:
+                    roots[tree.size] = tree.root()
+                yield line
+
+        verifier.feed_all(leaves(snap.lines()))
+        extra = None if mismatch else next(stored, None)
+        if extra is not None:
+            mismatch.append(f"it holds node ({extra[0]}, {extra[1]}), which no record made")
     report = verifier.finish()
     if not report.intact or report.first_seq != 0 or report.chain_id is None:
         first = report.integrity_errors[0] if report.integrity_errors else None
@@ -288,19 +305,36 @@ def of_chain(chain: AuditChain, last_seq: int | None = None) -> Checkpoint:
         )
     if report.last_seq is None:
         raise VerificationError(f"no records in the audit chain {chain.location}")
+    if mismatch:
+        raise VerificationError(
+            f"refusing to sign a checkpoint: the Merkle tree stored in {chain.location} does "
+            f"not match its records: {mismatch[0]}"
+        )
     size = report.last_seq + 1 if last_seq is None else last_seq + 1
     if last_seq is None:
         roots[size] = tree.root()
     if size not in roots or (last_seq is not None and "ts" not in found):
         raise VerificationError(f"the audit chain has no record {last_seq}")
-    stored = stored_root(chain, size)
-    if stored != roots[size]:
+    if stored_root(chain, size) != roots[size]:
         raise VerificationError(
             f"refusing to sign a checkpoint: the Merkle tree stored in {chain.location} does "
             "not match its records (a record was altered after it was appended)"
         )
     at_head = size == report.last_seq + 1
     return new_checkpoint(report.chain_id, size, roots[size], None if at_head else found["ts"])
+
+
+def _stored_node_problem(
+    made: tuple[int, int, bytes], stored: tuple[int, int, bytes] | None
+) -> str | None:
+    """What is wrong with ``stored``, the next node of the stored tree, when it is not the
+    node ``made`` from the records; None when it is."""
+    level, index, digest = made
+    if stored is None or stored[:2] != (level, index):
+        return f"it lacks node ({level}, {index})"
+    if stored[2] != digest:
+        return f"node ({level}, {index}) holds another hash (altered after the append)"
+    return None
 
 
 def stored_root(chain: AuditChain, size: int) -> bytes | None:

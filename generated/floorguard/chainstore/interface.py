@@ -20,6 +20,14 @@ Row = tuple[int, str, str, str, str, str, str, str]
 # (level, index, hash) of one complete subtree of the Merkle tree
 Node = tuple[int, int, bytes]
 T = TypeVar("T")
+# The order of ReadView.nodes, in SQL both stores speak: by the end of a node's range, then
+# by level. A row that no tree of 2^62 leaves holds (a negative or too large level or index:
+# shifting it could overflow) sorts last, where the reader finds it left over.
+NODE_ORDER = (
+    "ORDER BY CASE WHEN level BETWEEN 0 AND 62 AND idx >= 0"
+    " AND idx < (CAST(1 AS BIGINT) << (62 - level)) THEN (idx + 1) << level END NULLS LAST,"
+    " level, idx"
+)
 
 
 class ReadView(Protocol):
@@ -48,6 +56,10 @@ class ReadView(Protocol):
 
     def subtree(self, level: int, index: int) -> bytes | None:
         """The stored hash of complete subtree (level, index), or None."""
+
+    def nodes(self) -> Iterator[Node]:
+        """Every stored tree node, streamed in the order a tree built leaf by leaf completes
+        them: by the end of its range ((index + 1) << level), then by level."""
 
 
 class WriteView(ReadView, Protocol):

@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode
 
-from floorguard.chainstore.interface import CHAIN_FORMAT, Node, Row, T, WriteView
+from floorguard.chainstore.interface import CHAIN_FORMAT, NODE_ORDER, Node, Row, T, WriteView
 from floorguard.errors import ChainError, ChainWriteError, KeyFileError
 
 if TYPE_CHECKING:
@@ -416,6 +416,21 @@ class _View:
                 (level, index),
             ).fetchone()
         return None if row is None or row[0] is None else bytes(row[0])
+
+    def nodes(self) -> Iterator[Node]:
+        self.flush()
+        query = f"SELECT level, idx, hash FROM {_TREE} {NODE_ORDER}"  # noqa: S608
+        cursor = self._conn.cursor(name=f"floorguard_{secrets.token_hex(4)}")
+        with cursor:
+            with self._waiting():
+                cursor.execute(query)
+            while True:
+                with self._waiting():
+                    batch = cursor.fetchmany(512)
+                if not batch:
+                    break
+                for level, index, digest in batch:
+                    yield int(level), int(index), bytes(digest)
 
     def clock(self) -> str | None:
         return self._clock

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from floorguard.chainstore.interface import CHAIN_FORMAT, Node, Row, T, WriteView
+from floorguard.chainstore.interface import CHAIN_FORMAT, NODE_ORDER, Node, Row, T, WriteView
 from floorguard.errors import ChainError, ChainWriteError, KeyFileError
 
 if TYPE_CHECKING:
@@ -98,6 +98,13 @@ class _View:
             "SELECT hash FROM tree WHERE level = ? AND idx = ?", (level, index)
         ).fetchone()
         return None if row is None or not isinstance(row[0], bytes) else bytes(row[0])
+
+    def nodes(self) -> Iterator[Node]:
+        if not self._has_tree:
+            return
+        cursor = self._conn.execute(f"SELECT level, idx, hash FROM tree {NODE_ORDER}")  # noqa: S608
+        while batch := cursor.fetchmany(512):
+            yield from batch
 
     def clock(self) -> None:
         return None  # one machine: its own clock is the chain's

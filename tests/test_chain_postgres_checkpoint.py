@@ -1,0 +1,70 @@
+"""A checkpoint of the shared chain is signed only when every node of the tree the database
+stores is the node its records make: proofs are served from those nodes, so a corrupt one
+below the root would make a signed checkpoint back wrong proofs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import test_chain_postgres
+from helpers.chain_support import receipt
+from test_chain_postgres import CANARY, Chain, floorctl
+
+pg = test_chain_postgres.pg
+
+
+def _checkpoint(pg: Chain, folder: Path) -> tuple[int, str]:
+    key = folder / "keys" / "signing.key"
+    assert floorctl("keygen", "--out", str(key.parent), env=pg.env(folder)).returncode == 0
+    done = floorctl("chain", "checkpoint", "--signing-key", str(key), "--out",
+                    str(folder / "head.cp"), env=pg.env(folder))  # fmt: skip
+    return done.returncode, done.stderr
+
+
+def _filled(pg: Chain, count: int) -> None:
+    chain = pg.chain()
+    for n in range(count):
+        chain.append(CANARY, receipt(n=n))
+    chain.close()
+
+
+@pytest.mark.parametrize(
+    ("level", "index"),
+    [(0, 2), (1, 0), (2, 1)],
+    ids=["a-leaf-under-a-stored-parent", "an-inner-node", "a-level-2-node"],
+)
+def test_a_corrupt_node_below_the_root_refuses_the_checkpoint(
+    pg: Chain, tmp_path: Path, level: int, index: int
+) -> None:
+    _filled(pg, 13)  # the root hashes (3, 0), (2, 2) and (0, 12) only
+    zero = "\\x" + "00" * 32
+    tamper = f"SET hash = '{zero}' WHERE level = {level} AND idx = {index}"
+    pg.sql(f"ALTER TABLE floorguard.tree DISABLE TRIGGER USER; UPDATE floorguard.tree {tamper}")
+    code, stderr = _checkpoint(pg, tmp_path)
+    assert code != 0
+    assert f"node ({level}, {index})" in stderr and "does not match its records" in stderr
+    assert not (tmp_path / "head.cp").exists()
+
+
+@pytest.mark.parametrize(
+    "row",
+    ["(1, 6)", "(-1, 0)", "(1, 9223372036854775807)", "(62, 0)"],
+    ids=["past-the-last-leaf", "a-negative-level", "an-index-that-overflows", "level-62"],
+)
+def test_a_node_that_no_record_made_refuses_the_checkpoint(
+    pg: Chain, tmp_path: Path, row: str
+) -> None:
+    _filled(pg, 13)
+    pg.sql(f"INSERT INTO floorguard.tree VALUES {row[:-1]}, '\\x{'00' * 32}')")  # noqa: S608
+    code, stderr = _checkpoint(pg, tmp_path)
+    assert code != 0
+    assert "which no record made" in stderr
+    assert not (tmp_path / "head.cp").exists()
+
+
+def test_an_intact_tree_is_signed(pg: Chain, tmp_path: Path) -> None:
+    _filled(pg, 13)
+    code, stderr = _checkpoint(pg, tmp_path)
+    assert code == 0, stderr
+    assert (tmp_path / "head.cp").read_text().splitlines()[1] == "13"
