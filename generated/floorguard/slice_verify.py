@@ -54,6 +54,14 @@ MAX_LINE_BYTES = 16 << 20
 MAX_REPORTED_ERRORS = 1000
 MACS_NOT_CHECKED = "MACs not checked: no --key-file or --host-keys"
 MAX_WRITER_RUNS = 1 << 20
+UNVERIFIED_HMAC = (
+    "unverified: an HMAC record, and no chain key to check it with "
+    "(--key-file, FLOORGUARD_CHAIN_KEY_FILE): no key for it"
+)
+UNVERIFIED_SIGNED = (
+    "unverified: signed by host key id {kid}, and no host keys to check it with "
+    "(--host-keys, FLOORGUARD_HOST_KEYS): no key for it"
+)
 MALFORMED_MAC = (
     "mac is neither an HMAC (64 lowercase hex characters) nor a host signature "
     "(ed25519:<16 hex>:<128 hex>)"
@@ -410,14 +418,7 @@ class SliceVerifier:
         if is_hmac(mac):
             key = self.key
             if key is None:
-                return (
-                    False,
-                    None,
-                    (
-                        "unverified: an HMAC record, and no chain key to check it with "
-                        "(--key-file): no key for it"
-                    ),
-                )
+                return False, None, UNVERIFIED_HMAC
             if hmac.compare_digest(mac, hmac.digest(key, body, "sha256").hex()):
                 return True, None, None
             return False, None, "MAC does not verify (wrong key, or the record was altered)"
@@ -426,14 +427,7 @@ class SliceVerifier:
             return False, None, MALFORMED_MAC
         host_keys = self.host_keys
         if host_keys is None:
-            return (
-                False,
-                None,
-                (
-                    f"unverified: signed by host key id {kid}, and no host keys to check it with "
-                    "(--host-keys): no key for it"
-                ),
-            )
+            return False, None, UNVERIFIED_SIGNED.format(kid=kid)
         name, problem = host_keys.check(mac, body)
         return name is not None, name, problem
 
