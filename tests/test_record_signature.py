@@ -23,7 +23,7 @@ def _pair(folder: Path) -> tuple[Path, Path]:
     return keys.generate(folder)
 
 
-def _document(**hosts: str) -> bytes:
+def _document(**hosts: str | list[str]) -> bytes:
     return json.dumps({"hosts": hosts}).encode()
 
 
@@ -71,6 +71,22 @@ def test_one_key_under_two_host_names_is_refused(tmp_path: Path) -> None:
     pem = public.read_text()
     with pytest.raises(KeyFileError, match="list the same key"):
         parse_host_keys(_document(a=pem, b=pem), "hosts.json")
+
+
+def test_a_host_with_a_replaced_key_keeps_its_name_for_old_and_new_records(
+    tmp_path: Path,
+) -> None:
+    old, old_public = _pair(tmp_path / "old")
+    new, new_public = _pair(tmp_path / "new")
+    _signed_chain(tmp_path, old, 2)
+    chain = _signed_chain(tmp_path, new, 2)
+    listed = parse_host_keys(
+        _document(**{"web-1": [old_public.read_text(), new_public.read_text()]}), "h"
+    )
+    report = verify_slice(list(chain.export_lines()), host_keys=listed)
+    assert report.intact and report.hosts == (("web-1", 4),)
+    with pytest.raises(KeyFileError, match="not a PEM string"):
+        parse_host_keys(json.dumps({"hosts": {"web-1": []}}).encode(), "h")
 
 
 def test_a_signature_relabelled_with_another_hosts_key_id_fails(tmp_path: Path) -> None:

@@ -29,10 +29,11 @@ JSON naming each host's public key (PEM SubjectPublicKeyInfo, ``signing.pub``)::
     {"hosts": {"web-1": "-----BEGIN PUBLIC KEY-----\\n...", "web-2": "..."}}
 
 A name is 1 to 64 characters of ``A-Z a-z 0-9 . _ -`` starting with a letter or digit; it is
-how reports name the host. A name or key listed twice is refused (a key under two names
-would make the writer ambiguous). The trusted-keys document of feeds
-(``floorguard.trust``) is not reused: its keys have no names, and it states a threshold,
-which means nothing for one record signed by one host.
+how reports name the host. A host whose key was replaced lists its keys in a list, old and
+new (``"web-1": ["<PEM>", "<PEM>"]``): its old records keep verifying, under its name. A name
+or key listed twice is refused (a key under two names would make the writer ambiguous).
+The trusted-keys document of feeds (``floorguard.trust``) is not reused: its keys have no
+names, and it states a threshold, which means nothing for one record signed by one host.
 
 ``cryptography`` is imported only when a host key or a host-keys document is loaded.
 """
@@ -228,13 +229,15 @@ def parse_host_keys(data: bytes, source: str) -> HostKeys:
     if not isinstance(document, dict) or set(document) != {"hosts"}:
         raise KeyFileError(
             f'{source}: a host-keys document is exactly {{"hosts": {{"<host name>": '
-            '"<PEM public key>", ...}}'
+            '"<PEM public key>" or ["<PEM>", ...], ...}}'
         )
     hosts = document["hosts"]
     if not isinstance(hosts, dict) or not hosts:
         raise KeyFileError(f"{source}: hosts must name at least one host and its public key")
     if len(hosts) > MAX_HOSTS:
         raise KeyFileError(f"{source}: more than {MAX_HOSTS} hosts")
+    if sum(len(pem) if isinstance(pem, list) else 1 for pem in hosts.values()) > MAX_HOSTS:
+        raise KeyFileError(f"{source}: more than {MAX_HOSTS} keys")
     _require_cryptography(source)
     from floorguard import dsse
 
@@ -246,19 +249,23 @@ def parse_host_keys(data: bytes, source: str) -> HostKeys:
                 f"{source}: host name {name!r} is not 1 to 64 characters of A-Z a-z 0-9 . _ - "
                 "starting with a letter or digit"
             )
-        if not isinstance(pem, str):
-            raise KeyFileError(f"{source}: host {name}: the key is not a PEM string")
-        try:
-            public = dsse.load_public_key(pem.encode("utf-8"), f"{source}: host {name}")
-        except VerificationError as exc:
-            raise KeyFileError(str(exc)) from exc
-        kid = key_id(public)
-        if kid in names:
+        pems = pem if isinstance(pem, list) else [pem]
+        if not pems or not all(isinstance(one, str) for one in pems):
             raise KeyFileError(
-                f"{source}: hosts {names[kid]} and {name} list the same key (key id {kid}): "
-                "each host signs with its own key"
+                f"{source}: host {name}: the key is not a PEM string (or a list of them)"
             )
-        names[kid], keys[kid] = name, public
+        for one in pems:
+            try:
+                public = dsse.load_public_key(one.encode("utf-8"), f"{source}: host {name}")
+            except VerificationError as exc:
+                raise KeyFileError(str(exc)) from exc
+            kid = key_id(public)
+            if kid in names:
+                raise KeyFileError(
+                    f"{source}: hosts {names[kid]} and {name} list the same key (key id "
+                    f"{kid}): each host signs with its own key"
+                )
+            names[kid], keys[kid] = name, public
     return HostKeys(names, keys, source)
 
 
