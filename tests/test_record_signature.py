@@ -155,12 +155,18 @@ def test_an_unusable_host_keys_document_refuses_the_append(tmp_path: Path) -> No
     assert AuditChain.from_env(env).head() is None
 
 
-def test_a_signing_host_without_the_hosts_keys_cannot_check_the_chain_and_says_what_to_set(
-    tmp_path: Path,
-) -> None:
+def test_a_signing_host_checks_a_chain_only_it_wrote_with_its_own_key(tmp_path: Path) -> None:
+    from floorguard import checkpoint
     from floorguard.canary import chain_projection
+    from floorguard.errors import VerificationError
 
     private, _ = _pair(tmp_path / "a")
-    chain = _signed_chain(tmp_path, private, 1)
-    with pytest.raises(KeyFileError, match="FLOORGUARD_HOST_KEYS"):
+    other, _ = _pair(tmp_path / "b")
+    chain = _signed_chain(tmp_path, private, 2)
+    assert chain_projection(chain) == {}
+    assert checkpoint.of_chain(chain).size == 2
+    _signed_chain(tmp_path, other, 1)  # another host's record: its key is not this host's
+    with pytest.raises(
+        VerificationError, match=r"seq 2: signed by key id .* set FLOORGUARD_HOST_KEYS"
+    ):
         chain_projection(chain)

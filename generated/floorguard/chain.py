@@ -494,18 +494,17 @@ class AuditChain:
 
     def verification_keys(self) -> tuple[bytes | None, HostKeys | None]:
         """What this host checks the chain's records with: the fleet's HMAC key and the
-        host-keys document, each as configured. With a host-keys document, a missing HMAC
-        key is no error (HMAC records then fail as unverified); without one, the HMAC key
-        must be there, as before host signatures. Raises KeyFileError."""
+        host-keys document, each as configured; a host that signs and has no host-keys
+        document trusts its own key alone (enough for a chain only it writes, such as a
+        SQLite one). When there are host keys, a missing HMAC key is no error (HMAC records
+        then fail as unverified); when there are none, the HMAC key must be there, as before
+        host signatures. Raises KeyFileError."""
         host_keys = self._listed_hosts()
+        if host_keys is None:
+            own = self._signer()
+            host_keys = None if own is None else own.alone()
         if host_keys is not None and not os.path.lexists(self.key_file):
             return None, host_keys
-        if not os.path.lexists(self.key_file) and self.host_key_file is not None:
-            raise KeyFileError(
-                f"this host signs its records ({self.host_key_file}) and has neither the "
-                "fleet's chain key nor the hosts' public keys to check the chain with: set "
-                "FLOORGUARD_HOST_KEYS to the fleet's host-keys document"
-            )
         return load_key(self.key_file), host_keys
 
     def _append_in_transaction(

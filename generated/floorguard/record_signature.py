@@ -134,6 +134,15 @@ class HostKey:
         """True when ``mac`` is this key's signature of ``body``."""
         return _verifies(self.private.public_key(), self.key_id, mac, body)
 
+    def alone(self) -> HostKeys:
+        """Host keys listing this key only, as "this host" (a host checking a chain only it
+        writes); a record of any other key is then unverified."""
+        return HostKeys(
+            {self.key_id: "this host"},
+            {self.key_id: self.private.public_key()},
+            "this host's own key only: set FLOORGUARD_HOST_KEYS to check other hosts'",
+        )
+
 
 def load_host_key(path: Path) -> HostKey:
     """Read a host's signing key. Raises KeyFileError when it is missing, unreadable, not a
