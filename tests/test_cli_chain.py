@@ -111,8 +111,8 @@ def test_refuses_a_slice_checked_without_key_or_checkpoint_unless_told_to_accept
     done = run([*VERIFIERS[tool], "verify", "chain", str(out)], home)
     assert done.returncode == 1
     assert done.stdout.splitlines()[0] == "NOT PROVEN"
-    assert "unauthenticated: no --key-file and no --checkpoint" in done.stdout
-    assert "MACs not checked: no --key-file" in done.stderr
+    assert "unauthenticated: no --key-file, --host-keys or --checkpoint" in done.stdout
+    assert "MACs not checked: no --key-file or --host-keys" in done.stderr
     accepted = run([*VERIFIERS[tool], "verify", "chain", str(out), "--unauthenticated"], home)
     assert accepted.returncode == 0, accepted.stdout
     assert "NOT authenticated" in accepted.stdout

@@ -382,7 +382,8 @@ def test_an_earlier_checkpoint_binds_a_prefix_of_the_slice(built: Built) -> None
     # Without the key, what follows the checkpoint is authenticated by nothing.
     _, errors = findings(prove(built.lines(), **with_checkpoint(note)))
     assert errors == [
-        (5, "records 5..8 come after the checkpoint and no --key-file was given: nothing "
+        (5, "records 5..8 come after the checkpoint and no --key-file or --host-keys was "
+            "given: nothing "
             "authenticates them"),
     ]  # fmt: skip
 
@@ -572,7 +573,7 @@ def test_the_proven_text_names_the_window_end_and_what_authenticates_the_records
     assert f"window genesis (seq 0) .. end of slice (seq 8, {at(8)}):" in text
     assert "authenticated: every record's MAC verified with the chain key" in text
     loose = render_text(prove(built.lines(), unauthenticated_ok=True))
-    assert "NOT authenticated: no --key-file and no checkpoint" in loose
+    assert "NOT authenticated: no --key-file, --host-keys or checkpoint" in loose
     note = signed(checkpoint_of(built, 8, at(30)))
     text = render_text(prove(built.lines(), **with_checkpoint(note)))
     assert "authenticated: records up to seq 8 by the signed checkpoint" in text

@@ -34,6 +34,13 @@ def verify() -> None:
     help="The chain's HMAC key file; without it the MACs are not checked.",
 )
 @click.option(
+    "--host-keys",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help='The hosts\' public keys, {"hosts": {NAME: PEM, ...}}: host-signed records are '
+    "checked with them, and the output names the host that wrote each record.",
+)
+@click.option(
     "--checkpoint",
     "checkpoint_file",
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
@@ -91,6 +98,7 @@ def verify_chain(
     since: datetime | None,
     until: datetime | None,
     key_file: Path | None,
+    host_keys: Path | None,
     checkpoint_file: Path | None,
     pubkey: Path | None,
     inclusion: Path | None,
@@ -107,10 +115,12 @@ def verify_chain(
     SLICE is an exported chain slice (- for stdin). It must be intact, continuous and cover
     the window (--since/--until; the whole slice without them); every spawn record in the
     window is re-evaluated against the floor map it pins. The records must be
-    authenticated, by the chain key (--key-file) or a signed checkpoint, unless
-    --unauthenticated. Prints PROVEN, or NOT PROVEN and every finding as `seq N: reason`
-    (--format json, sarif or markdown: the same verdict and findings). Exit status 0 only
-    when proven.
+    authenticated, by the chain key (--key-file), the hosts' keys (--host-keys) or a signed
+    checkpoint, unless --unauthenticated; given --key-file or --host-keys, a record neither
+    verifies (an HMAC record without --key-file, a host-signed one without --host-keys or
+    by a host it does not list) fails. Prints PROVEN, or NOT PROVEN and every finding as
+    `seq N: reason` (--format json, sarif or markdown: the same verdict and findings); with
+    --host-keys, also the host that wrote the records. Exit status 0 only when proven.
     """
     if checkpoint_file is not None and pubkey is None:
         raise click.UsageError("--checkpoint needs --pubkey (the key the checkpoint is signed by)")
@@ -132,6 +142,7 @@ def verify_chain(
     report = verify_commands.verify_chain(
         slice_path,
         key_file=key_file,
+        host_keys=host_keys,
         checkpoint=checkpoint_file,
         pubkey=pubkey,
         maps=map_dirs,

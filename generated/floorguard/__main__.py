@@ -81,6 +81,7 @@ def _verify_chain(args: argparse.Namespace) -> int:
     report = verify_commands.verify_chain(
         args.slice,
         key_file=args.key_file,
+        host_keys=args.host_keys,
         checkpoint=args.checkpoint,
         pubkey=args.pubkey,
         maps=args.maps or [],
@@ -143,6 +144,13 @@ def register_verify(commands: _SubParsers) -> _SubParsers:
         type=_FILE,
         default=None,
         help="the chain's HMAC key file; without it the MACs are not checked",
+    )
+    chain.add_argument(
+        "--host-keys",
+        type=_EXISTING_FILE,
+        default=None,
+        help='the hosts\' public keys, {"hosts": {NAME: PEM, ...}}: host-signed records are '
+        "checked with them, and the output names the host that wrote each record",
     )
     chain.add_argument(
         "--checkpoint",

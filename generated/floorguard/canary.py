@@ -297,13 +297,13 @@ def record_run(chain: AuditChain, adapter: str, version: str, result: str) -> Ca
 
 
 def chain_projection(chain: AuditChain) -> dict[str, LastGreen]:
-    """Last-green rebuilt from the whole chain, which must verify with the chain's key.
+    """Last-green rebuilt from the whole chain, which must verify with the chain's keys
+    (``AuditChain.verification_keys``: the HMAC key, and the hosts' keys for signed records).
 
     Streams: only the projection is kept. Raises VerificationError when the chain does not
     verify (the projection of a tampered chain is refused, not shown) and KeyFileError when
     its key cannot be read.
     """
-    from floorguard.chain_key import load_key
     from floorguard.slice_verify import SliceVerifier
 
     if not chain.exists() or chain.head() is None:
@@ -314,7 +314,8 @@ def chain_projection(chain: AuditChain) -> dict[str, LastGreen]:
         if intact:
             projection.feed(record)
 
-    verifier = SliceVerifier(key=load_key(chain.key_file), on_record=feed)
+    key, host_keys = chain.verification_keys()
+    verifier = SliceVerifier(key=key, on_record=feed, host_keys=host_keys)
     verifier.feed_all(chain.export_lines())
     report = verifier.finish()
     if not report.intact or report.first_seq != 0:

@@ -1,4 +1,4 @@
-"""The audit chain: every receipt floorguard issues, in one HMAC-linked log in SQLite.
+"""The audit chain: every receipt floorguard issues, in one linked, authenticated log.
 
 Record format
 -------------
@@ -11,6 +11,12 @@ The record body is the JSON object of the seven fields seq, ts, chain_id, event,
 receipt, prev; its canonical bytes are RFC 8785 (JCS). The record digest is ``sha256:`` +
 hex(sha256(canonical body)); the MAC is hex(HMAC-SHA256(key, canonical body)). The next
 record's prev is this digest; the genesis record's prev is ``sha256:`` and 64 zeros.
+
+The ``mac`` field is the record's authenticator: the HMAC under the chain (fleet) key, or,
+on a host with its own key (``FLOORGUARD_HOST_KEY_FILE``), that host's Ed25519 signature
+``ed25519:<key id>:<signature>`` over the same body (``floorguard.record_signature``). Any
+holder of the fleet key, the database owner who made it included, can recompute MACs; only
+a host can make its signatures. A host that signs never reads the fleet key.
 
 An exported slice is JSON Lines: one record a line, written as the RFC 8785 canonical JSON
 of all eight fields (verifiers accept any JSON spelling of a line, but refuse duplicate keys).
@@ -53,7 +59,7 @@ from json.encoder import encode_basestring
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from floorguard import merkle
+from floorguard import merkle, record_signature
 from floorguard._canonical import ZERO_DIGEST, canonical_bytes, plain_json_text
 from floorguard._time import format_ts, now_ts, parse_ts
 from floorguard.chain_key import key_check, load_key, load_or_create_key
@@ -66,6 +72,7 @@ from floorguard.errors import (
     FloorguardError,
     KeyFileError,
 )
+from floorguard.record_signature import FileCache, HostKey, HostKeys
 from floorguard.state import state_key, state_paths
 
 if TYPE_CHECKING:
@@ -195,8 +202,9 @@ def is_chain_id(text: object) -> bool:
 
 
 def is_mac(text: object) -> bool:
-    """True for 64 lowercase hex characters."""
-    return isinstance(text, str) and len(text) == 64 and set(text) <= _HEX
+    """True for a well-formed authenticator: an HMAC (64 lowercase hex characters) or a host
+    signature (``ed25519:<16 hex>:<128 hex>``)."""
+    return record_signature.is_hmac(text) or record_signature.is_signature(text)
 
 
 def receipt_problem(event: str, receipt: object) -> str | None:
@@ -275,7 +283,8 @@ class ChainRecord:
         return record_digest(self.body_bytes())
 
     def mac_matches(self, key: bytes) -> bool:
-        """True when ``mac`` is the HMAC of the body under ``key``."""
+        """True when ``mac`` is the HMAC of the body under ``key`` (False for a host
+        signature: ``record_signature.HostKeys.check`` checks those)."""
         return hmac.compare_digest(self.mac, record_mac(key, self.body_bytes()))
 
     def to_json_line(self) -> str:
@@ -320,11 +329,14 @@ _shared: dict[tuple[str, ...], AuditChain] = {}
 
 
 class AuditChain:
-    """The chain in a store (a SQLite file by default), MACed with the key in ``key_file``.
+    """The chain in a store (a SQLite file by default), MACed with the key in ``key_file``,
+    or signed with this host's key in ``host_key_file`` when one is given.
 
     ``store`` is a ChainStore, or the path of a SQLite database. Constructing one touches
-    nothing; ``append`` creates a SQLite database and its key on first use; ``head``,
-    ``records`` and ``export_lines`` only read.
+    nothing; ``append`` creates a SQLite database and its HMAC key on first use (never an
+    HMAC key when it signs); ``head``, ``records`` and ``export_lines`` only read.
+    ``host_keys_file`` is the fleet's host-keys document: appends check a signed head with
+    it, and ``verification_keys`` hands it to verifiers.
     """
 
     def __init__(
@@ -333,6 +345,8 @@ class AuditChain:
         key_file: Path,
         *,
         clock: Callable[[], str] | None = None,
+        host_key_file: Path | None = None,
+        host_keys_file: Path | None = None,
     ) -> None:
         if isinstance(store, str | os.PathLike):
             from floorguard.chainstore.sqlite import SqliteStore
@@ -344,6 +358,13 @@ class AuditChain:
         self._lock = threading.Lock()
         self._chain_id: str | None = None
         self._key_cache: tuple[tuple[int, ...], bytes] | None = None
+        # The body and mac of the last record this object wrote: a signed head equal to it
+        # needs no check (its own signature over those very bytes), which spares a verify.
+        self._written: tuple[bytes, str] | None = None
+        self.host_key_file = None if host_key_file is None else Path(host_key_file)
+        self.host_keys_file = None if host_keys_file is None else Path(host_keys_file)
+        self._host_key: FileCache[HostKey] = FileCache(record_signature.load_host_key)
+        self._host_keys: FileCache[HostKeys] = FileCache(record_signature.load_host_keys)
 
     @property
     def location(self) -> str:
@@ -361,11 +382,20 @@ class AuditChain:
         cls, environ: Mapping[str, str] | None = None, *, clock: Callable[[], str] | None = None
     ) -> AuditChain:
         """The chain the environment selects (``FLOORGUARD_CHAIN_URL``, else the SQLite file
-        in ``FLOORGUARD_HOME``) with the key ``FLOORGUARD_CHAIN_KEY_FILE`` names.
-        Raises ChainError for an unusable ``FLOORGUARD_CHAIN_TIMEOUT``."""
+        in ``FLOORGUARD_HOME``) with the key ``FLOORGUARD_CHAIN_KEY_FILE`` names, this
+        host's signing key ``FLOORGUARD_HOST_KEY_FILE`` and the host-keys document
+        ``FLOORGUARD_HOST_KEYS``. Raises ChainError for an unusable
+        ``FLOORGUARD_CHAIN_TIMEOUT``."""
         from floorguard.chainstore import store_from_env
 
-        return cls(store_from_env(environ), state_paths(environ).chain_key, clock=clock)
+        paths = state_paths(environ)
+        return cls(
+            store_from_env(environ),
+            paths.chain_key,
+            clock=clock,
+            host_key_file=paths.host_key,
+            host_keys_file=paths.host_keys,
+        )
 
     @classmethod
     def shared(cls, environ: Mapping[str, str] | None = None) -> AuditChain:
@@ -403,23 +433,31 @@ class AuditChain:
     def append(self, event: str, receipt: Mapping[str, Any]) -> ChainRecord:
         """Append one receipt and return its record once it is durable.
 
-        Raises ChainWriteError when the record is refused (unknown event, malformed receipt)
-        or did not become durable (read-only or full disk, a file or folder in the way, a
-        corrupt database, an unreachable or timed-out database server, a head record that
-        does not verify with the key), and KeyFileError when the key file is missing where
-        it must exist, unreadable, too open, or not a 32-byte key.
+        With a host key the record is signed with it, and the fleet's HMAC key is never read;
+        else it is MACed with the HMAC key. Raises ChainWriteError when the record is refused
+        (unknown event, malformed receipt) or did not become durable (read-only or full disk,
+        a file or folder in the way, a corrupt database, an unreachable or timed-out database
+        server, a head record that does not verify: see ``_check_head``), and KeyFileError
+        when a key file is missing where it must exist, unreadable, too open, or not a key of
+        its kind (an unusable host key is never replaced by the HMAC key).
         """
         receipt_json, receipt_obj = self._prepare_receipt(event, receipt)
         receipt_id = record_digest(receipt_json.encode("utf-8"))
         with self._lock:
+            # Read before the store's lock is taken: a bad key refuses without waiting.
+            signer = self._signer()
+            host_keys = self._listed_hosts()
             try:
                 row = self.store.write(
-                    lambda view: self._append_in_transaction(view, event, receipt_id, receipt_json),
+                    lambda view: self._append_in_transaction(
+                        view, event, receipt_id, receipt_json, signer=signer, host_keys=host_keys
+                    ),
                     "append to",
                 )
             except BaseException:
                 self._chain_id = None  # re-read it with the next connection
                 raise
+            self._written = (_row_body(row).encode("utf-8"), row[7])
         seq, ts, chain_id, _, _, _, prev, mac = row
         return ChainRecord(seq, ts, chain_id, event, receipt_id, receipt_obj, prev, mac)
 
@@ -442,21 +480,50 @@ class AuditChain:
             raise ChainWriteError(f"refusing to append: {problem}")
         return receipt_json, receipt_obj
 
+    def _signer(self) -> HostKey | None:
+        """This host's signing key, when it has one (re-read when the file changes)."""
+        if self.host_key_file is None:
+            return None
+        return self._host_key.get(self.host_key_file, "host key file")
+
+    def _listed_hosts(self) -> HostKeys | None:
+        """The fleet's host-keys document, when one is configured."""
+        if self.host_keys_file is None:
+            return None
+        return self._host_keys.get(self.host_keys_file, "host keys file")
+
+    def verification_keys(self) -> tuple[bytes | None, HostKeys | None]:
+        """What this host checks the chain's records with: the fleet's HMAC key and the
+        host-keys document, each as configured; a host that signs and has no host-keys
+        document trusts its own key alone (enough for a chain only it writes, such as a
+        SQLite one). When there are host keys, a missing HMAC key is no error (HMAC records
+        then fail as unverified); when there are none, the HMAC key must be there, as before
+        host signatures. Raises KeyFileError."""
+        host_keys = self._listed_hosts()
+        if host_keys is None:
+            own = self._signer()
+            host_keys = None if own is None else own.alone()
+        if host_keys is not None and not os.path.lexists(self.key_file):
+            return None, host_keys
+        return load_key(self.key_file), host_keys
+
     def _append_in_transaction(
-        self, view: WriteView, event: str, receipt_id: str, receipt_json: str
+        self,
+        view: WriteView,
+        event: str,
+        receipt_id: str,
+        receipt_json: str,
+        *,
+        signer: HostKey | None = None,
+        host_keys: HostKeys | None = None,
     ) -> _Row:
         head = view.head()
         # A clock given explicitly (tests) wins; else the store's shared one, else ours.
         ts = self._clock() if self._clock is not None else (view.clock() or now_ts())
+        key: bytes | None = None
         if head is None:
-            key = load_or_create_key(self.key_file) if self.store.creates_key else self._key()
-            expected = view.meta("key_check")  # a shared chain's, from `floorctl chain init`
-            if expected is not None and not hmac.compare_digest(expected, key_check(key)):
-                raise ChainWriteError(
-                    f"cannot append to the audit chain {self.location}: the key in "
-                    f"{self.key_file} is not the chain's key (the one `floorctl chain init` "
-                    "wrote; copy that file to this host)"
-                )
+            if signer is None:
+                key = self._genesis_key(view)
             chain_id = view.meta("chain_id")
             if chain_id is None:
                 chain_id = secrets.token_hex(16)
@@ -464,7 +531,8 @@ class AuditChain:
             self._chain_id = chain_id
             seq, prev = 0, GENESIS_PREV
         else:
-            key = self._existing_key()
+            if signer is None:
+                key = self._existing_key()
             chain_id = head[2]
             if self._chain_id is None:
                 self._chain_id = view.meta("chain_id")
@@ -474,17 +542,13 @@ class AuditChain:
                     "name the chain its records belong to (the database was altered)"
                 )
             head_body = _row_body(head).encode("utf-8")
-            if not hmac.compare_digest(head[7], record_mac(key, head_body)):
-                raise ChainWriteError(
-                    f"cannot append to the audit chain {self.location}: its last record "
-                    f"(seq {head[0]}) does not verify with the key in {self.key_file} "
-                    "(the key was replaced or the record was altered)"
-                )
+            self._check_head(head, head_body, key, signer, host_keys)
             seq, prev = head[0] + 1, record_digest(head_body)
             # The wall clock may step back; the chain's time may not.
             ts = max(ts, head[1])
         row: _Row = (seq, ts, chain_id, event, receipt_id, receipt_json, prev, "")
-        mac = record_mac(key, _row_body(row).encode("utf-8"))
+        body = _row_body(row).encode("utf-8")
+        mac = signer.sign(body) if signer is not None else record_mac(_known(key), body)
         row = (*row[:7], mac)
         view.insert_record(row)
         try:
@@ -497,6 +561,66 @@ class AuditChain:
                 "(the database was altered)"
             ) from exc
         return row
+
+    def _genesis_key(self, view: WriteView) -> bytes:
+        """The HMAC key the first record is MACed with, checked against a shared chain's
+        ``key_check`` (a host that signs has no HMAC key, and nothing to check)."""
+        key = load_or_create_key(self.key_file) if self.store.creates_key else self._key()
+        expected = view.meta("key_check")  # a shared chain's, from `floorctl chain init`
+        if expected is not None and not hmac.compare_digest(expected, key_check(key)):
+            raise ChainWriteError(
+                f"cannot append to the audit chain {self.location}: the key in "
+                f"{self.key_file} is not the chain's key (the one `floorctl chain init` "
+                "wrote; copy that file to this host)"
+            )
+        return key
+
+    def _check_head(
+        self,
+        head: _Row,
+        head_body: bytes,
+        key: bytes | None,
+        signer: HostKey | None,
+        host_keys: HostKeys | None,
+    ) -> None:
+        """Refuse to append after a last record that does not verify with what this host has.
+
+        An HMAC head is checked with the HMAC key; a host that signs holds no HMAC key and
+        accepts an HMAC head by its form (a chain moving from the fleet key to host keys
+        has HMAC records before signed ones). A signed head is checked with the host-keys
+        document (``FLOORGUARD_HOST_KEYS``) when there is one, else with this host's own key
+        when it is this host's, else by its form only: without the fleet's public keys a
+        host cannot check another host's signature, and the auditor (``verify chain
+        --host-keys``) does. The record this object last wrote needs no check while it is
+        the head unchanged. A head whose mac has neither form is refused.
+        """
+        mac = head[7]
+        where = f"cannot append to the audit chain {self.location}: its last record (seq {head[0]})"
+        if record_signature.is_hmac(mac):
+            if key is not None and not hmac.compare_digest(mac, record_mac(key, head_body)):
+                raise ChainWriteError(
+                    f"{where} does not verify with the key in {self.key_file} "
+                    "(the key was replaced or the record was altered)"
+                )
+            return
+        kid = record_signature.signature_key_id(mac)
+        if kid is None:
+            raise ChainWriteError(
+                f"{where} has a mac that is neither an HMAC nor a host signature "
+                "(the database was altered)"
+            )
+        written = self._written
+        if written is not None and written[1] == mac and written[0] == head_body:
+            return  # the record this host signed and committed, byte for byte
+        if host_keys is not None:
+            _, problem = host_keys.check(mac, head_body)
+            if problem is not None:
+                raise ChainWriteError(f"{where}: {problem}")
+        elif signer is not None and kid == signer.key_id and not signer.verifies(mac, head_body):
+            raise ChainWriteError(
+                f"{where} does not verify with this host's key {signer.path}, which signed it "
+                "(the record was altered)"
+            )
 
     def _key(self) -> bytes:
         """The key of a chain whose key is made elsewhere (a shared database's)."""
@@ -672,6 +796,12 @@ class TreeSnapshot:
         if self._view is None:
             return None
         return self._view.first_seq_of(receipt_id)
+
+
+def _known(key: bytes | None) -> bytes:
+    if key is None:  # pragma: no cover - an append loads its key or its signer first
+        raise KeyFileError("no key to authenticate the record with")
+    return key
 
 
 def _is_hash(value: object) -> bool:

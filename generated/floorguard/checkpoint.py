@@ -248,14 +248,14 @@ def of_chain(chain: AuditChain, last_seq: int | None = None) -> Checkpoint:
     windows with it). Of the head that is now; of an older prefix, only the time of its own
     last record: stamping it now would claim that nothing was appended after it.
 
-    The chain is verified from genesis with its own key first, and the Merkle root is
-    computed from its export lines then; the stored tree must state the same root (so that
-    the proofs it serves match what is signed). A tampered chain is never signed. Raises
-    VerificationError (empty or tampered chain, a stored tree that disagrees, ``last_seq``
-    beyond the head), KeyFileError and ChainError.
+    The chain is verified from genesis first, with its HMAC key and the hosts' keys
+    (``AuditChain.verification_keys``: a record neither can check is refused), and the
+    Merkle root is computed from its export lines then; the stored tree must state the same
+    root (so that the proofs it serves match what is signed). A tampered chain is never
+    signed. Raises VerificationError (empty or tampered chain, a stored tree that disagrees,
+    ``last_seq`` beyond the head), KeyFileError and ChainError.
     """
     from floorguard import merkle
-    from floorguard.chain_key import load_key
     from floorguard.slice_verify import SliceVerifier
 
     if not chain.exists() or chain.head() is None:
@@ -268,7 +268,8 @@ def of_chain(chain: AuditChain, last_seq: int | None = None) -> Checkpoint:
 
     tree = merkle.CompactRange()
     roots: dict[int, bytes] = {}
-    verifier = SliceVerifier(key=load_key(chain.key_file), on_record=capture)
+    key, host_keys = chain.verification_keys()
+    verifier = SliceVerifier(key=key, on_record=capture, host_keys=host_keys)
     # The records and the stored tree from one snapshot: every node a proof could be made
     # of is checked against the records before anything is signed, not only the root's.
     # (A mismatch is reported after the records' own verification: an altered record is

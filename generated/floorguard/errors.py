@@ -40,7 +40,9 @@ class ChainWriteError(ChainError):
 
 
 class KeyFileError(ChainError):
-    """The chain's HMAC key file is unreadable or is not exactly a 32-byte key."""
+    """A key the chain is authenticated with is unusable: the HMAC key file is unreadable or
+    not exactly a 32-byte key, a host's signing key file is unreadable, too open or not an
+    Ed25519 key, or a host-keys document is unreadable or malformed."""
 
 
 class VerificationError(FloorguardError):

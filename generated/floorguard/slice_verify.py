@@ -6,9 +6,16 @@ checks: a JSON object with exactly the eight record fields and their types; ``re
 is the receipt's content address; ``prev`` is the digest of the previous line's record (for
 seq 0, the zero digest); ``seq`` goes up by one; one ``chain_id``; a known ``event`` whose
 receipt is well formed; an RFC 3339 ``ts`` that does not go backwards; no duplicate keys;
-and, given the key, the MAC. It reports every problem rather than the first, but a break in
-the linkage is reported once: the next line is checked against the line before it, whatever
-that line's own state.
+and the record's authenticator (``mac``): an HMAC with the chain key, a host signature with
+the hosts' public keys (``floorguard.record_signature``). Given either, every record must
+verify with what was given: a record of the other kind is reported as unverified (no key for
+it), never passed. Given neither, only the authenticator's form is checked. It reports every
+problem rather than the first, but a break in the linkage is reported once: the next line is
+checked against the line before it, whatever that line's own state.
+
+With the hosts' keys it also tells who wrote the records: a count per host, and the runs of
+consecutive records by one writer (``Writer``; ``host`` None for an HMAC record, which any
+holder of the chain key may have written).
 
 Later checks (window proofs over spawn records, signed checkpoints) plug in through
 ``on_record``, which sees each record as it goes by, with whether it verified.
@@ -36,16 +43,29 @@ from floorguard.chain import (
     ChainRecord,
     body_text,
     is_chain_id,
-    is_mac,
     line_text,
     parse_any_ts,
     receipt_problem,
 )
 from floorguard.errors import FloorguardError
+from floorguard.record_signature import HostKeys, is_hmac, signature_key_id
 
 MAX_LINE_BYTES = 16 << 20
 MAX_REPORTED_ERRORS = 1000
-MACS_NOT_CHECKED = "MACs not checked: no --key-file"
+MACS_NOT_CHECKED = "MACs not checked: no --key-file or --host-keys"
+MAX_WRITER_RUNS = 1 << 20
+UNVERIFIED_HMAC = (
+    "unverified: an HMAC record, and no chain key to check it with "
+    "(--key-file, FLOORGUARD_CHAIN_KEY_FILE): no key for it"
+)
+UNVERIFIED_SIGNED = (
+    "unverified: signed by host key id {kid}, and no host keys to check it with "
+    "(--host-keys, FLOORGUARD_HOST_KEYS): no key for it"
+)
+MALFORMED_MAC = (
+    "mac is neither an HMAC (64 lowercase hex characters) nor a host signature "
+    "(ed25519:<16 hex>:<128 hex>)"
+)
 
 _FIELD_SET = frozenset(RECORD_FIELDS)
 _jstr = JSON_STRING
@@ -62,6 +82,15 @@ class IntegrityError(NamedTuple):
     reason: str
 
 
+class Writer(NamedTuple):
+    """Consecutive records ``first_seq..last_seq`` authenticated by one writer: a host's
+    signature (``host``, its name in the host keys) or the chain key (``host`` None)."""
+
+    first_seq: int
+    last_seq: int
+    host: str | None
+
+
 @dataclass(frozen=True)
 class SliceReport:
     """What a slice proves about itself: its extent, and every integrity problem found."""
@@ -76,6 +105,13 @@ class SliceReport:
     macs_checked: bool
     integrity_errors: tuple[IntegrityError, ...]
     errors_not_listed: int = 0
+    signatures_checked: bool = False
+    # Records whose HMAC, and whose host signature, verified.
+    mac_records: int = 0
+    signed_records: int = 0
+    hosts: tuple[tuple[str, int], ...] = ()
+    writers: tuple[Writer, ...] = ()
+    writers_not_listed: int = 0
 
     @property
     def intact(self) -> bool:
@@ -100,15 +136,17 @@ class _Parse:
 class SliceVerifier:
     """Feed it lines with ``feed``; ``finish`` returns the SliceReport.
 
-    ``key`` enables the MAC check. ``on_record(record, intact)`` is called for every line
-    that is a well-formed record, in order; ``intact`` is False when that record has an
-    integrity problem of its own or does not link to the line before it.
+    ``key`` enables the MAC check, ``host_keys`` the host-signature check. ``on_record(record,
+    intact)`` is called for every line that is a well-formed record, in order; ``intact`` is
+    False when that record has an integrity problem of its own or does not link to the line
+    before it.
     """
 
     key: bytes | None = None
     on_record: RecordCallback | None = None
     max_errors: int = MAX_REPORTED_ERRORS
     on_leaf: LeafCallback | None = None
+    host_keys: HostKeys | None = None
 
     _errors: list[IntegrityError] = field(default_factory=list, init=False)
     _not_listed: int = field(default=0, init=False)
@@ -123,6 +161,11 @@ class SliceVerifier:
     _expected_seq: int | None = field(default=None, init=False)
     _expected_prev: str | None = field(default=None, init=False)
     _head: str | None = field(default=None, init=False)
+    _mac_records: int = field(default=0, init=False)
+    _signed_records: int = field(default=0, init=False)
+    _hosts: dict[str, int] = field(default_factory=dict, init=False)
+    _writers: list[Writer] = field(default_factory=list, init=False)
+    _writers_not_listed: int = field(default=0, init=False)
     _parse: _Parse = field(default_factory=_Parse, init=False)
     _decoder: json.JSONDecoder = field(init=False)
 
@@ -204,6 +247,12 @@ class SliceVerifier:
             macs_checked=self.key is not None,
             integrity_errors=tuple(errors),
             errors_not_listed=self._not_listed,
+            signatures_checked=self.host_keys is not None,
+            mac_records=self._mac_records,
+            signed_records=self._signed_records,
+            hosts=tuple(sorted(self._hosts.items())),
+            writers=tuple(self._writers),
+            writers_not_listed=self._writers_not_listed,
         )
 
     # -- checks --
@@ -245,30 +294,32 @@ class SliceVerifier:
         prev: str = fields["prev"]
         mac: str = fields["mac"]
         problems: list[str] = []
-        key = self.key
+        checking = self.key is not None or self.host_keys is not None
         spliced = None
-        if key is not None:
+        verified: tuple[bool, str | None, str | None] = (False, None, None)
+        if checking:
             spliced = _splice_mac_out(line, fields)
-            if spliced is not None and not hmac.compare_digest(
-                mac, hmac.digest(key, spliced[1], "sha256").hex()
-            ):
-                spliced = None
+            if spliced is not None:
+                verified = self._authenticate(mac, spliced[1])
+                if not verified[0]:
+                    spliced = None
         if spliced is not None:
-            # The line minus its mac member is bytes the key holder MACed, and the writer
-            # only MACs canonical bodies: so the line is the canonical record, its receipt
-            # text is the canonical receipt, and no re-serialising is needed.
+            # The line minus its mac member is bytes the key holder MACed (or the host
+            # signed), and writers only authenticate canonical bodies: so the line is the
+            # canonical record, its receipt text is the canonical receipt, and no
+            # re-serialising is needed.
             receipt_json, body = spliced
-            mac_verified, line_canonical = True, True
+            line_canonical = True
         else:
             try:
                 receipt_json, body_str, body = _canonical_body(fields, fast)
             except (FloorguardError, UnicodeEncodeError) as exc:
                 self._break(seq, f"record cannot be canonicalised: {exc}")
                 return
-            mac_verified = key is not None and hmac.compare_digest(
-                mac, hmac.digest(key, body, "sha256").hex()
-            )
+            if checking:
+                verified = self._authenticate(mac, body)
             line_canonical = not _may_repeat_keys(line, body_str, mac, fast)
+        mac_verified, writer, unverified = verified
         digest = "sha256:" + hashlib.sha256(body).hexdigest()
 
         # Linkage: one report per break, then re-sync on this line.
@@ -316,11 +367,11 @@ class SliceVerifier:
         elif self._last_moment is not None and moment < self._last_moment:
             problems.append(f"ts {ts} is earlier than the previous record's {self._last_ts}")
         if mac_verified:
-            pass  # a MAC equal to the expected one is well formed by construction
-        elif not is_mac(mac):
-            problems.append("mac is not 64 lowercase hex characters")
-        elif key is not None:
-            problems.append("MAC does not verify (wrong key, or the record was altered)")
+            self._attribute(seq, writer)
+        elif unverified is not None:
+            problems.append(unverified)
+        elif not is_hmac(mac) and signature_key_id(mac) is None:
+            problems.append(MALFORMED_MAC)
         if not line_canonical and _has_duplicate_keys(line):
             problems.append("the line repeats a key")
 
@@ -335,7 +386,7 @@ class SliceVerifier:
         self._expected_seq, self._expected_prev, self._head = seq + 1, digest, digest
         if self.on_leaf is not None:
             if spliced is not None:
-                leaf = line.encode("utf-8")  # the MACed canonical record, as written
+                leaf = line.encode("utf-8")  # the authenticated canonical record, as written
             else:
                 leaf = line_text(
                     seq=seq,
@@ -360,6 +411,42 @@ class SliceVerifier:
                 mac=mac,
             )
             self.on_record(record, not problems)
+
+    def _authenticate(self, mac: str, body: bytes) -> tuple[bool, str | None, str | None]:
+        """(verified, the writing host's name or None for an HMAC, why it did not verify)
+        of a record's ``mac`` over its canonical ``body``, with the keys given."""
+        if is_hmac(mac):
+            key = self.key
+            if key is None:
+                return False, None, UNVERIFIED_HMAC
+            if hmac.compare_digest(mac, hmac.digest(key, body, "sha256").hex()):
+                return True, None, None
+            return False, None, "MAC does not verify (wrong key, or the record was altered)"
+        kid = signature_key_id(mac)
+        if kid is None:
+            return False, None, MALFORMED_MAC
+        host_keys = self.host_keys
+        if host_keys is None:
+            return False, None, UNVERIFIED_SIGNED.format(kid=kid)
+        name, problem = host_keys.check(mac, body)
+        return name is not None, name, problem
+
+    def _attribute(self, seq: int, host: str | None) -> None:
+        """Count a verified record for its writer; with host keys, extend the writers' runs."""
+        if host is None:
+            self._mac_records += 1
+        else:
+            self._signed_records += 1
+            self._hosts[host] = self._hosts.get(host, 0) + 1
+        if self.host_keys is None:
+            return
+        writers = self._writers
+        if writers and writers[-1].host == host and writers[-1].last_seq == seq - 1:
+            writers[-1] = writers[-1]._replace(last_seq=seq)
+        elif len(writers) < MAX_WRITER_RUNS:
+            writers.append(Writer(seq, seq, host))
+        else:
+            self._writers_not_listed += 1
 
     def _break(self, seq: int | None, reason: str) -> None:
         """A line that is not a record: report it and forget the linkage until the next one."""
@@ -495,9 +582,11 @@ def verify_slice(
     *,
     key: bytes | None = None,
     on_record: RecordCallback | None = None,
+    host_keys: HostKeys | None = None,
 ) -> SliceReport:
     """Verify a slice given as lines. Pure: reads nothing but ``lines``."""
-    return SliceVerifier(key=key, on_record=on_record).feed_all(lines).finish()
+    verifier = SliceVerifier(key=key, on_record=on_record, host_keys=host_keys)
+    return verifier.feed_all(lines).finish()
 
 
 def verify_path(
@@ -505,18 +594,20 @@ def verify_path(
     *,
     key: bytes | None = None,
     on_record: RecordCallback | None = None,
+    host_keys: HostKeys | None = None,
 ) -> SliceReport:
     """Verify the slice in a file (``-`` reads standard input).
 
     Raises UnreadableFileError (not a regular file, unreadable) or OSError while reading.
     """
+    options: dict[str, Any] = {"key": key, "on_record": on_record, "host_keys": host_keys}
     if str(path) == "-":
-        return verify_slice(iter_slice_lines(sys.stdin.buffer), key=key, on_record=on_record)
+        return verify_slice(iter_slice_lines(sys.stdin.buffer), **options)
     from floorguard.files import open_regular
 
     # Streamed with a cap on each line; a FIFO or device is refused, never waited on.
     with open_regular(path, what="chain slice") as stream:
-        return verify_slice(iter_slice_lines(stream), key=key, on_record=on_record)
+        return verify_slice(iter_slice_lines(stream), **options)
 
 
 def render_text(report: SliceReport) -> str:

@@ -2,7 +2,10 @@
 
 ``FLOORGUARD_HOME`` names the folder; without it, ``$XDG_STATE_HOME/floorguard``, else
 ``~/.local/state/floorguard``. ``FLOORGUARD_CHAIN_KEY_FILE`` names another key file.
-Resolving paths is pure: nothing is created here.
+``FLOORGUARD_HOST_KEY_FILE`` names this host's Ed25519 key, which then signs its records
+instead of the HMAC key (``floorguard.record_signature``), and ``FLOORGUARD_HOST_KEYS`` the
+fleet's host-keys document, to check other hosts' signatures with. Resolving paths is pure:
+nothing is created here.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ KEY_FILE_ENV = "FLOORGUARD_CHAIN_KEY_FILE"
 # A libpq URL: the chain lives in that PostgreSQL database instead (floorguard.chainstore).
 CHAIN_URL_ENV = "FLOORGUARD_CHAIN_URL"
 CHAIN_TIMEOUT_ENV = "FLOORGUARD_CHAIN_TIMEOUT"
+HOST_KEY_FILE_ENV = "FLOORGUARD_HOST_KEY_FILE"
+HOST_KEYS_ENV = "FLOORGUARD_HOST_KEYS"
 CHAIN_DB_NAME = "chain.sqlite3"
 CHAIN_KEY_NAME = "chain.key"
 
@@ -28,6 +33,8 @@ class StatePaths:
     home: Path
     chain_db: Path
     chain_key: Path
+    host_key: Path | None = None
+    host_keys: Path | None = None
 
 
 def state_home(environ: Mapping[str, str] | None = None) -> Path:
@@ -49,6 +56,7 @@ def state_home(environ: Mapping[str, str] | None = None) -> Path:
 # working directory) select the same files and database.
 STATE_VARIABLES = (
     HOME_ENV, "XDG_STATE_HOME", "HOME", KEY_FILE_ENV, CHAIN_URL_ENV, CHAIN_TIMEOUT_ENV,
+    HOST_KEY_FILE_ENV, HOST_KEYS_ENV,
 )  # fmt: skip
 
 
@@ -67,4 +75,15 @@ def state_paths(environ: Mapping[str, str] | None = None) -> StatePaths:
     home = state_home(env)
     key_override = env.get(KEY_FILE_ENV, "")
     key = Path(key_override).expanduser().absolute() if key_override else home / CHAIN_KEY_NAME
-    return StatePaths(home=home, chain_db=home / CHAIN_DB_NAME, chain_key=key)
+    return StatePaths(
+        home=home,
+        chain_db=home / CHAIN_DB_NAME,
+        chain_key=key,
+        host_key=_named_path(env, HOST_KEY_FILE_ENV),
+        host_keys=_named_path(env, HOST_KEYS_ENV),
+    )
+
+
+def _named_path(env: Mapping[str, str], name: str) -> Path | None:
+    value = env.get(name, "")
+    return Path(value).expanduser().absolute() if value else None

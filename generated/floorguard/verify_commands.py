@@ -230,19 +230,23 @@ def verify_chain(
     witnesses: int | None = None,
     previous_checkpoint: Path | None = None,
     consistency: Path | None = None,
+    host_keys: Path | None = None,
 ) -> ProofReport:
     """``verify chain``: the window proof of a slice (``-``: standard input) with the
-        commands' defaults (``maps`` empty: :func:`default_map_dirs`); ``progress`` hears the
-        count of records checked, now and then (see ``window_proof.prove_path``); ``inclusion`` is
+    commands' defaults (``maps`` empty: :func:`default_map_dirs`); ``progress`` hears the
+    count of records checked, now and then (see ``window_proof.prove_path``); ``inclusion`` is
     an inclusion proof of the checkpoint's last record, for a slice that does not start at
-    genesis. Raises KeyFileError,
-        VerificationError (an unusable public key), UnreadableFileError and OSError."""
+    genesis; ``host_keys`` the host-keys document that host-signed records are checked with
+    (``floorguard.record_signature``). Raises KeyFileError (an unusable key file or host-keys
+    document), VerificationError (an unusable public key), UnreadableFileError and OSError."""
     from floorguard import window_proof
     from floorguard.chain_key import load_key
+    from floorguard.record_signature import load_host_keys
     from floorguard.slice_verify import MACS_NOT_CHECKED
 
     key = load_key(key_file) if key_file is not None else None
-    if key is None:
+    listed = load_host_keys(host_keys) if host_keys is not None else None
+    if key is None and listed is None:
         notify(MACS_NOT_CHECKED)
     verified, refused = None, None
     if checkpoint is not None:
@@ -305,6 +309,7 @@ def verify_chain(
         checkpoint=verified,
         checkpoint_error=refused,
         unauthenticated_ok=unauthenticated,
+        host_keys=listed,
     )
 
 

@@ -5,7 +5,8 @@ stays flat: what is kept is the floor maps seen, a version cache and the finding
 
 PROVEN means all of:
 
-1. **Intact**: every integrity check of ``slice_verify`` passed (MACs when a key is given;
+1. **Intact**: every integrity check of ``slice_verify`` passed (MACs when the chain key is
+   given, host signatures when the hosts' keys are, and then every record by one of them;
    content addresses, digests, links, contiguous seq and one chain id always).
 2. **Covered**: the slice starts at genesis (seq 0) or at a record stamped before T1, and
    ends at a record stamped after T2, or at a signed checkpoint issued after T2 whose size
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
     from floorguard.checkpoint import Checkpoint
+    from floorguard.record_signature import HostKeys
     from floorguard.tlog import ConsistencyProof, InclusionProof
 
 SPAWN = "adapter.spawn_preflight_receipt"
@@ -729,7 +731,7 @@ class WindowProof:
                 IntegrityError(
                     last_covered + 1,
                     f"records {last_covered + 1}..{report.last_seq} come after the checkpoint "
-                    "and no --key-file was given: nothing authenticates them",
+                    "and no --key-file or --host-keys was given: nothing authenticates them",
                 )
             )
         return found
@@ -798,13 +800,14 @@ def prove(
     inclusion: InclusionProof | None = None,
     previous: Checkpoint | None = None,
     consistency: ConsistencyProof | None = None,
+    host_keys: HostKeys | None = None,
 ) -> ProofReport:
     """Verify a slice and prove the window over it. Pure apart from reading map archives.
 
     ``checkpoint_error`` is the reason a checkpoint the caller was given did not verify;
     it is reported as an integrity error, so the slice is then not proven. A slice checked
-    with neither ``key`` nor ``checkpoint`` is not proven unless ``unauthenticated_ok``.
-    Raises VerificationError when ``since`` is later than ``until``.
+    with neither ``key``, ``host_keys`` nor ``checkpoint`` is not proven unless
+    ``unauthenticated_ok``. Raises VerificationError when ``since`` is later than ``until``.
     """
     if since is not None and until is not None and since > until:
         raise VerificationError("--since is later than --until")
@@ -821,11 +824,12 @@ def prove(
         key=key,
         on_record=proof.on_record,
         on_leaf=proof.on_leaf if checkpoint is not None else None,
+        host_keys=host_keys,
     )
     verifier.feed_all(lines)
     return proof.finish(
         verifier.finish(),
-        key_given=key is not None,
+        key_given=key is not None or host_keys is not None,
         checkpoint_error=checkpoint_error,
         unauthenticated_ok=unauthenticated_ok,
     )
@@ -903,15 +907,24 @@ def render_text(report: ProofReport) -> str:
 
 
 UNAUTHENTICATED = (
-    "unauthenticated: no --key-file and no --checkpoint, so only the links between the "
+    "unauthenticated: no --key-file, --host-keys or --checkpoint, so only the links between the "
     "records were checked, which anyone can recompute (--unauthenticated accepts that)"
 )
 
 
+FLEET_KEY = "fleet key (HMAC, any holder of the key, the owner included)"
+
+
 def authenticated_by(report: ProofReport) -> str | None:
-    """What vouches for the records: ``"mac"``, ``"checkpoint"``, or None (nothing but the
-    links, which anyone can recompute)."""
-    if report.slice.macs_checked:
+    """What vouches for the records: ``"mac"`` (the chain key), ``"host-signatures"`` (the
+    hosts' keys), ``"mac+host-signatures"`` (each record by one of them), ``"checkpoint"``,
+    or None (nothing but the links, which anyone can recompute)."""
+    piece = report.slice
+    if piece.signatures_checked:
+        if piece.macs_checked and piece.mac_records:
+            return "mac+host-signatures" if piece.signed_records else "mac"
+        return "host-signatures"
+    if piece.macs_checked:
         return "mac"
     if report.checkpoint is not None:
         return "checkpoint"
@@ -921,23 +934,41 @@ def authenticated_by(report: ProofReport) -> str | None:
 def _authenticated_by(report: ProofReport) -> str:
     """The text of ``authenticated_by``: a proof is only as strong as this line says."""
     by = authenticated_by(report)
+    if by in {"host-signatures", "mac+host-signatures"}:
+        lines = [
+            "authenticated: every record's host signature verified with the host keys"
+            + (", every HMAC record's MAC with the chain key" if by != "host-signatures" else ""),
+            "written by:",
+        ]
+        piece = report.slice
+        lines += [f"  {host}: {count} record(s)" for host, count in piece.hosts]
+        if piece.mac_records:
+            lines.append(f"  {FLEET_KEY}: {piece.mac_records} record(s)")
+        return "\n".join(lines)
     if by == "mac":
         return "authenticated: every record's MAC verified with the chain key"
     if by == "checkpoint" and report.checkpoint is not None:
         # Proven without the key means nothing follows the checkpoint's last record.
         return (
             f"authenticated: records up to seq {report.checkpoint.size - 1} by the signed "
-            "checkpoint (MACs not checked: no --key-file)"
+            "checkpoint (MACs not checked: no --key-file or --host-keys)"
         )
     return (
-        "NOT authenticated: no --key-file and no checkpoint, so only the links between the "
-        "records were checked (anyone can recompute those)"
+        "NOT authenticated: no --key-file, --host-keys or checkpoint, so only the links "
+        "between the records were checked (anyone can recompute those)"
     )
 
 
 def report_document(report: ProofReport) -> dict[str, Any]:
-    """The ``verify chain --json`` document (CONTRACT.md)."""
-    return {
+    """The ``verify chain --json`` document (CONTRACT.md).
+
+    Checked with the hosts' keys (``--host-keys``) it also names the writers: ``hosts``,
+    each host's count of verified records; ``writers``, the runs of consecutive verified
+    records by one writer, ``{"first_seq", "last_seq", "host"}`` in seq order (``host`` null
+    for HMAC records, which any holder of the chain key may have written); and
+    ``writers_not_listed``, runs left out past ``slice_verify.MAX_WRITER_RUNS``.
+    """
+    document: dict[str, Any] = {
         "proven": report.proven,
         "since": report.since,
         "until": report.until,
@@ -946,3 +977,12 @@ def report_document(report: ProofReport) -> dict[str, Any]:
         "violations": [{"seq": v.seq, "reason": v.reason} for v in report.violations],
         "integrity_errors": [{"seq": e.seq, "reason": e.reason} for e in report.integrity_errors],
     }
+    piece = report.slice
+    if piece.signatures_checked:
+        document["hosts"] = dict(piece.hosts)
+        document["writers"] = [
+            {"first_seq": w.first_seq, "last_seq": w.last_seq, "host": w.host}
+            for w in piece.writers
+        ]
+        document["writers_not_listed"] = piece.writers_not_listed
+    return document

@@ -1,0 +1,172 @@
+"""Host signatures of chain records: their form, the host-keys document, and what a verifier
+makes of a signature that was moved, relabelled or malformed (SQLite chains, no server)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from helpers.chain_support import CANARY, receipt
+from helpers.cli import isolated_env
+
+from floorctl import keys
+from floorguard import dsse, record_signature
+from floorguard.chain import AuditChain
+from floorguard.errors import KeyFileError
+from floorguard.record_signature import MAC_FORM, load_host_key, parse_host_keys
+from floorguard.slice_verify import MALFORMED_MAC, verify_slice
+
+
+def _pair(folder: Path) -> tuple[Path, Path]:
+    return keys.generate(folder)
+
+
+def _document(**hosts: str | list[str]) -> bytes:
+    return json.dumps({"hosts": hosts}).encode()
+
+
+def _signed_chain(tmp_path: Path, private: Path, count: int = 3) -> AuditChain:
+    env = isolated_env(tmp_path / "state", FLOORGUARD_HOST_KEY_FILE=str(private))
+    chain = AuditChain.from_env(env)
+    for n in range(count):
+        chain.append(CANARY, receipt(n=n))
+    return chain
+
+
+def test_a_signed_mac_has_the_shared_form_and_names_keygens_key_id(tmp_path: Path) -> None:
+    private, public = _pair(tmp_path / "k")
+    record = _signed_chain(tmp_path, private, 1).head()
+    assert record is not None
+    assert re.fullmatch(MAC_FORM, record.mac)
+    assert re.fullmatch(MAC_FORM, "ab" * 32)
+    assert record.mac.split(":")[1] == dsse.key_id(keys.load_public(public))[:16]
+
+
+@pytest.mark.parametrize(
+    ("document", "complaint"),
+    [
+        (b"not json", "not JSON"),
+        (b'{"hosts": {}}', "at least one host"),
+        (b'{"hosts": {"a": "x"}, "threshold": 1}', "exactly"),
+        (b'{"hosts": {"a": 1}}', "not a PEM string"),
+        (
+            b'{"hosts": {"a": "-----BEGIN PUBLIC KEY-----\\nAAAA\\n-----END PUBLIC KEY-----\\n"}}',
+            "not a PEM public key",
+        ),
+        (b'{"hosts": {"bad name\\n": "x"}}', "host name"),
+        (b'{"hosts": {"a": "x", "a": "y"}}', "listed twice"),
+    ],
+)
+def test_a_malformed_host_keys_document_is_refused_saying_why(
+    document: bytes, complaint: str
+) -> None:
+    with pytest.raises(KeyFileError, match=complaint):
+        parse_host_keys(document, "hosts.json")
+
+
+def test_one_key_under_two_host_names_is_refused(tmp_path: Path) -> None:
+    _, public = _pair(tmp_path / "k")
+    pem = public.read_text()
+    with pytest.raises(KeyFileError, match="list the same key"):
+        parse_host_keys(_document(a=pem, b=pem), "hosts.json")
+
+
+def test_a_host_with_a_replaced_key_keeps_its_name_for_old_and_new_records(
+    tmp_path: Path,
+) -> None:
+    old, old_public = _pair(tmp_path / "old")
+    new, new_public = _pair(tmp_path / "new")
+    _signed_chain(tmp_path, old, 2)
+    chain = _signed_chain(tmp_path, new, 2)
+    listed = parse_host_keys(
+        _document(**{"web-1": [old_public.read_text(), new_public.read_text()]}), "h"
+    )
+    report = verify_slice(list(chain.export_lines()), host_keys=listed)
+    assert report.intact and report.hosts == (("web-1", 4),)
+    with pytest.raises(KeyFileError, match="not a PEM string"):
+        parse_host_keys(json.dumps({"hosts": {"web-1": []}}).encode(), "h")
+
+
+def test_a_signature_relabelled_with_another_hosts_key_id_fails(tmp_path: Path) -> None:
+    private, public = _pair(tmp_path / "a")
+    _, other = _pair(tmp_path / "b")
+    listed = parse_host_keys(_document(a=public.read_text(), b=other.read_text()), "h")
+    lines = [json.loads(line) for line in _signed_chain(tmp_path, private).export_lines()]
+    other_kid = record_signature.key_id(keys.load_public(other))
+    _, _, signature = lines[1]["mac"].split(":")
+    lines[1]["mac"] = f"ed25519:{other_kid}:{signature}"
+    report = verify_slice([json.dumps(line) for line in lines], host_keys=listed)
+    assert [(e.seq, e.reason.split(" (")[0]) for e in report.integrity_errors] == [
+        (1, "the signature of host b")
+    ]
+
+
+def test_a_signature_copied_onto_another_record_fails(tmp_path: Path) -> None:
+    private, public = _pair(tmp_path / "a")
+    listed = parse_host_keys(_document(a=public.read_text()), "h")
+    lines = [json.loads(line) for line in _signed_chain(tmp_path, private).export_lines()]
+    lines[2]["mac"] = lines[1]["mac"]
+    report = verify_slice([json.dumps(line) for line in lines], host_keys=listed)
+    assert [e.seq for e in report.integrity_errors] == [2]
+
+
+def test_a_mac_of_neither_form_is_malformed_with_or_without_keys(tmp_path: Path) -> None:
+    private, public = _pair(tmp_path / "a")
+    listed = parse_host_keys(_document(a=public.read_text()), "h")
+    lines = [json.loads(line) for line in _signed_chain(tmp_path, private).export_lines()]
+    lines[0]["mac"] = "ed25519:" + lines[0]["mac"][8:].upper()
+    for options in ({}, {"host_keys": listed}, {"key": b"k" * 32}):
+        report = verify_slice([json.dumps(line) for line in lines], **options)  # type: ignore[arg-type]
+        assert (0, MALFORMED_MAC) in [(e.seq, e.reason) for e in report.integrity_errors]
+
+
+def test_a_host_key_of_group_readable_mode_is_refused_even_for_the_owner(tmp_path: Path) -> None:
+    private, _ = _pair(tmp_path / "a")
+    private.chmod(0o604)
+    with pytest.raises(KeyFileError, match="chmod 600"):
+        load_host_key(private)
+
+
+def test_a_replaced_host_key_file_is_read_again(tmp_path: Path) -> None:
+    first, _ = _pair(tmp_path / "a")
+    second, _ = _pair(tmp_path / "b")
+    key_file = tmp_path / "host.key"
+    key_file.write_bytes(first.read_bytes())
+    key_file.chmod(0o600)
+    chain = _signed_chain(tmp_path, key_file, 1)
+    replacement = tmp_path / "new.key"
+    replacement.write_bytes(second.read_bytes())
+    replacement.chmod(0o600)
+    replacement.replace(key_file)
+    record = chain.append(CANARY, receipt())
+    assert record.mac.split(":")[1] == load_host_key(second).key_id
+
+
+def test_an_unusable_host_keys_document_refuses_the_append(tmp_path: Path) -> None:
+    private, _ = _pair(tmp_path / "a")
+    broken = tmp_path / "hosts.json"
+    broken.write_text('{"hosts": []}')
+    env = isolated_env(tmp_path / "state", FLOORGUARD_HOST_KEY_FILE=str(private),
+                       FLOORGUARD_HOST_KEYS=str(broken))  # fmt: skip
+    with pytest.raises(KeyFileError, match=r"hosts\.json"):
+        AuditChain.from_env(env).append(CANARY, receipt())
+    assert AuditChain.from_env(env).head() is None
+
+
+def test_a_signing_host_checks_a_chain_only_it_wrote_with_its_own_key(tmp_path: Path) -> None:
+    from floorguard import checkpoint
+    from floorguard.canary import chain_projection
+    from floorguard.errors import VerificationError
+
+    private, _ = _pair(tmp_path / "a")
+    other, _ = _pair(tmp_path / "b")
+    chain = _signed_chain(tmp_path, private, 2)
+    assert chain_projection(chain) == {}
+    assert checkpoint.of_chain(chain).size == 2
+    _signed_chain(tmp_path, other, 1)  # another host's record: its key is not this host's
+    with pytest.raises(
+        VerificationError, match=r"seq 2: signed by key id .* set FLOORGUARD_HOST_KEYS"
+    ):
+        chain_projection(chain)
