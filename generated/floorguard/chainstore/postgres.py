@@ -11,9 +11,11 @@ and a trigger (``check_record``: the next seq, a ts between the head's and the s
 clock) hold even a modified client to that. Records take the server's clock. Commits are
 synchronous (a session that the server defaults to ``synchronous_commit=off`` is switched
 back on). Connect, statement, lock and idle-in-transaction timeouts are the store's
-``timeout`` (``FLOORGUARD_CHAIN_TIMEOUT``, default 5 s): an unreachable server, a failed
-login, a timeout or a connection lost mid-append is a ChainWriteError (the spawn is
-refused), never a hang; the next append connects afresh.
+``timeout`` (``FLOORGUARD_CHAIN_TIMEOUT``, default 5 s; a connection, every host and
+address of the URL included, is made within it whatever the URL says): an unreachable
+server, a failed login, a timeout or a connection lost mid-append is a ChainWriteError (the
+spawn is refused), never a hang; the next append connects afresh. Messages show the URL
+only as ``conninfo.describe`` does, and a URL asking for TLS to a Unix socket is refused.
 """
 
 from __future__ import annotations
