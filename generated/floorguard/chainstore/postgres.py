@@ -11,9 +11,11 @@ and a trigger (``check_record``: the next seq, a ts between the head's and the s
 clock) hold even a modified client to that. Records take the server's clock. Commits are
 synchronous (a session that the server defaults to ``synchronous_commit=off`` is switched
 back on). Connect, statement, lock and idle-in-transaction timeouts are the store's
-``timeout`` (``FLOORGUARD_CHAIN_TIMEOUT``, default 5 s): an unreachable server, a failed
-login, a timeout or a connection lost mid-append is a ChainWriteError (the spawn is
-refused), never a hang; the next append connects afresh.
+``timeout`` (``FLOORGUARD_CHAIN_TIMEOUT``, default 5 s; a connection, every host and
+address of the URL included, is made within it whatever the URL says): an unreachable
+server, a failed login, a timeout or a connection lost mid-append is a ChainWriteError (the
+spawn is refused), never a hang; the next append connects afresh. Messages show the URL
+only as ``conninfo.describe`` does, and a URL asking for TLS to a Unix socket is refused.
 """
 
 from __future__ import annotations
@@ -21,9 +23,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import ipaddress
 import math
 import os
-import re
 import secrets
 import select
 import socket
@@ -32,8 +34,8 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, urlencode
 
+from floorguard.chainstore import conninfo
 from floorguard.chainstore.interface import CHAIN_FORMAT, NODE_ORDER, Node, Row, T, WriteView
 from floorguard.errors import ChainError, ChainWriteError, KeyFileError
 
@@ -66,41 +68,14 @@ _META_VALUE = f"SELECT value FROM {_META} WHERE key = %s"  # noqa: S608
 _INSTALL = "install floorguard[postgres] (psycopg 3) to use FLOORGUARD_CHAIN_URL"
 
 
-# libpq parameters whose values are secrets: never echoed.
-_SECRET_KEYS = frozenset({"password", "sslpassword"})
-_PAIR = re.compile(r"([A-Za-z_]+)\s*=\s*('(?:[^'\\]|\\.)*'|[^\s']+)")
-
-
 def redact(url: str) -> str:
-    """``url`` without its secrets (password, sslpassword), for messages.
-
-    Of a URL, everything up to its last "@" is the user part, and only the user name before
-    its first ":" is kept: a password may hold "#", "?" or "/", which libpq reads as part of
-    it but which a URL parser takes for the end of the authority (so this hides more than
-    libpq would read, never less). Of a key=value string only its well-formed pairs are
-    kept (a stray word could be the rest of a password with a space in it).
-    """
-    scheme, sep, rest = url.partition("://")
-    if sep and scheme in ("postgresql", "postgres"):
-        userinfo, at, after = rest.rpartition("@")
-        shown = f"{userinfo.partition(':')[0]}@{after}" if at else rest
-        where, _, query = shown.partition("?")
-        # Keys are percent-decoded first, as libpq decodes them ("pass%77ord" is password).
-        kept = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True)
-                if k.lower() not in _SECRET_KEYS]  # fmt: skip
-        return f"{scheme}://{where}" + (f"?{urlencode(kept, safe='/')}" if kept else "")
-    return " ".join(
-        f"{key}={'***' if key in _SECRET_KEYS else value}" for key, value in _PAIR.findall(url)
-    )
+    """What a message shows of ``url``: ``conninfo.describe`` (host, port, database and user
+    in safe shapes; nothing else of it)."""
+    return conninfo.describe(url)
 
 
 def _one_line(text: str) -> str:
     return " ".join(str(text).split())
-
-
-def _unquoted(text: str) -> str:
-    # libpq's parse errors quote the offending fragment of the URL, which may be a password.
-    return re.sub(r'"[^"]*"', '"..."', _one_line(text))
 
 
 def _cut(conn: Any) -> None:
@@ -527,6 +502,95 @@ def _committed(result: Any) -> None:
         )
 
 
+class _NoAnswer(Exception):
+    """A host that did not take the connection within its share of the deadline."""
+
+
+class _Unprotected(Exception):
+    """A connection that would send the password over a Unix socket although the URL asked
+    for TLS (found only once libpq read its service file and environment)."""
+
+
+def _attempts(pg: Any, params: dict[str, Any], deadline: float) -> list[dict[str, Any]]:
+    """psycopg's split of ``params`` into one attempt per host and address (it resolves
+    host names, load-balances and orders standbys first as libpq would). A name to resolve
+    is resolved on a thread, so that a resolver that hangs cannot outlast ``deadline``
+    (TimeoutError; the thread ends with the lookup)."""
+    hosts = str(params.get("host") or os.environ.get("PGHOST") or "").split(",")
+    literal = all(not host or host.startswith(("/", "@")) or _is_address(host) for host in hosts)
+    if literal or params.get("hostaddr") or os.environ.get("PGHOSTADDR"):
+        found: list[dict[str, Any]] = pg.conninfo.conninfo_attempts(params)
+        return found
+    outcome: list[Any] = []
+
+    def resolve() -> None:
+        try:
+            outcome.append(pg.conninfo.conninfo_attempts(params))
+        except BaseException as exc:  # handed to the caller's thread
+            outcome.append(exc)
+
+    thread = threading.Thread(target=resolve, name="floorguard-chain-resolve", daemon=True)
+    thread.start()
+    thread.join(max(0.0, deadline - time.monotonic()))
+    if not outcome:
+        raise TimeoutError
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    resolved: list[dict[str, Any]] = outcome[0]
+    return resolved
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def _start(pg: Any, attempt: dict[str, Any], seconds: float) -> Any:
+    """libpq's handle of a connection to ``attempt`` (one host) made within ``seconds``,
+    non-blocking; raises psycopg's OperationalError (libpq's refusal) or _NoAnswer."""
+    pq = pg.pq
+    until = time.monotonic() + seconds
+    pgconn = pq.PGconn.connect_start(pg.conninfo.make_conninfo("", **attempt).encode())
+    try:
+        # What libpq will use, its service file and PG* variables applied: checked before
+        # anything but the startup message (no password) can be sent.
+        effective = {
+            option.keyword.decode(): option.val.decode("utf-8", "replace")
+            for option in pgconn.info
+            if option.val is not None
+        }
+        unprotected = conninfo.tls_over_socket(effective, {})
+        if unprotected is not None:
+            raise _Unprotected(unprotected)
+        waiting = select.poll()
+        while True:
+            status = pq.PollingStatus.FAILED
+            if pgconn.status != pq.ConnStatus.BAD:
+                status = pgconn.connect_poll()
+            if status == pq.PollingStatus.OK:
+                break
+            if status == pq.PollingStatus.FAILED:
+                message = pgconn.error_message.decode("utf-8", "replace")
+                raise pg.OperationalError(_one_line(message))
+            # libpq may move to another socket (another address, a retry without TLS).
+            socket_fd = pgconn.socket
+            reading = status == pq.PollingStatus.READING
+            waiting.register(socket_fd, select.POLLIN if reading else select.POLLOUT)
+            left = until - time.monotonic()
+            ready = waiting.poll(max(0, math.ceil(left * 1000))) if left > 0 else []
+            waiting.unregister(socket_fd)
+            if not ready:
+                raise _NoAnswer
+        pgconn.nonblocking = 1
+    except BaseException:
+        pgconn.finish()
+        raise
+    return pgconn
+
+
 class PostgresStore:
     """The chain in the PostgreSQL database ``url`` (a libpq URL or key=value string).
 
@@ -541,6 +605,7 @@ class PostgresStore:
         self.url = url
         self.timeout = timeout
         self.location = redact(url)
+        self._secrets = conninfo.secrets_of(url)  # with libpq's reading once connecting
         # The client's own limit on one append (or connection setup): the server's limits
         # (each ``timeout``) fire first; this one only ends a wait on a silent server.
         self.silence = 2 * timeout
@@ -552,41 +617,92 @@ class PostgresStore:
     # -- connections --
 
     def _connect(self, error: type[ChainError], doing: str) -> psycopg.Connection[Any]:
-        """A connection with every wait bounded by ``timeout``. A writer's transaction that
-        stalls (a frozen process holding the chain's lock) is ended by the server after
-        ``timeout``; a reader's is not, as an export may wait on a slow consumer."""
+        """A connection opened and set up within ``timeout`` of its first byte, whatever the
+        URL says (``connect_timeout``, several hosts, ``target_session_attrs``...): libpq's
+        own connect timeout is whole seconds, at least 2, per host, and 0 means none, so the
+        connection is made here, non-blocking, against one deadline. Every later wait is
+        bounded too: a writer's transaction that stalls (a frozen process holding the
+        chain's lock) is ended by the server after ``timeout``; a reader's is not, as an
+        export may wait on a slow consumer."""
         pg = _import_psycopg()
+        deadline = time.monotonic() + self.timeout
         ms = max(1, int(self.timeout * 1000))
         try:
             params = pg.conninfo.conninfo_to_dict(self.url)
         except pg.Error as exc:
             raise error(
-                f"cannot {doing} the audit chain: FLOORGUARD_CHAIN_URL is not a libpq URL "
-                f"({_unquoted(exc)})"
-            ) from exc
+                f"cannot {doing} the audit chain: {conninfo.URL_ENV} is not a libpq URL "
+                f"({self._scrub(str(exc), parsed=False)})"
+            ) from None
+        self._secrets = conninfo.secrets_of(self.url, params)
+        # libpq ignores sslmode on a Unix socket: refused before a byte is sent to one.
+        unprotected = conninfo.tls_over_socket(params, os.environ)
+        if unprotected is not None:
+            raise error(f"cannot {doing} the audit chain {self.location}: {unprotected}")
         # The operator's own settings in the URL win; these bound every wait otherwise.
         # Records are UTF-8 text, sent and read as such whatever the URL or the database
         # says (in another client encoding the server would store other characters).
         params["client_encoding"] = "UTF8"
-        params.setdefault("connect_timeout", str(max(1, math.ceil(self.timeout))))
         params.setdefault("application_name", "floorguard")
         params.setdefault("tcp_user_timeout", str(ms))
         params.setdefault("keepalives", "1")
         params.setdefault("keepalives_idle", str(max(1, int(self.timeout))))
         params.setdefault("keepalives_interval", "1")
         params.setdefault("keepalives_count", "3")
+        conn = self._open(pg, params, deadline, error, doing)
         try:
-            conn: psycopg.Connection[Any] = pg.connect(**params, autocommit=True)
-        except pg.Error as exc:
-            raise error(
-                f"cannot {doing} the audit chain {self.location}: {self.explain(exc)}"
-            ) from exc
-        try:
-            with _deadline(conn, self.silence) as fired:
+            # The session's setup shares the connection's deadline (a little slack, so
+            # that a connection made at the last moment is not cut at once).
+            with _deadline(conn, max(deadline - time.monotonic(), 0.2)) as fired:
                 return self._configure(conn, error, doing, ms, fired)
         except BaseException:
             _close_quietly(conn)
             raise
+
+    def _open(
+        self, pg: Any, params: dict[str, Any], deadline: float, error: type[ChainError], doing: str
+    ) -> psycopg.Connection[Any]:
+        """A connection to the first host that takes one before ``deadline``: each host
+        (each address of a name) in turn, as libpq would, with an equal share of the time
+        left, or less when the URL's ``connect_timeout`` says so."""
+        failed = f"cannot {doing} the audit chain {self.location}"
+        limit = f"{self.timeout:g}s (FLOORGUARD_CHAIN_TIMEOUT)"
+        try:
+            attempts = _attempts(pg, params, deadline)
+        except pg.Error as exc:
+            raise error(f"{failed}: {self.explain(exc)}") from None
+        except TimeoutError:
+            raise error(f"{failed}: its host names did not resolve within {limit}") from None
+        own_limit = str(params.get("connect_timeout", "")).strip()
+        per_host = max(2, int(own_limit)) if own_limit.isdigit() and int(own_limit) > 0 else None
+        last: Exception | None = None
+        for index, attempt in enumerate(attempts):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            share = left / (len(attempts) - index)
+            try:
+                pgconn = _start(pg, attempt, min(share, per_host or share))
+            except _Unprotected as exc:
+                raise error(f"{failed}: {exc}") from None
+            except (pg.Error, _NoAnswer) as exc:
+                last = exc
+                continue
+            conn: psycopg.Connection[Any] = pg.Connection(pgconn)
+            conn.autocommit = True
+            return conn
+        tried = "" if len(attempts) < 2 else f"; {len(attempts)} hosts or addresses tried"
+        if last is None or isinstance(last, _NoAnswer):
+            raise error(f"{failed}: the database did not answer within {limit}{tried}")
+        raise error(f"{failed}: {self.explain(last)}{tried}") from None
+
+    def _scrub(self, text: str, *, parsed: bool = True) -> str:
+        """``text`` (a message of libpq's or the server's) without any part of the URL that
+        its location does not show, nor the password libpq may read from PGPASSWORD."""
+        secrets = self._secrets
+        password = os.environ.get("PGPASSWORD", "")
+        extra = [password] if len(password) >= 3 else []
+        return conninfo.scrub(text, [*extra, *secrets], parsed=parsed)
 
     def _configure(
         self,
@@ -614,9 +730,8 @@ class PostgresStore:
                 # A decision is returned only once its record is durably committed.
                 conn.execute("SET synchronous_commit = on")
         except pg.Error as exc:
-            raise error(
-                f"cannot {doing} the audit chain {self.location}: {self.explain(exc, fired)}"
-            ) from exc
+            reason = self.explain(exc, fired, connecting=True)
+            raise error(f"cannot {doing} the audit chain {self.location}: {reason}") from None
         return conn
 
     def _writer(self, doing: str) -> tuple[psycopg.Connection[Any], bool]:
@@ -645,7 +760,7 @@ class PostgresStore:
             _close_quietly(conn)
             raise ChainWriteError(
                 f"cannot {doing} the audit chain {self.location}: {self.explain(exc, fired)}"
-            ) from exc
+            ) from None
         if row is None or row[0] != CHAIN_FORMAT:
             _close_quietly(conn)
             raise ChainWriteError(
@@ -694,7 +809,7 @@ class PostgresStore:
                             raise ChainWriteError(
                                 f"cannot {doing} the audit chain {self.location}: "
                                 f"{self.explain(exc, fired)}"
-                            ) from exc
+                            ) from None
                         continue  # a kept connection gone stale (a restart): nothing written
                     except (pg.Error, ValueError) as exc:
                         # Not kept: a session that refused a statement may have lost what
@@ -703,7 +818,7 @@ class PostgresStore:
                         raise ChainWriteError(
                             f"cannot {doing} the audit chain {self.location}: "
                             f"{self.explain(exc, fired)}"
-                        ) from exc
+                        ) from None
                     return self._finish(conn, view, attempt, doing, fired)
             raise AssertionError("unreachable")  # pragma: no cover
 
@@ -726,7 +841,7 @@ class PostgresStore:
             self._drop_connection()  # as in write: the next append opens a fresh session
             raise ChainWriteError(
                 f"cannot {doing} the audit chain {self.location}: {self.explain(exc, fired)}"
-            ) from exc
+            ) from None
         except BaseException:
             self._rollback(conn)
             raise
@@ -768,7 +883,7 @@ class PostgresStore:
             except pg.Error as exc:
                 raise ChainError(
                     f"cannot read the audit chain {self.location}: {self.explain(exc, fired)}"
-                ) from exc
+                ) from None
             if found is None or found[0] is None:
                 yield None
                 return
@@ -778,20 +893,26 @@ class PostgresStore:
             except pg.Error as exc:
                 raise ChainError(
                     f"cannot read the audit chain {self.location}: {self.explain(exc, view.fired)}"
-                ) from exc
+                ) from None
         finally:
             _close_quietly(conn)
 
-    def explain(self, exc: BaseException, silent: threading.Event | None = None) -> str:
+    def explain(
+        self, exc: BaseException, silent: threading.Event | None = None, *, connecting: bool = False
+    ) -> str:
         """A one-line reason a person can act on, from a psycopg error (``silent``: set
-        when the client's own deadline cut the connection)."""
+        when the client's own deadline cut the connection, ``connecting``: the deadline of
+        the connection's setup). Nothing of the URL but its location is ever in it."""
         pg = _import_psycopg()
         errors = pg.errors
         diag = getattr(exc, "diag", None)
         primary = getattr(diag, "message_primary", None) if diag is not None else None
-        text = _one_line(primary or str(exc))
+        # The server's or libpq's words, less anything of the URL they may quote.
+        text = self._scrub(primary or str(exc))
         limit = f"{self.timeout:g}s (FLOORGUARD_CHAIN_TIMEOUT)"
         if silent is not None and silent.is_set():
+            if connecting:
+                return f"the database did not answer within {limit}; the connection was cut"
             return (
                 f"the database went silent: no answer within {self.silence:g}s "
                 f"(twice FLOORGUARD_CHAIN_TIMEOUT); the connection was cut"
@@ -1077,7 +1198,7 @@ def init_schema(
         except pg.Error as exc:
             raise ChainWriteError(
                 f"cannot initialise the audit chain {store.location}: {store.explain(exc, fired)}"
-            ) from exc
+            ) from None
     finally:
         _close_quietly(conn)
     return {
