@@ -34,6 +34,14 @@ complete subtree hash, keyed by (level, index); each append adds its leaf and th
 it completes in the same transaction as the record, so any inclusion or consistency proof
 needs O(log n) lookups. A chain written before the tree existed gets its tree built from its
 records, unchanged, on first use (the next append, or ``ensure_tree``).
+
+The host as a witness: a chain opened from the environment (``from_env``, ``shared``)
+remembers in FLOORGUARD_HOME the largest tree it has seen of each chain
+(``floorguard.chain_view``), and an append first checks, inside its transaction, that the
+store's tree extends it: a smaller tree (a rollback) or another root for the remembered
+size (a fork) refuses the append with ChainRollbackError, recorded on the host. The check
+reads the remembered size's left-edge nodes, and the new root comes from the right edge
+the new leaf is hashed with: no extra round trip when the store prefetches them.
 """
 
 from __future__ import annotations
@@ -57,11 +65,13 @@ from floorguard import merkle
 from floorguard._canonical import ZERO_DIGEST, canonical_bytes, plain_json_text
 from floorguard._time import format_ts, now_ts, parse_ts
 from floorguard.chain_key import key_check, load_key, load_or_create_key
+from floorguard.chain_view import AppendWitness, ChainViews
 from floorguard.chainstore.interface import CHAIN_FORMAT, Row
 from floorguard.chainstore.sqlite import BUSY_TIMEOUT_SECONDS
 from floorguard.errors import (
     CanonicalizationError,
     ChainError,
+    ChainRollbackError,
     ChainWriteError,
     FloorguardError,
     KeyFileError,
@@ -324,7 +334,8 @@ class AuditChain:
 
     ``store`` is a ChainStore, or the path of a SQLite database. Constructing one touches
     nothing; ``append`` creates a SQLite database and its key on first use; ``head``,
-    ``records`` and ``export_lines`` only read.
+    ``records`` and ``export_lines`` only read. With ``views`` (``from_env`` gives the
+    host's), every append is checked against, and grows, what this host has seen.
     """
 
     def __init__(
@@ -333,6 +344,7 @@ class AuditChain:
         key_file: Path,
         *,
         clock: Callable[[], str] | None = None,
+        views: ChainViews | None = None,
     ) -> None:
         if isinstance(store, str | os.PathLike):
             from floorguard.chainstore.sqlite import SqliteStore
@@ -344,6 +356,7 @@ class AuditChain:
         self._lock = threading.Lock()
         self._chain_id: str | None = None
         self._key_cache: tuple[tuple[int, ...], bytes] | None = None
+        self.views = views
 
     @property
     def location(self) -> str:
@@ -365,7 +378,9 @@ class AuditChain:
         Raises ChainError for an unusable ``FLOORGUARD_CHAIN_TIMEOUT``."""
         from floorguard.chainstore import store_from_env
 
-        return cls(store_from_env(environ), state_paths(environ).chain_key, clock=clock)
+        paths = state_paths(environ)
+        views = ChainViews(paths.chain_view)
+        return cls(store_from_env(environ), paths.chain_key, clock=clock, views=views)
 
     @classmethod
     def shared(cls, environ: Mapping[str, str] | None = None) -> AuditChain:
@@ -411,16 +426,30 @@ class AuditChain:
         """
         receipt_json, receipt_obj = self._prepare_receipt(event, receipt)
         receipt_id = record_digest(receipt_json.encode("utf-8"))
-        with self._lock:
+        with self._lock, contextlib.ExitStack() as stack:
+            witness = None
+            if self.views is not None:
+                witness = stack.enter_context(AppendWitness(self.views, self.location))
             try:
-                row = self.store.write(
-                    lambda view: self._append_in_transaction(view, event, receipt_id, receipt_json),
+                row, root = self.store.write(
+                    lambda view: self._append_in_transaction(
+                        view, event, receipt_id, receipt_json, witness
+                    ),
                     "append to",
+                    known_size=None if self.views is None else self.views.hint(self._chain_id),
                 )
             except BaseException:
                 self._chain_id = None  # re-read it with the next connection
                 raise
-        seq, ts, chain_id, _, _, _, prev, mac = row
+            seq, ts, chain_id, _, _, _, prev, mac = row
+            if witness is not None:
+                try:
+                    witness.grow(chain_id, seq + 1, root)
+                except ChainWriteError as exc:
+                    raise ChainWriteError(
+                        f"record {seq} was appended to the audit chain {self.location}, but "
+                        f"this host could not remember it: {exc}"
+                    ) from exc
         return ChainRecord(seq, ts, chain_id, event, receipt_id, receipt_obj, prev, mac)
 
     def _prepare_receipt(
@@ -443,8 +472,16 @@ class AuditChain:
         return receipt_json, receipt_obj
 
     def _append_in_transaction(
-        self, view: WriteView, event: str, receipt_id: str, receipt_json: str
-    ) -> _Row:
+        self,
+        view: WriteView,
+        event: str,
+        receipt_id: str,
+        receipt_json: str,
+        witness: AppendWitness | None = None,
+    ) -> tuple[_Row, bytes]:
+        """Write the next record and its tree nodes in ``view``'s transaction; the record
+        and the new tree's root. With ``witness``, the store's tree is checked against what
+        this host has seen first."""
         head = view.head()
         # A clock given explicitly (tests) wins; else the store's shared one, else ours.
         ts = self._clock() if self._clock is not None else (view.clock() or now_ts())
@@ -487,16 +524,36 @@ class AuditChain:
         mac = record_mac(key, _row_body(row).encode("utf-8"))
         row = (*row[:7], mac)
         view.insert_record(row)
+        nodes: dict[tuple[int, int], bytes] = {}
+
+        def stored(level: int, index: int) -> bytes:
+            found = nodes.get((level, index))
+            if found is None:
+                found = view.subtree(level, index)
+                if found is None or not _is_hash(found):
+                    raise ChainWriteError(f"the Merkle tree lacks subtree ({level}, {index})")
+                nodes[(level, index)] = found
+            return found
+
         try:
             if seq > 0 and view.subtree(0, seq - 1) is None:
                 _build_tree(view, seq)  # a chain from before the tree: built once, here
-            _add_leaf(view, seq, merkle.leaf_hash(_row_line(row).encode("utf-8")))
+            # The right edge of the tree before this record: the nodes its leaf is hashed
+            # with, and with them the new root.
+            edge = merkle.CompactRange.of(seq, stored)
+            if witness is not None:
+                witness.check(chain_id, seq, stored, lambda: {
+                    "event": event, "receipt_id": receipt_id, "receipt": json.loads(receipt_json)
+                })  # fmt: skip
+            view.insert_nodes(edge.append(merkle.leaf_hash(_row_line(row).encode("utf-8"))))
+        except ChainRollbackError:
+            raise
         except ChainWriteError as exc:
             raise ChainWriteError(
                 f"cannot append to the audit chain {self.location}: {exc} "
                 "(the database was altered)"
             ) from exc
-        return row
+        return row, edge.root()
 
     def _key(self) -> bytes:
         """The key of a chain whose key is made elsewhere (a shared database's)."""
@@ -666,20 +723,6 @@ class TreeSnapshot:
 def _is_hash(value: object) -> bool:
     # A stored hash of another type or length is an altered tree: never hashed onward.
     return isinstance(value, bytes) and len(value) == merkle.HASH_SIZE
-
-
-def _add_leaf(view: WriteView, index: int, leaf: bytes) -> None:
-    """Store leaf ``index`` and every subtree it completes (its left siblings are stored)."""
-    rows = [(0, index, leaf)]
-    current, level, at = leaf, 0, index
-    while at & 1:
-        left = view.subtree(level, at - 1)
-        if left is None or not _is_hash(left):
-            raise ChainWriteError(f"the Merkle tree lacks subtree ({level}, {at - 1})")
-        current = merkle.node_hash(left, current)
-        level, at = level + 1, at >> 1
-        rows.append((level, at, current))
-    view.insert_nodes(rows)
 
 
 def _build_tree(view: WriteView, upto: int) -> None:

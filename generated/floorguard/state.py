@@ -1,4 +1,5 @@
-"""Where floorguard keeps its state: the audit chain database and its HMAC key.
+"""Where floorguard keeps its state: the audit chain database and its HMAC key, and what
+this host has seen of each chain (``floorguard.chain_view``).
 
 ``FLOORGUARD_HOME`` names the folder; without it, ``$XDG_STATE_HOME/floorguard``, else
 ``~/.local/state/floorguard``. ``FLOORGUARD_CHAIN_KEY_FILE`` names another key file.
@@ -19,6 +20,7 @@ CHAIN_URL_ENV = "FLOORGUARD_CHAIN_URL"
 CHAIN_TIMEOUT_ENV = "FLOORGUARD_CHAIN_TIMEOUT"
 CHAIN_DB_NAME = "chain.sqlite3"
 CHAIN_KEY_NAME = "chain.key"
+CHAIN_VIEW_NAME = "chain-view.json"
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,7 @@ class StatePaths:
     home: Path
     chain_db: Path
     chain_key: Path
+    chain_view: Path  # the largest tree of each chain this host has seen
 
 
 def state_home(environ: Mapping[str, str] | None = None) -> Path:
@@ -67,4 +70,6 @@ def state_paths(environ: Mapping[str, str] | None = None) -> StatePaths:
     home = state_home(env)
     key_override = env.get(KEY_FILE_ENV, "")
     key = Path(key_override).expanduser().absolute() if key_override else home / CHAIN_KEY_NAME
-    return StatePaths(home=home, chain_db=home / CHAIN_DB_NAME, chain_key=key)
+    return StatePaths(
+        home=home, chain_db=home / CHAIN_DB_NAME, chain_key=key, chain_view=home / CHAIN_VIEW_NAME
+    )

@@ -1,0 +1,469 @@
+"""What this host has seen of each audit chain: the largest tree, kept in FLOORGUARD_HOME.
+
+A host is a witness of every chain it appends to. It remembers, per chain (by ``chain_id``),
+the largest Merkle tree it appended to or read, as its size and root. Before each append it
+checks that the store's tree extends that one: the store must hold at least as many records
+(else a rollback: an older backup restored, records removed, or another chain put in its
+place) and the tree of its first ``size`` records, computed from the stored nodes, must
+have the remembered root (else a fork: the chain was rewritten). Either refuses the append
+with ChainRollbackError, and the refusal is recorded here, on the host: the shared chain
+cannot be trusted with it. A host only witnesses what it has seen: records appended and
+then lost while it was not looking are caught by the hosts that saw them, or by an
+auditor's checkpoint.
+
+Files, in FLOORGUARD_HOME (``state_paths().chain_view`` and beside it):
+
+``chain-view.json``
+    ``{"format": 1, "chains": {CHAIN_ID: {"size": N, "root": HEX, "location": TEXT,
+    "seen": TS}}}``: per chain, the size and root (64 lowercase hex) of the largest tree
+    seen, where the chain was (its store's location, a path or a URL without password) and
+    when (RFC 3339 UTC). It is replaced whole (a temporary file renamed over it), only
+    ever by a tree that extends the one it holds, except by ``floorctl chain view
+    --accept-current``. A missing file is a host that has seen nothing; an unreadable or
+    malformed one refuses every append (fail closed) until it is repaired or re-anchored.
+``chain-view.lock``
+    Empty. Whoever changes the view holds an exclusive ``flock`` on it; an append holds it
+    from its check to its growth, so concurrent appends of one host never lose growth.
+``chain-refusals.jsonl``
+    What this host refused, and every re-anchoring: one JSON object a line, appended with
+    ``O_APPEND`` and fsync'd. Fields: ``ts``, ``event`` (``"rollback"``, ``"fork"``,
+    ``"replaced"`` or ``"accept-current"``), ``chain_id``, ``location``, ``remembered``
+    (``{"size", "root", "seen"}`` or null), ``found`` (``{"size", "root"}``, the store's;
+    root null when not computed), ``pid``, ``message``; for a refused append also
+    ``refused`` (``{"event", "receipt_id", "receipt"}``: the record that was not written).
+
+Cost: the view is cached by the file's stat identity (device, inode, size, mtime, ctime),
+so an append reads it only after another process changed it. The new view is written to a
+temporary file and renamed over the old, without fsync: the view is a lower bound, so
+losing its last growths in a crash is harmless (the host then remembers an older, still
+true tree), and rename replaces it whole (ext4, XFS and btrfs order the data before such a
+rename). A file found empty or torn anyway refuses, never passes. The refusals file is
+fsync'd: it is evidence, written rarely.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import re
+import stat
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from floorguard import merkle
+from floorguard._time import now_ts
+from floorguard.errors import ChainRollbackError, ChainWriteError
+
+VIEW_FORMAT = 1
+LOCK_NAME = "chain-view.lock"
+REFUSALS_NAME = "chain-refusals.jsonl"
+MAX_VIEW_BYTES = 1 << 20
+LOCK_WAIT_SECONDS = 10.0
+ACCEPT_HINT = "`floorctl chain view --accept-current`"
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_CHAIN_ID = re.compile(r"[0-9a-f]{32}")
+
+
+@dataclass(frozen=True)
+class TreeView:
+    """The largest tree of one chain a host has seen."""
+
+    size: int
+    root: bytes
+    location: str
+    seen: str
+
+    def document(self) -> dict[str, Any]:
+        return {"size": self.size, "root": self.root.hex(), "location": self.location,
+                "seen": self.seen}  # fmt: skip
+
+
+def _parse(data: bytes, path: Path) -> dict[str, TreeView]:
+    """The views in a view file's bytes. Raises ChainWriteError for anything malformed."""
+
+    def bad(why: str) -> ChainWriteError:
+        return ChainWriteError(
+            f"this host's view of the audit chain, {path}, is malformed ({why}): appends are "
+            "refused until it is repaired; if it was damaged (not tampered with), move it "
+            f"aside and re-anchor the host on the chain as it is now with {ACCEPT_HINT}"
+        )
+
+    try:
+        document = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise bad("not JSON") from exc
+    if not isinstance(document, dict) or set(document) != {"format", "chains"}:
+        raise bad('not an object of "format" and "chains"')
+    if document["format"] != VIEW_FORMAT:
+        raise bad(f"format {document['format']!r}, not {VIEW_FORMAT}")
+    chains = document["chains"]
+    if not isinstance(chains, dict):
+        raise bad('"chains" is not an object')
+    views: dict[str, TreeView] = {}
+    for chain_id, entry in chains.items():
+        if not _CHAIN_ID.fullmatch(chain_id):
+            raise bad(f"{chain_id!r} is not a chain id")
+        if not isinstance(entry, dict) or set(entry) != {"size", "root", "location", "seen"}:
+            raise bad(f"chain {chain_id}: not an object of size, root, location and seen")
+        size, root = entry["size"], entry["root"]
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise bad(f"chain {chain_id}: size {size!r} is not a positive integer")
+        if not isinstance(root, str) or not _HEX64.fullmatch(root):
+            raise bad(f"chain {chain_id}: root is not 64 lowercase hex")
+        if not isinstance(entry["location"], str) or not isinstance(entry["seen"], str):
+            raise bad(f"chain {chain_id}: location or seen is not text")
+        views[chain_id] = TreeView(size, bytes.fromhex(root), entry["location"], entry["seen"])
+    return views
+
+
+def _signature(info: os.stat_result) -> tuple[int, ...]:
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
+class ChainViews:
+    """The views kept in ``path`` (``state_paths().chain_view``), with their lock and the
+    refusals record beside it. Constructing one touches nothing on disk."""
+
+    def __init__(self, path: Path, *, lock_wait: float = LOCK_WAIT_SECONDS) -> None:
+        self.path = Path(path)
+        self.lock_path = self.path.parent / LOCK_NAME
+        self.refusals_path = self.path.parent / REFUSALS_NAME
+        self.lock_wait = lock_wait
+        self._cache: tuple[tuple[int, ...], dict[str, TreeView]] | None = None
+
+    def load(self) -> dict[str, TreeView]:
+        """Every remembered view (empty when the file is absent). Raises ChainWriteError
+        when the file is unreadable or malformed."""
+        try:
+            info = os.stat(self.path)
+        except FileNotFoundError:
+            self._cache = None
+            return {}
+        except OSError as exc:
+            raise self._unreadable(exc) from exc
+        if self._cache is not None and self._cache[0] == _signature(info):
+            return self._cache[1]
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW)
+        except OSError as exc:
+            raise self._unreadable(exc) from exc
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise ChainWriteError(
+                    f"this host's view of the audit chain, {self.path}, is not a regular "
+                    "file: appends are refused until it is one"
+                )
+            data = os.read(fd, MAX_VIEW_BYTES + 1)
+        except OSError as exc:
+            raise self._unreadable(exc) from exc
+        finally:
+            os.close(fd)
+        if len(data) > MAX_VIEW_BYTES:
+            raise ChainWriteError(
+                f"this host's view of the audit chain, {self.path}, is larger than "
+                f"{MAX_VIEW_BYTES} bytes: appends are refused until it is repaired"
+            )
+        views = _parse(data, self.path)
+        self._cache = (_signature(info), views)
+        return views
+
+    def _unreadable(self, exc: OSError) -> ChainWriteError:
+        return ChainWriteError(
+            f"this host's view of the audit chain, {self.path}, is unreadable "
+            f"({exc.strerror or exc}): appends are refused until the process can read and "
+            "write it (FLOORGUARD_HOME must be this host's own, writable folder)"
+        )
+
+    def hint(self, chain_id: str | None) -> int | None:
+        """The remembered size of ``chain_id`` if it can be had cheaply; None otherwise.
+        Only a prefetch hint: the check itself reads the view under the lock."""
+        if chain_id is None:
+            return None
+        try:
+            view = self.load().get(chain_id)
+        except ChainWriteError:
+            return None
+        return None if view is None else view.size
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the view's lock (bounded wait). Creates FLOORGUARD_HOME (0700) and the lock
+        file (0600) when missing. Raises ChainWriteError."""
+        fd = self._open_lock()
+        try:
+            self._flock(fd)
+            yield
+        finally:
+            os.close(fd)  # releases the flock
+
+    def _open_lock(self) -> int:
+        home = self.path.parent
+        try:
+            home.mkdir(mode=0o700, parents=True, exist_ok=True)
+            return os.open(
+                self.lock_path,
+                os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW,
+                0o600,
+            )
+        except OSError as exc:
+            raise ChainWriteError(
+                f"cannot lock this host's view of the audit chain ({self.lock_path}: "
+                f"{exc.strerror or exc}); FLOORGUARD_HOME must be this host's own, writable "
+                "folder"
+            ) from exc
+
+    def _flock(self, fd: int) -> None:
+        deadline = time.monotonic() + self.lock_wait
+        pause = 0.0005
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except OSError as exc:
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EINTR):
+                    os.close(fd)
+                    raise ChainWriteError(
+                        f"cannot lock this host's view of the audit chain ({self.lock_path}: "
+                        f"{exc.strerror or exc})"
+                    ) from exc
+            if time.monotonic() >= deadline:
+                os.close(fd)
+                raise ChainWriteError(
+                    f"another process of this host held {self.lock_path} for more than "
+                    f"{self.lock_wait:g}s (a process stopped while appending?)"
+                )
+            time.sleep(pause)
+            pause = min(pause * 2, 0.02)
+
+    def store(self, views: Mapping[str, TreeView]) -> None:
+        """Replace the view file with ``views`` (the caller holds the lock)."""
+        document = {"format": VIEW_FORMAT,
+                    "chains": {cid: v.document() for cid, v in sorted(views.items())}}  # fmt: skip
+        data = (json.dumps(document, sort_keys=True, indent=1) + "\n").encode("utf-8")
+        temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        try:
+            fd = os.open(
+                temporary,
+                os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW,
+                0o600,
+            )
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)
+            os.replace(temporary, self.path)
+            info = os.stat(self.path)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise ChainWriteError(
+                f"cannot save this host's view of the audit chain to {self.path}: "
+                f"{exc.strerror or exc}"
+            ) from exc
+        self._cache = (_signature(info), dict(views))
+
+    def record(self, entry: Mapping[str, Any]) -> None:
+        """Append ``entry`` to the refusals record, durably. Raises ChainWriteError."""
+        line = (json.dumps(dict(entry), sort_keys=True, separators=(",", ":")) + "\n").encode()
+        try:
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd = os.open(
+                self.refusals_path,
+                os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW,
+                0o600,
+            )
+            try:
+                os.write(fd, line)  # one write: O_APPEND keeps concurrent lines whole
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise ChainWriteError(
+                f"cannot record the refusal in {self.refusals_path}: {exc.strerror or exc}"
+            ) from exc
+
+    def observe(
+        self,
+        before: Mapping[str, TreeView],
+        chain_id: str,
+        size: int,
+        root: bytes,
+        *,
+        location: str,
+        root_of: Callable[[int], bytes],
+        doing: str,
+    ) -> None:
+        """A read saw the tree (``size``, ``root``) of ``chain_id``: refuse it (recorded;
+        ChainRollbackError) when it does not extend ``before``, the views loaded before the
+        read began, else remember it if it is larger than what is remembered now. (A view
+        grown since the read began may be larger than the tree read: another process of
+        this host appended meanwhile, which is no rollback.)"""
+        with self.locked():
+            for views in (before, self.load()):
+                now = views.get(chain_id)
+                if views is not before and now is not None and now.size > size:
+                    return
+                found = judge(views, chain_id, size, location, root_of)
+                if found is not None:
+                    event, why, seen, other = found
+                    message = _message(f"refusing to {doing} the audit chain {location}", why,
+                                       self.refusals_path)  # fmt: skip
+                    self.record({
+                        "ts": now_ts(), "event": event, "chain_id": chain_id,
+                        "location": location, "remembered": _brief(seen),
+                        "found": {"size": size, "root": other and other.hex()},
+                        "pid": os.getpid(), "message": message,
+                    })  # fmt: skip
+                    raise ChainRollbackError(message)
+            current = dict(self.load())
+            now = current.get(chain_id)
+            if size > (0 if now is None else now.size):
+                current[chain_id] = TreeView(size, root, location, now_ts())
+                self.store(current)
+
+    def accept(self, chain_id: str, size: int, root: bytes, location: str) -> TreeView | None:
+        """Re-anchor on the tree (``size``, ``root``) of ``chain_id`` as it is now, whatever
+        was remembered: the old view (and any other chain remembered at ``location``) is
+        recorded in the refusals record first. Returns the view replaced."""
+        new = TreeView(size, root, location, now_ts())
+        with self.locked():
+            views = dict(self.load())
+            old = views.get(chain_id)
+            others = {
+                cid: v for cid, v in views.items() if cid != chain_id and v.location == location
+            }
+            self.record({
+                "ts": new.seen, "event": "accept-current", "chain_id": chain_id,
+                "location": location, "pid": os.getpid(),
+                "remembered": None if old is None else _brief(old),
+                "replaced_chains": {cid: _brief(v) for cid, v in others.items()},
+                "found": {"size": size, "root": root.hex()},
+                "message": "the operator accepted the chain as it is now",
+            })  # fmt: skip
+            for cid in others:
+                del views[cid]
+            if size > 0:
+                views[chain_id] = new
+            else:
+                views.pop(chain_id, None)
+            self.store(views)
+        return old
+
+
+def _brief(view: TreeView) -> dict[str, Any]:
+    return {"size": view.size, "root": view.root.hex(), "seen": view.seen}
+
+
+def judge(
+    views: Mapping[str, TreeView],
+    chain_id: str,
+    size: int,
+    location: str,
+    root_of: Callable[[int], bytes],
+) -> tuple[str, str, TreeView, bytes | None] | None:
+    """Why the tree of ``size`` records of ``chain_id`` at ``location`` does not extend what
+    ``views`` remember (``root_of(m)``: that tree's root of its first m records), as
+    (event, reason, the view it contradicts, the root found or None); None when it does."""
+    seen = views.get(chain_id)
+    if seen is None:
+        replaced = [(cid, v) for cid, v in views.items() if v.location == location]
+        if not replaced:
+            return None
+        cid, old = max(replaced, key=lambda item: item[1].size)
+        return ("replaced",
+                f"it is chain {chain_id}, holding {size} records, but this host has seen chain "
+                f"{cid} there, holding {old.size} records (root {old.root.hex()}, seen "
+                f"{old.seen}): a rollback (the database was replaced by another chain)",
+                old, None)  # fmt: skip
+    if size < seen.size:
+        return ("rollback",
+                f"it holds {size} records, but this host has seen it hold {seen.size} (root "
+                f"{seen.root.hex()}, seen {seen.seen}): a rollback (an older backup restored, "
+                f"or records removed; records {size} to {seen.size - 1} are gone)",
+                seen, None)  # fmt: skip
+    found = root_of(seen.size)
+    if found != seen.root:
+        return ("fork",
+                f"the tree of its first {seen.size} records has root {found.hex()}, but this "
+                f"host has seen root {seen.root.hex()} for them (seen {seen.seen}): a fork "
+                "(records were rewritten, or an older backup was restored and appended to)",
+                seen, found)  # fmt: skip
+    return None
+
+
+def _message(refusing: str, why: str, record: Path) -> str:
+    return (
+        f"{refusing}: {why}. The refusal is recorded in {record}. Find out what happened to "
+        f"the chain; to accept it as it is now, run {ACCEPT_HINT} on this host"
+    )
+
+
+class AppendWitness:
+    """One append's witness: checks the store's tree against the view under the lock, and
+    grows the view once the record is durable. Use as a context manager (it releases the
+    lock); ``check`` may run more than once (a store that retries its transaction)."""
+
+    def __init__(self, views: ChainViews, location: str) -> None:
+        self.views = views
+        self.location = location
+        self._lock_fd: int | None = None
+        self._checked: TreeView | None = None
+
+    def __enter__(self) -> AppendWitness:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        fd, self._lock_fd = self._lock_fd, None
+        if fd is not None:
+            os.close(fd)
+
+    def _hold(self) -> None:
+        if self._lock_fd is None:
+            fd = self.views._open_lock()
+            self.views._flock(fd)
+            self._lock_fd = fd
+
+    def check(
+        self,
+        chain_id: str,
+        size: int,
+        subtree: merkle.Subtree,
+        refused: Callable[[], Mapping[str, Any]],
+    ) -> None:
+        """Refuse (ChainRollbackError, recorded) unless the store's tree of ``size`` leaves,
+        read through ``subtree``, extends what this host remembers of ``chain_id``.
+        ``refused`` describes the record that would not be written (called on refusal)."""
+        self._hold()
+        views = self.views.load()
+        found = judge(views, chain_id, size, self.location, lambda m: merkle.root(m, subtree))
+        if found is not None:
+            event, why, seen, root = found
+            message = _message(f"refusing to append to the audit chain {self.location}",
+                               why, self.views.refusals_path)  # fmt: skip
+            self.views.record({
+                "ts": now_ts(), "event": event, "chain_id": chain_id,
+                "location": self.location, "remembered": _brief(seen),
+                "found": {"size": size, "root": root and root.hex()},
+                "pid": os.getpid(), "message": message, "refused": dict(refused()),
+            })  # fmt: skip
+            raise ChainRollbackError(message)
+
+    def grow(self, chain_id: str, size: int, root: bytes) -> None:
+        """Remember the tree (``size``, ``root``) the durable append made; it extends the
+        one ``check`` found (the lock has been held since). Raises ChainWriteError."""
+        self._hold()
+        views = dict(self.views.load())
+        now = views.get(chain_id)
+        if now is not None and now.size >= size:
+            return  # only ever grow
+        views[chain_id] = TreeView(size, root, self.location, now_ts())
+        self.views.store(views)
