@@ -213,7 +213,7 @@ def test_eight_processes_of_one_host_appending_at_once_leave_the_view_at_the_fin
     done = host.floorctl("chain", "checkpoint")
     assert done.returncode == 0, done.stderr
     assert seen["root"] == checkpoint.parse_body(done.stdout.split("\n\n")[0]).root.hex()
-    assert not list(host.home.glob(".chain-view.json.*"))  # no temporary file left behind
+    assert not list(host.home.glob(".chain-view.*"))  # no temporary file left behind
 
 
 @pytest.mark.parametrize("content", [b"", b"{", b'{"format": 1, "chains": {"x": 1}}', None])
@@ -222,7 +222,7 @@ def test_an_unreadable_or_malformed_view_refuses_appends(
 ) -> None:
     host = FleetHost(pg, tmp_path, "host")
     host.appended(1)
-    view_file = host.home / "chain-view.json"
+    view_file = host.home / "chain-view"
     if content is None:
         view_file.unlink()
         view_file.mkdir()
@@ -271,3 +271,37 @@ def test_a_host_that_signed_a_checkpoint_is_a_witness_of_it(pg: Chain, tmp_path:
     assert "refusing to sign a checkpoint" in again.stderr and "rollback" in again.stderr
     assert again.stdout == ""  # nothing signed
     assert [r["event"] for r in _refusals(auditor)] == ["rollback"]
+
+
+def _slots(view_file: Path) -> list[tuple[int, int]]:
+    """(counter, offset of the body) of each slot of a view file, newest first."""
+    data = view_file.read_bytes()
+    half = len(data) // 2
+    slots = []
+    for start in (0, half):
+        header = data[start : data.index(b"\n", start)].split()
+        slots.append((int(header[1]), data.index(b"\n", start) + 1))
+    return sorted(slots, reverse=True)
+
+
+def test_a_view_write_torn_by_a_crash_leaves_the_view_before_it(pg: Chain, tmp_path: Path) -> None:
+    host = FleetHost(pg, tmp_path, "host")
+    host.appended(3)
+    view_file = host.home / "chain-view"
+    (_, newest), _ = _slots(view_file)
+    with view_file.open("r+b") as torn:
+        torn.seek(newest + 5)
+        torn.write(b"#")
+    (seen,) = _view(host).values()
+    assert seen["size"] == 2  # the slot before: an older, still true tree
+    assert host.appended(1) == [3]
+    (seen,) = _view(host).values()
+    assert seen["size"] == 4
+    # Both slots damaged: nothing whole is left, and appends refuse.
+    with view_file.open("r+b") as torn:
+        for _, body in _slots(view_file):
+            torn.seek(body + 5)
+            torn.write(b"#")
+    refused = host.append(1)[0]
+    assert "no slot holds a whole view" in str(refused.get("refused")), refused
+    assert _head_seq(pg) == 3

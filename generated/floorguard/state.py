@@ -20,7 +20,7 @@ CHAIN_URL_ENV = "FLOORGUARD_CHAIN_URL"
 CHAIN_TIMEOUT_ENV = "FLOORGUARD_CHAIN_TIMEOUT"
 CHAIN_DB_NAME = "chain.sqlite3"
 CHAIN_KEY_NAME = "chain.key"
-CHAIN_VIEW_NAME = "chain-view.json"
+CHAIN_VIEW_NAME = "chain-view"
 
 
 @dataclass(frozen=True)
