@@ -305,3 +305,20 @@ def test_a_view_write_torn_by_a_crash_leaves_the_view_before_it(pg: Chain, tmp_p
     refused = host.append(1)[0]
     assert "no slot holds a whole view" in str(refused.get("refused")), refused
     assert _head_seq(pg) == 3
+
+
+def test_a_local_chain_started_afresh_is_refused_until_the_host_accepts_it(
+    tmp_path: Path,
+) -> None:
+    local = LocalHost(isolated_env(tmp_path))
+    local.appended(2)
+    for name in ("chain.sqlite3", "chain.sqlite3-wal", "chain.sqlite3-shm"):
+        (local.home / name).unlink(missing_ok=True)
+    refused = local.append(1)[0]
+    assert "replaced by another chain" in str(refused.get("refused")), refused
+    done = local.floorctl("chain", "view", "--accept-current")
+    assert done.returncode == 0, done.stderr
+    assert "(empty)" in done.stdout and "it remembered nothing" in done.stdout
+    assert local.appended(1) == [0]
+    replaced = _refusals(local)[-1]
+    assert replaced["event"] == "accept-current" and len(replaced["replaced_chains"]) == 1

@@ -22,7 +22,7 @@ import click
 
 from floorctl import atomic, keys
 from floorctl.commands._output import emit_json, json_option, notice
-from floorguard import checkpoint, files, tlog
+from floorguard import checkpoint, files, merkle, tlog
 from floorguard._time import parse_ts
 from floorguard.chain import AuditChain
 from floorguard.chain_key import key_check, load_or_create_key
@@ -389,10 +389,15 @@ def view(accept_current: bool, url: str | None, as_json: bool) -> None:
             click.echo(f"chain {cid} at {seen.location}: {seen.size} records, root "
                        f"{seen.root.hex()}, seen {seen.seen}")  # fmt: skip
         return
-    statement = checkpoint.of_chain(audit)
-    old = views.accept(statement.chain_id, statement.size, statement.root, audit.location)
+    if not audit.exists() or audit.head() is None:
+        # An empty chain (a new one where another was): nothing to remember of it.
+        statement = checkpoint.Checkpoint("", 0, merkle.EMPTY_ROOT, None)
+        old = views.accept(None, 0, statement.root, audit.location)
+    else:
+        statement = checkpoint.of_chain(audit)
+        old = views.accept(statement.chain_id, statement.size, statement.root, audit.location)
     document = {
-        "chain_id": statement.chain_id, "location": audit.location,
+        "chain_id": statement.chain_id or None, "location": audit.location,
         "accepted": {"size": statement.size, "root": statement.root.hex()},
         "replaced": None if old is None else old.document(),
         "refusals_file": str(views.refusals_path),
@@ -402,7 +407,7 @@ def view(accept_current: bool, url: str | None, as_json: bool) -> None:
         return
     before = "nothing" if old is None else f"{old.size} records (root {old.root.hex()})"
     click.echo(
-        f"chain {statement.chain_id} at {audit.location}: this host now remembers "
+        f"chain {statement.chain_id or '(empty)'} at {audit.location}: this host now remembers "
         f"{statement.size} records (root {statement.root.hex()}); it remembered {before}, "
         f"recorded in {views.refusals_path}"
     )

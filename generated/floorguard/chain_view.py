@@ -411,14 +411,17 @@ class ChainViews:
                 current[chain_id] = TreeView(size, root, location, now_ts())
                 self.store(current)
 
-    def accept(self, chain_id: str, size: int, root: bytes, location: str) -> TreeView | None:
+    def accept(
+        self, chain_id: str | None, size: int, root: bytes, location: str
+    ) -> TreeView | None:
         """Re-anchor on the tree (``size``, ``root``) of ``chain_id`` as it is now, whatever
         was remembered: the old view (and any other chain remembered at ``location``) is
-        recorded in the refusals record first. Returns the view replaced."""
+        recorded in the refusals record first. An empty chain (``chain_id`` None, size 0)
+        leaves nothing remembered at ``location``. Returns the view replaced."""
         new = TreeView(size, root, location, now_ts())
         with self.locked():
             views = dict(self.load())
-            old = views.get(chain_id)
+            old = None if chain_id is None else views.get(chain_id)
             others = {
                 cid: v for cid, v in views.items() if cid != chain_id and v.location == location
             }
@@ -432,9 +435,9 @@ class ChainViews:
             })  # fmt: skip
             for cid in others:
                 del views[cid]
-            if size > 0:
+            if chain_id is not None and size > 0:
                 views[chain_id] = new
-            else:
+            elif chain_id is not None:
                 views.pop(chain_id, None)
             self.store(views)
         return old
