@@ -387,29 +387,36 @@ class ChainViews:
         ChainRollbackError) when it does not extend ``before``, the views loaded before the
         read began, else remember it if it is larger than what is remembered now. (A view
         grown since the read began may be larger than the tree read: another process of
-        this host appended meanwhile, which is no rollback.)"""
-        with self.locked():
-            for views in (before, self.load()):
-                now = views.get(chain_id)
-                if views is not before and now is not None and now.size > size:
+        this host appended meanwhile, which is no rollback; the read is then not needed.)
+
+        ``root_of`` (the read tree's root of its first m records) runs without the lock:
+        an append of this host waits for the lock while it holds the chain's, and
+        ``root_of`` may need the chain."""
+        judged = before
+        for _ in range(3):
+            now = judged.get(chain_id)
+            if judged is not before and now is not None and now.size > size:
+                return
+            found = judge(judged, chain_id, size, location, root_of)
+            if found is not None:
+                event, why, seen, other = found
+                message = _message(f"refusing to {doing} the audit chain {location}", why,
+                                   self.refusals_path)  # fmt: skip
+                self.record({
+                    "ts": now_ts(), "event": event, "chain_id": chain_id,
+                    "location": location, "remembered": _brief(seen),
+                    "found": {"size": size, "root": other and other.hex()},
+                    "pid": os.getpid(), "message": message,
+                })  # fmt: skip
+                raise ChainRollbackError(message)
+            with self.locked():
+                current = self.load()
+                if current == judged:
+                    if size > (0 if now is None else now.size):
+                        self.store({**current, chain_id: TreeView(size, root, location, now_ts())})
                     return
-                found = judge(views, chain_id, size, location, root_of)
-                if found is not None:
-                    event, why, seen, other = found
-                    message = _message(f"refusing to {doing} the audit chain {location}", why,
-                                       self.refusals_path)  # fmt: skip
-                    self.record({
-                        "ts": now_ts(), "event": event, "chain_id": chain_id,
-                        "location": location, "remembered": _brief(seen),
-                        "found": {"size": size, "root": other and other.hex()},
-                        "pid": os.getpid(), "message": message,
-                    })  # fmt: skip
-                    raise ChainRollbackError(message)
-            current = dict(self.load())
-            now = current.get(chain_id)
-            if size > (0 if now is None else now.size):
-                current[chain_id] = TreeView(size, root, location, now_ts())
-                self.store(current)
+            judged = current  # changed meanwhile: judge the read against that too
+        # Still changing (this host is appending): the read is not remembered, harmlessly.
 
     def accept(
         self, chain_id: str | None, size: int, root: bytes, location: str
