@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -322,3 +323,34 @@ def test_a_local_chain_started_afresh_is_refused_until_the_host_accepts_it(
     assert local.appended(1) == [0]
     replaced = _refusals(local)[-1]
     assert replaced["event"] == "accept-current" and len(replaced["replaced_chains"]) == 1
+
+
+def test_a_process_holding_a_hosts_view_lock_stalls_that_host_only(
+    pg: Chain, tmp_path: Path
+) -> None:
+    a, b = FleetHost(pg, tmp_path, "host-a"), FleetHost(pg, tmp_path, "host-b")
+    a.appended(1)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(a.home / "chain-view.lock"), "6"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    waiting = subprocess.Popen([sys.executable, "-c", APPEND, "1", "a"], env=a.env,
+                               stdout=subprocess.PIPE, text=True)  # fmt: skip
+    started = time.monotonic()
+    assert b.appended(3) == [1, 2, 3]  # not waiting for host A's lock, nor for the chain's
+    assert time.monotonic() - started < 5
+    out, _ = waiting.communicate(timeout=60)
+    assert json.loads(out) == [{"seq": 4}]  # host A went on once the lock was free
+    holder.wait(timeout=60)
+
+
+HOLD = textwrap.dedent(
+    """
+    import fcntl, os, sys, time
+    fd = os.open(sys.argv[1], os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    print("held", flush=True)
+    time.sleep(float(sys.argv[2]))
+    """
+)

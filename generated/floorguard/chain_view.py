@@ -28,7 +28,8 @@ Files, in FLOORGUARD_HOME (``state_paths().chain_view`` and beside it):
     closed) until it is repaired or re-anchored.
 ``chain-view.lock``
     Empty. Whoever changes the view holds an exclusive ``flock`` on it; an append holds it
-    from its check to its growth, so concurrent appends of one host never lose growth.
+    from before its transaction to its growth, so concurrent appends of one host never
+    lose growth (they take turns on the chain's own lock anyway).
 ``chain-refusals.jsonl``
     What this host refused, and every re-anchoring: one JSON object a line, appended with
     ``O_APPEND`` and fsync'd. Fields: ``ts``, ``event`` (``"rollback"``, ``"fork"``,
@@ -71,7 +72,7 @@ from floorguard.errors import ChainRollbackError, ChainWriteError
 LOCK_NAME = "chain-view.lock"
 REFUSALS_NAME = "chain-refusals.jsonl"
 MAX_VIEW_BYTES = 1 << 20
-LOCK_WAIT_SECONDS = 10.0
+LOCK_WAIT_SECONDS = 30.0  # as long as a SQLite chain's own wait for its lock
 ACCEPT_HINT = "`floorctl chain view --accept-current`"
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _CHAIN_ID = re.compile(r"[0-9a-f]{32}")
@@ -294,7 +295,7 @@ class ChainViews:
                     f"{self.lock_wait:g}s (a process stopped while appending?)"
                 )
             time.sleep(pause)
-            pause = min(pause * 2, 0.02)
+            pause = min(pause * 2, 0.002)
 
     def store(self, views: Mapping[str, TreeView]) -> None:
         """Write ``views`` over the older slot of the view file (the caller holds the lock
@@ -500,8 +501,11 @@ def _message(refusing: str, why: str, record: Path) -> str:
 
 class AppendWitness:
     """One append's witness: checks the store's tree against the view under the lock, and
-    grows the view once the record is durable. Use as a context manager (it releases the
-    lock); ``check`` may run more than once (a store that retries its transaction)."""
+    grows the view once the record is durable. A context manager: the lock is taken on
+    entry, before the store's transaction (so an append never waits for it while holding
+    the chain's lock: a process of this host stopped while holding it stalls this host's
+    appends only, not the fleet's), and released on exit. ``check`` may run more than
+    once (a store that retries its transaction)."""
 
     def __init__(self, views: ChainViews, location: str) -> None:
         self.views = views
@@ -510,6 +514,7 @@ class AppendWitness:
         self._seen: dict[str, TreeView] | None = None  # as read by check, under the lock
 
     def __enter__(self) -> AppendWitness:
+        self._hold()
         return self
 
     def __exit__(self, *exc_info: object) -> None:
