@@ -28,11 +28,14 @@ from typing import Any
 
 import pytest
 import test_chain_postgres
+from helpers.chain_support import CANARY, receipt
 from helpers.cli import isolated_env
 from hosts import Host, floor
 from test_chain_postgres import Chain, floorctl
 
 from floorguard import checkpoint
+from floorguard.chain import AuditChain
+from floorguard.errors import ChainWriteError
 
 pg = test_chain_postgres.pg
 
@@ -335,7 +338,8 @@ def test_a_process_holding_a_hosts_view_lock_stalls_that_host_only(
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert holder.stdout is not None and holder.stdout.readline() == "held\n"
-    waiting = subprocess.Popen([sys.executable, "-c", APPEND, "1", "a"], env=a.env,
+    patient = {**a.env, "FLOORGUARD_CHAIN_TIMEOUT": "20"}  # waits for the view lock that long
+    waiting = subprocess.Popen([sys.executable, "-c", APPEND, "1", "a"], env=patient,
                                stdout=subprocess.PIPE, text=True)  # fmt: skip
     started = time.monotonic()
     assert b.appended(3) == [1, 2, 3]  # not waiting for host A's lock, nor for the chain's
@@ -354,3 +358,39 @@ HOLD = textwrap.dedent(
     time.sleep(float(sys.argv[2]))
     """
 )
+
+
+def test_a_long_running_host_follows_a_view_file_moved_aside_and_re_anchored(
+    tmp_path: Path,
+) -> None:
+    env = isolated_env(tmp_path)
+    chain = AuditChain.from_env(env)
+    chain.append(CANARY, receipt())
+    view_file = Path(env["FLOORGUARD_HOME"]) / "chain-view"
+    view_file.write_bytes(b"\0" * 16384)  # damaged in place: no whole slot
+    with pytest.raises(ChainWriteError, match="no slot holds a whole view"):
+        chain.append(CANARY, receipt())
+    view_file.rename(view_file.with_name("chain-view.damaged"))
+    done = LocalHost(env).floorctl("chain", "view", "--accept-current")
+    assert done.returncode == 0, done.stderr
+    assert chain.append(CANARY, receipt()).seq == 1  # the same process, the new file
+
+
+def test_an_append_waits_for_its_hosts_view_lock_no_longer_than_the_chain_timeout(
+    pg: Chain, tmp_path: Path
+) -> None:
+    host = FleetHost(pg, tmp_path, "host")
+    host.appended(1)
+    lock = host.home / "chain-view.lock"
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(lock), "30"],
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        host.env["FLOORGUARD_CHAIN_TIMEOUT"] = "1"
+        started = time.monotonic()
+        refused = host.append(1)[0]
+        assert time.monotonic() - started < 10
+        assert f"held {lock} for more than 1s" in str(refused.get("refused")), refused
+    finally:
+        holder.kill()
+        holder.wait()

@@ -76,7 +76,7 @@ from floorguard.errors import (
     FloorguardError,
     KeyFileError,
 )
-from floorguard.state import state_key, state_paths
+from floorguard.state import CHAIN_URL_ENV, state_key, state_paths
 
 if TYPE_CHECKING:
     from floorguard.chainstore.interface import ChainStore, ReadView, WriteView
@@ -376,11 +376,16 @@ class AuditChain:
         """The chain the environment selects (``FLOORGUARD_CHAIN_URL``, else the SQLite file
         in ``FLOORGUARD_HOME``) with the key ``FLOORGUARD_CHAIN_KEY_FILE`` names.
         Raises ChainError for an unusable ``FLOORGUARD_CHAIN_TIMEOUT``."""
-        from floorguard.chainstore import store_from_env
+        from floorguard.chainstore import store_from_env, timeout_from_env
 
-        paths = state_paths(environ)
-        views = ChainViews(paths.chain_view)
-        return cls(store_from_env(environ), paths.chain_key, clock=clock, views=views)
+        env = os.environ if environ is None else environ
+        paths = state_paths(env)
+        store = store_from_env(env)
+        # A shared chain's append waits for the host's view lock no longer than for the
+        # chain's own lock; a local one as long as SQLite waits for its own.
+        wait = timeout_from_env(env) if env.get(CHAIN_URL_ENV) else BUSY_TIMEOUT_SECONDS
+        views = ChainViews(paths.chain_view, lock_wait=wait)
+        return cls(store, paths.chain_key, clock=clock, views=views)
 
     @classmethod
     def shared(cls, environ: Mapping[str, str] | None = None) -> AuditChain:

@@ -72,7 +72,9 @@ from floorguard.errors import ChainRollbackError, ChainWriteError
 LOCK_NAME = "chain-view.lock"
 REFUSALS_NAME = "chain-refusals.jsonl"
 MAX_VIEW_BYTES = 1 << 20
-LOCK_WAIT_SECONDS = 30.0  # as long as a SQLite chain's own wait for its lock
+# How long an append waits for the view's lock by default: as long as a SQLite chain waits
+# for its own (a shared chain's host waits its FLOORGUARD_CHAIN_TIMEOUT: see from_env).
+LOCK_WAIT_SECONDS = 30.0
 ACCEPT_HINT = "`floorctl chain view --accept-current`"
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _CHAIN_ID = re.compile(r"[0-9a-f]{32}")
@@ -167,19 +169,28 @@ class ChainViews:
         # Descriptors kept open (an append costs a few system calls, not a dozen), each
         # with the process that opened it: after a fork the child opens its own (a flock
         # on the parent's open file would be shared with the parent, excluding nothing).
-        self._fd: tuple[int, int] | None = None
+        self._fd: tuple[int, int, tuple[int, int]] | None = None
         self._lock_fd: tuple[int, int] | None = None
 
-    def _view_fd(self) -> int | None:
-        """The open view file (read-write where permitted), or None when there is none.
-        A file replaced since (renamed over, or removed) is opened anew."""
+    def _view_fd(self) -> tuple[int, os.stat_result] | None:
+        """The open view file (read-write where permitted) and its status, or None when
+        there is none. A file replaced or moved since it was opened is opened anew."""
+        try:
+            info = os.stat(self.path, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
         if self._fd is not None:
-            fd, pid = self._fd
-            if pid == os.getpid() and os.fstat(fd).st_nlink > 0:
-                return fd
+            fd, pid, identity = self._fd
+            if pid == os.getpid() and identity == (info.st_dev, info.st_ino):
+                return fd, info
             self._fd = None
             if pid == os.getpid():
                 os.close(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ChainWriteError(
+                f"this host's view of the audit chain, {self.path}, is not a regular file: "
+                "appends are refused until it is one"
+            )
         flags = os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW
         try:
             fd = os.open(self.path, os.O_RDWR | flags)
@@ -187,18 +198,19 @@ class ChainViews:
             fd = os.open(self.path, os.O_RDONLY | flags)  # store() then says it cannot
         except FileNotFoundError:
             return None
-        self._fd = (fd, os.getpid())
-        return fd
+        info = os.fstat(fd)
+        self._fd = (fd, os.getpid(), (info.st_dev, info.st_ino))
+        return fd, info
 
     def load(self) -> dict[str, TreeView]:
         """Every remembered view (empty when the file is absent). Raises ChainWriteError
         when the file is unreadable or no slot of it holds a whole, well-formed view."""
         try:
-            fd = self._view_fd()
-            if fd is None:
+            opened = self._view_fd()
+            if opened is None:
                 self._cache = None
                 return {}
-            info = os.fstat(fd)
+            fd, info = opened
             if not stat.S_ISREG(info.st_mode):
                 raise ChainWriteError(
                     f"this host's view of the audit chain, {self.path}, is not a regular "
@@ -269,6 +281,11 @@ class ChainViews:
             except FileNotFoundError:
                 self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
                 return os.open(self.lock_path, flags, 0o600)
+        except NotADirectoryError as exc:
+            raise ChainWriteError(
+                f"cannot open the audit chain: {self.path.parent} is not a folder (set "
+                "FLOORGUARD_HOME to a folder, or remove the file)"
+            ) from exc
         except OSError as exc:
             raise ChainWriteError(
                 f"cannot lock this host's view of the audit chain ({self.lock_path}: "
@@ -391,8 +408,8 @@ class ChainViews:
         this host appended meanwhile, which is no rollback; the read is then not needed.)
 
         ``root_of`` (the read tree's root of its first m records) runs without the lock:
-        an append of this host waits for the lock while it holds the chain's, and
-        ``root_of`` may need the chain."""
+        it reads the chain, which may take a while, and this host's appends wait for the
+        lock."""
         judged = before
         for _ in range(3):
             now = judged.get(chain_id)
