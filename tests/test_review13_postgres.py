@@ -188,22 +188,24 @@ def _waiting_for_lock(superuser_url: str) -> int:
 
 @pytest.mark.parametrize("level", ["repeatable read", "serializable"])
 def test_appenders_queued_on_the_lock_all_succeed_when_the_database_defaults_to(
-    pg: Chain, level: str
+    pg: Chain, level: str, tmp_path: Path
 ) -> None:
     pg.sql(f"ALTER DATABASE {pg.database} SET default_transaction_isolation = '{level}'")
     env = pg.env(pg.key_file.parent, FLOORGUARD_CHAIN_TIMEOUT="30")
     assert append(env).returncode == 0
+    # Three hosts (the appenders of one host take turns on its own lock before the chain's).
+    hosts = [pg.env(tmp_path / f"host{n}", FLOORGUARD_CHAIN_TIMEOUT="30") for n in range(3)]
     with psycopg.connect(pg.owner_url) as holder:
         holder.execute(LOCK_STATEMENT)
         waiting = [
             subprocess.Popen(
                 [sys.executable, "-c", APPEND],
-                env=env,
+                env=host,
                 text=True,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
             )
-            for _ in range(3)
+            for host in hosts
         ]
         deadline = time.monotonic() + 30
         while (

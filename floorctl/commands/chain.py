@@ -1,6 +1,6 @@
 """``floorctl chain``: the audit chain from the outside (export, signed checkpoints, and
-the transparency log's inclusion and consistency proofs), and ``chain init`` of a
-PostgreSQL chain.
+the transparency log's inclusion and consistency proofs), ``chain init`` of a PostgreSQL
+chain, and ``chain view``: what this host has seen of each chain (and its re-anchoring).
 
 Reading only, but for ``init``: these commands never create the database or the chain key
 (a checkpoint may create floorctl's local development signing key, and says so). A chain
@@ -21,11 +21,12 @@ from typing import TextIO
 import click
 
 from floorctl import atomic, keys
-from floorctl.commands._output import notice
-from floorguard import checkpoint, files, tlog
+from floorctl.commands._output import emit_json, json_option, notice
+from floorguard import checkpoint, files, merkle, tlog
 from floorguard._time import parse_ts
 from floorguard.chain import AuditChain
 from floorguard.chain_key import key_check, load_or_create_key
+from floorguard.chain_view import ChainViews
 from floorguard.chainstore import timeout_from_env
 from floorguard.chainstore.postgres import init_schema, redact
 from floorguard.errors import ChainError, FloorguardError
@@ -69,8 +70,25 @@ def _signed(
     resolved = keys.resolve_signing_key(
         signing_key, dict(os.environ), notify=lambda m: notice(f"floorctl: {m}")
     )
+    views = ChainViews(state_paths().chain_view)
+    before = views.load()
     statement = checkpoint.of_chain(audit, last_seq)
+    if last_seq is None:
+        # The head's tree, verified: this host witnesses it (and refuses to sign a chain
+        # smaller than, or inconsistent with, what it has seen).
+        views.observe(
+            before, statement.chain_id, statement.size, statement.root,
+            location=audit.location, root_of=lambda m: _stored_root(audit, m),
+            doing="sign a checkpoint of",
+        )  # fmt: skip
     return statement, checkpoint.sign(statement, resolved.key)
+
+
+def _stored_root(audit: AuditChain, size: int) -> bytes:
+    root = checkpoint.stored_root(audit, size)
+    if root is None:
+        raise ChainError(f"the audit chain {audit.location} has fewer than {size} records")
+    return root
 
 
 @chain.command("checkpoint", short_help="Sign a checkpoint of the chain's head.")
@@ -325,4 +343,71 @@ def init(url: str, grant_to: tuple[str, ...]) -> None:
     click.echo(
         f"chain key {key_file} ({'existing' if existed else 'created'}): copy it to every "
         "appending host (FLOORGUARD_CHAIN_KEY_FILE), mode 0600"
+    )
+
+
+@chain.command("view", short_help="Show or re-anchor what this host has seen of the chain.")
+@click.option(
+    "--accept-current",
+    is_flag=True,
+    help="Re-anchor this host on the chain as it is now (verified with its key first), "
+    "after a refused rollback or fork was investigated; the view replaced is recorded.",
+)
+@click.option(
+    "--url",
+    envvar="FLOORGUARD_CHAIN_URL",
+    metavar="URL",
+    default=None,
+    help="With --accept-current: the chain's libpq URL (default $FLOORGUARD_CHAIN_URL, else "
+    "the SQLite chain in FLOORGUARD_HOME).",
+)
+@json_option
+def view(accept_current: bool, url: str | None, as_json: bool) -> None:
+    """Show the largest tree (size and root) of each chain this host has appended to or
+    read, as kept in FLOORGUARD_HOME. Appends refuse a chain that is smaller than it (a
+    rollback) or whose first records have another root (a fork).
+
+    With --accept-current, the chain as it is now becomes what this host remembers: the
+    old view goes into the host's refusals record (chain-refusals.jsonl) first.
+    """
+    env = dict(os.environ)
+    if url is not None:
+        env["FLOORGUARD_CHAIN_URL"] = url
+    audit = AuditChain.from_env(env)
+    views = ChainViews(state_paths(env).chain_view)
+    if not accept_current:
+        remembered = views.load()
+        if as_json:
+            emit_json({
+                "view_file": str(views.path), "refusals_file": str(views.refusals_path),
+                "chains": {cid: v.document() for cid, v in sorted(remembered.items())},
+            })  # fmt: skip
+            return
+        if not remembered:
+            click.echo(f"this host has seen no chain yet ({views.path})")
+        for cid, seen in sorted(remembered.items()):
+            click.echo(f"chain {cid} at {seen.location}: {seen.size} records, root "
+                       f"{seen.root.hex()}, seen {seen.seen}")  # fmt: skip
+        return
+    if not audit.exists() or audit.head() is None:
+        # An empty chain (a new one where another was): nothing to remember of it.
+        statement = checkpoint.Checkpoint("", 0, merkle.EMPTY_ROOT, None)
+        old = views.accept(None, 0, statement.root, audit.location)
+    else:
+        statement = checkpoint.of_chain(audit)
+        old = views.accept(statement.chain_id, statement.size, statement.root, audit.location)
+    document = {
+        "chain_id": statement.chain_id or None, "location": audit.location,
+        "accepted": {"size": statement.size, "root": statement.root.hex()},
+        "replaced": None if old is None else old.document(),
+        "refusals_file": str(views.refusals_path),
+    }  # fmt: skip
+    if as_json:
+        emit_json(document)
+        return
+    before = "nothing" if old is None else f"{old.size} records (root {old.root.hex()})"
+    click.echo(
+        f"chain {statement.chain_id or '(empty)'} at {audit.location}: this host now remembers "
+        f"{statement.size} records (root {statement.root.hex()}); it remembered {before}, "
+        f"recorded in {views.refusals_path}"
     )

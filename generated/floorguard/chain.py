@@ -40,6 +40,14 @@ complete subtree hash, keyed by (level, index); each append adds its leaf and th
 it completes in the same transaction as the record, so any inclusion or consistency proof
 needs O(log n) lookups. A chain written before the tree existed gets its tree built from its
 records, unchanged, on first use (the next append, or ``ensure_tree``).
+
+The host as a witness: a chain opened from the environment (``from_env``, ``shared``)
+remembers in FLOORGUARD_HOME the largest tree it has seen of each chain
+(``floorguard.chain_view``), and an append first checks, inside its transaction, that the
+store's tree extends it: a smaller tree (a rollback) or another root for the remembered
+size (a fork) refuses the append with ChainRollbackError, recorded on the host. The check
+reads the remembered size's left-edge nodes, and the new root comes from the right edge
+the new leaf is hashed with: no extra round trip when the store prefetches them.
 """
 
 from __future__ import annotations
@@ -63,17 +71,19 @@ from floorguard import merkle, record_signature
 from floorguard._canonical import ZERO_DIGEST, canonical_bytes, plain_json_text
 from floorguard._time import format_ts, now_ts, parse_ts
 from floorguard.chain_key import key_check, load_key, load_or_create_key
+from floorguard.chain_view import AppendWitness, ChainViews
 from floorguard.chainstore.interface import CHAIN_FORMAT, Node, Row
 from floorguard.chainstore.sqlite import BUSY_TIMEOUT_SECONDS
 from floorguard.errors import (
     CanonicalizationError,
     ChainError,
+    ChainRollbackError,
     ChainWriteError,
     FloorguardError,
     KeyFileError,
 )
 from floorguard.record_signature import FileCache, HostKey, HostKeys
-from floorguard.state import state_key, state_paths
+from floorguard.state import CHAIN_URL_ENV, state_key, state_paths
 
 if TYPE_CHECKING:
     from floorguard.chainstore.interface import ChainStore, ReadView, WriteView
@@ -336,7 +346,8 @@ class AuditChain:
     nothing; ``append`` creates a SQLite database and its HMAC key on first use (never an
     HMAC key when it signs); ``head``, ``records`` and ``export_lines`` only read.
     ``host_keys_file`` is the fleet's host-keys document: appends check a signed head with
-    it, and ``verification_keys`` hands it to verifiers.
+    it, and ``verification_keys`` hands it to verifiers. With ``views`` (``from_env`` gives
+    the host's), every append is checked against, and grows, what this host has seen.
     """
 
     def __init__(
@@ -347,6 +358,7 @@ class AuditChain:
         clock: Callable[[], str] | None = None,
         host_key_file: Path | None = None,
         host_keys_file: Path | None = None,
+        views: ChainViews | None = None,
     ) -> None:
         if isinstance(store, str | os.PathLike):
             from floorguard.chainstore.sqlite import SqliteStore
@@ -365,6 +377,7 @@ class AuditChain:
         self.host_keys_file = None if host_keys_file is None else Path(host_keys_file)
         self._host_key: FileCache[HostKey] = FileCache(record_signature.load_host_key)
         self._host_keys: FileCache[HostKeys] = FileCache(record_signature.load_host_keys)
+        self.views = views
 
     @property
     def location(self) -> str:
@@ -383,18 +396,24 @@ class AuditChain:
     ) -> AuditChain:
         """The chain the environment selects (``FLOORGUARD_CHAIN_URL``, else the SQLite file
         in ``FLOORGUARD_HOME``) with the key ``FLOORGUARD_CHAIN_KEY_FILE`` names, this
-        host's signing key ``FLOORGUARD_HOST_KEY_FILE`` and the host-keys document
-        ``FLOORGUARD_HOST_KEYS``. Raises ChainError for an unusable
-        ``FLOORGUARD_CHAIN_TIMEOUT``."""
-        from floorguard.chainstore import store_from_env
+        host's signing key ``FLOORGUARD_HOST_KEY_FILE``, the host-keys document
+        ``FLOORGUARD_HOST_KEYS`` and this host's memory of the chain (``chain_view``).
+        Raises ChainError for an unusable ``FLOORGUARD_CHAIN_TIMEOUT``."""
+        from floorguard.chainstore import store_from_env, timeout_from_env
 
-        paths = state_paths(environ)
+        env = os.environ if environ is None else environ
+        paths = state_paths(env)
+        store = store_from_env(env)
+        # A shared chain's append waits for the host's view lock no longer than for the
+        # chain's own lock; a local one as long as SQLite waits for its own.
+        wait = timeout_from_env(env) if env.get(CHAIN_URL_ENV) else BUSY_TIMEOUT_SECONDS
         return cls(
-            store_from_env(environ),
+            store,
             paths.chain_key,
             clock=clock,
             host_key_file=paths.host_key,
             host_keys_file=paths.host_keys,
+            views=ChainViews(paths.chain_view, lock_wait=wait),
         )
 
     @classmethod
@@ -443,22 +462,40 @@ class AuditChain:
         """
         receipt_json, receipt_obj = self._prepare_receipt(event, receipt)
         receipt_id = record_digest(receipt_json.encode("utf-8"))
-        with self._lock:
+        with self._lock, contextlib.ExitStack() as stack:
             # Read before the store's lock is taken: a bad key refuses without waiting.
             signer = self._signer()
             host_keys = self._listed_hosts()
+            witness = None
+            if self.views is not None:
+                witness = stack.enter_context(AppendWitness(self.views, self.location))
             try:
-                row = self.store.write(
+                row, root = self.store.write(
                     lambda view: self._append_in_transaction(
-                        view, event, receipt_id, receipt_json, signer=signer, host_keys=host_keys
+                        view,
+                        event,
+                        receipt_id,
+                        receipt_json,
+                        witness,
+                        signer=signer,
+                        host_keys=host_keys,
                     ),
                     "append to",
+                    known_size=None if self.views is None else self.views.hint(self._chain_id),
                 )
             except BaseException:
                 self._chain_id = None  # re-read it with the next connection
                 raise
             self._written = (_row_body(row).encode("utf-8"), row[7])
-        seq, ts, chain_id, _, _, _, prev, mac = row
+            seq, ts, chain_id, _, _, _, prev, mac = row
+            if witness is not None:
+                try:
+                    witness.grow(chain_id, seq + 1, root)
+                except ChainWriteError as exc:
+                    raise ChainWriteError(
+                        f"record {seq} was appended to the audit chain {self.location}, but "
+                        f"this host could not remember it: {exc}"
+                    ) from exc
         return ChainRecord(seq, ts, chain_id, event, receipt_id, receipt_obj, prev, mac)
 
     def _prepare_receipt(
@@ -513,10 +550,14 @@ class AuditChain:
         event: str,
         receipt_id: str,
         receipt_json: str,
+        witness: AppendWitness | None = None,
         *,
         signer: HostKey | None = None,
         host_keys: HostKeys | None = None,
-    ) -> _Row:
+    ) -> tuple[_Row, bytes]:
+        """Write the next record and its tree nodes in ``view``'s transaction; the record
+        and the new tree's root. With ``witness``, the store's tree is checked against what
+        this host has seen first."""
         head = view.head()
         # A clock given explicitly (tests) wins; else the store's shared one, else ours.
         ts = self._clock() if self._clock is not None else (view.clock() or now_ts())
@@ -551,16 +592,36 @@ class AuditChain:
         mac = signer.sign(body) if signer is not None else record_mac(_known(key), body)
         row = (*row[:7], mac)
         view.insert_record(row)
+        nodes: dict[tuple[int, int], bytes] = {}
+
+        def stored(level: int, index: int) -> bytes:
+            found = nodes.get((level, index))
+            if found is None:
+                found = view.subtree(level, index)
+                if found is None or not _is_hash(found):
+                    raise ChainWriteError(f"the Merkle tree lacks subtree ({level}, {index})")
+                nodes[(level, index)] = found
+            return found
+
         try:
             if seq > 0 and view.subtree(0, seq - 1) is None:
                 _build_tree(view, seq)  # a chain from before the tree: built once, here
-            _add_leaf(view, seq, merkle.leaf_hash(_row_line(row).encode("utf-8")))
+            # The right edge of the tree before this record: the nodes its leaf is hashed
+            # with, and with them the new root.
+            edge = merkle.CompactRange.of(seq, stored)
+            if witness is not None:
+                witness.check(chain_id, seq, stored, lambda: {
+                    "event": event, "receipt_id": receipt_id, "receipt": json.loads(receipt_json)
+                })  # fmt: skip
+            view.insert_nodes(edge.append(merkle.leaf_hash(_row_line(row).encode("utf-8"))))
+        except ChainRollbackError:
+            raise
         except ChainWriteError as exc:
             raise ChainWriteError(
                 f"cannot append to the audit chain {self.location}: {exc} "
                 "(the database was altered)"
             ) from exc
-        return row
+        return row, edge.root()
 
     def _genesis_key(self, view: WriteView) -> bytes:
         """The HMAC key the first record is MACed with, checked against a shared chain's
@@ -807,20 +868,6 @@ def _known(key: bytes | None) -> bytes:
 def _is_hash(value: object) -> bool:
     # A stored hash of another type or length is an altered tree: never hashed onward.
     return isinstance(value, bytes) and len(value) == merkle.HASH_SIZE
-
-
-def _add_leaf(view: WriteView, index: int, leaf: bytes) -> None:
-    """Store leaf ``index`` and every subtree it completes (its left siblings are stored)."""
-    rows = [(0, index, leaf)]
-    current, level, at = leaf, 0, index
-    while at & 1:
-        left = view.subtree(level, at - 1)
-        if left is None or not _is_hash(left):
-            raise ChainWriteError(f"the Merkle tree lacks subtree ({level}, {at - 1})")
-        current = merkle.node_hash(left, current)
-        level, at = level + 1, at >> 1
-        rows.append((level, at, current))
-    view.insert_nodes(rows)
 
 
 def _build_tree(view: WriteView, upto: int) -> None:

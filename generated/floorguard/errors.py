@@ -39,6 +39,11 @@ class ChainWriteError(ChainError):
     """An append did not become durable: the decision it carried must not stand."""
 
 
+class ChainRollbackError(ChainWriteError):
+    """The chain is smaller than, or inconsistent with, the tree this host has seen of it (a
+    rollback or a fork): the append is refused, and the refusal recorded on the host."""
+
+
 class KeyFileError(ChainError):
     """A key the chain is authenticated with is unusable: the HMAC key file is unreadable or
     not exactly a 32-byte key, a host's signing key file is unreadable, too open or not an

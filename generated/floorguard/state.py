@@ -1,4 +1,5 @@
-"""Where floorguard keeps its state: the audit chain database and its HMAC key.
+"""Where floorguard keeps its state: the audit chain database and its HMAC key, and what
+this host has seen of each chain (``floorguard.chain_view``).
 
 ``FLOORGUARD_HOME`` names the folder; without it, ``$XDG_STATE_HOME/floorguard``, else
 ``~/.local/state/floorguard``. ``FLOORGUARD_CHAIN_KEY_FILE`` names another key file.
@@ -24,6 +25,7 @@ HOST_KEY_FILE_ENV = "FLOORGUARD_HOST_KEY_FILE"
 HOST_KEYS_ENV = "FLOORGUARD_HOST_KEYS"
 CHAIN_DB_NAME = "chain.sqlite3"
 CHAIN_KEY_NAME = "chain.key"
+CHAIN_VIEW_NAME = "chain-view"
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,7 @@ class StatePaths:
     home: Path
     chain_db: Path
     chain_key: Path
+    chain_view: Path  # the largest tree of each chain this host has seen
     host_key: Path | None = None
     host_keys: Path | None = None
 
@@ -79,6 +82,7 @@ def state_paths(environ: Mapping[str, str] | None = None) -> StatePaths:
         home=home,
         chain_db=home / CHAIN_DB_NAME,
         chain_key=key,
+        chain_view=home / CHAIN_VIEW_NAME,
         host_key=_named_path(env, HOST_KEY_FILE_ENV),
         host_keys=_named_path(env, HOST_KEYS_ENV),
     )

@@ -97,11 +97,16 @@ class ChainStore(Protocol):
     def exists(self) -> bool:
         """True when the chain's storage exists (it may hold no records). Raises ChainError."""
 
-    def write(self, attempt: Callable[[WriteView], T], doing: str) -> T:
+    def write(
+        self, attempt: Callable[[WriteView], T], doing: str, *, known_size: int | None = None
+    ) -> T:
         """Run ``attempt`` in one serialised, durable write transaction; its result once
         committed. ``doing`` words errors ("append to"). ChainWriteError and KeyFileError
         from ``attempt`` pass through (nothing is committed); storage errors become
-        ChainWriteError."""
+        ChainWriteError. ``known_size``: a hint, the tree size the appending host
+        remembers; a store may prefetch that tree's left-edge nodes (for each bit L set in
+        it, node (L, (known_size >> L) - 1)) with the head, so that ``subtree`` answers
+        them without another round trip. ``attempt`` must be correct without it."""
 
     def read(self) -> AbstractContextManager[ReadView | None]:
         """One snapshot to read from; None when there is no chain yet. Raises ChainError."""

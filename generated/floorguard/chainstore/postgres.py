@@ -170,11 +170,12 @@ _INSERT_NODES = (
 
 
 _NO_HEAD = object()
-# The server's time, and the head record (NULLs for an empty chain) with the tree nodes its
-# successor's leaf will hash with, as
-# "level:hex,level:hex": the head's leaf (0, seq), which says the tree is built up to the
-# head, and for the new leaf n = seq + 1 each left sibling (L, (n >> L) - 1) that _add_leaf
-# hashes with (one per trailing 1 bit of n, i.e. where n + 1 is a multiple of 2^(L+1)).
+# The server's time, and the head record (NULLs for an empty chain) with the right edge of
+# the tree of n = seq + 1 leaves, as "level:hex,level:hex": the head's leaf (0, seq), which
+# says the tree is built up to the head, and for each bit L set in n the node
+# (L, (n >> L) - 1). The new leaf n is hashed with the lowest of them (its left siblings),
+# and all of them fold into the tree's root before and after it: what the append needs to
+# hash its leaf and to state the new root that the host remembers (floorguard.chain_view).
 _HEAD_AND_NODES = (
     # The server's clock, read after the lock is granted: the time of the new record.
     "SELECT pg_catalog.to_char(pg_catalog.clock_timestamp() AT TIME ZONE 'UTC',"  # noqa: S608
@@ -182,7 +183,7 @@ _HEAD_AND_NODES = (
     "  SELECT pg_catalog.string_agg(t.level || ':' || pg_catalog.encode(t.hash, 'hex'), ',')"
     "    FROM pg_catalog.generate_series(0, 61) AS l(level)"
     f"   JOIN {_TREE} t ON t.level = l.level AND t.idx = ((r.seq + 1) >> l.level) - 1"
-    "   WHERE l.level = 0 OR (r.seq + 2) % (1::bigint << (l.level + 1)) = 0"
+    "   WHERE l.level = 0 OR (((r.seq + 1) >> l.level) & 1) = 1"
     f") FROM (SELECT 1) AS one LEFT JOIN LATERAL ({_HEAD}) r ON true"
 )
 # An append's first round trip, one message: BEGIN, the chain's lock, then the head (a
@@ -795,7 +796,11 @@ class PostgresStore:
 
     # -- writing --
 
-    def write(self, attempt: Callable[[WriteView], T], doing: str) -> T:
+    def write(
+        self, attempt: Callable[[WriteView], T], doing: str, *, known_size: int | None = None
+    ) -> T:
+        # known_size (the interface's prefetch hint) is not used yet: the view looks the
+        # remembered tree's left edge up node by node where the head did not bring it.
         pg = _import_psycopg()
         with self._lock:
             for _ in range(2):

@@ -161,7 +161,10 @@ class SqliteStore:
 
     # -- writing --
 
-    def write(self, attempt: Callable[[WriteView], T], doing: str) -> T:
+    def write(
+        self, attempt: Callable[[WriteView], T], doing: str, *, known_size: int | None = None
+    ) -> T:
+        # known_size is ignored: a lookup in a local file costs no round trip.
         def once() -> T:
             conn = self._writer()
             try:
