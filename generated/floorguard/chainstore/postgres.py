@@ -828,9 +828,10 @@ def _close_quietly(conn: Any) -> None:
 # has no such privilege anyway; this holds even where someone grants it).
 _REFUSE_CHANGE = """
 CREATE OR REPLACE FUNCTION floorguard.refuse_change() RETURNS trigger
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-  IF current_user <> (SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = TG_RELID) THEN
+  IF current_user <> pg_catalog.pg_get_userbyid(
+       (SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = TG_RELID)) THEN
     RAISE EXCEPTION 'floorguard: % on %.% refused: the audit chain is append-only',
       TG_OP, TG_TABLE_SCHEMA, TG_TABLE_NAME
       USING ERRCODE = 'insufficient_privilege',
@@ -846,17 +847,18 @@ END $$
 # holds a host to what every honest appender writes, whatever its own code does.
 _CHECK_RECORD = """
 CREATE OR REPLACE FUNCTION floorguard.check_record() RETURNS trigger
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   stamp text := 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"';
   head_seq bigint;
   head_ts text;
-  server_ts text := to_char(clock_timestamp() AT TIME ZONE 'UTC', stamp);
-  began_ts text := to_char(transaction_timestamp() AT TIME ZONE 'UTC', stamp);
+  server_ts text := pg_catalog.to_char(pg_catalog.clock_timestamp() AT TIME ZONE 'UTC', stamp);
+  began_ts text := pg_catalog.to_char(pg_catalog.transaction_timestamp() AT TIME ZONE 'UTC',
+                                      stamp);
   latest text;
   earliest text;
 BEGIN
-  SELECT seq, ts INTO head_seq, head_ts FROM floorguard.records ORDER BY seq DESC LIMIT 1;
+  SELECT r.seq, r.ts INTO head_seq, head_ts FROM floorguard.records r ORDER BY r.seq DESC LIMIT 1;
   IF NEW.seq IS DISTINCT FROM coalesce(head_seq + 1, 0) THEN
     RAISE EXCEPTION 'floorguard: record % is not the next one (the head is %)',
       NEW.seq, head_seq USING ERRCODE = 'check_violation';
@@ -866,7 +868,7 @@ BEGIN
   -- written otherwise.
   IF NEW.ts !~ ('^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])'
                 'T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9][.][0-9]{6}Z$')
-     OR to_char(NEW.ts::timestamptz AT TIME ZONE 'UTC', stamp) <> NEW.ts THEN
+     OR pg_catalog.to_char(NEW.ts::timestamptz AT TIME ZONE 'UTC', stamp) <> NEW.ts THEN
     RAISE EXCEPTION 'floorguard: record % is stamped %, which is not a time in the chain''s form',
       NEW.seq, NEW.ts USING ERRCODE = 'check_violation';
   END IF;
