@@ -63,3 +63,64 @@ def test_a_role_granted_delete_cannot_shadow_pg_class_to_pass_for_the_owner(pg: 
             with pytest.raises(psycopg.errors.InsufficientPrivilege, match="append-only"):
                 conn.execute(statement)
     assert pg.sql("SELECT count(*) FROM floorguard.records") == "4"
+
+
+# Each catalog relation (and a few type names) the chain's functions read, as a temporary
+# table holding what would change their decision if it were read: the chain's lock held by
+# a bystander, everyone a superuser (never ended), another database, another owner.
+SHADOWS = {
+    "pg_locks": (
+        "CREATE TEMP TABLE pg_locks (locktype text, granted boolean, mode text, relation oid,"
+        " database oid, pid integer)",
+        "INSERT INTO pg_temp.pg_locks SELECT 'relation', true, 'ExclusiveLock',"
+        " 'floorguard.append_lock'::regclass, d.oid, {bystander} FROM pg_catalog.pg_database d",
+    ),
+    "pg_roles": (
+        "CREATE TEMP TABLE pg_roles (oid oid, rolname name, rolsuper boolean)",
+        "INSERT INTO pg_temp.pg_roles SELECT r.oid, current_user, true FROM pg_catalog.pg_roles r",
+    ),
+    "pg_database": (
+        "CREATE TEMP TABLE pg_database (oid oid, datname name)",
+        "INSERT INTO pg_temp.pg_database VALUES (0, current_database())",
+    ),
+    "pg_class": (
+        "CREATE TEMP TABLE pg_class (oid oid, relowner oid)",
+        "INSERT INTO pg_temp.pg_class SELECT c.oid, r.oid FROM pg_catalog.pg_class c,"
+        " pg_catalog.pg_roles r WHERE r.rolname = current_user",
+    ),
+    "pg_stat_activity": (
+        "CREATE TEMP TABLE pg_stat_activity (pid integer, usesysid oid,"
+        " xact_start timestamptz)",
+        "INSERT INTO pg_temp.pg_stat_activity VALUES ({bystander}, 10, '-infinity')",
+    ),
+    "type names": (
+        "CREATE TEMP TABLE text (x integer); CREATE TEMP TABLE bytea (x integer);"
+        " CREATE TEMP TABLE timestamptz (x integer); CREATE TEMP TABLE oid (x integer)",
+        "SELECT 1",
+    ),
+}
+
+
+@pytest.mark.parametrize("shadowed", list(SHADOWS))
+def test_a_shadowed_catalog_changes_nothing_when_a_waiting_append_ends_a_holder(
+    pg: Chain, shadowed: str
+) -> None:
+    """A bystander (an idle appender session) survives; the real holder, past its limit,
+    is ended; the session that shadows gets the lock."""
+    create, fill = SHADOWS[shadowed]
+    pg.chain().append(CANARY, receipt())
+    with _appender(pg) as bystander, _appender(pg) as holder, _appender(pg) as caller:
+        holder.execute("SET idle_in_transaction_session_timeout = 0")
+        holder.execute("BEGIN")
+        holder.execute("SELECT floorguard.open_append(NULL)")
+        for statement in (create, fill.format(bystander=bystander.info.backend_pid)):
+            caller.execute(statement)  # type: ignore[arg-type]
+        caller.execute("SET lock_timeout = '4s'")
+        caller.execute("BEGIN")
+        row = caller.execute("SELECT seq FROM floorguard.open_append(NULL)").fetchone()
+        assert row == (0,)
+        caller.execute("ROLLBACK")
+        assert bystander.execute("SELECT 1").fetchone() == (1,)
+        with pytest.raises(psycopg.OperationalError):
+            holder.execute("SELECT 1")
+    pg.chain().append(CANARY, receipt())

@@ -1086,6 +1086,7 @@ DECLARE
   want_levels integer[];
   want_idxs bigint[];
   want_hashes bytea[];
+  is_object boolean;
 BEGIN
 {_READ_COMMITTED}
   PERFORM floorguard.take_lock();
@@ -1111,9 +1112,13 @@ BEGIN
     RAISE EXCEPTION 'floorguard: record %''s event % is not one of the chain''s events',
       append_record.seq, append_record.event USING ERRCODE = 'check_violation';
   END IF;
-  IF append_record.receipt IS NULL
-     OR pg_catalog.length(append_record.receipt) > {MAX_RECEIPT_CHARS}
-     OR pg_catalog.json_typeof(append_record.receipt::json) IS DISTINCT FROM 'object' THEN
+  BEGIN
+    is_object := pg_catalog.length(append_record.receipt) <= {MAX_RECEIPT_CHARS}
+      AND pg_catalog.json_typeof(append_record.receipt::json) = 'object';
+  EXCEPTION WHEN invalid_text_representation THEN
+    is_object := false;
+  END;
+  IF is_object IS NOT TRUE THEN
     RAISE EXCEPTION 'floorguard: record %''s receipt is not a JSON object of at most % characters',
       append_record.seq, {MAX_RECEIPT_CHARS} USING ERRCODE = 'check_violation';
   END IF;
