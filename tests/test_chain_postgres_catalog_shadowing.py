@@ -89,8 +89,7 @@ SHADOWS = {
         " pg_catalog.pg_roles r WHERE r.rolname = current_user",
     ),
     "pg_stat_activity": (
-        "CREATE TEMP TABLE pg_stat_activity (pid integer, usesysid oid,"
-        " xact_start timestamptz)",
+        "CREATE TEMP TABLE pg_stat_activity (pid integer, usesysid oid, xact_start timestamptz)",
         "INSERT INTO pg_temp.pg_stat_activity VALUES ({bystander}, 10, '-infinity')",
     ),
     "type names": (
