@@ -951,9 +951,9 @@ BEGIN
                   'lock_hold_limit_ms' END;
       END IF;
     END IF;
+    PERFORM pg_catalog.set_config('lock_timeout',
+      GREATEST(1, pg_catalog.ceil(EXTRACT(epoch FROM wait) * 1000))::bigint::text, true);
     BEGIN
-      PERFORM pg_catalog.set_config('lock_timeout',
-        GREATEST(1, pg_catalog.ceil(EXTRACT(epoch FROM wait) * 1000))::bigint::text, true);
       LOCK TABLE floorguard.append_lock IN EXCLUSIVE MODE;
       EXIT;
     EXCEPTION WHEN lock_not_available THEN
@@ -1035,15 +1035,18 @@ BEGIN
   END IF;
   -- The lock uncontended, inline (a call of take_lock costs more than the rest); else wait.
   me := pg_catalog.pg_current_xact_id()::text::bigint;
+  -- (Nothing but the LOCK in the block: an expression inside one is set up afresh.)
   IF pg_catalog.pg_sequence_last_value('floorguard.lock_holder') IS DISTINCT FROM me THEN
     BEGIN
       LOCK TABLE floorguard.append_lock IN EXCLUSIVE MODE NOWAIT;
+    EXCEPTION WHEN lock_not_available THEN
+      PERFORM floorguard.take_lock();  -- waits, and records the hold
+    END;
+    IF pg_catalog.pg_sequence_last_value('floorguard.lock_holder') IS DISTINCT FROM me THEN
       PERFORM pg_catalog.setval('floorguard.lock_holder', me);
       PERFORM pg_catalog.setval('floorguard.lock_since',
         (EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000000)::bigint);
-    EXCEPTION WHEN lock_not_available THEN
-      PERFORM floorguard.take_lock();
-    END;
+    END IF;
   END IF;
   open_append.clock := pg_catalog.to_char(pg_catalog.clock_timestamp() AT TIME ZONE 'UTC',
                                           'YYYY-MM-DD"T"HH24:MI:SS.US"Z"');
@@ -1120,7 +1123,6 @@ DECLARE
   want_levels integer[];
   want_idxs bigint[];
   want_hashes bytea[];
-  is_object boolean;
 BEGIN
 {_READ_COMMITTED}
   -- (open_append took it in this transaction, as an honest append does: not called again)
@@ -1158,13 +1160,10 @@ BEGIN
     RAISE EXCEPTION 'floorguard: record %''s event % is not one of the chain''s events',
       append_record.seq, append_record.event USING ERRCODE = 'check_violation';
   END IF;
-  BEGIN
-    is_object := pg_catalog.length(append_record.receipt) <= {MAX_RECEIPT_CHARS}
-      AND pg_catalog.json_typeof(append_record.receipt::json) = 'object';
-  EXCEPTION WHEN invalid_text_representation THEN
-    is_object := false;
-  END;
-  IF is_object IS NOT TRUE THEN
+  -- (A receipt that is not JSON at all fails the cast, with PostgreSQL's own message: a
+  -- block catching it would cost a subtransaction on every append.)
+  IF (pg_catalog.length(append_record.receipt) <= {MAX_RECEIPT_CHARS}
+      AND pg_catalog.json_typeof(append_record.receipt::json) = 'object') IS NOT TRUE THEN
     RAISE EXCEPTION 'floorguard: record %''s receipt is not a JSON object of at most % characters',
       append_record.seq, {MAX_RECEIPT_CHARS} USING ERRCODE = 'check_violation';
   END IF;
@@ -1221,10 +1220,10 @@ BEGIN
           append_record.receipt_id, append_record.receipt, append_record.prev,
           append_record.mac);
   IF want_levels IS NOT NULL THEN
-    -- Unqualified: unnest of several arrays is FROM-clause syntax, not a function to
-    -- name by schema (and the search path is pg_catalog's).
-    INSERT INTO floorguard.tree (level, idx, hash)
-    SELECT * FROM unnest(want_levels, want_idxs, want_hashes);
+    FOR lvl IN 1 .. pg_catalog.cardinality(want_levels) LOOP
+      INSERT INTO floorguard.tree (level, idx, hash)
+      VALUES (want_levels[lvl], want_idxs[lvl], want_hashes[lvl]);
+    END LOOP;
   END IF;
 END $$
 """  # noqa: S608
