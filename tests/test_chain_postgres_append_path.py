@@ -31,6 +31,7 @@ from floorguard.chain import GENESIS_PREV, _row_body, _row_line, canonical_json,
 from floorguard.chain_key import load_key
 from floorguard.chainstore.interface import Node, Row
 from floorguard.chainstore.postgres import PostgresStore, appender_role
+from floorguard.errors import ChainWriteError
 
 pg = test_chain_postgres.pg
 
@@ -299,3 +300,14 @@ def test_open_append_returns_the_left_edge_of_a_known_size_in_the_same_round_tri
     finally:
         store.close()
     assert edge and got == [stored[node] for node in edge]
+
+
+def test_a_chain_whose_schema_predates_the_append_functions_names_chain_init(pg: Chain) -> None:
+    pg.sql("DROP FUNCTION floorguard.open_append(bigint)")
+    with pytest.raises(ChainWriteError, match="run `floorctl chain init --url URL` again"):
+        pg.chain().append(CANARY, receipt())
+    env = pg.env(pg.key_file.parent)
+    done = test_chain_postgres.floorctl("chain", "init", "--url", pg.owner_url, env=env)
+    assert done.returncode == 0, done.stderr
+    _filled(pg, 1)
+    assert _verified(pg) == 1

@@ -330,6 +330,12 @@ def init(url: str, grant_to: tuple[str, ...]) -> None:
             f"long (any appender could then stop every append): GRANT pg_signal_backend TO "
             f"{done['owner']}, as a superuser"
         )
+    if done["prepared_transactions"]:
+        click.echo(
+            "warning: max_prepared_transactions is "
+            f"{done['prepared_transactions']}: an appender could hold the chain's lock in a "
+            "prepared transaction that no append can end; set it to 0"
+        )
     for role in done["granted_to"]:
         click.echo(f"granted {done['appender_role']} to {role}")
     click.echo(

@@ -1350,7 +1350,8 @@ def init_schema(
 
     Returns what was found or made (``created``, ``chain_id``, ``owner``, and
     ``ends_lock_holders``: whether the owner may end a session that holds the chain's lock
-    too long, i.e. is a superuser or has pg_signal_backend). Raises
+    too long, i.e. is a superuser or has pg_signal_backend; ``prepared_transactions``: the
+    server's max_prepared_transactions, which should be 0). Raises
     ChainWriteError (unreachable, refused, or a role in ``grant_to`` does not exist).
     """
     pg = _import_psycopg()
@@ -1470,7 +1471,8 @@ def init_schema(
                 # Ending a session that holds the chain's lock too long takes this (or
                 # superuser); without it such a session stops every append until it ends.
                 can_end = conn.execute(
-                    "SELECT pg_catalog.pg_has_role('pg_signal_backend', 'USAGE')"
+                    "SELECT pg_catalog.pg_has_role('pg_signal_backend', 'USAGE'),"
+                    " pg_catalog.current_setting('max_prepared_transactions')::integer"
                 ).fetchone()
         except pg.Error as exc:
             raise ChainWriteError(
@@ -1485,4 +1487,7 @@ def init_schema(
         "appender_role": role_name,
         "granted_to": list(grant_to),
         "ends_lock_holders": bool(can_end and can_end[0]),
+        # A prepared transaction keeps its locks with no session to end: with these
+        # enabled, an appender could hold the chain's lock until a superuser rolls it back.
+        "prepared_transactions": int(can_end[1]) if can_end else 0,
     }
