@@ -1130,14 +1130,15 @@ BEGIN
        IS DISTINCT FROM pg_catalog.pg_current_xact_id()::text::bigint THEN
     PERFORM floorguard.take_lock();
   END IF;
-  -- The head, its leaf (the tree is built up to the head) and the chain's id: one query.
+  -- The head and its leaf (the tree is built up to the head) in one query. A record names
+  -- the chain its head names (the first one, meta's: chain init's).
   SELECT r.seq, r.ts, r.chain_id, r.event, r.receipt_id, r.receipt, r.prev,
-         (SELECT t.hash FROM floorguard.tree t WHERE t.level = 0 AND t.idx = r.seq),
-         (SELECT m.value FROM floorguard.meta m WHERE m.key = 'chain_id')
+         (SELECT t.hash FROM floorguard.tree t WHERE t.level = 0 AND t.idx = r.seq)
     INTO head.seq, head.ts, head.chain_id, head.event, head.receipt_id, head.receipt,
-         head.prev, head_leaf, chain
+         head.prev, head_leaf
     FROM floorguard.records r ORDER BY r.seq DESC LIMIT 1;
   has_head := FOUND;
+  chain := head.chain_id;
   IF NOT has_head THEN
     chain := (SELECT m.value FROM floorguard.meta m WHERE m.key = 'chain_id');
   END IF;
@@ -1215,16 +1216,16 @@ BEGIN
     RAISE EXCEPTION 'floorguard: record %''s tree nodes are not its leaf and the subtrees it '
       'completes', append_record.seq USING ERRCODE = 'check_violation';
   END IF;
-  INSERT INTO floorguard.records (seq, ts, chain_id, event, receipt_id, receipt, prev, mac)
-  VALUES (append_record.seq, append_record.ts, append_record.chain_id, append_record.event,
-          append_record.receipt_id, append_record.receipt, append_record.prev,
-          append_record.mac);
-  IF want_levels IS NOT NULL THEN
-    FOR lvl IN 1 .. pg_catalog.cardinality(want_levels) LOOP
-      INSERT INTO floorguard.tree (level, idx, hash)
-      VALUES (want_levels[lvl], want_idxs[lvl], want_hashes[lvl]);
-    END LOOP;
-  END IF;
+  -- One statement (each costs an executor's start): the record, then its nodes (none on a
+  -- chain whose tree is not built yet).
+  WITH r AS (
+    INSERT INTO floorguard.records (seq, ts, chain_id, event, receipt_id, receipt, prev, mac)
+    VALUES (append_record.seq, append_record.ts, append_record.chain_id, append_record.event,
+            append_record.receipt_id, append_record.receipt, append_record.prev,
+            append_record.mac))
+  INSERT INTO floorguard.tree (level, idx, hash)
+  SELECT want_levels[g.i], want_idxs[g.i], want_hashes[g.i]
+    FROM pg_catalog.generate_series(1, pg_catalog.cardinality(want_levels)) AS g(i);
 END $$
 """  # noqa: S608
 
