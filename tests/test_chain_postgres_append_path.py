@@ -145,14 +145,20 @@ def test_the_appender_can_take_no_lock_that_blocks_an_append(pg: Chain, table: s
             pg.sql(f"BEGIN; {statement}; COMMIT", as_owner=False)
 
 
-def test_an_access_share_lock_held_by_the_appender_blocks_no_append(pg: Chain) -> None:
-    """ACCESS SHARE (the only lock SELECT allows) conflicts with ACCESS EXCLUSIVE alone."""
+def test_an_access_share_lock_held_by_the_appender_blocks_no_append_nor_chain_init(
+    pg: Chain,
+) -> None:
+    """ACCESS SHARE (the only lock SELECT allows) conflicts with ACCESS EXCLUSIVE alone, which
+    neither an append nor `chain init` takes."""
     _filled(pg, 1)
     with psycopg.connect(pg.url) as idle:
         idle.execute("SET idle_in_transaction_session_timeout = 0")
         for table in ("records", "tree", "meta"):
             idle.execute(f"LOCK TABLE floorguard.{table} IN ACCESS SHARE MODE")
         _filled(pg, 2)
+        env = pg.env(pg.key_file.parent, FLOORGUARD_CHAIN_TIMEOUT="3")
+        done = test_chain_postgres.floorctl("chain", "init", "--url", pg.owner_url, env=env)
+        assert done.returncode == 0, done.stderr
         idle.rollback()
     assert _verified(pg) == 3
 
