@@ -86,6 +86,9 @@ def pg(server: pgserver.PgServer, tmp_path: Path) -> Iterator[Chain]:
     tag = secrets.token_hex(4)
     owner, appender, database = f"own_{tag}", f"app_{tag}", f"chain_{tag}"
     server.psql(f"CREATE ROLE {owner} LOGIN CREATEROLE; CREATE ROLE {appender} LOGIN")
+    # What the operator grants the owner: its functions end a session holding the chain's
+    # lock too long (tests/test_chain_postgres_lock_holders.py).
+    server.psql(f"GRANT pg_signal_backend TO {owner}")
     server.psql(f"CREATE DATABASE {database} OWNER {owner}")
     fleet = tmp_path / "fleet"
     chain = Chain(server, database, owner, appender, fleet / "chain.key")
@@ -100,7 +103,7 @@ def pg(server: pgserver.PgServer, tmp_path: Path) -> Iterator[Chain]:
 # --- chain init and the roles ----------------------------------------------------------------
 
 
-def test_chain_init_is_idempotent_and_the_appender_may_only_select_and_insert(
+def test_chain_init_is_idempotent_and_the_appender_may_only_select_and_call_the_append_functions(
     pg: Chain, tmp_path: Path
 ) -> None:
     env = isolated_env(tmp_path / "again", FLOORGUARD_CHAIN_KEY_FILE=str(pg.key_file))
@@ -118,8 +121,13 @@ def test_chain_init_is_idempotent_and_the_appender_may_only_select_and_insert(
     )
     rights = pg.sql(query.replace("ROLE", pg.appender))
     granted = {item.split("=")[0] for item in rights.split(",") if item.endswith("=true")}
-    assert granted == {"records:INSERT", "records:SELECT", "tree:INSERT", "tree:SELECT",
-                       "meta:SELECT"}  # fmt: skip
+    assert granted == {"records:SELECT", "tree:SELECT", "meta:SELECT"}
+    callable_ = pg.sql(
+        "SELECT string_agg(p.proname, ',' ORDER BY p.proname) FROM pg_catalog.pg_proc p"  # noqa: S608
+        " JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'floorguard'"
+        f" AND has_function_privilege('{pg.appender}', p.oid, 'EXECUTE')"
+    )
+    assert callable_ == "add_tree_nodes,append_record,open_append"
 
 
 def test_chain_init_refuses_to_grant_to_a_role_that_does_not_exist(pg: Chain) -> None:
@@ -376,7 +384,7 @@ def test_an_append_waiting_on_a_held_lock_refuses_within_the_timeout(pg: Chain) 
     import psycopg
 
     with psycopg.connect(pg.owner_url) as holder:
-        holder.execute(LOCK_STATEMENT)  # in its transaction, as an appender holds it
+        holder.execute(LOCK_STATEMENT)  # the owner's lock, as `chain init` holds it
         chain = pg.chain(FLOORGUARD_CHAIN_TIMEOUT="1")
         with pytest.raises(ChainWriteError, match=r"held the chain for more than 1s"):
             chain.append(CANARY, receipt())

@@ -121,7 +121,7 @@ def stalling_proxy(socket_path: Path, trigger: bytes) -> Iterator[StallingProxy]
 
 def test_a_server_that_stops_answering_mid_append_cannot_hang_the_spawn(pg: Chain) -> None:
     sock = pg.server.socket_dir / ".s.PGSQL.5432"
-    with stalling_proxy(sock, b"append_lock FOR UPDATE") as proxy:
+    with stalling_proxy(sock, b"EXECUTE floorguard_open") as proxy:
         url = f"postgresql://{pg.appender}@127.0.0.1:{proxy.port}/{pg.database}"
         env = {
             **pg.env(pg.key_file.parent, FLOORGUARD_CHAIN_TIMEOUT="1"),
@@ -371,13 +371,16 @@ def test_the_appender_cannot_switch_off_or_sidestep_the_append_only_rules(
     assert verify(pg).returncode == 0
 
 
-def test_records_and_tree_rows_the_appender_forges_stop_appends_before_they_build_on_them(
+def test_records_and_tree_rows_forged_by_hand_stop_appends_before_they_build_on_them(
     pg: Chain, tmp_path: Path
 ) -> None:
     env = pg.env(tmp_path)
     assert append(env).returncode == 0
+    # An appender may not write a row by hand at all; the owner still may.
+    with pytest.raises(RuntimeError, match="permission denied"):
+        pg.sql("INSERT INTO floorguard.tree VALUES (0, 1, '\\x00')", as_owner=False)
     # A leaf for the next index, planted ahead of the real append: refused, nothing written.
-    pg.sql("INSERT INTO floorguard.tree VALUES (0, 1, '\\x00')", as_owner=False)
+    pg.sql("INSERT INTO floorguard.tree VALUES (0, 1, '\\x00')")
     done = append(env)
     assert done.returncode == 1 and "cannot append" in done.stderr
     pg.sql("DELETE FROM floorguard.tree WHERE level = 0 AND idx = 1")  # the owner repairs
@@ -387,7 +390,6 @@ def test_records_and_tree_rows_the_appender_forges_stop_appends_before_they_buil
         f"INSERT INTO floorguard.records SELECT 1, {test_chain_postgres.NOW_TS},"  # noqa: S608
         " chain_id, event, receipt_id, receipt, prev, repeat('0', 64)"
         " FROM floorguard.records WHERE seq = 0",
-        as_owner=False,
     )
     done = append(env)
     assert done.returncode == 1 and "does not verify with the key" in done.stderr
@@ -429,4 +431,4 @@ def test_two_chain_inits_at_once_both_succeed_with_one_chain_and_one_key(
     assert [code for code, _ in outcomes] == [0, 0], outcomes
     meta = server.psql("SELECT string_agg(key, ',' ORDER BY key) FROM floorguard.meta",
                        database=database)  # fmt: skip
-    assert meta == "chain_id,format,key_check"
+    assert meta == "chain_id,format,key_check,lock_hold_limit_ms"

@@ -171,7 +171,7 @@ def test_a_latin1_host_appending_after_a_utf8_host_raises_only_chain_write_error
     [
         "DEALLOCATE ALL",
         "DISCARD ALL",
-        "DEALLOCATE floorguard_head",
+        "DEALLOCATE floorguard_open",
         "DEALLOCATE floorguard_append_1",
     ],
 )
@@ -235,7 +235,7 @@ def test_psycopg_statements_on_the_writer_session_do_not_disturb_the_prepared_on
     chain = pg.chain()
     for n in range(8):
         chain.append(CANARY, receipt(n=n))
-    pg.sql("INSERT INTO floorguard.tree VALUES (0, 8, '\\x00')", as_owner=False)
+    pg.sql("INSERT INTO floorguard.tree VALUES (0, 8, '\\x00')")  # the owner's forgery
     _refused(chain)
     pg.sql("DELETE FROM floorguard.tree WHERE level = 0 AND idx = 8")
     chain.append(CANARY, receipt(n=8))  # a refused statement ended the session: a new one
@@ -508,7 +508,7 @@ def test_a_pause_between_the_head_and_the_insert_is_refused_then_recovers(
 
 @pytest.mark.parametrize(
     "trigger",
-    [b"append_lock FOR UPDATE", b"floorguard_append_", b"COMMIT\x00"],
+    [b"EXECUTE floorguard_open", b"floorguard_append_", b"COMMIT\x00"],
     ids=["open", "insert", "commit"],
 )
 def test_a_server_that_goes_silent_in_each_libpq_call_is_refused_then_recovers(

@@ -171,20 +171,20 @@ def test_the_owner_dropping_the_last_records_is_caught_by_an_earlier_checkpoint(
     assert against.returncode != 0, against.stdout
 
 
-def test_a_record_the_appender_inserts_without_the_lock_and_key_fails_the_verifier(
+def test_a_record_a_host_appends_without_the_key_fails_the_verifier(
     pg: Chain, tmp_path: Path
 ) -> None:
-    """Holds: a host role inserts record 2 with a forged MAC next to the real ones; the
-    export's verification names seq 2, and no checkpoint is signed over it."""
+    """Holds: a host role appends record 2, well formed but with a forged MAC, through the
+    chain's functions (the server checks a MAC's form, not the key); the export's
+    verification names seq 2, and no checkpoint is signed over it."""
+    import psycopg
+    from test_chain_postgres_append_path import _call, _next
+
     env = pg.env(tmp_path)
     assert append(env).returncode == 0 and append(env).returncode == 0
-    pg.sql(
-        # stamped now, as the record check asks: only the MAC is forged
-        f"INSERT INTO floorguard.records SELECT 2, {test_chain_postgres.NOW_TS},"  # noqa: S608
-        " chain_id, event, receipt_id, receipt, prev, repeat('0', 64)"
-        " FROM floorguard.records WHERE seq = 1",
-        as_owner=False,
-    )
+    with psycopg.connect(pg.url) as conn:
+        _call(conn, *_next(conn, b"not the fleet's key", mac="0" * 64))
+        conn.commit()
     export = tmp_path / "slice.jsonl"
     assert floorctl("chain", "export", "--out", str(export), env=env).returncode == 0
     done = floorctl("verify", "chain", str(export), "--key-file", str(pg.key_file), env=env)

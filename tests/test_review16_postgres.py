@@ -85,8 +85,8 @@ def test_a_database_named_after_the_digest_of_a_long_name_shares_that_chains_app
 def test_a_role_with_no_privilege_on_the_chain_cannot_stop_every_append(
     pg: Chain, tmp_path: Path
 ) -> None:
-    """Was a BREAK (fixed: the lock is a row of floorguard.append_lock, locked FOR UPDATE,
-    which needs the appenders' UPDATE grant): the README says a holder of the chain's lock
+    """Was a BREAK (fixed: the lock is floorguard.append_lock's, taken only inside the
+    chain's functions): the README says a holder of the chain's lock
     holds it for at most the timeout and the others go on; the lock was a
     pg_advisory_xact_lock on a public constant, which any role that may connect (PUBLIC
     has CONNECT) could take at session level, refusing every append of the fleet."""
@@ -98,7 +98,7 @@ def test_a_role_with_no_privilege_on_the_chain_cannot_stop_every_append(
     def hold() -> None:
         with psycopg.connect(pg.server.url(nobody, pg.database), autocommit=True) as conn:
             conn.execute("SELECT pg_advisory_lock(%s)", (LOCK_KEY,))  # what it could take
-            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege), conn.transaction():
                 conn.execute(LOCK_STATEMENT)  # and the chain's own lock, which it cannot
             holding.set()
             release.wait(60)

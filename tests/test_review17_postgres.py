@@ -274,14 +274,17 @@ def test_a_host_cannot_stamp_a_later_record_with_a_ts_that_is_no_time(
 
 
 def test_a_row_inserted_by_hand_with_a_seq_gap_or_an_earlier_ts_is_refused(pg: Chain) -> None:
-    """Holds: the appender's role, by SQL, cannot skip a seq or stamp before the head."""
+    """Holds: the appender's role may not insert by SQL at all, and even the owner's row
+    cannot skip a seq or stamp before the head."""
     chain = pg.chain()
     head = chain.append(CANARY, receipt(n=0))
     chain.close()
     for seq, ts in ((2, head.ts), (1, "2000-01-01T00:00:00.000000Z"), (1, head.ts + " ")):
-        with pytest.raises(RuntimeError, match="floorguard: record"):
-            forged = f"({seq}, '{ts}', 'c', 'e', 'r', '{{}}', 'p', 'm')"
+        forged = f"({seq}, '{ts}', 'c', 'e', 'r', '{{}}', 'p', 'm')"
+        with pytest.raises(RuntimeError, match="permission denied"):
             pg.sql(f"INSERT INTO floorguard.records VALUES {forged}", as_owner=False)  # noqa: S608
+        with pytest.raises(RuntimeError, match="floorguard: record"):
+            pg.sql(f"INSERT INTO floorguard.records VALUES {forged}")  # noqa: S608
     assert _count(pg) == 1
 
 

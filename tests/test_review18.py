@@ -166,7 +166,8 @@ def test_the_first_record_may_not_be_stamped_long_before_the_servers_clock(
     role, with the key) stamps the genesis record years in the past; every later record is the
     server's clock, so this only moves the first record back. The README says ts is the server's
     clock at the lock: a first record stamped before it must be refused."""
+    from test_chain_postgres_append_path import _call, _next
+
+    key = bytes.fromhex(pg.key_file.read_text().strip())
     with psycopg.connect(pg.url) as conn, pytest.raises(psycopg.Error, match="stamped"):
-        conn.execute(
-            "INSERT INTO floorguard.records VALUES (0, %s, 'x', 'e', 'r', '{}', 'p', 'm')", (ts,)
-        )
+        _call(conn, *_next(conn, key, ts=ts))

@@ -319,9 +319,10 @@ def consistency(old_file: Path, new_file: Path | None, out: Path | None) -> None
 )
 def init(url: str, grant_to: tuple[str, ...]) -> None:
     """Create, idempotently, the schema of a PostgreSQL audit chain: its tables, triggers
-    that refuse UPDATE, DELETE and TRUNCATE to everyone but the tables' owner, and the role
-    floorguard_appender_DATABASE (SELECT and INSERT only; one per database), granted to each
-    --grant ROLE.
+    that refuse UPDATE, DELETE and TRUNCATE to everyone but the tables' owner, the append
+    functions, and the role floorguard_appender_DATABASE (SELECT, and appends through the
+    functions only; one per database), granted to each --grant ROLE. Run it again after an
+    upgrade: it revokes what earlier versions granted.
 
     It also makes the chain key here if there is none (FLOORGUARD_CHAIN_KEY_FILE, else
     chain.key in FLOORGUARD_HOME): copy that file to every host that appends; hosts never
@@ -337,7 +338,22 @@ def init(url: str, grant_to: tuple[str, ...]) -> None:
     state = "created" if done["created"] else "already in place; checked"
     click.echo(f"audit chain {redact(url)}: schema floorguard {state}")
     click.echo(f"chain_id {done['chain_id']}; tables owned by {done['owner']}")
-    click.echo(f"appender role {done['appender_role']}: SELECT and INSERT only")
+    click.echo(
+        f"appender role {done['appender_role']}: SELECT on the tables; writes only through "
+        "the chain's append functions"
+    )
+    if not done["ends_lock_holders"]:
+        click.echo(
+            f"warning: {done['owner']} cannot end a session that holds the chain's lock too "
+            f"long (any appender could then stop every append): GRANT pg_signal_backend TO "
+            f"{done['owner']}, as a superuser"
+        )
+    if done["prepared_transactions"]:
+        click.echo(
+            "warning: max_prepared_transactions is "
+            f"{done['prepared_transactions']}: an appender could hold the chain's lock in a "
+            "prepared transaction that no append can end; set it to 0"
+        )
     for role in done["granted_to"]:
         click.echo(f"granted {done['appender_role']} to {role}")
     click.echo(

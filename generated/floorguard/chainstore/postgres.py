@@ -2,20 +2,24 @@
 
 psycopg 3 (the ``floorguard[postgres]`` extra) is imported only when this store is used.
 The tables live in the schema ``floorguard`` (``meta``, ``records``, ``tree``, and
-``append_lock``, the lock's one row), made by ``init_schema`` (``floorctl chain init --url
-URL``) together with the appenders' role; a host's role needs SELECT and INSERT, and
-UPDATE on ``append_lock`` to lock its row. An append is one transaction, two round trips:
-BEGIN, that row locked FOR UPDATE (appenders on every host serialise on it) and the head;
-then the record and its tree rows with the COMMIT, in one pipeline. The primary key on seq
-and a trigger (``check_record``: the next seq, a ts between the head's and the server's
-clock) hold even a modified client to that. Records take the server's clock. Commits are
-synchronous (a session that the server defaults to ``synchronous_commit=off`` is switched
-back on). Connect, statement, lock and idle-in-transaction timeouts are the store's
-``timeout`` (``FLOORGUARD_CHAIN_TIMEOUT``, default 5 s; a connection, every host and
-address of the URL included, is made within it whatever the URL says): an unreachable
-server, a failed login, a timeout or a connection lost mid-append is a ChainWriteError (the
-spawn is refused), never a hang; the next append connects afresh. Messages show the URL
-only as ``conninfo.describe`` does, and a URL asking for TLS to a Unix socket is refused.
+``append_lock``, whose table lock is the chain's), made by ``init_schema`` (``floorctl chain
+init --url URL``) together with the appenders' role. A host's role may SELECT the tables and
+write only through the chain's functions (SECURITY DEFINER, run as the tables' owner):
+``open_append`` takes the chain's lock (appenders on every host serialise on it; a session
+holding it too long is ended by the next waiting append) and returns the head, and
+``append_record`` checks that the record is the well-formed next one and stores it with
+exactly the tree nodes it adds, which it computes itself. An append is one transaction, two
+round trips: BEGIN and open_append; then append_record with the COMMIT, in one pipeline.
+The records' trigger (``check_record``: the next seq, a ts between the head's and the
+server's clock) holds even the owner's own inserts to that. Records take the server's
+clock. Commits are synchronous (a session that the server defaults to
+``synchronous_commit=off`` is switched back on). Connect, statement, lock and
+idle-in-transaction timeouts are the store's ``timeout`` (``FLOORGUARD_CHAIN_TIMEOUT``,
+default 5 s; a connection, every host and address of the URL included, is made within it
+whatever the URL says): an unreachable server, a failed login, a timeout or a connection
+lost mid-append is a ChainWriteError (the spawn is refused), never a hang; the next append
+connects afresh. Messages show the URL only as ``conninfo.describe`` does, and a URL
+asking for TLS to a Unix socket is refused.
 """
 
 from __future__ import annotations
@@ -160,60 +164,43 @@ def _import_psycopg() -> Any:
 
 
 _HEAD = f"SELECT {COLUMNS} FROM {_RECORDS} ORDER BY seq DESC LIMIT 1"  # noqa: S608
-_INSERT_RECORD = f"INSERT INTO {_RECORDS} ({COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"  # noqa: S608
-_INSERT_NODES = (
-    f"INSERT INTO {_TREE} (level, idx, hash)"  # noqa: S608
-    # Unqualified: unnest of several arrays is FROM-clause syntax, not a function to name
-    # by schema (the session's search path is pg_catalog's anyway).
-    " SELECT * FROM unnest(%s::integer[], %s::bigint[], %s::bytea[])"
-)
+# What an appender's writes become: calls of the chain's functions (it may write nothing
+# else). A record and its tree nodes go out as one prepared call (_append_statement).
+_INSERT_RECORD = "append_record"
+_INSERT_NODES = f"SELECT {SCHEMA}.add_tree_nodes(%s::integer[], %s::bigint[], %s::bytea[])"
 
 
 _NO_HEAD = object()
-# The server's time, and the head record (NULLs for an empty chain) with the right edge of
-# the tree of n = seq + 1 leaves, as "level:hex,level:hex": the head's leaf (0, seq), which
-# says the tree is built up to the head, and for each bit L set in n the node
-# (L, (n >> L) - 1). The new leaf n is hashed with the lowest of them (its left siblings),
-# and all of them fold into the tree's root before and after it: what the append needs to
-# hash its leaf and to state the new root that the host remembers (floorguard.chain_view).
-_HEAD_AND_NODES = (
-    # The server's clock, read after the lock is granted: the time of the new record.
-    "SELECT pg_catalog.to_char(pg_catalog.clock_timestamp() AT TIME ZONE 'UTC',"  # noqa: S608
-    ' \'YYYY-MM-DD"T"HH24:MI:SS.US"Z"\'), r.*, ('
-    "  SELECT pg_catalog.string_agg(t.level || ':' || pg_catalog.encode(t.hash, 'hex'), ',')"
-    "    FROM pg_catalog.generate_series(0, 61) AS l(level)"
-    f"   JOIN {_TREE} t ON t.level = l.level AND t.idx = ((r.seq + 1) >> l.level) - 1"
-    "   WHERE l.level = 0 OR (((r.seq + 1) >> l.level) & 1) = 1"
-    f") FROM (SELECT 1) AS one LEFT JOIN LATERAL ({_HEAD}) r ON true"
-)
-# An append's first round trip, one message: BEGIN, the chain's lock, then the head (a
-# statement prepared when the connection opens: planning it each time costs more than
-# running it). READ COMMITTED whatever the session's default: each statement takes its
-# snapshot when it starts, so the head is read after the lock is granted (under
-# REPEATABLE READ the snapshot could predate the lock, and the head be stale).
-_HEAD_STATEMENT = b"floorguard_head"
-# The chain's lock: its one row, locked FOR UPDATE. Only a role granted UPDATE on the
-# table may take it (the appenders' and the owner's); an advisory lock would be any
-# connecting role's to take and hold, stopping every append of the fleet.
-LOCK_STATEMENT = f"SELECT id FROM {SCHEMA}.append_lock FOR UPDATE"  # noqa: S608
-_LOCK_NAME = b"floorguard_lock"  # prepared too: planning a FOR UPDATE is not free
-_LOCK_TEXT, _HEAD_TEXT = LOCK_STATEMENT.encode(), _HEAD_AND_NODES.encode()
-_OPEN_APPEND = (
-    "BEGIN ISOLATION LEVEL READ COMMITTED;"
-    f" EXECUTE {_LOCK_NAME.decode()}; EXECUTE {_HEAD_STATEMENT.decode()}"
-).encode()
+# An append's first round trip, one message: BEGIN, then open_append (the chain's lock,
+# the server's clock, the head and the tree nodes the next leaf needs; a statement
+# prepared when the connection opens). READ COMMITTED whatever the session's default: each
+# statement takes its snapshot when it starts, so the head is read after the lock is
+# granted (the function refuses any other level).
+_OPEN_NAME = b"floorguard_open"
+_OPEN_TEXT = f"SELECT * FROM {SCHEMA}.open_append($1)".encode()  # noqa: S608
+# The chain's lock as its owner takes it (`chain init`); appenders take it only through
+# the chain's functions (floorguard.take_lock).
+LOCK_STATEMENT = f"LOCK TABLE {SCHEMA}.append_lock IN EXCLUSIVE MODE"
+
+
+def _open_append_message(known_size: int | None) -> bytes:
+    size = "NULL" if known_size is None else str(int(known_size))
+    return f"BEGIN ISOLATION LEVEL READ COMMITTED; EXECUTE {_OPEN_NAME.decode()}({size})".encode()
 
 
 @functools.cache
 def _append_statement(count: int) -> tuple[bytes, bytes, tuple[int, ...]]:
-    """The prepared statement inserting a record and ``count`` tree nodes: its name, its
-    text (libpq's $n placeholders) and its parameters' type oids (int8, 7 x text, then
-    int4, int8, bytea per node)."""
-    values = ", ".join(f"(${9 + 3 * n}, ${10 + 3 * n}, ${11 + 3 * n})" for n in range(count))
+    """The prepared call appending a record with ``count`` tree nodes: its name, its text
+    (libpq's $n placeholders) and its parameters' type oids (int8, 7 x text, then int4,
+    int8, bytea per node)."""
+
+    def array(first: int, kind: str) -> str:
+        items = ", ".join(f"${first + 3 * n}" for n in range(count))
+        return f"ARRAY[{items}]::{kind}[]" if count else f"'{{}}'::{kind}[]"
+
     text = (
-        f"WITH r AS (INSERT INTO {_RECORDS} ({COLUMNS})"  # noqa: S608
-        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8))"
-        f" INSERT INTO {_TREE} (level, idx, hash) VALUES {values}"
+        f"SELECT {SCHEMA}.append_record($1, $2, $3, $4, $5, $6, $7, $8, "
+        f"{array(9, 'integer')}, {array(10, 'bigint')}, {array(11, 'bytea')})"
     )
     types = (_INT8, *(_TEXT,) * 7, *(_INT4, _INT8, _BYTEA) * count)
     return f"floorguard_append_{count}".encode(), text.encode(), types
@@ -233,13 +220,13 @@ def _binary_params(record: Row, nodes: list[Node]) -> list[bytes]:
     return values
 
 
-def _parse_nodes(seq: int, text: bytes | None) -> dict[tuple[int, int], bytes]:
-    """The nodes of _HEAD_AND_NODES ("level:hex,..."): keyed (level, index)."""
+def _parse_nodes(text: bytes | None) -> dict[tuple[int, int], bytes]:
+    """The nodes open_append returns ("level:index:hex,..."): keyed (level, index)."""
     nodes: dict[tuple[int, int], bytes] = {}
     for item in (text or b"").decode("ascii").split(","):
         if item:
-            level, _, digest = item.partition(":")
-            nodes[(int(level), ((seq + 1) >> int(level)) - 1)] = bytes.fromhex(digest)
+            level, index, digest = item.split(":")
+            nodes[(int(level), int(index))] = bytes.fromhex(digest)
     return nodes
 
 
@@ -281,13 +268,14 @@ class _View:
         if len(pending) == 2 and pending[0][0] is _INSERT_RECORD and pending[1][0] is _INSERT_NODES:
             self._insert_record_and_nodes(pending[0][1], pending[1][1], commit=commit)
             return
-        else:
-            for query, params in pending:
-                if query is _INSERT_NODES:  # many nodes (a tree being built): three arrays
-                    columns = tuple(list(column) for column in zip(*params, strict=True))
-                    self._conn.execute(query, columns)
-                else:
-                    self._conn.execute(query, params)
+        for query, params in pending:
+            if query is _INSERT_RECORD:  # a record alone: its tree is not built yet
+                self._insert_record_and_nodes(params, [], commit=False)
+            elif query is _INSERT_NODES:  # many nodes (a tree being built): three arrays
+                columns = tuple(list(column) for column in zip(*params, strict=True))
+                self._conn.execute(query, columns)
+            else:
+                self._conn.execute(query, params)
         if commit:
             _committed(_libpq(self._conn, lambda pgconn: pgconn.exec_(b"COMMIT")))
 
@@ -755,8 +743,14 @@ class PostgresStore:
                     # psycopg would prepare statements of its own, and drop every prepared
                     # statement of the session at the first ROLLBACK: ours are kept.
                     conn.prepare_threshold = None
-                    _libpq(conn, lambda pgconn: pgconn.prepare(_LOCK_NAME, _LOCK_TEXT))
-                    _libpq(conn, lambda pgconn: pgconn.prepare(_HEAD_STATEMENT, _HEAD_TEXT))
+                    _libpq(conn, lambda pgconn: pgconn.prepare(_OPEN_NAME, _OPEN_TEXT, [_INT8]))
+        except _import_psycopg().errors.UndefinedFunction as exc:
+            _close_quietly(conn)
+            raise ChainWriteError(
+                f"cannot {doing} the audit chain {self.location}: its schema predates the "
+                "append functions this floorguard writes through; have the chain's owner run "
+                "`floorctl chain init --url URL` again"
+            ) from exc
         except _import_psycopg().Error as exc:
             _close_quietly(conn)
             raise ChainWriteError(
@@ -770,7 +764,7 @@ class PostgresStore:
                 "run `floorctl chain init --url URL` on a new database)"
             )
         self._conn, self._conn_pid = conn, os.getpid()
-        self._prepared = {_LOCK_NAME, _HEAD_STATEMENT}
+        self._prepared = {_OPEN_NAME}
         return conn, True
 
     def _drop_connection(self) -> None:
@@ -799,15 +793,16 @@ class PostgresStore:
     def write(
         self, attempt: Callable[[WriteView], T], doing: str, *, known_size: int | None = None
     ) -> T:
-        # known_size (the interface's prefetch hint) is not used yet: the view looks the
-        # remembered tree's left edge up node by node where the head did not bring it.
+        """As ChainStore.write; with ``known_size`` (a witness's tree size), the stored
+        nodes of the left edge of a tree of that size come with the head, in the same round
+        trip, so ``view.subtree`` answers them without asking the server."""
         pg = _import_psycopg()
         with self._lock:
             for _ in range(2):
                 conn, fresh = self._writer(doing)
                 with _deadline(conn, self.silence) as fired:
                     try:
-                        view = self._open_append(conn)
+                        view = self._open_append(conn, known_size)
                     except pg.OperationalError as exc:
                         self._drop_connection()
                         if fresh or fired.is_set():
@@ -852,18 +847,20 @@ class PostgresStore:
             raise
         return result
 
-    def _open_append(self, conn: psycopg.Connection[Any]) -> _View:
+    def _open_append(self, conn: psycopg.Connection[Any], known_size: int | None = None) -> _View:
         """BEGIN, the chain's lock (every appender on every host waits here: one linear
-        chain) and the head with the tree nodes the next leaf needs, in one round trip."""
-        found = _libpq(conn, lambda pgconn: pgconn.exec_(_OPEN_APPEND))
+        chain), the head with the tree nodes the next leaf needs and, with ``known_size``,
+        the left edge of a tree of that size: one round trip."""
+        message = _open_append_message(known_size)
+        found = _libpq(conn, lambda pgconn: pgconn.exec_(message))
         values = [found.get_value(0, column) for column in range(10)]
         try:
             now = values[0].decode("ascii")
+            nodes = _parse_nodes(values[9])
             if values[1] is None:  # no head: an empty chain
-                return _View(conn, head=None, prepared=self._prepared, clock=now)
+                return _View(conn, head=None, nodes=nodes, prepared=self._prepared, clock=now)
             seq = int(values[1])
             head = (seq, *(value.decode("utf-8") for value in values[2:9]))
-            nodes = _parse_nodes(seq, values[9])
         except (ValueError, AttributeError) as exc:
             raise ValueError(f"the head record read back is malformed ({exc})") from exc
         return _View(conn, head=head, nodes=nodes, prepared=self._prepared, clock=now)
@@ -969,9 +966,10 @@ def _close_quietly(conn: Any) -> None:
 # has no such privilege anyway; this holds even where someone grants it).
 _REFUSE_CHANGE = """
 CREATE OR REPLACE FUNCTION floorguard.refuse_change() RETURNS trigger
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-  IF current_user <> (SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = TG_RELID) THEN
+  IF current_user <> pg_catalog.pg_get_userbyid(
+       (SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = TG_RELID)) THEN
     RAISE EXCEPTION 'floorguard: % on %.% refused: the audit chain is append-only',
       TG_OP, TG_TABLE_SCHEMA, TG_TABLE_NAME
       USING ERRCODE = 'insufficient_privilege',
@@ -987,17 +985,18 @@ END $$
 # holds a host to what every honest appender writes, whatever its own code does.
 _CHECK_RECORD = """
 CREATE OR REPLACE FUNCTION floorguard.check_record() RETURNS trigger
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   stamp text := 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"';
   head_seq bigint;
   head_ts text;
-  server_ts text := to_char(clock_timestamp() AT TIME ZONE 'UTC', stamp);
-  began_ts text := to_char(transaction_timestamp() AT TIME ZONE 'UTC', stamp);
+  server_ts text := pg_catalog.to_char(pg_catalog.clock_timestamp() AT TIME ZONE 'UTC', stamp);
+  began_ts text := pg_catalog.to_char(pg_catalog.transaction_timestamp() AT TIME ZONE 'UTC',
+                                      stamp);
   latest text;
   earliest text;
 BEGIN
-  SELECT seq, ts INTO head_seq, head_ts FROM floorguard.records ORDER BY seq DESC LIMIT 1;
+  SELECT r.seq, r.ts INTO head_seq, head_ts FROM floorguard.records r ORDER BY r.seq DESC LIMIT 1;
   IF NEW.seq IS DISTINCT FROM coalesce(head_seq + 1, 0) THEN
     RAISE EXCEPTION 'floorguard: record % is not the next one (the head is %)',
       NEW.seq, head_seq USING ERRCODE = 'check_violation';
@@ -1007,7 +1006,7 @@ BEGIN
   -- written otherwise.
   IF NEW.ts !~ ('^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])'
                 'T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9][.][0-9]{6}Z$')
-     OR to_char(NEW.ts::timestamptz AT TIME ZONE 'UTC', stamp) <> NEW.ts THEN
+     OR pg_catalog.to_char(NEW.ts::timestamptz AT TIME ZONE 'UTC', stamp) <> NEW.ts THEN
     RAISE EXCEPTION 'floorguard: record % is stamped %, which is not a time in the chain''s form',
       NEW.seq, NEW.ts USING ERRCODE = 'check_violation';
   END IF;
@@ -1023,6 +1022,398 @@ BEGIN
   RETURN NEW;
 END $$
 """
+
+
+def _json_text_sql(row: str, *, mac: bool) -> str:
+    """SQL for the canonical JSON of a record whose fields are ``row`` + column name: its
+    body, or with ``mac`` its export line. The same text as chain.body_text and line_text:
+    to_json escapes a string exactly as the chain's JSON encoder does, and the receipt is
+    stored as its canonical text."""
+    names = ["chain_id", "event", *(["mac"] if mac else []), "prev"]
+    parts = [f"'{{\"{names[0]}\":' || pg_catalog.to_json({row}{names[0]})::text"]
+    parts += [f"',\"{name}\":' || pg_catalog.to_json({row}{name})::text" for name in names[1:]]
+    parts += [
+        f"',\"receipt\":' || {row}receipt",
+        f"',\"receipt_id\":' || pg_catalog.to_json({row}receipt_id)::text",
+        f"',\"seq\":' || {row}seq::text",
+        f"',\"ts\":' || pg_catalog.to_json({row}ts)::text || '}}'",
+    ]
+    return " || ".join(parts)
+
+
+# How long a session may hold the chain's lock before a waiting append ends it (meta
+# 'lock_hold_limit_ms', written by init; the owner may change it). An honest append holds
+# it for one round trip and a commit.
+LOCK_HOLD_LIMIT_MS = 1000
+
+# The chain's lock: an EXCLUSIVE lock on floorguard.append_lock, taken only inside the
+# chain's functions (an appender has no privilege on that table: it can neither lock it
+# nor take a row lock in it). Re-entrant within a transaction. The wait is bounded by the
+# caller's lock_timeout; a holder that has held the lock longer than the limit is ended
+# (pg_terminate_backend: the owner needs pg_signal_backend), except the owner's and a
+# superuser's sessions. When it was taken, and by which transaction, is kept in two
+# unlogged sequences (written outside the transaction, so a waiter sees them at once): a
+# holder cannot refresh its time by calling again, nor can a waiter that waited long be
+# taken for a long holder once it holds the lock.
+_TAKE_LOCK = f"""
+CREATE OR REPLACE FUNCTION floorguard.take_lock() RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  me bigint := pg_catalog.pg_current_xact_id()::text::bigint;
+  caller_timeout text := pg_catalog.current_setting('lock_timeout');
+  deadline timestamptz;
+  wait interval := interval '{LOCK_HOLD_LIMIT_MS} ms';
+  hold_limit interval;
+  since timestamptz;
+  holder record;
+  owner_oid oid;
+  stuck boolean := false;
+BEGIN
+  IF pg_catalog.pg_sequence_last_value('floorguard.lock_holder') IS NOT DISTINCT FROM me THEN
+    RETURN;  -- this transaction holds it already
+  END IF;
+  IF caller_timeout::interval > interval '0' THEN
+    deadline := pg_catalog.clock_timestamp() + caller_timeout::interval;
+  END IF;
+  LOOP
+    IF deadline IS NOT NULL THEN
+      wait := LEAST(wait, deadline - pg_catalog.clock_timestamp());
+      IF wait <= interval '0' THEN
+        RAISE EXCEPTION 'floorguard: another session holds the chain''s lock'
+          USING ERRCODE = 'lock_not_available',
+                HINT = CASE WHEN stuck THEN 'the chain''s owner cannot end it: grant it '
+                  'pg_signal_backend (GRANT pg_signal_backend TO ' || current_user || ')'
+                  ELSE 'it is ended once it has held the lock for longer than meta '
+                  'lock_hold_limit_ms' END;
+      END IF;
+    END IF;
+    PERFORM pg_catalog.set_config('lock_timeout',
+      GREATEST(1, pg_catalog.ceil(EXTRACT(epoch FROM wait) * 1000))::bigint::text, true);
+    BEGIN
+      LOCK TABLE floorguard.append_lock IN EXCLUSIVE MODE;
+      EXIT;
+    EXCEPTION WHEN lock_not_available THEN
+      NULL;
+    END;
+    hold_limit := COALESCE((SELECT (m.value || ' ms')::interval FROM floorguard.meta m
+                             WHERE m.key = 'lock_hold_limit_ms'),
+                           interval '{LOCK_HOLD_LIMIT_MS} ms');
+    since := pg_catalog.to_timestamp(
+      pg_catalog.pg_sequence_last_value('floorguard.lock_since') / 1000000.0);
+    IF since IS NOT NULL AND since + hold_limit > pg_catalog.clock_timestamp() THEN
+      wait := since + hold_limit - pg_catalog.clock_timestamp() + interval '20 ms';
+      CONTINUE;
+    END IF;
+    SELECT r.oid INTO owner_oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user;
+    FOR holder IN
+      SELECT l.pid, a.usesysid FROM pg_catalog.pg_locks l
+        CROSS JOIN LATERAL pg_catalog.pg_stat_get_activity(l.pid) a
+       WHERE l.locktype = 'relation' AND l.granted AND l.mode <> 'AccessShareLock'
+         AND l.relation = 'floorguard.append_lock'::pg_catalog.regclass
+         AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d
+                            WHERE d.datname = pg_catalog.current_database())
+         AND l.pid <> pg_catalog.pg_backend_pid()
+    LOOP
+      CONTINUE WHEN holder.usesysid = owner_oid OR COALESCE(
+        (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.oid = holder.usesysid), true);
+      IF NOT pg_catalog.pg_has_role('pg_signal_backend', 'USAGE') THEN
+        stuck := true;
+        CONTINUE;
+      END IF;
+      RAISE LOG 'floorguard: ending backend % (role %): it held the chain''s lock for over %',
+        holder.pid, pg_catalog.pg_get_userbyid(holder.usesysid), hold_limit;
+      PERFORM pg_catalog.pg_terminate_backend(holder.pid, 1000);
+    END LOOP;
+    -- The next holder's time is not yet written: count it from now.
+    PERFORM pg_catalog.setval('floorguard.lock_since',
+      (EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000000)::bigint);
+    wait := hold_limit;
+  END LOOP;
+  PERFORM pg_catalog.set_config('lock_timeout', caller_timeout, true);
+  PERFORM pg_catalog.setval('floorguard.lock_holder', me);
+  PERFORM pg_catalog.setval('floorguard.lock_since',
+    (EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000000)::bigint);
+END $$
+"""  # noqa: S608
+
+_READ_COMMITTED = """
+  IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
+    RAISE EXCEPTION 'floorguard: an append runs at READ COMMITTED, not %',
+      pg_catalog.current_setting('transaction_isolation')
+      USING ERRCODE = 'invalid_transaction_state';
+  END IF;
+"""
+
+# An append's first step: the chain's lock, then the server's clock (the new record's
+# time), the head record (NULLs for an empty chain) and, as "level:index:hex,...", the
+# right edge of the tree of n = head + 1 leaves: the head's leaf (0, head), which says the
+# tree is built up to the head, and for each bit L set in n the node (L, (n >> L) - 1). The
+# new leaf is hashed with the lowest of them, and all of them fold into the tree's root
+# before and after it (what a host remembers: floorguard.chain_view). With a known_size,
+# also the left edge of a tree of that size, (L, (known_size >> L) - 1) for each bit L set
+# in it: the nodes of the root a witness compares with the one it remembers.
+_OPEN_APPEND_FUNCTION = f"""
+CREATE OR REPLACE FUNCTION floorguard.open_append(known_size bigint,
+  OUT clock text, OUT seq bigint, OUT ts text, OUT chain_id text, OUT event text,
+  OUT receipt_id text, OUT receipt text, OUT prev text, OUT mac text, OUT nodes text)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  me bigint;
+  levels integer[];
+  idxs bigint[];
+  lvl integer;
+  i integer;
+  node bytea;
+BEGIN
+{_READ_COMMITTED}
+  IF known_size < 0 THEN
+    RAISE EXCEPTION 'floorguard: known_size % is negative', known_size
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  -- The lock uncontended, inline (a call of take_lock costs more than the rest); else wait.
+  me := pg_catalog.pg_current_xact_id()::text::bigint;
+  -- (Nothing but the LOCK in the block: an expression inside one is set up afresh.)
+  IF pg_catalog.pg_sequence_last_value('floorguard.lock_holder') IS DISTINCT FROM me THEN
+    BEGIN
+      LOCK TABLE floorguard.append_lock IN EXCLUSIVE MODE NOWAIT;
+    EXCEPTION WHEN lock_not_available THEN
+      PERFORM floorguard.take_lock();  -- waits, and records the hold
+    END;
+    IF pg_catalog.pg_sequence_last_value('floorguard.lock_holder') IS DISTINCT FROM me THEN
+      PERFORM pg_catalog.setval('floorguard.lock_holder', me);
+      PERFORM pg_catalog.setval('floorguard.lock_since',
+        (EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000000)::bigint);
+    END IF;
+  END IF;
+  open_append.clock := pg_catalog.to_char(pg_catalog.clock_timestamp() AT TIME ZONE 'UTC',
+                                          'YYYY-MM-DD"T"HH24:MI:SS.US"Z"');
+  SELECT r.seq, r.ts, r.chain_id, r.event, r.receipt_id, r.receipt, r.prev, r.mac,
+         (SELECT t.hash FROM floorguard.tree t WHERE t.level = 0 AND t.idx = r.seq)
+    INTO open_append.seq, open_append.ts, open_append.chain_id, open_append.event,
+         open_append.receipt_id, open_append.receipt, open_append.prev, open_append.mac, node
+    FROM floorguard.records r ORDER BY r.seq DESC LIMIT 1;
+  IF node IS NOT NULL THEN
+    open_append.nodes := '0:' || open_append.seq::text || ':' || pg_catalog.encode(node, 'hex');
+  END IF;
+  -- One index probe per node: a join here would be planned afresh for each call.
+  IF open_append.seq IS NOT NULL THEN
+    FOR lvl IN 1 .. 62 LOOP
+      EXIT WHEN (open_append.seq + 1) >> lvl = 0;
+      IF (open_append.seq + 1) & (1::bigint << lvl) <> 0 THEN
+        levels := levels || lvl;
+        idxs := idxs || ((open_append.seq + 1) >> lvl) - 1;
+      END IF;
+    END LOOP;
+  END IF;
+  -- (Of a known_size equal to the head's tree, every node is listed above already.)
+  FOR lvl IN 0 .. 62 LOOP
+    EXIT WHEN known_size IS NULL OR known_size >> lvl = 0
+           OR known_size = open_append.seq + 1;
+    IF known_size & (1::bigint << lvl) <> 0 THEN
+      levels := levels || lvl;
+      idxs := idxs || (known_size >> lvl) - 1;
+    END IF;
+  END LOOP;
+  FOR i IN 1 .. COALESCE(pg_catalog.cardinality(levels), 0) LOOP
+    SELECT t.hash INTO node FROM floorguard.tree t WHERE t.level = levels[i] AND t.idx = idxs[i];
+    IF FOUND THEN
+      open_append.nodes := pg_catalog.concat_ws(',', open_append.nodes,
+        levels[i]::text || ':' || idxs[i]::text || ':' || pg_catalog.encode(node, 'hex'));
+    END IF;
+  END LOOP;
+END $$
+"""  # noqa: S608
+
+_LEAF = "pg_catalog.sha256(pg_catalog.decode('00', 'hex') || {utf8})".format(
+    utf8="pg_catalog.convert_to({line}, 'UTF8')"
+)
+_NODE = "pg_catalog.sha256(pg_catalog.decode('01', 'hex') || {left} || {right})"
+_EVENT_NAMES = ", ".join(
+    f"'{name}'"
+    for name in sorted(
+        (
+            "adapter.spawn_preflight_receipt",
+            "adapter.version_posture",
+            "adapter.floor_update_receipt",
+            "adapter.canary_receipt",
+        )
+    )
+)
+MAX_RECEIPT_CHARS = 1 << 20  # chain.MAX_RECEIPT_BYTES, as the client counts it
+
+# The one way an appender writes: a well-formed next record, and exactly the tree nodes it
+# adds (its leaf and the subtrees it completes), each recomputed here from the record and
+# the stored siblings. Its ts is checked by the records' trigger (check_record). On a chain
+# whose tree is not built up to the head yet (written before the tree existed), the record
+# comes without nodes; the tree is then built through add_tree_nodes.
+_APPEND_RECORD = f"""
+CREATE OR REPLACE FUNCTION floorguard.append_record(seq bigint, ts text, chain_id text,
+  event text, receipt_id text, receipt text, prev text, mac text,
+  levels integer[], idxs bigint[], hashes bytea[]) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  head floorguard.records%ROWTYPE;
+  has_head boolean;
+  head_leaf bytea;
+  chain text;
+  expected text;
+  node bytea;
+  left_hash bytea;
+  pos bigint;
+  lvl integer := 0;
+  want_levels integer[];
+  want_idxs bigint[];
+  want_hashes bytea[];
+BEGIN
+{_READ_COMMITTED}
+  -- (open_append took it in this transaction, as an honest append does: not called again)
+  IF pg_catalog.pg_sequence_last_value('floorguard.lock_holder')
+       IS DISTINCT FROM pg_catalog.pg_current_xact_id()::text::bigint THEN
+    PERFORM floorguard.take_lock();
+  END IF;
+  -- The head and its leaf (the tree is built up to the head) in one query. A record names
+  -- the chain its head names (the first one, meta's: chain init's).
+  SELECT r.seq, r.ts, r.chain_id, r.event, r.receipt_id, r.receipt, r.prev,
+         (SELECT t.hash FROM floorguard.tree t WHERE t.level = 0 AND t.idx = r.seq)
+    INTO head.seq, head.ts, head.chain_id, head.event, head.receipt_id, head.receipt,
+         head.prev, head_leaf
+    FROM floorguard.records r ORDER BY r.seq DESC LIMIT 1;
+  has_head := FOUND;
+  chain := head.chain_id;
+  IF NOT has_head THEN
+    chain := (SELECT m.value FROM floorguard.meta m WHERE m.key = 'chain_id');
+  END IF;
+  IF append_record.seq IS DISTINCT FROM (CASE WHEN has_head THEN head.seq + 1 ELSE 0 END) THEN
+    RAISE EXCEPTION 'floorguard: record % is not the next one (the head is %)',
+      append_record.seq, head.seq USING ERRCODE = 'check_violation';
+  END IF;
+  expected := 'sha256:' || CASE WHEN has_head THEN pg_catalog.encode(pg_catalog.sha256(
+    pg_catalog.convert_to({_json_text_sql("head.", mac=False)}, 'UTF8')), 'hex')
+    ELSE pg_catalog.repeat('0', 64) END;
+  IF append_record.prev IS DISTINCT FROM expected THEN
+    RAISE EXCEPTION 'floorguard: record %''s prev % is not the digest of the head (%)',
+      append_record.seq, append_record.prev, expected USING ERRCODE = 'check_violation';
+  END IF;
+  IF append_record.chain_id IS DISTINCT FROM chain THEN
+    RAISE EXCEPTION 'floorguard: record % names chain %, not this chain (%)',
+      append_record.seq, append_record.chain_id, chain USING ERRCODE = 'check_violation';
+  END IF;
+  IF append_record.event IS NULL OR append_record.event NOT IN ({_EVENT_NAMES}) THEN
+    RAISE EXCEPTION 'floorguard: record %''s event % is not one of the chain''s events',
+      append_record.seq, append_record.event USING ERRCODE = 'check_violation';
+  END IF;
+  -- (A receipt that is not JSON at all fails the cast, with PostgreSQL's own message: a
+  -- block catching it would cost a subtransaction on every append.)
+  IF (pg_catalog.length(append_record.receipt) <= {MAX_RECEIPT_CHARS}
+      AND pg_catalog.json_typeof(append_record.receipt::json) = 'object') IS NOT TRUE THEN
+    RAISE EXCEPTION 'floorguard: record %''s receipt is not a JSON object of at most % characters',
+      append_record.seq, {MAX_RECEIPT_CHARS} USING ERRCODE = 'check_violation';
+  END IF;
+  IF append_record.receipt_id IS DISTINCT FROM 'sha256:' || pg_catalog.encode(
+       pg_catalog.sha256(pg_catalog.convert_to(append_record.receipt, 'UTF8')), 'hex') THEN
+    RAISE EXCEPTION 'floorguard: record %''s receipt_id is not the digest of its receipt',
+      append_record.seq USING ERRCODE = 'check_violation';
+  END IF;
+  -- ^([0-9a-f]{{64}}|ed25519:[0-9a-f]{{16}}:[0-9a-f]{{128}})$, in a tenth of a regex's time.
+  IF (CASE pg_catalog.length(append_record.mac)
+      WHEN 64 THEN pg_catalog.ltrim(append_record.mac, '0123456789abcdef') = ''
+      WHEN 153 THEN pg_catalog.left(append_record.mac, 8) = 'ed25519:'
+        AND pg_catalog.substr(append_record.mac, 25, 1) = ':'
+        AND pg_catalog.ltrim(pg_catalog.substr(append_record.mac, 9, 16), '0123456789abcdef') = ''
+        AND pg_catalog.ltrim(pg_catalog.substr(append_record.mac, 26), '0123456789abcdef') = ''
+      END) IS NOT TRUE THEN
+    RAISE EXCEPTION 'floorguard: record %''s mac is neither an HMAC (64 lowercase hex) nor '
+      'a host signature (ed25519:<key id>:<signature>)', append_record.seq
+      USING ERRCODE = 'check_violation';
+  END IF;
+  IF append_record.seq = 0 OR head_leaf IS NOT NULL THEN
+    node := {_LEAF.format(line=_json_text_sql("append_record.", mac=True))};
+    pos := append_record.seq;
+    want_levels := ARRAY[0];
+    want_idxs := ARRAY[pos];
+    want_hashes := ARRAY[node];
+    WHILE pos & 1 = 1 LOOP
+      left_hash := head_leaf;  -- (0, seq - 1)
+      IF lvl > 0 THEN
+        left_hash := NULL;
+        SELECT t.hash INTO left_hash FROM floorguard.tree t
+         WHERE t.level = lvl AND t.idx = pos - 1;
+      END IF;
+      IF left_hash IS NULL THEN
+        RAISE EXCEPTION 'floorguard: the Merkle tree lacks subtree (%, %)', lvl, pos - 1
+          USING ERRCODE = 'data_corrupted';
+      END IF;
+      node := {_NODE.format(left="left_hash", right="node")};
+      lvl := lvl + 1;
+      pos := pos >> 1;
+      want_levels := want_levels || lvl;
+      want_idxs := want_idxs || pos;
+      want_hashes := want_hashes || node;
+    END LOOP;
+  END IF;
+  IF COALESCE(want_levels, '{{}}') IS DISTINCT FROM levels
+     OR COALESCE(want_idxs, '{{}}') IS DISTINCT FROM idxs
+     OR COALESCE(want_hashes, '{{}}') IS DISTINCT FROM hashes THEN
+    RAISE EXCEPTION 'floorguard: record %''s tree nodes are not its leaf and the subtrees it '
+      'completes', append_record.seq USING ERRCODE = 'check_violation';
+  END IF;
+  -- One statement (each costs an executor's start): the record, then its nodes (none on a
+  -- chain whose tree is not built yet).
+  WITH r AS (
+    INSERT INTO floorguard.records (seq, ts, chain_id, event, receipt_id, receipt, prev, mac)
+    VALUES (append_record.seq, append_record.ts, append_record.chain_id, append_record.event,
+            append_record.receipt_id, append_record.receipt, append_record.prev,
+            append_record.mac))
+  INSERT INTO floorguard.tree (level, idx, hash)
+  SELECT want_levels[g.i], want_idxs[g.i], want_hashes[g.i]
+    FROM pg_catalog.generate_series(1, pg_catalog.cardinality(want_levels)) AS g(i);
+END $$
+"""  # noqa: S608
+
+# Tree nodes of stored records (a chain written before the tree existed gets its tree this
+# way): each is recomputed from its record (a leaf) or from its two stored children.
+_ADD_TREE_NODES = f"""
+CREATE OR REPLACE FUNCTION floorguard.add_tree_nodes(levels integer[], idxs bigint[],
+  hashes bytea[]) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  node bytea;
+  i integer;
+BEGIN
+{_READ_COMMITTED}
+  PERFORM floorguard.take_lock();
+  IF pg_catalog.cardinality(levels) IS DISTINCT FROM pg_catalog.cardinality(idxs)
+     OR pg_catalog.cardinality(levels) IS DISTINCT FROM pg_catalog.cardinality(hashes) THEN
+    RAISE EXCEPTION 'floorguard: levels, indexes and hashes differ in number'
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  FOR i IN 1 .. pg_catalog.cardinality(levels) LOOP
+    node := NULL;
+    IF levels[i] = 0 THEN
+      SELECT {_LEAF.format(line=_json_text_sql("r.", mac=True))} INTO node
+        FROM floorguard.records r WHERE r.seq = idxs[i];
+    ELSIF levels[i] BETWEEN 1 AND 62 THEN
+      SELECT {_NODE.format(left="a.hash", right="b.hash")} INTO node
+        FROM floorguard.tree a JOIN floorguard.tree b
+          ON b.level = a.level AND b.idx = a.idx + 1
+       WHERE a.level = levels[i] - 1 AND a.idx = idxs[i] * 2;
+    END IF;
+    IF node IS NULL OR node IS DISTINCT FROM hashes[i] THEN
+      RAISE EXCEPTION 'floorguard: tree node (%, %) is not the hash of its stored %',
+        levels[i], idxs[i], CASE WHEN levels[i] = 0 THEN 'record' ELSE 'children' END
+        USING ERRCODE = 'check_violation';
+    END IF;
+    INSERT INTO floorguard.tree (level, idx, hash) VALUES (levels[i], idxs[i], node);
+  END LOOP;
+END $$
+"""  # noqa: S608
+# The functions an appender may call (EXECUTE is granted on these only).
+APPEND_FUNCTIONS = (
+    f"{SCHEMA}.open_append(bigint)",
+    f"{SCHEMA}.append_record(bigint, text, text, text, text, text, text, text,"
+    " integer[], bigint[], bytea[])",
+    f"{SCHEMA}.add_tree_nodes(integer[], bigint[], bytea[])",
+)
 _DDL = (
     f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}",
     f"CREATE TABLE IF NOT EXISTS {_META} (key text PRIMARY KEY, value text NOT NULL)",
@@ -1035,8 +1426,15 @@ _DDL = (
     f"INSERT INTO {SCHEMA}.append_lock VALUES (1) ON CONFLICT DO NOTHING",  # noqa: S608
     f"CREATE TABLE IF NOT EXISTS {_TREE} (level integer NOT NULL, idx bigint NOT NULL,"
     " hash bytea NOT NULL, PRIMARY KEY (level, idx))",
+    # Unlogged: who took the chain's lock and when matters only while the server runs.
+    f"CREATE UNLOGGED SEQUENCE IF NOT EXISTS {SCHEMA}.lock_holder MINVALUE 0",
+    f"CREATE UNLOGGED SEQUENCE IF NOT EXISTS {SCHEMA}.lock_since MINVALUE 0",
     _REFUSE_CHANGE,
     _CHECK_RECORD,
+    _TAKE_LOCK,
+    _OPEN_APPEND_FUNCTION,
+    _APPEND_RECORD,
+    _ADD_TREE_NODES,
     f"CREATE OR REPLACE TRIGGER records_next_in_line BEFORE INSERT ON {_RECORDS}"
     f" FOR EACH ROW EXECUTE FUNCTION {SCHEMA}.check_record()",
     f"ALTER TABLE {_RECORDS} ENABLE ALWAYS TRIGGER records_next_in_line",
@@ -1056,8 +1454,9 @@ _DDL = (
     ),
     f"REVOKE ALL ON SCHEMA {SCHEMA} FROM PUBLIC",
     f"REVOKE ALL ON ALL TABLES IN SCHEMA {SCHEMA} FROM PUBLIC",
-    f"REVOKE ALL ON FUNCTION {SCHEMA}.refuse_change() FROM PUBLIC",
-    f"REVOKE ALL ON FUNCTION {SCHEMA}.check_record() FROM PUBLIC",
+    f"REVOKE ALL ON ALL SEQUENCES IN SCHEMA {SCHEMA} FROM PUBLIC",
+    # Every role may execute a new function: not these.
+    f"REVOKE ALL ON ALL FUNCTIONS IN SCHEMA {SCHEMA} FROM PUBLIC",
 )
 
 
@@ -1083,13 +1482,18 @@ SELECT 'function ' || p.proname, pg_catalog.pg_get_userbyid(p.proowner)
 def init_schema(
     url: str, *, timeout: float, grant_to: Iterable[str] = (), key_check: str | None = None
 ) -> dict[str, Any]:
-    """Create (idempotently) the chain's schema, tables, append-only triggers and the role
-    ``floorguard_appender_DATABASE`` (NOLOGIN; SELECT and INSERT only), and grant it to the
-    login roles ``grant_to``. Connects as the URL's role, which owns what it creates.
+    """Create (idempotently) the chain's schema, tables, append-only triggers, append
+    functions and the role ``floorguard_appender_DATABASE`` (NOLOGIN; SELECT on the tables
+    and EXECUTE on the append functions only: what earlier inits granted beyond that is
+    revoked), and grant it to the login roles ``grant_to``. Connects as the URL's role,
+    which owns what it creates (and as whom the append functions run).
     ``key_check`` (``chain_key.key_check`` of the fleet's key) is stored on first init and
     must match on every later one; appends refuse a key that does not match it.
 
-    Returns what was found or made (``created``, ``chain_id``, ``owner``). Raises
+    Returns what was found or made (``created``, ``chain_id``, ``owner``, and
+    ``ends_lock_holders``: whether the owner may end a session that holds the chain's lock
+    too long, i.e. is a superuser or has pg_signal_backend; ``prepared_transactions``: the
+    server's max_prepared_transactions, which should be 0). Raises
     ChainWriteError (unreachable, refused, or a role in ``grant_to`` does not exist).
     """
     pg = _import_psycopg()
@@ -1178,12 +1582,13 @@ def init_schema(
                 appender = sql.Identifier(role_name)
                 for statement in (
                     "GRANT USAGE ON SCHEMA {schema} TO {role}",
+                    # What older inits granted (INSERT, UPDATE on the lock's table) goes:
+                    # an appender reads, and writes only through the append functions.
                     "REVOKE ALL ON ALL TABLES IN SCHEMA {schema} FROM {role}",
-                    "GRANT SELECT ON {schema}.meta TO {role}",
-                    "GRANT SELECT, INSERT ON {schema}.records, {schema}.tree TO {role}",
-                    # UPDATE for SELECT ... FOR UPDATE, the chain's lock; its trigger
-                    # refuses an UPDATE itself.
-                    "GRANT SELECT, UPDATE ON {schema}.append_lock TO {role}",
+                    "REVOKE ALL ON ALL SEQUENCES IN SCHEMA {schema} FROM {role}",
+                    "REVOKE ALL ON ALL FUNCTIONS IN SCHEMA {schema} FROM {role}",
+                    "GRANT SELECT ON {schema}.meta, {schema}.records, {schema}.tree TO {role}",
+                    *(f"GRANT EXECUTE ON FUNCTION {name} TO {{role}}" for name in APPEND_FUNCTIONS),
                 ):
                     conn.execute(
                         sql.SQL(statement).format(schema=sql.Identifier(SCHEMA), role=appender)
@@ -1198,8 +1603,19 @@ def init_schema(
                             f"{store.location} (create the host's login role first)"
                         )
                     conn.execute(sql.SQL("GRANT {} TO {}").format(appender, sql.Identifier(login)))
+                conn.execute(
+                    f"INSERT INTO {_META} (key, value) VALUES ('lock_hold_limit_ms', %s)"  # noqa: S608
+                    " ON CONFLICT (key) DO NOTHING",
+                    (str(LOCK_HOLD_LIMIT_MS),),
+                )
                 chain_id = conn.execute(_META_VALUE, ("chain_id",)).fetchone()
                 owner = conn.execute("SELECT current_user").fetchone()
+                # Ending a session that holds the chain's lock too long takes this (or
+                # superuser); without it such a session stops every append until it ends.
+                can_end = conn.execute(
+                    "SELECT pg_catalog.pg_has_role('pg_signal_backend', 'USAGE'),"
+                    " pg_catalog.current_setting('max_prepared_transactions')::integer"
+                ).fetchone()
         except pg.Error as exc:
             raise ChainWriteError(
                 f"cannot initialise the audit chain {store.location}: {store.explain(exc, fired)}"
@@ -1212,4 +1628,8 @@ def init_schema(
         "owner": None if owner is None else owner[0],
         "appender_role": role_name,
         "granted_to": list(grant_to),
+        "ends_lock_holders": bool(can_end and can_end[0]),
+        # A prepared transaction keeps its locks with no session to end: with these
+        # enabled, an appender could hold the chain's lock until a superuser rolls it back.
+        "prepared_transactions": int(can_end[1]) if can_end else 0,
     }

@@ -1,0 +1,182 @@
+"""A session that holds the PostgreSQL chain's lock cannot stop the fleet's appends.
+
+The lock is taken only inside the chain's functions, and lives until the caller's
+transaction ends; a host may switch its own timeouts off and sit on it, idle or busy. An
+append waiting for the lock ends (pg_terminate_backend, as the chain's owner, who holds
+pg_signal_backend) a session that has held it longer than meta ``lock_hold_limit_ms`` (1 s),
+and goes on within its own timeout. What counts is how long the lock has been held, not how
+old the holder's transaction is (an honest append that waited long is not ended for it), and
+calling the functions again does not renew a hold. The owner's and a superuser's sessions
+are never ended. An owner without pg_signal_backend is told so by ``chain init``, and a held
+lock then refuses appends within their timeout, as before.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+import test_chain_postgres
+from helpers.chain_support import receipt
+from test_chain_postgres import CANARY, Chain, _verified
+
+from floorguard.errors import ChainWriteError
+
+pg = test_chain_postgres.pg
+
+TIMEOUT = 5.0  # FLOORGUARD_CHAIN_TIMEOUT's default
+MARGIN = 1.5
+
+
+def _alive(pg: Chain, pid: int) -> bool:
+    return pg.sql(f"SELECT count(*) FROM pg_stat_activity WHERE pid = {pid}") == "1"  # noqa: S608
+
+
+@pytest.fixture
+def hostile(pg: Chain) -> Iterator[psycopg.Connection[Any]]:
+    """An appender's session with every timeout of its own off."""
+    conn = psycopg.connect(pg.url, autocommit=True)
+    conn.execute("SET idle_in_transaction_session_timeout = 0")
+    conn.execute("SET statement_timeout = 0")
+    conn.execute("SET lock_timeout = 0")
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+def _take(conn: psycopg.Connection[Any]) -> int:
+    conn.execute("BEGIN")
+    conn.execute("SELECT floorguard.open_append(NULL)")
+    return int(conn.info.backend_pid)
+
+
+def _timed_append(pg: Chain, **extra: str) -> float:
+    chain = pg.chain(**extra)
+    started = time.monotonic()
+    try:
+        chain.append(CANARY, receipt())
+    finally:
+        chain.close()
+    return time.monotonic() - started
+
+
+def test_a_session_idle_on_the_lock_is_ended_and_the_append_goes_on(
+    pg: Chain, hostile: psycopg.Connection[Any]
+) -> None:
+    pg.chain().append(CANARY, receipt())
+    pid = _take(hostile)
+    assert _timed_append(pg) < TIMEOUT + MARGIN
+    assert not _alive(pg, pid)
+    with pytest.raises(psycopg.OperationalError):
+        hostile.execute("SELECT 1")
+    assert _verified(pg) == 2
+
+
+def test_a_session_busy_on_the_lock_is_ended_and_the_append_goes_on(
+    pg: Chain, hostile: psycopg.Connection[Any]
+) -> None:
+    pid = _take(hostile)
+    ended: list[BaseException] = []
+
+    def sleep() -> None:
+        try:
+            hostile.execute("SELECT pg_sleep(1000)")
+        except psycopg.OperationalError as exc:
+            ended.append(exc)
+
+    sleeper = threading.Thread(target=sleep, daemon=True)
+    sleeper.start()
+    assert _timed_append(pg) < TIMEOUT + MARGIN
+    sleeper.join(10)
+    assert ended and not _alive(pg, pid)
+    assert _verified(pg) == 1
+
+
+def test_calling_the_functions_again_does_not_renew_a_hold(
+    pg: Chain, hostile: psycopg.Connection[Any]
+) -> None:
+    pid = _take(hostile)
+    stop = threading.Event()
+    ended: list[Exception] = []
+
+    def renew() -> None:
+        try:
+            while not stop.wait(0.1):
+                hostile.execute("SELECT floorguard.open_append(NULL)")
+        except psycopg.OperationalError as exc:  # ended while at it
+            ended.append(exc)
+
+    renewer = threading.Thread(target=renew, daemon=True)
+    renewer.start()
+    try:
+        assert _timed_append(pg) < TIMEOUT + MARGIN
+        renewer.join(10)  # its next call finds its session ended
+    finally:
+        stop.set()
+        renewer.join(10)
+    assert ended and not _alive(pg, pid)
+
+
+def test_a_holder_is_judged_by_how_long_it_held_the_lock_not_by_its_transaction(
+    pg: Chain,
+) -> None:
+    """An append that waited behind the owner (never ended) past the limit, then holds the
+    lock briefly, is not ended by another waiting append."""
+    pg.chain().append(CANARY, receipt())
+    with psycopg.connect(pg.owner_url) as owner, psycopg.connect(pg.url) as late:
+        owner.execute("LOCK TABLE floorguard.append_lock IN EXCLUSIVE MODE")
+        started = threading.Event()
+
+        def late_append() -> None:
+            started.set()
+            late.execute("SELECT floorguard.open_append(NULL)")  # waits behind the owner
+            time.sleep(0.7)  # holds it under the limit, its transaction well over it
+            late.commit()
+
+        waiter = threading.Thread(target=late_append, daemon=True)
+        waiter.start()
+        started.wait()
+        time.sleep(0.1)  # in the queue first
+        other = threading.Thread(target=_timed_append, args=(pg,), daemon=True)
+        other.start()
+        time.sleep(1.4)
+        owner.commit()
+        waiter.join(10)
+        other.join(10)
+        assert not waiter.is_alive() and not other.is_alive()
+        assert late.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        assert late.execute("SELECT 1").fetchone() == (1,)  # never ended
+    assert _verified(pg) == 2
+
+
+def test_the_owners_session_holding_the_lock_is_not_ended(pg: Chain) -> None:
+    with psycopg.connect(pg.owner_url) as owner:
+        owner.execute("LOCK TABLE floorguard.append_lock IN EXCLUSIVE MODE")
+        with pytest.raises(ChainWriteError, match="held the chain"):
+            _timed_append(pg, FLOORGUARD_CHAIN_TIMEOUT="2")
+        assert owner.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_without_pg_signal_backend_init_says_what_to_grant_and_a_holder_refuses_appends(
+    pg: Chain, hostile: psycopg.Connection[Any]
+) -> None:
+    pg.server.psql(f"REVOKE pg_signal_backend FROM {pg.owner}")
+    env = pg.env(pg.key_file.parent)
+    done = test_chain_postgres.floorctl("chain", "init", "--url", pg.owner_url, env=env)
+    assert done.returncode == 0, done.stderr
+    assert f"GRANT pg_signal_backend TO {pg.owner}" in done.stdout
+    pid = _take(hostile)
+    started = time.monotonic()
+    with pytest.raises(ChainWriteError, match="held the chain for more than 2s"):
+        _timed_append(pg, FLOORGUARD_CHAIN_TIMEOUT="2")
+    assert time.monotonic() - started < 2 + MARGIN
+    assert _alive(pg, pid)
+    hostile.execute("ROLLBACK")
+    pg.server.psql(f"GRANT pg_signal_backend TO {pg.owner}")
+    done = test_chain_postgres.floorctl("chain", "init", "--url", pg.owner_url, env=env)
+    assert "GRANT pg_signal_backend" not in done.stdout
