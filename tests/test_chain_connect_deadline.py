@@ -25,6 +25,8 @@ from helpers.cli import isolated_env
 from test_chain_postgres import Chain
 from test_review13_postgres import stalling_proxy
 
+pytestmark = pytest.mark.fleet
+
 pg = test_chain_postgres.pg
 
 TIMEOUT = 2.0

@@ -26,6 +26,8 @@ from test_chain_postgres import CANARY, Chain, _verified
 
 from floorguard.errors import ChainWriteError
 
+pytestmark = pytest.mark.fleet
+
 pg = test_chain_postgres.pg
 
 TIMEOUT = 5.0  # FLOORGUARD_CHAIN_TIMEOUT's default

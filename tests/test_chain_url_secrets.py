@@ -23,6 +23,8 @@ from probes.native import Run, native_agent
 
 from floorguard.chainstore.postgres import redact
 
+pytestmark = pytest.mark.fleet
+
 SECRET = "Sekr3t-H0st1"
 
 # Each a URL whose password (SECRET) libpq reads, or refuses to read, somewhere a message

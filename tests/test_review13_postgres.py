@@ -26,6 +26,8 @@ from test_chain_postgres import Chain, floorctl
 
 from floorguard.chainstore.postgres import LOCK_STATEMENT, redact
 
+pytestmark = pytest.mark.fleet
+
 # The fixture: a fresh initialised database per test (the server is conftest's).
 pg = test_chain_postgres.pg
 

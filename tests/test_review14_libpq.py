@@ -28,6 +28,8 @@ from floorguard.chain import AuditChain
 from floorguard.chainstore.postgres import PostgresStore
 from floorguard.errors import ChainWriteError
 
+pytestmark = pytest.mark.fleet
+
 pg = test_chain_postgres.pg
 
 

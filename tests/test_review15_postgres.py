@@ -25,6 +25,8 @@ from test_review13_postgres import append, stalling_proxy, verify
 
 from floorguard.chainstore.postgres import LOCK_STATEMENT, appender_role
 
+pytestmark = pytest.mark.fleet
+
 pg = test_chain_postgres.pg
 
 

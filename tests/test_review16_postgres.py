@@ -31,6 +31,8 @@ from floorguard.chain import AuditChain
 from floorguard.chainstore.postgres import APPENDER_ROLE, LOCK_KEY, LOCK_STATEMENT, appender_role
 from floorguard.errors import ChainWriteError
 
+pytestmark = pytest.mark.fleet
+
 pg = test_chain_postgres.pg
 
 SECRET_URL = "postgresql://host-17:s3cretpw@127.0.0.1:1/audit"

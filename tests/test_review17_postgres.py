@@ -25,6 +25,8 @@ from test_chain_postgres import CANARY, Chain, _verified
 from floorguard.chain import AuditChain
 from floorguard.errors import ChainWriteError
 
+pytestmark = pytest.mark.fleet
+
 pg = test_chain_postgres.pg
 
 

@@ -26,6 +26,8 @@ from test_chain_postgres import CANARY, Chain, _verified, floorctl
 from floorguard.chainstore.postgres import LOCK_KEY
 from floorguard.errors import ChainWriteError
 
+pytestmark = pytest.mark.fleet
+
 pg = test_chain_postgres.pg
 
 
