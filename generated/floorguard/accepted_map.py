@@ -14,19 +14,17 @@ an error, never an empty state: forgetting what was accepted would reopen the ro
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
 import secrets
 import stat
 import threading
-import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from floorguard.errors import FloorMapError, UnreadableFileError
-from floorguard.files import MAX_STATE_BYTES, read_regular_stat
+from floorguard.files import MAX_STATE_BYTES, flock_within, read_regular_stat
 
 STATE_NAME = "published-map.json"
 LOCK_SUFFIX = ".lock"
@@ -171,28 +169,16 @@ def accept(path: Path, map_version: int, floor_map_hash: str) -> Accepted:
 
 @contextlib.contextmanager
 def _exclusive(lock_path: Path) -> Iterator[None]:
-    import fcntl
 
     flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
     fd = os.open(lock_path, flags, 0o600)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise FloorMapError(f"{lock_path}: not a regular file (the lock file)")
-        # Bounded wait: a holder that never lets go must not hang the spawn.
-        deadline = time.monotonic() + LOCK_TIMEOUT_SECONDS
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError as exc:
-                if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                    raise
-                if time.monotonic() > deadline:
-                    raise FloorMapError(
-                        f"{lock_path}: held by another process for more than "
-                        f"{LOCK_TIMEOUT_SECONDS:g} s"
-                    ) from exc
-                time.sleep(0.005)
+        if not flock_within(fd, LOCK_TIMEOUT_SECONDS):
+            raise FloorMapError(
+                f"{lock_path}: held by another process for more than {LOCK_TIMEOUT_SECONDS:g} s"
+            )
         yield
     finally:
         os.close(fd)  # releases the lock

@@ -59,7 +59,6 @@ import json
 import os
 import re
 import stat
-import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,6 +67,7 @@ from typing import Any
 from floorguard import merkle
 from floorguard._time import now_ts
 from floorguard.errors import ChainRollbackError, ChainWriteError
+from floorguard.files import flock_within
 
 LOCK_NAME = "chain-view.lock"
 REFUSALS_NAME = "chain-refusals.jsonl"
@@ -294,25 +294,18 @@ class ChainViews:
             ) from exc
 
     def _flock(self, fd: int) -> None:
-        deadline = time.monotonic() + self.lock_wait
-        pause = 0.0005
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return
-            except OSError as exc:
-                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EINTR):
-                    raise ChainWriteError(
-                        f"cannot lock this host's view of the audit chain ({self.lock_path}: "
-                        f"{exc.strerror or exc})"
-                    ) from exc
-            if time.monotonic() >= deadline:
-                raise ChainWriteError(
-                    f"another process of this host held {self.lock_path} for more than "
-                    f"{self.lock_wait:g}s (a process stopped while appending?)"
-                )
-            time.sleep(pause)
-            pause = min(pause * 2, 0.002)
+        try:
+            locked = flock_within(fd, self.lock_wait)
+        except OSError as exc:
+            raise ChainWriteError(
+                f"cannot lock this host's view of the audit chain ({self.lock_path}: "
+                f"{exc.strerror or exc})"
+            ) from exc
+        if not locked:
+            raise ChainWriteError(
+                f"another process of this host held {self.lock_path} for more than "
+                f"{self.lock_wait:g}s (a process stopped while appending?)"
+            )
 
     def store(self, views: Mapping[str, TreeView]) -> None:
         """Write ``views`` over the older slot of the view file (the caller holds the lock

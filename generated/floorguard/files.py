@@ -11,8 +11,10 @@ keeps a terminal named by mistake from becoming the controlling terminal.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
+import time
 from collections.abc import Iterator
 from typing import BinaryIO
 
@@ -141,3 +143,24 @@ def open_regular(path: str | os.PathLike[str], *, what: str) -> Iterator[BinaryI
     os.set_blocking(fd, True)
     with open(fd, "rb", closefd=True) as stream:
         yield stream
+
+
+def flock_within(fd: int, seconds: float) -> bool:
+    """Take an exclusive ``flock`` on ``fd``, waiting at most ``seconds`` (a holder that
+    never lets go must not hang a spawn); False when it was still held then. Raises OSError
+    for any failure other than the lock being held."""
+    import fcntl
+
+    deadline = time.monotonic() + seconds
+    pause = 0.0005
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except OSError as exc:
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES, errno.EINTR):
+                raise
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(pause)
+        pause = min(pause * 2, 0.005)
