@@ -4,7 +4,10 @@ Every file floorctl writes goes through here. The named path itself is replaced:
 temporary file in the same folder is written, fsynced and renamed over the name, so a
 symbolic link at that name is replaced by a regular file and its target is never touched.
 A write that fails (full disk, file size limit, I/O error) leaves whatever was at the name
-before, including a dangling link, exactly as it was.
+before, including a dangling link, exactly as it was. A character device or a FIFO at the
+name (`--out /dev/null`, `--out /dev/stdout`) is written to, never replaced: renaming over
+it would put a regular file where the device was. Any other kind of file (a socket, a block
+device, a folder) is refused.
 """
 
 from __future__ import annotations
@@ -82,6 +85,17 @@ def write_chunks_atomic(path: Path, chunks: Iterable[bytes], *, mode: int | None
     """``write_atomic`` for data produced piece by piece (a chain export)."""
     path = Path(path)
     try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        info = None
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot write: {_reason(exc)}") from exc
+    if info is not None and (stat.S_ISCHR(info.st_mode) or stat.S_ISFIFO(info.st_mode)):
+        _write_stream(path, chunks)
+        return
+    if info is not None and not (stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode)):
+        raise OutputError(f"{path}: cannot write: not a regular file (refusing to replace it)")
+    try:
         temp = _staged(path, chunks, _kept_mode(path, mode))
         try:
             os.replace(temp, path)
@@ -90,6 +104,19 @@ def write_chunks_atomic(path: Path, chunks: Iterable[bytes], *, mode: int | None
                 os.unlink(temp)
             raise
         _fsync_directory(_folder(path))
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot write: {_reason(exc)}") from exc
+
+
+def _write_stream(path: Path, chunks: Iterable[bytes]) -> None:
+    """Write ``chunks`` into the device or FIFO at ``path`` (opened without creating, and
+    never through a link)."""
+    flags = os.O_WRONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags)
+        with os.fdopen(fd, "wb") as handle:
+            for chunk in chunks:
+                handle.write(chunk)
     except OSError as exc:
         raise OutputError(f"{path}: cannot write: {_reason(exc)}") from exc
 

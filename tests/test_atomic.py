@@ -194,3 +194,36 @@ def test_success_leaves_no_undo_file(tmp_path: Path) -> None:
         write_atomic(path, b"after")
     assert path.read_bytes() == b"after"
     assert leftovers(tmp_path) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a device node needs root")
+def test_output_to_a_character_device_is_written_to_it_never_replaced(tmp_path: Path) -> None:
+    # `--out /dev/null` as root must not put a regular file where the device was.
+    null = tmp_path / "null"
+    os.mknod(null, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    write_atomic(null, b"discarded\n")
+    assert stat.S_ISCHR(os.lstat(null).st_mode)
+    assert not [p for p in tmp_path.iterdir() if p != null]  # no temporary file left
+
+
+def test_output_to_a_fifo_is_written_into_it(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        write_atomic(fifo, b"streamed\n")
+        assert os.read(reader, 100) == b"streamed\n"
+    finally:
+        os.close(reader)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+def test_output_to_a_socket_is_refused_and_left_in_place(tmp_path: Path) -> None:
+    import socket
+
+    path = tmp_path / "sock"
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(path))
+        with pytest.raises(OutputError, match="not a regular file"):
+            write_atomic(path, b"x")
+        assert stat.S_ISSOCK(os.lstat(path).st_mode)
