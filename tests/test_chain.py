@@ -139,6 +139,16 @@ def test_timestamps_never_go_backwards_when_the_clock_does(tmp_path: Path) -> No
             {"kind": CANARY, "schema_version": 1, "ts": "2026-01-01T00:00:00Z", "big": 2**60},
             "exceeds",
         ),
+        (  # under 2^20 characters, over 2^20 bytes: the cap counts bytes
+            CANARY,
+            {
+                "kind": CANARY,
+                "schema_version": 1,
+                "ts": "2026-01-01T00:00:00Z",
+                "text": "\U0001f600" * 262200,
+            },
+            "exceeds 1048576 bytes",
+        ),
     ],
 )
 def test_refuses_malformed_receipts_and_unknown_events(

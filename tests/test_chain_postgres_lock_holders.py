@@ -182,3 +182,25 @@ def test_without_pg_signal_backend_init_says_what_to_grant_and_a_holder_refuses_
     pg.server.psql(f"GRANT pg_signal_backend TO {pg.owner}")
     done = test_chain_postgres.floorctl("chain", "init", "--url", pg.owner_url, env=env)
     assert "GRANT pg_signal_backend" not in done.stdout
+
+
+def test_a_savepoint_rolled_back_does_not_leave_a_session_writing_without_the_lock(
+    pg: Chain, hostile: psycopg.Connection[Any]
+) -> None:
+    # Rolling back to a savepoint releases the lock taken after it, but not what the
+    # functions' own bookkeeping says: append_record must ask PostgreSQL for the lock, and
+    # so wait for it while another session holds it, before it looks at the record.
+    hostile.execute("BEGIN")
+    hostile.execute("SAVEPOINT s")
+    hostile.execute("SELECT floorguard.open_append(NULL)")
+    hostile.execute("ROLLBACK TO SAVEPOINT s")
+    hostile.execute("RELEASE SAVEPOINT s")
+    with psycopg.connect(pg.owner_url) as owner:
+        owner.execute("LOCK TABLE floorguard.append_lock IN EXCLUSIVE MODE")
+        hostile.execute("SET LOCAL lock_timeout = '1s'")
+        with pytest.raises(psycopg.errors.LockNotAvailable):
+            hostile.execute(
+                "SELECT floorguard.append_record(0, '', '', '', '', '{}', '', %s,"
+                " '{}'::integer[], '{}'::bigint[], '{}'::bytea[])",
+                ("0" * 64,),
+            )

@@ -508,7 +508,7 @@ class AuditChain:
             receipt_json, receipt_obj = _canonical_and_plain(dict(receipt))
         except FloorguardError as exc:
             raise ChainWriteError(f"refusing to append: {exc}") from exc
-        if len(receipt_json) > MAX_RECEIPT_BYTES:
+        if len(receipt_json.encode("utf-8")) > MAX_RECEIPT_BYTES:
             raise ChainWriteError(
                 f"refusing to append: the receipt exceeds {MAX_RECEIPT_BYTES} bytes"
             )

@@ -1069,9 +1069,6 @@ DECLARE
   owner_oid oid;
   stuck boolean := false;
 BEGIN
-  IF pg_catalog.pg_sequence_last_value('floorguard.lock_holder') IS NOT DISTINCT FROM me THEN
-    RETURN;  -- this transaction holds it already
-  END IF;
   IF caller_timeout::interval > interval '0' THEN
     deadline := pg_catalog.clock_timestamp() + caller_timeout::interval;
   END IF;
@@ -1171,19 +1168,19 @@ BEGIN
       USING ERRCODE = 'invalid_parameter_value';
   END IF;
   -- The lock uncontended, inline (a call of take_lock costs more than the rest); else wait.
+  -- Always asked of PostgreSQL, never inferred from lock_holder: a savepoint rolled back
+  -- releases the lock but not what the (non-transactional) sequence says.
   me := pg_catalog.pg_current_xact_id()::text::bigint;
   -- (Nothing but the LOCK in the block: an expression inside one is set up afresh.)
+  BEGIN
+    LOCK TABLE floorguard.append_lock IN EXCLUSIVE MODE NOWAIT;
+  EXCEPTION WHEN lock_not_available THEN
+    PERFORM floorguard.take_lock();  -- waits, and records the hold
+  END;
   IF pg_catalog.pg_sequence_last_value('floorguard.lock_holder') IS DISTINCT FROM me THEN
-    BEGIN
-      LOCK TABLE floorguard.append_lock IN EXCLUSIVE MODE NOWAIT;
-    EXCEPTION WHEN lock_not_available THEN
-      PERFORM floorguard.take_lock();  -- waits, and records the hold
-    END;
-    IF pg_catalog.pg_sequence_last_value('floorguard.lock_holder') IS DISTINCT FROM me THEN
-      PERFORM pg_catalog.setval('floorguard.lock_holder', me);
-      PERFORM pg_catalog.setval('floorguard.lock_since',
-        (EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000000)::bigint);
-    END IF;
+    PERFORM pg_catalog.setval('floorguard.lock_holder', me);
+    PERFORM pg_catalog.setval('floorguard.lock_since',
+      (EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000000)::bigint);
   END IF;
   open_append.clock := pg_catalog.to_char(pg_catalog.clock_timestamp() AT TIME ZONE 'UTC',
                                           'YYYY-MM-DD"T"HH24:MI:SS.US"Z"');
@@ -1239,7 +1236,7 @@ _EVENT_NAMES = ", ".join(
         )
     )
 )
-MAX_RECEIPT_CHARS = 1 << 20  # chain.MAX_RECEIPT_BYTES, as the client counts it
+MAX_RECEIPT_BYTES = 1 << 20  # chain.MAX_RECEIPT_BYTES: the receipt's UTF-8 bytes
 
 # The one way an appender writes: a well-formed next record, and exactly the tree nodes it
 # adds (its leaf and the subtrees it completes), each recomputed here from the record and
@@ -1266,11 +1263,10 @@ DECLARE
   want_hashes bytea[];
 BEGIN
 {_READ_COMMITTED}
-  -- (open_append took it in this transaction, as an honest append does: not called again)
-  IF pg_catalog.pg_sequence_last_value('floorguard.lock_holder')
-       IS DISTINCT FROM pg_catalog.pg_current_xact_id()::text::bigint THEN
-    PERFORM floorguard.take_lock();
-  END IF;
+  -- The chain's lock, asked of PostgreSQL itself: granted at once to the transaction that
+  -- holds it (open_append took it, as an honest append does); anyone else waits in line,
+  -- whatever lock_holder says (a savepoint rolled back releases the lock, not the sequence).
+  LOCK TABLE floorguard.append_lock IN EXCLUSIVE MODE;
   -- The head and its leaf (the tree is built up to the head) in one query. A record names
   -- the chain its head names (the first one, meta's: chain init's).
   SELECT r.seq, r.ts, r.chain_id, r.event, r.receipt_id, r.receipt, r.prev,
@@ -1304,10 +1300,10 @@ BEGIN
   END IF;
   -- (A receipt that is not JSON at all fails the cast, with PostgreSQL's own message: a
   -- block catching it would cost a subtransaction on every append.)
-  IF (pg_catalog.length(append_record.receipt) <= {MAX_RECEIPT_CHARS}
+  IF (pg_catalog.octet_length(append_record.receipt) <= {MAX_RECEIPT_BYTES}
       AND pg_catalog.json_typeof(append_record.receipt::json) = 'object') IS NOT TRUE THEN
-    RAISE EXCEPTION 'floorguard: record %''s receipt is not a JSON object of at most % characters',
-      append_record.seq, {MAX_RECEIPT_CHARS} USING ERRCODE = 'check_violation';
+    RAISE EXCEPTION 'floorguard: record %''s receipt is not a JSON object of at most % bytes',
+      append_record.seq, {MAX_RECEIPT_BYTES} USING ERRCODE = 'check_violation';
   END IF;
   IF append_record.receipt_id IS DISTINCT FROM 'sha256:' || pg_catalog.encode(
        pg_catalog.sha256(pg_catalog.convert_to(append_record.receipt, 'UTF8')), 'hex') THEN
