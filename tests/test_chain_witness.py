@@ -277,6 +277,29 @@ def test_a_host_that_signed_a_checkpoint_is_a_witness_of_it(pg: Chain, tmp_path:
     assert [r["event"] for r in _refusals(auditor)] == ["rollback"]
 
 
+def test_an_exports_checkpoint_of_a_prefix_is_refused_on_a_rolled_back_chain(
+    tmp_path: Path,
+) -> None:
+    # A checkpoint of a prefix is judged by the whole chain it was read from: a host that
+    # saw 7 records signs nothing of a chain restored to 3.
+    env = isolated_env(tmp_path)
+    home = tmp_path / "floorguard"
+    local = LocalHost(env)
+    local.appended(3)
+    shutil.copy(home / "chain.sqlite3", tmp_path / "backup.sqlite3")
+    local.appended(4)
+    assert local.floorctl("chain", "checkpoint").returncode == 0
+    shutil.copy(tmp_path / "backup.sqlite3", home / "chain.sqlite3")
+    for companion in ("-wal", "-shm"):
+        (home / f"chain.sqlite3{companion}").unlink(missing_ok=True)
+    cp = tmp_path / "prefix.cp"
+    done = local.floorctl("chain", "export", "--out", str(tmp_path / "slice.jsonl"),
+                          "--checkpoint-out", str(cp))  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "refusing to sign a checkpoint" in done.stderr and "rollback" in done.stderr
+    assert not cp.exists()
+
+
 def _slots(view_file: Path) -> list[tuple[int, int]]:
     """(counter, offset of the body) of each slot of a view file, newest first."""
     data = view_file.read_bytes()

@@ -73,14 +73,19 @@ def _signed(
     views = ChainViews(state_paths().chain_view)
     before = views.load()
     statement = checkpoint.of_chain(audit, last_seq)
-    if last_seq is None:
-        # The head's tree, verified: this host witnesses it (and refuses to sign a chain
-        # smaller than, or inconsistent with, what it has seen).
-        views.observe(
-            before, statement.chain_id, statement.size, statement.root,
-            location=audit.location, root_of=lambda m: _stored_root(audit, m),
-            doing="sign a checkpoint of",
-        )  # fmt: skip
+    # The head's tree, verified: this host witnesses it, and refuses to sign a chain smaller
+    # than, or inconsistent with, what it has seen; a checkpoint of a prefix too (an export's
+    # --checkpoint-out), judged by the whole chain it was read from.
+    size, root = statement.size, statement.root
+    if last_seq is not None:
+        head = audit.head()
+        size = statement.size if head is None else head.seq + 1
+        root = _stored_root(audit, size)
+    views.observe(
+        before, statement.chain_id, size, root,
+        location=audit.location, root_of=lambda m: _stored_root(audit, m),
+        doing="sign a checkpoint of",
+    )  # fmt: skip
     return statement, checkpoint.sign(statement, resolved.key)
 
 
