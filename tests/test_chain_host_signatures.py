@@ -294,7 +294,9 @@ def test_a_host_key_file_group_or_others_may_read_is_refused(pg: Chain, tmp_path
     assert pg.chain().head() is None
 
 
-@pytest.mark.parametrize("problem", ["missing", "unreadable", "public key", "rsa", "a folder"])
+@pytest.mark.parametrize(
+    "problem", ["missing", "unreadable", "public key", "rsa", "a folder", "empty", "blank"]
+)
 def test_an_unusable_host_key_refuses_the_spawn_and_never_falls_back_to_hmac(
     pg: Chain, tmp_path: Path, problem: str
 ) -> None:
@@ -318,15 +320,19 @@ def test_an_unusable_host_key_refuses_the_spawn_and_never_falls_back_to_hmac(
         key = tmp_path / "rsa.key"
         key.write_bytes(pem)
         key.chmod(0o600)
-    else:
+    elif problem == "a folder":
         key = tmp_path
     spawner = Host(tmp_path / "h", {"aider": floor("0.60.0")})
     # The fleet key is there too: an unusable host key must not fall back to it.
     result = spawner.preflight("aider", version="0.70.0", FLOORGUARD_CHAIN_URL=pg.url,
                                FLOORGUARD_CHAIN_KEY_FILE=str(pg.key_file),
-                               FLOORGUARD_HOST_KEY_FILE=str(key))  # fmt: skip
+                               FLOORGUARD_HOST_KEY_FILE={"empty": "", "blank": " \t"}.get(
+                                   problem, str(key)))  # fmt: skip
     assert result["raised"] == "SpawnRefused", result
-    assert "host key file" in result["message"]
+    assert (
+        "host key file" in result["message"]
+        or "HOST_KEY_FILE is set but empty" in result["message"]
+    )
     assert pg.chain().head() is None
 
 

@@ -89,5 +89,14 @@ def state_paths(environ: Mapping[str, str] | None = None) -> StatePaths:
 
 
 def _named_path(env: Mapping[str, str], name: str) -> Path | None:
-    value = env.get(name, "")
-    return Path(value).expanduser().absolute() if value else None
+    """The file the variable ``name`` names, None when it is unset. Set but empty is
+    refused (KeyFileError), never read as unset: an empty FLOORGUARD_HOST_KEY_FILE would
+    otherwise fall back to the fleet's key without a word."""
+    if name not in env:
+        return None
+    value = env[name]
+    if not value.strip():
+        from floorguard.errors import KeyFileError
+
+        raise KeyFileError(f"{name} is set but empty: name the file, or unset the variable")
+    return Path(value).expanduser().absolute()
