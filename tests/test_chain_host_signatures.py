@@ -471,3 +471,21 @@ def test_host_signatures_work_on_a_sqlite_chain(tmp_path: Path) -> None:
     done = _verify(lines, tmp_path, "--host-keys", hosts)
     assert done.returncode == 0, done.stdout
     assert "laptop: 3 record(s)" in done.stdout
+
+
+def test_a_host_holding_another_fleet_key_is_refused_after_a_signed_head(
+    pg: Chain, tmp_path: Path
+) -> None:
+    # A signed head says nothing of the fleet key: the chain's check value does.
+    _signing_chain(pg, _host(tmp_path, "web-1")).append(CANARY, receipt())
+    wrong = tmp_path / "wrong.key"
+    wrong.write_text(os.urandom(32).hex() + "\n")
+    wrong.chmod(0o600)
+    env = pg.env(tmp_path / "web-2")
+    env["FLOORGUARD_CHAIN_KEY_FILE"] = str(wrong)
+    macing = AuditChain.from_env(env)
+    with pytest.raises(ChainWriteError, match="is not the chain's key"):
+        macing.append(CANARY, receipt())
+    assert pg.sql("SELECT count(*) FROM floorguard.records") == "1"
+    pg.chain().append(CANARY, receipt())  # the fleet's own key still appends
+    assert pg.sql("SELECT count(*) FROM floorguard.records") == "2"

@@ -378,6 +378,8 @@ class AuditChain:
         self._host_key: FileCache[HostKey] = FileCache(record_signature.load_host_key)
         self._host_keys: FileCache[HostKeys] = FileCache(record_signature.load_host_keys)
         self.views = views
+        # (chain_id, HMAC key) already checked against the chain's key_check
+        self._key_checked: tuple[str | None, bytes] | None = None
 
     @property
     def location(self) -> str:
@@ -583,6 +585,10 @@ class AuditChain:
                     "name the chain its records belong to (the database was altered)"
                 )
             head_body = _row_body(head).encode("utf-8")
+            if key is not None and not record_signature.is_hmac(head[7]):
+                # A signed head says nothing of this host's HMAC key: the chain's check value
+                # does (once per key and chain; a host with another key must not write).
+                self._check_key_against_meta(view, key)
             self._check_head(head, head_body, key, signer, host_keys)
             seq, prev = head[0] + 1, record_digest(head_body)
             # The wall clock may step back; the chain's time may not.
@@ -627,14 +633,22 @@ class AuditChain:
         """The HMAC key the first record is MACed with, checked against a shared chain's
         ``key_check`` (a host that signs has no HMAC key, and nothing to check)."""
         key = load_or_create_key(self.key_file) if self.store.creates_key else self._key()
-        expected = view.meta("key_check")  # a shared chain's, from `floorctl chain init`
+        self._check_key_against_meta(view, key)  # a shared chain's, from `floorctl chain init`
+        return key
+
+    def _check_key_against_meta(self, view: WriteView, key: bytes) -> None:
+        """Refuse an HMAC key that is not the one a shared chain was initialised with."""
+        checked = (self._chain_id, key)
+        if self._key_checked == checked:
+            return
+        expected = view.meta("key_check")
         if expected is not None and not hmac.compare_digest(expected, key_check(key)):
             raise ChainWriteError(
                 f"cannot append to the audit chain {self.location}: the key in "
                 f"{self.key_file} is not the chain's key (the one `floorctl chain init` "
                 "wrote; copy that file to this host)"
             )
-        return key
+        self._key_checked = checked
 
     def _check_head(
         self,
