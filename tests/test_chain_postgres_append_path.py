@@ -30,7 +30,7 @@ from floorguard import merkle
 from floorguard.chain import GENESIS_PREV, _row_body, _row_line, canonical_json, record_mac
 from floorguard.chain_key import load_key
 from floorguard.chainstore.interface import Node, Row
-from floorguard.chainstore.postgres import PostgresStore, appender_role
+from floorguard.chainstore.postgres import MAX_STAMP_AGE_SECONDS, PostgresStore, appender_role
 from floorguard.errors import ChainWriteError
 
 pg = test_chain_postgres.pg
@@ -320,3 +320,25 @@ def test_a_chain_whose_schema_predates_the_append_functions_names_chain_init(pg:
     assert done.returncode == 0, done.stderr
     _filled(pg, 1)
     assert _verified(pg) == 1
+
+
+@pytest.mark.fleet  # waits out the stamp's age limit
+def test_a_record_stamped_with_the_start_of_a_transaction_kept_open_is_refused(
+    pg: Chain, appender: psycopg.Connection[Any]
+) -> None:
+    # A host may keep a transaction open, then take the lock and stamp the time it began:
+    # the record would land in a window that had closed. A stamp older than the limit when
+    # stored is refused, however old the transaction.
+    _filled(pg, 1)
+    began = appender.execute(
+        """SELECT to_char(transaction_timestamp() AT TIME ZONE 'UTC',"""
+        """ 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')"""
+    ).fetchone()
+    assert began is not None
+    appender.execute(f"SELECT pg_sleep({MAX_STAMP_AGE_SECONDS + 1})")
+    record, nodes = _next(appender, load_key(pg.key_file), ts=began[0])
+    with pytest.raises(psycopg.IntegrityError, match="not between"):
+        _call(appender, record, nodes)
+    appender.rollback()
+    _filled(pg, 1)
+    assert _verified(pg) == 2

@@ -980,10 +980,14 @@ BEGIN
 END $$
 """
 # A record must be the next one, stamped with a real time in the chain's format, no earlier
-# than the head and no later than the server's clock (or the head's, when the server's clock
+# than the head, than its transaction's start or than MAX_STAMP_AGE_SECONDS before it is
+# stored, and no later than the server's clock (or the head's, when the server's clock
 # stepped back below it: honest appenders then reuse the head's time). The database itself
-# holds a host to what every honest appender writes, whatever its own code does.
-_CHECK_RECORD = """
+# holds a host to what every honest appender writes, whatever its own code does. (An honest
+# append stores its record within twice FLOORGUARD_CHAIN_TIMEOUT of reading the clock, or
+# is cut; a transaction kept open for hours must not stamp its record with its start.)
+MAX_STAMP_AGE_SECONDS = 10
+_CHECK_RECORD = f"""
 CREATE OR REPLACE FUNCTION floorguard.check_record() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -991,8 +995,9 @@ DECLARE
   head_seq bigint;
   head_ts text;
   server_ts text := pg_catalog.to_char(pg_catalog.clock_timestamp() AT TIME ZONE 'UTC', stamp);
-  began_ts text := pg_catalog.to_char(pg_catalog.transaction_timestamp() AT TIME ZONE 'UTC',
-                                      stamp);
+  began_ts text := pg_catalog.to_char(GREATEST(pg_catalog.transaction_timestamp(),
+    pg_catalog.clock_timestamp() - interval '{MAX_STAMP_AGE_SECONDS} seconds') AT TIME ZONE 'UTC',
+    stamp);
   latest text;
   earliest text;
 BEGIN
@@ -1004,15 +1009,15 @@ BEGIN
   -- The format with its fields in range, then a time that exists: a 30 February fails the
   -- cast (with PostgreSQL's own message), and a time it would read as another comes back
   -- written otherwise.
-  IF NEW.ts !~ ('^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])'
-                'T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9][.][0-9]{6}Z$')
+  IF NEW.ts !~ ('^[0-9]{{4}}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])'
+                'T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9][.][0-9]{{6}}Z$')
      OR pg_catalog.to_char(NEW.ts::timestamptz AT TIME ZONE 'UTC', stamp) <> NEW.ts THEN
     RAISE EXCEPTION 'floorguard: record % is stamped %, which is not a time in the chain''s form',
       NEW.seq, NEW.ts USING ERRCODE = 'check_violation';
   END IF;
   latest := CASE WHEN head_ts COLLATE "C" > server_ts COLLATE "C" THEN head_ts ELSE server_ts END;
-  -- No earlier than the head, nor than this transaction's start: an honest appender stamps
-  -- the server's clock read after its BEGIN (or the head's time, if later).
+  -- No earlier than the head, nor than this transaction's start or a few seconds ago: an
+  -- honest appender stamps the server's clock read after its BEGIN (or the head's time).
   earliest := CASE WHEN head_ts COLLATE "C" > began_ts COLLATE "C" THEN head_ts ELSE began_ts END;
   IF NEW.ts COLLATE "C" > latest COLLATE "C" OR NEW.ts COLLATE "C" < earliest COLLATE "C" THEN
     RAISE EXCEPTION
@@ -1021,7 +1026,7 @@ BEGIN
   END IF;
   RETURN NEW;
 END $$
-"""
+"""  # noqa: S608
 
 
 def _json_text_sql(row: str, *, mac: bool) -> str:
