@@ -1073,6 +1073,8 @@ DECLARE
   holder record;
   owner_oid oid;
   stuck boolean := false;
+  started timestamptz := pg_catalog.clock_timestamp();
+  limit_now interval;
 BEGIN
   IF caller_timeout::interval > interval '0' THEN
     deadline := pg_catalog.clock_timestamp() + caller_timeout::interval;
@@ -1093,6 +1095,8 @@ BEGIN
       GREATEST(1, pg_catalog.ceil(EXTRACT(epoch FROM wait) * 1000))::bigint::text, true);
     BEGIN
       LOCK TABLE floorguard.append_lock IN EXCLUSIVE MODE;
+      -- (what the append writes: a request queued on them would stall its INSERT)
+      LOCK TABLE floorguard.records, floorguard.tree IN ROW EXCLUSIVE MODE;
       EXIT;
     EXCEPTION WHEN lock_not_available THEN
       NULL;
@@ -1100,13 +1104,44 @@ BEGIN
     hold_limit := COALESCE((SELECT (m.value || ' ms')::interval FROM floorguard.meta m
                              WHERE m.key = 'lock_hold_limit_ms'),
                            interval '{LOCK_HOLD_LIMIT_MS} ms');
+    SELECT r.oid INTO owner_oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user;
+    -- A session other than the owner's or a superuser's that asks for (or holds) a lock no
+    -- append takes, on any of the chain's tables, is ended at once: an appender may not run
+    -- DDL, yet PostgreSQL queues its request before checking that, and every append would
+    -- queue behind it.
+    FOR holder IN
+      SELECT DISTINCT l.pid, a.usesysid FROM pg_catalog.pg_locks l
+        CROSS JOIN LATERAL pg_catalog.pg_stat_get_activity(l.pid) a
+        JOIN pg_catalog.pg_class c ON c.oid = l.relation
+        JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+       WHERE l.locktype = 'relation' AND n.nspname = 'floorguard'
+         AND l.mode NOT IN ('AccessShareLock', 'RowShareLock', 'RowExclusiveLock')
+         AND NOT (l.mode = 'ExclusiveLock'
+                  AND l.relation = 'floorguard.append_lock'::pg_catalog.regclass)
+         AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d
+                            WHERE d.datname = pg_catalog.current_database())
+         AND l.pid <> pg_catalog.pg_backend_pid()
+    LOOP
+      CONTINUE WHEN holder.usesysid = owner_oid OR COALESCE(
+        (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.oid = holder.usesysid), true);
+      IF NOT pg_catalog.pg_has_role('pg_signal_backend', 'USAGE') THEN
+        stuck := true;
+        CONTINUE;
+      END IF;
+      RAISE LOG 'floorguard: ending backend % (role %): it asked for a lock on the chain''s '
+        'tables that no append takes', holder.pid, pg_catalog.pg_get_userbyid(holder.usesysid);
+      PERFORM pg_catalog.pg_terminate_backend(holder.pid, 1000);
+    END LOOP;
+    -- Once this append has waited the hold limit, a holder gets a tenth of it: sessions
+    -- taking turns just under the limit would otherwise keep it waiting for good.
+    limit_now := CASE WHEN pg_catalog.clock_timestamp() - started >= hold_limit
+                      THEN hold_limit / 10 ELSE hold_limit END;
     since := pg_catalog.to_timestamp(
       pg_catalog.pg_sequence_last_value('floorguard.lock_since') / 1000000.0);
-    IF since IS NOT NULL AND since + hold_limit > pg_catalog.clock_timestamp() THEN
-      wait := since + hold_limit - pg_catalog.clock_timestamp() + interval '20 ms';
+    IF since IS NOT NULL AND since + limit_now > pg_catalog.clock_timestamp() THEN
+      wait := since + limit_now - pg_catalog.clock_timestamp() + interval '20 ms';
       CONTINUE;
     END IF;
-    SELECT r.oid INTO owner_oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user;
     FOR holder IN
       SELECT l.pid, a.usesysid FROM pg_catalog.pg_locks l
         CROSS JOIN LATERAL pg_catalog.pg_stat_get_activity(l.pid) a
@@ -1123,13 +1158,13 @@ BEGIN
         CONTINUE;
       END IF;
       RAISE LOG 'floorguard: ending backend % (role %): it held the chain''s lock for over %',
-        holder.pid, pg_catalog.pg_get_userbyid(holder.usesysid), hold_limit;
+        holder.pid, pg_catalog.pg_get_userbyid(holder.usesysid), limit_now;
       PERFORM pg_catalog.pg_terminate_backend(holder.pid, 1000);
     END LOOP;
     -- The next holder's time is not yet written: count it from now.
     PERFORM pg_catalog.setval('floorguard.lock_since',
       (EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000000)::bigint);
-    wait := hold_limit;
+    wait := limit_now;
   END LOOP;
   PERFORM pg_catalog.set_config('lock_timeout', caller_timeout, true);
   PERFORM pg_catalog.setval('floorguard.lock_holder', me);
@@ -1179,8 +1214,9 @@ BEGIN
   -- (Nothing but the LOCK in the block: an expression inside one is set up afresh.)
   BEGIN
     LOCK TABLE floorguard.append_lock IN EXCLUSIVE MODE NOWAIT;
+    LOCK TABLE floorguard.records, floorguard.tree IN ROW EXCLUSIVE MODE NOWAIT;
   EXCEPTION WHEN lock_not_available THEN
-    PERFORM floorguard.take_lock();  -- waits, and records the hold
+    PERFORM floorguard.take_lock();  -- waits, ends what stalls it, and records the hold
   END;
   IF pg_catalog.pg_sequence_last_value('floorguard.lock_holder') IS DISTINCT FROM me THEN
     PERFORM pg_catalog.setval('floorguard.lock_holder', me);
