@@ -386,7 +386,8 @@ def test_records_and_tree_rows_forged_by_hand_stop_appends_before_they_build_on_
     done = append(env)
     assert done.returncode == 1 and "cannot append" in done.stderr
     pg.sql("DELETE FROM floorguard.tree WHERE level = 0 AND idx = 1")  # the owner repairs
-    # A record with a forged MAC: the next append refuses to chain onto it.
+    # A record with a forged MAC: the next append records it on the host and chains onto
+    # it (refusing would let any one host stop every other); the audit names it.
     pg.sql(
         # stamped now, as the record check asks: only the MAC is forged
         f"INSERT INTO floorguard.records SELECT 1, {test_chain_postgres.NOW_TS},"  # noqa: S608
@@ -394,8 +395,9 @@ def test_records_and_tree_rows_forged_by_hand_stop_appends_before_they_build_on_
         " FROM floorguard.records WHERE seq = 0",
     )
     done = append(env)
-    assert done.returncode == 1 and "does not verify with the key" in done.stderr
-    assert pg.sql("SELECT count(*) FROM floorguard.records") == "2"
+    assert done.returncode == 0 and "does not verify with the key" in done.stderr
+    assert pg.sql("SELECT count(*) FROM floorguard.records") == "3"
+    assert verify(pg).returncode == 1
 
 
 # --- two chains in one cluster ----------------------------------------------------------------

@@ -585,9 +585,10 @@ class AuditChain:
                     "name the chain its records belong to (the database was altered)"
                 )
             head_body = _row_body(head).encode("utf-8")
-            if key is not None and not record_signature.is_hmac(head[7]):
-                # A signed head says nothing of this host's HMAC key: the chain's check value
-                # does (once per key and chain; a host with another key must not write).
+            if key is not None:
+                # The chain's check value says whether this host's HMAC key is the fleet's
+                # (once per key and chain): a host with another key must not write, and a
+                # head that does not verify is no refusal on a shared chain (_check_head).
                 self._check_key_against_meta(view, key)
             self._check_head(head, head_body, key, signer, host_keys)
             seq, prev = head[0] + 1, record_digest(head_body)
@@ -668,20 +669,26 @@ class AuditChain:
         host cannot check another host's signature, and the auditor (``verify chain
         --host-keys``) does. The record this object last wrote needs no check while it is
         the head unchanged. A head whose mac has neither form is refused.
+
+        On a shared chain a head that does not verify is not refused but recorded (the
+        host's refusals file, and a warning): any one host can append a well-formed record
+        with a wrong signature or MAC, and refusing after it would let that host stop every
+        other. The record stays in the chain, linked, for the audit to name.
         """
         mac = head[7]
-        where = f"cannot append to the audit chain {self.location}: its last record (seq {head[0]})"
+        where = f"the audit chain {self.location}: its last record (seq {head[0]})"
         if record_signature.is_hmac(mac):
             if key is not None and not hmac.compare_digest(mac, record_mac(key, head_body)):
-                raise ChainWriteError(
+                self._unverified_head(
+                    head,
                     f"{where} does not verify with the key in {self.key_file} "
-                    "(the key was replaced or the record was altered)"
+                    "(the key was replaced or the record was altered)",
                 )
             return
         kid = record_signature.signature_key_id(mac)
         if kid is None:
             raise ChainWriteError(
-                f"{where} has a mac that is neither an HMAC nor a host signature "
+                f"cannot append to {where} has a mac that is neither an HMAC nor a host signature "
                 "(the database was altered)"
             )
         written = self._written
@@ -690,12 +697,26 @@ class AuditChain:
         if host_keys is not None:
             _, problem = host_keys.check(mac, head_body)
             if problem is not None:
-                raise ChainWriteError(f"{where}: {problem}")
+                self._unverified_head(head, f"{where}: {problem}")
         elif signer is not None and kid == signer.key_id and not signer.verifies(mac, head_body):
-            raise ChainWriteError(
+            self._unverified_head(
+                head,
                 f"{where} does not verify with this host's key {signer.path}, which signed it "
-                "(the record was altered)"
+                "(the record was altered, or forged under this host's key id)",
             )
+
+    def _unverified_head(self, head: _Row, message: str) -> None:
+        """A last record that does not verify: refused on a chain only this host writes;
+        on a shared one recorded on this host, and appended after (see _check_head)."""
+        if self.store.creates_key or self.views is None:
+            raise ChainWriteError(f"cannot append to {message}")
+        import logging
+
+        self.views.record({
+            "ts": now_ts(), "event": "unverified-head", "location": self.location,
+            "seq": head[0], "mac": head[7], "message": message, "pid": os.getpid(),
+        })  # fmt: skip
+        logging.getLogger("floorguard").warning("floorguard: %s; appended after it", message)
 
     def _key(self) -> bytes:
         """The key of a chain whose key is made elsewhere (a shared database's)."""
