@@ -15,13 +15,17 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
+import test_chain_postgres
 from helpers.cli import isolated_env
 from hosts import Host, floor
 from probes.native import Run, native_agent
 
 from floorguard.chainstore.postgres import redact
+
+pg = test_chain_postgres.pg
 
 pytestmark = pytest.mark.fleet
 
@@ -181,3 +185,16 @@ def test_a_location_shows_only_host_port_database_and_user_in_safe_shapes(
 )
 def test_a_url_that_does_not_parse_is_shown_as_a_fixed_phrase(url: str) -> None:
     assert redact(url) == "named by FLOORGUARD_CHAIN_URL (not shown: it does not parse)"
+
+
+@pytest.mark.parametrize(
+    "options",
+    ["-c Sekr3tH0st1=1", "-c work_mem=Sekr3tH0st1", "-c work_mem=1MB Sekr3tH0st1"],
+    ids=["a setting's name", "a setting's value", "a stray word"],
+)
+def test_no_surface_shows_the_part_of_options_a_server_error_quotes(
+    pg: test_chain_postgres.Chain, host: Host, tmp_path: Path, options: str
+) -> None:
+    url = f"{pg.url}&options={quote(options)}"
+    for surface, text in _surfaces(url, host, tmp_path).items():
+        assert "Sekr3tH0st1" not in text, f"{surface} shows part of options:\n{text}"

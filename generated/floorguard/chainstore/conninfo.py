@@ -266,7 +266,10 @@ def _unsafe_values(key: str, value: str) -> Iterable[str]:
         return []
     if key not in ("password", "sslpassword") and _PLAIN_VALUE.fullmatch(value):
         return []
-    return [value, quote(value, safe="")]
+    # And each piece of it: a server's message quotes part of a value, such as one setting
+    # of ``options`` ("-c name=value": unrecognized configuration parameter "name").
+    pieces = (piece.lstrip("-") for piece in re.split(r"[\s=,]+", value))
+    return [value, quote(value, safe=""), *(p for p in pieces if not _PLAIN_VALUE.fullmatch(p))]
 
 
 def scrub(text: str, secrets: Iterable[str], *, parsed: bool = True) -> str:
