@@ -211,7 +211,7 @@ def test_sessions_taking_turns_just_under_the_hold_limit_cannot_starve_an_append
     pg: Chain,
 ) -> None:
     # Four sessions of one host each hold the lock 0.9 s (under the 1 s limit) and take it
-    # again at once: once an append has waited the limit, a holder gets a tenth of it.
+    # again at once: once an append has waited the limit, a holder gets a quarter of it.
     pg.chain().append(CANARY, receipt())
     stop = threading.Event()
 

@@ -1075,6 +1075,8 @@ DECLARE
   stuck boolean := false;
   started timestamptz := pg_catalog.clock_timestamp();
   limit_now interval;
+  held_too_long boolean;
+  lock_table oid := 'floorguard.append_lock'::pg_catalog.regclass;
 BEGIN
   IF caller_timeout::interval > interval '0' THEN
     deadline := pg_catalog.clock_timestamp() + caller_timeout::interval;
@@ -1105,22 +1107,33 @@ BEGIN
                              WHERE m.key = 'lock_hold_limit_ms'),
                            interval '{LOCK_HOLD_LIMIT_MS} ms');
     SELECT r.oid INTO owner_oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user;
-    -- A session other than the owner's or a superuser's that asks for (or holds) a lock no
-    -- append takes, on any of the chain's tables, is ended at once: an appender may not run
-    -- DDL, yet PostgreSQL queues its request before checking that, and every append would
-    -- queue behind it.
+    -- Once this append has waited the hold limit, a holder gets a quarter of it: sessions
+    -- taking turns just under the limit would otherwise keep it waiting for good. (Not
+    -- less: an honest append holds the lock for a round trip and a commit, which a slow
+    -- link or a loaded server stretches.)
+    limit_now := CASE WHEN pg_catalog.clock_timestamp() - started >= hold_limit
+                      THEN hold_limit / 4 ELSE hold_limit END;
+    since := pg_catalog.to_timestamp(
+      pg_catalog.pg_sequence_last_value('floorguard.lock_since') / 1000000.0);
+    held_too_long := since IS NULL OR since + limit_now <= pg_catalog.clock_timestamp();
+    -- Ended, unless the owner's or a superuser's: a holder of the chain's lock past the
+    -- limit, and at once a session asking for (or holding) a lock no append takes on any of
+    -- the chain's tables (an appender may not run DDL, yet PostgreSQL queues its request
+    -- before checking that, and every append would queue behind it).
     FOR holder IN
-      SELECT DISTINCT l.pid, a.usesysid FROM pg_catalog.pg_locks l
+      SELECT DISTINCT l.pid, a.usesysid,
+             l.mode = 'ExclusiveLock' AND l.relation = lock_table AS holds_lock
+        FROM pg_catalog.pg_locks l
         CROSS JOIN LATERAL pg_catalog.pg_stat_get_activity(l.pid) a
         JOIN pg_catalog.pg_class c ON c.oid = l.relation
         JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
        WHERE l.locktype = 'relation' AND n.nspname = 'floorguard'
-         AND l.mode NOT IN ('AccessShareLock', 'RowShareLock', 'RowExclusiveLock')
-         AND NOT (l.mode = 'ExclusiveLock'
-                  AND l.relation = 'floorguard.append_lock'::pg_catalog.regclass)
          AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d
                             WHERE d.datname = pg_catalog.current_database())
          AND l.pid <> pg_catalog.pg_backend_pid()
+         AND CASE WHEN l.mode = 'ExclusiveLock' AND l.relation = lock_table
+                  THEN l.granted AND held_too_long
+                  ELSE l.mode NOT IN ('AccessShareLock', 'RowShareLock', 'RowExclusiveLock') END
     LOOP
       CONTINUE WHEN holder.usesysid = owner_oid OR COALESCE(
         (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.oid = holder.usesysid), true);
@@ -1128,39 +1141,16 @@ BEGIN
         stuck := true;
         CONTINUE;
       END IF;
-      RAISE LOG 'floorguard: ending backend % (role %): it asked for a lock on the chain''s '
-        'tables that no append takes', holder.pid, pg_catalog.pg_get_userbyid(holder.usesysid);
+      RAISE LOG 'floorguard: ending backend % (role %): %', holder.pid,
+        pg_catalog.pg_get_userbyid(holder.usesysid), CASE WHEN holder.holds_lock
+          THEN 'it held the chain''s lock for over ' || limit_now::text
+          ELSE 'it asked for a lock on the chain''s tables that no append takes' END;
       PERFORM pg_catalog.pg_terminate_backend(holder.pid, 1000);
     END LOOP;
-    -- Once this append has waited the hold limit, a holder gets a tenth of it: sessions
-    -- taking turns just under the limit would otherwise keep it waiting for good.
-    limit_now := CASE WHEN pg_catalog.clock_timestamp() - started >= hold_limit
-                      THEN hold_limit / 10 ELSE hold_limit END;
-    since := pg_catalog.to_timestamp(
-      pg_catalog.pg_sequence_last_value('floorguard.lock_since') / 1000000.0);
-    IF since IS NOT NULL AND since + limit_now > pg_catalog.clock_timestamp() THEN
+    IF NOT held_too_long THEN
       wait := since + limit_now - pg_catalog.clock_timestamp() + interval '20 ms';
       CONTINUE;
     END IF;
-    FOR holder IN
-      SELECT l.pid, a.usesysid FROM pg_catalog.pg_locks l
-        CROSS JOIN LATERAL pg_catalog.pg_stat_get_activity(l.pid) a
-       WHERE l.locktype = 'relation' AND l.granted AND l.mode <> 'AccessShareLock'
-         AND l.relation = 'floorguard.append_lock'::pg_catalog.regclass
-         AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d
-                            WHERE d.datname = pg_catalog.current_database())
-         AND l.pid <> pg_catalog.pg_backend_pid()
-    LOOP
-      CONTINUE WHEN holder.usesysid = owner_oid OR COALESCE(
-        (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.oid = holder.usesysid), true);
-      IF NOT pg_catalog.pg_has_role('pg_signal_backend', 'USAGE') THEN
-        stuck := true;
-        CONTINUE;
-      END IF;
-      RAISE LOG 'floorguard: ending backend % (role %): it held the chain''s lock for over %',
-        holder.pid, pg_catalog.pg_get_userbyid(holder.usesysid), limit_now;
-      PERFORM pg_catalog.pg_terminate_backend(holder.pid, 1000);
-    END LOOP;
     -- The next holder's time is not yet written: count it from now.
     PERFORM pg_catalog.setval('floorguard.lock_since',
       (EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000000)::bigint);
