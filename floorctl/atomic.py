@@ -13,6 +13,7 @@ device, a folder) is refused.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 import stat
@@ -110,10 +111,16 @@ def write_chunks_atomic(path: Path, chunks: Iterable[bytes], *, mode: int | None
 
 def _write_stream(path: Path, chunks: Iterable[bytes]) -> None:
     """Write ``chunks`` into the device or FIFO at ``path`` (opened without creating, and
-    never through a link)."""
-    flags = os.O_WRONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+    never through a link). A FIFO no process reads is refused, not waited on."""
+    flags = os.O_WRONLY | os.O_CLOEXEC | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
     try:
-        fd = os.open(path, flags)
+        try:
+            fd = os.open(path, flags)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:  # a FIFO with no reader
+                raise OutputError(f"{path}: cannot write: no process is reading it") from None
+            raise
+        os.set_blocking(fd, True)  # a reader that is slower than us is waited for
         with os.fdopen(fd, "wb") as handle:
             for chunk in chunks:
                 handle.write(chunk)

@@ -227,3 +227,11 @@ def test_output_to_a_socket_is_refused_and_left_in_place(tmp_path: Path) -> None
         with pytest.raises(OutputError, match="not a regular file"):
             write_atomic(path, b"x")
         assert stat.S_ISSOCK(os.lstat(path).st_mode)
+
+
+def test_output_to_a_fifo_no_process_reads_is_refused_at_once(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(OutputError, match="no process is reading it"):
+        write_atomic(fifo, b"x")
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
