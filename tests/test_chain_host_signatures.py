@@ -37,6 +37,7 @@ from floorguard.chain import (
     record_digest,
     record_mac,
 )
+from floorguard.chainstore import store_from_env
 from floorguard.errors import ChainWriteError, KeyFileError
 
 pg = test_chain_postgres.pg
@@ -513,4 +514,17 @@ def test_a_host_holding_another_fleet_key_is_refused_after_a_signed_head(
         macing.append(CANARY, receipt())
     assert pg.sql("SELECT count(*) FROM floorguard.records") == "1"
     pg.chain().append(CANARY, receipt())  # the fleet's own key still appends
+    assert pg.sql("SELECT count(*) FROM floorguard.records") == "2"
+
+
+def test_a_chain_built_without_the_hosts_files_appends_after_a_head_that_does_not_verify(
+    pg: Chain, tmp_path: Path
+) -> None:
+    # The library's own AuditChain(store, key) has no chain-view to record in: it logs, and
+    # still does not hand the head's writer a switch that stops it.
+    pg.chain().append(CANARY, receipt(n=0))
+    _owner_rewrite(pg, 0, {"n": 99}, fleet_key=bytes(32))  # a MAC no fleet key makes
+    bare = AuditChain(store_from_env(pg.env(tmp_path / "bare")), pg.key_file)
+    assert bare.views is None
+    bare.append(CANARY, receipt(n=1))
     assert pg.sql("SELECT count(*) FROM floorguard.records") == "2"

@@ -708,14 +708,15 @@ class AuditChain:
     def _unverified_head(self, head: _Row, message: str) -> None:
         """A last record that does not verify: refused on a chain only this host writes;
         on a shared one recorded on this host, and appended after (see _check_head)."""
-        if self.store.creates_key or self.views is None:
+        if self.store.creates_key:  # a local file: no other host writes it
             raise ChainWriteError(f"cannot append to {message}")
         import logging
 
-        self.views.record({
-            "ts": now_ts(), "event": "unverified-head", "location": self.location,
-            "seq": head[0], "mac": head[7], "message": message, "pid": os.getpid(),
-        })  # fmt: skip
+        if self.views is not None:  # (a chain built by hand, without the host's files, logs)
+            self.views.record({
+                "ts": now_ts(), "event": "unverified-head", "location": self.location,
+                "seq": head[0], "mac": head[7], "message": message, "pid": os.getpid(),
+            })  # fmt: skip
         logging.getLogger("floorguard").warning("floorguard: %s; appended after it", message)
 
     def _key(self) -> bytes:
