@@ -1076,6 +1076,7 @@ DECLARE
   started timestamptz := pg_catalog.clock_timestamp();
   limit_now interval;
   held_too_long boolean;
+  pass integer;
   lock_table oid := 'floorguard.append_lock'::pg_catalog.regclass;
 BEGIN
   IF caller_timeout::interval > interval '0' THEN
@@ -1103,10 +1104,15 @@ BEGIN
     EXCEPTION WHEN lock_not_available THEN
       NULL;
     END;
+    SELECT r.oid INTO owner_oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user;
+    -- Two passes: the first ends DDL requests only, before anything below reads a table or
+    -- sequence of the chain that such a queued request would make this append wait on.
+    held_too_long := false;
+    FOR pass IN 1 .. 2 LOOP
+    IF pass = 2 THEN
     hold_limit := COALESCE((SELECT (m.value || ' ms')::interval FROM floorguard.meta m
                              WHERE m.key = 'lock_hold_limit_ms'),
                            interval '{LOCK_HOLD_LIMIT_MS} ms');
-    SELECT r.oid INTO owner_oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user;
     -- Once this append has waited the hold limit, a holder gets a quarter of it: sessions
     -- taking turns just under the limit would otherwise keep it waiting for good. (Not
     -- less: an honest append holds the lock for a round trip and a commit, which a slow
@@ -1116,6 +1122,7 @@ BEGIN
     since := pg_catalog.to_timestamp(
       pg_catalog.pg_sequence_last_value('floorguard.lock_since') / 1000000.0);
     held_too_long := since IS NULL OR since + limit_now <= pg_catalog.clock_timestamp();
+    END IF;
     -- Ended, unless the owner's or a superuser's: a holder of the chain's lock past the
     -- limit, and at once a session asking for (or holding) a lock no append takes on any of
     -- the chain's tables (an appender may not run DDL, yet PostgreSQL queues its request
@@ -1146,6 +1153,7 @@ BEGIN
           THEN 'it held the chain''s lock for over ' || limit_now::text
           ELSE 'it asked for a lock on the chain''s tables that no append takes' END;
       PERFORM pg_catalog.pg_terminate_backend(holder.pid, 1000);
+    END LOOP;
     END LOOP;
     IF NOT held_too_long THEN
       wait := since + limit_now - pg_catalog.clock_timestamp() + interval '20 ms';
