@@ -23,6 +23,7 @@ from helpers.chain_support import receipt
 from test_chain_postgres import CANARY, Chain, _verified
 
 from floorguard.chain import AuditChain
+from floorguard.chain_key import load_key
 from floorguard.errors import ChainWriteError
 
 pytestmark = pytest.mark.fleet
@@ -180,12 +181,15 @@ def test_a_megabyte_receipt_while_the_server_floods_notices_commits_or_refuses_i
 def _owner_writes_the_head(pg: Chain, folder: Path, stamp: str) -> None:
     """Record 0 stamped ``stamp``, written by the owner with the record check off (the
     owner may): a head from before the server's clock moved."""
+    from test_chain_postgres_append_path import _next
+
     pg.sql("ALTER TABLE floorguard.records DISABLE TRIGGER records_next_in_line")
-    writer = AuditChain.from_env(
-        {**pg.env(folder / "before"), "FLOORGUARD_CHAIN_URL": pg.owner_url}, clock=lambda: stamp
-    )
-    writer.append(CANARY, receipt(n=0))
-    writer.close()
+    with psycopg.connect(pg.owner_url) as conn:  # past append_record, which checks ts too
+        record, nodes = _next(conn, load_key(pg.key_file), ts=stamp)
+        conn.execute("INSERT INTO floorguard.records VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                     record)  # fmt: skip
+        for node in nodes:
+            conn.execute("INSERT INTO floorguard.tree VALUES (%s, %s, %s)", node)
     pg.sql("ALTER TABLE floorguard.records ENABLE ALWAYS TRIGGER records_next_in_line")
 
 

@@ -8,10 +8,11 @@ write only through the chain's functions (SECURITY DEFINER, run as the tables' o
 ``open_append`` takes the chain's lock (appenders on every host serialise on it; a session
 holding it too long is ended by the next waiting append) and returns the head, and
 ``append_record`` checks that the record is the well-formed next one and stores it with
-exactly the tree nodes it adds, which it computes itself. An append is one transaction, two
-round trips: BEGIN and open_append; then append_record with the COMMIT, in one pipeline.
-The records' trigger (``check_record``: the next seq, a ts between the head's and the
-server's clock) holds even the owner's own inserts to that. Records take the server's
+exactly the tree nodes it adds, which it computes itself, and a receipt in RFC 8785 form
+(the form every verifier re-derives). An append is one transaction, two round trips: BEGIN
+and open_append; then append_record with the COMMIT, in one pipeline. The records' trigger
+(``check_record``: the next seq, a ts between the head's and the server's clock) holds
+every other insert, even the owner's own, to that. Records take the server's
 clock. Commits are synchronous (a session that the server defaults to
 ``synchronous_commit=off`` is switched back on). Connect, statement, lock and
 idle-in-transaction timeouts are the store's ``timeout`` (``FLOORGUARD_CHAIN_TIMEOUT``,
@@ -979,54 +980,211 @@ BEGIN
   RETURN NEW;
 END $$
 """
-# A record must be the next one, stamped with a real time in the chain's format, no earlier
-# than the head, than its transaction's start or than MAX_STAMP_AGE_SECONDS before it is
-# stored, and no later than the server's clock (or the head's, when the server's clock
-# stepped back below it: honest appenders then reuse the head's time). The database itself
-# holds a host to what every honest appender writes, whatever its own code does. (An honest
-# append stores its record within twice FLOORGUARD_CHAIN_TIMEOUT of reading the clock, or
-# is cut; a transaction kept open for hours must not stamp its record with its start.)
+# A record's ts: a real time in the chain's format, no earlier than the head, than its
+# transaction's start or than MAX_STAMP_AGE_SECONDS before it is stored, and no later than
+# the server's clock (or the head's, when the server's clock stepped back below it: honest
+# appenders then reuse the head's time). An honest append stamps the server's clock read
+# under the lock (after its BEGIN), and stores its record within twice
+# FLOORGUARD_CHAIN_TIMEOUT of that or is cut; a transaction kept open for hours cannot
+# stamp its record with its start.
 MAX_STAMP_AGE_SECONDS = 10
+
+
+def _stamp_check(seq: str, ts: str, head_ts: str) -> str:
+    """A PL/pgSQL block refusing the stamp ``ts`` of record ``seq`` after a head stamped
+    ``head_ts`` (NULL for the first record): see MAX_STAMP_AGE_SECONDS."""
+    return f"""
+  DECLARE
+    stamp text := 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"';
+    server_ts text := pg_catalog.to_char(pg_catalog.clock_timestamp() AT TIME ZONE 'UTC', stamp);
+    began_ts text := pg_catalog.to_char(GREATEST(pg_catalog.transaction_timestamp(),
+      pg_catalog.clock_timestamp() - interval '{MAX_STAMP_AGE_SECONDS} seconds') AT TIME ZONE 'UTC',
+      stamp);
+    latest text;
+    earliest text;
+  BEGIN
+    -- The format with its fields in range, then a time that exists: a 30 February fails
+    -- the cast (with PostgreSQL's own message), and a time it would read as another comes
+    -- back written otherwise.
+    IF {ts} !~ ('^[0-9]{{4}}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])'
+                'T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9][.][0-9]{{6}}Z$')
+       OR pg_catalog.to_char({ts}::timestamptz AT TIME ZONE 'UTC', stamp) <> {ts} THEN
+      RAISE EXCEPTION 'floorguard: record % is stamped %, which is not a time in the chain''s form',
+        {seq}, {ts} USING ERRCODE = 'check_violation';
+    END IF;
+    latest := CASE WHEN {head_ts} COLLATE "C" > server_ts COLLATE "C" THEN {head_ts}
+                   ELSE server_ts END;
+    earliest := CASE WHEN {head_ts} COLLATE "C" > began_ts COLLATE "C" THEN {head_ts}
+                     ELSE began_ts END;
+    IF {ts} COLLATE "C" > latest COLLATE "C" OR {ts} COLLATE "C" < earliest COLLATE "C" THEN
+      RAISE EXCEPTION
+        'floorguard: record % is stamped %, not between % and the server''s %',
+        {seq}, {ts}, earliest, latest USING ERRCODE = 'check_violation';
+    END IF;
+  END;
+"""
+
+
+# The records' trigger: a row not inserted by append_record (which checks all this itself,
+# then marks the seq it checked; only the tables' owner, as whom it runs, can skip the
+# trigger with that mark, and the owner may drop the trigger anyway) must be the next one,
+# with a ts as above: even the owner's own inserts by hand are held to what every honest
+# appender writes.
+CHECKED_SEQ_SETTING = "floorguard.checked_seq"
 _CHECK_RECORD = f"""
 CREATE OR REPLACE FUNCTION floorguard.check_record() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-  stamp text := 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"';
   head_seq bigint;
   head_ts text;
-  server_ts text := pg_catalog.to_char(pg_catalog.clock_timestamp() AT TIME ZONE 'UTC', stamp);
-  began_ts text := pg_catalog.to_char(GREATEST(pg_catalog.transaction_timestamp(),
-    pg_catalog.clock_timestamp() - interval '{MAX_STAMP_AGE_SECONDS} seconds') AT TIME ZONE 'UTC',
-    stamp);
-  latest text;
-  earliest text;
 BEGIN
   SELECT r.seq, r.ts INTO head_seq, head_ts FROM floorguard.records r ORDER BY r.seq DESC LIMIT 1;
   IF NEW.seq IS DISTINCT FROM coalesce(head_seq + 1, 0) THEN
     RAISE EXCEPTION 'floorguard: record % is not the next one (the head is %)',
       NEW.seq, head_seq USING ERRCODE = 'check_violation';
   END IF;
-  -- The format with its fields in range, then a time that exists: a 30 February fails the
-  -- cast (with PostgreSQL's own message), and a time it would read as another comes back
-  -- written otherwise.
-  IF NEW.ts !~ ('^[0-9]{{4}}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])'
-                'T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9][.][0-9]{{6}}Z$')
-     OR pg_catalog.to_char(NEW.ts::timestamptz AT TIME ZONE 'UTC', stamp) <> NEW.ts THEN
-    RAISE EXCEPTION 'floorguard: record % is stamped %, which is not a time in the chain''s form',
-      NEW.seq, NEW.ts USING ERRCODE = 'check_violation';
-  END IF;
-  latest := CASE WHEN head_ts COLLATE "C" > server_ts COLLATE "C" THEN head_ts ELSE server_ts END;
-  -- No earlier than the head, nor than this transaction's start or a few seconds ago: an
-  -- honest appender stamps the server's clock read after its BEGIN (or the head's time).
-  earliest := CASE WHEN head_ts COLLATE "C" > began_ts COLLATE "C" THEN head_ts ELSE began_ts END;
-  IF NEW.ts COLLATE "C" > latest COLLATE "C" OR NEW.ts COLLATE "C" < earliest COLLATE "C" THEN
-    RAISE EXCEPTION
-      'floorguard: record % is stamped %, not between % and the server''s %',
-      NEW.seq, NEW.ts, earliest, latest USING ERRCODE = 'check_violation';
-  END IF;
+{_stamp_check("NEW.seq", "NEW.ts", "head_ts")}
   RETURN NEW;
 END $$
 """  # noqa: S608
+
+
+def _check_record_trigger(owner: str) -> str:
+    """The trigger running check_record on every row but those append_record checked."""
+    quoted = owner.replace("'", "''")
+    return (
+        f"CREATE OR REPLACE TRIGGER records_next_in_line BEFORE INSERT ON {_RECORDS}"
+        f" FOR EACH ROW WHEN (pg_catalog.current_setting('{CHECKED_SEQ_SETTING}', true)"
+        f" IS DISTINCT FROM NEW.seq::text OR CURRENT_USER <> '{quoted}')"
+        f" EXECUTE FUNCTION {SCHEMA}.check_record()"
+    )
+
+
+# RFC 8785 (JSON Canonicalization Scheme) text of a parsed JSON value, to hold a receipt to
+# the form every verifier re-derives: a record's link is the digest of its stored text, and
+# a receipt in any other form (spaces, another key order, a repeated key, 1.0, 1e2, an
+# escape such as \u0041) would make the next record fail its check in every verifier.
+# Strings, true, false and null come out of jsonb as RFC 8785 writes them; objects and
+# arrays are rebuilt here; numbers: an integer as is (beyond 2^53 no host writes one), any
+# other as ECMAScript writes the double it reads as. Keys sort by UTF-16 code units, which
+# is code-point order ("C") unless a key holds a character beyond the BMP.
+def _canonical_value_sql(value: str) -> str:
+    return f"""CASE pg_catalog.jsonb_typeof({value})
+      WHEN 'number' THEN CASE WHEN {value}::text ~ '^-?[0-9]{{1,15}}$' THEN {value}::text
+                              ELSE floorguard.canonical_number({value}::text) END
+      WHEN 'object' THEN floorguard.canonical_json({value}, utf16)
+      WHEN 'array' THEN floorguard.canonical_json({value}, utf16)
+      ELSE {value}::text END"""
+
+
+def canonical_receipt_sql(text: str) -> str:
+    """SQL for the RFC 8785 form of the JSON text ``text`` (NULL when it has none). jsonb
+    cannot read a \\u0000 escape: each stands in as \\uffff while the text is read, and
+    comes back once it is written (a text holding U+FFFF itself then has no form here)."""
+    beyond_bmp = f"{text} ~ '[\\U00010000-\\U0010FFFF]'"
+    # (Each \\u0000 after an even run of backslashes: an escape, not an escaped backslash.)
+    nul_as_ffff = (
+        f"pg_catalog.regexp_replace({text}, '(?<!\\\\)((?:\\\\\\\\)*)\\\\u0000',"
+        " '\\1\\\\uffff', 'g')"
+    )
+    return (
+        f"CASE WHEN pg_catalog.strpos({text}, '\\u0000') = 0"
+        f" THEN floorguard.canonical_json({text}::jsonb, {beyond_bmp})"
+        f" WHEN pg_catalog.strpos({text}, U&'\\FFFF') = 0"
+        f" THEN pg_catalog.replace(floorguard.canonical_json({nul_as_ffff}::jsonb, {beyond_bmp}),"
+        " U&'\\FFFF', '\\u0000') END"
+    )
+
+
+_CANONICAL_JSON = (
+    """
+CREATE OR REPLACE FUNCTION floorguard.utf16_units(t text) RETURNS integer[]
+LANGUAGE sql IMMUTABLE STRICT SET search_path = pg_catalog, pg_temp AS $$
+  SELECT pg_catalog.array_agg(v.u ORDER BY s.o, v.p)
+    FROM pg_catalog.regexp_split_to_table(t, '') WITH ORDINALITY AS s(c, o),
+         LATERAL (VALUES
+           (1, CASE WHEN pg_catalog.ascii(s.c) < 65536 THEN pg_catalog.ascii(s.c)
+                    ELSE 55296 + ((pg_catalog.ascii(s.c) - 65536) >> 10) END),
+           (2, CASE WHEN pg_catalog.ascii(s.c) >= 65536
+                    THEN 56320 + ((pg_catalog.ascii(s.c) - 65536) & 1023) END)) AS v(p, u)
+   WHERE v.u IS NOT NULL
+$$
+""",
+    """
+CREATE OR REPLACE FUNCTION floorguard.canonical_number(raw text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE STRICT
+SET search_path = pg_catalog, pg_temp SET extra_float_digits = 1 AS $$
+DECLARE
+  parts text[];
+  digits text;
+  point integer;
+  k integer;
+  e integer;
+  body text;
+BEGIN
+  IF raw ~ '^-?[0-9]{1,16}$' AND pg_catalog.abs(raw::numeric) <= 9007199254740991 THEN
+    RETURN raw::numeric::text;  -- an integer, as it reads
+  END IF;
+  -- The double's shortest digits (extra_float_digits 1), as ECMAScript's Number::toString
+  -- lays them out: digits d1..dk and the point after n of them.
+  parts := pg_catalog.regexp_match(raw::float8::text,
+    '^(-?)([0-9]+)(?:[.]([0-9]+))?(?:e([-+][0-9]+))?$');
+  IF parts IS NULL THEN RETURN NULL; END IF;
+  digits := parts[2] || COALESCE(parts[3], '');
+  point := pg_catalog.length(parts[2]) + COALESCE(parts[4]::integer, 0);
+  k := pg_catalog.length(digits);
+  digits := pg_catalog.ltrim(digits, '0');
+  point := point - (k - pg_catalog.length(digits));
+  digits := pg_catalog.rtrim(digits, '0');
+  k := pg_catalog.length(digits);
+  IF k = 0 THEN RETURN '0'; END IF;
+  IF k <= point AND point <= 21 THEN
+    body := digits || pg_catalog.repeat('0', point - k);
+  ELSIF 0 < point AND point <= 21 THEN
+    body := pg_catalog.left(digits, point) || '.' || pg_catalog.substr(digits, point + 1);
+  ELSIF -6 < point AND point <= 0 THEN
+    body := '0.' || pg_catalog.repeat('0', -point) || digits;
+  ELSE
+    e := point - 1;
+    body := CASE WHEN k = 1 THEN digits
+                 ELSE pg_catalog.left(digits, 1) || '.' || pg_catalog.substr(digits, 2) END
+            || 'e' || CASE WHEN e >= 0 THEN '+' ELSE '-' END || pg_catalog.abs(e)::text;
+  END IF;
+  -- Digits alone beyond 2^53 read back as an integer no writer may write (RFC 8785's
+  -- integers are exact doubles): refused, as floorguard's own writer refuses them.
+  IF body !~ '[.e]' AND (k > 16 OR body::numeric > 9007199254740991) THEN
+    RETURN NULL;
+  END IF;
+  RETURN CASE WHEN parts[1] = '-' THEN '-' || body ELSE body END;
+END $$
+""",
+    f"""
+CREATE OR REPLACE FUNCTION floorguard.canonical_json(j jsonb, utf16 boolean) RETURNS text
+LANGUAGE plpgsql IMMUTABLE STRICT SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  rebuilt text;
+BEGIN
+  -- (Two statements, not one ORDER BY with a CASE: a parameter there costs a plan per call.)
+  IF pg_catalog.jsonb_typeof(j) = 'object' AND NOT utf16 THEN
+    SELECT '{{' || COALESCE(pg_catalog.string_agg(pg_catalog.to_json(e.key)::text || ':'
+             || {_canonical_value_sql("e.value")}, ',' ORDER BY e.key COLLATE "C"), '') || '}}'
+      INTO rebuilt FROM pg_catalog.jsonb_each(j) e;
+  ELSIF pg_catalog.jsonb_typeof(j) = 'object' THEN
+    SELECT '{{' || COALESCE(pg_catalog.string_agg(pg_catalog.to_json(e.key)::text || ':'
+             || {_canonical_value_sql("e.value")}, ','
+             ORDER BY floorguard.utf16_units(e.key)), '') || '}}'
+      INTO rebuilt FROM pg_catalog.jsonb_each(j) e;
+  ELSIF pg_catalog.jsonb_typeof(j) = 'array' THEN
+    SELECT '[' || COALESCE(pg_catalog.string_agg({_canonical_value_sql("a.v")}, ','
+             ORDER BY a.o), '') || ']'
+      INTO rebuilt FROM pg_catalog.jsonb_array_elements(j) WITH ORDINALITY AS a(v, o);
+  ELSE
+    rebuilt := {_canonical_value_sql("j")};
+  END IF;
+  RETURN rebuilt;
+END $$
+""",  # noqa: S608
+)
 
 
 def _json_text_sql(row: str, *, mac: bool) -> str:
@@ -1179,6 +1337,27 @@ _READ_COMMITTED = """
   END IF;
 """
 
+# The chain's lock, as open_append takes it (it declares ``me bigint``): inline when
+# uncontended (a call of take_lock costs more than the rest), else waiting in take_lock.
+# Always asked of PostgreSQL, never inferred from lock_holder: a savepoint rolled back
+# releases the lock but not what the (non-transactional) sequence says.
+_LOCK_STEP = """
+  me := pg_catalog.pg_current_xact_id()::text::bigint;
+  -- (Nothing but the LOCK in the block: an expression inside one is set up afresh.)
+  BEGIN
+    LOCK TABLE floorguard.append_lock IN EXCLUSIVE MODE NOWAIT;
+    LOCK TABLE floorguard.records, floorguard.tree IN ROW EXCLUSIVE MODE NOWAIT;
+  EXCEPTION WHEN lock_not_available THEN
+    PERFORM floorguard.take_lock();  -- waits, ends what stalls it, and records the hold
+  END;
+  IF pg_catalog.pg_sequence_last_value('floorguard.lock_holder') IS DISTINCT FROM me THEN
+    PERFORM pg_catalog.setval('floorguard.lock_holder', me);
+    PERFORM pg_catalog.setval('floorguard.lock_since',
+      (EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000000)::bigint);
+  END IF;
+"""
+
+
 # An append's first step: the chain's lock, then the server's clock (the new record's
 # time), the head record (NULLs for an empty chain) and, as "level:index:hex,...", the
 # right edge of the tree of n = head + 1 leaves: the head's leaf (0, head), which says the
@@ -1205,22 +1384,7 @@ BEGIN
     RAISE EXCEPTION 'floorguard: known_size % is negative', known_size
       USING ERRCODE = 'invalid_parameter_value';
   END IF;
-  -- The lock uncontended, inline (a call of take_lock costs more than the rest); else wait.
-  -- Always asked of PostgreSQL, never inferred from lock_holder: a savepoint rolled back
-  -- releases the lock but not what the (non-transactional) sequence says.
-  me := pg_catalog.pg_current_xact_id()::text::bigint;
-  -- (Nothing but the LOCK in the block: an expression inside one is set up afresh.)
-  BEGIN
-    LOCK TABLE floorguard.append_lock IN EXCLUSIVE MODE NOWAIT;
-    LOCK TABLE floorguard.records, floorguard.tree IN ROW EXCLUSIVE MODE NOWAIT;
-  EXCEPTION WHEN lock_not_available THEN
-    PERFORM floorguard.take_lock();  -- waits, ends what stalls it, and records the hold
-  END;
-  IF pg_catalog.pg_sequence_last_value('floorguard.lock_holder') IS DISTINCT FROM me THEN
-    PERFORM pg_catalog.setval('floorguard.lock_holder', me);
-    PERFORM pg_catalog.setval('floorguard.lock_since',
-      (EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000000)::bigint);
-  END IF;
+{_LOCK_STEP}
   open_append.clock := pg_catalog.to_char(pg_catalog.clock_timestamp() AT TIME ZONE 'UTC',
                                           'YYYY-MM-DD"T"HH24:MI:SS.US"Z"');
   SELECT r.seq, r.ts, r.chain_id, r.event, r.receipt_id, r.receipt, r.prev, r.mac,
@@ -1279,9 +1443,12 @@ MAX_RECEIPT_BYTES = 1 << 20  # chain.MAX_RECEIPT_BYTES: the receipt's UTF-8 byte
 
 # The one way an appender writes: a well-formed next record, and exactly the tree nodes it
 # adds (its leaf and the subtrees it completes), each recomputed here from the record and
-# the stored siblings. Its ts is checked by the records' trigger (check_record). On a chain
-# whose tree is not built up to the head yet (written before the tree existed), the record
-# comes without nodes; the tree is then built through add_tree_nodes.
+# the stored siblings; its ts as the records' trigger would check it (which then skips the
+# row). On a chain whose tree is not built up to the head yet (written before the tree
+# existed), the record comes without nodes; the tree is then built through add_tree_nodes.
+_APPEND_RECORD_ARGS = (
+    "bigint, text, text, text, text, text, text, text, integer[], bigint[], bytea[]"
+)
 _APPEND_RECORD = f"""
 CREATE OR REPLACE FUNCTION floorguard.append_record(seq bigint, ts text, chain_id text,
   event text, receipt_id text, receipt text, prev text, mac text,
@@ -1337,12 +1504,17 @@ BEGIN
     RAISE EXCEPTION 'floorguard: record %''s event % is not one of the chain''s events',
       append_record.seq, append_record.event USING ERRCODE = 'check_violation';
   END IF;
-  -- (A receipt that is not JSON at all fails the cast, with PostgreSQL's own message: a
-  -- block catching it would cost a subtransaction on every append.)
+  -- A JSON object in RFC 8785 form: what every verifier re-derives from the record. (A
+  -- receipt that is not JSON at all fails the cast, with PostgreSQL's own message: a block
+  -- catching it would cost a subtransaction on every append.)
   IF (pg_catalog.octet_length(append_record.receipt) <= {MAX_RECEIPT_BYTES}
-      AND pg_catalog.json_typeof(append_record.receipt::json) = 'object') IS NOT TRUE THEN
-    RAISE EXCEPTION 'floorguard: record %''s receipt is not a JSON object of at most % bytes',
-      append_record.seq, {MAX_RECEIPT_BYTES} USING ERRCODE = 'check_violation';
+      AND pg_catalog.left(append_record.receipt, 1) = '{{'
+      AND {canonical_receipt_sql("append_record.receipt")} = append_record.receipt)
+     IS NOT TRUE THEN
+    RAISE EXCEPTION 'floorguard: record %''s receipt is not a JSON object of at most % bytes '
+      'in canonical form (RFC 8785: no spaces, keys sorted and unique, each string, '
+      'number and literal written one way)', append_record.seq, {MAX_RECEIPT_BYTES}
+      USING ERRCODE = 'check_violation';
   END IF;
   IF append_record.receipt_id IS DISTINCT FROM 'sha256:' || pg_catalog.encode(
        pg_catalog.sha256(pg_catalog.convert_to(append_record.receipt, 'UTF8')), 'hex') THEN
@@ -1361,6 +1533,7 @@ BEGIN
       'a host signature (ed25519:<key id>:<signature>)', append_record.seq
       USING ERRCODE = 'check_violation';
   END IF;
+{_stamp_check("append_record.seq", "append_record.ts", "head.ts")}
   IF append_record.seq = 0 OR head_leaf IS NOT NULL THEN
     node := {_LEAF.format(line=_json_text_sql("append_record.", mac=True))};
     pos := append_record.seq;
@@ -1392,6 +1565,8 @@ BEGIN
     RAISE EXCEPTION 'floorguard: record %''s tree nodes are not its leaf and the subtrees it '
       'completes', append_record.seq USING ERRCODE = 'check_violation';
   END IF;
+  -- Checked: the records' trigger need not read the head again for this row.
+  PERFORM pg_catalog.set_config('{CHECKED_SEQ_SETTING}', append_record.seq::text, true);
   -- One statement (each costs an executor's start): the record, then its nodes (none on a
   -- chain whose tree is not built yet).
   WITH r AS (
@@ -1445,8 +1620,7 @@ END $$
 # The functions an appender may call (EXECUTE is granted on these only).
 APPEND_FUNCTIONS = (
     f"{SCHEMA}.open_append(bigint)",
-    f"{SCHEMA}.append_record(bigint, text, text, text, text, text, text, text,"
-    " integer[], bigint[], bytea[])",
+    f"{SCHEMA}.append_record({_APPEND_RECORD_ARGS})",
     f"{SCHEMA}.add_tree_nodes(integer[], bigint[], bytea[])",
 )
 _DDL = (
@@ -1467,12 +1641,10 @@ _DDL = (
     _REFUSE_CHANGE,
     _CHECK_RECORD,
     _TAKE_LOCK,
+    *_CANONICAL_JSON,
     _OPEN_APPEND_FUNCTION,
     _APPEND_RECORD,
     _ADD_TREE_NODES,
-    f"CREATE OR REPLACE TRIGGER records_next_in_line BEFORE INSERT ON {_RECORDS}"
-    f" FOR EACH ROW EXECUTE FUNCTION {SCHEMA}.check_record()",
-    f"ALTER TABLE {_RECORDS} ENABLE ALWAYS TRIGGER records_next_in_line",
     *(
         statement
         for table in ("meta", "records", "tree", "append_lock")
@@ -1568,6 +1740,9 @@ def init_schema(
                     conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
                 for statement in _DDL:
                     conn.execute(statement)
+                owner_name = conn.execute("SELECT current_user").fetchone()
+                conn.execute(_check_record_trigger("" if owner_name is None else owner_name[0]))
+                conn.execute(f"ALTER TABLE {_RECORDS} ENABLE ALWAYS TRIGGER records_next_in_line")
                 conn.execute(
                     f"INSERT INTO {_META} (key, value) VALUES ('format', %s), ('chain_id', %s)"  # noqa: S608
                     " ON CONFLICT (key) DO NOTHING",
