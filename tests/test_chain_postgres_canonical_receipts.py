@@ -69,6 +69,9 @@ OTHER_FORMS = {
     "a NUL and a space": HONEST[:-1] + ',"z":"a\\u0000b", "zz":1}',
     "a NUL and a repeated key": HONEST[:-1] + ',"z":"a\\u0000b","z":1}',
     "a NUL and 7.0": HONEST[:-1] + ',"z":["\\u0000",7.0]}',
+    "a key holding a NUL, out of order": '{"a":2,"\\u0000":1}',
+    "a double with 17 digits where 1 reads back": '{"a":4.9999999999999996e+22}',
+    "another such, nested": '{"a":[-7.0000000000000004e+22]}',
 }
 
 
@@ -101,11 +104,13 @@ def test_the_honest_form_of_the_same_receipts_is_stored(
         '{"\U0001f600":1,"\ufb01":2}',
         '{"z":"a\\u001fb\\n"}',
         '{"z":["\\u0000",0.5,{"a":"\\\\u0000"}]}',
+        '{"a":5e+22,"b":[-1e+23]}',
+        '{"a":"\\\\u0000","b":"\uffff"}',
     ):
         record, nodes = _next(appender, key, receipt=text, receipt_id=_digest(text))
         _call(appender, record, nodes)
         appender.commit()
-    assert pg.sql("SELECT count(*) FROM floorguard.records") == "4"
+    assert pg.sql("SELECT count(*) FROM floorguard.records") == "6"
 
 
 # --- the server's form is the writer's ----------------------------------------------------------
@@ -151,7 +156,7 @@ def test_the_server_rebuilds_every_receipt_the_writer_stores_byte_for_byte(
 @pytest.mark.parametrize(
     "number",
     [0.1, 1e21, 1e-7, 1.5e-7, 1.2345678901234568e21, 5e-324, 1.7976931348623157e308,
-     -2.5, 0.000001, 1e-6, 100.0, 2**-1074, math.pi],
+     -2.5, 0.000001, 1e-6, 100.0, 2**-1074, math.pi, 5e22, 1e23, 1.4e23, 1.6e24, 0.1 + 0.2],
 )  # fmt: skip
 def test_a_float_is_written_as_ecmascript_writes_it(pg: Chain, number: float) -> None:
     text = canonical_json({"x": number})

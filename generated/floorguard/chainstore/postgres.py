@@ -1080,19 +1080,19 @@ def _canonical_value_sql(value: str) -> str:
 def canonical_receipt_sql(text: str) -> str:
     """SQL for the RFC 8785 form of the JSON text ``text`` (NULL when it has none). jsonb
     cannot read a \\u0000 escape: each stands in as \\uffff while the text is read, and
-    comes back once it is written (a text holding U+FFFF itself then has no form here)."""
+    comes back once it is written. A text holding U+FFFF itself, or a key holding a NUL
+    (U+FFFF would sort it elsewhere), then has no form here."""
     beyond_bmp = f"{text} ~ '[\\U00010000-\\U0010FFFF]'"
-    # (Each \\u0000 after an even run of backslashes: an escape, not an escaped backslash.)
-    nul_as_ffff = (
-        f"pg_catalog.regexp_replace({text}, '(?<!\\\\)((?:\\\\\\\\)*)\\\\u0000',"
-        " '\\1\\\\uffff', 'g')"
-    )
+    # (A \u0000 after an even run of backslashes: an escape, not an escaped backslash.)
+    nul = r"(?<!\\)((?:\\\\)*)\\u0000"
+    nul_in_key = nul + r"""(?:[^"\\]|\\.)*":"""
+    nul_as_ffff = f"pg_catalog.regexp_replace({text}, '{nul}', '\\1\\\\uffff', 'g')"
     return (
-        f"CASE WHEN pg_catalog.strpos({text}, '\\u0000') = 0"
+        f"CASE WHEN pg_catalog.strpos({text}, '\\u0000') = 0 OR {text} !~ '{nul}'"
         f" THEN floorguard.canonical_json({text}::jsonb, {beyond_bmp})"
-        f" WHEN pg_catalog.strpos({text}, U&'\\FFFF') = 0"
+        f" WHEN pg_catalog.strpos({text}, U&'\\FFFF') = 0 AND {text} !~ '{nul_in_key}'"
         f" THEN pg_catalog.replace(floorguard.canonical_json({nul_as_ffff}::jsonb, {beyond_bmp}),"
-        " U&'\\FFFF', '\\u0000') END"
+        f" U&'\\FFFF', '\\u0000') END"
     )
 
 
@@ -1121,6 +1121,7 @@ DECLARE
   k integer;
   e integer;
   body text;
+  cand numeric;
 BEGIN
   IF raw ~ '^-?[0-9]{1,16}$' AND pg_catalog.abs(raw::numeric) <= 9007199254740991 THEN
     RETURN raw::numeric::text;  -- an integer, as it reads
@@ -1138,6 +1139,21 @@ BEGIN
   digits := pg_catalog.rtrim(digits, '0');
   k := pg_catalog.length(digits);
   IF k = 0 THEN RETURN '0'; END IF;
+  -- PostgreSQL writes some doubles with 17 digits where fewer read back the same (5e22 as
+  -- 4.9999999999999996e+22): the fewest digits that do, rounded from these.
+  IF k >= 16 THEN
+    FOR p IN 1 .. k - 1 LOOP
+      cand := pg_catalog.round(digits::numeric / (10::numeric ^ (k - p)));
+      -- (Beyond the largest double's rounding range the cast would fail: no such candidate.)
+      IF cand * (10::numeric ^ (point - p)) < 1.7976931348623158e308
+         AND (cand * (10::numeric ^ (point - p)))::float8 = pg_catalog.abs(raw::float8) THEN
+        point := point + pg_catalog.length(cand::text) - p;
+        digits := pg_catalog.rtrim(cand::text, '0');
+        k := pg_catalog.length(digits);
+        EXIT;
+      END IF;
+    END LOOP;
+  END IF;
   IF k <= point AND point <= 21 THEN
     body := digits || pg_catalog.repeat('0', point - k);
   ELSIF 0 < point AND point <= 21 THEN
