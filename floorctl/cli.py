@@ -126,9 +126,10 @@ def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> N
         return
     from importlib.metadata import version  # noqa: PLC0415  (only for -V)
 
+    from floorctl import DISTRIBUTION  # noqa: PLC0415
     from floorguard._version import __version__ as floorguard_version  # noqa: PLC0415
 
-    click.echo(f"floorctl {version('floorctl')} (floorguard {floorguard_version})")
+    click.echo(f"floorctl {version(DISTRIBUTION)} (floorguard {floorguard_version})")
     ctx.exit(EXIT_OK)
 
 

@@ -15,7 +15,7 @@ import click
 import pytest
 from helpers.cli import floorctl, isolated_env
 
-from floorctl import fetch
+from floorctl import DISTRIBUTION, fetch
 from floorctl.cli import cli
 from floorguard._version import __version__ as floorguard_version
 from floorguard.errors import InvalidInput
@@ -32,7 +32,7 @@ SCRIPT = Path(sys.executable).with_name("floorctl")
 def test_version_names_floorctl_and_the_floorguard_it_runs_with(flag: str, tmp_path: Path) -> None:
     done = floorctl(flag, cwd=tmp_path, state=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert done.stdout == f"floorctl {version('floorctl')} (floorguard {floorguard_version})\n"
+    assert done.stdout == f"floorctl {version(DISTRIBUTION)} (floorguard {floorguard_version})\n"
     assert done.stderr == ""
 
 

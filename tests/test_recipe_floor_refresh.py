@@ -26,7 +26,8 @@ RECIPE = REPO / "examples" / "github-actions" / "floor-refresh.yml"
 SKIPPED = {
     "Check out": "actions/checkout: the test builds the repository itself",
     "Set up Python": "actions/setup-python: the test's own interpreter runs floorctl",
-    "Install floorctl": "pip from an index: floorctl is installed in the test's environment",
+    "Install floorctl": "pip from the floorguard repository on GitHub: installed here from "
+    "this checkout (its refusals of a branch or a non-https URL are tested below)",
     "Open a pull request": "peter-evans/create-pull-request: needs GitHub",
 }
 CONFIG = """\
@@ -267,3 +268,56 @@ def test_an_unsigned_feed_fails_the_run_and_changes_nothing(runner: Runner) -> N
     assert "floorctl: error: " in stderr
     assert outputs == {}
     assert runner.git("status", "--porcelain") == ""
+
+
+@pytest.mark.parametrize(
+    ("repo", "commit", "message"),
+    [
+        ("https://github.com/example/floorguard", "main", "full commit SHA"),
+        ("https://github.com/example/floorguard", "v0.2.0", "full commit SHA"),
+        ("https://github.com/example/floorguard", "a" * 39, "full commit SHA"),
+        ("http://github.com/example/floorguard", "a" * 40, "https URL"),
+        ("https://user:token@github.com/example/floorguard", "a" * 40, "https URL"),
+        ("", "a" * 40, "https URL"),
+    ],
+)
+def test_the_install_step_refuses_a_moving_or_unprotected_source_before_pip_runs(
+    tmp_path: Path, repo: str, commit: str, message: str
+) -> None:
+    step = next(s for s in steps() if s["name"] == "Install floorctl")
+    # A python on PATH that records being run: the step must stop before it.
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "python").write_text(f"#!/bin/sh\ntouch {tmp_path / 'ran'}\n")
+    (shim / "python").chmod(0o755)
+    env = {"PATH": f"{shim}:/usr/bin:/bin", "FLOORGUARD_REPO": repo, "FLOORGUARD_COMMIT": commit}
+    done = subprocess.run(
+        ["bash", "-e", "-c", step["run"]], env=env, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 1 and message in done.stderr
+    assert not (tmp_path / "ran").exists()
+
+
+def test_the_install_step_installs_both_distributions_from_the_one_pinned_commit(
+    tmp_path: Path,
+) -> None:
+    step = next(s for s in steps() if s["name"] == "Install floorctl")
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "python").write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {tmp_path / "argv"}\n')
+    (shim / "python").chmod(0o755)
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    env = {
+        "PATH": f"{shim}:/usr/bin:/bin",
+        "FLOORGUARD_REPO": "https://github.com/example/floorguard",
+        "FLOORGUARD_COMMIT": commit,
+    }
+    done = subprocess.run(["bash", "-e", "-c", step["run"]], env=env, check=False)
+    assert done.returncode == 0
+    argv = (tmp_path / "argv").read_text().splitlines()
+    source = f"git+https://github.com/example/floorguard@{commit}"
+    assert argv == [
+        "-m", "pip", "install",
+        f"floorguard[verify] @ {source}#subdirectory=generated",
+        f"floorguard-floorctl @ {source}",
+    ]  # fmt: skip
