@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from helpers.proof_support import (
     CANARY,
@@ -26,6 +27,8 @@ from hypothesis import strategies as st
 
 from floorguard import checkpoint
 from floorguard.window_proof import load_checkpoint, prove
+
+pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
 
 SIGNER = Ed25519PrivateKey.generate()
 PATCH = st.integers(min_value=0, max_value=99)

@@ -23,6 +23,8 @@ from floorguard.chain import MAX_RECEIPT_BYTES, AuditChain, canonical_json
 from floorguard.errors import VerificationError
 from floorguard.map_model import map_file_hash
 
+pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
+
 MODULE = Path("generated/floorguard/floor_map.py")
 EMPTY_MODULE = '"""Host module."""\n\n# floor-map:begin\n# floor-map:end\n\nTAIL = 1\n'
 UPDATE = "adapter.floor_update_receipt"

@@ -20,6 +20,8 @@ import yaml
 from helpers.cli import isolated_env
 from helpers.release import REPO, SHIPPED_FEED, SOURCE, payload, raised_feed, run_floorctl
 
+pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
+
 WORKFLOW = REPO / "examples" / "github-actions" / "floor-release.yml"
 # Steps this machine cannot run: actions from the marketplace, the install (floorctl is
 # installed in the test's environment already, and the index is not reachable), the secret,

@@ -20,6 +20,8 @@ from floorctl.render import BERNSTEIN, FLOORGUARD, load_template, read_block, re
 from floorctl.splice import BEGIN, END, split_lines
 from floorguard.map_model import entries_hash
 
+pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
+
 NOTES = [
     "Upgrade: below the floor is unsafe.",
     "it's a note with an apostrophe, {braces} and a } alone",

@@ -12,6 +12,7 @@ import datetime as dt
 import json
 from pathlib import Path
 
+import pytest
 from helpers.advisory_maps import (
     advisory,
     entry,
@@ -24,6 +25,8 @@ from helpers.cli import floorctl
 from hosts import Host, floor, write_script
 
 from floorguard._time import format_ts, parse_ts, utc_now
+
+pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
 
 # --- 1. amp's "-g<hex>" SemVer pre-release is rewritten into "+g<hex>" build metadata --------
 #

@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from helpers.advisory_maps import (
     advisory,
     entry,
@@ -28,6 +29,8 @@ from helpers.races import preflight_across, spawn_after_update
 from hosts import Host, write_script
 
 from floorguard._time import format_ts, parse_ts, utc_now
+
+pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
 
 # --- 1. a waiver that expires while the gate waits for the chain still waives ---------------
 #

@@ -20,6 +20,8 @@ from helpers.proof_support import MAP_V1, SPAWN, UPDATE, build, spawn_receipt, u
 from hosts import write_script
 from test_report_formats import assert_valid_sarif
 
+pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
+
 REPO = Path(__file__).resolve().parents[1]
 
 

@@ -32,6 +32,8 @@ from test_release_workflow import Checkout, load, steps
 from floorguard import dsse
 from floorguard._canonical import canonical_bytes
 
+pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
+
 SECRET = "PRIVATE KEY MATERIAL of the release runner"
 PASSWORD = "s3cret-feed-password"
 

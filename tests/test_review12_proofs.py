@@ -17,6 +17,8 @@ from test_tlog_e2e import ctl, guard, ok
 
 from floorguard import merkle
 
+pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
+
 FLOORGUARD = [sys.executable, "-m", "floorguard"]
 CODE = (
     "import floorguard, sys\n"

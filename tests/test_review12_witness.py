@@ -16,6 +16,8 @@ from test_tlog_e2e import ctl, forked, guard, log, name_of, ok, witnessed
 
 from floorguard import checkpoint, tlog
 
+pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
+
 __all__ = ["log"]  # the module-scoped fixture: a real 11-record log, one.cp (5), two.cp (11)
 
 

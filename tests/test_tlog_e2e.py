@@ -21,6 +21,8 @@ from helpers.proof_support import relink
 from floorguard import checkpoint, merkle, tlog
 from floorguard.chain import ChainRecord, canonical_json, record_mac
 
+pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
+
 FLOORGUARD = [sys.executable, "-m", "floorguard"]
 FEED = {
     "schema_version": 1,
