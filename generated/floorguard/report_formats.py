@@ -163,7 +163,8 @@ def doctor_sarif(
         }
         found = _result(rules, rule, text, location, f"{name}\0{adapter.get('version')}")
         found["properties"] = {
-            key: adapter.get(key) for key in ("binary", "version", "floor", "advisory_id")
+            key: adapter.get(key)
+            for key in ("binary", "version", "floor", "refuses_below", "advisory_id")
         }
         results.append(found)
     failed = any(r["level"] == "error" for r in results) or (strict and bool(results))
@@ -243,7 +244,9 @@ def doctor_markdown(document: Mapping[str, Any]) -> str:
         "|---|---|---|---|",
     ]
     for a in adapters:
-        cells = (a["adapter"], a.get("version"), a.get("floor"), _status_cell(a))
+        # The boundary the gate refuses below; a document from before it was a field: the floor.
+        floor = a["refuses_below"] if "refuses_below" in a else a.get("floor")
+        cells = (a["adapter"], a.get("version"), floor, _status_cell(a))
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     lines += [
         "",
