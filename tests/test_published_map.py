@@ -85,6 +85,25 @@ def test_a_valid_published_map_replaces_the_builtin_one(site: Site) -> None:
     assert site.run() == (entries_hash(NEWER), "")
 
 
+def test_floor_map_version_names_the_map_in_force_as_floor_map_hash_does(site: Site) -> None:
+    code = "import floorguard; print(floorguard.FLOOR_MAP_VERSION, floorguard.FLOOR_MAP_HASH)"
+    builtin = site.host.python("-c", code)
+    assert (builtin.stdout.strip(), builtin.stderr) == (f"3 {entries_hash(BUILTIN)}", "")
+    site.write(document(NEWER, 4), site.key)
+    assert site.run(code) == (f"4 {entries_hash(NEWER)}", "")
+
+
+def test_floor_map_version_is_read_at_each_access_not_at_import(site: Site) -> None:
+    code = (
+        "import pathlib, sys, floorguard\n"
+        "from floorguard import FLOOR_MAP_VERSION as first\n"
+        "pathlib.Path(floorguard.__file__).with_name('floor_map.py').write_text(sys.argv[1])\n"
+        "print(first, floorguard.FLOOR_MAP_VERSION, 'FLOOR_MAP_VERSION' in floorguard.__all__)"
+    )
+    done = site.host.python("-c", code, map_module(NEWER, version=5))
+    assert (done.returncode, done.stdout.strip()) == (0, "3 5 True"), done.stderr
+
+
 def test_the_same_map_at_the_same_version_is_accepted(site: Site) -> None:
     site.write(document(BUILTIN, 3), site.key)
     assert site.run() == (entries_hash(BUILTIN), "")
