@@ -93,6 +93,7 @@ def plan(
     *,
     force: bool = False,
     allow_downgrade: bool = False,
+    check: bool = False,
     reference_time: str | None = None,
     reference_time_source: str | None = None,
     waiver_document: WaiversDocument | None = None,
@@ -108,6 +109,8 @@ def plan(
     the block's stated hash vouches for, never the edited data: an edit must not hide a
     removal from them. If that map is not archived, only ``allow_downgrade`` lets the
     refresh go on, and the diff is then against the edited block (``baseline`` says so).
+    With ``check`` (nothing will be written) a downgrade is planned rather than refused:
+    the caller reports the module stale and the plan's diff says it is a downgrade.
     ``progress`` (if any) hears the name of each stage as it starts.
     """
     if progress is not None:
@@ -143,7 +146,7 @@ def plan(
     merged = merge.merge([(feed.source, feed.floor_map) for feed in feeds])
     new_map = _with_waivers(merged.floor_map, waiver_document, reference_time)
     changes = merge.diff(compared, new_map)
-    if changes.is_downgrade and not allow_downgrade:
+    if changes.is_downgrade and not allow_downgrade and not check:
         against = " (against the map the hand-edited block's stated hash vouches for)"
         raise DowngradeRefused(
             f"{module}: refusing a downgrade: the new map {changes.summary()}"

@@ -316,23 +316,70 @@ def test_two_hosts_four_processes_each_make_one_linear_chain_of_1600(
     assert len({r["chain_id"] for r in lines}) == 1
 
 
+class _Acknowledgements:
+    """An appender's stdout, read as it comes, so a test can wait for its acknowledgements
+    (not for time: a loaded machine may take seconds to commit the first record)."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.lines: list[str] = []
+        self._count = 0
+        self._ended = False
+        self._changed = threading.Condition()
+        self._reader = threading.Thread(target=self._read, args=(proc,), daemon=True)
+        self._reader.start()
+
+    def _read(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        try:
+            for line in proc.stdout:
+                with self._changed:
+                    self.lines.append(line)
+                    # The last line may be cut by a kill: only whole lines were acknowledged.
+                    self._count += line.startswith("ok ") and line.endswith("\n")
+                    self._changed.notify_all()
+        finally:
+            with self._changed:
+                self._ended = True
+                self._changed.notify_all()
+
+    def wait_for(self, count: int, *, timeout: float) -> bool:
+        """Until ``count`` appends are acknowledged (True), the output ends or ``timeout``."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._count >= count or self._ended, timeout)
+            return self._count >= count
+
+    def acknowledged(self, *, timeout: float) -> list[str]:
+        """Once the output has ended: the acknowledged lines."""
+        self._reader.join(timeout)
+        assert not self._reader.is_alive()
+        return [line.rstrip("\n") for line in self.lines
+                if line.startswith("ok ") and line.endswith("\n")]  # fmt: skip
+
+
 def test_kill_9_of_appenders_loses_no_acknowledged_record(pg: Chain, tmp_path: Path) -> None:
     rng = random.Random(1306)
     acknowledged: list[str] = []
     for round_ in range(3):
         procs = _start(pg.env(tmp_path), 4, -1, tmp_path / "never", f"r{round_}-")
-        _go(procs)
-        time.sleep(rng.uniform(0.3, 1.0))
-        for proc in rng.sample(procs, len(procs)):
-            time.sleep(rng.uniform(0.0, 0.1))
-            proc.send_signal(signal.SIGKILL)
-        for proc in procs:
-            out, _ = proc.communicate(timeout=60)
-            assert proc.returncode == -signal.SIGKILL
-            # The last line may be cut by the kill: only whole lines were acknowledged.
-            whole = out.split("\n")[:-1]
-            acknowledged += [line for line in whole if line.startswith("ok ")]
-    assert acknowledged
+        outputs = [_Acknowledgements(proc) for proc in procs]
+        try:
+            _go(procs)
+            # Each is killed once it has acknowledged a few appends, a different number each,
+            # so the kills land at different points of an append in flight.
+            for i in rng.sample(range(len(procs)), len(procs)):
+                wanted = 3 + rng.randrange(5)
+                assert outputs[i].wait_for(wanted, timeout=120), (
+                    f"appender {i} acknowledged fewer than {wanted}: {outputs[i].lines[-3:]}"
+                )
+                procs[i].send_signal(signal.SIGKILL)
+        finally:
+            for proc in procs:
+                proc.kill()  # a no-op for those already killed
+        for proc, output in zip(procs, outputs, strict=True):
+            assert proc.wait(timeout=60) == -signal.SIGKILL
+            whole = output.acknowledged(timeout=60)
+            assert len(whole) >= 3
+            acknowledged += whole
     stored = {f"ok {r['seq']} {r['receipt_id']}" for r in map(json.loads, _export(pg))}
     assert set(acknowledged) <= stored
     pg.chain().append(CANARY, receipt(after="kills"))

@@ -77,6 +77,25 @@ def test_doctor_sarif_is_valid_and_has_one_error_per_unsafe_adapter(
     assert done.stderr.startswith("floorctl: error: not ok or waived: claude (below_floor)")
 
 
+@pytest.mark.parametrize("tool", sorted(TOOLS))
+def test_each_doctor_sarif_result_points_at_the_line_of_its_adapters_entry(
+    tool: str, tmp_path: Path, doctor_path: Path
+) -> None:
+    """A region with a startLine (Microsoft's validator warns SARIF2017 without one): the
+    line of the adapter's key in the floor-map module in force."""
+    done = TOOLS[tool](REPO, tmp_path / "state", "doctor", "--format", "sarif",
+                       PATH=str(doctor_path))  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    [run] = json.loads(done.stdout)["runs"]
+    module = (REPO / "generated" / "floorguard" / "floor_map.py").read_text().splitlines()
+    assert len(run["results"]) == 2
+    for result in run["results"]:
+        [location] = result["locations"]
+        name = location["logicalLocations"][0]["name"]
+        line = location["physicalLocation"]["region"]["startLine"]
+        assert module[line - 1].strip() == f'"{name}": {{', (name, line)
+
+
 def test_both_doctors_print_the_same_sarif_and_markdown(tmp_path: Path, doctor_path: Path) -> None:
     for output_format in ("sarif", "markdown"):
         outputs = []

@@ -145,6 +145,28 @@ def test_check_exits_1_when_the_module_is_stale_and_0_when_current(project: Path
     assert "stale" in err
 
 
+def test_check_of_a_module_whose_update_would_be_a_downgrade_reports_it_stale(
+    project: Path,
+) -> None:
+    """A check reports: stale (its exit status), and that the update needs --allow-downgrade;
+    it does not refuse the downgrade as a write would."""
+    before = snapshot(project)
+    (project / "project" / "feed.json").write_text(json.dumps(feed(aider=entry("0.50.0"))))
+    code, out, err = run(project, "refresh", "--feed", "feed.json", "--check")
+    assert code == 1
+    assert "refusing" not in err
+    [line] = err.splitlines()
+    assert f"{MODULE}: stale:" in line
+    assert "--allow-downgrade" in line
+    assert "lowers the floor of aider" in line
+    assert "downgrade (needs --allow-downgrade)" in out
+    code, out, _ = run(project, "refresh", "--feed", "feed.json", "--check", "--json")
+    assert code == 1
+    document = json.loads(out)
+    assert (document["stale"], document["downgrade"]) == (True, True)
+    assert snapshot(project) == before
+
+
 def test_diff_prints_a_unified_diff_of_the_module(project: Path) -> None:
     (project / "project" / "feed.json").write_text(
         json.dumps(feed(aider=entry("0.61.0"), claude=entry("1.0.20", "BSA-0002")))

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from feedserver import envelope, new_key
-from hosts import Host, floor, map_module, receipt_in_chain
+from hosts import Host, floor, map_module, receipt_in_chain, write_script
 
 from floorguard import published_map
 from floorguard._canonical import canonical_bytes
@@ -83,6 +83,43 @@ def kept_builtin(result: tuple[str, str], reason: str) -> None:
 def test_a_valid_published_map_replaces_the_builtin_one(site: Site) -> None:
     site.write(document(NEWER, 4), site.key)
     assert site.run() == (entries_hash(NEWER), "")
+
+
+def test_floor_map_version_names_the_map_in_force_as_floor_map_hash_does(site: Site) -> None:
+    code = "import floorguard; print(floorguard.FLOOR_MAP_VERSION, floorguard.FLOOR_MAP_HASH)"
+    builtin = site.host.python("-c", code)
+    assert (builtin.stdout.strip(), builtin.stderr) == (f"3 {entries_hash(BUILTIN)}", "")
+    site.write(document(NEWER, 4), site.key)
+    assert site.run(code) == (f"4 {entries_hash(NEWER)}", "")
+
+
+def test_floor_map_version_is_read_at_each_access_not_at_import(site: Site) -> None:
+    code = (
+        "import pathlib, sys, floorguard\n"
+        "from floorguard import FLOOR_MAP_VERSION as first\n"
+        "pathlib.Path(floorguard.__file__).with_name('floor_map.py').write_text(sys.argv[1])\n"
+        "print(first, floorguard.FLOOR_MAP_VERSION, 'FLOOR_MAP_VERSION' in floorguard.__all__)"
+    )
+    done = site.host.python("-c", code, map_module(NEWER, version=5))
+    assert (done.returncode, done.stdout.strip()) == (0, "3 5 True"), done.stderr
+
+
+def test_doctor_sarif_locates_findings_in_the_published_map_in_force(
+    site: Site, tmp_path: Path
+) -> None:
+    """Canonical JSON is one line: each result's region is line 1 of the published map."""
+    site.write(document(NEWER, 4), site.key)
+    bins = tmp_path / "bin"
+    bins.mkdir()
+    write_script(bins / "aider", "echo 'aider 0.55.0'")  # below the published floor 0.60.0
+    done = site.host.python(
+        "-m", "floorguard", "doctor", "--format", "sarif", PATH=str(bins),
+        FLOORGUARD_FLOOR_MAP=str(site.map), FLOORGUARD_TRUSTED_KEYS=str(site.public),
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    [result] = json.loads(done.stdout)["runs"][0]["results"]
+    physical = result["locations"][0]["physicalLocation"]
+    assert physical == {"artifactLocation": {"uri": site.map.as_uri()}, "region": {"startLine": 1}}
 
 
 def test_the_same_map_at_the_same_version_is_accepted(site: Site) -> None:

@@ -15,8 +15,9 @@ from typing import Any
 
 import jsonschema
 import pytest
+from helpers.advisory_maps import entry, extended_module
 
-from floorguard import doctor, report_formats
+from floorguard import active_map, doctor, report_formats
 
 SCHEMA_FILE = Path(__file__).parent / "assets" / "sarif-schema-2.1.0.json"
 SCHEMA_SHA256 = "ddddcccbf95c7c50c037b5b07eff4140556278ca574ff374db46786b5fce7949"
@@ -150,6 +151,29 @@ def test_doctor_sarif_has_one_result_per_finding_with_its_rule_and_level() -> No
     )
     assert driver["version"] == report_formats.__version__
     assert run["invocations"] == [{"executionSuccessful": True, "exitCode": 1}]
+
+
+def test_every_physical_location_of_a_doctor_result_has_a_region_with_a_start_line() -> None:
+    document = posture(("claude", "below_floor"), ("codex", "unknown_version"))
+    located = report_formats.doctor_sarif(document, map_uri="m.py", map_lines={"claude": 19})
+    assert_valid_sarif(located)
+    regions = {
+        r["locations"][0]["logicalLocations"][0]["name"]: r["locations"][0]["physicalLocation"][
+            "region"
+        ]
+        for r in located["runs"][0]["results"]
+    }
+    # A line that is not known is the file's first: never a location without a region.
+    assert regions == {"claude": {"startLine": 19}, "codex": {"startLine": 1}}
+
+
+def test_entry_lines_are_the_lines_of_the_adapters_keys_in_any_layout() -> None:
+    entries = {"aider": entry("PyPI", floor="0.60.0"), "claude": entry("npm", floor="1.0.20")}
+    text = "# a host module\n\n" + extended_module(entries)  # pprint's layout, not floorctl's
+    lines = active_map.entry_lines(text, "host.py")
+    assert set(lines) == {"aider", "claude"}
+    for name, line in lines.items():
+        assert f"'{name}': " in text.splitlines()[line - 1]
 
 
 def test_findings_of_one_rule_in_one_file_have_distinct_stable_fingerprints() -> None:

@@ -31,10 +31,18 @@ def command(strict: bool, output_format: str) -> None:
     elif output_format == "text":
         click.echo(doctor.format_table(posture))
     else:
-        where = report_formats.doctor_map_uri(Path.cwd()) if output_format == "sarif" else None
+        sarif = output_format == "sarif"
+        where = report_formats.doctor_map_artifact(Path.cwd()) if sarif else None
         document = posture.to_json()
         emit_rendered(
-            report_formats.render("doctor", output_format, document, where, strict=strict)
+            report_formats.render(
+                "doctor",
+                output_format,
+                document,
+                where.uri if where else None,
+                strict=strict,
+                lines=where.lines if where else None,
+            )
         )
     problem = posture.problem(strict=strict)
     if problem is not None:

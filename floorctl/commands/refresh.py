@@ -220,6 +220,7 @@ def command(
             template,
             force=force,
             allow_downgrade=allow_downgrade,
+            check=check,
             reference_time=format_ts(now),
             reference_time_source=now_source,
             waiver_document=waiver_document,
@@ -291,6 +292,12 @@ def command(
         if module_diff is not None:
             click.echo(module_diff, nl=False)
     if check and plan.stale:
+        if plan.diff.is_downgrade and not allow_downgrade:
+            raise StaleModule(
+                f"{module}: stale: the floor map does not match the feeds, and the update "
+                f"would be a downgrade (the new map {plan.diff.summary()}): it needs "
+                "floorctl refresh --write --allow-downgrade"
+            )
         raise StaleModule(
             f"{module}: stale: the floor map does not match the feeds "
             "(run floorctl refresh --write)"
@@ -352,8 +359,9 @@ def _print_summary(
     if changes.empty:
         echo("  no data change")
     if changes.is_downgrade:
-        # Only reached with --allow-downgrade: say what the receipt records as accepted.
-        echo(f"  downgrade (allowed): {changes.summary()}")
+        # With --allow-downgrade: what the receipt records as accepted; else only a --check.
+        allowed = "allowed" if plan.downgrade_allowed else "needs --allow-downgrade"
+        echo(f"  downgrade ({allowed}): {changes.summary()}")
     echo(f"  hash {plan.old_hash} -> {plan.new_hash}")
     if outcome is None:
         if not check:

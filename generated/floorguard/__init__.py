@@ -31,10 +31,12 @@ if TYPE_CHECKING:
 
     FLOOR_MAP: Mapping[str, Advisory]
     FLOOR_MAP_HASH: str
+    FLOOR_MAP_VERSION: int
 
 __all__ = [
     "FLOOR_MAP",
     "FLOOR_MAP_HASH",
+    "FLOOR_MAP_VERSION",
     "ChainError",
     "ChainWriteError",
     "Decision",
@@ -51,12 +53,14 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     # Resolved at every access: the floor map is the one in force now, not at import time.
-    if name in ("FLOOR_MAP", "FLOOR_MAP_HASH"):
+    if name in ("FLOOR_MAP", "FLOOR_MAP_HASH", "FLOOR_MAP_VERSION"):
         from floorguard import active_map
 
         current = active_map.current()
         if name == "FLOOR_MAP_HASH":
             return current.floor_map_hash
+        if name == "FLOOR_MAP_VERSION":
+            return current.map_version
         # A deep copy: the entries are frozen, but object.__setattr__ still writes through
         # them, and the gate's own map must never be reachable from here.
         import copy

@@ -357,10 +357,17 @@ def _doctor(args: argparse.Namespace) -> int:
         from floorguard import report_formats as formats
 
         sarif = args.output_format == "sarif"
-        where = formats.doctor_map_uri(Path.cwd()) if sarif else None
+        where = formats.doctor_map_artifact(Path.cwd()) if sarif else None
         document = posture.to_json()
         sys.stdout.write(
-            formats.render("doctor", args.output_format, document, where, strict=args.strict)
+            formats.render(
+                "doctor",
+                args.output_format,
+                document,
+                where.uri if where else None,
+                strict=args.strict,
+                lines=where.lines if where else None,
+            )
         )
         args.emitted = True
     problem = posture.problem(strict=args.strict)

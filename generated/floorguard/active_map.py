@@ -112,6 +112,31 @@ def module_literals(source_text: str | bytes, source: str) -> dict[str, object]:
     return values
 
 
+def entry_lines(source_text: str | bytes, source: str) -> dict[str, int]:
+    """The line (1-based) of each adapter's key in the module's FLOOR_MAP_ENTRIES literal,
+    for reports that point at an adapter's entry. Raises FloorMapError: it does not parse."""
+    try:
+        tree = ast.parse(source_text, filename=source)
+    except (SyntaxError, ValueError) as exc:
+        raise FloorMapError(f"{source}: floor map module does not parse") from exc
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            target, value = node.target, node.value
+        else:
+            continue
+        if isinstance(target, ast.Name) and target.id == "FLOOR_MAP_ENTRIES":
+            if not isinstance(value, ast.Dict):
+                return {}
+            return {
+                key.value: key.lineno
+                for key in value.keys
+                if isinstance(key, ast.Constant) and isinstance(key.value, str)
+            }
+    return {}
+
+
 def parse_map_module(source_text: str, source: str) -> ActiveMap:
     """Extract and check the floor map from a module's text. Raises FloorMapError."""
     values = module_literals(source_text, source)

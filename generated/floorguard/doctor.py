@@ -54,6 +54,9 @@ class AdapterPosture:
     waiver_days_left: int | None = None
     # The adapter's last-green canary version when it has one (whatever the status).
     last_green: str | None = None
+    # The boundary the gate refuses below (``verdict.refusal_boundary``): ``floor`` raised
+    # by the advisories that continue it; what the "floor" column shows.
+    refuses_below: str | None = None
 
 
 @dataclass(frozen=True)
@@ -101,11 +104,23 @@ def examine(
 ) -> AdapterPosture:
     """One adapter's posture on this PATH, judged at ``at`` (default: the clock) and against
     its ``last_green`` canary version; detection failures become statuses, not errors."""
-    posture = _examine(entry, path_env, at)
+    posture = dataclasses.replace(_examine(entry, path_env, at), refuses_below=_boundary(entry))
     if last_green is None:
         return posture
     posture = dataclasses.replace(posture, last_green=last_green.version)
     return _ahead(entry, posture, last_green) if posture.status == OK else posture
+
+
+def _boundary(entry: Advisory) -> str | None:
+    """The refusal boundary as the doctor shows it; the stated floor when a bound is not a
+    version of the entry's ecosystem (the gate then refuses every version as unknown)."""
+    from floorguard import verdict, versions
+
+    try:
+        boundary = verdict.refusal_boundary(entry)
+    except versions.InvalidVersionError:
+        return entry.min_safe_version
+    return None if boundary is None else boundary.describe()
 
 
 def _ahead(entry: Advisory, posture: AdapterPosture, last_green: LastGreen) -> AdapterPosture:
@@ -241,7 +256,7 @@ def format_table(posture: Posture) -> str:
             a.binary or "-",
             a.version or "-",
             a.detected_by or "-",
-            a.floor or "-",
+            a.refuses_below or "-",
             _status_text(a),
         )
         for a in posture.adapters

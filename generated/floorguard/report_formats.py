@@ -138,16 +138,25 @@ def _result(
     }
 
 
-def _physical(uri: str | None) -> dict[str, Any]:
-    return {"physicalLocation": {"artifactLocation": {"uri": uri}}} if uri else {}
+def _physical(uri: str | None, line: int | None = None) -> dict[str, Any]:
+    if not uri:
+        return {}
+    region = {} if line is None else {"region": {"startLine": line}}
+    return {"physicalLocation": {"artifactLocation": {"uri": uri}, **region}}
 
 
 def doctor_sarif(
-    document: Mapping[str, Any], *, map_uri: str | None, strict: bool = False
+    document: Mapping[str, Any],
+    *,
+    map_uri: str | None,
+    map_lines: Mapping[str, int] | None = None,
+    strict: bool = False,
 ) -> dict[str, Any]:
     """The SARIF log of a ``doctor --json`` document: one result per adapter whose status is
-    a finding, located in the floor map in force (``map_uri``) and at the adapter. The
-    invocation's exit code is the doctor's: a warning alone fails only under ``strict``."""
+    a finding, located in the floor map in force (``map_uri``) at the line of the adapter's
+    entry (``map_lines``; line 1 when not known: a physical location always has a region)
+    and at the adapter. The invocation's exit code is the doctor's: a warning alone fails
+    only under ``strict``."""
     rules = [*DOCTOR_RULES.values(), UNCLASSIFIED]
     results = []
     for adapter in document["adapters"]:
@@ -158,12 +167,13 @@ def doctor_sarif(
         version = adapter.get("version") or "(version unknown)"
         text = f"{name} {version} is {adapter['status']}: {adapter.get('reason') or '-'}"
         location = {
-            **_physical(map_uri),
+            **_physical(map_uri, (map_lines or {}).get(name, 1)),
             "logicalLocations": [{"name": name, "fullyQualifiedName": name, "kind": "module"}],
         }
         found = _result(rules, rule, text, location, f"{name}\0{adapter.get('version')}")
         found["properties"] = {
-            key: adapter.get(key) for key in ("binary", "version", "floor", "advisory_id")
+            key: adapter.get(key)
+            for key in ("binary", "version", "floor", "refuses_below", "advisory_id")
         }
         results.append(found)
     failed = any(r["level"] == "error" for r in results) or (strict and bool(results))
@@ -243,7 +253,9 @@ def doctor_markdown(document: Mapping[str, Any]) -> str:
         "|---|---|---|---|",
     ]
     for a in adapters:
-        cells = (a["adapter"], a.get("version"), a.get("floor"), _status_cell(a))
+        # The boundary the gate refuses below; a document from before it was a field: the floor.
+        floor = a["refuses_below"] if "refuses_below" in a else a.get("floor")
+        cells = (a["adapter"], a.get("version"), floor, _status_cell(a))
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     lines += [
         "",
@@ -292,12 +304,34 @@ def artifact_uri(path: str | PurePath | None, cwd: Path) -> str | None:
     return quote(relative, safe="/")
 
 
-def doctor_map_uri(cwd: Path) -> str | None:
-    """The URI of the floor map in force (the doctor's findings are about its floors).
+@dataclass(frozen=True)
+class MapArtifact:
+    """The floor map in force as the doctor's SARIF locates findings in it: its URI and the
+    line of each adapter's entry."""
+
+    uri: str | None
+    lines: Mapping[str, int]
+
+
+def doctor_map_artifact(cwd: Path) -> MapArtifact:
+    """The floor map in force (the doctor's findings are about its entries). A module is
+    parsed for its entries' lines; a published map is canonical JSON, all on line 1.
     Raises FloorMapError, as the doctor itself does, when no map can be trusted."""
     from floorguard import active_map
+    from floorguard.errors import FloorMapError, UnreadableFileError
+    from floorguard.files import read_regular
 
-    return artifact_uri(active_map.current().source, cwd)
+    in_force = active_map.current()
+    lines: dict[str, int] = dict.fromkeys(in_force.floor_map, 1)
+    if in_force.source.endswith(".py"):
+        try:
+            text = read_regular(
+                in_force.source, max_bytes=active_map.MAX_MAP_FILE_BYTES, what="floor map"
+            )
+        except UnreadableFileError as exc:
+            raise FloorMapError(str(exc)) from exc
+        lines.update(active_map.entry_lines(text, in_force.source))
+    return MapArtifact(artifact_uri(in_force.source, cwd), lines)
 
 
 def render(
@@ -307,16 +341,19 @@ def render(
     artifact: str | None,
     *,
     strict: bool = False,
+    lines: Mapping[str, int] | None = None,
 ) -> str:
     """What ``doctor`` (``report="doctor"``) or ``verify chain`` (``report="chain"``) prints
     for a ``--format`` other than text, ending in a newline. ``artifact`` is the floor map's
-    or the slice's URI (see ``artifact_uri``); ``strict`` is the doctor's ``--strict``.
+    or the slice's URI (see ``artifact_uri``); ``strict`` is the doctor's ``--strict``;
+    ``lines`` the line of each adapter's entry in the map (``doctor_map_artifact``).
     Raises ValueError for another format."""
     if output_format == "json":
         return _dumps(document)
     if output_format == "sarif":
         if report == "doctor":
-            return _dumps(doctor_sarif(document, map_uri=artifact, strict=strict))
+            sarif = doctor_sarif(document, map_uri=artifact, map_lines=lines, strict=strict)
+            return _dumps(sarif)
         return _dumps(chain_sarif(document, slice_uri=artifact))
     if output_format == "markdown":
         return doctor_markdown(document) if report == "doctor" else chain_markdown(document)

@@ -126,6 +126,57 @@ def in_range(version: str, span: AffectedRange, ecosystem: str | None) -> bool:
     return True
 
 
+@dataclass(frozen=True)
+class RefusalBoundary:
+    """Where an entry's refusal of every older version ends: all versions below ``version``
+    are unsafe (up to and including it when ``inclusive``); ``version`` None: every one is."""
+
+    version: str | None
+    inclusive: bool = False
+
+    def describe(self) -> str:
+        if self.version is None:
+            return "none safe"
+        return f"> {self.version}" if self.inclusive else self.version
+
+
+def refusal_boundary(entry: Advisory) -> RefusalBoundary | None:
+    """The boundary ``assess`` refuses below: the floor, raised by every affected range or
+    listed version that starts at or below it (``in_range``'s bounds; a range from ``0``
+    starts below everything), until none reaches further. None when no version from the
+    start is unsafe. Waivers leave it alone (each is for one version). Raises
+    versions.InvalidVersionError when a bound is not a version of the entry's ecosystem."""
+    ecosystem = entry.order
+    # (start or None for the start, end or None for no end, end inclusive)
+    pieces: list[tuple[str | None, str | None, bool]] = []
+    for advisory in entry.advisories:
+        for span in advisory.affected:
+            start = None if span.introduced == versions.FROM_THE_START else span.introduced
+            if span.fixed is not None:
+                pieces.append((start, span.fixed, False))
+            else:
+                pieces.append((start, span.last_affected, span.last_affected is not None))
+        pieces += [(listed, listed, True) for listed in advisory.versions]
+    # How far the refused versions reach from the start so far: (end, end inclusive).
+    reach = None if entry.min_safe_version is None else (entry.min_safe_version, False)
+    grown = True
+    while grown:
+        grown = False
+        for start, end, inclusive in pieces:
+            if start is not None and (
+                reach is None or versions.compare(start, reach[0], ecosystem) > 0
+            ):
+                continue  # a gap before it: versions there are not refused
+            if end is None:
+                return RefusalBoundary(None)
+            if reach is not None:
+                order = versions.compare(end, reach[0], ecosystem)
+                if order < 0 or (order == 0 and (reach[1] or not inclusive)):
+                    continue  # reaches no further
+            reach, grown = (end, inclusive), True
+    return None if reach is None else RefusalBoundary(*reach)
+
+
 def _covering_waiver(
     entry: Advisory, version: str, causes: list[Cause], at: _dt.datetime
 ) -> Waiver | None:
