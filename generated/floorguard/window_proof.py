@@ -54,7 +54,13 @@ from floorguard.errors import (
     VerificationError,
 )
 from floorguard.files import open_regular, read_regular
-from floorguard.map_model import FloorMap, entries_hash, from_entries
+from floorguard.map_model import (
+    ADAPTER_NAME,
+    ADAPTER_NAME_FORM,
+    FloorMap,
+    entries_hash,
+    from_entries,
+)
 from floorguard.slice_verify import (
     IntegrityError,
     SliceReport,
@@ -305,6 +311,17 @@ class WindowProof:
         # always the identified adapter's. Any other extra field is ignored.
         requested = receipt.get("requested")
         alias = requested if type(requested) is str and requested != adapter else None
+        # The identified adapter is always a map name (the gate refuses any other before
+        # judging it): an allowed decision under another (``AIDER``) was not the gate's, and
+        # must not pass as untracked. ``requested`` may be a path; it only names the record.
+        if not _valid_name(adapter):
+            self._violation(
+                record.seq,
+                f"the spawn record names the adapter {adapter!r}, not a valid adapter name "
+                f"({ADAPTER_NAME_FORM}): the gate refuses such a name, yet the record says "
+                f"{verdict!r}",
+            )
+            return
         if not intact:
             self._violation(
                 record.seq,
@@ -746,6 +763,10 @@ def _causes(causes: tuple[verdict_rule.Cause, ...], *, ids: bool = True) -> str:
         else f"affected by {c.describe()}"
         for c in causes
     )
+
+
+def _valid_name(name: object) -> bool:
+    return type(name) is str and ADAPTER_NAME.match(name) is not None
 
 
 def _named(adapter: object, alias: str | None, *, quoted: bool) -> str:
