@@ -110,3 +110,18 @@ def test_an_inclusion_proofs_size_and_index_are_json_integers(
     proof[field] = value
     message = verify_edited_proof(proved, tmp_path, proof)
     assert f"{field} is not an integer" in message, message
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+@pytest.mark.parametrize("field", ["receipt", "seq"])
+def test_nan_or_infinity_in_a_slice_is_refused_naming_the_file_line_and_what_was_found(
+    chain: AuditChain, tmp_path: Path, constant: str, field: str
+) -> None:
+    lines = [line + "\n" for line in chain.export_lines()]
+    old = '"seq":2,' if field == "seq" else '"n":2'
+    lines[2] = lines[2].replace(old, old.replace("2", constant))
+    assert constant in lines[2]
+    (tmp_path / "evidence.jsonl").write_text("".join(lines))
+    done = floorguard(tmp_path, "verify", "chain", "evidence.jsonl", "--unauthenticated")
+    assert done.returncode == 1, done.stdout
+    assert f"line 3 of evidence.jsonl: {constant} is not JSON" in done.stdout, done.stdout

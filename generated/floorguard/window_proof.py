@@ -822,8 +822,10 @@ def prove(
     previous: Checkpoint | None = None,
     consistency: ConsistencyProof | None = None,
     host_keys: HostKeys | None = None,
+    source: str | None = None,
 ) -> ProofReport:
     """Verify a slice and prove the window over it. Pure apart from reading map archives.
+    ``source`` names the slice's file in the refusals that name one.
 
     ``checkpoint_error`` is the reason a checkpoint the caller was given did not verify;
     it is reported as an integrity error, so the slice is then not proven. A slice checked
@@ -846,6 +848,7 @@ def prove(
         on_record=proof.on_record,
         on_leaf=proof.on_leaf if checkpoint is not None else None,
         host_keys=host_keys,
+        source=source,
     )
     verifier.feed_all(lines)
     return proof.finish(
@@ -878,7 +881,8 @@ def prove_path(
         )
     # Streamed with a cap on each line; a FIFO or device is refused, never waited on.
     with open_regular(path, what="chain slice") as stream:
-        return prove(_counted(iter_slice_lines(stream), progress, progress_every), **options)
+        lines = _counted(iter_slice_lines(stream), progress, progress_every)
+        return prove(lines, source=str(path), **options)
 
 
 def _counted(
