@@ -157,9 +157,26 @@ def test_schema_version_must_be_a_positive_json_integer(
 ) -> None:
     # 1.0 and true read back as 1 in Python, and 1.0 even hashes the same in RFC 8785:
     # the content address alone cannot tell them from the integer.
-    record = json.loads((project / "line.json").read_text())
-    receipt = {**record["receipt"], "schema_version": value}
-    document = {"receipt_id": content_address(receipt), "receipt": receipt}
-    name = variant(project, "version.json", json.dumps(document).encode())
+    name = with_field(project, "schema_version", value)
     message = refused(verify(tool, project, name, "--content-only"), tool, name)
     assert "schema_version" in message
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+@pytest.mark.parametrize("field", ["old_map_version", "new_map_version"])
+@pytest.mark.parametrize("value", [True, 1.0, -1, "1", None])
+def test_an_update_receipts_map_versions_are_json_integers(
+    project: Path, tool: str, field: str, value: object
+) -> None:
+    name = with_field(project, field, value)
+    message = refused(verify(tool, project, name, "--content-only"), tool, name)
+    assert f"update receipt {field} is not a map version (an integer of at least 0)" in message
+
+
+def with_field(project: Path, field: str, value: object) -> str:
+    """The chain line's update receipt with ``field`` set to ``value``, its content address
+    recomputed: consistent in itself, so only the field's type can refuse it."""
+    record = json.loads((project / "line.json").read_text())
+    receipt = {**record["receipt"], field: value}
+    document = {"receipt_id": content_address(receipt), "receipt": receipt}
+    return variant(project, "edited.json", json.dumps(document).encode())

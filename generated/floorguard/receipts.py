@@ -127,6 +127,13 @@ def check_update_receipt(receipt: Mapping[str, Any]) -> None:
     for field in ("old_floor_map_hash", "new_floor_map_hash"):
         if not is_digest(receipt[field]):
             raise VerificationError(f"update receipt {field} is not a sha256 digest")
+    for field in ("old_map_version", "new_map_version"):
+        # A JSON integer: true passes isinstance(..., int), and 1.0 hashes like 1 (RFC 8785).
+        version = receipt[field]
+        if type(version) is not int or version < 0:
+            raise VerificationError(
+                f"update receipt {field} is not a map version (an integer of at least 0)"
+            )
     if by_reference:
         _check_by_reference(receipt)
         return
