@@ -64,7 +64,7 @@ class DocumentWaiver:
 @dataclass(frozen=True)
 class WaiversDocument:
     """A checked waivers document: where it came from, its exact bytes' digest, its waivers
-    (``expires`` normalised to UTC with a ``Z``)."""
+    (``expires``, always UTC with ``Z``, written with six fractional digits)."""
 
     source: str
     digest: str
@@ -282,10 +282,19 @@ def _text_problem(value: str) -> str | None:
 
 
 def _expires_problem(value: str) -> str | None:
+    # UTC with Z, as documented: an offset is refused rather than silently normalised, so
+    # what a reviewer approved reads the same in the document, the diff and the map.
     try:
         parse_ts(value)
     except FloorguardError:
-        return f"{feeds.show_value(value)} is not an RFC 3339 time with Z or an offset"
+        valid = False
+    else:
+        valid = value.endswith("Z")
+    if not valid:
+        return (
+            f"{feeds.show_value(value)} is not an RFC 3339 UTC time with Z "
+            "(such as 2026-12-31T00:00:00Z)"
+        )
     return None
 
 

@@ -173,9 +173,6 @@ def test_the_hash_covers_every_field_of_a_waiver(project: Path) -> None:
     ]
     hashes = [_dry_hash(project, waivers_doc(item)) for item in variants]
     assert len(set(hashes)) == len(hashes)
-    # An equal expiry written with an offset is the same waiver: normalised to UTC.
-    same = _dry_hash(project, waivers_doc(waiver(expires="2030-01-01T01:00:00+01:00")))
-    assert same == hashes[0]
     no_waiver = floor_map_hash(from_entries(FEED["adapters"]))
     assert no_waiver not in hashes
 
@@ -279,6 +276,15 @@ DOCUMENT_REFUSALS: dict[str, tuple[Any, str]] = {
     "expires_without_zone": (
         waivers_doc(waiver(expires="2030-01-01T00:00:00")), "$.waivers[0].expires"
     ),
+    "expires_with_an_offset": (
+        waivers_doc(waiver(expires="2030-01-01T01:00:00+01:00")), "$.waivers[0].expires"
+    ),
+    "expires_with_a_zero_offset": (
+        waivers_doc(waiver(expires="2030-01-01T00:00:00+00:00")), "$.waivers[0].expires"
+    ),
+    "expires_with_a_lowercase_z": (
+        waivers_doc(waiver(expires="2030-01-01T00:00:00z")), "$.waivers[0].expires"
+    ),
     "huge_file": (huge, "$"),
 }  # fmt: skip
 
@@ -322,6 +328,19 @@ def test_validate_accepts_a_waivers_document_by_its_shape(project: Path) -> None
     assert json.loads(out)["files"] == [
         {"file": name, "valid": True, "kind": "waivers", "waivers": 2, "errors": []}
     ]
+
+
+def test_validate_refuses_an_expiry_with_an_offset_naming_file_and_path(project: Path) -> None:
+    # Documented as UTC with Z: an offset is refused, never silently normalised.
+    name = write_waivers(project, waivers_doc(waiver(expires="2026-12-31T00:00:00+01:00")))
+    before = (project / "project" / name).read_bytes()
+    code, out, err = run(project, "validate", name)
+    assert code == 1 and out == ""
+    assert err.strip() == (
+        f"floorctl: error: {name}: $.waivers[0].expires: '2026-12-31T00:00:00+01:00' is not "
+        "an RFC 3339 UTC time with Z (such as 2026-12-31T00:00:00Z)"
+    ), err
+    assert (project / "project" / name).read_bytes() == before
 
 
 def test_validate_reports_every_problem_of_a_waivers_document(project: Path) -> None:

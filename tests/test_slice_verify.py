@@ -183,7 +183,7 @@ def test_a_record_that_claims_to_start_a_chain_mid_slice_is_caught(
         ("not json\n", "not valid JSON"),
         ("[1, 2]\n", "not a JSON object"),
         ("\n", "blank line"),
-        ('{"seq": NaN}\n', "not valid JSON"),
+        ('{"seq": NaN}\n', "NaN is not JSON"),
     ],
 )
 def test_reports_lines_that_are_not_records_and_resyncs(

@@ -120,8 +120,8 @@ def attach_refused(
 # --- the document -------------------------------------------------------------------------
 
 
-def test_accepts_the_contract_layout_and_normalises_expiry_to_utc() -> None:
-    parsed = waivers.parse_waivers(document(waiver(expires="2027-01-01T02:00:00+02:00")), SOURCE)
+def test_accepts_the_contract_layout_with_expiry_in_utc() -> None:
+    parsed = waivers.parse_waivers(document(waiver(expires="2027-01-01T00:00:00Z")), SOURCE)
     (only,) = parsed.waivers
     assert only.adapter == "claude"
     assert only.waiver.expires == "2027-01-01T00:00:00.000000Z"
@@ -179,6 +179,9 @@ def test_accepts_an_empty_list() -> None:
         (document(waiver(approved_by="line\u2028two")), "$.waivers[0].approved_by", "U+2028"),
         (document(waiver(expires="2027-01-01")), "$.waivers[0].expires", "RFC 3339"),
         (document(waiver(expires="2027-01-01T00:00:00")), "$.waivers[0].expires", "RFC 3339"),
+        (document(waiver(expires="2027-01-01T02:00:00+02:00")), "$.waivers[0].expires", "UTC"),
+        (document(waiver(expires="2027-01-01T00:00:00-00:00")), "$.waivers[0].expires", "UTC"),
+        (document(waiver(expires="2027-01-01T00:00:00z")), "$.waivers[0].expires", "with Z"),
         (document(waivers=[waiver(id=f"WVR-{i}") for i in range(1001)]), "$.waivers", "too many"),
     ],
 )

@@ -264,7 +264,7 @@ def record_run(chain: AuditChain, adapter: str, version: str, result: str) -> Ca
     and ChainError (the receipt could not be written).
     """
     from floorguard import active_map, receipts
-    from floorguard.gate import ADAPTER_NAME
+    from floorguard.map_model import ADAPTER_NAME
 
     if result not in RESULTS:
         raise InvalidInput(f"canary result must be pass or fail, not {result!r}")

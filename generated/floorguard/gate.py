@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import os
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -24,6 +23,7 @@ from floorguard.errors import (
     FloorMapError,
     SpawnRefused,
 )
+from floorguard.map_model import ADAPTER_NAME
 
 if TYPE_CHECKING:
     from floorguard.detect import Detection
@@ -39,7 +39,6 @@ BLOCK, WARN = "block", "warn"
 PERMIT, REFUSE, WARN_OVERRIDE, UNTRACKED = "permit", "refuse", "warn_override", "untracked"
 # A refusal every cause of which an unexpired waiver in the map covers: allowed, recorded.
 WAIVED = "waived"
-ADAPTER_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}\Z")
 
 
 def policy_from(environ: Mapping[str, str]) -> str:

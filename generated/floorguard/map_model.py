@@ -16,6 +16,7 @@ and every advisory, range and waiver of an extended entry is covered by it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -33,6 +34,10 @@ SEVERITY_FIELDS = ("type", "score")
 # The pseudo advisory id a waiver names to cover a below-floor refusal.
 FLOOR_ID = "floor"
 _ECOSYSTEMS = ("npm", "PyPI")
+# What an adapter is named in a map (the feeds' schemas say the same): the gate refuses any
+# other name before it looks anything up, and a verifier fails a record that carries one.
+ADAPTER_NAME_FORM = r"[a-z0-9][a-z0-9._-]{0,63}"
+ADAPTER_NAME = re.compile(ADAPTER_NAME_FORM + r"\Z")
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from floorguard import _time, dsse
 from floorguard._canonical import canonical_bytes, content_address, is_digest
-from floorguard.errors import FloorMapError, VerificationError
+from floorguard.errors import FloorguardError, FloorMapError, VerificationError
 from floorguard.map_model import entries_hash
 
 if TYPE_CHECKING:
@@ -47,6 +47,32 @@ EMBEDDED_FIELDS = frozenset({"new_floor_map", "diff"})
 BY_REFERENCE_FIELDS = frozenset({"new_floor_map_adapters", "diff_digest", "conflicts_digest"})
 
 NO_TRUSTED_SIGNATURE = "no signature verifies against a trusted key"
+
+
+class _NotJson(ValueError):
+    """NaN, Infinity or -Infinity: Python's json reads them, JSON has no such values."""
+
+
+def _refuse_constant(text: str) -> Any:
+    raise _NotJson(text)
+
+
+def parse_document(data: bytes, what: str = "the file") -> Any:
+    """A receipt file's (or signed payload's) JSON, read strictly: UTF-8 without a
+    byte-order mark (``json.loads`` of bytes would skip one, or read UTF-16), and no NaN or
+    Infinity (which RFC 8785 cannot hash). Raises VerificationError saying what was found."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        raise VerificationError(f"{what} starts with a UTF-8 byte-order mark; write it without one")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise VerificationError(f"{what} is not UTF-8 ({exc.reason} at byte {exc.start})") from exc
+    try:
+        return json.loads(text, parse_constant=_refuse_constant)
+    except _NotJson as exc:
+        raise VerificationError(f"{what} holds {exc}, and {exc} is not JSON") from exc
+    except (ValueError, RecursionError) as exc:
+        raise VerificationError(f"{what} is not JSON: {exc}") from exc
 
 
 def map_by_reference(receipt: Mapping[str, Any]) -> bool:
@@ -101,6 +127,13 @@ def check_update_receipt(receipt: Mapping[str, Any]) -> None:
     for field in ("old_floor_map_hash", "new_floor_map_hash"):
         if not is_digest(receipt[field]):
             raise VerificationError(f"update receipt {field} is not a sha256 digest")
+    for field in ("old_map_version", "new_map_version"):
+        # A JSON integer: true passes isinstance(..., int), and 1.0 hashes like 1 (RFC 8785).
+        version = receipt[field]
+        if type(version) is not int or version < 0:
+            raise VerificationError(
+                f"update receipt {field} is not a map version (an integer of at least 0)"
+            )
     if by_reference:
         _check_by_reference(receipt)
         return
@@ -150,10 +183,7 @@ def open_statement(
     checks, and the ids of the keys that signed. Raises VerificationError: no trusted
     signature, a payload that is not a JSON Statement v1, or another predicate type."""
     key_ids = dsse.verify(envelope, trusted, payload_type=dsse.INTOTO_PAYLOAD_TYPE)
-    try:
-        statement = json.loads(envelope.payload)
-    except (ValueError, RecursionError) as exc:
-        raise VerificationError("signed payload is not JSON") from exc
+    statement = parse_document(envelope.payload, "the signed payload")
     if not isinstance(statement, dict) or statement.get("_type") != STATEMENT_TYPE:
         raise VerificationError("signed payload is not an in-toto Statement v1")
     if statement.get("predicateType") != predicate_type:
@@ -233,10 +263,7 @@ def check_receipt_document(
     recomputed content address is all that can be checked, and that is accepted only with
     ``content_only``. Raises VerificationError.
     """
-    try:
-        document = json.loads(data)
-    except (ValueError, RecursionError) as exc:
-        raise VerificationError(f"not JSON: {exc}") from exc
+    document = parse_document(data)
     if isinstance(document, dict) and "payloadType" in document:
         if trusted is None:
             raise VerificationError("a signed receipt needs a public key to verify against")
@@ -254,7 +281,17 @@ def check_receipt_document(
     receipt = document["receipt"]
     if receipt.get("kind") not in KINDS:
         raise VerificationError(f"unknown receipt kind {receipt.get('kind')!r}")
-    actual = receipt_id(receipt)
+    from floorguard.chain import receipt_problem
+
+    # The shape every receipt has (schema_version a JSON integer, not true or 1.0: the
+    # content address alone cannot tell 1.0 from 1, RFC 8785 writes both as 1).
+    problem = receipt_problem(receipt["kind"], receipt)
+    if problem is not None:
+        raise VerificationError(problem)
+    try:
+        actual = receipt_id(receipt)
+    except FloorguardError as exc:  # CanonicalizationError: beyond what JSON can carry
+        raise VerificationError(f"the receipt cannot be hashed: {exc}") from exc
     stated = document.get("receipt_id")
     if stated != actual:
         raise VerificationError(

@@ -136,7 +136,8 @@ class _Parse:
 class SliceVerifier:
     """Feed it lines with ``feed``; ``finish`` returns the SliceReport.
 
-    ``key`` enables the MAC check, ``host_keys`` the host-signature check. ``on_record(record,
+    ``key`` enables the MAC check, ``host_keys`` the host-signature check; ``source`` names
+    the slice's file in a refusal of what no JSON holds (NaN, Infinity). ``on_record(record,
     intact)`` is called for every line that is a well-formed record, in order; ``intact`` is
     False when that record has an integrity problem of its own or does not link to the line
     before it.
@@ -147,6 +148,7 @@ class SliceVerifier:
     max_errors: int = MAX_REPORTED_ERRORS
     on_leaf: LeafCallback | None = None
     host_keys: HostKeys | None = None
+    source: str | None = None
 
     _errors: list[IntegrityError] = field(default_factory=list, init=False)
     _not_listed: int = field(default=0, init=False)
@@ -182,7 +184,7 @@ class SliceVerifier:
             return int(text)
 
         def on_constant(text: str) -> Any:
-            raise ValueError(f"{text} is not JSON")
+            raise _NotJson(text)
 
         self._decoder = json.JSONDecoder(
             parse_float=on_float, parse_int=on_int, parse_constant=on_constant
@@ -217,6 +219,13 @@ class SliceVerifier:
             parse.fast = False
         try:
             obj = self._decoder.decode(line)
+        except _NotJson as exc:
+            # Python's json reads it; no JSON tool does: say what and where, file and line.
+            where = f" of {self.source}" if self.source else ""
+            self._break(
+                None, f"line {self._line_no}{where}: {exc} is not JSON (it has no NaN or Infinity)"
+            )
+            return
         except (ValueError, RecursionError) as exc:
             self._break(None, f"line {self._line_no}: not valid JSON ({exc})")
             return
@@ -461,6 +470,10 @@ class SliceVerifier:
             self._not_listed += 1
 
 
+class _NotJson(ValueError):
+    """NaN, Infinity or -Infinity in a line."""
+
+
 def _keys_sort_alike(text: str) -> bool:
     return max(text) < "\ue000"
 
@@ -583,9 +596,11 @@ def verify_slice(
     key: bytes | None = None,
     on_record: RecordCallback | None = None,
     host_keys: HostKeys | None = None,
+    source: str | None = None,
 ) -> SliceReport:
-    """Verify a slice given as lines. Pure: reads nothing but ``lines``."""
-    verifier = SliceVerifier(key=key, on_record=on_record, host_keys=host_keys)
+    """Verify a slice given as lines (``source`` names where they came from). Pure: reads
+    nothing but ``lines``."""
+    verifier = SliceVerifier(key=key, on_record=on_record, host_keys=host_keys, source=source)
     return verifier.feed_all(lines).finish()
 
 
@@ -607,7 +622,7 @@ def verify_path(
 
     # Streamed with a cap on each line; a FIFO or device is refused, never waited on.
     with open_regular(path, what="chain slice") as stream:
-        return verify_slice(iter_slice_lines(stream), **options)
+        return verify_slice(iter_slice_lines(stream), source=str(path), **options)
 
 
 def render_text(report: SliceReport) -> str:

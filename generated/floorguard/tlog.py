@@ -184,12 +184,15 @@ def record_of_line(line: str) -> ChainRecord:
         raise VerificationError(f"the record is not JSON ({exc})") from exc
     if not isinstance(fields, dict) or set(fields) != set(RECORD_FIELDS):
         raise VerificationError("the record does not have the eight fields of a chain record")
+    if type(fields["seq"]) is not int:
+        # JSON true would pass isinstance(..., int) as seq 1 (and canonicalises as true).
+        raise VerificationError("the record's seq is not an integer")
     try:
         record = ChainRecord(**fields)
         canonical = record.to_json_line()
     except (TypeError, RecursionError, FloorguardError) as exc:
         raise VerificationError(f"the record cannot be canonicalised: {exc}") from exc
-    if canonical != line or not isinstance(record.seq, int):
+    if canonical != line:
         raise VerificationError("the record is not a canonical export line")
     return record
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from floorguard import files
-from floorguard.errors import FloorMapError, VerificationError
+from floorguard.errors import CanonicalizationError, FloorMapError, VerificationError
 from floorguard.files import read_regular
 
 if TYPE_CHECKING:
@@ -185,7 +185,7 @@ def verify_receipt(
     trusted = receipt_keys(data, pubkey, env, notify)
     try:
         checked = check_receipt_document(data, trusted, content_only=content_only)
-    except VerificationError as exc:
+    except (VerificationError, CanonicalizationError) as exc:
         # The key in use is only a guess at the signer: say which one was tried and how
         # to name the right one, rather than leave a newcomer with "no signature verifies".
         hint = ""

@@ -54,7 +54,13 @@ from floorguard.errors import (
     VerificationError,
 )
 from floorguard.files import open_regular, read_regular
-from floorguard.map_model import FloorMap, entries_hash, from_entries
+from floorguard.map_model import (
+    ADAPTER_NAME,
+    ADAPTER_NAME_FORM,
+    FloorMap,
+    entries_hash,
+    from_entries,
+)
 from floorguard.slice_verify import (
     IntegrityError,
     SliceReport,
@@ -305,6 +311,17 @@ class WindowProof:
         # always the identified adapter's. Any other extra field is ignored.
         requested = receipt.get("requested")
         alias = requested if type(requested) is str and requested != adapter else None
+        # The identified adapter is always a map name (the gate refuses any other before
+        # judging it): an allowed decision under another (``AIDER``) was not the gate's, and
+        # must not pass as untracked. ``requested`` may be a path; it only names the record.
+        if not _valid_name(adapter):
+            self._violation(
+                record.seq,
+                f"the spawn record names the adapter {adapter!r}, not a valid adapter name "
+                f"({ADAPTER_NAME_FORM}): the gate refuses such a name, yet the record says "
+                f"{verdict!r}",
+            )
+            return
         if not intact:
             self._violation(
                 record.seq,
@@ -748,6 +765,10 @@ def _causes(causes: tuple[verdict_rule.Cause, ...], *, ids: bool = True) -> str:
     )
 
 
+def _valid_name(name: object) -> bool:
+    return type(name) is str and ADAPTER_NAME.match(name) is not None
+
+
 def _named(adapter: object, alias: str | None, *, quoted: bool) -> str:
     """The adapter as a reason names it: ``aider (requested as 'codey')`` when the host
     asked for it under another name."""
@@ -801,8 +822,10 @@ def prove(
     previous: Checkpoint | None = None,
     consistency: ConsistencyProof | None = None,
     host_keys: HostKeys | None = None,
+    source: str | None = None,
 ) -> ProofReport:
     """Verify a slice and prove the window over it. Pure apart from reading map archives.
+    ``source`` names the slice's file in the refusals that name one.
 
     ``checkpoint_error`` is the reason a checkpoint the caller was given did not verify;
     it is reported as an integrity error, so the slice is then not proven. A slice checked
@@ -825,6 +848,7 @@ def prove(
         on_record=proof.on_record,
         on_leaf=proof.on_leaf if checkpoint is not None else None,
         host_keys=host_keys,
+        source=source,
     )
     verifier.feed_all(lines)
     return proof.finish(
@@ -857,7 +881,8 @@ def prove_path(
         )
     # Streamed with a cap on each line; a FIFO or device is refused, never waited on.
     with open_regular(path, what="chain slice") as stream:
-        return prove(_counted(iter_slice_lines(stream), progress, progress_every), **options)
+        lines = _counted(iter_slice_lines(stream), progress, progress_every)
+        return prove(lines, source=str(path), **options)
 
 
 def _counted(
