@@ -36,6 +36,7 @@ EXIT_USAGE = 2
 _COMMANDS = {
     "validate": ("floorctl.commands.validate", "command"),
     "refresh": ("floorctl.commands.refresh", "command"),
+    "init": ("floorctl.commands.init", "command"),
     "import": ("floorctl.commands.import_osv", "group"),
     "keygen": ("floorctl.commands.keygen", "command"),
     "doctor": ("floorctl.commands.doctor", "command"),
@@ -75,6 +76,7 @@ _CONFIG_OPTIONS: dict[str, dict[str, str]] = {
         "waivers": "waivers_file",
         "signing-key": "signing_key",
     },
+    "init": {"module": "module", "template": "template"},
     "fetch": {"trusted-keys": "trusted_keys"},
     "publish": {"module": "module", "signing-key": "signing_key"},
     "sign": {"signing-key": "signing_key"},
@@ -158,7 +160,7 @@ def cli(ctx: click.Context, config_path: Path | None) -> None:
     floorctl turns advisory feeds into the floor map that floorguard enforces at spawn
     time, and signs a receipt for every change so that it can be checked offline.
 
-    Defaults for refresh, fetch, validate, publish, sign, build and chain come from
+    Defaults for init, refresh, fetch, validate, publish, sign, build and chain come from
     [tool.floorctl] of the nearest pyproject.toml from the current folder upward (the
     nearest one, with or without that table), or of --config PATH; its paths are relative
     to that file's folder; flags override it.

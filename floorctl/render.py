@@ -727,7 +727,8 @@ def _read_module_in_pieces(
 # ---------------------------------------------------------------------------------------
 
 
-def _is_path(name_or_path: str) -> bool:
+def is_template_path(name_or_path: str) -> bool:
+    """Whether a --template value names a file (a path separator, or ending in ``.j2``)."""
     separators = {os.sep, "/"} | ({os.altsep} if os.altsep else set())
     return any(sep in name_or_path for sep in separators) or name_or_path.endswith(".j2")
 
@@ -741,7 +742,7 @@ def load_template(name_or_path: str) -> Template:
     if name_or_path in TEMPLATE_NAMES:
         resource = importlib.resources.files("floorctl._templates") / f"{name_or_path}.py.j2"
         return Template(name_or_path, resource.read_text(encoding="utf-8"), name_or_path)
-    if not _is_path(name_or_path):
+    if not is_template_path(name_or_path):
         raise RenderError(
             f"unknown template {name_or_path!r}: use {' or '.join(TEMPLATE_NAMES)}, "
             "or a path to a .j2 file"
