@@ -10,11 +10,13 @@ import ast
 import importlib.util
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
-from helpers.cli import floorctl
+from helpers.cli import floorctl, isolated_env
 
 from floorctl import render, splice
 from floorguard.active_map import parse_map_module
@@ -95,6 +97,44 @@ def test_init_with_a_json_error_prints_one_error_document(project: Path) -> None
     code, out, _ = init(project, "--module", "floor_map.py", "--json")
     assert code == 1
     assert json.loads(out)["error"]["exit_status"] == 1
+
+
+def test_a_template_file_that_renders_code_is_refused_and_nothing_is_created(
+    project: Path,
+) -> None:
+    (project / "evil.j2").write_text(
+        "import os\nFLOOR_MAP_VERSION = {{ map_version }}\n"
+        "FLOOR_MAP_HASH = {{ map_hash }}\nFLOOR_MAP_ENTRIES = {}\n"
+    )
+    code, _, err = init(project, "--module", "src/m.py", "--template", "evil.j2")
+    assert code == 1, err
+    assert "something other than data" in err
+    assert not (project / "src").exists()  # not even the folder
+
+
+def test_a_parent_that_is_a_file_is_refused(project: Path) -> None:
+    (project / "src").write_text("a file\n")
+    code, _, err = init(project, "--module", "src/m.py")
+    assert code == 1, err
+    assert "cannot create its folder" in err
+    assert (project / "src").read_text() == "a file\n"
+
+
+def test_of_two_inits_of_one_path_exactly_one_writes(project: Path) -> None:
+    def start(template: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "floorctl", "init", "--module", "m.py", "--template", template],
+            cwd=project, env=isolated_env(project.parent), text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+
+    runs = [start("floorguard"), start("bernstein")]
+    codes = sorted(run.wait(timeout=120) for run in runs)
+    for run in runs:
+        run.communicate()
+    assert codes == [0, 1]
+    _, block = render.read_module((project / "m.py").read_text(), "m.py")
+    assert block.stated_hash == EMPTY_HASH  # one whole module, either layout
 
 
 # --- what is written --------------------------------------------------------------------------
