@@ -204,3 +204,12 @@ def test_an_old_format_root_is_named_as_such_given_the_last_record_digest() -> N
     reason = checkpoint.old_format_reason(old, "sha256:" + ROOT.hex())
     assert reason is not None and "old format" in reason and "record 6" in reason
     assert checkpoint.old_format_reason(old, "sha256:" + "cd" * 32) is None
+
+
+def test_the_verifier_key_is_the_go_note_form_of_the_origin_key_id_and_key() -> None:
+    # name+<key id as 8 hex>+base64(0x01 || key), as golang.org/x/mod/sumdb/note reads it.
+    vkey = checkpoint.verifier_key(ORIGIN, PUBLIC)
+    name, keyhash, encoded = vkey.split("+", 2)
+    assert name == ORIGIN
+    assert bytes.fromhex(keyhash) == checkpoint.key_id(ORIGIN, PUBLIC)
+    assert base64.b64decode(encoded, validate=True) == b"\x01" + PUBLIC

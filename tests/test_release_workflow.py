@@ -25,14 +25,23 @@ pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test comma
 WORKFLOW = REPO / "examples" / "github-actions" / "floor-release.yml"
 # Steps this machine cannot run: actions from the marketplace, the install (floorctl is
 # installed in the test's environment already, and the index is not reachable), the secret,
-# and the two uploads.
+# and the hand-over to the upload jobs (which need GitHub or PyPI, and never see the key).
 NOT_HERE = {
-    "actions/checkout@v4": "a marketplace action (the test builds the checkout itself)",
-    "actions/setup-python@v5": "a marketplace action (the test's Python stands in)",
+    "Check out": "a marketplace action (the test builds the checkout itself)",
+    "Set up Python": "a marketplace action (the test's Python stands in)",
     "Install floorctl": "needs the package index (floorctl is installed here already)",
     "Release key from the secret": "needs GitHub secrets (a generated key stands in)",
-    "Upload to PyPI": "needs PyPI trusted publishing",
-    "Attach to the GitHub release": "needs GitHub",
+    "Hand the distributions on": "actions/upload-artifact: needs GitHub",
+    "Hand the release files on": "actions/upload-artifact: needs GitHub",
+}
+# The jobs after the build: every step needs GitHub or PyPI.
+UPLOAD_JOBS = {
+    "pypi": ["Take the distributions", "Upload to PyPI"],
+    "github-release": [
+        "Take the distributions",
+        "Take the release files",
+        "Attach to the GitHub release",
+    ],
 }
 RUN_HERE = [
     "Find the receipt that pins the map in force",
@@ -49,7 +58,7 @@ def load() -> dict[str, Any]:
 
 
 def steps() -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = load()["jobs"]["release"]["steps"]
+    found: list[dict[str, Any]] = load()["jobs"]["build"]["steps"]
     return found
 
 
@@ -98,6 +107,7 @@ class Checkout:
         # What GitHub provides, or the secret step would have set.
         env["RUNNER_TEMP"] = str(self.runner_temp)
         env["GITHUB_ENV"] = str(self.runner_temp / "github-env")
+        env["GITHUB_OUTPUT"] = str(self.runner_temp / "github-output")
         # What earlier steps appended to $GITHUB_ENV, as GitHub passes it on.
         if (self.runner_temp / "github-env").exists():
             for line in (self.runner_temp / "github-env").read_text().splitlines():
@@ -138,12 +148,16 @@ def test_every_step_is_run_here_or_named_as_not_runnable() -> None:
     assert sorted(names) == sorted([*NOT_HERE, *RUN_HERE])
     assert all("run" in step for step in steps() if step.get("name") in RUN_HERE)
     # The expressions only GitHub evaluates are the ones the test stands in for.
-    job_env = load()["jobs"]["release"]["env"]
+    job_env = load()["jobs"]["build"]["env"]
     assert [k for k, v in job_env.items() if "${{" in str(v)] == ["BUILDER_ID"]
+    jobs = load()["jobs"]
+    assert sorted(jobs) == sorted(["build", *UPLOAD_JOBS])
+    for name, expected in UPLOAD_JOBS.items():
+        assert [step["name"] for step in jobs[name]["steps"]] == expected
 
 
 def test_the_release_steps_build_verify_and_publish(checkout: Checkout) -> None:
-    job_env = load()["jobs"]["release"]["env"]
+    job_env = load()["jobs"]["build"]["env"]
     by_name = {step.get("name"): step for step in steps()}
     for name in RUN_HERE:
         done = checkout.run(by_name[name], job_env)
@@ -164,20 +178,23 @@ def test_the_release_steps_build_verify_and_publish(checkout: Checkout) -> None:
 
 
 def test_the_release_builds_with_the_receipt_of_the_map_in_force(checkout: Checkout) -> None:
-    job_env = load()["jobs"]["release"]["env"]
+    job_env = load()["jobs"]["build"]["env"]
     step = {step.get("name"): step for step in steps()}[
         "Find the receipt that pins the map in force"
     ]
     assert checkout.run(step, job_env).returncode == 0
     chosen = (checkout.runner_temp / "github-env").read_text()
     assert chosen == "RECEIPT=receipts/floor-update-2.json\n"
+    # ...and the job's output, which names it to the job that attaches it to the release.
+    handed = (checkout.runner_temp / "github-output").read_text()
+    assert handed == "receipt=receipts/floor-update-2.json\n"
 
 
 @pytest.mark.parametrize("committed", ["only_an_older_map", "signed_by_another_key"])
 def test_the_release_stops_without_a_signed_receipt_for_the_map_in_force(
     checkout: Checkout, committed: str
 ) -> None:
-    job_env = load()["jobs"]["release"]["env"]
+    job_env = load()["jobs"]["build"]["env"]
     step = {step.get("name"): step for step in steps()}[
         "Find the receipt that pins the map in force"
     ]
@@ -194,7 +211,7 @@ def test_the_release_stops_without_a_signed_receipt_for_the_map_in_force(
 
 
 def test_the_verify_step_fails_for_a_changed_wheel(checkout: Checkout) -> None:
-    job_env = load()["jobs"]["release"]["env"]
+    job_env = load()["jobs"]["build"]["env"]
     by_name = {step.get("name"): step for step in steps()}
     assert (
         checkout.run(by_name["Find the receipt that pins the map in force"], job_env).returncode
@@ -211,7 +228,7 @@ def test_the_verify_step_fails_for_a_changed_wheel(checkout: Checkout) -> None:
 
 
 def test_the_host_check_step_fails_for_a_map_signed_by_another_key(checkout: Checkout) -> None:
-    job_env = load()["jobs"]["release"]["env"]
+    job_env = load()["jobs"]["build"]["env"]
     by_name = {step.get("name"): step for step in steps()}
     other = checkout.root.parent / "other"
     done = run_floorctl("keygen", "--out", other, cwd=checkout.root, state=checkout.state)

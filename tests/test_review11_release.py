@@ -237,7 +237,7 @@ def test_the_release_recipe_refuses_a_receipt_name_that_would_set_variables_for_
     step = {step.get("name"): step for step in steps()}[
         "Find the receipt that pins the map in force"
     ]
-    done = checkout.run(step, load()["jobs"]["release"]["env"])
+    done = checkout.run(step, load()["jobs"]["build"]["env"])
     assert done.returncode == 1
     assert "holds characters other than" in done.stderr
     assert not (checkout.runner_temp / "github-env").exists()
@@ -251,7 +251,7 @@ def test_the_release_recipe_with_no_receipt_at_all_says_so(tmp_path: Path) -> No
     step = {step.get("name"): step for step in steps()}[
         "Find the receipt that pins the map in force"
     ]
-    done = checkout.run(step, load()["jobs"]["release"]["env"])
+    done = checkout.run(step, load()["jobs"]["build"]["env"])
     assert done.returncode == 1
     assert "no signed update receipt in receipts pins the map in force" in done.stderr
 
@@ -266,7 +266,7 @@ def test_the_release_recipe_stops_when_the_tag_names_another_version_than_it_bui
     # The wheel is uploaded to PyPI, then the GitHub release is made for the tag: a tag for
     # another version named the release wrongly, a branch run failed only after the upload.
     checkout = Checkout(tmp_path)
-    job_env = {**load()["jobs"]["release"]["env"], "GITHUB_REF_TYPE": ref_type}
+    job_env = {**load()["jobs"]["build"]["env"], "GITHUB_REF_TYPE": ref_type}
     job_env["GITHUB_REF_NAME"] = ref_name
     by_name = {step.get("name"): step for step in steps()}
     assert (

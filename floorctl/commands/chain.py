@@ -60,13 +60,10 @@ _signing_key_option = click.option(
 )
 
 
-def _signed_checkpoint(audit: AuditChain, signing_key: Path | None, last_seq: int | None) -> str:
-    return _signed(audit, signing_key, last_seq)[1]
-
-
 def _signed(
     audit: AuditChain, signing_key: Path | None, last_seq: int | None
-) -> tuple[checkpoint.Checkpoint, str]:
+) -> tuple[checkpoint.Checkpoint, str, bytes]:
+    """The checkpoint, its signed note and the signer's raw public key."""
     resolved = keys.resolve_signing_key(
         signing_key, dict(os.environ), notify=lambda m: notice(f"floorctl: {m}")
     )
@@ -86,7 +83,8 @@ def _signed(
         location=audit.location, root_of=lambda m: _stored_root(audit, m),
         doing="sign a checkpoint of",
     )  # fmt: skip
-    return statement, checkpoint.sign(statement, resolved.key)
+    note = checkpoint.sign(statement, resolved.key)
+    return statement, note, checkpoint.raw_public(resolved.key.public_key())
 
 
 def _stored_root(audit: AuditChain, size: int) -> bytes:
@@ -104,18 +102,28 @@ def _stored_root(audit: AuditChain, size: int) -> bytes:
     default=None,
     help="Write the checkpoint to FILE atomically instead of stdout.",
 )
-def checkpoint_command(signing_key: Path | None, out: Path | None) -> None:
+@json_option
+def checkpoint_command(signing_key: Path | None, out: Path | None, as_json: bool) -> None:
     """Sign a checkpoint of the chain's current head (a C2SP signed note).
 
     The whole chain is verified with its key first: a tampered chain is never signed.
+    With --json: the checkpoint, its origin and size, and the signed-note verifier key
+    (vkey, name+keyhash+base64) that verifies it.
     """
     audit = AuditChain.from_env()
-    note = _signed_checkpoint(audit, signing_key, None)
-    if out is None:
+    statement, note, public = _signed(audit, signing_key, None)
+    if out is not None:
+        _write_atomically(out, note.splitlines())
+        notice(f"wrote a checkpoint to {out}")
+    if as_json:
+        emit_json({
+            "checkpoint": note,
+            "origin": statement.origin,
+            "size": statement.size,
+            "vkey": checkpoint.verifier_key(statement.origin, public),
+        })  # fmt: skip
+    elif out is None:
         click.echo(note, nl=False)
-        return
-    _write_atomically(out, note.splitlines())
-    notice(f"wrote a checkpoint to {out}")
 
 
 @chain.command("export", short_help="Export a slice of the audit chain (JSON Lines).")
@@ -195,7 +203,7 @@ def export(
         if not last:
             raise ChainError("the slice is empty: there is nothing to checkpoint")
         last_seq = json.loads(last[0])["seq"]
-        statement, note = _signed(audit, signing_key, last_seq)
+        statement, note, _ = _signed(audit, signing_key, last_seq)
         _write_atomically(checkpoint_out, note.splitlines())
         notice(f"wrote a checkpoint of {last_seq + 1} record(s) to {checkpoint_out}")
         if inclusion_out is not None:

@@ -8,7 +8,15 @@ import click
 
 from floorctl import keys
 from floorctl.commands._output import emit_json, json_option
-from floorguard import dsse
+from floorguard import checkpoint, dsse
+from floorguard.chain import is_chain_id
+
+
+def _chain_id(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Click callback: a chain id (32 lowercase hex), checked before any key is written."""
+    if value is not None and not is_chain_id(value):
+        raise click.BadParameter(f"{value!r} is not a chain id (32 hex characters)")
+    return value
 
 
 @click.command("keygen", short_help="Create an Ed25519 signing key pair.")
@@ -19,15 +27,34 @@ from floorguard import dsse
     type=click.Path(path_type=Path, file_okay=False),
     help="Directory for signing.key (0600) and signing.pub; created if needed.",
 )
+@click.option(
+    "--chain-id",
+    metavar="ID",
+    callback=_chain_id,
+    default=None,
+    help="Also print the signed-note verifier key (name+keyhash+base64, for Go's "
+    "golang.org/x/mod/sumdb/note) of this key's checkpoints of chain ID: their key name is "
+    "their origin, floorguard/ID.",
+)
 @json_option
-def command(out_dir: Path, as_json: bool) -> None:
+def command(out_dir: Path, chain_id: str | None, as_json: bool) -> None:
     """Create an Ed25519 key pair. Refuses to overwrite an existing key."""
     private_path, public_path = keys.generate(out_dir)
-    key_id = dsse.key_id(keys.load_public(public_path))
+    public = keys.load_public(public_path)
+    key_id = dsse.key_id(public)
+    vkey = None
+    if chain_id is not None:
+        name = checkpoint.ORIGIN_PREFIX + chain_id
+        vkey = checkpoint.verifier_key(name, checkpoint.raw_public(public))
     if as_json:
-        emit_json(
-            {"private_key": str(private_path), "public_key": str(public_path), "keyid": key_id}
-        )
+        emit_json({
+            "private_key": str(private_path),
+            "public_key": str(public_path),
+            "keyid": key_id,
+            "vkey": vkey,
+        })  # fmt: skip
         return
     click.echo(f"wrote {private_path} (private, mode 0600) and {public_path}")
     click.echo(f"keyid {key_id}")
+    if vkey is not None:
+        click.echo(f"vkey {vkey}")

@@ -98,6 +98,14 @@ def key_id(name: str, public_raw: bytes) -> bytes:
     return hashlib.sha256(name.encode("utf-8") + b"\n" + ED25519_TYPE + public_raw).digest()[:4]
 
 
+def verifier_key(name: str, public_raw: bytes) -> str:
+    """The signed-note verifier key ``<name>+<key id, 8 hex>+<base64(0x01 || key)>``, the
+    form Go's golang.org/x/mod/sumdb/note (note.NewVerifier) reads. For a checkpoint the
+    name is its origin, so the key is one chain's."""
+    encoded = base64.b64encode(ED25519_TYPE + public_raw).decode("ascii")
+    return f"{name}+{key_id(name, public_raw).hex()}+{encoded}"
+
+
 def signature_line(name: str, public_raw: bytes, signature: bytes) -> str:
     """``— <name> <base64(key id || signature)>`` with its newline."""
     blob = base64.b64encode(key_id(name, public_raw) + signature).decode("ascii")
