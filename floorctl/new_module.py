@@ -9,6 +9,7 @@ Nothing outside the block is code: a host that needs more (Bernstein's layout ca
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,7 +82,13 @@ def create(path: Path, template_name: str) -> NewModule:
             raise OutputError(
                 f"{path}: cannot create its folder {path.parent}: {exc.strerror or exc}"
             ) from exc
-    atomic.create_new(path, text.encode("utf-8"), mode=atomic.DEFAULT_MODE)
+    # The folder as the kernel found it (a link before a ".." followed, as mkdir followed
+    # it), so that the file is written into the folder just made, not one read textually.
+    atomic.create_new(
+        Path(os.path.realpath(path.parent)) / path.name,
+        text.encode("utf-8"),
+        mode=atomic.DEFAULT_MODE,
+    )
     return NewModule(
         path=path,
         template=template_name,

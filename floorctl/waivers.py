@@ -289,11 +289,13 @@ def _expires_problem(value: str) -> str | None:
     except FloorguardError:
         valid = False
     else:
-        valid = value.endswith("Z")
+        # More than six fractional digits would be cut to microseconds when written.
+        fraction = value[:-1].partition(".")[2]
+        valid = value.endswith("Z") and len(fraction) <= 6
     if not valid:
         return (
-            f"{feeds.show_value(value)} is not an RFC 3339 UTC time with Z "
-            "(such as 2026-12-31T00:00:00Z)"
+            f"{feeds.show_value(value)} is not an RFC 3339 UTC time with Z and at most six "
+            "fractional digits (such as 2026-12-31T00:00:00Z)"
         )
     return None
 

@@ -338,7 +338,8 @@ def test_validate_refuses_an_expiry_with_an_offset_naming_file_and_path(project:
     assert code == 1 and out == ""
     assert err.strip() == (
         f"floorctl: error: {name}: $.waivers[0].expires: '2026-12-31T00:00:00+01:00' is not "
-        "an RFC 3339 UTC time with Z (such as 2026-12-31T00:00:00Z)"
+        "an RFC 3339 UTC time with Z and at most six fractional digits (such as "
+        "2026-12-31T00:00:00Z)"
     ), err
     assert (project / "project" / name).read_bytes() == before
 

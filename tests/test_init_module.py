@@ -271,3 +271,19 @@ def test_a_module_flag_overrides_the_configured_one(project: Path) -> None:
 def test_init_keeps_no_temporary_file_beside_the_module(project: Path) -> None:
     assert init(project, "--module", "m.py")[0] == 0
     assert sorted(os.listdir(project)) == ["m.py"]
+
+
+def test_a_module_path_through_a_link_and_dot_dot_is_written_where_its_folder_was_made(
+    tmp_path: Path,
+) -> None:
+    # The kernel reads sl/.. as the link's parent: the folder made and the file written must
+    # be in that one place, not the folder there and the file looked for textually here.
+    elsewhere = tmp_path / "else" / "sub"
+    elsewhere.mkdir(parents=True)
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "sl").symlink_to(elsewhere)
+    done = floorctl("init", "--module", "sl/../newdir/m.py", cwd=work, state=tmp_path / "state")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "else" / "newdir" / "m.py").is_file()
+    assert not (work / "newdir").exists()

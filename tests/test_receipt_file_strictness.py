@@ -180,3 +180,18 @@ def with_field(project: Path, field: str, value: object) -> str:
     receipt = {**record["receipt"], field: value}
     document = {"receipt_id": content_address(receipt), "receipt": receipt}
     return variant(project, "edited.json", json.dumps(document).encode())
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+@pytest.mark.parametrize("key", ["payload", "payloadType", "signatures"])
+def test_refuses_an_envelope_that_repeats_a_key_naming_the_file(
+    project: Path, tool: str, key: str
+) -> None:
+    # Parsers differ on which copy counts: the payload one verifier reads would not be
+    # another's. The decoy goes first; Python's json would keep the real, later copy.
+    text = (project / "receipt.json").read_text()
+    decoy = {"payload": '"e30="', "payloadType": '"text/plain"', "signatures": "[]"}[key]
+    assert text.startswith("{")
+    name = variant(project, f"repeated-{key}.json", ("{" + f'"{key}":{decoy},' + text[1:]).encode())
+    message = refused(verify(tool, project, name, "--pubkey", "keys/signing.pub"), tool, name)
+    assert f"repeats the key {key!r}" in message

@@ -279,6 +279,15 @@ def test_an_unsigned_feed_fails_the_run_and_changes_nothing(runner: Runner) -> N
         ("http://github.com/example/floorguard", "a" * 40, "https URL"),
         ("https://user:token@github.com/example/floorguard", "a" * 40, "https URL"),
         ("", "a" * 40, "https URL"),
+        # a fragment or a query would carry the pin out of the URL (pip then installs the
+        # default branch, or a subdirectory the variable names)
+        ("https://github.com/example/floorguard#", "a" * 40, "https URL"),
+        ("https://evil.example/r.git#subdirectory=evil&x=", "a" * 40, "https URL"),
+        ("https://github.com/example/floorguard?x=", "a" * 40, "https URL"),
+        ("https://github.com/example/floorguard\u00a0--index-url", "a" * 40, "https URL"),
+        ("https:///etc/x", "a" * 40, "https URL"),
+        ("https://github.com/example/floorguard/../../evil/r", "a" * 40, "https URL"),
+        ("https://github.com/example/floorguard\uff20main", "a" * 40, "https URL"),
     ],
 )
 def test_the_install_step_refuses_a_moving_or_unprotected_source_before_pip_runs(

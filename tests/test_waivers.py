@@ -182,6 +182,12 @@ def test_accepts_an_empty_list() -> None:
         (document(waiver(expires="2027-01-01T02:00:00+02:00")), "$.waivers[0].expires", "UTC"),
         (document(waiver(expires="2027-01-01T00:00:00-00:00")), "$.waivers[0].expires", "UTC"),
         (document(waiver(expires="2027-01-01T00:00:00z")), "$.waivers[0].expires", "with Z"),
+        # (floorctl writes six fractional digits: more would be cut, unlike what was approved)
+        (
+            document(waiver(expires="2027-01-01T00:00:00.1234567Z")),
+            "$.waivers[0].expires",
+            "at most six fractional digits",
+        ),
         (document(waivers=[waiver(id=f"WVR-{i}") for i in range(1001)]), "$.waivers", "too many"),
     ],
 )

@@ -57,6 +57,19 @@ def _refuse_constant(text: str) -> Any:
     raise _NotJson(text)
 
 
+class _RepeatedKey(Exception):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise _RepeatedKey(repr(key))
+        found[key] = value
+    return found
+
+
 def parse_document(data: bytes, what: str = "the file") -> Any:
     """A receipt file's (or signed payload's) JSON, read strictly: UTF-8 without a
     byte-order mark (``json.loads`` of bytes would skip one, or read UTF-16), and no NaN or
@@ -68,9 +81,12 @@ def parse_document(data: bytes, what: str = "the file") -> Any:
     except UnicodeDecodeError as exc:
         raise VerificationError(f"{what} is not UTF-8 ({exc.reason} at byte {exc.start})") from exc
     try:
-        return json.loads(text, parse_constant=_refuse_constant)
+        return json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_unique_keys)
     except _NotJson as exc:
         raise VerificationError(f"{what} holds {exc}, and {exc} is not JSON") from exc
+    except _RepeatedKey as exc:
+        # Parsers differ on which copy counts: one reader's payload would be another's.
+        raise VerificationError(f"{what} repeats the key {exc} in one object") from exc
     except (ValueError, RecursionError) as exc:
         raise VerificationError(f"{what} is not JSON: {exc}") from exc
 
