@@ -37,6 +37,8 @@ from floorguard import checkpoint
 from floorguard.chain import AuditChain
 from floorguard.errors import ChainWriteError
 
+pytestmark = pytest.mark.fleet  # (a long PostgreSQL suite: run by .ci/run)
+
 pg = test_chain_postgres.pg
 
 APPEND = textwrap.dedent(

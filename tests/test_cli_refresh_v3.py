@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 from helpers.cli import floorctl, isolated_env
 
+pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
+
 REPO = Path(__file__).resolve().parents[1]
 MODULE = Path("generated/floorguard/floor_map.py")
 # The hash of the shipped example map, taken from main before schema 3 existed.

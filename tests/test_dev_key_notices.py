@@ -13,6 +13,8 @@ from test_quickstart import clean_copy, quick_start_commands
 
 from floorguard import dsse
 
+pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
+
 REPO = Path(__file__).resolve().parents[1]
 MODULE = Path("generated/floorguard/floor_map.py")
 FEED = "feeds/example.v1.json"

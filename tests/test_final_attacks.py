@@ -17,6 +17,8 @@ from hosts import floor, map_module
 
 from floorguard._canonical import canonical_bytes
 
+pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
+
 FEED = {
     "schema_version": 1,
     "adapters": {

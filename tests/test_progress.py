@@ -18,6 +18,8 @@ from helpers.terminal import floorctl_on_terminal
 
 from floorguard.map_model import entries_hash
 
+pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
+
 EMPTY_MODULE = '"""Host module."""\n\n# floor-map:begin\n# floor-map:end\n'
 KEY = bytes(range(32))
 

@@ -19,6 +19,8 @@ import yaml
 from feedserver import FeedServer, envelope, new_key, v2_feed
 from helpers.cli import isolated_env
 
+pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
+
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = REPO / "examples" / "github-actions" / "floor-refresh.yml"
 

@@ -17,6 +17,8 @@ from helpers.cli import floorctl
 
 from floorguard.map_model import floor_map_hash, from_entries
 
+pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
+
 MODULE = Path("generated/floorguard/floor_map.py")
 EMPTY_MODULE = '"""Host module."""\n\n# floor-map:begin\n# floor-map:end\n'
 CLAUDE = "@anthropic-ai/claude-code"

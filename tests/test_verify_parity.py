@@ -23,6 +23,8 @@ from helpers.cli import floorctl, isolated_env
 
 from floorguard.chain import AuditChain
 
+pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
+
 FEED = {
     "schema_version": 1,
     "adapters": {

@@ -18,6 +18,8 @@ from hypothesis import strategies as st
 
 from floorctl import zipstream
 
+pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
+
 names = st.text(
     alphabet=st.characters(blacklist_categories=("Cs", "Cc"), blacklist_characters="/\\"),
     min_size=1,
