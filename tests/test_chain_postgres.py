@@ -292,6 +292,7 @@ def _host_home(pg: Chain, tmp_path: Path, name: str) -> dict[str, str]:
     return env
 
 
+@pytest.mark.fleet  # (a long race: run by .ci/run)
 def test_two_hosts_four_processes_each_make_one_linear_chain_of_1600(
     pg: Chain, tmp_path: Path
 ) -> None:
@@ -356,6 +357,7 @@ class _Acknowledgements:
                 if line.startswith("ok ") and line.endswith("\n")]  # fmt: skip
 
 
+@pytest.mark.fleet  # (a long race: run by .ci/run)
 def test_kill_9_of_appenders_loses_no_acknowledged_record(pg: Chain, tmp_path: Path) -> None:
     rng = random.Random(1306)
     acknowledged: list[str] = []
@@ -386,6 +388,7 @@ def test_kill_9_of_appenders_loses_no_acknowledged_record(pg: Chain, tmp_path: P
     assert _verified(pg) == len(stored) + 1
 
 
+@pytest.mark.fleet  # (a long race: run by .ci/run)
 def test_a_server_stopped_mid_run_refuses_appends_within_the_timeout_then_recovers(
     pg: Chain, tmp_path: Path
 ) -> None:

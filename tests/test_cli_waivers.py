@@ -21,6 +21,8 @@ from floorguard._time import parse_ts
 from floorguard.active_map import parse_map_module
 from floorguard.map_model import floor_map_hash, from_entries
 
+pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
+
 MODULE = Path("generated/floorguard/floor_map.py")
 EMPTY_MODULE = '"""Host module."""\n\n# floor-map:begin\n# floor-map:end\n\nTAIL = 1\n'
 NOW = "2026-12-01T00:00:00Z"

@@ -30,6 +30,8 @@ from floorctl.splice import read_module_text
 from floorguard.map_model import floor_map_hash, from_entries
 from floorguard.receipts import receipt_id
 
+pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
+
 MODULE = Path("generated/floorguard/floor_map.py")
 EMPTY_MODULE = '"""Host module."""\n\n# floor-map:begin\n# floor-map:end\n\nTAIL = 1\n'
 # Large enough that planning takes a noticeable time, so unserialized writers overlap.

@@ -12,7 +12,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from probes.native import native_program
+
+pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
 
 REPO = Path(__file__).resolve().parents[1]
 FLOORCTL = [sys.executable, "-m", "floorctl"]

@@ -14,12 +14,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from helpers.advisory_maps import advisory, entry, extended_module, span, waiver
 from helpers.cli import floorctl
 from helpers.races import preflight_across, spawn_after_update
 from hosts import HOST, Host, write_script
 
 from floorguard._time import format_ts, utc_now
+
+pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
 
 AIDER_FEED = {
     "schema_version": 3,
