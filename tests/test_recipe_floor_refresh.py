@@ -272,6 +272,22 @@ def test_an_unsigned_feed_fails_the_run_and_changes_nothing(runner: Runner) -> N
     assert runner.git("status", "--porcelain") == ""
 
 
+def _install_step(
+    tmp_path: Path, python_body: str, repo: str, commit: str
+) -> subprocess.CompletedProcess[str]:
+    """The recipe's install step run by bash with these variables, and a ``python`` first
+    on PATH whose script is ``python_body`` (standing in for pip)."""
+    step = next(s for s in steps() if s["name"] == "Install floorctl")
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "python").write_text(f"#!/bin/sh\n{python_body}\n")
+    (shim / "python").chmod(0o755)
+    env = {"PATH": f"{shim}:/usr/bin:/bin", "FLOORGUARD_REPO": repo, "FLOORGUARD_COMMIT": commit}
+    return subprocess.run(
+        ["bash", "-e", "-c", step["run"]], env=env, capture_output=True, text=True, check=False
+    )
+
+
 @pytest.mark.parametrize(
     ("repo", "commit", "message"),
     [
@@ -295,16 +311,8 @@ def test_an_unsigned_feed_fails_the_run_and_changes_nothing(runner: Runner) -> N
 def test_the_install_step_refuses_a_moving_or_unprotected_source_before_pip_runs(
     tmp_path: Path, repo: str, commit: str, message: str
 ) -> None:
-    step = next(s for s in steps() if s["name"] == "Install floorctl")
     # A python on PATH that records being run: the step must stop before it.
-    shim = tmp_path / "bin"
-    shim.mkdir()
-    (shim / "python").write_text(f"#!/bin/sh\ntouch {tmp_path / 'ran'}\n")
-    (shim / "python").chmod(0o755)
-    env = {"PATH": f"{shim}:/usr/bin:/bin", "FLOORGUARD_REPO": repo, "FLOORGUARD_COMMIT": commit}
-    done = subprocess.run(
-        ["bash", "-e", "-c", step["run"]], env=env, capture_output=True, text=True, check=False
-    )
+    done = _install_step(tmp_path, f"touch {tmp_path / 'ran'}", repo, commit)
     assert done.returncode == 1 and message in done.stderr
     assert not (tmp_path / "ran").exists()
 
@@ -312,19 +320,10 @@ def test_the_install_step_refuses_a_moving_or_unprotected_source_before_pip_runs
 def test_the_install_step_installs_both_distributions_from_the_one_pinned_commit(
     tmp_path: Path,
 ) -> None:
-    step = next(s for s in steps() if s["name"] == "Install floorctl")
-    shim = tmp_path / "bin"
-    shim.mkdir()
-    (shim / "python").write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {tmp_path / "argv"}\n')
-    (shim / "python").chmod(0o755)
     commit = "0123456789abcdef0123456789abcdef01234567"
-    env = {
-        "PATH": f"{shim}:/usr/bin:/bin",
-        "FLOORGUARD_REPO": "https://github.com/example/floorguard",
-        "FLOORGUARD_COMMIT": commit,
-    }
-    done = subprocess.run(["bash", "-e", "-c", step["run"]], env=env, check=False)
-    assert done.returncode == 0
+    record = f'printf "%s\\n" "$@" > {tmp_path / "argv"}'
+    done = _install_step(tmp_path, record, "https://github.com/example/floorguard", commit)
+    assert done.returncode == 0, done.stderr
     argv = (tmp_path / "argv").read_text().splitlines()
     source = f"git+https://github.com/example/floorguard@{commit}"
     assert argv == [

@@ -63,7 +63,6 @@ def updates(project: Path, state: Path) -> list[dict[str, Any]]:
     return [r["receipt"] for r in records if r["event"] == "adapter.floor_update_receipt"]
 
 
-@pytest.mark.slow
 def test_concurrent_refreshes_never_lose_a_floor(tmp_path: Path) -> None:
     project, state = tmp_path / "project", tmp_path / "state"
     (project / MODULE.parent).mkdir(parents=True)

@@ -1199,9 +1199,7 @@ BEGIN
     SELECT '[' || COALESCE(pg_catalog.string_agg({_canonical_value_sql("a.v")}, ','
              ORDER BY a.o), '') || ']'
       INTO rebuilt FROM pg_catalog.jsonb_array_elements(j) WITH ORDINALITY AS a(v, o);
-  ELSE
-    rebuilt := {_canonical_value_sql("j")};
-  END IF;
+  END IF;  -- (a scalar is never passed: its value's form is rebuilt where it stands)
   RETURN rebuilt;
 END $$
 """,  # noqa: S608
