@@ -100,6 +100,22 @@ def test_a_session_busy_on_the_lock_is_ended_and_the_append_goes_on(
     assert _verified(pg) == 1
 
 
+def test_a_holder_is_ended_for_its_own_hold_not_for_the_time_of_the_one_before(
+    pg: Chain, hostile: psycopg.Connection[Any]
+) -> None:
+    # The lock may change hands while a waiter looks: here the bookkeeping still names an
+    # earlier transaction that took the lock long ago (as between a holder taking it and
+    # writing its hold). The session holding it now gets the whole limit, counted from when
+    # a waiter first saw it.
+    pg.chain().append(CANARY, receipt())
+    pg.sql("UPDATE floorguard.meta SET value = '2000' WHERE key = 'lock_hold_limit_ms'")
+    pid = _take(hostile)
+    pg.sql("SELECT setval('floorguard.lock_since', 1000000), setval('floorguard.lock_holder', 1)")
+    assert _timed_append(pg, FLOORGUARD_CHAIN_TIMEOUT="8") >= 2.0
+    assert not _alive(pg, pid)
+    assert _verified(pg) == 2
+
+
 def test_calling_the_functions_again_does_not_renew_a_hold(
     pg: Chain, hostile: psycopg.Connection[Any]
 ) -> None:

@@ -1233,26 +1233,30 @@ LOCK_HOLD_LIMIT_MS = 1000
 # nor take a row lock in it). Re-entrant within a transaction. The wait is bounded by the
 # caller's lock_timeout; a holder that has held the lock longer than the limit is ended
 # (pg_terminate_backend: the owner needs pg_signal_backend), except the owner's and a
-# superuser's sessions. When it was taken, and by which transaction, is kept in two
-# unlogged sequences (written outside the transaction, so a waiter sees them at once): a
-# holder cannot refresh its time by calling again, nor can a waiter that waited long be
-# taken for a long holder once it holds the lock.
+# superuser's sessions. When it was taken, and by which transaction (its 32-bit xid), is
+# kept in two unlogged sequences (written outside the transaction, so a waiter sees them at
+# once; the time first, so a waiter that reads the holder and then the time never pairs a
+# holder with an earlier holder's time): a holder cannot refresh its time by calling again,
+# nor can a waiter that waited long be taken for a long holder once it holds the lock. A
+# waiter ends only the holder whose time it read: the lock may change hands between its
+# reads, and a holder whose hold is not written yet (it has just taken the lock, or its
+# statement was cancelled in between) is written by the waiter, counted from then.
 _TAKE_LOCK = f"""
 CREATE OR REPLACE FUNCTION floorguard.take_lock() RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-  me bigint := pg_catalog.pg_current_xact_id()::text::bigint;
+  me bigint := pg_catalog.pg_current_xact_id()::text::bigint % 4294967296;
   caller_timeout text := pg_catalog.current_setting('lock_timeout');
   deadline timestamptz;
   wait interval := interval '{LOCK_HOLD_LIMIT_MS} ms';
   hold_limit interval;
   since timestamptz;
+  recorded bigint;
   holder record;
   owner_oid oid;
   stuck boolean := false;
   started timestamptz := pg_catalog.clock_timestamp();
   limit_now interval;
-  held_too_long boolean;
   pass integer;
   lock_table oid := 'floorguard.append_lock'::pg_catalog.regclass;
 BEGIN
@@ -1282,9 +1286,13 @@ BEGIN
       NULL;
     END;
     SELECT r.oid INTO owner_oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user;
+    -- Backends and their transactions as they are now: within a transaction PostgreSQL
+    -- answers from a snapshot taken at the first look, which misses a session that
+    -- connected since, and the transaction a session runs now.
+    PERFORM pg_catalog.pg_stat_clear_snapshot();
+    wait := interval '50 ms';
     -- Two passes: the first ends DDL requests only, before anything below reads a table or
     -- sequence of the chain that such a queued request would make this append wait on.
-    held_too_long := false;
     FOR pass IN 1 .. 2 LOOP
     IF pass = 2 THEN
     hold_limit := COALESCE((SELECT (m.value || ' ms')::interval FROM floorguard.meta m
@@ -1296,16 +1304,17 @@ BEGIN
     -- link or a loaded server stretches.)
     limit_now := CASE WHEN pg_catalog.clock_timestamp() - started >= hold_limit
                       THEN hold_limit / 4 ELSE hold_limit END;
+    -- The holder before its time (see above).
+    recorded := pg_catalog.pg_sequence_last_value('floorguard.lock_holder');
     since := pg_catalog.to_timestamp(
       pg_catalog.pg_sequence_last_value('floorguard.lock_since') / 1000000.0);
-    held_too_long := since IS NULL OR since + limit_now <= pg_catalog.clock_timestamp();
     END IF;
-    -- Ended, unless the owner's or a superuser's: a holder of the chain's lock past the
+    -- Ended, unless the owner's or a superuser's: the holder of the chain's lock past the
     -- limit, and at once a session asking for (or holding) a lock no append takes on any of
     -- the chain's tables (an appender may not run DDL, yet PostgreSQL queues its request
     -- before checking that, and every append would queue behind it).
     FOR holder IN
-      SELECT DISTINCT l.pid, a.usesysid,
+      SELECT DISTINCT l.pid, a.usesysid, a.backend_xid::text::bigint AS xid,
              l.mode = 'ExclusiveLock' AND l.relation = lock_table AS holds_lock
         FROM pg_catalog.pg_locks l
         CROSS JOIN LATERAL pg_catalog.pg_stat_get_activity(l.pid) a
@@ -1316,13 +1325,27 @@ BEGIN
                             WHERE d.datname = pg_catalog.current_database())
          AND l.pid <> pg_catalog.pg_backend_pid()
          AND CASE WHEN l.mode = 'ExclusiveLock' AND l.relation = lock_table
-                  THEN l.granted AND held_too_long
+                  THEN l.granted AND pass = 2
                   ELSE l.mode NOT IN ('AccessShareLock', 'RowShareLock', 'RowExclusiveLock') END
     LOOP
       CONTINUE WHEN holder.usesysid = owner_oid OR COALESCE(
         (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.oid = holder.usesysid), true);
+      IF holder.holds_lock THEN
+        IF COALESCE(holder.xid, 0) IS DISTINCT FROM recorded THEN
+          since := pg_catalog.clock_timestamp();
+          PERFORM pg_catalog.setval('floorguard.lock_since',
+            (EXTRACT(epoch FROM since) * 1000000)::bigint);
+          recorded := COALESCE(holder.xid, 0);
+          PERFORM pg_catalog.setval('floorguard.lock_holder', recorded);
+        END IF;
+        IF since + limit_now > pg_catalog.clock_timestamp() THEN
+          wait := since + limit_now - pg_catalog.clock_timestamp() + interval '20 ms';
+          CONTINUE;
+        END IF;
+      END IF;
       IF NOT pg_catalog.pg_has_role('pg_signal_backend', 'USAGE') THEN
         stuck := true;
+        wait := COALESCE(limit_now, interval '{LOCK_HOLD_LIMIT_MS} ms');
         CONTINUE;
       END IF;
       RAISE LOG 'floorguard: ending backend % (role %): %', holder.pid,
@@ -1332,19 +1355,11 @@ BEGIN
       PERFORM pg_catalog.pg_terminate_backend(holder.pid, 1000);
     END LOOP;
     END LOOP;
-    IF NOT held_too_long THEN
-      wait := since + limit_now - pg_catalog.clock_timestamp() + interval '20 ms';
-      CONTINUE;
-    END IF;
-    -- The next holder's time is not yet written: count it from now.
-    PERFORM pg_catalog.setval('floorguard.lock_since',
-      (EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000000)::bigint);
-    wait := limit_now;
   END LOOP;
   PERFORM pg_catalog.set_config('lock_timeout', caller_timeout, true);
-  PERFORM pg_catalog.setval('floorguard.lock_holder', me);
   PERFORM pg_catalog.setval('floorguard.lock_since',
     (EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000000)::bigint);
+  PERFORM pg_catalog.setval('floorguard.lock_holder', me);
 END $$
 """  # noqa: S608
 
@@ -1361,7 +1376,7 @@ _READ_COMMITTED = """
 # Always asked of PostgreSQL, never inferred from lock_holder: a savepoint rolled back
 # releases the lock but not what the (non-transactional) sequence says.
 _LOCK_STEP = """
-  me := pg_catalog.pg_current_xact_id()::text::bigint;
+  me := pg_catalog.pg_current_xact_id()::text::bigint % 4294967296;
   -- (Nothing but the LOCK in the block: an expression inside one is set up afresh.)
   BEGIN
     LOCK TABLE floorguard.append_lock IN EXCLUSIVE MODE NOWAIT;
@@ -1370,9 +1385,9 @@ _LOCK_STEP = """
     PERFORM floorguard.take_lock();  -- waits, ends what stalls it, and records the hold
   END;
   IF pg_catalog.pg_sequence_last_value('floorguard.lock_holder') IS DISTINCT FROM me THEN
-    PERFORM pg_catalog.setval('floorguard.lock_holder', me);
     PERFORM pg_catalog.setval('floorguard.lock_since',
       (EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000000)::bigint);
+    PERFORM pg_catalog.setval('floorguard.lock_holder', me);
   END IF;
 """
 
