@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from floorctl import atomic
 from floorctl.errors import BuildError, ModuleError
+from floorguard import atomic
 from floorguard._canonical import canonical_bytes, sha256_digest
 from floorguard.active_map import ActiveMap, parse_map_module
 from floorguard.errors import FloorMapError, UnreadableFileError

@@ -67,10 +67,6 @@ class FreshnessError(FloorctlError):
     (mix-and-match), or is expired (freeze)."""
 
 
-class OutputError(FloorctlError):
-    """An output file cannot be written safely; whatever was at its name is unchanged."""
-
-
 class ConcurrentUpdate(FloorctlError):
     """The module changed under a refresh that had already read it; nothing was written."""
 

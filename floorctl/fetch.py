@@ -32,8 +32,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from floorctl import atomic, feeds, freshness, trust
+from floorctl import feeds, freshness, trust
 from floorctl.errors import FetchError, FloorctlError, TrustError
+from floorguard import atomic
 from floorguard._canonical import sha256_digest
 from floorguard.errors import InvalidInput, UnreadableFileError
 from floorguard.files import read_regular, read_regular_if_exists

@@ -24,9 +24,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from floorctl import atomic, keys, locking
+from floorctl import keys, locking
 from floorctl.errors import FreshnessError
 from floorctl.feeds import Feed
+from floorguard import atomic
 from floorguard._canonical import is_digest
 from floorguard._time import format_ts, parse_ts
 from floorguard.errors import FloorguardError, UnreadableFileError

@@ -11,10 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from floorctl import atomic
-from floorctl.errors import OutputError, SigningError
-from floorguard import dsse
-from floorguard.errors import UnreadableFileError, VerificationError
+from floorctl.errors import SigningError
+from floorguard import atomic, dsse
+from floorguard.errors import OutputError, UnreadableFileError, VerificationError
 from floorguard.files import read_regular
 from floorguard.verify_commands import floorctl_state_dir
 

@@ -13,9 +13,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from floorctl import atomic, render
-from floorctl.errors import OutputError
+from floorctl import render
 from floorctl.splice import BEGIN, END
+from floorguard import atomic
+from floorguard.errors import OutputError
 
 # An empty block reads as version 0 (render.read_block): the map's first refresh is version 1.
 EMPTY_MAP_VERSION = 0

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from floorctl import atomic, locking
+from floorctl import locking
 from floorctl.errors import DowngradeRefused, ModuleError
-from floorguard import dsse, published_map
+from floorguard import atomic, dsse, published_map
 from floorguard._canonical import canonical_bytes
 from floorguard._time import format_ts
 from floorguard.active_map import parse_map_module

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from floorctl import atomic, locking, merge, render, splice, waivers
+from floorctl import locking, merge, render, splice, waivers
 from floorctl.bulk import without_cyclic_gc
 from floorctl.errors import (
     ConcurrentUpdate,
@@ -26,6 +26,7 @@ from floorctl.errors import (
 )
 from floorctl.feeds import Feed
 from floorctl.waivers import WaiversDocument
+from floorguard import atomic
 from floorguard._canonical import canonical_bytes, content_address, sha256_digest
 from floorguard._time import parse_ts
 from floorguard.errors import FloorMapError, UnreadableFileError

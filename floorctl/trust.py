@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from floorctl import atomic, keys
+from floorctl import keys
 from floorctl.errors import TrustError
-from floorguard import dsse
+from floorguard import atomic, dsse
 from floorguard.errors import UnreadableFileError, VerificationError
 from floorguard.files import MAX_ENVELOPE_BYTES, read_regular
 from floorguard.trust import TrustedKeys, parse_trusted_keys, verify_detached

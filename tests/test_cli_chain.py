@@ -1,5 +1,5 @@
-"""``floorctl chain export``, ``floorctl verify chain`` and ``python -m floorguard verify chain``,
-run as real commands on a real chain."""
+"""``floorctl chain export`` and ``python -m floorguard chain export``, ``floorctl verify chain``
+and ``python -m floorguard verify chain``, run as real commands on a real chain."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from helpers.chain_support import filled_chain
 FLOORCTL = [sys.executable, "-m", "floorctl"]
 FLOORGUARD = [sys.executable, "-m", "floorguard"]
 VERIFIERS = {"floorctl": FLOORCTL, "floorguard": FLOORGUARD}
+EXPORTERS = {name: [*tool, "chain", "export"] for name, tool in VERIFIERS.items()}
 
 GAP = "(records missing, duplicated or out of order)"
 
@@ -34,8 +35,9 @@ def home(tmp_path: Path) -> Path:
     return folder
 
 
-def test_export_prints_the_whole_chain_as_json_lines(home: Path) -> None:
-    done = run([*FLOORCTL, "chain", "export"], home)
+@pytest.mark.parametrize("tool", sorted(EXPORTERS))
+def test_export_prints_the_whole_chain_as_json_lines(home: Path, tool: str) -> None:
+    done = run(EXPORTERS[tool], home)
     assert done.returncode == 0, done.stderr
     records = [json.loads(line) for line in done.stdout.splitlines()]
     assert [r["seq"] for r in records] == list(range(6))
@@ -45,13 +47,12 @@ def test_export_prints_the_whole_chain_as_json_lines(home: Path) -> None:
     )
 
 
-def test_export_with_a_window_and_out_file(home: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("tool", sorted(EXPORTERS))
+def test_export_with_a_window_and_out_file(home: Path, tmp_path: Path, tool: str) -> None:
     out = tmp_path / "slice.jsonl"
     done = run(
         [
-            *FLOORCTL,
-            "chain",
-            "export",
+            *EXPORTERS[tool],
             "--since",
             "2026-01-01T00:00:02Z",
             "--until",
@@ -67,26 +68,50 @@ def test_export_with_a_window_and_out_file(home: Path, tmp_path: Path) -> None:
     assert not list(tmp_path.glob(".slice.jsonl.*"))
 
 
+@pytest.mark.parametrize("tool", sorted(EXPORTERS))
 @pytest.mark.parametrize("option", ["--since", "--until"])
-def test_export_rejects_a_malformed_time_as_a_usage_error(home: Path, option: str) -> None:
-    done = run([*FLOORCTL, "chain", "export", option, "2026-01-01 00:00"], home)
+def test_export_rejects_a_malformed_time_as_a_usage_error(
+    home: Path, option: str, tool: str
+) -> None:
+    done = run([*EXPORTERS[tool], option, "2026-01-01 00:00"], home)
     assert done.returncode == 2
     assert "RFC 3339" in done.stderr
 
 
-def test_export_without_a_chain_fails_and_creates_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("tool", sorted(EXPORTERS))
+def test_export_without_a_chain_fails_and_creates_nothing(tmp_path: Path, tool: str) -> None:
     home = tmp_path / "empty"
-    done = run([*FLOORCTL, "chain", "export"], home)
+    done = run(EXPORTERS[tool], home)
     assert done.returncode == 1
-    assert done.stderr.startswith("floorctl: error: no audit chain at")
+    assert done.stderr.startswith(f"{tool}: error: no audit chain at")
     assert not home.exists()
 
 
-def test_export_never_creates_a_key(home: Path) -> None:
+@pytest.mark.parametrize("tool", sorted(EXPORTERS))
+def test_export_never_creates_a_key(home: Path, tool: str) -> None:
     (home / "chain.key").unlink()
-    done = run([*FLOORCTL, "chain", "export"], home)
+    done = run(EXPORTERS[tool], home)
     assert done.returncode == 0
     assert not (home / "chain.key").exists()
+
+
+def test_both_command_lines_export_the_same_bytes(home: Path, tmp_path: Path) -> None:
+    window = ["--since", "2026-01-01T00:00:02Z", "--until", "2026-01-01T00:00:04Z"]
+    outputs = {tool: run([*EXPORTERS[tool], *window], home) for tool in EXPORTERS}
+    assert all(done.returncode == 0 for done in outputs.values())
+    assert outputs["floorctl"].stdout == outputs["floorguard"].stdout != ""
+    out = tmp_path / "slice.jsonl"
+    done = run([*EXPORTERS["floorguard"], *window, "--out", str(out)], home)
+    assert done.stderr == f"floorguard: wrote 5 record(s) to {out}\n"
+    assert out.read_text() == outputs["floorctl"].stdout
+
+
+@pytest.mark.parametrize("tool", sorted(EXPORTERS))
+def test_export_with_since_after_until_is_a_usage_error(home: Path, tool: str) -> None:
+    window = ["--since", "2026-01-02T00:00:00Z", "--until", "2026-01-01T00:00:00Z"]
+    done = run([*EXPORTERS[tool], *window], home)
+    assert done.returncode == 2
+    assert "--since is later than --until" in done.stderr
 
 
 @pytest.mark.parametrize("tool", sorted(VERIFIERS))
@@ -227,11 +252,12 @@ def test_floorguard_usage_errors_exit_2(tmp_path: Path) -> None:
     assert run([*FLOORGUARD, "verify", "chain"], tmp_path).returncode == 2
 
 
-def test_export_into_a_closed_pipe_exits_1_without_a_traceback(tmp_path: Path) -> None:
+@pytest.mark.parametrize("tool", sorted(EXPORTERS))
+def test_export_into_a_closed_pipe_exits_1_without_a_traceback(tmp_path: Path, tool: str) -> None:
     filled_chain(tmp_path, 400)  # more than a pipe buffer holds
     environ = {**os.environ, "FLOORGUARD_HOME": str(tmp_path)}
     proc = subprocess.Popen(
-        [*FLOORCTL, "chain", "export"],
+        EXPORTERS[tool],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=environ,

@@ -13,7 +13,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from floorctl.atomic import write_atomic
 from floorctl.errors import ModuleError, RenderError
 from floorctl.render import (
     BERNSTEIN,
@@ -27,6 +26,7 @@ from floorctl.render import (
     render_block,
 )
 from floorctl.splice import BEGIN, END, splice, split_module
+from floorguard.atomic import write_atomic
 from floorguard.map_model import entries_hash
 
 ASSETS = Path(__file__).parent / "assets"

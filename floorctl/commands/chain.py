@@ -10,19 +10,17 @@ first use.
 
 from __future__ import annotations
 
-import json
 import os
-import sys
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import TextIO
 
 import click
 
-from floorctl import atomic, keys
+from floorctl import keys
 from floorctl.commands._output import emit_json, json_option, notice
-from floorguard import checkpoint, files, merkle, tlog
+from floorguard import atomic, checkpoint, files, merkle, tlog
+from floorguard._cli_io import stdout_failed
 from floorguard._time import parse_ts
 from floorguard.chain import AuditChain
 from floorguard.chain_key import key_check, load_or_create_key
@@ -30,6 +28,7 @@ from floorguard.chain_view import ChainViews
 from floorguard.chainstore import timeout_from_env
 from floorguard.chainstore.postgres import init_schema, redact
 from floorguard.errors import ChainError, FloorguardError
+from floorguard.slice_export import export_slice
 from floorguard.state import state_paths
 
 
@@ -178,31 +177,18 @@ def export(
     if inclusion_out is not None and checkpoint_out is None:
         raise click.UsageError("--inclusion-out needs --checkpoint-out")
     audit = AuditChain.from_env()
-    if not audit.exists():
-        raise ChainError(f"no audit chain at {audit.location}: nothing has been recorded yet")
-    last: list[str] = []
-
-    def remember(lines: Iterable[str]) -> Iterator[str]:
-        for line in lines:
-            last[:] = [line]
-            yield line
-
-    lines = remember(audit.export_lines(since, until))
-    if out is None:
-        try:
-            _write_lines(sys.stdout, lines)
-            sys.stdout.flush()
-        except BrokenPipeError:
-            # The reader stopped early (| head): the slice is incomplete, so exit 1, quietly.
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            raise click.exceptions.Exit(1) from None
-    else:
-        count = _write_atomically(out, lines)
-        notice(f"wrote {count} record(s) to {out}")
+    try:
+        exported = export_slice(audit, since, until, out)
+    except BrokenPipeError:
+        # The reader stopped early (| head): the slice is incomplete, so exit 1, quietly.
+        stdout_failed()
+        raise click.exceptions.Exit(1) from None
+    if out is not None:
+        notice(f"wrote {exported.count} record(s) to {out}")
     if checkpoint_out is not None:
-        if not last:
+        last_seq = exported.last_seq
+        if last_seq is None:
             raise ChainError("the slice is empty: there is nothing to checkpoint")
-        last_seq = json.loads(last[0])["seq"]
         statement, note, _ = _signed(audit, signing_key, last_seq)
         _write_atomically(checkpoint_out, note.splitlines())
         notice(f"wrote a checkpoint of {last_seq + 1} record(s) to {checkpoint_out}")
@@ -211,15 +197,6 @@ def export(
             _emit_proof(
                 tlog.proof_text(proof), inclusion_out, f"the inclusion proof of record {last_seq}"
             )
-
-
-def _write_lines(stream: TextIO, lines: Iterable[str]) -> int:
-    write = stream.write
-    count = 0
-    for line in lines:
-        write(line + "\n")
-        count += 1
-    return count
 
 
 def _write_atomically(path: Path, lines: Iterable[str]) -> int:

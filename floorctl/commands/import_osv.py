@@ -7,10 +7,11 @@ from pathlib import Path
 
 import click
 
-from floorctl import atomic, osv, osv_sources
+from floorctl import osv, osv_sources
 from floorctl.commands import _progress
 from floorctl.commands._output import emit_json, json_option, notice
 from floorctl.errors import RecordError
+from floorguard import atomic
 
 
 @click.group("import", short_help="Turn OSV advisories into a feed.")

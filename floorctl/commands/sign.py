@@ -7,9 +7,9 @@ from pathlib import Path
 
 import click
 
-from floorctl import atomic, feeds, keys, trust
+from floorctl import feeds, keys, trust
 from floorctl.commands._output import emit_json, json_option, notice
-from floorguard import dsse, files
+from floorguard import atomic, dsse, files
 from floorguard.files import read_regular, read_regular_if_exists
 
 KINDS = {"feed": trust.FEED_PAYLOAD_TYPE, "trusted-keys": trust.TRUSTED_KEYS_PAYLOAD_TYPE}

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING
 
 import click
 
-from floorctl import atomic, keys
+from floorctl import keys
 from floorctl.commands._output import notice
-from floorguard import checkpoint, files, tlog, verify_commands
+from floorguard import atomic, checkpoint, files, tlog, verify_commands
 from floorguard import witness as witnesses
 from floorguard.errors import VerificationError
 

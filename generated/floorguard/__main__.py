@@ -397,6 +397,42 @@ def register_doctor(commands: _SubParsers) -> None:
     doctor.set_defaults(handler=_doctor, parser=doctor)
 
 
+def _chain_export(args: argparse.Namespace) -> int:
+    from floorguard.chain import AuditChain
+    from floorguard.slice_export import export_slice
+
+    try:
+        exported = export_slice(AuditChain.from_env(), args.since, args.until, args.out)
+    except BrokenPipeError:
+        # The reader stopped early (| head): the slice is incomplete, so exit 1, quietly.
+        stdout_failed()
+        return EXIT_FAILED
+    if args.out is not None:
+        print(f"floorguard: wrote {exported.count} record(s) to {args.out}", file=sys.stderr)
+    return EXIT_OK
+
+
+def register_chain(commands: _SubParsers) -> None:
+    chain = commands.add_parser("chain", help="read the audit chain this host writes")
+    actions = chain.add_subparsers(dest="action", metavar="ACTION", required=True)
+    export = actions.add_parser(
+        "export",
+        help="a contiguous slice of the audit chain as JSON Lines",
+        description="Write a contiguous slice of the audit chain (FLOORGUARD_CHAIN_URL, else "
+        "the local SQLite chain) as JSON Lines, one record per line, as floorctl chain export "
+        "does. The slice reaches one record before --since and one after --until when there "
+        "are such records (else from genesis, or up to the head), so that a verifier can see "
+        "that the window is covered. Exit 1 when there is no chain, or when the reader of "
+        "standard output stops early.",
+    )
+    export.add_argument("--since", metavar="TS", type=_time_option, help="window start (RFC 3339)")
+    export.add_argument("--until", metavar="TS", type=_time_option, help="window end (RFC 3339)")
+    export.add_argument(
+        "--out", metavar="FILE", type=_FILE, help="write to FILE atomically instead of stdout"
+    )
+    export.set_defaults(handler=_chain_export, parser=export)
+
+
 # The shell's statuses: "found but cannot execute" and "not found". Nothing was started.
 EXIT_REFUSED = 126
 EXIT_NOT_FOUND = 127
@@ -494,6 +530,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_verify(commands)
     register_doctor(commands)
     register_exec(commands)
+    register_chain(commands)
     return parser
 
 

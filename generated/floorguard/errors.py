@@ -50,6 +50,10 @@ class KeyFileError(ChainError):
     Ed25519 key, or a host-keys document is unreadable or malformed."""
 
 
+class OutputError(FloorguardError):
+    """An output file cannot be written safely; whatever was at its name is unchanged."""
+
+
 class VerificationError(FloorguardError):
     """A receipt, signature, slice or checkpoint failed verification."""
 

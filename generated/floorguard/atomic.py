@@ -1,13 +1,13 @@
 """Writing output files: atomically, and never through a link.
 
-Every file floorctl writes goes through here. The named path itself is replaced: a
-temporary file in the same folder is written, fsynced and renamed over the name, so a
-symbolic link at that name is replaced by a regular file and its target is never touched.
-A write that fails (full disk, file size limit, I/O error) leaves whatever was at the name
-before, including a dangling link, exactly as it was. A character device or a FIFO at the
-name (`--out /dev/null`, `--out /dev/stdout`) is written to, never replaced: renaming over
-it would put a regular file where the device was. Any other kind of file (a socket, a block
-device, a folder) is refused.
+Every file floorctl or floorguard's command line writes goes through here. The named path
+itself is replaced: a temporary file in the same folder is written, fsynced and renamed
+over the name, so a symbolic link at that name is replaced by a regular file and its
+target is never touched. A write that fails (full disk, file size limit, I/O error) leaves
+whatever was at the name before, including a dangling link, exactly as it was. A character
+device or a FIFO at the name (`--out /dev/null`, `--out /dev/stdout`) is written to, never
+replaced: renaming over it would put a regular file where the device was. Any other kind
+of file (a socket, a block device, a folder) is refused.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
-from floorctl.errors import OutputError
+from floorguard.errors import OutputError
 
 DEFAULT_MODE = 0o644
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from floorctl.atomic import Preserved, create_new, undoable, write_atomic, write_chunks_atomic
-from floorctl.errors import OutputError
+from floorguard.atomic import Preserved, create_new, undoable, write_atomic, write_chunks_atomic
+from floorguard.errors import OutputError
 
 
 def leftovers(directory: Path) -> list[str]:
@@ -84,8 +84,8 @@ def test_failed_write_leaves_original_intact_and_no_temp_file(tmp_path: Path) ->
         f"""
         import resource, signal, sys
         from pathlib import Path
-        from floorctl.errors import OutputError
-        from floorctl.atomic import write_atomic
+        from floorguard.errors import OutputError
+        from floorguard.atomic import write_atomic
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
         try:
