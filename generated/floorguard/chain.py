@@ -60,6 +60,7 @@ import os
 import re
 import secrets
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -464,13 +465,17 @@ class AuditChain:
         """
         receipt_json, receipt_obj = self._prepare_receipt(event, receipt)
         receipt_id = record_digest(receipt_json.encode("utf-8"))
+        budget = self.store.write_budget
+        deadline = None if budget is None else time.monotonic() + budget
         with self._lock, contextlib.ExitStack() as stack:
             # Read before the store's lock is taken: a bad key refuses without waiting.
             signer = self._signer()
             host_keys = self._listed_hosts()
             witness = None
             if self.views is not None:
-                witness = stack.enter_context(AppendWitness(self.views, self.location))
+                witness = stack.enter_context(
+                    AppendWitness(self.views, self.location, deadline=deadline)
+                )
             try:
                 row, root = self.store.write(
                     lambda view: self._append_in_transaction(
@@ -484,6 +489,7 @@ class AuditChain:
                     ),
                     "append to",
                     known_size=None if self.views is None else self.views.hint(self._chain_id),
+                    deadline=deadline,
                 )
             except BaseException:
                 self._chain_id = None  # re-read it with the next connection

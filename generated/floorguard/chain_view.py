@@ -59,6 +59,7 @@ import json
 import os
 import re
 import stat
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -263,11 +264,12 @@ class ChainViews:
         finally:
             self.release()
 
-    def acquire(self) -> None:
-        """Take the view's lock (see ``locked``)."""
+    def acquire(self, *, by: float | None = None) -> None:
+        """Take the view's lock (see ``locked``), waiting no longer than ``lock_wait``, nor
+        past ``by`` (a ``time.monotonic()``)."""
         if self._lock_fd is None or self._lock_fd[1] != os.getpid():
             self._lock_fd = (self._open_lock(), os.getpid())
-        self._flock(self._lock_fd[0])
+        self._flock(self._lock_fd[0], by)
 
     def release(self) -> None:
         if self._lock_fd is not None and self._lock_fd[1] == os.getpid():
@@ -293,9 +295,10 @@ class ChainViews:
                 "folder"
             ) from exc
 
-    def _flock(self, fd: int) -> None:
+    def _flock(self, fd: int, by: float | None) -> None:
+        wait = self.lock_wait if by is None else min(self.lock_wait, by - time.monotonic())
         try:
-            locked = flock_within(fd, self.lock_wait)
+            locked = flock_within(fd, max(wait, 0.0))
         except OSError as exc:
             raise ChainWriteError(
                 f"cannot lock this host's view of the audit chain ({self.lock_path}: "
@@ -304,7 +307,7 @@ class ChainViews:
         if not locked:
             raise ChainWriteError(
                 f"another process of this host held {self.lock_path} for more than "
-                f"{self.lock_wait:g}s (a process stopped while appending?)"
+                f"{max(wait, 0.0):.3g}s (a process stopped while appending?)"
             )
 
     def store(self, views: Mapping[str, TreeView]) -> None:
@@ -517,9 +520,10 @@ class AppendWitness:
     appends only, not the fleet's), and released on exit. ``check`` may run more than
     once (a store that retries its transaction)."""
 
-    def __init__(self, views: ChainViews, location: str) -> None:
+    def __init__(self, views: ChainViews, location: str, *, deadline: float | None = None) -> None:
         self.views = views
         self.location = location
+        self.deadline = deadline  # (time.monotonic()) the append's, which the lock wait keeps
         self._held = False
         self._seen: dict[str, TreeView] | None = None  # as read by check, under the lock
 
@@ -534,7 +538,7 @@ class AppendWitness:
 
     def _hold(self) -> None:
         if not self._held:
-            self.views.acquire()
+            self.views.acquire(by=self.deadline)
             self._held = True
 
     def check(

@@ -89,16 +89,24 @@ class ChainStore(Protocol):
     ``location`` names it in messages (a path, or a URL without its password).
     ``creates_key``: whether the first append may create the chain key (a local file chain
     may; a shared chain's key is made once by ``floorctl chain init`` and distributed).
+    ``write_budget``: the seconds within which a whole append must end, from the host's
+    own lock to the commit (None: the store bounds each of its waits itself).
     """
 
     location: str
     creates_key: bool
+    write_budget: float | None
 
     def exists(self) -> bool:
         """True when the chain's storage exists (it may hold no records). Raises ChainError."""
 
     def write(
-        self, attempt: Callable[[WriteView], T], doing: str, *, known_size: int | None = None
+        self,
+        attempt: Callable[[WriteView], T],
+        doing: str,
+        *,
+        known_size: int | None = None,
+        deadline: float | None = None,
     ) -> T:
         """Run ``attempt`` in one serialised, durable write transaction; its result once
         committed. ``doing`` words errors ("append to"). ChainWriteError and KeyFileError
@@ -106,7 +114,9 @@ class ChainStore(Protocol):
         ChainWriteError. ``known_size``: a hint, the tree size the appending host
         remembers; a store may prefetch that tree's left-edge nodes (for each bit L set in
         it, node (L, (known_size >> L) - 1)) with the head, so that ``subtree`` answers
-        them without another round trip. ``attempt`` must be correct without it."""
+        them without another round trip. ``attempt`` must be correct without it.
+        ``deadline`` (``time.monotonic()``): when a store with a ``write_budget`` must
+        have ended the whole write, connecting included; by default its budget from now."""
 
     def read(self) -> AbstractContextManager[ReadView | None]:
         """One snapshot to read from; None when there is no chain yet. Raises ChainError."""

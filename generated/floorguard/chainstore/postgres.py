@@ -156,6 +156,12 @@ os.register_at_fork(after_in_child=_WATCHDOG._reset)
 _deadline = _WATCHDOG.guard
 
 
+def _left(deadline: float) -> float:
+    """Seconds until ``deadline`` (a ``time.monotonic()``), at least a moment: a wait that
+    begins at the last moment is cut at once rather than not bounded."""
+    return max(deadline - time.monotonic(), 0.001)
+
+
 def _import_psycopg() -> Any:
     try:
         import psycopg
@@ -596,9 +602,13 @@ class PostgresStore:
         self.timeout = timeout
         self.location = redact(url)
         self._secrets = conninfo.secrets_of(url)  # with libpq's reading once connecting
-        # The client's own limit on one append (or connection setup): the server's limits
-        # (each ``timeout``) fire first; this one only ends a wait on a silent server.
+        # The client's own limits: a whole append ends within ``write_budget`` of its
+        # start, whatever it waits on (this host's view lock, each host of the URL, the
+        # session's setup, the chain's lock, a silent server); the server's own limits
+        # (each ``timeout``, per statement) fire first on any one wait. A read's wait on a
+        # silent server ends after ``silence``.
         self.silence = 2 * timeout
+        self.write_budget: float | None = 2 * timeout
         self._lock = threading.Lock()
         self._conn: psycopg.Connection[Any] | None = None
         self._conn_pid = 0
@@ -606,16 +616,20 @@ class PostgresStore:
 
     # -- connections --
 
-    def _connect(self, error: type[ChainError], doing: str) -> psycopg.Connection[Any]:
+    def _connect(
+        self, error: type[ChainError], doing: str, *, by: float | None = None
+    ) -> psycopg.Connection[Any]:
         """A connection opened and set up within ``timeout`` of its first byte, whatever the
         URL says (``connect_timeout``, several hosts, ``target_session_attrs``...): libpq's
         own connect timeout is whole seconds, at least 2, per host, and 0 means none, so the
         connection is made here, non-blocking, against one deadline. Every later wait is
         bounded too: a writer's transaction that stalls (a frozen process holding the
         chain's lock) is ended by the server after ``timeout``; a reader's is not, as an
-        export may wait on a slow consumer."""
+        export may wait on a slow consumer. ``by``: an earlier deadline (an append's)."""
         pg = _import_psycopg()
         deadline = time.monotonic() + self.timeout
+        if by is not None:
+            deadline = min(deadline, by)
         ms = max(1, int(self.timeout * 1000))
         try:
             params = pg.conninfo.conninfo_to_dict(self.url)
@@ -643,7 +657,8 @@ class PostgresStore:
         try:
             # The session's setup shares the connection's deadline (a little slack, so
             # that a connection made at the last moment is not cut at once).
-            with _deadline(conn, max(deadline - time.monotonic(), 0.2)) as fired:
+            slack = 0.2 if by is None else 0.0  # (an append's deadline is kept exactly)
+            with _deadline(conn, max(deadline - time.monotonic(), slack, 0.001)) as fired:
                 return self._configure(conn, error, doing, ms, fired)
         except BaseException:
             _close_quietly(conn)
@@ -724,8 +739,9 @@ class PostgresStore:
             raise error(f"cannot {doing} the audit chain {self.location}: {reason}") from None
         return conn
 
-    def _writer(self, doing: str) -> tuple[psycopg.Connection[Any], bool]:
-        """The cached write connection (and whether it was just opened)."""
+    def _writer(self, doing: str, deadline: float) -> tuple[psycopg.Connection[Any], bool]:
+        """The cached write connection (and whether it was just opened), opened before
+        ``deadline``."""
         if self._conn is not None:
             # Kept only when idle: a BEGIN inside a transaction left open would not begin one.
             if (
@@ -736,9 +752,9 @@ class PostgresStore:
             ):
                 return self._conn, False
             self._drop_connection()
-        conn = self._connect(ChainWriteError, doing)
+        conn = self._connect(ChainWriteError, doing, by=deadline)
         try:
-            with _deadline(conn, self.silence) as fired:
+            with _deadline(conn, _left(deadline)) as fired:
                 row = conn.execute(_META_VALUE, ("format",)).fetchone()
                 if row is not None and row[0] == CHAIN_FORMAT:
                     # psycopg would prepare statements of its own, and drop every prepared
@@ -755,7 +771,8 @@ class PostgresStore:
         except _import_psycopg().Error as exc:
             _close_quietly(conn)
             raise ChainWriteError(
-                f"cannot {doing} the audit chain {self.location}: {self.explain(exc, fired)}"
+                f"cannot {doing} the audit chain {self.location}: "
+                f"{self.explain(exc, fired, appending=True)}"
             ) from None
         if row is None or row[0] != CHAIN_FORMAT:
             _close_quietly(conn)
@@ -792,16 +809,23 @@ class PostgresStore:
     # -- writing --
 
     def write(
-        self, attempt: Callable[[WriteView], T], doing: str, *, known_size: int | None = None
+        self,
+        attempt: Callable[[WriteView], T],
+        doing: str,
+        *,
+        known_size: int | None = None,
+        deadline: float | None = None,
     ) -> T:
         """As ChainStore.write; with ``known_size`` (a witness's tree size), the stored
         nodes of the left edge of a tree of that size come with the head, in the same round
         trip, so ``view.subtree`` answers them without asking the server."""
         pg = _import_psycopg()
+        if deadline is None:
+            deadline = time.monotonic() + self.silence
         with self._lock:
             for _ in range(2):
-                conn, fresh = self._writer(doing)
-                with _deadline(conn, self.silence) as fired:
+                conn, fresh = self._writer(doing, deadline)
+                with _deadline(conn, _left(deadline)) as fired:
                     try:
                         view = self._open_append(conn, known_size)
                     except pg.OperationalError as exc:
@@ -809,7 +833,7 @@ class PostgresStore:
                         if fresh or fired.is_set():
                             raise ChainWriteError(
                                 f"cannot {doing} the audit chain {self.location}: "
-                                f"{self.explain(exc, fired)}"
+                                f"{self.explain(exc, fired, appending=True)}"
                             ) from None
                         continue  # a kept connection gone stale (a restart): nothing written
                     except (pg.Error, ValueError) as exc:
@@ -818,7 +842,7 @@ class PostgresStore:
                         self._drop_connection()
                         raise ChainWriteError(
                             f"cannot {doing} the audit chain {self.location}: "
-                            f"{self.explain(exc, fired)}"
+                            f"{self.explain(exc, fired, appending=True)}"
                         ) from None
                     return self._finish(conn, view, attempt, doing, fired)
             raise AssertionError("unreachable")  # pragma: no cover
@@ -841,7 +865,8 @@ class PostgresStore:
         except pg.Error as exc:
             self._drop_connection()  # as in write: the next append opens a fresh session
             raise ChainWriteError(
-                f"cannot {doing} the audit chain {self.location}: {self.explain(exc, fired)}"
+                f"cannot {doing} the audit chain {self.location}: "
+                f"{self.explain(exc, fired, appending=True)}"
             ) from None
         except BaseException:
             self._rollback(conn)
@@ -901,11 +926,17 @@ class PostgresStore:
             _close_quietly(conn)
 
     def explain(
-        self, exc: BaseException, silent: threading.Event | None = None, *, connecting: bool = False
+        self,
+        exc: BaseException,
+        silent: threading.Event | None = None,
+        *,
+        connecting: bool = False,
+        appending: bool = False,
     ) -> str:
         """A one-line reason a person can act on, from a psycopg error (``silent``: set
         when the client's own deadline cut the connection, ``connecting``: the deadline of
-        the connection's setup). Nothing of the URL but its location is ever in it."""
+        the connection's setup, ``appending``: an append's). Nothing of the URL but its
+        location is ever in it."""
         pg = _import_psycopg()
         errors = pg.errors
         diag = getattr(exc, "diag", None)
@@ -916,6 +947,11 @@ class PostgresStore:
         if silent is not None and silent.is_set():
             if connecting:
                 return f"the database did not answer within {limit}; the connection was cut"
+            if appending:
+                return (
+                    f"the append did not end within {self.write_budget:g}s of its start "
+                    "(twice FLOORGUARD_CHAIN_TIMEOUT); the connection was cut"
+                )
             return (
                 f"the database went silent: no answer within {self.silence:g}s "
                 f"(twice FLOORGUARD_CHAIN_TIMEOUT); the connection was cut"

@@ -143,6 +143,7 @@ class SqliteStore:
     """
 
     creates_key = True
+    write_budget: float | None = None
 
     def __init__(self, db_path: Path) -> None:
         self.db_path = Path(db_path)
@@ -162,9 +163,15 @@ class SqliteStore:
     # -- writing --
 
     def write(
-        self, attempt: Callable[[WriteView], T], doing: str, *, known_size: int | None = None
+        self,
+        attempt: Callable[[WriteView], T],
+        doing: str,
+        *,
+        known_size: int | None = None,
+        deadline: float | None = None,
     ) -> T:
-        # known_size is ignored: a lookup in a local file costs no round trip.
+        # known_size is ignored: a lookup in a local file costs no round trip; so is
+        # deadline (no budget: SQLite's busy timeout bounds each wait).
         def once() -> T:
             conn = self._writer()
             try:
