@@ -1,6 +1,6 @@
 """Waivers documents: read and check them, and attach their waivers to a floor map.
 
-A waiver is a narrow, reviewed exception (CONTRACT.md, "Planned: issue 8"): one adapter, one
+A waiver is a narrow, reviewed exception (docs/feeds.md, "Waivers"): one adapter, one
 exact version, the causes it covers (advisory ids or aliases, or ``"floor"``), a reason, who
 approved it and an expiry. Its text ends up in the generated module like a feed's notes, so
 the document is checked as strictly as a feed: every problem reported with file and JSON

@@ -144,9 +144,9 @@ def _completion(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
-def test_completion_script_for_each_shell_the_readme_names(shell: str, tmp_path: Path) -> None:
-    readme = (REPO / "README.md").read_text()
-    assert f"_FLOORCTL_COMPLETE={shell}_source floorctl" in readme
+def test_completion_script_for_each_shell_the_docs_name(shell: str, tmp_path: Path) -> None:
+    page = (REPO / "docs" / "commands.md").read_text()
+    assert f"_FLOORCTL_COMPLETE={shell}_source floorctl" in page
     done = _completion(tmp_path, _FLOORCTL_COMPLETE=f"{shell}_source")
     assert done.returncode == 0, done.stderr
     assert "_FLOORCTL_COMPLETE" in done.stdout and "floorctl" in done.stdout
@@ -173,11 +173,11 @@ def test_bash_completion_completes_subcommands_and_options(
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
-def test_the_readme_bash_line_makes_bash_complete_floorctl(tmp_path: Path) -> None:
-    # Exactly what the README tells a bash user to put in ~/.bashrc, then a real completion.
-    readme = (REPO / "README.md").read_text()
+def test_the_documented_bash_line_makes_bash_complete_floorctl(tmp_path: Path) -> None:
+    # Exactly what docs/commands.md tells a bash user to put in ~/.bashrc, then a completion.
+    page = (REPO / "docs" / "commands.md").read_text()
     line = 'eval "$(_FLOORCTL_COMPLETE=bash_source floorctl)"'
-    assert line in readme
+    assert line in page
     script = f"{line}\nCOMP_WORDS=(floorctl verify re)\nCOMP_CWORD=2\n"
     script += '_floorctl_completion floorctl\necho "${COMPREPLY[*]}"\ncomplete -p floorctl\n'
     env = isolated_env(tmp_path)

@@ -22,7 +22,7 @@ from floorctl.feeds import MAX_ADAPTERS, MAX_FEED_BYTES, load_feed, parse_feed, 
 SOURCE = "feeds/x.json"
 REPO = Path(__file__).resolve().parents[1]
 
-# CONTRACT.md's reference feed, byte for byte.
+# The reference schema-1 feed (docs/feeds.md), byte for byte.
 REFERENCE = b"""{"schema_version": 1,
  "adapters": {"aider": {"min_safe_version": "0.60.0", "advisory_id": "BSA-0001",
                         "note": "aider below 0.60.0 is known-unsafe for spawned use; upgrade recommended."}}}"""  # noqa: E501

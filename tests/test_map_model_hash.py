@@ -1,4 +1,4 @@
-"""The floor-map hash is CONTRACT.md's definition, pinned by a hand-computed vector."""
+"""The floor-map hash is the definition in docs/floor-map.md, pinned by a hand-computed vector."""
 
 from __future__ import annotations
 

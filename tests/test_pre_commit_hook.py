@@ -121,9 +121,9 @@ def test_the_hook_is_a_usage_error_for_an_unknown_key(repo: Path, tmp_path: Path
     )
 
 
-def test_the_readme_snippet_uses_this_hook() -> None:
-    readme = (REPO / "README.md").read_text()
-    section = readme.split("### pre-commit and a scheduled refresh", 1)[1]
+def test_the_documented_snippet_uses_this_hook() -> None:
+    page = (REPO / "docs" / "release.md").read_text()
+    section = page.split("## pre-commit and a scheduled refresh", 1)[1]
     snippet = section.split("```yaml\n", 1)[1].split("```", 1)[0]
     (entry,) = yaml.safe_load(snippet)["repos"]
     assert [h["id"] for h in entry["hooks"]] == [hook()["id"]]

@@ -1,10 +1,11 @@
-"""The README, tried as a newcomer tries it: its commands, in its order, in a copy of the
+"""The README and the docs, tried as a newcomer tries them: their commands, in a copy of the
 repository with fresh state, through the installed console scripts.
 
 The ``sh`` blocks are run as written (only the ``pip install``/``pytest`` halves and the
-placeholder ``path/to/`` line are left out). The commands the README gives as table rows
-with placeholders are run in a concrete form, and each form is first looked up in the
-README (:func:`documented`), so a renamed flag or a dropped row fails here, not for users.
+placeholder ``path/to/`` line are left out). The commands the documentation gives as table
+rows with placeholders are run in a concrete form, and each form is first looked up in the
+README or a page of ``docs/`` (:func:`documented`), so a renamed flag or a dropped row fails
+here, not for users.
 """
 
 from __future__ import annotations
@@ -24,24 +25,28 @@ import pytest
 from probes.native import Run, native_agent, native_program
 
 REPO = Path(__file__).resolve().parent.parent
-README = (REPO / "README.md").read_text(encoding="utf-8")
+PAGES = {
+    path.relative_to(REPO).as_posix(): path.read_text(encoding="utf-8")
+    for path in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+}
+DOCUMENTATION = "\n".join(PAGES.values())
 BIN = Path(sys.executable).parent
 
 
 def documented(*forms: str) -> None:
-    """Each form appears in the README verbatim."""
-    missing = [form for form in forms if form not in README]
-    assert not missing, f"the README no longer shows {missing}"
+    """Each form appears in the README or a page of docs/ verbatim."""
+    missing = [form for form in forms if form not in DOCUMENTATION]
+    assert not missing, f"the documentation no longer shows {missing}"
 
 
-def fenced(language: str) -> list[str]:
-    return re.findall(rf"```{language}\n(.*?)```", README, flags=re.DOTALL)
+def fenced(language: str, page: str = "README.md") -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", PAGES[page], flags=re.DOTALL)
 
 
-def readme_commands() -> list[str]:
-    """The floorctl commands of the README's ``sh`` blocks, in order."""
+def page_commands(page: str) -> list[str]:
+    """The floorctl commands of a page's ``sh`` blocks, in order."""
     commands = []
-    for block in fenced("sh"):
+    for block in fenced("sh", page):
         for line in block.splitlines():
             for part in line.split(" && "):
                 command = part.strip()
@@ -90,6 +95,18 @@ class Walk:
             check=False,
         )
 
+    def shell(self, command: str) -> subprocess.CompletedProcess[str]:
+        """A command line as a user types it, ``&&`` chains included, through bash."""
+        return subprocess.run(
+            ["bash", "-c", command],
+            cwd=self.repo,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
     def ok(self, command: str | list[str], **extra: str) -> str:
         done = self.run(command, **extra)
         assert done.returncode == 0, f"{command}: {done.returncode}\n{done.stdout}{done.stderr}"
@@ -103,8 +120,10 @@ def walk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Walk]:
     yield Walk(tmp_path_factory.mktemp("readme"))
 
 
-def test_the_readme_from_quick_start_to_release(walk: Walk) -> None:
-    quick_start, validate, dry_run = readme_commands()
+def test_the_documentation_from_quick_start_to_release(walk: Walk) -> None:
+    (quick_start,) = fenced("sh")[0].splitlines()
+    quick_start = quick_start.split(" && ", 1)[1]  # after the install step
+    validate, dry_run = page_commands("docs/feeds.md")
 
     # Configuration and the pre-commit hook, on the fresh copy: the committed map is current.
     documented("`floorctl refresh --check` at its root checks the committed `floor_map.py`")
@@ -113,19 +132,22 @@ def test_the_readme_from_quick_start_to_release(walk: Walk) -> None:
     entry = re.search(r"^\s*entry: (.*)$", hooks, flags=re.MULTILINE)
     assert entry is not None
     walk.ok(entry.group(1))
-    table = tomllib.loads(fenced("toml")[0])["tool"]["floorctl"]
+    table = tomllib.loads(fenced("toml", "docs/commands.md")[0])["tool"]["floorctl"]
     for key in table:
         documented(f"| `{key}` |")
 
     # Quick start: a signed receipt, and the development key says so.
-    out = walk.ok(quick_start)
-    assert "development signing key" in out
-    assert json.loads((walk.repo / "floor_update_receipt.json").read_text())["payloadType"]
+    done = walk.shell(quick_start)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "development signing key" in done.stderr
+    receipt = walk.repo / ".floorctl-demo" / "floor_update_receipt.json"
+    assert json.loads(receipt.read_text())["payloadType"]
 
     # Signing the shipped feed with the development key leaves the quick start working.
     documented("`floorctl sign feeds/example.v1.json`")
     assert "development signing key" in walk.ok("floorctl sign feeds/example.v1.json")
-    assert "signature not checked" in walk.ok(quick_start)
+    done = walk.shell(quick_start)
+    assert done.returncode == 0 and "signature not checked" in done.stderr, done.stderr
 
     # Real advisories: validate, then a dry run.
     assert "ok  feeds/example-waivers.json" in walk.ok(validate)
@@ -176,6 +198,10 @@ def test_the_readme_from_quick_start_to_release(walk: Walk) -> None:
         for cli in ("floorctl", "python -m floorguard")
     ]
     assert proofs[0].startswith("PROVEN") and proofs[1].startswith("PROVEN")
+    # The README's auditor, as written.
+    export, verify = fenced("sh")[2].splitlines()
+    walk.ok(export)
+    assert walk.ok(verify).startswith("PROVEN")
     documented("`floorctl verify inclusion PROOF --checkpoint C --pubkey P")
     walk.ok("floorctl verify inclusion p0.json --checkpoint c2.txt --pubkey keys/signing.pub")
     documented("`floorctl verify consistency --old C1 --new C2 --proof F --pubkey P")
@@ -232,7 +258,7 @@ def test_the_readme_from_quick_start_to_release(walk: Walk) -> None:
 
 
 def test_the_readme_shell_completion_lines_produce_scripts(walk: Walk) -> None:
-    shells = re.findall(r"_FLOORCTL_COMPLETE=(\w+_source) floorctl", README)
+    shells = re.findall(r"_FLOORCTL_COMPLETE=(\w+_source) floorctl", PAGES["docs/commands.md"])
     assert sorted(shells) == ["bash_source", "fish_source", "zsh_source"]
     for shell in shells:
         assert "floorctl" in walk.ok("floorctl", _FLOORCTL_COMPLETE=shell)
@@ -265,7 +291,7 @@ def test_the_version_flags_of_both_clis(walk: Walk) -> None:
 def test_the_readme_configuration_block_is_a_valid_configuration(walk: Walk) -> None:
     project = walk.root / "configured"
     project.mkdir()
-    (project / "pyproject.toml").write_text(fenced("toml")[0])
+    (project / "pyproject.toml").write_text(fenced("toml", "docs/commands.md")[0])
     done = subprocess.run(
         [str(BIN / "floorctl"), "refresh", "--check"],
         cwd=project,

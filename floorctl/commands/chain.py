@@ -35,7 +35,7 @@ from floorguard.state import state_paths
 def parse_time_option(
     ctx: click.Context, param: click.Parameter, value: str | None
 ) -> datetime | None:
-    """Click callback: RFC 3339 with ``Z`` or an offset, as CONTRACT.md says; else usage error."""
+    """Click callback: RFC 3339 with ``Z`` or an offset (a window's ends); else usage error."""
     if value is None:
         return None
     try:

@@ -24,6 +24,8 @@ from floorguard.map_model import Advisory
 from floorguard.trust import TrustedKeys
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     from floorguard.chain import AuditChain
@@ -355,7 +357,8 @@ def _print_summary(
         ("-", "waiver", changes.waivers_removed),
     ):
         for item in named:
-            echo(f"  {mark} {item['adapter']} {kind} {item['id']}")
+            implies = "" if mark == "-" else _implied(plan.new_map, kind, item)
+            echo(f"  {mark} {item['adapter']} {kind} {item['id']}{implies}")
     if changes.empty:
         echo("  no data change")
     if changes.is_downgrade:
@@ -376,6 +379,25 @@ def _print_summary(
         echo(f"receipt {receipt_out} (receipt_id {outcome.receipt_id})")
     if outcome.anchored_seq is not None:
         echo(f"anchored in the audit chain at seq {outcome.anchored_seq}")
+
+
+def _implied(new_map: Mapping[str, Advisory], kind: str, item: Mapping[str, str]) -> str:
+    """What an added or changed advisory refuses, or a waiver lets run, in the new map: the
+    verdicts the change implies, so a reviewer need not read the module diff for them."""
+    entry = new_map.get(item["adapter"])
+    if entry is None:
+        return ""
+    if kind == "advisory":
+        for advisory in entry.advisories:
+            if advisory.id == item["id"]:
+                refused = [r.describe() for r in advisory.affected] + list(advisory.versions)
+                return f": refuses {'; '.join(refused)}"
+    else:
+        for waiver in entry.waivers:
+            if waiver.id == item["id"]:
+                causes = ", ".join(waiver.advisories)
+                return f": lets {waiver.version} run despite {causes} until {waiver.expires}"
+    return ""
 
 
 def _shown(value: object) -> str:

@@ -10,8 +10,9 @@ An entry comes in one of two forms.
   waiver on a schema 1 floor) versions keep comparing by PEP 440.
 
 The hash is ``sha256`` of the RFC 8785 canonical JSON of ``{adapter: entry}`` with each
-entry exactly as above, so a map of floor-only entries keeps the hash CONTRACT.md defines,
-and every advisory, range and waiver of an extended entry is covered by it.
+entry exactly as above, so a map of floor-only entries keeps the hash that
+docs/floor-map.md defines, and every advisory, range and waiver of an extended entry is
+covered by it.
 """
 
 from __future__ import annotations

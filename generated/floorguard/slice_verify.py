@@ -644,7 +644,7 @@ def render_text(report: SliceReport) -> str:
 def report_document(
     report: SliceReport, *, since: str | None = None, until: str | None = None
 ) -> dict[str, Any]:
-    """The ``verify chain --json`` document (CONTRACT.md)."""
+    """The ``verify chain --json`` document (docs/receipts-and-chain.md, "Offline proofs")."""
     return {
         "proven": report.intact,
         "since": since,

@@ -985,7 +985,7 @@ def _authenticated_by(report: ProofReport) -> str:
 
 
 def report_document(report: ProofReport) -> dict[str, Any]:
-    """The ``verify chain --json`` document (CONTRACT.md).
+    """The ``verify chain --json`` document (docs/receipts-and-chain.md, "Offline proofs").
 
     Checked with the hosts' keys (``--host-keys``) it also names the writers: ``hosts``,
     each host's count of verified records; ``writers``, the runs of consecutive verified
