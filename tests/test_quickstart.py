@@ -112,7 +112,7 @@ def test_the_main_job_shows_the_diff_the_verdicts_and_a_signed_receipt_and_runs_
         assert "+ aider advisory GHSA-exam-ple0-0002: refuses >= 0.62.0, <= 0.63.1; 0.64.0" in out
         assert (
             "+ claude waiver WVR-0001: lets 2.0.10 run despite GHSA-exam-ple0-0001 "
-            "until 2027-06-30T00:00:00.000000Z" in out
+            "until 2030-06-30T00:00:00.000000Z" in out
         )
         # The signed receipt, written and verified by the chained command.
         assert re.search(r"^receipt \S+/floor_update_receipt\.json \(receipt_id sha256:", out, re.M)
