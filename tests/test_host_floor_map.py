@@ -10,6 +10,7 @@ published maps. Each test is a real host process and the real floorctl CLI.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -193,6 +194,16 @@ def test_a_module_named_by_the_environment_that_is_a_folder_is_refused_naming_it
     asked = host.by_env("1.5.0", folder)
     assert asked["verdict"] == "refuse", asked
     assert str(folder) in asked["reason"]
+
+
+def test_a_module_named_by_the_environment_that_is_a_fifo_is_refused_without_blocking(
+    host: HostProject,
+) -> None:
+    fifo = host.root / "floor_map.py"
+    os.mkfifo(fifo)  # a read would wait for a writer forever
+    asked = host.by_env("1.5.0", fifo)
+    assert asked["verdict"] == "refuse", asked
+    assert f"{fifo}: not a regular file" in asked["reason"]
 
 
 def test_a_module_named_by_the_environment_is_read_never_run(host: HostProject) -> None:
