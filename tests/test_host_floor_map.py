@@ -346,3 +346,45 @@ def test_the_empty_module_floorctl_init_writes_is_in_force_and_tracks_nothing(
     asked = host.by_env("1.5.0")
     assert asked["verdict"] == "untracked", asked
     assert asked["hash"] == floor_map_hash(from_entries({}))
+
+
+def test_an_auditor_proves_the_host_decisions_against_the_host_map_and_only_that_map(
+    host: HostProject,
+) -> None:
+    feed = host.root / "feed.json"
+    feed.write_text(json.dumps({"schema_version": 1, "adapters": HIGH}))
+    for args in (
+        ("init", "--module", host.module),
+        ("refresh", "--module", host.module, "--feed", feed, "--write"),
+    ):
+        done = floorctl(*args, cwd=host.root, state=host.state)
+        assert done.returncode == 0, done.stderr
+    assert host.by_env("2.0.0")["verdict"] == "permit"
+    assert host.by_env("1.5.0")["verdict"] == "refuse"
+    exported = host.root / "slice.jsonl"
+    done = floorctl("chain", "export", "--out", exported, cwd=host.root, state=host.state)
+    assert done.returncode == 0, done.stderr
+    spawns = [
+        json.loads(line)["receipt"]
+        for line in exported.read_text().splitlines()
+        if json.loads(line)["event"] == "adapter.spawn_preflight_receipt"
+    ]
+    assert [r["verdict"] for r in spawns] == ["permit", "refuse"]
+    assert {r["floor_map_hash"] for r in spawns} == {HIGH_HASH}
+
+    def verify(*maps: Path) -> subprocess.CompletedProcess[str]:
+        key = host.state / "floorguard" / "chain.key"
+        folders = [arg for folder in maps for arg in ("--maps", str(folder))]
+        return subprocess.run(
+            [sys.executable, "-m", "floorguard", "verify", "chain", str(exported),
+             "--key-file", str(key), *folders],
+            capture_output=True, text=True, cwd=host.root, env=isolated_env(host.state),
+            check=False,
+        )  # fmt: skip
+
+    proven = verify(host.module.parent / "maps")  # refresh archives each map it writes
+    assert proven.returncode == 0 and "PROVEN" in proven.stdout, proven.stdout + proven.stderr
+    # With the built-in maps alone the permit cannot be judged: it pins the host's map.
+    unproven = verify()
+    assert unproven.returncode == 1, unproven.stdout + unproven.stderr
+    assert f"pins floor map {HIGH_HASH}" in unproven.stdout
