@@ -218,7 +218,8 @@ def load_map_file(path: Path, parse: Callable[[str, str], ActiveMap] | None = No
         raise FloorMapError(f"{path}: floor map module is not UTF-8") from exc
     active = reader(text, str(path))
     with _cache_lock:
-        # Only the newest identity of each file is worth keeping.
+        # Only the newest identity of each file is worth keeping; when too many files
+        # were seen, none of the older ones.
         for old in [k for k in _cache if k[:2] == key[:2] or len(_cache) >= _CACHE_LIMIT]:
             del _cache[old]
         _cache[key] = active
