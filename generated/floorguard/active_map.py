@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,7 +32,9 @@ class ActiveMap:
 
 
 _cache_lock = threading.Lock()
-_cache: dict[tuple[str, int, int, int, int, int], ActiveMap] = {}
+_cache: dict[tuple[object, ...], ActiveMap] = {}
+# The built-in map and a host's module may alternate: a few identities are kept.
+_CACHE_LIMIT = 8
 
 
 _MUTATORS = frozenset(
@@ -79,15 +82,31 @@ def bound_names(node: ast.AST, *, skip: ast.AST | None = None) -> set[str]:
     return names
 
 
-def module_literals(source_text: str | bytes, source: str) -> dict[str, object]:
-    """Every name a module's top level assigns a floor-map field (FLOOR_MAP_VERSION,
-    FLOOR_MAP_HASH, FLOOR_MAP_ENTRIES), with its literal value; the file is parsed, never
-    run. Raises FloorMapError: it does not parse, a name is assigned twice or not a literal."""
+def parse_module(source_text: str | bytes, source: str) -> ast.Module:
+    """The module's syntax tree (never run). Raises FloorMapError: it does not parse."""
     try:
-        tree = ast.parse(source_text, filename=source)
-    except (SyntaxError, ValueError) as exc:
-        reason = exc.msg if isinstance(exc, SyntaxError) else str(exc)
+        return ast.parse(source_text, filename=source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        reason = exc.msg if isinstance(exc, SyntaxError) else str(exc) or type(exc).__name__
         raise FloorMapError(f"{source}: floor map module does not parse: {reason}") from exc
+
+
+def module_literals(
+    source_text: str | bytes,
+    source: str,
+    *,
+    names: tuple[str, ...] = _NAMES,
+    evaluate: Callable[[str, ast.expr], object] | None = None,
+    tree: ast.Module | None = None,
+    lines: dict[str, tuple[int, int]] | None = None,
+) -> dict[str, object]:
+    """Every name a module's top level assigns a floor-map field (``names``: by default
+    FLOOR_MAP_VERSION, FLOOR_MAP_HASH, FLOOR_MAP_ENTRIES), with its literal value (read by
+    ``evaluate`` when given, else ``ast.literal_eval``); the file is parsed, never run.
+    ``lines`` receives each name's first and last line. Raises FloorMapError: it does not
+    parse, a name is assigned twice or not a literal."""
+    if tree is None:
+        tree = parse_module(source_text, source)
     values: dict[str, object] = {}
     for node in tree.body:
         target: ast.expr | None = None
@@ -100,11 +119,16 @@ def module_literals(source_text: str | bytes, source: str) -> dict[str, object]:
         bound = bound_names(node, skip=target if isinstance(target, ast.Name) else None)
         if "*" in bound:
             raise FloorMapError(f"{source}: line {node.lineno}: import * can rebind the floor map")
-        for name in sorted(bound & set(_NAMES)):
+        for name in sorted(bound & set(names)):
             raise FloorMapError(f"{source}: {name} is assigned twice (line {node.lineno})")
-        if isinstance(target, ast.Name) and target.id in _NAMES:
+        if isinstance(target, ast.Name) and target.id in names:
             if target.id in values:
                 raise FloorMapError(f"{source}: {target.id} is assigned twice")
+            if lines is not None:
+                lines[target.id] = (node.lineno, node.end_lineno or node.lineno)
+            if evaluate is not None:
+                values[target.id] = evaluate(target.id, value)
+                continue
             try:
                 values[target.id] = ast.literal_eval(value)
             except (ValueError, TypeError, SyntaxError, RecursionError) as exc:
@@ -159,14 +183,16 @@ def parse_map_module(source_text: str, source: str) -> ActiveMap:
     return ActiveMap(floor_map, stated, version, source)
 
 
-def load_map_file(path: Path) -> ActiveMap:
-    """The checked floor map of ``path``, re-parsed only when the file changed."""
+def load_map_file(path: Path, parse: Callable[[str, str], ActiveMap] | None = None) -> ActiveMap:
+    """The checked floor map of ``path`` (read by ``parse``, by default
+    ``parse_map_module``), re-parsed only when the file changed."""
+    reader = parse_map_module if parse is None else parse
     try:
         # The common case on the spawn path: the file has not changed since it was read.
         seen = os.stat(path)
         with _cache_lock:
             unchanged = _cache.get(
-                (str(path), seen.st_dev, seen.st_ino, seen.st_size, seen.st_mtime_ns,
+                (reader, str(path), seen.st_dev, seen.st_ino, seen.st_size, seen.st_mtime_ns,
                  seen.st_ctime_ns)
             )  # fmt: skip
     except OSError as exc:
@@ -180,7 +206,7 @@ def load_map_file(path: Path) -> ActiveMap:
     except UnreadableFileError as exc:
         raise FloorMapError(str(exc)) from exc
     # ctime too: an in-place edit that puts the mtime back still changes it.
-    key = (str(path), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns,
+    key = (reader, str(path), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns,
            stat.st_ctime_ns)  # fmt: skip
     with _cache_lock:
         cached = _cache.get(key)
@@ -190,22 +216,34 @@ def load_map_file(path: Path) -> ActiveMap:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise FloorMapError(f"{path}: floor map module is not UTF-8") from exc
-    active = parse_map_module(text, str(path))
+    active = reader(text, str(path))
     with _cache_lock:
-        _cache.clear()  # only the newest identity is worth keeping
+        # Only the newest identity of each file is worth keeping; when too many files
+        # were seen, none of the older ones.
+        for old in [k for k in _cache if k[:2] == key[:2] or len(_cache) >= _CACHE_LIMIT]:
+            del _cache[old]
         _cache[key] = active
     return active
 
 
-def current() -> ActiveMap:
+def current(floor_map: object = None) -> ActiveMap:
     """The floor map in force now. Raises FloorMapError when it cannot be trusted.
 
-    With ``FLOORGUARD_FLOOR_MAP`` set, a signed published map replaces the built-in one if it
-    passes every check (see ``published_map``); otherwise the built-in map stays and stderr
-    says why. A built-in map that cannot be trusted is an error either way.
+    ``floor_map``, a host's own imported floor-map module, is the map in force when given;
+    else ``FLOORGUARD_FLOOR_MAP`` naming a ``.py`` file makes that module the map in force
+    (see ``host_map``: either is checked against its stated hash and this host's rollback
+    state, and any failure is an error, never a fallback). With ``FLOORGUARD_FLOOR_MAP``
+    naming anything else, a signed published map replaces the built-in one if it passes
+    every check (see ``published_map``); otherwise the built-in map stays and stderr says
+    why. A built-in map that cannot be trusted is an error either way.
     """
+    named = os.environ.get("FLOORGUARD_FLOOR_MAP")
+    if floor_map is not None or (named and named.endswith(".py")):
+        from floorguard import host_map
+
+        return host_map.in_force(floor_map, os.environ)
     builtin = load_map_file(BUILTIN_MAP_FILE)
-    if not os.environ.get("FLOORGUARD_FLOOR_MAP"):
+    if not named:
         return builtin
     from floorguard import published_map
 

@@ -112,9 +112,11 @@ def judge(
     target: Target | None = None,
     argv: Sequence[str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
+    floor_map: object = None,
 ) -> _Judgement:
     """The verdict, without recording it. Never raises for a refusal: it returns one.
 
+    ``floor_map`` is the host's own floor-map module to judge by (``active_map.current``).
     ``adapter`` is the name asked for. The binary (``target`` when the caller has opened it,
     else ``binary`` or the name on PATH) is identified from what it is, with ``argv`` for an
     interpreter: the floor applied is the identified adapter's, whatever the name.
@@ -124,7 +126,7 @@ def judge(
     if not ADAPTER_NAME.match(adapter):
         return _Judgement(REFUSE, f"invalid adapter name {adapter!r}")
     try:
-        in_force = active_map.current()
+        in_force = active_map.current(floor_map)
     except Exception as exc:  # FloorMapError, or anything else a damaged input provokes
         # Never overridable: with an untrustworthy map there is no floor to compare against.
         problem = str(exc) if isinstance(exc, FloorMapError) else f"{type(exc).__name__}: {exc}"
@@ -147,7 +149,7 @@ def judge(
             environ=environ, argv=argv, cwd=cwd,
         )  # fmt: skip
         if judged.verdict != REFUSE and (
-            active_map.current().floor_map_hash != in_force.floor_map_hash
+            active_map.current(floor_map).floor_map_hash != in_force.floor_map_hash
         ):
             # A refresh landed while the binary was identified and probed (a waiver revoked,
             # an adapter newly tracked, a range widened): nothing may be allowed on a map no
@@ -418,15 +420,22 @@ def preflight(
     binary: str | os.PathLike[str] | None = None,
     version: str | None = None,
     environ: Mapping[str, str] | None = None,
+    floor_map: object = None,
 ) -> Decision:
     """Decide whether ``adapter`` may be spawned, and record the decision durably.
+
+    ``floor_map``: the host's own generated floor-map module (imported), to make it the map
+    in force instead of the built-in or ``FLOORGUARD_FLOOR_MAP`` one; it is read from its
+    file and checked as ``floorguard.host_map`` says (anything else is a recorded refusal).
 
     Returns the Decision for permit, warn_override and untracked. Raises SpawnRefused for a
     refusal (``.decision`` holds the recorded refusal) and when the chain cannot be written
     (``.decision`` is None then: nothing could be recorded, so nothing is allowed).
     """
     env = os.environ if environ is None else environ
-    return decide(adapter, binary=binary, version=version, environ=env, run_environ=env)
+    return decide(
+        adapter, binary=binary, version=version, environ=env, run_environ=env, floor_map=floor_map
+    )
 
 
 def decide(
@@ -439,6 +448,7 @@ def decide(
     target: Target | None = None,
     argv: Sequence[str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
+    floor_map: object = None,
 ) -> Decision:
     """:func:`preflight` for a caller that has opened the binary and knows the arguments and
     the environment it will run with (``run_environ``: its PATH, PYTHONPATH); the policies
@@ -467,6 +477,7 @@ def decide(
         target=target,
         argv=argv,
         cwd=cwd,
+        floor_map=floor_map,
     )
     decision = _seal(adapter, judgement, policy, environ)
     if not decision.allowed:
@@ -494,7 +505,10 @@ def _named(decision: Decision) -> str:
 
 
 def refuse_unopened(
-    adapter: str, problem: Exception, environ: Mapping[str, str] | None = None
+    adapter: str,
+    problem: Exception,
+    environ: Mapping[str, str] | None = None,
+    floor_map: object = None,
 ) -> SpawnRefused:
     """Record the refusal of a spawn whose binary could not even be opened (nothing is
     judged, so nothing is allowed first), and return the SpawnRefused to raise: a
@@ -502,7 +516,7 @@ def refuse_unopened(
     env = os.environ if environ is None else environ
     known: dict[str, Any] = {"adapter": adapter}
     try:
-        in_force = active_map.current()
+        in_force = active_map.current(floor_map)
     except FloorMapError:
         pass
     else:

@@ -37,9 +37,12 @@ def spawn(
     binary: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
+    floor_map: object = None,
     **popen_kwargs: Any,
 ) -> subprocess.Popen[Any]:
     """Preflight ``adapter`` and start exactly the binary that was checked.
+
+    ``floor_map``: the host's own generated floor-map module, as for ``preflight``.
 
     ``argv`` holds the arguments after the program. The child's environment is ``env`` (or
     this process's) plus ``FLOORGUARD_RECEIPT_ID``. Raises SpawnRefused, having started
@@ -61,7 +64,7 @@ def spawn(
         name = executable_for(adapter) if binary is None else os.fspath(binary)
         target = open_target(name, path_env=path_env)
     except (DetectionError, OSError, ValueError) as exc:
-        raise refuse_unopened(adapter, exc) from None
+        raise refuse_unopened(adapter, exc, floor_map=floor_map) from None
     with target, _Workdir(cwd) as workdir:
         if _after_open_hook is not None:
             _after_open_hook()
@@ -73,6 +76,7 @@ def spawn(
             argv=list(argv),
             # Judged where it really is; the child is started in the folder opened here.
             cwd=workdir.real if workdir.fd is not None else cwd,
+            floor_map=floor_map,
         )
         if _race_window_hook is not None:
             _race_window_hook()

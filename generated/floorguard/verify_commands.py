@@ -90,8 +90,10 @@ def load_verify_key(path: Path) -> Ed25519PublicKey:
 
 
 def module_map_hash(path: Path) -> str:
-    """The hash of the data in a floor-map module of the default layout (its
-    ``FLOOR_MAP_ENTRIES``; the hash it states is not trusted). Raises FloorMapError."""
+    """The hash of the data in a floor-map module (its ``FLOOR_MAP_ENTRIES``, or in the
+    bernstein layout its ``ADAPTER_MIN_SAFE_VERSIONS`` between the markers, read as the
+    runtime reads a host's module; the hash it states is not trusted). Raises
+    FloorMapError."""
     from floorguard.active_map import module_literals
     from floorguard.map_model import entries_hash
 
@@ -101,9 +103,14 @@ def module_map_hash(path: Path) -> str:
     except UnicodeDecodeError as exc:
         raise FloorMapError(f"{path}: floor map module is not UTF-8") from exc
     entries = module_literals(text, str(path)).get("FLOOR_MAP_ENTRIES")
+    if entries is None and "ADAPTER_MIN_SAFE_VERSIONS" in text:
+        from floorguard import host_map
+
+        return host_map.data_hash(text, str(path))
     if entries is None:
         raise FloorMapError(
-            f"{path}: not a floor-map module in the default layout (no FLOOR_MAP_ENTRIES)"
+            f"{path}: not a floor-map module (no FLOOR_MAP_ENTRIES, nor the bernstein "
+            "layout's ADAPTER_MIN_SAFE_VERSIONS)"
         )
     if not isinstance(entries, dict):
         raise FloorMapError(f"{path}: FLOOR_MAP_ENTRIES is not a dict")
