@@ -84,5 +84,7 @@ def test_waits_that_each_stay_under_the_timeout_cannot_add_up_past_the_budget(
         successor.close()
         os.close(view_lock)
     assert elapsed < BUDGET + MARGIN
-    assert f"the append did not end within {BUDGET:g}s of its start" in str(refused.value)
+    assert f"no answer in time: the append did not end within {BUDGET:g}s of its start" in str(
+        refused.value
+    )
     assert _verified(pg) == 1

@@ -949,8 +949,8 @@ class PostgresStore:
                 return f"the database did not answer within {limit}; the connection was cut"
             if appending:
                 return (
-                    f"the append did not end within {self.write_budget:g}s of its start "
-                    "(twice FLOORGUARD_CHAIN_TIMEOUT); the connection was cut"
+                    f"no answer in time: the append did not end within {self.write_budget:g}s "
+                    "of its start (twice FLOORGUARD_CHAIN_TIMEOUT); the connection was cut"
                 )
             return (
                 f"the database went silent: no answer within {self.silence:g}s "
