@@ -1410,7 +1410,10 @@ _READ_COMMITTED = """
 # The chain's lock, as open_append takes it (it declares ``me bigint``): inline when
 # uncontended (a call of take_lock costs more than the rest), else waiting in take_lock.
 # Always asked of PostgreSQL, never inferred from lock_holder: a savepoint rolled back
-# releases the lock but not what the (non-transactional) sequence says.
+# releases the lock but not what the (non-transactional) sequence says. A hold taken at
+# once is not written: no one waited for it, and the first waiter to see it writes it,
+# counted from then (its transaction has an id from the start, which is how a waiter
+# knows it); calling again writes nothing, so a holder cannot renew its hold.
 _LOCK_STEP = """
   me := pg_catalog.pg_current_xact_id()::text::bigint % 4294967296;
   -- (Nothing but the LOCK in the block: an expression inside one is set up afresh.)
@@ -1420,11 +1423,6 @@ _LOCK_STEP = """
   EXCEPTION WHEN lock_not_available THEN
     PERFORM floorguard.take_lock();  -- waits, ends what stalls it, and records the hold
   END;
-  IF pg_catalog.pg_sequence_last_value('floorguard.lock_holder') IS DISTINCT FROM me THEN
-    PERFORM pg_catalog.setval('floorguard.lock_since',
-      (EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000000)::bigint);
-    PERFORM pg_catalog.setval('floorguard.lock_holder', me);
-  END IF;
 """
 
 
