@@ -62,6 +62,7 @@ from floorguard.map_model import (
     from_entries,
 )
 from floorguard.slice_verify import (
+    STDIN,
     IntegrityError,
     SliceReport,
     SliceVerifier,
@@ -876,9 +877,8 @@ def prove_path(
     or OSError while reading.
     """
     if str(path) == "-":
-        return prove(
-            _counted(iter_slice_lines(sys.stdin.buffer), progress, progress_every), **options
-        )
+        lines = _counted(iter_slice_lines(sys.stdin.buffer), progress, progress_every)
+        return prove(lines, source=STDIN, **options)
     # Streamed with a cap on each line; a FIFO or device is refused, never waited on.
     with open_regular(path, what="chain slice") as stream:
         lines = _counted(iter_slice_lines(stream), progress, progress_every)
