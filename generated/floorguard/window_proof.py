@@ -312,15 +312,24 @@ class WindowProof:
         # always the identified adapter's. Any other extra field is ignored.
         requested = receipt.get("requested")
         alias = requested if type(requested) is str and requested != adapter else None
-        # The identified adapter is always a map name (the gate refuses any other before
-        # judging it): an allowed decision under another (``AIDER``) was not the gate's, and
-        # must not pass as untracked. ``requested`` may be a path; it only names the record.
+        # The identified adapter is always a map name, and so is the name asked for (the
+        # gate refuses any other before judging it): an allowed decision under another
+        # (``AIDER``) was not the gate's, and must not pass as untracked. Records from before
+        # ``requested`` was recorded have none.
         if not _valid_name(adapter):
             self._violation(
                 record.seq,
                 f"the spawn record names the adapter {adapter!r}, not a valid adapter name "
                 f"({ADAPTER_NAME_FORM}): the gate refuses such a name, yet the record says "
                 f"{verdict!r}",
+            )
+            return
+        if "requested" in receipt and not _valid_name(requested):
+            self._violation(
+                record.seq,
+                f"the spawn record says it was requested as {requested!r}, not a valid "
+                f"adapter name ({ADAPTER_NAME_FORM}): the gate refuses such a name, yet the "
+                f"record says {verdict!r}",
             )
             return
         if not intact:
