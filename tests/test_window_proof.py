@@ -26,10 +26,12 @@ from helpers.proof_support import (
     tree_root,
     update_receipt,
 )
+from helpers.slice_writer import write_slice
 
 from floorguard import checkpoint, tlog
 from floorguard._canonical import canonical_bytes
 from floorguard._time import parse_ts
+from floorguard.map_model import entries_hash
 from floorguard.window_proof import UNAUTHENTICATED, ProofReport, load_checkpoint, prove
 
 SIGNER = Ed25519PrivateKey.generate()
@@ -515,10 +517,19 @@ def test_an_update_receipt_whose_map_does_not_match_its_hash_teaches_nothing(
 ) -> None:
     lying = update_receipt(MAP_V1)
     lying["new_floor_map"] = {"aider": {**MAP_V1["aider"], "min_safe_version": "0.1.0"}}
-    chain = build(tmp_path, [(UPDATE, lying), (SPAWN, spawn_receipt("aider", "0.50.0", "permit"))])
-    violations, _ = findings(prove(chain.lines(), key=chain.key))
+    # Sealed with the key as a key holder could (the chain itself refuses to append it).
+    key = b"k" * 32
+    receipts = [lying, spawn_receipt("aider", "0.50.0", "permit")]
+    write_slice(tmp_path / "slice.jsonl", 2, key, receipts.__getitem__)
+    report = prove((tmp_path / "slice.jsonl").read_text().splitlines(), key=key)
+    violations, errors = findings(report)
     assert [seq for seq, _ in violations] == [1]
     assert "which no update receipt in the slice" in violations[0][1]
+    carried = entries_hash(lying["new_floor_map"])
+    assert errors == [
+        (0, f"line 1: update receipt carries a map hashing to {carried}, "
+            f"not its new_floor_map_hash {HASH_V1}")
+    ]  # fmt: skip
 
 
 # --- the canary ---------------------------------------------------------------------------------

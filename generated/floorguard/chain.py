@@ -517,7 +517,10 @@ class AuditChain:
             raise ChainWriteError(
                 f"refusing to append: the receipt exceeds {MAX_RECEIPT_BYTES} bytes"
             )
-        problem = receipt_problem(event, receipt_obj)
+        from floorguard.receipts import shape_problem
+
+        # What verify chain would refuse is never written: the same shape check.
+        problem = shape_problem(event, receipt_obj)
         if problem is not None:
             raise ChainWriteError(f"refusing to append: {problem}")
         return receipt_json, receipt_obj
