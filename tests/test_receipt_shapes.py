@@ -39,8 +39,9 @@ FEED = {
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A project whose chain holds an anchored floor update (seq 0) and a canary run (seq 1):
-    slice.jsonl is its export, receipt.json the signed update receipt."""
+    """A project whose chain holds an anchored floor update (seq 0), a canary run (seq 1) and
+    the doctor's posture (seq 2): slice.jsonl is its export, receipt.json the signed update
+    receipt."""
     root = tmp_path_factory.mktemp("shapes")
     project = root / "p"
     project.mkdir()
@@ -55,12 +56,18 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for step in steps:
         done = floorctl(*step, cwd=project, state=root)
         assert done.returncode == 0, done.stderr
+    doctor = subprocess.run(
+        [sys.executable, "-m", "floorguard", "doctor"], capture_output=True, text=True,
+        cwd=project, env=isolated_env(root, PATH=str(project)), timeout=120, check=False,
+    )  # fmt: skip
+    assert "Traceback" not in doctor.stderr, doctor.stderr
     export = floorctl("chain", "export", cwd=project, state=root)
     assert export.returncode == 0, export.stderr
     (project / "slice.jsonl").write_text(export.stdout)
     assert [json.loads(line)["event"] for line in export.stdout.splitlines()] == [
         "adapter.floor_update_receipt",
         "adapter.canary_receipt",
+        "adapter.version_posture",
     ]
     return project
 
@@ -130,6 +137,7 @@ INTEGER_FIELDS = [
     (0, "feeds.0.schema_version"),
     (0, "feeds.0.version"),
     (1, "schema_version"),
+    (2, "schema_version"),
 ]
 
 
@@ -250,6 +258,19 @@ def test_the_untouched_receipts_still_verify(project: Path, tool: str) -> None:
     (project / "first.json").write_text(line)
     done = run(tool, project, "verify", "receipt", "first.json", "--content-only")
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+@pytest.mark.parametrize("value", [3.0, "3", True])
+def test_a_posture_records_waiver_days_left_is_a_json_integer_or_null(
+    project: Path, tool: str, value: object
+) -> None:
+    name = edited_slice(project, 2, "adapters.0.waiver_days_left", value, "posture.jsonl")
+    out = refused_chain(run(tool, project, "verify", "chain", name, "--unauthenticated"))
+    assert (
+        f"seq 2: {name} line 3: receipt adapters[0].waiver_days_left is not a JSON integer or "
+        f"null ({json.dumps(value)})"
+    ) in out, out
 
 
 @pytest.mark.parametrize("tool", TOOLS)

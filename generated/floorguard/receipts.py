@@ -55,6 +55,7 @@ NO_TRUSTED_SIGNATURE = "no signature verifies against a trusted key"
 # name and through every element of a list by ``*``; containers come before their members.
 _LIST, _OBJECT, _STRING = "a list", "an object", "a string"
 _INTEGER, _BOOLEAN = "a JSON integer", "a JSON boolean"
+_INTEGER_OR_NULL = "a JSON integer or null"
 _FIELD_TYPES: dict[str, tuple[tuple[tuple[str, ...], str], ...]] = {
     FLOOR_UPDATE: (
         (("feeds",), _LIST),
@@ -75,12 +76,17 @@ _FIELD_TYPES: dict[str, tuple[tuple[tuple[str, ...], str], ...]] = {
         (("template",), _STRING),
     ),
     CANARY: ((("certified",), _BOOLEAN),),
-    VERSION_POSTURE: ((("adapters",), _LIST),),
+    VERSION_POSTURE: (
+        (("adapters",), _LIST),
+        (("adapters", "*"), _OBJECT),
+        (("adapters", "*", "waiver_days_left"), _INTEGER_OR_NULL),
+    ),
 }
 _IS_TYPE = {
     _LIST: lambda value: type(value) is list,
     _OBJECT: lambda value: type(value) is dict,
     _INTEGER: lambda value: type(value) is int,
+    _INTEGER_OR_NULL: lambda value: value is None or type(value) is int,
     _BOOLEAN: lambda value: type(value) is bool,
     _STRING: lambda value: type(value) is str,
 }
