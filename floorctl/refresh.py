@@ -428,6 +428,13 @@ def _block_hash(path: Path) -> str | None:
     return block.stated_hash or floor_map_hash(from_entries(block.entries))
 
 
+def require_module(module: Path) -> None:
+    """Refuse a module that does not exist before its lock file is made beside it (in a
+    folder that may not exist either): ``floorctl init`` starts a module."""
+    if not os.path.lexists(module):
+        raise splice.missing_module(module)
+
+
 def refuse_symlinked_module(module: Path) -> None:
     """A module written through a link would change a file the command line never named."""
     if module.is_symlink():

@@ -125,6 +125,13 @@ def splice(split: SplitModule, new_block: str) -> str:
     return "".join((split.before, split.begin_line, new_block, split.end_line, split.after))
 
 
+def missing_module(path: Path) -> ModuleError:
+    """The error for a module that does not exist: ``floorctl init`` starts one."""
+    return ModuleError(
+        f"{path}: floor-map module does not exist; create it with floorctl init --module {path}"
+    )
+
+
 def read_module_text(path: Path) -> str:
     """The module's text, decoded as strict UTF-8 with line endings untouched.
 
@@ -134,7 +141,7 @@ def read_module_text(path: Path) -> str:
         data = read_regular(path, max_bytes=MAX_MAP_BYTES, what="floor-map module")
     except UnreadableFileError as exc:
         if exc.missing:
-            raise ModuleError(f"{path}: floor-map module not found") from None
+            raise missing_module(path) from None
         raise ModuleError(str(exc)) from exc
     try:
         return data.decode("utf-8")

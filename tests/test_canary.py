@@ -190,9 +190,15 @@ def refused_before_recording(tmp_path: Path, adapter: str, version: str, message
     assert last_green(tmp_path) == green
 
 
-@pytest.mark.parametrize("adapter", ["codey", "aider-fork", "Aider"])
+@pytest.mark.parametrize("adapter", ["codey", "aider-fork"])
 def test_refuses_an_adapter_not_in_the_map_before_recording(tmp_path: Path, adapter: str) -> None:
     refused_before_recording(tmp_path, adapter, "1.0.0", "not in the floor map")
+
+
+@pytest.mark.parametrize("adapter", ["AIDER", "aider\n", " aider", "../aider", "-aider", ""])
+def test_refuses_an_invalid_adapter_name_before_recording(tmp_path: Path, adapter: str) -> None:
+    message = f"invalid adapter name {adapter!r} ([a-z0-9][a-z0-9._-]{{0,63}})"
+    refused_before_recording(tmp_path, adapter, "1.0.0", message)
 
 
 @pytest.mark.parametrize("version", ["latest", "0.61.0 ", "0.70.0\n", "", "v", "1.0-", "0.7.0..1"])

@@ -6,6 +6,7 @@ import hashlib
 import hmac
 import itertools
 import json
+import re
 import sqlite3
 import stat
 import subprocess
@@ -166,6 +167,27 @@ def test_refuses_a_receipt_that_is_not_an_object(tmp_path: Path) -> None:
     chain = AuditChain(tmp_path / "chain.sqlite3", tmp_path / "chain.key")
     with pytest.raises(ChainWriteError, match="not a JSON object"):
         chain.append(CANARY, ["kind", CANARY])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "problem"),
+    [
+        ("changed", 0, "receipt changed is not a JSON boolean (0)"),
+        ("new_map_version", True, "update receipt new_map_version is not a map version"),
+        ("feeds", [{"schema_version": "1"}], "receipt feeds[0].schema_version is not a JSON "
+                                             'integer ("1")'),
+    ],
+)  # fmt: skip
+def test_a_receipt_verify_chain_would_refuse_is_never_appended(
+    tmp_path: Path, field: str, value: object, problem: str
+) -> None:
+    from helpers.proof_support import MAP_V1, update_receipt
+
+    chain = AuditChain(tmp_path / "chain.sqlite3", tmp_path / "chain.key")
+    chain.append("adapter.floor_update_receipt", update_receipt(MAP_V1))
+    with pytest.raises(ChainWriteError, match=rf"refusing to append: {re.escape(problem)}"):
+        chain.append("adapter.floor_update_receipt", {**update_receipt(MAP_V1), field: value})
+    assert len(list(chain.records())) == 1
 
 
 def test_events_are_exactly_the_four_receipt_kinds() -> None:

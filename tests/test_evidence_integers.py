@@ -42,7 +42,7 @@ def test_a_slice_line_whose_seq_is_not_a_json_integer_is_refused(
     (tmp_path / "slice.jsonl").write_text("".join(lines))
     done = floorguard(tmp_path, "verify", "chain", "slice.jsonl")
     assert done.returncode == 1, (done.stdout, done.stderr)
-    assert "line 3: seq is not a non-negative integer" in done.stdout
+    assert "slice.jsonl line 3: seq is not a non-negative integer" in done.stdout
 
 
 @pytest.fixture(scope="module")
@@ -124,4 +124,4 @@ def test_nan_or_infinity_in_a_slice_is_refused_naming_the_file_line_and_what_was
     (tmp_path / "evidence.jsonl").write_text("".join(lines))
     done = floorguard(tmp_path, "verify", "chain", "evidence.jsonl", "--unauthenticated")
     assert done.returncode == 1, done.stdout
-    assert f"line 3 of evidence.jsonl: {constant} is not JSON" in done.stdout, done.stdout
+    assert f"evidence.jsonl line 3: {constant} is not JSON" in done.stdout, done.stdout

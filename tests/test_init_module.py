@@ -287,3 +287,17 @@ def test_a_module_path_through_a_link_and_dot_dot_is_written_where_its_folder_wa
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "else" / "newdir" / "m.py").is_file()
     assert not (work / "newdir").exists()
+
+
+@pytest.mark.parametrize("module", ["src/host/floor_map.py", "floor_map.py"])
+@pytest.mark.parametrize("write", [("--write",), ()])
+def test_refresh_of_a_module_that_does_not_exist_says_so_and_suggests_init(
+    project: Path, module: str, write: tuple[str, ...]
+) -> None:
+    code, out = refresh(project, "--module", module, *write)
+    assert code == 1, out
+    assert out == (
+        f"floorctl: error: {module}: floor-map module does not exist; create it with "
+        f"floorctl init --module {module}\n"
+    )
+    assert sorted(p.name for p in project.iterdir()) == []  # no folder, no lock file

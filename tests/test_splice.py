@@ -197,5 +197,5 @@ def test_refuses_module_that_is_not_utf8(tmp_path: Path) -> None:
 
 
 def test_refuses_missing_module(tmp_path: Path) -> None:
-    with pytest.raises(ModuleError, match=r"nope\.py: floor-map module not found"):
+    with pytest.raises(ModuleError, match=r"nope\.py: floor-map module does not exist; create it"):
         read_module_text(tmp_path / "nope.py")

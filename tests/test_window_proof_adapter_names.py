@@ -66,3 +66,45 @@ def test_a_valid_untracked_name_still_proves(tmp_path: Path) -> None:
         ],
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def spawn_requested(requested: object, verdict: str) -> dict[str, Any]:
+    receipt = spawn_receipt("aider", "0.61.0", verdict)
+    receipt["requested"] = requested
+    return receipt
+
+
+@pytest.mark.parametrize("requested", ["AIDER", "../aider", "", 7, None, ["aider"]])
+@pytest.mark.parametrize("verdict", ["permit", "untracked", "warn_override"])
+def test_an_allowed_spawn_record_whose_requested_name_the_gate_refuses_fails(
+    tmp_path: Path, requested: object, verdict: str
+) -> None:
+    # The gate refuses a requested name outside the pattern before judging anything, so an
+    # allowed decision asked for under one was not the gate's.
+    done = verify_chain(
+        tmp_path, [(UPDATE, update_receipt(MAP_V1)), (SPAWN, spawn_requested(requested, verdict))]
+    )
+    assert done.returncode == 1, done.stdout
+    assert done.stdout.startswith("NOT PROVEN")
+    assert (
+        f"seq 1: violation: the spawn record says it was requested as {requested!r}, not a "
+        "valid adapter name ([a-z0-9][a-z0-9._-]{0,63}): the gate refuses such a name, yet "
+        f"the record says {verdict!r}\n"
+    ) in done.stdout
+
+
+def test_a_refusal_requested_under_an_invalid_name_stays_proven(tmp_path: Path) -> None:
+    done = verify_chain(
+        tmp_path, [(UPDATE, update_receipt(MAP_V1)), (SPAWN, spawn_requested("AIDER", "refuse"))]
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("requested", ["aider", "codey"])
+def test_an_allowed_spawn_requested_under_a_valid_name_still_proves(
+    tmp_path: Path, requested: str
+) -> None:
+    done = verify_chain(
+        tmp_path, [(UPDATE, update_receipt(MAP_V1)), (SPAWN, spawn_requested(requested, "permit"))]
+    )
+    assert done.returncode == 0, done.stdout + done.stderr

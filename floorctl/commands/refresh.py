@@ -245,6 +245,7 @@ def command(
 
             return AuditChain.from_env(environ)
 
+        refreshing.require_module(module)
         refreshing.refuse_symlinked_module(module)
         # One writer per module, from reading the old block to the chain append: a second
         # refresh plans from the first one's map (or is refused as a downgrade), so no map

@@ -46,3 +46,20 @@ def parse_ts(text: str) -> _dt.datetime:
         return moment.astimezone(_dt.UTC)
     except OverflowError as exc:  # 9999-12-31T23:59:59-23:59 is year 10000 in UTC
         raise FloorguardError(f"timestamp is out of range in UTC: {text!r}") from exc
+
+
+UTC_Z_FORM = "an RFC 3339 UTC time with Z and at most six fractional digits"
+
+
+def is_utc_z(text: object) -> bool:
+    """Whether ``text`` is a time as this project writes one for a reviewer to read: RFC
+    3339, UTC with ``Z``, at most six fractional digits (more would be cut to microseconds).
+    A waiver's ``expires`` must be one: an offset is refused rather than normalised, so what
+    was approved reads the same in the waivers document, the diff and the map."""
+    if not isinstance(text, str) or not text.endswith("Z"):
+        return False
+    try:
+        parse_ts(text)
+    except FloorguardError:
+        return False
+    return len(text[:-1].partition(".")[2]) <= 6

@@ -174,7 +174,10 @@ def parse_map_module(source_text: str, source: str) -> ActiveMap:
         raise FloorMapError(f"{source}: FLOOR_MAP_VERSION is not a non-negative integer")
     if not isinstance(stated, str) or not isinstance(entries, dict):
         raise FloorMapError(f"{source}: FLOOR_MAP_HASH or FLOOR_MAP_ENTRIES has the wrong type")
-    floor_map = from_entries(entries)
+    try:
+        floor_map = from_entries(entries)
+    except FloorMapError as exc:
+        raise FloorMapError(f"{source}: {exc}") from exc  # name the module at fault
     actual = floor_map_hash(floor_map)
     if actual != stated:
         raise FloorMapError(

@@ -259,17 +259,20 @@ def record_run(chain: AuditChain, adapter: str, version: str, result: str) -> Ca
 
     Bad input is refused before the chain is touched. Last-green is rebuilt from the chain
     first (the chain, verified by its MACs, is the only state). Raises InvalidInput (an
-    adapter not in the map, a version that is not acceptable: nothing recorded),
-    VerificationError (a chain that does not verify), FloorMapError (no trustworthy map)
-    and ChainError (the receipt could not be written).
+    invalid adapter name, an adapter not in the map, a version that is not acceptable:
+    nothing recorded), VerificationError (a chain that does not verify), FloorMapError (no
+    trustworthy map) and ChainError (the receipt could not be written).
     """
     from floorguard import active_map, receipts
-    from floorguard.map_model import ADAPTER_NAME
+    from floorguard.map_model import ADAPTER_NAME, ADAPTER_NAME_FORM
 
+    if not ADAPTER_NAME.match(adapter):
+        # Refused as the gate refuses it, before the map or the chain is read.
+        raise InvalidInput(f"invalid adapter name {adapter!r} ({ADAPTER_NAME_FORM})")
     if result not in RESULTS:
         raise InvalidInput(f"canary result must be pass or fail, not {result!r}")
     in_force = active_map.current()
-    advisory = in_force.floor_map.get(adapter) if ADAPTER_NAME.match(adapter) else None
+    advisory = in_force.floor_map.get(adapter)
     problem = input_problem(adapter, version, advisory)
     if problem is not None:
         raise InvalidInput(problem)

@@ -227,9 +227,12 @@ def receipt_problem(event: str, receipt: object) -> str | None:
     kind = receipt.get("kind")
     if kind != event:
         return f"receipt kind {kind!r} does not match event {event!r}"
-    version = receipt.get("schema_version")
-    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+    if "schema_version" not in receipt:
         return "receipt has no schema_version (a positive integer)"
+    version = receipt["schema_version"]
+    if type(version) is not int or version < 1:
+        # json.dumps: 1.0 and true read back as 1 in Python; say what the receipt holds.
+        return f"receipt schema_version is not a positive JSON integer ({json.dumps(version)})"
     stamp = receipt.get("ts")
     if not isinstance(stamp, str):
         return "receipt has no ts (an RFC 3339 timestamp)"
@@ -520,7 +523,10 @@ class AuditChain:
             raise ChainWriteError(
                 f"refusing to append: the receipt exceeds {MAX_RECEIPT_BYTES} bytes"
             )
-        problem = receipt_problem(event, receipt_obj)
+        from floorguard.receipts import shape_problem
+
+        # What verify chain would refuse is never written: the same shape check.
+        problem = shape_problem(event, receipt_obj)
         if problem is not None:
             raise ChainWriteError(f"refusing to append: {problem}")
         return receipt_json, receipt_obj

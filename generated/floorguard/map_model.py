@@ -24,6 +24,7 @@ from types import MappingProxyType
 from typing import Any
 
 from floorguard._canonical import content_address
+from floorguard._time import UTC_Z_FORM, is_utc_z
 from floorguard.errors import FloorMapError
 
 ENTRY_FIELDS = ("min_safe_version", "advisory_id", "note")
@@ -296,6 +297,10 @@ def _waiver(where: str, value: Any) -> Waiver:
     covered = _strings(where, "advisories", value["advisories"])
     if not covered:
         raise FloorMapError(f"{where}: a waiver covers at least one advisory")
+    if not is_utc_z(value["expires"]):
+        # floorctl writes no other form: a map with one was edited by hand, and an offset
+        # must not be normalised into an expiry nobody approved.
+        raise FloorMapError(f"{where}: expires {value['expires']!r} is not {UTC_Z_FORM}")
     return Waiver(
         id=value["id"],
         version=value["version"],

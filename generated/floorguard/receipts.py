@@ -48,6 +48,102 @@ BY_REFERENCE_FIELDS = frozenset({"new_floor_map_adapters", "diff_digest", "confl
 
 NO_TRUSTED_SIGNATURE = "no signature verifies against a trusted key"
 
+# The JSON type of each field the formats fix, by receipt kind, checked wherever the field
+# is present (which fields must be present is the kind's own check). Python reads true as 1
+# and 1.0 as equal to 1, and RFC 8785 writes 1.0 as 1: neither a content address nor a
+# record's MAC tells them apart, so only the type can. A path steps through objects by
+# name and through every element of a list by ``*``; containers come before their members.
+_LIST, _OBJECT, _STRING = "a list", "an object", "a string"
+_INTEGER, _BOOLEAN = "a JSON integer", "a JSON boolean"
+_INTEGER_OR_NULL = "a JSON integer or null"
+_FIELD_TYPES: dict[str, tuple[tuple[tuple[str, ...], str], ...]] = {
+    FLOOR_UPDATE: (
+        (("feeds",), _LIST),
+        (("feeds", "*"), _OBJECT),
+        (("feeds", "*", "schema_version"), _INTEGER),
+        (("feeds", "*", "version"), _INTEGER),
+        (("waivers",), _OBJECT),
+        (("waivers", "schema_version"), _INTEGER),
+        (("waivers", "waivers"), _INTEGER),
+        (("conflicts",), _LIST),
+        (("conflicts_count",), _INTEGER),
+        (("diff",), _OBJECT),
+        (("diff_counts",), _OBJECT),
+        (("diff_counts", "*"), _INTEGER),
+        (("downgrade",), _BOOLEAN),
+        (("changed",), _BOOLEAN),
+        (("forced",), _BOOLEAN),
+        (("template",), _STRING),
+    ),
+    CANARY: ((("certified",), _BOOLEAN),),
+    VERSION_POSTURE: (
+        (("adapters",), _LIST),
+        (("adapters", "*"), _OBJECT),
+        (("adapters", "*", "waiver_days_left"), _INTEGER_OR_NULL),
+    ),
+}
+_IS_TYPE = {
+    _LIST: lambda value: type(value) is list,
+    _OBJECT: lambda value: type(value) is dict,
+    _INTEGER: lambda value: type(value) is int,
+    _INTEGER_OR_NULL: lambda value: value is None or type(value) is int,
+    _BOOLEAN: lambda value: type(value) is bool,
+    _STRING: lambda value: type(value) is str,
+}
+
+
+def shape_problem(kind: str, receipt: object) -> str | None:
+    """Why ``receipt`` is not a well-formed receipt of ``kind``, or None.
+
+    The one shape check of every verifier (``verify chain`` on each record, ``verify
+    receipt`` signed or not): ``kind``, ``schema_version`` and ``ts``; the JSON type of every
+    field its format fixes; and for a floor update, its self-consistency
+    (:func:`check_update_receipt`). The message names the field by its JSON path.
+    """
+    from floorguard.chain import receipt_problem
+
+    problem = receipt_problem(kind, receipt)
+    if problem is not None or not isinstance(receipt, dict):
+        return problem
+    for path, wanted in _FIELD_TYPES.get(kind, ()):
+        for where, value in _members(receipt, path, ""):
+            if not _IS_TYPE[wanted](value):
+                return f"receipt {where} is not {wanted} ({_shown(value)})"
+    if kind == FLOOR_UPDATE:
+        try:
+            check_update_receipt(receipt)
+        except FloorguardError as exc:
+            return str(exc)
+    return None
+
+
+def _members(node: Any, path: tuple[str, ...], where: str) -> Iterable[tuple[str, Any]]:
+    """(JSON path, value) of each member of ``node`` at ``path``; none where a step does
+    not exist or its container has the wrong type (the container's own check says so)."""
+    if not path:
+        yield where, node
+        return
+    step, rest = path[0], path[1:]
+    if step == "*":
+        if type(node) is list:
+            for i, item in enumerate(node):
+                yield from _members(item, rest, f"{where}[{i}]")
+        elif type(node) is dict:
+            for name, item in node.items():
+                yield from _members(item, rest, f"{where}.{name}")
+    elif type(node) is dict and step in node:
+        yield from _members(node[step], rest, f"{where}.{step}" if where else step)
+
+
+def _shown(value: object) -> str:
+    """A value as a refusal quotes it: its JSON (cut short), or what kind of container."""
+    if type(value) is dict:
+        return "an object"
+    if type(value) is list:
+        return "a list"
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 40 else text[:37] + "..."
+
 
 class _NotJson(ValueError):
     """NaN, Infinity or -Infinity: Python's json reads them, JSON has no such values."""
@@ -215,11 +311,17 @@ def verify_update_envelope(data: bytes, trusted: Iterable[Ed25519PublicKey]) -> 
     Raises VerificationError naming the first thing that does not hold.
     """
     envelope = dsse.parse_envelope(data)
+    # The shape first, as for an unsigned receipt: a receipt of the wrong shape is refused
+    # for its shape whoever signed it (the signature is checked next, over the same bytes).
+    unverified = parse_document(envelope.payload, "the signed payload")
+    if isinstance(unverified, dict) and isinstance(unverified.get("predicate"), dict):
+        problem = shape_problem(FLOOR_UPDATE, unverified["predicate"])
+        if problem is not None:
+            raise VerificationError(problem)
     statement, key_ids = open_statement(envelope, trusted, FLOOR_UPDATE_PREDICATE_TYPE)
     receipt = statement.get("predicate")
     if not isinstance(receipt, dict):
         raise VerificationError("statement predicate is not an object")
-    check_update_receipt(receipt)
     if statement != update_statement(receipt):
         raise VerificationError("statement subject does not name the receipt's new floor map")
     if canonical_bytes(statement) != envelope.payload:
@@ -297,11 +399,9 @@ def check_receipt_document(
     receipt = document["receipt"]
     if receipt.get("kind") not in KINDS:
         raise VerificationError(f"unknown receipt kind {receipt.get('kind')!r}")
-    from floorguard.chain import receipt_problem
-
-    # The shape every receipt has (schema_version a JSON integer, not true or 1.0: the
-    # content address alone cannot tell 1.0 from 1, RFC 8785 writes both as 1).
-    problem = receipt_problem(receipt["kind"], receipt)
+    # The shape of its kind, as verify chain checks it (the content address alone cannot
+    # tell 1.0 from 1: RFC 8785 writes both as 1).
+    problem = shape_problem(receipt["kind"], receipt)
     if problem is not None:
         raise VerificationError(problem)
     try:
@@ -313,8 +413,6 @@ def check_receipt_document(
         raise VerificationError(
             f"content address mismatch: stated {stated}, the receipt hashes to {actual}"
         )
-    if receipt.get("kind") == FLOOR_UPDATE:
-        check_update_receipt(receipt)
     pinned = pinned_map_hash(receipt)
     if not content_only:
         raise VerificationError(

@@ -45,15 +45,17 @@ from floorguard.chain import (
     is_chain_id,
     line_text,
     parse_any_ts,
-    receipt_problem,
 )
 from floorguard.errors import FloorguardError
+from floorguard.receipts import shape_problem
 from floorguard.record_signature import HostKeys, is_hmac, signature_key_id
 
 MAX_LINE_BYTES = 16 << 20
 MAX_REPORTED_ERRORS = 1000
 MACS_NOT_CHECKED = "MACs not checked: no --key-file or --host-keys"
 MAX_WRITER_RUNS = 1 << 20
+# How a slice read from standard input (``-``) is named in its messages.
+STDIN = "<stdin>"
 UNVERIFIED_HMAC = (
     "unverified: an HMAC record, and no chain key to check it with "
     "(--key-file, FLOORGUARD_CHAIN_KEY_FILE): no key for it"
@@ -197,20 +199,20 @@ class SliceVerifier:
         self._line_no += 1
         if isinstance(line, bytes):
             if len(line) > MAX_LINE_BYTES + 1:
-                self._break(None, f"line {self._line_no}: longer than {MAX_LINE_BYTES} bytes")
+                self._break(None, self._at(f"longer than {MAX_LINE_BYTES} bytes"))
                 return
             try:
                 line = line.decode("utf-8")
             except UnicodeDecodeError:
-                self._break(None, f"line {self._line_no}: not UTF-8")
+                self._break(None, self._at("not UTF-8"))
                 return
         if line.endswith("\n"):
             line = line[:-1]
         if len(line) > MAX_LINE_BYTES:
-            self._break(None, f"line {self._line_no}: longer than {MAX_LINE_BYTES} bytes")
+            self._break(None, self._at(f"longer than {MAX_LINE_BYTES} bytes"))
             return
         if not line or line.isspace():
-            self._break(None, f"line {self._line_no}: blank line")
+            self._break(None, self._at("blank line"))
             return
         parse = self._parse
         parse.fast = line.isascii() or _keys_sort_alike(line)
@@ -221,13 +223,10 @@ class SliceVerifier:
             obj = self._decoder.decode(line)
         except _NotJson as exc:
             # Python's json reads it; no JSON tool does: say what and where, file and line.
-            where = f" of {self.source}" if self.source else ""
-            self._break(
-                None, f"line {self._line_no}{where}: {exc} is not JSON (it has no NaN or Infinity)"
-            )
+            self._break(None, self._at(f"{exc} is not JSON (it has no NaN or Infinity)"))
             return
         except (ValueError, RecursionError) as exc:
-            self._break(None, f"line {self._line_no}: not valid JSON ({exc})")
+            self._break(None, self._at(f"not valid JSON ({exc})"))
             return
         record = self._shape(obj)
         if record is None:
@@ -269,7 +268,7 @@ class SliceVerifier:
     def _shape(self, obj: object) -> dict[str, Any] | None:
         """The record a parsed line holds, or None after reporting why it is not one."""
         if type(obj) is not dict:
-            self._break(None, f"line {self._line_no}: not a JSON object")
+            self._break(None, self._at("not a JSON object"))
             return None
         seq = obj.get("seq")
         known_seq = seq if type(seq) is int else None
@@ -281,17 +280,17 @@ class SliceVerifier:
                 parts.append(f"missing field(s) {', '.join(missing)}")
             if extra:
                 parts.append(f"unexpected field(s) {', '.join(extra)}")
-            self._break(known_seq, f"line {self._line_no}: {'; '.join(parts)}")
+            self._break(known_seq, self._at("; ".join(parts)))
             return None
         if known_seq is None or known_seq < 0:
-            self._break(None, f"line {self._line_no}: seq is not a non-negative integer")
+            self._break(None, self._at("seq is not a non-negative integer"))
             return None
         for name in _STR_FIELDS:
             if type(obj[name]) is not str:
-                self._break(known_seq, f"{name} is not a string")
+                self._break(known_seq, self._at(f"{name} is not a string"))
                 return None
         if type(obj["receipt"]) is not dict:
-            self._break(known_seq, "receipt is not a JSON object")
+            self._break(known_seq, self._at("receipt is not a JSON object"))
             return None
         return obj
 
@@ -365,9 +364,10 @@ class SliceVerifier:
         if event not in EVENTS:
             problems.append(f"unknown event {event!r}")
         else:
-            problem = receipt_problem(event, fields["receipt"])
+            # The check verify receipt makes, named by where it is in the slice.
+            problem = shape_problem(event, fields["receipt"])
             if problem is not None:
-                problems.append(problem)
+                problems.append(self._at(problem))
         if fields["receipt_id"] != "sha256:" + hashlib.sha256(receipt_json).hexdigest():
             problems.append("receipt_id is not the content address of the receipt")
         moment = _utc_moment(ts)
@@ -456,6 +456,12 @@ class SliceVerifier:
             writers.append(Writer(seq, seq, host))
         else:
             self._writers_not_listed += 1
+
+    def _at(self, problem: str) -> str:
+        """``problem`` located in the slice: ``FILE line N: problem`` (``line N`` alone when
+        the lines came from no named file)."""
+        where = f"{self.source} line" if self.source else "line"
+        return f"{where} {self._line_no}: {problem}"
 
     def _break(self, seq: int | None, reason: str) -> None:
         """A line that is not a record: report it and forget the linkage until the next one."""
@@ -617,7 +623,7 @@ def verify_path(
     """
     options: dict[str, Any] = {"key": key, "on_record": on_record, "host_keys": host_keys}
     if str(path) == "-":
-        return verify_slice(iter_slice_lines(sys.stdin.buffer), **options)
+        return verify_slice(iter_slice_lines(sys.stdin.buffer), source=STDIN, **options)
     from floorguard.files import open_regular
 
     # Streamed with a cap on each line; a FIFO or device is refused, never waited on.

@@ -62,6 +62,7 @@ from floorguard.map_model import (
     from_entries,
 )
 from floorguard.slice_verify import (
+    STDIN,
     IntegrityError,
     SliceReport,
     SliceVerifier,
@@ -311,15 +312,24 @@ class WindowProof:
         # always the identified adapter's. Any other extra field is ignored.
         requested = receipt.get("requested")
         alias = requested if type(requested) is str and requested != adapter else None
-        # The identified adapter is always a map name (the gate refuses any other before
-        # judging it): an allowed decision under another (``AIDER``) was not the gate's, and
-        # must not pass as untracked. ``requested`` may be a path; it only names the record.
+        # The identified adapter is always a map name, and so is the name asked for (the
+        # gate refuses any other before judging it): an allowed decision under another
+        # (``AIDER``) was not the gate's, and must not pass as untracked. Records from before
+        # ``requested`` was recorded have none.
         if not _valid_name(adapter):
             self._violation(
                 record.seq,
                 f"the spawn record names the adapter {adapter!r}, not a valid adapter name "
                 f"({ADAPTER_NAME_FORM}): the gate refuses such a name, yet the record says "
                 f"{verdict!r}",
+            )
+            return
+        if "requested" in receipt and not _valid_name(requested):
+            self._violation(
+                record.seq,
+                f"the spawn record says it was requested as {requested!r}, not a valid "
+                f"adapter name ({ADAPTER_NAME_FORM}): the gate refuses such a name, yet the "
+                f"record says {verdict!r}",
             )
             return
         if not intact:
@@ -876,9 +886,8 @@ def prove_path(
     or OSError while reading.
     """
     if str(path) == "-":
-        return prove(
-            _counted(iter_slice_lines(sys.stdin.buffer), progress, progress_every), **options
-        )
+        lines = _counted(iter_slice_lines(sys.stdin.buffer), progress, progress_every)
+        return prove(lines, source=STDIN, **options)
     # Streamed with a cap on each line; a FIFO or device is refused, never waited on.
     with open_regular(path, what="chain slice") as stream:
         lines = _counted(iter_slice_lines(stream), progress, progress_every)
