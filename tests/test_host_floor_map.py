@@ -206,6 +206,33 @@ def test_a_module_named_by_the_environment_that_is_a_fifo_is_refused_without_blo
     assert f"{fifo}: not a regular file" in asked["reason"]
 
 
+@pytest.mark.parametrize(
+    "spelling",
+    ["trailing space", "trailing slash", "its folder", "upper-case suffix", "no suffix"],
+)
+def test_a_value_that_does_not_name_a_published_map_json_is_a_module_and_never_falls_back(
+    host: HostProject, spelling: str
+) -> None:
+    # Only a value ending in .json names a published map (which may fall back to the
+    # built-in map); anything else the host meant as its own module: read as one, or refused.
+    host.write(module_text(HIGH))
+    upper = host.module.with_name("FLOOR_MAP.PY")
+    upper.symlink_to(host.module.name)
+    bare = host.module.with_name("floor_map")
+    bare.symlink_to(host.module.name)
+    value = {
+        "trailing space": f"{host.module} ",
+        "trailing slash": f"{host.module}/",
+        "its folder": str(host.module.parent),
+        "upper-case suffix": str(upper),
+        "no suffix": str(bare),
+    }[spelling]
+    asked = host.ask("1.5.0", floor_map=None, FLOORGUARD_FLOOR_MAP=value)
+    assert asked["verdict"] == "refuse", asked
+    assert asked["hash"] != BUILTIN_HASH
+    assert "stays in force" not in asked["stderr"]
+
+
 def test_a_module_named_by_the_environment_is_read_never_run(host: HostProject) -> None:
     ran = host.root / "module-ran"
     host.write(

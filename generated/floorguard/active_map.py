@@ -233,15 +233,17 @@ def current(floor_map: object = None) -> ActiveMap:
     """The floor map in force now. Raises FloorMapError when it cannot be trusted.
 
     ``floor_map``, a host's own imported floor-map module, is the map in force when given;
-    else ``FLOORGUARD_FLOOR_MAP`` naming a ``.py`` file makes that module the map in force
+    else ``FLOORGUARD_FLOOR_MAP`` naming a module file makes that module the map in force
     (see ``host_map``: either is checked against its stated hash and this host's rollback
-    state, and any failure is an error, never a fallback). With ``FLOORGUARD_FLOOR_MAP``
-    naming anything else, a signed published map replaces the built-in one if it passes
-    every check (see ``published_map``); otherwise the built-in map stays and stderr says
-    why. A built-in map that cannot be trusted is an error either way.
+    state, and any failure is an error, never a fallback). Only a value ending in ``.json``
+    names a published map, which replaces the built-in one if it passes every check (see
+    ``published_map``); otherwise the built-in map stays and stderr says why. Any other
+    value is taken for a module: a misspelt one (a trailing space, a folder, ``.PY``) is
+    refused, never read as a published map that falls back. A built-in map that cannot be
+    trusted is an error either way.
     """
     named = os.environ.get("FLOORGUARD_FLOOR_MAP")
-    if floor_map is not None or (named and named.endswith(".py")):
+    if floor_map is not None or (named and not named.endswith(".json")):
         from floorguard import host_map
 
         return host_map.in_force(floor_map, os.environ)

@@ -1,7 +1,7 @@
 """A host's own floor-map module (``floorctl init`` / ``refresh --write``) as the map in force.
 
 A host names it from code (``preflight(..., floor_map=module)``, ``spawn(..., floor_map=)``)
-or from the environment (``FLOORGUARD_FLOOR_MAP`` naming a ``.py`` file). Either way the
+or from the environment (``FLOORGUARD_FLOOR_MAP`` naming a module file). Either way the
 file is read from disk at every call, parsed with ``ast`` and never run (a module named only
 by the environment is never imported), exactly as the built-in map is:
 
@@ -244,7 +244,7 @@ def data_hash(text: str, source: str) -> str:
 
 def in_force(floor_map: object, environ: Mapping[str, str]) -> ActiveMap:
     """The host's module as the map in force: ``floor_map`` (an imported module) when given,
-    else the ``.py`` file ``FLOORGUARD_FLOOR_MAP`` names. Checked against its stated hash
+    else the module file ``FLOORGUARD_FLOOR_MAP`` names. Checked against its stated hash
     and this host's record of the highest map enforced here, which it raises when newer.
     Raises FloorMapError naming the file."""
     from floorguard import accepted_map
