@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from helpers.chain_support import filled_chain
 
 from floorguard.atomic import Preserved, create_new, undoable, write_atomic, write_chunks_atomic
 from floorguard.errors import OutputError
@@ -235,3 +236,42 @@ def test_output_to_a_fifo_no_process_reads_is_refused_at_once(tmp_path: Path) ->
     with pytest.raises(OutputError, match="no process is reading it"):
         write_atomic(fifo, b"x")
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+def test_a_link_to_a_pipe_is_written_through_and_left_a_link(tmp_path: Path) -> None:
+    # `--out /dev/stdout`: a link to the process's own output (here a pipe it holds).
+    reader, writer = os.pipe()
+    try:
+        link = tmp_path / "stdout"
+        link.symlink_to(f"/proc/self/fd/{writer}")
+        write_atomic(link, b"through the link\n")
+        assert link.is_symlink()
+        assert os.read(reader, 100) == b"through the link\n"
+    finally:
+        os.close(reader)
+        os.close(writer)
+
+
+def test_a_link_to_a_device_is_written_through_never_replaced(tmp_path: Path) -> None:
+    link = tmp_path / "null"
+    link.symlink_to("/dev/null")
+    write_atomic(link, b"discarded")
+    assert link.is_symlink() and os.readlink(link) == "/dev/null"
+
+
+@pytest.mark.parametrize("tool", ["floorctl", "floorguard"])
+def test_export_to_a_link_to_its_own_stdout_reaches_standard_output(
+    tmp_path: Path, tool: str
+) -> None:
+    # As `--out /dev/stdout` (a link to /proc/self/fd/1), without touching the real one.
+    filled = tmp_path / "state"
+    filled.mkdir()
+    filled_chain(filled, 3)
+    stdout = tmp_path / "stdout"
+    stdout.symlink_to("/proc/self/fd/1")
+    argv = [sys.executable, "-m", tool, "chain", "export", "--out", str(stdout)]
+    env = {**os.environ, "FLOORGUARD_HOME": str(filled)}
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert len(done.stdout.splitlines()) == 3
+    assert stdout.is_symlink()

@@ -267,3 +267,36 @@ def test_export_into_a_closed_pipe_exits_1_without_a_traceback(tmp_path: Path, t
     proc.stdout.close()  # the reader goes away, as `| head -1` would
     assert proc.wait(timeout=60) == 1
     assert proc.stderr.read() == b""
+
+
+@pytest.mark.parametrize("tool", sorted(EXPORTERS))
+@pytest.mark.parametrize("target", ["chain.sqlite3", "chain.key", "chain.sqlite3-wal"])
+def test_export_over_a_file_the_chain_is_kept_in_is_refused_and_changes_nothing(
+    home: Path, tool: str, target: str
+) -> None:
+    key = (home / "chain.key").read_bytes()
+    records = run([*FLOORCTL, "chain", "export"], home).stdout
+    done = run([*EXPORTERS[tool], "--out", str(home / target)], home)
+    assert done.returncode == 1
+    assert "refusing to write over a file the audit chain is kept in" in done.stderr
+    assert (home / "chain.key").read_bytes() == key
+    assert (home / "chain.sqlite3").read_bytes().startswith(b"SQLite format 3\x00")
+    again = run([*FLOORCTL, "chain", "export"], home)
+    assert again.returncode == 0 and again.stdout == records and len(records.splitlines()) == 6
+
+
+def test_every_chain_output_over_the_chains_key_is_refused(home: Path, tmp_path: Path) -> None:
+    key = home / "chain.key"
+    link = tmp_path / "to-key"
+    link.symlink_to(key)
+    before = key.read_bytes()
+    for argv in (
+        [*FLOORGUARD, "chain", "export", "--out", str(link)],
+        [*FLOORCTL, "chain", "export", "--checkpoint-out", str(key)],
+        [*FLOORCTL, "chain", "checkpoint", "--out", str(key)],
+        [*FLOORCTL, "chain", "prove", "--seq", "0", "--out", str(key)],
+    ):
+        done = run(argv, home)
+        assert done.returncode == 1, done.stderr
+        assert "refusing to write over a file the audit chain is kept in" in done.stderr
+    assert key.read_bytes() == before and link.is_symlink()

@@ -110,6 +110,8 @@ def checkpoint_command(signing_key: Path | None, out: Path | None, as_json: bool
     (vkey, name+keyhash+base64) that verifies it.
     """
     audit = AuditChain.from_env()
+    if out is not None:
+        audit.refuse_output_over_own_files(out)
     statement, note, public = _signed(audit, signing_key, None)
     if out is not None:
         _write_atomically(out, note.splitlines())
@@ -177,6 +179,9 @@ def export(
     if inclusion_out is not None and checkpoint_out is None:
         raise click.UsageError("--inclusion-out needs --checkpoint-out")
     audit = AuditChain.from_env()
+    for given in (checkpoint_out, inclusion_out):
+        if given is not None:
+            audit.refuse_output_over_own_files(given)
     try:
         exported = export_slice(audit, since, until, out)
     except BrokenPipeError:
@@ -261,6 +266,8 @@ def prove(
     if (receipt_id is None) == (seq is None):
         raise click.UsageError("give exactly one of --receipt-id and --seq")
     audit = AuditChain.from_env()
+    if out is not None:
+        audit.refuse_output_over_own_files(out)
     cp = _read_checkpoint(checkpoint_file) if checkpoint_file is not None else None
     proof = tlog.prove_inclusion(audit, seq=seq, receipt_id=receipt_id, checkpoint=cp)
     _emit_proof(tlog.proof_text(proof), out, f"the inclusion proof of record {proof.leaf_index}")
@@ -281,6 +288,8 @@ def consistency(old_file: Path, new_file: Path | None, out: Path | None) -> None
     (JSON): it shows, with both signed checkpoints, that the newer log holds the older
     one's records unchanged as its first records (`floorctl verify consistency`)."""
     audit = AuditChain.from_env()
+    if out is not None:
+        audit.refuse_output_over_own_files(out)
     old = _read_checkpoint(old_file)
     new = _read_checkpoint(new_file) if new_file is not None else None
     proof = tlog.prove_consistency(audit, old, new)

@@ -5,9 +5,10 @@ itself is replaced: a temporary file in the same folder is written, fsynced and 
 over the name, so a symbolic link at that name is replaced by a regular file and its
 target is never touched. A write that fails (full disk, file size limit, I/O error) leaves
 whatever was at the name before, including a dangling link, exactly as it was. A character
-device or a FIFO at the name (`--out /dev/null`, `--out /dev/stdout`) is written to, never
-replaced: renaming over it would put a regular file where the device was. Any other kind
-of file (a socket, a block device, a folder) is refused.
+device or a FIFO at the name, or a link to one (`--out /dev/null`, `--out /dev/stdout`), is
+written to, never replaced: renaming over it would put a regular file where the device (or
+the system's link) was. Any other kind of file (a socket, a block device, a folder) is
+refused.
 """
 
 from __future__ import annotations
@@ -91,8 +92,13 @@ def write_chunks_atomic(path: Path, chunks: Iterable[bytes], *, mode: int | None
         info = None
     except OSError as exc:
         raise OutputError(f"{path}: cannot write: {_reason(exc)}") from exc
-    if info is not None and (stat.S_ISCHR(info.st_mode) or stat.S_ISFIFO(info.st_mode)):
+    if info is not None and _is_stream(info.st_mode):
         _write_stream(path, chunks)
+        return
+    if info is not None and stat.S_ISLNK(info.st_mode) and _links_to_stream(path):
+        # /dev/stdout, /dev/fd/N: a link to a terminal or a pipe is written through, as the
+        # device itself would be (replacing the link would break it for every process).
+        _write_stream(path, chunks, through_link=True)
         return
     if info is not None and not (stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode)):
         raise OutputError(f"{path}: cannot write: not a regular file (refusing to replace it)")
@@ -109,10 +115,24 @@ def write_chunks_atomic(path: Path, chunks: Iterable[bytes], *, mode: int | None
         raise OutputError(f"{path}: cannot write: {_reason(exc)}") from exc
 
 
-def _write_stream(path: Path, chunks: Iterable[bytes]) -> None:
-    """Write ``chunks`` into the device or FIFO at ``path`` (opened without creating, and
-    never through a link). A FIFO no process reads is refused, not waited on."""
-    flags = os.O_WRONLY | os.O_CLOEXEC | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
+def _is_stream(mode: int) -> bool:
+    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
+
+
+def _links_to_stream(path: Path) -> bool:
+    try:
+        return _is_stream(os.stat(path).st_mode)
+    except OSError:
+        return False  # a dangling link: replaced, as any other link
+
+
+def _write_stream(path: Path, chunks: Iterable[bytes], *, through_link: bool = False) -> None:
+    """Write ``chunks`` into the device or FIFO at ``path`` (opened without creating or
+    truncating; through a link only when asked, and then only if what was opened is a
+    device or a FIFO). A FIFO no process reads is refused, not waited on."""
+    flags = os.O_WRONLY | os.O_CLOEXEC | os.O_NONBLOCK
+    if not through_link:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
     try:
         try:
             fd = os.open(path, flags)
@@ -120,6 +140,9 @@ def _write_stream(path: Path, chunks: Iterable[bytes]) -> None:
             if exc.errno == errno.ENXIO:  # a FIFO with no reader
                 raise OutputError(f"{path}: cannot write: no process is reading it") from None
             raise
+        if not _is_stream(os.fstat(fd).st_mode):  # the link was changed since it was read
+            os.close(fd)
+            raise OutputError(f"{path}: cannot write: the link no longer leads to a device")
         os.set_blocking(fd, True)  # a reader that is slower than us is waited for
         with os.fdopen(fd, "wb") as handle:
             for chunk in chunks:

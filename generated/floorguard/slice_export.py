@@ -29,9 +29,12 @@ def export_slice(
     """Write the slice reaching from the record before ``since`` to the one after ``until``
     (from genesis, up to the head, without them) to ``out``, else to standard output.
 
-    Raises ChainError (no chain here: nothing is created), OutputError, and BrokenPipeError
-    when the reader of standard output went away (the slice it has is incomplete).
+    Raises ChainError (no chain here: nothing is created), OutputError (also for an ``out``
+    that names a file the chain is kept in), and BrokenPipeError when the reader of
+    standard output went away (the slice it has is incomplete).
     """
+    if out is not None:
+        audit.refuse_output_over_own_files(out)
     if not audit.exists():
         raise ChainError(f"no audit chain at {audit.location}: nothing has been recorded yet")
     count = 0
