@@ -959,7 +959,7 @@ class PostgresStore:
         if isinstance(exc, errors.DeadlockDetected):
             return f"{text} (the server ended this transaction to break a lock cycle)"
         if isinstance(exc, errors.LockNotAvailable):
-            return f"another appender held the chain for more than {limit}"
+            return f"another appender held the chain for more than {limit}, or several in turn"
         if isinstance(exc, errors.QueryCanceled):
             return f"the database did not answer within {limit}"
         if isinstance(exc, errors.InsufficientPrivilege):
