@@ -30,6 +30,15 @@ def test_reads_a_consistent_map() -> None:
     [
         (module(stated=repr("sha256:" + "0" * 64)), "tampered"),
         (module() + "FLOOR_MAP_HASH = 'x'\n", "assigned twice"),
+        (module() + "try:\n    raise ValueError\nexcept ValueError as FLOOR_MAP_ENTRIES:\n"
+         "    pass\n", "assigned twice"),
+        (module() + "globals().update(FLOOR_MAP_ENTRIES={})\n", "can rebind the floor map"),
+        (module() + "vars()['FLOOR_MAP_ENTRIES'] = {}\n", "can rebind the floor map"),
+        (module() + "exec('FLOOR_MAP_ENTRIES = {}')\n", "can rebind the floor map"),
+        (module() + "import sys\nsys.modules[__name__].FLOOR_MAP_ENTRIES = {}\n",
+         "can rebind the floor map"),
+        (module() + "setattr(__import__(__name__), 'FLOOR_MAP_ENTRIES', {})\n",
+         "can rebind the floor map"),
         (module(entries="dict(aider=1)"), "not a literal"),
         (module(version="-1"), "non-negative integer"),
         (module(version="True"), "non-negative integer"),
@@ -37,7 +46,8 @@ def test_reads_a_consistent_map() -> None:
         ("FLOOR_MAP_VERSION = 1\n", "no floor map"),
         ("FLOOR_MAP_VERSION = (\n", "does not parse"),
     ],
-    ids=["hash-mismatch", "assigned-twice", "call-not-literal", "negative-version",
+    ids=["hash-mismatch", "assigned-twice", "except-as", "globals-update", "vars-item",
+         "exec", "sys-modules", "setattr-import", "call-not-literal", "negative-version",
          "bool-version", "hash-not-string", "missing-names", "syntax-error"],
 )  # fmt: skip
 def test_refuses_a_map_module_that_cannot_be_trusted(text: str, message: str) -> None:

@@ -42,6 +42,16 @@ _MUTATORS = frozenset(
 )
 
 
+# Ways to reach a module's namespace without naming what is bound (``globals()[k] = v``,
+# ``exec``, ``sys.modules[__name__].X = v``, ``setattr(...)``): a statement using one may
+# rebind anything, so it counts as binding every name.
+_DYNAMIC_NAMES = frozenset(
+    {"globals", "vars", "locals", "exec", "eval", "compile", "setattr", "delattr",
+     "__import__", "__builtins__", "__dict__"}
+)  # fmt: skip
+_DYNAMIC_ATTRIBUTES = frozenset({"__dict__", "modules", "import_module", "setattr"})
+
+
 def _base_name(node: ast.expr) -> str | None:
     """``X`` of ``X[...]``, ``X.a``, ``X[...].a[...]``, ..."""
     while isinstance(node, (ast.Subscript, ast.Attribute)):
@@ -52,7 +62,9 @@ def _base_name(node: ast.expr) -> str | None:
 def bound_names(node: ast.AST, *, skip: ast.AST | None = None) -> set[str]:
     """Every name ``node`` (a module-level statement) can bind, delete or change in place
     (``X[k] = v``, ``del X[k]``, ``X.update(...)``) anywhere within it, but the one target
-    ``skip``; ``from M import *`` counts as binding every name ("*")."""
+    ``skip``; ``from M import *`` counts as binding every name ("*"), and so does any
+    way to reach the module's namespace without naming the binding ("?": ``globals()``,
+    ``exec``, ``sys.modules``, ...)."""
     names: set[str] = set()
     for sub in ast.walk(node):
         if sub is skip:
@@ -77,6 +89,12 @@ def bound_names(node: ast.AST, *, skip: ast.AST | None = None) -> set[str]:
             names.update(sub.names)
         elif isinstance(sub, (ast.MatchAs, ast.MatchStar)) and sub.name:
             names.add(sub.name)
+        elif isinstance(sub, ast.ExceptHandler) and sub.name:
+            names.add(sub.name)
+        elif (isinstance(sub, ast.Name) and sub.id in _DYNAMIC_NAMES) or (
+            isinstance(sub, ast.Attribute) and sub.attr in _DYNAMIC_ATTRIBUTES
+        ):
+            names.add("?")
         elif isinstance(sub, ast.MatchMapping) and sub.rest:
             names.add(sub.rest)
     return names
@@ -119,6 +137,11 @@ def module_literals(
         bound = bound_names(node, skip=target if isinstance(target, ast.Name) else None)
         if "*" in bound:
             raise FloorMapError(f"{source}: line {node.lineno}: import * can rebind the floor map")
+        if "?" in bound:
+            raise FloorMapError(
+                f"{source}: line {node.lineno}: reaching the module's namespace (globals(), "
+                "exec, sys.modules, setattr, ...) can rebind the floor map"
+            )
         for name in sorted(bound & set(names)):
             raise FloorMapError(f"{source}: {name} is assigned twice (line {node.lineno})")
         if isinstance(target, ast.Name) and target.id in names:
