@@ -42,13 +42,17 @@ def test_reads_a_consistent_map() -> None:
         (module(entries="dict(aider=1)"), "not a literal"),
         (module(version="-1"), "non-negative integer"),
         (module(version="True"), "non-negative integer"),
+        (module(version="2**53"), "not a literal"),
+        (module(version=str(2**53)), "non-negative integer up to 2\\^53 - 1"),
+        (module(version="0x" + "f" * 4000), "m.py: FLOOR_MAP_VERSION is not a non-negative"),
         (module(stated="1"), "wrong type"),
         ("FLOOR_MAP_VERSION = 1\n", "no floor map"),
         ("FLOOR_MAP_VERSION = (\n", "does not parse"),
     ],
     ids=["hash-mismatch", "assigned-twice", "except-as", "globals-update", "vars-item",
          "exec", "sys-modules", "setattr-import", "call-not-literal", "negative-version",
-         "bool-version", "hash-not-string", "missing-names", "syntax-error"],
+         "bool-version", "expression-version", "version-past-2^53", "huge-hex-version",
+         "hash-not-string", "missing-names", "syntax-error"],
 )  # fmt: skip
 def test_refuses_a_map_module_that_cannot_be_trusted(text: str, message: str) -> None:
     with pytest.raises(FloorMapError, match=message):

@@ -233,6 +233,19 @@ def test_a_value_that_does_not_name_a_published_map_json_is_a_module_and_never_f
     assert "stays in force" not in asked["stderr"]
 
 
+def test_a_version_past_what_json_holds_exactly_is_refused_and_never_recorded(
+    host: HostProject,
+) -> None:
+    # Recorded, it would pin this host's rollback record above every map to come.
+    host.write(module_text(HIGH, version=2**53))
+    asked = host.by_env("2.1.0")
+    assert asked["verdict"] == "refuse", asked
+    assert (
+        f"{host.module}: FLOOR_MAP_VERSION is not a non-negative integer up to" in (asked["reason"])
+    )
+    assert not (host.state / "floorguard" / "published-map.json").exists()
+
+
 def test_a_module_named_by_the_environment_is_read_never_run(host: HostProject) -> None:
     ran = host.root / "module-ran"
     host.write(

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from floorguard.errors import FloorMapError, UnreadableFileError
 from floorguard.files import MAX_STATE_BYTES, flock_within, read_regular_stat
+from floorguard.map_model import MAP_VERSION_FORM, is_map_version
 
 STATE_NAME = "published-map.json"
 LOCK_SUFFIX = ".lock"
@@ -65,8 +66,8 @@ def parse(data: bytes, source: str) -> Accepted:
     version, digest = document["map_version"], document["floor_map_hash"]
     if document["schema_version"] != SCHEMA_VERSION or type(document["schema_version"]) is not int:
         raise damaged(f"unsupported schema_version {document['schema_version']!r}")
-    if type(version) is not int or version < 0:
-        raise damaged("map_version is not a non-negative integer")
+    if not is_map_version(version):
+        raise damaged(f"map_version is not {MAP_VERSION_FORM}")
     if not isinstance(digest, str) or not digest.startswith("sha256:"):
         raise damaged("floor_map_hash is not a sha256 digest")
     return Accepted(version, digest)

@@ -16,7 +16,13 @@ from pathlib import Path
 
 from floorguard.errors import FloorMapError, UnreadableFileError
 from floorguard.files import read_regular_stat
-from floorguard.map_model import FloorMap, floor_map_hash, from_entries
+from floorguard.map_model import (
+    MAP_VERSION_FORM,
+    FloorMap,
+    floor_map_hash,
+    from_entries,
+    is_map_version,
+)
 
 BUILTIN_MAP_FILE = Path(__file__).with_name("floor_map.py")
 _NAMES = ("FLOOR_MAP_VERSION", "FLOOR_MAP_HASH", "FLOOR_MAP_ENTRIES")
@@ -87,9 +93,9 @@ def bound_names(node: ast.AST, *, skip: ast.AST | None = None) -> set[str]:
             names.update((alias.asname or alias.name).split(".")[0] for alias in sub.names)
         elif isinstance(sub, (ast.Global, ast.Nonlocal)):
             names.update(sub.names)
-        elif isinstance(sub, (ast.MatchAs, ast.MatchStar)) and sub.name:
-            names.add(sub.name)
-        elif isinstance(sub, ast.ExceptHandler) and sub.name:
+        elif (isinstance(sub, (ast.MatchAs, ast.MatchStar)) and sub.name) or (
+            isinstance(sub, ast.ExceptHandler) and sub.name
+        ):
             names.add(sub.name)
         elif (isinstance(sub, ast.Name) and sub.id in _DYNAMIC_NAMES) or (
             isinstance(sub, ast.Attribute) and sub.attr in _DYNAMIC_ATTRIBUTES
@@ -193,8 +199,8 @@ def parse_map_module(source_text: str, source: str) -> ActiveMap:
             f"{source}: no floor map ({', '.join(missing)} missing); run floorctl refresh --write"
         )
     version, stated, entries = (values[name] for name in _NAMES)
-    if not isinstance(version, int) or isinstance(version, bool) or version < 0:
-        raise FloorMapError(f"{source}: FLOOR_MAP_VERSION is not a non-negative integer")
+    if not is_map_version(version):
+        raise FloorMapError(f"{source}: FLOOR_MAP_VERSION is not {MAP_VERSION_FORM}")
     if not isinstance(stated, str) or not isinstance(entries, dict):
         raise FloorMapError(f"{source}: FLOOR_MAP_HASH or FLOOR_MAP_ENTRIES has the wrong type")
     try:

@@ -34,7 +34,13 @@ from floorguard.active_map import (
     parse_module,
 )
 from floorguard.errors import FloorMapError
-from floorguard.map_model import ENTRY_FIELDS, floor_map_hash, from_entries
+from floorguard.map_model import (
+    ENTRY_FIELDS,
+    MAP_VERSION_FORM,
+    floor_map_hash,
+    from_entries,
+    is_map_version,
+)
 
 ENV_MAP = "FLOORGUARD_FLOOR_MAP"
 BEGIN = "# floor-map:begin"
@@ -204,8 +210,8 @@ def read_module(text: str, source: str) -> ModuleData:
     if (stated is None) != (layout.version_name not in values):
         raise FloorMapError(f"{source}: states one of {layout.hash_name} and "
                             f"{layout.version_name} without the other")  # fmt: skip
-    if not isinstance(version, int) or isinstance(version, bool) or version < 0:
-        raise FloorMapError(f"{source}: {layout.version_name} is not a non-negative integer")
+    if not is_map_version(version):
+        raise FloorMapError(f"{source}: {layout.version_name} is not {MAP_VERSION_FORM}")
     if stated is not None and not isinstance(stated, str):
         raise FloorMapError(f"{source}: {layout.hash_name} is not a string")
     return ModuleData(layout, entries, stated, version)

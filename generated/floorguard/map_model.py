@@ -21,7 +21,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeGuard
 
 from floorguard._canonical import content_address
 from floorguard._time import UTC_Z_FORM, is_utc_z
@@ -40,6 +40,16 @@ _ECOSYSTEMS = ("npm", "PyPI")
 # other name before it looks anything up, and a verifier fails a record that carries one.
 ADAPTER_NAME_FORM = r"[a-z0-9][a-z0-9._-]{0,63}"
 ADAPTER_NAME = re.compile(ADAPTER_NAME_FORM + r"\Z")
+
+# A map version travels in JSON (receipts, the host's rollback record), where an integer
+# is exact only up to 2^53 - 1; a larger one would also pin the host's record out of reach.
+MAX_MAP_VERSION = 2**53 - 1
+MAP_VERSION_FORM = "a non-negative integer up to 2^53 - 1"
+
+
+def is_map_version(value: object) -> TypeGuard[int]:
+    """Whether ``value`` can be a map's version (a bool is not an integer here)."""
+    return type(value) is int and 0 <= value <= MAX_MAP_VERSION
 
 
 @dataclass(frozen=True)

@@ -44,10 +44,12 @@ from floorguard.errors import (
 )
 from floorguard.files import MAX_ENVELOPE_BYTES, MAX_TRUSTED_KEYS_BYTES, read_regular
 from floorguard.map_model import (
+    MAP_VERSION_FORM,
     PUBLISHED_FIELDS,
     FloorMap,
     floor_map_hash,
     from_entries,
+    is_map_version,
     to_entries,
 )
 
@@ -99,8 +101,8 @@ def parse(data: bytes, source: str) -> PublishedMap:
     if type(doc["schema_version"]) is not int or doc["schema_version"] != SCHEMA_VERSION:
         raise FloorMapError(f"{source}: unsupported schema_version {doc['schema_version']!r}")
     version = doc["map_version"]
-    if type(version) is not int or version < 0:
-        raise FloorMapError(f"{source}: map_version is not a non-negative integer")
+    if not is_map_version(version):
+        raise FloorMapError(f"{source}: map_version is not {MAP_VERSION_FORM}")
     try:
         expires = _time.parse_ts(doc["expires"])
     except FloorguardError as exc:
