@@ -90,7 +90,7 @@ def plan(
     feeds: Sequence[Feed],
     module: Path,
     module_text: str,
-    template_name: str,
+    template_name: str | None,
     *,
     force: bool = False,
     allow_downgrade: bool = False,
@@ -112,12 +112,14 @@ def plan(
     refresh go on, and the diff is then against the edited block (``baseline`` says so).
     With ``check`` (nothing will be written) a downgrade is planned rather than refused:
     the caller reports the module stale and the plan's diff says it is a downgrade.
-    ``progress`` (if any) hears the name of each stage as it starts.
+    ``progress`` (if any) hears the name of each stage as it starts. ``template_name``
+    None: the layout the block is in (floorguard for an empty module).
     """
     if progress is not None:
         progress(f"reading the floor-map block of {module}")
-    template = render.load_template(template_name)
     split, current = render.read_module(module_text, str(module))
+    # Without a template named, the block keeps the layout it is in (what its host imports).
+    template = render.load_template(template_name or current.layout or render.FLOORGUARD)
     old_map = from_entries(current.entries)
     data_hash = floor_map_hash(old_map)
     drift = current.stated_hash is not None and current.stated_hash != data_hash

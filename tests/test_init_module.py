@@ -301,3 +301,28 @@ def test_refresh_of_a_module_that_does_not_exist_says_so_and_suggests_init(
         f"floorctl init --module {module}\n"
     )
     assert sorted(p.name for p in project.iterdir()) == []  # no folder, no lock file
+
+
+def test_refresh_without_a_template_keeps_the_layout_init_wrote(project: Path) -> None:
+    # What init advises ("fill it with: floorctl refresh --write --module M --feed SRC")
+    # must not rewrite a bernstein module in another layout its host does not import.
+    code, said, err = init(project, "--module", "advisories.py", "--template", "bernstein")
+    assert code == 0, err
+    advice = next(line for line in said.splitlines() if line.startswith("fill it with:"))
+    assert "--template" not in advice
+    code, said = refresh(project, "--module", "advisories.py", "--write")
+    assert code == 0, said
+    module = project / "advisories.py"
+    _, block = render.read_module(module.read_text(), "advisories.py")
+    assert block.layout == render.BERNSTEIN and block.map_version == 1
+    assert refresh(project, "--module", "advisories.py", "--check")[0] == 0
+
+
+def test_an_explicit_template_changes_the_layout(project: Path) -> None:
+    code, _, err = init(project, "--module", "advisories.py", "--template", "bernstein")
+    assert code == 0, err
+    code, said = refresh(project, "--module", "advisories.py", "--template", "floorguard",
+                         "--write")  # fmt: skip
+    assert code == 0, said
+    _, block = render.read_module((project / "advisories.py").read_text(), "advisories.py")
+    assert block.layout == render.FLOORGUARD

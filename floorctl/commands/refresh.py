@@ -90,10 +90,10 @@ def _load(
 )
 @click.option(
     "--template",
-    default="floorguard",
-    show_default=True,
+    default=None,
     metavar="NAME|PATH",
-    help="Block layout: floorguard, bernstein, or a template file.",
+    help="Block layout: floorguard, bernstein, or a template file.  [default: the "
+    "module's own layout; floorguard for a module without a block]",
 )
 @click.option(
     "--write", is_flag=True, help="Rewrite the block (atomically). Without it nothing changes."
@@ -138,7 +138,7 @@ def _load(
 def command(
     sources: tuple[str, ...],
     module: Path,
-    template: str,
+    template: str | None,
     write: bool,
     check: bool,
     show_diff: bool,
