@@ -253,6 +253,46 @@ def test_sessions_taking_turns_just_under_the_hold_limit_cannot_starve_an_append
     assert _verified(pg) == 4
 
 
+def test_many_sessions_of_another_host_taking_turns_under_a_quarter_cannot_starve_an_append(
+    pg: Chain,
+) -> None:
+    # Eight sessions of one host each hold the lock 0.24 s (under a quarter of the limit, so
+    # none is ever ended for its own hold) and queue again at once: a waiting append that
+    # left the queue to look for a holder to end rejoined it behind all of them, for good.
+    # A host whose sessions held the lock without a break for the whole limit while an
+    # append of another host waited is ended: its sessions holding or queued for the lock.
+    other = f"{pg.appender}_relay"
+    pg.server.psql(f"CREATE ROLE {other} LOGIN")
+    env = pg.env(pg.key_file.parent)
+    done = test_chain_postgres.floorctl("chain", "init", "--url", pg.owner_url, "--grant", other,
+                                        env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    pg.chain().append(CANARY, receipt())
+    relay_url = pg.server.url(other, pg.database)
+    stop = threading.Event()
+
+    def relay() -> None:
+        while not stop.is_set():  # ended: it reconnects
+            with contextlib.suppress(psycopg.OperationalError), psycopg.connect(relay_url) as conn:
+                while not stop.is_set():
+                    conn.execute("SELECT floorguard.open_append(NULL)")
+                    time.sleep(0.24)
+                    conn.commit()
+
+    relays = [threading.Thread(target=relay, daemon=True) for _ in range(8)]
+    for thread in relays:
+        thread.start()
+    time.sleep(1.0)
+    try:
+        for _ in range(3):
+            assert _timed_append(pg) < TIMEOUT + MARGIN
+    finally:
+        stop.set()
+        for thread in relays:
+            thread.join(10)
+    assert _verified(pg) == 4
+
+
 @pytest.mark.parametrize("target", ["floorguard.records", "floorguard.lock_since"])
 def test_a_queued_ddl_request_on_the_chains_tables_is_ended_and_appends_go_on(
     pg: Chain, hostile: psycopg.Connection[Any], target: str

@@ -1295,6 +1295,10 @@ DECLARE
   limit_now interval;
   pass integer;
   lock_table oid := 'floorguard.append_lock'::pg_catalog.regclass;
+  own_role oid;
+  streak_role oid;  -- the role seen holding the lock at each look since streak_since
+  streak_since timestamptz;
+  holder_role oid;
 BEGIN
   IF caller_timeout::interval > interval '0' THEN
     deadline := pg_catalog.clock_timestamp() + caller_timeout::interval;
@@ -1322,6 +1326,8 @@ BEGIN
       NULL;
     END;
     SELECT r.oid INTO owner_oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user;
+    SELECT r.oid INTO own_role FROM pg_catalog.pg_roles r WHERE r.rolname = session_user;
+    holder_role := NULL;
     -- Backends and their transactions as they are now: within a transaction PostgreSQL
     -- answers from a snapshot taken at the first look, which misses a session that
     -- connected since, and the transaction a session runs now.
@@ -1367,6 +1373,7 @@ BEGIN
       CONTINUE WHEN holder.usesysid = owner_oid OR COALESCE(
         (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.oid = holder.usesysid), true);
       IF holder.holds_lock THEN
+        holder_role := holder.usesysid;
         IF COALESCE(holder.xid, 0) IS DISTINCT FROM recorded THEN
           since := pg_catalog.clock_timestamp();
           PERFORM pg_catalog.setval('floorguard.lock_since',
@@ -1391,6 +1398,33 @@ BEGIN
       PERFORM pg_catalog.pg_terminate_backend(holder.pid, 1000);
     END LOOP;
     END LOOP;
+    -- Sessions of one host taking the lock in turn, each under its limit, keep an append
+    -- that leaves the queue to look (as here) behind them for good: a host (a role, not
+    -- this append's own, the owner or a superuser) seen holding the lock at every look
+    -- for the whole hold limit, while this append has waited at least that, is ended:
+    -- all its sessions holding or queued for the lock.
+    IF holder_role IS DISTINCT FROM streak_role THEN
+      streak_role := holder_role;
+      streak_since := pg_catalog.clock_timestamp();
+    ELSIF streak_role IS NOT NULL AND streak_role IS DISTINCT FROM own_role
+          AND pg_catalog.clock_timestamp() - streak_since >= hold_limit
+          AND pg_catalog.clock_timestamp() - started >= hold_limit
+          AND pg_catalog.pg_has_role('pg_signal_backend', 'USAGE') THEN
+      FOR holder IN
+        SELECT DISTINCT l.pid FROM pg_catalog.pg_locks l
+          CROSS JOIN LATERAL pg_catalog.pg_stat_get_activity(l.pid) a
+         WHERE l.locktype = 'relation' AND l.relation = lock_table
+           AND l.pid <> pg_catalog.pg_backend_pid() AND a.usesysid = streak_role
+      LOOP
+        RAISE LOG 'floorguard: ending backend % (role %): its role held the chain''s lock '
+          'in turn for over % while another waited', holder.pid,
+          pg_catalog.pg_get_userbyid(streak_role), hold_limit::text;
+        -- (Not waited for: this append must be back in the queue before they reconnect.)
+        PERFORM pg_catalog.pg_terminate_backend(holder.pid);
+      END LOOP;
+      streak_role := NULL;
+      wait := limit_now;
+    END IF;
   END LOOP;
   PERFORM pg_catalog.set_config('lock_timeout', caller_timeout, true);
   PERFORM pg_catalog.setval('floorguard.lock_since',
