@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from floorctl.bulk import cyclic_gc_paused
 from floorctl.errors import ModuleError, RenderError
 from floorctl.splice import BEGIN, END, SplitModule, split_lines, split_module
+from floorguard import host_map
 from floorguard._canonical import content_address
 from floorguard.errors import FloorguardError, UnreadableFileError
 from floorguard.files import read_regular
@@ -39,8 +40,8 @@ from floorguard.map_model import (
 if TYPE_CHECKING:
     import jinja2
 
-FLOORGUARD = "floorguard"
-BERNSTEIN = "bernstein"
+FLOORGUARD = host_map.FLOORGUARD.name
+BERNSTEIN = host_map.BERNSTEIN.name
 TEMPLATE_NAMES = (FLOORGUARD, BERNSTEIN)
 
 Entries = dict[str, dict[str, Any]]
@@ -70,31 +71,36 @@ class Layout:
         return frozenset({self.entries_name, self.hash_name, self.version_name})
 
 
-FLOORGUARD_LAYOUT = Layout(
-    name=FLOORGUARD,
-    entries_name="FLOOR_MAP_ENTRIES",
-    hash_name="FLOOR_MAP_HASH",
-    version_name="FLOOR_MAP_VERSION",
+def _layout(
+    names: host_map.Layout, *, entry_style: str, hash_optional: bool, entries_type: str
+) -> Layout:
+    """A layout the runtime reads (its names are the runtime's, ``host_map``), as rendered."""
+    return Layout(
+        name=names.name,
+        entries_name=names.entries_name,
+        hash_name=names.hash_name,
+        version_name=names.version_name,
+        entry_style=entry_style,
+        hash_optional=hash_optional,
+        annotations={
+            names.entries_name: frozenset({entries_type}),
+            names.hash_name: frozenset({"str"}),
+            names.version_name: frozenset({"int"}),
+        },
+    )
+
+
+FLOORGUARD_LAYOUT = _layout(
+    host_map.FLOORGUARD,
     entry_style="dict",
     hash_optional=False,
-    annotations={
-        "FLOOR_MAP_ENTRIES": frozenset({"dict[str, dict[str, str]]"}),
-        "FLOOR_MAP_HASH": frozenset({"str"}),
-        "FLOOR_MAP_VERSION": frozenset({"int"}),
-    },
+    entries_type="dict[str, dict[str, str]]",
 )
-BERNSTEIN_LAYOUT = Layout(
-    name=BERNSTEIN,
-    entries_name="ADAPTER_MIN_SAFE_VERSIONS",
-    hash_name="ADAPTER_FLOOR_MAP_HASH",
-    version_name="ADAPTER_FLOOR_MAP_VERSION",
+BERNSTEIN_LAYOUT = _layout(
+    host_map.BERNSTEIN,
     entry_style="call",
     hash_optional=True,
-    annotations={
-        "ADAPTER_MIN_SAFE_VERSIONS": frozenset({"dict[str, AdapterAdvisory]"}),
-        "ADAPTER_FLOOR_MAP_HASH": frozenset({"str"}),
-        "ADAPTER_FLOOR_MAP_VERSION": frozenset({"int"}),
-    },
+    entries_type="dict[str, AdapterAdvisory]",
 )
 LAYOUTS: Mapping[str, Layout] = {FLOORGUARD: FLOORGUARD_LAYOUT, BERNSTEIN: BERNSTEIN_LAYOUT}
 
