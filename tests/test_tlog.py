@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from helpers.chain_support import execute, filled_chain
 
 from floorguard import checkpoint, merkle, tlog
-from floorguard.chain import AuditChain
+from floorguard.chain import AuditChain, ChainRecord
 from floorguard.errors import VerificationError
 
 SIGNER = Ed25519PrivateKey.generate()
@@ -86,6 +86,18 @@ def test_refuses_a_record_that_is_not_the_canonical_export_line(chain: AuditChai
     spaced = json.dumps(json.loads(proof.record))  # the same record, spelled with spaces
     with pytest.raises(VerificationError, match="not a canonical export line"):
         tlog.check_inclusion(tlog.InclusionProof(**{**proof.__dict__, "record": spaced}), cp)
+
+
+@pytest.mark.parametrize(("field", "value"), [("schema_version", True), ("schema_version", 1.5)])
+def test_refuses_a_canonical_record_whose_receipt_is_malformed(
+    chain: AuditChain, field: str, value: object
+) -> None:
+    line = next(chain.export_lines())
+    fields = json.loads(line)
+    fields["receipt"][field] = value
+    record = ChainRecord(**fields)
+    with pytest.raises(VerificationError, match="the record's receipt is malformed"):
+        tlog.record_of_line(record.to_json_line())
 
 
 def test_refuses_a_record_placed_at_another_index(chain: AuditChain) -> None:

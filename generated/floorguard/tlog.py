@@ -194,6 +194,12 @@ def record_of_line(line: str) -> ChainRecord:
         raise VerificationError(f"the record cannot be canonicalised: {exc}") from exc
     if canonical != line:
         raise VerificationError("the record is not a canonical export line")
+    # Proven included or not, a receipt the verifiers would refuse is not vouched for here.
+    from floorguard.receipts import shape_problem
+
+    problem = shape_problem(record.event, record.receipt)
+    if problem is not None:
+        raise VerificationError(f"the record's receipt is malformed: {problem}")
     return record
 
 
