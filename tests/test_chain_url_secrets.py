@@ -18,14 +18,12 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-import test_chain_postgres
 from helpers.cli import isolated_env
+from helpers.pg_chain import Chain
 from hosts import Host, floor
 from probes.native import Run, native_agent
 
 from floorguard.chainstore.postgres import redact
-
-pg = test_chain_postgres.pg
 
 pytestmark = pytest.mark.fleet
 
@@ -193,7 +191,7 @@ def test_a_url_that_does_not_parse_is_shown_as_a_fixed_phrase(url: str) -> None:
     ids=["a setting's name", "a setting's value", "a stray word"],
 )
 def test_no_surface_shows_the_part_of_options_a_server_error_quotes(
-    pg: test_chain_postgres.Chain, host: Host, tmp_path: Path, options: str
+    pg: Chain, host: Host, tmp_path: Path, options: str
 ) -> None:
     url = f"{pg.url}&options={quote(options)}"
     for surface, text in _surfaces(url, host, tmp_path).items():

@@ -6,119 +6,25 @@ databases and roles are made per test by test_chain_postgres's ``pg`` fixture.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import select
 import socket
 import subprocess
 import sys
-import textwrap
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
+import pgserver
 import psycopg
 import pytest
-import test_chain_postgres
 from helpers.cli import isolated_env
-from test_chain_postgres import Chain, floorctl
+from helpers.pg_chain import APPEND_SCRIPT, NOW_TS, Chain, append, floorctl, stalling_proxy, verify
 
 from floorguard.chainstore.postgres import LOCK_STATEMENT, redact
 
 pytestmark = pytest.mark.fleet
 
-# The fixture: a fresh initialised database per test (the server is conftest's).
-pg = test_chain_postgres.pg
-
-APPEND = textwrap.dedent(
-    """
-    import sys
-    from floorguard._time import now_ts
-    from floorguard.chain import AuditChain
-    from floorguard.errors import FloorguardError
-    event = "adapter.canary_receipt"
-    try:
-        record = AuditChain.from_env().append(
-            event, {"kind": event, "schema_version": 1, "ts": now_ts()})
-    except FloorguardError as exc:
-        print(f"refused: {exc}", file=sys.stderr)
-        raise SystemExit(1)
-    print(record.seq)
-    """
-)
-
-
-def append(env: dict[str, str], *, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", APPEND], capture_output=True, text=True,
-                          env=env, timeout=timeout, check=False)  # fmt: skip
-
-
-def verify(pg: Chain) -> subprocess.CompletedProcess[str]:
-    return floorctl("chain", "checkpoint", env=pg.env(pg.key_file.parent))
-
 
 # --- a server that stops answering -----------------------------------------------------------
-
-
-class StallingProxy:
-    """A loopback TCP port that forwards to the server's Unix socket, until the client sends
-    ``trigger``: from then on the server's answers are swallowed (the proxy's kernel still
-    acknowledges every byte, as a frozen server's or a half-dead middlebox's would)."""
-
-    def __init__(self, socket_path: Path, trigger: bytes) -> None:
-        self.socket_path = str(socket_path)
-        self.trigger = trigger
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.stalled = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        self.listener.settimeout(0.2)
-        while not self._stop.is_set():
-            try:
-                client, _ = self.listener.accept()
-            except TimeoutError:
-                continue
-            upstream = socket.socket(socket.AF_UNIX)
-            upstream.connect(self.socket_path)
-            threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
-
-    def _pump(self, client: socket.socket, upstream: socket.socket) -> None:
-        stalled = False
-        with client, upstream:
-            while not self._stop.is_set():
-                ready, _, _ = select.select([client, upstream], [], [], 0.2)
-                for source in ready:
-                    data = source.recv(65536)
-                    if not data and stalled:
-                        self._stop.wait()  # a black hole never hangs up either
-                    if not data:
-                        return
-                    if source is client:
-                        stalled = stalled or self.trigger in data
-                        upstream.sendall(data)
-                    elif stalled:
-                        self.stalled.set()  # swallowed: the client never hears back
-                    else:
-                        client.sendall(data)
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.listener.close()
-
-
-@contextlib.contextmanager
-def stalling_proxy(socket_path: Path, trigger: bytes) -> Iterator[StallingProxy]:
-    proxy = StallingProxy(socket_path, trigger)
-    try:
-        yield proxy
-    finally:
-        proxy.close()
 
 
 def test_a_server_that_stops_answering_mid_append_cannot_hang_the_spawn(pg: Chain) -> None:
@@ -201,7 +107,7 @@ def test_appenders_queued_on_the_lock_all_succeed_when_the_database_defaults_to(
         holder.execute(LOCK_STATEMENT)
         waiting = [
             subprocess.Popen(
-                [sys.executable, "-c", APPEND],
+                [sys.executable, "-c", APPEND_SCRIPT],
                 env=host,
                 text=True,
                 stdout=subprocess.PIPE,
@@ -306,7 +212,7 @@ def test_psycopg_missing_with_a_chain_url_is_refused_naming_the_extra(
 
 
 def test_import_floorguard_and_a_sqlite_append_never_load_psycopg(tmp_path: Path) -> None:
-    probe = APPEND.replace("print(record.seq)", "print('psycopg' in sys.modules)")
+    probe = APPEND_SCRIPT.replace("print(record.seq)", "print('psycopg' in sys.modules)")
     env = isolated_env(tmp_path)
     env.pop("FLOORGUARD_CHAIN_URL", None)
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
@@ -390,7 +296,7 @@ def test_records_and_tree_rows_forged_by_hand_stop_appends_before_they_build_on_
     # it (refusing would let any one host stop every other); the audit names it.
     pg.sql(
         # stamped now, as the record check asks: only the MAC is forged
-        f"INSERT INTO floorguard.records SELECT 1, {test_chain_postgres.NOW_TS},"  # noqa: S608
+        f"INSERT INTO floorguard.records SELECT 1, {NOW_TS},"  # noqa: S608
         " chain_id, event, receipt_id, receipt, prev, repeat('0', 64)"
         " FROM floorguard.records WHERE seq = 0",
     )
@@ -423,7 +329,7 @@ def test_a_host_of_one_chain_cannot_insert_into_another_chain_in_the_same_cluste
 def test_two_chain_inits_at_once_both_succeed_with_one_chain_and_one_key(
     server: object, tmp_path: Path
 ) -> None:
-    assert isinstance(server, test_chain_postgres.pgserver.PgServer)
+    assert isinstance(server, pgserver.PgServer)
     database = f"twice_{os.getpid()}_{time.monotonic_ns() % 10**6}"
     server.psql(f"CREATE DATABASE {database}")
     env = isolated_env(tmp_path, FLOORGUARD_CHAIN_KEY_FILE=str(tmp_path / "fleet.key"))

@@ -17,20 +17,26 @@ import time
 
 import psycopg
 import pytest
-import test_chain_postgres
 from helpers.chain_support import receipt
+from helpers.pg_chain import (
+    CANARY,
+    Chain,
+    _export,
+    _go,
+    _start,
+    _verified,
+    append,
+    stalling_proxy,
+    verify,
+)
 from helpers.tree_support import assert_tree_matches_records
-from test_chain_postgres import CANARY, Chain, _export, _verified
-from test_review13_postgres import append, stalling_proxy, verify
 
 from floorguard._time import now_ts
 from floorguard.chain import AuditChain
-from floorguard.chainstore.postgres import PostgresStore
+from floorguard.chainstore.postgres import LOCK_STATEMENT, PostgresStore
 from floorguard.errors import ChainWriteError
 
 pytestmark = pytest.mark.fleet
-
-pg = test_chain_postgres.pg
 
 
 def _store(chain: AuditChain) -> PostgresStore:
@@ -142,7 +148,7 @@ def test_a_latin1_database_default_client_encoding_keeps_the_chain_verifiable(
     pg.sql(f"ALTER DATABASE {pg.database} SET client_encoding = 'LATIN1'")
     chain = pg.chain()
     chain.append(CANARY, receipt(note="\u00fcber"))
-    with test_chain_postgres.PostgresStore(pg.url, timeout=5).read() as view:
+    with PostgresStore(pg.url, timeout=5).read() as view:
         assert view is not None
         row = view.row(0)
     assert row is not None and json.loads(row[5])["note"] == "\u00fcber"
@@ -408,7 +414,7 @@ def test_a_session_terminated_while_it_waits_for_the_lock_is_refused_then_recove
     pid = _store(chain)._conn.info.backend_pid  # type: ignore[union-attr]
     holder = psycopg.connect(pg.owner_url, autocommit=True)
     holder.execute("BEGIN")
-    holder.execute(test_chain_postgres.LOCK_STATEMENT)
+    holder.execute(LOCK_STATEMENT)
     outcome: list[object] = []
 
     def run() -> None:
@@ -581,8 +587,8 @@ def test_a_forked_child_prepares_its_own_statements(pg: Chain) -> None:
 def test_four_processes_of_a_hundred_appends_make_one_linear_chain(pg: Chain, tmp_path) -> None:
     stop = tmp_path / "stop"
     env = pg.env(tmp_path)
-    procs = test_chain_postgres._start(env, 4, 100, stop, "w")
-    test_chain_postgres._go(procs)
+    procs = _start(env, 4, 100, stop, "w")
+    _go(procs)
     for proc in procs:
         _out, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err

@@ -15,19 +15,26 @@ import time
 from pathlib import Path
 from urllib.parse import quote
 
+import pgserver
 import psycopg
 import pytest
-import test_chain_postgres
 from helpers.chain_support import receipt
 from helpers.cli import isolated_env
-from test_chain_postgres import CANARY, Chain, floorctl
-from test_review13_postgres import append, stalling_proxy, verify
+from helpers.pg_chain import (
+    CANARY,
+    Chain,
+    _call,
+    _next,
+    append,
+    floorctl,
+    signed_checkpoint,
+    stalling_proxy,
+    verify,
+)
 
 from floorguard.chainstore.postgres import LOCK_STATEMENT, appender_role
 
 pytestmark = pytest.mark.fleet
-
-pg = test_chain_postgres.pg
 
 
 # --- secrets in the URL ------------------------------------------------------------------------
@@ -132,7 +139,7 @@ def test_chain_init_never_leaves_a_login_appender_role(server: object, tmp_path:
     NOLOGIN role floorguard_appender_DATABASE; a role of that name made beforehand with
     LOGIN and a password (by anyone with CREATEROLE) was reused as it was and given
     SELECT and INSERT on the chain."""
-    assert isinstance(server, test_chain_postgres.pgserver.PgServer)
+    assert isinstance(server, pgserver.PgServer)
     database = f"pre_{time.monotonic_ns() % 10**9}"
     role = appender_role(database)
     server.psql(f"CREATE DATABASE {database}")
@@ -159,7 +166,7 @@ def test_the_owner_dropping_the_last_records_is_caught_by_an_earlier_checkpoint(
     chain = pg.chain()
     for n in range(5):
         chain.append(CANARY, receipt(n=n))
-    cp, _ = test_chain_postgres.signed_checkpoint(pg, tmp_path)
+    cp, _ = signed_checkpoint(pg, tmp_path)
     env = pg.env(tmp_path / "auditor")
     pg.sql("DELETE FROM floorguard.records WHERE seq = 4;"
            " DELETE FROM floorguard.tree WHERE (level = 0 AND idx = 4)")  # fmt: skip
@@ -180,7 +187,6 @@ def test_a_record_a_host_appends_without_the_key_fails_the_verifier(
     chain's functions (the server checks a MAC's form, not the key); the export's
     verification names seq 2, and no checkpoint is signed over it."""
     import psycopg
-    from test_chain_postgres_append_path import _call, _next
 
     env = pg.env(tmp_path)
     assert append(env).returncode == 0 and append(env).returncode == 0

@@ -21,11 +21,9 @@ from pathlib import Path
 
 import psycopg
 import pytest
-import test_chain_postgres
 from helpers.chain_support import receipt
 from helpers.cli import isolated_env
-from test_chain_postgres import CANARY, Chain, floorctl
-from test_review13_postgres import append
+from helpers.pg_chain import CANARY, Chain, append, floorctl, signed_checkpoint
 
 from floorguard.chain import AuditChain
 from floorguard.chainstore.postgres import APPENDER_ROLE, LOCK_KEY, LOCK_STATEMENT, appender_role
@@ -33,7 +31,6 @@ from floorguard.errors import ChainWriteError
 
 pytestmark = pytest.mark.fleet
 
-pg = test_chain_postgres.pg
 
 SECRET_URL = "postgresql://host-17:s3cretpw@127.0.0.1:1/audit"
 
@@ -170,7 +167,7 @@ def _a_checkpoint(pg: Chain, tmp_path: Path) -> tuple[Path, Path]:
     chain = pg.chain()
     chain.append(CANARY, receipt(n=0))
     chain.close()
-    return test_chain_postgres.signed_checkpoint(pg, tmp_path)
+    return signed_checkpoint(pg, tmp_path)
 
 
 @pytest.mark.parametrize("command", ["export", "checkpoint", "prove", "consistency", "init"])

@@ -18,17 +18,14 @@ from typing import Any
 
 import psycopg
 import pytest
-import test_chain_postgres
 from helpers.chain_support import receipt
-from test_chain_postgres import CANARY, Chain, _verified
+from helpers.pg_chain import CANARY, Chain, _next, _verified, stalling_proxy
 
 from floorguard.chain import AuditChain
 from floorguard.chain_key import load_key
 from floorguard.errors import ChainWriteError
 
 pytestmark = pytest.mark.fleet
-
-pg = test_chain_postgres.pg
 
 
 def _bounded(call: Any, seconds: float = 30) -> Any:
@@ -181,7 +178,6 @@ def test_a_megabyte_receipt_while_the_server_floods_notices_commits_or_refuses_i
 def _owner_writes_the_head(pg: Chain, folder: Path, stamp: str) -> None:
     """Record 0 stamped ``stamp``, written by the owner with the record check off (the
     owner may): a head from before the server's clock moved."""
-    from test_chain_postgres_append_path import _next
 
     pg.sql("ALTER TABLE floorguard.records DISABLE TRIGGER records_next_in_line")
     with psycopg.connect(pg.owner_url) as conn:  # past append_record, which checks ts too
@@ -354,7 +350,6 @@ def test_a_server_gone_silent_after_the_pipelined_insert_and_commit_refuses_in_t
     is swallowed (a frozen box in between): the append is a ChainWriteError naming the
     silence within 2x the timeout, not a hang (the watchdog's cut wakes poll()); the next
     append works and the chain verifies (the record may be committed: the known gap)."""
-    from test_review13_postgres import stalling_proxy
 
     sock = pg.server.socket_dir / ".s.PGSQL.5432"
     with stalling_proxy(sock, b"floorguard_append_") as proxy:

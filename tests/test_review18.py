@@ -18,17 +18,14 @@ from typing import Any
 
 import psycopg
 import pytest
-import test_chain_postgres
 from helpers.chain_support import receipt
 from helpers.cli import isolated_env
-from test_chain_postgres import CANARY, Chain, _verified, floorctl
+from helpers.pg_chain import CANARY, Chain, _call, _next, _verified, floorctl
 
 from floorguard.chainstore.postgres import LOCK_KEY
 from floorguard.errors import ChainWriteError
 
 pytestmark = pytest.mark.fleet
-
-pg = test_chain_postgres.pg
 
 
 def _appending(pg: Chain, stop: threading.Event, errors: list[str], done: list[int],
@@ -168,7 +165,6 @@ def test_the_first_record_may_not_be_stamped_long_before_the_servers_clock(
     role, with the key) stamps the genesis record years in the past; every later record is the
     server's clock, so this only moves the first record back. The README says ts is the server's
     clock at the lock: a first record stamped before it must be refused."""
-    from test_chain_postgres_append_path import _call, _next
 
     key = bytes.fromhex(pg.key_file.read_text().strip())
     with psycopg.connect(pg.url) as conn, pytest.raises(psycopg.Error, match="stamped"):
