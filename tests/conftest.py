@@ -13,6 +13,7 @@ import pytest
 from helpers.cli import isolated_env
 from helpers.closed_world import POLICIES, World
 from helpers.pg_chain import Chain, floorctl
+from helpers.tlog_support import build_log
 from hypothesis import settings
 from probes import pip_install
 
@@ -81,3 +82,9 @@ def world(tmp_path: Path) -> World:
 def untracked_policy(request: pytest.FixtureRequest) -> str:
     """Each closed-world test runs under the default policy and under deny-by-default."""
     return str(request.param)
+
+
+@pytest.fixture(scope="module")
+def log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real transparency log built through the CLIs: 11 records, one.cp (5) and two.cp (11)."""
+    return build_log(tmp_path_factory.mktemp("tlog"))

@@ -17,8 +17,8 @@ import pytest
 from feedserver import v2_feed
 from helpers.cli import floorctl, isolated_env
 from helpers.proof_support import MAP_V1, SPAWN, UPDATE, build, spawn_receipt, update_receipt
+from helpers.sarif import assert_valid_sarif
 from hosts import write_script
-from test_report_formats import assert_valid_sarif
 
 pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
 

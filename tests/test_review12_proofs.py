@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from helpers.cli import isolated_env
-from test_tlog_e2e import ctl, guard, ok
+from helpers.tlog_support import ctl, guard, ok
 
 from floorguard import merkle
 

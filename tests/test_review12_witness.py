@@ -12,13 +12,11 @@ from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
-from test_tlog_e2e import ctl, forked, guard, log, name_of, ok, witnessed
+from helpers.tlog_support import ctl, forked, guard, name_of, ok, witnessed
 
 from floorguard import checkpoint, tlog
 
 pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
-
-__all__ = ["log"]  # the module-scoped fixture: a real 11-record log, one.cp (5), two.cp (11)
 
 
 def both(log: Path, *args: str) -> tuple[int, str, str]:
