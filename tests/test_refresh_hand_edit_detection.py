@@ -106,11 +106,11 @@ def test_a_hand_edit_that_restates_the_hash_hides_a_removed_advisory(
     as editable as the data: delete GHSA-aaaa-... by hand and write the edited data's own
     hash (computed with floorguard's public floor_map_hash) into FLOOR_MAP_HASH, and there is
     no drift to see. README: deleting an advisory by hand and refreshing from a feed without
-    it is refused without --allow-downgrade. So the block is judged against the last map
-    this module's refresh recorded (the chain's last update receipt / highest archived
-    version), not its own claim: refresh must not find "no data change", anchor a receipt
-    with downgrade false, or (with the earlier map archived) reuse map version 2 for another
-    map."""
+    it is refused without --allow-downgrade: refresh must not find "no data change", anchor
+    a receipt with downgrade false, or (with the earlier map archived) reuse map version 2
+    for another map. Closing the gap (expected to fail until then) means judging the block
+    against the last map this module's refresh recorded (the chain's last update receipt /
+    highest archived version), not its own claim."""
     project.put("a.json", v3_feed(KEPT, GONE))
     project.put("b.json", v3_feed(KEPT))
     if earlier_map_archived:
@@ -147,9 +147,10 @@ def test_a_bernstein_block_stripped_of_its_hash_hides_a_removed_adapter(project:
     """The bernstein layout may omit its hash and version "until floorctl first renders into
     it". After floorctl has rendered it, delete codex's entry and the two hash/version lines:
     the block no longer states a hash. Once maps/ (or the chain) holds a map for this module,
-    a block without a stated hash is a hand edit like any other: refresh from a feed without
-    codex must be refused without --allow-downgrade, not pass with a receipt saying
-    downgrade false, forced false, old map version 0 (the chain already holds version 1)."""
+    a block without a stated hash should be a hand edit like any other (a known gap, expected
+    to fail until then): refresh from a feed without codex must be refused without
+    --allow-downgrade, not pass with a receipt saying downgrade false, forced false, old map
+    version 0 (the chain already holds version 1)."""
     project.put("a.json", v1_feed(aider="0.50.0", codex="0.2.0"))
     project.put("b.json", v1_feed(aider="0.50.0"))
     assert project.refresh("a.json", "--template", "bernstein").returncode == 0
