@@ -11,6 +11,7 @@ from helpers.chain_support import receipt
 from helpers.pg_chain import (
     CANARY,
     Chain,
+    _count,
     append,
     floorctl,
     signed_checkpoint,
@@ -102,10 +103,6 @@ def test_the_owner_changing_meta_chain_id_stops_appends_naming_the_alteration(
     assert done.returncode == 1
     assert "the database was altered" in done.stderr, done.stderr
     assert pg.sql("SELECT count(*) FROM floorguard.records") == "1"
-
-
-def _count(pg: Chain) -> int:
-    return int(pg.sql("SELECT count(*) FROM floorguard.records"))
 
 
 def test_a_row_inserted_by_hand_with_a_seq_gap_or_an_earlier_ts_is_refused(pg: Chain) -> None:

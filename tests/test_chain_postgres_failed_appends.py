@@ -7,7 +7,6 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import psycopg
 import pytest
@@ -15,46 +14,22 @@ from helpers.chain_support import receipt
 from helpers.pg_chain import (
     CANARY,
     Chain,
+    _bounded,
+    _count,
+    _insert_trigger,
+    _owner_trigger,
+    _refused,
+    _store,
     _verified,
     append,
 )
 
-from floorguard.chain import AuditChain
 from floorguard.chainstore.postgres import (
     LOCK_STATEMENT,
-    PostgresStore,
 )
 from floorguard.errors import ChainWriteError
 
 pytestmark = pytest.mark.fleet
-
-
-def _store(chain: AuditChain) -> PostgresStore:
-    store = chain.store
-    assert isinstance(store, PostgresStore)
-    return store
-
-
-def _refused(chain: AuditChain, **extra: object) -> ChainWriteError:
-    with pytest.raises(ChainWriteError) as caught:
-        chain.append(CANARY, receipt(**extra))
-    message = str(caught.value)
-    assert "\n" not in message and "cannot append to the audit chain" in message, message
-    return caught.value
-
-
-def _insert_trigger(
-    pg: Chain, name: str, table: str, body: str, *, when: str = "BEFORE", deferred: bool = False
-) -> None:
-    """The owner adds a plpgsql trigger on INSERT into floorguard.TABLE running ``body``
-    (deferred: a constraint trigger run at COMMIT)."""
-    kind = "CONSTRAINT TRIGGER" if deferred else "TRIGGER"
-    timing = " DEFERRABLE INITIALLY DEFERRED" if deferred else ""
-    pg.sql(
-        f"CREATE FUNCTION public.{name}() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN {body} END$$;"
-        f" CREATE {kind} {name} {when} INSERT ON floorguard.{table}{timing}"
-        f" FOR EACH ROW EXECUTE FUNCTION public.{name}()"
-    )
 
 
 def _terminate(pg: Chain, pid: int) -> None:
@@ -149,47 +124,6 @@ def test_a_deferred_constraint_that_fails_at_commit_is_refused_never_acknowledge
     pg.sql("DROP TRIGGER late ON floorguard.records")
     chain.append(CANARY, receipt(n=1))
     assert _verified(pg) == 2
-
-
-def _bounded(call: Any, seconds: float = 30) -> Any:
-    """``call()`` on a thread: its result or exception, or a failure if it hangs."""
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            box["value"] = call()
-        except BaseException as exc:  # handed to the test
-            box["error"] = exc
-
-    worker = threading.Thread(target=run, daemon=True)
-    worker.start()
-    worker.join(seconds)
-    if worker.is_alive():
-        pytest.fail(f"the append hung for {seconds} s")
-    if "error" in box:
-        raise box["error"]
-    return box.get("value")
-
-
-def _count(pg: Chain) -> int:
-    return int(pg.sql("SELECT count(*) FROM floorguard.records"))
-
-
-def _owner_trigger(pg: Chain, name: str, body: str, *, when: str = "AFTER INSERT",
-                   constraint: bool = False) -> None:  # fmt: skip
-    """A trigger on records owned by the chain's owner (as a DBA could add one)."""
-    pg.sql(
-        f"CREATE FUNCTION public.{name}() RETURNS trigger LANGUAGE plpgsql AS $$"
-        f" BEGIN {body} RETURN NEW; END $$;"
-        f" GRANT EXECUTE ON FUNCTION public.{name}() TO PUBLIC;"
-        + (
-            f" CREATE CONSTRAINT TRIGGER {name} AFTER INSERT ON floorguard.records"
-            f" DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION public.{name}()"
-            if constraint
-            else f" CREATE TRIGGER {name} {when} ON floorguard.records"
-            f" FOR EACH ROW EXECUTE FUNCTION public.{name}()"
-        )
-    )
 
 
 def test_a_backend_terminated_between_the_insert_and_the_commit_is_refused_not_hung(

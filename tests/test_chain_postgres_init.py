@@ -20,6 +20,7 @@ from helpers.cli import isolated_env
 from helpers.pg_chain import (
     CANARY,
     Chain,
+    _appending,
     _verified,
     append,
     floorctl,
@@ -29,7 +30,6 @@ from floorguard.chainstore.postgres import (
     APPENDER_ROLE,
     appender_role,
 )
-from floorguard.errors import ChainWriteError
 
 pytestmark = pytest.mark.fleet
 
@@ -156,27 +156,6 @@ def test_a_login_role_with_quotes_and_capitals_is_granted_and_appends(
     env = {**pg.env(tmp_path / "h"), "FLOORGUARD_CHAIN_URL": url}
     done = append(env)
     assert done.returncode == 0, done.stderr
-
-
-def _appending(pg: Chain, stop: threading.Event, errors: list[str], done: list[int],
-               tag: str) -> threading.Thread:  # fmt: skip
-    def run() -> None:
-        chain = pg.chain(FLOORGUARD_CHAIN_TIMEOUT="5")
-        n = 0
-        try:
-            while not stop.is_set():
-                try:
-                    chain.append(CANARY, receipt(n=n, blob=tag))
-                    done.append(n)
-                except ChainWriteError as exc:
-                    errors.append(str(exc))
-                n += 1
-        finally:
-            chain.close()
-
-    worker = threading.Thread(target=run, daemon=True)
-    worker.start()
-    return worker
 
 
 def test_chain_init_run_again_while_hosts_append_refuses_no_append(pg: Chain) -> None:

@@ -10,7 +10,6 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import psycopg
 import pytest
@@ -20,6 +19,7 @@ from helpers.pg_chain import (
     APPEND_SCRIPT,
     CANARY,
     Chain,
+    _bounded,
     append,
     floorctl,
     verify,
@@ -62,26 +62,6 @@ def test_a_role_with_no_privilege_on_the_chain_cannot_stop_every_append(
         release.set()
         holder.join()
     assert done.returncode == 0, done.stderr
-
-
-def _bounded(call: Any, seconds: float = 30) -> Any:
-    """``call()`` on a thread: its result or exception, or a failure if it hangs."""
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            box["value"] = call()
-        except BaseException as exc:  # handed to the test
-            box["error"] = exc
-
-    worker = threading.Thread(target=run, daemon=True)
-    worker.start()
-    worker.join(seconds)
-    if worker.is_alive():
-        pytest.fail(f"the append hung for {seconds} s")
-    if "error" in box:
-        raise box["error"]
-    return box.get("value")
 
 
 # --- the chain's lock --------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from helpers.chain_support import receipt
 from helpers.pg_chain import (
     CANARY,
     Chain,
+    _appending,
     _go,
     _start,
     _verified,
@@ -24,7 +25,6 @@ from helpers.pg_chain import (
 )
 
 from floorguard.chain import AuditChain
-from floorguard.errors import ChainWriteError
 
 pytestmark = pytest.mark.fleet
 
@@ -126,27 +126,6 @@ def test_checkpoints_signed_while_two_hosts_append_are_each_consistent_with_the_
             _, err = proc.communicate(timeout=120)
             assert proc.returncode == 0, err
     assert pg.sql("SELECT count(*) FROM floorguard.records") == "300"
-
-
-def _appending(pg: Chain, stop: threading.Event, errors: list[str], done: list[int],
-               tag: str) -> threading.Thread:  # fmt: skip
-    def run() -> None:
-        chain = pg.chain(FLOORGUARD_CHAIN_TIMEOUT="5")
-        n = 0
-        try:
-            while not stop.is_set():
-                try:
-                    chain.append(CANARY, receipt(n=n, blob=tag))
-                    done.append(n)
-                except ChainWriteError as exc:
-                    errors.append(str(exc))
-                n += 1
-        finally:
-            chain.close()
-
-    worker = threading.Thread(target=run, daemon=True)
-    worker.start()
-    return worker
 
 
 def test_export_by_the_appender_while_another_host_appends_is_one_verifiable_prefix(

@@ -10,7 +10,6 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
 import psycopg
@@ -20,6 +19,9 @@ from helpers.cli import isolated_env
 from helpers.pg_chain import (
     CANARY,
     Chain,
+    _bounded,
+    _owner_trigger,
+    _refused,
     _verified,
     append,
     floorctl,
@@ -149,14 +151,6 @@ def test_a_url_asking_for_longer_lock_and_statement_timeouts_cannot_stretch_the_
     assert "another appender held the chain for more than 2s" in done.stderr, done.stderr
 
 
-def _refused(chain: AuditChain, **extra: object) -> ChainWriteError:
-    with pytest.raises(ChainWriteError) as caught:
-        chain.append(CANARY, receipt(**extra))
-    message = str(caught.value)
-    assert "\n" not in message and "cannot append to the audit chain" in message, message
-    return caught.value
-
-
 @pytest.mark.parametrize("pause", [1.5, 2.6], ids=["idle-in-transaction", "watchdog"])
 def test_a_pause_between_the_head_and_the_insert_is_refused_then_recovers(
     pg: Chain, pause: float
@@ -230,43 +224,6 @@ def test_the_same_process_appends_again_after_its_call_was_cut(pg: Chain) -> Non
         chain.append(CANARY, receipt(n=2))
         chain.close()
     assert _verified(pg) == 3
-
-
-def _bounded(call: Any, seconds: float = 30) -> Any:
-    """``call()`` on a thread: its result or exception, or a failure if it hangs."""
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            box["value"] = call()
-        except BaseException as exc:  # handed to the test
-            box["error"] = exc
-
-    worker = threading.Thread(target=run, daemon=True)
-    worker.start()
-    worker.join(seconds)
-    if worker.is_alive():
-        pytest.fail(f"the append hung for {seconds} s")
-    if "error" in box:
-        raise box["error"]
-    return box.get("value")
-
-
-def _owner_trigger(pg: Chain, name: str, body: str, *, when: str = "AFTER INSERT",
-                   constraint: bool = False) -> None:  # fmt: skip
-    """A trigger on records owned by the chain's owner (as a DBA could add one)."""
-    pg.sql(
-        f"CREATE FUNCTION public.{name}() RETURNS trigger LANGUAGE plpgsql AS $$"
-        f" BEGIN {body} RETURN NEW; END $$;"
-        f" GRANT EXECUTE ON FUNCTION public.{name}() TO PUBLIC;"
-        + (
-            f" CREATE CONSTRAINT TRIGGER {name} AFTER INSERT ON floorguard.records"
-            f" DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION public.{name}()"
-            if constraint
-            else f" CREATE TRIGGER {name} {when} ON floorguard.records"
-            f" FOR EACH ROW EXECUTE FUNCTION public.{name}()"
-        )
-    )
 
 
 def test_a_megabyte_receipt_while_the_server_floods_notices_commits_or_refuses_in_time(

@@ -11,21 +11,17 @@ from helpers.chain_support import receipt
 from helpers.pg_chain import (
     CANARY,
     Chain,
+    _insert_trigger,
+    _refused,
+    _store,
     _verified,
     verify,
 )
 
 from floorguard.chain import AuditChain
-from floorguard.chainstore.postgres import PostgresStore
 from floorguard.errors import ChainWriteError
 
 pytestmark = pytest.mark.fleet
-
-
-def _store(chain: AuditChain) -> PostgresStore:
-    store = chain.store
-    assert isinstance(store, PostgresStore)
-    return store
 
 
 def _session_sql(chain: AuditChain, statement: str) -> None:
@@ -34,28 +30,6 @@ def _session_sql(chain: AuditChain, statement: str) -> None:
     conn = _store(chain)._conn
     assert conn is not None
     conn.execute(statement)
-
-
-def _refused(chain: AuditChain, **extra: object) -> ChainWriteError:
-    with pytest.raises(ChainWriteError) as caught:
-        chain.append(CANARY, receipt(**extra))
-    message = str(caught.value)
-    assert "\n" not in message and "cannot append to the audit chain" in message, message
-    return caught.value
-
-
-def _insert_trigger(
-    pg: Chain, name: str, table: str, body: str, *, when: str = "BEFORE", deferred: bool = False
-) -> None:
-    """The owner adds a plpgsql trigger on INSERT into floorguard.TABLE running ``body``
-    (deferred: a constraint trigger run at COMMIT)."""
-    kind = "CONSTRAINT TRIGGER" if deferred else "TRIGGER"
-    timing = " DEFERRABLE INITIALLY DEFERRED" if deferred else ""
-    pg.sql(
-        f"CREATE FUNCTION public.{name}() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN {body} END$$;"
-        f" CREATE {kind} {name} {when} INSERT ON floorguard.{table}{timing}"
-        f" FOR EACH ROW EXECUTE FUNCTION public.{name}()"
-    )
 
 
 # --- the statements prepared on the session -----------------------------------------------------

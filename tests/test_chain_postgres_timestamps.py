@@ -5,10 +5,8 @@ stepped back does not stop every append."""
 from __future__ import annotations
 
 import json
-import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import psycopg
 import pytest
@@ -16,7 +14,9 @@ from helpers.chain_support import receipt
 from helpers.pg_chain import (
     CANARY,
     Chain,
+    _bounded,
     _call,
+    _count,
     _next,
     _verified,
     append,
@@ -78,30 +78,6 @@ def test_records_are_stamped_in_utc_whatever_the_servers_timezone_datestyle_and_
     done = floorctl("chain", "export", "--since", since, "--until", until, env=env)
     assert done.returncode == 0, done.stderr
     assert [json.loads(line)["ts"] for line in done.stdout.splitlines()] == [ts]
-
-
-def _bounded(call: Any, seconds: float = 30) -> Any:
-    """``call()`` on a thread: its result or exception, or a failure if it hangs."""
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            box["value"] = call()
-        except BaseException as exc:  # handed to the test
-            box["error"] = exc
-
-    worker = threading.Thread(target=run, daemon=True)
-    worker.start()
-    worker.join(seconds)
-    if worker.is_alive():
-        pytest.fail(f"the append hung for {seconds} s")
-    if "error" in box:
-        raise box["error"]
-    return box.get("value")
-
-
-def _count(pg: Chain) -> int:
-    return int(pg.sql("SELECT count(*) FROM floorguard.records"))
 
 
 def _owner_writes_the_head(pg: Chain, folder: Path, stamp: str) -> None:

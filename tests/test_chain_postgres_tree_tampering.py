@@ -11,23 +11,13 @@ from helpers.pg_chain import (
     CANARY,
     NOW_TS,
     Chain,
+    _refused,
     _verified,
     append,
     verify,
 )
 
-from floorguard.chain import AuditChain
-from floorguard.errors import ChainWriteError
-
 pytestmark = pytest.mark.fleet
-
-
-def _refused(chain: AuditChain, **extra: object) -> ChainWriteError:
-    with pytest.raises(ChainWriteError) as caught:
-        chain.append(CANARY, receipt(**extra))
-    message = str(caught.value)
-    assert "\n" not in message and "cannot append to the audit chain" in message, message
-    return caught.value
 
 
 # --- tampered head and tree rows ----------------------------------------------------------------

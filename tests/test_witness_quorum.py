@@ -9,31 +9,11 @@ from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
-from helpers.tlog_support import ctl, guard, ok, witnessed
+from helpers.tlog_support import _inclusion_args, _same, both, ctl, guard, ok, witnessed
 
 from floorguard import checkpoint
 
 pytestmark = pytest.mark.slow
-
-
-def both(log: Path, *args: str) -> tuple[int, str, str]:
-    """Run both CLIs; they must agree on exit code, stdout and the error after its prefix."""
-    ours, theirs = ctl(log, *args), guard(log, *args)
-    assert ours.returncode == theirs.returncode, (ours.stderr, theirs.stderr)
-    assert ours.stdout == theirs.stdout
-    assert ours.stderr.removeprefix("floorctl: ") == theirs.stderr.removeprefix("floorguard: ")
-    return ours.returncode, ours.stdout, ours.stderr
-
-
-def _inclusion_args(log: Path, cp: Path, *extra: str) -> tuple[str, ...]:
-    ok(ctl(log, "chain", "prove", "--seq", "6", "--checkpoint", "two.cp", "--out", "p6.json"))
-    return ("verify", "inclusion", "p6.json", "--checkpoint", str(cp), "--pubkey",
-            "keys/signing.pub", *extra)  # fmt: skip
-
-
-def _same(log: Path) -> str:
-    ok(ctl(log, "chain", "consistency", "--old", "two.cp", "--new", "two.cp", "--out", "c22.json"))
-    return "c22.json"
 
 
 # --- the verifiers' quorum ------------------------------------------------------------------

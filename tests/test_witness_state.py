@@ -8,14 +8,9 @@ import os
 from pathlib import Path
 
 import pytest
-from helpers.tlog_support import ctl, name_of, ok, witnessed
+from helpers.tlog_support import _same, ctl, name_of, witnessed
 
 pytestmark = pytest.mark.slow
-
-
-def _same(log: Path) -> str:
-    ok(ctl(log, "chain", "consistency", "--old", "two.cp", "--new", "two.cp", "--out", "c22.json"))
-    return "c22.json"
 
 
 def _cosign(log: Path, state: Path, old: str, new: str, proof: str) -> tuple[int, str]:

@@ -21,6 +21,7 @@ from typing import Any
 
 import pgserver
 import psycopg
+import pytest
 
 from floorguard import merkle
 from floorguard.chain import (
@@ -32,6 +33,8 @@ from floorguard.chain import (
     record_mac,
 )
 from floorguard.chainstore.interface import Node, Row
+from floorguard.chainstore.postgres import PostgresStore
+from floorguard.errors import ChainWriteError
 from floorguard.slice_verify import verify_slice
 from helpers.chain_support import receipt
 from helpers.cli import isolated_env
@@ -309,3 +312,96 @@ def stalling_proxy(socket_path: Path, trigger: bytes) -> Iterator[StallingProxy]
         yield proxy
     finally:
         proxy.close()
+
+
+# --- what several attack files share ------------------------------------------------------
+
+
+def _appending(pg: Chain, stop: threading.Event, errors: list[str], done: list[int],
+               tag: str) -> threading.Thread:  # fmt: skip
+    def run() -> None:
+        chain = pg.chain(FLOORGUARD_CHAIN_TIMEOUT="5")
+        n = 0
+        try:
+            while not stop.is_set():
+                try:
+                    chain.append(CANARY, receipt(n=n, blob=tag))
+                    done.append(n)
+                except ChainWriteError as exc:
+                    errors.append(str(exc))
+                n += 1
+        finally:
+            chain.close()
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    return worker
+
+
+def _bounded(call: Any, seconds: float = 30) -> Any:
+    """``call()`` on a thread: its result or exception, or a failure if it hangs."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as exc:  # handed to the test
+            box["error"] = exc
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        pytest.fail(f"the append hung for {seconds} s")
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+def _count(pg: Chain) -> int:
+    return int(pg.sql("SELECT count(*) FROM floorguard.records"))
+
+
+def _insert_trigger(
+    pg: Chain, name: str, table: str, body: str, *, when: str = "BEFORE", deferred: bool = False
+) -> None:
+    """The owner adds a plpgsql trigger on INSERT into floorguard.TABLE running ``body``
+    (deferred: a constraint trigger run at COMMIT)."""
+    kind = "CONSTRAINT TRIGGER" if deferred else "TRIGGER"
+    timing = " DEFERRABLE INITIALLY DEFERRED" if deferred else ""
+    pg.sql(
+        f"CREATE FUNCTION public.{name}() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN {body} END$$;"
+        f" CREATE {kind} {name} {when} INSERT ON floorguard.{table}{timing}"
+        f" FOR EACH ROW EXECUTE FUNCTION public.{name}()"
+    )
+
+
+def _owner_trigger(pg: Chain, name: str, body: str, *, when: str = "AFTER INSERT",
+                   constraint: bool = False) -> None:  # fmt: skip
+    """A trigger on records owned by the chain's owner (as a DBA could add one)."""
+    pg.sql(
+        f"CREATE FUNCTION public.{name}() RETURNS trigger LANGUAGE plpgsql AS $$"
+        f" BEGIN {body} RETURN NEW; END $$;"
+        f" GRANT EXECUTE ON FUNCTION public.{name}() TO PUBLIC;"
+        + (
+            f" CREATE CONSTRAINT TRIGGER {name} AFTER INSERT ON floorguard.records"
+            f" DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION public.{name}()"
+            if constraint
+            else f" CREATE TRIGGER {name} {when} ON floorguard.records"
+            f" FOR EACH ROW EXECUTE FUNCTION public.{name}()"
+        )
+    )
+
+
+def _refused(chain: AuditChain, **extra: object) -> ChainWriteError:
+    with pytest.raises(ChainWriteError) as caught:
+        chain.append(CANARY, receipt(**extra))
+    message = str(caught.value)
+    assert "\n" not in message and "cannot append to the audit chain" in message, message
+    return caught.value
+
+
+def _store(chain: AuditChain) -> PostgresStore:
+    store = chain.store
+    assert isinstance(store, PostgresStore)
+    return store

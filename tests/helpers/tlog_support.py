@@ -131,3 +131,31 @@ def witnessed(log: Path, state: Path, name: str = "w1") -> tuple[Path, Path]:
 
 def name_of(log: Path) -> str:
     return (log / "two.cp").read_text().splitlines()[0].removeprefix("floorguard/")
+
+
+def both(log: Path, *args: str) -> tuple[int, str, str]:
+    """Run both CLIs; they must agree on exit code, stdout and the error after its prefix."""
+    ours, theirs = ctl(log, *args), guard(log, *args)
+    assert ours.returncode == theirs.returncode, (ours.stderr, theirs.stderr)
+    assert ours.stdout == theirs.stdout
+    assert ours.stderr.removeprefix("floorctl: ") == theirs.stderr.removeprefix("floorguard: ")
+    return ours.returncode, ours.stdout, ours.stderr
+
+
+def _same(log: Path) -> str:
+    ok(ctl(log, "chain", "consistency", "--old", "two.cp", "--new", "two.cp", "--out", "c22.json"))
+    return "c22.json"
+
+
+def _inclusion_args(log: Path, cp: Path, *extra: str) -> tuple[str, ...]:
+    ok(ctl(log, "chain", "prove", "--seq", "6", "--checkpoint", "two.cp", "--out", "p6.json"))
+    return (
+        "verify",
+        "inclusion",
+        "p6.json",
+        "--checkpoint",
+        str(cp),
+        "--pubkey",
+        "keys/signing.pub",
+        *extra,
+    )
