@@ -1,12 +1,19 @@
-"""Settings for the whole suite, and fixtures shared by the runtime's identification tests."""
+"""Settings for the whole suite; fixtures shared by the PostgreSQL chain's tests and by the
+runtime's identification tests."""
 
 from __future__ import annotations
 
+import contextlib
+import secrets
+from collections.abc import Iterator
 from pathlib import Path
 
 import pgserver
 import pytest
+from helpers.cli import isolated_env
 from helpers.closed_world import POLICIES, World
+from helpers.pg_chain import Chain, floorctl
+from helpers.tlog_support import build_log
 from hypothesis import settings
 from probes import pip_install
 
@@ -19,6 +26,27 @@ settings.load_profile("suite")
 # A real PostgreSQL for the PostgreSQL chain's tests: one per test process for the session
 # (under pytest-xdist each worker has its own, as some tests stop and restart theirs).
 server = pytest.fixture(scope="session")(pgserver.provide)
+
+
+@pytest.fixture
+def pg(server: pgserver.PgServer, tmp_path: Path) -> Iterator[Chain]:
+    """A fresh database owned by a fresh role, initialised by `floorctl chain init`; dropped
+    afterwards (a cluster of hundreds of databases makes a restart after a crash slow)."""
+    tag = secrets.token_hex(4)
+    owner, appender, database = f"own_{tag}", f"app_{tag}", f"chain_{tag}"
+    server.psql(f"CREATE ROLE {owner} LOGIN CREATEROLE; CREATE ROLE {appender} LOGIN")
+    # What the operator grants the owner: its functions end a session holding the chain's
+    # lock too long (tests/test_chain_postgres_lock_holders.py).
+    server.psql(f"GRANT pg_signal_backend TO {owner}")
+    server.psql(f"CREATE DATABASE {database} OWNER {owner}")
+    fleet = tmp_path / "fleet"
+    chain = Chain(server, database, owner, appender, fleet / "chain.key")
+    env = isolated_env(fleet, FLOORGUARD_CHAIN_KEY_FILE=str(chain.key_file))
+    done = floorctl("chain", "init", "--url", chain.owner_url, "--grant", appender, env=env)
+    assert done.returncode == 0, done.stderr
+    yield chain
+    with contextlib.suppress(Exception):  # a server a test left stopped has nothing to drop
+        server.psql(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
 
 
 @pytest.fixture
@@ -54,3 +82,9 @@ def world(tmp_path: Path) -> World:
 def untracked_policy(request: pytest.FixtureRequest) -> str:
     """Each closed-world test runs under the default policy and under deny-by-default."""
     return str(request.param)
+
+
+@pytest.fixture(scope="module")
+def log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real transparency log built through the CLIs: 11 records, one.cp (5) and two.cp (11)."""
+    return build_log(tmp_path_factory.mktemp("tlog"))

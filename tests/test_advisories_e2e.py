@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 from helpers.cli import floorctl
+from helpers.osv_sources import sources
 from hosts import Host, floor
-from test_import_osv import sources
 
 V1_FEED = {
     "schema_version": 1,

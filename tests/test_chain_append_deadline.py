@@ -14,15 +14,13 @@ from typing import Any
 
 import psycopg
 import pytest
-import test_chain_postgres
 from helpers.chain_support import receipt
-from test_chain_postgres import CANARY, Chain, _verified
+from helpers.pg_chain import CANARY, Chain, _verified
 
 from floorguard.errors import ChainWriteError
 
 pytestmark = pytest.mark.fleet
 
-pg = test_chain_postgres.pg
 
 TIMEOUT = 2.0
 BUDGET = 2 * TIMEOUT

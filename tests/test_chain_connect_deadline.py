@@ -20,14 +20,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import test_chain_postgres
 from helpers.cli import isolated_env
-from test_chain_postgres import Chain
-from test_review13_postgres import stalling_proxy
+from helpers.pg_chain import Chain, stalling_proxy
 
 pytestmark = pytest.mark.fleet
 
-pg = test_chain_postgres.pg
 
 TIMEOUT = 2.0
 MARGIN = 2.0  # generous: a loaded machine, not a measure of speed

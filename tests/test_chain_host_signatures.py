@@ -23,11 +23,10 @@ from typing import Any
 
 import psycopg
 import pytest
-import test_chain_postgres
 from helpers.chain_support import execute, receipt
 from helpers.cli import isolated_env
+from helpers.pg_chain import CANARY, Chain
 from hosts import Host, floor
-from test_chain_postgres import CANARY, Chain
 
 from floorctl import keys
 from floorguard.chain import (
@@ -40,7 +39,6 @@ from floorguard.chain import (
 from floorguard.chainstore import store_from_env
 from floorguard.errors import ChainWriteError, KeyFileError
 
-pg = test_chain_postgres.pg
 FLOORCTL = [sys.executable, "-m", "floorctl"]
 FLOORGUARD = [sys.executable, "-m", "floorguard"]
 

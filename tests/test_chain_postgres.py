@@ -7,7 +7,6 @@ server the fixture fails instead of skipping.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import random
@@ -16,18 +15,24 @@ import shutil
 import signal
 import subprocess
 import sys
-import textwrap
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pgserver
 import pytest
 from helpers.chain_support import receipt
 from helpers.cli import isolated_env
-from helpers.tree_support import assert_tree_matches_records
+from helpers.pg_chain import (
+    CANARY,
+    FLOORCTL,
+    Chain,
+    _export,
+    _go,
+    _start,
+    _verified,
+    floorctl,
+)
 from hosts import Host, floor
 
 from floorguard.chain import AuditChain
@@ -36,68 +41,7 @@ from floorguard.chainstore.postgres import LOCK_STATEMENT, PostgresStore, redact
 from floorguard.errors import ChainError, ChainWriteError, KeyFileError
 from floorguard.slice_verify import verify_slice
 
-FLOORCTL = [sys.executable, "-m", "floorctl"]
 FLOORGUARD = [sys.executable, "-m", "floorguard"]
-CANARY = "adapter.canary_receipt"
-# The server's clock as the chain stamps records, for rows a test writes by hand.
-NOW_TS = """to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')"""
-
-
-@dataclass(frozen=True)
-class Chain:
-    """One database with an initialised chain: its owner's and an appender's URLs."""
-
-    server: pgserver.PgServer
-    database: str
-    owner: str
-    appender: str
-    key_file: Path
-
-    @property
-    def owner_url(self) -> str:
-        return self.server.url(self.owner, self.database)
-
-    @property
-    def url(self) -> str:
-        return self.server.url(self.appender, self.database)
-
-    def env(self, home: Path, **extra: str) -> dict[str, str]:
-        """A host's environment: its own FLOORGUARD_HOME, the fleet's key and database."""
-        return isolated_env(home, FLOORGUARD_CHAIN_URL=self.url,
-                            FLOORGUARD_CHAIN_KEY_FILE=str(self.key_file), **extra)  # fmt: skip
-
-    def chain(self, **extra: str) -> AuditChain:
-        return AuditChain.from_env(self.env(self.key_file.parent, **extra))
-
-    def sql(self, statement: str, *, as_owner: bool = True) -> str:
-        role = self.owner if as_owner else self.appender
-        return self.server.psql(statement, user=role, database=self.database)
-
-
-def floorctl(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*FLOORCTL, *args], capture_output=True, text=True, env=env,
-                          timeout=120, check=False)  # fmt: skip
-
-
-@pytest.fixture
-def pg(server: pgserver.PgServer, tmp_path: Path) -> Iterator[Chain]:
-    """A fresh database owned by a fresh role, initialised by `floorctl chain init`; dropped
-    afterwards (a cluster of hundreds of databases makes a restart after a crash slow)."""
-    tag = secrets.token_hex(4)
-    owner, appender, database = f"own_{tag}", f"app_{tag}", f"chain_{tag}"
-    server.psql(f"CREATE ROLE {owner} LOGIN CREATEROLE; CREATE ROLE {appender} LOGIN")
-    # What the operator grants the owner: its functions end a session holding the chain's
-    # lock too long (tests/test_chain_postgres_lock_holders.py).
-    server.psql(f"GRANT pg_signal_backend TO {owner}")
-    server.psql(f"CREATE DATABASE {database} OWNER {owner}")
-    fleet = tmp_path / "fleet"
-    chain = Chain(server, database, owner, appender, fleet / "chain.key")
-    env = isolated_env(fleet, FLOORGUARD_CHAIN_KEY_FILE=str(chain.key_file))
-    done = floorctl("chain", "init", "--url", chain.owner_url, "--grant", appender, env=env)
-    assert done.returncode == 0, done.stderr
-    yield chain
-    with contextlib.suppress(Exception):  # a server a test left stopped has nothing to drop
-        server.psql(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
 
 
 # --- chain init and the roles ----------------------------------------------------------------
@@ -196,88 +140,6 @@ def test_a_record_edited_by_the_owner_is_caught_by_the_verifier(pg: Chain) -> No
 
 
 # --- many hosts, many processes --------------------------------------------------------------
-
-APPENDER = textwrap.dedent(
-    """
-    import os, sys, time
-    from floorguard._time import now_ts
-    from floorguard.chain import AuditChain
-    from floorguard.errors import ChainError
-
-    worker, count, stop = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-    chain = AuditChain.shared()
-    sys.stdout.write("ready\\n")
-    sys.stdout.flush()
-    sys.stdin.readline()  # start together
-    n = 0
-    while (count < 0 or n < count) and not os.path.exists(stop):
-        started = time.monotonic()
-        try:
-            record = chain.append(
-                "adapter.canary_receipt",
-                {"kind": "adapter.canary_receipt", "schema_version": 1, "ts": now_ts(),
-                 "worker": worker, "n": n},
-            )
-        except ChainError as exc:
-            line = f"refused {time.monotonic() - started:.3f} {exc}"
-            sys.stdout.write(" ".join(line.split()) + "\\n")
-            sys.stdout.flush()
-            time.sleep(0.05)
-            continue
-        # Acknowledged only once append has returned, i.e. once the record is committed.
-        sys.stdout.write(f"ok {record.seq} {record.receipt_id}\\n")
-        sys.stdout.flush()
-        n += 1
-    """
-)
-
-
-def _start(env: dict[str, str], workers: int, count: int, stop: Path, tag: str
-           ) -> list[subprocess.Popen[str]]:  # fmt: skip
-    procs = [
-        subprocess.Popen([sys.executable, "-c", APPENDER, f"{tag}{w}", str(count), str(stop)],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
-        for w in range(workers)
-    ]  # fmt: skip
-    for proc in procs:
-        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
-    return procs
-
-
-def _go(procs: list[subprocess.Popen[str]]) -> None:
-    for proc in procs:
-        assert proc.stdin is not None
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
-
-
-def _export(pg: Chain) -> list[str]:
-    done = floorctl("chain", "export", env=pg.env(pg.key_file.parent))
-    assert done.returncode == 0, done.stderr
-    # Lines end at "\n" only: a receipt may hold U+2028, which splitlines would split at.
-    return [line + "\n" for line in done.stdout.split("\n")[:-1]]
-
-
-def _verified(pg: Chain) -> int:
-    """Export with floorctl, verify with the key and the stored tree; the record count."""
-    lines = _export(pg)
-    report = verify_slice(lines, key=bytes.fromhex(pg.key_file.read_text().strip()))
-    assert report.intact, report.integrity_errors[:5]
-    assert [json.loads(line)["seq"] for line in lines] == list(range(len(lines)))
-    assert assert_tree_matches_records(pg.chain()) == len(lines)
-    return len(lines)
-
-
-def signed_checkpoint(pg: Chain, folder: Path) -> tuple[Path, Path]:
-    """An auditor's key (``folder/keys``) and a checkpoint of the chain signed with it: the
-    checkpoint's path and the signing key's."""
-    env = pg.env(folder / "auditor")
-    assert floorctl("keygen", "--out", str(folder / "keys"), env=env).returncode == 0
-    checkpoint, key = folder / "head.cp", folder / "keys" / "signing.key"
-    done = floorctl("chain", "checkpoint", "--signing-key", str(key), "--out", str(checkpoint),
-                    env=env)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    return checkpoint, key
 
 
 def _host_home(pg: Chain, tmp_path: Path, name: str) -> dict[str, str]:

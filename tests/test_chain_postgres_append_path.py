@@ -15,27 +15,18 @@ record, through the chain's functions.
 
 from __future__ import annotations
 
-import hashlib
-import secrets
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
 import pytest
-import test_chain_postgres
 from helpers.chain_support import receipt
-from test_chain_postgres import CANARY, Chain, _verified
+from helpers.pg_chain import CANARY, Chain, _call, _filled, _next, _verified, floorctl
 
-from floorguard import merkle
-from floorguard.chain import GENESIS_PREV, _row_body, _row_line, canonical_json, record_mac
 from floorguard.chain_key import load_key
-from floorguard.chainstore.interface import Node, Row
+from floorguard.chainstore.interface import Node
 from floorguard.chainstore.postgres import MAX_STAMP_AGE_SECONDS, PostgresStore, appender_role
 from floorguard.errors import ChainWriteError
-
-pg = test_chain_postgres.pg
-
-APPEND = "SELECT floorguard.append_record(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 
 
 @pytest.fixture
@@ -43,58 +34,6 @@ def appender(pg: Chain) -> Iterator[psycopg.Connection[Any]]:
     """A session of the appenders' role, as a host's floorguard opens it (READ COMMITTED)."""
     with psycopg.connect(pg.url) as conn:
         yield conn
-
-
-def _next(
-    conn: psycopg.Connection[Any], key: bytes, *, ts: str | None = None, **fields: Any
-) -> tuple[Row, list[Node]]:
-    """Open an append on ``conn`` and build the next record as an honest host would (the
-    fields given replace the honest values before the MAC and the tree nodes are made)."""
-    got = conn.execute("SELECT * FROM floorguard.open_append(NULL)").fetchone()
-    assert got is not None
-    clock, seq, head_ts, chain_id, *_, stored = got
-    if chain_id is None:
-        meta = conn.execute("SELECT value FROM floorguard.meta WHERE key = 'chain_id'")
-        chain_id = meta.fetchone()[0]  # type: ignore[index]
-    head = None if seq is None else tuple(got[1:9])
-    receipt_json = canonical_json(receipt(n=secrets.randbelow(1000)))
-    row: dict[str, Any] = {
-        "seq": 0 if head is None else head[0] + 1,
-        "ts": ts or max(clock, head_ts or clock),
-        "chain_id": chain_id,
-        "event": CANARY,
-        "receipt_id": "sha256:" + hashlib.sha256(receipt_json.encode()).hexdigest(),
-        "receipt": receipt_json,
-        "prev": GENESIS_PREV
-        if head is None
-        else "sha256:" + hashlib.sha256(_row_body(head).encode()).hexdigest(),  # type: ignore[arg-type]
-    }
-    row.update({k: v for k, v in fields.items() if k != "mac"})
-    record: Row = (*row.values(), "")  # type: ignore[assignment]
-    record = (*record[:7], fields.get("mac", record_mac(key, _row_body(record).encode())))
-    known = {
-        (int(level), int(index)): bytes.fromhex(digest)
-        for level, index, digest in (item.split(":") for item in (stored or "").split(",") if item)
-    }
-    nodes: list[Node] = [(0, record[0], merkle.leaf_hash(_row_line(record).encode()))]
-    at, level, current = record[0], 0, nodes[0][2]
-    while at & 1:
-        # (a seq given out of line has no stored siblings: any hash will do)
-        current = merkle.node_hash(known.get((level, at - 1), bytes(32)), current)
-        level, at = level + 1, at >> 1
-        nodes.append((level, at, current))
-    return record, nodes
-
-
-def _call(conn: psycopg.Connection[Any], record: Row, nodes: list[Node]) -> None:
-    columns = ([n[0] for n in nodes], [n[1] for n in nodes], [n[2] for n in nodes])
-    conn.execute(APPEND, (*record, *columns))
-
-
-def _filled(pg: Chain, count: int) -> None:
-    chain = pg.chain()
-    for n in range(count):
-        chain.append(CANARY, receipt(n=n))
 
 
 # --- privileges -------------------------------------------------------------------------------
@@ -157,7 +96,7 @@ def test_an_access_share_lock_held_by_the_appender_blocks_no_append_nor_chain_in
             idle.execute(f"LOCK TABLE floorguard.{table} IN ACCESS SHARE MODE")
         _filled(pg, 2)
         env = pg.env(pg.key_file.parent, FLOORGUARD_CHAIN_TIMEOUT="3")
-        done = test_chain_postgres.floorctl("chain", "init", "--url", pg.owner_url, env=env)
+        done = floorctl("chain", "init", "--url", pg.owner_url, env=env)
         assert done.returncode == 0, done.stderr
         idle.rollback()
     assert _verified(pg) == 3
@@ -171,7 +110,7 @@ def test_chain_init_again_revokes_what_earlier_inits_granted(pg: Chain) -> None:
         f' GRANT EXECUTE ON FUNCTION floorguard.take_lock() TO "{role}"'
     )
     env = pg.env(pg.key_file.parent)
-    done = test_chain_postgres.floorctl("chain", "init", "--url", pg.owner_url, env=env)
+    done = floorctl("chain", "init", "--url", pg.owner_url, env=env)
     assert done.returncode == 0, done.stderr
     for statement in ("INSERT INTO floorguard.tree VALUES (0, 0, '\\x00')",
                       "BEGIN; SELECT 1 FROM floorguard.append_lock FOR UPDATE; COMMIT",
@@ -316,7 +255,7 @@ def test_a_chain_whose_schema_predates_the_append_functions_names_chain_init(pg:
     with pytest.raises(ChainWriteError, match="run `floorctl chain init --url URL` again"):
         pg.chain().append(CANARY, receipt())
     env = pg.env(pg.key_file.parent)
-    done = test_chain_postgres.floorctl("chain", "init", "--url", pg.owner_url, env=env)
+    done = floorctl("chain", "init", "--url", pg.owner_url, env=env)
     assert done.returncode == 0, done.stderr
     _filled(pg, 1)
     assert _verified(pg) == 1

@@ -22,19 +22,15 @@ from typing import Any
 
 import psycopg
 import pytest
-import test_chain_postgres
 from helpers.chain_support import receipt
+from helpers.pg_chain import Chain, _call, _filled, _next, _verified
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_chain_postgres import Chain, _verified
-from test_chain_postgres_append_path import _call, _filled, _next
 
 from floorguard.chain import canonical_json
 from floorguard.chain_key import load_key
 from floorguard.chainstore.postgres import canonical_receipt_sql
 from floorguard.errors import FloorguardError
-
-pg = test_chain_postgres.pg
 
 
 @pytest.fixture

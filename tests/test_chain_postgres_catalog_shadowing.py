@@ -12,11 +12,8 @@ from __future__ import annotations
 
 import psycopg
 import pytest
-import test_chain_postgres
 from helpers.chain_support import receipt
-from test_chain_postgres import CANARY, Chain
-
-pg = test_chain_postgres.pg
+from helpers.pg_chain import CANARY, Chain
 
 
 def _appender(pg: Chain) -> psycopg.Connection[tuple[object, ...]]:

@@ -7,11 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import test_chain_postgres
 from helpers.chain_support import receipt
-from test_chain_postgres import CANARY, Chain, floorctl
-
-pg = test_chain_postgres.pg
+from helpers.pg_chain import CANARY, Chain, floorctl
 
 
 def _checkpoint(pg: Chain, folder: Path) -> tuple[int, str]:

@@ -21,15 +21,13 @@ from typing import Any
 
 import psycopg
 import pytest
-import test_chain_postgres
 from helpers.chain_support import receipt
-from test_chain_postgres import CANARY, Chain, _verified
+from helpers.pg_chain import CANARY, Chain, _verified, floorctl
 
 from floorguard.errors import ChainWriteError
 
 pytestmark = pytest.mark.fleet
 
-pg = test_chain_postgres.pg
 
 TIMEOUT = 5.0  # FLOORGUARD_CHAIN_TIMEOUT's default
 MARGIN = 1.5
@@ -186,7 +184,7 @@ def test_without_pg_signal_backend_init_says_what_to_grant_and_a_holder_refuses_
 ) -> None:
     pg.server.psql(f"REVOKE pg_signal_backend FROM {pg.owner}")
     env = pg.env(pg.key_file.parent)
-    done = test_chain_postgres.floorctl("chain", "init", "--url", pg.owner_url, env=env)
+    done = floorctl("chain", "init", "--url", pg.owner_url, env=env)
     assert done.returncode == 0, done.stderr
     assert f"GRANT pg_signal_backend TO {pg.owner}" in done.stdout
     pid = _take(hostile)
@@ -197,7 +195,7 @@ def test_without_pg_signal_backend_init_says_what_to_grant_and_a_holder_refuses_
     assert _alive(pg, pid)
     hostile.execute("ROLLBACK")
     pg.server.psql(f"GRANT pg_signal_backend TO {pg.owner}")
-    done = test_chain_postgres.floorctl("chain", "init", "--url", pg.owner_url, env=env)
+    done = floorctl("chain", "init", "--url", pg.owner_url, env=env)
     assert "GRANT pg_signal_backend" not in done.stdout
 
 

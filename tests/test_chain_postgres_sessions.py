@@ -22,15 +22,12 @@ from pathlib import Path
 
 import psycopg
 import pytest
-import test_chain_postgres
 from helpers.chain_support import receipt
+from helpers.pg_chain import CANARY, Chain
 from helpers.tree_support import assert_tree_matches_records
-from test_chain_postgres import CANARY, Chain
 
 from floorguard.chain import AuditChain
 from floorguard.errors import KeyFileError
-
-pg = test_chain_postgres.pg
 
 
 def _chain_at(pg: Chain, url: str, **extra: str) -> AuditChain:

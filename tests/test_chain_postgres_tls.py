@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from helpers.chain_support import receipt
 from helpers.cli import isolated_env
-from test_chain_postgres import CANARY, floorctl
+from helpers.pg_chain import CANARY, floorctl
 
 from floorguard.chain import AuditChain
 from floorguard.errors import ChainWriteError

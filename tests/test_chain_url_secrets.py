@@ -18,14 +18,12 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-import test_chain_postgres
 from helpers.cli import isolated_env
+from helpers.pg_chain import Chain, append, floorctl
 from hosts import Host, floor
 from probes.native import Run, native_agent
 
 from floorguard.chainstore.postgres import redact
-
-pg = test_chain_postgres.pg
 
 pytestmark = pytest.mark.fleet
 
@@ -193,8 +191,54 @@ def test_a_url_that_does_not_parse_is_shown_as_a_fixed_phrase(url: str) -> None:
     ids=["a setting's name", "a setting's value", "a stray word"],
 )
 def test_no_surface_shows_the_part_of_options_a_server_error_quotes(
-    pg: test_chain_postgres.Chain, host: Host, tmp_path: Path, options: str
+    pg: Chain, host: Host, tmp_path: Path, options: str
 ) -> None:
     url = f"{pg.url}&options={quote(options)}"
     for surface, text in _surfaces(url, host, tmp_path).items():
         assert "Sekr3tH0st1" not in text, f"{surface} shows part of options:\n{text}"
+
+
+# --- passwords in messages -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://app:Sup3rSecret@[::1/db",  # urlsplit refuses it: not redacted by URL rules
+        "postgresql://app@localhost/db?sslpassword=Sup3rSecret",
+        "postgresql://app:Sup3rSecret%zz@localhost/db",  # libpq quotes the bad token
+        "host=localhost password=Sup3r Secret dbname=db",  # libpq quotes the stray word
+        "host=localhost sslpassword=Sup3rSecret dbname=db",
+    ],
+)
+def test_a_password_in_the_url_never_appears_in_an_error_or_location(
+    url: str, tmp_path: Path
+) -> None:
+    assert "Sup3r" not in redact(url) and "Secret" not in redact(url)
+    env = isolated_env(tmp_path, FLOORGUARD_CHAIN_URL=url, FLOORGUARD_CHAIN_TIMEOUT="1",
+                       PGCONNECT_TIMEOUT="1")  # fmt: skip
+    for argv in (["chain", "export"], ["chain", "init", "--url", url]):
+        done = floorctl(*argv, env=env)
+        assert done.returncode == 1, done
+        assert "Sup3r" not in done.stderr + done.stdout
+        assert "Secret" not in done.stderr + done.stdout
+    done = append(env)
+    assert done.returncode == 1
+    assert "Sup3r" not in done.stderr and "Secret" not in done.stderr
+
+
+# --- secrets in the URL ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mark", ["#", "?"])
+def test_a_password_with_a_hash_or_question_mark_never_appears_in_the_refusal(
+    pg: Chain, tmp_path: Path, mark: str
+) -> None:
+    """The password is never shown (README). libpq reads a password holding '#' or '?' whole,
+    while urllib ends the netloc there: redact() must not print "postgresql://host-17:s3cr"."""
+    url = f"postgresql://host-17:s3cr{mark}Tpw@127.0.0.1:1/audit"
+    env = {**pg.env(tmp_path, FLOORGUARD_CHAIN_TIMEOUT="1"), "FLOORGUARD_CHAIN_URL": url}
+    done = append(env)
+    assert done.returncode == 1
+    assert "cannot append to the audit chain" in done.stderr
+    assert "s3cr" not in done.stderr, done.stderr

@@ -18,15 +18,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import test_chain_postgres
-from test_chain_postgres import Chain
-from test_review13_postgres import stalling_proxy
+from helpers.pg_chain import Chain, stalling_proxy
 
 from floorguard.chainstore import conninfo
 from floorguard.chainstore.postgres import PostgresStore
 from floorguard.errors import ChainError
-
-pg = test_chain_postgres.pg
 
 PASSWORD = "Cl3artext-Pw"
 SSL_REQUEST, GSS_REQUEST = 80877103, 80877104

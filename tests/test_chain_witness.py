@@ -27,11 +27,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import test_chain_postgres
 from helpers.chain_support import CANARY, receipt
 from helpers.cli import isolated_env
+from helpers.pg_chain import Chain, floorctl
 from hosts import Host, floor
-from test_chain_postgres import Chain, floorctl
 
 from floorguard import checkpoint
 from floorguard.chain import AuditChain
@@ -39,7 +38,6 @@ from floorguard.errors import ChainWriteError
 
 pytestmark = pytest.mark.fleet  # (a long PostgreSQL suite: run by .ci/run)
 
-pg = test_chain_postgres.pg
 
 APPEND = textwrap.dedent(
     """

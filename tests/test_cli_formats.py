@@ -19,7 +19,7 @@ from helpers.proof_support import (
     spawn_receipt,
     update_receipt,
 )
-from test_report_formats import assert_valid_sarif
+from helpers.sarif import assert_valid_sarif
 
 REPO = Path(__file__).resolve().parents[1]
 FORMATTED = ("json", "sarif", "markdown")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from helpers.cli import floorctl
-from test_quickstart import clean_copy, quick_start_commands
+from helpers.quickstart import clean_copy, quick_start_commands
 
 from floorguard import dsse
 

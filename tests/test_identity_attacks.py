@@ -1,6 +1,6 @@
-"""Attacks from an outside review of identification (issue 9): each one, against the first
-version of it, ran a below-floor agent, refused a legitimate at-floor one, or crashed the
-gate with no recorded decision. Every test asserts the promised behaviour.
+"""Attacks on identification: ways to run a below-floor agent, to have a legitimate at-floor
+one refused, or to crash the gate with no recorded decision. Every test asserts the
+promised behaviour.
 
 All agents are real files on disk (real venvs, real node scripts) that leave a marker file
 when they run; nothing is mocked.
@@ -515,7 +515,7 @@ def test_exec_of_a_missing_untracked_binary_records_no_allowance_and_prints_one_
     # (allowed) decision and logs it, then overrules it with a recorded refusal. The chain
     # says a spawn was allowed that never ran, and exec prints two lines for one refusal.
     done = exec_cli(host, "newagent-missing", "--", "x", PATH=str(tmp_path / "empty"))
-    assert done.returncode == 127  # not found: the shell's status (issue 11)
+    assert done.returncode == 127  # not found: the shell's status
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     verdicts = [r["receipt"]["verdict"] for r in host.chain_records()]
     assert verdicts == ["refuse"], verdicts

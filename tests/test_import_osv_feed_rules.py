@@ -7,6 +7,7 @@ in subprocesses over real files.
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 from typing import Any
@@ -194,3 +195,86 @@ def test_the_last_guard_refuses_bytes_the_feed_parser_refuses() -> None:
     assert "nothing written" in str(caught.value)
     feed["adapters"]["claude"]["advisories"][0]["severity"] = []
     assert feeds.parse_feed(osv.feed_bytes(feed, "out.json"), "out.json").floor_map
+
+
+MODULE = Path("generated/floorguard/floor_map.py")
+
+
+EMPTY_MODULE = '"""Host module."""\n\n# floor-map:begin\n# floor-map:end\n'
+
+
+class Project:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.dir = root / "project"
+        self.state = root / "state"
+        (self.dir / MODULE.parent).mkdir(parents=True)
+        (self.dir / MODULE).write_text(EMPTY_MODULE)
+
+    def put(self, name: str, document: Any) -> str:
+        (self.dir / name).write_text(json.dumps(document))
+        return name
+
+    def run(self, *args: str | Path) -> Any:
+        return floorctl(*args, cwd=self.dir, state=self.state)
+
+    @property
+    def module(self) -> Path:
+        return self.dir / MODULE
+
+    def receipt(self) -> dict[str, Any]:
+        envelope = json.loads((self.dir / "receipt.json").read_text())
+        predicate: dict[str, Any] = json.loads(base64.b64decode(envelope["payload"]))["predicate"]
+        return predicate
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Project:
+    return Project(tmp_path)
+
+
+def osv_record(record_id: str = "GHSA-aaaa-bbbb-cccc", **fields: Any) -> dict[str, Any]:
+    made: dict[str, Any] = {
+        "schema_version": "1.6.0",
+        "id": record_id,
+        "modified": "2025-06-01T12:00:00Z",
+        "summary": "Command injection in hooks",
+        "affected": [
+            {
+                "package": {"ecosystem": "npm", "name": CLAUDE},
+                "ranges": [{"type": "SEMVER", "events": [{"introduced": "0"}, {"fixed": "1.0.5"}]}],
+            }
+        ],
+    }
+    made.update(fields)
+    return made
+
+
+IMPORT_ACCEPTS_FEED_REFUSES = {
+    # OSV allows any score string; the feed allows only a CVSS vector or a word.
+    "severity score with a space": {"severity": [{"type": "CVSS_V3", "score": "7.5 HIGH"}]},
+    # OSV (and schemas/osv.schema.json) allow types a later 1.x adds; the feed lists four.
+    "severity type the feed does not list": {"severity": [{"type": "CVSS_V5", "score": "9.8"}]},
+    # The feed caps references and aliases at 64 per advisory; OSV does not.
+    "65 references": {
+        "references": [{"type": "WEB", "url": f"https://example.com/ref/{i}"} for i in range(65)]
+    },
+    "65 aliases": {"aliases": [f"CVE-2025-{10000 + i}" for i in range(65)]},
+}
+
+
+@pytest.mark.parametrize("case", sorted(IMPORT_ACCEPTS_FEED_REFUSES))
+def test_import_osv_never_writes_a_feed_that_validate_refuses(project: Project, case: str) -> None:
+    project.put("record.json", osv_record(**IMPORT_ACCEPTS_FEED_REFUSES[case]))
+    imported = project.run("import", "osv", "record.json", "--out", "feed.json")
+    if imported.returncode != 0:
+        # Refusing the record (naming the file and JSON path) is a fix too.
+        assert imported.returncode == 1, imported.stderr
+        assert "record.json" in imported.stderr and "$." in imported.stderr, imported.stderr
+        assert not (project.dir / "feed.json").exists()
+        return
+    # Written: then it is a schema-3 feed that validates and refreshes.
+    checked = project.run("validate", "feed.json")
+    assert checked.returncode == 0, checked.stderr
+    refreshed = project.run("refresh", "--feed", "feed.json", "--write")
+    assert refreshed.returncode == 0, refreshed.stderr

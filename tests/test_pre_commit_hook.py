@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,10 @@ from typing import Any
 import pytest
 import yaml
 from helpers.cli import isolated_env
+from helpers.release import (
+    SHIPPED_FEED,
+    SOURCE,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = """\
@@ -128,3 +133,27 @@ def test_the_documented_snippet_uses_this_hook() -> None:
     (entry,) = yaml.safe_load(snippet)["repos"]
     assert [h["id"] for h in entry["hooks"]] == [hook()["id"]]
     assert entry["rev"]
+
+
+@pytest.mark.slow
+def test_the_pre_commit_hook_leaves_no_file_in_the_repository(
+    tmp_path: Path,
+) -> None:
+    # The hook's documentation: it reads, never writes (a host repository ignores nothing).
+    repo = tmp_path / "repo"
+    (repo / "mod").mkdir(parents=True)
+    shutil.copyfile(SOURCE / "floorguard" / "floor_map.py", repo / "mod" / "floor_map.py")
+    shutil.copyfile(SHIPPED_FEED, repo / "feed.json")
+    (repo / "pyproject.toml").write_text(
+        '[tool.floorctl]\nfeeds = ["feed.json"]\nmodule = "mod/floor_map.py"\n'
+    )
+    git(repo, "init", "-q")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "host")
+    done = run_hook(repo, tmp_path / "state")
+    assert done.returncode == 0, done.stderr
+    status = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all"],
+        cwd=repo, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert status.stdout == ""

@@ -4,11 +4,16 @@ notices every change. Real virtual environments and files; nothing mocked."""
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from probes import real_venv, site_packages
+from hosts import Host, floor
+from probes import pip_install, real_venv, site_packages, write_executable
 
 from floorguard import identify
 
@@ -195,3 +200,176 @@ def test_an_archive_on_pythonpath_is_a_doubt(venv: tuple[Path, Path], tmp_path: 
     archive.write_bytes(b"PK\x05\x06" + b"\x00" * 18)
     doubts = paths(python, tmp_path, PYTHONPATH=str(archive)).doubts
     assert f"sys.path entry {archive} is a file (an archive whose modules are not read)" in doubts
+
+
+@pytest.fixture
+def host(tmp_path: Path) -> Host:
+    return Host(tmp_path / "h", {"aider": floor("0.60.0")})
+
+
+def _good_and_bad(tmp_path: Path) -> tuple[Path, Path, Path, Path]:
+    """aider-chat 0.70.0 installed in a venv (its console script), and a copy of an
+    installed aider-chat 0.50.0 (package and dist-info) to vendor somewhere."""
+    good_marker, bad_marker = tmp_path / "new-ran", tmp_path / "old-ran"
+    script = pip_install(
+        tmp_path / "good", dist="aider-chat", module="aider", version="0.70.0", marker=good_marker
+    )
+    pip_install(
+        tmp_path / "bad", dist="aider-chat", module="aider", version="0.50.0", marker=bad_marker
+    )
+    return script, good_marker, site_packages(tmp_path / "bad"), bad_marker
+
+
+def _vendor(bad_site: Path, into: Path) -> None:
+    into.mkdir(parents=True, exist_ok=True)
+    for entry in bad_site.iterdir():
+        if entry.name.startswith(("aider", "aider_chat")):
+            shutil.copytree(entry, into / entry.name)
+
+
+TWO_SPAWNS = r"""
+import json, os, sys
+import floorguard
+request = json.loads(sys.argv[1])
+results = []
+for extra in request["envs"]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONSAFEPATH"}
+    env.update(extra)
+    try:
+        child = floorguard.spawn("aider", ["task"], binary=request["binary"], env=env, stdout=-3)
+        child.wait(timeout=60)
+        results.append("started")
+    except floorguard.SpawnRefused as exc:
+        results.append("refused")
+print(json.dumps(results))
+"""
+
+
+def _plain_interpreter(prefix: Path) -> Path | None:
+    """A non-venv interpreter at ``prefix`` (a copy of this one, standard library linked
+    in, empty site-packages), as a system Python is laid out; None if it cannot be."""
+    import glob
+
+    real = Path(os.path.realpath(sys.executable))
+    stdlib = Path(sys.base_prefix) / "lib" / f"python3.{sys.version_info[1]}"
+    (prefix / "bin").mkdir(parents=True)
+    lib = prefix / "lib" / stdlib.name
+    (lib / "site-packages").mkdir(parents=True)
+    for entry in stdlib.iterdir():
+        if entry.name != "site-packages":
+            os.symlink(entry, lib / entry.name)
+    for shared in glob.glob(str(Path(sys.base_prefix) / "lib" / "libpython*")):
+        os.symlink(shared, prefix / "lib" / Path(shared).name)
+    python = prefix / "bin" / real.name
+    shutil.copy2(real, python)
+    os.symlink(python.name, prefix / "bin" / "python")
+    done = subprocess.run(
+        [str(python), "-c", "import sys; print(sys.prefix)"],
+        capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    return python if done.stdout.strip() == str(prefix) else None
+
+
+@pytest.mark.parametrize("pythonpath", ["vendor", os.pathsep + "/nonexistent"])
+def test_relative_and_empty_pythonpath_entries_are_resolved_as_the_interpreter_does(
+    host: Host, tmp_path: Path, pythonpath: str
+) -> None:
+    """README: the import "is resolved in the child's sys.path order as CPython builds it
+    (...; PYTHONPATH; ...)". CPython keeps a relative PYTHONPATH entry (made absolute
+    against the working directory) and turns an empty one into the working directory; the
+    gate must do the same, not drop both: the console script of aider 0.70.0 then imports a
+    vendored 0.50.0."""
+    script, _, bad_site, bad_marker = _good_and_bad(tmp_path)
+    workspace = tmp_path / "workspace"
+    _vendor(bad_site, workspace / "vendor" if pythonpath == "vendor" else workspace)
+    host.spawn(
+        adapter="aider", binary=str(script), argv=["task"], cwd=str(workspace),
+        child_env={"PYTHONPATH": pythonpath},
+    )  # fmt: skip
+    last = host.chain_records()[-1]["receipt"]
+    assert not bad_marker.exists(), f"aider 0.50.0 ran under: {last}"
+
+
+def test_options_on_a_shebang_line_are_one_argument_as_the_kernel_passes_them(
+    host: Host, tmp_path: Path
+) -> None:
+    """README: "-I, -E, -s, -S and PYTHONNOUSERSITE, also on a #! line, drop what they
+    drop". Linux passes everything after the interpreter on a #! line as ONE argument:
+    `#!/venv/bin/python -X utf8 -I` runs python with the -X option " utf8 -I", not
+    isolated. The gate must not split the line into words and believe -I (dropping the
+    script's folder from the search and judging the venv's aider 0.70.0): the script
+    imports the 0.50.0 beside it."""
+    _, _, bad_site, bad_marker = _good_and_bad(tmp_path)
+    tools = tmp_path / "tools"
+    _vendor(bad_site, tools)
+    python = tmp_path / "good" / "bin" / "python"
+    runner = write_executable(
+        tools / "run-agent",
+        f"#!{python} -X utf8 -I\nimport sys\nfrom aider.main import main\nsys.exit(main())\n",
+    )
+    probe = subprocess.run([str(runner), "task"], capture_output=True, text=True, check=False)
+    assert probe.returncode == 0 and bad_marker.exists(), probe.stderr  # what really runs
+    bad_marker.unlink()
+    host.spawn(adapter="aider", binary=str(runner), argv=["task"])
+    last = host.chain_records()[-1]["receipt"]
+    assert not bad_marker.exists(), f"aider 0.50.0 ran under: {last}"
+
+
+def test_a_long_lived_host_does_not_reuse_an_import_answer_across_pythonsafepath(
+    host: Host, tmp_path: Path
+) -> None:
+    """README: "an answer read from metadata is reused only while every metadata file and
+    folder it consulted is unchanged", and the search honours PYTHONSAFEPATH. A host spawns
+    a script that imports aider twice: first with PYTHONSAFEPATH=1 (the venv's 0.70.0 is
+    imported: permit, correctly), then without it (the script's folder, holding 0.50.0,
+    comes first). The second answer must not be the first one, from a cache keyed on PATH,
+    PYTHONPATH and HOME only."""
+    _, _, bad_site, bad_marker = _good_and_bad(tmp_path)
+    tools = tmp_path / "tools"
+    _vendor(bad_site, tools)
+    python = tmp_path / "good" / "bin" / "python"
+    runner = write_executable(
+        tools / "run-agent", f"#!{python}\nimport sys\nfrom aider.main import main\nmain()\n"
+    )
+    request = {"binary": str(runner), "envs": [{"PYTHONSAFEPATH": "1"}, {}]}
+    done = host.python("-c", TWO_SPAWNS, json.dumps(request))
+    assert done.returncode == 0, done.stderr
+    results = json.loads(done.stdout)
+    assert results[0] == "started", results
+    assert not bad_marker.exists(), f"aider 0.50.0 ran on the second spawn: {results}"
+
+
+def test_pythonhome_moves_the_site_packages_the_interpreter_imports_from(
+    host: Host, tmp_path: Path
+) -> None:
+    """PYTHONHOME (which the gate even hands its probe "so the probe loads the code the child
+    will") moves a system interpreter's prefix, and with it the site-packages it imports
+    from. The gate must resolve imports there too, not read aider-chat 0.70.0 from the
+    interpreter's own prefix and permit while the console script imports 0.50.0 from
+    $PYTHONHOME's site-packages."""
+    prefix = tmp_path / "usr"
+    if _plain_interpreter(prefix) is None:
+        pytest.skip("this interpreter cannot be relocated into a private prefix")
+    good_marker, bad_marker = tmp_path / "new-ran", tmp_path / "old-ran"
+    script = pip_install(
+        prefix, dist="aider-chat", module="aider", version="0.70.0", marker=good_marker
+    )
+    home = tmp_path / "otherhome"
+    stdlib = prefix / "lib" / f"python3.{sys.version_info[1]}"
+    lib = home / "lib" / stdlib.name
+    (lib / "site-packages").mkdir(parents=True)
+    for entry in stdlib.iterdir():
+        if entry.name != "site-packages":
+            os.symlink(os.readlink(entry), lib / entry.name)
+    (home / "bin").mkdir()
+    os.symlink(prefix / "bin" / "python", home / "bin" / "python")
+    pip_install(home, dist="aider-chat", module="aider", version="0.50.0", marker=bad_marker)
+    child_env = {"PYTHONHOME": str(home)}
+    which = subprocess.run(
+        [str(prefix / "bin" / "python"), "-c", "import aider; print(aider.__file__)"],
+        env={**os.environ, **child_env}, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert str(lib / "site-packages") in which.stdout  # what the interpreter really imports
+    host.spawn(adapter="aider", binary=str(script), argv=["task"], child_env=child_env)
+    last = host.chain_records()[-1]["receipt"]
+    assert not bad_marker.exists(), f"aider 0.50.0 ran under: {last}"

@@ -12,18 +12,12 @@ from pathlib import Path
 
 import pytest
 from helpers.cli import floorctl, isolated_env
+from helpers.quickstart import REPO, clean_copy, quick_start_commands
 
-REPO = Path(__file__).resolve().parents[1]
 INSTALL = "python -m pip install -e ./generated -e ."
 # What .ci/run runs verbatim; the README must show exactly this.
 TEST_COMMAND = "python -m pip install -e ./generated -e '.[test]' && python -m pytest -n auto"
 BIN = Path(sys.executable).parent
-
-
-def quick_start_commands() -> list[str]:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```sh\n(.+?)\n```", section)
 
 
 def readme_sample_output() -> list[str]:
@@ -31,20 +25,6 @@ def readme_sample_output() -> list[str]:
     section = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
     (sample,) = re.findall(r"```text\n(.+?)\n```", section, flags=re.DOTALL)
     return sample.splitlines()
-
-
-def clean_copy(destination: Path) -> Path:
-    """The files git tracks, as a fresh clone would have them."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True
-    ).stdout.split(b"\0")
-    for name in filter(None, listed):
-        source, target = REPO / name.decode(), destination / name.decode()
-        if source.is_file():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(source.read_bytes())
-            target.chmod(source.stat().st_mode)
-    return destination
 
 
 def run_main_job(project: Path, state: Path) -> subprocess.CompletedProcess[str]:

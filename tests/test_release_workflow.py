@@ -240,3 +240,73 @@ def test_the_host_check_step_fails_for_a_map_signed_by_another_key(checkout: Che
     done = checkout.run(by_name["Check the published map as a host would"], env)
     assert done.returncode == 1
     assert "not what a host would use" in done.stderr
+
+
+# --- the release recipe ------------------------------------------------------------------
+
+
+def test_the_release_recipe_refuses_a_receipt_name_that_would_set_variables_for_later_steps(
+    tmp_path: Path,
+) -> None:
+    # A copy of the valid receipt whose name carries newlines: written to $GITHUB_ENV as it
+    # was, it set BASH_ENV (a committed script sourced by every later step, which holds the
+    # release key and the upload token).
+    checkout = Checkout(tmp_path)
+    (checkout.root / "evil.sh").write_text("echo owned > owned.txt\n")
+    hostile = checkout.root / "receipts" / "z\nBASH_ENV=evil.sh\nX=y.json"
+    shutil.copyfile(checkout.receipt, hostile)
+    step = {step.get("name"): step for step in steps()}[
+        "Find the receipt that pins the map in force"
+    ]
+    done = checkout.run(step, load()["jobs"]["build"]["env"])
+    assert done.returncode == 1
+    assert "holds characters other than" in done.stderr
+    assert not (checkout.runner_temp / "github-env").exists()
+
+
+def test_the_release_recipe_with_no_receipt_at_all_says_so(tmp_path: Path) -> None:
+    # The unmatched glob is the literal "receipts/*.json": not a hostile name.
+    checkout = Checkout(tmp_path)
+    for receipt in (checkout.root / "receipts").iterdir():
+        receipt.unlink()
+    step = {step.get("name"): step for step in steps()}[
+        "Find the receipt that pins the map in force"
+    ]
+    done = checkout.run(step, load()["jobs"]["build"]["env"])
+    assert done.returncode == 1
+    assert "no signed update receipt in receipts pins the map in force" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("ref_type", "ref_name"),
+    [("tag", "floorguard-v0.2.0.1"), ("branch", "main"), ("tag", "floorguard-v0.2.0.2x")],
+)
+def test_the_release_recipe_stops_when_the_tag_names_another_version_than_it_built(
+    tmp_path: Path, ref_type: str, ref_name: str
+) -> None:
+    # The wheel is uploaded to PyPI, then the GitHub release is made for the tag: a tag for
+    # another version named the release wrongly, a branch run failed only after the upload.
+    checkout = Checkout(tmp_path)
+    job_env = {**load()["jobs"]["build"]["env"], "GITHUB_REF_TYPE": ref_type}
+    job_env["GITHUB_REF_NAME"] = ref_name
+    by_name = {step.get("name"): step for step in steps()}
+    assert (
+        checkout.run(by_name["Find the receipt that pins the map in force"], job_env).returncode
+        == 0
+    )
+    done = checkout.run(by_name["Build the wheel and sdist"], job_env)
+    assert done.returncode == 1
+    assert "run this workflow for the tag floorguard-v0.2.0.2" in done.stderr
+    assert not (checkout.root / "attestations").exists()
+
+
+def test_no_github_expression_is_spliced_into_the_release_recipes_shell() -> None:
+    # ${{ ... }} in run: is pasted into the script before bash sees it (a tag or ref name
+    # could run commands); values reach the shell through env only. (floor-refresh.yml's
+    # own test checks the same.)
+    document = load()
+    scripts = [
+        step["run"] for job in document["jobs"].values() for step in job["steps"] if "run" in step
+    ]
+    assert scripts
+    assert not [script for script in scripts if "${{" in script]

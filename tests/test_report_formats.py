@@ -13,28 +13,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pytest
 from helpers.advisory_maps import entry, extended_module
+from helpers.sarif import SCHEMA_FILE, assert_valid_sarif, sarif_validator
 
 from floorguard import active_map, doctor, report_formats
 
-SCHEMA_FILE = Path(__file__).parent / "assets" / "sarif-schema-2.1.0.json"
 SCHEMA_SHA256 = "ddddcccbf95c7c50c037b5b07eff4140556278ca574ff374db46786b5fce7949"
 OASIS_ID = (
     "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 )
-
-
-def sarif_validator() -> jsonschema.Draft4Validator:
-    schema = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
-    jsonschema.Draft4Validator.check_schema(schema)
-    return jsonschema.Draft4Validator(schema)
-
-
-def assert_valid_sarif(document: Any) -> None:
-    errors = sorted(sarif_validator().iter_errors(document), key=str)
-    assert not errors, [f"{list(e.absolute_path)}: {e.message}" for e in errors]
 
 
 def posture(*adapters: tuple[str, str]) -> dict[str, Any]:

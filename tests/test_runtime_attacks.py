@@ -1,6 +1,5 @@
-"""Attacks from an outside review of the runtime (issue 9): each broke a promise of the
-README or the contract before it was closed. Every test asserts the promised behaviour,
-with real processes and real files; nothing is mocked.
+"""Attacks on the runtime, each on a promise of the README or the contract. Every test
+asserts the promised behaviour, with real processes and real files; nothing is mocked.
 """
 
 from __future__ import annotations

@@ -9,64 +9,23 @@ import base64
 import hashlib
 import json
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives.serialization import load_pem_private_key, load_pem_public_key
-from helpers.cli import floorctl, isolated_env
 from helpers.proof_support import relink
+from helpers.tlog_support import (
+    ctl,
+    forked,
+    guard,
+    name_of,
+    ok,
+    witnessed,
+)
 
-from floorguard import checkpoint, merkle, tlog
-from floorguard.chain import ChainRecord, canonical_json, record_mac
+from floorguard import checkpoint, tlog
 
 pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
-
-FLOORGUARD = [sys.executable, "-m", "floorguard"]
-FEED = {
-    "schema_version": 1,
-    "adapters": {
-        "aider": {"min_safe_version": "0.60.0", "advisory_id": "BSA-0001", "note": "Upgrade."}
-    },
-}
-
-
-def ctl(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return floorctl(*args, cwd=root, state=root / "state")
-
-
-def guard(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*FLOORGUARD, *args], cwd=root, env=isolated_env(root / "state"),
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
-
-
-def ok(done: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done
-
-
-def preflights(root: Path, *versions: str) -> None:
-    code = (
-        "import floorguard, sys\n"
-        "for version in sys.argv[1:]:\n"
-        "    try:\n"
-        "        floorguard.preflight('aider', version=version)\n"
-        "    except floorguard.SpawnRefused:\n"
-        "        pass\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code, *versions], cwd=root, env=isolated_env(root / "state"),
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-
-
-def refresh(root: Path) -> None:
-    ok(ctl(root, "refresh", "--feed", "feed.json", "--module", "floor_map.py", "--write",
-           "--signing-key", "keys/signing.key", "--anchor"))  # fmt: skip
 
 
 def mth(leaves: list[bytes]) -> bytes:
@@ -75,22 +34,6 @@ def mth(leaves: list[bytes]) -> bytes:
         return hashlib.sha256(b"\x00" + leaves[0]).digest()
     k = 1 << ((len(leaves) - 1).bit_length() - 1)
     return hashlib.sha256(b"\x01" + mth(leaves[:k]) + mth(leaves[k:])).digest()
-
-
-@pytest.fixture(scope="module")
-def log(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("tlog")
-    ok(ctl(root, "keygen", "--out", "keys"))
-    (root / "floor_map.py").write_text("# floor-map:begin\n# floor-map:end\n")
-    (root / "feed.json").write_text(json.dumps(FEED))
-    refresh(root)
-    preflights(root, "0.61.0", "0.59.0", "0.62.1", "0.60.0")
-    ok(ctl(root, "chain", "checkpoint", "--signing-key", "keys/signing.key", "--out", "one.cp"))
-    preflights(root, "0.63.0", "0.50.0")
-    refresh(root)
-    preflights(root, "0.64.0", "0.61.5", "0.58.0")
-    ok(ctl(root, "chain", "checkpoint", "--signing-key", "keys/signing.key", "--out", "two.cp"))
-    return root
 
 
 def test_the_checkpoint_root_is_the_rfc_6962_hash_of_the_export_lines(log: Path) -> None:
@@ -235,41 +178,6 @@ def test_a_record_rewritten_in_the_chain_is_never_proven_consistent(
     assert "refusing to sign a checkpoint" in fork.stderr
 
 
-def forked(log: Path, folder: Path) -> tuple[Path, Path]:
-    """What a log operator holding every key can show for a rewritten record 1: a signed
-    checkpoint of the rewritten 11-record log and its best consistency proof from size 5
-    (the forked slice itself is written beside them, as fork.jsonl)."""
-    key = bytes.fromhex((log / "state" / "floorguard" / "chain.key").read_text().strip())
-    records = [
-        tlog.record_of_line(line) for line in ok(ctl(log, "chain", "export")).stdout.splitlines()
-    ]
-    lines, prev = [], None
-    for record in records:
-        receipt = dict(record.receipt)
-        if record.seq == 1:
-            receipt["version"] = "0.61.1"
-        receipt_id = "sha256:" + hashlib.sha256(canonical_json(receipt).encode()).hexdigest()
-        draft = ChainRecord(record.seq, record.ts, record.chain_id, record.event, receipt_id,
-                            receipt, prev or record.prev, "")  # fmt: skip
-        sealed = ChainRecord(**{**draft.__dict__, "mac": record_mac(key, draft.body_bytes())})
-        lines.append(sealed.to_json_line())
-        prev = sealed.digest()
-    tree = merkle.CompactRange()
-    levels: dict[tuple[int, int], bytes] = {}
-    for line in lines:
-        for level, index, value in tree.append(merkle.leaf_hash(line.encode())):
-            levels[level, index] = value
-    signer = load_pem_private_key((log / "keys" / "signing.key").read_bytes(), None)
-    cp = checkpoint.new_checkpoint(records[0].chain_id, 11, tree.root())
-    (folder / "fork.cp").write_text(checkpoint.sign(cp, signer))  # type: ignore[arg-type]
-    hashes = merkle.consistency_proof(5, 11, lambda level, index: levels[level, index])
-    proof = {"origin": cp.origin, "old_size": 5, "new_size": 11,
-             "hashes": [base64.b64encode(h).decode() for h in hashes]}  # fmt: skip
-    (folder / "fork-proof.json").write_text(json.dumps(proof))
-    (folder / "fork.jsonl").write_text("".join(line + "\n" for line in lines))
-    return folder / "fork.cp", folder / "fork-proof.json"
-
-
 def test_a_forked_log_fails_the_consistency_check_with_the_first_checkpoint(
     log: Path, tmp_path: Path
 ) -> None:
@@ -312,21 +220,6 @@ def test_an_old_format_checkpoint_is_named_as_such(log: Path, tmp_path: Path) ->
 # --- witnesses ------------------------------------------------------------------------------
 
 
-def witnessed(log: Path, state: Path, name: str = "w1") -> tuple[Path, Path]:
-    """Witness ``name`` (keys in ``log/<name>``) cosigns one.cp (its first), then two.cp."""
-    if not (log / name).exists():
-        ok(ctl(log, "keygen", "--out", name))
-    ok(ctl(log, "chain", "consistency", "--old", "one.cp", "--new", "one.cp", "--out", "c11.json"))
-    ok(ctl(log, "chain", "consistency", "--old", "one.cp", "--new", "two.cp", "--out", "c12.json"))
-    first, second = state.parent / f"{name}-one.cp", state.parent / f"{name}-two.cp"
-    for old, new, proof, out in (("one.cp", "one.cp", "c11.json", first),
-                                 ("one.cp", "two.cp", "c12.json", second)):  # fmt: skip
-        ok(ctl(log, "witness", "cosign", "--old", old, "--new", new, "--proof", proof,
-               "--key", f"{name}/signing.key", "--pubkey", "keys/signing.pub",
-               "--state", str(state), "--out", str(out)))  # fmt: skip
-    return first, second
-
-
 def test_a_witness_cosigns_a_consistent_checkpoint_in_the_c2sp_form(
     log: Path, tmp_path: Path
 ) -> None:
@@ -346,10 +239,6 @@ def test_a_witness_cosigns_a_consistent_checkpoint_in_the_c2sp_form(
     public.verify(raw[12:], f"cosignature/v1\ntime {stamp}\n{body}".encode())  # type: ignore[call-arg,union-attr]
     state = json.loads((tmp_path / "state" / f"{name_of(log)}.json").read_text())
     assert state["size"] == 11
-
-
-def name_of(log: Path) -> str:
-    return (log / "two.cp").read_text().splitlines()[0].removeprefix("floorguard/")
 
 
 def test_verifiers_count_only_checkpoints_with_the_required_witnesses(

@@ -1,6 +1,6 @@
-"""Attacks from an outside review of the toolchain (issue 9): verify receipt, verify chain,
-refresh, outputs. Each one broke a promise of the README before it was closed; each test
-asserts the promise. Real CLIs in subprocesses, real files.
+"""Attacks on the toolchain (verify receipt, verify chain, refresh, outputs), each on a
+promise of the README; each test asserts the promise. Real CLIs in subprocesses, real
+files.
 """
 
 from __future__ import annotations

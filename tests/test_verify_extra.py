@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from helpers.published_site import NEWER, Site, document
 from hosts import Host, floor, map_module, write_script
-from test_published_map import NEWER, Site, document
 
 WITHOUT_CRYPTOGRAPHY = r"""
 import json, sys

@@ -12,7 +12,6 @@ The figures are printed (``-s`` shows them); the assertion allows for noisy shar
 from __future__ import annotations
 
 import os
-import secrets
 import statistics
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from pathlib import Path
 
 import pgserver
 import pytest
+from helpers.bench_chain import SPAWN, _database, _receipt
 from helpers.cli import isolated_env
 
 from floorguard.chain import AuditChain
@@ -29,40 +29,6 @@ from floorguard.chain import AuditChain
 pytestmark = pytest.mark.perf
 
 server = pytest.fixture(scope="module")(pgserver.provide)
-SPAWN = "adapter.spawn_preflight_receipt"
-
-
-def _receipt(n: int) -> dict[str, object]:
-    return {
-        "kind": SPAWN, "schema_version": 1, "ts": "2026-11-30T03:05:18.123456Z",
-        "adapter": "aider", "binary": "/usr/local/bin/aider", "version": f"0.59.{n % 100}",
-        "detected_by": "--version", "floor": "0.60.0", "advisory_id": "BSA-0001",
-        "verdict": "refuse", "reason": "aider is below its floor 0.60.0 (BSA-0001)",
-        "policy": "block", "floor_map_hash": "sha256:" + "ab" * 32, "n": n,
-    }  # fmt: skip
-
-
-def _database(server: pgserver.PgServer, tmp_path: Path) -> dict[str, str]:
-    """A fresh initialised chain database; the appending host's environment."""
-    tag = secrets.token_hex(4)
-    owner, appender, database = f"own_{tag}", f"app_{tag}", f"bench_{tag}"
-    server.psql(f"CREATE ROLE {owner} LOGIN CREATEROLE; CREATE ROLE {appender} LOGIN")
-    server.psql(f"CREATE DATABASE {database} OWNER {owner}")
-    key = tmp_path / "fleet" / "chain.key"
-    env = isolated_env(tmp_path / "fleet", FLOORGUARD_CHAIN_KEY_FILE=str(key))
-    done = subprocess.run(
-        [sys.executable, "-m", "floorctl", "chain", "init", "--grant", appender,
-         "--url", server.url(owner, database)],
-        env=env, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    env["FLOORGUARD_CHAIN_URL"] = server.url(appender, database)
-    server.psql(
-        "CREATE TABLE bare (seq bigint PRIMARY KEY, ts text, chain_id text, event text,"
-        f" receipt_id text, receipt text, prev text, mac text); GRANT ALL ON bare TO {appender}",
-        user=owner, database=database,
-    )  # fmt: skip
-    return env
 
 
 def test_bench_postgres_append_against_a_bare_insert_and_commit(

@@ -19,8 +19,7 @@ from pathlib import Path
 
 import pgserver
 import pytest
-from test_bench_chain import _receipt
-from test_bench_chain_postgres import _database
+from helpers.bench_chain import _database, _receipt
 
 from floorguard.chain import AuditChain
 from floorguard.chain_view import ChainViews

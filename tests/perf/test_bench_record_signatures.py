@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pgserver
 import pytest
-from test_bench_chain_postgres import SPAWN, _database, _receipt
+from helpers.bench_chain import SPAWN, _database, _receipt
 
 from floorctl import keys
 from floorguard import record_signature

@@ -1,7 +1,5 @@
-"""Review 10 (final): attacks on the real-advisory promises, through the real CLIs only.
-
-Each test here fails while the attack succeeds.
-"""
+"""A local build of a listed version (PEP 440 ``+local``) is that version: the gate refuses it,
+the doctor reports it and ``verify chain`` proves the refusal, through the real CLIs."""
 
 from __future__ import annotations
 
@@ -15,9 +13,10 @@ from pathlib import Path
 import pytest
 from probes.native import native_program
 
-pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
+pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
+
 FLOORCTL = [sys.executable, "-m", "floorctl"]
 
 
@@ -118,9 +117,9 @@ def test_doctor_reports_local_build_of_affected_aider(tmp_path: Path) -> None:
 def test_verify_chain_proves_the_refusal_of_a_local_build_of_a_listed_version(
     tmp_path: Path,
 ) -> None:
-    """The runtime's record for aider 0.64.0+local (listed affected, PEP 440) is a refusal
-    now, and the slice holding it is proven. (A forged permit of such a version is a
-    violation: test_runtime_advisories.py,
+    """The runtime's record for aider 0.64.0+local (listed affected, PEP 440) is a refusal,
+    and the slice holding it is proven. (A forged permit of such a version is a violation:
+    test_runtime_advisories.py,
     test_window_proof_refuses_a_permit_of_a_local_build_inside_an_advisory.)"""
     site = _site_with_example_v3(tmp_path)
     _preflight(tmp_path, site, "aider", "0.64.0+local")

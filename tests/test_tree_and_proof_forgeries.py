@@ -1,6 +1,8 @@
-"""Review of issue 12 (the transparency log), Merkle tree and proofs: attacks on the stored
-tree, ``floorctl chain prove`` / ``chain consistency`` and both ``verify inclusion``
-commands, each named after the attack it stops. Real CLIs in subprocesses, real databases."""
+"""The chain's stored Merkle tree and the proofs made from it, under forgery: a tree larger
+than the chain, stored nodes that are not 32-byte hashes or planted for the next record,
+and proof inputs that are not canonical, of another type, too deep or beyond the tree are
+refused in words by ``floorctl chain prove`` / ``chain consistency`` and both ``verify``
+CLIs. Real CLIs in subprocesses, real databases."""
 
 from __future__ import annotations
 
@@ -13,13 +15,12 @@ from pathlib import Path
 
 import pytest
 from helpers.cli import isolated_env
-from test_tlog_e2e import ctl, guard, ok
+from helpers.tlog_support import ctl, guard, ok
 
 from floorguard import merkle
 
-pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
+pytestmark = pytest.mark.slow
 
-FLOORGUARD = [sys.executable, "-m", "floorguard"]
 CODE = (
     "import floorguard, sys\n"
     "for version in sys.argv[1:]:\n"
@@ -78,6 +79,17 @@ def forge_leaf_seven(path: Path) -> None:
         execute(path, "INSERT INTO tree (level, idx, hash) VALUES (?, ?, ?)", level, index, value)
 
 
+def _record_variants(line: str) -> dict[str, str]:
+    record = json.loads(line)
+    reordered = json.dumps(dict(reversed(list(record.items()))), separators=(",", ":"))
+    return {
+        "spaced": json.dumps(record),
+        "reordered keys": reordered,
+        "duplicate seq": line[:-1] + ',"seq":4}',
+        "escaped ascii": line.replace('"event":"adapter', '"event":"\\u0061dapter'),
+    }
+
+
 @pytest.mark.parametrize("alteration", ["leaf beyond the records", "records deleted"])
 @pytest.mark.parametrize("command", ["prove", "consistency"])
 def test_a_tree_larger_than_the_chain_yields_no_proof_of_records_it_does_not_hold(
@@ -120,17 +132,6 @@ def test_an_append_never_hashes_a_stored_subtree_that_is_not_a_32_byte_hash(
             "SELECT max(seq), (SELECT max(idx) FROM tree) FROM records"
         ).fetchone() == (6, 6)
     conn.close()
-
-
-def _record_variants(line: str) -> dict[str, str]:
-    record = json.loads(line)
-    reordered = json.dumps(dict(reversed(list(record.items()))), separators=(",", ":"))
-    return {
-        "spaced": json.dumps(record),
-        "reordered keys": reordered,
-        "duplicate seq": line[:-1] + ',"seq":4}',
-        "escaped ascii": line.replace('"event":"adapter', '"event":"\\u0061dapter'),
-    }
 
 
 @pytest.mark.parametrize("variant", ["spaced", "reordered keys", "duplicate seq", "escaped ascii"])

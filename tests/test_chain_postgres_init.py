@@ -1,0 +1,213 @@
+"""``floorctl chain init``: over a schema another role made, twice at once, again while hosts
+append, with databases and roles of unusual names; it never leaves a login appender role."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pgserver
+import psycopg
+import pytest
+from helpers.chain_support import receipt
+from helpers.cli import isolated_env
+from helpers.pg_chain import (
+    CANARY,
+    Chain,
+    _appending,
+    _verified,
+    append,
+    floorctl,
+)
+
+from floorguard.chainstore.postgres import (
+    APPENDER_ROLE,
+    appender_role,
+)
+
+pytestmark = pytest.mark.fleet
+
+# --- chain init over a schema someone else made ----------------------------------------------
+
+
+def test_chain_init_as_superuser_refuses_a_schema_another_role_made_first(pg: Chain) -> None:
+    # A role that may create schemas makes floorguard's tables first, without the triggers:
+    # it owns them, so it could rewrite every record the fleet appends.
+    squatter = f"squat_{pg.database}"
+    database = f"{pg.database}_b"
+    pg.server.psql(f"CREATE ROLE {squatter} LOGIN")
+    pg.server.psql(f"CREATE DATABASE {database} OWNER {squatter}")
+    pg.server.psql(
+        "CREATE SCHEMA floorguard;"
+        " CREATE TABLE floorguard.meta (key text PRIMARY KEY, value text NOT NULL);"
+        " CREATE TABLE floorguard.records (seq bigint PRIMARY KEY, ts text NOT NULL,"
+        " chain_id text NOT NULL, event text NOT NULL, receipt_id text NOT NULL,"
+        " receipt text NOT NULL, prev text NOT NULL, mac text NOT NULL);"
+        " CREATE TABLE floorguard.tree (level integer NOT NULL, idx bigint NOT NULL,"
+        " hash bytea NOT NULL, PRIMARY KEY (level, idx))",
+        user=squatter,
+        database=database,
+    )
+    env = isolated_env(pg.key_file.parent, FLOORGUARD_CHAIN_KEY_FILE=str(pg.key_file))
+    done = floorctl("chain", "init", "--url", pg.server.url("postgres", database), env=env)
+    assert done.returncode == 1, done.stdout
+    assert squatter in done.stderr and "owned by" in done.stderr
+
+
+def test_two_chain_inits_at_once_both_succeed_with_one_chain_and_one_key(
+    server: object, tmp_path: Path
+) -> None:
+    assert isinstance(server, pgserver.PgServer)
+    database = f"twice_{os.getpid()}_{time.monotonic_ns() % 10**6}"
+    server.psql(f"CREATE DATABASE {database}")
+    env = isolated_env(tmp_path, FLOORGUARD_CHAIN_KEY_FILE=str(tmp_path / "fleet.key"))
+    argv = [sys.executable, "-m", "floorctl", "chain", "init", "--url",
+            server.url("postgres", database)]  # fmt: skip
+    runs = [subprocess.Popen(argv, env=env, text=True, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE) for _ in range(2)]  # fmt: skip
+    outcomes = [(run.wait(timeout=60), run.communicate()[1]) for run in runs]
+    assert [code for code, _ in outcomes] == [0, 0], outcomes
+    meta = server.psql("SELECT string_agg(key, ',' ORDER BY key) FROM floorguard.meta",
+                       database=database)  # fmt: skip
+    assert meta == "chain_id,format,key_check,lock_hold_limit_ms"
+
+
+# --- the append-only rules and the roles ---------------------------------------------------
+
+
+def test_chain_init_never_leaves_a_login_appender_role(server: object, tmp_path: Path) -> None:
+    """Chain init makes the NOLOGIN role floorguard_appender_DATABASE (README); a role of that
+    name made beforehand with LOGIN and a password (by anyone with CREATEROLE) is refused,
+    never reused as it is and given SELECT and INSERT on the chain."""
+    assert isinstance(server, pgserver.PgServer)
+    database = f"pre_{time.monotonic_ns() % 10**9}"
+    role = appender_role(database)
+    server.psql(f"CREATE DATABASE {database}")
+    server.psql(f"CREATE ROLE \"{role}\" LOGIN PASSWORD 'known-to-the-intruder'")
+    try:
+        env = isolated_env(tmp_path, FLOORGUARD_CHAIN_KEY_FILE=str(tmp_path / "fleet.key"))
+        done = floorctl("chain", "init", "--url", server.url("postgres", database), env=env)
+        can_login = server.psql(f"SELECT rolcanlogin FROM pg_roles WHERE rolname = '{role}'")  # noqa: S608
+        assert done.returncode != 0 or can_login == "f", (done.stdout, can_login)
+        assert f"the role {role} exists and can log in" in done.stderr
+    finally:
+        server.psql(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
+        server.psql(f'DROP ROLE IF EXISTS "{role}"')
+
+
+# --- one appender role per database ------------------------------------------------------------
+
+
+def test_a_database_named_after_the_digest_of_a_long_name_shares_that_chains_appender_role(
+    pg: Chain, tmp_path: Path
+) -> None:
+    """Each database gets its own appender role, so a host of one chain cannot append to
+    another chain in the cluster (README). A long database name is hashed to
+    floorguard_appender-<hex>, a form no database name gives: a database named after the
+    digest of a long name must not share that chain's role through `chain init`."""
+    tag = secrets.token_hex(3)
+    long_db = f"chain_long_{tag}_" + "x" * 40  # > 43 bytes: its role name is hashed
+    role = appender_role(long_db)
+    short_db = role[len(APPENDER_ROLE) + 1 :]  # a database named like that digest
+    assert appender_role(short_db) != role  # no collision
+    owner_a, owner_b, host_b = f"own_a_{tag}", f"own_b_{tag}", f"host_b_{tag}"
+    pg.server.psql(f"CREATE ROLE {owner_a} LOGIN CREATEROLE; CREATE ROLE {owner_b} LOGIN "
+                   f"CREATEROLE; CREATE ROLE {host_b} LOGIN")  # fmt: skip
+    pg.server.psql(f'CREATE DATABASE "{long_db}" OWNER {owner_a}')
+    pg.server.psql(f'CREATE DATABASE "{short_db}" OWNER {owner_b}')
+    try:
+        env_a = isolated_env(tmp_path / "a", FLOORGUARD_CHAIN_KEY_FILE=str(tmp_path / "a.key"))
+        done = floorctl("chain", "init", "--url", pg.server.url(owner_a, long_db), env=env_a)
+        assert done.returncode == 0, done.stderr
+        env_b = isolated_env(tmp_path / "b", FLOORGUARD_CHAIN_KEY_FILE=str(tmp_path / "b.key"))
+        done = floorctl("chain", "init", "--url", pg.server.url(owner_b, short_db),
+                        "--grant", host_b, env=env_b)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        # Chain B's host, granted only chain B's appender role, against chain A:
+        with pytest.raises(RuntimeError, match="permission denied"):
+            pg.server.psql("INSERT INTO floorguard.tree VALUES (40, 0, '\\x00')",
+                           user=host_b, database=long_db)  # fmt: skip
+    finally:
+        for db in (long_db, short_db):
+            with contextlib.suppress(Exception):
+                pg.server.psql(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+
+
+# --- roles with unusual names ------------------------------------------------------------------
+
+
+def test_a_login_role_with_quotes_and_capitals_is_granted_and_appends(
+    pg: Chain, tmp_path: Path
+) -> None:
+    """--grant takes the role's exact name (quoted as an identifier, no SQL built from it): a
+    role named Host "17"; DROP is granted, appends, and nothing else ran."""
+    name = 'Host "17"; DROP'
+    pg.server.psql('CREATE ROLE "Host ""17""; DROP" LOGIN')
+    env = isolated_env(pg.key_file.parent, FLOORGUARD_CHAIN_KEY_FILE=str(pg.key_file))
+    done = floorctl("chain", "init", "--url", pg.owner_url, "--grant", name, env=env)
+    assert done.returncode == 0, done.stderr
+    url = pg.server.url("Host%20%2217%22%3B%20DROP", pg.database)
+    env = {**pg.env(tmp_path / "h"), "FLOORGUARD_CHAIN_URL": url}
+    done = append(env)
+    assert done.returncode == 0, done.stderr
+
+
+def test_chain_init_run_again_while_hosts_append_refuses_no_append(pg: Chain) -> None:
+    """README "chain init ... creates, idempotently" / "--grant gives it to existing login
+    roles" and "a decision is returned only after COMMIT": the owner re-running `chain init
+    --grant NEW_HOST` while three appenders run must succeed each time, and no spawn may be
+    refused. init takes the appenders' row lock before any DDL: its DDL takes SHARE ROW
+    EXCLUSIVE on records, then tree, then append_lock, while an append holds the row lock and
+    takes ROW EXCLUSIVE on the tables of its INSERT, so a lock-order inversion would be a
+    deadlock the server resolves by aborting one (a refused spawn or init, "deadlock
+    detected")."""
+    stop = threading.Event()
+    errors: list[str] = []
+    done: list[int] = []
+    workers = [_appending(pg, stop, errors, done, f"h{i}") for i in range(3)]
+    inits: list[str] = []
+    try:
+        time.sleep(0.5)
+        for i in range(8):
+            host = f"late_{secrets.token_hex(3)}"
+            pg.server.psql(f"CREATE ROLE {host} LOGIN")
+            env = isolated_env(pg.key_file.parent / f"init{i}",
+                               FLOORGUARD_CHAIN_KEY_FILE=str(pg.key_file))  # fmt: skip
+            res = floorctl("chain", "init", "--url", pg.owner_url, "--grant", host, env=env)
+            if res.returncode != 0:
+                inits.append(res.stderr.strip())
+    finally:
+        stop.set()
+        for worker in workers:
+            worker.join(30)
+    assert done, "no append went through"
+    assert not errors, f"{len(errors)} appends refused during chain init: {errors[:2]}"
+    assert not inits, f"chain init refused while hosts append: {inits[:2]}"
+    assert _verified(pg) == len(done)
+
+
+def test_an_append_waiting_behind_a_pending_init_is_not_refused(pg: Chain) -> None:
+    """A non-appender cannot block init's SHARE ROW EXCLUSIVE directly, but the owner's own
+    long read (e.g. `chain export` of a big chain piped to a slow consumer) holds ACCESS
+    SHARE only, which init does not conflict with: init during an open owner read must
+    neither wait nor make appends wait beyond the timeout."""
+    chain = pg.chain(FLOORGUARD_CHAIN_TIMEOUT="2")
+    try:
+        chain.append(CANARY, receipt(n=0))
+        with psycopg.connect(pg.owner_url) as reader:
+            reader.execute("BEGIN; SELECT count(*) FROM floorguard.records")
+            env = isolated_env(pg.key_file.parent / "init",
+                               FLOORGUARD_CHAIN_KEY_FILE=str(pg.key_file),
+                               FLOORGUARD_CHAIN_TIMEOUT="2")  # fmt: skip
+            res = floorctl("chain", "init", "--url", pg.owner_url, env=env)
+            assert res.returncode == 0, res.stderr
+            chain.append(CANARY, receipt(n=1))
+    finally:
+        chain.close()
+    assert _verified(pg) == 2

@@ -1,0 +1,103 @@
+"""An error or warning is one line: text from a file name, a map or an argument cannot forge
+a second ``floorguard: error:`` line on stderr."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from helpers.cli import floorctl, isolated_env
+
+EMPTY_MODULE = '"""host module"""\n\n# floor-map:begin\n# floor-map:end\n'
+
+
+def feed_v1(**floors: str) -> str:
+    adapters = {
+        name: {"min_safe_version": value, "advisory_id": "BSA-0001", "note": "n"}
+        for name, value in floors.items()
+    }
+    return json.dumps({"schema_version": 1, "adapters": adapters})
+
+
+def ok(done: subprocess.CompletedProcess[str]) -> None:
+    assert done.returncode == 0, done.stderr
+
+
+FORGED = "floorguard: error: FORGED"
+
+
+def _forged(stderr: str, prefix: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith(prefix + ": error: FORGED")]
+
+
+def floorguard_cli(
+    *args: str | Path, cwd: Path, env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "floorguard", *map(str, args)],
+        capture_output=True, text=True, cwd=cwd, env=env, timeout=120, check=False,
+    )  # fmt: skip
+
+
+def test_floorguard_verify_receipt_map_mismatch_cannot_forge_a_line(tmp_path: Path) -> None:
+    """README: "Error lines escape control characters, so a file name cannot add a line of
+    its own." `python -m floorguard verify receipt R --floor-map M` prints its hash
+    mismatch with the receipt's name escaped."""
+    state = tmp_path / "s"
+    (tmp_path / "m.py").write_text(EMPTY_MODULE)
+    (tmp_path / "other.py").write_text(EMPTY_MODULE)
+    (tmp_path / "a.json").write_text(feed_v1(aider="0.60.0"))
+    (tmp_path / "b.json").write_text(feed_v1(aider="0.70.0"))
+    ok(floorctl("keygen", "--out", "k", cwd=tmp_path, state=state))
+    receipt = "r\n" + FORGED + ".json"
+    ok(floorctl("refresh", "--feed", "a.json", "--module", "m.py", "--write", "--receipt-out",
+                receipt, "--signing-key", "k/signing.key", cwd=tmp_path, state=state))  # fmt: skip
+    ok(floorctl("refresh", "--feed", "b.json", "--module", "other.py", "--write", cwd=tmp_path,
+                state=state))  # fmt: skip
+    done = floorguard_cli(
+        "verify", "receipt", receipt, "--pubkey", "k/signing.pub", "--floor-map", "other.py",
+        cwd=tmp_path, env=isolated_env(state),
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert _forged(done.stderr, "floorguard") == [], done.stderr
+
+
+def test_floorguard_usage_errors_cannot_forge_a_line(tmp_path: Path) -> None:
+    """`python -m floorguard verify chain SLICE EXTRA`: argparse's "unrecognized arguments:
+    ..." names the argument (a file name) escaped."""
+    done = floorguard_cli(
+        "verify", "chain", "slice.jsonl", "x\n" + FORGED, cwd=tmp_path,
+        env=isolated_env(tmp_path / "s"),
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert _forged(done.stderr, "floorguard") == [], done.stderr
+
+
+def test_floorctl_warnings_cannot_forge_a_line_from_a_feed_file_name(tmp_path: Path) -> None:
+    """README: "a file name cannot add a line of its own". Two feeds that disagree make
+    refresh warn, naming each feed file: a feed named "a\nfloorctl: error: ..." must add no
+    error line of its own."""
+    (tmp_path / "m.py").write_text(EMPTY_MODULE)
+    (tmp_path / "a.json").write_text(feed_v1(aider="0.60.0"))
+    name = "b\nfloorctl: error: FORGED.json"
+    (tmp_path / name).write_text(feed_v1(aider="0.70.0"))
+    done = floorctl(
+        "refresh", "--feed", "a.json", "--feed", name, "--module", "m.py",
+        cwd=tmp_path, state=tmp_path / "s",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert _forged(done.stderr, "floorctl") == [], done.stderr
+
+
+def test_the_published_map_fallback_warning_cannot_forge_a_line(tmp_path: Path) -> None:
+    """`python -m floorguard exec` (and every host) prints why FLOORGUARD_FLOOR_MAP is not
+    used, naming the file: a folder named "x\nfloorguard: error: ..." must forge no line on
+    the host's stderr beside exec's "one line"."""
+    folder = tmp_path / ("x\n" + FORGED)
+    folder.mkdir()
+    env = isolated_env(tmp_path / "s", FLOORGUARD_FLOOR_MAP=str(folder / "floor-map.json"))
+    done = floorguard_cli("exec", "true", cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    assert _forged(done.stderr, "floorguard") == [], done.stderr
