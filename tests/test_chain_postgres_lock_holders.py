@@ -262,7 +262,7 @@ def test_many_sessions_of_another_host_taking_turns_under_a_quarter_cannot_starv
     other = f"{pg.appender}_relay"
     pg.server.psql(f"CREATE ROLE {other} LOGIN")
     env = pg.env(pg.key_file.parent)
-    done = test_chain_postgres.floorctl("chain", "init", "--url", pg.owner_url, "--grant", other,
+    done = floorctl("chain", "init", "--url", pg.owner_url, "--grant", other,
                                         env=env)  # fmt: skip
     assert done.returncode == 0, done.stderr
     pg.chain().append(CANARY, receipt())
