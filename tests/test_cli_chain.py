@@ -278,7 +278,7 @@ def test_export_over_a_file_the_chain_is_kept_in_is_refused_and_changes_nothing(
     records = run([*FLOORCTL, "chain", "export"], home).stdout
     done = run([*EXPORTERS[tool], "--out", str(home / target)], home)
     assert done.returncode == 1
-    assert "refusing to write over a file the audit chain is kept in" in done.stderr
+    assert "a file floorguard keeps the audit chain or this host's map record in" in done.stderr
     assert (home / "chain.key").read_bytes() == key
     assert (home / "chain.sqlite3").read_bytes().startswith(b"SQLite format 3\x00")
     again = run([*FLOORCTL, "chain", "export"], home)
@@ -298,5 +298,22 @@ def test_every_chain_output_over_the_chains_key_is_refused(home: Path, tmp_path:
     ):
         done = run(argv, home)
         assert done.returncode == 1, done.stderr
-        assert "refusing to write over a file the audit chain is kept in" in done.stderr
+        assert "a file floorguard keeps the audit chain or this host's map record in" in done.stderr
     assert key.read_bytes() == before and link.is_symlink()
+
+
+def test_no_output_of_floorctl_is_written_over_a_file_the_chain_is_kept_in(
+    home: Path, tmp_path: Path
+) -> None:
+    feed = Path(__file__).resolve().parents[1] / "feeds" / "example.v1.json"
+    module = tmp_path / "floor_map.py"
+    assert run([*FLOORCTL, "init", "--module", str(module)], home).returncode == 0
+    records = run([*FLOORCTL, "chain", "export"], home).stdout
+    done = run(
+        [*FLOORCTL, "refresh", "--module", str(module), "--feed", str(feed), "--write",
+         "--receipt-out", str(home / "chain.sqlite3")],
+        home,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert f"refusing to write over {home / 'chain.sqlite3'}" in done.stderr
+    assert run([*FLOORCTL, "chain", "export"], home).stdout == records

@@ -111,7 +111,7 @@ def checkpoint_command(signing_key: Path | None, out: Path | None, as_json: bool
     """
     audit = AuditChain.from_env()
     if out is not None:
-        audit.refuse_output_over_own_files(out)
+        atomic.refuse_kept_file(out)
     statement, note, public = _signed(audit, signing_key, None)
     if out is not None:
         _write_atomically(out, note.splitlines())
@@ -181,7 +181,7 @@ def export(
     audit = AuditChain.from_env()
     for given in (checkpoint_out, inclusion_out):
         if given is not None:
-            audit.refuse_output_over_own_files(given)
+            atomic.refuse_kept_file(given)
     try:
         exported = export_slice(audit, since, until, out)
     except BrokenPipeError:
@@ -267,7 +267,7 @@ def prove(
         raise click.UsageError("give exactly one of --receipt-id and --seq")
     audit = AuditChain.from_env()
     if out is not None:
-        audit.refuse_output_over_own_files(out)
+        atomic.refuse_kept_file(out)
     cp = _read_checkpoint(checkpoint_file) if checkpoint_file is not None else None
     proof = tlog.prove_inclusion(audit, seq=seq, receipt_id=receipt_id, checkpoint=cp)
     _emit_proof(tlog.proof_text(proof), out, f"the inclusion proof of record {proof.leaf_index}")
@@ -289,7 +289,7 @@ def consistency(old_file: Path, new_file: Path | None, out: Path | None) -> None
     one's records unchanged as its first records (`floorctl verify consistency`)."""
     audit = AuditChain.from_env()
     if out is not None:
-        audit.refuse_output_over_own_files(out)
+        atomic.refuse_kept_file(out)
     old = _read_checkpoint(old_file)
     new = _read_checkpoint(new_file) if new_file is not None else None
     proof = tlog.prove_consistency(audit, old, new)

@@ -26,8 +26,9 @@ from pathlib import Path
 from floorguard.errors import FloorMapError, UnreadableFileError
 from floorguard.files import MAX_STATE_BYTES, flock_within, read_regular_stat
 from floorguard.map_model import MAP_VERSION_FORM, is_map_version
+from floorguard.state import ACCEPTED_MAP_NAME
 
-STATE_NAME = "published-map.json"
+STATE_NAME = ACCEPTED_MAP_NAME
 LOCK_SUFFIX = ".lock"
 SCHEMA_VERSION = 1
 LOCK_TIMEOUT_SECONDS = 10.0

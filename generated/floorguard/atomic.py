@@ -83,9 +83,28 @@ def write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
     write_chunks_atomic(path, (data,), mode=mode)
 
 
+def refuse_kept_file(path: Path) -> None:
+    """Raise OutputError when writing ``path`` (the name, replaced; or, through a link that
+    leads there, the file) would write over a file floorguard keeps for the environment's
+    chain and map (``state.kept_files``): an output there would destroy the record."""
+    from floorguard.state import kept_files
+
+    path = Path(path)
+    # The name itself (replaced) and, through links, the file it leads to.
+    targets = {os.path.join(os.path.realpath(_folder(path)), path.name), os.path.realpath(path)}
+    for kept in kept_files():
+        if targets & {os.path.realpath(kept), os.path.join(os.path.realpath(kept.parent),
+                                                             kept.name)}:  # fmt: skip
+            raise OutputError(
+                f"{path}: refusing to write over {kept}, a file floorguard keeps the audit "
+                "chain or this host's map record in"
+            )
+
+
 def write_chunks_atomic(path: Path, chunks: Iterable[bytes], *, mode: int | None = None) -> None:
     """``write_atomic`` for data produced piece by piece (a chain export)."""
     path = Path(path)
+    refuse_kept_file(path)
     try:
         info = os.lstat(path)
     except FileNotFoundError:

@@ -82,7 +82,6 @@ from floorguard.errors import (
     ChainWriteError,
     FloorguardError,
     KeyFileError,
-    OutputError,
 )
 from floorguard.record_signature import FileCache, HostKey, HostKeys
 from floorguard.state import CHAIN_URL_ENV, state_key, state_paths
@@ -111,8 +110,6 @@ RECORD_FIELDS: tuple[str, ...] = (
 BODY_FIELDS: tuple[str, ...] = RECORD_FIELDS[:-1]
 MAX_RECEIPT_BYTES = 1 << 20
 GENESIS_PREV = ZERO_DIGEST
-# What SQLite keeps beside a database (its journal, write-ahead log and shared memory).
-_SQLITE_FILES = ("-journal", "-wal", "-shm")
 _HEX = frozenset("0123456789abcdef")
 
 
@@ -398,33 +395,6 @@ class AuditChain:
         """The SQLite file of a SQLite chain (AttributeError for another store)."""
         path: Path = getattr(self.store, "db_path")  # noqa: B009
         return path
-
-    def own_files(self) -> list[Path]:
-        """The files this chain is kept in on this host: its SQLite database (and SQLite's
-        files beside it), its key, this host's signing key and host-keys document, and this
-        host's view of it. An output written over one of them would destroy the record."""
-        files = [self.key_file]
-        database = getattr(self.store, "db_path", None)
-        if isinstance(database, Path):
-            files += [database] + [database.with_name(database.name + s) for s in _SQLITE_FILES]
-        files += [f for f in (self.host_key_file, self.host_keys_file) if f is not None]
-        if self.views is not None:
-            files += [self.views.path, self.views.lock_path, self.views.refusals_path]
-        return files
-
-    def refuse_output_over_own_files(self, out: Path) -> None:
-        """Raise OutputError when writing ``out`` (the name, replaced; or, through a link
-        that leads to it, the file) would write over one of ``own_files``."""
-        kept: set[str] = set()
-        for file in self.own_files():
-            kept.add(os.path.realpath(file))
-            kept.add(os.path.join(os.path.realpath(file.parent), file.name))
-        named = os.path.join(os.path.realpath(out.parent), out.name)
-        if named in kept or os.path.realpath(out) in kept:
-            raise OutputError(
-                f"{out}: refusing to write over a file the audit chain is kept in "
-                f"({self.location}, its key or this host's view of it)"
-            )
 
     @classmethod
     def from_env(

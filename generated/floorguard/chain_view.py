@@ -69,9 +69,8 @@ from floorguard import merkle
 from floorguard._time import now_ts
 from floorguard.errors import ChainRollbackError, ChainWriteError
 from floorguard.files import flock_within
+from floorguard.state import REFUSALS_NAME, VIEW_LOCK_NAME
 
-LOCK_NAME = "chain-view.lock"
-REFUSALS_NAME = "chain-refusals.jsonl"
 MAX_VIEW_BYTES = 1 << 20
 # How long an append waits for the view's lock by default: as long as a SQLite chain waits
 # for its own (a shared chain's host waits its FLOORGUARD_CHAIN_TIMEOUT: see from_env).
@@ -163,7 +162,7 @@ class ChainViews:
 
     def __init__(self, path: Path, *, lock_wait: float = LOCK_WAIT_SECONDS) -> None:
         self.path = Path(path)
-        self.lock_path = self.path.parent / LOCK_NAME
+        self.lock_path = self.path.parent / VIEW_LOCK_NAME
         self.refusals_path = self.path.parent / REFUSALS_NAME
         self.lock_wait = lock_wait
         self._cache: tuple[_Slot, dict[str, TreeView]] | None = None

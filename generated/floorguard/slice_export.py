@@ -34,7 +34,7 @@ def export_slice(
     standard output went away (the slice it has is incomplete).
     """
     if out is not None:
-        audit.refuse_output_over_own_files(out)
+        atomic.refuse_kept_file(out)
     if not audit.exists():
         raise ChainError(f"no audit chain at {audit.location}: nothing has been recorded yet")
     count = 0

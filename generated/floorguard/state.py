@@ -26,6 +26,11 @@ HOST_KEYS_ENV = "FLOORGUARD_HOST_KEYS"
 CHAIN_DB_NAME = "chain.sqlite3"
 CHAIN_KEY_NAME = "chain.key"
 CHAIN_VIEW_NAME = "chain-view"
+VIEW_LOCK_NAME = "chain-view.lock"
+REFUSALS_NAME = "chain-refusals.jsonl"
+ACCEPTED_MAP_NAME = "published-map.json"  # the highest map enforced on this host
+# What SQLite keeps beside a database (its journal, write-ahead log and shared memory).
+SQLITE_COMPANIONS = ("-journal", "-wal", "-shm")
 
 
 @dataclass(frozen=True)
@@ -86,6 +91,25 @@ def state_paths(environ: Mapping[str, str] | None = None) -> StatePaths:
         host_key=_named_path(env, HOST_KEY_FILE_ENV),
         host_keys=_named_path(env, HOST_KEYS_ENV),
     )
+
+
+def kept_files(environ: Mapping[str, str] | None = None) -> list[Path]:
+    """Every file floorguard keeps for the environment's chain and map on this host: the
+    chain's database and SQLite's files beside it, its key, this host's signing key and
+    host-keys document, its view of the chain (with its lock and refusals) and the record
+    of the highest map enforced (with its lock). No output may be written over one."""
+    env = os.environ if environ is None else environ
+    home = state_home(env)
+    files = [home / CHAIN_DB_NAME]
+    files += [home / (CHAIN_DB_NAME + suffix) for suffix in SQLITE_COMPANIONS]
+    key = env.get(KEY_FILE_ENV, "")
+    files.append(Path(key).expanduser().absolute() if key else home / CHAIN_KEY_NAME)
+    files += [home / name for name in (CHAIN_VIEW_NAME, VIEW_LOCK_NAME, REFUSALS_NAME)]
+    files += [home / ACCEPTED_MAP_NAME, home / (ACCEPTED_MAP_NAME + ".lock")]
+    for name in (HOST_KEY_FILE_ENV, HOST_KEYS_ENV):
+        if env.get(name, "").strip():
+            files.append(Path(env[name]).expanduser().absolute())
+    return files
 
 
 def _named_path(env: Mapping[str, str], name: str) -> Path | None:
