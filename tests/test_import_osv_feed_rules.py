@@ -7,13 +7,13 @@ in subprocesses over real files.
 
 from __future__ import annotations
 
-import base64
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers.cli import floorctl
+from helpers.host_project import Project
 
 from floorctl import feeds, osv
 from floorctl.errors import FeedError
@@ -195,37 +195,6 @@ def test_the_last_guard_refuses_bytes_the_feed_parser_refuses() -> None:
     assert "nothing written" in str(caught.value)
     feed["adapters"]["claude"]["advisories"][0]["severity"] = []
     assert feeds.parse_feed(osv.feed_bytes(feed, "out.json"), "out.json").floor_map
-
-
-MODULE = Path("generated/floorguard/floor_map.py")
-
-
-EMPTY_MODULE = '"""Host module."""\n\n# floor-map:begin\n# floor-map:end\n'
-
-
-class Project:
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.dir = root / "project"
-        self.state = root / "state"
-        (self.dir / MODULE.parent).mkdir(parents=True)
-        (self.dir / MODULE).write_text(EMPTY_MODULE)
-
-    def put(self, name: str, document: Any) -> str:
-        (self.dir / name).write_text(json.dumps(document))
-        return name
-
-    def run(self, *args: str | Path) -> Any:
-        return floorctl(*args, cwd=self.dir, state=self.state)
-
-    @property
-    def module(self) -> Path:
-        return self.dir / MODULE
-
-    def receipt(self) -> dict[str, Any]:
-        envelope = json.loads((self.dir / "receipt.json").read_text())
-        predicate: dict[str, Any] = json.loads(base64.b64decode(envelope["payload"]))["predicate"]
-        return predicate
 
 
 @pytest.fixture
