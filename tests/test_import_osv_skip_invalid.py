@@ -3,57 +3,17 @@ hostile one (aliases or ranges pushed past a cap) is never dropped with it."""
 
 from __future__ import annotations
 
-import base64
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.cli import floorctl
+from helpers.host_project import Project
 
 pytestmark = pytest.mark.slow
 
-MODULE = Path("generated/floorguard/floor_map.py")
-
-EMPTY_MODULE = '"""Host module."""\n\n# floor-map:begin\n# floor-map:end\n'
 
 CLAUDE = "@anthropic-ai/claude-code"
-
-
-class Project:
-    def __init__(self, root: Path) -> None:
-        self.dir = root / "project"
-        self.state = root / "state"
-        (self.dir / MODULE.parent).mkdir(parents=True)
-        self.module.write_text(EMPTY_MODULE)
-
-    @property
-    def module(self) -> Path:
-        return self.dir / MODULE
-
-    def put(self, name: str, document: Any) -> str:
-        (self.dir / name).write_text(json.dumps(document))
-        return name
-
-    def run(self, *args: str | Path) -> Any:
-        return floorctl(*args, cwd=self.dir, state=self.state)
-
-    def refresh(self, feed: str, *extra: str) -> Any:
-        return self.run(
-            "refresh",
-            "--feed",
-            feed,
-            "--write",
-            "--receipt-out",
-            "receipt.json",
-            "--anchor",
-            *extra,
-        )
-
-    def receipt(self) -> dict[str, Any]:
-        envelope = json.loads((self.dir / "receipt.json").read_text())
-        predicate: dict[str, Any] = json.loads(base64.b64decode(envelope["payload"]))["predicate"]
-        return predicate
 
 
 @pytest.fixture

@@ -33,6 +33,13 @@ class Project:
     def module(self) -> Path:
         return self.dir / MODULE
 
+    def refresh(self, feed: str, *extra: str) -> Any:
+        """refresh --write from ``feed``, its receipt in receipt.json, anchored."""
+        return self.run(
+            "refresh", "--feed", feed, "--write", "--receipt-out", "receipt.json", "--anchor",
+            *extra,
+        )  # fmt: skip
+
     def receipt(self) -> dict[str, Any]:
         envelope = json.loads((self.dir / "receipt.json").read_text())
         predicate: dict[str, Any] = json.loads(base64.b64decode(envelope["payload"]))["predicate"]
