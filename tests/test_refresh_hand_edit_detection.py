@@ -52,7 +52,7 @@ def project(tmp_path: Path) -> Project:
 # seen. Catching it needs each module's last anchored update receipt in the chain, which
 # receipts do not name yet. Strict: these turn into failures the day the gap is closed.
 HAND_EDIT_GAP = pytest.mark.xfail(
-    strict=True, reason="refresh trusts the block's stated hash (README: known gap)"
+    strict=True, reason="refresh trusts the block's stated hash (a known gap: docs/floor-map.md)"
 )
 
 
