@@ -39,6 +39,11 @@ def test_reads_a_consistent_map() -> None:
          "can rebind the floor map"),
         (module() + "setattr(__import__(__name__), 'FLOOR_MAP_ENTRIES', {})\n",
          "can rebind the floor map"),
+        (module() + "x = FLOOR_MAP_ENTRIES\nx['aider']['min_safe_version'] = '0.0.1'\n",
+         "read at the top level"),
+        (module() + "dict.clear(FLOOR_MAP_ENTRIES)\n", "read at the top level"),
+        (module() + "(lambda d: d.clear())(FLOOR_MAP_ENTRIES)\n", "read at the top level"),
+        (module() + "def f(d=dict.clear(FLOOR_MAP_ENTRIES)):\n    pass\n", "read at the top level"),
         (module(entries="dict(aider=1)"), "not a literal"),
         (module(version="-1"), "non-negative integer"),
         (module(version="True"), "non-negative integer"),
@@ -50,7 +55,8 @@ def test_reads_a_consistent_map() -> None:
         ("FLOOR_MAP_VERSION = (\n", "does not parse"),
     ],
     ids=["hash-mismatch", "assigned-twice", "except-as", "globals-update", "vars-item",
-         "exec", "sys-modules", "setattr-import", "call-not-literal", "negative-version",
+         "exec", "sys-modules", "setattr-import", "alias-then-item", "unbound-method",
+         "lambda-call", "default-argument", "call-not-literal", "negative-version",
          "bool-version", "expression-version", "version-past-2^53", "huge-hex-version",
          "hash-not-string", "missing-names", "syntax-error"],
 )  # fmt: skip
@@ -78,3 +84,9 @@ def test_map_json_hash_reads_archived_and_published_forms() -> None:
 def test_map_json_that_is_not_a_floor_map_is_refused(data: bytes) -> None:
     with pytest.raises(FloorMapError, match=r"x\.json"):
         map_file_hash(data, "x.json")
+
+
+def test_a_function_that_reads_the_map_when_called_is_allowed() -> None:
+    # Not run on import: the module's data is what the file states.
+    text = module() + "def floor_of(name):\n    return FLOOR_MAP_ENTRIES[name]\n"
+    assert parse_map_module(text, "m.py").floor_map_hash == HASH

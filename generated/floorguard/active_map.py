@@ -106,6 +106,30 @@ def bound_names(node: ast.AST, *, skip: ast.AST | None = None) -> set[str]:
     return names
 
 
+def names_read(node: ast.AST) -> set[str]:
+    """The names ``node`` (a module-level statement) reads when the module is imported:
+    everywhere but inside the bodies of the functions it defines (not run on import).
+    A name read there can be mutated through the value read (``x = NAME; x[k] = v``,
+    ``dict.clear(NAME)``)."""
+    read: set[str] = set()
+    pending: list[ast.AST] = [node]
+    while pending:
+        sub = pending.pop()
+        if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load):
+            read.add(sub.id)
+        if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            # Only what runs on import: decorators, defaults and annotations.
+            pending.extend(sub.decorator_list)
+            pending.extend(d for d in (*sub.args.defaults, *sub.args.kw_defaults) if d)
+            pending.extend(a.annotation for a in ast.walk(sub.args) if isinstance(a, ast.arg)
+                           and a.annotation is not None)  # fmt: skip
+            if sub.returns is not None:
+                pending.append(sub.returns)
+            continue
+        pending.extend(ast.iter_child_nodes(sub))
+    return read
+
+
 def parse_module(source_text: str | bytes, source: str) -> ast.Module:
     """The module's syntax tree (never run). Raises FloorMapError: it does not parse."""
     try:
@@ -150,6 +174,11 @@ def module_literals(
             )
         for name in sorted(bound & set(names)):
             raise FloorMapError(f"{source}: {name} is assigned twice (line {node.lineno})")
+        for name in sorted(names_read(node) & set(names)):
+            raise FloorMapError(
+                f"{source}: line {node.lineno}: {name} is read at the top level, where "
+                "importing the module could change it through what was read"
+            )
         if isinstance(target, ast.Name) and target.id in names:
             if target.id in values:
                 raise FloorMapError(f"{source}: {target.id} is assigned twice")
