@@ -14,39 +14,14 @@ from unittest.mock import ANY as mock_any
 
 import pytest
 from helpers.cli import floorctl, isolated_env
-from hosts import floor, map_module
+from helpers.map_site import make_site, no_traceback
 
 pytestmark = pytest.mark.slow
 
 
-def run(
-    *args: str | Path, cwd: Path, state: Path, timeout: float = 60
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "floorctl", *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=isolated_env(state),
-        timeout=timeout,
-        check=False,
-    )
-
-
-def no_traceback(done: subprocess.CompletedProcess[str]) -> None:
-    assert "Traceback" not in done.stderr, done.stderr
-    assert "Traceback" not in done.stdout, done.stdout
-
-
 @pytest.fixture
 def site(tmp_path: Path) -> Path:
-    root = tmp_path / "p"
-    root.mkdir()
-    assert floorctl("keygen", "--out", "keys", cwd=root, state=tmp_path / "s").returncode == 0
-    (root / "newer.py").write_text(map_module({"aider": floor("0.70.0")}, version=8))
-    (root / "older.py").write_text(map_module({"aider": floor("0.60.0")}, version=7))
-    (root / "same.py").write_text(map_module({"aider": floor("0.71.0")}, version=8))
-    return root
+    return make_site(tmp_path)
 
 
 # --- floorctl publish, refresh and --config -------------------------------------------------------
@@ -61,21 +36,30 @@ def test_json_failure_documents(site: Path, tmp_path: Path) -> None:
         assert json.loads(done.stdout) == {"error": {"message": mock_any, "exit_status": status}}
 
     one_error(
-        run("publish", "--out", "o", "--module", "nowhere.py", "--json", cwd=site, state=state), 1
+        floorctl(
+            "publish", "--out", "o", "--module", "nowhere.py", "--json", cwd=site, state=state
+        ),
+        1,
     )
     one_error(
-        run("refresh", "--feed", "x.json", "--format", "yaml", "--json", cwd=site, state=state), 2
+        floorctl(
+            "refresh", "--feed", "x.json", "--format", "yaml", "--json", cwd=site, state=state
+        ),
+        2,
     )
-    one_error(run("publish", "--out", "o", "--format", "sarif", "--json", cwd=site, state=state), 2)
+    one_error(
+        floorctl("publish", "--out", "o", "--format", "sarif", "--json", cwd=site, state=state), 2
+    )
     # An unreadable configuration (as root, permissions do not stop a read: a folder, a FIFO).
     (site / "pyproject.toml").mkdir()
-    one_error(run("refresh", "--check", "--json", cwd=site, state=state, timeout=30), 2)
+    one_error(floorctl("refresh", "--check", "--json", cwd=site, state=state, timeout=30), 2)
     (site / "pyproject.toml").rmdir()
     os.mkfifo(site / "pyproject.toml")
-    one_error(run("refresh", "--check", "--json", cwd=site, state=state, timeout=30), 2)
+    one_error(floorctl("refresh", "--check", "--json", cwd=site, state=state, timeout=30), 2)
     (site / "broken.toml").write_text("[tool.floorctl\n")
     one_error(
-        run("--config", "broken.toml", "refresh", "--check", "--json", cwd=site, state=state), 2
+        floorctl("--config", "broken.toml", "refresh", "--check", "--json", cwd=site, state=state),
+        2,
     )
 
 

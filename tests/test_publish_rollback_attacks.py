@@ -7,53 +7,27 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import pytest
-from helpers.cli import floorctl, isolated_env
-from hosts import floor, map_module
+from helpers.cli import floorctl
+from helpers.map_site import make_site, no_traceback
 
 from floorguard._canonical import canonical_bytes
 
 pytestmark = pytest.mark.slow
 
 
-def run(
-    *args: str | Path, cwd: Path, state: Path, timeout: float = 60
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "floorctl", *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=isolated_env(state),
-        timeout=timeout,
-        check=False,
-    )
-
-
-def no_traceback(done: subprocess.CompletedProcess[str]) -> None:
-    assert "Traceback" not in done.stderr, done.stderr
-    assert "Traceback" not in done.stdout, done.stdout
-
-
 @pytest.fixture
 def site(tmp_path: Path) -> Path:
-    root = tmp_path / "p"
-    root.mkdir()
-    assert floorctl("keygen", "--out", "keys", cwd=root, state=tmp_path / "s").returncode == 0
-    (root / "newer.py").write_text(map_module({"aider": floor("0.70.0")}, version=8))
-    (root / "older.py").write_text(map_module({"aider": floor("0.60.0")}, version=7))
-    (root / "same.py").write_text(map_module({"aider": floor("0.71.0")}, version=8))
-    return root
+    return make_site(tmp_path)
 
 
 def publish(
     root: Path, module: str, out: str, *extra: str, timeout: float = 60
 ) -> subprocess.CompletedProcess[str]:
-    return run(
+    return floorctl(
         "publish", "--out", out, "--module", module, "--signing-key", "keys/signing.key",
         *extra, cwd=root, state=root.parent / "s", timeout=timeout,
     )  # fmt: skip

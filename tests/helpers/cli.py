@@ -18,7 +18,12 @@ def isolated_env(state: Path, **extra: str) -> dict[str, str]:
 
 
 def floorctl(
-    *args: str | Path, cwd: Path, state: Path, umask: int = 0o022, **extra: str
+    *args: str | Path,
+    cwd: Path,
+    state: Path,
+    umask: int = 0o022,
+    timeout: float = 300,
+    **extra: str,
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "floorctl", *map(str, args)],
@@ -26,7 +31,7 @@ def floorctl(
         text=True,
         cwd=cwd,
         env=isolated_env(state, **extra),
-        timeout=300,
+        timeout=timeout,
         check=False,
         umask=umask,
     )
