@@ -5,14 +5,15 @@ same bytes whatever the environment. Each through the real CLI."""
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from helpers.release import (
     SHIPPED_FEED,
     SOURCE,
+    Built,
     Project,
+    build_shipped,
     only,
     raised_feed,
     run_floorctl,
@@ -23,20 +24,9 @@ pytestmark = pytest.mark.slow
 SECRET = "PRIVATE KEY MATERIAL of the release runner"
 
 
-@dataclass(frozen=True)
-class Built:
-    project: Project
-    receipt: Path
-    dist: Path  # built from the project root with relative paths, umask 022
-
-
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
-    project = Project(tmp_path_factory.mktemp("build"))
-    receipt = project.refresh(SHIPPED_FEED, "v1")
-    done = project.build("dist", receipt)
-    assert done.returncode == 0, done.stderr
-    return Built(project, receipt, project.root / "dist")
+    return build_shipped(tmp_path_factory.mktemp("build"))
 
 
 def source_copy(root: Path) -> Path:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +14,9 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from helpers.release import (
-    SHIPPED_FEED,
+    Built,
     Project,
+    build_shipped,
     only,
     payload,
 )
@@ -27,20 +27,9 @@ from floorguard._canonical import canonical_bytes
 pytestmark = pytest.mark.slow
 
 
-@dataclass(frozen=True)
-class Built:
-    project: Project
-    receipt: Path
-    dist: Path  # built from the project root with relative paths, umask 022
-
-
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
-    project = Project(tmp_path_factory.mktemp("build"))
-    receipt = project.refresh(SHIPPED_FEED, "v1")
-    done = project.build("dist", receipt)
-    assert done.returncode == 0, done.stderr
-    return Built(project, receipt, project.root / "dist")
+    return build_shipped(tmp_path_factory.mktemp("build"))
 
 
 def _key(project: Project) -> Ed25519PrivateKey:

@@ -7,6 +7,7 @@ import base64
 import json
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -74,3 +75,19 @@ def payload(envelope: Path) -> dict[str, Any]:
 def only(folder: Path, pattern: str) -> Path:
     (found,) = sorted(folder.glob(pattern))
     return found
+
+
+@dataclass(frozen=True)
+class Built:
+    project: Project
+    receipt: Path
+    dist: Path  # built from the project root with relative paths, umask 022
+
+
+def build_shipped(root: Path) -> Built:
+    """A project in ``root`` refreshed from the shipped feed and built into dist/."""
+    project = Project(root)
+    receipt = project.refresh(SHIPPED_FEED, "v1")
+    done = project.build("dist", receipt)
+    assert done.returncode == 0, done.stderr
+    return Built(project, receipt, project.root / "dist")
