@@ -1403,7 +1403,9 @@ BEGIN
     -- this append's own, the owner or a superuser) seen holding the lock at every look
     -- for the whole hold limit, while this append has waited at least that, is ended:
     -- all its sessions holding or queued for the lock.
-    IF holder_role IS DISTINCT FROM streak_role THEN
+    -- (A look that finds the lock between two holders keeps the streak: it was not free
+    -- for this append.)
+    IF holder_role IS NOT NULL AND holder_role IS DISTINCT FROM streak_role THEN
       streak_role := holder_role;
       streak_since := pg_catalog.clock_timestamp();
     ELSIF streak_role IS NOT NULL AND streak_role IS DISTINCT FROM own_role
