@@ -1,7 +1,8 @@
 """An appender of the PostgreSQL chain can do exactly one thing: append the well-formed next
 record, through the chain's functions.
 
-- Its role may SELECT the tables and EXECUTE open_append, append_record and add_tree_nodes;
+- Its role may SELECT the tables and EXECUTE open_append, append_record, append_next and
+  add_tree_nodes;
   it may not insert, update or delete a row, nor lock a table beyond ACCESS SHARE (which
   blocks only DDL), nor take a row lock (every strength needs UPDATE).
 - append_record refuses a record that is not the next one, whose prev is not the head's

@@ -73,7 +73,7 @@ from floorguard._canonical import ZERO_DIGEST, canonical_bytes, plain_json_text
 from floorguard._time import format_ts, now_ts, parse_ts
 from floorguard.chain_key import key_check, load_key, load_or_create_key
 from floorguard.chain_view import AppendWitness, ChainViews
-from floorguard.chainstore.interface import CHAIN_FORMAT, Node, Row
+from floorguard.chainstore.interface import CHAIN_FORMAT, AheadMissed, Node, Row
 from floorguard.chainstore.sqlite import BUSY_TIMEOUT_SECONDS
 from floorguard.errors import (
     CanonicalizationError,
@@ -493,6 +493,7 @@ class AuditChain:
                     "append to",
                     known_size=None if self.views is None else self.views.hint(self._chain_id),
                     deadline=deadline,
+                    ahead=True,
                 )
             except BaseException:
                 self._chain_id = None  # re-read it with the next connection
@@ -577,13 +578,13 @@ class AuditChain:
         ts = self._clock() if self._clock is not None else (view.clock() or now_ts())
         key: bytes | None = None
         if head is None:
-            if signer is None:
-                key = self._genesis_key(view)
             chain_id = view.meta("chain_id")
             if chain_id is None:
                 chain_id = secrets.token_hex(16)
                 view.insert_meta("chain_id", chain_id)
             self._chain_id = chain_id
+            if signer is None:  # (checked for this chain: the next append need not again)
+                key = self._genesis_key(view)
             seq, prev = 0, GENESIS_PREV
         else:
             if signer is None:
@@ -628,7 +629,12 @@ class AuditChain:
             # The right edge of the tree before this record: the nodes its leaf is hashed
             # with, and with them the new root.
             edge = merkle.CompactRange.of(seq, stored)
-            if witness is not None:
+            if witness is not None and view.ahead:
+                # Ahead, the tree read is this process's own last one: only the one this
+                # host remembers will do (another process may have grown it since).
+                if not witness.agrees(chain_id, seq, stored):
+                    raise AheadMissed
+            elif witness is not None:
                 witness.check(chain_id, seq, stored, lambda: {
                     "event": event, "receipt_id": receipt_id, "receipt": json.loads(receipt_json)
                 })  # fmt: skip

@@ -565,6 +565,20 @@ class AppendWitness:
             })  # fmt: skip
             raise ChainRollbackError(message)
 
+    def agrees(self, chain_id: str, size: int, subtree: merkle.Subtree) -> bool:
+        """Whether the tree of ``size`` leaves read through ``subtree`` is exactly the one
+        this host remembers of ``chain_id`` (no refusal is recorded either way)."""
+        self._hold()
+        if self._seen is None:
+            self._seen = self.views.load()
+        seen = self._seen.get(chain_id)
+        return (
+            seen is not None
+            and seen.size == size
+            and seen.location == self.location
+            and seen.root == merkle.root(size, subtree)
+        )
+
     def grow(self, chain_id: str, size: int, root: bytes) -> None:
         """Remember the tree (``size``, ``root``) the durable append made; it extends the
         one ``check`` found (the lock has been held since). Raises ChainWriteError."""

@@ -30,6 +30,11 @@ NODE_ORDER = (
 )
 
 
+class AheadMissed(Exception):
+    """A write run ahead (on what the writer knew of the store before reading it) cannot
+    go on: the store runs it again the ordinary way. Never leaves a store."""
+
+
 class ReadView(Protocol):
     """Records and tree as of one snapshot (one transaction)."""
 
@@ -63,7 +68,15 @@ class ReadView(Protocol):
 
 
 class WriteView(ReadView, Protocol):
-    """A write transaction that no other writer of the same chain runs beside."""
+    """A write transaction that no other writer of the same chain runs beside.
+
+    ``ahead``: whether the transaction runs ahead, on what the writer knew of the store
+    (its own last write) rather than on what the store holds: its reads answer from that,
+    anything it cannot answer raises AheadMissed, and the store itself checks, when the
+    writes arrive, that the chain is still what the writer knew.
+    """
+
+    ahead: bool
 
     def meta(self, key: str) -> str | None:
         """The value stored under ``key`` in the chain's metadata, or None."""
@@ -107,6 +120,7 @@ class ChainStore(Protocol):
         *,
         known_size: int | None = None,
         deadline: float | None = None,
+        ahead: bool = False,
     ) -> T:
         """Run ``attempt`` in one serialised, durable write transaction; its result once
         committed. ``doing`` words errors ("append to"). ChainWriteError and KeyFileError
@@ -116,7 +130,9 @@ class ChainStore(Protocol):
         it, node (L, (known_size >> L) - 1)) with the head, so that ``subtree`` answers
         them without another round trip. ``attempt`` must be correct without it.
         ``deadline`` (``time.monotonic()``): when a store with a ``write_budget`` must
-        have ended the whole write, connecting included; by default its budget from now."""
+        have ended the whole write, connecting included; by default its budget from now.
+        ``ahead``: ``attempt`` may run ahead (see WriteView), and a store that can may write
+        in one round trip on what it knows from its own last write."""
 
     def read(self) -> AbstractContextManager[ReadView | None]:
         """One snapshot to read from; None when there is no chain yet. Raises ChainError."""

@@ -10,8 +10,13 @@ holding it too long is ended by the next waiting append) and returns the head, a
 ``append_record`` checks that the record is the well-formed next one and stores it with
 exactly the tree nodes it adds, which it computes itself, and a receipt in RFC 8785 form
 (the form every verifier re-derives). An append is one transaction, two round trips: BEGIN
-and open_append; then append_record with the COMMIT, in one pipeline. The records' trigger
-(``check_record``: the next seq, a ts between the head's and the server's clock) holds
+and open_append; then append_record with the COMMIT, in one pipeline. A process whose last
+append found the chain quiet (its own previous record the head) appends ahead, in one round
+trip: BEGIN, ``append_next`` (the lock, a check that the tree's right edge is the one the
+process knows, then append_record's checks and writes) and the COMMIT, in one pipeline;
+when append_next refuses, nothing is written and the append runs the ordinary way. The
+records' trigger (``check_record``: the next seq, a ts between the head's and the server's
+clock) holds
 every other insert, even the owner's own, to that. Records take the server's
 clock. Commits are synchronous (a session that the server defaults to
 ``synchronous_commit=off`` is switched back on). Connect, statement, lock and
@@ -26,6 +31,7 @@ asking for TLS to a Unix socket is refused.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import functools
 import hashlib
 import ipaddress
@@ -41,7 +47,15 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from floorguard.chainstore import conninfo
-from floorguard.chainstore.interface import CHAIN_FORMAT, NODE_ORDER, Node, Row, T, WriteView
+from floorguard.chainstore.interface import (
+    CHAIN_FORMAT,
+    NODE_ORDER,
+    AheadMissed,
+    Node,
+    Row,
+    T,
+    WriteView,
+)
 from floorguard.errors import ChainError, ChainWriteError, KeyFileError
 
 if TYPE_CHECKING:
@@ -196,33 +210,41 @@ def _open_append_message(known_size: int | None) -> bytes:
 
 
 @functools.cache
-def _append_statement(count: int) -> tuple[bytes, bytes, tuple[int, ...]]:
+def _append_statement(count: int, edge: int | None = None) -> tuple[bytes, bytes, tuple[int, ...]]:
     """The prepared call appending a record with ``count`` tree nodes: its name, its text
     (libpq's $n placeholders) and its parameters' type oids (int8, 7 x text, then int4,
-    int8, bytea per node)."""
+    int8, bytea per node). With ``edge``, the call of append_next, with that many nodes of
+    the tree's right edge after them (int4, int8, bytea each)."""
 
-    def array(first: int, kind: str) -> str:
-        items = ", ".join(f"${first + 3 * n}" for n in range(count))
-        return f"ARRAY[{items}]::{kind}[]" if count else f"'{{}}'::{kind}[]"
+    def array(first: int, n: int, kind: str) -> str:
+        items = ", ".join(f"${first + 3 * i}" for i in range(n))
+        return f"ARRAY[{items}]::{kind}[]" if n else f"'{{}}'::{kind}[]"
 
-    text = (
-        f"SELECT {SCHEMA}.append_record($1, $2, $3, $4, $5, $6, $7, $8, "
-        f"{array(9, 'integer')}, {array(10, 'bigint')}, {array(11, 'bytea')})"
-    )
-    types = (_INT8, *(_TEXT,) * 7, *(_INT4, _INT8, _BYTEA) * count)
-    return f"floorguard_append_{count}".encode(), text.encode(), types
+    def arrays(first: int, n: int) -> str:
+        return ", ".join(
+            array(first + i, n, kind) for i, kind in enumerate(("integer", "bigint", "bytea"))
+        )
+
+    function, name = "append_record", f"floorguard_append_{count}"
+    extra = ""
+    if edge is not None:
+        function, name = "append_next", f"floorguard_next_{count}_{edge}"
+        extra = ", " + arrays(9 + 3 * count, edge)
+    text = f"SELECT {SCHEMA}.{function}($1, $2, $3, $4, $5, $6, $7, $8, {arrays(9, count)}{extra})"
+    types = (_INT8, *(_TEXT,) * 7, *(_INT4, _INT8, _BYTEA) * (count + (edge or 0)))
+    return name.encode(), text.encode(), types
 
 
 _INT4, _INT8, _TEXT, _BYTEA = 23, 20, 25, 17  # pg_type oids
 _BINARY = 1
 
 
-def _binary_params(record: Row, nodes: list[Node]) -> list[bytes]:
+def _binary_params(record: Row, nodes: list[Node], edge: Iterable[Node] = ()) -> list[bytes]:
     """The append statement's parameters in binary format: sent with their lengths, so a
     value is never cut at a NUL byte, and the server checks the text's encoding."""
     seq, *texts = record
     values = [struct.pack(">q", seq), *(str(text).encode("utf-8") for text in texts)]
-    for level, index, digest in nodes:
+    for level, index, digest in (*nodes, *edge):
         values += [struct.pack(">i", level), struct.pack(">q", index), bytes(digest)]
     return values
 
@@ -245,6 +267,8 @@ class _View:
     remembered. An append's record and tree rows go out as one prepared statement.
     """
 
+    ahead = False
+
     def __init__(
         self,
         conn: psycopg.Connection[Any],
@@ -258,12 +282,15 @@ class _View:
     ) -> None:
         self._conn = conn
         self._clock = clock  # the server's time when the append's head was read
+        self.clock_read = time.monotonic()  # (a moment after the server read it)
+        self.written: tuple[Row, list[Node]] | None = None  # committed by flush(commit=True)
         self._stream = stream
         # A reader's limit on each wait for the server (a writer's whole transaction has
         # one already); ``fired`` tells whether the last one cut the connection.
         self._silence = silence
         self.fired = threading.Event()
         self._head = head
+        self.head_read = head  # (the head as the transaction found it, whatever it writes)
         self._nodes = {} if nodes is None else nodes
         # The statements prepared on this connection (a writer's; see _append_statement).
         self._prepared = set() if prepared is None else prepared
@@ -304,6 +331,7 @@ class _View:
             pgconn.send_query_params(b"COMMIT", None)
 
         _committed(_pipelined(self._conn, send, 2)[1])
+        self.written = (record, nodes)
 
     def _waiting(self) -> contextlib.AbstractContextManager[Any]:
         if self._silence is None:
@@ -417,6 +445,10 @@ class _View:
         self._head = _NO_HEAD
         self._pending.append((_INSERT_RECORD, row))
 
+    def known_nodes(self) -> dict[tuple[int, int], bytes]:
+        """A copy of the tree nodes read (or prefetched) and written in the transaction."""
+        return dict(self._nodes)
+
     def insert_nodes(self, nodes: Iterable[Node]) -> None:
         batch = list(nodes)
         if batch:
@@ -426,7 +458,21 @@ class _View:
 
 def _pipelined(conn: psycopg.Connection[Any], send: Callable[[Any], None], count: int) -> list[Any]:
     """The results of the ``count`` queries ``send`` queues on the connection's libpq handle,
-    sent in one pipeline (one round trip); raised as psycopg's error when one failed.
+    sent in one pipeline (one round trip); raised as psycopg's error when one failed."""
+    results = _pipeline_results(conn, send)
+    pgconn = conn.pgconn
+    for result in results:
+        _checked(pgconn, result)
+    if len(results) != count:
+        raise _import_psycopg().OperationalError(
+            f"{len(results)} results in the pipeline, not {count}"
+        )
+    return results
+
+
+def _pipeline_results(conn: psycopg.Connection[Any], send: Callable[[Any], None]) -> list[Any]:
+    """Every result of the queries ``send`` queues, sent in one pipeline (one round trip),
+    unchecked: a failed query's error, then PIPELINE_ABORTED for each query after it.
 
     libpq's own wait for a pipeline's results holds the GIL, so the wait here is poll(),
     which lets the watchdog run (its cut wakes the poll: the socket reads as closed).
@@ -461,10 +507,6 @@ def _pipelined(conn: psycopg.Connection[Any], send: Callable[[Any], None], count
     finally:
         with contextlib.suppress(Exception):
             pgconn.exit_pipeline_mode()
-    for result in results:
-        _checked(pgconn, result)
-    if len(results) != count:
-        raise pg.OperationalError(f"{len(results)} results in the pipeline, not {count}")
     return results
 
 
@@ -587,6 +629,104 @@ def _start(pg: Any, attempt: dict[str, Any], seconds: float) -> Any:
     return pgconn
 
 
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+# append_next's refusals that mean the chain is not what this process knew (another writer
+# appended, or the tree was changed), or that its estimated stamp did not hold: the append
+# is then run again the ordinary way, which says what is wrong if anything is.
+_AHEAD_MISSES = (b"40001", b"23514")  # serialization_failure, check_violation
+_MICROSECOND = datetime.timedelta(microseconds=1)
+
+
+class _Ahead:
+    """What this process knows of the chain after its last append on its kept connection:
+    the record it wrote (the head, as far as it knows), the right edge of the tree after it
+    with that record's leaf, and the server's clock as the append read it. Enough to write
+    the next record in one round trip (append_next), stamped with the server's clock
+    estimated from that reading and the time gone by since: a lower bound, since the
+    reading was taken before it arrived here."""
+
+    def __init__(self, head: Row, nodes: dict[tuple[int, int], bytes], server_us: int,
+                 received: float) -> None:  # fmt: skip
+        self.head = head
+        self.nodes = nodes
+        self.server_us = server_us
+        self.received = received
+
+    @classmethod
+    def after(
+        cls, record: Row, known: dict[tuple[int, int], bytes], clock: str | None, received: float
+    ) -> _Ahead | None:
+        """After ``record`` was committed, with ``known`` nodes (those read and written in
+        its transaction) and the server's ``clock`` read before ``received``; None when
+        something needed is not known."""
+        size = record[0] + 1
+        wanted = {(0, size - 1)}
+        wanted.update((level, (size >> level) - 1) for level in range(size.bit_length())
+                      if size >> level & 1)  # fmt: skip
+        nodes = {key: known[key] for key in wanted if key in known}
+        if len(nodes) != len(wanted) or clock is None:
+            return None
+        try:
+            moment = datetime.datetime.strptime(clock, "%Y-%m-%dT%H:%M:%S.%fZ")
+        except ValueError:
+            return None
+        server_us = (moment.replace(tzinfo=datetime.UTC) - _EPOCH) // _MICROSECOND
+        return cls(record, nodes, server_us, received)
+
+    def clock(self) -> str | None:
+        """The server's clock now, estimated (not later than it is); None once the reading
+        is too old to estimate from (AHEAD_SAMPLE_SECONDS) or time seems to have gone back."""
+        elapsed = time.monotonic() - self.received
+        if not 0 <= elapsed <= AHEAD_SAMPLE_SECONDS:
+            return None
+        moment = _EPOCH + datetime.timedelta(microseconds=self.server_us + int(elapsed * 1e6))
+        return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class _AheadView:
+    """A WriteView running ahead (see interface.WriteView): the head, the clock and the tree
+    nodes from an _Ahead; a record and its nodes buffered for append_next; anything else
+    raises AheadMissed."""
+
+    ahead = True
+
+    def __init__(self, known: _Ahead, clock: str) -> None:
+        self._known = known
+        self._clock = clock
+        self.nodes_read: dict[tuple[int, int], bytes] = {}
+        self.record: Row | None = None
+        self.new_nodes: list[Node] | None = None
+
+    def head(self) -> Row | None:
+        return self._known.head
+
+    def clock(self) -> str | None:
+        return self._clock
+
+    def subtree(self, level: int, index: int) -> bytes | None:
+        found = self._known.nodes.get((level, index))
+        if found is None:
+            raise AheadMissed
+        self.nodes_read[(level, index)] = found
+        return found
+
+    def insert_record(self, row: Row) -> None:
+        if self.record is not None:
+            raise AheadMissed
+        self.record = row
+
+    def insert_nodes(self, nodes: Iterable[Node]) -> None:
+        if self.record is None or self.new_nodes is not None:
+            raise AheadMissed
+        self.new_nodes = list(nodes)
+
+    def _missed(self, *args: Any) -> Any:
+        raise AheadMissed
+
+    record_count = tree_size = _missed
+    row = ts_at = rows = first_seq_of = nodes = meta = insert_meta = _missed
+
+
 class PostgresStore:
     """The chain in the PostgreSQL database ``url`` (a libpq URL or key=value string).
 
@@ -613,6 +753,13 @@ class PostgresStore:
         self._conn: psycopg.Connection[Any] | None = None
         self._conn_pid = 0
         self._prepared: set[bytes] = set()  # on self._conn
+        # Appending ahead (append_next, one round trip): what this process knows after its
+        # last append on self._conn, while the chain is quiet (no other writer appended
+        # between its last two appends); the record it last wrote; and whether the chain's
+        # schema lacks append_next.
+        self._ahead: _Ahead | None = None
+        self._last_written: Row | None = None
+        self._ahead_unsupported = False
 
     # -- connections --
 
@@ -787,6 +934,7 @@ class PostgresStore:
 
     def _drop_connection(self) -> None:
         conn, self._conn = self._conn, None
+        self._ahead = None
         if conn is None:
             return
         if self._conn_pid != os.getpid():
@@ -815,6 +963,7 @@ class PostgresStore:
         *,
         known_size: int | None = None,
         deadline: float | None = None,
+        ahead: bool = False,
     ) -> T:
         """As ChainStore.write; with ``known_size`` (a witness's tree size), the stored
         nodes of the left edge of a tree of that size come with the head, in the same round
@@ -823,6 +972,12 @@ class PostgresStore:
         if deadline is None:
             deadline = time.monotonic() + self.silence
         with self._lock:
+            known = self._ahead_known() if ahead else None
+            if known is not None:
+                try:
+                    return self._write_ahead(known, attempt, doing, deadline)
+                except AheadMissed:
+                    self._ahead = None  # until an append finds the chain quiet again
             for _ in range(2):
                 conn, fresh = self._writer(doing, deadline)
                 with _deadline(conn, _left(deadline)) as fired:
@@ -856,9 +1011,13 @@ class PostgresStore:
         fired: threading.Event,
     ) -> T:
         pg = _import_psycopg()
+        self._ahead = None
         try:
             result = attempt(view)
             view.flush(commit=True)
+        except AheadMissed:  # (an ordinary view never runs ahead)
+            self._rollback(conn)
+            raise AssertionError("an append not run ahead missed") from None
         except (KeyFileError, ChainWriteError):
             self._rollback(conn)
             raise
@@ -871,6 +1030,113 @@ class PostgresStore:
         except BaseException:
             self._rollback(conn)
             raise
+        if view.written is not None:
+            record, nodes = view.written
+            # Quiet: the head this append read is the record this process wrote last, so
+            # its next append will likely find its own record the head again.
+            quiet = self._last_written is not None and view.head_read == self._last_written
+            self._last_written = record
+            if quiet and not self._ahead_unsupported:
+                known = view.known_nodes()
+                known.update(((level, index), digest) for level, index, digest in nodes)
+                self._ahead = _Ahead.after(record, known, view.clock(), view.clock_read)
+        return result
+
+    # -- appending ahead --
+
+    def _ahead_known(self) -> _Ahead | None:
+        """What this process knows to append ahead with, when it may now."""
+        known = self._ahead
+        if known is None or self._ahead_unsupported:
+            return None
+        conn = self._conn
+        if (
+            conn is None
+            or conn.closed
+            or self._conn_pid != os.getpid()
+            or conn.pgconn.transaction_status != _import_psycopg().pq.TransactionStatus.IDLE
+        ):
+            return None
+        return known
+
+    def _write_ahead(
+        self,
+        known: _Ahead,
+        attempt: Callable[[WriteView], T],
+        doing: str,
+        deadline: float,
+    ) -> T:
+        """``attempt`` run ahead on ``known``, and its record written by append_next in one
+        round trip: BEGIN, the call and COMMIT in one pipeline. Raises AheadMissed when the
+        attempt needs what ``known`` does not hold or the server finds that the chain is
+        not what this process knew (nothing is then written); other errors as write."""
+        pg = _import_psycopg()
+        clock = known.clock()
+        if clock is None:
+            raise AheadMissed
+        view = _AheadView(known, clock)
+        result = attempt(view)
+        record, nodes = view.record, view.new_nodes
+        if record is None or nodes is None:
+            raise AheadMissed
+        edge = [
+            (level, index, digest) for (level, index), digest in sorted(view.nodes_read.items())
+        ]
+        name, text, types = _append_statement(len(nodes), len(edge))
+        conn = self._conn
+        if conn is None:  # (_ahead_known saw it open)
+            raise AheadMissed
+        with _deadline(conn, _left(deadline)) as fired:
+            try:
+                if name not in self._prepared:
+                    prepared = conn.pgconn.prepare(name, text, types)
+                    if prepared.status != pg.pq.ExecStatus.COMMAND_OK:
+                        # A chain initialised before append_next: never ahead on it.
+                        self._ahead_unsupported = True
+                        raise AheadMissed
+                    self._prepared.add(name)
+                params = _binary_params(record, nodes, edge)
+                formats = [_BINARY] * len(params)
+
+                def send(pgconn: Any) -> None:
+                    pgconn.send_query_params(b"BEGIN ISOLATION LEVEL READ COMMITTED", None)
+                    pgconn.send_query_prepared(name, params, formats)
+                    pgconn.send_query_params(b"COMMIT", None)
+
+                results = _pipeline_results(conn, send)
+                received = time.monotonic()
+            except pg.Error as exc:
+                self._drop_connection()  # lost mid-append: the next one opens a fresh session
+                raise ChainWriteError(
+                    f"cannot {doing} the audit chain {self.location}: "
+                    f"{self.explain(exc, fired, appending=True)}"
+                ) from None
+            succeeded = (pg.pq.ExecStatus.COMMAND_OK, pg.pq.ExecStatus.TUPLES_OK)
+            failed = next((r for r in results if r.status not in succeeded), None)
+            if failed is not None or len(results) != 3:
+                self._rollback(conn)
+                state = (
+                    None if failed is None else failed.error_field(pg.pq.DiagnosticField.SQLSTATE)
+                )
+                if state in _AHEAD_MISSES or failed is None:
+                    raise AheadMissed
+                if failed.status == pg.pq.ExecStatus.PIPELINE_ABORTED:
+                    raise AheadMissed  # (the BEGIN's own failure is reported first)
+                error = pg.errors.error_from_result(failed, encoding="utf-8")
+                if not isinstance(error, pg.errors.LockNotAvailable | pg.errors.QueryCanceled):
+                    self._drop_connection()  # as in _finish: the next append opens afresh
+                raise ChainWriteError(
+                    f"cannot {doing} the audit chain {self.location}: "
+                    f"{self.explain(error, fired, appending=True)}"
+                ) from None
+            _committed(results[2])
+        self._last_written = record
+        served = results[1].get_value(0, 0) if results[1].ntuples == 1 else None
+        new_nodes = dict(view.nodes_read)
+        new_nodes.update(((level, index), digest) for level, index, digest in nodes)
+        self._ahead = _Ahead.after(
+            record, new_nodes, None if served is None else served.decode("ascii"), received
+        )
         return result
 
     def _open_append(self, conn: psycopg.Connection[Any], known_size: int | None = None) -> _View:
@@ -1024,16 +1290,26 @@ END $$
 # FLOORGUARD_CHAIN_TIMEOUT of that or is cut; a transaction kept open for hours cannot
 # stamp its record with its start.
 MAX_STAMP_AGE_SECONDS = 10
+# How long before its transaction began a record appended in one round trip (append_next)
+# may be stamped: its host stamps it before sending, from the server's clock as the last
+# append saw it and the time gone by since (its estimate trails the server's clock by
+# about a round trip; it is used only within AHEAD_SAMPLE_SECONDS of that reading).
+AHEAD_SLACK_MS = 250
+AHEAD_SAMPLE_SECONDS = 30
 
 
-def _stamp_check(seq: str, ts: str, head_ts: str) -> str:
+def _stamp_check(seq: str, ts: str, head_ts: str, *, slack_ms: int = 0) -> str:
     """A PL/pgSQL block refusing the stamp ``ts`` of record ``seq`` after a head stamped
-    ``head_ts`` (NULL for the first record): see MAX_STAMP_AGE_SECONDS."""
+    ``head_ts`` (NULL for the first record): see MAX_STAMP_AGE_SECONDS; ``slack_ms``: see
+    AHEAD_SLACK_MS."""
+    began = "pg_catalog.transaction_timestamp()"
+    if slack_ms:
+        began = f"({began} - interval '{int(slack_ms)} milliseconds')"
     return f"""
   DECLARE
     stamp text := 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"';
     server_ts text := pg_catalog.to_char(pg_catalog.clock_timestamp() AT TIME ZONE 'UTC', stamp);
-    began_ts text := pg_catalog.to_char(GREATEST(pg_catalog.transaction_timestamp(),
+    began_ts text := pg_catalog.to_char(GREATEST({began},
       pg_catalog.clock_timestamp() - interval '{MAX_STAMP_AGE_SECONDS} seconds') AT TIME ZONE 'UTC',
       stamp);
     latest text;
@@ -1553,12 +1829,37 @@ MAX_RECEIPT_BYTES = 1 << 20  # chain.MAX_RECEIPT_BYTES: the receipt's UTF-8 byte
 _APPEND_RECORD_ARGS = (
     "bigint, text, text, text, text, text, text, text, integer[], bigint[], bytea[]"
 )
-_APPEND_RECORD = f"""
-CREATE OR REPLACE FUNCTION floorguard.append_record(seq bigint, ts text, chain_id text,
+
+
+def _append_function(name: str, *, ahead: bool) -> str:
+    """The CREATE statement of ``append_record`` or, with ``ahead``, of ``append_next``.
+
+    append_next is an append in one round trip, for a host that already knows the head (it
+    wrote it): it takes the chain's lock itself (as open_append does), refuses with
+    serialization_failure unless the right edge of the stored tree is the one the host
+    sent (the tree it remembers), stores the record as append_record does, and returns the
+    server's clock, which the host's next stamp is estimated from. Its record may be stamped
+    up to AHEAD_SLACK_MS before its transaction began: the host stamps it before sending.
+    """
+    slack_ms = AHEAD_SLACK_MS if ahead else 0
+    extra_args = (
+        ",\n  edge_levels integer[], edge_idxs bigint[], edge_hashes bytea[]" if ahead else ""
+    )
+    returns = "text" if ahead else "void"
+    lock = (_LOCK_STEP + _EDGE_CHECK) if ahead else _LOCK_IN_LINE
+    ending = (
+        "  RETURN pg_catalog.to_char(pg_catalog.clock_timestamp() AT TIME ZONE 'UTC',\n"
+        '                            \'YYYY-MM-DD"T"HH24:MI:SS.US"Z"\');\n'
+        if ahead
+        else ""
+    )
+    return f"""
+CREATE OR REPLACE FUNCTION floorguard.{name}(seq bigint, ts text, chain_id text,
   event text, receipt_id text, receipt text, prev text, mac text,
-  levels integer[], idxs bigint[], hashes bytea[]) RETURNS void
+  levels integer[], idxs bigint[], hashes bytea[]{extra_args}) RETURNS {returns}
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
+  me bigint;
   head floorguard.records%ROWTYPE;
   rebuilt text;
   utf16 boolean := false;  -- (what the nested values' rebuilding reads: no key beyond the BMP)
@@ -1575,11 +1876,7 @@ DECLARE
   want_hashes bytea[];
 BEGIN
 {_READ_COMMITTED}
-  -- The chain's lock, asked of PostgreSQL itself: granted at once to the transaction that
-  -- holds it (open_append took it, as an honest append does); anyone else waits in line,
-  -- whatever lock_holder says (a savepoint rolled back releases the lock, not the sequence).
-  LOCK TABLE floorguard.append_lock IN EXCLUSIVE MODE;
-  -- The head and its leaf (the tree is built up to the head) in one query. A record names
+{lock}  -- The head and its leaf (the tree is built up to the head) in one query. A record names
   -- the chain its head names (the first one, meta's: chain init's).
   SELECT r.seq, r.ts, r.chain_id, r.event, r.receipt_id, r.receipt, r.prev,
          (SELECT t.hash FROM floorguard.tree t WHERE t.level = 0 AND t.idx = r.seq)
@@ -1591,66 +1888,66 @@ BEGIN
   IF NOT has_head THEN
     chain := (SELECT m.value FROM floorguard.meta m WHERE m.key = 'chain_id');
   END IF;
-  IF append_record.seq IS DISTINCT FROM (CASE WHEN has_head THEN head.seq + 1 ELSE 0 END) THEN
+  IF {name}.seq IS DISTINCT FROM (CASE WHEN has_head THEN head.seq + 1 ELSE 0 END) THEN
     RAISE EXCEPTION 'floorguard: record % is not the next one (the head is %)',
-      append_record.seq, head.seq USING ERRCODE = 'check_violation';
+      {name}.seq, head.seq USING ERRCODE = 'check_violation';
   END IF;
   expected := 'sha256:' || CASE WHEN has_head THEN pg_catalog.encode(pg_catalog.sha256(
     pg_catalog.convert_to({_json_text_sql("head.", mac=False)}, 'UTF8')), 'hex')
     ELSE pg_catalog.repeat('0', 64) END;
-  IF append_record.prev IS DISTINCT FROM expected THEN
+  IF {name}.prev IS DISTINCT FROM expected THEN
     RAISE EXCEPTION 'floorguard: record %''s prev % is not the digest of the head (%)',
-      append_record.seq, append_record.prev, expected USING ERRCODE = 'check_violation';
+      {name}.seq, {name}.prev, expected USING ERRCODE = 'check_violation';
   END IF;
-  IF append_record.chain_id IS DISTINCT FROM chain THEN
+  IF {name}.chain_id IS DISTINCT FROM chain THEN
     RAISE EXCEPTION 'floorguard: record % names chain %, not this chain (%)',
-      append_record.seq, append_record.chain_id, chain USING ERRCODE = 'check_violation';
+      {name}.seq, {name}.chain_id, chain USING ERRCODE = 'check_violation';
   END IF;
-  IF append_record.event IS NULL OR append_record.event NOT IN ({_EVENT_NAMES}) THEN
+  IF {name}.event IS NULL OR {name}.event NOT IN ({_EVENT_NAMES}) THEN
     RAISE EXCEPTION 'floorguard: record %''s event % is not one of the chain''s events',
-      append_record.seq, append_record.event USING ERRCODE = 'check_violation';
+      {name}.seq, {name}.event USING ERRCODE = 'check_violation';
   END IF;
   -- A JSON object in RFC 8785 form: what every verifier re-derives from the record. (A
   -- receipt that is not JSON at all fails the cast, with PostgreSQL's own message: a block
   -- catching it would cost a subtransaction on every append.)
   -- (The common receipt, an object with no NUL and no key beyond the BMP, rebuilt here:
   -- a call of canonical_json costs more than the rebuilding.)
-  IF pg_catalog.octet_length(append_record.receipt) <= {MAX_RECEIPT_BYTES}
-     AND pg_catalog.left(append_record.receipt, 1) = '{{' THEN
-    IF pg_catalog.strpos(append_record.receipt, '\\u0000') = 0
-       AND append_record.receipt !~ '[\\U00010000-\\U0010FFFF]' THEN
-{_canonical_object_sql("append_record.receipt::jsonb", 'e.key COLLATE "C"')}
+  IF pg_catalog.octet_length({name}.receipt) <= {MAX_RECEIPT_BYTES}
+     AND pg_catalog.left({name}.receipt, 1) = '{{' THEN
+    IF pg_catalog.strpos({name}.receipt, '\\u0000') = 0
+       AND {name}.receipt !~ '[\\U00010000-\\U0010FFFF]' THEN
+{_canonical_object_sql(name + ".receipt::jsonb", 'e.key COLLATE "C"')}
     ELSE
-      rebuilt := {canonical_receipt_sql("append_record.receipt")};
+      rebuilt := {canonical_receipt_sql(name + ".receipt")};
     END IF;
   END IF;
-  IF rebuilt IS DISTINCT FROM append_record.receipt THEN
+  IF rebuilt IS DISTINCT FROM {name}.receipt THEN
     RAISE EXCEPTION 'floorguard: record %''s receipt is not a JSON object of at most % bytes '
       'in canonical form (RFC 8785: no spaces, keys sorted and unique, each string, '
-      'number and literal written one way)', append_record.seq, {MAX_RECEIPT_BYTES}
+      'number and literal written one way)', {name}.seq, {MAX_RECEIPT_BYTES}
       USING ERRCODE = 'check_violation';
   END IF;
-  IF append_record.receipt_id IS DISTINCT FROM 'sha256:' || pg_catalog.encode(
-       pg_catalog.sha256(pg_catalog.convert_to(append_record.receipt, 'UTF8')), 'hex') THEN
+  IF {name}.receipt_id IS DISTINCT FROM 'sha256:' || pg_catalog.encode(
+       pg_catalog.sha256(pg_catalog.convert_to({name}.receipt, 'UTF8')), 'hex') THEN
     RAISE EXCEPTION 'floorguard: record %''s receipt_id is not the digest of its receipt',
-      append_record.seq USING ERRCODE = 'check_violation';
+      {name}.seq USING ERRCODE = 'check_violation';
   END IF;
   -- ^([0-9a-f]{{64}}|ed25519:[0-9a-f]{{16}}:[0-9a-f]{{128}})$, in a tenth of a regex's time.
-  IF (CASE pg_catalog.length(append_record.mac)
-      WHEN 64 THEN pg_catalog.ltrim(append_record.mac, '0123456789abcdef') = ''
-      WHEN 153 THEN pg_catalog.left(append_record.mac, 8) = 'ed25519:'
-        AND pg_catalog.substr(append_record.mac, 25, 1) = ':'
-        AND pg_catalog.ltrim(pg_catalog.substr(append_record.mac, 9, 16), '0123456789abcdef') = ''
-        AND pg_catalog.ltrim(pg_catalog.substr(append_record.mac, 26), '0123456789abcdef') = ''
+  IF (CASE pg_catalog.length({name}.mac)
+      WHEN 64 THEN pg_catalog.ltrim({name}.mac, '0123456789abcdef') = ''
+      WHEN 153 THEN pg_catalog.left({name}.mac, 8) = 'ed25519:'
+        AND pg_catalog.substr({name}.mac, 25, 1) = ':'
+        AND pg_catalog.ltrim(pg_catalog.substr({name}.mac, 9, 16), '0123456789abcdef') = ''
+        AND pg_catalog.ltrim(pg_catalog.substr({name}.mac, 26), '0123456789abcdef') = ''
       END) IS NOT TRUE THEN
     RAISE EXCEPTION 'floorguard: record %''s mac is neither an HMAC (64 lowercase hex) nor '
-      'a host signature (ed25519:<key id>:<signature>)', append_record.seq
+      'a host signature (ed25519:<key id>:<signature>)', {name}.seq
       USING ERRCODE = 'check_violation';
   END IF;
-{_stamp_check("append_record.seq", "append_record.ts", "head.ts")}
-  IF append_record.seq = 0 OR head_leaf IS NOT NULL THEN
-    node := {_LEAF.format(line=_json_text_sql("append_record.", mac=True))};
-    pos := append_record.seq;
+{_stamp_check(name + ".seq", name + ".ts", "head.ts", slack_ms=slack_ms)}
+  IF {name}.seq = 0 OR head_leaf IS NOT NULL THEN
+    node := {_LEAF.format(line=_json_text_sql(name + ".", mac=True))};
+    pos := {name}.seq;
     want_levels := ARRAY[0];
     want_idxs := ARRAY[pos];
     want_hashes := ARRAY[node];
@@ -1677,22 +1974,46 @@ BEGIN
      OR COALESCE(want_idxs, '{{}}') IS DISTINCT FROM idxs
      OR COALESCE(want_hashes, '{{}}') IS DISTINCT FROM hashes THEN
     RAISE EXCEPTION 'floorguard: record %''s tree nodes are not its leaf and the subtrees it '
-      'completes', append_record.seq USING ERRCODE = 'check_violation';
+      'completes', {name}.seq USING ERRCODE = 'check_violation';
   END IF;
   -- Checked: the records' trigger need not read the head again for this row.
-  PERFORM pg_catalog.set_config('{CHECKED_SEQ_SETTING}', append_record.seq::text, true);
+  PERFORM pg_catalog.set_config('{CHECKED_SEQ_SETTING}', {name}.seq::text, true);
   -- One statement (each costs an executor's start): the record, then its nodes (none on a
   -- chain whose tree is not built yet).
   WITH r AS (
     INSERT INTO floorguard.records (seq, ts, chain_id, event, receipt_id, receipt, prev, mac)
-    VALUES (append_record.seq, append_record.ts, append_record.chain_id, append_record.event,
-            append_record.receipt_id, append_record.receipt, append_record.prev,
-            append_record.mac))
+    VALUES ({name}.seq, {name}.ts, {name}.chain_id, {name}.event,
+            {name}.receipt_id, {name}.receipt, {name}.prev,
+            {name}.mac))
   INSERT INTO floorguard.tree (level, idx, hash)
   SELECT want_levels[g.i], want_idxs[g.i], want_hashes[g.i]
     FROM pg_catalog.generate_series(1, pg_catalog.cardinality(want_levels)) AS g(i);
-END $$
+{ending}END $$
 """  # noqa: S608
+
+
+_LOCK_IN_LINE = """
+  -- The chain's lock, asked of PostgreSQL itself: granted at once to the transaction that
+  -- holds it (open_append took it, as an honest append does); anyone else waits in line,
+  -- whatever lock_holder says (a savepoint rolled back releases the lock, not the sequence).
+  LOCK TABLE floorguard.append_lock IN EXCLUSIVE MODE;
+"""
+# append_next's check of the host's tree: every node of the right edge it sent is stored.
+_EDGE_CHECK = """
+  IF pg_catalog.cardinality(edge_levels) IS DISTINCT FROM pg_catalog.cardinality(edge_idxs)
+     OR pg_catalog.cardinality(edge_levels) IS DISTINCT FROM pg_catalog.cardinality(edge_hashes)
+     OR (SELECT pg_catalog.count(*) FROM floorguard.tree t,
+           ROWS FROM (pg_catalog.unnest(edge_levels), pg_catalog.unnest(edge_idxs),
+                      pg_catalog.unnest(edge_hashes)) AS e(l, i, h)
+          WHERE t.level = e.l AND t.idx = e.i AND t.hash = e.h)
+        <> COALESCE(pg_catalog.cardinality(edge_levels), 0) THEN
+    RAISE EXCEPTION 'floorguard: the chain is not the one this host last wrote'
+      USING ERRCODE = 'serialization_failure';
+  END IF;
+"""
+_APPEND_RECORD = _append_function("append_record", ahead=False)
+_APPEND_NEXT = _append_function("append_next", ahead=True)
+_APPEND_NEXT_ARGS = _APPEND_RECORD_ARGS + ", integer[], bigint[], bytea[]"
 
 # Tree nodes of stored records (a chain written before the tree existed gets its tree this
 # way): each is recomputed from its record (a leaf) or from its two stored children.
@@ -1735,6 +2056,7 @@ END $$
 APPEND_FUNCTIONS = (
     f"{SCHEMA}.open_append(bigint)",
     f"{SCHEMA}.append_record({_APPEND_RECORD_ARGS})",
+    f"{SCHEMA}.append_next({_APPEND_NEXT_ARGS})",
     f"{SCHEMA}.add_tree_nodes(integer[], bigint[], bytea[])",
 )
 _DDL = (
@@ -1758,6 +2080,7 @@ _DDL = (
     *_CANONICAL_JSON,
     _OPEN_APPEND_FUNCTION,
     _APPEND_RECORD,
+    _APPEND_NEXT,
     _ADD_TREE_NODES,
     *(
         statement

@@ -38,6 +38,8 @@ _SCHEMA = (
 class _View:
     """ReadView and WriteView over one SQLite connection inside a transaction."""
 
+    ahead = False  # (one process at a time writes a local file: nothing to run ahead of)
+
     def __init__(self, conn: sqlite3.Connection, has_tree: bool = True) -> None:
         self._conn = conn
         self._has_tree = has_tree
@@ -169,9 +171,11 @@ class SqliteStore:
         *,
         known_size: int | None = None,
         deadline: float | None = None,
+        ahead: bool = False,
     ) -> T:
         # known_size is ignored: a lookup in a local file costs no round trip; so is
-        # deadline (no budget: SQLite's busy timeout bounds each wait).
+        # deadline (no budget: SQLite's busy timeout bounds each wait), and ahead (one
+        # file, its own writers: the transaction is no round trip away).
         def once() -> T:
             conn = self._writer()
             try:
