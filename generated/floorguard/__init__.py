@@ -24,7 +24,7 @@ from floorguard.errors import (
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from floorguard.gate import Decision as Decision
+    from floorguard.decision import Decision as Decision
     from floorguard.gate import preflight as preflight
     from floorguard.launcher import spawn as spawn
     from floorguard.map_model import Advisory
@@ -67,10 +67,14 @@ def __getattr__(name: str) -> Any:
         from types import MappingProxyType
 
         return MappingProxyType(copy.deepcopy(dict(current.floor_map)))
-    if name in ("preflight", "Decision"):
+    if name == "preflight":
         from floorguard import gate
 
-        return getattr(gate, name)
+        return gate.preflight
+    if name == "Decision":
+        from floorguard import decision
+
+        return decision.Decision
     if name == "spawn":
         from floorguard import launcher
 

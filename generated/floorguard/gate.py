@@ -15,6 +15,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from floorguard import _time, active_map, receipts
+from floorguard.decision import (
+    BLOCK,
+    PERMIT,
+    REFUSE,
+    UNTRACKED,
+    WAIVED,
+    WARN,
+    WARN_OVERRIDE,
+    Decision,
+)
 from floorguard.errors import (
     BinaryNotFound,
     BinaryNotFoundError,
@@ -35,10 +45,6 @@ if TYPE_CHECKING:
 
 POLICY_VARIABLE = "FLOORGUARD_ADAPTER_FLOOR_POLICY"
 UNTRACKED_POLICY_VARIABLE = "FLOORGUARD_UNTRACKED_POLICY"
-BLOCK, WARN = "block", "warn"
-PERMIT, REFUSE, WARN_OVERRIDE, UNTRACKED = "permit", "refuse", "warn_override", "untracked"
-# A refusal every cause of which an unexpired waiver in the map covers: allowed, recorded.
-WAIVED = "waived"
 
 
 def policy_from(environ: Mapping[str, str]) -> str:
@@ -53,36 +59,6 @@ def policy_from(environ: Mapping[str, str]) -> str:
 def refuses_untracked(environ: Mapping[str, str]) -> bool:
     """Exactly ``refuse`` in FLOORGUARD_UNTRACKED_POLICY refuses every untracked spawn."""
     return environ.get(UNTRACKED_POLICY_VARIABLE) == "refuse"
-
-
-@dataclass(frozen=True)
-class Decision:
-    """A decision as it was recorded; ``receipt_id`` names its receipt in the chain.
-
-    ``adapter`` is the adapter whose floor was applied, identified from what the binary is;
-    ``requested`` is the name the host asked for (the two differ when, say, ``codey`` turns
-    out to be aider); ``identified_by`` says how the binary was recognised, if it was.
-    """
-
-    verdict: str
-    adapter: str
-    version: str | None
-    floor: str | None
-    advisory_id: str | None
-    reason: str
-    policy: str
-    receipt_id: str
-    binary: str | None
-    detected_by: str | None
-    floor_map_hash: str | None
-    seq: int
-    requested: str | None = None
-    identified_by: str | None = None
-    waiver_id: str | None = None
-
-    @property
-    def allowed(self) -> bool:
-        return self.verdict in (PERMIT, WARN_OVERRIDE, UNTRACKED, WAIVED)
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from floorguard.catalog import executable_for
+from floorguard.decision import Decision
 from floorguard.errors import DetectionError
-from floorguard.gate import Decision, decide, refuse_after, refuse_unopened
+from floorguard.gate import decide, refuse_after, refuse_unopened
 from floorguard.target import Target, open_target
 
 RECEIPT_ID_VARIABLE = "FLOORGUARD_RECEIPT_ID"
