@@ -27,11 +27,11 @@ from importlib import metadata
 from pathlib import Path
 
 from floorctl.errors import BuildError, ModuleError
-from floorguard import atomic
-from floorguard._canonical import canonical_bytes, sha256_digest
+from floorguard._base import atomic
+from floorguard._base._canonical import canonical_bytes, sha256_digest
+from floorguard._base.files import MAX_MAP_BYTES, read_regular
 from floorguard.active_map import ActiveMap, parse_map_module
 from floorguard.errors import FloorMapError, UnreadableFileError
-from floorguard.files import MAX_MAP_BYTES, read_regular
 from floorguard.map_model import map_file_hash, to_entries
 
 # 1980-01-01T00:00:00Z: the earliest time a zip entry can hold. Fixed, never the clock nor

@@ -20,7 +20,7 @@ from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any
 
 from floorguard import dsse, receipts
-from floorguard._canonical import canonical_bytes, is_digest
+from floorguard._base._canonical import canonical_bytes, is_digest
 from floorguard.active_map import parse_map_module
 from floorguard.errors import CanonicalizationError, FloorMapError, VerificationError
 

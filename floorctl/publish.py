@@ -15,12 +15,13 @@ from typing import TYPE_CHECKING
 
 from floorctl import locking
 from floorctl.errors import DowngradeRefused, ModuleError
-from floorguard import atomic, dsse, published_map
-from floorguard._canonical import canonical_bytes
-from floorguard._time import format_ts
+from floorguard import dsse, published_map
+from floorguard._base import atomic
+from floorguard._base._canonical import canonical_bytes
+from floorguard._base._time import format_ts
+from floorguard._base.files import MAX_MAP_BYTES, read_regular
 from floorguard.active_map import parse_map_module
 from floorguard.errors import FloorMapError, UnreadableFileError
-from floorguard.files import MAX_MAP_BYTES, read_regular
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey

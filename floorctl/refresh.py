@@ -26,11 +26,11 @@ from floorctl.errors import (
 )
 from floorctl.feeds import Feed
 from floorctl.waivers import WaiversDocument
-from floorguard import atomic
-from floorguard._canonical import canonical_bytes, content_address, sha256_digest
-from floorguard._time import parse_ts
+from floorguard._base import atomic
+from floorguard._base._canonical import canonical_bytes, content_address, sha256_digest
+from floorguard._base._time import parse_ts
+from floorguard._base.files import MAX_MAP_BYTES, read_regular
 from floorguard.errors import FloorMapError, UnreadableFileError
-from floorguard.files import MAX_MAP_BYTES, read_regular
 from floorguard.map_model import FloorMap, floor_map_hash, from_entries, to_entries
 
 if TYPE_CHECKING:

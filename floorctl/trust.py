@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING
 
 from floorctl import keys
 from floorctl.errors import TrustError
-from floorguard import atomic, dsse
+from floorguard import dsse
+from floorguard._base import atomic
+from floorguard._base.files import MAX_ENVELOPE_BYTES, read_regular
 from floorguard.errors import UnreadableFileError, VerificationError
-from floorguard.files import MAX_ENVELOPE_BYTES, read_regular
 from floorguard.trust import TrustedKeys, parse_trusted_keys, verify_detached
 
 FEED_PAYLOAD_TYPE = "application/vnd.floorctl.feed+json"

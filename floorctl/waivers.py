@@ -30,10 +30,10 @@ from typing import TYPE_CHECKING, Any
 from floorctl import feeds
 from floorctl.errors import WaiversError
 from floorguard import map_model, verdict, versions
-from floorguard._canonical import sha256_digest
-from floorguard._time import UTC_Z_FORM, format_ts, is_utc_z, parse_ts
+from floorguard._base._canonical import sha256_digest
+from floorguard._base._time import UTC_Z_FORM, format_ts, is_utc_z, parse_ts
+from floorguard._base.files import read_regular
 from floorguard.errors import UnreadableFileError
-from floorguard.files import read_regular
 
 if TYPE_CHECKING:
     from jsonschema import Draft202012Validator

@@ -19,7 +19,7 @@ from typing import Any
 from probes.native import native_program
 
 import floorguard
-from floorguard._canonical import content_address
+from floorguard._base._canonical import content_address
 from floorguard.map_model import entries_hash
 
 PACKAGE = Path(floorguard.__file__).parent

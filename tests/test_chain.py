@@ -29,7 +29,7 @@ from helpers.chain_support import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from floorguard._canonical import ZERO_DIGEST, content_address
+from floorguard._base._canonical import ZERO_DIGEST, content_address
 from floorguard.chain import EVENTS, AuditChain, ChainRecord, canonical_json
 from floorguard.errors import CanonicalizationError, ChainWriteError, KeyFileError
 from floorguard.slice_verify import verify_slice

@@ -20,7 +20,7 @@ APPENDER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from floorguard._time import now_ts
+    from floorguard._base._time import now_ts
     from floorguard.chain import AuditChain
 
     folder, worker, count = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])

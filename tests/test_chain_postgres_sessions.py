@@ -174,10 +174,10 @@ def test_an_operator_another_role_puts_in_public_cannot_change_an_append(pg: Cha
 SKEWED_HOST = textwrap.dedent(
     """
     import datetime
-    import floorguard._time
+    import floorguard._base._time
     from floorguard.chain import AuditChain
     # This host's clock runs five years ahead (a broken NTP, or its owner's choice).
-    floorguard._time.utc_now = lambda: datetime.datetime(2031, 6, 1, tzinfo=datetime.UTC)
+    floorguard._base._time.utc_now = lambda: datetime.datetime(2031, 6, 1, tzinfo=datetime.UTC)
     record = AuditChain.from_env().append("adapter.canary_receipt", {
         "kind": "adapter.canary_receipt", "schema_version": 1, "ts": "2031-06-01T00:00:00Z"})
     print(record.ts)

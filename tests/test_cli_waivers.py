@@ -17,7 +17,7 @@ import pytest
 from helpers.cli import floorctl
 
 from floorguard import verdict
-from floorguard._time import parse_ts
+from floorguard._base._time import parse_ts
 from floorguard.active_map import parse_map_module
 from floorguard.map_model import floor_map_hash, from_entries
 

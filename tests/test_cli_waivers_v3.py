@@ -17,7 +17,7 @@ from helpers.cli import floorctl
 from hosts import Host, write_script
 
 from floorguard import verdict
-from floorguard._time import parse_ts
+from floorguard._base._time import parse_ts
 from floorguard.active_map import parse_map_module
 
 MODULE = Path("generated/floorguard/floor_map.py")

@@ -22,9 +22,10 @@ from helpers.cli import isolated_env
 from hosts import HOST, Host, floor, map_module
 
 from floorctl import keys
-from floorguard import files, published_map
-from floorguard._canonical import canonical_bytes
-from floorguard._time import format_ts, utc_now
+from floorguard import published_map
+from floorguard._base import files
+from floorguard._base._canonical import canonical_bytes
+from floorguard._base._time import format_ts, utc_now
 from floorguard.errors import UnreadableFileError
 from floorguard.map_model import from_entries
 

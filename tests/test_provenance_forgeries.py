@@ -22,7 +22,7 @@ from helpers.release import (
 )
 
 from floorguard import dsse
-from floorguard._canonical import canonical_bytes
+from floorguard._base._canonical import canonical_bytes
 
 pytestmark = pytest.mark.slow
 

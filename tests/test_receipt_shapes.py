@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from helpers.cli import floorctl, isolated_env
 
 from floorguard import dsse
-from floorguard._canonical import canonical_bytes, content_address
+from floorguard._base._canonical import canonical_bytes, content_address
 from floorguard.chain import body_text
 from floorguard.receipts import update_statement
 

@@ -10,7 +10,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from floorguard import dsse, receipts
-from floorguard._canonical import canonical_bytes
+from floorguard._base._canonical import canonical_bytes
 from floorguard.errors import VerificationError
 from floorguard.map_model import entries_hash
 

@@ -26,7 +26,7 @@ from floorctl.render import (
     render_block,
 )
 from floorctl.splice import BEGIN, END, splice, split_module
-from floorguard.atomic import write_atomic
+from floorguard._base.atomic import write_atomic
 from floorguard.map_model import entries_hash
 
 ASSETS = Path(__file__).parent / "assets"

@@ -25,7 +25,7 @@ from hosts import Host, receipt_in_chain, write_script
 from hypothesis import given
 from hypothesis import strategies as st
 
-from floorguard._canonical import canonical_bytes
+from floorguard._base._canonical import canonical_bytes
 
 MANY = r"""
 import dataclasses, json, sys
@@ -561,7 +561,7 @@ def test_a_published_map_with_extended_entries_is_loaded_and_judged_by(tmp_path:
     from feedserver import envelope, new_key
 
     from floorguard import published_map
-    from floorguard._time import format_ts, utc_now
+    from floorguard._base._time import format_ts, utc_now
     from floorguard.map_model import from_entries
 
     key, _, public = new_key(tmp_path / "publisher")

@@ -18,8 +18,8 @@ from feedserver import envelope, new_key
 from hosts import HOST, Host, floor, map_module, receipt_in_chain
 
 from floorguard import published_map
-from floorguard._canonical import canonical_bytes
-from floorguard._time import format_ts, utc_now
+from floorguard._base._canonical import canonical_bytes
+from floorguard._base._time import format_ts, utc_now
 from floorguard.map_model import entries_hash, from_entries
 
 BUILTIN = {"aider": floor("0.50.0")}

@@ -29,8 +29,8 @@ from helpers.proof_support import (
 from helpers.slice_writer import write_slice
 
 from floorguard import checkpoint, tlog
-from floorguard._canonical import canonical_bytes
-from floorguard._time import parse_ts
+from floorguard._base._canonical import canonical_bytes
+from floorguard._base._time import parse_ts
 from floorguard.map_model import entries_hash
 from floorguard.window_proof import UNAUTHENTICATED, ProofReport, load_checkpoint, prove
 

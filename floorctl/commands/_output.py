@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import click
 
-from floorguard._text import one_line
+from floorguard._base._text import one_line
 
 F = TypeVar("F", bound=Callable[..., Any])
 

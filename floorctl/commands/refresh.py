@@ -19,7 +19,7 @@ from floorctl.commands._feedopts import feed_options, reference_time
 from floorctl.commands._output import emit_json, json_option, notice
 from floorctl.errors import StaleModule
 from floorctl.splice import read_module_text
-from floorguard._time import format_ts
+from floorguard._base._time import format_ts
 from floorguard.map_model import Advisory
 from floorguard.trust import TrustedKeys
 

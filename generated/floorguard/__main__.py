@@ -16,8 +16,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
+from floorguard._base._text import one_line
 from floorguard._cli_io import requested_format, stdout_failed
-from floorguard._text import one_line
 from floorguard.errors import FloorguardError
 
 EXIT_OK = 0
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 def _time_option(text: str) -> datetime:
     """argparse type: RFC 3339 with Z or an offset (a bad one is a usage error)."""
-    from floorguard._time import parse_ts
+    from floorguard._base._time import parse_ts
 
     try:
         return parse_ts(text)

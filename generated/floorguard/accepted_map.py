@@ -23,8 +23,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from floorguard._base.files import MAX_STATE_BYTES, flock_within, read_regular_stat
 from floorguard.errors import FloorMapError, UnreadableFileError
-from floorguard.files import MAX_STATE_BYTES, flock_within, read_regular_stat
 from floorguard.map_model import MAP_VERSION_FORM, is_map_version
 from floorguard.state import ACCEPTED_MAP_NAME
 

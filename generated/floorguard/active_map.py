@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from floorguard._base.files import read_regular_stat
 from floorguard.errors import FloorMapError, UnreadableFileError
-from floorguard.files import read_regular_stat
 from floorguard.map_model import (
     MAP_VERSION_FORM,
     FloorMap,

@@ -69,8 +69,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from floorguard import merkle, record_signature
-from floorguard._canonical import ZERO_DIGEST, canonical_bytes, plain_json_text
-from floorguard._time import format_ts, now_ts, parse_ts
+from floorguard._base._canonical import ZERO_DIGEST, canonical_bytes, plain_json_text
+from floorguard._base._time import format_ts, now_ts, parse_ts
 from floorguard.chain_key import key_check, load_key, load_or_create_key
 from floorguard.chain_view import AppendWitness, ChainViews
 from floorguard.chainstore.interface import CHAIN_FORMAT, Node, Row
@@ -114,7 +114,7 @@ _HEX = frozenset("0123456789abcdef")
 
 
 # --- canonical bytes, fast -------------------------------------------------------------------
-# (floorguard._canonical says when json's output is RFC 8785; this is its text-level check
+# (floorguard._base._canonical says when json's output is RFC 8785; this is its text-level check
 # for lines read back, where only the characters are known.)
 
 

@@ -15,8 +15,8 @@ import secrets
 import stat
 from pathlib import Path
 
+from floorguard._base.files import read_regular_stat
 from floorguard.errors import KeyFileError, UnreadableFileError
-from floorguard.files import read_regular_stat
 
 KEY_BYTES = 32
 _HEX_LEN = 2 * KEY_BYTES

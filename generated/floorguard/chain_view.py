@@ -66,9 +66,9 @@ from pathlib import Path
 from typing import Any
 
 from floorguard import merkle
-from floorguard._time import now_ts
+from floorguard._base._time import now_ts
+from floorguard._base.files import flock_within
 from floorguard.errors import ChainRollbackError, ChainWriteError
-from floorguard.files import flock_within
 from floorguard.state import REFUSALS_NAME, VIEW_LOCK_NAME
 
 MAX_VIEW_BYTES = 1 << 20

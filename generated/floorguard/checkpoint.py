@@ -39,7 +39,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from floorguard._time import format_ts
+from floorguard._base._time import format_ts
 from floorguard.chain import is_chain_id, parse_any_ts
 from floorguard.errors import FloorguardError, VerificationError
 
@@ -126,7 +126,7 @@ def new_checkpoint(
     The time is now unless given; ``stamped=False`` writes no time line. Raises
     VerificationError for values it cannot state.
     """
-    from floorguard._time import utc_now
+    from floorguard._base._time import utc_now
 
     if not is_chain_id(chain_id):
         raise VerificationError(f"cannot checkpoint chain id {chain_id!r}: not 32 hex characters")

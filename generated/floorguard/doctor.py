@@ -19,7 +19,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from floorguard import _time, active_map, receipts
+from floorguard import active_map, receipts
+from floorguard._base import _time
 from floorguard.errors import DetectionError
 from floorguard.map_model import Advisory
 

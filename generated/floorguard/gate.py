@@ -14,7 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from floorguard import _time, active_map, receipts
+from floorguard import active_map, receipts
+from floorguard._base import _time
 from floorguard.decision import (
     BLOCK,
     PERMIT,
@@ -555,7 +556,7 @@ def _seal(requested: str, judgement: _Judgement, policy: str, env: Mapping[str, 
     if judgement.verdict in (WARN_OVERRIDE, UNTRACKED, WAIVED):
         import logging
 
-        from floorguard._text import one_line
+        from floorguard._base._text import one_line
 
         logging.getLogger("floorguard").warning(
             "floorguard: %s: %s (receipt %s)", judgement.verdict, one_line(judgement.reason),

@@ -32,13 +32,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, TypeVar
 
+from floorguard._base.files import read_regular
 from floorguard.catalog import (
     ADAPTER_OF_NPM_PACKAGE,
     ADAPTER_OF_PIP_DISTRIBUTION,
     ADAPTER_OF_PIP_MODULE,
 )
 from floorguard.errors import DetectionError, UnreadableFileError
-from floorguard.files import read_regular
 from floorguard.target import (
     FileIdentity,
     Target,

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, TypeGuard
 
-from floorguard._canonical import content_address
-from floorguard._time import UTC_Z_FORM, is_utc_z
+from floorguard._base._canonical import content_address
+from floorguard._base._time import UTC_Z_FORM, is_utc_z
 from floorguard.errors import FloorMapError
 
 ENTRY_FIELDS = ("min_safe_version", "advisory_id", "note")

@@ -33,8 +33,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from floorguard import _time, dsse
-from floorguard._canonical import canonical_bytes
+from floorguard import dsse
+from floorguard._base import _time
+from floorguard._base._canonical import canonical_bytes
+from floorguard._base.files import MAX_ENVELOPE_BYTES, MAX_TRUSTED_KEYS_BYTES, read_regular
 from floorguard.active_map import ActiveMap
 from floorguard.errors import (
     FloorguardError,
@@ -42,7 +44,6 @@ from floorguard.errors import (
     UnreadableFileError,
     VerificationError,
 )
-from floorguard.files import MAX_ENVELOPE_BYTES, MAX_TRUSTED_KEYS_BYTES, read_regular
 from floorguard.map_model import (
     MAP_VERSION_FORM,
     PUBLISHED_FIELDS,
@@ -269,6 +270,6 @@ def _warn(message: str) -> None:
         if message in _warned:
             return
         _warned.add(message)
-    from floorguard._text import one_line
+    from floorguard._base._text import one_line
 
     print(one_line(message), file=sys.stderr, flush=True)

@@ -28,9 +28,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from floorguard._base.files import read_regular
 from floorguard.catalog import ADAPTER_OF_PIP_MODULE
 from floorguard.errors import UnreadableFileError
-from floorguard.files import read_regular
 
 MAX_PTH_BYTES: Final = 1 << 20
 MAX_FINDER_BYTES: Final = 1 << 20

@@ -12,8 +12,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from floorguard import _time, dsse
-from floorguard._canonical import canonical_bytes, content_address, is_digest
+from floorguard import dsse
+from floorguard._base import _time
+from floorguard._base._canonical import canonical_bytes, content_address, is_digest
 from floorguard.errors import FloorguardError, FloorMapError, VerificationError
 from floorguard.map_model import entries_hash
 

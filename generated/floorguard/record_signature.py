@@ -50,8 +50,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from floorguard._base.files import MAX_KEY_BYTES, MAX_TRUSTED_KEYS_BYTES, read_regular_stat
 from floorguard.errors import KeyFileError, UnreadableFileError, VerificationError
-from floorguard.files import MAX_KEY_BYTES, MAX_TRUSTED_KEYS_BYTES, read_regular_stat
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import (

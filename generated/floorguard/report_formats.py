@@ -318,8 +318,8 @@ def doctor_map_artifact(cwd: Path) -> MapArtifact:
     parsed for its entries' lines; a published map is canonical JSON, all on line 1.
     Raises FloorMapError, as the doctor itself does, when no map can be trusted."""
     from floorguard import active_map
+    from floorguard._base.files import read_regular
     from floorguard.errors import FloorMapError, UnreadableFileError
-    from floorguard.files import read_regular
 
     in_force = active_map.current()
     lines: dict[str, int] = dict.fromkeys(in_force.floor_map, 1)

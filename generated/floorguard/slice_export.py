@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from floorguard import atomic
+from floorguard._base import atomic
 from floorguard.chain import AuditChain
 from floorguard.errors import ChainError
 

@@ -34,7 +34,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
-from floorguard._canonical import ZERO_DIGEST, canonical_bytes, is_digest
+from floorguard._base._canonical import ZERO_DIGEST, canonical_bytes, is_digest
 from floorguard.chain import (
     COMPACT_SORTED,
     EVENTS,
@@ -624,7 +624,7 @@ def verify_path(
     options: dict[str, Any] = {"key": key, "on_record": on_record, "host_keys": host_keys}
     if str(path) == "-":
         return verify_slice(iter_slice_lines(sys.stdin.buffer), source=STDIN, **options)
-    from floorguard.files import open_regular
+    from floorguard._base.files import open_regular
 
     # Streamed with a cap on each line; a FIFO or device is refused, never waited on.
     with open_regular(path, what="chain slice") as stream:

@@ -177,7 +177,7 @@ def read_regular_at(dir_fd: int, relpath: str, cap: int) -> tuple[bytes, FileIde
     """The bytes and identity of the regular file ``relpath`` relative to ``dir_fd``, read
     without blocking and under ``cap``; None when it is missing, not a regular file, larger
     than ``cap`` or unreadable."""
-    from floorguard.files import read_regular_stat
+    from floorguard._base.files import read_regular_stat
 
     try:
         data, st = read_regular_stat(relpath, max_bytes=cap, what="metadata file", dir_fd=dir_fd)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from floorguard import versions
-from floorguard._time import parse_ts
+from floorguard._base._time import parse_ts
 from floorguard.errors import FloorguardError
 from floorguard.map_model import FLOOR_ID, Advisory, AffectedRange, RangeAdvisory, Waiver
 

@@ -17,9 +17,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from floorguard import files
+from floorguard._base import files
+from floorguard._base.files import read_regular
 from floorguard.errors import CanonicalizationError, FloorMapError, VerificationError
-from floorguard.files import read_regular
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey

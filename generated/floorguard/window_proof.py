@@ -45,7 +45,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from floorguard import canary, merkle, versions
 from floorguard import verdict as verdict_rule
-from floorguard._time import format_ts
+from floorguard._base._time import format_ts
+from floorguard._base.files import open_regular, read_regular
 from floorguard.chain import ChainRecord, parse_any_ts
 from floorguard.errors import (
     FloorguardError,
@@ -53,7 +54,6 @@ from floorguard.errors import (
     UnreadableFileError,
     VerificationError,
 )
-from floorguard.files import open_regular, read_regular
 from floorguard.map_model import (
     ADAPTER_NAME,
     ADAPTER_NAME_FORM,
@@ -138,7 +138,7 @@ class MapResolver:
         return result
 
     def _from_archives(self, map_hash: str) -> FloorMap | str:
-        from floorguard._canonical import is_digest
+        from floorguard._base._canonical import is_digest
 
         unknown = (
             f"pins floor map {map_hash}, which no update receipt in the slice "

@@ -84,7 +84,7 @@ def extended_module(entries: dict[str, Any], *, version: int = 1) -> str:
 def verify_chain(host: Any, tmp_path: Path, maps: list[dict[str, Any]]) -> Any:
     """``floorctl verify chain --json`` over a test host's whole chain (MACs checked), with
     an archive of ``maps``."""
-    from floorguard._canonical import canonical_bytes
+    from floorguard._base._canonical import canonical_bytes
     from helpers.cli import floorctl
 
     archive = tmp_path / "maps"

@@ -85,7 +85,7 @@ def floorctl(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str
 APPENDER = textwrap.dedent(
     """
     import os, sys, time
-    from floorguard._time import now_ts
+    from floorguard._base._time import now_ts
     from floorguard.chain import AuditChain
     from floorguard.errors import ChainError
 
@@ -227,7 +227,7 @@ def _filled(pg: Chain, count: int) -> None:
 APPEND_SCRIPT = textwrap.dedent(
     """
     import sys
-    from floorguard._time import now_ts
+    from floorguard._base._time import now_ts
     from floorguard.chain import AuditChain
     from floorguard.errors import FloorguardError
     event = "adapter.canary_receipt"

@@ -11,8 +11,8 @@ from feedserver import envelope, new_key
 from hosts import Host, floor, map_module
 
 from floorguard import published_map
-from floorguard._canonical import canonical_bytes
-from floorguard._time import format_ts, utc_now
+from floorguard._base._canonical import canonical_bytes
+from floorguard._base._time import format_ts, utc_now
 from floorguard.map_model import from_entries
 
 PRINT_HASH = "import floorguard; print(floorguard.FLOOR_MAP_HASH)"

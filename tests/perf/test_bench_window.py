@@ -22,7 +22,7 @@ from helpers.bench import interleaved_medians, read_parse_and_mac
 from helpers.proof_support import MAP_V1, update_receipt
 from helpers.slice_writer import START, write_slice
 
-from floorguard._time import format_ts
+from floorguard._base._time import format_ts
 from floorguard.map_model import entries_hash
 from floorguard.window_proof import prove_path
 
