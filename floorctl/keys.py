@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from floorctl.errors import SigningError
-from floorguard import dsse
 from floorguard._base import atomic
 from floorguard._base.files import read_regular
+from floorguard._proofs import dsse
 from floorguard.errors import OutputError, UnreadableFileError, VerificationError
 from floorguard.verify_commands import floorctl_state_dir
 

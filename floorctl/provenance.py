@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any
 
-from floorguard import dsse, receipts
 from floorguard._base._canonical import canonical_bytes, is_digest
-from floorguard.active_map import parse_map_module
+from floorguard._maps.active_map import parse_map_module
+from floorguard._proofs import dsse, receipts
 from floorguard.errors import CanonicalizationError, FloorMapError, VerificationError
 
 if TYPE_CHECKING:

@@ -20,7 +20,7 @@ from probes.native import native_program
 
 import floorguard
 from floorguard._base._canonical import content_address
-from floorguard.map_model import entries_hash
+from floorguard._maps.map_model import entries_hash
 
 PACKAGE = Path(floorguard.__file__).parent
 

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from packaging.version import Version
 
-from floorguard import versions
+from floorguard._maps import versions
 from floorguard.catalog import (
     CATALOG,
     entry_for,

@@ -30,9 +30,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from floorguard._base._canonical import ZERO_DIGEST, content_address
+from floorguard._proofs.slice_verify import verify_slice
 from floorguard.chain import EVENTS, AuditChain, ChainRecord, canonical_json
 from floorguard.errors import CanonicalizationError, ChainWriteError, KeyFileError
-from floorguard.slice_verify import verify_slice
 from floorguard.state import state_home, state_paths
 
 
@@ -622,7 +622,7 @@ def test_importing_the_chain_does_not_import_sqlite3() -> None:
         [
             sys.executable,
             "-c",
-            "import sys, floorguard.chain, floorguard.slice_verify; "
+            "import sys, floorguard.chain, floorguard._proofs.slice_verify; "
             "print('sqlite3' in sys.modules)",
         ],
         capture_output=True,

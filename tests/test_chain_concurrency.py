@@ -13,8 +13,8 @@ from pathlib import Path
 
 from helpers.tree_support import assert_tree_matches_records
 
+from floorguard._proofs.slice_verify import verify_slice
 from floorguard.chain import AuditChain
-from floorguard.slice_verify import verify_slice
 
 APPENDER = textwrap.dedent(
     """

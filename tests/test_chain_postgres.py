@@ -35,11 +35,11 @@ from helpers.pg_chain import (
 )
 from hosts import Host, floor
 
+from floorguard._proofs.slice_verify import verify_slice
 from floorguard.chain import AuditChain
 from floorguard.chainstore import store_from_env
 from floorguard.chainstore.postgres import LOCK_STATEMENT, PostgresStore, redact
 from floorguard.errors import ChainError, ChainWriteError, KeyFileError
-from floorguard.slice_verify import verify_slice
 
 FLOORGUARD = [sys.executable, "-m", "floorguard"]
 

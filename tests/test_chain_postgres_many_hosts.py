@@ -133,7 +133,7 @@ def test_export_by_the_appender_while_another_host_appends_is_one_verifiable_pre
 ) -> None:
     """`chain export --checkpoint-out` and `chain checkpoint` by a host (the appender role)
     while another host appends: each export verifies, and each is a contiguous prefix."""
-    from floorguard.slice_verify import verify_slice
+    from floorguard._proofs.slice_verify import verify_slice
 
     stop = threading.Event()
     errors: list[str] = []

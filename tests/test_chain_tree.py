@@ -10,7 +10,7 @@ import pytest
 from helpers.chain_support import CANARY, execute, filled_chain, receipt
 from helpers.tree_support import assert_tree_matches_records, tree_of_lines
 
-from floorguard import merkle
+from floorguard._proofs import merkle
 from floorguard.chain import AuditChain
 from floorguard.errors import ChainError, ChainWriteError
 

@@ -32,7 +32,7 @@ from helpers.cli import isolated_env
 from helpers.pg_chain import Chain, floorctl
 from hosts import Host, floor
 
-from floorguard import checkpoint
+from floorguard._proofs import checkpoint
 from floorguard.chain import AuditChain
 from floorguard.errors import ChainWriteError
 

@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from helpers.chain_support import filled_chain
 from helpers.cli import isolated_env
 
-from floorguard import checkpoint, tlog
+from floorguard._proofs import checkpoint, tlog
 from floorguard.chain import AuditChain
 
 

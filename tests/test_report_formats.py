@@ -17,7 +17,8 @@ import pytest
 from helpers.advisory_maps import entry, extended_module
 from helpers.sarif import SCHEMA_FILE, assert_valid_sarif, sarif_validator
 
-from floorguard import active_map, doctor, report_formats
+from floorguard import doctor, report_formats
+from floorguard._maps import active_map
 
 SCHEMA_SHA256 = "ddddcccbf95c7c50c037b5b07eff4140556278ca574ff374db46786b5fce7949"
 OASIS_ID = (

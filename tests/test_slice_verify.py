@@ -16,8 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from floorguard._base._canonical import ZERO_DIGEST
-from floorguard.chain import ChainRecord, canonical_json
-from floorguard.slice_verify import (
+from floorguard._proofs.slice_verify import (
     MAX_LINE_BYTES,
     SliceVerifier,
     iter_slice_lines,
@@ -25,6 +24,7 @@ from floorguard.slice_verify import (
     report_document,
     verify_slice,
 )
+from floorguard.chain import ChainRecord, canonical_json
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from helpers.chain_support import execute, filled_chain
 
-from floorguard import checkpoint, merkle, tlog
+from floorguard._proofs import checkpoint, merkle, tlog
 from floorguard.chain import AuditChain, ChainRecord
 from floorguard.errors import VerificationError
 

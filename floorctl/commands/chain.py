@@ -19,10 +19,10 @@ import click
 
 from floorctl import keys
 from floorctl.commands._output import emit_json, json_option, notice
-from floorguard import checkpoint, merkle, tlog
 from floorguard._base import atomic, files
 from floorguard._base._time import parse_ts
 from floorguard._cli_io import stdout_failed
+from floorguard._proofs import checkpoint, merkle, tlog
 from floorguard.chain import AuditChain
 from floorguard.chain_key import key_check, load_or_create_key
 from floorguard.chain_view import ChainViews

@@ -8,7 +8,7 @@ import click
 
 from floorctl import keys
 from floorctl.commands._output import emit_json, json_option
-from floorguard import checkpoint, dsse
+from floorguard._proofs import checkpoint, dsse
 from floorguard.chain import is_chain_id
 
 

@@ -21,9 +21,10 @@ import click
 
 from floorctl import keys
 from floorctl.commands._output import notice
-from floorguard import checkpoint, tlog, verify_commands
-from floorguard import witness as witnesses
+from floorguard import verify_commands
 from floorguard._base import atomic, files
+from floorguard._proofs import checkpoint, tlog
+from floorguard._proofs import witness as witnesses
 from floorguard.errors import VerificationError
 
 if TYPE_CHECKING:

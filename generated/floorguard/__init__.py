@@ -24,10 +24,10 @@ from floorguard.errors import (
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from floorguard._maps.map_model import Advisory
     from floorguard.decision import Decision as Decision
     from floorguard.gate import preflight as preflight
     from floorguard.launcher import spawn as spawn
-    from floorguard.map_model import Advisory
 
     FLOOR_MAP: Mapping[str, Advisory]
     FLOOR_MAP_HASH: str
@@ -54,7 +54,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     # Resolved at every access: the floor map is the one in force now, not at import time.
     if name in ("FLOOR_MAP", "FLOOR_MAP_HASH", "FLOOR_MAP_VERSION"):
-        from floorguard import active_map
+        from floorguard._maps import active_map
 
         current = active_map.current()
         if name == "FLOOR_MAP_HASH":

@@ -26,7 +26,7 @@ EXIT_USAGE = 2
 
 Handler = Callable[[argparse.Namespace], int]
 if TYPE_CHECKING:
-    from floorguard.tlog import ConsistencyResult, InclusionResult
+    from floorguard._proofs.tlog import ConsistencyResult, InclusionResult
     from floorguard.verify_commands import ReceiptResult
 
     # Private in argparse and not subscriptable at run time: for the type checker only.
@@ -76,7 +76,8 @@ def _slice_option(text: str) -> str:
 
 
 def _verify_chain(args: argparse.Namespace) -> int:
-    from floorguard import verify_commands, window_proof
+    from floorguard import verify_commands
+    from floorguard._proofs import window_proof
 
     report = verify_commands.verify_chain(
         args.slice,

@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 from floorguard.errors import InvalidInput, VerificationError
 
 if TYPE_CHECKING:
+    from floorguard._maps.map_model import Advisory
     from floorguard.chain import AuditChain, ChainRecord
-    from floorguard.map_model import Advisory
 
 CANARY = "adapter.canary_receipt"
 PASS, FAIL = "pass", "fail"
@@ -42,7 +42,7 @@ ECOSYSTEMS = frozenset({"npm", "PyPI"})
 def parse_version(text: object, ecosystem: str | None = None) -> Any | None:
     """``text`` parsed in ``ecosystem``'s order (None: PEP 440), or None when it is not a
     version there (versions.parse is cached: verifiers call this a lot)."""
-    from floorguard import versions
+    from floorguard._maps import versions
 
     if not isinstance(text, str):
         return None
@@ -88,7 +88,7 @@ def judge(
     last_green: LastGreen | None,
 ) -> CanaryJudgement:
     """The verdict of one canary run (pure). Raises VerificationError for an unknown result."""
-    from floorguard import verdict, versions
+    from floorguard._maps import verdict, versions
     from floorguard.gate import unsafe_phrase
 
     if result not in RESULTS:
@@ -169,7 +169,7 @@ def input_problem(adapter: str, version: str, advisory: Advisory | None) -> str 
     segment only when the floor does (``1!0.1`` would otherwise sort above every real
     release and freeze last-green there).
     """
-    from floorguard import versions
+    from floorguard._maps import versions
 
     if advisory is None:
         return f"adapter {adapter!r} is not in the floor map in force: nothing to certify"
@@ -263,8 +263,9 @@ def record_run(chain: AuditChain, adapter: str, version: str, result: str) -> Ca
     nothing recorded), VerificationError (a chain that does not verify), FloorMapError (no
     trustworthy map) and ChainError (the receipt could not be written).
     """
-    from floorguard import active_map, receipts
-    from floorguard.map_model import ADAPTER_NAME, ADAPTER_NAME_FORM
+    from floorguard._maps import active_map
+    from floorguard._maps.map_model import ADAPTER_NAME, ADAPTER_NAME_FORM
+    from floorguard._proofs import receipts
 
     if not ADAPTER_NAME.match(adapter):
         # Refused as the gate refuses it, before the map or the chain is read.
@@ -307,7 +308,7 @@ def chain_projection(chain: AuditChain) -> dict[str, LastGreen]:
     verify (the projection of a tampered chain is refused, not shown) and KeyFileError when
     its key cannot be read.
     """
-    from floorguard.slice_verify import SliceVerifier
+    from floorguard._proofs.slice_verify import SliceVerifier
 
     if not chain.exists() or chain.head() is None:
         return {}

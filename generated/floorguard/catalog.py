@@ -160,7 +160,7 @@ def validate_version(text: str) -> str:
     ecosystem, asked when it is judged; a version that is not valid there is an unknown
     version then.
     """
-    from floorguard import versions
+    from floorguard._maps import versions
 
     if not isinstance(text, str):
         raise DetectionError(f"version is not a string: {text!r}")

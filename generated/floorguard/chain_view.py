@@ -65,9 +65,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from floorguard import merkle
 from floorguard._base._time import now_ts
 from floorguard._base.files import flock_within
+from floorguard._proofs import merkle
 from floorguard.errors import ChainRollbackError, ChainWriteError
 from floorguard.state import REFUSALS_NAME, VIEW_LOCK_NAME
 

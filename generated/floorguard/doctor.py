@@ -19,10 +19,11 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from floorguard import active_map, receipts
 from floorguard._base import _time
+from floorguard._maps import active_map
+from floorguard._maps.map_model import Advisory
+from floorguard._proofs import receipts
 from floorguard.errors import DetectionError
-from floorguard.map_model import Advisory
 
 if TYPE_CHECKING:
     from floorguard.canary import LastGreen
@@ -115,7 +116,7 @@ def examine(
 def _boundary(entry: Advisory) -> str | None:
     """The refusal boundary as the doctor shows it; the stated floor when a bound is not a
     version of the entry's ecosystem (the gate then refuses every version as unknown)."""
-    from floorguard import verdict, versions
+    from floorguard._maps import verdict, versions
 
     try:
         boundary = verdict.refusal_boundary(entry)
@@ -126,7 +127,7 @@ def _boundary(entry: Advisory) -> str | None:
 
 def _ahead(entry: Advisory, posture: AdapterPosture, last_green: LastGreen) -> AdapterPosture:
     """``ok`` becomes ``ahead_of_last_green`` when the version is newer than last-green."""
-    from floorguard import versions
+    from floorguard._maps import versions
 
     if posture.version is None:  # never for ok, which means a version was judged
         return posture
@@ -172,7 +173,8 @@ def _unjudged(binary: str | os.PathLike[str], path_env: str | None) -> str | Non
 
 
 def _examine(entry: Advisory, path_env: str | None, at: _dt.datetime | None) -> AdapterPosture:
-    from floorguard import detect, verdict, versions
+    from floorguard import detect
+    from floorguard._maps import verdict, versions
 
     adapter, floor = entry.adapter, entry.min_safe_version
     try:

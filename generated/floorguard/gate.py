@@ -14,8 +14,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from floorguard import active_map, receipts
 from floorguard._base import _time
+from floorguard._maps import active_map
+from floorguard._maps.map_model import ADAPTER_NAME
+from floorguard._proofs import receipts
 from floorguard.decision import (
     BLOCK,
     PERMIT,
@@ -34,15 +36,14 @@ from floorguard.errors import (
     FloorMapError,
     SpawnRefused,
 )
-from floorguard.map_model import ADAPTER_NAME
 
 if TYPE_CHECKING:
+    from floorguard._maps.map_model import Advisory
+    from floorguard._maps.verdict import Assessment, Cause
     from floorguard.detect import Detection
     from floorguard.examine import Examination
     from floorguard.identify import Identification
-    from floorguard.map_model import Advisory
     from floorguard.target import Target
-    from floorguard.verdict import Assessment, Cause
 
 POLICY_VARIABLE = "FLOORGUARD_ADAPTER_FLOOR_POLICY"
 UNTRACKED_POLICY_VARIABLE = "FLOORGUARD_UNTRACKED_POLICY"
@@ -293,7 +294,7 @@ def _assessed(
     known: dict[str, Any],
 ) -> _Judgement:
     """The verdict of the map's rule (``verdict.assess``) on a detected version, at ``at``."""
-    from floorguard import verdict, versions
+    from floorguard._maps import verdict, versions
 
     stamp = _time.format_ts(at)
     try:
@@ -354,7 +355,7 @@ _CAUSES_LIMIT: Final = 1024
 def _assess(entry: Advisory, version: str, at: _dt.datetime, map_hash: str | None) -> Assessment:
     """``verdict.assess`` at ``at``: the causes from the cache when the map is named; only an
     unsafe version of an entry with waivers is judged afresh (a waiver depends on ``at``)."""
-    from floorguard import verdict
+    from floorguard._maps import verdict
 
     key = (map_hash, entry.adapter, version) if map_hash is not None else None
     cached = _CAUSES.get(key) if key is not None else None
@@ -403,7 +404,7 @@ def preflight(
 
     ``floor_map``: the host's own generated floor-map module (imported), to make it the map
     in force instead of the built-in or ``FLOORGUARD_FLOOR_MAP`` one; it is read from its
-    file and checked as ``floorguard.host_map`` says (anything else is a recorded refusal).
+    file and checked as ``floorguard._maps.host_map`` says (anything else is a recorded refusal).
 
     Returns the Decision for permit, warn_override and untracked. Raises SpawnRefused for a
     refusal (``.decision`` holds the recorded refusal) and when the chain cannot be written

@@ -317,8 +317,8 @@ def doctor_map_artifact(cwd: Path) -> MapArtifact:
     """The floor map in force (the doctor's findings are about its entries). A module is
     parsed for its entries' lines; a published map is canonical JSON, all on line 1.
     Raises FloorMapError, as the doctor itself does, when no map can be trusted."""
-    from floorguard import active_map
     from floorguard._base.files import read_regular
+    from floorguard._maps import active_map
     from floorguard.errors import FloorMapError, UnreadableFileError
 
     in_force = active_map.current()

@@ -24,10 +24,10 @@ from floorguard.errors import CanonicalizationError, FloorMapError, Verification
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-    from floorguard import tlog
-    from floorguard.checkpoint import Checkpoint
-    from floorguard.receipts import CheckedReceipt
-    from floorguard.window_proof import ProofReport
+    from floorguard._proofs import tlog
+    from floorguard._proofs.checkpoint import Checkpoint
+    from floorguard._proofs.receipts import CheckedReceipt
+    from floorguard._proofs.window_proof import ProofReport
 
 Notify = Callable[[str], None]
 # How floorctl names its signing key (floorctl's own resolution uses these same names).
@@ -61,7 +61,7 @@ def signing_key_path(environ: Mapping[str, str]) -> Path:
 def default_map_dirs() -> list[Path]:
     """``verify chain`` without ``--maps``: floorguard's own archive, then the checkout's
     ``generated/floorguard/maps`` when run from a project root (those that exist)."""
-    from floorguard.window_proof import default_map_dirs as package_and
+    from floorguard._proofs.window_proof import default_map_dirs as package_and
 
     return package_and([CHECKOUT_MAPS])
 
@@ -69,7 +69,7 @@ def default_map_dirs() -> list[Path]:
 def load_verify_key(path: Path) -> Ed25519PublicKey:
     """A PEM public key; a PEM private key file gives its public half. Raises
     VerificationError (not such a key) and UnreadableFileError."""
-    from floorguard import dsse
+    from floorguard._proofs import dsse
 
     data = read_regular(path, max_bytes=files.MAX_KEY_BYTES, what="public key")
     if b"PRIVATE KEY" not in data:
@@ -94,8 +94,8 @@ def module_map_hash(path: Path) -> str:
     bernstein layout its ``ADAPTER_MIN_SAFE_VERSIONS`` between the markers, read as the
     runtime reads a host's module; the hash it states is not trusted). Raises
     FloorMapError."""
-    from floorguard.active_map import module_literals
-    from floorguard.map_model import entries_hash
+    from floorguard._maps.active_map import module_literals
+    from floorguard._maps.map_model import entries_hash
 
     data = read_regular(path, max_bytes=files.MAX_MAP_BYTES, what="floor map")
     try:
@@ -104,7 +104,7 @@ def module_map_hash(path: Path) -> str:
         raise FloorMapError(f"{path}: floor map module is not UTF-8") from exc
     entries = module_literals(text, str(path)).get("FLOOR_MAP_ENTRIES")
     if entries is None and "ADAPTER_MIN_SAFE_VERSIONS" in text:
-        from floorguard import host_map
+        from floorguard._maps import host_map
 
         return host_map.data_hash(text, str(path))
     if entries is None:
@@ -122,7 +122,7 @@ def map_file_hash(path: Path, module_hash: Callable[[Path], str] = module_map_ha
     reader of every layout) or of a map JSON file (archived or published)."""
     if path.suffix == ".py":
         return module_hash(path)
-    from floorguard.map_model import map_file_hash as json_map_hash
+    from floorguard._maps.map_model import map_file_hash as json_map_hash
 
     data = read_regular(path, max_bytes=files.MAX_MAP_BYTES, what="floor map")
     return json_map_hash(data, str(path))
@@ -136,12 +136,12 @@ class ReceiptResult:
     floor_map: Path | None
 
     def document(self) -> dict[str, Any]:
-        from floorguard.receipts import checked_document
+        from floorguard._proofs.receipts import checked_document
 
         return checked_document(self.checked, floor_map_checked=self.floor_map is not None)
 
     def text(self) -> str:
-        from floorguard.receipts import checked_headline
+        from floorguard._proofs.receipts import checked_headline
 
         lines = [checked_headline(self.checked)]
         if self.checked.signed_by:
@@ -156,7 +156,7 @@ def receipt_keys(
 ) -> list[Ed25519PublicKey] | None:
     """The keys a receipt is verified against: ``--pubkey``; else, for a signed receipt,
     the public half of the signing key in use (said on stderr); else None."""
-    from floorguard.receipts import is_envelope_document
+    from floorguard._proofs.receipts import is_envelope_document
 
     if pubkey is not None:
         return [load_verify_key(pubkey)]
@@ -185,7 +185,7 @@ def verify_receipt(
     """``verify receipt``: the signature (or, with ``content_only``, an unsigned receipt's
     content address), then the map it pins against ``floor_map``. Raises VerificationError
     (naming ``path``), FloorMapError and UnreadableFileError."""
-    from floorguard.receipts import NO_TRUSTED_SIGNATURE, check_receipt_document
+    from floorguard._proofs.receipts import NO_TRUSTED_SIGNATURE, check_receipt_document
 
     data = read_regular(path, max_bytes=files.MAX_RECEIPT_BYTES, what="receipt")
     env = os.environ if environ is None else environ
@@ -246,10 +246,10 @@ def verify_chain(
     genesis; ``host_keys`` the host-keys document that host-signed records are checked with
     (``floorguard.record_signature``). Raises KeyFileError (an unusable key file or host-keys
     document), VerificationError (an unusable public key), UnreadableFileError and OSError."""
-    from floorguard import window_proof
+    from floorguard._proofs import window_proof
+    from floorguard._proofs.slice_verify import MACS_NOT_CHECKED
     from floorguard.chain_key import load_key
     from floorguard.record_signature import load_host_keys
-    from floorguard.slice_verify import MACS_NOT_CHECKED
 
     key = load_key(key_file) if key_file is not None else None
     listed = load_host_keys(host_keys) if host_keys is not None else None
@@ -276,7 +276,7 @@ def verify_chain(
         raise VerificationError(INCLUSION_OR_PREVIOUS)
     previous, link = None, None
     if previous_checkpoint is not None and pubkey is not None:
-        from floorguard import tlog
+        from floorguard._proofs import tlog
 
         if consistency is None:
             raise VerificationError("--previous-checkpoint needs --consistency PROOF")
@@ -296,7 +296,7 @@ def verify_chain(
         raise VerificationError("--consistency needs --previous-checkpoint")
     proof = None
     if inclusion is not None:
-        from floorguard import tlog
+        from floorguard._proofs import tlog
 
         proof, problem = window_proof.load_inclusion(
             read_regular(inclusion, max_bytes=tlog.MAX_PROOF_BYTES, what="inclusion proof")
@@ -333,7 +333,7 @@ def _checkpoint_bytes(path: Path) -> bytes:
 
 
 def _proof_bytes(path: Path) -> bytes:
-    from floorguard import tlog
+    from floorguard._proofs import tlog
 
     return read_regular(path, max_bytes=tlog.MAX_PROOF_BYTES, what="proof")
 
@@ -366,8 +366,8 @@ def check_witnesses(
     needed = witness_quorum(witness_keys, witnesses)
     if needed == 0:
         return
-    from floorguard import checkpoint as checkpoints
-    from floorguard import witness
+    from floorguard._proofs import checkpoint as checkpoints
+    from floorguard._proofs import witness
 
     keys = [load_verify_key(path) for path in witness_keys]
     # A quorum counts independent parties: one key twice is one witness, and the log's own
@@ -395,7 +395,7 @@ def _witnessed_checkpoint(
 ) -> Checkpoint:
     """The checkpoint in ``path``, verified with the log's ``key`` and, when asked, its
     witnesses' cosignatures. Raises VerificationError naming ``path``."""
-    from floorguard import checkpoint as checkpoints
+    from floorguard._proofs import checkpoint as checkpoints
 
     data = _checkpoint_bytes(path)
     try:
@@ -417,7 +417,7 @@ def verify_inclusion(
     """``verify inclusion``: the record in PROOF is at its index in the log the signed
     checkpoint states. Raises VerificationError (naming the file at fault),
     UnreadableFileError and OSError."""
-    from floorguard import tlog
+    from floorguard._proofs import tlog
 
     key = load_verify_key(pubkey)
     cp = _witnessed_checkpoint(checkpoint, key, witness_keys, witnesses)
@@ -439,7 +439,7 @@ def verify_consistency(
 ) -> tlog.ConsistencyResult:
     """``verify consistency``: the newer checkpoint's log extends the older one's. Raises
     VerificationError (naming the file at fault), UnreadableFileError and OSError."""
-    from floorguard import tlog
+    from floorguard._proofs import tlog
 
     key = load_verify_key(pubkey)
     verified = [_witnessed_checkpoint(path, key, witness_keys, witnesses) for path in (old, new)]

@@ -1,6 +1,6 @@
 """Extended floor-map entries (advisories, ranges, waivers) for runtime tests, and the module
 that carries them, written directly: literals rendered with ``repr`` and the hash computed by
-``floorguard.map_model.floor_map_hash``, as refresh would state it."""
+``floorguard._maps.map_model.floor_map_hash``, as refresh would state it."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pprint
 from pathlib import Path
 from typing import Any
 
-from floorguard.map_model import floor_map_hash, from_entries
+from floorguard._maps.map_model import floor_map_hash, from_entries
 
 FAR_FUTURE = "2099-01-01T00:00:00Z"
 LONG_AGO = "2020-01-01T00:00:00Z"

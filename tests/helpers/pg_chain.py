@@ -23,7 +23,8 @@ import pgserver
 import psycopg
 import pytest
 
-from floorguard import merkle
+from floorguard._proofs import merkle
+from floorguard._proofs.slice_verify import verify_slice
 from floorguard.chain import (
     GENESIS_PREV,
     AuditChain,
@@ -35,7 +36,6 @@ from floorguard.chain import (
 from floorguard.chainstore.interface import Node, Row
 from floorguard.chainstore.postgres import PostgresStore
 from floorguard.errors import ChainWriteError
-from floorguard.slice_verify import verify_slice
 from helpers.chain_support import receipt
 from helpers.cli import isolated_env
 from helpers.tree_support import assert_tree_matches_records

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from floorguard._maps.map_model import entries_hash
+from floorguard._proofs.receipts import new_receipt
 from floorguard.chain import AuditChain, ChainRecord, canonical_json
-from floorguard.map_model import entries_hash
-from floorguard.receipts import new_receipt
 from helpers.chain_support import ticking_clock
 
 SPAWN = "adapter.spawn_preflight_receipt"

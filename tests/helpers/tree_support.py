@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from floorguard import merkle
+from floorguard._proofs import merkle
 from floorguard.chain import AuditChain
 
 

@@ -21,7 +21,7 @@ import pytest
 from helpers.bench import BareDurableTable
 
 import floorguard
-from floorguard import active_map
+from floorguard._maps import active_map
 from floorguard.chain import AuditChain
 
 pytestmark = pytest.mark.perf

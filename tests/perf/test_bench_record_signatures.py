@@ -22,9 +22,9 @@ from helpers.bench_chain import SPAWN, _database, _receipt
 
 from floorctl import keys
 from floorguard import record_signature
+from floorguard._proofs.slice_verify import verify_slice
 from floorguard.chain import AuditChain
 from floorguard.record_signature import load_host_key, parse_host_keys
-from floorguard.slice_verify import verify_slice
 
 pytestmark = pytest.mark.perf
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from floorguard import checkpoint, merkle, tlog
+from floorguard._proofs import checkpoint, merkle, tlog
 from floorguard.chain import AuditChain, line_text
 
 pytestmark = pytest.mark.perf

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import IO, Any, NamedTuple
 
 from floorguard._base._canonical import ZERO_DIGEST, canonical_bytes, is_digest
+from floorguard._proofs.receipts import shape_problem
 from floorguard.chain import (
     COMPACT_SORTED,
     EVENTS,
@@ -47,7 +48,6 @@ from floorguard.chain import (
     parse_any_ts,
 )
 from floorguard.errors import FloorguardError
-from floorguard.receipts import shape_problem
 from floorguard.record_signature import HostKeys, is_hmac, signature_key_id
 
 MAX_LINE_BYTES = 16 << 20

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from floorguard._base.files import MAX_STATE_BYTES, flock_within, read_regular_stat
+from floorguard._maps.map_model import MAP_VERSION_FORM, is_map_version
 from floorguard.errors import FloorMapError, UnreadableFileError
-from floorguard.map_model import MAP_VERSION_FORM, is_map_version
 from floorguard.state import ACCEPTED_MAP_NAME
 
 STATE_NAME = ACCEPTED_MAP_NAME

@@ -12,11 +12,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from floorguard import dsse
 from floorguard._base import _time
 from floorguard._base._canonical import canonical_bytes, content_address, is_digest
+from floorguard._maps.map_model import entries_hash
+from floorguard._proofs import dsse
 from floorguard.errors import FloorguardError, FloorMapError, VerificationError
-from floorguard.map_model import entries_hash
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import (

@@ -15,16 +15,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from floorguard._base.files import read_regular_stat
-from floorguard.errors import FloorMapError, UnreadableFileError
-from floorguard.map_model import (
+from floorguard._maps.map_model import (
     MAP_VERSION_FORM,
     FloorMap,
     floor_map_hash,
     from_entries,
     is_map_version,
 )
+from floorguard.errors import FloorMapError, UnreadableFileError
 
-BUILTIN_MAP_FILE = Path(__file__).with_name("floor_map.py")
+BUILTIN_MAP_FILE = Path(__file__).parent.parent / "floor_map.py"
 _NAMES = ("FLOOR_MAP_VERSION", "FLOOR_MAP_HASH", "FLOOR_MAP_ENTRIES")
 MAX_MAP_FILE_BYTES = 64 * 1024 * 1024
 
@@ -302,12 +302,12 @@ def current(floor_map: object = None) -> ActiveMap:
     """
     named = os.environ.get("FLOORGUARD_FLOOR_MAP")
     if floor_map is not None or (named and not named.endswith(".json")):
-        from floorguard import host_map
+        from floorguard._maps import host_map
 
         return host_map.in_force(floor_map, os.environ)
     builtin = load_map_file(BUILTIN_MAP_FILE)
     if not named:
         return builtin
-    from floorguard import published_map
+    from floorguard._maps import published_map
 
     return published_map.select(builtin, os.environ)

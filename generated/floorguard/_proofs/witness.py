@@ -22,8 +22,8 @@ import hashlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from floorguard import checkpoint as checkpoints
-from floorguard import merkle
+from floorguard._proofs import checkpoint as checkpoints
+from floorguard._proofs import merkle
 from floorguard.errors import VerificationError
 
 if TYPE_CHECKING:
@@ -32,8 +32,8 @@ if TYPE_CHECKING:
         Ed25519PublicKey,
     )
 
-    from floorguard.checkpoint import Checkpoint
-    from floorguard.tlog import ConsistencyProof
+    from floorguard._proofs.checkpoint import Checkpoint
+    from floorguard._proofs.tlog import ConsistencyProof
 
 COSIGNATURE_TYPE = b"\x04"
 HEADER = "cosignature/v1\n"
@@ -87,7 +87,7 @@ def check_cosign(
     VerificationError for a smaller tree, a fork (two roots for one size), or a proof
     that does not verify.
     """
-    from floorguard import tlog
+    from floorguard._proofs import tlog
 
     if old.origin != new.origin:
         raise VerificationError(f"the checkpoints are of two logs ({old.origin}, {new.origin})")

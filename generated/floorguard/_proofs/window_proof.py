@@ -43,10 +43,26 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from floorguard import canary, merkle, versions
-from floorguard import verdict as verdict_rule
+from floorguard import canary
 from floorguard._base._time import format_ts
 from floorguard._base.files import open_regular, read_regular
+from floorguard._maps import verdict as verdict_rule
+from floorguard._maps import versions
+from floorguard._maps.map_model import (
+    ADAPTER_NAME,
+    ADAPTER_NAME_FORM,
+    FloorMap,
+    entries_hash,
+    from_entries,
+)
+from floorguard._proofs import merkle
+from floorguard._proofs.slice_verify import (
+    STDIN,
+    IntegrityError,
+    SliceReport,
+    SliceVerifier,
+    iter_slice_lines,
+)
 from floorguard.chain import ChainRecord, parse_any_ts
 from floorguard.errors import (
     FloorguardError,
@@ -54,27 +70,13 @@ from floorguard.errors import (
     UnreadableFileError,
     VerificationError,
 )
-from floorguard.map_model import (
-    ADAPTER_NAME,
-    ADAPTER_NAME_FORM,
-    FloorMap,
-    entries_hash,
-    from_entries,
-)
-from floorguard.slice_verify import (
-    STDIN,
-    IntegrityError,
-    SliceReport,
-    SliceVerifier,
-    iter_slice_lines,
-)
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-    from floorguard.checkpoint import Checkpoint
+    from floorguard._proofs.checkpoint import Checkpoint
+    from floorguard._proofs.tlog import ConsistencyProof, InclusionProof
     from floorguard.record_signature import HostKeys
-    from floorguard.tlog import ConsistencyProof, InclusionProof
 
 SPAWN = "adapter.spawn_preflight_receipt"
 FLOOR_UPDATE = "adapter.floor_update_receipt"
@@ -83,7 +85,7 @@ PERMIT, REFUSE, WARN_OVERRIDE, UNTRACKED = "permit", "refuse", "warn_override", 
 WAIVED = "waived"
 MAX_ARCHIVE_BYTES = 64 * 1024 * 1024
 MAX_REPORTED_VIOLATIONS = 1000
-PACKAGE_MAPS = Path(__file__).with_name("maps")
+PACKAGE_MAPS = Path(__file__).parent.parent / "maps"
 _MEMO_LIMIT = 4096
 _UNSEEN = object()
 
@@ -597,7 +599,7 @@ class WindowProof:
 
     def _root_problem(self, report: SliceReport) -> str | None:
         """Why the slice does not reach the checkpoint's root; None when it does."""
-        from floorguard import checkpoint as checkpoints
+        from floorguard._proofs import checkpoint as checkpoints
 
         checkpoint = self.checkpoint
         if checkpoint is None:
@@ -658,7 +660,7 @@ class WindowProof:
 
     def _extends_previous(self) -> str | None:
         """Whether the consistency proof shows the checkpoint's log extends ``previous``."""
-        from floorguard import tlog
+        from floorguard._proofs import tlog
 
         checkpoint, previous, proof = self.checkpoint, self.previous, self.consistency
         if checkpoint is None or previous is None:
@@ -674,7 +676,7 @@ class WindowProof:
     def _previous_old_format(self) -> str | None:
         """Why the previous checkpoint is of the old format, when the slice holds its last
         record and its root is that record's digest."""
-        from floorguard import checkpoint as checkpoints
+        from floorguard._proofs import checkpoint as checkpoints
 
         previous, digest = self.previous, self._previous_digest
         if previous is None or digest is None:
@@ -684,7 +686,7 @@ class WindowProof:
     def _previous_problem(self, report: SliceReport, old: str | None) -> str | None:
         """Whether the consistency proof from ``previous`` binds the records appended since
         it, as the slice holds them, to the checkpoint's root."""
-        from floorguard import tlog
+        from floorguard._proofs import tlog
 
         checkpoint, previous, proof = self.checkpoint, self.previous, self.consistency
         if checkpoint is None or previous is None:
@@ -798,7 +800,7 @@ def _moment(ts: str) -> datetime | None:
 
 def load_inclusion(data: bytes) -> tuple[InclusionProof | None, str | None]:
     """The parsed inclusion proof, or None and why it was refused."""
-    from floorguard import tlog
+    from floorguard._proofs import tlog
 
     try:
         return tlog.parse_inclusion(data), None
@@ -810,7 +812,7 @@ def load_checkpoint(
     data: bytes, public_key: Ed25519PublicKey
 ) -> tuple[Checkpoint | None, str | None]:
     """The verified checkpoint, or None and why it was refused."""
-    from floorguard import checkpoint
+    from floorguard._proofs import checkpoint
 
     try:
         return checkpoint.verify(data, public_key), None

@@ -16,10 +16,10 @@ import datetime as _dt
 from dataclasses import dataclass
 from typing import Final
 
-from floorguard import versions
 from floorguard._base._time import parse_ts
+from floorguard._maps import versions
+from floorguard._maps.map_model import FLOOR_ID, Advisory, AffectedRange, RangeAdvisory, Waiver
 from floorguard.errors import FloorguardError
-from floorguard.map_model import FLOOR_ID, Advisory, AffectedRange, RangeAdvisory, Waiver
 
 # A waiver must still hold this long after a decision: the decision may then wait for the
 # chain (up to chain.BUSY_TIMEOUT_SECONDS for the lock and as long again for busy retries),

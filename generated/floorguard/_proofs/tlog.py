@@ -26,15 +26,15 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from floorguard import checkpoint as checkpoints
-from floorguard import merkle
+from floorguard._proofs import checkpoint as checkpoints
+from floorguard._proofs import merkle
 from floorguard.errors import FloorguardError, VerificationError
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+    from floorguard._proofs.checkpoint import Checkpoint
     from floorguard.chain import AuditChain, ChainRecord, TreeSnapshot
-    from floorguard.checkpoint import Checkpoint
 
 MAX_PROOF_BYTES = 4 * 1024 * 1024  # a record (receipt up to 1 MiB) and 64 hashes
 MAX_HASHES = 128
@@ -195,7 +195,7 @@ def record_of_line(line: str) -> ChainRecord:
     if canonical != line:
         raise VerificationError("the record is not a canonical export line")
     # Proven included or not, a receipt the verifiers would refuse is not vouched for here.
-    from floorguard.receipts import shape_problem
+    from floorguard._proofs.receipts import shape_problem
 
     problem = shape_problem(record.event, record.receipt)
     if problem is not None:

@@ -33,18 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from floorguard import dsse
 from floorguard._base import _time
 from floorguard._base._canonical import canonical_bytes
 from floorguard._base.files import MAX_ENVELOPE_BYTES, MAX_TRUSTED_KEYS_BYTES, read_regular
-from floorguard.active_map import ActiveMap
-from floorguard.errors import (
-    FloorguardError,
-    FloorMapError,
-    UnreadableFileError,
-    VerificationError,
-)
-from floorguard.map_model import (
+from floorguard._maps.active_map import ActiveMap
+from floorguard._maps.map_model import (
     MAP_VERSION_FORM,
     PUBLISHED_FIELDS,
     FloorMap,
@@ -53,6 +46,13 @@ from floorguard.map_model import (
     is_map_version,
     to_entries,
 )
+from floorguard._proofs import dsse
+from floorguard.errors import (
+    FloorguardError,
+    FloorMapError,
+    UnreadableFileError,
+    VerificationError,
+)
 
 ENV_MAP = "FLOORGUARD_FLOOR_MAP"
 ENV_KEYS = "FLOORGUARD_TRUSTED_KEYS"
@@ -60,7 +60,7 @@ PAYLOAD_TYPE = "application/vnd.floorguard.floor-map+json"
 SCHEMA_VERSION = 1
 FIELDS = PUBLISHED_FIELDS
 SIGNATURE_SUFFIX = ".dsse"
-PACKAGE_KEYS = Path(__file__).with_name("trusted_keys.json")
+PACKAGE_KEYS = Path(__file__).parent.parent / "trusted_keys.json"
 MAX_MAP_BYTES = 64 * 1024 * 1024  # files.MAX_MAP_BYTES
 
 
@@ -135,7 +135,7 @@ def trusted_keys_path(environ: Mapping[str, str]) -> Path:
 
 def load(path: Path, keys_path: Path, builtin: ActiveMap, now: _dt.datetime) -> PublishedMap:
     """The published map at ``path`` if it may replace ``builtin``. Raises FloorguardError."""
-    from floorguard import trust
+    from floorguard._proofs import trust
 
     data = _read(path, MAX_MAP_BYTES, "published floor map")
     envelope = _read(Path(str(path) + SIGNATURE_SUFFIX), MAX_ENVELOPE_BYTES, "signature")
@@ -223,7 +223,7 @@ def select(
     accepted map; otherwise FloorMapError is raised, so every spawn is refused.
     Raises FloorMapError also when the record of accepted maps is unreadable or damaged.
     """
-    from floorguard import accepted_map
+    from floorguard._maps import accepted_map
 
     name = environ.get(ENV_MAP)
     if not name:

@@ -27,20 +27,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from floorguard.active_map import (
+from floorguard._maps.active_map import (
     ActiveMap,
     load_map_file,
     module_literals,
     parse_module,
 )
-from floorguard.errors import FloorMapError
-from floorguard.map_model import (
+from floorguard._maps.map_model import (
     ENTRY_FIELDS,
     MAP_VERSION_FORM,
     floor_map_hash,
     from_entries,
     is_map_version,
 )
+from floorguard.errors import FloorMapError
 
 ENV_MAP = "FLOORGUARD_FLOOR_MAP"
 BEGIN = "# floor-map:begin"
@@ -253,7 +253,7 @@ def in_force(floor_map: object, environ: Mapping[str, str]) -> ActiveMap:
     else the module file ``FLOORGUARD_FLOOR_MAP`` names. Checked against its stated hash
     and this host's record of the highest map enforced here, which it raises when newer.
     Raises FloorMapError naming the file."""
-    from floorguard import accepted_map
+    from floorguard._maps import accepted_map
 
     if floor_map is not None:
         path, named = module_file(floor_map), "floor_map= module"
