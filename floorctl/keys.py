@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 from floorctl.errors import SigningError
 from floorguard._base import atomic
 from floorguard._base.files import read_regular
+from floorguard._commands.verify_commands import floorctl_state_dir
 from floorguard._proofs import dsse
 from floorguard.errors import OutputError, UnreadableFileError, VerificationError
-from floorguard.verify_commands import floorctl_state_dir
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import (

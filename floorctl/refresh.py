@@ -36,7 +36,7 @@ from floorguard.errors import FloorMapError, UnreadableFileError
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    from floorguard.chain import AuditChain
+    from floorguard._chain.chain import AuditChain
 
 ARCHIVE_DIR = "maps"
 # How long a refresh waits for another refresh of the same module before giving up.
@@ -235,8 +235,8 @@ def update_receipt(refresh: RefreshPlan, *, ts: str | None = None) -> dict[str, 
     see ``receipts.map_by_reference``.
     """
     # Imported here, as in ``apply``: a dry run or --check signs and anchors nothing.
+    from floorguard._chain.chain import MAX_RECEIPT_BYTES, canonical_json  # noqa: PLC0415
     from floorguard._proofs import receipts  # noqa: PLC0415
-    from floorguard.chain import MAX_RECEIPT_BYTES, canonical_json  # noqa: PLC0415
 
     # The receipt's canonical JSON holds the map's: a map larger than a record is named by
     # reference without writing the whole receipt out (or the map into it) first.

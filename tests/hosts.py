@@ -48,7 +48,7 @@ print(json.dumps(out))
 SPAWN_HOST = r"""
 import json, os, sys
 import floorguard
-import floorguard.launcher as launcher
+import floorguard._gate.launcher as launcher
 request = json.loads(sys.argv[1])
 def swapper(swap):
     def run():

@@ -359,7 +359,7 @@ def test_build_refuses_a_fifo_by_name(release: Release, tmp_path: Path, what: st
     if what == "source":
         source = tmp_path / "source"
         shutil.copytree(SOURCE, source, ignore=shutil.ignore_patterns("__pycache__", ".*"))
-        fifo = source / "floorguard" / "gate.py"
+        fifo = source / "floorguard" / "_gate" / "gate.py"
         fifo.unlink()
     else:
         fifo = tmp_path / ("floor_map.py" if what == "module" else "receipt.json")

@@ -8,8 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from packaging.version import Version
 
-from floorguard._maps import versions
-from floorguard.catalog import (
+from floorguard._identify.catalog import (
     CATALOG,
     entry_for,
     executable_for,
@@ -17,6 +16,7 @@ from floorguard.catalog import (
     parse_version_output,
     validate_version,
 )
+from floorguard._maps import versions
 from floorguard.errors import DetectionError
 
 # What the real CLIs print for --version (as reported in their issue trackers and release

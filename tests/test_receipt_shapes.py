@@ -20,9 +20,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from helpers.cli import floorctl, isolated_env
 
 from floorguard._base._canonical import canonical_bytes, content_address
+from floorguard._chain.chain import body_text
 from floorguard._proofs import dsse
 from floorguard._proofs.receipts import update_statement
-from floorguard.chain import body_text
 
 TOOLS = ("floorguard", "floorctl")
 FEED = {

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from floorguard._base._canonical import ZERO_DIGEST
+from floorguard._chain.chain import ChainRecord, canonical_json
 from floorguard._proofs.slice_verify import (
     MAX_LINE_BYTES,
     SliceVerifier,
@@ -24,7 +25,6 @@ from floorguard._proofs.slice_verify import (
     report_document,
     verify_slice,
 )
-from floorguard.chain import ChainRecord, canonical_json
 
 
 @pytest.fixture(scope="module")

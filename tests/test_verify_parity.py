@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from helpers.cli import floorctl, isolated_env
 
-from floorguard.chain import AuditChain
+from floorguard._chain.chain import AuditChain
 
 pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
 

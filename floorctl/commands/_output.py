@@ -47,7 +47,7 @@ def emit_result(result: Any, as_json: bool) -> None:
 
 
 def emit_rendered(text: str) -> None:
-    """Print a rendering (SARIF or Markdown from floorguard.report_formats) as it is."""
+    """Print a rendering (SARIF or Markdown from floorguard._commands.report_formats) as it is."""
     click.echo(text, nl=False)
     OutputState.emitted = True
 

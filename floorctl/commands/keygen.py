@@ -8,8 +8,8 @@ import click
 
 from floorctl import keys
 from floorctl.commands._output import emit_json, json_option
+from floorguard._chain.chain import is_chain_id
 from floorguard._proofs import checkpoint, dsse
-from floorguard.chain import is_chain_id
 
 
 def _chain_id(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

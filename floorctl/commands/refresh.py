@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    from floorguard.chain import AuditChain
+    from floorguard._chain.chain import AuditChain
 
 DEFAULT_MODULE = Path("generated/floorguard/floor_map.py")
 # From this many adapters on (all feeds together), a refresh on a terminal says what it does.
@@ -241,7 +241,7 @@ def command(
             return keys.resolve_signing_key(signing_key, environ, notify=notify).key
 
         def chain() -> AuditChain:
-            from floorguard.chain import AuditChain  # noqa: PLC0415  (only with --anchor)
+            from floorguard._chain.chain import AuditChain  # noqa: PLC0415  (only with --anchor)
 
             return AuditChain.from_env(environ)
 

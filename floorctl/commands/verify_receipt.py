@@ -10,7 +10,7 @@ import click
 from floorctl import render, splice
 from floorctl.commands._output import emit_result, json_option, notice
 from floorctl.errors import ModuleError
-from floorguard import verify_commands
+from floorguard._commands import verify_commands
 from floorguard._maps.active_map import bound_names
 from floorguard._maps.map_model import entries_hash
 

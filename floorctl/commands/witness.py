@@ -21,8 +21,8 @@ import click
 
 from floorctl import keys
 from floorctl.commands._output import notice
-from floorguard import verify_commands
 from floorguard._base import atomic, files
+from floorguard._commands import verify_commands
 from floorguard._proofs import checkpoint, tlog
 from floorguard._proofs import witness as witnesses
 from floorguard.errors import VerificationError

@@ -24,10 +24,10 @@ from floorguard.errors import (
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from floorguard._gate.decision import Decision as Decision
+    from floorguard._gate.gate import preflight as preflight
+    from floorguard._gate.launcher import spawn as spawn
     from floorguard._maps.map_model import Advisory
-    from floorguard.decision import Decision as Decision
-    from floorguard.gate import preflight as preflight
-    from floorguard.launcher import spawn as spawn
 
     FLOOR_MAP: Mapping[str, Advisory]
     FLOOR_MAP_HASH: str
@@ -68,15 +68,15 @@ def __getattr__(name: str) -> Any:
 
         return MappingProxyType(copy.deepcopy(dict(current.floor_map)))
     if name == "preflight":
-        from floorguard import gate
+        from floorguard._gate import gate
 
         return gate.preflight
     if name == "Decision":
-        from floorguard import decision
+        from floorguard._gate import decision
 
         return decision.Decision
     if name == "spawn":
-        from floorguard import launcher
+        from floorguard._gate import launcher
 
         return launcher.spawn
     raise AttributeError(f"module 'floorguard' has no attribute {name!r}")

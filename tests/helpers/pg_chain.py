@@ -23,9 +23,7 @@ import pgserver
 import psycopg
 import pytest
 
-from floorguard._proofs import merkle
-from floorguard._proofs.slice_verify import verify_slice
-from floorguard.chain import (
+from floorguard._chain.chain import (
     GENESIS_PREV,
     AuditChain,
     _row_body,
@@ -33,6 +31,8 @@ from floorguard.chain import (
     canonical_json,
     record_mac,
 )
+from floorguard._proofs import merkle
+from floorguard._proofs.slice_verify import verify_slice
 from floorguard.chainstore.interface import Node, Row
 from floorguard.chainstore.postgres import PostgresStore
 from floorguard.errors import ChainWriteError
@@ -86,7 +86,7 @@ APPENDER = textwrap.dedent(
     """
     import os, sys, time
     from floorguard._base._time import now_ts
-    from floorguard.chain import AuditChain
+    from floorguard._chain.chain import AuditChain
     from floorguard.errors import ChainError
 
     worker, count, stop = sys.argv[1], int(sys.argv[2]), sys.argv[3]
@@ -228,7 +228,7 @@ APPEND_SCRIPT = textwrap.dedent(
     """
     import sys
     from floorguard._base._time import now_ts
-    from floorguard.chain import AuditChain
+    from floorguard._chain.chain import AuditChain
     from floorguard.errors import FloorguardError
     event = "adapter.canary_receipt"
     try:

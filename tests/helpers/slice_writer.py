@@ -11,7 +11,7 @@ from typing import Any
 
 from floorguard._base._canonical import ZERO_DIGEST
 from floorguard._base._time import format_ts
-from floorguard.chain import body_text, canonical_json, line_text, record_mac
+from floorguard._chain.chain import body_text, canonical_json, line_text, record_mac
 
 START = datetime(2026, 11, 30, tzinfo=UTC)
 CHAIN_ID = "0123456789abcdef" * 2

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
+from floorguard._chain.chain import ChainRecord, canonical_json, record_mac
 from floorguard._proofs import checkpoint, merkle, tlog
-from floorguard.chain import ChainRecord, canonical_json, record_mac
 from helpers.cli import floorctl, isolated_env
 
 FLOORGUARD = [sys.executable, "-m", "floorguard"]

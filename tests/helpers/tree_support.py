@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from floorguard._chain.chain import AuditChain
 from floorguard._proofs import merkle
-from floorguard.chain import AuditChain
 
 
 def tree_of_lines(lines: list[str]) -> merkle.CompactRange:

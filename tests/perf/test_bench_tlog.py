@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from floorguard._chain.chain import AuditChain, line_text
 from floorguard._proofs import checkpoint, merkle, tlog
-from floorguard.chain import AuditChain, line_text
 
 pytestmark = pytest.mark.perf
 

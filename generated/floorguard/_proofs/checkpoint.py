@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from floorguard._base._time import format_ts
-from floorguard.chain import is_chain_id, parse_any_ts
+from floorguard._chain.chain import is_chain_id, parse_any_ts
 from floorguard.errors import FloorguardError, VerificationError
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
         Ed25519PublicKey,
     )
 
-    from floorguard.chain import AuditChain, ChainRecord
+    from floorguard._chain.chain import AuditChain, ChainRecord
 
 ORIGIN_PREFIX = "floorguard/"
 EM_DASH = "\u2014"

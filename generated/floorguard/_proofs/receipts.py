@@ -101,7 +101,7 @@ def shape_problem(kind: str, receipt: object) -> str | None:
     field its format fixes; and for a floor update, its self-consistency
     (:func:`check_update_receipt`). The message names the field by its JSON path.
     """
-    from floorguard.chain import receipt_problem
+    from floorguard._chain.chain import receipt_problem
 
     problem = receipt_problem(kind, receipt)
     if problem is not None or not isinstance(receipt, dict):

@@ -7,7 +7,7 @@ is the receipt's content address; ``prev`` is the digest of the previous line's 
 seq 0, the zero digest); ``seq`` goes up by one; one ``chain_id``; a known ``event`` whose
 receipt is well formed; an RFC 3339 ``ts`` that does not go backwards; no duplicate keys;
 and the record's authenticator (``mac``): an HMAC with the chain key, a host signature with
-the hosts' public keys (``floorguard.record_signature``). Given either, every record must
+the hosts' public keys (``floorguard._chain.record_signature``). Given either, every record must
 verify with what was given: a record of the other kind is reported as unverified (no key for
 it), never passed. Given neither, only the authenticator's form is checked. It reports every
 problem rather than the first, but a break in the linkage is reported once: the next line is
@@ -35,8 +35,7 @@ from pathlib import Path
 from typing import IO, Any, NamedTuple
 
 from floorguard._base._canonical import ZERO_DIGEST, canonical_bytes, is_digest
-from floorguard._proofs.receipts import shape_problem
-from floorguard.chain import (
+from floorguard._chain.chain import (
     COMPACT_SORTED,
     EVENTS,
     JSON_STRING,
@@ -47,8 +46,9 @@ from floorguard.chain import (
     line_text,
     parse_any_ts,
 )
+from floorguard._chain.record_signature import HostKeys, is_hmac, signature_key_id
+from floorguard._proofs.receipts import shape_problem
 from floorguard.errors import FloorguardError
-from floorguard.record_signature import HostKeys, is_hmac, signature_key_id
 
 MAX_LINE_BYTES = 16 << 20
 MAX_REPORTED_ERRORS = 1000

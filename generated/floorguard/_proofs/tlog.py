@@ -33,8 +33,8 @@ from floorguard.errors import FloorguardError, VerificationError
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+    from floorguard._chain.chain import AuditChain, ChainRecord, TreeSnapshot
     from floorguard._proofs.checkpoint import Checkpoint
-    from floorguard.chain import AuditChain, ChainRecord, TreeSnapshot
 
 MAX_PROOF_BYTES = 4 * 1024 * 1024  # a record (receipt up to 1 MiB) and 64 hashes
 MAX_HASHES = 128
@@ -174,7 +174,7 @@ def parse_consistency(data: bytes, what: str = "consistency proof") -> Consisten
 
 def record_of_line(line: str) -> ChainRecord:
     """The record an export line states; VerificationError unless it is one, canonical."""
-    from floorguard.chain import RECORD_FIELDS, ChainRecord
+    from floorguard._chain.chain import RECORD_FIELDS, ChainRecord
 
     if _too_deep(line):
         raise VerificationError(f"the record nests deeper than {MAX_NESTING} levels")

@@ -43,9 +43,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from floorguard import canary
 from floorguard._base._time import format_ts
 from floorguard._base.files import open_regular, read_regular
+from floorguard._chain.chain import ChainRecord, parse_any_ts
+from floorguard._commands import canary
 from floorguard._maps import verdict as verdict_rule
 from floorguard._maps import versions
 from floorguard._maps.map_model import (
@@ -63,7 +64,6 @@ from floorguard._proofs.slice_verify import (
     SliceVerifier,
     iter_slice_lines,
 )
-from floorguard.chain import ChainRecord, parse_any_ts
 from floorguard.errors import (
     FloorguardError,
     FloorMapError,
@@ -74,9 +74,9 @@ from floorguard.errors import (
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+    from floorguard._chain.record_signature import HostKeys
     from floorguard._proofs.checkpoint import Checkpoint
     from floorguard._proofs.tlog import ConsistencyProof, InclusionProof
-    from floorguard.record_signature import HostKeys
 
 SPAWN = "adapter.spawn_preflight_receipt"
 FLOOR_UPDATE = "adapter.floor_update_receipt"

@@ -26,7 +26,7 @@ from floorguard._proofs import receipts
 from floorguard.errors import DetectionError
 
 if TYPE_CHECKING:
-    from floorguard.canary import LastGreen
+    from floorguard._commands.canary import LastGreen
 
 OK, BELOW_FLOOR, AFFECTED, WAIVED, UNKNOWN_VERSION, NOT_INSTALLED = (
     "ok",
@@ -156,8 +156,8 @@ def _unjudged(binary: str | os.PathLike[str], path_env: str | None) -> str | Non
     """Why the gate could not judge this binary by itself, as it would refuse to spawn it:
     a launcher (a script not recognised as the adapter's code, never probed) or a file whose
     inputs are not understood. None when it can be judged."""
-    from floorguard import examine
-    from floorguard.target import open_target
+    from floorguard._gate.target import open_target
+    from floorguard._identify import examine
 
     try:
         with open_target(os.fspath(binary), path_env=path_env) as opened:
@@ -173,7 +173,7 @@ def _unjudged(binary: str | os.PathLike[str], path_env: str | None) -> str | Non
 
 
 def _examine(entry: Advisory, path_env: str | None, at: _dt.datetime | None) -> AdapterPosture:
-    from floorguard import detect
+    from floorguard._identify import detect
     from floorguard._maps import verdict, versions
 
     adapter, floor = entry.adapter, entry.min_safe_version
@@ -229,8 +229,8 @@ def run(environ: Mapping[str, str] | None = None) -> Posture:
     records give last-green, does not verify: nothing is examined or recorded), KeyFileError
     and ChainError (posture not recorded).
     """
-    from floorguard.canary import chain_projection
-    from floorguard.chain import AuditChain
+    from floorguard._chain.chain import AuditChain
+    from floorguard._commands.canary import chain_projection
 
     env = os.environ if environ is None else environ
     in_force = active_map.current()

@@ -14,7 +14,7 @@ record's prev is this digest; the genesis record's prev is ``sha256:`` and 64 ze
 
 The ``mac`` field is the record's authenticator: the HMAC under the chain (fleet) key, or,
 on a host with its own key (``FLOORGUARD_HOST_KEY_FILE``), that host's Ed25519 signature
-``ed25519:<key id>:<signature>`` over the same body (``floorguard.record_signature``). Any
+``ed25519:<key id>:<signature>`` over the same body (``floorguard._chain.record_signature``). Any
 holder of the fleet key, the database owner who made it included, can recompute MACs; only
 a host can make its signatures. A host that signs never reads the fleet key.
 
@@ -43,7 +43,7 @@ records, unchanged, on first use (the next append, or ``ensure_tree``).
 
 The host as a witness: a chain opened from the environment (``from_env``, ``shared``)
 remembers in FLOORGUARD_HOME the largest tree it has seen of each chain
-(``floorguard.chain_view``), and an append first checks, inside its transaction, that the
+(``floorguard._chain.chain_view``), and an append first checks, inside its transaction, that the
 store's tree extends it: a smaller tree (a rollback) or another root for the remembered
 size (a fork) refuses the append with ChainRollbackError, recorded on the host. The check
 reads the remembered size's left-edge nodes, and the new root comes from the right edge
@@ -68,12 +68,14 @@ from json.encoder import encode_basestring
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from floorguard import record_signature
 from floorguard._base._canonical import ZERO_DIGEST, canonical_bytes, plain_json_text
 from floorguard._base._time import format_ts, now_ts, parse_ts
+from floorguard._chain import record_signature
+from floorguard._chain.chain_key import key_check, load_key, load_or_create_key
+from floorguard._chain.chain_view import AppendWitness, ChainViews
+from floorguard._chain.record_signature import FileCache, HostKey, HostKeys
+from floorguard._chain.state import CHAIN_URL_ENV, state_key, state_paths
 from floorguard._proofs import merkle
-from floorguard.chain_key import key_check, load_key, load_or_create_key
-from floorguard.chain_view import AppendWitness, ChainViews
 from floorguard.chainstore.interface import CHAIN_FORMAT, Node, Row
 from floorguard.chainstore.sqlite import BUSY_TIMEOUT_SECONDS
 from floorguard.errors import (
@@ -84,8 +86,6 @@ from floorguard.errors import (
     FloorguardError,
     KeyFileError,
 )
-from floorguard.record_signature import FileCache, HostKey, HostKeys
-from floorguard.state import CHAIN_URL_ENV, state_key, state_paths
 
 if TYPE_CHECKING:
     from floorguard.chainstore.interface import ChainStore, ReadView, WriteView

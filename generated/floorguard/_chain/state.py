@@ -1,10 +1,10 @@
 """Where floorguard keeps its state: the audit chain database and its HMAC key, and what
-this host has seen of each chain (``floorguard.chain_view``).
+this host has seen of each chain (``floorguard._chain.chain_view``).
 
 ``FLOORGUARD_HOME`` names the folder; without it, ``$XDG_STATE_HOME/floorguard``, else
 ``~/.local/state/floorguard``. ``FLOORGUARD_CHAIN_KEY_FILE`` names another key file.
 ``FLOORGUARD_HOST_KEY_FILE`` names this host's Ed25519 key, which then signs its records
-instead of the HMAC key (``floorguard.record_signature``), and ``FLOORGUARD_HOST_KEYS`` the
+instead of the HMAC key (``floorguard._chain.record_signature``), and ``FLOORGUARD_HOST_KEYS`` the
 fleet's host-keys document, to check other hosts' signatures with. Resolving paths is pure:
 nothing is created here.
 """

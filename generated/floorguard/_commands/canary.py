@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 from floorguard.errors import InvalidInput, VerificationError
 
 if TYPE_CHECKING:
+    from floorguard._chain.chain import AuditChain, ChainRecord
     from floorguard._maps.map_model import Advisory
-    from floorguard.chain import AuditChain, ChainRecord
 
 CANARY = "adapter.canary_receipt"
 PASS, FAIL = "pass", "fail"
@@ -88,8 +88,8 @@ def judge(
     last_green: LastGreen | None,
 ) -> CanaryJudgement:
     """The verdict of one canary run (pure). Raises VerificationError for an unknown result."""
+    from floorguard._gate.gate import unsafe_phrase
     from floorguard._maps import verdict, versions
-    from floorguard.gate import unsafe_phrase
 
     if result not in RESULTS:
         raise VerificationError(f"canary result must be pass or fail, not {result!r}")

@@ -31,13 +31,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from floorguard import child_inputs, identify
+from floorguard._gate import child_inputs
+from floorguard._gate.target import Target, open_target
+from floorguard._identify import identify
+from floorguard._identify.identify import Identification, as_interpreted
 from floorguard.errors import DetectionError
-from floorguard.identify import Identification, as_interpreted
-from floorguard.target import Target, open_target
 
 if TYPE_CHECKING:
-    from floorguard.python_source import PythonSource
+    from floorguard._identify.python_source import PythonSource
 
 _PYTHON_NAME: Final = re.compile(r"python(?:\d+(?:\.\d+)?)?\Z")
 _NODE_NAME: Final = re.compile(r"node(?:js)?\Z")
@@ -166,12 +167,12 @@ def _runs_itself(kind: str, argv: list[str], script: str) -> str | None:
     line's own arguments may name another program (``env -S node OTHER.js``, ``python -m``),
     and the script is then only an argument of that program."""
     if kind == "node":
-        from floorguard.node_command import parse_node_argv
+        from floorguard._identify.node_command import parse_node_argv
 
         node = parse_node_argv(argv)
         program = node.script if node.runs == "script" else None
     else:
-        from floorguard.python_command import parse_python_argv
+        from floorguard._identify.python_command import parse_python_argv
 
         python = parse_python_argv(argv)
         program = python.value if python.runs == "script" else None
@@ -247,8 +248,8 @@ def _python_run(
 ) -> tuple[Identification | None, list[str]]:
     """What ``interpreter ARGV`` runs (``script``: the opened file when it is the program)
     and the inputs not understood."""
-    from floorguard.python_command import parse_python_argv, python_environment_doubts
-    from floorguard.python_source import read_code_string
+    from floorguard._identify.python_command import parse_python_argv, python_environment_doubts
+    from floorguard._identify.python_source import read_code_string
 
     command = parse_python_argv(argv)
     doubts = list(command.doubts)
@@ -432,7 +433,7 @@ _source_cache = identify.new_cache()
 def _program_source(opened: Target) -> PythonSource:
     """The opened program's source as CPython reads it (cached per file identity). Raises
     DetectionError for a program over the size limit, or not readable as Python."""
-    from floorguard.python_source import MAX_SOURCE_BYTES, read_source
+    from floorguard._identify.python_source import MAX_SOURCE_BYTES, read_source
 
     def read() -> PythonSource:
         data = opened.read_all(MAX_SOURCE_BYTES)
@@ -453,7 +454,7 @@ def _node_run(
 ) -> tuple[Identification | None, list[str]]:
     """What ``node ARGV`` runs (``script``: the opened file when it is the main script) and
     the inputs not understood."""
-    from floorguard.node_command import node_environment_doubts, parse_node_argv
+    from floorguard._identify.node_command import node_environment_doubts, parse_node_argv
 
     command = parse_node_argv(argv)
     doubts = [*command.doubts, *node_environment_doubts(environ)]

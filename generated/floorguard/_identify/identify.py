@@ -33,13 +33,7 @@ from pathlib import Path
 from typing import Final, TypeVar
 
 from floorguard._base.files import read_regular
-from floorguard.catalog import (
-    ADAPTER_OF_NPM_PACKAGE,
-    ADAPTER_OF_PIP_DISTRIBUTION,
-    ADAPTER_OF_PIP_MODULE,
-)
-from floorguard.errors import DetectionError, UnreadableFileError
-from floorguard.target import (
+from floorguard._gate.target import (
     FileIdentity,
     Target,
     identity_of,
@@ -47,6 +41,12 @@ from floorguard.target import (
     search_path,
     stat_at,
 )
+from floorguard._identify.catalog import (
+    ADAPTER_OF_NPM_PACKAGE,
+    ADAPTER_OF_PIP_DISTRIBUTION,
+    ADAPTER_OF_PIP_MODULE,
+)
+from floorguard.errors import DetectionError, UnreadableFileError
 
 MAX_MANIFEST_BYTES: Final = 1 << 20
 MAX_RECORD_BYTES: Final = 8 << 20
@@ -471,7 +471,7 @@ def _python_path(
     interpreter's one-letter options: ``-I`` (``-E -s -P``), ``-E``, ``-s``, ``-P`` and
     ``-S`` (no ``site`` at all). ``doubts`` name the start-up code not understood, archives
     on the path, and modules ahead of the standard library that shadow it."""
-    from floorguard import python_site
+    from floorguard._identify import python_site
 
     isolated = "I" in flags
     env = {} if isolated or "E" in flags else environ

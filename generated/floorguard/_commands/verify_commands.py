@@ -244,12 +244,12 @@ def verify_chain(
     count of records checked, now and then (see ``window_proof.prove_path``); ``inclusion`` is
     an inclusion proof of the checkpoint's last record, for a slice that does not start at
     genesis; ``host_keys`` the host-keys document that host-signed records are checked with
-    (``floorguard.record_signature``). Raises KeyFileError (an unusable key file or host-keys
+    (``floorguard._chain.record_signature``). Raises KeyFileError (an unusable key file or host-keys
     document), VerificationError (an unusable public key), UnreadableFileError and OSError."""
+    from floorguard._chain.chain_key import load_key
+    from floorguard._chain.record_signature import load_host_keys
     from floorguard._proofs import window_proof
     from floorguard._proofs.slice_verify import MACS_NOT_CHECKED
-    from floorguard.chain_key import load_key
-    from floorguard.record_signature import load_host_keys
 
     key = load_key(key_file) if key_file is not None else None
     listed = load_host_keys(host_keys) if host_keys is not None else None

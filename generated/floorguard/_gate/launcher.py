@@ -16,11 +16,11 @@ import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from floorguard.catalog import executable_for
-from floorguard.decision import Decision
+from floorguard._gate.decision import Decision
+from floorguard._gate.gate import decide, refuse_after, refuse_unopened
+from floorguard._gate.target import Target, open_target
+from floorguard._identify.catalog import executable_for
 from floorguard.errors import DetectionError
-from floorguard.gate import decide, refuse_after, refuse_unopened
-from floorguard.target import Target, open_target
 
 RECEIPT_ID_VARIABLE = "FLOORGUARD_RECEIPT_ID"
 _FORBIDDEN_POPEN_ARGUMENTS = frozenset({"shell", "executable", "args", "preexec_fn", "pass_fds"})

@@ -11,7 +11,7 @@ from datetime import datetime
 from pathlib import Path
 
 from floorguard._base import atomic
-from floorguard.chain import AuditChain
+from floorguard._chain.chain import AuditChain
 from floorguard.errors import ChainError
 
 

@@ -67,9 +67,9 @@ from typing import Any
 
 from floorguard._base._time import now_ts
 from floorguard._base.files import flock_within
+from floorguard._chain.state import REFUSALS_NAME, VIEW_LOCK_NAME
 from floorguard._proofs import merkle
 from floorguard.errors import ChainRollbackError, ChainWriteError
-from floorguard.state import REFUSALS_NAME, VIEW_LOCK_NAME
 
 MAX_VIEW_BYTES = 1 << 20
 # How long an append waits for the view's lock by default: as long as a SQLite chain waits

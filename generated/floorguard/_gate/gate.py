@@ -15,10 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from floorguard._base import _time
-from floorguard._maps import active_map
-from floorguard._maps.map_model import ADAPTER_NAME
-from floorguard._proofs import receipts
-from floorguard.decision import (
+from floorguard._gate.decision import (
     BLOCK,
     PERMIT,
     REFUSE,
@@ -28,6 +25,9 @@ from floorguard.decision import (
     WARN_OVERRIDE,
     Decision,
 )
+from floorguard._maps import active_map
+from floorguard._maps.map_model import ADAPTER_NAME
+from floorguard._proofs import receipts
 from floorguard.errors import (
     BinaryNotFound,
     BinaryNotFoundError,
@@ -38,12 +38,12 @@ from floorguard.errors import (
 )
 
 if TYPE_CHECKING:
+    from floorguard._gate.target import Target
+    from floorguard._identify.detect import Detection
+    from floorguard._identify.examine import Examination
+    from floorguard._identify.identify import Identification
     from floorguard._maps.map_model import Advisory
     from floorguard._maps.verdict import Assessment, Cause
-    from floorguard.detect import Detection
-    from floorguard.examine import Examination
-    from floorguard.identify import Identification
-    from floorguard.target import Target
 
 POLICY_VARIABLE = "FLOORGUARD_ADAPTER_FLOOR_POLICY"
 UNTRACKED_POLICY_VARIABLE = "FLOORGUARD_UNTRACKED_POLICY"
@@ -99,7 +99,7 @@ def judge(
     else ``binary`` or the name on PATH) is identified from what it is, with ``argv`` for an
     interpreter: the floor applied is the identified adapter's, whatever the name.
     """
-    from floorguard.target import open_target
+    from floorguard._gate.target import open_target
 
     if not ADAPTER_NAME.match(adapter):
         return _Judgement(REFUSE, f"invalid adapter name {adapter!r}")
@@ -111,7 +111,7 @@ def judge(
         return _Judgement(REFUSE, f"floor map cannot be trusted: {problem}")
     opened, unresolved = target, None
     if opened is None:
-        from floorguard.catalog import executable_for
+        from floorguard._identify.catalog import executable_for
 
         try:
             name = executable_for(adapter) if binary is None else os.fspath(binary)
@@ -162,7 +162,7 @@ def _judge_opened(
     argv: Sequence[str] | None,
     cwd: str | os.PathLike[str] | None,
 ) -> _Judgement:
-    from floorguard import detect, examine
+    from floorguard._identify import detect, examine
 
     here = None if cwd is None else os.fspath(cwd)
     exam: Examination | None = None
@@ -379,8 +379,8 @@ def unsafe_phrase(cause: Cause) -> str:
 
 def _interpreted_version(identified: Identification, opened: Target | None) -> Detection:
     """The version of a package an interpreter runs, from the package's own metadata."""
-    from floorguard.catalog import validate_version
-    from floorguard.detect import Detection
+    from floorguard._identify.catalog import validate_version
+    from floorguard._identify.detect import Detection
 
     if identified.version is None:
         raise DetectionError(
@@ -434,7 +434,7 @@ def decide(
     policy = policy_from(environ)
     problem = None
     if argv is not None:
-        from floorguard.child_inputs import invalid_inputs
+        from floorguard._gate.child_inputs import invalid_inputs
 
         here = None if cwd is None else os.fspath(cwd)
         problem = invalid_inputs(argv, run_environ, here)
@@ -539,7 +539,7 @@ def _seal(requested: str, judgement: _Judgement, policy: str, env: Mapping[str, 
     A warn_override, untracked or waived decision is also logged (logger ``floorguard``, which
     reaches stderr when the host configured no logging): an override is never silent.
     """
-    from floorguard.chain import AuditChain
+    from floorguard._chain.chain import AuditChain
 
     adapter = judgement.adapter or requested
     receipt = receipts.new_receipt(

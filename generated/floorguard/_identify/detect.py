@@ -26,16 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from floorguard.catalog import (
-    CatalogEntry,
-    adapters_named_in,
-    entry_for,
-    executable_for,
-    parse_version_output,
-)
-from floorguard.catalog import validate_version as _validate_version
-from floorguard.errors import DetectionError
-from floorguard.target import (
+from floorguard._gate.target import (
     FileIdentity,
     Target,
     identity_of,
@@ -43,6 +34,15 @@ from floorguard.target import (
     read_regular_at,
     search_path,
 )
+from floorguard._identify.catalog import (
+    CatalogEntry,
+    adapters_named_in,
+    entry_for,
+    executable_for,
+    parse_version_output,
+)
+from floorguard._identify.catalog import validate_version as _validate_version
+from floorguard.errors import DetectionError
 
 DETECTED_BY = ("caller", "npm-metadata", "pip-metadata", "probe")
 INTERPRETER_VARIABLES: Final = (
