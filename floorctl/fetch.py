@@ -37,7 +37,7 @@ from floorctl.errors import FetchError, FloorctlError, TrustError
 from floorguard._base import atomic
 from floorguard._base._canonical import sha256_digest
 from floorguard._base.files import read_regular, read_regular_if_exists
-from floorguard._proofs.trust import TrustedKeys
+from floorguard._crypto.trust import TrustedKeys
 from floorguard.errors import InvalidInput, UnreadableFileError
 
 if TYPE_CHECKING:

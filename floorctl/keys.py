@@ -15,7 +15,7 @@ from floorctl.errors import SigningError
 from floorguard._base import atomic
 from floorguard._base.files import read_regular
 from floorguard._commands.verify_commands import floorctl_state_dir
-from floorguard._proofs import dsse
+from floorguard._crypto import dsse
 from floorguard.errors import OutputError, UnreadableFileError, VerificationError
 
 if TYPE_CHECKING:

@@ -12,8 +12,8 @@ from typing import Any
 
 from floorctl import advisories, coverage
 from floorctl.errors import MergeConflict
-from floorguard._identify.catalog import ecosystem_of
 from floorguard._maps import versions
+from floorguard._maps.catalog import ecosystem_of
 from floorguard._maps.map_model import Advisory, FloorMap, RangeAdvisory, from_entries
 
 FIELDS = ("min_safe_version", "advisory_id", "note")

@@ -19,9 +19,9 @@ from floorguard._base import atomic
 from floorguard._base._canonical import canonical_bytes
 from floorguard._base._time import format_ts
 from floorguard._base.files import MAX_MAP_BYTES, read_regular
+from floorguard._crypto import dsse
 from floorguard._maps import published_map
 from floorguard._maps.active_map import parse_map_module
-from floorguard._proofs import dsse
 from floorguard.errors import FloorMapError, UnreadableFileError
 
 if TYPE_CHECKING:

@@ -235,8 +235,8 @@ def update_receipt(refresh: RefreshPlan, *, ts: str | None = None) -> dict[str, 
     see ``receipts.map_by_reference``.
     """
     # Imported here, as in ``apply``: a dry run or --check signs and anchors nothing.
+    from floorguard._chain import receipts  # noqa: PLC0415
     from floorguard._chain.chain import MAX_RECEIPT_BYTES, canonical_json  # noqa: PLC0415
-    from floorguard._proofs import receipts  # noqa: PLC0415
 
     # The receipt's canonical JSON holds the map's: a map larger than a record is named by
     # reference without writing the whole receipt out (or the map into it) first.
@@ -469,7 +469,7 @@ def apply(
     Raises ConcurrentUpdate if the module no longer holds the text the plan was made from.
     ``progress`` (if any) hears the name of each stage as it starts.
     """
-    from floorguard._proofs import receipts  # noqa: PLC0415
+    from floorguard._chain import receipts  # noqa: PLC0415
 
     if progress is not None and (receipt_out or chain):
         progress("sealing the update receipt")

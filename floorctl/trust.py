@@ -25,8 +25,8 @@ from floorctl import keys
 from floorctl.errors import TrustError
 from floorguard._base import atomic
 from floorguard._base.files import MAX_ENVELOPE_BYTES, read_regular
-from floorguard._proofs import dsse
-from floorguard._proofs.trust import TrustedKeys, parse_trusted_keys, verify_detached
+from floorguard._crypto import dsse
+from floorguard._crypto.trust import TrustedKeys, parse_trusted_keys, verify_detached
 from floorguard.errors import UnreadableFileError, VerificationError
 
 FEED_PAYLOAD_TYPE = "application/vnd.floorctl.feed+json"

@@ -164,7 +164,7 @@ def test_provenance_records_the_map_its_version_and_its_update_receipt(release: 
     params = definition["externalParameters"]
     assert params["floor_map_hash"] == predicate["new_floor_map_hash"]
     assert params["map_version"] == 1
-    from floorguard._proofs.receipts import receipt_id
+    from floorguard._chain.receipts import receipt_id
 
     assert params["update_receipt_id"] == receipt_id(predicate)
     assert params["module"] == "mod/floor_map.py"

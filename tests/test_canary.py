@@ -12,8 +12,8 @@ import pytest
 from helpers.cli import floorctl
 
 from floorguard._chain.chain import ChainRecord
-from floorguard._commands import canary
 from floorguard._maps.map_model import Advisory
+from floorguard._proofs import canary
 
 AIDER = Advisory("aider", "0.60.0", "BSA-0001", "below 0.60.0 is unsafe")
 

@@ -8,7 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from packaging.version import Version
 
-from floorguard._identify.catalog import (
+from floorguard._maps import versions
+from floorguard._maps.catalog import (
     CATALOG,
     entry_for,
     executable_for,
@@ -16,7 +17,6 @@ from floorguard._identify.catalog import (
     parse_version_output,
     validate_version,
 )
-from floorguard._maps import versions
 from floorguard.errors import DetectionError
 
 # What the real CLIs print for --version (as reported in their issue trackers and release

@@ -30,8 +30,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from floorguard._base._canonical import ZERO_DIGEST, content_address
+from floorguard._base.state import state_home, state_paths
 from floorguard._chain.chain import EVENTS, AuditChain, ChainRecord, canonical_json
-from floorguard._chain.state import state_home, state_paths
 from floorguard._proofs.slice_verify import verify_slice
 from floorguard.errors import CanonicalizationError, ChainWriteError, KeyFileError
 

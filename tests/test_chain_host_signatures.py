@@ -460,8 +460,8 @@ def test_a_chain_moving_to_host_keys_needs_both_keys_to_be_proven(
 def test_checkpoints_and_projections_verify_signed_records_with_the_hosts_keys(
     pg: Chain, tmp_path: Path
 ) -> None:
-    from floorguard._commands.canary import chain_projection
     from floorguard._proofs import checkpoint
+    from floorguard._proofs.canary import chain_projection
     from floorguard.errors import VerificationError
 
     host = _mixed_chain(pg, tmp_path)

@@ -11,7 +11,7 @@ from helpers.chain_support import CANARY, execute, filled_chain, receipt
 from helpers.tree_support import assert_tree_matches_records, tree_of_lines
 
 from floorguard._chain.chain import AuditChain
-from floorguard._proofs import merkle
+from floorguard._crypto import merkle
 from floorguard.errors import ChainError, ChainWriteError
 
 

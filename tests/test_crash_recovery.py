@@ -232,9 +232,9 @@ def test_a_publish_killed_between_its_two_renames_is_refused_then_repaired(
     ok(floorctl("refresh", "--feed", "b.json", "--module", "m.py", "--write", cwd=project,
                 state=state))  # fmt: skip
     killed_floorctl(tmp_path, "replace:floor-map.json.dsse", *publish, cwd=project, state=state)
+    from floorguard._crypto import dsse
+    from floorguard._crypto.trust import parse_trusted_keys
     from floorguard._maps import published_map
-    from floorguard._proofs import dsse
-    from floorguard._proofs.trust import parse_trusted_keys
     from floorguard.errors import FloorguardError
 
     out = project / "out"

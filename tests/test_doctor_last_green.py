@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 RECORD_CANARY = """
 import sys
-from floorguard._commands import canary
+from floorguard._proofs import canary
 from floorguard._chain.chain import AuditChain
 outcome = canary.record_run(AuditChain.from_env(), sys.argv[1], sys.argv[2], sys.argv[3])
 print(outcome.judgement.verdict)

@@ -22,7 +22,7 @@ from helpers.release import (
 )
 
 from floorguard._base._canonical import canonical_bytes
-from floorguard._proofs import dsse
+from floorguard._crypto import dsse
 
 pytestmark = pytest.mark.slow
 

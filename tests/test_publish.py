@@ -12,9 +12,9 @@ from hosts import Host, floor, map_module
 
 from floorguard._base._canonical import canonical_bytes
 from floorguard._base._time import parse_ts
+from floorguard._crypto import dsse
 from floorguard._maps import published_map
 from floorguard._maps.map_model import entries_hash
-from floorguard._proofs import dsse
 
 PRINT_HASH = "import floorguard; print(floorguard.FLOOR_MAP_HASH)"
 

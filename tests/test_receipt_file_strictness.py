@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from helpers.cli import floorctl, isolated_env
 
 from floorguard._base._canonical import content_address
-from floorguard._proofs import dsse
+from floorguard._crypto import dsse
 
 TOOLS = ("floorctl", "floorguard")
 FEED = {

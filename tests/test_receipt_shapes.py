@@ -21,8 +21,8 @@ from helpers.cli import floorctl, isolated_env
 
 from floorguard._base._canonical import canonical_bytes, content_address
 from floorguard._chain.chain import body_text
-from floorguard._proofs import dsse
-from floorguard._proofs.receipts import update_statement
+from floorguard._chain.receipts import update_statement
+from floorguard._crypto import dsse
 
 TOOLS = ("floorguard", "floorctl")
 FEED = {

@@ -11,8 +11,8 @@ from feedserver import envelope, floorctl_here, new_key, trusted_file, v2_feed
 
 from floorctl import keys, trust
 from floorctl.errors import TrustError
-from floorguard._proofs import dsse
-from floorguard._proofs.trust import parse_trusted_keys, verify_detached
+from floorguard._crypto import dsse
+from floorguard._crypto.trust import parse_trusted_keys, verify_detached
 from floorguard.errors import VerificationError
 
 FEED_TYPE = trust.FEED_PAYLOAD_TYPE

@@ -9,7 +9,8 @@ import click
 from floorctl import keys
 from floorctl.commands._output import emit_json, json_option
 from floorguard._chain.chain import is_chain_id
-from floorguard._proofs import checkpoint, dsse
+from floorguard._crypto import dsse
+from floorguard._proofs import checkpoint
 
 
 def _chain_id(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

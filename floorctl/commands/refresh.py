@@ -20,8 +20,8 @@ from floorctl.commands._output import emit_json, json_option, notice
 from floorctl.errors import StaleModule
 from floorctl.splice import read_module_text
 from floorguard._base._time import format_ts
+from floorguard._crypto.trust import TrustedKeys
 from floorguard._maps.map_model import Advisory
-from floorguard._proofs.trust import TrustedKeys
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

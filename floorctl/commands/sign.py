@@ -11,7 +11,7 @@ from floorctl import feeds, keys, trust
 from floorctl.commands._output import emit_json, json_option, notice
 from floorguard._base import atomic, files
 from floorguard._base.files import read_regular, read_regular_if_exists
-from floorguard._proofs import dsse
+from floorguard._crypto import dsse
 
 KINDS = {"feed": trust.FEED_PAYLOAD_TYPE, "trusted-keys": trust.TRUSTED_KEYS_PAYLOAD_TYPE}
 

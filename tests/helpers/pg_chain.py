@@ -31,7 +31,7 @@ from floorguard._chain.chain import (
     canonical_json,
     record_mac,
 )
-from floorguard._proofs import merkle
+from floorguard._crypto import merkle
 from floorguard._proofs.slice_verify import verify_slice
 from floorguard.chainstore.interface import Node, Row
 from floorguard.chainstore.postgres import PostgresStore

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from floorguard._chain.chain import AuditChain, ChainRecord, canonical_json
+from floorguard._chain.receipts import new_receipt
 from floorguard._maps.map_model import entries_hash
-from floorguard._proofs.receipts import new_receipt
 from helpers.chain_support import ticking_clock
 
 SPAWN = "adapter.spawn_preflight_receipt"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from floorguard._chain.chain import AuditChain
-from floorguard._proofs import merkle
+from floorguard._crypto import merkle
 
 
 def tree_of_lines(lines: list[str]) -> merkle.CompactRange:

@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 
 from floorguard._chain.chain import AuditChain, line_text
-from floorguard._proofs import checkpoint, merkle, tlog
+from floorguard._crypto import merkle
+from floorguard._proofs import checkpoint, tlog
 
 pytestmark = pytest.mark.perf
 

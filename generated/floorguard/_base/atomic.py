@@ -87,7 +87,7 @@ def refuse_kept_file(path: Path) -> None:
     """Raise OutputError when writing ``path`` (the name, replaced; or, through a link that
     leads there, the file) would write over a file floorguard keeps for the environment's
     chain and map (``state.kept_files``): an output there would destroy the record."""
-    from floorguard._chain.state import kept_files
+    from floorguard._base.state import kept_files
 
     path = Path(path)
     # The name itself (replaced) and, through links, the file it leads to.

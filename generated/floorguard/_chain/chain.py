@@ -35,7 +35,7 @@ many processes (and hosts) form one linear chain, and ``append`` returns only on
 record is durable (committed). The stores are imported on first use.
 
 The Merkle tree: the records are also the leaves, in seq order, of an RFC 6962 tree whose
-leaf input is a record's export line (``floorguard._proofs.merkle``). The table ``tree`` keeps every
+leaf input is a record's export line (``floorguard._crypto.merkle``). The table ``tree`` keeps every
 complete subtree hash, keyed by (level, index); each append adds its leaf and the subtrees
 it completes in the same transaction as the record, so any inclusion or consistency proof
 needs O(log n) lookups. A chain written before the tree existed gets its tree built from its
@@ -70,12 +70,12 @@ from typing import TYPE_CHECKING, Any
 
 from floorguard._base._canonical import ZERO_DIGEST, canonical_bytes, plain_json_text
 from floorguard._base._time import format_ts, now_ts, parse_ts
+from floorguard._base.state import CHAIN_URL_ENV, state_key, state_paths
 from floorguard._chain import record_signature
 from floorguard._chain.chain_key import key_check, load_key, load_or_create_key
 from floorguard._chain.chain_view import AppendWitness, ChainViews
 from floorguard._chain.record_signature import FileCache, HostKey, HostKeys
-from floorguard._chain.state import CHAIN_URL_ENV, state_key, state_paths
-from floorguard._proofs import merkle
+from floorguard._crypto import merkle
 from floorguard.chainstore.interface import CHAIN_FORMAT, Node, Row
 from floorguard.chainstore.sqlite import BUSY_TIMEOUT_SECONDS
 from floorguard.errors import (
@@ -524,7 +524,7 @@ class AuditChain:
             raise ChainWriteError(
                 f"refusing to append: the receipt exceeds {MAX_RECEIPT_BYTES} bytes"
             )
-        from floorguard._proofs.receipts import shape_problem
+        from floorguard._chain.receipts import shape_problem
 
         # What verify chain would refuse is never written: the same shape check.
         problem = shape_problem(event, receipt_obj)

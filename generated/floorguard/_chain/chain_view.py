@@ -67,8 +67,8 @@ from typing import Any
 
 from floorguard._base._time import now_ts
 from floorguard._base.files import flock_within
-from floorguard._chain.state import REFUSALS_NAME, VIEW_LOCK_NAME
-from floorguard._proofs import merkle
+from floorguard._base.state import REFUSALS_NAME, VIEW_LOCK_NAME
+from floorguard._crypto import merkle
 from floorguard.errors import ChainRollbackError, ChainWriteError
 
 MAX_VIEW_BYTES = 1 << 20

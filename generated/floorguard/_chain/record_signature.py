@@ -32,7 +32,7 @@ A name is 1 to 64 characters of ``A-Z a-z 0-9 . _ -`` starting with a letter or 
 how reports name the host. A host whose key was replaced lists its keys in a list, old and
 new (``"web-1": ["<PEM>", "<PEM>"]``): its old records keep verifying, under its name. A name
 or key listed twice is refused (a key under two names would make the writer ambiguous).
-The trusted-keys document of feeds (``floorguard._proofs.trust``) is not reused: its keys have no
+The trusted-keys document of feeds (``floorguard._crypto.trust``) is not reused: its keys have no
 names, and it states a threshold, which means nothing for one record signed by one host.
 
 ``cryptography`` is imported only when a host key or a host-keys document is loaded.
@@ -248,7 +248,7 @@ def parse_host_keys(data: bytes, source: str) -> HostKeys:
     if sum(len(pem) if isinstance(pem, list) else 1 for pem in hosts.values()) > MAX_HOSTS:
         raise KeyFileError(f"{source}: more than {MAX_HOSTS} keys")
     _require_cryptography(source)
-    from floorguard._proofs import dsse
+    from floorguard._crypto import dsse
 
     names: dict[str, str] = {}
     keys: dict[str, Ed25519PublicKey] = {}

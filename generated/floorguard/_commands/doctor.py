@@ -20,13 +20,13 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from floorguard._base import _time
+from floorguard._chain import receipts
 from floorguard._maps import active_map
 from floorguard._maps.map_model import Advisory
-from floorguard._proofs import receipts
 from floorguard.errors import DetectionError
 
 if TYPE_CHECKING:
-    from floorguard._commands.canary import LastGreen
+    from floorguard._proofs.canary import LastGreen
 
 OK, BELOW_FLOOR, AFFECTED, WAIVED, UNKNOWN_VERSION, NOT_INSTALLED = (
     "ok",
@@ -156,8 +156,8 @@ def _unjudged(binary: str | os.PathLike[str], path_env: str | None) -> str | Non
     """Why the gate could not judge this binary by itself, as it would refuse to spawn it:
     a launcher (a script not recognised as the adapter's code, never probed) or a file whose
     inputs are not understood. None when it can be judged."""
-    from floorguard._gate.target import open_target
     from floorguard._identify import examine
+    from floorguard._identify.target import open_target
 
     try:
         with open_target(os.fspath(binary), path_env=path_env) as opened:
@@ -230,7 +230,7 @@ def run(environ: Mapping[str, str] | None = None) -> Posture:
     and ChainError (posture not recorded).
     """
     from floorguard._chain.chain import AuditChain
-    from floorguard._commands.canary import chain_projection
+    from floorguard._proofs.canary import chain_projection
 
     env = os.environ if environ is None else environ
     in_force = active_map.current()

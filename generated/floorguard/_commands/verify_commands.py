@@ -24,9 +24,9 @@ from floorguard.errors import CanonicalizationError, FloorMapError, Verification
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+    from floorguard._chain.receipts import CheckedReceipt
     from floorguard._proofs import tlog
     from floorguard._proofs.checkpoint import Checkpoint
-    from floorguard._proofs.receipts import CheckedReceipt
     from floorguard._proofs.window_proof import ProofReport
 
 Notify = Callable[[str], None]
@@ -69,7 +69,7 @@ def default_map_dirs() -> list[Path]:
 def load_verify_key(path: Path) -> Ed25519PublicKey:
     """A PEM public key; a PEM private key file gives its public half. Raises
     VerificationError (not such a key) and UnreadableFileError."""
-    from floorguard._proofs import dsse
+    from floorguard._crypto import dsse
 
     data = read_regular(path, max_bytes=files.MAX_KEY_BYTES, what="public key")
     if b"PRIVATE KEY" not in data:
@@ -136,12 +136,12 @@ class ReceiptResult:
     floor_map: Path | None
 
     def document(self) -> dict[str, Any]:
-        from floorguard._proofs.receipts import checked_document
+        from floorguard._chain.receipts import checked_document
 
         return checked_document(self.checked, floor_map_checked=self.floor_map is not None)
 
     def text(self) -> str:
-        from floorguard._proofs.receipts import checked_headline
+        from floorguard._chain.receipts import checked_headline
 
         lines = [checked_headline(self.checked)]
         if self.checked.signed_by:
@@ -156,7 +156,7 @@ def receipt_keys(
 ) -> list[Ed25519PublicKey] | None:
     """The keys a receipt is verified against: ``--pubkey``; else, for a signed receipt,
     the public half of the signing key in use (said on stderr); else None."""
-    from floorguard._proofs.receipts import is_envelope_document
+    from floorguard._chain.receipts import is_envelope_document
 
     if pubkey is not None:
         return [load_verify_key(pubkey)]
@@ -185,7 +185,7 @@ def verify_receipt(
     """``verify receipt``: the signature (or, with ``content_only``, an unsigned receipt's
     content address), then the map it pins against ``floor_map``. Raises VerificationError
     (naming ``path``), FloorMapError and UnreadableFileError."""
-    from floorguard._proofs.receipts import NO_TRUSTED_SIGNATURE, check_receipt_document
+    from floorguard._chain.receipts import NO_TRUSTED_SIGNATURE, check_receipt_document
 
     data = read_regular(path, max_bytes=files.MAX_RECEIPT_BYTES, what="receipt")
     env = os.environ if environ is None else environ

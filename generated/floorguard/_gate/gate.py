@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from floorguard._base import _time
+from floorguard._chain import receipts
 from floorguard._gate.decision import (
     BLOCK,
     PERMIT,
@@ -27,7 +28,6 @@ from floorguard._gate.decision import (
 )
 from floorguard._maps import active_map
 from floorguard._maps.map_model import ADAPTER_NAME
-from floorguard._proofs import receipts
 from floorguard.errors import (
     BinaryNotFound,
     BinaryNotFoundError,
@@ -38,12 +38,12 @@ from floorguard.errors import (
 )
 
 if TYPE_CHECKING:
-    from floorguard._gate.target import Target
     from floorguard._identify.detect import Detection
     from floorguard._identify.examine import Examination
     from floorguard._identify.identify import Identification
+    from floorguard._identify.target import Target
     from floorguard._maps.map_model import Advisory
-    from floorguard._maps.verdict import Assessment, Cause
+    from floorguard._maps.verdict import Assessment
 
 POLICY_VARIABLE = "FLOORGUARD_ADAPTER_FLOOR_POLICY"
 UNTRACKED_POLICY_VARIABLE = "FLOORGUARD_UNTRACKED_POLICY"
@@ -99,7 +99,7 @@ def judge(
     else ``binary`` or the name on PATH) is identified from what it is, with ``argv`` for an
     interpreter: the floor applied is the identified adapter's, whatever the name.
     """
-    from floorguard._gate.target import open_target
+    from floorguard._identify.target import open_target
 
     if not ADAPTER_NAME.match(adapter):
         return _Judgement(REFUSE, f"invalid adapter name {adapter!r}")
@@ -111,7 +111,7 @@ def judge(
         return _Judgement(REFUSE, f"floor map cannot be trusted: {problem}")
     opened, unresolved = target, None
     if opened is None:
-        from floorguard._identify.catalog import executable_for
+        from floorguard._maps.catalog import executable_for
 
         try:
             name = executable_for(adapter) if binary is None else os.fspath(binary)
@@ -326,7 +326,9 @@ def _assessed(
             reason = f"{named} {version} meets the floor {entry.min_safe_version}"
         return _Judgement(PERMIT, reason, at=stamp, **known)
     known = {**known, "advisory_id": assessment.advisory_id}
-    message = f"{named} {version} " + "; ".join(unsafe_phrase(cause) for cause in assessment.causes)
+    message = f"{named} {version} " + "; ".join(
+        verdict.unsafe_phrase(cause) for cause in assessment.causes
+    )
     if assessment.waiver is not None:
         waiver = assessment.waiver
         return _Judgement(
@@ -370,17 +372,10 @@ def _assess(entry: Advisory, version: str, at: _dt.datetime, map_hash: str | Non
     return cached
 
 
-def unsafe_phrase(cause: Cause) -> str:
-    """One cause as a refusal names it; a floor alone reads as it always did."""
-    if cause.is_floor:
-        return f"{cause.detail.replace('below', 'is below', 1)} ({cause.advisory_id})"
-    return f"is affected by {cause.describe()}"
-
-
 def _interpreted_version(identified: Identification, opened: Target | None) -> Detection:
     """The version of a package an interpreter runs, from the package's own metadata."""
-    from floorguard._identify.catalog import validate_version
     from floorguard._identify.detect import Detection
+    from floorguard._maps.catalog import validate_version
 
     if identified.version is None:
         raise DetectionError(
@@ -434,7 +429,7 @@ def decide(
     policy = policy_from(environ)
     problem = None
     if argv is not None:
-        from floorguard._gate.child_inputs import invalid_inputs
+        from floorguard._identify.child_inputs import invalid_inputs
 
         here = None if cwd is None else os.fspath(cwd)
         problem = invalid_inputs(argv, run_environ, here)

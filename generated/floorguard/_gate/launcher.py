@@ -18,8 +18,8 @@ from typing import Any
 
 from floorguard._gate.decision import Decision
 from floorguard._gate.gate import decide, refuse_after, refuse_unopened
-from floorguard._gate.target import Target, open_target
-from floorguard._identify.catalog import executable_for
+from floorguard._identify.target import Target, open_target
+from floorguard._maps.catalog import executable_for
 from floorguard.errors import DetectionError
 
 RECEIPT_ID_VARIABLE = "FLOORGUARD_RECEIPT_ID"

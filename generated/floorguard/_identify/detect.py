@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from floorguard._gate.target import (
+from floorguard._identify.target import (
     FileIdentity,
     Target,
     identity_of,
@@ -34,14 +34,14 @@ from floorguard._gate.target import (
     read_regular_at,
     search_path,
 )
-from floorguard._identify.catalog import (
+from floorguard._maps.catalog import (
     CatalogEntry,
     adapters_named_in,
     entry_for,
     executable_for,
     parse_version_output,
 )
-from floorguard._identify.catalog import validate_version as _validate_version
+from floorguard._maps.catalog import validate_version as _validate_version
 from floorguard.errors import DetectionError
 
 DETECTED_BY = ("caller", "npm-metadata", "pip-metadata", "probe")

@@ -31,10 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from floorguard._gate import child_inputs
-from floorguard._gate.target import Target, open_target
-from floorguard._identify import identify
+from floorguard._identify import child_inputs, identify
 from floorguard._identify.identify import Identification, as_interpreted
+from floorguard._identify.target import Target, open_target
 from floorguard.errors import DetectionError
 
 if TYPE_CHECKING:

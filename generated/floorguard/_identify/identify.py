@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Final, TypeVar
 
 from floorguard._base.files import read_regular
-from floorguard._gate.target import (
+from floorguard._identify.target import (
     FileIdentity,
     Target,
     identity_of,
@@ -41,7 +41,7 @@ from floorguard._gate.target import (
     search_path,
     stat_at,
 )
-from floorguard._identify.catalog import (
+from floorguard._maps.catalog import (
     ADAPTER_OF_NPM_PACKAGE,
     ADAPTER_OF_PIP_DISTRIBUTION,
     ADAPTER_OF_PIP_MODULE,

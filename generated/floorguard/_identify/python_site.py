@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from floorguard._base.files import read_regular
-from floorguard._identify.catalog import ADAPTER_OF_PIP_MODULE
+from floorguard._maps.catalog import ADAPTER_OF_PIP_MODULE
 from floorguard.errors import UnreadableFileError
 
 MAX_PTH_BYTES: Final = 1 << 20

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from floorguard._base.files import MAX_STATE_BYTES, flock_within, read_regular_stat
-from floorguard._chain.state import ACCEPTED_MAP_NAME
+from floorguard._base.state import ACCEPTED_MAP_NAME
 from floorguard._maps.map_model import MAP_VERSION_FORM, is_map_version
 from floorguard.errors import FloorMapError, UnreadableFileError
 
@@ -44,7 +44,7 @@ class Accepted:
 
 
 def state_path(environ: Mapping[str, str]) -> Path:
-    from floorguard._chain.state import state_home
+    from floorguard._base.state import state_home
 
     return state_home(environ) / STATE_NAME
 

@@ -166,7 +166,7 @@ class Advisory:
         the entry states, else None (PEP 440). Not part of the entry's data, so it leaves
         the hash alone; refresh refuses an entry whose stated ecosystem contradicts the
         catalog, so the two never differ in a map floorctl wrote."""
-        from floorguard._identify.catalog import ecosystem_of
+        from floorguard._maps.catalog import ecosystem_of
 
         known = ecosystem_of(self.adapter)
         return known if known is not None else self.ecosystem

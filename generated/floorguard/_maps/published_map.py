@@ -36,6 +36,7 @@ from typing import Any
 from floorguard._base import _time
 from floorguard._base._canonical import canonical_bytes
 from floorguard._base.files import MAX_ENVELOPE_BYTES, MAX_TRUSTED_KEYS_BYTES, read_regular
+from floorguard._crypto import dsse
 from floorguard._maps.active_map import ActiveMap
 from floorguard._maps.map_model import (
     MAP_VERSION_FORM,
@@ -46,7 +47,6 @@ from floorguard._maps.map_model import (
     is_map_version,
     to_entries,
 )
-from floorguard._proofs import dsse
 from floorguard.errors import (
     FloorguardError,
     FloorMapError,
@@ -135,7 +135,7 @@ def trusted_keys_path(environ: Mapping[str, str]) -> Path:
 
 def load(path: Path, keys_path: Path, builtin: ActiveMap, now: _dt.datetime) -> PublishedMap:
     """The published map at ``path`` if it may replace ``builtin``. Raises FloorguardError."""
-    from floorguard._proofs import trust
+    from floorguard._crypto import trust
 
     data = _read(path, MAX_MAP_BYTES, "published floor map")
     envelope = _read(Path(str(path) + SIGNATURE_SUFFIX), MAX_ENVELOPE_BYTES, "signature")

@@ -222,3 +222,10 @@ def why_not_waived(
         if any(cause.covered_by(waiver) for cause in causes):
             return f"waiver {waiver.id} is for version {waiver.version}, not {version}"
     return None
+
+
+def unsafe_phrase(cause: Cause) -> str:
+    """One cause as a refusal names it; a floor alone reads as it always did."""
+    if cause.is_floor:
+        return f"{cause.detail.replace('below', 'is below', 1)} ({cause.advisory_id})"
+    return f"is affected by {cause.describe()}"

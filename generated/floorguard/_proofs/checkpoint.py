@@ -2,7 +2,7 @@
 
 A checkpoint states, under an Ed25519 signature, that the chain ``chain_id`` held ``size``
 records and that the RFC 6962 Merkle tree hash of those records (leaf input: each record's
-export line, ``floorguard._proofs.merkle``) was ``root``. A verifier holding only the public
+export line, ``floorguard._crypto.merkle``) was ``root``. A verifier holding only the public
 key (not the HMAC secret) can then check an inclusion proof of one record, a consistency proof
 between two checkpoints, or a whole slice from genesis, and detect any change, deletion,
 reordering or truncation of the records up to that size.
@@ -263,7 +263,7 @@ def of_chain(chain: AuditChain, last_seq: int | None = None) -> Checkpoint:
     signed. Raises VerificationError (empty or tampered chain, a stored tree that disagrees,
     ``last_seq`` beyond the head), KeyFileError and ChainError.
     """
-    from floorguard._proofs import merkle
+    from floorguard._crypto import merkle
     from floorguard._proofs.slice_verify import SliceVerifier
 
     if not chain.exists() or chain.head() is None:
@@ -349,7 +349,7 @@ def _stored_node_problem(
 def stored_root(chain: AuditChain, size: int) -> bytes | None:
     """The root of the first ``size`` records by the chain's stored tree, built first if
     the chain predates it; None when the chain is shorter. Raises ChainError."""
-    from floorguard._proofs import merkle
+    from floorguard._crypto import merkle
 
     with chain.tree_snapshot() as snap:
         if snap.size >= size:

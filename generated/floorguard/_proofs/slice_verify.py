@@ -46,8 +46,8 @@ from floorguard._chain.chain import (
     line_text,
     parse_any_ts,
 )
+from floorguard._chain.receipts import shape_problem
 from floorguard._chain.record_signature import HostKeys, is_hmac, signature_key_id
-from floorguard._proofs.receipts import shape_problem
 from floorguard.errors import FloorguardError
 
 MAX_LINE_BYTES = 16 << 20

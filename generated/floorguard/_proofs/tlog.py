@@ -26,8 +26,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from floorguard._crypto import merkle
 from floorguard._proofs import checkpoint as checkpoints
-from floorguard._proofs import merkle
 from floorguard.errors import FloorguardError, VerificationError
 
 if TYPE_CHECKING:
@@ -195,7 +195,7 @@ def record_of_line(line: str) -> ChainRecord:
     if canonical != line:
         raise VerificationError("the record is not a canonical export line")
     # Proven included or not, a receipt the verifiers would refuse is not vouched for here.
-    from floorguard._proofs.receipts import shape_problem
+    from floorguard._chain.receipts import shape_problem
 
     problem = shape_problem(record.event, record.receipt)
     if problem is not None:

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from floorguard._base._time import format_ts
 from floorguard._base.files import open_regular, read_regular
 from floorguard._chain.chain import ChainRecord, parse_any_ts
-from floorguard._commands import canary
+from floorguard._crypto import merkle
 from floorguard._maps import verdict as verdict_rule
 from floorguard._maps import versions
 from floorguard._maps.map_model import (
@@ -56,7 +56,7 @@ from floorguard._maps.map_model import (
     entries_hash,
     from_entries,
 )
-from floorguard._proofs import merkle
+from floorguard._proofs import canary
 from floorguard._proofs.slice_verify import (
     STDIN,
     IntegrityError,

@@ -22,8 +22,8 @@ import hashlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from floorguard._crypto import merkle
 from floorguard._proofs import checkpoint as checkpoints
-from floorguard._proofs import merkle
 from floorguard.errors import VerificationError
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from floorguard._chain.state import CHAIN_TIMEOUT_ENV, CHAIN_URL_ENV, state_paths
+from floorguard._base.state import CHAIN_TIMEOUT_ENV, CHAIN_URL_ENV, state_paths
 from floorguard.chainstore.interface import ChainStore
 from floorguard.errors import ChainError
 

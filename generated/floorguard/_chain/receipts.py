@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from floorguard._base import _time
 from floorguard._base._canonical import canonical_bytes, content_address, is_digest
+from floorguard._crypto import dsse
 from floorguard._maps.map_model import entries_hash
-from floorguard._proofs import dsse
 from floorguard.errors import FloorguardError, FloorMapError, VerificationError
 
 if TYPE_CHECKING:

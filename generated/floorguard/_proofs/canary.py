@@ -88,8 +88,8 @@ def judge(
     last_green: LastGreen | None,
 ) -> CanaryJudgement:
     """The verdict of one canary run (pure). Raises VerificationError for an unknown result."""
-    from floorguard._gate.gate import unsafe_phrase
     from floorguard._maps import verdict, versions
+    from floorguard._maps.verdict import unsafe_phrase
 
     if result not in RESULTS:
         raise VerificationError(f"canary result must be pass or fail, not {result!r}")
@@ -263,9 +263,9 @@ def record_run(chain: AuditChain, adapter: str, version: str, result: str) -> Ca
     nothing recorded), VerificationError (a chain that does not verify), FloorMapError (no
     trustworthy map) and ChainError (the receipt could not be written).
     """
+    from floorguard._chain import receipts
     from floorguard._maps import active_map
     from floorguard._maps.map_model import ADAPTER_NAME, ADAPTER_NAME_FORM
-    from floorguard._proofs import receipts
 
     if not ADAPTER_NAME.match(adapter):
         # Refused as the gate refuses it, before the map or the chain is read.

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from floorguard._proofs import dsse
+from floorguard._crypto import dsse
 from floorguard.errors import VerificationError
 
 if TYPE_CHECKING:
