@@ -436,7 +436,7 @@ def prove_records(tmp_path: Path, records: list[Any], maps: list[dict[str, Any]]
     """A real chain (seq n stamped 2026-01-01 00:00:0n) holding ``records``, then the proof."""
     from helpers.proof_support import SPAWN, build
 
-    from floorguard._proofs.window_proof import prove
+    from floorguard._proofs.window_report import prove
 
     archive = tmp_path / "maps"
     archive.mkdir(parents=True)

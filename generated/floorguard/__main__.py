@@ -77,7 +77,7 @@ def _slice_option(text: str) -> str:
 
 def _verify_chain(args: argparse.Namespace) -> int:
     from floorguard._commands import verify_commands
-    from floorguard._proofs import window_proof
+    from floorguard._proofs import window_report
 
     report = verify_commands.verify_chain(
         args.slice,
@@ -97,11 +97,11 @@ def _verify_chain(args: argparse.Namespace) -> int:
         consistency=args.consistency,
     )
     if args.output_format == "text":
-        sys.stdout.write(window_proof.render_text(report))
+        sys.stdout.write(window_report.render_text(report))
     else:
         from floorguard._commands import report_formats as formats
 
-        document = window_proof.report_document(report)
+        document = window_report.report_document(report)
         where = formats.artifact_uri(args.slice, Path.cwd())
         sys.stdout.write(formats.render("chain", args.output_format, document, where))
         args.emitted = True

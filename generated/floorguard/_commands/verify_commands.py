@@ -61,7 +61,7 @@ def signing_key_path(environ: Mapping[str, str]) -> Path:
 def default_map_dirs() -> list[Path]:
     """``verify chain`` without ``--maps``: floorguard's own archive, then the checkout's
     ``generated/floorguard/maps`` when run from a project root (those that exist)."""
-    from floorguard._proofs.window_proof import default_map_dirs as package_and
+    from floorguard._proofs.map_archive import default_map_dirs as package_and
 
     return package_and([CHECKOUT_MAPS])
 
@@ -241,14 +241,14 @@ def verify_chain(
 ) -> ProofReport:
     """``verify chain``: the window proof of a slice (``-``: standard input) with the
     commands' defaults (``maps`` empty: :func:`default_map_dirs`); ``progress`` hears the
-    count of records checked, now and then (see ``window_proof.prove_path``); ``inclusion`` is
+    count of records checked, now and then (see ``window_report.prove_path``); ``inclusion`` is
     an inclusion proof of the checkpoint's last record, for a slice that does not start at
     genesis; ``host_keys`` the host-keys document that host-signed records are checked with
     (``floorguard._chain.record_signature``). Raises KeyFileError (an unusable key file or host-keys
     document), VerificationError (an unusable public key), UnreadableFileError and OSError."""
     from floorguard._chain.chain_key import load_key
     from floorguard._chain.record_signature import load_host_keys
-    from floorguard._proofs import window_proof
+    from floorguard._proofs import window_report
     from floorguard._proofs.slice_verify import MACS_NOT_CHECKED
 
     key = load_key(key_file) if key_file is not None else None
@@ -261,7 +261,7 @@ def verify_chain(
             raise VerificationError("--checkpoint needs --pubkey (the key it is signed by)")
         data = read_regular(checkpoint, max_bytes=files.MAX_CHECKPOINT_BYTES, what="checkpoint")
         log_key = load_verify_key(pubkey)
-        verified, refused = window_proof.load_checkpoint(data, log_key)
+        verified, refused = window_report.load_checkpoint(data, log_key)
         if verified is not None:
             try:
                 check_witnesses(data, checkpoint, witness_keys, witnesses, log_key)
@@ -283,7 +283,7 @@ def verify_chain(
         data = read_regular(
             previous_checkpoint, max_bytes=files.MAX_CHECKPOINT_BYTES, what="checkpoint"
         )
-        previous, problem = window_proof.load_checkpoint(data, log_key)
+        previous, problem = window_report.load_checkpoint(data, log_key)
         if previous is not None:
             try:
                 check_witnesses(data, previous_checkpoint, witness_keys, witnesses, log_key)
@@ -298,12 +298,12 @@ def verify_chain(
     if inclusion is not None:
         from floorguard._proofs import tlog
 
-        proof, problem = window_proof.load_inclusion(
+        proof, problem = window_report.load_inclusion(
             read_regular(inclusion, max_bytes=tlog.MAX_PROOF_BYTES, what="inclusion proof")
         )
         if problem is not None:
             refused = refused or f"{inclusion}: {problem}"
-    return window_proof.prove_path(
+    return window_report.prove_path(
         slice_path,
         inclusion=proof,
         previous=previous,
