@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from floorguard import versions
+from floorguard._maps import versions
 
 Advisory = dict[str, Any]
 

@@ -27,12 +27,12 @@ from importlib import metadata
 from pathlib import Path
 
 from floorctl.errors import BuildError, ModuleError
-from floorguard import atomic
-from floorguard._canonical import canonical_bytes, sha256_digest
-from floorguard.active_map import ActiveMap, parse_map_module
+from floorguard._base import atomic
+from floorguard._base._canonical import canonical_bytes, sha256_digest
+from floorguard._base.files import MAX_MAP_BYTES, read_regular
+from floorguard._maps.active_map import ActiveMap, parse_map_module
+from floorguard._maps.map_model import map_file_hash, to_entries
 from floorguard.errors import FloorMapError, UnreadableFileError
-from floorguard.files import MAX_MAP_BYTES, read_regular
-from floorguard.map_model import map_file_hash, to_entries
 
 # 1980-01-01T00:00:00Z: the earliest time a zip entry can hold. Fixed, never the clock nor
 # the caller's SOURCE_DATE_EPOCH: the same map must give the same bytes everywhere.

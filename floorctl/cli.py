@@ -18,8 +18,8 @@ import click
 
 from floorctl.commands._output import OutputState, emit_json
 from floorctl.errors import ConfigError, FeedError, FloorctlError
-from floorguard._cli_io import requested_format, stdout_failed
-from floorguard._text import one_line
+from floorguard._base._text import one_line
+from floorguard._commands._cli_io import requested_format, stdout_failed
 from floorguard.errors import FloorguardError, InvalidInput
 
 if TYPE_CHECKING:

@@ -38,8 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from floorctl.errors import ConfigError
+from floorguard._base.files import read_regular
 from floorguard.errors import UnreadableFileError
-from floorguard.files import read_regular
 
 FILE_NAME = "pyproject.toml"
 TABLE = "[tool.floorctl]"

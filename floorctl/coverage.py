@@ -18,8 +18,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from floorguard import versions
-from floorguard.map_model import AffectedRange, RangeAdvisory
+from floorguard._maps import versions
+from floorguard._maps.map_model import AffectedRange, RangeAdvisory
 
 
 @dataclass(frozen=True)

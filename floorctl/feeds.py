@@ -24,11 +24,11 @@ from packaging.version import InvalidVersion, Version
 from floorctl import advisories
 from floorctl.bulk import without_cyclic_gc
 from floorctl.errors import FeedError
-from floorguard import map_model, versions
-from floorguard._canonical import sha256_digest
-from floorguard._time import format_ts, parse_ts
+from floorguard._base._canonical import sha256_digest
+from floorguard._base._time import format_ts, parse_ts
+from floorguard._base.files import read_regular
+from floorguard._maps import map_model, versions
 from floorguard.errors import FloorguardError, FloorMapError, UnreadableFileError
-from floorguard.files import read_regular
 
 if TYPE_CHECKING:
     from jsonschema import Draft202012Validator, ValidationError

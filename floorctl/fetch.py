@@ -34,11 +34,11 @@ from typing import TYPE_CHECKING
 
 from floorctl import feeds, freshness, trust
 from floorctl.errors import FetchError, FloorctlError, TrustError
-from floorguard import atomic
-from floorguard._canonical import sha256_digest
+from floorguard._base import atomic
+from floorguard._base._canonical import sha256_digest
+from floorguard._base.files import read_regular, read_regular_if_exists
+from floorguard._crypto.trust import TrustedKeys
 from floorguard.errors import InvalidInput, UnreadableFileError
-from floorguard.files import read_regular, read_regular_if_exists
-from floorguard.trust import TrustedKeys
 
 if TYPE_CHECKING:
     import httpx  # imported where used: refresh from local files never loads it

@@ -27,11 +27,11 @@ from typing import Any
 from floorctl import keys, locking
 from floorctl.errors import FreshnessError
 from floorctl.feeds import Feed
-from floorguard import atomic
-from floorguard._canonical import is_digest
-from floorguard._time import format_ts, parse_ts
+from floorguard._base import atomic
+from floorguard._base._canonical import is_digest
+from floorguard._base._time import format_ts, parse_ts
+from floorguard._base.files import read_regular
 from floorguard.errors import FloorguardError, UnreadableFileError
-from floorguard.files import read_regular
 
 STATE_NAME = "feeds-state.json"
 STATE_SCHEMA_VERSION = 1

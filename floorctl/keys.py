@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from floorctl.errors import SigningError
-from floorguard import atomic, dsse
+from floorguard._base import atomic
+from floorguard._base.files import read_regular
+from floorguard._commands.verify_commands import floorctl_state_dir
+from floorguard._crypto import dsse
 from floorguard.errors import OutputError, UnreadableFileError, VerificationError
-from floorguard.files import read_regular
-from floorguard.verify_commands import floorctl_state_dir
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import (

@@ -12,9 +12,9 @@ from typing import Any
 
 from floorctl import advisories, coverage
 from floorctl.errors import MergeConflict
-from floorguard import versions
-from floorguard.catalog import ecosystem_of
-from floorguard.map_model import Advisory, FloorMap, RangeAdvisory, from_entries
+from floorguard._maps import versions
+from floorguard._maps.catalog import ecosystem_of
+from floorguard._maps.map_model import Advisory, FloorMap, RangeAdvisory, from_entries
 
 FIELDS = ("min_safe_version", "advisory_id", "note")
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from floorctl import render
 from floorctl.splice import BEGIN, END
-from floorguard import atomic
+from floorguard._base import atomic
 from floorguard.errors import OutputError
 
 # An empty block reads as version 0 (render.read_block): the map's first refresh is version 1.

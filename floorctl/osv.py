@@ -29,9 +29,9 @@ from jsonschema import Draft202012Validator, ValidationError
 from floorctl import feeds
 from floorctl.errors import FeedError, RecordError
 from floorctl.feeds import format_path
-from floorguard import map_model, versions
-from floorguard._time import parse_ts
-from floorguard.catalog import ADAPTER_OF_NPM_PACKAGE, ADAPTER_OF_PIP_DISTRIBUTION
+from floorguard._base._time import parse_ts
+from floorguard._maps import map_model, versions
+from floorguard._maps.catalog import ADAPTER_OF_NPM_PACKAGE, ADAPTER_OF_PIP_DISTRIBUTION
 from floorguard.errors import FloorguardError, InvalidInput
 
 SCHEMA_FILE = "osv.schema.json"

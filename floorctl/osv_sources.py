@@ -22,7 +22,7 @@ from pathlib import Path
 
 from floorctl import zipstream
 from floorctl.errors import FloorctlError, RecordError
-from floorguard.files import describe_size, kind_of
+from floorguard._base.files import describe_size, kind_of
 
 MAX_RECORD_BYTES = 4 * 1024 * 1024  # one record: a tree file or a zip member
 MAX_FILE_BYTES = 16 * 1024 * 1024  # a file named on the command line (may hold an array)

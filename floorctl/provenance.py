@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any
 
-from floorguard import dsse, receipts
-from floorguard._canonical import canonical_bytes, is_digest
-from floorguard.active_map import parse_map_module
+from floorguard._base._canonical import canonical_bytes, is_digest
+from floorguard._chain import receipts
+from floorguard._crypto import dsse
+from floorguard._maps.active_map import parse_map_module
 from floorguard.errors import CanonicalizationError, FloorMapError, VerificationError
 
 if TYPE_CHECKING:

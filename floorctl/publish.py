@@ -2,7 +2,7 @@
 
 The document is ``{"schema_version": 1, "floor_map_hash", "map_version", "expires",
 "adapters"}`` in RFC 8785 bytes; ``floor-map.json.dsse`` signs exactly those bytes. The
-runtime (``floorguard.published_map``) accepts it only if signed by a trusted publisher
+runtime (``floorguard._maps.published_map``) accepts it only if signed by a trusted publisher
 key, unexpired, self-consistent and not older than the map the host already has.
 """
 
@@ -15,12 +15,14 @@ from typing import TYPE_CHECKING
 
 from floorctl import locking
 from floorctl.errors import DowngradeRefused, ModuleError
-from floorguard import atomic, dsse, published_map
-from floorguard._canonical import canonical_bytes
-from floorguard._time import format_ts
-from floorguard.active_map import parse_map_module
+from floorguard._base import atomic
+from floorguard._base._canonical import canonical_bytes
+from floorguard._base._time import format_ts
+from floorguard._base.files import MAX_MAP_BYTES, read_regular
+from floorguard._crypto import dsse
+from floorguard._maps import published_map
+from floorguard._maps.active_map import parse_map_module
 from floorguard.errors import FloorMapError, UnreadableFileError
-from floorguard.files import MAX_MAP_BYTES, read_regular
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey

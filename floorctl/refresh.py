@@ -26,17 +26,17 @@ from floorctl.errors import (
 )
 from floorctl.feeds import Feed
 from floorctl.waivers import WaiversDocument
-from floorguard import atomic
-from floorguard._canonical import canonical_bytes, content_address, sha256_digest
-from floorguard._time import parse_ts
+from floorguard._base import atomic
+from floorguard._base._canonical import canonical_bytes, content_address, sha256_digest
+from floorguard._base._time import parse_ts
+from floorguard._base.files import MAX_MAP_BYTES, read_regular
+from floorguard._maps.map_model import FloorMap, floor_map_hash, from_entries, to_entries
 from floorguard.errors import FloorMapError, UnreadableFileError
-from floorguard.files import MAX_MAP_BYTES, read_regular
-from floorguard.map_model import FloorMap, floor_map_hash, from_entries, to_entries
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    from floorguard.chain import AuditChain
+    from floorguard._chain.chain import AuditChain
 
 ARCHIVE_DIR = "maps"
 # How long a refresh waits for another refresh of the same module before giving up.
@@ -235,8 +235,8 @@ def update_receipt(refresh: RefreshPlan, *, ts: str | None = None) -> dict[str, 
     see ``receipts.map_by_reference``.
     """
     # Imported here, as in ``apply``: a dry run or --check signs and anchors nothing.
-    from floorguard import receipts  # noqa: PLC0415
-    from floorguard.chain import MAX_RECEIPT_BYTES, canonical_json  # noqa: PLC0415
+    from floorguard._chain import receipts  # noqa: PLC0415
+    from floorguard._chain.chain import MAX_RECEIPT_BYTES, canonical_json  # noqa: PLC0415
 
     # The receipt's canonical JSON holds the map's: a map larger than a record is named by
     # reference without writing the whole receipt out (or the map into it) first.
@@ -469,7 +469,7 @@ def apply(
     Raises ConcurrentUpdate if the module no longer holds the text the plan was made from.
     ``progress`` (if any) hears the name of each stage as it starts.
     """
-    from floorguard import receipts  # noqa: PLC0415
+    from floorguard._chain import receipts  # noqa: PLC0415
 
     if progress is not None and (receipt_out or chain):
         progress("sealing the update receipt")

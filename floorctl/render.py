@@ -25,17 +25,17 @@ from typing import TYPE_CHECKING, Any
 from floorctl.bulk import cyclic_gc_paused
 from floorctl.errors import ModuleError, RenderError
 from floorctl.splice import BEGIN, END, SplitModule, split_lines, split_module
-from floorguard import host_map
-from floorguard._canonical import content_address
-from floorguard.errors import FloorguardError, UnreadableFileError
-from floorguard.files import read_regular
-from floorguard.map_model import (
+from floorguard._base._canonical import content_address
+from floorguard._base.files import read_regular
+from floorguard._maps import host_map
+from floorguard._maps.map_model import (
     ENTRY_FIELDS,
     EXTENDED_FIELDS,
     FloorMap,
     from_entries,
     to_entries,
 )
+from floorguard.errors import FloorguardError, UnreadableFileError
 
 if TYPE_CHECKING:
     import jinja2

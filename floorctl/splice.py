@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from floorctl.errors import ModuleError
+from floorguard._base.files import MAX_MAP_BYTES, read_regular
 from floorguard.errors import UnreadableFileError
-from floorguard.files import MAX_MAP_BYTES, read_regular
 
 BEGIN = "# floor-map:begin"
 END = "# floor-map:end"

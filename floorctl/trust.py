@@ -23,10 +23,11 @@ from typing import TYPE_CHECKING
 
 from floorctl import keys
 from floorctl.errors import TrustError
-from floorguard import atomic, dsse
+from floorguard._base import atomic
+from floorguard._base.files import MAX_ENVELOPE_BYTES, read_regular
+from floorguard._crypto import dsse
+from floorguard._crypto.trust import TrustedKeys, parse_trusted_keys, verify_detached
 from floorguard.errors import UnreadableFileError, VerificationError
-from floorguard.files import MAX_ENVELOPE_BYTES, read_regular
-from floorguard.trust import TrustedKeys, parse_trusted_keys, verify_detached
 
 FEED_PAYLOAD_TYPE = "application/vnd.floorctl.feed+json"
 TRUSTED_KEYS_PAYLOAD_TYPE = "application/vnd.floorctl.trusted-keys+json"

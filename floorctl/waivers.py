@@ -29,11 +29,11 @@ from typing import TYPE_CHECKING, Any
 
 from floorctl import feeds
 from floorctl.errors import WaiversError
-from floorguard import map_model, verdict, versions
-from floorguard._canonical import sha256_digest
-from floorguard._time import UTC_Z_FORM, format_ts, is_utc_z, parse_ts
+from floorguard._base._canonical import sha256_digest
+from floorguard._base._time import UTC_Z_FORM, format_ts, is_utc_z, parse_ts
+from floorguard._base.files import read_regular
+from floorguard._maps import map_model, verdict, versions
 from floorguard.errors import UnreadableFileError
-from floorguard.files import read_regular
 
 if TYPE_CHECKING:
     from jsonschema import Draft202012Validator
@@ -282,7 +282,7 @@ def _text_problem(value: str) -> str | None:
 
 
 def _expires_problem(value: str) -> str | None:
-    # The runtime reads a map's waivers by the same rule (floorguard.map_model).
+    # The runtime reads a map's waivers by the same rule (floorguard._maps.map_model).
     if not is_utc_z(value):
         return f"{feeds.show_value(value)} is not {UTC_Z_FORM} (such as 2026-12-31T00:00:00Z)"
     return None

@@ -172,7 +172,7 @@ from typing import Any  # noqa: E402
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey  # noqa: E402
 
 from floorctl import keys  # noqa: E402
-from floorguard import dsse  # noqa: E402
+from floorguard._crypto import dsse  # noqa: E402
 
 FEED_TYPE = "application/vnd.floorctl.feed+json"
 FAR_FUTURE = "2099-01-01T00:00:00Z"

@@ -19,8 +19,8 @@ from typing import Any
 from probes.native import native_program
 
 import floorguard
-from floorguard._canonical import content_address
-from floorguard.map_model import entries_hash
+from floorguard._base._canonical import content_address
+from floorguard._maps.map_model import entries_hash
 
 PACKAGE = Path(floorguard.__file__).parent
 
@@ -48,7 +48,7 @@ print(json.dumps(out))
 SPAWN_HOST = r"""
 import json, os, sys
 import floorguard
-import floorguard.launcher as launcher
+import floorguard._gate.launcher as launcher
 request = json.loads(sys.argv[1])
 def swapper(swap):
     def run():

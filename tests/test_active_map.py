@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from floorguard.active_map import parse_map_module
+from floorguard._maps.active_map import parse_map_module
+from floorguard._maps.map_model import entries_hash, map_file_hash
 from floorguard.errors import FloorMapError
-from floorguard.map_model import entries_hash, map_file_hash
 
 ENTRIES = {"aider": {"min_safe_version": "0.60.0", "advisory_id": "BSA-0001", "note": "n"}}
 HASH = entries_hash(ENTRIES)

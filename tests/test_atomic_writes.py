@@ -12,7 +12,13 @@ from pathlib import Path
 import pytest
 from helpers.chain_support import filled_chain
 
-from floorguard.atomic import Preserved, create_new, undoable, write_atomic, write_chunks_atomic
+from floorguard._base.atomic import (
+    Preserved,
+    create_new,
+    undoable,
+    write_atomic,
+    write_chunks_atomic,
+)
 from floorguard.errors import OutputError
 
 
@@ -86,7 +92,7 @@ def test_failed_write_leaves_original_intact_and_no_temp_file(tmp_path: Path) ->
         import resource, signal, sys
         from pathlib import Path
         from floorguard.errors import OutputError
-        from floorguard.atomic import write_atomic
+        from floorguard._base.atomic import write_atomic
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
         try:

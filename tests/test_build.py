@@ -164,7 +164,7 @@ def test_provenance_records_the_map_its_version_and_its_update_receipt(release: 
     params = definition["externalParameters"]
     assert params["floor_map_hash"] == predicate["new_floor_map_hash"]
     assert params["map_version"] == 1
-    from floorguard.receipts import receipt_id
+    from floorguard._chain.receipts import receipt_id
 
     assert params["update_receipt_id"] == receipt_id(predicate)
     assert params["module"] == "mod/floor_map.py"
@@ -359,7 +359,7 @@ def test_build_refuses_a_fifo_by_name(release: Release, tmp_path: Path, what: st
     if what == "source":
         source = tmp_path / "source"
         shutil.copytree(SOURCE, source, ignore=shutil.ignore_patterns("__pycache__", ".*"))
-        fifo = source / "floorguard" / "gate.py"
+        fifo = source / "floorguard" / "_gate" / "gate.py"
         fifo.unlink()
     else:
         fifo = tmp_path / ("floor_map.py" if what == "module" else "receipt.json")

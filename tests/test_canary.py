@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from helpers.cli import floorctl
 
-from floorguard import canary
-from floorguard.chain import ChainRecord
-from floorguard.map_model import Advisory
+from floorguard._chain.chain import ChainRecord
+from floorguard._maps.map_model import Advisory
+from floorguard._proofs import canary
 
 AIDER = Advisory("aider", "0.60.0", "BSA-0001", "below 0.60.0 is unsafe")
 

@@ -10,7 +10,7 @@ import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from floorguard._canonical import canonical_bytes, content_address
+from floorguard._base._canonical import canonical_bytes, content_address
 from floorguard.errors import CanonicalizationError
 
 scalars = st.none() | st.booleans() | st.integers(min_value=-(2**60), max_value=2**60) | st.text()

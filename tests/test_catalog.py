@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from packaging.version import Version
 
-from floorguard import versions
-from floorguard.catalog import (
+from floorguard._maps import versions
+from floorguard._maps.catalog import (
     CATALOG,
     entry_for,
     executable_for,

@@ -29,11 +29,11 @@ from helpers.chain_support import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from floorguard._canonical import ZERO_DIGEST, content_address
-from floorguard.chain import EVENTS, AuditChain, ChainRecord, canonical_json
+from floorguard._base._canonical import ZERO_DIGEST, content_address
+from floorguard._base.state import state_home, state_paths
+from floorguard._chain.chain import EVENTS, AuditChain, ChainRecord, canonical_json
+from floorguard._proofs.slice_verify import verify_slice
 from floorguard.errors import CanonicalizationError, ChainWriteError, KeyFileError
-from floorguard.slice_verify import verify_slice
-from floorguard.state import state_home, state_paths
 
 
 def _key(folder: Path) -> bytes:
@@ -384,7 +384,7 @@ def test_refuses_when_the_disk_is_full_and_leaves_no_record(tmp_path: Path) -> N
         """
         import resource, signal, sys
         from pathlib import Path
-        from floorguard.chain import AuditChain
+        from floorguard._chain.chain import AuditChain
         from floorguard.errors import ChainWriteError
 
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
@@ -622,7 +622,7 @@ def test_importing_the_chain_does_not_import_sqlite3() -> None:
         [
             sys.executable,
             "-c",
-            "import sys, floorguard.chain, floorguard.slice_verify; "
+            "import sys, floorguard._chain.chain, floorguard._proofs.slice_verify; "
             "print('sqlite3' in sys.modules)",
         ],
         capture_output=True,

@@ -13,15 +13,15 @@ from pathlib import Path
 
 from helpers.tree_support import assert_tree_matches_records
 
-from floorguard.chain import AuditChain
-from floorguard.slice_verify import verify_slice
+from floorguard._chain.chain import AuditChain
+from floorguard._proofs.slice_verify import verify_slice
 
 APPENDER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from floorguard._time import now_ts
-    from floorguard.chain import AuditChain
+    from floorguard._base._time import now_ts
+    from floorguard._chain.chain import AuditChain
 
     folder, worker, count = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     chain = AuditChain(folder / "chain.sqlite3", folder / "chain.key")

@@ -29,7 +29,7 @@ from helpers.pg_chain import CANARY, Chain
 from hosts import Host, floor
 
 from floorctl import keys
-from floorguard.chain import (
+from floorguard._chain.chain import (
     AuditChain,
     body_text,
     canonical_json,
@@ -460,8 +460,8 @@ def test_a_chain_moving_to_host_keys_needs_both_keys_to_be_proven(
 def test_checkpoints_and_projections_verify_signed_records_with_the_hosts_keys(
     pg: Chain, tmp_path: Path
 ) -> None:
-    from floorguard import checkpoint
-    from floorguard.canary import chain_projection
+    from floorguard._proofs import checkpoint
+    from floorguard._proofs.canary import chain_projection
     from floorguard.errors import VerificationError
 
     host = _mixed_chain(pg, tmp_path)

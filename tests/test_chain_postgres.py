@@ -35,11 +35,11 @@ from helpers.pg_chain import (
 )
 from hosts import Host, floor
 
-from floorguard.chain import AuditChain
+from floorguard._chain.chain import AuditChain
+from floorguard._proofs.slice_verify import verify_slice
 from floorguard.chainstore import store_from_env
 from floorguard.chainstore.postgres import LOCK_STATEMENT, PostgresStore, redact
 from floorguard.errors import ChainError, ChainWriteError, KeyFileError
-from floorguard.slice_verify import verify_slice
 
 FLOORGUARD = [sys.executable, "-m", "floorguard"]
 
@@ -408,7 +408,7 @@ def test_checkpoint_prove_and_verify_inclusion_work_on_the_shared_chain(
 def test_psycopg_is_imported_only_when_a_chain_url_is_set(tmp_path: Path) -> None:
     code = (
         "import sys\n"
-        "from floorguard.chain import AuditChain\n"
+        "from floorguard._chain.chain import AuditChain\n"
         "chain = AuditChain.from_env()\n"
         "chain.append('adapter.canary_receipt', {'kind': 'adapter.canary_receipt',"
         " 'schema_version': 1, 'ts': '2026-01-01T00:00:00Z'})\n"

@@ -27,8 +27,8 @@ import pytest
 from helpers.chain_support import receipt
 from helpers.pg_chain import CANARY, Chain, _filled, _next, _verified
 
-from floorguard.chain import AuditChain
-from floorguard.chain_key import load_key
+from floorguard._chain.chain import AuditChain
+from floorguard._chain.chain_key import load_key
 from floorguard.chainstore.interface import Node, Row
 from floorguard.chainstore.postgres import AHEAD_SLACK_MS
 from floorguard.errors import ChainRollbackError

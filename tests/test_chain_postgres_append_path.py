@@ -24,7 +24,7 @@ import pytest
 from helpers.chain_support import receipt
 from helpers.pg_chain import CANARY, Chain, _call, _filled, _next, _verified, floorctl
 
-from floorguard.chain_key import load_key
+from floorguard._chain.chain_key import load_key
 from floorguard.chainstore.interface import Node
 from floorguard.chainstore.postgres import MAX_STAMP_AGE_SECONDS, PostgresStore, appender_role
 from floorguard.errors import ChainWriteError

@@ -27,8 +27,8 @@ from helpers.pg_chain import Chain, _call, _filled, _next, _verified
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from floorguard.chain import canonical_json
-from floorguard.chain_key import load_key
+from floorguard._chain.chain import canonical_json
+from floorguard._chain.chain_key import load_key
 from floorguard.chainstore.postgres import canonical_receipt_sql
 from floorguard.errors import FloorguardError
 

@@ -24,7 +24,7 @@ from helpers.pg_chain import (
     verify,
 )
 
-from floorguard.chain import AuditChain
+from floorguard._chain.chain import AuditChain
 
 pytestmark = pytest.mark.fleet
 
@@ -76,7 +76,7 @@ def test_checkpoints_signed_while_two_hosts_append_are_each_consistent_with_the_
     so checkpoints taken while appends are in flight each prove consistent with the one
     before, and record 0's inclusion verifies in every one."""
     script = (
-        "import sys\nfrom floorguard.chain import AuditChain\n"
+        "import sys\nfrom floorguard._chain.chain import AuditChain\n"
         "from helpers.chain_support import receipt\n"
         "c = AuditChain.from_env()\n"
         "for n in range(150):\n    c.append('adapter.canary_receipt', receipt(n=n))\n"
@@ -133,7 +133,7 @@ def test_export_by_the_appender_while_another_host_appends_is_one_verifiable_pre
 ) -> None:
     """`chain export --checkpoint-out` and `chain checkpoint` by a host (the appender role)
     while another host appends: each export verifies, and each is a contiguous prefix."""
-    from floorguard.slice_verify import verify_slice
+    from floorguard._proofs.slice_verify import verify_slice
 
     stop = threading.Event()
     errors: list[str] = []

@@ -31,8 +31,8 @@ from helpers.pg_chain import (
 )
 from helpers.tree_support import assert_tree_matches_records
 
-from floorguard._time import now_ts
-from floorguard.chain import AuditChain
+from floorguard._base._time import now_ts
+from floorguard._chain.chain import AuditChain
 from floorguard.chainstore.postgres import LOCK_STATEMENT
 from floorguard.errors import ChainWriteError
 

@@ -18,7 +18,7 @@ from helpers.pg_chain import (
     verify,
 )
 
-from floorguard.chain import AuditChain
+from floorguard._chain.chain import AuditChain
 from floorguard.errors import ChainWriteError
 
 pytestmark = pytest.mark.fleet

@@ -17,7 +17,7 @@ from helpers.pg_chain import (
 )
 from helpers.tree_support import assert_tree_matches_records
 
-from floorguard.chain import AuditChain
+from floorguard._chain.chain import AuditChain
 from floorguard.chainstore.postgres import PostgresStore
 from floorguard.errors import ChainWriteError
 

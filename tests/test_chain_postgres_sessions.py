@@ -26,7 +26,7 @@ from helpers.chain_support import receipt
 from helpers.pg_chain import CANARY, Chain
 from helpers.tree_support import assert_tree_matches_records
 
-from floorguard.chain import AuditChain
+from floorguard._chain.chain import AuditChain
 from floorguard.errors import KeyFileError
 
 
@@ -80,7 +80,7 @@ def test_a_session_that_defaults_to_asynchronous_commit_commits_synchronously(
 FROZEN_HOLDER = textwrap.dedent(
     """
     import os, signal
-    from floorguard.chain import AuditChain
+    from floorguard._chain.chain import AuditChain
     chain = AuditChain.from_env()
     chain.append("adapter.canary_receipt", {"kind": "adapter.canary_receipt",
                  "schema_version": 1, "ts": "2026-12-02T00:00:00Z"})
@@ -174,10 +174,10 @@ def test_an_operator_another_role_puts_in_public_cannot_change_an_append(pg: Cha
 SKEWED_HOST = textwrap.dedent(
     """
     import datetime
-    import floorguard._time
-    from floorguard.chain import AuditChain
+    import floorguard._base._time
+    from floorguard._chain.chain import AuditChain
     # This host's clock runs five years ahead (a broken NTP, or its owner's choice).
-    floorguard._time.utc_now = lambda: datetime.datetime(2031, 6, 1, tzinfo=datetime.UTC)
+    floorguard._base._time.utc_now = lambda: datetime.datetime(2031, 6, 1, tzinfo=datetime.UTC)
     record = AuditChain.from_env().append("adapter.canary_receipt", {
         "kind": "adapter.canary_receipt", "schema_version": 1, "ts": "2031-06-01T00:00:00Z"})
     print(record.ts)

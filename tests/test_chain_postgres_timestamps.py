@@ -23,8 +23,8 @@ from helpers.pg_chain import (
     floorctl,
 )
 
-from floorguard.chain import AuditChain
-from floorguard.chain_key import load_key
+from floorguard._chain.chain import AuditChain
+from floorguard._chain.chain_key import load_key
 from floorguard.errors import ChainWriteError
 
 pytestmark = pytest.mark.fleet

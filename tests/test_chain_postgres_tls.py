@@ -29,7 +29,7 @@ from helpers.chain_support import receipt
 from helpers.cli import isolated_env
 from helpers.pg_chain import CANARY, floorctl
 
-from floorguard.chain import AuditChain
+from floorguard._chain.chain import AuditChain
 from floorguard.errors import ChainWriteError
 
 

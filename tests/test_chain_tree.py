@@ -10,8 +10,8 @@ import pytest
 from helpers.chain_support import CANARY, execute, filled_chain, receipt
 from helpers.tree_support import assert_tree_matches_records, tree_of_lines
 
-from floorguard import merkle
-from floorguard.chain import AuditChain
+from floorguard._chain.chain import AuditChain
+from floorguard._crypto import merkle
 from floorguard.errors import ChainError, ChainWriteError
 
 

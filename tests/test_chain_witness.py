@@ -32,8 +32,8 @@ from helpers.cli import isolated_env
 from helpers.pg_chain import Chain, floorctl
 from hosts import Host, floor
 
-from floorguard import checkpoint
-from floorguard.chain import AuditChain
+from floorguard._chain.chain import AuditChain
+from floorguard._proofs import checkpoint
 from floorguard.errors import ChainWriteError
 
 pytestmark = pytest.mark.fleet  # (a long PostgreSQL suite: run by .ci/run)
@@ -42,7 +42,7 @@ pytestmark = pytest.mark.fleet  # (a long PostgreSQL suite: run by .ci/run)
 APPEND = textwrap.dedent(
     """
     import json, sys
-    from floorguard.chain import AuditChain
+    from floorguard._chain.chain import AuditChain
     from floorguard.errors import FloorguardError
     chain = AuditChain.from_env()
     out = []

@@ -8,7 +8,7 @@ import hashlib
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from floorguard import checkpoint
+from floorguard._proofs import checkpoint
 from floorguard.errors import VerificationError
 
 # RFC 8032, section 7.1, TEST 1: a fixed Ed25519 key whose public half is published.

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from floorguard.child_inputs import invalid_inputs, loader_doubts
+from floorguard._identify.child_inputs import invalid_inputs, loader_doubts
 
 
 @pytest.mark.parametrize(

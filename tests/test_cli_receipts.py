@@ -231,8 +231,8 @@ UNSIGNED = "unsigned: only its content address was checked"
 def forged_update(project: Path) -> dict[str, object]:
     """The signed receipt's predicate with aider's floor lowered to 0.01, every hash and the
     content address recomputed: consistent in itself, signed by nobody."""
-    from floorguard._canonical import content_address
-    from floorguard.map_model import entries_hash
+    from floorguard._base._canonical import content_address
+    from floorguard._maps.map_model import entries_hash
 
     envelope = json.loads((project / "receipt.json").read_text())
     receipt = json.loads(base64.b64decode(envelope["payload"]))["predicate"]

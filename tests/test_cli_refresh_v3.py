@@ -96,8 +96,8 @@ class Project:
         probe = (
             "import json, sys\n"
             "from pathlib import Path\n"
-            "from floorguard.active_map import load_map_file\n"
-            "from floorguard.map_model import to_entries\n"
+            "from floorguard._maps.active_map import load_map_file\n"
+            "from floorguard._maps.map_model import to_entries\n"
             "m = load_map_file(Path(sys.argv[1]))\n"
             "print(json.dumps({'hash': m.floor_map_hash, 'version': m.map_version,"
             " 'entries': to_entries(m.floor_map)}))\n"

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from helpers.cli import floorctl
 
-from floorguard import verdict
-from floorguard._time import parse_ts
-from floorguard.active_map import parse_map_module
-from floorguard.map_model import floor_map_hash, from_entries
+from floorguard._base._time import parse_ts
+from floorguard._maps import verdict
+from floorguard._maps.active_map import parse_map_module
+from floorguard._maps.map_model import floor_map_hash, from_entries
 
 pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
 

@@ -2,7 +2,7 @@
 id or alias, judged in the adapter's ecosystem order (SemVer for npm), end to end.
 
 The written module is read back by the runtime's own reader and judged by the runtime's
-own rule (floorguard.verdict), so what the refresh accepted is what a host would enforce.
+own rule (floorguard._maps.verdict), so what the refresh accepted is what a host would enforce.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import pytest
 from helpers.cli import floorctl
 from hosts import Host, write_script
 
-from floorguard import verdict
-from floorguard._time import parse_ts
-from floorguard.active_map import parse_map_module
+from floorguard._base._time import parse_ts
+from floorguard._maps import verdict
+from floorguard._maps.active_map import parse_map_module
 
 MODULE = Path("generated/floorguard/floor_map.py")
 EMPTY_MODULE = '"""Host module."""\n\n# floor-map:begin\n# floor-map:end\n'

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from floorctl import coverage
 from floorctl.coverage import Interval
-from floorguard.map_model import AffectedRange, RangeAdvisory
-from floorguard.verdict import in_range
+from floorguard._maps.map_model import AffectedRange, RangeAdvisory
+from floorguard._maps.verdict import in_range
 
 # Bounds come from GRID; SAMPLES hold every bound, a version between each two neighbours
 # and one beyond each end, so every gap the arithmetic can see holds a sampled version and
@@ -75,7 +75,7 @@ def _affected(advisory: RangeAdvisory, version: str, ecosystem: str) -> bool:
 
 
 def _eq(a: str, b: str, ecosystem: str) -> bool:
-    from floorguard import versions
+    from floorguard._maps import versions
 
     return versions.compare(a, b, ecosystem) == 0
 

@@ -232,9 +232,10 @@ def test_a_publish_killed_between_its_two_renames_is_refused_then_repaired(
     ok(floorctl("refresh", "--feed", "b.json", "--module", "m.py", "--write", cwd=project,
                 state=state))  # fmt: skip
     killed_floorctl(tmp_path, "replace:floor-map.json.dsse", *publish, cwd=project, state=state)
-    from floorguard import dsse, published_map
+    from floorguard._crypto import dsse
+    from floorguard._crypto.trust import parse_trusted_keys
+    from floorguard._maps import published_map
     from floorguard.errors import FloorguardError
-    from floorguard.trust import parse_trusted_keys
 
     out = project / "out"
     trusted = parse_trusted_keys((project / "k" / "signing.pub").read_bytes(), "k/signing.pub")

@@ -28,7 +28,7 @@ from probes import (
 )
 from probes.native import native_program
 
-from floorguard.detect import (
+from floorguard._identify.detect import (
     Detection,
     ProbeSettings,
     clear_cache,
@@ -677,7 +677,7 @@ def test_rewritten_pip_metadata_is_read_again(tmp_path: Path) -> None:
 
 def test_importing_detection_does_not_import_packaging() -> None:
     # Hosts import floorguard on their spawn path; packaging loads only when first needed.
-    code = "import sys, floorguard.detect; print('packaging' in sys.modules)"
+    code = "import sys, floorguard._identify.detect; print('packaging' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"

@@ -11,7 +11,7 @@ import pytest
 from helpers.cli import floorctl
 from helpers.quickstart import clean_copy, quick_start_commands
 
-from floorguard import dsse
+from floorguard._crypto import dsse
 
 pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
 

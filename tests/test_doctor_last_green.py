@@ -23,8 +23,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 RECORD_CANARY = """
 import sys
-from floorguard import canary
-from floorguard.chain import AuditChain
+from floorguard._proofs import canary
+from floorguard._chain.chain import AuditChain
 outcome = canary.record_run(AuditChain.from_env(), sys.argv[1], sys.argv[2], sys.argv[3])
 print(outcome.judgement.verdict)
 """

@@ -14,8 +14,8 @@ import pytest
 from helpers.advisory_maps import advisory, entry, extended_module, span
 from hosts import Host, write_script
 
-from floorguard import verdict
-from floorguard.map_model import from_entries
+from floorguard._maps import verdict
+from floorguard._maps.map_model import from_entries
 
 # Advisories refuse everything below 1.4.7, while the stated floor is 1.0.20.
 BACKPORT = advisory("GHSA-back-port-npmx", span("0", fixed="1.4.7"), span("2.0.0", fixed="2.1.3"))

@@ -8,7 +8,7 @@ import json
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from floorguard import dsse
+from floorguard._crypto import dsse
 from floorguard.errors import VerificationError
 
 TYPE = dsse.INTOTO_PAYLOAD_TYPE

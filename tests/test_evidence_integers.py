@@ -15,8 +15,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from helpers.chain_support import filled_chain
 from helpers.cli import isolated_env
 
-from floorguard import checkpoint, tlog
-from floorguard.chain import AuditChain
+from floorguard._chain.chain import AuditChain
+from floorguard._proofs import checkpoint, tlog
 
 
 def floorguard(cwd: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:

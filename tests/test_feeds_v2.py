@@ -12,7 +12,7 @@ import pytest
 
 from floorctl.errors import FeedError
 from floorctl.feeds import parse_feed
-from floorguard.map_model import floor_map_hash
+from floorguard._maps.map_model import floor_map_hash
 
 SOURCE = "feeds/v2.json"
 

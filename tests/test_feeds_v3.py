@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from floorctl import feeds
 from floorctl.errors import FeedError
 from floorctl.feeds import parse_feed
-from floorguard.map_model import floor_map_hash
+from floorguard._maps.map_model import floor_map_hash
 
 SOURCE = "feeds/v3.json"
 REPO = Path(__file__).resolve().parents[1]

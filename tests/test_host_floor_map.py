@@ -21,7 +21,7 @@ from helpers.cli import floorctl, isolated_env
 from hosts import write_script
 from probes.native import require_native
 
-from floorguard.map_model import entries_hash, floor_map_hash, from_entries
+from floorguard._maps.map_model import entries_hash, floor_map_hash, from_entries
 
 BUILTIN_HASH = "sha256:c4ab55242142977dea5095fd882ad74ea6d57da68a653604ef5587c43346bc5b"
 

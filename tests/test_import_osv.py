@@ -34,7 +34,7 @@ from helpers.osv_sources import (
 )
 
 from floorctl import osv
-from floorguard import map_model, verdict
+from floorguard._maps import map_model, verdict
 
 
 def run_import(tmp_path: Path, *args: str | Path) -> Any:

@@ -19,8 +19,8 @@ import pytest
 from helpers.cli import floorctl, isolated_env
 
 from floorctl import render, splice
-from floorguard.active_map import parse_map_module
-from floorguard.map_model import floor_map_hash, from_entries
+from floorguard._maps.active_map import parse_map_module
+from floorguard._maps.map_model import floor_map_hash, from_entries
 
 REPO = Path(__file__).resolve().parents[1]
 FEED = REPO / "feeds" / "example.v1.json"

@@ -6,8 +6,8 @@ import hashlib
 
 import pytest
 
+from floorguard._maps.map_model import entries_hash, from_entries
 from floorguard.errors import FloorMapError
-from floorguard.map_model import entries_hash, from_entries
 
 REFERENCE = {
     "aider": {

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from floorctl.merge import diff, merge
-from floorguard.map_model import from_entries
+from floorguard._maps.map_model import from_entries
 
 
 def entry(version: str, advisory: str = "BSA-1", note: str = "n") -> dict[str, str]:

@@ -9,7 +9,7 @@ import pytest
 
 from floorctl.errors import MergeConflict
 from floorctl.merge import diff, merge
-from floorguard.map_model import FloorMap, from_entries, to_entries
+from floorguard._maps.map_model import FloorMap, from_entries, to_entries
 
 
 def adv(
@@ -308,7 +308,7 @@ def test_a_v1_floor_taking_an_ecosystem_is_not_a_downgrade() -> None:
 def test_a_refusal_names_ten_weakenings_and_counts_the_rest() -> None:
     from helpers.advisory_maps import advisory, entry, span
 
-    from floorguard.map_model import from_entries
+    from floorguard._maps.map_model import from_entries
 
     many = [advisory(f"GHSA-aaaa-bbbb-{i:04d}", span("0", fixed="1.0.0")) for i in range(25)]
     before = from_entries({"claude": entry("npm", *many)})

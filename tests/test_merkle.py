@@ -20,8 +20,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from floorguard import merkle
-from floorguard.merkle import (
+from floorguard._crypto import merkle
+from floorguard._crypto.merkle import (
     CompactRange,
     ProofError,
     consistency_proof,

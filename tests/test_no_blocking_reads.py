@@ -22,11 +22,12 @@ from helpers.cli import isolated_env
 from hosts import HOST, Host, floor, map_module
 
 from floorctl import keys
-from floorguard import files, published_map
-from floorguard._canonical import canonical_bytes
-from floorguard._time import format_ts, utc_now
+from floorguard._base import files
+from floorguard._base._canonical import canonical_bytes
+from floorguard._base._time import format_ts, utc_now
+from floorguard._maps import published_map
+from floorguard._maps.map_model import from_entries
 from floorguard.errors import UnreadableFileError
-from floorguard.map_model import from_entries
 
 # Generous for "does not hang": an interpreter start plus the command, on a loaded machine.
 NO_HANG_SECONDS = 20

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from floorguard.node_command import (
+from floorguard._identify.node_command import (
     NodeCommand,
     node_environment_doubts,
     parse_node_argv,

@@ -31,7 +31,7 @@ def _hostile_slice(tmp_path: Path) -> tuple[Path, Host]:
     exported = floorctl("chain", "export", "--out", "slice.jsonl", cwd=tmp_path,
                         state=tmp_path / "state", FLOORGUARD_HOME=str(host.home))  # fmt: skip
     assert exported.returncode == 0, exported.stderr
-    from floorguard._canonical import content_address
+    from floorguard._base._canonical import content_address
 
     (record,) = [json.loads(line) for line in (tmp_path / "slice.jsonl").read_text().splitlines()]
     record["receipt"]["ts"] = OUT_OF_RANGE

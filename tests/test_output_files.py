@@ -24,7 +24,7 @@ from feedserver import FeedServer, envelope, new_key, trusted_file, v2_feed
 from helpers.cli import isolated_env
 
 from floorctl import trust
-from floorguard.map_model import floor_map_hash, from_entries
+from floorguard._maps.map_model import floor_map_hash, from_entries
 
 MODULE = Path("generated/floorguard/floor_map.py")
 EMPTY_MODULE = '"""Host module."""\n\n# floor-map:begin\n# floor-map:end\n\nTAIL = 1\n'

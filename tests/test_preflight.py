@@ -225,7 +225,7 @@ def test_map_tampered_in_place_after_a_permit_is_caught_even_with_mtime_put_back
     # Same size, same mtime: only the ctime tells the cached map from the edited file.
     code = (
         "import os, floorguard\n"
-        "path = floorguard.active_map.BUILTIN_MAP_FILE\n"
+        "path = floorguard._maps.active_map.BUILTIN_MAP_FILE\n"
         "print(floorguard.preflight('aider', version='0.60.0').verdict)\n"
         "st = os.stat(path)\n"
         "data = path.read_bytes().replace(b'\"0.60.0\"', b'\"0.10.0\"')\n"
@@ -237,6 +237,6 @@ def test_map_tampered_in_place_after_a_permit_is_caught_even_with_mtime_put_back
         "except floorguard.SpawnRefused as refused:\n"
         "    print(refused.decision.verdict, 'tampered' in refused.decision.reason)\n"
     )
-    done = host.python("-c", "import floorguard.active_map\n" + code)
+    done = host.python("-c", "import floorguard._maps.active_map\n" + code)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[:2] == ["permit", "refuse True"]

@@ -11,7 +11,7 @@ import pytest
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from helpers.tlog_support import _same, both, ctl, forked, guard, ok
 
-from floorguard import checkpoint, tlog
+from floorguard._proofs import checkpoint, tlog
 
 pytestmark = pytest.mark.slow
 

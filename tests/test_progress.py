@@ -16,7 +16,7 @@ from helpers.proof_support import MAP_V1, update_receipt
 from helpers.slice_writer import write_slice
 from helpers.terminal import floorctl_on_terminal
 
-from floorguard.map_model import entries_hash
+from floorguard._maps.map_model import entries_hash
 
 pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
 

@@ -25,8 +25,8 @@ from helpers.proof_support import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from floorguard import checkpoint
-from floorguard.window_proof import load_checkpoint, prove
+from floorguard._proofs import checkpoint
+from floorguard._proofs.window_report import load_checkpoint, prove
 
 pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
 

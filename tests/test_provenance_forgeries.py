@@ -21,8 +21,8 @@ from helpers.release import (
     payload,
 )
 
-from floorguard import dsse
-from floorguard._canonical import canonical_bytes
+from floorguard._base._canonical import canonical_bytes
+from floorguard._crypto import dsse
 
 pytestmark = pytest.mark.slow
 

@@ -10,10 +10,11 @@ import pytest
 from feedserver import floorctl, floorctl_here, new_key
 from hosts import Host, floor, map_module
 
-from floorguard import dsse, published_map
-from floorguard._canonical import canonical_bytes
-from floorguard._time import parse_ts
-from floorguard.map_model import entries_hash
+from floorguard._base._canonical import canonical_bytes
+from floorguard._base._time import parse_ts
+from floorguard._crypto import dsse
+from floorguard._maps import published_map
+from floorguard._maps.map_model import entries_hash
 
 PRINT_HASH = "import floorguard; print(floorguard.FLOOR_MAP_HASH)"
 

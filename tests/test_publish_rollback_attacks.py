@@ -14,7 +14,7 @@ import pytest
 from helpers.cli import floorctl
 from helpers.map_site import make_site, no_traceback
 
-from floorguard._canonical import canonical_bytes
+from floorguard._base._canonical import canonical_bytes
 
 pytestmark = pytest.mark.slow
 

@@ -14,10 +14,10 @@ from feedserver import envelope, new_key
 from helpers.published_site import BUILTIN, NEWER, Site, document
 from hosts import floor, map_module, receipt_in_chain, write_script
 
-from floorguard import published_map
-from floorguard._time import utc_now
+from floorguard._base._time import utc_now
+from floorguard._maps import published_map
+from floorguard._maps.map_model import entries_hash
 from floorguard.errors import FloorMapError
-from floorguard.map_model import entries_hash
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from floorguard.python_command import (
+from floorguard._identify.python_command import (
     PythonCommand,
     parse_python_argv,
     python_environment_doubts,

@@ -15,7 +15,7 @@ import pytest
 from hosts import Host, floor
 from probes import pip_install, real_venv, site_packages, write_executable
 
-from floorguard import identify
+from floorguard._identify import identify
 
 DISTUTILS_LINE = (
     "import os; var = 'SETUPTOOLS_USE_DISTUTILS'; enabled = os.environ.get(var, 'local') == "

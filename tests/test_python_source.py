@@ -1,5 +1,5 @@
-"""floorguard.python_source: Python source is read as CPython reads it, and every construct
-the check does not understand is a doubt.
+"""floorguard._identify.python_source: Python source is read as CPython reads it, and every
+construct the check does not understand is a doubt.
 
 The decoding tests run the real interpreter on the same bytes and compare what it imports
 with what read_source reports: the two must never differ.
@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from floorguard.errors import DetectionError
-from floorguard.python_source import (
+from floorguard._identify.python_source import (
     MAX_SOURCE_BYTES,
     PythonSource,
     SourceError,
     read_code_string,
     read_source,
 )
+from floorguard.errors import DetectionError
 
 PIP_WRAPPER = b"""#!/venv/bin/python
 # -*- coding: utf-8 -*-

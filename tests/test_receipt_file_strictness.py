@@ -15,8 +15,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from helpers.cli import floorctl, isolated_env
 
-from floorguard import dsse
-from floorguard._canonical import content_address
+from floorguard._base._canonical import content_address
+from floorguard._crypto import dsse
 
 TOOLS = ("floorctl", "floorguard")
 FEED = {

@@ -19,10 +19,10 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from helpers.cli import floorctl, isolated_env
 
-from floorguard import dsse
-from floorguard._canonical import canonical_bytes, content_address
-from floorguard.chain import body_text
-from floorguard.receipts import update_statement
+from floorguard._base._canonical import canonical_bytes, content_address
+from floorguard._chain.chain import body_text
+from floorguard._chain.receipts import update_statement
+from floorguard._crypto import dsse
 
 TOOLS = ("floorguard", "floorctl")
 FEED = {

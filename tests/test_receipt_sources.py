@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from helpers.cli import floorctl
 
-from floorguard import dsse
+from floorguard._crypto import dsse
 
 REPO = Path(__file__).resolve().parents[1]
 MODULE = Path("generated/floorguard/floor_map.py")

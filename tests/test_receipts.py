@@ -9,10 +9,11 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from floorguard import dsse, receipts
-from floorguard._canonical import canonical_bytes
+from floorguard._base._canonical import canonical_bytes
+from floorguard._chain import receipts
+from floorguard._crypto import dsse
+from floorguard._maps.map_model import entries_hash
 from floorguard.errors import VerificationError
-from floorguard.map_model import entries_hash
 
 OLD = {"aider": {"min_safe_version": "0.50.0", "advisory_id": "BSA-0001", "note": "old"}}
 NEW = {"aider": {"min_safe_version": "0.60.0", "advisory_id": "BSA-0001", "note": "new"}}

@@ -12,11 +12,12 @@ from helpers.chain_support import CANARY, receipt
 from helpers.cli import isolated_env
 
 from floorctl import keys
-from floorguard import dsse, record_signature
-from floorguard.chain import AuditChain
+from floorguard._chain import record_signature
+from floorguard._chain.chain import AuditChain
+from floorguard._chain.record_signature import MAC_FORM, load_host_key, parse_host_keys
+from floorguard._crypto import dsse
+from floorguard._proofs.slice_verify import MALFORMED_MAC, verify_slice
 from floorguard.errors import KeyFileError
-from floorguard.record_signature import MAC_FORM, load_host_key, parse_host_keys
-from floorguard.slice_verify import MALFORMED_MAC, verify_slice
 
 
 def _pair(folder: Path) -> tuple[Path, Path]:
@@ -156,8 +157,8 @@ def test_an_unusable_host_keys_document_refuses_the_append(tmp_path: Path) -> No
 
 
 def test_a_signing_host_checks_a_chain_only_it_wrote_with_its_own_key(tmp_path: Path) -> None:
-    from floorguard import checkpoint
-    from floorguard.canary import chain_projection
+    from floorguard._proofs import checkpoint
+    from floorguard._proofs.canary import chain_projection
     from floorguard.errors import VerificationError
 
     private, _ = _pair(tmp_path / "a")

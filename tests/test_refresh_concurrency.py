@@ -27,8 +27,8 @@ from floorctl import refresh as refreshing
 from floorctl.errors import ConcurrentUpdate
 from floorctl.feeds import load_feed
 from floorctl.splice import read_module_text
-from floorguard.map_model import floor_map_hash, from_entries
-from floorguard.receipts import receipt_id
+from floorguard._chain.receipts import receipt_id
+from floorguard._maps.map_model import floor_map_hash, from_entries
 
 pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from helpers.host_project import Project
 
-from floorguard.map_model import floor_map_hash, from_entries
+from floorguard._maps.map_model import floor_map_hash, from_entries
 
 pytestmark = pytest.mark.slow
 

@@ -18,10 +18,10 @@ import pytest
 from helpers.cli import floorctl
 from helpers.proof_support import spawn_receipt
 
-from floorguard import receipts
-from floorguard.chain import MAX_RECEIPT_BYTES, AuditChain, canonical_json
+from floorguard._chain import receipts
+from floorguard._chain.chain import MAX_RECEIPT_BYTES, AuditChain, canonical_json
+from floorguard._maps.map_model import map_file_hash
 from floorguard.errors import VerificationError
-from floorguard.map_model import map_file_hash
 
 pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
 

@@ -26,8 +26,8 @@ from floorctl.render import (
     render_block,
 )
 from floorctl.splice import BEGIN, END, splice, split_module
-from floorguard.atomic import write_atomic
-from floorguard.map_model import entries_hash
+from floorguard._base.atomic import write_atomic
+from floorguard._maps.map_model import entries_hash
 
 ASSETS = Path(__file__).parent / "assets"
 NOTE = "aider below 0.60.0 is known-unsafe for spawned use; upgrade recommended."

@@ -26,9 +26,9 @@ from floorctl.render import (
     render_block,
 )
 from floorctl.splice import BEGIN, END, splice, split_module
-from floorguard.active_map import parse_map_module
+from floorguard._maps.active_map import parse_map_module
+from floorguard._maps.map_model import entries_hash, from_entries
 from floorguard.errors import FloorMapError
-from floorguard.map_model import entries_hash, from_entries
 
 FLOOR = {"min_safe_version": "1.0.20", "advisory_id": "BSA-0002", "note": "Upgrade."}
 ADVISORY = {

@@ -18,7 +18,7 @@ from floorctl import render
 from floorctl.errors import ModuleError
 from floorctl.render import BERNSTEIN, FLOORGUARD, load_template, read_block, read_module
 from floorctl.splice import BEGIN, END, split_lines
-from floorguard.map_model import entries_hash
+from floorguard._maps.map_model import entries_hash
 
 pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
 

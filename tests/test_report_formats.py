@@ -17,7 +17,8 @@ import pytest
 from helpers.advisory_maps import entry, extended_module
 from helpers.sarif import SCHEMA_FILE, assert_valid_sarif, sarif_validator
 
-from floorguard import active_map, doctor, report_formats
+from floorguard._commands import doctor, report_formats
+from floorguard._maps import active_map
 
 SCHEMA_SHA256 = "ddddcccbf95c7c50c037b5b07eff4140556278ca574ff374db46786b5fce7949"
 OASIS_ID = (
@@ -284,6 +285,6 @@ def test_render_refuses_a_format_it_does_not_know() -> None:
 
 
 def test_importing_floorguard_does_not_load_the_renderers() -> None:
-    code = "import floorguard, sys; print('floorguard.report_formats' in sys.modules)"
+    code = "import floorguard, sys; print('floorguard._commands.report_formats' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"

@@ -25,7 +25,7 @@ from hosts import Host, receipt_in_chain, write_script
 from hypothesis import given
 from hypothesis import strategies as st
 
-from floorguard._canonical import canonical_bytes
+from floorguard._base._canonical import canonical_bytes
 
 MANY = r"""
 import dataclasses, json, sys
@@ -436,7 +436,7 @@ def prove_records(tmp_path: Path, records: list[Any], maps: list[dict[str, Any]]
     """A real chain (seq n stamped 2026-01-01 00:00:0n) holding ``records``, then the proof."""
     from helpers.proof_support import SPAWN, build
 
-    from floorguard.window_proof import prove
+    from floorguard._proofs.window_report import prove
 
     archive = tmp_path / "maps"
     archive.mkdir(parents=True)
@@ -560,9 +560,9 @@ def test_a_published_map_with_extended_entries_is_loaded_and_judged_by(tmp_path:
 
     from feedserver import envelope, new_key
 
-    from floorguard import published_map
-    from floorguard._time import format_ts, utc_now
-    from floorguard.map_model import from_entries
+    from floorguard._base._time import format_ts, utc_now
+    from floorguard._maps import published_map
+    from floorguard._maps.map_model import from_entries
 
     key, _, public = new_key(tmp_path / "publisher")
     host = Host(tmp_path / "host", {})
@@ -606,7 +606,7 @@ _SEMVER = st.builds(
 def test_npm_versions_compare_exactly_as_semver_precedence(left: str, right: str) -> None:
     import semver
 
-    from floorguard import versions
+    from floorguard._maps import versions
 
     expected = semver.Version.parse(left).compare(right)
     assert versions.compare(left, right, "npm") == expected

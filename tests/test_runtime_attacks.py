@@ -17,10 +17,10 @@ import pytest
 from feedserver import envelope, new_key
 from hosts import HOST, Host, floor, map_module, receipt_in_chain
 
-from floorguard import published_map
-from floorguard._canonical import canonical_bytes
-from floorguard._time import format_ts, utc_now
-from floorguard.map_model import entries_hash, from_entries
+from floorguard._base._canonical import canonical_bytes
+from floorguard._base._time import format_ts, utc_now
+from floorguard._maps import published_map
+from floorguard._maps.map_model import entries_hash, from_entries
 
 BUILTIN = {"aider": floor("0.50.0")}
 HIGH = {"aider": floor("0.60.0")}

@@ -13,7 +13,7 @@ import pytest
 from helpers.advisory_maps import advisory, entry, span, waiver
 from hosts import Host, write_script
 
-from floorguard._canonical import content_address
+from floorguard._base._canonical import content_address
 
 GHSA = advisory("GHSA-wwww-wwww-wwww", span("2.0.0", fixed="2.1.3"))
 

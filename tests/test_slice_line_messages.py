@@ -12,7 +12,7 @@ import pytest
 from helpers.chain_support import filled_chain
 from helpers.cli import floorctl, isolated_env
 
-from floorguard.chain import AuditChain
+from floorguard._chain.chain import AuditChain
 
 TOOLS = ("floorguard", "floorctl")
 

@@ -15,9 +15,9 @@ from helpers.chain_support import export_lines, filled_chain
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from floorguard._canonical import ZERO_DIGEST
-from floorguard.chain import ChainRecord, canonical_json
-from floorguard.slice_verify import (
+from floorguard._base._canonical import ZERO_DIGEST
+from floorguard._chain.chain import ChainRecord, canonical_json
+from floorguard._proofs.slice_verify import (
     MAX_LINE_BYTES,
     SliceVerifier,
     iter_slice_lines,

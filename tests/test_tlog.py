@@ -11,8 +11,9 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from helpers.chain_support import execute, filled_chain
 
-from floorguard import checkpoint, merkle, tlog
-from floorguard.chain import AuditChain, ChainRecord
+from floorguard._chain.chain import AuditChain, ChainRecord
+from floorguard._crypto import merkle
+from floorguard._proofs import checkpoint, tlog
 from floorguard.errors import VerificationError
 
 SIGNER = Ed25519PrivateKey.generate()

@@ -23,7 +23,7 @@ from helpers.tlog_support import (
     witnessed,
 )
 
-from floorguard import checkpoint, tlog
+from floorguard._proofs import checkpoint, tlog
 
 pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
 

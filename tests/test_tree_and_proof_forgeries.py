@@ -17,7 +17,7 @@ import pytest
 from helpers.cli import isolated_env
 from helpers.tlog_support import ctl, guard, ok
 
-from floorguard import merkle
+from floorguard._crypto import merkle
 
 pytestmark = pytest.mark.slow
 

@@ -11,9 +11,9 @@ from feedserver import envelope, floorctl_here, new_key, trusted_file, v2_feed
 
 from floorctl import keys, trust
 from floorctl.errors import TrustError
-from floorguard import dsse
+from floorguard._crypto import dsse
+from floorguard._crypto.trust import parse_trusted_keys, verify_detached
 from floorguard.errors import VerificationError
-from floorguard.trust import parse_trusted_keys, verify_detached
 
 FEED_TYPE = trust.FEED_PAYLOAD_TYPE
 

@@ -7,8 +7,8 @@ import datetime as dt
 
 from helpers.advisory_maps import advisory, entry, span, waiver
 
-from floorguard import verdict, versions
-from floorguard.map_model import Advisory, from_entries
+from floorguard._maps import verdict, versions
+from floorguard._maps.map_model import Advisory, from_entries
 
 AT = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
 

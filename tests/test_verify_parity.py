@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from helpers.cli import floorctl, isolated_env
 
-from floorguard.chain import AuditChain
+from floorguard._chain.chain import AuditChain
 
 pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
 
@@ -299,8 +299,8 @@ def test_both_verify_commands_refuse_the_same_command_lines_as_usage_errors(
 
 
 def test_both_read_a_bernstein_module_for_floor_map_alike(project: Project) -> None:
-    # The runtime reads the bernstein layout as it reads a host's module (floorguard.host_map),
-    # so a Bernstein advisories.py is judged by its data hash in both.
+    # The runtime reads the bernstein layout as it reads a host's module
+    # (floorguard._maps.host_map), so a Bernstein advisories.py is judged by its data hash in both.
     bernstein = Path(__file__).parent / "assets" / "bernstein_advisories.py"
     args = ("receipt", "receipt.json", "--pubkey", "keys/signing.pub", "--floor-map")
     ctl, guard = both(project, *args, str(bernstein))

@@ -24,7 +24,7 @@ from helpers.cli import floorctl
 from helpers.races import preflight_across, spawn_after_update
 from hosts import HOST, Host, write_script
 
-from floorguard._time import format_ts, parse_ts, utc_now
+from floorguard._base._time import format_ts, parse_ts, utc_now
 
 pytestmark = pytest.mark.slow
 

@@ -14,8 +14,8 @@ import pytest
 
 from floorctl import waivers
 from floorctl.errors import WaiversError
-from floorguard import verdict
-from floorguard.map_model import floor_map_hash, from_entries, to_entries
+from floorguard._maps import verdict
+from floorguard._maps.map_model import floor_map_hash, from_entries, to_entries
 
 SOURCE = "waivers.json"
 AT = _dt.datetime(2026, 12, 1, tzinfo=_dt.UTC)

@@ -28,11 +28,12 @@ from helpers.proof_support import (
 )
 from helpers.slice_writer import write_slice
 
-from floorguard import checkpoint, tlog
-from floorguard._canonical import canonical_bytes
-from floorguard._time import parse_ts
-from floorguard.map_model import entries_hash
-from floorguard.window_proof import UNAUTHENTICATED, ProofReport, load_checkpoint, prove
+from floorguard._base._canonical import canonical_bytes
+from floorguard._base._time import parse_ts
+from floorguard._maps.map_model import entries_hash
+from floorguard._proofs import checkpoint, tlog
+from floorguard._proofs.window_proof import UNAUTHENTICATED, ProofReport
+from floorguard._proofs.window_report import load_checkpoint, prove
 
 SIGNER = Ed25519PrivateKey.generate()
 GAP = "(records missing, duplicated or out of order)"
@@ -578,7 +579,7 @@ def test_since_after_until_is_refused(built: Built) -> None:
 def test_the_proven_text_names_the_window_end_and_what_authenticates_the_records(
     built: Built,
 ) -> None:
-    from floorguard.window_proof import authenticated_by, render_text
+    from floorguard._proofs.window_report import authenticated_by, render_text
 
     text = render_text(prove(built.lines(), key=built.key))
     assert f"window genesis (seq 0) .. end of slice (seq 8, {at(8)}):" in text

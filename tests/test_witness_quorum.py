@@ -11,7 +11,7 @@ import pytest
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from helpers.tlog_support import _inclusion_args, _same, both, ctl, guard, ok, witnessed
 
-from floorguard import checkpoint
+from floorguard._proofs import checkpoint
 
 pytestmark = pytest.mark.slow
 
@@ -69,7 +69,7 @@ def test_a_cosignature_copied_from_another_checkpoint_of_the_log_does_not_count(
 def test_a_line_under_one_witnesses_name_signed_by_another_is_refused_and_stray_lines_ignored(
     log: Path, tmp_path: Path
 ) -> None:
-    from floorguard import witness
+    from floorguard._proofs import witness
 
     for name in ("w1", "w2"):
         if not (log / name).exists():

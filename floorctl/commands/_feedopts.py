@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import click
 
 from floorctl import feeds, fetch
-from floorguard._time import parse_ts, utc_now
+from floorguard._base._time import parse_ts, utc_now
 from floorguard.errors import FloorguardError
 
 F = TypeVar("F", bound=Callable[..., Any])

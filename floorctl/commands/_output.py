@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import click
 
-from floorguard._text import one_line
+from floorguard._base._text import one_line
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -47,7 +47,7 @@ def emit_result(result: Any, as_json: bool) -> None:
 
 
 def emit_rendered(text: str) -> None:
-    """Print a rendering (SARIF or Markdown from floorguard.report_formats) as it is."""
+    """Print a rendering (SARIF or Markdown from floorguard._commands.report_formats) as it is."""
     click.echo(text, nl=False)
     OutputState.emitted = True
 

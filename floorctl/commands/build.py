@@ -11,10 +11,10 @@ from floorctl import build, keys, provenance
 from floorctl.commands._output import emit_json, json_option, notice
 from floorctl.commands.refresh import DEFAULT_MODULE
 from floorctl.errors import BuildError
-from floorguard import files
-from floorguard._time import now_ts
+from floorguard._base import files
+from floorguard._base._time import now_ts
+from floorguard._base.files import read_regular
 from floorguard.errors import VerificationError
-from floorguard.files import read_regular
 
 DEFAULT_SOURCE = Path("generated")
 

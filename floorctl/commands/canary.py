@@ -1,6 +1,6 @@
 """``floorctl canary``: seal a conformance-canary run, and show last-green.
 
-The rules and the projection live in the runtime (``floorguard.canary``), where the window
+The rules and the projection live in the runtime (``floorguard._proofs.canary``), where the window
 verifier reuses them.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 import click
 
 from floorctl.commands._output import emit_json, json_option
-from floorguard import canary as canary_rules
-from floorguard.chain import AuditChain
+from floorguard._chain.chain import AuditChain
+from floorguard._proofs import canary as canary_rules
 
 
 @click.group("canary", short_help="Record canary runs; show last-green versions.")

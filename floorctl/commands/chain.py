@@ -19,17 +19,19 @@ import click
 
 from floorctl import keys
 from floorctl.commands._output import emit_json, json_option, notice
-from floorguard import atomic, checkpoint, files, merkle, tlog
-from floorguard._cli_io import stdout_failed
-from floorguard._time import parse_ts
-from floorguard.chain import AuditChain
-from floorguard.chain_key import key_check, load_or_create_key
-from floorguard.chain_view import ChainViews
+from floorguard._base import atomic, files
+from floorguard._base._time import parse_ts
+from floorguard._base.state import state_paths
+from floorguard._chain.chain import AuditChain
+from floorguard._chain.chain_key import key_check, load_or_create_key
+from floorguard._chain.chain_view import ChainViews
+from floorguard._chain.slice_export import export_slice
+from floorguard._commands._cli_io import stdout_failed
+from floorguard._crypto import merkle
+from floorguard._proofs import checkpoint, tlog
 from floorguard.chainstore import timeout_from_env
 from floorguard.chainstore.postgres import init_schema, redact
 from floorguard.errors import ChainError, FloorguardError
-from floorguard.slice_export import export_slice
-from floorguard.state import state_paths
 
 
 def parse_time_option(

@@ -8,7 +8,7 @@ import click
 
 from floorctl.commands._output import emit_json, emit_rendered, format_option
 from floorctl.errors import FloorctlError
-from floorguard import doctor, report_formats
+from floorguard._commands import doctor, report_formats
 
 
 @click.command("doctor", short_help="Judge every tracked adapter on PATH by the map.")

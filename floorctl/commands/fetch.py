@@ -10,7 +10,7 @@ from floorctl import fetch, freshness, keys, trust
 from floorctl.commands import _progress
 from floorctl.commands._feedopts import environ, feed_options, reference_time
 from floorctl.commands._output import emit_json, json_option, notice
-from floorguard._time import format_ts
+from floorguard._base._time import format_ts
 
 
 @click.command("fetch", short_help="Download a feed, verify it, then write it.")

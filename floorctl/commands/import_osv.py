@@ -11,7 +11,7 @@ from floorctl import osv, osv_sources
 from floorctl.commands import _progress
 from floorctl.commands._output import emit_json, json_option, notice
 from floorctl.errors import RecordError
-from floorguard import atomic
+from floorguard._base import atomic
 
 
 @click.group("import", short_help="Turn OSV advisories into a feed.")

@@ -8,8 +8,9 @@ import click
 
 from floorctl import keys
 from floorctl.commands._output import emit_json, json_option
-from floorguard import checkpoint, dsse
-from floorguard.chain import is_chain_id
+from floorguard._chain.chain import is_chain_id
+from floorguard._crypto import dsse
+from floorguard._proofs import checkpoint
 
 
 def _chain_id(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

@@ -11,7 +11,7 @@ import click
 from floorctl import keys, publish
 from floorctl.commands._output import emit_json, json_option, notice
 from floorctl.commands.refresh import DEFAULT_MODULE
-from floorguard._time import utc_now
+from floorguard._base._time import utc_now
 
 
 @click.command("publish", short_help="Publish the floor map, signed, for hosts.")

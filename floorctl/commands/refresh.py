@@ -19,16 +19,16 @@ from floorctl.commands._feedopts import feed_options, reference_time
 from floorctl.commands._output import emit_json, json_option, notice
 from floorctl.errors import StaleModule
 from floorctl.splice import read_module_text
-from floorguard._time import format_ts
-from floorguard.map_model import Advisory
-from floorguard.trust import TrustedKeys
+from floorguard._base._time import format_ts
+from floorguard._crypto.trust import TrustedKeys
+from floorguard._maps.map_model import Advisory
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    from floorguard.chain import AuditChain
+    from floorguard._chain.chain import AuditChain
 
 DEFAULT_MODULE = Path("generated/floorguard/floor_map.py")
 # From this many adapters on (all feeds together), a refresh on a terminal says what it does.
@@ -241,7 +241,7 @@ def command(
             return keys.resolve_signing_key(signing_key, environ, notify=notify).key
 
         def chain() -> AuditChain:
-            from floorguard.chain import AuditChain  # noqa: PLC0415  (only with --anchor)
+            from floorguard._chain.chain import AuditChain  # noqa: PLC0415  (only with --anchor)
 
             return AuditChain.from_env(environ)
 

@@ -9,8 +9,9 @@ import click
 
 from floorctl import feeds, keys, trust
 from floorctl.commands._output import emit_json, json_option, notice
-from floorguard import atomic, dsse, files
-from floorguard.files import read_regular, read_regular_if_exists
+from floorguard._base import atomic, files
+from floorguard._base.files import read_regular, read_regular_if_exists
+from floorguard._crypto import dsse
 
 KINDS = {"feed": trust.FEED_PAYLOAD_TYPE, "trusted-keys": trust.TRUSTED_KEYS_PAYLOAD_TYPE}
 

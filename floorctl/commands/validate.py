@@ -11,8 +11,8 @@ from floorctl import waivers
 from floorctl.commands._output import emit_json, json_option
 from floorctl.errors import FeedError
 from floorctl.feeds import MAX_FEED_BYTES, load_feed
+from floorguard._base.files import read_regular
 from floorguard.errors import UnreadableFileError
-from floorguard.files import read_regular
 
 
 def _is_waivers(path: Path) -> bool:

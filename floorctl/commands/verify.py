@@ -1,8 +1,9 @@
 """``floorctl verify``: offline checks of what floorguard and floorctl produce.
 
 The defaults, the checks and their rendering live in the runtime
-(``floorguard.verify_commands``, ``floorguard.window_proof``), so that ``python -m floorguard
-verify`` and these commands take the same options and say exactly the same thing.
+(``floorguard._commands.verify_commands``, ``floorguard._proofs.window_report``), so that
+``python -m floorguard verify`` and these commands take the same options and say exactly the
+same thing.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import click
 from floorctl.commands import _progress, verify_log
 from floorctl.commands._output import emit_json, emit_rendered, format_option, notice
 from floorctl.commands.chain import parse_time_option
-from floorguard import report_formats, verify_commands, window_proof
+from floorguard._commands import report_formats, verify_commands
+from floorguard._proofs import window_report as window_proof
 
 
 @click.group("verify", short_help="Verify receipts and audit-chain slices offline.")

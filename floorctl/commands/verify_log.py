@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from floorctl.commands._output import emit_result, json_option
-from floorguard import verify_commands
+from floorguard._commands import verify_commands
 
 _FILE = click.Path(path_type=Path, dir_okay=False, exists=True)
 

@@ -8,8 +8,8 @@ import click
 
 from floorctl import keys, provenance
 from floorctl.commands._output import emit_json, json_option
+from floorguard._base.files import MAX_ENVELOPE_BYTES, read_regular
 from floorguard.errors import VerificationError
-from floorguard.files import MAX_ENVELOPE_BYTES, read_regular
 
 MAX_WHEEL_BYTES = 256 * 1024 * 1024
 

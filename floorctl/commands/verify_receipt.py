@@ -10,9 +10,9 @@ import click
 from floorctl import render, splice
 from floorctl.commands._output import emit_result, json_option, notice
 from floorctl.errors import ModuleError
-from floorguard import verify_commands
-from floorguard.active_map import bound_names
-from floorguard.map_model import entries_hash
+from floorguard._commands import verify_commands
+from floorguard._maps.active_map import bound_names
+from floorguard._maps.map_model import entries_hash
 
 
 def module_map_hash(path: Path) -> str:

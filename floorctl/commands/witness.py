@@ -21,8 +21,10 @@ import click
 
 from floorctl import keys
 from floorctl.commands._output import notice
-from floorguard import atomic, checkpoint, files, tlog, verify_commands
-from floorguard import witness as witnesses
+from floorguard._base import atomic, files
+from floorguard._commands import verify_commands
+from floorguard._proofs import checkpoint, tlog
+from floorguard._proofs import witness as witnesses
 from floorguard.errors import VerificationError
 
 if TYPE_CHECKING:

@@ -24,10 +24,10 @@ from floorguard.errors import (
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from floorguard.gate import Decision as Decision
-    from floorguard.gate import preflight as preflight
-    from floorguard.launcher import spawn as spawn
-    from floorguard.map_model import Advisory
+    from floorguard._gate.decision import Decision as Decision
+    from floorguard._gate.gate import preflight as preflight
+    from floorguard._gate.launcher import spawn as spawn
+    from floorguard._maps.map_model import Advisory
 
     FLOOR_MAP: Mapping[str, Advisory]
     FLOOR_MAP_HASH: str
@@ -54,7 +54,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     # Resolved at every access: the floor map is the one in force now, not at import time.
     if name in ("FLOOR_MAP", "FLOOR_MAP_HASH", "FLOOR_MAP_VERSION"):
-        from floorguard import active_map
+        from floorguard._maps import active_map
 
         current = active_map.current()
         if name == "FLOOR_MAP_HASH":
@@ -67,12 +67,16 @@ def __getattr__(name: str) -> Any:
         from types import MappingProxyType
 
         return MappingProxyType(copy.deepcopy(dict(current.floor_map)))
-    if name in ("preflight", "Decision"):
-        from floorguard import gate
+    if name == "preflight":
+        from floorguard._gate import gate
 
-        return getattr(gate, name)
+        return gate.preflight
+    if name == "Decision":
+        from floorguard._gate import decision
+
+        return decision.Decision
     if name == "spawn":
-        from floorguard import launcher
+        from floorguard._gate import launcher
 
         return launcher.spawn
     raise AttributeError(f"module 'floorguard' has no attribute {name!r}")

@@ -16,8 +16,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from floorguard._cli_io import requested_format, stdout_failed
-from floorguard._text import one_line
+from floorguard._base._text import one_line
+from floorguard._commands._cli_io import requested_format, stdout_failed
 from floorguard.errors import FloorguardError
 
 EXIT_OK = 0
@@ -26,8 +26,8 @@ EXIT_USAGE = 2
 
 Handler = Callable[[argparse.Namespace], int]
 if TYPE_CHECKING:
-    from floorguard.tlog import ConsistencyResult, InclusionResult
-    from floorguard.verify_commands import ReceiptResult
+    from floorguard._commands.verify_commands import ReceiptResult
+    from floorguard._proofs.tlog import ConsistencyResult, InclusionResult
 
     # Private in argparse and not subscriptable at run time: for the type checker only.
     _SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 def _time_option(text: str) -> datetime:
     """argparse type: RFC 3339 with Z or an offset (a bad one is a usage error)."""
-    from floorguard._time import parse_ts
+    from floorguard._base._time import parse_ts
 
     try:
         return parse_ts(text)
@@ -76,7 +76,8 @@ def _slice_option(text: str) -> str:
 
 
 def _verify_chain(args: argparse.Namespace) -> int:
-    from floorguard import verify_commands, window_proof
+    from floorguard._commands import verify_commands
+    from floorguard._proofs import window_report
 
     report = verify_commands.verify_chain(
         args.slice,
@@ -96,11 +97,11 @@ def _verify_chain(args: argparse.Namespace) -> int:
         consistency=args.consistency,
     )
     if args.output_format == "text":
-        sys.stdout.write(window_proof.render_text(report))
+        sys.stdout.write(window_report.render_text(report))
     else:
-        from floorguard import report_formats as formats
+        from floorguard._commands import report_formats as formats
 
-        document = window_proof.report_document(report)
+        document = window_report.report_document(report)
         where = formats.artifact_uri(args.slice, Path.cwd())
         sys.stdout.write(formats.render("chain", args.output_format, document, where))
         args.emitted = True
@@ -296,7 +297,7 @@ def register_log_checks(checks: _SubParsers) -> None:
 
 def _print_result(args: argparse.Namespace, result: LogResult) -> None:
     """A verify command's result, as text or (--json) one JSON document."""
-    from floorguard import verify_commands
+    from floorguard._commands import verify_commands
 
     if args.as_json:
         sys.stdout.write(verify_commands.json_text(result.document()))
@@ -305,7 +306,7 @@ def _print_result(args: argparse.Namespace, result: LogResult) -> None:
 
 
 def _verify_inclusion(args: argparse.Namespace) -> int:
-    from floorguard import verify_commands
+    from floorguard._commands import verify_commands
 
     result = verify_commands.verify_inclusion(
         args.proof,
@@ -319,7 +320,7 @@ def _verify_inclusion(args: argparse.Namespace) -> int:
 
 
 def _verify_consistency(args: argparse.Namespace) -> int:
-    from floorguard import verify_commands
+    from floorguard._commands import verify_commands
 
     result = verify_commands.verify_consistency(
         old=args.old,
@@ -334,7 +335,7 @@ def _verify_consistency(args: argparse.Namespace) -> int:
 
 
 def _verify_receipt(args: argparse.Namespace) -> int:
-    from floorguard import verify_commands
+    from floorguard._commands import verify_commands
 
     result = verify_commands.verify_receipt(
         args.file,
@@ -348,13 +349,13 @@ def _verify_receipt(args: argparse.Namespace) -> int:
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    from floorguard import doctor
+    from floorguard._commands import doctor
 
     posture = doctor.run()
     if args.output_format == "text":
         print(doctor.format_table(posture))
     else:
-        from floorguard import report_formats as formats
+        from floorguard._commands import report_formats as formats
 
         sarif = args.output_format == "sarif"
         where = formats.doctor_map_artifact(Path.cwd()) if sarif else None
@@ -398,8 +399,8 @@ def register_doctor(commands: _SubParsers) -> None:
 
 
 def _chain_export(args: argparse.Namespace) -> int:
-    from floorguard.chain import AuditChain
-    from floorguard.slice_export import export_slice
+    from floorguard._chain.chain import AuditChain
+    from floorguard._chain.slice_export import export_slice
 
     try:
         exported = export_slice(AuditChain.from_env(), args.since, args.until, args.out)
@@ -442,8 +443,8 @@ def _exec(args: argparse.Namespace) -> int:
     import errno
     import signal
 
+    from floorguard._gate.launcher import spawn
     from floorguard.errors import BinaryNotFound, SpawnRefused
-    from floorguard.launcher import spawn
 
     argv = list(args.argv)
     if argv and argv[0] == "--":
@@ -557,7 +558,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if inclusion is not None and args.checkpoint is None:
         args.parser.error("--inclusion needs --checkpoint")
     if inclusion is not None and previous is not None:
-        from floorguard.verify_commands import INCLUSION_OR_PREVIOUS
+        from floorguard._commands.verify_commands import INCLUSION_OR_PREVIOUS
 
         args.parser.error(INCLUSION_OR_PREVIOUS)
     since, until = getattr(args, "since", None), getattr(args, "until", None)

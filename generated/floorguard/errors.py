@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from floorguard.gate import Decision
+    from floorguard._gate.decision import Decision
 
 
 class FloorguardError(Exception):

@@ -1,6 +1,6 @@
 """Extended floor-map entries (advisories, ranges, waivers) for runtime tests, and the module
 that carries them, written directly: literals rendered with ``repr`` and the hash computed by
-``floorguard.map_model.floor_map_hash``, as refresh would state it."""
+``floorguard._maps.map_model.floor_map_hash``, as refresh would state it."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pprint
 from pathlib import Path
 from typing import Any
 
-from floorguard.map_model import floor_map_hash, from_entries
+from floorguard._maps.map_model import floor_map_hash, from_entries
 
 FAR_FUTURE = "2099-01-01T00:00:00Z"
 LONG_AGO = "2020-01-01T00:00:00Z"
@@ -84,7 +84,7 @@ def extended_module(entries: dict[str, Any], *, version: int = 1) -> str:
 def verify_chain(host: Any, tmp_path: Path, maps: list[dict[str, Any]]) -> Any:
     """``floorctl verify chain --json`` over a test host's whole chain (MACs checked), with
     an archive of ``maps``."""
-    from floorguard._canonical import canonical_bytes
+    from floorguard._base._canonical import canonical_bytes
     from helpers.cli import floorctl
 
     archive = tmp_path / "maps"

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from floorguard._time import now_ts
-from floorguard.chain import AuditChain
+from floorguard._base._time import now_ts
+from floorguard._chain.chain import AuditChain
 
 CANARY = "adapter.canary_receipt"
 SPAWN = "adapter.spawn_preflight_receipt"

@@ -23,8 +23,7 @@ import pgserver
 import psycopg
 import pytest
 
-from floorguard import merkle
-from floorguard.chain import (
+from floorguard._chain.chain import (
     GENESIS_PREV,
     AuditChain,
     _row_body,
@@ -32,10 +31,11 @@ from floorguard.chain import (
     canonical_json,
     record_mac,
 )
+from floorguard._crypto import merkle
+from floorguard._proofs.slice_verify import verify_slice
 from floorguard.chainstore.interface import Node, Row
 from floorguard.chainstore.postgres import PostgresStore
 from floorguard.errors import ChainWriteError
-from floorguard.slice_verify import verify_slice
 from helpers.chain_support import receipt
 from helpers.cli import isolated_env
 from helpers.tree_support import assert_tree_matches_records
@@ -85,8 +85,8 @@ def floorctl(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str
 APPENDER = textwrap.dedent(
     """
     import os, sys, time
-    from floorguard._time import now_ts
-    from floorguard.chain import AuditChain
+    from floorguard._base._time import now_ts
+    from floorguard._chain.chain import AuditChain
     from floorguard.errors import ChainError
 
     worker, count, stop = sys.argv[1], int(sys.argv[2]), sys.argv[3]
@@ -227,8 +227,8 @@ def _filled(pg: Chain, count: int) -> None:
 APPEND_SCRIPT = textwrap.dedent(
     """
     import sys
-    from floorguard._time import now_ts
-    from floorguard.chain import AuditChain
+    from floorguard._base._time import now_ts
+    from floorguard._chain.chain import AuditChain
     from floorguard.errors import FloorguardError
     event = "adapter.canary_receipt"
     try:

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from floorguard.chain import AuditChain, ChainRecord, canonical_json
-from floorguard.map_model import entries_hash
-from floorguard.receipts import new_receipt
+from floorguard._chain.chain import AuditChain, ChainRecord, canonical_json
+from floorguard._chain.receipts import new_receipt
+from floorguard._maps.map_model import entries_hash
 from helpers.chain_support import ticking_clock
 
 SPAWN = "adapter.spawn_preflight_receipt"
@@ -129,7 +129,7 @@ def relink(records: list[dict[str, Any]]) -> list[str]:
     links recomputed (the MACs left as they were, since they cannot be recomputed)."""
     import hashlib
 
-    from floorguard.chain import body_text
+    from floorguard._chain.chain import body_text
 
     out, prev = [], None
     for record in records:

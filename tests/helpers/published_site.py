@@ -10,10 +10,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from feedserver import envelope, new_key
 from hosts import Host, floor, map_module
 
-from floorguard import published_map
-from floorguard._canonical import canonical_bytes
-from floorguard._time import format_ts, utc_now
-from floorguard.map_model import from_entries
+from floorguard._base._canonical import canonical_bytes
+from floorguard._base._time import format_ts, utc_now
+from floorguard._maps import published_map
+from floorguard._maps.map_model import from_entries
 
 PRINT_HASH = "import floorguard; print(floorguard.FLOOR_MAP_HASH)"
 

@@ -9,9 +9,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from floorguard._canonical import ZERO_DIGEST
-from floorguard._time import format_ts
-from floorguard.chain import body_text, canonical_json, line_text, record_mac
+from floorguard._base._canonical import ZERO_DIGEST
+from floorguard._base._time import format_ts
+from floorguard._chain.chain import body_text, canonical_json, line_text, record_mac
 
 START = datetime(2026, 11, 30, tzinfo=UTC)
 CHAIN_ID = "0123456789abcdef" * 2

@@ -12,8 +12,9 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
-from floorguard import checkpoint, merkle, tlog
-from floorguard.chain import ChainRecord, canonical_json, record_mac
+from floorguard._chain.chain import ChainRecord, canonical_json, record_mac
+from floorguard._crypto import merkle
+from floorguard._proofs import checkpoint, tlog
 from helpers.cli import floorctl, isolated_env
 
 FLOORGUARD = [sys.executable, "-m", "floorguard"]

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from floorguard import merkle
-from floorguard.chain import AuditChain
+from floorguard._chain.chain import AuditChain
+from floorguard._crypto import merkle
 
 
 def tree_of_lines(lines: list[str]) -> merkle.CompactRange:

@@ -19,8 +19,8 @@ import pytest
 from helpers.bench import BareDurableTable, interleaved_medians, read_parse_and_mac
 from helpers.slice_writer import write_slice
 
-from floorguard.chain import AuditChain
-from floorguard.slice_verify import verify_path
+from floorguard._chain.chain import AuditChain
+from floorguard._proofs.slice_verify import verify_path
 
 pytestmark = pytest.mark.perf
 

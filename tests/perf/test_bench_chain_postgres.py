@@ -24,7 +24,7 @@ import pytest
 from helpers.bench_chain import SPAWN, _database, _receipt
 from helpers.cli import isolated_env
 
-from floorguard.chain import AuditChain
+from floorguard._chain.chain import AuditChain
 
 pytestmark = pytest.mark.perf
 
@@ -65,7 +65,7 @@ def test_bench_postgres_append_against_a_bare_insert_and_commit(
 APPENDER = textwrap.dedent(
     """
     import sys
-    from floorguard.chain import AuditChain
+    from floorguard._chain.chain import AuditChain
     count = int(sys.argv[1])
     chain = AuditChain.shared()
     chain.append("adapter.canary_receipt", {"kind": "adapter.canary_receipt",

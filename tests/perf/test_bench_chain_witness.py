@@ -1,7 +1,7 @@
 """Benchmarks of the host's witness check (run with ``-m perf``; excluded by default).
 
 An append that checks the store's tree against what the host has seen and then grows the
-view (``floorguard.chain_view``) against the same append without a view, interleaved on
+view (``floorguard._chain.chain_view``) against the same append without a view, interleaved on
 one store: SQLite, and PostgreSQL (where both are also set against a bare INSERT+COMMIT,
 target at most 2x). With one appending host the remembered size is the head's, whose
 left edge the head read brings; with another host appending in between, the remembered
@@ -21,8 +21,8 @@ import pgserver
 import pytest
 from helpers.bench_chain import _database, _receipt
 
-from floorguard.chain import AuditChain
-from floorguard.chain_view import ChainViews
+from floorguard._chain.chain import AuditChain
+from floorguard._chain.chain_view import ChainViews
 
 pytestmark = pytest.mark.perf
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from floorguard.detect import Detection, ProbeSettings, clear_cache, detect_version
+from floorguard._identify.detect import Detection, ProbeSettings, clear_cache, detect_version
 
 pytestmark = pytest.mark.perf
 

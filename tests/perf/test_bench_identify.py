@@ -49,7 +49,7 @@ def test_bench_warm_preflight_of_a_console_script(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import floorguard
-    from floorguard.chain import AuditChain
+    from floorguard._chain.chain import AuditChain
 
     script = big_aider(tmp_path)
     monkeypatch.setenv("FLOORGUARD_HOME", str(tmp_path / "home"))

@@ -21,8 +21,8 @@ import pytest
 from helpers.bench import BareDurableTable
 
 import floorguard
-from floorguard import active_map
-from floorguard.chain import AuditChain
+from floorguard._chain.chain import AuditChain
+from floorguard._maps import active_map
 
 pytestmark = pytest.mark.perf
 

@@ -21,10 +21,10 @@ import pytest
 from helpers.bench_chain import SPAWN, _database, _receipt
 
 from floorctl import keys
-from floorguard import record_signature
-from floorguard.chain import AuditChain
-from floorguard.record_signature import load_host_key, parse_host_keys
-from floorguard.slice_verify import verify_slice
+from floorguard._chain import record_signature
+from floorguard._chain.chain import AuditChain
+from floorguard._chain.record_signature import load_host_key, parse_host_keys
+from floorguard._proofs.slice_verify import verify_slice
 
 pytestmark = pytest.mark.perf
 

@@ -22,8 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from floorguard import checkpoint, merkle, tlog
-from floorguard.chain import AuditChain, line_text
+from floorguard._chain.chain import AuditChain, line_text
+from floorguard._crypto import merkle
+from floorguard._proofs import checkpoint, tlog
 
 pytestmark = pytest.mark.perf
 

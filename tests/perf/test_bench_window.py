@@ -22,9 +22,9 @@ from helpers.bench import interleaved_medians, read_parse_and_mac
 from helpers.proof_support import MAP_V1, update_receipt
 from helpers.slice_writer import START, write_slice
 
-from floorguard._time import format_ts
-from floorguard.map_model import entries_hash
-from floorguard.window_proof import prove_path
+from floorguard._base._time import format_ts
+from floorguard._maps.map_model import entries_hash
+from floorguard._proofs.window_report import prove_path
 
 pytestmark = pytest.mark.perf
 
@@ -94,7 +94,7 @@ def test_bench_window_proof_200k_records_against_the_bare_floor(slices: dict[int
 _MEASURE = """
 import resource, sys
 from pathlib import Path
-from floorguard.window_proof import prove_path
+from floorguard._proofs.window_report import prove_path
 report = prove_path(Path(sys.argv[1]), key=bytes(range(32)))
 assert not report.violations, report.violations[:3]
 # ru_maxrss survives exec on Linux (it would report the forking parent's peak); VmHWM

@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from floorguard._base.state import CHAIN_TIMEOUT_ENV, CHAIN_URL_ENV, state_paths
 from floorguard.chainstore.interface import ChainStore
 from floorguard.errors import ChainError
-from floorguard.state import CHAIN_TIMEOUT_ENV, CHAIN_URL_ENV, state_paths
 
 DEFAULT_TIMEOUT_SECONDS = 5.0
 

@@ -1,7 +1,7 @@
 """What the audit chain needs from its storage: transactions over records, meta and tree.
 
 The chain's logic (record format, MACs, prev links, the Merkle tree's arithmetic, slicing by
-time) lives once, in ``floorguard.chain``; a store only keeps rows. Two stores implement
+time) lives once, in ``floorguard._chain.chain``; a store only keeps rows. Two stores implement
 this: ``sqlite`` (one file in ``FLOORGUARD_HOME``, the default) and ``postgres`` (a shared
 database, ``FLOORGUARD_CHAIN_URL``). A store translates its driver's errors: reads raise
 ChainError, writes ChainWriteError, each naming ``location`` and a reason.

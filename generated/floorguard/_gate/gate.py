@@ -1,0 +1,597 @@
+"""The spawn preflight: decide, seal the decision into the audit chain, and only then answer.
+
+Fail closed: an unknown version, a failed probe, a missing binary or an untrustworthy floor
+map is a refusal, and no decision (not even a permit) leaves this module unless its receipt
+is durably in the chain. The policy and the floor map are read at every call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from floorguard._base import _time
+from floorguard._chain import receipts
+from floorguard._gate.decision import (
+    BLOCK,
+    PERMIT,
+    REFUSE,
+    UNTRACKED,
+    WAIVED,
+    WARN,
+    WARN_OVERRIDE,
+    Decision,
+)
+from floorguard._maps import active_map
+from floorguard._maps.map_model import ADAPTER_NAME
+from floorguard.errors import (
+    BinaryNotFound,
+    BinaryNotFoundError,
+    ChainError,
+    DetectionError,
+    FloorMapError,
+    SpawnRefused,
+)
+
+if TYPE_CHECKING:
+    from floorguard._identify.detect import Detection
+    from floorguard._identify.examine import Examination
+    from floorguard._identify.identify import Identification
+    from floorguard._identify.target import Target
+    from floorguard._maps.map_model import Advisory
+    from floorguard._maps.verdict import Assessment
+
+POLICY_VARIABLE = "FLOORGUARD_ADAPTER_FLOOR_POLICY"
+UNTRACKED_POLICY_VARIABLE = "FLOORGUARD_UNTRACKED_POLICY"
+
+
+def policy_from(environ: Mapping[str, str]) -> str:
+    """Exactly ``warn`` turns a below-floor or unknown-version refusal into an override.
+
+    Anything else (``WARN``, `` warn``, ``warn-only``, empty, unset) blocks: a typo must
+    not weaken the floor.
+    """
+    return WARN if environ.get(POLICY_VARIABLE) == WARN else BLOCK
+
+
+def refuses_untracked(environ: Mapping[str, str]) -> bool:
+    """Exactly ``refuse`` in FLOORGUARD_UNTRACKED_POLICY refuses every untracked spawn."""
+    return environ.get(UNTRACKED_POLICY_VARIABLE) == "refuse"
+
+
+@dataclass(frozen=True)
+class _Judgement:
+    verdict: str
+    reason: str
+    adapter: str | None = None
+    identified_by: str | None = None
+    version: str | None = None
+    detected_by: str | None = None
+    binary: str | None = None
+    floor: str | None = None
+    advisory_id: str | None = None
+    floor_map_hash: str | None = None
+    waiver_id: str | None = None
+    # The moment judged (waivers must be unexpired then); the receipt is stamped with it.
+    at: str | None = None
+
+
+def judge(
+    adapter: str,
+    *,
+    binary: str | os.PathLike[str] | None,
+    version: str | None,
+    policy: str,
+    environ: Mapping[str, str],
+    target: Target | None = None,
+    argv: Sequence[str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    floor_map: object = None,
+) -> _Judgement:
+    """The verdict, without recording it. Never raises for a refusal: it returns one.
+
+    ``floor_map`` is the host's own floor-map module to judge by (``active_map.current``).
+    ``adapter`` is the name asked for. The binary (``target`` when the caller has opened it,
+    else ``binary`` or the name on PATH) is identified from what it is, with ``argv`` for an
+    interpreter: the floor applied is the identified adapter's, whatever the name.
+    """
+    from floorguard._identify.target import open_target
+
+    if not ADAPTER_NAME.match(adapter):
+        return _Judgement(REFUSE, f"invalid adapter name {adapter!r}")
+    try:
+        in_force = active_map.current(floor_map)
+    except Exception as exc:  # FloorMapError, or anything else a damaged input provokes
+        # Never overridable: with an untrustworthy map there is no floor to compare against.
+        problem = str(exc) if isinstance(exc, FloorMapError) else f"{type(exc).__name__}: {exc}"
+        return _Judgement(REFUSE, f"floor map cannot be trusted: {problem}")
+    opened, unresolved = target, None
+    if opened is None:
+        from floorguard._maps.catalog import executable_for
+
+        try:
+            name = executable_for(adapter) if binary is None else os.fspath(binary)
+            opened = open_target(name, path_env=environ.get("PATH"))
+        except (DetectionError, OSError, ValueError) as exc:
+            # A caller that states the version without naming a binary may be judging an
+            # install elsewhere; when the name does lead to a file here, that file is judged.
+            if binary is not None or version is None:
+                unresolved = exc if isinstance(exc, DetectionError) else DetectionError(str(exc))
+    try:
+        judged = _judge_opened(
+            adapter, opened, unresolved, in_force=in_force, version=version, policy=policy,
+            environ=environ, argv=argv, cwd=cwd,
+        )  # fmt: skip
+        if judged.verdict != REFUSE and (
+            active_map.current(floor_map).floor_map_hash != in_force.floor_map_hash
+        ):
+            # A refresh landed while the binary was identified and probed (a waiver revoked,
+            # an adapter newly tracked, a range widened): nothing may be allowed on a map no
+            # longer in force. Checked after every path that allows, untracked ones too.
+            return dataclasses.replace(
+                judged,
+                verdict=REFUSE,
+                reason=f"the floor map changed while {adapter} was being judged; decide again",
+                waiver_id=None,  # nothing was waived
+            )
+        return judged
+    except Exception as exc:  # a gate that cannot judge refuses, on the record
+        return _Judgement(
+            REFUSE,
+            f"cannot judge {adapter}: {type(exc).__name__}: {exc}",
+            floor_map_hash=in_force.floor_map_hash,
+        )
+    finally:
+        if opened is not None and target is None:
+            opened.close()
+
+
+def _judge_opened(
+    requested: str,
+    opened: Target | None,
+    unresolved: DetectionError | None,
+    *,
+    in_force: active_map.ActiveMap,
+    version: str | None,
+    policy: str,
+    environ: Mapping[str, str],
+    argv: Sequence[str] | None,
+    cwd: str | os.PathLike[str] | None,
+) -> _Judgement:
+    from floorguard._identify import detect, examine
+
+    here = None if cwd is None else os.fspath(cwd)
+    exam: Examination | None = None
+    if opened is not None:
+        try:
+            exam = examine.examine(opened, argv, environ=environ, cwd=here)
+        except DetectionError as exc:
+            # Not overridable: without knowing what runs there is no floor to apply.
+            return _Judgement(
+                REFUSE,
+                f"cannot tell which adapter {requested} is: {exc}",
+                floor_map_hash=in_force.floor_map_hash,
+                binary=str(opened.path),
+            )
+    identified = exam.identified if exam is not None else None
+    adapter = identified.adapter if identified is not None else requested
+    named = adapter if adapter == requested else f"{adapter} (requested as {requested!r})"
+    advisory = in_force.floor_map.get(adapter)
+    known: dict[str, Any] = {
+        "floor_map_hash": in_force.floor_map_hash,
+        "adapter": adapter,
+        "identified_by": identified.via if identified is not None else None,
+    }
+    if advisory is not None:
+        known |= {"floor": advisory.min_safe_version, "advisory_id": advisory.advisory_id}
+    elif refuses_untracked(environ):
+        where = {"binary": str(opened.path)} if opened is not None else {}
+        return _Judgement(
+            REFUSE,
+            f"{named} is not a tracked adapter ({UNTRACKED_POLICY_VARIABLE}=refuse)",
+            **known,
+            **where,
+        )
+    if exam is not None and opened is not None:
+        # A closed world for every spawn the floor decides: what is not understood refuses.
+        unjudged = _unjudged(named, advisory, exam, opened, version)
+        if unjudged is not None:
+            return _Judgement(REFUSE, unjudged, **known, binary=str(opened.path))
+        if advisory is None and identified is None and exam.runs != "native":
+            # Never probed: a script's --version answer says nothing of what it runs.
+            return _Judgement(
+                UNTRACKED,
+                f"{named} has no floor; {opened.path} is {exam.what}",
+                **known,
+                binary=str(opened.path),
+            )
+    try:
+        if unresolved is not None:
+            raise unresolved
+        if identified is not None and identified.version_known and version is None:
+            found = _interpreted_version(identified, opened)
+        else:
+            found = detect.detect_version(
+                adapter,
+                version=version,
+                path_env=environ.get("PATH"),
+                target=opened,
+                environ=environ,
+                cwd=here,
+            )
+    except DetectionError as exc:
+        if advisory is None:
+            return _Judgement(UNTRACKED, f"{named} has no floor; version unknown: {exc}", **known)
+        override = policy == WARN
+        return _Judgement(
+            WARN_OVERRIDE if override else REFUSE,
+            f"unknown version of {named}: {exc}" + ("; allowed by warn policy" if override else ""),
+            **known,
+        )
+    seen = {"version": found.version, "detected_by": found.detected_by, "binary": found.binary}
+    if advisory is None and found.names_adapter is not None:
+        # A renamed copy that still says who it is in its --version output.
+        adapter = found.names_adapter
+        named = f"{adapter} (requested as {requested!r})"
+        advisory = in_force.floor_map.get(adapter)
+        known |= {"adapter": adapter, "identified_by": "version-output"}
+        if advisory is not None:
+            known |= {"floor": advisory.min_safe_version, "advisory_id": advisory.advisory_id}
+        if advisory is not None and exam is not None and exam.doubts:
+            return _Judgement(REFUSE, f"cannot judge what {named} will run: {_listed(exam.doubts)}",
+                              **known, **seen)  # fmt: skip
+    if advisory is None:
+        return _Judgement(UNTRACKED, f"{named} has no floor in the map", **known, **seen)
+    # The decision time is taken only now that the version is known: identifying and probing
+    # may take up to FLOORGUARD_PROBE_TIMEOUT, and a waiver that expired meanwhile must not
+    # waive. The receipt is stamped with this moment, before its chain record is.
+    return _assessed(
+        named, advisory, found.version, policy=policy, at=_time.utc_now(), known={**known, **seen}
+    )
+
+
+def _unjudged(
+    named: str,
+    advisory: Advisory | None,
+    exam: Examination,
+    opened: Target,
+    version: str | None,
+) -> str | None:
+    """Why a spawn with a floor cannot be judged, or None. Only a native program may be
+    judged by its own ``--version`` answer; a script or an interpreter must be recognised
+    as the adapter's code, and every input deciding what it loads must be understood."""
+    if advisory is None:
+        return None
+    if exam.doubts:
+        return f"cannot judge what {named} will run: {_listed(exam.doubts)}"
+    if exam.identified is None and exam.runs != "native" and version is None:
+        return (
+            f"{named}: {opened.path} is {exam.what}, not recognised as {advisory.adapter}'s "
+            "code; what it starts cannot be judged (a launcher's --version answer is not "
+            "taken for it)"
+        )
+    return None
+
+
+def _listed(doubts: Sequence[str], most: int = 5) -> str:
+    """The doubts, each once, the first ``most`` of them named in full."""
+    distinct = list(dict.fromkeys(doubts))
+    more = f"; and {len(distinct) - most} more" if len(distinct) > most else ""
+    return "; ".join(distinct[:most]) + more
+
+
+def _assessed(
+    named: str,
+    entry: Advisory,
+    version: str,
+    *,
+    policy: str,
+    at: _dt.datetime,
+    known: dict[str, Any],
+) -> _Judgement:
+    """The verdict of the map's rule (``verdict.assess``) on a detected version, at ``at``."""
+    from floorguard._maps import verdict, versions
+
+    stamp = _time.format_ts(at)
+    try:
+        versions.parse(version, entry.order)
+    except versions.InvalidVersionError as exc:
+        # Detection accepts PEP 440 and SemVer; the entry's ecosystem decides which counts.
+        override = policy == WARN
+        return _Judgement(
+            WARN_OVERRIDE if override else REFUSE,
+            f"unknown version of {named}: {exc} (the map compares {entry.adapter} by "
+            f"{versions.order_name(entry.order)})"
+            + ("; allowed by warn policy" if override else ""),
+            at=stamp,
+            **known,
+        )
+    try:
+        assessment = _assess(entry, version, at, known["floor_map_hash"])
+    except versions.InvalidVersionError as exc:
+        # The version is fine: a bound in the map is not. Not overridable, as a bad map.
+        return _Judgement(
+            REFUSE, f"the floor map entry of {named} cannot be judged: {exc}", at=stamp, **known
+        )
+    if not assessment.unsafe:
+        if entry.advisories:
+            outside = f"is outside the affected versions of {len(entry.advisories)} advisories"
+            floor = f" meets the floor {entry.min_safe_version} and" if entry.has_floor else ""
+            reason = f"{named} {version}{floor} {outside}"
+        else:
+            reason = f"{named} {version} meets the floor {entry.min_safe_version}"
+        return _Judgement(PERMIT, reason, at=stamp, **known)
+    known = {**known, "advisory_id": assessment.advisory_id}
+    message = f"{named} {version} " + "; ".join(
+        verdict.unsafe_phrase(cause) for cause in assessment.causes
+    )
+    if assessment.waiver is not None:
+        waiver = assessment.waiver
+        return _Judgement(
+            WAIVED,
+            f"{message}; waived by {waiver.id} (approved by {waiver.approved_by}, expires "
+            f"{waiver.expires}: {waiver.reason})",
+            waiver_id=waiver.id,
+            at=stamp,
+            **known,
+        )
+    why = verdict.why_not_waived(entry, version, assessment.causes, at)
+    if why is not None:
+        message += f"; not waived: {why}"
+    if policy == WARN:
+        return _Judgement(WARN_OVERRIDE, message + "; allowed by warn policy", at=stamp, **known)
+    return _Judgement(REFUSE, message, at=stamp, **known)
+
+
+# (map hash, adapter, version) -> the causes, judged without waivers. The map hash covers
+# every bound of every entry, so a hit is the same judgement; a map of many advisories
+# compares a version hundreds of times, which would otherwise be paid on every spawn.
+_CAUSES: dict[tuple[str, str, str], Assessment] = {}
+_CAUSES_LIMIT: Final = 1024
+
+
+def _assess(entry: Advisory, version: str, at: _dt.datetime, map_hash: str | None) -> Assessment:
+    """``verdict.assess`` at ``at``: the causes from the cache when the map is named; only an
+    unsafe version of an entry with waivers is judged afresh (a waiver depends on ``at``)."""
+    from floorguard._maps import verdict
+
+    key = (map_hash, entry.adapter, version) if map_hash is not None else None
+    cached = _CAUSES.get(key) if key is not None else None
+    if cached is None:
+        cached = verdict.assess(entry, version, at=None)
+        if key is not None:
+            if len(_CAUSES) >= _CAUSES_LIMIT:
+                _CAUSES.clear()
+            _CAUSES[key] = cached
+    if cached.unsafe and entry.waivers:
+        return verdict.assess(entry, version, at=at + verdict.WAIVER_MARGIN)
+    return cached
+
+
+def _interpreted_version(identified: Identification, opened: Target | None) -> Detection:
+    """The version of a package an interpreter runs, from the package's own metadata."""
+    from floorguard._identify.detect import Detection
+    from floorguard._maps.catalog import validate_version
+
+    if identified.version is None:
+        raise DetectionError(
+            f"{identified.via} {identified.subject}: no package metadata states its version"
+        )
+    accepted = validate_version(identified.version)
+    kind = "npm-metadata" if identified.via in ("node-script", "npm-package") else "pip-metadata"
+    binary = str(opened.path) if opened is not None else None
+    return Detection(accepted, kind, binary, identified.version_source)
+
+
+def preflight(
+    adapter: str,
+    *,
+    binary: str | os.PathLike[str] | None = None,
+    version: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    floor_map: object = None,
+) -> Decision:
+    """Decide whether ``adapter`` may be spawned, and record the decision durably.
+
+    ``floor_map``: the host's own generated floor-map module (imported), to make it the map
+    in force instead of the built-in or ``FLOORGUARD_FLOOR_MAP`` one; it is read from its
+    file and checked as ``floorguard._maps.host_map`` says (anything else is a recorded refusal).
+
+    Returns the Decision for permit, warn_override and untracked. Raises SpawnRefused for a
+    refusal (``.decision`` holds the recorded refusal) and when the chain cannot be written
+    (``.decision`` is None then: nothing could be recorded, so nothing is allowed).
+    """
+    env = os.environ if environ is None else environ
+    return decide(
+        adapter, binary=binary, version=version, environ=env, run_environ=env, floor_map=floor_map
+    )
+
+
+def decide(
+    adapter: str,
+    *,
+    binary: str | os.PathLike[str] | None = None,
+    version: str | None = None,
+    environ: Mapping[str, str],
+    run_environ: Mapping[str, str],
+    target: Target | None = None,
+    argv: Sequence[str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    floor_map: object = None,
+) -> Decision:
+    """:func:`preflight` for a caller that has opened the binary and knows the arguments and
+    the environment it will run with (``run_environ``: its PATH, PYTHONPATH); the policies
+    and the chain come from ``environ``. Raises SpawnRefused as preflight does."""
+    policy = policy_from(environ)
+    problem = None
+    if argv is not None:
+        from floorguard._identify.child_inputs import invalid_inputs
+
+        here = None if cwd is None else os.fspath(cwd)
+        problem = invalid_inputs(argv, run_environ, here)
+        if problem is None and here is not None and not os.path.isdir(here):
+            problem = f"the working directory {here} is not a directory"
+    if problem is not None:
+        # Refused before anything is judged: a permit for a process that cannot start
+        # would record something that never happened.
+        judgement = _Judgement(REFUSE, f"{adapter} cannot be started as asked: {problem}")
+        decision = _seal(adapter, judgement, policy, environ)
+        raise SpawnRefused(f"refusing to spawn {_named(decision)}: {judgement.reason}", decision)
+    judgement = judge(
+        adapter,
+        binary=binary,
+        version=version,
+        policy=policy,
+        environ=_judging_view(environ, run_environ),
+        target=target,
+        argv=argv,
+        cwd=cwd,
+        floor_map=floor_map,
+    )
+    decision = _seal(adapter, judgement, policy, environ)
+    if not decision.allowed:
+        raise SpawnRefused(f"refusing to spawn {_named(decision)}: {judgement.reason}", decision)
+    return decision
+
+
+_HOST_KEYS: Final = (POLICY_VARIABLE, UNTRACKED_POLICY_VARIABLE)
+
+
+def _judging_view(host: Mapping[str, str], run: Mapping[str, str]) -> dict[str, str]:
+    """What judging reads: the whole run environment (every variable may decide what the
+    child loads, and an unknown one must be seen to be refused), with floorguard's own
+    policies from the host only (a child's environment must not loosen, or be needed to
+    tighten, the host's policy). A plain dict: os.environ decodes on every access."""
+    view = {key: value for key, value in run.items() if key not in _HOST_KEYS}
+    view.update((key, value) for key in _HOST_KEYS if (value := host.get(key)) is not None)
+    return view
+
+
+def _named(decision: Decision) -> str:
+    if decision.requested in (None, decision.adapter):
+        return decision.adapter
+    return f"{decision.adapter} (requested as {decision.requested!r})"
+
+
+def refuse_unopened(
+    adapter: str,
+    problem: Exception,
+    environ: Mapping[str, str] | None = None,
+    floor_map: object = None,
+) -> SpawnRefused:
+    """Record the refusal of a spawn whose binary could not even be opened (nothing is
+    judged, so nothing is allowed first), and return the SpawnRefused to raise: a
+    BinaryNotFound when ``problem`` is a BinaryNotFoundError and the refusal is recorded."""
+    env = os.environ if environ is None else environ
+    known: dict[str, Any] = {"adapter": adapter}
+    try:
+        in_force = active_map.current(floor_map)
+    except FloorMapError:
+        pass
+    else:
+        known["floor_map_hash"] = in_force.floor_map_hash
+        advisory = in_force.floor_map.get(adapter) if ADAPTER_NAME.match(adapter) else None
+        if advisory is not None:
+            known |= {"floor": advisory.min_safe_version, "advisory_id": advisory.advisory_id}
+    reason = f"its binary cannot be resolved or opened: {problem}"
+    try:
+        decision = _seal(adapter, _Judgement(REFUSE, reason, **known), policy_from(env), env)
+    except SpawnRefused as unrecorded:
+        # Unrecorded: the chain is the problem to report, whatever the binary's state.
+        return unrecorded
+    refusal = BinaryNotFound if isinstance(problem, BinaryNotFoundError) else SpawnRefused
+    return refusal(f"refusing to spawn {adapter}: {reason}", decision)
+
+
+def refuse_after(
+    earlier: Decision, reason: str, environ: Mapping[str, str] | None = None
+) -> SpawnRefused:
+    """Record a refusal that overrules an earlier decision (e.g. the binary changed since).
+
+    Returns the SpawnRefused to raise; its decision is the recorded refusal.
+    """
+    env = os.environ if environ is None else environ
+    judgement = _Judgement(
+        REFUSE, reason, adapter=earlier.adapter, identified_by=earlier.identified_by,
+        version=earlier.version, detected_by=earlier.detected_by, binary=earlier.binary,
+        floor=earlier.floor, advisory_id=earlier.advisory_id,
+        floor_map_hash=earlier.floor_map_hash,
+    )  # fmt: skip
+    try:
+        decision = _seal(earlier.requested or earlier.adapter, judgement, earlier.policy, env)
+    except SpawnRefused as unrecorded:
+        return unrecorded
+    return SpawnRefused(f"refusing to spawn {_named(decision)}: {reason}", decision)
+
+
+def _seal(requested: str, judgement: _Judgement, policy: str, env: Mapping[str, str]) -> Decision:
+    """Append the judgement's receipt durably; only then does it become a Decision.
+
+    A warn_override, untracked or waived decision is also logged (logger ``floorguard``, which
+    reaches stderr when the host configured no logging): an override is never silent.
+    """
+    from floorguard._chain.chain import AuditChain
+
+    adapter = judgement.adapter or requested
+    receipt = receipts.new_receipt(
+        receipts.SPAWN_PREFLIGHT,
+        _receipt_fields(adapter, requested, judgement, policy),
+        ts=judgement.at,
+    )
+    try:
+        record = AuditChain.shared(env).append(receipts.SPAWN_PREFLIGHT, receipt)
+    except ChainError as exc:
+        raise SpawnRefused(
+            f"refusing to spawn {requested}: the decision ({judgement.verdict}) could not be "
+            f"recorded in the audit chain: {exc}"
+        ) from exc
+    if judgement.verdict in (WARN_OVERRIDE, UNTRACKED, WAIVED):
+        import logging
+
+        from floorguard._base._text import one_line
+
+        logging.getLogger("floorguard").warning(
+            "floorguard: %s: %s (receipt %s)", judgement.verdict, one_line(judgement.reason),
+            record.receipt_id,
+        )  # fmt: skip
+    return Decision(
+        verdict=judgement.verdict,
+        adapter=adapter,
+        requested=requested,
+        identified_by=judgement.identified_by,
+        version=judgement.version,
+        floor=judgement.floor,
+        advisory_id=judgement.advisory_id,
+        reason=judgement.reason,
+        policy=policy,
+        receipt_id=record.receipt_id,
+        binary=judgement.binary,
+        detected_by=judgement.detected_by,
+        floor_map_hash=judgement.floor_map_hash,
+        seq=record.seq,
+        waiver_id=judgement.waiver_id,
+    )
+
+
+def _receipt_fields(
+    adapter: str, requested: str, judgement: _Judgement, policy: str
+) -> dict[str, Any]:
+    return {
+        "adapter": adapter,
+        "requested": requested,
+        "identified_by": judgement.identified_by,
+        "binary": judgement.binary,
+        "version": judgement.version,
+        "detected_by": judgement.detected_by,
+        "floor": judgement.floor,
+        "advisory_id": judgement.advisory_id,
+        "verdict": judgement.verdict,
+        "reason": judgement.reason,
+        "policy": policy,
+        "floor_map_hash": judgement.floor_map_hash,
+        "waiver_id": judgement.waiver_id,
+    }

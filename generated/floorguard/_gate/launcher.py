@@ -1,0 +1,166 @@
+"""Check and spawn as one step, bound to the exact file that was checked.
+
+The binary is located and opened once, before the preflight. Everything after works on that
+open file: it is identified and probed through its descriptor, and the child is executed
+through the same descriptor (``/proc/self/fd/N``), so a file swapped in under the same path,
+or a directory on the path swapped, is never what runs. The child still sees the program
+name it was asked for as ``argv[0]`` (a virtual environment's ``python3`` finds its
+environment through it). Right before the exec the name is located again and compared with
+the open file, so a swap is refused and recorded rather than silently bypassed.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from floorguard._gate.decision import Decision
+from floorguard._gate.gate import decide, refuse_after, refuse_unopened
+from floorguard._identify.target import Target, open_target
+from floorguard._maps.catalog import executable_for
+from floorguard.errors import DetectionError
+
+RECEIPT_ID_VARIABLE = "FLOORGUARD_RECEIPT_ID"
+_FORBIDDEN_POPEN_ARGUMENTS = frozenset({"shell", "executable", "args", "preexec_fn", "pass_fds"})
+
+# Called right after the binary is opened, and between the check and the exec; tests use
+# them to swap files and directories in those windows.
+_after_open_hook: Callable[[], None] | None = None
+_race_window_hook: Callable[[], None] | None = None
+
+
+def spawn(
+    adapter: str,
+    argv: Sequence[str],
+    *,
+    binary: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    floor_map: object = None,
+    **popen_kwargs: Any,
+) -> subprocess.Popen[Any]:
+    """Preflight ``adapter`` and start exactly the binary that was checked.
+
+    ``floor_map``: the host's own generated floor-map module, as for ``preflight``.
+
+    ``argv`` holds the arguments after the program. The child's environment is ``env`` (or
+    this process's) plus ``FLOORGUARD_RECEIPT_ID``. Raises SpawnRefused, having started
+    nothing, when the preflight refuses or the binary changed between check and exec (its
+    subclass BinaryNotFound when nothing is at the binary's name); TypeError for a shell
+    string or arguments that would bypass the check. OSError when the exec itself fails
+    (a file the kernel cannot run, or a missing ``#!`` interpreter: then its ``filename`` is
+    the checked binary's path, not the descriptor it was run through).
+    """
+    if isinstance(argv, (str, bytes)) or not all(isinstance(a, str) for a in argv):
+        raise TypeError("argv must be a list of strings (never a shell command line)")
+    forbidden = _FORBIDDEN_POPEN_ARGUMENTS & set(popen_kwargs)
+    if forbidden:
+        raise TypeError(f"spawn() does not accept {', '.join(sorted(forbidden))}")
+    child_env = dict(os.environ if env is None else env)
+    path_env = child_env.get("PATH")
+    try:
+        # An invalid adapter name is refused (and recorded) like any other unusable binary.
+        name = executable_for(adapter) if binary is None else os.fspath(binary)
+        target = open_target(name, path_env=path_env)
+    except (DetectionError, OSError, ValueError) as exc:
+        raise refuse_unopened(adapter, exc, floor_map=floor_map) from None
+    with target, _Workdir(cwd) as workdir:
+        if _after_open_hook is not None:
+            _after_open_hook()
+        decision = decide(
+            adapter,
+            environ=os.environ,
+            run_environ=child_env,
+            target=target,
+            argv=list(argv),
+            # Judged where it really is; the child is started in the folder opened here.
+            cwd=workdir.real if workdir.fd is not None else cwd,
+            floor_map=floor_map,
+        )
+        if _race_window_hook is not None:
+            _race_window_hook()
+        _recheck(name, path_env, target, decision)
+        workdir.recheck(decision)
+        child_env[RECEIPT_ID_VARIABLE] = decision.receipt_id
+        try:
+            return subprocess.Popen(
+                [target.argv0, *argv],
+                executable=target.exec_path,
+                pass_fds=(target.fd,),
+                env=child_env,
+                cwd=workdir.exec_path,
+                shell=False,
+                **popen_kwargs,
+            )
+        except OSError as exc:
+            if exc.filename != target.exec_path:
+                raise  # not about the program (a cwd that is missing, say)
+            # Name the file that was checked, not the descriptor it was run through.
+            raise OSError(exc.errno, exc.strerror, str(target.path)) from exc
+
+
+def _recheck(name: str, path_env: str | None, target: Target, decision: Decision) -> None:
+    """Refuse if the name now leads elsewhere or the open file is not the one checked.
+
+    What runs is the open file either way; a name that now leads to another file means the
+    install changed under the check, and the host should know rather than run stale work.
+    """
+    try:
+        again = open_target(name, path_env=path_env)
+    except DetectionError as exc:
+        raise refuse_after(decision, f"binary vanished between check and exec: {exc}") from None
+    with again:
+        if again.path != target.path:
+            raise refuse_after(
+                decision, f"{name} now resolves to {again.path}, not the checked {target.path}"
+            )
+        if again.identity != target.identity or target.current_identity() != target.identity:
+            raise refuse_after(decision, f"{target.path} changed between check and exec")
+
+
+class _Workdir:
+    """The child's working directory, opened once: judged by its real path and entered
+    through its descriptor (``/proc/self/fd/N``: the child's ``chdir`` happens before its
+    descriptors are closed), so a folder swapped in under the name is never where it runs.
+    A name that cannot be opened is left to the judgement, which refuses it."""
+
+    def __init__(self, cwd: str | os.PathLike[str] | None) -> None:
+        self.given = None if cwd is None else os.fspath(cwd)
+        self.fd: int | None = None
+        self.real: str | None = None
+
+    def __enter__(self) -> _Workdir:
+        if self.given is not None and "\x00" not in self.given:
+            try:
+                self.fd = os.open(self.given, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            except OSError:
+                return self
+            self.real = os.readlink(f"/proc/self/fd/{self.fd}")
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+
+    @property
+    def exec_path(self) -> str | None:
+        return self.given if self.fd is None else f"/proc/self/fd/{self.fd}"
+
+    def recheck(self, decision: Decision) -> None:
+        """Refuse if the folder judged is not the one the name leads to now, or if it was
+        judged by name because it could not be opened (it became a folder meanwhile)."""
+        if self.given is None:
+            return
+        if self.fd is None:
+            raise refuse_after(decision, f"working directory {self.given} cannot be opened")
+        try:
+            now = os.stat(self.given)
+        except OSError:
+            now = None
+        held = os.fstat(self.fd)
+        if now is None or (now.st_dev, now.st_ino) != (held.st_dev, held.st_ino):
+            raise refuse_after(
+                decision, f"working directory {self.given} changed between check and exec"
+            )

@@ -1,0 +1,506 @@
+"""What a child will run, examined as a closed world.
+
+The floor applies to the code the child actually loads, and that is decided by more than
+the program file: by the interpreter that runs a ``#!`` script and its options, by the
+interpreter's command line (``python -m``, ``node --import``), by the environment
+(PYTHONPATH, NODE_OPTIONS, LD_PRELOAD), by the files an interpreter runs at start-up
+(``.pth`` files, ``sitecustomize``) and by the working directory. :func:`examine` looks at
+all of them and returns what it recognised (the catalogued adapter, if any) together with
+every input it did not fully understand, each named ("doubts"). The gate refuses a tracked
+spawn, and any spawn under deny-by-default, that has a doubt: what is not understood is
+never skipped.
+
+What runs is classified first, from the opened file's first bytes:
+
+- ``native``: an ELF program. Named ``python*`` or ``node``, it is an interpreter and is
+  judged by what its arguments ask it to run; otherwise it is judged as itself (package
+  metadata around it, else its ``--version`` answer);
+- ``python`` / ``node``: a ``#!`` script whose interpreter is a native Python or node,
+  judged as that interpreter running the script with the ``#!`` line's options;
+- ``launcher``: a ``#!`` script run by anything else (a shell, a version manager's shim):
+  what it starts cannot be seen, and its ``--version`` answer is never taken for it;
+- ``unknown``: neither (the kernel might still run it through binfmt_misc).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from floorguard._identify import child_inputs, identify
+from floorguard._identify.identify import Identification, as_interpreted
+from floorguard._identify.target import Target, open_target
+from floorguard.errors import DetectionError
+
+if TYPE_CHECKING:
+    from floorguard._identify.python_source import PythonSource
+
+_PYTHON_NAME: Final = re.compile(r"python(?:\d+(?:\.\d+)?)?\Z")
+_NODE_NAME: Final = re.compile(r"node(?:js)?\Z")
+_ELF_MAGIC: Final = b"\x7fELF"
+_HEAD_BYTES: Final = 512
+# Linux reads a #! line from the first 256 bytes of the file (BINPRM_BUF_SIZE).
+_SHEBANG_LIMIT: Final = 256
+
+
+@dataclass(frozen=True)
+class Examination:
+    """What examining a spawn found. ``identified``: the catalogued adapter recognised in
+    what runs (None: none); ``runs``: ``native``, ``python``, ``node``, ``launcher`` or
+    ``unknown``; ``what``: that, in words, for messages; ``doubts``: each input that decides
+    what the child loads and was not understood, named."""
+
+    identified: Identification | None
+    runs: str
+    what: str
+    doubts: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Shebang:
+    """A ``#!`` line as the kernel (and ``env``) will act on it."""
+
+    interpreter: str  # a path, or a name ``env`` looks up on PATH
+    arguments: tuple[str, ...]
+    doubts: tuple[str, ...] = ()
+
+
+def examine(
+    opened: Target,
+    argv: Sequence[str] | None,
+    *,
+    environ: Mapping[str, str],
+    cwd: str | None = None,
+) -> Examination:
+    """Examine running ``opened`` with ``argv`` in ``environ`` and ``cwd``.
+
+    ``argv`` None judges the file alone (a preflight without a command line): only what the
+    file is counts, and no input of a command line or environment is examined. Raises
+    DetectionError when the answer itself is in doubt (code of two adapters, a program that
+    cannot be read).
+    """
+    here = cwd or os.getcwd()
+    doubts = list(child_inputs.loader_doubts(environ)) if argv is not None else []
+    installed = identify.identify_file(opened, environ)
+    head = opened.read_head(_HEAD_BYTES)
+    if head.startswith(b"#!"):
+        return _script(
+            opened, head, argv=argv, environ=environ, here=here, installed=installed,
+            doubts=doubts,
+        )  # fmt: skip
+    if not head.startswith(_ELF_MAGIC):
+        doubts.append(f"{opened.path} is neither a native program nor a #! script")
+        return Examination(installed, "unknown", "a file of unknown format", tuple(doubts))
+    names = (opened.requested, opened.located, str(opened.path))
+    if installed is None and argv is not None and any(_is_python(n) for n in names):
+        found, more = _python_run(opened.located, list(argv), environ, here)
+        return Examination(found, "python", "the Python interpreter", (*doubts, *more))
+    if installed is None and argv is not None and any(_is_node(n) for n in names):
+        found, more = _node_run(list(argv), environ, here)
+        return Examination(found, "node", "node", (*doubts, *more))
+    return Examination(installed, "native", "a native program", tuple(doubts))
+
+
+def _script(
+    opened: Target,
+    head: bytes,
+    *,
+    argv: Sequence[str] | None,
+    environ: Mapping[str, str],
+    here: str,
+    installed: Identification | None,
+    doubts: list[str],
+) -> Examination:
+    """A ``#!`` script: judged as its interpreter running it, when that is Python or node."""
+    shebang = _parse_shebang(head)
+    doubts += shebang.doubts
+    interpreter = shebang.interpreter
+    if interpreter and os.sep in interpreter and not os.path.isabs(interpreter):
+        # The kernel looks a relative interpreter up from the child's working directory.
+        doubts.append(f"{opened.path}: its #! line names a relative interpreter {interpreter}")
+        interpreter = os.path.join(here, interpreter)
+    elif interpreter and os.sep not in interpreter:
+        # ``#!/usr/bin/env node``: whichever the child's PATH finds.
+        interpreter = identify.locate_noted(interpreter, environ.get("PATH")) or ""
+    if not interpreter:
+        doubts.append(f"{opened.path}: the interpreter of its #! line is not found")
+        return Examination(installed, "launcher", "a script with no interpreter", tuple(doubts))
+    kind = "python" if _is_python(interpreter) else "node" if _is_node(interpreter) else ""
+    if not kind:
+        what = f"a script run by {interpreter}"
+        if installed is not None:
+            doubts.append(f"{opened.path} is a launcher ({what}): what it starts is not seen")
+        return Examination(installed, "launcher", what, tuple(doubts))
+    if not _is_native(interpreter):
+        doubts.append(
+            f"the interpreter {interpreter} of {opened.path} is not a native program "
+            "(a launcher choosing what runs)"
+        )
+    script_argv = [*shebang.arguments, str(opened.path), *(argv or ())]
+    runs_itself = _runs_itself(kind, script_argv, str(opened.path))
+    if runs_itself is not None:
+        doubts.append(f"{opened.path}: {runs_itself}")
+    if kind == "node":
+        _, more = _node_run(script_argv, environ, here, script=opened)
+        what = f"a node script run by {interpreter}"
+        return Examination(installed, "node", what, (*doubts, *more))
+    code, more = _python_run(interpreter, script_argv, environ, here, script=opened)
+    if code is not None and installed is not None and code.adapter != installed.adapter:
+        raise DetectionError(f"{opened.path} is {installed.adapter}'s but imports {code.adapter}")
+    what = f"a Python script run by {interpreter}"
+    found = code if code is not None else installed
+    if code is not None and code.via == "python-script":
+        found = as_interpreted(code, "pip-script", str(opened.path))
+    return Examination(found, "python", what, (*doubts, *more))
+
+
+# ---------------------------------------------------------------------------- #! lines
+
+
+def _runs_itself(kind: str, argv: list[str], script: str) -> str | None:
+    """Why the interpreter of a ``#!`` line would not run the script itself, or None: the
+    line's own arguments may name another program (``env -S node OTHER.js``, ``python -m``),
+    and the script is then only an argument of that program."""
+    if kind == "node":
+        from floorguard._identify.node_command import parse_node_argv
+
+        node = parse_node_argv(argv)
+        program = node.script if node.runs == "script" else None
+    else:
+        from floorguard._identify.python_command import parse_python_argv
+
+        python = parse_python_argv(argv)
+        program = python.value if python.runs == "script" else None
+    if program == script:
+        return None
+    return "its #! line makes the interpreter run something else than the script"
+
+
+def _parse_shebang(head: bytes) -> _Shebang:
+    """The interpreter and arguments of a ``#!`` line, as the kernel passes them: the rest
+    of the line after the interpreter is *one* argument; ``env -S`` splits it into words.
+    What ``env`` is asked to do besides naming a program (set variables, clear the
+    environment, quoting) is a doubt, and so is a line the kernel reads otherwise than its
+    letters say: longer than the kernel reads (it cuts it), or holding a carriage return
+    (which the kernel keeps, as part of a name)."""
+    first = head.split(b"\n", 1)[0]
+    if len(first) >= _SHEBANG_LIMIT or b"\r" in first:
+        why = "is longer than the kernel reads" if b"\r" not in first else "holds a CR"
+        return _Shebang("", (), (f"the #! line {why}: it is not run as it reads",))
+    line = os.fsdecode(first[2:]).strip(" \t")
+    program, _, rest = line.replace("\t", " ").partition(" ")
+    rest = rest.strip(" \t")
+    if os.path.basename(program) != "env":
+        return _Shebang(program, (rest,) if rest else ())
+    if not rest.startswith("-S"):
+        if not rest or rest.startswith("-") or " " in rest or "=" in rest:
+            return _Shebang("", (), (f"the #! line {line!r} is not understood",))
+        return _Shebang(rest, ())
+    words = rest[2:].split()
+    if not words or any(c in rest for c in "\"'\\$"):
+        return _Shebang("", (), (f"the #! line {line!r} is not understood",))
+    if words[0].startswith("-") or "=" in words[0]:
+        # env's own options and NAME=VALUE words change the interpreter's environment.
+        return _Shebang("", (), (f"the #! line {line!r} sets env options or variables",))
+    return _Shebang(words[0], tuple(words[1:]))
+
+
+def _is_python(name: str) -> bool:
+    return bool(_PYTHON_NAME.match(os.path.basename(name)))
+
+
+def _is_node(name: str) -> bool:
+    return bool(_NODE_NAME.match(os.path.basename(name)))
+
+
+_native_cache = identify.new_cache()
+
+
+def _is_native(path: str) -> bool:
+    """Whether ``path`` is an ELF program (not a script that picks an interpreter); cached
+    per file identity."""
+    try:
+        with open_target(path, path_env=None) as interpreter:
+            return identify.memo(
+                _native_cache,
+                (str(interpreter.path), interpreter.identity),
+                lambda: interpreter.read_head(4) == _ELF_MAGIC,
+            )
+    except DetectionError:
+        return False
+
+
+# ---------------------------------------------------------------------------- Python
+
+
+def _python_run(
+    interpreter: str,
+    argv: list[str],
+    environ: Mapping[str, str],
+    here: str,
+    *,
+    script: Target | None = None,
+) -> tuple[Identification | None, list[str]]:
+    """What ``interpreter ARGV`` runs (``script``: the opened file when it is the program)
+    and the inputs not understood."""
+    from floorguard._identify.python_command import parse_python_argv, python_environment_doubts
+    from floorguard._identify.python_source import read_code_string
+
+    command = parse_python_argv(argv)
+    doubts = list(command.doubts)
+    if not {"E", "I"} & command.flags:
+        doubts += python_environment_doubts(environ, command)
+    version = identify.python_version(interpreter)
+    flags = command.flags
+    if command.runs == "module" and command.value is not None:
+        paths = identify.python_path(interpreter, environ, here, flags, here)
+        doubts += paths.doubts
+        top = command.value.split(".", 1)[0]
+        hit = identify.resolve_import(top, paths.entries, version)
+        if hit is not None:
+            doubts += _outside_sites(top, paths, version)
+            return as_interpreted(hit, "python -m", command.value), doubts
+        return _module_code(command.value, paths, version, doubts)
+    if command.runs == "code" and command.value is not None:
+        paths = identify.python_path(interpreter, environ, here, flags, here)
+        source = read_code_string(command.value)
+        return _judge_source(
+            source, paths, version=version, via="python -c", subject="-c",
+            doubts=[*doubts, *paths.doubts],
+        )  # fmt: skip
+    if command.runs != "script" or command.value is None:
+        return None, doubts  # nothing, or code from stdin (a doubt already)
+    if script is not None and command.value == str(script.path):
+        return _script_code(
+            script, interpreter=interpreter, environ=environ, here=here, flags=flags,
+            version=version, doubts=doubts,
+        )  # fmt: skip
+    where = command.value if os.path.isabs(command.value) else os.path.join(here, command.value)
+    main = os.path.join(where, "__main__.py") if os.path.isdir(where) else where
+    if main != where:
+        # A folder's __main__ is imported, so its cached bytecode may run instead.
+        doubts = [*doubts, *_cached_bytecode(main)]
+    opened = _open_program(main)
+    with opened:
+        first = where if os.path.isdir(where) else None
+        return _script_code(
+            opened, interpreter=interpreter, environ=environ, here=here, flags=flags,
+            version=version, doubts=doubts, first=first,
+        )  # fmt: skip
+
+
+def _script_code(
+    script: Target,
+    *,
+    interpreter: str,
+    environ: Mapping[str, str],
+    here: str,
+    flags: frozenset[str],
+    version: str | None,
+    doubts: list[str],
+    first: str | None = None,
+) -> tuple[Identification | None, list[str]]:
+    """A Python program file: a file of a catalogued distribution is that distribution's
+    (its own code is trusted as installed); anything else is judged by its source."""
+
+    folder = first if first is not None else str(script.path.parent)
+    paths = identify.python_path(interpreter, environ, folder, flags, here)
+    installed = identify.identify_file(script, environ)
+    if installed is not None and not _is_wrapper(script):
+        return as_interpreted(installed, "python-script", str(script.path)), [
+            *doubts,
+            *paths.doubts,
+        ]
+    source = _program_source(script)
+    return _judge_source(
+        source, paths, version=version, via="python-script", subject=str(script.path),
+        doubts=[*doubts, *paths.doubts],
+    )  # fmt: skip
+
+
+def _is_wrapper(script: Target) -> bool:
+    """A ``#!`` file (a console script) is judged by its imports even when a distribution's
+    RECORD lists it: a copy of the wrapper may import another copy of the package."""
+    return script.read_head(2) == b"#!"
+
+
+def _module_code(
+    module: str, paths: identify.PythonPath, version: str | None, doubts: list[str]
+) -> tuple[Identification | None, list[str]]:
+    """``python -m module`` for a module that is not catalogued: the file it runs, judged by
+    its source (a copied wrapper renamed ``codey.py`` on PYTHONPATH)."""
+
+    parts = module.split(".")
+    found = identify.find_module(parts[0], paths.entries, version)
+    if found is None or found[1] == "namespace":
+        return None, doubts  # nothing runs (ImportError), or a namespace: no code of its own
+    folder = os.path.join(found[0], *parts[:-1])
+    base = os.path.join(folder, parts[-1])
+    for candidate in (base + ".py", os.path.join(base, "__main__.py")):
+        if os.path.isfile(candidate):
+            doubts = [*doubts, *_cached_bytecode(candidate)]
+            with _open_program(candidate) as opened:
+                source = _program_source(opened)
+            return _judge_source(
+                source, paths, version=version, via="python -m", subject=module, doubts=doubts
+            )
+    doubts.append(f"python -m {module}: the file it runs is not found as source")
+    return None, doubts
+
+
+def _judge_source(
+    source: PythonSource,
+    paths: identify.PythonPath,
+    *,
+    version: str | None,
+    via: str,
+    subject: str,
+    doubts: list[str],
+) -> tuple[Identification | None, list[str]]:
+    """The catalogued adapter whose modules ``source`` imports, with the version of the
+    copy the interpreter will load. Any other module it imports, but the standard library's
+    (``python_source`` allows only a few of those), is code that runs with the program and
+    is not judged: a doubt, wherever it is installed."""
+    import sys
+
+    doubts = [*doubts, *source.doubts]
+    hits = []
+    for module in source.imports:
+        top = module.split(".", 1)[0]
+        hit = identify.resolve_import(top, paths.entries, version)
+        if hit is not None:
+            hits.append(hit)
+            doubts += _outside_sites(top, paths, version)
+            continue
+        # The standard library comes after the program's folder and PYTHONPATH only (whose
+        # shadows are doubts already); anything else imported is code nobody judged.
+        where = paths.before_site if top in sys.stdlib_module_names else paths.entries
+        found = identify.find_module(top, where, version)
+        if found is not None and found[1] != "namespace":
+            doubts.append(f"{subject} imports {top} from {found[0]}, code that is not judged")
+        elif top not in sys.stdlib_module_names:
+            doubts.append(f"{subject} imports {top}, which is not found where it is looked for")
+    adapters = {hit.adapter for hit in hits}
+    if not adapters:
+        return None, doubts
+    if len(adapters) > 1:
+        raise DetectionError(f"{subject} imports several adapters at once: {sorted(adapters)}")
+    versions = {(hit.version, hit.version_source) for hit in hits}
+    found_version, source_path = versions.pop() if len(versions) == 1 else (None, None)
+    identified = Identification(hits[0].adapter, via, subject, found_version, source_path, True)
+    return identified, doubts
+
+
+def _outside_sites(top: str, paths: identify.PythonPath, version: str | None) -> list[str]:
+    """A catalogued package imported from ahead of the site folders (the program's folder,
+    PYTHONPATH) is a copy in a folder the child's inputs chose, whose bytecode caches and
+    files nothing vouches for: a doubt. Installed copies are judged by their metadata."""
+    found = identify.find_module(top, paths.entries, version)
+    if found is None or found[0] not in paths.before_site:
+        return []
+    return [f"{top} is imported from {found[0]}, outside every site folder"]
+
+
+def _open_program(path: str) -> Target:
+    """The file an interpreter is asked to run, opened; raises DetectionError when it cannot
+    be (the interpreter would fail, or read something else than was judged)."""
+    return open_target(path, path_env=None, executable=False)
+
+
+def _cached_bytecode(source: str) -> list[str]:
+    """A module the import system loads may run from ``__pycache__`` instead of its source
+    (a timestamp ``.pyc`` is trusted on its recorded mtime and size, an unchecked hash one
+    unconditionally): any cached bytecode beside judged source is a doubt."""
+    folder, name = os.path.split(source)
+    cache = os.path.join(folder, "__pycache__")
+    stem = name.removesuffix(".py") + "."
+    found = sorted(
+        entry
+        for entry in identify.listing(cache)
+        if entry.startswith(stem) and entry.endswith(".pyc")
+    )
+    return [f"{os.path.join(cache, entry)} may run instead of the source judged" for entry in found]
+
+
+_source_cache = identify.new_cache()
+
+
+def _program_source(opened: Target) -> PythonSource:
+    """The opened program's source as CPython reads it (cached per file identity). Raises
+    DetectionError for a program over the size limit, or not readable as Python."""
+    from floorguard._identify.python_source import MAX_SOURCE_BYTES, read_source
+
+    def read() -> PythonSource:
+        data = opened.read_all(MAX_SOURCE_BYTES)
+        if data is None:
+            raise DetectionError(
+                f"{opened.path} is larger than {MAX_SOURCE_BYTES} bytes: its code cannot be judged"
+            )
+        return read_source(data, name=str(opened.path))
+
+    return identify.memo(_source_cache, (str(opened.path), opened.identity), read)
+
+
+# ---------------------------------------------------------------------------- node
+
+
+def _node_run(
+    argv: list[str], environ: Mapping[str, str], here: str, *, script: Target | None = None
+) -> tuple[Identification | None, list[str]]:
+    """What ``node ARGV`` runs (``script``: the opened file when it is the main script) and
+    the inputs not understood."""
+    from floorguard._identify.node_command import node_environment_doubts, parse_node_argv
+
+    command = parse_node_argv(argv)
+    doubts = [*command.doubts, *node_environment_doubts(environ)]
+    if command.runs in ("stdin", "repl"):
+        doubts.append("node reads its program from standard input")
+    if command.runs != "script" or command.script is None:
+        return None, doubts
+    if script is not None and command.script == str(script.path):
+        return identify.npm_identification(script.dir_fd, script.path, "node-script"), doubts
+    main = _node_main(command.script, here)
+    if main is None:
+        doubts.append(f"node's main script {command.script} is not found")
+        return None, doubts
+    with main:
+        return identify.npm_identification(main.dir_fd, main.path, "node-script"), doubts
+
+
+_NODE_EXTENSIONS: Final = ("", ".js", ".json", ".node")
+
+
+def _node_main(script: str, here: str) -> Target | None:
+    """The file ``node SCRIPT`` loads, as its CommonJS loader finds a main entry: the path
+    against the working directory, as given or with ``.js``, ``.json`` or ``.node``; for a
+    folder, its ``package.json`` ``main`` or its ``index`` file."""
+    # node resolves its main script's path by the letters (``link/..`` is the folder that
+    # holds the link), and opens what that names.
+    where = Path(os.path.normpath(os.path.join(here, script)))
+    for extension in _NODE_EXTENSIONS:
+        candidate = Path(str(where) + extension)
+        if candidate.is_file():
+            return _open_program(str(candidate))
+    if not where.is_dir():
+        return None
+    entries = []
+    manifest = where / "package.json"
+    if manifest.is_file():
+        import json
+
+        try:
+            main = json.loads(manifest.read_bytes()).get("main")
+        except (ValueError, AttributeError, OSError):
+            raise DetectionError(f"{manifest} is not a JSON object") from None
+        if isinstance(main, str) and main:
+            base = where / main
+            entries += [Path(str(base) + e) for e in _NODE_EXTENSIONS] + [base / "index.js"]
+    entries += [where / f"index{e}" for e in (".js", ".json", ".node")]
+    for candidate in entries:
+        if candidate.is_file():
+            return _open_program(str(candidate))
+    return None

@@ -1,0 +1,189 @@
+"""What CPython's ``site`` module does at start-up, before the program's first line runs.
+
+For each site directory, in order, ``site`` appends the directory to ``sys.path`` and then
+reads its ``*.pth`` files (sorted by name): a line starting with ``import`` is executed, any
+other line names a directory to append. Then it imports ``sitecustomize`` and, with the user
+site enabled, ``usercustomize``, from wherever ``sys.path`` finds them first. All of that is
+code the child runs before the CLI, so it is understood here or refused:
+
+- a path line is followed (the directory joins the search path, as ``site`` appends it);
+- an import line is understood only in the forms installers write, and only when the module
+  it imports is the one beside the ``.pth`` file: setuptools' ``distutils-precedence.pth``,
+  virtualenv's and uv's ``_virtualenv.pth``, and setuptools' editable-install finders
+  (whose mapping must name no catalogued package: such a package's version could not be
+  told);
+- every other import line, an unreadable ``.pth`` file, and any ``sitecustomize`` or
+  ``usercustomize`` module on the search path is a doubt that names the file.
+
+The standard library's own folder is not searched here: a ``sitecustomize`` there (Debian
+ships one) belongs to the interpreter's installation, which is trusted as the system's.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from floorguard._base.files import read_regular
+from floorguard._maps.catalog import ADAPTER_OF_PIP_MODULE
+from floorguard.errors import UnreadableFileError
+
+MAX_PTH_BYTES: Final = 1 << 20
+MAX_FINDER_BYTES: Final = 1 << 20
+
+# The line setuptools installs as distutils-precedence.pth (one form since setuptools 49).
+_DISTUTILS_PRECEDENCE = re.compile(
+    r"import os; var = 'SETUPTOOLS_USE_DISTUTILS'; "
+    r"enabled = os\.environ\.get\(var, 'local'\) == 'local'; "
+    r"enabled and __import__\('_distutils_hack'\)\.add_shim\(\); ?\Z"
+)
+_VIRTUALENV = re.compile(r"import _virtualenv\Z")
+_EDITABLE_FINDER = re.compile(
+    r"import (?P<module>__editable___[A-Za-z0-9_]+_finder); "
+    r"(?P=module)\.install\(\)\Z"
+)
+
+
+@dataclass(frozen=True)
+class SiteScan:
+    """The directories ``site`` appends (each site directory followed by its ``.pth``
+    directories, in order), the start-up inputs not understood, and every file or folder
+    read or looked for on the way (``consulted``: a cached answer is checked against them)."""
+
+    directories: tuple[str, ...]
+    doubts: tuple[str, ...]
+    consulted: tuple[str, ...] = ()
+
+
+# Where a top-level module imports from, given the search path so far (None: not there).
+Finder = Callable[[str, Sequence[str]], "str | None"]
+
+
+def scan_sites(sites: Sequence[str], before: Sequence[str], find: Finder) -> SiteScan:
+    """Follow ``site``'s processing of ``sites`` (in the order it adds them), after the
+    entries ``before`` them on the search path (the script's folder is not there yet)."""
+    directories: list[str] = []
+    doubts: list[str] = []
+    consulted: list[str] = []
+    for site in sites:
+        if site in directories or not os.path.isdir(site):
+            continue
+        directories.append(site)
+        so_far = [*before, *directories]
+
+        def found(module: str, path: list[str] = so_far) -> str | None:
+            return find(module, path)
+
+        for pth in _pth_files(site):
+            added, problems = _read_pth(site, pth, found, consulted)
+            directories += [d for d in added if d not in directories]
+            so_far += added
+            doubts += problems
+    return SiteScan(tuple(directories), tuple(doubts), tuple(consulted))
+
+
+def customize_doubts(found: Callable[[str], str | None], user_site: bool) -> tuple[str, ...]:
+    """``sitecustomize`` (and ``usercustomize`` with the user site on) found by ``found``
+    (which names the folder a top-level module imports from, or None)."""
+    names = ("sitecustomize", "usercustomize") if user_site else ("sitecustomize",)
+    return tuple(
+        f"{name} in {where} runs at start-up, before the program"
+        for name in names
+        if (where := found(name)) is not None
+    )
+
+
+def _pth_files(site: str) -> list[str]:
+    try:
+        return sorted(name for name in os.listdir(site) if name.endswith(".pth"))
+    except OSError:
+        return []
+
+
+def _read_pth(
+    site: str, name: str, found: Callable[[str], str | None], consulted: list[str]
+) -> tuple[list[str], list[str]]:
+    path = os.path.join(site, name)
+    consulted.append(path)
+    try:
+        data = read_regular(path, max_bytes=MAX_PTH_BYTES, what=".pth file")
+        # site.py reads it as UTF-8 (with or without a BOM) from 3.13, and in the locale's
+        # encoding before: text that is not UTF-8 might read differently there.
+        text = data.decode("utf-8-sig")
+    except (UnreadableFileError, ValueError) as exc:
+        return [], [f"{path} cannot be read as a .pth file ({exc})"]
+    added: list[str] = []
+    doubts: list[str] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.startswith("#") or not line.strip():
+            continue
+        if line.startswith(("import ", "import\t")):
+            problem = _import_line_problem(site, line.strip(), found, consulted)
+            if problem is not None:
+                doubts.append(f"{path} line {number} runs code at start-up ({problem})")
+            continue
+        directory = os.path.normpath(os.path.join(site, line.rstrip()))
+        consulted.append(directory)
+        if "\x00" not in directory and os.path.exists(directory):
+            added.append(directory)
+    return added, doubts
+
+
+def _import_line_problem(
+    site: str, line: str, found: Callable[[str], str | None], consulted: list[str]
+) -> str | None:
+    """Why an import line of a ``.pth`` file in ``site`` is not understood, or None."""
+    if _DISTUTILS_PRECEDENCE.match(line):
+        return _beside(site, "_distutils_hack", found)
+    if _VIRTUALENV.match(line):
+        return _beside(site, "_virtualenv", found)
+    editable = _EDITABLE_FINDER.match(line)
+    if editable is None:
+        return "not a form floorguard understands"
+    module = editable.group("module")
+    problem = _beside(site, module, found)
+    if problem is not None:
+        return problem
+    consulted.append(os.path.join(site, module + ".py"))
+    return _editable_mapping_problem(os.path.join(site, module + ".py"))
+
+
+def _beside(site: str, module: str, found: Callable[[str], str | None]) -> str | None:
+    """The module an understood line imports must be the installer's, beside the line,
+    and what the search path finds first (a PYTHONPATH copy would run instead)."""
+    where = found(module)
+    if where is not None and os.path.normpath(where) == os.path.normpath(site):
+        return None
+    return f"{module} is not imported from beside it" if where else f"{module} is not beside it"
+
+
+def _editable_mapping_problem(finder: str) -> str | None:
+    """An editable finder maps top-level names to source folders; one naming a catalogued
+    package would load that package from a folder whose version nothing states."""
+    try:
+        source = read_regular(finder, max_bytes=MAX_FINDER_BYTES, what="editable finder")
+        tree = ast.parse(source)
+    except (UnreadableFileError, ValueError, SyntaxError, RecursionError, MemoryError):
+        return f"{finder} cannot be read"
+    for node in tree.body:
+        if isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if not any(isinstance(t, ast.Name) and t.id == "MAPPING" for t in targets):
+                continue
+            try:
+                mapping = ast.literal_eval(node.value) if node.value is not None else None
+            except (ValueError, TypeError, SyntaxError, RecursionError):
+                return f"{finder} has a MAPPING that is not a literal"
+            if not isinstance(mapping, dict):
+                return f"{finder} has a MAPPING that is not a dict"
+            catalogued = sorted(
+                str(name) for name in mapping if str(name).split(".")[0] in ADAPTER_OF_PIP_MODULE
+            )
+            if catalogued:
+                return f"an editable install of {', '.join(catalogued)}, whose version is not known"
+            return None
+    return f"{finder} has no MAPPING"

@@ -1,0 +1,387 @@
+"""The floor map as values: each adapter's floor, advisories and waivers, and the map's hash.
+
+An entry comes in one of two forms.
+
+- **Floor only** (every map written from schema 1 and 2 feeds): exactly the strings
+  ``min_safe_version``, ``advisory_id`` and ``note``. Versions compare by PEP 440.
+- **Extended** (schema 3 feeds, waivers): the entry lists ``advisories`` with OSV affected
+  ranges and ``waivers``, may keep the floor (the three fields, all or none), and states
+  its ``ecosystem`` (``npm`` or ``PyPI``, whose version order applies); without one (a
+  waiver on a schema 1 floor) versions keep comparing by PEP 440.
+
+The hash is ``sha256`` of the RFC 8785 canonical JSON of ``{adapter: entry}`` with each
+entry exactly as above, so a map of floor-only entries keeps the hash that
+docs/floor-map.md defines, and every advisory, range and waiver of an extended entry is
+covered by it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, TypeGuard
+
+from floorguard._base._canonical import content_address
+from floorguard._base._time import UTC_Z_FORM, is_utc_z
+from floorguard.errors import FloorMapError
+
+ENTRY_FIELDS = ("min_safe_version", "advisory_id", "note")
+EXTENDED_FIELDS = ("ecosystem", "advisories", "waivers")
+ADVISORY_FIELDS = ("id", "aliases", "summary", "affected", "versions", "severity", "references")
+RANGE_BOUNDS = ("introduced", "fixed", "last_affected")
+WAIVER_FIELDS = ("id", "version", "advisories", "reason", "approved_by", "expires")
+SEVERITY_FIELDS = ("type", "score")
+# The pseudo advisory id a waiver names to cover a below-floor refusal.
+FLOOR_ID = "floor"
+_ECOSYSTEMS = ("npm", "PyPI")
+# What an adapter is named in a map (the feeds' schemas say the same): the gate refuses any
+# other name before it looks anything up, and a verifier fails a record that carries one.
+ADAPTER_NAME_FORM = r"[a-z0-9][a-z0-9._-]{0,63}"
+ADAPTER_NAME = re.compile(ADAPTER_NAME_FORM + r"\Z")
+
+# A map version travels in JSON (receipts, the host's rollback record), where an integer
+# is exact only up to 2^53 - 1; a larger one would also pin the host's record out of reach.
+MAX_MAP_VERSION = 2**53 - 1
+MAP_VERSION_FORM = "a non-negative integer up to 2^53 - 1"
+
+
+def is_map_version(value: object) -> TypeGuard[int]:
+    """Whether ``value`` can be a map's version (a bool is not an integer here)."""
+    return type(value) is int and 0 <= value <= MAX_MAP_VERSION
+
+
+@dataclass(frozen=True)
+class AffectedRange:
+    """Versions from ``introduced`` (inclusive; ``"0"``: from the first release) up to
+    ``fixed`` (exclusive) or ``last_affected`` (inclusive), or without end if neither."""
+
+    introduced: str
+    fixed: str | None = None
+    last_affected: str | None = None
+
+    def as_entry(self) -> dict[str, str]:
+        entry = {"introduced": self.introduced}
+        if self.fixed is not None:
+            entry["fixed"] = self.fixed
+        if self.last_affected is not None:
+            entry["last_affected"] = self.last_affected
+        return entry
+
+    def describe(self) -> str:
+        start = "from the start" if self.introduced == "0" else f">= {self.introduced}"
+        if self.fixed is not None:
+            return f"{start}, < {self.fixed}"
+        if self.last_affected is not None:
+            return f"{start}, <= {self.last_affected}"
+        return f"{start}, not fixed"
+
+
+@dataclass(frozen=True)
+class Severity:
+    type: str
+    score: str
+
+
+@dataclass(frozen=True)
+class RangeAdvisory:
+    """One advisory against an adapter: the versions it affects, as OSV states them."""
+
+    id: str
+    aliases: tuple[str, ...]
+    summary: str
+    affected: tuple[AffectedRange, ...]
+    versions: tuple[str, ...]
+    severity: tuple[Severity, ...]
+    references: tuple[str, ...]
+
+    def names(self) -> tuple[str, ...]:
+        """Its id and every alias: each names this advisory."""
+        return (self.id, *self.aliases)
+
+    def as_entry(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "aliases": list(self.aliases),
+            "summary": self.summary,
+            "affected": [r.as_entry() for r in self.affected],
+            "versions": list(self.versions),
+            "severity": [{"type": s.type, "score": s.score} for s in self.severity],
+            "references": list(self.references),
+        }
+
+
+@dataclass(frozen=True)
+class Waiver:
+    """A reviewed exception: ``version`` of the adapter may run despite ``advisories``
+    (ids, aliases, or ``"floor"``) until ``expires`` (an RFC 3339 time, exclusive)."""
+
+    id: str
+    version: str
+    advisories: tuple[str, ...]
+    reason: str
+    approved_by: str
+    expires: str
+
+    def as_entry(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "version": self.version,
+            "advisories": list(self.advisories),
+            "reason": self.reason,
+            "approved_by": self.approved_by,
+            "expires": self.expires,
+        }
+
+
+@dataclass(frozen=True)
+class Advisory:
+    """One adapter's entry in the floor map (the name is kept from when an entry was only a
+    floor). Versions below ``min_safe_version``, when there is a floor, are known-unsafe, as
+    is every version inside an affected range of one of ``advisories``."""
+
+    adapter: str
+    min_safe_version: str | None
+    advisory_id: str | None
+    note: str | None
+    ecosystem: str | None = None
+    advisories: tuple[RangeAdvisory, ...] = ()
+    waivers: tuple[Waiver, ...] = ()
+
+    @property
+    def extended(self) -> bool:
+        """False for a floor-only entry, whose form (and hash) is that of schema 1 and 2."""
+        return self.ecosystem is not None or bool(self.advisories) or bool(self.waivers)
+
+    @property
+    def has_floor(self) -> bool:
+        return self.min_safe_version is not None
+
+    @property
+    def order(self) -> str | None:
+        """The ecosystem whose version order judges this entry: the one the catalog knows
+        the adapter from (an npm CLI's versions are SemVer whatever the feed said, under a
+        schema 1 floor too: ``0.6.0-preview.1`` is never read as ``0.6.0rc1``), else the one
+        the entry states, else None (PEP 440). Not part of the entry's data, so it leaves
+        the hash alone; refresh refuses an entry whose stated ecosystem contradicts the
+        catalog, so the two never differ in a map floorctl wrote."""
+        from floorguard._maps.catalog import ecosystem_of
+
+        known = ecosystem_of(self.adapter)
+        return known if known is not None else self.ecosystem
+
+    def as_entry(self) -> dict[str, Any]:
+        if self.ecosystem is None and not self.advisories and not self.waivers:
+            # Floor only (``extended`` is false), the common case, built in one step.
+            if self.min_safe_version is None:
+                return {}
+            return {
+                "min_safe_version": self.min_safe_version,
+                "advisory_id": self.advisory_id,
+                "note": self.note,
+            }
+        entry: dict[str, Any] = {}
+        if self.min_safe_version is not None:
+            entry.update(
+                min_safe_version=self.min_safe_version,
+                advisory_id=self.advisory_id,
+                note=self.note,
+            )
+        if not self.extended:
+            return entry
+        if self.ecosystem is not None:
+            entry["ecosystem"] = self.ecosystem
+        entry["advisories"] = [a.as_entry() for a in self.advisories]
+        entry["waivers"] = [w.as_entry() for w in self.waivers]
+        return entry
+
+
+FloorMap = Mapping[str, Advisory]
+
+
+def from_entries(entries: Mapping[str, Any]) -> FloorMap:
+    """Build a read-only floor map from plain ``{adapter: entry}`` data; raises FloorMapError.
+
+    Only the shape is checked here (fields and types); whether each version is valid in
+    the entry's ecosystem is asked when a version is judged against it.
+    """
+    if not isinstance(entries, Mapping):
+        raise FloorMapError("floor map data is not a mapping")
+    built: dict[str, Advisory] = {}
+    for adapter, entry in entries.items():
+        if not isinstance(adapter, str) or not isinstance(entry, Mapping):
+            raise FloorMapError(f"floor map entry {adapter!r} is malformed")
+        built[adapter] = _entry(adapter, entry)
+    return MappingProxyType(dict(sorted(built.items())))
+
+
+_FLOOR_KEYS = frozenset(ENTRY_FIELDS)
+
+
+def _entry(adapter: str, entry: Mapping[str, Any]) -> Advisory:
+    if entry.keys() == _FLOOR_KEYS:
+        # A floor only, the common case: the check below in one step.
+        floor, advisory_id, note = entry["min_safe_version"], entry["advisory_id"], entry["note"]
+        if isinstance(floor, str) and isinstance(advisory_id, str) and isinstance(note, str):
+            return Advisory(adapter, floor, advisory_id, note)
+    keys = set(entry)
+    floor_keys = keys & set(ENTRY_FIELDS)
+    if keys == set(ENTRY_FIELDS) and _all_strings(entry, ENTRY_FIELDS):
+        return Advisory(adapter, *(entry[f] for f in ENTRY_FIELDS))
+    unknown = keys - set(ENTRY_FIELDS) - set(EXTENDED_FIELDS)
+    if unknown or not keys & set(EXTENDED_FIELDS):
+        raise FloorMapError(
+            f"floor map entry {adapter!r} must have exactly the string fields "
+            + ", ".join(ENTRY_FIELDS)
+            + " (a floor), or the fields "
+            + ", ".join(EXTENDED_FIELDS)
+            + " with an optional floor"
+        )
+    if floor_keys and (floor_keys != set(ENTRY_FIELDS) or not _all_strings(entry, ENTRY_FIELDS)):
+        raise FloorMapError(
+            f"floor map entry {adapter!r}: a floor needs all of the string fields "
+            + ", ".join(ENTRY_FIELDS)
+        )
+    where = f"floor map entry {adapter!r}"
+    if {"advisories", "waivers"} - keys:
+        raise FloorMapError(f"{where}: an extended entry lists advisories and waivers")
+    ecosystem = entry.get("ecosystem")
+    if ecosystem is None and not entry["advisories"] and not entry["waivers"]:
+        # Else two spellings of one floor-only entry would share a hash.
+        raise FloorMapError(f"{where}: a floor alone is written as the three floor fields")
+    if "ecosystem" in entry and ecosystem not in _ECOSYSTEMS:
+        raise FloorMapError(f"{where}: ecosystem must be one of {', '.join(_ECOSYSTEMS)}")
+    return Advisory(
+        adapter,
+        entry.get("min_safe_version"),
+        entry.get("advisory_id"),
+        entry.get("note"),
+        ecosystem=ecosystem,
+        advisories=tuple(
+            _advisory(f"{where} advisory {i}", a)
+            for i, a in enumerate(_list(where, "advisories", entry["advisories"]))
+        ),
+        waivers=tuple(
+            _waiver(f"{where} waiver {i}", w)
+            for i, w in enumerate(_list(where, "waivers", entry["waivers"]))
+        ),
+    )
+
+
+def _advisory(where: str, value: Any) -> RangeAdvisory:
+    _exact_fields(where, value, ADVISORY_FIELDS)
+    if not isinstance(value["id"], str) or not isinstance(value["summary"], str):
+        raise FloorMapError(f"{where}: id and summary must be strings")
+    affected = []
+    for bound in _list(where, "affected", value["affected"]):
+        if not isinstance(bound, dict) or "introduced" not in bound:
+            raise FloorMapError(f"{where}: each affected range needs an introduced version")
+        if not set(bound) <= set(RANGE_BOUNDS) or not _all_strings(bound, tuple(bound)):
+            raise FloorMapError(f"{where}: affected range fields are " + ", ".join(RANGE_BOUNDS))
+        if "fixed" in bound and "last_affected" in bound:
+            raise FloorMapError(f"{where}: a range ends with fixed or last_affected, not both")
+        affected.append(AffectedRange(**bound))
+    severity = []
+    for item in _list(where, "severity", value["severity"]):
+        _exact_fields(where + " severity", item, SEVERITY_FIELDS)
+        if not _all_strings(item, SEVERITY_FIELDS):
+            raise FloorMapError(f"{where}: severity type and score must be strings")
+        severity.append(Severity(item["type"], item["score"]))
+    return RangeAdvisory(
+        id=value["id"],
+        aliases=_strings(where, "aliases", value["aliases"]),
+        summary=value["summary"],
+        affected=tuple(affected),
+        versions=_strings(where, "versions", value["versions"]),
+        severity=tuple(severity),
+        references=_strings(where, "references", value["references"]),
+    )
+
+
+def _waiver(where: str, value: Any) -> Waiver:
+    _exact_fields(where, value, WAIVER_FIELDS)
+    scalars = ("id", "version", "reason", "approved_by", "expires")
+    if not _all_strings(value, scalars):
+        raise FloorMapError(f"{where}: " + ", ".join(scalars) + " must be strings")
+    covered = _strings(where, "advisories", value["advisories"])
+    if not covered:
+        raise FloorMapError(f"{where}: a waiver covers at least one advisory")
+    if not is_utc_z(value["expires"]):
+        # floorctl writes no other form: a map with one was edited by hand, and an offset
+        # must not be normalised into an expiry nobody approved.
+        raise FloorMapError(f"{where}: expires {value['expires']!r} is not {UTC_Z_FORM}")
+    return Waiver(
+        id=value["id"],
+        version=value["version"],
+        advisories=covered,
+        reason=value["reason"],
+        approved_by=value["approved_by"],
+        expires=value["expires"],
+    )
+
+
+def _exact_fields(where: str, value: Any, fields: tuple[str, ...]) -> None:
+    if not isinstance(value, dict) or set(value) != set(fields):
+        raise FloorMapError(f"{where} must have exactly the fields " + ", ".join(fields))
+
+
+def _list(where: str, name: str, value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise FloorMapError(f"{where}: {name} must be a list")
+    return value
+
+
+def _strings(where: str, name: str, value: Any) -> tuple[str, ...]:
+    items = _list(where, name, value)
+    if not all(isinstance(item, str) for item in items):
+        raise FloorMapError(f"{where}: {name} must be a list of strings")
+    return tuple(items)
+
+
+def _all_strings(entry: Mapping[str, Any], fields: tuple[str, ...]) -> bool:
+    return all(isinstance(entry[f], str) for f in fields)
+
+
+def to_entries(floor_map: FloorMap) -> dict[str, dict[str, Any]]:
+    """The plain JSON form of a floor map, adapters in sorted order."""
+    return {name: floor_map[name].as_entry() for name in sorted(floor_map)}
+
+
+def floor_map_hash(floor_map: FloorMap) -> str:
+    """The floor map's content hash (``sha256:<hex>``)."""
+    return content_address(to_entries(floor_map))
+
+
+def entries_hash(entries: Mapping[str, Any]) -> str:
+    """The content hash of plain ``{adapter: entry}`` data, checked for shape first."""
+    return floor_map_hash(from_entries(entries))
+
+
+PUBLISHED_FIELDS = frozenset(
+    {"schema_version", "floor_map_hash", "map_version", "expires", "adapters"}
+)
+
+
+def map_file_hash(data: bytes, source: str) -> str:
+    """The floor-map hash of a map JSON file: an archived map (the entries themselves) or a
+    published one (entries under ``adapters``). Raises FloorMapError."""
+    import json
+
+    try:
+        document = json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        raise FloorMapError(f"{source}: not a floor-map JSON file: {exc}") from exc
+    # Published: exactly the published fields, an integer schema_version (an archived map
+    # may well hold adapters named "adapters" or "schema_version": their values are entries).
+    if (
+        isinstance(document, dict)
+        and set(document) == PUBLISHED_FIELDS
+        and type(document["schema_version"]) is int
+        and isinstance(document["adapters"], dict)
+    ):
+        document = document["adapters"]
+    try:
+        return entries_hash(document)
+    except FloorMapError as exc:
+        raise FloorMapError(f"{source}: {exc}") from exc

@@ -1,0 +1,663 @@
+"""Verifying an exported slice of the audit chain, offline and streaming.
+
+``SliceVerifier`` takes the slice one line at a time and keeps only the previous record's
+digest, seq and timestamp, so memory stays flat however long the slice is. For every line it
+checks: a JSON object with exactly the eight record fields and their types; ``receipt_id``
+is the receipt's content address; ``prev`` is the digest of the previous line's record (for
+seq 0, the zero digest); ``seq`` goes up by one; one ``chain_id``; a known ``event`` whose
+receipt is well formed; an RFC 3339 ``ts`` that does not go backwards; no duplicate keys;
+and the record's authenticator (``mac``): an HMAC with the chain key, a host signature with
+the hosts' public keys (``floorguard._chain.record_signature``). Given either, every record must
+verify with what was given: a record of the other kind is reported as unverified (no key for
+it), never passed. Given neither, only the authenticator's form is checked. It reports every
+problem rather than the first, but a break in the linkage is reported once: the next line is
+checked against the line before it, whatever that line's own state.
+
+With the hosts' keys it also tells who wrote the records: a count per host, and the runs of
+consecutive records by one writer (``Writer``; ``host`` None for an HMAC record, which any
+holder of the chain key may have written).
+
+Later checks (window proofs over spawn records, signed checkpoints) plug in through
+``on_record``, which sees each record as it goes by, with whether it verified.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import IO, Any, NamedTuple
+
+from floorguard._base._canonical import ZERO_DIGEST, canonical_bytes, is_digest
+from floorguard._chain.chain import (
+    COMPACT_SORTED,
+    EVENTS,
+    JSON_STRING,
+    RECORD_FIELDS,
+    ChainRecord,
+    body_text,
+    is_chain_id,
+    line_text,
+    parse_any_ts,
+)
+from floorguard._chain.receipts import shape_problem
+from floorguard._chain.record_signature import HostKeys, is_hmac, signature_key_id
+from floorguard.errors import FloorguardError
+
+MAX_LINE_BYTES = 16 << 20
+MAX_REPORTED_ERRORS = 1000
+MACS_NOT_CHECKED = "MACs not checked: no --key-file or --host-keys"
+MAX_WRITER_RUNS = 1 << 20
+# How a slice read from standard input (``-``) is named in its messages.
+STDIN = "<stdin>"
+UNVERIFIED_HMAC = (
+    "unverified: an HMAC record, and no chain key to check it with "
+    "(--key-file, FLOORGUARD_CHAIN_KEY_FILE): no key for it"
+)
+UNVERIFIED_SIGNED = (
+    "unverified: signed by host key id {kid}, and no host keys to check it with "
+    "(--host-keys, FLOORGUARD_HOST_KEYS): no key for it"
+)
+MALFORMED_MAC = (
+    "mac is neither an HMAC (64 lowercase hex characters) nor a host signature "
+    "(ed25519:<16 hex>:<128 hex>)"
+)
+
+_FIELD_SET = frozenset(RECORD_FIELDS)
+_jstr = JSON_STRING
+_UTC_Z = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?Z")
+_STR_FIELDS = ("ts", "chain_id", "event", "receipt_id", "prev", "mac")
+# Integers of 15 digits or fewer are within 2**53, where json and RFC 8785 agree.
+_SAFE_INT_DIGITS = 15
+
+
+class IntegrityError(NamedTuple):
+    """One integrity problem: the record's seq (None when unknown) and the reason."""
+
+    seq: int | None
+    reason: str
+
+
+class Writer(NamedTuple):
+    """Consecutive records ``first_seq..last_seq`` authenticated by one writer: a host's
+    signature (``host``, its name in the host keys) or the chain key (``host`` None)."""
+
+    first_seq: int
+    last_seq: int
+    host: str | None
+
+
+@dataclass(frozen=True)
+class SliceReport:
+    """What a slice proves about itself: its extent, and every integrity problem found."""
+
+    records: int
+    first_seq: int | None
+    last_seq: int | None
+    first_ts: str | None
+    last_ts: str | None
+    chain_id: str | None
+    head: str | None
+    macs_checked: bool
+    integrity_errors: tuple[IntegrityError, ...]
+    errors_not_listed: int = 0
+    signatures_checked: bool = False
+    # Records whose HMAC, and whose host signature, verified.
+    mac_records: int = 0
+    signed_records: int = 0
+    hosts: tuple[tuple[str, int], ...] = ()
+    writers: tuple[Writer, ...] = ()
+    writers_not_listed: int = 0
+
+    @property
+    def intact(self) -> bool:
+        """True when the slice holds records and every check passed."""
+        return not self.integrity_errors and self.errors_not_listed == 0
+
+
+RecordCallback = Callable[[ChainRecord, bool], object]
+# (seq, the record's canonical export line as bytes): the Merkle leaf input.
+LeafCallback = Callable[[int, bytes], object]
+
+
+@dataclass
+class _Parse:
+    """Per-line findings of the JSON decoder hooks (reset before each line)."""
+
+    fast: bool = True
+    duplicate: bool = False
+
+
+@dataclass
+class SliceVerifier:
+    """Feed it lines with ``feed``; ``finish`` returns the SliceReport.
+
+    ``key`` enables the MAC check, ``host_keys`` the host-signature check; ``source`` names
+    the slice's file in a refusal of what no JSON holds (NaN, Infinity). ``on_record(record,
+    intact)`` is called for every line that is a well-formed record, in order; ``intact`` is
+    False when that record has an integrity problem of its own or does not link to the line
+    before it.
+    """
+
+    key: bytes | None = None
+    on_record: RecordCallback | None = None
+    max_errors: int = MAX_REPORTED_ERRORS
+    on_leaf: LeafCallback | None = None
+    host_keys: HostKeys | None = None
+    source: str | None = None
+
+    _errors: list[IntegrityError] = field(default_factory=list, init=False)
+    _not_listed: int = field(default=0, init=False)
+    _line_no: int = field(default=0, init=False)
+    _records: int = field(default=0, init=False)
+    _first_seq: int | None = field(default=None, init=False)
+    _first_ts: str | None = field(default=None, init=False)
+    _last_seq: int | None = field(default=None, init=False)
+    _last_ts: str | None = field(default=None, init=False)
+    _last_moment: datetime | None = field(default=None, init=False)
+    _chain_id: str | None = field(default=None, init=False)
+    _expected_seq: int | None = field(default=None, init=False)
+    _expected_prev: str | None = field(default=None, init=False)
+    _head: str | None = field(default=None, init=False)
+    _mac_records: int = field(default=0, init=False)
+    _signed_records: int = field(default=0, init=False)
+    _hosts: dict[str, int] = field(default_factory=dict, init=False)
+    _writers: list[Writer] = field(default_factory=list, init=False)
+    _writers_not_listed: int = field(default=0, init=False)
+    _parse: _Parse = field(default_factory=_Parse, init=False)
+    _decoder: json.JSONDecoder = field(init=False)
+
+    def __post_init__(self) -> None:
+        parse = self._parse
+
+        def on_float(text: str) -> float:
+            parse.fast = False  # json and RFC 8785 write floats differently
+            return float(text)
+
+        def on_int(text: str) -> int:
+            if len(text) > _SAFE_INT_DIGITS:
+                parse.fast = False
+            return int(text)
+
+        def on_constant(text: str) -> Any:
+            raise _NotJson(text)
+
+        self._decoder = json.JSONDecoder(
+            parse_float=on_float, parse_int=on_int, parse_constant=on_constant
+        )
+
+    # -- feeding --
+
+    def feed(self, line: str | bytes) -> None:
+        """Check one line of the slice (a trailing newline is allowed)."""
+        self._line_no += 1
+        if isinstance(line, bytes):
+            if len(line) > MAX_LINE_BYTES + 1:
+                self._break(None, self._at(f"longer than {MAX_LINE_BYTES} bytes"))
+                return
+            try:
+                line = line.decode("utf-8")
+            except UnicodeDecodeError:
+                self._break(None, self._at("not UTF-8"))
+                return
+        if line.endswith("\n"):
+            line = line[:-1]
+        if len(line) > MAX_LINE_BYTES:
+            self._break(None, self._at(f"longer than {MAX_LINE_BYTES} bytes"))
+            return
+        if not line or line.isspace():
+            self._break(None, self._at("blank line"))
+            return
+        parse = self._parse
+        parse.fast = line.isascii() or _keys_sort_alike(line)
+        if parse.fast and "\\u" in line:
+            # An escape may spell a character that sorts differently in UTF-16.
+            parse.fast = False
+        try:
+            obj = self._decoder.decode(line)
+        except _NotJson as exc:
+            # Python's json reads it; no JSON tool does: say what and where, file and line.
+            self._break(None, self._at(f"{exc} is not JSON (it has no NaN or Infinity)"))
+            return
+        except (ValueError, RecursionError) as exc:
+            self._break(None, self._at(f"not valid JSON ({exc})"))
+            return
+        record = self._shape(obj)
+        if record is None:
+            return
+        self._check(record, line, parse.fast)
+
+    def feed_all(self, lines: Iterable[str | bytes]) -> SliceVerifier:
+        """Feed every line of ``lines``; returns self for chaining."""
+        for line in lines:
+            self.feed(line)
+        return self
+
+    def finish(self) -> SliceReport:
+        """The report of everything fed so far."""
+        errors = list(self._errors)
+        if self._records == 0 and not errors and not self._not_listed:
+            errors.append(IntegrityError(None, "the slice holds no records"))
+        return SliceReport(
+            records=self._records,
+            first_seq=self._first_seq,
+            last_seq=self._last_seq,
+            first_ts=self._first_ts,
+            last_ts=self._last_ts,
+            chain_id=self._chain_id,
+            head=self._head,
+            macs_checked=self.key is not None,
+            integrity_errors=tuple(errors),
+            errors_not_listed=self._not_listed,
+            signatures_checked=self.host_keys is not None,
+            mac_records=self._mac_records,
+            signed_records=self._signed_records,
+            hosts=tuple(sorted(self._hosts.items())),
+            writers=tuple(self._writers),
+            writers_not_listed=self._writers_not_listed,
+        )
+
+    # -- checks --
+
+    def _shape(self, obj: object) -> dict[str, Any] | None:
+        """The record a parsed line holds, or None after reporting why it is not one."""
+        if type(obj) is not dict:
+            self._break(None, self._at("not a JSON object"))
+            return None
+        seq = obj.get("seq")
+        known_seq = seq if type(seq) is int else None
+        if obj.keys() != _FIELD_SET:
+            missing = sorted(_FIELD_SET - obj.keys())
+            extra = sorted(obj.keys() - _FIELD_SET)
+            parts = []
+            if missing:
+                parts.append(f"missing field(s) {', '.join(missing)}")
+            if extra:
+                parts.append(f"unexpected field(s) {', '.join(extra)}")
+            self._break(known_seq, self._at("; ".join(parts)))
+            return None
+        if known_seq is None or known_seq < 0:
+            self._break(None, self._at("seq is not a non-negative integer"))
+            return None
+        for name in _STR_FIELDS:
+            if type(obj[name]) is not str:
+                self._break(known_seq, self._at(f"{name} is not a string"))
+                return None
+        if type(obj["receipt"]) is not dict:
+            self._break(known_seq, self._at("receipt is not a JSON object"))
+            return None
+        return obj
+
+    def _check(self, fields: dict[str, Any], line: str, fast: bool) -> None:
+        seq: int = fields["seq"]
+        ts: str = fields["ts"]
+        chain_id: str = fields["chain_id"]
+        event: str = fields["event"]
+        prev: str = fields["prev"]
+        mac: str = fields["mac"]
+        problems: list[str] = []
+        checking = self.key is not None or self.host_keys is not None
+        spliced = None
+        verified: tuple[bool, str | None, str | None] = (False, None, None)
+        if checking:
+            spliced = _splice_mac_out(line, fields)
+            if spliced is not None:
+                verified = self._authenticate(mac, spliced[1])
+                if not verified[0]:
+                    spliced = None
+        if spliced is not None:
+            # The line minus its mac member is bytes the key holder MACed (or the host
+            # signed), and writers only authenticate canonical bodies: so the line is the
+            # canonical record, its receipt text is the canonical receipt, and no
+            # re-serialising is needed.
+            receipt_json, body = spliced
+            line_canonical = True
+        else:
+            try:
+                receipt_json, body_str, body = _canonical_body(fields, fast)
+            except (FloorguardError, UnicodeEncodeError) as exc:
+                self._break(seq, f"record cannot be canonicalised: {exc}")
+                return
+            if checking:
+                verified = self._authenticate(mac, body)
+            line_canonical = not _may_repeat_keys(line, body_str, mac, fast)
+        mac_verified, writer, unverified = verified
+        digest = "sha256:" + hashlib.sha256(body).hexdigest()
+
+        # Linkage: one report per break, then re-sync on this line.
+        if self._expected_seq is not None and seq != self._expected_seq:
+            problems.append(
+                f"expected seq {self._expected_seq} after seq {self._expected_seq - 1} "
+                "(records missing, duplicated or out of order)"
+            )
+        elif seq == 0:
+            if prev != ZERO_DIGEST:
+                problems.append("genesis record's prev is not the zero digest")
+        elif self._expected_prev is not None:
+            if prev != self._expected_prev:
+                problems.append(
+                    f"prev does not match the digest of record {seq - 1} "
+                    "(that record or this one was altered)"
+                )
+        # Nothing before it in the slice: at least the form of prev can be checked.
+        elif prev == ZERO_DIGEST:
+            problems.append("prev is the zero digest but this is not the genesis record")
+        elif not is_digest(prev):
+            problems.append("prev is not a sha256 digest")
+
+        if self._chain_id is None:
+            self._chain_id = chain_id
+            if not is_chain_id(chain_id):
+                problems.append("chain_id is not 32 lowercase hex characters")
+        elif chain_id != self._chain_id:
+            problems.append(
+                f"chain_id {chain_id} differs from the slice's chain {self._chain_id}"
+                if is_chain_id(chain_id)
+                else "chain_id is not 32 lowercase hex characters"
+            )
+        if event not in EVENTS:
+            problems.append(f"unknown event {event!r}")
+        else:
+            # The check verify receipt makes, named by where it is in the slice.
+            problem = shape_problem(event, fields["receipt"])
+            if problem is not None:
+                problems.append(self._at(problem))
+        if fields["receipt_id"] != "sha256:" + hashlib.sha256(receipt_json).hexdigest():
+            problems.append("receipt_id is not the content address of the receipt")
+        moment = _utc_moment(ts)
+        if moment is None:
+            problems.append(f"ts {ts!r} is not an RFC 3339 UTC timestamp with Z")
+        elif self._last_moment is not None and moment < self._last_moment:
+            problems.append(f"ts {ts} is earlier than the previous record's {self._last_ts}")
+        if mac_verified:
+            self._attribute(seq, writer)
+        elif unverified is not None:
+            problems.append(unverified)
+        elif not is_hmac(mac) and signature_key_id(mac) is None:
+            problems.append(MALFORMED_MAC)
+        if not line_canonical and _has_duplicate_keys(line):
+            problems.append("the line repeats a key")
+
+        for problem in problems:
+            self._report(seq, problem)
+        self._records += 1
+        if self._first_seq is None:
+            self._first_seq, self._first_ts = seq, ts
+        self._last_seq, self._last_ts = seq, ts
+        if moment is not None:
+            self._last_moment = moment
+        self._expected_seq, self._expected_prev, self._head = seq + 1, digest, digest
+        if self.on_leaf is not None:
+            if spliced is not None:
+                leaf = line.encode("utf-8")  # the authenticated canonical record, as written
+            else:
+                leaf = line_text(
+                    seq=seq,
+                    ts=ts,
+                    chain_id=chain_id,
+                    event=event,
+                    receipt_id=fields["receipt_id"],
+                    receipt_json=receipt_json.decode("utf-8"),
+                    prev=prev,
+                    mac=mac,
+                ).encode("utf-8")
+            self.on_leaf(seq, leaf)
+        if self.on_record is not None:
+            record = ChainRecord(
+                seq=seq,
+                ts=ts,
+                chain_id=chain_id,
+                event=event,
+                receipt_id=fields["receipt_id"],
+                receipt=fields["receipt"],
+                prev=prev,
+                mac=mac,
+            )
+            self.on_record(record, not problems)
+
+    def _authenticate(self, mac: str, body: bytes) -> tuple[bool, str | None, str | None]:
+        """(verified, the writing host's name or None for an HMAC, why it did not verify)
+        of a record's ``mac`` over its canonical ``body``, with the keys given."""
+        if is_hmac(mac):
+            key = self.key
+            if key is None:
+                return False, None, UNVERIFIED_HMAC
+            if hmac.compare_digest(mac, hmac.digest(key, body, "sha256").hex()):
+                return True, None, None
+            return False, None, "MAC does not verify (wrong key, or the record was altered)"
+        kid = signature_key_id(mac)
+        if kid is None:
+            return False, None, MALFORMED_MAC
+        host_keys = self.host_keys
+        if host_keys is None:
+            return False, None, UNVERIFIED_SIGNED.format(kid=kid)
+        name, problem = host_keys.check(mac, body)
+        return name is not None, name, problem
+
+    def _attribute(self, seq: int, host: str | None) -> None:
+        """Count a verified record for its writer; with host keys, extend the writers' runs."""
+        if host is None:
+            self._mac_records += 1
+        else:
+            self._signed_records += 1
+            self._hosts[host] = self._hosts.get(host, 0) + 1
+        if self.host_keys is None:
+            return
+        writers = self._writers
+        if writers and writers[-1].host == host and writers[-1].last_seq == seq - 1:
+            writers[-1] = writers[-1]._replace(last_seq=seq)
+        elif len(writers) < MAX_WRITER_RUNS:
+            writers.append(Writer(seq, seq, host))
+        else:
+            self._writers_not_listed += 1
+
+    def _at(self, problem: str) -> str:
+        """``problem`` located in the slice: ``FILE line N: problem`` (``line N`` alone when
+        the lines came from no named file)."""
+        where = f"{self.source} line" if self.source else "line"
+        return f"{where} {self._line_no}: {problem}"
+
+    def _break(self, seq: int | None, reason: str) -> None:
+        """A line that is not a record: report it and forget the linkage until the next one."""
+        self._report(seq, reason)
+        self._expected_seq = None
+        self._expected_prev = None
+
+    def _report(self, seq: int | None, reason: str) -> None:
+        if len(self._errors) < self.max_errors:
+            self._errors.append(IntegrityError(seq, reason))
+        else:
+            self._not_listed += 1
+
+
+class _NotJson(ValueError):
+    """NaN, Infinity or -Infinity in a line."""
+
+
+def _keys_sort_alike(text: str) -> bool:
+    return max(text) < "\ue000"
+
+
+def _canonical_body(fields: dict[str, Any], fast: bool) -> tuple[bytes, str, bytes]:
+    """Canonical bytes of the receipt and of the record body, the receipt serialised once.
+
+    ``fast`` means the line had no float, no long integer and no character (raw or escaped)
+    that orders differently in UTF-16, so the C encoder's compact sorted output is RFC 8785.
+    """
+    if fast:
+        receipt_json = COMPACT_SORTED.encode(fields["receipt"])
+    else:
+        receipt_json = canonical_bytes(fields["receipt"]).decode("utf-8")
+        for name in _STR_FIELDS:
+            # The top-level strings are spliced in by the C encoder: prove that is canonical.
+            if canonical_bytes(fields[name]) != COMPACT_SORTED.encode(fields[name]).encode():
+                raise FloorguardError(f"{name} is not canonical JSON text")
+    body = body_text(
+        seq=fields["seq"],
+        ts=fields["ts"],
+        chain_id=fields["chain_id"],
+        event=fields["event"],
+        receipt_id=fields["receipt_id"],
+        receipt_json=receipt_json,
+        prev=fields["prev"],
+    )
+    return receipt_json.encode("utf-8"), body, body.encode("utf-8")
+
+
+def _splice_mac_out(line: str, fields: dict[str, Any]) -> tuple[bytes, bytes] | None:
+    """If the line is laid out as a canonical record, its receipt and body bytes, sliced
+    from the line itself (the body is the line without its ``"mac"`` member); else None.
+
+    Only a MAC check makes the result trustworthy: the layout alone proves nothing.
+    """
+    text = line[:-1] if line.endswith("\r") else line
+    head = f'{{"chain_id":{_jstr(fields["chain_id"])},"event":{_jstr(fields["event"])}'
+    mac_member = f',"mac":{_jstr(fields["mac"])}'
+    opening = f'{head}{mac_member},"prev":{_jstr(fields["prev"])},"receipt":'
+    closing = (
+        f',"receipt_id":{_jstr(fields["receipt_id"])},"seq":{fields["seq"]},'
+        f'"ts":{_jstr(fields["ts"])}}}'
+    )
+    if not (
+        len(text) > len(opening) + len(closing)
+        and text.startswith(opening)
+        and text.endswith(closing)
+    ):
+        return None
+    receipt = text[len(opening) : len(text) - len(closing)]
+    body = head + text[len(head) + len(mac_member) :]
+    try:
+        return receipt.encode("utf-8"), body.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+
+
+def _utc_moment(ts: str) -> datetime | None:
+    """A record's ts as a naive UTC datetime, or None unless it is RFC 3339 with ``Z``."""
+    if not ts.endswith("Z"):
+        return None
+    try:
+        if _UTC_Z.fullmatch(ts):
+            return datetime.fromisoformat(ts[:-1])
+        return parse_any_ts(ts).replace(tzinfo=None)
+    except (ValueError, FloorguardError):
+        return None
+
+
+def _may_repeat_keys(line: str, body: str, mac: str, fast: bool) -> bool:
+    """False only when the line provably repeats no key (then the slow check is skipped).
+
+    On the fast path (no float, no ``\\u`` escape) the canonical spelling of a value is its
+    shortest: any other spelling adds whitespace, an optional escape or a repeated member.
+    So a line exactly as long as the canonical record, the body with ``,"mac":...`` added,
+    holds no member beyond those parsed, and no key twice.
+    """
+    if not fast:
+        return True
+    text = line[:-1] if line.endswith("\r") else line
+    return len(text) != len(body) + len(',"mac":') + len(COMPACT_SORTED.encode(mac))
+
+
+def _has_duplicate_keys(line: str) -> bool:
+    """Slow path, for lines not in canonical form: does any object repeat a key?"""
+    found = False
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        nonlocal found
+        keys = [k for k, _ in items]
+        if len(set(keys)) != len(keys):
+            found = True
+        return dict(items)
+
+    json.loads(line, object_pairs_hook=pairs)
+    return found
+
+
+# --- reading slices and reporting ---------------------------------------------------------------
+
+
+def iter_slice_lines(stream: IO[bytes]) -> Iterator[bytes]:
+    """The lines of a binary stream, each read with a size cap (an oversized line is cut
+    short and yielded longer than MAX_LINE_BYTES, so the verifier reports it)."""
+    while True:
+        line = stream.readline(MAX_LINE_BYTES + 2)
+        if not line:
+            return
+        if len(line) > MAX_LINE_BYTES + 1 and not line.endswith(b"\n"):
+            # Skip the rest of the oversized line without holding it.
+            while (rest := stream.readline(1 << 20)) and not rest.endswith(b"\n"):
+                pass
+        yield line
+
+
+def verify_slice(
+    lines: Iterable[str | bytes],
+    *,
+    key: bytes | None = None,
+    on_record: RecordCallback | None = None,
+    host_keys: HostKeys | None = None,
+    source: str | None = None,
+) -> SliceReport:
+    """Verify a slice given as lines (``source`` names where they came from). Pure: reads
+    nothing but ``lines``."""
+    verifier = SliceVerifier(key=key, on_record=on_record, host_keys=host_keys, source=source)
+    return verifier.feed_all(lines).finish()
+
+
+def verify_path(
+    path: str | Path,
+    *,
+    key: bytes | None = None,
+    on_record: RecordCallback | None = None,
+    host_keys: HostKeys | None = None,
+) -> SliceReport:
+    """Verify the slice in a file (``-`` reads standard input).
+
+    Raises UnreadableFileError (not a regular file, unreadable) or OSError while reading.
+    """
+    options: dict[str, Any] = {"key": key, "on_record": on_record, "host_keys": host_keys}
+    if str(path) == "-":
+        return verify_slice(iter_slice_lines(sys.stdin.buffer), source=STDIN, **options)
+    from floorguard._base.files import open_regular
+
+    # Streamed with a cap on each line; a FIFO or device is refused, never waited on.
+    with open_regular(path, what="chain slice") as stream:
+        return verify_slice(iter_slice_lines(stream), source=str(path), **options)
+
+
+def render_text(report: SliceReport) -> str:
+    """``PROVEN`` or ``NOT PROVEN``, then one ``seq N: reason`` line per error."""
+    if report.intact:
+        return (
+            f"PROVEN\n{report.records} record(s), seq {report.first_seq}..{report.last_seq}, "
+            f"{report.first_ts} to {report.last_ts}, chain {report.chain_id}, "
+            f"head {report.head}\n"
+        )
+    lines = ["NOT PROVEN"]
+    for error in report.integrity_errors:
+        lines.append(f"seq {error.seq}: {error.reason}" if error.seq is not None else error.reason)
+    if report.errors_not_listed:
+        lines.append(f"... and {report.errors_not_listed} more integrity error(s)")
+    return "\n".join(lines) + "\n"
+
+
+def report_document(
+    report: SliceReport, *, since: str | None = None, until: str | None = None
+) -> dict[str, Any]:
+    """The ``verify chain --json`` document (docs/receipts-and-chain.md, "Offline proofs")."""
+    return {
+        "proven": report.intact,
+        "since": since,
+        "until": until,
+        "records": report.records,
+        "violations": [],
+        "integrity_errors": [
+            {"seq": error.seq, "reason": error.reason} for error in report.integrity_errors
+        ],
+    }

@@ -1,0 +1,694 @@
+"""The window proof: no known-unsafe adapter version was allowed to spawn between T1 and T2.
+
+It rides on ``SliceVerifier`` (through ``on_record``), so the slice is read once and memory
+stays flat: what is kept is the floor maps seen, a version cache and the findings.
+Running it over a slice file and rendering its report is ``window_report``; finding a map
+by its hash is ``map_archive``.
+
+PROVEN means all of:
+
+1. **Intact**: every integrity check of ``slice_verify`` passed (MACs when the chain key is
+   given, host signatures when the hosts' keys are, and then every record by one of them;
+   content addresses, digests, links, contiguous seq and one chain id always).
+2. **Covered**: the slice starts at genesis (seq 0) or at a record stamped before T1, and
+   ends at a record stamped after T2, or at a signed checkpoint issued after T2 whose size
+   is the last seq + 1 and whose head is the last record's digest. Without a window there
+   is nothing to cover beyond the slice itself; an open end (no T2) is the slice's end.
+3. **Checkpoint** (when given): it names the slice's chain, its size falls within the slice
+   and its head equals the digest of record ``size - 1``. Without a key, records past the
+   checkpoint are unauthenticated and reported.
+4. **No violation**: every spawn record stamped inside the window is re-evaluated, not
+   trusted. The floor map it pins is resolved from floor-update receipts earlier in the
+   slice (they carry the whole new map) or from content-addressed map archives, and the
+   recorded version is judged by that map's entry for the adapter with the gate's rule
+   (``verdict.assess``: below the floor, inside an affected range or listed by an
+   advisory, in the entry's ecosystem order). A ``permit`` of an unsafe version or of a
+   missing or invalid one, a permit of an adapter the pinned map does not track, any
+   ``warn_override``, an ``untracked`` record of an adapter the pinned map tracks, a
+   record that fails its own integrity checks, a pinned map that cannot be resolved, and an
+   unknown verdict are violations. A ``waived`` record stands only if the pinned map
+   carried the waiver it names, for that adapter and exact version, unexpired at the
+   receipt's decision time (its ``ts``, which must not be later than the record's) and
+   covering every cause. A refusal never is a violation. Canary records anywhere in the
+   slice are re-evaluated the same way: a last-green step (verdict ``certify``) onto an
+   unsafe or invalid version is a violation (waivers never certify).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, NamedTuple
+
+from floorguard._base._time import format_ts
+from floorguard._chain.chain import ChainRecord, parse_any_ts
+from floorguard._crypto import merkle
+from floorguard._maps import verdict as verdict_rule
+from floorguard._maps import versions
+from floorguard._maps.map_model import ADAPTER_NAME, ADAPTER_NAME_FORM
+from floorguard._proofs import canary
+from floorguard._proofs.map_archive import MapResolver
+from floorguard._proofs.slice_verify import IntegrityError, SliceReport
+from floorguard.errors import FloorguardError, VerificationError
+
+if TYPE_CHECKING:
+    from floorguard._proofs.checkpoint import Checkpoint
+    from floorguard._proofs.tlog import ConsistencyProof, InclusionProof
+
+SPAWN = "adapter.spawn_preflight_receipt"
+FLOOR_UPDATE = "adapter.floor_update_receipt"
+CANARY = canary.CANARY
+PERMIT, REFUSE, WARN_OVERRIDE, UNTRACKED = "permit", "refuse", "warn_override", "untracked"
+WAIVED = "waived"
+MAX_REPORTED_VIOLATIONS = 1000
+_MEMO_LIMIT = 4096
+_UNSEEN = object()
+UNAUTHENTICATED = (
+    "unauthenticated: no --key-file, --host-keys or --checkpoint, so only the links between the "
+    "records were checked, which anyone can recompute (--unauthenticated accepts that)"
+)
+
+
+class Violation(NamedTuple):
+    """A record whose decision breaks the floor: its seq and why."""
+
+    seq: int | None
+    reason: str
+
+
+# --- the proof ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProofReport:
+    """The verdict of ``verify chain``: the slice, the window, and every finding by seq."""
+
+    slice: SliceReport
+    since: str | None
+    until: str | None
+    violations: tuple[Violation, ...]
+    integrity_errors: tuple[IntegrityError, ...]
+    evaluated: int
+    checkpoint: Checkpoint | None
+    not_listed: int = 0
+
+    @property
+    def proven(self) -> bool:
+        return not self.violations and not self.integrity_errors and self.not_listed == 0
+
+
+def _fast_stamp(ts: str) -> bool:
+    """The fixed-width form floorguard writes, which sorts as text."""
+    return len(ts) == 27 and ts[-1] == "Z" and ts[19] == "."
+
+
+@dataclass
+class WindowProof:
+    """Feed records through ``on_record`` (SliceVerifier's callback), then ``finish``."""
+
+    maps: MapResolver
+    since: datetime | None = None
+    until: datetime | None = None
+    checkpoint: Checkpoint | None = None
+    max_violations: int = MAX_REPORTED_VIOLATIONS
+    # An inclusion proof of the checkpoint's last record: how a slice that does not start
+    # at genesis reaches the checkpoint's Merkle root (its links then vouch for the rest).
+    inclusion: InclusionProof | None = None
+    # Or: the checkpoint the last audit ended at, and the consistency proof from it to
+    # ``checkpoint``: the records appended since then are bound by that proof.
+    previous: Checkpoint | None = None
+    consistency: ConsistencyProof | None = None
+
+    _violations: list[Violation] = field(default_factory=list, init=False)
+    _not_listed: int = field(default=0, init=False)
+    _evaluated: int = field(default=0, init=False)
+    _since_text: str | None = field(default=None, init=False)
+    _until_text: str | None = field(default=None, init=False)
+    _checkpoint_digest: str | None = field(default=None, init=False)
+    _previous_digest: str | None = field(default=None, init=False)
+    _checkpoint_leaf: bytes | None = field(default=None, init=False)
+    _tree: merkle.CompactRange | None = field(default=None, init=False)
+    _tree_root: bytes | None = field(default=None, init=False)
+    _leaves_seen: bool = field(default=False, init=False)
+    _appended: dict[int, bytes] = field(default_factory=dict, init=False)
+    _judged: dict[tuple[object, ...], object] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        self._since_text = format_ts(self.since) if self.since is not None else None
+        self._until_text = format_ts(self.until) if self.until is not None else None
+
+    # -- streaming --
+
+    def on_leaf(self, seq: int, leaf_input: bytes) -> None:
+        """SliceVerifier's leaf callback: grow the tree of a slice that starts at genesis."""
+        checkpoint = self.checkpoint
+        if checkpoint is None:
+            return
+        if not self._leaves_seen:
+            self._leaves_seen = True
+            if seq == 0:
+                self._tree = merkle.CompactRange()
+        tree = self._tree
+        if tree is not None:
+            if seq != tree.size:
+                self._tree = None  # a gap or a repeat: the links already report it
+            elif tree.size < checkpoint.size:
+                tree.append(merkle.leaf_hash(leaf_input))
+                if tree.size == checkpoint.size:
+                    self._tree_root = tree.root()
+        if seq == checkpoint.size - 1:
+            self._checkpoint_leaf = merkle.leaf_hash(leaf_input)
+        previous = self.previous
+        if previous is not None and previous.size <= seq < checkpoint.size:
+            self._appended[seq] = merkle.leaf_hash(leaf_input)
+
+    def on_record(self, record: ChainRecord, intact: bool) -> None:
+        event = record.event
+        if event == SPAWN:
+            if self._in_window(record.ts):
+                self._evaluated += 1
+                self._spawn(record, intact)
+        elif event == FLOOR_UPDATE:
+            if intact:
+                receipt = record.receipt
+                stated = receipt.get("new_floor_map_hash")
+                if isinstance(stated, str):
+                    self.maps.learn(receipt.get("new_floor_map"), stated)
+        elif event == CANARY:
+            self._canary(record, intact)
+        checkpoint = self.checkpoint
+        if checkpoint is not None and record.seq == checkpoint.size - 1:
+            self._checkpoint_digest = record.digest()
+        previous = self.previous
+        if previous is not None and record.seq == previous.size - 1:
+            self._previous_digest = record.digest()
+
+    def _in_window(self, ts: str) -> bool:
+        since, until = self._since_text, self._until_text
+        if since is None and until is None:
+            return True
+        if _fast_stamp(ts):
+            return (since is None or ts >= since) and (until is None or ts <= until)
+        try:
+            moment = parse_any_ts(ts)
+        except FloorguardError:
+            return True  # an unreadable time is already an integrity error; judge it too
+        return (self.since is None or moment >= self.since) and (
+            self.until is None or moment <= self.until
+        )
+
+    def _violation(self, seq: int, reason: str) -> None:
+        if len(self._violations) < self.max_violations:
+            self._violations.append(Violation(seq, reason))
+        else:
+            self._not_listed += 1
+
+    def _spawn(self, record: ChainRecord, intact: bool) -> None:
+        receipt = record.receipt
+        verdict = receipt.get("verdict")
+        if verdict == REFUSE:
+            return
+        adapter = receipt.get("adapter")
+        # ``requested`` (the name the host asked for) only names the record; the floor is
+        # always the identified adapter's. Any other extra field is ignored.
+        requested = receipt.get("requested")
+        alias = requested if type(requested) is str and requested != adapter else None
+        # The identified adapter is always a map name, and so is the name asked for (the
+        # gate refuses any other before judging it): an allowed decision under another
+        # (``AIDER``) was not the gate's, and must not pass as untracked. Records from before
+        # ``requested`` was recorded have none.
+        if not _valid_name(adapter):
+            self._violation(
+                record.seq,
+                f"the spawn record names the adapter {adapter!r}, not a valid adapter name "
+                f"({ADAPTER_NAME_FORM}): the gate refuses such a name, yet the record says "
+                f"{verdict!r}",
+            )
+            return
+        if "requested" in receipt and not _valid_name(requested):
+            self._violation(
+                record.seq,
+                f"the spawn record says it was requested as {requested!r}, not a valid "
+                f"adapter name ({ADAPTER_NAME_FORM}): the gate refuses such a name, yet the "
+                f"record says {verdict!r}",
+            )
+            return
+        if not intact:
+            self._violation(
+                record.seq,
+                f"{verdict} of {_named(adapter, alias, quoted=True)}: the record fails its "
+                "integrity checks, so its decision cannot be trusted",
+            )
+            return
+        if verdict == WAIVED:
+            # Depends on the decision time (the waiver's expiry): judged every time.
+            waived = self._judge_waived(record, adapter, alias)
+            if waived is not None:
+                self._violation(record.seq, waived)
+            return
+        # Most decisions repeat (same adapter, version and map): judge each one once.
+        # Only str/None values are cached; anything else is judged afresh.
+        version, map_hash = receipt.get("version"), receipt.get("floor_map_hash")
+        if (
+            type(verdict) is str
+            and type(adapter) is str
+            and type(map_hash) is str
+            and (version is None or type(version) is str)
+        ):
+            memo = (verdict, adapter, version, map_hash, alias)
+            cached = self._judged.get(memo, _UNSEEN)
+            if cached is _UNSEEN:
+                if len(self._judged) >= _MEMO_LIMIT:
+                    self._judged.clear()
+                cached = self._judged[memo] = self._judge_spawn(
+                    verdict, adapter, version, map_hash, alias
+                )
+            reason = cached
+        else:
+            reason = self._judge_spawn(verdict, adapter, version, map_hash, alias)
+        if reason is not None:
+            self._violation(record.seq, str(reason))
+
+    def _judge_spawn(
+        self,
+        verdict: object,
+        adapter: object,
+        version: object,
+        map_hash: object,
+        alias: str | None = None,
+    ) -> str | None:
+        """Why an allowed spawn decision breaks the floor of the map it pins, or None."""
+        quoted = _named(adapter, alias, quoted=True)
+        if verdict not in (PERMIT, WARN_OVERRIDE, UNTRACKED):
+            return f"unknown verdict {verdict!r} for {quoted}"
+        if verdict == WARN_OVERRIDE:
+            return (
+                f"warn_override: {quoted} {version!r} was allowed below "
+                "its floor or with an unknown version"
+            )
+        floor_map = self.maps.resolve(map_hash)
+        if isinstance(floor_map, str):
+            return f"{verdict} of {quoted} {floor_map}"
+        advisory = floor_map.get(adapter) if isinstance(adapter, str) else None
+        if verdict == UNTRACKED:
+            if advisory is not None:
+                floor = advisory.min_safe_version
+                if floor is None:
+                    return f"untracked {quoted}, but the pinned map has advisories for it"
+                return f"untracked {quoted}, but the pinned map has the floor {floor} for it"
+            return None
+        if advisory is None:
+            return f"permit of {quoted}, which the pinned map has no floor for"
+        floor = advisory.min_safe_version
+        if canary.parse_version(version, advisory.order) is None:
+            order = versions.order_name(advisory.order)
+            return f"permit of {quoted} with no valid version ({version!r}); " + (
+                f"floor {floor}" if floor is not None else f"{order} order"
+            )
+        try:
+            # No moment: a waiver never turns a permit into anything but a violation.
+            assessment = verdict_rule.assess(advisory, str(version), at=None)
+        except versions.InvalidVersionError as exc:
+            return f"permit of {quoted}: the pinned map's entry cannot be judged: {exc}"
+        if assessment.unsafe:
+            return (
+                f"permit of {_named(adapter, alias, quoted=False)} {version}, "
+                f"{_causes(assessment.causes)} of the pinned map"
+            )
+        return None
+
+    def _judge_waived(self, record: ChainRecord, adapter: object, alias: str | None) -> str | None:
+        """Why a ``waived`` spawn is not backed by a waiver of the map it pins, or None."""
+        receipt = record.receipt
+        quoted = _named(adapter, alias, quoted=True)
+        version, waiver_id = receipt.get("version"), receipt.get("waiver_id")
+        floor_map = self.maps.resolve(receipt.get("floor_map_hash"))
+        if isinstance(floor_map, str):
+            return f"waived spawn of {quoted} {floor_map}"
+        entry = floor_map.get(adapter) if isinstance(adapter, str) else None
+        if entry is None:
+            return f"waived spawn of {quoted}, which the pinned map does not track"
+        if not isinstance(version, str) or not isinstance(waiver_id, str):
+            return f"waived spawn of {quoted} names no version or no waiver id"
+        waiver = next((w for w in entry.waivers if w.id == waiver_id), None)
+        named = f"{_named(adapter, alias, quoted=False)} {version}"
+        if waiver is None:
+            return f"waived spawn of {named}: the pinned map carries no waiver {waiver_id!r} for it"
+        if waiver.version != version:
+            return f"waived spawn of {named}: waiver {waiver.id} is for version {waiver.version}"
+        # The waiver must hold when the record was written: the spawn starts only after it,
+        # so a waiver that expired while the decision waited for the chain waived nothing
+        # (the gate asks for two minutes to spare). The receipt's own decision time cannot be
+        # later than its record either: such a receipt was forged or back-dated.
+        decided = receipt.get("ts")
+        moment = _moment(decided) if isinstance(decided, str) else None
+        recorded = _moment(record.ts)
+        if moment is None or recorded is None:
+            return f"waived spawn of {named} states no readable decision time"
+        if moment > recorded:
+            return (
+                f"waived spawn of {named}: its receipt is dated {decided}, after its record "
+                f"at {record.ts}"
+            )
+        if not verdict_rule.waiver_in_force(waiver, recorded):
+            return (
+                f"waived spawn of {named} recorded at {record.ts}: waiver {waiver.id} of the "
+                f"pinned map expired at {waiver.expires}"
+            )
+        try:
+            assessment = verdict_rule.assess(entry, version, at=None)
+        except versions.InvalidVersionError as exc:
+            return f"waived spawn of {named}: the pinned map's entry cannot be judged: {exc}"
+        uncovered = [cause for cause in assessment.causes if not cause.covered_by(waiver)]
+        if uncovered:
+            return (
+                f"waived spawn of {named}: waiver {waiver.id} of the pinned map does not "
+                f"cover " + "; ".join(cause.describe() for cause in uncovered)
+            )
+        return None
+
+    def _canary(self, record: ChainRecord, intact: bool) -> None:
+        receipt = record.receipt
+        if receipt.get("verdict") != canary.CERTIFY and receipt.get("certified") is not True:
+            return
+        adapter, version = receipt.get("adapter"), receipt.get("version")
+        seq = record.seq
+        if not intact:
+            self._violation(seq, f"canary certification of {adapter!r} fails its integrity checks")
+            return
+        if receipt.get("verdict") == canary.CERTIFY and receipt.get("result") != canary.PASS:
+            self._violation(seq, f"canary certified {adapter!r} {version!r} without a pass")
+        floor_map = self.maps.resolve(receipt.get("floor_map_hash"))
+        if isinstance(floor_map, str):
+            self._violation(seq, f"canary certification of {adapter!r} {floor_map}")
+            return
+        advisory = floor_map.get(adapter) if isinstance(adapter, str) else None
+        ecosystem = advisory.order if advisory is not None else None
+        if canary.parse_version(version, ecosystem) is None:
+            self._violation(seq, f"canary certified {adapter!r} with no valid version")
+        elif advisory is not None and isinstance(version, str):
+            try:
+                causes = verdict_rule.assess(advisory, version, at=None).causes
+            except versions.InvalidVersionError as exc:
+                self._violation(seq, f"canary certified {adapter} {version}: {exc}")
+                return
+            if causes:
+                self._violation(
+                    seq,
+                    f"canary certified {adapter} {version}, {_causes(causes, ids=False)} "
+                    "of the pinned map (last-green must not advance onto it)",
+                )
+
+    # -- the verdict --
+
+    def finish(
+        self,
+        report: SliceReport,
+        *,
+        key_given: bool,
+        checkpoint_error: str | None = None,
+        unauthenticated_ok: bool = False,
+    ) -> ProofReport:
+        """Combine the slice's integrity with coverage, the checkpoint and the violations.
+
+        Without a key and a checkpoint nothing vouches for the records (anyone can write a
+        slice whose links check): that is a finding unless ``unauthenticated_ok``.
+        """
+        errors = list(report.integrity_errors)
+        if checkpoint_error is not None:
+            errors.append(IntegrityError(None, f"checkpoint: {checkpoint_error}"))
+        elif not key_given and self.checkpoint is None and not unauthenticated_ok:
+            errors.append(IntegrityError(None, UNAUTHENTICATED))
+        if report.records:
+            errors.extend(self._coverage(report))
+            errors.extend(self._checkpoint_findings(report, key_given))
+        return ProofReport(
+            slice=report,
+            since=self._since_text,
+            until=self._until_text,
+            violations=tuple(self._violations),
+            integrity_errors=tuple(errors),
+            evaluated=self._evaluated,
+            checkpoint=self.checkpoint,
+            not_listed=self._not_listed + report.errors_not_listed,
+        )
+
+    def _coverage(self, report: SliceReport) -> list[IntegrityError]:
+        """Whether the slice holds every record the window's statement speaks of."""
+        found: list[IntegrityError] = []
+        first_seq = report.first_seq if report.first_seq is not None else 0
+        missing = f"records 0..{first_seq - 1} are missing from the slice"
+        if self.since is None:
+            # The window starts at genesis: only the whole chain from seq 0 shows it.
+            if first_seq != 0:
+                found.append(
+                    IntegrityError(
+                        first_seq,
+                        f"{missing}: the window starts at genesis (no --since), so the "
+                        "slice must start at seq 0",
+                    )
+                )
+        else:
+            first = _moment(report.first_ts or "")
+            if first_seq != 0 and not (first is not None and first < self.since):
+                found.append(
+                    IntegrityError(
+                        first_seq,
+                        f"the slice does not cover the start of the window: it starts at seq "
+                        f"{first_seq}, not stamped before {self._since_text}, and {missing}",
+                    )
+                )
+            last = _moment(report.last_ts or "")
+            if self.until is None and (last is None or last < self.since):
+                # "since .. end of slice" with the end before the start shows nothing.
+                found.append(
+                    IntegrityError(
+                        report.last_seq,
+                        f"the window starts at {self._since_text}, after the slice's last "
+                        f"record (stamped {report.last_ts}): the slice shows nothing of it",
+                    )
+                )
+        if self.until is not None:
+            last = _moment(report.last_ts or "")
+            by_record = last is not None and last > self.until
+            if not by_record and not self._checkpoint_closes(report):
+                found.append(
+                    IntegrityError(
+                        report.last_seq,
+                        "the slice does not cover the end of the window: its last record "
+                        f"is not stamped after {self._until_text}, and no checkpoint issued "
+                        "after it ends the slice",
+                    )
+                )
+        return found
+
+    def _checkpoint_closes(self, report: SliceReport) -> bool:
+        checkpoint = self.checkpoint
+        if checkpoint is None or self.until is None or report.last_seq is None:
+            return False
+        # A checkpoint without a time line says nothing about when: it closes no window.
+        issued = _moment(checkpoint.time) if checkpoint.time is not None else None
+        return (
+            checkpoint.chain_id == report.chain_id
+            and checkpoint.size == report.last_seq + 1
+            and self._root_problem(report) is None
+            and issued is not None
+            and issued > self.until
+        )
+
+    def _root_problem(self, report: SliceReport) -> str | None:
+        """Why the slice does not reach the checkpoint's root; None when it does."""
+        from floorguard._proofs import checkpoint as checkpoints
+
+        checkpoint = self.checkpoint
+        if checkpoint is None:
+            return "no checkpoint"
+        last = checkpoint.size - 1
+        digest = self._checkpoint_digest
+        old = None if digest is None else checkpoints.old_format_reason(checkpoint, digest)
+        if self._tree_root is not None:
+            if self._tree_root == checkpoint.root:
+                # Given where the last audit ended, this log must extend it: a slice from
+                # genesis that matches a re-signed fork is still a fork.
+                if self.inclusion is not None:
+                    return self._inclusion_problem(old)
+                return None if self.previous is None else self._extends_previous()
+            return old or (
+                f"the Merkle tree hash of records 0..{last} is not the checkpoint's root "
+                "(records up to it were changed, removed or reordered)"
+            )
+        if self.previous is not None:
+            return self._previous_problem(report, old)
+        if self.inclusion is None:
+            return old or (
+                f"the slice starts at seq {report.first_seq}, not at genesis: the "
+                f"checkpoint's root covers records 0..{last}; give --inclusion, an inclusion "
+                f"proof of record {last} (floorctl chain prove --seq {last} --checkpoint FILE)"
+            )
+        return self._inclusion_problem(old)
+
+    def _inclusion_problem(self, old: str | None) -> str | None:
+        """Whether the inclusion proof leads the slice's record ``size - 1`` to the
+        checkpoint's root (checked whenever one is given, needed or not)."""
+        checkpoint, proof = self.checkpoint, self.inclusion
+        if checkpoint is None or proof is None:
+            return "no checkpoint"
+        last = checkpoint.size - 1
+        if self._checkpoint_leaf is None:
+            return f"record {last} is not a well-formed record of the slice"
+        if (proof.origin, proof.tree_size, proof.leaf_index) != (
+            checkpoint.origin,
+            checkpoint.size,
+            last,
+        ):
+            return (
+                f"the inclusion proof is for leaf {proof.leaf_index} of {proof.tree_size} in "
+                f"{proof.origin}, not record {last} of the checkpoint's log"
+            )
+        try:
+            root = merkle.root_from_inclusion(last, checkpoint.size, self._checkpoint_leaf,
+                                              proof.hashes)  # fmt: skip
+        except merkle.ProofError as exc:
+            return f"the inclusion proof of record {last}: {exc}"
+        if root != checkpoint.root:
+            return old or (
+                f"record {last} with its inclusion proof does not lead to the checkpoint's root "
+                "(records up to it were changed, removed or reordered)"
+            )
+        return None
+
+    def _extends_previous(self) -> str | None:
+        """Whether the consistency proof shows the checkpoint's log extends ``previous``."""
+        from floorguard._proofs import tlog
+
+        checkpoint, previous, proof = self.checkpoint, self.previous, self.consistency
+        if checkpoint is None or previous is None:
+            return "no checkpoint"
+        if proof is None:
+            return "--previous-checkpoint needs --consistency, the proof from it to --checkpoint"
+        try:
+            tlog.check_consistency(proof, previous, checkpoint)
+        except VerificationError as exc:
+            return f"previous checkpoint: {self._previous_old_format() or exc}"
+        return None
+
+    def _previous_old_format(self) -> str | None:
+        """Why the previous checkpoint is of the old format, when the slice holds its last
+        record and its root is that record's digest."""
+        from floorguard._proofs import checkpoint as checkpoints
+
+        previous, digest = self.previous, self._previous_digest
+        if previous is None or digest is None:
+            return None
+        return checkpoints.old_format_reason(previous, digest)
+
+    def _previous_problem(self, report: SliceReport, old: str | None) -> str | None:
+        """Whether the consistency proof from ``previous`` binds the records appended since
+        it, as the slice holds them, to the checkpoint's root."""
+        from floorguard._proofs import tlog
+
+        checkpoint, previous, proof = self.checkpoint, self.previous, self.consistency
+        if checkpoint is None or previous is None:
+            return "no checkpoint"
+        if proof is None:
+            return "--previous-checkpoint needs --consistency, the proof from it to --checkpoint"
+        if previous.size >= checkpoint.size:
+            return (
+                f"the previous checkpoint covers {previous.size} records, the checkpoint "
+                f"{checkpoint.size}: it binds none of the slice's records"
+            )
+        try:
+            tlog.check_consistency(proof, previous, checkpoint)
+        except VerificationError as exc:
+            return f"previous checkpoint: {self._previous_old_format() or exc}"
+        start = previous.size
+        if report.first_seq is None or report.first_seq > start:
+            return (
+                f"the slice starts at seq {report.first_seq}, after the previous checkpoint's "
+                f"last record {start - 1}: records from {start} on must be in it"
+            )
+        ranges = merkle.consistency_ranges(previous.size, checkpoint.size)
+        for (low, high), expected in zip(ranges, proof.hashes, strict=True):
+            if low < start:
+                continue
+            leaves = [self._appended.get(seq) for seq in range(low, high)]
+            if any(leaf is None for leaf in leaves):
+                return f"records {low}..{high - 1} are not all well-formed records of the slice"
+            if merkle.hash_of_leaves([leaf for leaf in leaves if leaf is not None]) != expected:
+                return old or (
+                    f"records {low}..{high - 1} are not the records the consistency proof "
+                    "says were appended (records were changed, removed or reordered)"
+                )
+        return None
+
+    def _checkpoint_findings(self, report: SliceReport, key_given: bool) -> list[IntegrityError]:
+        checkpoint = self.checkpoint
+        if checkpoint is None or report.first_seq is None or report.last_seq is None:
+            return []
+        found = []
+        if checkpoint.chain_id != report.chain_id:
+            return [
+                IntegrityError(
+                    None,
+                    f"checkpoint is for chain {checkpoint.chain_id} (origin "
+                    f"{checkpoint.origin}), but the slice is chain {report.chain_id}",
+                )
+            ]
+        last_covered = checkpoint.size - 1
+        if last_covered > report.last_seq:
+            found.append(
+                IntegrityError(
+                    report.last_seq,
+                    f"the checkpoint covers {checkpoint.size} records but the slice ends at "
+                    f"seq {report.last_seq}: records {report.last_seq + 1}.."
+                    f"{last_covered} are missing (truncated)",
+                )
+            )
+        elif last_covered < report.first_seq:
+            found.append(
+                IntegrityError(
+                    None,
+                    f"the checkpoint covers records up to seq {last_covered}, before the "
+                    f"slice's first record {report.first_seq}",
+                )
+            )
+        elif (problem := self._root_problem(report)) is not None:
+            found.append(IntegrityError(last_covered, problem))
+        if not key_given and report.last_seq > last_covered >= report.first_seq:
+            found.append(
+                IntegrityError(
+                    last_covered + 1,
+                    f"records {last_covered + 1}..{report.last_seq} come after the checkpoint "
+                    "and no --key-file or --host-keys was given: nothing authenticates them",
+                )
+            )
+        return found
+
+
+def _causes(causes: tuple[verdict_rule.Cause, ...], *, ids: bool = True) -> str:
+    """The causes as a reason names them: a floor as it always read, each advisory with
+    its aliases and how it affects the version."""
+    return "; ".join(
+        (c.detail + (f" ({c.advisory_id})" if ids else ""))
+        if c.is_floor
+        else f"affected by {c.describe()}"
+        for c in causes
+    )
+
+
+def _valid_name(name: object) -> bool:
+    return type(name) is str and ADAPTER_NAME.match(name) is not None
+
+
+def _named(adapter: object, alias: str | None, *, quoted: bool) -> str:
+    """The adapter as a reason names it: ``aider (requested as 'codey')`` when the host
+    asked for it under another name."""
+    name = repr(adapter) if quoted else str(adapter)
+    return name if alias is None else f"{name} (requested as {alias!r})"
+
+
+def _moment(ts: str) -> datetime | None:
+    try:
+        return parse_any_ts(ts)
+    except FloorguardError:
+        return None
