@@ -38,7 +38,8 @@ from hosts import Host, floor
 from floorguard._chain.chain import AuditChain
 from floorguard._proofs.slice_verify import verify_slice
 from floorguard.chainstore import store_from_env
-from floorguard.chainstore.postgres import LOCK_STATEMENT, PostgresStore, redact
+from floorguard.chainstore.postgres import PostgresStore, redact
+from floorguard.chainstore.postgres_schema import LOCK_STATEMENT
 from floorguard.errors import ChainError, ChainWriteError, KeyFileError
 
 FLOORGUARD = [sys.executable, "-m", "floorguard"]

@@ -30,7 +30,7 @@ from helpers.pg_chain import CANARY, Chain, _filled, _next, _verified
 from floorguard._chain.chain import AuditChain
 from floorguard._chain.chain_key import load_key
 from floorguard.chainstore.interface import Node, Row
-from floorguard.chainstore.postgres import AHEAD_SLACK_MS
+from floorguard.chainstore.postgres_schema import AHEAD_SLACK_MS
 from floorguard.errors import ChainRollbackError
 
 APPEND_NEXT_SQL = (

@@ -26,7 +26,8 @@ from helpers.pg_chain import CANARY, Chain, _call, _filled, _next, _verified, fl
 
 from floorguard._chain.chain_key import load_key
 from floorguard.chainstore.interface import Node
-from floorguard.chainstore.postgres import MAX_STAMP_AGE_SECONDS, PostgresStore, appender_role
+from floorguard.chainstore.postgres import PostgresStore
+from floorguard.chainstore.postgres_schema import MAX_STAMP_AGE_SECONDS, appender_role
 from floorguard.errors import ChainWriteError
 
 

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 from floorguard._chain.chain import canonical_json
 from floorguard._chain.chain_key import load_key
-from floorguard.chainstore.postgres import canonical_receipt_sql
+from floorguard.chainstore.postgres_schema import canonical_receipt_sql
 from floorguard.errors import FloorguardError
 
 

@@ -24,9 +24,7 @@ from helpers.pg_chain import (
     append,
 )
 
-from floorguard.chainstore.postgres import (
-    LOCK_STATEMENT,
-)
+from floorguard.chainstore.postgres_schema import LOCK_STATEMENT
 from floorguard.errors import ChainWriteError
 
 pytestmark = pytest.mark.fleet

@@ -26,10 +26,7 @@ from helpers.pg_chain import (
     floorctl,
 )
 
-from floorguard.chainstore.postgres import (
-    APPENDER_ROLE,
-    appender_role,
-)
+from floorguard.chainstore.postgres_schema import APPENDER_ROLE, appender_role
 
 pytestmark = pytest.mark.fleet
 

@@ -25,7 +25,7 @@ from helpers.pg_chain import (
     verify,
 )
 
-from floorguard.chainstore.postgres import LOCK_KEY, LOCK_STATEMENT
+from floorguard.chainstore.postgres_schema import LOCK_KEY, LOCK_STATEMENT
 
 pytestmark = pytest.mark.fleet
 

@@ -33,7 +33,7 @@ from helpers.tree_support import assert_tree_matches_records
 
 from floorguard._base._time import now_ts
 from floorguard._chain.chain import AuditChain
-from floorguard.chainstore.postgres import LOCK_STATEMENT
+from floorguard.chainstore.postgres_schema import LOCK_STATEMENT
 from floorguard.errors import ChainWriteError
 
 pytestmark = pytest.mark.fleet

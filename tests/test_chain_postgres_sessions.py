@@ -210,7 +210,7 @@ def test_a_host_whose_clock_runs_ahead_cannot_stamp_the_fleets_records_with_its_
 
 
 def test_a_commit_the_server_answers_with_rollback_is_refused(pg: Chain) -> None:
-    from floorguard.chainstore.postgres import _committed
+    from floorguard.chainstore.postgres_wire import _committed
 
     with psycopg.connect(pg.url, autocommit=True) as conn:
         conn.pgconn.exec_(b"BEGIN")

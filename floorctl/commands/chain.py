@@ -30,7 +30,8 @@ from floorguard._commands._cli_io import stdout_failed
 from floorguard._crypto import merkle
 from floorguard._proofs import checkpoint, tlog
 from floorguard.chainstore import timeout_from_env
-from floorguard.chainstore.postgres import init_schema, redact
+from floorguard.chainstore.postgres import redact
+from floorguard.chainstore.postgres_init import init_schema
 from floorguard.errors import ChainError, FloorguardError
 
 

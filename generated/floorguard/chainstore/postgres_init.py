@@ -1,0 +1,193 @@
+"""``floorctl chain init``: create or upgrade the chain's schema (``postgres_schema``) in a
+database, as the tables' owner, and the appenders' role, granted to the roles named.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from floorguard.chainstore.interface import (
+    CHAIN_FORMAT,
+)
+from floorguard.chainstore.postgres import PostgresStore
+from floorguard.chainstore.postgres_schema import (
+    _DDL,
+    _FOREIGN_OWNERS,
+    _META,
+    _META_VALUE,
+    _RECORDS,
+    APPEND_FUNCTIONS,
+    LOCK_HOLD_LIMIT_MS,
+    LOCK_KEY,
+    LOCK_STATEMENT,
+    SCHEMA,
+    _check_record_trigger,
+    appender_role,
+)
+from floorguard.chainstore.postgres_wire import _close_quietly, _deadline, _import_psycopg
+from floorguard.errors import ChainWriteError
+
+if TYPE_CHECKING:
+    pass
+
+
+def init_schema(
+    url: str, *, timeout: float, grant_to: Iterable[str] = (), key_check: str | None = None
+) -> dict[str, Any]:
+    """Create (idempotently) the chain's schema, tables, append-only triggers, append
+    functions and the role ``floorguard_appender_DATABASE`` (NOLOGIN; SELECT on the tables
+    and EXECUTE on the append functions only: what earlier inits granted beyond that is
+    revoked), and grant it to the login roles ``grant_to``. Connects as the URL's role,
+    which owns what it creates (and as whom the append functions run).
+    ``key_check`` (``chain_key.key_check`` of the fleet's key) is stored on first init and
+    must match on every later one; appends refuse a key that does not match it.
+
+    Returns what was found or made (``created``, ``chain_id``, ``owner``, and
+    ``ends_lock_holders``: whether the owner may end a session that holds the chain's lock
+    too long, i.e. is a superuser or has pg_signal_backend; ``prepared_transactions``: the
+    server's max_prepared_transactions, which should be 0). Raises
+    ChainWriteError (unreachable, refused, or a role in ``grant_to`` does not exist).
+    """
+    pg = _import_psycopg()
+    from psycopg import sql
+
+    store = PostgresStore(url, timeout=timeout)
+    conn = store._connect(ChainWriteError, "initialise")
+    fired = threading.Event()
+    try:
+        try:
+            # Bounded like an append: a server that goes silent mid-init is cut.
+            with _deadline(conn, store.silence) as fired, conn.transaction():
+                existed = conn.execute("SELECT to_regclass(%s)", (_RECORDS,)).fetchone()
+                created = existed is None or existed[0] is None
+                # Whoever owns the schema or anything in it may rewrite records and drop
+                # the triggers: refuse one that another role made (even to a superuser).
+                # (Catalogs only: no lock on the chain's tables is taken before its own.)
+                others = conn.execute(_FOREIGN_OWNERS, (SCHEMA, SCHEMA, SCHEMA)).fetchall()
+                if others:
+                    listing = ", ".join(f"{what} owned by {who}" for what, who in others)
+                    raise ChainWriteError(
+                        f"cannot initialise the audit chain {store.location}: another role "
+                        f"owns part of schema {SCHEMA} ({listing}); run `floorctl chain init` "
+                        "as that role, or drop the schema"
+                    )
+                # The appenders' own lock first: an init waits for the append in flight and
+                # holds the next ones off, so its DDL never locks a table in the opposite
+                # order to theirs (a deadlock that refused appends). Before the first init
+                # there is no such row: an advisory lock makes two first inits take turns
+                # (any connecting role could hold that one, delaying a first init only).
+                has_lock_row = conn.execute(
+                    "SELECT to_regclass(%s)", (f"{SCHEMA}.append_lock",)
+                ).fetchone()
+                if has_lock_row is not None and has_lock_row[0] is not None:
+                    conn.execute(LOCK_STATEMENT)
+                else:
+                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
+                for statement in _DDL:
+                    conn.execute(statement)
+                owner_name = conn.execute("SELECT current_user").fetchone()
+                conn.execute(_check_record_trigger("" if owner_name is None else owner_name[0]))
+                conn.execute(f"ALTER TABLE {_RECORDS} ENABLE ALWAYS TRIGGER records_next_in_line")
+                conn.execute(
+                    f"INSERT INTO {_META} (key, value) VALUES ('format', %s), ('chain_id', %s)"  # noqa: S608
+                    " ON CONFLICT (key) DO NOTHING",
+                    (CHAIN_FORMAT, secrets.token_hex(16)),
+                )
+                if key_check is not None:
+                    conn.execute(
+                        f"INSERT INTO {_META} (key, value) VALUES ('key_check', %s)"  # noqa: S608
+                        " ON CONFLICT (key) DO NOTHING",
+                        (key_check,),
+                    )
+                    stored = conn.execute(_META_VALUE, ("key_check",)).fetchone()
+                    if stored is None or stored[0] != key_check:
+                        raise ChainWriteError(
+                            f"cannot initialise the audit chain {store.location}: the chain "
+                            "key here is not the key the chain was initialised with (use the "
+                            "fleet's chain key file: FLOORGUARD_CHAIN_KEY_FILE)"
+                        )
+                fmt = conn.execute(_META_VALUE, ("format",)).fetchone()
+                if fmt is None or fmt[0] != CHAIN_FORMAT:
+                    raise ChainWriteError(
+                        f"cannot initialise the audit chain {store.location}: it holds format "
+                        f"{fmt[0] if fmt else None!r} (this floorguard writes {CHAIN_FORMAT})"
+                    )
+                database = conn.execute("SELECT current_database()").fetchone()
+                role_name = appender_role("" if database is None else str(database[0]))
+                role = conn.execute(
+                    "SELECT rolcanlogin OR rolsuper OR rolcreaterole OR rolcreatedb"
+                    " OR rolreplication OR rolbypassrls FROM pg_catalog.pg_roles"
+                    " WHERE rolname = %s",
+                    (role_name,),
+                ).fetchone()
+                if role is not None and role[0]:
+                    # Made by someone else before: whoever can log in as it appends.
+                    raise ChainWriteError(
+                        f"cannot initialise the audit chain {store.location}: the role "
+                        f"{role_name} exists and can log in or holds a role attribute "
+                        "(LOGIN, SUPERUSER, CREATEROLE, CREATEDB, REPLICATION, BYPASSRLS); "
+                        "chain init makes it NOLOGIN with none: drop it, or ALTER ROLE it "
+                        "NOLOGIN NOSUPERUSER NOCREATEROLE NOCREATEDB NOREPLICATION "
+                        "NOBYPASSRLS, then run chain init again"
+                    )
+                if role is None:
+                    conn.execute(
+                        sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(role_name))
+                    )
+                appender = sql.Identifier(role_name)
+                for statement in (
+                    "GRANT USAGE ON SCHEMA {schema} TO {role}",
+                    # What older inits granted (INSERT, UPDATE on the lock's table) goes:
+                    # an appender reads, and writes only through the append functions.
+                    "REVOKE ALL ON ALL TABLES IN SCHEMA {schema} FROM {role}",
+                    "REVOKE ALL ON ALL SEQUENCES IN SCHEMA {schema} FROM {role}",
+                    "REVOKE ALL ON ALL FUNCTIONS IN SCHEMA {schema} FROM {role}",
+                    "GRANT SELECT ON {schema}.meta, {schema}.records, {schema}.tree TO {role}",
+                    *(f"GRANT EXECUTE ON FUNCTION {name} TO {{role}}" for name in APPEND_FUNCTIONS),
+                ):
+                    conn.execute(
+                        sql.SQL(statement).format(schema=sql.Identifier(SCHEMA), role=appender)
+                    )
+                for login in grant_to:
+                    found = conn.execute(
+                        "SELECT 1 FROM pg_roles WHERE rolname = %s", (login,)
+                    ).fetchone()
+                    if found is None:
+                        raise ChainWriteError(
+                            f"cannot grant {role_name} to {login!r}: no such role in "
+                            f"{store.location} (create the host's login role first)"
+                        )
+                    conn.execute(sql.SQL("GRANT {} TO {}").format(appender, sql.Identifier(login)))
+                conn.execute(
+                    f"INSERT INTO {_META} (key, value) VALUES ('lock_hold_limit_ms', %s)"  # noqa: S608
+                    " ON CONFLICT (key) DO NOTHING",
+                    (str(LOCK_HOLD_LIMIT_MS),),
+                )
+                chain_id = conn.execute(_META_VALUE, ("chain_id",)).fetchone()
+                owner = conn.execute("SELECT current_user").fetchone()
+                # Ending a session that holds the chain's lock too long takes this (or
+                # superuser); without it such a session stops every append until it ends.
+                can_end = conn.execute(
+                    "SELECT pg_catalog.pg_has_role('pg_signal_backend', 'USAGE'),"
+                    " pg_catalog.current_setting('max_prepared_transactions')::integer"
+                ).fetchone()
+        except pg.Error as exc:
+            raise ChainWriteError(
+                f"cannot initialise the audit chain {store.location}: {store.explain(exc, fired)}"
+            ) from None
+    finally:
+        _close_quietly(conn)
+    return {
+        "created": created,
+        "chain_id": None if chain_id is None else chain_id[0],
+        "owner": None if owner is None else owner[0],
+        "appender_role": role_name,
+        "granted_to": list(grant_to),
+        "ends_lock_holders": bool(can_end and can_end[0]),
+        # A prepared transaction keeps its locks with no session to end: with these
+        # enabled, an appender could hold the chain's lock until a superuser rolls it back.
+        "prepared_transactions": int(can_end[1]) if can_end else 0,
+    }

@@ -1,0 +1,899 @@
+"""The PostgreSQL chain's schema as SQL text: its tables, triggers and roles, and the
+functions through which alone an appender writes (``open_append``, ``append_record``,
+``append_next``, ``add_tree_nodes``), with the limits they enforce. Text only: nothing here
+talks to a server (``postgres_init`` runs it, ``postgres`` calls the functions).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    pass
+
+SCHEMA = "floorguard"
+APPENDER_ROLE = "floorguard_appender"  # + "_" + the database's name: see appender_role
+
+
+def appender_role(database: str) -> str:
+    """The appenders' role of the chain in ``database``: one per database, because roles
+    are cluster-wide (one shared role would let a host of one chain append to every other
+    chain in the cluster). Longer than PostgreSQL's 63 bytes: "-" and a digest of the
+    name; no database's own name can give that form, which the "_" of the other tells
+    apart (a database named after another's digest would otherwise share its role)."""
+    name = f"{APPENDER_ROLE}_{database}"
+    if len(name.encode("utf-8")) <= 63:
+        return name
+    return f"{APPENDER_ROLE}-{hashlib.sha256(database.encode('utf-8')).hexdigest()[:40]}"
+
+
+# pg_advisory_xact_lock key ("floorgd" as an integer): serialises two first `chain init`s.
+LOCK_KEY = int.from_bytes(b"floorgd", "big")
+COLUMNS = "seq, ts, chain_id, event, receipt_id, receipt, prev, mac"
+_RECORDS = f"{SCHEMA}.records"
+_TREE = f"{SCHEMA}.tree"
+_META = f"{SCHEMA}.meta"
+_META_VALUE = f"SELECT value FROM {_META} WHERE key = %s"  # noqa: S608
+# The chain's lock as its owner takes it (`chain init`); appenders take it only through
+# the chain's functions (floorguard.take_lock).
+LOCK_STATEMENT = f"LOCK TABLE {SCHEMA}.append_lock IN EXCLUSIVE MODE"
+
+# --- floorctl chain init ---------------------------------------------------------------------
+
+# UPDATE, DELETE and TRUNCATE are refused to everyone but the tables' owner (an appender
+# has no such privilege anyway; this holds even where someone grants it).
+_REFUSE_CHANGE = """
+CREATE OR REPLACE FUNCTION floorguard.refuse_change() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  IF current_user <> pg_catalog.pg_get_userbyid(
+       (SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = TG_RELID)) THEN
+    RAISE EXCEPTION 'floorguard: % on %.% refused: the audit chain is append-only',
+      TG_OP, TG_TABLE_SCHEMA, TG_TABLE_NAME
+      USING ERRCODE = 'insufficient_privilege',
+            HINT = 'only the owner of the chain''s tables may change them';
+  END IF;
+  IF TG_OP = 'DELETE' THEN RETURN OLD; END IF;
+  RETURN NEW;
+END $$
+"""
+# A record's ts: a real time in the chain's format, no earlier than the head, than its
+# transaction's start or than MAX_STAMP_AGE_SECONDS before it is stored, and no later than
+# the server's clock (or the head's, when the server's clock stepped back below it: honest
+# appenders then reuse the head's time). An honest append stamps the server's clock read
+# under the lock (after its BEGIN), and stores its record within twice
+# FLOORGUARD_CHAIN_TIMEOUT of that or is cut; a transaction kept open for hours cannot
+# stamp its record with its start.
+MAX_STAMP_AGE_SECONDS = 10
+# How long before its transaction began a record appended in one round trip (append_next)
+# may be stamped: its host stamps it before sending, from the server's clock as the last
+# append saw it and the time gone by since (its estimate trails the server's clock by
+# about a round trip; it is used only within AHEAD_SAMPLE_SECONDS of that reading).
+AHEAD_SLACK_MS = 250
+AHEAD_SAMPLE_SECONDS = 30
+
+
+def _stamp_check(seq: str, ts: str, head_ts: str, *, slack_ms: int = 0) -> str:
+    """A PL/pgSQL block refusing the stamp ``ts`` of record ``seq`` after a head stamped
+    ``head_ts`` (NULL for the first record): see MAX_STAMP_AGE_SECONDS; ``slack_ms``: see
+    AHEAD_SLACK_MS."""
+    began = "pg_catalog.transaction_timestamp()"
+    if slack_ms:
+        began = f"({began} - interval '{int(slack_ms)} milliseconds')"
+    return f"""
+  DECLARE
+    stamp text := 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"';
+    server_ts text := pg_catalog.to_char(pg_catalog.clock_timestamp() AT TIME ZONE 'UTC', stamp);
+    began_ts text := pg_catalog.to_char(GREATEST({began},
+      pg_catalog.clock_timestamp() - interval '{MAX_STAMP_AGE_SECONDS} seconds') AT TIME ZONE 'UTC',
+      stamp);
+    latest text;
+    earliest text;
+  BEGIN
+    -- The format with its fields in range, then a time that exists: a 30 February fails
+    -- the cast (with PostgreSQL's own message), and a time it would read as another comes
+    -- back written otherwise.
+    IF {ts} !~ ('^[0-9]{{4}}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])'
+                'T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9][.][0-9]{{6}}Z$')
+       OR pg_catalog.to_char({ts}::timestamptz AT TIME ZONE 'UTC', stamp) <> {ts} THEN
+      RAISE EXCEPTION 'floorguard: record % is stamped %, which is not a time in the chain''s form',
+        {seq}, {ts} USING ERRCODE = 'check_violation';
+    END IF;
+    latest := CASE WHEN {head_ts} COLLATE "C" > server_ts COLLATE "C" THEN {head_ts}
+                   ELSE server_ts END;
+    earliest := CASE WHEN {head_ts} COLLATE "C" > began_ts COLLATE "C" THEN {head_ts}
+                     ELSE began_ts END;
+    IF {ts} COLLATE "C" > latest COLLATE "C" OR {ts} COLLATE "C" < earliest COLLATE "C" THEN
+      RAISE EXCEPTION
+        'floorguard: record % is stamped %, not between % and the server''s %',
+        {seq}, {ts}, earliest, latest USING ERRCODE = 'check_violation';
+    END IF;
+  END;
+"""
+
+
+# The records' trigger: a row not inserted by append_record (which checks all this itself,
+# then marks the seq it checked; only the tables' owner, as whom it runs, can skip the
+# trigger with that mark, and the owner may drop the trigger anyway) must be the next one,
+# with a ts as above: even the owner's own inserts by hand are held to what every honest
+# appender writes.
+CHECKED_SEQ_SETTING = "floorguard.checked_seq"
+_CHECK_RECORD = f"""
+CREATE OR REPLACE FUNCTION floorguard.check_record() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  head_seq bigint;
+  head_ts text;
+BEGIN
+  SELECT r.seq, r.ts INTO head_seq, head_ts FROM floorguard.records r ORDER BY r.seq DESC LIMIT 1;
+  IF NEW.seq IS DISTINCT FROM coalesce(head_seq + 1, 0) THEN
+    RAISE EXCEPTION 'floorguard: record % is not the next one (the head is %)',
+      NEW.seq, head_seq USING ERRCODE = 'check_violation';
+  END IF;
+{_stamp_check("NEW.seq", "NEW.ts", "head_ts")}
+  RETURN NEW;
+END $$
+"""  # noqa: S608
+
+
+def _check_record_trigger(owner: str) -> str:
+    """The trigger running check_record on every row but those append_record checked."""
+    quoted = owner.replace("'", "''")
+    return (
+        f"CREATE OR REPLACE TRIGGER records_next_in_line BEFORE INSERT ON {_RECORDS}"
+        f" FOR EACH ROW WHEN (pg_catalog.current_setting('{CHECKED_SEQ_SETTING}', true)"
+        f" IS DISTINCT FROM NEW.seq::text OR CURRENT_USER <> '{quoted}')"
+        f" EXECUTE FUNCTION {SCHEMA}.check_record()"
+    )
+
+
+# RFC 8785 (JSON Canonicalization Scheme) text of a parsed JSON value, to hold a receipt to
+# the form every verifier re-derives: a record's link is the digest of its stored text, and
+# a receipt in any other form (spaces, another key order, a repeated key, 1.0, 1e2, an
+# escape such as \u0041) would make the next record fail its check in every verifier.
+# Strings, true, false and null come out of jsonb as RFC 8785 writes them; objects and
+# arrays are rebuilt here; numbers: an integer as is (beyond 2^53 no host writes one), any
+# other as ECMAScript writes the double it reads as. Keys sort by UTF-16 code units, which
+# is code-point order ("C") unless a key holds a character beyond the BMP.
+def _canonical_value_sql(value: str) -> str:
+    return f"""CASE pg_catalog.jsonb_typeof({value})
+      WHEN 'number' THEN CASE WHEN {value}::text ~ '^-?[0-9]{{1,15}}$' THEN {value}::text
+                              ELSE floorguard.canonical_number({value}::text) END
+      WHEN 'object' THEN floorguard.canonical_json({value}, utf16)
+      WHEN 'array' THEN floorguard.canonical_json({value}, utf16)
+      ELSE {value}::text END"""
+
+
+def _canonical_object_sql(value: str, order: str) -> str:
+    """PL/pgSQL setting ``rebuilt`` to the canonical text of the jsonb object ``value``,
+    its keys sorted by ``order`` (of ``e.key``). Each statement has its own ORDER BY: a
+    parameter there costs a plan per call."""
+    return f"""    SELECT '{{' || COALESCE(pg_catalog.string_agg(
+             pg_catalog.to_json(e.key)::text || ':' || {_canonical_value_sql("e.value")},
+             ',' ORDER BY {order}), '') || '}}'
+      INTO rebuilt FROM pg_catalog.jsonb_each({value}) e;"""  # noqa: S608
+
+
+def canonical_receipt_sql(text: str) -> str:
+    """SQL for the RFC 8785 form of the JSON text ``text`` (NULL when it has none). jsonb
+    cannot read a \\u0000 escape: each stands in as \\uffff while the text is read, and
+    comes back once it is written. A text holding U+FFFF itself, or a key holding a NUL
+    (U+FFFF would sort it elsewhere), then has no form here."""
+    beyond_bmp = f"{text} ~ '[\\U00010000-\\U0010FFFF]'"
+    # (A \u0000 after an even run of backslashes: an escape, not an escaped backslash.)
+    nul = r"(?<!\\)((?:\\\\)*)\\u0000"
+    nul_in_key = nul + r"""(?:[^"\\]|\\.)*":"""
+    nul_as_ffff = f"pg_catalog.regexp_replace({text}, '{nul}', '\\1\\\\uffff', 'g')"
+    return (
+        f"CASE WHEN pg_catalog.strpos({text}, '\\u0000') = 0 OR {text} !~ '{nul}'"
+        f" THEN floorguard.canonical_json({text}::jsonb, {beyond_bmp})"
+        f" WHEN pg_catalog.strpos({text}, U&'\\FFFF') = 0 AND {text} !~ '{nul_in_key}'"
+        f" THEN pg_catalog.replace(floorguard.canonical_json({nul_as_ffff}::jsonb, {beyond_bmp}),"
+        f" U&'\\FFFF', '\\u0000') END"
+    )
+
+
+_CANONICAL_JSON = (
+    """
+CREATE OR REPLACE FUNCTION floorguard.utf16_units(t text) RETURNS integer[]
+LANGUAGE sql IMMUTABLE STRICT SET search_path = pg_catalog, pg_temp AS $$
+  SELECT pg_catalog.array_agg(v.u ORDER BY s.o, v.p)
+    FROM pg_catalog.regexp_split_to_table(t, '') WITH ORDINALITY AS s(c, o),
+         LATERAL (VALUES
+           (1, CASE WHEN pg_catalog.ascii(s.c) < 65536 THEN pg_catalog.ascii(s.c)
+                    ELSE 55296 + ((pg_catalog.ascii(s.c) - 65536) >> 10) END),
+           (2, CASE WHEN pg_catalog.ascii(s.c) >= 65536
+                    THEN 56320 + ((pg_catalog.ascii(s.c) - 65536) & 1023) END)) AS v(p, u)
+   WHERE v.u IS NOT NULL
+$$
+""",
+    """
+CREATE OR REPLACE FUNCTION floorguard.canonical_number(raw text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE STRICT
+SET search_path = pg_catalog, pg_temp SET extra_float_digits = 1 AS $$
+DECLARE
+  parts text[];
+  digits text;
+  point integer;
+  k integer;
+  e integer;
+  body text;
+  cand numeric;
+BEGIN
+  IF raw ~ '^-?[0-9]{1,16}$' AND pg_catalog.abs(raw::numeric) <= 9007199254740991 THEN
+    RETURN raw::numeric::text;  -- an integer, as it reads
+  END IF;
+  -- The double's shortest digits (extra_float_digits 1), as ECMAScript's Number::toString
+  -- lays them out: digits d1..dk and the point after n of them.
+  parts := pg_catalog.regexp_match(raw::float8::text,
+    '^(-?)([0-9]+)(?:[.]([0-9]+))?(?:e([-+][0-9]+))?$');
+  IF parts IS NULL THEN RETURN NULL; END IF;
+  digits := parts[2] || COALESCE(parts[3], '');
+  point := pg_catalog.length(parts[2]) + COALESCE(parts[4]::integer, 0);
+  k := pg_catalog.length(digits);
+  digits := pg_catalog.ltrim(digits, '0');
+  point := point - (k - pg_catalog.length(digits));
+  digits := pg_catalog.rtrim(digits, '0');
+  k := pg_catalog.length(digits);
+  IF k = 0 THEN RETURN '0'; END IF;
+  -- PostgreSQL writes some doubles with 17 digits where fewer read back the same (5e22 as
+  -- 4.9999999999999996e+22): the fewest digits that do, rounded from these.
+  IF k >= 16 THEN
+    FOR p IN 1 .. k - 1 LOOP
+      cand := pg_catalog.round(digits::numeric / (10::numeric ^ (k - p)));
+      -- (Beyond the largest double's rounding range the cast would fail: no such candidate.)
+      IF cand * (10::numeric ^ (point - p)) < 1.7976931348623158e308
+         AND (cand * (10::numeric ^ (point - p)))::float8 = pg_catalog.abs(raw::float8) THEN
+        point := point + pg_catalog.length(cand::text) - p;
+        digits := pg_catalog.rtrim(cand::text, '0');
+        k := pg_catalog.length(digits);
+        EXIT;
+      END IF;
+    END LOOP;
+  END IF;
+  IF k <= point AND point <= 21 THEN
+    body := digits || pg_catalog.repeat('0', point - k);
+  ELSIF 0 < point AND point <= 21 THEN
+    body := pg_catalog.left(digits, point) || '.' || pg_catalog.substr(digits, point + 1);
+  ELSIF -6 < point AND point <= 0 THEN
+    body := '0.' || pg_catalog.repeat('0', -point) || digits;
+  ELSE
+    e := point - 1;
+    body := CASE WHEN k = 1 THEN digits
+                 ELSE pg_catalog.left(digits, 1) || '.' || pg_catalog.substr(digits, 2) END
+            || 'e' || CASE WHEN e >= 0 THEN '+' ELSE '-' END || pg_catalog.abs(e)::text;
+  END IF;
+  -- Digits alone beyond 2^53 read back as an integer no writer may write (RFC 8785's
+  -- integers are exact doubles): refused, as floorguard's own writer refuses them.
+  IF body !~ '[.e]' AND (k > 16 OR body::numeric > 9007199254740991) THEN
+    RETURN NULL;
+  END IF;
+  RETURN CASE WHEN parts[1] = '-' THEN '-' || body ELSE body END;
+END $$
+""",
+    f"""
+CREATE OR REPLACE FUNCTION floorguard.canonical_json(j jsonb, utf16 boolean) RETURNS text
+LANGUAGE plpgsql IMMUTABLE STRICT SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  rebuilt text;
+BEGIN
+  -- (Two statements, not one ORDER BY with a CASE: a parameter there costs a plan per call.)
+  IF pg_catalog.jsonb_typeof(j) = 'object' AND NOT utf16 THEN
+{_canonical_object_sql("j", 'e.key COLLATE "C"')}
+  ELSIF pg_catalog.jsonb_typeof(j) = 'object' THEN
+{_canonical_object_sql("j", "floorguard.utf16_units(e.key)")}
+  ELSIF pg_catalog.jsonb_typeof(j) = 'array' THEN
+    SELECT '[' || COALESCE(pg_catalog.string_agg({_canonical_value_sql("a.v")}, ','
+             ORDER BY a.o), '') || ']'
+      INTO rebuilt FROM pg_catalog.jsonb_array_elements(j) WITH ORDINALITY AS a(v, o);
+  END IF;  -- (a scalar is never passed: its value's form is rebuilt where it stands)
+  RETURN rebuilt;
+END $$
+""",  # noqa: S608
+)
+
+
+def _json_text_sql(row: str, *, mac: bool) -> str:
+    """SQL for the canonical JSON of a record whose fields are ``row`` + column name: its
+    body, or with ``mac`` its export line. The same text as chain.body_text and line_text:
+    to_json escapes a string exactly as the chain's JSON encoder does, and the receipt is
+    stored as its canonical text."""
+    names = ["chain_id", "event", *(["mac"] if mac else []), "prev"]
+    parts = [f"'{{\"{names[0]}\":' || pg_catalog.to_json({row}{names[0]})::text"]
+    parts += [f"',\"{name}\":' || pg_catalog.to_json({row}{name})::text" for name in names[1:]]
+    parts += [
+        f"',\"receipt\":' || {row}receipt",
+        f"',\"receipt_id\":' || pg_catalog.to_json({row}receipt_id)::text",
+        f"',\"seq\":' || {row}seq::text",
+        f"',\"ts\":' || pg_catalog.to_json({row}ts)::text || '}}'",
+    ]
+    return " || ".join(parts)
+
+
+# How long a session may hold the chain's lock before a waiting append ends it (meta
+# 'lock_hold_limit_ms', written by init; the owner may change it). An honest append holds
+# it for one round trip and a commit.
+LOCK_HOLD_LIMIT_MS = 1000
+
+# The chain's lock: an EXCLUSIVE lock on floorguard.append_lock, taken only inside the
+# chain's functions (an appender has no privilege on that table: it can neither lock it
+# nor take a row lock in it). Re-entrant within a transaction. The wait is bounded by the
+# caller's lock_timeout; a holder that has held the lock longer than the limit is ended
+# (pg_terminate_backend: the owner needs pg_signal_backend), except the owner's and a
+# superuser's sessions. When it was taken, and by which transaction (its 32-bit xid), is
+# kept in two unlogged sequences (written outside the transaction, so a waiter sees them at
+# once; the time first, so a waiter that reads the holder and then the time never pairs a
+# holder with an earlier holder's time): a holder cannot refresh its time by calling again,
+# nor can a waiter that waited long be taken for a long holder once it holds the lock. A
+# waiter ends only the holder whose time it read: the lock may change hands between its
+# reads, and a holder whose hold is not written yet (it has just taken the lock, or its
+# statement was cancelled in between) is written by the waiter, counted from then.
+_TAKE_LOCK = f"""
+CREATE OR REPLACE FUNCTION floorguard.take_lock() RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  me bigint := pg_catalog.pg_current_xact_id()::text::bigint % 4294967296;
+  caller_timeout text := pg_catalog.current_setting('lock_timeout');
+  deadline timestamptz;
+  wait interval := interval '{LOCK_HOLD_LIMIT_MS} ms';
+  hold_limit interval;
+  since timestamptz;
+  recorded bigint;
+  holder record;
+  owner_oid oid;
+  stuck boolean := false;
+  started timestamptz := pg_catalog.clock_timestamp();
+  limit_now interval;
+  pass integer;
+  lock_table oid := 'floorguard.append_lock'::pg_catalog.regclass;
+  own_role oid;
+  streak_role oid;  -- the role seen holding the lock at each look since streak_since
+  streak_since timestamptz;
+  holder_role oid;
+BEGIN
+  IF caller_timeout::interval > interval '0' THEN
+    deadline := pg_catalog.clock_timestamp() + caller_timeout::interval;
+  END IF;
+  LOOP
+    IF deadline IS NOT NULL THEN
+      wait := LEAST(wait, deadline - pg_catalog.clock_timestamp());
+      IF wait <= interval '0' THEN
+        RAISE EXCEPTION 'floorguard: another session holds the chain''s lock'
+          USING ERRCODE = 'lock_not_available',
+                HINT = CASE WHEN stuck THEN 'the chain''s owner cannot end it: grant it '
+                  'pg_signal_backend (GRANT pg_signal_backend TO ' || current_user || ')'
+                  ELSE 'it is ended once it has held the lock for longer than meta '
+                  'lock_hold_limit_ms' END;
+      END IF;
+    END IF;
+    PERFORM pg_catalog.set_config('lock_timeout',
+      GREATEST(1, pg_catalog.ceil(EXTRACT(epoch FROM wait) * 1000))::bigint::text, true);
+    BEGIN
+      LOCK TABLE floorguard.append_lock IN EXCLUSIVE MODE;
+      -- (what the append writes: a request queued on them would stall its INSERT)
+      LOCK TABLE floorguard.records, floorguard.tree IN ROW EXCLUSIVE MODE;
+      EXIT;
+    EXCEPTION WHEN lock_not_available THEN
+      NULL;
+    END;
+    SELECT r.oid INTO owner_oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user;
+    SELECT r.oid INTO own_role FROM pg_catalog.pg_roles r WHERE r.rolname = session_user;
+    holder_role := NULL;
+    -- Backends and their transactions as they are now: within a transaction PostgreSQL
+    -- answers from a snapshot taken at the first look, which misses a session that
+    -- connected since, and the transaction a session runs now.
+    PERFORM pg_catalog.pg_stat_clear_snapshot();
+    wait := interval '50 ms';
+    -- Two passes: the first ends DDL requests only, before anything below reads a table or
+    -- sequence of the chain that such a queued request would make this append wait on.
+    FOR pass IN 1 .. 2 LOOP
+    IF pass = 2 THEN
+    hold_limit := COALESCE((SELECT (m.value || ' ms')::interval FROM floorguard.meta m
+                             WHERE m.key = 'lock_hold_limit_ms'),
+                           interval '{LOCK_HOLD_LIMIT_MS} ms');
+    -- Once this append has waited the hold limit, a holder gets a quarter of it: sessions
+    -- taking turns just under the limit would otherwise keep it waiting for good. (Not
+    -- less: an honest append holds the lock for a round trip and a commit, which a slow
+    -- link or a loaded server stretches.)
+    limit_now := CASE WHEN pg_catalog.clock_timestamp() - started >= hold_limit
+                      THEN hold_limit / 4 ELSE hold_limit END;
+    -- The holder before its time (see above).
+    recorded := pg_catalog.pg_sequence_last_value('floorguard.lock_holder');
+    since := pg_catalog.to_timestamp(
+      pg_catalog.pg_sequence_last_value('floorguard.lock_since') / 1000000.0);
+    END IF;
+    -- Ended, unless the owner's or a superuser's: the holder of the chain's lock past the
+    -- limit, and at once a session asking for (or holding) a lock no append takes on any of
+    -- the chain's tables (an appender may not run DDL, yet PostgreSQL queues its request
+    -- before checking that, and every append would queue behind it).
+    FOR holder IN
+      SELECT DISTINCT l.pid, a.usesysid, a.backend_xid::text::bigint AS xid,
+             l.mode = 'ExclusiveLock' AND l.relation = lock_table AS holds_lock
+        FROM pg_catalog.pg_locks l
+        CROSS JOIN LATERAL pg_catalog.pg_stat_get_activity(l.pid) a
+        JOIN pg_catalog.pg_class c ON c.oid = l.relation
+        JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+       WHERE l.locktype = 'relation' AND n.nspname = 'floorguard'
+         AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d
+                            WHERE d.datname = pg_catalog.current_database())
+         AND l.pid <> pg_catalog.pg_backend_pid()
+         AND CASE WHEN l.mode = 'ExclusiveLock' AND l.relation = lock_table
+                  THEN l.granted AND pass = 2
+                  ELSE l.mode NOT IN ('AccessShareLock', 'RowShareLock', 'RowExclusiveLock') END
+    LOOP
+      CONTINUE WHEN holder.usesysid = owner_oid OR COALESCE(
+        (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.oid = holder.usesysid), true);
+      IF holder.holds_lock THEN
+        holder_role := holder.usesysid;
+        IF COALESCE(holder.xid, 0) IS DISTINCT FROM recorded THEN
+          since := pg_catalog.clock_timestamp();
+          PERFORM pg_catalog.setval('floorguard.lock_since',
+            (EXTRACT(epoch FROM since) * 1000000)::bigint);
+          recorded := COALESCE(holder.xid, 0);
+          PERFORM pg_catalog.setval('floorguard.lock_holder', recorded);
+        END IF;
+        IF since + limit_now > pg_catalog.clock_timestamp() THEN
+          wait := since + limit_now - pg_catalog.clock_timestamp() + interval '20 ms';
+          CONTINUE;
+        END IF;
+      END IF;
+      IF NOT pg_catalog.pg_has_role('pg_signal_backend', 'USAGE') THEN
+        stuck := true;
+        wait := COALESCE(limit_now, interval '{LOCK_HOLD_LIMIT_MS} ms');
+        CONTINUE;
+      END IF;
+      RAISE LOG 'floorguard: ending backend % (role %): %', holder.pid,
+        pg_catalog.pg_get_userbyid(holder.usesysid), CASE WHEN holder.holds_lock
+          THEN 'it held the chain''s lock for over ' || limit_now::text
+          ELSE 'it asked for a lock on the chain''s tables that no append takes' END;
+      PERFORM pg_catalog.pg_terminate_backend(holder.pid, 1000);
+    END LOOP;
+    END LOOP;
+    -- Sessions of one host taking the lock in turn, each under its limit, keep an append
+    -- that leaves the queue to look (as here) behind them for good: a host (a role, not
+    -- this append's own, the owner or a superuser) seen holding the lock at every look
+    -- for the whole hold limit, while this append has waited at least that, is ended:
+    -- all its sessions holding or queued for the lock.
+    -- (A look that finds the lock between two holders keeps the streak: it was not free
+    -- for this append.)
+    IF holder_role IS NOT NULL AND holder_role IS DISTINCT FROM streak_role THEN
+      streak_role := holder_role;
+      streak_since := pg_catalog.clock_timestamp();
+    ELSIF streak_role IS NOT NULL AND streak_role IS DISTINCT FROM own_role
+          AND pg_catalog.clock_timestamp() - streak_since >= hold_limit
+          AND pg_catalog.clock_timestamp() - started >= hold_limit
+          AND pg_catalog.pg_has_role('pg_signal_backend', 'USAGE') THEN
+      FOR holder IN
+        SELECT DISTINCT l.pid FROM pg_catalog.pg_locks l
+          CROSS JOIN LATERAL pg_catalog.pg_stat_get_activity(l.pid) a
+         WHERE l.locktype = 'relation' AND l.relation = lock_table
+           AND l.pid <> pg_catalog.pg_backend_pid() AND a.usesysid = streak_role
+      LOOP
+        RAISE LOG 'floorguard: ending backend % (role %): its role held the chain''s lock '
+          'in turn for over % while another waited', holder.pid,
+          pg_catalog.pg_get_userbyid(streak_role), hold_limit::text;
+        -- (Not waited for: this append must be back in the queue before they reconnect.)
+        PERFORM pg_catalog.pg_terminate_backend(holder.pid);
+      END LOOP;
+      streak_role := NULL;
+      wait := limit_now;
+    END IF;
+  END LOOP;
+  PERFORM pg_catalog.set_config('lock_timeout', caller_timeout, true);
+  PERFORM pg_catalog.setval('floorguard.lock_since',
+    (EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000000)::bigint);
+  PERFORM pg_catalog.setval('floorguard.lock_holder', me);
+END $$
+"""  # noqa: S608
+
+_READ_COMMITTED = """
+  IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
+    RAISE EXCEPTION 'floorguard: an append runs at READ COMMITTED, not %',
+      pg_catalog.current_setting('transaction_isolation')
+      USING ERRCODE = 'invalid_transaction_state';
+  END IF;
+"""
+
+# The chain's lock, as open_append takes it (it declares ``me bigint``): inline when
+# uncontended (a call of take_lock costs more than the rest), else waiting in take_lock.
+# Always asked of PostgreSQL, never inferred from lock_holder: a savepoint rolled back
+# releases the lock but not what the (non-transactional) sequence says. A hold taken at
+# once is not written: no one waited for it, and the first waiter to see it writes it,
+# counted from then (its transaction has an id from the start, which is how a waiter
+# knows it); calling again writes nothing, so a holder cannot renew its hold.
+_LOCK_STEP = """
+  me := pg_catalog.pg_current_xact_id()::text::bigint % 4294967296;
+  -- (Nothing but the LOCK in the block: an expression inside one is set up afresh.)
+  BEGIN
+    LOCK TABLE floorguard.append_lock IN EXCLUSIVE MODE NOWAIT;
+    LOCK TABLE floorguard.records, floorguard.tree IN ROW EXCLUSIVE MODE NOWAIT;
+  EXCEPTION WHEN lock_not_available THEN
+    PERFORM floorguard.take_lock();  -- waits, ends what stalls it, and records the hold
+  END;
+"""
+
+
+# An append's first step: the chain's lock, then the server's clock (the new record's
+# time), the head record (NULLs for an empty chain) and, as "level:index:hex,...", the
+# right edge of the tree of n = head + 1 leaves: the head's leaf (0, head), which says the
+# tree is built up to the head, and for each bit L set in n the node (L, (n >> L) - 1). The
+# new leaf is hashed with the lowest of them, and all of them fold into the tree's root
+# before and after it (what a host remembers: floorguard.chain_view). With a known_size,
+# also the left edge of a tree of that size, (L, (known_size >> L) - 1) for each bit L set
+# in it: the nodes of the root a witness compares with the one it remembers.
+_OPEN_APPEND_FUNCTION = f"""
+CREATE OR REPLACE FUNCTION floorguard.open_append(known_size bigint,
+  OUT clock text, OUT seq bigint, OUT ts text, OUT chain_id text, OUT event text,
+  OUT receipt_id text, OUT receipt text, OUT prev text, OUT mac text, OUT nodes text)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  me bigint;
+  levels integer[];
+  idxs bigint[];
+  lvl integer;
+  i integer;
+  node bytea;
+BEGIN
+{_READ_COMMITTED}
+  IF known_size < 0 THEN
+    RAISE EXCEPTION 'floorguard: known_size % is negative', known_size
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+{_LOCK_STEP}
+  open_append.clock := pg_catalog.to_char(pg_catalog.clock_timestamp() AT TIME ZONE 'UTC',
+                                          'YYYY-MM-DD"T"HH24:MI:SS.US"Z"');
+  SELECT r.seq, r.ts, r.chain_id, r.event, r.receipt_id, r.receipt, r.prev, r.mac,
+         (SELECT t.hash FROM floorguard.tree t WHERE t.level = 0 AND t.idx = r.seq)
+    INTO open_append.seq, open_append.ts, open_append.chain_id, open_append.event,
+         open_append.receipt_id, open_append.receipt, open_append.prev, open_append.mac, node
+    FROM floorguard.records r ORDER BY r.seq DESC LIMIT 1;
+  IF node IS NOT NULL THEN
+    open_append.nodes := '0:' || open_append.seq::text || ':' || pg_catalog.encode(node, 'hex');
+  END IF;
+  -- One index probe per node: a join here would be planned afresh for each call.
+  IF open_append.seq IS NOT NULL THEN
+    FOR lvl IN 1 .. 62 LOOP
+      EXIT WHEN (open_append.seq + 1) >> lvl = 0;
+      IF (open_append.seq + 1) & (1::bigint << lvl) <> 0 THEN
+        levels := levels || lvl;
+        idxs := idxs || ((open_append.seq + 1) >> lvl) - 1;
+      END IF;
+    END LOOP;
+  END IF;
+  -- (Of a known_size equal to the head's tree, every node is listed above already.)
+  FOR lvl IN 0 .. 62 LOOP
+    EXIT WHEN known_size IS NULL OR known_size >> lvl = 0
+           OR known_size = open_append.seq + 1;
+    IF known_size & (1::bigint << lvl) <> 0 THEN
+      levels := levels || lvl;
+      idxs := idxs || (known_size >> lvl) - 1;
+    END IF;
+  END LOOP;
+  FOR i IN 1 .. COALESCE(pg_catalog.cardinality(levels), 0) LOOP
+    SELECT t.hash INTO node FROM floorguard.tree t WHERE t.level = levels[i] AND t.idx = idxs[i];
+    IF FOUND THEN
+      open_append.nodes := pg_catalog.concat_ws(',', open_append.nodes,
+        levels[i]::text || ':' || idxs[i]::text || ':' || pg_catalog.encode(node, 'hex'));
+    END IF;
+  END LOOP;
+END $$
+"""  # noqa: S608
+
+_LEAF = "pg_catalog.sha256(pg_catalog.decode('00', 'hex') || {utf8})".format(
+    utf8="pg_catalog.convert_to({line}, 'UTF8')"
+)
+_NODE = "pg_catalog.sha256(pg_catalog.decode('01', 'hex') || {left} || {right})"
+_EVENT_NAMES = ", ".join(
+    f"'{name}'"
+    for name in sorted(
+        (
+            "adapter.spawn_preflight_receipt",
+            "adapter.version_posture",
+            "adapter.floor_update_receipt",
+            "adapter.canary_receipt",
+        )
+    )
+)
+MAX_RECEIPT_BYTES = 1 << 20  # chain.MAX_RECEIPT_BYTES: the receipt's UTF-8 bytes
+
+# The one way an appender writes: a well-formed next record, and exactly the tree nodes it
+# adds (its leaf and the subtrees it completes), each recomputed here from the record and
+# the stored siblings; its ts as the records' trigger would check it (which then skips the
+# row). On a chain whose tree is not built up to the head yet (written before the tree
+# existed), the record comes without nodes; the tree is then built through add_tree_nodes.
+_APPEND_RECORD_ARGS = (
+    "bigint, text, text, text, text, text, text, text, integer[], bigint[], bytea[]"
+)
+
+
+def _append_function(name: str, *, ahead: bool) -> str:
+    """The CREATE statement of ``append_record`` or, with ``ahead``, of ``append_next``.
+
+    append_next is an append in one round trip, for a host that already knows the head (it
+    wrote it): it takes the chain's lock itself (as open_append does), refuses with
+    serialization_failure unless the right edge of the stored tree is the one the host
+    sent (the tree it remembers), stores the record as append_record does, and returns the
+    server's clock, which the host's next stamp is estimated from. Its record may be stamped
+    up to AHEAD_SLACK_MS before its transaction began: the host stamps it before sending.
+    """
+    slack_ms = AHEAD_SLACK_MS if ahead else 0
+    extra_args = (
+        ",\n  edge_levels integer[], edge_idxs bigint[], edge_hashes bytea[]" if ahead else ""
+    )
+    returns = "text" if ahead else "void"
+    lock = (_LOCK_STEP + _EDGE_CHECK) if ahead else _LOCK_IN_LINE
+    ending = (
+        "  RETURN pg_catalog.to_char(pg_catalog.clock_timestamp() AT TIME ZONE 'UTC',\n"
+        '                            \'YYYY-MM-DD"T"HH24:MI:SS.US"Z"\');\n'
+        if ahead
+        else ""
+    )
+    return f"""
+CREATE OR REPLACE FUNCTION floorguard.{name}(seq bigint, ts text, chain_id text,
+  event text, receipt_id text, receipt text, prev text, mac text,
+  levels integer[], idxs bigint[], hashes bytea[]{extra_args}) RETURNS {returns}
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  me bigint;
+  head floorguard.records%ROWTYPE;
+  rebuilt text;
+  utf16 boolean := false;  -- (what the nested values' rebuilding reads: no key beyond the BMP)
+  has_head boolean;
+  head_leaf bytea;
+  chain text;
+  expected text;
+  node bytea;
+  left_hash bytea;
+  pos bigint;
+  lvl integer := 0;
+  want_levels integer[];
+  want_idxs bigint[];
+  want_hashes bytea[];
+BEGIN
+{_READ_COMMITTED}
+{lock}  -- The head and its leaf (the tree is built up to the head) in one query. A record names
+  -- the chain its head names (the first one, meta's: chain init's).
+  SELECT r.seq, r.ts, r.chain_id, r.event, r.receipt_id, r.receipt, r.prev,
+         (SELECT t.hash FROM floorguard.tree t WHERE t.level = 0 AND t.idx = r.seq)
+    INTO head.seq, head.ts, head.chain_id, head.event, head.receipt_id, head.receipt,
+         head.prev, head_leaf
+    FROM floorguard.records r ORDER BY r.seq DESC LIMIT 1;
+  has_head := FOUND;
+  chain := head.chain_id;
+  IF NOT has_head THEN
+    chain := (SELECT m.value FROM floorguard.meta m WHERE m.key = 'chain_id');
+  END IF;
+  IF {name}.seq IS DISTINCT FROM (CASE WHEN has_head THEN head.seq + 1 ELSE 0 END) THEN
+    RAISE EXCEPTION 'floorguard: record % is not the next one (the head is %)',
+      {name}.seq, head.seq USING ERRCODE = 'check_violation';
+  END IF;
+  expected := 'sha256:' || CASE WHEN has_head THEN pg_catalog.encode(pg_catalog.sha256(
+    pg_catalog.convert_to({_json_text_sql("head.", mac=False)}, 'UTF8')), 'hex')
+    ELSE pg_catalog.repeat('0', 64) END;
+  IF {name}.prev IS DISTINCT FROM expected THEN
+    RAISE EXCEPTION 'floorguard: record %''s prev % is not the digest of the head (%)',
+      {name}.seq, {name}.prev, expected USING ERRCODE = 'check_violation';
+  END IF;
+  IF {name}.chain_id IS DISTINCT FROM chain THEN
+    RAISE EXCEPTION 'floorguard: record % names chain %, not this chain (%)',
+      {name}.seq, {name}.chain_id, chain USING ERRCODE = 'check_violation';
+  END IF;
+  IF {name}.event IS NULL OR {name}.event NOT IN ({_EVENT_NAMES}) THEN
+    RAISE EXCEPTION 'floorguard: record %''s event % is not one of the chain''s events',
+      {name}.seq, {name}.event USING ERRCODE = 'check_violation';
+  END IF;
+  -- A JSON object in RFC 8785 form: what every verifier re-derives from the record. (A
+  -- receipt that is not JSON at all fails the cast, with PostgreSQL's own message: a block
+  -- catching it would cost a subtransaction on every append.)
+  -- (The common receipt, an object with no NUL and no key beyond the BMP, rebuilt here:
+  -- a call of canonical_json costs more than the rebuilding.)
+  IF pg_catalog.octet_length({name}.receipt) <= {MAX_RECEIPT_BYTES}
+     AND pg_catalog.left({name}.receipt, 1) = '{{' THEN
+    IF pg_catalog.strpos({name}.receipt, '\\u0000') = 0
+       AND {name}.receipt !~ '[\\U00010000-\\U0010FFFF]' THEN
+{_canonical_object_sql(name + ".receipt::jsonb", 'e.key COLLATE "C"')}
+    ELSE
+      rebuilt := {canonical_receipt_sql(name + ".receipt")};
+    END IF;
+  END IF;
+  IF rebuilt IS DISTINCT FROM {name}.receipt THEN
+    RAISE EXCEPTION 'floorguard: record %''s receipt is not a JSON object of at most % bytes '
+      'in canonical form (RFC 8785: no spaces, keys sorted and unique, each string, '
+      'number and literal written one way)', {name}.seq, {MAX_RECEIPT_BYTES}
+      USING ERRCODE = 'check_violation';
+  END IF;
+  IF {name}.receipt_id IS DISTINCT FROM 'sha256:' || pg_catalog.encode(
+       pg_catalog.sha256(pg_catalog.convert_to({name}.receipt, 'UTF8')), 'hex') THEN
+    RAISE EXCEPTION 'floorguard: record %''s receipt_id is not the digest of its receipt',
+      {name}.seq USING ERRCODE = 'check_violation';
+  END IF;
+  -- ^([0-9a-f]{{64}}|ed25519:[0-9a-f]{{16}}:[0-9a-f]{{128}})$, in a tenth of a regex's time.
+  IF (CASE pg_catalog.length({name}.mac)
+      WHEN 64 THEN pg_catalog.ltrim({name}.mac, '0123456789abcdef') = ''
+      WHEN 153 THEN pg_catalog.left({name}.mac, 8) = 'ed25519:'
+        AND pg_catalog.substr({name}.mac, 25, 1) = ':'
+        AND pg_catalog.ltrim(pg_catalog.substr({name}.mac, 9, 16), '0123456789abcdef') = ''
+        AND pg_catalog.ltrim(pg_catalog.substr({name}.mac, 26), '0123456789abcdef') = ''
+      END) IS NOT TRUE THEN
+    RAISE EXCEPTION 'floorguard: record %''s mac is neither an HMAC (64 lowercase hex) nor '
+      'a host signature (ed25519:<key id>:<signature>)', {name}.seq
+      USING ERRCODE = 'check_violation';
+  END IF;
+{_stamp_check(name + ".seq", name + ".ts", "head.ts", slack_ms=slack_ms)}
+  IF {name}.seq = 0 OR head_leaf IS NOT NULL THEN
+    node := {_LEAF.format(line=_json_text_sql(name + ".", mac=True))};
+    pos := {name}.seq;
+    want_levels := ARRAY[0];
+    want_idxs := ARRAY[pos];
+    want_hashes := ARRAY[node];
+    WHILE pos & 1 = 1 LOOP
+      left_hash := head_leaf;  -- (0, seq - 1)
+      IF lvl > 0 THEN
+        left_hash := NULL;
+        SELECT t.hash INTO left_hash FROM floorguard.tree t
+         WHERE t.level = lvl AND t.idx = pos - 1;
+      END IF;
+      IF left_hash IS NULL THEN
+        RAISE EXCEPTION 'floorguard: the Merkle tree lacks subtree (%, %)', lvl, pos - 1
+          USING ERRCODE = 'data_corrupted';
+      END IF;
+      node := {_NODE.format(left="left_hash", right="node")};
+      lvl := lvl + 1;
+      pos := pos >> 1;
+      want_levels := want_levels || lvl;
+      want_idxs := want_idxs || pos;
+      want_hashes := want_hashes || node;
+    END LOOP;
+  END IF;
+  IF COALESCE(want_levels, '{{}}') IS DISTINCT FROM levels
+     OR COALESCE(want_idxs, '{{}}') IS DISTINCT FROM idxs
+     OR COALESCE(want_hashes, '{{}}') IS DISTINCT FROM hashes THEN
+    RAISE EXCEPTION 'floorguard: record %''s tree nodes are not its leaf and the subtrees it '
+      'completes', {name}.seq USING ERRCODE = 'check_violation';
+  END IF;
+  -- Checked: the records' trigger need not read the head again for this row.
+  PERFORM pg_catalog.set_config('{CHECKED_SEQ_SETTING}', {name}.seq::text, true);
+  -- One statement (each costs an executor's start): the record, then its nodes (none on a
+  -- chain whose tree is not built yet).
+  WITH r AS (
+    INSERT INTO floorguard.records (seq, ts, chain_id, event, receipt_id, receipt, prev, mac)
+    VALUES ({name}.seq, {name}.ts, {name}.chain_id, {name}.event,
+            {name}.receipt_id, {name}.receipt, {name}.prev,
+            {name}.mac))
+  INSERT INTO floorguard.tree (level, idx, hash)
+  SELECT want_levels[g.i], want_idxs[g.i], want_hashes[g.i]
+    FROM pg_catalog.generate_series(1, pg_catalog.cardinality(want_levels)) AS g(i);
+{ending}END $$
+"""  # noqa: S608
+
+
+_LOCK_IN_LINE = """
+  -- The chain's lock, asked of PostgreSQL itself: granted at once to the transaction that
+  -- holds it (open_append took it, as an honest append does); anyone else waits in line,
+  -- whatever lock_holder says (a savepoint rolled back releases the lock, not the sequence).
+  LOCK TABLE floorguard.append_lock IN EXCLUSIVE MODE;
+"""
+# append_next's check of the host's tree: every node of the right edge it sent is stored.
+_EDGE_CHECK = """
+  IF pg_catalog.cardinality(edge_levels) IS DISTINCT FROM pg_catalog.cardinality(edge_idxs)
+     OR pg_catalog.cardinality(edge_levels) IS DISTINCT FROM pg_catalog.cardinality(edge_hashes)
+     OR (SELECT pg_catalog.count(*) FROM floorguard.tree t,
+           ROWS FROM (pg_catalog.unnest(edge_levels), pg_catalog.unnest(edge_idxs),
+                      pg_catalog.unnest(edge_hashes)) AS e(l, i, h)
+          WHERE t.level = e.l AND t.idx = e.i AND t.hash = e.h)
+        <> COALESCE(pg_catalog.cardinality(edge_levels), 0) THEN
+    RAISE EXCEPTION 'floorguard: the chain is not the one this host last wrote'
+      USING ERRCODE = 'serialization_failure';
+  END IF;
+"""
+_APPEND_RECORD = _append_function("append_record", ahead=False)
+_APPEND_NEXT = _append_function("append_next", ahead=True)
+_APPEND_NEXT_ARGS = _APPEND_RECORD_ARGS + ", integer[], bigint[], bytea[]"
+
+# Tree nodes of stored records (a chain written before the tree existed gets its tree this
+# way): each is recomputed from its record (a leaf) or from its two stored children.
+_ADD_TREE_NODES = f"""
+CREATE OR REPLACE FUNCTION floorguard.add_tree_nodes(levels integer[], idxs bigint[],
+  hashes bytea[]) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  node bytea;
+  i integer;
+BEGIN
+{_READ_COMMITTED}
+  PERFORM floorguard.take_lock();
+  IF pg_catalog.cardinality(levels) IS DISTINCT FROM pg_catalog.cardinality(idxs)
+     OR pg_catalog.cardinality(levels) IS DISTINCT FROM pg_catalog.cardinality(hashes) THEN
+    RAISE EXCEPTION 'floorguard: levels, indexes and hashes differ in number'
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  FOR i IN 1 .. pg_catalog.cardinality(levels) LOOP
+    node := NULL;
+    IF levels[i] = 0 THEN
+      SELECT {_LEAF.format(line=_json_text_sql("r.", mac=True))} INTO node
+        FROM floorguard.records r WHERE r.seq = idxs[i];
+    ELSIF levels[i] BETWEEN 1 AND 62 THEN
+      SELECT {_NODE.format(left="a.hash", right="b.hash")} INTO node
+        FROM floorguard.tree a JOIN floorguard.tree b
+          ON b.level = a.level AND b.idx = a.idx + 1
+       WHERE a.level = levels[i] - 1 AND a.idx = idxs[i] * 2;
+    END IF;
+    IF node IS NULL OR node IS DISTINCT FROM hashes[i] THEN
+      RAISE EXCEPTION 'floorguard: tree node (%, %) is not the hash of its stored %',
+        levels[i], idxs[i], CASE WHEN levels[i] = 0 THEN 'record' ELSE 'children' END
+        USING ERRCODE = 'check_violation';
+    END IF;
+    INSERT INTO floorguard.tree (level, idx, hash) VALUES (levels[i], idxs[i], node);
+  END LOOP;
+END $$
+"""  # noqa: S608
+# The functions an appender may call (EXECUTE is granted on these only).
+APPEND_FUNCTIONS = (
+    f"{SCHEMA}.open_append(bigint)",
+    f"{SCHEMA}.append_record({_APPEND_RECORD_ARGS})",
+    f"{SCHEMA}.append_next({_APPEND_NEXT_ARGS})",
+    f"{SCHEMA}.add_tree_nodes(integer[], bigint[], bytea[])",
+)
+_DDL = (
+    f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}",
+    f"CREATE TABLE IF NOT EXISTS {_META} (key text PRIMARY KEY, value text NOT NULL)",
+    f"CREATE TABLE IF NOT EXISTS {_RECORDS} ("
+    " seq bigint PRIMARY KEY CHECK (seq >= 0), ts text NOT NULL, chain_id text NOT NULL,"
+    " event text NOT NULL, receipt_id text NOT NULL, receipt text NOT NULL,"
+    " prev text NOT NULL, mac text NOT NULL)",
+    f"CREATE INDEX IF NOT EXISTS records_receipt_id ON {_RECORDS} (receipt_id)",
+    f"CREATE TABLE IF NOT EXISTS {SCHEMA}.append_lock (id integer PRIMARY KEY CHECK (id = 1))",
+    f"INSERT INTO {SCHEMA}.append_lock VALUES (1) ON CONFLICT DO NOTHING",  # noqa: S608
+    f"CREATE TABLE IF NOT EXISTS {_TREE} (level integer NOT NULL, idx bigint NOT NULL,"
+    " hash bytea NOT NULL, PRIMARY KEY (level, idx))",
+    # Unlogged: who took the chain's lock and when matters only while the server runs.
+    f"CREATE UNLOGGED SEQUENCE IF NOT EXISTS {SCHEMA}.lock_holder MINVALUE 0",
+    f"CREATE UNLOGGED SEQUENCE IF NOT EXISTS {SCHEMA}.lock_since MINVALUE 0",
+    _REFUSE_CHANGE,
+    _CHECK_RECORD,
+    _TAKE_LOCK,
+    *_CANONICAL_JSON,
+    _OPEN_APPEND_FUNCTION,
+    _APPEND_RECORD,
+    _APPEND_NEXT,
+    _ADD_TREE_NODES,
+    *(
+        statement
+        for table in ("meta", "records", "tree", "append_lock")
+        for statement in (
+            f"CREATE OR REPLACE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE"
+            f" ON {SCHEMA}.{table} FOR EACH ROW EXECUTE FUNCTION {SCHEMA}.refuse_change()",
+            f"CREATE OR REPLACE TRIGGER {table}_no_truncate BEFORE TRUNCATE"
+            f" ON {SCHEMA}.{table} FOR EACH STATEMENT EXECUTE FUNCTION {SCHEMA}.refuse_change()",
+            # ALWAYS: they fire under session_replication_role = replica too, which would
+            # otherwise let a superuser's session skip them without touching the table.
+            f"ALTER TABLE {SCHEMA}.{table} ENABLE ALWAYS TRIGGER {table}_append_only",
+            f"ALTER TABLE {SCHEMA}.{table} ENABLE ALWAYS TRIGGER {table}_no_truncate",
+        )
+    ),
+    f"REVOKE ALL ON SCHEMA {SCHEMA} FROM PUBLIC",
+    f"REVOKE ALL ON ALL TABLES IN SCHEMA {SCHEMA} FROM PUBLIC",
+    f"REVOKE ALL ON ALL SEQUENCES IN SCHEMA {SCHEMA} FROM PUBLIC",
+    # Every role may execute a new function: not these.
+    f"REVOKE ALL ON ALL FUNCTIONS IN SCHEMA {SCHEMA} FROM PUBLIC",
+)
+
+
+# What in the chain's schema (the schema itself, its relations, its functions) is owned by a
+# role other than the one running init.
+_FOREIGN_OWNERS = """
+SELECT 'schema ' || n.nspname, pg_catalog.pg_get_userbyid(n.nspowner)
+  FROM pg_catalog.pg_namespace n WHERE n.nspname = %s AND n.nspowner <> (
+    SELECT oid FROM pg_catalog.pg_roles WHERE rolname = current_user)
+UNION ALL
+SELECT 'table ' || c.relname, pg_catalog.pg_get_userbyid(c.relowner)
+  FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+ WHERE n.nspname = %s AND c.relowner <> (
+    SELECT oid FROM pg_catalog.pg_roles WHERE rolname = current_user)
+UNION ALL
+SELECT 'function ' || p.proname, pg_catalog.pg_get_userbyid(p.proowner)
+  FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+ WHERE n.nspname = %s AND p.proowner <> (
+    SELECT oid FROM pg_catalog.pg_roles WHERE rolname = current_user)
+"""
