@@ -21,7 +21,7 @@ from floorctl.feeds import parse_feed
 from floorguard.map_model import floor_map_hash
 
 SOURCE = "feeds/v3.json"
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def advisory(**fields: Any) -> dict[str, Any]:

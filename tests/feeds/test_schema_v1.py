@@ -20,7 +20,7 @@ from floorctl.errors import FeedError
 from floorctl.feeds import MAX_ADAPTERS, MAX_FEED_BYTES, load_feed, parse_feed, validate_paths
 
 SOURCE = "feeds/x.json"
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 # The reference schema-1 feed (docs/feeds.md), byte for byte.
 REFERENCE = b"""{"schema_version": 1,

@@ -14,7 +14,7 @@ from helpers.cli import floorctl
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def ctl(cwd: Path, state: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:

@@ -9,7 +9,7 @@ from helpers.cli import floorctl
 
 from floorctl.feeds import MAX_FEED_BYTES
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "feeds" / "example.v1.json"
 
 GOOD = {

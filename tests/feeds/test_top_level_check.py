@@ -18,7 +18,7 @@ import pytest
 
 from floorctl import feeds
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ENTRY = {"min_safe_version": "1.2.3", "advisory_id": "BSA-0001", "note": "Upgrade."}
 V3_ENTRY = {
     "ecosystem": "npm",
