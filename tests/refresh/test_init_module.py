@@ -22,7 +22,7 @@ from floorctl import render, splice
 from floorguard.active_map import parse_map_module
 from floorguard.map_model import floor_map_hash, from_entries
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 FEED = REPO / "feeds" / "example.v1.json"
 EMPTY_HASH = floor_map_hash(from_entries({}))
 

@@ -29,7 +29,7 @@ from floorctl.splice import BEGIN, END, splice, split_module
 from floorguard.atomic import write_atomic
 from floorguard.map_model import entries_hash
 
-ASSETS = Path(__file__).parent / "assets"
+ASSETS = Path(__file__).parents[1] / "assets"
 NOTE = "aider below 0.60.0 is known-unsafe for spawned use; upgrade recommended."
 REFERENCE = {"aider": {"min_safe_version": "0.60.0", "advisory_id": "BSA-0001", "note": NOTE}}
 TWO = {
@@ -438,7 +438,7 @@ def test_refuses_module_that_is_not_python_around_the_block() -> None:
 
 
 def test_read_module_reads_the_shipped_module_and_its_hash_matches() -> None:
-    shipped = Path(__file__).parents[1] / "generated" / "floorguard" / "floor_map.py"
+    shipped = Path(__file__).parents[2] / "generated" / "floorguard" / "floor_map.py"
     _, data = read_module(shipped.read_text(encoding="utf-8"), str(shipped))
     assert "aider" in data.entries
     assert data.stated_hash == entries_hash(data.entries)

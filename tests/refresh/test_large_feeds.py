@@ -1,7 +1,7 @@
 """``refresh --anchor`` for every feed the contract accepts (up to 100,000 adapters).
 
-A receipt that embeds a map of 15,006 adapters exceeds the chain's 1 MiB record cap, so
-the anchor used to fail. Such a receipt now names its map by hash (the map is archived in
+A receipt that embedded a map of 15,006 adapters would exceed the chain's 1 MiB record
+cap. Such a receipt names its map by hash instead (the map is archived in
 ``maps/`` beside the module) and binds its diff and conflicts by content address; the
 chain, the window proof and ``verify receipt`` still check everything a verifier needs.
 """

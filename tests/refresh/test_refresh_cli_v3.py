@@ -17,7 +17,7 @@ from helpers.cli import floorctl, isolated_env
 
 pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 MODULE = Path("generated/floorguard/floor_map.py")
 # The hash of the shipped example map, taken from main before schema 3 existed.
 EXAMPLE_HASH = "sha256:c4ab55242142977dea5095fd882ad74ea6d57da68a653604ef5587c43346bc5b"
