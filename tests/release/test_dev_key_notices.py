@@ -15,7 +15,7 @@ from floorguard import dsse
 
 pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 MODULE = Path("generated/floorguard/floor_map.py")
 FEED = "feeds/example.v1.json"
 NOTICE = "floorctl: signing with "
@@ -144,7 +144,7 @@ SIGNING_COMMANDS = {
     ),
 }
 # build's notice is specified with the rest of build (it needs a whole floorguard project and
-# an update receipt): tests/test_build.py::test_building_with_the_development_key_says_so.
+# an update receipt): tests/release/test_build.py::test_building_with_the_development_key_says_so.
 
 
 @pytest.mark.parametrize("name", list(SIGNING_COMMANDS))

@@ -14,7 +14,7 @@ from helpers.cli import floorctl
 
 from floorguard import dsse
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 MODULE = Path("generated/floorguard/floor_map.py")
 NOW = "2026-12-01T00:00:00Z"
 TIME_FIELDS = ("ts", "reference_time")

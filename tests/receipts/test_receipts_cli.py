@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from helpers.cli import floorctl, isolated_env
 
-ASSETS = Path(__file__).parent / "assets"
+ASSETS = Path(__file__).parents[1] / "assets"
 
 
 def entry(version: str) -> dict[str, str]:

@@ -3,7 +3,7 @@
 Without it the host must not silently fall back to the built-in map, nor fail with an
 import error: every spawn is refused, and the reason names `floorguard[verify]`. Here the
 package is hidden from a host process (a None entry in sys.modules makes every import of it
-fail, as a missing package does); tests/test_wheel_install.py does the same in a real
+fail, as a missing package does); tests/release/test_wheel_install.py does the same in a real
 environment where it is not installed.
 """
 
