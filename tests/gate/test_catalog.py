@@ -95,7 +95,7 @@ def test_refuses_a_version_that_is_neither_pep_440_nor_semver() -> None:
     "printed", ["0.5.0-nightly.20250911.a1b2c3", "0.6.0-preview.1", "0.1.12-nightly.20250101"]
 )
 def test_an_npm_version_reaches_judging_exactly_as_printed(printed: str) -> None:
-    # Once refused as not PEP 440 (nightly) or read as 0.6.0rc1 (preview): now kept as
+    # Neither refused as not PEP 440 (nightly) nor read as 0.6.0rc1 (preview): kept as
     # written, for the map entry's ecosystem to judge.
     assert parse_version_output("gemini", printed + "\n") == printed
     assert validate_version(printed) == printed

@@ -15,7 +15,7 @@ from probes.native import native_program
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 FLOORCTL = [sys.executable, "-m", "floorctl"]
 

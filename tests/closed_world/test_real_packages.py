@@ -4,7 +4,7 @@ above it refuses it as below floor, and nothing starts.
 
 These download from npm and PyPI (network), so they carry the ``real_packages`` marker and
 are not part of the default run:
-``pytest -m real_packages tests/test_closed_world_real_packages.py``.
+``pytest -m real_packages tests/closed_world/test_real_packages.py``.
 Installs are made once per session under a temporary folder (or under
 ``FLOORGUARD_REAL_PACKAGES_CACHE`` when set, reused across runs).
 """
