@@ -29,8 +29,8 @@ pytestmark = pytest.mark.fleet
 
 SECRET = "Sekr3t-H0st1"
 
-# Each a URL whose password (SECRET) libpq reads, or refuses to read, somewhere a message
-# used to show it.
+# Each a URL whose password (SECRET) libpq reads, or refuses to read, where a message could
+# show it.
 LEAKING = {
     # The "@host" forgotten: libpq reads the password as the port.
     "password read as the port": f"postgresql://host1:{SECRET}/audit",

@@ -355,7 +355,7 @@ extra_values = st.recursive(
     st.none()
     | st.booleans()
     | st.integers(min_value=-(2**53) + 1, max_value=2**53 - 1)
-    # Integral floats of 2**53 and more are refused by append (see test_chain).
+    # Integral floats of 2**53 and more are refused by append (see chain/test_store.py).
     | st.floats(min_value=-1e15, max_value=1e15)
     | st.text(alphabet=NO_SURROGATES),
     lambda children: (

@@ -81,7 +81,7 @@ def test_checkpoints_signed_while_two_hosts_append_are_each_consistent_with_the_
         "c = AuditChain.from_env()\n"
         "for n in range(150):\n    c.append('adapter.canary_receipt', receipt(n=n))\n"
     )
-    tests_dir = str(Path(__file__).parent)
+    tests_dir = str(Path(__file__).parents[1])
     appenders = [
         subprocess.Popen(
             [sys.executable, "-c", script],

@@ -14,7 +14,7 @@ import pytest
 from helpers.cli import floorctl, isolated_env
 
 FLOORGUARD = [sys.executable, "-m", "floorguard"]
-BUILTIN_MAPS = Path(__file__).resolve().parents[1] / "generated" / "floorguard" / "maps"
+BUILTIN_MAPS = Path(__file__).resolve().parents[2] / "generated" / "floorguard" / "maps"
 
 
 def preflight(root: Path, version: str, *, policy: str = "") -> None:

@@ -305,7 +305,7 @@ def test_every_chain_output_over_the_chains_key_is_refused(home: Path, tmp_path:
 def test_no_output_of_floorctl_is_written_over_a_file_the_chain_is_kept_in(
     home: Path, tmp_path: Path
 ) -> None:
-    feed = Path(__file__).resolve().parents[1] / "feeds" / "example.v1.json"
+    feed = Path(__file__).resolve().parents[2] / "feeds" / "example.v1.json"
     module = tmp_path / "floor_map.py"
     assert run([*FLOORCTL, "init", "--module", str(module)], home).returncode == 0
     records = run([*FLOORCTL, "chain", "export"], home).stdout
