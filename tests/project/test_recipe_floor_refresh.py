@@ -21,7 +21,7 @@ from helpers.cli import isolated_env
 
 pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 RECIPE = REPO / "examples" / "github-actions" / "floor-refresh.yml"
 
 # Steps that need GitHub (or the network) and why; the test checks each is in the recipe.

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from probes.native import Run, native_agent, native_program
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PAGES = {
     path.relative_to(REPO).as_posix(): path.read_text(encoding="utf-8")
     for path in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]

@@ -63,7 +63,7 @@ def test_json_failure_documents(site: Path, tmp_path: Path) -> None:
     )
 
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def guard(cwd: Path, state: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:

@@ -301,7 +301,7 @@ def test_both_verify_commands_refuse_the_same_command_lines_as_usage_errors(
 def test_both_read_a_bernstein_module_for_floor_map_alike(project: Project) -> None:
     # The runtime reads the bernstein layout as it reads a host's module (floorguard.host_map),
     # so a Bernstein advisories.py is judged by its data hash in both.
-    bernstein = Path(__file__).parent / "assets" / "bernstein_advisories.py"
+    bernstein = Path(__file__).parents[1] / "assets" / "bernstein_advisories.py"
     args = ("receipt", "receipt.json", "--pubkey", "keys/signing.pub", "--floor-map")
     ctl, guard = both(project, *args, str(bernstein))
     assert (ctl.returncode, guard.returncode) == (1, 1)

@@ -21,7 +21,7 @@ from helpers.proof_support import (
 )
 from helpers.sarif import assert_valid_sarif
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 FORMATTED = ("json", "sarif", "markdown")
 
 

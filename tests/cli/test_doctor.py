@@ -12,7 +12,7 @@ from pathlib import Path
 from helpers.cli import floorctl
 from hosts import Host, floor, receipt_in_chain, write_script
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def statuses(document: dict[str, object]) -> dict[str, str]:

@@ -18,7 +18,7 @@ from helpers.cli import isolated_env
 from hosts import write_script
 from probes.native import require_native
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "own-module.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "own-module.md"
 SECTION = "## From an empty project to a refused spawn"
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.MULTILINE | re.DOTALL)
 

@@ -140,7 +140,7 @@ def test_last_green_refuses_a_tampered_chain(tmp_path: Path) -> None:
     done = run(tmp_path, "last-green", "--json")
     assert done.returncode == 1
     assert "does not verify" in done.stderr
-    # With --json the refusal is one JSON document too (issue 11), never a partial answer.
+    # With --json the refusal is one JSON document too, never a partial answer.
     assert json.loads(done.stdout)["error"]["exit_status"] == 1
 
 
@@ -252,7 +252,7 @@ def test_an_old_epoch_certification_in_the_chain_does_not_freeze_last_green() ->
     projection = canary.project(
         [
             _record(0, **certify, version="0.61.0", floor="0.60.0"),
-            _record(1, **certify, version="1!0.1", floor="0.60.0"),  # recorded before the fix
+            _record(1, **certify, version="1!0.1", floor="0.60.0"),  # an old epoch certification
             _record(2, **certify, version="0.70.0+local", floor="0.60.0"),
             _record(3, **certify, version="0.62.0", floor="0.60.0"),
         ]

@@ -22,7 +22,7 @@ import pytest
 
 pytestmark = pytest.mark.wheelhouse
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TAG = "v0.0.0-hook-test"
 
 

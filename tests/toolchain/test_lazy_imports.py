@@ -10,7 +10,7 @@ from pathlib import Path
 
 from helpers.cli import isolated_env
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 HEAVY = {"jsonschema", "jinja2", "cryptography", "httpx"}
 
 

@@ -16,7 +16,7 @@ from feedserver import NOW, FeedServer, envelope, new_key, v2_feed
 from helpers.cli import floorctl, isolated_env
 from probes.native import native_program
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 MODULE = Path("generated/floorguard/floor_map.py")
 EMPTY_MODULE = '"""Host module."""\n\n# floor-map:begin\n# floor-map:end\n'
 

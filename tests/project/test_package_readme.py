@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-PACKAGE_README = Path(__file__).resolve().parents[1] / "generated" / "README.md"
+PACKAGE_README = Path(__file__).resolve().parents[2] / "generated" / "README.md"
 # Inline links and images, reference definitions, and HTML href/src attributes.
 TARGETS = re.compile(
     r"\]\(\s*<?([^)\s>]+)|^\s*\[[^\]]+\]:\s*<?(\S+?)>?(?:\s|$)|(?:href|src)=[\"']([^\"']+)",

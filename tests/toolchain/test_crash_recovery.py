@@ -21,7 +21,7 @@ UPDATE = "adapter.floor_update_receipt"
 
 KILL_HOOK = r"""
 import os, signal
-_spec = os.environ.get("REVIEW4_KILL")
+_spec = os.environ.get("TEST_KILL_AT")
 if _spec:
     _kind, _, _name = _spec.partition(":")
     _replace, _unlink = os.replace, os.unlink
@@ -66,7 +66,7 @@ def killed_floorctl(
 ) -> subprocess.CompletedProcess[str]:
     """floorctl, SIGKILLed by itself at the moment ``at`` names."""
     done = floorctl(
-        *args, cwd=cwd, state=state, PYTHONPATH=str(kill_hook(tmp_path)), REVIEW4_KILL=at
+        *args, cwd=cwd, state=state, PYTHONPATH=str(kill_hook(tmp_path)), TEST_KILL_AT=at
     )
     assert done.returncode == -signal.SIGKILL, (done.returncode, done.stderr)
     return done

@@ -14,7 +14,7 @@ from helpers.cli import floorctl
 from floorctl import config, render
 from floorctl.errors import ConfigError
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EMPTY_MODULE = '"""Host module."""\n\n# floor-map:begin\n# floor-map:end\n'
 PEM = (
     "-----BEGIN PRIVATE KEY-----\n"

@@ -17,7 +17,7 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SCANNED = (".md", ".yml", ".yaml", ".toml", ".py")
 # A code span is read as a path into the repository when it starts with one of its
 # top-level folders, or is a bare Markdown file name.

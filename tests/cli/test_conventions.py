@@ -20,7 +20,7 @@ from floorctl.cli import cli
 from floorguard._version import __version__ as floorguard_version
 from floorguard.errors import InvalidInput
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 # The console script: click names the completion variable after the program it runs as.
 SCRIPT = Path(sys.executable).with_name("floorctl")
 

@@ -21,7 +21,7 @@ from helpers.release import (
     SOURCE,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CONFIG = """\
 [project]
 name = "host"

@@ -31,7 +31,7 @@ from helpers.proof_support import (
 pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
 
 EMPTY_MODULE = '"""host module"""\n\n# floor-map:begin\n# floor-map:end\n'
-EXAMPLE_FEED = Path(__file__).resolve().parent.parent / "feeds" / "example.v1.json"
+EXAMPLE_FEED = Path(__file__).resolve().parents[2] / "feeds" / "example.v1.json"
 
 
 def floorguard_cli(*args: str | Path, cwd: Path, state: Path) -> subprocess.CompletedProcess[str]:

@@ -11,7 +11,7 @@ import pytest
 from helpers.cli import floorctl
 from hosts import Host
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 FEEDS = REPO / "feeds"
 WAIVERS = FEEDS / "example-waivers.json"
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-RECIPES = Path(__file__).resolve().parents[1] / "examples" / "github-actions"
+RECIPES = Path(__file__).resolve().parents[2] / "examples" / "github-actions"
 RELEASE = RECIPES / "floor-release.yml"
 NAMES = ["floor-release.yml", "floor-refresh.yml"]
 # `uses: owner/repo[/path]@<40 hex>  # vX.Y.Z`: a tag can be moved to other code, a commit

@@ -19,7 +19,7 @@ import pytest
 from helpers.cli import floorctl
 from hosts import Host, floor, receipt_in_chain, write_script
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 RECORD_CANARY = """
 import sys

@@ -2,7 +2,7 @@
 reads a file is refused at once, naming the file, and never waited on.
 
 Every attack runs the real command (``floorctl``, ``python -m floorguard``) or a real host
-process in a subprocess with a short timeout: before the fix each one blocked forever on
+process in a subprocess with a short timeout: a read that waited would block forever on
 ``open()`` of the FIFO (or read ``/dev/zero`` without end).
 """
 
