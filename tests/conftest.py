@@ -36,7 +36,7 @@ def pg(server: pgserver.PgServer, tmp_path: Path) -> Iterator[Chain]:
     owner, appender, database = f"own_{tag}", f"app_{tag}", f"chain_{tag}"
     server.psql(f"CREATE ROLE {owner} LOGIN CREATEROLE; CREATE ROLE {appender} LOGIN")
     # What the operator grants the owner: its functions end a session holding the chain's
-    # lock too long (tests/test_chain_postgres_lock_holders.py).
+    # lock too long (tests/fleet/test_lock_holders.py).
     server.psql(f"GRANT pg_signal_backend TO {owner}")
     server.psql(f"CREATE DATABASE {database} OWNER {owner}")
     fleet = tmp_path / "fleet"
