@@ -1,3 +1,3 @@
-from floorctl.cli import main
+from floorctl.launch import main
 
 main()

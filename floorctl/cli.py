@@ -11,6 +11,7 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from gettext import gettext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,23 +33,65 @@ EXIT_USAGE = 2
 
 # Each command's module, loaded only when that command runs: a command imports only what it
 # needs (verify chain never loads jinja2, httpx or the OSV importer), which keeps every call,
-# and so every hook or CI step that runs floorctl, short.
-_COMMANDS = {
-    "validate": ("floorctl.commands.validate", "command"),
-    "refresh": ("floorctl.commands.refresh", "command"),
-    "init": ("floorctl.commands.init", "command"),
-    "import": ("floorctl.commands.import_osv", "group"),
-    "keygen": ("floorctl.commands.keygen", "command"),
-    "doctor": ("floorctl.commands.doctor", "command"),
-    "fetch": ("floorctl.commands.fetch", "command"),
-    "sign": ("floorctl.commands.sign", "command"),
-    "publish": ("floorctl.commands.publish", "command"),
-    "build": ("floorctl.commands.build", "command"),
-    "trust": ("floorctl.commands.trust", "group"),
-    "chain": ("floorctl.commands.chain", "chain"),
-    "verify": ("floorctl.commands.verify", "verify"),
-    "canary": ("floorctl.commands.canary", "canary"),
-    "witness": ("floorctl.commands.witness", "witness"),
+# and so every hook or CI step that runs floorctl, short. Each command's one-line help is
+# copied here so that `floorctl --help` lists the commands without importing any of them
+# (a test checks each line equals the command's own short_help).
+_COMMANDS: dict[str, tuple[str, str, str]] = {
+    "validate": ("floorctl.commands.validate", "command", "Check feeds and waivers documents."),
+    "refresh": (
+        "floorctl.commands.refresh",
+        "command",
+        "Regenerate the floor map from advisory feeds.",
+    ),
+    "init": (
+        "floorctl.commands.init",
+        "command",
+        "Start a new floor-map module holding an empty map.",
+    ),
+    "import": ("floorctl.commands.import_osv", "group", "Turn OSV advisories into a feed."),
+    "keygen": ("floorctl.commands.keygen", "command", "Create an Ed25519 signing key pair."),
+    "doctor": (
+        "floorctl.commands.doctor",
+        "command",
+        "Judge every tracked adapter on PATH by the map.",
+    ),
+    "fetch": ("floorctl.commands.fetch", "command", "Download a feed, verify it, then write it."),
+    "sign": (
+        "floorctl.commands.sign",
+        "command",
+        "Write FILE.dsse, a signature over FILE's bytes.",
+    ),
+    "publish": (
+        "floorctl.commands.publish",
+        "command",
+        "Publish the floor map, signed, for hosts.",
+    ),
+    "build": (
+        "floorctl.commands.build",
+        "command",
+        "Build the floorguard wheel, sdist and provenance.",
+    ),
+    "trust": ("floorctl.commands.trust", "group", "Manage the keys trusted to sign feeds."),
+    "chain": (
+        "floorctl.commands.chain",
+        "chain",
+        "Export chain slices; sign checkpoints; prove records.",
+    ),
+    "verify": (
+        "floorctl.commands.verify",
+        "verify",
+        "Verify receipts and audit-chain slices offline.",
+    ),
+    "canary": (
+        "floorctl.commands.canary",
+        "canary",
+        "Record canary runs; show last-green versions.",
+    ),
+    "witness": (
+        "floorctl.commands.witness",
+        "witness",
+        "Cosign checkpoints as a witness of the log.",
+    ),
 }
 
 
@@ -59,9 +102,21 @@ class _LazyGroup(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in _COMMANDS:
             return None
-        module, attribute = _COMMANDS[cmd_name]
+        module, attribute, _short_help = _COMMANDS[cmd_name]
         command: click.Command = getattr(importlib.import_module(module), attribute)
         return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # click's own table, laid out from stand-ins that carry only the short help: the
+        # top-level help then costs no command's import.
+        stand_ins = [
+            (name, click.Command(name, short_help=_COMMANDS[name][2]))
+            for name in self.list_commands(ctx)
+        ]
+        limit = formatter.width - 6 - max(len(name) for name, _ in stand_ins)
+        rows = [(name, command.get_short_help_str(limit)) for name, command in stand_ins]
+        with formatter.section(gettext("Commands")):
+            formatter.write_dl(rows)
 
 
 # Which option of which command each [tool.floorctl] key gives a default for (click's
@@ -123,15 +178,12 @@ class Invocation:
 
 
 def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
-    """``floorctl X (floorguard Y)``: the runtime floorctl builds maps for is part of the answer."""
+    """``floorctl X (floorguard Y)``; floorctl.launch answers a lone -V without click."""
     if not value or ctx.resilient_parsing:
         return
-    from importlib.metadata import version  # noqa: PLC0415  (only for -V)
+    from floorctl import version_line  # noqa: PLC0415
 
-    from floorctl import DISTRIBUTION  # noqa: PLC0415
-    from floorguard._version import __version__ as floorguard_version  # noqa: PLC0415
-
-    click.echo(f"floorctl {version(DISTRIBUTION)} (floorguard {floorguard_version})")
+    click.echo(version_line())
     ctx.exit(EXIT_OK)
 
 
