@@ -811,8 +811,9 @@ class PostgresStore:
                 if name not in self._prepared:
                     prepared = conn.pgconn.prepare(name, text, types)
                     if prepared.status != pg.pq.ExecStatus.COMMAND_OK:
+                        state = prepared.error_field(pg.pq.DiagnosticField.SQLSTATE)
                         # A chain initialised before append_next: never ahead on it.
-                        self._ahead_unsupported = True
+                        self._ahead_unsupported = state == b"42883"  # undefined_function
                         raise AheadMissed
                     self._prepared.add(name)
                 params = _binary_params(record, nodes, edge)
