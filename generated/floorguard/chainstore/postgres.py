@@ -34,6 +34,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from floorguard._base._time import format_ts, parse_ts
 from floorguard.chainstore import conninfo
 from floorguard.chainstore.interface import (
     CHAIN_FORMAT,
@@ -68,7 +69,7 @@ from floorguard.chainstore.postgres_wire import (
     _start,
     _Unprotected,
 )
-from floorguard.errors import ChainError, ChainWriteError, KeyFileError
+from floorguard.errors import ChainError, ChainWriteError, FloorguardError, KeyFileError
 
 if TYPE_CHECKING:
     import psycopg
@@ -387,10 +388,10 @@ class _Ahead:
         if len(nodes) != len(wanted) or clock is None:
             return None
         try:
-            moment = datetime.datetime.strptime(clock, "%Y-%m-%dT%H:%M:%S.%fZ")
-        except ValueError:
+            moment = parse_ts(clock)
+        except FloorguardError:
             return None
-        server_us = (moment.replace(tzinfo=datetime.UTC) - _EPOCH) // _MICROSECOND
+        server_us = (moment - _EPOCH) // _MICROSECOND
         return cls(record, nodes, server_us, received)
 
     def clock(self) -> str | None:
@@ -400,7 +401,7 @@ class _Ahead:
         if not 0 <= elapsed <= AHEAD_SAMPLE_SECONDS:
             return None
         moment = _EPOCH + datetime.timedelta(microseconds=self.server_us + int(elapsed * 1e6))
-        return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        return format_ts(moment)
 
 
 class _AheadView:
