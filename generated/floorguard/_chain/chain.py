@@ -1,25 +1,9 @@
 """The audit chain: every receipt floorguard issues, in one linked, authenticated log.
 
-Record format
--------------
-A record has eight fields: ``seq`` (integer, from 0, contiguous), ``ts`` (RFC 3339 UTC with
-``Z``, the time of the append), ``chain_id`` (32 lowercase hex characters, random, fixed at
-genesis), ``event`` (one of ``EVENTS``), ``receipt`` (the receipt object), ``receipt_id``
-(the receipt's content address), ``prev`` and ``mac``.
-
-The record body is the JSON object of the seven fields seq, ts, chain_id, event, receipt_id,
-receipt, prev; its canonical bytes are RFC 8785 (JCS). The record digest is ``sha256:`` +
-hex(sha256(canonical body)); the MAC is hex(HMAC-SHA256(key, canonical body)). The next
-record's prev is this digest; the genesis record's prev is ``sha256:`` and 64 zeros.
-
-The ``mac`` field is the record's authenticator: the HMAC under the chain (fleet) key, or,
-on a host with its own key (``FLOORGUARD_HOST_KEY_FILE``), that host's Ed25519 signature
-``ed25519:<key id>:<signature>`` over the same body (``floorguard._chain.record_signature``). Any
-holder of the fleet key, the database owner who made it included, can recompute MACs; only
-a host can make its signatures. A host that signs never reads the fleet key.
-
-An exported slice is JSON Lines: one record a line, written as the RFC 8785 canonical JSON
-of all eight fields (verifiers accept any JSON spelling of a line, but refuse duplicate keys).
+The record format (fields, canonical body, digest, MAC, export line) is
+``floorguard._chain.chain_record``'s; the tree's building and snapshots are
+``floorguard._chain.chain_tree``'s. Their names are imported here too, where callers have
+long found them.
 
 Timestamps never go backwards along the chain: an append stamped earlier than the head
 (the wall clock stepped back) takes the head's timestamp, so that time windows map onto
@@ -53,34 +37,52 @@ the new leaf is hashed with: no extra round trip when the store prefetches them.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import hmac
 import json
 import os
-import re
 import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from json.encoder import encode_basestring
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from floorguard._base._canonical import ZERO_DIGEST, canonical_bytes, plain_json_text
-from floorguard._base._time import format_ts, now_ts, parse_ts
+from floorguard._base._time import format_ts, now_ts
 from floorguard._base.state import CHAIN_URL_ENV, state_key, state_paths
 from floorguard._chain import record_signature
 from floorguard._chain.chain_key import key_check, load_key, load_or_create_key
+from floorguard._chain.chain_record import (
+    BODY_FIELDS,
+    COMPACT_SORTED,
+    EVENTS,
+    GENESIS_PREV,
+    JSON_STRING,
+    MAX_RECEIPT_BYTES,
+    RECORD_FIELDS,
+    ChainRecord,
+    _canonical_and_plain,
+    _Row,
+    _row_body,
+    _row_line,
+    _row_record,
+    body_text,
+    canonical_json,
+    is_chain_id,
+    is_mac,
+    line_text,
+    parse_any_ts,
+    receipt_problem,
+    record_digest,
+    record_mac,
+)
+from floorguard._chain.chain_tree import TreeSnapshot, _build_tree, _is_hash
 from floorguard._chain.chain_view import AppendWitness, ChainViews
 from floorguard._chain.record_signature import FileCache, HostKey, HostKeys
 from floorguard._crypto import merkle
-from floorguard.chainstore.interface import CHAIN_FORMAT, AheadMissed, Node, Row
+from floorguard.chainstore.interface import CHAIN_FORMAT, AheadMissed
 from floorguard.chainstore.sqlite import BUSY_TIMEOUT_SECONDS
 from floorguard.errors import (
-    CanonicalizationError,
-    ChainError,
     ChainRollbackError,
     ChainWriteError,
     FloorguardError,
@@ -90,250 +92,33 @@ from floorguard.errors import (
 if TYPE_CHECKING:
     from floorguard.chainstore.interface import ChainStore, ReadView, WriteView
 
-EVENTS: frozenset[str] = frozenset(
-    {
-        "adapter.spawn_preflight_receipt",
-        "adapter.version_posture",
-        "adapter.floor_update_receipt",
-        "adapter.canary_receipt",
-    }
-)
-RECORD_FIELDS: tuple[str, ...] = (
-    "seq",
-    "ts",
-    "chain_id",
-    "event",
-    "receipt_id",
-    "receipt",
-    "prev",
-    "mac",
-)
-BODY_FIELDS: tuple[str, ...] = RECORD_FIELDS[:-1]
-MAX_RECEIPT_BYTES = 1 << 20
-GENESIS_PREV = ZERO_DIGEST
-_HEX = frozenset("0123456789abcdef")
-
-
-# --- canonical bytes, fast -------------------------------------------------------------------
-# (floorguard._base._canonical says when json's output is RFC 8785; this is its text-level check
-# for lines read back, where only the characters are known.)
-
-
-def _keys_sort_alike(text: str) -> bool:
-    """No character in ``text`` can make code-point order differ from UTF-16 order."""
-    return text.isascii() or max(text) < "\ue000"
-
-
-def canonical_json(value: Any) -> str:
-    """The RFC 8785 canonical JSON of ``value`` as text.
-
-    Uses the C ``json`` encoder when the result provably equals RFC 8785 (plain JSON types
-    only, no float, no integer beyond 15 digits, no character whose UTF-16 order differs),
-    else the ``rfc8785`` reference. Raises CanonicalizationError.
-    """
-    return _canonical_and_plain(value)[0]
-
-
-def _canonical_and_plain(value: Any) -> tuple[str, Any]:
-    """The canonical JSON of ``value``, and ``value`` as plain JSON values (itself when it
-    already is; else the canonical JSON read back)."""
-    text = plain_json_text(value)
-    if text is not None:
-        return text, value
-    text = canonical_bytes(value).decode("utf-8")
-    plain = json.loads(text)
-    # A float such as 2.0**53 is written as an integer that RFC 8785 then refuses to read
-    # back: refuse it here, rather than write a record no verifier can re-canonicalise.
-    try:
-        again = canonical_bytes(plain).decode("utf-8")
-    except CanonicalizationError as exc:
-        raise CanonicalizationError(
-            f"value does not survive a JSON round trip unchanged ({exc})"
-        ) from exc
-    if again != text:
-        raise CanonicalizationError("value does not survive a JSON round trip unchanged")
-    return text, plain
-
-
-# One encoder, built once: json.dumps would build a new one per call.
-COMPACT_SORTED = json.JSONEncoder(
-    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-)
-# The C string encoder behind json.dumps(..., ensure_ascii=False).
-JSON_STRING: Callable[[str], str] = encode_basestring
-_jstr = JSON_STRING
-
-
-def body_text(
-    *, seq: int, ts: str, chain_id: str, event: str, receipt_id: str, receipt_json: str, prev: str
-) -> str:
-    """The canonical body of a record, given its receipt already in canonical JSON.
-
-    The seven keys are fixed ASCII names, so their sorted order is written out here; string
-    values must be JSON text without lone surrogates (``encode`` refuses those).
-    """
-    return (
-        f'{{"chain_id":{_jstr(chain_id)},"event":{_jstr(event)},"prev":{_jstr(prev)},'
-        f'"receipt":{receipt_json},"receipt_id":{_jstr(receipt_id)},"seq":{seq},'
-        f'"ts":{_jstr(ts)}}}'
-    )
-
-
-def line_text(
-    *,
-    seq: int,
-    ts: str,
-    chain_id: str,
-    event: str,
-    receipt_id: str,
-    receipt_json: str,
-    prev: str,
-    mac: str,
-) -> str:
-    """The canonical JSON of a whole record (the export line, without its newline)."""
-    return (
-        f'{{"chain_id":{_jstr(chain_id)},"event":{_jstr(event)},"mac":{_jstr(mac)},'
-        f'"prev":{_jstr(prev)},"receipt":{receipt_json},"receipt_id":{_jstr(receipt_id)},'
-        f'"seq":{seq},"ts":{_jstr(ts)}}}'
-    )
-
-
-def record_digest(body: bytes) -> str:
-    """``sha256:`` + hex(sha256(canonical body))."""
-    return "sha256:" + hashlib.sha256(body).hexdigest()
-
-
-def record_mac(key: bytes, body: bytes) -> str:
-    """hex(HMAC-SHA256(key, canonical body))."""
-    return hmac.digest(key, body, "sha256").hex()
-
-
-def is_chain_id(text: object) -> bool:
-    """True for 32 lowercase hex characters."""
-    return isinstance(text, str) and len(text) == 32 and set(text) <= _HEX
-
-
-def is_mac(text: object) -> bool:
-    """True for a well-formed authenticator: an HMAC (64 lowercase hex characters) or a host
-    signature (``ed25519:<16 hex>:<128 hex>``)."""
-    return record_signature.is_hmac(text) or record_signature.is_signature(text)
-
-
-def receipt_problem(event: str, receipt: object) -> str | None:
-    """Why ``receipt`` cannot be recorded under ``event``, or None when it can."""
-    if event not in EVENTS:
-        return f"unknown event {event!r} (allowed: {', '.join(sorted(EVENTS))})"
-    if not isinstance(receipt, dict):
-        return "receipt is not a JSON object"
-    kind = receipt.get("kind")
-    if kind != event:
-        return f"receipt kind {kind!r} does not match event {event!r}"
-    if "schema_version" not in receipt:
-        return "receipt has no schema_version (a positive integer)"
-    version = receipt["schema_version"]
-    if type(version) is not int or version < 1:
-        # json.dumps: 1.0 and true read back as 1 in Python; say what the receipt holds.
-        return f"receipt schema_version is not a positive JSON integer ({json.dumps(version)})"
-    stamp = receipt.get("ts")
-    if not isinstance(stamp, str):
-        return "receipt has no ts (an RFC 3339 timestamp)"
-    try:
-        parse_any_ts(stamp)
-    except FloorguardError:
-        return f"receipt ts {stamp!r} is not an RFC 3339 timestamp"
-    return None
-
-
-# The form this project writes: fixed width, so that such stamps also sort as text.
-_UTC_Z = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?Z")
-
-
-def parse_any_ts(text: str) -> datetime:
-    """An RFC 3339 timestamp (Z or offset) as an aware UTC datetime; FloorguardError if not.
-
-    The common ``...Z`` form takes a fast path; anything else goes through ``parse_ts``.
-    """
-    if _UTC_Z.fullmatch(text):
-        try:
-            return datetime.fromisoformat(text[:-1]).replace(tzinfo=UTC)
-        except ValueError:
-            pass  # e.g. month 13: parse_ts words the error
-    return parse_ts(text)
-
-
-# --- records ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ChainRecord:
-    """One record of the chain, as stored and exported."""
-
-    seq: int
-    ts: str
-    chain_id: str
-    event: str
-    receipt_id: str
-    receipt: dict[str, Any]
-    prev: str
-    mac: str
-
-    def body(self) -> dict[str, Any]:
-        """The seven fields the digest and the MAC cover."""
-        return {
-            "seq": self.seq,
-            "ts": self.ts,
-            "chain_id": self.chain_id,
-            "event": self.event,
-            "receipt_id": self.receipt_id,
-            "receipt": self.receipt,
-            "prev": self.prev,
-        }
-
-    def body_bytes(self) -> bytes:
-        """RFC 8785 bytes of the body. Raises CanonicalizationError."""
-        return canonical_json(self.body()).encode("utf-8")
-
-    def digest(self) -> str:
-        """The record digest that the next record's ``prev`` must equal."""
-        return record_digest(self.body_bytes())
-
-    def mac_matches(self, key: bytes) -> bool:
-        """True when ``mac`` is the HMAC of the body under ``key`` (False for a host
-        signature: ``record_signature.HostKeys.check`` checks those)."""
-        return hmac.compare_digest(self.mac, record_mac(key, self.body_bytes()))
-
-    def to_json_line(self) -> str:
-        """The export line (canonical JSON of all eight fields, no trailing newline)."""
-        return canonical_json({**self.body(), "mac": self.mac})
-
-
-_Row = Row
-# Quoted by other modules from here.
-__all__ = ["BUSY_TIMEOUT_SECONDS", "CHAIN_FORMAT"]
-
-
-def _body_fields(row: _Row) -> dict[str, Any]:
-    """A stored row's first seven columns, named as body_text and line_text take them."""
-    seq, ts, chain_id, event, receipt_id, receipt_json, prev, _ = row
-    return {"seq": seq, "ts": ts, "chain_id": chain_id, "event": event,
-            "receipt_id": receipt_id, "receipt_json": receipt_json, "prev": prev}  # fmt: skip
-
-
-def _row_body(row: _Row) -> str:
-    return body_text(**_body_fields(row))
-
-
-def _row_line(row: _Row) -> str:
-    return line_text(**_body_fields(row), mac=row[7])
-
-
-def _row_record(row: _Row) -> ChainRecord:
-    seq, ts, chain_id, event, receipt_id, receipt_json, prev, mac = row
-    try:
-        receipt = json.loads(receipt_json)
-    except ValueError as exc:
-        raise ChainError(f"record {seq} holds a receipt that is not JSON") from exc
-    return ChainRecord(seq, ts, chain_id, event, receipt_id, receipt, prev, mac)
+# Quoted by other modules from here: the chain's own names, and those of the record format
+# and the tree that callers import from this module.
+__all__ = [
+    "BODY_FIELDS",
+    "BUSY_TIMEOUT_SECONDS",
+    "CHAIN_FORMAT",
+    "COMPACT_SORTED",
+    "EVENTS",
+    "GENESIS_PREV",
+    "JSON_STRING",
+    "MAX_RECEIPT_BYTES",
+    "RECORD_FIELDS",
+    "AuditChain",
+    "ChainRecord",
+    "TreeSnapshot",
+    "_row_body",
+    "_row_line",
+    "body_text",
+    "canonical_json",
+    "is_chain_id",
+    "is_mac",
+    "line_text",
+    "parse_any_ts",
+    "receipt_problem",
+    "record_digest",
+    "record_mac",
+]
 
 
 # --- the chain over its store ----------------------------------------------------------------
@@ -842,115 +627,10 @@ class AuditChain:
             yield from view.rows(first, last)
 
 
-class TreeSnapshot:
-    """Records and tree hashes read in one transaction: what proofs are made of.
-
-    ``size`` is the number of records the tree holds (``AuditChain.ensure_tree`` first
-    makes that every record). Raises ChainError on storage errors.
-    """
-
-    def __init__(self, store: ChainStore) -> None:
-        self._store = store
-        self._reading: contextlib.AbstractContextManager[ReadView | None] | None = None
-        self._view: ReadView | None = None
-        self.size = 0
-        self.records = 0
-
-    def __enter__(self) -> TreeSnapshot:
-        self._reading = self._store.read()
-        view = self._reading.__enter__()
-        if view is None:
-            return self
-        try:
-            self.records = view.record_count()
-            self.size = view.tree_size()
-        except BaseException as exc:
-            self._reading.__exit__(type(exc), exc, exc.__traceback__)
-            self._reading = None
-            raise
-        self._view = view
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self._view = None
-        reading, self._reading = self._reading, None
-        if reading is not None:
-            reading.__exit__(*exc_info)
-
-    def subtree(self, level: int, index: int) -> bytes:
-        """The stored hash of complete subtree (level, index). Raises ChainError."""
-        if self._view is None:
-            raise ChainError("the audit chain has no Merkle tree")
-        found = self._view.subtree(level, index)
-        if found is None or len(found) != merkle.HASH_SIZE:
-            raise ChainError(
-                f"the Merkle tree of the audit chain {self._store.location} lacks subtree "
-                f"({level}, {index}) (the database was altered)"
-            )
-        return found
-
-    def lines(self) -> Iterator[str]:
-        """Every record's export line, in seq order, streamed."""
-        if self._view is not None:
-            for row in self._view.rows(0, None):
-                yield _row_line(row)
-
-    def nodes(self) -> Iterator[Node]:
-        """Every stored tree node, in the order a tree built leaf by leaf completes them."""
-        if self._view is not None:
-            yield from self._view.nodes()
-
-    def line(self, seq: int) -> str | None:
-        """The export line of record ``seq``, or None when there is none."""
-        if self._view is None:
-            return None
-        row = self._view.row(seq)
-        return None if row is None else _row_line(row)
-
-    def seq_of(self, receipt_id: str) -> int | None:
-        """The seq of the first record of receipt ``receipt_id``, or None."""
-        if self._view is None:
-            return None
-        return self._view.first_seq_of(receipt_id)
-
-
 def _known(key: bytes | None) -> bytes:
     if key is None:  # pragma: no cover - an append loads its key or its signer first
         raise KeyFileError("no key to authenticate the record with")
     return key
-
-
-def _is_hash(value: object) -> bool:
-    # A stored hash of another type or length is an altered tree: never hashed onward.
-    return isinstance(value, bytes) and len(value) == merkle.HASH_SIZE
-
-
-def _build_tree(view: WriteView, upto: int) -> None:
-    """Add the leaves the tree lacks below ``upto``, from the records as they are stored."""
-    start = view.tree_size()
-    if start >= upto:
-        return
-
-    def stored(level: int, index: int) -> bytes:
-        found = view.subtree(level, index)
-        if found is None or not _is_hash(found):
-            raise ChainWriteError(f"the Merkle tree lacks subtree ({level}, {index})")
-        return found
-
-    edge = merkle.CompactRange.of(start, stored)
-    pending: list[tuple[int, int, bytes]] = []
-    expected = start
-    for row in view.rows(start, upto - 1):
-        if row[0] != expected:
-            raise ChainWriteError(f"the audit chain has no record {expected}")
-        expected += 1
-        pending.extend(edge.append(merkle.leaf_hash(_row_line(row).encode("utf-8"))))
-        if len(pending) >= 4096:
-            view.insert_nodes(pending)
-            pending.clear()
-    if expected != upto:
-        raise ChainWriteError(f"the audit chain has no record {expected}")
-    view.insert_nodes(pending)
 
 
 def _first_seq_where(view: ReadView, low: int, high: int, stamp: str, relation: str) -> int:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from floorguard._base import _time
 from floorguard._base._canonical import canonical_bytes, content_address, is_digest
+from floorguard._chain.chain_record import receipt_problem
 from floorguard._crypto import dsse
 from floorguard._maps.map_model import entries_hash
 from floorguard.errors import FloorguardError, FloorMapError, VerificationError
@@ -101,8 +102,6 @@ def shape_problem(kind: str, receipt: object) -> str | None:
     field its format fixes; and for a floor update, its self-consistency
     (:func:`check_update_receipt`). The message names the field by its JSON path.
     """
-    from floorguard._chain.chain import receipt_problem
-
     problem = receipt_problem(kind, receipt)
     if problem is not None or not isinstance(receipt, dict):
         return problem

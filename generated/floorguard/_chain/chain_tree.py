@@ -1,0 +1,122 @@
+"""The chain's Merkle tree in its store: the tree a chain written before it existed lacks,
+built from the records as stored, and records and tree hashes read from one snapshot, which
+is what proofs are made of."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from floorguard._chain.chain_record import _row_line
+from floorguard._crypto import merkle
+from floorguard.chainstore.interface import Node
+from floorguard.errors import ChainError, ChainWriteError
+
+if TYPE_CHECKING:
+    from floorguard.chainstore.interface import ChainStore, ReadView, WriteView
+
+
+class TreeSnapshot:
+    """Records and tree hashes read in one transaction: what proofs are made of.
+
+    ``size`` is the number of records the tree holds (``AuditChain.ensure_tree`` first
+    makes that every record). Raises ChainError on storage errors.
+    """
+
+    def __init__(self, store: ChainStore) -> None:
+        self._store = store
+        self._reading: contextlib.AbstractContextManager[ReadView | None] | None = None
+        self._view: ReadView | None = None
+        self.size = 0
+        self.records = 0
+
+    def __enter__(self) -> TreeSnapshot:
+        self._reading = self._store.read()
+        view = self._reading.__enter__()
+        if view is None:
+            return self
+        try:
+            self.records = view.record_count()
+            self.size = view.tree_size()
+        except BaseException as exc:
+            self._reading.__exit__(type(exc), exc, exc.__traceback__)
+            self._reading = None
+            raise
+        self._view = view
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self._view = None
+        reading, self._reading = self._reading, None
+        if reading is not None:
+            reading.__exit__(*exc_info)
+
+    def subtree(self, level: int, index: int) -> bytes:
+        """The stored hash of complete subtree (level, index). Raises ChainError."""
+        if self._view is None:
+            raise ChainError("the audit chain has no Merkle tree")
+        found = self._view.subtree(level, index)
+        if found is None or len(found) != merkle.HASH_SIZE:
+            raise ChainError(
+                f"the Merkle tree of the audit chain {self._store.location} lacks subtree "
+                f"({level}, {index}) (the database was altered)"
+            )
+        return found
+
+    def lines(self) -> Iterator[str]:
+        """Every record's export line, in seq order, streamed."""
+        if self._view is not None:
+            for row in self._view.rows(0, None):
+                yield _row_line(row)
+
+    def nodes(self) -> Iterator[Node]:
+        """Every stored tree node, in the order a tree built leaf by leaf completes them."""
+        if self._view is not None:
+            yield from self._view.nodes()
+
+    def line(self, seq: int) -> str | None:
+        """The export line of record ``seq``, or None when there is none."""
+        if self._view is None:
+            return None
+        row = self._view.row(seq)
+        return None if row is None else _row_line(row)
+
+    def seq_of(self, receipt_id: str) -> int | None:
+        """The seq of the first record of receipt ``receipt_id``, or None."""
+        if self._view is None:
+            return None
+        return self._view.first_seq_of(receipt_id)
+
+
+def _is_hash(value: object) -> bool:
+    # A stored hash of another type or length is an altered tree: never hashed onward.
+    return isinstance(value, bytes) and len(value) == merkle.HASH_SIZE
+
+
+def _build_tree(view: WriteView, upto: int) -> None:
+    """Add the leaves the tree lacks below ``upto``, from the records as they are stored."""
+    start = view.tree_size()
+    if start >= upto:
+        return
+
+    def stored(level: int, index: int) -> bytes:
+        found = view.subtree(level, index)
+        if found is None or not _is_hash(found):
+            raise ChainWriteError(f"the Merkle tree lacks subtree ({level}, {index})")
+        return found
+
+    edge = merkle.CompactRange.of(start, stored)
+    pending: list[tuple[int, int, bytes]] = []
+    expected = start
+    for row in view.rows(start, upto - 1):
+        if row[0] != expected:
+            raise ChainWriteError(f"the audit chain has no record {expected}")
+        expected += 1
+        pending.extend(edge.append(merkle.leaf_hash(_row_line(row).encode("utf-8"))))
+        if len(pending) >= 4096:
+            view.insert_nodes(pending)
+            pending.clear()
+    if expected != upto:
+        raise ChainWriteError(f"the audit chain has no record {expected}")
+    view.insert_nodes(pending)

@@ -1,0 +1,39 @@
+"""What an identification says: the catalogued adapter recognised in what will run, how it
+was recognised, and the version of the code that will be loaded, when known."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+# How an identification was made. For these, what runs is Python or node code read by an
+# interpreter, whose own --version says nothing of it: the version comes from here.
+INTERPRETED: Final = frozenset({"python -m", "python -c", "python-script", "node-script"})
+
+
+@dataclass(frozen=True)
+class Identification:
+    """A catalogued adapter recognised in what will run.
+
+    ``via`` says how (``npm-package``, ``pip-record``, ``pip-script``, and for interpreter
+    invocations ``python -m``, ``python -c``, ``python-script``, ``node-script``);
+    ``subject`` is the file or module recognised. ``version`` (with ``version_source``, the
+    metadata file it was read from) is set when the package's version is known from where
+    its code will be loaded; ``version_known`` says whether identification is the authority
+    on the version (True for interpreted code and Python wrappers: None then means unknown).
+    """
+
+    adapter: str
+    via: str
+    subject: str
+    version: str | None = None
+    version_source: str | None = None
+    version_known: bool = False
+
+
+def as_interpreted(hit: Identification, via: str, subject: str) -> Identification:
+    """``hit`` recast as found through ``via``, by an interpreter: its version is the one
+    identification read (None: unknown)."""
+    return Identification(
+        hit.adapter, via, subject, hit.version, hit.version_source, version_known=True
+    )

@@ -1,0 +1,204 @@
+"""Which catalogued pip distribution installed a file or a top-level module, and at which
+version, from the dist-info folders of site-packages (RECORD, top_level.txt, METADATA) and
+the site-packages folders of an installation prefix."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from floorguard._identify.consulted import (
+    MAX_MANIFEST_BYTES,
+    MAX_RECORD_BYTES,
+    _identity,
+    _read_path,
+    memo,
+    new_cache,
+)
+from floorguard._identify.identification import Identification
+from floorguard._maps.catalog import ADAPTER_OF_PIP_DISTRIBUTION, ADAPTER_OF_PIP_MODULE
+from floorguard.errors import DetectionError
+
+
+def _canonical_dist(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+_site_listings = new_cache()
+_record_cache = new_cache()
+_metadata_cache = new_cache()
+
+
+def _catalogued_dist_infos(site: str) -> list[tuple[str, str]]:
+    """``(dist-info directory, adapter)`` of every catalogued distribution in ``site``."""
+    ident = _identity(site)
+    if ident is None:
+        return []
+
+    def scan() -> list[tuple[str, str]]:
+        try:
+            names = sorted(os.listdir(site))
+        except OSError:
+            return []
+        found = []
+        for name in names:
+            if name.endswith(".dist-info"):
+                dist = name[: -len(".dist-info")].rsplit("-", 1)[0]
+                adapter = ADAPTER_OF_PIP_DISTRIBUTION.get(_canonical_dist(dist))
+                if adapter is not None:
+                    found.append((os.path.join(site, name), adapter))
+        return found
+
+    return memo(_site_listings, (site, ident), scan)
+
+
+@dataclass(frozen=True)
+class _Record:
+    paths: frozenset[str]  # normalised, relative to the site directory
+    top_level: frozenset[str]  # importable top-level names the distribution installs
+
+
+def _record(info: str) -> _Record:
+    """What a dist-info says its distribution installed (RECORD, top_level.txt)."""
+    record_path = os.path.join(info, "RECORD")
+    top_path = os.path.join(info, "top_level.txt")
+    key = (info, _identity(record_path), _identity(top_path))
+
+    def parse() -> _Record:
+        paths: set[str] = set()
+        tops: set[str] = set()
+        data = _read_path(record_path, MAX_RECORD_BYTES) or b""
+        for line in data.decode("utf-8", errors="replace").splitlines():
+            # A path with a comma is quoted in RECORD (it is CSV); such paths are not ours.
+            path = line.partition(",")[0]
+            if not path or "\x00" in path:
+                continue
+            normal = os.path.normpath(path)
+            paths.add(normal)
+            first = normal.split(os.sep, 1)[0]
+            if not first.startswith("..") and not first.endswith((".dist-info", ".data")):
+                tops.add(first.removesuffix(".py") if "." not in first[:-3] else first)
+        top_level = _read_path(top_path, MAX_MANIFEST_BYTES)
+        if top_level:
+            tops |= set(top_level.decode("utf-8", errors="replace").split())
+        modules = {t.split(".", 1)[0] for t in tops}
+        return _Record(frozenset(paths), frozenset(modules))
+
+    return memo(_record_cache, key, parse)
+
+
+def _metadata_version(info: str) -> tuple[str | None, str]:
+    """The single ``Version`` header of a dist-info's METADATA (None if not exactly one)."""
+    path = os.path.join(info, "METADATA")
+
+    def parse() -> str | None:
+        data = _read_path(path, MAX_MANIFEST_BYTES)
+        if data is None:
+            return None
+        versions = []
+        for line in data.decode("utf-8", errors="replace").splitlines():
+            if not line.strip():
+                break  # the headers end at the first blank line
+            key, sep, value = line.partition(":")
+            if sep and key.strip().lower() == "version":
+                versions.append(value.strip())
+        return versions[0] if len(versions) == 1 else None
+
+    return memo(_metadata_cache, (path, _identity(path)), parse), path
+
+
+_prefix_cache = new_cache()
+_LIBS: Final = ("lib", "lib64", "local/lib")
+
+
+def _prefix_sites(prefix: Path | str, version: str | None = None) -> list[str]:
+    """The site-packages and dist-packages of an installation prefix, for the interpreter
+    version ``X.Y`` when it is known (``python3.11`` and Debian's ``python3``), else for every
+    ``python3*`` folder (cached until one of its lib directories changes)."""
+    bases = [os.path.join(prefix, lib) for lib in _LIBS]
+
+    def wanted(name: str) -> bool:
+        if version is None:
+            return name.startswith("python3")
+        return name in (f"python{version}", "python3")
+
+    def scan() -> list[str]:
+        found = []
+        for base in bases:
+            try:
+                names = sorted(os.listdir(base))
+            except OSError:
+                continue
+            for name in names:
+                if wanted(name):
+                    for leaf in ("site-packages", "dist-packages"):
+                        candidate = os.path.join(base, name, leaf)
+                        if os.path.isdir(candidate):
+                            found.append(candidate)
+        return found
+
+    return memo(_prefix_cache, (version, *((b, _identity(b)) for b in bases)), scan)
+
+
+def _unique(items: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(os.path.normpath(i) for i in items if "\x00" not in i))
+
+
+def _installed_by(site: str, relative: str) -> tuple[str, str] | None:
+    """The catalogued distribution in ``site`` that installed the file at ``relative``: its
+    RECORD lists it, or it lies inside one of its top-level packages."""
+    first = relative.split(os.sep, 1)[0]
+    for info, adapter in _catalogued_dist_infos(site):
+        record = _record(info)
+        if relative in record.paths or (os.sep in relative and first in record.top_level):
+            return adapter, info
+    if os.sep in relative and first in ADAPTER_OF_PIP_MODULE:
+        return ADAPTER_OF_PIP_MODULE[first], ""
+    return None
+
+
+def _pip_file_identification(path: Path, st: os.stat_result) -> Identification | None:
+    """A file a catalogued pip distribution installed (same inode as the RECORD entry, or a
+    file inside one of its packages), found from the site-packages above it or, for a file
+    in a ``bin`` directory, the site-packages of that prefix."""
+    sites = [str(p) for p in path.parents if p.name in ("site-packages", "dist-packages")]
+    if path.parent.name == "bin":
+        sites += _prefix_sites(path.parent.parent)
+    found: set[tuple[str, str]] = set()
+    for site in _unique(sites):
+        relative = os.path.normpath(os.path.relpath(path, site))
+        hit = _installed_by(site, relative)
+        if hit is None:
+            continue
+        on_disk = _stat(os.path.join(site, relative))
+        if on_disk is not None and (on_disk.st_dev, on_disk.st_ino) == (st.st_dev, st.st_ino):
+            found.add(hit)
+    return _one(found, str(path), "pip-record", version_known=False)
+
+
+def _stat(path: str) -> os.stat_result | None:
+    try:
+        return os.stat(path)
+    except (OSError, ValueError):
+        return None
+
+
+def _one(
+    found: set[tuple[str, str]], subject: str, via: str, *, version_known: bool
+) -> Identification | None:
+    adapters = {adapter for adapter, _ in found}
+    if not adapters:
+        return None
+    if len(adapters) > 1:
+        raise DetectionError(
+            f"{subject} belongs to several adapters at once: {', '.join(sorted(adapters))}"
+        )
+    infos = sorted({info for _, info in found if info})
+    version, source = (None, None)
+    if len(infos) == 1:
+        version, source = _metadata_version(infos[0])
+    return Identification(adapters.pop(), via, subject, version, source, version_known)

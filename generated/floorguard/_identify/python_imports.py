@@ -1,0 +1,313 @@
+"""Where a Python child's import system finds a top-level module: the search path built as
+CPython and its ``site`` build it (:func:`python_path`), the path finder followed
+(:func:`find_module`), and the catalogued distribution installed at the place found, with
+its version (:func:`resolve_import`)."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from floorguard._identify.consulted import (
+    MAX_MANIFEST_BYTES,
+    _checked_memo,
+    _identity,
+    _read_path,
+    memo,
+    new_cache,
+)
+from floorguard._identify.identification import Identification
+from floorguard._identify.pip_metadata import (
+    _catalogued_dist_infos,
+    _one,
+    _prefix_sites,
+    _record,
+    _unique,
+)
+from floorguard._maps.catalog import ADAPTER_OF_PIP_MODULE
+from floorguard.errors import DetectionError
+
+
+@dataclass(frozen=True)
+class PythonPath:
+    """Where a Python child finds third-party code, in CPython's order, the standard
+    library left out. ``before_site`` are the entries ahead of the standard library (the
+    program's folder, PYTHONPATH), whose modules shadow it; ``sites`` the site folders and
+    the folders their ``.pth`` files add, which hold installed code. ``doubts`` are the
+    start-up inputs not understood (``.pth`` code, ``sitecustomize``)."""
+
+    before_site: tuple[str, ...]
+    sites: tuple[str, ...]
+    doubts: tuple[str, ...]
+
+    @property
+    def entries(self) -> tuple[str, ...]:
+        return (*self.before_site, *self.sites)
+
+
+_PATH_VARIABLES: Final = ("PYTHONPATH", "PYTHONSAFEPATH", "PYTHONNOUSERSITE", "PYTHONUSERBASE")
+_paths_cache = new_cache()
+
+
+def python_path(
+    interpreter: str,
+    environ: Mapping[str, str],
+    first: str | None,
+    flags: frozenset[str] = frozenset(),
+    cwd: str | None = None,
+) -> PythonPath:
+    """:func:`_python_path`, reused while every file and folder it consulted is unchanged."""
+    here = cwd or os.getcwd()
+    key = (
+        interpreter, first, flags, here, environ.get("HOME"),
+        *(environ.get(name) for name in _PATH_VARIABLES),
+    )  # fmt: skip
+    return _checked_memo(
+        _paths_cache, key, lambda: _python_path(interpreter, environ, first, flags, here)
+    )
+
+
+def _python_path(
+    interpreter: str,
+    environ: Mapping[str, str],
+    first: str | None,
+    flags: frozenset[str],
+    cwd: str,
+) -> PythonPath:
+    """Where ``interpreter`` (as started: a virtual environment's is found by its own path)
+    imports third-party code from, in CPython's order: ``first`` (the script's folder, or
+    the working directory for ``-m`` and ``-c``) unless safe path is on; PYTHONPATH, its
+    relative entries taken against the working directory ``cwd`` and empty ones as it; then
+    what ``site`` adds: a virtual environment's site-packages, then the user site
+    (PYTHONUSERBASE or ``~/.local``) unless disabled (a virtual environment disables it
+    unless it includes the system site-packages), then the interpreter's prefix's own
+    site-packages, each followed by the folders its ``.pth`` files add. ``flags`` are the
+    interpreter's one-letter options: ``-I`` (``-E -s -P``), ``-E``, ``-s``, ``-P`` and
+    ``-S`` (no ``site`` at all). ``doubts`` name the start-up code not understood, archives
+    on the path, and modules ahead of the standard library that shadow it."""
+    from floorguard._identify import python_site
+
+    isolated = "I" in flags
+    env = {} if isolated or "E" in flags else environ
+    safe = isolated or "P" in flags or bool(env.get("PYTHONSAFEPATH"))
+    head = [] if first is None or safe else [first]
+    python_path_dirs: list[str] = []
+    if env.get("PYTHONPATH"):
+        python_path_dirs = [os.path.join(cwd, e) for e in env["PYTHONPATH"].split(os.pathsep)]
+    before = _unique([*head, *python_path_dirs])
+    climbing = [
+        f"PYTHONPATH entry {entry!r} climbs with '..' (by its letters with site, through "
+        "links without it)"
+        for entry in env.get("PYTHONPATH", "").split(os.pathsep)
+        if ".." in Path(entry).parts
+    ]
+    if "S" in flags:
+        return PythonPath(tuple(before), (), tuple(climbing))
+    version = python_version(interpreter)
+    venv = _venv_config(interpreter)
+    user_enabled = not (isolated or "s" in flags or env.get("PYTHONNOUSERSITE")) and venv in (
+        None,
+        True,
+    )
+    user: list[str] = []
+    if user_enabled:
+        base = env.get("PYTHONUSERBASE") or (
+            os.path.join(environ["HOME"], ".local") if environ.get("HOME") else ""
+        )
+        user = _prefix_sites(base, version) if base else []
+    prefix = os.path.dirname(os.path.dirname(os.path.realpath(interpreter)))
+    system = _prefix_sites(prefix, version)
+    if venv is None:
+        sites = [*user, *system]
+    else:
+        own = _prefix_sites(os.path.dirname(os.path.dirname(interpreter)), version)
+        # site adds a virtual environment's own site-packages first, ahead of the user site.
+        sites = [*own, *user, *system] if venv else own
+    # At start-up the program's folder is not on the path yet (CPython adds it after site).
+    at_startup = _unique(python_path_dirs)
+    # One folder reached twice (a virtual environment's ``lib64`` links to ``lib``) is one
+    # site folder, known by the first path that reached it.
+    seen: set[str] = set()
+    distinct = []
+    for site in sites:
+        if (real := os.path.realpath(site)) not in seen:
+            seen.add(real)
+            distinct.append(site)
+    scan = python_site.scan_sites(_unique(distinct), at_startup, _module_folder)
+    for consulted in (interpreter, *sites, *scan.consulted):
+        _identity(consulted)  # noted: a change to any of them is another answer
+    startup = [*at_startup, *scan.directories]
+    doubts = [*climbing, *scan.doubts]
+    doubts += python_site.customize_doubts(lambda m: _module_folder(m, startup), user_enabled)
+    doubts += [
+        f"sys.path entry {entry} is a file (an archive whose modules are not read)"
+        for entry in (*before, *scan.directories)
+        if os.path.isfile(entry)
+    ]
+    doubts += [
+        f"{folder} holds {name}, which shadows the standard library's {name} (code run "
+        "instead of it)"
+        for folder in before
+        for name in _stdlib_shadows(folder, version)
+    ]
+    return PythonPath(tuple(before), scan.directories, tuple(doubts))
+
+
+def _stdlib_shadows(folder: str, version: str | None) -> list[str]:
+    """The standard library's top-level modules that ``folder`` holds a module or regular
+    package of. Ahead of the standard library on the path (the program's folder,
+    PYTHONPATH), such a file runs in its place: ``encodings`` at start-up, ``json`` when
+    the CLI imports it."""
+    import sys
+
+    stems = sorted({name.split(".", 1)[0] for name in listing(folder)})
+    return [
+        stem
+        for stem in stems
+        if stem in sys.stdlib_module_names
+        and (found := find_module(stem, [folder], version)) is not None
+        and found[1] != "namespace"
+    ]
+
+
+_VERSIONED_NAME = re.compile(r"python(\d+\.\d+)\Z")
+
+
+def python_version(interpreter: str) -> str | None:
+    """``X.Y`` of the interpreter, from its real file's name (``python3.11``), or from a
+    virtual environment's ``pyvenv.cfg``; None when neither says."""
+    match = _VERSIONED_NAME.match(os.path.basename(os.path.realpath(interpreter)))
+    if match:
+        return match.group(1)
+    config = _pyvenv_cfg(interpreter)
+    stated = config.get("version_info") or config.get("version") or ""
+    match = re.match(r"(\d+\.\d+)", stated)
+    return match.group(1) if match else None
+
+
+def _pyvenv_cfg(interpreter: str) -> dict[str, str]:
+    """The ``key = value`` lines of the ``pyvenv.cfg`` beside or above ``interpreter``
+    (empty when there is none)."""
+    here = os.path.dirname(interpreter)
+    for folder in (here, os.path.dirname(here)):
+        config = os.path.join(folder, "pyvenv.cfg")
+        if _identity(config) is None:
+            continue
+        text = (_read_path(config, MAX_MANIFEST_BYTES) or b"").decode("utf-8", "replace")
+        values = {"": folder}
+        for line in text.splitlines():
+            key, sep, value = line.partition("=")
+            if sep:
+                values[key.strip().lower()] = value.strip()
+        return values
+    return {}
+
+
+def _venv_config(interpreter: str) -> bool | None:
+    """None when ``interpreter`` (as started) is not a virtual environment's; else whether
+    its ``pyvenv.cfg`` includes the system site-packages."""
+    config = _pyvenv_cfg(interpreter)
+    if not config:
+        return None
+    return config.get("include-system-site-packages", "").lower() == "true"
+
+
+# ---------------------------------------------------------------------------- the import system
+
+_listings = new_cache()
+
+
+def listing(directory: str) -> frozenset[str]:
+    """The names in ``directory`` (cached per directory identity: adding or removing an
+    entry changes its mtime)."""
+
+    def scan() -> frozenset[str]:
+        try:
+            return frozenset(os.listdir(directory))
+        except OSError:
+            return frozenset()
+
+    return memo(_listings, (directory, _identity(directory)), scan)
+
+
+def _extension_suffixes(version: str | None) -> tuple[str, ...] | None:
+    """The extension-module suffixes of a CPython ``X.Y`` on this machine's architecture
+    (None when the version is not known)."""
+    if version is None:
+        return None
+    import sys
+
+    arch = getattr(sys.implementation, "_multiarch", None)
+    tag = f".cpython-{version.replace('.', '')}" + (f"-{arch}" if arch else "")
+    return (f"{tag}.so", ".abi3.so", ".so")
+
+
+def _file_in(directory: str, names: frozenset[str], stem: str, version: str | None) -> str | None:
+    """The file of module ``stem`` in ``directory`` as FileFinder finds it (extension
+    modules, then source, then bytecode), or None. An extension file whose tag cannot be
+    matched to the child's interpreter raises: it may or may not load."""
+    suffixes = _extension_suffixes(version)
+    candidates = [n for n in names if n.startswith(stem + ".") and n.endswith(".so")]
+    if candidates and suffixes is None:
+        raise DetectionError(
+            f"{os.path.join(directory, candidates[0])}: cannot tell whether the interpreter "
+            "loads this extension module"
+        )
+    for suffix in (*(suffixes or ()), ".py", ".pyc"):
+        if stem + suffix in names and os.path.isfile(os.path.join(directory, stem + suffix)):
+            return os.path.join(directory, stem + suffix)
+    return None
+
+
+def find_module(
+    top: str, search: Sequence[str], version: str | None = None
+) -> tuple[str, str] | None:
+    """Where importing the top-level module ``top`` finds it, as CPython's path finder does:
+    ``(folder, kind)`` with kind ``package`` or ``module`` for the first folder holding a
+    regular package or a module file, else ``namespace`` for the first of the namespace
+    portions (folders without ``__init__``), which are used only when nothing else is
+    found anywhere on the path. None when it is not on ``search``."""
+    portion = None
+    for directory in search:
+        names = listing(directory)
+        if top in names and os.path.isdir(os.path.join(directory, top)):
+            package = os.path.join(directory, top)
+            if _file_in(package, listing(package), "__init__", version) is not None:
+                return directory, "package"
+            portion = portion or directory
+        if _file_in(directory, names, top, version) is not None:
+            return directory, "module"
+    return (portion, "namespace") if portion is not None else None
+
+
+def _module_folder(top: str, search: Sequence[str]) -> str | None:
+    """The folder whose code ``import top`` runs (a namespace portion runs none)."""
+    found = find_module(top, search)
+    return found[0] if found is not None and found[1] != "namespace" else None
+
+
+def resolve_import(
+    top: str, search: Sequence[str], version: str | None = None
+) -> Identification | None:
+    """The catalogued adapter that importing ``top`` loads, with the version of the
+    distribution installed where the interpreter will find it (None when ``top`` is not
+    catalogued). A catalogued package found as a namespace portion, not where any
+    distribution installed it, or not found at all has an unknown version."""
+    adapter = ADAPTER_OF_PIP_MODULE.get(top)
+    if adapter is None:
+        return None
+    found = find_module(top, search, version)
+    if found is None or found[1] == "namespace":
+        return Identification(adapter, "import", top)
+    owners = {
+        (owner, info)
+        for info, owner in _catalogued_dist_infos(found[0])
+        if top in _record(info).top_level
+    }
+    if owners:
+        return _one(owners, top, "import", version_known=True)
+    return Identification(adapter, "import", top)
