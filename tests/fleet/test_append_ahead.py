@@ -7,7 +7,8 @@ on what it knows from its own append, and the server checks that knowledge.
   the host remembers, or its estimated stamp does not hold, nothing is written and the
   append runs the ordinary way, which refuses a rollback or a fork as it always did.
 - A process of a host whose other process saw more of the chain never appends ahead onto
-  a chain rolled back to what it alone saw.
+  a chain rolled back to what it alone saw; nor after a head whose mac was replaced (the
+  ordinary way records it as unverified).
 - append_next refuses what append_record refuses; its stamp may trail the transaction's
   start by at most AHEAD_SLACK_MS; a wrong right edge is a serialization failure.
 - A chain whose schema predates append_next takes appends the ordinary way.
@@ -124,6 +125,23 @@ def test_a_changed_node_on_the_trees_right_edge_refuses_the_next_append_as_a_for
     with pytest.raises(ChainRollbackError, match="fork"):
         chain.append(CANARY, receipt(n=6))
     assert _head_seq(pg) == 5
+
+
+def test_a_replaced_mac_on_the_record_a_process_wrote_is_recorded_as_an_unverified_head(
+    pg: Chain, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The owner swaps the mac of the head this process wrote, keeping its tree rows: the
+    # next record's prev does not cover a mac, and its leaf is unchanged.
+    home = tmp_path / "host"
+    chain = _host(pg, home)
+    for n in range(3):
+        chain.append(CANARY, receipt(n=n))
+    pg.sql("UPDATE floorguard.records SET mac = repeat('0', 64) WHERE seq = 2")
+
+    assert chain.append(CANARY, receipt(n=3)).seq == 3
+    assert "seq 2) does not verify" in caplog.text  # recorded, never silently
+    refusals = (home / "floorguard" / "chain-refusals.jsonl").read_text().splitlines()
+    assert [json.loads(line)["event"] for line in refusals] == ["unverified-head"]
 
 
 def test_a_chain_initialised_before_append_next_takes_appends_the_ordinary_way(

@@ -623,6 +623,7 @@ def _append_function(name: str, *, ahead: bool) -> str:
     )
     returns = "text" if ahead else "void"
     lock = (_LOCK_STEP + _EDGE_CHECK) if ahead else _LOCK_IN_LINE
+    head_check = _HEAD_CHECK if ahead else ""
     ending = (
         "  RETURN pg_catalog.to_char(pg_catalog.clock_timestamp() AT TIME ZONE 'UTC',\n"
         '                            \'YYYY-MM-DD"T"HH24:MI:SS.US"Z"\');\n'
@@ -654,13 +655,13 @@ BEGIN
 {_READ_COMMITTED}
 {lock}  -- The head and its leaf (the tree is built up to the head) in one query. A record names
   -- the chain its head names (the first one, meta's: chain init's).
-  SELECT r.seq, r.ts, r.chain_id, r.event, r.receipt_id, r.receipt, r.prev,
+  SELECT r.seq, r.ts, r.chain_id, r.event, r.receipt_id, r.receipt, r.prev, r.mac,
          (SELECT t.hash FROM floorguard.tree t WHERE t.level = 0 AND t.idx = r.seq)
     INTO head.seq, head.ts, head.chain_id, head.event, head.receipt_id, head.receipt,
-         head.prev, head_leaf
+         head.prev, head.mac, head_leaf
     FROM floorguard.records r ORDER BY r.seq DESC LIMIT 1;
   has_head := FOUND;
-  chain := head.chain_id;
+{head_check}  chain := head.chain_id;
   IF NOT has_head THEN
     chain := (SELECT m.value FROM floorguard.meta m WHERE m.key = 'chain_id');
   END IF;
@@ -784,6 +785,16 @@ _EDGE_CHECK = """
           WHERE t.level = e.l AND t.idx = e.i AND t.hash = e.h)
         <> COALESCE(pg_catalog.cardinality(edge_levels), 0) THEN
     RAISE EXCEPTION 'floorguard: the chain is not the one this host last wrote'
+      USING ERRCODE = 'serialization_failure';
+  END IF;
+"""
+# append_next's check of the head, whole: the edge check covers its leaf, and the head's
+# export line (its mac included, which its successor's prev does not cover) must hash to
+# that leaf, so the head is the record the host wrote, byte for byte.
+_HEAD_CHECK = f"""
+  IF has_head AND {_LEAF.format(line=_json_text_sql("head.", mac=True))}
+       IS DISTINCT FROM head_leaf THEN
+    RAISE EXCEPTION 'floorguard: the head is not the record this host wrote'
       USING ERRCODE = 'serialization_failure';
   END IF;
 """
