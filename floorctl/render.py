@@ -543,6 +543,7 @@ __all__ = [
     "BERNSTEIN",
     "FLOORGUARD",
     "TEMPLATE_NAMES",
+    "BlockData",
     "Template",
     "is_template_path",
     "load_template",
