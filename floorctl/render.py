@@ -1,243 +1,53 @@
-"""Rendering the floor-map block from a template, and reading a block back as data.
+"""Reading a floor-map block back as data, the gate every block passes, rendered or read.
 
 The block is data only. Values reach a template already written as Python literals
-(:func:`py_literal`), so feed text is never template or code text. Every rendered block
-then passes the same gate a block read from disk does (:func:`read_block`): it is parsed
-with :mod:`ast`, never imported or executed, and refused unless it holds exactly the
-assignments of literals one of the known layouts names, reading back to exactly the data
-that was rendered. A custom template given by path is held to the same gate. A large
-block is parsed in pieces that provably read as one parse of it does (memory stays bounded).
+(:func:`py_literal`, in ``floorctl.render_literals``), so feed text is never template or code
+text. Every rendered block (``floorctl.render_templates``) then passes the same gate a block
+read from disk does (:func:`read_block`): it is parsed with :mod:`ast`, never imported or
+executed, and refused unless it holds exactly the assignments of literals one of the known
+layouts (``floorctl.render_layouts``) names, reading back to exactly the data that was
+rendered. A custom template given by path is held to the same gate. A large block is parsed
+in pieces that provably read as one parse of it does (memory stays bounded).
 """
 
 from __future__ import annotations
 
 import ast
-import importlib.resources
 import io
-import os
 import re
 import tokenize
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from floorctl.bulk import cyclic_gc_paused
-from floorctl.errors import ModuleError, RenderError
-from floorctl.splice import BEGIN, END, SplitModule, split_lines, split_module
-from floorguard._base._canonical import content_address
-from floorguard._base.files import read_regular
-from floorguard._maps import host_map
+from floorctl.errors import ModuleError
+from floorctl.render_layouts import (
+    _ADVISORY_CALL,
+    _CALL_KEYWORDS,
+    _CODING_COOKIE,
+    _FLOOR_KEYS,
+    BERNSTEIN,
+    FLOORGUARD,
+    LAYOUTS,
+    TEMPLATE_NAMES,
+    BlockData,
+    Entries,
+    Layout,
+    Template,
+)
+from floorctl.render_literals import py_data, py_literal
+from floorctl.render_templates import (
+    is_template_path,
+    load_template,
+    render_block,
+    render_floor_map,
+)
+from floorctl.splice import SplitModule, split_lines, split_module
 from floorguard._maps.map_model import (
     ENTRY_FIELDS,
     EXTENDED_FIELDS,
-    FloorMap,
-    from_entries,
-    to_entries,
 )
-from floorguard.errors import FloorguardError, UnreadableFileError
-
-if TYPE_CHECKING:
-    import jinja2
-
-FLOORGUARD = host_map.FLOORGUARD.name
-BERNSTEIN = host_map.BERNSTEIN.name
-TEMPLATE_NAMES = (FLOORGUARD, BERNSTEIN)
-
-Entries = dict[str, dict[str, Any]]
-
-MAX_TEMPLATE_BYTES = 1024 * 1024  # a template is a few KiB
-
-
-@dataclass(frozen=True)
-class Layout:
-    """The names a layout assigns in the block, and the annotations each may carry."""
-
-    name: str
-    entries_name: str
-    hash_name: str
-    version_name: str
-    # Entries as nested dict literals ("dict") or as AdapterAdvisory(...) calls ("call").
-    entry_style: str
-    # A host file in this layout may hold only the entries (no hash, no version) until
-    # floorctl first renders into it.
-    hash_optional: bool
-    # Allowed annotation per name, as ast.unparse writes it. An annotation is evaluated
-    # when the module runs, so it is checked like any other expression.
-    annotations: Mapping[str, frozenset[str]]
-
-    @property
-    def names(self) -> frozenset[str]:
-        return frozenset({self.entries_name, self.hash_name, self.version_name})
-
-
-def _layout(
-    names: host_map.Layout, *, entry_style: str, hash_optional: bool, entries_type: str
-) -> Layout:
-    """A layout the runtime reads (its names are the runtime's, ``host_map``), as rendered."""
-    return Layout(
-        name=names.name,
-        entries_name=names.entries_name,
-        hash_name=names.hash_name,
-        version_name=names.version_name,
-        entry_style=entry_style,
-        hash_optional=hash_optional,
-        annotations={
-            names.entries_name: frozenset({entries_type}),
-            names.hash_name: frozenset({"str"}),
-            names.version_name: frozenset({"int"}),
-        },
-    )
-
-
-FLOORGUARD_LAYOUT = _layout(
-    host_map.FLOORGUARD,
-    entry_style="dict",
-    hash_optional=False,
-    entries_type="dict[str, dict[str, str]]",
-)
-BERNSTEIN_LAYOUT = _layout(
-    host_map.BERNSTEIN,
-    entry_style="call",
-    hash_optional=True,
-    entries_type="dict[str, AdapterAdvisory]",
-)
-LAYOUTS: Mapping[str, Layout] = {FLOORGUARD: FLOORGUARD_LAYOUT, BERNSTEIN: BERNSTEIN_LAYOUT}
-
-_FLOOR_KEYS = frozenset(ENTRY_FIELDS)
-_ADVISORY_CALL = "AdapterAdvisory"
-_CALL_KEYWORDS = frozenset({"adapter", *ENTRY_FIELDS})
-
-# PEP 263: a comment like this in the first two lines of a file changes how Python decodes
-# it. The block can sit on line 2, so a hand-edited one could re-decode the whole module.
-_CODING_COOKIE = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*[-\w.]+")
-
-
-@dataclass(frozen=True)
-class BlockData:
-    """What a block states: its entries, its hash (None if it states none) and its version.
-
-    ``layout`` is the layout the block is written in, None for an empty block.
-    """
-
-    entries: Entries
-    stated_hash: str | None
-    map_version: int
-    layout: str | None
-
-
-@dataclass(frozen=True)
-class Template:
-    """A jinja2 template of the block.
-
-    ``layout`` is the layout a built-in template must produce; None for a template read
-    from a path, which may produce either and is rendered in jinja2's sandbox.
-    """
-
-    name: str
-    source: str
-    layout: str | None
-
-
-@dataclass(frozen=True)
-class LiteralEntry:
-    """One adapter's fields, each already written as a Python literal.
-
-    A floor-only entry has the three floor fields as string literals. An extended entry
-    (``extended``) has ``fields`` instead: (key literal, value literal) pairs, nested values
-    written by :func:`py_data`; a template prints them as they are.
-    """
-
-    adapter: str
-    min_safe_version: str | None
-    advisory_id: str | None
-    note: str | None
-    extended: bool = False
-    fields: tuple[tuple[str, str], ...] = ()
-
-
-# ---------------------------------------------------------------------------------------
-# Literals
-# ---------------------------------------------------------------------------------------
-
-_SIMPLE_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def _escape_char(ch: str) -> str:
-    if ch in _SIMPLE_ESCAPES:
-        return _SIMPLE_ESCAPES[ch]
-    if ch.isprintable():
-        return ch
-    code = ord(ch)
-    if code < 0x100:
-        return f"\\x{code:02x}"
-    if code < 0x10000:
-        return f"\\u{code:04x}"
-    return f"\\U{code:08x}"
-
-
-def py_literal(value: str | int) -> str:
-    """``value`` as Python source: a double-quoted string literal, or a decimal int.
-
-    Printable characters other than ``"`` and ``\\`` are kept as they are; everything
-    else (line breaks, NUL, control and format characters, U+2028...) is escaped, so the
-    literal is always one line and evaluates back to exactly ``value``. Raises RenderError
-    for a bool, a negative int or another type.
-    """
-    if type(value) is str and value.isprintable():  # the common case, at C speed
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    if isinstance(value, bool) or not isinstance(value, str | int):
-        raise RenderError(f"cannot write {type(value).__name__} as a floor-map literal")
-    if isinstance(value, int):
-        if value < 0:
-            raise RenderError(f"cannot write negative number {value} as a floor-map literal")
-        return str(value)
-    if value.isprintable():  # a str subclass
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    return '"' + "".join(_escape_char(ch) for ch in value) + '"'
-
-
-# A container whose one-line form is at most this long is written on one line.
-_ONE_LINE = 72
-
-
-def py_data(value: Any, indent: int = 0) -> str:
-    """Nested dicts (string keys), lists, strings and ints as a Python literal.
-
-    Every string and int goes through :func:`py_literal`; the brackets, colons and commas
-    around them are this function's own, so no value can add syntax. Small containers of
-    scalars take one line; others one item per line, indented from ``indent``. Raises
-    RenderError for any other type.
-    """
-    if isinstance(value, dict):
-        items = [(py_literal(_key(k)), v) for k, v in value.items()]
-        if not items:
-            return "{}"
-        if all(isinstance(v, str | int) for _, v in items):
-            line = "{" + ", ".join(f"{k}: {py_literal(v)}" for k, v in items) + "}"
-            if len(line) <= _ONE_LINE:
-                return line
-        pad = " " * (indent + 4)
-        body = "".join(f"{pad}{k}: {py_data(v, indent + 4)},\n" for k, v in items)
-        return "{\n" + body + " " * indent + "}"
-    if isinstance(value, list):
-        if not value:
-            return "[]"
-        if all(isinstance(v, str | int) for v in value):
-            line = "[" + ", ".join(py_literal(v) for v in value) + "]"
-            if len(line) <= _ONE_LINE:
-                return line
-        pad = " " * (indent + 4)
-        body = "".join(f"{pad}{py_data(v, indent + 4)},\n" for v in value)
-        return "[\n" + body + " " * indent + "]"
-    return py_literal(value)
-
-
-def _key(key: Any) -> str:
-    if not isinstance(key, str):
-        raise RenderError(f"cannot write a {type(key).__name__} key as a floor-map literal")
-    return key
-
 
 # ---------------------------------------------------------------------------------------
 # Reading a block back (ast only)
@@ -728,176 +538,17 @@ def _read_module_in_pieces(
         return _read_cut(cut, inside)
 
 
-# ---------------------------------------------------------------------------------------
-# Templates and rendering
-# ---------------------------------------------------------------------------------------
-
-
-def is_template_path(name_or_path: str) -> bool:
-    """Whether a --template value names a file (a path separator, or ending in ``.j2``)."""
-    separators = {os.sep, "/"} | ({os.altsep} if os.altsep else set())
-    return any(sep in name_or_path for sep in separators) or name_or_path.endswith(".j2")
-
-
-def load_template(name_or_path: str) -> Template:
-    """The template ``floorguard``, ``bernstein``, or one read from a path.
-
-    A value with a path separator or ending in ``.j2`` is a path. Raises RenderError for
-    an unknown name or an unreadable file.
-    """
-    if name_or_path in TEMPLATE_NAMES:
-        resource = importlib.resources.files("floorctl._templates") / f"{name_or_path}.py.j2"
-        return Template(name_or_path, resource.read_text(encoding="utf-8"), name_or_path)
-    if not is_template_path(name_or_path):
-        raise RenderError(
-            f"unknown template {name_or_path!r}: use {' or '.join(TEMPLATE_NAMES)}, "
-            "or a path to a .j2 file"
-        )
-    path = Path(name_or_path)
-    try:
-        source = read_regular(path, max_bytes=MAX_TEMPLATE_BYTES, what="template").decode("utf-8")
-    except UnreadableFileError as exc:
-        raise RenderError(str(exc)) from exc
-    except UnicodeDecodeError:
-        raise RenderError(f"{path}: template is not valid UTF-8") from None
-    return Template(str(path), source, None)
-
-
-def _environment(sandboxed: bool) -> jinja2.Environment:
-    # Imported here: a module already up to date (refresh --check in CI) renders nothing.
-    import jinja2  # noqa: PLC0415
-    from jinja2.sandbox import ImmutableSandboxedEnvironment  # noqa: PLC0415
-
-    options: dict[str, Any] = {
-        "autoescape": False,
-        "undefined": jinja2.StrictUndefined,
-        "keep_trailing_newline": True,
-        # Block tags take whole lines, so templates read like the code they render.
-        "trim_blocks": True,
-        "lstrip_blocks": True,
-    }
-    # A template from a path runs in the sandbox, away from Python internals (the built-in
-    # ones are our own code, and the sandbox costs seconds on a large map). Either way the
-    # output is trusted only after the ast gate.
-    if sandboxed:
-        return ImmutableSandboxedEnvironment(**options)
-    return jinja2.Environment(**options)  # noqa: S701 - Python source, not HTML
-
-
-def _normalised(entries: Mapping[str, Any]) -> Entries:
-    try:
-        return to_entries(from_entries(entries))
-    except FloorguardError as exc:
-        raise RenderError(f"cannot render the floor map: {exc}") from exc
-
-
-# The order keys of an extended entry are written in: the floor, then what extends it.
-_EXTENDED_ORDER = (*sorted(ENTRY_FIELDS), *EXTENDED_FIELDS)
-
-
-def _literal_entry(adapter: str, fields: Mapping[str, Any]) -> LiteralEntry:
-    if fields.keys() == _FLOOR_KEYS:
-        return LiteralEntry(
-            adapter=py_literal(adapter),
-            min_safe_version=py_literal(fields["min_safe_version"]),
-            advisory_id=py_literal(fields["advisory_id"]),
-            note=py_literal(fields["note"]),
-        )
-    floor = {name: py_literal(fields[name]) for name in ENTRY_FIELDS if name in fields}
-    return LiteralEntry(
-        adapter=py_literal(adapter),
-        min_safe_version=floor.get("min_safe_version"),
-        advisory_id=floor.get("advisory_id"),
-        note=floor.get("note"),
-        extended=True,
-        fields=tuple(
-            (py_literal(key), py_data(fields[key], indent=8))
-            for key in _EXTENDED_ORDER
-            if key in fields
-        ),
-    )
-
-
-def render_block(
-    template: Template,
-    entries: Mapping[str, Mapping[str, Any]],
-    *,
-    map_version: int,
-    map_hash: str | None = None,
-) -> str:
-    """The block's text (between the markers, ``\\n`` line endings) for ``entries``.
-
-    ``map_hash`` defaults to the entries' floor-map hash and must equal it when given.
-    The output must hold exactly one known layout's literal assignments (the template's
-    own, for a built-in one) and read back to exactly ``entries``, ``map_hash`` and
-    ``map_version``. Pure: nothing is written. Raises RenderError.
-    """
-    data = _normalised(entries)
-    if isinstance(map_version, bool) or not isinstance(map_version, int) or map_version < 0:
-        raise RenderError(f"map version must be a non-negative integer, not {map_version!r}")
-    try:
-        # ``data`` is already the model's plain form: its content address is the map hash.
-        computed = content_address(data)
-    except FloorguardError as exc:
-        raise RenderError(f"cannot hash the floor map: {exc}") from exc
-    if map_hash is None:
-        map_hash = computed
-    elif map_hash != computed:
-        raise RenderError(f"stated hash {map_hash} is not the floor-map hash {computed}")
-    return _render(template, data, map_hash=map_hash, map_version=map_version)
-
-
-def render_floor_map(
-    template: Template, floor_map: FloorMap, *, map_hash: str, map_version: int
-) -> str:
-    """``render_block`` of a floor map whose ``floor_map_hash`` is ``map_hash`` (the
-    caller has it already: on a large map, normalising and hashing once more would cost
-    what reading it did). A map's ``to_entries`` is already the normal form. Raises
-    RenderError.
-    """
-    if isinstance(map_version, bool) or not isinstance(map_version, int) or map_version < 0:
-        raise RenderError(f"map version must be a non-negative integer, not {map_version!r}")
-    return _render(template, to_entries(floor_map), map_hash=map_hash, map_version=map_version)
-
-
-def _render(template: Template, data: Entries, *, map_hash: str, map_version: int) -> str:
-    extended = [adapter for adapter, fields in data.items() if fields.keys() != _FLOOR_KEYS]
-    if extended and template.layout == BERNSTEIN:
-        raise RenderError(
-            f"the {BERNSTEIN} template holds floors only: {extended[0]!r} carries advisories "
-            f"or waivers{f' (and {len(extended) - 1} more)' if len(extended) > 1 else ''}; "
-            f"use the {FLOORGUARD} template"
-        )
-    literal_entries = [_literal_entry(adapter, fields) for adapter, fields in data.items()]
-    origin = f"template {template.name}"
-    try:
-        compiled = _environment(template.layout is None).from_string(template.source)
-        block = compiled.render(
-            entries=literal_entries,
-            map_hash=py_literal(map_hash),
-            map_version=py_literal(map_version),
-        )
-    except Exception as exc:  # a template from a path may fail in any way: refuse, don't crash
-        raise RenderError(f"{origin} failed to render: {exc}") from exc
-    del literal_entries  # rendered: not held while the block is read back
-
-    if "\r" in block:
-        raise RenderError(f"{origin} produced a carriage return")
-    # A marker line holds the marker: only then is there a line to look for.
-    if BEGIN in block or END in block:
-        for number, line in enumerate(split_lines(block), start=1):
-            if line.strip() in (BEGIN, END):
-                raise RenderError(f"{origin} produced a floor-map marker (line {number})")
-    if block and not block.endswith("\n"):
-        block += "\n"
-    try:
-        back = read_block(block, origin)
-    except ModuleError as exc:
-        raise RenderError(f"refused to render: {exc}") from None
-    if back.layout is None:
-        raise RenderError(f"{origin} produced no floor map")
-    if template.layout is not None and back.layout != template.layout:
-        raise RenderError(f"{origin} produced the {back.layout} layout, not {template.layout}")
-    if (back.entries, back.stated_hash, back.map_version) != (data, map_hash, map_version):
-        raise RenderError(f"{origin} produced a block that does not read back to its data")
-    return block
+# Used by other modules and tests from here (they moved to the render_* modules).
+__all__ = [
+    "BERNSTEIN",
+    "FLOORGUARD",
+    "TEMPLATE_NAMES",
+    "BlockData",
+    "Template",
+    "is_template_path",
+    "load_template",
+    "py_data",
+    "py_literal",
+    "render_block",
+    "render_floor_map",
+]
