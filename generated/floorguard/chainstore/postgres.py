@@ -851,7 +851,14 @@ class PostgresStore:
                     f"cannot {doing} the audit chain {self.location}: "
                     f"{self.explain(error, fired, appending=True)}"
                 ) from None
-            _committed(results[2])
+            try:
+                _committed(results[2])
+            except pg.Error as exc:
+                self._drop_connection()
+                raise ChainWriteError(
+                    f"cannot {doing} the audit chain {self.location}: "
+                    f"{self.explain(exc, fired, appending=True)}"
+                ) from None
         self._last_written = record
         served = results[1].get_value(0, 0) if results[1].ntuples == 1 else None
         new_nodes = dict(view.nodes_read)
