@@ -34,6 +34,8 @@ from floorguard.chainstore.interface import Node, Row
 from floorguard.chainstore.postgres_schema import AHEAD_SLACK_MS
 from floorguard.errors import ChainRollbackError
 
+pytestmark = pytest.mark.fleet
+
 APPEND_NEXT_SQL = (
     "SELECT floorguard.append_next(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 )
