@@ -31,8 +31,8 @@ from helpers.pg_chain import CANARY, Chain, _filled, _next, _verified
 from floorguard._chain.chain import AuditChain
 from floorguard._chain.chain_key import load_key
 from floorguard.chainstore.interface import Node, Row
-from floorguard.chainstore.postgres_schema import AHEAD_SLACK_MS
-from floorguard.errors import ChainRollbackError
+from floorguard.chainstore.postgres_schema import AHEAD_SLACK_MS, appender_role
+from floorguard.errors import ChainRollbackError, ChainWriteError
 
 pytestmark = pytest.mark.fleet
 
@@ -144,6 +144,22 @@ def test_a_replaced_mac_on_the_record_a_process_wrote_is_recorded_as_an_unverifi
     assert "seq 2) does not verify" in caplog.text  # recorded, never silently
     refusals = (home / "floorguard" / "chain-refusals.jsonl").read_text().splitlines()
     assert [json.loads(line)["event"] for line in refusals] == ["unverified-head"]
+
+
+def test_an_append_next_refused_for_another_reason_refuses_the_append_and_writes_nothing(
+    pg: Chain, tmp_path: Path
+) -> None:
+    chain = _host(pg, tmp_path / "host")
+    for n in range(3):
+        chain.append(CANARY, receipt(n=n))  # the third runs ahead
+    pg.sql(
+        "REVOKE EXECUTE ON FUNCTION floorguard.append_next(bigint, text, text, text, text, text,"
+        " text, text, integer[], bigint[], bytea[], integer[], bigint[], bytea[])"
+        f" FROM {appender_role(pg.database)}"
+    )
+    with pytest.raises(ChainWriteError, match="lacks a privilege"):
+        chain.append(CANARY, receipt(n=3))
+    assert _head_seq(pg) == 2
 
 
 def test_a_chain_initialised_before_append_next_takes_appends_the_ordinary_way(

@@ -842,8 +842,6 @@ class PostgresStore:
                 )
                 if state in _AHEAD_MISSES or failed is None:
                     raise AheadMissed
-                if failed.status == pg.pq.ExecStatus.PIPELINE_ABORTED:
-                    raise AheadMissed  # (the BEGIN's own failure is reported first)
                 error = pg.errors.error_from_result(failed, encoding="utf-8")
                 if not isinstance(error, pg.errors.LockNotAvailable | pg.errors.QueryCanceled):
                     self._drop_connection()  # as in _finish: the next append opens afresh
