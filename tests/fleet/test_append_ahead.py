@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -75,6 +76,57 @@ def test_a_process_appends_after_its_own_append_in_one_call(counted: Chain, tmp_
     assert calls.get("open_append") == 2, calls
     assert calls.get("append_next") == 4, calls
     assert _verified(counted) == 6
+
+
+def _sequential_scans(pg: Chain) -> dict[str, int]:
+    found = pg.server.psql(
+        "SELECT string_agg(relname || '=' || seq_scan, ',') FROM pg_stat_user_tables"
+        " WHERE schemaname = 'floorguard'",
+        database=pg.database,
+    )
+    return {name: int(n) for name, n in (item.split("=") for item in found.split(",") if item)}
+
+
+def test_appends_read_the_tree_and_the_records_by_index_only(pg: Chain, tmp_path: Path) -> None:
+    # A small tree is where the planner prefers reading a table whole (a hash join against
+    # the nodes a host sent): one such read per append would grow with the chain.
+    chain = _host(pg, tmp_path / "host")
+    chain.append(CANARY, receipt(n=0))
+    chain.close()  # (a session's counts reach the statistics when it ends)
+    before = _sequential_scans(pg)
+    chain = _host(pg, tmp_path / "host")
+    for n in range(1, 40):
+        chain.append(CANARY, receipt(n=n))
+    chain.close()
+    after = _sequential_scans(pg)
+    assert after["tree"] == before["tree"], (before, after)
+    assert after["records"] == before["records"], (before, after)
+    assert _verified(pg) == 40
+
+
+def test_an_append_ahead_never_waits_for_the_lock_the_ordinary_way_waits_its_turn(
+    counted: Chain, tmp_path: Path
+) -> None:
+    chain = _host(counted, tmp_path / "host")
+    for n in range(3):
+        chain.append(CANARY, receipt(n=n))  # the third runs ahead
+    with psycopg.connect(counted.url) as other:  # another append holds the chain's lock
+        other.execute("SELECT * FROM floorguard.open_append(NULL)")
+        release = threading.Timer(0.5, other.rollback)
+        release.start()
+        try:
+            record = chain.append(CANARY, receipt(n=3))
+        finally:
+            release.join()
+    chain.close()
+    assert record.seq == 3
+    calls = _calls(counted)
+    # append_next was refused at once (lock_not_available: a failed call is not counted),
+    # and the ordinary way (the host's third open_append; the other session's is the
+    # fourth) waited in take_lock. An append_next that waited would count 2, opens 3.
+    assert calls.get("append_next") == 1, calls
+    assert calls.get("open_append") == 4 and calls.get("take_lock") == 1, calls
+    assert _verified(counted) == 4
 
 
 def test_hosts_taking_turns_write_every_record_once(counted: Chain, tmp_path: Path) -> None:

@@ -352,9 +352,10 @@ class _View:
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 # append_next's refusals that mean the chain is not what this process knew (another writer
-# appended, or the tree was changed), or that its estimated stamp did not hold: the append
-# is then run again the ordinary way, which says what is wrong if anything is.
-_AHEAD_MISSES = (b"40001", b"23514")  # serialization_failure, check_violation
+# appended, or the tree was changed), that its estimated stamp did not hold, or that another
+# append holds the lock (append_next never waits): the append is then run again the
+# ordinary way, which waits its turn and says what is wrong if anything is.
+_AHEAD_MISSES = (b"40001", b"23514", b"55P03")  # serialization, check, lock_not_available
 _MICROSECOND = datetime.timedelta(microseconds=1)
 
 

@@ -611,9 +611,9 @@ def _append_function(name: str, *, ahead: bool) -> str:
     """The CREATE statement of ``append_record`` or, with ``ahead``, of ``append_next``.
 
     append_next is an append in one round trip, for a host that already knows the head (it
-    wrote it): it takes the chain's lock itself (as open_append does), refuses with
-    serialization_failure unless the right edge of the stored tree is the one the host
-    sent (the tree it remembers), stores the record as append_record does, and returns the
+    wrote it): it takes the chain's lock if no one holds it (else lock_not_available),
+    refuses with serialization_failure unless the right edge of the stored tree is the one
+    the host sent (the tree it remembers), stores the record as append_record does, and returns the
     server's clock, which the host's next stamp is estimated from. Its record may be stamped
     up to AHEAD_SLACK_MS before its transaction began: the host stamps it before sending.
     """
@@ -622,7 +622,7 @@ def _append_function(name: str, *, ahead: bool) -> str:
         ",\n  edge_levels integer[], edge_idxs bigint[], edge_hashes bytea[]" if ahead else ""
     )
     returns = "text" if ahead else "void"
-    lock = (_LOCK_STEP + _EDGE_CHECK) if ahead else _LOCK_IN_LINE
+    lock = (_LOCK_AT_ONCE + _EDGE_CHECK) if ahead else _LOCK_IN_LINE
     head_check = _HEAD_CHECK if ahead else ""
     ending = (
         "  RETURN pg_catalog.to_char(pg_catalog.clock_timestamp() AT TIME ZONE 'UTC',\n"
@@ -636,7 +636,6 @@ CREATE OR REPLACE FUNCTION floorguard.{name}(seq bigint, ts text, chain_id text,
   levels integer[], idxs bigint[], hashes bytea[]{extra_args}) RETURNS {returns}
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-  me bigint;
   head floorguard.records%ROWTYPE;
   rebuilt text;
   utf16 boolean := false;  -- (what the nested values' rebuilding reads: no key beyond the BMP)
@@ -775,14 +774,26 @@ _LOCK_IN_LINE = """
   -- whatever lock_holder says (a savepoint rolled back releases the lock, not the sequence).
   LOCK TABLE floorguard.append_lock IN EXCLUSIVE MODE;
 """
+# append_next's lock: taken at once or not at all (lock_not_available, a miss). A chain
+# another append holds is not quiet; the ordinary way then waits for it in take_lock, which
+# bounds the wait and records the hold. (No exception block here: entering one costs a
+# subtransaction on every append.)
+_LOCK_AT_ONCE = """
+  LOCK TABLE floorguard.append_lock IN EXCLUSIVE MODE NOWAIT;
+  LOCK TABLE floorguard.records, floorguard.tree IN ROW EXCLUSIVE MODE NOWAIT;
+"""
 # append_next's check of the host's tree: every node of the right edge it sent is stored.
+# One index probe per node, whatever the planner thinks of the tree's size: the LIMIT in
+# the lateral subquery keeps it a nested loop (as a join, a small or unanalysed tree was
+# read whole by a hash join, on every append).
 _EDGE_CHECK = """
   IF pg_catalog.cardinality(edge_levels) IS DISTINCT FROM pg_catalog.cardinality(edge_idxs)
      OR pg_catalog.cardinality(edge_levels) IS DISTINCT FROM pg_catalog.cardinality(edge_hashes)
-     OR (SELECT pg_catalog.count(*) FROM floorguard.tree t,
-           ROWS FROM (pg_catalog.unnest(edge_levels), pg_catalog.unnest(edge_idxs),
-                      pg_catalog.unnest(edge_hashes)) AS e(l, i, h)
-          WHERE t.level = e.l AND t.idx = e.i AND t.hash = e.h)
+     OR (SELECT pg_catalog.count(*)
+           FROM ROWS FROM (pg_catalog.unnest(edge_levels), pg_catalog.unnest(edge_idxs),
+                           pg_catalog.unnest(edge_hashes)) AS e(l, i, h),
+                LATERAL (SELECT FROM floorguard.tree t
+                          WHERE t.level = e.l AND t.idx = e.i AND t.hash = e.h LIMIT 1) AS s)
         <> COALESCE(pg_catalog.cardinality(edge_levels), 0) THEN
     RAISE EXCEPTION 'floorguard: the chain is not the one this host last wrote'
       USING ERRCODE = 'serialization_failure';
