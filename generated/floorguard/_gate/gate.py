@@ -192,7 +192,7 @@ def _judge_opened(
     if advisory is not None:
         known |= {"floor": advisory.min_safe_version, "advisory_id": advisory.advisory_id}
     elif refuses_untracked(environ):
-        where = {"binary": str(opened.path)} if opened is not None else {}
+        where: dict[str, Any] = {"binary": str(opened.path)} if opened is not None else {}
         return _Judgement(
             REFUSE,
             f"{named} is not a tracked adapter ({UNTRACKED_POLICY_VARIABLE}=refuse)",
@@ -235,7 +235,9 @@ def _judge_opened(
             f"unknown version of {named}: {exc}" + ("; allowed by warn policy" if override else ""),
             **known,
         )
-    seen = {"version": found.version, "detected_by": found.detected_by, "binary": found.binary}
+    seen: dict[str, Any] = {
+        "version": found.version, "detected_by": found.detected_by, "binary": found.binary
+    }  # fmt: skip
     if advisory is None and found.names_adapter is not None:
         # A renamed copy that still says who it is in its --version output.
         adapter = found.names_adapter
@@ -548,7 +550,7 @@ def _judge_server(
         entry["verdict"] = "disabled" if not declared.enabled else "remote"
         return entry, None
     where = cwd if declared.cwd is None else os.path.join(cwd, declared.cwd)
-    command = declared.command
+    command = declared.command or ""  # a stdio declaration always has one
     if "/" in command:
         command = os.path.join(where, command)
     base = os.path.basename(command).lower()

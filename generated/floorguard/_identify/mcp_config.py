@@ -325,7 +325,9 @@ class _Reader:
         for name, entry in merged.items():
             self._codex_server(name, entry, tuple(dict.fromkeys(sources[name])))
 
-    def _codex_argv(self, argv: Sequence[str]) -> tuple[list[tuple[str, Any]], str | None, list[str]]:
+    def _codex_argv(
+        self, argv: Sequence[str]
+    ) -> tuple[list[tuple[str, Any]], str | None, list[str]]:
         """The ``-c``/``--config`` overrides of ``mcp_servers`` (as tables to merge), the
         ``--profile`` and the ``-C``/``--cd`` folders."""
         overrides: list[tuple[str, Any]] = []
