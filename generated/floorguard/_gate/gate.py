@@ -462,10 +462,20 @@ def decide(
 
         client = CLIENT_OF_ADAPTER.get(judgement.adapter or adapter)
         if client is not None:
-            judgement = _with_servers(
-                adapter, judgement, client, policy=policy, environ=environ,
-                run_environ=run_environ, argv=argv, cwd=cwd, floor_map=floor_map,
-            )  # fmt: skip
+            try:
+                judgement = _with_servers(
+                    adapter, judgement, client, policy=policy, environ=environ,
+                    run_environ=run_environ, argv=argv, cwd=cwd, floor_map=floor_map,
+                )  # fmt: skip
+            except Exception as exc:  # a gate that cannot judge refuses, on the record
+                judgement = dataclasses.replace(
+                    judgement,
+                    verdict=REFUSE,
+                    reason=f"cannot judge the MCP servers of {adapter}: "
+                    f"{type(exc).__name__}: {exc}",
+                    waiver_id=None,
+                    mcp_servers=(),
+                )
     decision = _seal(adapter, judgement, policy, environ)
     if not decision.allowed:
         raise SpawnRefused(f"refusing to spawn {_named(decision)}: {judgement.reason}", decision)

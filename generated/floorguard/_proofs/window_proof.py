@@ -29,9 +29,13 @@ PROVEN means all of:
    unknown verdict are violations. A ``waived`` record stands only if the pinned map
    carried the waiver it names, for that adapter and exact version, unexpired at the
    receipt's decision time (its ``ts``, which must not be later than the record's) and
-   covering every cause. A refusal never is a violation. Canary records anywhere in the
-   slice are re-evaluated the same way: a last-green step (verdict ``certify``) onto an
-   unsafe or invalid version is a violation (waivers never certify).
+   covering every cause. An allowed agent's MCP servers (``mcp_servers``) are judged the
+   same way, each by the map the agent's record pins: a refused server, or one whose own
+   verdict is one of the violations above, is a violation of the agent's record (remote
+   and disabled servers are recorded, not judged). A refusal never is a violation.
+   Canary records anywhere in the slice are re-evaluated the same way: a last-green step
+   (verdict ``certify``) onto an unsafe or invalid version is a violation (waivers never
+   certify).
 """
 
 from __future__ import annotations
