@@ -497,30 +497,22 @@ def _with_servers(
     """``agent``'s judgement with every MCP server its client will start judged as a spawn
     of its own (same map, policies and rule): refused when a server is refused or the
     declarations cannot be read exactly; the servers are listed either way."""
-    from floorguard._identify import mcp_config
-
     here = os.path.abspath(os.getcwd() if cwd is None else os.fspath(cwd))
     named = agent.adapter or requested
     named = named if named == requested else f"{named} (requested as {requested!r})"
-    found = mcp_config.read_servers(client, argv=argv or (), cwd=here, environ=run_environ)
-    if found.doubts:
+    judged = judge_mcp_servers(
+        client, policy=policy, environ=environ, run_environ=run_environ, argv=argv or (),
+        cwd=here, floor_map=floor_map, map_hash=agent.floor_map_hash,
+    )  # fmt: skip
+    if judged.doubts:
         return dataclasses.replace(
             agent,
             verdict=REFUSE,
-            reason=f"cannot read the MCP servers {named} would start: {_listed(found.doubts)}",
+            reason=f"cannot read the MCP servers {named} would start: {_listed(judged.doubts)}",
             waiver_id=None,
             mcp_servers=(),
         )
-    entries: list[dict[str, Any]] = []
-    refused: list[str] = []
-    for declared in found.declarations:
-        entry, problem = _judge_server(
-            declared, policy=policy, environ=environ, run_environ=run_environ, cwd=here,
-            floor_map=floor_map, map_hash=agent.floor_map_hash,
-        )  # fmt: skip
-        entries.append(entry)
-        if problem is not None:
-            refused.append(problem)
+    entries, refused = judged.entries, judged.refusals
     if not refused:
         return dataclasses.replace(agent, mcp_servers=tuple(entries))
     more = f"; and {len(refused) - 1} more refused" if len(refused) > 1 else ""
@@ -531,6 +523,52 @@ def _with_servers(
         waiver_id=None,
         mcp_servers=tuple(entries),
     )
+
+
+@dataclass(frozen=True)
+class ServersJudged:
+    """The MCP servers a client would start, as :func:`judge_mcp_servers` found them."""
+
+    # One receipt entry per declaration, in the order read.
+    entries: tuple[dict[str, Any], ...]
+    # Why each refused server refuses the agent (naming server, command, version, file).
+    refusals: tuple[str, ...]
+    # What could not be read exactly; when any, nothing was judged.
+    doubts: tuple[str, ...]
+
+
+def judge_mcp_servers(
+    client: str,
+    *,
+    policy: str,
+    environ: Mapping[str, str],
+    run_environ: Mapping[str, str],
+    argv: Sequence[str],
+    cwd: str,
+    floor_map: object = None,
+    map_hash: str | None = None,
+) -> ServersJudged:
+    """Read the MCP servers ``client`` declares for a spawn in ``cwd`` (absolute) with
+    ``argv`` and ``run_environ``, and judge each local one with :func:`judge`, without
+    recording anything. ``environ`` holds the host's policies; ``map_hash``, when given, is
+    the map the agent was judged by (a server judged by another is refused). Raises only
+    for a failure of floorguard itself."""
+    from floorguard._identify import mcp_config
+
+    found = mcp_config.read_servers(client, argv=argv, cwd=cwd, environ=run_environ)
+    if found.doubts:
+        return ServersJudged((), (), found.doubts)
+    entries: list[dict[str, Any]] = []
+    refused: list[str] = []
+    for declared in found.declarations:
+        entry, problem = _judge_server(
+            declared, policy=policy, environ=environ, run_environ=run_environ, cwd=cwd,
+            floor_map=floor_map, map_hash=map_hash,
+        )  # fmt: skip
+        entries.append(entry)
+        if problem is not None:
+            refused.append(problem)
+    return ServersJudged(tuple(entries), tuple(refused), ())
 
 
 def _judge_server(
@@ -578,7 +616,7 @@ def _judge_server(
         cwd=where,
         floor_map=floor_map,
     )
-    if judged.verdict != REFUSE and judged.floor_map_hash != map_hash:
+    if judged.verdict != REFUSE and map_hash is not None and judged.floor_map_hash != map_hash:
         judged = dataclasses.replace(
             judged, verdict=REFUSE, reason="the floor map changed while it was judged",
             waiver_id=None,
