@@ -223,6 +223,33 @@ def test_the_warn_policy_lets_a_below_floor_server_run_on_the_record_and_the_pro
     assert "warn_override" in violation.reason
 
 
+def test_a_server_env_that_preloads_code_into_a_tracked_server_refuses_the_agent(
+    agents: Agents,
+) -> None:
+    fixed = str(agents.bin / "fixed" / "aider")
+    agents.mcp_json(s={"command": fixed, "env": {"LD_PRELOAD": "/tmp/evil.so"}})
+    decision = agents.decide("claude")
+    assert decision.verdict == "refuse"
+    assert "MCP server 's'" in decision.reason and "LD_PRELOAD" in decision.reason
+
+
+@pytest.mark.parametrize(
+    "loosening",
+    [
+        {"FLOORGUARD_UNTRACKED_POLICY": "allow"},
+        {"FLOORGUARD_ADAPTER_FLOOR_POLICY": "warn"},
+    ],
+)
+def test_a_server_env_cannot_loosen_the_hosts_policies(
+    agents: Agents, loosening: dict[str, str]
+) -> None:
+    agents.mcp_json(old={"command": "aider", "env": loosening}, tool={"command": "helper"})
+    decision = agents.decide("claude", policy={"FLOORGUARD_UNTRACKED_POLICY": "refuse"})
+    assert decision.verdict == "refuse"
+    listed = servers_of(agents.receipt(decision))
+    assert listed["old"]["verdict"] == "refuse" and listed["tool"]["verdict"] == "refuse"
+
+
 # ------------------------------------------------------------------ permitted, on the record
 
 
@@ -283,3 +310,19 @@ def test_the_window_proof_finds_a_permitted_agent_with_a_refused_server(agents: 
     [violation] = report.violations
     assert "permit of 'claude', yet its MCP server 'old'" in violation.reason
     assert "was refused" in violation.reason
+
+
+@pytest.mark.parametrize(
+    ("servers", "problem"),
+    [
+        ({"old": "refuse"}, "receipt mcp_servers is not a list"),
+        (["old"], "receipt mcp_servers[0] is not an object"),
+        ([{"name": "old", "verdict": "permit", "declared_in": "f", "enabled": 1}], "enabled"),
+        ([{"name": 1, "verdict": "permit", "declared_in": "f", "enabled": True}], "name"),
+    ],
+)
+def test_verification_refuses_a_malformed_server_list(servers: object, problem: str) -> None:
+    receipt = new_receipt(SPAWN_PREFLIGHT, {"adapter": "claude", "verdict": "permit",
+                                            "mcp_servers": servers})  # fmt: skip
+    found = shape_problem(SPAWN_PREFLIGHT, receipt)
+    assert found is not None and problem in found, found
