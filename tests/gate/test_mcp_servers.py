@@ -295,21 +295,31 @@ def test_other_agents_read_no_configuration(agents: Agents) -> None:
     assert "mcp_servers" not in agents.receipt(decision)
 
 
-def test_the_window_proof_finds_a_permitted_agent_with_a_refused_server(agents: Agents) -> None:
-    # A forged or buggy record: the agent permitted although one of its servers was refused.
+@pytest.mark.parametrize(
+    ("forged_server", "violation"),
+    [
+        ({}, "permit of 'claude', yet its MCP server 'old'"),
+        ({"verdict": "permit"}, "permit of aider 0.50.0, below the floor 0.60.0"),
+        ({"verdict": "untracked"}, "untracked 'aider', but the pinned map has the floor 0.60.0"),
+        ({"verdict": "waived"}, "waived spawn of 'aider' names no version or no waiver id"),
+        ({"verdict": "permit", "adapter": "AIDER"}, "names the adapter 'AIDER'"),
+    ],
+)
+def test_the_window_proof_finds_a_permitted_agent_with_an_unsafe_server(
+    agents: Agents, forged_server: dict[str, Any], violation: str
+) -> None:
+    # A forged or buggy record: the agent permitted although one of its servers is unsafe.
     agents.mcp_json(old={"command": "aider"})
     refused = agents.receipt(agents.decide("claude"))
-    forged = {
-        key: value for key, value in refused.items() if key not in ("kind", "ts", "schema_version")
-    }
+    forged = {k: v for k, v in refused.items() if k not in ("kind", "ts", "schema_version")}
     forged["verdict"] = "permit"
-    AuditChain.shared(agents.host_env()).append(
-        SPAWN_PREFLIGHT, new_receipt(SPAWN_PREFLIGHT, forged)
-    )
+    forged["mcp_servers"] = [forged["mcp_servers"][0] | forged_server]
+    chain = AuditChain.shared(agents.host_env())
+    chain.append(SPAWN_PREFLIGHT, new_receipt(SPAWN_PREFLIGHT, forged))
     report = agents.proof()
-    [violation] = report.violations
-    assert "permit of 'claude', yet its MCP server 'old'" in violation.reason
-    assert "was refused" in violation.reason
+    [found] = report.violations
+    assert "MCP server 'old'" in found.reason and "'claude'" in found.reason, found.reason
+    assert violation in found.reason, found.reason
 
 
 @pytest.mark.parametrize(

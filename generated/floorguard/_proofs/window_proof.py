@@ -340,14 +340,15 @@ class WindowProof:
                 self._violation(record.seq, f"an MCP server of {agent} is not an object")
                 continue
             name, verdict = server.get("name"), server.get("verdict")
-            where = f"MCP server {name!r} of {agent} (declared in {server.get('declared_in')})"
+            declared = f"(declared in {server.get('declared_in')})"
+            where = f"MCP server {name!r} of {agent} {declared}"
             if verdict in (SERVER_REMOTE, SERVER_DISABLED):
                 continue
             if verdict == REFUSE:
                 self._violation(
                     record.seq,
-                    f"{record.receipt.get('verdict')} of {agent}, yet its {where} was "
-                    f"refused: {server.get('reason')}",
+                    f"{record.receipt.get('verdict')} of {agent}, yet its MCP server {name!r} "
+                    f"{declared} was refused: {server.get('reason')}",
                 )
                 continue
             server_adapter = server.get("adapter")
