@@ -98,3 +98,36 @@ def test_doctor_reports_a_launcher_as_of_unknown_version_as_the_gate_refuses_it(
     [aider] = [a for a in json.loads(done.stdout)["adapters"] if a["adapter"] == "aider"]
     assert aider["status"] == "unknown_version", aider
     assert not ran.exists()
+
+
+def test_doctor_lists_each_agents_mcp_servers_and_fails_on_a_refused_one(tmp_path: Path) -> None:
+    bin_dir, home, project = tmp_path / "bin", tmp_path / "home", tmp_path / "project"
+    for folder in (bin_dir, home, project):
+        folder.mkdir()
+    write_script(bin_dir / "claude", "echo '1.0.30 (Claude Code)'")
+    write_script(bin_dir / "aider", "echo 'aider 0.50.0'")  # below its floor, as a server
+    declared = project / ".mcp.json"
+    declared.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "old": {"command": "aider"},
+                    "far": {"type": "http", "url": "https://a.example"},
+                }
+            }
+        )
+    )
+    env = {"PATH": str(bin_dir), "HOME": str(home)}
+    done = floorctl("doctor", "--json", cwd=project, state=tmp_path / "state", **env)
+    assert done.returncode == 1, done.stderr
+    document = json.loads(done.stdout)
+    servers = {s["name"]: s for s in document["mcp_servers"]}
+    assert servers["old"] | {"reason": None} == {
+        "agent": "claude", "name": "old", "verdict": "refuse", "declared_in": str(declared),
+        "at": "mcpServers.old", "command": "aider", "version": "0.50.0", "reason": None,
+    }  # fmt: skip
+    assert "below the floor 0.60.0" in servers["old"]["reason"]
+    assert servers["far"]["verdict"] == "remote"
+    assert "claude's MCP server old (refused)" in done.stderr
+    table = floorctl("doctor", cwd=project, state=tmp_path / "state", **env).stdout
+    assert f"  claude: old (aider 0.50.0) refuse, {declared} at mcpServers.old: " in table

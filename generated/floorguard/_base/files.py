@@ -93,6 +93,10 @@ def read_regular_stat(
     is not a regular file, or holds more than ``max_bytes``; never blocks.
     """
     fd, info = _open_checked(path, what, dir_fd)
+    return _read_and_close(fd, path, max_bytes, what), info
+
+
+def _read_and_close(fd: int, path: str | os.PathLike[str], max_bytes: int, what: str) -> bytes:
     chunks: list[bytes] = []
     total = 0
     try:
@@ -111,7 +115,21 @@ def read_regular_stat(
         raise UnreadableFileError(
             f"{path}: the {what} is larger than {describe_size(max_bytes)}", too_large=True
         )
-    return b"".join(chunks), info
+    return b"".join(chunks)
+
+
+def read_regular_located(
+    path: str | os.PathLike[str], *, max_bytes: int, what: str
+) -> tuple[bytes, os.stat_result, str]:
+    """:func:`read_regular_stat`, plus the real path of the very file read (from its open
+    descriptor, so a link swapped after the open cannot misplace it): for a caller that
+    must know where a file it was given by name really lies. Raises as read_regular_stat."""
+    fd, info = _open_checked(path, what)
+    try:
+        real = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        real = os.path.realpath(path)  # no /proc: resolved by name, once
+    return _read_and_close(fd, path, max_bytes, what), info, real
 
 
 def read_regular(path: str | os.PathLike[str], *, max_bytes: int, what: str) -> bytes:

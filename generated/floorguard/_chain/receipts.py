@@ -78,6 +78,15 @@ _FIELD_TYPES: dict[str, tuple[tuple[tuple[str, ...], str], ...]] = {
         (("template",), _STRING),
     ),
     CANARY: ((("certified",), _BOOLEAN),),
+    # The MCP servers an agent would start, each judged (or recorded as remote, disabled).
+    SPAWN_PREFLIGHT: (
+        (("mcp_servers",), _LIST),
+        (("mcp_servers", "*"), _OBJECT),
+        (("mcp_servers", "*", "name"), _STRING),
+        (("mcp_servers", "*", "verdict"), _STRING),
+        (("mcp_servers", "*", "declared_in"), _STRING),
+        (("mcp_servers", "*", "enabled"), _BOOLEAN),
+    ),
     VERSION_POSTURE: (
         (("adapters",), _LIST),
         (("adapters", "*"), _OBJECT),

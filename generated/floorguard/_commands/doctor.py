@@ -62,10 +62,28 @@ class AdapterPosture:
 
 
 @dataclass(frozen=True)
+class ServerPosture:
+    """An MCP server an installed agent would start here (this working directory, HOME),
+    judged as the gate would judge it; ``verdict`` ``refuse`` for a declaration that cannot
+    be read (``name`` None then), ``remote`` and ``disabled`` for servers not judged."""
+
+    agent: str
+    name: str | None
+    verdict: str
+    declared_in: str | None = None
+    at: str | None = None
+    command: str | None = None
+    version: str | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
 class Posture:
     receipt_id: str
     floor_map_hash: str
     adapters: tuple[AdapterPosture, ...]
+    # Listed (and in the JSON and the receipt) only when an agent declares any.
+    mcp_servers: tuple[ServerPosture, ...] = ()
 
     @property
     def healthy(self) -> bool:
@@ -73,28 +91,37 @@ class Posture:
         last-green version."""
         return self.passes(strict=False)
 
-    def passes(self, *, strict: bool) -> bool:
-        """Whether the doctor exits 0; ``strict`` also fails on the warnings."""
-        return not self.failing(strict=strict)
-
     def failing(self, *, strict: bool) -> list[AdapterPosture]:
         allowed = HEALTHY - WARNINGS if strict else HEALTHY
         return [a for a in self.adapters if a.status not in allowed]
 
+    def passes(self, *, strict: bool) -> bool:
+        """Whether the doctor exits 0; ``strict`` also fails on the warnings. A refused MCP
+        server fails it: the gate would refuse the agent that starts it."""
+        return not self.failing(strict=strict) and not self.refused_servers()
+
+    def refused_servers(self) -> list[ServerPosture]:
+        return [s for s in self.mcp_servers if s.verdict == "refuse"]
+
     def problem(self, *, strict: bool) -> str | None:
         """The one-line error both doctors print when they exit 1, or None."""
         failing = self.failing(strict=strict)
-        if not failing:
+        listed = [f"{a.adapter} ({a.status})" for a in failing]
+        listed += [f"{s.agent}'s MCP server {s.name or '(configuration)'} (refused)"
+                   for s in self.refused_servers()]  # fmt: skip
+        if not listed:
             return None
-        listed = ", ".join(f"{a.adapter} ({a.status})" for a in failing)
-        return f"not ok or waived{' (--strict)' if strict else ''}: {listed}"
+        return f"not ok or waived{' (--strict)' if strict else ''}: {', '.join(listed)}"
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        found = {
             "receipt_id": self.receipt_id,
             "floor_map_hash": self.floor_map_hash,
             "adapters": [asdict(a) for a in self.adapters],
         }
+        if self.mcp_servers:
+            found["mcp_servers"] = [asdict(s) for s in self.mcp_servers]
+        return found
 
 
 def examine(
@@ -240,15 +267,50 @@ def run(environ: Mapping[str, str] | None = None) -> Posture:
         examine(entry, env.get("PATH"), last_green=projection.get(adapter))
         for adapter, entry in sorted(in_force.floor_map.items())
     )
-    receipt = receipts.new_receipt(
-        receipts.VERSION_POSTURE,
-        {
-            "floor_map_hash": in_force.floor_map_hash,
-            "adapters": [asdict(p) for p in postures],
-        },
-    )
+    servers = _servers(postures, env, in_force.floor_map_hash)
+    fields: dict[str, Any] = {
+        "floor_map_hash": in_force.floor_map_hash,
+        "adapters": [asdict(p) for p in postures],
+    }
+    if servers:
+        fields["mcp_servers"] = [asdict(s) for s in servers]
+    receipt = receipts.new_receipt(receipts.VERSION_POSTURE, fields)
     record = chain.append(receipts.VERSION_POSTURE, receipt)
-    return Posture(record.receipt_id, in_force.floor_map_hash, postures)
+    return Posture(record.receipt_id, in_force.floor_map_hash, postures, servers)
+
+
+def _servers(
+    postures: tuple[AdapterPosture, ...], env: Mapping[str, str], map_hash: str
+) -> tuple[ServerPosture, ...]:
+    """The MCP servers each installed MCP-client agent would start from this working
+    directory and HOME (no arguments of its own), judged as the gate judges them."""
+    from floorguard._gate.gate import judge_mcp_servers, policy_from
+    from floorguard._identify.mcp_config import CLIENT_OF_ADAPTER
+
+    found: list[ServerPosture] = []
+    for posture in postures:
+        client = CLIENT_OF_ADAPTER.get(posture.adapter)
+        if client is None or posture.status == NOT_INSTALLED:
+            continue
+        judged = judge_mcp_servers(
+            client, policy=policy_from(env), environ=env, run_environ=env, argv=(),
+            cwd=os.path.abspath(os.getcwd()), map_hash=map_hash,
+        )  # fmt: skip
+        found += [ServerPosture(posture.adapter, None, "refuse", reason=d) for d in judged.doubts]
+        found += [
+            ServerPosture(
+                posture.adapter,
+                e["name"],
+                e["verdict"],
+                e["declared_in"],
+                e["at"],
+                e.get("command") or e.get("url"),
+                e.get("version"),
+                e.get("reason"),
+            )
+            for e in judged.entries
+        ]
+    return tuple(found)
 
 
 def format_table(posture: Posture) -> str:
@@ -269,6 +331,18 @@ def format_table(posture: Posture) -> str:
         "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
         for row in rows
     ]
+    if posture.mcp_servers:
+        lines.append("MCP servers (this working directory and HOME):")
+        for server in posture.mcp_servers:
+            what = " ".join(filter(None, [server.command, server.version]))
+            where = f"{server.declared_in} at {server.at}" if server.declared_in else ""
+            lines.append(
+                f"  {server.agent}: {server.name or '(configuration)'}"
+                + (f" ({what})" if what else "")
+                + f" {server.verdict}"
+                + (f", {where}" if where else "")
+                + (f": {server.reason}" if server.verdict == "refuse" else "")
+            )
     lines.append(f"floor map {posture.floor_map_hash}")
     lines.append(f"posture receipt {posture.receipt_id}")
     return "\n".join(lines)

@@ -7,6 +7,7 @@ name the type without importing the gate.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 BLOCK, WARN = "block", "warn"
 PERMIT, REFUSE, WARN_OVERRIDE, UNTRACKED = "permit", "refuse", "warn_override", "untracked"
@@ -38,6 +39,9 @@ class Decision:
     requested: str | None = None
     identified_by: str | None = None
     waiver_id: str | None = None
+    # For an agent that is an MCP client: each server its configuration declares, as
+    # recorded in the receipt (name, command, version, verdict, the declaring file).
+    mcp_servers: tuple[dict[str, Any], ...] | None = None
 
     @property
     def allowed(self) -> bool:

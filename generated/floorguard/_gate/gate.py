@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from floorguard._identify.detect import Detection
     from floorguard._identify.examine import Examination
     from floorguard._identify.identify import Identification
+    from floorguard._identify.mcp_config import Declaration
     from floorguard._identify.target import Target
     from floorguard._maps.map_model import Advisory
     from floorguard._maps.verdict import Assessment
@@ -78,6 +79,8 @@ class _Judgement:
     waiver_id: str | None = None
     # The moment judged (waivers must be unexpired then); the receipt is stamped with it.
     at: str | None = None
+    # For an agent that is an MCP client: every server its configuration declares, judged.
+    mcp_servers: tuple[dict[str, Any], ...] | None = None
 
 
 def judge(
@@ -189,7 +192,7 @@ def _judge_opened(
     if advisory is not None:
         known |= {"floor": advisory.min_safe_version, "advisory_id": advisory.advisory_id}
     elif refuses_untracked(environ):
-        where = {"binary": str(opened.path)} if opened is not None else {}
+        where: dict[str, Any] = {"binary": str(opened.path)} if opened is not None else {}
         return _Judgement(
             REFUSE,
             f"{named} is not a tracked adapter ({UNTRACKED_POLICY_VARIABLE}=refuse)",
@@ -232,7 +235,9 @@ def _judge_opened(
             f"unknown version of {named}: {exc}" + ("; allowed by warn policy" if override else ""),
             **known,
         )
-    seen = {"version": found.version, "detected_by": found.detected_by, "binary": found.binary}
+    seen: dict[str, Any] = {
+        "version": found.version, "detected_by": found.detected_by, "binary": found.binary
+    }  # fmt: skip
     if advisory is None and found.names_adapter is not None:
         # A renamed copy that still says who it is in its --version output.
         adapter = found.names_adapter
@@ -452,10 +457,208 @@ def decide(
         cwd=cwd,
         floor_map=floor_map,
     )
+    if judgement.verdict != REFUSE:
+        from floorguard._identify.mcp_config import CLIENT_OF_ADAPTER
+
+        client = CLIENT_OF_ADAPTER.get(judgement.adapter or adapter)
+        if client is not None:
+            try:
+                judgement = _with_servers(
+                    adapter, judgement, client, policy=policy, environ=environ,
+                    run_environ=run_environ, argv=argv, cwd=cwd, floor_map=floor_map,
+                )  # fmt: skip
+            except Exception as exc:  # a gate that cannot judge refuses, on the record
+                judgement = dataclasses.replace(
+                    judgement,
+                    verdict=REFUSE,
+                    reason=f"cannot judge the MCP servers of {adapter}: "
+                    f"{type(exc).__name__}: {exc}",
+                    waiver_id=None,
+                    mcp_servers=(),
+                )
     decision = _seal(adapter, judgement, policy, environ)
     if not decision.allowed:
         raise SpawnRefused(f"refusing to spawn {_named(decision)}: {judgement.reason}", decision)
     return decision
+
+
+def _with_servers(
+    requested: str,
+    agent: _Judgement,
+    client: str,
+    *,
+    policy: str,
+    environ: Mapping[str, str],
+    run_environ: Mapping[str, str],
+    argv: Sequence[str] | None,
+    cwd: str | os.PathLike[str] | None,
+    floor_map: object,
+) -> _Judgement:
+    """``agent``'s judgement with every MCP server its client will start judged as a spawn
+    of its own (same map, policies and rule): refused when a server is refused or the
+    declarations cannot be read exactly; the servers are listed either way."""
+    here = os.path.abspath(os.getcwd() if cwd is None else os.fspath(cwd))
+    named = agent.adapter or requested
+    named = named if named == requested else f"{named} (requested as {requested!r})"
+    judged = judge_mcp_servers(
+        client, policy=policy, environ=environ, run_environ=run_environ, argv=argv or (),
+        cwd=here, floor_map=floor_map, map_hash=agent.floor_map_hash,
+    )  # fmt: skip
+    if judged.doubts:
+        return dataclasses.replace(
+            agent,
+            verdict=REFUSE,
+            reason=f"cannot read the MCP servers {named} would start: {_listed(judged.doubts)}",
+            waiver_id=None,
+            mcp_servers=(),
+        )
+    entries, refused = judged.entries, judged.refusals
+    if not refused:
+        return dataclasses.replace(agent, mcp_servers=tuple(entries))
+    more = f"; and {len(refused) - 1} more refused" if len(refused) > 1 else ""
+    return dataclasses.replace(
+        agent,
+        verdict=REFUSE,
+        reason=f"{named} would start {refused[0]}{more} ({named} itself: {agent.reason})",
+        waiver_id=None,
+        mcp_servers=tuple(entries),
+    )
+
+
+@dataclass(frozen=True)
+class ServersJudged:
+    """The MCP servers a client would start, as :func:`judge_mcp_servers` found them."""
+
+    # One receipt entry per declaration, in the order read.
+    entries: tuple[dict[str, Any], ...]
+    # Why each refused server refuses the agent (naming server, command, version, file).
+    refusals: tuple[str, ...]
+    # What could not be read exactly; when any, nothing was judged.
+    doubts: tuple[str, ...]
+
+
+def judge_mcp_servers(
+    client: str,
+    *,
+    policy: str,
+    environ: Mapping[str, str],
+    run_environ: Mapping[str, str],
+    argv: Sequence[str],
+    cwd: str,
+    floor_map: object = None,
+    map_hash: str | None = None,
+) -> ServersJudged:
+    """Read the MCP servers ``client`` declares for a spawn in ``cwd`` (absolute) with
+    ``argv`` and ``run_environ``, and judge each local one with :func:`judge`, without
+    recording anything. ``environ`` holds the host's policies; ``map_hash``, when given, is
+    the map the agent was judged by (a server judged by another is refused). Raises only
+    for a failure of floorguard itself."""
+    from floorguard._identify import mcp_config
+
+    found = mcp_config.read_servers(client, argv=argv, cwd=cwd, environ=run_environ)
+    if found.doubts:
+        return ServersJudged((), (), found.doubts)
+    entries: list[dict[str, Any]] = []
+    refused: list[str] = []
+    for declared in found.declarations:
+        entry, problem = _judge_server(
+            declared, policy=policy, environ=environ, run_environ=run_environ, cwd=cwd,
+            floor_map=floor_map, map_hash=map_hash,
+        )  # fmt: skip
+        entries.append(entry)
+        if problem is not None:
+            refused.append(problem)
+    return ServersJudged(tuple(entries), tuple(refused), ())
+
+
+def _judge_server(
+    declared: Declaration,
+    *,
+    policy: str,
+    environ: Mapping[str, str],
+    run_environ: Mapping[str, str],
+    cwd: str,
+    floor_map: object,
+    map_hash: str | None,
+) -> tuple[dict[str, Any], str | None]:
+    """The receipt entry of one declared server, and why it refuses the agent, or None.
+    A remote server runs nothing here and a disabled one is not started: both are recorded,
+    not judged."""
+    entry: dict[str, Any] = {
+        "name": declared.name,
+        "transport": declared.transport,
+        "declared_in": declared.source,
+        "at": declared.at,
+        "enabled": declared.enabled,
+        "declaration_digest": declared.digest(),
+    }
+    if declared.transport != "stdio" or not declared.enabled:
+        entry["url"] = _shown_url(declared.url)
+        entry["command"] = declared.command
+        entry["verdict"] = "disabled" if not declared.enabled else "remote"
+        return entry, None
+    where = cwd if declared.cwd is None else os.path.join(cwd, declared.cwd)
+    command = declared.command or ""  # a stdio declaration always has one
+    if "/" in command:
+        command = os.path.join(where, command)
+    base = os.path.basename(command).lower()
+    requested = base if ADAPTER_NAME.match(base) else "mcp-server"
+    # The server's environment is the agent's plus its own entries; the host's policies
+    # stay the host's.
+    server_env = {**run_environ, **dict(declared.env)}
+    judged = judge(
+        requested,
+        binary=command,
+        version=None,
+        policy=policy,
+        environ=_judging_view(environ, server_env),
+        argv=declared.args,
+        cwd=where,
+        floor_map=floor_map,
+    )
+    if judged.verdict != REFUSE and map_hash is not None and judged.floor_map_hash != map_hash:
+        judged = dataclasses.replace(
+            judged, verdict=REFUSE, reason="the floor map changed while it was judged",
+            waiver_id=None,
+        )  # fmt: skip
+    entry |= {
+        "command": declared.command,
+        "verdict": judged.verdict,
+        "adapter": judged.adapter or requested,
+        "requested": requested,
+        "identified_by": judged.identified_by,
+        "binary": judged.binary,
+        "version": judged.version,
+        "detected_by": judged.detected_by,
+        "floor": judged.floor,
+        "advisory_id": judged.advisory_id,
+        "waiver_id": judged.waiver_id,
+        "reason": judged.reason,
+    }
+    if judged.verdict != REFUSE:
+        return entry, None
+    version = judged.version or "version unknown"
+    return entry, (
+        f"the MCP server {declared.name!r} ({declared.command} {version}, declared in "
+        f"{declared.source} at {declared.at}), which is refused: {judged.reason}"
+    )
+
+
+def _shown_url(url: str | None) -> str | None:
+    """A remote server's address without what may be a credential (user info, query,
+    fragment)."""
+    if url is None:
+        return None
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        if parts.port is not None:
+            host = f"{host}:{parts.port}"
+    except ValueError:
+        return "(not a URL)"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
 _HOST_KEYS: Final = (POLICY_VARIABLE, UNTRACKED_POLICY_VARIABLE)
@@ -549,15 +752,20 @@ def _seal(requested: str, judgement: _Judgement, policy: str, env: Mapping[str, 
             f"refusing to spawn {requested}: the decision ({judgement.verdict}) could not be "
             f"recorded in the audit chain: {exc}"
         ) from exc
-    if judgement.verdict in (WARN_OVERRIDE, UNTRACKED, WAIVED):
-        import logging
+    noted = [(judgement.verdict, judgement.reason)] + [
+        (server["verdict"], f"MCP server {server['name']!r}: {server['reason']}")
+        for server in judgement.mcp_servers or ()
+        if judgement.verdict != REFUSE and "reason" in server
+    ]
+    for verdict, reason in noted:
+        if verdict in (WARN_OVERRIDE, UNTRACKED, WAIVED):
+            import logging
 
-        from floorguard._base._text import one_line
+            from floorguard._base._text import one_line
 
-        logging.getLogger("floorguard").warning(
-            "floorguard: %s: %s (receipt %s)", judgement.verdict, one_line(judgement.reason),
-            record.receipt_id,
-        )  # fmt: skip
+            logging.getLogger("floorguard").warning(
+                "floorguard: %s: %s (receipt %s)", verdict, one_line(reason), record.receipt_id
+            )
     return Decision(
         verdict=judgement.verdict,
         adapter=adapter,
@@ -574,6 +782,7 @@ def _seal(requested: str, judgement: _Judgement, policy: str, env: Mapping[str, 
         floor_map_hash=judgement.floor_map_hash,
         seq=record.seq,
         waiver_id=judgement.waiver_id,
+        mcp_servers=judgement.mcp_servers,
     )
 
 
@@ -594,4 +803,4 @@ def _receipt_fields(
         "policy": policy,
         "floor_map_hash": judgement.floor_map_hash,
         "waiver_id": judgement.waiver_id,
-    }
+    } | ({} if judgement.mcp_servers is None else {"mcp_servers": list(judgement.mcp_servers)})

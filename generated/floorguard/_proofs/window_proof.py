@@ -29,9 +29,13 @@ PROVEN means all of:
    unknown verdict are violations. A ``waived`` record stands only if the pinned map
    carried the waiver it names, for that adapter and exact version, unexpired at the
    receipt's decision time (its ``ts``, which must not be later than the record's) and
-   covering every cause. A refusal never is a violation. Canary records anywhere in the
-   slice are re-evaluated the same way: a last-green step (verdict ``certify``) onto an
-   unsafe or invalid version is a violation (waivers never certify).
+   covering every cause. An allowed agent's MCP servers (``mcp_servers``) are judged the
+   same way, each by the map the agent's record pins: a refused server, or one whose own
+   verdict is one of the violations above, is a violation of the agent's record (remote
+   and disabled servers are recorded, not judged). A refusal never is a violation.
+   Canary records anywhere in the slice are re-evaluated the same way: a last-green step
+   (verdict ``certify``) onto an unsafe or invalid version is a violation (waivers never
+   certify).
 """
 
 from __future__ import annotations
@@ -58,6 +62,8 @@ if TYPE_CHECKING:
 SPAWN = "adapter.spawn_preflight_receipt"
 FLOOR_UPDATE = "adapter.floor_update_receipt"
 CANARY = canary.CANARY
+# An MCP server of an agent that was recorded, not judged (nothing runs here, or it is off).
+SERVER_REMOTE, SERVER_DISABLED = "remote", "disabled"
 PERMIT, REFUSE, WARN_OVERRIDE, UNTRACKED = "permit", "refuse", "warn_override", "untracked"
 WAIVED = "waived"
 MAX_REPORTED_VIOLATIONS = 1000
@@ -240,6 +246,8 @@ class WindowProof:
                 "integrity checks, so its decision cannot be trusted",
             )
             return
+        if "mcp_servers" in receipt and type(adapter) is str:
+            self._servers(record, adapter, alias)
         if verdict == WAIVED:
             # Depends on the decision time (the waiver's expiry): judged every time.
             waived = self._judge_waived(record, adapter, alias)
@@ -317,11 +325,56 @@ class WindowProof:
             )
         return None
 
-    def _judge_waived(self, record: ChainRecord, adapter: object, alias: str | None) -> str | None:
-        """Why a ``waived`` spawn is not backed by a waiver of the map it pins, or None."""
+    def _servers(self, record: ChainRecord, adapter: str, alias: str | None) -> None:
+        """The MCP servers an allowed agent would start, each judged again like a spawn of
+        its own by the map the agent's record pins: a refused one (the agent should have
+        been refused with it) or one the rule finds unsafe is a violation of the agent's."""
+        servers = record.receipt.get("mcp_servers")
+        agent = _named(adapter, alias, quoted=True)
+        if type(servers) is not list:
+            self._violation(record.seq, f"the MCP servers of {agent} are not a list")
+            return
+        map_hash = record.receipt.get("floor_map_hash")
+        for server in servers:
+            if type(server) is not dict:
+                self._violation(record.seq, f"an MCP server of {agent} is not an object")
+                continue
+            name, verdict = server.get("name"), server.get("verdict")
+            declared = f"(declared in {server.get('declared_in')})"
+            where = f"MCP server {name!r} of {agent} {declared}"
+            if verdict in (SERVER_REMOTE, SERVER_DISABLED):
+                continue
+            if verdict == REFUSE:
+                self._violation(
+                    record.seq,
+                    f"{record.receipt.get('verdict')} of {agent}, yet its MCP server {name!r} "
+                    f"{declared} was refused: {server.get('reason')}",
+                )
+                continue
+            server_adapter = server.get("adapter")
+            if not _valid_name(server_adapter):
+                self._violation(record.seq, f"{where} names the adapter {server_adapter!r}")
+                continue
+            if verdict == WAIVED:
+                reason = self._judge_waived(record, server_adapter, None, stated=server)
+            else:
+                reason = self._judge_spawn(verdict, server_adapter, server.get("version"), map_hash)
+            if reason is not None:
+                self._violation(record.seq, f"{where}: {reason}")
+
+    def _judge_waived(
+        self,
+        record: ChainRecord,
+        adapter: object,
+        alias: str | None,
+        stated: dict[str, object] | None = None,
+    ) -> str | None:
+        """Why a ``waived`` spawn is not backed by a waiver of the map it pins, or None.
+        ``stated``: the version and waiver of an MCP server in the record, not its own."""
         receipt = record.receipt
         quoted = _named(adapter, alias, quoted=True)
-        version, waiver_id = receipt.get("version"), receipt.get("waiver_id")
+        held = receipt if stated is None else stated
+        version, waiver_id = held.get("version"), held.get("waiver_id")
         floor_map = self.maps.resolve(receipt.get("floor_map_hash"))
         if isinstance(floor_map, str):
             return f"waived spawn of {quoted} {floor_map}"

@@ -1,0 +1,608 @@
+"""The MCP servers an agent CLI will start, as its client declares them for one spawn.
+
+For a spawn's home folder, working directory, environment and the agent's own arguments,
+:func:`read_servers` reads every declaration the client would load (the formats and where
+each client reads them are in docs/mcp-servers.md) and returns them with the file and the
+JSON or TOML path of each. It reads the union of every scope rather than reproducing each
+client's precedence: a server defined twice is judged twice, which is stricter, never
+looser. Anything it cannot read exactly is a doubt naming the file and the path; the
+caller refuses on a doubt. Nothing here runs or judges a server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from floorguard._identify.mcp_files import ConfigDoubt, parse_json, parse_toml, read_config
+
+STDIO, REMOTE = "stdio", "remote"
+CLAUDE, CODEX, GEMINI, CURSOR = "claude", "codex", "gemini", "cursor"
+# Which configuration format each catalogued agent reads; other agents declare no servers
+# that floorguard knows how to read.
+CLIENT_OF_ADAPTER: Final = {"claude": CLAUDE, "codex": CODEX, "gemini": GEMINI}
+
+# Claude Code's managed file takes over from every other scope; it is read as one more.
+CLAUDE_MANAGED: Final = "/etc/claude-code/managed-mcp.json"
+CODEX_SYSTEM: Final = "/etc/codex/config.toml"
+GEMINI_SYSTEM: Final = "/etc/gemini-cli/settings.json"
+GEMINI_SYSTEM_DEFAULTS: Final = "/etc/gemini-cli/system-defaults.json"
+
+_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}\Z")
+_PROFILE = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
+# Expansion a client applies to command and args, which the gate cannot reproduce (a
+# settings file or a project's .env may supply the variable): a doubt.
+_CLAUDE_EXPANSION = re.compile(r"\$\{")
+_GEMINI_EXPANSION = re.compile(r"\$(?:\w|\{)")
+_ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+# Variables whose value decides what a program loads: an env value for one of these must be
+# known exactly, not left to the client's expansion.
+_LOADING_PREFIXES: Final = ("PYTHON", "NODE_", "LD_", "UV_", "NPM_", "npm_", "BUN_", "DENO_")
+_LOADING_NAMES: Final = frozenset(
+    {"PATH", "GCONV_PATH", "OPENSSL_CONF", "OPENSSL_ENGINES", "OPENSSL_MODULES", "BASH_ENV", "ENV"}
+)
+
+
+@dataclass(frozen=True)
+class Declaration:
+    """One MCP server as declared: ``declared_in`` the file (or argument) and ``at`` the
+    path in it; for Codex, whose files merge key by key, every source that set a key."""
+
+    name: str
+    transport: str
+    declared_in: tuple[str, ...]
+    at: str
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    cwd: str | None = None
+    url: str | None = None
+    enabled: bool = True
+
+    @property
+    def source(self) -> str:
+        return "; ".join(self.declared_in)
+
+    def digest(self) -> str:
+        """A digest of everything that decides what runs (arguments and env included), so
+        a receipt binds the declaration without carrying values that may be secrets."""
+        body = [self.transport, self.command, list(self.args), [list(p) for p in self.env],
+                self.cwd, self.url]  # fmt: skip
+        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+        return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Servers:
+    """What :func:`read_servers` found: the declarations, and the doubts that refuse."""
+
+    client: str
+    declarations: tuple[Declaration, ...] = ()
+    doubts: tuple[str, ...] = ()
+    files: tuple[str, ...] = field(default=())
+
+
+def home_of(environ: Mapping[str, str]) -> str:
+    """The home folder a client computes: HOME, else the user's entry (as node's
+    ``os.homedir`` and Rust's ``home_dir`` do)."""
+    home = environ.get("HOME")
+    if home:
+        return home
+    import pwd
+
+    return pwd.getpwuid(os.getuid()).pw_dir
+
+
+def read_servers(
+    client: str,
+    *,
+    argv: Sequence[str],
+    cwd: str,
+    environ: Mapping[str, str],
+) -> Servers:
+    """Every MCP server ``client`` declares for a spawn in ``cwd`` (absolute) with the
+    agent's arguments ``argv`` and environment ``environ``. Never raises for a file: a
+    problem is a doubt in the answer."""
+    reader = _Reader(client, cwd, environ)
+    try:
+        if client == CLAUDE:
+            reader.claude(argv)
+        elif client == CODEX:
+            reader.codex(argv)
+        elif client == GEMINI:
+            reader.gemini()
+        elif client == CURSOR:
+            reader.cursor()
+        else:
+            raise ValueError(f"unknown MCP client {client!r}")
+    except ConfigDoubt as exc:
+        reader.doubts.append(str(exc))
+    return Servers(client, tuple(reader.found), tuple(reader.doubts), tuple(reader.files))
+
+
+def _ancestors(folder: str) -> list[str]:
+    """``folder`` and every folder above it, nearest first."""
+    out = [folder]
+    while (parent := os.path.dirname(out[-1])) != out[-1]:
+        out.append(parent)
+    return out
+
+
+def _key(path: str, key: str) -> str:
+    return f"{path}.{key}" if _NAME.match(key) else f"{path}[{json.dumps(key)}]"
+
+
+class _Reader:
+    def __init__(self, client: str, cwd: str, environ: Mapping[str, str]) -> None:
+        self.client = client
+        self.cwd = os.path.normpath(cwd)
+        self.environ = environ
+        self.home = home_of(environ)
+        self.found: list[Declaration] = []
+        self.doubts: list[str] = []
+        self.files: list[str] = []
+
+    # ------------------------------------------------------------------ reading files
+
+    def _load(self, path: str, within: str | None, fmt: str) -> Any:
+        """The parsed file, or None when absent; a doubt is recorded, not raised."""
+        try:
+            got = read_config(path, within=within, what=f"{self.client} MCP configuration")
+            if got is None:
+                return None
+            self.files.append(path)
+            if fmt == "toml":
+                return parse_toml(got[0], path)
+            return parse_json(got[0], path, comments=fmt == "jsonc")
+        except ConfigDoubt as exc:
+            self.doubts.append(str(exc))
+            return None
+
+    def _doubt(self, where: str, at: str, problem: str) -> None:
+        self.doubts.append(f"{where}: {at}: {problem}")
+
+    # ------------------------------------------------------------------ Claude Code
+
+    def claude(self, argv: Sequence[str]) -> None:
+        given, strict = self._claude_argv(argv)
+        for index, value in given:
+            if value.lstrip().startswith("{"):
+                where = f"--mcp-config argument {index}"
+                try:
+                    document = parse_json(value.encode("utf-8", "surrogatepass"), where)
+                except ConfigDoubt as exc:
+                    self.doubts.append(str(exc))
+                    continue
+            else:
+                where = os.path.join(self.cwd, value)
+                document = self._load(where, None, "json")
+            if document is not None:
+                self._claude_document(document, where)
+        if strict:
+            return  # --strict-mcp-config: only the servers given on the command line
+        managed = self._load(CLAUDE_MANAGED, None, "json")
+        if managed is not None:
+            self._claude_document(managed, CLAUDE_MANAGED)
+        users = [(os.path.join(self.home, ".claude.json"), self.home)]
+        config_dir = self.environ.get("CLAUDE_CONFIG_DIR")
+        if config_dir:
+            folder = os.path.join(self.cwd, config_dir)
+            users.append((os.path.join(folder, ".claude.json"), folder))
+        for path, within in users:
+            document = self._load(path, within, "json")
+            if document is not None:
+                self._claude_user(document, path)
+        for folder in _ancestors(self.cwd):
+            path = os.path.join(folder, ".mcp.json")
+            document = self._load(path, folder, "json")
+            if document is not None:
+                self._claude_document(document, path)
+
+    def _claude_argv(self, argv: Sequence[str]) -> tuple[list[tuple[int, str]], bool]:
+        """The ``--mcp-config`` values (one flag takes every value up to the next option)
+        and whether ``--strict-mcp-config`` is given."""
+        given: list[tuple[int, str]] = []
+        strict, taking = False, False
+        for index, arg in enumerate(argv, 1):
+            if arg == "--":
+                break
+            if arg == "--strict-mcp-config":
+                strict, taking = True, False
+            elif arg == "--mcp-config":
+                taking = True
+            elif arg.startswith("--mcp-config="):
+                given.append((index, arg.partition("=")[2]))
+                taking = False
+            elif arg.startswith("-"):
+                taking = False
+            elif taking:
+                given.append((index, arg))
+        return given, strict
+
+    def _claude_user(self, document: Any, path: str) -> None:
+        """``~/.claude.json``: its own servers, and those of every project entry for the
+        working directory or a folder above it (by the path given and the real one)."""
+        if not isinstance(document, dict):
+            raise ConfigDoubt(f"{path}: not a JSON object")
+        if "mcpServers" in document:
+            self._claude_servers(document["mcpServers"], path, "mcpServers")
+        projects = document.get("projects")
+        if projects is None:
+            return
+        if not isinstance(projects, dict):
+            self._doubt(path, "projects", "not an object")
+            return
+        here = set(_ancestors(self.cwd)) | set(_ancestors(os.path.realpath(self.cwd)))
+        for key, project in projects.items():
+            if not key.startswith("/") or os.path.normpath(key) not in here:
+                continue
+            at = f"projects[{json.dumps(key)}]"
+            if not isinstance(project, dict):
+                self._doubt(path, at, "not an object")
+            elif "mcpServers" in project:
+                self._claude_servers(project["mcpServers"], path, at + ".mcpServers")
+
+    def _claude_document(self, document: Any, where: str) -> None:
+        """A ``.mcp.json``-shaped document: ``{"mcpServers": {...}}`` and nothing else."""
+        if not isinstance(document, dict):
+            raise ConfigDoubt(f"{where}: not a JSON object")
+        for key in document:
+            if key != "mcpServers":
+                self._doubt(where, _key("", key).lstrip("."), "not a key of an MCP configuration")
+        if "mcpServers" in document:
+            self._claude_servers(document["mcpServers"], where, "mcpServers")
+
+    _CLAUDE_STDIO: Final = frozenset({"type", "command", "args", "env", "timeout", "alwaysLoad"})
+    _CLAUDE_REMOTE: Final = frozenset({"type", "url", "headers", "timeout", "alwaysLoad", "oauth"})
+
+    def _claude_servers(self, servers: Any, where: str, at: str) -> None:
+        if not isinstance(servers, dict):
+            self._doubt(where, at, "not an object")
+            return
+        for name, entry in servers.items():
+            here = _key(at, name)
+            if not isinstance(entry, dict):
+                self._doubt(where, here, "not an object")
+                continue
+            kind = entry.get("type", "stdio")
+            if "headersHelper" in entry:
+                self._doubt(where, here + ".headersHelper", "runs a command that is not judged")
+            elif kind == "stdio":
+                if "url" in entry:
+                    self._doubt(where, here, 'has a "url" but no remote "type"')
+                elif self._known(entry, self._CLAUDE_STDIO, where, here):
+                    self._stdio(name, entry, where, here, _CLAUDE_EXPANSION)
+            elif kind in ("http", "sse", "ws"):
+                if self._known(entry, self._CLAUDE_REMOTE, where, here):
+                    self._remote(name, entry.get("url"), (where,), here)
+            else:
+                self._doubt(where, here + ".type", f"unknown transport {kind!r}")
+
+    # ------------------------------------------------------------------ Codex
+
+    _CODEX_KEYS: Final = frozenset(
+        {
+            "command", "args", "env", "env_vars", "cwd", "url", "bearer_token_env_var",
+            "http_headers", "env_http_headers", "enabled", "required",
+            "supports_parallel_tool_calls", "experimental_environment", "startup_timeout_sec",
+            "startup_timeout_ms", "tool_timeout_sec", "default_tools_approval_mode",
+            "enabled_tools", "disabled_tools", "scopes", "oauth", "oauth_resource", "tools",
+            "name",
+        }
+    )  # fmt: skip
+
+    def codex(self, argv: Sequence[str]) -> None:
+        overrides, profile, folders = self._codex_argv(argv)
+        codex_home = os.path.join(self.cwd, self.environ.get("CODEX_HOME") or "")
+        if not self.environ.get("CODEX_HOME"):
+            codex_home = os.path.join(self.home, ".codex")
+        layers: list[tuple[str, str | None]] = [
+            (CODEX_SYSTEM, None),
+            (os.path.join(codex_home, "config.toml"), codex_home),
+        ]
+        if profile is not None:
+            if not _PROFILE.match(profile):
+                raise ConfigDoubt(f"codex --profile {profile!r}: not a profile name")
+            layers.append((os.path.join(codex_home, f"{profile}.config.toml"), codex_home))
+        for folder in dict.fromkeys([self.cwd, *folders]):
+            for layer in _project_layers(folder):
+                if os.path.dirname(layer) != os.path.normpath(codex_home):
+                    layers.append((layer, os.path.dirname(os.path.dirname(layer))))
+        merged: dict[str, Any] = {}
+        sources: dict[str, list[str]] = {}
+        for path, within in dict.fromkeys(layers):
+            document = self._load(path, within, "toml")
+            if document is None or "mcp_servers" not in document:
+                continue
+            self._codex_merge(document["mcp_servers"], path, merged, sources)
+        for source, table in overrides:
+            self._codex_merge(table, source, merged, sources)
+        for name, entry in merged.items():
+            self._codex_server(name, entry, tuple(dict.fromkeys(sources[name])))
+
+    def _codex_argv(
+        self, argv: Sequence[str]
+    ) -> tuple[list[tuple[str, Any]], str | None, list[str]]:
+        """The ``-c``/``--config`` overrides of ``mcp_servers`` (as tables to merge), the
+        ``--profile`` and the ``-C``/``--cd`` folders."""
+        overrides: list[tuple[str, Any]] = []
+        profile, folders = None, []
+        args = list(argv)
+        i = 0
+        while i < len(args):
+            arg = args[i]
+            value: str | None = None
+            if arg == "--":
+                break
+            for short, long in (("-c", "--config"), ("-p", "--profile"), ("-C", "--cd")):
+                if arg in (short, long):
+                    if i + 1 >= len(args):
+                        raise ConfigDoubt(f"codex {arg}: no value follows")
+                    value, i = args[i + 1], i + 1
+                elif arg.startswith(long + "="):
+                    value = arg.partition("=")[2]
+                elif arg.startswith(short) and len(arg) > 2 and not arg.startswith("--"):
+                    value = arg[2:]
+                else:
+                    continue
+                if short == "-c":
+                    overrides.extend(_codex_override(value))
+                elif short == "-p":
+                    profile = value
+                else:
+                    folders.append(os.path.normpath(os.path.join(self.cwd, value)))
+                break
+            i += 1
+        return overrides, profile, folders
+
+    def _codex_merge(
+        self, table: Any, source: str, merged: dict[str, Any], sources: dict[str, list[str]]
+    ) -> None:
+        """Merge one layer's ``mcp_servers`` key by key, as Codex does. An empty table clears
+        nothing here (versions differ): the union is judged."""
+        if not isinstance(table, dict):
+            raise ConfigDoubt(f"{source}: mcp_servers: not a table")
+        for name, entry in table.items():
+            if not isinstance(entry, dict):
+                raise ConfigDoubt(f"{source}: {_key('mcp_servers', name)}: not a table")
+            merged[name] = _deep_merge(merged.get(name, {}), entry)
+            sources.setdefault(name, []).append(source)
+
+    def _codex_server(self, name: str, entry: dict[str, Any], sources: tuple[str, ...]) -> None:
+        where, here = "; ".join(sources), _key("mcp_servers", name)
+        if not self._known(entry, self._CODEX_KEYS, where, here):
+            return
+        enabled = entry.get("enabled", True)
+        if type(enabled) is not bool:
+            self._doubt(where, here + ".enabled", "not a boolean")
+            return
+        place = entry.get("experimental_environment")
+        if place is not None and place != "remote":
+            self._doubt(where, here + ".experimental_environment", f"unknown value {place!r}")
+            return
+        if "command" in entry:
+            if "url" in entry:
+                self._doubt(where, here, "has both a command and a url")
+            elif place == "remote":
+                self._remote(name, None, sources, here, enabled=enabled)
+            else:
+                self._stdio(name, entry, where, here, None, sources=sources, enabled=enabled)
+        elif "url" in entry:
+            self._remote(name, entry["url"], sources, here, enabled=enabled)
+        else:
+            self._doubt(where, here, "has neither a command nor a url")
+
+    # ------------------------------------------------------------------ Gemini CLI
+
+    _GEMINI_KEYS: Final = frozenset(
+        {
+            "command", "args", "env", "cwd", "url", "httpUrl", "headers", "tcp", "type",
+            "timeout", "trust", "description", "includeTools", "excludeTools", "oauth",
+            "authProviderType", "targetAudience", "targetServiceAccount",
+        }
+    )  # fmt: skip
+
+    def gemini(self) -> None:
+        home = self.environ.get("GEMINI_CLI_HOME") or self.home
+        files: list[tuple[str, str | None]] = [
+            (self.environ.get("GEMINI_CLI_SYSTEM_DEFAULTS_PATH") or GEMINI_SYSTEM_DEFAULTS, None),
+            (self.environ.get("GEMINI_CLI_SYSTEM_SETTINGS_PATH") or GEMINI_SYSTEM, None),
+            (os.path.join(home, ".gemini", "settings.json"), home),
+        ]
+        if os.path.realpath(self.cwd) != os.path.realpath(home):
+            files.append((os.path.join(self.cwd, ".gemini", "settings.json"), self.cwd))
+        for path, within in files:
+            document = self._load(path, within, "jsonc")
+            if document is None:
+                continue
+            if not isinstance(document, dict):
+                self._doubt(path, "(the document)", "not a JSON object")
+                continue
+            mcp = document.get("mcp")
+            if isinstance(mcp, dict) and "serverCommand" in mcp:
+                self._doubt(path, "mcp.serverCommand", "a shell command line that is not judged")
+            elif mcp is not None and not isinstance(mcp, dict):
+                self._doubt(path, "mcp", "not an object")
+            servers = document.get("mcpServers")
+            if servers is None:
+                continue
+            if not isinstance(servers, dict):
+                self._doubt(path, "mcpServers", "not an object")
+                continue
+            for name, entry in servers.items():
+                here = _key("mcpServers", name)
+                if not isinstance(entry, dict):
+                    self._doubt(path, here, "not an object")
+                elif self._known(entry, self._GEMINI_KEYS, path, here):
+                    # A url wins over a command in Gemini CLI: such a server is remote.
+                    url = entry.get("url", entry.get("httpUrl"))
+                    if url is not None or "tcp" in entry:
+                        self._remote(name, url if url is not None else entry["tcp"], (path,), here)
+                    elif "command" in entry:
+                        self._stdio(name, entry, path, here, _GEMINI_EXPANSION)
+                    else:
+                        self._doubt(path, here, "has neither a command nor a url")
+
+    # ------------------------------------------------------------------ Cursor
+
+    _CURSOR_KEYS: Final = frozenset({"type", "command", "args", "env", "url", "headers", "auth"})
+
+    def cursor(self) -> None:
+        for path, within in (
+            (os.path.join(self.home, ".cursor", "mcp.json"), self.home),
+            (os.path.join(self.cwd, ".cursor", "mcp.json"), self.cwd),
+        ):
+            document = self._load(path, within, "json")
+            if document is None:
+                continue
+            if not isinstance(document, dict) or not isinstance(
+                document.get("mcpServers", {}), dict
+            ):
+                self._doubt(path, "mcpServers", "not an object")
+                continue
+            for name, entry in document.get("mcpServers", {}).items():
+                here = _key("mcpServers", name)
+                if not isinstance(entry, dict):
+                    self._doubt(path, here, "not an object")
+                    continue
+                kind = entry.get("type")
+                if "envFile" in entry:
+                    self._doubt(path, here + ".envFile", "variables from a file are not judged")
+                elif not self._known(entry, self._CURSOR_KEYS, path, here):
+                    continue
+                elif kind in ("sse", "http", "streamable-http") or (
+                    kind is None and "url" in entry and "command" not in entry
+                ):
+                    self._remote(name, entry.get("url"), (path,), here)
+                elif kind in (None, "stdio") and "url" not in entry:
+                    self._stdio(name, entry, path, here, _CLAUDE_EXPANSION)
+                else:
+                    self._doubt(path, here, f"unknown transport {kind!r}")
+
+    # ------------------------------------------------------------------ entries
+
+    def _known(self, entry: dict[str, Any], keys: frozenset[str], where: str, at: str) -> bool:
+        unknown = sorted(set(entry) - keys)
+        if unknown:
+            self._doubt(where, at, "unknown key " + ", ".join(map(repr, unknown)))
+        return not unknown
+
+    def _stdio(
+        self,
+        name: str,
+        entry: dict[str, Any],
+        where: str,
+        at: str,
+        expansion: re.Pattern[str] | None,
+        *,
+        sources: tuple[str, ...] | None = None,
+        enabled: bool = True,
+    ) -> None:
+        command, args = entry.get("command"), entry.get("args", [])
+        env, cwd = entry.get("env", {}), entry.get("cwd")
+        if type(command) is not str or not command or "\x00" in command:
+            self._doubt(where, at + ".command", "not a non-empty string")
+            return
+        if type(args) is not list or not all(type(a) is str for a in args):
+            self._doubt(where, at + ".args", "not a list of strings")
+            return
+        if type(env) is not dict or not all(type(v) is str for v in env.values()):
+            self._doubt(where, at + ".env", "not an object of strings")
+            return
+        if cwd is not None and (type(cwd) is not str or not cwd):
+            self._doubt(where, at + ".cwd", "not a non-empty string")
+            return
+        if expansion is not None:
+            for index, value in enumerate([command, *args]):
+                if expansion.search(value):
+                    spot = at + (".command" if index == 0 else f".args[{index - 1}]")
+                    self._doubt(where, spot, f"{value!r} names a variable the client expands")
+                    return
+        resolved: list[tuple[str, str]] = []
+        for key, value in env.items():
+            known = self._expanded(value) if expansion is not None else value
+            if known is None:
+                if key in _LOADING_NAMES or key.startswith(_LOADING_PREFIXES):
+                    self._doubt(where, f"{at}.env.{key}", f"{value!r} cannot be expanded here")
+                    return
+                known = value  # left as the client leaves an unset variable: literal
+            resolved.append((key, known))
+        self.found.append(
+            Declaration(
+                name, STDIO, sources or (where,), at, command=command, args=tuple(args),
+                env=tuple(resolved), cwd=cwd, enabled=enabled,
+            )
+        )  # fmt: skip
+
+    def _expanded(self, value: str) -> str | None:
+        """``${VAR}`` and ``${VAR:-default}`` from the spawn's environment, or None when a
+        variable is unset and has no default (or the value holds another ``$`` form)."""
+        unknown = False
+
+        def one(match: re.Match[str]) -> str:
+            nonlocal unknown
+            name, default = match.group(1), match.group(2)
+            if name in self.environ:
+                return self.environ[name]
+            if default is not None:
+                return default
+            unknown = True
+            return match.group(0)
+
+        text = _ENV_REFERENCE.sub(one, value)
+        if unknown or "${" in _ENV_REFERENCE.sub("", value):
+            return None
+        return text
+
+    def _remote(
+        self, name: str, url: Any, sources: tuple[str, ...], at: str, *, enabled: bool = True
+    ) -> None:
+        if url is not None and type(url) is not str:
+            self._doubt("; ".join(sources), at + ".url", "not a string")
+            return
+        self.found.append(Declaration(name, REMOTE, sources, at, url=url, enabled=enabled))
+
+
+def _project_layers(folder: str) -> list[str]:
+    """Codex's project layers for ``folder``: ``.codex/config.toml`` in every folder from the
+    project root (the nearest folder above holding ``.git``, else ``folder``) down."""
+    chain = _ancestors(folder)
+    root = next((d for d in chain if os.path.lexists(os.path.join(d, ".git"))), folder)
+    below = chain[: chain.index(root) + 1]
+    return [os.path.join(d, ".codex", "config.toml") for d in reversed(below)]
+
+
+def _codex_override(text: str) -> list[tuple[str, Any]]:
+    """One ``-c key=value``: as Codex reads it, the key split on every ``.`` and the value
+    TOML (else the raw text). Only ``mcp_servers`` keys concern servers."""
+    key, equals, raw = text.partition("=")
+    if not equals:
+        raise ConfigDoubt(f"codex -c {text!r}: not key=value")
+    parts = key.strip().split(".")
+    if parts[0] != "mcp_servers":
+        return []
+    try:
+        value: Any = parse_toml(f"_x_ = {raw}".encode("utf-8", "surrogatepass"), "-c")["_x_"]
+    except (ConfigDoubt, KeyError):
+        value = raw
+    for part in reversed(parts[1:]):
+        value = {part: value}
+    if not isinstance(value, dict):
+        raise ConfigDoubt(f"codex -c {text!r}: mcp_servers must be a table")
+    # The source names the key only: the value may be a secret (an env entry).
+    return [(f"-c {key.strip()}", value)] if value else []
+
+
+def _deep_merge(lower: dict[str, Any], higher: dict[str, Any]) -> dict[str, Any]:
+    out = dict(lower)
+    for key, value in higher.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
