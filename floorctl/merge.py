@@ -357,7 +357,9 @@ def _weakenings(name: str, before: Advisory, after: Advisory) -> list[str]:
     if before.package is not None and (before.package, before.kind) != (after.package, after.kind):
         # The old package is no longer identified as this entry: its installs go untracked.
         now = f"{after.package} ({after.kind})" if after.package is not None else "none"
-        found.append(f"changes the package of {name} from {before.package} ({before.kind}) to {now}")
+        found.append(
+            f"changes the package of {name} from {before.package} ({before.kind}) to {now}"
+        )
     ecosystem = after.order
     stated = (before.ecosystem, after.ecosystem)
     if versions.order_name(before.order) != versions.order_name(ecosystem) or (

@@ -8,6 +8,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 from floorctl.osv_checks import (
     _ADAPTER,
@@ -25,6 +26,9 @@ from floorguard._maps.catalog import (
 )
 from floorguard._maps.packages import KINDS, npm_name_problem
 from floorguard.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from floorctl.feeds import Feed
 
 # An option's optional ``:KIND`` after the entry (an entry name holds no colon).
 _DEFAULT_KIND = "library"
@@ -129,12 +133,12 @@ def _named(
     return MappingProxyType(named)
 
 
-def watched_packages(feeds: Sequence[object]) -> list[Watched]:
-    """``(ecosystem, package, kind, entry)`` of every entry of ``feeds`` (checked
-    ``floorctl.feeds.Feed`` objects) that names its package."""
+def watched_packages(feeds: Sequence[Feed]) -> list[Watched]:
+    """``(ecosystem, package, kind, entry)`` of every entry of ``feeds`` (checked feeds)
+    that names its package."""
     found = []
     for feed in feeds:
-        for entry in getattr(feed, "floor_map").values():
-            if entry.package is not None and entry.ecosystem is not None:
+        for entry in feed.floor_map.values():
+            if entry.package is not None and entry.ecosystem is not None and entry.kind:
                 found.append((entry.ecosystem, entry.package, entry.kind, entry.adapter))
     return found

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from floorctl import osv, osv_sources
+from floorctl import feeds, osv, osv_packages, osv_sources
 from floorctl.commands import _progress
 from floorctl.commands._output import emit_json, json_option, notice
 from floorctl.errors import RecordError
@@ -65,8 +65,6 @@ def command(
     folder tree of them (the GitHub advisory database layout), or a zip (the OSV export
     all.zip). Only npm and PyPI packages that map to an adapter are kept; counts go
     to stderr (and with --json to stdout)."""
-    from floorctl import feeds, osv_packages
-
     watched = osv_packages.watched_packages([feeds.load_feed(path) for path in watch])
     package_map = osv.package_map(packages, watched)
     progress = _progress.counter("import osv", "records read")

@@ -133,15 +133,14 @@ def build_index(named: list[tuple[str, str, str]]) -> PackageIndex:
             )
         if key in catalogued and catalogued[key] != owner:
             raise ValueError(
-                f"entry {owner} names the {ecosystem} package {name}, which is "
-                f"{catalogued[key]}'s"
+                f"entry {owner} names the {ecosystem} package {name}, which is {catalogued[key]}'s"
             )
         claimed[key] = owner
         owners[key] = owner
     npm = {name: owner for (eco, name), owner in owners.items() if eco == NPM}
     pypi = {name: owner for (eco, name), owner in owners.items() if eco == PYPI}
-    key = tuple(sorted((eco, name, owner) for (eco, name), owner in claimed.items()))
-    return PackageIndex(MappingProxyType(npm), MappingProxyType(pypi), key)
+    content = tuple(sorted((eco, name, owner) for (eco, name), owner in claimed.items()))
+    return PackageIndex(MappingProxyType(npm), MappingProxyType(pypi), content)
 
 
 CATALOGUE_INDEX: Final = build_index([])
@@ -158,7 +157,7 @@ def index_of(floor_map: Mapping[str, object]) -> PackageIndex:
     if held is not None and held[0] is floor_map:
         return held[1]
     named = [
-        (getattr(entry, "ecosystem", None), package, name)
+        (str(getattr(entry, "ecosystem", "")), package, name)
         for name, entry in floor_map.items()
         if (package := getattr(entry, "package", None)) is not None
     ]
