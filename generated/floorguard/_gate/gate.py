@@ -233,6 +233,7 @@ def _judge_opened(
                 target=opened,
                 environ=environ,
                 cwd=here,
+                packages=index_of(in_force.floor_map),
             )
     except DetectionError as exc:
         if advisory is None:

@@ -227,7 +227,6 @@ _WHY: Final = {
     "--with-editable": "adds packages whose code is not judged",
     "--with-requirements": "adds packages whose code is not judged",
     "--python": "chooses the interpreter",
-    "-p/--python": "chooses the interpreter",
     "--registry": "chooses another registry",
     "--index": "chooses another index",
     "--index-url": "chooses another index",
@@ -240,6 +239,8 @@ _WHY: Final = {
 
 def _refuse_option(launcher: str, option: str) -> LaunchRefused:
     name = option.split("=", 1)[0]
+    if launcher in ("uvx", "pipx run") and name == "-p":
+        name = "--python"  # uv's short form; for npx, -p is --package
     why = _WHY.get(name, "is not understood (it may choose another package, registry or command)")
     return LaunchRefused(f"{launcher}: the option {option!r} {why}")
 
