@@ -12,10 +12,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.advisory_maps import extended_module
+from helpers.cli import isolated_env
 from probes import npm_layout, pip_layout, write_executable
 
 from floorguard._gate import gate
@@ -296,18 +301,14 @@ def test_hostile_specs_and_options_are_refused_naming_them(
         assert shown in judged.reason, judged.reason
 
 
-def test_an_option_after_the_package_is_the_packages_own_for_npx(
-    bins: Path, project: Path
-) -> None:
+def test_an_option_after_the_package_is_the_packages_own_for_npx(bins: Path, project: Path) -> None:
     """npx stops reading its options at the package: ``--package`` after it is
     mcp-remote's argument, and the version judged is still the pinned one."""
     judged = judge(bins / "npx", ["mcp-remote@0.1.16", "--package=mcp-remote@0.1.15"], project)
     assert (judged.verdict, judged.version) == (PERMIT, "0.1.16"), judged
 
 
-def test_pipx_refuses_a_file_named_like_the_app_and_pypackages(
-    bins: Path, project: Path
-) -> None:
+def test_pipx_refuses_a_file_named_like_the_app_and_pypackages(bins: Path, project: Path) -> None:
     (project / "mcp-server-fetch==2025.2.0").write_text("print('not the package')\n")
     judged = judge(bins / "pipx", ["run", "mcp-server-fetch==2025.2.0"], project)
     assert judged.verdict == REFUSE and "runs as a script" in judged.reason, judged
@@ -387,3 +388,67 @@ def _identify_with_map(opened: Any) -> Any:
 
     with packages_in_force(index_of(IN_FORCE.floor_map)):
         return identify.identify_file(opened, {})
+
+
+# ---------------------------------------------------------------------------- end to end
+
+NPX = shutil.which("npx")
+
+
+def _exec(tmp_path: Path, cwd: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    module = tmp_path / "host_map.py"
+    if not module.exists():
+        module.write_text(extended_module({"mcp-remote": MCP_REMOTE}), encoding="utf-8")
+    env = isolated_env(tmp_path / "state", FLOORGUARD_FLOOR_MAP=str(module))
+    env["PATH"] = os.path.dirname(NPX or "/usr/bin/npx") + ":/usr/bin:/bin"
+    return subprocess.run(
+        [sys.executable, "-m", "floorguard", "exec", *argv],
+        capture_output=True, text=True, cwd=cwd, env=env, timeout=120, check=False,
+    )  # fmt: skip
+
+
+@pytest.mark.skipif(NPX is None, reason="npx is not installed")
+def test_floorguard_exec_refuses_npx_mcp_remote_below_the_fix_and_starts_nothing(
+    tmp_path: Path, project: Path
+) -> None:
+    """The real npx, through ``python -m floorguard exec``: refused before npx starts
+    (so nothing is fetched), exit 126, the reason naming the package, version and advisory."""
+    done = _exec(tmp_path, project, "npx", "--", "-y", "mcp-remote@0.1.15", "https://x.invalid")
+    assert done.returncode == 126, done
+    assert "mcp-remote (requested as 'npx') 0.1.15 is affected by GHSA-6xpm-ggf7-wc3p" in (
+        done.stderr
+    ), done.stderr
+    unpinned = _exec(tmp_path, project, "npx", "--", "-y", "mcp-remote@latest")
+    assert unpinned.returncode == 126 and "pin the version" in unpinned.stderr, unpinned.stderr
+
+
+# ---------------------------------------------------------------------------- real registry
+
+NPM = shutil.which("npm")
+
+
+@pytest.mark.real_packages
+@pytest.mark.skipif(NPX is None or NPM is None, reason="npm is not installed")
+@pytest.mark.parametrize(("version", "verdict"), [("0.1.15", REFUSE), ("0.1.16", PERMIT)])
+def test_real_mcp_remote_installed_locally_is_what_bare_npx_is_judged_by(
+    tmp_path: Path, version: str, verdict: str
+) -> None:
+    """``npm install mcp-remote@V`` in a project, then ``npx -y mcp-remote`` there: npx
+    runs the local install, and the gate judges that version (from its package.json)."""
+    project = tmp_path / "project"
+    project.mkdir()
+    try:
+        done = subprocess.run(
+            [str(NPM), "install", "--no-audit", "--no-fund", f"mcp-remote@{version}"],
+            capture_output=True, text=True, cwd=project, timeout=300, check=False,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        pytest.skip("npm install took over 5 minutes")
+    if done.returncode != 0:
+        pytest.skip(f"npm install mcp-remote@{version} failed (offline?): {done.stderr[-300:]}")
+    judged = judge(Path(str(NPX)), ["-y", "mcp-remote"], project)
+    assert (judged.verdict, judged.version, judged.detected_by) == (
+        verdict, version, "npm-metadata",
+    ), judged  # fmt: skip
+    pinned = judge(Path(str(NPX)), ["-y", f"mcp-remote@{version}"], project)
+    assert (pinned.verdict, pinned.version) == (verdict, version), pinned

@@ -305,7 +305,10 @@ def _package_fields(
         raise FloorMapError(f"{where}: package and kind come together")
     if ecosystem is None:
         raise FloorMapError(f"{where}: a package is named with its ecosystem")
-    problem = package_problem(ecosystem, entry["package"]) or kind_problem(entry["kind"])
+    problem = package_problem(ecosystem, entry["package"])
+    if problem is not None:
+        raise FloorMapError(f"{where}: its package: {problem}")
+    problem = kind_problem(entry["kind"])
     if problem is not None:
         raise FloorMapError(f"{where}: {problem}")
     return entry["package"], entry["kind"]
