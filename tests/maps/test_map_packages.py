@@ -46,7 +46,7 @@ def test_package_names_are_refused_unless_in_their_one_spelling(
 ) -> None:
     problem = packages.package_problem(ecosystem, name)
     assert problem is not None and shown in problem, problem
-    with pytest.raises(FloorMapError, match="package|ecosystem"):
+    with pytest.raises(FloorMapError, match=r"package|ecosystem"):
         map_model.from_entries({"x": _entry(ecosystem=ecosystem, package=name, kind="mcp-server")})
 
 
@@ -73,9 +73,9 @@ def test_package_and_kind_are_checked_together(fields: dict[str, Any], shown: st
 
 
 def test_a_package_needs_an_ecosystem() -> None:
-    entry = {"advisories": [], "waivers": [{"id": "W-1", "version": "1.0.0", "advisories": ["floor"],
-             "reason": "r", "approved_by": "a", "expires": "2030-01-01T00:00:00Z"}],
-             "package": "x", "kind": "library"}  # fmt: skip
+    waiver = {"id": "W-1", "version": "1.0.0", "advisories": ["floor"], "reason": "r",
+              "approved_by": "a", "expires": "2030-01-01T00:00:00Z"}  # fmt: skip
+    entry = {"advisories": [], "waivers": [waiver], "package": "x", "kind": "library"}
     with pytest.raises(FloorMapError, match="with its ecosystem"):
         map_model.from_entries({"x": entry})
 
