@@ -242,6 +242,17 @@ def test_a_local_bin_of_another_package_under_the_tracked_name_is_refused(
     assert judged.verdict == REFUSE and "not mcp-remote's" in judged.reason, judged
 
 
+def test_bare_npx_in_a_project_whose_own_bin_is_the_command_is_refused(
+    bins: Path, project: Path
+) -> None:
+    """npx runs the local project's own bin before any install: code nobody judged."""
+    (project / "package.json").write_text(
+        json.dumps({"name": "my-fork", "version": "0.1.16", "bin": {"mcp-remote": "x.js"}})
+    )
+    judged = judge(bins / "npx", ["mcp-remote"], project)
+    assert judged.verdict == REFUSE and "project's own bin" in judged.reason, judged
+
+
 # ---------------------------------------------------------------------------- hostile
 
 

@@ -189,8 +189,6 @@ def _judge_opened(
         "adapter": adapter,
         "identified_by": identified.via if identified is not None else None,
     }
-    if advisory is not None:
-        known |= {"floor": advisory.min_safe_version, "advisory_id": advisory.advisory_id}
     if exam is not None and exam.runs == examine.LAUNCHER and identified is None and exam.doubts:
         # A package launcher whose package cannot be named may run a tracked one.
         return _Judgement(
@@ -198,7 +196,7 @@ def _judge_opened(
             binary=str(opened.path) if opened is not None else None,
         )  # fmt: skip
     if advisory is not None:
-        pass
+        known |= {"floor": advisory.min_safe_version, "advisory_id": advisory.advisory_id}
     elif refuses_untracked(environ):
         where = {"binary": str(opened.path)} if opened is not None else {}
         return _Judgement(

@@ -465,6 +465,10 @@ def _npx_local(launch: Launch, cwd: str) -> Judged | None:
     from floorguard._identify.target import open_target
 
     here = Path(os.path.abspath(cwd))
+    own = _project_bin(here, launch.package)
+    if own is not None:
+        why = f"npx {launch.spec} runs the project's own bin from {own}, which is not judged"
+        return Judged(None, f"npx running {own}", (why,))
     for folder in (here, *here.parents):
         candidate = folder / "node_modules" / ".bin" / launch.package
         if not os.path.lexists(candidate):
@@ -484,4 +488,31 @@ def _npx_local(launch: Launch, cwd: str) -> Judged | None:
             hit.adapter, "npx", launch.spec, hit.version, hit.version_source, True, "npm-metadata"
         )
         return Judged(found, what, ())
+    return None
+
+
+def _project_bin(here: Path, command: str) -> Path | None:
+    """The ``package.json`` of npm's local project (the nearest folder at or above ``here``
+    holding one or a ``node_modules``) when its ``bin`` names ``command``: npx runs the
+    project's own bin first. A manifest that cannot be read counts as naming it."""
+    import json
+
+    for folder in (here, *here.parents):
+        manifest = folder / "package.json"
+        if manifest.exists():
+            try:
+                data = json.loads(manifest.read_bytes())
+            except (OSError, ValueError, RecursionError):
+                return manifest
+            if not isinstance(data, dict):
+                return manifest
+            bins = data.get("bin")
+            name = data.get("name")
+            if isinstance(bins, str):
+                return (
+                    manifest if isinstance(name, str) and name.split("/")[-1] == command else None
+                )
+            return manifest if isinstance(bins, dict) and command in bins else None
+        if (folder / "node_modules").is_dir():
+            return None
     return None
