@@ -274,3 +274,31 @@ def test_the_command_line_takes_watch_and_refuses_a_bad_kind(tmp_path: Path) -> 
         cwd=tmp_path, state=tmp_path,
     )  # fmt: skip
     assert bad.returncode == 2 and "the kind must be one of" in bad.stderr
+
+
+# ---------------------------------------------------------------------------- refresh
+
+
+def test_merging_feeds_keeps_one_package_and_refuses_two() -> None:
+    from floorctl import merge
+
+    named = map_model.from_entries({"mcp-remote": _entry(package="mcp-remote", kind="mcp-server")})
+    bare = map_model.from_entries({"mcp-remote": _entry()})
+    merged = merge.merge([("a.json", named), ("b.json", bare)]).floor_map
+    assert merged["mcp-remote"].package == "mcp-remote"
+    other = map_model.from_entries({"mcp-remote": _entry(package="mcp-remote", kind="library")})
+    with pytest.raises(merge.MergeConflict, match="feeds name different packages"):
+        merge.merge([("a.json", named), ("c.json", other)])
+
+
+def test_dropping_or_changing_a_package_is_a_downgrade() -> None:
+    from floorctl import merge
+
+    named = map_model.from_entries({"mcp-remote": _entry(package="mcp-remote", kind="mcp-server")})
+    bare = map_model.from_entries({"mcp-remote": _entry()})
+    dropped = merge.diff(named, bare)
+    assert any("changes the package of mcp-remote" in d for d in dropped.downgrades), dropped
+    assert {"adapter": "mcp-remote", "field": "package", "old": "mcp-remote", "new": None} in (
+        dropped.changed
+    )
+    assert not merge.diff(bare, named).downgrades  # naming a package tracks more: no downgrade
