@@ -463,3 +463,12 @@ def test_real_mcp_remote_installed_locally_is_what_bare_npx_is_judged_by(
     ), judged  # fmt: skip
     pinned = judge(Path(str(NPX)), ["-y", f"mcp-remote@{version}"], project)
     assert (pinned.verdict, pinned.version) == (verdict, version), pinned
+
+
+def test_uvx_from_another_package_is_judged_as_that_package(bins: Path, project: Path) -> None:
+    """``--from`` decides what is installed: the command name after it does not, so a
+    tracked server's name cannot lend its verdict to another package."""
+    judged = judge(bins / "uvx", ["--from", "evil-server==1.0", "mcp-server-fetch"], project)
+    assert judged.verdict == UNTRACKED and judged.adapter != "mcp-server-fetch", judged
+    tracked = judge(bins / "uvx", ["--from=mcp-server-fetch==2024.9.1", "fetch"], project)
+    assert (tracked.verdict, tracked.adapter) == (REFUSE, "mcp-server-fetch"), tracked
