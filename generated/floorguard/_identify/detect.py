@@ -45,7 +45,8 @@ from floorguard._maps.catalog import validate_version as _validate_version
 from floorguard._maps.packages import PackageIndex
 from floorguard.errors import DetectionError
 
-DETECTED_BY = ("caller", "npm-metadata", "pip-metadata", "probe")
+# ``launcher-spec``: the exact version a package launcher's spec pins (``launchers``).
+DETECTED_BY = ("caller", "npm-metadata", "pip-metadata", "probe", "launcher-spec")
 INTERPRETER_VARIABLES: Final = (
     "PYTHONPATH", "PYTHONHOME", "PYTHONNOUSERSITE", "PYTHONSAFEPATH", "PYTHONUSERBASE",
     "NODE_PATH", "NODE_OPTIONS",
@@ -61,7 +62,8 @@ _MAX_CACHE_ENTRIES: Final = 512
 class Detection:
     """A version and how it was established.
 
-    ``detected_by`` is one of ``caller``, ``npm-metadata``, ``pip-metadata``, ``probe``;
+    ``detected_by`` is one of ``caller``, ``npm-metadata``, ``pip-metadata``, ``probe``,
+    ``launcher-spec``;
     ``binary`` the resolved real path (None when the caller vouched without naming one);
     ``raw`` what the version was read from (the probe's output, or the metadata file's path).
     """
