@@ -472,3 +472,27 @@ def test_uvx_from_another_package_is_judged_as_that_package(bins: Path, project:
     assert judged.verdict == UNTRACKED and judged.adapter != "mcp-server-fetch", judged
     tracked = judge(bins / "uvx", ["--from=mcp-server-fetch==2024.9.1", "fetch"], project)
     assert (tracked.verdict, tracked.adapter) == (REFUSE, "mcp-server-fetch"), tracked
+
+
+@pytest.mark.parametrize(("version", "verdict"), [("2024.9.1", REFUSE), ("2025.2.0", PERMIT)])
+def test_a_console_script_of_a_map_only_pypi_server_is_judged_by_what_it_imports(
+    tmp_path: Path, version: str, verdict: str
+) -> None:
+    """pip's wrapper imports the server's module: the import resolves in the venv's
+    site-packages, whose dist-info (named only in the map) gives the version."""
+    from probes import pip_install
+
+    marker = tmp_path / "ran"
+    script = pip_install(
+        tmp_path / "venv", dist="mcp-server-fetch", module="mcp_server_fetch", version=version,
+        marker=marker, script_name="mcp-server-fetch",
+    )  # fmt: skip
+    judged = judge(script, ["--stdio"], tmp_path)
+    assert (judged.verdict, judged.adapter, judged.version) == (
+        verdict, "mcp-server-fetch", version,
+    ), judged  # fmt: skip
+    assert judged.identified_by == "pip-script" and not marker.exists()
+    python = judge(tmp_path / "venv" / "bin" / "python", ["-m", "mcp_server_fetch"], tmp_path)
+    assert (python.verdict, python.version, python.identified_by) == (
+        verdict, version, "python -m",
+    ), python  # fmt: skip
