@@ -359,6 +359,21 @@ def test_other_npm_and_uv_commands_are_not_launchers() -> None:
     assert launchers.launcher_of(("/usr/lib/node_modules/npm/bin/npx-cli.js",), []) == ("npx", 0)
 
 
+def test_a_scripts_real_file_decides_and_a_native_launcher_its_name() -> None:
+    """npm's npx-cli.js is npx whatever it is asked for as (its code, not its name,
+    decides); bun acts as bunx when run by that name, so the name asked for counts."""
+    real_npx = "/usr/lib/node_modules/npm/bin/npx-cli.js"
+    assert launchers.launcher_of(("npm", "/usr/bin/npm", real_npx), ["exec", "x@1.0.0"]) == (
+        "npx", 0,
+    )  # fmt: skip
+    assert launchers.launcher_of(("bunx", "/usr/bin/bunx", "/opt/bun/bin/bun"), ["x@1"]) == (
+        "bunx", 0,
+    )  # fmt: skip
+    assert launchers.launcher_of(("bun", "/usr/bin/bun", "/opt/bun/bin/bun"), ["x", "y"]) == (
+        "bunx", 1,
+    )  # fmt: skip
+
+
 # ---------------------------------------------------------------------------- map-only
 
 

@@ -93,12 +93,19 @@ def launcher_of(names: Sequence[str], argv: Sequence[str]) -> tuple[str, int] | 
     """The launcher a program named ``names`` (as asked for, located, and its real file)
     is with ``argv``, and how many arguments name its subcommand; None when it is no
     package launcher (``npm install``, ``uv pip``). Raises LaunchRefused when the
-    launcher's own options come before its subcommand (they are not read here)."""
+    launcher's own options come before its subcommand (they are not read here).
+
+    A script's real file decides what it does (npm's ``npx-cli.js`` is npx under any
+    name); a native launcher may act on the name it is run by (``bunx`` is a link to
+    ``bun``), which is the name asked for, so that comes first for the others.
+    """
     bases = [os.path.basename(n) for n in names if n]
+    real = bases[-1] if bases else ""
+    if real.endswith((".js", ".cjs")) and (real in _DIRECT or real in _SUBCOMMANDS):
+        bases = [real]
     for base in bases:
         if base in _DIRECT:
             return _DIRECT[base], 0
-    for base in bases:
         subcommands = _SUBCOMMANDS.get(base)
         if subcommands is None:
             continue
