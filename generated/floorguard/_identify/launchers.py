@@ -425,12 +425,8 @@ def judge_launch(launch: Launch, *, cwd: str) -> Judged:
     owner = index.owner(launch.ecosystem, launch.package)
     what = f"{launch.launcher} running the {launch.ecosystem} package {launch.package}"
     if owner is None:
-        variant = _tracked_variant(index, launch)
-        if variant is not None:
-            raise LaunchRefused(
-                f"{launch.launcher}: {launch.package!r} is not the name of the tracked "
-                f"package {variant!r}, only a variant of it"
-            )
+        # Names were read in their one spelling (an npm name with capitals or a look-alike
+        # letter refused): no other package can pass for a tracked one here.
         return Judged(None, what, ())
     if launch.version is not None:
         found = Identification(
@@ -454,15 +450,6 @@ def judge_launch(launch: Launch, *, cwd: str) -> Judged:
     return Judged(
         Identification(owner, launch.launcher, launch.spec, None, None, True), what, (why,)
     )
-
-
-def _tracked_variant(index: _packages.PackageIndex, launch: Launch) -> str | None:
-    """The tracked npm name ``launch.package`` is a case variant of (npm compares names
-    exactly, so the registry may well hold another package under it)."""
-    if launch.ecosystem != _packages.NPM:
-        return None
-    lowered = launch.package.lower()
-    return next((name for name in index.npm if name.lower() == lowered), None)
 
 
 def _npx_local(launch: Launch, cwd: str) -> Judged | None:
