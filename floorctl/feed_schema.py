@@ -159,9 +159,11 @@ def describe_schema_error(error: ValidationError) -> Iterator[tuple[str, str, bo
         and isinstance(instance, dict)
         and isinstance(error.validator_value, dict)
     ):
-        # Each field of a group names the others; one message per missing field.
-        group = ", ".join(error.validator_value)
+        # Each field of a group names the others; one message per missing field, naming
+        # the group it belongs to (an entry has several: the floor, the package).
         for present, needed in error.validator_value.items():
+            members = {present, *needed}
+            group = ", ".join(k for k in error.validator_value if k in members)
             for key in needed if present in instance else []:
                 if key not in instance:
                     yield format_path((*parts, key)), f"give all of {group}, or none", False

@@ -29,10 +29,13 @@ from floorctl.feed_rules import (
     _Path,
 )
 from floorguard._maps import map_model, versions
+from floorguard._maps.packages import kind_problem, package_problem
 
 # --- schema version 3 -------------------------------------------------------------------------
 
-_V3_ENTRY_KEYS = frozenset({"ecosystem", "advisories", *map_model.ENTRY_FIELDS})
+_V3_ENTRY_KEYS = frozenset(
+    {"ecosystem", "advisories", *map_model.ENTRY_FIELDS, *map_model.PACKAGE_FIELDS}
+)
 _V3_REQUIRED = frozenset({"ecosystem", "advisories"})
 _ADVISORY_KEYS = frozenset(map_model.ADVISORY_FIELDS)
 _ADVISORY_REQUIRED = frozenset({"id", "summary"})
@@ -96,6 +99,7 @@ def _v3_entry_problems(name: str, entry: Any, found: dict[str, str]) -> bool:
     if ecosystem not in versions.ECOSYSTEMS:
         # The schema names the ecosystem; versions cannot be judged without one.
         return True
+    _v3_package(findings, at, entry, ecosystem)
     for field, check in _FIELD_CHECKS:
         if field in entry:
             value = entry[field]
@@ -114,6 +118,20 @@ def _v3_entry_problems(name: str, entry: Any, found: dict[str, str]) -> bool:
             index=index,
         )
     return findings.doubtful
+
+
+def _v3_package(findings: _Findings, at: _Path, entry: dict[str, Any], ecosystem: str) -> None:
+    """``package`` (the registry name, in the one spelling the ecosystem compares) and
+    ``kind``, which come together."""
+    present = entry.keys() & set(map_model.PACKAGE_FIELDS)
+    if not present:
+        return
+    if len(present) == 1:
+        missing = ({*map_model.PACKAGE_FIELDS} - present).pop()
+        findings.add((*at, missing), f"{missing} is given with {present.pop()} (both or neither)")
+        return
+    findings.string((*at, "package"), entry["package"], lambda v: package_problem(ecosystem, v))
+    findings.string((*at, "kind"), entry["kind"], kind_problem)
 
 
 def _v3_advisory(

@@ -272,6 +272,9 @@ def _v3_map_entry(entry: dict[str, Any]) -> dict[str, Any]:
     ecosystem = entry["ecosystem"]
     mapped: dict[str, Any] = {key: entry[key] for key in map_model.ENTRY_FIELDS if key in entry}
     mapped["ecosystem"] = ecosystem
+    for key in map_model.PACKAGE_FIELDS:
+        if key in entry:
+            mapped[key] = entry[key]
     mapped["advisories"] = advisories.union(entry["advisories"], ecosystem)
     mapped["waivers"] = []  # feeds never carry waivers
     return mapped

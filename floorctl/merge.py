@@ -109,6 +109,7 @@ def _merge_adapter(
             f"{known} CLI in floorguard's catalog: its versions compare by "
             f"{versions.order_name(known)}"
         )
+    package = _merged_package(name, claims)
     # Floors and ranges compare in the order the runtime will use (map_model.Advisory.order).
     order = ecosystem if ecosystem is not None else ecosystem_of(name)
     floors = [
@@ -148,9 +149,26 @@ def _merge_adapter(
         return entry, conflict  # floor only: exactly the form (and hash) of schema 1 and 2
     if ecosystem is not None:
         entry["ecosystem"] = ecosystem
+    if package is not None:
+        entry["package"], entry["kind"] = package
     entry["advisories"] = advisories.union(found, order)
     entry["waivers"] = [waivers[key] for key in sorted(waivers)]
     return entry, conflict
+
+
+def _merged_package(name: str, claims: list[tuple[str, Advisory]]) -> tuple[str, str] | None:
+    """The package and kind the feeds name for ``name``: every feed that names one names
+    the same (one entry is one package), or the merge is refused."""
+    stated = [
+        (source, (claim.package, claim.kind))
+        for source, claim in claims
+        if claim.package is not None and claim.kind is not None
+    ]
+    named = sorted({pair for _, pair in stated})
+    if len(named) > 1:
+        says = ", ".join(f"{source} says {pair[0]} ({pair[1]})" for source, pair in stated)
+        raise MergeConflict(f"{name}: feeds name different packages ({says})")
+    return named[0] if named else None
 
 
 def _floor_of(claim: Advisory) -> tuple[str | None, ...]:
@@ -256,7 +274,7 @@ def diff(old: FloorMap, new: FloorMap) -> MapDiff:
                 named.setdefault(f"{kind} {how}", []).append(change)
         if before is None or after is None:
             continue
-        for field_name in (*FIELDS, "ecosystem"):
+        for field_name in (*FIELDS, "ecosystem", "package", "kind"):
             was, now = old_entry.get(field_name), new_entry.get(field_name)
             if was != now:
                 changed.append({"adapter": name, "field": field_name, "old": was, "new": now})
@@ -336,6 +354,12 @@ def _floor_lowered(before: Advisory, after: Advisory) -> bool:
 def _weakenings(name: str, before: Advisory, after: Advisory) -> list[str]:
     """Advisories removed or narrowed, and a change between two stated ecosystems."""
     found: list[str] = []
+    if before.package is not None and (before.package, before.kind) != (after.package, after.kind):
+        # The old package is no longer identified as this entry: its installs go untracked.
+        now = f"{after.package} ({after.kind})" if after.package is not None else "none"
+        found.append(
+            f"changes the package of {name} from {before.package} ({before.kind}) to {now}"
+        )
     ecosystem = after.order
     stated = (before.ecosystem, after.ecosystem)
     if versions.order_name(before.order) != versions.order_name(ecosystem) or (

@@ -320,10 +320,11 @@ class Importer:
                         )
                     ]
                 )
-            feed["adapters"][adapter] = {
-                "ecosystem": self._ecosystem_of[adapter],
-                "advisories": advisories,
-            }
+            feed["adapters"][adapter] = {"ecosystem": self._ecosystem_of[adapter]}
+            if adapter in self._packages.named:
+                package, kind = self._packages.named[adapter]
+                feed["adapters"][adapter] |= {"package": package, "kind": kind}
+            feed["adapters"][adapter]["advisories"] = advisories
             self.counts.advisories += len(advisories)
         self.counts.adapters = len(adapters)
         return ImportResult(feed=feed, counts=self.counts)

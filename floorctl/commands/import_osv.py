@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from floorctl import osv, osv_sources
+from floorctl import feeds, osv, osv_packages, osv_sources
 from floorctl.commands import _progress
 from floorctl.commands._output import emit_json, json_option, notice
 from floorctl.errors import RecordError
@@ -33,9 +33,18 @@ def group() -> None:
     "--package",
     "packages",
     multiple=True,
-    metavar="ECOSYSTEM:NAME=ADAPTER",
+    metavar="ECOSYSTEM:NAME=ADAPTER[:KIND]",
     help="Also map this npm package or PyPI distribution to ADAPTER (repeatable); "
-    "the catalog's packages are always mapped.",
+    "the catalog's packages are always mapped. KIND (agent, mcp-server, library; default "
+    "library) is what the feed says the package is.",
+)
+@click.option(
+    "--watch",
+    "watch",
+    multiple=True,
+    metavar="FEED",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Also map every package this feed's entries name to its entry (repeatable).",
 )
 @click.option(
     "--skip-invalid",
@@ -48,6 +57,7 @@ def command(
     sources: tuple[Path, ...],
     out: Path,
     packages: tuple[str, ...],
+    watch: tuple[Path, ...],
     skip_invalid: bool,
     as_json: bool,
 ) -> None:
@@ -55,7 +65,8 @@ def command(
     folder tree of them (the GitHub advisory database layout), or a zip (the OSV export
     all.zip). Only npm and PyPI packages that map to an adapter are kept; counts go
     to stderr (and with --json to stdout)."""
-    package_map = osv.package_map(packages)
+    watched = osv_packages.watched_packages([feeds.load_feed(path) for path in watch])
+    package_map = osv.package_map(packages, watched)
     progress = _progress.counter("import osv", "records read")
 
     def items() -> Iterator[osv_sources.Item]:

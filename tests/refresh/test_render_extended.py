@@ -186,8 +186,11 @@ HOSTILE = [
 @pytest.mark.parametrize("text", HOSTILE)
 @pytest.mark.parametrize(
     "where",
-    ["summary", "id", "aliases", "versions", "fixed", "score", "references", "waiver", "ecosystem"],
-)
+    [
+        "summary", "id", "aliases", "versions", "fixed", "score", "references", "waiver",
+        "ecosystem", "package", "kind",
+    ],
+)  # fmt: skip
 def test_hostile_text_in_any_nested_field_is_an_inert_literal(
     text: str, where: str, tmp_path: Path
 ) -> None:
@@ -205,11 +208,15 @@ def test_hostile_text_in_any_nested_field_is_an_inert_literal(
     elif where == "waiver":
         waiver["reason"] = text
     entries = {"claude": claude}
-    if where == "ecosystem":
-        # The ecosystem is checked by the model: a hostile one never reaches a template.
-        claude["ecosystem"] = text
+    if where in ("ecosystem", "package", "kind"):
+        # The ecosystem, package name and kind are checked by the model: a hostile one never
+        # reaches a template, and a block holding one is refused where it is read.
+        claude.update(package="@anthropic-ai/claude-code", kind="agent")
+        claude[where] = text
         with pytest.raises(RenderError):
             render_block(load_template(FLOORGUARD), entries, map_version=1)
+        with pytest.raises(FloorMapError):
+            from_entries(entries)
         return
     block = render_block(load_template(FLOORGUARD), entries, map_version=1)
     assert all(line.strip() not in (BEGIN, END) for line in block.splitlines())

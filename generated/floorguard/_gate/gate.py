@@ -166,12 +166,15 @@ def _judge_opened(
     cwd: str | os.PathLike[str] | None,
 ) -> _Judgement:
     from floorguard._identify import detect, examine
+    from floorguard._maps.packages import index_of
 
     here = None if cwd is None else os.fspath(cwd)
     exam: Examination | None = None
     if opened is not None:
         try:
-            exam = examine.examine(opened, argv, environ=environ, cwd=here)
+            exam = examine.examine(
+                opened, argv, environ=environ, cwd=here, packages=index_of(in_force.floor_map)
+            )
         except DetectionError as exc:
             # Not overridable: without knowing what runs there is no floor to apply.
             return _Judgement(
@@ -189,6 +192,12 @@ def _judge_opened(
         "adapter": adapter,
         "identified_by": identified.via if identified is not None else None,
     }
+    if exam is not None and exam.runs == examine.LAUNCHER and identified is None and exam.doubts:
+        # A package launcher whose package cannot be named may run a tracked one.
+        return _Judgement(
+            REFUSE, f"cannot tell what {named} will run: {_listed(exam.doubts)}", **known,
+            binary=str(opened.path) if opened is not None else None,
+        )  # fmt: skip
     if advisory is not None:
         known |= {"floor": advisory.min_safe_version, "advisory_id": advisory.advisory_id}
     elif refuses_untracked(environ):
@@ -225,6 +234,7 @@ def _judge_opened(
                 target=opened,
                 environ=environ,
                 cwd=here,
+                packages=index_of(in_force.floor_map),
             )
     except DetectionError as exc:
         if advisory is None:
@@ -387,7 +397,9 @@ def _interpreted_version(identified: Identification, opened: Target | None) -> D
             f"{identified.via} {identified.subject}: no package metadata states its version"
         )
     accepted = validate_version(identified.version)
-    kind = "npm-metadata" if identified.via in ("node-script", "npm-package") else "pip-metadata"
+    kind = identified.detected_by or (
+        "npm-metadata" if identified.via in ("node-script", "npm-package") else "pip-metadata"
+    )
     binary = str(opened.path) if opened is not None else None
     return Detection(accepted, kind, binary, identified.version_source)
 

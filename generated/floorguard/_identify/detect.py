@@ -42,9 +42,11 @@ from floorguard._maps.catalog import (
     parse_version_output,
 )
 from floorguard._maps.catalog import validate_version as _validate_version
+from floorguard._maps.packages import PackageIndex
 from floorguard.errors import DetectionError
 
-DETECTED_BY = ("caller", "npm-metadata", "pip-metadata", "probe")
+# ``launcher-spec``: the exact version a package launcher's spec pins (``launchers``).
+DETECTED_BY = ("caller", "npm-metadata", "pip-metadata", "probe", "launcher-spec")
 INTERPRETER_VARIABLES: Final = (
     "PYTHONPATH", "PYTHONHOME", "PYTHONNOUSERSITE", "PYTHONSAFEPATH", "PYTHONUSERBASE",
     "NODE_PATH", "NODE_OPTIONS",
@@ -60,7 +62,8 @@ _MAX_CACHE_ENTRIES: Final = 512
 class Detection:
     """A version and how it was established.
 
-    ``detected_by`` is one of ``caller``, ``npm-metadata``, ``pip-metadata``, ``probe``;
+    ``detected_by`` is one of ``caller``, ``npm-metadata``, ``pip-metadata``, ``probe``,
+    ``launcher-spec``;
     ``binary`` the resolved real path (None when the caller vouched without naming one);
     ``raw`` what the version was read from (the probe's output, or the metadata file's path).
     """
@@ -508,6 +511,7 @@ def detect_version(
     target: Target | None = None,
     environ: Mapping[str, str] | None = None,
     cwd: str | None = None,
+    packages: PackageIndex | None = None,
 ) -> Detection:
     """Establish the version of ``adapter``'s installed CLI, safest strategy first.
 
@@ -523,11 +527,15 @@ def detect_version(
     runs in ``cwd``, the child's working directory (a program may read files there).
     Results of 2 and 3 are cached per binary identity; failures are not. ``settings`` defaults to
     :meth:`ProbeSettings.from_environ`, read only when a probe is needed.
+    ``packages``: the map in force's package index; an adapter the catalogue does not
+    know but whose entry names its package has its metadata read like a catalogued one.
     Raises DetectionError with the reason: invalid adapter or version, binary not found or
     not executable, invalid FLOORGUARD_PROBE_TIMEOUT, probe failure, unrecognized or
     ambiguous output.
     """
     entry = entry_for(adapter)
+    if entry is None and packages is not None:
+        entry = _map_entry(adapter, packages)
     if version is not None:
         if not isinstance(version, str):
             raise DetectionError(f"stated version is not a string: {version!r}")
@@ -553,6 +561,16 @@ def detect_version(
             adapter, entry, opened, path_env=path_env, settings=settings, run_env=run_env,
             cwd=cwd,
         )  # fmt: skip
+
+
+def _map_entry(adapter: str, packages: PackageIndex) -> CatalogEntry | None:
+    """A catalogue entry for a package only the map names: its metadata, no output pattern
+    (its ``--version`` answer is parsed by the generic rule)."""
+    npm = frozenset(name for name, owner in packages.npm.items() if owner == adapter)
+    pip = frozenset(name for name, owner in packages.pypi.items() if owner == adapter)
+    if not npm and not pip:
+        return None
+    return CatalogEntry(adapter, adapter, (), npm_packages=npm, pip_distributions=pip)
 
 
 def _detect_opened(

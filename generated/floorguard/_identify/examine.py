@@ -32,12 +32,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from floorguard._identify import child_inputs, identify
+from floorguard._identify.identification import packages_in_force
 from floorguard._identify.identify import Identification, as_interpreted
 from floorguard._identify.target import Target, open_target
 from floorguard.errors import DetectionError
 
 if TYPE_CHECKING:
     from floorguard._identify.python_source import PythonSource
+    from floorguard._maps.packages import PackageIndex
 
 _PYTHON_NAME: Final = re.compile(r"python(?:\d+(?:\.\d+)?)?\Z")
 _NODE_NAME: Final = re.compile(r"node(?:js)?\Z")
@@ -45,14 +47,17 @@ _ELF_MAGIC: Final = b"\x7fELF"
 _HEAD_BYTES: Final = 512
 # Linux reads a #! line from the first 256 bytes of the file (BINPRM_BUF_SIZE).
 _SHEBANG_LIMIT: Final = 256
+# What ``runs`` says of a package launcher (npx, uvx, ...): it runs the package it names.
+LAUNCHER: Final = "package-launcher"
 
 
 @dataclass(frozen=True)
 class Examination:
     """What examining a spawn found. ``identified``: the catalogued adapter recognised in
-    what runs (None: none); ``runs``: ``native``, ``python``, ``node``, ``launcher`` or
-    ``unknown``; ``what``: that, in words, for messages; ``doubts``: each input that decides
-    what the child loads and was not understood, named."""
+    what runs (None: none); ``runs``: ``native``, ``python``, ``node``, ``launcher``,
+    ``unknown`` or ``package-launcher`` (npx, uvx: ``identified`` is the package it runs);
+    ``what``: that, in words, for messages; ``doubts``: each input that decides what the
+    child loads and was not understood, named."""
 
     identified: Identification | None
     runs: str
@@ -75,14 +80,60 @@ def examine(
     *,
     environ: Mapping[str, str],
     cwd: str | None = None,
+    packages: PackageIndex | None = None,
 ) -> Examination:
     """Examine running ``opened`` with ``argv`` in ``environ`` and ``cwd``.
 
     ``argv`` None judges the file alone (a preflight without a command line): only what the
-    file is counts, and no input of a command line or environment is examined. Raises
-    DetectionError when the answer itself is in doubt (code of two adapters, a program that
-    cannot be read).
+    file is counts, and no input of a command line or environment is examined. ``packages``
+    is the index of the packages to recognise (the map in force's; None: the catalogue's).
+    Raises DetectionError when the answer itself is in doubt (code of two adapters, a
+    program that cannot be read).
     """
+    with packages_in_force(packages):
+        found = _examine(opened, argv, environ=environ, cwd=cwd)
+        if argv is None:
+            return found
+        return _launched(found, opened, argv, environ=environ, here=cwd or os.getcwd())
+
+
+def _launched(
+    found: Examination,
+    opened: Target,
+    argv: Sequence[str],
+    *,
+    environ: Mapping[str, str],
+    here: str,
+) -> Examination:
+    """A package launcher (``npx``, ``uvx``, ...) runs the package it names, not itself:
+    judged as that package, with the launcher's own inputs (its interpreter's, its
+    options, its configuration variables) part of the closed world."""
+    from floorguard._identify import launchers
+
+    names = (opened.requested, opened.located, str(opened.path))
+    try:
+        which = launchers.launcher_of(names, argv)
+        if which is None:
+            return found
+        launcher, skip = which
+        doubts = [*found.doubts, *launchers.environment_doubts(launcher, environ)]
+        launch = launchers.parse_launch(launcher, argv[skip:], cwd=here)
+        judged = launchers.judge_launch(launch, cwd=here)
+    except launchers.LaunchRefused as refused:
+        return Examination(None, LAUNCHER, "a package launcher", (*found.doubts, str(refused)))
+    if judged.identified is None and not judged.doubts:
+        # An untracked package: what version runs does not matter, its inputs still do.
+        return Examination(None, LAUNCHER, judged.what, tuple(doubts))
+    return Examination(judged.identified, LAUNCHER, judged.what, (*doubts, *judged.doubts))
+
+
+def _examine(
+    opened: Target,
+    argv: Sequence[str] | None,
+    *,
+    environ: Mapping[str, str],
+    cwd: str | None = None,
+) -> Examination:
     here = cwd or os.getcwd()
     doubts = list(child_inputs.loader_doubts(environ)) if argv is not None else []
     installed = identify.identify_file(opened, environ)

@@ -3,8 +3,13 @@ was recognised, and the version of the code that will be loaded, when known."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Final
+
+from floorguard._maps.packages import CATALOGUE_INDEX, PackageIndex
 
 # How an identification was made. For these, what runs is Python or node code read by an
 # interpreter, whose own --version says nothing of it: the version comes from here.
@@ -15,8 +20,10 @@ INTERPRETED: Final = frozenset({"python -m", "python -c", "python-script", "node
 class Identification:
     """A catalogued adapter recognised in what will run.
 
-    ``via`` says how (``npm-package``, ``pip-record``, ``pip-script``, and for interpreter
-    invocations ``python -m``, ``python -c``, ``python-script``, ``node-script``);
+    ``via`` says how (``npm-package``, ``pip-record``, ``pip-script``, for interpreter
+    invocations ``python -m``, ``python -c``, ``python-script``, ``node-script``, and for
+    package launchers the launcher: ``npx``, ``npm exec``, ``pnpm dlx``, ``bunx``,
+    ``yarn dlx``, ``uvx``, ``pipx run``);
     ``subject`` is the file or module recognised. ``version`` (with ``version_source``, the
     metadata file it was read from) is set when the package's version is known from where
     its code will be loaded; ``version_known`` says whether identification is the authority
@@ -29,6 +36,9 @@ class Identification:
     version: str | None = None
     version_source: str | None = None
     version_known: bool = False
+    # How the version was established, when identification says so (a launcher's pinned
+    # spec: ``launcher-spec``); else the gate tells it from ``via``.
+    detected_by: str | None = None
 
 
 def as_interpreted(hit: Identification, via: str, subject: str) -> Identification:
@@ -37,3 +47,22 @@ def as_interpreted(hit: Identification, via: str, subject: str) -> Identificatio
     return Identification(
         hit.adapter, via, subject, hit.version, hit.version_source, version_known=True
     )
+
+
+# The packages identification recognises: the catalogue's, and those the map in force names.
+# Set for the duration of one examination (``examine``), read by every lookup below it.
+_PACKAGES: ContextVar[PackageIndex] = ContextVar("floorguard_packages", default=CATALOGUE_INDEX)
+
+
+def current_packages() -> PackageIndex:
+    return _PACKAGES.get()
+
+
+@contextmanager
+def packages_in_force(index: PackageIndex | None) -> Iterator[None]:
+    """Identify with ``index`` (None: the catalogue's alone) inside the block."""
+    token = _PACKAGES.set(index if index is not None else CATALOGUE_INDEX)
+    try:
+        yield
+    finally:
+        _PACKAGES.reset(token)

@@ -39,7 +39,12 @@ from floorguard._identify.consulted import (
     memo,
     new_cache,
 )
-from floorguard._identify.identification import INTERPRETED, Identification, as_interpreted
+from floorguard._identify.identification import (
+    INTERPRETED,
+    Identification,
+    as_interpreted,
+    current_packages,
+)
 from floorguard._identify.pip_metadata import _pip_file_identification
 from floorguard._identify.python_imports import (
     PythonPath,
@@ -50,7 +55,6 @@ from floorguard._identify.python_imports import (
     resolve_import,
 )
 from floorguard._identify.target import Target, read_regular_at, stat_at
-from floorguard._maps.catalog import ADAPTER_OF_NPM_PACKAGE
 from floorguard.errors import DetectionError
 
 # What examine and the tests use, wherever it is implemented.
@@ -112,7 +116,7 @@ def npm_identification(dir_fd: int, path: Path, via: str) -> Identification | No
     if found is None:
         return None
     manifest_path, name, manifest = found
-    adapter = ADAPTER_OF_NPM_PACKAGE.get(name)
+    adapter = current_packages().npm.get(name)
     if adapter is None:
         return None
     version = manifest.get("version")
@@ -137,7 +141,7 @@ def identify_file(opened: Target, environ: Mapping[str, str]) -> Identification 
 
     Raises DetectionError when the answer is in doubt.
     """
-    key = (str(opened.path), opened.identity)
+    key = (str(opened.path), opened.identity, current_packages().key)
     with _lock:
         hit = _file_cache.get(key)
     if isinstance(hit, tuple):

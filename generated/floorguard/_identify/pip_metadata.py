@@ -19,8 +19,8 @@ from floorguard._identify.consulted import (
     memo,
     new_cache,
 )
-from floorguard._identify.identification import Identification
-from floorguard._maps.catalog import ADAPTER_OF_PIP_DISTRIBUTION, ADAPTER_OF_PIP_MODULE
+from floorguard._identify.identification import Identification, current_packages
+from floorguard._maps.catalog import ADAPTER_OF_PIP_MODULE
 from floorguard.errors import DetectionError
 
 
@@ -34,10 +34,12 @@ _metadata_cache = new_cache()
 
 
 def _catalogued_dist_infos(site: str) -> list[tuple[str, str]]:
-    """``(dist-info directory, adapter)`` of every catalogued distribution in ``site``."""
+    """``(dist-info directory, adapter)`` of every distribution in ``site`` that the
+    catalogue or the map in force names."""
     ident = _identity(site)
     if ident is None:
         return []
+    index = current_packages()
 
     def scan() -> list[tuple[str, str]]:
         try:
@@ -48,12 +50,12 @@ def _catalogued_dist_infos(site: str) -> list[tuple[str, str]]:
         for name in names:
             if name.endswith(".dist-info"):
                 dist = name[: -len(".dist-info")].rsplit("-", 1)[0]
-                adapter = ADAPTER_OF_PIP_DISTRIBUTION.get(_canonical_dist(dist))
+                adapter = index.pypi.get(_canonical_dist(dist))
                 if adapter is not None:
                     found.append((os.path.join(site, name), adapter))
         return found
 
-    return memo(_site_listings, (site, ident), scan)
+    return memo(_site_listings, (site, ident, index.key), scan)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from floorguard._identify.consulted import (
     memo,
     new_cache,
 )
-from floorguard._identify.identification import Identification
+from floorguard._identify.identification import Identification, current_packages
 from floorguard._identify.pip_metadata import (
     _catalogued_dist_infos,
     _one,
@@ -299,7 +299,7 @@ def resolve_import(
     distribution installed it, or not found at all has an unknown version."""
     adapter = ADAPTER_OF_PIP_MODULE.get(top)
     if adapter is None:
-        return None
+        return _map_package_import(top, search, version)
     found = find_module(top, search, version)
     if found is None or found[1] == "namespace":
         return Identification(adapter, "import", top)
@@ -311,3 +311,22 @@ def resolve_import(
     if owners:
         return _one(owners, top, "import", version_known=True)
     return Identification(adapter, "import", top)
+
+
+def _map_package_import(
+    top: str, search: Sequence[str], version: str | None
+) -> Identification | None:
+    """A module of a distribution the map in force names (not the catalogue): its modules
+    are known only from its installed metadata, so the folder ``top`` is found in is asked
+    which of those distributions installed it."""
+    if not any(ecosystem == "PyPI" for ecosystem, _, _ in current_packages().key):
+        return None
+    found = find_module(top, search, version)
+    if found is None or found[1] == "namespace":
+        return None
+    owners = {
+        (owner, info)
+        for info, owner in _catalogued_dist_infos(found[0])
+        if top in _record(info).top_level
+    }
+    return _one(owners, top, "import", version_known=True) if owners else None

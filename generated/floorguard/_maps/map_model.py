@@ -7,7 +7,10 @@ An entry comes in one of two forms.
 - **Extended** (schema 3 feeds, waivers): the entry lists ``advisories`` with OSV affected
   ranges and ``waivers``, may keep the floor (the three fields, all or none), and states
   its ``ecosystem`` (``npm`` or ``PyPI``, whose version order applies); without one (a
-  waiver on a schema 1 floor) versions keep comparing by PEP 440.
+  waiver on a schema 1 floor) versions keep comparing by PEP 440. It may name its
+  ``package`` (the registry name, checked strictly per ecosystem) and ``kind`` (``agent``,
+  ``mcp-server``, ``library``): a package the runtime's catalogue does not know is then
+  identified from its installed metadata like a catalogued CLI.
 
 The hash is ``sha256`` of the RFC 8785 canonical JSON of ``{adapter: entry}`` with each
 entry exactly as above, so a map of floor-only entries keeps the hash that
@@ -28,7 +31,10 @@ from floorguard._base._time import UTC_Z_FORM, is_utc_z
 from floorguard.errors import FloorMapError
 
 ENTRY_FIELDS = ("min_safe_version", "advisory_id", "note")
-EXTENDED_FIELDS = ("ecosystem", "advisories", "waivers")
+EXTENDED_FIELDS = ("ecosystem", "package", "kind", "advisories", "waivers")
+# The package an entry names (its registry name in ``ecosystem``) and what it is: both or
+# neither, and only with an ecosystem. Identification then finds it like a catalogued CLI.
+PACKAGE_FIELDS = ("package", "kind")
 ADVISORY_FIELDS = ("id", "aliases", "summary", "affected", "versions", "severity", "references")
 RANGE_BOUNDS = ("introduced", "fixed", "last_affected")
 WAIVER_FIELDS = ("id", "version", "advisories", "reason", "approved_by", "expires")
@@ -148,6 +154,8 @@ class Advisory:
     ecosystem: str | None = None
     advisories: tuple[RangeAdvisory, ...] = ()
     waivers: tuple[Waiver, ...] = ()
+    package: str | None = None
+    kind: str | None = None
 
     @property
     def extended(self) -> bool:
@@ -192,6 +200,9 @@ class Advisory:
             return entry
         if self.ecosystem is not None:
             entry["ecosystem"] = self.ecosystem
+        if self.package is not None:
+            entry["package"] = self.package
+            entry["kind"] = self.kind
         entry["advisories"] = [a.as_entry() for a in self.advisories]
         entry["waivers"] = [w.as_entry() for w in self.waivers]
         return entry
@@ -213,6 +224,14 @@ def from_entries(entries: Mapping[str, Any]) -> FloorMap:
         if not isinstance(adapter, str) or not isinstance(entry, Mapping):
             raise FloorMapError(f"floor map entry {adapter!r} is malformed")
         built[adapter] = _entry(adapter, entry)
+    named = [(a.ecosystem, a.package, a.adapter) for a in built.values() if a.package is not None]
+    if named:
+        from floorguard._maps.packages import build_index
+
+        try:
+            build_index(named)  # type: ignore[arg-type]  # an entry with a package has an ecosystem
+        except ValueError as exc:
+            raise FloorMapError(f"floor map: {exc}") from None
     return MappingProxyType(dict(sorted(built.items())))
 
 
@@ -252,6 +271,7 @@ def _entry(adapter: str, entry: Mapping[str, Any]) -> Advisory:
         raise FloorMapError(f"{where}: a floor alone is written as the three floor fields")
     if "ecosystem" in entry and ecosystem not in _ECOSYSTEMS:
         raise FloorMapError(f"{where}: ecosystem must be one of {', '.join(_ECOSYSTEMS)}")
+    package, kind = _package_fields(where, entry, ecosystem)
     return Advisory(
         adapter,
         entry.get("min_safe_version"),
@@ -266,7 +286,32 @@ def _entry(adapter: str, entry: Mapping[str, Any]) -> Advisory:
             _waiver(f"{where} waiver {i}", w)
             for i, w in enumerate(_list(where, "waivers", entry["waivers"]))
         ),
+        package=package,
+        kind=kind,
     )
+
+
+def _package_fields(
+    where: str, entry: Mapping[str, Any], ecosystem: object
+) -> tuple[str | None, str | None]:
+    """The entry's ``package`` and ``kind``: both or neither, with an ecosystem, the name
+    valid there in its one spelling (npm's exact name, PyPI's PEP 503 normal form)."""
+    from floorguard._maps.packages import kind_problem, package_problem
+
+    present = set(PACKAGE_FIELDS) & set(entry)
+    if not present:
+        return None, None
+    if present != set(PACKAGE_FIELDS):
+        raise FloorMapError(f"{where}: package and kind come together")
+    if ecosystem is None:
+        raise FloorMapError(f"{where}: a package is named with its ecosystem")
+    problem = package_problem(ecosystem, entry["package"])
+    if problem is not None:
+        raise FloorMapError(f"{where}: its package: {problem}")
+    problem = kind_problem(entry["kind"])
+    if problem is not None:
+        raise FloorMapError(f"{where}: {problem}")
+    return entry["package"], entry["kind"]
 
 
 def _advisory(where: str, value: Any) -> RangeAdvisory:

@@ -1,0 +1,512 @@
+"""Package launchers: ``npx``, ``npm exec``, ``pnpm dlx``, ``bunx``, ``yarn dlx``, ``uvx`` /
+``uv tool run`` and ``pipx run`` fetch a package by name and run it. What runs is that
+package, at the version the launcher picks, not the launcher: this module reads the
+launcher's own command line as a closed world, names the package, and tells the version
+that will run when it can be known here.
+
+- A spec pinned to one exact version (``mcp-remote@0.1.16``, ``pkg==1.2.3``) is that version:
+  each launcher here runs exactly the version it was pinned to (from a local install or its
+  cache when they hold it, else fetched).
+- An unpinned spec is known only from files: ``npx NAME`` runs the first
+  ``node_modules/.bin/NAME`` in the working directory or above it, whose package says its
+  version. Anything else (a tag, a range, a bare name with no local install) is decided by
+  a registry at run time: refused, with the advice to pin the version.
+- Everything the launcher would read as its own option, and every spec that is not a plain
+  registry name (an alias, a git or URL or path spec, white space, a character that is not
+  ASCII, a case variant of a tracked name) is a refusal naming it, never a skip.
+
+Which map entry a package is comes from the package index (``identification.packages``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from floorguard._identify.identification import Identification, current_packages
+from floorguard._maps import packages as _packages
+from floorguard._maps import versions
+from floorguard.errors import DetectionError
+
+PIN_ADVICE: Final = "pin the version"
+
+
+class LaunchRefused(Exception):
+    """The launcher's command line cannot be read as one known package (``str``: why)."""
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A launcher's command line, read: it runs ``package`` of ``ecosystem``, pinned to
+    ``version`` (None: not pinned; ``unpinned`` says how it was given)."""
+
+    launcher: str
+    ecosystem: str
+    package: str
+    spec: str
+    version: str | None
+    unpinned: str | None = None
+
+
+# ---------------------------------------------------------------------------- recognising
+
+
+# (program basename, first arguments) -> launcher. The real file's name counts too: npm
+# installs npx as a link to ``npm/bin/npx-cli.js``.
+_DIRECT: Final = {
+    "npx": "npx",
+    "npx-cli.js": "npx",
+    "pnpx": "pnpm dlx",
+    "pnpx.cjs": "pnpm dlx",
+    "pnpx.js": "pnpm dlx",
+    "bunx": "bunx",
+    "uvx": "uvx",
+}
+_SUBCOMMANDS: Final = {
+    "npm": (("exec",), ("x",)),
+    "npm-cli.js": (("exec",), ("x",)),
+    "pnpm": (("dlx",),),
+    "pnpm.cjs": (("dlx",),),
+    "pnpm.js": (("dlx",),),
+    "yarn": (("dlx",),),
+    "yarn.js": (("dlx",),),
+    "yarn.cjs": (("dlx",),),
+    "bun": (("x",),),
+    "uv": (("tool", "run"),),
+    "pipx": (("run",),),
+}
+_SUBCOMMAND_NAMES: Final = {
+    "npm": "npm exec",
+    "pnpm": "pnpm dlx",
+    "yarn": "yarn dlx",
+    "bun": "bunx",
+    "uv": "uvx",
+    "pipx": "pipx run",
+}
+
+
+def launcher_of(names: Sequence[str], argv: Sequence[str]) -> tuple[str, int] | None:
+    """The launcher a program named ``names`` (as asked for, located, and its real file)
+    is with ``argv``, and how many arguments name its subcommand; None when it is no
+    package launcher (``npm install``, ``uv pip``). Raises LaunchRefused when the
+    launcher's own options come before its subcommand (they are not read here).
+
+    A script's real file decides what it does (npm's ``npx-cli.js`` is npx under any
+    name); a native launcher may act on the name it is run by (``bunx`` is a link to
+    ``bun``), which is the name asked for, so that comes first for the others.
+    """
+    bases = [os.path.basename(n) for n in names if n]
+    real = bases[-1] if bases else ""
+    if real.endswith((".js", ".cjs")) and (real in _DIRECT or real in _SUBCOMMANDS):
+        bases = [real]
+    for base in bases:
+        if base in _DIRECT:
+            return _DIRECT[base], 0
+        subcommands = _SUBCOMMANDS.get(base)
+        if subcommands is None:
+            continue
+        stem = base.split(".", 1)[0].removesuffix("-cli")
+        launcher = _SUBCOMMAND_NAMES[stem]
+        for words in subcommands:
+            if tuple(argv[: len(words)]) == words:
+                return launcher, len(words)
+        if argv and argv[0].startswith("-") and any(w in argv for ws in subcommands for w in ws):
+            raise LaunchRefused(
+                f"{stem}: options before {' '.join(subcommands[0])} are not understood "
+                "(they may choose another package, registry or command)"
+            )
+        return None
+    return None
+
+
+# ---------------------------------------------------------------------------- specs
+
+_WHITE: Final = re.compile(r"\s")
+
+
+def _plain(spec: str, launcher: str) -> None:
+    if not spec:
+        raise LaunchRefused(f"{launcher}: an empty package spec")
+    if _WHITE.search(spec):
+        raise LaunchRefused(f"{launcher}: the package spec {spec!r} holds white space")
+    if not spec.isascii() or not spec.isprintable():
+        raise LaunchRefused(
+            f"{launcher}: the package spec {spec!r} holds a character that is not printable "
+            "ASCII (a look-alike of a package name?)"
+        )
+
+
+def parse_npm_spec(spec: str, launcher: str) -> Launch:
+    """``NAME`` or ``NAME@SPEC`` (``@scope/name`` included) as a registry package; an exact
+    SemVer version after ``@`` pins it. Raises LaunchRefused for anything else that names
+    code: aliases (``npm:``), git, URL, file and path specs, GitHub shorthands."""
+    _plain(spec, launcher)
+    if spec.startswith((".", "/", "~")) or ":" in spec.split("@", 2 if spec[0] == "@" else 1)[0]:
+        raise LaunchRefused(
+            f"{launcher}: {spec!r} is not a registry package spec (a path, URL or git spec)"
+        )
+    scoped = spec.startswith("@")
+    body = spec[1:] if scoped else spec
+    name, at, wanted = body.partition("@")
+    name = "@" + name if scoped else name
+    if not scoped and "/" in name:
+        raise LaunchRefused(f"{launcher}: {spec!r} is a git host shorthand, not a registry package")
+    problem = _packages.npm_name_problem(name)
+    if problem is not None:
+        raise LaunchRefused(f"{launcher}: {problem}")
+    if not at:
+        return Launch(launcher, _packages.NPM, name, spec, None, "no version")
+    if not wanted:
+        raise LaunchRefused(f"{launcher}: {spec!r} ends with an empty version")
+    if ":" in wanted or "/" in wanted or "#" in wanted:
+        raise LaunchRefused(
+            f"{launcher}: {spec!r} is not a registry version (an npm: alias, a URL, git or "
+            "file spec)"
+        )
+    if _exact_semver(wanted):
+        return Launch(launcher, _packages.NPM, name, spec, wanted)
+    return Launch(launcher, _packages.NPM, name, spec, None, f"{wanted!r} is a tag or a range")
+
+
+def _exact_semver(text: str) -> bool:
+    """One exact SemVer 2.0.0 version, written as npm resolves it to that version alone
+    (no ``v`` or ``=`` prefix, no build metadata)."""
+    return text[:1].isdigit() and "+" not in text and versions.is_valid(text, versions.NPM)
+
+
+_PEP508_NAME: Final = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?\Z", re.ASCII)
+_PYPI_EXACT: Final = re.compile(r"(?P<name>[^=@<>!~\[;]+)(?:==(?P<version>[^=].*)|@(?P<at>.+))?\Z")
+
+
+def parse_pypi_spec(spec: str, launcher: str, *, at_form: bool) -> Launch:
+    """``NAME``, ``NAME==VERSION`` (and ``NAME@VERSION`` where the launcher reads it,
+    ``at_form``) as a registry project; a PEP 440 version with no wildcard pins it. Extras,
+    markers, URLs and paths are refusals; other specifiers are ranges (not pinned)."""
+    _plain(spec, launcher)
+    if "[" in spec or ";" in spec:
+        raise LaunchRefused(f"{launcher}: {spec!r} asks for extras or markers (code not judged)")
+    if spec.startswith((".", "/", "~")) or "://" in spec or "/" in spec or ":" in spec:
+        raise LaunchRefused(f"{launcher}: {spec!r} is not a registry project (a path or URL)")
+    match = _PYPI_EXACT.match(spec)
+    if match is None:
+        name = re.split(r"[=<>!~@]", spec, maxsplit=1)[0]
+        _pypi_name(name, spec, launcher)
+        return Launch(launcher, _packages.PYPI, name, spec, None, "a range of versions")
+    name = match["name"]
+    _pypi_name(name, spec, launcher)
+    wanted = match["version"] if match["version"] is not None else match["at"]
+    if match["at"] is not None and not at_form:
+        raise LaunchRefused(f"{launcher}: {spec!r} is not a requirement {launcher} reads")
+    if wanted is None:
+        return Launch(launcher, _packages.PYPI, name, spec, None, "no version")
+    if wanted == "latest" and match["at"] is not None:
+        return Launch(launcher, _packages.PYPI, name, spec, None, "@latest")
+    if "*" in wanted or not versions.is_valid(wanted, versions.PYPI):
+        return Launch(launcher, _packages.PYPI, name, spec, None, f"{wanted!r} is no one version")
+    return Launch(launcher, _packages.PYPI, name, spec, wanted)
+
+
+def _pypi_name(name: str, spec: str, launcher: str) -> None:
+    if not _PEP508_NAME.match(name):
+        raise LaunchRefused(f"{launcher}: {spec!r} does not start with a PyPI project name")
+    if re.fullmatch(r"(python|pypy|graalpy|cpython)[0-9.]*", name, re.IGNORECASE):
+        raise LaunchRefused(f"{launcher}: {spec!r} asks for an interpreter the launcher picks")
+
+
+# ---------------------------------------------------------------------------- command lines
+
+# Options that change nothing of what runs: output, prompting. Anything else is refused.
+_NPX_FLAGS: Final = frozenset({"-y", "--yes", "-q", "--quiet", "--silent"})
+_YARN_FLAGS: Final = frozenset({"-q", "--quiet"})
+_BUNX_FLAGS: Final = frozenset({"--bun", "--silent"})
+_UVX_FLAGS: Final = frozenset({"-q", "--quiet", "--isolated", "--offline", "--no-progress"})
+_PIPX_FLAGS: Final = frozenset({"--no-cache", "-q", "--quiet"})
+_WHY: Final = {
+    "-p": "names the packages to install (the command is then looked up separately)",
+    "--package": "names the packages to install (the command is then looked up separately)",
+    "-c": "runs a shell command",
+    "--call": "runs a shell command",
+    "--with": "adds packages whose code is not judged",
+    "--with-editable": "adds packages whose code is not judged",
+    "--with-requirements": "adds packages whose code is not judged",
+    "--python": "chooses the interpreter",
+    "--registry": "chooses another registry",
+    "--index": "chooses another index",
+    "--index-url": "chooses another index",
+    "--default-index": "chooses another index",
+    "--extra-index-url": "chooses another index",
+    "--spec": "names the package to install",
+    "--from": "names the package to install",
+}
+
+
+def _refuse_option(launcher: str, option: str) -> LaunchRefused:
+    name = option.split("=", 1)[0]
+    if launcher in ("uvx", "pipx run") and name == "-p":
+        name = "--python"  # uv's short form; for npx, -p is --package
+    why = _WHY.get(name, "is not understood (it may choose another package, registry or command)")
+    return LaunchRefused(f"{launcher}: the option {option!r} {why}")
+
+
+def parse_launch(launcher: str, args: Sequence[str], *, cwd: str) -> Launch:
+    """The package ``launcher`` runs given ``args`` (the arguments after the launcher and
+    its subcommand). Raises LaunchRefused naming what is not understood."""
+    if launcher in ("npx", "npm exec", "pnpm dlx", "yarn dlx", "bunx"):
+        return _npm_launch(launcher, list(args))
+    if launcher == "uvx":
+        return _uvx_launch(list(args))
+    if launcher == "pipx run":
+        return _pipx_launch(list(args), cwd)
+    raise LaunchRefused(f"{launcher} is not a launcher known here")  # pragma: no cover
+
+
+def _npm_launch(launcher: str, args: list[str]) -> Launch:
+    flags = {
+        "npx": _NPX_FLAGS,
+        "npm exec": _NPX_FLAGS,
+        "yarn dlx": _YARN_FLAGS,
+        "bunx": _BUNX_FLAGS,
+        "pnpm dlx": frozenset(),
+    }[launcher]
+    index = 0
+    while index < len(args) and args[index].startswith("-"):
+        if args[index] == "--":
+            index += 1
+            break
+        if args[index] not in flags:
+            raise _refuse_option(launcher, args[index])
+        index += 1
+    if index >= len(args):
+        raise LaunchRefused(f"{launcher}: no package to run")
+    separated = index > 0 and args[index - 1] == "--"
+    rest = args[index + 1 :]
+    if launcher == "npm exec" and not separated:
+        # npm reads its own options anywhere on its command line unless ``--`` ends them.
+        own = [a for a in rest if a.startswith("-")]
+        if own:
+            raise LaunchRefused(
+                f"npm exec reads {own[0]!r} after the package as its own option: put -- "
+                "before the package"
+            )
+    return parse_npm_spec(args[index], launcher)
+
+
+def _take_value(args: list[str], index: int, launcher: str) -> tuple[str, int]:
+    option = args[index]
+    if "=" in option:
+        return option.split("=", 1)[1], index + 1
+    if index + 1 >= len(args):
+        raise LaunchRefused(f"{launcher}: {option} without a value")
+    return args[index + 1], index + 2
+
+
+def _uvx_launch(args: list[str]) -> Launch:
+    launcher = "uvx"
+    source: str | None = None
+    index = 0
+    while index < len(args) and args[index].startswith("-"):
+        option = args[index]
+        if option == "--":
+            raise _refuse_option(launcher, option)
+        if option.split("=", 1)[0] == "--from":
+            if source is not None:
+                raise LaunchRefused("uvx: --from given twice")
+            source, index = _take_value(args, index, launcher)
+            continue
+        if option not in _UVX_FLAGS:
+            raise _refuse_option(launcher, option)
+        index += 1
+    if index >= len(args):
+        raise LaunchRefused("uvx: no package to run")
+    target = args[index]
+    if source is None:
+        return parse_pypi_spec(target, launcher, at_form=True)
+    # With --from the package is that one; the first argument only names a command of it.
+    if not _PEP508_NAME.match(target):
+        raise LaunchRefused(
+            f"uvx: with --from, {target!r} must be a plain command name (it names no package)"
+        )
+    return parse_pypi_spec(source, launcher, at_form=True)
+
+
+def _pipx_launch(args: list[str], cwd: str) -> Launch:
+    launcher = "pipx run"
+    source: str | None = None
+    index = 0
+    while index < len(args) and args[index].startswith("-"):
+        option = args[index]
+        if option.split("=", 1)[0] == "--spec":
+            if source is not None:
+                raise LaunchRefused("pipx run: --spec given twice")
+            source, index = _take_value(args, index, launcher)
+            continue
+        if option not in _PIPX_FLAGS:
+            raise _refuse_option(launcher, option)
+        index += 1
+    if index >= len(args):
+        raise LaunchRefused("pipx run: no package to run")
+    app = args[index]
+    # pipx runs a file of that name (or a URL) as a script before looking at any package,
+    # and a ``__pypackages__`` folder's copy of the app whatever its version.
+    if app.startswith(("http://", "https://")) or os.path.lexists(os.path.join(cwd, app)):
+        raise LaunchRefused(f"pipx run: {app!r} names a file or URL, which pipx runs as a script")
+    if os.path.lexists(os.path.join(cwd, "__pypackages__")):
+        raise LaunchRefused(
+            "pipx run: the working directory has __pypackages__, whose copy pipx runs "
+            "whatever its version"
+        )
+    if source is None:
+        return parse_pypi_spec(app, launcher, at_form=False)
+    if not _PEP508_NAME.match(app):
+        raise LaunchRefused(f"pipx run: with --spec, {app!r} must be a plain command name")
+    return parse_pypi_spec(source, launcher, at_form=False)
+
+
+# ---------------------------------------------------------------------------- environment
+
+# Variables each launcher reads as its configuration (which package, registry, index,
+# interpreter): refused but for a few that only change output or prompting.
+_CONFIG_PREFIXES: Final = {
+    "npx": ("npm_config_",),
+    "npm exec": ("npm_config_",),
+    "pnpm dlx": ("npm_config_", "pnpm_config_"),
+    "yarn dlx": ("yarn_",),
+    "bunx": ("bun_config_", "npm_config_"),
+    "uvx": ("uv_",),
+    "pipx run": ("pipx_",),
+}
+_HARMLESS: Final = frozenset(
+    {
+        "npm_config_yes",
+        "npm_config_update_notifier",
+        "npm_config_fund",
+        "npm_config_audit",
+        "npm_config_loglevel",
+        "npm_config_progress",
+        "uv_no_progress",
+    }
+)
+
+
+def environment_doubts(launcher: str, environ: Mapping[str, str]) -> list[str]:
+    prefixes = _CONFIG_PREFIXES[launcher]
+    found = sorted(
+        name
+        for name in environ
+        if name.lower().startswith(prefixes) and name.lower() not in _HARMLESS
+    )
+    return [
+        f"{launcher} reads {name} as its configuration (it may choose another package, "
+        "registry or index)"
+        for name in found
+    ]
+
+
+# ---------------------------------------------------------------------------- what runs
+
+
+@dataclass(frozen=True)
+class Judged:
+    """What a launch runs: the map entry identified (None: the package has no entry) and
+    the inputs not understood."""
+
+    identified: Identification | None
+    what: str
+    doubts: tuple[str, ...]
+
+
+def judge_launch(launch: Launch, *, cwd: str) -> Judged:
+    """Which map entry ``launch`` runs, and at which version when it can be known."""
+    index = current_packages()
+    owner = index.owner(launch.ecosystem, launch.package)
+    what = f"{launch.launcher} running the {launch.ecosystem} package {launch.package}"
+    if owner is None:
+        # Names were read in their one spelling (an npm name with capitals or a look-alike
+        # letter refused): no other package can pass for a tracked one here.
+        return Judged(None, what, ())
+    if launch.version is not None:
+        found = Identification(
+            owner, launch.launcher, launch.spec, launch.version, None, True, "launcher-spec"
+        )
+        return Judged(found, what, ())
+    if launch.launcher == "npx" and launch.unpinned == "no version":
+        local = _npx_local(launch, cwd)
+        if local is not None:
+            return local
+    why = (
+        f"{launch.launcher} {launch.spec}: {launch.unpinned}, so the version that runs is "
+        f"chosen by a registry at run time; {PIN_ADVICE} ("
+        + (
+            f"{launch.package}@X.Y.Z"
+            if launch.ecosystem == _packages.NPM
+            else f"{launch.package}==X.Y.Z"
+        )
+        + ")"
+    )
+    return Judged(
+        Identification(owner, launch.launcher, launch.spec, None, None, True), what, (why,)
+    )
+
+
+def _npx_local(launch: Launch, cwd: str) -> Judged | None:
+    """``npx NAME`` with no version runs the first ``node_modules/.bin/NAME`` in the working
+    directory or a folder above it, whatever package and version that is."""
+    from floorguard._identify.identify import npm_identification
+    from floorguard._identify.target import open_target
+
+    here = Path(os.path.abspath(cwd))
+    own = _project_bin(here, launch.package)
+    if own is not None:
+        why = f"npx {launch.spec} runs the project's own bin from {own}, which is not judged"
+        return Judged(None, f"npx running {own}", (why,))
+    for folder in (here, *here.parents):
+        candidate = folder / "node_modules" / ".bin" / launch.package
+        if not os.path.lexists(candidate):
+            continue
+        what = f"npx running {candidate}"
+        try:
+            with open_target(str(candidate), path_env=None, executable=False) as opened:
+                hit = npm_identification(opened.dir_fd, opened.path, "npx")
+        except DetectionError as exc:
+            return Judged(None, what, (f"npx {launch.spec} runs {candidate}: {exc}",))
+        index = current_packages()
+        if hit is None or hit.adapter != index.owner(_packages.NPM, launch.package):
+            owner = hit.adapter if hit is not None else "no tracked package"
+            why = f"npx {launch.spec} runs {candidate}, which is {owner}'s, not {launch.package}'s"
+            return Judged(hit, what, (why,))
+        found = Identification(
+            hit.adapter, "npx", launch.spec, hit.version, hit.version_source, True, "npm-metadata"
+        )
+        return Judged(found, what, ())
+    return None
+
+
+def _project_bin(here: Path, command: str) -> Path | None:
+    """The ``package.json`` of npm's local project (the nearest folder at or above ``here``
+    holding one or a ``node_modules``) when its ``bin`` names ``command``: npx runs the
+    project's own bin first. A manifest that cannot be read counts as naming it."""
+    import json
+
+    for folder in (here, *here.parents):
+        manifest = folder / "package.json"
+        if manifest.exists():
+            try:
+                data = json.loads(manifest.read_bytes())
+            except (OSError, ValueError, RecursionError):
+                return manifest
+            if not isinstance(data, dict):
+                return manifest
+            bins = data.get("bin")
+            name = data.get("name")
+            if isinstance(bins, str):
+                return (
+                    manifest if isinstance(name, str) and name.split("/")[-1] == command else None
+                )
+            return manifest if isinstance(bins, dict) and command in bins else None
+        if (folder / "node_modules").is_dir():
+            return None
+    return None

@@ -1,0 +1,513 @@
+"""Package launchers (npx, npm exec, pnpm dlx, bunx, yarn dlx, uvx, pipx run) are judged as
+the package they run, and packages named only in the map (no catalogue entry) are
+identified from their installed metadata. Hostile specs and options are refused with a
+reason that names them.
+
+In process and cheap: the gate's own judgement (``_judge_opened``) on an ``ActiveMap``
+holding the real GHSA-6xpm-ggf7-wc3p shape for mcp-remote, small local package trees
+(package.json files, dist-info folders) and launcher files that are never run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers.advisory_maps import extended_module
+from helpers.cli import isolated_env
+from probes import npm_layout, pip_layout, write_executable
+
+from floorguard._gate import gate
+from floorguard._gate.decision import BLOCK, PERMIT, REFUSE, UNTRACKED
+from floorguard._identify import identify, launchers
+from floorguard._identify.target import open_target
+from floorguard._maps import map_model
+from floorguard._maps.active_map import ActiveMap
+
+# The GitHub advisory GHSA-6xpm-ggf7-wc3p (CVE-2025-6514) as a map entry: npm mcp-remote,
+# affected >= 0.0.5, < 0.1.16, fixed in 0.1.16.
+MCP_REMOTE = {
+    "ecosystem": "npm",
+    "package": "mcp-remote",
+    "kind": "mcp-server",
+    "advisories": [
+        {
+            "id": "GHSA-6xpm-ggf7-wc3p",
+            "aliases": ["CVE-2025-6514"],
+            "summary": "mcp-remote exposed to OS command injection via untrusted MCP server "
+            "connections",
+            "affected": [{"introduced": "0.0.5", "fixed": "0.1.16"}],
+            "versions": [],
+            "severity": [],
+            "references": [],
+        }
+    ],
+    "waivers": [],
+}
+FETCH_SERVER = {
+    "min_safe_version": "2025.1.0",
+    "advisory_id": "BSA-0100",
+    "note": "a floor for a PyPI MCP server",
+    "ecosystem": "PyPI",
+    "package": "mcp-server-fetch",
+    "kind": "mcp-server",
+    "advisories": [],
+    "waivers": [],
+}
+SCOPED = {**MCP_REMOTE, "package": "@acme/mcp-tool", "kind": "mcp-server"}
+
+
+def _in_force() -> ActiveMap:
+    floor_map = map_model.from_entries(
+        {"mcp-remote": MCP_REMOTE, "mcp-server-fetch": FETCH_SERVER, "acme-tool": SCOPED}
+    )
+    return ActiveMap(floor_map, map_model.floor_map_hash(floor_map), 1, "test")
+
+
+IN_FORCE = _in_force()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_identification() -> None:
+    identify.clear_cache()
+
+
+def judge(program: Path, argv: list[str], cwd: Path, **env: str) -> Any:
+    environ = {"PATH": "/usr/bin:/bin", **env}
+    with open_target(str(program), path_env=environ["PATH"]) as opened:
+        return gate._judge_opened(
+            program.name, opened, None, in_force=IN_FORCE, version=None, policy=BLOCK,
+            environ=environ, argv=argv, cwd=str(cwd),
+        )  # fmt: skip
+
+
+@pytest.fixture
+def bins(tmp_path: Path) -> Path:
+    """Launcher files named as each launcher is (never run: what they are named decides
+    which command line is read; native launchers are ELF, here a copy's name is enough)."""
+    folder = tmp_path / "bin"
+    for name in ("npx", "npm", "pnpm", "pnpx", "bunx", "bun", "yarn", "uvx", "uv", "pipx"):
+        write_executable(folder / name, "\x7fELF not really\n")
+    return folder
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    folder = tmp_path / "project"
+    folder.mkdir()
+    return folder
+
+
+# ---------------------------------------------------------------------------- pinned
+
+
+@pytest.mark.parametrize(
+    ("launcher", "argv"),
+    [
+        ("npx", ["-y", "mcp-remote@0.1.15", "https://example.com/sse"]),
+        ("npx", ["--yes", "--", "mcp-remote@0.1.15"]),
+        ("npm", ["exec", "--", "mcp-remote@0.1.15", "--header", "x"]),
+        ("npm", ["x", "-y", "mcp-remote@0.1.15"]),
+        ("pnpm", ["dlx", "mcp-remote@0.1.15"]),
+        ("pnpx", ["mcp-remote@0.1.15"]),
+        ("bunx", ["mcp-remote@0.1.15"]),
+        ("bun", ["x", "mcp-remote@0.1.15"]),
+        ("yarn", ["dlx", "-q", "mcp-remote@0.1.15"]),
+    ],
+)
+def test_a_pinned_affected_mcp_remote_is_refused_through_every_npm_launcher(
+    bins: Path, project: Path, launcher: str, argv: list[str]
+) -> None:
+    judged = judge(bins / launcher, argv, project)
+    assert judged.verdict == REFUSE, judged
+    assert judged.adapter == "mcp-remote" and judged.version == "0.1.15"
+    assert judged.detected_by == "launcher-spec"
+    assert "GHSA-6xpm-ggf7-wc3p" in judged.reason and "CVE-2025-6514" in judged.reason
+
+
+def test_the_fixed_version_is_permitted_and_says_how_it_was_known(
+    bins: Path, project: Path
+) -> None:
+    judged = judge(bins / "npx", ["-y", "mcp-remote@0.1.16"], project)
+    assert judged.verdict == PERMIT, judged
+    assert (judged.adapter, judged.version, judged.identified_by) == ("mcp-remote", "0.1.16", "npx")
+
+
+@pytest.mark.parametrize(
+    ("launcher", "argv", "verdict"),
+    [
+        ("uvx", ["mcp-server-fetch==2024.9.1"], REFUSE),
+        ("uvx", ["mcp-server-fetch@2024.9.1"], REFUSE),
+        ("uv", ["tool", "run", "mcp-server-fetch==2025.2.0"], PERMIT),
+        ("uvx", ["--from", "mcp-server-fetch==2024.9.1", "mcp-server-fetch"], REFUSE),
+        ("uvx", ["Mcp_Server.Fetch==2024.9.1"], REFUSE),  # PyPI names compare normalised
+        ("pipx", ["run", "mcp-server-fetch==2024.9.1"], REFUSE),
+        ("pipx", ["run", "--spec", "mcp-server-fetch==2025.2.0", "mcp-server-fetch"], PERMIT),
+    ],
+)
+def test_pinned_pypi_launches_are_judged_by_the_floor(
+    bins: Path, project: Path, launcher: str, argv: list[str], verdict: str
+) -> None:
+    judged = judge(bins / launcher, argv, project)
+    assert judged.verdict == verdict, judged
+    assert judged.adapter == "mcp-server-fetch"
+
+
+def test_a_scoped_package_is_found_under_its_entry(bins: Path, project: Path) -> None:
+    judged = judge(bins / "npx", ["-y", "@acme/mcp-tool@0.1.2"], project)
+    assert (judged.verdict, judged.adapter) == (REFUSE, "acme-tool"), judged
+
+
+def test_an_untracked_pinned_package_is_untracked_and_refused_under_deny_by_default(
+    bins: Path, project: Path
+) -> None:
+    assert judge(bins / "npx", ["-y", "cowsay@1.6.0"], project).verdict == UNTRACKED
+    denied = judge(bins / "npx", ["cowsay@1.6.0"], project, FLOORGUARD_UNTRACKED_POLICY="refuse")
+    assert denied.verdict == REFUSE
+
+
+# ---------------------------------------------------------------------------- unpinned
+
+
+@pytest.mark.parametrize(
+    ("launcher", "argv", "shown"),
+    [
+        ("npx", ["mcp-remote@latest"], "'latest' is a tag or a range"),
+        ("npx", ["-y", "mcp-remote"], "no version"),
+        ("npx", ["mcp-remote@^0.1.16"], "is a tag or a range"),
+        ("npx", ["mcp-remote@0.1"], "is a tag or a range"),
+        ("npx", ["mcp-remote@v0.1.16"], "is a tag or a range"),
+        ("npx", ["mcp-remote@=0.1.16"], "is a tag or a range"),
+        ("npx", ["mcp-remote@0.1.16+build.1"], "is a tag or a range"),
+        ("pnpm", ["dlx", "mcp-remote@next"], "is a tag or a range"),
+        ("uvx", ["mcp-server-fetch>=1"], "a range of versions"),
+        ("uvx", ["mcp-server-fetch"], "no version"),
+        ("uvx", ["mcp-server-fetch@latest"], "@latest"),
+        ("uvx", ["mcp-server-fetch==2025.*"], "is no one version"),
+        ("uvx", ["mcp-server-fetch~=2025.1"], "a range of versions"),
+        ("pipx", ["run", "mcp-server-fetch"], "no version"),
+    ],
+)
+def test_an_unpinned_tracked_package_is_refused_with_the_advice_to_pin(
+    bins: Path, project: Path, launcher: str, argv: list[str], shown: str
+) -> None:
+    judged = judge(bins / launcher, argv, project)
+    assert judged.verdict == REFUSE, judged
+    assert shown in judged.reason and launchers.PIN_ADVICE in judged.reason, judged.reason
+
+
+def _local_install(root: Path, version: str, *, package: str = "mcp-remote") -> None:
+    """``node_modules/<package>`` with its package.json and the ``.bin`` link npm makes."""
+    folder = root / "node_modules" / package
+    folder.mkdir(parents=True)
+    (folder / "package.json").write_text(
+        json.dumps({"name": package, "version": version, "bin": {"mcp-remote": "cli.js"}}),
+        encoding="utf-8",
+    )
+    write_executable(folder / "cli.js", "#!/usr/bin/env node\n")
+    (root / "node_modules" / ".bin").mkdir(exist_ok=True)
+    os.symlink(f"../{package}/cli.js", root / "node_modules" / ".bin" / "mcp-remote")
+
+
+def test_bare_npx_runs_the_local_install_it_prefers_and_is_judged_by_its_version(
+    bins: Path, project: Path
+) -> None:
+    _local_install(project, "0.1.15")
+    below = project / "src" / "deep"
+    below.mkdir(parents=True)
+    judged = judge(bins / "npx", ["-y", "mcp-remote", "https://example.com/sse"], below)
+    assert (judged.verdict, judged.version, judged.detected_by) == (
+        REFUSE, "0.1.15", "npm-metadata",
+    ), judged  # fmt: skip
+    assert "GHSA-6xpm-ggf7-wc3p" in judged.reason
+
+
+def test_bare_npx_with_a_fixed_local_install_is_permitted(bins: Path, project: Path) -> None:
+    _local_install(project, "0.1.16")
+    judged = judge(bins / "npx", ["mcp-remote"], project)
+    assert (judged.verdict, judged.version) == (PERMIT, "0.1.16"), judged
+
+
+def test_a_local_bin_of_another_package_under_the_tracked_name_is_refused(
+    bins: Path, project: Path
+) -> None:
+    _local_install(project, "9.9.9", package="not-mcp-remote")
+    judged = judge(bins / "npx", ["mcp-remote"], project)
+    assert judged.verdict == REFUSE and "not mcp-remote's" in judged.reason, judged
+
+
+def test_bare_npx_in_a_project_whose_own_bin_is_the_command_is_refused(
+    bins: Path, project: Path
+) -> None:
+    """npx runs the local project's own bin before any install: code nobody judged."""
+    (project / "package.json").write_text(
+        json.dumps({"name": "my-fork", "version": "0.1.16", "bin": {"mcp-remote": "x.js"}})
+    )
+    judged = judge(bins / "npx", ["mcp-remote"], project)
+    assert judged.verdict == REFUSE and "project's own bin" in judged.reason, judged
+
+
+# ---------------------------------------------------------------------------- hostile
+
+
+@pytest.mark.parametrize(
+    ("launcher", "argv", "shown"),
+    [
+        ("npx", ["-y", "mcp-remote@0.1.15 "], "white space"),
+        ("npx", ["-y", " mcp-remote@0.1.16"], "white space"),
+        ("npx", ["mcp-remote@ 0.1.16"], "white space"),
+        ("npx", ["mcp-remote@0.1.16\u00a0"], "white space"),
+        ("npx", ["mcp-remote@npm:mcp-remote@0.1.15"], "npm: alias"),
+        ("npx", ["mcp-remote@npm:evil@1.0.0"], "npm: alias"),
+        ("npx", ["git+https://github.com/geelen/mcp-remote.git"], "path, URL or git spec"),
+        ("npx", ["github:geelen/mcp-remote"], "path, URL or git spec"),
+        ("npx", ["geelen/mcp-remote"], "git host shorthand"),
+        ("npx", ["mcp-remote@github:geelen/mcp-remote#v0.1.16"], "URL, git or file spec"),
+        ("npx", ["https://example.com/mcp-remote-0.1.16.tgz"], "path, URL or git spec"),
+        ("npx", ["file:../mcp-remote"], "path, URL or git spec"),
+        ("npx", ["./mcp-remote"], "path, URL or git spec"),
+        ("npx", ["mcp-remote@file:../x"], "URL, git or file spec"),
+        ("npx", ["mcp-rem\u043ete@0.1.16"], "not printable ASCII"),  # Cyrillic o
+        ("npx", ["MCP-Remote@0.1.16"], "lower case"),
+        ("npx", ["-p", "mcp-remote@0.1.16", "mcp-remote"], "'-p' names the packages"),
+        ("npx", ["--package=mcp-remote@0.1.16", "mcp-remote"], "'--package=mcp-remote@0.1.16'"),
+        ("npx", ["-c", "mcp-remote"], "runs a shell command"),
+        ("npx", ["--registry=https://evil.example", "mcp-remote@0.1.16"], "another registry"),
+        ("npx", ["--prefer-offline", "mcp-remote@0.1.16"], "not understood"),
+        ("npx", ["-y"], "no package to run"),
+        ("npm", ["exec", "mcp-remote@0.1.16", "--package=mcp-remote@0.1.15"], "put --"),
+        ("npm", ["--yes", "exec", "mcp-remote@0.1.16"], "options before exec"),
+        ("pnpm", ["--package=mcp-remote@0.1.15", "dlx", "mcp-remote@0.1.16"], "before dlx"),
+        ("pnpm", ["dlx", "--package", "mcp-remote@0.1.15", "mcp-remote@0.1.16"], "names the"),
+        ("yarn", ["dlx", "-p", "mcp-remote@0.1.15", "mcp-remote@0.1.16"], "names the"),
+        ("bunx", ["--registry", "x", "mcp-remote@0.1.16"], "another registry"),
+        ("uvx", ["--from", "evil-package==1.0", "mcp-server-fetch==2025.2.0"], "plain command"),
+        ("uvx", ["--with", "evil==1.0", "mcp-server-fetch==2025.2.0"], "not judged"),
+        ("uvx", ["--python", "3.8", "mcp-server-fetch==2025.2.0"], "chooses the interpreter"),
+        ("uvx", ["-p", "3.8", "mcp-server-fetch==2025.2.0"], "chooses the interpreter"),
+        ("uvx", ["--refresh", "mcp-server-fetch==2025.2.0"], "not understood"),
+        ("uvx", ["--index-url", "https://evil.example", "mcp-server-fetch==2025.2.0"], "index"),
+        ("uvx", ["mcp-server-fetch[all]==2025.2.0"], "extras or markers"),
+        ("uvx", ["git+https://github.com/x/mcp-server-fetch"], "not a registry project"),
+        ("uvx", ["./mcp-server-fetch"], "not a registry project"),
+        ("uvx", ["python3.12"], "an interpreter"),
+        ("uvx", ["mcp-server-fetch== 2025.2.0"], "white space"),
+        ("uv", ["--offline", "tool", "run", "mcp-server-fetch==2025.2.0"], "before tool run"),
+        ("pipx", ["run", "--pip-args=--index-url=x", "mcp-server-fetch==2025.2.0"], "not"),
+        ("pipx", ["run", "https://evil.example/x.py"], "names a file or URL"),
+    ],
+)
+def test_hostile_specs_and_options_are_refused_naming_them(
+    bins: Path, project: Path, launcher: str, argv: list[str], shown: str
+) -> None:
+    for policy in ({}, {"FLOORGUARD_UNTRACKED_POLICY": "refuse"}):
+        judged = judge(bins / launcher, argv, project, **policy)
+        assert judged.verdict == REFUSE, (argv, judged)
+        assert shown in judged.reason, judged.reason
+
+
+def test_an_option_after_the_package_is_the_packages_own_for_npx(bins: Path, project: Path) -> None:
+    """npx stops reading its options at the package: ``--package`` after it is
+    mcp-remote's argument, and the version judged is still the pinned one."""
+    judged = judge(bins / "npx", ["mcp-remote@0.1.16", "--package=mcp-remote@0.1.15"], project)
+    assert (judged.verdict, judged.version) == (PERMIT, "0.1.16"), judged
+
+
+def test_pipx_refuses_a_file_named_like_the_app_and_pypackages(bins: Path, project: Path) -> None:
+    (project / "mcp-server-fetch==2025.2.0").write_text("print('not the package')\n")
+    judged = judge(bins / "pipx", ["run", "mcp-server-fetch==2025.2.0"], project)
+    assert judged.verdict == REFUSE and "runs as a script" in judged.reason, judged
+    (project / "mcp-server-fetch==2025.2.0").unlink()
+    (project / "__pypackages__").mkdir()
+    judged = judge(bins / "pipx", ["run", "mcp-server-fetch==2025.2.0"], project)
+    assert judged.verdict == REFUSE and "__pypackages__" in judged.reason, judged
+
+
+@pytest.mark.parametrize(
+    ("launcher", "variable"),
+    [
+        ("npx", "npm_config_package"),
+        ("npx", "NPM_CONFIG_REGISTRY"),
+        ("uvx", "UV_INDEX_URL"),
+        ("pipx", "PIPX_DEFAULT_PYTHON"),
+    ],
+)
+def test_a_launcher_configuration_variable_is_refused(
+    bins: Path, project: Path, launcher: str, variable: str
+) -> None:
+    argv = {"npx": ["mcp-remote@0.1.16"], "uvx": ["mcp-server-fetch==2025.2.0"]}.get(
+        launcher, ["run", "mcp-server-fetch==2025.2.0"]
+    )
+    judged = judge(bins / launcher, argv, project, **{variable: "x"})
+    assert judged.verdict == REFUSE and variable in judged.reason, judged
+
+
+def test_harmless_npm_variables_are_allowed(bins: Path, project: Path) -> None:
+    judged = judge(bins / "npx", ["mcp-remote@0.1.16"], project, npm_config_yes="true")
+    assert judged.verdict == PERMIT, judged
+
+
+def test_other_npm_and_uv_commands_are_not_launchers() -> None:
+    assert launchers.launcher_of(("npm",), ["install"]) is None
+    assert launchers.launcher_of(("uv",), ["pip", "install", "x"]) is None
+    assert launchers.launcher_of(("/usr/lib/node_modules/npm/bin/npx-cli.js",), []) == ("npx", 0)
+
+
+def test_a_scripts_real_file_decides_and_a_native_launcher_its_name() -> None:
+    """npm's npx-cli.js is npx whatever it is asked for as (its code, not its name,
+    decides); bun acts as bunx when run by that name, so the name asked for counts."""
+    real_npx = "/usr/lib/node_modules/npm/bin/npx-cli.js"
+    assert launchers.launcher_of(("npm", "/usr/bin/npm", real_npx), ["exec", "x@1.0.0"]) == (
+        "npx", 0,
+    )  # fmt: skip
+    assert launchers.launcher_of(("bunx", "/usr/bin/bunx", "/opt/bun/bin/bun"), ["x@1"]) == (
+        "bunx", 0,
+    )  # fmt: skip
+    assert launchers.launcher_of(("bun", "/usr/bin/bun", "/opt/bun/bin/bun"), ["x", "y"]) == (
+        "bunx", 1,
+    )  # fmt: skip
+
+
+# ---------------------------------------------------------------------------- map-only
+
+
+def test_a_package_named_only_in_the_map_is_identified_from_its_package_json(
+    tmp_path: Path,
+) -> None:
+    """A global npm install of mcp-remote, run by its bin link: identified as the map's
+    entry from the package.json beside its code, with no catalogue entry for it."""
+    marker = tmp_path / "ran"
+    bin_dir = npm_layout(
+        tmp_path / "prefix", package="mcp-remote", bin_name="mcp-remote", version="0.1.15",
+        marker=marker, script_output="",
+    )  # fmt: skip
+    judged = judge(bin_dir / "mcp-remote", [], tmp_path)
+    assert (judged.verdict, judged.adapter, judged.version) == (REFUSE, "mcp-remote", "0.1.15")
+    assert judged.identified_by == "npm-package" and not marker.exists()
+
+
+def test_a_pypi_package_named_only_in_the_map_is_identified_from_its_dist_info(
+    tmp_path: Path,
+) -> None:
+    marker = tmp_path / "ran"
+    script = pip_layout(
+        tmp_path / "venv", script_name="mcp-server-fetch", dist="mcp-server-fetch",
+        version="2024.9.1", marker=marker, script_output="",
+    )  # fmt: skip
+    with open_target(str(script), path_env=None) as opened:
+        found = identify.identify_file(opened, {})
+        assert found is None  # the catalogue alone does not know it
+        with_map = _identify_with_map(opened)
+    assert with_map is not None and with_map.adapter == "mcp-server-fetch"
+    assert with_map.version == "2024.9.1"
+
+
+def _identify_with_map(opened: Any) -> Any:
+    from floorguard._identify.identification import packages_in_force
+    from floorguard._maps.packages import index_of
+
+    with packages_in_force(index_of(IN_FORCE.floor_map)):
+        return identify.identify_file(opened, {})
+
+
+# ---------------------------------------------------------------------------- end to end
+
+NPX = shutil.which("npx")
+
+
+def _exec(tmp_path: Path, cwd: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    module = tmp_path / "host_map.py"
+    if not module.exists():
+        module.write_text(extended_module({"mcp-remote": MCP_REMOTE}), encoding="utf-8")
+    env = isolated_env(tmp_path / "state", FLOORGUARD_FLOOR_MAP=str(module))
+    env["PATH"] = os.path.dirname(NPX or "/usr/bin/npx") + ":/usr/bin:/bin"
+    return subprocess.run(
+        [sys.executable, "-m", "floorguard", "exec", *argv],
+        capture_output=True, text=True, cwd=cwd, env=env, timeout=120, check=False,
+    )  # fmt: skip
+
+
+@pytest.mark.skipif(NPX is None, reason="npx is not installed")
+def test_floorguard_exec_refuses_npx_mcp_remote_below_the_fix_and_starts_nothing(
+    tmp_path: Path, project: Path
+) -> None:
+    """The real npx, through ``python -m floorguard exec``: refused before npx starts
+    (so nothing is fetched), exit 126, the reason naming the package, version and advisory."""
+    done = _exec(tmp_path, project, "npx", "--", "-y", "mcp-remote@0.1.15", "https://x.invalid")
+    assert done.returncode == 126, done
+    assert "mcp-remote (requested as 'npx') 0.1.15 is affected by GHSA-6xpm-ggf7-wc3p" in (
+        done.stderr
+    ), done.stderr
+    unpinned = _exec(tmp_path, project, "npx", "--", "-y", "mcp-remote@latest")
+    assert unpinned.returncode == 126 and "pin the version" in unpinned.stderr, unpinned.stderr
+
+
+# ---------------------------------------------------------------------------- real registry
+
+NPM = shutil.which("npm")
+
+
+@pytest.mark.real_packages
+@pytest.mark.skipif(NPX is None or NPM is None, reason="npm is not installed")
+@pytest.mark.parametrize(("version", "verdict"), [("0.1.15", REFUSE), ("0.1.16", PERMIT)])
+def test_real_mcp_remote_installed_locally_is_what_bare_npx_is_judged_by(
+    tmp_path: Path, version: str, verdict: str
+) -> None:
+    """``npm install mcp-remote@V`` in a project, then ``npx -y mcp-remote`` there: npx
+    runs the local install, and the gate judges that version (from its package.json)."""
+    project = tmp_path / "project"
+    project.mkdir()
+    try:
+        done = subprocess.run(
+            [str(NPM), "install", "--no-audit", "--no-fund", f"mcp-remote@{version}"],
+            capture_output=True, text=True, cwd=project, timeout=300, check=False,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        pytest.skip("npm install took over 5 minutes")
+    if done.returncode != 0:
+        pytest.skip(f"npm install mcp-remote@{version} failed (offline?): {done.stderr[-300:]}")
+    judged = judge(Path(str(NPX)), ["-y", "mcp-remote"], project)
+    assert (judged.verdict, judged.version, judged.detected_by) == (
+        verdict, version, "npm-metadata",
+    ), judged  # fmt: skip
+    pinned = judge(Path(str(NPX)), ["-y", f"mcp-remote@{version}"], project)
+    assert (pinned.verdict, pinned.version) == (verdict, version), pinned
+
+
+def test_uvx_from_another_package_is_judged_as_that_package(bins: Path, project: Path) -> None:
+    """``--from`` decides what is installed: the command name after it does not, so a
+    tracked server's name cannot lend its verdict to another package."""
+    judged = judge(bins / "uvx", ["--from", "evil-server==1.0", "mcp-server-fetch"], project)
+    assert judged.verdict == UNTRACKED and judged.adapter != "mcp-server-fetch", judged
+    tracked = judge(bins / "uvx", ["--from=mcp-server-fetch==2024.9.1", "fetch"], project)
+    assert (tracked.verdict, tracked.adapter) == (REFUSE, "mcp-server-fetch"), tracked
+
+
+@pytest.mark.parametrize(("version", "verdict"), [("2024.9.1", REFUSE), ("2025.2.0", PERMIT)])
+def test_a_console_script_of_a_map_only_pypi_server_is_judged_by_what_it_imports(
+    tmp_path: Path, version: str, verdict: str
+) -> None:
+    """pip's wrapper imports the server's module: the import resolves in the venv's
+    site-packages, whose dist-info (named only in the map) gives the version."""
+    from probes import pip_install
+
+    marker = tmp_path / "ran"
+    script = pip_install(
+        tmp_path / "venv", dist="mcp-server-fetch", module="mcp_server_fetch", version=version,
+        marker=marker, script_name="mcp-server-fetch",
+    )  # fmt: skip
+    judged = judge(script, ["--stdio"], tmp_path)
+    assert (judged.verdict, judged.adapter, judged.version) == (
+        verdict, "mcp-server-fetch", version,
+    ), judged  # fmt: skip
+    assert judged.identified_by == "pip-script" and not marker.exists()
+    python = judge(tmp_path / "venv" / "bin" / "python", ["-m", "mcp_server_fetch"], tmp_path)
+    assert (python.verdict, python.version, python.identified_by) == (
+        verdict, version, "python -m",
+    ), python  # fmt: skip
