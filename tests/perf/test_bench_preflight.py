@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from helpers.bench import BareDurableTable
+from probes.native import native_program
 
 import floorguard
 from floorguard._chain.chain import AuditChain
@@ -33,9 +34,7 @@ def test_bench_preflight_against_a_bare_durable_insert(
     rounds = 300
     monkeypatch.setenv("FLOORGUARD_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("FLOORGUARD_ADAPTER_FLOOR_POLICY", raising=False)
-    binary = tmp_path / "aider"
-    binary.write_text("#!/bin/sh\necho 'aider 0.61.0'\n")
-    binary.chmod(0o755)
+    binary = native_program(tmp_path / "aider", stdout=b"aider 0.61.0\n")
     assert floorguard.preflight("aider", binary=str(binary)).verdict == "permit"  # warm
     line = next(AuditChain.from_env().export_lines())
 
@@ -96,9 +95,7 @@ def test_bench_preflight_with_50_advisories_per_adapter(
     monkeypatch.setenv("FLOORGUARD_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("FLOORGUARD_ADAPTER_FLOOR_POLICY", raising=False)
     monkeypatch.delenv("FLOORGUARD_FLOOR_MAP", raising=False)
-    binary = tmp_path / adapter
-    binary.write_text(f"#!/bin/sh\necho '{line}'\n")
-    binary.chmod(0o755)
+    binary = native_program(tmp_path / adapter, stdout=f"{line}\n".encode())
     first = floorguard.preflight(adapter, binary=str(binary))  # warm
     assert first.verdict == "permit", first.reason
     assert "outside the affected versions of 50 advisories" in first.reason
