@@ -55,11 +55,11 @@ _SCHEMA = (
 )
 
 
-# Under an append's lock: the connection's data version, and the head's seq and mac (NULLs
+# Under an append's lock: the connection's data version, and the head's seq and mac (no row
 # for an empty chain). One statement: the check an append run ahead rests on.
 _AHEAD_CHECK = (
-    "SELECT data_version, seq, mac FROM pragma_data_version"
-    " LEFT JOIN (SELECT seq, mac FROM records ORDER BY seq DESC LIMIT 1)"
+    "SELECT data_version, seq, mac FROM (SELECT seq, mac FROM records ORDER BY seq DESC"
+    " LIMIT 1) CROSS JOIN pragma_data_version"
 )
 # At most this many tree nodes go into one INSERT (an append makes at most 64); more (a tree
 # built for an old chain) go through executemany.
@@ -332,7 +332,8 @@ class SqliteStore:
                 conn.execute("BEGIN IMMEDIATE")
                 version = None
                 if ahead:
-                    version, seq, mac = conn.execute(_AHEAD_CHECK).fetchone()
+                    found = conn.execute(_AHEAD_CHECK).fetchone()
+                    version, seq, mac = (None, None, None) if found is None else found
                     if known is not None and known.holds(conn, version, seq, mac):
                         ran = _run_ahead(conn, known, attempt)
                         if ran is not None:
