@@ -72,16 +72,13 @@ def _insert_nodes_statement(count: int) -> str:
 
 
 class _View:
-    """ReadView and WriteView over one SQLite connection inside a transaction. A write view
-    keeps the tree nodes it read and wrote and the records it inserted (``_Known.after``)."""
+    """ReadView and WriteView over one SQLite connection inside a transaction."""
 
     ahead = False
 
     def __init__(self, conn: sqlite3.Connection, has_tree: bool = True) -> None:
         self._conn = conn
         self._has_tree = has_tree
-        self.nodes_seen: dict[tuple[int, int], bytes] = {}
-        self.inserted: list[Row] = []
 
     def record_count(self) -> int:
         # Records are seq 0..n-1 (append makes them so; count(*) would scan the table).
@@ -138,10 +135,7 @@ class _View:
         row = self._conn.execute(
             "SELECT hash FROM tree WHERE level = ? AND idx = ?", (level, index)
         ).fetchone()
-        found = None if row is None or not isinstance(row[0], bytes) else bytes(row[0])
-        if found is not None:
-            self.nodes_seen[(level, index)] = found
-        return found
+        return None if row is None or not isinstance(row[0], bytes) else bytes(row[0])
 
     def nodes(self) -> Iterator[Node]:
         if not self._has_tree:
@@ -165,12 +159,11 @@ class _View:
             f"INSERT INTO records ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",  # noqa: S608
             row,
         )
-        self.inserted.append(row)
 
     def insert_nodes(self, nodes: Iterable[Node]) -> None:
         import sqlite3  # loaded already: the view's connection is one of its
 
-        rows = list(nodes)
+        rows = nodes if isinstance(nodes, list) else list(nodes)
         try:
             if len(rows) <= _NODES_PER_STATEMENT:
                 # An append's few nodes in one statement (each statement is a VM run).
@@ -184,7 +177,31 @@ class _View:
             raise ChainWriteError(
                 "the Merkle tree holds subtrees of records not yet appended"
             ) from exc
-        if len(rows) <= _NODES_PER_STATEMENT:
+
+
+class _WriteView(_View):
+    """A write transaction's view, which keeps the tree nodes it read and wrote and the
+    records it inserted (for ``_Known.after``)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        super().__init__(conn)
+        self.nodes_seen: dict[tuple[int, int], bytes] = {}
+        self.inserted: list[Row] = []
+
+    def subtree(self, level: int, index: int) -> bytes | None:
+        found = super().subtree(level, index)
+        if found is not None:
+            self.nodes_seen[(level, index)] = found
+        return found
+
+    def insert_record(self, row: Row) -> None:
+        super().insert_record(row)
+        self.inserted.append(row)
+
+    def insert_nodes(self, nodes: Iterable[Node]) -> None:
+        rows = list(nodes)
+        super().insert_nodes(rows)
+        if len(rows) <= _NODES_PER_STATEMENT:  # (an append's; not a whole tree built)
             self.nodes_seen.update(((level, index), digest) for level, index, digest in rows)
 
 
@@ -340,7 +357,7 @@ class SqliteStore:
                             result, self._known = ran
                             conn.execute("COMMIT")
                             return result
-                view = _View(conn)
+                view = _WriteView(conn)
                 result = attempt(view)
                 if ahead:
                     # (the version read under this lock: this connection's own commit
@@ -537,7 +554,7 @@ def _run_ahead(
     if record is None or nodes is None:
         # An attempt that wrote no record (or no tree) ahead: run it the ordinary way.
         return None
-    written = _View(conn)
+    written = _WriteView(conn)
     written.insert_record(record)
     written.insert_nodes(nodes)
     seen = dict(known.nodes)
