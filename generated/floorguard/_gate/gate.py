@@ -439,7 +439,7 @@ def decide(
     """:func:`preflight` for a caller that has opened the binary and knows the arguments and
     the environment it will run with (``run_environ``: its PATH, PYTHONPATH); the policies
     and the chain come from ``environ``. Raises SpawnRefused as preflight does."""
-    environ, run_environ = _plain(environ), _plain(run_environ)
+    environ, run_environ = plain_environ(environ), plain_environ(run_environ)
     policy = policy_from(environ)
     problem = None
     if argv is not None:
@@ -477,8 +477,9 @@ _HOST_KEYS: Final = (POLICY_VARIABLE, UNTRACKED_POLICY_VARIABLE)
 _environ_read: list[tuple[dict[bytes, bytes], Mapping[str, str]]] = []
 
 
-def _plain(environ: Mapping[str, str]) -> Mapping[str, str]:
-    """``environ``, read once: for ``os.environ``, a read-only copy of it as it is now.
+def plain_environ(environ: Mapping[str, str]) -> Mapping[str, str]:
+    """``environ``, read once: for ``os.environ``, a read-only copy of it as it is now (copy
+    it again to change it).
     os.environ decodes a name or value at every access (a decision reads all of them, some
     several times); its raw bytes compare in one step with those of the last copy, which is
     reused while they are equal. Any other mapping is returned as it is."""
