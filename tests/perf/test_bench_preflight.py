@@ -182,3 +182,73 @@ def test_bench_import_cost() -> None:
         capture_output=True, text=True, check=True,
     ).stdout.strip()  # fmt: skip
     assert heavy == "[]"
+
+
+def _chain_of(home: Path, count: int) -> None:
+    """A chain of ``count`` records in ``home``, written straight into the database (records
+    1..count-2 synthetic, as in test_bench_tlog.py; the head a real record with a true MAC,
+    which is all an append checks), with its tree built by the chain itself."""
+    import sqlite3
+
+    from floorguard._chain.chain import body_text, record_mac
+    from floorguard._chain.chain_key import load_key
+
+    chain = AuditChain(home / "chain.sqlite3", home / "chain.key")
+    first = chain.append(
+        "adapter.canary_receipt",
+        {"kind": "adapter.canary_receipt", "schema_version": 1, "ts": "2026-01-01T00:00:00Z"},
+    )
+    chain.close()
+    receipt = (
+        '{"kind":"adapter.canary_receipt","n":%d,"schema_version":1,"ts":"2026-01-01T00:00:00Z"}'
+    )
+    ts = "2026-01-01T00:00:00.000000Z"
+
+    def row(n: int, mac: str) -> tuple[object, ...]:
+        return (n, ts, first.chain_id, "adapter.canary_receipt", "sha256:" + "00" * 32,
+                receipt % n, "sha256:" + "11" * 32, mac)  # fmt: skip
+
+    last = row(count - 1, "")
+    body = body_text(
+        seq=count - 1, ts=ts, chain_id=first.chain_id, event="adapter.canary_receipt",
+        receipt_id="sha256:" + "00" * 32, receipt_json=receipt % (count - 1),
+        prev="sha256:" + "11" * 32,
+    )  # fmt: skip
+    last = (*last[:7], record_mac(load_key(home / "chain.key"), body.encode("utf-8")))
+    conn = sqlite3.connect(chain.db_path, isolation_level=None)
+    conn.execute("BEGIN")
+    conn.executemany(
+        "INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (row(n, "22" * 32) for n in range(1, count - 1)),
+    )
+    conn.execute("INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?)", last)
+    conn.execute("COMMIT")
+    conn.close()
+    AuditChain(chain.db_path, chain.key_file).ensure_tree()
+
+
+@pytest.mark.parametrize("size", [1_000, 100_000, 1_000_000])
+def test_bench_preflight_by_the_size_of_the_chain(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, size: int
+) -> None:
+    # How the preflight's cost grows with the chain: an append reads the head and (run
+    # ahead) nothing else, or (the ordinary way) the tree's right edge, one node per bit of
+    # the size; every B-tree lookup and insert is O(log n).
+    folder = _folder(tmp_path)
+    home = folder / "home"
+    home.mkdir()
+    monkeypatch.setenv("FLOORGUARD_HOME", str(home))
+    monkeypatch.delenv("FLOORGUARD_ADAPTER_FLOOR_POLICY", raising=False)
+    _chain_of(home, size)
+    binary = native_program(tmp_path / "aider", stdout=b"aider 0.61.0\n")
+    assert floorguard.preflight("aider", binary=str(binary)).seq == size  # warm
+    line = AuditChain.from_env().head()
+    assert line is not None
+    table = BareDurableTable(folder / "bare.sqlite3")
+    samples = _in_turns(
+        lambda: floorguard.preflight("aider", binary=str(binary)),
+        lambda: table.timed_insert(line.to_json_line()),
+        ROUNDS // 2,
+    )
+    table.close()
+    _report(f"preflight onto a chain of {size:,} records", samples)
