@@ -160,9 +160,10 @@ class AuditChain:
         self._lock = threading.Lock()
         self._chain_id: str | None = None
         self._key_cache: tuple[tuple[int, ...], bytes] | None = None
-        # The body and mac of the last record this object wrote: a signed head equal to it
-        # needs no check (its own signature over those very bytes), which spares a verify.
-        self._written: tuple[bytes, str] | None = None
+        # The last record this object wrote: a head equal to it needs no check (its own
+        # MAC, under the same key, or signature over those very bytes), nor its body or
+        # digest computed again.
+        self._written: _Written | None = None
         self.host_key_file = None if host_key_file is None else Path(host_key_file)
         self.host_keys_file = None if host_keys_file is None else Path(host_keys_file)
         self._host_key: FileCache[HostKey] = FileCache(record_signature.load_host_key)
@@ -266,7 +267,7 @@ class AuditChain:
                     AppendWitness(self.views, self.location, deadline=deadline)
                 )
             try:
-                row, root = self.store.write(
+                row, root, written = self.store.write(
                     lambda view: self._append_in_transaction(
                         view,
                         event,
@@ -284,7 +285,7 @@ class AuditChain:
             except BaseException:
                 self._chain_id = None  # re-read it with the next connection
                 raise
-            self._written = (_row_body(row).encode("utf-8"), row[7])
+            self._written = written
             seq, ts, chain_id, _, _, _, prev, mac = row
             if witness is not None:
                 try:
@@ -355,10 +356,10 @@ class AuditChain:
         *,
         signer: HostKey | None = None,
         host_keys: HostKeys | None = None,
-    ) -> tuple[_Row, bytes]:
-        """Write the next record and its tree nodes in ``view``'s transaction; the record
-        and the new tree's root. With ``witness``, the store's tree is checked against what
-        this host has seen first."""
+    ) -> tuple[_Row, bytes, _Written]:
+        """Write the next record and its tree nodes in ``view``'s transaction; the record,
+        the new tree's root and what the next append may know of the record. With
+        ``witness``, the store's tree is checked against what this host has seen first."""
         head = view.head()
         # A clock given explicitly (tests) wins; else the store's shared one, else ours.
         ts = self._clock() if self._clock is not None else (view.clock() or now_ts())
@@ -383,14 +384,19 @@ class AuditChain:
                     f"cannot append to the audit chain {self.location}: its metadata does not "
                     "name the chain its records belong to (the database was altered)"
                 )
-            head_body = _row_body(head).encode("utf-8")
             if key is not None:
                 # The chain's check value says whether this host's HMAC key is the fleet's
                 # (once per key and chain): a host with another key must not write, and a
                 # head that does not verify is no refusal on a shared chain (_check_head).
                 self._check_key_against_meta(view, key)
-            self._check_head(head, head_body, key, signer, host_keys)
-            seq, prev = head[0] + 1, record_digest(head_body)
+            own = self._written
+            if own is not None and own.is_head(head, key, signer):
+                prev = own.digest  # this object's record, as it wrote it: checked then
+            else:
+                head_body = _row_body(head).encode("utf-8")
+                self._check_head(head, head_body, key, signer, host_keys)
+                prev = record_digest(head_body)
+            seq = head[0] + 1
             # The wall clock may step back; the chain's time may not.
             ts = max(ts, head[1])
         row: _Row = (seq, ts, chain_id, event, receipt_id, receipt_json, prev, "")
@@ -418,7 +424,7 @@ class AuditChain:
             if witness is not None and view.ahead:
                 # Ahead, the tree read is this process's own last one: only the one this
                 # host remembers will do (another process may have grown it since).
-                if not witness.agrees(chain_id, seq, stored):
+                if not witness.agrees(chain_id, seq, edge.root()):
                     raise AheadMissed
             elif witness is not None:
                 witness.check(chain_id, seq, stored, lambda: {
@@ -432,7 +438,8 @@ class AuditChain:
                 f"cannot append to the audit chain {self.location}: {exc} "
                 "(the database was altered)"
             ) from exc
-        return row, edge.root()
+        authenticator: bytes | str = _known(key) if signer is None else signer.key_id
+        return row, edge.root(), _Written(row, record_digest(body), authenticator)
 
     def _genesis_key(self, view: WriteView) -> bytes:
         """The HMAC key the first record is MACed with, checked against a shared chain's
@@ -495,9 +502,6 @@ class AuditChain:
                 f"cannot append to {where} has a mac that is neither an HMAC nor a host signature "
                 "(the database was altered)"
             )
-        written = self._written
-        if written is not None and written[1] == mac and written[0] == head_body:
-            return  # the record this host signed and committed, byte for byte
         if host_keys is not None:
             _, problem = host_keys.check(mac, head_body)
             if problem is not None:
@@ -625,6 +629,28 @@ class AuditChain:
                 after = _first_seq_where(view, 0, high, format_ts(until), ">")
                 last = None if after > high else after
             yield from view.rows(first, last)
+
+
+class _Written:
+    """The last record an AuditChain object appended: the row as it wrote it, its digest
+    (the next record's prev) and what authenticated it (the HMAC key, or the signing key's
+    id). A head equal to the row, authenticated by what authenticates appends now, is that
+    record, whose MAC or signature this object made: it needs no check."""
+
+    __slots__ = ("authenticator", "digest", "row")
+
+    def __init__(self, row: _Row, digest: str, authenticator: bytes | str) -> None:
+        self.row = row
+        self.digest = digest
+        self.authenticator = authenticator
+
+    def is_head(self, head: _Row, key: bytes | None, signer: HostKey | None) -> bool:
+        now: bytes | str | None = key if signer is None else signer.key_id
+        if now is None or head != self.row:
+            return False
+        if isinstance(now, bytes) and isinstance(self.authenticator, bytes):
+            return hmac.compare_digest(now, self.authenticator)
+        return now == self.authenticator
 
 
 def _known(key: bytes | None) -> bytes:

@@ -565,9 +565,9 @@ class AppendWitness:
             })  # fmt: skip
             raise ChainRollbackError(message)
 
-    def agrees(self, chain_id: str, size: int, subtree: merkle.Subtree) -> bool:
-        """Whether the tree of ``size`` leaves read through ``subtree`` is exactly the one
-        this host remembers of ``chain_id`` (no refusal is recorded either way)."""
+    def agrees(self, chain_id: str, size: int, root: bytes) -> bool:
+        """Whether the tree of ``size`` leaves with root ``root`` is exactly the one this
+        host remembers of ``chain_id`` (no refusal is recorded either way)."""
         self._hold()
         if self._seen is None:
             self._seen = self.views.load()
@@ -576,7 +576,7 @@ class AppendWitness:
             seen is not None
             and seen.size == size
             and seen.location == self.location
-            and seen.root == merkle.root(size, subtree)
+            and seen.root == root
         )
 
     def grow(self, chain_id: str, size: int, root: bytes) -> None:

@@ -12,6 +12,7 @@ import datetime as _dt
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
 from floorguard._base import _time
@@ -312,8 +313,11 @@ def _assessed(
     from floorguard._maps import verdict, versions
 
     stamp = _time.format_ts(at)
+    map_hash = known["floor_map_hash"]
     try:
-        versions.parse(version, entry.order)
+        if _cached_causes(map_hash, entry, version) is None:
+            # (a version judged before under this map is one of the entry's ecosystem)
+            versions.parse(version, entry.order)
     except versions.InvalidVersionError as exc:
         # Detection accepts PEP 440 and SemVer; the entry's ecosystem decides which counts.
         override = policy == WARN
@@ -326,7 +330,7 @@ def _assessed(
             **known,
         )
     try:
-        assessment = _assess(entry, version, at, known["floor_map_hash"])
+        assessment = _assess(entry, version, at, map_hash)
     except versions.InvalidVersionError as exc:
         # The version is fine: a bound in the map is not. Not overridable, as a bad map.
         return _Judgement(
@@ -363,10 +367,19 @@ def _assessed(
 
 
 # (map hash, adapter, version) -> the causes, judged without waivers. The map hash covers
-# every bound of every entry, so a hit is the same judgement; a map of many advisories
-# compares a version hundreds of times, which would otherwise be paid on every spawn.
+# every bound of every entry and the ecosystem an entry states (the version order is that
+# or the catalog's, which is code), so a hit is the same judgement; a map of many
+# advisories compares a version hundreds of times, which would otherwise be paid on every
+# spawn. Nothing in it depends on the time or the policy: waivers (which expire) are judged
+# afresh at every call, after it; the policy is applied after it; the map in force (a
+# published map expires) is chosen afresh at every call and named by its hash.
 _CAUSES: dict[tuple[str, str, str], Assessment] = {}
 _CAUSES_LIMIT: Final = 1024
+
+
+def _cached_causes(map_hash: str | None, entry: Advisory, version: str) -> Assessment | None:
+    """The causes judged before for ``version`` under the map ``map_hash``, or None."""
+    return None if map_hash is None else _CAUSES.get((map_hash, entry.adapter, version))
 
 
 def _assess(entry: Advisory, version: str, at: _dt.datetime, map_hash: str | None) -> Assessment:
@@ -443,6 +456,7 @@ def decide(
     """:func:`preflight` for a caller that has opened the binary and knows the arguments and
     the environment it will run with (``run_environ``: its PATH, PYTHONPATH); the policies
     and the chain come from ``environ``. Raises SpawnRefused as preflight does."""
+    environ, run_environ = plain_environ(environ), plain_environ(run_environ)
     policy = policy_from(environ)
     problem = None
     if argv is not None:
@@ -674,6 +688,30 @@ def _shown_url(url: str | None) -> str | None:
 
 
 _HOST_KEYS: Final = (POLICY_VARIABLE, UNTRACKED_POLICY_VARIABLE)
+# os.environ's raw bytes as last read, and their decoded copy (one entry, replaced whole).
+_environ_read: list[tuple[dict[bytes, bytes], Mapping[str, str]]] = []
+
+
+def plain_environ(environ: Mapping[str, str]) -> Mapping[str, str]:
+    """``environ``, read once: for ``os.environ``, a read-only copy of it as it is now (copy
+    it again to change it).
+    os.environ decodes a name or value at every access (a decision reads all of them, some
+    several times); its raw bytes compare in one step with those of the last copy, which is
+    reused while they are equal. Any other mapping is returned as it is."""
+    if environ is not os.environ:
+        return environ
+    raw = getattr(os.environ, "_data", None)
+    if type(raw) is not dict:  # (an interpreter that keeps it otherwise: decode it all)
+        return MappingProxyType(dict(os.environ))
+    for seen, decoded in _environ_read[-1:]:
+        if seen == raw:
+            return decoded
+    # The bytes first: should a thread change the environment meanwhile, the copy is the
+    # newer one, and the next call, finding the bytes changed, reads them again.
+    snapshot = dict(raw)
+    decoded = MappingProxyType(dict(os.environ))
+    _environ_read[:] = [(snapshot, decoded)]
+    return decoded
 
 
 def _judging_view(host: Mapping[str, str], run: Mapping[str, str]) -> dict[str, str]:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from floorguard._gate.decision import Decision
-from floorguard._gate.gate import decide, refuse_after, refuse_unopened
+from floorguard._gate.gate import decide, plain_environ, refuse_after, refuse_unopened
 from floorguard._identify.target import Target, open_target
 from floorguard._maps.catalog import executable_for
 from floorguard.errors import DetectionError
@@ -58,7 +58,7 @@ def spawn(
     forbidden = _FORBIDDEN_POPEN_ARGUMENTS & set(popen_kwargs)
     if forbidden:
         raise TypeError(f"spawn() does not accept {', '.join(sorted(forbidden))}")
-    child_env = dict(os.environ if env is None else env)
+    child_env = dict(plain_environ(os.environ) if env is None else env)
     path_env = child_env.get("PATH")
     try:
         # An invalid adapter name is refused (and recorded) like any other unusable binary.

@@ -4,6 +4,18 @@ WAL mode with ``synchronous=FULL``; every write is one ``BEGIN IMMEDIATE`` trans
 writers from many processes serialise and a write returns only once it is durable. The
 file is created 0600 on the first write; reads never create it. ``sqlite3`` is imported
 on first use.
+
+An append may run ahead (``WriteView.ahead``): after an append, the store keeps what it
+wrote (the head record, and the tree nodes the next leaf is hashed with) with the
+connection's ``PRAGMA data_version`` read under that append's lock. The next append on the
+same connection takes the lock, reads the data version and the head's seq and mac in one
+statement, and when all three are unchanged (no other connection, of this process or any
+other, or of another host sharing the file, has committed to it since: SQLite changes the
+data version on every such commit) answers the append's reads from what it kept, and
+writes the record and its tree nodes in two statements. Anything else (another writer, a
+checkpoint, another connection after a fork or a replaced file, a read it cannot answer)
+runs the append the ordinary way in the same transaction, reading the head and the tree
+from the file.
 """
 
 from __future__ import annotations
@@ -15,9 +27,17 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from floorguard.chainstore.interface import CHAIN_FORMAT, NODE_ORDER, Node, Row, T, WriteView
+from floorguard.chainstore.interface import (
+    CHAIN_FORMAT,
+    NODE_ORDER,
+    AheadMissed,
+    Node,
+    Row,
+    T,
+    WriteView,
+)
 from floorguard.errors import ChainError, ChainWriteError, KeyFileError
 
 if TYPE_CHECKING:
@@ -35,10 +55,26 @@ _SCHEMA = (
 )
 
 
+# Under an append's lock: the connection's data version, and the head's seq and mac (no row
+# for an empty chain). One statement: the check an append run ahead rests on.
+_AHEAD_CHECK = (
+    "SELECT data_version, seq, mac FROM (SELECT seq, mac FROM records ORDER BY seq DESC"
+    " LIMIT 1) CROSS JOIN pragma_data_version"
+)
+# At most this many tree nodes go into one INSERT (an append makes at most 64); more (a tree
+# built for an old chain) go through executemany.
+_NODES_PER_STATEMENT = 64
+
+
+def _insert_nodes_statement(count: int) -> str:
+    # Placeholders only: the values are bound.
+    return "INSERT INTO tree (level, idx, hash) VALUES " + ",".join(("(?, ?, ?)",) * count)  # noqa: S608
+
+
 class _View:
     """ReadView and WriteView over one SQLite connection inside a transaction."""
 
-    ahead = False  # (one process at a time writes a local file: nothing to run ahead of)
+    ahead = False
 
     def __init__(self, conn: sqlite3.Connection, has_tree: bool = True) -> None:
         self._conn = conn
@@ -127,13 +163,141 @@ class _View:
     def insert_nodes(self, nodes: Iterable[Node]) -> None:
         import sqlite3  # loaded already: the view's connection is one of its
 
+        rows = nodes if isinstance(nodes, list) else list(nodes)
         try:
-            self._conn.executemany("INSERT INTO tree (level, idx, hash) VALUES (?, ?, ?)", nodes)
+            if len(rows) <= _NODES_PER_STATEMENT:
+                # An append's few nodes in one statement (each statement is a VM run).
+                if rows:
+                    values = [value for node in rows for value in node]
+                    self._conn.execute(_insert_nodes_statement(len(rows)), values)
+            else:
+                self._conn.executemany("INSERT INTO tree (level, idx, hash) VALUES (?, ?, ?)", rows)
         except sqlite3.IntegrityError as exc:
             # Only a row written for a record that did not exist yet can be in the way.
             raise ChainWriteError(
                 "the Merkle tree holds subtrees of records not yet appended"
             ) from exc
+
+
+class _WriteView(_View):
+    """A write transaction's view, which keeps the tree nodes it read and wrote and the
+    records it inserted (for ``_Known.after``)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        super().__init__(conn)
+        self.nodes_seen: dict[tuple[int, int], bytes] = {}
+        self.inserted: list[Row] = []
+
+    def subtree(self, level: int, index: int) -> bytes | None:
+        found = super().subtree(level, index)
+        if found is not None:
+            self.nodes_seen[(level, index)] = found
+        return found
+
+    def insert_record(self, row: Row) -> None:
+        super().insert_record(row)
+        self.inserted.append(row)
+
+    def insert_nodes(self, nodes: Iterable[Node]) -> None:
+        rows = list(nodes)
+        super().insert_nodes(rows)
+        if len(rows) <= _NODES_PER_STATEMENT:  # (an append's; not a whole tree built)
+            self.nodes_seen.update(((level, index), digest) for level, index, digest in rows)
+
+
+class _Known:
+    """What this process knows of the chain after its last append on its kept connection:
+    the record it wrote (the head, as far as it knows), the tree nodes its next append reads
+    (the new leaf and the right edge of the tree with it), and the connection's data version
+    read under that append's lock (unchanged by the connection's own commits)."""
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        version: int,
+        head: Row,
+        nodes: dict[tuple[int, int], bytes],
+    ) -> None:
+        self.conn = conn
+        self.version = version
+        self.head = head
+        self.nodes = nodes
+
+    def holds(self, conn: sqlite3.Connection, version: object, seq: object, mac: object) -> bool:
+        """Whether this is still the chain on ``conn``, which read ``version`` and the head's
+        ``seq`` and ``mac`` under its write lock: no other connection committed since."""
+        return (
+            conn is self.conn
+            and version == self.version
+            and seq == self.head[0]
+            and mac == self.head[7]
+        )
+
+    @classmethod
+    def after(
+        cls,
+        conn: sqlite3.Connection,
+        version: object,
+        inserted: list[Row],
+        seen: dict[tuple[int, int], bytes],
+    ) -> _Known | None:
+        """After an append that inserted ``inserted`` (exactly one record) and read or wrote
+        the nodes ``seen``; None when it was no single append or a needed node is unknown."""
+        if len(inserted) != 1 or not isinstance(version, int) or isinstance(version, bool):
+            return None
+        head = inserted[0]
+        size = head[0] + 1
+        wanted = [(0, size - 1)]
+        wanted += [(level, (size >> level) - 1) for level in range(size.bit_length())
+                   if size >> level & 1]  # fmt: skip
+        nodes = {}
+        for key in wanted:
+            found = seen.get(key)
+            if found is None:
+                return None
+            nodes[key] = found
+        return cls(conn, version, head, nodes)
+
+
+class _AheadView:
+    """A WriteView running ahead (see interface.WriteView): the head and the tree nodes
+    from a _Known checked under the lock; a record and its nodes kept until the attempt
+    returns, then written; anything else raises AheadMissed (nothing was written)."""
+
+    ahead = True
+
+    def __init__(self, known: _Known) -> None:
+        self._known = known
+        self.record: Row | None = None
+        self.new_nodes: list[Node] | None = None
+
+    def head(self) -> Row | None:
+        return self._known.head
+
+    def clock(self) -> None:
+        return None  # one machine: its own clock is the chain's
+
+    def subtree(self, level: int, index: int) -> bytes | None:
+        found = self._known.nodes.get((level, index))
+        if found is None:
+            raise AheadMissed
+        return found
+
+    def insert_record(self, row: Row) -> None:
+        if self.record is not None:
+            raise AheadMissed
+        self.record = row
+
+    def insert_nodes(self, nodes: Iterable[Node]) -> None:
+        if self.record is None or self.new_nodes is not None:
+            raise AheadMissed
+        self.new_nodes = list(nodes)
+
+    def _missed(self, *args: object) -> Any:
+        raise AheadMissed
+
+    record_count = tree_size = _missed
+    row = ts_at = rows = first_seq_of = nodes = meta = insert_meta = _missed
 
 
 class SqliteStore:
@@ -154,6 +318,8 @@ class SqliteStore:
         self._conn: sqlite3.Connection | None = None
         self._conn_pid = 0
         self._conn_inode: tuple[int, int] | None = None
+        # What the last append on the kept connection wrote (appending ahead), or None.
+        self._known: _Known | None = None
 
     def exists(self) -> bool:
         return self.db_path.is_file()
@@ -174,15 +340,32 @@ class SqliteStore:
         ahead: bool = False,
     ) -> T:
         # known_size is ignored: a lookup in a local file costs no round trip; so is
-        # deadline (no budget: SQLite's busy timeout bounds each wait), and ahead (one
-        # file, its own writers: the transaction is no round trip away).
+        # deadline (no budget: SQLite's busy timeout bounds each wait). ``ahead``: see the
+        # module's docstring.
         def once() -> T:
             conn = self._writer()
+            known, self._known = self._known, None
             try:
                 conn.execute("BEGIN IMMEDIATE")
-                result = attempt(_View(conn))
+                version = None
+                if ahead:
+                    found = conn.execute(_AHEAD_CHECK).fetchone()
+                    version, seq, mac = (None, None, None) if found is None else found
+                    if known is not None and known.holds(conn, version, seq, mac):
+                        ran = _run_ahead(conn, known, attempt)
+                        if ran is not None:
+                            result, self._known = ran
+                            conn.execute("COMMIT")
+                            return result
+                view = _WriteView(conn)
+                result = attempt(view)
+                if ahead:
+                    # (the version read under this lock: this connection's own commit
+                    # leaves it as it is)
+                    self._known = _Known.after(conn, version, view.inserted, view.nodes_seen)
                 conn.execute("COMMIT")
             except BaseException:
+                self._known = None
                 _rollback_quietly(conn)
                 # A connection that failed may be in any state: start the next try afresh.
                 self._drop_connection()
@@ -298,6 +481,7 @@ class SqliteStore:
         return conn
 
     def _drop_connection(self) -> None:
+        self._known = None
         if self._conn is not None:
             with contextlib.suppress(Exception):  # it may already have failed
                 self._conn.close()
@@ -353,6 +537,29 @@ class SqliteStore:
                 raise
         finally:
             conn.close()
+
+
+def _run_ahead(
+    conn: sqlite3.Connection, known: _Known, attempt: Callable[[WriteView], T]
+) -> tuple[T, _Known | None] | None:
+    """``attempt`` run ahead on ``known`` (checked under this transaction's lock), and its
+    record and nodes written; with what is known after it. None when it missed (nothing
+    was written: the caller runs it the ordinary way in the same transaction)."""
+    view = _AheadView(known)
+    try:
+        result = attempt(view)
+    except AheadMissed:
+        return None
+    record, nodes = view.record, view.new_nodes
+    if record is None or nodes is None:
+        # An attempt that wrote no record (or no tree) ahead: run it the ordinary way.
+        return None
+    written = _WriteView(conn)
+    written.insert_record(record)
+    written.insert_nodes(nodes)
+    seen = dict(known.nodes)
+    seen.update(written.nodes_seen)
+    return result, _Known.after(conn, known.version, [record], seen)
 
 
 def _explain(error: BaseException) -> str:

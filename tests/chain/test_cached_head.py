@@ -1,0 +1,203 @@
+"""An append to a quiet local chain runs on what this process's last append wrote (the head,
+the tree's right edge), checked under the write lock by SQLite's data version and the head's
+seq and mac; whatever else wrote the file since is noticed, and the append is then judged
+on the file as it is, exactly as an append without that knowledge would be.
+
+Each test keeps one long-lived chain object (the process's own, as the gate keeps one) and
+changes the file under it between two of its appends: another process appends, records are
+removed under the very head it remembers, the file is replaced by an older copy, a tree
+node is rewritten.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from helpers.chain_support import CANARY, export_lines, receipt
+from helpers.tree_support import assert_tree_matches_records
+
+from floorguard._chain.chain import AuditChain, record_digest
+from floorguard._proofs.slice_verify import verify_slice
+from floorguard.errors import ChainRollbackError
+
+APPEND_ONE = textwrap.dedent(
+    """
+    import sys
+    from floorguard._chain.chain import AuditChain
+    record = AuditChain.from_env().append(
+        "adapter.canary_receipt",
+        {"kind": "adapter.canary_receipt", "schema_version": 1, "ts": "2026-12-03T07:00:00Z",
+         "by": "another process"},
+    )
+    print(record.seq)
+    """
+)
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "floorguard"
+    monkeypatch.setenv("FLOORGUARD_HOME", str(folder))
+    for name in ("FLOORGUARD_CHAIN_URL", "FLOORGUARD_CHAIN_KEY_FILE", "FLOORGUARD_HOST_KEY_FILE",
+                 "FLOORGUARD_HOST_KEYS"):  # fmt: skip
+        monkeypatch.delenv(name, raising=False)
+    return folder
+
+
+def _chain(count: int) -> AuditChain:
+    """This process's chain (with the host's view of it), after ``count`` appends."""
+    chain = AuditChain.from_env()
+    for n in range(count):
+        chain.append(CANARY, receipt(n=n))
+    return chain
+
+
+def _statements(chain: AuditChain) -> list[str]:
+    """The statements of the chain's next append (traced on its write connection)."""
+    conn = chain.store._conn  # type: ignore[attr-defined]
+    seen: list[str] = []
+    conn.set_trace_callback(seen.append)
+    try:
+        chain.append(CANARY, receipt(n="traced"))
+    finally:
+        conn.set_trace_callback(None)
+    return [text for text in seen if not text.startswith("--")]  # (nested: the pragma)
+
+
+def _count(db: Path) -> int:
+    conn = sqlite3.connect(db)
+    try:
+        return int(conn.execute("SELECT count(*) FROM records").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def _assert_whole(chain: AuditChain, home: Path) -> None:
+    report = verify_slice(export_lines(chain), key=bytes.fromhex((home / "chain.key").read_text()))
+    assert report.intact, report.integrity_errors[:3]
+    assert_tree_matches_records(chain)
+
+
+def test_an_append_to_a_quiet_chain_reads_only_the_data_version_and_the_head(home: Path) -> None:
+    chain = _chain(3)
+    statements = _statements(chain)
+    assert len(statements) == 5, statements
+    assert statements[0] == "BEGIN IMMEDIATE" and statements[-1] == "COMMIT"
+    assert "pragma_data_version" in statements[1]
+    assert statements[2].startswith("INSERT INTO records")
+    assert statements[3].startswith("INSERT INTO tree")
+    _assert_whole(chain, home)
+
+
+def test_an_append_by_another_process_between_two_appends_is_linked_after_it(
+    home: Path,
+) -> None:
+    chain = _chain(3)
+    other = subprocess.run([sys.executable, "-c", APPEND_ONE], capture_output=True, text=True,
+                           timeout=120, check=False)  # fmt: skip
+    assert other.returncode == 0, other.stderr
+    assert other.stdout.strip() == "3"
+    record = chain.append(CANARY, receipt(n="after"))
+    assert record.seq == 4
+    lines = list(chain.export_lines())
+    assert '"by":"another process"' in lines[3]
+    # Linked to the other process's record, not to the one this process remembered.
+    with sqlite3.connect(home / "chain.sqlite3") as conn:
+        (prev,) = conn.execute("SELECT prev FROM records WHERE seq = 4").fetchone()
+    assert prev == _digest_of(chain, 3)
+    _assert_whole(chain, home)
+    # Quiet again: the append after it runs on what this one wrote.
+    assert len(_statements(chain)) == 5
+    _assert_whole(chain, home)
+
+
+def test_two_chain_objects_without_a_host_view_interleaving_appends_build_one_chain(
+    tmp_path: Path,
+) -> None:
+    # No host view to notice the other writer: the data version and the head alone must.
+    first = AuditChain(tmp_path / "chain.sqlite3", tmp_path / "chain.key")
+    second = AuditChain(tmp_path / "chain.sqlite3", tmp_path / "chain.key")
+    seqs = []
+    for n in range(4):
+        seqs.append(first.append(CANARY, receipt(n=n)).seq)
+        seqs.append(first.append(CANARY, receipt(n=n)).seq)
+        seqs.append(second.append(CANARY, receipt(n=n)).seq)
+    assert seqs == list(range(12))
+    report = verify_slice(export_lines(first), key=bytes.fromhex(
+        (tmp_path / "chain.key").read_text()))  # fmt: skip
+    assert report.intact, report.integrity_errors[:3]
+    assert_tree_matches_records(first)
+
+
+def _digest_of(chain: AuditChain, seq: int) -> str:
+    record = next(r for r in chain.records() if r.seq == seq)
+    return record_digest(record.body_bytes())
+
+
+def test_records_removed_under_the_remembered_head_refuse_the_append_as_a_rollback(
+    home: Path,
+) -> None:
+    # The head this process remembers (seq 2) is the head again once the records another
+    # writer of this host appended after it are removed: the file holds exactly what this
+    # process wrote, yet the host has seen more.
+    chain = _chain(3)
+    neighbour = AuditChain.from_env()
+    neighbour.append(CANARY, receipt(n="neighbour"))
+    neighbour.append(CANARY, receipt(n="neighbour"))
+    neighbour.close()
+    db = home / "chain.sqlite3"
+    with sqlite3.connect(db) as conn:
+        conn.execute("DELETE FROM records WHERE seq >= 3")
+        conn.execute("DELETE FROM tree WHERE ((idx + 1) << level) > 3")
+    with pytest.raises(ChainRollbackError, match="rollback"):
+        chain.append(CANARY, receipt(n="refused"))
+    assert _count(db) == 3
+    assert '"event":"rollback"' in (home / "chain-refusals.jsonl").read_text()
+
+
+def test_a_chain_file_replaced_by_an_older_copy_under_the_remembered_head_is_refused(
+    home: Path, tmp_path: Path
+) -> None:
+    chain = _chain(3)
+    backup = tmp_path / "backup.sqlite3"
+    with sqlite3.connect(home / "chain.sqlite3") as source, sqlite3.connect(backup) as copy:
+        source.backup(copy)
+    chain.append(CANARY, receipt(n=3))
+    chain.append(CANARY, receipt(n=4))
+    os.replace(backup, home / "chain.sqlite3")
+    for companion in ("-wal", "-shm"):
+        (home / f"chain.sqlite3{companion}").unlink(missing_ok=True)
+    with pytest.raises(ChainRollbackError, match="rollback"):
+        chain.append(CANARY, receipt(n="refused"))
+    assert _count(home / "chain.sqlite3") == 3
+
+
+def test_a_chain_file_replaced_by_a_copy_of_itself_is_appended_to_as_it_is(
+    home: Path, tmp_path: Path
+) -> None:
+    chain = _chain(3)
+    backup = tmp_path / "same.sqlite3"
+    with sqlite3.connect(home / "chain.sqlite3") as source, sqlite3.connect(backup) as copy:
+        source.backup(copy)
+    os.replace(backup, home / "chain.sqlite3")
+    for companion in ("-wal", "-shm"):
+        (home / f"chain.sqlite3{companion}").unlink(missing_ok=True)
+    assert chain.append(CANARY, receipt(n=3)).seq == 3
+    _assert_whole(chain, home)
+
+
+def test_a_tree_node_rewritten_under_the_remembered_head_is_refused_as_a_fork(
+    home: Path,
+) -> None:
+    chain = _chain(6)  # the right edge: subtrees (2, 0) of records 0-3 and (1, 2) of 4-5
+    with sqlite3.connect(home / "chain.sqlite3") as conn:
+        conn.execute("UPDATE tree SET hash = ? WHERE level = 2 AND idx = 0", (b"\x07" * 32,))
+    with pytest.raises(ChainRollbackError, match="fork"):
+        chain.append(CANARY, receipt(n="refused"))
+    assert _count(home / "chain.sqlite3") == 6
