@@ -5,7 +5,7 @@ is what proofs are made of."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from floorguard._chain.chain_record import _row_line
@@ -30,6 +30,7 @@ class TreeSnapshot:
         self._view: ReadView | None = None
         self.size = 0
         self.records = 0
+        self._fetched: dict[tuple[int, int], bytes] = {}
 
     def __enter__(self) -> TreeSnapshot:
         self._reading = self._store.read()
@@ -52,11 +53,21 @@ class TreeSnapshot:
         if reading is not None:
             reading.__exit__(*exc_info)
 
+    def prefetch(self, keys: Iterable[tuple[int, int]]) -> None:
+        """Read the complete subtrees ``keys`` in one query, for ``subtree`` to answer
+        from. Raises ChainError."""
+        if self._view is not None:
+            wanted = [key for key in dict.fromkeys(keys) if key not in self._fetched]
+            if wanted:
+                self._fetched.update(self._view.subtrees(wanted))
+
     def subtree(self, level: int, index: int) -> bytes:
         """The stored hash of complete subtree (level, index). Raises ChainError."""
         if self._view is None:
             raise ChainError("the audit chain has no Merkle tree")
-        found = self._view.subtree(level, index)
+        found = self._fetched.get((level, index))
+        if found is None:
+            found = self._view.subtree(level, index)
         if found is None or len(found) != merkle.HASH_SIZE:
             raise ChainError(
                 f"the Merkle tree of the audit chain {self._store.location} lacks subtree "
@@ -64,16 +75,33 @@ class TreeSnapshot:
             )
         return found
 
-    def lines(self) -> Iterator[str]:
-        """Every record's export line, in seq order, streamed."""
+    def lines(self, first: int = 0) -> Iterator[str]:
+        """Every record's export line from seq ``first`` on, in seq order, streamed."""
         if self._view is not None:
-            for row in self._view.rows(0, None):
+            for row in self._view.rows(first, None):
                 yield _row_line(row)
 
     def nodes(self) -> Iterator[Node]:
         """Every stored tree node, in the order a tree built leaf by leaf completes them."""
         if self._view is not None:
             yield from self._view.nodes()
+
+    def nodes_ending(self, after: int, upto: int) -> Iterator[Node]:
+        """The stored nodes that leaves ``after..upto-1`` complete, in ``nodes``' order."""
+        if self._view is not None:
+            yield from self._view.nodes_ending(after, upto)
+
+    def stray_node(self, size: int) -> tuple[int, int] | None:
+        """A stored node that no tree of ``size`` leaves holds, or None."""
+        return None if self._view is None else self._view.stray_node(size)
+
+    def chain_id(self) -> str | None:
+        """The chain id of the genesis record, or None when there is none."""
+        return None if self._view is None else self._view.chain_id_at(0)
+
+    def ts_at(self, seq: int) -> str | None:
+        """The ts of record ``seq``, or None."""
+        return None if self._view is None else self._view.ts_at(seq)
 
     def line(self, seq: int) -> str | None:
         """The export line of record ``seq``, or None when there is none."""

@@ -13,17 +13,27 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from floorguard.chainstore.interface import CHAIN_FORMAT, NODE_ORDER, Node, Row, T, WriteView
+from floorguard.chainstore.interface import (
+    CHAIN_FORMAT,
+    NODE_ORDER,
+    Node,
+    Row,
+    T,
+    WriteView,
+    ending_query,
+    stray_query,
+)
 from floorguard.errors import ChainError, ChainWriteError, KeyFileError
 
 if TYPE_CHECKING:
     import sqlite3
 
 BUSY_TIMEOUT_SECONDS = 30.0
+_PAIRS_A_QUERY = 400  # (level, idx) pairs bound in one query, well under SQLite's limit
 COLUMNS = "seq, ts, chain_id, event, receipt_id, receipt, prev, mac"
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -33,6 +43,16 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS tree (level INTEGER NOT NULL, idx INTEGER NOT NULL,"
     " hash BLOB NOT NULL, PRIMARY KEY (level, idx)) WITHOUT ROWID",
 )
+
+
+def _subtrees_query(count: int) -> str:
+    """``count`` (level, idx) pairs joined to the tree's primary key: one query, one index
+    probe a node."""
+    pairs = ", ".join(["(?, ?)"] * count)
+    return (
+        f"WITH wanted (l, i) AS (VALUES {pairs}) SELECT t.level, t.idx, t.hash"  # noqa: S608
+        " FROM wanted JOIN tree t ON t.level = wanted.l AND t.idx = wanted.i"
+    )
 
 
 class _View:
@@ -64,6 +84,10 @@ class _View:
 
     def ts_at(self, seq: int) -> str | None:
         row = self._conn.execute("SELECT ts FROM records WHERE seq = ?", (seq,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def chain_id_at(self, seq: int) -> str | None:
+        row = self._conn.execute("SELECT chain_id FROM records WHERE seq = ?", (seq,)).fetchone()
         return None if row is None else str(row[0])
 
     def rows(self, first: int, last: int | None) -> Iterator[Row]:
@@ -107,6 +131,35 @@ class _View:
         cursor = self._conn.execute(f"SELECT level, idx, hash FROM tree {NODE_ORDER}")  # noqa: S608
         while batch := cursor.fetchmany(512):
             yield from batch
+
+    def subtrees(self, keys: Sequence[tuple[int, int]]) -> dict[tuple[int, int], bytes]:
+        found: dict[tuple[int, int], bytes] = {}
+        if not self._has_tree:
+            return found
+        wanted = list(dict.fromkeys(keys))
+        for start in range(0, len(wanted), _PAIRS_A_QUERY):
+            chunk = wanted[start : start + _PAIRS_A_QUERY]
+            params = [value for key in chunk for value in key]
+            query = _subtrees_query(len(chunk))
+            for level, index, digest in self._conn.execute(query, params):
+                if isinstance(digest, bytes):
+                    found[(int(level), int(index))] = bytes(digest)
+        return found
+
+    def nodes_ending(self, after: int, upto: int) -> Iterator[Node]:
+        if not self._has_tree:
+            return
+        query, params = ending_query("tree", after, upto, "?")
+        cursor = self._conn.execute(query, params)
+        while batch := cursor.fetchmany(512):
+            yield from batch
+
+    def stray_node(self, size: int) -> tuple[int, int] | None:
+        if not self._has_tree:
+            return None
+        query, params = stray_query("tree", size, "?")
+        row = self._conn.execute(query, params).fetchone()
+        return None if row is None else (row[0], row[1])
 
     def clock(self) -> None:
         return None  # one machine: its own clock is the chain's
