@@ -31,6 +31,7 @@ class TreeSnapshot:
         self.size = 0
         self.records = 0
         self._fetched: dict[tuple[int, int], bytes] = {}
+        self._chain_id: str | None = None
 
     def __enter__(self) -> TreeSnapshot:
         self._reading = self._store.read()
@@ -38,8 +39,7 @@ class TreeSnapshot:
         if view is None:
             return self
         try:
-            self.records = view.record_count()
-            self.size = view.tree_size()
+            self.records, self.size, self._chain_id = view.extent()
         except BaseException as exc:
             self._reading.__exit__(type(exc), exc, exc.__traceback__)
             self._reading = None
@@ -53,13 +53,22 @@ class TreeSnapshot:
         if reading is not None:
             reading.__exit__(*exc_info)
 
+    @property
+    def present(self) -> bool:
+        """Whether the chain's records table exists (an absent chain reads as empty)."""
+        return self._view is not None
+
     def prefetch(self, keys: Iterable[tuple[int, int]]) -> None:
         """Read the complete subtrees ``keys`` in one query, for ``subtree`` to answer
         from. Raises ChainError."""
         if self._view is not None:
-            wanted = [key for key in dict.fromkeys(keys) if key not in self._fetched]
+            fetched = self._fetched
+            wanted = [key for key in dict.fromkeys(keys) if key not in fetched]
             if wanted:
-                self._fetched.update(self._view.subtrees(wanted))
+                # (a stored value that is no hash is left for ``subtree`` to refuse)
+                for key, value in self._view.subtrees(wanted).items():
+                    if len(value) == merkle.HASH_SIZE:
+                        fetched[key] = value
 
     def subtree(self, level: int, index: int) -> bytes:
         """The stored hash of complete subtree (level, index). Raises ChainError."""
@@ -97,7 +106,20 @@ class TreeSnapshot:
 
     def chain_id(self) -> str | None:
         """The chain id of the genesis record, or None when there is none."""
-        return None if self._view is None else self._view.chain_id_at(0)
+        return self._chain_id
+
+    def hashes(self, path: Iterable[list[tuple[int, int]]]) -> list[bytes]:
+        """For each list of complete subtrees in ``path`` (``merkle.inclusion_path``), the
+        tree hash they fold to. Raises ChainError (a subtree the tree lacks)."""
+        fetched = self._fetched
+        found = []
+        for nodes in path:
+            if len(nodes) == 1:
+                one = fetched.get(nodes[0])
+                found.append(one if one is not None else self.subtree(*nodes[0]))
+            else:
+                found.append(merkle.fold([self.subtree(*node) for node in nodes]))
+        return found
 
     def ts_at(self, seq: int) -> str | None:
         """The ts of record ``seq``, or None."""

@@ -60,7 +60,12 @@ def range_hash(start: int, end: int, subtree: Subtree) -> bytes:
     complete subtrees of its length's binary digits, largest first; RFC 6962 folds them
     from the right. Raises ProofError for an empty range.
     """
-    parts = [subtree(level, index) for level, index in range_nodes(start, end)]
+    return fold([subtree(level, index) for level, index in range_nodes(start, end)])
+
+
+def fold(parts: Sequence[bytes]) -> bytes:
+    """The tree hash of a range from the hashes of its complete subtrees, largest first
+    (``range_nodes``' order): RFC 6962 folds them from the right."""
     result = parts[-1]
     for part in reversed(parts[:-1]):
         result = node_hash(part, result)
@@ -97,12 +102,36 @@ def inclusion_ranges(index: int, size: int) -> list[tuple[int, int]]:
     return ranges
 
 
+def inclusion_path(index: int, size: int) -> list[list[tuple[int, int]]]:
+    """For each hash of ``inclusion_proof(index, size)``, from the leaf up, the complete
+    subtrees it folds (``range_nodes``' order): one each, but for the sibling that runs
+    past the tree's last leaf. Raises ProofError unless 0 <= index < size.
+
+    Below level ``inner`` (where leaf ``index`` and the last leaf part) every sibling is a
+    complete subtree, the last one (level inner - 1, to the right) perhaps cut by the end
+    of the tree; above it the siblings are the complete left subtrees of the set bits of
+    ``index >> inner`` (RFC 9162 2.1.3.1, as its verifier reads them)."""
+    if not 0 <= index < size:
+        raise ProofError(f"leaf {index} is not in a tree of {size} leaves")
+    inner = (index ^ (size - 1)).bit_length()
+    path: list[list[tuple[int, int]]] = []
+    for level in range(inner):
+        sibling = (index >> level) ^ 1
+        start = sibling << level
+        if start + (1 << level) <= size:
+            path.append([(level, sibling)])
+        else:
+            path.append(range_nodes(start, size))
+    for level in range(inner, size.bit_length()):
+        if index >> level & 1:
+            path.append([(level, (index >> level) ^ 1)])
+    return path
+
+
 def inclusion_nodes(index: int, size: int) -> list[tuple[int, int]]:
     """Every complete subtree ``inclusion_proof(index, size)`` reads: what a store can
     fetch in one query before the proof is made. Raises ProofError as inclusion_proof."""
-    return [
-        node for start, end in inclusion_ranges(index, size) for node in range_nodes(start, end)
-    ]
+    return [node for nodes in inclusion_path(index, size) for node in nodes]
 
 
 def inclusion_proof(index: int, size: int, subtree: Subtree) -> list[bytes]:
@@ -110,7 +139,7 @@ def inclusion_proof(index: int, size: int, subtree: Subtree) -> list[bytes]:
 
     Raises ProofError unless 0 <= index < size.
     """
-    return [range_hash(start, end, subtree) for start, end in inclusion_ranges(index, size)]
+    return [fold([subtree(*node) for node in nodes]) for nodes in inclusion_path(index, size)]
 
 
 def consistency_proof(old_size: int, new_size: int, subtree: Subtree) -> list[bytes]:

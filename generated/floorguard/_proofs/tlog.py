@@ -212,11 +212,11 @@ def record_of_line(line: str) -> ChainRecord:
 def _snapshot_for(chain: AuditChain) -> Iterator[TreeSnapshot]:
     """One snapshot of the chain and its tree, read on one connection; a chain from before
     the tree gets its tree built first (then read afresh)."""
-    if not chain.exists():
-        from floorguard.errors import ChainError
-
-        raise ChainError(f"no audit chain at {chain.location}: nothing has been recorded yet")
     with chain.tree_snapshot() as snap:
+        if not snap.present and not chain.exists():
+            from floorguard.errors import ChainError
+
+            raise ChainError(f"no audit chain at {chain.location}: nothing has been recorded yet")
         if snap.size >= snap.records:
             yield snap
             return
@@ -257,13 +257,18 @@ def _mismatch(snap: TreeSnapshot, cp: Checkpoint, name: str) -> VerificationErro
     )
 
 
-def _check_checkpoint(snap: TreeSnapshot, cp: Checkpoint, name: str, origin: str) -> None:
-    """That ``cp`` is of this chain and states the root its stored tree has at that size
-    (the nodes it needs prefetched). Raises VerificationError."""
+def _check_checkpoint_of(snap: TreeSnapshot, cp: Checkpoint, name: str, origin: str) -> None:
+    """That ``cp`` is of this chain and no larger than its tree. Raises VerificationError."""
     if cp.origin != origin:
         raise VerificationError(f"{name} is for {cp.origin}, but the chain is {origin}")
     if cp.size > snap.size:
         raise VerificationError(f"{name} covers {cp.size} records but the chain holds {snap.size}")
+
+
+def _check_checkpoint(snap: TreeSnapshot, cp: Checkpoint, name: str, origin: str) -> None:
+    """That ``cp`` is of this chain and states the root its stored tree has at that size
+    (the nodes it needs prefetched). Raises VerificationError."""
+    _check_checkpoint_of(snap, cp, name, origin)
     if merkle.root(cp.size, snap.subtree) != cp.root:
         raise _mismatch(snap, cp, name)
 
@@ -278,10 +283,11 @@ def prove_inclusion(
     """The inclusion proof of record ``seq`` (or of receipt ``receipt_id``) in the tree of
     the checkpoint's size (the head's when none is given).
 
-    One read snapshot: the nodes the proof and the root need are read in one query, and
-    the root is computed once (checked against the checkpoint, and the proof against it).
-    Raises VerificationError (no such record, a checkpoint of another log or one the stored
-    tree does not match, a stored leaf that is not its record's line) and ChainError.
+    One read snapshot; the nodes the proof needs are read in one query, and the root is
+    computed once: from the proof, checked against the checkpoint's (without one, against
+    the root of the stored tree's right edge). Raises VerificationError (no such record, a
+    checkpoint of another log or one the stored tree does not match, a stored leaf that is
+    not its record's line) and ChainError.
     """
     with _snapshot_for(chain) as snap:
         if receipt_id is not None:
@@ -292,30 +298,40 @@ def prove_inclusion(
             raise VerificationError("give a record: --seq N or --receipt-id ID")
         size = _head_size(chain, snap)
         origin = _origin_of(snap)
-        usable = checkpoint is not None and checkpoint.origin == origin
-        if checkpoint is not None and usable and checkpoint.size <= snap.size:
-            size = checkpoint.size
-        wanted = merkle.root_nodes(size)
-        if 0 <= seq < size:
-            wanted += [(0, seq), *merkle.inclusion_nodes(seq, size)]
-        snap.prefetch(wanted)
         if checkpoint is not None:
-            _check_checkpoint(snap, checkpoint, "the checkpoint", origin)
+            _check_checkpoint_of(snap, checkpoint, "the checkpoint", origin)
+            size = checkpoint.size
+        # The nodes each hash of the proof folds, read with the leaf in one query.
+        path = merkle.inclusion_path(seq, size) if 0 <= seq < size else []
+        wanted = [(0, seq), *(node for nodes in path for node in nodes)]
+        if checkpoint is None:
+            wanted += merkle.root_nodes(size)
+        snap.prefetch(wanted)
+
+        def stated() -> None:
+            # Only once something is wrong: a checkpoint the stored tree does not state is
+            # named as such before what follows from it.
+            if checkpoint is not None and merkle.root(size, snap.subtree) != checkpoint.root:
+                raise _mismatch(snap, checkpoint, "the checkpoint")
+
         # Compared first: a seq beyond SQLite's integers would not even be looked up.
         line = snap.line(seq) if seq < size else None
         if line is None:
+            stated()
             raise VerificationError(f"the tree of {size} records has no record {seq}")
         leaf = merkle.leaf_hash(line.encode("utf-8"))
         if snap.subtree(0, seq) != leaf:
+            stated()
             raise VerificationError(
                 f"record {seq} is not the leaf the tree holds for it (the record was altered "
                 "after it was appended)"
             )
+        hashes = snap.hashes(path)
         root = checkpoint.root if checkpoint is not None else merkle.root(size, snap.subtree)
-        hashes = merkle.inclusion_proof(seq, size, snap.subtree)
         try:
             merkle.verify_inclusion(seq, size, leaf, hashes, root)
         except merkle.ProofError as exc:
+            stated()
             raise _inconsistent(chain) from exc
         return InclusionProof(origin, size, seq, line, tuple(hashes))
 

@@ -55,16 +55,17 @@ def ending_query(tree: str, after: int, upto: int, mark: str) -> tuple[str, list
 
 def stray_query(tree: str, size: int, mark: str) -> tuple[str, list[int]]:
     """SQL and parameters for ReadView.stray_node: a node no tree of ``size`` leaves
-    holds, found by index probes per level (a negative or too large level or index, or a
-    range that ends past ``size``)."""
-    arms = [f"SELECT level, idx FROM {tree} WHERE level < 0 OR level > {MAX_LEVEL}"]  # noqa: S608
+    holds, found by index probes on the primary key, each arm one range (a level out of
+    bounds; per level, a negative index or a range that ends past ``size``)."""
+    arms = [
+        f"SELECT level, idx FROM {tree} WHERE level < 0",  # noqa: S608
+        f"SELECT level, idx FROM {tree} WHERE level > {MAX_LEVEL}",  # noqa: S608
+    ]
     params: list[int] = []
     for level in range(MAX_LEVEL + 1):
-        arms.append(
-            f"SELECT level, idx FROM {tree} WHERE level = {mark}"  # noqa: S608
-            f" AND (idx < 0 OR idx >= {mark})"
-        )
-        params += [level, size >> level]
+        arms.append(f"SELECT level, idx FROM {tree} WHERE level = {mark} AND idx < 0")  # noqa: S608
+        arms.append(f"SELECT level, idx FROM {tree} WHERE level = {mark} AND idx >= {mark}")  # noqa: S608
+        params += [level, level, size >> level]
     each = [f"SELECT * FROM ({arm} LIMIT 1) AS a{n}" for n, arm in enumerate(arms)]  # noqa: S608
     return " UNION ALL ".join(each) + " LIMIT 1", params
 
@@ -91,6 +92,9 @@ class ReadView(Protocol):
 
     def chain_id_at(self, seq: int) -> str | None:
         """The chain_id of record ``seq``, or None."""
+
+    def extent(self) -> tuple[int, int, str | None]:
+        """``record_count()``, ``tree_size()`` and ``chain_id_at(0)`` in one query."""
 
     def rows(self, first: int, last: int | None) -> Iterator[Row]:
         """Records first..last (inclusive; None: to the head) in seq order, streamed."""

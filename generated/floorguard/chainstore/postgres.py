@@ -267,6 +267,18 @@ class _View:
         row = self._one(f"SELECT ts FROM {_RECORDS} WHERE seq = %s", (seq,))  # noqa: S608
         return None if row is None else str(row[0])
 
+    def extent(self) -> tuple[int, int, str | None]:
+        records, leaves, chain_id = self._one(
+            f"SELECT (SELECT max(seq) FROM {_RECORDS}),"  # noqa: S608
+            f" (SELECT max(idx) FROM {_TREE} WHERE level = 0),"
+            f" (SELECT chain_id FROM {_RECORDS} WHERE seq = 0)"
+        )
+        return (
+            0 if records is None else int(records) + 1,
+            0 if leaves is None else int(leaves) + 1,
+            None if chain_id is None else str(chain_id),
+        )
+
     def chain_id_at(self, seq: int) -> str | None:
         row = self._one(f"SELECT chain_id FROM {_RECORDS} WHERE seq = %s", (seq,))  # noqa: S608
         return None if row is None else str(row[0])
@@ -490,7 +502,7 @@ class _AheadView:
         raise AheadMissed
 
     record_count = tree_size = _missed
-    row = ts_at = chain_id_at = rows = first_seq_of = nodes = meta = insert_meta = _missed
+    row = ts_at = chain_id_at = extent = rows = first_seq_of = nodes = meta = insert_meta = _missed
     subtrees = nodes_ending = stray_node = _missed
 
 

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     import sqlite3
 
 BUSY_TIMEOUT_SECONDS = 30.0
-_PAIRS_A_QUERY = 400  # (level, idx) pairs bound in one query, well under SQLite's limit
+_PAIRS_A_QUERY = 200  # lookups in one statement, under SQLite's 500 compound SELECTs
 COLUMNS = "seq, ts, chain_id, event, receipt_id, receipt, prev, mac"
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -46,13 +46,10 @@ _SCHEMA = (
 
 
 def _subtrees_query(count: int) -> str:
-    """``count`` (level, idx) pairs joined to the tree's primary key: one query, one index
-    probe a node."""
-    pairs = ", ".join(["(?, ?)"] * count)
-    return (
-        f"WITH wanted (l, i) AS (VALUES {pairs}) SELECT t.level, t.idx, t.hash"  # noqa: S608
-        " FROM wanted JOIN tree t ON t.level = wanted.l AND t.idx = wanted.i"
-    )
+    """``count`` (level, idx) lookups on the tree's primary key in one statement (a
+    compound SELECT: the fastest form SQLite plans for it)."""
+    one = "SELECT level, idx, hash FROM tree WHERE level = ? AND idx = ?"
+    return " UNION ALL ".join([one] * count)
 
 
 class _View:
@@ -85,6 +82,19 @@ class _View:
     def ts_at(self, seq: int) -> str | None:
         row = self._conn.execute("SELECT ts FROM records WHERE seq = ?", (seq,)).fetchone()
         return None if row is None else str(row[0])
+
+    def extent(self) -> tuple[int, int, str | None]:
+        tree = "(SELECT max(idx) FROM tree WHERE level = 0)" if self._has_tree else "NULL"
+        row = self._conn.execute(
+            f"SELECT (SELECT max(seq) FROM records), {tree},"  # noqa: S608
+            " (SELECT chain_id FROM records WHERE seq = 0)"
+        ).fetchone()
+        records, leaves, chain_id = row
+        return (
+            0 if records is None else int(records) + 1,
+            0 if leaves is None else int(leaves) + 1,
+            None if chain_id is None else str(chain_id),
+        )
 
     def chain_id_at(self, seq: int) -> str | None:
         row = self._conn.execute("SELECT chain_id FROM records WHERE seq = ?", (seq,)).fetchone()
@@ -136,14 +146,13 @@ class _View:
         found: dict[tuple[int, int], bytes] = {}
         if not self._has_tree:
             return found
-        wanted = list(dict.fromkeys(keys))
-        for start in range(0, len(wanted), _PAIRS_A_QUERY):
-            chunk = wanted[start : start + _PAIRS_A_QUERY]
+        for start in range(0, len(keys), _PAIRS_A_QUERY):
+            chunk = keys[start : start + _PAIRS_A_QUERY]
             params = [value for key in chunk for value in key]
             query = _subtrees_query(len(chunk))
             for level, index, digest in self._conn.execute(query, params):
-                if isinstance(digest, bytes):
-                    found[(int(level), int(index))] = bytes(digest)
+                if type(digest) is bytes:  # (a BLOB; anything else is no hash)
+                    found[level, index] = digest
         return found
 
     def nodes_ending(self, after: int, upto: int) -> Iterator[Node]:
@@ -207,6 +216,12 @@ class SqliteStore:
         self._conn: sqlite3.Connection | None = None
         self._conn_pid = 0
         self._conn_inode: tuple[int, int] | None = None
+        # One read connection kept between reads (opening one, and SQLite's reading of the
+        # schema on its first statement, cost more than a proof's queries): for one read
+        # at a time, in this process, on this file; a read meanwhile opens its own.
+        self._reader_lock = threading.Lock()
+        self._reader: sqlite3.Connection | None = None
+        self._reader_key: tuple[int, tuple[int, int] | None] | None = None
 
     def exists(self) -> bool:
         return self.db_path.is_file()
@@ -214,6 +229,8 @@ class SqliteStore:
     def close(self) -> None:
         with self._lock:
             self._drop_connection()
+        with self._reader_lock:
+            self._drop_reader()
 
     # -- writing --
 
@@ -363,49 +380,94 @@ class SqliteStore:
     def read(self) -> Iterator[_View | None]:
         import sqlite3
 
-        if not self.db_path.exists():
+        try:
+            info = os.stat(self.db_path)
+        except (FileNotFoundError, NotADirectoryError):
             yield None
             return
-        if not self.db_path.is_file():
+        except OSError as exc:
+            raise ChainError(
+                f"cannot read the audit chain {self.db_path}: {_explain(exc)}"
+            ) from exc
+        if not stat.S_ISREG(info.st_mode):
             raise ChainError(f"cannot read the audit chain: {self.db_path} is not a file")
-        _refuse_odd_companions(self.db_path, ChainError)
+        kept = self._reader_lock.acquire(blocking=False)
+        try:
+            conn = self._kept_reader((info.st_dev, info.st_ino)) if kept else None
+            if conn is None:
+                _refuse_odd_companions(self.db_path, ChainError)
+                conn = self._open_reader()
+                if kept:
+                    self._reader = conn
+                    self._reader_key = (os.getpid(), (info.st_dev, info.st_ino))
+            ok = False
+            try:
+                try:
+                    # One read transaction: everything read comes from one snapshot.
+                    conn.execute("BEGIN")
+                    tables = {
+                        name
+                        for (name,) in conn.execute(
+                            "SELECT name FROM sqlite_master WHERE type = 'table'"
+                        )
+                    }
+                except sqlite3.Error as exc:
+                    raise ChainError(
+                        f"cannot read the audit chain {self.db_path}: {_explain(exc)}"
+                    ) from exc
+                if "records" not in tables:
+                    # A database with no records table yet is an empty chain, nothing more.
+                    yield None
+                else:
+                    try:
+                        yield _View(conn, has_tree="tree" in tables)
+                    except Exception as exc:
+                        if _is_storage_error(exc):
+                            raise ChainError(
+                                f"cannot read the audit chain {self.db_path}: {_explain(exc)}"
+                            ) from exc
+                        raise
+                # The snapshot ends here (a kept connection must not pin the WAL).
+                conn.execute("COMMIT")
+                ok = True
+            finally:
+                if not kept:
+                    conn.close()
+                elif not ok:
+                    self._drop_reader()
+        finally:
+            if kept:
+                self._reader_lock.release()
+
+    def _kept_reader(self, inode: tuple[int, int]) -> sqlite3.Connection | None:
+        """The kept read connection (under ``_reader_lock``) when it was opened in this
+        process on this very file (its companions were checked then, and SQLite keeps
+        them open); else None, the kept one closed."""
+        if self._reader is not None and self._reader_key == (os.getpid(), inode):
+            return self._reader
+        self._drop_reader()
+        return None
+
+    def _open_reader(self) -> sqlite3.Connection:
+        import sqlite3
+
         uri = self.db_path.absolute().as_uri() + "?mode=ro"
         try:
-            conn = sqlite3.connect(
-                uri, uri=True, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None
-            )
+            return sqlite3.connect(
+                uri, uri=True, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None,
+                check_same_thread=False,
+            )  # fmt: skip
         except sqlite3.Error as exc:
             raise ChainError(
                 f"cannot read the audit chain {self.db_path}: {_explain(exc)}"
             ) from exc
-        try:
-            try:
-                # One read transaction: everything read comes from one snapshot.
-                conn.execute("BEGIN")
-                tables = {
-                    name
-                    for (name,) in conn.execute(
-                        "SELECT name FROM sqlite_master WHERE type = 'table'"
-                    )
-                }
-            except sqlite3.Error as exc:
-                raise ChainError(
-                    f"cannot read the audit chain {self.db_path}: {_explain(exc)}"
-                ) from exc
-            if "records" not in tables:
-                # A database with no records table yet is an empty chain, nothing more.
-                yield None
-                return
-            try:
-                yield _View(conn, has_tree="tree" in tables)
-            except Exception as exc:
-                if _is_storage_error(exc):
-                    raise ChainError(
-                        f"cannot read the audit chain {self.db_path}: {_explain(exc)}"
-                    ) from exc
-                raise
-        finally:
-            conn.close()
+
+    def _drop_reader(self) -> None:
+        if self._reader is not None:
+            with contextlib.suppress(Exception):
+                self._reader.close()
+        self._reader = None
+        self._reader_key = None
 
 
 def _explain(error: BaseException) -> str:
