@@ -31,8 +31,10 @@ def _records(
     for n in range(seq, seq + count):
         receipt = f'{{"adapter":"aider","kind":"{CANARY}","n":{n},"schema_version":1,"ts":"{ts}"}}'
         receipt_id = "sha256:" + hashlib.sha256(receipt.encode()).hexdigest()
-        fields: dict[str, Any] = {"seq": n, "ts": ts, "chain_id": chain_id, "event": CANARY,
-                                  "receipt_id": receipt_id, "receipt_json": receipt, "prev": prev}  # fmt: skip
+        fields: dict[str, Any] = {
+            "seq": n, "ts": ts, "chain_id": chain_id, "event": CANARY,
+            "receipt_id": receipt_id, "receipt_json": receipt, "prev": prev,
+        }  # fmt: skip
         body = body_text(**fields).encode()
         mac = record_mac(key, body)
         rows.append((n, ts, chain_id, CANARY, receipt_id, receipt, prev, mac))

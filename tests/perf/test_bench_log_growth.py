@@ -101,8 +101,8 @@ def _proof_before(db: Path, seq: int, cp: checkpoint.Checkpoint) -> list[bytes]:
 
         def line(at: int) -> str:
             row = conn.execute("SELECT * FROM records WHERE seq = ?", (at,)).fetchone()
-            return line_text(seq=row[0], ts=row[1], chain_id=row[2], event=row[3],
-                             receipt_id=row[4], receipt_json=row[5], prev=row[6], mac=row[7])  # fmt: skip
+            names = ("seq", "ts", "chain_id", "event", "receipt_id", "receipt_json", "prev", "mac")
+            return line_text(**dict(zip(names, row, strict=True)))
 
         json.loads(line(0))
         assert merkle.root(cp.size, subtree) == cp.root
@@ -187,6 +187,9 @@ def _command(home: Path, rounds: int) -> None:
     """The real `floorctl chain checkpoint` at the chain's size: once from genesis (no
     checkpoint signed yet), then with 1,000 new records each time."""
     env = isolated_env(home.parent / "ctl", FLOORGUARD_HOME=str(home))
+    # As installed: the first run compiles the modules once, the others read the bytecode.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(home.parent / "pycache")
     key = home.parent / "keys"
     subprocess.run([sys.executable, "-m", "floorctl", "keygen", "--out", str(key)], env=env,
                    check=True, capture_output=True)  # fmt: skip
