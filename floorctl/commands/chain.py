@@ -63,15 +63,30 @@ _signing_key_option = click.option(
 
 
 def _signed(
-    audit: AuditChain, signing_key: Path | None, last_seq: int | None
+    audit: AuditChain, signing_key: Path | None, last_seq: int | None, *, full: bool = False
 ) -> tuple[checkpoint.Checkpoint, str, bytes]:
-    """The checkpoint, its signed note and the signer's raw public key."""
+    """The checkpoint, its signed note and the signer's raw public key.
+
+    The last checkpoint of this chain this host signed with this key (kept in
+    FLOORGUARD_HOME, its signature checked before it is used) is where verification starts:
+    only the records after it are verified, unless ``full``."""
     resolved = keys.resolve_signing_key(
         signing_key, dict(os.environ), notify=lambda m: notice(f"floorctl: {m}")
     )
-    views = ChainViews(state_paths().chain_view)
+    public = checkpoint.raw_public(resolved.key.public_key())
+    paths = state_paths()
+    views = ChainViews(paths.chain_view)
     before = views.load()
-    statement = checkpoint.of_chain(audit, last_seq)
+    head = audit.head()
+    previous, kept = None, None
+    if head is not None:
+        kept = checkpoint.memory_path(paths.home, head.chain_id, public)
+        previous, unusable = checkpoint.last_signed(kept, resolved.key.public_key(), head.chain_id)
+        if unusable is not None:
+            notice(f"floorctl: {unusable}: verifying every record from genesis")
+    statement = checkpoint.of_chain(
+        audit, last_seq, previous=previous, full=full, notify=lambda m: notice(f"floorctl: {m}")
+    )
     # The head's tree, verified: this host witnesses it, and refuses to sign a chain smaller
     # than, or inconsistent with, what it has seen; a checkpoint of a prefix too (an export's
     # --checkpoint-out), judged by the whole chain it was read from.
@@ -86,7 +101,15 @@ def _signed(
         doing="sign a checkpoint of",
     )  # fmt: skip
     note = checkpoint.sign(statement, resolved.key)
-    return statement, note, checkpoint.raw_public(resolved.key.public_key())
+    if kept is not None and (previous is None or statement.size >= previous.size):
+        try:
+            checkpoint.remember(kept, note)
+        except FloorguardError as exc:
+            notice(
+                f"floorctl: could not keep this checkpoint as the last signed ({exc}): the "
+                "next one verifies every record from genesis"
+            )
+    return statement, note, public
 
 
 def _stored_root(audit: AuditChain, size: int) -> bytes:
@@ -104,18 +127,29 @@ def _stored_root(audit: AuditChain, size: int) -> bytes:
     default=None,
     help="Write the checkpoint to FILE atomically instead of stdout.",
 )
+@click.option(
+    "--full",
+    is_flag=True,
+    help="Verify every record from genesis, not only those since the last checkpoint this "
+    "host signed with this key.",
+)
 @json_option
-def checkpoint_command(signing_key: Path | None, out: Path | None, as_json: bool) -> None:
+def checkpoint_command(
+    signing_key: Path | None, out: Path | None, full: bool, as_json: bool
+) -> None:
     """Sign a checkpoint of the chain's current head (a C2SP signed note).
 
-    The whole chain is verified with its key first: a tampered chain is never signed.
-    With --json: the checkpoint, its origin and size, and the signed-note verifier key
-    (vkey, name+keyhash+base64) that verifies it.
+    The chain is verified with its key first: a tampered chain is never signed. The first
+    time, every record; after that, the records appended since the last checkpoint this
+    host signed with this key (kept in FLOORGUARD_HOME, its signature checked), and the
+    stored tree against it (--full: every record again). With --json: the checkpoint, its
+    origin and size, and the signed-note verifier key (vkey, name+keyhash+base64) that
+    verifies it.
     """
     audit = AuditChain.from_env()
     if out is not None:
         atomic.refuse_kept_file(out)
-    statement, note, public = _signed(audit, signing_key, None)
+    statement, note, public = _signed(audit, signing_key, None, full=full)
     if out is not None:
         _write_atomically(out, note.splitlines())
         notice(f"wrote a checkpoint to {out}")

@@ -9,6 +9,11 @@ from pathlib import Path
 import pytest
 from helpers.chain_support import receipt
 from helpers.pg_chain import CANARY, Chain, floorctl
+from helpers.tree_support import tree_of_lines
+
+from floorguard._crypto import merkle
+from floorguard._proofs import checkpoint, tlog
+from floorguard.errors import VerificationError
 
 
 def _checkpoint(pg: Chain, folder: Path) -> tuple[int, str]:
@@ -65,3 +70,37 @@ def test_an_intact_tree_is_signed(pg: Chain, tmp_path: Path) -> None:
     code, stderr = _checkpoint(pg, tmp_path)
     assert code == 0, stderr
     assert (tmp_path / "head.cp").read_text().splitlines()[1] == "13"
+
+
+def test_a_checkpoint_since_the_last_one_and_proofs_read_the_shared_tree(pg: Chain) -> None:
+    # The queries the incremental checkpoint and the proofs make, against the server.
+    _filled(pg, 13)
+    chain = pg.chain()
+    first = checkpoint.of_chain(chain)
+    for n in range(6):
+        chain.append(CANARY, receipt(n=100 + n))
+    since = checkpoint.of_chain(chain, previous=first)
+    full = checkpoint.of_chain(chain, previous=first, full=True)
+    assert (
+        (since.size, since.root)
+        == (full.size, full.root)
+        == (19, tree_of_lines(list(chain.export_lines())).root())
+    )
+    with chain.tree_snapshot() as snap:
+        every = list(snap.nodes())
+        assert (snap.records, snap.size, snap.chain_id()) == (19, 19, first.chain_id)
+        for after, upto in ((0, 19), (13, 19), (12, 16), (18, 19), (19, 19)):
+            assert list(snap.nodes_ending(after, upto)) == [
+                node for node in every if after < (node[1] + 1) << node[0] <= upto
+            ]
+        assert snap.stray_node(19) is None and snap.stray_node(18) == (0, 18)
+    for seq in (0, 12, 18):
+        proof = tlog.prove_inclusion(chain, seq=seq, checkpoint=since)
+        merkle.verify_inclusion(seq, 19, merkle.leaf_hash(proof.record.encode()),
+                                proof.hashes, since.root)  # fmt: skip
+    zero = "\\x" + "00" * 32
+    tamper = f"SET hash = '{zero}' WHERE level = 1 AND idx = 7"
+    pg.sql(f"ALTER TABLE floorguard.tree DISABLE TRIGGER USER; UPDATE floorguard.tree {tamper}")
+    with pytest.raises(VerificationError, match=r"node \(1, 7\)"):
+        checkpoint.of_chain(chain, previous=first)
+    chain.close()

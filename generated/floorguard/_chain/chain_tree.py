@@ -5,7 +5,7 @@ is what proofs are made of."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from floorguard._chain.chain_record import _row_line
@@ -30,6 +30,8 @@ class TreeSnapshot:
         self._view: ReadView | None = None
         self.size = 0
         self.records = 0
+        self._fetched: dict[tuple[int, int], bytes] = {}
+        self._chain_id: str | None = None
 
     def __enter__(self) -> TreeSnapshot:
         self._reading = self._store.read()
@@ -37,8 +39,7 @@ class TreeSnapshot:
         if view is None:
             return self
         try:
-            self.records = view.record_count()
-            self.size = view.tree_size()
+            self.records, self.size, self._chain_id = view.extent()
         except BaseException as exc:
             self._reading.__exit__(type(exc), exc, exc.__traceback__)
             self._reading = None
@@ -52,11 +53,30 @@ class TreeSnapshot:
         if reading is not None:
             reading.__exit__(*exc_info)
 
+    @property
+    def present(self) -> bool:
+        """Whether the chain's records table exists (an absent chain reads as empty)."""
+        return self._view is not None
+
+    def prefetch(self, keys: Iterable[tuple[int, int]]) -> None:
+        """Read the complete subtrees ``keys`` in one query, for ``subtree`` to answer
+        from. Raises ChainError."""
+        if self._view is not None:
+            fetched = self._fetched
+            wanted = [key for key in dict.fromkeys(keys) if key not in fetched]
+            if wanted:
+                # (a stored value that is no hash is left for ``subtree`` to refuse)
+                for key, value in self._view.subtrees(wanted).items():
+                    if len(value) == merkle.HASH_SIZE:
+                        fetched[key] = value
+
     def subtree(self, level: int, index: int) -> bytes:
         """The stored hash of complete subtree (level, index). Raises ChainError."""
         if self._view is None:
             raise ChainError("the audit chain has no Merkle tree")
-        found = self._view.subtree(level, index)
+        found = self._fetched.get((level, index))
+        if found is None:
+            found = self._view.subtree(level, index)
         if found is None or len(found) != merkle.HASH_SIZE:
             raise ChainError(
                 f"the Merkle tree of the audit chain {self._store.location} lacks subtree "
@@ -64,16 +84,46 @@ class TreeSnapshot:
             )
         return found
 
-    def lines(self) -> Iterator[str]:
-        """Every record's export line, in seq order, streamed."""
+    def lines(self, first: int = 0) -> Iterator[str]:
+        """Every record's export line from seq ``first`` on, in seq order, streamed."""
         if self._view is not None:
-            for row in self._view.rows(0, None):
+            for row in self._view.rows(first, None):
                 yield _row_line(row)
 
     def nodes(self) -> Iterator[Node]:
         """Every stored tree node, in the order a tree built leaf by leaf completes them."""
         if self._view is not None:
             yield from self._view.nodes()
+
+    def nodes_ending(self, after: int, upto: int) -> Iterator[Node]:
+        """The stored nodes that leaves ``after..upto-1`` complete, in ``nodes``' order."""
+        if self._view is not None:
+            yield from self._view.nodes_ending(after, upto)
+
+    def stray_node(self, size: int) -> tuple[int, int] | None:
+        """A stored node that no tree of ``size`` leaves holds, or None."""
+        return None if self._view is None else self._view.stray_node(size)
+
+    def chain_id(self) -> str | None:
+        """The chain id of the genesis record, or None when there is none."""
+        return self._chain_id
+
+    def hashes(self, path: Iterable[list[tuple[int, int]]]) -> list[bytes]:
+        """For each list of complete subtrees in ``path`` (``merkle.inclusion_path``), the
+        tree hash they fold to. Raises ChainError (a subtree the tree lacks)."""
+        fetched = self._fetched
+        found = []
+        for nodes in path:
+            if len(nodes) == 1:
+                one = fetched.get(nodes[0])
+                found.append(one if one is not None else self.subtree(*nodes[0]))
+            else:
+                found.append(merkle.fold([self.subtree(*node) for node in nodes]))
+        return found
+
+    def ts_at(self, seq: int) -> str | None:
+        """The ts of record ``seq``, or None."""
+        return None if self._view is None else self._view.ts_at(seq)
 
     def line(self, seq: int) -> str | None:
         """The export line of record ``seq``, or None when there is none."""

@@ -39,6 +39,20 @@ def _split(n: int) -> int:
     return 1 << ((n - 1).bit_length() - 1)
 
 
+def range_nodes(start: int, end: int) -> list[tuple[int, int]]:
+    """The complete subtrees ``(level, index)`` whose hashes ``range_hash(start, end)``
+    folds, largest first. Raises ProofError for an empty range."""
+    if end <= start:
+        raise ProofError(f"empty leaf range [{start}, {end})")
+    nodes: list[tuple[int, int]] = []
+    at = start
+    for level in range((end - start).bit_length() - 1, -1, -1):
+        if (end - start) >> level & 1:
+            nodes.append((level, at >> level))
+            at += 1 << level
+    return nodes
+
+
 def range_hash(start: int, end: int, subtree: Subtree) -> bytes:
     """The tree hash of leaves ``[start, end)``, a range a proof can name.
 
@@ -46,14 +60,12 @@ def range_hash(start: int, end: int, subtree: Subtree) -> bytes:
     complete subtrees of its length's binary digits, largest first; RFC 6962 folds them
     from the right. Raises ProofError for an empty range.
     """
-    if end <= start:
-        raise ProofError(f"empty leaf range [{start}, {end})")
-    parts: list[bytes] = []
-    at = start
-    for level in range((end - start).bit_length() - 1, -1, -1):
-        if (end - start) >> level & 1:
-            parts.append(subtree(level, at >> level))
-            at += 1 << level
+    return fold([subtree(level, index) for level, index in range_nodes(start, end)])
+
+
+def fold(parts: Sequence[bytes]) -> bytes:
+    """The tree hash of a range from the hashes of its complete subtrees, largest first
+    (``range_nodes``' order): RFC 6962 folds them from the right."""
     result = parts[-1]
     for part in reversed(parts[:-1]):
         result = node_hash(part, result)
@@ -65,25 +77,69 @@ def root(size: int, subtree: Subtree) -> bytes:
     return EMPTY_ROOT if size == 0 else range_hash(0, size, subtree)
 
 
+def root_nodes(size: int) -> list[tuple[int, int]]:
+    """The complete subtrees ``root(size, ...)`` reads (none for the empty tree)."""
+    return [] if size == 0 else range_nodes(0, size)
+
+
+def inclusion_ranges(index: int, size: int) -> list[tuple[int, int]]:
+    """The leaf range ``[start, end)`` each hash of ``inclusion_proof(index, size)`` is the
+    tree hash of, in the proof's order (from the leaf up). Raises ProofError unless
+    0 <= index < size."""
+    if not 0 <= index < size:
+        raise ProofError(f"leaf {index} is not in a tree of {size} leaves")
+    ranges: list[tuple[int, int]] = []
+    low, high = 0, size
+    while high - low > 1:
+        k = _split(high - low)
+        if index < low + k:
+            ranges.append((low + k, high))
+            high = low + k
+        else:
+            ranges.append((low, low + k))
+            low += k
+    ranges.reverse()  # found from the root down; the path runs from the leaf up
+    return ranges
+
+
+def inclusion_path(index: int, size: int) -> list[list[tuple[int, int]]]:
+    """For each hash of ``inclusion_proof(index, size)``, from the leaf up, the complete
+    subtrees it folds (``range_nodes``' order): one each, but for the sibling that runs
+    past the tree's last leaf. Raises ProofError unless 0 <= index < size.
+
+    Below level ``inner`` (where leaf ``index`` and the last leaf part) every sibling is a
+    complete subtree, the last one (level inner - 1, to the right) perhaps cut by the end
+    of the tree; above it the siblings are the complete left subtrees of the set bits of
+    ``index >> inner`` (RFC 9162 2.1.3.1, as its verifier reads them)."""
+    if not 0 <= index < size:
+        raise ProofError(f"leaf {index} is not in a tree of {size} leaves")
+    inner = (index ^ (size - 1)).bit_length()
+    path: list[list[tuple[int, int]]] = []
+    for level in range(inner):
+        sibling = (index >> level) ^ 1
+        start = sibling << level
+        if start + (1 << level) <= size:
+            path.append([(level, sibling)])
+        else:
+            path.append(range_nodes(start, size))
+    for level in range(inner, size.bit_length()):
+        if index >> level & 1:
+            path.append([(level, (index >> level) ^ 1)])
+    return path
+
+
+def inclusion_nodes(index: int, size: int) -> list[tuple[int, int]]:
+    """Every complete subtree ``inclusion_proof(index, size)`` reads: what a store can
+    fetch in one query before the proof is made. Raises ProofError as inclusion_proof."""
+    return [node for nodes in inclusion_path(index, size) for node in nodes]
+
+
 def inclusion_proof(index: int, size: int, subtree: Subtree) -> list[bytes]:
     """The audit path of leaf ``index`` in the tree of ``size`` leaves (RFC 9162 2.1.3.1).
 
     Raises ProofError unless 0 <= index < size.
     """
-    if not 0 <= index < size:
-        raise ProofError(f"leaf {index} is not in a tree of {size} leaves")
-    path: list[bytes] = []
-    low, high = 0, size
-    while high - low > 1:
-        k = _split(high - low)
-        if index < low + k:
-            path.append(range_hash(low + k, high, subtree))
-            high = low + k
-        else:
-            path.append(range_hash(low, low + k, subtree))
-            low += k
-    path.reverse()  # built from the root down; the path runs from the leaf up
-    return path
+    return [fold([subtree(*node) for node in nodes]) for nodes in inclusion_path(index, size)]
 
 
 def consistency_proof(old_size: int, new_size: int, subtree: Subtree) -> list[bytes]:
@@ -91,23 +147,19 @@ def consistency_proof(old_size: int, new_size: int, subtree: Subtree) -> list[by
 
     Empty when the sizes are equal. Raises ProofError unless 0 < old_size <= new_size.
     """
-    if not 0 < old_size <= new_size:
-        raise ProofError(f"no consistency proof from size {old_size} to size {new_size}")
-    proof: list[bytes] = []
-    low, high, m, whole = 0, new_size, old_size, True
-    while m != high - low:
-        n = high - low
-        k = _split(n)
-        if m <= k:
-            proof.append(range_hash(low + k, high, subtree))
-            high = low + k
-        else:
-            proof.append(range_hash(low, low + k, subtree))
-            low, m, whole = low + k, m - k, False
-    if not whole:
-        proof.append(range_hash(low, high, subtree))
-    proof.reverse()
-    return proof
+    return [
+        range_hash(start, end, subtree) for start, end in consistency_ranges(old_size, new_size)
+    ]
+
+
+def consistency_nodes(old_size: int, new_size: int) -> list[tuple[int, int]]:
+    """Every complete subtree ``consistency_proof(old_size, new_size)`` reads. Raises
+    ProofError as consistency_proof."""
+    return [
+        node
+        for start, end in consistency_ranges(old_size, new_size)
+        for node in range_nodes(start, end)
+    ]
 
 
 def consistency_ranges(old_size: int, new_size: int) -> list[tuple[int, int]]:

@@ -35,8 +35,9 @@ import base64
 import binascii
 import hashlib
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from floorguard._base._time import format_ts
@@ -249,25 +250,248 @@ def verify(data: bytes, public_key: Ed25519PublicKey) -> Checkpoint:
     return checkpoint
 
 
-def of_chain(chain: AuditChain, last_seq: int | None = None) -> Checkpoint:
+Notify = Callable[[str], object]
+MEMORY_FOLDER = "checkpoints"  # in FLOORGUARD_HOME: the last checkpoint signed, per chain and key
+
+
+def memory_path(home: Path, chain_id: str, public_raw: bytes) -> Path:
+    """Where this host keeps the last checkpoint of chain ``chain_id`` it signed with the
+    Ed25519 key whose public half is ``public_raw``: one file per chain and key."""
+    kid = key_id(ORIGIN_PREFIX + chain_id, public_raw).hex()
+    return home / MEMORY_FOLDER / f"{chain_id}-{kid}.txt"
+
+
+def last_signed(
+    path: Path, public_key: Ed25519PublicKey, chain_id: str
+) -> tuple[Checkpoint | None, str | None]:
+    """The checkpoint kept at ``path``, once its signature verifies with ``public_key`` and
+    it is of chain ``chain_id``; else None and why not (None too when there is none). What
+    the file says is never trusted unsigned: a forged, edited or foreign one is not used."""
+    from floorguard._base import files
+    from floorguard.errors import UnreadableFileError
+
+    try:
+        data = files.read_regular_if_exists(
+            path, max_bytes=MAX_NOTE_BYTES, what="the last checkpoint signed"
+        )
+    except UnreadableFileError as exc:
+        return None, f"the last checkpoint signed cannot be read ({exc})"
+    if data is None:
+        return None, None
+    try:
+        found = verify(data, public_key)
+    except VerificationError as exc:
+        return None, f"the last checkpoint signed, {path}, does not verify with this key ({exc})"
+    if found.chain_id != chain_id:
+        return None, f"the last checkpoint signed, {path}, is of another chain ({found.chain_id})"
+    return found, None
+
+
+def remember(path: Path, note: str) -> None:
+    """Keep ``note`` as the last checkpoint signed (atomically; folder 0700, file 0600).
+    Raises OutputError."""
+    from floorguard._base import atomic
+
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    atomic.write_atomic(path, note.encode("utf-8"), mode=0o600)
+
+
+def of_chain(
+    chain: AuditChain,
+    last_seq: int | None = None,
+    *,
+    previous: Checkpoint | None = None,
+    full: bool = False,
+    notify: Notify | None = None,
+) -> Checkpoint:
     """A checkpoint of ``chain`` up to ``last_seq`` (default: its head).
 
     A checkpoint's time says "the chain held exactly ``size`` records then" (verifiers close
     windows with it). Of the head that is now; of an older prefix, only the time of its own
     last record: stamping it now would claim that nothing was appended after it.
 
-    The chain is verified from genesis first, with its HMAC key and the hosts' keys
+    ``previous``: the last checkpoint of this chain that the caller signed, its signature
+    already verified with the caller's key (``last_signed``). The records it covers were
+    verified when it was signed, so only those after it are verified now (``_since``): the
+    stored tree's first ``previous.size`` leaves must still hash to its root, the record
+    before the new ones must be the leaf that root holds, and the new records, their leaves
+    and every stored node they complete are checked; the root is then taken from those
+    checked subtrees. The cost grows with the records appended since, not with the chain.
+    A chain rolled back below it, or whose stored tree no longer holds it (a fork, a
+    rewritten tree), is refused, with ``full`` too. Where it cannot serve (the tree lags
+    the records, a checkpoint of a prefix older than it), the whole chain is verified
+    instead and ``notify`` is told why.
+
+    Without it the chain is verified from genesis, with its HMAC key and the hosts' keys
     (``AuditChain.verification_keys``: a record neither can check is refused), and the
-    Merkle root is computed from its export lines then; the stored tree must state the same
-    root (so that the proofs it serves match what is signed). A tampered chain is never
-    signed. Raises VerificationError (empty or tampered chain, a stored tree that disagrees,
-    ``last_seq`` beyond the head), KeyFileError and ChainError.
+    Merkle root is computed from its export lines then; every stored node must be the one
+    the records make (so that the proofs it serves match what is signed). A tampered chain
+    is never signed. Raises VerificationError (empty or tampered chain, a stored tree that
+    disagrees, ``last_seq`` beyond the head, a rollback or fork behind ``previous``),
+    KeyFileError and ChainError.
     """
+    if not chain.exists() or chain.head() is None:
+        raise VerificationError(f"no records in the audit chain {chain.location}: nothing to sign")
+    if previous is not None and not full:
+        made = _since(chain, previous, last_seq, notify or (lambda _: None))
+        if made is not None:
+            return made
+    return _from_genesis(chain, last_seq, previous)
+
+
+def _refused(chain: AuditChain, why: str) -> VerificationError:
+    return VerificationError(
+        f"refusing to sign a checkpoint of the audit chain {chain.location}: {why}"
+    )
+
+
+def _since(
+    chain: AuditChain, previous: Checkpoint, last_seq: int | None, notify: Notify
+) -> Checkpoint | None:
+    """The checkpoint, verifying only the records after ``previous``; None (after saying
+    why) when the whole chain must be verified instead. Raises as ``of_chain``."""
     from floorguard._crypto import merkle
     from floorguard._proofs.slice_verify import SliceVerifier
 
-    if not chain.exists() or chain.head() is None:
-        raise VerificationError(f"no records in the audit chain {chain.location}: nothing to sign")
+    old = previous.size
+    key, host_keys = chain.verification_keys()
+    with chain.tree_snapshot() as snap:
+        count = snap.records
+        if snap.chain_id() != previous.chain_id:
+            notify(
+                f"the last checkpoint signed is of chain {previous.chain_id}, not of this one: "
+                f"verifying all {count} records"
+            )
+            return None
+        if count < old:
+            raise _refused(
+                chain,
+                f"it holds {count} records, fewer than the {old} of the last checkpoint signed "
+                f"of it (issued {previous.time or 'at an unknown time'}): it was rolled back",
+            )
+        if snap.size != count:
+            notify(
+                f"the stored Merkle tree holds {snap.size} leaves for {count} records: "
+                f"verifying all {count} records"
+            )
+            return None
+        target = count if last_seq is None else last_seq + 1
+        if target > count:
+            raise VerificationError(f"the audit chain has no record {last_seq}")
+        if target < old:
+            notify(
+                f"record {target - 1} precedes the last checkpoint signed ({old} records): "
+                f"verifying all {count} records"
+            )
+            return None
+        snap.prefetch([
+            *merkle.root_nodes(old), *merkle.inclusion_nodes(old - 1, old),
+            *merkle.root_nodes(target), *merkle.consistency_nodes(old, target),
+        ])  # fmt: skip
+        # The old tree, as stored: its right edge must hash to the root signed, and the
+        # record before the new ones must be the leaf that root holds (its audit path from
+        # stored nodes), so that the first new record's link is checked against it.
+        edge = merkle.CompactRange.of(old, snap.subtree)
+        if edge.root() != previous.root:
+            raise _refused(
+                chain,
+                f"its stored Merkle tree does not hold the tree of the last checkpoint signed "
+                f"of it ({old} records, issued {previous.time or 'at an unknown time'}): the "
+                "chain was forked, rolled back and appended to, or its tree rewritten",
+            )
+        before = snap.line(old - 1)
+        path = merkle.inclusion_proof(old - 1, old, snap.subtree)
+        try:
+            if before is None:
+                raise merkle.ProofError("no record")
+            merkle.verify_inclusion(
+                old - 1, old, merkle.leaf_hash(before.encode("utf-8")), path, previous.root
+            )
+        except merkle.ProofError:
+            raise _refused(
+                chain,
+                f"record {old - 1} is not the record the last checkpoint signed holds (it was "
+                "altered after it was signed)",
+            ) from None
+        found: dict[str, str] = {}
+
+        def capture(record: ChainRecord, intact: bool) -> None:
+            if record.seq == target - 1:
+                found["ts"] = record.ts
+
+        verifier = SliceVerifier(key=key, on_record=capture, host_keys=host_keys)
+        stored = snap.nodes_ending(old, count)
+        mismatch: list[str] = []
+        roots: dict[int, bytes] = {}
+
+        def leaves(lines: Iterable[str]) -> Iterator[str]:
+            first = True
+            for line in lines:
+                yield line
+                if first:  # record old - 1: its leaf was checked above
+                    first = False
+                    continue
+                made = edge.append(merkle.leaf_hash(line.encode("utf-8")))
+                if not mismatch:
+                    for node in made:
+                        problem = _stored_node_problem(node, next(stored, None))
+                        if problem is not None:
+                            mismatch.append(problem)
+                            break
+                if edge.size == target:
+                    roots[target] = edge.root()
+
+        verifier.feed_all(leaves(snap.lines(old - 1)))
+        if not mismatch:
+            extra = next(stored, None) or snap.stray_node(count)
+            if extra is not None:
+                mismatch.append(f"it holds node ({extra[0]}, {extra[1]}), which no record made")
+        report = verifier.finish()
+        if (
+            not report.intact
+            or report.first_seq != old - 1
+            or report.chain_id != previous.chain_id
+            or report.last_seq != count - 1
+            or edge.size != count
+        ):
+            first = report.integrity_errors[0] if report.integrity_errors else None
+            where = f" (seq {first.seq}: {first.reason})" if first is not None else ""
+            raise _refused(
+                chain, f"the records appended since the last checkpoint signed do not verify{where}"
+            )
+        if mismatch:
+            raise _refused(
+                chain, f"the Merkle tree stored does not match its records: {mismatch[0]}"
+            )
+        root = roots[target] if target > old else previous.root
+        # The new tree extends the one signed: a consistency proof from the stored nodes,
+        # the old part's proven by the signed root, the new part's checked just above.
+        try:
+            proof = merkle.consistency_proof(old, target, snap.subtree)
+            merkle.verify_consistency(old, target, previous.root, root, proof)
+        except merkle.ProofError as exc:
+            raise _refused(
+                chain, f"the stored tree does not extend the last one signed ({exc})"
+            ) from None
+        if merkle.root(target, snap.subtree) != root:
+            raise _refused(chain, "the Merkle tree stored does not match its records")
+        at_head = target == count
+        stamp = None
+        if not at_head:
+            stamp = found.get("ts") if target > old else snap.ts_at(target - 1)
+            if stamp is None:
+                raise VerificationError(f"the audit chain has no record {last_seq}")
+    return new_checkpoint(previous.chain_id, target, root, stamp)
+
+
+def _from_genesis(
+    chain: AuditChain, last_seq: int | None, previous: Checkpoint | None
+) -> Checkpoint:
+    """The checkpoint, verifying every record from genesis (and, given the last checkpoint
+    signed, that the chain still holds its tree). Raises as ``of_chain``."""
+    from floorguard._crypto import merkle
+    from floorguard._proofs.slice_verify import SliceVerifier
+
     found: dict[str, str] = {}
 
     def capture(record: ChainRecord, intact: bool) -> None:
@@ -278,6 +502,7 @@ def of_chain(chain: AuditChain, last_seq: int | None = None) -> Checkpoint:
     roots: dict[int, bytes] = {}
     key, host_keys = chain.verification_keys()
     verifier = SliceVerifier(key=key, on_record=capture, host_keys=host_keys)
+    held = None if previous is None else previous.size
     # The records and the stored tree from one snapshot: every node a proof could be made
     # of is checked against the records before anything is signed, not only the root's.
     # (A mismatch is reported after the records' own verification: an altered record is
@@ -285,6 +510,7 @@ def of_chain(chain: AuditChain, last_seq: int | None = None) -> Checkpoint:
     mismatch: list[str] = []
     with chain.tree_snapshot() as snap:
         stored = snap.nodes()
+        same_chain = previous is not None and snap.chain_id() == previous.chain_id
 
         def leaves(lines: Iterable[str]) -> Iterator[str]:
             for line in lines:
@@ -296,7 +522,7 @@ def of_chain(chain: AuditChain, last_seq: int | None = None) -> Checkpoint:
                         if problem is not None:
                             mismatch.append(problem)
                             break
-                if last_seq is not None and tree.size == last_seq + 1:
+                if tree.size in (last_seq + 1 if last_seq is not None else None, held):
                     roots[tree.size] = tree.root()
                 yield line
 
@@ -319,6 +545,22 @@ def of_chain(chain: AuditChain, last_seq: int | None = None) -> Checkpoint:
             f"refusing to sign a checkpoint: the Merkle tree stored in {chain.location} does "
             f"not match its records: {mismatch[0]}"
         )
+    if previous is not None and same_chain:
+        # The chain verifies by itself; it must also still be the one signed before.
+        if tree.size < previous.size:
+            raise _refused(
+                chain,
+                f"it holds {tree.size} records, fewer than the {previous.size} of the last "
+                f"checkpoint signed of it (issued {previous.time or 'at an unknown time'}): "
+                "it was rolled back",
+            )
+        if roots.get(previous.size) != previous.root:
+            raise _refused(
+                chain,
+                f"its first {previous.size} records are not the tree of the last checkpoint "
+                f"signed of it (issued {previous.time or 'at an unknown time'}): the chain was "
+                "forked or rewritten",
+            )
     size = report.last_seq + 1 if last_seq is None else last_seq + 1
     if last_seq is None:
         roots[size] = tree.root()

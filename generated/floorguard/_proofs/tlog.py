@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -206,16 +208,21 @@ def record_of_line(line: str) -> ChainRecord:
 # --- making proofs from the chain ----------------------------------------------------------------
 
 
-def _snapshot_for(chain: AuditChain) -> TreeSnapshot:
-    if not chain.exists():
-        from floorguard.errors import ChainError
-
-        raise ChainError(f"no audit chain at {chain.location}: nothing has been recorded yet")
+@contextlib.contextmanager
+def _snapshot_for(chain: AuditChain) -> Iterator[TreeSnapshot]:
+    """One snapshot of the chain and its tree, read on one connection; a chain from before
+    the tree gets its tree built first (then read afresh)."""
     with chain.tree_snapshot() as snap:
-        behind = snap.size < snap.records
-    if behind:
-        chain.ensure_tree()
-    return chain.tree_snapshot()
+        if not snap.present and not chain.exists():
+            from floorguard.errors import ChainError
+
+            raise ChainError(f"no audit chain at {chain.location}: nothing has been recorded yet")
+        if snap.size >= snap.records:
+            yield snap
+            return
+    chain.ensure_tree()
+    with chain.tree_snapshot() as snap:
+        yield snap
 
 
 def _head_size(chain: AuditChain, snap: TreeSnapshot) -> int:
@@ -232,10 +239,10 @@ def _head_size(chain: AuditChain, snap: TreeSnapshot) -> int:
 
 
 def _origin_of(snap: TreeSnapshot) -> str:
-    line = snap.line(0)
-    if line is None:
+    chain_id = snap.chain_id()
+    if chain_id is None:
         raise VerificationError("the audit chain holds no records")
-    return checkpoints.ORIGIN_PREFIX + str(json.loads(line)["chain_id"])
+    return checkpoints.ORIGIN_PREFIX + chain_id
 
 
 def _mismatch(snap: TreeSnapshot, cp: Checkpoint, name: str) -> VerificationError:
@@ -250,12 +257,18 @@ def _mismatch(snap: TreeSnapshot, cp: Checkpoint, name: str) -> VerificationErro
     )
 
 
-def _check_checkpoint(snap: TreeSnapshot, cp: Checkpoint, name: str) -> None:
-    origin = _origin_of(snap)
+def _check_checkpoint_of(snap: TreeSnapshot, cp: Checkpoint, name: str, origin: str) -> None:
+    """That ``cp`` is of this chain and no larger than its tree. Raises VerificationError."""
     if cp.origin != origin:
         raise VerificationError(f"{name} is for {cp.origin}, but the chain is {origin}")
     if cp.size > snap.size:
         raise VerificationError(f"{name} covers {cp.size} records but the chain holds {snap.size}")
+
+
+def _check_checkpoint(snap: TreeSnapshot, cp: Checkpoint, name: str, origin: str) -> None:
+    """That ``cp`` is of this chain and states the root its stored tree has at that size
+    (the nodes it needs prefetched). Raises VerificationError."""
+    _check_checkpoint_of(snap, cp, name, origin)
     if merkle.root(cp.size, snap.subtree) != cp.root:
         raise _mismatch(snap, cp, name)
 
@@ -270,8 +283,11 @@ def prove_inclusion(
     """The inclusion proof of record ``seq`` (or of receipt ``receipt_id``) in the tree of
     the checkpoint's size (the head's when none is given).
 
-    Raises VerificationError (no such record, a checkpoint of another log or one the stored
-    tree does not match, a stored leaf that is not its record's line) and ChainError.
+    One read snapshot; the nodes the proof needs are read in one query, and the root is
+    computed once: from the proof, checked against the checkpoint's (without one, against
+    the root of the stored tree's right edge). Raises VerificationError (no such record, a
+    checkpoint of another log or one the stored tree does not match, a stored leaf that is
+    not its record's line) and ChainError.
     """
     with _snapshot_for(chain) as snap:
         if receipt_id is not None:
@@ -281,25 +297,43 @@ def prove_inclusion(
         if seq is None:
             raise VerificationError("give a record: --seq N or --receipt-id ID")
         size = _head_size(chain, snap)
+        origin = _origin_of(snap)
         if checkpoint is not None:
-            _check_checkpoint(snap, checkpoint, "the checkpoint")
+            _check_checkpoint_of(snap, checkpoint, "the checkpoint", origin)
             size = checkpoint.size
+        # The nodes each hash of the proof folds, read with the leaf in one query.
+        path = merkle.inclusion_path(seq, size) if 0 <= seq < size else []
+        wanted = [(0, seq), *(node for nodes in path for node in nodes)]
+        if checkpoint is None:
+            wanted += merkle.root_nodes(size)
+        snap.prefetch(wanted)
+
+        def stated() -> None:
+            # Only once something is wrong: a checkpoint the stored tree does not state is
+            # named as such before what follows from it.
+            if checkpoint is not None and merkle.root(size, snap.subtree) != checkpoint.root:
+                raise _mismatch(snap, checkpoint, "the checkpoint")
+
         # Compared first: a seq beyond SQLite's integers would not even be looked up.
         line = snap.line(seq) if seq < size else None
         if line is None:
+            stated()
             raise VerificationError(f"the tree of {size} records has no record {seq}")
         leaf = merkle.leaf_hash(line.encode("utf-8"))
         if snap.subtree(0, seq) != leaf:
+            stated()
             raise VerificationError(
                 f"record {seq} is not the leaf the tree holds for it (the record was altered "
                 "after it was appended)"
             )
-        hashes = merkle.inclusion_proof(seq, size, snap.subtree)
+        hashes = snap.hashes(path)
+        root = checkpoint.root if checkpoint is not None else merkle.root(size, snap.subtree)
         try:
-            merkle.verify_inclusion(seq, size, leaf, hashes, merkle.root(size, snap.subtree))
+            merkle.verify_inclusion(seq, size, leaf, hashes, root)
         except merkle.ProofError as exc:
+            stated()
             raise _inconsistent(chain) from exc
-        return InclusionProof(_origin_of(snap), size, seq, line, tuple(hashes))
+        return InclusionProof(origin, size, seq, line, tuple(hashes))
 
 
 def prove_consistency(
@@ -307,25 +341,31 @@ def prove_consistency(
 ) -> ConsistencyProof:
     """The consistency proof from checkpoint ``old`` to ``new`` (the head when None).
 
-    Raises VerificationError (a checkpoint of another log, or whose root the chain's tree
-    does not state: a fork or a rewritten record; an old tree larger than the new) and
-    ChainError.
+    One read snapshot, its nodes read in one query. Raises VerificationError (a checkpoint
+    of another log, or whose root the chain's tree does not state: a fork or a rewritten
+    record; an old tree larger than the new) and ChainError.
     """
     with _snapshot_for(chain) as snap:
         size = _head_size(chain, snap)
-        _check_checkpoint(snap, old, "the old checkpoint")
-        if new is not None:
-            _check_checkpoint(snap, new, "the new checkpoint")
+        origin = _origin_of(snap)
+        sizes = [cp.size for cp in (old, new) if cp is not None and cp.size <= snap.size]
+        if new is not None and new.size <= snap.size:
             size = new.size
+        wanted = [node for n in {*sizes, size} for node in merkle.root_nodes(n)]
+        if 0 < old.size <= size:
+            wanted += merkle.consistency_nodes(old.size, size)
+        snap.prefetch(wanted)
+        _check_checkpoint(snap, old, "the old checkpoint", origin)
+        if new is not None:
+            _check_checkpoint(snap, new, "the new checkpoint", origin)
         if old.size > size:
             raise VerificationError(
                 f"the old checkpoint covers {old.size} records, more than the new one's {size}"
             )
+        new_root = new.root if new is not None else merkle.root(size, snap.subtree)
         hashes = merkle.consistency_proof(old.size, size, snap.subtree)
         try:
-            merkle.verify_consistency(
-                old.size, size, old.root, merkle.root(size, snap.subtree), hashes
-            )
+            merkle.verify_consistency(old.size, size, old.root, new_root, hashes)
         except merkle.ProofError as exc:
             raise _inconsistent(chain) from exc
         return ConsistencyProof(old.origin, old.size, size, tuple(hashes))

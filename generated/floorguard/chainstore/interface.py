@@ -9,7 +9,7 @@ ChainError, writes ChainWriteError, each naming ``location`` and a reason.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Protocol, TypeVar
 
@@ -28,6 +28,46 @@ NODE_ORDER = (
     " AND idx < (CAST(1 AS BIGINT) << (62 - level)) THEN (idx + 1) << level END NULLS LAST,"
     " level, idx"
 )
+
+# Levels a tree node can have (NODE_ORDER's bound): no tree of 2^62 leaves holds another.
+MAX_LEVEL = 62
+
+
+def ending_query(tree: str, after: int, upto: int, mark: str) -> tuple[str, list[int]]:
+    """SQL and parameters for ReadView.nodes_ending: per level, the index range of the
+    nodes whose range ends in (after, upto] (an index range on the primary key each),
+    sorted as NODE_ORDER sorts them."""
+    arms, params = [], []
+    for level in range(upto.bit_length()):
+        low, high = after >> level, upto >> level
+        if high > low:
+            arms.append(
+                f"SELECT level, idx, hash FROM {tree} WHERE level = {mark}"  # noqa: S608
+                f" AND idx >= {mark} AND idx < {mark}"
+            )
+            params += [level, low, high]
+    if not arms:
+        return f"SELECT level, idx, hash FROM {tree} WHERE 1 = 0", []  # noqa: S608
+    union = " UNION ALL ".join(arms)
+    query = f"SELECT level, idx, hash FROM ({union}) AS ending"  # noqa: S608
+    return query + " ORDER BY (idx + 1) << level, level", params
+
+
+def stray_query(tree: str, size: int, mark: str) -> tuple[str, list[int]]:
+    """SQL and parameters for ReadView.stray_node: a node no tree of ``size`` leaves
+    holds, found by index probes on the primary key, each arm one range (a level out of
+    bounds; per level, a negative index or a range that ends past ``size``)."""
+    arms = [
+        f"SELECT level, idx FROM {tree} WHERE level < 0",  # noqa: S608
+        f"SELECT level, idx FROM {tree} WHERE level > {MAX_LEVEL}",  # noqa: S608
+    ]
+    params: list[int] = []
+    for level in range(MAX_LEVEL + 1):
+        arms.append(f"SELECT level, idx FROM {tree} WHERE level = {mark} AND idx < 0")  # noqa: S608
+        arms.append(f"SELECT level, idx FROM {tree} WHERE level = {mark} AND idx >= {mark}")  # noqa: S608
+        params += [level, level, size >> level]
+    each = [f"SELECT * FROM ({arm} LIMIT 1) AS a{n}" for n, arm in enumerate(arms)]  # noqa: S608
+    return " UNION ALL ".join(each) + " LIMIT 1", params
 
 
 class AheadMissed(Exception):
@@ -50,6 +90,12 @@ class ReadView(Protocol):
     def ts_at(self, seq: int) -> str | None:
         """The ts of record ``seq``, or None."""
 
+    def chain_id_at(self, seq: int) -> str | None:
+        """The chain_id of record ``seq``, or None."""
+
+    def extent(self) -> tuple[int, int, str | None]:
+        """``record_count()``, ``tree_size()`` and ``chain_id_at(0)`` in one query."""
+
     def rows(self, first: int, last: int | None) -> Iterator[Row]:
         """Records first..last (inclusive; None: to the head) in seq order, streamed."""
 
@@ -65,6 +111,18 @@ class ReadView(Protocol):
     def nodes(self) -> Iterator[Node]:
         """Every stored tree node, streamed in the order a tree built leaf by leaf completes
         them: by the end of its range ((index + 1) << level), then by level."""
+
+    def subtrees(self, keys: Sequence[tuple[int, int]]) -> dict[tuple[int, int], bytes]:
+        """The stored hashes of the complete subtrees ``keys`` (level, index), read in one
+        query; a key with no row is absent from the answer."""
+
+    def nodes_ending(self, after: int, upto: int) -> Iterator[Node]:
+        """The stored nodes whose range ends in (after, upto] (those leaves after..upto-1
+        complete), streamed in ``nodes``' order."""
+
+    def stray_node(self, size: int) -> tuple[int, int] | None:
+        """A stored node no tree of ``size`` leaves holds (past its last leaf, or of no
+        tree at all), or None."""
 
 
 class WriteView(ReadView, Protocol):

@@ -31,7 +31,7 @@ import secrets
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from floorguard._base._time import format_ts, parse_ts
@@ -44,6 +44,8 @@ from floorguard.chainstore.interface import (
     Row,
     T,
     WriteView,
+    ending_query,
+    stray_query,
 )
 from floorguard.chainstore.postgres_schema import (
     _META,
@@ -265,6 +267,22 @@ class _View:
         row = self._one(f"SELECT ts FROM {_RECORDS} WHERE seq = %s", (seq,))  # noqa: S608
         return None if row is None else str(row[0])
 
+    def extent(self) -> tuple[int, int, str | None]:
+        records, leaves, chain_id = self._one(
+            f"SELECT (SELECT max(seq) FROM {_RECORDS}),"  # noqa: S608
+            f" (SELECT max(idx) FROM {_TREE} WHERE level = 0),"
+            f" (SELECT chain_id FROM {_RECORDS} WHERE seq = 0)"
+        )
+        return (
+            0 if records is None else int(records) + 1,
+            0 if leaves is None else int(leaves) + 1,
+            None if chain_id is None else str(chain_id),
+        )
+
+    def chain_id_at(self, seq: int) -> str | None:
+        row = self._one(f"SELECT chain_id FROM {_RECORDS} WHERE seq = %s", (seq,))  # noqa: S608
+        return None if row is None else str(row[0])
+
     def rows(self, first: int, last: int | None) -> Iterator[Row]:
         self.flush()
         upper = 2**63 - 1 if last is None else last
@@ -324,6 +342,45 @@ class _View:
                     break
                 for level, index, digest in batch:
                     yield int(level), int(index), bytes(digest)
+
+    def subtrees(self, keys: Sequence[tuple[int, int]]) -> dict[tuple[int, int], bytes]:
+        found = {key: self._nodes[key] for key in keys if key in self._nodes}
+        wanted = [key for key in dict.fromkeys(keys) if key not in found]
+        if not wanted:
+            return found
+        # Two arrays, one query: every node of a proof in one round trip.
+        query = (
+            "SELECT t.level, t.idx, t.hash FROM unnest(%s::integer[], %s::bigint[])"  # noqa: S608
+            f" AS wanted (l, i) JOIN {_TREE} t ON t.level = wanted.l AND t.idx = wanted.i"
+        )
+        levels = [level for level, _ in wanted]
+        indexes = [index for _, index in wanted]
+        with self._waiting():
+            rows = self._conn.execute(query, (levels, indexes)).fetchall()
+        for level, index, digest in rows:
+            if digest is not None:
+                found[(int(level), int(index))] = bytes(digest)
+        return found
+
+    def nodes_ending(self, after: int, upto: int) -> Iterator[Node]:
+        self.flush()
+        query, params = ending_query(_TREE, after, upto, "%s")
+        cursor = self._conn.cursor(name=f"floorguard_{secrets.token_hex(4)}")
+        with cursor:
+            with self._waiting():
+                cursor.execute(query, params)
+            while True:
+                with self._waiting():
+                    batch = cursor.fetchmany(512)
+                if not batch:
+                    break
+                for level, index, digest in batch:
+                    yield int(level), int(index), bytes(digest)
+
+    def stray_node(self, size: int) -> tuple[int, int] | None:
+        query, params = stray_query(_TREE, size, "%s")
+        row = self._one(query, tuple(params))
+        return None if row is None else (int(row[0]), int(row[1]))
 
     def clock(self) -> str | None:
         return self._clock
@@ -446,7 +503,8 @@ class _AheadView:
         raise AheadMissed
 
     record_count = tree_size = _missed
-    row = ts_at = rows = first_seq_of = nodes = meta = insert_meta = _missed
+    row = ts_at = chain_id_at = extent = rows = first_seq_of = nodes = meta = insert_meta = _missed
+    subtrees = nodes_ending = stray_node = _missed
 
 
 class PostgresStore:

@@ -25,7 +25,7 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +37,8 @@ from floorguard.chainstore.interface import (
     Row,
     T,
     WriteView,
+    ending_query,
+    stray_query,
 )
 from floorguard.errors import ChainError, ChainWriteError, KeyFileError
 
@@ -44,6 +46,8 @@ if TYPE_CHECKING:
     import sqlite3
 
 BUSY_TIMEOUT_SECONDS = 30.0
+READER_CACHE_KIB = 32 * 1024
+_PAIRS_A_QUERY = 200  # lookups in one statement, under SQLite's 500 compound SELECTs
 COLUMNS = "seq, ts, chain_id, event, receipt_id, receipt, prev, mac"
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -69,6 +73,13 @@ _NODES_PER_STATEMENT = 64
 def _insert_nodes_statement(count: int) -> str:
     # Placeholders only: the values are bound.
     return "INSERT INTO tree (level, idx, hash) VALUES " + ",".join(("(?, ?, ?)",) * count)  # noqa: S608
+
+
+def _subtrees_query(count: int) -> str:
+    """``count`` (level, idx) lookups on the tree's primary key in one statement (a
+    compound SELECT: the fastest form SQLite plans for it)."""
+    one = "SELECT level, idx, hash FROM tree WHERE level = ? AND idx = ?"
+    return " UNION ALL ".join([one] * count)
 
 
 class _View:
@@ -100,6 +111,23 @@ class _View:
 
     def ts_at(self, seq: int) -> str | None:
         row = self._conn.execute("SELECT ts FROM records WHERE seq = ?", (seq,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def extent(self) -> tuple[int, int, str | None]:
+        tree = "(SELECT max(idx) FROM tree WHERE level = 0)" if self._has_tree else "NULL"
+        row = self._conn.execute(
+            f"SELECT (SELECT max(seq) FROM records), {tree},"  # noqa: S608
+            " (SELECT chain_id FROM records WHERE seq = 0)"
+        ).fetchone()
+        records, leaves, chain_id = row
+        return (
+            0 if records is None else int(records) + 1,
+            0 if leaves is None else int(leaves) + 1,
+            None if chain_id is None else str(chain_id),
+        )
+
+    def chain_id_at(self, seq: int) -> str | None:
+        row = self._conn.execute("SELECT chain_id FROM records WHERE seq = ?", (seq,)).fetchone()
         return None if row is None else str(row[0])
 
     def rows(self, first: int, last: int | None) -> Iterator[Row]:
@@ -143,6 +171,34 @@ class _View:
         cursor = self._conn.execute(f"SELECT level, idx, hash FROM tree {NODE_ORDER}")  # noqa: S608
         while batch := cursor.fetchmany(512):
             yield from batch
+
+    def subtrees(self, keys: Sequence[tuple[int, int]]) -> dict[tuple[int, int], bytes]:
+        found: dict[tuple[int, int], bytes] = {}
+        if not self._has_tree:
+            return found
+        for start in range(0, len(keys), _PAIRS_A_QUERY):
+            chunk = keys[start : start + _PAIRS_A_QUERY]
+            params = [value for key in chunk for value in key]
+            query = _subtrees_query(len(chunk))
+            for level, index, digest in self._conn.execute(query, params):
+                if type(digest) is bytes:  # (a BLOB; anything else is no hash)
+                    found[level, index] = digest
+        return found
+
+    def nodes_ending(self, after: int, upto: int) -> Iterator[Node]:
+        if not self._has_tree:
+            return
+        query, params = ending_query("tree", after, upto, "?")
+        cursor = self._conn.execute(query, params)
+        while batch := cursor.fetchmany(512):
+            yield from batch
+
+    def stray_node(self, size: int) -> tuple[int, int] | None:
+        if not self._has_tree:
+            return None
+        query, params = stray_query("tree", size, "?")
+        row = self._conn.execute(query, params).fetchone()
+        return None if row is None else (row[0], row[1])
 
     def clock(self) -> None:
         return None  # one machine: its own clock is the chain's
@@ -297,7 +353,8 @@ class _AheadView:
         raise AheadMissed
 
     record_count = tree_size = _missed
-    row = ts_at = rows = first_seq_of = nodes = meta = insert_meta = _missed
+    row = ts_at = chain_id_at = extent = rows = first_seq_of = nodes = meta = insert_meta = _missed
+    subtrees = nodes_ending = stray_node = _missed
 
 
 class SqliteStore:
@@ -320,6 +377,12 @@ class SqliteStore:
         self._conn_inode: tuple[int, int] | None = None
         # What the last append on the kept connection wrote (appending ahead), or None.
         self._known: _Known | None = None
+        # One read connection kept between reads (opening one, and SQLite's reading of the
+        # schema on its first statement, cost more than a proof's queries): for one read
+        # at a time, in this process, on this file; a read meanwhile opens its own.
+        self._reader_lock = threading.Lock()
+        self._reader: sqlite3.Connection | None = None
+        self._reader_key: tuple[int, tuple[int, int] | None] | None = None
 
     def exists(self) -> bool:
         return self.db_path.is_file()
@@ -327,6 +390,8 @@ class SqliteStore:
     def close(self) -> None:
         with self._lock:
             self._drop_connection()
+        with self._reader_lock:
+            self._drop_reader()
 
     # -- writing --
 
@@ -494,49 +559,104 @@ class SqliteStore:
     def read(self) -> Iterator[_View | None]:
         import sqlite3
 
-        if not self.db_path.exists():
+        try:
+            info = os.stat(self.db_path)
+        except (FileNotFoundError, NotADirectoryError):
             yield None
             return
-        if not self.db_path.is_file():
+        except OSError as exc:
+            raise ChainError(
+                f"cannot read the audit chain {self.db_path}: {_explain(exc)}"
+            ) from exc
+        if not stat.S_ISREG(info.st_mode):
             raise ChainError(f"cannot read the audit chain: {self.db_path} is not a file")
-        _refuse_odd_companions(self.db_path, ChainError)
+        kept = self._reader_lock.acquire(blocking=False)
+        try:
+            conn = self._kept_reader((info.st_dev, info.st_ino)) if kept else None
+            if conn is None:
+                _refuse_odd_companions(self.db_path, ChainError)
+                conn = self._open_reader()
+                if kept:
+                    self._reader = conn
+                    self._reader_key = (os.getpid(), (info.st_dev, info.st_ino))
+            ok = False
+            try:
+                try:
+                    # One read transaction: everything read comes from one snapshot.
+                    conn.execute("BEGIN")
+                    tables = {
+                        name
+                        for (name,) in conn.execute(
+                            "SELECT name FROM sqlite_master WHERE type = 'table'"
+                        )
+                    }
+                except sqlite3.Error as exc:
+                    raise ChainError(
+                        f"cannot read the audit chain {self.db_path}: {_explain(exc)}"
+                    ) from exc
+                if "records" not in tables:
+                    # A database with no records table yet is an empty chain, nothing more.
+                    yield None
+                else:
+                    try:
+                        yield _View(conn, has_tree="tree" in tables)
+                    except Exception as exc:
+                        if _is_storage_error(exc):
+                            raise ChainError(
+                                f"cannot read the audit chain {self.db_path}: {_explain(exc)}"
+                            ) from exc
+                        raise
+                # The snapshot ends here (a kept connection must not pin the WAL).
+                conn.execute("COMMIT")
+                ok = True
+            finally:
+                if not kept:
+                    conn.close()
+                elif not ok:
+                    self._drop_reader()
+        finally:
+            if kept:
+                self._reader_lock.release()
+
+    def _kept_reader(self, inode: tuple[int, int]) -> sqlite3.Connection | None:
+        """The kept read connection (under ``_reader_lock``) when it was opened in this
+        process on this very file (its companions were checked then, and SQLite keeps
+        them open); else None, the kept one closed."""
+        if self._reader is not None and self._reader_key == (os.getpid(), inode):
+            return self._reader
+        self._drop_reader()
+        return None
+
+    def _open_reader(self) -> sqlite3.Connection:
+        import sqlite3
+
         uri = self.db_path.absolute().as_uri() + "?mode=ro"
         try:
             conn = sqlite3.connect(
-                uri, uri=True, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None
-            )
+                uri, uri=True, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None,
+                check_same_thread=False,
+            )  # fmt: skip
+            # Proofs read a few nodes each, all over a large tree: a page cache that keeps
+            # them between reads (up to 32 MiB, filled only as pages are read) serves the
+            # upper levels, and proofs of records near each other, from memory. (Not mmap: a
+            # file truncated under it would SIGBUS the reader.)
+            try:
+                conn.execute(f"PRAGMA cache_size = -{READER_CACHE_KIB}")
+            except BaseException:
+                conn.close()
+                raise
+            return conn
         except sqlite3.Error as exc:
             raise ChainError(
                 f"cannot read the audit chain {self.db_path}: {_explain(exc)}"
             ) from exc
-        try:
-            try:
-                # One read transaction: everything read comes from one snapshot.
-                conn.execute("BEGIN")
-                tables = {
-                    name
-                    for (name,) in conn.execute(
-                        "SELECT name FROM sqlite_master WHERE type = 'table'"
-                    )
-                }
-            except sqlite3.Error as exc:
-                raise ChainError(
-                    f"cannot read the audit chain {self.db_path}: {_explain(exc)}"
-                ) from exc
-            if "records" not in tables:
-                # A database with no records table yet is an empty chain, nothing more.
-                yield None
-                return
-            try:
-                yield _View(conn, has_tree="tree" in tables)
-            except Exception as exc:
-                if _is_storage_error(exc):
-                    raise ChainError(
-                        f"cannot read the audit chain {self.db_path}: {_explain(exc)}"
-                    ) from exc
-                raise
-        finally:
-            conn.close()
+
+    def _drop_reader(self) -> None:
+        if self._reader is not None:
+            with contextlib.suppress(Exception):
+                self._reader.close()
+        self._reader = None
+        self._reader_key = None
 
 
 def _run_ahead(
