@@ -29,12 +29,13 @@ def now_ts() -> str:
     return format_ts(utc_now())
 
 
-# What ``format_ts`` writes, field by field in range; the day of the month is checked
-# against its month (and year 0 refused) by ``_real_day``.
-_CHAIN_TS = re.compile(
+# What ``format_ts`` writes, field by field in range (a regular expression, no groups);
+# the day of the month is checked against its month (and year 0 refused) by ``_real_day``.
+CHAIN_TS_PATTERN = (
     r"[0-9]{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])"
     r"T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]\.[0-9]{6}Z"
 )
+_CHAIN_TS = re.compile(CHAIN_TS_PATTERN)
 CHAIN_TS_FORM = "YYYY-MM-DDTHH:MM:SS.ffffffZ"
 
 

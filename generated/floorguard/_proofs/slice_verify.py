@@ -52,7 +52,7 @@ from floorguard._base._canonical import (
     compact_sorted_text,
     is_digest,
 )
-from floorguard._base._time import CHAIN_TS_FORM, is_chain_ts
+from floorguard._base._time import CHAIN_TS_FORM, CHAIN_TS_PATTERN, is_chain_ts
 from floorguard._chain.chain import (
     COMPACT_SORTED,
     EVENTS,
@@ -104,11 +104,11 @@ _FRAME_HEAD = re.compile(
 )
 _MAC_MEMBER_START = len(',"mac":"')
 _TAIL_START = ',"receipt_id":"sha256:'
-# seq: an integer as RFC 8785 writes it (no sign, no leading zero, within 2**53); ts: any
-# printable ASCII but the quote and the backslash (what it must be is checked apart).
+# seq: an integer as RFC 8785 writes it (no sign, no leading zero, within 2**53); ts: the
+# chain's fixed form, its fields in range (``is_chain_ts`` also checks the day exists).
 _FRAME_TAIL = re.compile(
     r',"receipt_id":"(sha256:[0-9a-f]{64})","seq":(0|[1-9][0-9]{0,14}),'
-    r'"ts":"([\x20\x21\x23-\x5b\x5d-\x7e]*)"\}'
+    rf'"ts":"({CHAIN_TS_PATTERN})"\}}'
 )
 # Integers beyond 15 digits (where json and RFC 8785 part ways) in a receipt's text: with
 # digits made 0 and what may precede a number in compact JSON (":", ",", "[", "-") made
@@ -377,9 +377,46 @@ class SliceVerifier:
                 return False
         except (StopIteration, ValueError, RecursionError):
             return False
-        receipt_id, seq, ts = tail.groups()
+        receipt_id, seq_text, ts = tail.groups()
         mac = mac_member[_MAC_MEMBER_START:-1]
-        fields: _Fields = (int(seq), ts, chain_id, event, receipt_id, receipt, prev, mac)
+        seq = int(seq_text)
+        fields: _Fields = (seq, ts, chain_id, event, receipt_id, receipt, prev, mac)
+
+        # The common case, a record that passes every check, is settled here; anything else
+        # (a first record, a break, any finding, host keys) is left to _check_record, which
+        # words every finding. What this settles is what _check_record would conclude.
+        key = self.key
+        last_ts = self._last_good_ts
+        if (
+            seq == self._expected_seq  # (None after a break and before the first record)
+            and prev == self._expected_prev
+            and chain_id == self._chain_id
+            and self.host_keys is None
+            and last_ts is not None
+            and (ts[:10] == last_ts[:10] or is_chain_ts(ts))  # (the form: _FRAME_TAIL)
+            and ts >= last_ts
+            and receipt_id == "sha256:" + hashlib.sha256(receipt_json).hexdigest()
+            and shape_problem(event, receipt) is None
+            and (
+                key is None
+                or (
+                    len(mac) == 64
+                    and hmac.compare_digest(mac, hmac.digest(key, body, "sha256").hex())
+                )
+            )
+        ):
+            digest = "sha256:" + hashlib.sha256(body).hexdigest()
+            self._records += 1
+            if key is not None:
+                self._mac_records += 1
+            self._last_seq = seq
+            self._last_ts = self._last_good_ts = ts
+            self._expected_seq, self._expected_prev, self._head = seq + 1, digest, digest
+            if self.on_leaf is not None:
+                self.on_leaf(seq, raw if raw is not None else line.encode("utf-8"))
+            if self.on_record is not None:
+                self.on_record(ChainRecord.from_values(fields), True)
+            return True
         self._check_record(
             fields,
             receipt_json,
