@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as _dt
+import re
+from functools import lru_cache
 
 from floorguard.errors import FloorguardError
 
@@ -25,6 +27,38 @@ def format_ts(moment: _dt.datetime) -> str:
 
 def now_ts() -> str:
     return format_ts(utc_now())
+
+
+# What ``format_ts`` writes, field by field in range (a regular expression, no groups);
+# the day of the month is checked against its month (and year 0 refused) by ``_real_day``.
+CHAIN_TS_PATTERN = (
+    r"[0-9]{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])"
+    r"T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]\.[0-9]{6}Z"
+)
+_CHAIN_TS = re.compile(CHAIN_TS_PATTERN)
+CHAIN_TS_FORM = "YYYY-MM-DDTHH:MM:SS.ffffffZ"
+
+
+def is_chain_ts(text: str) -> bool:
+    """Whether ``text`` is exactly what ``format_ts`` writes for some moment: RFC 3339 in
+    UTC with ``Z``, every field zero-padded, six fractional digits (27 characters).
+
+    Every chain record is stamped so (``format_ts``, or the PostgreSQL server's
+    ``to_char`` in the same form), and such stamps sort as text in time order: two of
+    them compare as their moments do, with no datetime made.
+    """
+    return _CHAIN_TS.fullmatch(text) is not None and _real_day(text[:10])
+
+
+@lru_cache(maxsize=1024)
+def _real_day(day: str) -> bool:
+    """``YYYY-MM-DD`` names a day of the proleptic Gregorian calendar (no 30 February, no
+    year 0). Cached: the records of a chain share few days."""
+    try:
+        _dt.date.fromisoformat(day)
+    except ValueError:
+        return False
+    return True
 
 
 def parse_ts(text: str) -> _dt.datetime:

@@ -36,7 +36,7 @@ from json.encoder import encode_basestring
 from typing import Any
 
 from floorguard._base._canonical import ZERO_DIGEST, canonical_bytes, plain_json_text
-from floorguard._base._time import parse_ts
+from floorguard._base._time import is_chain_ts, parse_ts
 from floorguard._chain import record_signature
 from floorguard.chainstore.interface import Row
 from floorguard.errors import CanonicalizationError, ChainError, FloorguardError
@@ -188,6 +188,8 @@ def receipt_problem(event: str, receipt: object) -> str | None:
     stamp = receipt.get("ts")
     if not isinstance(stamp, str):
         return "receipt has no ts (an RFC 3339 timestamp)"
+    if is_chain_ts(stamp):
+        return None  # the form the gate writes, checked without a datetime
     try:
         parse_any_ts(stamp)
     except FloorguardError:
@@ -214,6 +216,8 @@ def parse_any_ts(text: str) -> datetime:
 
 # --- records ---------------------------------------------------------------------------------
 
+_new_object = object.__new__
+
 
 @dataclass(frozen=True)
 class ChainRecord:
@@ -227,6 +231,17 @@ class ChainRecord:
     receipt: dict[str, Any]
     prev: str
     mac: str
+
+    @classmethod
+    def from_values(
+        cls, values: tuple[int, str, str, str, str, dict[str, Any], str, str]
+    ) -> ChainRecord:
+        """The record of ``values`` in ``RECORD_FIELDS`` order, as ``ChainRecord(*values)``
+        makes it but at a quarter of the cost (the frozen ``__init__`` sets each field
+        through ``object.__setattr__``): a verifier makes one for every record it reads."""
+        record = _new_object(cls)
+        record.__dict__.update(zip(RECORD_FIELDS, values, strict=True))
+        return record
 
     def body(self) -> dict[str, Any]:
         """The seven fields the digest and the MAC cover."""

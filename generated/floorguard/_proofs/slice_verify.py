@@ -5,7 +5,8 @@ digest, seq and timestamp, so memory stays flat however long the slice is. For e
 checks: a JSON object with exactly the eight record fields and their types; ``receipt_id``
 is the receipt's content address; ``prev`` is the digest of the previous line's record (for
 seq 0, the zero digest); ``seq`` goes up by one; one ``chain_id``; a known ``event`` whose
-receipt is well formed; an RFC 3339 ``ts`` that does not go backwards; no duplicate keys;
+receipt is well formed; a ``ts`` in the chain's fixed form (``_time.is_chain_ts``) that does
+not go backwards; no duplicate keys;
 and the record's authenticator (``mac``): an HMAC with the chain key, a host signature with
 the hosts' public keys (``floorguard._chain.record_signature``). Given either, every record must
 verify with what was given: a record of the other kind is reported as unverified (no key for
@@ -19,6 +20,18 @@ holder of the chain key may have written).
 
 Later checks (window proofs over spawn records, signed checkpoints) plug in through
 ``on_record``, which sees each record as it goes by, with whether it verified.
+
+Two paths, one verdict. A line that is exactly a canonical export line (what ``chain
+export`` writes) is recognised without re-serialising its frame (``_feed_canonical``): its
+eight members in their fixed order, each top-level value in a spelling that needs no
+escape, and a receipt whose text is what the C encoder writes for the parsed receipt in a
+case where that is RFC 8785 (no float, no integer beyond 15 digits, no character whose
+UTF-16 order differs). Then the line *is* ``line_text`` of the values parsed from it, the
+record body is the line without its ``mac`` member, and the MAC, the digest and the content
+address are computed over slices of the line. Any other line (respelled, escaped, repeated
+keys, an odd stamp, a float) takes the full path: parsed, re-serialised to RFC 8785, and
+authenticated over that. Both paths make the same checks; the tests hold them to the same
+report line for line (``canonical_shortcut=False`` turns the first off).
 """
 
 from __future__ import annotations
@@ -30,11 +43,16 @@ import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
-from floorguard._base._canonical import ZERO_DIGEST, canonical_bytes, is_digest
+from floorguard._base._canonical import (
+    ZERO_DIGEST,
+    canonical_bytes,
+    compact_sorted_text,
+    is_digest,
+)
+from floorguard._base._time import CHAIN_TS_FORM, CHAIN_TS_PATTERN, is_chain_ts
 from floorguard._chain.chain import (
     COMPACT_SORTED,
     EVENTS,
@@ -44,7 +62,6 @@ from floorguard._chain.chain import (
     body_text,
     is_chain_id,
     line_text,
-    parse_any_ts,
 )
 from floorguard._chain.receipts import shape_problem
 from floorguard._chain.record_signature import HostKeys, is_hmac, signature_key_id
@@ -64,6 +81,7 @@ UNVERIFIED_SIGNED = (
     "unverified: signed by host key id {kid}, and no host keys to check it with "
     "(--host-keys, FLOORGUARD_HOST_KEYS): no key for it"
 )
+BAD_MAC = "MAC does not verify (wrong key, or the record was altered)"
 MALFORMED_MAC = (
     "mac is neither an HMAC (64 lowercase hex characters) nor a host signature "
     "(ed25519:<16 hex>:<128 hex>)"
@@ -71,10 +89,33 @@ MALFORMED_MAC = (
 
 _FIELD_SET = frozenset(RECORD_FIELDS)
 _jstr = JSON_STRING
-_UTC_Z = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?Z")
 _STR_FIELDS = ("ts", "chain_id", "event", "receipt_id", "prev", "mac")
 # Integers of 15 digits or fewer are within 2**53, where json and RFC 8785 agree.
 _SAFE_INT_DIGITS = 15
+
+# The frame of a canonical export line (RFC 8785 sorts the eight members: chain_id, event,
+# mac, prev, receipt, receipt_id, seq, ts), each top-level value in a form whose JSON
+# spelling is itself between quotes: nothing in it needs an escape. The receipt is between
+# the two parts.
+_FRAME_HEAD = re.compile(
+    r'\{"chain_id":"([0-9a-f]{32})","event":"([a-z_.]{1,64})"'
+    r'(,"mac":"(?:[0-9a-f]{64}|ed25519:[0-9a-f]{16}:[0-9a-f]{128})")'
+    r',"prev":"(sha256:[0-9a-f]{64})","receipt":(?=\{)'
+)
+_MAC_MEMBER_START = len(',"mac":"')
+_TAIL_START = ',"receipt_id":"sha256:'
+# seq: an integer as RFC 8785 writes it (no sign, no leading zero, within 2**53); ts: the
+# chain's fixed form, its fields in range (``is_chain_ts`` also checks the day exists).
+_FRAME_TAIL = re.compile(
+    r',"receipt_id":"(sha256:[0-9a-f]{64})","seq":(0|[1-9][0-9]{0,14}),'
+    rf'"ts":"({CHAIN_TS_PATTERN})"\}}'
+)
+# Integers beyond 15 digits (where json and RFC 8785 part ways) in a receipt's text: with
+# digits made 0 and what may precede a number in compact JSON (":", ",", "[", "-") made
+# ":", such a number reads as ":" and sixteen 0s. A string holding such a run only sends
+# its line down the full path.
+_NUMBER_MARKS = bytes.maketrans(b"0123456789,[-", b"0000000000:::")
+_LONG_INTEGER = b":" + b"0" * (_SAFE_INT_DIGITS + 1)
 
 
 class IntegrityError(NamedTuple):
@@ -122,13 +163,16 @@ class SliceReport:
 
 
 RecordCallback = Callable[[ChainRecord, bool], object]
+# A record's eight values in RECORD_FIELDS order (seq, ts, chain_id, event, receipt_id,
+# receipt, prev, mac).
+_Fields = tuple[int, str, str, str, str, dict[str, Any], str, str]
 # (seq, the record's canonical export line as bytes): the Merkle leaf input.
 LeafCallback = Callable[[int, bytes], object]
 
 
 @dataclass
 class _Parse:
-    """Per-line findings of the JSON decoder hooks (reset before each line)."""
+    """Per-line findings of the JSON decoders' hooks (reset before each line)."""
 
     fast: bool = True
     duplicate: bool = False
@@ -151,6 +195,8 @@ class SliceVerifier:
     on_leaf: LeafCallback | None = None
     host_keys: HostKeys | None = None
     source: str | None = None
+    # False: every line takes the full path (the tests compare the two paths' reports).
+    canonical_shortcut: bool = True
 
     _errors: list[IntegrityError] = field(default_factory=list, init=False)
     _not_listed: int = field(default=0, init=False)
@@ -160,7 +206,8 @@ class SliceVerifier:
     _first_ts: str | None = field(default=None, init=False)
     _last_seq: int | None = field(default=None, init=False)
     _last_ts: str | None = field(default=None, init=False)
-    _last_moment: datetime | None = field(default=None, init=False)
+    # The last well-formed stamp: stamps in the chain's form compare as text.
+    _last_good_ts: str | None = field(default=None, init=False)
     _chain_id: str | None = field(default=None, init=False)
     _expected_seq: int | None = field(default=None, init=False)
     _expected_prev: str | None = field(default=None, init=False)
@@ -172,6 +219,7 @@ class SliceVerifier:
     _writers_not_listed: int = field(default=0, init=False)
     _parse: _Parse = field(default_factory=_Parse, init=False)
     _decoder: json.JSONDecoder = field(init=False)
+    _scan_receipt: Callable[[str, int], tuple[Any, int]] = field(init=False)
 
     def __post_init__(self) -> None:
         parse = self._parse
@@ -191,25 +239,37 @@ class SliceVerifier:
         self._decoder = json.JSONDecoder(
             parse_float=on_float, parse_int=on_int, parse_constant=on_constant
         )
+        # No integer hook: the C scanner reads integers itself (a hook would cost a Python
+        # call per integer); long ones are found in the text. The float hook only runs for
+        # floats.
+        # The decoder's C scanner itself (``scan_once``, which ``JSONDecoder.__init__``
+        # makes), without ``decode``'s Python wrapper: it raises StopIteration where no JSON
+        # value starts.
+        scanner = json.JSONDecoder(parse_float=on_float, parse_constant=on_constant)
+        self._scan_receipt = vars(scanner)["scan_once"]
 
     # -- feeding --
 
     def feed(self, line: str | bytes) -> None:
         """Check one line of the slice (a trailing newline is allowed)."""
         self._line_no += 1
+        raw: bytes | None = None
         if isinstance(line, bytes):
             if len(line) > MAX_LINE_BYTES + 1:
                 self._break(None, self._at(f"longer than {MAX_LINE_BYTES} bytes"))
                 return
+            raw = line[:-1] if line.endswith(b"\n") else line
             try:
-                line = line.decode("utf-8")
+                line = raw.decode("utf-8")
             except UnicodeDecodeError:
                 self._break(None, self._at("not UTF-8"))
                 return
-        if line.endswith("\n"):
+        elif line.endswith("\n"):
             line = line[:-1]
         if len(line) > MAX_LINE_BYTES:
             self._break(None, self._at(f"longer than {MAX_LINE_BYTES} bytes"))
+            return
+        if self.canonical_shortcut and self._feed_canonical(line, raw):
             return
         if not line or line.isspace():
             self._break(None, self._at("blank line"))
@@ -265,6 +325,109 @@ class SliceVerifier:
 
     # -- checks --
 
+    def _feed_canonical(self, line: str, raw: bytes | None) -> bool:
+        """Check ``line`` if it is exactly a canonical export line, and return True; else
+        report nothing and return False (the full path then takes it). ``raw`` is the
+        line's UTF-8 bytes when it was read as bytes.
+
+        Why a line accepted here is canonical: the frame is matched member by member with
+        values that JSON writes as they are; the receipt's text parses as one object and is
+        character for character the C encoder's output for it, which is RFC 8785 when no
+        float was read (the hook), no integer has over 15 digits and no character reaches
+        U+E000 (so code-point and UTF-16 key orders agree). So the line equals ``line_text``
+        of what it parses to, and no other parse of it exists: no repeated key, no
+        whitespace, no optional escape, one ``mac`` member, at its place.
+        """
+        head = _FRAME_HEAD.match(line)
+        if head is None:
+            return False
+        chain_id, event, mac_member, prev = head.groups()
+        if event not in EVENTS:
+            return False
+        receipt_start = head.end()
+        tail_start = line.rfind(_TAIL_START, receipt_start)
+        if tail_start < 0:
+            return False
+        tail = _FRAME_TAIL.fullmatch(line, tail_start)
+        if tail is None:
+            return False
+        receipt_text = line[receipt_start:tail_start]
+        mac_start, mac_end = head.span(3)
+        if raw is not None and len(raw) == len(line):
+            # ASCII: byte offsets are character offsets.
+            receipt_json = raw[receipt_start:tail_start]
+            body = raw[:mac_start] + raw[mac_end:]
+        else:
+            if not receipt_text.isascii() and max(receipt_text) >= "\ue000":
+                return False
+            try:
+                receipt_json = receipt_text.encode("utf-8")
+                body = (line[:mac_start] + line[mac_end:]).encode("utf-8")
+            except UnicodeEncodeError:
+                return False
+        if _LONG_INTEGER in receipt_json.translate(_NUMBER_MARKS):
+            return False
+        parse = self._parse
+        parse.fast = True
+        try:
+            receipt, stop = self._scan_receipt(receipt_text, 0)
+            if stop != len(receipt_text) or not parse.fast or type(receipt) is not dict:
+                return False
+            if compact_sorted_text(receipt) != receipt_text:
+                return False
+        except (StopIteration, ValueError, RecursionError):
+            return False
+        receipt_id, seq_text, ts = tail.groups()
+        mac = mac_member[_MAC_MEMBER_START:-1]
+        seq = int(seq_text)
+        fields: _Fields = (seq, ts, chain_id, event, receipt_id, receipt, prev, mac)
+
+        # The common case, a record that passes every check, is settled here; anything else
+        # (a first record, a break, any finding, host keys) is left to _check_record, which
+        # words every finding. What this settles is what _check_record would conclude.
+        key = self.key
+        last_ts = self._last_good_ts
+        if (
+            seq == self._expected_seq  # (None after a break and before the first record)
+            and prev == self._expected_prev
+            and chain_id == self._chain_id
+            and self.host_keys is None
+            and last_ts is not None
+            and (ts[:10] == last_ts[:10] or is_chain_ts(ts))  # (the form: _FRAME_TAIL)
+            and ts >= last_ts
+            and receipt_id == "sha256:" + hashlib.sha256(receipt_json).hexdigest()
+            and shape_problem(event, receipt) is None
+            and (
+                key is None
+                or (
+                    len(mac) == 64
+                    and hmac.compare_digest(mac, hmac.digest(key, body, "sha256").hex())
+                )
+            )
+        ):
+            digest = "sha256:" + hashlib.sha256(body).hexdigest()
+            self._records += 1
+            if key is not None:
+                self._mac_records += 1
+            self._last_seq = seq
+            self._last_ts = self._last_good_ts = ts
+            self._expected_seq, self._expected_prev, self._head = seq + 1, digest, digest
+            if self.on_leaf is not None:
+                self.on_leaf(seq, raw if raw is not None else line.encode("utf-8"))
+            if self.on_record is not None:
+                self.on_record(ChainRecord.from_values(fields), True)
+            return True
+        self._check_record(
+            fields,
+            receipt_json,
+            body,
+            line,
+            raw,
+            canonical=True,
+            repeats_no_key=True,
+        )
+        return True
+
     def _shape(self, obj: object) -> dict[str, Any] | None:
         """The record a parsed line holds, or None after reporting why it is not one."""
         if type(obj) is not dict:
@@ -295,39 +458,51 @@ class SliceVerifier:
         return obj
 
     def _check(self, fields: dict[str, Any], line: str, fast: bool) -> None:
+        """The full path: the record re-serialised to RFC 8785 from its parsed fields."""
         seq: int = fields["seq"]
-        ts: str = fields["ts"]
-        chain_id: str = fields["chain_id"]
-        event: str = fields["event"]
-        prev: str = fields["prev"]
-        mac: str = fields["mac"]
+        try:
+            receipt_json, body_str, body = _canonical_body(fields, fast)
+        except (FloorguardError, UnicodeEncodeError) as exc:
+            self._break(seq, f"record cannot be canonicalised: {exc}")
+            return
+        self._check_record(
+            tuple(fields[name] for name in RECORD_FIELDS),
+            receipt_json,
+            body,
+            line,
+            None,
+            canonical=False,
+            repeats_no_key=not _may_repeat_keys(line, body_str, fields["mac"], fast),
+        )
+
+    def _check_record(
+        self,
+        fields: _Fields,
+        receipt_json: bytes,
+        body: bytes,
+        line: str,
+        raw: bytes | None,
+        *,
+        canonical: bool,
+        repeats_no_key: bool,
+    ) -> None:
+        """Every check of one record (``fields`` in ``RECORD_FIELDS`` order), given its
+        canonical receipt and body bytes.
+        ``canonical``: ``line`` is the canonical export line itself (``raw`` its bytes, when
+        it was read as bytes), so it is its own Merkle leaf input; ``repeats_no_key``: it is
+        known to hold no key twice (else it is parsed again to find out)."""
+        seq, ts, chain_id, event, receipt_id, receipt, prev, mac = fields
         problems: list[str] = []
-        checking = self.key is not None or self.host_keys is not None
-        spliced = None
-        verified: tuple[bool, str | None, str | None] = (False, None, None)
-        if checking:
-            spliced = _splice_mac_out(line, fields)
-            if spliced is not None:
-                verified = self._authenticate(mac, spliced[1])
-                if not verified[0]:
-                    spliced = None
-        if spliced is not None:
-            # The line minus its mac member is bytes the key holder MACed (or the host
-            # signed), and writers only authenticate canonical bodies: so the line is the
-            # canonical record, its receipt text is the canonical receipt, and no
-            # re-serialising is needed.
-            receipt_json, body = spliced
-            line_canonical = True
+        key = self.key
+        writer: str | None = None
+        if canonical and key is not None and len(mac) == 64:
+            # An HMAC (the frame holds 64 hex characters or a signature): checked here.
+            mac_verified = hmac.compare_digest(mac, hmac.digest(key, body, "sha256").hex())
+            unverified = None if mac_verified else BAD_MAC
+        elif key is not None or self.host_keys is not None:
+            mac_verified, writer, unverified = self._authenticate(mac, body)
         else:
-            try:
-                receipt_json, body_str, body = _canonical_body(fields, fast)
-            except (FloorguardError, UnicodeEncodeError) as exc:
-                self._break(seq, f"record cannot be canonicalised: {exc}")
-                return
-            if checking:
-                verified = self._authenticate(mac, body)
-            line_canonical = not _may_repeat_keys(line, body_str, mac, fast)
-        mac_verified, writer, unverified = verified
+            mac_verified, unverified = False, None
         digest = "sha256:" + hashlib.sha256(body).hexdigest()
 
         # Linkage: one report per break, then re-sync on this line.
@@ -351,37 +526,45 @@ class SliceVerifier:
         elif not is_digest(prev):
             problems.append("prev is not a sha256 digest")
 
-        if self._chain_id is None:
-            self._chain_id = chain_id
-            if not is_chain_id(chain_id):
-                problems.append("chain_id is not 32 lowercase hex characters")
-        elif chain_id != self._chain_id:
-            problems.append(
-                f"chain_id {chain_id} differs from the slice's chain {self._chain_id}"
-                if is_chain_id(chain_id)
-                else "chain_id is not 32 lowercase hex characters"
-            )
-        if event not in EVENTS:
-            problems.append(f"unknown event {event!r}")
-        else:
+        if chain_id != self._chain_id:
+            if self._chain_id is None:
+                self._chain_id = chain_id
+                if not is_chain_id(chain_id):
+                    problems.append("chain_id is not 32 lowercase hex characters")
+            else:
+                problems.append(
+                    f"chain_id {chain_id} differs from the slice's chain {self._chain_id}"
+                    if is_chain_id(chain_id)
+                    else "chain_id is not 32 lowercase hex characters"
+                )
+        if event in EVENTS:
             # The check verify receipt makes, named by where it is in the slice.
-            problem = shape_problem(event, fields["receipt"])
+            problem = shape_problem(event, receipt)
             if problem is not None:
                 problems.append(self._at(problem))
-        if fields["receipt_id"] != "sha256:" + hashlib.sha256(receipt_json).hexdigest():
+        else:
+            problems.append(f"unknown event {event!r}")
+        if receipt_id != "sha256:" + hashlib.sha256(receipt_json).hexdigest():
             problems.append("receipt_id is not the content address of the receipt")
-        moment = _utc_moment(ts)
-        if moment is None:
-            problems.append(f"ts {ts!r} is not an RFC 3339 UTC timestamp with Z")
-        elif self._last_moment is not None and moment < self._last_moment:
-            problems.append(f"ts {ts} is earlier than the previous record's {self._last_ts}")
+        # Stamps in the chain's one form compare as text, in time order.
+        good_ts = is_chain_ts(ts)
+        if not good_ts:
+            problems.append(
+                f"ts {ts!r} is not an RFC 3339 UTC timestamp with Z in the chain's fixed form "
+                f"({CHAIN_TS_FORM})"
+            )
+        elif self._last_good_ts is not None and ts < self._last_good_ts:
+            problems.append(f"ts {ts} is earlier than the previous record's {self._last_good_ts}")
         if mac_verified:
-            self._attribute(seq, writer)
+            if writer is None and self.host_keys is None:
+                self._mac_records += 1  # (what _attribute does for it)
+            else:
+                self._attribute(seq, writer)
         elif unverified is not None:
             problems.append(unverified)
         elif not is_hmac(mac) and signature_key_id(mac) is None:
             problems.append(MALFORMED_MAC)
-        if not line_canonical and _has_duplicate_keys(line):
+        if not repeats_no_key and _has_duplicate_keys(line):
             problems.append("the line repeats a key")
 
         for problem in problems:
@@ -390,36 +573,26 @@ class SliceVerifier:
         if self._first_seq is None:
             self._first_seq, self._first_ts = seq, ts
         self._last_seq, self._last_ts = seq, ts
-        if moment is not None:
-            self._last_moment = moment
+        if good_ts:
+            self._last_good_ts = ts
         self._expected_seq, self._expected_prev, self._head = seq + 1, digest, digest
         if self.on_leaf is not None:
-            if spliced is not None:
-                leaf = line.encode("utf-8")  # the authenticated canonical record, as written
+            if canonical:
+                leaf = raw if raw is not None else line.encode("utf-8")
             else:
                 leaf = line_text(
                     seq=seq,
                     ts=ts,
                     chain_id=chain_id,
                     event=event,
-                    receipt_id=fields["receipt_id"],
+                    receipt_id=receipt_id,
                     receipt_json=receipt_json.decode("utf-8"),
                     prev=prev,
                     mac=mac,
                 ).encode("utf-8")
             self.on_leaf(seq, leaf)
         if self.on_record is not None:
-            record = ChainRecord(
-                seq=seq,
-                ts=ts,
-                chain_id=chain_id,
-                event=event,
-                receipt_id=fields["receipt_id"],
-                receipt=fields["receipt"],
-                prev=prev,
-                mac=mac,
-            )
-            self.on_record(record, not problems)
+            self.on_record(ChainRecord.from_values(fields), not problems)
 
     def _authenticate(self, mac: str, body: bytes) -> tuple[bool, str | None, str | None]:
         """(verified, the writing host's name or None for an HMAC, why it did not verify)
@@ -430,7 +603,7 @@ class SliceVerifier:
                 return False, None, UNVERIFIED_HMAC
             if hmac.compare_digest(mac, hmac.digest(key, body, "sha256").hex()):
                 return True, None, None
-            return False, None, "MAC does not verify (wrong key, or the record was altered)"
+            return False, None, BAD_MAC
         kid = signature_key_id(mac)
         if kid is None:
             return False, None, MALFORMED_MAC
@@ -508,46 +681,6 @@ def _canonical_body(fields: dict[str, Any], fast: bool) -> tuple[bytes, str, byt
         prev=fields["prev"],
     )
     return receipt_json.encode("utf-8"), body, body.encode("utf-8")
-
-
-def _splice_mac_out(line: str, fields: dict[str, Any]) -> tuple[bytes, bytes] | None:
-    """If the line is laid out as a canonical record, its receipt and body bytes, sliced
-    from the line itself (the body is the line without its ``"mac"`` member); else None.
-
-    Only a MAC check makes the result trustworthy: the layout alone proves nothing.
-    """
-    text = line[:-1] if line.endswith("\r") else line
-    head = f'{{"chain_id":{_jstr(fields["chain_id"])},"event":{_jstr(fields["event"])}'
-    mac_member = f',"mac":{_jstr(fields["mac"])}'
-    opening = f'{head}{mac_member},"prev":{_jstr(fields["prev"])},"receipt":'
-    closing = (
-        f',"receipt_id":{_jstr(fields["receipt_id"])},"seq":{fields["seq"]},'
-        f'"ts":{_jstr(fields["ts"])}}}'
-    )
-    if not (
-        len(text) > len(opening) + len(closing)
-        and text.startswith(opening)
-        and text.endswith(closing)
-    ):
-        return None
-    receipt = text[len(opening) : len(text) - len(closing)]
-    body = head + text[len(head) + len(mac_member) :]
-    try:
-        return receipt.encode("utf-8"), body.encode("utf-8")
-    except UnicodeEncodeError:
-        return None
-
-
-def _utc_moment(ts: str) -> datetime | None:
-    """A record's ts as a naive UTC datetime, or None unless it is RFC 3339 with ``Z``."""
-    if not ts.endswith("Z"):
-        return None
-    try:
-        if _UTC_Z.fullmatch(ts):
-            return datetime.fromisoformat(ts[:-1])
-        return parse_any_ts(ts).replace(tzinfo=None)
-    except (ValueError, FloorguardError):
-        return None
 
 
 def _may_repeat_keys(line: str, body: str, mac: str, fast: bool) -> bool:

@@ -1,0 +1,443 @@
+"""The verifier's shortcut for canonical export lines cannot be steered.
+
+A line that is exactly the canonical export line is checked from slices of itself (the
+``mac`` member found at its place, the body and the receipt cut from the line); any other
+line takes the full path (parsed, re-serialised to RFC 8785, authenticated over that). The
+attacks below come from a holder of the chain key, who can MAC any bytes: a line whose
+body is not RFC 8785 must be refused, as the full path refuses it, and never read two
+ways. Every case is checked on both paths, which must agree report for report, record for
+record and leaf for leaf.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from floorguard._base._canonical import ZERO_DIGEST, compact_sorted_text
+from floorguard._base._time import is_chain_ts
+from floorguard._chain.chain import ChainRecord, canonical_json, line_text
+from floorguard._proofs.slice_verify import SliceReport, SliceVerifier
+
+KEY = bytes(range(32))
+CHAIN_ID = "0123456789abcdef" * 2
+CANARY = "adapter.canary_receipt"
+TS = "2026-01-01T00:00:00.000000Z"
+
+
+def _receipt(**extra: Any) -> dict[str, Any]:
+    return {"kind": CANARY, "schema_version": 1, "ts": TS, "adapter": "aider", **extra}
+
+
+def _mac_member(mac: str) -> str:
+    return f',"mac":"{mac}"'
+
+
+def sealed(
+    receipt_text: str,
+    *,
+    seq: int = 0,
+    prev: str = ZERO_DIGEST,
+    ts: str = TS,
+    event: str = CANARY,
+    receipt_id: str | None = None,
+) -> tuple[str, str]:
+    """A line as a key holder writes it who MACs exactly the bytes written (canonical or
+    not), and the digest of those bytes: (line, digest)."""
+    if receipt_id is None:
+        receipt_id = "sha256:" + hashlib.sha256(receipt_text.encode()).hexdigest()
+    body = (
+        f'{{"chain_id":"{CHAIN_ID}","event":"{event}","prev":"{prev}",'
+        f'"receipt":{receipt_text},"receipt_id":"{receipt_id}","seq":{seq},"ts":"{ts}"}}'
+    )
+    mac = hmac.digest(KEY, body.encode(), "sha256").hex()
+    at = body.index(',"prev":')
+    line = body[:at] + _mac_member(mac) + body[at:]
+    return line, "sha256:" + hashlib.sha256(body.encode()).hexdigest()
+
+
+def genuine(receipt: dict[str, Any], **fields: Any) -> tuple[str, str]:
+    """A record as the chain writes it: canonical, MACed over its canonical body."""
+    return sealed(canonical_json(receipt), **fields)
+
+
+def both_paths(lines: list[str | bytes], key: bytes | None = KEY) -> SliceReport:
+    """Verify ``lines`` with the shortcut and without it; the two must agree on the report,
+    on every record handed on and on every Merkle leaf input."""
+    seen: dict[bool, tuple[list[tuple[ChainRecord, bool]], list[tuple[int, bytes]]]] = {}
+    reports = {}
+    for shortcut in (True, False):
+        records: list[tuple[ChainRecord, bool]] = []
+        leaves: list[tuple[int, bytes]] = []
+        verifier = SliceVerifier(
+            key=key,
+            on_record=lambda record, intact, out=records: out.append((record, intact)),
+            on_leaf=lambda seq, leaf, out=leaves: out.append((seq, leaf)),
+            canonical_shortcut=shortcut,
+        )
+        reports[shortcut] = verifier.feed_all(lines).finish()
+        seen[shortcut] = (records, leaves)
+    assert reports[True] == reports[False]
+    assert seen[True] == seen[False]
+    return reports[True]
+
+
+def reasons(report: SliceReport) -> list[str]:
+    return [error.reason for error in report.integrity_errors]
+
+
+CANONICAL = canonical_json(_receipt(verdict="certify"))
+
+
+def test_a_canonical_line_never_takes_the_full_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shortcut is taken (else it would be dead code that the tests do not reach)."""
+    verifier = SliceVerifier(key=KEY)
+
+    def full_path(*_: object) -> None:
+        raise AssertionError("a canonical line took the full path")
+
+    monkeypatch.setattr(verifier, "_check", full_path)
+    first, digest = genuine(_receipt(note="caf\u00e9 \u2028 \u4e2d", n=-15))
+    second, _ = genuine(_receipt(nested={"b": [1, None, True], "a": "\x01"}), seq=1, prev=digest)
+    report = verifier.feed_all([first + "\n", second.encode() + b"\n"]).finish()
+    assert report.intact and report.mac_records == 2
+
+
+def test_a_genuine_line_reads_the_same_on_both_paths() -> None:
+    line, _ = genuine(_receipt())
+    report = both_paths([line, line.encode() + b"\n"])
+    # The second is seq 0 again: a gap, but the same gap on both paths.
+    assert reasons(report) == [
+        "expected seq 1 after seq 0 (records missing, duplicated or out of order)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("attack", "receipt_text"),
+    [
+        ("a repeated key", CANONICAL[:-1] + ',"verdict":"refuse"}'),
+        ("a repeated key, the last one first", '{"adapter":"x",' + CANONICAL[1:]),
+        ("whitespace", CANONICAL.replace(',"kind":', ', "kind":')),
+        (
+            "keys out of order",
+            '{"kind":"' + CANARY + '",' + CANONICAL[1:].replace(f'"kind":"{CANARY}",', ""),
+        ),
+        ("a float for an integer", CANONICAL.replace('"schema_version":1', '"schema_version":1.0')),
+        ("an exponent", CANONICAL[:-1] + ',"z":1e2}'),
+        ("minus zero", CANONICAL[:-1] + ',"z":-0}'),
+        ("an integer beyond 2**53", CANONICAL[:-1] + ',"z":9007199254740993}'),
+        ("an escaped letter", CANONICAL.replace('"aider"', '"\\u0061ider"')),
+        ("an escaped solidus", CANONICAL[:-1] + ',"z":"a\\/b"}'),
+        ("a long escape for a newline", CANONICAL[:-1] + ',"z":"\\u000a"}'),
+        ("an upper-case escape", CANONICAL[:-1] + ',"z":"\\u001F"}'),
+        ("an escaped astral character", CANONICAL[:-1] + ',"z":"\\ud83d\\ude00"}'),
+        ("a key in UTF-16 order only", CANONICAL[:-1] + ',"\ufb01":1,"\U0001f600":2}'),
+    ],
+)
+def test_a_key_holder_cannot_pass_a_receipt_that_is_not_rfc_8785(
+    attack: str, receipt_text: str
+) -> None:
+    json.loads(receipt_text)  # it is JSON, just not canonical
+    assert receipt_text != CANONICAL
+    line, _ = sealed(receipt_text)
+    report = both_paths([line])
+    assert not report.intact, attack
+    # The MAC covers the bytes written, which are not the canonical body: it cannot verify
+    # (or the record cannot be canonicalised at all).
+    assert any(
+        "MAC does not verify" in why or "cannot be canonicalised" in why for why in reasons(report)
+    ), reasons(report)
+
+
+@pytest.mark.parametrize(
+    "respell",
+    [
+        lambda text: text.replace('"kind":', ' "kind" : '),
+        lambda text: json.dumps(json.loads(text)),  # key order kept, spaces added
+        lambda text: json.dumps(json.loads(text), ensure_ascii=True, sort_keys=True),
+        lambda text: text.replace('"aider"', '"\\u0061ider"'),
+        lambda text: text + "\r",
+    ],
+)
+def test_a_respelled_genuine_line_reads_as_the_full_path_reads_it(respell: Any) -> None:
+    """Respelling a genuine record does not change what it states: the full path reads it
+    from its canonical form (and so does the shortcut, by leaving it to the full path)."""
+    line, _ = genuine(_receipt(note="caf\u00e9"))
+    report = both_paths([respell(line)])
+    assert report.intact, reasons(report)
+
+
+def test_a_second_mac_member_inside_a_string_is_not_the_mac() -> None:
+    decoy = _mac_member("f" * 64)
+    line, digest = genuine(_receipt(note=decoy, nested={"mac": "0" * 64}))
+    # In a string the quotes are escaped: the decoy is there, but not as JSON members.
+    assert '\\"mac\\":\\"' + "f" * 64 in line and line.count('"mac":') == 2
+    second, _ = genuine(_receipt(note=decoy + '","prev":"' + ZERO_DIGEST), seq=1, prev=digest)
+    report = both_paths([line, second])
+    assert report.intact and report.mac_records == 2
+
+
+def test_a_second_mac_member_at_the_top_level_is_refused() -> None:
+    line, _ = genuine(_receipt())
+    mac = json.loads(line)["mac"]
+    for doubled in (
+        line.replace(_mac_member(mac), _mac_member("0" * 64) + _mac_member(mac)),
+        line.replace(_mac_member(mac), _mac_member(mac) + _mac_member("0" * 64)),
+        line[:-1] + _mac_member(mac) + "}",
+    ):
+        report = both_paths([doubled])
+        assert "the line repeats a key" in reasons(report), doubled
+
+
+def test_the_mac_in_the_wrong_place_is_found_by_the_full_path() -> None:
+    """A genuine record with its members in another order is a respelling: intact on both
+    paths, and its Merkle leaf is the canonical line, not the line as written."""
+    line, _ = genuine(_receipt())
+    record = json.loads(line)
+    mac = record.pop("mac")
+    moved = json.dumps({**record, "mac": mac}, separators=(",", ":"))
+    assert moved != line
+    leaves: list[bytes] = []
+    report = (
+        SliceVerifier(key=KEY, on_leaf=lambda _, leaf: leaves.append(leaf))
+        .feed_all([moved])
+        .finish()
+    )
+    assert report.intact and leaves == [line.encode()]
+    assert both_paths([moved]).intact
+
+
+def test_a_top_level_value_that_needs_an_escape_or_has_one_takes_the_full_path() -> None:
+    line, _ = genuine(_receipt())
+    escaped = line.replace(f'"event":"{CANARY}"', '"event":"adapter.canary\\u005freceipt"')
+    assert both_paths([escaped]).intact  # a respelling of the genuine record
+    forged, _ = sealed(CANONICAL, event="adapter.canary\\u005freceipt")
+    assert "MAC does not verify (wrong key, or the record was altered)" in reasons(
+        both_paths([forged])
+    )
+
+
+@pytest.mark.parametrize(
+    "stamp",
+    [
+        "2026-01-01T00:00:00Z",  # no fraction
+        "2026-01-01T00:00:00.5Z",  # short fraction
+        "2026-01-01T00:00:00.0000000Z",  # seven digits
+        "2026-01-01T00:00:00.000000+00:00",  # an offset
+        "2026-01-01T01:00:00.000000+01:00",
+        "2026-01-01t00:00:00.000000z",  # lower case
+        "2026-01-01 00:00:00.000000Z",  # a space
+        "2026-02-30T00:00:00.000000Z",  # no such day
+        "2025-02-29T00:00:00.000000Z",
+        "0000-01-01T00:00:00.000000Z",
+        "2026-01-01T24:00:00.000000Z",
+        "2026-01-01T23:59:60.000000Z",  # a leap second: no such chain time
+        "2026-13-01T00:00:00.000000Z",
+        "\uff12026-01-01T00:00:00.000000Z",  # a full-width digit
+        " 2026-01-01T00:00:00.000000Z",
+    ],
+)
+def test_a_record_stamped_outside_the_chains_fixed_form_is_refused(stamp: str) -> None:
+    """A key holder's record stamped in another width or with an offset would compare
+    wrongly as text (and sort outside its window): it is refused, whatever it means."""
+    assert not is_chain_ts(stamp)
+    line, _ = genuine(_receipt(), ts=stamp)
+    report = both_paths([line])
+    assert any("is not an RFC 3339 UTC timestamp with Z" in why for why in reasons(report))
+
+
+def test_stamps_compare_as_text_across_days_and_years() -> None:
+    stamps = [
+        "2026-12-31T23:59:59.999999Z",
+        "2027-01-01T00:00:00.000000Z",
+        "2027-01-01T00:00:00.000001Z",
+        "2027-01-01T00:00:00.000001Z",  # the same time twice is not going backwards
+        "2027-01-01T00:00:00.000000Z",  # backwards by a microsecond
+    ]
+    lines, prev = [], ZERO_DIGEST
+    for seq, stamp in enumerate(stamps):
+        line, prev = genuine(_receipt(), seq=seq, prev=prev, ts=stamp)
+        lines.append(line)
+    assert reasons(both_paths(lines)) == [
+        "ts 2027-01-01T00:00:00.000000Z is earlier than the previous record's "
+        "2027-01-01T00:00:00.000001Z"
+    ]
+
+
+def test_a_record_after_a_malformed_stamp_is_compared_with_the_last_good_one() -> None:
+    stamps = ["2026-01-02T00:00:00.000000Z", "2026-01-03T00:00:00Z", "2026-01-01T00:00:00.000000Z"]
+    lines, prev = [], ZERO_DIGEST
+    for seq, stamp in enumerate(stamps):
+        line, prev = genuine(_receipt(), seq=seq, prev=prev, ts=stamp)
+        lines.append(line)
+    found = reasons(both_paths(lines))
+    assert len(found) == 2 and "fixed form" in found[0]
+    assert found[1].endswith("earlier than the previous record's 2026-01-02T00:00:00.000000Z")
+
+
+def test_an_integer_of_sixteen_digits_within_2_53_is_canonical_on_the_full_path() -> None:
+    line, _ = genuine(_receipt(big=9007199254740991, small=-999999999999999))
+    assert both_paths([line]).intact
+
+
+@pytest.mark.parametrize(
+    "respell",
+    [
+        lambda line: line.replace('"seq":0', '"seq":-0'),
+        lambda line: line.replace("}", "} ", 1),
+        lambda line: line.replace('"chain_id":', '"chain_id" :'),
+        lambda line: line + " ",
+        lambda line: " " + line,
+        lambda line: "\t" + line + "\r",
+    ],
+)
+def test_a_respelled_frame_reads_as_the_full_path_reads_it(respell: Any) -> None:
+    line, _ = genuine(_receipt())
+    changed = respell(line)
+    assert changed != line
+    assert both_paths([changed]).intact
+
+
+@pytest.mark.parametrize(
+    "alter",
+    [
+        lambda line: line.replace(f'"chain_id":"{CHAIN_ID}"', f'"chain_id":"{CHAIN_ID.upper()}"'),
+        lambda line: line.replace('"seq":0', '"seq":00'),
+        lambda line: line.replace('"seq":0', '"seq":0.0'),
+        lambda line: line.replace('"seq":0', '"seq":1e0'),
+        lambda line: line.replace('"seq":0', '"seq":false'),
+        lambda line: line.replace(CANARY, "adapter.unknown_receipt"),
+        lambda line: line.replace('"receipt_id":"sha256:', '"receipt_id":"SHA256:'),
+        lambda line: line.replace('"prev":"sha256:', '"prev":"sha256:0'),
+        lambda line: line.replace('"mac":"', '"mac":"0'),
+        lambda line: line[:-1],
+        lambda line: line + "}",
+        lambda line: line.replace('"receipt":{', '"receipt":[{', 1).replace(
+            ',"receipt_id"', '],"receipt_id"'
+        ),
+    ],
+)
+def test_a_frame_out_of_form_is_refused_on_both_paths(alter: Any) -> None:
+    line, _ = genuine(_receipt())
+    changed = alter(line)
+    assert changed != line
+    assert not both_paths([changed]).intact
+
+
+def test_a_key_holder_resealing_a_respelled_frame_is_refused() -> None:
+    """The key holder MACs a body whose top-level members carry whitespace."""
+    receipt_id = "sha256:" + hashlib.sha256(CANONICAL.encode()).hexdigest()
+    body = (
+        f'{{"chain_id": "{CHAIN_ID}","event":"{CANARY}","prev":"{ZERO_DIGEST}",'
+        f'"receipt":{CANONICAL},"receipt_id":"{receipt_id}","seq":0,"ts":"{TS}"}}'
+    )
+    mac = hmac.digest(KEY, body.encode(), "sha256").hex()
+    line = body.replace(',"prev":', _mac_member(mac) + ',"prev":')
+    assert "MAC does not verify (wrong key, or the record was altered)" in reasons(
+        both_paths([line])
+    )
+
+
+def test_without_a_key_the_shortcut_checks_the_same() -> None:
+    line, digest = genuine(_receipt())
+    tampered, _ = sealed(CANONICAL[:-1] + ',"verdict":"x"}', seq=1, prev=digest)
+    report = both_paths([line, tampered, "not json"], key=None)
+    assert report.records == 2 and not report.macs_checked
+    assert "the line repeats a key" in reasons(report)
+
+
+# --- any receipt, any spelling --------------------------------------------------------------
+
+SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**60), max_value=2**60)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=6)
+)
+VALUES = st.recursive(
+    SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+SPELLINGS = st.sampled_from(
+    [
+        {"separators": (",", ":"), "ensure_ascii": False, "sort_keys": True},
+        {"separators": (",", ":"), "ensure_ascii": True, "sort_keys": True},
+        {"separators": (",", ":"), "ensure_ascii": False, "sort_keys": False},
+        {"separators": (", ", ": "), "ensure_ascii": False, "sort_keys": True},
+    ]
+)
+
+
+EXTRAS = st.dictionaries(st.text(max_size=5), VALUES, max_size=4)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(extra=EXTRAS, spelling=SPELLINGS, key_holder_seals_it=st.booleans())
+def test_any_receipt_in_any_spelling_reads_the_same_on_both_paths(
+    extra: dict[str, Any], spelling: dict[str, Any], key_holder_seals_it: bool
+) -> None:
+    """The chain's writer MACs the canonical body; a key holder may MAC the bytes as
+    spelled. Either way both paths agree, and a line is intact only if what was MACed is
+    the canonical body of what the line states."""
+    _spelled_receipt_reads_the_same(extra, spelling, key_holder_seals_it)
+
+
+@pytest.mark.slow
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(extra=EXTRAS, spelling=SPELLINGS, key_holder_seals_it=st.booleans())
+def test_many_receipts_in_any_spelling_read_the_same_on_both_paths(
+    extra: dict[str, Any], spelling: dict[str, Any], key_holder_seals_it: bool
+) -> None:
+    _spelled_receipt_reads_the_same(extra, spelling, key_holder_seals_it)
+
+
+def _spelled_receipt_reads_the_same(
+    extra: dict[str, Any], spelling: dict[str, Any], key_holder_seals_it: bool
+) -> None:
+    receipt = {**extra, **_receipt()}
+    try:
+        canonical = canonical_json(receipt)
+    except Exception:  # e.g. an integer beyond 2**53: no record can hold it
+        return
+    spelled = json.dumps(json.loads(canonical), allow_nan=False, **spelling)
+    if key_holder_seals_it:
+        line, _ = sealed(spelled)
+    else:
+        # The genuine record, its receipt respelled in the line afterwards.
+        genuine_line, _ = sealed(canonical)
+        line = genuine_line.replace(canonical, spelled)
+    report = both_paths([line])
+    sealed_canonical = not key_holder_seals_it or spelled == canonical
+    assert report.intact == sealed_canonical, (line, reasons(report))
+
+
+@settings(max_examples=60, deadline=None)
+@given(value=VALUES)
+def test_the_encoder_built_once_writes_what_json_dumps_writes(value: Any) -> None:
+    expected = json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+    assert compact_sorted_text(value) == expected
+
+
+def test_the_leaf_of_a_canonical_line_is_the_line_itself() -> None:
+    line, _ = genuine(_receipt(note="\u00e9"))
+    record = json.loads(line)
+    expected = line_text(
+        seq=0, ts=TS, chain_id=CHAIN_ID, event=CANARY, receipt_id=record["receipt_id"],
+        receipt_json=canonical_json(record["receipt"]), prev=ZERO_DIGEST, mac=record["mac"],
+    )  # fmt: skip
+    assert expected == line
+    leaves: list[bytes] = []
+    SliceVerifier(on_leaf=lambda _, leaf: leaves.append(leaf)).feed_all([line.encode() + b"\n"])
+    assert leaves == [line.encode()]
