@@ -171,7 +171,7 @@ def test_the_documentation_from_quick_start_to_release(walk: Walk) -> None:
     wrong = walk.run("floorctl verify receipt R.json")
     assert wrong.returncode == 1 and "pass --pubkey" in wrong.stderr
 
-    documented("`floorctl chain checkpoint [--signing-key K] [--out F] [--json]`")
+    documented("`floorctl chain checkpoint [--signing-key K] [--out F] [--full] [--json]`")
     walk.ok("floorctl chain checkpoint --signing-key keys/signing.key --out c1.txt")
     documented("`floorctl canary record --adapter A --version V --result pass")
     assert "certify" in walk.ok(
