@@ -101,8 +101,8 @@ MIB = 1024 * 1024
 # Written by a child process: a process's peak memory counts the pages of the parent it
 # was forked from until it execs, so the test process must not hold the feed itself.
 GENERATE = """
-import sys
-sys.path.insert(0, sys.argv[3])
+import os, sys
+sys.path[:0] = [sys.argv[3], os.path.dirname(sys.argv[3])]
 from test_bench_feed3 import make_feed
 with open(sys.argv[1], "wb") as out:
     out.write(make_feed(int(sys.argv[2]), 1))
