@@ -15,6 +15,7 @@ import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from floorctl import advisories
@@ -120,16 +121,8 @@ def parse_feed(data: bytes, source: str) -> Feed:
         problems.extend(_v2_problems(document))
     if problems:
         raise FeedError([(shown, path, message) for path, message in _ordered(problems)])
-    if version >= 3:
-        entries = {name: _v3_map_entry(entry) for name, entry in document["adapters"].items()}
-    else:
-        # References are for people; the floor map (and its hash) keeps exactly the three fields.
-        entries = {
-            name: {key: entry[key] for key in map_model.ENTRY_FIELDS}
-            for name, entry in document["adapters"].items()
-        }
     try:
-        floor_map = map_model.from_entries(entries)
+        floor_map = _floor_map(document["adapters"], version)
     except FloorMapError as exc:  # cannot happen after the checks above; fail closed anyway
         raise FeedError([(shown, "$.adapters", str(exc))]) from exc
     feed = Feed(
@@ -265,6 +258,29 @@ def _schema_version(document: dict[str, Any]) -> tuple[int, tuple[str, str] | No
             f"unsupported schema_version {version} (this floorctl reads {readable})",
         )
     return version, None
+
+
+# The adapters are turned into the map this many at a time (see ``_floor_map``).
+_MAP_BATCH = 1024
+
+
+def _floor_map(adapters: dict[str, Any], version: int) -> map_model.FloorMap:
+    """The floor map of a checked feed's adapters, which it empties as it goes: each
+    entry's decoded JSON is dropped once its part of the map is built, so a large feed is
+    never held as JSON and as a map at once. Raises FloorMapError (as ``from_entries``)."""
+    built: dict[str, map_model.Advisory] = {}
+    names = list(adapters)
+    for first in range(0, len(names), _MAP_BATCH):
+        batch: dict[str, Any] = {}
+        for name in names[first : first + _MAP_BATCH]:
+            entry = adapters.pop(name)
+            if version >= 3:
+                batch[name] = _v3_map_entry(entry)
+            else:
+                # References are for people: the floor map (and its hash) keeps the three fields.
+                batch[name] = {key: entry[key] for key in map_model.ENTRY_FIELDS}
+        built.update(map_model.from_entries(batch))
+    return MappingProxyType(dict(sorted(built.items())))
 
 
 def _v3_map_entry(entry: dict[str, Any]) -> dict[str, Any]:

@@ -56,19 +56,19 @@ def merge(feeds: Sequence[tuple[str, FloorMap]]) -> Merged:
         for name, claim in floor_map.items():
             seen.setdefault(name, []).append((source, claim))
     kept: dict[str, Advisory] = {}
-    merged: dict[str, dict[str, Any]] = {}
     conflicts: list[Conflict] = []
     for name, claims in sorted(seen.items()):
         sole = _sole_floor(name, claims)
         if sole is not None:
             kept[name] = sole
             continue
-        merged[name], conflict = _merge_adapter(name, claims)
+        merged, conflict = _merge_adapter(name, claims)
         if conflict is not None:
             conflicts.append(conflict)
-    if not kept:
-        return Merged(from_entries(merged), tuple(conflicts))
-    kept.update(from_entries(merged))
+        # Built one by one, and a sole claim that merges to itself is kept as it is: a large
+        # feed's map is then held once, not once as the feed's and again as the merge's.
+        built = from_entries({name: merged})[name]
+        kept[name] = claims[0][1] if len(claims) == 1 and built == claims[0][1] else built
     return Merged(MappingProxyType(dict(sorted(kept.items()))), tuple(conflicts))
 
 

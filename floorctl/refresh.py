@@ -164,10 +164,10 @@ def plan(
     if not unchanged:
         if progress is not None:
             progress(f"rendering {len(new_map):,} adapters")
-        block = render.render_floor_map(
-            template, new_map, map_hash=new_hash, map_version=new_version
+        # Rendered straight into the module's text, and checked there.
+        new_text = render.render_module(
+            template, new_map, split, map_hash=new_hash, map_version=new_version
         )
-        new_text = splice.splice(split, block)
     return RefreshPlan(
         module=module,
         template=template.name,
@@ -446,6 +446,16 @@ def refuse_symlinked_module(module: Path) -> None:
         )
 
 
+# A module is written encoded this many characters at a time: a large one's text is never
+# held twice (as text and as its bytes).
+_WRITE_CHARS = 1024 * 1024
+
+
+def _utf8_pieces(text: str) -> Iterator[bytes]:
+    for start in range(0, len(text), _WRITE_CHARS):
+        yield text[start : start + _WRITE_CHARS].encode("utf-8")
+
+
 @dataclass(frozen=True)
 class Outcome:
     written: bool
@@ -508,7 +518,7 @@ def apply(
                     )
                 # Before the module is replaced: which chain record will commit this refresh.
                 atomic.write_atomic(journal, json.dumps({"receipt_id": committing}).encode())
-                atomic.write_atomic(refresh.module, refresh.new_text.encode("utf-8"))
+                atomic.write_chunks_atomic(refresh.module, _utf8_pieces(refresh.new_text))
             if audit is not None and receipt is not None:
                 seq = audit.append(receipts.FLOOR_UPDATE, receipt).seq
     finally:

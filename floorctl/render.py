@@ -42,6 +42,7 @@ from floorctl.render_templates import (
     load_template,
     render_block,
     render_floor_map,
+    render_module,
 )
 from floorctl.splice import SplitModule, split_lines, split_module
 from floorguard._maps.map_model import (
@@ -219,7 +220,11 @@ def _check_cookies(block: str, first_line: int) -> None:
             raise _NotData(ast.Pass(lineno=number), "a source-encoding declaration")
 
 
-def _read_statements(body: list[ast.stmt], cut: _Cut | None = None) -> BlockData:
+def _read_statements(
+    body: list[ast.stmt],
+    cut: _Cut | None = None,
+    expected: Mapping[str, Mapping[str, Any]] | None = None,
+) -> BlockData:
     if not body:
         return BlockData(entries={}, stated_hash=None, map_version=0, layout=None)
     names: dict[str, ast.stmt] = {}
@@ -239,7 +244,7 @@ def _read_statements(body: list[ast.stmt], cut: _Cut | None = None) -> BlockData
             raise _NotData(annotation, f"unexpected annotation on {name}")
 
     node = values[layout.entries_name]
-    entries = _entries(layout, node) if cut is None else _cut_entries(layout, node, cut)
+    entries = _entries(layout, node) if cut is None else _cut_entries(layout, node, cut, expected)
     stated_hash = None
     version = 0
     if layout.hash_name in values:
@@ -303,9 +308,13 @@ class _Cut:
     pieces: tuple[_Piece, ...]
 
 
-def _cut(source: str, start: int, stop: int) -> _Cut | None:
+def _cut(source: str, start: int, stop: int, *, whole: bool = True) -> _Cut | None:
     """The cut of ``source`` whose entries' dict lies between the offsets ``start`` and
-    ``stop`` (each at a line start), or None when there is no block of floorctl's shape."""
+    ``stop`` (each at a line start), or None when there is no block of floorctl's shape.
+
+    ``whole``: the cut's text is all of ``source`` (line numbers are the module's); else
+    only ``source[start:stop]`` (a block inside a module's text, read as a block alone).
+    """
     opener = _OPENER.search(source, start, stop)
     if opener is None:
         return None
@@ -327,10 +336,11 @@ def _cut(source: str, start: int, stop: int) -> _Cut | None:
         )
         first = end
     blanked = source.count("\n", body, close)
-    open_line = source.count("\n", 0, opener.start()) + 1
+    first_char, last_char = (0, len(source)) if whole else (start, stop)
+    open_line = source.count("\n", first_char, opener.start()) + 1
     return _Cut(
         source=source,
-        text=source[:body] + "\n" * blanked + source[close:],
+        text=source[first_char:body] + "\n" * blanked + source[close:last_char],
         open_line=open_line,
         close_line=open_line + blanked + 1,
         brace_col=len(opener.group().encode("utf-8")) - 2,
@@ -338,8 +348,19 @@ def _cut(source: str, start: int, stop: int) -> _Cut | None:
     )
 
 
-def _cut_entries(layout: Layout, node: ast.expr, cut: _Cut) -> Entries:
-    """The entries of a cut block, read piece by piece. Raises _NotLean (read it plainly)."""
+def _cut_entries(
+    layout: Layout,
+    node: ast.expr,
+    cut: _Cut,
+    expected: Mapping[str, Mapping[str, Any]] | None = None,
+) -> Mapping[str, Mapping[str, Any]]:
+    """The entries of a cut block, read piece by piece. Raises _NotLean (read it plainly).
+
+    With ``expected``, each entry is compared with ``expected``'s as it is read and then
+    dropped (a rendered block is checked without a second copy of its map): the answer is
+    ``expected`` itself when the block states exactly those entries. Any difference
+    raises _NotLean, so the plain reading decides what the block states.
+    """
     if not (
         isinstance(node, ast.Dict)
         and not node.keys
@@ -365,9 +386,19 @@ def _cut_entries(layout: Layout, node: ast.expr, cut: _Cut) -> Entries:
                 if adapter in seen:
                     raise _NotLean
                 seen.add(adapter)
-                entries.append((adapter, read_entry(adapter, value)))
+                entry = read_entry(adapter, value)
+                if expected is None:
+                    entries.append((adapter, entry))
+                elif adapter not in expected or expected[adapter] != entry:
+                    raise _NotLean
+            # The piece's syntax tree (and its strings) go before the next is parsed.
+            del tree, body, items
         except (_NotData, *_PARSE_FAILURES):
             raise _NotLean from None
+    if expected is not None:
+        if len(seen) != len(expected):
+            raise _NotLean
+        return expected
     entries.sort(key=lambda item: item[0])
     return dict(entries)
 
@@ -380,9 +411,11 @@ def _ends_with_comma(value: ast.expr, piece: _Piece) -> bool:
     return on_last_line and rest == b",\n"
 
 
-def _read_cut(cut: _Cut, body: list[ast.stmt]) -> BlockData | None:
+def _read_cut(
+    cut: _Cut, body: list[ast.stmt], expected: Mapping[str, Mapping[str, Any]] | None = None
+) -> BlockData | None:
     try:
-        return _read_statements(body, cut)
+        return _read_statements(body, cut, expected)
     except (_NotData, _NotLean):
         return None
 
@@ -406,6 +439,26 @@ def read_block(block: str, source: str, *, first_line: int = 1) -> BlockData:
     return read if read is not None else _read_block_plain(block, source, first_line=first_line)
 
 
+def read_block_expecting(
+    text: str,
+    source: str,
+    expected: Mapping[str, Mapping[str, Any]],
+    start: int = 0,
+    stop: int | None = None,
+) -> BlockData:
+    """``read_block`` of the block ``text[start:stop]``, which should state the entries
+    ``expected`` (one just rendered from them): the same reading and the same refusals, but
+    a large block's entries are compared with ``expected`` as they are read instead of
+    being kept, and the block is read where it lies in ``text`` (a module's), so the check
+    holds no second copy of the map or of the text. The answer's entries are ``expected``
+    itself when the block states exactly them, else what the block states. Raises
+    ModuleError as :func:`read_block` does.
+    """
+    stop = len(text) if stop is None else stop
+    read = _read_block_in_pieces(text, expected, start, stop)
+    return read if read is not None else _read_block_plain(text[start:stop], source)
+
+
 def _read_block_plain(block: str, source: str, *, first_line: int = 1) -> BlockData:
     """``read_block`` with one ast.parse of the whole block: the reading that decides."""
     try:
@@ -422,16 +475,24 @@ def _read_block_plain(block: str, source: str, *, first_line: int = 1) -> BlockD
         raise _not_data(source, exc, first_line - 1) from None
 
 
-def _read_block_in_pieces(block: str) -> BlockData | None:
-    """``read_block``'s answer, the entries read in pieces; None: read it the plain way."""
-    cut = _cut(block, 0, len(block))
+def _read_block_in_pieces(
+    text: str,
+    expected: Mapping[str, Mapping[str, Any]] | None = None,
+    start: int = 0,
+    stop: int | None = None,
+) -> BlockData | None:
+    """``read_block``'s answer for the block ``text[start:stop]``, the entries read in
+    pieces; None: read it the plain way."""
+    stop = len(text) if stop is None else stop
+    cut = _cut(text, start, stop, whole=False)
     if cut is None:
         return None
     try:
-        _check_cookies(block, 1)
+        if text.find("coding", start, stop) >= 0:  # else no line can be a declaration
+            _check_cookies(text[start:stop], 1)
         with cyclic_gc_paused():
             tree = ast.parse(cut.text)
-            return _read_cut(cut, tree.body)
+            return _read_cut(cut, tree.body, expected)
     except (_NotData, *_PARSE_FAILURES):
         return None
 
@@ -551,4 +612,5 @@ __all__ = [
     "py_literal",
     "render_block",
     "render_floor_map",
+    "render_module",
 ]

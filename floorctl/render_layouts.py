@@ -94,7 +94,8 @@ class BlockData:
     ``layout`` is the layout the block is written in, None for an empty block.
     """
 
-    entries: Entries
+    # (Read for a check against given entries: those entries themselves, when they match.)
+    entries: Mapping[str, Mapping[str, Any]]
     stated_hash: str | None
     map_version: int
     layout: str | None

@@ -5,8 +5,9 @@ it back.
 from __future__ import annotations
 
 import importlib.resources
+import io
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +23,7 @@ from floorctl.render_layouts import (
     Template,
 )
 from floorctl.render_literals import py_data, py_literal
-from floorctl.splice import BEGIN, END, split_lines
+from floorctl.splice import BEGIN, END, SplitModule, splice, split_lines
 from floorguard._base._canonical import content_address
 from floorguard._base.files import read_regular
 from floorguard._maps.map_model import (
@@ -162,44 +163,163 @@ def render_floor_map(
     """
     if isinstance(map_version, bool) or not isinstance(map_version, int) or map_version < 0:
         raise RenderError(f"map version must be a non-negative integer, not {map_version!r}")
-    return _render(template, to_entries(floor_map), map_hash=map_hash, map_version=map_version)
+    return _render(template, _PlainEntries(floor_map), map_hash=map_hash, map_version=map_version)
 
 
-def _render(template: Template, data: Entries, *, map_hash: str, map_version: int) -> str:
-    extended = [adapter for adapter, fields in data.items() if fields.keys() != _FLOOR_KEYS]
-    if extended and template.layout == BERNSTEIN:
+class _PlainEntries(Mapping[str, Mapping[str, Any]]):
+    """A floor map's ``to_entries`` form, each entry made when it is asked for: rendering
+    and reading back a large map then never hold its whole plain form at once."""
+
+    def __init__(self, floor_map: FloorMap) -> None:
+        self._map = floor_map
+        self._names = sorted(floor_map)
+
+    def __getitem__(self, adapter: str) -> Mapping[str, Any]:
+        return self._map[adapter].as_entry()
+
+    def __contains__(self, adapter: object) -> bool:
+        return adapter in self._map
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+class _LiteralEntries:
+    """The entries a template iterates over, each written as literals when it is reached
+    (a sequence: a template may also ask for its length or an item)."""
+
+    def __init__(self, data: Mapping[str, Mapping[str, Any]]) -> None:
+        self._data = data
+        self._names = list(data)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __getitem__(self, index: int) -> LiteralEntry:
+        adapter = self._names[index]
+        return _literal_entry(adapter, self._data[adapter])
+
+    def __iter__(self) -> Iterator[LiteralEntry]:
+        for adapter, fields in self._data.items():
+            yield _literal_entry(adapter, fields)
+
+
+def _render(
+    template: Template,
+    data: Mapping[str, Mapping[str, Any]],
+    *,
+    map_hash: str,
+    map_version: int,
+) -> str:
+    out = io.StringIO()
+    size = _write_block(out, template, data, map_hash=map_hash, map_version=map_version)
+    block = out.getvalue()
+    del out
+    _check_block(block, 0, size, template, data, map_hash=map_hash, map_version=map_version)
+    return block
+
+
+def render_module(
+    template: Template, floor_map: FloorMap, split: SplitModule, *, map_hash: str, map_version: int
+) -> str:
+    """``splice(split, render_floor_map(...))``, the block written straight into the
+    module's text and checked where it lies there: a large map's module text is held once,
+    never also as a block and as the pieces either was joined from. The same checks and
+    refusals (RenderError; ModuleError as ``splice``).
+    """
+    if split.newline != "\n":  # the block's line endings are converted: the plain way
+        block = render_floor_map(template, floor_map, map_hash=map_hash, map_version=map_version)
+        return splice(split, block)
+    if isinstance(map_version, bool) or not isinstance(map_version, int) or map_version < 0:
+        raise RenderError(f"map version must be a non-negative integer, not {map_version!r}")
+    data = _PlainEntries(floor_map)
+    out = io.StringIO()
+    out.write(split.before)
+    out.write(split.begin_line)
+    start = len(split.before) + len(split.begin_line)
+    size = _write_block(out, template, data, map_hash=map_hash, map_version=map_version)
+    out.write(split.end_line)
+    out.write(split.after)
+    text = out.getvalue()
+    del out
+    _check_block(
+        text, start, start + size, template, data, map_hash=map_hash, map_version=map_version
+    )
+    return text
+
+
+def _write_block(
+    out: io.StringIO,
+    template: Template,
+    data: Mapping[str, Mapping[str, Any]],
+    *,
+    map_hash: str,
+    map_version: int,
+) -> int:
+    """Render the block into ``out`` as jinja2 yields it (never one list of every small
+    string, or a joined copy of them); a final newline is added to a block without one.
+    Returns the block's length. Raises RenderError."""
+    extended = []
+    if template.layout == BERNSTEIN:
+        extended = [adapter for adapter, fields in data.items() if fields.keys() != _FLOOR_KEYS]
+    if extended:
         raise RenderError(
             f"the {BERNSTEIN} template holds floors only: {extended[0]!r} carries advisories "
             f"or waivers{f' (and {len(extended) - 1} more)' if len(extended) > 1 else ''}; "
             f"use the {FLOORGUARD} template"
         )
-    literal_entries = [_literal_entry(adapter, fields) for adapter, fields in data.items()]
     origin = f"template {template.name}"
+    size = 0
+    last = ""
     try:
         compiled = _environment(template.layout is None).from_string(template.source)
-        block = compiled.render(
-            entries=literal_entries,
+        # Streamed: each entry is written as literals when the template reaches it.
+        for piece in compiled.generate(
+            entries=_LiteralEntries(data),
             map_hash=py_literal(map_hash),
             map_version=py_literal(map_version),
-        )
+        ):
+            if piece:
+                size += out.write(piece)
+                last = piece
+    except RenderError:  # a value that cannot be written as a literal, said as it is
+        raise
     except Exception as exc:  # a template from a path may fail in any way: refuse, don't crash
         raise RenderError(f"{origin} failed to render: {exc}") from exc
-    del literal_entries  # rendered: not held while the block is read back
+    if size and not last.endswith("\n"):
+        size += out.write("\n")
+    return size
 
-    if "\r" in block:
+
+def _check_block(
+    text: str,
+    start: int,
+    stop: int,
+    template: Template,
+    data: Mapping[str, Mapping[str, Any]],
+    *,
+    map_hash: str,
+    map_version: int,
+) -> None:
+    """Refuse the rendered block ``text[start:stop]`` unless it is data only and reads back
+    to exactly ``data``, ``map_hash`` and ``map_version``. Raises RenderError."""
+    origin = f"template {template.name}"
+    if text.find("\r", start, stop) >= 0:
         raise RenderError(f"{origin} produced a carriage return")
     # A marker line holds the marker: only then is there a line to look for.
-    if BEGIN in block or END in block:
-        for number, line in enumerate(split_lines(block), start=1):
+    if text.find(BEGIN, start, stop) >= 0 or text.find(END, start, stop) >= 0:
+        for number, line in enumerate(split_lines(text[start:stop]), start=1):
             if line.strip() in (BEGIN, END):
                 raise RenderError(f"{origin} produced a floor-map marker (line {number})")
-    if block and not block.endswith("\n"):
-        block += "\n"
     # Imported here: floorctl.render (the reader) re-imports this module's names.
-    from floorctl.render import read_block  # noqa: PLC0415
+    from floorctl.render import read_block_expecting  # noqa: PLC0415
 
     try:
-        back = read_block(block, origin)
+        # Compared with ``data`` entry by entry as it is read: no second copy of the map.
+        back = read_block_expecting(text, origin, data, start, stop)
     except ModuleError as exc:
         raise RenderError(f"refused to render: {exc}") from None
     if back.layout is None:
@@ -208,4 +328,3 @@ def _render(template: Template, data: Entries, *, map_hash: str, map_version: in
         raise RenderError(f"{origin} produced the {back.layout} layout, not {template.layout}")
     if (back.entries, back.stated_hash, back.map_version) != (data, map_hash, map_version):
         raise RenderError(f"{origin} produced a block that does not read back to its data")
-    return block
