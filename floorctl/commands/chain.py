@@ -11,7 +11,7 @@ first use.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
 
@@ -24,7 +24,7 @@ from floorguard._base._time import parse_ts
 from floorguard._base.state import state_paths
 from floorguard._chain.chain import AuditChain
 from floorguard._chain.chain_key import key_check, load_or_create_key
-from floorguard._chain.chain_view import ChainViews
+from floorguard._chain.chain_view import ChainViews, TreeView
 from floorguard._chain.slice_export import export_slice
 from floorguard._commands._cli_io import stdout_failed
 from floorguard._crypto import merkle
@@ -84,9 +84,14 @@ def _signed(
         previous, unusable = checkpoint.last_signed(kept, resolved.key.public_key(), head.chain_id)
         if unusable is not None:
             notice(f"floorctl: {unusable}: verifying every record from genesis")
-    statement = checkpoint.of_chain(
-        audit, last_seq, previous=previous, full=full, notify=lambda m: notice(f"floorctl: {m}")
-    )
+    try:
+        statement = checkpoint.of_chain(
+            audit, last_seq, previous=previous, full=full,
+            notify=lambda m: notice(f"floorctl: {m}"),
+        )  # fmt: skip
+    except FloorguardError:
+        _witness_rollback(audit, views, before)
+        raise
     # The head's tree, verified: this host witnesses it, and refuses to sign a chain smaller
     # than, or inconsistent with, what it has seen; a checkpoint of a prefix too (an export's
     # --checkpoint-out), judged by the whole chain it was read from.
@@ -110,6 +115,27 @@ def _signed(
                 "next one verifies every record from genesis"
             )
     return statement, note, public
+
+
+def _witness_rollback(audit: AuditChain, views: ChainViews, before: Mapping[str, TreeView]) -> None:
+    """A chain refused (by the last checkpoint signed, or a record that does not verify)
+    that is also smaller than the tree this host remembers is refused as that rollback, and
+    recorded, as every read of it is: the refusal is this host's evidence. Any other
+    refusal stands as it is (a larger tree that was not verified is never remembered)."""
+    try:
+        head = audit.head()
+        seen = None if head is None else before.get(head.chain_id)
+        if head is None or seen is None or seen.size <= head.seq + 1:
+            return
+        size = head.seq + 1
+        root = _stored_root(audit, size)
+    except FloorguardError:
+        return  # the refusal already raised says what is wrong
+    views.observe(
+        before, head.chain_id, size, root,
+        location=audit.location, root_of=lambda m: _stored_root(audit, m),
+        doing="sign a checkpoint of",
+    )  # fmt: skip
 
 
 def _stored_root(audit: AuditChain, size: int) -> bytes:

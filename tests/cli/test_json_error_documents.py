@@ -173,6 +173,9 @@ def test_an_interrupt_with_json_prints_one_error_document_and_no_traceback(
         # The notice is printed once the command runs: it is then waiting on stdin.
         assert "MACs not checked" in child.stderr.readline()
         child.send_signal(signal.SIGINT)
+        # Ended by the signal alone: communicate() closes stdin, and an end of input read
+        # before the signal is handled would end the command another way.
+        child.wait(timeout=60)
         out, err = child.communicate(timeout=60)
     assert child.returncode == 1
     assert "Traceback" not in err

@@ -367,7 +367,7 @@ def _since(
             raise _refused(
                 chain,
                 f"it holds {count} records, fewer than the {old} of the last checkpoint signed "
-                f"of it (issued {previous.time or 'at an unknown time'}): it was rolled back",
+                f"of it (issued {previous.time or 'at an unknown time'}): a rollback",
             )
         if snap.size != count:
             notify(
