@@ -134,7 +134,7 @@ def test_a_chain_rolled_back_below_the_last_checkpoint_is_refused(chain: AuditCh
     execute(chain.db_path, "DELETE FROM records WHERE seq >= 7")
     execute(chain.db_path, "DELETE FROM tree WHERE ((idx + 1) << level) > 7")
     for full in (False, True):
-        with pytest.raises(VerificationError, match=r"fewer than the 11 .* rolled back"):
+        with pytest.raises(VerificationError, match=r"fewer than the 11 .* a rollback"):
             checkpoint.of_chain(chain, previous=previous, full=full)
 
 

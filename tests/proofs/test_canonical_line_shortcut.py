@@ -393,7 +393,7 @@ def test_any_receipt_in_any_spelling_reads_the_same_on_both_paths(
 
 
 @pytest.mark.slow
-@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(extra=EXTRAS, spelling=SPELLINGS, key_holder_seals_it=st.booleans())
 def test_many_receipts_in_any_spelling_read_the_same_on_both_paths(
     extra: dict[str, Any], spelling: dict[str, Any], key_holder_seals_it: bool

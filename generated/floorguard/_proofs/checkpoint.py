@@ -552,7 +552,7 @@ def _from_genesis(
                 chain,
                 f"it holds {tree.size} records, fewer than the {previous.size} of the last "
                 f"checkpoint signed of it (issued {previous.time or 'at an unknown time'}): "
-                "it was rolled back",
+                "a rollback",
             )
         if roots.get(previous.size) != previous.root:
             raise _refused(
