@@ -9,9 +9,9 @@ ChainError, writes ChainWriteError, each naming ``location`` and a reason.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 # The format of the stored chain (meta 'format'); a store refuses any other.
 CHAIN_FORMAT = "1"
@@ -73,6 +73,62 @@ def stray_query(tree: str, size: int, mark: str) -> tuple[str, list[int]]:
 class AheadMissed(Exception):
     """A write run ahead (on what the writer knew of the store before reading it) cannot
     go on: the store runs it again the ordinary way. Never leaves a store."""
+
+
+class KnownHead(Protocol):
+    """What a writer knew of its store after its own last write: the head and the tree
+    nodes a next append reads (its right edge)."""
+
+    @property
+    def head(self) -> Row | None: ...
+
+    @property
+    def nodes(self) -> Mapping[tuple[int, int], bytes]: ...
+
+
+class AheadView:
+    """The part of a WriteView running ahead (see WriteView) that both stores share: the
+    head and the tree nodes from ``known``; one record and its nodes kept until the attempt
+    returns, then written by the store; any other read or write raises AheadMissed."""
+
+    ahead = True
+
+    def __init__(self, known: KnownHead) -> None:
+        self._known = known
+        self.record: Row | None = None
+        self.new_nodes: list[Node] | None = None
+
+    def head(self) -> Row | None:
+        return self._known.head
+
+    def clock(self) -> str | None:
+        return None  # one machine: its own clock is the chain's
+
+    def subtree(self, level: int, index: int) -> bytes | None:
+        return self._known_node(level, index)
+
+    def _known_node(self, level: int, index: int) -> bytes:
+        found = self._known.nodes.get((level, index))
+        if found is None:
+            raise AheadMissed
+        return found
+
+    def insert_record(self, row: Row) -> None:
+        if self.record is not None:
+            raise AheadMissed
+        self.record = row
+
+    def insert_nodes(self, nodes: Iterable[Node]) -> None:
+        if self.record is None or self.new_nodes is not None:
+            raise AheadMissed
+        self.new_nodes = list(nodes)
+
+    def _missed(self, *args: object) -> Any:
+        raise AheadMissed
+
+    record_count = tree_size = _missed
+    row = ts_at = chain_id_at = extent = rows = first_seq_of = nodes = meta = insert_meta = _missed
+    subtrees = nodes_ending = stray_node = _missed
 
 
 class ReadView(Protocol):

@@ -40,6 +40,7 @@ from floorguard.chainstore.interface import (
     CHAIN_FORMAT,
     NODE_ORDER,
     AheadMissed,
+    AheadView,
     Node,
     Row,
     T,
@@ -287,17 +288,23 @@ class _View:
         self.flush()
         upper = 2**63 - 1 if last is None else last
         query = f"SELECT {COLUMNS} FROM {_RECORDS} WHERE seq BETWEEN %s AND %s ORDER BY seq"  # noqa: S608
-        # A read streams through a server-side cursor (an export may be millions of rows).
+        yield from self._streamed(query, (first, upper), server_side=self._stream)
+
+    def _streamed(
+        self, query: str, params: Sequence[object], *, server_side: bool = True
+    ) -> Iterator[Any]:
+        """The rows of ``query``, in batches from a server-side cursor (an export may be
+        millions of rows); the deadline covers the waits for the server, not the reader's."""
         cursor = (
             self._conn.cursor(name=f"floorguard_{secrets.token_hex(4)}")
-            if self._stream
+            if server_side
             else self._conn.cursor()
         )
         with cursor:
             with self._waiting():
-                cursor.execute(query, (first, upper))
+                cursor.execute(query, params)
             while True:
-                with self._waiting():  # only the wait for the server, not the consumer's
+                with self._waiting():
                     batch = cursor.fetchmany(512)
                 if not batch:
                     break
@@ -331,17 +338,8 @@ class _View:
     def nodes(self) -> Iterator[Node]:
         self.flush()
         query = f"SELECT level, idx, hash FROM {_TREE} {NODE_ORDER}"  # noqa: S608
-        cursor = self._conn.cursor(name=f"floorguard_{secrets.token_hex(4)}")
-        with cursor:
-            with self._waiting():
-                cursor.execute(query)
-            while True:
-                with self._waiting():
-                    batch = cursor.fetchmany(512)
-                if not batch:
-                    break
-                for level, index, digest in batch:
-                    yield int(level), int(index), bytes(digest)
+        for level, index, digest in self._streamed(query, ()):
+            yield int(level), int(index), bytes(digest)
 
     def subtrees(self, keys: Sequence[tuple[int, int]]) -> dict[tuple[int, int], bytes]:
         found = {key: self._nodes[key] for key in keys if key in self._nodes}
@@ -365,17 +363,8 @@ class _View:
     def nodes_ending(self, after: int, upto: int) -> Iterator[Node]:
         self.flush()
         query, params = ending_query(_TREE, after, upto, "%s")
-        cursor = self._conn.cursor(name=f"floorguard_{secrets.token_hex(4)}")
-        with cursor:
-            with self._waiting():
-                cursor.execute(query, params)
-            while True:
-                with self._waiting():
-                    batch = cursor.fetchmany(512)
-                if not batch:
-                    break
-                for level, index, digest in batch:
-                    yield int(level), int(index), bytes(digest)
+        for level, index, digest in self._streamed(query, params):
+            yield int(level), int(index), bytes(digest)
 
     def stray_node(self, size: int) -> tuple[int, int] | None:
         query, params = stray_query(_TREE, size, "%s")
@@ -462,49 +451,23 @@ class _Ahead:
         return format_ts(moment)
 
 
-class _AheadView:
-    """A WriteView running ahead (see interface.WriteView): the head, the clock and the tree
-    nodes from an _Ahead; a record and its nodes buffered for append_next; anything else
-    raises AheadMissed."""
-
-    ahead = True
+class _AheadView(AheadView):
+    """A WriteView running ahead on an _Ahead, with the server's clock as estimated; its
+    record and nodes are buffered for append_next, and the nodes it read are sent along
+    for the server to check."""
 
     def __init__(self, known: _Ahead, clock: str) -> None:
-        self._known = known
+        super().__init__(known)
         self._clock = clock
         self.nodes_read: dict[tuple[int, int], bytes] = {}
-        self.record: Row | None = None
-        self.new_nodes: list[Node] | None = None
-
-    def head(self) -> Row | None:
-        return self._known.head
 
     def clock(self) -> str | None:
         return self._clock
 
     def subtree(self, level: int, index: int) -> bytes | None:
-        found = self._known.nodes.get((level, index))
-        if found is None:
-            raise AheadMissed
+        found = self._known_node(level, index)
         self.nodes_read[(level, index)] = found
         return found
-
-    def insert_record(self, row: Row) -> None:
-        if self.record is not None:
-            raise AheadMissed
-        self.record = row
-
-    def insert_nodes(self, nodes: Iterable[Node]) -> None:
-        if self.record is None or self.new_nodes is not None:
-            raise AheadMissed
-        self.new_nodes = list(nodes)
-
-    def _missed(self, *args: Any) -> Any:
-        raise AheadMissed
-
-    record_count = tree_size = _missed
-    row = ts_at = chain_id_at = extent = rows = first_seq_of = nodes = meta = insert_meta = _missed
-    subtrees = nodes_ending = stray_node = _missed
 
 
 class PostgresStore:

@@ -27,12 +27,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from floorguard.chainstore.interface import (
     CHAIN_FORMAT,
     NODE_ORDER,
     AheadMissed,
+    AheadView,
     Node,
     Row,
     T,
@@ -315,46 +316,9 @@ class _Known:
         return cls(conn, version, head, nodes)
 
 
-class _AheadView:
-    """A WriteView running ahead (see interface.WriteView): the head and the tree nodes
-    from a _Known checked under the lock; a record and its nodes kept until the attempt
-    returns, then written; anything else raises AheadMissed (nothing was written)."""
-
-    ahead = True
-
-    def __init__(self, known: _Known) -> None:
-        self._known = known
-        self.record: Row | None = None
-        self.new_nodes: list[Node] | None = None
-
-    def head(self) -> Row | None:
-        return self._known.head
-
-    def clock(self) -> None:
-        return None  # one machine: its own clock is the chain's
-
-    def subtree(self, level: int, index: int) -> bytes | None:
-        found = self._known.nodes.get((level, index))
-        if found is None:
-            raise AheadMissed
-        return found
-
-    def insert_record(self, row: Row) -> None:
-        if self.record is not None:
-            raise AheadMissed
-        self.record = row
-
-    def insert_nodes(self, nodes: Iterable[Node]) -> None:
-        if self.record is None or self.new_nodes is not None:
-            raise AheadMissed
-        self.new_nodes = list(nodes)
-
-    def _missed(self, *args: object) -> Any:
-        raise AheadMissed
-
-    record_count = tree_size = _missed
-    row = ts_at = chain_id_at = extent = rows = first_seq_of = nodes = meta = insert_meta = _missed
-    subtrees = nodes_ending = stray_node = _missed
+class _AheadView(AheadView):
+    """A WriteView running ahead on a _Known checked under the lock (nothing is written
+    until the attempt returns)."""
 
 
 class SqliteStore:
