@@ -144,12 +144,13 @@ def test_a_login_role_with_quotes_and_capitals_is_granted_and_appends(
 ) -> None:
     """--grant takes the role's exact name (quoted as an identifier, no SQL built from it): a
     role named Host "17"; DROP is granted, appends, and nothing else ran."""
-    name = 'Host "17"; DROP'
-    pg.server.psql('CREATE ROLE "Host ""17""; DROP" LOGIN')
+    tag = secrets.token_hex(3)  # (the server outlives one run: a role name used once)
+    name = f'Host "{tag}"; DROP'
+    pg.server.psql(f'CREATE ROLE "Host ""{tag}""; DROP" LOGIN')
     env = isolated_env(pg.key_file.parent, FLOORGUARD_CHAIN_KEY_FILE=str(pg.key_file))
     done = floorctl("chain", "init", "--url", pg.owner_url, "--grant", name, env=env)
     assert done.returncode == 0, done.stderr
-    url = pg.server.url("Host%20%2217%22%3B%20DROP", pg.database)
+    url = pg.server.url(f"Host%20%22{tag}%22%3B%20DROP", pg.database)
     env = {**pg.env(tmp_path / "h"), "FLOORGUARD_CHAIN_URL": url}
     done = append(env)
     assert done.returncode == 0, done.stderr
