@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
 import secrets
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 import pgserver
 
+from floorguard._chain.chain import line_text
 from helpers.cli import isolated_env
 
 SPAWN = "adapter.spawn_preflight_receipt"
@@ -45,3 +48,18 @@ def _database(server: pgserver.PgServer, tmp_path: Path) -> dict[str, str]:
         user=owner, database=database,
     )  # fmt: skip
     return env
+
+
+def read_and_hash_every_record(db: Path) -> None:
+    """A baseline for whole-chain work on a SQLite chain: read every record once and hash
+    its line as a leaf, nothing else."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    cursor = conn.execute("SELECT * FROM records ORDER BY seq")
+    while batch := cursor.fetchmany(2048):
+        for seq, ts, chain_id, event, receipt_id, receipt, prev, mac in batch:
+            line = line_text(
+                seq=seq, ts=ts, chain_id=chain_id, event=event, receipt_id=receipt_id,
+                receipt_json=receipt, prev=prev, mac=mac,
+            )  # fmt: skip
+            hashlib.sha256(b"\x00" + line.encode()).digest()
+    conn.close()

@@ -24,7 +24,6 @@ asserted about time.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import resource
@@ -39,6 +38,7 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
+from helpers.bench_chain import read_and_hash_every_record
 from helpers.cli import isolated_env
 from helpers.grown_chain import CANARY, grow_sqlite
 
@@ -63,20 +63,6 @@ def _median(samples: list[float]) -> float:
 
 def _spread(samples: list[float]) -> str:
     return f"{min(samples) * 1000:.3g}-{max(samples) * 1000:.3g} ms"
-
-
-def _read_and_hash(db: Path) -> None:
-    """The baseline of a checkpoint: read every record once and hash its line."""
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    cursor = conn.execute("SELECT * FROM records ORDER BY seq")
-    while batch := cursor.fetchmany(2048):
-        for seq, ts, chain_id, event, receipt_id, receipt, prev, mac in batch:
-            line = line_text(
-                seq=seq, ts=ts, chain_id=chain_id, event=event, receipt_id=receipt_id,
-                receipt_json=receipt, prev=prev, mac=mac,
-            )  # fmt: skip
-            hashlib.sha256(b"\x00" + line.encode()).digest()
-    conn.close()
 
 
 def _proof_before(db: Path, seq: int, cp: checkpoint.Checkpoint) -> list[bytes]:
@@ -187,7 +173,7 @@ def _checkpoints(chain: AuditChain, size: int, previous: checkpoint.Checkpoint) 
             timings["from genesis"].append(time.perf_counter() - started)
             assert (full.size, full.root) == (made.size, made.root)
             started = time.perf_counter()
-            _read_and_hash(chain.db_path)
+            read_and_hash_every_record(chain.db_path)
             timings["read"].append(time.perf_counter() - started)
         previous = made
     incremental, full_, read = (_median(v) for v in timings.values())

@@ -13,7 +13,6 @@ the tree is then built by the chain itself. Assertions allow for noisy shared ma
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
 import statistics
@@ -21,8 +20,9 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.bench_chain import read_and_hash_every_record
 
-from floorguard._chain.chain import AuditChain, line_text
+from floorguard._chain.chain import AuditChain
 from floorguard._crypto import merkle
 from floorguard._proofs import checkpoint, tlog
 
@@ -54,23 +54,10 @@ def _chain_of(folder: Path, count: int) -> AuditChain:
     return AuditChain(chain.db_path, chain.key_file)
 
 
-def _read_and_hash(db: Path) -> None:
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    cursor = conn.execute("SELECT * FROM records ORDER BY seq")
-    while batch := cursor.fetchmany(2048):
-        for seq, ts, chain_id, event, receipt_id, receipt, prev, mac in batch:
-            line = line_text(
-                seq=seq, ts=ts, chain_id=chain_id, event=event, receipt_id=receipt_id,
-                receipt_json=receipt, prev=prev, mac=mac,
-            )  # fmt: skip
-            hashlib.sha256(b"\x00" + line.encode()).digest()
-    conn.close()
-
-
 def test_bench_building_the_tree_of_a_200k_record_chain(tmp_path: Path) -> None:
     chain = _chain_of(tmp_path, 200_000)
     started = time.perf_counter()
-    _read_and_hash(chain.db_path)
+    read_and_hash_every_record(chain.db_path)
     floor = time.perf_counter() - started
     started = time.perf_counter()
     assert chain.ensure_tree() == 200_000
