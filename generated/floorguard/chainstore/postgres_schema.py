@@ -630,11 +630,16 @@ def _append_function(name: str, *, ahead: bool) -> str:
         if ahead
         else ""
     )
+    # Plans made once per session: left to choose, PostgreSQL kept planning the edge
+    # check's query anew on every call (its array arguments make a custom plan look
+    # cheaper), which cost about as much as running it. Every query here is an index probe
+    # or reads the function's own arguments, so one generic plan serves every call.
     return f"""
 CREATE OR REPLACE FUNCTION floorguard.{name}(seq bigint, ts text, chain_id text,
   event text, receipt_id text, receipt text, prev text, mac text,
   levels integer[], idxs bigint[], hashes bytea[]{extra_args}) RETURNS {returns}
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
   head floorguard.records%ROWTYPE;
   rebuilt text;
