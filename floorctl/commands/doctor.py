@@ -42,6 +42,7 @@ def command(strict: bool, output_format: str) -> None:
                 where.uri if where else None,
                 strict=strict,
                 lines=where.lines if where else None,
+                cwd=Path.cwd(),
             )
         )
     problem = posture.problem(strict=strict)

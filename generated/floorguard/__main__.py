@@ -368,6 +368,7 @@ def _doctor(args: argparse.Namespace) -> int:
                 where.uri if where else None,
                 strict=args.strict,
                 lines=where.lines if where else None,
+                cwd=Path.cwd(),
             )
         )
         args.emitted = True

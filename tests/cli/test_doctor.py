@@ -131,3 +131,13 @@ def test_doctor_lists_each_agents_mcp_servers_and_fails_on_a_refused_one(tmp_pat
     assert "claude's MCP server old (refused)" in done.stderr
     table = floorctl("doctor", cwd=project, state=tmp_path / "state", **env).stdout
     assert f"  claude: old (aider 0.50.0) refuse, {declared} at mcpServers.old: " in table
+    sarif = floorctl("doctor", "--format", "sarif", cwd=project, state=tmp_path / "state", **env)
+    assert sarif.returncode == 1, sarif.stderr
+    [run] = json.loads(sarif.stdout)["runs"]
+    [refused] = [r for r in run["results"] if r["ruleId"] == "FG005"]
+    assert refused["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == ".mcp.json"
+    markdown = floorctl("doctor", "--format", "markdown", cwd=project, state=tmp_path / "state",
+                        **env).stdout  # fmt: skip
+    [row] = [line for line in markdown.splitlines() if line.startswith("| claude | old |")]
+    assert row.startswith("| claude | old | aider | 0.50.0 | refuse | ")
+    assert row.endswith(".mcp.json at mcpServers.old |")  # (the path's _ escaped in the cell)

@@ -208,6 +208,7 @@ def test_rule_ids_are_stable() -> None:
         "UnknownVersion": "FG003",
         "AheadOfLastGreen": "FG004",
         "UnclassifiedStatus": "FG000",
+        "McpServerRefused": "FG005",
         "SpawnPermittedWhileUnsafe": "FG101",
         "ChainIntegrity": "FG102",
     }
@@ -228,6 +229,88 @@ def test_markdown_cells_cannot_break_the_table() -> None:
     lines = report_formats.doctor_markdown(document).splitlines()
     rows = [line for line in lines if line.startswith("| ") and "adapter |" not in line]
     assert rows == ["| aider | 1.0\\|x \\| forged \\| row \\| | 1.0.20 | ok |"]
+
+
+def server(name: str | None, verdict: str, declared_in: str | None = None) -> dict[str, Any]:
+    """One entry of a ``doctor --json`` document's ``mcp_servers``."""
+    return {
+        "agent": "claude", "name": name, "verdict": verdict, "declared_in": declared_in,
+        "at": None if name is None else f"mcpServers.{name}", "command": "mcp-remote",
+        "version": "0.1.15", "reason": f"reason for {name}",
+    }  # fmt: skip
+
+
+def with_servers(*servers: dict[str, Any]) -> dict[str, Any]:
+    return {**posture(("aider", "ok")), "mcp_servers": list(servers)}
+
+
+def test_doctor_sarif_reports_each_refused_mcp_server_in_the_file_declaring_it(
+    tmp_path: Path,
+) -> None:
+    project = tmp_path / "project"
+    document = with_servers(
+        server("old", "refuse", str(project / ".mcp.json")),
+        server(None, "refuse", str(tmp_path / "home" / ".claude.json")),  # unreadable file
+        server("new", "permit", str(project / ".mcp.json")),
+        server("far", "remote", str(project / ".mcp.json")),
+        server("off", "disabled", str(project / ".mcp.json")),
+        server("let", "warn_override", str(project / ".mcp.json")),
+    )
+    sarif = report_formats.doctor_sarif(document, map_uri="m.py", cwd=project)
+    assert_valid_sarif(sarif)
+    [run] = sarif["runs"]
+    found = {
+        r["locations"][0]["logicalLocations"][0]["name"]: (
+            r["ruleId"],
+            r["level"],
+            r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
+        )
+        for r in run["results"]
+    }
+    home_file = (tmp_path / "home" / ".claude.json").as_uri()
+    assert found == {
+        "claude/old": ("FG005", "error", ".mcp.json"),
+        "claude/-": ("FG005", "error", home_file),
+    }
+    old = next(r for r in run["results"] if r["properties"]["name"] == "old")
+    assert old["message"]["text"] == (
+        "claude's MCP server old (mcp-remote 0.1.15) is refused: reason for old"
+    )
+    assert old["properties"]["at"] == "mcpServers.old"
+    assert run["invocations"] == [{"executionSuccessful": True, "exitCode": 1}]
+
+
+def test_a_server_verdict_the_renderer_does_not_know_is_a_finding_not_dropped() -> None:
+    sarif = report_formats.doctor_sarif(with_servers(server("x", "brand_new")), map_uri=None)
+    assert_valid_sarif(sarif)
+    [result] = sarif["runs"][0]["results"]
+    assert (result["ruleId"], result["level"]) == ("FG005", "error")
+
+
+def test_servers_that_are_let_run_or_not_judged_are_no_finding() -> None:
+    document = with_servers(*(server(v, v) for v in sorted(report_formats.SERVER_NO_FINDING)))
+    sarif = report_formats.doctor_sarif(document, map_uri=None)
+    assert sarif["runs"][0]["results"] == []
+    assert sarif["runs"][0]["invocations"][0]["exitCode"] == 0
+    assert report_formats.doctor_markdown(document).startswith(
+        "### floorguard doctor: all installed adapters ok\n"
+    )
+
+
+def test_doctor_markdown_lists_each_server_and_counts_a_refused_one_as_a_finding() -> None:
+    document = with_servers(
+        server("old", "refuse", "/p/.mcp.json"), server("far|x", "remote", "/p/.mcp.json")
+    )
+    lines = report_formats.doctor_markdown(document).splitlines()
+    assert lines[0] == "### floorguard doctor: 1 finding(s)"
+    assert "| agent | MCP server | runs | version | verdict | declared in |" in lines
+    assert "| claude | old | mcp-remote | 0.1.15 | refuse | /p/.mcp.json at mcpServers.old |" in (
+        lines
+    )
+    assert (
+        "| claude | far\\|x | mcp-remote | 0.1.15 | remote | /p/.mcp.json at mcpServers.far\\|x |"
+        in lines
+    )
 
 
 # --- verify chain -------------------------------------------------------------------------------

@@ -62,6 +62,15 @@ DOCTOR_RULES: Mapping[str, Rule] = {
     ),
 }
 NO_FINDING = frozenset({"ok", "waived", "not_installed"})
+# An MCP server an installed agent would start, refused as the gate would refuse it (below
+# its floor, inside an advisory, or a declaration or program it cannot identify).
+SERVER_REFUSED = Rule(
+    "FG005",
+    "McpServerRefused",
+    "error",
+    "An MCP server an installed agent would start is refused: below its floor, inside an "
+    "advisory, or not identifiable.",
+)
 UNCLASSIFIED = Rule(
     "FG000", "UnclassifiedStatus", "error", "A doctor status this renderer has no rule for."
 )
@@ -77,7 +86,13 @@ CHAIN_INTEGRITY = Rule(
     "error",
     "The slice is not intact, continuous, authenticated or covering the window.",
 )
-ALL_RULES = (*DOCTOR_RULES.values(), UNCLASSIFIED, CHAIN_VIOLATION, CHAIN_INTEGRITY)
+ALL_RULES = (
+    *DOCTOR_RULES.values(),
+    UNCLASSIFIED,
+    SERVER_REFUSED,
+    CHAIN_VIOLATION,
+    CHAIN_INTEGRITY,
+)
 
 
 def doctor_rule(status: str) -> Rule | None:
@@ -151,13 +166,15 @@ def doctor_sarif(
     map_uri: str | None,
     map_lines: Mapping[str, int] | None = None,
     strict: bool = False,
+    cwd: Path | None = None,
 ) -> dict[str, Any]:
     """The SARIF log of a ``doctor --json`` document: one result per adapter whose status is
     a finding, located in the floor map in force (``map_uri``) at the line of the adapter's
     entry (``map_lines``; line 1 when not known: a physical location always has a region)
-    and at the adapter. The invocation's exit code is the doctor's: a warning alone fails
-    only under ``strict``."""
-    rules = [*DOCTOR_RULES.values(), UNCLASSIFIED]
+    and at the adapter; and one per refused MCP server, located in the file that declares
+    it (relative to ``cwd`` when inside it) and at the agent's server. The invocation's exit
+    code is the doctor's: a warning alone fails only under ``strict``."""
+    rules = [*DOCTOR_RULES.values(), UNCLASSIFIED, SERVER_REFUSED]
     results = []
     for adapter in document["adapters"]:
         rule = doctor_rule(adapter["status"])
@@ -176,6 +193,7 @@ def doctor_sarif(
             for key in ("binary", "version", "floor", "refuses_below", "advisory_id")
         }
         results.append(found)
+    results += [_server_result(rules, server, cwd) for server in _refused_servers(document)]
     failed = any(r["level"] == "error" for r in results) or (strict and bool(results))
     invocation = {"executionSuccessful": True, "exitCode": 1 if failed else 0}
     return _log(
@@ -187,6 +205,45 @@ def doctor_sarif(
             "posture_receipt": document["receipt_id"],
         },
     )
+
+
+# The verdicts of a server that are no finding: let run, by the floor or by the policy (a
+# warn-override, an untracked program allowed), or not judged (remote, disabled). Any other,
+# "refuse" or one this renderer does not know, is reported: never silently dropped.
+SERVER_NO_FINDING = frozenset({"permit", "warn_override", "untracked", "remote", "disabled"})
+
+
+def _refused_servers(document: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    servers = document.get("mcp_servers") or []
+    return [s for s in servers if s.get("verdict") not in SERVER_NO_FINDING]
+
+
+def _server_label(server: Mapping[str, Any]) -> str:
+    return f"{server['agent']}'s MCP server {server.get('name') or '(its configuration)'}"
+
+
+def _server_result(
+    rules: Sequence[Rule], server: Mapping[str, Any], cwd: Path | None
+) -> dict[str, Any]:
+    declared = server.get("declared_in")
+    uri = artifact_uri(declared, cwd or Path("/")) if declared else None
+    label = _server_label(server)
+    what = " ".join(filter(None, [server.get("command"), server.get("version")]))
+    text = f"{label}{f' ({what})' if what else ''} is refused: {server.get('reason') or '-'}"
+    qualified = f"{server['agent']}/{server.get('name') or '-'}"
+    location = {
+        **_physical(uri, 1),
+        "logicalLocations": [
+            {"name": qualified, "fullyQualifiedName": qualified, "kind": "module"}
+        ],
+    }
+    identity = f"{qualified}\0{declared}\0{server.get('at')}\0{server.get('version')}"
+    found = _result(rules, SERVER_REFUSED, text, location, identity)
+    found["properties"] = {
+        key: server.get(key)
+        for key in ("agent", "name", "declared_in", "at", "command", "version", "verdict")
+    }
+    return found
 
 
 def chain_sarif(document: Mapping[str, Any], *, slice_uri: str | None) -> dict[str, Any]:
@@ -244,7 +301,8 @@ def doctor_markdown(document: Mapping[str, Any]) -> str:
     """A pull-request comment: a heading with the count of findings, then one row per
     adapter (adapter, installed, floor, status)."""
     adapters = document["adapters"]
-    findings = sum(doctor_rule(a["status"]) is not None for a in adapters)
+    refused = _refused_servers(document)
+    findings = sum(doctor_rule(a["status"]) is not None for a in adapters) + len(refused)
     heading = "all installed adapters ok" if not findings else f"{findings} finding(s)"
     lines = [
         f"### floorguard doctor: {heading}",
@@ -257,6 +315,18 @@ def doctor_markdown(document: Mapping[str, Any]) -> str:
         floor = a["refuses_below"] if "refuses_below" in a else a.get("floor")
         cells = (a["adapter"], a.get("version"), floor, _status_cell(a))
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    servers = document.get("mcp_servers") or []
+    if servers:
+        lines += [
+            "",
+            "| agent | MCP server | runs | version | verdict | declared in |",
+            "|---|---|---|---|---|---|",
+        ]
+        for s in servers:
+            where = f"{s['declared_in']} at {s.get('at')}" if s.get("declared_in") else None
+            row = (s["agent"], s.get("name"), s.get("command"), s.get("version"),
+                   s.get("verdict"), where)  # fmt: skip
+            lines.append("| " + " | ".join(_cell(c) for c in row) + " |")
     lines += [
         "",
         f"floor map `{document['floor_map_hash']}`, posture receipt `{document['receipt_id']}`",
@@ -342,17 +412,21 @@ def render(
     *,
     strict: bool = False,
     lines: Mapping[str, int] | None = None,
+    cwd: Path | None = None,
 ) -> str:
     """What ``doctor`` (``report="doctor"``) or ``verify chain`` (``report="chain"``) prints
     for a ``--format`` other than text, ending in a newline. ``artifact`` is the floor map's
     or the slice's URI (see ``artifact_uri``); ``strict`` is the doctor's ``--strict``;
-    ``lines`` the line of each adapter's entry in the map (``doctor_map_artifact``).
+    ``lines`` the line of each adapter's entry in the map (``doctor_map_artifact``); ``cwd``
+    what the files declaring MCP servers are located relative to.
     Raises ValueError for another format."""
     if output_format == "json":
         return _dumps(document)
     if output_format == "sarif":
         if report == "doctor":
-            sarif = doctor_sarif(document, map_uri=artifact, map_lines=lines, strict=strict)
+            sarif = doctor_sarif(
+                document, map_uri=artifact, map_lines=lines, strict=strict, cwd=cwd
+            )
             return _dumps(sarif)
         return _dumps(chain_sarif(document, slice_uri=artifact))
     if output_format == "markdown":
