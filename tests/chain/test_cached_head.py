@@ -24,7 +24,7 @@ from helpers.tree_support import assert_tree_matches_records
 
 from floorguard._chain.chain import AuditChain, record_digest
 from floorguard._proofs.slice_verify import verify_slice
-from floorguard.errors import ChainRollbackError
+from floorguard.errors import ChainRollbackError, ChainWriteError
 
 APPEND_ONE = textwrap.dedent(
     """
@@ -201,3 +201,100 @@ def test_a_tree_node_rewritten_under_the_remembered_head_is_refused_as_a_fork(
     with pytest.raises(ChainRollbackError, match="fork"):
         chain.append(CANARY, receipt(n="refused"))
     assert _count(home / "chain.sqlite3") == 6
+
+
+# --- one file, one log: what the kept connection rests on -------------------------------------
+# SQLite keeps a database's write-ahead log and its index beside the name it opened
+# (``chain.sqlite3-wal``, ``-shm``). A second name for the same file (a hard link), or those
+# two files removed or replaced under a connection that has them open, gives two logs for one
+# database: each writer appends on its own head, and one's records are lost when the other's
+# log is checkpointed. Both are refused, by name, before anything is written.
+
+
+def _no_view_chain(folder: Path, count: int) -> AuditChain:
+    """A chain object without a host view (the library's own AuditChain(path, key)): the
+    store alone must notice."""
+    chain = AuditChain(folder / "chain.sqlite3", folder / "chain.key")
+    for n in range(count):
+        chain.append(CANARY, receipt(n=n))
+    return chain
+
+
+def test_a_chain_file_with_a_second_hard_link_is_refused_under_either_name(
+    tmp_path: Path,
+) -> None:
+    _no_view_chain(tmp_path, 2).close()
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    os.link(tmp_path / "chain.sqlite3", other / "chain.sqlite3")
+    os.link(tmp_path / "chain.key", other / "chain.key")
+    for folder in (tmp_path, other):
+        chain = AuditChain(folder / "chain.sqlite3", folder / "chain.key")
+        with pytest.raises(ChainWriteError, match="2 hard links"):
+            chain.append(CANARY, receipt(n="refused"))
+        chain.close()
+    assert _count(tmp_path / "chain.sqlite3") == 2
+
+
+def test_a_hard_link_made_between_two_appends_refuses_the_next(tmp_path: Path) -> None:
+    chain = _no_view_chain(tmp_path, 3)
+    os.link(tmp_path / "chain.sqlite3", tmp_path / "copy.sqlite3")
+    with pytest.raises(ChainWriteError, match="hard links"):
+        chain.append(CANARY, receipt(n="refused"))
+    (tmp_path / "copy.sqlite3").unlink()
+    assert chain.append(CANARY, receipt(n=3)).seq == 3  # one name again: appended
+    chain.close()
+    assert _count(tmp_path / "chain.sqlite3") == 4
+
+
+def _checkpoint_and_remove(db: Path, *companions: str) -> None:
+    """What a clean-up of 'stale' SQLite files does: the log folded into the file, then the
+    log and its index deleted, while a process still has them open."""
+    conn = sqlite3.connect(db)
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
+    for companion in companions:
+        Path(f"{db}{companion}").unlink()
+
+
+@pytest.mark.parametrize("companions", [("-wal", "-shm"), ("-wal",), ("-shm",)])
+def test_the_log_removed_under_a_kept_connection_refuses_the_next_append(
+    tmp_path: Path, companions: tuple[str, ...]
+) -> None:
+    chain = _no_view_chain(tmp_path, 3)
+    _checkpoint_and_remove(tmp_path / "chain.sqlite3", *companions)
+    for _ in range(2):  # every append from then on, not only the first
+        with pytest.raises(ChainWriteError, match="removed or replaced") as refused:
+            chain.append(CANARY, receipt(n="refused"))
+        assert companions[0] in str(refused.value)
+
+
+COUNT = "import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute('SELECT max(seq) FROM records').fetchone()[0])"  # noqa: E501
+
+
+def test_a_writer_on_a_new_log_is_not_forked_by_a_process_holding_the_removed_one(
+    tmp_path: Path,
+) -> None:
+    # After the log is removed, another process opens the file afresh (a new log) and
+    # appends: the process still holding the removed log must not append its own seq 3.
+    db = tmp_path / "chain.sqlite3"
+    chain = _no_view_chain(tmp_path, 3)
+    _checkpoint_and_remove(db, "-wal", "-shm")
+    script = (
+        "import sys\n"
+        "from floorguard._chain.chain import AuditChain\n"
+        "c = AuditChain(sys.argv[1], sys.argv[2])\n"
+        "print(c.append('adapter.canary_receipt', {'kind': 'adapter.canary_receipt',"
+        " 'schema_version': 1, 'ts': '2026-12-03T07:00:00Z'}).seq)\n"
+    )
+    other = subprocess.run([sys.executable, "-c", script, str(db), str(tmp_path / "chain.key")],
+                           capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert other.returncode == 0 and other.stdout.strip() == "3", other.stderr
+    with pytest.raises(ChainWriteError, match="removed or replaced"):
+        chain.append(CANARY, receipt(n="a fork"))
+    # (read from another process: this one's SQLite still maps the removed index)
+    seen = subprocess.run([sys.executable, "-c", COUNT, str(db)], capture_output=True,
+                          text=True, timeout=60, check=False)  # fmt: skip
+    assert seen.stdout.strip() == "3", seen.stderr

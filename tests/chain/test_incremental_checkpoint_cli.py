@@ -129,3 +129,26 @@ def test_full_verifies_what_an_incremental_checkpoint_does_not_reread(root: Path
     code, stderr, found = _sign(root, "--full")
     assert code == 1 and found is None
     assert "does not verify" in stderr and "seq 2" in stderr
+
+
+def test_a_kept_place_that_cannot_hold_the_checkpoint_is_said_and_the_chain_still_signed(
+    root: Path,
+) -> None:
+    # A file where the folder of kept checkpoints belongs: nothing can be read or kept
+    # there, which is said in words; the chain is verified from genesis and signed.
+    folder = root / "state" / "floorguard" / "checkpoints"
+    folder.write_text("not a folder\n")
+    code, stderr, found = _sign(root)
+    assert code == 0, stderr
+    assert found is not None and found.size == 9 and found.root == _true_root(root)
+    assert "from genesis" in stderr and "could not keep this checkpoint" in stderr
+    assert "not a folder" in stderr, stderr
+    assert folder.read_text() == "not a folder\n"
+    # A kept file too large to be a checkpoint is named once, in plain words.
+    folder.unlink()
+    assert _sign(root)[0] == 0
+    _kept(root).write_bytes(b"x" * (65 * 1024))
+    code, stderr, found = _sign(root)
+    assert code == 0 and found is not None, stderr
+    assert "the last checkpoint signed is larger than 64 KiB" in stderr
+    assert "the the" not in stderr

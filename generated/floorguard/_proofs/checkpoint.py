@@ -272,7 +272,7 @@ def last_signed(
 
     try:
         data = files.read_regular_if_exists(
-            path, max_bytes=MAX_NOTE_BYTES, what="the last checkpoint signed"
+            path, max_bytes=MAX_NOTE_BYTES, what="last checkpoint signed"
         )
     except UnreadableFileError as exc:
         return None, f"the last checkpoint signed cannot be read ({exc})"
@@ -291,8 +291,17 @@ def remember(path: Path, note: str) -> None:
     """Keep ``note`` as the last checkpoint signed (atomically; folder 0700, file 0600).
     Raises OutputError."""
     from floorguard._base import atomic
+    from floorguard.errors import OutputError
 
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        why = (
+            "not a folder"
+            if isinstance(exc, FileExistsError | NotADirectoryError)
+            else (exc.strerror or str(exc))
+        )
+        raise OutputError(f"{path.parent}: {why}") from exc
     atomic.write_atomic(path, note.encode("utf-8"), mode=0o600)
 
 

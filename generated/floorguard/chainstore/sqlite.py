@@ -16,6 +16,12 @@ writes the record and its tree nodes in two statements. Anything else (another w
 checkpoint, another connection after a fork or a replaced file, a read it cannot answer)
 runs the append the ordinary way in the same transaction, reading the head and the tree
 from the file.
+
+The data version sees commits made through one log. Before each append the kept connection
+is checked to still be on the files it opened: the database (a file replaced under its name
+gets a new connection), with one name only (SQLite keeps a log beside each name: a hard link
+would be a second log), and the same ``-wal`` and ``-shm`` (removed or replaced under the
+connection, another writer would open new ones: every further append is refused).
 """
 
 from __future__ import annotations
@@ -338,7 +344,8 @@ class SqliteStore:
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._conn_pid = 0
-        self._conn_inode: tuple[int, int] | None = None
+        # The identities of the file and its log and index when the connection was opened.
+        self._conn_files: _Files = (None, None, None)
         # What the last append on the kept connection wrote (appending ahead), or None.
         self._known: _Known | None = None
         # One read connection kept between reads (opening one, and SQLite's reading of the
@@ -435,13 +442,17 @@ class SqliteStore:
         Raises sqlite3.Error or OSError (``write`` translates them) and ChainWriteError.
         """
         if self._conn is not None:
-            if self._conn_pid == os.getpid() and self._conn_inode == _inode(self.db_path):
-                return self._conn
+            if self._conn_pid == os.getpid():
+                files = _files(self.db_path)
+                if files[0] == self._conn_files[0]:
+                    _refuse_more_names(self.db_path, files)
+                    _refuse_another_log(self.db_path, self._conn_files, files)
+                    return self._conn
             self._drop_connection()
         conn = self._open_writer()
         self._conn = conn
         self._conn_pid = os.getpid()
-        self._conn_inode = _inode(self.db_path)
+        self._conn_files = _files(self.db_path)
         return conn
 
     def _open_writer(self) -> sqlite3.Connection:
@@ -462,10 +473,12 @@ class SqliteStore:
         # O_NONBLOCK and the fstat: a FIFO or device there is refused by name, not waited on.
         fd = os.open(self.db_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK, 0o600)
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
                 raise ChainWriteError(
                     f"cannot open the audit chain: {self.db_path}: not a regular file"
                 )
+            _refuse_more_names(self.db_path, ((info.st_dev, info.st_ino, info.st_nlink),))
         finally:
             os.close(fd)
         _refuse_odd_companions(self.db_path, ChainWriteError)
@@ -515,7 +528,7 @@ class SqliteStore:
             with contextlib.suppress(Exception):  # it may already have failed
                 self._conn.close()
         self._conn = None
-        self._conn_inode = None
+        self._conn_files = (None, None, None)
 
     # -- reading --
 
@@ -684,12 +697,47 @@ def _is_busy(exc: BaseException) -> bool:
     return "locked" in text or "busy" in text
 
 
-def _inode(path: Path) -> tuple[int, int] | None:
+# (device, inode, links) of the database, its write-ahead log and the log's index; None for
+# one that is not there.
+_Identity = tuple[int, int, int] | None
+_Files = tuple[_Identity, ...]
+
+
+def _identity(path: str | Path) -> _Identity:
     try:
         info = os.stat(path)
     except OSError:
         return None
-    return (info.st_dev, info.st_ino)
+    return (info.st_dev, info.st_ino, info.st_nlink)
+
+
+def _files(db_path: Path) -> _Files:
+    return (_identity(db_path), _identity(f"{db_path}-wal"), _identity(f"{db_path}-shm"))
+
+
+def _refuse_more_names(db_path: Path, files: _Files) -> None:
+    """SQLite keeps a database's log and index beside the name it was opened by: a file with
+    a second name (a hard link) would get a second log, and two writers two heads."""
+    if files[0] is not None and files[0][2] > 1:
+        raise ChainWriteError(
+            f"cannot append to the audit chain {db_path}: the file has {files[0][2]} hard links, "
+            "and SQLite keeps a separate log beside each name (two logs: two heads, and the "
+            "records of one lost); remove the other names"
+        )
+
+
+def _refuse_another_log(db_path: Path, opened: _Files, now: _Files) -> None:
+    """The kept connection holds the log and index it opened, even once they are removed: a
+    log removed or replaced under it means another writer may now append on a new log (and
+    the removed one's records would be lost), so nothing more is written through it."""
+    for suffix, before, after in zip(("-wal", "-shm"), opened[1:], now[1:], strict=True):
+        if before is not None and (after is None or after[:2] != before[:2]):
+            raise ChainWriteError(
+                f"cannot append to the audit chain {db_path}: its {db_path.name}{suffix} was "
+                "removed or replaced while this process had it open (another writer could now "
+                "append on another log); nothing more is written through it: restart this "
+                "process, and leave SQLite's -wal and -shm files alone while the chain is in use"
+            )
 
 
 def _rollback_quietly(conn: sqlite3.Connection) -> None:
