@@ -116,7 +116,11 @@ def _launched(
         if which is None:
             return found
         launcher, skip = which
-        doubts = [*found.doubts, *launchers.environment_doubts(launcher, environ)]
+        doubts = [
+            *found.doubts,
+            *launchers.environment_doubts(launcher, environ),
+            *launchers.configuration_doubts(launcher, environ, here),
+        ]
         launch = launchers.parse_launch(launcher, argv[skip:], cwd=here)
         judged = launchers.judge_launch(launch, cwd=here)
     except launchers.LaunchRefused as refused:

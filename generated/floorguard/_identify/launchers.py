@@ -406,6 +406,197 @@ def environment_doubts(launcher: str, environ: Mapping[str, str]) -> list[str]:
     ]
 
 
+# ---------------------------------------------------------------------------- configuration files
+
+# npm's configuration keys that change nothing of what a launch runs (output, prompting,
+# what npm writes elsewhere); per-registry credentials (``//host/:_authToken``) too. Any
+# other key of an ``.npmrc`` may (``script-shell`` runs the bin through another program,
+# ``node-options`` preloads code into it, ``cache`` names an ``_npx`` tree, ...): refused.
+_NPMRC_HARMLESS: Final = frozenset(
+    {
+        "yes", "fund", "audit", "audit-level", "update-notifier", "loglevel", "progress",
+        "color", "unicode", "timing", "logs-max", "save-exact", "save-prefix", "package-lock",
+        "omit-lockfile-registry-resolved", "engine-strict", "sign-git-tag", "git-tag-version",
+        "message", "email", "init-author-name", "init-author-email", "init-author-url",
+        "init-license", "init-version",
+    }
+)  # fmt: skip
+# Also understood in the user's own ``~/.npmrc`` (not in a project's, which the workspace
+# writes): the registry the user chose (a named window: it serves the bytes of a pinned
+# version) and the node headers native builds use.
+_NPMRC_USER: Final = frozenset({"registry", "nodedir"})
+_NPMRC_CREDENTIALS: Final = frozenset(
+    {"_authToken", "_auth", "username", "_password", "email", "always-auth", "certfile",
+     "keyfile"}
+)  # fmt: skip
+# uv.toml keys that choose nothing of what runs but the index (uv's tool commands read only
+# the user's and the system's uv.toml, never a project's; the index the user chose is the
+# named window, as a registry in ``~/.npmrc`` is).
+_UV_HARMLESS: Final = frozenset(
+    {"native-tls", "offline", "concurrent-downloads", "concurrent-builds", "concurrent-installs",
+     "index", "index-url", "extra-index-url"}
+)  # fmt: skip
+# pip's variables that only change output or prompting; in the user's pip.conf also the
+# index the user chose (pip has no project configuration file).
+_PIP_HARMLESS: Final = frozenset(
+    {"disable-pip-version-check", "no-color", "progress-bar", "quiet", "no-input",
+     "root-user-action", "verbose"}
+)  # fmt: skip
+_PIP_CONF_USER: Final = frozenset(
+    {"index-url", "extra-index-url", "find-links", "trusted-host", "cert", "client-cert",
+     "timeout", "retries", "proxy"}
+)  # fmt: skip
+_NPM_FAMILY: Final = ("npx", "npm exec", "pnpm dlx", "bunx")
+
+
+def configuration_doubts(launcher: str, environ: Mapping[str, str], cwd: str) -> list[str]:
+    """The configuration files ``launcher`` reads for a spawn in ``cwd`` with ``environ``
+    (its HOME, XDG folders and prefix taken from the child's environment), checked: a file
+    that holds a setting not known to leave what runs unchanged, or that cannot be read
+    exactly, is a doubt naming the file and the setting. A file that is not there is
+    absent."""
+    from floorguard._identify.mcp_config import home_of
+
+    here = os.path.abspath(cwd)
+    chain = [here, *(str(p) for p in Path(here).parents)]
+    home = home_of(environ)
+    config_home = environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    config_dirs = [d for d in environ.get("XDG_CONFIG_DIRS", "").split(":") if d]
+    doubts: list[str] = []
+    if launcher in _NPM_FAMILY:
+        if "PREFIX" in environ:
+            doubts.append(
+                f"{launcher} reads PREFIX as npm's global prefix (its npmrc and its global "
+                "installs)"
+            )
+        for folder in chain:
+            doubts += _npmrc_doubts(os.path.join(folder, ".npmrc"), user=False)
+        doubts += _npmrc_doubts(os.path.join(home, ".npmrc"), user=True)
+    if launcher == "pnpm dlx":
+        doubts += _npmrc_doubts(os.path.join(config_home, "pnpm", "rc"), user=True)
+        doubts += _present(launcher, [os.path.join(d, "pnpm-workspace.yaml") for d in chain])
+    if launcher == "yarn dlx":
+        doubts += _present(
+            launcher, [os.path.join(d, ".yarnrc.yml") for d in (*chain, home)]
+        )  # fmt: skip
+    if launcher == "bunx":
+        doubts += _present(
+            launcher,
+            [os.path.join(d, "bunfig.toml") for d in chain]
+            + [os.path.join(config_home, ".bunfig.toml"), os.path.join(home, ".bunfig.toml")],
+        )
+    if launcher == "uvx":
+        for folder in (config_home, *config_dirs):
+            doubts += _uv_toml_doubts(os.path.join(folder, "uv", "uv.toml"))
+    if launcher == "pipx run":
+        doubts += [
+            f"pipx run: pip reads {name} as its configuration (it may choose another index, "
+            "links or builds)"
+            for name in sorted(environ)
+            if name.upper().startswith("PIP_")
+            and name[4:].lower().replace("_", "-") not in _PIP_HARMLESS
+        ]
+        for path in (
+            os.path.join(config_home, "pip", "pip.conf"),
+            os.path.join(home, ".pip", "pip.conf"),
+            *(os.path.join(d, "pip", "pip.conf") for d in config_dirs),
+        ):
+            doubts += _pip_conf_doubts(path)
+    return doubts
+
+
+def _read(path: str, what: str) -> tuple[str | None, str | None]:
+    """The text of the file at ``path`` (None: absent), or a doubt naming it."""
+    from floorguard._identify.mcp_files import ConfigDoubt, read_config
+
+    try:
+        got = read_config(path, within=None, what=what)
+    except ConfigDoubt as exc:
+        return None, str(exc)
+    if got is None:
+        return None, None
+    try:
+        return got[0].decode("utf-8"), None
+    except UnicodeDecodeError:
+        return None, f"{path}: the {what} is not UTF-8 text"
+
+
+def _present(launcher: str, paths: Sequence[str]) -> list[str]:
+    doubts = []
+    for path in paths:
+        if os.path.lexists(path):
+            doubts.append(
+                f"{launcher} reads {path}, whose settings may choose what runs (its own "
+                "release, preloaded code, a registry) and are not read here"
+            )
+    return doubts
+
+
+def _npmrc_doubts(path: str, *, user: bool) -> list[str]:
+    text, doubt = _read(path, "npm configuration")
+    if doubt is not None:
+        return [doubt]
+    if text is None:
+        return []
+    doubts = []
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith((";", "#")):
+            continue
+        key, equals, _ = line.partition("=")
+        key = key.strip()
+        if not equals or not key:
+            doubts.append(f"{path} line {number}: not a key=value setting npm reads plainly")
+            continue
+        if key.startswith("//"):
+            understood = ":" in key and key.rsplit(":", 1)[-1] in _NPMRC_CREDENTIALS
+        else:
+            registry = key in _NPMRC_USER or (key.startswith("@") and key.endswith(":registry"))
+            understood = key in _NPMRC_HARMLESS or (user and registry)
+        if understood:
+            continue
+        doubts.append(f"{path} sets {key!r}, which may change what npm runs")
+    return doubts
+
+
+def _uv_toml_doubts(path: str) -> list[str]:
+    from floorguard._identify.mcp_files import ConfigDoubt, parse_toml, read_config
+
+    try:
+        got = read_config(path, within=None, what="uv configuration")
+        if got is None:
+            return []
+        document = parse_toml(got[0], path)
+    except ConfigDoubt as exc:
+        return [str(exc)]
+    return [
+        f"{path} sets {key!r}, which may change what uv runs"
+        for key in sorted(document)
+        if key not in _UV_HARMLESS
+    ]
+
+
+def _pip_conf_doubts(path: str) -> list[str]:
+    import configparser
+
+    text, doubt = _read(path, "pip configuration")
+    if doubt is not None:
+        return [doubt]
+    if text is None:
+        return []
+    parser = configparser.RawConfigParser(strict=True)
+    try:
+        parser.read_string(text, source=path)
+    except configparser.Error as exc:
+        return [f"{path}: not a configuration pip reads plainly: {exc}"]
+    return [
+        f"{path} sets [{section}] {option!r}, which may change what pip installs"
+        for section in parser.sections()
+        for option in parser.options(section)
+        if option.replace("_", "-") not in _PIP_HARMLESS | _PIP_CONF_USER
+    ]
+
+
 # ---------------------------------------------------------------------------- what runs
 
 
@@ -468,6 +659,13 @@ def _npx_local(launch: Launch, cwd: str) -> Judged | None:
         if not os.path.lexists(candidate):
             continue
         what = f"npx running {candidate}"
+        root = _workspace_root_above(folder)
+        if root is not None:
+            why = (
+                f"npx {launch.spec}: {root} declares workspaces, and npm looks for "
+                f"node_modules/.bin from a workspace's root, not from {folder}"
+            )
+            return Judged(None, what, (why,))
         try:
             with open_target(str(candidate), path_env=None, executable=False) as opened:
                 hit = npm_identification(opened.dir_fd, opened.path, "npx")
@@ -482,6 +680,25 @@ def _npx_local(launch: Launch, cwd: str) -> Judged | None:
             hit.adapter, "npx", launch.spec, hit.version, hit.version_source, True, "npm-metadata"
         )
         return Judged(found, what, ())
+    return None
+
+
+def _workspace_root_above(folder: Path) -> Path | None:
+    """The ``package.json`` of a folder above ``folder`` that declares ``workspaces`` (or
+    cannot be read): npm takes such a root as its local prefix for a spawn in one of its
+    packages, and looks for a bin from there. None when there is none."""
+    import json
+
+    for above in folder.parents:
+        manifest = above / "package.json"
+        if not os.path.lexists(manifest):
+            continue
+        try:
+            data = json.loads(manifest.read_bytes())
+        except (OSError, ValueError, RecursionError):
+            return manifest
+        if not isinstance(data, dict) or "workspaces" in data:
+            return manifest
     return None
 
 

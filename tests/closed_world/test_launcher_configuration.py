@@ -1,0 +1,185 @@
+"""A package launcher's configuration files decide what it runs as much as its command
+line: an ``.npmrc`` names a script shell, node options, a cache or a registry; a
+``.yarnrc.yml`` names the yarn release that runs; ``bunfig.toml`` preloads code; ``uv.toml``
+and ``pip.conf`` (and pip's ``PIP_*`` variables) choose indexes and builds. A pinned launch
+is judged by its spec only when no such file can change what runs: a file the gate cannot
+vouch for refuses, naming the file and the setting.
+
+And npm in a workspace looks for ``node_modules/.bin`` from the workspace root, not from
+the package folder the spawn runs in.
+
+In process and cheap, with the same judge and launcher stand-ins as
+``test_package_launchers`` (nothing is run).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from closed_world.test_package_launchers import _local_install, bins, judge, project
+from floorguard._gate.decision import PERMIT, REFUSE
+
+__all__ = ["bins", "project"]  # fixtures, shared
+
+PINNED = {
+    "npx": ["-y", "mcp-remote@0.1.16"],
+    "npm": ["exec", "--", "mcp-remote@0.1.16"],
+    "pnpm": ["dlx", "mcp-remote@0.1.16"],
+    "bunx": ["mcp-remote@0.1.16"],
+    "yarn": ["dlx", "mcp-remote@0.1.16"],
+    "uvx": ["mcp-server-fetch==2025.2.0"],
+    "pipx": ["run", "mcp-server-fetch==2025.2.0"],
+}
+
+
+def run(program: Path, argv: list[str], cwd: Path, **env: str) -> Any:
+    """The judgement, with a home of the test's own (the machine's user files stay out)."""
+    return judge(program, argv, cwd, **{"HOME": str(_home_of(cwd)), **env})
+
+
+def _home_of(cwd: Path) -> Path:
+    for folder in (cwd, *cwd.parents):
+        if folder.name == "project":
+            return folder.parent / "home"
+    raise AssertionError(cwd)
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+# ---------------------------------------------------------------------------- npm's files
+
+
+@pytest.mark.parametrize(
+    ("setting", "launcher"),
+    [
+        ("script-shell=/tmp/evil.sh", "npx"),  # npx runs the bin through this shell
+        ("node-options=--require ./evil.js", "npx"),  # NODE_OPTIONS of the bin
+        ("cache=./planted-cache", "npx"),  # an _npx tree the project wrote
+        ("registry=https://registry.evil.example/", "npx"),
+        ("@acme:registry=https://registry.evil.example/", "npm"),
+        ("node-options=--require ./evil.js", "pnpm"),
+        ("script-shell = /tmp/evil.sh", "bunx"),
+    ],
+)
+def test_a_project_npmrc_that_changes_what_runs_refuses_a_pinned_launch(
+    bins: Path, project: Path, setting: str, launcher: str
+) -> None:
+    npmrc = write(project / ".npmrc", f"; a project's settings\n{setting}\n")
+    judged = run(bins / launcher, PINNED[launcher], project)
+    assert judged.verdict == REFUSE, judged
+    key = setting.split("=", 1)[0].strip()
+    assert str(npmrc) in judged.reason and repr(key) in judged.reason, judged.reason
+
+
+def test_an_npmrc_above_the_working_directory_counts_too(bins: Path, project: Path) -> None:
+    npmrc = write(project.parent / ".npmrc", "script-shell=/tmp/evil.sh\n")
+    below = project / "packages" / "a"
+    below.mkdir(parents=True)
+    judged = run(bins / "npx", PINNED["npx"], below)
+    assert judged.verdict == REFUSE and str(npmrc) in judged.reason, judged
+
+
+def test_the_childs_home_decides_which_user_npmrc_is_read(bins: Path, project: Path) -> None:
+    """A declaration's ``env`` can point HOME into the project: npm then reads that
+    folder's ``.npmrc``."""
+    fake_home = project / "home"
+    npmrc = write(fake_home / ".npmrc", "node-options=--require ./evil.js\n")
+    judged = run(bins / "npx", PINNED["npx"], project, HOME=str(fake_home))
+    assert judged.verdict == REFUSE and str(npmrc) in judged.reason, judged
+
+
+def test_a_user_npmrc_with_a_token_and_output_settings_is_understood(
+    bins: Path, project: Path
+) -> None:
+    home = _home_of(project)
+    write(
+        home / ".npmrc",
+        "//registry.npmjs.org/:_authToken=${NPM_TOKEN}\nfund=false\n# quiet\nloglevel=warn\n",
+    )
+    judged = run(bins / "npx", PINNED["npx"], project)
+    assert (judged.verdict, judged.version) == (PERMIT, "0.1.16"), judged
+
+
+def test_an_npmrc_that_cannot_be_read_exactly_refuses(bins: Path, project: Path) -> None:
+    npmrc = write(project / ".npmrc", "[section]\nfund=false\n")
+    judged = run(bins / "npx", PINNED["npx"], project)
+    assert judged.verdict == REFUSE and str(npmrc) in judged.reason, judged
+
+
+def test_npms_global_prefix_from_the_environment_refuses(bins: Path, project: Path) -> None:
+    """``PREFIX`` moves npm's global prefix, and with it the global npmrc it reads."""
+    judged = run(bins / "npx", PINNED["npx"], project, PREFIX=str(project / "prefix"))
+    assert judged.verdict == REFUSE and "PREFIX" in judged.reason, judged
+
+
+# ---------------------------------------------------------------------------- other launchers
+
+
+@pytest.mark.parametrize(
+    ("launcher", "name", "text"),
+    [
+        ("yarn", ".yarnrc.yml", "yarnPath: .yarn/releases/evil.cjs\n"),
+        ("bunx", "bunfig.toml", 'preload = ["./evil.ts"]\n'),
+        ("pnpm", "pnpm-workspace.yaml", "packages: []\n"),
+    ],
+)
+def test_a_launchers_own_project_file_refuses_a_pinned_launch(
+    bins: Path, project: Path, launcher: str, name: str, text: str
+) -> None:
+    found = write(project / name, text)
+    judged = run(bins / launcher, PINNED[launcher], project)
+    assert judged.verdict == REFUSE and str(found) in judged.reason, judged
+
+
+def test_uvx_reads_the_uv_toml_of_the_childs_config_home(bins: Path, project: Path) -> None:
+    """uv's tool commands ignore a project's uv.toml, but read the user's, wherever the
+    child's XDG_CONFIG_HOME puts it."""
+    write(project / "uv.toml", 'index-url = "https://evil.example/simple"\n')
+    assert run(bins / "uvx", PINNED["uvx"], project).verdict == PERMIT
+    config = write(project / "cfg" / "uv" / "uv.toml", 'python-install-mirror = "https://x"\n')
+    judged = run(bins / "uvx", PINNED["uvx"], project, XDG_CONFIG_HOME=str(project / "cfg"))
+    assert judged.verdict == REFUSE and str(config) in judged.reason, judged
+    assert "'python-install-mirror'" in judged.reason
+
+
+@pytest.mark.parametrize("variable", ["PIP_INDEX_URL", "PIP_FIND_LINKS", "pip_config_file"])
+def test_pipx_refuses_pips_configuration_variables(
+    bins: Path, project: Path, variable: str
+) -> None:
+    judged = run(bins / "pipx", PINNED["pipx"], project, **{variable: str(project)})
+    assert judged.verdict == REFUSE and variable in judged.reason, judged
+
+
+def test_pipx_reads_the_childs_pip_conf(bins: Path, project: Path) -> None:
+    conf = write(project / "cfg" / "pip" / "pip.conf", "[install]\nno-binary = :all:\n")
+    judged = run(bins / "pipx", PINNED["pipx"], project, XDG_CONFIG_HOME=str(project / "cfg"))
+    assert judged.verdict == REFUSE and str(conf) in judged.reason, judged
+
+
+# ---------------------------------------------------------------------------- workspaces
+
+
+def test_bare_npx_in_a_workspace_package_is_judged_from_the_workspace_root(
+    bins: Path, project: Path
+) -> None:
+    """npm takes a workspace's root as its local prefix: ``npx mcp-remote`` in
+    ``packages/a`` runs the root's ``node_modules/.bin/mcp-remote``, not the package's."""
+    (project / "package.json").write_text(
+        json.dumps({"name": "root", "workspaces": ["packages/*"]})
+    )
+    _local_install(project, "0.1.15")
+    member = project / "packages" / "a"
+    member.mkdir(parents=True)
+    (member / "package.json").write_text(json.dumps({"name": "a", "version": "1.0.0"}))
+    _local_install(member, "0.1.16")
+    judged = run(bins / "npx", ["mcp-remote"], member)
+    assert judged.verdict == REFUSE, judged
+    assert str(project / "package.json") in judged.reason, judged.reason
