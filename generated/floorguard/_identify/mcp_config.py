@@ -19,7 +19,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from floorguard._identify.mcp_files import ConfigDoubt, parse_json, parse_toml, read_config
+from floorguard._identify.mcp_files import (
+    ConfigDoubt,
+    is_text,
+    parse_json,
+    parse_toml,
+    read_config,
+)
 
 STDIO, REMOTE = "stdio", "remote"
 CLAUDE, CODEX, GEMINI, CURSOR = "claude", "codex", "gemini", "cursor"
@@ -29,6 +35,7 @@ CLIENT_OF_ADAPTER: Final = {"claude": CLAUDE, "codex": CODEX, "gemini": GEMINI}
 
 # Claude Code's managed file takes over from every other scope; it is read as one more.
 CLAUDE_MANAGED: Final = "/etc/claude-code/managed-mcp.json"
+CLAUDE_MANAGED_SETTINGS: Final = "/etc/claude-code/managed-settings.json"
 CODEX_SYSTEM: Final = "/etc/codex/config.toml"
 GEMINI_SYSTEM: Final = "/etc/gemini-cli/settings.json"
 GEMINI_SYSTEM_DEFAULTS: Final = "/etc/gemini-cli/system-defaults.json"
@@ -39,7 +46,14 @@ _PROFILE = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
 # settings file or a project's .env may supply the variable): a doubt.
 _CLAUDE_EXPANSION = re.compile(r"\$\{")
 _GEMINI_EXPANSION = re.compile(r"\$(?:\w|\{)")
-_ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_ENV_REFERENCE = re.compile(
+    r"\$\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^}]*))?\}(?P<name>)"
+)
+# Gemini CLI expands ``$VAR`` too (its own pattern, applied to every string of a settings
+# file).
+_GEMINI_REFERENCE = re.compile(
+    r"\$(?:(?P<name>\w+)|\{(?P<braced>[^}]+?)(?::-(?P<default>[^}]*))?\})"
+)
 # Variables whose value decides what a program loads: an env value for one of these must be
 # known exactly, not left to the client's expansion.
 _LOADING_PREFIXES: Final = ("PYTHON", "NODE_", "LD_", "UV_", "NPM_", "npm_", "BUN_", "DENO_")
@@ -122,7 +136,64 @@ def read_servers(
             raise ValueError(f"unknown MCP client {client!r}")
     except ConfigDoubt as exc:
         reader.doubts.append(str(exc))
-    return Servers(client, tuple(reader.found), tuple(reader.doubts), tuple(reader.files))
+    return _text_only(
+        Servers(client, tuple(reader.found), tuple(reader.doubts), tuple(reader.files))
+    )
+
+
+def _text_only(found: Servers) -> Servers:
+    """``found`` with every declaration that holds something not text (a lone surrogate: a
+    file name or an argument with bytes that are not UTF-8) turned into a doubt, and every
+    doubt made text, so the refusal can be recorded and names what it refuses."""
+    kept: list[Declaration] = []
+    doubts = [_shown(d) for d in found.doubts]
+    for declared in found.declarations:
+        strings = [declared.name, *declared.declared_in, declared.at, *declared.args]
+        strings += [declared.command or "", declared.cwd or "", declared.url or ""]
+        strings += [part for pair in declared.env for part in pair]
+        if all(is_text(value) for value in strings):
+            kept.append(declared)
+        else:
+            doubts.append(
+                f"{_shown(declared.source)}: {_shown(declared.at)}: holds bytes that are not "
+                "UTF-8 text (in a file name, an argument or a value)"
+            )
+    files = tuple(_shown(f) for f in found.files)
+    return Servers(found.client, tuple(kept), tuple(doubts), files)
+
+
+def _shown(text: str) -> str:
+    return text if is_text(text) else text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+_DOTENV_LINE: Final = re.compile(
+    r"\s*(?:export\s+)?(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*=(?P<value>.*)\Z"
+)
+
+
+def _gemini_env_path(cwd: str, home: str) -> str | None:
+    """The one ``.env`` file Gemini CLI loads for ``cwd``, or None."""
+    for folder in _ancestors(cwd):
+        for path in (os.path.join(folder, ".gemini", ".env"), os.path.join(folder, ".env")):
+            if os.path.exists(path):
+                return path
+    for path in (os.path.join(home, ".gemini", ".env"), os.path.join(home, ".env")):
+        if os.path.exists(path):
+            return path
+    return None
+
+
+def _claude_settings_values(argv: Sequence[str]) -> list[str]:
+    """Each ``--settings`` value of claude's arguments (``--settings V`` or ``--settings=V``)."""
+    values: list[str] = []
+    for index, arg in enumerate(argv):
+        if arg == "--":
+            break
+        if arg == "--settings" and index + 1 < len(argv):
+            values.append(argv[index + 1])
+        elif arg.startswith("--settings="):
+            values.append(arg.partition("=")[2])
+    return values
 
 
 def _ancestors(folder: str) -> list[str]:
@@ -142,6 +213,11 @@ class _Reader:
         self.client = client
         self.cwd = os.path.normpath(cwd)
         self.environ = environ
+        # Variables the client adds to its own environment before it starts its servers
+        # (claude's settings files, gemini's .env), in order, with where each came from;
+        # a server's own env wins over them.
+        self.inherited: dict[str, str] = {}
+        self.expanding: Mapping[str, str] = environ
         self.home = home_of(environ)
         self.found: list[Declaration] = []
         self.doubts: list[str] = []
@@ -170,6 +246,7 @@ class _Reader:
 
     def claude(self, argv: Sequence[str]) -> None:
         given, strict = self._claude_argv(argv)
+        self._claude_settings_env(argv)
         for index, value in given:
             if value.lstrip().startswith("{"):
                 where = f"--mcp-config argument {index}"
@@ -203,18 +280,62 @@ class _Reader:
             if document is not None:
                 self._claude_document(document, path)
 
+    def _claude_settings_env(self, argv: Sequence[str]) -> None:
+        """The ``env`` of Claude Code's settings files, which it applies to its own process
+        and so to every server it starts: the user's, every project's ``.claude/settings``
+        and ``settings.local`` from the farthest folder above down to the working directory,
+        each ``--settings`` value (a file, or inline JSON), and the managed file; a later
+        file's value wins."""
+        config_dir = self.environ.get("CLAUDE_CONFIG_DIR")
+        folder = (
+            os.path.join(self.cwd, config_dir) if config_dir else os.path.join(self.home, ".claude")
+        )
+        files: list[tuple[str, str | None]] = [(os.path.join(folder, "settings.json"), folder)]
+        for above in reversed(_ancestors(self.cwd)):
+            for name in ("settings.json", "settings.local.json"):
+                files.append((os.path.join(above, ".claude", name), above))
+        for value in _claude_settings_values(argv):
+            files.append((value, None))
+        files.append((CLAUDE_MANAGED_SETTINGS, None))
+        for path, within in dict.fromkeys(files):
+            if path.lstrip().startswith("{"):
+                where = "--settings argument"
+                try:
+                    document = parse_json(path.encode("utf-8", "surrogatepass"), where)
+                except ConfigDoubt as exc:
+                    self.doubts.append(str(exc))
+                    continue
+            else:
+                where = os.path.join(self.cwd, path)
+                document = self._load(where, within, "json")
+            if document is None:
+                continue
+            env = document.get("env") if isinstance(document, dict) else None
+            if not isinstance(document, dict):
+                self._doubt(where, "(the document)", "not a JSON object")
+            elif env is None:
+                continue
+            elif type(env) is not dict or not all(type(v) is str for v in env.values()):
+                self._doubt(where, "env", "not an object of strings")
+            else:
+                self.inherited.update(env)
+
     def _claude_argv(self, argv: Sequence[str]) -> tuple[list[tuple[int, str]], bool]:
         """The ``--mcp-config`` values (one flag takes every value up to the next option)
         and whether ``--strict-mcp-config`` is given."""
         given: list[tuple[int, str]] = []
-        strict, taking = False, False
+        strict, taking, first = False, False, False
         for index, arg in enumerate(argv, 1):
+            if first:  # commander gives the option its first value whatever it looks like
+                given.append((index, arg))
+                first = False
+                continue
             if arg == "--":
                 break
             if arg == "--strict-mcp-config":
                 strict, taking = True, False
             elif arg == "--mcp-config":
-                taking = True
+                taking = first = True
             elif arg.startswith("--mcp-config="):
                 given.append((index, arg.partition("=")[2]))
                 taking = False
@@ -348,6 +469,8 @@ class _Reader:
                     value = arg.partition("=")[2]
                 elif arg.startswith(short) and len(arg) > 2 and not arg.startswith("--"):
                     value = arg[2:]
+                    if value.startswith("="):  # clap reads -c=VALUE as -c VALUE
+                        value = value[1:]
                 else:
                     continue
                 if short == "-c":
@@ -409,6 +532,7 @@ class _Reader:
 
     def gemini(self) -> None:
         home = self.environ.get("GEMINI_CLI_HOME") or self.home
+        self._gemini_env_file()
         files: list[tuple[str, str | None]] = [
             (self.environ.get("GEMINI_CLI_SYSTEM_DEFAULTS_PATH") or GEMINI_SYSTEM_DEFAULTS, None),
             (self.environ.get("GEMINI_CLI_SYSTEM_SETTINGS_PATH") or GEMINI_SYSTEM, None),
@@ -447,6 +571,51 @@ class _Reader:
                         self._stdio(name, entry, path, here, _GEMINI_EXPANSION)
                     else:
                         self._doubt(path, here, "has neither a command nor a url")
+
+    def _gemini_env_file(self) -> None:
+        """The ``.env`` file Gemini CLI loads into its environment (the nearest
+        ``.gemini/.env`` or ``.env`` from the working directory up, else the home's): a
+        variable it sets that the agent's environment lacks reaches every server and every
+        expansion. Read plainly (``NAME=value``, optionally quoted on one line, optionally
+        after ``export``) or refused."""
+        path = _gemini_env_path(self.cwd, self.home)
+        if path is None:
+            return
+        got = None
+        try:
+            got = read_config(path, within=None, what="gemini environment file")
+        except ConfigDoubt as exc:
+            self.doubts.append(str(exc))
+            return
+        if got is None:
+            return
+        self.files.append(path)
+        try:
+            text = got[0].decode("utf-8")
+        except UnicodeDecodeError:
+            self._doubt(path, "(the file)", "not UTF-8 text")
+            return
+        added: dict[str, str] = {}
+        for number, line in enumerate(text.splitlines(), 1):
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            match = _DOTENV_LINE.match(line)
+            if match is None:
+                self._doubt(path, f"line {number}", "not a NAME=value line read plainly here")
+                return
+            name, value = match["name"], match["value"].strip()
+            if value[:1] in ("'", '"', "`"):
+                quote = value[0]
+                if len(value) < 2 or not value.endswith(quote) or "\\" in value:
+                    self._doubt(path, f"line {number}", "a quoted value not read plainly here")
+                    return
+                value = value[1:-1]
+            else:
+                value = value.split(" #", 1)[0].strip()
+            if name not in self.environ:
+                added[name] = value
+        self.inherited.update(added)
+        self.expanding = {**added, **self.environ}
 
     # ------------------------------------------------------------------ Cursor
 
@@ -518,14 +687,21 @@ class _Reader:
             self._doubt(where, at + ".cwd", "not a non-empty string")
             return
         if expansion is not None:
-            for index, value in enumerate([command, *args]):
+            for index, value in enumerate([command, *args, cwd or ""]):
                 if expansion.search(value):
-                    spot = at + (".command" if index == 0 else f".args[{index - 1}]")
+                    spot = at + (
+                        ".command" if index == 0
+                        else ".cwd" if index == len(args) + 1
+                        else f".args[{index - 1}]"
+                    )  # fmt: skip
                     self._doubt(where, spot, f"{value!r} names a variable the client expands")
                     return
-        resolved: list[tuple[str, str]] = []
+        reference = _GEMINI_REFERENCE if expansion is _GEMINI_EXPANSION else _ENV_REFERENCE
+        resolved: list[tuple[str, str]] = [
+            (key, value) for key, value in self.inherited.items() if key not in env
+        ]
         for key, value in env.items():
-            known = self._expanded(value) if expansion is not None else value
+            known = self._expanded(value, reference) if expansion is not None else value
             if known is None:
                 if key in _LOADING_NAMES or key.startswith(_LOADING_PREFIXES):
                     self._doubt(where, f"{at}.env.{key}", f"{value!r} cannot be expanded here")
@@ -539,23 +715,24 @@ class _Reader:
             )
         )  # fmt: skip
 
-    def _expanded(self, value: str) -> str | None:
-        """``${VAR}`` and ``${VAR:-default}`` from the spawn's environment, or None when a
-        variable is unset and has no default (or the value holds another ``$`` form)."""
+    def _expanded(self, value: str, reference: re.Pattern[str]) -> str | None:
+        """``${VAR}`` and ``${VAR:-default}`` (and gemini's ``$VAR``) from the spawn's
+        environment, or None when a variable is unset and has no default (or the value
+        holds another ``${`` form)."""
         unknown = False
 
         def one(match: re.Match[str]) -> str:
             nonlocal unknown
-            name, default = match.group(1), match.group(2)
-            if name in self.environ:
-                return self.environ[name]
+            name, default = match["name"] or match["braced"], match["default"]
+            if name in self.expanding:
+                return self.expanding[name]
             if default is not None:
                 return default
             unknown = True
             return match.group(0)
 
-        text = _ENV_REFERENCE.sub(one, value)
-        if unknown or "${" in _ENV_REFERENCE.sub("", value):
+        text = reference.sub(one, value)
+        if unknown or "${" in reference.sub("", value):
             return None
         return text
 
@@ -577,17 +754,28 @@ def _project_layers(folder: str) -> list[str]:
     return [os.path.join(d, ".codex", "config.toml") for d in reversed(below)]
 
 
+# What Rust's ``str::trim`` removes (Unicode White_Space), which Codex applies to both halves
+# of an override; Python's ``str.strip()`` removes a few more characters.
+_RUST_WHITE_SPACE: Final = (
+    "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
+    "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+
+
 def _codex_override(text: str) -> list[tuple[str, Any]]:
     """One ``-c key=value``: as Codex reads it, the key split on every ``.`` and the value
     TOML (else the raw text). Only ``mcp_servers`` keys concern servers."""
     key, equals, raw = text.partition("=")
     if not equals:
         raise ConfigDoubt(f"codex -c {text!r}: not key=value")
-    parts = key.strip().split(".")
+    key, raw = key.strip(_RUST_WHITE_SPACE), raw.strip(_RUST_WHITE_SPACE)
+    parts = key.split(".")
     if parts[0] != "mcp_servers":
         return []
+    if not is_text(text):
+        raise ConfigDoubt(f"codex -c {key}: the value holds bytes that are not UTF-8 text")
     try:
-        value: Any = parse_toml(f"_x_ = {raw}".encode("utf-8", "surrogatepass"), "-c")["_x_"]
+        value: Any = parse_toml(f"_x_ = {raw}".encode(), "-c")["_x_"]
     except (ConfigDoubt, KeyError):
         value = raw
     for part in reversed(parts[1:]):
@@ -595,7 +783,7 @@ def _codex_override(text: str) -> list[tuple[str, Any]]:
     if not isinstance(value, dict):
         raise ConfigDoubt(f"codex -c {text!r}: mcp_servers must be a table")
     # The source names the key only: the value may be a secret (an env entry).
-    return [(f"-c {key.strip()}", value)] if value else []
+    return [(f"-c {key}", value)] if value else []
 
 
 def _deep_merge(lower: dict[str, Any], higher: dict[str, Any]) -> dict[str, Any]:
