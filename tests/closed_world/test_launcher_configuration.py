@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from probes import write_executable
 
 from closed_world.test_package_launchers import _local_install, bins, judge, project
 from floorguard._gate.decision import PERMIT, REFUSE
@@ -183,3 +184,26 @@ def test_bare_npx_in_a_workspace_package_is_judged_from_the_workspace_root(
     judged = run(bins / "npx", ["mcp-remote"], member)
     assert judged.verdict == REFUSE, judged
     assert str(project / "package.json") in judged.reason, judged.reason
+
+
+# ---------------------------------------------------------------------------- the local bin
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '#!/bin/sh\nexec /tmp/anything "$@"\n',  # a launcher: what it starts is not seen
+        "exec /tmp/anything\n",  # no #! line: the shell runs it as a script
+        "#!/usr/bin/env -S node --require ./evil.js\n",  # node options not examined
+    ],
+)
+def test_bare_npx_refuses_a_local_bin_that_node_would_not_run_as_it_is(
+    bins: Path, project: Path, text: str
+) -> None:
+    """The nearest package.json above ``node_modules/.bin`` may be the project's, named as
+    the package: the bin file itself must be a program node runs, or native."""
+    (project / "package.json").write_text(json.dumps({"name": "mcp-remote", "version": "0.1.16"}))
+    write_executable(project / "node_modules" / ".bin" / "mcp-remote", text)
+    judged = run(bins / "npx", ["mcp-remote"], project)
+    assert judged.verdict == REFUSE, judged
+    assert str(project / "node_modules" / ".bin" / "mcp-remote") in judged.reason, judged.reason

@@ -669,8 +669,11 @@ def _npx_local(launch: Launch, cwd: str) -> Judged | None:
         try:
             with open_target(str(candidate), path_env=None, executable=False) as opened:
                 hit = npm_identification(opened.dir_fd, opened.path, "npx")
+                unlike = _not_run_by_node(opened.read_head(512))
         except DetectionError as exc:
             return Judged(None, what, (f"npx {launch.spec} runs {candidate}: {exc}",))
+        if unlike is not None:
+            return Judged(None, what, (f"npx {launch.spec} runs {candidate}, which {unlike}",))
         index = current_packages()
         if hit is None or hit.adapter != index.owner(_packages.NPM, launch.package):
             owner = hit.adapter if hit is not None else "no tracked package"
@@ -680,6 +683,26 @@ def _npx_local(launch: Launch, cwd: str) -> Judged | None:
             hit.adapter, "npx", launch.spec, hit.version, hit.version_source, True, "npm-metadata"
         )
         return Judged(found, what, ())
+    return None
+
+
+def _not_run_by_node(head: bytes) -> str | None:
+    """Why a bin file starting with ``head`` is not judged by its package's metadata (None:
+    a native program, or a script node runs with no options). A ``#!`` line naming anything
+    else is a launcher whose target is not seen; a file with neither is run by the shell."""
+    from floorguard._identify.examine import _is_node, _parse_shebang
+
+    if head.startswith(b"\x7fELF"):
+        return None
+    if not head.startswith(b"#!"):
+        return "is neither a native program nor a #! script (a shell would run it)"
+    shebang = _parse_shebang(head)
+    if shebang.doubts:
+        return shebang.doubts[0]
+    if not _is_node(shebang.interpreter):
+        return f"is a script run by {shebang.interpreter or 'nothing named'}, not by node"
+    if shebang.arguments:
+        return f"passes node the options {' '.join(shebang.arguments)!r}, which are not examined"
     return None
 
 
