@@ -141,3 +141,26 @@ def test_gemini_servers_get_the_variables_of_the_env_file_it_loads(
     (project / ".env").write_text('NODE_OPTIONS="--require\n./e.js"\n')
     found = read("gemini", home, project)
     assert found.doubts and str(project / ".env") in found.doubts[0], found
+
+
+# ------------------------------------------------------------------ more declaration sources
+
+
+def test_gemini_reads_the_servers_of_its_installed_extensions(home: Path, project: Path) -> None:
+    extension = home / ".gemini" / "extensions" / "tools"
+    entry = {"command": "node", "args": ["${extensionPath}${/}server.js", "${workspacePath}"]}
+    write_json(extension / "gemini-extension.json", {"name": "tools", "version": "1.0.0",
+                                                     "mcpServers": {"t": entry}})  # fmt: skip
+    (extension / ".env").write_text("NODE_OPTIONS=--require ./e.js\n")
+    write_json(home / ".gemini" / "extensions" / "extension-enablement.json", {})
+    [declared] = read("gemini", home, project).declarations
+    assert declared.args == (f"{extension}/server.js", str(project)), declared
+    assert dict(declared.env) == {"NODE_OPTIONS": "--require ./e.js"}
+    assert declared.declared_in == (str(extension / "gemini-extension.json"),)
+
+
+def test_gemini_refuses_an_extension_linked_from_elsewhere(home: Path, project: Path) -> None:
+    extension = home / ".gemini" / "extensions" / "linked"
+    write_json(extension / ".gemini-extension-install.json", {"source": "/x", "type": "link"})
+    found = read("gemini", home, project)
+    assert found.doubts and "linked extension" in found.doubts[0], found

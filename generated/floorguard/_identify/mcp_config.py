@@ -166,6 +166,21 @@ def _shown(text: str) -> str:
     return text if is_text(text) else text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+_GEMINI_INSTALL: Final = ".gemini-extension-install.json"
+_EXTENSION_VARIABLE: Final = re.compile(r"\$\{(extensionPath|workspacePath|/|pathSeparator)\}")
+
+
+def _substituted(value: Any, known: Mapping[str, str]) -> Any:
+    """``value`` with every string's ``${NAME}`` for a NAME in ``known`` replaced."""
+    if isinstance(value, str):
+        return _EXTENSION_VARIABLE.sub(lambda m: known[m.group(1)], value)
+    if isinstance(value, dict):
+        return {k: _substituted(v, known) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_substituted(v, known) for v in value]
+    return value
+
+
 _DOTENV_LINE: Final = re.compile(
     r"\s*(?:export\s+)?(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*=(?P<value>.*)\Z"
 )
@@ -558,19 +573,67 @@ class _Reader:
             if not isinstance(servers, dict):
                 self._doubt(path, "mcpServers", "not an object")
                 continue
-            for name, entry in servers.items():
-                here = _key("mcpServers", name)
-                if not isinstance(entry, dict):
-                    self._doubt(path, here, "not an object")
-                elif self._known(entry, self._GEMINI_KEYS, path, here):
-                    # A url wins over a command in Gemini CLI: such a server is remote.
-                    url = entry.get("url", entry.get("httpUrl"))
-                    if url is not None or "tcp" in entry:
-                        self._remote(name, url if url is not None else entry["tcp"], (path,), here)
-                    elif "command" in entry:
-                        self._stdio(name, entry, path, here, _GEMINI_EXPANSION)
-                    else:
-                        self._doubt(path, here, "has neither a command nor a url")
+            self._gemini_servers(servers, path, self._GEMINI_KEYS)
+        self._gemini_extensions(home)
+
+    def _gemini_servers(self, servers: dict[str, Any], path: str, keys: frozenset[str]) -> None:
+        for name, entry in servers.items():
+            here = _key("mcpServers", name)
+            if not isinstance(entry, dict):
+                self._doubt(path, here, "not an object")
+            elif self._known(entry, keys, path, here):
+                # A url wins over a command in Gemini CLI: such a server is remote.
+                url = entry.get("url", entry.get("httpUrl"))
+                if url is not None or "tcp" in entry:
+                    self._remote(name, url if url is not None else entry["tcp"], (path,), here)
+                elif "command" in entry:
+                    self._stdio(name, entry, path, here, _GEMINI_EXPANSION)
+                else:
+                    self._doubt(path, here, "has neither a command nor a url")
+
+    def _gemini_extensions(self, home: str) -> None:
+        """The servers of every extension installed in the home's ``.gemini/extensions``
+        (each folder's ``gemini-extension.json``, its ``${extensionPath}``,
+        ``${workspacePath}`` and ``${/}`` put in as Gemini CLI does; the variables of the
+        extension's own ``.env`` reach its servers). An extension linked from elsewhere is
+        a doubt: its declarations are not read here."""
+        folder = os.path.join(home, ".gemini", "extensions")
+        try:
+            names = sorted(os.listdir(folder))
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        except OSError as exc:
+            self._doubt(folder, "(the folder)", f"cannot be listed: {exc.strerror or exc}")
+            return
+        for name in names:
+            extension = os.path.join(folder, name)
+            if not os.path.isdir(extension):
+                continue
+            install = self._load(os.path.join(extension, _GEMINI_INSTALL), extension, "json")
+            if isinstance(install, dict) and install.get("type") == "link":
+                self._doubt(extension, _GEMINI_INSTALL, "a linked extension, not read here")
+                continue
+            path = os.path.join(extension, "gemini-extension.json")
+            document = self._load(path, extension, "json")
+            if document is None:
+                continue
+            servers = document.get("mcpServers") if isinstance(document, dict) else None
+            if not isinstance(document, dict) or not isinstance(servers, (dict, type(None))):
+                self._doubt(path, "mcpServers", "not an object")
+                continue
+            if not servers:
+                continue
+            known = {"extensionPath": extension, "workspacePath": self.cwd, "/": "/",
+                     "pathSeparator": "/"}  # fmt: skip
+            saved = dict(self.inherited)
+            env_file = os.path.join(extension, ".env")
+            if os.path.lexists(env_file):
+                added = self._dotenv(env_file)
+                if added is None:
+                    continue
+                self.inherited.update(added)
+            self._gemini_servers(_substituted(servers, known), path, self._GEMINI_KEYS - {"trust"})
+            self.inherited = saved
 
     def _gemini_env_file(self) -> None:
         """The ``.env`` file Gemini CLI loads into its environment (the nearest
@@ -581,20 +644,29 @@ class _Reader:
         path = _gemini_env_path(self.cwd, self.home)
         if path is None:
             return
+        added = self._dotenv(path)
+        if added is None:
+            return
+        added = {name: value for name, value in added.items() if name not in self.environ}
+        self.inherited.update(added)
+        self.expanding = {**added, **self.environ}
+
+    def _dotenv(self, path: str) -> dict[str, str] | None:
+        """The variables a ``.env`` file sets, read plainly, or None (a doubt recorded)."""
         got = None
         try:
             got = read_config(path, within=None, what="gemini environment file")
         except ConfigDoubt as exc:
             self.doubts.append(str(exc))
-            return
+            return None
         if got is None:
-            return
+            return {}
         self.files.append(path)
         try:
             text = got[0].decode("utf-8")
         except UnicodeDecodeError:
             self._doubt(path, "(the file)", "not UTF-8 text")
-            return
+            return None
         added: dict[str, str] = {}
         for number, line in enumerate(text.splitlines(), 1):
             if not line.strip() or line.lstrip().startswith("#"):
@@ -602,20 +674,18 @@ class _Reader:
             match = _DOTENV_LINE.match(line)
             if match is None:
                 self._doubt(path, f"line {number}", "not a NAME=value line read plainly here")
-                return
+                return None
             name, value = match["name"], match["value"].strip()
             if value[:1] in ("'", '"', "`"):
                 quote = value[0]
                 if len(value) < 2 or not value.endswith(quote) or "\\" in value:
                     self._doubt(path, f"line {number}", "a quoted value not read plainly here")
-                    return
+                    return None
                 value = value[1:-1]
             else:
                 value = value.split(" #", 1)[0].strip()
-            if name not in self.environ:
-                added[name] = value
-        self.inherited.update(added)
-        self.expanding = {**added, **self.environ}
+            added[name] = value
+        return added
 
     # ------------------------------------------------------------------ Cursor
 
