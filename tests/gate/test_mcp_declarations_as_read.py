@@ -164,3 +164,18 @@ def test_gemini_refuses_an_extension_linked_from_elsewhere(home: Path, project: 
     write_json(extension / ".gemini-extension-install.json", {"source": "/x", "type": "link"})
     found = read("gemini", home, project)
     assert found.doubts and "linked extension" in found.doubts[0], found
+
+
+def test_claude_refuses_declaration_sources_it_does_not_read(home: Path, project: Path) -> None:
+    """Enabled plugins, agent files naming MCP servers and ``--plugin-dir`` start servers
+    nobody judged: each is a doubt naming the file or the argument."""
+    write_json(home / ".claude" / "settings.json", {"enabledPlugins": {"tools@market": True}})
+    agent = project / ".claude" / "agents" / "helper.md"
+    agent.parent.mkdir(parents=True)
+    agent.write_text("---\nname: helper\nmcpServers:\n  s:\n    command: npx\n---\nHelp.\n")
+    (project / ".claude" / "agents" / "plain.md").write_text("---\nname: plain\n---\nmcpServers:\n")
+    found = read("claude", home, project, "--plugin-dir", "./plugins")
+    assert len(found.doubts) == 3, found.doubts
+    assert any("tools@market" in d for d in found.doubts)
+    assert any(d.startswith(str(agent)) for d in found.doubts)
+    assert any("--plugin-dir" in d for d in found.doubts)

@@ -166,6 +166,20 @@ def _shown(text: str) -> str:
     return text if is_text(text) else text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+# An agent file's front matter (between the first two ``---`` lines) naming MCP servers.
+_AGENT_SERVERS: Final = re.compile(rb"^\s*['\"]?mcpServers['\"]?\s*:", re.MULTILINE)
+
+
+def _front_matter(data: bytes) -> bytes:
+    """The front matter of a Markdown agent file (all of it when it is never closed)."""
+    text = data.lstrip()
+    if not text.startswith(b"---"):
+        return b""
+    body = text[3:]
+    end = re.search(rb"^---\s*$", body, re.MULTILINE)
+    return body if end is None else body[: end.start()]
+
+
 _GEMINI_INSTALL: Final = ".gemini-extension-install.json"
 _EXTENSION_VARIABLE: Final = re.compile(r"\$\{(extensionPath|workspacePath|/|pathSeparator)\}")
 
@@ -262,6 +276,7 @@ class _Reader:
     def claude(self, argv: Sequence[str]) -> None:
         given, strict = self._claude_argv(argv)
         self._claude_settings_env(argv)
+        self._claude_agents(argv, folder=self._claude_config_dir())
         for index, value in given:
             if value.lstrip().startswith("{"):
                 where = f"--mcp-config argument {index}"
@@ -295,16 +310,55 @@ class _Reader:
             if document is not None:
                 self._claude_document(document, path)
 
+    def _claude_config_dir(self) -> str:
+        config_dir = self.environ.get("CLAUDE_CONFIG_DIR")
+        if config_dir:
+            return os.path.join(self.cwd, config_dir)
+        return os.path.join(self.home, ".claude")
+
+    def _claude_agents(self, argv: Sequence[str], *, folder: str) -> None:
+        """Claude Code starts the servers an agent definition declares (``mcpServers`` in
+        an agent file's front matter, or in ``--agents`` JSON), and a plugin's
+        (``--plugin-dir``): none is read here, so each one present is a doubt."""
+        for index, arg in enumerate(argv, 1):
+            if arg == "--":
+                break
+            name, equals, value = arg.partition("=")
+            if not equals and index < len(argv):
+                value = argv[index]
+            if name == "--plugin-dir":
+                self._doubt(f"argument {index}", name, "a plugin folder, not read here")
+            elif name == "--agents" and "mcpServers" in value:
+                self._doubt(f"argument {index}", name, "agents declaring MCP servers, not read")
+        folders = [os.path.join(folder, "agents")]
+        folders += [os.path.join(d, ".claude", "agents") for d in _ancestors(self.cwd)]
+        for agents in dict.fromkeys(folders):
+            try:
+                names = sorted(os.listdir(agents))
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            except OSError as exc:
+                self._doubt(agents, "(the folder)", f"cannot be listed: {exc.strerror or exc}")
+                continue
+            for name in names:
+                if not name.endswith(".md"):
+                    continue
+                path = os.path.join(agents, name)
+                try:
+                    got = read_config(path, within=None, what="claude agent file")
+                except ConfigDoubt as exc:
+                    self.doubts.append(str(exc))
+                    continue
+                if got is not None and _AGENT_SERVERS.search(_front_matter(got[0])):
+                    self._doubt(path, "mcpServers", "an agent's own MCP servers, not read here")
+
     def _claude_settings_env(self, argv: Sequence[str]) -> None:
         """The ``env`` of Claude Code's settings files, which it applies to its own process
         and so to every server it starts: the user's, every project's ``.claude/settings``
         and ``settings.local`` from the farthest folder above down to the working directory,
         each ``--settings`` value (a file, or inline JSON), and the managed file; a later
         file's value wins."""
-        config_dir = self.environ.get("CLAUDE_CONFIG_DIR")
-        folder = (
-            os.path.join(self.cwd, config_dir) if config_dir else os.path.join(self.home, ".claude")
-        )
+        folder = self._claude_config_dir()
         files: list[tuple[str, str | None]] = [(os.path.join(folder, "settings.json"), folder)]
         for above in reversed(_ancestors(self.cwd)):
             for name in ("settings.json", "settings.local.json"):
@@ -326,6 +380,15 @@ class _Reader:
             if document is None:
                 continue
             env = document.get("env") if isinstance(document, dict) else None
+            plugins = document.get("enabledPlugins") if isinstance(document, dict) else None
+            if isinstance(plugins, dict):
+                for plugin in [k for k, on in plugins.items() if on is not False]:
+                    self._doubt(
+                        where, _key("enabledPlugins", plugin),
+                        "an enabled plugin, whose MCP servers are not read here",
+                    )  # fmt: skip
+            elif plugins is not None:
+                self._doubt(where, "enabledPlugins", "not an object")
             if not isinstance(document, dict):
                 self._doubt(where, "(the document)", "not a JSON object")
             elif env is None:
