@@ -179,3 +179,11 @@ def test_claude_refuses_declaration_sources_it_does_not_read(home: Path, project
     assert any("tools@market" in d for d in found.doubts)
     assert any(d.startswith(str(agent)) for d in found.doubts)
     assert any("--plugin-dir" in d for d in found.doubts)
+
+
+def test_codex_reads_the_profile_file_its_config_selects(home: Path, project: Path) -> None:
+    (home / ".codex").mkdir()
+    (home / ".codex" / "config.toml").write_text('profile = "work"\n')
+    (home / ".codex" / "work.config.toml").write_text('[mcp_servers.w]\ncommand = "aider"\n')
+    found = read("codex", home, project)
+    assert [(d.name, d.command) for d in found.declarations] == [("w", "aider")], found

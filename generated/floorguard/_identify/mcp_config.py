@@ -504,10 +504,24 @@ class _Reader:
             (CODEX_SYSTEM, None),
             (os.path.join(codex_home, "config.toml"), codex_home),
         ]
-        if profile is not None:
-            if not _PROFILE.match(profile):
-                raise ConfigDoubt(f"codex --profile {profile!r}: not a profile name")
-            layers.append((os.path.join(codex_home, f"{profile}.config.toml"), codex_home))
+        profiles = [] if profile is None else [profile]
+        if profile is None:
+            # The user's config may select a profile itself (``profile = "NAME"``): its file,
+            # when there is one, is read too (whether Codex layers it so is not settled).
+            user: Any = None
+            path = os.path.join(codex_home, "config.toml")
+            try:  # a doubt about this file is recorded when its layer is read, below
+                got = read_config(path, within=codex_home, what="codex MCP configuration")
+                user = None if got is None else parse_toml(got[0], path)
+            except ConfigDoubt:
+                pass
+            chosen = user.get("profile") if isinstance(user, dict) else None
+            if isinstance(chosen, str):
+                profiles.append(chosen)
+        for name in profiles:
+            if not _PROFILE.match(name):
+                raise ConfigDoubt(f"codex profile {name!r}: not a profile name")
+            layers.append((os.path.join(codex_home, f"{name}.config.toml"), codex_home))
         for folder in dict.fromkeys([self.cwd, *folders]):
             for layer in _project_layers(folder):
                 if os.path.dirname(layer) != os.path.normpath(codex_home):
