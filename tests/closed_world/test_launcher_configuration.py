@@ -151,11 +151,20 @@ def test_uvx_reads_the_uv_toml_of_the_childs_config_home(bins: Path, project: Pa
     assert "'python-install-mirror'" in judged.reason
 
 
-@pytest.mark.parametrize("variable", ["PIP_INDEX_URL", "PIP_FIND_LINKS", "pip_config_file"])
-def test_pipx_refuses_pips_configuration_variables(
-    bins: Path, project: Path, variable: str
+@pytest.mark.parametrize(
+    ("launcher", "variable"),
+    [
+        ("pipx", "PIP_INDEX_URL"),
+        ("pipx", "PIP_FIND_LINKS"),
+        ("pipx", "pip_config_file"),
+        ("yarn", "COREPACK_NPM_REGISTRY"),  # where corepack fetches the yarn that runs
+        ("pnpm", "COREPACK_HOME"),
+    ],
+)
+def test_a_variable_that_configures_what_the_launcher_fetches_refuses(
+    bins: Path, project: Path, launcher: str, variable: str
 ) -> None:
-    judged = run(bins / "pipx", PINNED["pipx"], project, **{variable: str(project)})
+    judged = run(bins / launcher, PINNED[launcher], project, **{variable: str(project)})
     assert judged.verdict == REFUSE and variable in judged.reason, judged
 
 

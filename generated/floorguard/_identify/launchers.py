@@ -373,8 +373,8 @@ def _pipx_launch(args: list[str], cwd: str) -> Launch:
 _CONFIG_PREFIXES: Final = {
     "npx": ("npm_config_",),
     "npm exec": ("npm_config_",),
-    "pnpm dlx": ("npm_config_", "pnpm_config_"),
-    "yarn dlx": ("yarn_",),
+    "pnpm dlx": ("npm_config_", "pnpm_config_", "corepack_"),
+    "yarn dlx": ("yarn_", "corepack_"),
     "bunx": ("bun_config_", "npm_config_"),
     "uvx": ("uv_",),
     "pipx run": ("pipx_",),
