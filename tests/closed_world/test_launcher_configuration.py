@@ -216,3 +216,14 @@ def test_bare_npx_refuses_a_local_bin_that_node_would_not_run_as_it_is(
     judged = run(bins / "npx", ["mcp-remote"], project)
     assert judged.verdict == REFUSE, judged
     assert str(project / "node_modules" / ".bin" / "mcp-remote") in judged.reason, judged.reason
+
+
+def test_a_user_npmrc_prefix_is_followed_to_its_own_npmrc(bins: Path, project: Path) -> None:
+    """``prefix=~/.npm-global`` is a common user setting; npm then reads
+    ``~/.npm-global/etc/npmrc`` too, by the same rules."""
+    home = _home_of(project)
+    write(home / ".npmrc", "prefix=~/.npm-global\ncache=~/.cache/npm\n")
+    assert run(bins / "npx", PINNED["npx"], project).verdict == PERMIT
+    global_rc = write(home / ".npm-global" / "etc" / "npmrc", "script-shell=/tmp/evil.sh\n")
+    judged = run(bins / "npx", PINNED["npx"], project)
+    assert judged.verdict == REFUSE and str(global_rc) in judged.reason, judged

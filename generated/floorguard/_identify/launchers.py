@@ -423,8 +423,9 @@ _NPMRC_HARMLESS: Final = frozenset(
 )  # fmt: skip
 # Also understood in the user's own ``~/.npmrc`` (not in a project's, which the workspace
 # writes): the registry the user chose (a named window: it serves the bytes of a pinned
-# version) and the node headers native builds use.
-_NPMRC_USER: Final = frozenset({"registry", "nodedir"})
+# version), the node headers native builds use, the user's cache and global prefix (whose
+# ``etc/npmrc`` is then read by the same rules).
+_NPMRC_USER: Final = frozenset({"registry", "nodedir", "cache", "prefix"})
 _NPMRC_CREDENTIALS: Final = frozenset(
     {"_authToken", "_auth", "username", "_password", "email", "always-auth", "certfile",
      "keyfile"}
@@ -471,9 +472,9 @@ def configuration_doubts(launcher: str, environ: Mapping[str, str], cwd: str) ->
             )
         for folder in chain:
             doubts += _npmrc_doubts(os.path.join(folder, ".npmrc"), user=False)
-        doubts += _npmrc_doubts(os.path.join(home, ".npmrc"), user=True)
+        doubts += _npmrc_doubts(os.path.join(home, ".npmrc"), user=True, home=home)
     if launcher == "pnpm dlx":
-        doubts += _npmrc_doubts(os.path.join(config_home, "pnpm", "rc"), user=True)
+        doubts += _npmrc_doubts(os.path.join(config_home, "pnpm", "rc"), user=True, home=home)
         doubts += _present(launcher, [os.path.join(d, "pnpm-workspace.yaml") for d in chain])
     if launcher == "yarn dlx":
         doubts += _present(
@@ -532,19 +533,19 @@ def _present(launcher: str, paths: Sequence[str]) -> list[str]:
     return doubts
 
 
-def _npmrc_doubts(path: str, *, user: bool) -> list[str]:
+def _npmrc_doubts(path: str, *, user: bool, home: str = "") -> list[str]:
     text, doubt = _read(path, "npm configuration")
     if doubt is not None:
         return [doubt]
     if text is None:
         return []
-    doubts = []
+    doubts: list[str] = []
     for number, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
         if not line or line.startswith((";", "#")):
             continue
-        key, equals, _ = line.partition("=")
-        key = key.strip()
+        key, equals, value = line.partition("=")
+        key, value = key.strip(), value.strip()
         if not equals or not key:
             doubts.append(f"{path} line {number}: not a key=value setting npm reads plainly")
             continue
@@ -553,6 +554,14 @@ def _npmrc_doubts(path: str, *, user: bool) -> list[str]:
         else:
             registry = key in _NPMRC_USER or (key.startswith("@") and key.endswith(":registry"))
             understood = key in _NPMRC_HARMLESS or (user and registry)
+        if understood and key == "prefix" and not path.endswith(os.sep + "npmrc"):
+            # The global prefix's own npmrc, by the user's rules (npm expands a leading ~).
+            prefix = home + value[1:] if value.startswith("~/") else value
+            if "$" in prefix or not os.path.isabs(prefix):
+                doubts.append(f"{path} sets 'prefix' to {value!r}, which is not read here")
+            else:
+                doubts += _npmrc_doubts(os.path.join(prefix, "etc", "npmrc"), user=True)
+            continue
         if understood:
             continue
         doubts.append(f"{path} sets {key!r}, which may change what npm runs")
