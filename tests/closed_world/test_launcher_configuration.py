@@ -15,6 +15,8 @@ In process and cheap, with the same judge and launcher stand-ins as
 from __future__ import annotations
 
 import json
+import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -227,3 +229,29 @@ def test_a_user_npmrc_prefix_is_followed_to_its_own_npmrc(bins: Path, project: P
     global_rc = write(home / ".npm-global" / "etc" / "npmrc", "script-shell=/tmp/evil.sh\n")
     judged = run(bins / "npx", PINNED["npx"], project)
     assert judged.verdict == REFUSE and str(global_rc) in judged.reason, judged
+
+
+# ---------------------------------------------------------------------------- run by an interpreter
+
+NODE = shutil.which("node")
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed")
+def test_node_running_npx_cli_is_judged_as_the_package_npx_runs(project: Path) -> None:
+    """``node .../npx-cli.js -y PKG@V`` is npx under another spelling."""
+    npx_cli = project / "npm" / "bin" / "npx-cli.js"
+    write_executable(npx_cli, "#!/usr/bin/env node\n")
+    assert NODE is not None
+    for args in (
+        ["npm/bin/npx-cli.js", "-y", "mcp-remote@0.1.15"],
+        [str(npx_cli), "mcp-remote@0.1.15"],
+    ):
+        judged = run(Path(NODE), args, project)
+        assert (judged.verdict, judged.adapter, judged.version) == (REFUSE, "mcp-remote", "0.1.15")
+
+
+def test_python_running_pipx_as_a_module_is_judged_as_pipx_run(project: Path) -> None:
+    judged = run(Path(sys.executable), ["-m", "pipx", "run", "mcp-server-fetch==2024.1.0"], project)
+    assert (judged.verdict, judged.adapter, judged.version) == (
+        REFUSE, "mcp-server-fetch", "2024.1.0",
+    ), judged  # fmt: skip
