@@ -174,8 +174,12 @@ def test_claude_refuses_declaration_sources_it_does_not_read(home: Path, project
     agent.parent.mkdir(parents=True)
     agent.write_text("---\nname: helper\nmcpServers:\n  s:\n    command: npx\n---\nHelp.\n")
     (project / ".claude" / "agents" / "plain.md").write_text("---\nname: plain\n---\nmcpServers:\n")
-    found = read("claude", home, project, "--plugin-dir", "./plugins")
-    assert len(found.doubts) == 3, found.doubts
+    other = project.parent / "other"
+    (other / ".claude" / "agents").mkdir(parents=True)
+    (other / ".claude" / "agents" / "x.md").write_text("---\nmcpServers: {}\n---\n")
+    found = read("claude", home, project, "--plugin-dir", "./plugins", "--add-dir", "../other")
+    assert len(found.doubts) == 4, found.doubts
+    assert any(d.startswith(str(other / ".claude" / "agents" / "x.md")) for d in found.doubts)
     assert any("tools@market" in d for d in found.doubts)
     assert any(d.startswith(str(agent)) for d in found.doubts)
     assert any("--plugin-dir" in d for d in found.doubts)

@@ -212,6 +212,29 @@ def _gemini_env_path(cwd: str, home: str) -> str | None:
     return None
 
 
+def _variadic_values(argv: Sequence[str], option: str) -> list[str]:
+    """The values commander gives a variadic ``option``: after ``option``, its first value
+    whatever it is, then every argument up to the next option; ``option=V`` gives V."""
+    values: list[str] = []
+    taking = first = False
+    for arg in argv:
+        if first:
+            values.append(arg)
+            first = False
+        elif arg == "--":
+            break
+        elif arg == option:
+            taking = first = True
+        elif arg.startswith(option + "="):
+            values.append(arg.partition("=")[2])
+            taking = False
+        elif arg.startswith("-"):
+            taking = False
+        elif taking:
+            values.append(arg)
+    return values
+
+
 def _claude_settings_values(argv: Sequence[str]) -> list[str]:
     """Each ``--settings`` value of claude's arguments (``--settings V`` or ``--settings=V``)."""
     values: list[str] = []
@@ -332,6 +355,10 @@ class _Reader:
                 self._doubt(f"argument {index}", name, "agents declaring MCP servers, not read")
         folders = [os.path.join(folder, "agents")]
         folders += [os.path.join(d, ".claude", "agents") for d in _ancestors(self.cwd)]
+        folders += [
+            os.path.join(os.path.normpath(os.path.join(self.cwd, added)), ".claude", "agents")
+            for added in _variadic_values(argv, "--add-dir")
+        ]
         for agents in dict.fromkeys(folders):
             try:
                 names = sorted(os.listdir(agents))
