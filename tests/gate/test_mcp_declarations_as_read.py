@@ -191,3 +191,11 @@ def test_codex_reads_the_profile_file_its_config_selects(home: Path, project: Pa
     (home / ".codex" / "work.config.toml").write_text('[mcp_servers.w]\ncommand = "aider"\n')
     found = read("codex", home, project)
     assert [(d.name, d.command) for d in found.declarations] == [("w", "aider")], found
+
+
+def test_gemini_refuses_a_working_folder_it_would_expand(home: Path, project: Path) -> None:
+    """Gemini CLI expands every string of its settings; the folder a server starts in
+    decides what a relative command or a launcher's project files are."""
+    write_json(project / ".gemini" / "settings.json", servers(s={"command": "x", "cwd": "$W"}))
+    found = read("gemini", home, project, W="/elsewhere")
+    assert found.declarations == () and "mcpServers.s.cwd" in found.doubts[0], found
