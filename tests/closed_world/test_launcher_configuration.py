@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from probes import write_executable
 
-from closed_world.test_package_launchers import _local_install, bins, judge, project
+from closed_world.test_package_launchers import NPX, _exec, _local_install, bins, judge, project
 from floorguard._gate.decision import PERMIT, REFUSE
 
 __all__ = ["bins", "project"]  # fixtures, shared
@@ -255,3 +255,21 @@ def test_python_running_pipx_as_a_module_is_judged_as_pipx_run(project: Path) ->
     assert (judged.verdict, judged.adapter, judged.version) == (
         REFUSE, "mcp-server-fetch", "2024.1.0",
     ), judged  # fmt: skip
+
+
+# ---------------------------------------------------------------------------- the real CLI
+
+
+@pytest.mark.skipif(NPX is None, reason="npx is not installed")
+def test_floorguard_exec_refuses_npx_under_a_project_npmrc_and_starts_nothing(
+    tmp_path: Path, project: Path
+) -> None:
+    """The real npx through ``python -m floorguard exec``: the fixed version pinned, but the
+    project's .npmrc would make npx run its bin through another program."""
+    shell = tmp_path / "ran"
+    (project / ".npmrc").write_text(f"script-shell={project / 'evil.sh'}\n")
+    write_executable(project / "evil.sh", f"#!/bin/sh\ntouch {shell}\n")
+    done = _exec(tmp_path, project, "npx", "--", "-y", "mcp-remote@0.1.16", "https://x.invalid")
+    assert done.returncode == 126, done
+    assert str(project / ".npmrc") in done.stderr and "'script-shell'" in done.stderr, done.stderr
+    assert not shell.exists()
