@@ -418,14 +418,19 @@ _NPMRC_HARMLESS: Final = frozenset(
         "color", "unicode", "timing", "logs-max", "save-exact", "save-prefix", "package-lock",
         "omit-lockfile-registry-resolved", "engine-strict", "sign-git-tag", "git-tag-version",
         "message", "email", "init-author-name", "init-author-email", "init-author-url",
-        "init-license", "init-version",
+        "init-license", "init-version", "_auth", "_authToken", "username", "_password",
+        "always-auth",
     }
 )  # fmt: skip
 # Also understood in the user's own ``~/.npmrc`` (not in a project's, which the workspace
 # writes): the registry the user chose (a named window: it serves the bytes of a pinned
-# version), the node headers native builds use, the user's cache and global prefix (whose
-# ``etc/npmrc`` is then read by the same rules).
-_NPMRC_USER: Final = frozenset({"registry", "nodedir", "cache", "prefix"})
+# version, and how it is reached: certificates, proxies), the node headers native builds
+# use, the user's cache and global prefix (whose ``etc/npmrc`` is then read by the same
+# rules).
+_NPMRC_USER: Final = frozenset(
+    {"registry", "nodedir", "cache", "prefix", "cafile", "ca", "strict-ssl", "proxy",
+     "https-proxy", "noproxy"}
+)  # fmt: skip
 _NPMRC_CREDENTIALS: Final = frozenset(
     {"_authToken", "_auth", "username", "_password", "email", "always-auth", "certfile",
      "keyfile"}

@@ -166,8 +166,9 @@ def _shown(text: str) -> str:
     return text if is_text(text) else text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-# An agent file's front matter (between the first two ``---`` lines) naming MCP servers.
-_AGENT_SERVERS: Final = re.compile(rb"^\s*['\"]?mcpServers['\"]?\s*:", re.MULTILINE)
+# An agent file's front matter (between the first two ``---`` lines) naming MCP servers,
+# in any YAML spelling (a block key, a flow mapping): the word anywhere there.
+_AGENT_SERVERS: Final = re.compile(rb"mcpServers")
 
 
 def _front_matter(data: bytes) -> bytes:
