@@ -387,7 +387,9 @@ class _Reader:
         each ``--settings`` value (a file, or inline JSON), and the managed file; a later
         file's value wins."""
         folder = self._claude_config_dir()
-        files: list[tuple[str, str | None]] = [(os.path.join(folder, "settings.json"), folder)]
+        # A home file may be a link anywhere in the home (dotfile managers), as ~/.claude.json.
+        within = folder if self.environ.get("CLAUDE_CONFIG_DIR") else self.home
+        files: list[tuple[str, str | None]] = [(os.path.join(folder, "settings.json"), within)]
         for above in reversed(_ancestors(self.cwd)):
             for name in ("settings.json", "settings.local.json"):
                 files.append((os.path.join(above, ".claude", name), above))
