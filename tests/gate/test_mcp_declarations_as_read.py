@@ -199,3 +199,17 @@ def test_gemini_refuses_a_working_folder_it_would_expand(home: Path, project: Pa
     write_json(project / ".gemini" / "settings.json", servers(s={"command": "x", "cwd": "$W"}))
     found = read("gemini", home, project, W="/elsewhere")
     assert found.declarations == () and "mcpServers.s.cwd" in found.doubts[0], found
+
+
+def test_a_bare_command_looked_up_in_a_relative_path_entry_refuses_the_agent(
+    agents: Agents,
+) -> None:
+    """Node's spawn looks ``srv`` up in ``tools`` (or an empty entry) from the server's
+    folder: an old aider there, under another name, would run unjudged as not found."""
+    (agents.project / "tools").mkdir()
+    (agents.project / "tools" / "srv").symlink_to(agents.bin / "aider")
+    for search in ("tools:/usr/bin:/bin", ":/usr/bin"):
+        agents.mcp_json(s={"command": "srv", "env": {"PATH": search}})
+        decision = agents.decide("claude", "-p", "task")
+        assert decision.verdict == "refuse", decision
+        assert "relative PATH entry" in decision.reason and ".mcp.json" in decision.reason

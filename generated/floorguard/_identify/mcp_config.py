@@ -885,6 +885,17 @@ class _Reader:
                     return
                 known = value  # left as the client leaves an unset variable: literal
             resolved.append((key, known))
+        search = dict(resolved).get("PATH", self.environ.get("PATH"))
+        if os.sep not in command and search is not None:
+            relative = [e for e in search.split(os.pathsep) if not os.path.isabs(e)]
+            if relative:
+                # The client's spawn looks a bare command up in such an entry from the
+                # server's working folder; the gate looks only in absolute ones.
+                self._doubt(
+                    where, at + ".command",
+                    f"{command!r} is looked up in the relative PATH entry {relative[0]!r}",
+                )  # fmt: skip
+                return
         self.found.append(
             Declaration(
                 name, STDIO, sources or (where,), at, command=command, args=tuple(args),
