@@ -267,8 +267,8 @@ class _Reader:
         self.cwd = os.path.normpath(cwd)
         self.environ = environ
         # Variables the client adds to its own environment before it starts its servers
-        # (claude's settings files, gemini's .env), in order, with where each came from;
-        # a server's own env wins over them.
+        # (claude's settings files, gemini's .env), in order; a server's own env wins over
+        # them. ``expanding``: the variables a client expands references from.
         self.inherited: dict[str, str] = {}
         self.expanding: Mapping[str, str] = environ
         self.home = home_of(environ)
@@ -299,8 +299,9 @@ class _Reader:
 
     def claude(self, argv: Sequence[str]) -> None:
         given, strict = self._claude_argv(argv)
-        self._claude_settings_env(argv)
-        self._claude_agents(argv, folder=self._claude_config_dir())
+        self._claude_settings_env(argv, strict=strict)
+        if not strict:  # --strict-mcp-config: no plugin's or agent's servers either
+            self._claude_agents(argv, folder=self._claude_config_dir())
         for index, value in given:
             if value.lstrip().startswith("{"):
                 where = f"--mcp-config argument {index}"
@@ -380,7 +381,7 @@ class _Reader:
                 if got is not None and _AGENT_SERVERS.search(_front_matter(got[0])):
                     self._doubt(path, "mcpServers", "an agent's own MCP servers, not read here")
 
-    def _claude_settings_env(self, argv: Sequence[str]) -> None:
+    def _claude_settings_env(self, argv: Sequence[str], *, strict: bool) -> None:
         """The ``env`` of Claude Code's settings files, which it applies to its own process
         and so to every server it starts: the user's, every project's ``.claude/settings``
         and ``settings.local`` from the farthest folder above down to the working directory,
@@ -388,8 +389,8 @@ class _Reader:
         file's value wins."""
         folder = self._claude_config_dir()
         # A home file may be a link anywhere in the home (dotfile managers), as ~/.claude.json.
-        within = folder if self.environ.get("CLAUDE_CONFIG_DIR") else self.home
-        files: list[tuple[str, str | None]] = [(os.path.join(folder, "settings.json"), within)]
+        inside = folder if self.environ.get("CLAUDE_CONFIG_DIR") else self.home
+        files: list[tuple[str, str | None]] = [(os.path.join(folder, "settings.json"), inside)]
         for above in reversed(_ancestors(self.cwd)):
             for name in ("settings.json", "settings.local.json"):
                 files.append((os.path.join(above, ".claude", name), above))
@@ -411,13 +412,13 @@ class _Reader:
                 continue
             env = document.get("env") if isinstance(document, dict) else None
             plugins = document.get("enabledPlugins") if isinstance(document, dict) else None
-            if isinstance(plugins, dict):
+            if isinstance(plugins, dict) and not strict:
                 for plugin in [k for k, on in plugins.items() if on is not False]:
                     self._doubt(
                         where, _key("enabledPlugins", plugin),
                         "an enabled plugin, whose MCP servers are not read here",
                     )  # fmt: skip
-            elif plugins is not None:
+            elif plugins is not None and not isinstance(plugins, dict):
                 self._doubt(where, "enabledPlugins", "not an object")
             if not isinstance(document, dict):
                 self._doubt(where, "(the document)", "not a JSON object")
