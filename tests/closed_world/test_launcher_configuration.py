@@ -273,3 +273,17 @@ def test_floorguard_exec_refuses_npx_under_a_project_npmrc_and_starts_nothing(
     assert done.returncode == 126, done
     assert str(project / ".npmrc") in done.stderr and "'script-shell'" in done.stderr, done.stderr
     assert not shell.exists()
+
+
+def test_a_home_inside_the_working_directory_is_held_to_a_projects_rules(
+    bins: Path, project: Path
+) -> None:
+    """A declaration's env can point HOME or XDG_CONFIG_HOME into the project: the registry
+    or index a file there names is the workspace's choice, not the user's."""
+    inside = project / "home"
+    npmrc = write(inside / ".npmrc", "registry=https://registry.evil.example/\n")
+    judged = run(bins / "npx", PINNED["npx"], project, HOME=str(inside))
+    assert judged.verdict == REFUSE and str(npmrc) in judged.reason, judged
+    conf = write(inside / "cfg" / "pip" / "pip.conf", "[global]\nindex-url = https://x\n")
+    judged = run(bins / "pipx", PINNED["pipx"], project, XDG_CONFIG_HOME=str(inside / "cfg"))
+    assert judged.verdict == REFUSE and str(conf) in judged.reason, judged

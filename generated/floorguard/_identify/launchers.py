@@ -438,6 +438,7 @@ _NPMRC_CREDENTIALS: Final = frozenset(
 # uv.toml keys that choose nothing of what runs but the index (uv's tool commands read only
 # the user's and the system's uv.toml, never a project's; the index the user chose is the
 # named window, as a registry in ``~/.npmrc`` is).
+_UV_INDEX: Final = frozenset({"index", "index-url", "extra-index-url"})
 _UV_HARMLESS: Final = frozenset(
     {"native-tls", "offline", "concurrent-downloads", "concurrent-builds", "concurrent-installs",
      "index", "index-url", "extra-index-url"}
@@ -477,9 +478,10 @@ def configuration_doubts(launcher: str, environ: Mapping[str, str], cwd: str) ->
             )
         for folder in chain:
             doubts += _npmrc_doubts(os.path.join(folder, ".npmrc"), user=False)
-        doubts += _npmrc_doubts(os.path.join(home, ".npmrc"), user=True, home=home)
+        doubts += _npmrc_doubts(os.path.join(home, ".npmrc"), user=_users(home, here), home=home)
     if launcher == "pnpm dlx":
-        doubts += _npmrc_doubts(os.path.join(config_home, "pnpm", "rc"), user=True, home=home)
+        rc = os.path.join(config_home, "pnpm", "rc")
+        doubts += _npmrc_doubts(rc, user=_users(rc, here), home=home)
         doubts += _present(launcher, [os.path.join(d, "pnpm-workspace.yaml") for d in chain])
     if launcher == "yarn dlx":
         doubts += _present(
@@ -493,7 +495,8 @@ def configuration_doubts(launcher: str, environ: Mapping[str, str], cwd: str) ->
         )
     if launcher == "uvx":
         for folder in (config_home, *config_dirs):
-            doubts += _uv_toml_doubts(os.path.join(folder, "uv", "uv.toml"))
+            path = os.path.join(folder, "uv", "uv.toml")
+            doubts += _uv_toml_doubts(path, user=_users(path, here))
     if launcher == "pipx run":
         doubts += [
             f"pipx run: pip reads {name} as its configuration (it may choose another index, "
@@ -507,8 +510,18 @@ def configuration_doubts(launcher: str, environ: Mapping[str, str], cwd: str) ->
             os.path.join(home, ".pip", "pip.conf"),
             *(os.path.join(d, "pip", "pip.conf") for d in config_dirs),
         ):
-            doubts += _pip_conf_doubts(path)
+            doubts += _pip_conf_doubts(path, user=_users(path, here))
     return doubts
+
+
+def _users(path: str, here: str) -> bool:
+    """Whether ``path`` (a home, or a file under a configuration folder the child's
+    environment names) is the user's own rather than the workspace's: one below the
+    working directory (a declaration's ``env`` can point HOME or XDG_CONFIG_HOME there)
+    holds what the workspace wrote, held to a project's rules. A home that is the working
+    directory itself stays the user's (its ``.npmrc`` is read as the project's anyway)."""
+    real, work = os.path.realpath(path), os.path.realpath(here)
+    return not real.startswith(work.rstrip(os.sep) + os.sep)
 
 
 def _read(path: str, what: str) -> tuple[str | None, str | None]:
@@ -573,7 +586,7 @@ def _npmrc_doubts(path: str, *, user: bool, home: str = "") -> list[str]:
     return doubts
 
 
-def _uv_toml_doubts(path: str) -> list[str]:
+def _uv_toml_doubts(path: str, *, user: bool) -> list[str]:
     from floorguard._identify.mcp_files import ConfigDoubt, parse_toml, read_config
 
     try:
@@ -586,11 +599,11 @@ def _uv_toml_doubts(path: str) -> list[str]:
     return [
         f"{path} sets {key!r}, which may change what uv runs"
         for key in sorted(document)
-        if key not in _UV_HARMLESS
+        if key not in (_UV_HARMLESS if user else _UV_HARMLESS - _UV_INDEX)
     ]
 
 
-def _pip_conf_doubts(path: str) -> list[str]:
+def _pip_conf_doubts(path: str, *, user: bool) -> list[str]:
     import configparser
 
     text, doubt = _read(path, "pip configuration")
@@ -607,7 +620,8 @@ def _pip_conf_doubts(path: str) -> list[str]:
         f"{path} sets [{section}] {option!r}, which may change what pip installs"
         for section in parser.sections()
         for option in parser.options(section)
-        if option.replace("_", "-") not in _PIP_HARMLESS | _PIP_CONF_USER
+        if option.replace("_", "-")
+        not in (_PIP_HARMLESS | _PIP_CONF_USER if user else _PIP_HARMLESS)
     ]
 
 
