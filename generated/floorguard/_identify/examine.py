@@ -110,13 +110,21 @@ def _launched(
     options, its configuration variables) part of the closed world."""
     from floorguard._identify import launchers
 
-    names = (opened.requested, opened.located, str(opened.path))
+    names: tuple[str, ...] = (opened.requested, opened.located, str(opened.path))
+    if found.what in ("node", "the Python interpreter"):
+        # The interpreter itself, running a launcher's own script or module (``node
+        # .../npx-cli.js``, ``python -m pipx run``): that launcher, with its arguments.
+        names, argv = _interpreted_launcher(found.what, argv, here) or (names, argv)
     try:
         which = launchers.launcher_of(names, argv)
         if which is None:
             return found
         launcher, skip = which
-        doubts = [*found.doubts, *launchers.environment_doubts(launcher, environ)]
+        doubts = [
+            *found.doubts,
+            *launchers.environment_doubts(launcher, environ),
+            *launchers.configuration_doubts(launcher, environ, here),
+        ]
         launch = launchers.parse_launch(launcher, argv[skip:], cwd=here)
         judged = launchers.judge_launch(launch, cwd=here)
     except launchers.LaunchRefused as refused:
@@ -125,6 +133,28 @@ def _launched(
         # An untracked package: what version runs does not matter, its inputs still do.
         return Examination(None, LAUNCHER, judged.what, tuple(doubts))
     return Examination(judged.identified, LAUNCHER, judged.what, (*doubts, *judged.doubts))
+
+
+def _interpreted_launcher(
+    what: str, argv: Sequence[str], here: str
+) -> tuple[tuple[str, ...], Sequence[str]] | None:
+    """The names and arguments of the program an interpreter runs, to be told as a launcher
+    by them: node's main script (as given, against the working directory, and its real
+    file) or Python's ``-m`` module; None when it runs neither."""
+    if what == "node":
+        from floorguard._identify.node_command import parse_node_argv
+
+        node = parse_node_argv(list(argv))
+        if node.runs != "script" or not node.script:
+            return None
+        script = os.path.join(here, node.script)
+        return (node.script, script, os.path.realpath(script)), node.script_args
+    from floorguard._identify.python_command import parse_python_argv
+
+    python = parse_python_argv(list(argv))
+    if python.runs != "module" or python.value not in ("pipx", "uv"):
+        return None
+    return (python.value,), python.args
 
 
 def _examine(

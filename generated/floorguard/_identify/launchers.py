@@ -373,8 +373,8 @@ def _pipx_launch(args: list[str], cwd: str) -> Launch:
 _CONFIG_PREFIXES: Final = {
     "npx": ("npm_config_",),
     "npm exec": ("npm_config_",),
-    "pnpm dlx": ("npm_config_", "pnpm_config_"),
-    "yarn dlx": ("yarn_",),
+    "pnpm dlx": ("npm_config_", "pnpm_config_", "corepack_"),
+    "yarn dlx": ("yarn_", "corepack_"),
     "bunx": ("bun_config_", "npm_config_"),
     "uvx": ("uv_",),
     "pipx run": ("pipx_",),
@@ -403,6 +403,225 @@ def environment_doubts(launcher: str, environ: Mapping[str, str]) -> list[str]:
         f"{launcher} reads {name} as its configuration (it may choose another package, "
         "registry or index)"
         for name in found
+    ]
+
+
+# ---------------------------------------------------------------------------- configuration files
+
+# npm's configuration keys that change nothing of what a launch runs (output, prompting,
+# what npm writes elsewhere); per-registry credentials (``//host/:_authToken``) too. Any
+# other key of an ``.npmrc`` may (``script-shell`` runs the bin through another program,
+# ``node-options`` preloads code into it, ``cache`` names an ``_npx`` tree, ...): refused.
+_NPMRC_HARMLESS: Final = frozenset(
+    {
+        "yes", "fund", "audit", "audit-level", "update-notifier", "loglevel", "progress",
+        "color", "unicode", "timing", "logs-max", "save-exact", "save-prefix", "package-lock",
+        "omit-lockfile-registry-resolved", "engine-strict", "sign-git-tag", "git-tag-version",
+        "message", "email", "init-author-name", "init-author-email", "init-author-url",
+        "init-license", "init-version", "_auth", "_authToken", "username", "_password",
+        "always-auth",
+    }
+)  # fmt: skip
+# Also understood in the user's own ``~/.npmrc`` (not in a project's, which the workspace
+# writes): the registry the user chose (a named window: it serves the bytes of a pinned
+# version, and how it is reached: certificates, proxies), the node headers native builds
+# use, the user's cache and global prefix (whose ``etc/npmrc`` is then read by the same
+# rules).
+_NPMRC_USER: Final = frozenset(
+    {"registry", "nodedir", "cache", "prefix", "cafile", "ca", "strict-ssl", "proxy",
+     "https-proxy", "noproxy"}
+)  # fmt: skip
+_NPMRC_CREDENTIALS: Final = frozenset(
+    {"_authToken", "_auth", "username", "_password", "email", "always-auth", "certfile",
+     "keyfile"}
+)  # fmt: skip
+# uv.toml keys that choose nothing of what runs but the index (uv's tool commands read only
+# the user's and the system's uv.toml, never a project's; the index the user chose is the
+# named window, as a registry in ``~/.npmrc`` is).
+_UV_INDEX: Final = frozenset({"index", "index-url", "extra-index-url"})
+_UV_HARMLESS: Final = frozenset(
+    {"native-tls", "offline", "concurrent-downloads", "concurrent-builds", "concurrent-installs",
+     "index", "index-url", "extra-index-url"}
+)  # fmt: skip
+# pip's variables that only change output or prompting; in the user's pip.conf also the
+# index the user chose (pip has no project configuration file).
+_PIP_HARMLESS: Final = frozenset(
+    {"disable-pip-version-check", "no-color", "progress-bar", "quiet", "no-input",
+     "root-user-action", "verbose"}
+)  # fmt: skip
+_PIP_CONF_USER: Final = frozenset(
+    {"index-url", "extra-index-url", "find-links", "trusted-host", "cert", "client-cert",
+     "timeout", "retries", "proxy"}
+)  # fmt: skip
+_NPM_FAMILY: Final = ("npx", "npm exec", "pnpm dlx", "bunx")
+
+
+def configuration_doubts(launcher: str, environ: Mapping[str, str], cwd: str) -> list[str]:
+    """The configuration files ``launcher`` reads for a spawn in ``cwd`` with ``environ``
+    (its HOME, XDG folders and prefix taken from the child's environment), checked: a file
+    that holds a setting not known to leave what runs unchanged, or that cannot be read
+    exactly, is a doubt naming the file and the setting. A file that is not there is
+    absent."""
+    from floorguard._identify.mcp_config import home_of
+
+    here = os.path.abspath(cwd)
+    chain = [here, *(str(p) for p in Path(here).parents)]
+    home = home_of(environ)
+    config_home = environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    config_dirs = [d for d in environ.get("XDG_CONFIG_DIRS", "").split(":") if d]
+    doubts: list[str] = []
+    if launcher in _NPM_FAMILY:
+        if "PREFIX" in environ:
+            doubts.append(
+                f"{launcher} reads PREFIX as npm's global prefix (its npmrc and its global "
+                "installs)"
+            )
+        for folder in chain:
+            doubts += _npmrc_doubts(os.path.join(folder, ".npmrc"), user=False)
+        doubts += _npmrc_doubts(os.path.join(home, ".npmrc"), user=_users(home, here), home=home)
+    if launcher == "pnpm dlx":
+        rc = os.path.join(config_home, "pnpm", "rc")
+        doubts += _npmrc_doubts(rc, user=_users(rc, here), home=home)
+        doubts += _present(launcher, [os.path.join(d, "pnpm-workspace.yaml") for d in chain])
+    if launcher == "yarn dlx":
+        doubts += _present(
+            launcher, [os.path.join(d, ".yarnrc.yml") for d in (*chain, home)]
+        )  # fmt: skip
+    if launcher == "bunx":
+        doubts += _present(
+            launcher,
+            [os.path.join(d, "bunfig.toml") for d in chain]
+            + [os.path.join(config_home, ".bunfig.toml"), os.path.join(home, ".bunfig.toml")],
+        )
+    if launcher == "uvx":
+        for folder in (config_home, *config_dirs):
+            path = os.path.join(folder, "uv", "uv.toml")
+            doubts += _uv_toml_doubts(path, user=_users(path, here))
+    if launcher == "pipx run":
+        doubts += [
+            f"pipx run: pip reads {name} as its configuration (it may choose another index, "
+            "links or builds)"
+            for name in sorted(environ)
+            if name.upper().startswith("PIP_")
+            and name[4:].lower().replace("_", "-") not in _PIP_HARMLESS
+        ]
+        for path in (
+            os.path.join(config_home, "pip", "pip.conf"),
+            os.path.join(home, ".pip", "pip.conf"),
+            *(os.path.join(d, "pip", "pip.conf") for d in config_dirs),
+        ):
+            doubts += _pip_conf_doubts(path, user=_users(path, here))
+    return doubts
+
+
+def _users(path: str, here: str) -> bool:
+    """Whether ``path`` (a home, or a file under a configuration folder the child's
+    environment names) is the user's own rather than the workspace's: one below the
+    working directory (a declaration's ``env`` can point HOME or XDG_CONFIG_HOME there)
+    holds what the workspace wrote, held to a project's rules. A home that is the working
+    directory itself stays the user's (its ``.npmrc`` is read as the project's anyway)."""
+    real, work = os.path.realpath(path), os.path.realpath(here)
+    return not real.startswith(work.rstrip(os.sep) + os.sep)
+
+
+def _read(path: str, what: str) -> tuple[str | None, str | None]:
+    """The text of the file at ``path`` (None: absent), or a doubt naming it."""
+    from floorguard._identify.mcp_files import ConfigDoubt, read_config
+
+    try:
+        got = read_config(path, within=None, what=what)
+    except ConfigDoubt as exc:
+        return None, str(exc)
+    if got is None:
+        return None, None
+    try:
+        return got[0].decode("utf-8"), None
+    except UnicodeDecodeError:
+        return None, f"{path}: the {what} is not UTF-8 text"
+
+
+def _present(launcher: str, paths: Sequence[str]) -> list[str]:
+    doubts = []
+    for path in paths:
+        if os.path.lexists(path):
+            doubts.append(
+                f"{launcher} reads {path}, whose settings may choose what runs (its own "
+                "release, preloaded code, a registry) and are not read here"
+            )
+    return doubts
+
+
+def _npmrc_doubts(path: str, *, user: bool, home: str = "") -> list[str]:
+    text, doubt = _read(path, "npm configuration")
+    if doubt is not None:
+        return [doubt]
+    if text is None:
+        return []
+    doubts: list[str] = []
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith((";", "#")):
+            continue
+        key, equals, value = line.partition("=")
+        key, value = key.strip(), value.strip()
+        if not equals or not key:
+            doubts.append(f"{path} line {number}: not a key=value setting npm reads plainly")
+            continue
+        if key.startswith("//"):
+            understood = ":" in key and key.rsplit(":", 1)[-1] in _NPMRC_CREDENTIALS
+        else:
+            registry = key in _NPMRC_USER or (key.startswith("@") and key.endswith(":registry"))
+            understood = key in _NPMRC_HARMLESS or (user and registry)
+        if understood and key == "prefix" and not path.endswith(os.sep + "npmrc"):
+            # The global prefix's own npmrc, by the user's rules (npm expands a leading ~).
+            prefix = home + value[1:] if value.startswith("~/") else value
+            if "$" in prefix or not os.path.isabs(prefix):
+                doubts.append(f"{path} sets 'prefix' to {value!r}, which is not read here")
+            else:
+                doubts += _npmrc_doubts(os.path.join(prefix, "etc", "npmrc"), user=True)
+            continue
+        if understood:
+            continue
+        doubts.append(f"{path} sets {key!r}, which may change what npm runs")
+    return doubts
+
+
+def _uv_toml_doubts(path: str, *, user: bool) -> list[str]:
+    from floorguard._identify.mcp_files import ConfigDoubt, parse_toml, read_config
+
+    try:
+        got = read_config(path, within=None, what="uv configuration")
+        if got is None:
+            return []
+        document = parse_toml(got[0], path)
+    except ConfigDoubt as exc:
+        return [str(exc)]
+    return [
+        f"{path} sets {key!r}, which may change what uv runs"
+        for key in sorted(document)
+        if key not in (_UV_HARMLESS if user else _UV_HARMLESS - _UV_INDEX)
+    ]
+
+
+def _pip_conf_doubts(path: str, *, user: bool) -> list[str]:
+    import configparser
+
+    text, doubt = _read(path, "pip configuration")
+    if doubt is not None:
+        return [doubt]
+    if text is None:
+        return []
+    parser = configparser.RawConfigParser(strict=True)
+    try:
+        parser.read_string(text, source=path)
+    except configparser.Error as exc:
+        return [f"{path}: not a configuration pip reads plainly: {exc}"]
+    return [
+        f"{path} sets [{section}] {option!r}, which may change what pip installs"
+        for section in parser.sections()
+        for option in parser.options(section)
+        if option.replace("_", "-")
+        not in (_PIP_HARMLESS | _PIP_CONF_USER if user else _PIP_HARMLESS)
     ]
 
 
@@ -468,11 +687,21 @@ def _npx_local(launch: Launch, cwd: str) -> Judged | None:
         if not os.path.lexists(candidate):
             continue
         what = f"npx running {candidate}"
+        root = _workspace_root_above(folder)
+        if root is not None:
+            why = (
+                f"npx {launch.spec}: {root} declares workspaces, and npm looks for "
+                f"node_modules/.bin from a workspace's root, not from {folder}"
+            )
+            return Judged(None, what, (why,))
         try:
             with open_target(str(candidate), path_env=None, executable=False) as opened:
                 hit = npm_identification(opened.dir_fd, opened.path, "npx")
+                unlike = _not_run_by_node(opened.read_head(512))
         except DetectionError as exc:
             return Judged(None, what, (f"npx {launch.spec} runs {candidate}: {exc}",))
+        if unlike is not None:
+            return Judged(None, what, (f"npx {launch.spec} runs {candidate}, which {unlike}",))
         index = current_packages()
         if hit is None or hit.adapter != index.owner(_packages.NPM, launch.package):
             owner = hit.adapter if hit is not None else "no tracked package"
@@ -482,6 +711,45 @@ def _npx_local(launch: Launch, cwd: str) -> Judged | None:
             hit.adapter, "npx", launch.spec, hit.version, hit.version_source, True, "npm-metadata"
         )
         return Judged(found, what, ())
+    return None
+
+
+def _not_run_by_node(head: bytes) -> str | None:
+    """Why a bin file starting with ``head`` is not judged by its package's metadata (None:
+    a native program, or a script node runs with no options). A ``#!`` line naming anything
+    else is a launcher whose target is not seen; a file with neither is run by the shell."""
+    from floorguard._identify.examine import _is_node, _parse_shebang
+
+    if head.startswith(b"\x7fELF"):
+        return None
+    if not head.startswith(b"#!"):
+        return "is neither a native program nor a #! script (a shell would run it)"
+    shebang = _parse_shebang(head)
+    if shebang.doubts:
+        return shebang.doubts[0]
+    if not _is_node(shebang.interpreter):
+        return f"is a script run by {shebang.interpreter or 'nothing named'}, not by node"
+    if shebang.arguments:
+        return f"passes node the options {' '.join(shebang.arguments)!r}, which are not examined"
+    return None
+
+
+def _workspace_root_above(folder: Path) -> Path | None:
+    """The ``package.json`` of a folder above ``folder`` that declares ``workspaces`` (or
+    cannot be read): npm takes such a root as its local prefix for a spawn in one of its
+    packages, and looks for a bin from there. None when there is none."""
+    import json
+
+    for above in folder.parents:
+        manifest = above / "package.json"
+        if not os.path.lexists(manifest):
+            continue
+        try:
+            data = json.loads(manifest.read_bytes())
+        except (OSError, ValueError, RecursionError):
+            return manifest
+        if not isinstance(data, dict) or "workspaces" in data:
+            return manifest
     return None
 
 

@@ -19,7 +19,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from floorguard._identify.mcp_files import ConfigDoubt, parse_json, parse_toml, read_config
+from floorguard._identify.mcp_files import (
+    ConfigDoubt,
+    is_text,
+    parse_json,
+    parse_toml,
+    read_config,
+)
 
 STDIO, REMOTE = "stdio", "remote"
 CLAUDE, CODEX, GEMINI, CURSOR = "claude", "codex", "gemini", "cursor"
@@ -29,6 +35,7 @@ CLIENT_OF_ADAPTER: Final = {"claude": CLAUDE, "codex": CODEX, "gemini": GEMINI}
 
 # Claude Code's managed file takes over from every other scope; it is read as one more.
 CLAUDE_MANAGED: Final = "/etc/claude-code/managed-mcp.json"
+CLAUDE_MANAGED_SETTINGS: Final = "/etc/claude-code/managed-settings.json"
 CODEX_SYSTEM: Final = "/etc/codex/config.toml"
 GEMINI_SYSTEM: Final = "/etc/gemini-cli/settings.json"
 GEMINI_SYSTEM_DEFAULTS: Final = "/etc/gemini-cli/system-defaults.json"
@@ -39,7 +46,14 @@ _PROFILE = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
 # settings file or a project's .env may supply the variable): a doubt.
 _CLAUDE_EXPANSION = re.compile(r"\$\{")
 _GEMINI_EXPANSION = re.compile(r"\$(?:\w|\{)")
-_ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_ENV_REFERENCE = re.compile(
+    r"\$\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^}]*))?\}(?P<name>)"
+)
+# Gemini CLI expands ``$VAR`` too (its own pattern, applied to every string of a settings
+# file).
+_GEMINI_REFERENCE = re.compile(
+    r"\$(?:(?P<name>\w+)|\{(?P<braced>[^}]+?)(?::-(?P<default>[^}]*))?\})"
+)
 # Variables whose value decides what a program loads: an env value for one of these must be
 # known exactly, not left to the client's expansion.
 _LOADING_PREFIXES: Final = ("PYTHON", "NODE_", "LD_", "UV_", "NPM_", "npm_", "BUN_", "DENO_")
@@ -122,7 +136,117 @@ def read_servers(
             raise ValueError(f"unknown MCP client {client!r}")
     except ConfigDoubt as exc:
         reader.doubts.append(str(exc))
-    return Servers(client, tuple(reader.found), tuple(reader.doubts), tuple(reader.files))
+    return _text_only(
+        Servers(client, tuple(reader.found), tuple(reader.doubts), tuple(reader.files))
+    )
+
+
+def _text_only(found: Servers) -> Servers:
+    """``found`` with every declaration that holds something not text (a lone surrogate: a
+    file name or an argument with bytes that are not UTF-8) turned into a doubt, and every
+    doubt made text, so the refusal can be recorded and names what it refuses."""
+    kept: list[Declaration] = []
+    doubts = [_shown(d) for d in found.doubts]
+    for declared in found.declarations:
+        strings = [declared.name, *declared.declared_in, declared.at, *declared.args]
+        strings += [declared.command or "", declared.cwd or "", declared.url or ""]
+        strings += [part for pair in declared.env for part in pair]
+        if all(is_text(value) for value in strings):
+            kept.append(declared)
+        else:
+            doubts.append(
+                f"{_shown(declared.source)}: {_shown(declared.at)}: holds bytes that are not "
+                "UTF-8 text (in a file name, an argument or a value)"
+            )
+    files = tuple(_shown(f) for f in found.files)
+    return Servers(found.client, tuple(kept), tuple(doubts), files)
+
+
+def _shown(text: str) -> str:
+    return text if is_text(text) else text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+# An agent file's front matter (between the first two ``---`` lines) naming MCP servers,
+# in any YAML spelling (a block key, a flow mapping): the word anywhere there.
+_AGENT_SERVERS: Final = re.compile(rb"mcpServers")
+
+
+def _front_matter(data: bytes) -> bytes:
+    """The front matter of a Markdown agent file (all of it when it is never closed)."""
+    text = data.lstrip()
+    if not text.startswith(b"---"):
+        return b""
+    body = text[3:]
+    end = re.search(rb"^---\s*$", body, re.MULTILINE)
+    return body if end is None else body[: end.start()]
+
+
+_GEMINI_INSTALL: Final = ".gemini-extension-install.json"
+_EXTENSION_VARIABLE: Final = re.compile(r"\$\{(extensionPath|workspacePath|/|pathSeparator)\}")
+
+
+def _substituted(value: Any, known: Mapping[str, str]) -> Any:
+    """``value`` with every string's ``${NAME}`` for a NAME in ``known`` replaced."""
+    if isinstance(value, str):
+        return _EXTENSION_VARIABLE.sub(lambda m: known[m.group(1)], value)
+    if isinstance(value, dict):
+        return {k: _substituted(v, known) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_substituted(v, known) for v in value]
+    return value
+
+
+_DOTENV_LINE: Final = re.compile(
+    r"\s*(?:export\s+)?(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*=(?P<value>.*)\Z"
+)
+
+
+def _gemini_env_path(cwd: str, home: str) -> str | None:
+    """The one ``.env`` file Gemini CLI loads for ``cwd``, or None."""
+    for folder in _ancestors(cwd):
+        for path in (os.path.join(folder, ".gemini", ".env"), os.path.join(folder, ".env")):
+            if os.path.exists(path):
+                return path
+    for path in (os.path.join(home, ".gemini", ".env"), os.path.join(home, ".env")):
+        if os.path.exists(path):
+            return path
+    return None
+
+
+def _variadic_values(argv: Sequence[str], option: str) -> list[str]:
+    """The values commander gives a variadic ``option``: after ``option``, its first value
+    whatever it is, then every argument up to the next option; ``option=V`` gives V."""
+    values: list[str] = []
+    taking = first = False
+    for arg in argv:
+        if first:
+            values.append(arg)
+            first = False
+        elif arg == "--":
+            break
+        elif arg == option:
+            taking = first = True
+        elif arg.startswith(option + "="):
+            values.append(arg.partition("=")[2])
+            taking = False
+        elif arg.startswith("-"):
+            taking = False
+        elif taking:
+            values.append(arg)
+    return values
+
+
+def _claude_settings_values(argv: Sequence[str]) -> list[str]:
+    """Each ``--settings`` value of claude's arguments (``--settings V`` or ``--settings=V``)."""
+    values: list[str] = []
+    for index, arg in enumerate(argv):
+        if arg == "--":
+            break
+        if arg == "--settings" and index + 1 < len(argv):
+            values.append(argv[index + 1])
+        elif arg.startswith("--settings="):
+            values.append(arg.partition("=")[2])
+    return values
 
 
 def _ancestors(folder: str) -> list[str]:
@@ -142,6 +266,11 @@ class _Reader:
         self.client = client
         self.cwd = os.path.normpath(cwd)
         self.environ = environ
+        # Variables the client adds to its own environment before it starts its servers
+        # (claude's settings files, gemini's .env), in order; a server's own env wins over
+        # them. ``expanding``: the variables a client expands references from.
+        self.inherited: dict[str, str] = {}
+        self.expanding: Mapping[str, str] = environ
         self.home = home_of(environ)
         self.found: list[Declaration] = []
         self.doubts: list[str] = []
@@ -170,6 +299,9 @@ class _Reader:
 
     def claude(self, argv: Sequence[str]) -> None:
         given, strict = self._claude_argv(argv)
+        self._claude_settings_env(argv, strict=strict)
+        if not strict:  # --strict-mcp-config: no plugin's or agent's servers either
+            self._claude_agents(argv, folder=self._claude_config_dir())
         for index, value in given:
             if value.lstrip().startswith("{"):
                 where = f"--mcp-config argument {index}"
@@ -203,18 +335,116 @@ class _Reader:
             if document is not None:
                 self._claude_document(document, path)
 
+    def _claude_config_dir(self) -> str:
+        config_dir = self.environ.get("CLAUDE_CONFIG_DIR")
+        if config_dir:
+            return os.path.join(self.cwd, config_dir)
+        return os.path.join(self.home, ".claude")
+
+    def _claude_agents(self, argv: Sequence[str], *, folder: str) -> None:
+        """Claude Code starts the servers an agent definition declares (``mcpServers`` in
+        an agent file's front matter, or in ``--agents`` JSON), and a plugin's
+        (``--plugin-dir``): none is read here, so each one present is a doubt."""
+        for index, arg in enumerate(argv, 1):
+            if arg == "--":
+                break
+            name, equals, value = arg.partition("=")
+            if not equals and index < len(argv):
+                value = argv[index]
+            if name == "--plugin-dir":
+                self._doubt(f"argument {index}", name, "a plugin folder, not read here")
+            elif name == "--agents" and "mcpServers" in value:
+                self._doubt(f"argument {index}", name, "agents declaring MCP servers, not read")
+        folders = [os.path.join(folder, "agents")]
+        folders += [os.path.join(d, ".claude", "agents") for d in _ancestors(self.cwd)]
+        folders += [
+            os.path.join(os.path.normpath(os.path.join(self.cwd, added)), ".claude", "agents")
+            for added in _variadic_values(argv, "--add-dir")
+        ]
+        for agents in dict.fromkeys(folders):
+            try:
+                names = sorted(os.listdir(agents))
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            except OSError as exc:
+                self._doubt(agents, "(the folder)", f"cannot be listed: {exc.strerror or exc}")
+                continue
+            for name in names:
+                if not name.endswith(".md"):
+                    continue
+                path = os.path.join(agents, name)
+                try:
+                    got = read_config(path, within=None, what="claude agent file")
+                except ConfigDoubt as exc:
+                    self.doubts.append(str(exc))
+                    continue
+                if got is not None and _AGENT_SERVERS.search(_front_matter(got[0])):
+                    self._doubt(path, "mcpServers", "an agent's own MCP servers, not read here")
+
+    def _claude_settings_env(self, argv: Sequence[str], *, strict: bool) -> None:
+        """The ``env`` of Claude Code's settings files, which it applies to its own process
+        and so to every server it starts: the user's, every project's ``.claude/settings``
+        and ``settings.local`` from the farthest folder above down to the working directory,
+        each ``--settings`` value (a file, or inline JSON), and the managed file; a later
+        file's value wins."""
+        folder = self._claude_config_dir()
+        # A home file may be a link anywhere in the home (dotfile managers), as ~/.claude.json.
+        inside = folder if self.environ.get("CLAUDE_CONFIG_DIR") else self.home
+        files: list[tuple[str, str | None]] = [(os.path.join(folder, "settings.json"), inside)]
+        for above in reversed(_ancestors(self.cwd)):
+            for name in ("settings.json", "settings.local.json"):
+                files.append((os.path.join(above, ".claude", name), above))
+        for value in _claude_settings_values(argv):
+            files.append((value, None))
+        files.append((CLAUDE_MANAGED_SETTINGS, None))
+        for path, within in dict.fromkeys(files):
+            if path.lstrip().startswith("{"):
+                where = "--settings argument"
+                try:
+                    document = parse_json(path.encode("utf-8", "surrogatepass"), where)
+                except ConfigDoubt as exc:
+                    self.doubts.append(str(exc))
+                    continue
+            else:
+                where = os.path.join(self.cwd, path)
+                document = self._load(where, within, "json")
+            if document is None:
+                continue
+            env = document.get("env") if isinstance(document, dict) else None
+            plugins = document.get("enabledPlugins") if isinstance(document, dict) else None
+            if isinstance(plugins, dict) and not strict:
+                for plugin in [k for k, on in plugins.items() if on is not False]:
+                    self._doubt(
+                        where, _key("enabledPlugins", plugin),
+                        "an enabled plugin, whose MCP servers are not read here",
+                    )  # fmt: skip
+            elif plugins is not None and not isinstance(plugins, dict):
+                self._doubt(where, "enabledPlugins", "not an object")
+            if not isinstance(document, dict):
+                self._doubt(where, "(the document)", "not a JSON object")
+            elif env is None:
+                continue
+            elif type(env) is not dict or not all(type(v) is str for v in env.values()):
+                self._doubt(where, "env", "not an object of strings")
+            else:
+                self.inherited.update(env)
+
     def _claude_argv(self, argv: Sequence[str]) -> tuple[list[tuple[int, str]], bool]:
         """The ``--mcp-config`` values (one flag takes every value up to the next option)
         and whether ``--strict-mcp-config`` is given."""
         given: list[tuple[int, str]] = []
-        strict, taking = False, False
+        strict, taking, first = False, False, False
         for index, arg in enumerate(argv, 1):
+            if first:  # commander gives the option its first value whatever it looks like
+                given.append((index, arg))
+                first = False
+                continue
             if arg == "--":
                 break
             if arg == "--strict-mcp-config":
                 strict, taking = True, False
             elif arg == "--mcp-config":
-                taking = True
+                taking = first = True
             elif arg.startswith("--mcp-config="):
                 given.append((index, arg.partition("=")[2]))
                 taking = False
@@ -305,10 +535,24 @@ class _Reader:
             (CODEX_SYSTEM, None),
             (os.path.join(codex_home, "config.toml"), codex_home),
         ]
-        if profile is not None:
-            if not _PROFILE.match(profile):
-                raise ConfigDoubt(f"codex --profile {profile!r}: not a profile name")
-            layers.append((os.path.join(codex_home, f"{profile}.config.toml"), codex_home))
+        profiles = [] if profile is None else [profile]
+        if profile is None:
+            # The user's config may select a profile itself (``profile = "NAME"``): its file,
+            # when there is one, is read too (whether Codex layers it so is not settled).
+            user: Any = None
+            path = os.path.join(codex_home, "config.toml")
+            try:  # a doubt about this file is recorded when its layer is read, below
+                got = read_config(path, within=codex_home, what="codex MCP configuration")
+                user = None if got is None else parse_toml(got[0], path)
+            except ConfigDoubt:
+                pass
+            chosen = user.get("profile") if isinstance(user, dict) else None
+            if isinstance(chosen, str):
+                profiles.append(chosen)
+        for name in profiles:
+            if not _PROFILE.match(name):
+                raise ConfigDoubt(f"codex profile {name!r}: not a profile name")
+            layers.append((os.path.join(codex_home, f"{name}.config.toml"), codex_home))
         for folder in dict.fromkeys([self.cwd, *folders]):
             for layer in _project_layers(folder):
                 if os.path.dirname(layer) != os.path.normpath(codex_home):
@@ -348,6 +592,8 @@ class _Reader:
                     value = arg.partition("=")[2]
                 elif arg.startswith(short) and len(arg) > 2 and not arg.startswith("--"):
                     value = arg[2:]
+                    if value.startswith("="):  # clap reads -c=VALUE as -c VALUE
+                        value = value[1:]
                 else:
                     continue
                 if short == "-c":
@@ -409,6 +655,7 @@ class _Reader:
 
     def gemini(self) -> None:
         home = self.environ.get("GEMINI_CLI_HOME") or self.home
+        self._gemini_env_file()
         files: list[tuple[str, str | None]] = [
             (self.environ.get("GEMINI_CLI_SYSTEM_DEFAULTS_PATH") or GEMINI_SYSTEM_DEFAULTS, None),
             (self.environ.get("GEMINI_CLI_SYSTEM_SETTINGS_PATH") or GEMINI_SYSTEM, None),
@@ -434,19 +681,119 @@ class _Reader:
             if not isinstance(servers, dict):
                 self._doubt(path, "mcpServers", "not an object")
                 continue
-            for name, entry in servers.items():
-                here = _key("mcpServers", name)
-                if not isinstance(entry, dict):
-                    self._doubt(path, here, "not an object")
-                elif self._known(entry, self._GEMINI_KEYS, path, here):
-                    # A url wins over a command in Gemini CLI: such a server is remote.
-                    url = entry.get("url", entry.get("httpUrl"))
-                    if url is not None or "tcp" in entry:
-                        self._remote(name, url if url is not None else entry["tcp"], (path,), here)
-                    elif "command" in entry:
-                        self._stdio(name, entry, path, here, _GEMINI_EXPANSION)
-                    else:
-                        self._doubt(path, here, "has neither a command nor a url")
+            self._gemini_servers(servers, path, self._GEMINI_KEYS)
+        self._gemini_extensions(home)
+
+    def _gemini_servers(self, servers: dict[str, Any], path: str, keys: frozenset[str]) -> None:
+        for name, entry in servers.items():
+            here = _key("mcpServers", name)
+            if not isinstance(entry, dict):
+                self._doubt(path, here, "not an object")
+            elif self._known(entry, keys, path, here):
+                # A url wins over a command in Gemini CLI: such a server is remote.
+                url = entry.get("url", entry.get("httpUrl"))
+                if url is not None or "tcp" in entry:
+                    self._remote(name, url if url is not None else entry["tcp"], (path,), here)
+                elif "command" in entry:
+                    self._stdio(name, entry, path, here, _GEMINI_EXPANSION)
+                else:
+                    self._doubt(path, here, "has neither a command nor a url")
+
+    def _gemini_extensions(self, home: str) -> None:
+        """The servers of every extension installed in the home's ``.gemini/extensions``
+        (each folder's ``gemini-extension.json``, its ``${extensionPath}``,
+        ``${workspacePath}`` and ``${/}`` put in as Gemini CLI does; the variables of the
+        extension's own ``.env`` reach its servers). An extension linked from elsewhere is
+        a doubt: its declarations are not read here."""
+        folder = os.path.join(home, ".gemini", "extensions")
+        try:
+            names = sorted(os.listdir(folder))
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        except OSError as exc:
+            self._doubt(folder, "(the folder)", f"cannot be listed: {exc.strerror or exc}")
+            return
+        for name in names:
+            extension = os.path.join(folder, name)
+            if not os.path.isdir(extension):
+                continue
+            install = self._load(os.path.join(extension, _GEMINI_INSTALL), extension, "json")
+            if isinstance(install, dict) and install.get("type") == "link":
+                self._doubt(extension, _GEMINI_INSTALL, "a linked extension, not read here")
+                continue
+            path = os.path.join(extension, "gemini-extension.json")
+            document = self._load(path, extension, "json")
+            if document is None:
+                continue
+            servers = document.get("mcpServers") if isinstance(document, dict) else None
+            if not isinstance(document, dict) or not isinstance(servers, (dict, type(None))):
+                self._doubt(path, "mcpServers", "not an object")
+                continue
+            if not servers:
+                continue
+            known = {"extensionPath": extension, "workspacePath": self.cwd, "/": "/",
+                     "pathSeparator": "/"}  # fmt: skip
+            saved = dict(self.inherited)
+            env_file = os.path.join(extension, ".env")
+            if os.path.lexists(env_file):
+                added = self._dotenv(env_file)
+                if added is None:
+                    continue
+                self.inherited.update(added)
+            self._gemini_servers(_substituted(servers, known), path, self._GEMINI_KEYS - {"trust"})
+            self.inherited = saved
+
+    def _gemini_env_file(self) -> None:
+        """The ``.env`` file Gemini CLI loads into its environment (the nearest
+        ``.gemini/.env`` or ``.env`` from the working directory up, else the home's): a
+        variable it sets that the agent's environment lacks reaches every server and every
+        expansion. Read plainly (``NAME=value``, optionally quoted on one line, optionally
+        after ``export``) or refused."""
+        path = _gemini_env_path(self.cwd, self.home)
+        if path is None:
+            return
+        added = self._dotenv(path)
+        if added is None:
+            return
+        added = {name: value for name, value in added.items() if name not in self.environ}
+        self.inherited.update(added)
+        self.expanding = {**added, **self.environ}
+
+    def _dotenv(self, path: str) -> dict[str, str] | None:
+        """The variables a ``.env`` file sets, read plainly, or None (a doubt recorded)."""
+        got = None
+        try:
+            got = read_config(path, within=None, what="gemini environment file")
+        except ConfigDoubt as exc:
+            self.doubts.append(str(exc))
+            return None
+        if got is None:
+            return {}
+        self.files.append(path)
+        try:
+            text = got[0].decode("utf-8")
+        except UnicodeDecodeError:
+            self._doubt(path, "(the file)", "not UTF-8 text")
+            return None
+        added: dict[str, str] = {}
+        for number, line in enumerate(text.splitlines(), 1):
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            match = _DOTENV_LINE.match(line)
+            if match is None:
+                self._doubt(path, f"line {number}", "not a NAME=value line read plainly here")
+                return None
+            name, value = match["name"], match["value"].strip()
+            if value[:1] in ("'", '"', "`"):
+                quote = value[0]
+                if len(value) < 2 or not value.endswith(quote) or "\\" in value:
+                    self._doubt(path, f"line {number}", "a quoted value not read plainly here")
+                    return None
+                value = value[1:-1]
+            else:
+                value = value.split(" #", 1)[0].strip()
+            added[name] = value
+        return added
 
     # ------------------------------------------------------------------ Cursor
 
@@ -518,20 +865,38 @@ class _Reader:
             self._doubt(where, at + ".cwd", "not a non-empty string")
             return
         if expansion is not None:
-            for index, value in enumerate([command, *args]):
+            for index, value in enumerate([command, *args, cwd or ""]):
                 if expansion.search(value):
-                    spot = at + (".command" if index == 0 else f".args[{index - 1}]")
+                    spot = at + (
+                        ".command" if index == 0
+                        else ".cwd" if index == len(args) + 1
+                        else f".args[{index - 1}]"
+                    )  # fmt: skip
                     self._doubt(where, spot, f"{value!r} names a variable the client expands")
                     return
-        resolved: list[tuple[str, str]] = []
+        reference = _GEMINI_REFERENCE if expansion is _GEMINI_EXPANSION else _ENV_REFERENCE
+        resolved: list[tuple[str, str]] = [
+            (key, value) for key, value in self.inherited.items() if key not in env
+        ]
         for key, value in env.items():
-            known = self._expanded(value) if expansion is not None else value
+            known = self._expanded(value, reference) if expansion is not None else value
             if known is None:
                 if key in _LOADING_NAMES or key.startswith(_LOADING_PREFIXES):
                     self._doubt(where, f"{at}.env.{key}", f"{value!r} cannot be expanded here")
                     return
                 known = value  # left as the client leaves an unset variable: literal
             resolved.append((key, known))
+        search = dict(resolved).get("PATH", self.environ.get("PATH"))
+        if os.sep not in command and search is not None:
+            relative = [e for e in search.split(os.pathsep) if not os.path.isabs(e)]
+            if relative:
+                # The client's spawn looks a bare command up in such an entry from the
+                # server's working folder; the gate looks only in absolute ones.
+                self._doubt(
+                    where, at + ".command",
+                    f"{command!r} is looked up in the relative PATH entry {relative[0]!r}",
+                )  # fmt: skip
+                return
         self.found.append(
             Declaration(
                 name, STDIO, sources or (where,), at, command=command, args=tuple(args),
@@ -539,23 +904,24 @@ class _Reader:
             )
         )  # fmt: skip
 
-    def _expanded(self, value: str) -> str | None:
-        """``${VAR}`` and ``${VAR:-default}`` from the spawn's environment, or None when a
-        variable is unset and has no default (or the value holds another ``$`` form)."""
+    def _expanded(self, value: str, reference: re.Pattern[str]) -> str | None:
+        """``${VAR}`` and ``${VAR:-default}`` (and gemini's ``$VAR``) from the spawn's
+        environment, or None when a variable is unset and has no default (or the value
+        holds another ``${`` form)."""
         unknown = False
 
         def one(match: re.Match[str]) -> str:
             nonlocal unknown
-            name, default = match.group(1), match.group(2)
-            if name in self.environ:
-                return self.environ[name]
+            name, default = match["name"] or match["braced"], match["default"]
+            if name in self.expanding:
+                return self.expanding[name]
             if default is not None:
                 return default
             unknown = True
             return match.group(0)
 
-        text = _ENV_REFERENCE.sub(one, value)
-        if unknown or "${" in _ENV_REFERENCE.sub("", value):
+        text = reference.sub(one, value)
+        if unknown or "${" in reference.sub("", value):
             return None
         return text
 
@@ -577,17 +943,28 @@ def _project_layers(folder: str) -> list[str]:
     return [os.path.join(d, ".codex", "config.toml") for d in reversed(below)]
 
 
+# What Rust's ``str::trim`` removes (Unicode White_Space), which Codex applies to both halves
+# of an override; Python's ``str.strip()`` removes a few more characters.
+_RUST_WHITE_SPACE: Final = (
+    "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
+    "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+
+
 def _codex_override(text: str) -> list[tuple[str, Any]]:
     """One ``-c key=value``: as Codex reads it, the key split on every ``.`` and the value
     TOML (else the raw text). Only ``mcp_servers`` keys concern servers."""
     key, equals, raw = text.partition("=")
     if not equals:
         raise ConfigDoubt(f"codex -c {text!r}: not key=value")
-    parts = key.strip().split(".")
+    key, raw = key.strip(_RUST_WHITE_SPACE), raw.strip(_RUST_WHITE_SPACE)
+    parts = key.split(".")
     if parts[0] != "mcp_servers":
         return []
+    if not is_text(text):
+        raise ConfigDoubt(f"codex -c {key}: the value holds bytes that are not UTF-8 text")
     try:
-        value: Any = parse_toml(f"_x_ = {raw}".encode("utf-8", "surrogatepass"), "-c")["_x_"]
+        value: Any = parse_toml(f"_x_ = {raw}".encode(), "-c")["_x_"]
     except (ConfigDoubt, KeyError):
         value = raw
     for part in reversed(parts[1:]):
@@ -595,7 +972,7 @@ def _codex_override(text: str) -> list[tuple[str, Any]]:
     if not isinstance(value, dict):
         raise ConfigDoubt(f"codex -c {text!r}: mcp_servers must be a table")
     # The source names the key only: the value may be a secret (an env entry).
-    return [(f"-c {key.strip()}", value)] if value else []
+    return [(f"-c {key}", value)] if value else []
 
 
 def _deep_merge(lower: dict[str, Any], higher: dict[str, Any]) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tomllib
 from typing import Any, Final
 
@@ -98,8 +99,35 @@ def parse_json(data: bytes, path: str, *, comments: bool = False) -> Any:
         raise ConfigDoubt(f"{path}: nested too deeply") from None
     except ValueError as exc:
         raise ConfigDoubt(f"{path}: not valid JSON: {exc}") from None
+    if _SURROGATE_ESCAPE.search(text) and _holds_surrogate(value):
+        raise ConfigDoubt(f"{path}: a \\u escape decodes to a lone surrogate, which is no text")
     _remember((fmt, data), value)
     return value
+
+
+# A JSON escape of a UTF-16 surrogate: a pair is one character, one alone is no text (and no
+# receipt could record it).
+_SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _holds_surrogate(value: Any) -> bool:
+    if isinstance(value, str):
+        return not is_text(value)
+    if isinstance(value, dict):
+        return any(_holds_surrogate(k) or _holds_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_holds_surrogate(item) for item in value)
+    return False
+
+
+def is_text(value: str) -> bool:
+    """Whether ``value`` is text, not holding a lone surrogate (what an undecodable byte of
+    an argument or a JSON escape of half a pair becomes)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def parse_toml(data: bytes, path: str) -> dict[str, Any]:
@@ -113,7 +141,7 @@ def parse_toml(data: bytes, path: str) -> dict[str, Any]:
         value = tomllib.loads(text)
     except RecursionError:
         raise ConfigDoubt(f"{path}: nested too deeply") from None
-    except tomllib.TOMLDecodeError as exc:
+    except ValueError as exc:  # TOMLDecodeError, and an integer past Python's digit limit
         raise ConfigDoubt(f"{path}: not valid TOML: {exc}") from None
     _remember(("toml", data), value)
     return value

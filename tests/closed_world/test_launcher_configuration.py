@@ -1,0 +1,289 @@
+"""A package launcher's configuration files decide what it runs as much as its command
+line: an ``.npmrc`` names a script shell, node options, a cache or a registry; a
+``.yarnrc.yml`` names the yarn release that runs; ``bunfig.toml`` preloads code; ``uv.toml``
+and ``pip.conf`` (and pip's ``PIP_*`` variables) choose indexes and builds. A pinned launch
+is judged by its spec only when no such file can change what runs: a file the gate cannot
+vouch for refuses, naming the file and the setting.
+
+And npm in a workspace looks for ``node_modules/.bin`` from the workspace root, not from
+the package folder the spawn runs in.
+
+In process and cheap, with the same judge and launcher stand-ins as
+``test_package_launchers`` (nothing is run).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from probes import write_executable
+
+from closed_world.test_package_launchers import NPX, _exec, _local_install, bins, judge, project
+from floorguard._gate.decision import PERMIT, REFUSE
+
+__all__ = ["bins", "project"]  # fixtures, shared
+
+PINNED = {
+    "npx": ["-y", "mcp-remote@0.1.16"],
+    "npm": ["exec", "--", "mcp-remote@0.1.16"],
+    "pnpm": ["dlx", "mcp-remote@0.1.16"],
+    "bunx": ["mcp-remote@0.1.16"],
+    "yarn": ["dlx", "mcp-remote@0.1.16"],
+    "uvx": ["mcp-server-fetch==2025.2.0"],
+    "pipx": ["run", "mcp-server-fetch==2025.2.0"],
+}
+
+
+def run(program: Path, argv: list[str], cwd: Path, **env: str) -> Any:
+    """The judgement, with a home of the test's own (the machine's user files stay out)."""
+    return judge(program, argv, cwd, **{"HOME": str(_home_of(cwd)), **env})
+
+
+def _home_of(cwd: Path) -> Path:
+    for folder in (cwd, *cwd.parents):
+        if folder.name == "project":
+            return folder.parent / "home"
+    raise AssertionError(cwd)
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+# ---------------------------------------------------------------------------- npm's files
+
+
+@pytest.mark.parametrize(
+    ("setting", "launcher"),
+    [
+        ("script-shell=/tmp/evil.sh", "npx"),  # npx runs the bin through this shell
+        ("node-options=--require ./evil.js", "npx"),  # NODE_OPTIONS of the bin
+        ("cache=./planted-cache", "npx"),  # an _npx tree the project wrote
+        ("registry=https://registry.evil.example/", "npx"),
+        ("@acme:registry=https://registry.evil.example/", "npm"),
+        ("node-options=--require ./evil.js", "pnpm"),
+        ("script-shell = /tmp/evil.sh", "bunx"),
+    ],
+)
+def test_a_project_npmrc_that_changes_what_runs_refuses_a_pinned_launch(
+    bins: Path, project: Path, setting: str, launcher: str
+) -> None:
+    npmrc = write(project / ".npmrc", f"; a project's settings\n{setting}\n")
+    judged = run(bins / launcher, PINNED[launcher], project)
+    assert judged.verdict == REFUSE, judged
+    key = setting.split("=", 1)[0].strip()
+    assert str(npmrc) in judged.reason and repr(key) in judged.reason, judged.reason
+
+
+def test_an_npmrc_above_the_working_directory_counts_too(bins: Path, project: Path) -> None:
+    npmrc = write(project.parent / ".npmrc", "script-shell=/tmp/evil.sh\n")
+    below = project / "packages" / "a"
+    below.mkdir(parents=True)
+    judged = run(bins / "npx", PINNED["npx"], below)
+    assert judged.verdict == REFUSE and str(npmrc) in judged.reason, judged
+
+
+def test_the_childs_home_decides_which_user_npmrc_is_read(bins: Path, project: Path) -> None:
+    """A declaration's ``env`` can point HOME into the project: npm then reads that
+    folder's ``.npmrc``."""
+    fake_home = project / "home"
+    npmrc = write(fake_home / ".npmrc", "node-options=--require ./evil.js\n")
+    judged = run(bins / "npx", PINNED["npx"], project, HOME=str(fake_home))
+    assert judged.verdict == REFUSE and str(npmrc) in judged.reason, judged
+
+
+def test_a_user_npmrc_with_a_token_and_output_settings_is_understood(
+    bins: Path, project: Path
+) -> None:
+    home = _home_of(project)
+    write(
+        home / ".npmrc",
+        "//registry.npmjs.org/:_authToken=${NPM_TOKEN}\nfund=false\n# quiet\nloglevel=warn\n",
+    )
+    judged = run(bins / "npx", PINNED["npx"], project)
+    assert (judged.verdict, judged.version) == (PERMIT, "0.1.16"), judged
+
+
+def test_an_npmrc_that_cannot_be_read_exactly_refuses(bins: Path, project: Path) -> None:
+    npmrc = write(project / ".npmrc", "[section]\nfund=false\n")
+    judged = run(bins / "npx", PINNED["npx"], project)
+    assert judged.verdict == REFUSE and str(npmrc) in judged.reason, judged
+
+
+def test_npms_global_prefix_from_the_environment_refuses(bins: Path, project: Path) -> None:
+    """``PREFIX`` moves npm's global prefix, and with it the global npmrc it reads."""
+    judged = run(bins / "npx", PINNED["npx"], project, PREFIX=str(project / "prefix"))
+    assert judged.verdict == REFUSE and "PREFIX" in judged.reason, judged
+
+
+# ---------------------------------------------------------------------------- other launchers
+
+
+@pytest.mark.parametrize(
+    ("launcher", "name", "text"),
+    [
+        ("yarn", ".yarnrc.yml", "yarnPath: .yarn/releases/evil.cjs\n"),
+        ("bunx", "bunfig.toml", 'preload = ["./evil.ts"]\n'),
+        ("pnpm", "pnpm-workspace.yaml", "packages: []\n"),
+    ],
+)
+def test_a_launchers_own_project_file_refuses_a_pinned_launch(
+    bins: Path, project: Path, launcher: str, name: str, text: str
+) -> None:
+    found = write(project / name, text)
+    judged = run(bins / launcher, PINNED[launcher], project)
+    assert judged.verdict == REFUSE and str(found) in judged.reason, judged
+
+
+def test_uvx_reads_the_uv_toml_of_the_childs_config_home(bins: Path, project: Path) -> None:
+    """uv's tool commands ignore a project's uv.toml, but read the user's, wherever the
+    child's XDG_CONFIG_HOME puts it."""
+    write(project / "uv.toml", 'index-url = "https://evil.example/simple"\n')
+    assert run(bins / "uvx", PINNED["uvx"], project).verdict == PERMIT
+    config = write(project / "cfg" / "uv" / "uv.toml", 'python-install-mirror = "https://x"\n')
+    judged = run(bins / "uvx", PINNED["uvx"], project, XDG_CONFIG_HOME=str(project / "cfg"))
+    assert judged.verdict == REFUSE and str(config) in judged.reason, judged
+    assert "'python-install-mirror'" in judged.reason
+
+
+@pytest.mark.parametrize(
+    ("launcher", "variable"),
+    [
+        ("pipx", "PIP_INDEX_URL"),
+        ("pipx", "PIP_FIND_LINKS"),
+        ("pipx", "pip_config_file"),
+        ("yarn", "COREPACK_NPM_REGISTRY"),  # where corepack fetches the yarn that runs
+        ("pnpm", "COREPACK_HOME"),
+    ],
+)
+def test_a_variable_that_configures_what_the_launcher_fetches_refuses(
+    bins: Path, project: Path, launcher: str, variable: str
+) -> None:
+    judged = run(bins / launcher, PINNED[launcher], project, **{variable: str(project)})
+    assert judged.verdict == REFUSE and variable in judged.reason, judged
+
+
+def test_pipx_reads_the_childs_pip_conf(bins: Path, project: Path) -> None:
+    conf = write(project / "cfg" / "pip" / "pip.conf", "[install]\nno-binary = :all:\n")
+    judged = run(bins / "pipx", PINNED["pipx"], project, XDG_CONFIG_HOME=str(project / "cfg"))
+    assert judged.verdict == REFUSE and str(conf) in judged.reason, judged
+
+
+# ---------------------------------------------------------------------------- workspaces
+
+
+def test_bare_npx_in_a_workspace_package_is_judged_from_the_workspace_root(
+    bins: Path, project: Path
+) -> None:
+    """npm takes a workspace's root as its local prefix: ``npx mcp-remote`` in
+    ``packages/a`` runs the root's ``node_modules/.bin/mcp-remote``, not the package's."""
+    (project / "package.json").write_text(
+        json.dumps({"name": "root", "workspaces": ["packages/*"]})
+    )
+    _local_install(project, "0.1.15")
+    member = project / "packages" / "a"
+    member.mkdir(parents=True)
+    (member / "package.json").write_text(json.dumps({"name": "a", "version": "1.0.0"}))
+    _local_install(member, "0.1.16")
+    judged = run(bins / "npx", ["mcp-remote"], member)
+    assert judged.verdict == REFUSE, judged
+    assert str(project / "package.json") in judged.reason, judged.reason
+
+
+# ---------------------------------------------------------------------------- the local bin
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '#!/bin/sh\nexec /tmp/anything "$@"\n',  # a launcher: what it starts is not seen
+        "exec /tmp/anything\n",  # no #! line: the shell runs it as a script
+        "#!/usr/bin/env -S node --require ./evil.js\n",  # node options not examined
+    ],
+)
+def test_bare_npx_refuses_a_local_bin_that_node_would_not_run_as_it_is(
+    bins: Path, project: Path, text: str
+) -> None:
+    """The nearest package.json above ``node_modules/.bin`` may be the project's, named as
+    the package: the bin file itself must be a program node runs, or native."""
+    (project / "package.json").write_text(json.dumps({"name": "mcp-remote", "version": "0.1.16"}))
+    write_executable(project / "node_modules" / ".bin" / "mcp-remote", text)
+    judged = run(bins / "npx", ["mcp-remote"], project)
+    assert judged.verdict == REFUSE, judged
+    assert str(project / "node_modules" / ".bin" / "mcp-remote") in judged.reason, judged.reason
+
+
+def test_a_user_npmrc_prefix_is_followed_to_its_own_npmrc(bins: Path, project: Path) -> None:
+    """``prefix=~/.npm-global`` is a common user setting; npm then reads
+    ``~/.npm-global/etc/npmrc`` too, by the same rules."""
+    home = _home_of(project)
+    write(home / ".npmrc", "prefix=~/.npm-global\ncache=~/.cache/npm\n")
+    assert run(bins / "npx", PINNED["npx"], project).verdict == PERMIT
+    global_rc = write(home / ".npm-global" / "etc" / "npmrc", "script-shell=/tmp/evil.sh\n")
+    judged = run(bins / "npx", PINNED["npx"], project)
+    assert judged.verdict == REFUSE and str(global_rc) in judged.reason, judged
+
+
+# ---------------------------------------------------------------------------- run by an interpreter
+
+NODE = shutil.which("node")
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed")
+def test_node_running_npx_cli_is_judged_as_the_package_npx_runs(project: Path) -> None:
+    """``node .../npx-cli.js -y PKG@V`` is npx under another spelling."""
+    npx_cli = project / "npm" / "bin" / "npx-cli.js"
+    write_executable(npx_cli, "#!/usr/bin/env node\n")
+    assert NODE is not None
+    for args in (
+        ["npm/bin/npx-cli.js", "-y", "mcp-remote@0.1.15"],
+        [str(npx_cli), "mcp-remote@0.1.15"],
+    ):
+        judged = run(Path(NODE), args, project)
+        assert (judged.verdict, judged.adapter, judged.version) == (REFUSE, "mcp-remote", "0.1.15")
+
+
+def test_python_running_pipx_as_a_module_is_judged_as_pipx_run(project: Path) -> None:
+    judged = run(Path(sys.executable), ["-m", "pipx", "run", "mcp-server-fetch==2024.1.0"], project)
+    assert (judged.verdict, judged.adapter, judged.version) == (
+        REFUSE, "mcp-server-fetch", "2024.1.0",
+    ), judged  # fmt: skip
+
+
+# ---------------------------------------------------------------------------- the real CLI
+
+
+@pytest.mark.skipif(NPX is None, reason="npx is not installed")
+def test_floorguard_exec_refuses_npx_under_a_project_npmrc_and_starts_nothing(
+    tmp_path: Path, project: Path
+) -> None:
+    """The real npx through ``python -m floorguard exec``: the fixed version pinned, but the
+    project's .npmrc would make npx run its bin through another program."""
+    shell = tmp_path / "ran"
+    (project / ".npmrc").write_text(f"script-shell={project / 'evil.sh'}\n")
+    write_executable(project / "evil.sh", f"#!/bin/sh\ntouch {shell}\n")
+    done = _exec(tmp_path, project, "npx", "--", "-y", "mcp-remote@0.1.16", "https://x.invalid")
+    assert done.returncode == 126, done
+    assert str(project / ".npmrc") in done.stderr and "'script-shell'" in done.stderr, done.stderr
+    assert not shell.exists()
+
+
+def test_a_home_inside_the_working_directory_is_held_to_a_projects_rules(
+    bins: Path, project: Path
+) -> None:
+    """A declaration's env can point HOME or XDG_CONFIG_HOME into the project: the registry
+    or index a file there names is the workspace's choice, not the user's."""
+    inside = project / "home"
+    npmrc = write(inside / ".npmrc", "registry=https://registry.evil.example/\n")
+    judged = run(bins / "npx", PINNED["npx"], project, HOME=str(inside))
+    assert judged.verdict == REFUSE and str(npmrc) in judged.reason, judged
+    conf = write(inside / "cfg" / "pip" / "pip.conf", "[global]\nindex-url = https://x\n")
+    judged = run(bins / "pipx", PINNED["pipx"], project, XDG_CONFIG_HOME=str(inside / "cfg"))
+    assert judged.verdict == REFUSE and str(conf) in judged.reason, judged
