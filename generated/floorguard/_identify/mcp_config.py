@@ -362,14 +362,7 @@ class _Reader:
             for added in _variadic_values(argv, "--add-dir")
         ]
         for agents in dict.fromkeys(folders):
-            try:
-                names = sorted(os.listdir(agents))
-            except (FileNotFoundError, NotADirectoryError):
-                continue
-            except OSError as exc:
-                self._doubt(agents, "(the folder)", f"cannot be listed: {exc.strerror or exc}")
-                continue
-            for name in names:
+            for name in self._listed(agents):
                 if not name.endswith(".md"):
                     continue
                 path = os.path.join(agents, name)
@@ -699,6 +692,17 @@ class _Reader:
                 else:
                     self._doubt(path, here, "has neither a command nor a url")
 
+    def _listed(self, folder: str) -> list[str]:
+        """The names in ``folder``, sorted; none when it does not exist, and a doubt when it
+        cannot be listed."""
+        try:
+            return sorted(os.listdir(folder))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        except OSError as exc:
+            self._doubt(folder, "(the folder)", f"cannot be listed: {exc.strerror or exc}")
+            return []
+
     def _gemini_extensions(self, home: str) -> None:
         """The servers of every extension installed in the home's ``.gemini/extensions``
         (each folder's ``gemini-extension.json``, its ``${extensionPath}``,
@@ -706,14 +710,7 @@ class _Reader:
         extension's own ``.env`` reach its servers). An extension linked from elsewhere is
         a doubt: its declarations are not read here."""
         folder = os.path.join(home, ".gemini", "extensions")
-        try:
-            names = sorted(os.listdir(folder))
-        except (FileNotFoundError, NotADirectoryError):
-            return
-        except OSError as exc:
-            self._doubt(folder, "(the folder)", f"cannot be listed: {exc.strerror or exc}")
-            return
-        for name in names:
+        for name in self._listed(folder):
             extension = os.path.join(folder, name)
             if not os.path.isdir(extension):
                 continue
