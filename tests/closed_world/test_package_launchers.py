@@ -480,6 +480,52 @@ def test_real_mcp_remote_installed_locally_is_what_bare_npx_is_judged_by(
     assert (pinned.verdict, pinned.version) == (verdict, version), pinned
 
 
+@pytest.fixture(scope="module")
+def uv_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder of a real ``uv`` and ``uvx``: the machine's, else installed from PyPI into
+    a fresh venv (skipped when that cannot be done)."""
+    found = shutil.which("uvx")
+    if found is not None:
+        return Path(found).parent
+    venv = tmp_path_factory.mktemp("uv") / "venv"
+    base = getattr(sys, "_base_executable", sys.executable)
+    for command in (
+        [base, "-m", "venv", str(venv)],
+        [str(venv / "bin" / "pip"), "install", "-q", "uv"],
+    ):
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+        if done.returncode != 0:
+            pytest.skip(f"cannot install uv (offline?): {done.stderr[-300:]}")
+    return venv / "bin"
+
+
+@pytest.mark.real_packages
+@pytest.mark.parametrize(("version", "started"), [("0.6.2", False), ("2026.10.24", True)])
+def test_real_uvx_runs_a_pypi_mcp_server_only_at_or_above_its_floor(
+    uv_folder: Path, tmp_path: Path, project: Path, version: str, started: bool
+) -> None:
+    """The real uvx, through ``python -m floorguard exec``, with mcp-server-fetch pinned: below
+    its floor (2025.1.0) refused before uvx starts; at a release above it, uvx fetches and
+    runs the server (its --help)."""
+    module = tmp_path / "host_map.py"
+    module.write_text(extended_module({"mcp-server-fetch": FETCH_SERVER}), encoding="utf-8")
+    env = isolated_env(tmp_path / "state", FLOORGUARD_FLOOR_MAP=str(module))
+    env["PATH"] = f"{uv_folder}:/usr/bin:/bin"
+    done = subprocess.run(
+        [sys.executable, "-m", "floorguard", "exec", "uvx", f"mcp-server-fetch=={version}",
+         "--help"],
+        capture_output=True, text=True, cwd=project, env=env, timeout=300, check=False,
+    )  # fmt: skip
+    if started:
+        assert done.returncode == 0, done.stderr
+        assert "usage" in done.stdout.lower(), done.stdout
+    else:
+        assert done.returncode == 126, done
+        assert f"mcp-server-fetch (requested as 'uvx') {version} is below" in done.stderr, (
+            done.stderr
+        )
+
+
 def test_uvx_from_another_package_is_judged_as_that_package(bins: Path, project: Path) -> None:
     """``--from`` decides what is installed: the command name after it does not, so a
     tracked server's name cannot lend its verdict to another package."""
