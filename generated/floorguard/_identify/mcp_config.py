@@ -303,16 +303,7 @@ class _Reader:
         if not strict:  # --strict-mcp-config: no plugin's or agent's servers either
             self._claude_agents(argv, folder=self._claude_config_dir())
         for index, value in given:
-            if value.lstrip().startswith("{"):
-                where = f"--mcp-config argument {index}"
-                try:
-                    document = parse_json(value.encode("utf-8", "surrogatepass"), where)
-                except ConfigDoubt as exc:
-                    self.doubts.append(str(exc))
-                    continue
-            else:
-                where = os.path.join(self.cwd, value)
-                document = self._load(where, None, "json")
+            where, document = self._json_argument(value, f"--mcp-config argument {index}", None)
             if document is not None:
                 self._claude_document(document, where)
         if strict:
@@ -391,16 +382,7 @@ class _Reader:
             files.append((value, None))
         files.append((CLAUDE_MANAGED_SETTINGS, None))
         for path, within in dict.fromkeys(files):
-            if path.lstrip().startswith("{"):
-                where = "--settings argument"
-                try:
-                    document = parse_json(path.encode("utf-8", "surrogatepass"), where)
-                except ConfigDoubt as exc:
-                    self.doubts.append(str(exc))
-                    continue
-            else:
-                where = os.path.join(self.cwd, path)
-                document = self._load(where, within, "json")
+            where, document = self._json_argument(path, "--settings argument", within)
             if document is None:
                 continue
             env = document.get("env") if isinstance(document, dict) else None
@@ -691,6 +673,18 @@ class _Reader:
                     self._stdio(name, entry, path, here, _GEMINI_EXPANSION)
                 else:
                     self._doubt(path, here, "has neither a command nor a url")
+
+    def _json_argument(self, value: str, inline: str, within: str | None) -> tuple[str, Any | None]:
+        """Where an argument that is inline JSON or a file's path (relative to the working
+        directory) is read from, and its document: None when it cannot be read (a doubt)."""
+        if value.lstrip().startswith("{"):
+            try:
+                return inline, parse_json(value.encode("utf-8", "surrogatepass"), inline)
+            except ConfigDoubt as exc:
+                self.doubts.append(str(exc))
+                return inline, None
+        where = os.path.join(self.cwd, value)
+        return where, self._load(where, within, "json")
 
     def _listed(self, folder: str) -> list[str]:
         """The names in ``folder``, sorted; none when it does not exist, and a doubt when it
