@@ -304,22 +304,30 @@ def _take_value(args: list[str], index: int, launcher: str) -> tuple[str, int]:
     return args[index + 1], index + 2
 
 
-def _uvx_launch(args: list[str]) -> Launch:
-    launcher = "uvx"
+def _options_naming_a_source(
+    args: list[str], launcher: str, source_option: str, flags: frozenset[str]
+) -> tuple[str | None, int]:
+    """The value of ``source_option`` (the package to install, at most once) among the
+    options before the first argument, and that argument's index; any other option, ``--``
+    too, must be one of ``flags``."""
     source: str | None = None
     index = 0
     while index < len(args) and args[index].startswith("-"):
         option = args[index]
-        if option == "--":
-            raise _refuse_option(launcher, option)
-        if option.split("=", 1)[0] == "--from":
+        if option.split("=", 1)[0] == source_option:
             if source is not None:
-                raise LaunchRefused("uvx: --from given twice")
+                raise LaunchRefused(f"{launcher}: {source_option} given twice")
             source, index = _take_value(args, index, launcher)
             continue
-        if option not in _UVX_FLAGS:
+        if option not in flags:
             raise _refuse_option(launcher, option)
         index += 1
+    return source, index
+
+
+def _uvx_launch(args: list[str]) -> Launch:
+    launcher = "uvx"
+    source, index = _options_naming_a_source(args, launcher, "--from", _UVX_FLAGS)
     if index >= len(args):
         raise LaunchRefused("uvx: no package to run")
     target = args[index]
@@ -335,18 +343,7 @@ def _uvx_launch(args: list[str]) -> Launch:
 
 def _pipx_launch(args: list[str], cwd: str) -> Launch:
     launcher = "pipx run"
-    source: str | None = None
-    index = 0
-    while index < len(args) and args[index].startswith("-"):
-        option = args[index]
-        if option.split("=", 1)[0] == "--spec":
-            if source is not None:
-                raise LaunchRefused("pipx run: --spec given twice")
-            source, index = _take_value(args, index, launcher)
-            continue
-        if option not in _PIPX_FLAGS:
-            raise _refuse_option(launcher, option)
-        index += 1
+    source, index = _options_naming_a_source(args, launcher, "--spec", _PIPX_FLAGS)
     if index >= len(args):
         raise LaunchRefused("pipx run: no package to run")
     app = args[index]
