@@ -278,6 +278,13 @@ def test_doctor_sarif_reports_each_refused_mcp_server_in_the_file_declaring_it(
     )
     assert old["properties"]["at"] == "mcpServers.old"
     assert run["invocations"] == [{"executionSuccessful": True, "exitCode": 1}]
+    # Without a working directory to be relative to, every file is an absolute file: URI.
+    [alone] = report_formats.doctor_sarif(
+        with_servers(server("old", "refuse", str(project / ".mcp.json"))), map_uri=None
+    )["runs"][0]["results"]
+    assert alone["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == (
+        (project / ".mcp.json").as_uri()
+    )
 
 
 def test_a_server_verdict_the_renderer_does_not_know_is_a_finding_not_dropped() -> None:

@@ -226,7 +226,12 @@ def _server_result(
     rules: Sequence[Rule], server: Mapping[str, Any], cwd: Path | None
 ) -> dict[str, Any]:
     declared = server.get("declared_in")
-    uri = artifact_uri(declared, cwd or Path("/")) if declared else None
+    if not declared:
+        uri = None
+    elif cwd is None:  # (no repository to be relative to)
+        uri = Path(declared).absolute().as_uri()
+    else:
+        uri = artifact_uri(declared, cwd)
     label = _server_label(server)
     what = " ".join(filter(None, [server.get("command"), server.get("version")]))
     text = f"{label}{f' ({what})' if what else ''} is refused: {server.get('reason') or '-'}"
