@@ -153,6 +153,29 @@ def test_uvx_reads_the_uv_toml_of_the_childs_config_home(bins: Path, project: Pa
     assert "'python-install-mirror'" in judged.reason
 
 
+@pytest.mark.parametrize("launcher", ["uvx", "pipx"])
+def test_a_relative_config_home_does_not_hide_the_users_configuration(
+    bins: Path, project: Path, launcher: str
+) -> None:
+    """uv drops a relative XDG_CONFIG_HOME and reads ~/.config; pip takes it as it is,
+    against its working directory: a relative one is read both ways."""
+    name = "uv/uv.toml" if launcher == "uvx" else "pip/pip.conf"
+    text = (
+        'override-dependencies = ["mcp-server-fetch==2024.1.1"]\n'
+        if launcher == "uvx"
+        else "[install]\nno-binary = :all:\n"
+    )
+    users = write(_home_of(project) / ".config" / name, text)
+    relative = write(project / "rel" / name, text)
+    for found in (users, relative):
+        judged = run(bins / launcher, PINNED[launcher], project, XDG_CONFIG_HOME="rel")
+        assert judged.verdict == REFUSE and str(found) in judged.reason, (found, judged)
+        found.unlink()
+    assert run(bins / launcher, PINNED[launcher], project, XDG_CONFIG_HOME="rel").verdict == (
+        PERMIT
+    )
+
+
 @pytest.mark.parametrize(
     ("launcher", "variable"),
     [

@@ -464,8 +464,10 @@ def configuration_doubts(launcher: str, environ: Mapping[str, str], cwd: str) ->
     here = os.path.abspath(cwd)
     chain = [here, *(str(p) for p in Path(here).parents)]
     home = home_of(environ)
-    config_home = environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
-    config_dirs = [d for d in environ.get("XDG_CONFIG_DIRS", "").split(":") if d]
+    config_homes = _config_homes(environ.get("XDG_CONFIG_HOME", ""), home, here)
+    config_dirs = [
+        os.path.join(here, d) for d in environ.get("XDG_CONFIG_DIRS", "").split(":") if d
+    ]
     doubts: list[str] = []
     if launcher in _NPM_FAMILY:
         if "PREFIX" in environ:
@@ -477,8 +479,9 @@ def configuration_doubts(launcher: str, environ: Mapping[str, str], cwd: str) ->
             doubts += _npmrc_doubts(os.path.join(folder, ".npmrc"), user=False)
         doubts += _npmrc_doubts(os.path.join(home, ".npmrc"), user=_users(home, here), home=home)
     if launcher == "pnpm dlx":
-        rc = os.path.join(config_home, "pnpm", "rc")
-        doubts += _npmrc_doubts(rc, user=_users(rc, here), home=home)
+        for config_home in config_homes:
+            rc = os.path.join(config_home, "pnpm", "rc")
+            doubts += _npmrc_doubts(rc, user=_users(rc, here), home=home)
         doubts += _present(launcher, [os.path.join(d, "pnpm-workspace.yaml") for d in chain])
     if launcher == "yarn dlx":
         doubts += _present(
@@ -488,10 +491,11 @@ def configuration_doubts(launcher: str, environ: Mapping[str, str], cwd: str) ->
         doubts += _present(
             launcher,
             [os.path.join(d, "bunfig.toml") for d in chain]
-            + [os.path.join(config_home, ".bunfig.toml"), os.path.join(home, ".bunfig.toml")],
+            + [os.path.join(c, ".bunfig.toml") for c in config_homes]
+            + [os.path.join(home, ".bunfig.toml")],
         )
     if launcher == "uvx":
-        for folder in (config_home, *config_dirs):
+        for folder in (*config_homes, *config_dirs):
             path = os.path.join(folder, "uv", "uv.toml")
             doubts += _uv_toml_doubts(path, user=_users(path, here))
     if launcher == "pipx run":
@@ -503,12 +507,24 @@ def configuration_doubts(launcher: str, environ: Mapping[str, str], cwd: str) ->
             and name[4:].lower().replace("_", "-") not in _PIP_HARMLESS
         ]
         for path in (
-            os.path.join(config_home, "pip", "pip.conf"),
+            *(os.path.join(c, "pip", "pip.conf") for c in config_homes),
             os.path.join(home, ".pip", "pip.conf"),
             *(os.path.join(d, "pip", "pip.conf") for d in config_dirs),
         ):
             doubts += _pip_conf_doubts(path, user=_users(path, here))
     return doubts
+
+
+def _config_homes(value: str, home: str, here: str) -> list[str]:
+    """The folders a launcher may take as the user's configuration home. The launchers
+    disagree on a relative XDG_CONFIG_HOME (uv drops it for ~/.config, pip takes it against
+    its working directory): then both are read."""
+    default = os.path.join(home, ".config")
+    if not value:
+        return [default]
+    if os.path.isabs(value):
+        return [value]
+    return [os.path.join(here, value), default]
 
 
 def _users(path: str, here: str) -> bool:
