@@ -231,6 +231,17 @@ def test_markdown_cells_cannot_break_the_table() -> None:
     assert rows == ["| aider | 1.0\\|x \\| forged \\| row \\| | 1.0.20 | ok |"]
 
 
+def test_markdown_cells_show_bidi_and_control_characters_as_escapes() -> None:
+    document = with_servers(server("x\u202ey\u200bz\x07", "refuse", "/p/.mcp.json"))
+    [row] = [
+        line
+        for line in report_formats.doctor_markdown(document).splitlines()
+        if line.startswith("| claude |")
+    ]
+    assert r"x\\u202ey\\u200bz\\u0007" in row  # (the escape's backslash escaped too)
+    assert not any(ord(c) < 32 or c in "\u202e\u200b" for c in row)
+
+
 def server(name: str | None, verdict: str, declared_in: str | None = None) -> dict[str, Any]:
     """One entry of a ``doctor --json`` document's ``mcp_servers``."""
     return {

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath
@@ -288,6 +289,11 @@ def _cell(value: object) -> str:
     """A table cell: one line, with the characters that would end or format a cell escaped."""
     text = "-" if value is None or value == "" else str(value)
     text = " ".join(text.split())
+    # A control or format character (a bidi override above all) would reorder what a
+    # reader sees of the row: shown as its escape.
+    text = "".join(
+        f"\\u{ord(c):04x}" if unicodedata.category(c) in ("Cc", "Cf") else c for c in text
+    )
     for char in ("\\", "|", "`", "*", "_", "<", ">", "[", "]"):
         text = text.replace(char, "\\" + char)
     return text
