@@ -477,7 +477,10 @@ BEGIN
         PERFORM pg_catalog.pg_terminate_backend(holder.pid);
       END LOOP;
       streak_role := NULL;
-      wait := limit_now;
+      -- Back in the queue for the whole limit, ahead of the sessions just ended: leaving
+      -- it after a quarter (one holder that slipped in first, an exit a loaded server
+      -- delays) put them all ahead again and began a new streak.
+      wait := hold_limit;
     END IF;
   END LOOP;
   PERFORM pg_catalog.set_config('lock_timeout', caller_timeout, true);
