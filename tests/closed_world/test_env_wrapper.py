@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -314,6 +315,24 @@ def test_what_env_is_asked_to_do_and_is_not_modelled_is_refused_naming_it(
     assert not setup.marker(setup.fixed).exists()
 
 
+def test_what_env_does_not_model_is_refused_under_the_warn_policy_too(
+    setup: Setup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FLOORGUARD_ADAPTER_FLOOR_POLICY", "warn")
+    decision = setup.spawn("-S", "claude -p task", env=setup.run_env(setup.fixed))
+    assert decision.verdict == "refuse", decision.reason
+
+
+def test_a_loader_variable_env_unsets_still_loads_code_into_env_itself(setup: Setup) -> None:
+    """env is a dynamically linked program: LD_PRELOAD loads code into env before it unsets
+    anything for its command, and that code may run something else."""
+    outside = setup.run_env(setup.fixed, LD_PRELOAD="/tmp/x.so")
+    decision = setup.spawn("-u", "LD_PRELOAD", "claude", env=outside)
+    assert decision.verdict == "refuse"
+    assert "LD_PRELOAD" in decision.reason, decision.reason
+    assert not setup.marker(setup.fixed).exists()
+
+
 def test_env_without_a_command_runs_only_itself_and_is_untracked(
     setup: Setup, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -336,6 +355,21 @@ def test_another_program_named_env_is_refused_not_read_as_env(setup: Setup) -> N
     assert not marker.exists()
 
 
+def test_a_copy_of_env_under_another_name_is_untracked_and_refused_under_deny_by_default(
+    setup: Setup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A named gap: the copy is judged as the program it is, like any launcher whose name
+    says nothing; deny-by-default refuses it."""
+    copy = setup.root / "tools" / "run"
+    copy.parent.mkdir()
+    shutil.copy2(ENV, copy)
+    monkeypatch.setenv("FLOORGUARD_UNTRACKED_POLICY", "refuse")
+    with pytest.raises(floorguard.SpawnRefused) as refused:
+        floorguard.spawn("run", ["claude"], binary=str(copy), env=setup.run_env(setup.old))
+    assert "not a tracked adapter" in str(refused.value)
+    assert not setup.marker(setup.old).exists()
+
+
 # ---------------------------------------------------------------------------- MCP servers
 
 
@@ -353,7 +387,7 @@ def test_an_mcp_server_run_through_env_npx_refuses_claude_naming_the_server(
         reason = str(refused)
     else:
         raise AssertionError("claude was started with a below-fix mcp-remote server")
-    for named in ("MCP server 'remote'", "mcp-remote", "0.1.15", "GHSA-6xpm-ggf7-wc3p",
+    for named in ("MCP server 'remote' (env npx 0.1.15", "mcp-remote", "GHSA-6xpm-ggf7-wc3p",
                   str(declared)):  # fmt: skip
         assert named in reason, reason
     assert not setup.marker(setup.fixed).exists()

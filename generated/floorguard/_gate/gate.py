@@ -763,8 +763,11 @@ def _judge_server(
     if judged.verdict != REFUSE:
         return entry, None
     version = judged.version or "version unknown"
+    shown = declared.command
+    if judged.run_through is not None:
+        shown = f"{shown} {judged.run_through['command']}"  # (env npx: what env runs)
     return entry, (
-        f"the MCP server {declared.name!r} ({declared.command} {version}, declared in "
+        f"the MCP server {declared.name!r} ({shown} {version}, declared in "
         f"{declared.source} at {declared.at}), which is refused: {judged.reason}"
     )
 
