@@ -40,6 +40,7 @@ from floorguard.errors import (
 
 if TYPE_CHECKING:
     from floorguard._identify.detect import Detection
+    from floorguard._identify.env_command import EnvCommand
     from floorguard._identify.examine import Examination
     from floorguard._identify.identify import Identification
     from floorguard._identify.mcp_config import Declaration
@@ -82,6 +83,8 @@ class _Judgement:
     at: str | None = None
     # For an agent that is an MCP client: every server its configuration declares, judged.
     mcp_servers: tuple[dict[str, Any], ...] | None = None
+    # For a program run through env: env's file, the command as given, what it changed.
+    run_through: dict[str, Any] | None = None
 
 
 def judge(
@@ -126,7 +129,7 @@ def judge(
             if binary is not None or version is None:
                 unresolved = exc if isinstance(exc, DetectionError) else DetectionError(str(exc))
     try:
-        judged = _judge_opened(
+        judged = _judge_run(
             adapter, opened, unresolved, in_force=in_force, version=version, policy=policy,
             environ=environ, argv=argv, cwd=cwd,
         )  # fmt: skip
@@ -154,7 +157,7 @@ def judge(
             opened.close()
 
 
-def _judge_opened(
+def _judge_run(
     requested: str,
     opened: Target | None,
     unresolved: DetectionError | None,
@@ -166,6 +169,98 @@ def _judge_opened(
     argv: Sequence[str] | None,
     cwd: str | os.PathLike[str] | None,
 ) -> _Judgement:
+    """The judgement of what runs: for ``env COMMAND``, of the command env runs (what env
+    is asked to do and is not modelled refuses, whatever the policy); else of the opened
+    program itself."""
+    from floorguard._identify import env_command
+
+    if opened is not None and argv is not None:
+        try:
+            through_env = env_command.is_env(opened)
+            parsed = env_command.parse_env_argv(argv) if through_env else None
+        except env_command.EnvRefused as refused:
+            return _Judgement(
+                REFUSE, f"cannot tell what {requested} will run: {refused}",
+                floor_map_hash=in_force.floor_map_hash, binary=str(opened.path),
+            )  # fmt: skip
+        if parsed is not None and parsed.command is not None:
+            return _judge_through_env(
+                requested, opened, parsed, in_force=in_force, version=version,
+                policy=policy, environ=environ, cwd=cwd,
+            )  # fmt: skip
+    return _judge_opened(
+        requested, opened, unresolved, in_force=in_force, version=version, policy=policy,
+        environ=environ, argv=argv, cwd=cwd,
+    )  # fmt: skip
+
+
+def _judge_through_env(
+    requested: str,
+    env: Target,
+    parsed: EnvCommand,
+    *,
+    in_force: active_map.ActiveMap,
+    version: str | None,
+    policy: str,
+    environ: Mapping[str, str],
+    cwd: str | os.PathLike[str] | None,
+) -> _Judgement:
+    """``env [-i] [-u NAME] [NAME=VALUE]... COMMAND ARGS`` judged as COMMAND ARGS spawned
+    with the environment env builds (a PATH it sets decides which file is found), the way
+    env's ``execvp`` finds it. The variables that load code into env itself stay doubts."""
+    from floorguard._identify import child_inputs, env_command
+    from floorguard._identify.target import open_target
+
+    command = parsed.command or ""
+    here = os.path.abspath(os.getcwd() if cwd is None else os.fspath(cwd))
+    run = parsed.environment({k: v for k, v in environ.items() if k not in _HOST_KEYS})
+    view = _judging_view(environ, run)
+    refused: dict[str, Any] = {
+        "floor_map_hash": in_force.floor_map_hash, "binary": str(env.path),
+        "run_through": parsed.record(str(env.path)),
+    }  # fmt: skip
+    try:
+        name, path_env = env_command.command_path(command, view, here)
+        program = open_target(name, path_env=path_env)
+    except env_command.EnvRefused as exc:
+        return _Judgement(REFUSE, f"cannot tell what {requested} will run: {exc}", **refused)
+    except (DetectionError, OSError, ValueError) as exc:
+        return _Judgement(
+            REFUSE, f"cannot tell what {requested} will run: env's command {command!r}: {exc}",
+            **refused,
+        )  # fmt: skip
+    base = os.path.basename(command)
+    named = base if requested == "env" and ADAPTER_NAME.match(base) else requested
+    # env itself is a dynamically linked program: what loads code into it decides what runs.
+    into_env = child_inputs.loader_doubts({k: v for k, v in environ.items() if k != "PATH"})
+    with program:
+        judged = _judge_opened(
+            named, program, None, in_force=in_force, version=version, policy=policy,
+            environ=view, argv=parsed.args, cwd=here, doubts=into_env,
+        )  # fmt: skip
+    return dataclasses.replace(
+        judged,
+        reason=f"{judged.reason} (run through {env.path})",
+        binary=judged.binary or str(program.path),
+        run_through=refused["run_through"],
+    )
+
+
+def _judge_opened(
+    requested: str,
+    opened: Target | None,
+    unresolved: DetectionError | None,
+    *,
+    in_force: active_map.ActiveMap,
+    version: str | None,
+    policy: str,
+    environ: Mapping[str, str],
+    argv: Sequence[str] | None,
+    cwd: str | os.PathLike[str] | None,
+    doubts: Sequence[str] = (),
+) -> _Judgement:
+    """The judgement of the opened program (``doubts``: inputs not understood that decide
+    what it runs, found before it was opened)."""
     from floorguard._identify import detect, examine
     from floorguard._maps.packages import index_of
 
@@ -184,6 +279,8 @@ def _judge_opened(
                 floor_map_hash=in_force.floor_map_hash,
                 binary=str(opened.path),
             )
+        if doubts:
+            exam = dataclasses.replace(exam, doubts=(*doubts, *exam.doubts))
     identified = exam.identified if exam is not None else None
     adapter = identified.adapter if identified is not None else requested
     named = adapter if adapter == requested else f"{adapter} (requested as {requested!r})"
@@ -661,11 +758,16 @@ def _judge_server(
         "waiver_id": judged.waiver_id,
         "reason": judged.reason,
     }
+    if judged.run_through is not None:
+        entry["run_through"] = judged.run_through
     if judged.verdict != REFUSE:
         return entry, None
     version = judged.version or "version unknown"
+    shown = declared.command
+    if judged.run_through is not None:
+        shown = f"{shown} {judged.run_through['command']}"  # (env npx: what env runs)
     return entry, (
-        f"the MCP server {declared.name!r} ({declared.command} {version}, declared in "
+        f"the MCP server {declared.name!r} ({shown} {version}, declared in "
         f"{declared.source} at {declared.at}), which is refused: {judged.reason}"
     )
 
@@ -839,18 +941,22 @@ def _seal(requested: str, judgement: _Judgement, policy: str, env: Mapping[str, 
 def _receipt_fields(
     adapter: str, requested: str, judgement: _Judgement, policy: str
 ) -> dict[str, Any]:
-    return {
-        "adapter": adapter,
-        "requested": requested,
-        "identified_by": judgement.identified_by,
-        "binary": judgement.binary,
-        "version": judgement.version,
-        "detected_by": judgement.detected_by,
-        "floor": judgement.floor,
-        "advisory_id": judgement.advisory_id,
-        "verdict": judgement.verdict,
-        "reason": judgement.reason,
-        "policy": policy,
-        "floor_map_hash": judgement.floor_map_hash,
-        "waiver_id": judgement.waiver_id,
-    } | ({} if judgement.mcp_servers is None else {"mcp_servers": list(judgement.mcp_servers)})
+    return (
+        {
+            "adapter": adapter,
+            "requested": requested,
+            "identified_by": judgement.identified_by,
+            "binary": judgement.binary,
+            "version": judgement.version,
+            "detected_by": judgement.detected_by,
+            "floor": judgement.floor,
+            "advisory_id": judgement.advisory_id,
+            "verdict": judgement.verdict,
+            "reason": judgement.reason,
+            "policy": policy,
+            "floor_map_hash": judgement.floor_map_hash,
+            "waiver_id": judgement.waiver_id,
+        }
+        | ({} if judgement.mcp_servers is None else {"mcp_servers": list(judgement.mcp_servers)})
+        | ({} if judgement.run_through is None else {"run_through": judgement.run_through})
+    )

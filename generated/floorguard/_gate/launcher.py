@@ -69,20 +69,28 @@ def spawn(
     with target, _Workdir(cwd) as workdir:
         if _after_open_hook is not None:
             _after_open_hook()
-        decision = decide(
-            adapter,
-            environ=os.environ,
-            run_environ=child_env,
-            target=target,
-            argv=list(argv),
-            # Judged where it really is; the child is started in the folder opened here.
-            cwd=workdir.real if workdir.fd is not None else cwd,
-            floor_map=floor_map,
-        )
-        if _race_window_hook is not None:
-            _race_window_hook()
-        _recheck(name, path_env, target, decision)
-        workdir.recheck(decision)
+        judged_dir = workdir.real if workdir.fd is not None else cwd
+        command = _EnvCommand.of(target, list(argv), child_env, judged_dir)
+        try:
+            decision = decide(
+                adapter,
+                environ=os.environ,
+                run_environ=child_env,
+                target=target,
+                argv=list(argv),
+                # Judged where it really is; the child is started in the folder opened here.
+                cwd=judged_dir,
+                floor_map=floor_map,
+            )
+            if _race_window_hook is not None:
+                _race_window_hook()
+            _recheck(name, path_env, target, decision)
+            workdir.recheck(decision)
+            if command is not None:
+                command.recheck(decision)
+        finally:
+            if command is not None:
+                command.close()
         child_env[RECEIPT_ID_VARIABLE] = decision.receipt_id
         try:
             return subprocess.Popen(
@@ -118,6 +126,70 @@ def _recheck(name: str, path_env: str | None, target: Target, decision: Decision
             )
         if again.identity != target.identity or target.current_identity() != target.identity:
             raise refuse_after(decision, f"{target.path} changed between check and exec")
+
+
+class _EnvCommand:
+    """The file env will run (``env NAME=VALUE... COMMAND``), opened before the check. env
+    finds it by name when it runs, so right before env is started the name must still lead
+    to the file judged, unchanged; a name that could not be opened first is refused then
+    (it was judged by name alone)."""
+
+    def __init__(self, name: str, path_env: str | None, opened: Target | None) -> None:
+        self.name, self.path_env, self.opened = name, path_env, opened
+
+    @classmethod
+    def of(
+        cls,
+        target: Target,
+        argv: Sequence[str],
+        environ: Mapping[str, str],
+        cwd: str | os.PathLike[str] | None,
+    ) -> _EnvCommand | None:
+        """For env running a command, that command; None for any other program, for env
+        running nothing, and for what the judgement refuses anyway (not understood)."""
+        from floorguard._identify import env_command
+
+        try:
+            if not env_command.is_env(target):
+                return None
+            parsed = env_command.parse_env_argv(argv)
+            if parsed.command is None:
+                return None
+            here = os.path.abspath(os.getcwd() if cwd is None else os.fspath(cwd))
+            name, path_env = env_command.command_path(
+                parsed.command, parsed.environment(environ), here
+            )
+        except env_command.EnvRefused:
+            return None
+        try:
+            return cls(name, path_env, open_target(name, path_env=path_env))
+        except (DetectionError, OSError, ValueError):
+            return cls(name, path_env, None)
+
+    def recheck(self, decision: Decision) -> None:
+        """Refuse if env's command now leads elsewhere than the file judged, or changed."""
+        held = self.opened
+        if held is None:
+            raise refuse_after(decision, f"env's command {self.name} could not be opened")
+        try:
+            again = open_target(self.name, path_env=self.path_env)
+        except DetectionError as exc:
+            raise refuse_after(
+                decision, f"env's command vanished between check and exec: {exc}"
+            ) from None
+        with again:
+            if again.path != held.path or decision.binary not in (None, str(held.path)):
+                raise refuse_after(
+                    decision,
+                    f"env's command {self.name} now resolves to {again.path}, not the "
+                    f"checked {decision.binary or held.path}",
+                )
+            if again.identity != held.identity or held.current_identity() != held.identity:
+                raise refuse_after(decision, f"{held.path} changed between check and exec")
+
+    def close(self) -> None:
+        if self.opened is not None:
+            self.opened.close()
 
 
 class _Workdir:
