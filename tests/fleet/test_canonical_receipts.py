@@ -138,18 +138,25 @@ def _written(value: dict[str, Any]) -> str | None:
     return None if holds_nul and "\uffff" in text else text
 
 
-@pytest.mark.fleet  # (about 20 s: 200 batches of 20 receipts)
+@pytest.fixture
+def owner(pg: Chain) -> Iterator[psycopg.Connection[Any]]:
+    """One session of the chain's owner, for every example of a property (a connection
+    each cost more than the example)."""
+    with psycopg.connect(pg.owner_url, autocommit=True) as conn:
+        yield conn
+
+
+@pytest.mark.fleet  # (200 batches of 20 receipts)
 @settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.lists(st.dictionaries(_KEYS, _VALUES, max_size=5), min_size=20, max_size=20))
 def test_the_server_rebuilds_every_receipt_the_writer_stores_byte_for_byte(
-    pg: Chain, batch: list[dict[str, Any]]
+    owner: psycopg.Connection[Any], batch: list[dict[str, Any]]
 ) -> None:
     texts = [text for text in map(_written, batch) if text is not None]
-    with psycopg.connect(pg.owner_url) as conn:
-        rows = conn.execute(
-            f"SELECT t, {canonical_receipt_sql('t')} FROM unnest(%s::text[]) AS t",  # noqa: S608
-            (texts,),
-        ).fetchall()
+    rows = owner.execute(
+        f"SELECT t, {canonical_receipt_sql('t')} FROM unnest(%s::text[]) AS t",  # noqa: S608
+        (texts,),
+    ).fetchall()
     assert [rebuilt for _, rebuilt in rows] == texts
 
 
