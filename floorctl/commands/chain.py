@@ -19,8 +19,8 @@ import click
 
 from floorctl import keys
 from floorctl.commands._output import emit_json, json_option, notice
+from floorctl.commands._time_option import parse_time_option
 from floorguard._base import atomic, files
-from floorguard._base._time import parse_ts
 from floorguard._base.state import state_paths
 from floorguard._chain.chain import AuditChain
 from floorguard._chain.chain_key import key_check, load_or_create_key
@@ -33,18 +33,6 @@ from floorguard.chainstore import timeout_from_env
 from floorguard.chainstore.postgres import redact
 from floorguard.chainstore.postgres_init import init_schema
 from floorguard.errors import ChainError, FloorguardError
-
-
-def parse_time_option(
-    ctx: click.Context, param: click.Parameter, value: str | None
-) -> datetime | None:
-    """Click callback: RFC 3339 with ``Z`` or an offset (a window's ends); else usage error."""
-    if value is None:
-        return None
-    try:
-        return parse_ts(value)
-    except FloorguardError as exc:
-        raise click.BadParameter(str(exc), ctx=ctx, param=param) from exc
 
 
 @click.group("chain", short_help="Export chain slices; sign checkpoints; prove records.")

@@ -15,9 +15,8 @@ import click
 
 from floorctl.commands import _progress, verify_log
 from floorctl.commands._output import emit_json, emit_rendered, format_option, notice
-from floorctl.commands.chain import parse_time_option
-from floorguard._commands import report_formats, verify_commands
-from floorguard._proofs import window_report as window_proof
+from floorctl.commands._time_option import parse_time_option
+from floorguard._commands import verify_commands
 
 
 @click.group("verify", short_help="Verify receipts and audit-chain slices offline.")
@@ -159,6 +158,10 @@ def verify_chain(
         previous_checkpoint=previous_checkpoint,
         consistency=consistency,
     )
+    # (Loaded here: every other verify command, run far more often, needs neither.)
+    from floorguard._commands import report_formats  # noqa: PLC0415
+    from floorguard._proofs import window_report as window_proof  # noqa: PLC0415
+
     if output_format == "json":
         emit_json(window_proof.report_document(report))
     elif output_format == "text":
