@@ -10,12 +10,14 @@ from pathlib import Path
 
 import pgserver
 import pytest
-from helpers.cli import isolated_env
 from helpers.closed_world import POLICIES, World
-from helpers.pg_chain import Chain, floorctl
+from helpers.pg_chain import Chain
 from helpers.tlog_support import build_log
 from hypothesis import settings
 from probes import pip_install
+
+from floorguard._chain.chain_key import key_check, load_or_create_key
+from floorguard.chainstore.postgres_init import init_schema
 
 # No time limit per example: these machines are shared and noisy, and a property test must
 # fail on a counterexample, never on a slow moment (timing belongs in tests/perf).
@@ -34,16 +36,21 @@ def pg(server: pgserver.PgServer, tmp_path: Path) -> Iterator[Chain]:
     afterwards (a cluster of hundreds of databases makes a restart after a crash slow)."""
     tag = secrets.token_hex(4)
     owner, appender, database = f"own_{tag}", f"app_{tag}", f"chain_{tag}"
-    server.psql(f"CREATE ROLE {owner} LOGIN CREATEROLE; CREATE ROLE {appender} LOGIN")
     # What the operator grants the owner: its functions end a session holding the chain's
     # lock too long (tests/fleet/test_lock_holders.py).
-    server.psql(f"GRANT pg_signal_backend TO {owner}")
+    server.psql(
+        f"CREATE ROLE {owner} LOGIN CREATEROLE; CREATE ROLE {appender} LOGIN; "
+        f"GRANT pg_signal_backend TO {owner}"
+    )
     server.psql(f"CREATE DATABASE {database} OWNER {owner}")
     fleet = tmp_path / "fleet"
     chain = Chain(server, database, owner, appender, fleet / "chain.key")
-    env = isolated_env(fleet, FLOORGUARD_CHAIN_KEY_FILE=str(chain.key_file))
-    done = floorctl("chain", "init", "--url", chain.owner_url, "--grant", appender, env=env)
-    assert done.returncode == 0, done.stderr
+    # What `floorctl chain init --url OWNER_URL --grant APPENDER` runs, in this process: the
+    # command itself is tested in tests/fleet/test_chain_init.py and wherever a test runs it,
+    # and a process a test (0.6 s on a loaded 2-core machine) was a sixth of the fleet suite.
+    fleet.mkdir(mode=0o700)
+    key = load_or_create_key(chain.key_file)
+    init_schema(chain.owner_url, timeout=60, grant_to=[appender], key_check=key_check(key))
     yield chain
     with contextlib.suppress(Exception):  # a server a test left stopped has nothing to drop
         server.psql(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
