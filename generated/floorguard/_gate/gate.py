@@ -234,6 +234,10 @@ def _judge_through_env(
     # env itself is a dynamically linked program: what loads code into it decides what runs.
     into_env = child_inputs.loader_doubts({k: v for k, v in environ.items() if k != "PATH"})
     with program:
+        try:
+            env_command.check_kernel_starts(program)
+        except env_command.EnvRefused as exc:
+            return _Judgement(REFUSE, f"cannot tell what {requested} will run: {exc}", **refused)
         judged = _judge_opened(
             named, program, None, in_force=in_force, version=version, policy=policy,
             environ=view, argv=parsed.args, cwd=here, doubts=into_env,
