@@ -235,6 +235,7 @@ def _judge_through_env(
     into_env = child_inputs.loader_doubts({k: v for k, v in environ.items() if k != "PATH"})
     with program:
         try:
+            env_command.check_not_env(program)
             env_command.check_kernel_starts(program)
         except env_command.EnvRefused as exc:
             return _Judgement(REFUSE, f"cannot tell what {requested} will run: {exc}", **refused)
