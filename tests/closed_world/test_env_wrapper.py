@@ -25,7 +25,6 @@ from typing import Any
 import pytest
 from helpers.advisory_maps import advisory, entry, extended_module, span
 from helpers.cli import isolated_env
-from probes import write_executable
 from probes.native import Run, native_agent
 
 import floorguard
@@ -113,8 +112,9 @@ def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Setup]:
             version=f"{version} (Claude Code)\n".encode(),
             run=Run(marker=made.marker(folder)),
         )
-        # npx is never run here: its name decides how its command line is read.
-        write_executable(folder / "npx", "\x7fELF not really\n")
+        # npx is never run here: its name decides how its command line is read, but it is
+        # a program the kernel would start (env's execvp would not pass it over).
+        native_agent(folder / "npx", version=b"10.0.0\n", run=Run())
     identify.clear_cache()
     yield made
     AuditChain.shared({"FLOORGUARD_HOME": str(tmp_path / "fg")}).close()

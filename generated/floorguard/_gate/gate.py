@@ -98,6 +98,7 @@ def judge(
     argv: Sequence[str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
     floor_map: object = None,
+    started_by_name: bool = False,
 ) -> _Judgement:
     """The verdict, without recording it. Never raises for a refusal: it returns one.
 
@@ -105,7 +106,10 @@ def judge(
     ``adapter`` is the name asked for. The binary (``target`` when the caller has opened it,
     else ``binary`` or the name on PATH) is identified from what it is, with ``argv`` for an
     interpreter: the floor applied is the identified adapter's, whatever the name.
+    ``started_by_name``: someone else will start it by name with ``execvp`` (an MCP server),
+    not floorguard through the opened file, so it must be a file the kernel starts as it is.
     """
+    from floorguard._identify import kernel_exec
     from floorguard._identify.target import open_target
 
     if not ADAPTER_NAME.match(adapter):
@@ -129,6 +133,8 @@ def judge(
             if binary is not None or version is None:
                 unresolved = exc if isinstance(exc, DetectionError) else DetectionError(str(exc))
     try:
+        if started_by_name and opened is not None:
+            kernel_exec.check_kernel_starts(opened)
         judged = _judge_run(
             adapter, opened, unresolved, in_force=in_force, version=version, policy=policy,
             environ=environ, argv=argv, cwd=cwd,
@@ -146,6 +152,11 @@ def judge(
                 waiver_id=None,  # nothing was waived
             )
         return judged
+    except kernel_exec.NotStarted as exc:
+        return _Judgement(
+            REFUSE, f"cannot tell what {adapter} will run: {exc}",
+            floor_map_hash=in_force.floor_map_hash, binary=str(opened.path) if opened else None,
+        )  # fmt: skip
     except Exception as exc:  # a gate that cannot judge refuses, on the record
         return _Judgement(
             REFUSE,
@@ -208,7 +219,7 @@ def _judge_through_env(
     """``env [-i] [-u NAME] [NAME=VALUE]... COMMAND ARGS`` judged as COMMAND ARGS spawned
     with the environment env builds (a PATH it sets decides which file is found), the way
     env's ``execvp`` finds it. The variables that load code into env itself stay doubts."""
-    from floorguard._identify import child_inputs, env_command
+    from floorguard._identify import child_inputs, env_command, kernel_exec
     from floorguard._identify.target import open_target
 
     command = parsed.command or ""
@@ -234,6 +245,11 @@ def _judge_through_env(
     # env itself is a dynamically linked program: what loads code into it decides what runs.
     into_env = child_inputs.loader_doubts({k: v for k, v in environ.items() if k != "PATH"})
     with program:
+        try:
+            env_command.check_not_env(program)
+            kernel_exec.check_kernel_starts(program)
+        except (env_command.EnvRefused, kernel_exec.NotStarted) as exc:
+            return _Judgement(REFUSE, f"cannot tell what {requested} will run: {exc}", **refused)
         judged = _judge_opened(
             named, program, None, in_force=in_force, version=version, policy=policy,
             environ=view, argv=parsed.args, cwd=here, doubts=into_env,
@@ -738,6 +754,7 @@ def _judge_server(
         argv=declared.args,
         cwd=where,
         floor_map=floor_map,
+        started_by_name=True,
     )
     if judged.verdict != REFUSE and map_hash is not None and judged.floor_map_hash != map_hash:
         judged = dataclasses.replace(

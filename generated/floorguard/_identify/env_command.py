@@ -221,3 +221,12 @@ def command_path(command: str, environ: Mapping[str, str], here: str) -> tuple[s
                 "its working directory"
             )
     return command, path
+
+
+def check_not_env(program: Target) -> None:
+    """Raises EnvRefused when env's command, opened, is env by its real file (a symbolic link
+    to env under another name): env running env is not followed, whatever it is called."""
+    if program.path.name == "env":
+        raise EnvRefused(
+            f"env runs env again ({program.requested!r}, which is {program.path}): not followed"
+        )
