@@ -14,6 +14,7 @@ whose interpreter is one, through at most four scripts.
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
 from typing import Final, Literal
@@ -114,7 +115,9 @@ def _interpreter_doubt(path: str, depth: int) -> str | None:
         os.close(fd)
 
 
+@functools.cache
 def _own_header() -> bytes:
-    """This process's own ELF header: the class, byte order and machine the kernel runs."""
+    """This process's own ELF header: the class, byte order and machine the kernel runs
+    (read once: every server an agent declares is checked against it)."""
     with open("/proc/self/exe", "rb") as own:
         return own.read(64)
