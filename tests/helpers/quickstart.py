@@ -22,7 +22,10 @@ def clean_copy(destination: Path) -> Path:
     ).stdout.split(b"\0")
     for name in filter(None, listed):
         source, target = REPO / name.decode(), destination / name.decode()
-        if source.is_file():
+        if source.is_symlink():  # floorctl/_templates, floorctl/_schemas
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.symlink_to(source.readlink())
+        elif source.is_file():
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(source.read_bytes())
             target.chmod(source.stat().st_mode)
