@@ -18,7 +18,7 @@ from helpers.proof_support import MAP_V1, SPAWN, UPDATE, build, spawn_receipt, u
 from helpers.sarif import assert_valid_sarif
 from hosts import write_script
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.attack
 
 
 def guard(cwd: Path, state: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:

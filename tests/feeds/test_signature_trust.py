@@ -12,7 +12,7 @@ import pytest
 from feedserver import v2_feed
 from helpers.cli import floorctl
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.attack
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -11,7 +11,7 @@ from helpers.cli import floorctl
 from helpers.races import preflight_across, spawn_after_update
 from hosts import Host
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.attack
 
 AIDER_FEED = {
     "schema_version": 3,

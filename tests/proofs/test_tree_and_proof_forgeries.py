@@ -19,7 +19,7 @@ from helpers.tlog_support import ctl, guard, ok
 
 from floorguard._crypto import merkle
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.attack
 
 CODE = (
     "import floorguard, sys\n"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from helpers.cli import floorctl, isolated_env
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.attack
 
 FEED = {
     "schema_version": 1,

@@ -24,7 +24,7 @@ from helpers.release import (
 from floorguard._base._canonical import canonical_bytes
 from floorguard._crypto import dsse
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.attack
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from helpers.map_site import make_site, no_traceback
 
 from floorguard._base._canonical import canonical_bytes
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.attack
 
 
 @pytest.fixture

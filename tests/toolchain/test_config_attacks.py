@@ -14,7 +14,7 @@ from helpers.release import (
     SOURCE,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.attack
 
 PASSWORD = "s3cret-feed-password"
 

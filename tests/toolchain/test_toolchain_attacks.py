@@ -28,7 +28,7 @@ from helpers.proof_support import (
     update_receipt,
 )
 
-pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
+pytestmark = pytest.mark.attack
 
 EMPTY_MODULE = '"""host module"""\n\n# floor-map:begin\n# floor-map:end\n'
 EXAMPLE_FEED = Path(__file__).resolve().parents[2] / "feeds" / "example.v1.json"

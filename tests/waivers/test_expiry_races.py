@@ -26,7 +26,7 @@ from hosts import HOST, Host, write_script
 
 from floorguard._base._time import format_ts, parse_ts, utc_now
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.attack
 
 
 def test_a_waiver_that_expires_while_the_binary_is_probed_does_not_waive(tmp_path: Path) -> None:
