@@ -12,6 +12,7 @@ from helpers.tree_support import assert_tree_matches_records, tree_of_lines
 
 from floorguard._chain.chain import AuditChain
 from floorguard._crypto import merkle
+from floorguard.chainstore import sqlite as sqlite_store
 from floorguard.errors import ChainError, ChainWriteError
 
 
@@ -99,3 +100,25 @@ def test_an_append_to_a_chain_whose_tree_was_cut_is_refused_by_name(tmp_path: Pa
     again = AuditChain(chain.db_path, chain.key_file)
     with pytest.raises(ChainWriteError, match=r"chain\.sqlite3: the Merkle tree lacks subtree"):
         again.append(CANARY, receipt(n=7))
+
+
+def test_stored_subtrees_are_read_in_one_query_by_the_trees_key_never_by_a_scan(
+    tmp_path: Path,
+) -> None:
+    chain = filled_chain(tmp_path, 300)
+    with chain.tree_snapshot() as snap:
+        one_by_one = {(0, i): snap.subtree(0, i) for i in range(300)}
+        one_by_one |= {(1, i): snap.subtree(1, i) for i in range(150)}
+    # More pairs than one statement takes, a pair asked twice, and pairs the tree lacks.
+    wanted = [*one_by_one, (0, 7), (0, 300), (9, 1), (-1, 0)]
+    with chain.store.read() as view:
+        assert view is not None
+        assert view.subtrees(wanted) == one_by_one
+        plan = [
+            row[3]
+            for row in view._conn.execute(  # type: ignore[attr-defined]
+                "EXPLAIN QUERY PLAN " + sqlite_store._subtrees_query(3), [0, 1, 0, 2, 1, 0]
+            )
+        ]
+    assert any(step.startswith("SEARCH tree USING PRIMARY KEY") for step in plan), plan
+    assert not any(step.startswith("SCAN tree") for step in plan), plan
