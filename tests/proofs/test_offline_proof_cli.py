@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -58,11 +59,24 @@ def guard(root: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
 TOOLS = {"floorctl": ctl, "floorguard": guard}
 
 
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    assert ctl(tmp_path, "keygen", "--out", "keys").returncode == 0
+@pytest.fixture(scope="module")
+def three_decisions(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A signing key and a chain of three real preflight decisions, made once."""
+    made = tmp_path_factory.mktemp("three-decisions")
+    assert ctl(made, "keygen", "--out", "keys").returncode == 0
     for version in ("0.60.0", "0.59.0", "0.61.3"):
-        preflight(tmp_path, version)
+        preflight(made, version)
+    return made
+
+
+@pytest.fixture
+def root(three_decisions: Path, tmp_path: Path) -> Path:
+    """A copy of those files for one test. Not the host's memory of the chain (chain-view),
+    which names where the chain was: the copy is a host that has not seen it yet."""
+    shutil.copytree(
+        three_decisions, tmp_path, dirs_exist_ok=True,
+        ignore=shutil.ignore_patterns("chain-view", "chain-view.lock"),
+    )  # fmt: skip
     return tmp_path
 
 

@@ -23,12 +23,13 @@ def entry(version: str) -> dict[str, str]:
     return {"min_safe_version": version, "advisory_id": "BSA-0001", "note": "Upgrade."}
 
 
-@pytest.fixture
-def signed(tmp_path: Path) -> Path:
-    """A project with a release key, a module and a receipt signed by that key."""
-    project = tmp_path / "p"
+@pytest.fixture(scope="module")
+def signed_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A project with a release key, a module and a receipt signed by that key, made once."""
+    state = tmp_path_factory.mktemp("signed")
+    project = state / "p"
     project.mkdir()
-    done = floorctl("keygen", "--out", "keys", cwd=project, state=tmp_path)
+    done = floorctl("keygen", "--out", "keys", cwd=project, state=state)
     assert done.returncode == 0, done.stderr
     (project / "floor_map.py").write_text("# floor-map:begin\n# floor-map:end\n")
     (project / "feed.json").write_text(
@@ -37,10 +38,18 @@ def signed(tmp_path: Path) -> Path:
     done = floorctl(
         "refresh", "--feed", "feed.json", "--module", "floor_map.py", "--write",
         "--receipt-out", "receipt.json", "--signing-key", "keys/signing.key",
-        cwd=project, state=tmp_path,
+        cwd=project, state=state,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    return project
+    return state
+
+
+@pytest.fixture
+def signed(signed_once: Path, tmp_path: Path) -> Path:
+    """A copy of that project and its state for one test (none of their files names the
+    folder they are in)."""
+    shutil.copytree(signed_once, tmp_path, dirs_exist_ok=True)
+    return tmp_path / "p"
 
 
 def verify(project: Path, *args: str) -> tuple[int, str]:
