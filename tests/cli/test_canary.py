@@ -4,9 +4,10 @@ and last-green is rebuilt from the chain (run as the real ``floorctl canary``)."
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from helpers.cli import floorctl
@@ -175,11 +176,33 @@ def chain_state(tmp_path: Path) -> tuple[str, int]:
     return done.stdout, len(done.stdout.splitlines())
 
 
-def refused_before_recording(tmp_path: Path, adapter: str, version: str, message: str) -> None:
-    first = run(tmp_path, "record", "--adapter", "aider", "--version", "0.62.0", "--result", "pass")
+class OneCertified(NamedTuple):
+    """A host whose chain holds one certified canary run: its files, the chain as exported
+    and last-green as the CLI states them."""
+
+    files: Path
+    chain: tuple[str, int]
+    green: dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def one_certified(tmp_path_factory: pytest.TempPathFactory) -> OneCertified:
+    made = tmp_path_factory.mktemp("one-certified")
+    first = run(made, "record", "--adapter", "aider", "--version", "0.62.0", "--result", "pass")
     assert first.returncode == 0, first.stderr
-    before = chain_state(tmp_path)
-    green = last_green(tmp_path)
+    return OneCertified(made, chain_state(made), last_green(made))
+
+
+def refused_before_recording(
+    host: OneCertified, tmp_path: Path, adapter: str, version: str, message: str
+) -> None:
+    # A copy of that host. Not its memory of the chain (chain-view), which names where the
+    # chain was: the copy is a host that has not seen it yet.
+    shutil.copytree(
+        host.files, tmp_path, dirs_exist_ok=True,
+        ignore=shutil.ignore_patterns("chain-view", "chain-view.lock"),
+    )  # fmt: skip
+    before, green = host.chain, host.green
     done = run(tmp_path, "record", "--adapter", adapter, "--version", version, "--result", "pass")
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stdout == ""
@@ -191,21 +214,25 @@ def refused_before_recording(tmp_path: Path, adapter: str, version: str, message
 
 
 @pytest.mark.parametrize("adapter", ["codey", "aider-fork"])
-def test_refuses_an_adapter_not_in_the_map_before_recording(tmp_path: Path, adapter: str) -> None:
-    refused_before_recording(tmp_path, adapter, "1.0.0", "not in the floor map")
+def test_refuses_an_adapter_not_in_the_map_before_recording(
+    one_certified: OneCertified, tmp_path: Path, adapter: str
+) -> None:
+    refused_before_recording(one_certified, tmp_path, adapter, "1.0.0", "not in the floor map")
 
 
 @pytest.mark.parametrize("adapter", ["AIDER", "aider\n", " aider", "../aider", "-aider", ""])
-def test_refuses_an_invalid_adapter_name_before_recording(tmp_path: Path, adapter: str) -> None:
+def test_refuses_an_invalid_adapter_name_before_recording(
+    one_certified: OneCertified, tmp_path: Path, adapter: str
+) -> None:
     message = f"invalid adapter name {adapter!r} ([a-z0-9][a-z0-9._-]{{0,63}})"
-    refused_before_recording(tmp_path, adapter, "1.0.0", message)
+    refused_before_recording(one_certified, tmp_path, adapter, "1.0.0", message)
 
 
 @pytest.mark.parametrize("version", ["latest", "0.61.0 ", "0.70.0\n", "", "v", "1.0-", "0.7.0..1"])
 def test_refuses_a_version_that_is_not_pep_440_before_recording(
-    tmp_path: Path, version: str
+    one_certified: OneCertified, tmp_path: Path, version: str
 ) -> None:
-    refused_before_recording(tmp_path, "aider", version, "not a PEP 440 version")
+    refused_before_recording(one_certified, tmp_path, "aider", version, "not a PEP 440 version")
 
 
 @pytest.mark.parametrize(
@@ -214,9 +241,9 @@ def test_refuses_a_version_that_is_not_pep_440_before_recording(
      ("2!0.70.0+x", "has an epoch")],
 )  # fmt: skip
 def test_refuses_an_epoch_or_local_version_that_would_freeze_last_green(
-    tmp_path: Path, version: str, message: str
+    one_certified: OneCertified, tmp_path: Path, version: str, message: str
 ) -> None:
-    refused_before_recording(tmp_path, "aider", version, message)
+    refused_before_recording(one_certified, tmp_path, "aider", version, message)
     # And a real release after it still certifies: last-green was not frozen above it.
     done = run(tmp_path, "record", "--adapter", "aider", "--version", "0.63.0", "--result", "pass")
     assert done.returncode == 0 and done.stdout.startswith("certify:")
