@@ -4,13 +4,12 @@ and last-green is rebuilt from the chain (run as the real ``floorctl canary``)."
 from __future__ import annotations
 
 import json
-import shutil
 import sqlite3
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
-from helpers.cli import floorctl
+from helpers.cli import copy_host, floorctl
 
 from floorguard._chain.chain import ChainRecord
 from floorguard._maps.map_model import Advisory
@@ -196,12 +195,7 @@ def one_certified(tmp_path_factory: pytest.TempPathFactory) -> OneCertified:
 def refused_before_recording(
     host: OneCertified, tmp_path: Path, adapter: str, version: str, message: str
 ) -> None:
-    # A copy of that host. Not its memory of the chain (chain-view), which names where the
-    # chain was: the copy is a host that has not seen it yet.
-    shutil.copytree(
-        host.files, tmp_path, dirs_exist_ok=True,
-        ignore=shutil.ignore_patterns("chain-view", "chain-view.lock"),
-    )  # fmt: skip
+    copy_host(host.files, tmp_path)
     before, green = host.chain, host.green
     done = run(tmp_path, "record", "--adapter", adapter, "--version", version, "--result", "pass")
     assert done.returncode == 2, done.stdout + done.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -35,3 +36,13 @@ def floorctl(
         check=False,
         umask=umask,
     )
+
+
+def copy_host(made: Path, destination: Path) -> None:
+    """A host's files (made once for a module) copied for one test. Not the host's memory of
+    its chain (chain-view), which names where the chain was: the copy is a host that has not
+    seen it yet."""
+    shutil.copytree(
+        made, destination, dirs_exist_ok=True,
+        ignore=shutil.ignore_patterns("chain-view", "chain-view.lock"),
+    )  # fmt: skip

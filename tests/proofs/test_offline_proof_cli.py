@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import sqlite3
 import subprocess
 import sys
@@ -12,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.cli import floorctl, isolated_env
+from helpers.cli import copy_host, floorctl, isolated_env
 
 FLOORGUARD = [sys.executable, "-m", "floorguard"]
 BUILTIN_MAPS = Path(__file__).resolve().parents[2] / "generated" / "floorguard" / "maps"
@@ -71,12 +70,8 @@ def three_decisions(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def root(three_decisions: Path, tmp_path: Path) -> Path:
-    """A copy of those files for one test. Not the host's memory of the chain (chain-view),
-    which names where the chain was: the copy is a host that has not seen it yet."""
-    shutil.copytree(
-        three_decisions, tmp_path, dirs_exist_ok=True,
-        ignore=shutil.ignore_patterns("chain-view", "chain-view.lock"),
-    )  # fmt: skip
+    """A copy of those files for one test."""
+    copy_host(three_decisions, tmp_path)
     return tmp_path
 
 
