@@ -4,6 +4,7 @@ first use without touching a record."""
 from __future__ import annotations
 
 import hashlib
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -122,3 +123,36 @@ def test_stored_subtrees_are_read_in_one_query_by_the_trees_key_never_by_a_scan(
         ]
     assert any(step.startswith("SEARCH tree USING PRIMARY KEY") for step in plan), plan
     assert not any(step.startswith("SCAN tree") for step in plan), plan
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        "CREATE TABLE tree (level, idx, hash)",
+        "CREATE TABLE tree (level TEXT, idx TEXT, hash BLOB)",
+        "CREATE TABLE tree (level REAL, idx REAL, hash)",
+        "CREATE TABLE stored (level, idx, hash); CREATE VIEW tree AS SELECT * FROM stored",
+    ],
+    ids=["no key or types", "text columns", "real columns", "a view"],
+)
+def test_node_reads_answer_as_one_lookup_a_pair_would_whatever_a_forged_tree_table_holds(
+    shape: str,
+) -> None:
+    # A tree table someone replaced: no key (so repeated pairs), other column types, a view;
+    # numbers spelled as text or reals, hashes that are no BLOB. The statement that reads
+    # many pairs at once must find what one lookup per pair, in order, finds.
+    conn = sqlite3.connect(":memory:")
+    conn.executescript(shape)
+    table = "stored" if "VIEW" in shape else "tree"
+    spellings = [0, 5, "5", 5.0, " 5", b"\x05", None, -1]
+    hashes = [b"x" * 32, b"short", "text", None, 3]
+    for n in range(300):
+        row = (spellings[n % 8], spellings[(n // 8) % 8], hashes[n % 5])
+        conn.execute(f"INSERT INTO {table} VALUES (?, ?, ?)", row)  # noqa: S608
+    one = "SELECT level, idx, hash FROM tree WHERE level = ? AND idx = ?"
+    for size in (1, 7, 30):
+        pairs = [(a, b) for a in (0, 5, -1) for b in (0, 5, -1, 2**63 - 1)][:size]
+        params = [value for pair in pairs for value in pair]
+        together = conn.execute(sqlite_store._subtrees_query(len(pairs)), params).fetchall()
+        alone = [row for pair in pairs for row in conn.execute(one, pair)]
+        assert together == alone
