@@ -29,6 +29,12 @@ def _receipt(n: int) -> dict[str, object]:
 
 def _database(server: pgserver.PgServer, tmp_path: Path) -> dict[str, str]:
     """A fresh initialised chain database; the appending host's environment."""
+    return database_and_owner(server, tmp_path)[0]
+
+
+def database_and_owner(server: pgserver.PgServer, tmp_path: Path) -> tuple[dict[str, str], str]:
+    """A fresh initialised chain database: the appending host's environment, and the URL of
+    the tables' owner (who may fill the chain straight from a file: grown_chain)."""
     tag = secrets.token_hex(4)
     owner, appender, database = f"own_{tag}", f"app_{tag}", f"bench_{tag}"
     server.psql(f"CREATE ROLE {owner} LOGIN CREATEROLE; CREATE ROLE {appender} LOGIN")
@@ -47,7 +53,7 @@ def _database(server: pgserver.PgServer, tmp_path: Path) -> dict[str, str]:
         f" receipt_id text, receipt text, prev text, mac text); GRANT ALL ON bare TO {appender}",
         user=owner, database=database,
     )  # fmt: skip
-    return env
+    return env, server.url(owner, database)
 
 
 def read_and_hash_every_record(db: Path) -> None:
