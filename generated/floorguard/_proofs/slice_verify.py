@@ -65,6 +65,7 @@ from floorguard._chain.chain import (
 )
 from floorguard._chain.receipts import shape_problem
 from floorguard._chain.record_signature import HostKeys, is_hmac, signature_key_id
+from floorguard._crypto.hmac_sha256 import HmacSha256
 from floorguard.errors import FloorguardError
 
 MAX_LINE_BYTES = 16 << 20
@@ -242,8 +243,12 @@ class SliceVerifier:
     _parse: _Parse = field(default_factory=_Parse, init=False)
     _decoder: json.JSONDecoder = field(init=False)
     _scan_receipt: Callable[[str, int], tuple[Any, int]] = field(init=False)
+    # The chain key's HMAC, its pads hashed once (``key`` is read when the verifier is made).
+    _keyed: HmacSha256 | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
+        if self.key is not None:
+            self._keyed = HmacSha256(self.key)
         parse = self._parse
 
         def on_float(text: str) -> float:
@@ -426,18 +431,16 @@ class SliceVerifier:
         ):
             return False
         mac = line[mac_at : mac_end - 1]
-        key = self.key
-        if key is None:
+        keyed = self._keyed
+        if keyed is None:
             if _MAC_FORM.fullmatch(mac) is None:
                 return False
-        elif len(mac) != _HMAC_LEN or not hmac.compare_digest(
-            mac, hmac.digest(key, body, "sha256").hex()
-        ):
+        elif len(mac) != _HMAC_LEN or not hmac.compare_digest(mac, keyed.hexdigest(body)):
             return False
 
         digest = "sha256:" + hashlib.sha256(body).hexdigest()
         self._records += 1
-        if key is not None:
+        if keyed is not None:
             self._mac_records += 1
         self._last_seq = seq
         self._last_ts = self._last_good_ts = ts
@@ -610,13 +613,13 @@ class SliceVerifier:
         known to hold no key twice (else it is parsed again to find out)."""
         seq, ts, chain_id, event, receipt_id, receipt, prev, mac = fields
         problems: list[str] = []
-        key = self.key
+        keyed = self._keyed
         writer: str | None = None
-        if canonical and key is not None and len(mac) == 64:
+        if canonical and keyed is not None and len(mac) == 64:
             # An HMAC (the frame holds 64 hex characters or a signature): checked here.
-            mac_verified = hmac.compare_digest(mac, hmac.digest(key, body, "sha256").hex())
+            mac_verified = hmac.compare_digest(mac, keyed.hexdigest(body))
             unverified = None if mac_verified else BAD_MAC
-        elif key is not None or self.host_keys is not None:
+        elif keyed is not None or self.host_keys is not None:
             mac_verified, writer, unverified = self._authenticate(mac, body)
         else:
             mac_verified, unverified = False, None
@@ -719,10 +722,10 @@ class SliceVerifier:
         """(verified, the writing host's name or None for an HMAC, why it did not verify)
         of a record's ``mac`` over its canonical ``body``, with the keys given."""
         if is_hmac(mac):
-            key = self.key
-            if key is None:
+            keyed = self._keyed
+            if keyed is None:
                 return False, None, UNVERIFIED_HMAC
-            if hmac.compare_digest(mac, hmac.digest(key, body, "sha256").hex()):
+            if hmac.compare_digest(mac, keyed.hexdigest(body)):
                 return True, None, None
             return False, None, BAD_MAC
         kid = signature_key_id(mac)
