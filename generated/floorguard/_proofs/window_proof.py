@@ -173,7 +173,12 @@ class WindowProof:
         (no ChainRecord is made for a record unless its digest is wanted)."""
         seq, ts, _, event, _, receipt, _, _ = values
         if event == SPAWN:
-            if self._in_window(ts):
+            since, until = self._since_text, self._until_text
+            if since is not None and until is not None and len(ts) == 27 and ts[19] == ".":
+                inside = ts[-1] == "Z" and since <= ts <= until  # (_in_window, inlined)
+            else:
+                inside = self._in_window(ts)
+            if inside:
                 self._evaluated += 1
                 self._spawn(seq, ts, receipt, intact)
         elif event == FLOOR_UPDATE:
