@@ -93,11 +93,6 @@ _FIELD_TYPES: dict[str, tuple[tuple[tuple[str, ...], str], ...]] = {
         (("adapters", "*", "waiver_days_left"), _INTEGER_OR_NULL),
     ),
 }
-# The top-level fields each kind's types speak of: a receipt with none of them (most spawn
-# receipts: no MCP servers) skips the walk.
-_TYPED_ROOTS = {
-    kind: frozenset(path[0] for path, _ in fields) for kind, fields in _FIELD_TYPES.items()
-}
 _IS_TYPE = {
     _LIST: lambda value: type(value) is list,
     _OBJECT: lambda value: type(value) is dict,
@@ -119,22 +114,17 @@ def shape_problem(kind: str, receipt: object) -> str | None:
     problem = receipt_problem(kind, receipt)
     if problem is not None or not isinstance(receipt, dict):
         return problem
-    if not _TYPED_ROOTS.get(kind, frozenset()).isdisjoint(receipt):
-        for path, wanted in _FIELD_TYPES[kind]:
-            if path[0] not in receipt:
-                continue  # (most receipts have few of these fields: no walk for the others)
-            for where, value in _members(receipt, path, ""):
-                if not _IS_TYPE[wanted](value):
-                    return f"receipt {where} is not {wanted} ({_shown(value)})"
-    return _update_problem(receipt) if kind == FLOOR_UPDATE else None
-
-
-def _update_problem(receipt: dict[str, Any]) -> str | None:
-    """Why a floor-update receipt is not self-consistent, or None."""
-    try:
-        check_update_receipt(receipt)
-    except FloorguardError as exc:
-        return str(exc)
+    for path, wanted in _FIELD_TYPES.get(kind, ()):
+        if path[0] not in receipt:
+            continue  # (most receipts have few of these fields: no walk for the others)
+        for where, value in _members(receipt, path, ""):
+            if not _IS_TYPE[wanted](value):
+                return f"receipt {where} is not {wanted} ({_shown(value)})"
+    if kind == FLOOR_UPDATE:
+        try:
+            check_update_receipt(receipt)
+        except FloorguardError as exc:
+            return str(exc)
     return None
 
 
