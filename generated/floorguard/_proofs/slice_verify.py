@@ -19,7 +19,8 @@ consecutive records by one writer (``Writer``; ``host`` None for an HMAC record,
 holder of the chain key may have written).
 
 Later checks (window proofs over spawn records, signed checkpoints) plug in through
-``on_record``, which sees each record as it goes by, with whether it verified.
+``on_record``, which sees each record as it goes by, with whether it verified (or
+``on_values``, which sees its values without a ChainRecord being made).
 
 Two paths, one verdict. A line that is exactly a canonical export line (what ``chain
 export`` writes) is recognised without re-serialising its frame (``_feed_canonical``): its
@@ -28,10 +29,13 @@ escape, and a receipt whose text is what the C encoder writes for the parsed rec
 case where that is RFC 8785 (no float, no integer beyond 15 digits, no character whose
 UTF-16 order differs). Then the line *is* ``line_text`` of the values parsed from it, the
 record body is the line without its ``mac`` member, and the MAC, the digest and the content
-address are computed over slices of the line. Any other line (respelled, escaped, repeated
-keys, an odd stamp, a float) takes the full path: parsed, re-serialised to RFC 8785, and
-authenticated over that. Both paths make the same checks; the tests hold them to the same
-report line for line (``canonical_shortcut=False`` turns the first off).
+address are computed over slices of the line. The common such line, one that continues the
+slice and passes every check, is settled with its frame compared at fixed offsets with what
+is already known (``_settle_canonical``); the others have their frame read by patterns. Any
+other line (respelled, escaped, repeated keys, an odd stamp, a float) takes the full path:
+parsed, re-serialised to RFC 8785, and authenticated over that. Both paths make the same
+checks; the tests hold them to the same report line for line (``canonical_shortcut=False``
+turns the first off).
 """
 
 from __future__ import annotations
