@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from floorguard._base._canonical import ZERO_DIGEST, compact_sorted_text
 from floorguard._base._time import is_chain_ts
 from floorguard._chain.chain import ChainRecord, canonical_json, line_text
-from floorguard._proofs.slice_verify import SliceReport, SliceVerifier
+from floorguard._proofs.slice_verify import RecordValues, SliceReport, SliceVerifier
 
 KEY = bytes(range(32))
 CHAIN_ID = "0123456789abcdef" * 2
@@ -69,19 +69,23 @@ def genuine(receipt: dict[str, Any], **fields: Any) -> tuple[str, str]:
 
 def both_paths(lines: list[str | bytes], key: bytes | None = KEY) -> SliceReport:
     """Verify ``lines`` with the shortcut and without it; the two must agree on the report,
-    on every record handed on and on every Merkle leaf input."""
+    on every record handed on (as a ChainRecord and as values) and on every Merkle leaf
+    input."""
     seen: dict[bool, tuple[list[tuple[ChainRecord, bool]], list[tuple[int, bytes]]]] = {}
     reports = {}
     for shortcut in (True, False):
         records: list[tuple[ChainRecord, bool]] = []
+        values: list[tuple[RecordValues, bool]] = []
         leaves: list[tuple[int, bytes]] = []
         verifier = SliceVerifier(
             key=key,
             on_record=lambda record, intact, out=records: out.append((record, intact)),
+            on_values=lambda fields, intact, out=values: out.append((fields, intact)),
             on_leaf=lambda seq, leaf, out=leaves: out.append((seq, leaf)),
             canonical_shortcut=shortcut,
         )
         reports[shortcut] = verifier.feed_all(lines).finish()
+        assert [(ChainRecord(*fields), intact) for fields, intact in values] == records
         seen[shortcut] = (records, leaves)
     assert reports[True] == reports[False]
     assert seen[True] == seen[False]
@@ -382,27 +386,32 @@ EXTRAS = st.dictionaries(st.text(max_size=5), VALUES, max_size=4)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(extra=EXTRAS, spelling=SPELLINGS, key_holder_seals_it=st.booleans())
+@given(
+    extra=EXTRAS, spelling=SPELLINGS, key_holder_seals_it=st.booleans(), continuing=st.booleans()
+)
 def test_any_receipt_in_any_spelling_reads_the_same_on_both_paths(
-    extra: dict[str, Any], spelling: dict[str, Any], key_holder_seals_it: bool
+    extra: dict[str, Any], spelling: dict[str, Any], key_holder_seals_it: bool, continuing: bool
 ) -> None:
     """The chain's writer MACs the canonical body; a key holder may MAC the bytes as
     spelled. Either way both paths agree, and a line is intact only if what was MACed is
-    the canonical body of what the line states."""
-    _spelled_receipt_reads_the_same(extra, spelling, key_holder_seals_it)
+    the canonical body of what the line states. ``continuing``: the line is the second of
+    the slice (the settled path's case), else the first."""
+    _spelled_receipt_reads_the_same(extra, spelling, key_holder_seals_it, continuing)
 
 
 @pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(extra=EXTRAS, spelling=SPELLINGS, key_holder_seals_it=st.booleans())
+@given(
+    extra=EXTRAS, spelling=SPELLINGS, key_holder_seals_it=st.booleans(), continuing=st.booleans()
+)
 def test_many_receipts_in_any_spelling_read_the_same_on_both_paths(
-    extra: dict[str, Any], spelling: dict[str, Any], key_holder_seals_it: bool
+    extra: dict[str, Any], spelling: dict[str, Any], key_holder_seals_it: bool, continuing: bool
 ) -> None:
-    _spelled_receipt_reads_the_same(extra, spelling, key_holder_seals_it)
+    _spelled_receipt_reads_the_same(extra, spelling, key_holder_seals_it, continuing)
 
 
 def _spelled_receipt_reads_the_same(
-    extra: dict[str, Any], spelling: dict[str, Any], key_holder_seals_it: bool
+    extra: dict[str, Any], spelling: dict[str, Any], key_holder_seals_it: bool, continuing: bool
 ) -> None:
     receipt = {**extra, **_receipt()}
     try:
@@ -410,13 +419,15 @@ def _spelled_receipt_reads_the_same(
     except Exception:  # e.g. an integer beyond 2**53: no record can hold it
         return
     spelled = json.dumps(json.loads(canonical), allow_nan=False, **spelling)
+    first, digest = _genesis()
+    place: dict[str, Any] = {"seq": 1, "prev": digest} if continuing else {}
     if key_holder_seals_it:
-        line, _ = sealed(spelled)
+        line, _ = sealed(spelled, **place)
     else:
         # The genuine record, its receipt respelled in the line afterwards.
-        genuine_line, _ = sealed(canonical)
+        genuine_line, _ = sealed(canonical, **place)
         line = genuine_line.replace(canonical, spelled)
-    report = both_paths([line])
+    report = both_paths([first, line] if continuing else [line])
     sealed_canonical = not key_holder_seals_it or spelled == canonical
     assert report.intact == sealed_canonical, (line, reasons(report))
 
@@ -441,3 +452,172 @@ def test_the_leaf_of_a_canonical_line_is_the_line_itself() -> None:
     leaves: list[bytes] = []
     SliceVerifier(on_leaf=lambda _, leaf: leaves.append(leaf)).feed_all([line.encode() + b"\n"])
     assert leaves == [line.encode()]
+
+
+# --- a line that continues the slice: settled from its frame's fixed offsets -----------------
+
+# The same day as the next record's: a stamp's form is then not rechecked through its day.
+GENESIS_TS = TS
+
+
+def _genesis() -> tuple[str, str]:
+    return genuine(_receipt(), ts=GENESIS_TS)
+
+
+def test_a_genuine_continuation_is_settled_without_the_frame_pattern(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The settled path is taken for the lines after the first (else it is dead code)."""
+    first, digest = _genesis()
+    second, digest = genuine(_receipt(note="caf\u00e9"), seq=1, prev=digest)
+    third, _ = genuine(_receipt(), seq=2, prev=digest, ts="2026-01-02T00:00:00.000000Z")
+    verifier = SliceVerifier(key=KEY)
+    verifier.feed(first)
+
+    def pattern_path(*_: object) -> bool:
+        raise AssertionError("a continuing canonical line was not settled")
+
+    monkeypatch.setattr(verifier, "_feed_canonical", pattern_path)
+    report = verifier.feed_all([second.encode() + b"\n", third]).finish()
+    assert report.intact and report.records == 3 and report.mac_records == 3
+
+
+def _mac_of(line: str) -> str:
+    return str(json.loads(line)["mac"])
+
+
+def _stamped(line: str, stamp: str) -> str:
+    """The line with its record's stamp (not its receipt's) replaced by ``stamp``."""
+    return line[: line.rindex(',"ts":"')] + f',"ts":"{stamp}"}}'
+
+
+def _receipt_id(line: str, receipt_id: str) -> str:
+    at = line.rindex(',"receipt_id":"')
+    return line[:at] + f',"receipt_id":"{receipt_id}"' + line[at + len(',"receipt_id":""') + 71 :]
+
+
+@pytest.mark.parametrize(
+    "alter",
+    [
+        pytest.param(lambda line: line[:-1] + ',"z":"y"}', id="a member after the stamp"),
+        pytest.param(
+            lambda line: _stamped(line, "2026-01-01t00:00:00.000000z"), id="a stamp in lower case"
+        ),
+        pytest.param(
+            lambda line: _stamped(line, "2026-01-01T24:00:00.000000Z"),
+            id="a stamp with no such hour",
+        ),
+        pytest.param(
+            lambda line: _stamped(line, "2026-02-30T00:00:00.000000Z"), id="a stamp on no such day"
+        ),
+        pytest.param(
+            lambda line: _stamped(line, "2026-01-01T00:00:0a.000000Z"), id="a stamp with a letter"
+        ),
+        pytest.param(
+            lambda line: _stamped(line, "\uff12026-01-01T00:00:00.000000Z"),
+            id="a full-width digit in the stamp",
+        ),
+        pytest.param(
+            lambda line: _stamped(line, "2026-01-01T00:00:00.0000000Z"),
+            id="a stamp in another width",
+        ),
+        pytest.param(
+            lambda line: _receipt_id(line, "sha256:" + "0" * 64),
+            id="a receipt id of another receipt",
+        ),
+        pytest.param(
+            lambda line: line.replace('"receipt_id":"sha256:', '"receipt_id":"SHA256:'),
+            id="a receipt id in upper case",
+        ),
+        pytest.param(
+            lambda line: _receipt_id(
+                line, json.loads(line)["receipt_id"].upper().replace("SHA", "sha")
+            ),
+            id="receipt id hex in upper case",
+        ),
+        pytest.param(lambda line: line.replace('"seq":1,', '"seq":-1,'), id="a seq with a sign"),
+        pytest.param(lambda line: line.replace('"seq":1,', '"seq":1.0,'), id="a seq as a float"),
+        pytest.param(
+            lambda line: line.replace('"event":"adapter.', '"event":"adapter\\u002e'),
+            id="an escaped event",
+        ),
+        pytest.param(
+            lambda line: line.replace('"prev":"sha256:', '"prev":"SHA256:'),
+            id="a prev in upper case",
+        ),
+    ],
+)
+def test_a_continuing_line_out_of_form_reads_as_the_full_path_reads_it(alter: Any) -> None:
+    """A key holder MACs the bytes as written: a frame the fixed offsets would misread is
+    left to the full path, which reads (and refuses) it the same on both paths."""
+    first, digest = _genesis()
+    genuine_second, _ = genuine(_receipt(), seq=1, prev=digest)
+    changed = alter(genuine_second)
+    assert changed != genuine_second
+    body = changed.replace(_mac_member(_mac_of(genuine_second)), "")
+    resealed = changed.replace(
+        _mac_member(_mac_of(genuine_second)),
+        _mac_member(hmac.digest(KEY, body.encode(), "sha256").hex()),
+    )
+    both_paths([first, changed])  # (a respelling of the genuine record, or a broken one)
+    assert not both_paths([first, resealed]).intact
+
+
+def test_without_a_key_a_mac_that_hides_a_member_is_not_settled() -> None:
+    """Without a key, 64 characters where the HMAC goes may close the mac early and open
+    another member: the line has nine members, and the full path says so."""
+    first, digest = _genesis()
+    second, _ = genuine(_receipt(), seq=1, prev=digest)
+    mac = _mac_of(second)
+    hidden = 'abc","zz":"'
+    forged = second.replace(mac, hidden + mac[: 64 - len(hidden)])
+    assert len(_mac_of(forged)) == 3 and "zz" in json.loads(forged)
+    report = both_paths([first, forged], key=None)
+    assert any("unexpected field(s) zz" in why for why in reasons(report)), reasons(report)
+
+
+def test_without_a_key_a_mac_out_of_form_is_not_settled() -> None:
+    first, digest = _genesis()
+    second, _ = genuine(_receipt(), seq=1, prev=digest)
+    upper = second.replace(_mac_of(second), _mac_of(second).upper())
+    report = both_paths([first, upper], key=None)
+    assert any("mac is neither an HMAC" in why for why in reasons(report)), reasons(report)
+
+
+def test_a_seq_of_sixteen_digits_reads_the_same_on_both_paths() -> None:
+    """Past 15 digits a seq is left to the full path (within 2**53 and beyond it)."""
+    for first_seq in (10**15 - 1, 2**53 - 1, 2**53):
+        first, digest = genuine(_receipt(), seq=first_seq, prev="sha256:" + "1" * 64)
+        second, _ = genuine(_receipt(), seq=first_seq + 1, prev=digest)
+        assert both_paths([first, second]).records == 2
+
+
+@pytest.mark.parametrize(
+    "receipt",
+    [
+        _receipt(certified="yes"),  # a boolean's place
+        _receipt(schema_version=True),
+        {**_receipt(), "kind": "adapter.version_posture"},
+        {**_receipt(), "ts": "yesterday"},
+    ],
+)
+def test_a_continuing_receipt_of_the_wrong_shape_is_reported_on_both_paths(
+    receipt: dict[str, Any],
+) -> None:
+    first, digest = _genesis()
+    second, _ = genuine(receipt, seq=1, prev=digest)
+    report = both_paths([first, second])
+    assert [error.seq for error in report.integrity_errors] == [1], reasons(report)
+
+
+def test_a_continuing_record_altered_after_it_was_sealed_fails_its_mac() -> None:
+    """The receipt changed and its content address recomputed, the MAC left as sealed: a
+    canonical line in every other way, so only the MAC tells."""
+    first, digest = _genesis()
+    second, _ = genuine(_receipt(verdict="refuse"), seq=1, prev=digest)
+    altered_receipt = canonical_json(_receipt(verdict="certify"))
+    altered, _ = sealed(altered_receipt, seq=1, prev=digest)
+    altered = altered.replace(_mac_of(altered), _mac_of(second))
+    report = both_paths([first, altered])
+    assert reasons(report) == ["MAC does not verify (wrong key, or the record was altered)"]
+    assert both_paths([first, altered], key=None).intact  # (nothing to check it with)

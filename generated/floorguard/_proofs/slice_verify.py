@@ -19,7 +19,8 @@ consecutive records by one writer (``Writer``; ``host`` None for an HMAC record,
 holder of the chain key may have written).
 
 Later checks (window proofs over spawn records, signed checkpoints) plug in through
-``on_record``, which sees each record as it goes by, with whether it verified.
+``on_record``, which sees each record as it goes by, with whether it verified (or
+``on_values``, which sees its values without a ChainRecord being made).
 
 Two paths, one verdict. A line that is exactly a canonical export line (what ``chain
 export`` writes) is recognised without re-serialising its frame (``_feed_canonical``): its
@@ -28,10 +29,13 @@ escape, and a receipt whose text is what the C encoder writes for the parsed rec
 case where that is RFC 8785 (no float, no integer beyond 15 digits, no character whose
 UTF-16 order differs). Then the line *is* ``line_text`` of the values parsed from it, the
 record body is the line without its ``mac`` member, and the MAC, the digest and the content
-address are computed over slices of the line. Any other line (respelled, escaped, repeated
-keys, an odd stamp, a float) takes the full path: parsed, re-serialised to RFC 8785, and
-authenticated over that. Both paths make the same checks; the tests hold them to the same
-report line for line (``canonical_shortcut=False`` turns the first off).
+address are computed over slices of the line. The common such line, one that continues the
+slice and passes every check, is settled with its frame compared at fixed offsets with what
+is already known (``_settle_canonical``); the others have their frame read by patterns. Any
+other line (respelled, escaped, repeated keys, an odd stamp, a float) takes the full path:
+parsed, re-serialised to RFC 8785, and authenticated over that. Both paths make the same
+checks; the tests hold them to the same report line for line (``canonical_shortcut=False``
+turns the first off).
 """
 
 from __future__ import annotations
@@ -65,6 +69,7 @@ from floorguard._chain.chain import (
 )
 from floorguard._chain.receipts import shape_problem
 from floorguard._chain.record_signature import HostKeys, is_hmac, signature_key_id
+from floorguard._crypto.hmac_sha256 import HmacSha256
 from floorguard.errors import FloorguardError
 
 MAX_LINE_BYTES = 16 << 20
@@ -88,10 +93,10 @@ MALFORMED_MAC = (
 )
 
 _FIELD_SET = frozenset(RECORD_FIELDS)
-_jstr = JSON_STRING
-_STR_FIELDS = ("ts", "chain_id", "event", "receipt_id", "prev", "mac")
 # Integers of 15 digits or fewer are within 2**53, where json and RFC 8785 agree.
 _SAFE_INT_DIGITS = 15
+_jstr = JSON_STRING
+_STR_FIELDS = ("ts", "chain_id", "event", "receipt_id", "prev", "mac")
 
 # The frame of a canonical export line (RFC 8785 sorts the eight members: chain_id, event,
 # mac, prev, receipt, receipt_id, seq, ts), each top-level value in a form whose JSON
@@ -102,8 +107,22 @@ _FRAME_HEAD = re.compile(
     r'(,"mac":"(?:[0-9a-f]{64}|ed25519:[0-9a-f]{16}:[0-9a-f]{128})")'
     r',"prev":"(sha256:[0-9a-f]{64})","receipt":(?=\{)'
 )
-_MAC_MEMBER_START = len(',"mac":"')
+_MAC_MEMBER = ',"mac":"'
+_MAC_MEMBER_START = len(_MAC_MEMBER)
 _TAIL_START = ',"receipt_id":"sha256:'
+# The settled path (``_settle_canonical``) finds the frame's members at fixed offsets: the
+# chain id and prev have fixed widths, the mac 64 characters (an HMAC) or 153 (a host
+# signature), the receipt id 71, the stamp 27.
+_FRAME_OPEN = '{"chain_id":"'
+_EVENT_AT = len(_FRAME_OPEN) + 32 + len('","event":"')
+_HMAC_LEN, _SIGNATURE_LEN = 64, len("ed25519:") + 16 + 1 + 128
+_RECEIPT_ID_AT = len(',"receipt_id":"')
+_DIGEST_LEN = len(ZERO_DIGEST)
+_STAMP_LEN = len(CHAIN_TS_FORM)
+_STAMP = re.compile(CHAIN_TS_PATTERN)
+_MAC_FORM = re.compile(r"[0-9a-f]{64}|ed25519:[0-9a-f]{16}:[0-9a-f]{128}")
+# Seqs the settled path writes with ``str``: 15 digits or fewer (within 2**53).
+_SETTLED_SEQ_LIMIT = 10**_SAFE_INT_DIGITS
 # seq: an integer as RFC 8785 writes it (no sign, no leading zero, within 2**53); ts: the
 # chain's fixed form, its fields in range (``is_chain_ts`` also checks the day exists).
 _FRAME_TAIL = re.compile(
@@ -165,7 +184,10 @@ class SliceReport:
 RecordCallback = Callable[[ChainRecord, bool], object]
 # A record's eight values in RECORD_FIELDS order (seq, ts, chain_id, event, receipt_id,
 # receipt, prev, mac).
-_Fields = tuple[int, str, str, str, str, dict[str, Any], str, str]
+RecordValues = tuple[int, str, str, str, str, dict[str, Any], str, str]
+_Fields = RecordValues
+# ``on_record`` without the ChainRecord: the record's values as they were read.
+ValuesCallback = Callable[[RecordValues, bool], object]
 # (seq, the record's canonical export line as bytes): the Merkle leaf input.
 LeafCallback = Callable[[int, bytes], object]
 
@@ -186,7 +208,8 @@ class SliceVerifier:
     the slice's file in a refusal of what no JSON holds (NaN, Infinity). ``on_record(record,
     intact)`` is called for every line that is a well-formed record, in order; ``intact`` is
     False when that record has an integrity problem of its own or does not link to the line
-    before it.
+    before it. ``on_values(values, intact)`` hears the same, the record's values as a
+    tuple in ``RECORD_FIELDS`` order (no ChainRecord made: for a callback that reads a few).
     """
 
     key: bytes | None = None
@@ -197,6 +220,7 @@ class SliceVerifier:
     source: str | None = None
     # False: every line takes the full path (the tests compare the two paths' reports).
     canonical_shortcut: bool = True
+    on_values: ValuesCallback | None = None
 
     _errors: list[IntegrityError] = field(default_factory=list, init=False)
     _not_listed: int = field(default=0, init=False)
@@ -209,6 +233,9 @@ class SliceVerifier:
     # The last well-formed stamp: stamps in the chain's form compare as text.
     _last_good_ts: str | None = field(default=None, init=False)
     _chain_id: str | None = field(default=None, init=False)
+    # The settled path's start of a line: set once the slice's chain id is known and well
+    # formed (32 lowercase hex characters).
+    _frame_start: str | None = field(default=None, init=False)
     _expected_seq: int | None = field(default=None, init=False)
     _expected_prev: str | None = field(default=None, init=False)
     _head: str | None = field(default=None, init=False)
@@ -220,8 +247,12 @@ class SliceVerifier:
     _parse: _Parse = field(default_factory=_Parse, init=False)
     _decoder: json.JSONDecoder = field(init=False)
     _scan_receipt: Callable[[str, int], tuple[Any, int]] = field(init=False)
+    # The chain key's HMAC, its pads hashed once (``key`` is read when the verifier is made).
+    _keyed: HmacSha256 | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
+        if self.key is not None:
+            self._keyed = HmacSha256(self.key)
         parse = self._parse
 
         def on_float(text: str) -> float:
@@ -269,7 +300,9 @@ class SliceVerifier:
         if len(line) > MAX_LINE_BYTES:
             self._break(None, self._at(f"longer than {MAX_LINE_BYTES} bytes"))
             return
-        if self.canonical_shortcut and self._feed_canonical(line, raw):
+        if self.canonical_shortcut and (
+            self._settle_canonical(line, raw) or self._feed_canonical(line, raw)
+        ):
             return
         if not line or line.isspace():
             self._break(None, self._at("blank line"))
@@ -325,18 +358,168 @@ class SliceVerifier:
 
     # -- checks --
 
+    def _settle_canonical(self, line: str, raw: bytes | None) -> bool:
+        """Settle the common case: ``line`` is a canonical export line that continues the
+        slice (the expected seq, linked to the record before it, of the slice's chain) and
+        passes every check. Then it is counted and True returned; else nothing is changed
+        and False returned (``_feed_canonical``, or the full path, then takes it and words
+        every finding). What this settles is what ``_check_record`` would conclude.
+
+        Why a line accepted here is canonical, though no pattern reads its frame: the frame
+        is compared piece by piece, at fixed offsets, with text made of known values: the
+        slice's chain id (32 lowercase hex characters, checked when first seen), the
+        previous record's digest (computed here), the expected seq as ``str`` writes it (15
+        digits or fewer); the event is one of EVENTS; the mac equals the HMAC's lowercase
+        hex (without a key: has an authenticator's form), the receipt id the receipt's
+        content address, the stamp the chain's fixed form. None of these holds a quote, a
+        backslash or a control character, so each is its own JSON spelling; the receipt's
+        text is proven canonical as ``_canonical_parts`` says. So the line is
+        ``line_text`` of what it parses to, and no other parse of it exists.
+        """
+        seq = self._expected_seq
+        prev = self._expected_prev
+        frame_start = self._frame_start
+        last_ts = self._last_good_ts
+        if (
+            seq is None
+            or prev is None
+            or frame_start is None
+            or last_ts is None
+            or seq >= _SETTLED_SEQ_LIMIT
+            or self.host_keys is not None
+            or not line.startswith(frame_start)
+        ):
+            return False
+        event_end = line.find('"', _EVENT_AT)
+        event = line[_EVENT_AT:event_end]
+        if event_end < 0 or event not in EVENTS:
+            return False
+        mac_start = event_end + 1
+        mac_at = mac_start + _MAC_MEMBER_START
+        if line[mac_start:mac_at] != _MAC_MEMBER:
+            return False
+        if line[mac_at + _HMAC_LEN : mac_at + _HMAC_LEN + 1] == '"':
+            mac_end = mac_at + _HMAC_LEN + 1
+        elif line[mac_at + _SIGNATURE_LEN : mac_at + _SIGNATURE_LEN + 1] == '"':
+            mac_end = mac_at + _SIGNATURE_LEN + 1
+        else:
+            return False
+        prev_member = ',"prev":"' + prev + '","receipt":{'
+        receipt_start = mac_end + len(prev_member) - 1
+        if line[mac_end : receipt_start + 1] != prev_member:
+            return False
+        tail_start = line.rfind(_TAIL_START, receipt_start)
+        if tail_start < 0:
+            return False
+        id_at = tail_start + _RECEIPT_ID_AT
+        id_end = id_at + _DIGEST_LEN
+        seq_member = f'","seq":{seq},"ts":"'
+        ts_at = id_end + len(seq_member)
+        if line[id_end:ts_at] != seq_member or line[ts_at + _STAMP_LEN :] != '"}':
+            return False
+        ts = line[ts_at : ts_at + _STAMP_LEN]
+        if (
+            ts < last_ts
+            or _STAMP.fullmatch(ts) is None
+            or (ts[:10] != last_ts[:10] and not is_chain_ts(ts))  # (is the day real)
+        ):
+            return False
+        found = self._canonical_parts(line, raw, (receipt_start, tail_start), (mac_start, mac_end))
+        if found is None:
+            return False
+        receipt, receipt_json, body = found
+        receipt_id = line[id_at:id_end]
+        if (
+            receipt_id != "sha256:" + hashlib.sha256(receipt_json).hexdigest()
+            or shape_problem(event, receipt) is not None
+        ):
+            return False
+        mac = line[mac_at : mac_end - 1]
+        keyed = self._keyed
+        if keyed is None:
+            if _MAC_FORM.fullmatch(mac) is None:
+                return False
+        elif len(mac) != _HMAC_LEN or not hmac.compare_digest(mac, keyed.hexdigest(body)):
+            return False
+
+        digest = "sha256:" + hashlib.sha256(body).hexdigest()
+        self._records += 1
+        if keyed is not None:
+            self._mac_records += 1
+        self._last_seq = seq
+        self._last_ts = self._last_good_ts = ts
+        self._expected_seq, self._expected_prev, self._head = seq + 1, digest, digest
+        if self.on_leaf is not None:
+            self.on_leaf(seq, raw if raw is not None else line.encode("utf-8"))
+        if self.on_record is not None or self.on_values is not None:
+            chain_id = frame_start[len(_FRAME_OPEN) : len(_FRAME_OPEN) + 32]
+            fields: _Fields = (seq, ts, chain_id, event, receipt_id, receipt, prev, mac)
+            if self.on_values is not None:
+                self.on_values(fields, True)
+            if self.on_record is not None:
+                self.on_record(ChainRecord.from_values(fields), True)
+        return True
+
+    def _canonical_parts(
+        self,
+        line: str,
+        raw: bytes | None,
+        receipt_span: tuple[int, int],
+        mac_span: tuple[int, int],
+    ) -> tuple[dict[str, Any], bytes, bytes] | None:
+        """(receipt, its canonical bytes, the record body's canonical bytes) of a line whose
+        frame is canonical, cut from the line (the receipt's text at ``receipt_span``, the
+        ``mac`` member at ``mac_span``); None when the receipt's text is not the canonical
+        text of what it parses to.
+
+        Why the text is canonical when this returns: it parses as one object and is
+        character for character the C encoder's output for it, which is RFC 8785 when no
+        float was read (the hook), no integer has over 15 digits and no character reaches
+        U+E000 (so code-point and UTF-16 key orders agree): no repeated key, no whitespace,
+        no optional escape.
+        """
+        receipt_start, tail_start = receipt_span
+        mac_start, mac_end = mac_span
+        receipt_text = line[receipt_start:tail_start]
+        if raw is not None and len(raw) == len(line):
+            # ASCII: byte offsets are character offsets.
+            receipt_json = raw[receipt_start:tail_start]
+            body = raw[:mac_start] + raw[mac_end:]
+        else:
+            if not receipt_text.isascii() and max(receipt_text) >= "\ue000":
+                return None
+            try:
+                receipt_json = receipt_text.encode("utf-8")
+                body = (line[:mac_start] + line[mac_end:]).encode("utf-8")
+            except UnicodeEncodeError:
+                return None
+        if _LONG_INTEGER in receipt_json.translate(_NUMBER_MARKS):
+            return None
+        parse = self._parse
+        parse.fast = True
+        try:
+            receipt, stop = self._scan_receipt(receipt_text, 0)
+            if stop != len(receipt_text) or not parse.fast or type(receipt) is not dict:
+                return None
+            if compact_sorted_text(receipt) != receipt_text:
+                return None
+        except (StopIteration, ValueError, RecursionError):
+            return None
+        return receipt, receipt_json, body
+
     def _feed_canonical(self, line: str, raw: bytes | None) -> bool:
         """Check ``line`` if it is exactly a canonical export line, and return True; else
         report nothing and return False (the full path then takes it). ``raw`` is the
         line's UTF-8 bytes when it was read as bytes.
 
+        It takes what ``_settle_canonical`` leaves (a first record, a break, any finding,
+        host keys), so every finding is worded by ``_check_record``.
+
         Why a line accepted here is canonical: the frame is matched member by member with
-        values that JSON writes as they are; the receipt's text parses as one object and is
-        character for character the C encoder's output for it, which is RFC 8785 when no
-        float was read (the hook), no integer has over 15 digits and no character reaches
-        U+E000 (so code-point and UTF-16 key orders agree). So the line equals ``line_text``
-        of what it parses to, and no other parse of it exists: no repeated key, no
-        whitespace, no optional escape, one ``mac`` member, at its place.
+        values that JSON writes as they are; the receipt's text is canonical
+        (``_canonical_parts``). So the line equals ``line_text`` of what it parses to, and
+        no other parse of it exists: no repeated key, no whitespace, no optional escape,
+        one ``mac`` member, at its place.
         """
         head = _FRAME_HEAD.match(line)
         if head is None:
@@ -351,72 +534,13 @@ class SliceVerifier:
         tail = _FRAME_TAIL.fullmatch(line, tail_start)
         if tail is None:
             return False
-        receipt_text = line[receipt_start:tail_start]
-        mac_start, mac_end = head.span(3)
-        if raw is not None and len(raw) == len(line):
-            # ASCII: byte offsets are character offsets.
-            receipt_json = raw[receipt_start:tail_start]
-            body = raw[:mac_start] + raw[mac_end:]
-        else:
-            if not receipt_text.isascii() and max(receipt_text) >= "\ue000":
-                return False
-            try:
-                receipt_json = receipt_text.encode("utf-8")
-                body = (line[:mac_start] + line[mac_end:]).encode("utf-8")
-            except UnicodeEncodeError:
-                return False
-        if _LONG_INTEGER in receipt_json.translate(_NUMBER_MARKS):
+        found = self._canonical_parts(line, raw, (receipt_start, tail_start), head.span(3))
+        if found is None:
             return False
-        parse = self._parse
-        parse.fast = True
-        try:
-            receipt, stop = self._scan_receipt(receipt_text, 0)
-            if stop != len(receipt_text) or not parse.fast or type(receipt) is not dict:
-                return False
-            if compact_sorted_text(receipt) != receipt_text:
-                return False
-        except (StopIteration, ValueError, RecursionError):
-            return False
+        receipt, receipt_json, body = found
         receipt_id, seq_text, ts = tail.groups()
         mac = mac_member[_MAC_MEMBER_START:-1]
-        seq = int(seq_text)
-        fields: _Fields = (seq, ts, chain_id, event, receipt_id, receipt, prev, mac)
-
-        # The common case, a record that passes every check, is settled here; anything else
-        # (a first record, a break, any finding, host keys) is left to _check_record, which
-        # words every finding. What this settles is what _check_record would conclude.
-        key = self.key
-        last_ts = self._last_good_ts
-        if (
-            seq == self._expected_seq  # (None after a break and before the first record)
-            and prev == self._expected_prev
-            and chain_id == self._chain_id
-            and self.host_keys is None
-            and last_ts is not None
-            and (ts[:10] == last_ts[:10] or is_chain_ts(ts))  # (the form: _FRAME_TAIL)
-            and ts >= last_ts
-            and receipt_id == "sha256:" + hashlib.sha256(receipt_json).hexdigest()
-            and shape_problem(event, receipt) is None
-            and (
-                key is None
-                or (
-                    len(mac) == 64
-                    and hmac.compare_digest(mac, hmac.digest(key, body, "sha256").hex())
-                )
-            )
-        ):
-            digest = "sha256:" + hashlib.sha256(body).hexdigest()
-            self._records += 1
-            if key is not None:
-                self._mac_records += 1
-            self._last_seq = seq
-            self._last_ts = self._last_good_ts = ts
-            self._expected_seq, self._expected_prev, self._head = seq + 1, digest, digest
-            if self.on_leaf is not None:
-                self.on_leaf(seq, raw if raw is not None else line.encode("utf-8"))
-            if self.on_record is not None:
-                self.on_record(ChainRecord.from_values(fields), True)
-            return True
+        fields: _Fields = (int(seq_text), ts, chain_id, event, receipt_id, receipt, prev, mac)
         self._check_record(
             fields,
             receipt_json,
@@ -493,13 +617,13 @@ class SliceVerifier:
         known to hold no key twice (else it is parsed again to find out)."""
         seq, ts, chain_id, event, receipt_id, receipt, prev, mac = fields
         problems: list[str] = []
-        key = self.key
+        keyed = self._keyed
         writer: str | None = None
-        if canonical and key is not None and len(mac) == 64:
+        if canonical and keyed is not None and len(mac) == 64:
             # An HMAC (the frame holds 64 hex characters or a signature): checked here.
-            mac_verified = hmac.compare_digest(mac, hmac.digest(key, body, "sha256").hex())
+            mac_verified = hmac.compare_digest(mac, keyed.hexdigest(body))
             unverified = None if mac_verified else BAD_MAC
-        elif key is not None or self.host_keys is not None:
+        elif keyed is not None or self.host_keys is not None:
             mac_verified, writer, unverified = self._authenticate(mac, body)
         else:
             mac_verified, unverified = False, None
@@ -529,7 +653,9 @@ class SliceVerifier:
         if chain_id != self._chain_id:
             if self._chain_id is None:
                 self._chain_id = chain_id
-                if not is_chain_id(chain_id):
+                if is_chain_id(chain_id):
+                    self._frame_start = f'{_FRAME_OPEN}{chain_id}","event":"'
+                else:
                     problems.append("chain_id is not 32 lowercase hex characters")
             else:
                 problems.append(
@@ -591,6 +717,8 @@ class SliceVerifier:
                     mac=mac,
                 ).encode("utf-8")
             self.on_leaf(seq, leaf)
+        if self.on_values is not None:
+            self.on_values(fields, not problems)
         if self.on_record is not None:
             self.on_record(ChainRecord.from_values(fields), not problems)
 
@@ -598,10 +726,10 @@ class SliceVerifier:
         """(verified, the writing host's name or None for an HMAC, why it did not verify)
         of a record's ``mac`` over its canonical ``body``, with the keys given."""
         if is_hmac(mac):
-            key = self.key
-            if key is None:
+            keyed = self._keyed
+            if keyed is None:
                 return False, None, UNVERIFIED_HMAC
-            if hmac.compare_digest(mac, hmac.digest(key, body, "sha256").hex()):
+            if hmac.compare_digest(mac, keyed.hexdigest(body)):
                 return True, None, None
             return False, None, BAD_MAC
         kid = signature_key_id(mac)

@@ -1,6 +1,6 @@
 """The window proof: no known-unsafe adapter version was allowed to spawn between T1 and T2.
 
-It rides on ``SliceVerifier`` (through ``on_record``), so the slice is read once and memory
+It rides on ``SliceVerifier`` (through ``on_values``), so the slice is read once and memory
 stays flat: what is kept is the floor maps seen, a version cache and the findings.
 Running it over a slice file and rendering its report is ``window_report``; finding a map
 by its hash is ``map_archive``.
@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from floorguard._base._time import format_ts
 from floorguard._chain.chain import ChainRecord, parse_any_ts
@@ -52,7 +52,7 @@ from floorguard._maps import versions
 from floorguard._maps.map_model import ADAPTER_NAME, ADAPTER_NAME_FORM
 from floorguard._proofs import canary
 from floorguard._proofs.map_archive import MapResolver
-from floorguard._proofs.slice_verify import IntegrityError, SliceReport
+from floorguard._proofs.slice_verify import IntegrityError, RecordValues, SliceReport
 from floorguard.errors import FloorguardError, VerificationError
 
 if TYPE_CHECKING:
@@ -110,7 +110,7 @@ def _fast_stamp(ts: str) -> bool:
 
 @dataclass
 class WindowProof:
-    """Feed records through ``on_record`` (SliceVerifier's callback), then ``finish``."""
+    """Feed records through ``on_values`` (SliceVerifier's callback), then ``finish``."""
 
     maps: MapResolver
     since: datetime | None = None
@@ -168,26 +168,32 @@ class WindowProof:
         if previous is not None and previous.size <= seq < checkpoint.size:
             self._appended[seq] = merkle.leaf_hash(leaf_input)
 
-    def on_record(self, record: ChainRecord, intact: bool) -> None:
-        event = record.event
+    def on_values(self, values: RecordValues, intact: bool) -> None:
+        """SliceVerifier's ``on_values``: one record's values, in ``RECORD_FIELDS`` order
+        (no ChainRecord is made for a record unless its digest is wanted)."""
+        seq, ts, _, event, _, receipt, _, _ = values
         if event == SPAWN:
-            if self._in_window(record.ts):
+            since, until = self._since_text, self._until_text
+            if since is not None and until is not None and len(ts) == 27 and ts[19] == ".":
+                inside = ts[-1] == "Z" and since <= ts <= until  # (_in_window, inlined)
+            else:
+                inside = self._in_window(ts)
+            if inside:
                 self._evaluated += 1
-                self._spawn(record, intact)
+                self._spawn(seq, ts, receipt, intact)
         elif event == FLOOR_UPDATE:
             if intact:
-                receipt = record.receipt
                 stated = receipt.get("new_floor_map_hash")
                 if isinstance(stated, str):
                     self.maps.learn(receipt.get("new_floor_map"), stated)
         elif event == CANARY:
-            self._canary(record, intact)
+            self._canary(seq, receipt, intact)
         checkpoint = self.checkpoint
-        if checkpoint is not None and record.seq == checkpoint.size - 1:
-            self._checkpoint_digest = record.digest()
+        if checkpoint is not None and seq == checkpoint.size - 1:
+            self._checkpoint_digest = ChainRecord.from_values(values).digest()
         previous = self.previous
-        if previous is not None and record.seq == previous.size - 1:
-            self._previous_digest = record.digest()
+        if previous is not None and seq == previous.size - 1:
+            self._previous_digest = ChainRecord.from_values(values).digest()
 
     def _in_window(self, ts: str) -> bool:
         since, until = self._since_text, self._until_text
@@ -209,8 +215,7 @@ class WindowProof:
         else:
             self._not_listed += 1
 
-    def _spawn(self, record: ChainRecord, intact: bool) -> None:
-        receipt = record.receipt
+    def _spawn(self, seq: int, ts: str, receipt: dict[str, Any], intact: bool) -> None:
         verdict = receipt.get("verdict")
         if verdict == REFUSE:
             return
@@ -225,7 +230,7 @@ class WindowProof:
         # ``requested`` was recorded have none.
         if not _valid_name(adapter):
             self._violation(
-                record.seq,
+                seq,
                 f"the spawn record names the adapter {adapter!r}, not a valid adapter name "
                 f"({ADAPTER_NAME_FORM}): the gate refuses such a name, yet the record says "
                 f"{verdict!r}",
@@ -233,7 +238,7 @@ class WindowProof:
             return
         if "requested" in receipt and not _valid_name(requested):
             self._violation(
-                record.seq,
+                seq,
                 f"the spawn record says it was requested as {requested!r}, not a valid "
                 f"adapter name ({ADAPTER_NAME_FORM}): the gate refuses such a name, yet the "
                 f"record says {verdict!r}",
@@ -241,18 +246,18 @@ class WindowProof:
             return
         if not intact:
             self._violation(
-                record.seq,
+                seq,
                 f"{verdict} of {_named(adapter, alias, quoted=True)}: the record fails its "
                 "integrity checks, so its decision cannot be trusted",
             )
             return
         if "mcp_servers" in receipt and type(adapter) is str:
-            self._servers(record, adapter, alias)
+            self._servers(seq, ts, receipt, adapter, alias)
         if verdict == WAIVED:
             # Depends on the decision time (the waiver's expiry): judged every time.
-            waived = self._judge_waived(record, adapter, alias)
+            waived = self._judge_waived(ts, receipt, adapter, alias)
             if waived is not None:
-                self._violation(record.seq, waived)
+                self._violation(seq, waived)
             return
         # Most decisions repeat (same adapter, version and map): judge each one once.
         # Only str/None values are cached; anything else is judged afresh.
@@ -275,7 +280,7 @@ class WindowProof:
         else:
             reason = self._judge_spawn(verdict, adapter, version, map_hash, alias)
         if reason is not None:
-            self._violation(record.seq, str(reason))
+            self._violation(seq, str(reason))
 
     def _judge_spawn(
         self,
@@ -325,19 +330,21 @@ class WindowProof:
             )
         return None
 
-    def _servers(self, record: ChainRecord, adapter: str, alias: str | None) -> None:
+    def _servers(
+        self, seq: int, ts: str, receipt: dict[str, Any], adapter: str, alias: str | None
+    ) -> None:
         """The MCP servers an allowed agent would start, each judged again like a spawn of
         its own by the map the agent's record pins: a refused one (the agent should have
         been refused with it) or one the rule finds unsafe is a violation of the agent's."""
-        servers = record.receipt.get("mcp_servers")
+        servers = receipt.get("mcp_servers")
         agent = _named(adapter, alias, quoted=True)
         if type(servers) is not list:
-            self._violation(record.seq, f"the MCP servers of {agent} are not a list")
+            self._violation(seq, f"the MCP servers of {agent} are not a list")
             return
-        map_hash = record.receipt.get("floor_map_hash")
+        map_hash = receipt.get("floor_map_hash")
         for server in servers:
             if type(server) is not dict:
-                self._violation(record.seq, f"an MCP server of {agent} is not an object")
+                self._violation(seq, f"an MCP server of {agent} is not an object")
                 continue
             name, verdict = server.get("name"), server.get("verdict")
             declared = f"(declared in {server.get('declared_in')})"
@@ -346,32 +353,33 @@ class WindowProof:
                 continue
             if verdict == REFUSE:
                 self._violation(
-                    record.seq,
-                    f"{record.receipt.get('verdict')} of {agent}, yet its MCP server {name!r} "
+                    seq,
+                    f"{receipt.get('verdict')} of {agent}, yet its MCP server {name!r} "
                     f"{declared} was refused: {server.get('reason')}",
                 )
                 continue
             server_adapter = server.get("adapter")
             if not _valid_name(server_adapter):
-                self._violation(record.seq, f"{where} names the adapter {server_adapter!r}")
+                self._violation(seq, f"{where} names the adapter {server_adapter!r}")
                 continue
             if verdict == WAIVED:
-                reason = self._judge_waived(record, server_adapter, None, stated=server)
+                reason = self._judge_waived(ts, receipt, server_adapter, None, stated=server)
             else:
                 reason = self._judge_spawn(verdict, server_adapter, server.get("version"), map_hash)
             if reason is not None:
-                self._violation(record.seq, f"{where}: {reason}")
+                self._violation(seq, f"{where}: {reason}")
 
     def _judge_waived(
         self,
-        record: ChainRecord,
+        ts: str,
+        receipt: dict[str, Any],
         adapter: object,
         alias: str | None,
         stated: dict[str, object] | None = None,
     ) -> str | None:
         """Why a ``waived`` spawn is not backed by a waiver of the map it pins, or None.
-        ``stated``: the version and waiver of an MCP server in the record, not its own."""
-        receipt = record.receipt
+        ``ts``: the record's stamp; ``stated``: the version and waiver of an MCP server in the
+        record, not its own."""
         quoted = _named(adapter, alias, quoted=True)
         held = receipt if stated is None else stated
         version, waiver_id = held.get("version"), held.get("waiver_id")
@@ -395,17 +403,16 @@ class WindowProof:
         # later than its record either: such a receipt was forged or back-dated.
         decided = receipt.get("ts")
         moment = _moment(decided) if isinstance(decided, str) else None
-        recorded = _moment(record.ts)
+        recorded = _moment(ts)
         if moment is None or recorded is None:
             return f"waived spawn of {named} states no readable decision time"
         if moment > recorded:
             return (
-                f"waived spawn of {named}: its receipt is dated {decided}, after its record "
-                f"at {record.ts}"
+                f"waived spawn of {named}: its receipt is dated {decided}, after its record at {ts}"
             )
         if not verdict_rule.waiver_in_force(waiver, recorded):
             return (
-                f"waived spawn of {named} recorded at {record.ts}: waiver {waiver.id} of the "
+                f"waived spawn of {named} recorded at {ts}: waiver {waiver.id} of the "
                 f"pinned map expired at {waiver.expires}"
             )
         try:
@@ -420,12 +427,10 @@ class WindowProof:
             )
         return None
 
-    def _canary(self, record: ChainRecord, intact: bool) -> None:
-        receipt = record.receipt
+    def _canary(self, seq: int, receipt: dict[str, Any], intact: bool) -> None:
         if receipt.get("verdict") != canary.CERTIFY and receipt.get("certified") is not True:
             return
         adapter, version = receipt.get("adapter"), receipt.get("version")
-        seq = record.seq
         if not intact:
             self._violation(seq, f"canary certification of {adapter!r} fails its integrity checks")
             return

@@ -82,7 +82,7 @@ def prove(
     )
     verifier = SliceVerifier(
         key=key,
-        on_record=proof.on_record,
+        on_values=proof.on_values,
         on_leaf=proof.on_leaf if checkpoint is not None else None,
         host_keys=host_keys,
         source=source,
