@@ -4,7 +4,10 @@
 hashing a record. A verifier checks every record of a slice under one chain key, so the
 RFC 2104 construction is kept here with its keyed inner and outer states made once:
 HMAC(K, m) = H((K' ^ opad) || H((K' ^ ipad) || m)), K' the key (hashed when longer than
-a block) padded with zeros to SHA-256's 64-byte block. The tests hold it to ``hmac.digest``.
+a block) padded with zeros to SHA-256's 64-byte block: what Python's own ``hmac`` module
+does over ``hashlib`` when OpenSSL does not do it. (``hmac.HMAC.copy`` keeps the keyed
+state too, but wraps every copy in a Python object: 0.6 us a record, a third of the gain.)
+The tests hold it to ``hmac.digest`` and to RFC 4231's vectors.
 """
 
 from __future__ import annotations
