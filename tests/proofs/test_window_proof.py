@@ -474,6 +474,28 @@ def test_a_spawn_receipt_pinning_a_map_that_never_existed(tmp_path: Path) -> Non
     ]  # fmt: skip
 
 
+def test_a_map_first_carried_later_in_the_slice_judges_the_decisions_after_it(
+    tmp_path: Path,
+) -> None:
+    # The slice starts while map v1 is in force (its update receipt is older than the
+    # slice); v2 then v1 again are put in force. The permit before v1 comes back cannot be
+    # judged (no archive); the same decision after it can, and meets v1's floor.
+    chain = build(
+        tmp_path,
+        [
+            (SPAWN, spawn_receipt("aider", "0.60.5", "permit", HASH_V1)),
+            (UPDATE, update_receipt(MAP_V2, HASH_V1)),
+            (UPDATE, update_receipt(MAP_V1, HASH_V2)),
+            (SPAWN, spawn_receipt("aider", "0.60.5", "permit", HASH_V1)),
+        ],
+    )
+    violations, _ = findings(prove(chain.lines(), key=chain.key))
+    assert violations == [
+        (0, f"permit of 'aider' pins floor map {HASH_V1}, which no update receipt in the "
+            "slice and no map archive holds"),
+    ]  # fmt: skip
+
+
 def test_the_floor_is_the_pinned_maps_not_the_newest(tmp_path: Path) -> None:
     # 0.60.5 met the floor of map v1, which its receipt pins; map v2 raised the floor later.
     chain = build(

@@ -183,9 +183,10 @@ class WindowProof:
                 self._spawn(seq, ts, receipt, intact)
         elif event == FLOOR_UPDATE:
             if intact:
-                stated = receipt.get("new_floor_map_hash")
-                if isinstance(stated, str):
-                    self.maps.learn(receipt.get("new_floor_map"), stated)
+                stated, carried = receipt.get("new_floor_map_hash"), receipt.get("new_floor_map")
+                if isinstance(stated, str) and self.maps.learn(carried, stated):
+                    # A map that could not be resolved before may be now: judge again.
+                    self._judged.clear()
         elif event == CANARY:
             self._canary(seq, receipt, intact)
         checkpoint = self.checkpoint
