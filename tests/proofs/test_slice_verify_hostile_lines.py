@@ -698,3 +698,43 @@ def test_any_one_byte_changed_dropped_or_added_in_a_second_line_reads_the_same_o
                 assert leaves_of([first, variant]) == honest_leaves, variant
                 respelled += 1
     assert respelled  # (a space between tokens is a respelling; the sweep reached one)
+
+
+# --- a mac of 64 characters that are not ASCII ----------------------------------------------
+
+NON_ASCII_MACS = ["\u00e9" + "0" * 63, "0" * 63 + "\u4e2d", "\U0001f600" * 64]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=TypeError,
+    reason="the settled path passes a 64-character mac straight to hmac.compare_digest, "
+    "which raises TypeError for non-ASCII text; the full path reports the mac malformed",
+)
+@pytest.mark.parametrize("mac", NON_ASCII_MACS, ids=["e acute first", "han last", "astral"])
+def test_a_second_line_whose_mac_is_64_non_ascii_characters_is_reported_malformed(
+    mac: str,
+) -> None:
+    first, digest = genesis()
+    line, _ = seal(RECEIPT, seq=1, prev=digest, ts=TS1, mac=mac)
+    found = refused([first, line])
+    assert any("mac is neither an HMAC" in why for why in found), found
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="verify chain --key-file exits with a TypeError traceback (hmac.compare_digest of "
+    "non-ASCII text in _settle_canonical) instead of NOT PROVEN; no key is needed to write it",
+)
+def test_verify_chain_reports_a_non_ascii_mac_on_a_second_line_without_a_traceback(
+    tmp_path: Path,
+) -> None:
+    key_file = tmp_path / "chain.key"
+    key_file.write_text(KEY.hex())
+    key_file.chmod(0o600)
+    first, digest = genesis()
+    line, _ = seal(RECEIPT, seq=1, prev=digest, ts=TS1, mac=NON_ASCII_MACS[0])
+    (tmp_path / "slice.jsonl").write_bytes(first + b"\n" + line + b"\n")
+    done = verify_chain(tmp_path, "slice.jsonl", "--key-file", key_file)
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 1 and done.stdout.startswith("NOT PROVEN"), done.stdout
