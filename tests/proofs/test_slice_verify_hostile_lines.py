@@ -738,3 +738,35 @@ def test_verify_chain_reports_a_non_ascii_mac_on_a_second_line_without_a_traceba
     done = verify_chain(tmp_path, "slice.jsonl", "--key-file", key_file)
     assert "Traceback" not in done.stderr, done.stderr
     assert done.returncode == 1 and done.stdout.startswith("NOT PROVEN"), done.stdout
+
+
+# --- lines past the verifier's line cap, and a third line after a respelled second ----------
+
+
+def test_a_second_line_past_the_line_cap_is_refused_unread() -> None:
+    huge = canonical_json(receipt(note="x" * (16 << 20)))
+    found = refused(second(huge))
+    assert any("longer than" in why for why in found), found
+
+
+@pytest.mark.parametrize(
+    "alter",
+    [
+        lambda line: line.replace(b'"adapter":"aider"', b'"adapter":"aidex"'),
+        lambda line: line.replace(b'"seq":2', b'"seq":3'),
+        lambda line: line.replace(b"00:00:02.000000Z", b"00:00:00.900000Z"),
+        lambda line: line.replace(b'"mac":"', b'"mac":"0', 1).replace(b'","prev"', b'"0,"prev"'),
+    ],
+    ids=["altered receipt", "skipped seq", "backwards behind line 2", "mac shifted"],
+)
+def test_a_hostile_third_line_after_a_respelled_second_is_refused(alter: Any) -> None:
+    """Line 2 takes the full path (CRLF); line 3 continues it and may be settled: the
+    record it links to is the canonical one, and a tampered line 3 is still refused."""
+    first, digest = genesis()
+    middle, digest = seal(RECEIPT, seq=1, prev=digest, ts=TS1)
+    last, _ = seal(RECEIPT, seq=2, prev=digest, ts="2026-01-01T00:00:02.000000Z")
+    honest = [first + b"\n", middle + b"\r\n", last + b"\n"]
+    assert both_paths(honest).intact
+    tampered = alter(last)
+    assert tampered != last
+    refused([*honest[:2], tampered + b"\n"])
