@@ -116,6 +116,14 @@ def test_timestamps_never_go_backwards_when_the_clock_does(tmp_path: Path) -> No
 # --- what append refuses ----------------------------------------------------------------------
 
 
+def _lists_in_lists(depth: int) -> list[object]:
+    """``depth`` lists, each inside the next (built without recursion)."""
+    value: list[object] = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
 @pytest.mark.parametrize(
     ("event", "bad_receipt", "why"),
     [
@@ -149,6 +157,26 @@ def test_timestamps_never_go_backwards_when_the_clock_does(tmp_path: Path) -> No
                 "text": "\U0001f600" * 262200,
             },
             "exceeds 1048576 bytes",
+        ),
+        (  # its record line would nest 201 levels: more than verify chain reads
+            CANARY,
+            {
+                "kind": CANARY,
+                "schema_version": 1,
+                "ts": "2026-01-01T00:00:00Z",
+                "z": _lists_in_lists(199),
+            },
+            "nests deeper than 199 levels",
+        ),
+        (  # deeper than Python's recursion reaches: refused, not a RecursionError
+            CANARY,
+            {
+                "kind": CANARY,
+                "schema_version": 1,
+                "ts": "2026-01-01T00:00:00Z",
+                "z": _lists_in_lists(990),
+            },
+            "nests deeper than 199 levels",
         ),
     ],
 )

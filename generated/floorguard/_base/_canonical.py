@@ -5,10 +5,18 @@ from __future__ import annotations
 import hashlib
 import json
 import json.encoder
+import re
 from collections.abc import Callable
 from typing import Any
 
 ZERO_DIGEST = "sha256:" + "0" * 64
+# How deep a record line, or a proof document, may nest arrays and objects (a receipt one
+# level less). Deeper JSON is refused before it is parsed: how deep Python's recursion
+# reaches depends on the caller's stack, so past that two readers of one line would differ
+# (or fail with a traceback).
+MAX_NESTING = 200
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_BRACKET = re.compile(r"[\[\]{}]")
 
 
 _MAX_EXACT_INT = 2**53 - 1
@@ -116,6 +124,19 @@ def canonical_bytes(value: Any) -> bytes:
         return rfc8785.dumps(value)
     except (rfc8785.CanonicalizationError, TypeError, ValueError) as exc:
         raise CanonicalizationError(f"value cannot be canonicalised: {exc}") from exc
+
+
+def nests_deeper_than(text: str, limit: int = MAX_NESTING) -> bool:
+    """True when the JSON ``text`` has more than ``limit`` arrays and objects open at once
+    (brackets inside strings do not count)."""
+    if text.count("[") + text.count("{") <= limit:
+        return False  # (so few brackets cannot nest deeper: the common case, one pass)
+    depth = 0
+    for match in _BRACKET.finditer(_JSON_STRING.sub("", text)):
+        depth += 1 if match.group() in "[{" else -1
+        if depth > limit:
+            return True
+    return False
 
 
 def sha256_digest(data: bytes) -> str:

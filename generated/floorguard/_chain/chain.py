@@ -48,6 +48,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from floorguard._base._canonical import MAX_NESTING, nests_deeper_than
 from floorguard._base._time import format_ts, now_ts
 from floorguard._base.state import CHAIN_URL_ENV, state_key, state_paths
 from floorguard._chain import record_signature
@@ -302,15 +303,22 @@ class AuditChain:
     ) -> tuple[str, dict[str, Any]]:
         if not isinstance(receipt, Mapping):
             raise ChainWriteError("refusing to append: the receipt is not a JSON object")
+        deep = f"refusing to append: the receipt nests deeper than {MAX_NESTING - 1} levels"
         try:
             # The record carries exactly what was stored: plain JSON values, read back.
             receipt_json, receipt_obj = _canonical_and_plain(dict(receipt))
         except FloorguardError as exc:
             raise ChainWriteError(f"refusing to append: {exc}") from exc
+        except RecursionError:
+            raise ChainWriteError(deep) from None
         if len(receipt_json.encode("utf-8")) > MAX_RECEIPT_BYTES:
             raise ChainWriteError(
                 f"refusing to append: the receipt exceeds {MAX_RECEIPT_BYTES} bytes"
             )
+        # Its record line nests one level more, and verify chain refuses a line deeper than
+        # MAX_NESTING: what no verifier would take is never written.
+        if nests_deeper_than(receipt_json, MAX_NESTING - 1):
+            raise ChainWriteError(deep)
         from floorguard._chain.receipts import shape_problem
 
         # What verify chain would refuse is never written: the same shape check.

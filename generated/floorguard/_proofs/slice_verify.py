@@ -51,16 +51,19 @@ from pathlib import Path
 from typing import IO, Any, NamedTuple
 
 from floorguard._base._canonical import (
+    MAX_NESTING,
     ZERO_DIGEST,
     canonical_bytes,
     compact_sorted_text,
     is_digest,
+    nests_deeper_than,
 )
 from floorguard._base._time import CHAIN_TS_FORM, CHAIN_TS_PATTERN, is_chain_ts
 from floorguard._chain.chain import (
     COMPACT_SORTED,
     EVENTS,
     JSON_STRING,
+    MAX_RECEIPT_BYTES,
     RECORD_FIELDS,
     ChainRecord,
     body_text,
@@ -307,6 +310,9 @@ class SliceVerifier:
         if not line or line.isspace():
             self._break(None, self._at("blank line"))
             return
+        if nests_deeper_than(line):
+            self._break(None, self._at(f"nests deeper than {MAX_NESTING} levels"))
+            return
         parse = self._parse
         parse.fast = line.isascii() or _keys_sort_alike(line)
         if parse.fast and "\\u" in line:
@@ -439,7 +445,11 @@ class SliceVerifier:
         if keyed is None:
             if _MAC_FORM.fullmatch(mac) is None:
                 return False
-        elif len(mac) != _HMAC_LEN or not hmac.compare_digest(mac, keyed.hexdigest(body)):
+        elif (
+            len(mac) != _HMAC_LEN
+            or not mac.isascii()  # (compare_digest refuses other text: the full path words it)
+            or not hmac.compare_digest(mac, keyed.hexdigest(body))
+        ):
             return False
 
         digest = "sha256:" + hashlib.sha256(body).hexdigest()
@@ -495,6 +505,12 @@ class SliceVerifier:
                 return None
         if _LONG_INTEGER in receipt_json.translate(_NUMBER_MARKS):
             return None
+        # So few brackets cannot nest the line deeper than MAX_NESTING; any other line takes
+        # the full path, which measures its depth before it parses it.
+        if receipt_json.count(b"[") + receipt_json.count(b"{") >= MAX_NESTING:
+            return None
+        if len(receipt_json) > MAX_RECEIPT_BYTES:
+            return None  # (the full path reports it)
         parse = self._parse
         parse.fast = True
         try:
@@ -670,6 +686,8 @@ class SliceVerifier:
                 problems.append(self._at(problem))
         else:
             problems.append(f"unknown event {event!r}")
+        if len(receipt_json) > MAX_RECEIPT_BYTES:
+            problems.append(f"the receipt exceeds {MAX_RECEIPT_BYTES} bytes (no chain appends one)")
         if receipt_id != "sha256:" + hashlib.sha256(receipt_json).hexdigest():
             problems.append("receipt_id is not the content address of the receipt")
         # Stamps in the chain's one form compare as text, in time order.

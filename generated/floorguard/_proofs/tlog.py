@@ -23,11 +23,11 @@ import base64
 import binascii
 import contextlib
 import json
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from floorguard._base._canonical import MAX_NESTING, nests_deeper_than
 from floorguard._crypto import merkle
 from floorguard._proofs import checkpoint as checkpoints
 from floorguard.errors import FloorguardError, VerificationError
@@ -40,21 +40,6 @@ if TYPE_CHECKING:
 
 MAX_PROOF_BYTES = 4 * 1024 * 1024  # a record (receipt up to 1 MiB) and 64 hashes
 MAX_HASHES = 128
-# Deeper JSON is refused before it is parsed: how deep Python's recursion reaches depends on
-# the caller's stack, so past that both CLIs would fail differently (or with a traceback).
-MAX_NESTING = 200
-_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
-_BRACKET = re.compile(r"[\[\]{}]")
-
-
-def _too_deep(text: str) -> bool:
-    """True when the JSON ``text`` nests arrays and objects deeper than MAX_NESTING."""
-    depth = 0
-    for match in _BRACKET.finditer(_JSON_STRING.sub("", text)):
-        depth += 1 if match.group() in "[{" else -1
-        if depth > MAX_NESTING:
-            return True
-    return False
 
 
 @dataclass(frozen=True)
@@ -111,7 +96,7 @@ def _object(data: bytes, what: str, keys: set[str]) -> dict[str, Any]:
 
     try:
         text = data.decode("utf-8")
-        if _too_deep(text):
+        if nests_deeper_than(text):
             raise VerificationError(f"{what} nests deeper than {MAX_NESTING} levels")
         value = json.loads(text, object_pairs_hook=no_duplicates)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
@@ -178,7 +163,7 @@ def record_of_line(line: str) -> ChainRecord:
     """The record an export line states; VerificationError unless it is one, canonical."""
     from floorguard._chain.chain import RECORD_FIELDS, ChainRecord
 
-    if _too_deep(line):
+    if nests_deeper_than(line):
         raise VerificationError(f"the record nests deeper than {MAX_NESTING} levels")
     try:
         fields = json.loads(line)
