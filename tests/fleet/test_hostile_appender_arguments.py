@@ -846,3 +846,42 @@ def test_an_incremental_checkpoint_of_an_untouched_tree_is_signed(
     _filled(pg, 4)
     code, _, stderr = _checkpoint_again(pg, tmp_path)
     assert code == 0, stderr
+
+
+@pytest.mark.xfail(strict=True, reason=PARTIAL_EDGE)
+def test_append_next_refuses_a_stored_node_off_the_right_edge(pg: Chain) -> None:
+    _filled(pg, 5)
+    stored = pg.sql("SELECT encode(hash, 'hex') FROM floorguard.tree WHERE level = 1 AND idx = 0")
+    off_edge = (1, 0, bytes.fromhex(stored))  # stored, but no node of the right edge of 5
+    _refused(pg, _ahead(_key(pg), lambda edge, nodes: columns([*edge, off_edge])))
+
+
+def test_a_full_checkpoint_refuses_an_old_node_the_owner_rewrote(pg: Chain, tmp_path: Path) -> None:
+    # an incremental checkpoint checks the nodes made since the last one and the paths to
+    # them; a node of the old part off those paths is for --full to check
+    _filled(pg, 8)
+    signed_checkpoint(pg, tmp_path)
+    _filled(pg, 3)
+    pg.sql("UPDATE floorguard.tree SET hash = sha256('x') WHERE level = 0 AND idx = 0")
+    env = pg.env(tmp_path / "auditor")
+    done = floorctl("chain", "checkpoint", "--full", "--signing-key",
+                    str(tmp_path / "keys" / "signing.key"), "--out", str(tmp_path / "full.cp"),
+                    env=env)  # fmt: skip
+    assert done.returncode != 0, "signed a tree holding a rewritten leaf (0, 0)"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="an incremental checkpoint checks only the nodes made since the last one and the "
+    "paths it reads: an old node off those paths, rewritten by the owner, is signed over",
+)
+def test_an_incremental_checkpoint_refuses_an_old_node_the_owner_rewrote(
+    pg: Chain, tmp_path: Path
+) -> None:
+    _filled(pg, 8)
+    signed_checkpoint(pg, tmp_path)
+    _filled(pg, 3)
+    pg.sql("UPDATE floorguard.tree SET hash = sha256('x') WHERE level = 0 AND idx = 0")
+    code, seconds, _ = _checkpoint_again(pg, tmp_path)
+    assert code != 0, "signed a tree holding a rewritten leaf (0, 0)"
+    assert seconds < 30, seconds
