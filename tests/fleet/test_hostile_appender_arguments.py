@@ -42,6 +42,10 @@ APPEND_RECORD = f"SELECT floorguard.append_record({RECORD_ARGS}, {NODE_ARGS})"
 APPEND_NEXT = f"SELECT floorguard.append_next({RECORD_ARGS}, {NODE_ARGS}, {NODE_ARGS})"
 ADD_TREE_NODES = f"SELECT floorguard.add_tree_nodes({NODE_ARGS})"
 
+# Over 200 cases, a fresh database each (about 4 minutes): run before a release and after
+# changing the append functions, not on every landing (the CI's time is bounded).
+pytestmark = pytest.mark.slow
+
 
 def _key(pg: Chain) -> bytes:
     return bytes.fromhex(pg.key_file.read_text().strip())

@@ -203,7 +203,7 @@ def _next(
     }
     nodes: list[Node] = [(0, record[0], merkle.leaf_hash(_row_line(record).encode()))]
     at, level, current = record[0], 0, nodes[0][2]
-    while at & 1:
+    while at > 0 and at & 1:  # (a negative seq shifts to -1 for ever: it has no parents)
         # (a seq given out of line has no stored siblings: any hash will do)
         current = merkle.node_hash(known.get((level, at - 1), bytes(32)), current)
         level, at = level + 1, at >> 1
