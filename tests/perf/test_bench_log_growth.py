@@ -38,6 +38,7 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
+from helpers.bench import hash_log2
 from helpers.bench_chain import read_and_hash_every_record
 from helpers.cli import isolated_env
 from helpers.grown_chain import CANARY, grow_sqlite
@@ -110,23 +111,10 @@ def _proof_before(db: Path, seq: int, cp: checkpoint.Checkpoint) -> list[bytes]:
         conn.close()
 
 
-def _hash_log2(size: int) -> Callable[[], object]:
-    left, right = b"\x01" * 32, b"\x02" * 32
-    depth = size.bit_length()
-
-    def run() -> object:
-        result = left
-        for _ in range(depth):
-            result = merkle.node_hash(result, right)
-        return result
-
-    return run
-
-
 def _proofs(chain: AuditChain, size: int, cp: checkpoint.Checkpoint) -> None:
     timings: dict[str, list[float]] = {"baseline": [], "before": [], "now": []}
     cpu: dict[str, list[float]] = {name: [] for name in timings}
-    baseline = _hash_log2(size)
+    baseline = hash_log2(size)
     for n in range(PROOFS):
         seq = (n * 7_919 + 13) % size
         runs: dict[str, Callable[[], object]] = {

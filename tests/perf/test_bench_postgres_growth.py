@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pgserver
 import pytest
+from helpers.bench import hash_log2
 from helpers.bench_chain import SPAWN, _receipt, database_and_owner
 from helpers.grown_chain import grow_postgres
 
@@ -69,22 +70,9 @@ def _appends(chain: AuditChain, bare: object, row: tuple[object, ...], first: in
     )
 
 
-def _hash_log2(size: int) -> Callable[[], object]:
-    left, right = b"\x01" * 32, b"\x02" * 32
-    depth = size.bit_length()
-
-    def run() -> object:
-        result = left
-        for _ in range(depth):
-            result = merkle.node_hash(result, right)
-        return result
-
-    return run
-
-
 def _proofs(chain: AuditChain, size: int, cp: checkpoint.Checkpoint) -> None:
     cpu: dict[str, list[float]] = {"baseline": [], "proof": []}
-    baseline = _hash_log2(size)
+    baseline = hash_log2(size)
     for n in range(PROOFS):
         seq = (n * 7_919 + 13) % size
         runs: dict[str, Callable[[], object]] = {

@@ -14,16 +14,18 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from helpers import slice_paths
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from floorguard._base._canonical import ZERO_DIGEST, compact_sorted_text
 from floorguard._base._time import is_chain_ts
-from floorguard._chain.chain import ChainRecord, canonical_json, line_text
-from floorguard._proofs.slice_verify import RecordValues, SliceReport, SliceVerifier
+from floorguard._chain.chain import canonical_json, line_text
+from floorguard._proofs.slice_verify import SliceReport, SliceVerifier
 
 KEY = bytes(range(32))
 CHAIN_ID = "0123456789abcdef" * 2
@@ -67,29 +69,9 @@ def genuine(receipt: dict[str, Any], **fields: Any) -> tuple[str, str]:
     return sealed(canonical_json(receipt), **fields)
 
 
-def both_paths(lines: list[str | bytes], key: bytes | None = KEY) -> SliceReport:
-    """Verify ``lines`` with the shortcut and without it; the two must agree on the report,
-    on every record handed on (as a ChainRecord and as values) and on every Merkle leaf
-    input."""
-    seen: dict[bool, tuple[list[tuple[ChainRecord, bool]], list[tuple[int, bytes]]]] = {}
-    reports = {}
-    for shortcut in (True, False):
-        records: list[tuple[ChainRecord, bool]] = []
-        values: list[tuple[RecordValues, bool]] = []
-        leaves: list[tuple[int, bytes]] = []
-        verifier = SliceVerifier(
-            key=key,
-            on_record=lambda record, intact, out=records: out.append((record, intact)),
-            on_values=lambda fields, intact, out=values: out.append((fields, intact)),
-            on_leaf=lambda seq, leaf, out=leaves: out.append((seq, leaf)),
-            canonical_shortcut=shortcut,
-        )
-        reports[shortcut] = verifier.feed_all(lines).finish()
-        assert [(ChainRecord(*fields), intact) for fields, intact in values] == records
-        seen[shortcut] = (records, leaves)
-    assert reports[True] == reports[False]
-    assert seen[True] == seen[False]
-    return reports[True]
+def both_paths(lines: Sequence[str | bytes], key: bytes | None = KEY) -> SliceReport:
+    """Both paths of the verifier, held to one verdict (helpers.slice_paths)."""
+    return slice_paths.both_paths(lines, key)
 
 
 def reasons(report: SliceReport) -> list[str]:

@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import slice_paths
 from helpers.cli import isolated_env
 
 from floorguard._base._canonical import ZERO_DIGEST
-from floorguard._chain.chain import ChainRecord, canonical_json
-from floorguard._proofs.slice_verify import RecordValues, SliceReport, SliceVerifier
+from floorguard._chain.chain import canonical_json
+from floorguard._proofs.slice_verify import SliceReport, SliceVerifier
 
 KEY = bytes(range(32))
 CHAIN_ID = "0123456789abcdef" * 2
@@ -88,28 +89,9 @@ def genesis(ts: str = TS0, key: bytes = KEY) -> tuple[bytes, str]:
     return seal(RECEIPT, ts=ts, key=key)
 
 
-def both_paths(lines: Sequence[bytes | str], key: bytes | None = KEY) -> SliceReport:
-    """The slice's report with the shortcut and without it: they must agree on the report,
-    on every record handed on and on every Merkle leaf."""
-    reports = {}
-    seen = {}
-    for shortcut in (True, False):
-        records: list[tuple[ChainRecord, bool]] = []
-        values: list[tuple[RecordValues, bool]] = []
-        leaves: list[tuple[int, bytes]] = []
-        verifier = SliceVerifier(
-            key=key,
-            on_record=lambda record, intact, out=records: out.append((record, intact)),
-            on_values=lambda fields, intact, out=values: out.append((fields, intact)),
-            on_leaf=lambda seq, leaf, out=leaves: out.append((seq, leaf)),
-            canonical_shortcut=shortcut,
-        )
-        reports[shortcut] = verifier.feed_all(lines).finish()
-        assert [(ChainRecord(*fields), intact) for fields, intact in values] == records
-        seen[shortcut] = (records, leaves)
-    assert reports[True] == reports[False]
-    assert seen[True] == seen[False]
-    return reports[True]
+def both_paths(lines: Sequence[str | bytes], key: bytes | None = KEY) -> SliceReport:
+    """Both paths of the verifier, held to one verdict (helpers.slice_paths)."""
+    return slice_paths.both_paths(lines, key)
 
 
 def refused(lines: Sequence[bytes | str], key: bytes | None = KEY) -> list[str]:
