@@ -622,6 +622,26 @@ def test_append_next_refuses_a_right_edge_that_is_not_the_stored_one(pg: Chain, 
     _refused(pg, _ahead(_key(pg), EDGE_TRICKS[trick]))
 
 
+def _after_the_head(
+    conn: psycopg.Connection[Any], key: bytes, text: str, *, mac: str | None = None
+) -> Row:
+    """The next record after the stored head, with receipt ``text``, stamped now, MACed
+    with ``key`` unless ``mac`` is given."""
+    head = conn.execute("SELECT * FROM floorguard.records ORDER BY seq DESC LIMIT 1").fetchone()
+    assert head is not None
+    body: Row = (
+        head[0] + 1,
+        _shifted(conn),
+        head[2],
+        CANARY,
+        "sha256:" + hashlib.sha256(text.encode()).hexdigest(),
+        text,
+        "sha256:" + hashlib.sha256(_row_body(tuple(head)).encode()).hexdigest(),
+        "",
+    )
+    return (*body[:7], mac if mac is not None else record_mac(key, _row_body(body).encode()))
+
+
 @pytest.mark.parametrize(
     "trick",
     [
@@ -640,30 +660,13 @@ def test_append_next_refuses_tree_nodes_other_than_the_ones_the_record_adds(
 ) -> None:
     _filled(pg, 5)
     nodes_trick = NODE_TRICKS[trick]
-
-    def edge(edge_nodes: list[Node], nodes: list[Node]) -> tuple[Any, Any, Any]:
-        return columns(edge_nodes)
-
     key = _key(pg)
 
     def call(conn: psycopg.Connection[Any]) -> None:
-        head = conn.execute("SELECT * FROM floorguard.records ORDER BY seq DESC LIMIT 1").fetchone()
-        assert head is not None
-        size = head[0] + 1
-        text = '{"ahead":2}'
-        body: Row = (
-            size,
-            _shifted(conn),
-            head[2],
-            CANARY,
-            "sha256:" + hashlib.sha256(text.encode()).hexdigest(),
-            text,
-            "sha256:" + hashlib.sha256(_row_body(tuple(head)).encode()).hexdigest(),
-            "",
-        )
-        record: Row = (*body[:7], record_mac(key, _row_body(body).encode()))  # type: ignore[assignment]
+        record = _after_the_head(conn, key, '{"ahead":2}')
         nodes = _nodes_for(conn, record)
-        conn.execute(APPEND_NEXT, (*record, *nodes_trick(nodes), *edge(_edge(conn, size), nodes)))
+        edge = columns(_edge(conn, record[0]))
+        conn.execute(APPEND_NEXT, (*record, *nodes_trick(nodes), *edge))
 
     _refused(pg, call)
 
@@ -708,24 +711,10 @@ def test_append_next_refuses_a_mac_of_the_wrong_shape(pg: Chain, mac: str) -> No
     key = _key(pg)
 
     def call(conn: psycopg.Connection[Any]) -> None:
-        head = conn.execute("SELECT * FROM floorguard.records ORDER BY seq DESC LIMIT 1").fetchone()
-        assert head is not None
-        size = head[0] + 1
-        text = '{"ahead":3}'
-        record: Row = (
-            size,
-            _shifted(conn),
-            head[2],
-            CANARY,
-            "sha256:" + hashlib.sha256(text.encode()).hexdigest(),
-            text,
-            "sha256:" + hashlib.sha256(_row_body(tuple(head)).encode()).hexdigest(),
-            mac,
-        )
+        record = _after_the_head(conn, key, '{"ahead":3}', mac=mac)
         nodes = _nodes_for(conn, record)
-        conn.execute(APPEND_NEXT, (*record, *columns(nodes), *columns(_edge(conn, size))))
+        conn.execute(APPEND_NEXT, (*record, *columns(nodes), *columns(_edge(conn, record[0]))))
 
-    del key
     _refused(pg, call)
 
 
