@@ -722,3 +722,24 @@ def test_a_hostile_third_line_after_a_respelled_second_is_refused(alter: Any) ->
     tampered = alter(last)
     assert tampered != last
     refused([*honest[:2], tampered + b"\n"])
+
+
+# Strings whose quotes, backslashes and brackets could mislead a count of open brackets.
+TRICKY_STRINGS = ["\\", '"', '\\"', "]]]]", "[[[[", "}{", '\\"]', 'a\\\\"b']
+
+
+def _z_nested(depth: int, text: str) -> str:
+    """The receipt with "z": a list holding ``text`` and lists nested ``depth - 1`` deep."""
+    inner: list[object] = []
+    for _ in range(depth - 2):
+        inner = [inner]
+    z = json.dumps([text, inner], ensure_ascii=False, separators=(",", ":"))
+    return RECEIPT[:-1] + ',"z":' + z + "}"
+
+
+@pytest.mark.parametrize("text", TRICKY_STRINGS)
+def test_the_depth_limit_is_the_same_whatever_string_comes_before_the_nesting(text: str) -> None:
+    # The line, the receipt and "z" are three levels: "z" 198 deep makes a line of 200.
+    assert both_paths(second(_z_nested(198, text))).intact
+    found = refused(second(_z_nested(199, text)))
+    assert any("nests deeper than 200 levels" in why for why in found), found

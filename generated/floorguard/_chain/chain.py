@@ -129,6 +129,10 @@ _shared_lock = threading.Lock()
 _shared: dict[tuple[str, ...], AuditChain] = {}
 
 
+# An append's refusal of a receipt its record line would nest too deep for verify chain.
+_TOO_DEEP = f"refusing to append: the receipt nests deeper than {MAX_NESTING - 1} levels"
+
+
 class AuditChain:
     """The chain in a store (a SQLite file by default), MACed with the key in ``key_file``,
     or signed with this host's key in ``host_key_file`` when one is given.
@@ -303,14 +307,13 @@ class AuditChain:
     ) -> tuple[str, dict[str, Any]]:
         if not isinstance(receipt, Mapping):
             raise ChainWriteError("refusing to append: the receipt is not a JSON object")
-        deep = f"refusing to append: the receipt nests deeper than {MAX_NESTING - 1} levels"
         try:
             # The record carries exactly what was stored: plain JSON values, read back.
             receipt_json, receipt_obj = _canonical_and_plain(dict(receipt))
         except FloorguardError as exc:
             raise ChainWriteError(f"refusing to append: {exc}") from exc
         except RecursionError:
-            raise ChainWriteError(deep) from None
+            raise ChainWriteError(_TOO_DEEP) from None
         if len(receipt_json.encode("utf-8")) > MAX_RECEIPT_BYTES:
             raise ChainWriteError(
                 f"refusing to append: the receipt exceeds {MAX_RECEIPT_BYTES} bytes"
@@ -318,7 +321,7 @@ class AuditChain:
         # Its record line nests one level more, and verify chain refuses a line deeper than
         # MAX_NESTING: what no verifier would take is never written.
         if nests_deeper_than(receipt_json, MAX_NESTING - 1):
-            raise ChainWriteError(deep)
+            raise ChainWriteError(_TOO_DEEP)
         from floorguard._chain.receipts import shape_problem
 
         # What verify chain would refuse is never written: the same shape check.
