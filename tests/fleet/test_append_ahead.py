@@ -27,7 +27,7 @@ from typing import Any
 import psycopg
 import pytest
 from helpers.chain_support import receipt
-from helpers.pg_chain import CANARY, Chain, _filled, _next, _verified
+from helpers.pg_chain import CANARY, Chain, _filled, _next, _verified, right_edge
 
 from floorguard._chain.chain import AuditChain
 from floorguard._chain.chain_key import load_key
@@ -239,20 +239,6 @@ def appender(pg: Chain) -> Iterator[psycopg.Connection[Any]]:
         yield conn
 
 
-def _edge(conn: psycopg.Connection[Any], size: int) -> list[Node]:
-    """The stored right edge of the tree of ``size`` leaves."""
-    edge: list[Node] = []
-    for level in range(size.bit_length()):
-        if size >> level & 1:
-            index = (size >> level) - 1
-            found = conn.execute(
-                "SELECT hash FROM floorguard.tree WHERE level = %s AND idx = %s", (level, index)
-            ).fetchone()
-            assert found is not None
-            edge.append((level, index, bytes(found[0])))
-    return edge
-
-
 def _call_next(
     conn: psycopg.Connection[Any], record: Row, nodes: list[Node], edge: list[Node]
 ) -> Any:
@@ -279,7 +265,7 @@ def test_append_next_writes_the_honest_next_record_and_returns_the_servers_clock
 ) -> None:
     _filled(pg, 5)
     record, nodes = _next(appender, load_key(pg.key_file))
-    clock = _call_next(appender, record, nodes, _edge(appender, 5))
+    clock = _call_next(appender, record, nodes, right_edge(appender, 5))
     appender.commit()
     assert isinstance(clock, str) and clock >= record[1]
     assert _verified(pg) == 6
@@ -293,10 +279,10 @@ def test_append_next_takes_a_stamp_trailing_its_transactions_start_within_the_sl
     key = load_key(pg.key_file)
     record, nodes = _next(appender, key, ts=_began(appender, -(AHEAD_SLACK_MS + 500)))
     with pytest.raises(psycopg.IntegrityError, match="not between"):
-        _call_next(appender, record, nodes, _edge(appender, 2))
+        _call_next(appender, record, nodes, right_edge(appender, 2))
     appender.rollback()
     record, nodes = _next(appender, key, ts=_began(appender, -(AHEAD_SLACK_MS // 2)))
-    _call_next(appender, record, nodes, _edge(appender, 2))
+    _call_next(appender, record, nodes, right_edge(appender, 2))
     appender.commit()
     assert _verified(pg) == 3
 
@@ -306,7 +292,7 @@ def test_append_next_refuses_a_right_edge_the_tree_does_not_hold(
 ) -> None:
     _filled(pg, 3)
     record, nodes = _next(appender, load_key(pg.key_file))
-    edge = _edge(appender, 3)
+    edge = right_edge(appender, 3)
     forged = [(level, index, hashlib.sha256(digest).digest()) for level, index, digest in edge]
     with pytest.raises(psycopg.errors.SerializationFailure, match="not the one this host"):
         _call_next(appender, record, nodes, forged[:1] + edge[1:])
@@ -326,6 +312,6 @@ def test_append_next_refuses_what_append_record_refuses(
         receipt_id="sha256:" + hashlib.sha256(spaced.encode()).hexdigest(),
     )
     with pytest.raises(psycopg.IntegrityError, match="canonical form"):
-        _call_next(appender, record, nodes, _edge(appender, 2))
+        _call_next(appender, record, nodes, right_edge(appender, 2))
     appender.rollback()
     assert _head_seq(pg) == 1

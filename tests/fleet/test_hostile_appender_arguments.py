@@ -24,6 +24,7 @@ from helpers.pg_chain import (
     _next,
     _verified,
     floorctl,
+    right_edge,
     signed_checkpoint,
 )
 
@@ -483,20 +484,6 @@ def test_append_record_refuses_tree_nodes_other_than_the_ones_the_record_adds(
 # --- append_next ------------------------------------------------------------------------
 
 
-def _edge(conn: psycopg.Connection[Any], size: int) -> list[Node]:
-    """The stored right edge of the tree of ``size`` leaves: its complete subtrees' roots."""
-    nodes: list[Node] = []
-    for level in range(size.bit_length()):
-        if size >> level & 1:
-            idx = (size >> level) - 1
-            got = conn.execute(
-                "SELECT hash FROM floorguard.tree WHERE level = %s AND idx = %s", (level, idx)
-            ).fetchone()
-            assert got is not None
-            nodes.append((level, idx, bytes(got[0])))
-    return nodes
-
-
 EdgeTrick = Callable[[list[Node], list[Node]], tuple[Any, Any, Any]]
 
 
@@ -536,7 +523,7 @@ def _ahead(
         sent = list(record)
         if null_field is not None:
             sent[null_field] = None
-        conn.execute(APPEND_NEXT, (*sent, *columns(nodes), *edge(_edge(conn, size), nodes)))
+        conn.execute(APPEND_NEXT, (*sent, *columns(nodes), *edge(right_edge(conn, size), nodes)))
 
     return call
 
@@ -548,12 +535,6 @@ def honest_edge(edge: list[Node], nodes: list[Node]) -> tuple[Any, Any, Any]:
 def test_an_honest_append_next_is_stored(pg: Chain) -> None:
     _filled(pg, 5)
     _stored(pg, _ahead(_key(pg), honest_edge))
-
-
-def test_a_record_appended_with_a_partial_edge_is_still_the_well_formed_next(pg: Chain) -> None:
-    # what the partial edge buys: nothing beyond what append_record allows
-    _filled(pg, 5)
-    _stored(pg, _ahead(_key(pg), lambda edge, nodes: columns([])))
 
 
 EDGE_TRICKS: dict[str, EdgeTrick] = {
@@ -594,32 +575,24 @@ EDGE_TRICKS: dict[str, EdgeTrick] = {
         array([[n[i] for n in edge], [n[i] for n in edge]]) for i in range(3)
     ),
     "the edge of a smaller tree": lambda edge, nodes: columns(edge[:1]),
+    "the edge in falling order": lambda edge, nodes: columns(edge[::-1]),
 }
 
 
-# append_next checks only that each edge node sent is stored as sent: an edge with nodes
-# left out, or repeated, passes (the record itself is still checked as append_record does).
-PARTIAL_EDGE = "append_next accepts an edge that is a subset of the stored right edge"
-PARTIAL = {
-    "an empty edge",
-    "a node missing",
-    "the edge's nodes repeated",
-    "the edge of a smaller tree",
-}
-
-
-@pytest.mark.parametrize(
-    "trick",
-    [
-        pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=PARTIAL_EDGE))
-        if name in PARTIAL
-        else name
-        for name in EDGE_TRICKS
-    ],
-)
+@pytest.mark.parametrize("trick", EDGE_TRICKS)
 def test_append_next_refuses_a_right_edge_that_is_not_the_stored_one(pg: Chain, trick: str) -> None:
     _filled(pg, 5)  # size 5: the edge is (0, 4) and (2, 0)
     _refused(pg, _ahead(_key(pg), EDGE_TRICKS[trick]))
+
+
+def test_an_honest_append_next_on_a_tree_of_even_size_is_stored(pg: Chain) -> None:
+    _filled(pg, 6)  # the edge: the head's leaf (0, 5), then (1, 2) and (2, 0)
+    _stored(pg, _ahead(_key(pg), honest_edge))
+
+
+def test_append_next_refuses_the_complete_subtrees_without_the_heads_leaf(pg: Chain) -> None:
+    _filled(pg, 6)  # (1, 2) and (2, 0) alone: the head's leaf is left unchecked
+    _refused(pg, _ahead(_key(pg), lambda edge, nodes: columns(edge[1:])))
 
 
 def _after_the_head(
@@ -665,7 +638,7 @@ def test_append_next_refuses_tree_nodes_other_than_the_ones_the_record_adds(
     def call(conn: psycopg.Connection[Any]) -> None:
         record = _after_the_head(conn, key, '{"ahead":2}')
         nodes = _nodes_for(conn, record)
-        edge = columns(_edge(conn, record[0]))
+        edge = columns(right_edge(conn, record[0]))
         conn.execute(APPEND_NEXT, (*record, *nodes_trick(nodes), *edge))
 
     _refused(pg, call)
@@ -713,7 +686,7 @@ def test_append_next_refuses_a_mac_of_the_wrong_shape(pg: Chain, mac: str) -> No
     def call(conn: psycopg.Connection[Any]) -> None:
         record = _after_the_head(conn, key, '{"ahead":3}', mac=mac)
         nodes = _nodes_for(conn, record)
-        conn.execute(APPEND_NEXT, (*record, *columns(nodes), *columns(_edge(conn, record[0]))))
+        conn.execute(APPEND_NEXT, (*record, *columns(nodes), *columns(right_edge(conn, record[0]))))
 
     _refused(pg, call)
 
@@ -841,7 +814,6 @@ def test_an_incremental_checkpoint_of_an_untouched_tree_is_signed(
     assert code == 0, stderr
 
 
-@pytest.mark.xfail(strict=True, reason=PARTIAL_EDGE)
 def test_append_next_refuses_a_stored_node_off_the_right_edge(pg: Chain) -> None:
     _filled(pg, 5)
     stored = pg.sql("SELECT encode(hash, 'hex') FROM floorguard.tree WHERE level = 1 AND idx = 0")

@@ -170,6 +170,22 @@ def signed_checkpoint(pg: Chain, folder: Path) -> tuple[Path, Path]:
 APPEND_RECORD_SQL = "SELECT floorguard.append_record(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 
 
+def right_edge(conn: psycopg.Connection[Any], size: int) -> list[Node]:
+    """The stored right edge of the tree of ``size`` leaves as a host sends it to
+    append_next: the last leaf, then the roots of the complete subtrees above level 0,
+    levels rising."""
+    edge: list[Node] = []
+    for level in range(size.bit_length()):
+        if level == 0 or size >> level & 1:
+            index = size - 1 if level == 0 else (size >> level) - 1
+            found = conn.execute(
+                "SELECT hash FROM floorguard.tree WHERE level = %s AND idx = %s", (level, index)
+            ).fetchone()
+            assert found is not None
+            edge.append((level, index, bytes(found[0])))
+    return edge
+
+
 def _next(
     conn: psycopg.Connection[Any], key: bytes, *, ts: str | None = None, **fields: Any
 ) -> tuple[Row, list[Node]]:

@@ -813,11 +813,33 @@ _EDGE_CHECK = """
       USING ERRCODE = 'serialization_failure';
   END IF;
 """
-# append_next's check of the head, whole: the edge check covers its leaf, and the head's
-# export line (its mac included, which its successor's prev does not cover) must hash to
-# that leaf, so the head is the record the host wrote, byte for byte.
+# append_next's check that the edge sent is the whole right edge of the tree of n = head + 1
+# leaves, in order: the head's leaf (0, head), then (L, (n >> L) - 1) for each bit L >= 1 set
+# in n, levels rising. The edge check above found each of them stored as sent, so the
+# stored tree's root is the one the host remembers; a node left out or sent twice would
+# leave part of the tree unchecked. One comparison per node sent; the count of bits set
+# says none is missing. (IS NOT TRUE: a NULL, or a subscript outside the arrays, fails.)
+# Then the head, whole: its export line (its mac included, which its successor's prev
+# does not cover) must hash to its leaf, so the head is the record the host wrote, byte
+# for byte.
 _HEAD_CHECK = f"""
-  IF has_head AND {_LEAF.format(line=_json_text_sql("head.", mac=True))}
+  pos := head.seq + 1;
+  IF NOT has_head
+     OR (edge_levels[1] = 0 AND edge_idxs[1] = head.seq
+         AND pg_catalog.cardinality(edge_levels)
+             = 1 + pg_catalog.bit_count((pos >> 1)::bit(64))) IS NOT TRUE THEN
+    RAISE EXCEPTION 'floorguard: the tree sent is not the right edge of the chain''s tree'
+      USING ERRCODE = 'serialization_failure';
+  END IF;
+  FOR k IN 2 .. pg_catalog.cardinality(edge_levels) LOOP
+    IF (edge_levels[k] BETWEEN edge_levels[k - 1] + 1 AND 62
+        AND (pos >> edge_levels[k]) & 1 = 1
+        AND edge_idxs[k] = (pos >> edge_levels[k]) - 1) IS NOT TRUE THEN
+      RAISE EXCEPTION 'floorguard: the tree sent is not the right edge of the chain''s tree'
+        USING ERRCODE = 'serialization_failure';
+    END IF;
+  END LOOP;
+  IF {_LEAF.format(line=_json_text_sql("head.", mac=True))}
        IS DISTINCT FROM head_leaf THEN
     RAISE EXCEPTION 'floorguard: the head is not the record this host wrote'
       USING ERRCODE = 'serialization_failure';
