@@ -578,6 +578,9 @@ EDGE_TRICKS: dict[str, EdgeTrick] = {
     ),
     "the edge of a smaller tree": lambda edge, nodes: columns(edge[:1]),
     "the edge in falling order": lambda edge, nodes: columns(edge[::-1]),
+    "the edge followed by 100,000 nodes": lambda edge, nodes: columns(
+        [*edge, *((0, 99 + n, bytes(32)) for n in range(100_000))]
+    ),
 }
 
 

@@ -799,9 +799,11 @@ _LOCK_AT_ONCE = """
 # The stored hashes at the edge's positions, in its order, against the hashes sent: one
 # index probe per node (seq scans are off in the append functions, so the plan made once
 # per session stays a probe however small the tree was then), and no join or aggregate to
-# set up on every append. A NULL sent is never a match, even where no node is stored.
+# set up on every append. A NULL sent is never a match, even where no node is stored. No
+# edge has more than 63 nodes: a longer one is refused before any probe (under the lock).
 _EDGE_CHECK = """
-  IF pg_catalog.cardinality(edge_levels) IS DISTINCT FROM pg_catalog.cardinality(edge_idxs)
+  IF pg_catalog.cardinality(edge_levels) > 63
+     OR pg_catalog.cardinality(edge_levels) IS DISTINCT FROM pg_catalog.cardinality(edge_idxs)
      OR pg_catalog.cardinality(edge_levels) IS DISTINCT FROM pg_catalog.cardinality(edge_hashes)
      OR pg_catalog.array_position(edge_hashes, NULL) IS NOT NULL
      OR edge_hashes IS DISTINCT FROM ARRAY(
