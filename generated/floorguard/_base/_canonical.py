@@ -93,7 +93,8 @@ def plain_json_text(value: Any) -> str | None:
     else None; one walk of the value either way."""
     if not is_plain_json(value):
         return None
-    text = _json_encoder.encode(value)
+    # (the encoder built once: is_plain_json has seen a tree of plain values, no cycle)
+    text = compact_sorted_text(value)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
