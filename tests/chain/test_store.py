@@ -329,6 +329,19 @@ def test_refuses_to_append_with_a_replaced_key(tmp_path: Path) -> None:
     assert _count(tmp_path / "chain.sqlite3") == 2
 
 
+def test_a_chain_started_afresh_with_a_new_key_is_maced_with_it_by_the_same_object(
+    tmp_path: Path,
+) -> None:
+    # The object that MACed with the old key keeps nothing of it for the new chain.
+    chain = filled_chain(tmp_path, 2)
+    for name in ("chain.sqlite3", "chain.sqlite3-wal", "chain.sqlite3-shm", "chain.key"):
+        (tmp_path / name).unlink(missing_ok=True)
+    chain.append(CANARY, receipt())
+    chain.append(CANARY, receipt())
+    report = verify_slice(export_lines(chain), key=_key(tmp_path))
+    assert report.intact, report.integrity_errors
+
+
 def test_notices_a_key_file_opened_up_after_records_were_written(tmp_path: Path) -> None:
     chain = filled_chain(tmp_path, 2)
     (tmp_path / "chain.key").chmod(0o644)

@@ -81,6 +81,7 @@ from floorguard._chain.chain_tree import TreeSnapshot, _build_tree, _is_hash
 from floorguard._chain.chain_view import AppendWitness, ChainViews
 from floorguard._chain.record_signature import FileCache, HostKey, HostKeys
 from floorguard._crypto import merkle
+from floorguard._crypto.hmac_sha256 import HmacSha256
 from floorguard.chainstore.interface import CHAIN_FORMAT, AheadMissed
 from floorguard.chainstore.sqlite import BUSY_TIMEOUT_SECONDS
 from floorguard.errors import (
@@ -176,6 +177,8 @@ class AuditChain:
         self.views = views
         # (chain_id, HMAC key) already checked against the chain's key_check
         self._key_checked: tuple[str | None, bytes] | None = None
+        # The HMAC key's pads, hashed once (hmac.digest sets OpenSSL's HMAC up per call).
+        self._keyed: tuple[bytes, HmacSha256] | None = None
 
     @property
     def location(self) -> str:
@@ -412,7 +415,7 @@ class AuditChain:
             ts = max(ts, head[1])
         row: _Row = (seq, ts, chain_id, event, receipt_id, receipt_json, prev, "")
         body = _row_body(row).encode("utf-8")
-        mac = signer.sign(body) if signer is not None else record_mac(_known(key), body)
+        mac = signer.sign(body) if signer is not None else self._mac(_known(key), body)
         row = (*row[:7], mac)
         view.insert_record(row)
         nodes: dict[tuple[int, int], bytes] = {}
@@ -451,6 +454,12 @@ class AuditChain:
             ) from exc
         authenticator: bytes | str = _known(key) if signer is None else signer.key_id
         return row, edge.root(), _Written(row, record_digest(body), authenticator)
+
+    def _mac(self, key: bytes, body: bytes) -> str:
+        """``record_mac(key, body)``, with the key's pads kept while the key is the same."""
+        if self._keyed is None or not hmac.compare_digest(self._keyed[0], key):
+            self._keyed = (key, HmacSha256(key))
+        return self._keyed[1].hexdigest(body)
 
     def _genesis_key(self, view: WriteView) -> bytes:
         """The HMAC key the first record is MACed with, checked against a shared chain's
