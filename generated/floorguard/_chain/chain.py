@@ -130,6 +130,9 @@ _shared_lock = threading.Lock()
 _shared: dict[tuple[str, ...], AuditChain] = {}
 
 
+# What an append without a host view holds instead of its witness.
+_NOTHING = contextlib.nullcontext()
+
 # An append's refusal of a receipt its record line would nest too deep for verify chain.
 _TOO_DEEP = f"refusing to append: the receipt nests deeper than {MAX_NESTING - 1} levels"
 
@@ -265,44 +268,43 @@ class AuditChain:
         receipt_id = record_digest(receipt_json.encode("utf-8"))
         budget = self.store.write_budget
         deadline = None if budget is None else time.monotonic() + budget
-        with self._lock, contextlib.ExitStack() as stack:
+        with self._lock:
             # Read before the store's lock is taken: a bad key refuses without waiting.
             signer = self._signer()
             host_keys = self._listed_hosts()
             witness = None
             if self.views is not None:
-                witness = stack.enter_context(
-                    AppendWitness(self.views, self.location, deadline=deadline)
-                )
-            try:
-                row, root, written = self.store.write(
-                    lambda view: self._append_in_transaction(
-                        view,
-                        event,
-                        receipt_id,
-                        receipt_json,
-                        witness,
-                        signer=signer,
-                        host_keys=host_keys,
-                    ),
-                    "append to",
-                    known_size=None if self.views is None else self.views.hint(self._chain_id),
-                    deadline=deadline,
-                    ahead=True,
-                )
-            except BaseException:
-                self._chain_id = None  # re-read it with the next connection
-                raise
-            self._written = written
-            seq, ts, chain_id, _, _, _, prev, mac = row
-            if witness is not None:
+                witness = AppendWitness(self.views, self.location, deadline=deadline)
+            with _NOTHING if witness is None else witness:
                 try:
-                    witness.grow(chain_id, seq + 1, root)
-                except ChainWriteError as exc:
-                    raise ChainWriteError(
-                        f"record {seq} was appended to the audit chain {self.location}, but "
-                        f"this host could not remember it: {exc}"
-                    ) from exc
+                    row, root, written = self.store.write(
+                        lambda view: self._append_in_transaction(
+                            view,
+                            event,
+                            receipt_id,
+                            receipt_json,
+                            witness,
+                            signer=signer,
+                            host_keys=host_keys,
+                        ),
+                        "append to",
+                        known_size=None if self.views is None else self.views.hint(self._chain_id),
+                        deadline=deadline,
+                        ahead=True,
+                    )
+                except BaseException:
+                    self._chain_id = None  # re-read it with the next connection
+                    raise
+                self._written = written
+                seq, ts, chain_id, _, _, _, prev, mac = row
+                if witness is not None:
+                    try:
+                        witness.grow(chain_id, seq + 1, root)
+                    except ChainWriteError as exc:
+                        raise ChainWriteError(
+                            f"record {seq} was appended to the audit chain {self.location}, but "
+                            f"this host could not remember it: {exc}"
+                        ) from exc
         return ChainRecord(seq, ts, chain_id, event, receipt_id, receipt_obj, prev, mac)
 
     def _prepare_receipt(
