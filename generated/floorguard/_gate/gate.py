@@ -569,7 +569,9 @@ def decide(
     """:func:`preflight` for a caller that has opened the binary and knows the arguments and
     the environment it will run with (``run_environ``: its PATH, PYTHONPATH); the policies
     and the chain come from ``environ``. Raises SpawnRefused as preflight does."""
-    environ, run_environ = plain_environ(environ), plain_environ(run_environ)
+    same = run_environ is environ  # (a preflight's: read once, not compared twice)
+    environ = plain_environ(environ)
+    run_environ = environ if same else plain_environ(run_environ)
     policy = policy_from(environ)
     problem = None
     if argv is not None:
