@@ -44,11 +44,12 @@ Cost: a process keeps the view it last read or wrote, with the file's identity a
 the first bytes of both slots (their headers) as it left them: an append reads those two
 headers (two short reads) and takes the kept view while both are unchanged byte for byte,
 the whole file only after anything else wrote a header (a writer's counter and digest are
-in it; the file's times are not trusted for this), then writes one slot in place (a temporary file renamed over the view cost
-about 0.9 ms a time on ext4, which flushes a file renamed over another). There is no fsync
-of the view: it is a lower bound, so losing its last growths in a crash is harmless (the
-host then remembers an older, still true tree), and a write torn by a crash leaves the
-other slot whole. The refusals record is fsync'd: it is evidence, and written rarely.
+in it; the file's times are not trusted for this), then writes one slot in place (a
+temporary file renamed over the view cost about 0.9 ms a time on ext4, which flushes a
+file renamed over another). There is no fsync of the view: it is a lower bound, so losing
+its last growths in a crash is harmless (the host then remembers an older, still true
+tree), and a write torn by a crash leaves the other slot whole. The refusals record is
+fsync'd: it is evidence, and written rarely.
 """
 
 from __future__ import annotations
