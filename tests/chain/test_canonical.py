@@ -10,7 +10,12 @@ import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from floorguard._base._canonical import canonical_bytes, content_address
+from floorguard._base._canonical import (
+    canonical_bytes,
+    compact_sorted_ascii_text,
+    compact_sorted_text,
+    content_address,
+)
 from floorguard.errors import CanonicalizationError
 
 scalars = st.none() | st.booleans() | st.integers(min_value=-(2**60), max_value=2**60) | st.text()
@@ -39,6 +44,16 @@ def test_fast_path_agrees_with_rfc8785_on_every_value(value: object) -> None:
             canonical_bytes(value)
     else:
         assert canonical_bytes(value) == expected
+
+
+@settings(max_examples=300)
+@given(json_values)
+def test_the_encoders_built_once_write_what_json_dumps_writes(value: object) -> None:
+    # (floorguard's own files, such as the host's view of the chain, are json.dumps'
+    # ASCII form; the canonical fast path its form without ensure_ascii)
+    compact = {"sort_keys": True, "separators": (",", ":")}
+    assert compact_sorted_text(value) == json.dumps(value, **compact, ensure_ascii=False)
+    assert compact_sorted_ascii_text(value) == json.dumps(value, **compact)
 
 
 def test_keys_beyond_the_bmp_sort_by_utf16_code_units() -> None:

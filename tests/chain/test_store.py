@@ -12,7 +12,7 @@ import stat
 import subprocess
 import sys
 import textwrap
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from floorguard._base._canonical import ZERO_DIGEST, content_address
+from floorguard._base._time import format_ts, is_chain_ts
 from floorguard._base.state import state_home, state_paths
 from floorguard._chain.chain import EVENTS, AuditChain, ChainRecord, canonical_json
 from floorguard._proofs.slice_verify import verify_slice
@@ -111,6 +112,24 @@ def test_timestamps_never_go_backwards_when_the_clock_does(tmp_path: Path) -> No
     chain.append(CANARY, receipt())
     second = chain.append(CANARY, receipt())
     assert second.ts == "2026-01-01T00:00:05.000000Z"
+
+
+offsets = st.timedeltas(min_value=-timedelta(hours=23, minutes=59),
+                        max_value=timedelta(hours=23, minutes=59)).map(timezone)  # fmt: skip
+
+
+@settings(max_examples=300)
+@given(
+    st.datetimes(min_value=datetime(2, 1, 1), max_value=datetime(9998, 12, 31), timezones=offsets)
+)
+def test_timestamps_are_written_in_utc_in_one_fixed_form(moment: datetime) -> None:
+    utc = moment.astimezone(UTC)
+    written = format_ts(moment)
+    assert written == (
+        f"{utc.year:04d}-{utc.month:02d}-{utc.day:02d}T{utc.hour:02d}:{utc.minute:02d}:"
+        f"{utc.second:02d}.{utc.microsecond:06d}Z"
+    )
+    assert is_chain_ts(written)
 
 
 # --- what append refuses ----------------------------------------------------------------------
@@ -327,6 +346,19 @@ def test_refuses_to_append_with_a_replaced_key(tmp_path: Path) -> None:
     with pytest.raises(ChainWriteError, match="does not verify with the key"):
         chain.append(CANARY, receipt())
     assert _count(tmp_path / "chain.sqlite3") == 2
+
+
+def test_a_chain_started_afresh_with_a_new_key_is_maced_with_it_by_the_same_object(
+    tmp_path: Path,
+) -> None:
+    # The object that MACed with the old key keeps nothing of it for the new chain.
+    chain = filled_chain(tmp_path, 2)
+    for name in ("chain.sqlite3", "chain.sqlite3-wal", "chain.sqlite3-shm", "chain.key"):
+        (tmp_path / name).unlink(missing_ok=True)
+    chain.append(CANARY, receipt())
+    chain.append(CANARY, receipt())
+    report = verify_slice(export_lines(chain), key=_key(tmp_path))
+    assert report.intact, report.integrity_errors
 
 
 def test_notices_a_key_file_opened_up_after_records_were_written(tmp_path: Path) -> None:

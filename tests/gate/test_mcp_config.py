@@ -189,6 +189,16 @@ def test_refuses_a_folder_where_the_file_belongs(home: Path, project: Path) -> N
     assert "a folder" in only_doubt(read("claude", home, project))
 
 
+def test_refuses_a_file_where_a_configuration_folder_belongs(home: Path, project: Path) -> None:
+    # .claude/settings.json cannot be opened through a file: not absent, so not skipped.
+    (project / ".claude").write_text("{}", encoding="utf-8")
+    doubts = read("claude", home, project).doubts
+    assert [d.split(": ")[0] for d in doubts] == [
+        str(project / ".claude" / name) for name in ("settings.json", "settings.local.json")
+    ]
+    assert all(d.endswith("Not a directory") for d in doubts), doubts
+
+
 def test_refuses_a_link_out_of_the_project(home: Path, project: Path, tmp_path: Path) -> None:
     outside = write_json(tmp_path / "elsewhere" / "mcp.json", servers(s={"command": "x"}))
     (project / ".mcp.json").symlink_to(outside)

@@ -20,34 +20,36 @@ _BRACKET = re.compile(r"[\[\]{}]")
 
 
 _MAX_EXACT_INT = 2**53 - 1
-_json_encoder = json.JSONEncoder(
-    ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False
-)
 
 
 def _no_default(value: Any) -> Any:
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
-def _compact_sorted_encoder() -> Callable[[Any], str]:
-    """``_json_encoder.encode`` without its per-call set-up: ``JSONEncoder.encode`` builds
-    a new C encoder on every call, which costs as much as encoding a small receipt."""
+def _compact_sorted_encoder(*, ensure_ascii: bool = False) -> Callable[[Any], str]:
+    """``JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False,
+    ensure_ascii=...).encode`` without its per-call set-up: ``JSONEncoder.encode`` builds a
+    new C encoder on every call, which costs as much as encoding a small receipt."""
+    public = json.JSONEncoder(
+        ensure_ascii=ensure_ascii, sort_keys=True, separators=(",", ":"), allow_nan=False
+    )
     make = getattr(json.encoder, "c_make_encoder", None)
     if make is None:  # no C accelerator: the same text, the slow way
-        return _json_encoder.encode
+        return public.encode
+    strings = (
+        json.encoder.encode_basestring_ascii if ensure_ascii else json.encoder.encode_basestring
+    )
     try:
         # (markers, default, string encoder, indent, key separator, item separator,
         # sort_keys, skipkeys, allow_nan): what JSONEncoder.iterencode passes, except no
         # cycle check (markers None): a parsed JSON value cannot hold itself.
-        encoder = make(
-            None, _no_default, json.encoder.encode_basestring, None, ":", ",", True, False, False
-        )
+        encoder = make(None, _no_default, strings, None, ":", ",", True, False, False)
     except TypeError:  # another C signature: use the public method
-        return _json_encoder.encode
+        return public.encode
 
     def encode(value: Any) -> str:
         if isinstance(value, str):
-            return json.encoder.encode_basestring(value)
+            return strings(value)
         return "".join(encoder(value, 0))
 
     return encode
@@ -56,6 +58,9 @@ def _compact_sorted_encoder() -> Callable[[Any], str]:
 # ``json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
 # allow_nan=False)`` of a value read from JSON (no cycles), built once.
 compact_sorted_text: Callable[[Any], str] = _compact_sorted_encoder()
+# The same with ``ensure_ascii=True`` (json.dumps's default): every character beyond ASCII
+# escaped, as the files floorguard keeps for itself are written.
+compact_sorted_ascii_text: Callable[[Any], str] = _compact_sorted_encoder(ensure_ascii=True)
 
 
 def is_plain_json(value: Any) -> bool:
@@ -93,7 +98,8 @@ def plain_json_text(value: Any) -> str | None:
     else None; one walk of the value either way."""
     if not is_plain_json(value):
         return None
-    text = _json_encoder.encode(value)
+    # (the encoder built once: is_plain_json has seen a tree of plain values, no cycle)
+    text = compact_sorted_text(value)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

@@ -69,6 +69,11 @@ def _open_checked(
             f"{path}: cannot read the {what}: {exc.strerror or exc}",
             missing=isinstance(exc, FileNotFoundError),
         ) from exc
+    return fd, _regular(fd, path, what)
+
+
+def _regular(fd: int, path: str | os.PathLike[str], what: str) -> os.stat_result:
+    """The fstat of the open ``fd``, only if it is a regular file (else it is closed)."""
     try:
         info = os.fstat(fd)
     except OSError as exc:
@@ -79,7 +84,7 @@ def _open_checked(
         raise UnreadableFileError(
             f"{path}: not a regular file (the {what} is {kind_of(info.st_mode)})"
         )
-    return fd, info
+    return info
 
 
 def read_regular_stat(
@@ -120,11 +125,20 @@ def _read_and_close(fd: int, path: str | os.PathLike[str], max_bytes: int, what:
 
 def read_regular_located(
     path: str | os.PathLike[str], *, max_bytes: int, what: str
-) -> tuple[bytes, os.stat_result, str]:
+) -> tuple[bytes, os.stat_result, str] | None:
     """:func:`read_regular_stat`, plus the real path of the very file read (from its open
     descriptor, so a link swapped after the open cannot misplace it): for a caller that
-    must know where a file it was given by name really lies. Raises as read_regular_stat."""
-    fd, info = _open_checked(path, what)
+    must know where a file it was given by name really lies. None when nothing is at
+    ``path`` (a dangling link counts); else raises as read_regular_stat."""
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except FileNotFoundError:
+        # The common answer for the configuration files looked for at every spawn: no
+        # error made, raised and caught a level up for each.
+        return None
+    except OSError as exc:
+        raise UnreadableFileError(f"{path}: cannot read the {what}: {exc.strerror or exc}") from exc
+    info = _regular(fd, path, what)
     try:
         real = os.readlink(f"/proc/self/fd/{fd}")
     except OSError:

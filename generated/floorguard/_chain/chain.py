@@ -81,6 +81,7 @@ from floorguard._chain.chain_tree import TreeSnapshot, _build_tree, _is_hash
 from floorguard._chain.chain_view import AppendWitness, ChainViews
 from floorguard._chain.record_signature import FileCache, HostKey, HostKeys
 from floorguard._crypto import merkle
+from floorguard._crypto.hmac_sha256 import HmacSha256
 from floorguard.chainstore.interface import CHAIN_FORMAT, AheadMissed
 from floorguard.chainstore.sqlite import BUSY_TIMEOUT_SECONDS
 from floorguard.errors import (
@@ -129,6 +130,9 @@ _shared_lock = threading.Lock()
 _shared: dict[tuple[str, ...], AuditChain] = {}
 
 
+# What an append without a host view holds instead of its witness.
+_NOTHING = contextlib.nullcontext()
+
 # An append's refusal of a receipt its record line would nest too deep for verify chain.
 _TOO_DEEP = f"refusing to append: the receipt nests deeper than {MAX_NESTING - 1} levels"
 
@@ -176,6 +180,8 @@ class AuditChain:
         self.views = views
         # (chain_id, HMAC key) already checked against the chain's key_check
         self._key_checked: tuple[str | None, bytes] | None = None
+        # The HMAC key's pads, hashed once (hmac.digest sets OpenSSL's HMAC up per call).
+        self._keyed: tuple[bytes, HmacSha256] | None = None
 
     @property
     def location(self) -> str:
@@ -262,44 +268,43 @@ class AuditChain:
         receipt_id = record_digest(receipt_json.encode("utf-8"))
         budget = self.store.write_budget
         deadline = None if budget is None else time.monotonic() + budget
-        with self._lock, contextlib.ExitStack() as stack:
+        with self._lock:
             # Read before the store's lock is taken: a bad key refuses without waiting.
             signer = self._signer()
             host_keys = self._listed_hosts()
             witness = None
             if self.views is not None:
-                witness = stack.enter_context(
-                    AppendWitness(self.views, self.location, deadline=deadline)
-                )
-            try:
-                row, root, written = self.store.write(
-                    lambda view: self._append_in_transaction(
-                        view,
-                        event,
-                        receipt_id,
-                        receipt_json,
-                        witness,
-                        signer=signer,
-                        host_keys=host_keys,
-                    ),
-                    "append to",
-                    known_size=None if self.views is None else self.views.hint(self._chain_id),
-                    deadline=deadline,
-                    ahead=True,
-                )
-            except BaseException:
-                self._chain_id = None  # re-read it with the next connection
-                raise
-            self._written = written
-            seq, ts, chain_id, _, _, _, prev, mac = row
-            if witness is not None:
+                witness = AppendWitness(self.views, self.location, deadline=deadline)
+            with _NOTHING if witness is None else witness:
                 try:
-                    witness.grow(chain_id, seq + 1, root)
-                except ChainWriteError as exc:
-                    raise ChainWriteError(
-                        f"record {seq} was appended to the audit chain {self.location}, but "
-                        f"this host could not remember it: {exc}"
-                    ) from exc
+                    row, root, written = self.store.write(
+                        lambda view: self._append_in_transaction(
+                            view,
+                            event,
+                            receipt_id,
+                            receipt_json,
+                            witness,
+                            signer=signer,
+                            host_keys=host_keys,
+                        ),
+                        "append to",
+                        known_size=None if self.views is None else self.views.hint(self._chain_id),
+                        deadline=deadline,
+                        ahead=True,
+                    )
+                except BaseException:
+                    self._chain_id = None  # re-read it with the next connection
+                    raise
+                self._written = written
+                seq, ts, chain_id, _, _, _, prev, mac = row
+                if witness is not None:
+                    try:
+                        witness.grow(chain_id, seq + 1, root)
+                    except ChainWriteError as exc:
+                        raise ChainWriteError(
+                            f"record {seq} was appended to the audit chain {self.location}, but "
+                            f"this host could not remember it: {exc}"
+                        ) from exc
         return ChainRecord(seq, ts, chain_id, event, receipt_id, receipt_obj, prev, mac)
 
     def _prepare_receipt(
@@ -412,7 +417,7 @@ class AuditChain:
             ts = max(ts, head[1])
         row: _Row = (seq, ts, chain_id, event, receipt_id, receipt_json, prev, "")
         body = _row_body(row).encode("utf-8")
-        mac = signer.sign(body) if signer is not None else record_mac(_known(key), body)
+        mac = signer.sign(body) if signer is not None else self._mac(_known(key), body)
         row = (*row[:7], mac)
         view.insert_record(row)
         nodes: dict[tuple[int, int], bytes] = {}
@@ -451,6 +456,12 @@ class AuditChain:
             ) from exc
         authenticator: bytes | str = _known(key) if signer is None else signer.key_id
         return row, edge.root(), _Written(row, record_digest(body), authenticator)
+
+    def _mac(self, key: bytes, body: bytes) -> str:
+        """``record_mac(key, body)``, with the key's pads kept while the key is the same."""
+        if self._keyed is None or not hmac.compare_digest(self._keyed[0], key):
+            self._keyed = (key, HmacSha256(key))
+        return self._keyed[1].hexdigest(body)
 
     def _genesis_key(self, view: WriteView) -> bytes:
         """The HMAC key the first record is MACed with, checked against a shared chain's

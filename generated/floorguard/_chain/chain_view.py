@@ -40,13 +40,16 @@ Files, in FLOORGUARD_HOME (``state_paths().chain_view`` and beside it):
     for ``accept-current`` also ``replaced_chains`` (the views of other chains remembered
     at the same location, now dropped: ``{CHAIN_ID: {"size", "root", "seen"}}``).
 
-Cost: a process keeps the view it read, keyed by the file's identity and the newest slot's
-counter and digest: an append reads two slot headers, and a body only after another process
-changed it, then writes one slot in place (a temporary file renamed over the view cost
-about 0.9 ms a time on ext4, which flushes a file renamed over another). There is no fsync
-of the view: it is a lower bound, so losing its last growths in a crash is harmless (the
-host then remembers an older, still true tree), and a write torn by a crash leaves the
-other slot whole. The refusals record is fsync'd: it is evidence, and written rarely.
+Cost: a process keeps the view it last read or wrote, with the file's identity and size and
+the first bytes of both slots (their headers) as it left them: an append reads those two
+headers (two short reads) and takes the kept view while both are unchanged byte for byte,
+the whole file only after anything else wrote a header (a writer's counter and digest are
+in it; the file's times are not trusted for this), then writes one slot in place (a
+temporary file renamed over the view cost about 0.9 ms a time on ext4, which flushes a
+file renamed over another). There is no fsync of the view: it is a lower bound, so losing
+its last growths in a crash is harmless (the host then remembers an older, still true
+tree), and a write torn by a crash leaves the other slot whole. The refusals record is
+fsync'd: it is evidence, and written rarely.
 """
 
 from __future__ import annotations
@@ -63,8 +66,9 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+from floorguard._base._canonical import compact_sorted_ascii_text
 from floorguard._base._time import now_ts
 from floorguard._base.files import flock_within
 from floorguard._base.state import REFUSALS_NAME, VIEW_LOCK_NAME
@@ -140,18 +144,17 @@ _HEADER_MAX = 128
 INITIAL_SLOT = 8192
 
 
-def _header(counter: int, body: bytes) -> bytes:
-    return _MAGIC + f"{counter} {len(body)} {hashlib.sha256(body).hexdigest()}\n".encode()
+def _header(counter: int, body: bytes, digest: str) -> bytes:
+    return _MAGIC + f"{counter} {len(body)} {digest}\n".encode()
 
 
-@dataclass(frozen=True)
-class _Slot:
+class _Slot(NamedTuple):
     """Where the current view was read from: the file (device, inode), the slot's size and
-    index, and its counter and body digest."""
+    which slot it is, and its counter and body digest."""
 
     file: tuple[int, int]
     size: int
-    index: int
+    which: int  # 0 or 1, the first or second half of the file
     counter: int
     digest: str
 
@@ -166,6 +169,11 @@ class ChainViews:
         self.refusals_path = self.path.parent / REFUSALS_NAME
         self.lock_wait = lock_wait
         self._cache: tuple[_Slot, dict[str, TreeView]] | None = None
+        # The file (device, inode, size) and the first _HEADER_MAX bytes of each slot when
+        # the cached view was read or written (None: not known; the slots are parsed).
+        # Equal bytes under both slots' headers are equal headers, and the headers alone
+        # decide which slot is the view (see load): the cached view is still the view.
+        self._headers: tuple[tuple[int, int, int], bytes, bytes] | None = None
         # Descriptors kept open (an append costs a few system calls, not a dozen), each
         # with the process that opened it: after a fork the child opens its own (a flock
         # on the parent's open file would be shared with the parent, excluding nothing).
@@ -208,7 +216,7 @@ class ChainViews:
         try:
             opened = self._view_fd()
             if opened is None:
-                self._cache = None
+                self._cache = self._headers = None
                 return {}
             fd, info = opened
             if not stat.S_ISREG(info.st_mode):
@@ -219,6 +227,14 @@ class ChainViews:
             size = info.st_size // 2
             if info.st_size % 2 or not INITIAL_SLOT <= size <= MAX_VIEW_BYTES:
                 raise _malformed(self.path, f"{info.st_size} bytes, not two view slots")
+            file = (info.st_dev, info.st_ino, info.st_size)
+            if self._cache is not None and self._headers is not None and self._headers[0] == file:
+                # The common case, this process's own last write still the view: two short
+                # reads, not the whole file. Any other writer (of this host, under the lock,
+                # or not) changes a header: its counter or digest, both parsed below.
+                first, second = os.pread(fd, _HEADER_MAX, 0), os.pread(fd, _HEADER_MAX, size)
+                if (first, second) == self._headers[1:]:
+                    return self._cache[1]
             data = os.pread(fd, info.st_size, 0)
         except OSError as exc:
             raise self._unreadable(exc) from exc
@@ -229,15 +245,19 @@ class ChainViews:
                 counter, length, digest = int(head[1]), int(head[2]), head[3].decode()
                 found.append((counter, index, length, digest, head.end()))
         # The newest whole slot: a write torn by a crash leaves the one before it.
-        for counter, index, length, digest, start in sorted(found, reverse=True):
+        self._headers = None
+        for rank, (counter, index, length, digest, start) in enumerate(sorted(found, reverse=True)):
             slot = _Slot((info.st_dev, info.st_ino), size, index, counter, digest)
             if self._cache is not None and self._cache[0] == slot:
-                return self._cache[1]
-            body = data[start : start + length]
-            if hashlib.sha256(body).hexdigest() == digest:
-                views = _parse(body, self.path)
+                views = self._cache[1]
+            elif hashlib.sha256(data[start : start + length]).hexdigest() == digest:
+                views = _parse(data[start : start + length], self.path)
                 self._cache = (slot, views)
-                return views
+            else:
+                continue
+            if rank == 0:  # (not a slot behind a torn one: its headers alone chose it)
+                self._headers = (file, data[:_HEADER_MAX], data[size : size + _HEADER_MAX])
+            return views
         raise _malformed(self.path, "no slot holds a whole view")
 
     def _unreadable(self, exc: OSError) -> ChainWriteError:
@@ -312,26 +332,32 @@ class ChainViews:
     def store(self, views: Mapping[str, TreeView]) -> None:
         """Write ``views`` over the older slot of the view file (the caller holds the lock
         and has loaded it since taking it). Raises ChainWriteError."""
-        chains = {cid: v.document() for cid, v in sorted(views.items())}
-        body = json.dumps({"chains": chains}, sort_keys=True, separators=(",", ":")).encode()
+        chains = {cid: v.document() for cid, v in views.items()}
+        # json.dumps(sort_keys=True, separators=(",", ":")), with its encoder built once
+        body = compact_sorted_ascii_text({"chains": chains}).encode()
+        digest = hashlib.sha256(body).hexdigest()
         current = None if self._cache is None else self._cache[0]
-        data = _header(1 if current is None else current.counter + 1, body) + body
+        data = _header(1 if current is None else current.counter + 1, body, digest) + body
         try:
             if current is None or len(data) > current.size or self._fd is None:
                 self._create(data)
                 self.load()
                 return
             # One write into the older slot; no fsync (see the module's docstring).
-            if os.pwrite(self._fd[0], data, (1 - current.index) * current.size) != len(data):
+            if os.pwrite(self._fd[0], data, (1 - current.which) * current.size) != len(data):
                 raise OSError(errno.EIO, "short write")
         except OSError as exc:
             raise ChainWriteError(
                 f"cannot save this host's view of the audit chain to {self.path}: "
                 f"{exc.strerror or exc}"
             ) from exc
-        written = _Slot(current.file, current.size, 1 - current.index, current.counter + 1,
-                        hashlib.sha256(body).hexdigest())  # fmt: skip
+        written = _Slot(current.file, current.size, 1 - current.which, current.counter + 1, digest)
         self._cache = (written, dict(views))
+        if self._headers is not None and self._headers[0] == (*current.file, 2 * current.size):
+            # What the slot's first bytes are now: the data written over what was there.
+            heads = list(self._headers[1:])
+            heads[written.which] = (data + heads[written.which][len(data) :])[:_HEADER_MAX]
+            self._headers = (self._headers[0], heads[0], heads[1])
 
     def _create(self, data: bytes) -> None:
         """A new view file (the first, or one with larger slots), renamed into place once

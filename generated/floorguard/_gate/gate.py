@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from floorguard._base import _time
 from floorguard._chain import receipts
+from floorguard._chain.chain import AuditChain
 from floorguard._gate.decision import (
     BLOCK,
     PERMIT,
@@ -27,8 +28,13 @@ from floorguard._gate.decision import (
     WARN_OVERRIDE,
     Decision,
 )
-from floorguard._maps import active_map
+from floorguard._identify import detect, env_command, examine, kernel_exec
+from floorguard._identify.mcp_config import CLIENT_OF_ADAPTER
+from floorguard._identify.target import open_target
+from floorguard._maps import active_map, verdict, versions
+from floorguard._maps.catalog import executable_for
 from floorguard._maps.map_model import ADAPTER_NAME
+from floorguard._maps.packages import index_of
 from floorguard.errors import (
     BinaryNotFound,
     BinaryNotFoundError,
@@ -109,9 +115,6 @@ def judge(
     ``started_by_name``: someone else will start it by name with ``execvp`` (an MCP server),
     not floorguard through the opened file, so it must be a file the kernel starts as it is.
     """
-    from floorguard._identify import kernel_exec
-    from floorguard._identify.target import open_target
-
     if not ADAPTER_NAME.match(adapter):
         return _Judgement(REFUSE, f"invalid adapter name {adapter!r}")
     try:
@@ -122,8 +125,6 @@ def judge(
         return _Judgement(REFUSE, f"floor map cannot be trusted: {problem}")
     opened, unresolved = target, None
     if opened is None:
-        from floorguard._maps.catalog import executable_for
-
         try:
             name = executable_for(adapter) if binary is None else os.fspath(binary)
             opened = open_target(name, path_env=environ.get("PATH"))
@@ -183,8 +184,6 @@ def _judge_run(
     """The judgement of what runs: for ``env COMMAND``, of the command env runs (what env
     is asked to do and is not modelled refuses, whatever the policy); else of the opened
     program itself."""
-    from floorguard._identify import env_command
-
     if opened is not None and argv is not None:
         try:
             through_env = env_command.is_env(opened)
@@ -219,8 +218,7 @@ def _judge_through_env(
     """``env [-i] [-u NAME] [NAME=VALUE]... COMMAND ARGS`` judged as COMMAND ARGS spawned
     with the environment env builds (a PATH it sets decides which file is found), the way
     env's ``execvp`` finds it. The variables that load code into env itself stay doubts."""
-    from floorguard._identify import child_inputs, env_command, kernel_exec
-    from floorguard._identify.target import open_target
+    from floorguard._identify import child_inputs
 
     command = parsed.command or ""
     here = os.path.abspath(os.getcwd() if cwd is None else os.fspath(cwd))
@@ -277,9 +275,6 @@ def _judge_opened(
 ) -> _Judgement:
     """The judgement of the opened program (``doubts``: inputs not understood that decide
     what it runs, found before it was opened)."""
-    from floorguard._identify import detect, examine
-    from floorguard._maps.packages import index_of
-
     here = None if cwd is None else os.fspath(cwd)
     exam: Examination | None = None
     if opened is not None:
@@ -423,8 +418,6 @@ def _assessed(
     known: dict[str, Any],
 ) -> _Judgement:
     """The verdict of the map's rule (``verdict.assess``) on a detected version, at ``at``."""
-    from floorguard._maps import verdict, versions
-
     stamp = _time.format_ts(at)
     map_hash = known["floor_map_hash"]
     try:
@@ -498,8 +491,6 @@ def _cached_causes(map_hash: str | None, entry: Advisory, version: str) -> Asses
 def _assess(entry: Advisory, version: str, at: _dt.datetime, map_hash: str | None) -> Assessment:
     """``verdict.assess`` at ``at``: the causes from the cache when the map is named; only an
     unsafe version of an entry with waivers is judged afresh (a waiver depends on ``at``)."""
-    from floorguard._maps import verdict
-
     key = (map_hash, entry.adapter, version) if map_hash is not None else None
     cached = _CAUSES.get(key) if key is not None else None
     if cached is None:
@@ -569,7 +560,9 @@ def decide(
     """:func:`preflight` for a caller that has opened the binary and knows the arguments and
     the environment it will run with (``run_environ``: its PATH, PYTHONPATH); the policies
     and the chain come from ``environ``. Raises SpawnRefused as preflight does."""
-    environ, run_environ = plain_environ(environ), plain_environ(run_environ)
+    same = run_environ is environ  # (a preflight's: read once, not compared twice)
+    environ = plain_environ(environ)
+    run_environ = environ if same else plain_environ(run_environ)
     policy = policy_from(environ)
     problem = None
     if argv is not None:
@@ -597,8 +590,6 @@ def decide(
         floor_map=floor_map,
     )
     if judgement.verdict != REFUSE:
-        from floorguard._identify.mcp_config import CLIENT_OF_ADAPTER
-
         client = CLIENT_OF_ADAPTER.get(judgement.adapter or adapter)
         if client is not None:
             try:
@@ -906,8 +897,6 @@ def _seal(requested: str, judgement: _Judgement, policy: str, env: Mapping[str, 
     A warn_override, untracked or waived decision is also logged (logger ``floorguard``, which
     reaches stderr when the host configured no logging): an override is never silent.
     """
-    from floorguard._chain.chain import AuditChain
-
     adapter = judgement.adapter or requested
     receipt = receipts.new_receipt(
         receipts.SPAWN_PREFLIGHT,
@@ -926,14 +915,14 @@ def _seal(requested: str, judgement: _Judgement, policy: str, env: Mapping[str, 
         for server in judgement.mcp_servers or ()
         if judgement.verdict != REFUSE and "reason" in server
     ]
-    for verdict, reason in noted:
-        if verdict in (WARN_OVERRIDE, UNTRACKED, WAIVED):
+    for outcome, reason in noted:
+        if outcome in (WARN_OVERRIDE, UNTRACKED, WAIVED):
             import logging
 
             from floorguard._base._text import one_line
 
             logging.getLogger("floorguard").warning(
-                "floorguard: %s: %s (receipt %s)", verdict, one_line(reason), record.receipt_id
+                "floorguard: %s: %s (receipt %s)", outcome, one_line(reason), record.receipt_id
             )
     return Decision(
         verdict=judgement.verdict,

@@ -42,13 +42,16 @@ def read_config(path: str, *, within: str | None, what: str) -> tuple[bytes, str
     ConfigDoubt for anything but a regular, readable file of at most MAX_CONFIG_BYTES there.
     """
     try:
-        data, _, real = read_regular_located(path, max_bytes=MAX_CONFIG_BYTES, what=what)
+        got = read_regular_located(path, max_bytes=MAX_CONFIG_BYTES, what=what)
     except UnreadableFileError as exc:
         if exc.missing:
             return None
         raise ConfigDoubt(str(exc)) from None
     except OSError as exc:  # ENOTDIR on the way: a file where a folder was looked for
         raise ConfigDoubt(f"{path}: cannot read the {what}: {exc.strerror or exc}") from None
+    if got is None:
+        return None
+    data, _, real = got
     if within is not None and not _inside(real, within):
         raise ConfigDoubt(f"{path}: the {what} is a link to {real}, outside {within}")
     return data, real

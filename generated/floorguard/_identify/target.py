@@ -158,11 +158,18 @@ def open_target(name: str, *, path_env: str | None, executable: bool = True) -> 
     return Target(
         requested=name,
         located=located,
-        path=Path(real),
+        path=_path_of(real),
         fd=fd,
         dir_fd=dir_fd,
         identity=identity_of(st),
     )
+
+
+@functools.lru_cache(maxsize=64)
+def _path_of(real: str) -> Path:
+    # Parsing a path into a Path is a measurable part of a preflight; a Path is an immutable
+    # value, so the one made for the same text is as good (its text was resolved anew).
+    return Path(real)
 
 
 def _unopenable(located: str, exc: OSError) -> DetectionError:
