@@ -1,0 +1,356 @@
+"""A long-lived process appends to its local chain while another process of the same user
+tampers, between two of its appends, with the host's memory of the chain (``chain-view``)
+and with the chain itself.
+
+The process keeps the view it read and reuses it while the file looks as it left it, so each
+attack here is made between two appends of one process: the body rewritten in place under
+the same slot headers, the file truncated and extended again, replaced by a rename, reached
+through a hard link, its slots swapped; then the chain file (with its key) restored from an
+older copy, or forked. Every rollback or fork must be refused and recorded, never appended
+to; a view with no intact copy must refuse the append.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers.cli import isolated_env
+from hosts import write_script
+
+DRIVER = textwrap.dedent(
+    """
+    import json, sys
+    import floorguard
+    from floorguard._base._time import now_ts
+    from floorguard._chain.chain import AuditChain
+    from floorguard.errors import FloorguardError
+    chain = AuditChain.from_env()
+    for line in sys.stdin:
+        command = line.split()
+        try:
+            if command[0] == "append":
+                record = chain.append("adapter.canary_receipt", {
+                    "kind": "adapter.canary_receipt", "schema_version": 1, "ts": now_ts()})
+                out = {"seq": record.seq}
+            else:
+                decision = floorguard.preflight("aider", binary=command[1])
+                out = {"verdict": decision.verdict}
+        except floorguard.SpawnRefused as exc:
+            out = {"refused": str(exc), "spawn": True}
+        except FloorguardError as exc:
+            out = {"refused": str(exc)}
+        print(json.dumps(out), flush=True)
+    """
+)
+
+
+class LongLived:
+    """One process that keeps its chain open and appends when told to."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", DRIVER], env=env, stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+
+    def ask(self, command: str) -> dict[str, Any]:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(command + "\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        assert line, self.process.stderr.read() if self.process.stderr else ""
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    def append(self) -> dict[str, Any]:
+        return self.ask("append")
+
+    def appended(self, count: int) -> list[int]:
+        seqs = []
+        for _ in range(count):
+            answer = self.append()
+            assert "seq" in answer, answer
+            seqs.append(answer["seq"])
+        return seqs
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait(timeout=60)
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    return isolated_env(tmp_path)
+
+
+@pytest.fixture
+def home(env: dict[str, str]) -> Path:
+    return Path(env["FLOORGUARD_HOME"])
+
+
+@pytest.fixture
+def host(env: dict[str, str]) -> Iterator[LongLived]:
+    process = LongLived(env)
+    yield process
+    process.close()
+
+
+def _another_process(env: dict[str, str], count: int) -> list[int]:
+    """``count`` appends by a fresh process of the same host."""
+    process = LongLived(env)
+    try:
+        return process.appended(count)
+    finally:
+        process.close()
+
+
+def _slot_bodies(view: Path) -> list[tuple[int, int]]:
+    """(offset of the body, its length) of each slot, as the header line gives it."""
+    data = view.read_bytes()
+    half = len(data) // 2
+    found = []
+    for start in (0, half):
+        end = data.index(b"\n", start)
+        length = int(data[start:end].split()[2])
+        found.append((end + 1, length))
+    return found
+
+
+def _refusals(home: Path) -> list[dict[str, Any]]:
+    path = home / "chain-refusals.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _records(home: Path, env: dict[str, str]) -> int:
+    done = subprocess.run(
+        [sys.executable, "-m", "floorctl", "chain", "export"],
+        env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return len(done.stdout.splitlines())
+
+
+def _restore(backup: Path, home: Path) -> None:
+    """An older copy of the chain and its key put back by rename, its log and index gone."""
+    for name in ("chain.sqlite3-wal", "chain.sqlite3-shm"):
+        (home / name).unlink(missing_ok=True)
+    for name in ("chain.sqlite3", "chain.key"):
+        shutil.copy2(backup / name, home / f"{name}.restoring")
+        os.replace(home / f"{name}.restoring", home / name)
+
+
+def _backup(home: Path, to: Path) -> Path:
+    """A consistent copy of the chain (its log folded in) and of its key."""
+    import sqlite3
+
+    to.mkdir()
+    source = sqlite3.connect(home / "chain.sqlite3")
+    target = sqlite3.connect(to / "chain.sqlite3")
+    with target:
+        source.backup(target)
+    source.close()
+    target.close()
+    shutil.copy2(home / "chain.key", to / "chain.key")
+    return to
+
+
+# --- the view file tampered with between two appends -------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a process that kept the view reuses it while both slot headers are unchanged, so "
+    "a view whose bodies were damaged past the headers does not refuse its next append",
+)
+def test_both_view_bodies_damaged_in_place_under_their_headers_refuse_the_next_append(
+    host: LongLived, home: Path
+) -> None:
+    host.appended(3)
+    view = home / "chain-view"
+    with view.open("r+b") as file:
+        for body, length in _slot_bodies(view):
+            file.seek(body + 40)  # past the first 128 bytes of the slot
+            file.write(b"#" * (length - 40))
+    refused = host.append()
+    assert "no slot holds a whole view" in refused.get("refused", ""), refused
+
+
+def test_a_fresh_process_refuses_a_view_whose_bodies_were_damaged_under_their_headers(
+    host: LongLived, home: Path, env: dict[str, str]
+) -> None:
+    # the same damage as above, seen by a process that reads the file afresh
+    host.appended(3)
+    view = home / "chain-view"
+    with view.open("r+b") as file:
+        for body, length in _slot_bodies(view):
+            file.seek(body + 40)
+            file.write(b"#" * (length - 40))
+    fresh = LongLived(env)
+    try:
+        assert "no slot holds a whole view" in fresh.append().get("refused", "")
+    finally:
+        fresh.close()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="truncated to nothing and extended again with only the two slot headers' first "
+    "128 bytes put back, the view has no intact copy, yet the process that kept it appends",
+)
+def test_a_view_truncated_and_extended_with_its_headers_put_back_refuses_the_next_append(
+    host: LongLived, home: Path
+) -> None:
+    host.appended(2)
+    view = home / "chain-view"
+    data = view.read_bytes()
+    half = len(data) // 2
+    before = os.stat(view)
+    with view.open("r+b") as file:
+        file.truncate(0)
+        file.truncate(len(data))
+        for start in (0, half):
+            file.seek(start)
+            file.write(data[start : start + 128])
+    os.utime(view, ns=(before.st_atime_ns, before.st_mtime_ns))
+    refused = host.append()
+    assert "no slot holds a whole view" in refused.get("refused", ""), refused
+
+
+def test_a_view_truncated_to_nothing_refuses_the_next_append(host: LongLived, home: Path) -> None:
+    host.appended(2)
+    view = home / "chain-view"
+    with view.open("r+b") as file:
+        file.truncate(0)
+    assert "refused" in host.append()
+
+
+def test_swapped_slots_are_read_again_and_the_view_keeps_growing(
+    host: LongLived, home: Path, env: dict[str, str]
+) -> None:
+    host.appended(3)
+    view = home / "chain-view"
+    data = view.read_bytes()
+    half = len(data) // 2
+    view.write_bytes(data[half:] + data[:half])  # in place: same inode, same size
+    assert host.appended(2) == [3, 4]
+    assert _another_process(env, 1) == [5]
+
+
+def test_a_view_replaced_by_a_rename_of_its_own_copy_still_refuses_a_rollback(
+    host: LongLived, home: Path, tmp_path: Path
+) -> None:
+    host.appended(2)
+    backup = _backup(home, tmp_path / "backup")
+    host.appended(3)
+    view = home / "chain-view"
+    shutil.copy2(view, tmp_path / "view-copy")
+    os.replace(tmp_path / "view-copy", view)  # a new inode holding the same bytes
+    _restore(backup, home)
+    refused = host.append()
+    assert "rollback" in refused.get("refused", ""), refused
+    assert _refusals(home)[-1]["event"] == "rollback"
+
+
+def test_a_hard_link_to_the_view_does_not_let_a_write_through_it_go_unseen(
+    host: LongLived, home: Path, tmp_path: Path
+) -> None:
+    # another name for the same file, written through with zeros: no intact copy is left
+    host.appended(2)
+    other_name = tmp_path / "other-name"
+    os.link(home / "chain-view", other_name)
+    other_name.write_bytes(b"\0" * other_name.stat().st_size)
+    refused = host.append()
+    assert "no slot holds a whole view" in refused.get("refused", ""), refused
+
+
+def test_a_view_of_a_smaller_tree_written_in_place_is_read_not_reused(
+    host: LongLived, home: Path, tmp_path: Path, env: dict[str, str]
+) -> None:
+    # The host's memory is its files (fleet.md): a view of the smaller tree, written in
+    # place, is what the next append is judged on, and the chain it names is the same one.
+    host.appended(2)
+    older_view = (home / "chain-view").read_bytes()
+    host.appended(3)
+    (home / "chain-view").write_bytes(older_view)
+    assert host.appended(1) == [5]  # the chain holds more than the view: it extends it
+    assert _records(home, env) == 6
+
+
+# --- the chain restored or forked under the process ---------------------------------------
+
+
+def test_an_older_chain_and_key_restored_by_rename_refuse_the_next_append(
+    host: LongLived, home: Path, tmp_path: Path, env: dict[str, str]
+) -> None:
+    host.appended(3)
+    backup = _backup(home, tmp_path / "backup")
+    host.appended(4)
+    _restore(backup, home)
+    refused = host.append()
+    assert "rollback" in refused.get("refused", ""), refused
+    assert _records(home, env) == 3  # nothing written onto the rolled-back chain
+    [recorded] = _refusals(home)
+    assert recorded["event"] == "rollback"
+    again = host.append()  # and the next one too: the process does not adopt it
+    assert "rollback" in again.get("refused", ""), again
+
+
+def test_an_older_chain_copied_over_the_open_file_in_place_refuses_the_next_append(
+    host: LongLived, home: Path, tmp_path: Path, env: dict[str, str]
+) -> None:
+    host.appended(3)
+    backup = _backup(home, tmp_path / "backup")
+    host.appended(4)
+    for name in ("chain.sqlite3-wal", "chain.sqlite3-shm"):
+        (home / name).unlink(missing_ok=True)
+    shutil.copyfile(backup / "chain.sqlite3", home / "chain.sqlite3")  # the same inode
+    refused = host.append()
+    assert "refused" in refused, refused
+    assert _records(home, env) == 3
+
+
+def test_a_fork_grown_past_the_view_under_the_process_is_refused(
+    host: LongLived, home: Path, tmp_path: Path, env: dict[str, str]
+) -> None:
+    host.appended(3)
+    backup = _backup(home, tmp_path / "backup")
+    host.appended(2)
+    # the fork: the older copy, appended to elsewhere (no view there) until it is larger
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shutil.copy2(backup / "chain.sqlite3", elsewhere / "chain.sqlite3")
+    shutil.copy2(backup / "chain.key", elsewhere / "chain.key")
+    fork_env = {**env, "FLOORGUARD_HOME": str(elsewhere)}
+    assert _another_process(fork_env, 4) == [3, 4, 5, 6]
+    (elsewhere / "chain-view").unlink()
+    _restore(_backup(elsewhere, tmp_path / "fork"), home)
+    refused = host.append()
+    assert "fork" in refused.get("refused", ""), refused
+    assert _refusals(home)[-1]["event"] == "fork"
+    assert _records(home, env) == 7  # the fork as it was: nothing of this process on it
+
+
+def test_repeated_preflights_refuse_once_the_chain_is_rolled_back(
+    host: LongLived, home: Path, tmp_path: Path
+) -> None:
+    aider = write_script(tmp_path / "bin" / "aider", "echo 'aider 0.70.0'")
+    assert host.ask(f"preflight {aider}") == {"verdict": "permit"}
+    backup = _backup(home, tmp_path / "backup")
+    for _ in range(3):
+        assert host.ask(f"preflight {aider}") == {"verdict": "permit"}
+    _restore(backup, home)
+    refused = host.ask(f"preflight {aider}")
+    assert refused.get("spawn") and "rollback" in refused["refused"], refused
+    assert _refusals(home)[-1]["event"] == "rollback"
