@@ -354,3 +354,68 @@ def test_repeated_preflights_refuse_once_the_chain_is_rolled_back(
     refused = host.ask(f"preflight {aider}")
     assert refused.get("spawn") and "rollback" in refused["refused"], refused
     assert _refusals(home)[-1]["event"] == "rollback"
+
+
+def test_records_another_process_of_the_host_saw_deleted_under_the_process_refuse_it(
+    host: LongLived, home: Path, env: dict[str, str]
+) -> None:
+    # The process's own record is the head again once the other's are deleted: its next
+    # append must still be judged by the view the other process grew.
+    import sqlite3
+
+    assert host.appended(3) == [0, 1, 2]
+    assert _another_process(env, 2) == [3, 4]
+    conn = sqlite3.connect(home / "chain.sqlite3", isolation_level=None)
+    tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+    conn.execute("BEGIN IMMEDIATE")
+    for table in tables:
+        columns = [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
+        if "seq" in columns:
+            conn.execute(f"DELETE FROM {table} WHERE seq >= 3")  # noqa: S608
+    conn.execute("DELETE FROM tree WHERE (idx + 1) << level > 3")
+    conn.execute("COMMIT")
+    conn.close()
+    refused = host.append()
+    assert "rollback" in refused.get("refused", ""), refused
+    assert _refusals(home)[-1]["event"] == "rollback"
+
+
+def test_a_fork_of_the_same_size_put_in_place_under_the_process_is_refused(
+    host: LongLived, home: Path, tmp_path: Path, env: dict[str, str]
+) -> None:
+    host.appended(3)
+    backup = _backup(home, tmp_path / "backup")
+    host.appended(1)  # size 4
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for name in ("chain.sqlite3", "chain.key"):
+        shutil.copy2(backup / name, elsewhere / name)
+    assert _another_process({**env, "FLOORGUARD_HOME": str(elsewhere)}, 1) == [3]
+    _restore(_backup(elsewhere, tmp_path / "fork"), home)
+    refused = host.append()
+    assert "fork" in refused.get("refused", ""), refused
+
+
+def test_a_hard_link_made_to_the_chain_between_two_appends_refuses_the_next(
+    host: LongLived, home: Path, tmp_path: Path, env: dict[str, str]
+) -> None:
+    host.appended(2)
+    os.link(home / "chain.sqlite3", tmp_path / "second-name.sqlite3")
+    refused = host.append()
+    assert "2 hard links" in refused.get("refused", ""), refused
+    assert _records(home, env) == 2
+
+
+def test_the_chain_replaced_by_a_link_to_an_older_copy_refuses_the_next_append(
+    host: LongLived, home: Path, tmp_path: Path
+) -> None:
+    host.appended(2)
+    backup = _backup(home, tmp_path / "backup")
+    host.appended(2)
+    for name in ("chain.sqlite3-wal", "chain.sqlite3-shm"):
+        (home / name).unlink(missing_ok=True)
+    (home / "chain.sqlite3.link").symlink_to(backup / "chain.sqlite3")
+    os.replace(home / "chain.sqlite3.link", home / "chain.sqlite3")
+    refused = host.append()
+    assert "refused" in refused, refused
+    assert "rollback" in refused["refused"] or "not a regular file" in refused["refused"]
