@@ -20,10 +20,11 @@ from typing import Any
 
 import pytest
 from helpers.cli import isolated_env
+from helpers.long_lived import LongLived
 
 from floorguard._chain.chain import _row_body, record_mac
 
-from .test_host_view_tampering_between_appends import LongLived, _backup
+from .test_host_view_tampering_between_appends import _backup
 
 
 @pytest.fixture

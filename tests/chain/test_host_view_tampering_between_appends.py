@@ -17,75 +17,14 @@ import os
 import shutil
 import subprocess
 import sys
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers.cli import isolated_env
+from helpers.long_lived import LongLived, another_process
 from hosts import write_script
-
-DRIVER = textwrap.dedent(
-    """
-    import json, sys
-    import floorguard
-    from floorguard._base._time import now_ts
-    from floorguard._chain.chain import AuditChain
-    from floorguard.errors import FloorguardError
-    chain = AuditChain.from_env()
-    for line in sys.stdin:
-        command = line.split()
-        try:
-            if command[0] == "append":
-                record = chain.append("adapter.canary_receipt", {
-                    "kind": "adapter.canary_receipt", "schema_version": 1, "ts": now_ts()})
-                out = {"seq": record.seq}
-            else:
-                decision = floorguard.preflight("aider", binary=command[1])
-                out = {"verdict": decision.verdict}
-        except floorguard.SpawnRefused as exc:
-            out = {"refused": str(exc), "spawn": True}
-        except FloorguardError as exc:
-            out = {"refused": str(exc)}
-        print(json.dumps(out), flush=True)
-    """
-)
-
-
-class LongLived:
-    """One process that keeps its chain open and appends when told to."""
-
-    def __init__(self, env: dict[str, str]) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", DRIVER], env=env, stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
-
-    def ask(self, command: str) -> dict[str, Any]:
-        assert self.process.stdin is not None and self.process.stdout is not None
-        self.process.stdin.write(command + "\n")
-        self.process.stdin.flush()
-        line = self.process.stdout.readline()
-        assert line, self.process.stderr.read() if self.process.stderr else ""
-        answer: dict[str, Any] = json.loads(line)
-        return answer
-
-    def append(self) -> dict[str, Any]:
-        return self.ask("append")
-
-    def appended(self, count: int) -> list[int]:
-        seqs = []
-        for _ in range(count):
-            answer = self.append()
-            assert "seq" in answer, answer
-            seqs.append(answer["seq"])
-        return seqs
-
-    def close(self) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.close()
-        self.process.wait(timeout=60)
 
 
 @pytest.fixture
@@ -103,15 +42,6 @@ def host(env: dict[str, str]) -> Iterator[LongLived]:
     process = LongLived(env)
     yield process
     process.close()
-
-
-def _another_process(env: dict[str, str], count: int) -> list[int]:
-    """``count`` appends by a fresh process of the same host."""
-    process = LongLived(env)
-    try:
-        return process.appended(count)
-    finally:
-        process.close()
 
 
 def _slot_bodies(view: Path) -> list[tuple[int, int]]:
@@ -245,7 +175,7 @@ def test_swapped_slots_are_read_again_and_the_view_keeps_growing(
     half = len(data) // 2
     view.write_bytes(data[half:] + data[:half])  # in place: same inode, same size
     assert host.appended(2) == [3, 4]
-    assert _another_process(env, 1) == [5]
+    assert another_process(env, 1) == [5]
 
 
 def test_a_view_replaced_by_a_rename_of_its_own_copy_still_refuses_a_rollback(
@@ -333,7 +263,7 @@ def test_a_fork_grown_past_the_view_under_the_process_is_refused(
     shutil.copy2(backup / "chain.sqlite3", elsewhere / "chain.sqlite3")
     shutil.copy2(backup / "chain.key", elsewhere / "chain.key")
     fork_env = {**env, "FLOORGUARD_HOME": str(elsewhere)}
-    assert _another_process(fork_env, 4) == [3, 4, 5, 6]
+    assert another_process(fork_env, 4) == [3, 4, 5, 6]
     (elsewhere / "chain-view").unlink()
     _restore(_backup(elsewhere, tmp_path / "fork"), home)
     refused = host.append()
@@ -364,7 +294,7 @@ def test_records_another_process_of_the_host_saw_deleted_under_the_process_refus
     import sqlite3
 
     assert host.appended(3) == [0, 1, 2]
-    assert _another_process(env, 2) == [3, 4]
+    assert another_process(env, 2) == [3, 4]
     conn = sqlite3.connect(home / "chain.sqlite3", isolation_level=None)
     tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
     conn.execute("BEGIN IMMEDIATE")
@@ -390,7 +320,7 @@ def test_a_fork_of_the_same_size_put_in_place_under_the_process_is_refused(
     elsewhere.mkdir()
     for name in ("chain.sqlite3", "chain.key"):
         shutil.copy2(backup / name, elsewhere / name)
-    assert _another_process({**env, "FLOORGUARD_HOME": str(elsewhere)}, 1) == [3]
+    assert another_process({**env, "FLOORGUARD_HOME": str(elsewhere)}, 1) == [3]
     _restore(_backup(elsewhere, tmp_path / "fork"), home)
     refused = host.append()
     assert "fork" in refused.get("refused", ""), refused
