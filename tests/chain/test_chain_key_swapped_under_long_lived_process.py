@@ -193,3 +193,66 @@ def test_verify_chain_names_every_record_a_replaced_key_does_not_make(
     report = json.loads(done.stdout)
     assert not report["proven"]
     assert sorted({e["seq"] for e in report["integrity_errors"]}) == [0, 1, 2]
+
+
+def test_a_key_rewritten_in_place_at_the_same_size_and_times_is_read_again(
+    env: dict[str, str], home: Path
+) -> None:
+    key_file = home / "chain.key"
+    host = LongLived(env)
+    try:
+        host.appended(3)
+        before = os.stat(key_file)
+        new = _new_key(key_file, in_place=True)
+        os.utime(key_file, ns=(before.st_atime_ns, before.st_mtime_ns))
+        assert os.stat(key_file).st_size == before.st_size
+        answer = host.append()
+    finally:
+        host.close()
+    records = _export(env)
+    assert "refused" in answer, answer
+    assert not any(_mac_ok(r, new) for r in records) and len(records) == 3
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604])
+def test_a_key_made_readable_by_others_under_the_process_refuses_its_next_append(
+    env: dict[str, str], home: Path, mode: int
+) -> None:
+    host = LongLived(env)
+    try:
+        host.appended(2)
+        (home / "chain.key").chmod(mode)
+        answer = host.append()
+    finally:
+        host.close()
+    assert "refused" in answer, answer
+    assert len(_export(env)) == 2
+
+
+def test_a_key_replaced_by_a_fifo_under_the_process_refuses_without_blocking(
+    env: dict[str, str], home: Path
+) -> None:
+    host = LongLived(env)
+    try:
+        host.appended(2)
+        (home / "chain.key").unlink()
+        os.mkfifo(home / "chain.key", 0o600)
+        answer = host.append()
+    finally:
+        host.close()
+    assert "refused" in answer, answer
+
+
+def test_a_key_removed_under_the_process_is_not_made_again_over_its_chain(
+    env: dict[str, str], home: Path
+) -> None:
+    # the key is created on the first write only: a chain with records and no key refuses
+    host = LongLived(env)
+    try:
+        host.appended(2)
+        (home / "chain.key").unlink()
+        answer = host.append()
+    finally:
+        host.close()
+    assert "refused" in answer, answer
+    assert not (home / "chain.key").exists() or len(_export(env)) == 2
