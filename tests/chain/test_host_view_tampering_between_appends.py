@@ -99,11 +99,6 @@ def _backup(home: Path, to: Path) -> Path:
 # --- the view file tampered with between two appends -------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a process that kept the view reuses it while both slot headers are unchanged, so "
-    "a view whose bodies were damaged past the headers does not refuse its next append",
-)
 def test_both_view_bodies_damaged_in_place_under_their_headers_refuse_the_next_append(
     host: LongLived, home: Path
 ) -> None:
@@ -134,11 +129,6 @@ def test_a_fresh_process_refuses_a_view_whose_bodies_were_damaged_under_their_he
         fresh.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="truncated to nothing and extended again with only the two slot headers' first "
-    "128 bytes put back, the view has no intact copy, yet the process that kept it appends",
-)
 def test_a_view_truncated_and_extended_with_its_headers_put_back_refuses_the_next_append(
     host: LongLived, home: Path
 ) -> None:
