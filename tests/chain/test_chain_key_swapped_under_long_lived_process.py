@@ -145,11 +145,6 @@ def test_another_chain_and_its_key_swapped_in_under_the_process_are_not_appended
     assert len(_export(env)) == 5
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the long-lived process refuses another chain swapped in as 'its metadata does not "
-    "name the chain its records belong to' and records nothing in chain-refusals.jsonl",
-)
 def test_another_chain_swapped_in_under_the_process_is_refused_as_replaced_and_recorded(
     env: dict[str, str], home: Path, tmp_path: Path
 ) -> None:

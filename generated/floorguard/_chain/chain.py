@@ -393,7 +393,9 @@ class AuditChain:
             if signer is None:
                 key = self._existing_key()
             chain_id = head[2]
-            if self._chain_id is None:
+            if self._chain_id != chain_id:
+                # (first append, or another database put in place under this process: its
+                # own metadata decides, and a chain replaced is the witness's to name)
                 self._chain_id = view.meta("chain_id")
             if self._chain_id != chain_id:
                 raise ChainWriteError(
