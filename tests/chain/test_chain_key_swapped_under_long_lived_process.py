@@ -20,11 +20,9 @@ from typing import Any
 
 import pytest
 from helpers.cli import isolated_env
-from helpers.long_lived import LongLived
+from helpers.long_lived import LongLived, backup_chain
 
 from floorguard._chain.chain import _row_body, record_mac
-
-from .test_host_view_tampering_between_appends import _backup
 
 
 @pytest.fixture
@@ -84,14 +82,11 @@ def _new_key(path: Path, *, in_place: bool) -> bytes:
 def test_a_key_replaced_under_the_process_never_leaves_a_record_its_key_does_not_make(
     env: dict[str, str], home: Path, in_place: bool
 ) -> None:
-    host = LongLived(env)
-    try:
+    with LongLived(env) as host:
         host.appended(3)
         old = bytes.fromhex((home / "chain.key").read_text().strip())
         new = _new_key(home / "chain.key", in_place=in_place)
         answer = host.append()
-    finally:
-        host.close()
     records = _export(env)
     # the head (MACed with the old key) does not verify under the key now on disk: refused
     assert "refused" in answer, answer
@@ -103,16 +98,13 @@ def test_a_key_replaced_under_the_process_never_leaves_a_record_its_key_does_not
 def test_the_key_put_back_lets_the_same_process_append_again(
     env: dict[str, str], home: Path
 ) -> None:
-    host = LongLived(env)
-    try:
+    with LongLived(env) as host:
         host.appended(2)
         kept = (home / "chain.key").read_bytes()
         _new_key(home / "chain.key", in_place=False)
         assert "refused" in host.append()
         (home / "chain.key").write_bytes(kept)
         assert host.appended(2) == [2, 3]
-    finally:
-        host.close()
     key = bytes.fromhex(kept.decode().strip())
     assert all(_mac_ok(r, key) for r in _export(env))
 
@@ -124,17 +116,14 @@ def _swap_in_another_chain(env: dict[str, str], home: Path, tmp_path: Path) -> d
     other_process = LongLived(other)
     other_process.appended(5)
     other_process.close()
-    host = LongLived(env)
-    try:
+    with LongLived(env) as host:
         host.appended(3)
         for name in ("chain.sqlite3-wal", "chain.sqlite3-shm"):
             (home / name).unlink(missing_ok=True)
-        swapped = _backup(Path(other["FLOORGUARD_HOME"]), tmp_path / "swap")
+        swapped = backup_chain(Path(other["FLOORGUARD_HOME"]), tmp_path / "swap")
         for name in ("chain.sqlite3", "chain.key"):
             os.replace(swapped / name, home / name)
         return host.append()
-    finally:
-        host.close()
 
 
 def test_another_chain_and_its_key_swapped_in_under_the_process_are_not_appended_to(
@@ -160,14 +149,11 @@ def test_a_key_made_for_the_chain_by_another_process_is_the_key_the_next_record_
 ) -> None:
     # The chain restored with its own (older, same) key by rename: the key file is new, the
     # key is the same, so appends go on and every record verifies with the key on disk.
-    host = LongLived(env)
-    try:
+    with LongLived(env) as host:
         host.appended(2)
         shutil.copy2(home / "chain.key", tmp_path / "same.key")
         os.replace(tmp_path / "same.key", home / "chain.key")
         assert host.appended(2) == [2, 3]
-    finally:
-        host.close()
     done = _verify(env, home / "chain.key", tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
 
@@ -175,11 +161,8 @@ def test_a_key_made_for_the_chain_by_another_process_is_the_key_the_next_record_
 def test_verify_chain_names_every_record_a_replaced_key_does_not_make(
     env: dict[str, str], home: Path, tmp_path: Path
 ) -> None:
-    host = LongLived(env)
-    try:
+    with LongLived(env) as host:
         host.appended(3)
-    finally:
-        host.close()
     wrong = tmp_path / "wrong.key"
     wrong.write_text(secrets.token_hex(32) + "\n")
     wrong.chmod(0o600)
@@ -194,16 +177,13 @@ def test_a_key_rewritten_in_place_at_the_same_size_and_times_is_read_again(
     env: dict[str, str], home: Path
 ) -> None:
     key_file = home / "chain.key"
-    host = LongLived(env)
-    try:
+    with LongLived(env) as host:
         host.appended(3)
         before = os.stat(key_file)
         new = _new_key(key_file, in_place=True)
         os.utime(key_file, ns=(before.st_atime_ns, before.st_mtime_ns))
         assert os.stat(key_file).st_size == before.st_size
         answer = host.append()
-    finally:
-        host.close()
     records = _export(env)
     assert "refused" in answer, answer
     assert not any(_mac_ok(r, new) for r in records) and len(records) == 3
@@ -213,13 +193,10 @@ def test_a_key_rewritten_in_place_at_the_same_size_and_times_is_read_again(
 def test_a_key_made_readable_by_others_under_the_process_refuses_its_next_append(
     env: dict[str, str], home: Path, mode: int
 ) -> None:
-    host = LongLived(env)
-    try:
+    with LongLived(env) as host:
         host.appended(2)
         (home / "chain.key").chmod(mode)
         answer = host.append()
-    finally:
-        host.close()
     assert "refused" in answer, answer
     assert len(_export(env)) == 2
 
@@ -227,14 +204,11 @@ def test_a_key_made_readable_by_others_under_the_process_refuses_its_next_append
 def test_a_key_replaced_by_a_fifo_under_the_process_refuses_without_blocking(
     env: dict[str, str], home: Path
 ) -> None:
-    host = LongLived(env)
-    try:
+    with LongLived(env) as host:
         host.appended(2)
         (home / "chain.key").unlink()
         os.mkfifo(home / "chain.key", 0o600)
         answer = host.append()
-    finally:
-        host.close()
     assert "refused" in answer, answer
 
 
@@ -242,12 +216,9 @@ def test_a_key_removed_under_the_process_is_not_made_again_over_its_chain(
     env: dict[str, str], home: Path
 ) -> None:
     # the key is created on the first write only: a chain with records and no key refuses
-    host = LongLived(env)
-    try:
+    with LongLived(env) as host:
         host.appended(2)
         (home / "chain.key").unlink()
         answer = host.append()
-    finally:
-        host.close()
     assert "refused" in answer, answer
     assert not (home / "chain.key").exists() or len(_export(env)) == 2

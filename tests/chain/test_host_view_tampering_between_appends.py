@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 from helpers.cli import isolated_env
-from helpers.long_lived import LongLived, another_process
+from helpers.long_lived import LongLived, another_process, backup_chain, restore_chain
 from hosts import write_script
 
 
@@ -70,30 +70,6 @@ def _records(home: Path, env: dict[str, str]) -> int:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     return len(done.stdout.splitlines())
-
-
-def _restore(backup: Path, home: Path) -> None:
-    """An older copy of the chain and its key put back by rename, its log and index gone."""
-    for name in ("chain.sqlite3-wal", "chain.sqlite3-shm"):
-        (home / name).unlink(missing_ok=True)
-    for name in ("chain.sqlite3", "chain.key"):
-        shutil.copy2(backup / name, home / f"{name}.restoring")
-        os.replace(home / f"{name}.restoring", home / name)
-
-
-def _backup(home: Path, to: Path) -> Path:
-    """A consistent copy of the chain (its log folded in) and of its key."""
-    import sqlite3
-
-    to.mkdir()
-    source = sqlite3.connect(home / "chain.sqlite3")
-    target = sqlite3.connect(to / "chain.sqlite3")
-    with target:
-        source.backup(target)
-    source.close()
-    target.close()
-    shutil.copy2(home / "chain.key", to / "chain.key")
-    return to
 
 
 # --- the view file tampered with between two appends -------------------------------------
@@ -172,12 +148,12 @@ def test_a_view_replaced_by_a_rename_of_its_own_copy_still_refuses_a_rollback(
     host: LongLived, home: Path, tmp_path: Path
 ) -> None:
     host.appended(2)
-    backup = _backup(home, tmp_path / "backup")
+    backup = backup_chain(home, tmp_path / "backup")
     host.appended(3)
     view = home / "chain-view"
     shutil.copy2(view, tmp_path / "view-copy")
     os.replace(tmp_path / "view-copy", view)  # a new inode holding the same bytes
-    _restore(backup, home)
+    restore_chain(backup, home)
     refused = host.append()
     assert "rollback" in refused.get("refused", ""), refused
     assert _refusals(home)[-1]["event"] == "rollback"
@@ -215,9 +191,9 @@ def test_an_older_chain_and_key_restored_by_rename_refuse_the_next_append(
     host: LongLived, home: Path, tmp_path: Path, env: dict[str, str]
 ) -> None:
     host.appended(3)
-    backup = _backup(home, tmp_path / "backup")
+    backup = backup_chain(home, tmp_path / "backup")
     host.appended(4)
-    _restore(backup, home)
+    restore_chain(backup, home)
     refused = host.append()
     assert "rollback" in refused.get("refused", ""), refused
     assert _records(home, env) == 3  # nothing written onto the rolled-back chain
@@ -231,7 +207,7 @@ def test_an_older_chain_copied_over_the_open_file_in_place_refuses_the_next_appe
     host: LongLived, home: Path, tmp_path: Path, env: dict[str, str]
 ) -> None:
     host.appended(3)
-    backup = _backup(home, tmp_path / "backup")
+    backup = backup_chain(home, tmp_path / "backup")
     host.appended(4)
     for name in ("chain.sqlite3-wal", "chain.sqlite3-shm"):
         (home / name).unlink(missing_ok=True)
@@ -245,7 +221,7 @@ def test_a_fork_grown_past_the_view_under_the_process_is_refused(
     host: LongLived, home: Path, tmp_path: Path, env: dict[str, str]
 ) -> None:
     host.appended(3)
-    backup = _backup(home, tmp_path / "backup")
+    backup = backup_chain(home, tmp_path / "backup")
     host.appended(2)
     # the fork: the older copy, appended to elsewhere (no view there) until it is larger
     elsewhere = tmp_path / "elsewhere"
@@ -255,7 +231,7 @@ def test_a_fork_grown_past_the_view_under_the_process_is_refused(
     fork_env = {**env, "FLOORGUARD_HOME": str(elsewhere)}
     assert another_process(fork_env, 4) == [3, 4, 5, 6]
     (elsewhere / "chain-view").unlink()
-    _restore(_backup(elsewhere, tmp_path / "fork"), home)
+    restore_chain(backup_chain(elsewhere, tmp_path / "fork"), home)
     refused = host.append()
     assert "fork" in refused.get("refused", ""), refused
     assert _refusals(home)[-1]["event"] == "fork"
@@ -267,10 +243,10 @@ def test_repeated_preflights_refuse_once_the_chain_is_rolled_back(
 ) -> None:
     aider = write_script(tmp_path / "bin" / "aider", "echo 'aider 0.70.0'")
     assert host.ask(f"preflight {aider}") == {"verdict": "permit"}
-    backup = _backup(home, tmp_path / "backup")
+    backup = backup_chain(home, tmp_path / "backup")
     for _ in range(3):
         assert host.ask(f"preflight {aider}") == {"verdict": "permit"}
-    _restore(backup, home)
+    restore_chain(backup, home)
     refused = host.ask(f"preflight {aider}")
     assert refused.get("spawn") and "rollback" in refused["refused"], refused
     assert _refusals(home)[-1]["event"] == "rollback"
@@ -304,14 +280,14 @@ def test_a_fork_of_the_same_size_put_in_place_under_the_process_is_refused(
     host: LongLived, home: Path, tmp_path: Path, env: dict[str, str]
 ) -> None:
     host.appended(3)
-    backup = _backup(home, tmp_path / "backup")
+    backup = backup_chain(home, tmp_path / "backup")
     host.appended(1)  # size 4
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     for name in ("chain.sqlite3", "chain.key"):
         shutil.copy2(backup / name, elsewhere / name)
     assert another_process({**env, "FLOORGUARD_HOME": str(elsewhere)}, 1) == [3]
-    _restore(_backup(elsewhere, tmp_path / "fork"), home)
+    restore_chain(backup_chain(elsewhere, tmp_path / "fork"), home)
     refused = host.append()
     assert "fork" in refused.get("refused", ""), refused
 
@@ -330,7 +306,7 @@ def test_the_chain_replaced_by_a_link_to_an_older_copy_refuses_the_next_append(
     host: LongLived, home: Path, tmp_path: Path
 ) -> None:
     host.appended(2)
-    backup = _backup(home, tmp_path / "backup")
+    backup = backup_chain(home, tmp_path / "backup")
     host.appended(2)
     for name in ("chain.sqlite3-wal", "chain.sqlite3-shm"):
         (home / name).unlink(missing_ok=True)
@@ -351,7 +327,7 @@ def test_an_older_chain_copied_in_place_after_the_processs_own_checkpoint_refuse
     host: LongLived, home: Path, tmp_path: Path, env: dict[str, str]
 ) -> None:
     host.appended(3)
-    backup = _backup(home, tmp_path / "backup")
+    backup = backup_chain(home, tmp_path / "backup")
     wal = home / "chain.sqlite3-wal"
     salt = wal.read_bytes()[16:24]  # changes when the log restarts after a checkpoint
     appended = 3

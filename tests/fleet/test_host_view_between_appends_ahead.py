@@ -31,8 +31,7 @@ def test_a_process_writing_ahead_refuses_a_chain_cut_back_to_its_own_head(
 ) -> None:
     env = pg.env(tmp_path / "host")
     home = Path(env["FLOORGUARD_HOME"])
-    host = LongLived(env)
-    try:
+    with LongLived(env) as host:
         assert host.appended(4) == [0, 1, 2, 3]  # the later ones written ahead
         assert another_process(env, 2) == [4, 5]
         _cut_to(pg, 4)
@@ -40,8 +39,6 @@ def test_a_process_writing_ahead_refuses_a_chain_cut_back_to_its_own_head(
         assert "rollback" in refused.get("refused", ""), refused
         again = host.append()
         assert "rollback" in again.get("refused", ""), again
-    finally:
-        host.close()
     assert pg.sql("SELECT count(*) FROM floorguard.records") == "4"
     events = [json.loads(line)["event"] for line in (home / "chain-refusals.jsonl").open()]
     assert events[-1] == "rollback"
@@ -52,12 +49,9 @@ def test_a_process_writing_ahead_refuses_its_own_records_cut_when_the_view_is_it
 ) -> None:
     # no other process: the process itself saw the records that were cut
     env = pg.env(tmp_path / "host")
-    host = LongLived(env)
-    try:
+    with LongLived(env) as host:
         assert host.appended(6) == [0, 1, 2, 3, 4, 5]
         _cut_to(pg, 4)
         refused = host.append()
         assert "rollback" in refused.get("refused", ""), refused
-    finally:
-        host.close()
     assert pg.sql("SELECT count(*) FROM floorguard.records") == "4"

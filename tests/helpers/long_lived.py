@@ -4,9 +4,13 @@ appends, told what to do on its standard input: for attacks made between two app
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import sqlite3
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 from typing import Any
 
 DRIVER = textwrap.dedent(
@@ -70,6 +74,12 @@ class LongLived:
         self.process.stdin.close()
         self.process.wait(timeout=60)
 
+    def __enter__(self) -> LongLived:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
 
 def another_process(env: dict[str, str], count: int) -> list[int]:
     """``count`` appends by a fresh process of the same host."""
@@ -78,3 +88,25 @@ def another_process(env: dict[str, str], count: int) -> list[int]:
         return process.appended(count)
     finally:
         process.close()
+
+
+def backup_chain(home: Path, to: Path) -> Path:
+    """A consistent copy of the chain (its log folded in) and of its key."""
+    to.mkdir()
+    source = sqlite3.connect(home / "chain.sqlite3")
+    target = sqlite3.connect(to / "chain.sqlite3")
+    with target:
+        source.backup(target)
+    source.close()
+    target.close()
+    shutil.copy2(home / "chain.key", to / "chain.key")
+    return to
+
+
+def restore_chain(backup: Path, home: Path) -> None:
+    """An older copy of the chain and its key put back by rename, its log and index gone."""
+    for name in ("chain.sqlite3-wal", "chain.sqlite3-shm"):
+        (home / name).unlink(missing_ok=True)
+    for name in ("chain.sqlite3", "chain.key"):
+        shutil.copy2(backup / name, home / f"{name}.restoring")
+        os.replace(home / f"{name}.restoring", home / name)
