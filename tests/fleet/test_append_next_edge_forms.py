@@ -19,13 +19,14 @@ from typing import Any
 
 import psycopg
 import pytest
+from helpers.hostile_appender import _ahead, _key, _refused, _stored, array, columns
 from helpers.pg_chain import Chain, _filled, right_edge
 
 from floorguard.chainstore.interface import Node
 
-from .test_hostile_appender_arguments import _ahead, _key, _refused, _stored, array, columns
-
-pytestmark = pytest.mark.fleet  # (a PostgreSQL suite: run by .ci/run)
+# Like the hostile appender's matrix, a fresh database each: run before a release and
+# after changing the append functions, not on every landing (the CI's time is bounded).
+pytestmark = pytest.mark.slow
 
 Arrays = tuple[Any, Any, Any]
 Trick = Callable[[psycopg.Connection[Any], int, list[Node]], Arrays | None]
