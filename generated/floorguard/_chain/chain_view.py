@@ -46,12 +46,11 @@ slot up to its body's end and the other slot's header (two short reads) and take
 view while both headers are unchanged byte for byte and the body still hashes to its digest
 (a view damaged past its header is no view), the whole file only after anything else wrote
 a header (a writer's counter and digest are in it; the file's times are not trusted for
-this), then writes one slot in place (a
-temporary file renamed over the view cost about 0.9 ms a time on ext4, which flushes a
-file renamed over another). There is no fsync of the view: it is a lower bound, so losing
-its last growths in a crash is harmless (the host then remembers an older, still true
-tree), and a write torn by a crash leaves the other slot whole. The refusals record is
-fsync'd: it is evidence, and written rarely.
+this), then writes one slot in place (a temporary file renamed over the view cost about
+0.9 ms a time on ext4, which flushes a file renamed over another). There is no fsync of the
+view: it is a lower bound, so losing its last growths in a crash is harmless (the host then
+remembers an older, still true tree), and a write torn by a crash leaves the other slot
+whole. The refusals record is fsync'd: it is evidence, and written rarely.
 """
 
 from __future__ import annotations
@@ -249,12 +248,13 @@ class ChainViews:
                 # its counter or digest. The body is hashed as a full read would: a view
                 # damaged past its header is no view.
                 slot = self._cache[0]
-                ours = os.pread(fd, kept.body_end, slot.which * size)
+                ours = os.pread(fd, max(kept.body_end, _HEADER_MAX), slot.which * size)
                 other = os.pread(fd, _HEADER_MAX, (1 - slot.which) * size)
                 if (
                     ours[:_HEADER_MAX] == kept.heads[slot.which]
                     and other == kept.heads[1 - slot.which]
-                    and hashlib.sha256(ours[kept.body_start :]).hexdigest() == slot.digest
+                    and hashlib.sha256(ours[kept.body_start : kept.body_end]).hexdigest()
+                    == slot.digest
                 ):
                     return self._cache[1]
             data = os.pread(fd, info.st_size, 0)
