@@ -43,12 +43,8 @@ def read_config(path: str, *, within: str | None, what: str) -> tuple[bytes, str
     """
     try:
         got = read_regular_located(path, max_bytes=MAX_CONFIG_BYTES, what=what)
-    except UnreadableFileError as exc:
-        if exc.missing:
-            return None
+    except UnreadableFileError as exc:  # (ENOTDIR too: a file where a folder was looked for)
         raise ConfigDoubt(str(exc)) from None
-    except OSError as exc:  # ENOTDIR on the way: a file where a folder was looked for
-        raise ConfigDoubt(f"{path}: cannot read the {what}: {exc.strerror or exc}") from None
     if got is None:
         return None
     data, _, real = got
