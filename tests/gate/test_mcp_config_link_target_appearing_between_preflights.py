@@ -41,7 +41,7 @@ class Host:
     def permitted(self, *servers: str) -> None:
         decision = self.preflight()
         assert decision.verdict == "permit", decision.reason
-        assert [s["name"] for s in decision.mcp_servers] == list(servers)
+        assert [s["name"] for s in decision.mcp_servers or ()] == list(servers)
 
     def refused(self, *named: str) -> None:
         decision = self.preflight()
