@@ -168,24 +168,18 @@ def test_another_chain_relabelled_with_this_chain_s_id_swapped_in_is_refused(
     assert len(_export(env)) == 5
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="refused as altered metadata, but not recorded in chain-refusals.jsonl",
-)
-def test_another_chain_relabelled_with_this_chain_s_id_is_recorded_as_refused(
+def test_another_chain_relabelled_with_this_chain_s_id_is_recorded_as_replaced(
     home: Path, env: dict[str, str], other: dict[str, str], tmp_path: Path
 ) -> None:
-    # The chain at this location is another chain than the one the host saw (fleet.md:
-    # replaced), and each refusal is recorded on the host.
-    _relabelled_other_chain_swapped_in(home, env, other, tmp_path)
-    assert _refusals(home), "the refusal was not recorded on the host"
+    # Its records are another chain's than the one the host saw there (fleet.md:
+    # replaced), whatever its stored id says; each refusal is recorded on the host.
+    answers = _relabelled_other_chain_swapped_in(home, env, other, tmp_path)
+    assert all("replaced by another chain" in a.get("refused", "") for a in answers), answers
+    refusals = _refusals(home)
+    assert [r["event"] for r in refusals] == ["replaced", "replaced"]
+    assert {r["chain_id"] for r in refusals} == {_chain_id(Path(other["FLOORGUARD_HOME"]))}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a long-lived process trusts the chain id it cached: a chain whose stored id no "
-    "longer names its records' is appended to",
-)
 def test_this_chain_with_only_its_stored_id_changed_is_refused(
     home: Path, env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -195,7 +189,22 @@ def test_this_chain_with_only_its_stored_id_changed_is_refused(
         _relabel(own, meta="0" * 32)  # its records keep the id the host saw
         restore_chain(own, home)
         answer = host.append()
-        assert "refused" in answer, answer
+        assert "metadata does not name the chain" in answer.get("refused", ""), answer
+    with sqlite3.connect(home / "chain.sqlite3") as db:
+        assert db.execute("SELECT count(*) FROM records").fetchone()[0] == 3
+
+
+def test_this_chain_s_stored_id_changed_in_place_beside_the_process_is_refused(
+    home: Path, env: dict[str, str]
+) -> None:
+    with LongLived(env) as host:
+        host.appended(3)
+        db = sqlite3.connect(home / "chain.sqlite3")  # another connection, the file kept
+        with db:
+            db.execute("UPDATE meta SET value = ? WHERE key = 'chain_id'", ("0" * 32,))
+        db.close()
+        answer = host.append()
+        assert "metadata does not name the chain" in answer.get("refused", ""), answer
     with sqlite3.connect(home / "chain.sqlite3") as db:
         assert db.execute("SELECT count(*) FROM records").fetchone()[0] == 3
 

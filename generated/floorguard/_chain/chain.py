@@ -380,6 +380,20 @@ class AuditChain:
         # A clock given explicitly (tests) wins; else the store's shared one, else ours.
         ts = self._clock() if self._clock is not None else (view.clock() or now_ts())
         key: bytes | None = None
+        nodes: dict[tuple[int, int], bytes] = {}
+
+        def stored(level: int, index: int) -> bytes:
+            found = nodes.get((level, index))
+            if found is None:
+                found = view.subtree(level, index)
+                if found is None or not _is_hash(found):
+                    raise ChainWriteError(f"the Merkle tree lacks subtree ({level}, {index})")
+                nodes[(level, index)] = found
+            return found
+
+        def refused() -> dict[str, Any]:
+            return {"event": event, "receipt_id": receipt_id, "receipt": json.loads(receipt_json)}
+
         if head is None:
             chain_id = view.meta("chain_id")
             if chain_id is None:
@@ -393,15 +407,12 @@ class AuditChain:
             if signer is None:
                 key = self._existing_key()
             chain_id = head[2]
-            if self._chain_id != chain_id:
-                # (first append, or another database put in place under this process: its
-                # own metadata decides, and a chain replaced is the witness's to name)
+            if self._chain_id != chain_id or view.rereads_meta:
+                # (first append, another database put in place under this process, or a
+                # local file, where the read costs nothing: its own metadata decides)
                 self._chain_id = view.meta("chain_id")
             if self._chain_id != chain_id:
-                raise ChainWriteError(
-                    f"cannot append to the audit chain {self.location}: its metadata does not "
-                    "name the chain its records belong to (the database was altered)"
-                )
+                raise self._metadata_altered(chain_id, head[0] + 1, stored, witness, refused)
             if key is not None:
                 # The chain's check value says whether this host's HMAC key is the fleet's
                 # (once per key and chain): a host with another key must not write, and a
@@ -422,17 +433,6 @@ class AuditChain:
         mac = signer.sign(body) if signer is not None else self._mac(_known(key), body)
         row = (*row[:7], mac)
         view.insert_record(row)
-        nodes: dict[tuple[int, int], bytes] = {}
-
-        def stored(level: int, index: int) -> bytes:
-            found = nodes.get((level, index))
-            if found is None:
-                found = view.subtree(level, index)
-                if found is None or not _is_hash(found):
-                    raise ChainWriteError(f"the Merkle tree lacks subtree ({level}, {index})")
-                nodes[(level, index)] = found
-            return found
-
         try:
             if seq > 0 and view.subtree(0, seq - 1) is None:
                 _build_tree(view, seq)  # a chain from before the tree: built once, here
@@ -445,9 +445,7 @@ class AuditChain:
                 if not witness.agrees(chain_id, seq, edge.root()):
                     raise AheadMissed
             elif witness is not None:
-                witness.check(chain_id, seq, stored, lambda: {
-                    "event": event, "receipt_id": receipt_id, "receipt": json.loads(receipt_json)
-                })  # fmt: skip
+                witness.check(chain_id, seq, stored, refused)
             view.insert_nodes(edge.append(merkle.leaf_hash(_row_line(row).encode("utf-8"))))
         except ChainRollbackError:
             raise
@@ -458,6 +456,29 @@ class AuditChain:
             ) from exc
         authenticator: bytes | str = _known(key) if signer is None else signer.key_id
         return row, edge.root(), _Written(row, record_digest(body), authenticator)
+
+    def _metadata_altered(
+        self,
+        chain_id: str,
+        size: int,
+        stored: merkle.Subtree,
+        witness: AppendWitness | None,
+        refused: Callable[[], Mapping[str, Any]],
+    ) -> ChainWriteError:
+        """The refusal of a chain whose stored id is not its records' ``chain_id``. With a
+        witness, the records are judged first: records of another chain than the one this
+        host saw there (or a rollback or fork of it) are refused as such, and recorded."""
+        if witness is not None:
+            try:
+                witness.check(chain_id, size, stored, refused)
+            except ChainRollbackError:
+                raise
+            except ChainWriteError:
+                pass  # a tree that does not hold together: altered, as said below
+        return ChainWriteError(
+            f"cannot append to the audit chain {self.location}: its metadata does not "
+            "name the chain its records belong to (the database was altered)"
+        )
 
     def _mac(self, key: bytes, body: bytes) -> str:
         """``record_mac(key, body)``, with the key's pads kept while the key is the same."""

@@ -99,6 +99,7 @@ class AheadView:
     returns, then written by the store; any other read or write raises AheadMissed."""
 
     ahead = True
+    rereads_meta = False
 
     def __init__(self, known: KnownHead) -> None:
         self._known = known
@@ -195,9 +196,14 @@ class WriteView(ReadView, Protocol):
     (its own last write) rather than on what the store holds: its reads answer from that,
     anything it cannot answer raises AheadMissed, and the store itself checks, when the
     writes arrive, that the chain is still what the writer knew.
+
+    ``rereads_meta``: whether an append reads the chain's stored id every time (a local
+    file, where a read costs no round trip), rather than only when the head's is not the
+    one it saw last.
     """
 
     ahead: bool
+    rereads_meta: bool
 
     def meta(self, key: str) -> str | None:
         """The value stored under ``key`` in the chain's metadata, or None."""

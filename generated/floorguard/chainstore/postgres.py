@@ -165,6 +165,8 @@ class _View:
     """
 
     ahead = False
+    # (a round trip; the server never reads the stored id for an append)
+    rereads_meta = False
 
     def __init__(
         self,

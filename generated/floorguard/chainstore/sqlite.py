@@ -251,6 +251,8 @@ class _WriteView(_View):
     """A write transaction's view, which keeps the tree nodes it read and wrote and the
     records it inserted (for ``_Known.after``)."""
 
+    rereads_meta = True
+
     def __init__(self, conn: sqlite3.Connection) -> None:
         super().__init__(conn)
         self.nodes_seen: dict[tuple[int, int], bytes] = {}
