@@ -14,7 +14,7 @@ from helpers.chain_support import execute, filled_chain
 from floorguard._chain.chain import AuditChain, ChainRecord
 from floorguard._crypto import merkle
 from floorguard._proofs import checkpoint, tlog
-from floorguard.errors import VerificationError
+from floorguard.errors import ChainError, VerificationError
 
 SIGNER = Ed25519PrivateKey.generate()
 
@@ -191,3 +191,15 @@ def test_refuses_to_hand_out_a_proof_the_stored_tree_cannot_back(chain: AuditCha
     execute(chain.db_path, "UPDATE tree SET hash = ? WHERE level = 0 AND idx = 9", b"\x00" * 32)
     with pytest.raises(VerificationError, match="stored Merkle tree"):
         tlog.prove_inclusion(chain, seq=8)
+
+
+def test_a_process_that_made_proofs_refuses_once_the_records_table_is_dropped_beside_it(
+    chain: AuditChain,
+) -> None:
+    # The process's read connection is kept between proofs, and knows the tables it saw:
+    # a table dropped since is no proof, whatever that connection remembers.
+    assert tlog.prove_inclusion(chain, seq=3).tree_size == 13
+    execute(chain.db_path, "DROP TABLE records")
+    for _ in range(2):
+        with pytest.raises((ChainError, VerificationError)):
+            tlog.prove_inclusion(chain, seq=3)

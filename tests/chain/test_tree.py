@@ -140,7 +140,8 @@ def test_node_reads_answer_as_one_lookup_a_pair_would_whatever_a_forged_tree_tab
 ) -> None:
     # A tree table someone replaced: no key (so repeated pairs), other column types, a view;
     # numbers spelled as text or reals, hashes that are no BLOB. The statement that reads
-    # many pairs at once must find what one lookup per pair, in order, finds.
+    # many pairs at once must find what one lookup per pair, in order, finds (NULL for a
+    # pair it lacks, every hash of a pair stored more than once).
     conn = sqlite3.connect(":memory:")
     conn.executescript(shape)
     table = "stored" if "VIEW" in shape else "tree"
@@ -149,10 +150,30 @@ def test_node_reads_answer_as_one_lookup_a_pair_would_whatever_a_forged_tree_tab
     for n in range(300):
         row = (spellings[n % 8], spellings[(n // 8) % 8], hashes[n % 5])
         conn.execute(f"INSERT INTO {table} VALUES (?, ?, ?)", row)  # noqa: S608
-    one = "SELECT level, idx, hash FROM tree WHERE level = ? AND idx = ?"
+    one = "SELECT hash FROM tree WHERE level = ? AND idx = ?"
     for size in (1, 7, 30):
         pairs = [(a, b) for a in (0, 5, -1) for b in (0, 5, -1, 2**63 - 1)][:size]
         params = [value for pair in pairs for value in pair]
         together = conn.execute(sqlite_store._subtrees_query(len(pairs)), params).fetchall()
-        alone = [row for pair in pairs for row in conn.execute(one, pair)]
+        alone = [row for pair in pairs for row in (conn.execute(one, pair).fetchall() or [(None,)])]
         assert together == alone
+
+
+def test_a_tree_holding_a_pair_twice_is_refused_by_the_read_of_many_pairs(
+    tmp_path: Path,
+) -> None:
+    chain = filled_chain(tmp_path, 8)
+    # The key dropped (the table rebuilt without it) and node (1, 2) stored a second time.
+    for statement in (
+        "CREATE TABLE loose (level, idx, hash)",
+        "INSERT INTO loose SELECT level, idx, hash FROM tree",
+        "INSERT INTO loose SELECT level, idx, zeroblob(32) FROM tree WHERE level = 1 AND idx = 2",
+        "DROP TABLE tree",
+        "ALTER TABLE loose RENAME TO tree",
+    ):
+        execute(chain.db_path, statement)
+    with chain.store.read() as view:
+        assert view is not None
+        assert view.subtrees([(0, 1)]) != {}
+        with pytest.raises(ChainError, match="a row too many or few"):
+            view.subtrees([(0, 1), (1, 2), (2, 0)])

@@ -29,9 +29,12 @@ def leaf_hash(data: bytes) -> bytes:
     return hashlib.sha256(b"\x00" + data).digest()
 
 
+_NODE_PREFIX = b"\x01"
+
+
 def node_hash(left: bytes, right: bytes) -> bytes:
     """SHA-256(0x01 || left || right)."""
-    return hashlib.sha256(b"\x01" + left + right).digest()
+    return hashlib.sha256(_NODE_PREFIX + left + right).digest()
 
 
 def _split(n: int) -> int:
@@ -217,16 +220,17 @@ def root_from_inclusion(index: int, size: int, leaf: bytes, proof: Sequence[byte
     if not 0 <= index < size:
         raise ProofError(f"leaf index {index} is not below the tree size {size}")
     fn, sn, result = index, size - 1, leaf
+    sha256 = hashlib.sha256  # (node_hash inlined: a proof's check is mostly these calls)
     for p in proof:
         if sn == 0:
             raise ProofError("the inclusion proof is longer than the tree is deep")
         if fn & 1 or fn == sn:
-            result = node_hash(p, result)
+            result = sha256(_NODE_PREFIX + p + result).digest()
             while not fn & 1 and fn != 0:
                 fn >>= 1
                 sn >>= 1
         else:
-            result = node_hash(result, p)
+            result = sha256(_NODE_PREFIX + result + p).digest()
         fn >>= 1
         sn >>= 1
     if sn != 0:
