@@ -143,6 +143,38 @@ def test_gemini_servers_get_the_variables_of_the_env_file_it_loads(
     assert found.doubts and str(project / ".env") in found.doubts[0], found
 
 
+def test_gemini_takes_the_env_file_of_its_cli_home_when_no_folder_up_has_one(
+    home: Path, project: Path, tmp_path: Path
+) -> None:
+    """Past the working directory's folders, Gemini CLI takes the home's ``.env``, and its
+    home is ``GEMINI_CLI_HOME`` when that is set (as for its settings)."""
+    cli_home = tmp_path / "cli-home"
+    write_json(project / ".gemini" / "settings.json", servers(s={"command": "x"}))
+    (cli_home / ".gemini").mkdir(parents=True)
+    (cli_home / ".gemini" / ".env").write_text("NODE_OPTIONS=--require ./e.js\n")
+    [declared] = read("gemini", home, project, GEMINI_CLI_HOME=str(cli_home)).declarations
+    assert dict(declared.env) == {"NODE_OPTIONS": "--require ./e.js"}
+
+
+def test_gemini_env_file_in_home_that_a_cli_home_would_hide_is_a_doubt(
+    home: Path, project: Path, tmp_path: Path
+) -> None:
+    """Releases differ on which home's ``.env`` they take (HOME's, or GEMINI_CLI_HOME's):
+    a HOME ``.env`` that is not the one GEMINI_CLI_HOME gives may reach the servers
+    unjudged, so it is a doubt naming both."""
+    cli_home = tmp_path / "cli-home"
+    cli_home.mkdir()
+    write_json(project / ".gemini" / "settings.json", servers(s={"command": "x"}))
+    (home / ".env").write_text("NODE_OPTIONS=--require ./e.js\n")
+    found = read("gemini", home, project, GEMINI_CLI_HOME=str(cli_home))
+    assert len(found.doubts) == 1 and str(home / ".env") in found.doubts[0], found
+    assert "GEMINI_CLI_HOME" in found.doubts[0], found
+    # The same file either way is no doubt: a project .env comes first for every release.
+    (project / ".env").write_text("A=1\n")
+    [declared] = read("gemini", home, project, GEMINI_CLI_HOME=str(cli_home)).declarations
+    assert dict(declared.env) == {"A": "1"}
+
+
 # ------------------------------------------------------------------ more declaration sources
 
 

@@ -739,8 +739,25 @@ class _Reader:
         ``.gemini/.env`` or ``.env`` from the working directory up, else the home's): a
         variable it sets that the agent's environment lacks reaches every server and every
         expansion. Read plainly (``NAME=value``, optionally quoted on one line, optionally
-        after ``export``) or refused."""
-        path = _gemini_env_path(self.cwd, self.home)
+        after ``export``) or refused.
+
+        The home is ``GEMINI_CLI_HOME`` when set, as for the settings; releases that took
+        the ``.env`` from HOME regardless would load another file when HOME's differs: a
+        doubt, since its variables would reach the servers unjudged."""
+        cli_home = self.environ.get("GEMINI_CLI_HOME") or self.home
+        path = _gemini_env_path(self.cwd, cli_home)
+        if cli_home != self.home:
+            other = _gemini_env_path(self.cwd, self.home)
+            if other is not None and other != path:
+                self._doubt(
+                    other,
+                    "(the file)",
+                    "Gemini CLI takes this .env from HOME in some releases and "
+                    f"{path or 'none'} from GEMINI_CLI_HOME in others; which one the agent "
+                    "loads is not known here (move it out of HOME, or put the .env the "
+                    "servers need in the working directory)",
+                )
+                return
         if path is None:
             return
         added = self._dotenv(path)
