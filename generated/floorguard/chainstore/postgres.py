@@ -59,6 +59,7 @@ from floorguard.chainstore.postgres_schema import (
     SCHEMA,
 )
 from floorguard.chainstore.postgres_wire import (
+    Fired,
     _attempts,
     _close_quietly,
     _committed,
@@ -187,7 +188,7 @@ class _View:
         # A reader's limit on each wait for the server (a writer's whole transaction has
         # one already); ``fired`` tells whether the last one cut the connection.
         self._silence = silence
-        self.fired = threading.Event()
+        self.fired = Fired()
         self._head = head
         self.head_read = head  # (the head as the transaction found it, whatever it writes)
         self._nodes = {} if nodes is None else nodes
@@ -607,7 +608,7 @@ class PostgresStore:
         error: type[ChainError],
         doing: str,
         ms: int,
-        fired: threading.Event,
+        fired: Fired,
     ) -> psycopg.Connection[Any]:
         pg = _import_psycopg()
         try:
@@ -753,7 +754,7 @@ class PostgresStore:
         view: _View,
         attempt: Callable[[WriteView], T],
         doing: str,
-        fired: threading.Event,
+        fired: Fired,
     ) -> T:
         pg = _import_psycopg()
         self._ahead = None
@@ -945,7 +946,7 @@ class PostgresStore:
     def explain(
         self,
         exc: BaseException,
-        silent: threading.Event | None = None,
+        silent: Fired | None = None,
         *,
         connecting: bool = False,
         appending: bool = False,

@@ -5,7 +5,6 @@ database, as the tables' owner, and the appenders' role, granted to the roles na
 from __future__ import annotations
 
 import secrets
-import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +26,7 @@ from floorguard.chainstore.postgres_schema import (
     _check_record_trigger,
     appender_role,
 )
-from floorguard.chainstore.postgres_wire import _close_quietly, _deadline, _import_psycopg
+from floorguard.chainstore.postgres_wire import Fired, _close_quietly, _deadline, _import_psycopg
 from floorguard.errors import ChainWriteError
 
 if TYPE_CHECKING:
@@ -56,7 +55,7 @@ def init_schema(
 
     store = PostgresStore(url, timeout=timeout)
     conn = store._connect(ChainWriteError, "initialise")
-    fired = threading.Event()
+    fired = Fired()
     try:
         try:
             # Bounded like an append: a server that goes silent mid-init is cut.

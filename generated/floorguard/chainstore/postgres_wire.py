@@ -13,7 +13,7 @@ import select
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from floorguard.chainstore import conninfo
@@ -56,7 +56,7 @@ class _Watchdog:
     def _reset(self) -> None:
         # Also after fork: the child has neither the thread nor a usable lock.
         self._cond = threading.Condition()
-        self._armed: dict[int, tuple[Any, float, threading.Event]] = {}
+        self._armed: dict[int, tuple[Any, float, Fired]] = {}
         self._wake_at: float | None = None
         self._thread: threading.Thread | None = None
         self._next = 0
@@ -73,10 +73,10 @@ class _Watchdog:
                 self._wake_at = min((d for _, d, _ in self._armed.values()), default=None)
                 self._cond.wait(None if self._wake_at is None else self._wake_at - now)
 
-    @contextlib.contextmanager
-    def guard(self, conn: Any, seconds: float) -> Iterator[threading.Event]:
-        """Cut ``conn`` if the block outlasts ``seconds``; the event says whether it did."""
-        fired = threading.Event()
+    def guard(self, conn: Any, seconds: float) -> _Guard:
+        """Cut ``conn`` if the ``with`` block outlasts ``seconds``; what it yields says
+        whether it did."""
+        fired = Fired()
         deadline = time.monotonic() + seconds
         with self._cond:
             if self._thread is None:
@@ -90,11 +90,43 @@ class _Watchdog:
             if self._wake_at is None or deadline < self._wake_at:
                 self._wake_at = deadline
                 self._cond.notify()
-        try:
-            yield fired
-        finally:
-            with self._cond:
-                self._armed.pop(token, None)
+        return _Guard(self, token, fired)
+
+    def disarm(self, token: int) -> None:
+        with self._cond:
+            self._armed.pop(token, None)
+
+
+class Fired:
+    """Whether the watchdog cut a connection: set by its thread under its lock, read by the
+    guarded block's owner once the block is over. (A plain flag: a threading.Event, with its
+    own lock and condition, was a measurable part of every append.)"""
+
+    __slots__ = ("_set",)
+
+    def __init__(self) -> None:
+        self._set = False
+
+    def set(self) -> None:
+        self._set = True
+
+    def is_set(self) -> bool:
+        return self._set
+
+
+class _Guard:
+    """One armed deadline, disarmed when its ``with`` block ends (however it ends)."""
+
+    __slots__ = ("_fired", "_token", "_watchdog")
+
+    def __init__(self, watchdog: _Watchdog, token: int, fired: Fired) -> None:
+        self._watchdog, self._token, self._fired = watchdog, token, fired
+
+    def __enter__(self) -> Fired:
+        return self._fired
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._watchdog.disarm(self._token)
 
 
 _WATCHDOG = _Watchdog()
