@@ -187,6 +187,10 @@ def test_a_fresh_process_refuses_the_tree_a_planted_trigger_left(
     host.preflight(aider)
     answer = _fresh_preflight(env, aider)
     assert answer.get("spawn") and refusal in answer["refused"], answer
+    if "The refusal is recorded in" in answer["refused"]:
+        [recorded] = refusals(home)
+        assert recorded["message"] in answer["refused"]
+        assert recorded["refused"]["receipt"]["verdict"] == "permit"
 
 
 @pytest.mark.parametrize(
