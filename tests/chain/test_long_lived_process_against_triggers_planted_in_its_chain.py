@@ -209,3 +209,40 @@ def test_no_proof_or_checkpoint_comes_from_the_tree_a_planted_trigger_left(
     signed = _floorctl(env, "chain", "checkpoint")
     assert signed.returncode == 1 and signed.stdout == "", signed
     assert "refusing to sign" in signed.stderr
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the long-lived process goes on appending while a trigger deletes the chain's "
+    "metadata with each of its records; a fresh process refuses that chain",
+)
+def test_a_trigger_deleting_the_metadata_stops_the_process_where_a_fresh_one_stops(
+    host: LongLivedHost, home: Path, env: dict[str, str], aider: Path
+) -> None:
+    tamper(home, "CREATE TRIGGER planted AFTER INSERT ON records BEGIN DELETE FROM meta; END")
+    host.preflight(aider)
+    later = [host.preflight(aider) for _ in range(2)]
+    answer = _fresh_preflight(env, aider)
+    assert "metadata does not name the chain" in answer.get("refused", ""), answer
+    assert all("refused" in answer for answer in later), later
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [
+        "CREATE TRIGGER planted BEFORE INSERT ON records BEGIN SELECT RAISE(ABORT, 'no'); END",
+        "CREATE TRIGGER planted BEFORE INSERT ON records BEGIN SELECT RAISE(ROLLBACK, 'no'); END",
+        "CREATE TRIGGER planted BEFORE INSERT ON tree BEGIN SELECT RAISE(FAIL, 'no'); END",
+        "CREATE TRIGGER planted AFTER INSERT ON tree BEGIN SELECT RAISE(ROLLBACK, 'no'); END",
+        "CREATE TRIGGER planted BEFORE INSERT ON records BEGIN SELECT no_such_function(); END",
+    ],
+    ids=["abort-record", "rollback-record", "fail-node", "rollback-after-node", "unknown-function"],
+)
+def test_a_trigger_failing_the_insert_refuses_the_spawn_in_words_and_writes_nothing(
+    host: LongLivedHost, home: Path, env: dict[str, str], aider: Path, planted: str
+) -> None:
+    tamper(home, planted)
+    for answer in [host.preflight(aider) for _ in range(2)] + [_fresh_preflight(env, aider)]:
+        assert answer.get("spawn") and "could not be recorded" in answer["refused"], answer
+    assert count_rows(home, "records") == 5
+    assert count_rows(home, "tree") == 8
