@@ -435,3 +435,50 @@ def test_another_home_s_chain_swapped_in_under_a_process_that_made_proofs(
     assert "replaced by another chain" in refused.get("refused", ""), refused
     _refused_in_words(_floorctl(env, "chain", "checkpoint"))
     assert [r["event"] for r in refusals(home)] == ["replaced", "replaced"]
+
+
+@pytest.mark.parametrize(
+    "tampering",
+    [
+        (*TREE_WITHOUT_KEY, "INSERT INTO tree VALUES (1, 1, zeroblob(32))"),
+        (*TREE_WITHOUT_KEY, "INSERT INTO tree VALUES (2, 0, zeroblob(32))"),
+        (*TREE_WITHOUT_KEY, "INSERT INTO tree VALUES (0, 4, zeroblob(32))"),
+        ("UPDATE tree SET hash = zeroblob(32) WHERE level = 1 AND idx = 1",),
+        ("DROP TABLE tree", REWRITE_RECORD_2),
+        (
+            "ALTER TABLE tree RENAME TO stored",
+            "CREATE VIEW tree AS SELECT level, idx, zeroblob(32) AS hash FROM stored",
+        ),
+    ],
+    ids=[
+        "node-1-1-twice",
+        "node-2-0-twice",
+        "leaf-4-twice",
+        "node-1-1-rewritten",
+        "tree-dropped-record-rewritten",
+        "a-view-of-zero-hashes",
+    ],
+)
+def test_a_consistency_proof_between_checkpoints_signed_before_is_true_or_refused(
+    env: dict[str, str], home: Path, tmp_path: Path, tampering: tuple[str, ...]
+) -> None:
+    keys = tmp_path / "keys"
+    assert _floorctl(env, "keygen", "--out", str(keys)).returncode == 0
+    notes = [tmp_path / "c1.txt", tmp_path / "c2.txt"]
+    with LongLivedHost(env) as process:
+        for note, count in zip(notes, (5, 6), strict=True):
+            process.appended(count)
+            done = _floorctl(env, "chain", "checkpoint", "--signing-key",
+                             str(keys / "signing.key"), "--out", str(note))  # fmt: skip
+            assert done.returncode == 0, done.stderr
+        tamper(home, *tampering)
+        proof = tmp_path / "consistency.json"
+        made = _floorctl(env, "chain", "consistency", "--old", str(notes[0]), "--new",
+                         str(notes[1]), "--out", str(proof))  # fmt: skip
+        if made.returncode != 0:
+            _refused_in_words(made)
+            return
+        verified = _floorctl(env, "verify", "consistency", "--old", str(notes[0]), "--new",
+                             str(notes[1]), "--proof", str(proof), "--pubkey",
+                             str(keys / "signing.pub"))  # fmt: skip
+        assert verified.returncode == 0, verified.stdout + verified.stderr
