@@ -11,7 +11,10 @@ process).
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -482,3 +485,67 @@ def test_a_consistency_proof_between_checkpoints_signed_before_is_true_or_refuse
                              str(notes[1]), "--proof", str(proof), "--pubkey",
                              str(keys / "signing.pub"))  # fmt: skip
         assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+def _rewrite_path_to_the_root(home: Path) -> bytes:
+    """Node (1, 1) (records 2 and 3) rewritten, and (2, 0) and the root (3, 0) above it made
+    to agree with it: a tree consistent in itself that no records make. The forged node."""
+    forged = b"\x42" * 32
+
+    def interior(left: bytes, right: bytes) -> bytes:
+        return hashlib.sha256(b"\x01" + left + right).digest()
+
+    conn = sqlite3.connect(home / "chain.sqlite3", isolation_level=None)
+    try:
+
+        def node(level: int, index: int) -> bytes:
+            query = "SELECT hash FROM tree WHERE level = ? AND idx = ?"
+            return bytes(conn.execute(query, (level, index)).fetchone()[0])
+
+        level_2 = interior(node(1, 0), forged)
+        root = interior(level_2, node(2, 1))
+        conn.execute("BEGIN IMMEDIATE")
+        for level, index, value in ((1, 1, forged), (2, 0, level_2), (3, 0, root)):
+            conn.execute(
+                "UPDATE tree SET hash = ? WHERE level = ? AND idx = ?", (value, level, index)
+            )
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+    return forged
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="chain prove (exit 0), and the process's own proof, hand out record 0's proof "
+    "through the forged node (1, 1) up to a forged root, while the kept checkpoint and the "
+    "host's view both hold the true root",
+)
+def test_no_proof_is_handed_out_through_nodes_rewritten_up_to_the_root(
+    host: LongLivedHost, home: Path, env: dict[str, str], signed: tuple[Path, Path]
+) -> None:
+    # receipts-and-chain.md: a stored node below a signed checkpoint that the database's
+    # owner rewrote: proofs that would need that node fail (so `chain prove` refuses them).
+    forged = base64.b64encode(_rewrite_path_to_the_root(home)).decode()
+    answer = host.prove(0)
+    assert forged not in answer.get("proof", {}).get("hashes", []), answer
+    done = _floorctl(env, "chain", "prove", "--seq", "0")
+    assert forged not in done.stdout
+    _refused_in_words(done)
+
+
+def test_a_path_rewritten_up_to_the_root_is_refused_by_everything_that_checks_a_root(
+    host: LongLivedHost, home: Path, env: dict[str, str], signed: tuple[Path, Path],
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    _rewrite_path_to_the_root(home)
+    proof = _floorctl(env, "chain", "prove", "--seq", "0")
+    if proof.returncode == 0:
+        assert not _proof_verifies(json.loads(proof.stdout), signed, env, tmp_path)
+    _refused_in_words(_floorctl(env, "chain", "prove", "--seq", "0", "--checkpoint",
+                                str(signed[0])))  # fmt: skip
+    key = str(signed[1].with_name("signing.key"))
+    _refused_in_words(_floorctl(env, "chain", "checkpoint", "--signing-key", key))
+    refused = host.ask("append")
+    assert "a fork" in refused.get("refused", ""), refused
+    assert [r["event"] for r in refusals(home)] == ["fork"]
