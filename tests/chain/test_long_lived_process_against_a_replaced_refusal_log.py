@@ -18,7 +18,7 @@ from helpers.cli import isolated_env
 from helpers.long_lived import backup_chain, restore_chain
 from helpers.long_lived_prover import LongLivedHost, count_rows
 
-PATIENCE = 10.0  # seconds: an append here takes milliseconds
+PATIENCE = 5.0  # seconds: an append here takes milliseconds
 
 
 @pytest.fixture
@@ -74,7 +74,7 @@ def test_a_refusal_log_that_is_no_regular_file_still_refuses_the_rollback_in_wor
 @pytest.mark.xfail(
     strict=True,
     reason="with a FIFO (no reader) at chain-refusals.jsonl the process gives no answer to "
-    "the append within 10 s: it neither refuses nor records",
+    "the append within 5 s: it neither refuses nor records",
 )
 def test_a_fifo_as_the_refusal_log_still_refuses_the_rollback_at_once(
     host: LongLivedHost, home: Path

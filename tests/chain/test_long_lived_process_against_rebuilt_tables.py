@@ -27,6 +27,8 @@ from helpers.cli import isolated_env
 from helpers.long_lived import backup_chain, restore_chain
 from helpers.long_lived_prover import LongLivedHost, count_rows, refusals, tamper
 
+pytestmark = pytest.mark.attack  # forged trees and proofs, a minute in all: run by .ci/run
+
 RECORDS = 8  # a full tree: root (3, 0); record 0's path is (0, 1), (1, 1), (2, 1)
 NODE_TWICE = "INSERT INTO tree VALUES (1, 1, zeroblob(32))"
 REWRITE_RECORD_2 = (
