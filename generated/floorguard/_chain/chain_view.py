@@ -420,12 +420,18 @@ class ChainViews:
         line = (json.dumps(dict(entry), sort_keys=True, separators=(",", ":")) + "\n").encode()
         try:
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            # Non-blocking: a FIFO with no reader in its place fails at once (ENXIO) rather
+            # than leave the refused append waiting for one; anything but a regular file
+            # is refused before a byte is written.
             fd = os.open(
                 self.refusals_path,
-                os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW,
+                os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+                | os.O_NONBLOCK,
                 0o600,
-            )
+            )  # fmt: skip
             try:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    raise OSError(errno.EINVAL, "not a regular file")
                 os.write(fd, line)  # one write: O_APPEND keeps concurrent lines whole
                 os.fsync(fd)
             finally:
