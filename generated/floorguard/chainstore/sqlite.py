@@ -33,7 +33,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from floorguard.chainstore.interface import (
     CHAIN_FORMAT,
@@ -66,13 +66,42 @@ _SCHEMA = (
 )
 
 
-_BOTH_TABLES = frozenset(("records", "tree"))
-# Under an append's lock: the connection's data version, and the head's seq and mac (no row
-# for an empty chain). One statement: the check an append run ahead rests on.
-_AHEAD_CHECK = (
-    "SELECT data_version, seq, mac FROM (SELECT seq, mac FROM records ORDER BY seq DESC"
-    " LIMIT 1) CROSS JOIN pragma_data_version"
+# Under a write's lock: the connection's data version, the schema's version, and the head's
+# seq and mac (NULL for an empty chain). One statement: the checks every write rests on (the
+# schema: nothing but floorguard's own tables runs inside it) and an append run ahead too.
+_WRITE_CHECK = (
+    "SELECT d.data_version, s.schema_version, h.seq, h.mac FROM pragma_data_version d"
+    " CROSS JOIN pragma_schema_version s"
+    " LEFT JOIN (SELECT seq, mac FROM records ORDER BY seq DESC LIMIT 1) h"
 )
+_SCHEMA_OBJECTS = "SELECT type, name FROM sqlite_master"
+# What floorguard makes in a chain's file (SQLite's own tables, sqlite_*, aside).
+_OWN_OBJECTS: Final = frozenset(
+    {("table", "meta"), ("index", "sqlite_autoindex_meta_1"), ("table", "records"),
+     ("table", "tree")}
+)  # fmt: skip
+
+
+def _foreign(objects: Iterable[tuple[object, object]]) -> str | None:
+    """Why a chain's file holding ``objects`` (type, name) is not one floorguard wrote, or
+    None: a trigger runs inside every write (it can drop or rewrite what was stored, in the
+    writer's own commit, unseen by its data version), a view can stand for a table, and
+    anything else was made by someone else."""
+    found = [
+        f"{kind} {name!s}"
+        for kind, name in objects
+        if (kind, name) not in _OWN_OBJECTS
+        and not (kind == "table" and isinstance(name, str) and name.startswith("sqlite_"))
+    ]
+    if not found:
+        return None
+    shown = ", ".join(found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
+    return (
+        f"it holds {shown}, which floorguard does not make (a trigger or a view acts inside "
+        "every read or write of the chain; the database was altered)"
+    )
+
+
 # At most this many tree nodes go into one INSERT (an append makes at most 64); more (a tree
 # built for an old chain) go through executemany.
 _NODES_PER_STATEMENT = 64
@@ -228,10 +257,12 @@ class _View:
         self._conn.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (key, value))
 
     def insert_record(self, row: Row) -> None:
-        self._conn.execute(
+        done = self._conn.execute(
             f"INSERT INTO records ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",  # noqa: S608
             row,
         )
+        if done.rowcount != 1:  # (what stored nothing, and said nothing, is no write)
+            raise ChainWriteError(f"record {row[0]} was not stored (the database was altered)")
 
     def insert_nodes(self, nodes: Iterable[Node]) -> None:
         import sqlite3  # loaded already: the view's connection is one of its
@@ -240,16 +271,23 @@ class _View:
         try:
             if len(rows) <= _NODES_PER_STATEMENT:
                 # An append's few nodes in one statement (each statement is a VM run).
+                stored = 0
                 if rows:
                     values = [value for node in rows for value in node]
-                    self._conn.execute(_insert_nodes_statement(len(rows)), values)
+                    stored = self._conn.execute(_insert_nodes_statement(len(rows)), values).rowcount
             else:
-                self._conn.executemany("INSERT INTO tree (level, idx, hash) VALUES (?, ?, ?)", rows)
+                sql = "INSERT INTO tree (level, idx, hash) VALUES (?, ?, ?)"
+                stored = self._conn.executemany(sql, rows).rowcount
         except sqlite3.IntegrityError as exc:
             # Only a row written for a record that did not exist yet can be in the way.
             raise ChainWriteError(
                 "the Merkle tree holds subtrees of records not yet appended"
             ) from exc
+        if stored != len(rows):
+            raise ChainWriteError(
+                f"{len(rows) - stored} of {len(rows)} tree nodes were not stored (the database "
+                "was altered)"
+            )
 
 
 class _WriteView(_View):
@@ -360,15 +398,14 @@ class SqliteStore:
         self._conn_files: _Files = (None, None, None)
         # What the last append on the kept connection wrote (appending ahead), or None.
         self._known: _Known | None = None
+        # The schema version at which the kept connection last found only its own tables.
+        self._schema_checked: object = None
         # One read connection kept between reads (opening one, and SQLite's reading of the
         # schema on its first statement, cost more than a proof's queries): for one read
         # at a time, in this process, on this file; a read meanwhile opens its own.
         self._reader_lock = threading.Lock()
         self._reader: sqlite3.Connection | None = None
         self._reader_key: tuple[int, tuple[int, int] | None] | None = None
-        # Whether the kept reader has seen both tables (floorguard never drops one: a table
-        # dropped since fails the read, and the next read looks again).
-        self._reader_whole = False
 
     def exists(self) -> bool:
         return self.db_path.is_file()
@@ -398,16 +435,19 @@ class SqliteStore:
             known, self._known = self._known, None
             try:
                 conn.execute("BEGIN IMMEDIATE")
-                version = None
-                if ahead:
-                    found = conn.execute(_AHEAD_CHECK).fetchone()
-                    version, seq, mac = (None, None, None) if found is None else found
-                    if known is not None and known.holds(conn, version, seq, mac):
-                        ran = _run_ahead(conn, known, attempt)
-                        if ran is not None:
-                            result, self._known = ran
-                            conn.execute("COMMIT")
-                            return result
+                version, schema, seq, mac = conn.execute(_WRITE_CHECK).fetchone()
+                if schema != self._schema_checked:
+                    foreign = _foreign(conn.execute(_SCHEMA_OBJECTS).fetchall())
+                    if foreign:
+                        raise ChainWriteError(f"cannot {doing} the audit chain {self.db_path}: "
+                                              f"{foreign}")  # fmt: skip
+                    self._schema_checked = schema
+                if ahead and known is not None and known.holds(conn, version, seq, mac):
+                    ran = _run_ahead(conn, known, attempt)
+                    if ran is not None:
+                        result, self._known = ran
+                        conn.execute("COMMIT")
+                        return result
                 view = _WriteView(conn)
                 result = attempt(view)
                 if ahead:
@@ -466,6 +506,7 @@ class SqliteStore:
             self._drop_connection()
         conn = self._open_writer()
         self._conn = conn
+        self._schema_checked = None  # (this connection has not listed the schema yet)
         self._conn_pid = os.getpid()
         self._conn_files = _files(self.db_path)
         return conn
@@ -576,20 +617,15 @@ class SqliteStore:
                 try:
                     # One read transaction: everything read comes from one snapshot.
                     conn.execute("BEGIN")
-                    tables: frozenset[str] | set[str] = _BOTH_TABLES
-                    if not (kept and self._reader_whole):
-                        tables = {
-                            name
-                            for (name,) in conn.execute(
-                                "SELECT name FROM sqlite_master WHERE type = 'table'"
-                            )
-                        }
-                        if kept:
-                            self._reader_whole = tables >= _BOTH_TABLES
+                    objects = conn.execute(_SCHEMA_OBJECTS).fetchall()
                 except sqlite3.Error as exc:
                     raise ChainError(
                         f"cannot read the audit chain {self.db_path}: {_explain(exc)}"
                     ) from exc
+                foreign = _foreign(objects)
+                if foreign:
+                    raise ChainError(f"cannot read the audit chain {self.db_path}: {foreign}")
+                tables = {name for kind, name in objects if kind == "table"}
                 if "records" not in tables:
                     # A database with no records table yet is an empty chain, nothing more.
                     yield None
@@ -653,7 +689,6 @@ class SqliteStore:
                 self._reader.close()
         self._reader = None
         self._reader_key = None
-        self._reader_whole = False
 
 
 def _run_ahead(
