@@ -1,9 +1,10 @@
 """Records deleted from the middle of the chain between two appends of a long-lived host
 process, its own head left in place (and the tree's nodes with it).
 
-fleet.md: an append is refused, and the refusal recorded, when the chain holds fewer records
-than this host has seen (a rollback: an older backup restored, records removed). A chain
-with a hole holds fewer; the audit names the hole, and no checkpoint is signed over it.
+fleet.md: an append is refused, and the refusal recorded, when the chain's head is older than
+the last record this host has seen. Records deleted below the head, the head and the tree
+left, are a named gap for appends ("What a host does not see"): the audit names the hole,
+and no checkpoint is signed over it.
 """
 
 from __future__ import annotations
@@ -47,8 +48,9 @@ def _floorctl(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[st
 
 @pytest.mark.xfail(
     strict=True,
-    reason="the process appends (seq 8) onto a chain holding 5 of the 8 records it has "
-    "seen (records 2 to 4 removed, its head kept), and records no refusal",
+    reason="named gap (fleet.md, 'What a host does not see'): the process appends (seq 8) "
+    "onto a chain holding 5 of the 8 records it has seen (records 2 to 4 removed, its head "
+    "kept), and records no refusal",
 )
 def test_records_removed_below_the_head_refuse_the_process_s_next_append_as_a_rollback(
     host: LongLivedHost, home: Path
@@ -60,7 +62,8 @@ def test_records_removed_below_the_head_refuse_the_process_s_next_append_as_a_ro
 
 @pytest.mark.xfail(
     strict=True,
-    reason="a fresh process of the host appends onto the chain with a hole too",
+    reason="named gap (fleet.md, 'What a host does not see'): a fresh process of the host "
+    "appends onto the chain with a hole too",
 )
 def test_records_removed_below_the_head_refuse_a_fresh_process_of_the_host(
     host: LongLivedHost, home: Path, env: dict[str, str]
