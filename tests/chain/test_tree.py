@@ -177,3 +177,32 @@ def test_a_tree_holding_a_pair_twice_is_refused_by_the_read_of_many_pairs(
         assert view.subtrees([(0, 1)]) != {}
         with pytest.raises(ChainError, match="a row too many or few"):
             view.subtrees([(0, 1), (1, 2), (2, 0)])
+
+
+@pytest.mark.parametrize(
+    ("rewrite", "named"),
+    [
+        (
+            """UPDATE records SET receipt = replace(receipt, '"n":3', '"n":4') WHERE seq = 3""",
+            "record 3's receipt_id is not its receipt's digest",
+        ),
+        (
+            "UPDATE records SET prev = 'sha256:' || printf('%064d', 0) WHERE seq = 5",
+            "record 5's prev is not the digest of the record before it",
+        ),
+        ("UPDATE records SET ts = x'37' WHERE seq = 6", "record 6 holds a value that is not text"),
+    ],
+    ids=["receipt", "link", "type"],
+)
+def test_a_tree_is_never_built_over_a_record_that_does_not_hold_together(
+    tmp_path: Path, rewrite: str, named: str
+) -> None:
+    chain = filled_chain(tmp_path, 9)
+    chain.close()
+    execute(chain.db_path, "DROP TABLE tree")
+    execute(chain.db_path, rewrite)
+    again = AuditChain(chain.db_path, chain.key_file)
+    with pytest.raises(ChainWriteError, match=named):
+        again.ensure_tree()
+    with sqlite3.connect(chain.db_path) as db:
+        assert db.execute("SELECT count(*) FROM tree").fetchone()[0] == 0

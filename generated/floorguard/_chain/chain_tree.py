@@ -8,7 +8,7 @@ import contextlib
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from floorguard._chain.chain_record import _row_line
+from floorguard._chain.chain_record import GENESIS_PREV, _row_body, _row_line, record_digest
 from floorguard._crypto import merkle
 from floorguard.chainstore.interface import Node
 from floorguard.errors import ChainError, ChainWriteError
@@ -145,10 +145,19 @@ def _is_hash(value: object) -> bool:
 
 
 def _build_tree(view: WriteView, upto: int) -> None:
-    """Add the leaves the tree lacks below ``upto``, from the records as they are stored."""
+    """Add the leaves the tree lacks below ``upto``, from the records as they are stored,
+    each one linked to the record before it and holding the receipt its id names (what can
+    be checked without the chain's key): a record rewritten before the tree is built is
+    refused, never made a leaf. Raises ChainWriteError."""
     start = view.tree_size()
     if start >= upto:
         return
+    previous = GENESIS_PREV
+    if start > 0:
+        before = view.row(start - 1)
+        if before is None:
+            raise ChainWriteError(f"the audit chain has no record {start - 1}")
+        previous = record_digest(_row_body(before).encode("utf-8"))
 
     def stored(level: int, index: int) -> bytes:
         found = view.subtree(level, index)
@@ -162,7 +171,15 @@ def _build_tree(view: WriteView, upto: int) -> None:
     for row in view.rows(start, upto - 1):
         if row[0] != expected:
             raise ChainWriteError(f"the audit chain has no record {expected}")
+        if not all(type(value) is str for value in row[1:]):
+            raise ChainWriteError(f"record {expected} holds a value that is not text")
+        if row[6] != previous:
+            raise ChainWriteError(f"record {expected}'s prev is not the digest of the record "
+                                  "before it")  # fmt: skip
+        if row[4] != record_digest(row[5].encode("utf-8")):
+            raise ChainWriteError(f"record {expected}'s receipt_id is not its receipt's digest")
         expected += 1
+        previous = record_digest(_row_body(row).encode("utf-8"))
         pending.extend(edge.append(merkle.leaf_hash(_row_line(row).encode("utf-8"))))
         if len(pending) >= 4096:
             view.insert_nodes(pending)
