@@ -274,6 +274,11 @@ def prove_inclusion(
     checkpoint of another log or one the stored tree does not match, a stored leaf that is
     not its record's line) and ChainError.
     """
+    # Without a checkpoint the proof leads to the stored tree's own root: this host
+    # witnesses that tree as it does an append's (a smaller or inconsistent one is refused
+    # and recorded), so a tree rewritten up to its root is no proof.
+    views = chain.views if checkpoint is None else None
+    before = None if views is None else views.load()
     with _snapshot_for(chain) as snap:
         if receipt_id is not None:
             seq = snap.seq_of(receipt_id)
@@ -320,7 +325,20 @@ def prove_inclusion(
         except merkle.ProofError as exc:
             stated()
             raise _inconsistent(chain) from exc
-        return InclusionProof(origin, size, seq, line, tuple(hashes))
+        chain_id = snap.chain_id()
+    if views is not None and before is not None and chain_id is not None:
+        views.observe(
+            before, chain_id, size, root, location=chain.location,
+            root_of=lambda m: _stored_root(chain, m), doing="prove a record of",
+        )  # fmt: skip
+    return InclusionProof(origin, size, seq, line, tuple(hashes))
+
+
+def _stored_root(chain: AuditChain, size: int) -> bytes:
+    found = checkpoints.stored_root(chain, size)
+    if found is None:
+        raise VerificationError(f"the audit chain {chain.location} has fewer than {size} records")
+    return found
 
 
 def prove_consistency(
