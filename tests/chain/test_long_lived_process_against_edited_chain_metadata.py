@@ -103,3 +103,19 @@ def test_the_chain_id_put_back_lets_the_process_append_again(
     db.close()
     assert host.appended(2) == [4, 5]
     assert refusals(home) == []
+
+
+@pytest.mark.parametrize(
+    "edit",
+    ["UPDATE meta SET value = '2' WHERE key = 'format'", "DELETE FROM meta WHERE key = 'format'"],
+    ids=["another-format", "no-format"],
+)
+def test_a_stored_format_this_floorguard_does_not_write_stops_the_process_at_once(
+    host: LongLivedHost, home: Path, edit: str
+) -> None:
+    # As a fresh process refuses it on opening the file: no append on a format it does not
+    # write, by a process that appended to the file before.
+    tamper(home, edit)
+    answer = host.ask("append")
+    assert "unknown format" in answer.get("refused", ""), answer
+    _refused_and_nothing_written(answer, home)

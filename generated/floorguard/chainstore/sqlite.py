@@ -66,11 +66,13 @@ _SCHEMA = (
 )
 
 
-# Under a write's lock: the connection's data version, the schema's version, and the head's
-# seq and mac (NULL for an empty chain). One statement: the checks every write rests on (the
-# schema: nothing but floorguard's own tables runs inside it) and an append run ahead too.
+# Under a write's lock: the connection's data version, the schema's version, the stored
+# format, and the head's seq and mac (NULL for an empty chain). One statement: the checks
+# every write rests on (the schema: nothing but floorguard's own tables runs inside it; the
+# format: one this floorguard writes) and an append run ahead too.
 _WRITE_CHECK = (
-    "SELECT d.data_version, s.schema_version, h.seq, h.mac FROM pragma_data_version d"
+    "SELECT d.data_version, s.schema_version,"
+    " (SELECT value FROM meta WHERE key = 'format'), h.seq, h.mac FROM pragma_data_version d"
     " CROSS JOIN pragma_schema_version s"
     " LEFT JOIN (SELECT seq, mac FROM records ORDER BY seq DESC LIMIT 1) h"
 )
@@ -80,6 +82,13 @@ _OWN_OBJECTS: Final = frozenset(
     {("table", "meta"), ("index", "sqlite_autoindex_meta_1"), ("table", "records"),
      ("table", "tree")}
 )  # fmt: skip
+
+
+def _unknown_format(db_path: Path, stored: object) -> str:
+    return (
+        f"cannot open the audit chain {db_path}: unknown format {stored!r} (this floorguard "
+        f"writes format {CHAIN_FORMAT})"
+    )
 
 
 def _foreign(objects: Iterable[tuple[object, object]]) -> str | None:
@@ -435,7 +444,9 @@ class SqliteStore:
             known, self._known = self._known, None
             try:
                 conn.execute("BEGIN IMMEDIATE")
-                version, schema, seq, mac = conn.execute(_WRITE_CHECK).fetchone()
+                version, schema, stored_format, seq, mac = conn.execute(_WRITE_CHECK).fetchone()
+                if stored_format != CHAIN_FORMAT:
+                    raise ChainWriteError(_unknown_format(self.db_path, stored_format))
                 if schema != self._schema_checked:
                     foreign = _foreign(conn.execute(_SCHEMA_OBJECTS).fetchall())
                     if foreign:
@@ -565,9 +576,7 @@ class SqliteStore:
                 stored = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
                 if stored is None or stored[0] != CHAIN_FORMAT:
                     raise ChainWriteError(
-                        f"cannot open the audit chain {self.db_path}: unknown format "
-                        f"{stored[0] if stored else None!r} (this floorguard writes format "
-                        f"{CHAIN_FORMAT})"
+                        _unknown_format(self.db_path, stored[0] if stored else None)
                     )
                 conn.execute("COMMIT")
             except BaseException:
