@@ -3,6 +3,7 @@ forged or missing node; a wiped tree is rebuilt from the records."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,8 @@ from helpers.pg_chain import (
     append,
     verify,
 )
+
+from floorguard._chain.chain import body_text, record_digest
 
 pytestmark = pytest.mark.fleet
 
@@ -122,13 +125,38 @@ def test_records_and_tree_rows_forged_by_hand_stop_appends_before_they_build_on_
     pg.sql("DELETE FROM floorguard.tree WHERE level = 0 AND idx = 1")  # the owner repairs
     # A record with a forged MAC: the next append records it on the host and chains onto
     # it (refusing would let any one host stop every other); the audit names it.
+    first = json.loads(pg.sql("SELECT row_to_json(r) FROM floorguard.records r WHERE seq = 0"))
+    linked = record_digest(body_text(
+        seq=0, ts=first["ts"], chain_id=first["chain_id"], event=first["event"],
+        receipt_id=first["receipt_id"], receipt_json=first["receipt"], prev=first["prev"],
+    ).encode())  # fmt: skip
     pg.sql(
-        # stamped now, as the record check asks: only the MAC is forged
+        # stamped now, as the record check asks, and linked to record 0: only the MAC is
+        # forged (a record that does not hold together is never built into the tree)
         f"INSERT INTO floorguard.records SELECT 1, {NOW_TS},"  # noqa: S608
-        " chain_id, event, receipt_id, receipt, prev, repeat('0', 64)"
+        f" chain_id, event, receipt_id, receipt, '{linked}', repeat('0', 64)"
         " FROM floorguard.records WHERE seq = 0",
     )
     done = append(env)
     assert done.returncode == 0 and "does not verify with the key" in done.stderr
     assert pg.sql("SELECT count(*) FROM floorguard.records") == "3"
     assert verify(pg).returncode == 1
+
+
+def test_a_record_inserted_by_hand_with_a_broken_link_is_never_built_into_the_tree(
+    pg: Chain, tmp_path: Path
+) -> None:
+    env = pg.env(tmp_path)
+    assert append(env).returncode == 0
+    # The owner's own insert, linked to nothing (record 0's prev copied): the append that
+    # would build its leaf names it instead, and writes nothing.
+    pg.sql(
+        f"INSERT INTO floorguard.records SELECT 1, {NOW_TS},"  # noqa: S608
+        " chain_id, event, receipt_id, receipt, prev, repeat('0', 64)"
+        " FROM floorguard.records WHERE seq = 0",
+    )
+    done = append(env)
+    assert done.returncode == 1
+    assert "record 1's prev is not the digest of the record before it" in done.stderr
+    assert pg.sql("SELECT count(*) FROM floorguard.records") == "2"
+    assert pg.sql("SELECT count(*) FROM floorguard.tree WHERE level = 0") == "1"
