@@ -22,19 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.cli import isolated_env
 from helpers.long_lived import LongLived, another_process, backup_chain, restore_chain
 from hosts import write_script
-
-
-@pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    return isolated_env(tmp_path)
-
-
-@pytest.fixture
-def home(env: dict[str, str]) -> Path:
-    return Path(env["FLOORGUARD_HOME"])
 
 
 @pytest.fixture

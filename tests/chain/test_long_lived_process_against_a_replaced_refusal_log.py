@@ -14,21 +14,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from helpers.cli import isolated_env
 from helpers.long_lived import backup_chain, restore_chain
 from helpers.long_lived_prover import LongLivedHost, count_rows
 
 PATIENCE = 5.0  # seconds: an append here takes milliseconds
-
-
-@pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    return isolated_env(tmp_path)
-
-
-@pytest.fixture
-def home(env: dict[str, str]) -> Path:
-    return Path(env["FLOORGUARD_HOME"])
 
 
 @pytest.fixture

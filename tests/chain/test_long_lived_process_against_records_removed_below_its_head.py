@@ -16,20 +16,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers.cli import isolated_env
 from helpers.long_lived_prover import LongLivedHost, count_rows, refusals, tamper
 
 REMOVE_THREE = "DELETE FROM records WHERE seq IN (2, 3, 4)"
-
-
-@pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    return isolated_env(tmp_path)
-
-
-@pytest.fixture
-def home(env: dict[str, str]) -> Path:
-    return Path(env["FLOORGUARD_HOME"])
 
 
 @pytest.fixture

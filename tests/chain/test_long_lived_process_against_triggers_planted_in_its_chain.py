@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.cli import isolated_env
 from helpers.long_lived_prover import LongLivedHost, count_rows, tamper
 from hosts import write_script
 
@@ -59,16 +58,6 @@ PLANTED = {
     "metadata-deleted": DELETE_THE_METADATA,
     **{name: (f"CREATE TRIGGER planted {body}",) for name, body in FAILING.items()},
 }
-
-
-@pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    return isolated_env(tmp_path)
-
-
-@pytest.fixture
-def home(env: dict[str, str]) -> Path:
-    return Path(env["FLOORGUARD_HOME"])
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 DRIVER = textwrap.dedent(
     """
@@ -41,11 +41,12 @@ DRIVER = textwrap.dedent(
 
 
 class LongLived:
-    """One process that keeps its chain open and appends when told to."""
+    """One process that keeps its chain open and appends when told to (``driver``: the
+    program it runs, one command a line on its standard input, one JSON answer a line)."""
 
-    def __init__(self, env: dict[str, str]) -> None:
+    def __init__(self, env: dict[str, str], driver: str = DRIVER) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-c", DRIVER], env=env, stdin=subprocess.PIPE,
+            [sys.executable, "-c", driver], env=env, stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
 
@@ -74,7 +75,7 @@ class LongLived:
         self.process.stdin.close()
         self.process.wait(timeout=60)
 
-    def __enter__(self) -> LongLived:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
+
+from helpers.long_lived import LongLived
 
 DRIVER = textwrap.dedent(
     """
@@ -50,49 +50,23 @@ DRIVER = textwrap.dedent(
 )
 
 
-class LongLivedHost:
-    """One process that keeps its chain object and answers one command a line."""
+class LongLivedHost(LongLived):
+    """One process that keeps its chain object and answers one command a line: appends,
+    preflights, proofs and checkpoints; an answer saying it crashed fails the test."""
 
     def __init__(self, env: dict[str, str]) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", DRIVER], env=env, stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+        super().__init__(env, driver=DRIVER)
 
     def ask(self, command: str) -> dict[str, Any]:
-        assert self.process.stdin is not None and self.process.stdout is not None
-        self.process.stdin.write(command + "\n")
-        self.process.stdin.flush()
-        line = self.process.stdout.readline()
-        assert line, self.process.stderr.read() if self.process.stderr else ""
-        answer: dict[str, Any] = json.loads(line)
+        answer = super().ask(command)
         assert "crash" not in answer, answer
         return answer
-
-    def appended(self, count: int) -> list[int]:
-        seqs = []
-        for _ in range(count):
-            answer = self.ask("append")
-            assert "seq" in answer, answer
-            seqs.append(answer["seq"])
-        return seqs
 
     def preflight(self, binary: Path) -> dict[str, Any]:
         return self.ask(f"preflight {binary}")
 
     def prove(self, seq: int) -> dict[str, Any]:
         return self.ask(f"prove {seq}")
-
-    def close(self) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.close()
-        self.process.wait(timeout=60)
-
-    def __enter__(self) -> LongLivedHost:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
 
 def tamper(home: Path, *statements: str) -> None:
