@@ -25,16 +25,6 @@ from helpers.long_lived import LongLived, backup_chain
 from floorguard._chain.chain import _row_body, record_mac
 
 
-@pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    return isolated_env(tmp_path)
-
-
-@pytest.fixture
-def home(env: dict[str, str]) -> Path:
-    return Path(env["FLOORGUARD_HOME"])
-
-
 def _export(env: dict[str, str]) -> list[dict[str, Any]]:
     done = subprocess.run([sys.executable, "-m", "floorctl", "chain", "export"], env=env,
                           capture_output=True, text=True, timeout=60, check=False)  # fmt: skip

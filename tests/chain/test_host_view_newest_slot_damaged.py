@@ -11,19 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
-from helpers.cli import isolated_env
 from helpers.long_lived import LongLived, another_process, backup_chain, restore_chain
-
-
-@pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    return isolated_env(tmp_path)
-
-
-@pytest.fixture
-def home(env: dict[str, str]) -> Path:
-    return Path(env["FLOORGUARD_HOME"])
 
 
 def _slots(view: Path) -> list[tuple[int, int, int, dict[str, Any]]]:
