@@ -228,3 +228,74 @@ def test_a_rebuilt_tree_over_a_record_whose_mac_was_rewritten_is_refused_as_a_fo
         answer = fresh.ask("append")
     assert "refused" in answer, answer
     assert count_rows(home, "records") == 5
+
+
+def test_a_proof_needing_a_stored_node_that_was_rewritten_is_refused(
+    host: LongLivedHost, home: Path, env: dict[str, str]
+) -> None:
+    host.close()
+    # Leaf 1's node is on record 0's audit path but not under the root kept by the host.
+    tamper(home, "UPDATE tree SET hash = zeroblob(32) WHERE level = 0 AND idx = 1")
+    proved = _floorctl(env, "chain", "prove", "--seq", "0")
+    assert _refused_in_words(proved), proved
+
+
+def test_a_virtual_table_in_the_chain_file_refuses_the_append_naming_it(
+    host: LongLivedHost, home: Path, aider: Path
+) -> None:
+    tamper(home, "CREATE VIRTUAL TABLE planted USING fts5(body)")
+    answer = host.preflight(aider)
+    assert "floorguard does not make" in answer.get("refused", ""), answer
+    assert "planted" in answer["refused"], answer
+
+
+def test_statistics_sqlite_keeps_for_itself_do_not_stop_the_chain(
+    host: LongLivedHost, home: Path, aider: Path
+) -> None:
+    tamper(home, "ANALYZE")
+    decision = host.preflight(aider)
+    assert decision.get("verdict") == "permit", decision
+
+
+# A record field stored as bytes rather than text, the tree and the host view left intact.
+AS_BYTES = {
+    "the-head-event": "UPDATE records SET event = CAST(event AS BLOB) WHERE seq = 4",
+    "the-head-chain-id": "UPDATE records SET chain_id = CAST(chain_id AS BLOB) WHERE seq = 4",
+}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the append and the spawn's preflight raise TypeError out of floorguard "
+    "(a crash, not a refusal naming the record)",
+)
+@pytest.mark.parametrize("rewrite", AS_BYTES.values(), ids=AS_BYTES.keys())
+def test_a_head_record_holding_bytes_refuses_the_append_and_the_spawn_in_words(
+    host: LongLivedHost, home: Path, env: dict[str, str], aider: Path, rewrite: str
+) -> None:
+    tamper(home, rewrite)
+    assert "refused" in host.ask("append")
+    assert host.preflight(aider).get("spawn")
+    with LongLivedHost(env) as fresh:
+        assert "refused" in fresh.ask("append")
+    assert count_rows(home, "records") == 5
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="chain prove, export and checkpoint end in a TypeError (export after writing "
+    "the records before it to stdout) instead of refusing in words",
+)
+@pytest.mark.parametrize(
+    "command",
+    [("chain", "prove", "--seq", "2"), ("chain", "export"), ("chain", "checkpoint")],
+    ids=["prove", "export", "checkpoint"],
+)
+def test_a_record_holding_bytes_refuses_proofs_exports_and_checkpoints_in_words(
+    host: LongLivedHost, home: Path, env: dict[str, str], command: tuple[str, ...]
+) -> None:
+    host.close()
+    tamper(home, "UPDATE records SET receipt_id = CAST(receipt_id AS BLOB) WHERE seq = 2")
+    done = _floorctl(env, *command)
+    assert _refused_in_words(done), done
+    assert "TypeError" not in done.stderr, done
