@@ -139,6 +139,11 @@ UNHELD = {
     ),
     "a-ts-stored-as-a-number": "UPDATE records SET ts = 20261204 WHERE seq = 4",
     "a-gap-in-seq": "UPDATE records SET seq = 7 WHERE seq = 4",
+    "a-gap-below-the-head": "UPDATE records SET seq = seq + 3 WHERE seq >= 2",
+    "a-receipt-id-with-a-trailing-space": (
+        "UPDATE records SET receipt_id = receipt_id || ' ' WHERE seq = 4"
+    ),
+    "a-prev-with-a-trailing-space": "UPDATE records SET prev = prev || ' ' WHERE seq = 4",
     "a-receipt-rewritten": "UPDATE records SET receipt = replace(receipt, '1', '2') WHERE seq = 4",
 }
 
@@ -299,3 +304,24 @@ def test_a_record_holding_bytes_refuses_proofs_exports_and_checkpoints_in_words(
     done = _floorctl(env, *command)
     assert _refused_in_words(done), done
     assert "TypeError" not in done.stderr, done
+
+
+def test_a_proof_without_a_checkpoint_refuses_another_chain_put_in_place_of_the_one_seen(
+    host: LongLivedHost, home: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    host.close()
+    other = tmp_path / "other"
+    other.mkdir()
+    shutil.copy(home / "chain.key", other / "chain.key")
+    with LongLivedHost({**env, "FLOORGUARD_HOME": str(other)}) as stranger:
+        stranger.appended(6)
+    tamper(other, "PRAGMA wal_checkpoint(TRUNCATE)")
+    for name in ("chain.sqlite3-wal", "chain.sqlite3-shm"):
+        (home / name).unlink(missing_ok=True)
+    shutil.copy(other / "chain.sqlite3", home / "chain.sqlite3")
+    conn = sqlite3.connect(home / "chain.sqlite3")
+    receipt_id = conn.execute("SELECT receipt_id FROM records WHERE seq = 0").fetchone()[0]
+    conn.close()
+    proved = _floorctl(env, "chain", "prove", "--receipt-id", receipt_id)
+    assert _refused_in_words(proved), proved
+    assert refusals(home), "the refusal is recorded on the host"
