@@ -8,7 +8,16 @@ import contextlib
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from floorguard._chain.chain_record import GENESIS_PREV, _row_body, _row_line, record_digest
+from floorguard._base._time import is_chain_ts
+from floorguard._chain.chain_record import (
+    EVENTS,
+    GENESIS_PREV,
+    _row_body,
+    _row_line,
+    is_chain_id,
+    is_mac,
+    record_digest,
+)
 from floorguard._crypto import merkle
 from floorguard.chainstore.interface import Node
 from floorguard.errors import ChainError, ChainWriteError
@@ -173,6 +182,10 @@ def _build_tree(view: WriteView, upto: int) -> None:
             raise ChainWriteError(f"the audit chain has no record {expected}")
         if not all(type(value) is str for value in row[1:]):
             raise ChainWriteError(f"record {expected} holds a value that is not text")
+        if not (is_chain_ts(row[1]) and is_chain_id(row[2]) and row[3] in EVENTS
+                and is_mac(row[7])):  # fmt: skip
+            raise ChainWriteError(f"record {expected}'s stamp, chain id, event or mac is "
+                                  "not of the chain's form")  # fmt: skip
         if row[6] != previous:
             raise ChainWriteError(f"record {expected}'s prev is not the digest of the record "
                                   "before it")  # fmt: skip

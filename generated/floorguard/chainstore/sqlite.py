@@ -33,7 +33,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from floorguard.chainstore.interface import (
     CHAIN_FORMAT,
@@ -80,6 +80,18 @@ _OWN_OBJECTS: Final = frozenset(
     {("table", "meta"), ("index", "sqlite_autoindex_meta_1"), ("table", "records"),
      ("table", "tree")}
 )  # fmt: skip
+
+
+def _record(row: Any) -> Row:
+    """A stored row as a record: its seq an integer, every other field text. Anything else
+    (a BLOB, a number where the column's affinity kept one) is an altered database, refused
+    in words before any of it is hashed, formatted or compared."""
+    if type(row[0]) is not int or not all(type(value) is str for value in row[1:]):
+        raise ChainWriteError(
+            f"record {row[0]!r} holds a value that is not text (the database was altered)"
+        )
+    record: Row = row
+    return record
 
 
 def _unknown_format(db_path: Path, stored: object) -> str:
@@ -148,17 +160,17 @@ class _View:
         return 0 if row is None or row[0] is None else int(row[0]) + 1
 
     def head(self) -> Row | None:
-        row: Row | None = self._conn.execute(
+        row = self._conn.execute(
             f"SELECT {COLUMNS} FROM records ORDER BY seq DESC LIMIT 1"  # noqa: S608
         ).fetchone()
-        return row
+        return None if row is None else _record(row)
 
     def row(self, seq: int) -> Row | None:
-        row: Row | None = self._conn.execute(
+        row = self._conn.execute(
             f"SELECT {COLUMNS} FROM records WHERE seq = ?",  # noqa: S608
             (seq,),
         ).fetchone()
-        return row
+        return None if row is None else _record(row)
 
     def ts_at(self, seq: int) -> str | None:
         row = self._conn.execute("SELECT ts FROM records WHERE seq = ?", (seq,)).fetchone()
@@ -171,6 +183,9 @@ class _View:
             " (SELECT chain_id FROM records WHERE seq = 0)"
         ).fetchone()
         records, leaves, chain_id = row
+        if chain_id is not None and type(chain_id) is not str:
+            raise ChainWriteError("record 0 holds a chain id that is not text (the database "
+                                  "was altered)")  # fmt: skip
         return (
             0 if records is None else int(records) + 1,
             0 if leaves is None else int(leaves) + 1,
@@ -194,7 +209,8 @@ class _View:
                 (first, last),
             )
         while batch := cursor.fetchmany(512):
-            yield from batch
+            for row in batch:
+                yield _record(row)
 
     def first_seq_of(self, receipt_id: str) -> int | None:
         row = self._conn.execute(
