@@ -1,12 +1,16 @@
-"""Fixtures of the chain's tests: a host's isolated environment and its FLOORGUARD_HOME
-(a file that needs another defines its own)."""
+"""Fixtures of the chain's tests: a host's isolated environment and its FLOORGUARD_HOME, a
+long-lived host process that has appended 5 records, and an aider at its floor (a file that
+needs another of these defines its own)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from helpers.cli import isolated_env
+from helpers.long_lived_prover import LongLivedHost
+from hosts import write_script
 
 
 @pytest.fixture
@@ -17,3 +21,15 @@ def env(tmp_path: Path) -> dict[str, str]:
 @pytest.fixture
 def home(env: dict[str, str]) -> Path:
     return Path(env["FLOORGUARD_HOME"])
+
+
+@pytest.fixture
+def aider(tmp_path: Path) -> Path:
+    return write_script(tmp_path / "bin" / "aider", "echo 'aider 0.70.0'")
+
+
+@pytest.fixture
+def host(env: dict[str, str]) -> Iterator[LongLivedHost]:
+    with LongLivedHost(env) as process:
+        process.appended(5)
+        yield process

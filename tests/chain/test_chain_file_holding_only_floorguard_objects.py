@@ -13,12 +13,10 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from helpers.long_lived_prover import LongLivedHost, count_rows, refusals, tamper
-from hosts import write_script
 
 AS_AN_INDEX = ("CREATE INDEX planted ON records(ts)",)
 A_TRIGGER_NAMED_LIKE_A_TABLE = (
@@ -53,18 +51,6 @@ PLANTED = {
     "in-one-transaction": IN_ONE_TRANSACTION_WITH_A_METADATA_WRITE,
     "a-schema-row-disguised": DISGUISED_AS_SQLITES_OWN_INDEX,
 }
-
-
-@pytest.fixture
-def aider(tmp_path: Path) -> Path:
-    return write_script(tmp_path / "bin" / "aider", "echo 'aider 0.70.0'")
-
-
-@pytest.fixture
-def host(env: dict[str, str]) -> Iterator[LongLivedHost]:
-    with LongLivedHost(env) as process:
-        process.appended(5)
-        yield process
 
 
 def _floorctl(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

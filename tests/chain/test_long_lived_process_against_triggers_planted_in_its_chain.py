@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers.long_lived_prover import LongLivedHost, count_rows, tamper
-from hosts import write_script
 
 DROP_RECORD_INSERTS = (
     "CREATE TRIGGER planted BEFORE INSERT ON records BEGIN SELECT RAISE(IGNORE); END",
@@ -58,18 +56,6 @@ PLANTED = {
     "metadata-deleted": DELETE_THE_METADATA,
     **{name: (f"CREATE TRIGGER planted {body}",) for name, body in FAILING.items()},
 }
-
-
-@pytest.fixture
-def aider(tmp_path: Path) -> Path:
-    return write_script(tmp_path / "bin" / "aider", "echo 'aider 0.70.0'")
-
-
-@pytest.fixture
-def host(env: dict[str, str]) -> Iterator[LongLivedHost]:
-    with LongLivedHost(env) as process:
-        process.appended(5)
-        yield process
 
 
 def _floorctl(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
