@@ -31,6 +31,7 @@ from helpers.pg_chain import CANARY, Chain, _filled, _next, _verified, right_edg
 
 from floorguard._chain.chain import AuditChain
 from floorguard._chain.chain_key import load_key
+from floorguard._crypto import merkle
 from floorguard.chainstore.interface import Node, Row
 from floorguard.chainstore.postgres_schema import AHEAD_SLACK_MS, appender_role
 from floorguard.errors import ChainRollbackError, ChainWriteError
@@ -146,6 +147,54 @@ def test_hosts_taking_turns_write_every_record_once(counted: Chain, tmp_path: Pa
     assert _verified(counted) == 12
 
 
+def _remembered(chain: AuditChain) -> tuple[int, bytes]:
+    """The one tree this host's view remembers: its size and root."""
+    (view,) = chain.views.load().values()  # type: ignore[union-attr]
+    return view.size, view.root
+
+
+def _stored_root(chain: AuditChain, size: int) -> bytes:
+    with chain.tree_snapshot() as snap:
+        return merkle.root(size, snap.subtree)
+
+
+def _rollbacks(pg: Chain, *, at_least: int = 0) -> int:
+    """Transactions of the chain's database rolled back, as the statistics have them once
+    they reach ``at_least`` (a closed session's counts arrive when its backend exits), or
+    after 10 s."""
+    waited_until = time.monotonic() + 10
+    while True:
+        found = int(
+            pg.server.psql(
+                "SELECT xact_rollback FROM pg_stat_database WHERE datname = current_database()",
+                database=pg.database,
+            )
+        )
+        if found >= at_least or time.monotonic() > waited_until:
+            return found
+        time.sleep(0.05)
+
+
+def test_after_an_append_ahead_that_missed_the_host_remembers_the_tree_it_then_wrote(
+    pg: Chain, tmp_path: Path
+) -> None:
+    # The host encodes what it will remember while the server works on the append ahead;
+    # the server refuses that one (another host appended), and the append the ordinary way
+    # writes another record: the view holds that record's tree, never the one encoded.
+    a, b = _host(pg, tmp_path / "a"), _host(pg, tmp_path / "b")
+    a.append(CANARY, receipt(n=0))
+    a.append(CANARY, receipt(n=1))  # finds its own head: the next one is tried ahead
+    b.append(CANARY, receipt(n=2))
+    b.close()
+    rolled_back = _rollbacks(pg)
+    assert a.append(CANARY, receipt(n=3)).seq == 3
+    assert _remembered(a) == (4, _stored_root(a, 4))
+    a.close()
+    # The append ahead was tried, and refused by the server (its transaction rolled back).
+    assert _rollbacks(pg, at_least=rolled_back + 1) > rolled_back
+    assert _verified(pg) == 4
+
+
 def test_a_rollback_to_the_head_one_process_wrote_is_refused_when_another_saw_more(
     pg: Chain, tmp_path: Path
 ) -> None:
@@ -212,6 +261,8 @@ def test_an_append_next_refused_for_another_reason_refuses_the_append_and_writes
     with pytest.raises(ChainWriteError, match="lacks a privilege"):
         chain.append(CANARY, receipt(n=3))
     assert _head_seq(pg) == 2
+    # What the host encoded for the record while the server refused it is not remembered.
+    assert _remembered(chain) == (3, _stored_root(chain, 3))
 
 
 def test_a_chain_initialised_before_append_next_takes_appends_the_ordinary_way(

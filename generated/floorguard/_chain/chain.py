@@ -37,6 +37,7 @@ the new leaf is hashed with: no extra round trip when the store prefetches them.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hmac
 import json
 import os
@@ -82,7 +83,7 @@ from floorguard._chain.chain_view import AppendWitness, ChainViews
 from floorguard._chain.record_signature import FileCache, HostKey, HostKeys
 from floorguard._crypto import merkle
 from floorguard._crypto.hmac_sha256 import HmacSha256
-from floorguard.chainstore.interface import CHAIN_FORMAT, AheadMissed
+from floorguard.chainstore.interface import CHAIN_FORMAT, AheadMissed, AheadView
 from floorguard.chainstore.sqlite import BUSY_TIMEOUT_SECONDS
 from floorguard.errors import (
     ChainRollbackError,
@@ -447,6 +448,10 @@ class AuditChain:
             elif witness is not None:
                 witness.check(chain_id, seq, stored, refused)
             view.insert_nodes(edge.append(merkle.leaf_hash(_row_line(row).encode("utf-8"))))
+            root = edge.root()
+            if witness is not None and isinstance(view, AheadView):
+                # What the witness will remember, encoded while the server commits.
+                view.meanwhile(functools.partial(witness.prepare, chain_id, seq + 1, root))
         except ChainRollbackError:
             raise
         except ChainWriteError as exc:
@@ -455,7 +460,7 @@ class AuditChain:
                 "(the database was altered)"
             ) from exc
         authenticator: bytes | str = _known(key) if signer is None else signer.key_id
-        return row, edge.root(), _Written(row, record_digest(body), authenticator)
+        return row, root, _Written(row, record_digest(body), authenticator)
 
     def _metadata_altered(
         self,

@@ -171,6 +171,17 @@ class _Kept(NamedTuple):
     body_end: int
 
 
+class _Encoded(NamedTuple):
+    """Views as ChainViews.store writes them: the views, the slot loaded when they were
+    encoded (the next counter is its), and the slot's data, body size and digest."""
+
+    views: Mapping[str, TreeView]
+    over: _Slot | None
+    data: bytes
+    body_size: int
+    digest: str
+
+
 class ChainViews:
     """The views kept in ``path`` (``state_paths().chain_view``), with their lock and the
     refusals record beside it. Constructing one touches nothing on disk."""
@@ -352,15 +363,25 @@ class ChainViews:
                 f"{max(wait, 0.0):.3g}s (a process stopped while appending?)"
             )
 
-    def store(self, views: Mapping[str, TreeView]) -> None:
-        """Write ``views`` over the older slot of the view file (the caller holds the lock
-        and has loaded it since taking it). Raises ChainWriteError."""
+    def encoded(self, views: Mapping[str, TreeView]) -> _Encoded:
+        """``views`` as ``store`` writes them over the view as loaded now (no I/O)."""
         chains = {cid: v.document() for cid, v in views.items()}
         # json.dumps(sort_keys=True, separators=(",", ":")), with its encoder built once
         body = compact_sorted_ascii_text({"chains": chains}).encode()
         digest = hashlib.sha256(body).hexdigest()
         current = None if self._cache is None else self._cache[0]
         data = _header(1 if current is None else current.counter + 1, body, digest) + body
+        return _Encoded(views, current, data, len(body), digest)
+
+    def store(self, views: Mapping[str, TreeView], encoded: _Encoded | None = None) -> None:
+        """Write ``views`` over the older slot of the view file (the caller holds the lock
+        and has loaded it since taking it); ``encoded``, when given, is what ``encoded``
+        made of them, taken only if the view loaded is still the one it was made over.
+        Raises ChainWriteError."""
+        current = None if self._cache is None else self._cache[0]
+        if encoded is None or encoded.views is not views or encoded.over is not current:
+            encoded = self.encoded(views)
+        data, digest, body_size = encoded.data, encoded.digest, encoded.body_size
         try:
             if current is None or len(data) > current.size or self._fd is None:
                 self._create(data)
@@ -381,7 +402,7 @@ class ChainViews:
             # What the slot's first bytes are now: the data written over what was there.
             heads = list(kept.heads)
             heads[written.which] = (data + heads[written.which][len(data) :])[:_HEADER_MAX]
-            self._kept = _Kept(kept.file, (heads[0], heads[1]), len(data) - len(body), len(data))
+            self._kept = _Kept(kept.file, (heads[0], heads[1]), len(data) - body_size, len(data))
 
     def _create(self, data: bytes) -> None:
         """A new view file (the first, or one with larger slots), renamed into place once
@@ -581,6 +602,8 @@ class AppendWitness:
         self.deadline = deadline  # (time.monotonic()) the append's, which the lock wait keeps
         self._held = False
         self._seen: dict[str, TreeView] | None = None  # as read by check, under the lock
+        # What prepare encoded for grow: (chain id, size, root) and the encoded views.
+        self._prepared: tuple[tuple[str, int, bytes], _Encoded] | None = None
 
     def __enter__(self) -> AppendWitness:
         self._hold()
@@ -588,7 +611,7 @@ class AppendWitness:
 
     def __exit__(self, *exc_info: object) -> None:
         if self._held:
-            self._held, self._seen = False, None
+            self._held, self._seen, self._prepared = False, None, None
             self.views.release()
 
     def _hold(self) -> None:
@@ -635,15 +658,44 @@ class AppendWitness:
             and seen.root == root
         )
 
+    def prepare(self, chain_id: str, size: int, root: bytes) -> None:
+        """Encode ahead what ``grow`` with the same arguments will write, while the record
+        is not durable yet (nothing is written here). Never fails: ``grow`` does all of it
+        again when nothing was prepared."""
+        self._prepared = None
+        if not self._held or self._seen is None:
+            return
+        try:
+            views = self._grown(self._seen, chain_id, size, root)
+            if views is not None:
+                self._prepared = ((chain_id, size, root), self.views.encoded(views))
+        except Exception:  # (grow meets it again, and says what it is)
+            self._prepared = None
+
     def grow(self, chain_id: str, size: int, root: bytes) -> None:
         """Remember the tree (``size``, ``root``) the durable append made; it extends the
         one ``check`` found (the lock has been held since). Raises ChainWriteError."""
         self._hold()
+        prepared, self._prepared = self._prepared, None
+        if prepared is not None and prepared[0] == (chain_id, size, root):
+            self.views.store(prepared[1].views, prepared[1])
+            return
         # Every writer of the view holds the lock, held here since check: what check read
         # is still the view.
-        views = dict(self.views.load() if self._seen is None else self._seen)
-        now = views.get(chain_id)
+        views = self._grown(
+            self.views.load() if self._seen is None else self._seen, chain_id, size, root
+        )
+        if views is not None:
+            self.views.store(views)
+
+    def _grown(
+        self, seen: Mapping[str, TreeView], chain_id: str, size: int, root: bytes
+    ) -> dict[str, TreeView] | None:
+        """``seen`` with the tree (``size``, ``root``) of ``chain_id``; None when it holds
+        that tree or a larger one already (a view only ever grows)."""
+        now = seen.get(chain_id)
         if now is not None and now.size >= size:
-            return  # only ever grow
+            return None
+        views = dict(seen)
         views[chain_id] = TreeView(size, root, self.location, now_ts())
-        self.views.store(views)
+        return views

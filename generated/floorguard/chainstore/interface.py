@@ -105,6 +105,14 @@ class AheadView:
         self._known = known
         self.record: Row | None = None
         self.new_nodes: list[Node] | None = None
+        self.while_committing: Callable[[], object] | None = None
+
+    def meanwhile(self, work: Callable[[], object]) -> None:
+        """``work`` may run while the store waits for the server to commit this write (a
+        store that does not wait never runs it): what is needed once the write is durable,
+        prepared ahead. It must not depend on the commit, and it must not fail: what it
+        prepares is taken only when it is there."""
+        self.while_committing = work
 
     def head(self) -> Row | None:
         return self._known.head

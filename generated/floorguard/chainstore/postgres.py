@@ -430,12 +430,31 @@ class _Ahead:
         """After ``record`` was committed, with ``known`` nodes (those read and written in
         its transaction) and the server's ``clock`` read before ``received``; None when
         something needed is not known."""
+        return cls.of(record, cls.edge_after(record, known), clock, received)
+
+    @staticmethod
+    def edge_after(
+        record: Row, known: dict[tuple[int, int], bytes]
+    ) -> dict[tuple[int, int], bytes] | None:
+        """The right edge of the tree with ``record``'s leaf, from ``known``; None when a
+        node of it is not known."""
         size = record[0] + 1
         wanted = {(0, size - 1)}
         wanted.update((level, (size >> level) - 1) for level in range(size.bit_length())
                       if size >> level & 1)  # fmt: skip
         nodes = {key: known[key] for key in wanted if key in known}
-        if len(nodes) != len(wanted) or clock is None:
+        return nodes if len(nodes) == len(wanted) else None
+
+    @classmethod
+    def of(
+        cls,
+        record: Row,
+        nodes: dict[tuple[int, int], bytes] | None,
+        clock: str | None,
+        received: float,
+    ) -> _Ahead | None:
+        """As ``after``, with the edge already taken (``edge_after``)."""
+        if nodes is None or clock is None:
             return None
         try:
             moment = parse_ts(clock)
@@ -850,7 +869,18 @@ class PostgresStore:
                     pgconn.send_query_prepared(name, params, formats)
                     pgconn.send_query_params(b"COMMIT", None)
 
-                results = _pipeline_results(conn, send)
+                # While the server works: the edge the next append will know, and what the
+                # attempt left to prepare (used only if the commit succeeds).
+                edge_after: list[dict[tuple[int, int], bytes] | None] = []
+
+                def meanwhile() -> None:
+                    known = dict(view.nodes_read)
+                    known.update(((level, index), digest) for level, index, digest in nodes)
+                    edge_after.append(_Ahead.edge_after(record, known))
+                    if view.while_committing is not None:
+                        view.while_committing()
+
+                results = _pipeline_results(conn, send, meanwhile)
                 received = time.monotonic()
             except pg.Error as exc:
                 self._drop_connection()  # lost mid-append: the next one opens a fresh session
@@ -884,10 +914,11 @@ class PostgresStore:
                 ) from None
         self._last_written = record
         served = results[1].get_value(0, 0) if results[1].ntuples == 1 else None
-        new_nodes = dict(view.nodes_read)
-        new_nodes.update(((level, index), digest) for level, index, digest in nodes)
-        self._ahead = _Ahead.after(
-            record, new_nodes, None if served is None else served.decode("ascii"), received
+        self._ahead = _Ahead.of(
+            record,
+            edge_after[0] if edge_after else None,
+            None if served is None else served.decode("ascii"),
+            received,
         )
         return result
 

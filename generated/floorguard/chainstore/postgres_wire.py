@@ -162,9 +162,14 @@ def _pipelined(conn: psycopg.Connection[Any], send: Callable[[Any], None], count
     return results
 
 
-def _pipeline_results(conn: psycopg.Connection[Any], send: Callable[[Any], None]) -> list[Any]:
+def _pipeline_results(
+    conn: psycopg.Connection[Any],
+    send: Callable[[Any], None],
+    meanwhile: Callable[[], object] | None = None,
+) -> list[Any]:
     """Every result of the queries ``send`` queues, sent in one pipeline (one round trip),
     unchecked: a failed query's error, then PIPELINE_ABORTED for each query after it.
+    ``meanwhile`` runs once everything is sent, before the wait for the server.
 
     libpq's own wait for a pipeline's results holds the GIL, so the wait here is poll(),
     which lets the watchdog run (its cut wakes the poll: the socket reads as closed).
@@ -186,6 +191,8 @@ def _pipeline_results(conn: psycopg.Connection[Any], send: Callable[[Any], None]
             waiting.poll()
             pgconn.consume_input()
         waiting.modify(socket_fd, select.POLLIN)
+        if meanwhile is not None:
+            meanwhile()
         while True:
             while pgconn.is_busy():
                 waiting.poll()
