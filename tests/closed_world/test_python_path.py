@@ -149,6 +149,30 @@ def test_a_venv_with_system_site_puts_its_own_site_packages_before_the_user_site
     assert found.sites.index(str(own)) < found.sites.index(str(user))
 
 
+@pytest.mark.parametrize("variable", ["HOME", "PYTHONUSERBASE"])
+def test_a_relative_home_or_user_base_puts_the_user_site_below_the_working_directory(
+    tmp_path: Path, variable: str
+) -> None:
+    # site takes HOME as given (~/.local) and makes the user site absolute against the
+    # child's working directory: a workspace holding hh/.local/lib/... puts it on the path.
+    import venv as venv_module
+
+    venv_module.EnvBuilder(with_pip=False, symlinks=True, system_site_packages=True).create(
+        tmp_path / "venv"
+    )
+    version = site_packages(tmp_path / "venv").parent.name
+    workspace = tmp_path / "workspace"
+    base = workspace / "hh" / (".local" if variable == "HOME" else "")
+    user = base / "lib" / version / "site-packages"
+    user.mkdir(parents=True)
+    identify.clear_cache()
+    found = identify.python_path(
+        str(tmp_path / "venv" / "bin" / "python"), {variable: "hh"}, str(workspace),
+        frozenset(), str(workspace),
+    )  # fmt: skip
+    assert str(user) in found.sites, found.sites
+
+
 def test_namespace_portion_first_on_the_path_loses_to_a_regular_package_after_it(
     tmp_path: Path,
 ) -> None:

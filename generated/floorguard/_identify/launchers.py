@@ -66,9 +66,11 @@ _DIRECT: Final = {
     "bunx": "bunx",
     "uvx": "uvx",
 }
+# npm takes any unambiguous abbreviation of a command (``exe`` is ``exec``; ``e`` and ``ex``
+# are ambiguous); uv spells uvx ``uv tool uvx`` as well.
 _SUBCOMMANDS: Final = {
-    "npm": (("exec",), ("x",)),
-    "npm-cli.js": (("exec",), ("x",)),
+    "npm": (("exec",), ("exe",), ("x",)),
+    "npm-cli.js": (("exec",), ("exe",), ("x",)),
     "pnpm": (("dlx",),),
     "pnpm.cjs": (("dlx",),),
     "pnpm.js": (("dlx",),),
@@ -76,7 +78,7 @@ _SUBCOMMANDS: Final = {
     "yarn.js": (("dlx",),),
     "yarn.cjs": (("dlx",),),
     "bun": (("x",),),
-    "uv": (("tool", "run"),),
+    "uv": (("tool", "run"), ("tool", "uvx")),
     "pipx": (("run",),),
 }
 _SUBCOMMAND_NAMES: Final = {
@@ -463,7 +465,7 @@ def configuration_doubts(launcher: str, environ: Mapping[str, str], cwd: str) ->
 
     here = os.path.abspath(cwd)
     chain = [here, *(str(p) for p in Path(here).parents)]
-    home = home_of(environ)
+    home = home_of(environ, here)
     config_homes = _config_homes(environ.get("XDG_CONFIG_HOME", ""), home, here)
     config_dirs = [
         os.path.join(here, d) for d in environ.get("XDG_CONFIG_DIRS", "").split(":") if d

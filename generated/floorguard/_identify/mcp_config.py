@@ -101,15 +101,16 @@ class Servers:
     files: tuple[str, ...] = field(default=())
 
 
-def home_of(environ: Mapping[str, str]) -> str:
-    """The home folder a client computes: HOME, else the user's entry (as node's
-    ``os.homedir`` and Rust's ``home_dir`` do)."""
+def home_of(environ: Mapping[str, str], cwd: str) -> str:
+    """The home folder a client computes for a spawn in ``cwd``: HOME, else the user's entry
+    (as node's ``os.homedir`` and Rust's ``home_dir`` do). Both return a relative HOME as it
+    is, and the client's files under it are then found from its working directory."""
     home = environ.get("HOME")
-    if home:
-        return home
-    import pwd
+    if not home:
+        import pwd
 
-    return pwd.getpwuid(os.getuid()).pw_dir
+        home = pwd.getpwuid(os.getuid()).pw_dir
+    return os.path.normpath(os.path.join(cwd, home))
 
 
 def read_servers(
@@ -167,8 +168,37 @@ def _shown(text: str) -> str:
 
 
 # An agent file's front matter (between the first two ``---`` lines) naming MCP servers,
-# in any YAML spelling (a block key, a flow mapping): the word anywhere there.
-_AGENT_SERVERS: Final = re.compile(rb"mcpServers")
+# in any YAML spelling (a block key, a flow mapping): the word anywhere there, as written
+# or once escapes are undone (``_unescaped``).
+_AGENT_SERVERS: Final = "mcpServers"
+# What can spell a letter in a YAML double-quoted scalar or a JSON string without writing
+# it: a hexadecimal escape, and an escaped line break (it joins the two lines' text).
+_ESCAPE: Final = re.compile(
+    r"\\(?:x([0-9A-Fa-f]{2})|u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8})|\r?\n[ \t]*)"
+)
+# How many files and folders below an agents folder are looked at before that is a doubt.
+_AGENT_ENTRIES: Final = 5000
+
+
+def _unescaped(text: str) -> str:
+    """``text`` with every hexadecimal escape turned into its character and every escaped
+    line break joined, wherever they stand (in a plain scalar, where YAML keeps them as
+    written, this only adds text to look in)."""
+
+    def one(match: re.Match[str]) -> str:
+        digits = match.group(1) or match.group(2) or match.group(3)
+        if digits is None:
+            return ""
+        code = int(digits, 16)
+        return chr(code) if code <= 0x10FFFF else match.group(0)
+
+    return _ESCAPE.sub(one, text)
+
+
+def _names_servers(text: str) -> bool:
+    """Whether ``text`` (front matter, or ``--agents`` JSON) names ``mcpServers``, as
+    written or through escapes."""
+    return _AGENT_SERVERS in text or _AGENT_SERVERS in _unescaped(text)
 
 
 def _front_matter(data: bytes) -> bytes:
@@ -271,7 +301,7 @@ class _Reader:
         # them. ``expanding``: the variables a client expands references from.
         self.inherited: dict[str, str] = {}
         self.expanding: Mapping[str, str] = environ
-        self.home = home_of(environ)
+        self.home = home_of(environ, self.cwd)
         self.found: list[Declaration] = []
         self.doubts: list[str] = []
         self.files: list[str] = []
@@ -344,7 +374,7 @@ class _Reader:
                 value = argv[index]
             if name == "--plugin-dir":
                 self._doubt(f"argument {index}", name, "a plugin folder, not read here")
-            elif name == "--agents" and "mcpServers" in value:
+            elif name == "--agents" and _names_servers(value):
                 self._doubt(f"argument {index}", name, "agents declaring MCP servers, not read")
         folders = [os.path.join(folder, "agents")]
         folders += [os.path.join(d, ".claude", "agents") for d in _ancestors(self.cwd)]
@@ -353,17 +383,38 @@ class _Reader:
             for added in _variadic_values(argv, "--add-dir")
         ]
         for agents in dict.fromkeys(folders):
-            for name in self._listed(agents):
-                if not name.endswith(".md"):
-                    continue
-                path = os.path.join(agents, name)
+            for path in self._agent_files(agents):
                 try:
                     got = read_config(path, within=None, what="claude agent file")
                 except ConfigDoubt as exc:
                     self.doubts.append(str(exc))
                     continue
-                if got is not None and _AGENT_SERVERS.search(_front_matter(got[0])):
+                front = b"" if got is None else _front_matter(got[0])
+                if _names_servers(front.decode("utf-8", "surrogateescape")):
                     self._doubt(path, "mcpServers", "an agent's own MCP servers, not read here")
+
+    def _agent_files(self, agents: str) -> list[str]:
+        """Every Markdown file in ``agents`` and the folders below it (Claude Code collects
+        them all), sorted. A linked folder below it, or more than _AGENT_ENTRIES entries, is
+        a doubt: what it holds is not read."""
+        found: list[str] = []
+        pending, seen = [agents], 0
+        while pending:
+            folder = pending.pop()
+            for name in self._listed(folder):
+                seen += 1
+                if seen > _AGENT_ENTRIES:
+                    self._doubt(agents, "(the folder)", f"over {_AGENT_ENTRIES} entries to look at")
+                    return sorted(found)
+                path = os.path.join(folder, name)
+                if os.path.isdir(path):
+                    if os.path.islink(path):
+                        self._doubt(path, "(the folder)", "a linked folder of agents, not read")
+                    else:
+                        pending.append(path)
+                elif name.lower().endswith(".md"):
+                    found.append(path)
+        return sorted(found)
 
     def _claude_settings_env(self, argv: Sequence[str], *, strict: bool) -> None:
         """The ``env`` of Claude Code's settings files, which it applies to its own process
@@ -502,7 +553,7 @@ class _Reader:
     )  # fmt: skip
 
     def codex(self, argv: Sequence[str]) -> None:
-        overrides, profile, folders = self._codex_argv(argv)
+        overrides, profiles, folders = self._codex_argv(argv)
         codex_home = os.path.join(self.cwd, self.environ.get("CODEX_HOME") or "")
         if not self.environ.get("CODEX_HOME"):
             codex_home = os.path.join(self.home, ".codex")
@@ -510,21 +561,20 @@ class _Reader:
             (CODEX_SYSTEM, None),
             (os.path.join(codex_home, "config.toml"), codex_home),
         ]
-        profiles = [] if profile is None else [profile]
-        if profile is None:
-            # The user's config may select a profile itself (``profile = "NAME"``): its file,
-            # when there is one, is read too (whether Codex layers it so is not settled).
-            user: Any = None
-            path = os.path.join(codex_home, "config.toml")
-            try:  # a doubt about this file is recorded when its layer is read, below
-                got = read_config(path, within=codex_home, what="codex MCP configuration")
-                user = None if got is None else parse_toml(got[0], path)
-            except ConfigDoubt:
-                pass
-            chosen = user.get("profile") if isinstance(user, dict) else None
-            if isinstance(chosen, str):
-                profiles.append(chosen)
-        for name in profiles:
+        # The user's config may select a profile itself (``profile = "NAME"``): its file,
+        # when there is one, is read too (whether Codex layers it so is not settled), as is
+        # every profile the command line names (the flag's and ``-c profile=``'s).
+        user: Any = None
+        path = os.path.join(codex_home, "config.toml")
+        try:  # a doubt about this file is recorded when its layer is read, below
+            got = read_config(path, within=codex_home, what="codex MCP configuration")
+            user = None if got is None else parse_toml(got[0], path)
+        except ConfigDoubt:
+            pass
+        chosen = user.get("profile") if isinstance(user, dict) else None
+        if isinstance(chosen, str):
+            profiles.append(chosen)
+        for name in dict.fromkeys(profiles):
             if not _PROFILE.match(name):
                 raise ConfigDoubt(f"codex profile {name!r}: not a profile name")
             layers.append((os.path.join(codex_home, f"{name}.config.toml"), codex_home))
@@ -546,11 +596,12 @@ class _Reader:
 
     def _codex_argv(
         self, argv: Sequence[str]
-    ) -> tuple[list[tuple[str, Any]], str | None, list[str]]:
+    ) -> tuple[list[tuple[str, Any]], list[str], list[str]]:
         """The ``-c``/``--config`` overrides of ``mcp_servers`` (as tables to merge), the
-        ``--profile`` and the ``-C``/``--cd`` folders."""
+        profiles named (``--profile``, ``-c profile=``) and the ``-C``/``--cd`` folders."""
         overrides: list[tuple[str, Any]] = []
-        profile, folders = None, []
+        profiles: list[str] = []
+        folders: list[str] = []
         args = list(argv)
         i = 0
         while i < len(args):
@@ -573,13 +624,19 @@ class _Reader:
                     continue
                 if short == "-c":
                     overrides.extend(_codex_override(value))
+                    if value.partition("=")[0].strip(_RUST_WHITE_SPACE) == "profile":
+                        # (the key --profile sets: the profile it names, as the flag's)
+                        chosen = _codex_setting(value)[1]
+                        if not isinstance(chosen, str):
+                            raise ConfigDoubt(f"codex -c profile: {chosen!r} is not a name")
+                        profiles.append(chosen)
                 elif short == "-p":
-                    profile = value
+                    profiles.append(value)
                 else:
                     folders.append(os.path.normpath(os.path.join(self.cwd, value)))
                 break
             i += 1
-        return overrides, profile, folders
+        return overrides, profiles, folders
 
     def _codex_merge(
         self, table: Any, source: str, merged: dict[str, Any], sources: dict[str, list[str]]
@@ -628,8 +685,14 @@ class _Reader:
         }
     )  # fmt: skip
 
+    def _gemini_home(self) -> str:
+        """GEMINI_CLI_HOME when set (a relative one found from the working directory, as
+        node finds it), else the home."""
+        given = self.environ.get("GEMINI_CLI_HOME")
+        return os.path.normpath(os.path.join(self.cwd, given)) if given else self.home
+
     def gemini(self) -> None:
-        home = self.environ.get("GEMINI_CLI_HOME") or self.home
+        home = self._gemini_home()
         self._gemini_env_file()
         files: list[tuple[str, str | None]] = [
             (self.environ.get("GEMINI_CLI_SYSTEM_DEFAULTS_PATH") or GEMINI_SYSTEM_DEFAULTS, None),
@@ -665,10 +728,15 @@ class _Reader:
             if not isinstance(entry, dict):
                 self._doubt(path, here, "not an object")
             elif self._known(entry, keys, path, here):
-                # A url wins over a command in Gemini CLI: such a server is remote.
-                url = entry.get("url", entry.get("httpUrl"))
-                if url is not None or "tcp" in entry:
-                    self._remote(name, url if url is not None else entry["tcp"], (path,), here)
+                # Gemini CLI picks the transport by truth: a non-empty httpUrl, then url,
+                # wins over a command (the server is remote); an empty one is no url at all.
+                given = [key for key in ("httpUrl", "url", "tcp") if key in entry]
+                wrong = next((key for key in given if not isinstance(entry[key], str)), None)
+                urls = [entry[key] for key in given if entry[key]]
+                if wrong is not None:
+                    self._doubt(path, f"{here}.{wrong}", "not a string")
+                elif urls:
+                    self._remote(name, urls[0], (path,), here)
                 elif "command" in entry:
                     self._stdio(name, entry, path, here, _GEMINI_EXPANSION)
                 else:
@@ -699,11 +767,16 @@ class _Reader:
 
     def _gemini_extensions(self, home: str) -> None:
         """The servers of every extension installed in the home's ``.gemini/extensions``
-        (each folder's ``gemini-extension.json``, its ``${extensionPath}``,
-        ``${workspacePath}`` and ``${/}`` put in as Gemini CLI does; the variables of the
-        extension's own ``.env`` reach its servers). An extension linked from elsewhere is
-        a doubt: its declarations are not read here."""
-        folder = os.path.join(home, ".gemini", "extensions")
+        and in the working directory's (releases have loaded a workspace's extensions too,
+        ahead of the home's): each folder's ``gemini-extension.json``, its
+        ``${extensionPath}``, ``${workspacePath}`` and ``${/}`` put in as Gemini CLI does;
+        the variables of the extension's own ``.env`` reach its servers. An extension
+        linked from elsewhere is a doubt: its declarations are not read here."""
+        folders = [os.path.join(root, ".gemini", "extensions") for root in (self.cwd, home)]
+        for folder in dict.fromkeys(folders):
+            self._gemini_extensions_in(folder)
+
+    def _gemini_extensions_in(self, folder: str) -> None:
         for name in self._listed(folder):
             extension = os.path.join(folder, name)
             if not os.path.isdir(extension):
@@ -744,7 +817,7 @@ class _Reader:
         The home is ``GEMINI_CLI_HOME`` when set, as for the settings; releases that took
         the ``.env`` from HOME regardless would load another file when HOME's differs: a
         doubt, since its variables would reach the servers unjudged."""
-        cli_home = self.environ.get("GEMINI_CLI_HOME") or self.home
+        cli_home = self._gemini_home()
         path = _gemini_env_path(self.cwd, cli_home)
         if cli_home != self.home:
             other = _gemini_env_path(self.cwd, self.home)
@@ -943,12 +1016,11 @@ class _Reader:
 
 
 def _project_layers(folder: str) -> list[str]:
-    """Codex's project layers for ``folder``: ``.codex/config.toml`` in every folder from the
-    project root (the nearest folder above holding ``.git``, else ``folder``) down."""
-    chain = _ancestors(folder)
-    root = next((d for d in chain if os.path.lexists(os.path.join(d, ".git"))), folder)
-    below = chain[: chain.index(root) + 1]
-    return [os.path.join(d, ".codex", "config.toml") for d in reversed(below)]
+    """Codex's project layers for ``folder``, outermost first: ``.codex/config.toml`` in
+    ``folder`` and every folder above it. Codex reads them from its project root down, and
+    the root is wherever ``project_root_markers`` (any layer's, or an override's; ``.git``
+    by default) finds it: every one is read, which is never less than Codex reads."""
+    return [os.path.join(d, ".codex", "config.toml") for d in reversed(_ancestors(folder))]
 
 
 # What Rust's ``str::trim`` removes (Unicode White_Space), which Codex applies to both halves
@@ -959,22 +1031,28 @@ _RUST_WHITE_SPACE: Final = (
 )
 
 
-def _codex_override(text: str) -> list[tuple[str, Any]]:
-    """One ``-c key=value``: as Codex reads it, the key split on every ``.`` and the value
-    TOML (else the raw text). Only ``mcp_servers`` keys concern servers."""
+def _codex_setting(text: str) -> tuple[str, Any]:
+    """One ``-c key=value`` as Codex reads it: the key (trimmed), and the value as TOML,
+    else the raw text."""
     key, equals, raw = text.partition("=")
     if not equals:
         raise ConfigDoubt(f"codex -c {text!r}: not key=value")
     key, raw = key.strip(_RUST_WHITE_SPACE), raw.strip(_RUST_WHITE_SPACE)
-    parts = key.split(".")
-    if parts[0] != "mcp_servers":
-        return []
     if not is_text(text):
         raise ConfigDoubt(f"codex -c {key}: the value holds bytes that are not UTF-8 text")
     try:
-        value: Any = parse_toml(f"_x_ = {raw}".encode(), "-c")["_x_"]
+        return key, parse_toml(f"_x_ = {raw}".encode(), "-c")["_x_"]
     except (ConfigDoubt, KeyError):
-        value = raw
+        return key, raw
+
+
+def _codex_override(text: str) -> list[tuple[str, Any]]:
+    """One ``-c key=value``: its ``mcp_servers`` tables to merge (the key split on every
+    ``.``); none for any other key."""
+    if text.partition("=")[0].strip(_RUST_WHITE_SPACE).split(".")[0] != "mcp_servers":
+        return []
+    key, value = _codex_setting(text)
+    parts = key.split(".")
     for part in reversed(parts[1:]):
         value = {part: value}
     if not isinstance(value, dict):

@@ -118,6 +118,9 @@ def _python_path(
         base = env.get("PYTHONUSERBASE") or (
             os.path.join(environ["HOME"], ".local") if environ.get("HOME") else ""
         )
+        # site makes a relative user base absolute (by its letters) against the child's
+        # working directory.
+        base = os.path.normpath(os.path.join(cwd, base)) if base else ""
         user = _prefix_sites(base, version) if base else []
     prefix = os.path.dirname(os.path.dirname(os.path.realpath(interpreter)))
     system = _prefix_sites(prefix, version)

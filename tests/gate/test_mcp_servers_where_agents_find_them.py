@@ -1,0 +1,413 @@
+"""Where claude, codex and gemini find the MCP servers and package launches they start, each
+form spawned for real: an agent whose configuration would start a server that must be
+judged and refused (an aider below its floor, mcp-remote below its fix, an unpinned
+launch) is refused on the record and never started.
+
+- Every source a client reads: a workspace's gemini extensions, every codex project layer
+  whatever its project root markers, a codex profile chosen by ``-c profile=``, a home
+  given relative to the working directory, agent files in folders below ``agents/`` and
+  keys spelled through escapes.
+- Every spelling of a launcher a client's command may use: ``npm exe``, ``uv tool uvx``.
+- Gemini picks a server's transport by truth: an empty URL is no URL.
+- The spellings that were always refused stay refused, and no refusal names a credential.
+
+Real files in a temporary home and project, native stand-in agents that leave a marker
+when they run, a chain of the test's own, a host map (FLOORGUARD_FLOOR_MAP) holding the
+agents' floors, aider's floor and the GHSA-6xpm-ggf7-wc3p shape for mcp-remote.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from helpers.advisory_maps import advisory, entry, extended_module, span
+from probes.native import Run, native_agent
+
+import floorguard
+from floorguard._chain.chain import AuditChain
+
+MCP_REMOTE = {
+    **entry("npm", advisory("GHSA-6xpm-ggf7-wc3p", span("0.0.5", fixed="0.1.16"))),
+    "package": "mcp-remote",
+    "kind": "mcp-server",
+}
+FETCH = {
+    **entry("PyPI", floor="2025.1.0", floor_id="BSA-0100"),
+    "package": "mcp-server-fetch",
+    "kind": "mcp-server",
+}
+MAP = {
+    "claude": entry("npm", floor="1.0.20", floor_id="BSA-0002"),
+    "codex": entry("npm", floor="0.2.0", floor_id="BSA-0003"),
+    "gemini": entry("npm", floor="0.1.14", floor_id="BSA-0004"),
+    "aider": entry("PyPI", floor="0.60.0", floor_id="BSA-0001"),
+    "mcp-remote": MCP_REMOTE,
+    "mcp-server-fetch": FETCH,
+}
+VERSIONS = {"claude": b"1.0.30 (Claude Code)\n", "codex": b"codex-cli 0.5.0\n",
+            "gemini": b"0.2.0\n"}  # fmt: skip
+
+
+@dataclass
+class Lab:
+    root: Path
+    bin: Path
+    home: Path
+    project: Path
+
+    def marker(self, agent: str) -> Path:
+        return self.root / f"{agent}-ran"
+
+    def env(self, **extra: str) -> dict[str, str]:
+        return {"PATH": f"{self.bin}:/usr/bin:/bin", "HOME": str(self.home), **extra}
+
+    def spawn(
+        self, agent: str, *argv: str, cwd: Path | None = None, env: dict[str, str] | None = None
+    ) -> tuple[bool, str]:
+        """(started, reason): whether the agent really ran, and the refusal's reason."""
+        try:
+            child = floorguard.spawn(
+                agent, list(argv), env=env or self.env(), cwd=str(cwd or self.project)
+            )
+        except floorguard.SpawnRefused as refused:
+            assert refused.decision is not None and refused.decision.receipt_id, refused
+            assert not self.marker(agent).exists()
+            return False, str(refused)
+        child.wait(timeout=30)
+        assert self.marker(agent).exists()
+        return True, ""
+
+    def last_receipt(self) -> dict:
+        chain = AuditChain.shared({"FLOORGUARD_HOME": str(self.root / "fg")})
+        return dict(list(chain.records())[-1].receipt)
+
+
+def write(path: Path, text: str | bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
+def servers(**declared: dict) -> str:
+    return json.dumps({"mcpServers": declared})
+
+
+OLD_AIDER = {"command": "aider"}
+OLD_NPX = {"command": "npx", "args": ["-y", "mcp-remote@0.1.15", "https://x.invalid"]}
+NPX_FIXED = {"command": "npx", "args": ["-y", "mcp-remote@0.1.16"]}
+
+
+@pytest.fixture
+def lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Lab]:
+    for variable in ("FLOORGUARD_ADAPTER_FLOOR_POLICY", "FLOORGUARD_UNTRACKED_POLICY"):
+        monkeypatch.delenv(variable, raising=False)
+    module = write(tmp_path / "host_map.py", extended_module(MAP))
+    monkeypatch.setenv("FLOORGUARD_FLOOR_MAP", str(module))
+    monkeypatch.setenv("FLOORGUARD_HOME", str(tmp_path / "fg"))
+    made = Lab(tmp_path, tmp_path / "bin", tmp_path / "home", tmp_path / "project")
+    for folder in (made.bin, made.home, made.project):
+        folder.mkdir()
+    for agent, version in VERSIONS.items():
+        native_agent(made.bin / agent, version=version, run=Run(marker=made.marker(agent)))
+    native_agent(made.bin / "aider", version=b"aider 0.50.0\n")  # below its floor 0.60.0
+    for launcher in ("npx", "npm", "uvx", "uv", "pnpm", "bunx", "bun", "yarn", "pipx"):
+        native_agent(made.bin / launcher, version=b"10.0.0\n")
+    yield made
+    AuditChain.shared({"FLOORGUARD_HOME": str(tmp_path / "fg")}).close()
+
+
+# ---------------------------------------------------------------------------- baseline
+
+
+def test_baseline_mcp_json_with_old_aider_refuses_claude(lab: Lab) -> None:
+    write(lab.project / ".mcp.json", servers(old=OLD_AIDER))
+    started, reason = lab.spawn("claude", "-p", "t")
+    assert not started and "aider 0.50.0" in reason
+
+
+def test_baseline_mcp_json_with_old_npx_refuses_claude(lab: Lab) -> None:
+    write(lab.project / ".mcp.json", servers(old=OLD_NPX))
+    started, reason = lab.spawn("claude", "-p", "t")
+    assert not started and "0.1.15" in reason
+
+
+def test_baseline_clean_claude_starts(lab: Lab) -> None:
+    started, _ = lab.spawn("claude", "-p", "t")
+    assert started
+
+
+# ============================================================================ every source
+
+
+def test_gemini_refuses_a_below_floor_server_of_a_workspace_extension(lab: Lab) -> None:
+    """Gemini CLI releases above the floor (0.1.x) load extensions from
+    ``<workspace>/.gemini/extensions`` as well as from the home, the workspace's taking
+    precedence: a project can ship an extension whose server is an old aider."""
+    extension = {"name": "x", "version": "1.0.0", "mcpServers": {"o": OLD_AIDER}}
+    write(lab.project / ".gemini" / "extensions" / "x" / "gemini-extension.json",
+          json.dumps(extension))  # fmt: skip
+    started, reason = lab.spawn("gemini")
+    assert not started, "gemini started with a workspace extension's below-floor server"
+    assert "aider 0.50.0" in reason or "extension" in reason
+
+
+@pytest.mark.parametrize("how", ["user config", "-c override"])
+def test_codex_reads_the_project_layers_its_project_root_markers_reach(lab: Lab, how: str) -> None:
+    """Codex finds the project root by ``project_root_markers`` (default ``.git``): with
+    ``[".hg"]`` the root is the folder holding ``.hg``, and its ``.codex/config.toml`` is a
+    layer codex loads for a working directory below it."""
+    (lab.project / ".hg").mkdir()
+    below = lab.project / "sub"
+    below.mkdir()
+    write(lab.project / ".codex" / "config.toml", '[mcp_servers.o]\ncommand = "aider"\n')
+    argv: tuple[str, ...] = ()
+    if how == "user config":
+        write(lab.home / ".codex" / "config.toml", 'project_root_markers = [".hg"]\n')
+    else:
+        argv = ("-c", 'project_root_markers=[".hg"]')
+    started, reason = lab.spawn("codex", *argv, cwd=below)
+    assert not started, "codex started with a below-floor server of a project layer it reads"
+    assert "aider 0.50.0" in reason
+
+
+def test_codex_profile_chosen_by_a_config_override_is_read_as_the_profile_flag_is(
+    lab: Lab,
+) -> None:
+    """The docs read ``$CODEX_HOME/<profile>.config.toml`` for ``--profile`` and for a
+    ``profile = "NAME"`` in config.toml; ``-c profile=NAME`` sets that same key."""
+    write(lab.home / ".codex" / "p.config.toml", '[mcp_servers.o]\ncommand = "aider"\n')
+    assert not lab.spawn("codex", "--profile", "p")[0]  # the flag: refused
+    started, reason = lab.spawn("codex", "-c", "profile=p")
+    assert not started, "codex started with the profile's below-floor server"
+    assert "aider 0.50.0" in reason
+
+
+def test_npm_exec_by_an_abbreviated_command_name_is_judged_as_npm_exec(lab: Lab) -> None:
+    """npm resolves any unambiguous abbreviation of a command (``npm exe`` is ``npm
+    exec``), so this server runs mcp-remote 0.1.15, below the fix."""
+    write(lab.project / ".mcp.json",
+          servers(s={"command": "npm", "args": ["exe", "--", "mcp-remote@0.1.15"]}))  # fmt: skip
+    started, reason = lab.spawn("claude", "-p", "t")
+    assert not started, "claude started with npm exe mcp-remote@0.1.15 as a server"
+    assert "0.1.15" in reason or "npm exe" in reason
+
+
+def test_uv_tool_uvx_is_judged_as_uvx(lab: Lab) -> None:
+    """``uv tool uvx`` is uv's (hidden) spelling of uvx: it runs mcp-server-fetch 2024.1.0,
+    below its floor."""
+    uvx = {"command": "uv", "args": ["tool", "uvx", "mcp-server-fetch==2024.1.0"]}
+    write(lab.project / ".mcp.json", servers(s=uvx))
+    started, reason = lab.spawn("claude", "-p", "t")
+    assert not started, "claude started with uv tool uvx mcp-server-fetch==2024.1.0"
+    assert "2024.1.0" in reason or "uv tool uvx" in reason
+
+
+@pytest.mark.parametrize(
+    ("agent", "variable", "relative"),
+    [
+        ("claude", "HOME", "hh/.claude.json"),
+        ("codex", "HOME", "hh/.codex/config.toml"),
+        ("gemini", "GEMINI_CLI_HOME", "hh/.gemini/settings.json"),
+    ],
+)
+def test_a_relative_home_is_the_folder_the_client_reads_from(
+    lab: Lab, agent: str, variable: str, relative: str
+) -> None:
+    """node's ``os.homedir()`` and Rust's home lookup return HOME as given: a relative
+    home is taken against the agent's working directory, so that folder's configuration
+    is what the agent reads (or, at least, a home that is not absolute is a doubt)."""
+    text = (
+        '[mcp_servers.o]\ncommand = "aider"\n' if agent == "codex"
+        else servers(o=OLD_AIDER)
+    )  # fmt: skip
+    write(lab.project / relative, text)
+    started, _ = lab.spawn(agent, env=lab.env(**{variable: "hh"}))
+    assert not started, f"{agent} started with {variable}=hh declaring a below-floor server"
+
+
+def test_the_npmrc_of_a_relative_home_is_read_below_the_working_directory(lab: Lab) -> None:
+    """npm finds its user configuration under HOME as given: with a relative HOME, in the
+    server's working directory, where the workspace wrote it (held to a project's rules: no
+    registry of its own)."""
+    write(lab.project / ".mcp.json", servers(s=NPX_FIXED))
+    write(lab.project / "hh" / ".npmrc", "registry=https://e.invalid/\n")
+    started, reason = lab.spawn("claude", "-p", "t", env=lab.env(HOME="hh"))
+    assert not started
+    assert ".npmrc" in reason and "registry" in reason, reason
+
+
+@pytest.mark.parametrize("key", ["httpUrl", "url"])
+def test_gemini_takes_an_empty_url_for_no_url_as_gemini_does(lab: Lab, key: str) -> None:
+    """Gemini CLI picks the transport by truth (``if (config.httpUrl) ... if (config.url)
+    ... if (config.command)``): an empty URL is no URL, so the command runs over stdio.
+    Recording the server as remote lets a below-floor aider start unjudged."""
+    write(lab.project / ".gemini" / "settings.json", servers(o={"command": "aider", key: ""}))
+    started, _ = lab.spawn("gemini")
+    assert not started, f"gemini started with an empty {key} hiding a below-floor server"
+
+
+# ============================================================================ other spellings
+
+CODEX_OLD = '[mcp_servers.o]\ncommand = "aider"\n'
+
+
+def _other_spellings() -> list[tuple[str, str, dict[str, str], tuple[str, ...], dict[str, str]]]:
+    """(id, agent, files under the lab root, argv, extra environment)."""
+    home_json = json.dumps({"projects": {"@P@/": {"mcpServers": {"o": OLD_AIDER}}}})
+    return [
+        ("claude-projects-key-trailing-slash", "claude", {"home/.claude.json": home_json}, (), {}),
+        ("claude-mcp-json-in-a-parent-folder", "claude",
+         {"project/.mcp.json": servers(o=OLD_AIDER), "project/sub/keep": ""}, (), {"@CWD@": "sub"}),
+        ("claude-second-mcp-config-value", "claude",
+         {"project/a.json": servers(), "project/b.json": servers(o=OLD_AIDER)},
+         ("--mcp-config", "a.json", "b.json"), {}),
+        ("claude-inline-mcp-config-with-leading-space", "claude", {},
+         ("--mcp-config", " " + servers(o=OLD_AIDER)), {}),
+        ("claude-settings-env-names-a-registry-for-npx", "claude",
+         {"project/.mcp.json": servers(s=NPX_FIXED),
+          "project/.claude/settings.json": json.dumps({"env": {"npm_config_registry": "e"}})},
+         (), {}),
+        ("claude-inline-settings-env-names-a-registry", "claude",
+         {"project/.mcp.json": servers(s=NPX_FIXED)},
+         ("--settings=" + json.dumps({"env": {"npm_config_registry": "https://e/"}}),), {}),
+        ("claude-mcp-json-in-utf16", "claude", {"project/.mcp.json": "@UTF16@"}, (), {}),
+        ("claude-relative-claude-config-dir", "claude",
+         {"project/cc/.claude.json": servers(o=OLD_AIDER)}, (), {"CLAUDE_CONFIG_DIR": "cc"}),
+        ("codex-quoted-key-override", "codex", {}, ("-c", 'mcp_servers."o".command="aider"'), {}),
+        ("codex-whole-table-override", "codex", {},
+         ("-c", 'mcp_servers={o={command="aider"}}'), {}),
+        ("codex-exec-subcommand-override", "codex", {},
+         ("exec", "-c", "mcp_servers.o.command=aider", "task"), {}),
+        ("codex-dotted-key-in-table", "codex",
+         {"home/.codex/config.toml": '[mcp_servers]\no.command = "aider"\n'}, (), {}),
+        ("codex-layer-at-a-git-worktree-root", "codex",
+         {"project/.git": "gitdir: /x\n", "project/.codex/config.toml": CODEX_OLD,
+          "project/sub/keep": ""}, (), {"@CWD@": "sub"}),
+        ("codex-relative-codex-home", "codex", {"project/ch/config.toml": CODEX_OLD}, (),
+         {"CODEX_HOME": "ch"}),
+        ("gemini-comment-holding-a-brace", "gemini",
+         {"project/.gemini/settings.json":
+          '{"a": "http://x", /* "} */ "mcpServers": {"o": {"command": "aider"}}}'}, (), {}),
+        ("gemini-env-file-with-crlf-names-a-registry", "gemini",
+         {"project/.gemini/settings.json": servers(s=NPX_FIXED),
+          "project/.env": "X=1\r\nnpm_config_registry=https://e/\r\n"}, (), {}),
+        ("gemini-env-file-multiline-quote", "gemini",
+         {"project/.gemini/settings.json": servers(s=NPX_FIXED),
+          "project/.env": "X='a\nnpm_config_registry=https://e/\nb'\n"}, (), {}),
+        ("npx-home-npmrc-globalconfig", "claude",
+         {"project/.mcp.json": servers(s=NPX_FIXED), "home/.npmrc": "globalconfig=/tmp/g\n"},
+         (), {}),
+        ("npx-project-npmrc-key-through-a-variable", "claude",
+         {"project/.mcp.json": servers(s=NPX_FIXED), "project/.npmrc": "${RK}=https://e/\n"},
+         (), {"RK": "registry"}),
+        ("npx-prefix-etc-npmrc-script-shell", "claude",
+         {"project/.mcp.json": servers(s=NPX_FIXED), "home/.npmrc": "prefix=@R@/pfx\n",
+          "pfx/etc/npmrc": "script-shell=/tmp/evil\n"}, (), {}),
+        ("npx-mixed-case-config-variable", "claude",
+         {"project/.mcp.json": servers(s={**NPX_FIXED, "env": {"Npm_Config_UserConfig": "/x"}})},
+         (), {}),
+        ("npm-exec-package-option", "claude",
+         {"project/.mcp.json": servers(s={"command": "npm", "args": [
+             "exec", "--package=mcp-remote@0.1.15", "--", "mcp-remote"]})}, (), {}),
+        ("uvx-from-below-floor", "claude",
+         {"project/.mcp.json": servers(s={"command": "uvx", "args": [
+             "--from=mcp-server-fetch==2024.1.0", "x"]})}, (), {}),
+        ("uvx-name-in-another-spelling", "claude",
+         {"project/.mcp.json": servers(s={"command": "uvx",
+                                          "args": ["MCP_Server.Fetch==2024.1.0"]})},
+         (), {}),
+        ("uvx-user-uv-toml-python-preference", "claude",
+         {"project/.mcp.json": servers(s={"command": "uvx",
+                                          "args": ["mcp-server-fetch==2025.2.0"]}),
+          "home/.config/uv/uv.toml": 'python-preference = "system"\n'}, (), {}),
+        ("env-long-option-abbreviated-split-string", "claude",
+         {"project/.mcp.json": servers(s={"command": "env", "args": [
+             "--split-s=npx -y mcp-remote@0.1.15"]})}, (), {}),
+        ("env-absolute-path-running-old-npx", "claude",
+         {"project/.mcp.json": servers(s={"command": "/usr/bin/env", "args": [
+             "npx", "-y", "mcp-remote@0.1.15"]})}, (), {}),
+        ("mcp-config-names-stdin", "claude", {}, ("--mcp-config", "/dev/stdin"), {}),
+        ("fifo-as-home-claude-json", "claude", {"home/.claude.json": "@FIFO@"}, (), {}),
+        ("fifo-as-project-npmrc", "claude",
+         {"project/.mcp.json": servers(s=NPX_FIXED), "project/.npmrc": "@FIFO@"}, (), {}),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("agent", "files", "argv", "extra"),
+    [case[1:] for case in _other_spellings()],
+    ids=[case[0] for case in _other_spellings()],
+)
+def test_each_other_spelling_of_a_below_floor_server_is_refused(
+    lab: Lab, agent: str, files: dict[str, str], argv: tuple[str, ...], extra: dict[str, str]
+) -> None:
+    for relative, given in files.items():
+        path = lab.root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if given == "@FIFO@":
+            os.mkfifo(path)
+        elif given == "@UTF16@":
+            path.write_bytes(servers(o=OLD_AIDER).encode("utf-16"))
+        else:
+            text = given.replace("@P@", str(lab.project)).replace("@R@", str(lab.root))
+            path.write_text(text, encoding="utf-8")
+    extra = dict(extra)
+    cwd = lab.project / extra.pop("@CWD@", ".")
+    started, reason = lab.spawn(agent, *argv, cwd=cwd, env=lab.env(**extra))
+    assert not started and reason, reason
+
+
+def test_refusals_name_no_credentials(lab: Lab) -> None:
+    """A remote URL's user information, query and fragment, a refused server's arguments
+    and environment, and a broken inline configuration's header never reach the record."""
+    secret = "SECRETTOKEN9"
+    remote = {"type": "http", "url": f"https://u:{secret}@h.example/p?k={secret}#{secret}"}
+    assert lab.spawn("claude", "--mcp-config", servers(r=remote))[0]
+    assert secret not in json.dumps(lab.last_receipt())
+    lab.marker("claude").unlink()
+    bad = ('{"mcpServers":{"r":{"type":"http","url":"https://h","headers":'
+           f'{{"Authorization":"Bearer {secret}"}}}}}}, "x": NaN}}')  # fmt: skip
+    started, reason = lab.spawn("claude", "--mcp-config", bad)
+    assert not started and secret not in reason and secret not in json.dumps(lab.last_receipt())
+    write(lab.project / ".mcp.json", servers(s={
+        "command": "npx", "args": ["-y", "mcp-remote@0.1.15", "--header", f"A: {secret}"],
+        "env": {"API_KEY": secret}}))  # fmt: skip
+    started, reason = lab.spawn("claude")
+    assert not started and secret not in reason and secret not in json.dumps(lab.last_receipt())
+
+
+AGENT_SERVERS = "  o:\n    command: aider\n"
+
+
+@pytest.mark.parametrize(
+    "key",
+    ['"mcp\\x53ervers"', '"mcp\\u0053ervers"', '"mcp\\\n  Servers"'],
+    ids=["hex-escape", "unicode-escape", "folded-line"],
+)
+def test_an_agent_file_declaring_servers_under_an_escaped_key_refuses_claude(
+    lab: Lab, key: str
+) -> None:
+    """A YAML double-quoted key is decoded before it is a key: ``"mcp\\x53ervers"`` is
+    ``mcpServers``, so this agent file declares a server (an old aider) as much as the
+    plain spelling does, which the docs say refuses claude."""
+    write(lab.project / ".claude" / "agents" / "a.md",
+          f"---\nname: a\n{key}:\n{AGENT_SERVERS}---\nBody.\n")  # fmt: skip
+    started, _ = lab.spawn("claude", "-p", "t")
+    assert not started, "claude started with an agent file declaring MCP servers"
+
+
+def test_an_agent_file_in_a_subfolder_of_the_agents_folder_refuses_claude(lab: Lab) -> None:
+    """Claude Code collects the Markdown files of ``.claude/agents`` recursively, so an
+    agent in ``.claude/agents/team/`` is loaded, and its ``mcpServers`` started."""
+    write(lab.project / ".claude" / "agents" / "team" / "a.md",
+          f"---\nname: a\nmcpServers:\n{AGENT_SERVERS}---\nBody.\n")  # fmt: skip
+    started, _ = lab.spawn("claude", "-p", "t")
+    assert not started, "claude started with a nested agent file declaring MCP servers"
