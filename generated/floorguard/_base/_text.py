@@ -3,6 +3,8 @@ reason) may hold newlines and control characters chosen by whoever named the fil
 
 from __future__ import annotations
 
+from typing import Any
+
 
 def one_line(text: str) -> str:
     """``text`` with every character that is not printable escaped (``\\n``, ``\\x1b``), so
@@ -10,3 +12,26 @@ def one_line(text: str) -> str:
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def recordable(text: str) -> str:
+    """``text`` as a record can hold it: a lone surrogate (what a byte that is not UTF-8 in
+    a file name, an argument or a variable becomes) written as its escape (``\\udcff``)."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+def recordable_value(value: Any) -> Any:
+    """``value`` (strings, lists and dicts of them) with every string ``recordable``."""
+    if isinstance(value, str):
+        return recordable(value)
+    if isinstance(value, dict):
+        return {recordable(str(k)): recordable_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [recordable_value(v) for v in value]
+    return value

@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
 from floorguard._base import _time
+from floorguard._base._text import recordable_value
 from floorguard._chain import receipts
 from floorguard._chain.chain import AuditChain
 from floorguard._gate.decision import (
@@ -898,9 +899,10 @@ def _seal(requested: str, judgement: _Judgement, policy: str, env: Mapping[str, 
     reaches stderr when the host configured no logging): an override is never silent.
     """
     adapter = judgement.adapter or requested
+    # (a name, path or reason holding bytes that are not UTF-8 is recorded escaped)
     receipt = receipts.new_receipt(
         receipts.SPAWN_PREFLIGHT,
-        _receipt_fields(adapter, requested, judgement, policy),
+        recordable_value(_receipt_fields(adapter, requested, judgement, policy)),
         ts=judgement.at,
     )
     try:

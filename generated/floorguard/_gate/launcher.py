@@ -63,6 +63,9 @@ def spawn(
     try:
         # An invalid adapter name is refused (and recorded) like any other unusable binary.
         name = executable_for(adapter) if binary is None else os.fspath(binary)
+        if binary is not None and cwd is not None and os.sep in name:
+            # As Popen finds a relative program: from the child's working directory.
+            name = os.path.join(os.fspath(cwd), name)
         target = open_target(name, path_env=path_env)
     except (DetectionError, OSError, ValueError) as exc:
         raise refuse_unopened(adapter, exc, floor_map=floor_map) from None
@@ -207,7 +210,7 @@ class _Workdir:
         if self.given is not None and "\x00" not in self.given:
             try:
                 self.fd = os.open(self.given, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-            except OSError:
+            except (OSError, UnicodeError):  # (a name no bytes stand for: judged, refused)
                 return self
             self.real = os.readlink(f"/proc/self/fd/{self.fd}")
         return self

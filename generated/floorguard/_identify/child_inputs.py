@@ -3,7 +3,8 @@
 Two kinds of check live here, both pure:
 
 - :func:`invalid_inputs`: an argument, environment entry or working directory that the
-  kernel cannot pass (a NUL byte, ``=`` in a variable's name) makes the start fail *after*
+  kernel cannot pass (a NUL byte, ``=`` in a variable's name, a lone surrogate, a string
+  or a command line over its size limits) makes the start fail *after*
   the decision. A permit sealed for a process that never started would be evidence of
   something that did not happen, so such inputs are refused before anything is sealed.
 - :func:`loader_doubts`: variables read by the dynamic loader and the C library of *any*
@@ -29,19 +30,72 @@ _LOADING_VARIABLES: Final = {
 }
 
 
+# Linux copies each argument and each NAME=VALUE string into the new program's stack, each
+# at most MAX_ARG_STRLEN (32 pages) with its NUL, and all of them with their pointers within
+# a quarter of the stack limit (what sysconf(_SC_ARG_MAX) reports); past either the exec
+# fails with E2BIG. What floorguard adds (the program's name and path, the receipt id's
+# variable, a #! line's interpreter) is kept within the margin.
+_MAX_ARG_STRLEN: Final = 32 * 4096
+_EXEC_MARGIN: Final = 8192
+
+
 def invalid_inputs(argv: Sequence[str], environ: Mapping[str, str], cwd: str | None) -> str | None:
-    """Why the child cannot be started with these inputs, or None when it can."""
+    """Why the child cannot be started with these inputs, or None when it can: a NUL byte,
+    ``=`` in a variable's name, text the operating system cannot be given (a lone
+    surrogate), or a string or a whole command line over the kernel's limits."""
+    total = 0
     for position, arg in enumerate(argv, start=1):
         if "\x00" in arg:
             return f"argument {position} contains a NUL byte"
+        size = _encoded_size(arg)
+        if size is None:
+            return f"argument {position} holds text that cannot be passed to a process"
+        if size + 1 > _MAX_ARG_STRLEN:
+            return f"argument {position} is {size} bytes, over the kernel's limit for one"
+        total += size + 1 + 8
     for name, value in environ.items():
         if not name or "=" in name or "\x00" in name:
             return f"environment variable name {name!r} cannot be passed to a process"
         if "\x00" in value:
             return f"environment variable {name} contains a NUL byte"
+        size = _encoded_size(name)
+        more = _encoded_size(value)
+        if size is None or more is None:
+            return f"environment variable {name!r} holds text that cannot be passed to a process"
+        size += more + 1
+        if size + 1 > _MAX_ARG_STRLEN:
+            return f"environment variable {name} is {size} bytes, over the kernel's limit for one"
+        total += size + 1 + 8
+    if total + _EXEC_MARGIN > _arg_max():
+        return (
+            f"the arguments and environment come to {total} bytes, over the kernel's limit "
+            f"({_arg_max()})"
+        )
     if cwd is not None and "\x00" in cwd:
         return "the working directory contains a NUL byte"
+    if cwd is not None and _encoded_size(cwd) is None:
+        return f"the working directory {cwd!r} cannot be passed to a process"
     return None
+
+
+def _encoded_size(text: str) -> int | None:
+    """The bytes ``text`` is passed to a process as (``os.fsencode``), or None when it
+    cannot be (a surrogate that no byte stands for)."""
+    if text.isascii():
+        return len(text)
+    try:
+        return len(os.fsencode(text))
+    except UnicodeError:
+        return None
+
+
+def _arg_max() -> int:
+    try:
+        found = os.sysconf("SC_ARG_MAX")
+    except (ValueError, OSError):
+        found = -1
+    # (an unlimited stack: the kernel still caps the arguments at 6 MiB)
+    return min(found, 6 * 1024 * 1024) if found > 0 else 128 * 1024
 
 
 def loader_doubts(environ: Mapping[str, str]) -> tuple[str, ...]:

@@ -179,6 +179,14 @@ def _examine(
     names = (opened.requested, opened.located, str(opened.path))
     if installed is None and argv is not None and any(_is_python(n) for n in names):
         found, more = _python_run(opened.located, list(argv), environ, here)
+        if os.sep not in opened.requested and "PATH" not in environ:
+            # CPython finds its installation (a virtual environment's pyvenv.cfg) from
+            # argv[0], searching the child's PATH for a bare name: with none, it starts as
+            # another installation than the one judged here (found on this process's PATH).
+            more.append(
+                f"the child's environment has no PATH: the interpreter cannot find itself by "
+                f"the name {opened.requested!r}, so it would not start as {opened.located}"
+            )
         return Examination(found, "python", "the Python interpreter", (*doubts, *more))
     if installed is None and argv is not None and any(_is_node(n) for n in names):
         found, more = _node_run(list(argv), environ, here)

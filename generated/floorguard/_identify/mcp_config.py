@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from floorguard._base._text import recordable
 from floorguard._identify.mcp_files import (
     ConfigDoubt,
     is_text,
@@ -147,7 +148,7 @@ def _text_only(found: Servers) -> Servers:
     file name or an argument with bytes that are not UTF-8) turned into a doubt, and every
     doubt made text, so the refusal can be recorded and names what it refuses."""
     kept: list[Declaration] = []
-    doubts = [_shown(d) for d in found.doubts]
+    doubts = [recordable(d) for d in found.doubts]
     for declared in found.declarations:
         strings = [declared.name, *declared.declared_in, declared.at, *declared.args]
         strings += [declared.command or "", declared.cwd or "", declared.url or ""]
@@ -156,15 +157,11 @@ def _text_only(found: Servers) -> Servers:
             kept.append(declared)
         else:
             doubts.append(
-                f"{_shown(declared.source)}: {_shown(declared.at)}: holds bytes that are not "
-                "UTF-8 text (in a file name, an argument or a value)"
+                f"{recordable(declared.source)}: {recordable(declared.at)}: holds bytes that "
+                "are not UTF-8 text (in a file name, an argument or a value)"
             )
-    files = tuple(_shown(f) for f in found.files)
+    files = tuple(recordable(f) for f in found.files)
     return Servers(found.client, tuple(kept), tuple(doubts), files)
-
-
-def _shown(text: str) -> str:
-    return text if is_text(text) else text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 # An agent file's front matter (between the first two ``---`` lines) naming MCP servers,

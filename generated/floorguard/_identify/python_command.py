@@ -56,7 +56,7 @@ class PythonCommand:
 
 # The interpreter's one-letter options (the same set in 3.11, 3.12 and 3.13; -P is new in
 # 3.11). -t is still accepted and ignored. -J is rejected ("reserved for Jython").
-_PLAIN_LETTERS: Final = frozenset("bBdEiIOPqRsStuvx")
+_PLAIN_LETTERS: Final = frozenset("bBdEiIOPqRsStuv")
 _VALUE_LETTERS: Final = frozenset("cmWX")  # value: the rest of the argument, or the next one
 _HELP_LETTERS: Final = frozenset("h?")  # print the usage and exit at once
 # The options recorded in ``flags``: each changes the search path, the environment read or
@@ -246,6 +246,10 @@ def parse_python_argv(argv: Sequence[str]) -> PythonCommand:
                 continue
             if letter == "t":
                 continue  # accepted and ignored since Python 3
+            if letter == "x":
+                # The script's first line is skipped: what runs is not the source as read.
+                doubts.append("option -x: the script is run without its first line")
+                continue
             if letter not in _VALUE_LETTERS:
                 return stop(f"unknown option -{letter}")
             if rest:

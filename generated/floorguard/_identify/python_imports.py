@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -147,33 +148,64 @@ def _python_path(
     doubts = [*climbing, *scan.doubts]
     doubts += python_site.customize_doubts(lambda m: _module_folder(m, startup), user_enabled)
     doubts += [
-        f"sys.path entry {entry} is a file (an archive whose modules are not read)"
+        f"sys.path entry {entry} is a file, or a path inside one (an archive whose modules "
+        "are not read)"
         for entry in (*before, *scan.directories)
-        if os.path.isfile(entry)
+        if _in_a_file(entry)
     ]
-    doubts += [
-        f"{folder} holds {name}, which shadows the standard library's {name} (code run "
-        "instead of it)"
-        for folder in before
-        for name in _stdlib_shadows(folder, version)
-    ]
+    for folder in before:
+        doubts += _shadow_doubts(folder, scan.directories, version)
     return PythonPath(tuple(before), scan.directories, tuple(doubts))
 
 
-def _stdlib_shadows(folder: str, version: str | None) -> list[str]:
-    """The standard library's top-level modules that ``folder`` holds a module or regular
-    package of. Ahead of the standard library on the path (the program's folder,
-    PYTHONPATH), such a file runs in its place: ``encodings`` at start-up, ``json`` when
-    the CLI imports it."""
+def _shadow_doubts(folder: str, sites: Sequence[str], version: str | None) -> list[str]:
+    """What ``folder``, ahead of the standard library and the site folders on the path
+    (the program's folder, the working directory for ``-m`` and ``-c``, PYTHONPATH), holds
+    that runs in place of other code: a module of the standard library's name
+    (``encodings`` at start-up, ``json`` when the program imports it), or of a module
+    installed in a site folder (a dependency of the program, read from there instead)."""
     import sys
 
-    stems = sorted({name.split(".", 1)[0] for name in listing(folder)})
+    # (only a name something after it holds can shadow: looked up in the folder, the others
+    # are not)
+    later = {name.split(".", 1)[0] for site in sites for name in listing(site)}
+    doubts = []
+    for name in _modules_in(folder, version, sys.stdlib_module_names | later):
+        if name in sys.stdlib_module_names:
+            doubts.append(
+                f"{folder} holds {name}, which shadows the standard library's {name} (code "
+                "run instead of it)"
+            )
+        elif (site := _module_folder(name, sites)) is not None:
+            doubts.append(
+                f"{folder} holds {name}, which shadows the {name} installed in {site} (code "
+                "run instead of it)"
+            )
+    return doubts
+
+
+def _in_a_file(entry: str) -> bool:
+    """Whether the path entry ``entry`` is a file, or a path inside one (``lib.zip/sub``):
+    CPython's zip importer reads modules from both."""
+    import stat
+
+    try:
+        info = os.stat(entry)
+    except NotADirectoryError:
+        return True  # a folder of the path is a file
+    except OSError:
+        return False  # absent: nothing is imported from it
+    return not stat.S_ISDIR(info.st_mode)
+
+
+def _modules_in(folder: str, version: str | None, among: AbstractSet[str]) -> list[str]:
+    """The top-level modules and regular packages named ``among`` that ``folder`` holds (a
+    namespace portion runs no code of its own), sorted."""
+    stems = sorted({name.split(".", 1)[0] for name in listing(folder)} & among)
     return [
         stem
         for stem in stems
-        if stem in sys.stdlib_module_names
-        and (found := find_module(stem, [folder], version)) is not None
-        and found[1] != "namespace"
+        if (found := find_module(stem, [folder], version)) is not None and found[1] != "namespace"
     ]
 
 

@@ -88,6 +88,11 @@ class Target:
 
     @property
     def argv0(self) -> str:
+        """The name the child is given as its program name: the one asked for, except a
+        relative path, which the child would look up from its own working directory (CPython
+        finds its installation from it): the absolute path it led to here instead."""
+        if os.sep in self.requested and not os.path.isabs(self.requested):
+            return self.located
         return self.requested
 
     @property
