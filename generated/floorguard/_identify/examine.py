@@ -69,9 +69,10 @@ class Examination:
 class _Shebang:
     """A ``#!`` line as the kernel (and ``env``) will act on it."""
 
-    interpreter: str  # a path, or a name ``env`` looks up on PATH
+    interpreter: str  # a path, or (``through_env``) a name ``env`` looks up on PATH
     arguments: tuple[str, ...]
     doubts: tuple[str, ...] = ()
+    through_env: bool = False
 
 
 def examine(
@@ -208,13 +209,24 @@ def _script(
     shebang = _parse_shebang(head)
     doubts += shebang.doubts
     interpreter = shebang.interpreter
-    if interpreter and os.sep in interpreter and not os.path.isabs(interpreter):
+    if interpreter and shebang.through_env:
+        # ``#!/usr/bin/env node``: whichever env's execvp finds on the child's PATH; with
+        # no PATH, or a relative entry, that search is not followed here (refused).
+        from floorguard._identify import env_command
+
+        try:
+            name, path_env = env_command.command_path(interpreter, environ, here)
+        except env_command.EnvRefused as exc:
+            raise DetectionError(f"{opened.path}: the env of its #! line: {exc}") from None
+        if path_env is None:  # (a name with a slash: from the working directory)
+            doubts.append(f"{opened.path}: its #! line names a relative interpreter {name}")
+            interpreter = name
+        else:
+            interpreter = identify.locate_noted(name, path_env) or ""
+    elif interpreter and not os.path.isabs(interpreter):
         # The kernel looks a relative interpreter up from the child's working directory.
         doubts.append(f"{opened.path}: its #! line names a relative interpreter {interpreter}")
         interpreter = os.path.join(here, interpreter)
-    elif interpreter and os.sep not in interpreter:
-        # ``#!/usr/bin/env node``: whichever the child's PATH finds.
-        interpreter = identify.locate_noted(interpreter, environ.get("PATH")) or ""
     if not interpreter:
         doubts.append(f"{opened.path}: the interpreter of its #! line is not found")
         return Examination(installed, "launcher", "a script with no interpreter", tuple(doubts))
@@ -288,14 +300,14 @@ def _parse_shebang(head: bytes) -> _Shebang:
     if not rest.startswith("-S"):
         if not rest or rest.startswith("-") or " " in rest or "=" in rest:
             return _Shebang("", (), (f"the #! line {line!r} is not understood",))
-        return _Shebang(rest, ())
+        return _Shebang(rest, (), through_env=True)
     words = rest[2:].split()
     if not words or any(c in rest for c in "\"'\\$"):
         return _Shebang("", (), (f"the #! line {line!r} is not understood",))
     if words[0].startswith("-") or "=" in words[0]:
         # env's own options and NAME=VALUE words change the interpreter's environment.
         return _Shebang("", (), (f"the #! line {line!r} sets env options or variables",))
-    return _Shebang(words[0], tuple(words[1:]))
+    return _Shebang(words[0], tuple(words[1:]), through_env=True)
 
 
 def _is_python(name: str) -> bool:
@@ -356,6 +368,14 @@ def _python_run(
         return _module_code(command.value, paths, version, doubts)
     if command.runs == "code" and command.value is not None:
         paths = identify.python_path(interpreter, environ, here, flags, here)
+        read_env = not {"E", "I"} & flags
+        if not {"I", "P"} & flags and not (read_env and environ.get("PYTHONSAFEPATH")):
+            # -c puts '' first on the path: the directory the process is in at each import,
+            # wherever the program has moved by then, not the one judged here.
+            doubts.append(
+                "python -c imports from whatever directory the program is in at the time "
+                "('' first on its path), not only the one judged: give -P"
+            )
         source = read_code_string(command.value)
         return _judge_source(
             source, paths, version=version, via="python -c", subject="-c",

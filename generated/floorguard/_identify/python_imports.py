@@ -5,10 +5,10 @@ its version (:func:`resolve_import`)."""
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Mapping, Sequence
-from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -154,34 +154,73 @@ def _python_path(
         if _in_a_file(entry)
     ]
     for folder in before:
-        doubts += _shadow_doubts(folder, scan.directories, version)
+        doubts += _shadow_doubts(folder, scan.directories, scan.mapped, version)
     return PythonPath(tuple(before), scan.directories, tuple(doubts))
 
 
-def _shadow_doubts(folder: str, sites: Sequence[str], version: str | None) -> list[str]:
+def _shadow_doubts(
+    folder: str, sites: Sequence[str], mapped: Sequence[str], version: str | None
+) -> list[str]:
     """What ``folder``, ahead of the standard library and the site folders on the path
     (the program's folder, the working directory for ``-m`` and ``-c``, PYTHONPATH), holds
-    that runs in place of other code: a module of the standard library's name
-    (``encodings`` at start-up, ``json`` when the program imports it), or of a module
-    installed in a site folder (a dependency of the program, read from there instead)."""
-    import sys
-
-    # (only a name something after it holds can shadow: looked up in the folder, the others
-    # are not)
+    that is imported in place of other code, as CPython's path finder resolves a name: a
+    module or regular package named like one of the standard library's (``encodings`` at
+    start-up, ``json`` when the program imports it) or like anything installed in a site
+    folder (a dependency of the program, read from there instead); a folder without
+    ``__init__`` joining a namespace package installed there, ahead of it (its submodules
+    found first); and anything of a name an editable install's finder maps (the finder is
+    asked only when the path finds nothing)."""
+    stdlib = _stdlib_names()
     later = {name.split(".", 1)[0] for site in sites for name in listing(site)}
+    later.update(mapped)
     doubts = []
-    for name in _modules_in(folder, version, sys.stdlib_module_names | later):
-        if name in sys.stdlib_module_names:
+    for name in sorted({entry.split(".", 1)[0] for entry in listing(folder)} & (stdlib | later)):
+        here = find_module(name, [folder], version)
+        if here is None:
+            continue
+        regular = here[1] != "namespace"
+        installed = find_module(name, sites, version) if name in later else None
+        if name in stdlib and regular:
             doubts.append(
                 f"{folder} holds {name}, which shadows the standard library's {name} (code "
                 "run instead of it)"
             )
-        elif (site := _module_folder(name, sites)) is not None:
+        elif installed is not None and regular:
             doubts.append(
-                f"{folder} holds {name}, which shadows the {name} installed in {site} (code "
-                "run instead of it)"
+                f"{folder} holds {name}, which shadows the {name} installed in "
+                f"{installed[0]} (code run instead of it)"
+            )
+        elif installed is not None and installed[1] == "namespace":
+            doubts.append(
+                f"{folder} holds {name}, a folder that joins the namespace package {name} "
+                f"installed in {installed[0]} ahead of it (its modules found first)"
+            )
+        elif installed is None and name in mapped:
+            doubts.append(
+                f"{folder} holds {name}, which shadows the editable install of {name} (its "
+                "finder is asked only when the path finds nothing)"
             )
     return doubts
+
+
+@functools.cache
+def _stdlib_names() -> frozenset[str]:
+    """The standard library's top-level names: ``sys.stdlib_module_names`` and every
+    module in the standard library's folders (it leaves out ``test`` and the
+    ``_sysconfigdata`` modules ``sysconfig`` imports by name)."""
+    import sys
+    import sysconfig
+
+    names = set(sys.stdlib_module_names)
+    for key in ("stdlib", "platstdlib"):
+        folder = sysconfig.get_paths().get(key)
+        if folder:
+            names.update(entry.split(".", 1)[0] for entry in listing(folder))
+            names.update(
+                entry.split(".", 1)[0] for entry in listing(os.path.join(folder, "lib-dynload"))
+            )
+    names.discard("site-packages")
+    return frozenset(names)
 
 
 def _in_a_file(entry: str) -> bool:
@@ -196,17 +235,6 @@ def _in_a_file(entry: str) -> bool:
     except OSError:
         return False  # absent: nothing is imported from it
     return not stat.S_ISDIR(info.st_mode)
-
-
-def _modules_in(folder: str, version: str | None, among: AbstractSet[str]) -> list[str]:
-    """The top-level modules and regular packages named ``among`` that ``folder`` holds (a
-    namespace portion runs no code of its own), sorted."""
-    stems = sorted({name.split(".", 1)[0] for name in listing(folder)} & among)
-    return [
-        stem
-        for stem in stems
-        if (found := find_module(stem, [folder], version)) is not None and found[1] != "namespace"
-    ]
 
 
 _VERSIONED_NAME = re.compile(r"python(\d+\.\d+)\Z")

@@ -57,6 +57,8 @@ class SiteScan:
     directories: tuple[str, ...]
     doubts: tuple[str, ...]
     consulted: tuple[str, ...] = ()
+    # Top-level names an editable install's finder maps (asked after the path's own search).
+    mapped: tuple[str, ...] = ()
 
 
 # Where a top-level module imports from, given the search path so far (None: not there).
@@ -69,6 +71,7 @@ def scan_sites(sites: Sequence[str], before: Sequence[str], find: Finder) -> Sit
     directories: list[str] = []
     doubts: list[str] = []
     consulted: list[str] = []
+    mapped: list[str] = []
     for site in sites:
         if site in directories or not os.path.isdir(site):
             continue
@@ -79,11 +82,11 @@ def scan_sites(sites: Sequence[str], before: Sequence[str], find: Finder) -> Sit
             return find(module, path)
 
         for pth in _pth_files(site):
-            added, problems = _read_pth(site, pth, found, consulted)
+            added, problems = _read_pth(site, pth, found, consulted, mapped)
             directories += [d for d in added if d not in directories]
             so_far += added
             doubts += problems
-    return SiteScan(tuple(directories), tuple(doubts), tuple(consulted))
+    return SiteScan(tuple(directories), tuple(doubts), tuple(consulted), tuple(mapped))
 
 
 def customize_doubts(found: Callable[[str], str | None], user_site: bool) -> tuple[str, ...]:
@@ -105,7 +108,11 @@ def _pth_files(site: str) -> list[str]:
 
 
 def _read_pth(
-    site: str, name: str, found: Callable[[str], str | None], consulted: list[str]
+    site: str,
+    name: str,
+    found: Callable[[str], str | None],
+    consulted: list[str],
+    mapped: list[str],
 ) -> tuple[list[str], list[str]]:
     path = os.path.join(site, name)
     consulted.append(path)
@@ -122,7 +129,7 @@ def _read_pth(
         if line.startswith("#") or not line.strip():
             continue
         if line.startswith(("import ", "import\t")):
-            problem = _import_line_problem(site, line.strip(), found, consulted)
+            problem = _import_line_problem(site, line.strip(), found, consulted, mapped)
             if problem is not None:
                 doubts.append(f"{path} line {number} runs code at start-up ({problem})")
             continue
@@ -134,9 +141,14 @@ def _read_pth(
 
 
 def _import_line_problem(
-    site: str, line: str, found: Callable[[str], str | None], consulted: list[str]
+    site: str,
+    line: str,
+    found: Callable[[str], str | None],
+    consulted: list[str],
+    mapped: list[str],
 ) -> str | None:
-    """Why an import line of a ``.pth`` file in ``site`` is not understood, or None."""
+    """Why an import line of a ``.pth`` file in ``site`` is not understood, or None (an
+    editable finder's top-level names are added to ``mapped``)."""
     if _DISTUTILS_PRECEDENCE.match(line):
         return _beside(site, "_distutils_hack", found)
     if _VIRTUALENV.match(line):
@@ -149,7 +161,7 @@ def _import_line_problem(
     if problem is not None:
         return problem
     consulted.append(os.path.join(site, module + ".py"))
-    return _editable_mapping_problem(os.path.join(site, module + ".py"))
+    return _editable_mapping_problem(os.path.join(site, module + ".py"), mapped)
 
 
 def _beside(site: str, module: str, found: Callable[[str], str | None]) -> str | None:
@@ -161,9 +173,10 @@ def _beside(site: str, module: str, found: Callable[[str], str | None]) -> str |
     return f"{module} is not imported from beside it" if where else f"{module} is not beside it"
 
 
-def _editable_mapping_problem(finder: str) -> str | None:
-    """An editable finder maps top-level names to source folders; one naming a catalogued
-    package would load that package from a folder whose version nothing states."""
+def _editable_mapping_problem(finder: str, mapped: list[str]) -> str | None:
+    """An editable finder maps top-level names to source folders (added to ``mapped``); one
+    naming a catalogued package would load that package from a folder whose version nothing
+    states."""
     try:
         source = read_regular(finder, max_bytes=MAX_FINDER_BYTES, what="editable finder")
         tree = ast.parse(source)
@@ -180,6 +193,7 @@ def _editable_mapping_problem(finder: str) -> str | None:
                 return f"{finder} has a MAPPING that is not a literal"
             if not isinstance(mapping, dict):
                 return f"{finder} has a MAPPING that is not a dict"
+            mapped += [str(name).split(".")[0] for name in mapping]
             catalogued = sorted(
                 str(name) for name in mapping if str(name).split(".")[0] in ADAPTER_OF_PIP_MODULE
             )
