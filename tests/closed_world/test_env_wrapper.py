@@ -297,9 +297,9 @@ def test_a_command_put_earlier_on_path_after_the_check_is_refused(
         (["-x", "claude"], "-x"),
         (["-i -u X", "claude"], "-i -u X"),
         (["--version", "claude"], "--version"),
-        (["-u", "A=B", "claude"], "A=B"),
+        (["-u", "A=B", "claude"], "A=<hidden>"),  # (a value may be a secret: hidden)
         (["-u"], "-u"),
-        (["=x", "claude"], "=x"),
+        (["=x", "claude"], "=<hidden>"),
         (["env", "claude"], "env runs env"),
         (["/usr/bin/env", "-i", "claude"], "env runs env"),
     ],

@@ -93,11 +93,12 @@ def test_claude_mcp_config_takes_files_and_inline_json(home: Path, project: Path
     ]
 
 
-def test_claude_strict_mcp_config_reads_only_the_arguments(home: Path, project: Path) -> None:
-    write_json(project / ".mcp.json", servers(skipped={"command": "x"}))
-    inline = json.dumps(servers(only={"command": "y"}))
+def test_claude_strict_mcp_config_reads_every_source_still(home: Path, project: Path) -> None:
+    # (the flag may be another option's value: it is not taken to remove anything)
+    write_json(project / ".mcp.json", servers(also={"command": "x"}))
+    inline = json.dumps(servers(given={"command": "y"}))
     found = read("claude", home, project, "--strict-mcp-config", f"--mcp-config={inline}")
-    assert [d.name for d in found.declarations] == ["only"]
+    assert sorted(d.name for d in found.declarations) == ["also", "given"]
 
 
 def test_claude_config_dir_adds_its_own_claude_json(

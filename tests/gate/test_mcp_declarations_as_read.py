@@ -247,13 +247,15 @@ def test_a_bare_command_looked_up_in_a_relative_path_entry_refuses_the_agent(
         assert "relative PATH entry" in decision.reason and ".mcp.json" in decision.reason
 
 
-def test_strict_mcp_config_leaves_plugins_and_agents_out(home: Path, project: Path) -> None:
-    """``--strict-mcp-config`` starts no server but the arguments' (the settings' env still
-    reaches them)."""
+def test_strict_mcp_config_leaves_nothing_out(home: Path, project: Path) -> None:
+    """``--strict-mcp-config`` may be the value of another option (``--model
+    --strict-mcp-config``: commander gives an option its next argument), so it limits no
+    source: an enabled plugin is still a doubt, and the settings' env reaches the servers."""
     write_json(
         home / ".claude" / "settings.json",
         {"enabledPlugins": {"tools@market": True}, "env": {"A": "1"}},
     )
     write_json(project / "only.json", servers(s={"command": "x"}))
     found = read("claude", home, project, "--strict-mcp-config", "--mcp-config", "only.json")
-    assert found.doubts == () and [dict(d.env) for d in found.declarations] == [{"A": "1"}]
+    assert [dict(d.env) for d in found.declarations] == [{"A": "1"}]
+    assert any("enabledPlugins" in doubt for doubt in found.doubts), found.doubts

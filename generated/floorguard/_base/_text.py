@@ -3,6 +3,7 @@ reason) may hold newlines and control characters chosen by whoever named the fil
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 
@@ -35,3 +36,23 @@ def recordable_value(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [recordable_value(v) for v in value]
     return value
+
+
+# What a reason may quote from a command line that carries a credential: a URL's user
+# information in any spelling node or git reads (``https://u:p@h``, ``https:u:p@h``,
+# ``git+https://u:p@h``, ``u:p@h:9``), a value given to a name that says it is secret, and
+# a variable assignment's value (``=VALUE``, ``NAME=VALUE`` in an env(1) command line).
+_USERINFO = re.compile(r"(?i)([a-z][a-z0-9+.-]*:[/\\]*)[^\s/\\@'\"]*@")
+_SECRET_VALUE = re.compile(
+    r"(?i)((?:token|password|passwd|pwd|secret|auth[a-z_-]*|api[_-]?key|key|bearer)"
+    r"\s*[=:]\s*)[^\s'\",]+"
+)
+_ASSIGNED = re.compile(r"(^|[\s'\"])([A-Za-z_][A-Za-z0-9_]*)?=[^\s'\"]+")
+
+
+def without_credentials(text: str) -> str:
+    """``text`` with what may be a credential replaced by ``<hidden>`` (see above): refusal
+    reasons quote arguments, and a receipt keeps arguments only as a digest."""
+    text = _USERINFO.sub(r"\1<hidden>@", text)
+    text = _SECRET_VALUE.sub(r"\1<hidden>", text)
+    return _ASSIGNED.sub(lambda m: f"{m.group(1)}{m.group(2) or ''}=<hidden>", text)

@@ -16,7 +16,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
 from floorguard._base import _time
-from floorguard._base._text import recordable_value
+from floorguard._base._text import recordable_value, without_credentials
 from floorguard._chain import receipts
 from floorguard._chain.chain import AuditChain
 from floorguard._gate.decision import (
@@ -578,7 +578,7 @@ def decide(
         # would record something that never happened.
         judgement = _Judgement(REFUSE, f"{adapter} cannot be started as asked: {problem}")
         decision = _seal(adapter, judgement, policy, environ)
-        raise SpawnRefused(f"refusing to spawn {_named(decision)}: {judgement.reason}", decision)
+        raise SpawnRefused(f"refusing to spawn {_named(decision)}: {decision.reason}", decision)
     judgement = judge(
         adapter,
         binary=binary,
@@ -609,7 +609,7 @@ def decide(
                 )
     decision = _seal(adapter, judgement, policy, environ)
     if not decision.allowed:
-        raise SpawnRefused(f"refusing to spawn {_named(decision)}: {judgement.reason}", decision)
+        raise SpawnRefused(f"refusing to spawn {_named(decision)}: {decision.reason}", decision)
     return decision
 
 
@@ -795,7 +795,12 @@ def _shown_url(url: str | None) -> str | None:
             host = f"{host}:{parts.port}"
     except ValueError:
         return "(not a URL)"
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+    shown = urlunsplit((parts.scheme, host, parts.path, "", ""))
+    if not parts.netloc or "@" in shown or "\\" in url:
+        # (``https:u:p@h``, ``https:\\u:p@h``, ``u:p@h:9``: read as a URL by node, but no
+        # authority here, so the user information would be kept in the path)
+        return "(not a plain URL: not recorded)"
+    return shown
 
 
 _HOST_KEYS: Final = (POLICY_VARIABLE, UNTRACKED_POLICY_VARIABLE)
@@ -898,6 +903,7 @@ def _seal(requested: str, judgement: _Judgement, policy: str, env: Mapping[str, 
     A warn_override, untracked or waived decision is also logged (logger ``floorguard``, which
     reaches stderr when the host configured no logging): an override is never silent.
     """
+    judgement = _without_credentials(judgement)
     adapter = judgement.adapter or requested
     # (a name, path or reason holding bytes that are not UTF-8 is recorded escaped)
     receipt = receipts.new_receipt(
@@ -943,6 +949,21 @@ def _seal(requested: str, judgement: _Judgement, policy: str, env: Mapping[str, 
         seq=record.seq,
         waiver_id=judgement.waiver_id,
         mcp_servers=judgement.mcp_servers,
+    )
+
+
+def _without_credentials(judgement: _Judgement) -> _Judgement:
+    """``judgement`` with what may be a credential hidden in its reasons (they quote
+    arguments, which a receipt keeps only as a digest)."""
+    servers = judgement.mcp_servers
+    if servers is not None:
+        servers = tuple(
+            {**entry, "reason": without_credentials(entry["reason"])} if "reason" in entry
+            else entry
+            for entry in servers
+        )  # fmt: skip
+    return dataclasses.replace(
+        judgement, reason=without_credentials(judgement.reason), mcp_servers=servers
     )
 
 

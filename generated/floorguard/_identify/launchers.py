@@ -116,6 +116,12 @@ def launcher_of(names: Sequence[str], argv: Sequence[str]) -> tuple[str, int] | 
         for words in subcommands:
             if tuple(argv[: len(words)]) == words:
                 return launcher, len(words)
+            if len(words) > 1 and argv and argv[0] == words[0] and words[-1] in argv[1:]:
+                # ``uv tool -q uvx``: the tool takes its own options between the words.
+                raise LaunchRefused(
+                    f"{stem}: options within {' '.join(words)} are not understood (they may "
+                    "choose another package, index or command)"
+                )
         if argv and argv[0].startswith("-") and any(w in argv for ws in subcommands for w in ws):
             raise LaunchRefused(
                 f"{stem}: options before {' '.join(subcommands[0])} are not understood "

@@ -11,6 +11,7 @@ caller refuses on a doubt. Nothing here runs or judges a server.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -107,10 +108,11 @@ def home_of(environ: Mapping[str, str], cwd: str) -> str:
     (as node's ``os.homedir`` and Rust's ``home_dir`` do). Both return a relative HOME as it
     is, and the client's files under it are then found from its working directory."""
     home = environ.get("HOME")
-    if not home:
+    if home is None:
         import pwd
 
         home = pwd.getpwuid(os.getuid()).pw_dir
+    # (node's os.homedir() returns an empty HOME as it is: the working directory)
     return os.path.normpath(os.path.join(cwd, home))
 
 
@@ -173,8 +175,13 @@ _AGENT_SERVERS: Final = "mcpServers"
 _ESCAPE: Final = re.compile(
     r"\\(?:x([0-9A-Fa-f]{2})|u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8})|\r?\n[ \t]*)"
 )
-# How many files and folders below an agents folder are looked at before that is a doubt.
+# How many files and folders below an agents folder are looked at, how large an agent file
+# may be, and how much of them all is read, before that is a doubt (a workspace can fill
+# them; an agent's definition is a page of text).
 _AGENT_ENTRIES: Final = 5000
+_AGENT_FILE_BYTES: Final = 1024 * 1024
+_AGENT_BYTES: Final = 16 * 1024 * 1024
+_PATH_MAX: Final = 4096  # (Linux: a longer path is refused by every call that opens one)
 
 
 def _unescaped(text: str) -> str:
@@ -325,16 +332,13 @@ class _Reader:
     # ------------------------------------------------------------------ Claude Code
 
     def claude(self, argv: Sequence[str]) -> None:
-        given, strict = self._claude_argv(argv)
-        self._claude_settings_env(argv, strict=strict)
-        if not strict:  # --strict-mcp-config: no plugin's or agent's servers either
-            self._claude_agents(argv, folder=self._claude_config_dir())
-        for index, value in given:
+        # (--strict-mcp-config removes nothing here: it may be another option's value)
+        self._claude_settings_env(argv)
+        self._claude_agents(argv, folder=self._claude_config_dir())
+        for index, value in self._claude_argv(argv):
             where, document = self._json_argument(value, f"--mcp-config argument {index}", None)
             if document is not None:
                 self._claude_document(document, where)
-        if strict:
-            return  # --strict-mcp-config: only the servers given on the command line
         managed = self._load(CLAUDE_MANAGED, None, "json")
         if managed is not None:
             self._claude_document(managed, CLAUDE_MANAGED)
@@ -379,13 +383,20 @@ class _Reader:
             os.path.join(os.path.normpath(os.path.join(self.cwd, added)), ".claude", "agents")
             for added in _variadic_values(argv, "--add-dir")
         ]
+        budget = _AGENT_BYTES
         for agents in dict.fromkeys(folders):
             for path in self._agent_files(agents):
+                if budget <= 0:
+                    self._doubt(agents, "(the folder)", f"agent files over {_AGENT_BYTES} bytes")
+                    break
                 try:
-                    got = read_config(path, within=None, what="claude agent file")
+                    got = read_config(
+                        path, within=None, what="claude agent file", max_bytes=_AGENT_FILE_BYTES
+                    )
                 except ConfigDoubt as exc:
                     self.doubts.append(str(exc))
                     continue
+                budget -= 0 if got is None else len(got[0])
                 front = b"" if got is None else _front_matter(got[0])
                 if _names_servers(front.decode("utf-8", "surrogateescape")):
                     self._doubt(path, "mcpServers", "an agent's own MCP servers, not read here")
@@ -404,7 +415,9 @@ class _Reader:
                     self._doubt(agents, "(the folder)", f"over {_AGENT_ENTRIES} entries to look at")
                     return sorted(found)
                 path = os.path.join(folder, name)
-                if os.path.isdir(path):
+                if len(os.fsencode(path)) >= _PATH_MAX:
+                    self._doubt(path, "(the path)", "too long to open")
+                elif os.path.isdir(path):
                     if os.path.islink(path):
                         self._doubt(path, "(the folder)", "a linked folder of agents, not read")
                     else:
@@ -413,7 +426,7 @@ class _Reader:
                     found.append(path)
         return sorted(found)
 
-    def _claude_settings_env(self, argv: Sequence[str], *, strict: bool) -> None:
+    def _claude_settings_env(self, argv: Sequence[str]) -> None:
         """The ``env`` of Claude Code's settings files, which it applies to its own process
         and so to every server it starts: the user's, every project's ``.claude/settings``
         and ``settings.local`` from the farthest folder above down to the working directory,
@@ -435,7 +448,7 @@ class _Reader:
                 continue
             env = document.get("env") if isinstance(document, dict) else None
             plugins = document.get("enabledPlugins") if isinstance(document, dict) else None
-            if isinstance(plugins, dict) and not strict:
+            if isinstance(plugins, dict):
                 for plugin in [k for k, on in plugins.items() if on is not False]:
                     self._doubt(
                         where, _key("enabledPlugins", plugin),
@@ -452,11 +465,13 @@ class _Reader:
             else:
                 self.inherited.update(env)
 
-    def _claude_argv(self, argv: Sequence[str]) -> tuple[list[tuple[int, str]], bool]:
-        """The ``--mcp-config`` values (one flag takes every value up to the next option)
-        and whether ``--strict-mcp-config`` is given."""
+    def _claude_argv(self, argv: Sequence[str]) -> list[tuple[int, str]]:
+        """The ``--mcp-config`` values (one flag takes every value up to the next option).
+        ``--strict-mcp-config`` is not read: it may be the value of another option
+        (commander gives an option its next argument whatever it looks like), and which
+        options take one is not known here, so every source is read whatever it says."""
         given: list[tuple[int, str]] = []
-        strict, taking, first = False, False, False
+        taking, first = False, False
         for index, arg in enumerate(argv, 1):
             if first:  # commander gives the option its first value whatever it looks like
                 given.append((index, arg))
@@ -464,9 +479,7 @@ class _Reader:
                 continue
             if arg == "--":
                 break
-            if arg == "--strict-mcp-config":
-                strict, taking = True, False
-            elif arg == "--mcp-config":
+            if arg == "--mcp-config":
                 taking = first = True
             elif arg.startswith("--mcp-config="):
                 given.append((index, arg.partition("=")[2]))
@@ -475,7 +488,7 @@ class _Reader:
                 taking = False
             elif taking:
                 given.append((index, arg))
-        return given, strict
+        return given
 
     def _claude_user(self, document: Any, path: str) -> None:
         """``~/.claude.json``: its own servers, and those of every project entry for the
@@ -550,6 +563,9 @@ class _Reader:
     )  # fmt: skip
 
     def codex(self, argv: Sequence[str]) -> None:
+        if self.environ.get("HOME") == "" and not self.environ.get("CODEX_HOME"):
+            # Rust's home lookups differ on an empty HOME (as given, or the user's entry).
+            raise ConfigDoubt("codex: HOME is set but empty: which home codex reads is not known")
         overrides, profiles, folders = self._codex_argv(argv)
         codex_home = os.path.join(self.cwd, self.environ.get("CODEX_HOME") or "")
         if not self.environ.get("CODEX_HOME"):
@@ -558,27 +574,28 @@ class _Reader:
             (CODEX_SYSTEM, None),
             (os.path.join(codex_home, "config.toml"), codex_home),
         ]
-        # The user's config may select a profile itself (``profile = "NAME"``): its file,
-        # when there is one, is read too (whether Codex layers it so is not settled), as is
-        # every profile the command line names (the flag's and ``-c profile=``'s).
-        user: Any = None
-        path = os.path.join(codex_home, "config.toml")
-        try:  # a doubt about this file is recorded when its layer is read, below
-            got = read_config(path, within=codex_home, what="codex MCP configuration")
-            user = None if got is None else parse_toml(got[0], path)
-        except ConfigDoubt:
-            pass
-        chosen = user.get("profile") if isinstance(user, dict) else None
-        if isinstance(chosen, str):
-            profiles.append(chosen)
+        project: list[tuple[str, str | None]] = []
+        for folder in dict.fromkeys([self.cwd, *folders]):
+            for layer in _project_layers(folder):
+                if os.path.dirname(layer) != os.path.normpath(codex_home):
+                    project.append((layer, os.path.dirname(os.path.dirname(layer))))
+        # A layer may select a profile itself (``profile = "NAME"``; Codex is documented to
+        # take it from the user's config only): its file, when there is one, is read too,
+        # as is every profile the command line names (the flag's and ``-c profile=``'s).
+        for path, within in [layers[1], *project]:
+            try:  # a doubt about this file is recorded when its layer is read, below
+                got = read_config(path, within=within, what="codex MCP configuration")
+                document = None if got is None else parse_toml(got[0], path)
+            except ConfigDoubt:
+                continue
+            chosen = document.get("profile") if isinstance(document, dict) else None
+            if isinstance(chosen, str):
+                profiles.append(chosen)
         for name in dict.fromkeys(profiles):
             if not _PROFILE.match(name):
                 raise ConfigDoubt(f"codex profile {name!r}: not a profile name")
             layers.append((os.path.join(codex_home, f"{name}.config.toml"), codex_home))
-        for folder in dict.fromkeys([self.cwd, *folders]):
-            for layer in _project_layers(folder):
-                if os.path.dirname(layer) != os.path.normpath(codex_home):
-                    layers.append((layer, os.path.dirname(os.path.dirname(layer))))
+        layers += project
         merged: dict[str, Any] = {}
         sources: dict[str, list[str]] = {}
         for path, within in dict.fromkeys(layers):
@@ -586,17 +603,29 @@ class _Reader:
             if document is None or "mcp_servers" not in document:
                 continue
             self._codex_merge(document["mcp_servers"], path, merged, sources)
-        for source, table in overrides:
+        # An override merges key by key here; Codex may put its value in place instead (a
+        # table replacing the one below, ``enabled`` or ``env`` included): both are judged.
+        replaced = copy.deepcopy(merged)
+        for source, parts, value in overrides:
+            table = _nested(parts, value)
+            if not isinstance(table, dict):
+                raise ConfigDoubt(f"{source}: mcp_servers must be a table")
             self._codex_merge(table, source, merged, sources)
+            _put(replaced, parts, copy.deepcopy(value))
         for name, entry in merged.items():
             self._codex_server(name, entry, tuple(dict.fromkeys(sources[name])))
+        for name, entry in replaced.items():
+            if isinstance(entry, dict) and entry != merged.get(name):
+                self._codex_server(name, entry, tuple(dict.fromkeys(sources.get(name, ()))))
+            elif not isinstance(entry, dict):
+                raise ConfigDoubt(f"codex: {_key('mcp_servers', name)}: not a table")
 
     def _codex_argv(
         self, argv: Sequence[str]
-    ) -> tuple[list[tuple[str, Any]], list[str], list[str]]:
+    ) -> tuple[list[tuple[str, list[str], Any]], list[str], list[str]]:
         """The ``-c``/``--config`` overrides of ``mcp_servers`` (as tables to merge), the
         profiles named (``--profile``, ``-c profile=``) and the ``-C``/``--cd`` folders."""
-        overrides: list[tuple[str, Any]] = []
+        overrides: list[tuple[str, list[str], Any]] = []
         profiles: list[str] = []
         folders: list[str] = []
         args = list(argv)
@@ -691,9 +720,12 @@ class _Reader:
     def gemini(self) -> None:
         home = self._gemini_home()
         self._gemini_env_file()
+        # (a relative path is opened from the working directory, as node opens it)
+        defaults = self.environ.get("GEMINI_CLI_SYSTEM_DEFAULTS_PATH") or GEMINI_SYSTEM_DEFAULTS
+        system = self.environ.get("GEMINI_CLI_SYSTEM_SETTINGS_PATH") or GEMINI_SYSTEM
         files: list[tuple[str, str | None]] = [
-            (self.environ.get("GEMINI_CLI_SYSTEM_DEFAULTS_PATH") or GEMINI_SYSTEM_DEFAULTS, None),
-            (self.environ.get("GEMINI_CLI_SYSTEM_SETTINGS_PATH") or GEMINI_SYSTEM, None),
+            (os.path.join(self.cwd, defaults), None),
+            (os.path.join(self.cwd, system), None),
             (os.path.join(home, ".gemini", "settings.json"), home),
         ]
         if os.path.realpath(self.cwd) != os.path.realpath(home):
@@ -1043,19 +1075,39 @@ def _codex_setting(text: str) -> tuple[str, Any]:
         return key, raw
 
 
-def _codex_override(text: str) -> list[tuple[str, Any]]:
-    """One ``-c key=value``: its ``mcp_servers`` tables to merge (the key split on every
-    ``.``); none for any other key."""
+def _nested(parts: Sequence[str], value: Any) -> Any:
+    """``value`` under the keys ``parts`` (``a.b = v`` is ``{"a": {"b": v}}``)."""
+    for part in reversed(parts):
+        value = {part: value}
+    return value
+
+
+def _put(table: dict[str, Any], parts: Sequence[str], value: Any) -> None:
+    """``table`` with ``value`` put in place at the keys ``parts`` (the whole table for
+    none), replacing whatever was there."""
+    if not parts:
+        table.clear()
+        table.update(value if isinstance(value, dict) else {})
+        return
+    for part in parts[:-1]:
+        below = table.get(part)
+        if not isinstance(below, dict):
+            below = table[part] = {}
+        table = below
+    table[parts[-1]] = value
+
+
+def _codex_override(text: str) -> list[tuple[str, list[str], Any]]:
+    """One ``-c key=value`` of an ``mcp_servers`` key: its source, the keys below
+    ``mcp_servers`` (the key split on every ``.``) and the value; none for any other key."""
     if text.partition("=")[0].strip(_RUST_WHITE_SPACE).split(".")[0] != "mcp_servers":
         return []
     key, value = _codex_setting(text)
     parts = key.split(".")
-    for part in reversed(parts[1:]):
-        value = {part: value}
-    if not isinstance(value, dict):
+    if not parts[1:] and not isinstance(value, dict):
         raise ConfigDoubt(f"codex -c {text!r}: mcp_servers must be a table")
     # The source names the key only: the value may be a secret (an env entry).
-    return [(f"-c {key}", value)] if value else []
+    return [(f"-c {key}", parts[1:], value)] if parts[1:] or value else []
 
 
 def _deep_merge(lower: dict[str, Any], higher: dict[str, Any]) -> dict[str, Any]:

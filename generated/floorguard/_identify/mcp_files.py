@@ -34,15 +34,17 @@ class ConfigDoubt(Exception):
     """A configuration file or value that cannot be read exactly; the message names it."""
 
 
-def read_config(path: str, *, within: str | None, what: str) -> tuple[bytes, str] | None:
+def read_config(
+    path: str, *, within: str | None, what: str, max_bytes: int = MAX_CONFIG_BYTES
+) -> tuple[bytes, str] | None:
     """The bytes of the file at ``path`` and its real path, or None when nothing is there.
 
     ``within``: a folder the file must really lie in (its links resolved, from the open
     descriptor), or None for a file named explicitly (an argument, a system file). Raises
-    ConfigDoubt for anything but a regular, readable file of at most MAX_CONFIG_BYTES there.
+    ConfigDoubt for anything but a regular, readable file of at most ``max_bytes`` there.
     """
     try:
-        got = read_regular_located(path, max_bytes=MAX_CONFIG_BYTES, what=what)
+        got = read_regular_located(path, max_bytes=max_bytes, what=what)
     except UnreadableFileError as exc:  # (ENOTDIR too: a file where a folder was looked for)
         raise ConfigDoubt(str(exc)) from None
     if got is None:

@@ -1,0 +1,531 @@
+"""The MCP servers claude, codex and gemini would start, in every spelling that reaches them,
+and refusals that carry no credential:
+
+- an empty HOME (node's home is then the working directory), a relative gemini system
+  settings path, a codex profile a project layer names;
+- ``--strict-mcp-config`` limits nothing (it may be another option's value);
+- uv's options between ``tool`` and ``uvx``/``run`` are not understood, so refused;
+- a codex ``-c`` override judged both merged and put in place (``enabled``, ``env``);
+- a remote URL in any spelling node reads is recorded without its user information, and
+  a refusal's reason hides what may be a credential it quotes;
+- agent files the workspace fills (large, many, paths too long to open) refuse the agent
+  promptly instead of stalling it;
+- a package manager running a local install is not followed (a named gap): untracked,
+  refused under deny-by-default.
+
+Every case spawns a native stand-in agent for real (it leaves a marker when it runs) and
+asserts the outcome on the record: never a start of what must be refused, a hang or a
+traceback.
+"""
+
+# The attack tables keep one case a line, as written.
+# ruff: noqa: E501
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from helpers.advisory_maps import advisory, entry, extended_module, span
+from probes.native import Run, native_agent
+
+import floorguard
+from floorguard._chain.chain import AuditChain
+
+pytestmark = pytest.mark.attack
+
+MCP_REMOTE = {
+    **entry("npm", advisory("GHSA-6xpm-ggf7-wc3p", span("0.0.5", fixed="0.1.16"))),
+    "package": "mcp-remote",
+    "kind": "mcp-server",
+}
+FETCH = {
+    **entry("PyPI", floor="2025.1.0", floor_id="BSA-0100"),
+    "package": "mcp-server-fetch",
+    "kind": "mcp-server",
+}
+MAP = {
+    "claude": entry("npm", floor="1.0.20", floor_id="BSA-0002"),
+    "codex": entry("npm", floor="0.2.0", floor_id="BSA-0003"),
+    "gemini": entry("npm", floor="0.1.14", floor_id="BSA-0004"),
+    "aider": entry("PyPI", floor="0.60.0", floor_id="BSA-0001"),
+    "mcp-remote": MCP_REMOTE,
+    "mcp-server-fetch": FETCH,
+}
+VERSIONS = {"claude": b"1.0.30 (Claude Code)\n", "codex": b"codex-cli 0.5.0\n",
+            "gemini": b"0.2.0\n"}  # fmt: skip
+SECRET = "SECRETTOKEN9"
+
+
+@dataclass
+class Lab:
+    root: Path
+    bin: Path
+    home: Path
+    project: Path
+
+    def marker(self, agent: str) -> Path:
+        return self.root / f"{agent}-ran"
+
+    def env(self, **extra: str) -> dict[str, str]:
+        return {"PATH": f"{self.bin}:/usr/bin:/bin", "HOME": str(self.home), **extra}
+
+    def spawn(
+        self, agent: str, *argv: str, cwd: Path | None = None, env: dict[str, str] | None = None
+    ) -> tuple[bool, str]:
+        """(started, reason); a gate that takes over 60 s is a hang and fails the test."""
+
+        def hang(*_: object) -> None:
+            raise TimeoutError("the gate hung for 60 s")
+
+        previous = signal.signal(signal.SIGALRM, hang)
+        signal.alarm(60)
+        try:
+            try:
+                child = floorguard.spawn(
+                    agent, list(argv), env=env or self.env(), cwd=str(cwd or self.project)
+                )
+            except floorguard.SpawnRefused as refused:
+                assert refused.decision is not None and refused.decision.receipt_id, refused
+                assert not self.marker(agent).exists()
+                return False, str(refused)
+        finally:
+            signal.alarm(0)
+            signal.signal(signal.SIGALRM, previous)
+        child.wait(timeout=30)
+        assert self.marker(agent).exists()
+        self.marker(agent).unlink()
+        return True, ""
+
+    def last_receipt(self) -> dict:
+        chain = AuditChain.shared({"FLOORGUARD_HOME": str(self.root / "fg")})
+        return dict(list(chain.records())[-1].receipt)
+
+
+def write(path: Path, text: str | bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
+def servers(**declared: dict) -> str:
+    return json.dumps({"mcpServers": declared})
+
+
+OLD_AIDER = {"command": "aider"}
+NPX_OLD = {"command": "npx", "args": ["-y", "mcp-remote@0.1.15"]}
+NPX_FIXED = {"command": "npx", "args": ["-y", "mcp-remote@0.1.16"]}
+CODEX_OLD = '[mcp_servers.o]\ncommand = "aider"\n'
+AGENT_SERVERS = "  o:\n    command: aider\n"
+
+
+@pytest.fixture
+def lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Lab]:
+    for variable in ("FLOORGUARD_ADAPTER_FLOOR_POLICY", "FLOORGUARD_UNTRACKED_POLICY"):
+        monkeypatch.delenv(variable, raising=False)
+    module = write(tmp_path / "host_map.py", extended_module(MAP))
+    monkeypatch.setenv("FLOORGUARD_FLOOR_MAP", str(module))
+    monkeypatch.setenv("FLOORGUARD_HOME", str(tmp_path / "fg"))
+    made = Lab(tmp_path, tmp_path / "bin", tmp_path / "home", tmp_path / "project")
+    for folder in (made.bin, made.home, made.project):
+        folder.mkdir()
+    for agent, version in VERSIONS.items():
+        native_agent(made.bin / agent, version=version, run=Run(marker=made.marker(agent)))
+    native_agent(made.bin / "aider", version=b"aider 0.50.0\n")  # below its floor 0.60.0
+    for launcher in ("npx", "npm", "uvx", "uv", "pnpm", "bunx", "bun", "yarn", "pipx"):
+        native_agent(made.bin / launcher, version=b"10.0.0\n")
+    yield made
+    AuditChain.shared({"FLOORGUARD_HOME": str(tmp_path / "fg")}).close()
+
+
+def lay_out(lab: Lab, files: dict[str, str]) -> None:
+    """Files under the lab root: text, ``@FIFO@``, ``@LINK:target@`` (a symbolic link),
+    ``@DIR@``; ``@P@`` and ``@R@`` in text stand for the project and the root."""
+    for relative, given in files.items():
+        path = lab.root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if given == "@FIFO@":
+            os.mkfifo(path)
+        elif given == "@DIR@":
+            path.mkdir(exist_ok=True)
+        elif given.startswith("@LINK:"):
+            target = given[len("@LINK:") : -1].replace("@R@", str(lab.root))
+            os.symlink(target, path)
+        else:
+            text = given.replace("@P@", str(lab.project)).replace("@R@", str(lab.root))
+            path.write_text(text, encoding="utf-8")
+
+
+def run_case(lab: Lab, agent: str, files: dict[str, str], argv: tuple[str, ...],
+             extra: dict[str, str]) -> tuple[bool, str]:  # fmt: skip
+    lay_out(lab, files)
+    extra = dict(extra)
+    cwd = lab.project / extra.pop("@CWD@", ".")
+    cwd.mkdir(parents=True, exist_ok=True)
+    return lab.spawn(agent, *argv, cwd=cwd, env=lab.env(**extra))
+
+
+def agent_md(front: str) -> str:
+    return f"---\n{front}---\nBody.\n"
+
+
+EXT = ".gemini/extensions/x/gemini-extension.json"
+
+
+def extension(**declared: dict) -> str:
+    return json.dumps({"name": "x", "version": "1.0.0", "mcpServers": declared})
+
+
+# (id, agent, files, argv, extra environment): each must refuse the agent.
+# ================================================================ every spelling
+
+
+def test_claude_with_an_empty_home_reads_the_claude_json_of_its_working_directory(
+    lab: Lab,
+) -> None:
+    """node's ``os.homedir()`` returns an empty HOME as given (libuv only falls back to the
+    password database when HOME is unset), so claude's ``~/.claude.json`` is
+    ``path.join("", ".claude.json")``: the working directory's ``.claude.json``, which the
+    workspace writes. An empty HOME is a relative one; the docs take a relative HOME
+    against the working directory."""
+    write(lab.project / ".claude.json", servers(o=OLD_AIDER))
+    started, _ = lab.spawn("claude", "-p", "t", env=lab.env(HOME=""))
+    assert not started, "claude started: HOME='' makes ./.claude.json its user file"
+
+
+@pytest.mark.parametrize(
+    ("layer", "argv"),
+    [("project/.codex/config.toml", ()), (".codex/config.toml", ()),
+     ("elsewhere/.codex/config.toml", ("-C", "../elsewhere"))],
+    ids=["working-directory-layer", "parent-folder-layer", "cd-folder-layer"],
+)  # fmt: skip
+def test_codex_reads_the_profile_a_project_layer_names(
+    lab: Lab, layer: str, argv: tuple[str, ...]
+) -> None:
+    """The docs read ``$CODEX_HOME/NAME.config.toml`` for config.toml's ``profile``; a
+    project layer is a config.toml codex merges before it reads ``profile``, so a
+    workspace's ``profile = "p"`` chooses the profile that declares a below-floor aider."""
+    write(lab.home / ".codex" / "p.config.toml", CODEX_OLD)
+    write(lab.root / layer, 'profile = "p"\n')
+    started, _ = lab.spawn("codex", *argv)
+    assert not started, "codex started with the profile a project layer chose"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [("--append-system-prompt", "--strict-mcp-config", "-p", "t"),
+     ("--system-prompt", "--strict-mcp-config"), ("--model", "--strict-mcp-config"),
+     ("--fallback-model", "--strict-mcp-config", "-p", "t"),
+     ("--session-id", "--strict-mcp-config"), ("--add-dir", "--strict-mcp-config"),
+     ("--allowedTools", "--strict-mcp-config")],
+    ids=["append-system-prompt", "system-prompt", "model", "fallback-model", "session-id",
+         "add-dir", "allowed-tools"],
+)  # fmt: skip
+def test_strict_mcp_config_as_another_options_value_limits_nothing(
+    lab: Lab, argv: tuple[str, ...]
+) -> None:
+    """commander gives an option with a required value the next argument whatever it looks
+    like (the docs rely on that for ``--mcp-config``): here ``--strict-mcp-config`` is a
+    prompt, a model or a folder, not the flag, so claude loads ``.mcp.json`` and starts
+    the below-floor aider. The gate takes it as the flag and reads nothing."""
+    write(lab.project / ".mcp.json", servers(o=OLD_AIDER))
+    started, _ = lab.spawn("claude", *argv)
+    assert not started, "claude started: --strict-mcp-config was another option's value"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["tool", "-q", "uvx", "mcp-server-fetch==2024.1.0"],
+     ["tool", "-v", "uvx", "mcp-server-fetch==2024.1.0"],
+     ["tool", "--offline", "run", "mcp-server-fetch==2024.1.0"],
+     ["tool", "--directory", "x", "uvx", "mcp-server-fetch==2024.1.0"]],
+    ids=["quiet", "verbose", "offline", "directory"],
+)  # fmt: skip
+def test_uv_global_options_between_tool_and_uvx_do_not_hide_the_launch(
+    lab: Lab, args: list[str]
+) -> None:
+    """uv's global options (``-q``, ``-v``, ``--offline``, ``--directory``) are accepted
+    after any subcommand, so ``uv tool -q uvx mcp-server-fetch==2024.1.0`` runs
+    mcp-server-fetch 2024.1.0, below its floor. The docs refuse options before the
+    subcommand; here the server is judged as plain uv (untracked) and claude starts."""
+    write(lab.project / ".mcp.json", servers(s={"command": "uv", "args": args}))
+    started, _ = lab.spawn("claude", "-p", "t")
+    assert not started, f"claude started with uv {' '.join(args)}"
+
+
+@pytest.mark.parametrize(
+    ("variable", "path", "cwd"),
+    [("GEMINI_CLI_SYSTEM_SETTINGS_PATH", "sys.json", "."),
+     ("GEMINI_CLI_SYSTEM_DEFAULTS_PATH", "sys.json", "."),
+     ("GEMINI_CLI_SYSTEM_SETTINGS_PATH", "../sys.json", "sub")],
+    ids=["settings", "defaults", "settings-parent"],
+)  # fmt: skip
+def test_a_relative_gemini_system_settings_path_is_read_from_the_working_directory(
+    lab: Lab, variable: str, path: str, cwd: str
+) -> None:
+    """Gemini CLI opens the path these variables name as given, so a relative one is read
+    against its working directory. An absolute one is read and judged; a relative one is
+    silently skipped (a FIFO there is not even noticed), and gemini starts."""
+    write(lab.project / "sys.json", servers(o=OLD_AIDER))
+    (lab.project / "sub").mkdir()
+    started, _ = lab.spawn("gemini", cwd=lab.project / cwd, env=lab.env(**{variable: path}))
+    assert not started, f"gemini started with {variable}={path} declaring a below-floor aider"
+
+
+@pytest.mark.parametrize(
+    ("user", "override"),
+    [('command = "aider"\nenabled = false\n', 'mcp_servers.o={command="aider"}'),
+     ('command = "aider"\nenabled = false\n', 'mcp_servers={o={command="aider"}}'),
+     ('command = "aider"\nexperimental_environment = "remote"\n',
+      'mcp_servers.o={command="aider"}')],
+    ids=["server-table", "whole-table", "remote-environment"],
+)  # fmt: skip
+def test_a_codex_table_override_replaces_what_disabled_the_server(
+    lab: Lab, user: str, override: str
+) -> None:
+    """Codex applies a ``-c KEY=VALUE`` override by putting VALUE at KEY, replacing the
+    table there: ``-c mcp_servers.o={command="aider"}`` drops the ``enabled = false`` (or
+    the remote environment) config.toml gave ``o``, and codex starts aider 0.50.0. The gate
+    merges the override key by key, keeps ``o`` disabled, and lets codex start."""
+    write(lab.home / ".codex" / "config.toml", "[mcp_servers.o]\n" + user)
+    started, _ = lab.spawn("codex", "-c", override)
+    assert not started, "codex started: the override replaced the disabled server's table"
+
+
+def test_a_codex_env_override_replaces_the_path_that_found_a_safe_program(lab: Lab) -> None:
+    """config.toml gives ``o`` a PATH where aider is 0.70.0; ``-c mcp_servers.o.env={X="1"}``
+    replaces ``o``'s whole env in codex, so the server gets the agent's PATH and codex
+    starts the aider 0.50.0 found there. The gate keeps the layer's PATH (key-by-key merge)
+    and judges the safe aider."""
+    safe = lab.root / "safe"
+    safe.mkdir()
+    native_agent(safe / "aider", version=b"aider 0.70.0\n")
+    write(lab.home / ".codex" / "config.toml",
+          f'[mcp_servers.o]\ncommand = "aider"\nenv = {{PATH = "{safe}:/usr/bin"}}\n')  # fmt: skip
+    assert lab.spawn("codex")[0]  # the safe aider: allowed, rightly
+    started, _ = lab.spawn("codex", "-c", 'mcp_servers.o.env={X="1"}')
+    assert not started, "codex started: the override's env dropped the PATH to the safe aider"
+
+
+@pytest.mark.parametrize(
+    "args", [["exec", "mcp-remote"], ["run", "mcp-remote"]], ids=["pnpm-exec", "yarn-run"]
+)
+def test_a_package_manager_running_a_local_install_is_refused_under_deny_by_default(
+    lab: Lab, args: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``pnpm exec mcp-remote`` and ``yarn run mcp-remote`` run the project's
+    ``node_modules/.bin/mcp-remote`` (here mcp-remote 0.1.15, below its fix). They are not
+    followed to it (a named gap): judged as the package manager, untracked, which
+    deny-by-default refuses."""
+    monkeypatch.setenv("FLOORGUARD_UNTRACKED_POLICY", "refuse")
+    package = lab.project / "node_modules" / "mcp-remote"
+    write(package / "package.json", json.dumps(
+        {"name": "mcp-remote", "version": "0.1.15", "bin": {"mcp-remote": "dist/proxy.js"}}))  # fmt: skip
+    write(package / "dist" / "proxy.js", "#!/usr/bin/env node\nconsole.log(1)\n")
+    (package / "dist" / "proxy.js").chmod(0o755)
+    (lab.project / "node_modules" / ".bin").mkdir()
+    os.symlink("../mcp-remote/dist/proxy.js", lab.project / "node_modules" / ".bin" / "mcp-remote")
+    write(lab.project / "package.json", json.dumps({"name": "proj", "version": "1.0.0"}))
+    command = "pnpm" if args[0] == "exec" else "yarn"
+    write(lab.project / ".mcp.json", servers(s={"command": command, "args": args}))
+    started, reason = lab.spawn("claude", "-p", "t")
+    assert not started, f"claude started with {command} {' '.join(args)} running mcp-remote 0.1.15"
+    assert "not a tracked adapter" in reason or "untracked" in reason, reason
+
+
+def test_an_agent_file_that_cannot_be_opened_is_a_doubt(lab: Lab) -> None:
+    """An agent file below ``.claude/agents`` whose path is longer than the kernel opens
+    (here 420 folders down) cannot be read exactly: the docs make that a doubt. It is
+    skipped without a word and claude starts."""
+    agents = lab.project / ".claude" / "agents"
+    agents.mkdir(parents=True)
+    fd = os.open(agents, os.O_RDONLY)
+    try:
+        for _ in range(420):
+            os.mkdir("d" * 10, dir_fd=fd)
+            new = os.open("d" * 10, os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = new
+        made = os.open("a.md", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+        os.write(made, agent_md(f"mcpServers:\n{AGENT_SERVERS}").encode())
+        os.close(made)
+    finally:
+        os.close(fd)
+    started, _ = lab.spawn("claude", "-p", "t")
+    assert not started, "claude started with an agent file the gate could not open"
+
+
+def test_agent_files_the_workspace_fills_do_not_stall_the_gate(lab: Lab) -> None:
+    """300 agent files (the cap is 5,000), each an unclosed front matter padded to 16 MB
+    with zeros (sparse: no disk is used): the gate reads each one whole, about 0.15 s a
+    file on this machine (45 s here; 1,000 files took 137 s, 5,000 would take over ten
+    minutes), at every spawn, and cannot be interrupted meanwhile. A workspace can stall
+    its host's every claude start."""
+    import time
+
+    agents = lab.project / ".claude" / "agents"
+    agents.mkdir(parents=True)
+    for number in range(300):
+        with open(agents / f"a{number}.md", "wb") as out:
+            out.write(b"---\nname: a\n")
+            out.truncate(16_000_000)
+
+    began = time.monotonic()
+    with contextlib.suppress(TimeoutError):  # Lab.spawn gives up after 60 s
+        lab.spawn("claude", "-p", "t")
+    assert time.monotonic() - began < 20, "the gate stalled on the workspace's agent files"
+
+
+# ======================================================================== credentials
+
+# A URL node's WHATWG parser reads with user information that Python's urlsplit does not
+# see: the receipt's ``url`` keeps the password.
+URL_LEAKS: list[tuple[str, str, dict[str, str], tuple[str, ...]]] = [
+    ("claude-special-scheme-without-slashes", "claude", {},
+     ("--mcp-config", servers(r={"type": "http", "url": f"https:u:{SECRET}@h.example/p"}))),
+    ("claude-single-slash", "claude", {},
+     ("--mcp-config", servers(r={"type": "http", "url": f"https:/u:{SECRET}@h.example/p"}))),
+    ("claude-backslashes", "claude", {},
+     ("--mcp-config", servers(r={"type": "http", "url": f"https:\\\\u:{SECRET}@h.example\\p"}))),
+    ("gemini-httpurl-backslashes", "gemini",
+     {"project/.gemini/settings.json": servers(r={"httpUrl": f"https:\\\\u:{SECRET}@h.example\\p"})},
+     ()),
+    ("gemini-tcp-user-info", "gemini",
+     {"project/.gemini/settings.json": servers(r={"tcp": f"u:{SECRET}@h.example:9"})}, ()),
+    ("codex-without-slashes", "codex",
+     {"home/.codex/config.toml": f'[mcp_servers.r]\nurl = "https:u:{SECRET}@h.example/p"\n'}, ()),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("agent", "files", "argv"),
+    [case[1:] for case in URL_LEAKS],
+    ids=[case[0] for case in URL_LEAKS],
+)
+def test_a_remote_servers_url_is_recorded_without_its_password_in_every_spelling(
+    lab: Lab, agent: str, files: dict[str, str], argv: tuple[str, ...]
+) -> None:
+    """The docs record a remote server's URL without user information; node parses
+    ``https:u:PW@h``, ``https:/u:PW@h`` and ``https:\\\\u:PW@h`` as ``https://u:PW@h``."""
+    run_case(lab, agent, files, argv, {})
+    receipt = json.dumps(lab.last_receipt())
+    assert SECRET not in receipt, receipt
+
+
+# A refusal's reason (and the receipt that carries it) quoting the argument or value it
+# refuses, credentials and all.
+REASON_LEAKS: list[tuple[str, dict]] = [
+    ("npx-registry-option", {"command": "npx", "args": [f"--registry=https://u:{SECRET}@e/", "-y", "mcp-remote@0.1.16"]}),
+    ("npx-url-spec", {"command": "npx", "args": ["-y", f"https://u:{SECRET}@h.example/p.tgz"]}),
+    ("npx-git-spec", {"command": "npx", "args": ["-y", f"git+https://u:{SECRET}@h.example/x.git"]}),
+    ("npm-exe-registry-option", {"command": "npm", "args": ["exe", f"--registry=https://u:{SECRET}@e/", "--", "mcp-remote@0.1.16"]}),
+    ("npm-exec-option-after-package", {"command": "npm", "args": ["exec", "mcp-remote@0.1.16", f"--token={SECRET}"]}),
+    ("uvx-index-url", {"command": "uvx", "args": [f"--index-url=https://u:{SECRET}@h/simple", "mcp-server-fetch==2025.2.0"]}),
+    ("uvx-git-spec", {"command": "uvx", "args": ["--from", f"git+https://u:{SECRET}@h/x.git", "x"]}),
+    ("pipx-pip-args", {"command": "pipx", "args": ["run", f"--pip-args=--index-url=https://u:{SECRET}@h/", "mcp-server-fetch==2025.2.0"]}),
+    ("env-nameless-assignment", {"command": "env", "args": [f"={SECRET}", "npx", "-y", "mcp-remote@0.1.16"]}),
+    ("argument-with-a-variable", {"command": "npx", "args": ["-y", "mcp-remote@0.1.16", f"--header=Authorization:{SECRET}${{X}}"]}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "server", [case[1] for case in REASON_LEAKS], ids=[case[0] for case in REASON_LEAKS]
+)
+def test_a_refused_servers_reason_quotes_no_credential(lab: Lab, server: dict) -> None:
+    """A server's arguments are bound by a digest, never recorded, because they may be
+    credentials; the refusal of a launcher option, a spec or an expansion quotes the
+    whole argument instead."""
+    write(lab.project / ".mcp.json", servers(s=server))
+    started, reason = lab.spawn("claude", "-p", "t")
+    assert not started
+    assert SECRET not in reason, reason
+    assert SECRET not in json.dumps(lab.last_receipt())
+
+
+# ======================================================= other spellings, refused
+
+HELD: list[tuple[str, str, dict[str, str], tuple[str, ...], dict[str, str]]] = [
+    ("gemini-relative-home", "gemini",
+     {"project/hh/.gemini/settings.json": servers(o=OLD_AIDER)}, (), {"HOME": "hh"}),
+    ("server-relative-home-npmrc-against-the-servers-cwd", "gemini",
+     {"project/.gemini/settings.json": servers(s={**NPX_FIXED, "cwd": "w", "env": {"HOME": "hh"}}),
+      "project/w/hh/.npmrc": "registry=https://e/\n"}, (), {}),
+    ("gemini-url-zero-is-no-url", "gemini",
+     {"project/.gemini/settings.json": servers(o={"command": "aider", "url": 0})}, (), {}),
+    ("gemini-workspace-extension-linked-from-elsewhere", "gemini",
+     {"elsewhere/x/gemini-extension.json": extension(o=OLD_AIDER),
+      "project/.gemini/extensions/x": "@LINK:@R@/elsewhere/x@"}, (), {}),
+    ("gemini-workspace-extension-command-through-extension-path", "gemini",
+     {"project/" + EXT: extension(o={"command": "${extensionPath}${/}aider"}),
+      "project/.gemini/extensions/x/aider": "@LINK:@R@/bin/aider@"}, (), {}),
+    ("codex-exec-cd-elsewhere", "codex",
+     {"elsewhere/.codex/config.toml": CODEX_OLD, "elsewhere/keep": ""},
+     ("exec", "-C", "../elsewhere", "task"), {}),
+    ("codex-e-alias-profile", "codex", {"home/.codex/p.config.toml": CODEX_OLD},
+     ("e", "-p", "p", "task"), {}),
+    ("codex-spaced-profile-override", "codex", {"home/.codex/p.config.toml": CODEX_OLD},
+     ("-c", ' profile = "p" '), {}),
+    ("codex-project-layer-enables-a-user-disabled-server", "codex",
+     {"home/.codex/config.toml": '[mcp_servers.o]\ncommand = "aider"\nenabled = false\n',
+      "project/.codex/config.toml": "[mcp_servers.o]\nenabled = true\n"}, (), {}),
+    ("agent-flow-mapping-front-matter", "claude",
+     {"project/.claude/agents/a.md": agent_md("{name: a, mcpServers: {o: {command: aider}}}\n")},
+     (), {}),
+    ("agent-alias-as-key", "claude",
+     {"project/.claude/agents/a.md": agent_md('x: &k "mcp\\x53ervers"\n*k : {o: {command: aider}}\n')},
+     (), {}),
+    ("agent-fence-with-zero-width-no-break-space", "claude",
+     {"project/.claude/agents/a.md": f"---\ufeff\nmcpServers:\n{AGENT_SERVERS}---\nB\n"}, (), {}),
+    ("agent-fifo-does-not-block", "claude", {"project/.claude/agents/a.md": "@FIFO@"}, (), {}),
+    ("agents-folder-linked-from-elsewhere", "claude",
+     {"elsewhere/a.md": agent_md(f"mcpServers:\n{AGENT_SERVERS}"),
+      "project/.claude/agents": "@LINK:@R@/elsewhere@"}, (), {}),
+    ("agents-json-every-letter-escaped", "claude", {},
+     ("--agents", '{"a": {"prompt": "p", "' + "".join(f"\\u{ord(c):04x}" for c in "mcpServers")
+      + '": {"o": {"command": "aider"}}}}'), {}),
+    ("npm-exe-through-env", "claude",
+     {"project/.mcp.json": servers(s={"command": "env", "args": ["A=1", "npm", "exe", "--", "mcp-remote@0.1.15"]})},
+     (), {}),
+    ("uv-tool-uvx-unpinned", "claude",
+     {"project/.mcp.json": servers(s={"command": "uv", "args": ["tool", "uvx", "mcp-server-fetch"]})},
+     (), {}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("agent", "files", "argv", "extra"),
+    [case[1:] for case in HELD],
+    ids=[case[0] for case in HELD],
+)
+def test_each_other_spelling_is_refused(
+    lab: Lab, agent: str, files: dict[str, str], argv: tuple[str, ...], extra: dict[str, str]
+) -> None:
+    started, reason = run_case(lab, agent, files, argv, extra)
+    assert not started, f"{agent} started"
+    assert reason
+
+
+def test_more_than_five_thousand_entries_below_agents_is_a_doubt(lab: Lab) -> None:
+    agents = lab.project / ".claude" / "agents"
+    agents.mkdir(parents=True)
+    for number in range(5001):
+        (agents / f"n{number}.txt").write_bytes(b"")
+    started, reason = lab.spawn("claude", "-p", "t")
+    assert not started and "agents" in reason, reason
+
+
+def test_a_codex_override_value_is_not_recorded(lab: Lab) -> None:
+    started, reason = lab.spawn(
+        "codex", "-c", 'mcp_servers.o.command="aider"', "-c", f'mcp_servers.o.env.TOKEN="{SECRET}"'
+    )
+    assert not started and SECRET not in reason
+    assert SECRET not in json.dumps(lab.last_receipt())
