@@ -41,13 +41,14 @@ def recordable_value(value: Any) -> Any:
 # What a reason may quote from a command line that carries a credential: a URL's user
 # information in any spelling node or git reads (``https://u:p@h``, ``https:u:p@h``,
 # ``git+https://u:p@h``, ``u:p@h:9``), a value given to a name that says it is secret, and
-# a variable assignment's value (``=VALUE``, ``NAME=VALUE`` in an env(1) command line).
+# a quoted variable assignment's value (``'=VALUE'``, ``'NAME=VALUE'`` quoted from an
+# env(1) command line; the host's own settings, ``FLOORGUARD_FLOOR_MAP=PATH``, unquoted).
 _USERINFO = re.compile(r"(?i)([a-z][a-z0-9+.-]*:[/\\]*)[^\s/\\@'\"]*@")
 _SECRET_VALUE = re.compile(
     r"(?i)((?:token|password|passwd|pwd|secret|auth[a-z_-]*|api[_-]?key|key|bearer)"
     r"\s*[=:]\s*)[^\s'\",]+"
 )
-_ASSIGNED = re.compile(r"(^|[\s'\"])([A-Za-z_][A-Za-z0-9_]*)?=[^\s'\"]+")
+_ASSIGNED = re.compile(r"(['\"])([A-Za-z_][A-Za-z0-9_]*)?=[^'\"]+(?=['\"])")
 
 
 def without_credentials(text: str) -> str:
