@@ -38,7 +38,6 @@ from probes.native import Run, native_agent
 import floorguard
 from floorguard._chain.chain import AuditChain
 
-
 MCP_REMOTE = {
     **entry("npm", advisory("GHSA-6xpm-ggf7-wc3p", span("0.0.5", fixed="0.1.16"))),
     "package": "mcp-remote",
