@@ -124,7 +124,7 @@ def test_claude_config_dir_adds_its_own_claude_json(
             "mcpServers.s.headersHelper: runs a command that is not judged",
         ),
         ({"command": "${TOOL}"}, "mcpServers.s.command: '${TOOL}' names a variable"),
-        ({"command": "x", "args": ["${HOME}/s.js"]}, "mcpServers.s.args[0]: '${HOME}/s.js'"),
+        ({"command": "x", "args": ["${HOME}/s.js"]}, "mcpServers.s.args[0]: names a variable"),
         ({"command": "x", "env": {"NODE_OPTIONS": "${UNSET_HERE}"}}, "cannot be expanded here"),
     ],
 )

@@ -527,3 +527,46 @@ def test_a_codex_override_value_is_not_recorded(lab: Lab) -> None:
     )
     assert not started and SECRET not in reason
     assert SECRET not in json.dumps(lab.last_receipt())
+
+
+# ======================================================== reasons show no argument
+
+S = SECRET
+V = "${X}"
+# A refused server's reason never shows its arguments (each may be a credential, whatever
+# it is called or however it is spelt): here each is refused for a variable it names.
+ARG_LEAKS = [
+    ("password-as-next-argument", ["--password", f"{S}{V}"]),
+    ("token-as-next-argument", ["--token", f"{S}{V}"]),
+    ("api-key-dash", [f"--api-key={S}{V}"]),
+    ("api-key-camel", [f"--apiKey={S}{V}"]),
+    ("secret-name", [f"--secret={S}{V}"]),
+    ("bearer-header", [f"--header=Authorization: Bearer {S}{V}"]),
+    ("header-next-argument", ["--header", f"Authorization: Bearer {S}{V}"]),
+    ("colon-token", [f"token:{S}{V}"]),
+    ("pwd-name", [f"--pwd={S}{V}"]),
+    ("pass-name", [f"--pass={S}{V}"]),
+    ("credentials-name", [f"--credentials={S}{V}"]),
+    ("cookie-name", [f"--cookie=session={S}{V}"]),
+    ("url-user-only", [f"https://{S}@h.example/{V}"]),
+    ("url-query-token", [f"https://h.example/p?token={S}&x={V}"]),
+    ("url-encoded-at", [f"https://u:{S}%40x@h.example/{V}"]),
+    ("url-userinfo-two-ats", [f"https://u:{S}@x@h.example/{V}"]),
+    ("json-token", ['{"token": "' + S + V + '"}']),
+    ("upper-env-style", [f"GITHUB_PERSONAL_ACCESS_TOKEN={S}{V}"]),
+    ("lower-assignment", [f"x={S}{V}"]),
+    ("private-key-name", [f"--private_key={S}{V}"]),
+    ("space-separated-token", [f"token {S}{V}"]),
+    ("dsn-postgres", [f"postgresql://u:{S}@h/db{V}"]),
+    ("dsn-no-scheme-slashes", [f"redis:u:{S}@h{V}"]),
+]
+
+
+@pytest.mark.parametrize("args", [c[1] for c in ARG_LEAKS], ids=[c[0] for c in ARG_LEAKS])
+def test_a_refused_servers_argument_quotes_no_credential(lab: Lab, args: list) -> None:
+    server = {"command": "npx", "args": ["-y", "mcp-remote@0.1.16", *args]}
+    write(lab.project / ".mcp.json", servers(s=server))
+    started, reason = lab.spawn("claude", "-p", "t")
+    assert not started
+    assert SECRET not in reason, reason
+    assert SECRET not in json.dumps(lab.last_receipt())

@@ -769,6 +769,7 @@ def _judge_server(
     }
     if judged.run_through is not None:
         entry["run_through"] = judged.run_through
+    entry["reason"] = _without_arguments(judged.reason, declared)
     if judged.verdict != REFUSE:
         return entry, None
     version = judged.version or "version unknown"
@@ -777,8 +778,21 @@ def _judge_server(
         shown = f"{shown} {judged.run_through['command']}"  # (env npx: what env runs)
     return entry, (
         f"the MCP server {declared.name!r} ({shown} {version}, declared in "
-        f"{declared.source} at {declared.at}), which is refused: {judged.reason}"
+        f"{declared.source} at {declared.at}), which is refused: {entry['reason']}"
     )
+
+
+def _without_arguments(reason: str, declared: Declaration) -> str:
+    """``reason`` with every argument and environment value of the declaration it quotes
+    named by its place instead: a server's declaration is recorded only as a digest, since
+    any of them may be a credential, whatever it is called or however it is spelt."""
+    values = [(f"<argument {n}>", arg) for n, arg in enumerate(declared.args, 1)]
+    values += [(f"<env {name}>", value) for name, value in declared.env]
+    # Longest first: a value inside another is replaced within it, not before it.
+    for place, value in sorted(values, key=lambda pair: -len(pair[1])):
+        if len(value) >= 4:  # (not "-y", "run": words a reason uses itself)
+            reason = reason.replace(repr(value)[1:-1], place).replace(value, place)
+    return reason
 
 
 def _shown_url(url: str | None) -> str | None:

@@ -982,7 +982,9 @@ class _Reader:
                         else ".cwd" if index == len(args) + 1
                         else f".args[{index - 1}]"
                     )  # fmt: skip
-                    self._doubt(where, spot, f"{value!r} names a variable the client expands")
+                    # (an argument is not shown: it may hold a credential)
+                    shown = f"{value!r} " if index == 0 or index == len(args) + 1 else ""
+                    self._doubt(where, spot, f"{shown}names a variable the client expands")
                     return
         reference = _GEMINI_REFERENCE if expansion is _GEMINI_EXPANSION else _ENV_REFERENCE
         resolved: list[tuple[str, str]] = [
@@ -992,7 +994,7 @@ class _Reader:
             known = self._expanded(value, reference) if expansion is not None else value
             if known is None:
                 if key in _LOADING_NAMES or key.startswith(_LOADING_PREFIXES):
-                    self._doubt(where, f"{at}.env.{key}", f"{value!r} cannot be expanded here")
+                    self._doubt(where, f"{at}.env.{key}", "cannot be expanded here")
                     return
                 known = value  # left as the client leaves an unset variable: literal
             resolved.append((key, known))
