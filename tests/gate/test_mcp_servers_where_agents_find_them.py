@@ -20,109 +20,18 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
-from helpers.advisory_maps import advisory, entry, extended_module, span
-from probes.native import Run, native_agent
-
-import floorguard
-from floorguard._chain.chain import AuditChain
-
-MCP_REMOTE = {
-    **entry("npm", advisory("GHSA-6xpm-ggf7-wc3p", span("0.0.5", fixed="0.1.16"))),
-    "package": "mcp-remote",
-    "kind": "mcp-server",
-}
-FETCH = {
-    **entry("PyPI", floor="2025.1.0", floor_id="BSA-0100"),
-    "package": "mcp-server-fetch",
-    "kind": "mcp-server",
-}
-MAP = {
-    "claude": entry("npm", floor="1.0.20", floor_id="BSA-0002"),
-    "codex": entry("npm", floor="0.2.0", floor_id="BSA-0003"),
-    "gemini": entry("npm", floor="0.1.14", floor_id="BSA-0004"),
-    "aider": entry("PyPI", floor="0.60.0", floor_id="BSA-0001"),
-    "mcp-remote": MCP_REMOTE,
-    "mcp-server-fetch": FETCH,
-}
-VERSIONS = {"claude": b"1.0.30 (Claude Code)\n", "codex": b"codex-cli 0.5.0\n",
-            "gemini": b"0.2.0\n"}  # fmt: skip
-
-
-@dataclass
-class Lab:
-    root: Path
-    bin: Path
-    home: Path
-    project: Path
-
-    def marker(self, agent: str) -> Path:
-        return self.root / f"{agent}-ran"
-
-    def env(self, **extra: str) -> dict[str, str]:
-        return {"PATH": f"{self.bin}:/usr/bin:/bin", "HOME": str(self.home), **extra}
-
-    def spawn(
-        self, agent: str, *argv: str, cwd: Path | None = None, env: dict[str, str] | None = None
-    ) -> tuple[bool, str]:
-        """(started, reason): whether the agent really ran, and the refusal's reason."""
-        try:
-            child = floorguard.spawn(
-                agent, list(argv), env=env or self.env(), cwd=str(cwd or self.project)
-            )
-        except floorguard.SpawnRefused as refused:
-            assert refused.decision is not None and refused.decision.receipt_id, refused
-            assert not self.marker(agent).exists()
-            return False, str(refused)
-        child.wait(timeout=30)
-        assert self.marker(agent).exists()
-        return True, ""
-
-    def last_receipt(self) -> dict:
-        chain = AuditChain.shared({"FLOORGUARD_HOME": str(self.root / "fg")})
-        return dict(list(chain.records())[-1].receipt)
-
-
-def write(path: Path, text: str | bytes) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if isinstance(text, bytes):
-        path.write_bytes(text)
-    else:
-        path.write_text(text, encoding="utf-8")
-    return path
-
-
-def servers(**declared: dict) -> str:
-    return json.dumps({"mcpServers": declared})
-
-
-OLD_AIDER = {"command": "aider"}
-OLD_NPX = {"command": "npx", "args": ["-y", "mcp-remote@0.1.15", "https://x.invalid"]}
-NPX_FIXED = {"command": "npx", "args": ["-y", "mcp-remote@0.1.16"]}
-
-
-@pytest.fixture
-def lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Lab]:
-    for variable in ("FLOORGUARD_ADAPTER_FLOOR_POLICY", "FLOORGUARD_UNTRACKED_POLICY"):
-        monkeypatch.delenv(variable, raising=False)
-    module = write(tmp_path / "host_map.py", extended_module(MAP))
-    monkeypatch.setenv("FLOORGUARD_FLOOR_MAP", str(module))
-    monkeypatch.setenv("FLOORGUARD_HOME", str(tmp_path / "fg"))
-    made = Lab(tmp_path, tmp_path / "bin", tmp_path / "home", tmp_path / "project")
-    for folder in (made.bin, made.home, made.project):
-        folder.mkdir()
-    for agent, version in VERSIONS.items():
-        native_agent(made.bin / agent, version=version, run=Run(marker=made.marker(agent)))
-    native_agent(made.bin / "aider", version=b"aider 0.50.0\n")  # below its floor 0.60.0
-    for launcher in ("npx", "npm", "uvx", "uv", "pnpm", "bunx", "bun", "yarn", "pipx"):
-        native_agent(made.bin / launcher, version=b"10.0.0\n")
-    yield made
-    AuditChain.shared({"FLOORGUARD_HOME": str(tmp_path / "fg")}).close()
-
+from helpers.mcp_lab import (
+    AGENT_SERVERS,
+    CODEX_OLD,
+    NPX_FIXED,
+    OLD_AIDER,
+    OLD_NPX,
+    Lab,
+    servers,
+    write,
+)
 
 # ---------------------------------------------------------------------------- baseline
 
@@ -256,8 +165,6 @@ def test_gemini_takes_an_empty_url_for_no_url_as_gemini_does(lab: Lab, key: str)
 
 # ============================================================================ other spellings
 
-CODEX_OLD = '[mcp_servers.o]\ncommand = "aider"\n'
-
 
 def _other_spellings() -> list[tuple[str, str, dict[str, str], tuple[str, ...], dict[str, str]]]:
     """(id, agent, files under the lab root, argv, extra environment)."""
@@ -372,7 +279,6 @@ def test_refusals_name_no_credentials(lab: Lab) -> None:
     remote = {"type": "http", "url": f"https://u:{secret}@h.example/p?k={secret}#{secret}"}
     assert lab.spawn("claude", "--mcp-config", servers(r=remote))[0]
     assert secret not in json.dumps(lab.last_receipt())
-    lab.marker("claude").unlink()
     bad = ('{"mcpServers":{"r":{"type":"http","url":"https://h","headers":'
            f'{{"Authorization":"Bearer {secret}"}}}}}}, "x": NaN}}')  # fmt: skip
     started, reason = lab.spawn("claude", "--mcp-config", bad)
@@ -382,9 +288,6 @@ def test_refusals_name_no_credentials(lab: Lab) -> None:
         "env": {"API_KEY": secret}}))  # fmt: skip
     started, reason = lab.spawn("claude")
     assert not started and secret not in reason and secret not in json.dumps(lab.last_receipt())
-
-
-AGENT_SERVERS = "  o:\n    command: aider\n"
 
 
 @pytest.mark.parametrize(

@@ -41,22 +41,11 @@ from helpers.closed_world import (
     SYSTEM_PATH,
     World,
     needs_node,
+    old_aider_code,
 )
 from probes import write_executable
 
 pytestmark = pytest.mark.attack
-
-
-def old_aider_code(site: Path) -> str:
-    """Module source that, when imported, runs the below-floor aider installed at ``site``."""
-    return (
-        "import sys\n"
-        f"sys.path.insert(0, {str(site)!r})\n"
-        "for name in [m for m in sys.modules if m == 'aider' or m.startswith('aider.')]:\n"
-        "    del sys.modules[name]\n"
-        "from aider.main import main\n"
-        "main()\n"
-    )
 
 
 def add_dependency(site: Path, name: str) -> None:

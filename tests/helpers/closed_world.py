@@ -269,3 +269,15 @@ class World:
             if isinstance(r.get("receipt"), dict)
         ]
         assert verdicts and verdicts[-1] == "permit", verdicts
+
+
+def old_aider_code(site: Path) -> str:
+    """Module source that, when imported, runs the below-floor aider installed at ``site``."""
+    return (
+        "import sys\n"
+        f"sys.path.insert(0, {str(site)!r})\n"
+        "for name in [m for m in sys.modules if m == 'aider' or m.startswith('aider.')]:\n"
+        "    del sys.modules[name]\n"
+        "from aider.main import main\n"
+        "main()\n"
+    )

@@ -1,0 +1,125 @@
+"""The MCP lab: native stand-ins for claude, codex and gemini (each leaves a marker when it
+really runs), an aider below its floor and the package launchers on their PATH, a host map
+with the agents' floors, aider's, mcp-server-fetch's and mcp-remote's advisory, and a chain
+of the lab's own. ``lab`` in tests/gate/conftest.py builds one per test."""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from probes.native import Run, native_agent
+
+import floorguard
+from floorguard._chain.chain import AuditChain
+from helpers.advisory_maps import advisory, entry, extended_module, span
+
+MCP_REMOTE = {
+    **entry("npm", advisory("GHSA-6xpm-ggf7-wc3p", span("0.0.5", fixed="0.1.16"))),
+    "package": "mcp-remote",
+    "kind": "mcp-server",
+}
+FETCH = {
+    **entry("PyPI", floor="2025.1.0", floor_id="BSA-0100"),
+    "package": "mcp-server-fetch",
+    "kind": "mcp-server",
+}
+MAP = {
+    "claude": entry("npm", floor="1.0.20", floor_id="BSA-0002"),
+    "codex": entry("npm", floor="0.2.0", floor_id="BSA-0003"),
+    "gemini": entry("npm", floor="0.1.14", floor_id="BSA-0004"),
+    "aider": entry("PyPI", floor="0.60.0", floor_id="BSA-0001"),
+    "mcp-remote": MCP_REMOTE,
+    "mcp-server-fetch": FETCH,
+}
+VERSIONS = {"claude": b"1.0.30 (Claude Code)\n", "codex": b"codex-cli 0.5.0\n",
+            "gemini": b"0.2.0\n"}  # fmt: skip
+SECRET = "SECRETTOKEN9"
+
+
+@dataclass
+class Lab:
+    root: Path
+    bin: Path
+    home: Path
+    project: Path
+
+    def marker(self, agent: str) -> Path:
+        return self.root / f"{agent}-ran"
+
+    def env(self, **extra: str) -> dict[str, str]:
+        return {"PATH": f"{self.bin}:/usr/bin:/bin", "HOME": str(self.home), **extra}
+
+    def spawn(
+        self, agent: str, *argv: str, cwd: Path | None = None, env: dict[str, str] | None = None
+    ) -> tuple[bool, str]:
+        """(started, reason); a gate that takes over 60 s is a hang and fails the test."""
+
+        def hang(*_: object) -> None:
+            raise TimeoutError("the gate hung for 60 s")
+
+        previous = signal.signal(signal.SIGALRM, hang)
+        signal.alarm(60)
+        try:
+            try:
+                child = floorguard.spawn(
+                    agent, list(argv), env=env or self.env(), cwd=str(cwd or self.project)
+                )
+            except floorguard.SpawnRefused as refused:
+                assert refused.decision is not None and refused.decision.receipt_id, refused
+                assert not self.marker(agent).exists()
+                return False, str(refused)
+        finally:
+            signal.alarm(0)
+            signal.signal(signal.SIGALRM, previous)
+        child.wait(timeout=30)
+        assert self.marker(agent).exists()
+        self.marker(agent).unlink()
+        return True, ""
+
+    def last_receipt(self) -> dict:
+        chain = AuditChain.shared({"FLOORGUARD_HOME": str(self.root / "fg")})
+        return dict(list(chain.records())[-1].receipt)
+
+
+def write(path: Path, text: str | bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
+def servers(**declared: dict) -> str:
+    return json.dumps({"mcpServers": declared})
+
+
+OLD_AIDER = {"command": "aider"}
+NPX_OLD = {"command": "npx", "args": ["-y", "mcp-remote@0.1.15"]}
+OLD_NPX = {"command": "npx", "args": ["-y", "mcp-remote@0.1.15", "https://x.invalid"]}
+NPX_FIXED = {"command": "npx", "args": ["-y", "mcp-remote@0.1.16"]}
+CODEX_OLD = '[mcp_servers.o]\ncommand = "aider"\n'
+AGENT_SERVERS = "  o:\n    command: aider\n"
+
+
+def make_lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Lab]:
+    for variable in ("FLOORGUARD_ADAPTER_FLOOR_POLICY", "FLOORGUARD_UNTRACKED_POLICY"):
+        monkeypatch.delenv(variable, raising=False)
+    module = write(tmp_path / "host_map.py", extended_module(MAP))
+    monkeypatch.setenv("FLOORGUARD_FLOOR_MAP", str(module))
+    monkeypatch.setenv("FLOORGUARD_HOME", str(tmp_path / "fg"))
+    made = Lab(tmp_path, tmp_path / "bin", tmp_path / "home", tmp_path / "project")
+    for folder in (made.bin, made.home, made.project):
+        folder.mkdir()
+    for agent, version in VERSIONS.items():
+        native_agent(made.bin / agent, version=version, run=Run(marker=made.marker(agent)))
+    native_agent(made.bin / "aider", version=b"aider 0.50.0\n")  # below its floor 0.60.0
+    for launcher in ("npx", "npm", "uvx", "uv", "pnpm", "bunx", "bun", "yarn", "pipx"):
+        native_agent(made.bin / launcher, version=b"10.0.0\n")
+    yield made
+    AuditChain.shared({"FLOORGUARD_HOME": str(tmp_path / "fg")}).close()
