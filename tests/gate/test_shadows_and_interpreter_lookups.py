@@ -119,7 +119,7 @@ def test_a_folder_named_like_an_installed_namespace_package_is_refused(
     # installed in site-packages (google, zope, jaraco, sphinxcontrib ... are) is such a
     # module: a folder of the same name ahead of it (a namespace portion, whose submodules
     # CPython searches first, or a regular package, which wins outright) replaces what the
-    # at-floor aider imports, and aider 0.50.0 runs under a permit for 0.70.0.
+    # at-floor aider imports: aider 0.50.0 would run under aider 0.70.0's name.
     old, new = world.old_aider(), world.new_aider()
     (new.site / "nspkg").mkdir()
     (new.site / "nspkg" / "mod.py").write_text("VALUE = 1\n", encoding="utf-8")
@@ -191,8 +191,8 @@ def test_a_module_named_like_a_standard_library_file_outside_stdlib_module_names
     # The standard library's own folder holds modules sys.stdlib_module_names does not list:
     # the build's _sysconfigdata_* (which sysconfig.get_config_vars() imports by name) and
     # the `test` package. A file of that name ahead of the standard library is "a module ...
-    # that shadows one of the standard library's" (identification.md), yet it is allowed and
-    # runs aider 0.50.0.
+    # that shadows one of the standard library's" (identification.md): it would run aider
+    # 0.50.0.
     old, new = world.old_aider(), world.new_aider()
     make_aider_import(new.site, statement)
     workspace = world.root / "ws"
