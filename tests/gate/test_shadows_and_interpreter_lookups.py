@@ -755,3 +755,25 @@ def test_shadows_reached_through_symbolic_links_are_refused(world: World, linked
         folder=workspace,
     )
     world.assert_refused(outcome, old.marker, name)
+
+
+# The spellings that were always refused run before a release (marker slow), not in CI.
+for _held in (
+    test_bytecode_only_stdlib_shadow_in_the_working_directory_is_refused,
+    test_an_extension_module_shadowing_the_standard_library_is_refused,
+    test_a_workspace_module_shadowing_a_dependency_however_installed_is_refused,
+    test_a_dependency_in_the_user_site_of_a_system_site_venv_is_not_shadowed,
+    test_pythonpath_shadowing_a_module_a_site_pth_imports_at_start_up_is_refused,
+    test_pythonpath_entries_inside_an_archive_are_refused_however_spelt,
+    test_a_pth_line_naming_an_archive_is_refused,
+    test_python_dash_x_is_refused_however_it_is_reached,
+    test_a_relative_binary_is_judged_in_the_child_s_working_directory,
+    test_the_python3_first_on_the_child_s_path_is_the_one_judged,
+    test_a_launcher_reached_through_a_link_is_judged_in_the_folder_python_uses,
+    test_a_command_line_over_the_kernel_s_limits_is_refused_before_a_permit,
+    test_an_argument_at_the_kernel_s_limit_still_starts,
+    test_names_that_are_not_utf8_are_recorded_escaped_in_a_refusal,
+    test_pythonsafepath_ignored_under_dash_e_leaves_the_working_directory_judged,
+    test_shadows_reached_through_symbolic_links_are_refused,
+):
+    pytest.mark.slow(_held)

@@ -609,3 +609,23 @@ def test_chain_holds_a_json_decision_for_each_refusal_above(world: World) -> Non
     world.assert_refused(outcome, old.marker, "below the floor")
     assert json.dumps(world.recorded())
     assert_nothing_unjudged_permitted(world, outcome, old.marker)
+
+
+# The spellings that were always refused run before a release (marker slow), not in CI.
+for _held in (
+    test_a_forged_bytecode_cache_beside_a_judged_main_is_refused,
+    test_a_script_that_is_bytecode_under_a_py_name_is_refused,
+    test_interpreter_options_and_variables_that_move_code_are_refused,
+    test_a_workspace_module_ahead_of_the_judged_ones_is_refused,
+    test_a_launcher_script_that_edits_the_import_path_indirectly_is_refused,
+    test_a_coding_cookie_only_a_line_splitter_would_see_is_refused,
+    test_a_shebang_running_code_instead_of_the_script_is_refused,
+    test_a_relative_path_entry_that_leads_to_another_venv_is_refused,
+    test_a_workspace_dressed_as_a_venv_around_an_at_floor_interpreter_is_refused,
+    test_env_forms_that_lead_to_a_below_floor_aider_are_refused,
+    test_node_options_smuggling_a_require_is_refused,
+    test_node_openssl_config_option_is_refused,
+    test_a_pth_file_that_is_not_a_regular_file_is_refused_without_hanging,
+    test_chain_holds_a_json_decision_for_each_refusal_above,
+):
+    pytest.mark.slow(_held)
