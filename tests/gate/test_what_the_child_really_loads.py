@@ -340,6 +340,21 @@ def test_a_command_line_the_kernel_rejects_is_refused_before_a_permit(
     world.assert_no_permit_recorded()
 
 
+def test_a_command_line_under_the_kernel_limit_but_not_its_margin_says_why() -> None:
+    # Refused though its size is below the number the kernel reports: the reason must say
+    # what floorguard keeps back, or the refusal reads as a miscount.
+    from floorguard._identify.child_inputs import invalid_inputs
+
+    limit = min(os.sysconf("SC_ARG_MAX"), 6 * 1024 * 1024)
+    argv = ["x" * 999] * ((limit - 4096) // 1008)  # each: 999 bytes, its NUL, its pointer
+    size = sum(len(arg) + 1 + 8 for arg in argv)
+    assert limit - 8192 < size < limit
+    reason = invalid_inputs(argv, {}, None)
+    assert reason is not None
+    assert f"come to {size} bytes, over the {limit - 8192}" in reason, reason
+    assert f"kernel's limit ({limit})" in reason and "8192 bytes floorguard keeps" in reason
+
+
 # ============================================================ other spellings, refused
 
 

@@ -66,10 +66,12 @@ def invalid_inputs(argv: Sequence[str], environ: Mapping[str, str], cwd: str | N
         if size + 1 > _MAX_ARG_STRLEN:
             return f"environment variable {name} is {size} bytes, over the kernel's limit for one"
         total += size + 1 + 8
-    if total + _EXEC_MARGIN > _arg_max():
+    limit = _arg_max()
+    if total + _EXEC_MARGIN > limit:
         return (
-            f"the arguments and environment come to {total} bytes, over the kernel's limit "
-            f"({_arg_max()})"
+            f"the arguments and environment come to {total} bytes, over the {limit - _EXEC_MARGIN} "
+            f"the kernel's limit ({limit}) leaves after the {_EXEC_MARGIN} bytes floorguard "
+            "keeps for what it adds"
         )
     if cwd is not None and "\x00" in cwd:
         return "the working directory contains a NUL byte"
