@@ -1007,21 +1007,22 @@ def test_legit_node_running_the_new_package_folder_runs(
 
 
 def test_legit_warning_filters_run(world: World, untracked_policy: str) -> None:
-    """``python -Wignore::DeprecationWarning -m aider`` with
+    """``python -P -Wignore::DeprecationWarning -m aider`` with
     ``PYTHONWARNINGS=ignore::UserWarning`` (builtin categories only)."""
     new = world.new_aider()
     outcome = world.spawn(
-        "python", ["-Wignore::DeprecationWarning", "-m", "aider", "task"], binary=new.python,
+        "python", ["-P", "-Wignore::DeprecationWarning", "-m", "aider", "task"], binary=new.python,
         policy=untracked_policy, env=world.env(PYTHONWARNINGS="ignore::UserWarning"),
     )  # fmt: skip
     world.assert_permitted_and_ran(outcome, new.marker)
 
 
-def test_legit_dash_m_in_a_workspace_with_folders_named_like_stdlib_runs(
+def test_legit_pythonpath_project_with_folders_named_like_stdlib_runs(
     world: World, untracked_policy: str, tmp_path: Path
 ) -> None:
-    """``python -m aider`` in a project with ``html/``, ``test/`` and ``email/`` folders (no
-    ``__init__.py``: namespace portions never shadow the standard library's packages)."""
+    """The console script with a project on PYTHONPATH that has ``html/``, ``test/`` and
+    ``email/`` folders (no ``__init__.py``: namespace portions never shadow the standard
+    library's packages)."""
     new = world.new_aider()
     project = tmp_path / "project"
     for folder in ("html", "test", "email"):
@@ -1029,8 +1030,8 @@ def test_legit_dash_m_in_a_workspace_with_folders_named_like_stdlib_runs(
         (project / folder / "README.txt").write_text("docs\n", encoding="utf-8")
     (project / "html" / "index.html").write_text("<p>hi</p>\n", encoding="utf-8")
     outcome = world.spawn(
-        "python", ["-m", "aider", "task"], binary=new.python, cwd=project,
-        policy=untracked_policy, env=world.env(),
+        "aider", ["task"], cwd=project, policy=untracked_policy,
+        env=world.env(new.prefix / "bin", PYTHONPATH=str(project)),
     )  # fmt: skip
     world.assert_permitted_and_ran(outcome, new.marker)
 

@@ -274,7 +274,8 @@ def test_node_running_npx_cli_is_judged_as_the_package_npx_runs(project: Path) -
 
 
 def test_python_running_pipx_as_a_module_is_judged_as_pipx_run(project: Path) -> None:
-    judged = run(Path(sys.executable), ["-m", "pipx", "run", "mcp-server-fetch==2024.1.0"], project)
+    argv = ["-P", "-m", "pipx", "run", "mcp-server-fetch==2024.1.0"]
+    judged = run(Path(sys.executable), argv, project)
     assert (judged.verdict, judged.adapter, judged.version) == (
         REFUSE, "mcp-server-fetch", "2024.1.0",
     ), judged  # fmt: skip

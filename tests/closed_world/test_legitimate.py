@@ -63,10 +63,11 @@ def test_node_options_with_a_memory_limit_only_runs(world: World, untracked_poli
 def test_python_dash_m_aider_with_the_new_venv_python_runs(
     world: World, untracked_policy: str
 ) -> None:
-    """``python -m aider`` with the new aider venv's own python."""
+    """``python -P -m aider`` with the new aider venv's own python (-P: the working
+    directory, the agent's workspace, is not on its path)."""
     new = world.new_aider()
     outcome = world.spawn(
-        "python", ["-m", "aider", "task"], binary=new.python, policy=untracked_policy,
+        "python", ["-P", "-m", "aider", "task"], binary=new.python, policy=untracked_policy,
         env=world.env(),
     )  # fmt: skip
     world.assert_permitted_and_ran(outcome, new.marker)

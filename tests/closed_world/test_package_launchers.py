@@ -559,7 +559,7 @@ def test_a_console_script_of_a_map_only_pypi_server_is_judged_by_what_it_imports
         verdict, "mcp-server-fetch", version,
     ), judged  # fmt: skip
     assert judged.identified_by == "pip-script" and not marker.exists()
-    python = judge(tmp_path / "venv" / "bin" / "python", ["-m", "mcp_server_fetch"], tmp_path)
+    python = judge(tmp_path / "venv" / "bin" / "python", ["-P", "-m", "mcp_server_fetch"], tmp_path)
     assert (python.verdict, python.version, python.identified_by) == (
         verdict, version, "python -m",
     ), python  # fmt: skip

@@ -66,12 +66,12 @@ def test_namespace_portion_on_pythonpath_does_not_vouch_for_old_aider(
 def test_namespace_portion_with_python_dash_m_does_not_vouch_for_old_aider(
     world: World, untracked_policy: str, tmp_path: Path
 ) -> None:
-    """The same portion when the host runs ``python -m aider`` with the old venv's python."""
+    """The same portion when the host runs ``python -P -m aider`` with the old venv's python."""
     old = world.old_aider()
     ns = namespace_portion(tmp_path / "ns")
     outcome = world.spawn(
         "python",
-        ["-m", "aider", "task"],
+        ["-P", "-m", "aider", "task"],
         binary=old.python,
         policy=untracked_policy,
         env=world.env(PYTHONPATH=str(ns)),

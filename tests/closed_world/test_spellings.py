@@ -446,10 +446,10 @@ def test_copy_of_node_named_node_dev_under_claudes_name(
 
 
 def test_legit_dash_m_of_the_main_submodule_runs(world: World, untracked_policy: str) -> None:
-    """``python -m aider.main`` with the new venv's python."""
+    """``python -P -m aider.main`` with the new venv's python."""
     new = world.new_aider()
     outcome = world.spawn(
-        "python", ["-m", "aider.main", "task"], binary=new.python, policy=untracked_policy,
+        "python", ["-P", "-m", "aider.main", "task"], binary=new.python, policy=untracked_policy,
         env=world.env(),
     )  # fmt: skip
     world.assert_permitted_and_ran(outcome, new.marker)
@@ -463,7 +463,7 @@ def test_dash_m_of_a_submodule_shadowed_by_a_pth_path_ahead(
     new, old = world.new_aider(), world.old_aider()
     (new.site / "00-extra.pth").write_text(str(old.site) + "\n", encoding="utf-8")
     outcome = world.spawn(
-        "python", ["-m", "aider.main", "task"], binary=new.python, policy=untracked_policy,
+        "python", ["-P", "-m", "aider.main", "task"], binary=new.python, policy=untracked_policy,
         env=world.env(),
     )  # fmt: skip
     assert not old.marker.exists(), outcome
@@ -589,7 +589,8 @@ def test_cache_script_rewritten_with_the_same_size_and_mtime(
 def test_cache_cwd_differs_between_two_dash_m_spawns(
     world: World, untracked_policy: str, tmp_path: Path
 ) -> None:
-    """``-m aider`` twice, the second in a working directory holding the old aider."""
+    """``-P -m aider`` with ``PYTHONPATH=.`` twice, the second in a working directory
+    holding the old aider (the relative entry is that directory)."""
     new, old = world.new_aider(), world.old_aider()
     clean, dirty = tmp_path / "clean", tmp_path / "dirty"
     clean.mkdir()
@@ -597,11 +598,11 @@ def test_cache_cwd_differs_between_two_dash_m_spawns(
     for entry in old.site.iterdir():
         if entry.name.startswith("aider"):
             shutil.copytree(entry, dirty / entry.name)
-    spawn = {"adapter": "python", "argv": ["-m", "aider", "task"], "binary": new.python,
-             "env": world.env()}  # fmt: skip
+    spawn = {"adapter": "python", "argv": ["-P", "-m", "aider", "task"], "binary": new.python,
+             "env": world.env(PYTHONPATH=".")}  # fmt: skip
     first, second = multi(world, untracked_policy, [dict(spawn, cwd=clean), dict(spawn, cwd=dirty)])
     assert first["outcome"] == "started", first
-    world.assert_refused(second, old.marker, "0.50.0", "below", "cwd", "working")
+    world.assert_refused(second, old.marker, "0.50.0", "below", "shadows")
 
 
 def test_cache_script_folder_swapped_by_rename(

@@ -415,7 +415,7 @@ def test_venv_python_dash_m_aider_at_floor_is_not_refused_for_a_user_site_it_can
     [result] = host.spawn(
         adapter="python",
         binary=str(python),
-        argv=["-m", "aider", "task"],
+        argv=["-P", "-m", "aider", "task"],
         child_env={"HOME": str(home)},
     )
     assert result["started"], result

@@ -10,7 +10,8 @@
   ``#!/usr/bin/env python3`` line searched on the child's own PATH: none, or an empty or
   relative entry, is refused as env itself is);
 - ``python -c`` without ``-P`` is refused: ``''`` first on its path follows the program
-  wherever it moves;
+  wherever it moves; so is ``python -m``: the working directory first on its path can answer
+  an optional import nothing installed provides;
 - inputs exec cannot take are refused before any decision is sealed, and names that are
   not UTF-8 are recorded escaped.
 
@@ -305,6 +306,47 @@ def test_python_c_follows_the_directory_the_cli_moves_to(world: World) -> None:
     world.assert_refused(outcome, old.marker)
 
 
+def test_python_m_refuses_a_workspace_that_can_answer_an_optional_import(world: World) -> None:
+    # -m puts the working directory first on sys.path. The at-floor aider tries an optional
+    # dependency nothing installed provides; the workspace holds a module of that name, so
+    # aider 0.50.0's code would run under aider 0.70.0's permit. No shadow check can see it
+    # (nothing installed has that name), and the workspace may gain such a module while the
+    # agent runs: -m is refused unless -P takes the working directory off the path.
+    old, new = world.old_aider(), world.new_aider()
+    make_aider_import(new.site, "try:\n    import optional_extra\nexcept ImportError:\n    pass")
+    workspace = world.root / "ws"
+    workspace.mkdir()
+    (workspace / "optional_extra.py").write_text(old_aider_code(old.site), encoding="utf-8")
+    outcome = world.spawn(
+        "python", ["-m", "aider", "task"], policy=DEFAULT, binary=new.python,
+        env=world.env(), cwd=workspace,
+    )  # fmt: skip
+    world.assert_refused(outcome, old.marker, "python -m puts the working directory")
+    assert "give -P" in outcome.reason
+
+
+@pytest.mark.parametrize("safe", [["-P"], ["-I"], ["PYTHONSAFEPATH"]])
+def test_python_m_with_the_working_directory_off_the_path_runs_the_installed_code(
+    world: World, safe: list[str]
+) -> None:
+    # The same workspace, the working directory off the path: the optional import fails as
+    # it would anywhere, the at-floor aider runs, and nothing of the workspace is loaded.
+    old, new = world.old_aider(), world.new_aider()
+    make_aider_import(new.site, "try:\n    import optional_extra\nexcept ImportError:\n    pass")
+    workspace = world.root / "ws"
+    workspace.mkdir()
+    (workspace / "optional_extra.py").write_text(old_aider_code(old.site), encoding="utf-8")
+    flags = [] if safe == ["PYTHONSAFEPATH"] else safe
+    env = world.env(**({"PYTHONSAFEPATH": "1"} if safe == ["PYTHONSAFEPATH"] else {}))
+    outcome = world.spawn(
+        "python", [*flags, "-m", "aider", "task"], policy=DENY_BY_DEFAULT, binary=new.python,
+        env=env, cwd=workspace,
+    )  # fmt: skip
+    world.assert_permitted_and_ran(outcome, new.marker)
+    assert not old.marker.exists()
+
+
+# ========================================================== other spellings, refused
 # ========================================================== other spellings, refused
 
 

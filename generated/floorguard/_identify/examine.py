@@ -359,6 +359,15 @@ def _python_run(
     flags = command.flags
     if command.runs == "module" and command.value is not None:
         paths = identify.python_path(interpreter, environ, here, flags, here)
+        if not _safe_path(flags, environ):
+            # The working directory is the agent's workspace: what it holds when a module is
+            # first imported (an optional one nothing installed provides, or one written
+            # while the agent runs) is not what could be judged now.
+            doubts.append(
+                f"python -m puts the working directory {here} first on its path, where any "
+                "module the program imports later is looked for before the installed ones: "
+                "give -P (or -I), or run the installed console script"
+            )
         doubts += paths.doubts
         top = command.value.split(".", 1)[0]
         hit = identify.resolve_import(top, paths.entries, version)
@@ -368,8 +377,7 @@ def _python_run(
         return _module_code(command.value, paths, version, doubts)
     if command.runs == "code" and command.value is not None:
         paths = identify.python_path(interpreter, environ, here, flags, here)
-        read_env = not {"E", "I"} & flags
-        if not {"I", "P"} & flags and not (read_env and environ.get("PYTHONSAFEPATH")):
+        if not _safe_path(flags, environ):
             # -c puts '' first on the path: the directory the process is in at each import,
             # wherever the program has moved by then, not the one judged here.
             doubts.append(
@@ -400,6 +408,13 @@ def _python_run(
             opened, interpreter=interpreter, environ=environ, here=here, flags=flags,
             version=version, doubts=doubts, first=first,
         )  # fmt: skip
+
+
+def _safe_path(flags: frozenset[str], environ: Mapping[str, str]) -> bool:
+    """Whether the interpreter leaves the working directory off its path (``-P``, ``-I``,
+    or PYTHONSAFEPATH when it reads its environment)."""
+    read_env = not {"E", "I"} & flags
+    return bool({"I", "P"} & flags) or bool(read_env and environ.get("PYTHONSAFEPATH"))
 
 
 def _script_code(
