@@ -252,17 +252,29 @@ def python_version(interpreter: str) -> str | None:
     return match.group(1) if match else None
 
 
+# The lines of a text file as Python's text mode reads them (universal newlines): str's
+# splitlines also breaks at \v, \f, \x1c-\x1e, \x85, \u2028 and \u2029, which would
+# make a key of what site reads as part of another line's value.
+_TEXT_LINES = re.compile(r"\r\n|\r|\n")
+
+
 def _pyvenv_cfg(interpreter: str) -> dict[str, str]:
     """The ``key = value`` lines of the ``pyvenv.cfg`` beside or above ``interpreter``
-    (empty when there is none)."""
+    (empty when there is none), read as ``site`` reads them: the first of the two that is
+    a regular file, in UTF-8, a line with no ``=`` skipped, the last of a key kept. A file
+    that cannot be read so (too large, not UTF-8) reads as one stating nothing, so that
+    ``site``'s defaults apply."""
     here = os.path.dirname(interpreter)
     for folder in (here, os.path.dirname(here)):
         config = os.path.join(folder, "pyvenv.cfg")
-        if _identity(config) is None:
-            continue
-        text = (_read_path(config, MAX_MANIFEST_BYTES) or b"").decode("utf-8", "replace")
+        if _identity(config) is None or not os.path.isfile(config):
+            continue  # (site takes only a regular file, through links)
+        try:
+            text = (_read_path(config, MAX_MANIFEST_BYTES) or b"").decode("utf-8")
+        except UnicodeDecodeError:
+            text = ""
         values = {"": folder}
-        for line in text.splitlines():
+        for line in _TEXT_LINES.split(text):
             key, sep, value = line.partition("=")
             if sep:
                 values[key.strip().lower()] = value.strip()
@@ -272,11 +284,12 @@ def _pyvenv_cfg(interpreter: str) -> dict[str, str]:
 
 def _venv_config(interpreter: str) -> bool | None:
     """None when ``interpreter`` (as started) is not a virtual environment's; else whether
-    its ``pyvenv.cfg`` includes the system site-packages."""
+    its ``pyvenv.cfg`` includes the system site-packages (and so the user site): ``site``
+    includes them when the key says ``true`` (in any case) and when it is absent."""
     config = _pyvenv_cfg(interpreter)
     if not config:
         return None
-    return config.get("include-system-site-packages", "").lower() == "true"
+    return config.get("include-system-site-packages", "true").lower() == "true"
 
 
 # ---------------------------------------------------------------------------- the import system

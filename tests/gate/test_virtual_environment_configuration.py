@@ -1,0 +1,61 @@
+"""A virtual environment's ``pyvenv.cfg`` is read as CPython's ``site`` reads it.
+
+``site`` includes the system site-packages, and with them the user site, unless
+``include-system-site-packages`` says ``true`` in a line with ``=``, read in UTF-8 and split
+at line ends as text mode splits them; a file without the key includes them. Whatever the
+file makes ``site`` load must be what the gate judged: here the user site holds a
+``usercustomize`` that runs a below-floor aider's code before the at-floor one starts.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from helpers.closed_world import DEFAULT, World, old_aider_code
+
+pytestmark = pytest.mark.attack
+
+INCLUDED = {
+    "no key": "home = {home}\n",
+    "no equals sign": "home = {home}\ninclude-system-site-packages: false\n",
+    "byte order mark": "\ufeffinclude-system-site-packages = false\nhome = {home}\n",
+    "after a next line": "home = {home}\x85include-system-site-packages = false\n",
+    "after a form feed": "home = {home}\x0cinclude-system-site-packages = false\n",
+    "key in capitals": "home = {home}\nINCLUDE-SYSTEM-SITE-PACKAGES = True\n",
+}
+
+
+def _user_site(world: World) -> Path:
+    version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    site = world.home / ".local" / "lib" / version / "site-packages"
+    site.mkdir(parents=True, exist_ok=True)
+    return site
+
+
+def _configure(prefix: Path, text: str) -> None:
+    home = Path(sys.executable).resolve().parent
+    (prefix / "pyvenv.cfg").write_bytes(text.format(home=home).encode("utf-8"))
+
+
+@pytest.mark.parametrize("config", sorted(INCLUDED))
+def test_a_configuration_site_reads_as_including_the_user_site_is_judged_so(
+    world: World, config: str
+) -> None:
+    old, new = world.old_aider(), world.new_aider()
+    (_user_site(world) / "usercustomize.py").write_text(old_aider_code(old.site), encoding="utf-8")
+    _configure(new.prefix, INCLUDED[config])
+    outcome = world.spawn("aider", ["task"], policy=DEFAULT, env=world.env(new.prefix / "bin"))
+    world.assert_refused(outcome, old.marker, "usercustomize")
+
+
+def test_a_configuration_that_leaves_the_user_site_out_runs_the_at_floor_aider(
+    world: World,
+) -> None:
+    old, new = world.old_aider(), world.new_aider()
+    (_user_site(world) / "usercustomize.py").write_text(old_aider_code(old.site), encoding="utf-8")
+    _configure(new.prefix, "home = {home}\ninclude-system-site-packages = false\n")
+    outcome = world.spawn("aider", ["task"], policy=DEFAULT, env=world.env(new.prefix / "bin"))
+    world.assert_permitted_and_ran(outcome, new.marker)
+    assert not old.marker.exists()
