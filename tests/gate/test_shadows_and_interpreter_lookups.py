@@ -613,7 +613,7 @@ def test_a_relative_binary_is_judged_in_the_child_s_working_directory(
         (workspace / "v").symlink_to(old.prefix)
         (workspace / "link").mkdir()
     name = "aider" if binary.endswith("aider") else "python3"
-    argv = ["task"] if name == "aider" else ["-m", "aider", "task"]
+    argv = ["task"] if name == "aider" else ["-P", "-m", "aider", "task"]
     outcome = world.spawn(name, argv, policy=DENY_BY_DEFAULT, binary=binary,
                           env=world.env(new.prefix / "bin"), cwd=cwd)  # fmt: skip
     world.assert_refused(outcome, old.marker, "below the floor")

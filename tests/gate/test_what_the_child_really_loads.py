@@ -537,7 +537,7 @@ def test_a_workspace_dressed_as_a_venv_around_an_at_floor_interpreter_is_refused
     (workspace / "pyvenv.cfg").write_bytes((old.prefix / "pyvenv.cfg").read_bytes())
     (workspace / "lib").symlink_to(old.prefix / "lib")
     outcome = world.spawn(
-        "python3", ["-m", "aider", "task"], policy=DENY_BY_DEFAULT,
+        "python3", ["-P", "-m", "aider", "task"], policy=DENY_BY_DEFAULT,
         env=world.env(workspace / "bin"), cwd=workspace,
     )  # fmt: skip
     world.assert_refused(outcome, old.marker, "below the floor")

@@ -345,6 +345,7 @@ def _judge_opened(
                 environ=environ,
                 cwd=here,
                 packages=index_of(in_force.floor_map),
+                probe=exam is None or exam.runs == "native",
             )
     except DetectionError as exc:
         if advisory is None:

@@ -512,6 +512,7 @@ def detect_version(
     environ: Mapping[str, str] | None = None,
     cwd: str | None = None,
     packages: PackageIndex | None = None,
+    probe: bool = True,
 ) -> Detection:
     """Establish the version of ``adapter``'s installed CLI, safest strategy first.
 
@@ -529,6 +530,7 @@ def detect_version(
     :meth:`ProbeSettings.from_environ`, read only when a probe is needed.
     ``packages``: the map in force's package index; an adapter the catalogue does not
     know but whose entry names its package has its metadata read like a catalogued one.
+    ``probe`` False (the program is a script, not a native program): 3 is never run.
     Raises DetectionError with the reason: invalid adapter or version, binary not found or
     not executable, invalid FLOORGUARD_PROBE_TIMEOUT, probe failure, unrecognized or
     ambiguous output.
@@ -553,13 +555,13 @@ def detect_version(
     if target is not None:
         return _detect_opened(
             adapter, entry, target, path_env=path_env, settings=settings, run_env=run_env,
-            cwd=cwd,
+            cwd=cwd, probe=probe,
         )  # fmt: skip
     name = executable_for(adapter) if binary is None else os.fspath(binary)
     with open_target(name, path_env=path_env) as opened:
         return _detect_opened(
             adapter, entry, opened, path_env=path_env, settings=settings, run_env=run_env,
-            cwd=cwd,
+            cwd=cwd, probe=probe,
         )  # fmt: skip
 
 
@@ -582,6 +584,7 @@ def _detect_opened(
     settings: ProbeSettings | None,
     run_env: Mapping[str, str],
     cwd: str | None = None,
+    probe: bool = True,
 ) -> Detection:
     resolved = target.path
     argv = entry.version_argv if entry is not None else ("--version",)
@@ -604,6 +607,12 @@ def _detect_opened(
                 _cache_put(key, _Cached(detection, deps))
                 return detection
 
+    if not probe:
+        # A script answers --version with whatever it chooses to print, having run its code.
+        raise DetectionError(
+            f"{resolved} is a script whose package metadata states no valid version (a "
+            "script's --version answer is never taken)"
+        )
     chosen = settings if settings is not None else ProbeSettings.from_environ(os.environ)
     output = run_probe(target, argv, chosen, env, cwd=cwd)
     named = adapters_named_in(output) if entry is None else []
