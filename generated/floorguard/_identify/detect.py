@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from floorguard._identify.pip_metadata import metadata_dist
 from floorguard._identify.target import (
     FileIdentity,
     Target,
@@ -353,9 +354,10 @@ def _pip_metadata(
     candidates: list[Path] = []
     for lib in ("lib", "lib64"):
         for site in sorted((prefix / lib).glob("python3*/site-packages")):
-            for info in sorted(site.glob("*.dist-info")):
-                dist_part = info.name[: -len(".dist-info")].rsplit("-", 1)[0]
-                if _canonical_dist(dist_part) in wanted and info.is_dir():
+            for info in sorted(site.glob("*-info")):
+                # (an egg-info of the same distribution claims the same files: two)
+                dist_part = metadata_dist(info.name)
+                if dist_part is not None and _canonical_dist(dist_part) in wanted:
                     candidates.append(info)
     # lib64 is often a symlink to lib: the same dist-info seen twice is one candidate.
     unique = list(dict.fromkeys(Path(os.path.realpath(c)) for c in candidates))

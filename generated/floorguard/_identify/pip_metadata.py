@@ -28,14 +28,26 @@ def _canonical_dist(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def metadata_dist(name: str) -> str | None:
+    """The distribution a metadata entry of site-packages is of: a wheel's ``.dist-info``
+    (``name-version``) or an older installer's ``.egg-info``, a folder or a file
+    (``name-version-pyX.Y``, or ``name`` alone); None for anything else."""
+    if name.endswith(".dist-info"):
+        return name[: -len(".dist-info")].rsplit("-", 1)[0]
+    if name.endswith(".egg-info"):
+        return name[: -len(".egg-info")].split("-", 1)[0]
+    return None
+
+
 _site_listings = new_cache()
 _record_cache = new_cache()
 _metadata_cache = new_cache()
 
 
 def _catalogued_dist_infos(site: str) -> list[tuple[str, str]]:
-    """``(dist-info directory, adapter)`` of every distribution in ``site`` that the
-    catalogue or the map in force names."""
+    """``(metadata entry, adapter)`` of every distribution in ``site`` that the catalogue
+    or the map in force names: its dist-info, and any egg-info (an install by an older
+    installer over the same files claims them too)."""
     ident = _identity(site)
     if ident is None:
         return []
@@ -48,8 +60,8 @@ def _catalogued_dist_infos(site: str) -> list[tuple[str, str]]:
             return []
         found = []
         for name in names:
-            if name.endswith(".dist-info"):
-                dist = name[: -len(".dist-info")].rsplit("-", 1)[0]
+            dist = metadata_dist(name)
+            if dist is not None:
                 adapter = index.pypi.get(_canonical_dist(dist))
                 if adapter is not None:
                     found.append((os.path.join(site, name), adapter))
@@ -65,15 +77,25 @@ class _Record:
 
 
 def _record(info: str) -> _Record:
-    """What a dist-info says its distribution installed (RECORD, top_level.txt)."""
-    record_path = os.path.join(info, "RECORD")
+    """What a dist-info says its distribution installed (RECORD, top_level.txt); for an
+    egg-info, installed-files.txt (paths from the egg-info folder) and top_level.txt, and
+    when it lists neither (a single file), every module the catalogue knows of its
+    distribution."""
+    egg = info.endswith(".egg-info")
+    record_path = os.path.join(info, "installed-files.txt" if egg else "RECORD")
     top_path = os.path.join(info, "top_level.txt")
-    key = (info, _identity(record_path), _identity(top_path))
+    key = (info, _identity(info), _identity(record_path), _identity(top_path))
 
     def parse() -> _Record:
         paths: set[str] = set()
         tops: set[str] = set()
         data = _read_path(record_path, MAX_RECORD_BYTES) or b""
+        if egg:
+            base = os.path.basename(info)
+            data = b"\n".join(
+                os.fsencode(os.path.join(base, os.fsdecode(line)))
+                for line in data.splitlines() if line.strip()
+            )  # fmt: skip
         for line in data.decode("utf-8", errors="replace").splitlines():
             # A path with a comma is quoted in RECORD (it is CSV); such paths are not ours.
             path = line.partition(",")[0]
@@ -82,11 +104,18 @@ def _record(info: str) -> _Record:
             normal = os.path.normpath(path)
             paths.add(normal)
             first = normal.split(os.sep, 1)[0]
-            if not first.startswith("..") and not first.endswith((".dist-info", ".data")):
+            if not first.startswith("..") and not first.endswith(
+                (".dist-info", ".data", ".egg-info")
+            ):
                 tops.add(first.removesuffix(".py") if "." not in first[:-3] else first)
         top_level = _read_path(top_path, MAX_MANIFEST_BYTES)
         if top_level:
             tops |= set(top_level.decode("utf-8", errors="replace").split())
+        if egg and not tops:
+            adapter = current_packages().pypi.get(
+                _canonical_dist(metadata_dist(os.path.basename(info)) or "")
+            )
+            tops = {module for module, owner in ADAPTER_OF_PIP_MODULE.items() if owner == adapter}
         modules = {t.split(".", 1)[0] for t in tops}
         return _Record(frozenset(paths), frozenset(modules))
 
@@ -94,8 +123,12 @@ def _record(info: str) -> _Record:
 
 
 def _metadata_version(info: str) -> tuple[str | None, str]:
-    """The single ``Version`` header of a dist-info's METADATA (None if not exactly one)."""
-    path = os.path.join(info, "METADATA")
+    """The single ``Version`` header of a dist-info's METADATA, or of an egg-info's PKG-INFO
+    (the egg-info itself when it is a file); None if not exactly one."""
+    if not info.endswith(".egg-info"):
+        path = os.path.join(info, "METADATA")
+    else:
+        path = os.path.join(info, "PKG-INFO") if os.path.isdir(info) else info
 
     def parse() -> str | None:
         data = _read_path(path, MAX_MANIFEST_BYTES)
@@ -150,17 +183,19 @@ def _unique(items: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(os.path.normpath(i) for i in items if "\x00" not in i))
 
 
-def _installed_by(site: str, relative: str) -> tuple[str, str] | None:
-    """The catalogued distribution in ``site`` that installed the file at ``relative``: its
-    RECORD lists it, or it lies inside one of its top-level packages."""
+def _installed_by(site: str, relative: str) -> list[tuple[str, str]]:
+    """The catalogued distributions in ``site`` that say they installed the file at
+    ``relative`` (more than one: which one's code is there cannot be told): each whose
+    record lists it, or inside one of whose top-level packages it lies."""
     first = relative.split(os.sep, 1)[0]
+    found = []
     for info, adapter in _catalogued_dist_infos(site):
         record = _record(info)
         if relative in record.paths or (os.sep in relative and first in record.top_level):
-            return adapter, info
-    if os.sep in relative and first in ADAPTER_OF_PIP_MODULE:
-        return ADAPTER_OF_PIP_MODULE[first], ""
-    return None
+            found.append((adapter, info))
+    if not found and os.sep in relative and first in ADAPTER_OF_PIP_MODULE:
+        found.append((ADAPTER_OF_PIP_MODULE[first], ""))
+    return found
 
 
 def _pip_file_identification(path: Path, st: os.stat_result) -> Identification | None:
@@ -173,12 +208,12 @@ def _pip_file_identification(path: Path, st: os.stat_result) -> Identification |
     found: set[tuple[str, str]] = set()
     for site in _unique(sites):
         relative = os.path.normpath(os.path.relpath(path, site))
-        hit = _installed_by(site, relative)
-        if hit is None:
+        hits = _installed_by(site, relative)
+        if not hits:
             continue
         on_disk = _stat(os.path.join(site, relative))
         if on_disk is not None and (on_disk.st_dev, on_disk.st_ino) == (st.st_dev, st.st_ino):
-            found.add(hit)
+            found.update(hits)
     return _one(found, str(path), "pip-record", version_known=False)
 
 
