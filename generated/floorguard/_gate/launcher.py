@@ -11,6 +11,7 @@ the open file, so a swap is refused and recorded rather than silently bypassed.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
@@ -74,6 +75,7 @@ def spawn(
             _after_open_hook()
         judged_dir = workdir.real if workdir.fd is not None else cwd
         command = _EnvCommand.of(target, list(argv), child_env, judged_dir)
+        interpreters = _Interpreters.of(target, child_env, judged_dir)
         try:
             decision = decide(
                 adapter,
@@ -91,9 +93,11 @@ def spawn(
             workdir.recheck(decision)
             if command is not None:
                 command.recheck(decision)
+            interpreters.recheck(decision)
         finally:
             if command is not None:
                 command.close()
+            interpreters.close()
         child_env[RECEIPT_ID_VARIABLE] = decision.receipt_id
         try:
             return subprocess.Popen(
@@ -193,6 +197,78 @@ class _EnvCommand:
     def close(self) -> None:
         if self.opened is not None:
             self.opened.close()
+
+
+class _Interpreters:
+    """The files the kernel opens by name to run a ``#!`` script, opened before the check:
+    the program its line names (an interpreter, or env) and, for ``#!/usr/bin/env NAME``,
+    the file env finds on the child's PATH. Right before the exec each name must still lead
+    to the file judged, unchanged: the judgement may wait seconds for the chain, and a file
+    swapped in then would be what runs. (What the judgement refuses anyway, a line not
+    understood or a search not followed, is left to it.)"""
+
+    def __init__(self, held: list[tuple[str, str | None, Target]]) -> None:
+        self.held = held
+
+    @classmethod
+    def of(
+        cls, target: Target, environ: Mapping[str, str], cwd: str | os.PathLike[str] | None
+    ) -> _Interpreters:
+        from floorguard._identify import env_command, examine
+
+        held: list[tuple[str, str | None, Target]] = []
+        try:
+            head = target.read_head(examine._SHEBANG_LIMIT)
+        except OSError:
+            return cls(held)
+        if not head.startswith(b"#!"):
+            return cls(held)
+        line = examine._parse_shebang(head)
+        if line.doubts or not line.interpreter:
+            return cls(held)
+        # (the kernel's first word of the line, as _parse_shebang takes it: env, or the
+        # interpreter itself)
+        first = os.fsdecode(head.split(b"\n", 1)[0][2:]).strip(" \t")
+        program = first.replace("\t", " ").partition(" ")[0]
+        names: list[tuple[str, str | None]] = [(program, None)]
+        if line.through_env:
+            here = os.path.abspath(os.getcwd() if cwd is None else os.fspath(cwd))
+            with contextlib.suppress(env_command.EnvRefused):  # (the judgement refuses it)
+                names.append(env_command.command_path(line.interpreter, environ, here))
+        for name, path_env in names:
+            if path_env is None and not os.path.isabs(name):
+                continue  # (a relative interpreter: refused by the judgement)
+            try:
+                held.append((name, path_env, open_target(name, path_env=path_env)))
+            except (DetectionError, OSError, ValueError):
+                continue  # (not there: the judgement says so, or the exec fails)
+        return cls(held)
+
+    def recheck(self, decision: Decision) -> None:
+        """Refuse if a name now leads elsewhere than the file judged, or that file changed."""
+        for name, path_env, opened in self.held:
+            try:
+                again = open_target(name, path_env=path_env)
+            except DetectionError as exc:
+                raise refuse_after(
+                    decision, f"the #! interpreter {name} vanished between check and exec: {exc}"
+                ) from None
+            with again:
+                if again.path != opened.path:
+                    raise refuse_after(
+                        decision,
+                        f"the #! interpreter {name} now resolves to {again.path}, not the "
+                        f"checked {opened.path}",
+                    )
+                if (
+                    again.identity != opened.identity
+                    or opened.current_identity() != opened.identity
+                ):
+                    raise refuse_after(decision, f"{opened.path} changed between check and exec")
+
+    def close(self) -> None:
+        for _, _, opened in self.held:
+            opened.close()
 
 
 class _Workdir:
