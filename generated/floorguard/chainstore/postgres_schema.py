@@ -603,6 +603,9 @@ _EVENT_NAMES = ", ".join(
     )
 )
 MAX_RECEIPT_BYTES = 1 << 20  # chain.MAX_RECEIPT_BYTES: the receipt's UTF-8 bytes
+# _canonical.MAX_NESTING: no verifier reads a record line nesting deeper (nor a receipt
+# nesting deeper than one level less: its line holds it).
+MAX_NESTING = 200
 
 # The one way an appender writes: a well-formed next record, and exactly the tree nodes it
 # adds (its leaf and the subtrees it completes), each recomputed here from the record and
@@ -715,6 +718,17 @@ BEGIN
       'in canonical form (RFC 8785: no spaces, keys sorted and unique, each string, '
       'number and literal written one way)', {name}.seq, {MAX_RECEIPT_BYTES}
       USING ERRCODE = 'check_violation';
+  END IF;
+  -- What no verifier reads is no well-formed record: a receipt whose containers nest more
+  -- than {MAX_NESTING - 1} deep (a container at level {MAX_NESTING - 1}, the receipt itself
+  -- at 0). Looked for only when it has that many brackets at all: a receipt writers make
+  -- has a few.
+  IF pg_catalog.length({name}.receipt)
+       - pg_catalog.length(pg_catalog.translate({name}.receipt, '[{{', '')) >= {MAX_NESTING}
+     AND pg_catalog.jsonb_path_exists({name}.receipt::jsonb,
+       'strict $.**{{{MAX_NESTING - 1}}} ? (@.type() == "object" || @.type() == "array")') THEN
+    RAISE EXCEPTION 'floorguard: record %''s receipt nests deeper than % levels, which no '
+      'verifier reads', {name}.seq, {MAX_NESTING - 1} USING ERRCODE = 'check_violation';
   END IF;
   IF {name}.receipt_id IS DISTINCT FROM 'sha256:' || pg_catalog.encode(
        pg_catalog.sha256(pg_catalog.convert_to({name}.receipt, 'UTF8')), 'hex') THEN
