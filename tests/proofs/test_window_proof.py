@@ -588,6 +588,23 @@ def test_detects_a_canary_certification_without_a_pass(tmp_path: Path) -> None:
     assert violations == [(1, "canary certified 'aider' '0.61.0' without a pass")]
 
 
+@pytest.mark.parametrize("adapter", [["aider"], "AIDER", "aider ", "nonexistent"])
+def test_detects_a_canary_certification_of_a_name_canary_record_refuses(
+    tmp_path: Path, adapter: object
+) -> None:
+    # canary record refuses a name that is not a map name, or not in the map in force: a
+    # certification naming one (sealed with the key, as any key holder could) is no
+    # honest record, whatever its version.
+    certify = canary_receipt("aider", "0.10.0", "certify")
+    certify["adapter"] = adapter
+    key = b"k" * 32
+    receipts = [update_receipt(MAP_V1), certify]
+    write_slice(tmp_path / "slice.jsonl", 2, key, receipts.__getitem__)
+    violations, _ = findings(prove((tmp_path / "slice.jsonl").read_text().splitlines(), key=key))
+    assert [seq for seq, _ in violations] == [1], violations
+    assert "canary certified" in violations[0][1]
+
+
 def test_since_after_until_is_refused(built: Built) -> None:
     from floorguard.errors import VerificationError
 

@@ -435,6 +435,13 @@ class WindowProof:
         if not intact:
             self._violation(seq, f"canary certification of {adapter!r} fails its integrity checks")
             return
+        if not _valid_name(adapter):
+            # canary record refuses such a name: no honest certification names one.
+            self._violation(
+                seq,
+                f"canary certified {adapter!r}, not a valid adapter name ({ADAPTER_NAME_FORM})",
+            )
+            return
         if receipt.get("verdict") == canary.CERTIFY and receipt.get("result") != canary.PASS:
             self._violation(seq, f"canary certified {adapter!r} {version!r} without a pass")
         floor_map = self.maps.resolve(receipt.get("floor_map_hash"))
@@ -442,7 +449,13 @@ class WindowProof:
             self._violation(seq, f"canary certification of {adapter!r} {floor_map}")
             return
         advisory = floor_map.get(adapter) if isinstance(adapter, str) else None
-        ecosystem = advisory.order if advisory is not None else None
+        if advisory is None:
+            # canary record refuses an adapter the map in force does not hold.
+            self._violation(
+                seq, f"canary certified {adapter!r}, which the floor map it pins does not hold"
+            )
+            return
+        ecosystem = advisory.order
         if canary.parse_version(version, ecosystem) is None:
             self._violation(seq, f"canary certified {adapter!r} with no valid version")
         elif advisory is not None and isinstance(version, str):
