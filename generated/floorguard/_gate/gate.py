@@ -574,6 +574,13 @@ def decide(
         problem = invalid_inputs(argv, run_environ, here)
         if problem is None and here is not None and not os.path.isdir(here):
             problem = f"the working directory {here} is not a directory"
+        if problem is None:
+            from floorguard._identify.process_paths import through_the_process
+
+            # A path that is each process's own names one file here and another in the child.
+            problem = through_the_process(
+                argv, run_environ, here, None if target is None else target.argv0
+            )
     if problem is not None:
         # Refused before anything is judged: a permit for a process that cannot start
         # would record something that never happened.

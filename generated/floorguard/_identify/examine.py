@@ -230,6 +230,11 @@ def _script(
     if not interpreter:
         doubts.append(f"{opened.path}: the interpreter of its #! line is not found")
         return Examination(installed, "launcher", "a script with no interpreter", tuple(doubts))
+    from floorguard._identify.process_paths import reaches_the_process
+
+    if reaches_the_process(shebang.interpreter, here) or reaches_the_process(interpreter, here):
+        # The kernel looks it up in the child, where /proc/self is the child's own.
+        doubts.append(f"{opened.path}: its #! line's interpreter leads into /proc or /dev/fd")
     kind = "python" if _is_python(interpreter) else "node" if _is_node(interpreter) else ""
     if not kind:
         what = f"a script run by {interpreter}"

@@ -88,10 +88,11 @@ class Target:
 
     @property
     def argv0(self) -> str:
-        """The name the child is given as its program name: the one asked for, except a
-        relative path, which the child would look up from its own working directory (CPython
-        finds its installation from it): the absolute path it led to here instead."""
-        if os.sep in self.requested and not os.path.isabs(self.requested):
+        """The name the child is given as its program name: the absolute path the name asked
+        for led to here (its last part the name asked for). CPython finds its installation
+        from it: given a bare name it would search PATH again, and a relative path from its
+        own working directory, either of which may lead elsewhere by then."""
+        if not os.path.isabs(self.requested) and os.path.isabs(self.located):
             return self.located
         return self.requested
 

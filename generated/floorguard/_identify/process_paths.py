@@ -1,0 +1,122 @@
+"""Paths that name the process reading them.
+
+``/proc/self`` (and ``/proc/thread-self``, ``/proc/PID``) leads to another folder in every
+process, and ``/dev/fd`` and ``/dev/stdin`` lead into it. A path through one of them in the
+child's arguments or environment, or in a ``#!`` line, names one file when floorguard reads
+it here, in the host (its working directory, its descriptors) and another when the child
+does (its own): ``PYTHONPATH=/proc/self/cwd/lib``, a script ``/dev/stdin``. So does any
+path that reaches them through a link. Such a path is refused before anything is judged:
+what is judged would not be what runs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from collections.abc import Mapping, Sequence
+
+# What splits a value into the paths it may hold: PATH-style lists, NAME=VALUE options,
+# quoted and spaced words.
+_SEPARATORS = re.compile(r"[\s:=,;'\"]+")
+_MAX_LINKS = 40  # as the kernel's own limit on links followed in one lookup
+
+
+def through_the_process(
+    argv: Sequence[str], environ: Mapping[str, str], cwd: str | None, program: str | None
+) -> str | None:
+    """Why the child's inputs name a path that depends on which process reads it, or None.
+
+    ``program`` is the name the child is given as its own (argv[0]); ``cwd`` its working
+    directory (None: this process's)."""
+    walk = _Walk()
+    here = os.path.abspath(cwd) if cwd is not None else os.getcwd()
+    if walk.reaches(here, "/"):
+        return f"the working directory {cwd or here} leads into /proc or /dev/fd"
+    if program is not None and walk.reaches(program, here):
+        return f"the program's name {program} leads into /proc or /dev/fd"
+    for position, arg in enumerate(argv, start=1):
+        for path in _paths_in(arg):
+            if walk.reaches(path, here):
+                return f"argument {position} names {path}, which leads into /proc or /dev/fd"
+    for name, value in environ.items():
+        for path in _paths_in(value):
+            if walk.reaches(path, here):
+                return (
+                    f"environment variable {name} names {path}, which leads into /proc or /dev/fd"
+                )
+    return None
+
+
+def reaches_the_process(path: str, here: str) -> bool:
+    """Whether ``path`` (against ``here`` when relative) leads, by its letters or through
+    links, to a folder that is each process's own."""
+    return _Walk().reaches(path, here)
+
+
+_WHOLE_PATH = ("/dev/fd", "/dev/stdin")
+# The child's output streams by name, as programs are told to log to them: nothing reads
+# code from them.
+_OUTPUT_STREAMS = frozenset({"/dev/stdout", "/dev/stderr"})
+
+
+def _own_folder(path: str) -> bool:
+    """``/proc/self``, ``/proc/thread-self``, ``/proc/PID`` and what lies below them."""
+    if not path.startswith("/proc/"):
+        return False
+    first = path[len("/proc/") :].split("/", 1)[0]
+    return first in ("self", "thread-self") or first.isdigit()
+
+
+def _paths_in(text: str) -> list[str]:
+    return [p for p in _SEPARATORS.split(text) if "/" in p and p not in _OUTPUT_STREAMS]
+
+
+class _Walk:
+    """Path lookups as the kernel makes them, a component at a time, links followed; the
+    folders already found to be plain are remembered for the next lookup."""
+
+    def __init__(self) -> None:
+        self._plain: set[str] = set()
+
+    def reaches(self, path: str, here: str) -> bool:
+        if "\x00" in path:
+            return False  # (refused elsewhere: no process can be given it)
+        pending = [p for p in reversed(path.split("/")) if p]
+        resolved = "/" if path.startswith("/") else None
+        if resolved is None:
+            pending += [p for p in reversed(here.split("/")) if p]
+            resolved = "/"
+        links = 0
+        while pending:
+            part = pending.pop()
+            if part == ".":
+                continue
+            if part == "..":
+                resolved = os.path.dirname(resolved)
+                continue
+            candidate = os.path.join(resolved, part)
+            if _own_folder(candidate) or candidate in _WHOLE_PATH:
+                return True
+            if candidate in self._plain:
+                resolved = candidate
+                continue
+            try:
+                info = os.lstat(candidate)
+            except (OSError, ValueError):
+                return False  # (nothing there: nothing the host could read either)
+            if not stat.S_ISLNK(info.st_mode):
+                self._plain.add(candidate)
+                resolved = candidate
+                continue
+            links += 1
+            if links > _MAX_LINKS:
+                return True  # (the kernel gives up: no file, in either process)
+            try:
+                target = os.readlink(candidate)
+            except OSError:
+                return False
+            pending += [p for p in reversed(target.split("/")) if p]
+            if target.startswith("/"):
+                resolved = "/"
+        return False

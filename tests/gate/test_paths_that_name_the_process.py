@@ -1,0 +1,100 @@
+"""A path through ``/proc/self`` (``/proc/thread-self``, ``/proc/PID``, ``/dev/fd``,
+``/dev/stdin``, or a link to any of them) names one file when the gate reads it, in the
+host, and another when the child does: its own working directory, its own descriptors.
+In the child's arguments, its environment, its program name or a ``#!`` line, such a path
+is refused before anything is judged, and nothing runs. The host's working directory here
+holds nothing; the child's holds a below-floor aider or claude wherever the path leads.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from helpers.closed_world import DEFAULT, SYSTEM_PATH, World, old_aider_code
+from probes import write_executable
+
+pytestmark = pytest.mark.attack
+
+NODE = shutil.which("node")
+
+
+def _workspace(world: World) -> Path:
+    workspace = world.root / "ws"
+    workspace.mkdir(exist_ok=True)
+    return workspace
+
+
+@pytest.mark.parametrize(
+    "through", ["/proc/self/cwd", "/proc/thread-self/cwd", "/dev/fd/../cwd", "link"]
+)
+def test_pythonpath_through_the_child_s_own_folder_is_refused(world: World, through: str) -> None:
+    old, new = world.old_aider(), world.new_aider()
+    workspace = _workspace(world)
+    (workspace / "pp").mkdir()
+    shutil.copytree(old.site / "aider", workspace / "pp" / "aider")
+    if through == "link":
+        (world.root / "to-self").symlink_to("/proc/self/cwd")
+        through = str(world.root / "to-self")
+    env = world.env(new.prefix / "bin", PYTHONPATH=f"{through}/pp")
+    outcome = world.spawn("aider", ["task"], policy=DEFAULT, env=env, cwd=workspace)
+    world.assert_refused(outcome, old.marker, "PYTHONPATH")
+
+
+@pytest.mark.parametrize("script", ["/proc/self/cwd/run.py", "/dev/stdin", "/dev/fd/0"])
+def test_a_script_named_through_the_process_is_refused(world: World, script: str) -> None:
+    old, new = world.old_aider(), world.new_aider()
+    workspace = _workspace(world)
+    (workspace / "run.py").write_text(old_aider_code(old.site), encoding="utf-8")
+    outcome = world.spawn(
+        "python", ["-P", script, "task"], policy=DEFAULT, binary=new.python,
+        env=world.env(), cwd=workspace,
+    )  # fmt: skip
+    world.assert_refused(outcome, old.marker, "argument")
+
+
+def test_a_home_through_the_process_is_refused(world: World) -> None:
+    old, new = world.old_aider(system_site=True), world.new_aider(system_site=True)
+    workspace = _workspace(world)
+    version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    user_site = workspace / "h" / ".local" / "lib" / version / "site-packages"
+    user_site.mkdir(parents=True)
+    (user_site / "usercustomize.py").write_text(old_aider_code(old.site), encoding="utf-8")
+    env = world.env(new.prefix / "bin", HOME="/proc/self/cwd/h")
+    outcome = world.spawn("aider", ["task"], policy=DEFAULT, env=env, cwd=workspace)
+    world.assert_refused(outcome, old.marker, "HOME")
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed")
+def test_a_path_entry_through_the_process_is_refused(world: World) -> None:
+    old, new = world.old_claude(), world.new_claude()
+    workspace = _workspace(world)
+    write_executable(workspace / "bin" / "node", f'#!/bin/sh\nexec {NODE} {old.cli} "$@"\n')
+    env = world.env(new.bin_dir)
+    env["PATH"] = f"/proc/self/cwd/bin:{new.bin_dir}:{SYSTEM_PATH}"
+    outcome = world.spawn("claude", ["task"], policy=DEFAULT, env=env, cwd=workspace)
+    world.assert_refused(outcome, old.marker, "PATH")
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed")
+def test_a_shebang_through_the_process_is_refused(world: World) -> None:
+    old, new = world.old_claude(), world.new_claude()
+    workspace = _workspace(world)
+    write_executable(workspace / "node", f'#!/bin/sh\nexec {NODE} {old.cli} "$@"\n')
+    text = new.cli.read_text(encoding="utf-8").split("\n", 1)[1]
+    new.cli.write_text("#!/proc/self/cwd/node\n" + text, encoding="utf-8")
+    outcome = world.spawn("claude", ["task"], policy=DEFAULT, env=world.env(new.bin_dir),
+                          cwd=workspace)  # fmt: skip
+    world.assert_refused(outcome, old.marker, "#!")
+
+
+def test_paths_that_name_no_process_still_run(world: World) -> None:
+    # The control: log targets and a task naming files are not paths into the process.
+    new = world.new_aider()
+    workspace = _workspace(world)
+    env = world.env(new.prefix / "bin", LOG_FILE="/dev/stderr", OUTPUT="/dev/stdout")
+    outcome = world.spawn("aider", ["fix src/app.py and /etc/hosts"], policy=DEFAULT, env=env,
+                          cwd=workspace)  # fmt: skip
+    world.assert_permitted_and_ran(outcome, new.marker)
