@@ -585,7 +585,11 @@ def _node_run(
     from floorguard._identify.node_command import node_environment_doubts, parse_node_argv
 
     command = parse_node_argv(argv)
-    doubts = [*command.doubts, *node_environment_doubts(environ)]
+    doubts = [
+        *command.doubts,
+        *node_environment_doubts(environ),
+        *_node_home_folders(environ, here),
+    ]
     if command.runs in ("stdin", "repl"):
         doubts.append("node reads its program from standard input")
     if command.runs != "script" or command.script is None:
@@ -598,6 +602,23 @@ def _node_run(
         return None, doubts
     with main:
         return identify.npm_identification(main.dir_fd, main.path, "node-script"), doubts
+
+
+def _node_home_folders(environ: Mapping[str, str], here: str) -> list[str]:
+    """node's ``require`` looks last in ``$HOME/.node_modules`` and ``$HOME/.node_libraries``
+    (HOME against the working directory when relative): a module there answers any
+    ``require`` nothing installed beside the program does (an optional dependency), so
+    either one being there is code that may run and was not judged."""
+    home = environ.get("HOME")
+    if not home:
+        return []
+    base = os.path.join(here, home)
+    return [
+        f"{folder} is there, where node's require looks for any module not installed beside "
+        "the program"
+        for folder in (os.path.join(base, ".node_modules"), os.path.join(base, ".node_libraries"))
+        if os.path.lexists(folder)
+    ]
 
 
 _NODE_EXTENSIONS: Final = ("", ".js", ".json", ".node")
