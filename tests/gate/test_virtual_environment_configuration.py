@@ -59,3 +59,22 @@ def test_a_configuration_that_leaves_the_user_site_out_runs_the_at_floor_aider(
     outcome = world.spawn("aider", ["task"], policy=DEFAULT, env=world.env(new.prefix / "bin"))
     world.assert_permitted_and_ran(outcome, new.marker)
     assert not old.marker.exists()
+
+
+@pytest.mark.parametrize(("value", "user_site"), [("0", True), ("-0", True), (" +00", True),
+                                                  ("1", False), ("no", False)])  # fmt: skip
+def test_the_user_site_switch_is_read_as_cpython_reads_it(
+    world: World, value: str, user_site: bool
+) -> None:
+    # PYTHONNOUSERSITE is an integer flag: 0 in any spelling leaves the user site on; any
+    # other integer, or text, turns it off.
+    old, new = world.old_aider(), world.new_aider()
+    (_user_site(world) / "usercustomize.py").write_text(old_aider_code(old.site), encoding="utf-8")
+    _configure(new.prefix, "home = {home}\ninclude-system-site-packages = true\n")
+    env = world.env(new.prefix / "bin", PYTHONNOUSERSITE=value)
+    outcome = world.spawn("aider", ["task"], policy=DEFAULT, env=env)
+    if user_site:
+        world.assert_refused(outcome, old.marker, "usercustomize")
+    else:
+        assert not old.marker.exists(), outcome
+        assert "usercustomize" not in outcome.reason, outcome

@@ -110,10 +110,8 @@ def _python_path(
         return PythonPath(tuple(before), (), tuple(climbing))
     version = python_version(interpreter)
     venv = _venv_config(interpreter)
-    user_enabled = not (isolated or "s" in flags or env.get("PYTHONNOUSERSITE")) and venv in (
-        None,
-        True,
-    )
+    no_user_site = env_flag(env.get("PYTHONNOUSERSITE"))
+    user_enabled = not (isolated or "s" in flags or no_user_site) and venv in (None, True)
     user: list[str] = []
     if user_enabled:
         base = env.get("PYTHONUSERBASE") or (
@@ -156,6 +154,21 @@ def _python_path(
     for folder in before:
         doubts += _shadow_doubts(folder, scan.directories, scan.mapped, version)
     return PythonPath(tuple(before), scan.directories, tuple(doubts))
+
+
+def env_flag(value: str | None) -> bool:
+    """Whether CPython takes a flag variable (PYTHONNOUSERSITE, ...) as set: a non-empty
+    value that reads as a positive integer, or as no integer at all (``0``, ``00``, ``-0``
+    and `` +0`` leave it unset; ``x`` and ``-1`` set it)."""
+    if not value:
+        return False
+    digits = value.lstrip(" \t\n\v\f\r")  # (strtol skips leading white space only)
+    if "_" in digits or digits != digits.rstrip():
+        return True
+    try:
+        return int(digits, 10) != 0
+    except ValueError:
+        return True
 
 
 def _shadow_doubts(
