@@ -5,6 +5,7 @@ optional dependency), so either folder being there refuses a node agent."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import pytest
@@ -38,3 +39,21 @@ def test_without_them_the_node_agent_runs(world: World) -> None:
     new = world.new_claude()
     outcome = world.spawn("claude", ["task"], policy=DEFAULT, env=world.env(new.bin_dir))
     world.assert_permitted_and_ran(outcome, new.marker)
+
+
+def test_lib_node_beside_node_s_own_prefix_refuses_a_node_agent(world: World) -> None:
+    # The third global folder: lib/node two folders above node's real file (an nvm-style
+    # install under HOME, say).
+    node = shutil.which("node")
+    assert node is not None
+    prefix = world.root / "node-prefix"
+    (prefix / "bin").mkdir(parents=True)
+    try:
+        os.link(os.path.realpath(node), prefix / "bin" / "node")
+    except OSError:
+        pytest.skip("node's file cannot be linked here (another file system)")
+    (prefix / "lib" / "node" / "optional-extra").mkdir(parents=True)
+    new = world.new_claude()
+    outcome = world.spawn("claude", ["task"], policy=DEFAULT,
+                          env=world.env(new.bin_dir, prefix / "bin"))  # fmt: skip
+    world.assert_refused(outcome, new.marker, "lib/node")

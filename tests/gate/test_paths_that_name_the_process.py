@@ -8,6 +8,7 @@ holds nothing; the child's holds a below-floor aider or claude wherever the path
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -98,3 +99,30 @@ def test_paths_that_name_no_process_still_run(world: World) -> None:
     outcome = world.spawn("aider", ["fix src/app.py and /etc/hosts"], policy=DEFAULT, env=env,
                           cwd=workspace)  # fmt: skip
     world.assert_permitted_and_ran(outcome, new.marker)
+
+
+def test_a_pth_line_through_the_process_is_refused(world: World) -> None:
+    # site adds a .pth path line by its letters, and imports sitecustomize from it.
+    old, new = world.old_aider(), world.new_aider()
+    workspace = _workspace(world)
+    (workspace / "lib").mkdir()
+    (workspace / "lib" / "sitecustomize.py").write_text(old_aider_code(old.site), encoding="utf-8")
+    (new.site / "extra.pth").write_text("/proc/self/cwd/lib\n", encoding="utf-8")
+    outcome = world.spawn("aider", ["task"], policy=DEFAULT, env=world.env(new.prefix / "bin"),
+                          cwd=workspace)  # fmt: skip
+    world.assert_refused(outcome, old.marker, "extra.pth")
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed")
+def test_a_package_main_through_the_process_is_refused(world: World) -> None:
+    old, new = world.old_claude(), world.new_claude()
+    workspace = _workspace(world)
+    shutil.copytree(old.package, workspace / "cc")
+    manifest = new.package / "package.json"
+    fields = json.loads(manifest.read_text(encoding="utf-8"))
+    fields["main"] = "/proc/self/cwd/cc/cli.js"
+    manifest.write_text(json.dumps(fields), encoding="utf-8")
+    assert NODE is not None
+    outcome = world.spawn("node", [str(new.package), "task"], policy=DEFAULT, binary=NODE,
+                          env=world.env(new.bin_dir), cwd=workspace)  # fmt: skip
+    world.assert_refused(outcome, old.marker, "main")

@@ -190,7 +190,7 @@ def _examine(
             )
         return Examination(found, "python", "the Python interpreter", (*doubts, *more))
     if installed is None and argv is not None and any(_is_node(n) for n in names):
-        found, more = _node_run(list(argv), environ, here)
+        found, more = _node_run(list(argv), environ, here, node=str(opened.path))
         return Examination(found, "node", "node", (*doubts, *more))
     return Examination(installed, "native", "a native program", tuple(doubts))
 
@@ -251,7 +251,7 @@ def _script(
     if runs_itself is not None:
         doubts.append(f"{opened.path}: {runs_itself}")
     if kind == "node":
-        _, more = _node_run(script_argv, environ, here, script=opened)
+        _, more = _node_run(script_argv, environ, here, script=opened, node=interpreter)
         what = f"a node script run by {interpreter}"
         return Examination(installed, "node", what, (*doubts, *more))
     code, more = _python_run(interpreter, script_argv, environ, here, script=opened)
@@ -578,7 +578,12 @@ def _program_source(opened: Target) -> PythonSource:
 
 
 def _node_run(
-    argv: list[str], environ: Mapping[str, str], here: str, *, script: Target | None = None
+    argv: list[str],
+    environ: Mapping[str, str],
+    here: str,
+    *,
+    script: Target | None = None,
+    node: str,
 ) -> tuple[Identification | None, list[str]]:
     """What ``node ARGV`` runs (``script``: the opened file when it is the main script) and
     the inputs not understood."""
@@ -588,7 +593,7 @@ def _node_run(
     doubts = [
         *command.doubts,
         *node_environment_doubts(environ),
-        *_node_home_folders(environ, here),
+        *_node_global_folders(environ, here, node),
     ]
     if command.runs in ("stdin", "repl"):
         doubts.append("node reads its program from standard input")
@@ -604,19 +609,23 @@ def _node_run(
         return identify.npm_identification(main.dir_fd, main.path, "node-script"), doubts
 
 
-def _node_home_folders(environ: Mapping[str, str], here: str) -> list[str]:
-    """node's ``require`` looks last in ``$HOME/.node_modules`` and ``$HOME/.node_libraries``
-    (HOME against the working directory when relative): a module there answers any
-    ``require`` nothing installed beside the program does (an optional dependency), so
-    either one being there is code that may run and was not judged."""
+def _node_global_folders(environ: Mapping[str, str], here: str, node: str) -> list[str]:
+    """node's ``require`` looks last in its global folders: ``$HOME/.node_modules`` and
+    ``$HOME/.node_libraries`` (HOME against the working directory when relative), and
+    ``lib/node`` of node's own prefix (two folders above its real file). A module there
+    answers any ``require`` nothing installed beside the program does (an optional
+    dependency), so any of them being there is code that may run and was not judged."""
     home = environ.get("HOME")
-    if not home:
-        return []
-    base = os.path.join(here, home)
+    folders = [
+        os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(node))), "lib", "node")
+    ]
+    if home:
+        base = os.path.join(here, home)
+        folders += [os.path.join(base, ".node_modules"), os.path.join(base, ".node_libraries")]
     return [
         f"{folder} is there, where node's require looks for any module not installed beside "
         "the program"
-        for folder in (os.path.join(base, ".node_modules"), os.path.join(base, ".node_libraries"))
+        for folder in folders
         if os.path.lexists(folder)
     ]
 
@@ -647,7 +656,12 @@ def _node_main(script: str, here: str) -> Target | None:
         except (ValueError, AttributeError, OSError):
             raise DetectionError(f"{manifest} is not a JSON object") from None
         if isinstance(main, str) and main:
+            from floorguard._identify.process_paths import reaches_the_process
+
             base = where / main
+            if reaches_the_process(str(base), str(where)):
+                # node reads it in the child, where /proc/self is the child's own.
+                raise DetectionError(f"{manifest}: its main {main!r} leads into /proc")
             entries += [Path(str(base) + e) for e in _NODE_EXTENSIONS] + [base / "index.js"]
     entries += [where / f"index{e}" for e in (".js", ".json", ".node")]
     for candidate in entries:

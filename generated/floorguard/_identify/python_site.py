@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from floorguard._base.files import read_regular
+from floorguard._identify.process_paths import reaches_the_process
 from floorguard._maps.catalog import ADAPTER_OF_PIP_MODULE
 from floorguard.errors import UnreadableFileError
 
@@ -135,7 +136,12 @@ def _read_pth(
             continue
         directory = os.path.normpath(os.path.join(site, line.rstrip()))
         consulted.append(directory)
-        if "\x00" not in directory and os.path.exists(directory):
+        if "\x00" in directory:
+            continue
+        if reaches_the_process(directory, site):
+            # site adds it by its letters: the child finds its own folder there.
+            doubts.append(f"{path} line {number} adds {directory}, which leads into /proc")
+        elif os.path.exists(directory):
             added.append(directory)
     return added, doubts
 
