@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers.closed_world import DEFAULT, SYSTEM_PATH, World, old_aider_code
+from helpers.closed_world import DEFAULT, SYSTEM_PATH, NodeCli, World, old_aider_code
 from probes import write_executable
 
 pytestmark = pytest.mark.attack
@@ -68,11 +68,17 @@ def test_a_home_through_the_process_is_refused(world: World) -> None:
     world.assert_refused(outcome, old.marker, "HOME")
 
 
+def _claudes_and_a_node_running_the_old(world: World, node: Path) -> tuple[NodeCli, NodeCli]:
+    """The old and the new claude, and at ``node`` a program that runs the old one."""
+    old, new = world.old_claude(), world.new_claude()
+    write_executable(node, f'#!/bin/sh\nexec {NODE} {old.cli} "$@"\n')
+    return old, new
+
+
 @pytest.mark.skipif(NODE is None, reason="node is not installed")
 def test_a_path_entry_through_the_process_is_refused(world: World) -> None:
-    old, new = world.old_claude(), world.new_claude()
     workspace = _workspace(world)
-    write_executable(workspace / "bin" / "node", f'#!/bin/sh\nexec {NODE} {old.cli} "$@"\n')
+    old, new = _claudes_and_a_node_running_the_old(world, workspace / "bin" / "node")
     env = world.env(new.bin_dir)
     env["PATH"] = f"/proc/self/cwd/bin:{new.bin_dir}:{SYSTEM_PATH}"
     outcome = world.spawn("claude", ["task"], policy=DEFAULT, env=env, cwd=workspace)
@@ -81,9 +87,8 @@ def test_a_path_entry_through_the_process_is_refused(world: World) -> None:
 
 @pytest.mark.skipif(NODE is None, reason="node is not installed")
 def test_a_shebang_through_the_process_is_refused(world: World) -> None:
-    old, new = world.old_claude(), world.new_claude()
     workspace = _workspace(world)
-    write_executable(workspace / "node", f'#!/bin/sh\nexec {NODE} {old.cli} "$@"\n')
+    old, new = _claudes_and_a_node_running_the_old(world, workspace / "node")
     text = new.cli.read_text(encoding="utf-8").split("\n", 1)[1]
     new.cli.write_text("#!/proc/self/cwd/node\n" + text, encoding="utf-8")
     outcome = world.spawn("claude", ["task"], policy=DEFAULT, env=world.env(new.bin_dir),
