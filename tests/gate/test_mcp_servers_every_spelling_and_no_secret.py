@@ -466,3 +466,24 @@ def test_a_refused_servers_argument_quotes_no_credential(lab: Lab, args: list) -
     assert not started
     assert SECRET not in reason, reason
     assert SECRET not in json.dumps(lab.last_receipt())
+
+
+@pytest.mark.parametrize(
+    "declared",
+    [
+        {"command": "/proc/self/cwd/bin/aider"},
+        {"command": "aider", "args": ["/proc/self/cwd/task.txt"]},
+        {"command": "aider", "env": {"PYTHONUSERBASE": "/proc/self/cwd/ub"}},
+    ],
+    ids=["command", "argument", "environment"],
+)
+def test_a_server_declared_through_the_process_refuses_the_agent(
+    lab: Lab, declared: dict[str, object]
+) -> None:
+    """The client starts the server, and /proc/self is then the client's own: what the
+    gate would read there, in the host, is not what the server runs. Judged as the agent's
+    own inputs are: refused."""
+    write(lab.project / ".mcp.json", servers(s=declared))
+    started, reason = lab.spawn("claude", "-p", "t")
+    assert not started
+    assert "leads into /proc" in reason, reason

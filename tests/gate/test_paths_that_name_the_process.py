@@ -44,7 +44,9 @@ def test_pythonpath_through_the_child_s_own_folder_is_refused(world: World, thro
     world.assert_refused(outcome, old.marker, "PYTHONPATH")
 
 
-@pytest.mark.parametrize("script", ["/proc/self/cwd/run.py", "/dev/stdin", "/dev/fd/0"])
+@pytest.mark.parametrize(
+    "script", ["/proc/self/cwd/run.py", "/dev/stdin", "/dev/fd/0", "/dev/stdout", "/dev/stderr"]
+)
 def test_a_script_named_through_the_process_is_refused(world: World, script: str) -> None:
     old, new = world.old_aider(), world.new_aider()
     workspace = _workspace(world)

@@ -745,17 +745,24 @@ def _judge_server(
     # The server's environment is the agent's plus its own entries; the host's policies
     # stay the host's.
     server_env = {**run_environ, **dict(declared.env)}
-    judged = judge(
-        requested,
-        binary=command,
-        version=None,
-        policy=policy,
-        environ=_judging_view(environ, server_env),
-        argv=declared.args,
-        cwd=where,
-        floor_map=floor_map,
-        started_by_name=True,
-    )
+    from floorguard._identify.process_paths import through_the_process
+
+    # As for the agent itself: the client starts the server, where /proc/self is its own.
+    unreadable = through_the_process(declared.args, server_env, where, command)
+    if unreadable is not None:
+        judged = _Judgement(REFUSE, f"{requested} cannot be judged as declared: {unreadable}")
+    else:
+        judged = judge(
+            requested,
+            binary=command,
+            version=None,
+            policy=policy,
+            environ=_judging_view(environ, server_env),
+            argv=declared.args,
+            cwd=where,
+            floor_map=floor_map,
+            started_by_name=True,
+        )
     if judged.verdict != REFUSE and map_hash is not None and judged.floor_map_hash != map_hash:
         judged = dataclasses.replace(
             judged, verdict=REFUSE, reason="the floor map changed while it was judged",

@@ -36,11 +36,11 @@ def through_the_process(
     if program is not None and walk.reaches(program, here):
         return f"the program's name {program} leads into /proc or /dev/fd"
     for position, arg in enumerate(argv, start=1):
-        for path in _paths_in(arg):
+        for path in _paths_in(arg, streams=False):
             if walk.reaches(path, here):
                 return f"argument {position} names {path}, which leads into /proc or /dev/fd"
     for name, value in environ.items():
-        for path in _paths_in(value):
+        for path in _paths_in(value, streams=True):
             if walk.reaches(path, here):
                 return (
                     f"environment variable {name} names {path}, which leads into /proc or /dev/fd"
@@ -55,8 +55,9 @@ def reaches_the_process(path: str, here: str) -> bool:
 
 
 _WHOLE_PATH = ("/dev/fd", "/dev/stdin")
-# The child's output streams by name, as programs are told to log to them: nothing reads
-# code from them.
+# The child's output streams by name, as a variable tells a program to log to them: no
+# variable the gate follows reads code from them. (As an argument, the script to run, they
+# are refused: a stream the host redirected to a file is one file here and another there.)
 _OUTPUT_STREAMS = frozenset({"/dev/stdout", "/dev/stderr"})
 
 
@@ -68,8 +69,11 @@ def _own_folder(path: str) -> bool:
     return first in ("self", "thread-self") or first.isdigit()
 
 
-def _paths_in(text: str) -> list[str]:
-    return [p for p in _SEPARATORS.split(text) if "/" in p and p not in _OUTPUT_STREAMS]
+def _paths_in(text: str, *, streams: bool) -> list[str]:
+    """The words of ``text`` that may be paths; with ``streams``, not the output streams."""
+    return [
+        p for p in _SEPARATORS.split(text) if "/" in p and not (streams and p in _OUTPUT_STREAMS)
+    ]
 
 
 class _Walk:
