@@ -9,6 +9,7 @@ file makes ``site`` load must be what the gate judged: here the user site holds 
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -78,3 +79,33 @@ def test_the_user_site_switch_is_read_as_cpython_reads_it(
     else:
         assert not old.marker.exists(), outcome
         assert "usercustomize" not in outcome.reason, outcome
+
+
+def test_the_base_installation_is_the_one_pyvenv_cfg_home_names(world: World) -> None:
+    # A virtual environment made by a python reached through a prefix of links: CPython
+    # takes the base installation from pyvenv.cfg's home (that prefix, with its own
+    # site-packages), not from the interpreter's real file. A sitecustomize there runs.
+    import subprocess
+
+    from probes import pip_install
+
+    old = world.old_aider()
+    real = Path(os.path.realpath(sys.executable))
+    version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    stdlib = real.parent.parent / "lib" / version
+    linked = world.root / "linked-prefix"
+    (linked / "bin").mkdir(parents=True)
+    (linked / "bin" / real.name).symlink_to(real)
+    (linked / "lib" / version / "site-packages").mkdir(parents=True)
+    for entry in stdlib.iterdir():
+        if entry.name != "site-packages":
+            (linked / "lib" / version / entry.name).symlink_to(entry)
+    site = linked / "lib" / version / "site-packages"
+    (site / "sitecustomize.py").write_text(old_aider_code(old.site), encoding="utf-8")
+    env = world.root / "env"
+    subprocess.run([str(linked / "bin" / real.name), "-m", "venv", "--without-pip",
+                    "--system-site-packages", str(env)], check=True, timeout=120)  # fmt: skip
+    marker = world.root / "env-ran"
+    pip_install(env, dist="aider-chat", module="aider", version="0.70.0", marker=marker)
+    outcome = world.spawn("aider", ["task"], policy=DEFAULT, env=world.env(env / "bin"))
+    world.assert_refused(outcome, old.marker, "sitecustomize")

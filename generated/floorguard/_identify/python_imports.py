@@ -121,7 +121,7 @@ def _python_path(
         # working directory.
         base = os.path.normpath(os.path.join(cwd, base)) if base else ""
         user = _prefix_sites(base, version) if base else []
-    prefix = os.path.dirname(os.path.dirname(os.path.realpath(interpreter)))
+    prefix = _base_prefix(interpreter, version)
     system = _prefix_sites(prefix, version)
     if venv is None:
         sites = [*user, *system]
@@ -293,6 +293,25 @@ def _pyvenv_cfg(interpreter: str) -> dict[str, str]:
                 values[key.strip().lower()] = value.strip()
         return values
     return {}
+
+
+def _base_prefix(interpreter: str, version: str | None) -> str:
+    """The installation whose site-packages ``site`` takes as the system's: for a virtual
+    environment, as CPython's getpath finds it from ``pyvenv.cfg``'s ``home`` (that folder
+    or the nearest above it holding ``lib/pythonX.Y/os.py``, by its letters: a prefix
+    reached through a link keeps its own site-packages); else two folders above the
+    interpreter's real file."""
+    home = _pyvenv_cfg(interpreter).get("home")
+    if home and version and os.path.isabs(home):
+        folder = os.path.normpath(home)
+        while True:
+            if os.path.isfile(os.path.join(folder, "lib", f"python{version}", "os.py")):
+                return folder
+            parent = os.path.dirname(folder)
+            if parent == folder:
+                break
+            folder = parent
+    return os.path.dirname(os.path.dirname(os.path.realpath(interpreter)))
 
 
 def _venv_config(interpreter: str) -> bool | None:
