@@ -20,6 +20,7 @@ Which map entry a package is comes from the package index (``identification.pack
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -664,6 +665,10 @@ def judge_launch(launch: Launch, *, cwd: str) -> Judged:
     index = current_packages()
     owner = index.owner(launch.ecosystem, launch.package)
     what = f"{launch.launcher} running the {launch.ecosystem} package {launch.package}"
+    if launch.launcher in ("npx", "npm exec") and (owner is None or launch.version is not None):
+        shadow = _local_bin_doubt(launch, owner, cwd)
+        if shadow is not None:
+            return Judged(None, what, (shadow,))
     if owner is None:
         # Names were read in their one spelling (an npm name with capitals or a look-alike
         # letter refused): no other package can pass for a tracked one here.
@@ -732,6 +737,48 @@ def _npx_local(launch: Launch, cwd: str) -> Judged | None:
             hit.adapter, "npx", launch.spec, hit.version, hit.version_source, True, "npm-metadata"
         )
         return Judged(found, what, ())
+    return None
+
+
+def _local_bin_doubt(launch: Launch, owner: str | None, cwd: str) -> str | None:
+    """Why npm may run another file than the package ``launch`` names, or None. npm runs a
+    package's bin by its name on a PATH that puts ``node_modules/.bin`` of the working
+    directory and of every folder above it first, so the nearest such bin of that name is
+    what runs, whatever the spec pinned. It passes only as the very package and version
+    pinned (a tracked package's) or as no tracked adapter's code (an untracked spec)."""
+    from floorguard._identify.identify import npm_identification
+    from floorguard._identify.target import open_target
+    from floorguard._maps.catalog import executable_for
+
+    names = {launch.package.split("/")[-1]}
+    if owner is not None:
+        with contextlib.suppress(ValueError, DetectionError):
+            names.add(executable_for(owner))
+    here = Path(os.path.abspath(cwd))
+    for name in sorted(names):
+        for folder in (here, *here.parents):
+            candidate = folder / "node_modules" / ".bin" / name
+            if not os.path.lexists(candidate):
+                continue
+            why = (
+                f"{launch.launcher} {launch.spec} runs its bin {name!r} from the PATH npm gives "
+                f"it, where {candidate} comes first"
+            )
+            try:
+                with open_target(str(candidate), path_env=None, executable=False) as opened:
+                    hit = npm_identification(opened.dir_fd, opened.path, launch.launcher)
+                    unlike = _not_run_by_node(opened.read_head(512))
+            except DetectionError as exc:
+                return f"{why}: {exc}"
+            if owner is None:
+                if hit is not None:
+                    return f"{why}, which is {hit.adapter}'s code"
+            elif unlike is not None:
+                return f"{why}, which {unlike}"
+            elif hit is None or hit.adapter != owner or hit.version != launch.version:
+                found = "no tracked package" if hit is None else f"{hit.adapter} {hit.version}"
+                return f"{why}, which is {found}, not {launch.package}@{launch.version}"
+            break  # (the nearest of this name is the one that runs)
     return None
 
 

@@ -1,0 +1,53 @@
+"""npm runs a package's bin by name on a PATH that puts ``node_modules/.bin`` of the working
+directory and of every folder above it first: ``npx -y @anthropic-ai/claude-code@1.0.30``
+runs the nearest ``node_modules/.bin/claude``, whatever it is, and ``npx claude`` (an
+untracked package named claude) runs claude-code's bin when one is there. The spec alone
+is no judgement then: a local bin that is not the very package and version pinned refuses
+the launch, as an agent and as an MCP server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers.mcp_lab import Lab, servers, write
+
+PACKAGE = "@anthropic-ai/claude-code"
+
+
+def _local_claude(folder: Path, version: str) -> Path:
+    """claude-code ``version`` installed in ``folder``'s node_modules with its .bin link."""
+    package = folder / "node_modules" / PACKAGE
+    manifest = {"name": PACKAGE, "version": version, "bin": {"claude": "cli.js"}}
+    write(package / "package.json", json.dumps(manifest))
+    write(package / "cli.js", "#!/usr/bin/env node\nconsole.log('ran');\n").chmod(0o755)
+    link = folder / "node_modules" / ".bin" / "claude"
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(Path("..") / PACKAGE / "cli.js")
+    return link
+
+
+@pytest.mark.parametrize("where", ["project", "a folder above"])
+def test_a_pinned_npx_with_an_older_local_bin_is_refused(lab: Lab, where: str) -> None:
+    folder = lab.project if where == "project" else lab.root
+    _local_claude(folder, "1.0.0")
+    started, reason = lab.spawn("npx", "-y", f"{PACKAGE}@1.0.30")
+    assert not started
+    assert "node_modules/.bin/claude comes first" in reason, reason
+
+
+def test_an_untracked_name_whose_local_bin_is_a_tracked_agent_is_refused(lab: Lab) -> None:
+    _local_claude(lab.project, "1.0.0")
+    started, reason = lab.spawn("npx", "claude")
+    assert not started
+    assert "claude's code" in reason, reason
+
+
+def test_an_mcp_server_pinned_with_an_older_local_bin_refuses_the_agent(lab: Lab) -> None:
+    _local_claude(lab.project, "1.0.0")
+    server = {"command": "npx", "args": ["-y", f"{PACKAGE}@1.0.30", "mcp", "serve"]}
+    write(lab.project / ".mcp.json", servers(s=server))
+    started, reason = lab.spawn("claude", "-p", "t")
+    assert not started
+    assert "comes first" in reason, reason
