@@ -99,6 +99,19 @@ def test_the_childs_home_decides_which_user_npmrc_is_read(bins: Path, project: P
     assert judged.verdict == REFUSE and str(npmrc) in judged.reason, judged
 
 
+@pytest.mark.parametrize("value", ["/proc/self/cwd/pfx", "/proc/thread-self/cwd/pfx"])
+def test_a_user_npmrc_prefix_through_the_process_refuses(
+    bins: Path, project: Path, value: str
+) -> None:
+    """npm reads the global prefix's etc/npmrc in the child, where /proc/self/cwd is the
+    child's working directory: what the gate would read there, in the host, is another
+    file."""
+    npmrc = write(_home_of(project) / ".npmrc", f"prefix={value}\n")
+    judged = run(bins / "npx", PINNED["npx"], project)
+    assert judged.verdict == REFUSE, judged
+    assert str(npmrc) in judged.reason and "leads into /proc" in judged.reason, judged.reason
+
+
 def test_a_user_npmrc_with_a_token_and_output_settings_is_understood(
     bins: Path, project: Path
 ) -> None:

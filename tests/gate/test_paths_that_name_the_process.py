@@ -133,3 +133,17 @@ def test_a_package_main_through_the_process_is_refused(world: World) -> None:
     outcome = world.spawn("node", [str(new.package), "task"], policy=DEFAULT, binary=NODE,
                           env=world.env(new.bin_dir), cwd=workspace)  # fmt: skip
     world.assert_refused(outcome, old.marker, "main")
+
+
+def test_a_pyvenv_cfg_home_through_the_process_is_refused(world: World) -> None:
+    # CPython's getpath reads home in the child: its base installation would be the
+    # workspace's, whatever the gate finds in the host's working directory.
+    new = world.new_aider()
+    workspace = _workspace(world)
+    (new.prefix / "pyvenv.cfg").write_text(
+        "home = /proc/self/cwd/pyhome/bin\ninclude-system-site-packages = true\n",
+        encoding="utf-8",
+    )
+    outcome = world.spawn("aider", ["task"], policy=DEFAULT, env=world.env(new.prefix / "bin"),
+                          cwd=workspace)  # fmt: skip
+    world.assert_refused(outcome, new.marker, "pyvenv.cfg home")

@@ -594,6 +594,13 @@ def _npmrc_doubts(path: str, *, user: bool, home: str = "") -> list[str]:
         else:
             registry = key in _NPMRC_USER or (key.startswith("@") and key.endswith(":registry"))
             understood = key in _NPMRC_HARMLESS or (user and registry)
+        if understood and "/" in value:
+            from floorguard._identify.process_paths import reaches_the_process
+
+            if reaches_the_process(home + value[1:] if value.startswith("~/") else value, "/"):
+                # npm reads it in the child, where /proc/self is the child's own.
+                doubts.append(f"{path} sets {key!r} to {value!r}, which leads into /proc")
+                continue
         if understood and key == "prefix" and not path.endswith(os.sep + "npmrc"):
             # The global prefix's own npmrc, by the user's rules (npm expands a leading ~).
             prefix = home + value[1:] if value.startswith("~/") else value

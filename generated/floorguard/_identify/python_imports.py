@@ -144,6 +144,13 @@ def _python_path(
         _identity(consulted)  # noted: a change to any of them is another answer
     startup = [*at_startup, *scan.directories]
     doubts = [*climbing, *scan.doubts]
+    home = _pyvenv_cfg(interpreter).get("home")
+    if home:
+        from floorguard._identify.process_paths import reaches_the_process
+
+        if reaches_the_process(home, cwd):
+            # CPython's getpath reads it in the child, where /proc/self is the child's own.
+            doubts.append(f"the pyvenv.cfg home {home!r} leads into /proc")
     doubts += python_site.customize_doubts(lambda m: _module_folder(m, startup), user_enabled)
     doubts += [
         f"sys.path entry {entry} is a file, or a path inside one (an archive whose modules "
