@@ -380,6 +380,21 @@ def test_a_scripts_real_file_decides_and_a_native_launcher_its_name() -> None:
     )  # fmt: skip
 
 
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+def test_any_other_file_of_npms_package_run_by_node_is_npms_command_line(
+    tmp_path: Path, project: Path
+) -> None:
+    """npm's main file (index.js) runs npm's command line as npm-cli.js does: ``node
+    .../npm/index.js exec -- PKG@V`` is npm exec, judged as the package it runs."""
+    npm = tmp_path / "lib" / "node_modules" / "npm"
+    npm.mkdir(parents=True)
+    (npm / "package.json").write_text(json.dumps({"name": "npm", "main": "./index.js"}))
+    (npm / "index.js").write_text("require('./lib/cli.js')(process)\n")
+    node = Path(shutil.which("node") or "node")
+    judged = judge(node, [str(npm / "index.js"), "exec", "--", "mcp-remote@0.1.15"], project)
+    assert (judged.verdict, judged.adapter, judged.version) == (REFUSE, "mcp-remote", "0.1.15")
+
+
 # ---------------------------------------------------------------------------- map-only
 
 
@@ -535,10 +550,30 @@ def test_real_uvx_runs_a_pypi_mcp_server_only_at_or_above_its_floor(
 def test_uvx_from_another_package_is_judged_as_that_package(bins: Path, project: Path) -> None:
     """``--from`` decides what is installed: the command name after it does not, so a
     tracked server's name cannot lend its verdict to another package."""
-    judged = judge(bins / "uvx", ["--from", "evil-server==1.0", "mcp-server-fetch"], project)
+    judged = judge(bins / "uvx", ["--from", "evil-server==1.0", "evil-server"], project)
     assert judged.verdict == UNTRACKED and judged.adapter != "mcp-server-fetch", judged
-    tracked = judge(bins / "uvx", ["--from=mcp-server-fetch==2024.9.1", "fetch"], project)
+    tracked = judge(bins / "uvx", ["--from=mcp-server-fetch==2024.9.1", "mcp-server-fetch"],
+                    project)  # fmt: skip
     assert (tracked.verdict, tracked.adapter) == (REFUSE, "mcp-server-fetch"), tracked
+
+
+@pytest.mark.parametrize(
+    ("launcher", "argv"),
+    [
+        ("uvx", ["--from", "mcp-server-fetch==2025.2.0", "python"]),
+        ("uvx", ["--from", "mcp-server-fetch==2025.2.0", "sh"]),
+        ("uvx", ["--from", "evil-server==1.0", "mcp-server-fetch"]),
+        ("uvx", ["--from", "evil-server==1.0", "claude"]),
+        ("pipx", ["run", "--spec", "mcp-server-fetch==2025.2.0", "python"]),
+    ],
+)
+def test_a_command_that_is_not_the_packages_own_is_refused(
+    bins: Path, project: Path, launcher: str, argv: list[str]
+) -> None:
+    """uv and pipx run the command from the package's environment or from PATH: an
+    interpreter, a shell or another agent found there is not the package judged."""
+    judged = judge(bins / launcher, argv, project)
+    assert judged.verdict == REFUSE and "own command" in judged.reason, judged
 
 
 @pytest.mark.parametrize(("version", "verdict"), [("2024.9.1", REFUSE), ("2025.2.0", PERMIT)])

@@ -51,3 +51,23 @@ def test_an_mcp_server_pinned_with_an_older_local_bin_refuses_the_agent(lab: Lab
     started, reason = lab.spawn("claude", "-p", "t")
     assert not started
     assert "comes first" in reason, reason
+
+
+@pytest.mark.parametrize("name", ["sh", "node"])
+def test_a_shell_or_node_in_a_local_bin_folder_refuses_a_pinned_npx(lab: Lab, name: str) -> None:
+    # npm runs the bin through `sh -c`, and a `#!/usr/bin/env node` bin finds node, on the
+    # PATH it gives the bin: a workspace's node_modules/.bin comes first there.
+    write(lab.project / "node_modules" / ".bin" / name, "#!/bin/sh\nexit 0\n").chmod(0o755)
+    started, reason = lab.spawn("npx", "-y", f"{PACKAGE}@1.0.30")
+    assert not started
+    assert f"the {name} first on the PATH it gives it" in reason, reason
+
+
+def test_a_shell_first_on_the_childs_path_refuses_a_pinned_npx(lab: Lab) -> None:
+    shells = lab.root / "shells"
+    write(shells / "sh", "#!/bin/sh\nexit 0\n").chmod(0o755)
+    started, reason = lab.spawn(
+        "npx", "-y", f"{PACKAGE}@1.0.30", env=lab.env(PATH=f"{shells}:{lab.bin}:/usr/bin:/bin")
+    )
+    assert not started
+    assert "the sh first on the PATH it gives it" in reason, reason

@@ -125,6 +125,7 @@ def _launched(
             *found.doubts,
             *launchers.environment_doubts(launcher, environ),
             *launchers.configuration_doubts(launcher, environ, here),
+            *launchers.npm_path_doubts(launcher, environ, here),
         ]
         launch = launchers.parse_launch(launcher, argv[skip:], cwd=here)
         judged = launchers.judge_launch(launch, cwd=here)
@@ -149,13 +150,43 @@ def _interpreted_launcher(
         if node.runs != "script" or not node.script:
             return None
         script = os.path.join(here, node.script)
-        return (node.script, script, os.path.realpath(script)), node.script_args
+        real = os.path.realpath(script)
+        names: tuple[str, ...] = (node.script, script, real)
+        if _npm_own_file(real):
+            # Any other file of npm's own package run by node (its main index.js, say) is
+            # npm's command line, as npm-cli.js is.
+            names = (*names, "npm-cli.js")
+        return names, node.script_args
     from floorguard._identify.python_command import parse_python_argv
 
     python = parse_python_argv(list(argv))
     if python.runs != "module" or python.value not in ("pipx", "uv"):
         return None
     return (python.value,), python.args
+
+
+def _npm_own_file(path: str) -> bool:
+    """Whether ``path`` lies in npm's own package (the nearest package.json above it names
+    ``npm``) and is not npx's entry (npx-cli.js, told by its name)."""
+    import json
+
+    if os.path.basename(path) == "npx-cli.js":
+        return False
+    folder = os.path.dirname(path)
+    for _ in range(8):
+        manifest = os.path.join(folder, "package.json")
+        if os.path.isfile(manifest):
+            try:
+                with open(manifest, "rb") as file:
+                    data = json.loads(file.read(1 << 20))
+            except (OSError, ValueError, RecursionError):
+                return False
+            return isinstance(data, dict) and data.get("name") == "npm"
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return False
+        folder = parent
+    return False
 
 
 def _examine(

@@ -347,7 +347,31 @@ def _uvx_launch(args: list[str]) -> Launch:
         raise LaunchRefused(
             f"uvx: with --from, {target!r} must be a plain command name (it names no package)"
         )
-    return parse_pypi_spec(source, launcher, at_form=True)
+    return _own_command(parse_pypi_spec(source, launcher, at_form=True), target)
+
+
+def _own_command(launch: Launch, command: str) -> Launch:
+    """``launch`` when ``command`` is one the package provides by its name: the package's
+    own name, or the command the catalogue knows for the adapter it is. uv and pipx run any
+    other command from the package's environment or from PATH (``python``, ``sh``, another
+    agent), which is not the package judged; refused."""
+    from floorguard._maps.catalog import executable_for
+
+    owner = current_packages().owner(launch.ecosystem, launch.package)
+    own = {_canonical(launch.package)}
+    if owner is not None:
+        with contextlib.suppress(ValueError, DetectionError):
+            own.add(_canonical(executable_for(owner)))
+    if _canonical(command) not in own:
+        raise LaunchRefused(
+            f"{launch.launcher}: {command!r} is not {launch.package}'s own command: it is run "
+            "from the package's environment or from PATH, and is not what is judged"
+        )
+    return launch
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def _pipx_launch(args: list[str], cwd: str) -> Launch:
@@ -369,7 +393,7 @@ def _pipx_launch(args: list[str], cwd: str) -> Launch:
         return parse_pypi_spec(app, launcher, at_form=False)
     if not _PEP508_NAME.match(app):
         raise LaunchRefused(f"pipx run: with --spec, {app!r} must be a plain command name")
-    return parse_pypi_spec(source, launcher, at_form=False)
+    return _own_command(parse_pypi_spec(source, launcher, at_form=False), app)
 
 
 # ---------------------------------------------------------------------------- environment
@@ -745,6 +769,44 @@ def _npx_local(launch: Launch, cwd: str) -> Judged | None:
         )
         return Judged(found, what, ())
     return None
+
+
+# The launchers that run a package's bin the way npm does: through ``sh -c`` (``sh`` found
+# on PATH), on a PATH with every ``node_modules/.bin`` from the working directory up first.
+_NPM_RUNNERS: Final = frozenset({"npx", "npm exec"})
+
+
+def npm_path_doubts(launcher: str, environ: Mapping[str, str], cwd: str) -> list[str]:
+    """What npm would run other than the files judged: the ``sh`` it runs the bin through
+    and the ``node`` a ``#!/usr/bin/env node`` bin finds, each looked up on the PATH npm
+    gives the bin (every ``node_modules/.bin`` from ``cwd`` up, then the child's PATH). The
+    shell must be the system's ``/bin/sh`` and node the one the child's own PATH leads to."""
+    if launcher not in _NPM_RUNNERS:
+        return []
+    here = Path(os.path.abspath(cwd))
+    bins = [str(folder / "node_modules" / ".bin") for folder in (here, *here.parents)]
+    child = [e for e in environ.get("PATH", "").split(os.pathsep) if os.path.isabs(e)]
+    doubts = []
+    for name, expected in (("sh", _first("sh", ["/bin"])), ("node", _first("node", child))):
+        found = _first(name, [*bins, *child])
+        if found is not None and (expected is None or _real(found) != _real(expected)):
+            doubts.append(
+                f"{launcher} runs the bin with the {name} first on the PATH it gives it, "
+                f"{found}, not {expected or 'one found here'}"
+            )
+    return doubts
+
+
+def _first(name: str, folders: Sequence[str]) -> str | None:
+    for folder in folders:
+        candidate = os.path.join(folder, name)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def _real(path: str) -> str:
+    return os.path.realpath(path)
 
 
 def _local_bin_doubt(launch: Launch, owner: str | None, cwd: str) -> str | None:
