@@ -109,3 +109,16 @@ def test_the_base_installation_is_the_one_pyvenv_cfg_home_names(world: World) ->
     pip_install(env, dist="aider-chat", module="aider", version="0.70.0", marker=marker)
     outcome = world.spawn("aider", ["task"], policy=DEFAULT, env=world.env(env / "bin"))
     world.assert_refused(outcome, old.marker, "sitecustomize")
+
+
+@pytest.mark.parametrize("flags", [[], ["-I"], ["-S"]])
+def test_a_pth_file_beside_the_interpreter_is_refused(world: World, flags: list[str]) -> None:
+    # getpath reads <interpreter>._pth beside the interpreter on Linux too, whatever the
+    # options: its lines are the whole search path, here the below-floor aider's.
+    old, new = world.old_aider(), world.new_aider()
+    (new.prefix / "bin" / "python._pth").write_text(f"{old.site}\n", encoding="utf-8")
+    outcome = world.spawn(
+        "python", [*flags, "-P", "-m", "aider", "task"], policy=DEFAULT, binary=new.python,
+        env=world.env(),
+    )  # fmt: skip
+    world.assert_refused(outcome, old.marker, "._pth")

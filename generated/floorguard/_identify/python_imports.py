@@ -100,14 +100,24 @@ def _python_path(
     if env.get("PYTHONPATH"):
         python_path_dirs = [os.path.join(cwd, e) for e in env["PYTHONPATH"].split(os.pathsep)]
     before = _unique([*head, *python_path_dirs])
-    climbing = [
+    path_doubts = [
         f"PYTHONPATH entry {entry!r} climbs with '..' (by its letters with site, through "
         "links without it)"
         for entry in env.get("PYTHONPATH", "").split(os.pathsep)
         if ".." in Path(entry).parts
     ]
+    # CPython's getpath (3.11 on) reads a ``._pth`` file beside the interpreter on every
+    # platform, whatever the options: its lines replace the whole search path.
+    for folder in dict.fromkeys(
+        (os.path.dirname(interpreter), os.path.dirname(os.path.realpath(interpreter)))
+    ):
+        path_doubts += [
+            f"{os.path.join(folder, name)} replaces the interpreter's search path"
+            for name in sorted(listing(folder))
+            if name.endswith("._pth")
+        ]
     if "S" in flags:
-        return PythonPath(tuple(before), (), tuple(climbing))
+        return PythonPath(tuple(before), (), tuple(path_doubts))
     version = python_version(interpreter)
     venv = _venv_config(interpreter)
     no_user_site = env_flag(env.get("PYTHONNOUSERSITE"))
@@ -143,7 +153,7 @@ def _python_path(
     for consulted in (interpreter, *sites, *scan.consulted):
         _identity(consulted)  # noted: a change to any of them is another answer
     startup = [*at_startup, *scan.directories]
-    doubts = [*climbing, *scan.doubts]
+    doubts = [*path_doubts, *scan.doubts]
     home = _pyvenv_cfg(interpreter).get("home")
     if home:
         from floorguard._identify.process_paths import reaches_the_process
