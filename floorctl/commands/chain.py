@@ -32,7 +32,7 @@ from floorguard._proofs import checkpoint, tlog
 from floorguard.chainstore import timeout_from_env
 from floorguard.chainstore.postgres import redact
 from floorguard.chainstore.postgres_init import init_schema
-from floorguard.errors import ChainError, FloorguardError
+from floorguard.errors import ChainError, FloorguardError, VerificationError
 
 
 @click.group("chain", short_help="Export chain slices; sign checkpoints; prove records.")
@@ -460,7 +460,13 @@ def view(accept_current: bool, url: str | None, as_json: bool) -> None:
         statement = checkpoint.Checkpoint("", 0, merkle.EMPTY_ROOT, None)
         old = views.accept(None, 0, statement.root, audit.location)
     else:
-        statement = checkpoint.of_chain(audit)
+        try:
+            statement = checkpoint.of_chain(audit)
+        except VerificationError as exc:
+            # (of_chain words it for a checkpoint; what was asked is to adopt the chain)
+            raise VerificationError(
+                f"cannot accept the chain as it is: only a chain that verifies is adopted ({exc})"
+            ) from exc
         old = views.accept(statement.chain_id, statement.size, statement.root, audit.location)
     document = {
         "chain_id": statement.chain_id or None, "location": audit.location,

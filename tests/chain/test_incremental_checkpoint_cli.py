@@ -152,3 +152,16 @@ def test_a_kept_place_that_cannot_hold_the_checkpoint_is_said_and_the_chain_stil
     assert code == 0 and found is not None, stderr
     assert "the last checkpoint signed is larger than 64 KiB" in stderr
     assert "the the" not in stderr
+
+
+def test_accept_current_names_what_it_refuses_on_a_chain_that_does_not_verify(
+    root: Path,
+) -> None:
+    # The host is asked to adopt the chain, not to sign a checkpoint: the refusal says so,
+    # and still names the record that does not verify.
+    execute(_chain(root).db_path, "UPDATE records SET mac = replace(mac, substr(mac, 1, 1), "
+            "CASE substr(mac, 1, 1) WHEN 'a' THEN 'b' ELSE 'a' END) WHERE seq = 4")  # fmt: skip
+    done = ctl(root, "chain", "view", "--accept-current")
+    assert done.returncode == 1, done
+    assert "cannot accept the chain as it is" in done.stderr, done.stderr
+    assert "seq 4" in done.stderr, done.stderr
