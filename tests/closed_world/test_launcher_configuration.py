@@ -324,3 +324,68 @@ def test_a_home_inside_the_working_directory_is_held_to_a_projects_rules(
     conf = write(inside / "cfg" / "pip" / "pip.conf", "[global]\nindex-url = https://x\n")
     judged = run(bins / "pipx", PINNED["pipx"], project, XDG_CONFIG_HOME=str(inside / "cfg"))
     assert judged.verdict == REFUSE and str(conf) in judged.reason, judged
+
+
+# ---------------------------------------------------------------- what else a launcher runs
+
+
+@pytest.mark.parametrize(
+    ("launcher", "setting"),
+    [
+        ("bunx", {"BUN_OPTIONS": "--preload=./p.js"}),  # bun's own command line
+        ("bunx", {"BUN_INSTALL_CACHE_DIR": "cache"}),  # its installs, in the workspace
+        ("pnpm", {"XDG_CACHE_HOME": "cache"}),  # the dlx cache, in the workspace
+        ("uvx", {"XDG_DATA_HOME": "data"}),  # uv's installed tools, in the workspace
+    ],
+)
+def test_a_variable_that_moves_what_runs_into_the_workspace_refuses(
+    bins: Path, project: Path, launcher: str, setting: dict[str, str]
+) -> None:
+    judged = run(bins / launcher, PINNED[launcher], project, **setting)
+    assert judged.verdict == REFUSE, judged
+    assert next(iter(setting)) in judged.reason, judged.reason
+
+
+def test_a_cache_home_outside_the_working_directory_is_the_users(bins: Path, project: Path) -> None:
+    judged = run(bins / "pnpm", PINNED["pnpm"], project,
+                 XDG_CACHE_HOME=str(_home_of(project) / ".cache"))  # fmt: skip
+    assert judged.verdict == PERMIT, judged
+
+
+@pytest.mark.parametrize("file", [".yarnrc", "package.json"])
+def test_yarn_dlx_that_yarn_1_reads_as_a_script_or_another_yarn_refuses(
+    bins: Path, project: Path, file: str
+) -> None:
+    # yarn 1 has no dlx: ``yarn dlx`` runs the package.json script named dlx, and .yarnrc's
+    # yarn-path runs another yarn.
+    text = 'yarn-path "./y.js"\n' if file == ".yarnrc" else '{"scripts": {"dlx": "./evil"}}'
+    write(project / file, text)
+    judged = run(bins / "yarn", PINNED["yarn"], project)
+    assert judged.verdict == REFUSE and file in judged.reason, judged
+
+
+def test_pnpms_own_settings_file_refuses_pnpm_dlx(bins: Path, project: Path) -> None:
+    config = write(_home_of(project) / ".config" / "pnpm" / "config.yaml", "cacheDir: x\n")
+    judged = run(bins / "pnpm", PINNED["pnpm"], project)
+    assert judged.verdict == REFUSE and str(config) in judged.reason, judged
+
+
+def test_pnpms_short_names_are_pnpm() -> None:
+    from floorguard._identify import launchers
+
+    assert launchers.launcher_of(("pnx",), ["x@1.0.0"]) == ("pnpm dlx", 0)
+    assert launchers.launcher_of(("pn",), ["dlx", "x@1.0.0"]) == ("pnpm dlx", 1)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--from", "mcp-server-fetch==2025.2.0", "mcp-server-fetch-extra"],
+        ["--from", "claude==1.0.0", "claude"],  # an untracked package named as an agent
+    ],
+)
+def test_uvx_from_runs_only_a_command_it_can_name(
+    bins: Path, project: Path, argv: list[str]
+) -> None:
+    judged = run(bins / "uvx", argv, project)
+    assert judged.verdict == REFUSE and "own command" in judged.reason, judged

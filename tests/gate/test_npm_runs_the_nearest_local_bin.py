@@ -71,3 +71,17 @@ def test_a_shell_first_on_the_childs_path_refuses_a_pinned_npx(lab: Lab) -> None
     )
     assert not started
     assert "the sh first on the PATH it gives it" in reason, reason
+
+
+@pytest.mark.parametrize("launch", [("bunx",), ("pnpm", "dlx"), ("yarn", "dlx")])
+def test_a_node_first_on_the_childs_path_refuses_the_other_launchers(
+    lab: Lab, launch: tuple[str, ...]
+) -> None:
+    # bun, pnpm and yarn run a `#!/usr/bin/env node` bin with the node their PATH finds.
+    nodes = lab.root / "nodes"
+    write(nodes / "node", "#!/bin/sh\nexit 0\n").chmod(0o755)
+    started, reason = lab.spawn(
+        *launch, f"{PACKAGE}@1.0.30", env=lab.env(PATH=f"{nodes}:{lab.bin}:/usr/bin:/bin")
+    )
+    assert not started
+    assert "the node first on the PATH it gives it" in reason, reason

@@ -64,6 +64,8 @@ _DIRECT: Final = {
     "pnpx": "pnpm dlx",
     "pnpx.cjs": "pnpm dlx",
     "pnpx.js": "pnpm dlx",
+    "pnx": "pnpm dlx",  # (pnpm's short names: pnx is pnpx, pn is pnpm)
+    "pnx.cjs": "pnpm dlx",
     "bunx": "bunx",
     "uvx": "uvx",
 }
@@ -75,6 +77,8 @@ _SUBCOMMANDS: Final = {
     "pnpm": (("dlx",),),
     "pnpm.cjs": (("dlx",),),
     "pnpm.js": (("dlx",),),
+    "pn": (("dlx",),),
+    "pn.cjs": (("dlx",),),
     "yarn": (("dlx",),),
     "yarn.js": (("dlx",),),
     "yarn.cjs": (("dlx",),),
@@ -85,6 +89,7 @@ _SUBCOMMANDS: Final = {
 _SUBCOMMAND_NAMES: Final = {
     "npm": "npm exec",
     "pnpm": "pnpm dlx",
+    "pn": "pnpm dlx",
     "yarn": "yarn dlx",
     "bun": "bunx",
     "uv": "uvx",
@@ -355,13 +360,17 @@ def _own_command(launch: Launch, command: str) -> Launch:
     own name, or the command the catalogue knows for the adapter it is. uv and pipx run any
     other command from the package's environment or from PATH (``python``, ``sh``, another
     agent), which is not the package judged; refused."""
-    from floorguard._maps.catalog import executable_for
+    from floorguard._maps.catalog import CATALOG, executable_for
 
     owner = current_packages().owner(launch.ecosystem, launch.package)
-    own = {_canonical(launch.package)}
     if owner is not None:
-        with contextlib.suppress(ValueError, DetectionError):
-            own.add(_canonical(executable_for(owner)))
+        # (its package's name is no command of it: aider-chat's is aider)
+        own = {_canonical(executable_for(owner))}
+    else:
+        # An untracked package's own name, unless that is a tracked agent's command, which
+        # uv would find on PATH when the package has no such command.
+        agents = {_canonical(entry.executable) for entry in CATALOG.values()}
+        own = {_canonical(launch.package)} - agents
     if _canonical(command) not in own:
         raise LaunchRefused(
             f"{launch.launcher}: {command!r} is not {launch.package}'s own command: it is run "
@@ -405,7 +414,7 @@ _CONFIG_PREFIXES: Final = {
     "npm exec": ("npm_config_",),
     "pnpm dlx": ("npm_config_", "pnpm_config_", "corepack_"),
     "yarn dlx": ("yarn_", "corepack_"),
-    "bunx": ("bun_config_", "npm_config_"),
+    "bunx": ("bun_", "npm_config_"),  # (BUN_OPTIONS is bun's own command line)
     "uvx": ("uv_",),
     "pipx run": ("pipx_",),
 }
@@ -516,10 +525,24 @@ def configuration_doubts(launcher: str, environ: Mapping[str, str], cwd: str) ->
             rc = os.path.join(config_home, "pnpm", "rc")
             doubts += _npmrc_doubts(rc, user=_users(rc, here), home=home)
         doubts += _present(launcher, [os.path.join(d, "pnpm-workspace.yaml") for d in chain])
+        # pnpm 11's own settings file (its cache and store folders among them)
+        doubts += _present(launcher, [os.path.join(c, "pnpm", "config.yaml") for c in config_homes])
     if launcher == "yarn dlx":
+        # yarn 1 has no dlx: ``yarn dlx`` runs the package.json script of that name, and
+        # reads .yarnrc (``yarn-path`` runs another yarn).
         doubts += _present(
-            launcher, [os.path.join(d, ".yarnrc.yml") for d in (*chain, home)]
-        )  # fmt: skip
+            launcher,
+            [os.path.join(d, name) for d in (*chain, home) for name in (".yarnrc.yml", ".yarnrc")],
+        )
+        doubts += _yarn_script_doubts(chain)
+    if launcher in (*_NPM_FAMILY, "yarn dlx", "uvx"):
+        # A launcher's cache and installs are what it runs when they hold the version
+        # pinned: in the working directory, the workspace fills them.
+        for name in ("XDG_CACHE_HOME", "XDG_DATA_HOME"):
+            value = environ.get(name)
+            if value and _within(os.path.join(here, value), here):
+                doubts.append(f"{name}={value} puts {launcher}'s cache or installs in the "
+                              "working directory, where the workspace can fill them")  # fmt: skip
     if launcher == "bunx":
         doubts += _present(
             launcher,
@@ -546,6 +569,32 @@ def configuration_doubts(launcher: str, environ: Mapping[str, str], cwd: str) ->
         ):
             doubts += _pip_conf_doubts(path, user=_users(path, here))
     return doubts
+
+
+def _within(path: str, folder: str) -> bool:
+    path, folder = os.path.normpath(path), os.path.normpath(folder)
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def _yarn_script_doubts(chain: Sequence[str]) -> list[str]:
+    """yarn 1 reads ``yarn dlx`` as ``yarn run dlx``: a ``dlx`` script in the nearest
+    package.json is what it runs."""
+    import json
+
+    for folder in chain:
+        manifest = os.path.join(folder, "package.json")
+        if not os.path.lexists(manifest):
+            continue
+        try:
+            with open(manifest, "rb") as file:
+                data = json.loads(file.read(1 << 20))
+        except (OSError, ValueError, RecursionError):
+            return [f"yarn dlx: {manifest} cannot be read (yarn 1 runs its dlx script)"]
+        scripts = data.get("scripts") if isinstance(data, dict) else None
+        if isinstance(scripts, dict) and "dlx" in scripts:
+            return [f"yarn dlx: {manifest} has a dlx script, which yarn 1 runs instead"]
+        return []
+    return []
 
 
 def _config_homes(value: str, home: str, here: str) -> list[str]:
@@ -773,7 +822,7 @@ def _npx_local(launch: Launch, cwd: str) -> Judged | None:
 
 # The launchers that run a package's bin the way npm does: through ``sh -c`` (``sh`` found
 # on PATH), on a PATH with every ``node_modules/.bin`` from the working directory up first.
-_NPM_RUNNERS: Final = frozenset({"npx", "npm exec"})
+_NPM_RUNNERS: Final = frozenset({"npx", "npm exec", "pnpm dlx", "bunx", "yarn dlx"})
 
 
 def npm_path_doubts(launcher: str, environ: Mapping[str, str], cwd: str) -> list[str]:
@@ -786,13 +835,23 @@ def npm_path_doubts(launcher: str, environ: Mapping[str, str], cwd: str) -> list
     here = Path(os.path.abspath(cwd))
     bins = [str(folder / "node_modules" / ".bin") for folder in (here, *here.parents)]
     child = [e for e in environ.get("PATH", "").split(os.pathsep) if os.path.isabs(e)]
+    from floorguard._identify.examine import _is_native
+
     doubts = []
     for name, expected in (("sh", _first("sh", ["/bin"])), ("node", _first("node", child))):
         found = _first(name, [*bins, *child])
-        if found is not None and (expected is None or _real(found) != _real(expected)):
+        if found is None:
+            continue
+        if expected is None or _real(found) != _real(expected):
             doubts.append(
                 f"{launcher} runs the bin with the {name} first on the PATH it gives it, "
                 f"{found}, not {expected or 'one found here'}"
+            )
+        elif not _is_native(found):
+            # (a launcher that is itself a native program had its node judged nowhere)
+            doubts.append(
+                f"{launcher} runs the bin with the {name} first on the PATH it gives it, "
+                f"{found}, which is not a native program"
             )
     return doubts
 
