@@ -81,15 +81,9 @@ def test_the_user_site_switch_is_read_as_cpython_reads_it(
         assert "usercustomize" not in outcome.reason, outcome
 
 
-def test_the_base_installation_is_the_one_pyvenv_cfg_home_names(world: World) -> None:
-    # A virtual environment made by a python reached through a prefix of links: CPython
-    # takes the base installation from pyvenv.cfg's home (that prefix, with its own
-    # site-packages), not from the interpreter's real file. A sitecustomize there runs.
-    import subprocess
-
-    from probes import pip_install
-
-    old = world.old_aider()
+def _linked_prefix(world: World, code: str) -> Path:
+    """A prefix of links to this Python's files, with a site-packages of its own whose
+    sitecustomize runs ``code``. Returns the prefix."""
     real = Path(os.path.realpath(sys.executable))
     version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
     stdlib = real.parent.parent / "lib" / version
@@ -100,14 +94,49 @@ def test_the_base_installation_is_the_one_pyvenv_cfg_home_names(world: World) ->
     for entry in stdlib.iterdir():
         if entry.name != "site-packages":
             (linked / "lib" / version / entry.name).symlink_to(entry)
-    site = linked / "lib" / version / "site-packages"
-    (site / "sitecustomize.py").write_text(old_aider_code(old.site), encoding="utf-8")
+    (linked / "lib" / version / "site-packages" / "sitecustomize.py").write_text(
+        code, encoding="utf-8"
+    )
+    return linked
+
+
+def test_the_base_installation_is_the_one_pyvenv_cfg_home_names(world: World) -> None:
+    # A virtual environment made by a python reached through a prefix of links: CPython
+    # takes the base installation from pyvenv.cfg's home (that prefix, with its own
+    # site-packages), not from the interpreter's real file. A sitecustomize there runs.
+    import subprocess
+
+    from probes import pip_install
+
+    old = world.old_aider()
+    linked = _linked_prefix(world, old_aider_code(old.site))
+    python = linked / "bin" / Path(os.path.realpath(sys.executable)).name
     env = world.root / "env"
-    subprocess.run([str(linked / "bin" / real.name), "-m", "venv", "--without-pip",
-                    "--system-site-packages", str(env)], check=True, timeout=120)  # fmt: skip
+    subprocess.run([str(python), "-m", "venv", "--without-pip", "--system-site-packages",
+                    str(env)], check=True, timeout=120)  # fmt: skip
     marker = world.root / "env-ran"
     pip_install(env, dist="aider-chat", module="aider", version="0.70.0", marker=marker)
     outcome = world.spawn("aider", ["task"], policy=DEFAULT, env=world.env(env / "bin"))
+    world.assert_refused(outcome, old.marker, "sitecustomize")
+
+
+@pytest.mark.parametrize("where", ["two home lines", "the folder above first"])
+def test_the_home_is_the_one_getpath_reads(world: World, where: str) -> None:
+    # getpath takes the first home line, from the pyvenv.cfg above bin/ before bin/'s own
+    # (site reads bin/'s first for its other keys): that home's site-packages is the one
+    # whose sitecustomize runs.
+    old, new = world.old_aider(), world.new_aider()
+    linked = _linked_prefix(world, old_aider_code(old.site))
+    real = Path(os.path.realpath(sys.executable)).parent
+    if where == "two home lines":
+        _configure(new.prefix, f"home = {linked / 'bin'}\nhome = {{home}}\n"
+                               "include-system-site-packages = true\n")  # fmt: skip
+    else:
+        (new.prefix / "pyvenv.cfg").write_text(f"home = {linked / 'bin'}\n", encoding="utf-8")
+        (new.prefix / "bin" / "pyvenv.cfg").write_text(
+            f"home = {real}\ninclude-system-site-packages = true\n", encoding="utf-8"
+        )
+    outcome = world.spawn("aider", ["task"], policy=DEFAULT, env=world.env(new.prefix / "bin"))
     world.assert_refused(outcome, old.marker, "sitecustomize")
 
 

@@ -154,7 +154,7 @@ def _python_path(
         _identity(consulted)  # noted: a change to any of them is another answer
     startup = [*at_startup, *scan.directories]
     doubts = [*path_doubts, *scan.doubts]
-    home = _pyvenv_cfg(interpreter).get("home")
+    home = _getpath_home(interpreter)
     if home:
         from floorguard._identify.process_paths import reaches_the_process
 
@@ -312,13 +312,34 @@ def _pyvenv_cfg(interpreter: str) -> dict[str, str]:
     return {}
 
 
+def _getpath_home(interpreter: str) -> str | None:
+    """The ``home`` CPython's getpath takes from a ``pyvenv.cfg``, which it looks for in
+    another order than ``site`` does (the folder above the interpreter's first, then the
+    interpreter's own) and reads to its first ``home`` line."""
+    here = os.path.dirname(interpreter)
+    for folder in (os.path.dirname(here), here):
+        config = os.path.join(folder, "pyvenv.cfg")
+        if _identity(config) is None or not os.path.isfile(config):
+            continue
+        try:
+            text = (_read_path(config, MAX_MANIFEST_BYTES) or b"").decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        for line in _TEXT_LINES.split(text):
+            key, sep, value = line.partition("=")
+            if sep and key.strip().lower() == "home":
+                return value.strip()
+        return None
+    return None
+
+
 def _base_prefix(interpreter: str, version: str | None) -> str:
     """The installation whose site-packages ``site`` takes as the system's: for a virtual
     environment, as CPython's getpath finds it from ``pyvenv.cfg``'s ``home`` (that folder
     or the nearest above it holding ``lib/pythonX.Y/os.py``, by its letters: a prefix
     reached through a link keeps its own site-packages); else two folders above the
     interpreter's real file."""
-    home = _pyvenv_cfg(interpreter).get("home")
+    home = _getpath_home(interpreter)
     if home and version and os.path.isabs(home):
         folder = os.path.normpath(home)
         while True:
