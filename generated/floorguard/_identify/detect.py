@@ -43,7 +43,7 @@ from floorguard._maps.catalog import (
     parse_version_output,
 )
 from floorguard._maps.catalog import validate_version as _validate_version
-from floorguard._maps.packages import PackageIndex
+from floorguard._maps.packages import PackageIndex, pypi_normal_form
 from floorguard.errors import DetectionError
 
 # ``launcher-spec``: the exact version a package launcher's spec pins (``launchers``).
@@ -286,11 +286,6 @@ def _npm_metadata(
 _SHEBANG_PYTHON = re.compile(rb"#!(?P<interp>/\S+/python(?:\d+(?:\.\d+)?)?)[ \t]*\r?\n")
 
 
-def _canonical_dist(name: str) -> str:
-    # PEP 503 normalization; dist-info directory names use "_" (PEP 427) for the same runs.
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def _metadata_headers(data: bytes) -> dict[str, list[str]]:
     headers: dict[str, list[str]] = {}
     for line in data.decode("utf-8", errors="replace").splitlines():
@@ -350,14 +345,14 @@ def _pip_metadata(
     if Path(os.path.realpath(interp.parent)) != bin_dir:
         return None
     prefix = bin_dir.parent
-    wanted = {_canonical_dist(d) for d in entry.pip_distributions}
+    wanted = {pypi_normal_form(d) for d in entry.pip_distributions}
     candidates: list[Path] = []
     for lib in ("lib", "lib64"):
         for site in sorted((prefix / lib).glob("python3*/site-packages")):
             for info in sorted(site.glob("*-info")):
                 # (an egg-info of the same distribution claims the same files: two)
                 dist_part = metadata_dist(info.name)
-                if dist_part is not None and _canonical_dist(dist_part) in wanted:
+                if dist_part is not None and pypi_normal_form(dist_part) in wanted:
                     candidates.append(info)
     # lib64 is often a symlink to lib: the same dist-info seen twice is one candidate.
     unique = list(dict.fromkeys(Path(os.path.realpath(c)) for c in candidates))
@@ -374,7 +369,7 @@ def _pip_metadata(
     headers = _metadata_headers(metadata)
     names = headers.get("name", [])
     versions = headers.get("version", [])
-    if len(names) != 1 or _canonical_dist(names[0]) not in wanted or len(versions) != 1:
+    if len(names) != 1 or pypi_normal_form(names[0]) not in wanted or len(versions) != 1:
         return None
     if not _record_hash_matches(record, info.parent, target):
         return None

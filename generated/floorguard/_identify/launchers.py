@@ -365,22 +365,18 @@ def _own_command(launch: Launch, command: str) -> Launch:
     owner = current_packages().owner(launch.ecosystem, launch.package)
     if owner is not None:
         # (its package's name is no command of it: aider-chat's is aider)
-        own = {_canonical(executable_for(owner))}
+        own = {_packages.pypi_normal_form(executable_for(owner))}
     else:
         # An untracked package's own name, unless that is a tracked agent's command, which
         # uv would find on PATH when the package has no such command.
-        agents = {_canonical(entry.executable) for entry in CATALOG.values()}
-        own = {_canonical(launch.package)} - agents
-    if _canonical(command) not in own:
+        agents = {_packages.pypi_normal_form(entry.executable) for entry in CATALOG.values()}
+        own = {_packages.pypi_normal_form(launch.package)} - agents
+    if _packages.pypi_normal_form(command) not in own:
         raise LaunchRefused(
             f"{launch.launcher}: {command!r} is not {launch.package}'s own command: it is run "
             "from the package's environment or from PATH, and is not what is judged"
         )
     return launch
-
-
-def _canonical(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def _pipx_launch(args: list[str], cwd: str) -> Launch:
@@ -842,7 +838,7 @@ def npm_path_doubts(launcher: str, environ: Mapping[str, str], cwd: str) -> list
         found = _first(name, [*bins, *child])
         if found is None:
             continue
-        if expected is None or _real(found) != _real(expected):
+        if expected is None or os.path.realpath(found) != os.path.realpath(expected):
             doubts.append(
                 f"{launcher} runs the bin with the {name} first on the PATH it gives it, "
                 f"{found}, not {expected or 'one found here'}"
@@ -857,15 +853,9 @@ def npm_path_doubts(launcher: str, environ: Mapping[str, str], cwd: str) -> list
 
 
 def _first(name: str, folders: Sequence[str]) -> str | None:
-    for folder in folders:
-        candidate = os.path.join(folder, name)
-        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-            return candidate
-    return None
+    import shutil
 
-
-def _real(path: str) -> str:
-    return os.path.realpath(path)
+    return shutil.which(name, path=os.pathsep.join(folders)) if folders else None
 
 
 def _local_bin_doubt(launch: Launch, owner: str | None, cwd: str) -> str | None:

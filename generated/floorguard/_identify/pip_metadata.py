@@ -5,7 +5,6 @@ the site-packages folders of an installation prefix."""
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,11 +20,8 @@ from floorguard._identify.consulted import (
 )
 from floorguard._identify.identification import Identification, current_packages
 from floorguard._maps.catalog import ADAPTER_OF_PIP_MODULE
+from floorguard._maps.packages import pypi_normal_form
 from floorguard.errors import DetectionError
-
-
-def _canonical_dist(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def metadata_dist(name: str) -> str | None:
@@ -62,7 +58,7 @@ def _catalogued_dist_infos(site: str) -> list[tuple[str, str]]:
         for name in names:
             dist = metadata_dist(name)
             if dist is not None:
-                adapter = index.pypi.get(_canonical_dist(dist))
+                adapter = index.pypi.get(pypi_normal_form(dist))
                 if adapter is not None:
                     found.append((os.path.join(site, name), adapter))
         return found
@@ -113,7 +109,7 @@ def _record(info: str) -> _Record:
             tops |= set(top_level.decode("utf-8", errors="replace").split())
         if egg and not tops:
             adapter = current_packages().pypi.get(
-                _canonical_dist(metadata_dist(os.path.basename(info)) or "")
+                pypi_normal_form(metadata_dist(os.path.basename(info)) or "")
             )
             tops = {module for module, owner in ADAPTER_OF_PIP_MODULE.items() if owner == adapter}
         modules = {t.split(".", 1)[0] for t in tops}
