@@ -135,15 +135,22 @@ def test_a_package_main_through_the_process_is_refused(world: World) -> None:
     world.assert_refused(outcome, old.marker, "main")
 
 
-def test_a_pyvenv_cfg_home_through_the_process_is_refused(world: World) -> None:
-    # CPython's getpath reads home in the child: its base installation would be the
-    # workspace's, whatever the gate finds in the host's working directory.
+@pytest.mark.parametrize("flags", [None, ["-S", "-P", "-m"]], ids=["console-script", "dash-S"])
+def test_a_pyvenv_cfg_home_through_the_process_is_refused(
+    world: World, flags: list[str] | None
+) -> None:
+    # CPython's getpath reads home in the child (with -S too: it finds the standard library
+    # there): its base installation would be the workspace's.
     new = world.new_aider()
     workspace = _workspace(world)
     (new.prefix / "pyvenv.cfg").write_text(
         "home = /proc/self/cwd/pyhome/bin\ninclude-system-site-packages = true\n",
         encoding="utf-8",
     )
-    outcome = world.spawn("aider", ["task"], policy=DEFAULT, env=world.env(new.prefix / "bin"),
-                          cwd=workspace)  # fmt: skip
+    if flags is None:
+        outcome = world.spawn("aider", ["task"], policy=DEFAULT,
+                              env=world.env(new.prefix / "bin"), cwd=workspace)  # fmt: skip
+    else:
+        outcome = world.spawn("python", [*flags, "aider", "task"], policy=DEFAULT,
+                              binary=new.python, env=world.env(), cwd=workspace)  # fmt: skip
     world.assert_refused(outcome, new.marker, "pyvenv.cfg home")

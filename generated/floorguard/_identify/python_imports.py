@@ -116,6 +116,14 @@ def _python_path(
             for name in sorted(listing(folder))
             if name.endswith("._pth")
         ]
+    # getpath finds the standard library from pyvenv.cfg's home, with -S too.
+    home = _getpath_home(interpreter)
+    if home:
+        from floorguard._identify.process_paths import reaches_the_process
+
+        if reaches_the_process(home, cwd):
+            # It reads it in the child, where /proc/self is the child's own.
+            path_doubts.append(f"the pyvenv.cfg home {home!r} leads into /proc")
     if "S" in flags:
         return PythonPath(tuple(before), (), tuple(path_doubts))
     version = python_version(interpreter)
@@ -131,7 +139,7 @@ def _python_path(
         # working directory.
         base = os.path.normpath(os.path.join(cwd, base)) if base else ""
         user = _prefix_sites(base, version) if base else []
-    prefix = _base_prefix(interpreter, version)
+    prefix = _base_prefix(interpreter, home, version)
     system = _prefix_sites(prefix, version)
     if venv is None:
         sites = [*user, *system]
@@ -154,13 +162,6 @@ def _python_path(
         _identity(consulted)  # noted: a change to any of them is another answer
     startup = [*at_startup, *scan.directories]
     doubts = [*path_doubts, *scan.doubts]
-    home = _getpath_home(interpreter)
-    if home:
-        from floorguard._identify.process_paths import reaches_the_process
-
-        if reaches_the_process(home, cwd):
-            # CPython's getpath reads it in the child, where /proc/self is the child's own.
-            doubts.append(f"the pyvenv.cfg home {home!r} leads into /proc")
     doubts += python_site.customize_doubts(lambda m: _module_folder(m, startup), user_enabled)
     doubts += [
         f"sys.path entry {entry} is a file, or a path inside one (an archive whose modules "
@@ -333,13 +334,12 @@ def _getpath_home(interpreter: str) -> str | None:
     return None
 
 
-def _base_prefix(interpreter: str, version: str | None) -> str:
+def _base_prefix(interpreter: str, home: str | None, version: str | None) -> str:
     """The installation whose site-packages ``site`` takes as the system's: for a virtual
     environment, as CPython's getpath finds it from ``pyvenv.cfg``'s ``home`` (that folder
     or the nearest above it holding ``lib/pythonX.Y/os.py``, by its letters: a prefix
     reached through a link keeps its own site-packages); else two folders above the
     interpreter's real file."""
-    home = _getpath_home(interpreter)
     if home and version and os.path.isabs(home):
         folder = os.path.normpath(home)
         while True:
