@@ -215,6 +215,19 @@ def _local_install(root: Path, version: str, *, package: str = "mcp-remote") -> 
     os.symlink(f"../{package}/cli.js", root / "node_modules" / ".bin" / "mcp-remote")
 
 
+@pytest.mark.parametrize(("local", "verdict"), [("0.1.16", PERMIT), ("0.1.15", REFUSE)])
+def test_a_pinned_npx_passes_a_local_bin_only_when_it_is_the_version_pinned(
+    bins: Path, project: Path, local: str, verdict: str
+) -> None:
+    """npm runs the nearest node_modules/.bin of the bin's name: the very version pinned
+    there is what was judged; another is not."""
+    _local_install(project, local)
+    judged = judge(bins / "npx", ["-y", "mcp-remote@0.1.16", "https://example.com/sse"], project)
+    assert judged.verdict == verdict, judged
+    if verdict == REFUSE:
+        assert "node_modules/.bin/mcp-remote comes first" in judged.reason, judged.reason
+
+
 def test_bare_npx_runs_the_local_install_it_prefers_and_is_judged_by_its_version(
     bins: Path, project: Path
 ) -> None:
