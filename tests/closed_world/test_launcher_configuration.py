@@ -15,6 +15,7 @@ In process and cheap, with the same judge and launcher stand-ins as
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -389,3 +390,13 @@ def test_uvx_from_runs_only_a_command_it_can_name(
 ) -> None:
     judged = run(bins / "uvx", argv, project)
     assert judged.verdict == REFUSE and "own command" in judged.reason, judged
+
+
+def test_a_fifo_package_json_read_for_yarn_is_refused_without_blocking(
+    bins: Path, project: Path
+) -> None:
+    # The nearest package.json is read for yarn 1's dlx script: a FIFO there must not hang
+    # the gate (nothing writes to it), and what cannot be read refuses.
+    os.mkfifo(project / "package.json")
+    judged = run(bins / "yarn", PINNED["yarn"], project)
+    assert judged.verdict == REFUSE and "package.json" in judged.reason, judged

@@ -611,3 +611,38 @@ def test_a_console_script_of_a_map_only_pypi_server_is_judged_by_what_it_imports
     assert (python.verdict, python.version, python.identified_by) == (
         verdict, version, "python -m",
     ), python  # fmt: skip
+
+
+def _bin_map_install(root: Path, version: str, command: str, *, link: bool) -> None:
+    """mcp-remote ``version`` installed in ``root``, its bin map naming ``command``."""
+    folder = root / "node_modules" / "mcp-remote"
+    folder.mkdir(parents=True)
+    manifest = {"name": "mcp-remote", "version": version, "bin": {command: "cli.js"}}
+    (folder / "package.json").write_text(json.dumps(manifest), encoding="utf-8")
+    write_executable(folder / "cli.js", "#!/usr/bin/env node\n")
+    if link:
+        (root / "node_modules" / ".bin").mkdir(exist_ok=True)
+        os.symlink("../mcp-remote/cli.js", root / "node_modules" / ".bin" / command)
+
+
+@pytest.mark.parametrize("link", [True, False], ids=["other-bin-name", "no-bin-link"])
+def test_a_pinned_npx_runs_the_command_its_local_install_names(
+    bins: Path, project: Path, link: bool
+) -> None:
+    """npm runs the command the local install's bin map names; its .bin link, when there
+    is one, goes to another copy (here an older one); with none, npm's shell finds the name
+    on PATH. Neither is the package judged."""
+    _bin_map_install(project, "0.1.16", "zz", link=False)
+    if link:
+        _local_install(project / "vendored", "0.1.15")
+        (project / "node_modules" / ".bin").mkdir()
+        os.symlink(project / "vendored" / "node_modules" / "mcp-remote" / "cli.js",
+                   project / "node_modules" / ".bin" / "zz")  # fmt: skip
+    judged = judge(bins / "npx", ["-y", "mcp-remote@0.1.16"], project)
+    assert judged.verdict == REFUSE, judged
+    assert "'zz'" in judged.reason, judged.reason
+
+
+def test_npm_reads_a_path_variable_in_any_case(bins: Path, project: Path) -> None:
+    judged = judge(bins / "npx", ["-y", "mcp-remote@0.1.16"], project, Path=str(project))
+    assert judged.verdict == REFUSE and "Path" in judged.reason, judged

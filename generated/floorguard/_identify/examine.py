@@ -168,7 +168,7 @@ def _interpreted_launcher(
 def _npm_own_file(path: str) -> bool:
     """Whether ``path`` lies in npm's own package (the nearest package.json above it names
     ``npm``) and is not npx's entry (npx-cli.js, told by its name)."""
-    import json
+    from floorguard._identify.launchers import read_manifest
 
     if os.path.basename(path) == "npx-cli.js":
         return False
@@ -177,9 +177,8 @@ def _npm_own_file(path: str) -> bool:
         manifest = os.path.join(folder, "package.json")
         if os.path.isfile(manifest):
             try:
-                with open(manifest, "rb") as file:
-                    data = json.loads(file.read(1 << 20))
-            except (OSError, ValueError, RecursionError):
+                data = read_manifest(manifest)
+            except ValueError:
                 return False
             return isinstance(data, dict) and data.get("name") == "npm"
         parent = os.path.dirname(folder)
@@ -680,12 +679,15 @@ def _node_main(script: str, here: str) -> Target | None:
     entries = []
     manifest = where / "package.json"
     if manifest.is_file():
-        import json
+        from floorguard._identify.launchers import read_manifest
 
         try:
-            main = json.loads(manifest.read_bytes()).get("main")
-        except (ValueError, AttributeError, OSError):
-            raise DetectionError(f"{manifest} is not a JSON object") from None
+            fields = read_manifest(manifest)
+        except ValueError:
+            fields = None
+        if not isinstance(fields, dict):
+            raise DetectionError(f"{manifest} is not a JSON object")
+        main = fields.get("main")
         if isinstance(main, str) and main:
             from floorguard._identify.process_paths import reaches_the_process
 

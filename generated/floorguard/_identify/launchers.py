@@ -572,19 +572,36 @@ def _within(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
+def read_manifest(path: str | os.PathLike[str]) -> object:
+    """The JSON value of the regular file ``path`` (a package.json). Raises ValueError when
+    it cannot be read so: not a regular file (a FIFO is refused, never waited on), over
+    1 MiB, or not JSON."""
+    import json
+
+    from floorguard._base.files import read_regular
+    from floorguard._identify.consulted import MAX_MANIFEST_BYTES
+    from floorguard.errors import UnreadableFileError
+
+    try:
+        data = read_regular(path, max_bytes=MAX_MANIFEST_BYTES, what="package.json")
+    except UnreadableFileError as exc:
+        raise ValueError(str(exc)) from None
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError(f"{path} nests too deep") from None
+
+
 def _yarn_script_doubts(chain: Sequence[str]) -> list[str]:
     """yarn 1 reads ``yarn dlx`` as ``yarn run dlx``: a ``dlx`` script in the nearest
     package.json is what it runs."""
-    import json
-
     for folder in chain:
         manifest = os.path.join(folder, "package.json")
         if not os.path.lexists(manifest):
             continue
         try:
-            with open(manifest, "rb") as file:
-                data = json.loads(file.read(1 << 20))
-        except (OSError, ValueError, RecursionError):
+            data = read_manifest(manifest)
+        except ValueError:
             return [f"yarn dlx: {manifest} cannot be read (yarn 1 runs its dlx script)"]
         scripts = data.get("scripts") if isinstance(data, dict) else None
         if isinstance(scripts, dict) and "dlx" in scripts:
@@ -829,6 +846,10 @@ def npm_path_doubts(launcher: str, environ: Mapping[str, str], cwd: str) -> list
     if launcher not in _NPM_RUNNERS:
         return []
     here = Path(os.path.abspath(cwd))
+    other = sorted(n for n in environ if n.lower() == "path" and n != "PATH")
+    if other:
+        # npm builds the bin's PATH from every variable named so, in any case.
+        return [f"{launcher} takes {other[0]} as its PATH too (npm reads the name in any case)"]
     bins = [str(folder / "node_modules" / ".bin") for folder in (here, *here.parents)]
     child = [e for e in environ.get("PATH", "").split(os.pathsep) if os.path.isabs(e)]
     from floorguard._identify.examine import _is_native
@@ -873,7 +894,21 @@ def _local_bin_doubt(launch: Launch, owner: str | None, cwd: str) -> str | None:
         with contextlib.suppress(ValueError, DetectionError):
             names.add(executable_for(owner))
     here = Path(os.path.abspath(cwd))
+    # A local install npm takes for the spec: the command it runs is the one its own
+    # package.json's bin names, whatever that is, and with no .bin link to it npm's
+    # ``sh -c`` finds that name further along PATH.
+    local = _local_bin_names(launch.package, here)
+    if isinstance(local, str):
+        return f"{launch.launcher} {launch.spec}: {local}"
+    names |= local
     for name in sorted(names):
+        if name in local and not any(
+            os.path.lexists(f / "node_modules" / ".bin" / name) for f in (here, *here.parents)
+        ):
+            return (
+                f"{launch.launcher} {launch.spec} runs the local install's bin {name!r}, which "
+                "no node_modules/.bin holds: its shell finds that name on PATH"
+            )
         for folder in (here, *here.parents):
             candidate = folder / "node_modules" / ".bin" / name
             if not os.path.lexists(candidate):
@@ -900,6 +935,28 @@ def _local_bin_doubt(launch: Launch, owner: str | None, cwd: str) -> str | None:
     return None
 
 
+def _local_bin_names(package: str, here: Path) -> set[str] | str:
+    """The bin names of the nearest ``node_modules/PACKAGE`` in ``here`` or above (none:
+    no local install), as its package.json states them; the reason when it cannot be read
+    so."""
+    for folder in (here, *here.parents):
+        installed = folder / "node_modules" / package
+        if not os.path.lexists(installed):
+            continue
+        manifest = installed / "package.json"
+        try:
+            data = read_manifest(manifest)
+        except ValueError as exc:
+            return f"the local install {installed} has no readable package.json ({exc})"
+        bins = data.get("bin") if isinstance(data, dict) else None
+        if isinstance(bins, str):
+            return {package.rsplit("/", maxsplit=1)[-1]}
+        if isinstance(bins, dict) and all(isinstance(k, str) for k in bins):
+            return set(bins)
+        return f"the local install {installed} states no bin npm could run by name"
+    return set()
+
+
 def _not_run_by_node(head: bytes) -> str | None:
     """Why a bin file starting with ``head`` is not judged by its package's metadata (None:
     a native program, or a script node runs with no options). A ``#!`` line naming anything
@@ -924,15 +981,13 @@ def _workspace_root_above(folder: Path) -> Path | None:
     """The ``package.json`` of a folder above ``folder`` that declares ``workspaces`` (or
     cannot be read): npm takes such a root as its local prefix for a spawn in one of its
     packages, and looks for a bin from there. None when there is none."""
-    import json
-
     for above in folder.parents:
         manifest = above / "package.json"
         if not os.path.lexists(manifest):
             continue
         try:
-            data = json.loads(manifest.read_bytes())
-        except (OSError, ValueError, RecursionError):
+            data = read_manifest(manifest)
+        except ValueError:
             return manifest
         if not isinstance(data, dict) or "workspaces" in data:
             return manifest
@@ -943,14 +998,12 @@ def _project_bin(here: Path, command: str) -> Path | None:
     """The ``package.json`` of npm's local project (the nearest folder at or above ``here``
     holding one or a ``node_modules``) when its ``bin`` names ``command``: npx runs the
     project's own bin first. A manifest that cannot be read counts as naming it."""
-    import json
-
     for folder in (here, *here.parents):
         manifest = folder / "package.json"
         if manifest.exists():
             try:
-                data = json.loads(manifest.read_bytes())
-            except (OSError, ValueError, RecursionError):
+                data = read_manifest(manifest)
+            except ValueError:
                 return manifest
             if not isinstance(data, dict):
                 return manifest
