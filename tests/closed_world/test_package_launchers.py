@@ -408,6 +408,24 @@ def test_any_other_file_of_npms_package_run_by_node_is_npms_command_line(
     assert (judged.verdict, judged.adapter, judged.version) == (REFUSE, "mcp-remote", "0.1.15")
 
 
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+@pytest.mark.parametrize("manifest", ["{not json", "[]"], ids=["not-json", "not-an-object"])
+def test_a_script_whose_package_json_cannot_be_read_is_not_taken_for_plain_node(
+    tmp_path: Path, project: Path, manifest: str
+) -> None:
+    """Whether a file node runs is npm's command line is told by the nearest package.json:
+    one that cannot be read says nothing either way, so what node would run is in doubt
+    (node itself stops on such a file before it runs the script)."""
+    npm = tmp_path / "lib" / "node_modules" / "npm"
+    npm.mkdir(parents=True)
+    (npm / "package.json").write_text(manifest)
+    (npm / "index.js").write_text("require('./lib/cli.js')(process)\n")
+    node = Path(shutil.which("node") or "node")
+    judged = judge(node, [str(npm / "index.js"), "exec", "--", "mcp-remote@0.1.15"], project)
+    assert judged.verdict == REFUSE
+    assert "package.json" in judged.reason
+
+
 # ---------------------------------------------------------------------------- map-only
 
 
