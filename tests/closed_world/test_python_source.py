@@ -440,6 +440,42 @@ def test_cookie_after_a_code_line_is_ignored_as_cpython_does(tmp_path: Path) -> 
     assert read_source(program, name="prog.py").imports == ("visible_mod",)
 
 
+# A codec whose decoding of a line can reach into the next: a backslash (unicode_escape)
+# or a tilde (HZ) before the cookie line's newline. CPython's file reader decodes the rest
+# of the file only from that newline on, so the next line runs; decoded whole (as import
+# and runpy decode a module), it is part of the comment.
+LINE_SPLITTING_COOKIES = {
+    "unicode_escape": b"# coding: unicode_escape \\\n",
+    "hz": b"# coding: hz ~\n",
+    "after-a-shebang": b"#!/usr/bin/python3\n# coding: unicode_escape \\\n",
+    "crlf": b"# coding: unicode_escape \\\r\n",
+}
+
+
+@pytest.mark.parametrize("cookie", sorted(LINE_SPLITTING_COOKIES))
+def test_a_cookie_line_that_reads_into_the_next_line_is_refused(
+    tmp_path: Path, cookie: str
+) -> None:
+    program = LINE_SPLITTING_COOKIES[cookie] + b"import hidden_mod\nimport visible_mod\n"
+    assert run_python(tmp_path, program) == {"hidden_mod", "visible_mod"}
+    with pytest.raises(SourceError, match="reads differently"):
+        read_source(program, name="prog.py")
+
+
+def test_a_bare_carriage_return_before_a_cookie_is_refused(tmp_path: Path) -> None:
+    """CPython's file reader ends a line at a bare CR, detect_encoding does not: the cookie
+    on the chunk's third CPython line counts for one reading and not for the other."""
+    program = b"#a\r#b\r# coding: hz\nimport visible_mod\n"
+    with pytest.raises(SourceError, match="bare carriage return"):
+        read_source(program, name="prog.py")
+
+
+def test_the_same_codecs_without_a_line_reaching_into_the_next_are_read(tmp_path: Path) -> None:
+    program = b"# coding: unicode_escape\nx = '\\x41'\nimport hidden_mod\n"
+    assert run_python(tmp_path, program) == {"hidden_mod"}
+    assert read_source(program, name="prog.py").imports == ("hidden_mod",)
+
+
 def test_code_string_ignores_a_coding_cookie_as_python_c_does(tmp_path: Path) -> None:
     code = utf7_hidden("import hidden_mod").decode() + "import visible_mod\n"
     run_python(tmp_path, b"")

@@ -24,8 +24,11 @@ from __future__ import annotations
 
 import ast
 import io
+import itertools
+import re
 import sys
 import tokenize
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
@@ -197,16 +200,62 @@ def read_source(data: bytes, *, name: str) -> PythonSource:
     if _ZIP_END in data[-_ZIP_TAIL:]:
         raise SourceError(f"{name}: is also a zip archive; python runs the __main__ inside it")
     try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-        text = data.decode(encoding)
+        encoding, lines_read = tokenize.detect_encoding(io.BytesIO(data).readline)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # (unicode_escape warns of unknown escapes)
+            text = data.decode(encoding)
     except (SyntaxError, LookupError, ValueError) as exc:
         raise SourceError(f"{name}: its encoding cannot be read: {exc}") from None
     # The interpreter's own reader decides (bytes in, so BOM and cookie apply); the second
     # reading guards against the two ever disagreeing about what the text is.
     tree = _parse(data, name)
-    if _dump(tree, name) != _dump(_parse(text, name), name):
+    dumped = _dump(tree, name)
+    if dumped != _dump(_parse(text, name), name):
         raise SourceError(f"{name}: reads differently as {encoding} than the interpreter reads it")
+    # ``python FILE`` reads the file otherwise than import and runpy do: the lines up to the
+    # cookie raw, the rest decoded from the cookie line's last byte on. A codec that reads a
+    # line into the next (a backslash under unicode_escape, a tilde under HZ) makes the two
+    # differ: the program must read the same both ways.
+    by_line = _file_reading(data, encoding, lines_read, name)
+    if by_line is not None and dumped != _dump(_parse(by_line, name), name):
+        raise SourceError(
+            f"{name}: reads differently as {encoding} when python runs the file (its coding "
+            "line decoded apart from the lines after it) than when it is imported"
+        )
     return _survey(tree)
+
+
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+
+
+def _file_reading(data: bytes, encoding: str, lines_read: list[bytes], name: str) -> str | None:
+    """The text CPython's file reader makes of ``data`` under a cookie naming ``encoding``
+    (found in ``lines_read``, the lines ``detect_encoding`` read), or None when that is the
+    text decoded whole (UTF-8: no codec state crosses a line). Its lines are split at
+    ``\\n``, ``\\r\\n`` or ``\\r``; those up to the cookie's are comments (only their count
+    matters), and the codec starts at the last byte of the cookie line's end."""
+    if encoding in ("utf-8", "utf-8-sig"):
+        return None
+    cookie_line = len(lines_read)  # (1 or 2: detect_encoding stops at the cookie)
+    ends = [found.end() for _, found in zip(range(cookie_line), _LINE_END.finditer(data))]
+    if ends != list(itertools.accumulate(len(line) for line in lines_read)):
+        if len(ends) < cookie_line and b"".join(lines_read) == data and b"\r" not in data:
+            return None  # the cookie line ends the file: no line follows it
+        # A bare carriage return: CPython's reader ends a line there, detect_encoding (and
+        # the import's decoding) does not, so they may not even agree on the cookie.
+        raise SourceError(
+            f"{name}: a bare carriage return in its first lines leaves its encoding in doubt"
+        )
+    cut = ends[-1] - 1
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # (unicode_escape warns of unknown escapes)
+            rest = data[cut:].decode(encoding)
+    except (UnicodeDecodeError, LookupError, ValueError) as exc:
+        raise SourceError(
+            f"{name}: the lines after its coding line cannot be decoded: {exc}"
+        ) from None
+    return "\n" * (cookie_line - 1) + "#" + rest
 
 
 def read_code_string(code: str, *, name: str = "-c") -> PythonSource:
