@@ -237,7 +237,7 @@ def _file_reading(data: bytes, encoding: str, lines_read: list[bytes], name: str
     if encoding in ("utf-8", "utf-8-sig"):
         return None
     cookie_line = len(lines_read)  # (1 or 2: detect_encoding stops at the cookie)
-    ends = [found.end() for _, found in zip(range(cookie_line), _LINE_END.finditer(data))]
+    ends = [found.end() for found in itertools.islice(_LINE_END.finditer(data), cookie_line)]
     if ends != list(itertools.accumulate(len(line) for line in lines_read)):
         if len(ends) < cookie_line and b"".join(lines_read) == data and b"\r" not in data:
             return None  # the cookie line ends the file: no line follows it
