@@ -390,6 +390,13 @@ def test_pythonbreakpoint_may_only_disable_or_keep_the_default() -> None:
     assert env_doubts({"PYTHONBREAKPOINT": "evil.hook"}) != ()
 
 
+def test_py_sax_parser_is_a_doubt_unless_the_environment_is_ignored() -> None:
+    # xml.sax.make_parser imports each module PY_SAX_PARSER names (not a PYTHON* name, but
+    # read under the same -E).
+    assert env_doubts({"PY_SAX_PARSER": "evil_parser"}) != ()
+    assert env_doubts({"PY_SAX_PARSER": "evil_parser"}, "-E -m aider") == ()
+
+
 def test_platlibdir_other_than_lib_is_a_doubt() -> None:
     assert env_doubts({"PYTHONPLATLIBDIR": "lib64"}) != ()
 

@@ -400,3 +400,41 @@ def test_pythonhome_moves_the_site_packages_the_interpreter_imports_from(
     host.spawn(adapter="aider", binary=str(script), argv=["task"], child_env=child_env)
     last = host.chain_records()[-1]["receipt"]
     assert not bad_marker.exists(), f"aider 0.50.0 ran under: {last}"
+
+
+def test_every_name_the_standard_library_imports_outside_itself_is_a_known_probe() -> None:
+    """Every top-level name this interpreter's standard library imports that is not its
+    own is in STDLIB_PROBES (a module of that name ahead of the site folders is refused),
+    or is refused elsewhere (the start-up customizers) or installed (pip)."""
+    import ast
+    import sysconfig
+
+    from floorguard._identify.python_imports import STDLIB_PROBES
+
+    refused_elsewhere = {"sitecustomize", "usercustomize", "pip", "__main__"}
+    own = {*sys.stdlib_module_names, "test"}  # (the test package is in its folder)
+    root = Path(sysconfig.get_paths()["stdlib"])
+    outside: dict[str, str] = {}
+    for source in root.rglob("*.py"):
+        parts = source.relative_to(root).parts
+        if parts[0] in ("site-packages", "idlelib") or {"test", "tests"} & set(parts):
+            continue  # (test suites import test-only modules)
+        try:
+            tree = ast.parse(source.read_bytes())
+        except (SyntaxError, ValueError):
+            continue  # (lib2to3's test data, Python 2 files)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                top = name.split(".", 1)[0]
+                if top not in own:
+                    outside.setdefault(top, str(source.relative_to(root)))
+    missing = {name: where for name, where in outside.items()
+               if name not in STDLIB_PROBES | refused_elsewhere}  # fmt: skip
+    assert not missing, missing
+    assert "org" in outside  # (the scan sees the probe it is about)

@@ -213,6 +213,33 @@ def test_a_module_named_like_a_standard_library_file_outside_stdlib_module_names
     world.assert_refused(outcome, old.marker, module)
 
 
+@pytest.mark.parametrize("layout", ["org/python/core.py", "org/__init__.py"])
+@pytest.mark.parametrize("where", WHERE)
+def test_a_module_the_standard_library_imports_when_present_is_refused(
+    world: World, where: str, layout: str
+) -> None:
+    # copy and pickle try ``from org.python.core import PyStringMap`` (a probe for Jython):
+    # org is neither in the standard library nor installed, so an org package or namespace
+    # folder ahead of the site folders is code the at-floor aider runs as soon as it
+    # imports copy (dataclasses does).
+    old, new = world.old_aider(), world.new_aider()
+    make_aider_import(new.site, "import copy")
+    workspace = world.root / "ws"
+    folder = workspace / "lib"
+    target = folder / layout
+    target.parent.mkdir(parents=True)
+    target.write_text(old_aider_code(old.site), encoding="utf-8")
+    outcome = spawn_ahead(
+        world,
+        where,
+        new_python=new.python,
+        new_bin=new.prefix / "bin",
+        workspace=workspace,
+        folder=folder,
+    )
+    world.assert_refused(outcome, old.marker, "org")
+
+
 def default_path_python() -> Path | None:
     """The python3 the C library's default search path (/bin:/usr/bin) finds, if any."""
     for folder in ("/bin", "/usr/bin"):

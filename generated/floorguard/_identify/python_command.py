@@ -397,6 +397,8 @@ def python_environment_doubts(
                 )
         else:
             doubts.append(f"{name}: not a known Python variable")
+    if "PY_SAX_PARSER" in environ:
+        doubts.append("PY_SAX_PARSER: xml.sax imports the parser modules it names")
     return tuple(doubts)
 
 

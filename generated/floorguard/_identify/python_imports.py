@@ -205,13 +205,19 @@ def _shadow_doubts(
     later = {name.split(".", 1)[0] for site in sites for name in listing(site)}
     later.update(mapped)
     doubts = []
-    for name in sorted({entry.split(".", 1)[0] for entry in listing(folder)} & (stdlib | later)):
+    held = {entry.split(".", 1)[0] for entry in listing(folder)}
+    for name in sorted(held & (stdlib | later | STDLIB_PROBES)):
         here = find_module(name, [folder], version)
         if here is None:
             continue
         regular = here[1] != "namespace"
         installed = find_module(name, sites, version) if name in later else None
-        if name in stdlib and regular:
+        if name in STDLIB_PROBES and installed is None:
+            doubts.append(
+                f"{folder} holds {name}, which the standard library imports when it is there "
+                "(code run by a program that never names it)"
+            )
+        elif name in stdlib and regular:
             doubts.append(
                 f"{folder} holds {name}, which shadows the standard library's {name} (code "
                 "run instead of it)"
@@ -232,6 +238,18 @@ def _shadow_doubts(
                 "finder is asked only when the path finds nothing)"
             )
     return doubts
+
+
+# Top-level names the standard library imports where it finds them, none of them its own:
+# probes for other platforms and implementations (copy and pickle try org.python.core,
+# platform java, _winreg and vms_lib, logging.handlers the win32 modules) and optional
+# helpers (distutils' docutils, lib2to3's pgen2). A module of such a name ahead of the site
+# folders runs in a program that imports copy. (A test scans this interpreter's standard
+# library for any it lacks.)
+STDLIB_PROBES: Final = frozenset(
+    {"org", "java", "_winreg", "vms_lib", "win32api", "win32con", "win32evtlog",
+     "win32evtlogutil", "docutils", "pgen2"}
+)  # fmt: skip
 
 
 @functools.cache

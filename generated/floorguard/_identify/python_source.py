@@ -29,7 +29,7 @@ import re
 import sys
 import tokenize
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -228,7 +228,7 @@ def read_source(data: bytes, *, name: str) -> PythonSource:
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 
 
-def _file_reading(data: bytes, encoding: str, lines_read: list[bytes], name: str) -> str | None:
+def _file_reading(data: bytes, encoding: str, lines_read: Sequence[bytes], name: str) -> str | None:
     """The text CPython's file reader makes of ``data`` under a cookie naming ``encoding``
     (found in ``lines_read``, the lines ``detect_encoding`` read), or None when that is the
     text decoded whole (UTF-8: no codec state crosses a line). Its lines are split at
