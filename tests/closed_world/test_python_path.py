@@ -409,7 +409,7 @@ def test_every_name_the_standard_library_imports_outside_itself_is_a_known_probe
     import ast
     import sysconfig
 
-    from floorguard._identify.python_imports import STDLIB_PROBES
+    from floorguard._identify.python_site import STDLIB_PROBES
 
     refused_elsewhere = {"sitecustomize", "usercustomize", "pip", "__main__"}
     own = {*sys.stdlib_module_names, "test"}  # (the test package is in its folder)
@@ -438,3 +438,60 @@ def test_every_name_the_standard_library_imports_outside_itself_is_a_known_probe
                if name not in STDLIB_PROBES | refused_elsewhere}  # fmt: skip
     assert not missing, missing
     assert "org" in outside  # (the scan sees the probe it is about)
+
+
+def _user_site_venv(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A venv with the system site (so the user site is on) and a user base: its python,
+    its own site-packages and the user site."""
+    import venv as venv_module
+
+    venv_module.EnvBuilder(with_pip=False, symlinks=True, system_site_packages=True).create(
+        tmp_path / "venv"
+    )
+    own = site_packages(tmp_path / "venv")
+    user = tmp_path / "userbase" / "lib" / own.parent.name / "site-packages"
+    user.mkdir(parents=True)
+    return tmp_path / "venv" / "bin" / "python", own, user
+
+
+INSTALLER_LINES = {
+    "_virtualenv.pth": ("import _virtualenv\n", "_virtualenv.py"),
+    "distutils-precedence.pth": (DISTUTILS_LINE, "_distutils_hack/__init__.py"),
+}
+
+
+@pytest.mark.parametrize("pth", sorted(INSTALLER_LINES))
+def test_an_installer_pth_line_in_the_user_site_is_refused(tmp_path: Path, pth: str) -> None:
+    """The installers' own .pth lines run the module beside them: in an install tree that
+    is the installer's code, but the user site is the user's environment (a PYTHONUSERBASE
+    can put it in the workspace), where that module can be anything."""
+    python, _, user = _user_site_venv(tmp_path)
+    line, module = INSTALLER_LINES[pth]
+    (user / pth).write_text(line)
+    (user / module).parent.mkdir(parents=True, exist_ok=True)
+    (user / module).write_text("open('marker', 'w')\n")
+    doubts = paths(python, tmp_path, PYTHONUSERBASE=str(user.parents[2])).doubts
+    assert [d for d in doubts if str(user) in d] == [
+        f"{user / pth} line 1 runs code at start-up (an import line in the user site, the "
+        "user's environment: set PYTHONNOUSERSITE=1 or remove it)"
+    ]
+
+
+@pytest.mark.parametrize("name", ["sitecustomize", "usercustomize", "org"])
+def test_an_editable_finder_mapping_a_name_imported_unasked_is_refused(
+    tmp_path: Path, name: str
+) -> None:
+    """An editable install's finder serves every name the path does not find: one mapping
+    sitecustomize (imported by site), usercustomize, or a name the standard library probes
+    for (org) runs its folder's code in a program that never names it."""
+    editable = pytest.importorskip("setuptools.command.editable_wheel")
+    python = real_venv(tmp_path / "venv")
+    own = site_packages(tmp_path / "venv")
+    source = tmp_path / "project" / "src"
+    source.mkdir(parents=True)
+    finder = "__editable___tool_1_0_finder"
+    template = editable._finder_template(finder, {name: str(source)}, {})
+    (own / f"{finder}.py").write_text(template)
+    (own / "__editable__.tool-1.0.pth").write_text(f"import {finder}; {finder}.install()\n")
+    doubts = paths(python, tmp_path).doubts
+    assert len(doubts) == 1 and f"maps {name}" in doubts[0], doubts

@@ -538,11 +538,11 @@ def test_real_aider_pipx_style_symlink_below_floor_is_refused(
 def test_real_aider_python_dash_m_with_the_venv_python_is_permitted(
     aider_venv: Path, tmp_path: Path, policy: str
 ) -> None:
-    """``VENV/bin/python -m aider --version``."""
+    """``VENV/bin/python -P -m aider --version`` (-P: the working directory off the path)."""
     world = _world(tmp_path, aider="0.60.0")
     outcome = world.spawn(
         "python",
-        ["-m", "aider", "--version"],
+        ["-P", "-m", "aider", "--version"],
         policy=policy,
         binary=aider_venv / "bin" / "python",
         env=_env(world),
@@ -551,11 +551,11 @@ def test_real_aider_python_dash_m_with_the_venv_python_is_permitted(
 
 
 def test_real_aider_python_dash_m_below_floor_is_refused(aider_venv: Path, tmp_path: Path) -> None:
-    """``VENV/bin/python -m aider`` under a floor above it."""
+    """``VENV/bin/python -P -m aider`` under a floor above it."""
     world = _world(tmp_path, aider="1.0.0")
     outcome = world.spawn(
         "python",
-        ["-m", "aider", "--version"],
+        ["-P", "-m", "aider", "--version"],
         policy="default",
         binary=aider_venv / "bin" / "python",
         env=_env(world),

@@ -29,6 +29,7 @@ from floorguard._identify.pip_metadata import (
     _record,
     _unique,
 )
+from floorguard._identify.python_site import STDLIB_PROBES
 from floorguard._maps.catalog import ADAPTER_OF_PIP_MODULE
 from floorguard.errors import DetectionError
 
@@ -157,7 +158,7 @@ def _python_path(
         if (real := os.path.realpath(site)) not in seen:
             seen.add(real)
             distinct.append(site)
-    scan = python_site.scan_sites(_unique(distinct), at_startup, _module_folder)
+    scan = python_site.scan_sites(_unique(distinct), at_startup, _module_folder, user=user)
     for consulted in (interpreter, *sites, *scan.consulted):
         _identity(consulted)  # noted: a change to any of them is another answer
     startup = [*at_startup, *scan.directories]
@@ -238,18 +239,6 @@ def _shadow_doubts(
                 "finder is asked only when the path finds nothing)"
             )
     return doubts
-
-
-# Top-level names the standard library imports where it finds them, none of them its own:
-# probes for other platforms and implementations (copy and pickle try org.python.core,
-# platform java, _winreg and vms_lib, logging.handlers the win32 modules) and optional
-# helpers (distutils' docutils, lib2to3's pgen2). A module of such a name ahead of the site
-# folders runs in a program that imports copy. (A test scans this interpreter's standard
-# library for any it lacks.)
-STDLIB_PROBES: Final = frozenset(
-    {"org", "java", "_winreg", "vms_lib", "win32api", "win32con", "win32evtlog",
-     "win32evtlogutil", "docutils", "pgen2"}
-)  # fmt: skip
 
 
 @functools.cache

@@ -10,8 +10,10 @@ code the child runs before the CLI, so it is understood here or refused:
 - an import line is understood only in the forms installers write, and only when the module
   it imports is the one beside the ``.pth`` file: setuptools' ``distutils-precedence.pth``,
   virtualenv's and uv's ``_virtualenv.pth``, and setuptools' editable-install finders
-  (whose mapping must name no catalogued package: such a package's version could not be
-  told);
+  (whose mapping must name no catalogued package, whose version could not be told, nor a
+  name imported though no program names it: ``sitecustomize``, a standard-library probe);
+  and only in an install tree: in the user site (wherever HOME or PYTHONUSERBASE puts it)
+  the module beside the line is the user environment's, not an installer's;
 - every other import line, an unreadable ``.pth`` file, and any ``sitecustomize`` or
   ``usercustomize`` module on the search path is a doubt that names the file.
 
@@ -24,7 +26,7 @@ from __future__ import annotations
 import ast
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -62,13 +64,35 @@ class SiteScan:
     mapped: tuple[str, ...] = ()
 
 
+_USER_SITE_IMPORT: Final = (
+    "an import line in the user site, the user's environment: set PYTHONNOUSERSITE=1 or remove it"
+)
+# Top-level names the standard library imports where it finds them, none of them its own:
+# probes for other platforms and implementations (copy and pickle try org.python.core,
+# platform java, _winreg and vms_lib, logging.handlers the win32 modules) and optional
+# helpers (distutils' docutils, lib2to3's pgen2). A module of such a name ahead of the site
+# folders runs in a program that imports copy. (A test scans this interpreter's standard
+# library for any it lacks.)
+STDLIB_PROBES: Final = frozenset(
+    {"org", "java", "_winreg", "vms_lib", "win32api", "win32con", "win32evtlog",
+     "win32evtlogutil", "docutils", "pgen2"}
+)  # fmt: skip
+# Names imported though no program names them: by site at start-up, and by the standard
+# library where it finds them. An editable finder serving one runs its folder's code unasked.
+_IMPORTED_UNASKED: Final = STDLIB_PROBES | {"sitecustomize", "usercustomize"}
+
 # Where a top-level module imports from, given the search path so far (None: not there).
 Finder = Callable[[str, Sequence[str]], "str | None"]
 
 
-def scan_sites(sites: Sequence[str], before: Sequence[str], find: Finder) -> SiteScan:
+def scan_sites(
+    sites: Sequence[str], before: Sequence[str], find: Finder, user: Collection[str] = ()
+) -> SiteScan:
     """Follow ``site``'s processing of ``sites`` (in the order it adds them), after the
-    entries ``before`` them on the search path (the script's folder is not there yet)."""
+    entries ``before`` them on the search path (the script's folder is not there yet).
+    ``user``: the user site's folders, where no import line is understood (the module an
+    installer's line imports is the installer's only in an install tree; the user site is
+    wherever HOME or PYTHONUSERBASE puts it)."""
     directories: list[str] = []
     doubts: list[str] = []
     consulted: list[str] = []
@@ -83,7 +107,7 @@ def scan_sites(sites: Sequence[str], before: Sequence[str], find: Finder) -> Sit
             return find(module, path)
 
         for pth in _pth_files(site):
-            added, problems = _read_pth(site, pth, found, consulted, mapped)
+            added, problems = _read_pth(site, pth, found, consulted, mapped, user_site=site in user)
             directories += [d for d in added if d not in directories]
             so_far += added
             doubts += problems
@@ -114,6 +138,8 @@ def _read_pth(
     found: Callable[[str], str | None],
     consulted: list[str],
     mapped: list[str],
+    *,
+    user_site: bool = False,
 ) -> tuple[list[str], list[str]]:
     path = os.path.join(site, name)
     consulted.append(path)
@@ -130,7 +156,11 @@ def _read_pth(
         if line.startswith("#") or not line.strip():
             continue
         if line.startswith(("import ", "import\t")):
-            problem = _import_line_problem(site, line.strip(), found, consulted, mapped)
+            problem = (
+                _USER_SITE_IMPORT
+                if user_site
+                else _import_line_problem(site, line.strip(), found, consulted, mapped)
+            )
             if problem is not None:
                 doubts.append(f"{path} line {number} runs code at start-up ({problem})")
             continue
@@ -199,7 +229,14 @@ def _editable_mapping_problem(finder: str, mapped: list[str]) -> str | None:
                 return f"{finder} has a MAPPING that is not a literal"
             if not isinstance(mapping, dict):
                 return f"{finder} has a MAPPING that is not a dict"
-            mapped += [str(name).split(".")[0] for name in mapping]
+            tops = [str(name).split(".")[0] for name in mapping]
+            mapped += tops
+            unasked = sorted(set(tops) & _IMPORTED_UNASKED)
+            if unasked:
+                return (
+                    f"{finder} maps {', '.join(unasked)}, imported at start-up or by the "
+                    "standard library though no program names it"
+                )
             catalogued = sorted(
                 str(name) for name in mapping if str(name).split(".")[0] in ADAPTER_OF_PIP_MODULE
             )
