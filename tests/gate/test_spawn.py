@@ -116,6 +116,33 @@ def test_spawn_refuses_popen_arguments_that_bypass_the_check(host: Host, argumen
     assert host.python("-c", code).stdout.startswith("TypeError")
 
 
+@pytest.mark.parametrize(
+    ("call", "named"),
+    [
+        ("spawn(b'aider', [])", "adapter"),
+        ("spawn('aider', [], binary=b'/usr/bin/aider')", "binary"),
+        ("spawn('aider', [], env={b'PYTHONINSPECT': b'1', 'PATH': '/usr/bin'})", "env"),
+        ("spawn('aider', [], env={'PATH': '/usr/bin', 'X': pathlib.Path('/x')})", "env"),
+        ("spawn('aider', [], env=[('PATH', '/usr/bin')])", "env"),
+        ("spawn('aider', [], cwd=b'/tmp')", "cwd"),
+    ],
+)
+def test_spawn_refuses_arguments_of_a_type_it_does_not_read(
+    host: Host, call: str, named: str
+) -> None:
+    """Popen takes bytes and path objects where floorguard reads text: a clear TypeError
+    naming the argument, nothing started and nothing recorded (never a traceback from
+    inside the judgement)."""
+    code = (
+        "import pathlib, floorguard\n"
+        f"try:\n    floorguard.{call}\n"
+        "except TypeError as e:\n    print('TypeError', e)\n"
+    )
+    done = host.python("-c", code)
+    assert done.stdout.startswith(f"TypeError {named}"), (done.stdout, done.stderr)
+    assert host.chain_records() == []
+
+
 def test_exec_from_the_shell_returns_the_childs_exit_code(host: Host, tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     bin_dir = tmp_path / "bin"

@@ -54,8 +54,7 @@ def spawn(
     (a file the kernel cannot run, or a missing ``#!`` interpreter: then its ``filename`` is
     the checked binary's path, not the descriptor it was run through).
     """
-    if isinstance(argv, (str, bytes)) or not all(isinstance(a, str) for a in argv):
-        raise TypeError("argv must be a list of strings (never a shell command line)")
+    _check_types(adapter, argv, binary, env, cwd)
     forbidden = _FORBIDDEN_POPEN_ARGUMENTS & set(popen_kwargs)
     if forbidden:
         raise TypeError(f"spawn() does not accept {', '.join(sorted(forbidden))}")
@@ -114,6 +113,32 @@ def spawn(
                 raise  # not about the program (a cwd that is missing, say)
             # Name the file that was checked, not the descriptor it was run through.
             raise OSError(exc.errno, exc.strerror, str(target.path)) from exc
+
+
+def _check_types(adapter: object, argv: object, binary: object, env: object, cwd: object) -> None:
+    """Popen takes bytes and path objects where the judgement reads text: anything but
+    text is a TypeError naming the argument, before anything is judged or recorded."""
+    if not isinstance(adapter, str):
+        raise TypeError(f"adapter must be a string, not {type(adapter).__name__}")
+    if isinstance(argv, (str, bytes)) or not (
+        isinstance(argv, Sequence) and all(isinstance(a, str) for a in argv)
+    ):
+        raise TypeError("argv must be a list of strings (never a shell command line)")
+    for name, value in (("binary", binary), ("cwd", cwd)):
+        if value is not None and not isinstance(_fspath_or_none(value), str):
+            raise TypeError(f"{name} must be a string or a path of one, not {value!r}")
+    if env is not None and not (
+        isinstance(env, Mapping)
+        and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())
+    ):
+        raise TypeError("env must map strings to strings (as os.environ does)")
+
+
+def _fspath_or_none(value: object) -> object:
+    try:
+        return os.fspath(value)  # type: ignore[call-overload]
+    except TypeError:
+        return None
 
 
 def _recheck(name: str, path_env: str | None, target: Target, decision: Decision) -> None:
