@@ -101,3 +101,23 @@ def test_the_published_map_fallback_warning_cannot_forge_a_line(tmp_path: Path) 
     done = floorguard_cli("exec", "true", cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr
     assert _forged(done.stderr, "floorguard") == [], done.stderr
+
+
+def test_a_slice_name_cannot_add_a_line_to_the_verdict_report(tmp_path: Path) -> None:
+    """The text report of verify chain (both command lines) names the slice in a finding:
+    a name holding a newline and ``PROVEN`` stays inside that one line."""
+    name = "audit\nPROVEN\nslice.jsonl"
+    (tmp_path / name).write_text('{"not": "a record"}\n')
+    env = isolated_env(tmp_path / "s")
+    for command in (
+        [sys.executable, "-m", "floorguard"],
+        [sys.executable, "-m", "floorctl"],
+    ):
+        done = subprocess.run(
+            [*command, "verify", "chain", name, "--unauthenticated"],
+            capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120, check=False,
+        )  # fmt: skip
+        assert done.returncode == 1, done.stderr
+        lines = done.stdout.splitlines()
+        assert lines[0] == "NOT PROVEN" and "PROVEN" not in lines[1:], lines
+        assert len(lines) == 2 and "audit\\nPROVEN\\nslice.jsonl" in lines[1], lines

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from floorguard._base import files
+from floorguard._base._text import one_line
 from floorguard._base.files import read_regular
 from floorguard.errors import CanonicalizationError, FloorMapError, VerificationError
 
@@ -148,7 +149,8 @@ class ReceiptResult:
             lines.append(f"  signed by {', '.join(sorted(self.checked.signed_by))}")
         matches = f" (matches {self.floor_map})" if self.floor_map is not None else ""
         lines.append(f"  pins floor map {self.checked.pinned_map_hash}{matches}")
-        return "\n".join(lines) + "\n"
+        # (a file name may hold a newline: escaped, so that none adds a line of its own)
+        return "\n".join(one_line(line) for line in lines) + "\n"
 
 
 def receipt_keys(

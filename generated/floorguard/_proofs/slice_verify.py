@@ -58,6 +58,7 @@ from floorguard._base._canonical import (
     is_digest,
     nests_deeper_than,
 )
+from floorguard._base._text import one_line
 from floorguard._base._time import CHAIN_TS_FORM, CHAIN_TS_PATTERN, is_chain_ts
 from floorguard._chain.chain import (
     COMPACT_SORTED,
@@ -920,7 +921,10 @@ def render_text(report: SliceReport) -> str:
         )
     lines = ["NOT PROVEN"]
     for error in report.integrity_errors:
-        lines.append(f"seq {error.seq}: {error.reason}" if error.seq is not None else error.reason)
+        # (a reason quotes file names: escaped, so that none adds a line of its own)
+        lines.append(
+            one_line(f"seq {error.seq}: {error.reason}" if error.seq is not None else error.reason)
+        )
     if report.errors_not_listed:
         lines.append(f"... and {report.errors_not_listed} more integrity error(s)")
     return "\n".join(lines) + "\n"

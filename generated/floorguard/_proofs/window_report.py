@@ -9,6 +9,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from floorguard._base._text import one_line
 from floorguard._base.files import open_regular
 from floorguard._proofs.map_archive import MapResolver
 from floorguard._proofs.slice_verify import STDIN, SliceVerifier, iter_slice_lines
@@ -159,9 +160,12 @@ def render_text(report: ProofReport) -> str:
         return "\n".join(lines) + "\n"
     lines = ["NOT PROVEN"]
     for error in report.integrity_errors:
-        lines.append(f"seq {error.seq}: {error.reason}" if error.seq is not None else error.reason)
+        # (a reason quotes file names: escaped, so that none adds a line of its own)
+        lines.append(
+            one_line(f"seq {error.seq}: {error.reason}" if error.seq is not None else error.reason)
+        )
     for violation in report.violations:
-        lines.append(f"seq {violation.seq}: violation: {violation.reason}")
+        lines.append(one_line(f"seq {violation.seq}: violation: {violation.reason}"))
     if report.not_listed:
         lines.append(f"... and {report.not_listed} more finding(s)")
     return "\n".join(lines) + "\n"
