@@ -502,8 +502,8 @@ class _Parser(argparse.ArgumentParser):
     json_requested = False  # set by main before parsing (the parse may fail at any option)
 
     def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        line = one_line(message)
+        # One line, as floorctl's: what is wrong, and the help that says what is right.
+        line = f"{one_line(message)} (see '{self.prog} --help')"
         if _Parser.json_requested:
             _print_error_document(line, EXIT_USAGE)
         self.exit(EXIT_USAGE, f"{self.prog}: error: {line}\n")
@@ -540,7 +540,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; errors become one ``floorguard: error:`` line and exit status 1."""
     given = sys.argv[1:] if argv is None else list(argv)
     _Parser.json_requested = requested_format(given) == "json"
-    args = build_parser().parse_args(given)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(given)
+    if unknown:
+        # Named by the command's own parser, whose --help lists what it takes.
+        getattr(args, "parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     if getattr(args, "checkpoint", None) is not None and args.pubkey is None:
         args.parser.error("--checkpoint needs --pubkey (the key the checkpoint is signed by)")
     keys, quorum = getattr(args, "witness_keys", None) or [], getattr(args, "witnesses", None)

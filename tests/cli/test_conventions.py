@@ -195,3 +195,30 @@ def test_the_documented_bash_line_makes_bash_complete_floorctl(tmp_path: Path) -
     replies, registered = done.stdout.splitlines()
     assert replies == "receipt"
     assert registered.endswith("-F _floorctl_completion floorctl")
+
+
+@pytest.mark.parametrize(
+    ("args", "named", "help_of"),
+    [
+        (["verify", "chain", "x", "--bogus"], "--bogus", "verify chain"),
+        (["verify", "chain", "--bogus"], "SLICE", "verify chain"),
+        (["doctor", "--bogus"], "--bogus", "doctor"),
+        (["chain", "export", "--bogus"], "--bogus", "chain export"),
+        (["exec"], "ADAPTER", "exec"),
+    ],
+)
+def test_a_runtime_usage_error_is_one_line_naming_the_help_to_read(
+    tmp_path: Path, args: list[str], named: str, help_of: str
+) -> None:
+    """As floorctl's: one line on stderr, what is wrong, and which --help says what is
+    right (argparse's own error prints its usage block first)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "floorguard", *args],
+        capture_output=True, text=True, cwd=tmp_path, env=isolated_env(tmp_path / "s"),
+        timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stdout == ""
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f"python -m floorguard {help_of}: error: ") and named in line, line
+    assert line.endswith(f"(see 'python -m floorguard {help_of} --help')"), line
