@@ -163,6 +163,26 @@ def test_gemini_takes_an_empty_url_for_no_url_as_gemini_does(lab: Lab, key: str)
     assert not started, f"gemini started with an empty {key} hiding a below-floor server"
 
 
+@pytest.mark.parametrize(
+    ("argv", "layout"),
+    [(("--mcp-config", "a.json", "-", "-p", "t"), {"a.json": servers(), "-": servers(o=OLD_AIDER)}),
+     (("--add-dir", "../other", "-", "-p", "t"),
+      {"-/.claude/agents/a.md": f"---\nname: a\nmcpServers:\n{AGENT_SERVERS}---\nBody.\n"})],
+    ids=["mcp-config", "add-dir"],
+)  # fmt: skip
+def test_claude_takes_a_lone_dash_for_one_more_value_as_commander_does(
+    lab: Lab, argv: tuple[str, ...], layout: dict[str, str]
+) -> None:
+    """commander takes an argument for an option only when it is longer than one character
+    and starts with ``-`` (``maybeOption``): a lone ``-`` after ``--mcp-config a.json`` or
+    ``--add-dir /x`` is one more value, the file or folder ``./-``, which claude reads."""
+    (lab.root / "other").mkdir()
+    for relative, text in layout.items():
+        write(lab.project / relative, text)
+    started, _ = lab.spawn("claude", *argv)
+    assert not started, "claude started with servers declared in ./- unread"
+
+
 # ============================================================================ other spellings
 
 

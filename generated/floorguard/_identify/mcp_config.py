@@ -247,26 +247,37 @@ def _gemini_env_path(cwd: str, home: str) -> str | None:
     return None
 
 
+def _commander_option(arg: str) -> bool:
+    """Whether commander takes ``arg`` for an option (its ``maybeOption``): longer than one
+    character and starting with ``-``. A lone ``-`` is a value (a path ``./-``)."""
+    return len(arg) > 1 and arg.startswith("-")
+
+
 def _variadic_values(argv: Sequence[str], option: str) -> list[str]:
     """The values commander gives a variadic ``option``: after ``option``, its first value
     whatever it is, then every argument up to the next option; ``option=V`` gives V."""
-    values: list[str] = []
+    return [value for _, value in _variadic_indexed(argv, option)]
+
+
+def _variadic_indexed(argv: Sequence[str], option: str) -> list[tuple[int, str]]:
+    """:func:`_variadic_values` with each value's place in ``argv`` (counted from 1)."""
+    values: list[tuple[int, str]] = []
     taking = first = False
-    for arg in argv:
-        if first:
-            values.append(arg)
+    for index, arg in enumerate(argv, 1):
+        if first:  # commander gives the option its first value whatever it looks like
+            values.append((index, arg))
             first = False
         elif arg == "--":
             break
         elif arg == option:
             taking = first = True
         elif arg.startswith(option + "="):
-            values.append(arg.partition("=")[2])
+            values.append((index, arg.partition("=")[2]))
             taking = False
-        elif arg.startswith("-"):
+        elif _commander_option(arg):
             taking = False
         elif taking:
-            values.append(arg)
+            values.append((index, arg))
     return values
 
 
@@ -470,25 +481,7 @@ class _Reader:
         ``--strict-mcp-config`` is not read: it may be the value of another option
         (commander gives an option its next argument whatever it looks like), and which
         options take one is not known here, so every source is read whatever it says."""
-        given: list[tuple[int, str]] = []
-        taking, first = False, False
-        for index, arg in enumerate(argv, 1):
-            if first:  # commander gives the option its first value whatever it looks like
-                given.append((index, arg))
-                first = False
-                continue
-            if arg == "--":
-                break
-            if arg == "--mcp-config":
-                taking = first = True
-            elif arg.startswith("--mcp-config="):
-                given.append((index, arg.partition("=")[2]))
-                taking = False
-            elif arg.startswith("-"):
-                taking = False
-            elif taking:
-                given.append((index, arg))
-        return given
+        return _variadic_indexed(argv, "--mcp-config")
 
     def _claude_user(self, document: Any, path: str) -> None:
         """``~/.claude.json``: its own servers, and those of every project entry for the
