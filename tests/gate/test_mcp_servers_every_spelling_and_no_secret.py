@@ -297,6 +297,10 @@ URL_LEAKS: list[tuple[str, str, dict[str, str], tuple[str, ...]]] = [
      {"project/.gemini/settings.json": servers(r={"tcp": f"u:{SECRET}@h.example:9"})}, ()),
     ("codex-without-slashes", "codex",
      {"home/.codex/config.toml": f'[mcp_servers.r]\nurl = "https:u:{SECRET}@h.example/p"\n'}, ()),
+    ("claude-path-parameter", "claude", {},
+     ("--mcp-config", servers(r={"type": "sse", "url": f"https://h.example/p;token={SECRET}"}))),
+    ("claude-path-parameter-mid-path", "claude", {},
+     ("--mcp-config", servers(r={"type": "http", "url": f"https://h.example/a;k={SECRET}/mcp"}))),
 ]  # fmt: skip
 
 
@@ -341,6 +345,26 @@ def test_a_refused_servers_reason_quotes_no_credential(lab: Lab, server: dict) -
     write(lab.project / ".mcp.json", servers(s=server))
     started, reason = lab.spawn("claude", "-p", "t")
     assert not started
+    assert SECRET not in reason, reason
+    assert SECRET not in json.dumps(lab.last_receipt())
+
+
+@pytest.mark.parametrize(
+    ("where", "search"),
+    [("server env", f"rel/{SECRET}:/usr/bin"), ("settings env", f"/usr/bin:{SECRET}/bin")],
+)
+def test_a_relative_path_entry_is_named_by_its_place_not_its_text(
+    lab: Lab, where: str, search: str
+) -> None:
+    """A bare command looked up in a relative PATH entry is refused; the entry is a value
+    like any other, so the refusal names which entry of which PATH, never its text."""
+    if where == "server env":
+        write(lab.project / ".mcp.json", servers(s={"command": "node", "env": {"PATH": search}}))
+    else:
+        write(lab.project / ".mcp.json", servers(s={"command": "node"}))
+        write(lab.project / ".claude" / "settings.json", json.dumps({"env": {"PATH": search}}))
+    started, reason = lab.spawn("claude", "-p", "t")
+    assert not started and "relative PATH entry" in reason, reason
     assert SECRET not in reason, reason
     assert SECRET not in json.dumps(lab.last_receipt())
 

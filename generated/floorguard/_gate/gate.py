@@ -812,7 +812,7 @@ def _without_arguments(reason: str, declared: Declaration) -> str:
 
 def _shown_url(url: str | None) -> str | None:
     """A remote server's address without what may be a credential (user info, query,
-    fragment)."""
+    fragment, and each path segment's parameters: ``/p;token=...``)."""
     if url is None:
         return None
     from urllib.parse import urlsplit, urlunsplit
@@ -824,7 +824,8 @@ def _shown_url(url: str | None) -> str | None:
             host = f"{host}:{parts.port}"
     except ValueError:
         return "(not a URL)"
-    shown = urlunsplit((parts.scheme, host, parts.path, "", ""))
+    path = "/".join(segment.partition(";")[0] for segment in parts.path.split("/"))
+    shown = urlunsplit((parts.scheme, host, path, "", ""))
     if not parts.netloc or "@" in shown or "\\" in url:
         # (``https:u:p@h``, ``https:\\u:p@h``, ``u:p@h:9``: read as a URL by node, but no
         # authority here, so the user information would be kept in the path)

@@ -993,13 +993,23 @@ class _Reader:
             resolved.append((key, known))
         search = dict(resolved).get("PATH", self.environ.get("PATH"))
         if os.sep not in command and search is not None:
-            relative = [e for e in search.split(os.pathsep) if not os.path.isabs(e)]
+            relative = [
+                n for n, e in enumerate(search.split(os.pathsep), 1) if not os.path.isabs(e)
+            ]
             if relative:
                 # The client's spawn looks a bare command up in such an entry from the
-                # server's working folder; the gate looks only in absolute ones.
+                # server's working folder; the gate looks only in absolute ones. The entry
+                # is named by its place: a value may be a credential, whatever it is called.
+                given = (
+                    f"{at}.env.PATH" if "PATH" in env
+                    else "the PATH its client's settings or .env give it"
+                    if "PATH" in self.inherited
+                    else "the agent's PATH"
+                )  # fmt: skip
                 self._doubt(
                     where, at + ".command",
-                    f"{command!r} is looked up in the relative PATH entry {relative[0]!r}",
+                    f"{command!r} is looked up in a relative PATH entry "
+                    f"(entry {relative[0]} of {given})",
                 )  # fmt: skip
                 return
         self.found.append(
