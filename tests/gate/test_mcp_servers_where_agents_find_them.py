@@ -183,6 +183,32 @@ def test_claude_takes_a_lone_dash_for_one_more_value_as_commander_does(
     assert not started, "claude started with servers declared in ./- unread"
 
 
+@pytest.mark.parametrize(
+    ("relative", "extra"),
+    [("home/.claude/.config.json", {}),
+     ("home/.claude-custom-oauth.json", {"CLAUDE_CODE_CUSTOM_OAUTH_URL": "https://a.example"}),
+     ("cc/.config.json", {"CLAUDE_CONFIG_DIR": "@R@/cc"}),
+     ("cc/.claude-custom-oauth.json",
+      {"CLAUDE_CONFIG_DIR": "@R@/cc", "CLAUDE_CODE_CUSTOM_OAUTH_URL": "https://a.example"}),
+     ("home/.claude-staging-oauth.json", {"USER_TYPE": "ant", "USE_STAGING_OAUTH": "1"})],
+    ids=["legacy-config-json", "custom-oauth", "config-dir-legacy", "config-dir-custom-oauth",
+         "staging-oauth"],
+)  # fmt: skip
+def test_claude_reads_the_global_file_claude_code_picks(
+    lab: Lab, relative: str, extra: dict[str, str]
+) -> None:
+    """Claude Code's global file (``getGlobalClaudeFile``) is the legacy ``.config.json``
+    of its config folder whenever that exists, else ``.claude<suffix>.json`` in
+    CLAUDE_CONFIG_DIR or the home, the suffix ``-custom-oauth`` when
+    CLAUDE_CODE_CUSTOM_OAUTH_URL is set (``-local-oauth``, ``-staging-oauth`` for
+    Anthropic's own builds): its ``mcpServers`` start as ``~/.claude.json``'s do."""
+    write(lab.root / relative, servers(o=OLD_AIDER))
+    given = {k: v.replace("@R@", str(lab.root)) for k, v in extra.items()}
+    started, reason = lab.spawn("claude", "-p", "t", env=lab.env(**given))
+    assert not started, f"claude started with a below-floor server in {relative}"
+    assert "aider 0.50.0" in reason and relative.split("/")[-1] in reason, reason
+
+
 # ============================================================================ other spellings
 
 

@@ -38,6 +38,9 @@ CLIENT_OF_ADAPTER: Final = {"claude": CLAUDE, "codex": CODEX, "gemini": GEMINI}
 # Claude Code's managed file takes over from every other scope; it is read as one more.
 CLAUDE_MANAGED: Final = "/etc/claude-code/managed-mcp.json"
 CLAUDE_MANAGED_SETTINGS: Final = "/etc/claude-code/managed-settings.json"
+# The names Claude Code's global file takes (``.claude<suffix>.json``): plain, with
+# CLAUDE_CODE_CUSTOM_OAUTH_URL set, and Anthropic's own local and staging builds.
+_CLAUDE_GLOBAL_SUFFIXES: Final = ("", "-custom-oauth", "-local-oauth", "-staging-oauth")
 CODEX_SYSTEM: Final = "/etc/codex/config.toml"
 GEMINI_SYSTEM: Final = "/etc/gemini-cli/settings.json"
 GEMINI_SYSTEM_DEFAULTS: Final = "/etc/gemini-cli/system-defaults.json"
@@ -353,12 +356,7 @@ class _Reader:
         managed = self._load(CLAUDE_MANAGED, None, "json")
         if managed is not None:
             self._claude_document(managed, CLAUDE_MANAGED)
-        users = [(os.path.join(self.home, ".claude.json"), self.home)]
-        config_dir = self.environ.get("CLAUDE_CONFIG_DIR")
-        if config_dir:
-            folder = os.path.join(self.cwd, config_dir)
-            users.append((os.path.join(folder, ".claude.json"), folder))
-        for path, within in users:
+        for path, within in self._claude_global_files():
             document = self._load(path, within, "json")
             if document is not None:
                 self._claude_user(document, path)
@@ -367,6 +365,23 @@ class _Reader:
             document = self._load(path, folder, "json")
             if document is not None:
                 self._claude_document(document, path)
+
+    def _claude_global_files(self) -> list[tuple[str, str]]:
+        """Every file Claude Code may take for its global configuration, with the folder it
+        must stay in. ``getGlobalClaudeFile`` takes the legacy ``.config.json`` of its config
+        folder whenever it exists, else ``.claude<suffix>.json`` in CLAUDE_CONFIG_DIR or the
+        home, the suffix chosen by CLAUDE_CODE_CUSTOM_OAUTH_URL (``-custom-oauth``) or, for
+        Anthropic's own builds, USER_TYPE with USE_LOCAL_OAUTH or USE_STAGING_OAUTH: all are
+        read, and the home's ``.claude.json`` (which releases before CLAUDE_CONFIG_DIR read)
+        too, rather than telling which one this release and these variables choose."""
+        config_dir = self.environ.get("CLAUDE_CONFIG_DIR")
+        inside = os.path.join(self.cwd, config_dir) if config_dir else self.home
+        files = [(os.path.join(self._claude_config_dir(), ".config.json"), inside)]
+        folders = [self.home] + ([inside] if config_dir else [])
+        for folder in dict.fromkeys(folders):
+            for suffix in _CLAUDE_GLOBAL_SUFFIXES:
+                files.append((os.path.join(folder, f".claude{suffix}.json"), folder))
+        return files
 
     def _claude_config_dir(self) -> str:
         config_dir = self.environ.get("CLAUDE_CONFIG_DIR")
