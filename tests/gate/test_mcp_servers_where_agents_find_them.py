@@ -164,6 +164,38 @@ def test_gemini_takes_an_empty_url_for_no_url_as_gemini_does(lab: Lab, key: str)
 
 
 @pytest.mark.parametrize(
+    ("key", "value", "extra", "env_file"),
+    [("url", "$E", {"E": ""}, None), ("httpUrl", "${E}", {"E": ""}, None),
+     ("url", "$E", {}, "E=\n"), ("tcp", "${NOPE:-}", {}, None), ("tcp", "h.example:9", {}, None)],
+    ids=["url-dollar-empty-in-env", "httpurl-braced-empty-in-env", "url-empty-in-dotenv",
+         "tcp-empty-default", "tcp-is-no-transport"],
+)  # fmt: skip
+def test_gemini_takes_a_url_that_expands_to_nothing_for_no_url(
+    lab: Lab, key: str, value: str, extra: dict[str, str], env_file: str | None
+) -> None:
+    """Gemini CLI expands every string of its settings (``$VAR``, ``${VAR}``,
+    ``${VAR:-default}``, from its environment and its ``.env``) before it picks the
+    transport by truth: a URL that expands to the empty string is no URL, and the command
+    runs. Taking the text as written (``$E``, not empty) for a remote server lets a
+    below-floor aider start unjudged. ``tcp`` is no transport in ``createTransport`` at all:
+    beside a command, the command runs."""
+    write(lab.project / ".gemini" / "settings.json", servers(o={"command": "aider", key: value}))
+    if env_file is not None:
+        write(lab.project / ".env", env_file)
+    started, reason = lab.spawn("gemini", env=lab.env(**extra))
+    assert not started, f"gemini started with {key} {value!r} expanding to nothing"
+    assert "aider 0.50.0" in reason, reason
+
+
+def test_gemini_still_takes_a_url_that_expands_to_an_address_for_remote(lab: Lab) -> None:
+    write(lab.project / ".gemini" / "settings.json",
+          servers(o={"command": "aider", "httpUrl": "https://$HOST/mcp"}))  # fmt: skip
+    assert lab.spawn("gemini", env=lab.env(HOST="h.example"))[0]
+    [server] = lab.last_receipt()["mcp_servers"]
+    assert server["transport"] == "remote", server
+
+
+@pytest.mark.parametrize(
     ("argv", "layout"),
     [(("--mcp-config", "a.json", "-", "-p", "t"), {"a.json": servers(), "-": servers(o=OLD_AIDER)}),
      (("--add-dir", "../other", "-", "-p", "t"),
@@ -206,7 +238,7 @@ def test_claude_reads_the_global_file_claude_code_picks(
     given = {k: v.replace("@R@", str(lab.root)) for k, v in extra.items()}
     started, reason = lab.spawn("claude", "-p", "t", env=lab.env(**given))
     assert not started, f"claude started with a below-floor server in {relative}"
-    assert "aider 0.50.0" in reason and relative.split("/")[-1] in reason, reason
+    assert "aider 0.50.0" in reason and os.path.basename(relative) in reason, reason
 
 
 # ============================================================================ other spellings

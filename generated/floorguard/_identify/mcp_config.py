@@ -55,10 +55,12 @@ _ENV_REFERENCE = re.compile(
     r"\$\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^}]*))?\}(?P<name>)"
 )
 # Gemini CLI expands ``$VAR`` too (its own pattern, applied to every string of a settings
-# file).
+# file; JavaScript's ``\w`` is ASCII). Older releases know no ``:-default``: there
+# ``${VAR:-d}`` names a variable ``VAR:-d`` (``_GEMINI_OLD_REFERENCE``).
 _GEMINI_REFERENCE = re.compile(
-    r"\$(?:(?P<name>\w+)|\{(?P<braced>[^}]+?)(?::-(?P<default>[^}]*))?\})"
+    r"\$(?:(?P<name>\w+)|\{(?P<braced>[^}]+?)(?::-(?P<default>[^}]*))?\})", re.ASCII
 )
+_GEMINI_OLD_REFERENCE = re.compile(r"\$(?:(?P<name>\w+)|\{(?P<braced>[^}]+)\})", re.ASCII)
 # Variables whose value decides what a program loads: an env value for one of these must be
 # known exactly, not left to the client's expansion.
 _LOADING_PREFIXES: Final = ("PYTHON", "NODE_", "LD_", "UV_", "NPM_", "npm_", "BUN_", "DENO_")
@@ -236,6 +238,21 @@ def _substituted(value: Any, known: Mapping[str, str]) -> Any:
 _DOTENV_LINE: Final = re.compile(
     r"\s*(?:export\s+)?(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*=(?P<value>.*)\Z"
 )
+
+
+def _gemini_reading(value: str, pattern: re.Pattern[str], environ: Mapping[str, str]) -> str:
+    """``value`` as Gemini CLI expands it with ``pattern`` from ``environ``: a variable set
+    (even to nothing) gives its value, else a default gives the default, else the text
+    stays as written."""
+
+    def one(match: re.Match[str]) -> str:
+        name = match["name"] or match["braced"]
+        if name in environ:
+            return environ[name]
+        default = match.groupdict().get("default")
+        return match.group(0) if default is None else default
+
+    return pattern.sub(one, value)
 
 
 def _gemini_env_path(cwd: str, home: str) -> str | None:
@@ -765,19 +782,33 @@ class _Reader:
             if not isinstance(entry, dict):
                 self._doubt(path, here, "not an object")
             elif self._known(entry, keys, path, here):
-                # Gemini CLI picks the transport by truth: a non-empty httpUrl, then url,
-                # wins over a command (the server is remote); an empty one is no url at all.
-                given = [key for key in ("httpUrl", "url", "tcp") if key in entry]
-                wrong = next((key for key in given if not isinstance(entry[key], str)), None)
-                urls = [entry[key] for key in given if entry[key]]
-                if wrong is not None:
-                    self._doubt(path, f"{here}.{wrong}", "not a string")
-                elif urls:
-                    self._remote(name, urls[0], (path,), here)
-                elif "command" in entry:
-                    self._stdio(name, entry, path, here, _GEMINI_EXPANSION)
-                else:
-                    self._doubt(path, here, "has neither a command nor a url")
+                self._gemini_server(name, entry, path, here)
+
+    def _gemini_server(self, name: str, entry: dict[str, Any], path: str, here: str) -> None:
+        """One Gemini CLI server, remote or local as Gemini CLI picks its transport: by
+        truth, on the values it expanded (``createTransport``: a non-empty ``httpUrl``, else
+        ``url``, else ``command``; ``tcp`` is no transport there, so it never wins over a
+        command). A URL that expands to nothing is no URL; the server is taken for remote
+        only when every release's expansion leaves it a URL."""
+        given = [key for key in ("httpUrl", "url", "tcp") if key in entry]
+        wrong = next((key for key in given if not isinstance(entry[key], str)), None)
+        if wrong is not None:
+            self._doubt(path, f"{here}.{wrong}", "not a string")
+            return
+        readings = [
+            any(_gemini_reading(entry[key], pattern, environ) for key in given if key != "tcp")
+            for pattern in (_GEMINI_REFERENCE, _GEMINI_OLD_REFERENCE)
+            for environ in (self.expanding, {**self.expanding, **self.inherited})
+        ]
+        shown = next((entry[key] for key in given if entry[key]), None)
+        if all(readings):
+            self._remote(name, shown, (path,), here)
+        elif "command" in entry:
+            self._stdio(name, entry, path, here, _GEMINI_EXPANSION)
+        elif shown is not None:  # (Gemini CLI starts nothing here: a URL, or nothing valid)
+            self._remote(name, shown, (path,), here)
+        else:
+            self._doubt(path, here, "has neither a command nor a url")
 
     def _json_argument(self, value: str, inline: str, within: str | None) -> tuple[str, Any | None]:
         """Where an argument that is inline JSON or a file's path (relative to the working
