@@ -195,6 +195,25 @@ def test_gemini_still_takes_a_url_that_expands_to_an_address_for_remote(lab: Lab
     assert server["transport"] == "remote", server
 
 
+def test_gemini_env_value_expanded_twice_refuses_when_the_second_expansion_changes_it(
+    lab: Lab,
+) -> None:
+    """Gemini CLI expands a server's ``env`` values at load and again when it starts the
+    server: a PATH entry ``/nonexist$B`` with ``B='$C'`` becomes ``/nonexist$C`` and then
+    C's text, here an empty entry and a folder holding an old aider under the name the
+    server runs. Judging the value expanded once looks only in the absolute entries."""
+    old = lab.root / "old"
+    old.mkdir()
+    (old / "srv").symlink_to(lab.bin / "aider")
+    entry = {"command": "srv", "env": {"PATH": f"/nonexist$B:{lab.bin}:/usr/bin:/bin"}}
+    write(lab.project / ".gemini" / "settings.json", servers(s=entry))
+    started, reason = lab.spawn(
+        "gemini", env=lab.env(B="$C", C=f":{old}", FLOORGUARD_UNTRACKED_POLICY="refuse")
+    )
+    assert not started, "gemini started: its second expansion of env.PATH finds an old aider"
+    assert "mcpServers.s.env.PATH" in reason, reason
+
+
 @pytest.mark.parametrize(
     ("argv", "layout"),
     [(("--mcp-config", "a.json", "-", "-p", "t"), {"a.json": servers(), "-": servers(o=OLD_AIDER)}),

@@ -1031,6 +1031,15 @@ class _Reader:
         ]
         for key, value in env.items():
             known = self._expanded(value, reference) if expansion is not None else value
+            if known is not None and expansion is _GEMINI_EXPANSION and self._twice(known):
+                # Gemini CLI expands env values again when it starts the server (newer
+                # releases; older ones do not): which value the server gets is not known.
+                self._doubt(
+                    where, f"{at}.env.{key}",
+                    "names a variable once expanded, which Gemini CLI expands again when it "
+                    "starts the server (and some releases do not)",
+                )  # fmt: skip
+                return
             if known is None:
                 if key in _LOADING_NAMES or key.startswith(_LOADING_PREFIXES):
                     self._doubt(where, f"{at}.env.{key}", "cannot be expanded here")
@@ -1064,6 +1073,15 @@ class _Reader:
                 env=tuple(resolved), cwd=cwd, enabled=enabled,
             )
         )  # fmt: skip
+
+    def _twice(self, value: str) -> bool:
+        """Whether Gemini CLI's second expansion (``expandEnvVars`` at the server's start,
+        from its environment and the extension's) changes ``value``, once expanded."""
+        environ = {**self.expanding, **self.inherited}
+        return any(
+            _gemini_reading(value, pattern, environ) != value
+            for pattern in (_GEMINI_REFERENCE, _GEMINI_OLD_REFERENCE)
+        )
 
     def _expanded(self, value: str, reference: re.Pattern[str]) -> str | None:
         """``${VAR}`` and ``${VAR:-default}`` (and gemini's ``$VAR``) from the spawn's
