@@ -6,8 +6,9 @@ and refusals that carry no credential:
 - ``--strict-mcp-config`` limits nothing (it may be another option's value);
 - uv's options between ``tool`` and ``uvx``/``run`` are not understood, so refused;
 - a codex ``-c`` override judged both merged and put in place (``enabled``, ``env``);
-- a remote URL in any spelling node reads is recorded without its user information, and
-  a refusal's reason hides what may be a credential it quotes;
+- a remote URL in any spelling node reads is recorded without its user information or
+  path parameters, a refusal's reason hides what may be a credential it quotes, and a
+  relative PATH entry is named by its place;
 - agent files the workspace fills (large, many, paths too long to open) refuse the agent
   promptly instead of stalling it;
 - a package manager running a local install is not followed (a named gap): untracked,

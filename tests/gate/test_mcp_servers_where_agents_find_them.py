@@ -8,7 +8,12 @@ launch) is refused on the record and never started.
   given relative to the working directory, agent files in folders below ``agents/`` and
   keys spelled through escapes.
 - Every spelling of a launcher a client's command may use: ``npm exe``, ``uv tool uvx``.
-- Gemini picks a server's transport by truth: an empty URL is no URL.
+- Gemini picks a server's transport by truth, on the values it expanded: an empty URL, or
+  one that expands to nothing, is no URL, and ``tcp`` is none; an env value it would
+  expand a second time is refused.
+- Claude's arguments as commander reads them (a lone ``-`` is one more value), and its
+  global file under every name Claude Code gives it (``.config.json``,
+  ``.claude-custom-oauth.json``, ...).
 - The spellings that were always refused stay refused, and no refusal names a credential.
 
 Real files in a temporary home and project, native stand-in agents that leave a marker
