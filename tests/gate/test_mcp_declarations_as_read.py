@@ -259,3 +259,14 @@ def test_strict_mcp_config_leaves_nothing_out(home: Path, project: Path) -> None
     found = read("claude", home, project, "--strict-mcp-config", "--mcp-config", "only.json")
     assert [dict(d.env) for d in found.declarations] == [{"A": "1"}]
     assert any("enabledPlugins" in doubt for doubt in found.doubts), found.doubts
+
+
+def test_gemini_records_the_url_it_connects_to_not_one_that_expands_to_nothing(
+    home: Path, project: Path
+) -> None:
+    """An ``httpUrl`` that expands to nothing is no URL: Gemini CLI connects to ``url``,
+    and that is the address recorded (as written)."""
+    entry = {"httpUrl": "$E", "url": "https://u.example/$P", "command": "aider"}
+    write_json(project / ".gemini" / "settings.json", servers(s=entry))
+    [declared] = read("gemini", home, project, E="", P="mcp").declarations
+    assert (declared.transport, declared.url) == ("remote", "https://u.example/$P"), declared

@@ -800,7 +800,12 @@ class _Reader:
             for pattern in (_GEMINI_REFERENCE, _GEMINI_OLD_REFERENCE)
             for environ in (self.expanding, {**self.expanding, **self.inherited})
         ]
-        shown = next((entry[key] for key in given if entry[key]), None)
+        # (recorded as written: the URL the current resolver leaves non-empty, else any)
+        shown = next(
+            (entry[key] for key in given
+             if _gemini_reading(entry[key], _GEMINI_REFERENCE, self.expanding)),
+            next((entry[key] for key in given if entry[key]), None),
+        )  # fmt: skip
         if all(readings):
             self._remote(name, shown, (path,), here)
         elif "command" in entry:
