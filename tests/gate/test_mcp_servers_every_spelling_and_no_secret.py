@@ -450,6 +450,21 @@ def test_a_codex_override_value_is_not_recorded(lab: Lab) -> None:
     assert SECRET not in json.dumps(lab.last_receipt())
 
 
+@pytest.mark.parametrize(
+    "override", [f"mcp_servers={SECRET}", f"mcp_servers.o={SECRET}"],
+    ids=["servers-not-a-table", "server-not-a-table"],
+)  # fmt: skip
+def test_a_codex_override_codex_cannot_read_is_refused_without_its_text(
+    lab: Lab, override: str
+) -> None:
+    """A ``-c`` override giving ``mcp_servers`` or a server a value that is no table is a
+    doubt; the refusal names the option and the key, never the value given."""
+    started, reason = lab.spawn("codex", "-c", override)
+    assert not started and "-c" in reason, reason
+    assert SECRET not in reason, reason
+    assert SECRET not in json.dumps(lab.last_receipt())
+
+
 # ======================================================== reasons show no argument
 
 S = SECRET
