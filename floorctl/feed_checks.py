@@ -24,7 +24,8 @@ from floorctl.feed_rules import (
     MAX_VERSION_CHARS,
 )
 from floorguard._base._time import parse_ts
-from floorguard._maps import map_model
+from floorguard._maps import map_model, versions
+from floorguard._maps.catalog import ecosystem_of
 from floorguard.errors import FloorguardError
 
 
@@ -106,10 +107,24 @@ def _entry_problems(name: str, entry: Any, found: dict[str, str]) -> bool:
             doubtful = True
             continue
         reason = check(value)
+        if reason is None and field == "min_safe_version":
+            reason = _order_problem(name, value)
         if reason is not None:
             found[format_path(("adapters", name, field))] = reason
             doubtful = True
     return doubtful
+
+
+def _order_problem(name: str, floor: str) -> str | None:
+    """A floor the runtime compares in the adapter's own order must be a version of that
+    order: an npm CLI's by SemVer (``1.0`` is PEP 440, not SemVer), as refresh requires."""
+    order = ecosystem_of(name)
+    if order is None or versions.is_valid(floor, order):
+        return None
+    return (
+        f"{show_value(floor)} is not a valid {versions.order_name(order)} version, and {name} "
+        f"is an {order} CLI (its versions compare by {versions.order_name(order)})"
+    )
 
 
 def name_problem(name: str) -> str | None:

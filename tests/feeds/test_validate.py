@@ -57,6 +57,26 @@ def test_reports_every_problem_one_line_each(tmp_path: Path) -> None:
     ]
 
 
+def test_an_npm_clis_floor_must_be_semver_as_refresh_requires(tmp_path: Path) -> None:
+    """claude compares by SemVer at run time: a floor of ``1.0`` (PEP 440, not SemVer) is
+    refused by validate, with its JSON path, as refresh refuses it; aider's ``1.0`` is fine."""
+    feed = write(tmp_path / "f.json", {"schema_version": 1, "adapters": {
+        "claude": {"min_safe_version": "1.0", "advisory_id": "BSA-0001", "note": "a"},
+        "aider": {"min_safe_version": "1.0", "advisory_id": "BSA-0002", "note": "b"},
+    }})  # fmt: skip
+    module = tmp_path / "m.py"
+    assert floorctl("init", "--module", module, cwd=tmp_path, state=tmp_path).returncode == 0
+    before = module.read_bytes()
+    expected = (
+        f"floorctl: error: {feed}: $.adapters.claude.min_safe_version: '1.0' is not a valid "
+        "SemVer version, and claude is an npm CLI (its versions compare by SemVer)\n"
+    )
+    for command in (["validate", feed], ["refresh", "--module", module, "--feed", feed]):
+        result = floorctl(*command, cwd=tmp_path, state=tmp_path)
+        assert (result.returncode, result.stderr) == (1, expected), command
+    assert module.read_bytes() == before
+
+
 def test_reports_a_single_problem_on_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "array.json"
     bad.write_text("[]", encoding="utf-8")
