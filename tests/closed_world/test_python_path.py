@@ -495,3 +495,18 @@ def test_an_editable_finder_mapping_a_name_imported_unasked_is_refused(
     (own / "__editable__.tool-1.0.pth").write_text(f"import {finder}; {finder}.install()\n")
     doubts = paths(python, tmp_path).doubts
     assert len(doubts) == 1 and f"maps {name}" in doubts[0], doubts
+
+
+def test_a_pth_naming_one_folder_many_times_is_searched_once(
+    venv: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """site adds a folder once however many lines name it; so is it searched once: 20,000
+    spellings of one folder holding 500 files cost one folder's search, not 20,000 (the
+    same .pth made every decision take minutes)."""
+    python, site = venv
+    folder = site / "b"
+    folder.mkdir()
+    for n in range(500):
+        (folder / f"f{n}.txt").write_text("")
+    (site / "a.pth").write_text("".join(f"b/{n}/..\n" for n in range(20_000)))
+    assert paths(python, tmp_path).sites.count(str(folder)) == 1

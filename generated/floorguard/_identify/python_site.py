@@ -108,10 +108,15 @@ def scan_sites(
 
         for pth in _pth_files(site):
             added, problems = _read_pth(site, pth, found, consulted, mapped, user_site=site in user)
-            directories += [d for d in added if d not in directories]
-            so_far += added
+            # site adds a folder once (it keeps a set of those it has): so does the path
+            # searched here, however many lines name it (each would be searched again).
+            new = [d for d in dict.fromkeys(added) if d not in directories]
+            directories += new
+            so_far += new
             doubts += problems
-    return SiteScan(tuple(directories), tuple(doubts), tuple(consulted), tuple(mapped))
+    return SiteScan(
+        tuple(directories), tuple(doubts), tuple(dict.fromkeys(consulted)), tuple(mapped)
+    )
 
 
 def customize_doubts(found: Callable[[str], str | None], user_site: bool) -> tuple[str, ...]:
