@@ -510,3 +510,15 @@ def test_a_pth_naming_one_folder_many_times_is_searched_once(
         (folder / f"f{n}.txt").write_text("")
     (site / "a.pth").write_text("".join(f"b/{n}/..\n" for n in range(20_000)))
     assert paths(python, tmp_path).sites.count(str(folder)) == 1
+
+
+def test_a_pth_starting_with_a_byte_order_mark_is_refused(
+    venv: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Python 3.13's site drops a BOM; 3.11's and 3.12's read it as the first character of
+    the first line, so ``\\ufeff/abs/dir`` becomes a folder inside the site folder."""
+    python, site = venv
+    (site / "a.pth").write_bytes(b"\xef\xbb\xbf" + str(tmp_path / "absent").encode() + b"\n")
+    doubts = paths(python, tmp_path).doubts
+    assert doubts == (f"{site / 'a.pth'} starts with a byte-order mark, read differently by "
+                      "each Python",)  # fmt: skip

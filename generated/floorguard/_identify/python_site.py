@@ -150,9 +150,13 @@ def _read_pth(
     consulted.append(path)
     try:
         data = read_regular(path, max_bytes=MAX_PTH_BYTES, what=".pth file")
-        # site.py reads it as UTF-8 (with or without a BOM) from 3.13, and in the locale's
+        if data.startswith(b"\xef\xbb\xbf"):
+            # 3.13's site drops it; 3.11's and 3.12's keep it as the first line's first
+            # character (a relative path, joined to the site folder): no one reading holds.
+            return [], [f"{path} starts with a byte-order mark, read differently by each Python"]
+        # site.py reads it as UTF-8 from 3.13, and in the locale's
         # encoding before: text that is not UTF-8 might read differently there.
-        text = data.decode("utf-8-sig")
+        text = data.decode("utf-8")
     except (UnreadableFileError, ValueError) as exc:
         return [], [f"{path} cannot be read as a .pth file ({exc})"]
     added: list[str] = []
