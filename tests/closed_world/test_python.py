@@ -221,3 +221,25 @@ def test_script_over_one_mib_with_the_import_at_the_end_is_refused(
         "python", [str(script)], binary=old.python, policy=untracked_policy, env=world.env()
     )
     world.assert_refused(outcome, old.marker, "0.50.0", "MiB", "large", "size", "bytes")
+
+
+def test_a_python_older_than_3_11_is_refused(world: World, untracked_policy: str) -> None:
+    """Python 3.10 has no -P and ignores PYTHONSAFEPATH: ``PYTHONSAFEPATH=1 python3.10 -m
+    aider`` puts the workspace first on its path. Its command line and start-up are not the
+    ones read here, so the interpreter itself is refused (told by its file's name)."""
+    import os
+    import shutil
+    import sys
+
+    new = world.new_aider()
+    bin_dir = world.root / "py310" / "bin"
+    bin_dir.mkdir(parents=True)
+    old_python = bin_dir / "python3.10"
+    try:
+        os.link(os.path.realpath(sys.executable), old_python)
+    except OSError:
+        shutil.copy2(os.path.realpath(sys.executable), old_python)
+    env = world.env(new.prefix / "bin", PYTHONSAFEPATH="1")
+    outcome = world.spawn("python", ["-m", "aider"], policy=untracked_policy,
+                          binary=old_python, env=env)  # fmt: skip
+    world.assert_refused(outcome, new.marker, "older than the 3.11")

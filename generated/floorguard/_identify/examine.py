@@ -373,6 +373,11 @@ def _is_native(path: str) -> bool:
 # ---------------------------------------------------------------------------- Python
 
 
+def _older_than_modelled(version: str) -> bool:
+    major, _, minor = version.partition(".")
+    return not (major.isdigit() and minor.isdigit()) or (int(major), int(minor)) < (3, 11)
+
+
 def _python_run(
     interpreter: str,
     argv: list[str],
@@ -391,6 +396,13 @@ def _python_run(
     if not {"E", "I"} & command.flags:
         doubts += python_environment_doubts(environ, command)
     version = identify.python_version(interpreter)
+    if version is not None and _older_than_modelled(version):
+        # Its command line and start-up differ (no -P, no PYTHONSAFEPATH): the reading of
+        # both here is CPython 3.11's and later.
+        doubts.append(
+            f"{interpreter} is Python {version}, older than the 3.11 whose command line and "
+            "start-up floorguard reads"
+        )
     flags = command.flags
     if command.runs == "module" and command.value is not None:
         paths = identify.python_path(interpreter, environ, here, flags, here)
