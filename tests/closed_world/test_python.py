@@ -12,7 +12,8 @@ from __future__ import annotations
 import base64
 from pathlib import Path
 
-from helpers.closed_world import PY, RUN_AIDER, World
+import pytest
+from helpers.closed_world import DENY_BY_DEFAULT, PY, RUN_AIDER, World, old_aider_code
 
 
 def insert_path(where: Path) -> str:
@@ -243,3 +244,41 @@ def test_a_python_older_than_3_11_is_refused(world: World, untracked_policy: str
     outcome = world.spawn("python", ["-m", "aider"], policy=untracked_policy,
                           binary=old_python, env=env)  # fmt: skip
     world.assert_refused(outcome, new.marker, "older than the 3.11")
+
+
+def _runner_package(lib: Path, init: str, *, sub: bool) -> list[str]:
+    """``lib/runner`` (a package whose ``__main__`` runs aider, as a console script does),
+    and the ``-m`` target: ``runner``, or ``runner.sub`` one level down."""
+    package = lib / "runner" / "sub" if sub else lib / "runner"
+    package.mkdir(parents=True)
+    (package / "__main__.py").write_text(RUN_AIDER, encoding="utf-8")
+    (lib / "runner" / "__init__.py").write_text(init, encoding="utf-8")
+    if sub:
+        (package / "__init__.py").write_text("", encoding="utf-8")
+    return ["-P", "-m", "runner.sub" if sub else "runner"]
+
+
+@pytest.mark.parametrize("sub", [False, True], ids=["package", "subpackage"])
+def test_python_dash_m_judges_the_package_init_it_runs_first(
+    world: World, untracked_policy: str, tmp_path: Path, sub: bool
+) -> None:
+    """runpy imports ``runner`` (and every package above the module) before it runs
+    ``runner/__main__.py``: code in that ``__init__.py`` runs first, and is judged."""
+    old, new = world.old_aider(), world.new_aider()
+    lib = tmp_path / "lib"
+    argv = _runner_package(lib, old_aider_code(old.site), sub=sub)
+    outcome = world.spawn("python", [*argv, "task"], binary=new.python,
+                          policy=untracked_policy, env=world.env(PYTHONPATH=str(lib)))  # fmt: skip
+    world.assert_refused(outcome, old.marker, "__init__.py")
+
+
+def test_python_dash_m_with_an_empty_package_init_runs_the_judged_main(
+    world: World, tmp_path: Path
+) -> None:
+    new = world.new_aider()
+    lib = tmp_path / "lib"
+    argv = _runner_package(lib, "", sub=False)
+    outcome = world.spawn("python", [*argv, "task"], binary=new.python, policy=DENY_BY_DEFAULT,
+                          env=world.env(PYTHONPATH=str(lib)))  # fmt: skip
+    assert outcome["outcome"] == "started", outcome
+    assert new.marker.exists()

@@ -513,14 +513,54 @@ def _module_code(
     base = os.path.join(folder, parts[-1])
     for candidate in (base + ".py", os.path.join(base, "__main__.py")):
         if os.path.isfile(candidate):
-            doubts = [*doubts, *_cached_bytecode(candidate)]
+            # runpy imports every package above the module first (and the module itself
+            # when it is a package): each __init__ runs before the program, and is judged
+            # with it.
+            packages = [os.path.join(found[0], *parts[:n]) for n in range(1, len(parts))]
+            if candidate.endswith("__main__.py"):
+                packages.append(base)
+            sources, doubts = [], [*doubts, *_cached_bytecode(candidate)]
+            for package in packages:
+                source, package_doubts = _package_init(package, module)
+                doubts += package_doubts
+                if source is not None:
+                    sources.append(source)
             with _open_program(candidate) as opened:
-                source = _program_source(opened)
+                sources.append(_program_source(opened))
             return _judge_source(
-                source, paths, version=version, via="python -m", subject=module, doubts=doubts
-            )
+                _together(sources), paths, version=version, via="python -m", subject=module,
+                doubts=doubts,
+            )  # fmt: skip
     doubts.append(f"python -m {module}: the file it runs is not found as source")
     return None, doubts
+
+
+def _package_init(package: str, module: str) -> tuple[PythonSource | None, list[str]]:
+    """The source of ``package``'s ``__init__``, which ``python -m module`` runs first, and
+    the doubts about it: one that is not source (bytecode, an extension) is not judged."""
+    init = os.path.join(package, "__init__.py")
+    if os.path.isfile(init):
+        from floorguard._identify.python_source import PythonSource
+
+        with _open_program(init) as opened:
+            source = _program_source(opened)
+        named = PythonSource(source.imports, tuple(f"{init} {d}" for d in source.doubts))
+        return named, _cached_bytecode(init)
+    others = [e for e in identify.listing(package) if e.startswith("__init__.")]
+    if others:
+        return None, [
+            f"python -m {module} first runs {os.path.join(package, sorted(others)[0])}, "
+            "which is not source"
+        ]
+    return None, []  # a namespace portion: no code of its own
+
+
+def _together(sources: list[PythonSource]) -> PythonSource:
+    """What several files run one after the other import, and doubt, as one program."""
+    from floorguard._identify.python_source import PythonSource
+
+    imports = dict.fromkeys(module for source in sources for module in source.imports)
+    return PythonSource(tuple(imports), tuple(d for source in sources for d in source.doubts))
 
 
 def _judge_source(
