@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 from helpers.advisory_maps import advisory, entry, extended_module, span
 from helpers.cli import isolated_env
+from probes import node_with_npm
 from probes.native import Run, native_agent
 
 import floorguard
@@ -106,6 +107,7 @@ def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Setup]:
     for folder in (old, fixed, project, home):
         folder.mkdir()
     made = Setup(tmp_path, old, fixed, project, home)
+    npm = node_with_npm(tmp_path / "nodejs")
     for folder, version in ((old, "1.0.10"), (fixed, "1.0.30")):
         native_agent(
             folder / "claude",
@@ -113,8 +115,9 @@ def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Setup]:
             run=Run(marker=made.marker(folder)),
         )
         # npx is never run here: its name decides how its command line is read, but it is
-        # a program the kernel would start (env's execvp would not pass it over).
-        native_agent(folder / "npx", version=b"10.0.0\n", run=Run())
+        # a program the kernel would start (env's execvp would not pass it over), npm's
+        # own script run by a native node, as npm installs it.
+        (folder / "npx").symlink_to(npm / "npx")
     identify.clear_cache()
     yield made
     AuditChain.shared({"FLOORGUARD_HOME": str(tmp_path / "fg")}).close()
@@ -215,7 +218,9 @@ def test_env_npx_below_the_fix_is_refused_as_npx_is(setup: Setup) -> None:
     assert decision.verdict == "refuse"
     assert (decision.adapter, decision.version) == ("mcp-remote", "0.1.15")
     assert "GHSA-6xpm-ggf7-wc3p" in decision.reason
-    assert decision.identified_by == "npx" and decision.binary == str(setup.fixed / "npx")
+    assert decision.identified_by == "npx" and decision.binary == os.path.realpath(
+        setup.fixed / "npx"
+    )
 
 
 def test_a_command_path_is_found_from_the_childs_working_directory(setup: Setup) -> None:
@@ -408,7 +413,7 @@ def test_an_mcp_server_run_through_env_at_the_fix_is_recorded_as_env_ran_it(
     assert (entry_["verdict"], entry_["adapter"], entry_["version"]) == (
         "permit", "mcp-remote", "0.1.16"
     )  # fmt: skip
-    assert entry_["command"] == "env" and entry_["binary"] == str(setup.fixed / "npx")
+    assert entry_["command"] == "env" and entry_["binary"] == os.path.realpath(setup.fixed / "npx")
     assert entry_["run_through"]["command"] == "npx"
     assert entry_["run_through"]["sets"] == ["FOO"]
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from helpers.advisory_maps import extended_module
 from helpers.cli import isolated_env
-from probes import npm_layout, pip_layout, write_executable
+from probes import node_with_npm, npm_layout, pip_layout, write_executable
 
 from floorguard._gate import gate
 from floorguard._gate.decision import BLOCK, PERMIT, REFUSE, UNTRACKED
@@ -90,10 +90,15 @@ def judge(program: Path, argv: list[str], cwd: Path, **env: str) -> Any:
 @pytest.fixture
 def bins(tmp_path: Path) -> Path:
     """Launcher files named as each launcher is (never run: what they are named decides
-    which command line is read; native launchers are ELF, here a copy's name is enough)."""
+    which command line is read; native launchers are ELF, here a copy's name is enough).
+    npx and npm are npm's own scripts, linked from an npm install whose node runs them
+    (npm's builtin and global configuration are read from where they are)."""
     folder = tmp_path / "bin"
-    for name in ("npx", "npm", "pnpm", "pnpx", "bunx", "bun", "yarn", "uvx", "uv", "pipx"):
+    for name in ("pnpm", "pnpx", "bunx", "bun", "yarn", "uvx", "uv", "pipx"):
         write_executable(folder / name, "\x7fELF not really\n")
+    npm = node_with_npm(tmp_path / "nodejs")
+    for name in ("npx", "npm"):
+        (folder / name).symlink_to(npm / name)
     return folder
 
 

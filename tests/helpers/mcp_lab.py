@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from probes import node_with_npm
 from probes.native import Run, native_agent
 
 import floorguard
@@ -119,7 +120,10 @@ def make_lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Lab]:
     for agent, version in VERSIONS.items():
         native_agent(made.bin / agent, version=version, run=Run(marker=made.marker(agent)))
     native_agent(made.bin / "aider", version=b"aider 0.50.0\n")  # below its floor 0.60.0
-    for launcher in ("npx", "npm", "uvx", "uv", "pnpm", "bunx", "bun", "yarn", "pipx"):
+    for launcher in ("uvx", "uv", "pnpm", "bunx", "bun", "yarn", "pipx"):
         native_agent(made.bin / launcher, version=b"10.0.0\n")
+    npm = node_with_npm(tmp_path / "nodejs")  # npx and npm: npm's own scripts, as installed
+    for launcher in ("npx", "npm"):
+        (made.bin / launcher).symlink_to(npm / launcher)
     yield made
     AuditChain.shared({"FLOORGUARD_HOME": str(tmp_path / "fg")}).close()

@@ -52,6 +52,32 @@ def marker_script(path: Path, marker: Path, output: str) -> Path:
     return native_program(path, stdout=output.encode("utf-8") + b"\n", marker=marker)
 
 
+def npm_package(folder: Path, *, node: str = "/usr/bin/env node") -> Path:
+    """npm's own package in ``folder`` (its ``npmrc`` there is npm's builtin configuration):
+    a package.json naming npm and its two scripts, ``bin/npx-cli.js`` and ``bin/npm-cli.js``,
+    whose ``#!`` line runs ``node``. Returns ``folder``."""
+    (folder / "bin").mkdir(parents=True, exist_ok=True)
+    (folder / "package.json").write_text(json.dumps({"name": "npm", "version": "11.19.1"}))
+    for name in ("npx-cli.js", "npm-cli.js"):
+        write_executable(folder / "bin" / name, f"#!{node}\nrequire('../lib/cli.js')\n")
+    return folder
+
+
+def node_with_npm(prefix: Path, *, env_node: bool = False) -> Path:
+    """npm as node's installers lay it out under ``prefix``: a native ``bin/node`` (a stub
+    that prints a version), npm's own package in ``lib/node_modules/npm``, and ``bin/npx``,
+    ``bin/npm`` linked to its scripts. The scripts name that node (``env_node``: as npm
+    ships them, ``#!/usr/bin/env node``, so the node first on PATH runs them). npm's global
+    configuration is then ``prefix/etc/npmrc``. Returns ``prefix/bin``."""
+    node = native_program(prefix / "bin" / "node", stdout=b"v20.20.2\n")
+    npm_package(
+        prefix / "lib" / "node_modules" / "npm", node="/usr/bin/env node" if env_node else str(node)
+    )
+    for name in ("npx", "npm"):
+        (prefix / "bin" / name).symlink_to(f"../lib/node_modules/npm/bin/{name}-cli.js")
+    return prefix / "bin"
+
+
 def alive(pid: int) -> bool:
     """Whether ``pid`` is a live process (a zombie awaiting its reaper counts as dead)."""
     try:
