@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import probes
 import pytest
 from probes import write_executable
 
@@ -135,6 +136,143 @@ def test_npms_global_prefix_from_the_environment_refuses(bins: Path, project: Pa
     """``PREFIX`` moves npm's global prefix, and with it the global npmrc it reads."""
     judged = run(bins / "npx", PINNED["npx"], project, PREFIX=str(project / "prefix"))
     assert judged.verdict == REFUSE and "PREFIX" in judged.reason, judged
+
+
+# ------------------------------------------------- npm's own files: builtin and global npmrc
+
+
+def npm_install(prefix: Path) -> Path:
+    """npm as its installers lay it out under ``prefix``, its scripts run by the node first
+    on PATH (``prefix/bin/node`` when ``prefix/bin`` is first). Returns ``bin/npx``."""
+    return probes.node_with_npm(prefix, env_node=True) / "npx"
+
+
+def test_a_project_local_npms_builtin_npmrc_refuses(tmp_path: Path, project: Path) -> None:
+    """npm reads ``npmrc`` in its own package folder (its "builtin" configuration): a
+    project's own npm (``npm i npm``, its npx first on PATH) brings that file with it, and
+    ``node-options`` there preloads code into the package npx runs."""
+    node = npm_install(tmp_path / "nodejs").parent
+    local = probes.npm_package(project / "node_modules" / "npm")
+    npx = project / "node_modules" / ".bin" / "npx"
+    npx.parent.mkdir()
+    npx.symlink_to("../npm/bin/npx-cli.js")
+    builtin = write(local / "npmrc", f"node-options=--require {project / 'evil.js'}\n")
+    path = f"{npx.parent}:{node}:/usr/bin:/bin"
+    judged = run(npx, PINNED["npx"], project, PATH=path)
+    assert judged.verdict == REFUSE, judged
+    assert str(builtin) in judged.reason and "'node-options'" in judged.reason, judged.reason
+
+
+def test_the_global_npmrc_of_a_node_in_the_workspace_refuses(tmp_path: Path, project: Path) -> None:
+    """npm's global prefix is two folders above the node that runs it: a genuine node
+    binary copied into ``<workspace>/tools/bin``, first on PATH, makes
+    ``<workspace>/tools/etc/npmrc`` npm's global configuration."""
+    npx = npm_install(tmp_path / "nodejs")
+    tools = project / "tools"
+    probes.native_program(
+        tools / "bin" / "node"
+    )  # (a copy of a genuine node, as far as it matters)
+    global_rc = write(tools / "etc" / "npmrc", "node-options=--require ./evil.js\n")
+    judged = run(npx, PINNED["npx"], project, PATH=f"{tools / 'bin'}:{npx.parent}:/usr/bin:/bin")
+    assert judged.verdict == REFUSE, judged
+    assert str(global_rc) in judged.reason and "'node-options'" in judged.reason, judged.reason
+
+
+def test_a_node_in_the_working_directory_itself_holds_its_global_npmrc_to_a_projects_rules(
+    tmp_path: Path, project: Path
+) -> None:
+    """A node right in the working directory puts npm's prefix in the folder above it,
+    outside: the registry its ``etc/npmrc`` names is still the workspace's choice."""
+    npx = npm_install(tmp_path / "nodejs")
+    probes.native_program(project / "node")
+    global_rc = write(tmp_path / "etc" / "npmrc", "registry=https://registry.evil.example/\n")
+    judged = run(npx, PINNED["npx"], project, PATH=f"{project}:{npx.parent}:/usr/bin:/bin")
+    assert judged.verdict == REFUSE, judged
+    assert str(global_rc) in judged.reason and "'registry'" in judged.reason, judged.reason
+
+
+@pytest.mark.parametrize("key", ["globalconfig", "userconfig"])
+def test_a_builtin_npmrc_naming_npms_other_files_moves_what_is_read(
+    tmp_path: Path, project: Path, key: str
+) -> None:
+    """npm's builtin npmrc may name the global and user files (a distribution's npm points
+    ``globalconfig`` at ``/etc/npmrc``): the files it names are the ones judged."""
+    npx = npm_install(tmp_path / "nodejs")
+    named = write(tmp_path / "elsewhere" / "npmrc", "script-shell=/tmp/evil.sh\n")
+    write(npx.parent.parent / "lib" / "node_modules" / "npm" / "npmrc", f"{key}={named}\n")
+    judged = run(npx, PINNED["npx"], project, PATH=f"{npx.parent}:/usr/bin:/bin")
+    assert judged.verdict == REFUSE, judged
+    assert str(named) in judged.reason and "'script-shell'" in judged.reason, judged.reason
+
+
+def test_a_builtin_npmrc_prefix_moves_the_global_npmrc(tmp_path: Path, project: Path) -> None:
+    """Homebrew's npm says ``prefix = /opt/homebrew`` in its builtin npmrc: npm's global
+    npmrc is then ``/opt/homebrew/etc/npmrc``, read by the same rules."""
+    npx = npm_install(tmp_path / "nodejs")
+    brew = tmp_path / "homebrew"
+    write(npx.parent.parent / "lib" / "node_modules" / "npm" / "npmrc", f"prefix = {brew}\n")
+    path = f"{npx.parent}:/usr/bin:/bin"
+    assert run(npx, PINNED["npx"], project, PATH=path).verdict == PERMIT
+    global_rc = write(brew / "etc" / "npmrc", "node-options=--require /tmp/evil.js\n")
+    judged = run(npx, PINNED["npx"], project, PATH=path)
+    assert judged.verdict == REFUSE, judged
+    assert str(global_rc) in judged.reason and "'node-options'" in judged.reason, judged.reason
+
+
+def test_a_system_npms_own_files_that_change_nothing_pass(tmp_path: Path, project: Path) -> None:
+    """The positive control: a distribution's npm (builtin npmrc naming its global file and
+    prefix) whose global npmrc names a registry and output settings runs as pinned."""
+    npx = npm_install(tmp_path / "usr")
+    etc = write(tmp_path / "etc" / "npmrc", "registry=https://registry.npmjs.org/\nfund=false\n")
+    write(
+        npx.parent.parent / "lib" / "node_modules" / "npm" / "npmrc",
+        f"# DO NOT MODIFY\nglobalconfig={etc}\nglobalignorefile=/etc/npmignore\n"
+        f"prefix={tmp_path / 'usr' / 'local'}\n",
+    )
+    judged = run(npx, PINNED["npx"], project, PATH=f"{npx.parent}:/usr/bin:/bin")
+    assert (judged.verdict, judged.version) == (PERMIT, "0.1.16"), judged
+
+
+@pytest.mark.skipif(NPX is None, reason="npx is not installed")
+def test_the_machines_own_npx_passes_a_pinned_fixed_version(project: Path) -> None:
+    """This machine's npm as installed (its builtin npmrc, if any, and its node's global
+    npmrc) holds nothing that changes what runs."""
+    assert NPX is not None
+    judged = run(Path(NPX), PINNED["npx"], project)
+    assert (judged.verdict, judged.version) == (PERMIT, "0.1.16"), judged
+
+
+@pytest.mark.parametrize(
+    "variable",
+    ["npm_config_globalconfig", "NPM_CONFIG_GLOBALCONFIG", "Npm_Config_Userconfig",
+     "npm_config_prefix"],
+)  # fmt: skip
+def test_a_variable_naming_npms_own_files_refuses(
+    tmp_path: Path, project: Path, variable: str
+) -> None:
+    """npm reads ``npm_config_*`` in any case: these name the global and user files and the
+    prefix whose ``etc/npmrc`` is read."""
+    npx = npm_install(tmp_path / "nodejs")
+    judged = run(npx, PINNED["npx"], project, PATH=f"{npx.parent}:/usr/bin:/bin",
+                 **{variable: str(project / "npmrc")})  # fmt: skip
+    assert judged.verdict == REFUSE and variable in judged.reason, judged
+
+
+def test_an_npx_whose_npm_is_not_seen_refuses(tmp_path: Path, project: Path) -> None:
+    """A native program named npx (a version manager's shim) starts an npm the gate does not
+    see: which builtin and global npmrc it reads cannot be told."""
+    npx = write_executable(tmp_path / "shim" / "npx", "\x7fELF not really\n")
+    judged = run(npx, PINNED["npx"], project)
+    assert judged.verdict == REFUSE and "which npm runs cannot be told" in judged.reason, judged
+
+
+def test_destdir_refuses_it_moves_npms_global_prefix(tmp_path: Path, project: Path) -> None:
+    """npm joins ``DESTDIR`` before its default global prefix, and reads that folder's
+    ``etc/npmrc``."""
+    npx = npm_install(tmp_path / "nodejs")
+    judged = run(npx, PINNED["npx"], project, PATH=f"{npx.parent}:/usr/bin:/bin",
+                 DESTDIR=str(project))  # fmt: skip
+    assert judged.verdict == REFUSE and "DESTDIR" in judged.reason, judged
 
 
 # ---------------------------------------------------------------------------- other launchers
@@ -276,8 +414,7 @@ NODE = shutil.which("node")
 @pytest.mark.skipif(NODE is None, reason="node is not installed")
 def test_node_running_npx_cli_is_judged_as_the_package_npx_runs(project: Path) -> None:
     """``node .../npx-cli.js -y PKG@V`` is npx under another spelling."""
-    npx_cli = project / "npm" / "bin" / "npx-cli.js"
-    write_executable(npx_cli, "#!/usr/bin/env node\n")
+    npx_cli = probes.npm_package(project / "npm") / "bin" / "npx-cli.js"
     assert NODE is not None
     for args in (
         ["npm/bin/npx-cli.js", "-y", "mcp-remote@0.1.15"],

@@ -57,12 +57,14 @@ class Examination:
     what runs (None: none); ``runs``: ``native``, ``python``, ``node``, ``launcher``,
     ``unknown`` or ``package-launcher`` (npx, uvx: ``identified`` is the package it runs);
     ``what``: that, in words, for messages; ``doubts``: each input that decides what the
-    child loads and was not understood, named."""
+    child loads and was not understood, named; ``interpreter``: the node or Python program
+    that runs it, when one does (a package launcher's configuration depends on it)."""
 
     identified: Identification | None
     runs: str
     what: str
     doubts: tuple[str, ...] = ()
+    interpreter: str | None = None
 
 
 @dataclass(frozen=True)
@@ -121,10 +123,15 @@ def _launched(
         if which is None:
             return found
         launcher, skip = which
+        npm = None
+        if found.runs == "node" and found.interpreter:
+            # The real file of the program node runs (npx-cli.js): npm's own package holds it.
+            script = os.path.realpath(os.path.join(here, names[2]))
+            npm = launchers.NpmRun(launchers.npm_package_of(script), found.interpreter)
         doubts = [
             *found.doubts,
             *launchers.environment_doubts(launcher, environ),
-            *launchers.configuration_doubts(launcher, environ, here),
+            *launchers.configuration_doubts(launcher, environ, here, npm),
             *launchers.npm_path_doubts(launcher, environ, here),
         ]
         launch = launchers.parse_launch(launcher, argv[skip:], cwd=here)
@@ -168,24 +175,9 @@ def _interpreted_launcher(
 def _npm_own_file(path: str) -> bool:
     """Whether ``path`` lies in npm's own package (the nearest package.json above it names
     ``npm``) and is not npx's entry (npx-cli.js, told by its name)."""
-    from floorguard._identify.launchers import read_manifest
+    from floorguard._identify.launchers import npm_package_of
 
-    if os.path.basename(path) == "npx-cli.js":
-        return False
-    folder = os.path.dirname(path)
-    for _ in range(8):
-        manifest = os.path.join(folder, "package.json")
-        if os.path.isfile(manifest):
-            try:
-                data = read_manifest(manifest)
-            except ValueError:
-                return False
-            return isinstance(data, dict) and data.get("name") == "npm"
-        parent = os.path.dirname(folder)
-        if parent == folder:
-            return False
-        folder = parent
-    return False
+    return os.path.basename(path) != "npx-cli.js" and npm_package_of(path) is not None
 
 
 def _examine(
@@ -221,7 +213,7 @@ def _examine(
         return Examination(found, "python", "the Python interpreter", (*doubts, *more))
     if installed is None and argv is not None and any(_is_node(n) for n in names):
         found, more = _node_run(list(argv), environ, here, node=str(opened.path))
-        return Examination(found, "node", "node", (*doubts, *more))
+        return Examination(found, "node", "node", (*doubts, *more), str(opened.path))
     return Examination(installed, "native", "a native program", tuple(doubts))
 
 
@@ -283,7 +275,7 @@ def _script(
     if kind == "node":
         _, more = _node_run(script_argv, environ, here, script=opened, node=interpreter)
         what = f"a node script run by {interpreter}"
-        return Examination(installed, "node", what, (*doubts, *more))
+        return Examination(installed, "node", what, (*doubts, *more), interpreter)
     code, more = _python_run(interpreter, script_argv, environ, here, script=opened)
     if code is not None and installed is not None and code.adapter != installed.adapter:
         raise DetectionError(f"{opened.path} is {installed.adapter}'s but imports {code.adapter}")

@@ -53,6 +53,36 @@ class Launch:
     unpinned: str | None = None
 
 
+@dataclass(frozen=True)
+class NpmRun:
+    """The npm a launch runs (``npx``, ``npm exec``): its package folder, whose ``npmrc`` is
+    npm's builtin configuration, and the node that runs it, two folders below npm's default
+    global prefix (whose ``etc/npmrc`` is the global configuration). None: not seen (a
+    launcher that is not npm's own script run by a native node)."""
+
+    package: str | None
+    node: str | None
+
+
+def npm_package_of(script: str) -> str | None:
+    """The folder of npm's own package that holds the file ``script`` (a real path): the
+    nearest folder above it with a package.json, when that names ``npm``; else None."""
+    folder = os.path.dirname(script)
+    for _ in range(8):
+        manifest = os.path.join(folder, "package.json")
+        if os.path.isfile(manifest):
+            try:
+                data = read_manifest(manifest)
+            except ValueError:
+                return None
+            return folder if isinstance(data, dict) and data.get("name") == "npm" else None
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
+    return None
+
+
 # ---------------------------------------------------------------------------- recognising
 
 
@@ -466,6 +496,13 @@ _NPMRC_USER: Final = frozenset(
     {"registry", "nodedir", "cache", "prefix", "cafile", "ca", "strict-ssl", "proxy",
      "https-proxy", "noproxy"}
 )  # fmt: skip
+# Also understood in npm's builtin npmrc when it is the system's (npm's own package outside
+# the workspace): a distribution's npm names its global and user files there (Debian's
+# ``globalconfig=/etc/npmrc``), which are then the ones read; ``globalignorefile`` only
+# concerns what ``npm publish`` packs.
+_NPMRC_SYSTEM: Final = frozenset({"globalconfig", "userconfig", "globalignorefile"})
+# The settings that name another of npm's files: followed, never taken as they are.
+_NPMRC_FILES: Final = frozenset({"prefix", "globalconfig", "userconfig"})
 _NPMRC_CREDENTIALS: Final = frozenset(
     {"_authToken", "_auth", "username", "_password", "email", "always-auth", "certfile",
      "keyfile"}
@@ -491,16 +528,19 @@ _PIP_CONF_USER: Final = frozenset(
 _NPM_FAMILY: Final = ("npx", "npm exec", "pnpm dlx", "bunx")
 
 
-def configuration_doubts(launcher: str, environ: Mapping[str, str], cwd: str) -> list[str]:
+def configuration_doubts(
+    launcher: str, environ: Mapping[str, str], cwd: str, npm: NpmRun | None = None
+) -> list[str]:
     """The configuration files ``launcher`` reads for a spawn in ``cwd`` with ``environ``
     (its HOME, XDG folders and prefix taken from the child's environment), checked: a file
     that holds a setting not known to leave what runs unchanged, or that cannot be read
     exactly, is a doubt naming the file and the setting. A file that is not there is
-    absent."""
+    absent. ``npm``: the npm that runs ``npx`` or ``npm exec`` (its own files are read too;
+    None or not seen: a doubt, as which files it reads cannot be told)."""
     from floorguard._identify.mcp_config import home_of
 
     here = os.path.abspath(cwd)
-    chain = [here, *(str(p) for p in Path(here).parents)]
+    chain = _chain(here)
     home = home_of(environ, here)
     config_homes = _config_homes(environ.get("XDG_CONFIG_HOME", ""), home, here)
     config_dirs = [
@@ -515,7 +555,12 @@ def configuration_doubts(launcher: str, environ: Mapping[str, str], cwd: str) ->
             )
         for folder in chain:
             doubts += _npmrc_doubts(os.path.join(folder, ".npmrc"), user=False)
-        doubts += _npmrc_doubts(os.path.join(home, ".npmrc"), user=_users(home, here), home=home)
+        if launcher in ("npx", "npm exec"):
+            doubts += _npm_own_files_doubts(launcher, npm, environ, here, home)
+        else:
+            doubts += _npmrc_doubts(
+                os.path.join(home, ".npmrc"), user=_users(home, here), home=home
+            )
     if launcher == "pnpm dlx":
         for config_home in config_homes:
             rc = os.path.join(config_home, "pnpm", "rc")
@@ -660,11 +705,36 @@ def _present(launcher: str, paths: Sequence[str]) -> list[str]:
 
 
 def _npmrc_doubts(path: str, *, user: bool, home: str = "") -> list[str]:
+    """``path`` read as an ``.npmrc`` by a project's or (``user``) the user's rules; a
+    ``prefix`` there is followed to its ``etc/npmrc``, read by the user's rules."""
+    files, doubts = _npmrc_settings(path, allowed=_npmrc_allowed(user), home=home)
+    if "prefix" in files and not path.endswith(os.sep + "npmrc"):
+        doubts += _npmrc_doubts(os.path.join(files["prefix"], "etc", "npmrc"), user=True)
+    return doubts
+
+
+def _npmrc_allowed(user: bool, *, system: bool = False) -> frozenset[str]:
+    """The keys an ``.npmrc`` may set: a project's (the workspace writes it), the user's,
+    or npm's builtin one when it is the system's."""
+    if not user:
+        return _NPMRC_HARMLESS
+    return _NPMRC_HARMLESS | _NPMRC_USER | (_NPMRC_SYSTEM if system else frozenset())
+
+
+def _npmrc_settings(
+    path: str, *, allowed: frozenset[str], home: str
+) -> tuple[dict[str, str], list[str]]:
+    """The file settings (``prefix``, ``globalconfig``, ``userconfig``, as absolute paths)
+    of the ``.npmrc`` at ``path`` and its doubts: every key not in ``allowed`` (nor a
+    per-registry credential, nor a scope's registry where ``registry`` is allowed), a line
+    npm would not read plainly, a value leading into /proc, a file setting that is not an
+    absolute path npm reads as it is."""
     text, doubt = _read(path, "npm configuration")
     if doubt is not None:
-        return [doubt]
+        return {}, [doubt]
     if text is None:
-        return []
+        return {}, []
+    files: dict[str, str] = {}
     doubts: list[str] = []
     for number, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
@@ -678,27 +748,86 @@ def _npmrc_doubts(path: str, *, user: bool, home: str = "") -> list[str]:
         if key.startswith("//"):
             understood = ":" in key and key.rsplit(":", 1)[-1] in _NPMRC_CREDENTIALS
         else:
-            registry = key in _NPMRC_USER or (key.startswith("@") and key.endswith(":registry"))
-            understood = key in _NPMRC_HARMLESS or (user and registry)
-        if understood and "/" in value:
+            scope_registry = key.startswith("@") and key.endswith(":registry")
+            understood = key in allowed or ("registry" in allowed and scope_registry)
+        if not understood:
+            doubts.append(f"{path} sets {key!r}, which may change what npm runs")
+            continue
+        if "/" in value:
             from floorguard._identify.process_paths import reaches_the_process
 
             if reaches_the_process(home + value[1:] if value.startswith("~/") else value, "/"):
                 # npm reads it in the child, where /proc/self is the child's own.
                 doubts.append(f"{path} sets {key!r} to {value!r}, which leads into /proc")
                 continue
-        if understood and key == "prefix" and not path.endswith(os.sep + "npmrc"):
-            # The global prefix's own npmrc, by the user's rules (npm expands a leading ~).
-            prefix = home + value[1:] if value.startswith("~/") else value
-            if "$" in prefix or not os.path.isabs(prefix):
-                doubts.append(f"{path} sets 'prefix' to {value!r}, which is not read here")
+        if key in _NPMRC_FILES:
+            # npm expands a leading ~ and ${VARIABLES}, and resolves a relative path against
+            # its working directory: only an absolute path is read here as npm reads it.
+            named = home + value[1:] if value.startswith("~/") else value
+            if "$" in named or not os.path.isabs(named):
+                doubts.append(f"{path} sets {key!r} to {value!r}, which is not read here")
             else:
-                doubts += _npmrc_doubts(os.path.join(prefix, "etc", "npmrc"), user=True)
-            continue
-        if understood:
-            continue
-        doubts.append(f"{path} sets {key!r}, which may change what npm runs")
-    return doubts
+                files[key] = os.path.normpath(named)
+    return files, doubts
+
+
+def _npm_own_files_doubts(
+    launcher: str, npm: NpmRun | None, environ: Mapping[str, str], here: str, home: str
+) -> list[str]:
+    """npm's builtin, user and global npmrc, found as npm finds them (@npmcli/config): the
+    builtin ``npmrc`` in npm's own package; the user's ``~/.npmrc`` unless the builtin
+    names another ``userconfig``; the global ``etc/npmrc`` of the prefix the user's file,
+    else the builtin, else the node running npm sets (two folders above its real file),
+    unless the builtin names another ``globalconfig``. A file of the workspace's (below
+    the working directory, a project-local npm's, the global npmrc of a node in the
+    working directory) is held to a project's rules."""
+    doubts = []
+    if environ.get("DESTDIR"):
+        doubts.append(f"{launcher} reads DESTDIR as part of npm's global prefix (its npmrc)")
+    package = npm.package if npm is not None else None
+    node = npm.node if npm is not None else None
+    if package is None or not node:
+        why = "its file is not npm's own script" if package is None else "no node is seen"
+        doubts.append(
+            f"{launcher}: which npm runs cannot be told ({why}), so neither the builtin "
+            "npmrc in its own package nor the global npmrc of its node's prefix can be read"
+        )
+        builtin: dict[str, str] = {}
+    else:
+        local = any(_within(package, os.path.join(f, "node_modules")) for f in _chain(here))
+        system = _users(package, here) and not local
+        builtin, more = _npmrc_settings(
+            os.path.join(package, "npmrc"), allowed=_npmrc_allowed(system, system=True),
+            home=home,
+        )  # fmt: skip
+        doubts += more
+    userconfig = builtin.get("userconfig", os.path.join(home, ".npmrc"))
+    users, more = _npmrc_settings(
+        userconfig, allowed=_npmrc_allowed(_users(os.path.dirname(userconfig), here)), home=home
+    )
+    doubts += more
+    # npm's global file: the one the builtin names, else ``etc/npmrc`` of the prefix in
+    # force (the user's over the builtin's over the default, node's).
+    if "globalconfig" in builtin:
+        globalconfig, outside = builtin["globalconfig"], True
+    elif "prefix" in users or "prefix" in builtin:
+        globalconfig = os.path.join(users.get("prefix") or builtin["prefix"], "etc", "npmrc")
+        outside = True
+    elif node:
+        real = os.path.realpath(node)  # (node's execPath is its real file)
+        globalconfig = os.path.join(os.path.dirname(os.path.dirname(real)), "etc", "npmrc")
+        # A node in the working directory itself puts its prefix above it.
+        outside = not _within(real, here)
+    else:
+        return doubts
+    _, more = _npmrc_settings(
+        globalconfig, allowed=_npmrc_allowed(outside and _users(globalconfig, here)), home=home
+    )
+    return doubts + more
+
+
+def _chain(here: str) -> list[str]:
+    return [here, *(str(p) for p in Path(here).parents)]
 
 
 def _uv_toml_doubts(path: str, *, user: bool) -> list[str]:
