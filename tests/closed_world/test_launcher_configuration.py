@@ -147,18 +147,26 @@ def npm_install(prefix: Path) -> Path:
     return probes.node_with_npm(prefix, env_node=True) / "npx"
 
 
-def test_a_project_local_npms_builtin_npmrc_refuses(tmp_path: Path, project: Path) -> None:
+@pytest.mark.parametrize("spelling", ["npx", "npm exec", "node npx-cli.js"])
+def test_a_project_local_npms_builtin_npmrc_refuses(
+    tmp_path: Path, project: Path, spelling: str
+) -> None:
     """npm reads ``npmrc`` in its own package folder (its "builtin" configuration): a
     project's own npm (``npm i npm``, its npx first on PATH) brings that file with it, and
     ``node-options`` there preloads code into the package npx runs."""
     node = npm_install(tmp_path / "nodejs").parent
     local = probes.npm_package(project / "node_modules" / "npm")
-    npx = project / "node_modules" / ".bin" / "npx"
-    npx.parent.mkdir()
-    npx.symlink_to("../npm/bin/npx-cli.js")
+    bin_folder = project / "node_modules" / ".bin"
+    bin_folder.mkdir()
+    for name in ("npx", "npm"):
+        (bin_folder / name).symlink_to(f"../npm/bin/{name}-cli.js")
     builtin = write(local / "npmrc", f"node-options=--require {project / 'evil.js'}\n")
-    path = f"{npx.parent}:{node}:/usr/bin:/bin"
-    judged = run(npx, PINNED["npx"], project, PATH=path)
+    program, argv = {
+        "npx": (bin_folder / "npx", PINNED["npx"]),
+        "npm exec": (bin_folder / "npm", PINNED["npm"]),
+        "node npx-cli.js": (node / "node", [str(local / "bin" / "npx-cli.js"), *PINNED["npx"]]),
+    }[spelling]
+    judged = run(program, argv, project, PATH=f"{bin_folder}:{node}:/usr/bin:/bin")
     assert judged.verdict == REFUSE, judged
     assert str(builtin) in judged.reason and "'node-options'" in judged.reason, judged.reason
 
