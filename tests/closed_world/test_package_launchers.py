@@ -22,6 +22,7 @@ import pytest
 from helpers.advisory_maps import extended_module
 from helpers.cli import isolated_env
 from probes import node_with_npm, npm_layout, pip_layout, write_executable
+from probes.native import native_program
 
 from floorguard._gate import gate
 from floorguard._gate.decision import BLOCK, PERMIT, REFUSE, UNTRACKED
@@ -94,8 +95,13 @@ def bins(tmp_path: Path) -> Path:
     npx and npm are npm's own scripts, linked from an npm install whose node runs them
     (npm's builtin and global configuration are read from where they are)."""
     folder = tmp_path / "bin"
-    for name in ("pnpm", "pnpx", "bunx", "bun", "yarn", "uvx", "uv", "pipx"):
+    for name in ("pnpm", "pnpx", "bunx", "bun", "yarn"):
         write_executable(folder / name, "\x7fELF not really\n")
+    # uv's must say they are uv when asked; pipx must be a Python program, judged (this one
+    # imports nothing: it could run nothing the gate would not see).
+    native_program(folder / "uvx", stdout=b"uvx 0.9.4 (0000000 2025-10-01)\n")
+    native_program(folder / "uv", stdout=b"uv 0.9.4 (0000000 2025-10-01)\n")
+    write_executable(folder / "pipx", f"#!{sys.executable}\nimport sys\nsys.exit(0)\n")
     npm = node_with_npm(tmp_path / "nodejs")
     for name in ("npx", "npm"):
         (folder / name).symlink_to(npm / name)
@@ -381,6 +387,46 @@ def test_other_npm_and_uv_commands_are_not_launchers() -> None:
     assert launchers.launcher_of(("npm",), ["install"]) is None
     assert launchers.launcher_of(("uv",), ["pip", "install", "x"]) is None
     assert launchers.launcher_of(("/usr/lib/node_modules/npm/bin/npx-cli.js",), []) == ("npx", 0)
+
+
+NOT_UV = {
+    "a shell script": lambda path: write_executable(path, "#!/bin/sh\nexit 0\n"),
+    "a copy of python": lambda path: shutil.copy2(os.path.realpath(sys.executable), path),
+    "a native program that is not uv": lambda path: native_program(path, stdout=b"10.0.0\n"),
+}
+
+
+@pytest.mark.parametrize("name", ["uvx", "uv"])
+@pytest.mark.parametrize("what", sorted(NOT_UV))
+def test_a_program_named_as_uv_that_is_not_uv_is_refused(
+    tmp_path: Path, project: Path, name: str, what: str
+) -> None:
+    """uv's launchers are native programs that say they are uv: anything else under their
+    name (a script, a copied interpreter, another program) runs what it likes, never the
+    package judged."""
+    program = tmp_path / "fake" / name
+    program.parent.mkdir()
+    NOT_UV[what](program)
+    argv = (
+        ["mcp-server-fetch==2025.2.0"]
+        if name == "uvx"
+        else ["tool", "run", "mcp-server-fetch==2025.2.0"]
+    )
+    judged = judge(program, argv, project)
+    assert judged.verdict == REFUSE
+    assert "named as uv's" in judged.reason, judged.reason
+
+
+@pytest.mark.parametrize("what", ["a shell script", "a native program that is not uv"])
+def test_a_program_named_pipx_that_is_not_a_python_program_is_refused(
+    tmp_path: Path, project: Path, what: str
+) -> None:
+    program = tmp_path / "fake" / "pipx"
+    program.parent.mkdir()
+    NOT_UV[what](program)
+    judged = judge(program, ["run", "mcp-server-fetch==2025.2.0"], project)
+    assert judged.verdict == REFUSE
+    assert "named as pipx" in judged.reason, judged.reason
 
 
 def test_a_scripts_real_file_decides_and_a_native_launcher_its_name() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import signal
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,8 +121,12 @@ def make_lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Lab]:
     for agent, version in VERSIONS.items():
         native_agent(made.bin / agent, version=version, run=Run(marker=made.marker(agent)))
     native_agent(made.bin / "aider", version=b"aider 0.50.0\n")  # below its floor 0.60.0
-    for launcher in ("uvx", "uv", "pnpm", "bunx", "bun", "yarn", "pipx"):
+    for launcher in ("pnpm", "bunx", "bun", "yarn"):
         native_agent(made.bin / launcher, version=b"10.0.0\n")
+    # uv's must say they are uv; pipx must be a Python program the gate judges.
+    native_agent(made.bin / "uvx", version=b"uvx 0.9.4\n")
+    native_agent(made.bin / "uv", version=b"uv 0.9.4\n")
+    write(made.bin / "pipx", f"#!{sys.executable}\nimport sys\nsys.exit(0)\n").chmod(0o755)
     npm = node_with_npm(tmp_path / "nodejs")  # npx and npm: npm's own scripts, as installed
     for launcher in ("npx", "npm"):
         (made.bin / launcher).symlink_to(npm / launcher)

@@ -114,15 +114,19 @@ def _launched(
     from floorguard._identify import launchers
 
     names: tuple[str, ...] = (opened.requested, opened.located, str(opened.path))
+    interpreted = None
     if found.what in ("node", "the Python interpreter"):
         # The interpreter itself, running a launcher's own script or module (``node
         # .../npx-cli.js``, ``python -m pipx run``): that launcher, with its arguments.
-        names, argv = _interpreted_launcher(found.what, argv, here) or (names, argv)
+        interpreted = _interpreted_launcher(found.what, argv, here)
+        names, argv = interpreted or (names, argv)
     try:
         which = launchers.launcher_of(names, argv)
         if which is None:
             return found
         launcher, skip = which
+        if interpreted is None:
+            _check_launcher_is_what_it_is_named(launcher, found, opened, environ)
         npm = None
         if found.runs == "node" and found.interpreter:
             # The real file of the program node runs (npx-cli.js): npm's own package holds it.
@@ -142,6 +146,36 @@ def _launched(
         # An untracked package: what version runs does not matter, its inputs still do.
         return Examination(None, LAUNCHER, judged.what, tuple(doubts))
     return Examination(judged.identified, LAUNCHER, judged.what, (*doubts, *judged.doubts))
+
+
+_UV_VERSION = re.compile(r"uvx? \d+\.\d+\.\d+(?:[ \n]|\Z)")
+
+
+def _check_launcher_is_what_it_is_named(
+    launcher: str, found: Examination, opened: Target, environ: Mapping[str, str]
+) -> None:
+    """A launcher recognised by its name must be that launcher: uv's are native programs
+    that say they are uv (``uv 0.9.4``, ``uvx 0.9.4``), pipx a Python program (its code
+    judged as any other). A script, or another program, under such a name could run
+    anything at all. Raises LaunchRefused."""
+    from floorguard._identify import detect, launchers
+
+    if launcher == "uvx":
+        if found.runs != "native":
+            raise launchers.LaunchRefused(f"{opened.path} is named as uv's but is {found.what}")
+        try:
+            answer = detect.run_probe(
+                opened, ("--version",), detect.ProbeSettings.from_environ(environ),
+                detect.probe_environment(environ.get("PATH"), environ),
+            )  # fmt: skip
+        except DetectionError as exc:
+            raise launchers.LaunchRefused(f"{opened.path} is named as uv's: {exc}") from None
+        if _UV_VERSION.match(answer) is None:
+            raise launchers.LaunchRefused(
+                f"{opened.path} is named as uv's, but its --version does not say it is uv"
+            )
+    elif launcher == "pipx run" and found.runs != "python":
+        raise launchers.LaunchRefused(f"{opened.path} is named as pipx but is {found.what}")
 
 
 def _interpreted_launcher(
