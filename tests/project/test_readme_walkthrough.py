@@ -280,7 +280,8 @@ def test_the_readme_exec_exit_statuses_127_126_and_the_childs(walk: Walk) -> Non
 def test_exec_without_an_adapter_does_not_ask_for_arguments_it_does_not_need(walk: Walk) -> None:
     done = walk.run("python -m floorguard exec")
     assert done.returncode == 2
-    assert done.stderr.splitlines()[-1].endswith("the following arguments are required: ADAPTER")
+    (line,) = done.stderr.splitlines()
+    assert "the following arguments are required: ADAPTER" in line, line
 
 
 def test_the_version_flags_of_both_clis(walk: Walk) -> None:
