@@ -80,7 +80,7 @@ def test_a_workspace_dotenv_that_codex_releases_have_loaded_moves_the_server_pat
     assert "aider 0.50.0" in reason, reason
 
 
-@pytest.mark.parametrize("variable", ["LD_PRELOAD", "NODE_OPTIONS"])
+@pytest.mark.parametrize("variable", ["LD_PRELOAD", "LD_AUDIT"])
 def test_a_variable_of_codex_home_dotenv_reaches_a_server_through_env_vars(
     lab: Lab, variable: str
 ) -> None:
@@ -89,7 +89,7 @@ def test_a_variable_of_codex_home_dotenv_reaches_a_server_through_env_vars(
     safe = safe_aider(lab)
     codex_config(lab, f'[mcp_servers.o]\ncommand = "{safe}/aider"\nenv_vars = ["{variable}"]\n')
     assert lab.spawn("codex")[0]  # the at-floor aider with nothing preloaded: allowed
-    value = f"/tmp/{SECRET}.so" if variable == "LD_PRELOAD" else f"--require /tmp/{SECRET}.js"
+    value = f"/tmp/{SECRET}.so"
     write(lab.home / ".codex" / ".env", f"{variable}={value}\n")
     started, reason = lab.spawn("codex")
     assert not started, f"codex started a server with {variable} from its .env unjudged"
@@ -106,8 +106,14 @@ def test_a_variable_of_codex_home_dotenv_reaches_a_server_through_env_vars(
         "not a line dotenvy reads\nPATH={bin}:/usr/bin:/bin\r\n",
         'MULTI="two\nlines"\nPATH={bin}:/usr/bin:/bin\n',
     ],
-    ids=["export-double-quoted", "single-quoted-part", "substituted", "spaced", "after-a-bad-line",
-         "after-a-multi-line-value"],  # fmt: skip
+    ids=[
+        "export-double-quoted",
+        "single-quoted-part",
+        "substituted",
+        "spaced",
+        "after-a-bad-line",
+        "after-a-multi-line-value",
+    ],
 )
 def test_codex_home_dotenv_is_read_as_dotenvy_reads_it(lab: Lab, text: str) -> None:
     safe = safe_aider(lab)
@@ -116,6 +122,16 @@ def test_codex_home_dotenv_is_read_as_dotenvy_reads_it(lab: Lab, text: str) -> N
     env = lab.env(PATH=f"{safe}:{lab.bin}:/usr/bin:/bin", SAFE=f"{safe}")
     started, reason = lab.spawn("codex", env=env)
     assert not started and "aider 0.50.0" in reason, reason
+
+
+def test_a_line_dotenvy_rejects_sets_nothing_in_any_release(lab: Lab) -> None:
+    """An unquoted value with a space in it is a line dotenvy rejects: current codex skips
+    it, the first releases stop there; either way the variable is not set, and the server
+    is judged, and allowed, on the agent's PATH."""
+    safe = safe_aider(lab)
+    codex_config(lab, '[mcp_servers.o]\ncommand = "aider"\n')
+    write(lab.home / ".codex" / ".env", f"PATH={lab.bin}:/usr/bin /bin\n")
+    assert lab.spawn("codex", env=lab.env(PATH=f"{safe}:{lab.bin}:/usr/bin:/bin"))[0]
 
 
 def test_codex_prefixed_keys_of_the_dotenv_are_not_taken(lab: Lab) -> None:

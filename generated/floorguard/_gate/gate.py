@@ -742,9 +742,11 @@ def _judge_server(
         command = os.path.join(where, command)
     base = os.path.basename(command).lower()
     requested = base if ADAPTER_NAME.match(base) else "mcp-server"
-    # The server's environment is the agent's plus its own entries; the host's policies
-    # stay the host's.
-    server_env = {**run_environ, **dict(declared.env)}
+    # The server's environment is the one its client starts it with (the agent's, or for
+    # codex the few variables it keeps) plus its own entries; the host's policies stay the
+    # host's.
+    start = run_environ if declared.base_env is None else dict(declared.base_env)
+    server_env = {**start, **dict(declared.env)}
     from floorguard._identify.process_paths import through_the_process
 
     # As for the agent itself: the client starts the server, where /proc/self is its own.
@@ -784,7 +786,7 @@ def _judge_server(
     }
     if judged.run_through is not None:
         entry["run_through"] = judged.run_through
-    entry["reason"] = _without_arguments(judged.reason, declared)
+    entry["reason"] = _without_arguments(judged.reason, declared, run_environ)
     if judged.verdict != REFUSE:
         return entry, None
     version = judged.version or "version unknown"
@@ -797,12 +799,17 @@ def _judge_server(
     )
 
 
-def _without_arguments(reason: str, declared: Declaration) -> str:
+def _without_arguments(reason: str, declared: Declaration, run_environ: Mapping[str, str]) -> str:
     """``reason`` with every argument and environment value of the declaration it quotes
     named by its place instead: a server's declaration is recorded only as a digest, since
-    any of them may be a credential, whatever it is called or however it is spelt."""
+    any of them may be a credential, whatever it is called or however it is spelt. So is a
+    value the client's own files gave the server's starting environment (codex's .env)."""
     values = [(f"<argument {n}>", arg) for n, arg in enumerate(declared.args, 1)]
     values += [(f"<env {name}>", value) for name, value in declared.env]
+    values += [
+        (f"<env {name}>", value) for name, value in declared.base_env or ()
+        if run_environ.get(name) != value
+    ]  # fmt: skip
     # Longest first: a value inside another is replaced within it, not before it.
     for place, value in sorted(values, key=lambda pair: -len(pair[1])):
         if len(value) >= 4:  # (not "-y", "run": words a reason uses itself)

@@ -16,11 +16,13 @@ import hashlib
 import json
 import os
 import re
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from floorguard._base._text import recordable
+from floorguard._identify.dotenvy_file import RUST_WHITE_SPACE, DotenvDoubt, load
 from floorguard._identify.mcp_files import (
     ConfigDoubt,
     is_text,
@@ -42,6 +44,12 @@ CLAUDE_MANAGED_SETTINGS: Final = "/etc/claude-code/managed-settings.json"
 # CLAUDE_CODE_CUSTOM_OAUTH_URL set, and Anthropic's own local and staging builds.
 _CLAUDE_GLOBAL_SUFFIXES: Final = ("", "-custom-oauth", "-local-oauth", "-staging-oauth")
 CODEX_SYSTEM: Final = "/etc/codex/config.toml"
+# The variables codex copies from its own environment into a stdio server's, which it
+# otherwise clears (codex-rs rmcp-client ``DEFAULT_ENV_VARS``, Unix).
+CODEX_SERVER_ENV: Final = (
+    "HOME", "LOGNAME", "PATH", "SHELL", "USER", "__CF_USER_TEXT_ENCODING", "LANG", "LC_ALL",
+    "TERM", "TMPDIR", "TZ",
+)  # fmt: skip
 GEMINI_SYSTEM: Final = "/etc/gemini-cli/settings.json"
 GEMINI_SYSTEM_DEFAULTS: Final = "/etc/gemini-cli/system-defaults.json"
 
@@ -84,6 +92,10 @@ class Declaration:
     cwd: str | None = None
     url: str | None = None
     enabled: bool = True
+    # The whole environment the client starts the server with, before its ``env``: None
+    # for the agent's own (claude, gemini); codex clears it (``base_env`` of
+    # :func:`read_servers`' codex reading).
+    base_env: tuple[tuple[str, str], ...] | None = None
 
     @property
     def source(self) -> str:
@@ -160,6 +172,7 @@ def _text_only(found: Servers) -> Servers:
         strings = [declared.name, *declared.declared_in, declared.at, *declared.args]
         strings += [declared.command or "", declared.cwd or "", declared.url or ""]
         strings += [part for pair in declared.env for part in pair]
+        strings += [part for pair in declared.base_env or () for part in pair]
         if all(is_text(value) for value in strings):
             kept.append(declared)
         else:
@@ -338,6 +351,8 @@ class _Reader:
         self.expanding: Mapping[str, str] = environ
         self.home = home_of(environ, self.cwd)
         self.found: list[Declaration] = []
+        # The environments codex may run with, its .env files loaded (codex only).
+        self.codex_environments: list[dict[str, str]] = [dict(environ)]
         self.doubts: list[str] = []
         self.files: list[str] = []
 
@@ -595,6 +610,7 @@ class _Reader:
         codex_home = os.path.join(self.cwd, self.environ.get("CODEX_HOME") or "")
         if not self.environ.get("CODEX_HOME"):
             codex_home = os.path.join(self.home, ".codex")
+        self.codex_environments = self._codex_environments(codex_home)
         layers: list[tuple[str, str | None]] = [
             (CODEX_SYSTEM, None),
             (os.path.join(codex_home, "config.toml"), codex_home),
@@ -644,6 +660,87 @@ class _Reader:
                 self._codex_server(name, entry, tuple(dict.fromkeys(sources.get(name, ()))))
             elif not isinstance(entry, dict):
                 raise ConfigDoubt(f"codex: {_key('mcp_servers', name)}: not a table")
+
+    def _codex_environments(self, codex_home: str) -> list[dict[str, str]]:
+        """Each environment codex may run with once it has loaded its ``.env`` files into its
+        own (codex-rs arg0 ``load_dotenv``), as releases differ: current ones load
+        ``$CODEX_HOME/.env``, overriding, every key but ``CODEX_*``, skipping lines dotenvy
+        rejects; earlier ones also the nearest ``.env`` from the working directory up; the
+        first ones both with dotenvy's ``load`` (keeping what the environment has, every
+        key, stopping at a rejected line). Raises ConfigDoubt, naming the file, for one that
+        cannot be read exactly or that moves where codex reads its configuration."""
+        home_file = os.path.join(codex_home, ".env")
+        files: list[tuple[str, str]] = [(home_file, codex_home)]
+        workspace = _dotenv_found_from(os.path.realpath(self.cwd))
+        if workspace is not None:
+            files.append(workspace)
+        texts: dict[str, str] = {}
+        for path, within in files:
+            got = read_config(path, within=within, what="codex environment file")
+            if got is None or path in texts:
+                continue
+            self.files.append(path)
+            try:
+                texts[path] = got[0].decode("utf-8")
+            except UnicodeDecodeError:
+                raise ConfigDoubt(f"{path}: not UTF-8 text") from None
+
+        def current(text: str, env: dict[str, str]) -> dict[str, str]:
+            return load(text, env, override=True, stop_at_error=False, strip_bom=False,
+                        keep=lambda key: not key.upper().startswith("CODEX_"))  # fmt: skip
+
+        def first(text: str, env: dict[str, str]) -> dict[str, str]:
+            return load(text, env, override=False, stop_at_error=True, strip_bom=True)
+
+        workspace_file = [] if workspace is None else [workspace[0]]
+        readings = [
+            [(home_file, current)],
+            [(path, current) for path in [home_file, *workspace_file]],
+            [(path, first) for path in [home_file, *workspace_file]],
+        ]
+        found: list[dict[str, str]] = []
+        for reading in readings:
+            env = dict(self.environ)
+            for path, loading in reading:
+                if path not in texts:
+                    continue
+                try:
+                    env = loading(texts[path], env)
+                except DotenvDoubt as exc:
+                    raise ConfigDoubt(f"{path}: {exc}") from None
+                for name in ("HOME", "CODEX_HOME"):
+                    if env.get(name) != self.environ.get(name):
+                        # (codex looks its home up again after loading the file)
+                        raise ConfigDoubt(
+                            f"{path}: sets {name}, which moves where codex reads its "
+                            "configuration (in some releases)"
+                        )
+            if env not in found:
+                found.append(env)
+        return found
+
+    def _codex_env_vars(self, value: Any, where: str, at: str) -> tuple[str, ...] | None:
+        """The names ``env_vars`` forwards (a name, or a table with ``name`` and a
+        ``source`` of ``local``), or None (a doubt recorded)."""
+        if type(value) is not list:
+            self._doubt(where, at, "not a list")
+            return None
+        names: list[str] = []
+        for index, item in enumerate(value):
+            named = item
+            if (
+                isinstance(item, dict) and set(item) <= {"name", "source"}
+                and item.get("source", "local") == "local"
+            ):  # fmt: skip
+                named = item.get("name")
+            if type(named) is not str or not named or "=" in named or "\x00" in named:
+                self._doubt(
+                    where, f"{at}[{index}]",
+                    'not a variable name (a string, or a table with a name and source "local")',
+                )  # fmt: skip
+                return None
+            names.append(named)
+        return tuple(names)
 
     def _codex_argv(
         self, argv: Sequence[str]
@@ -720,11 +817,36 @@ class _Reader:
             elif place == "remote":
                 self._remote(name, None, sources, here, enabled=enabled)
             else:
-                self._stdio(name, entry, where, here, None, sources=sources, enabled=enabled)
+                self._codex_stdio(name, entry, sources, enabled=enabled)
         elif "url" in entry:
             self._remote(name, entry["url"], sources, here, enabled=enabled)
         else:
             self._doubt(where, here, "has neither a command nor a url")
+
+    def _codex_stdio(
+        self, name: str, entry: dict[str, Any], sources: tuple[str, ...], *, enabled: bool
+    ) -> None:
+        """A codex stdio server, once for each environment codex may start it with: codex
+        clears it but for its default variables and the names ``env_vars`` lists (from
+        codex's own environment, its ``.env`` loaded), then adds ``env``. Releases before
+        ``env_vars`` forwarded none: judged without them too."""
+        where, here = "; ".join(sources), _key("mcp_servers", name)
+        forwarded = self._codex_env_vars(entry.get("env_vars", []), where, here + ".env_vars")
+        if forwarded is None:
+            return
+        bases: list[tuple[tuple[str, str], ...]] = []
+        for environment in self.codex_environments:
+            for names in (forwarded, ()):
+                wanted = dict.fromkeys([*CODEX_SERVER_ENV, *names])
+                base = tuple((n, environment[n]) for n in wanted if n in environment)
+                if base not in bases:
+                    bases.append(base)
+        doubts = len(self.doubts)
+        for base in bases:
+            self._stdio(name, entry, where, here, None, sources=sources, enabled=enabled,
+                        base=base)  # fmt: skip
+            if len(self.doubts) > doubts:
+                return
 
     # ------------------------------------------------------------------ Gemini CLI
 
@@ -1003,7 +1125,10 @@ class _Reader:
         *,
         sources: tuple[str, ...] | None = None,
         enabled: bool = True,
+        base: tuple[tuple[str, str], ...] | None = None,
     ) -> None:
+        """One stdio server; ``base``: the environment the client starts it with before
+        its ``env`` (None: the agent's, with the variables the client adds)."""
         command, args = entry.get("command"), entry.get("args", [])
         env, cwd = entry.get("env", {}), entry.get("cwd")
         if type(command) is not str or not command or "\x00" in command:
@@ -1051,7 +1176,8 @@ class _Reader:
                     return
                 known = value  # left as the client leaves an unset variable: literal
             resolved.append((key, known))
-        search = dict(resolved).get("PATH", self.environ.get("PATH"))
+        start = self.environ if base is None else dict(base)
+        search = dict(resolved).get("PATH", start.get("PATH"))
         if os.sep not in command and search is not None:
             relative = [
                 n for n, e in enumerate(search.split(os.pathsep), 1) if not os.path.isabs(e)
@@ -1064,7 +1190,8 @@ class _Reader:
                     f"{at}.env.PATH" if "PATH" in env
                     else "the PATH its client's settings or .env give it"
                     if "PATH" in self.inherited
-                    else "the agent's PATH"
+                    else "the agent's PATH" if base is None
+                    else "the PATH codex gives it"
                 )  # fmt: skip
                 self._doubt(
                     where, at + ".command",
@@ -1075,7 +1202,7 @@ class _Reader:
         self.found.append(
             Declaration(
                 name, STDIO, sources or (where,), at, command=command, args=tuple(args),
-                env=tuple(resolved), cwd=cwd, enabled=enabled,
+                env=tuple(resolved), cwd=cwd, enabled=enabled, base_env=base,
             )
         )  # fmt: skip
 
@@ -1118,6 +1245,25 @@ class _Reader:
         self.found.append(Declaration(name, REMOTE, sources, at, url=url, enabled=enabled))
 
 
+def _dotenv_found_from(folder: str) -> tuple[str, str] | None:
+    """The ``.env`` dotenvy's ``dotenv()`` finds from ``folder`` (its ``Finder``): the
+    nearest regular file of that name, links followed, from ``folder`` up, with the folder
+    it lies in. Raises ConfigDoubt where it would stop on an error."""
+    for place in _ancestors(folder):
+        candidate = os.path.join(place, ".env")
+        try:
+            found = os.stat(candidate)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise ConfigDoubt(
+                f"{candidate}: {exc.strerror}: whether codex loads it is not known here"
+            ) from None
+        if stat.S_ISREG(found.st_mode):
+            return candidate, place
+    return None
+
+
 def _project_layers(folder: str) -> list[str]:
     """Codex's project layers for ``folder``, outermost first: ``.codex/config.toml`` in
     ``folder`` and every folder above it. Codex reads them from its project root down, and
@@ -1128,10 +1274,7 @@ def _project_layers(folder: str) -> list[str]:
 
 # What Rust's ``str::trim`` removes (Unicode White_Space), which Codex applies to both halves
 # of an override; Python's ``str.strip()`` removes a few more characters.
-_RUST_WHITE_SPACE: Final = (
-    "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
-    "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
-)
+_RUST_WHITE_SPACE: Final = RUST_WHITE_SPACE
 
 
 def _codex_setting(text: str) -> tuple[str, Any]:
