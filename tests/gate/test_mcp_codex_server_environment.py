@@ -220,3 +220,17 @@ def test_a_codex_env_vars_entry_that_is_not_a_name_refuses(lab: Lab) -> None:
     codex_config(lab, '[mcp_servers.o]\ncommand = "helper"\nenv_vars = [7]\n')
     started, reason = lab.spawn("codex")
     assert not started and "mcp_servers.o.env_vars" in reason, reason
+
+
+def test_a_legitimate_codex_server_with_env_vars_and_a_dotenv_is_judged_and_permitted(
+    lab: Lab,
+) -> None:
+    """The positive control: an at-floor server, a harmless name forwarded by ``env_vars``
+    and a ``.env`` setting harmless variables; every reading judged, every one permitted."""
+    safe = safe_aider(lab)
+    codex_config(lab, f'[mcp_servers.o]\ncommand = "{safe}/aider"\nenv_vars = ["GREETING"]\n')
+    write(lab.home / ".codex" / ".env", "GREETING='hello there'\nLANG=C.UTF-8\n")
+    assert lab.spawn("codex", env=lab.env(GREETING="hi"))[0]
+    listed = lab.last_receipt()["mcp_servers"]
+    assert listed and all(s["name"] == "o" and s["verdict"] == "permit" for s in listed), listed
+    assert {s["version"] for s in listed} == {"0.70.0"}
