@@ -307,12 +307,35 @@ def test_modules_held_by_os_path_and_re_are_doubts() -> None:
 
 @pytest.mark.parametrize(
     "name", ["exec", "eval", "compile", "getattr", "setattr", "delattr", "globals", "locals",
-             "vars", "breakpoint", "open", "help"],
+             "vars", "breakpoint", "open", "help", "type"],
 )  # fmt: skip
 def test_denied_builtin_is_a_doubt(name: str) -> None:
     found = doubts(f"{name}('x')\n")
     assert len(found) == 1
     assert found[0].startswith(f"line 1: {name}() ")
+
+
+@pytest.mark.parametrize(
+    "program",
+    [
+        "import sys\nF = type(sys.stdout.buffer.raw)\nF('nt.py', 'w').write(b'x')\n",
+        "import sys\nsys.stdout.buffer.raw.__init__('nt.py', 'w')\n",
+        "import sys\nf = sys.stderr\nf.buffer.raw.__init__('nt.py', 'w')\n",
+    ],
+    ids=["type-of-the-raw-stream", "raw-stream-reinitialised", "through-an-alias"],
+)
+def test_a_file_opened_through_a_standard_stream_is_a_doubt(program: str) -> None:
+    """No open() in sight: the FileIO under sys.stdout, its class or its __init__, opens a
+    file for writing (a module planted beside the program, imported later)."""
+    assert doubts(program), program
+
+
+def test_the_streams_plain_use_and_super_init_are_no_doubt() -> None:
+    program = (
+        "import sys\nsys.stdout.write('x')\nsys.stderr.flush()\nprint(1, file=sys.stderr)\n"
+        "class A(Exception):\n    def __init__(self):\n        super().__init__('a')\n"
+    )
+    assert doubts(program) == ()
 
 
 def test_exec_reports_code_built_at_run_time() -> None:

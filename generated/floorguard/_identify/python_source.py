@@ -75,6 +75,14 @@ _SYS_ALLOWED: Final = frozenset(
     }
 )  # fmt: skip
 
+# What a program may do with sys.stdin, sys.stdout and sys.stderr (not reach the buffer and
+# raw file objects under them, whose classes open files).
+_STREAMS: Final = frozenset({"stdin", "stdout", "stderr"})
+_STREAM_ALLOWED: Final = frozenset(
+    {"write", "writelines", "flush", "read", "readline", "readlines", "isatty", "fileno",
+     "encoding", "errors", "reconfigure", "name", "closed", "line_buffering"}
+)  # fmt: skip
+
 # Named so the doubt says why; every other sys attribute is a doubt too, as "interpreter state".
 _SYS_REASONS: Final = {
     **dict.fromkeys(
@@ -159,6 +167,9 @@ _DENIED_BUILTINS: Final = {
     # A written file can shadow a module the next import statement loads.
     "open": "opens files (a written file can shadow a module)",
     "help": "imports modules by run-time names",
+    # type(sys.stdout.buffer.raw) is io.FileIO: a class reached from any object builds more
+    # of its kind (a file opened for writing, with no open() in sight).
+    "type": "reaches the class of an object (whose constructor may open files)",
 }
 
 # Dunder names and attributes lead to the interpreter's internals (__builtins__, __import__,
@@ -386,6 +397,10 @@ def _judge_attribute(
     if _is_dunder(attr) and attr not in _DUNDER_ATTRS_ALLOWED:
         doubt(node, f".{attr} reaches the interpreter's internals")
         return
+    if attr == "__init__" and not _is_super_call(node.value):
+        # obj.__init__(...) builds an object anew: a stream's FileIO reopened on a path.
+        doubt(node, ".__init__ is called on an object other than super()")
+        return
     if attr in _FRAME_ATTRS:
         doubt(node, f".{attr} reaches a frame's globals or builtins")
         return
@@ -398,6 +413,14 @@ def _judge_attribute(
         doubt(node, f"{dotted} is used as a value (its attributes cannot be followed)")
 
 
+def _is_super_call(value: ast.expr) -> bool:
+    return (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Name)
+        and value.func.id == "super"
+    )
+
+
 def _judge_reference(dotted: str, node: ast.AST, doubt: _Doubt, module_paths: set[str]) -> bool:
     """A dotted name rooted at an imported module (``sys.path``, ``aider.main.main``).
     Returns False when it raised a doubt."""
@@ -406,6 +429,14 @@ def _judge_reference(dotted: str, node: ast.AST, doubt: _Doubt, module_paths: se
     if head == "sys" and len(parts) > 1 and parts[1] not in _SYS_ALLOWED:
         reason = _SYS_REASONS.get(parts[1], "interpreter state the check does not follow")
         doubt(node, f"sys.{parts[1]} is used ({reason})")
+        return False
+    if (
+        head == "sys"
+        and len(parts) > 2
+        and parts[1] in _STREAMS
+        and parts[2] not in _STREAM_ALLOWED
+    ):
+        doubt(node, f"sys.{parts[1]}.{parts[2]} is used (the file objects under a stream)")
         return False
     if head == "os" and len(parts) > 1:
         if parts[1] not in _OS_ALLOWED:
