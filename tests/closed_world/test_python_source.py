@@ -586,3 +586,17 @@ def test_readings_that_disagree_are_a_source_error(tmp_path: Path) -> None:
     assert run_python(tmp_path, program) == {"visible_mod"}
     with pytest.raises(SourceError, match="reads differently"):
         read_source(program, name="prog.py")
+
+
+def test_an_escape_cut_at_the_file_readers_chunk_end_is_read_as_the_reader_reads_it(
+    tmp_path: Path,
+) -> None:
+    """python FILE decodes the lines after the cookie through a text stream, 8 KiB at a
+    time: under unicode_escape an octal escape cut at a chunk's end (\\12|0) is a newline
+    there, and the 0 after it code; decoded whole it is one character of a comment."""
+    head = b"# -*- coding: unicode_escape -*-\n"
+    body = b"# " + b"x" * 8186 + b"\\12" + b"0;import hidden_mod\nimport visible_mod\n"
+    program = head + body
+    assert run_python(tmp_path, program) == {"hidden_mod", "visible_mod"}
+    with pytest.raises(SourceError, match="reads differently"):
+        read_source(program, name="prog.py")

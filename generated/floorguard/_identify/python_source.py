@@ -261,7 +261,11 @@ def _file_reading(data: bytes, encoding: str, lines_read: Sequence[bytes], name:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # (unicode_escape warns of unknown escapes)
-            rest = data[cut:].decode(encoding)
+            # As the reader does: a text stream over the bytes from there, read line by
+            # line, so its decoder meets them in the same chunks (an escape cut at a
+            # chunk's end reads otherwise than whole under some codecs).
+            stream = io.TextIOWrapper(io.BytesIO(data[cut:]), encoding=encoding)
+            rest = "".join(iter(stream.readline, ""))
     except (UnicodeDecodeError, LookupError, ValueError) as exc:
         raise SourceError(
             f"{name}: the lines after its coding line cannot be decoded: {exc}"
