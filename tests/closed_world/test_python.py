@@ -282,3 +282,14 @@ def test_python_dash_m_with_an_empty_package_init_runs_the_judged_main(
                           env=world.env(PYTHONPATH=str(lib)))  # fmt: skip
     assert outcome["outcome"] == "started", outcome
     assert new.marker.exists()
+
+
+def test_a_sysconfig_build_variable_in_the_environment_is_refused(
+    world: World, untracked_policy: str
+) -> None:
+    """_PYTHON_SYSCONFIGDATA_NAME names the module sysconfig imports (aider calls
+    sysconfig.get_config_var), whatever -E says."""
+    new = world.new_aider()
+    env = world.env(new.prefix / "bin", _PYTHON_SYSCONFIGDATA_NAME="planted")
+    outcome = world.spawn("aider", ["task"], policy=untracked_policy, env=env)
+    world.assert_refused(outcome, new.marker, "_PYTHON_SYSCONFIGDATA_NAME")

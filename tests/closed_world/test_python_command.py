@@ -397,6 +397,15 @@ def test_py_sax_parser_is_a_doubt_unless_the_environment_is_ignored() -> None:
     assert env_doubts({"PY_SAX_PARSER": "evil_parser"}, "-E -m aider") == ()
 
 
+def test_sysconfigs_build_variables_are_doubts_whatever_the_options() -> None:
+    """sysconfig imports the module _PYTHON_SYSCONFIGDATA_NAME names, -E or not."""
+    from floorguard._identify.python_command import build_variable_doubts
+
+    assert build_variable_doubts({"_PYTHON_SYSCONFIGDATA_NAME": "evil"}) != ()
+    assert build_variable_doubts({"_PYTHON_HOST_PLATFORM": "x"}) != ()
+    assert build_variable_doubts({"PYTHONPATH": "x", "HOME": "/h"}) == ()
+
+
 def test_platlibdir_other_than_lib_is_a_doubt() -> None:
     assert env_doubts({"PYTHONPLATLIBDIR": "lib64"}) != ()
 

@@ -414,11 +414,15 @@ def _python_run(
 ) -> tuple[Identification | None, list[str]]:
     """What ``interpreter ARGV`` runs (``script``: the opened file when it is the program)
     and the inputs not understood."""
-    from floorguard._identify.python_command import parse_python_argv, python_environment_doubts
+    from floorguard._identify.python_command import (
+        build_variable_doubts,
+        parse_python_argv,
+        python_environment_doubts,
+    )
     from floorguard._identify.python_source import read_code_string
 
     command = parse_python_argv(argv)
-    doubts = list(command.doubts)
+    doubts = [*command.doubts, *build_variable_doubts(environ)]
     if not {"E", "I"} & command.flags:
         doubts += python_environment_doubts(environ, command)
     version = identify.python_version(interpreter)

@@ -27,6 +27,7 @@ from typing import Final
 
 __all__ = [
     "PythonCommand",
+    "build_variable_doubts",
     "parse_python_argv",
     "python_environment_doubts",
     "shebang_arguments",
@@ -346,6 +347,16 @@ def _warning_filter_doubts(value: str, source: str) -> list[str]:
     if not known_action or (lineno and not _DIGITS.fullmatch(lineno)):
         doubts.append(f"{source} {value}: not a warnings filter")
     return doubts
+
+
+def build_variable_doubts(environ: Mapping[str, str]) -> tuple[str, ...]:
+    """Doubts for the ``_PYTHON*`` variables sysconfig reads whatever the options (-E and -I
+    included): ``_PYTHON_SYSCONFIGDATA_NAME`` names a module it imports."""
+    return tuple(
+        f"{name}: read by sysconfig, -E or not (it may name a module to import)"
+        for name in sorted(environ)
+        if name.startswith("_PYTHON")
+    )
 
 
 def python_environment_doubts(
