@@ -477,7 +477,7 @@ def test_an_installer_pth_line_in_the_user_site_is_refused(tmp_path: Path, pth: 
     ]
 
 
-@pytest.mark.parametrize("name", ["sitecustomize", "usercustomize", "org"])
+@pytest.mark.parametrize("name", ["sitecustomize", "usercustomize", "org", "msvcrt", "_winapi"])
 def test_an_editable_finder_mapping_a_name_imported_unasked_is_refused(
     tmp_path: Path, name: str
 ) -> None:
@@ -522,3 +522,28 @@ def test_a_pth_starting_with_a_byte_order_mark_is_refused(
     doubts = paths(python, tmp_path).doubts
     assert doubts == (f"{site / 'a.pth'} starts with a byte-order mark, read differently by "
                       "each Python",)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "name", ["nt.py", "_winapi.py", "msvcrt/__init__.py", "org/python/core.py"]
+)
+@pytest.mark.parametrize("where", ["user site", "venv site", "a folder a .pth adds"])
+def test_a_module_the_standard_library_imports_when_there_is_refused_anywhere_on_the_path(
+    tmp_path: Path, name: str, where: str
+) -> None:
+    """This interpreter's standard library lacks nt, msvcrt, _winapi (another platform's)
+    and org (a Jython probe), so pathlib's, subprocess's and copy's imports of them find
+    whatever folder holds one, after the standard library too."""
+    python, own, user = _user_site_venv(tmp_path)
+    folder = {"user site": user, "venv site": own, "a folder a .pth adds": tmp_path / "added"}
+    target = folder[where] / name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("open('marker', 'w')\n")
+    if where == "a folder a .pth adds":
+        (user / "added.pth").write_text(f"{folder[where]}\n")
+    doubts = paths(python, tmp_path, PYTHONUSERBASE=str(user.parents[2])).doubts
+    module = name.split("/", maxsplit=1)[0].removesuffix(".py")
+    assert (
+        f"{folder[where]} holds {module}, which the standard library imports when it is "
+        "there (code run by a program that never names it)" in doubts
+    ), doubts

@@ -29,7 +29,7 @@ from floorguard._identify.pip_metadata import (
     _record,
     _unique,
 )
-from floorguard._identify.python_site import STDLIB_PROBES
+from floorguard._identify.python_site import reserved_names
 from floorguard._maps.catalog import ADAPTER_OF_PIP_MODULE
 from floorguard.errors import DetectionError
 
@@ -172,7 +172,23 @@ def _python_path(
     ]
     for folder in before:
         doubts += _shadow_doubts(folder, scan.directories, scan.mapped, version)
+    for folder in scan.directories:
+        doubts += _reserved_doubts(folder, version)
     return PythonPath(tuple(before), scan.directories, tuple(doubts))
+
+
+def _reserved_doubts(folder: str, version: str | None) -> list[str]:
+    """A site folder (or one a ``.pth`` adds) holding a module of a name the standard
+    library imports where it finds it (``nt``, ``org``): found after the standard library,
+    which lacks it, it runs in any program that imports ``pathlib`` or ``copy``."""
+    reserved = reserved_names()
+    held = {entry.split(".", 1)[0] for entry in listing(folder)} & reserved
+    return [
+        f"{folder} holds {name}, which the standard library imports when it is there "
+        "(code run by a program that never names it)"
+        for name in sorted(held)
+        if find_module(name, [folder], version) is not None
+    ]
 
 
 def env_flag(value: str | None) -> bool:
@@ -207,13 +223,14 @@ def _shadow_doubts(
     later.update(mapped)
     doubts = []
     held = {entry.split(".", 1)[0] for entry in listing(folder)}
-    for name in sorted(held & (stdlib | later | STDLIB_PROBES)):
+    reserved = reserved_names()
+    for name in sorted(held & (stdlib | later | reserved)):
         here = find_module(name, [folder], version)
         if here is None:
             continue
         regular = here[1] != "namespace"
         installed = find_module(name, sites, version) if name in later else None
-        if name in STDLIB_PROBES and installed is None:
+        if name in reserved and installed is None:
             doubts.append(
                 f"{folder} holds {name}, which the standard library imports when it is there "
                 "(code run by a program that never names it)"

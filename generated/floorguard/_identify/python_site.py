@@ -24,6 +24,7 @@ ships one) belongs to the interpreter's installation, which is trusted as the sy
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import re
 from collections.abc import Callable, Collection, Sequence
@@ -77,9 +78,36 @@ STDLIB_PROBES: Final = frozenset(
     {"org", "java", "_winreg", "vms_lib", "win32api", "win32con", "win32evtlog",
      "win32evtlogutil", "docutils", "pgen2"}
 )  # fmt: skip
-# Names imported though no program names them: by site at start-up, and by the standard
-# library where it finds them. An editable finder serving one runs its folder's code unasked.
-_IMPORTED_UNASKED: Final = STDLIB_PROBES | {"sitecustomize", "usercustomize"}
+
+
+@functools.cache
+def reserved_names() -> frozenset[str]:
+    """Top-level names the standard library imports wherever the path finds them, though
+    this interpreter's does not hold them: STDLIB_PROBES, and the names
+    ``sys.stdlib_module_names`` lists that this build lacks (another platform's, such as
+    ``nt``, ``msvcrt``, ``winreg`` and ``_winapi``, which ``pathlib``, ``subprocess`` and
+    ``mimetypes`` try; a module left out of the build, such as ``_dbm``). A module of such
+    a name anywhere on the path runs in a program that never names it."""
+    import sys
+    import sysconfig
+
+    held = set(sys.builtin_module_names)
+    for key in ("stdlib", "platstdlib"):
+        folder = sysconfig.get_paths().get(key)
+        if folder:
+            for place in (folder, os.path.join(folder, "lib-dynload")):
+                try:
+                    held.update(entry.split(".", 1)[0] for entry in os.listdir(place))
+                except OSError:
+                    continue
+    return frozenset((set(sys.stdlib_module_names) - held) | STDLIB_PROBES)
+
+
+def _imported_unasked() -> frozenset[str]:
+    """Names imported though no program names them: by site at start-up, and by the
+    standard library where it finds them."""
+    return reserved_names() | {"sitecustomize", "usercustomize"}
+
 
 # Where a top-level module imports from, given the search path so far (None: not there).
 Finder = Callable[[str, Sequence[str]], "str | None"]
@@ -240,7 +268,7 @@ def _editable_mapping_problem(finder: str, mapped: list[str]) -> str | None:
                 return f"{finder} has a MAPPING that is not a dict"
             tops = [str(name).split(".")[0] for name in mapping]
             mapped += tops
-            unasked = sorted(set(tops) & _IMPORTED_UNASKED)
+            unasked = sorted(set(tops) & _imported_unasked())
             if unasked:
                 return (
                     f"{finder} maps {', '.join(unasked)}, imported at start-up or by the "
