@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from helpers.advisory_maps import extended_module
 from helpers.cli import isolated_env
-from probes import node_with_npm, npm_layout, pip_layout, write_executable
+from probes import node_with_npm, npm_layout, pip_install, pip_layout, write_executable
 from probes.native import native_program
 
 from floorguard._gate import gate
@@ -427,6 +427,34 @@ def test_a_program_named_pipx_that_is_not_a_python_program_is_refused(
     judged = judge(program, ["run", "mcp-server-fetch==2025.2.0"], project)
     assert judged.verdict == REFUSE
     assert "named as pipx" in judged.reason, judged.reason
+
+
+@pytest.mark.parametrize("how", ["a script named pipx", "python -m pipx"])
+def test_a_launcher_that_runs_an_adapters_code_itself_is_refused(
+    tmp_path: Path, project: Path, how: str
+) -> None:
+    """A "pipx" whose own code imports aider runs that aider, whatever package and version
+    its arguments name: never judged as the package named."""
+    marker = tmp_path / "ran"
+    aider = pip_install(tmp_path / "old", dist="aider-chat", module="aider", version="0.50.0",
+                        marker=marker)  # fmt: skip
+    python = aider.parent / "python"
+    argv = ["run", "--spec", "aider-chat==0.70.0", "aider"]
+    if how == "a script named pipx":
+        program = write_executable(
+            tmp_path / "fake" / "pipx", f"#!{python}\nimport sys\nfrom aider.main import main\n"
+            "sys.exit(main())\n",
+        )  # fmt: skip
+    else:
+        package = tmp_path / "lib" / "pipx"
+        package.mkdir(parents=True)
+        (package / "__init__.py").write_text("")
+        (package / "__main__.py").write_text("import sys\nfrom aider.main import main\n")
+        program, argv = python, ["-P", "-m", "pipx", *argv]
+        project = tmp_path / "lib"
+    judged = judge(program, argv, project, PYTHONPATH=str(tmp_path / "lib"))
+    assert judged.verdict == REFUSE
+    assert "aider's code itself" in judged.reason, judged.reason
 
 
 def test_a_scripts_real_file_decides_and_a_native_launcher_its_name() -> None:

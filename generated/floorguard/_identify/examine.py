@@ -125,6 +125,12 @@ def _launched(
         if which is None:
             return found
         launcher, skip = which
+        if found.identified is not None:
+            # A "launcher" that runs an adapter's code itself would run that, whatever the
+            # package its arguments name.
+            raise launchers.LaunchRefused(
+                f"{opened.path} runs {found.identified.adapter}'s code itself: it is no {launcher}"
+            )
         if interpreted is None:
             _check_launcher_is_what_it_is_named(launcher, found, opened, environ)
         npm = None
