@@ -224,10 +224,14 @@ def test_script_over_one_mib_with_the_import_at_the_end_is_refused(
     world.assert_refused(outcome, old.marker, "0.50.0", "MiB", "large", "size", "bytes")
 
 
-def test_a_python_older_than_3_11_is_refused(world: World, untracked_policy: str) -> None:
+@pytest.mark.parametrize("name", ["python3.10", "python3"])
+def test_a_python_older_than_3_11_or_of_no_known_version_is_refused(
+    world: World, untracked_policy: str, name: str
+) -> None:
     """Python 3.10 has no -P and ignores PYTHONSAFEPATH: ``PYTHONSAFEPATH=1 python3.10 -m
     aider`` puts the workspace first on its path. Its command line and start-up are not the
-    ones read here, so the interpreter itself is refused (told by its file's name)."""
+    ones read here, so the interpreter itself is refused (told by its file's name); so is
+    one whose version nothing states (a copy under a plain ``python3``)."""
     import os
     import shutil
     import sys
@@ -235,7 +239,7 @@ def test_a_python_older_than_3_11_is_refused(world: World, untracked_policy: str
     new = world.new_aider()
     bin_dir = world.root / "py310" / "bin"
     bin_dir.mkdir(parents=True)
-    old_python = bin_dir / "python3.10"
+    old_python = bin_dir / name
     try:
         os.link(os.path.realpath(sys.executable), old_python)
     except OSError:
@@ -243,7 +247,7 @@ def test_a_python_older_than_3_11_is_refused(world: World, untracked_policy: str
     env = world.env(new.prefix / "bin", PYTHONSAFEPATH="1")
     outcome = world.spawn("python", ["-m", "aider"], policy=untracked_policy,
                           binary=old_python, env=env)  # fmt: skip
-    world.assert_refused(outcome, new.marker, "older than the 3.11")
+    world.assert_refused(outcome, new.marker, "older than the 3.11", "cannot be told")
 
 
 def _runner_package(lib: Path, init: str, *, sub: bool) -> list[str]:

@@ -432,7 +432,14 @@ def _python_run(
     if not {"E", "I"} & command.flags:
         doubts += python_environment_doubts(environ, command)
     version = identify.python_version(interpreter)
-    if version is not None and _older_than_modelled(version):
+    if version is None:
+        # Neither its real file's name (python3.11) nor a pyvenv.cfg says: a copy of another
+        # Python under a plain name would be read by 3.11's rules.
+        doubts.append(
+            f"{interpreter}: which Python it is cannot be told (its real file is not named "
+            "pythonX.Y, and no pyvenv.cfg states a version)"
+        )
+    elif _older_than_modelled(version):
         # Its command line and start-up differ (no -P, no PYTHONSAFEPATH): the reading of
         # both here is CPython 3.11's and later.
         doubts.append(
