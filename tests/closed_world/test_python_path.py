@@ -547,3 +547,17 @@ def test_a_module_the_standard_library_imports_when_there_is_refused_anywhere_on
         f"{folder[where]} holds {module}, which the standard library imports when it is "
         "there (code run by a program that never names it)" in doubts
     ), doubts
+
+
+@pytest.mark.parametrize("line", [b"/\x1b(Bold", "/ünïcode".encode(), b"/a\x0cb"])
+def test_a_pth_holding_bytes_other_than_printable_ascii_is_refused(
+    venv: tuple[Path, Path], tmp_path: Path, line: bytes
+) -> None:
+    """3.11's and 3.12's site read a .pth in the child's locale encoding: a path line that
+    is not printable ASCII may name another folder there (or, under a stateful codeset,
+    hide an import line behind an escape sequence)."""
+    python, site = venv
+    (site / "a.pth").write_bytes(str(tmp_path).encode() + line + b"\n")
+    doubts = paths(python, tmp_path).doubts
+    assert doubts == (f"{site / 'a.pth'} holds bytes other than printable ASCII, read by some "
+                      "Pythons in the locale's encoding",), doubts  # fmt: skip

@@ -32,7 +32,7 @@ def test_ordinary_inputs_pass() -> None:
 
 @pytest.mark.parametrize(
     "name", ["LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH", "GCONV_PATH", "OPENSSL_CONF",
-             "OPENSSL_ENGINES", "OPENSSL_MODULES"],
+             "OPENSSL_ENGINES", "OPENSSL_MODULES", "LOCPATH", "LOCALE_ARCHIVE"],
 )  # fmt: skip
 def test_variables_that_load_code_into_any_program_are_doubts(name: str) -> None:
     [doubt] = loader_doubts({"PATH": "/usr/bin", name: "/x"})

@@ -27,6 +27,10 @@ _LOADING_VARIABLES: Final = {
     "OPENSSL_CONF": "names an OpenSSL configuration, which can load engines and providers",
     "OPENSSL_ENGINES": "names a folder OpenSSL loads engines from",
     "OPENSSL_MODULES": "names a folder OpenSSL loads providers from",
+    # A locale built anywhere decides how the C library (and Python's "locale" encoding)
+    # reads bytes: a made-up codeset reads the judged path, .pth or argument otherwise.
+    "LOCPATH": "makes the C library read locales from its folders",
+    "LOCALE_ARCHIVE": "makes the C library read locales from another archive",
 }
 
 

@@ -37,6 +37,7 @@ from floorguard._maps.catalog import ADAPTER_OF_PIP_MODULE
 from floorguard.errors import UnreadableFileError
 
 MAX_PTH_BYTES: Final = 1 << 20
+_NOT_PLAIN: Final = re.compile(rb"[^\t\n\r\x20-\x7e]")
 MAX_FINDER_BYTES: Final = 1 << 20
 
 # The line setuptools installs as distutils-precedence.pth (one form since setuptools 49).
@@ -182,6 +183,14 @@ def _read_pth(
             # 3.13's site drops it; 3.11's and 3.12's keep it as the first line's first
             # character (a relative path, joined to the site folder): no one reading holds.
             return [], [f"{path} starts with a byte-order mark, read differently by each Python"]
+        if _NOT_PLAIN.search(data):
+            # 3.11's and 3.12's site read it in the locale's encoding, the child's (any
+            # LANG or LC_* it is given), not the gate's: only printable ASCII (escape
+            # sequences are a stateful codeset's) reads one way.
+            return [], [
+                f"{path} holds bytes other than printable ASCII, read by some Pythons in "
+                "the locale's encoding"
+            ]
         # site.py reads it as UTF-8 from 3.13, and in the locale's
         # encoding before: text that is not UTF-8 might read differently there.
         text = data.decode("utf-8")
