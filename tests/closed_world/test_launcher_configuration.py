@@ -510,6 +510,18 @@ def test_yarn_dlx_that_yarn_1_reads_as_a_script_or_another_yarn_refuses(
     assert judged.verdict == REFUSE and file in judged.reason, judged
 
 
+@pytest.mark.parametrize("launcher", ["pnpm", "yarn"])
+def test_a_package_manager_the_project_names_refuses_its_dlx(
+    bins: Path, project: Path, launcher: str
+) -> None:
+    """pnpm (and corepack, and yarn through it) fetch and run the version a package.json's
+    packageManager names, in place of the one judged; a project without one passes."""
+    assert run(bins / launcher, PINNED[launcher], project).verdict == PERMIT
+    write(project / "package.json", '{"packageManager": "pnpm@9.0.0+sha512.abc"}')
+    judged = run(bins / launcher, PINNED[launcher], project)
+    assert judged.verdict == REFUSE and "packageManager" in judged.reason, judged
+
+
 def test_pnpms_own_settings_file_refuses_pnpm_dlx(bins: Path, project: Path) -> None:
     config = write(_home_of(project) / ".config" / "pnpm" / "config.yaml", "cacheDir: x\n")
     judged = run(bins / "pnpm", PINNED["pnpm"], project)

@@ -95,8 +95,11 @@ def bins(tmp_path: Path) -> Path:
     npx and npm are npm's own scripts, linked from an npm install whose node runs them
     (npm's builtin and global configuration are read from where they are)."""
     folder = tmp_path / "bin"
-    for name in ("pnpm", "pnpx", "bunx", "bun", "yarn"):
-        write_executable(folder / name, "\x7fELF not really\n")
+    # A launcher must be what its name says: a native one answers --version as it does
+    # (bun's and pnpm's standalone build: a bare version), yarn is yarn's own script.
+    for name in ("pnpm", "pnpx", "bunx", "bun"):
+        native_program(folder / name, stdout=b"10.0.0\n")
+    yarn_script(tmp_path / "yarnpkg", folder / "yarn")
     # uv's must say they are uv when asked; pipx must be a Python program, judged (this one
     # imports nothing: it could run nothing the gate would not see).
     native_program(folder / "uvx", stdout=b"uvx 0.9.4 (0000000 2025-10-01)\n")
@@ -106,6 +109,17 @@ def bins(tmp_path: Path) -> Path:
     for name in ("npx", "npm"):
         (folder / name).symlink_to(npm / name)
     return folder
+
+
+def yarn_script(package: Path, link: Path) -> Path:
+    """yarn 1 as npm installs it: the package ``yarn`` whose ``bin/yarn.js`` (a node
+    script) ``link`` points to."""
+    (package / "bin").mkdir(parents=True)
+    (package / "package.json").write_text(json.dumps({"name": "yarn", "version": "1.22.22"}))
+    write_executable(package / "bin" / "yarn.js", "#!/usr/bin/env node\n")
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(package / "bin" / "yarn.js")
+    return link
 
 
 @pytest.fixture
@@ -414,7 +428,44 @@ def test_a_program_named_as_uv_that_is_not_uv_is_refused(
     )
     judged = judge(program, argv, project)
     assert judged.verdict == REFUSE
-    assert "named as uv's" in judged.reason, judged.reason
+    assert "is named as uvx's" in judged.reason, judged.reason
+
+
+def _corepack_shim(path: Path) -> None:
+    """corepack's pnpm, pnpx and yarn: its own script, which fetches whatever version of
+    the package manager a project's packageManager names."""
+    package = path.parent.parent / "corepack"
+    (package / "dist").mkdir(parents=True, exist_ok=True)
+    (package / "package.json").write_text(json.dumps({"name": "corepack", "version": "0.31.0"}))
+    write_executable(package / "dist" / path.name, "#!/usr/bin/env node\n")
+    path.symlink_to(package / "dist" / path.name)
+
+
+IMPOSTORS = {
+    "a shell script": lambda path: write_executable(path, "#!/bin/sh\nexit 0\n"),
+    "a copy of python": lambda path: shutil.copy2(os.path.realpath(sys.executable), path),
+    "a node script of corepack": _corepack_shim,
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "argv"),
+    [("pnpm", ["dlx", "mcp-remote@0.1.16"]), ("pnpx", ["mcp-remote@0.1.16"]),
+     ("yarn", ["dlx", "mcp-remote@0.1.16"]), ("bunx", ["mcp-remote@0.1.16"])],
+)  # fmt: skip
+@pytest.mark.parametrize("what", sorted(IMPOSTORS))
+def test_a_program_named_as_a_node_launcher_that_is_not_it_is_refused(
+    tmp_path: Path, project: Path, name: str, argv: list[str], what: str
+) -> None:
+    """pnpm, yarn and bun are their own package's script or a native program that answers
+    as they do: a shell script or a copied interpreter under their names runs what it
+    likes, and corepack's shims fetch a version nobody judged."""
+    program = tmp_path / "fake" / name
+    program.parent.mkdir()
+    IMPOSTORS[what](program)
+    judged = judge(program, argv, project)
+    assert judged.verdict == REFUSE
+    assert "is named as" in judged.reason, judged.reason
 
 
 @pytest.mark.parametrize("what", ["a shell script", "a native program that is not uv"])

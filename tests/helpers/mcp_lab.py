@@ -121,8 +121,13 @@ def make_lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Lab]:
     for agent, version in VERSIONS.items():
         native_agent(made.bin / agent, version=version, run=Run(marker=made.marker(agent)))
     native_agent(made.bin / "aider", version=b"aider 0.50.0\n")  # below its floor 0.60.0
-    for launcher in ("pnpm", "bunx", "bun", "yarn"):
+    for launcher in ("pnpm", "bunx", "bun"):
         native_agent(made.bin / launcher, version=b"10.0.0\n")
+    # yarn is yarn's own node script, as npm installs it.
+    yarn = tmp_path / "yarnpkg"
+    write(yarn / "package.json", json.dumps({"name": "yarn", "version": "1.22.22"}))
+    write(yarn / "bin" / "yarn.js", "#!/usr/bin/env node\n").chmod(0o755)
+    (made.bin / "yarn").symlink_to(yarn / "bin" / "yarn.js")
     # uv's must say they are uv; pipx must be a Python program the gate judges.
     native_agent(made.bin / "uvx", version=b"uvx 0.9.4\n")
     native_agent(made.bin / "uv", version=b"uv 0.9.4\n")

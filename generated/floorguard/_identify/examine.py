@@ -154,34 +154,56 @@ def _launched(
     return Examination(judged.identified, LAUNCHER, judged.what, (*doubts, *judged.doubts))
 
 
-_UV_VERSION = re.compile(r"uvx? \d+\.\d+\.\d+(?:[ \n]|\Z)")
+# What each launcher's own program answers to --version when it is native.
+_NATIVE_VERSION: Final = {
+    "uvx": re.compile(r"uvx? \d+\.\d+\.\d+(?:[ \n]|\Z)"),  # uv 0.9.4, uvx 0.9.4 (...)
+    "bunx": re.compile(r"\d+\.\d+\.\d+\n?\Z"),  # bun: 1.1.38
+    "pnpm dlx": re.compile(r"\d+\.\d+\.\d+\n?\Z"),  # pnpm's standalone build: 9.12.0
+}
+# The npm package whose script a node-run launcher must be (corepack's shims are not).
+_NODE_PACKAGE: Final = {"pnpm dlx": "pnpm", "yarn dlx": "yarn"}
 
 
 def _check_launcher_is_what_it_is_named(
     launcher: str, found: Examination, opened: Target, environ: Mapping[str, str]
 ) -> None:
-    """A launcher recognised by its name must be that launcher: uv's are native programs
-    that say they are uv (``uv 0.9.4``, ``uvx 0.9.4``), pipx a Python program (its code
-    judged as any other). A script, or another program, under such a name could run
-    anything at all. Raises LaunchRefused."""
+    """A launcher recognised by its name must be that launcher: a native one answers
+    ``--version`` as it does (``uv 0.9.4``, bun's and pnpm's bare version), a node-run one
+    is the script of its own npm package (``pnpm``, ``yarn``: not corepack's shim, which
+    fetches whatever version a project names), pipx a Python program (its code judged as
+    any other). A shell script, or another program, under such a name could run anything
+    at all. npx and npm are told apart by their npm package (``configuration_doubts``).
+    Raises LaunchRefused."""
     from floorguard._identify import detect, launchers
 
-    if launcher == "uvx":
-        if found.runs != "native":
-            raise launchers.LaunchRefused(f"{opened.path} is named as uv's but is {found.what}")
-        try:
-            answer = detect.run_probe(
-                opened, ("--version",), detect.ProbeSettings.from_environ(environ),
-                detect.probe_environment(environ.get("PATH"), environ),
-            )  # fmt: skip
-        except DetectionError as exc:
-            raise launchers.LaunchRefused(f"{opened.path} is named as uv's: {exc}") from None
-        if _UV_VERSION.match(answer) is None:
+    if launcher == "pipx run":
+        if found.runs != "python":
+            raise launchers.LaunchRefused(f"{opened.path} is named as pipx but is {found.what}")
+        return
+    if launcher in ("npx", "npm exec"):
+        return
+    if found.runs == "node" and launcher in _NODE_PACKAGE:
+        owner = launchers.package_name_of(os.path.realpath(opened.path))
+        if owner != _NODE_PACKAGE[launcher]:
             raise launchers.LaunchRefused(
-                f"{opened.path} is named as uv's, but its --version does not say it is uv"
+                f"{opened.path} is named as {launcher}'s but is a script of "
+                f"{owner or 'no npm package'}, not of {_NODE_PACKAGE[launcher]}"
             )
-    elif launcher == "pipx run" and found.runs != "python":
-        raise launchers.LaunchRefused(f"{opened.path} is named as pipx but is {found.what}")
+        return
+    expected = _NATIVE_VERSION.get(launcher)
+    if found.runs != "native" or expected is None:
+        raise launchers.LaunchRefused(f"{opened.path} is named as {launcher}'s but is {found.what}")
+    try:
+        answer = detect.run_probe(
+            opened, ("--version",), detect.ProbeSettings.from_environ(environ),
+            detect.probe_environment(environ.get("PATH"), environ),
+        )  # fmt: skip
+    except DetectionError as exc:
+        raise launchers.LaunchRefused(f"{opened.path} is named as {launcher}'s: {exc}") from None
+    if expected.match(answer) is None:
+        raise launchers.LaunchRefused(
+            f"{opened.path} is named as {launcher}'s, but its --version does not say it is"
+        )
 
 
 def _interpreted_launcher(

@@ -67,6 +67,19 @@ class NpmRun:
 def npm_package_of(script: str) -> str | None:
     """The folder of npm's own package that holds the file ``script`` (a real path): the
     nearest folder above it with a package.json, when that names ``npm``; else None."""
+    found = _package_of(script)
+    return found[0] if found is not None and found[1] == "npm" else None
+
+
+def package_name_of(script: str) -> str | None:
+    """The name the nearest package.json above the file ``script`` states, or None."""
+    found = _package_of(script)
+    return None if found is None else found[1]
+
+
+def _package_of(script: str) -> tuple[str, str | None] | None:
+    """(folder, stated name) of the nearest package.json above ``script`` (None: none,
+    or one that cannot be read)."""
     folder = os.path.dirname(script)
     for _ in range(8):
         manifest = os.path.join(folder, "package.json")
@@ -75,7 +88,8 @@ def npm_package_of(script: str) -> str | None:
                 data = read_manifest(manifest)
             except ValueError:
                 return None
-            return folder if isinstance(data, dict) and data.get("name") == "npm" else None
+            name = data.get("name") if isinstance(data, dict) else None
+            return folder, name if isinstance(name, str) else None
         parent = os.path.dirname(folder)
         if parent == folder:
             return None
@@ -576,6 +590,8 @@ def configuration_doubts(
             [os.path.join(d, name) for d in (*chain, home) for name in (".yarnrc.yml", ".yarnrc")],
         )
         doubts += _yarn_script_doubts(chain)
+    if launcher in ("pnpm dlx", "yarn dlx"):
+        doubts += _package_manager_doubts(launcher, chain)
     if launcher in (*_NPM_FAMILY, "yarn dlx", "uvx"):
         # A launcher's cache and installs are what it runs when they hold the version
         # pinned: in the working directory, the workspace fills them.
@@ -635,6 +651,26 @@ def read_manifest(path: str | os.PathLike[str]) -> object:
         return json.loads(data)
     except RecursionError:
         raise ValueError(f"{path} nests too deep") from None
+
+
+def _package_manager_doubts(launcher: str, chain: Sequence[str]) -> list[str]:
+    """A ``packageManager`` field in a package.json of the project makes pnpm (and corepack,
+    and yarn through it) fetch and run the version it names instead of itself: code no one
+    judged."""
+    for folder in chain:
+        manifest = os.path.join(folder, "package.json")
+        if not os.path.lexists(manifest):
+            continue
+        try:
+            data = read_manifest(manifest)
+        except ValueError:
+            return [f"{launcher}: {manifest} cannot be read (it may name a packageManager)"]
+        if isinstance(data, dict) and "packageManager" in data:
+            return [
+                f"{launcher}: {manifest} names a packageManager, whose version would run "
+                "in its place"
+            ]
+    return []
 
 
 def _yarn_script_doubts(chain: Sequence[str]) -> list[str]:
