@@ -171,6 +171,26 @@ def test_a_project_local_npms_builtin_npmrc_refuses(
     assert str(builtin) in judged.reason and "'node-options'" in judged.reason, judged.reason
 
 
+@pytest.mark.parametrize("spelling", ["npx", "node npx-cli.js"])
+def test_an_npm_of_the_projects_own_node_modules_refuses(
+    tmp_path: Path, project: Path, spelling: str
+) -> None:
+    """A package.json naming itself npm in the project's node_modules is all it takes to
+    be "npm's own script": its npx-cli.js is code the workspace wrote, never judged."""
+    node = npm_install(tmp_path / "nodejs").parent
+    local = probes.npm_package(project / "node_modules" / "npm")
+    bin_folder = project / "node_modules" / ".bin"
+    bin_folder.mkdir()
+    (bin_folder / "npx").symlink_to("../npm/bin/npx-cli.js")
+    program, argv = {
+        "npx": (bin_folder / "npx", PINNED["npx"]),
+        "node npx-cli.js": (node / "node", [str(local / "bin" / "npx-cli.js"), *PINNED["npx"]]),
+    }[spelling]
+    judged = run(program, argv, project, PATH=f"{bin_folder}:{node}:/usr/bin:/bin")
+    assert judged.verdict == REFUSE, judged
+    assert "the project's own" in judged.reason, judged.reason
+
+
 def test_the_global_npmrc_of_a_node_in_the_workspace_refuses(tmp_path: Path, project: Path) -> None:
     """npm's global prefix is two folders above the node that runs it: a genuine node
     binary copied into ``<workspace>/tools/bin``, first on PATH, makes

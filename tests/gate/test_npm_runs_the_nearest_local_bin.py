@@ -85,3 +85,25 @@ def test_a_node_first_on_the_childs_path_refuses_the_other_launchers(
     )
     assert not started
     assert "the node first on the PATH it gives it" in reason, reason
+
+
+@pytest.mark.parametrize("where", ["a bin named as the spec", "a file named as the spec"])
+def test_a_workspace_file_named_as_the_pinned_spec_is_refused(lab: Lab, where: str) -> None:
+    """npm takes a spec that names an existing file for that file: the workspace's
+    ``node_modules/.bin/@anthropic-ai/claude-code@1.0.30`` or ``./@anthropic-ai/...``."""
+    spec = f"{PACKAGE}@1.0.30"
+    folder = lab.project / "node_modules" / ".bin" if where.startswith("a bin") else lab.project
+    write(folder / spec, "#!/bin/sh\nexit 0\n").chmod(0o755)
+    started, reason = lab.spawn("npx", "-y", spec)
+    assert not started
+    assert "is a file of that name" in reason, reason
+
+
+def test_a_project_named_as_the_pinned_package_is_refused(lab: Lab) -> None:
+    """A project whose own package.json names the pinned package (and its version) is, to
+    npm, that package installed: npm runs the bin its bin map names, the workspace's."""
+    manifest = {"name": PACKAGE, "version": "1.0.30", "bin": {"zz": "evil.js"}}
+    write(lab.project / "package.json", json.dumps(manifest))
+    started, reason = lab.spawn("npx", "-y", f"{PACKAGE}@1.0.30")
+    assert not started
+    assert "is itself named" in reason, reason

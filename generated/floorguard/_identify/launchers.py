@@ -831,6 +831,13 @@ def _npm_own_files_doubts(
         builtin: dict[str, str] = {}
     else:
         local = any(_within(package, os.path.join(f, "node_modules")) for f in _chain(here))
+        if local:
+            # An npm of the project's own node_modules is code the workspace wrote (a
+            # package.json naming itself npm is all it takes): never npm's as installed.
+            doubts.append(
+                f"{launcher}: the npm that runs is the project's own ({package}), code the "
+                "workspace can write"
+            )
         system = _users(package, here) and not local
         builtin, more = _npmrc_settings(
             os.path.join(package, "npmrc"), allowed=_npmrc_allowed(system, system=True),
@@ -1059,6 +1066,27 @@ def _local_bin_doubt(launch: Launch, owner: str | None, cwd: str) -> str | None:
         with contextlib.suppress(ValueError, DetectionError):
             names.add(executable_for(owner))
     here = Path(os.path.abspath(cwd))
+    for folder in (here, *here.parents):
+        # npm takes a spec that names an existing path (./@scope/pkg@1.0.0, or a bin of
+        # that name) for that file; and a project whose own package.json names the pinned
+        # package for the package itself, running the bin its bin map names.
+        spelt = [] if launch.spec in names else [folder / "node_modules" / ".bin" / launch.spec]
+        if folder == here and "/" in launch.spec:
+            spelt.append(folder / launch.spec)
+        for candidate in spelt:
+            if os.path.lexists(candidate):
+                return f"{launch.launcher} {launch.spec}: {candidate} is a file of that name"
+        manifest = folder / "package.json"
+        if os.path.lexists(manifest):
+            try:
+                data = read_manifest(manifest)
+            except ValueError as exc:
+                return f"{launch.launcher} {launch.spec}: {exc}"
+            if isinstance(data, dict) and data.get("name") == launch.package:
+                return (
+                    f"{launch.launcher} {launch.spec}: the project {manifest} is itself named "
+                    f"{launch.package}, and npm runs its own bin"
+                )
     # A local install npm takes for the spec: the command it runs is the one its own
     # package.json's bin names, whatever that is, and with no .bin link to it npm's
     # ``sh -c`` finds that name further along PATH.
