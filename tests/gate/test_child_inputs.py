@@ -44,6 +44,11 @@ def test_loader_variables_that_load_nothing_are_not_doubts() -> None:
     assert loader_doubts(environ) == ()
 
 
+def test_a_relative_path_entry_is_named_by_its_place_not_its_text() -> None:
+    [doubt] = loader_doubts({"PATH": "/usr/bin:sk-SECRET13/bin"})
+    assert doubt.startswith("entry 2 of PATH is relative") and "SECRET" not in doubt, doubt
+
+
 @pytest.mark.parametrize("path", ["bin:/usr/bin", "/usr/bin:", "/usr/bin::/bin", ""])
 def test_a_path_with_a_relative_or_empty_entry_is_a_doubt(path: str) -> None:
     [doubt] = loader_doubts({"PATH": path})

@@ -110,8 +110,9 @@ def loader_doubts(environ: Mapping[str, str]) -> tuple[str, ...]:
     own prefix from ``argv[0]``, search it from the child's working directory, where
     floorguard, which looks only in absolute entries, does not)."""
     doubts = [
-        f"PATH entry {entry!r} is relative: the child searches it in its working directory"
-        for entry in environ.get("PATH", "").split(os.pathsep)
+        # Named by its place: a variable's text may be a secret (it is recorded).
+        f"entry {number} of PATH is relative: the child searches it in its working directory"
+        for number, entry in enumerate(environ.get("PATH", "").split(os.pathsep), 1)
         if "PATH" in environ and not os.path.isabs(entry)
     ]
     for name in sorted(environ):

@@ -214,11 +214,12 @@ def command_path(command: str, environ: Mapping[str, str], here: str) -> tuple[s
     path = environ.get("PATH")
     if path is None:
         raise EnvRefused(NO_PATH)
-    for entry in path.split(os.pathsep):
+    for number, entry in enumerate(path.split(os.pathsep), 1):
         if not os.path.isabs(entry):
+            # Named by its place: a variable's text may be a secret (it is recorded).
             raise EnvRefused(
-                f"env's PATH entry {entry!r} is relative: env searches it for {command!r} in "
-                "its working directory"
+                f"entry {number} of env's PATH is relative: env searches it for {command!r} "
+                "in its working directory"
             )
     return command, path
 
