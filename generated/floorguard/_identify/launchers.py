@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -653,17 +653,25 @@ def read_manifest(path: str | os.PathLike[str]) -> object:
         raise ValueError(f"{path} nests too deep") from None
 
 
-def _package_manager_doubts(launcher: str, chain: Sequence[str]) -> list[str]:
-    """A ``packageManager`` field in a package.json of the project makes pnpm (and corepack,
-    and yarn through it) fetch and run the version it names instead of itself: code no one
-    judged."""
+def _manifests(chain: Sequence[str]) -> Iterator[tuple[str, object | None]]:
+    """Each package.json of the folders ``chain`` (nearest first), with its JSON value, or
+    None when it cannot be read (a doubt for whoever asks)."""
     for folder in chain:
         manifest = os.path.join(folder, "package.json")
         if not os.path.lexists(manifest):
             continue
         try:
-            data = read_manifest(manifest)
+            yield manifest, read_manifest(manifest)
         except ValueError:
+            yield manifest, None
+
+
+def _package_manager_doubts(launcher: str, chain: Sequence[str]) -> list[str]:
+    """A ``packageManager`` field in a package.json of the project makes pnpm (and corepack,
+    and yarn through it) fetch and run the version it names instead of itself: code no one
+    judged."""
+    for manifest, data in _manifests(chain):
+        if data is None:
             return [f"{launcher}: {manifest} cannot be read (it may name a packageManager)"]
         if isinstance(data, dict) and "packageManager" in data:
             return [
@@ -676,13 +684,8 @@ def _package_manager_doubts(launcher: str, chain: Sequence[str]) -> list[str]:
 def _yarn_script_doubts(chain: Sequence[str]) -> list[str]:
     """yarn 1 reads ``yarn dlx`` as ``yarn run dlx``: a ``dlx`` script in the nearest
     package.json is what it runs."""
-    for folder in chain:
-        manifest = os.path.join(folder, "package.json")
-        if not os.path.lexists(manifest):
-            continue
-        try:
-            data = read_manifest(manifest)
-        except ValueError:
+    for manifest, data in _manifests(chain):
+        if data is None:
             return [f"yarn dlx: {manifest} cannot be read (yarn 1 runs its dlx script)"]
         scripts = data.get("scripts") if isinstance(data, dict) else None
         if isinstance(scripts, dict) and "dlx" in scripts:
