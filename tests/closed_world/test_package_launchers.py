@@ -468,6 +468,28 @@ def test_a_program_named_as_a_node_launcher_that_is_not_it_is_refused(
     assert "is named as" in judged.reason, judged.reason
 
 
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+@pytest.mark.parametrize(
+    ("script", "argv"),
+    [("yarn.js", ["dlx", "mcp-remote@0.1.16"]), ("pnpm.cjs", ["dlx", "mcp-remote@0.1.16"])],
+)
+@pytest.mark.parametrize("owner", ["corepack", "the workspace"])
+def test_node_running_a_launchers_file_name_that_is_not_its_package_is_refused(
+    tmp_path: Path, project: Path, script: str, argv: list[str], owner: str
+) -> None:
+    """``node .../yarn.js dlx`` is yarn only when yarn.js is the yarn package's: corepack's
+    dist/yarn.js, or any script of that name in the workspace, is not."""
+    package = project / "tools" if owner == "the workspace" else tmp_path / "corepack"
+    (package / "dist").mkdir(parents=True)
+    if owner == "corepack":
+        (package / "package.json").write_text(json.dumps({"name": "corepack"}))
+    file = write_executable(package / "dist" / script, "#!/usr/bin/env node\n")
+    node = Path(shutil.which("node") or "node")
+    judged = judge(node, [str(file), *argv], project)
+    assert judged.verdict == REFUSE
+    assert "is named as" in judged.reason, judged.reason
+
+
 @pytest.mark.parametrize("what", ["a shell script", "a native program that is not uv"])
 def test_a_program_named_pipx_that_is_not_a_python_program_is_refused(
     tmp_path: Path, project: Path, what: str

@@ -131,12 +131,14 @@ def _launched(
             raise launchers.LaunchRefused(
                 f"{opened.path} runs {found.identified.adapter}'s code itself: it is no {launcher}"
             )
-        if interpreted is None:
-            _check_launcher_is_what_it_is_named(launcher, found, opened, environ)
+        # The real file of the program node runs (yarn.js, npx-cli.js): its own package's,
+        # whether node is run by it or given it.
+        script = os.path.realpath(os.path.join(here, names[2])) if len(names) > 2 else ""
+        if interpreted is None or found.runs == "node":
+            # (Python's -m pipx and -m uv: the module's code is judged as a program's.)
+            _check_launcher_is_what_it_is_named(launcher, found, opened, script, environ)
         npm = None
         if found.runs == "node" and found.interpreter:
-            # The real file of the program node runs (npx-cli.js): npm's own package holds it.
-            script = os.path.realpath(os.path.join(here, names[2]))
             npm = launchers.NpmRun(launchers.npm_package_of(script), found.interpreter)
         doubts = [
             *found.doubts,
@@ -165,15 +167,15 @@ _NODE_PACKAGE: Final = {"pnpm dlx": "pnpm", "yarn dlx": "yarn"}
 
 
 def _check_launcher_is_what_it_is_named(
-    launcher: str, found: Examination, opened: Target, environ: Mapping[str, str]
+    launcher: str, found: Examination, opened: Target, script: str, environ: Mapping[str, str]
 ) -> None:
     """A launcher recognised by its name must be that launcher: a native one answers
     ``--version`` as it does (``uv 0.9.4``, bun's and pnpm's bare version), a node-run one
     is the script of its own npm package (``pnpm``, ``yarn``: not corepack's shim, which
     fetches whatever version a project names), pipx a Python program (its code judged as
     any other). A shell script, or another program, under such a name could run anything
-    at all. npx and npm are told apart by their npm package (``configuration_doubts``).
-    Raises LaunchRefused."""
+    at all. ``script``: the real file node runs, for a node-run one. npx and npm are told
+    apart by their npm package (``configuration_doubts``). Raises LaunchRefused."""
     from floorguard._identify import detect, launchers
 
     if launcher == "pipx run":
@@ -183,10 +185,10 @@ def _check_launcher_is_what_it_is_named(
     if launcher in ("npx", "npm exec"):
         return
     if found.runs == "node" and launcher in _NODE_PACKAGE:
-        owner = launchers.package_name_of(os.path.realpath(opened.path))
+        owner = launchers.package_name_of(script)
         if owner != _NODE_PACKAGE[launcher]:
             raise launchers.LaunchRefused(
-                f"{opened.path} is named as {launcher}'s but is a script of "
+                f"{script} is named as {launcher}'s but is a script of "
                 f"{owner or 'no npm package'}, not of {_NODE_PACKAGE[launcher]}"
             )
         return
