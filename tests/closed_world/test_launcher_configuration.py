@@ -191,6 +191,21 @@ def test_an_npm_of_the_projects_own_node_modules_refuses(
     assert "the project's own" in judged.reason, judged.reason
 
 
+def test_an_npm_copied_into_the_workspace_outside_node_modules_refuses(
+    tmp_path: Path, project: Path
+) -> None:
+    node = npm_install(tmp_path / "nodejs").parent
+    local = probes.npm_package(project / "vendor" / "npm")
+    bin_folder = project / "bin"
+    bin_folder.mkdir()
+    (bin_folder / "npx").symlink_to(local / "bin" / "npx-cli.js")
+    judged = run(
+        bin_folder / "npx", PINNED["npx"], project, PATH=f"{bin_folder}:{node}:/usr/bin:/bin"
+    )
+    assert judged.verdict == REFUSE, judged
+    assert "the project's own" in judged.reason, judged.reason
+
+
 def test_the_global_npmrc_of_a_node_in_the_workspace_refuses(tmp_path: Path, project: Path) -> None:
     """npm's global prefix is two folders above the node that runs it: a genuine node
     binary copied into ``<workspace>/tools/bin``, first on PATH, makes
@@ -540,6 +555,17 @@ def test_a_package_manager_the_project_names_refuses_its_dlx(
     write(project / "package.json", '{"packageManager": "pnpm@9.0.0+sha512.abc"}')
     judged = run(bins / launcher, PINNED[launcher], project)
     assert judged.verdict == REFUSE and "packageManager" in judged.reason, judged
+
+
+@pytest.mark.parametrize("manifest", ["package.yaml", "package.json5"])
+def test_pnpms_other_manifest_formats_refuse_pnpm_dlx(
+    bins: Path, project: Path, manifest: str
+) -> None:
+    """pnpm reads package.yaml and package.json5 as it reads package.json: a packageManager
+    there is not read here, so either refuses."""
+    write(project / manifest, "packageManager: pnpm@9.0.0\n")
+    judged = run(bins / "pnpm", PINNED["pnpm"], project)
+    assert judged.verdict == REFUSE and manifest in judged.reason, judged
 
 
 def test_pnpms_own_settings_file_refuses_pnpm_dlx(bins: Path, project: Path) -> None:

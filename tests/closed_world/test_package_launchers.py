@@ -490,6 +490,27 @@ def test_node_running_a_launchers_file_name_that_is_not_its_package_is_refused(
     assert "is named as" in judged.reason, judged.reason
 
 
+@pytest.mark.parametrize("name", ["yarn", "pnpm"])
+@pytest.mark.parametrize("where", ["node_modules", "a folder of the workspace"])
+def test_a_launcher_package_of_the_workspaces_own_is_refused(
+    tmp_path: Path, project: Path, name: str, where: str
+) -> None:
+    """A package.json naming itself yarn or pnpm is all it takes: one in the project's
+    node_modules, or anywhere below the working directory, is code the workspace wrote."""
+    folder = project / ("node_modules" if where == "node_modules" else "vendor") / name
+    (folder / "bin").mkdir(parents=True)
+    (folder / "package.json").write_text(json.dumps({"name": name, "version": "9.0.0"}))
+    script = write_executable(
+        folder / "bin" / ("yarn.js" if name == "yarn" else "pnpm.cjs"), "#!/usr/bin/env node\n"
+    )
+    link = project / "bin" / name
+    link.parent.mkdir()
+    link.symlink_to(script)
+    judged = judge(link, ["dlx", "mcp-remote@0.1.16"], project)
+    assert judged.verdict == REFUSE
+    assert "the project's own" in judged.reason, judged.reason
+
+
 @pytest.mark.parametrize("what", ["a shell script", "a native program that is not uv"])
 def test_a_program_named_pipx_that_is_not_a_python_program_is_refused(
     tmp_path: Path, project: Path, what: str

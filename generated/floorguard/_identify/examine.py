@@ -136,7 +136,9 @@ def _launched(
         script = os.path.realpath(os.path.join(here, names[2])) if len(names) > 2 else ""
         if interpreted is None or found.runs == "node":
             # (Python's -m pipx and -m uv: the module's code is judged as a program's.)
-            _check_launcher_is_what_it_is_named(launcher, found, opened, script, environ)
+            _check_launcher_is_what_it_is_named(
+                launcher, found, opened, script=script, environ=environ, here=here
+            )
         npm = None
         if found.runs == "node" and found.interpreter:
             npm = launchers.NpmRun(launchers.npm_package_of(script), found.interpreter)
@@ -167,7 +169,13 @@ _NODE_PACKAGE: Final = {"pnpm dlx": "pnpm", "yarn dlx": "yarn"}
 
 
 def _check_launcher_is_what_it_is_named(
-    launcher: str, found: Examination, opened: Target, script: str, environ: Mapping[str, str]
+    launcher: str,
+    found: Examination,
+    opened: Target,
+    *,
+    script: str,
+    environ: Mapping[str, str],
+    here: str,
 ) -> None:
     """A launcher recognised by its name must be that launcher: a native one answers
     ``--version`` as it does (``uv 0.9.4``, bun's and pnpm's bare version), a node-run one
@@ -185,11 +193,17 @@ def _check_launcher_is_what_it_is_named(
     if launcher in ("npx", "npm exec"):
         return
     if found.runs == "node" and launcher in _NODE_PACKAGE:
-        owner = launchers.package_name_of(script)
-        if owner != _NODE_PACKAGE[launcher]:
+        package = launchers.package_of(script)
+        owner = None if package is None else package[1]
+        if package is None or owner != _NODE_PACKAGE[launcher]:
             raise launchers.LaunchRefused(
                 f"{script} is named as {launcher}'s but is a script of "
                 f"{owner or 'no npm package'}, not of {_NODE_PACKAGE[launcher]}"
+            )
+        if launchers.in_the_project(package[0], here):
+            raise launchers.LaunchRefused(
+                f"{script} is the project's own {owner} ({package[0]}), code the workspace "
+                "can write"
             )
         return
     expected = _NATIVE_VERSION.get(launcher)

@@ -71,10 +71,10 @@ def npm_package_of(script: str) -> str | None:
     return found[0] if found is not None and found[1] == "npm" else None
 
 
-def package_name_of(script: str) -> str | None:
-    """The name the nearest package.json above the file ``script`` states, or None."""
-    found = _package_of(script)
-    return None if found is None else found[1]
+def package_of(script: str) -> tuple[str, str | None] | None:
+    """(folder, stated name) of the nearest package.json above the file ``script``; None
+    when there is none, or it cannot be read."""
+    return _package_of(script)
 
 
 def _package_of(script: str) -> tuple[str, str | None] | None:
@@ -628,6 +628,16 @@ def configuration_doubts(
     return doubts
 
 
+def in_the_project(package: str, here: str) -> bool:
+    """Whether a launcher's own package folder is the workspace's: below the working
+    directory, or in a ``node_modules`` of it or of a folder above (a project's
+    dependency). Its code is then what the workspace wrote, a package.json naming it
+    ``npm`` or ``yarn`` all it takes."""
+    return _within(package, here) or any(
+        _within(package, os.path.join(f, "node_modules")) for f in _chain(here)
+    )
+
+
 def _within(path: str, folder: str) -> bool:
     path, folder = os.path.normpath(path), os.path.normpath(folder)
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
@@ -670,6 +680,13 @@ def _package_manager_doubts(launcher: str, chain: Sequence[str]) -> list[str]:
     """A ``packageManager`` field in a package.json of the project makes pnpm (and corepack,
     and yarn through it) fetch and run the version it names instead of itself: code no one
     judged."""
+    if launcher == "pnpm dlx":
+        # pnpm reads its manifest from package.yaml or package.json5 too: not read here.
+        other = [os.path.join(f, n) for f in chain for n in ("package.yaml", "package.json5")]
+        found = [path for path in other if os.path.lexists(path)]
+        if found:
+            return [f"{launcher}: {found[0]} is a manifest pnpm reads (a packageManager in it "
+                    "is not read here)"]  # fmt: skip
     for manifest, data in _manifests(chain):
         if data is None:
             return [f"{launcher}: {manifest} cannot be read (it may name a packageManager)"]
@@ -833,7 +850,7 @@ def _npm_own_files_doubts(
         )
         builtin: dict[str, str] = {}
     else:
-        local = any(_within(package, os.path.join(f, "node_modules")) for f in _chain(here))
+        local = in_the_project(package, here)
         if local:
             # An npm of the project's own node_modules is code the workspace wrote (a
             # package.json naming itself npm is all it takes): never npm's as installed.
