@@ -456,11 +456,12 @@ NODE = shutil.which("node")
 
 @pytest.mark.skipif(NODE is None, reason="node is not installed")
 def test_node_running_npx_cli_is_judged_as_the_package_npx_runs(project: Path) -> None:
-    """``node .../npx-cli.js -y PKG@V`` is npx under another spelling."""
-    npx_cli = probes.npm_package(project / "npm") / "bin" / "npx-cli.js"
+    """``node .../npx-cli.js -y PKG@V`` is npx under another spelling (npm installed beside
+    the project: one inside it is the workspace's code)."""
+    npx_cli = probes.npm_package(project.parent / "npm") / "bin" / "npx-cli.js"
     assert NODE is not None
     for args in (
-        ["npm/bin/npx-cli.js", "-y", "mcp-remote@0.1.15"],
+        ["../npm/bin/npx-cli.js", "-y", "mcp-remote@0.1.15"],
         [str(npx_cli), "mcp-remote@0.1.15"],
     ):
         judged = run(Path(NODE), args, project)
