@@ -553,9 +553,13 @@ def test_a_package_manager_the_project_names_refuses_its_dlx(
     """pnpm (and corepack, and yarn through it) fetch and run the version a package.json's
     packageManager names, in place of the one judged; a project without one passes."""
     assert run(bins / launcher, PINNED[launcher], project).verdict == PERMIT
-    write(project / "package.json", '{"packageManager": "pnpm@9.0.0+sha512.abc"}')
-    judged = run(bins / launcher, PINNED[launcher], project)
-    assert judged.verdict == REFUSE and "packageManager" in judged.reason, judged
+    for manifest in (
+        '{"packageManager": "pnpm@9.0.0+sha512.abc"}',
+        '{"devEngines": {"packageManager": {"name": "pnpm", "version": "9.0.0"}}}',
+    ):
+        write(project / "package.json", manifest)
+        judged = run(bins / launcher, PINNED[launcher], project)
+        assert judged.verdict == REFUSE and "packageManager" in judged.reason, judged
 
 
 @pytest.mark.parametrize("manifest", ["package.yaml", "package.json5"])

@@ -690,7 +690,10 @@ def _package_manager_doubts(launcher: str, chain: Sequence[str]) -> list[str]:
     for manifest, data in _manifests(chain):
         if data is None:
             return [f"{launcher}: {manifest} cannot be read (it may name a packageManager)"]
-        if isinstance(data, dict) and "packageManager" in data:
+        engines = data.get("devEngines") if isinstance(data, dict) else None
+        if isinstance(data, dict) and (
+            "packageManager" in data or (isinstance(engines, dict) and "packageManager" in engines)
+        ):
             return [
                 f"{launcher}: {manifest} names a packageManager, whose version would run "
                 "in its place"

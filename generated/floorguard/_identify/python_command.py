@@ -350,13 +350,18 @@ def _warning_filter_doubts(value: str, source: str) -> list[str]:
 
 
 def build_variable_doubts(environ: Mapping[str, str]) -> tuple[str, ...]:
-    """Doubts for the ``_PYTHON*`` variables sysconfig reads whatever the options (-E and -I
-    included): ``_PYTHON_SYSCONFIGDATA_NAME`` names a module it imports."""
-    return tuple(
+    """Doubts for the variables CPython reads whatever the options (-E and -I included):
+    sysconfig's ``_PYTHON*`` (``_PYTHON_SYSCONFIGDATA_NAME`` names a module it imports),
+    and getpath's ``__PYVENV_LAUNCHER__`` (the program it takes itself for, whose
+    ``pyvenv.cfg`` then makes a virtual environment of any folder)."""
+    doubts = [
         f"{name}: read by sysconfig, -E or not (it may name a module to import)"
         for name in sorted(environ)
         if name.startswith("_PYTHON")
-    )
+    ]
+    if "__PYVENV_LAUNCHER__" in environ:
+        doubts.append("__PYVENV_LAUNCHER__: read by getpath, -E or not (another program's venv)")
+    return tuple(doubts)
 
 
 def python_environment_doubts(
