@@ -247,6 +247,8 @@ class AuditChain:
         with self._lock:
             self.store.close()
             self._chain_id = None
+            if self.views is not None:
+                self.views.close()
 
     def exists(self) -> bool:
         """True when the store exists (it may still hold no records). Raises ChainError."""

@@ -203,6 +203,22 @@ class ChainViews:
         self._fd: tuple[int, int, tuple[int, int]] | None = None
         self._lock_fd: tuple[int, int] | None = None
 
+    def close(self) -> None:
+        """Close the descriptors kept open (a later use opens them again). Its lock, if
+        held through them, is released with them."""
+        kept, self._fd = self._fd, None
+        lock, self._lock_fd = self._lock_fd, None
+        for opened in (kept, lock):
+            if opened is not None and opened[1] == os.getpid():
+                with contextlib.suppress(OSError):
+                    os.close(opened[0])
+
+    def __del__(self) -> None:
+        # An object let go must not keep its files open: a process that makes a chain
+        # object per request would run out of descriptors.
+        with contextlib.suppress(Exception):
+            self.close()
+
     def _view_fd(self) -> tuple[int, os.stat_result] | None:
         """The open view file (read-write where permitted) and its status, or None when
         there is none. A file replaced or moved since it was opened is opened anew."""

@@ -70,6 +70,7 @@ class _Watchdog:
                         del self._armed[token]
                         fired.set()
                         _cut(conn)
+                conn = None  # (this long-lived frame must not keep a connection alive)
                 self._wake_at = min((d for _, d, _ in self._armed.values()), default=None)
                 self._cond.wait(None if self._wake_at is None else self._wake_at - now)
 
