@@ -93,6 +93,11 @@ _INSERT_NODES = f"SELECT {SCHEMA}.add_tree_nodes(%s::integer[], %s::bigint[], %s
 
 
 _NO_HEAD = object()
+# A read's snapshot, and whether the chain's tables are there (an absent chain reads empty).
+_BEGIN_READ = (
+    "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;"
+    f" SELECT pg_catalog.to_regclass('{_RECORDS}')"
+)
 # An append's first round trip, one message: BEGIN, then open_append (the chain's lock,
 # the server's clock, the head and the tree nodes the next leaf needs; a statement
 # prepared when the connection opens). READ COMMITTED whatever the session's default: each
@@ -195,6 +200,17 @@ class _View:
         # The statements prepared on this connection (a writer's; see _append_statement).
         self._prepared = set() if prepared is None else prepared
         self._pending: list[tuple[str, Any]] = []
+        # The server-side cursors opened (a reader left mid-way holds one open).
+        self._cursors: list[psycopg.Cursor[Any] | psycopg.ServerCursor[Any]] = []
+
+    def close_cursors(self) -> None:
+        """Close the server-side cursors a reader left open, inside the transaction: one
+        closed later, on a kept connection, would be closed in another read's."""
+        cursors, self._cursors = self._cursors, []
+        for cursor in cursors:
+            if not cursor.closed:
+                with self._waiting():
+                    cursor.close()
 
     def flush(self, *, commit: bool = False) -> None:
         """Send the buffered writes, then COMMIT when asked."""
@@ -303,6 +319,8 @@ class _View:
             if server_side
             else self._conn.cursor()
         )
+        if server_side:
+            self._cursors.append(cursor)
         with cursor:
             with self._waiting():
                 cursor.execute(query, params)
@@ -492,6 +510,32 @@ class _AheadView(AheadView):
         return found
 
 
+class _ConnectionLost(Exception):
+    """A kept connection was found closed by the server before anything was read."""
+
+
+def _idle(conn: psycopg.Connection[Any]) -> bool:
+    """Whether ``conn`` is open and in no transaction."""
+    return (
+        not conn.closed
+        and conn.pgconn.transaction_status == _import_psycopg().pq.TransactionStatus.IDLE
+    )
+
+
+def _discard(conn: psycopg.Connection[Any] | None, opened_by: int) -> None:
+    """Close ``conn``, opened by the process ``opened_by``. One inherited over fork has the
+    parent's socket: it is pointed at /dev/null first, so that closing it here cannot end
+    the parent's session."""
+    if conn is None:
+        return
+    if opened_by != os.getpid():
+        with contextlib.suppress(Exception):
+            null = os.open(os.devnull, os.O_RDWR)
+            os.dup2(null, conn.fileno())
+            os.close(null)
+    _close_quietly(conn)
+
+
 class PostgresStore:
     """The chain in the PostgreSQL database ``url`` (a libpq URL or key=value string).
 
@@ -525,6 +569,11 @@ class PostgresStore:
         self._ahead: _Ahead | None = None
         self._last_written: Row | None = None
         self._ahead_unsupported = False
+        # One read connection kept between reads (opening one costs more than a proof's
+        # queries): for one read at a time in this process; a read meanwhile opens its own.
+        self._reader_lock = threading.Lock()
+        self._reader: psycopg.Connection[Any] | None = None
+        self._reader_pid = 0
 
     # -- connections --
 
@@ -700,20 +749,17 @@ class PostgresStore:
     def _drop_connection(self) -> None:
         conn, self._conn = self._conn, None
         self._ahead = None
-        if conn is None:
-            return
-        if self._conn_pid != os.getpid():
-            # Inherited over fork: the socket is the parent's. Point it at /dev/null first,
-            # so that closing here cannot end the parent's session.
-            with contextlib.suppress(Exception):
-                null = os.open(os.devnull, os.O_RDWR)
-                os.dup2(null, conn.fileno())
-                os.close(null)
-        _close_quietly(conn)
+        _discard(conn, self._conn_pid)
+
+    def _drop_reader(self) -> None:
+        conn, self._reader = self._reader, None
+        _discard(conn, self._reader_pid)
 
     def close(self) -> None:
         with self._lock:
             self._drop_connection()
+        with self._reader_lock:
+            self._drop_reader()
 
     def exists(self) -> bool:
         with self.read() as view:
@@ -951,28 +997,78 @@ class PostgresStore:
     @contextlib.contextmanager
     def read(self) -> Iterator[_View | None]:
         pg = _import_psycopg()
-        conn = self._connect(ChainError, "read")
+        kept = self._reader_lock.acquire(blocking=False)
         try:
+            conn = self._kept_reader() if kept else None
+            reused = conn is not None
+            if conn is None:
+                conn = self._connect(ChainError, "read")
+            done = False
             try:
+                try:
+                    found = self._begin_read(conn, retried=not reused)
+                except _ConnectionLost:
+                    # A kept connection the server has ended since (a restart, an idle
+                    # limit): nothing was read, so the read starts again on a new one.
+                    _discard(conn, os.getpid())
+                    self._reader = None
+                    conn = self._connect(ChainError, "read")
+                    found = self._begin_read(conn, retried=True)
+                if kept:
+                    self._reader, self._reader_pid = conn, os.getpid()
+                if not found:
+                    yield None
+                else:
+                    view = _View(conn, stream=True, silence=self.silence)
+                    try:
+                        yield view
+                    except pg.Error as exc:
+                        raise ChainError(
+                            f"cannot read the audit chain {self.location}: "
+                            f"{self.explain(exc, view.fired)}"
+                        ) from None
+                    view.close_cursors()
+                # The snapshot ends here: a kept connection holds no transaction between reads.
                 with _deadline(conn, self.silence) as fired:
-                    conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                    found = conn.execute("SELECT to_regclass(%s)", (_RECORDS,)).fetchone()
-            except pg.Error as exc:
-                raise ChainError(
-                    f"cannot read the audit chain {self.location}: {self.explain(exc, fired)}"
-                ) from None
-            if found is None or found[0] is None:
-                yield None
-                return
-            view = _View(conn, stream=True, silence=self.silence)
-            try:
-                yield view
-            except pg.Error as exc:
-                raise ChainError(
-                    f"cannot read the audit chain {self.location}: {self.explain(exc, view.fired)}"
-                ) from None
+                    conn.execute("ROLLBACK")
+                done = not fired.is_set() and _idle(conn)
+            finally:
+                if not kept:
+                    _close_quietly(conn)
+                elif not done:
+                    self._drop_reader()
         finally:
-            _close_quietly(conn)
+            if kept:
+                self._reader_lock.release()
+
+    def _kept_reader(self) -> psycopg.Connection[Any] | None:
+        """The kept read connection (under ``_reader_lock``) when this process opened it and
+        it is idle; else None, and any other kept one is let go."""
+        conn = self._reader
+        if conn is not None and self._reader_pid == os.getpid() and _idle(conn):
+            return conn
+        self._drop_reader()
+        return None
+
+    def _begin_read(self, conn: psycopg.Connection[Any], *, retried: bool) -> bool:
+        """Begin the read's snapshot on ``conn``; whether the chain's tables exist. Raises
+        _ConnectionLost when a kept connection (``retried`` False) turns out closed by the
+        server, ChainError for anything else."""
+        pg = _import_psycopg()
+        try:
+            with _deadline(conn, self.silence) as fired:
+                # One round trip: the two statements as one simple query, two results.
+                cursor = conn.execute(_BEGIN_READ)
+                if not cursor.nextset():
+                    raise pg.OperationalError("one result for the read's two statements")
+                found = cursor.fetchone()
+        except pg.Error as exc:
+            if not retried and not fired.is_set() and conn.closed:
+                raise _ConnectionLost from None
+            raise ChainError(
+                f"cannot read the audit chain {self.location}: {self.explain(exc, fired)}"
+            ) from None
+        return found is not None and found[0] is not None
 
     def explain(
         self,
