@@ -450,6 +450,17 @@ def _exec(args: argparse.Namespace) -> int:
     argv = list(args.argv)
     if argv and argv[0] == "--":
         argv = argv[1:]
+    problems = _own_start_up_problems()
+    if problems:
+        print(
+            one_line(
+                "floorguard: refusing to run the gate: this Python may already have run code "
+                f"from the child's inputs: {'; '.join(problems)}; nothing was started or "
+                "recorded. Start it with -I: python -I -m floorguard exec ..."
+            ),
+            file=sys.stderr,
+        )
+        return EXIT_REFUSED
     try:
         child = spawn(args.adapter, argv)
     except SpawnRefused as refused:
@@ -473,6 +484,27 @@ def _exec(args: argparse.Namespace) -> int:
     code = child.wait()
     # A child killed by a signal reports -N; a shell reports 128+N.
     return code if code >= 0 else 128 - code
+
+
+def _own_start_up_problems() -> tuple[str, ...]:
+    import site
+
+    from floorguard._gate.own_start_up import start_up_problems
+
+    return start_up_problems(
+        flags=sys.flags,
+        path=sys.path,
+        environ=os.environ,
+        cwd=_working_directory(),
+        user_site=site.USER_SITE if site.ENABLE_USER_SITE else None,
+    )
+
+
+def _working_directory() -> str:
+    try:
+        return os.getcwd()
+    except OSError:  # (removed under it: the spawn says so; nothing lies within it here)
+        return "/nonexistent-working-directory"
 
 
 def register_exec(commands: _SubParsers) -> None:

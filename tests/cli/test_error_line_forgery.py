@@ -35,8 +35,10 @@ def _forged(stderr: str, prefix: str) -> list[str]:
 def floorguard_cli(
     *args: str | Path, cwd: Path, env: dict[str, str]
 ) -> subprocess.CompletedProcess[str]:
+    # (-I first when given: python's own option, as the docs run exec)
+    options = ["-I"] if args[:1] == ("-I",) else []
     return subprocess.run(
-        [sys.executable, "-m", "floorguard", *map(str, args)],
+        [sys.executable, *options, "-m", "floorguard", *map(str, args[len(options) :])],
         capture_output=True, text=True, cwd=cwd, env=env, timeout=120, check=False,
     )  # fmt: skip
 
@@ -98,7 +100,7 @@ def test_the_published_map_fallback_warning_cannot_forge_a_line(tmp_path: Path) 
     folder = tmp_path / ("x\n" + FORGED)
     folder.mkdir()
     env = isolated_env(tmp_path / "s", FLOORGUARD_FLOOR_MAP=str(folder / "floor-map.json"))
-    done = floorguard_cli("exec", "true", cwd=tmp_path, env=env)
+    done = floorguard_cli("-I", "exec", "true", cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr
     assert _forged(done.stderr, "floorguard") == [], done.stderr
 

@@ -429,7 +429,7 @@ def test_floorguard_exec_refuses_env_npx_below_the_fix(setup: Setup) -> None:
         HOME=str(setup.home),
     )
     done = subprocess.run(
-        [sys.executable, "-m", "floorguard", "exec", "env", "--", "npx", "-y",
+        [sys.executable, "-I", "-m", "floorguard", "exec", "env", "--", "npx", "-y",
          "mcp-remote@0.1.15"],
         capture_output=True, text=True, cwd=setup.project, env=env, timeout=60, check=False,
     )  # fmt: skip

@@ -653,7 +653,7 @@ def _exec(tmp_path: Path, cwd: Path, *argv: str) -> subprocess.CompletedProcess[
     env = isolated_env(tmp_path / "state", FLOORGUARD_FLOOR_MAP=str(module))
     env["PATH"] = os.path.dirname(NPX or "/usr/bin/npx") + ":/usr/bin:/bin"
     return subprocess.run(
-        [sys.executable, "-m", "floorguard", "exec", *argv],
+        [sys.executable, "-I", "-m", "floorguard", "exec", *argv],
         capture_output=True, text=True, cwd=cwd, env=env, timeout=120, check=False,
     )  # fmt: skip
 
@@ -737,7 +737,7 @@ def test_real_uvx_runs_a_pypi_mcp_server_only_at_or_above_its_floor(
     env = isolated_env(tmp_path / "state", FLOORGUARD_FLOOR_MAP=str(module))
     env["PATH"] = f"{uv_folder}:/usr/bin:/bin"
     done = subprocess.run(
-        [sys.executable, "-m", "floorguard", "exec", "uvx", f"mcp-server-fetch=={version}",
+        [sys.executable, "-I", "-m", "floorguard", "exec", "uvx", f"mcp-server-fetch=={version}",
          "--help"],
         capture_output=True, text=True, cwd=project, env=env, timeout=300, check=False,
     )  # fmt: skip

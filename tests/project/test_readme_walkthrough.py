@@ -265,16 +265,20 @@ def test_the_readme_shell_completion_lines_produce_scripts(walk: Walk) -> None:
 
 
 def test_the_readme_exec_exit_statuses_127_126_and_the_childs(walk: Walk) -> None:
-    documented("`python -m floorguard exec aider -- --yes ...`")
-    assert walk.run("python -m floorguard exec aider -- --yes").returncode == 127
+    documented("`python -I -m floorguard exec aider -- --yes ...`")
+    assert walk.run("python -I -m floorguard exec aider -- --yes").returncode == 127
     aider = walk.bin / "aider"
     native_program(aider, stdout=b"aider 0.50.0\n")
-    refused = walk.run("python -m floorguard exec aider -- --yes")
+    refused = walk.run("python -I -m floorguard exec aider -- --yes")
     assert refused.returncode == 126 and "below the floor" in refused.stderr
     # A version at the floor runs, and exec exits with the child's own status.
     native_agent(aider, version=b"aider 0.90.0\n", run=Run(stdout=b"ran\n", exit_status=3))
-    ran = walk.run("python -m floorguard exec aider -- --yes")
+    ran = walk.run("python -I -m floorguard exec aider -- --yes")
     assert (ran.returncode, ran.stdout) == (3, "ran\n"), ran.stderr
+    # Without -I, python -m starts with the working directory on the gate's own path.
+    unguarded = walk.run("python -m floorguard exec aider -- --yes")
+    assert unguarded.returncode == 126 and "python -I -m floorguard" in unguarded.stderr
+    assert unguarded.stdout == ""
 
 
 def test_exec_without_an_adapter_does_not_ask_for_arguments_it_does_not_need(walk: Walk) -> None:

@@ -120,7 +120,7 @@ _DIGITS: Final = re.compile(r"[0-9]+", re.ASCII)
 
 # PYTHON* variables that CPython 3.11-3.13 (or its standard library at startup, in the REPL
 # or on demand) reads without changing which code is loaded.
-_ENV_UNDERSTOOD: Final = frozenset(
+ENV_UNDERSTOOD: Final = frozenset(
     {
         "PYTHONASYNCIODEBUG",
         "PYTHONCOERCECLOCALE",
@@ -160,7 +160,7 @@ _ENV_UNDERSTOOD: Final = frozenset(
 )
 # Set by the official python container images (and so by every child in them); read by no
 # CPython: without them every Python child in such an image would be refused.
-_ENV_NOT_READ: Final = frozenset(
+ENV_NOT_READ: Final = frozenset(
     {
         "PYTHON_VERSION",
         "PYTHON_SHA256",
@@ -383,7 +383,7 @@ def python_environment_doubts(
         if not name.startswith("PYTHON"):
             continue
         value = environ[name]
-        if name in _ENV_UNDERSTOOD or name in _ENV_NOT_READ or name in _ENV_CALLER_RESOLVES:
+        if name in ENV_UNDERSTOOD or name in ENV_NOT_READ or name in _ENV_CALLER_RESOLVES:
             continue
         if name in _ENV_DOUBTS:
             doubts.append(_ENV_DOUBTS[name])

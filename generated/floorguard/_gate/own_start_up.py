@@ -1,0 +1,71 @@
+"""Whether the gate's own interpreter was started clear of the child's inputs.
+
+``python -m floorguard exec`` and the ``floorguard`` command are usually run with the
+child's environment, in the child's working directory. Before the gate's first line runs,
+its interpreter has acted on both: a PYTHONPATH folder's ``sitecustomize``, a module a
+dotted PYTHONWARNINGS category names, the working directory first on the path (``-m``
+without ``-P``), a user site that HOME puts in the workspace. Code from any of them could
+make the gate permit anything. Only an interpreter started with ``-I`` reads none of them.
+
+Code that has already run can hide from this check as well; it is there so that nobody runs
+the gate that way without knowing: ``exec`` refuses, naming what it found.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+from floorguard._identify.python_command import (
+    ENV_NOT_READ,
+    ENV_UNDERSTOOD,
+    build_variable_doubts,
+)
+
+
+class StartUpFlags(Protocol):
+    """The part of ``sys.flags`` this reads."""
+
+    @property
+    def ignore_environment(self) -> int: ...
+
+    @property
+    def no_user_site(self) -> int: ...
+
+    @property
+    def safe_path(self) -> bool: ...
+
+
+def start_up_problems(
+    *,
+    flags: StartUpFlags,
+    path: Sequence[str],
+    environ: Mapping[str, str],
+    cwd: str,
+    user_site: str | None,
+) -> tuple[str, ...]:
+    """What this interpreter (``sys.flags``, ``sys.path``) took from ``environ`` and the
+    working directory ``cwd`` at start-up that may have loaded code; ``user_site``: the
+    user site folder when site enabled it (``site.ENABLE_USER_SITE``), else None."""
+    problems = list(build_variable_doubts(environ))
+    if not flags.ignore_environment:
+        problems += [
+            f"{name} (read by this Python at start-up)"
+            for name in sorted(environ)
+            if name.startswith("PYTHON") and name not in ENV_UNDERSTOOD | ENV_NOT_READ
+        ]
+    here = os.path.realpath(cwd)
+    if not flags.safe_path and path and _within(path[0] or here, here):
+        problems.append(
+            f"its own search path starts at {path[0] or here}, in the working directory "
+            "(python -m without -P, or a floorguard command installed there)"
+        )
+    if user_site is not None and not flags.no_user_site and _within(user_site, here):
+        problems.append(f"its user site {user_site} is in the working directory")
+    return tuple(problems)
+
+
+def _within(path: str, folder: str) -> bool:
+    real = os.path.realpath(path)
+    return real == folder or real.startswith(folder.rstrip("/") + "/")

@@ -1,0 +1,101 @@
+"""``python -I -m floorguard exec``: the gate's own Python reads none of the child's inputs.
+
+exec is run with the child's environment, in the child's working directory. Started without
+``-I``, the gate's interpreter acts on them before floorguard's first line (a PYTHONPATH
+``sitecustomize``, a module named by a dotted PYTHONWARNINGS category, the working directory
+first on ``python -m``'s path): exec then refuses, naming what it saw, and starts nothing.
+Started with ``-I``, none of them runs in the gate, and the child still gets them (and is
+judged with them).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers.cli import isolated_env
+from probes.native import Run, native_agent
+
+WRITES_MARKER = "import pathlib; pathlib.Path({path!r}).write_text('ran in the gate')\n"
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """An agent's workspace: a planted sitecustomize and warnings module, and an aider at
+    its floor on PATH that leaves a marker when it runs."""
+    folder = tmp_path / "ws"
+    (folder / "lib").mkdir(parents=True)
+    gate_marker = tmp_path / "ran-in-the-gate"
+    for module in ("sitecustomize", "planted"):
+        (folder / "lib" / f"{module}.py").write_text(WRITES_MARKER.format(path=str(gate_marker)))
+    (tmp_path / "bin").mkdir()
+    native_agent(tmp_path / "bin" / "aider", version=b"aider 0.90.0\n",
+                 run=Run(marker=tmp_path / "aider-ran"))  # fmt: skip
+    return folder
+
+
+def exec_aider(
+    workspace: Path, *python_options: str, **extra: str
+) -> subprocess.CompletedProcess[str]:
+    env = isolated_env(workspace.parent / "state", PATH=str(workspace.parent / "bin"), **extra)
+    env.pop("PYTHONPATH", None)
+    env.update(extra)
+    return subprocess.run(
+        [sys.executable, *python_options, "-m", "floorguard", "exec", "aider", "--", "task"],
+        capture_output=True, text=True, cwd=workspace, env=env, timeout=120, check=False,
+    )  # fmt: skip
+
+
+def ran(workspace: Path, what: str) -> bool:
+    return (workspace.parent / what).exists()
+
+
+@pytest.mark.parametrize(
+    ("options", "variables", "named"),
+    [
+        (("-P",), {"PYTHONPATH": "lib"}, "PYTHONPATH"),
+        (("-P",), {"PYTHONWARNINGS": "ignore::planted.Warning"}, "PYTHONWARNINGS"),
+        (("-P",), {"PYTHONHOME": "/nonexistent"}, None),  # (Python itself fails to start)
+        (("-P",), {"PYTHONSTARTUP": "lib/planted.py", "PYTHONPYCACHEPREFIX": "c"}, "PYCACHE"),
+        ((), {}, "in the working directory"),
+    ],
+    ids=["pythonpath", "warnings-category", "pythonhome", "pycache", "-m-without-P"],
+)
+def test_exec_started_without_isolation_refuses_before_it_starts_anything(
+    workspace: Path, options: tuple[str, ...], variables: dict[str, str], named: str | None
+) -> None:
+    done = exec_aider(workspace, *options, **variables)
+    assert not ran(workspace, "aider-ran")
+    assert done.returncode != 0
+    if named is not None:
+        assert done.returncode == 126, done.stderr
+        # (Python's own warning about a -W category it cannot import may come first)
+        line = done.stderr.splitlines()[-1]
+        assert line.startswith("floorguard: refusing to run the gate"), done.stderr
+        assert named in line and "python -I -m floorguard exec" in line, line
+
+
+@pytest.mark.parametrize(
+    "variables",
+    [{"PYTHONPATH": "lib"}, {"PYTHONWARNINGS": "ignore::planted.Warning"}, {}],
+    ids=["pythonpath", "warnings-category", "-m"],
+)
+def test_with_I_nothing_of_the_workspace_runs_in_the_gate_and_the_child_runs(
+    workspace: Path, variables: dict[str, str]
+) -> None:
+    done = exec_aider(workspace, "-I", **variables)
+    assert done.returncode == 0, done.stderr
+    assert not ran(workspace, "ran-in-the-gate")
+    assert ran(workspace, "aider-ran")
+
+
+def test_the_environment_exec_refuses_over_is_still_judged_for_the_child(
+    workspace: Path,
+) -> None:
+    # PYTHONPATH is the child's to have: a native child ignores it; nothing refuses it here.
+    done = exec_aider(workspace, "-I", PYTHONPATH=str(workspace / "lib"),
+                      PYTHONDONTWRITEBYTECODE="1")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert ran(workspace, "aider-ran") and not ran(workspace, "ran-in-the-gate")
