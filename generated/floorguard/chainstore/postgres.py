@@ -95,8 +95,7 @@ _INSERT_NODES = f"SELECT {SCHEMA}.add_tree_nodes(%s::integer[], %s::bigint[], %s
 _NO_HEAD = object()
 # A read's snapshot, and whether the chain's tables are there (an absent chain reads empty).
 _BEGIN_READ = (
-    "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;"
-    f" SELECT pg_catalog.to_regclass('{_RECORDS}')"
+    f"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT pg_catalog.to_regclass('{_RECORDS}')"
 )
 # An append's first round trip, one message: BEGIN, then open_append (the chain's lock,
 # the server's clock, the head and the tree nodes the next leaf needs; a statement
