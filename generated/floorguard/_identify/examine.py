@@ -625,7 +625,9 @@ def _package_init(package: str, module: str) -> tuple[PythonSource | None, list[
 
         with _open_program(init) as opened:
             source = _program_source(opened)
-        named = PythonSource(source.imports, tuple(f"{init} {d}" for d in source.doubts))
+        named = PythonSource(
+            source.imports, tuple(f"{init} {d}" for d in source.doubts), source.references
+        )
         return named, _cached_bytecode(init)
     others = [e for e in identify.listing(package) if e.startswith("__init__.")]
     if others:
@@ -641,7 +643,12 @@ def _together(sources: list[PythonSource]) -> PythonSource:
     from floorguard._identify.python_source import PythonSource
 
     imports = dict.fromkeys(module for source in sources for module in source.imports)
-    return PythonSource(tuple(imports), tuple(d for source in sources for d in source.doubts))
+    references = dict.fromkeys(name for source in sources for name in source.references)
+    return PythonSource(
+        tuple(imports),
+        tuple(d for source in sources for d in source.doubts),
+        tuple(references),
+    )
 
 
 def _judge_source(
@@ -679,12 +686,73 @@ def _judge_source(
     adapters = {hit.adapter for hit in hits}
     if not adapters:
         return None, doubts
+    tops = {hit.subject.split(".", 1)[0] for hit in hits}
+    for reference in source.references:
+        if reference.split(".", 1)[0] in tops:
+            doubts += _not_its_own_code(reference, paths, version, subject)
     if len(adapters) > 1:
         raise DetectionError(f"{subject} imports several adapters at once: {sorted(adapters)}")
     versions = {(hit.version, hit.version_source) for hit in hits}
     found_version, source_path = versions.pop() if len(versions) == 1 else (None, None)
     identified = Identification(hits[0].adapter, via, subject, found_version, source_path, True)
     return identified, doubts
+
+
+def _not_its_own_code(
+    reference: str, paths: identify.PythonPath, version: str | None, subject: str
+) -> list[str]:
+    """A doubt when the dotted ``reference`` the program takes from the adapter's package
+    names something one of its modules does not define by ``def`` or ``class``: a module
+    or object that module imports (``aider.main.git``, ``from aider.main import Path``) is
+    code the check did not judge, reached under the adapter's name."""
+    parts = reference.split(".")
+    found = identify.find_module(parts[0], paths.entries, version)
+    if found is None or found[1] == "namespace":
+        return [f"{subject} takes {reference}, whose package has no code of its own to judge"]
+    folder = os.path.join(found[0], parts[0])
+    for index, part in enumerate(parts[1:], start=1):
+        package = os.path.join(folder, part)
+        if os.path.isfile(os.path.join(package, "__init__.py")):
+            folder = package  # a subpackage
+            continue
+        if os.path.isfile(package + ".py"):
+            folder = package + ".py"  # a submodule; the next part is a name in it
+            continue
+        module = folder if folder.endswith(".py") else os.path.join(folder, "__init__.py")
+        if part not in _definitions(module):
+            taken = ".".join(parts[: index + 1])
+            return [
+                f"{subject} takes {taken}, which {module} does not define by def or class "
+                "(what a module imports or assigns is code that is not judged)"
+            ]
+        return []
+    return []
+
+
+_definitions_cache = identify.new_cache()
+
+
+def _definitions(module: str) -> frozenset[str]:
+    """The names ``module`` (a source file) defines by ``def`` or ``class``; none when it
+    cannot be read as source."""
+    from floorguard._identify.python_source import MAX_SOURCE_BYTES, SourceError, defined_names
+
+    try:
+        opened = _open_program(module)
+    except DetectionError:
+        return frozenset()
+    with opened:
+
+        def read() -> frozenset[str]:
+            data = opened.read_all(MAX_SOURCE_BYTES)
+            if data is None:
+                return frozenset()
+            try:
+                return defined_names(data, name=module)
+            except SourceError:
+                return frozenset()
+
+        return identify.memo(_definitions_cache, (module, opened.identity), read)
 
 
 def _outside_sites(top: str, paths: identify.PythonPath, version: str | None) -> list[str]:

@@ -53,6 +53,10 @@ class PythonSource:
 
     imports: tuple[str, ...]
     doubts: tuple[str, ...]
+    # Every dotted name the program takes from another package, as written after its
+    # imports are resolved (``aider.main.main``, ``aider.main.git.Git``): what it names in
+    # that package's modules is for the caller to look up.
+    references: tuple[str, ...] = ()
 
     @property
     def understood(self) -> bool:
@@ -309,6 +313,7 @@ def _survey(tree: ast.Module) -> PythonSource:
     nesting deeper than a recursive visitor could follow."""
     imports: list[_Finding] = []
     doubts: list[_Finding] = []
+    references: list[str] = []
     # Local name -> what it stands for ("sys", "os.path", "aider.main.main"). sys and os are
     # followed even unimported: a parameter may carry them in.
     bound: dict[str, str] = {"sys": "sys", "os": "os"}
@@ -347,20 +352,24 @@ def _survey(tree: ast.Module) -> PythonSource:
                     doubt(node, f"from {node.module} import * binds names that cannot be followed")
                     continue
                 target = f"{node.module}.{alias.name}"
-                _judge_reference(target, node, doubt, module_paths | {node.module})
+                if _judge_reference(target, node, doubt, module_paths | {node.module}):
+                    references.append(target)
                 bound[alias.asname or alias.name] = target
 
     for node in nodes:
         if isinstance(node, ast.Name):
             _judge_name(node, parents, bound, doubt)
         elif isinstance(node, ast.Attribute):
-            _judge_attribute(node, parents, bound, module_paths, doubt)
+            taken = _judge_attribute(node, parents, bound, module_paths, doubt)
+            if taken is not None:
+                references.append(taken)
 
     ordered_imports = sorted(imports, key=lambda f: (f.line, f.column))
     ordered_doubts = sorted(doubts, key=lambda f: (f.line, f.column, f.end))
     return PythonSource(
         imports=tuple(dict.fromkeys(f.text for f in ordered_imports)),
         doubts=tuple(dict.fromkeys(f.text for f in ordered_doubts)),
+        references=tuple(dict.fromkeys(references)),
     )
 
 
@@ -396,25 +405,28 @@ def _judge_attribute(
     bound: dict[str, str],
     module_paths: set[str],
     doubt: _Doubt,
-) -> None:
+) -> str | None:
+    """Judge one attribute; the dotted name it takes from another package, if it does."""
     attr = node.attr
     if _is_dunder(attr) and attr not in _DUNDER_ATTRS_ALLOWED:
         doubt(node, f".{attr} reaches the interpreter's internals")
-        return
+        return None
     if attr == "__init__" and not _is_super_call(node.value):
         # obj.__init__(...) builds an object anew: a stream's FileIO reopened on a path.
         doubt(node, ".__init__ is called on an object other than super()")
-        return
+        return None
     if attr in _FRAME_ATTRS:
         doubt(node, f".{attr} reaches a frame's globals or builtins")
-        return
+        return None
     dotted = _dotted(node, bound)
     if dotted is None:
-        return
+        return None
     if not _judge_reference(dotted, node, doubt, module_paths):
-        return
+        return None
     if dotted in _FOLLOWED_MODULES and not isinstance(parents.get(node), ast.Attribute):
         doubt(node, f"{dotted} is used as a value (its attributes cannot be followed)")
+    top = dotted.split(".", 1)[0]
+    return None if top in _FOLLOWED_MODULES or top in sys.stdlib_module_names else dotted
 
 
 def _is_super_call(value: ast.expr) -> bool:
@@ -491,3 +503,36 @@ def _dotted(node: ast.expr, bound: dict[str, str]) -> str | None:
 
 def _is_dunder(name: str) -> bool:
     return len(name) > 4 and name.startswith("__") and name.endswith("__")
+
+
+def defined_names(data: bytes, *, name: str) -> frozenset[str]:
+    """The names a module's source binds at its top level by ``def``, ``async def`` or
+    ``class`` and by nothing else (not rebound by an import, an assignment or a ``global``
+    anywhere): its own code, which a program may take by name. Raises SourceError."""
+    tree = _parse(data, name)
+    defined = {
+        statement.name
+        for statement in tree.body
+        if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+    }
+    rebound: set[str] = set()
+    for statement in tree.body:
+        if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            # (its decorators, defaults and bases run at the top level, its body does not)
+            inner = [*statement.decorator_list]
+            if isinstance(statement, ast.ClassDef):
+                inner += [*statement.bases, *(keyword.value for keyword in statement.keywords)]
+            walked = [node for part in inner for node in ast.walk(part)]
+        else:
+            walked = list(ast.walk(statement))
+        for node in walked:
+            if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+                rebound.add(node.id)
+            elif isinstance(node, ast.alias):
+                rebound.add((node.asname or node.name).split(".", 1)[0])
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                rebound.add(node.name)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Global | ast.Nonlocal):
+            rebound.update(node.names)
+    return frozenset(defined - rebound)
