@@ -11,6 +11,7 @@ caller refuses on a doubt. Nothing here runs or judges a server.
 
 from __future__ import annotations
 
+import codecs
 import copy
 import hashlib
 import json
@@ -217,10 +218,10 @@ def _unescaped(text: str) -> str:
     return _ESCAPE.sub(one, text)
 
 
-def _names_servers(text: str) -> bool:
-    """Whether ``text`` (front matter, or ``--agents`` JSON) names ``mcpServers``, as
-    written or through escapes."""
-    return _AGENT_SERVERS in text or _AGENT_SERVERS in _unescaped(text)
+def _names_servers(text: str, key: str = _AGENT_SERVERS) -> bool:
+    """Whether ``text`` (front matter, or ``--agents`` JSON) names ``key`` (claude's
+    ``mcpServers`` unless told), as written or through escapes."""
+    return key in text or key in _unescaped(text)
 
 
 def _front_matter(data: bytes) -> bytes:
@@ -441,6 +442,13 @@ class _Reader:
             os.path.join(os.path.normpath(os.path.join(self.cwd, added)), ".claude", "agents")
             for added in _variadic_values(argv, "--add-dir")
         ]
+        self._agent_definitions(folders, _AGENT_SERVERS, "claude agent file")
+
+    def _agent_definitions(self, folders: Sequence[str], key: str, what: str) -> None:
+        """Each Markdown agent file in ``folders`` and the folders below them whose front
+        matter names ``key``, as written or through escapes, is a doubt: the servers it
+        declares are not read here. So is one that starts with a byte order mark, which a
+        front-matter reader may drop (gray-matter does) and then find ``key``."""
         budget = _AGENT_BYTES
         for agents in dict.fromkeys(folders):
             for path in self._agent_files(agents):
@@ -448,16 +456,21 @@ class _Reader:
                     self._doubt(agents, "(the folder)", f"agent files over {_AGENT_BYTES} bytes")
                     break
                 try:
-                    got = read_config(
-                        path, within=None, what="claude agent file", max_bytes=_AGENT_FILE_BYTES
-                    )
+                    got = read_config(path, within=None, what=what, max_bytes=_AGENT_FILE_BYTES)
                 except ConfigDoubt as exc:
                     self.doubts.append(str(exc))
                     continue
                 budget -= 0 if got is None else len(got[0])
+                if got is not None and got[0].startswith(codecs.BOM_UTF8):
+                    self._doubt(
+                        path, "(the file)",
+                        "starts with a byte order mark: whether its front matter is read is "
+                        "not known here",
+                    )  # fmt: skip
+                    continue
                 front = b"" if got is None else _front_matter(got[0])
-                if _names_servers(front.decode("utf-8", "surrogateescape")):
-                    self._doubt(path, "mcpServers", "an agent's own MCP servers, not read here")
+                if _names_servers(front.decode("utf-8", "surrogateescape"), key):
+                    self._doubt(path, key, "an agent's own MCP servers, not read here")
 
     def _agent_files(self, agents: str) -> list[str]:
         """Every Markdown file in ``agents`` and the folders below it (Claude Code collects
