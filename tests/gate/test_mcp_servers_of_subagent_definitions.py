@@ -4,6 +4,8 @@ exactly) refuses the agent, as claude's agent files do; one that declares none d
 
 - claude: an agent file starting with a byte order mark is a doubt (as every JSON and
   TOML file with one is), not a file without front matter.
+- gemini: a subagent file (``.gemini/agents/*.md`` of the home and the project, and an
+  extension's ``agents/``) whose front matter declares ``mcp_servers``.
 
 Real files in a temporary home and project, native stand-in agents that leave a marker
 when they run, a chain of the test's own (``lab`` in tests/gate/conftest.py).
@@ -12,6 +14,8 @@ when they run, a chain of the test's own (``lab`` in tests/gate/conftest.py).
 from __future__ import annotations
 
 from pathlib import Path
+
+import json
 
 import pytest
 from helpers.mcp_lab import AGENT_SERVERS, Lab, write
@@ -42,4 +46,33 @@ def test_a_claude_agent_file_starting_with_a_byte_order_mark_refuses_claude(
 def test_a_claude_agent_file_without_servers_still_lets_claude_start(lab: Lab) -> None:
     write(_claude_agents(lab, "project") / "a.md", "---\nname: a\n---\nBody.\n")
     started, reason = lab.spawn("claude", "-p", "t")
+    assert started, reason
+
+
+# ---------------------------------------------------------------------------- gemini
+
+GEMINI_AGENT = f"---\nname: helper\ndescription: helps\nmcp_servers:\n{AGENT_SERVERS}---\nHelp.\n"
+
+
+@pytest.mark.parametrize("where", ["project", "home", "extension"])
+def test_a_gemini_subagent_declaring_mcp_servers_refuses_gemini(lab: Lab, where: str) -> None:
+    """Gemini CLI's local subagents (``agentLoader.ts``) take ``mcp_servers`` in their front
+    matter and start them when the subagent runs: the user's ``~/.gemini/agents``, the
+    project's ``.gemini/agents`` and an extension's ``agents/`` are all loaded."""
+    if where == "extension":
+        extension = lab.home / ".gemini" / "extensions" / "x"
+        write(extension / "gemini-extension.json", json.dumps({"name": "x", "version": "1.0.0"}))
+        agents = extension / "agents"
+    else:
+        agents = (lab.project if where == "project" else lab.home) / ".gemini" / "agents"
+    write(agents / "helper.md", GEMINI_AGENT)
+    started, reason = lab.spawn("gemini")
+    assert not started, "gemini started with a subagent declaring a below-floor server"
+    assert "helper.md" in reason and "mcp_servers" in reason, reason
+
+
+def test_a_gemini_subagent_without_servers_still_lets_gemini_start(lab: Lab) -> None:
+    write(lab.project / ".gemini" / "agents" / "helper.md",
+          "---\nname: helper\ndescription: helps\ntools: [read_file]\n---\nHelp.\n")  # fmt: skip
+    started, reason = lab.spawn("gemini")
     assert started, reason

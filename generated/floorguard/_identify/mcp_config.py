@@ -189,6 +189,7 @@ def _text_only(found: Servers) -> Servers:
 # in any YAML spelling (a block key, a flow mapping): the word anywhere there, as written
 # or once escapes are undone (``_unescaped``).
 _AGENT_SERVERS: Final = "mcpServers"
+_GEMINI_AGENT_SERVERS: Final = "mcp_servers"
 # What can spell a letter in a YAML double-quoted scalar or a JSON string without writing
 # it: a hexadecimal escape, and an escaped line break (it joins the two lines' text).
 _ESCAPE: Final = re.compile(
@@ -910,6 +911,21 @@ class _Reader:
                 continue
             self._gemini_servers(servers, path, self._GEMINI_KEYS)
         self._gemini_extensions(home)
+        self._gemini_agents(home)
+
+    def _gemini_agents(self, home: str) -> None:
+        """Gemini CLI's local subagents declare servers of their own (``mcp_servers`` in a
+        Markdown file's front matter, started when the subagent runs): the home's
+        ``.gemini/agents``, the project's (every folder up from the working directory is
+        looked at) and each extension's ``agents/``. None is read: each one present is a
+        doubt."""
+        folders = [os.path.join(home, ".gemini", "agents")]
+        folders += [os.path.join(d, ".gemini", "agents") for d in _ancestors(self.cwd)]
+        for extensions in dict.fromkeys(self._gemini_extension_folders(home)):
+            folders += [
+                os.path.join(extensions, name, "agents") for name in self._listed(extensions)
+            ]
+        self._agent_definitions(folders, _GEMINI_AGENT_SERVERS, "gemini agent file")
 
     def _gemini_servers(self, servers: dict[str, Any], path: str, keys: frozenset[str]) -> None:
         for name, entry in servers.items():
@@ -980,9 +996,11 @@ class _Reader:
         ``${extensionPath}``, ``${workspacePath}`` and ``${/}`` put in as Gemini CLI does;
         the variables of the extension's own ``.env`` reach its servers. An extension
         linked from elsewhere is a doubt: its declarations are not read here."""
-        folders = [os.path.join(root, ".gemini", "extensions") for root in (self.cwd, home)]
-        for folder in dict.fromkeys(folders):
+        for folder in dict.fromkeys(self._gemini_extension_folders(home)):
             self._gemini_extensions_in(folder)
+
+    def _gemini_extension_folders(self, home: str) -> list[str]:
+        return [os.path.join(root, ".gemini", "extensions") for root in (self.cwd, home)]
 
     def _gemini_extensions_in(self, folder: str) -> None:
         for name in self._listed(folder):
