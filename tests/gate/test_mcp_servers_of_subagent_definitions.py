@@ -13,9 +13,8 @@ when they run, a chain of the test's own (``lab`` in tests/gate/conftest.py).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import json
+from pathlib import Path
 
 import pytest
 from helpers.mcp_lab import AGENT_SERVERS, Lab, write
@@ -75,4 +74,45 @@ def test_a_gemini_subagent_without_servers_still_lets_gemini_start(lab: Lab) -> 
     write(lab.project / ".gemini" / "agents" / "helper.md",
           "---\nname: helper\ndescription: helps\ntools: [read_file]\n---\nHelp.\n")  # fmt: skip
     started, reason = lab.spawn("gemini")
+    assert started, reason
+
+
+# ---------------------------------------------------------------------------- codex
+
+ROLE_SERVERS = '[mcp_servers.o]\ncommand = "aider"\n'
+ROLE_NAMED = '[agents.researcher]\ndescription = "r"\nconfig_file = "./roles/r.toml"\n'
+
+
+@pytest.mark.parametrize("where", ["config_file", "home agents folder", "project agents folder"])
+def test_a_codex_agent_role_layer_declaring_mcp_servers_refuses_codex(lab: Lab, where: str) -> None:
+    """Codex applies an agent role's config layer to the sub-agents it spawns with that
+    role (codex-rs ``config/agent_roles.rs``): the file ``[agents.<role>] config_file``
+    names (relative to the config.toml naming it), and every ``.toml`` file below a config
+    layer's ``agents/`` folder. Such a layer may declare ``[mcp_servers.*]``."""
+    role = 'description = "r"\ndeveloper_instructions = "r"\n' + ROLE_SERVERS
+    if where == "config_file":
+        write(lab.home / ".codex" / "config.toml", ROLE_NAMED)
+        write(lab.home / ".codex" / "roles" / "r.toml", role)
+    elif where == "home agents folder":
+        write(lab.home / ".codex" / "agents" / "team" / "r.toml", 'name = "r"\n' + role)
+    else:
+        write(lab.project / ".codex" / "agents" / "r.toml", 'name = "r"\n' + role)
+    started, reason = lab.spawn("codex", "exec", "t")
+    assert not started, "codex started with an agent role declaring a below-floor server"
+    assert "r.toml" in reason and "mcp_servers" in reason, reason
+
+
+def test_a_codex_agent_role_named_by_a_config_override_refuses_codex(lab: Lab) -> None:
+    write(lab.root / "r.toml", 'description = "r"\ndeveloper_instructions = "r"\n' + ROLE_SERVERS)
+    override = f'agents.r.config_file="{lab.root / "r.toml"}"'
+    started, reason = lab.spawn("codex", "-c", override, "exec", "t")
+    assert not started and "agents.r.config_file" in reason, reason
+
+
+def test_a_codex_agent_role_without_servers_still_lets_codex_start(lab: Lab) -> None:
+    write(lab.home / ".codex" / "config.toml", ROLE_NAMED)
+    write(lab.home / ".codex" / "roles" / "r.toml", 'model = "m"\ndeveloper_instructions = "r"\n')
+    write(lab.project / ".codex" / "agents" / "w.toml",
+          'name = "w"\ndescription = "w"\ndeveloper_instructions = "w"\n')  # fmt: skip
+    started, reason = lab.spawn("codex", "exec", "t")
     assert started, reason

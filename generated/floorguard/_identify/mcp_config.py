@@ -473,10 +473,10 @@ class _Reader:
                 if _names_servers(front.decode("utf-8", "surrogateescape"), key):
                     self._doubt(path, key, "an agent's own MCP servers, not read here")
 
-    def _agent_files(self, agents: str) -> list[str]:
-        """Every Markdown file in ``agents`` and the folders below it (Claude Code collects
-        them all), sorted. A linked folder below it, or more than _AGENT_ENTRIES entries, is
-        a doubt: what it holds is not read."""
+    def _agent_files(self, agents: str, suffix: str = ".md") -> list[str]:
+        """Every file named ``*<suffix>`` (Markdown unless told) in ``agents`` and the
+        folders below it (Claude Code collects them all), sorted. A linked folder below it,
+        or more than _AGENT_ENTRIES entries, is a doubt: what it holds is not read."""
         found: list[str] = []
         pending, seen = [agents], 0
         while pending:
@@ -494,7 +494,7 @@ class _Reader:
                         self._doubt(path, "(the folder)", "a linked folder of agents, not read")
                     else:
                         pending.append(path)
-                elif name.lower().endswith(".md"):
+                elif name.lower().endswith(suffix):
                     found.append(path)
         return sorted(found)
 
@@ -653,8 +653,12 @@ class _Reader:
         layers += project
         merged: dict[str, Any] = {}
         sources: dict[str, list[str]] = {}
+        roles_seen: set[str] = set()
         for path, within in dict.fromkeys(layers):
+            self._codex_role_folder(os.path.dirname(path), roles_seen)
             document = self._load(path, within, "toml")
+            if document is not None:
+                self._codex_roles(document, path, roles_seen)
             if document is None or "mcp_servers" not in document:
                 continue
             self._codex_merge(document["mcp_servers"], path, merged, sources)
@@ -674,6 +678,48 @@ class _Reader:
                 self._codex_server(name, entry, tuple(dict.fromkeys(sources.get(name, ()))))
             elif not isinstance(entry, dict):
                 raise ConfigDoubt(f"codex: {_key('mcp_servers', name)}: not a table")
+
+    def _codex_roles(self, document: dict[str, Any], path: str, seen: set[str]) -> None:
+        """The role layers a codex config layer names (``[agents.<role>] config_file``, a
+        relative path taken from the folder of the file naming it), each checked by
+        :meth:`_codex_role_file`."""
+        agents = document.get("agents")
+        if agents is None:
+            return
+        if not isinstance(agents, dict):
+            self._doubt(path, "agents", "not a table")
+            return
+        for role, entry in agents.items():
+            named = entry.get("config_file") if isinstance(entry, dict) else None
+            if named is None:
+                continue
+            at = _key("agents", role) + ".config_file"
+            if type(named) is not str or not named or "\x00" in named:
+                self._doubt(path, at, "not a non-empty string")
+                continue
+            role_file = os.path.join(os.path.dirname(path), named)
+            self._codex_role_file(os.path.normpath(role_file), None, seen)
+
+    def _codex_role_folder(self, folder: str, seen: set[str]) -> None:
+        """Every ``.toml`` file below a config layer's folder's ``agents/``, which codex
+        discovers as role layers (links and more than _AGENT_ENTRIES entries: doubts)."""
+        agents = os.path.join(folder, "agents")
+        for path in self._agent_files(agents, suffix=".toml"):
+            self._codex_role_file(path, agents, seen)
+
+    def _codex_role_file(self, path: str, within: str | None, seen: set[str]) -> None:
+        """An agent role's config layer, which codex applies to the sub-agents it spawns
+        with that role: its ``[mcp_servers]`` are not read here, so a role layer declaring
+        any is a doubt, as is one that cannot be read exactly."""
+        if path in seen:
+            return
+        seen.add(path)
+        document = self._load(path, within, "toml")
+        if document is None:
+            return
+        if "mcp_servers" in document:
+            self._doubt(path, "mcp_servers", "an agent role's own MCP servers, not read here")
+        self._codex_roles(document, path, seen)
 
     def _codex_environments(self, codex_home: str) -> list[dict[str, str]]:
         """Each environment codex may run with once it has loaded its ``.env`` files into its
@@ -786,6 +832,12 @@ class _Reader:
                     continue
                 if short == "-c":
                     overrides.extend(_codex_override(value))
+                    key = value.partition("=")[0].strip(_RUST_WHITE_SPACE)
+                    if key.split(".")[0] == "agents" and "config_file" in value:
+                        raise ConfigDoubt(
+                            f"codex -c {key}: names an agent role's config layer, which may "
+                            "declare MCP servers, not read here"
+                        )
                     if value.partition("=")[0].strip(_RUST_WHITE_SPACE) == "profile":
                         # (the key --profile sets: the profile it names, as the flag's)
                         chosen = _codex_setting(value)[1]
