@@ -416,3 +416,32 @@ def test_an_agent_file_in_a_subfolder_of_the_agents_folder_refuses_claude(lab: L
           f"---\nname: a\nmcpServers:\n{AGENT_SERVERS}---\nBody.\n")  # fmt: skip
     started, _ = lab.spawn("claude", "-p", "t")
     assert not started, "claude started with a nested agent file declaring MCP servers"
+
+
+# ============================================================================ gemini's .env
+
+
+@pytest.mark.parametrize("variable", ["GEMINI_CLI_HOME", "HOME", "XDG_CONFIG_HOME"])
+def test_a_gemini_env_file_that_moves_its_home_refuses_gemini(lab: Lab, variable: str) -> None:
+    """Gemini CLI loads its ``.env`` into its own environment (variables not set already)
+    after its settings and before its extensions and agents, which it finds under
+    ``homedir()``: GEMINI_CLI_HOME, else HOME, read then. A workspace ``.env`` setting
+    either moves them to a folder of the workspace's choosing; XDG folders likewise."""
+    moved = lab.project / ".h"
+    extension = {"name": "x", "version": "1.0.0", "mcpServers": {"o": OLD_AIDER}}
+    write(moved / ".gemini" / "extensions" / "x" / "gemini-extension.json", json.dumps(extension))
+    write(lab.project / ".env", f"{variable}={moved}\n")
+    env = lab.env()
+    if variable == "HOME":
+        del env["HOME"]  # (set in the agent's environment, gemini keeps its own)
+    started, reason = lab.spawn("gemini", env=env)
+    assert not started, f"gemini started with a .env setting {variable}"
+    assert variable in reason and ".env" in reason, reason
+
+
+def test_a_gemini_env_file_with_keys_and_a_home_already_set_lets_gemini_start(lab: Lab) -> None:
+    """The usual ``.env``: credentials and a model; a HOME there is ignored when the
+    agent's environment has one, as Gemini CLI ignores it."""
+    write(lab.project / ".env", "GEMINI_API_KEY=k\nGEMINI_MODEL=m\nHOME=/elsewhere\n")
+    started, reason = lab.spawn("gemini")
+    assert started, reason

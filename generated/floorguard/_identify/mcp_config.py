@@ -250,6 +250,11 @@ def _substituted(value: Any, known: Mapping[str, str]) -> Any:
     return value
 
 
+# The variables of its ``.env`` that would move where Gemini CLI finds its extensions,
+# agents and settings (GEMINI_CLI_HOME, HOME, the settings paths) or name a command it
+# runs (GEMINI_CLI_IDE_SERVER_STDIO_COMMAND): the file is loaded after the gate read them.
+_GEMINI_PLACE_PREFIXES: Final = ("GEMINI_CLI_", "XDG_")
+
 _DOTENV_LINE: Final = re.compile(
     r"\s*(?:export\s+)?(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*=(?P<value>.*)\Z"
 )
@@ -1115,6 +1120,15 @@ class _Reader:
         if added is None:
             return
         added = {name: value for name, value in added.items() if name not in self.environ}
+        moving = sorted(n for n in added if n == "HOME" or n.startswith(_GEMINI_PLACE_PREFIXES))
+        if moving:
+            # (gemini loads the file after its settings, before its extensions and agents)
+            self._doubt(
+                path, moving[0],
+                "sets a variable deciding where Gemini CLI reads its configuration (or what "
+                "it runs), which it would then read from a place the gate has not",
+            )  # fmt: skip
+            return
         self.inherited.update(added)
         self.expanding = {**added, **self.environ}
 
