@@ -362,6 +362,8 @@ class _Reader:
         self.codex_environments: list[dict[str, str]] = [dict(environ)]
         self.doubts: list[str] = []
         self.files: list[str] = []
+        # The folders whose claude project entry a linked git worktree shares (claude only).
+        self.shared_roots: set[str] | None = None
 
     # ------------------------------------------------------------------ reading files
 
@@ -563,6 +565,10 @@ class _Reader:
             self._doubt(path, "projects", "not an object")
             return
         here = set(_ancestors(self.cwd)) | set(_ancestors(os.path.realpath(self.cwd)))
+        if projects:
+            if self.shared_roots is None:  # (once: a doubt is recorded once)
+                self.shared_roots = self._shared_project_roots()
+            here |= self.shared_roots
         for key, project in projects.items():
             if not key.startswith("/") or os.path.normpath(key) not in here:
                 continue
@@ -571,6 +577,48 @@ class _Reader:
                 self._doubt(path, at, "not an object")
             elif "mcpServers" in project:
                 self._claude_servers(project["mcpServers"], path, at + ".mcpServers")
+
+    def _shared_project_roots(self) -> set[str]:
+        """The repository root (and the folders above it) whose project entry Claude Code
+        takes in a linked git worktree, which shares it with every worktree of that
+        repository (since 2.1.63): when the nearest ``.git`` up from the working directory
+        is a file, the folder holding git's common folder, as given and with links
+        resolved."""
+        roots: set[str] = set()
+        for start in dict.fromkeys([self.cwd, os.path.realpath(self.cwd)]):
+            for folder in _ancestors(start):
+                dot_git = os.path.join(folder, ".git")
+                if not os.path.lexists(dot_git):
+                    continue
+                common = None if os.path.isdir(dot_git) else self._git_common_dir(dot_git)
+                if common is not None:
+                    root = os.path.dirname(common)
+                    roots |= set(_ancestors(root)) | set(_ancestors(os.path.realpath(root)))
+                break
+        return roots
+
+    def _git_common_dir(self, dot_git: str) -> str | None:
+        """Git's common folder for a ``.git`` file (``gitdir: <path>``, relative to its
+        folder; then that folder's ``commondir``, relative to it, else the gitdir itself),
+        read as git reads them, or None (a doubt recorded) for one not read exactly."""
+        try:
+            got = read_config(dot_git, within=None, what="git file", max_bytes=_PATH_MAX * 2)
+            text = None if got is None else got[0].decode("utf-8").rstrip("\r\n")
+            if text is None or not text.startswith("gitdir: ") or "\n" in text:
+                raise ConfigDoubt(f"{dot_git}: not one line naming a gitdir")
+            gitdir = os.path.join(os.path.dirname(dot_git), text[len("gitdir: ") :])
+            got = read_config(
+                os.path.join(gitdir, "commondir"), within=None, what="git commondir file",
+                max_bytes=_PATH_MAX * 2,
+            )  # fmt: skip
+            common = None if got is None else got[0].decode("utf-8").rstrip("\r\n")
+        except (ConfigDoubt, UnicodeDecodeError) as exc:
+            self._doubt(
+                dot_git, "(the file)",
+                f"{exc}: which repository's project entry Claude Code takes is not known here",
+            )  # fmt: skip
+            return None
+        return os.path.normpath(gitdir if not common else os.path.join(gitdir, common))
 
     def _claude_document(self, document: Any, where: str) -> None:
         """A ``.mcp.json``-shaped document: ``{"mcpServers": {...}}`` and nothing else."""
