@@ -757,6 +757,9 @@ class _Reader:
         """Every ``.toml`` file below a config layer's folder's ``agents/``, which codex
         discovers as role layers (links and more than _AGENT_ENTRIES entries: doubts)."""
         agents = os.path.join(folder, "agents")
+        if agents in seen:  # (a profile's folder is the home's)
+            return
+        seen.add(agents)
         for path in self._agent_files(agents, suffix=".toml"):
             self._codex_role_file(path, agents, seen)
 
