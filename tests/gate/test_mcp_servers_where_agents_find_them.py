@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+from pathlib import Path
 
 import pytest
 from helpers.mcp_lab import (
@@ -416,3 +418,89 @@ def test_an_agent_file_in_a_subfolder_of_the_agents_folder_refuses_claude(lab: L
           f"---\nname: a\nmcpServers:\n{AGENT_SERVERS}---\nBody.\n")  # fmt: skip
     started, _ = lab.spawn("claude", "-p", "t")
     assert not started, "claude started with a nested agent file declaring MCP servers"
+
+
+# ============================================================================ gemini's .env
+
+
+@pytest.mark.parametrize("variable", ["GEMINI_CLI_HOME", "HOME", "XDG_CONFIG_HOME"])
+def test_a_gemini_env_file_that_moves_its_home_refuses_gemini(lab: Lab, variable: str) -> None:
+    """Gemini CLI loads its ``.env`` into its own environment (variables not set already)
+    after its settings and before its extensions and agents, which it finds under
+    ``homedir()``: GEMINI_CLI_HOME, else HOME, read then. A workspace ``.env`` setting
+    either moves them to a folder of the workspace's choosing; XDG folders likewise."""
+    moved = lab.project / ".h"
+    extension = {"name": "x", "version": "1.0.0", "mcpServers": {"o": OLD_AIDER}}
+    write(moved / ".gemini" / "extensions" / "x" / "gemini-extension.json", json.dumps(extension))
+    write(lab.project / ".env", f"{variable}={moved}\n")
+    env = lab.env()
+    if variable == "HOME":
+        del env["HOME"]  # (set in the agent's environment, gemini keeps its own)
+    started, reason = lab.spawn("gemini", env=env)
+    assert not started, f"gemini started with a .env setting {variable}"
+    assert variable in reason and ".env" in reason, reason
+
+
+def test_a_gemini_env_file_with_keys_and_a_home_already_set_lets_gemini_start(lab: Lab) -> None:
+    """The usual ``.env``: credentials and a model; a HOME there is ignored when the
+    agent's environment has one, as Gemini CLI ignores it."""
+    write(lab.project / ".env", "GEMINI_API_KEY=k\nGEMINI_MODEL=m\nHOME=/elsewhere\n")
+    started, reason = lab.spawn("gemini")
+    assert started, reason
+
+
+# ============================================================================ git worktrees
+
+
+def _git(*args: str) -> None:
+    quiet = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1", "PATH": "/usr/bin:/bin"}
+    subprocess.run(["git", "-c", "user.email=a@b", "-c", "user.name=a", *args],
+                   check=True, capture_output=True, env=quiet)  # fmt: skip
+
+
+def _worktree(lab: Lab, *, bare: bool = False) -> tuple[Path, Path]:
+    """A repository under the lab's root and a linked worktree of it: (the folder Claude
+    Code keys the repository's projects entry by, the worktree)."""
+    main, worktree = lab.root / "main", lab.root / "wt"
+    seed = lab.root / "seed" if bare else main
+    _git("init", "-q", str(seed))
+    write(seed / "README", "x")
+    _git("-C", str(seed), "add", ".")
+    _git("-C", str(seed), "commit", "-qm", "x")
+    repository = main / ".bare" if bare else main
+    if bare:
+        _git("clone", "-q", "--bare", str(seed), str(repository))
+    _git("-C", str(repository), "worktree", "add", "-q", str(worktree))
+    return main, worktree
+
+
+@pytest.mark.parametrize("bare", [False, True], ids=["main-checkout", "bare-repository"])
+def test_claude_in_a_linked_worktree_reads_the_main_repository_project_entry(
+    lab: Lab, bare: bool
+) -> None:
+    """Claude Code shares project configuration across the worktrees of one repository
+    (changelog 2.1.63): a session in a linked worktree takes ``~/.claude.json``'s
+    ``projects[<repository root>]``, the folder holding the common git folder."""
+    main, worktree = _worktree(lab, bare=bare)
+    write(lab.home / ".claude.json",
+          json.dumps({"projects": {str(main): {"mcpServers": {"o": OLD_AIDER}}}}))  # fmt: skip
+    started, reason = lab.spawn("claude", "-p", "t", cwd=worktree)
+    assert not started, "claude started in a worktree whose repository entry has an old aider"
+    assert "aider 0.50.0" in reason, reason
+
+
+def test_claude_in_a_linked_worktree_without_servers_in_the_entry_starts(lab: Lab) -> None:
+    main, worktree = _worktree(lab)
+    write(lab.home / ".claude.json",
+          json.dumps({"projects": {str(main): {"allowedTools": []}}}))  # fmt: skip
+    started, reason = lab.spawn("claude", "-p", "t", cwd=worktree)
+    assert started, reason
+
+
+def test_claude_under_a_git_file_not_read_exactly_is_refused(lab: Lab) -> None:
+    """A ``.git`` file that does not say ``gitdir: <path>``: which repository Claude Code
+    takes the project entry of is not known."""
+    write(lab.project / ".git", "not a gitdir line\n")
+    write(lab.home / ".claude.json", json.dumps({"projects": {"/elsewhere": {}}}))
+    started, reason = lab.spawn("claude", "-p", "t")
+    assert not started and ".git" in reason, reason

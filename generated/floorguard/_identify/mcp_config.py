@@ -11,6 +11,7 @@ caller refuses on a doubt. Nothing here runs or judges a server.
 
 from __future__ import annotations
 
+import codecs
 import copy
 import hashlib
 import json
@@ -188,6 +189,7 @@ def _text_only(found: Servers) -> Servers:
 # in any YAML spelling (a block key, a flow mapping): the word anywhere there, as written
 # or once escapes are undone (``_unescaped``).
 _AGENT_SERVERS: Final = "mcpServers"
+_GEMINI_AGENT_SERVERS: Final = "mcp_servers"
 # What can spell a letter in a YAML double-quoted scalar or a JSON string without writing
 # it: a hexadecimal escape, and an escaped line break (it joins the two lines' text).
 _ESCAPE: Final = re.compile(
@@ -217,10 +219,10 @@ def _unescaped(text: str) -> str:
     return _ESCAPE.sub(one, text)
 
 
-def _names_servers(text: str) -> bool:
-    """Whether ``text`` (front matter, or ``--agents`` JSON) names ``mcpServers``, as
-    written or through escapes."""
-    return _AGENT_SERVERS in text or _AGENT_SERVERS in _unescaped(text)
+def _names_servers(text: str, key: str = _AGENT_SERVERS) -> bool:
+    """Whether ``text`` (front matter, or ``--agents`` JSON) names ``key`` (claude's
+    ``mcpServers`` unless told), as written or through escapes."""
+    return key in text or key in _unescaped(text)
 
 
 def _front_matter(data: bytes) -> bytes:
@@ -247,6 +249,11 @@ def _substituted(value: Any, known: Mapping[str, str]) -> Any:
         return [_substituted(v, known) for v in value]
     return value
 
+
+# The variables of its ``.env`` that would move where Gemini CLI finds its extensions,
+# agents and settings (GEMINI_CLI_HOME, HOME, the settings paths) or name a command it
+# runs (GEMINI_CLI_IDE_SERVER_STDIO_COMMAND): the file is loaded after the gate read them.
+_GEMINI_PLACE_PREFIXES: Final = ("GEMINI_CLI_", "XDG_")
 
 _DOTENV_LINE: Final = re.compile(
     r"\s*(?:export\s+)?(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*=(?P<value>.*)\Z"
@@ -355,6 +362,8 @@ class _Reader:
         self.codex_environments: list[dict[str, str]] = [dict(environ)]
         self.doubts: list[str] = []
         self.files: list[str] = []
+        # The folders whose claude project entry a linked git worktree shares (claude only).
+        self.shared_roots: set[str] | None = None
 
     # ------------------------------------------------------------------ reading files
 
@@ -441,6 +450,13 @@ class _Reader:
             os.path.join(os.path.normpath(os.path.join(self.cwd, added)), ".claude", "agents")
             for added in _variadic_values(argv, "--add-dir")
         ]
+        self._agent_definitions(folders, _AGENT_SERVERS, "claude agent file")
+
+    def _agent_definitions(self, folders: Sequence[str], key: str, what: str) -> None:
+        """Each Markdown agent file in ``folders`` and the folders below them whose front
+        matter names ``key``, as written or through escapes, is a doubt: the servers it
+        declares are not read here. So is one that starts with a byte order mark, which a
+        front-matter reader may drop (gray-matter does) and then find ``key``."""
         budget = _AGENT_BYTES
         for agents in dict.fromkeys(folders):
             for path in self._agent_files(agents):
@@ -448,21 +464,26 @@ class _Reader:
                     self._doubt(agents, "(the folder)", f"agent files over {_AGENT_BYTES} bytes")
                     break
                 try:
-                    got = read_config(
-                        path, within=None, what="claude agent file", max_bytes=_AGENT_FILE_BYTES
-                    )
+                    got = read_config(path, within=None, what=what, max_bytes=_AGENT_FILE_BYTES)
                 except ConfigDoubt as exc:
                     self.doubts.append(str(exc))
                     continue
                 budget -= 0 if got is None else len(got[0])
+                if got is not None and got[0].startswith(codecs.BOM_UTF8):
+                    self._doubt(
+                        path, "(the file)",
+                        "starts with a byte order mark: whether its front matter is read is "
+                        "not known here",
+                    )  # fmt: skip
+                    continue
                 front = b"" if got is None else _front_matter(got[0])
-                if _names_servers(front.decode("utf-8", "surrogateescape")):
-                    self._doubt(path, "mcpServers", "an agent's own MCP servers, not read here")
+                if _names_servers(front.decode("utf-8", "surrogateescape"), key):
+                    self._doubt(path, key, "an agent's own MCP servers, not read here")
 
-    def _agent_files(self, agents: str) -> list[str]:
-        """Every Markdown file in ``agents`` and the folders below it (Claude Code collects
-        them all), sorted. A linked folder below it, or more than _AGENT_ENTRIES entries, is
-        a doubt: what it holds is not read."""
+    def _agent_files(self, agents: str, suffix: str = ".md") -> list[str]:
+        """Every file named ``*<suffix>`` (Markdown unless told) in ``agents`` and the
+        folders below it (Claude Code collects them all), sorted. A linked folder below it,
+        or more than _AGENT_ENTRIES entries, is a doubt: what it holds is not read."""
         found: list[str] = []
         pending, seen = [agents], 0
         while pending:
@@ -480,7 +501,7 @@ class _Reader:
                         self._doubt(path, "(the folder)", "a linked folder of agents, not read")
                     else:
                         pending.append(path)
-                elif name.lower().endswith(".md"):
+                elif name.lower().endswith(suffix):
                     found.append(path)
         return sorted(found)
 
@@ -544,6 +565,10 @@ class _Reader:
             self._doubt(path, "projects", "not an object")
             return
         here = set(_ancestors(self.cwd)) | set(_ancestors(os.path.realpath(self.cwd)))
+        if projects:
+            if self.shared_roots is None:  # (once: a doubt is recorded once)
+                self.shared_roots = self._shared_project_roots()
+            here |= self.shared_roots
         for key, project in projects.items():
             if not key.startswith("/") or os.path.normpath(key) not in here:
                 continue
@@ -552,6 +577,48 @@ class _Reader:
                 self._doubt(path, at, "not an object")
             elif "mcpServers" in project:
                 self._claude_servers(project["mcpServers"], path, at + ".mcpServers")
+
+    def _shared_project_roots(self) -> set[str]:
+        """The repository root (and the folders above it) whose project entry Claude Code
+        takes in a linked git worktree, which shares it with every worktree of that
+        repository (since 2.1.63): when the nearest ``.git`` up from the working directory
+        is a file, the folder holding git's common folder, as given and with links
+        resolved."""
+        roots: set[str] = set()
+        for start in dict.fromkeys([self.cwd, os.path.realpath(self.cwd)]):
+            for folder in _ancestors(start):
+                dot_git = os.path.join(folder, ".git")
+                if not os.path.lexists(dot_git):
+                    continue
+                common = None if os.path.isdir(dot_git) else self._git_common_dir(dot_git)
+                if common is not None:
+                    root = os.path.dirname(common)
+                    roots |= set(_ancestors(root)) | set(_ancestors(os.path.realpath(root)))
+                break
+        return roots
+
+    def _git_common_dir(self, dot_git: str) -> str | None:
+        """Git's common folder for a ``.git`` file (``gitdir: <path>``, relative to its
+        folder; then that folder's ``commondir``, relative to it, else the gitdir itself),
+        read as git reads them, or None (a doubt recorded) for one not read exactly."""
+        try:
+            got = read_config(dot_git, within=None, what="git file", max_bytes=_PATH_MAX * 2)
+            text = None if got is None else got[0].decode("utf-8").rstrip("\r\n")
+            if text is None or not text.startswith("gitdir: ") or "\n" in text:
+                raise ConfigDoubt(f"{dot_git}: not one line naming a gitdir")
+            gitdir = os.path.join(os.path.dirname(dot_git), text[len("gitdir: ") :])
+            got = read_config(
+                os.path.join(gitdir, "commondir"), within=None, what="git commondir file",
+                max_bytes=_PATH_MAX * 2,
+            )  # fmt: skip
+            common = None if got is None else got[0].decode("utf-8").rstrip("\r\n")
+        except (ConfigDoubt, UnicodeDecodeError) as exc:
+            self._doubt(
+                dot_git, "(the file)",
+                f"{exc}: which repository's project entry Claude Code takes is not known here",
+            )  # fmt: skip
+            return None
+        return os.path.normpath(gitdir if not common else os.path.join(gitdir, common))
 
     def _claude_document(self, document: Any, where: str) -> None:
         """A ``.mcp.json``-shaped document: ``{"mcpServers": {...}}`` and nothing else."""
@@ -639,8 +706,12 @@ class _Reader:
         layers += project
         merged: dict[str, Any] = {}
         sources: dict[str, list[str]] = {}
+        roles_seen: set[str] = set()
         for path, within in dict.fromkeys(layers):
+            self._codex_role_folder(os.path.dirname(path), roles_seen)
             document = self._load(path, within, "toml")
+            if document is not None:
+                self._codex_roles(document, path, roles_seen)
             if document is None or "mcp_servers" not in document:
                 continue
             self._codex_merge(document["mcp_servers"], path, merged, sources)
@@ -660,6 +731,51 @@ class _Reader:
                 self._codex_server(name, entry, tuple(dict.fromkeys(sources.get(name, ()))))
             elif not isinstance(entry, dict):
                 raise ConfigDoubt(f"codex: {_key('mcp_servers', name)}: not a table")
+
+    def _codex_roles(self, document: dict[str, Any], path: str, seen: set[str]) -> None:
+        """The role layers a codex config layer names (``[agents.<role>] config_file``, a
+        relative path taken from the folder of the file naming it), each checked by
+        :meth:`_codex_role_file`."""
+        agents = document.get("agents")
+        if agents is None:
+            return
+        if not isinstance(agents, dict):
+            self._doubt(path, "agents", "not a table")
+            return
+        for role, entry in agents.items():
+            named = entry.get("config_file") if isinstance(entry, dict) else None
+            if named is None:
+                continue
+            at = _key("agents", role) + ".config_file"
+            if type(named) is not str or not named or "\x00" in named:
+                self._doubt(path, at, "not a non-empty string")
+                continue
+            role_file = os.path.join(os.path.dirname(path), named)
+            self._codex_role_file(os.path.normpath(role_file), None, seen)
+
+    def _codex_role_folder(self, folder: str, seen: set[str]) -> None:
+        """Every ``.toml`` file below a config layer's folder's ``agents/``, which codex
+        discovers as role layers (links and more than _AGENT_ENTRIES entries: doubts)."""
+        agents = os.path.join(folder, "agents")
+        if agents in seen:  # (a profile's folder is the home's)
+            return
+        seen.add(agents)
+        for path in self._agent_files(agents, suffix=".toml"):
+            self._codex_role_file(path, agents, seen)
+
+    def _codex_role_file(self, path: str, within: str | None, seen: set[str]) -> None:
+        """An agent role's config layer, which codex applies to the sub-agents it spawns
+        with that role: its ``[mcp_servers]`` are not read here, so a role layer declaring
+        any is a doubt, as is one that cannot be read exactly."""
+        if path in seen:
+            return
+        seen.add(path)
+        document = self._load(path, within, "toml")
+        if document is None:
+            return
+        if "mcp_servers" in document:
+            self._doubt(path, "mcp_servers", "an agent role's own MCP servers, not read here")
+        self._codex_roles(document, path, seen)
 
     def _codex_environments(self, codex_home: str) -> list[dict[str, str]]:
         """Each environment codex may run with once it has loaded its ``.env`` files into its
@@ -772,6 +888,12 @@ class _Reader:
                     continue
                 if short == "-c":
                     overrides.extend(_codex_override(value))
+                    key = value.partition("=")[0].strip(_RUST_WHITE_SPACE)
+                    if key.split(".")[0] == "agents" and "config_file" in value:
+                        raise ConfigDoubt(
+                            f"codex -c {key}: names an agent role's config layer, which may "
+                            "declare MCP servers, not read here"
+                        )
                     if value.partition("=")[0].strip(_RUST_WHITE_SPACE) == "profile":
                         # (the key --profile sets: the profile it names, as the flag's)
                         chosen = _codex_setting(value)[1]
@@ -897,6 +1019,21 @@ class _Reader:
                 continue
             self._gemini_servers(servers, path, self._GEMINI_KEYS)
         self._gemini_extensions(home)
+        self._gemini_agents(home)
+
+    def _gemini_agents(self, home: str) -> None:
+        """Gemini CLI's local subagents declare servers of their own (``mcp_servers`` in a
+        Markdown file's front matter, started when the subagent runs): the home's
+        ``.gemini/agents``, the project's (every folder up from the working directory is
+        looked at) and each extension's ``agents/``. None is read: each one present is a
+        doubt."""
+        folders = [os.path.join(home, ".gemini", "agents")]
+        folders += [os.path.join(d, ".gemini", "agents") for d in _ancestors(self.cwd)]
+        for extensions in dict.fromkeys(self._gemini_extension_folders(home)):
+            folders += [
+                os.path.join(extensions, name, "agents") for name in self._listed(extensions)
+            ]
+        self._agent_definitions(folders, _GEMINI_AGENT_SERVERS, "gemini agent file")
 
     def _gemini_servers(self, servers: dict[str, Any], path: str, keys: frozenset[str]) -> None:
         for name, entry in servers.items():
@@ -967,9 +1104,11 @@ class _Reader:
         ``${extensionPath}``, ``${workspacePath}`` and ``${/}`` put in as Gemini CLI does;
         the variables of the extension's own ``.env`` reach its servers. An extension
         linked from elsewhere is a doubt: its declarations are not read here."""
-        folders = [os.path.join(root, ".gemini", "extensions") for root in (self.cwd, home)]
-        for folder in dict.fromkeys(folders):
+        for folder in dict.fromkeys(self._gemini_extension_folders(home)):
             self._gemini_extensions_in(folder)
+
+    def _gemini_extension_folders(self, home: str) -> list[str]:
+        return [os.path.join(root, ".gemini", "extensions") for root in (self.cwd, home)]
 
     def _gemini_extensions_in(self, folder: str) -> None:
         for name in self._listed(folder):
@@ -1032,6 +1171,15 @@ class _Reader:
         if added is None:
             return
         added = {name: value for name, value in added.items() if name not in self.environ}
+        moving = sorted(n for n in added if n == "HOME" or n.startswith(_GEMINI_PLACE_PREFIXES))
+        if moving:
+            # (gemini loads the file after its settings, before its extensions and agents)
+            self._doubt(
+                path, moving[0],
+                "sets a variable deciding where Gemini CLI reads its configuration (or what "
+                "it runs), which it would then read from a place the gate has not",
+            )  # fmt: skip
+            return
         self.inherited.update(added)
         self.expanding = {**added, **self.environ}
 
