@@ -25,10 +25,11 @@ def _size(chain: AuditChain) -> int:
 
 def _end_sessions(pg: Chain) -> int:
     """End every session of the appender's role, as a restart or an operator would."""
-    ended = pg.server.psql(
-        "SELECT count(pg_terminate_backend(pid)) FROM"
-        f" (SELECT pid FROM pg_stat_activity WHERE usename = '{pg.appender}') AS sessions"
+    query = (
+        "SELECT count(pg_terminate_backend(pid)) FROM (SELECT pid FROM pg_stat_activity"
+        " WHERE usename = '{}') AS sessions"
     )
+    ended = pg.server.psql(query.format(pg.appender))
     return int(ended.strip())
 
 

@@ -36,7 +36,8 @@ def with_imports(site: Path, marker: Path) -> None:
         pytest.param("from aider.main import runner\nrunner.run()\n", "runner", id="assigned"),
         pytest.param("from aider.main import Path\nPath(MARK).touch()\n", "Path", id="class"),
         pytest.param(
-            "from aider.main import helpers\nhelpers.system('touch ' + MARK)\n", "helpers",
+            "from aider.main import helpers\nhelpers.system('touch ' + MARK)\n",
+            "helpers",
             id="aliased-stdlib",
         ),
         pytest.param("import aider.main as m\nm.Path(MARK).touch()\n", "Path", id="alias-attr"),
