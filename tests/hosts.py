@@ -91,7 +91,7 @@ print(json.dumps(results))
 
 
 # `python -I -m floorguard ARGS` of the package copy in the folder given first.
-_EXEC_COPY = (
+EXEC_COPY = (
     "import sys; sys.path.insert(0, sys.argv.pop(1)); "
     "from floorguard.__main__ import main; sys.exit(main())"
 )
@@ -146,7 +146,7 @@ class Host:
         if args[:3] == ("-m", "floorguard", "exec"):
             # As the docs say to run it: -I. It reads no PYTHONPATH, so this host's copy of
             # the package goes first on its path by hand (the child still gets PYTHONPATH).
-            args = ("-I", "-c", _EXEC_COPY, str(self.site), *args[2:])
+            args = ("-I", "-c", EXEC_COPY, str(self.site), *args[2:])
         return subprocess.run(
             [sys.executable, *args],
             capture_output=True,

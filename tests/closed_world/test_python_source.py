@@ -80,16 +80,22 @@ def utf7_hidden(statement: str) -> bytes:
 
 def test_pip_console_script_is_understood() -> None:
     source = read_source(PIP_WRAPPER, name="aider")
-    assert source == PythonSource(imports=("re", "sys", "aider.main"), doubts=())
+    assert source == PythonSource(
+        imports=("re", "sys", "aider.main"), doubts=(), references=("aider.main.main",)
+    )
     assert source.understood
 
 
 def test_uv_console_script_is_understood() -> None:
-    assert read_source(UV_WRAPPER, name="aider") == PythonSource(("sys", "aider.main"), ())
+    assert read_source(UV_WRAPPER, name="aider") == PythonSource(
+        ("sys", "aider.main"), (), ("aider.main.main",)
+    )
 
 
 def test_plain_import_and_call_is_understood() -> None:
-    assert read("import aider.main\naider.main.main()\n") == PythonSource(("aider.main",), ())
+    assert read("import aider.main\naider.main.main()\n") == PythonSource(
+        ("aider.main",), (), ("aider.main.main", "aider.main")
+    )
 
 
 def test_old_setuptools_wrapper_is_a_doubt_because_pkg_resources_loads_by_name() -> None:

@@ -43,6 +43,7 @@ from helpers.closed_world import (
     needs_node,
     old_aider_code,
 )
+from hosts import EXEC_COPY
 from probes import write_executable
 
 pytestmark = pytest.mark.attack
@@ -261,8 +262,8 @@ def test_a_decision_about_a_name_that_is_not_utf8_is_recorded(
     new = world.new_aider()
     env = world.host.env(PATH=f"{new.prefix / 'bin'}:/usr/bin:/bin")
     done = subprocess.run(
-        [os.fsencode(sys.executable), b"-m", b"floorguard", b"exec",
-         *[os.fsencode(a) for a in args]],
+        [os.fsencode(sys.executable), b"-I", b"-c", EXEC_COPY.encode(),
+         os.fsencode(world.host.site), b"exec", *[os.fsencode(a) for a in args]],
         capture_output=True, env=env, timeout=120, check=False, cwd=world.root,
     )  # fmt: skip
     assert b"could not be recorded" not in done.stderr, done.stderr

@@ -560,7 +560,10 @@ def _script_code(
     (its own code is trusted as installed); anything else is judged by its source."""
 
     folder = first if first is not None else str(script.path.parent)
-    paths = identify.python_path(interpreter, environ, folder, flags, here)
+    paths = identify.python_path(
+        interpreter, environ, folder, flags, here, program=str(script.path),
+        folder_program=first is not None,
+    )  # fmt: skip
     installed = identify.identify_file(script, environ)
     if installed is not None and not _is_wrapper(script):
         return as_interpreted(installed, "python-script", str(script.path)), [

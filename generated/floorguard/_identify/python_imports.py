@@ -61,16 +61,24 @@ def python_path(
     first: str | None,
     flags: frozenset[str] = frozenset(),
     cwd: str | None = None,
+    *,
+    program: str | None = None,
+    folder_program: bool = False,
 ) -> PythonPath:
     """:func:`_python_path`, reused while every file and folder it consulted is unchanged."""
     here = cwd or os.getcwd()
     key = (
-        interpreter, first, flags, here, environ.get("HOME"),
+        interpreter, first, flags, here, program, folder_program, environ.get("HOME"),
         *(environ.get(name) for name in _PATH_VARIABLES),
     )  # fmt: skip
     return _checked_memo(
-        _paths_cache, key, lambda: _python_path(interpreter, environ, first, flags, here)
-    )
+        _paths_cache,
+        key,
+        lambda: _python_path(
+            interpreter, environ, first, flags, here, program=program,
+            folder_program=folder_program,
+        ),
+    )  # fmt: skip
 
 
 def _python_path(
@@ -79,6 +87,9 @@ def _python_path(
     first: str | None,
     flags: frozenset[str],
     cwd: str,
+    *,
+    program: str | None = None,
+    folder_program: bool = False,
 ) -> PythonPath:
     """Where ``interpreter`` (as started: a virtual environment's is found by its own path)
     imports third-party code from, in CPython's order: ``first`` (the script's folder, or
@@ -90,13 +101,17 @@ def _python_path(
     site-packages, each followed by the folders its ``.pth`` files add. ``flags`` are the
     interpreter's one-letter options: ``-I`` (``-E -s -P``), ``-E``, ``-s``, ``-P`` and
     ``-S`` (no ``site`` at all). ``doubts`` name the start-up code not understood, archives
-    on the path, and modules ahead of the standard library that shadow it."""
+    on the path, and modules ahead of the standard library that shadow it.
+
+    ``program``: the file run (a script, or a folder's ``__main__.py``), which may sit in
+    ``first``; ``folder_program``: ``first`` is a folder (or archive) run as the program,
+    which CPython puts first on the path whatever the safe path says."""
     from floorguard._identify import python_site
 
     isolated = "I" in flags
     env = {} if isolated or "E" in flags else environ
     safe = isolated or "P" in flags or bool(env.get("PYTHONSAFEPATH"))
-    head = [] if first is None or safe else [first]
+    head = [] if first is None or (safe and not folder_program) else [first]
     python_path_dirs: list[str] = []
     if env.get("PYTHONPATH"):
         python_path_dirs = [os.path.join(cwd, e) for e in env["PYTHONPATH"].split(os.pathsep)]
@@ -172,9 +187,77 @@ def _python_path(
     ]
     for folder in before:
         doubts += _shadow_doubts(folder, scan.directories, scan.mapped, version)
+        doubts += _workspace_doubts(folder, cwd, program, scan.directories, version)
     for folder in scan.directories:
         doubts += _reserved_doubts(folder, version)
     return PythonPath(tuple(before), scan.directories, tuple(doubts))
+
+
+def _workspace_doubts(
+    folder: str, cwd: str, program: str | None, sites: Sequence[str], version: str | None
+) -> list[str]:
+    """What ``folder``, ahead of the installed code on the path and inside the working
+    directory (the agent's workspace), holds that an import would load: a module or package,
+    or a folder of modules, of any name. Named like nothing installed, it still answers an
+    optional import (``try: import ujson``) of the program or of any package it runs. Only
+    the program's own file, and the ``activate_this`` a virtual environment's tools write
+    beside its scripts, are known."""
+    real, here = os.path.realpath(folder), os.path.realpath(cwd)
+    if real != here and not real.startswith(here.rstrip("/") + "/"):
+        return []
+    known = {"__main__"}
+    if program is not None and os.path.dirname(os.path.realpath(program)) == real:
+        known.add(os.path.basename(program).split(".", 1)[0])
+    if os.path.isfile(os.path.join(os.path.dirname(real), "pyvenv.cfg")):
+        known.add("activate_this")
+    held = sorted({entry.split(".", 1)[0] for entry in listing(folder)} - known)
+    found = []
+    for name in held:
+        if not name.isidentifier():
+            continue
+        kind = find_module(name, [folder], version)
+        if kind is None:
+            continue
+        if kind[1] == "namespace" and (
+            # (a portion is used only when no module or regular package of the name is
+            # found anywhere on the path, and runs no code but the modules it holds)
+            name in _stdlib_names()
+            or _regular(find_module(name, sites, version))
+            or not _holds_modules(os.path.join(folder, name), version)
+        ):
+            continue
+        found.append(name)
+    if not found:
+        return []
+    more = f" and {len(found) - 3} more" if len(found) > 3 else ""
+    return [
+        f"{folder}, first on the path and in the working directory, holds "
+        f"{', '.join(found[:3])}{more}: any import of such a name (an optional one included) "
+        "would run it, code that is not judged"
+    ]
+
+
+def _regular(found: tuple[str, str] | None) -> bool:
+    return found is not None and found[1] != "namespace"
+
+
+def _holds_modules(folder: str, version: str | None, depth: int = 3) -> bool:
+    """Whether a folder without ``__init__`` holds a module or regular package, itself or
+    in the folders without ``__init__`` below it (``depth`` levels down)."""
+    for entry in listing(folder):
+        name = entry.split(".", 1)[0]
+        if not name.isidentifier():
+            continue
+        found = find_module(name, [folder], version)
+        if _regular(found):
+            return True
+        if (
+            found is not None
+            and depth > 1
+            and _holds_modules(os.path.join(folder, name), version, depth - 1)
+        ):
+            return True
+    return False
 
 
 def _reserved_doubts(folder: str, version: str | None) -> list[str]:
