@@ -11,6 +11,8 @@ import json
 from pathlib import Path
 
 import pytest
+
+import floorguard
 from helpers.mcp_lab import Lab, servers, write
 
 PACKAGE = "@anthropic-ai/claude-code"
@@ -107,3 +109,54 @@ def test_a_project_named_as_the_pinned_package_is_refused(lab: Lab) -> None:
     started, reason = lab.spawn("npx", "-y", f"{PACKAGE}@1.0.30")
     assert not started
     assert "is itself named" in reason, reason
+
+
+def _local_mcp_remote(folder: Path, version: str, *, head: str = "#!/usr/bin/env node") -> Path:
+    """mcp-remote ``version`` installed in ``folder``'s node_modules, its .bin link to a
+    ``cli.js`` starting with ``head``; returns that cli.js."""
+    package = folder / "node_modules" / "mcp-remote"
+    manifest = {"name": "mcp-remote", "version": version, "bin": {"mcp-remote": "cli.js"}}
+    write(package / "package.json", json.dumps(manifest))
+    cli = write(package / "cli.js", f"{head}\nconsole.log('ran');\n")
+    cli.chmod(0o755)
+    link = folder / "node_modules" / ".bin" / "mcp-remote"
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(Path("..") / "mcp-remote" / "cli.js")
+    return cli
+
+
+@pytest.mark.parametrize("spec", ["mcp-remote@0.1.16", "mcp-remote"])
+@pytest.mark.parametrize("defect", ["not executable", "a missing interpreter"])
+def test_a_nearest_bin_the_shell_passes_over_is_refused(lab: Lab, spec: str, defect: str) -> None:
+    """npm finds the nearest ``.bin/mcp-remote`` by ``stat`` alone and runs ``sh -c
+    mcp-remote``; sh's PATH search passes over a file execve rejects (EACCES, ENOENT) to
+    the next of that name on PATH: a folder above's older mcp-remote, not the one judged."""
+    _local_mcp_remote(lab.root, "0.1.15")
+    if defect == "not executable":
+        _local_mcp_remote(lab.project, "0.1.16").chmod(0o644)
+    else:
+        _local_mcp_remote(lab.project, "0.1.16", head="#!/nonexistent/node")
+    started, reason = lab.spawn("npx", "-y", spec)
+    assert not started
+    assert "node_modules/.bin/mcp-remote" in reason, reason
+    assert "the kernel would not run" in reason or "not executable" in reason, reason
+
+
+def test_a_nearest_bin_the_shell_passes_over_refuses_an_mcp_server(lab: Lab) -> None:
+    _local_mcp_remote(lab.root, "0.1.15")
+    _local_mcp_remote(lab.project, "0.1.16").chmod(0o644)
+    server = {"command": "npx", "args": ["-y", "mcp-remote@0.1.16"]}
+    write(lab.project / ".mcp.json", servers(s=server))
+    started, reason = lab.spawn("claude", "-p", "t")
+    assert not started
+    assert "not executable" in reason, reason
+
+
+@pytest.mark.parametrize("spec", ["mcp-remote@0.1.16", "mcp-remote"])
+def test_a_nearest_bin_the_kernel_runs_is_permitted(lab: Lab, spec: str) -> None:
+    _local_mcp_remote(lab.root, "0.1.15")
+    _local_mcp_remote(lab.project, "0.1.16")
+    child = floorguard.spawn("npx", ["-y", spec], env=lab.env(), cwd=str(lab.project))
+    child.wait(timeout=30)
+    receipt = lab.last_receipt()
+    assert (receipt["verdict"], receipt["version"]) == ("permit", "0.1.16"), receipt

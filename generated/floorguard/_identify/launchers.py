@@ -988,8 +988,6 @@ def judge_launch(launch: Launch, *, cwd: str) -> Judged:
 def _npx_local(launch: Launch, cwd: str) -> Judged | None:
     """``npx NAME`` with no version runs the first ``node_modules/.bin/NAME`` in the working
     directory or a folder above it, whatever package and version that is."""
-    from floorguard._identify.identify import npm_identification
-    from floorguard._identify.target import open_target
 
     here = Path(os.path.abspath(cwd))
     own = _project_bin(here, launch.package)
@@ -1009,9 +1007,7 @@ def _npx_local(launch: Launch, cwd: str) -> Judged | None:
             )
             return Judged(None, what, (why,))
         try:
-            with open_target(str(candidate), path_env=None, executable=False) as opened:
-                hit = npm_identification(opened.dir_fd, opened.path, "npx")
-                unlike = _not_run_by_node(opened.read_head(512))
+            hit, unlike = _read_bin(candidate, "npx")
         except DetectionError as exc:
             return Judged(None, what, (f"npx {launch.spec} runs {candidate}: {exc}",))
         if unlike is not None:
@@ -1080,8 +1076,6 @@ def _local_bin_doubt(launch: Launch, owner: str | None, cwd: str) -> str | None:
     directory and of every folder above it first, so the nearest such bin of that name is
     what runs, whatever the spec pinned. It passes only as the very package and version
     pinned (a tracked package's) or as no tracked adapter's code (an untracked spec)."""
-    from floorguard._identify.identify import npm_identification
-    from floorguard._identify.target import open_target
     from floorguard._maps.catalog import executable_for
 
     names = {launch.package.split("/")[-1]}
@@ -1134,9 +1128,7 @@ def _local_bin_doubt(launch: Launch, owner: str | None, cwd: str) -> str | None:
                 f"it, where {candidate} comes first"
             )
             try:
-                with open_target(str(candidate), path_env=None, executable=False) as opened:
-                    hit = npm_identification(opened.dir_fd, opened.path, launch.launcher)
-                    unlike = _not_run_by_node(opened.read_head(512))
+                hit, unlike = _read_bin(candidate, launch.launcher)
             except DetectionError as exc:
                 return f"{why}: {exc}"
             if owner is None:
@@ -1149,6 +1141,25 @@ def _local_bin_doubt(launch: Launch, owner: str | None, cwd: str) -> str | None:
                 return f"{why}, which is {found}, not {launch.package}@{launch.version}"
             break  # (the nearest of this name is the one that runs)
     return None
+
+
+def _read_bin(candidate: Path, launcher: str) -> tuple[Identification | None, str | None]:
+    """The package the ``node_modules/.bin`` file ``candidate`` is, and why it is not judged
+    by that package's metadata (None: it is). npm finds the file with ``stat`` alone, but
+    runs it by name through ``sh -c``, whose PATH search passes over a file execve rejects
+    (not executable, an interpreter missing) for the next of that name: such a file is not
+    what runs. Raises DetectionError when it cannot be opened as an executable file."""
+    from floorguard._identify.identify import npm_identification
+    from floorguard._identify.kernel_exec import NotStarted, check_kernel_starts
+    from floorguard._identify.target import open_target
+
+    with open_target(str(candidate), path_env=None, executable=True) as opened:
+        try:
+            check_kernel_starts(opened)
+        except NotStarted as exc:
+            raise DetectionError(str(exc)) from None
+        hit = npm_identification(opened.dir_fd, opened.path, launcher)
+        return hit, _not_run_by_node(opened.read_head(512))
 
 
 def _local_bin_names(package: str, here: Path) -> set[str] | str:
