@@ -468,6 +468,21 @@ def test_node_running_npx_cli_is_judged_as_the_package_npx_runs(project: Path) -
         assert (judged.verdict, judged.adapter, judged.version) == (REFUSE, "mcp-remote", "0.1.15")
 
 
+@pytest.mark.skipif(NODE is None, reason="node is not installed")
+@pytest.mark.parametrize("spelling", ["../npm/bin/npx-cli", "../npm/bin/./npx-cli", "npx-main"])
+def test_node_running_npx_cli_under_a_spelling_node_resolves_is_npx(
+    project: Path, spelling: str
+) -> None:
+    """node resolves its main script as its loader does: ``.../npx-cli`` loads
+    ``npx-cli.js``, a folder its package.json ``main``. Each is npx, judged as the package
+    it runs, never an untracked node program."""
+    npx_cli = probes.npm_package(project.parent / "npm") / "bin" / "npx-cli.js"
+    write(project / "npx-main" / "package.json", json.dumps({"main": str(npx_cli)}))
+    assert NODE is not None
+    judged = run(Path(NODE), [spelling, "-y", "mcp-remote@0.1.15"], project)
+    assert (judged.verdict, judged.adapter, judged.version) == (REFUSE, "mcp-remote", "0.1.15")
+
+
 def test_python_running_pipx_as_a_module_is_judged_as_pipx_run(project: Path) -> None:
     argv = ["-P", "-m", "pipx", "run", "mcp-server-fetch==2024.1.0"]
     judged = run(Path(sys.executable), argv, project)
