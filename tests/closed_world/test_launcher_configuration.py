@@ -543,6 +543,33 @@ def test_a_variable_that_moves_what_runs_into_the_workspace_refuses(
     assert next(iter(setting)) in judged.reason, judged.reason
 
 
+@pytest.mark.parametrize("launcher", sorted(PINNED))
+def test_a_home_below_the_working_directory_refuses_for_its_caches(
+    bins: Path, project: Path, launcher: str
+) -> None:
+    """A launcher's cache and installs live under HOME by default (npm's ``~/.npm/_npx``,
+    uv's ``~/.cache/uv``): a HOME below the working directory (a declaration's env can name
+    one) makes them the workspace's, which then says what a pinned version is."""
+    judged = run(bins / launcher, PINNED[launcher], project, HOME=str(project / ".h"))
+    assert judged.verdict == REFUSE, judged
+    assert f"HOME={project / '.h'}" in judged.reason, judged.reason
+
+
+@pytest.mark.parametrize("launcher", ["npx", "npm"])
+def test_a_user_npmrc_cache_in_the_working_directory_refuses(
+    bins: Path, project: Path, launcher: str
+) -> None:
+    write(_home_of(project) / ".npmrc", f"cache={project / 'c'}\n")
+    judged = run(bins / launcher, PINNED[launcher], project)
+    assert judged.verdict == REFUSE and "'cache'" in judged.reason, judged.reason
+
+
+def test_a_home_that_is_the_working_directory_stays_the_users(bins: Path, project: Path) -> None:
+    """An agent started in the user's own home is common: that home is no workspace's."""
+    home = _home_of(project)
+    assert judge(bins / "npx", PINNED["npx"], home, HOME=str(home)).verdict == PERMIT
+
+
 def test_a_cache_home_outside_the_working_directory_is_the_users(bins: Path, project: Path) -> None:
     judged = run(bins / "pnpm", PINNED["pnpm"], project,
                  XDG_CACHE_HOME=str(_home_of(project) / ".cache"))  # fmt: skip

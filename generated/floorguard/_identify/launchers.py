@@ -516,7 +516,7 @@ _NPMRC_USER: Final = frozenset(
 # concerns what ``npm publish`` packs.
 _NPMRC_SYSTEM: Final = frozenset({"globalconfig", "userconfig", "globalignorefile"})
 # The settings that name another of npm's files: followed, never taken as they are.
-_NPMRC_FILES: Final = frozenset({"prefix", "globalconfig", "userconfig"})
+_NPMRC_FILES: Final = frozenset({"prefix", "globalconfig", "userconfig", "cache"})
 _NPMRC_CREDENTIALS: Final = frozenset(
     {"_authToken", "_auth", "username", "_password", "email", "always-auth", "certfile",
      "keyfile"}
@@ -600,6 +600,12 @@ def configuration_doubts(
             if value and _within(os.path.join(here, value), here):
                 doubts.append(f"{name}={value} puts {launcher}'s cache or installs in the "
                               "working directory, where the workspace can fill them")  # fmt: skip
+    if not _users(home, here):
+        # Each launcher's cache and installs default to folders under HOME (npm's
+        # ~/.npm/_npx, uv's ~/.cache/uv, pipx's ~/.local/pipx, ...). (A home that is the
+        # working directory itself is the user's own: an agent started there.)
+        doubts.append(f"HOME={home} puts {launcher}'s cache and installs below the working "
+                      "directory, where the workspace can fill them")  # fmt: skip
     if launcher == "bunx":
         doubts += _present(
             launcher,
@@ -885,11 +891,19 @@ def _npm_own_files_doubts(
         # A node in the working directory itself puts its prefix above it.
         outside = not _within(real, here)
     else:
-        return doubts
-    _, more = _npmrc_settings(
-        globalconfig, allowed=_npmrc_allowed(outside and _users(globalconfig, here)), home=home
-    )
-    return doubts + more
+        globalconfig = ""
+    globals_: dict[str, str] = {}
+    if globalconfig:
+        globals_, more = _npmrc_settings(
+            globalconfig, allowed=_npmrc_allowed(outside and _users(globalconfig, here)), home=home
+        )
+        doubts += more
+    # npm's cache holds the _npx trees it runs a pinned version from.
+    cache = users.get("cache") or globals_.get("cache") or builtin.get("cache")
+    if cache is not None and _within(os.path.realpath(cache), os.path.realpath(here)):
+        doubts.append(f"{launcher}: npm's 'cache' {cache} is in the working directory, where "
+                      "the workspace can fill its _npx trees")  # fmt: skip
+    return doubts
 
 
 def _chain(here: str) -> list[str]:
