@@ -160,3 +160,25 @@ def test_a_nearest_bin_the_kernel_runs_is_permitted(lab: Lab, spec: str) -> None
     child.wait(timeout=30)
     receipt = lab.last_receipt()
     assert (receipt["verdict"], receipt["version"]) == ("permit", "0.1.16"), receipt
+
+
+def test_a_working_directory_with_a_colon_refuses_npx(lab: Lab) -> None:
+    """npm puts ``<cwd>/node_modules/.bin`` on the bin's PATH as it is: a working
+    directory ``a:b`` splits into the entries ``.../a`` and ``b/node_modules/.bin``, where
+    a file of the bin's name runs instead of the local install judged."""
+    project = lab.root / "a:b"
+    _local_mcp_remote(project, "0.1.16")
+    write(lab.root / "a" / "mcp-remote", "#!/bin/sh\nexit 0\n").chmod(0o755)
+    started, reason = lab.spawn("npx", "-y", "mcp-remote@0.1.16", cwd=project)
+    assert not started
+    assert "':'" in reason and str(project) in reason, reason
+
+
+def test_a_gemini_server_run_in_a_folder_with_a_colon_refuses_the_agent(lab: Lab) -> None:
+    _local_mcp_remote(lab.project / "a:b", "0.1.16")
+    write(lab.project / "a" / "mcp-remote", "#!/bin/sh\nexit 0\n").chmod(0o755)
+    server = {"command": "npx", "args": ["-y", "mcp-remote@0.1.16"], "cwd": "a:b"}
+    write(lab.project / ".gemini" / "settings.json", servers(s=server))
+    started, reason = lab.spawn("gemini", "-p", "t")
+    assert not started
+    assert "':'" in reason, reason

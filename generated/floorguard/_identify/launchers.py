@@ -1055,6 +1055,13 @@ def npm_path_doubts(launcher: str, environ: Mapping[str, str], cwd: str) -> list
     if other:
         # npm builds the bin's PATH from every variable named so, in any case.
         return [f"{launcher} takes {other[0]} as its PATH too (npm reads the name in any case)"]
+    for folder in {str(here), os.path.realpath(here)}:  # (node's cwd is the real one)
+        if os.pathsep in folder:
+            return [
+                f"{launcher} puts {folder}/node_modules/.bin on the PATH it gives the bin, and "
+                f"the {os.pathsep!r} in it splits that into other entries (a folder above, a "
+                "relative one)"
+            ]
     bins = [str(folder / "node_modules" / ".bin") for folder in (here, *here.parents)]
     child = [e for e in environ.get("PATH", "").split(os.pathsep) if os.path.isabs(e)]
     from floorguard._identify.examine import _is_native
