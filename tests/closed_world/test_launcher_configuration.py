@@ -570,6 +570,41 @@ def test_a_home_that_is_the_working_directory_stays_the_users(bins: Path, projec
     assert judge(bins / "npx", PINNED["npx"], home, HOME=str(home)).verdict == PERMIT
 
 
+_NETWORK = {
+    "HTTPS_PROXY": "http://127.0.0.1:9",
+    "http_proxy": "http://127.0.0.1:9",
+    "ALL_PROXY": "socks5://127.0.0.1:9",
+    "NODE_EXTRA_CA_CERTS": "ca.pem",
+    "NODE_TLS_REJECT_UNAUTHORIZED": "0",
+    "SSL_CERT_FILE": "ca.pem",
+    "REQUESTS_CA_BUNDLE": "ca.pem",
+}
+
+
+@pytest.mark.parametrize("launcher", sorted(PINNED))
+@pytest.mark.parametrize("variable", sorted(_NETWORK))
+def test_a_proxy_or_certificate_variable_refuses_a_launcher_that_fetches(
+    bins: Path, project: Path, launcher: str, variable: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pinned version is fetched from the registry when nothing local holds it: a proxy
+    and a certificate authority of the workspace's (an MCP declaration's env) serve it
+    whatever bytes they like under that version."""
+    monkeypatch.delenv(variable, raising=False)
+    judged = run(bins / launcher, PINNED[launcher], project, **{variable: _NETWORK[variable]})
+    assert judged.verdict == REFUSE, judged
+    assert variable in judged.reason, judged.reason
+
+
+def test_the_hosts_own_proxy_passes_on_to_a_launcher(
+    bins: Path, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A proxy the host itself runs with (a company network) is the user's, not the
+    workspace's: the same value passed on is no refusal."""
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.corp.example:3128")
+    judged = run(bins / "npx", PINNED["npx"], project, HTTPS_PROXY="http://proxy.corp.example:3128")
+    assert judged.verdict == PERMIT, judged
+
+
 def test_a_cache_home_outside_the_working_directory_is_the_users(bins: Path, project: Path) -> None:
     judged = run(bins / "pnpm", PINNED["pnpm"], project,
                  XDG_CACHE_HOME=str(_home_of(project) / ".cache"))  # fmt: skip

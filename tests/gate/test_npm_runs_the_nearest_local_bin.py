@@ -11,9 +11,9 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers.mcp_lab import Lab, servers, write
 
 import floorguard
-from helpers.mcp_lab import Lab, servers, write
 
 PACKAGE = "@anthropic-ai/claude-code"
 

@@ -146,6 +146,7 @@ def _launched(
         doubts = [
             *found.doubts,
             *launchers.environment_doubts(launcher, environ),
+            *launchers.network_doubts(launcher, environ, os.environ),
             *launchers.configuration_doubts(launcher, environ, here, npm),
             *launchers.npm_path_doubts(launcher, environ, here),
         ]

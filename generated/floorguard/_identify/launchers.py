@@ -485,6 +485,30 @@ def environment_doubts(launcher: str, environ: Mapping[str, str]) -> list[str]:
     ]
 
 
+# Variables (in any case) that choose how a launcher reaches its registry or index (a proxy)
+# or which certificates it trusts there (npm, node, bun, uv, pip): whoever runs that proxy,
+# or holds a key the trust admits, serves whatever bytes it likes as the pinned version.
+_NETWORK_VARIABLES: Final = frozenset(
+    {"http_proxy", "https_proxy", "all_proxy", "node_extra_ca_certs",
+     "node_tls_reject_unauthorized", "node_use_env_proxy", "ssl_cert_file", "ssl_cert_dir",
+     "requests_ca_bundle", "curl_ca_bundle"}
+)  # fmt: skip
+
+
+def network_doubts(launcher: str, environ: Mapping[str, str], own: Mapping[str, str]) -> list[str]:
+    """Every proxy or certificate variable of ``environ`` that ``launcher`` would fetch a
+    package through, unless it is the host's own (``own``: the gate's environment, which
+    the workspace does not write; a company proxy passed on as it is)."""
+    return [
+        f"{launcher} reads {name} to reach its registry or index, and one of the child's "
+        "own (not the host's) may serve other code as the version pinned (name the "
+        "user's proxy or certificates in ~/.npmrc, or run with the host's)"
+        for name in sorted(environ)
+        if (name.lower() in _NETWORK_VARIABLES or name.lower().startswith("global_agent_"))
+        and own.get(name) != environ[name]
+    ]
+
+
 # ---------------------------------------------------------------------------- configuration files
 
 # npm's configuration keys that change nothing of what a launch runs (output, prompting,
