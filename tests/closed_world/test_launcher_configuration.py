@@ -449,6 +449,55 @@ def test_a_user_npmrc_prefix_is_followed_to_its_own_npmrc(bins: Path, project: P
     assert judged.verdict == REFUSE and str(global_rc) in judged.reason, judged
 
 
+def _global_install(prefix: Path, version: str, *, bin_version: str | None = None) -> None:
+    """mcp-remote ``version`` in the global prefix's ``lib/node_modules``, and its
+    ``bin/mcp-remote`` link to the cli.js of ``bin_version`` (another copy when it differs,
+    as a link left from an older install would be)."""
+    for stated in {version, bin_version or version}:
+        folder = prefix / "lib" / "node_modules" / ("mcp-remote" if stated == version else "old")
+        manifest = {"name": "mcp-remote", "version": stated, "bin": {"mcp-remote": "cli.js"}}
+        write(folder / "package.json", json.dumps(manifest))
+        (write(folder / "cli.js", "#!/usr/bin/env node\n")).chmod(0o755)
+    target = "mcp-remote" if (bin_version or version) == version else "old"
+    (prefix / "bin").mkdir(parents=True, exist_ok=True)
+    (prefix / "bin" / "mcp-remote").symlink_to(f"../lib/node_modules/{target}/cli.js")
+
+
+@pytest.mark.parametrize("launcher", ["npx", "npm"])
+def test_a_global_bin_that_is_not_the_version_pinned_refuses(
+    bins: Path, project: Path, launcher: str
+) -> None:
+    """With nothing local, npm looks in its global prefix: when that tree holds the version
+    pinned it runs ``<prefix>/bin/<bin>``, whatever file that is."""
+    prefix = _home_of(project) / ".npm-global"
+    write(_home_of(project) / ".npmrc", "prefix=~/.npm-global\n")
+    _global_install(prefix, "0.1.16", bin_version="0.1.15")
+    judged = run(bins / launcher, PINNED[launcher], project)
+    assert judged.verdict == REFUSE, judged
+    assert str(prefix / "bin" / "mcp-remote") in judged.reason, judged.reason
+
+
+def test_a_global_file_named_as_the_pinned_spec_refuses(bins: Path, project: Path) -> None:
+    """npm runs ``<prefix>/bin/<spec as typed>`` before anything else when it is a file."""
+    prefix = _home_of(project) / ".npm-global"
+    write(_home_of(project) / ".npmrc", "prefix=~/.npm-global\n")
+    (write(prefix / "bin" / "mcp-remote@0.1.16", "#!/bin/sh\n")).chmod(0o755)
+    judged = run(bins / "npx", PINNED["npx"], project)
+    assert judged.verdict == REFUSE, judged
+    assert str(prefix / "bin" / "mcp-remote@0.1.16") in judged.reason, judged.reason
+
+
+@pytest.mark.parametrize("version", ["0.1.16", "0.1.15"])
+def test_a_global_install_of_the_pin_or_of_another_version_passes(
+    bins: Path, project: Path, version: str
+) -> None:
+    """The global install of the very version pinned, its bin its own, is that version; one
+    of another version is not what npm runs for the pin."""
+    write(_home_of(project) / ".npmrc", "prefix=~/.npm-global\n")
+    _global_install(_home_of(project) / ".npm-global", version)
+    assert run(bins / "npx", PINNED["npx"], project).verdict == PERMIT
+
+
 # ---------------------------------------------------------------------------- run by an interpreter
 
 NODE = shutil.which("node")

@@ -152,6 +152,7 @@ def _launched(
         ]
         launch = launchers.parse_launch(launcher, argv[skip:], cwd=here)
         judged = launchers.judge_launch(launch, cwd=here)
+        doubts += launchers.global_bin_doubts(launch, environ, here, npm)
     except launchers.LaunchRefused as refused:
         return Examination(None, LAUNCHER, "a package launcher", (*found.doubts, str(refused)))
     if judged.identified is None and not judged.doubts:

@@ -1207,6 +1207,137 @@ def _read_bin(candidate: Path, launcher: str) -> tuple[Identification | None, st
         return hit, _not_run_by_node(opened.read_head(512))
 
 
+def global_bin_doubts(
+    launch: Launch, environ: Mapping[str, str], cwd: str, npm: NpmRun | None
+) -> list[str]:
+    """What npm may run from its global prefix instead of what was judged (libnpmexec):
+    with no local bin of the name typed, a file ``<prefix>/bin/<spec as typed>`` runs
+    first; and when the global tree holds the version pinned, ``<prefix>/bin/<bin>`` runs,
+    whatever file that is, with ``<prefix>/bin`` first on its PATH. Such a file must be
+    the very package and version pinned (an untracked spec's: no tracked adapter's code)."""
+    if launch.launcher not in ("npx", "npm exec"):
+        return []
+    from floorguard._identify.mcp_config import home_of
+
+    here = os.path.abspath(cwd)
+    prefix = _npm_global_prefix(npm, environ, here, home_of(environ, here))
+    if prefix is None:
+        return []  # (which npm runs cannot be told: a doubt of its own)
+    global_bin = os.path.join(prefix, "bin")
+    head = f"{launch.launcher} {launch.spec}"
+    owner = current_packages().owner(launch.ecosystem, launch.package)
+    typed = os.path.join(global_bin, launch.spec)
+    local = any(os.path.isfile(os.path.join(f, "node_modules", ".bin", launch.spec))
+                for f in _chain(here))  # fmt: skip
+    if not local and os.path.isfile(typed):
+        if launch.spec != launch.package or owner is not None:
+            return [f"{head}: {typed} is a file of that name in npm's global bin, which npm runs"]
+        why = _global_bin_doubt(typed, launch, None)
+        return [] if why is None else [f"{head} runs {typed}, which {why}"]
+    if launch.version is None:
+        return []
+    held = _global_tree_holds(os.path.join(prefix, "lib", "node_modules"), launch)
+    if held is False:
+        return []
+    if isinstance(held, str):
+        return [f"{head}: {held}"]
+    names = {launch.package.split("/")[-1]}
+    if owner is not None:
+        from floorguard._maps.catalog import executable_for
+
+        with contextlib.suppress(ValueError, DetectionError):
+            names.add(executable_for(owner))
+    doubts = []
+    for name in sorted(names):
+        candidate = os.path.join(global_bin, name)
+        if os.path.isfile(candidate):
+            why = _global_bin_doubt(candidate, launch, owner)
+            if why is not None:
+                doubts.append(f"{head} runs {candidate} from npm's global prefix, which {why}")
+    child = [e for e in environ.get("PATH", "").split(os.pathsep) if os.path.isabs(e)]
+    for name, expected in (("sh", _first("sh", ["/bin"])), ("node", _first("node", child))):
+        # npm puts the global bin first on the bin's PATH: its sh and node come first.
+        found = _first(name, [global_bin])
+        if found is not None and (
+            expected is None or os.path.realpath(found) != os.path.realpath(expected)
+        ):
+            doubts.append(f"{head} runs its bin with {global_bin} first on PATH, whose {name} "
+                          f"is not {expected or 'one found here'}")  # fmt: skip
+    return doubts
+
+
+def _global_bin_doubt(candidate: str, launch: Launch, owner: str | None) -> str | None:
+    """Why the global bin ``candidate`` is not the package ``launch`` pins (``owner``
+    None: not any tracked adapter's code), or None."""
+    try:
+        hit, unlike = _read_bin(Path(candidate), launch.launcher)
+    except DetectionError as exc:
+        return f"cannot be judged: {exc}"
+    if owner is None:
+        return None if hit is None else f"is {hit.adapter}'s code"
+    if unlike is not None:
+        return unlike
+    if hit is None or hit.adapter != owner or hit.version != launch.version:
+        found = "no tracked package" if hit is None else f"{hit.adapter} {hit.version}"
+        return f"is {found}, not {launch.package}@{launch.version}"
+    return None
+
+
+def _global_tree_holds(tree: str, launch: Launch) -> bool | str:
+    """Whether a top-level package of npm's global ``tree`` states the name and version
+    ``launch`` pins (npm's inventory goes by what package.json states, not the folder),
+    or why that cannot be told."""
+    try:
+        entries = sorted(os.listdir(tree))
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        return f"npm's global tree {tree} cannot be read: {exc.strerror}"
+    folders = []
+    for entry in entries:
+        path = os.path.join(tree, entry)
+        if entry.startswith("@") and os.path.isdir(path):
+            with contextlib.suppress(OSError):
+                folders += [os.path.join(path, e) for e in sorted(os.listdir(path))]
+        elif not entry.startswith("."):
+            folders.append(path)
+    for folder in folders:
+        manifest = os.path.join(folder, "package.json")
+        if not os.path.lexists(manifest):
+            continue
+        try:
+            data = read_manifest(manifest)
+        except ValueError as exc:
+            return f"npm's global tree holds {manifest}, which cannot be read ({exc})"
+        if (
+            isinstance(data, dict)
+            and data.get("name") == launch.package
+            and data.get("version") == launch.version
+        ):
+            return True
+    return False
+
+
+def _npm_global_prefix(
+    npm: NpmRun | None, environ: Mapping[str, str], here: str, home: str
+) -> str | None:
+    """npm's global prefix, as @npmcli/config settles it: the user's npmrc ``prefix`` over
+    the global npmrc's over the builtin's over the default (two folders above node's real
+    file). None when which npm runs is not seen. (PREFIX and npm_config_prefix refuse.)"""
+    if npm is None or npm.package is None or not npm.node:
+        return None
+    allowed = _npmrc_allowed(True, system=True)
+    builtin = _npmrc_settings(os.path.join(npm.package, "npmrc"), allowed=allowed, home=home)[0]
+    userconfig = builtin.get("userconfig", os.path.join(home, ".npmrc"))
+    users = _npmrc_settings(userconfig, allowed=allowed, home=home)[0]
+    default = os.path.dirname(os.path.dirname(os.path.realpath(npm.node)))
+    globalconfig = builtin.get("globalconfig") or os.path.join(
+        users.get("prefix") or builtin.get("prefix") or default, "etc", "npmrc"
+    )
+    globals_ = _npmrc_settings(globalconfig, allowed=allowed, home=home)[0]
+    return users.get("prefix") or globals_.get("prefix") or builtin.get("prefix") or default
+
+
 def _local_bin_names(package: str, here: Path) -> set[str] | str:
     """The bin names of the nearest ``node_modules/PACKAGE`` in ``here`` or above (none:
     no local install), as its package.json states them; the reason when it cannot be read
