@@ -449,6 +449,55 @@ def test_a_user_npmrc_prefix_is_followed_to_its_own_npmrc(bins: Path, project: P
     assert judged.verdict == REFUSE and str(global_rc) in judged.reason, judged
 
 
+def _global_install(prefix: Path, version: str, *, bin_version: str | None = None) -> None:
+    """mcp-remote ``version`` in the global prefix's ``lib/node_modules``, and its
+    ``bin/mcp-remote`` link to the cli.js of ``bin_version`` (another copy when it differs,
+    as a link left from an older install would be)."""
+    for stated in {version, bin_version or version}:
+        folder = prefix / "lib" / "node_modules" / ("mcp-remote" if stated == version else "old")
+        manifest = {"name": "mcp-remote", "version": stated, "bin": {"mcp-remote": "cli.js"}}
+        write(folder / "package.json", json.dumps(manifest))
+        (write(folder / "cli.js", "#!/usr/bin/env node\n")).chmod(0o755)
+    target = "mcp-remote" if (bin_version or version) == version else "old"
+    (prefix / "bin").mkdir(parents=True, exist_ok=True)
+    (prefix / "bin" / "mcp-remote").symlink_to(f"../lib/node_modules/{target}/cli.js")
+
+
+@pytest.mark.parametrize("launcher", ["npx", "npm"])
+def test_a_global_bin_that_is_not_the_version_pinned_refuses(
+    bins: Path, project: Path, launcher: str
+) -> None:
+    """With nothing local, npm looks in its global prefix: when that tree holds the version
+    pinned it runs ``<prefix>/bin/<bin>``, whatever file that is."""
+    prefix = _home_of(project) / ".npm-global"
+    write(_home_of(project) / ".npmrc", "prefix=~/.npm-global\n")
+    _global_install(prefix, "0.1.16", bin_version="0.1.15")
+    judged = run(bins / launcher, PINNED[launcher], project)
+    assert judged.verdict == REFUSE, judged
+    assert str(prefix / "bin" / "mcp-remote") in judged.reason, judged.reason
+
+
+def test_a_global_file_named_as_the_pinned_spec_refuses(bins: Path, project: Path) -> None:
+    """npm runs ``<prefix>/bin/<spec as typed>`` before anything else when it is a file."""
+    prefix = _home_of(project) / ".npm-global"
+    write(_home_of(project) / ".npmrc", "prefix=~/.npm-global\n")
+    (write(prefix / "bin" / "mcp-remote@0.1.16", "#!/bin/sh\n")).chmod(0o755)
+    judged = run(bins / "npx", PINNED["npx"], project)
+    assert judged.verdict == REFUSE, judged
+    assert str(prefix / "bin" / "mcp-remote@0.1.16") in judged.reason, judged.reason
+
+
+@pytest.mark.parametrize("version", ["0.1.16", "0.1.15"])
+def test_a_global_install_of_the_pin_or_of_another_version_passes(
+    bins: Path, project: Path, version: str
+) -> None:
+    """The global install of the very version pinned, its bin its own, is that version; one
+    of another version is not what npm runs for the pin."""
+    write(_home_of(project) / ".npmrc", "prefix=~/.npm-global\n")
+    _global_install(_home_of(project) / ".npm-global", version)
+    assert run(bins / "npx", PINNED["npx"], project).verdict == PERMIT
+
+
 # ---------------------------------------------------------------------------- run by an interpreter
 
 NODE = shutil.which("node")
@@ -466,6 +515,21 @@ def test_node_running_npx_cli_is_judged_as_the_package_npx_runs(project: Path) -
     ):
         judged = run(Path(NODE), args, project)
         assert (judged.verdict, judged.adapter, judged.version) == (REFUSE, "mcp-remote", "0.1.15")
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed")
+@pytest.mark.parametrize("spelling", ["../npm/bin/npx-cli", "../npm/bin/./npx-cli", "npx-main"])
+def test_node_running_npx_cli_under_a_spelling_node_resolves_is_npx(
+    project: Path, spelling: str
+) -> None:
+    """node resolves its main script as its loader does: ``.../npx-cli`` loads
+    ``npx-cli.js``, a folder its package.json ``main``. Each is npx, judged as the package
+    it runs, never an untracked node program."""
+    npx_cli = probes.npm_package(project.parent / "npm") / "bin" / "npx-cli.js"
+    write(project / "npx-main" / "package.json", json.dumps({"main": str(npx_cli)}))
+    assert NODE is not None
+    judged = run(Path(NODE), [spelling, "-y", "mcp-remote@0.1.15"], project)
+    assert (judged.verdict, judged.adapter, judged.version) == (REFUSE, "mcp-remote", "0.1.15")
 
 
 def test_python_running_pipx_as_a_module_is_judged_as_pipx_run(project: Path) -> None:
@@ -526,6 +590,68 @@ def test_a_variable_that_moves_what_runs_into_the_workspace_refuses(
     judged = run(bins / launcher, PINNED[launcher], project, **setting)
     assert judged.verdict == REFUSE, judged
     assert next(iter(setting)) in judged.reason, judged.reason
+
+
+@pytest.mark.parametrize("launcher", sorted(PINNED))
+def test_a_home_below_the_working_directory_refuses_for_its_caches(
+    bins: Path, project: Path, launcher: str
+) -> None:
+    """A launcher's cache and installs live under HOME by default (npm's ``~/.npm/_npx``,
+    uv's ``~/.cache/uv``): a HOME below the working directory (a declaration's env can name
+    one) makes them the workspace's, which then says what a pinned version is."""
+    judged = run(bins / launcher, PINNED[launcher], project, HOME=str(project / ".h"))
+    assert judged.verdict == REFUSE, judged
+    assert f"HOME={project / '.h'}" in judged.reason, judged.reason
+
+
+@pytest.mark.parametrize("launcher", ["npx", "npm"])
+def test_a_user_npmrc_cache_in_the_working_directory_refuses(
+    bins: Path, project: Path, launcher: str
+) -> None:
+    write(_home_of(project) / ".npmrc", f"cache={project / 'c'}\n")
+    judged = run(bins / launcher, PINNED[launcher], project)
+    assert judged.verdict == REFUSE and "'cache'" in judged.reason, judged.reason
+
+
+def test_a_home_that_is_the_working_directory_stays_the_users(bins: Path, project: Path) -> None:
+    """An agent started in the user's own home is common: that home is no workspace's."""
+    home = _home_of(project)
+    assert judge(bins / "npx", PINNED["npx"], home, HOME=str(home)).verdict == PERMIT
+
+
+_NETWORK = {
+    "HTTPS_PROXY": "http://127.0.0.1:9",
+    "http_proxy": "http://127.0.0.1:9",
+    "ALL_PROXY": "socks5://127.0.0.1:9",
+    "NODE_EXTRA_CA_CERTS": "ca.pem",
+    "NODE_TLS_REJECT_UNAUTHORIZED": "0",
+    "SSL_CERT_FILE": "ca.pem",
+    "REQUESTS_CA_BUNDLE": "ca.pem",
+}
+
+
+@pytest.mark.parametrize("launcher", sorted(PINNED))
+@pytest.mark.parametrize("variable", sorted(_NETWORK))
+def test_a_proxy_or_certificate_variable_refuses_a_launcher_that_fetches(
+    bins: Path, project: Path, launcher: str, variable: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pinned version is fetched from the registry when nothing local holds it: a proxy
+    and a certificate authority of the workspace's (an MCP declaration's env) serve it
+    whatever bytes they like under that version."""
+    monkeypatch.delenv(variable, raising=False)
+    judged = run(bins / launcher, PINNED[launcher], project, **{variable: _NETWORK[variable]})
+    assert judged.verdict == REFUSE, judged
+    assert variable in judged.reason, judged.reason
+
+
+def test_the_hosts_own_proxy_passes_on_to_a_launcher(
+    bins: Path, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A proxy the host itself runs with (a company network) is the user's, not the
+    workspace's: the same value passed on is no refusal."""
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.corp.example:3128")
+    judged = run(bins / "npx", PINNED["npx"], project, HTTPS_PROXY="http://proxy.corp.example:3128")
+    assert judged.verdict == PERMIT, judged
 
 
 def test_a_cache_home_outside_the_working_directory_is_the_users(bins: Path, project: Path) -> None:

@@ -527,3 +527,15 @@ def test_a_server_declared_through_the_process_refuses_the_agent(
     started, reason = lab.spawn("claude", "-p", "t")
     assert not started
     assert "leads into /proc" in reason, reason
+
+
+def test_a_server_env_naming_a_proxy_and_a_certificate_authority_refuses_the_agent(
+    lab: Lab,
+) -> None:
+    """npx fetches a pinned version nothing local holds: a proxy and a certificate
+    authority the workspace's declaration names serve it whatever code they like."""
+    env = {"HTTPS_PROXY": "http://127.0.0.1:9", "NODE_EXTRA_CA_CERTS": "ca.pem"}
+    write(lab.project / ".mcp.json", servers(s={**NPX_FIXED, "env": env}))
+    started, reason = lab.spawn("claude", "-p", "t")
+    assert not started
+    assert "HTTPS_PROXY" in reason and "NODE_EXTRA_CA_CERTS" in reason, reason

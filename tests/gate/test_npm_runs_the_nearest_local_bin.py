@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from helpers.mcp_lab import Lab, servers, write
 
+import floorguard
+
 PACKAGE = "@anthropic-ai/claude-code"
 
 
@@ -107,3 +109,76 @@ def test_a_project_named_as_the_pinned_package_is_refused(lab: Lab) -> None:
     started, reason = lab.spawn("npx", "-y", f"{PACKAGE}@1.0.30")
     assert not started
     assert "is itself named" in reason, reason
+
+
+def _local_mcp_remote(folder: Path, version: str, *, head: str = "#!/usr/bin/env node") -> Path:
+    """mcp-remote ``version`` installed in ``folder``'s node_modules, its .bin link to a
+    ``cli.js`` starting with ``head``; returns that cli.js."""
+    package = folder / "node_modules" / "mcp-remote"
+    manifest = {"name": "mcp-remote", "version": version, "bin": {"mcp-remote": "cli.js"}}
+    write(package / "package.json", json.dumps(manifest))
+    cli = write(package / "cli.js", f"{head}\nconsole.log('ran');\n")
+    cli.chmod(0o755)
+    link = folder / "node_modules" / ".bin" / "mcp-remote"
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(Path("..") / "mcp-remote" / "cli.js")
+    return cli
+
+
+@pytest.mark.parametrize("spec", ["mcp-remote@0.1.16", "mcp-remote"])
+@pytest.mark.parametrize("defect", ["not executable", "a missing interpreter"])
+def test_a_nearest_bin_the_shell_passes_over_is_refused(lab: Lab, spec: str, defect: str) -> None:
+    """npm finds the nearest ``.bin/mcp-remote`` by ``stat`` alone and runs ``sh -c
+    mcp-remote``; sh's PATH search passes over a file execve rejects (EACCES, ENOENT) to
+    the next of that name on PATH: a folder above's older mcp-remote, not the one judged."""
+    _local_mcp_remote(lab.root, "0.1.15")
+    if defect == "not executable":
+        _local_mcp_remote(lab.project, "0.1.16").chmod(0o644)
+    else:
+        _local_mcp_remote(lab.project, "0.1.16", head="#!/nonexistent/node")
+    started, reason = lab.spawn("npx", "-y", spec)
+    assert not started
+    assert "node_modules/.bin/mcp-remote" in reason, reason
+    assert "the kernel would not run" in reason or "not executable" in reason, reason
+
+
+def test_a_nearest_bin_the_shell_passes_over_refuses_an_mcp_server(lab: Lab) -> None:
+    _local_mcp_remote(lab.root, "0.1.15")
+    _local_mcp_remote(lab.project, "0.1.16").chmod(0o644)
+    server = {"command": "npx", "args": ["-y", "mcp-remote@0.1.16"]}
+    write(lab.project / ".mcp.json", servers(s=server))
+    started, reason = lab.spawn("claude", "-p", "t")
+    assert not started
+    assert "not executable" in reason, reason
+
+
+@pytest.mark.parametrize("spec", ["mcp-remote@0.1.16", "mcp-remote"])
+def test_a_nearest_bin_the_kernel_runs_is_permitted(lab: Lab, spec: str) -> None:
+    _local_mcp_remote(lab.root, "0.1.15")
+    _local_mcp_remote(lab.project, "0.1.16")
+    child = floorguard.spawn("npx", ["-y", spec], env=lab.env(), cwd=str(lab.project))
+    child.wait(timeout=30)
+    receipt = lab.last_receipt()
+    assert (receipt["verdict"], receipt["version"]) == ("permit", "0.1.16"), receipt
+
+
+def test_a_working_directory_with_a_colon_refuses_npx(lab: Lab) -> None:
+    """npm puts ``<cwd>/node_modules/.bin`` on the bin's PATH as it is: a working
+    directory ``a:b`` splits into the entries ``.../a`` and ``b/node_modules/.bin``, where
+    a file of the bin's name runs instead of the local install judged."""
+    project = lab.root / "a:b"
+    _local_mcp_remote(project, "0.1.16")
+    write(lab.root / "a" / "mcp-remote", "#!/bin/sh\nexit 0\n").chmod(0o755)
+    started, reason = lab.spawn("npx", "-y", "mcp-remote@0.1.16", cwd=project)
+    assert not started
+    assert "':'" in reason and str(project) in reason, reason
+
+
+def test_a_gemini_server_run_in_a_folder_with_a_colon_refuses_the_agent(lab: Lab) -> None:
+    _local_mcp_remote(lab.project / "a:b", "0.1.16")
+    write(lab.project / "a" / "mcp-remote", "#!/bin/sh\nexit 0\n").chmod(0o755)
+    server = {"command": "npx", "args": ["-y", "mcp-remote@0.1.16"], "cwd": "a:b"}
+    write(lab.project / ".gemini" / "settings.json", servers(s=server))
+    started, reason = lab.spawn("gemini", "-p", "t")
+    assert not started
+    assert "':'" in reason, reason

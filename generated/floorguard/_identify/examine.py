@@ -24,6 +24,7 @@ What runs is classified first, from the opened file's first bytes:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -145,11 +146,13 @@ def _launched(
         doubts = [
             *found.doubts,
             *launchers.environment_doubts(launcher, environ),
+            *launchers.network_doubts(launcher, environ, os.environ),
             *launchers.configuration_doubts(launcher, environ, here, npm),
             *launchers.npm_path_doubts(launcher, environ, here),
         ]
         launch = launchers.parse_launch(launcher, argv[skip:], cwd=here)
         judged = launchers.judge_launch(launch, cwd=here)
+        doubts += launchers.global_bin_doubts(launch, environ, here, npm)
     except launchers.LaunchRefused as refused:
         return Examination(None, LAUNCHER, "a package launcher", (*found.doubts, str(refused)))
     if judged.identified is None and not judged.doubts:
@@ -235,6 +238,10 @@ def _interpreted_launcher(
         if node.runs != "script" or not node.script:
             return None
         script = os.path.join(here, node.script)
+        # The file node loads, as its loader resolves the name (``.../npx-cli`` is
+        # npx-cli.js, a folder its main): that file's name says which launcher it is.
+        with contextlib.suppress(DetectionError):
+            script = str(node_main_path(node.script, here) or script)
         real = os.path.realpath(script)
         names: tuple[str, ...] = (node.script, script, real)
         if _npm_own_file(real):
@@ -868,16 +875,23 @@ _NODE_EXTENSIONS: Final = ("", ".js", ".json", ".node")
 
 
 def _node_main(script: str, here: str) -> Target | None:
+    """The file ``node SCRIPT`` loads, opened (None: there is none)."""
+    found = node_main_path(script, here)
+    return None if found is None else _open_program(str(found))
+
+
+def node_main_path(script: str, here: str) -> Path | None:
     """The file ``node SCRIPT`` loads, as its CommonJS loader finds a main entry: the path
     against the working directory, as given or with ``.js``, ``.json`` or ``.node``; for a
-    folder, its ``package.json`` ``main`` or its ``index`` file."""
+    folder, its ``package.json`` ``main`` or its ``index`` file. None: there is none.
+    Raises DetectionError when the folder's package.json cannot be read plainly."""
     # node resolves its main script's path by the letters (``link/..`` is the folder that
     # holds the link), and opens what that names.
     where = Path(os.path.normpath(os.path.join(here, script)))
     for extension in _NODE_EXTENSIONS:
         candidate = Path(str(where) + extension)
         if candidate.is_file():
-            return _open_program(str(candidate))
+            return candidate
     if not where.is_dir():
         return None
     entries = []
@@ -903,5 +917,5 @@ def _node_main(script: str, here: str) -> Target | None:
     entries += [where / f"index{e}" for e in (".js", ".json", ".node")]
     for candidate in entries:
         if candidate.is_file():
-            return _open_program(str(candidate))
+            return candidate
     return None

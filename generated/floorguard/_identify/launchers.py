@@ -485,6 +485,30 @@ def environment_doubts(launcher: str, environ: Mapping[str, str]) -> list[str]:
     ]
 
 
+# Variables (in any case) that choose how a launcher reaches its registry or index (a proxy)
+# or which certificates it trusts there (npm, node, bun, uv, pip): whoever runs that proxy,
+# or holds a key the trust admits, serves whatever bytes it likes as the pinned version.
+_NETWORK_VARIABLES: Final = frozenset(
+    {"http_proxy", "https_proxy", "all_proxy", "node_extra_ca_certs",
+     "node_tls_reject_unauthorized", "node_use_env_proxy", "ssl_cert_file", "ssl_cert_dir",
+     "requests_ca_bundle", "curl_ca_bundle"}
+)  # fmt: skip
+
+
+def network_doubts(launcher: str, environ: Mapping[str, str], own: Mapping[str, str]) -> list[str]:
+    """Every proxy or certificate variable of ``environ`` that ``launcher`` would fetch a
+    package through, unless it is the host's own (``own``: the gate's environment, which
+    the workspace does not write; a company proxy passed on as it is)."""
+    return [
+        f"{launcher} reads {name} to reach its registry or index, and one of the child's "
+        "own (not the host's) may serve other code as the version pinned (name the "
+        "user's proxy or certificates in ~/.npmrc, or run with the host's)"
+        for name in sorted(environ)
+        if (name.lower() in _NETWORK_VARIABLES or name.lower().startswith("global_agent_"))
+        and own.get(name) != environ[name]
+    ]
+
+
 # ---------------------------------------------------------------------------- configuration files
 
 # npm's configuration keys that change nothing of what a launch runs (output, prompting,
@@ -516,7 +540,7 @@ _NPMRC_USER: Final = frozenset(
 # concerns what ``npm publish`` packs.
 _NPMRC_SYSTEM: Final = frozenset({"globalconfig", "userconfig", "globalignorefile"})
 # The settings that name another of npm's files: followed, never taken as they are.
-_NPMRC_FILES: Final = frozenset({"prefix", "globalconfig", "userconfig"})
+_NPMRC_FILES: Final = frozenset({"prefix", "globalconfig", "userconfig", "cache"})
 _NPMRC_CREDENTIALS: Final = frozenset(
     {"_authToken", "_auth", "username", "_password", "email", "always-auth", "certfile",
      "keyfile"}
@@ -600,6 +624,12 @@ def configuration_doubts(
             if value and _within(os.path.join(here, value), here):
                 doubts.append(f"{name}={value} puts {launcher}'s cache or installs in the "
                               "working directory, where the workspace can fill them")  # fmt: skip
+    if not _users(home, here):
+        # Each launcher's cache and installs default to folders under HOME (npm's
+        # ~/.npm/_npx, uv's ~/.cache/uv, pipx's ~/.local/pipx, ...). (A home that is the
+        # working directory itself is the user's own: an agent started there.)
+        doubts.append(f"HOME={home} puts {launcher}'s cache and installs below the working "
+                      "directory, where the workspace can fill them")  # fmt: skip
     if launcher == "bunx":
         doubts += _present(
             launcher,
@@ -885,11 +915,19 @@ def _npm_own_files_doubts(
         # A node in the working directory itself puts its prefix above it.
         outside = not _within(real, here)
     else:
-        return doubts
-    _, more = _npmrc_settings(
-        globalconfig, allowed=_npmrc_allowed(outside and _users(globalconfig, here)), home=home
-    )
-    return doubts + more
+        globalconfig = ""
+    globals_: dict[str, str] = {}
+    if globalconfig:
+        globals_, more = _npmrc_settings(
+            globalconfig, allowed=_npmrc_allowed(outside and _users(globalconfig, here)), home=home
+        )
+        doubts += more
+    # npm's cache holds the _npx trees it runs a pinned version from.
+    cache = users.get("cache") or globals_.get("cache") or builtin.get("cache")
+    if cache is not None and _within(os.path.realpath(cache), os.path.realpath(here)):
+        doubts.append(f"{launcher}: npm's 'cache' {cache} is in the working directory, where "
+                      "the workspace can fill its _npx trees")  # fmt: skip
+    return doubts
 
 
 def _chain(here: str) -> list[str]:
@@ -988,8 +1026,6 @@ def judge_launch(launch: Launch, *, cwd: str) -> Judged:
 def _npx_local(launch: Launch, cwd: str) -> Judged | None:
     """``npx NAME`` with no version runs the first ``node_modules/.bin/NAME`` in the working
     directory or a folder above it, whatever package and version that is."""
-    from floorguard._identify.identify import npm_identification
-    from floorguard._identify.target import open_target
 
     here = Path(os.path.abspath(cwd))
     own = _project_bin(here, launch.package)
@@ -1009,9 +1045,7 @@ def _npx_local(launch: Launch, cwd: str) -> Judged | None:
             )
             return Judged(None, what, (why,))
         try:
-            with open_target(str(candidate), path_env=None, executable=False) as opened:
-                hit = npm_identification(opened.dir_fd, opened.path, "npx")
-                unlike = _not_run_by_node(opened.read_head(512))
+            hit, unlike = _read_bin(candidate, "npx")
         except DetectionError as exc:
             return Judged(None, what, (f"npx {launch.spec} runs {candidate}: {exc}",))
         if unlike is not None:
@@ -1045,6 +1079,13 @@ def npm_path_doubts(launcher: str, environ: Mapping[str, str], cwd: str) -> list
     if other:
         # npm builds the bin's PATH from every variable named so, in any case.
         return [f"{launcher} takes {other[0]} as its PATH too (npm reads the name in any case)"]
+    for folder in {str(here), os.path.realpath(here)}:  # (node's cwd is the real one)
+        if os.pathsep in folder:
+            return [
+                f"{launcher} puts {folder}/node_modules/.bin on the PATH it gives the bin, and "
+                f"the {os.pathsep!r} in it splits that into other entries (a folder above, a "
+                "relative one)"
+            ]
     bins = [str(folder / "node_modules" / ".bin") for folder in (here, *here.parents)]
     child = [e for e in environ.get("PATH", "").split(os.pathsep) if os.path.isabs(e)]
     from floorguard._identify.examine import _is_native
@@ -1080,8 +1121,6 @@ def _local_bin_doubt(launch: Launch, owner: str | None, cwd: str) -> str | None:
     directory and of every folder above it first, so the nearest such bin of that name is
     what runs, whatever the spec pinned. It passes only as the very package and version
     pinned (a tracked package's) or as no tracked adapter's code (an untracked spec)."""
-    from floorguard._identify.identify import npm_identification
-    from floorguard._identify.target import open_target
     from floorguard._maps.catalog import executable_for
 
     names = {launch.package.split("/")[-1]}
@@ -1134,9 +1173,7 @@ def _local_bin_doubt(launch: Launch, owner: str | None, cwd: str) -> str | None:
                 f"it, where {candidate} comes first"
             )
             try:
-                with open_target(str(candidate), path_env=None, executable=False) as opened:
-                    hit = npm_identification(opened.dir_fd, opened.path, launch.launcher)
-                    unlike = _not_run_by_node(opened.read_head(512))
+                hit, unlike = _read_bin(candidate, launch.launcher)
             except DetectionError as exc:
                 return f"{why}: {exc}"
             if owner is None:
@@ -1149,6 +1186,156 @@ def _local_bin_doubt(launch: Launch, owner: str | None, cwd: str) -> str | None:
                 return f"{why}, which is {found}, not {launch.package}@{launch.version}"
             break  # (the nearest of this name is the one that runs)
     return None
+
+
+def _read_bin(candidate: Path, launcher: str) -> tuple[Identification | None, str | None]:
+    """The package the ``node_modules/.bin`` file ``candidate`` is, and why it is not judged
+    by that package's metadata (None: it is). npm finds the file with ``stat`` alone, but
+    runs it by name through ``sh -c``, whose PATH search passes over a file execve rejects
+    (not executable, an interpreter missing) for the next of that name: such a file is not
+    what runs. Raises DetectionError when it cannot be opened as an executable file."""
+    from floorguard._identify.identify import npm_identification
+    from floorguard._identify.kernel_exec import NotStarted, check_kernel_starts
+    from floorguard._identify.target import open_target
+
+    with open_target(str(candidate), path_env=None, executable=True) as opened:
+        try:
+            check_kernel_starts(opened)
+        except NotStarted as exc:
+            raise DetectionError(str(exc)) from None
+        hit = npm_identification(opened.dir_fd, opened.path, launcher)
+        return hit, _not_run_by_node(opened.read_head(512))
+
+
+def global_bin_doubts(
+    launch: Launch, environ: Mapping[str, str], cwd: str, npm: NpmRun | None
+) -> list[str]:
+    """What npm may run from its global prefix instead of what was judged (libnpmexec):
+    with no local bin of the name typed, a file ``<prefix>/bin/<spec as typed>`` runs
+    first; and when the global tree holds the version pinned, ``<prefix>/bin/<bin>`` runs,
+    whatever file that is, with ``<prefix>/bin`` first on its PATH. Such a file must be
+    the very package and version pinned (an untracked spec's: no tracked adapter's code)."""
+    if launch.launcher not in ("npx", "npm exec"):
+        return []
+    from floorguard._identify.mcp_config import home_of
+
+    here = os.path.abspath(cwd)
+    prefix = _npm_global_prefix(npm, environ, here, home_of(environ, here))
+    if prefix is None:
+        return []  # (which npm runs cannot be told: a doubt of its own)
+    global_bin = os.path.join(prefix, "bin")
+    head = f"{launch.launcher} {launch.spec}"
+    owner = current_packages().owner(launch.ecosystem, launch.package)
+    typed = os.path.join(global_bin, launch.spec)
+    local = any(os.path.isfile(os.path.join(f, "node_modules", ".bin", launch.spec))
+                for f in _chain(here))  # fmt: skip
+    if not local and os.path.isfile(typed):
+        if launch.spec != launch.package or owner is not None:
+            return [f"{head}: {typed} is a file of that name in npm's global bin, which npm runs"]
+        why = _global_bin_doubt(typed, launch, None)
+        return [] if why is None else [f"{head} runs {typed}, which {why}"]
+    if launch.version is None:
+        return []
+    held = _global_tree_holds(os.path.join(prefix, "lib", "node_modules"), launch)
+    if held is False:
+        return []
+    if isinstance(held, str):
+        return [f"{head}: {held}"]
+    names = {launch.package.split("/")[-1]}
+    if owner is not None:
+        from floorguard._maps.catalog import executable_for
+
+        with contextlib.suppress(ValueError, DetectionError):
+            names.add(executable_for(owner))
+    doubts = []
+    for name in sorted(names):
+        candidate = os.path.join(global_bin, name)
+        if os.path.isfile(candidate):
+            why = _global_bin_doubt(candidate, launch, owner)
+            if why is not None:
+                doubts.append(f"{head} runs {candidate} from npm's global prefix, which {why}")
+    child = [e for e in environ.get("PATH", "").split(os.pathsep) if os.path.isabs(e)]
+    for name, expected in (("sh", _first("sh", ["/bin"])), ("node", _first("node", child))):
+        # npm puts the global bin first on the bin's PATH: its sh and node come first.
+        found = _first(name, [global_bin])
+        if found is not None and (
+            expected is None or os.path.realpath(found) != os.path.realpath(expected)
+        ):
+            doubts.append(f"{head} runs its bin with {global_bin} first on PATH, whose {name} "
+                          f"is not {expected or 'one found here'}")  # fmt: skip
+    return doubts
+
+
+def _global_bin_doubt(candidate: str, launch: Launch, owner: str | None) -> str | None:
+    """Why the global bin ``candidate`` is not the package ``launch`` pins (``owner``
+    None: not any tracked adapter's code), or None."""
+    try:
+        hit, unlike = _read_bin(Path(candidate), launch.launcher)
+    except DetectionError as exc:
+        return f"cannot be judged: {exc}"
+    if owner is None:
+        return None if hit is None else f"is {hit.adapter}'s code"
+    if unlike is not None:
+        return unlike
+    if hit is None or hit.adapter != owner or hit.version != launch.version:
+        found = "no tracked package" if hit is None else f"{hit.adapter} {hit.version}"
+        return f"is {found}, not {launch.package}@{launch.version}"
+    return None
+
+
+def _global_tree_holds(tree: str, launch: Launch) -> bool | str:
+    """Whether a top-level package of npm's global ``tree`` states the name and version
+    ``launch`` pins (npm's inventory goes by what package.json states, not the folder),
+    or why that cannot be told."""
+    try:
+        entries = sorted(os.listdir(tree))
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        return f"npm's global tree {tree} cannot be read: {exc.strerror}"
+    folders = []
+    for entry in entries:
+        path = os.path.join(tree, entry)
+        if entry.startswith("@") and os.path.isdir(path):
+            with contextlib.suppress(OSError):
+                folders += [os.path.join(path, e) for e in sorted(os.listdir(path))]
+        elif not entry.startswith("."):
+            folders.append(path)
+    for folder in folders:
+        manifest = os.path.join(folder, "package.json")
+        if not os.path.lexists(manifest):
+            continue
+        try:
+            data = read_manifest(manifest)
+        except ValueError as exc:
+            return f"npm's global tree holds {manifest}, which cannot be read ({exc})"
+        if (
+            isinstance(data, dict)
+            and data.get("name") == launch.package
+            and data.get("version") == launch.version
+        ):
+            return True
+    return False
+
+
+def _npm_global_prefix(
+    npm: NpmRun | None, environ: Mapping[str, str], here: str, home: str
+) -> str | None:
+    """npm's global prefix, as @npmcli/config settles it: the user's npmrc ``prefix`` over
+    the global npmrc's over the builtin's over the default (two folders above node's real
+    file). None when which npm runs is not seen. (PREFIX and npm_config_prefix refuse.)"""
+    if npm is None or npm.package is None or not npm.node:
+        return None
+    allowed = _npmrc_allowed(True, system=True)
+    builtin = _npmrc_settings(os.path.join(npm.package, "npmrc"), allowed=allowed, home=home)[0]
+    userconfig = builtin.get("userconfig", os.path.join(home, ".npmrc"))
+    users = _npmrc_settings(userconfig, allowed=allowed, home=home)[0]
+    default = os.path.dirname(os.path.dirname(os.path.realpath(npm.node)))
+    globalconfig = builtin.get("globalconfig") or os.path.join(
+        users.get("prefix") or builtin.get("prefix") or default, "etc", "npmrc"
+    )
+    globals_ = _npmrc_settings(globalconfig, allowed=allowed, home=home)[0]
+    return users.get("prefix") or globals_.get("prefix") or builtin.get("prefix") or default
 
 
 def _local_bin_names(package: str, here: Path) -> set[str] | str:
