@@ -13,7 +13,13 @@ from pathlib import Path
 
 import pytest
 from hosts import Host, floor
-from probes import pip_install, real_venv, site_packages, write_executable
+from probes import (
+    pip_install,
+    plain_interpreter,
+    real_venv,
+    site_packages,
+    write_executable,
+)
 
 from floorguard._identify import identify
 
@@ -272,31 +278,6 @@ print(json.dumps(results))
 """
 
 
-def _plain_interpreter(prefix: Path) -> Path | None:
-    """A non-venv interpreter at ``prefix`` (a copy of this one, standard library linked
-    in, empty site-packages), as a system Python is laid out; None if it cannot be."""
-    import glob
-
-    real = Path(os.path.realpath(sys.executable))
-    stdlib = Path(sys.base_prefix) / "lib" / f"python3.{sys.version_info[1]}"
-    (prefix / "bin").mkdir(parents=True)
-    lib = prefix / "lib" / stdlib.name
-    (lib / "site-packages").mkdir(parents=True)
-    for entry in stdlib.iterdir():
-        if entry.name != "site-packages":
-            os.symlink(entry, lib / entry.name)
-    for shared in glob.glob(str(Path(sys.base_prefix) / "lib" / "libpython*")):
-        os.symlink(shared, prefix / "lib" / Path(shared).name)
-    python = prefix / "bin" / real.name
-    shutil.copy2(real, python)
-    os.symlink(python.name, prefix / "bin" / "python")
-    done = subprocess.run(
-        [str(python), "-c", "import sys; print(sys.prefix)"],
-        capture_output=True, text=True, check=False, timeout=60,
-    )  # fmt: skip
-    return python if done.stdout.strip() == str(prefix) else None
-
-
 @pytest.mark.parametrize("pythonpath", ["vendor", os.pathsep + "/nonexistent"])
 def test_relative_and_empty_pythonpath_entries_are_resolved_as_the_interpreter_does(
     host: Host, tmp_path: Path, pythonpath: str
@@ -375,7 +356,7 @@ def test_pythonhome_moves_the_site_packages_the_interpreter_imports_from(
     interpreter's own prefix and permit while the console script imports 0.50.0 from
     $PYTHONHOME's site-packages."""
     prefix = tmp_path / "usr"
-    if _plain_interpreter(prefix) is None:
+    if plain_interpreter(prefix) is None:
         pytest.skip("this interpreter cannot be relocated into a private prefix")
     good_marker, bad_marker = tmp_path / "new-ran", tmp_path / "old-ran"
     script = pip_install(
