@@ -542,3 +542,37 @@ def test_a_pth_holding_bytes_other_than_printable_ascii_is_refused(
     doubts = paths(python, tmp_path).doubts
     assert doubts == (f"{site / 'a.pth'} holds bytes other than printable ASCII, read by some "
                       "Pythons in the locale's encoding",), doubts  # fmt: skip
+
+
+def _home_line(python: Path) -> bytes:
+    cfg = python.parent.parent / "pyvenv.cfg"
+    return next(line for line in cfg.read_bytes().splitlines() if line.startswith(b"home"))
+
+
+GETPATH_MISREAD = {
+    "a folder": None,
+    "not UTF-8": lambda home: b"# caf\xe9\n" + home + b"\n",
+    "32 KB": lambda home: home + b"\n" + b"#" * (32 * 1024) + b"\n",
+    "home climbing with ..": lambda home: home + b"/../bin\n",
+}
+
+
+@pytest.mark.parametrize("config", sorted(GETPATH_MISREAD))
+def test_a_pyvenv_cfg_getpath_may_read_otherwise_is_a_doubt(tmp_path: Path, config: str) -> None:
+    python = real_venv(tmp_path / "venv")
+    cfg = tmp_path / "venv" / "pyvenv.cfg"
+    make = GETPATH_MISREAD[config]
+    if make is None:
+        cfg.unlink()
+        cfg.mkdir()
+    else:
+        cfg.write_bytes(make(_home_line(python)))
+    doubts = paths(python, tmp_path).doubts
+    assert any(d.startswith(str(cfg)) for d in doubts), doubts
+
+
+def test_a_venv_as_venv_writes_it_leaves_getpath_no_doubt(tmp_path: Path) -> None:
+    python = real_venv(tmp_path / "venv")
+    cfg = tmp_path / "venv" / "pyvenv.cfg"
+    cfg.write_bytes(cfg.read_bytes().replace(b"\n", b"\r\n"))  # (written on Windows)
+    assert paths(python, tmp_path).doubts == ()
