@@ -452,10 +452,11 @@ def test_an_installer_pth_line_in_the_user_site_is_refused(tmp_path: Path, pth: 
     (user / module).parent.mkdir(parents=True, exist_ok=True)
     (user / module).write_text("open('marker', 'w')\n")
     doubts = paths(python, tmp_path, PYTHONUSERBASE=str(user.parents[2])).doubts
-    assert [d for d in doubts if str(user) in d] == [
+    # (Neither file is recorded by an installer there either: each is a doubt of its own.)
+    assert (
         f"{user / pth} line 1 runs code at start-up (an import line in the user site, the "
         "user's environment: set PYTHONNOUSERSITE=1 or remove it)"
-    ]
+    ) in doubts
 
 
 @pytest.mark.parametrize("name", ["sitecustomize", "usercustomize", "org", "msvcrt", "_winapi"])
@@ -576,3 +577,31 @@ def test_a_venv_as_venv_writes_it_leaves_getpath_no_doubt(tmp_path: Path) -> Non
     cfg = tmp_path / "venv" / "pyvenv.cfg"
     cfg.write_bytes(cfg.read_bytes().replace(b"\n", b"\r\n"))  # (written on Windows)
     assert paths(python, tmp_path).doubts == ()
+
+
+def test_the_user_site_holds_only_what_an_installer_recorded(tmp_path: Path) -> None:
+    python, _, user = _user_site_venv(tmp_path)
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    recorded = user / "tool-1.0.dist-info"
+    recorded.mkdir()
+    (recorded / "RECORD").write_text(
+        "tool/__init__.py,,\ntool.pth,,\ntool-1.0.dist-info/RECORD,,\n", encoding="utf-8"
+    )
+    (user / "tool").mkdir()
+    (user / "tool" / "__init__.py").write_text("", encoding="utf-8")
+    (user / "tool.pth").write_text("", encoding="utf-8")
+    (user / "__pycache__").mkdir()
+    identify.clear_cache()
+    env = {"PYTHONUSERBASE": str(user.parents[2])}
+    found = identify.python_path(str(python), env, None, frozenset(), str(workspace))
+    assert [d for d in found.doubts if str(user) in d] == []
+    (user / "ujson.py").write_text("", encoding="utf-8")
+    (user / "extra.pth").write_text("", encoding="utf-8")
+    identify.clear_cache()
+    found = identify.python_path(str(python), env, None, frozenset(), str(workspace))
+    assert [d for d in found.doubts if str(user) in d] == [
+        f"the user site {user} holds {name}, which no installer recorded there (code "
+        "imported ahead of the installed ones)"
+        for name in ("extra.pth", "ujson.py")
+    ]

@@ -28,6 +28,7 @@ from floorguard._identify.pip_metadata import (
     _prefix_sites,
     _record,
     _unique,
+    metadata_dist,
 )
 from floorguard._identify.python_site import reserved_names
 from floorguard._maps.catalog import ADAPTER_OF_PIP_MODULE
@@ -142,6 +143,7 @@ def _python_path(
         # working directory.
         base = os.path.normpath(os.path.join(cwd, base)) if base else ""
         user = _prefix_sites(base, version) if base else []
+        path_doubts += [doubt for site in user for doubt in _user_site_doubts(site, cwd)]
     prefix = _base_prefix(interpreter, home, version)
     system = _prefix_sites(prefix, version)
     if venv is None:
@@ -445,6 +447,46 @@ def _base_prefix(interpreter: str, home: str | None, version: str | None) -> str
                 break
             folder = parent
     return os.path.dirname(os.path.dirname(real))
+
+
+def _user_site_doubts(site: str, cwd: str) -> list[str]:
+    """The user site ``site`` (ahead of the system's site-packages) is an installation only
+    outside the working directory, where HOME or PYTHONUSERBASE may put it, and only for
+    what an installer recorded there: a module no dist-info's RECORD lists replaces an
+    installed dependency, or answers an optional import, with code nothing installed."""
+    if _inside(site, cwd):
+        return [
+            f"the user site {site} lies in the working directory {cwd} (HOME or "
+            "PYTHONUSERBASE puts it there): set PYTHONNOUSERSITE=1"
+        ]
+    names = listing(site)
+    recorded = {
+        path.split(os.sep, 1)[0]
+        for name in names
+        if metadata_dist(name) is not None
+        for path in _record(os.path.join(site, name)).paths
+    }
+    return [
+        f"the user site {site} holds {name}, which no installer recorded there (code "
+        "imported ahead of the installed ones)"
+        for name in sorted(names)
+        if _importable_entry(name) and name not in recorded
+    ]
+
+
+def _importable_entry(name: str) -> bool:
+    """Whether a site folder's entry ``name`` can be imported or run at start-up: a module,
+    package or namespace folder named as Python names them, or a ``.pth`` file."""
+    if name == "__pycache__" or metadata_dist(name) is not None:
+        return False
+    return name.endswith(".pth") or name.split(".", 1)[0].isidentifier()
+
+
+def _inside(path: str, folder: str) -> bool:
+    """Whether ``path`` is ``folder`` or below it, by its letters or through links."""
+    pairs = ((os.path.abspath(path), os.path.abspath(folder)),
+             (os.path.realpath(path), os.path.realpath(folder)))  # fmt: skip
+    return any(os.path.commonpath([p, f]) == f for p, f in pairs)
 
 
 def _venv_config(interpreter: str) -> bool | None:
