@@ -13,7 +13,13 @@ from pathlib import Path
 
 import pytest
 from hosts import Host, floor
-from probes import pip_install, real_venv, site_packages, write_executable
+from probes import (
+    pip_install,
+    plain_interpreter,
+    real_venv,
+    site_packages,
+    write_executable,
+)
 
 from floorguard._identify import identify
 
@@ -272,31 +278,6 @@ print(json.dumps(results))
 """
 
 
-def _plain_interpreter(prefix: Path) -> Path | None:
-    """A non-venv interpreter at ``prefix`` (a copy of this one, standard library linked
-    in, empty site-packages), as a system Python is laid out; None if it cannot be."""
-    import glob
-
-    real = Path(os.path.realpath(sys.executable))
-    stdlib = Path(sys.base_prefix) / "lib" / f"python3.{sys.version_info[1]}"
-    (prefix / "bin").mkdir(parents=True)
-    lib = prefix / "lib" / stdlib.name
-    (lib / "site-packages").mkdir(parents=True)
-    for entry in stdlib.iterdir():
-        if entry.name != "site-packages":
-            os.symlink(entry, lib / entry.name)
-    for shared in glob.glob(str(Path(sys.base_prefix) / "lib" / "libpython*")):
-        os.symlink(shared, prefix / "lib" / Path(shared).name)
-    python = prefix / "bin" / real.name
-    shutil.copy2(real, python)
-    os.symlink(python.name, prefix / "bin" / "python")
-    done = subprocess.run(
-        [str(python), "-c", "import sys; print(sys.prefix)"],
-        capture_output=True, text=True, check=False, timeout=60,
-    )  # fmt: skip
-    return python if done.stdout.strip() == str(prefix) else None
-
-
 @pytest.mark.parametrize("pythonpath", ["vendor", os.pathsep + "/nonexistent"])
 def test_relative_and_empty_pythonpath_entries_are_resolved_as_the_interpreter_does(
     host: Host, tmp_path: Path, pythonpath: str
@@ -375,7 +356,7 @@ def test_pythonhome_moves_the_site_packages_the_interpreter_imports_from(
     interpreter's own prefix and permit while the console script imports 0.50.0 from
     $PYTHONHOME's site-packages."""
     prefix = tmp_path / "usr"
-    if _plain_interpreter(prefix) is None:
+    if plain_interpreter(prefix) is None:
         pytest.skip("this interpreter cannot be relocated into a private prefix")
     good_marker, bad_marker = tmp_path / "new-ran", tmp_path / "old-ran"
     script = pip_install(
@@ -471,10 +452,11 @@ def test_an_installer_pth_line_in_the_user_site_is_refused(tmp_path: Path, pth: 
     (user / module).parent.mkdir(parents=True, exist_ok=True)
     (user / module).write_text("open('marker', 'w')\n")
     doubts = paths(python, tmp_path, PYTHONUSERBASE=str(user.parents[2])).doubts
-    assert [d for d in doubts if str(user) in d] == [
+    # (Neither file is recorded by an installer there either: each is a doubt of its own.)
+    assert (
         f"{user / pth} line 1 runs code at start-up (an import line in the user site, the "
         "user's environment: set PYTHONNOUSERSITE=1 or remove it)"
-    ]
+    ) in doubts
 
 
 @pytest.mark.parametrize("name", ["sitecustomize", "usercustomize", "org", "msvcrt", "_winapi"])
@@ -561,3 +543,65 @@ def test_a_pth_holding_bytes_other_than_printable_ascii_is_refused(
     doubts = paths(python, tmp_path).doubts
     assert doubts == (f"{site / 'a.pth'} holds bytes other than printable ASCII, read by some "
                       "Pythons in the locale's encoding",), doubts  # fmt: skip
+
+
+def _home_line(python: Path) -> bytes:
+    cfg = python.parent.parent / "pyvenv.cfg"
+    return next(line for line in cfg.read_bytes().splitlines() if line.startswith(b"home"))
+
+
+GETPATH_MISREAD = {
+    "a folder": None,
+    "not UTF-8": lambda home: b"# caf\xe9\n" + home + b"\n",
+    "32 KB": lambda home: home + b"\n" + b"#" * (32 * 1024) + b"\n",
+    "home climbing with ..": lambda home: home + b"/../bin\n",
+}
+
+
+@pytest.mark.parametrize("config", sorted(GETPATH_MISREAD))
+def test_a_pyvenv_cfg_getpath_may_read_otherwise_is_a_doubt(tmp_path: Path, config: str) -> None:
+    python = real_venv(tmp_path / "venv")
+    cfg = tmp_path / "venv" / "pyvenv.cfg"
+    make = GETPATH_MISREAD[config]
+    if make is None:
+        cfg.unlink()
+        cfg.mkdir()
+    else:
+        cfg.write_bytes(make(_home_line(python)))
+    doubts = paths(python, tmp_path).doubts
+    assert any(d.startswith(str(cfg)) for d in doubts), doubts
+
+
+def test_a_venv_as_venv_writes_it_leaves_getpath_no_doubt(tmp_path: Path) -> None:
+    python = real_venv(tmp_path / "venv")
+    cfg = tmp_path / "venv" / "pyvenv.cfg"
+    cfg.write_bytes(cfg.read_bytes().replace(b"\n", b"\r\n"))  # (written on Windows)
+    assert paths(python, tmp_path).doubts == ()
+
+
+def test_the_user_site_holds_only_what_an_installer_recorded(tmp_path: Path) -> None:
+    python, _, user = _user_site_venv(tmp_path)
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    recorded = user / "tool-1.0.dist-info"
+    recorded.mkdir()
+    (recorded / "RECORD").write_text(
+        "tool/__init__.py,,\ntool.pth,,\ntool-1.0.dist-info/RECORD,,\n", encoding="utf-8"
+    )
+    (user / "tool").mkdir()
+    (user / "tool" / "__init__.py").write_text("", encoding="utf-8")
+    (user / "tool.pth").write_text("", encoding="utf-8")
+    (user / "__pycache__").mkdir()
+    identify.clear_cache()
+    env = {"PYTHONUSERBASE": str(user.parents[2])}
+    found = identify.python_path(str(python), env, None, frozenset(), str(workspace))
+    assert [d for d in found.doubts if str(user) in d] == []
+    (user / "ujson.py").write_text("", encoding="utf-8")
+    (user / "extra.pth").write_text("", encoding="utf-8")
+    identify.clear_cache()
+    found = identify.python_path(str(python), env, None, frozenset(), str(workspace))
+    assert [d for d in found.doubts if str(user) in d] == [
+        f"the user site {user} holds {name}, which no installer recorded there (code "
+        "imported ahead of the installed ones)"
+        for name in ("extra.pth", "ujson.py")
+    ]

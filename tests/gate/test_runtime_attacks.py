@@ -269,33 +269,6 @@ def test_safe_path_is_honoured_when_resolving_the_import(
     assert not bad_marker.exists(), f"aider 0.50.0 ran under: {last}"
 
 
-def _plain_interpreter(prefix: Path) -> Path | None:
-    """A non-venv interpreter installed at ``prefix`` (a copy of this one, with the standard
-    library linked in and an empty site-packages of its own), as a system or pyenv Python is
-    laid out; None when this interpreter cannot be relocated so."""
-    import glob
-    import shutil
-
-    real = Path(os.path.realpath(sys.executable))
-    stdlib = Path(sys.base_prefix) / "lib" / f"python3.{sys.version_info[1]}"
-    (prefix / "bin").mkdir(parents=True)
-    lib = prefix / "lib" / stdlib.name
-    (lib / "site-packages").mkdir(parents=True)
-    for entry in stdlib.iterdir():
-        if entry.name != "site-packages":
-            os.symlink(entry, lib / entry.name)
-    for shared in glob.glob(str(Path(sys.base_prefix) / "lib" / "libpython*")):
-        os.symlink(shared, prefix / "lib" / Path(shared).name)
-    python = prefix / "bin" / real.name
-    shutil.copy2(real, python)
-    os.symlink(python.name, prefix / "bin" / "python")
-    done = subprocess.run(
-        [str(python), "-c", "import sys; print(sys.prefix)"],
-        capture_output=True, text=True, check=False, timeout=60,
-    )  # fmt: skip
-    return python if done.stdout.strip() == str(prefix) else None
-
-
 @pytest.mark.parametrize("user_base_from", ["HOME", "PYTHONUSERBASE"])
 def test_a_system_interpreters_user_site_shadows_its_site_packages_as_it_does_at_run_time(
     host: Host, tmp_path: Path, user_base_from: str
@@ -308,10 +281,10 @@ def test_a_system_interpreters_user_site_shadows_its_site_packages_as_it_does_at
     # 0.70.0 from the system site-packages and permits; the console script imports 0.50.0.
     # PYTHONUSERBASE (which the gate hands its probe) moves the user site; the gate's import
     # resolution never looks at it.
-    from probes import pip_install
+    from probes import pip_install, plain_interpreter
 
     prefix = tmp_path / "usr"
-    if _plain_interpreter(prefix) is None:
+    if plain_interpreter(prefix) is None:
         pytest.skip("this interpreter cannot be relocated into a private prefix")
     good_marker, bad_marker = tmp_path / "new-ran", tmp_path / "old-ran"
     script = pip_install(

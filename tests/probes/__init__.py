@@ -193,6 +193,41 @@ def real_venv(prefix: Path) -> Path:
     return prefix / "bin" / "python"
 
 
+def linked_stdlib(lib: Path) -> Path:
+    """``lib`` made a standard library of links to this interpreter's (without its
+    site-packages), to which a test adds a module. Returns ``lib``."""
+    stdlib = Path(sys.base_prefix) / "lib" / f"python3.{sys.version_info[1]}"
+    lib.mkdir(parents=True, exist_ok=True)
+    for entry in stdlib.iterdir():
+        if entry.name != "site-packages":
+            os.symlink(entry, lib / entry.name)
+    return lib
+
+
+def plain_interpreter(prefix: Path) -> Path | None:
+    """A non-venv interpreter at ``prefix`` (a copy of this one, standard library linked
+    in, empty site-packages), as a system or pyenv Python is laid out; returns its
+    ``bin/pythonX.Y`` (``bin/python`` links to it), None if it cannot be relocated so."""
+    import glob
+    import shutil
+    import subprocess
+
+    real = Path(os.path.realpath(sys.executable))
+    (prefix / "bin").mkdir(parents=True)
+    lib = linked_stdlib(prefix / "lib" / f"python3.{sys.version_info[1]}")
+    (lib / "site-packages").mkdir()
+    for shared in glob.glob(str(Path(sys.base_prefix) / "lib" / "libpython*")):
+        os.symlink(shared, prefix / "lib" / Path(shared).name)
+    python = prefix / "bin" / real.name
+    shutil.copy2(real, python)
+    os.symlink(python.name, prefix / "bin" / "python")
+    done = subprocess.run(
+        [str(python), "-c", "import sys; print(sys.prefix)"],
+        capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    return python if done.stdout.strip() == str(prefix) else None
+
+
 def site_packages(prefix: Path) -> Path:
     [site] = sorted((prefix / "lib").glob("python3*/site-packages"))
     return site

@@ -28,6 +28,7 @@ from floorguard._identify.pip_metadata import (
     _prefix_sites,
     _record,
     _unique,
+    metadata_dist,
 )
 from floorguard._identify.python_site import reserved_names
 from floorguard._maps.catalog import ADAPTER_OF_PIP_MODULE
@@ -133,13 +134,15 @@ def _python_path(
             if name.endswith("._pth")
         ]
     # getpath finds the standard library from pyvenv.cfg's home, with -S too.
-    home = _getpath_home(interpreter)
+    home, venv_doubts = _getpath_home(interpreter)
+    path_doubts += venv_doubts
     if home:
         from floorguard._identify.process_paths import reaches_the_process
 
         if reaches_the_process(home, cwd):
             # It reads it in the child, where /proc/self is the child's own.
             path_doubts.append(f"the pyvenv.cfg home {home!r} leads into /proc")
+    path_doubts += _build_tree_doubts(interpreter, home)
     if "S" in flags:
         return PythonPath(tuple(before), (), tuple(path_doubts))
     version = python_version(interpreter)
@@ -155,6 +158,7 @@ def _python_path(
         # working directory.
         base = os.path.normpath(os.path.join(cwd, base)) if base else ""
         user = _prefix_sites(base, version) if base else []
+        path_doubts += [doubt for site in user for doubt in _user_site_doubts(site, cwd)]
     prefix = _base_prefix(interpreter, home, version)
     system = _prefix_sites(prefix, version)
     if venv is None:
@@ -420,43 +424,152 @@ def _pyvenv_cfg(interpreter: str) -> dict[str, str]:
     return {}
 
 
-def _getpath_home(interpreter: str) -> str | None:
-    """The ``home`` CPython's getpath takes from a ``pyvenv.cfg``, which it looks for in
-    another order than ``site`` does (the folder above the interpreter's first, then the
-    interpreter's own) and reads to its first ``home`` line."""
+# getpath reads a file through one buffer of 32 KB, and fails to start on a larger one.
+_GETPATH_MAX_FILE: Final = 32 * 1024
+
+
+def _getpath_home(interpreter: str) -> tuple[str | None, list[str]]:
+    """The ``home`` CPython's getpath takes from a ``pyvenv.cfg`` (None when there is none),
+    and the doubts about it. getpath looks for the file in another order than ``site``
+    does (the folder above the interpreter's first, then the interpreter's own) and reads
+    it its own way (:func:`_getpath_lines`) to its first ``home`` line. A file it would read
+    otherwise than the gate, one without a ``home`` it reads (getpath then searches the
+    standard library from the interpreter's folder: a copied one finds the environment's
+    own ``lib/``), and a ``home`` it would take against the working directory are doubts."""
     here = os.path.dirname(interpreter)
     for folder in (os.path.dirname(here), here):
         config = os.path.join(folder, "pyvenv.cfg")
-        if _identity(config) is None or not os.path.isfile(config):
-            continue
-        try:
-            text = (_read_path(config, MAX_MANIFEST_BYTES) or b"").decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-        for line in _TEXT_LINES.split(text):
+        if _identity(config) is None:
+            continue  # (getpath goes on when it is not found)
+        if not os.path.isfile(config):
+            return None, [f"{config} is not a regular file (CPython's getpath reads it as empty)"]
+        lines = _getpath_lines(_read_path(config, MAX_MANIFEST_BYTES))
+        if lines is None:
+            return None, [
+                f"{config} is not plain UTF-8 text under 32 KB with \\n line ends (CPython's "
+                "getpath would read it otherwise than the gate)"
+            ]
+        for line in lines:
             key, sep, value = line.partition("=")
             if sep and key.strip().lower() == "home":
-                return value.strip()
+                return value.strip(), _home_doubts(config, value.strip())
+        return None, [
+            f"{config} has no home line as CPython's getpath reads it (it then takes the "
+            "standard library from beside the interpreter)"
+        ]
+    return None, []
+
+
+def _getpath_lines(data: bytes | None) -> list[str] | None:
+    """The lines of a file as getpath's ``readlines`` returns them, or None where the gate
+    cannot be sure it reads them alike: unreadable, 32 KB or more, not UTF-8 (getpath keeps
+    such bytes, escaped), a NUL (getpath stops there) or a carriage return not ending a line
+    (getpath splits at ``\\n`` only, where ``site`` splits at every line end)."""
+    if data is None or len(data) >= _GETPATH_MAX_FILE or b"\x00" in data:
         return None
-    return None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if "\r" in text.replace("\r\n", ""):
+        return None
+    return [line.removesuffix("\r") for line in text.split("\n")]
+
+
+def _home_doubts(config: str, home: str) -> list[str]:
+    """A ``home`` that does not name one folder by itself: a relative one is taken against
+    the child's working directory (the workspace supplies the standard library), and one
+    that climbs with ``..`` is followed through links by getpath, by its letters here."""
+    if not os.path.isabs(home):
+        return [
+            f"{config} home {home!r} is not an absolute path (CPython's getpath takes it "
+            "against the working directory)"
+        ]
+    if ".." in Path(home).parts:
+        return [f"{config} home {home!r} climbs with '..' (getpath follows links there)"]
+    return []
+
+
+# getpath takes an interpreter with either beside its real file (a venv's: in its home) for
+# one run from a build tree: the standard library is then that folder's ``Lib``.
+_BUILD_TREE_MARKERS: Final = ("pybuilddir.txt", os.path.join("Modules", "Setup.local"))
+
+
+def _build_tree_doubts(interpreter: str, home: str | None) -> list[str]:
+    """The build-tree markers getpath looks for beside the interpreter's real file, or in a
+    virtual environment's home (the interpreter's own folder too, to be safe)."""
+    folders = [os.path.dirname(interpreter), os.path.dirname(os.path.realpath(interpreter))]
+    if home and os.path.isabs(home):
+        folders.append(home)
+    return [
+        f"{os.path.join(folder, marker)} makes CPython take the interpreter for one in its "
+        f"build tree (the standard library from {os.path.join(folder, 'Lib')})"
+        for folder in dict.fromkeys(folders)
+        for marker in _BUILD_TREE_MARKERS
+        if _identity(os.path.join(folder, marker)) is not None
+        or os.path.islink(os.path.join(folder, marker))
+    ]
 
 
 def _base_prefix(interpreter: str, home: str | None, version: str | None) -> str:
-    """The installation whose site-packages ``site`` takes as the system's: for a virtual
-    environment, as CPython's getpath finds it from ``pyvenv.cfg``'s ``home`` (that folder
-    or the nearest above it holding ``lib/pythonX.Y/os.py``, by its letters: a prefix
-    reached through a link keeps its own site-packages); else two folders above the
-    interpreter's real file."""
-    if home and version and os.path.isabs(home):
-        folder = os.path.normpath(home)
+    """The installation whose site-packages ``site`` takes as the system's, as CPython's
+    getpath finds it: the nearest folder holding ``lib/pythonX.Y/os.py`` (or ``os.pyc``)
+    from a virtual environment's ``pyvenv.cfg`` ``home`` up, else from the interpreter's
+    real folder up (by its letters: a prefix reached through a link keeps its own
+    site-packages); two folders above the interpreter's real file when none does."""
+    real = os.path.realpath(interpreter)
+    start = os.path.normpath(home) if home and os.path.isabs(home) else os.path.dirname(real)
+    if version:
+        folder = start
         while True:
-            if os.path.isfile(os.path.join(folder, "lib", f"python{version}", "os.py")):
+            stdlib = os.path.join(folder, "lib", f"python{version}")
+            if any(os.path.isfile(os.path.join(stdlib, name)) for name in ("os.py", "os.pyc")):
                 return folder
             parent = os.path.dirname(folder)
             if parent == folder:
                 break
             folder = parent
-    return os.path.dirname(os.path.dirname(os.path.realpath(interpreter)))
+    return os.path.dirname(os.path.dirname(real))
+
+
+def _user_site_doubts(site: str, cwd: str) -> list[str]:
+    """The user site ``site`` (ahead of the system's site-packages) is an installation only
+    outside the working directory, where HOME or PYTHONUSERBASE may put it, and only for
+    what an installer recorded there: a module no dist-info's RECORD lists replaces an
+    installed dependency, or answers an optional import, with code nothing installed."""
+    if _inside(site, cwd):
+        return [
+            f"the user site {site} lies in the working directory {cwd} (HOME or "
+            "PYTHONUSERBASE puts it there): set PYTHONNOUSERSITE=1"
+        ]
+    names = listing(site)
+    recorded = {
+        path.split(os.sep, 1)[0]
+        for name in names
+        if metadata_dist(name) is not None
+        for path in _record(os.path.join(site, name)).paths
+    }
+    return [
+        f"the user site {site} holds {name}, which no installer recorded there (code "
+        "imported ahead of the installed ones)"
+        for name in sorted(names)
+        if _importable_entry(name) and name not in recorded
+    ]
+
+
+def _importable_entry(name: str) -> bool:
+    """Whether a site folder's entry ``name`` can be imported or run at start-up: a module,
+    package or namespace folder named as Python names them, or a ``.pth`` file."""
+    if name == "__pycache__" or metadata_dist(name) is not None:
+        return False
+    return name.endswith(".pth") or name.split(".", 1)[0].isidentifier()
+
+
+def _inside(path: str, folder: str) -> bool:
+    """Whether ``path`` is ``folder`` or below it, by its letters or through links."""
+    pairs = ((os.path.abspath(path), os.path.abspath(folder)),
+             (os.path.realpath(path), os.path.realpath(folder)))  # fmt: skip
+    return any(os.path.commonpath([p, f]) == f for p, f in pairs)
 
 
 def _venv_config(interpreter: str) -> bool | None:

@@ -1,0 +1,98 @@
+"""The user site holds only what an installer recorded there, and never the workspace.
+
+A system (non-venv) interpreter puts the user site (``~/.local/lib/pythonX.Y/site-packages``,
+or under PYTHONUSERBASE) ahead of its own site-packages. HOME or PYTHONUSERBASE can put it in
+the agent's working directory, and a module there that no installer recorded replaces an
+installed dependency of the tracked package or answers one of its optional imports: code
+the gate never judged, run by the at-floor aider. ``pip install --user`` outside the
+workspace, with its dist-info, stays an installation like any other.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from helpers.closed_world import DEFAULT, PY, World, old_aider_code
+from probes import pip_install, plain_interpreter
+
+pytestmark = pytest.mark.attack
+
+
+def _system_aider(world: World) -> Path:
+    """A system interpreter's prefix with aider 0.70.0 and its dependency ``helperdep``
+    installed; aider imports ``helperdep`` and, optionally, ``ujson``."""
+    prefix = world.root / "usr"
+    if plain_interpreter(prefix) is None:
+        pytest.skip("this interpreter cannot be relocated into a private prefix")
+    pip_install(prefix, dist="aider-chat", module="aider", version="0.70.0",
+                marker=world.root / "usr-ran")  # fmt: skip
+    pip_install(prefix, dist="helperdep", module="helperdep", version="1.0",
+                marker=world.root / "helperdep-ran")  # fmt: skip
+    main = prefix / "lib" / PY / "site-packages" / "aider" / "main.py"
+    main.write_text(
+        "import helperdep\ntry:\n    import ujson\nexcept ImportError:\n    pass\n"
+        + main.read_text(encoding="utf-8"),
+        encoding="utf-8",
+    )
+    return prefix
+
+
+def _user_site(base: Path) -> Path:
+    site = base / "lib" / PY / "site-packages"
+    site.mkdir(parents=True, exist_ok=True)
+    return site
+
+
+@pytest.mark.parametrize("module", ["helperdep", "ujson"])
+@pytest.mark.parametrize("moved_by", ["PYTHONUSERBASE", "HOME"])
+def test_a_user_site_in_the_working_directory_is_refused(
+    world: World, moved_by: str, module: str
+) -> None:
+    old = world.old_aider()
+    prefix = _system_aider(world)
+    workspace = world.root / "ws"
+    base = workspace / "ub" if moved_by == "PYTHONUSERBASE" else workspace / ".local"
+    (_user_site(base) / f"{module}.py").write_text(old_aider_code(old.site), encoding="utf-8")
+    extra = {"PYTHONUSERBASE": str(base)} if moved_by == "PYTHONUSERBASE" else {}
+    env = world.env(prefix / "bin", **extra)
+    if moved_by == "HOME":
+        env["HOME"] = str(workspace)
+    outcome = world.spawn("aider", ["task"], policy=DEFAULT, env=env, cwd=workspace)
+    world.assert_refused(outcome, old.marker, "user site")
+
+
+@pytest.mark.parametrize("module", ["helperdep", "ujson"])
+def test_a_module_in_the_user_site_that_no_installer_recorded_is_refused(
+    world: World, module: str
+) -> None:
+    # helperdep shadows the installed dependency; ujson answers an optional import.
+    old = world.old_aider()
+    prefix = _system_aider(world)
+    (_user_site(world.home / ".local") / f"{module}.py").write_text(
+        old_aider_code(old.site), encoding="utf-8"
+    )
+    workspace = world.root / "ws"
+    workspace.mkdir()
+    outcome = world.spawn(
+        "aider", ["task"], policy=DEFAULT, env=world.env(prefix / "bin"), cwd=workspace
+    )
+    world.assert_refused(outcome, old.marker, "user site")
+
+
+def test_a_pip_user_install_outside_the_workspace_runs_the_at_floor_aider(world: World) -> None:
+    # pip install --user helperdep==2.0: a newer dependency, with its dist-info, in ~/.local.
+    prefix = _system_aider(world)
+    base = world.home / ".local"
+    _user_site(base)
+    (base / "bin").mkdir(parents=True)
+    os.symlink(prefix / "bin" / "python", base / "bin" / "python")
+    pip_install(base, dist="helperdep", module="helperdep", version="2.0",
+                marker=world.root / "user-helperdep-ran")  # fmt: skip
+    workspace = world.root / "ws"
+    workspace.mkdir()
+    outcome = world.spawn(
+        "aider", ["task"], policy=DEFAULT, env=world.env(prefix / "bin"), cwd=workspace
+    )
+    world.assert_permitted_and_ran(outcome, world.root / "usr-ran")
