@@ -219,3 +219,26 @@ def test_a_read_only_session_refuses_the_append_in_one_line_and_writes_nothing(
     assert pg.sql("SELECT count(*) FROM floorguard.records") == "0"
     pg.server.psql(f"ALTER ROLE {pg.appender} RESET default_transaction_read_only")
     assert append(env).returncode == 0
+
+
+@pytest.mark.parametrize("table", ["records", "tree"])
+def test_a_trigger_that_drops_the_rows_an_append_writes_refuses_the_append(
+    pg: Chain, table: str
+) -> None:
+    # The owner (or a DBA) can add a trigger that silently drops inserted rows: the append
+    # must see that nothing was stored, not acknowledge a decision with no record of it.
+    chain = pg.chain()
+    chain.append(CANARY, receipt(n=0))
+    pg.sql(
+        "CREATE FUNCTION public.swallow() RETURNS trigger LANGUAGE plpgsql AS $$"
+        " BEGIN RETURN NULL; END $$;"
+        " GRANT EXECUTE ON FUNCTION public.swallow() TO PUBLIC;"
+        f" CREATE TRIGGER zz_swallow BEFORE INSERT ON floorguard.{table}"
+        " FOR EACH ROW EXECUTE FUNCTION public.swallow()"
+    )
+    with pytest.raises(ChainWriteError, match="not stored"):
+        pg.chain().append(CANARY, receipt(n=1))
+    assert _count(pg) == 1
+    pg.sql(f"DROP TRIGGER zz_swallow ON floorguard.{table}")
+    pg.chain().append(CANARY, receipt(n=2))
+    assert _verified(pg) == 2

@@ -331,3 +331,74 @@ def test_a_queued_ddl_request_on_the_chains_tables_is_ended_and_appends_go_on(
         queued.close()
     assert failed and not _alive(pg, pid)
     assert _verified(pg) == 3
+
+
+# PostgreSQL locks a statement's tables when it parses it and checks privileges only when
+# it runs it: each of these, left open in a transaction by a role with no privilege on the
+# table, holds a lock that every append's EXCLUSIVE lock on append_lock waits for.
+PARSE_TIME_LOCKS = {
+    "prepared-delete": "PREPARE p AS DELETE FROM floorguard.append_lock",
+    "prepared-for-update": "PREPARE p AS SELECT * FROM floorguard.append_lock FOR UPDATE",
+    "temp-view-for-update": (
+        "CREATE TEMP VIEW v AS SELECT * FROM floorguard.append_lock FOR UPDATE"
+    ),
+    "temp-rule": (
+        "CREATE TEMP TABLE tt (x int); "
+        "CREATE RULE rr AS ON INSERT TO tt DO INSTEAD DELETE FROM floorguard.append_lock"
+    ),
+}
+
+
+@pytest.mark.parametrize("statement", list(PARSE_TIME_LOCKS.values()), ids=list(PARSE_TIME_LOCKS))
+def test_a_lock_taken_without_privilege_on_the_chains_lock_table_is_ended(
+    pg: Chain, hostile: psycopg.Connection[Any], statement: str
+) -> None:
+    pg.chain().append(CANARY, receipt())
+    hostile.execute("BEGIN")
+    for part in statement.split("; "):
+        hostile.execute(part)
+    pid = int(hostile.info.backend_pid)
+    assert _timed_append(pg) < TIMEOUT + MARGIN
+    assert not _alive(pg, pid)
+    assert _verified(pg) == 2
+
+
+def test_a_write_lock_held_outside_an_append_with_ddl_queued_behind_it_is_ended(
+    pg: Chain, hostile: psycopg.Connection[Any]
+) -> None:
+    # MERGE ... DO NOTHING needs no write privilege, yet locks its target ROW EXCLUSIVE;
+    # DDL another session keeps asking for (queued before its privilege is checked) waits
+    # behind it, and every append's lock on the table behind that.
+    pg.chain().append(CANARY, receipt())
+    hostile.execute("BEGIN")
+    for table in ("records", "tree"):
+        hostile.execute(
+            f"MERGE INTO floorguard.{table} x USING (SELECT 1) s ON false "
+            "WHEN NOT MATCHED THEN DO NOTHING"
+        )
+    holder = int(hostile.info.backend_pid)
+    stop = threading.Event()
+
+    def keep_asking() -> None:
+        while not stop.is_set():
+            with (
+                contextlib.suppress(psycopg.Error),
+                psycopg.connect(pg.url, autocommit=True) as queued,
+            ):
+                queued.execute("SET lock_timeout = 0")
+                queued.execute("CREATE RULE r AS ON INSERT TO floorguard.tree DO INSTEAD NOTHING")
+            time.sleep(0.01)
+
+    askers = [threading.Thread(target=keep_asking, daemon=True) for _ in range(2)]
+    for asker in askers:
+        asker.start()
+    time.sleep(0.5)
+    try:
+        assert _timed_append(pg) < TIMEOUT + MARGIN
+        assert _timed_append(pg) < TIMEOUT + MARGIN
+    finally:
+        stop.set()
+        for asker in askers:
+            asker.join(10)
+    assert not _alive(pg, holder)
+    assert _verified(pg) == 3

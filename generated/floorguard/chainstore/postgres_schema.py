@@ -424,7 +424,19 @@ BEGIN
          AND l.pid <> pg_catalog.pg_backend_pid()
          AND CASE WHEN l.mode = 'ExclusiveLock' AND l.relation = lock_table
                   THEN l.granted AND pass = 2
-                  ELSE l.mode NOT IN ('AccessShareLock', 'RowShareLock', 'RowExclusiveLock') END
+                  -- PostgreSQL takes a statement's lock when it parses it and checks the
+                  -- privilege when it runs it: a PREPARE, a view, a rule or a MERGE that
+                  -- does nothing holds a write lock no privilege allowed. No append takes
+                  -- any lock on the lock's table but its own; a write lock on another table
+                  -- of the chain is an append's only while it holds the chain's lock.
+                  WHEN l.relation = lock_table THEN l.mode <> 'AccessShareLock'
+                  WHEN l.mode IN ('RowShareLock', 'RowExclusiveLock') THEN
+                    c.relkind = 'r' AND NOT EXISTS (
+                      SELECT 1 FROM pg_catalog.pg_locks o
+                       WHERE o.pid = l.pid AND o.locktype = 'relation'
+                         AND o.relation = lock_table AND o.mode = 'ExclusiveLock'
+                         AND o.granted)
+                  ELSE l.mode <> 'AccessShareLock' END
     LOOP
       CONTINUE WHEN holder.usesysid = owner_oid OR COALESCE(
         (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.oid = holder.usesysid), true);
@@ -666,6 +678,8 @@ DECLARE
   want_levels integer[];
   want_idxs bigint[];
   want_hashes bytea[];
+  stored_records bigint;
+  stored_nodes bigint;
 BEGIN
 {_READ_COMMITTED}
 {lock}  -- The head and its leaf (the tree is built up to the head) in one query. A record names
@@ -787,10 +801,23 @@ BEGIN
     INSERT INTO floorguard.records (seq, ts, chain_id, event, receipt_id, receipt, prev, mac)
     VALUES ({name}.seq, {name}.ts, {name}.chain_id, {name}.event,
             {name}.receipt_id, {name}.receipt, {name}.prev,
-            {name}.mac))
-  INSERT INTO floorguard.tree (level, idx, hash)
-  SELECT want_levels[g.i], want_idxs[g.i], want_hashes[g.i]
-    FROM pg_catalog.generate_series(1, pg_catalog.cardinality(want_levels)) AS g(i);
+            {name}.mac) RETURNING 1),
+  t AS (
+    INSERT INTO floorguard.tree (level, idx, hash)
+    SELECT want_levels[g.i], want_idxs[g.i], want_hashes[g.i]
+      FROM pg_catalog.generate_series(1, pg_catalog.cardinality(want_levels)) AS g(i)
+    RETURNING 1)
+  SELECT (SELECT pg_catalog.count(*) FROM r), (SELECT pg_catalog.count(*) FROM t)
+    INTO stored_records, stored_nodes;
+  -- (a trigger or rule of the database's own that drops a row would leave a permit with
+  -- no record: the append fails instead)
+  IF stored_records IS DISTINCT FROM 1
+     OR stored_nodes IS DISTINCT FROM COALESCE(pg_catalog.cardinality(want_levels), 0) THEN
+    RAISE EXCEPTION 'floorguard: record % was not stored as written (% record rows and % '
+      'tree rows of %): something in the database drops or adds rows', {name}.seq,
+      stored_records, stored_nodes, COALESCE(pg_catalog.cardinality(want_levels), 0)
+      USING ERRCODE = 'check_violation';
+  END IF;
 {ending}END $$
 """  # noqa: S608
 
@@ -899,6 +926,10 @@ BEGIN
         USING ERRCODE = 'check_violation';
     END IF;
     INSERT INTO floorguard.tree (level, idx, hash) VALUES (levels[i], idxs[i], node);
+    IF NOT FOUND THEN
+      RAISE EXCEPTION 'floorguard: tree node (%, %) was not stored: something in the '
+        'database drops rows', levels[i], idxs[i] USING ERRCODE = 'check_violation';
+    END IF;
   END LOOP;
 END $$
 """  # noqa: S608
