@@ -32,7 +32,8 @@ class PasswordThief:
     """A fake server on ``folder``/.s.PGSQL.5432: it declines TLS, asks for a cleartext
     password, records it, and refuses the login."""
 
-    def __init__(self, folder: str) -> None:
+    def __init__(self, folder: str, *, echo: bool = False) -> None:
+        self.echo = echo  # (quote the password back in the refusal, in other spellings)
         self.connections = 0
         self.passwords: list[bytes] = []
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -78,7 +79,18 @@ class PasswordThief:
         payload = self._read(client, length - 4)
         if kind == b"p":
             self.passwords.append(payload.rstrip(b"\0"))
-        fields = b"SFATAL\0C28P01\0Mpassword authentication failed\0\0"
+        said = b"password authentication failed"
+        if self.echo and kind == b"p":
+            sent = payload.rstrip(b"\0")
+            said += (
+                b": you sent "
+                + sent
+                + b", "
+                + sent.upper()
+                + b", "
+                + b" ".join(bytes([c]) for c in sent)
+            )
+        fields = b"SFATAL\0C28P01\0M" + said + b"\0\0"
         client.sendall(b"E" + struct.pack(">i", 4 + len(fields)) + fields)
 
     def close(self) -> None:
@@ -214,3 +226,27 @@ def test_sslmode_require_over_tcp_to_a_server_without_tls_is_refused_as_before(
         )
     assert "server does not support SSL, but SSL was required" in refused
     assert "TLS" in refused and "Unix socket" not in refused
+
+
+def test_a_server_quoting_the_password_back_gets_none_of_it_printed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before the login is through, whoever answers may echo the password it was sent, in
+    any spelling, and whatever libpq read it from (here a passfile, which floorguard never
+    sees): the server's words are not printed while connecting, only their SQLSTATE."""
+    folder = tempfile.mkdtemp(prefix="fgecho")
+    server = PasswordThief(folder, echo=True)
+    try:
+        passfile = tmp_path / "pgpass"
+        passfile.write_text(f"*:*:*:app:{PASSWORD}\n")
+        passfile.chmod(0o600)
+        monkeypatch.setenv("PGPASSFILE", str(passfile))
+        refused = _open(f"postgresql:///audit?host={folder}&user=app&sslmode=disable")
+    finally:
+        server.close()
+        shutil.rmtree(folder, ignore_errors=True)
+    assert server.passwords == [PASSWORD.encode()]  # the attack happened
+    assert PASSWORD not in refused and PASSWORD.upper() not in refused
+    assert " ".join(PASSWORD) not in refused
+    assert "the server answered with an error" in refused
+    assert "(its words are not shown)" in refused

@@ -27,6 +27,7 @@ import contextlib
 import datetime
 import functools
 import os
+import re
 import secrets
 import struct
 import threading
@@ -509,6 +510,25 @@ class _AheadView(AheadView):
         return found
 
 
+_SERVER_SAYS = re.compile(r"\b(?:FATAL|ERROR|PANIC):")
+# SQLSTATE classes a login may fail with, and what they mean.
+_LOGIN_CLASSES = {"28": "the server refused the login", "3D": "no such database"}
+
+
+def _without_server_words(text: str, sqlstate: str | None) -> str:
+    """``text`` up to the first message the server sent (``FATAL:`` ...), which is
+    replaced by what its SQLSTATE class means."""
+    found = _SERVER_SAYS.search(text)
+    if found is None:
+        return text
+    code = sqlstate if sqlstate and re.fullmatch(r"[0-9A-Z]{5}", sqlstate) else None
+    if code is None:
+        said = "with an error (a refused login, a database that is not there, ...)"
+    else:
+        said = f"{_LOGIN_CLASSES.get(code[:2], 'an error')}, SQLSTATE {code}"
+    return f"{text[: found.start()]}the server answered {said} (its words are not shown)"
+
+
 class _ConnectionLost(Exception):
     """A kept connection was found closed by the server before anything was read."""
 
@@ -659,7 +679,7 @@ class PostgresStore:
         tried = "" if len(attempts) < 2 else f"; {len(attempts)} hosts or addresses tried"
         if last is None or isinstance(last, _NoAnswer):
             raise error(f"{failed}: the database did not answer within {limit}{tried}")
-        raise error(f"{failed}: {self.explain(last)}{tried}") from None
+        raise error(f"{failed}: {self.explain(last, opening=True)}{tried}") from None
 
     def _scrub(self, text: str, *, parsed: bool = True) -> str:
         """``text`` (a message of libpq's or the server's) without any part of the URL that
@@ -1076,6 +1096,7 @@ class PostgresStore:
         *,
         connecting: bool = False,
         appending: bool = False,
+        opening: bool = False,
     ) -> str:
         """A one-line reason a person can act on, from a psycopg error (``silent``: set
         when the client's own deadline cut the connection, ``connecting``: the deadline of
@@ -1087,6 +1108,11 @@ class PostgresStore:
         primary = getattr(diag, "message_primary", None) if diag is not None else None
         # The server's or libpq's words, less anything of the URL they may quote.
         text = self._scrub(primary or str(exc))
+        if opening:
+            # Before the login is through, whoever answers may quote back what it was
+            # sent (a password from a passfile, a service file, or spelled otherwise):
+            # libpq's own words are kept, the server's replaced by their SQLSTATE.
+            text = _without_server_words(text, getattr(diag, "sqlstate", None))
         limit = f"{self.timeout:g}s (FLOORGUARD_CHAIN_TIMEOUT)"
         if silent is not None and silent.is_set():
             if connecting:
@@ -1122,6 +1148,8 @@ class PostgresStore:
         if isinstance(exc, errors.UniqueViolation):
             return f"{text} (another writer bypassed the chain's lock)"
         if isinstance(exc, pg.OperationalError):
+            if opening and text.endswith("(its words are not shown)"):
+                return text
             lowered = text.lower()
             if "timeout" in lowered:
                 return f"{text} (no answer within {limit})"
