@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers.closed_world import DENY_BY_DEFAULT, RUN_AIDER, World
+from helpers.closed_world import RUN_AIDER, World
 
 pytestmark = pytest.mark.attack
 
@@ -49,24 +49,12 @@ def test_taking_what_the_adapters_module_imports_is_refused(
     new = world.new_aider()
     marker = world.root / "unjudged-ran"
     with_imports(new.site, marker)
-    workspace = world.root / "ws"
-    workspace.mkdir()
-    (workspace / "run.py").write_text(program.replace("MARK", repr(str(marker))))
-    outcome = world.spawn(
-        "python", [str(workspace / "run.py"), "task"], policy=DENY_BY_DEFAULT,
-        binary=new.python, env=world.env(), cwd=workspace,
-    )  # fmt: skip
+    outcome = world.run_workspace_script(new, program.replace("MARK", repr(str(marker))))
     world.assert_refused(outcome, marker, f"takes aider.main.{taken}")
 
 
 def test_the_console_script_shape_taking_the_adapters_own_function_runs(world: World) -> None:
     new = world.new_aider()
     with_imports(new.site, world.root / "unjudged-ran")
-    workspace = world.root / "ws"
-    workspace.mkdir()
-    (workspace / "run.py").write_text(RUN_AIDER)
-    outcome = world.spawn(
-        "python", [str(workspace / "run.py"), "task"], policy=DENY_BY_DEFAULT,
-        binary=new.python, env=world.env(), cwd=workspace,
-    )  # fmt: skip
+    outcome = world.run_workspace_script(new, RUN_AIDER)
     world.assert_permitted_and_ran(outcome, new.marker)

@@ -35,13 +35,8 @@ def plant(folder: Path, world: World) -> Path:
 def test_a_module_beside_a_workspace_script_is_refused(world: World) -> None:
     new = world.new_aider()
     optional_import(new.site)
-    workspace = world.root / "ws"
-    marker = plant(workspace, world)
-    (workspace / "run.py").write_text(RUN_AIDER)
-    outcome = world.spawn(
-        "python", [str(workspace / "run.py"), "task"], policy=DENY_BY_DEFAULT,
-        binary=new.python, env=world.env(), cwd=workspace,
-    )  # fmt: skip
+    marker = plant(world.root / "ws", world)
+    outcome = world.run_workspace_script(new, RUN_AIDER)
     world.assert_refused(outcome, marker, "holds ujson")
 
 
@@ -99,11 +94,5 @@ def test_a_venv_inside_the_workspace_with_its_activate_this_still_runs(world: Wo
 def test_a_script_alone_in_its_workspace_folder_still_runs(world: World) -> None:
     new = world.new_aider()
     optional_import(new.site)
-    workspace = world.root / "ws"
-    workspace.mkdir()
-    (workspace / "run.py").write_text(RUN_AIDER)
-    outcome = world.spawn(
-        "python", [str(workspace / "run.py"), "task"], policy=DENY_BY_DEFAULT,
-        binary=new.python, env=world.env(), cwd=workspace,
-    )  # fmt: skip
+    outcome = world.run_workspace_script(new, RUN_AIDER)
     world.assert_permitted_and_ran(outcome, new.marker)

@@ -224,6 +224,17 @@ class World:
 
     # ------------------------------------------------------------------- assertions
 
+    def run_workspace_script(self, venv: Venv, program: str) -> Outcome:
+        """``program`` written to ``ws/run.py`` and run by ``venv``'s python in the workspace
+        (deny-by-default), as a launcher script there would be."""
+        workspace = self.root / "ws"
+        workspace.mkdir(exist_ok=True)
+        (workspace / "run.py").write_text(program, encoding="utf-8")
+        return self.spawn(
+            "python", [str(workspace / "run.py"), "task"], policy=DENY_BY_DEFAULT,
+            binary=venv.python, env=self.env(), cwd=workspace,
+        )  # fmt: skip
+
     def assert_refused(self, outcome: Outcome, marker: Path, *names: str) -> None:
         """Refused and recorded, the old code never ran, and the reason names one of
         ``names`` (case-insensitively: the input responsible)."""
