@@ -15,7 +15,11 @@ from helpers.closed_world import RUN_AIDER, World
 
 pytestmark = pytest.mark.attack
 
-IMPORTS = "import helperdep\nfrom pathlib import Path\nimport os as helpers\nrunner = helperdep\n"
+IMPORTS = (
+    "import helperdep\nfrom pathlib import Path\nimport os as helpers\nrunner = helperdep\n"
+    "class Coder:\n    shell = helperdep\n"
+    "def make():\n    return helperdep\n"
+)
 
 
 def with_imports(site: Path, marker: Path) -> None:
@@ -58,3 +62,28 @@ def test_the_console_script_shape_taking_the_adapters_own_function_runs(world: W
     with_imports(new.site, world.root / "unjudged-ran")
     outcome = world.run_workspace_script(new, RUN_AIDER)
     world.assert_permitted_and_ran(outcome, new.marker)
+
+
+@pytest.mark.parametrize(
+    ("program", "used"),
+    [
+        pytest.param("import aider.main\nm = aider.main\nm.helperdep.run()\n", "aider.main",
+                     id="module-in-a-variable"),
+        pytest.param("from aider.main import Coder\nCoder.shell.run()\n", "aider.main.Coder",
+                     id="class-attribute"),
+        pytest.param("from aider.main import Coder\nCoder().shell.run()\n", "aider.main.Coder",
+                     id="instance-attribute"),
+        pytest.param("from aider.main import make\nmake().run()\n", "aider.main.make",
+                     id="what-a-function-returns"),
+        pytest.param("import aider.main\nfor m in [aider.main]:\n    m.helperdep.run()\n",
+                     "aider.main", id="in-a-loop"),
+    ],
+)  # fmt: skip
+def test_what_the_adapters_code_holds_is_not_reached_through_values(
+    world: World, program: str, used: str
+) -> None:
+    new = world.new_aider()
+    marker = world.root / "unjudged-ran"
+    with_imports(new.site, marker)
+    outcome = world.run_workspace_script(new, program)
+    world.assert_refused(outcome, marker, used)

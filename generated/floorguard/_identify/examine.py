@@ -729,11 +729,17 @@ def _not_its_own_code(
             folder = package + ".py"  # a submodule; the next part is a name in it
             continue
         module = folder if folder.endswith(".py") else os.path.join(folder, "__init__.py")
+        taken = ".".join(parts[: index + 1])
         if part not in _definitions(module):
-            taken = ".".join(parts[: index + 1])
             return [
                 f"{subject} takes {taken}, which {module} does not define by def or class "
                 "(what a module imports or assigns is code that is not judged)"
+            ]
+        if index + 1 < len(parts):
+            # (a class's or a function's attributes are set by assignments too)
+            return [
+                f"{subject} takes {reference}, an attribute of {taken} (what it holds is "
+                "not judged)"
             ]
         return []
     return []

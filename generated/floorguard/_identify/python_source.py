@@ -397,6 +397,12 @@ def _judge_name(
     elif bound.get(name) in _FOLLOWED_MODULES and not isinstance(parents.get(node), ast.Attribute):
         # x = sys; f(sys); sys = ...: the module escapes the attribute allowlist.
         doubt(node, f"{bound[name]} is used as a value (its attributes cannot be followed)")
+    elif (
+        name in bound
+        and _of_another_package(bound[name])
+        and not isinstance(parents.get(node), ast.Attribute)
+    ):
+        _judge_taken_use(node, bound[name], parents, doubt)
 
 
 def _judge_attribute(
@@ -425,8 +431,42 @@ def _judge_attribute(
         return None
     if dotted in _FOLLOWED_MODULES and not isinstance(parents.get(node), ast.Attribute):
         doubt(node, f"{dotted} is used as a value (its attributes cannot be followed)")
+    if not _of_another_package(dotted):
+        return None
+    if not isinstance(parents.get(node), ast.Attribute):
+        _judge_taken_use(node, dotted, parents, doubt)
+    return dotted
+
+
+def _of_another_package(dotted: str) -> bool:
     top = dotted.split(".", 1)[0]
-    return None if top in _FOLLOWED_MODULES or top in sys.stdlib_module_names else dotted
+    return top not in _FOLLOWED_MODULES and top not in sys.stdlib_module_names
+
+
+def _judge_taken_use(
+    node: ast.expr, dotted: str, parents: dict[ast.AST, ast.AST], doubt: _Doubt
+) -> None:
+    """What a program takes from another package (a module, a function, a class) may only
+    be called, its result ending the program (``sys.exit(main())``) or left unused: held
+    in a variable, passed on, or looked into, it leads to whatever that code holds (a
+    module it imported, an attribute set at run time), which the check cannot follow."""
+    parent = parents.get(node)
+    if not (isinstance(parent, ast.Call) and parent.func is node):
+        doubt(node, f"{dotted} is used as a value (what it leads to cannot be followed)")
+        return
+    outer = parents.get(parent)
+    if isinstance(outer, ast.Expr | ast.Return):
+        return
+    if (
+        isinstance(outer, ast.Call)
+        and parent in outer.args
+        and isinstance(outer.func, ast.Attribute)
+        and isinstance(outer.func.value, ast.Name)
+        and outer.func.value.id == "sys"
+        and outer.func.attr == "exit"
+    ):
+        return
+    doubt(node, f"what {dotted}() returns is used (what it leads to cannot be followed)")
 
 
 def _is_super_call(value: ast.expr) -> bool:
