@@ -96,3 +96,34 @@ def test_a_script_alone_in_its_workspace_folder_still_runs(world: World) -> None
     optional_import(new.site)
     outcome = world.run_workspace_script(new, RUN_AIDER)
     world.assert_permitted_and_ran(outcome, new.marker)
+
+
+@pytest.mark.parametrize(
+    "beside",
+    [
+        "ujson/__init__.py",
+        "ujson.cpython-311-x86_64-linux-gnu.so",
+        "__pycache__/ujson.cpython-311.pyc",
+    ],
+    ids=["package", "extension-module", "cached-bytecode"],
+)
+def test_a_program_named_like_an_import_with_other_code_of_its_name_beside_it_is_refused(
+    world: World, beside: str
+) -> None:
+    # The program's own name is known only while an import of it finds the program itself:
+    # a package or an extension module of that name is found first, cached bytecode runs
+    # instead of the source.
+    new = world.new_aider()
+    optional_import(new.site)
+    workspace = world.root / "ws"
+    workspace.mkdir()
+    program = workspace / "ujson.py"
+    program.write_text(RUN_AIDER)
+    other = workspace / beside
+    other.parent.mkdir(parents=True, exist_ok=True)
+    other.write_bytes(b"not judged\n")
+    outcome = world.spawn(
+        "python", [str(program), "task"], policy=DENY_BY_DEFAULT, binary=new.python,
+        env=world.env(), cwd=workspace,
+    )  # fmt: skip
+    world.assert_refused(outcome, world.root / "never-written", "holds ujson")

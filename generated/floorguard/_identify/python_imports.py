@@ -211,7 +211,17 @@ def _workspace_doubts(
         return []
     known = {"__main__"}
     if program is not None and os.path.dirname(os.path.realpath(program)) == real:
-        known.add(os.path.basename(program).split(".", 1)[0])
+        # The program's own name, when an import of it finds the program's own source:
+        # not a package or an extension module of that name beside it (found first), nor
+        # bytecode cached for it (run instead of the source).
+        base = os.path.basename(program)
+        own = base.split(".", 1)[0]
+        beside = [e for e in listing(folder) if e.split(".", 1)[0] == own]
+        cached = [
+            e for e in listing(os.path.join(folder, "__pycache__")) if e.startswith(own + ".")
+        ]
+        if beside == [base] and not cached:
+            known.add(own)
     if os.path.isfile(os.path.join(os.path.dirname(real), "pyvenv.cfg")):
         known.add("activate_this")
     held = sorted({entry.split(".", 1)[0] for entry in listing(folder)} - known)
