@@ -96,3 +96,28 @@ def test_a_pip_user_install_outside_the_workspace_runs_the_at_floor_aider(world:
         "aider", ["task"], policy=DEFAULT, env=world.env(prefix / "bin"), cwd=workspace
     )
     world.assert_permitted_and_ran(outcome, world.root / "usr-ran")
+
+
+def test_bytecode_no_installer_recorded_beside_a_recorded_module_is_refused(
+    world: World,
+) -> None:
+    # A timestamp .pyc whose header matches the source runs instead of it: only what an
+    # installer wrote may be there.
+    prefix = _system_aider(world)
+    base = world.home / ".local"
+    site = _user_site(base)
+    (base / "bin").mkdir(parents=True)
+    os.symlink(prefix / "bin" / "python", base / "bin" / "python")
+    pip_install(base, dist="helperdep", module="helperdep", version="2.0",
+                marker=world.root / "user-helperdep-ran")  # fmt: skip
+    cache = site / "helperdep" / "__pycache__"
+    cache.mkdir()
+    (cache / f"__init__.cpython-{PY.removeprefix('python').replace('.', '')}.pyc").write_bytes(
+        b"\x00" * 16
+    )
+    workspace = world.root / "ws"
+    workspace.mkdir()
+    outcome = world.spawn(
+        "aider", ["task"], policy=DEFAULT, env=world.env(prefix / "bin"), cwd=workspace
+    )
+    world.assert_refused(outcome, world.root / "usr-ran", "bytecode no installer recorded")

@@ -127,3 +127,18 @@ def test_a_program_named_like_an_import_with_other_code_of_its_name_beside_it_is
         env=world.env(), cwd=workspace,
     )  # fmt: skip
     world.assert_refused(outcome, world.root / "never-written", "holds ujson")
+
+
+def test_a_workspace_folder_a_pth_file_adds_to_the_agents_path_is_refused(world: World) -> None:
+    # pip install -e . of the workspace's project into the agent's venv: its .pth adds the
+    # project's source folder, after site-packages, where an optional import still finds it.
+    new = world.new_aider()
+    optional_import(new.site)
+    source = world.root / "ws" / "src"
+    marker = plant(source, world)
+    (new.site / "__editable__.project-0.1.pth").write_text(f"{source}\n")
+    outcome = world.spawn(
+        "aider", ["task"], policy=DENY_BY_DEFAULT, env=world.env(new.prefix / "bin"),
+        cwd=source.parent,
+    )  # fmt: skip
+    world.assert_refused(outcome, marker, "a .pth file adds")

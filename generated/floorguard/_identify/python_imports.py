@@ -194,6 +194,13 @@ def _python_path(
         doubts += _workspace_doubts(folder, cwd, program, scan.directories, version)
     for folder in scan.directories:
         doubts += _reserved_doubts(folder, version)
+        if folder not in distinct and _inside(folder, cwd):
+            # (what no installer recorded: an editable install's source tree, say)
+            doubts.append(
+                f"{folder}, which a .pth file adds to the path, lies in the working directory: "
+                "any import of a name it holds (an optional one included) runs the "
+                "workspace's code; install the agent in an environment of its own"
+            )
     return PythonPath(tuple(before), scan.directories, tuple(doubts))
 
 
@@ -553,18 +560,30 @@ def _user_site_doubts(site: str, cwd: str) -> list[str]:
             "PYTHONUSERBASE puts it there): set PYTHONNOUSERSITE=1"
         ]
     names = listing(site)
-    recorded = {
-        path.split(os.sep, 1)[0]
+    paths = {
+        os.path.normpath(path)
         for name in names
         if metadata_dist(name) is not None
         for path in _record(os.path.join(site, name)).paths
     }
-    return [
+    recorded = {path.split(os.sep, 1)[0] for path in paths}
+    doubts = [
         f"the user site {site} holds {name}, which no installer recorded there (code "
         "imported ahead of the installed ones)"
         for name in sorted(names)
         if _importable_entry(name) and name not in recorded
     ]
+    # Bytecode cached beside a recorded module runs instead of its source when its header
+    # matches the source's (or is an unchecked hash one): only what an installer wrote.
+    for folder in ("", *sorted(name for name in recorded if name in names)):
+        cache = os.path.join(folder, "__pycache__")
+        doubts += [
+            f"the user site {site} holds {os.path.join(cache, entry)}, bytecode no installer "
+            "recorded there (it runs instead of the source beside it)"
+            for entry in sorted(listing(os.path.join(site, cache)))
+            if os.path.join(cache, entry) not in paths
+        ]
+    return doubts
 
 
 def _importable_entry(name: str) -> bool:
