@@ -99,3 +99,19 @@ def test_the_environment_exec_refuses_over_is_still_judged_for_the_child(
                       PYTHONDONTWRITEBYTECODE="1")  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert ran(workspace, "aider-ran") and not ran(workspace, "ran-in-the-gate")
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [("LD_LIBRARY_PATH", "lib"), ("OPENSSL_CONF", "lib/openssl.cnf"), ("GCONV_PATH", "lib")],
+)
+def test_with_I_the_loaders_variables_still_refuse_the_gate_itself(
+    workspace: Path, variable: str, value: str
+) -> None:
+    # -I keeps PYTHON* out of the gate's Python, not what the dynamic loader, the C library
+    # and OpenSSL read in any process: the gate says so and starts nothing.
+    done = exec_aider(workspace, "-I", **{variable: str(workspace / value)})
+    assert done.returncode == 126, done.stderr
+    line = done.stderr.splitlines()[-1]
+    assert variable in line and "refusing to run the gate" in line, line
+    assert not ran(workspace, "aider-ran")

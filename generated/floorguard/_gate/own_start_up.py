@@ -8,7 +8,10 @@ without ``-P``), a user site that HOME puts in the workspace. Code from any of t
 make the gate permit anything. Only an interpreter started with ``-I`` reads none of them.
 
 Code that has already run can hide from this check as well; it is there so that nobody runs
-the gate that way without knowing: ``exec`` refuses, naming what it found.
+the gate that way without knowing: ``exec`` refuses, naming what it found. The variables of
+the dynamic loader, the C library and OpenSSL (``LD_LIBRARY_PATH``, ``OPENSSL_CONF``) act
+on any process whatever its options: only a caller that does not start the gate with them
+keeps them out of it.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
+from floorguard._identify.child_inputs import loading_variables
 from floorguard._identify.python_command import (
     ENV_NOT_READ,
     ENV_UNDERSTOOD,
@@ -48,7 +52,8 @@ def start_up_problems(
     """What this interpreter (``sys.flags``, ``sys.path``) took from ``environ`` and the
     working directory ``cwd`` at start-up that may have loaded code; ``user_site``: the
     user site folder when site enabled it (``site.ENABLE_USER_SITE``), else None."""
-    problems = list(build_variable_doubts(environ))
+    # (read by the loader and the C library whatever -I says: the defence is the caller's)
+    problems = [*build_variable_doubts(environ), *loading_variables(environ)]
     if not flags.ignore_environment:
         problems += [
             f"{name} (read by this Python at start-up)"

@@ -115,6 +115,13 @@ def loader_doubts(environ: Mapping[str, str]) -> tuple[str, ...]:
         for number, entry in enumerate(environ.get("PATH", "").split(os.pathsep), 1)
         if "PATH" in environ and not os.path.isabs(entry)
     ]
+    return (*doubts, *loading_variables(environ))
+
+
+def loading_variables(environ: Mapping[str, str]) -> tuple[str, ...]:
+    """The variables of ``environ`` that make the dynamic loader, the C library or OpenSSL
+    of any process load native code, each named with what it does."""
+    doubts = []
     for name in sorted(environ):
         if name.startswith("LD_") and name not in _HARMLESS_LOADER_VARIABLES:
             doubts.append(f"environment variable {name} makes the dynamic loader load code")
