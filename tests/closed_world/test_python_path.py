@@ -47,9 +47,22 @@ def test_pth_path_lines_join_the_search_path_after_their_site(
     python, site = venv
     (tmp_path / "src").mkdir()
     (site / "project.pth").write_text(f"# a comment\n\n{tmp_path / 'src'}\n/does/not/exist\n")
-    found = paths(python, tmp_path)
+    workspace = tmp_path / "ws"  # (src is outside it: a folder of the user's own)
+    workspace.mkdir()
+    identify.clear_cache()
+    found = identify.python_path(str(python), {}, str(workspace), frozenset(), str(workspace))
     assert found.sites == (str(site), str(tmp_path / "src"))
     assert found.doubts == ()
+
+
+def test_a_pth_path_line_naming_a_folder_in_the_working_directory_is_a_doubt(
+    venv: tuple[Path, Path], tmp_path: Path
+) -> None:
+    python, site = venv
+    (tmp_path / "src").mkdir()
+    (site / "project.pth").write_text(f"{tmp_path / 'src'}\n")
+    [doubt] = paths(python, tmp_path).doubts
+    assert "which a .pth file adds to the path, lies in the working directory" in doubt
 
 
 def test_pth_import_line_of_any_other_form_is_a_doubt(

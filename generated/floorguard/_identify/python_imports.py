@@ -194,7 +194,7 @@ def _python_path(
         doubts += _workspace_doubts(folder, cwd, program, scan.directories, version)
     for folder in scan.directories:
         doubts += _reserved_doubts(folder, version)
-        if folder not in distinct and _inside(folder, cwd):
+        if os.path.realpath(folder) not in seen and _inside(folder, cwd):
             # (what no installer recorded: an editable install's source tree, say)
             doubts.append(
                 f"{folder}, which a .pth file adds to the path, lies in the working directory: "
