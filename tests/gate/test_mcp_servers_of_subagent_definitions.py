@@ -102,6 +102,31 @@ def test_a_codex_agent_role_layer_declaring_mcp_servers_refuses_codex(lab: Lab, 
     assert "r.toml" in reason and "mcp_servers" in reason, reason
 
 
+@pytest.mark.parametrize("named", ["~/roles/r.toml", "~//roles/r.toml"])
+@pytest.mark.parametrize("layer", ["home", "project"])
+def test_a_codex_agent_role_layer_named_from_the_home_refuses_codex(
+    lab: Lab, named: str, layer: str
+) -> None:
+    """Codex expands a leading ``~`` of ``config_file`` (an ``AbsolutePathBuf``, codex-rs
+    ``utils/absolute-path``: ``~/x`` and ``~//x`` are ``$HOME/x``), whichever layer names
+    it: the role layer is the one in the home, not a ``~`` folder beside the layer."""
+    write(lab.home / "roles" / "r.toml", 'description = "r"\n' + ROLE_SERVERS)
+    named_by = ROLE_NAMED.replace("./roles/r.toml", named)
+    write((lab.home if layer == "home" else lab.project) / ".codex" / "config.toml", named_by)
+    started, reason = lab.spawn("codex", "exec", "t")
+    assert not started, "codex started with a role layer in the home declaring servers"
+    assert str(lab.home / "roles" / "r.toml") in reason and "mcp_servers" in reason, reason
+
+
+def test_a_codex_agent_role_named_from_a_relative_home_refuses_codex(lab: Lab) -> None:
+    """With a relative HOME, codex resolves ``~/x`` against the layer's folder, not the
+    working directory: not followed here, so a doubt."""
+    write(lab.home / ".codex" / "config.toml", ROLE_NAMED.replace("./roles", "~/roles"))
+    env = lab.env(CODEX_HOME=str(lab.home / ".codex"), HOME="rel")
+    started, reason = lab.spawn("codex", "exec", "t", env=env)
+    assert not started and "config_file" in reason and "HOME" in reason, reason
+
+
 def test_a_codex_agent_role_named_by_a_config_override_refuses_codex(lab: Lab) -> None:
     write(lab.root / "r.toml", 'description = "r"\ndeveloper_instructions = "r"\n' + ROLE_SERVERS)
     override = f'agents.r.config_file="{lab.root / "r.toml"}"'
@@ -114,5 +139,12 @@ def test_a_codex_agent_role_without_servers_still_lets_codex_start(lab: Lab) -> 
     write(lab.home / ".codex" / "roles" / "r.toml", 'model = "m"\ndeveloper_instructions = "r"\n')
     write(lab.project / ".codex" / "agents" / "w.toml",
           'name = "w"\ndescription = "w"\ndeveloper_instructions = "w"\n')  # fmt: skip
+    started, reason = lab.spawn("codex", "exec", "t")
+    assert started, reason
+
+
+def test_a_codex_agent_role_in_the_home_without_servers_still_lets_codex_start(lab: Lab) -> None:
+    write(lab.home / ".codex" / "config.toml", ROLE_NAMED.replace("./roles", "~/roles"))
+    write(lab.home / "roles" / "r.toml", 'model = "m"\ndeveloper_instructions = "r"\n')
     started, reason = lab.spawn("codex", "exec", "t")
     assert started, reason

@@ -734,8 +734,8 @@ class _Reader:
 
     def _codex_roles(self, document: dict[str, Any], path: str, seen: set[str]) -> None:
         """The role layers a codex config layer names (``[agents.<role>] config_file``, a
-        relative path taken from the folder of the file naming it), each checked by
-        :meth:`_codex_role_file`."""
+        relative path taken from the folder of the file naming it, ``~/`` from the home),
+        each checked by :meth:`_codex_role_file`."""
         agents = document.get("agents")
         if agents is None:
             return
@@ -750,8 +750,22 @@ class _Reader:
             if type(named) is not str or not named or "\x00" in named:
                 self._doubt(path, at, "not a non-empty string")
                 continue
-            role_file = os.path.join(os.path.dirname(path), named)
-            self._codex_role_file(os.path.normpath(role_file), None, seen)
+            role_file = self._codex_path(named, os.path.dirname(path))
+            if role_file is None:
+                self._doubt(path, at, "starts with ~ and HOME is not absolute: not followed here")
+                continue
+            self._codex_role_file(role_file, None, seen)
+
+    def _codex_path(self, named: str, base: str) -> str | None:
+        """A path codex reads as an ``AbsolutePathBuf`` (codex-rs ``utils/absolute-path``):
+        a leading ``~`` alone or followed by ``/`` is the home, the rest is taken from
+        ``base``. None for a ``~`` path under a relative HOME, which codex resolves against
+        ``base`` (not the working directory, as ``self.home`` does)."""
+        if named == "~" or named.startswith("~/"):
+            if not os.path.isabs(self.environ.get("HOME", "/")):
+                return None
+            named = os.path.join(self.home, named[1:].lstrip("/"))
+        return os.path.normpath(os.path.join(base, named))
 
     def _codex_role_folder(self, folder: str, seen: set[str]) -> None:
         """Every ``.toml`` file below a config layer's folder's ``agents/``, which codex
