@@ -2,8 +2,9 @@
 when the sub-agent runs, so a definition that declares servers (or cannot be read
 exactly) refuses the agent, as claude's agent files do; one that declares none does not.
 
-- claude: an agent file starting with a byte order mark is a doubt (as every JSON and
-  TOML file with one is), not a file without front matter.
+- claude and gemini: an agent file starting with a byte order mark (UTF-8, UTF-16 or
+  UTF-32) or that is not UTF-8 is a doubt (as every JSON and TOML file with one is), not
+  a file without front matter.
 - gemini: a subagent file (``.gemini/agents/*.md`` of the home and the project, and an
   extension's ``agents/``) whose front matter declares ``mcp_servers``.
 
@@ -13,6 +14,7 @@ when they run, a chain of the test's own (``lab`` in tests/gate/conftest.py).
 
 from __future__ import annotations
 
+import codecs
 import json
 from pathlib import Path
 
@@ -21,6 +23,7 @@ from helpers.mcp_lab import AGENT_SERVERS, Lab, write
 
 BOM = b"\xef\xbb\xbf"
 CLAUDE_AGENT = f"---\nname: a\nmcpServers:\n{AGENT_SERVERS}---\nBody.\n"
+GEMINI_AGENT = f"---\nname: helper\ndescription: helps\nmcp_servers:\n{AGENT_SERVERS}---\nHelp.\n"
 
 
 def _claude_agents(lab: Lab, where: str) -> Path:
@@ -42,6 +45,41 @@ def test_a_claude_agent_file_starting_with_a_byte_order_mark_refuses_claude(
     assert "a.md" in reason and "byte order mark" in reason, reason
 
 
+ENCODINGS = {  # the byte order mark each starts with, then the text in that encoding
+    "utf-16-le": codecs.BOM_UTF16_LE, "utf-16-be": codecs.BOM_UTF16_BE,
+    "utf-32-le": codecs.BOM_UTF32_LE, "utf-32-be": codecs.BOM_UTF32_BE,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("agent", ["claude", "gemini"])
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_an_agent_file_in_another_unicode_encoding_refuses_the_agent(
+    lab: Lab, agent: str, encoding: str
+) -> None:
+    """A reader that decodes by the byte order mark finds the servers of a UTF-16 or
+    UTF-32 agent file; one reading UTF-8 finds no front matter: not known here, a doubt."""
+    text = CLAUDE_AGENT if agent == "claude" else GEMINI_AGENT
+    data = ENCODINGS[encoding] + text.encode(encoding)
+    write(lab.project / f".{agent}" / "agents" / "a.md", data)
+    started, reason = lab.spawn(agent, *(["-p", "t"] if agent == "claude" else []))
+    assert not started, f"{agent} started with a {encoding} agent file declaring servers"
+    assert "a.md" in reason and "byte order mark" in reason, reason
+
+
+@pytest.mark.parametrize("agent", ["claude", "gemini"])
+@pytest.mark.parametrize("encoding", ["latin-1", "utf-16-le"])
+def test_an_agent_file_that_is_not_utf8_refuses_the_agent(
+    lab: Lab, agent: str, encoding: str
+) -> None:
+    """Latin-1 text, or UTF-16 without a byte order mark (valid UTF-8 only for its NULs),
+    is read by no rule known here: a doubt, not a file without front matter."""
+    text = (CLAUDE_AGENT if agent == "claude" else GEMINI_AGENT) + "Caf\u00e9.\n"
+    write(lab.project / f".{agent}" / "agents" / "a.md", text.encode(encoding))
+    started, reason = lab.spawn(agent, *(["-p", "t"] if agent == "claude" else []))
+    assert not started, f"{agent} started with an agent file that is not UTF-8"
+    assert "a.md" in reason and "not UTF-8" in reason, reason
+
+
 def test_a_claude_agent_file_without_servers_still_lets_claude_start(lab: Lab) -> None:
     write(_claude_agents(lab, "project") / "a.md", "---\nname: a\n---\nBody.\n")
     started, reason = lab.spawn("claude", "-p", "t")
@@ -49,8 +87,6 @@ def test_a_claude_agent_file_without_servers_still_lets_claude_start(lab: Lab) -
 
 
 # ---------------------------------------------------------------------------- gemini
-
-GEMINI_AGENT = f"---\nname: helper\ndescription: helps\nmcp_servers:\n{AGENT_SERVERS}---\nHelp.\n"
 
 
 @pytest.mark.parametrize("where", ["project", "home", "extension"])

@@ -225,6 +225,23 @@ def _names_servers(text: str, key: str = _AGENT_SERVERS) -> bool:
     return key in text or key in _unescaped(text)
 
 
+# Any Unicode signature: a reader that decodes by it (or drops it) may find servers there.
+_BYTE_ORDER_MARKS: Final = (
+    codecs.BOM_UTF8, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE, codecs.BOM_UTF32_LE,
+    codecs.BOM_UTF32_BE,
+)  # fmt: skip
+
+
+def _utf8_text(data: bytes) -> bool:
+    """Whether ``data`` is UTF-8 without a NUL (valid UTF-8, but UTF-16 text without a
+    byte order mark is full of them)."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return b"\x00" not in data
+
+
 def _front_matter(data: bytes) -> bytes:
     """The front matter of a Markdown agent file (all of it when it is never closed)."""
     text = data.lstrip()
@@ -456,7 +473,8 @@ class _Reader:
         """Each Markdown agent file in ``folders`` and the folders below them whose front
         matter names ``key``, as written or through escapes, is a doubt: the servers it
         declares are not read here. So is one that starts with a byte order mark, which a
-        front-matter reader may drop (gray-matter does) and then find ``key``."""
+        front-matter reader may drop (gray-matter does) or decode by (UTF-16, UTF-32) and
+        then find ``key``, and one that is not UTF-8 or holds a NUL (UTF-16 without a mark)."""
         budget = _AGENT_BYTES
         for agents in dict.fromkeys(folders):
             for path in self._agent_files(agents):
@@ -468,16 +486,23 @@ class _Reader:
                 except ConfigDoubt as exc:
                     self.doubts.append(str(exc))
                     continue
-                budget -= 0 if got is None else len(got[0])
-                if got is not None and got[0].startswith(codecs.BOM_UTF8):
+                data = b"" if got is None else got[0]
+                budget -= len(data)
+                if data.startswith(_BYTE_ORDER_MARKS):
                     self._doubt(
                         path, "(the file)",
                         "starts with a byte order mark: whether its front matter is read is "
                         "not known here",
                     )  # fmt: skip
                     continue
-                front = b"" if got is None else _front_matter(got[0])
-                if _names_servers(front.decode("utf-8", "surrogateescape"), key):
+                if not _utf8_text(data):
+                    self._doubt(
+                        path, "(the file)",
+                        "not UTF-8 text without NULs: whether its front matter is read is not "
+                        "known here",
+                    )  # fmt: skip
+                    continue
+                if _names_servers(_front_matter(data).decode("utf-8"), key):
                     self._doubt(path, key, "an agent's own MCP servers, not read here")
 
     def _agent_files(self, agents: str, suffix: str = ".md") -> list[str]:
