@@ -504,3 +504,33 @@ def test_claude_under_a_git_file_not_read_exactly_is_refused(lab: Lab) -> None:
     write(lab.home / ".claude.json", json.dumps({"projects": {"/elsewhere": {}}}))
     started, reason = lab.spawn("claude", "-p", "t")
     assert not started and ".git" in reason, reason
+
+
+@pytest.mark.parametrize("variable", ["GIT_DIR", "GIT_COMMON_DIR"])
+@pytest.mark.parametrize("given_by", ["environment", "settings"])
+def test_claude_told_its_repository_by_git_variables_is_refused(
+    lab: Lab, variable: str, given_by: str
+) -> None:
+    """GIT_DIR or GIT_COMMON_DIR (in the agent's environment, or a settings file's ``env``)
+    may name another repository, whose project entry Claude Code could take: how it
+    finds the repository root under them is not known, so with project entries present
+    claude is refused."""
+    main, _ = _worktree(lab)
+    write(lab.home / ".claude.json",
+          json.dumps({"projects": {str(main): {"mcpServers": {"o": OLD_AIDER}}}}))  # fmt: skip
+    env = lab.env()
+    if given_by == "environment":
+        env[variable] = str(main / ".git")
+    else:
+        write(lab.home / ".claude" / "settings.json",
+              json.dumps({"env": {variable: str(main / ".git")}}))  # fmt: skip
+    started, reason = lab.spawn("claude", "-p", "t", env=env)
+    assert not started, f"claude started with {variable} naming a repository with an old aider"
+    assert variable in reason and ".claude.json" in reason, reason
+
+
+def test_claude_with_git_variables_and_no_project_entries_starts(lab: Lab) -> None:
+    main, _ = _worktree(lab)
+    write(lab.home / ".claude.json", json.dumps({"numStartups": 1}))
+    started, reason = lab.spawn("claude", "-p", "t", env=lab.env(GIT_DIR=str(main / ".git")))
+    assert started, reason

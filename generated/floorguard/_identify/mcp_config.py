@@ -225,6 +225,9 @@ def _names_servers(text: str, key: str = _AGENT_SERVERS) -> bool:
     return key in text or key in _unescaped(text)
 
 
+# Git variables that name the repository (and so the root Claude Code keys projects by).
+_GIT_REPOSITORY_VARIABLES: Final = ("GIT_DIR", "GIT_COMMON_DIR")
+
 # Any Unicode signature: a reader that decodes by it (or drops it) may find servers there.
 _BYTE_ORDER_MARKS: Final = (
     codecs.BOM_UTF8, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE, codecs.BOM_UTF32_LE,
@@ -590,6 +593,13 @@ class _Reader:
             self._doubt(path, "projects", "not an object")
             return
         here = set(_ancestors(self.cwd)) | set(_ancestors(os.path.realpath(self.cwd)))
+        for variable in _GIT_REPOSITORY_VARIABLES:
+            if projects and variable in {**self.environ, **self.inherited}:
+                self._doubt(
+                    path, "projects",
+                    f"{variable} is set: which repository's project entry Claude Code takes "
+                    "is not known here",
+                )  # fmt: skip
         if projects:
             if self.shared_roots is None:  # (once: a doubt is recorded once)
                 self.shared_roots = self._shared_project_roots()
