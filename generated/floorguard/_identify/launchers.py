@@ -1067,11 +1067,14 @@ def _npx_local(launch: Launch, cwd: str) -> Judged | None:
 _NPM_RUNNERS: Final = frozenset({"npx", "npm exec", "pnpm dlx", "bunx", "yarn dlx"})
 
 
-def npm_path_doubts(launcher: str, environ: Mapping[str, str], cwd: str) -> list[str]:
+def npm_path_doubts(
+    launcher: str, environ: Mapping[str, str], cwd: str, npm: NpmRun | None = None
+) -> list[str]:
     """What npm would run other than the files judged: the ``sh`` it runs the bin through
     and the ``node`` a ``#!/usr/bin/env node`` bin finds, each looked up on the PATH npm
     gives the bin (every ``node_modules/.bin`` from ``cwd`` up, then the child's PATH). The
-    shell must be the system's ``/bin/sh`` and node the one the child's own PATH leads to."""
+    shell must be the system's ``/bin/sh`` and node the one the child's own PATH leads to.
+    ``npm``: the npm that runs ``npx`` or ``npm exec`` (its folders go on that PATH too)."""
     if launcher not in _NPM_RUNNERS:
         return []
     here = Path(os.path.abspath(cwd))
@@ -1079,13 +1082,14 @@ def npm_path_doubts(launcher: str, environ: Mapping[str, str], cwd: str) -> list
     if other:
         # npm builds the bin's PATH from every variable named so, in any case.
         return [f"{launcher} takes {other[0]} as its PATH too (npm reads the name in any case)"]
-    for folder in {str(here), os.path.realpath(here)}:  # (node's cwd is the real one)
-        if os.pathsep in folder:
-            return [
-                f"{launcher} puts {folder}/node_modules/.bin on the PATH it gives the bin, and "
-                f"the {os.pathsep!r} in it splits that into other entries (a folder above, a "
-                "relative one)"
-            ]
+    for what, folder in _npm_path_folders(launcher, environ, str(here), npm):
+        for spelt in dict.fromkeys([folder, os.path.realpath(folder)]):  # (node's are real)
+            if os.pathsep in spelt:
+                return [
+                    f"{launcher} puts a folder of {what} {spelt} on the PATH it gives the bin, "
+                    f"and the {os.pathsep!r} in it splits that entry into others (a relative "
+                    "one is searched from the working directory)"
+                ]
     bins = [str(folder / "node_modules" / ".bin") for folder in (here, *here.parents)]
     child = [e for e in environ.get("PATH", "").split(os.pathsep) if os.path.isabs(e)]
     from floorguard._identify.examine import _is_native
@@ -1107,6 +1111,29 @@ def npm_path_doubts(launcher: str, environ: Mapping[str, str], cwd: str) -> list
                 f"{found}, which is not a native program"
             )
     return doubts
+
+
+def _npm_path_folders(
+    launcher: str, environ: Mapping[str, str], here: str, npm: NpmRun | None
+) -> list[tuple[str, str]]:
+    """(what, folder) of each folder below which npm puts an entry on the bin's PATH:
+    ``node_modules/.bin`` of the working directory and above; the npx cache's
+    ``<cache>/_npx/<hash>/node_modules/.bin`` (the cache defaults to ``~/.npm``, and the
+    other launchers keep theirs under HOME too); ``<prefix>/bin``; npm's own
+    ``node-gyp-bin``."""
+    from floorguard._identify.mcp_config import home_of
+
+    home = home_of(environ, here)
+    folders = [("the working directory", here), ("HOME", home)]
+    if launcher in ("npx", "npm exec") and npm is not None and npm.package is not None:
+        folders.append(("npm's own package", npm.package))
+        cache = _npm_setting("cache", npm, home)
+        if cache is not None:
+            folders.append(("npm's 'cache'", cache))
+        prefix = _npm_global_prefix(npm, environ, here, home)
+        if prefix is not None:
+            folders.append(("npm's global 'prefix'", prefix))
+    return folders
 
 
 def _first(name: str, folders: Sequence[str]) -> str | None:
@@ -1326,16 +1353,26 @@ def _npm_global_prefix(
     file). None when which npm runs is not seen. (PREFIX and npm_config_prefix refuse.)"""
     if npm is None or npm.package is None or not npm.node:
         return None
+    default = os.path.dirname(os.path.dirname(os.path.realpath(npm.node)))
+    return _npm_setting("prefix", npm, home) or default
+
+
+def _npm_setting(key: str, npm: NpmRun, home: str) -> str | None:
+    """The file setting ``key`` (``prefix``, ``cache``) of npm's own files as
+    @npmcli/config settles it: the user's npmrc over the global npmrc's over the builtin's;
+    None when none sets it (npm's default then)."""
+    if npm.package is None:
+        return None
     allowed = _npmrc_allowed(True, system=True)
     builtin = _npmrc_settings(os.path.join(npm.package, "npmrc"), allowed=allowed, home=home)[0]
     userconfig = builtin.get("userconfig", os.path.join(home, ".npmrc"))
     users = _npmrc_settings(userconfig, allowed=allowed, home=home)[0]
-    default = os.path.dirname(os.path.dirname(os.path.realpath(npm.node)))
+    default = os.path.dirname(os.path.dirname(os.path.realpath(npm.node))) if npm.node else None
     globalconfig = builtin.get("globalconfig") or os.path.join(
-        users.get("prefix") or builtin.get("prefix") or default, "etc", "npmrc"
+        users.get("prefix") or builtin.get("prefix") or default or "/nonexistent", "etc", "npmrc"
     )
     globals_ = _npmrc_settings(globalconfig, allowed=allowed, home=home)[0]
-    return users.get("prefix") or globals_.get("prefix") or builtin.get("prefix") or default
+    return users.get(key) or globals_.get(key) or builtin.get(key)
 
 
 def _local_bin_names(package: str, here: Path) -> set[str] | str:
