@@ -1033,6 +1033,15 @@ def _npx_local(launch: Launch, cwd: str) -> Judged | None:
         why = f"npx {launch.spec} runs the project's own bin from {own}, which is not judged"
         return Judged(None, f"npx running {own}", (why,))
     for folder in (here, *here.parents):
+        manifest = folder / "package.json"
+        if os.path.lexists(manifest):
+            try:
+                other = _own_bin_doubt(manifest, read_manifest(manifest), launch.spec)
+            except ValueError as exc:
+                other = str(exc)
+            if other is not None:
+                return Judged(None, f"npx running {manifest}", (f"npx {launch.spec}: {other}",))
+    for folder in (here, *here.parents):
         candidate = folder / "node_modules" / ".bin" / launch.package
         if not os.path.lexists(candidate):
             continue
@@ -1176,6 +1185,9 @@ def _local_bin_doubt(launch: Launch, owner: str | None, cwd: str) -> str | None:
                     f"{launch.launcher} {launch.spec}: the project {manifest} is itself named "
                     f"{launch.package}, and npm runs its own bin"
                 )
+            own = _own_bin_doubt(manifest, data, launch.spec)
+            if own is not None:
+                return f"{launch.launcher} {launch.spec}: {own}"
     # A local install npm takes for the spec: the command it runs is the one its own
     # package.json's bin names, whatever that is, and with no .bin link to it npm's
     # ``sh -c`` finds that name further along PATH.
@@ -1431,6 +1443,39 @@ def _workspace_root_above(folder: Path) -> Path | None:
             return manifest
         if not isinstance(data, dict) or "workspaces" in data:
             return manifest
+    return None
+
+
+def _own_bin_doubt(manifest: Path, data: object, command: str) -> str | None:
+    """Why the project ``manifest`` (its JSON value ``data``) may provide a bin named
+    ``command``, or None. libnpmexec looks for the spec as typed among the bins of the
+    project (and of its local prefix) first, reading the manifest as pacote normalises it:
+    a ``bin`` map's keys by their base names (``\\`` and ``:`` taken for ``/``), a string
+    ``bin`` by the package's name, and every file of a ``directories.bin`` folder (not
+    read here: refused) by its own name."""
+    if not isinstance(data, dict):
+        return f"the project's {manifest} is not a JSON object (its bins cannot be told)"
+    directories = data.get("directories")
+    if isinstance(directories, dict) and "bin" in directories:
+        return (
+            f"the project's {manifest} declares directories.bin, whose files npm takes as the "
+            "project's own bins and runs first (not read here)"
+        )
+    bins, name = data.get("bin"), data.get("name")
+    if bins is None:
+        return None
+    if isinstance(bins, str):
+        names = {name.split("/")[-1]} if isinstance(name, str) else set()
+    elif isinstance(bins, dict):
+        names = {
+            os.path.basename(key.replace("\\", "/").replace(":", "/"))
+            for key in bins
+            if isinstance(key, str)
+        }
+    else:
+        return f"the project's {manifest} has a bin field npm may read otherwise"
+    if command in names:
+        return f"the project's {manifest} has a bin named {command!r}, which npm runs first"
     return None
 
 
