@@ -28,7 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from floorguard._identify.identification import Identification, current_packages
+from floorguard._identify.identification import (
+    Identification,
+    agent_workspace,
+    current_packages,
+)
 from floorguard._maps import packages as _packages
 from floorguard._maps import versions
 from floorguard.errors import DetectionError
@@ -621,7 +625,7 @@ def configuration_doubts(
         # pinned: in the working directory, the workspace fills them.
         for name in ("XDG_CACHE_HOME", "XDG_DATA_HOME"):
             value = environ.get(name)
-            if value and _within(os.path.join(here, value), here):
+            if value and _in_the_workspace(os.path.join(here, value), here):
                 doubts.append(f"{name}={value} puts {launcher}'s cache or installs in the "
                               "working directory, where the workspace can fill them")  # fmt: skip
     if not _users(home, here):
@@ -629,7 +633,8 @@ def configuration_doubts(
         # ~/.npm/_npx, uv's ~/.cache/uv, pipx's ~/.local/pipx, ...). (A home that is the
         # working directory itself is the user's own: an agent started there.)
         doubts.append(f"HOME={home} puts {launcher}'s cache and installs below the working "
-                      "directory, where the workspace can fill them")  # fmt: skip
+                      "directory (or in the agent's, for its server), where the workspace can "
+                      "fill them")  # fmt: skip
     if launcher == "bunx":
         doubts += _present(
             launcher,
@@ -663,7 +668,7 @@ def in_the_project(package: str, here: str) -> bool:
     directory, or in a ``node_modules`` of it or of a folder above (a project's
     dependency). Its code is then what the workspace wrote, a package.json naming it
     ``npm`` or ``yarn`` all it takes."""
-    return _within(package, here) or any(
+    return _in_the_workspace(package, here) or any(
         _within(package, os.path.join(f, "node_modules")) for f in _chain(here)
     )
 
@@ -763,7 +768,27 @@ def _users(path: str, here: str) -> bool:
     holds what the workspace wrote, held to a project's rules. A home that is the working
     directory itself stays the user's (its ``.npmrc`` is read as the project's anyway)."""
     real, work = os.path.realpath(path), os.path.realpath(here)
-    return not real.startswith(work.rstrip(os.sep) + os.sep)
+    if real.startswith(work.rstrip(os.sep) + os.sep):
+        return False
+    agent = agent_workspace()
+    if agent is None:
+        return True
+    # A server run below the agent's working directory: anywhere in the agent's is the
+    # workspace's, that folder itself too (the exemption is for the folder the child runs in).
+    top = os.path.realpath(agent)
+    if real == top:
+        return work == top
+    return not real.startswith(top.rstrip(os.sep) + os.sep)
+
+
+def _in_the_workspace(path: str, here: str) -> bool:
+    """Whether ``path`` (absolute) is in the working directory ``here`` or, for a server
+    judged for an agent, in the agent's (by its letters or through links)."""
+    folders = [here] if agent_workspace() is None else [here, str(agent_workspace())]
+    return any(
+        _within(path, folder) or _within(os.path.realpath(path), os.path.realpath(folder))
+        for folder in folders
+    )
 
 
 def _read(path: str, what: str) -> tuple[str | None, str | None]:
@@ -924,7 +949,7 @@ def _npm_own_files_doubts(
         doubts += more
     # npm's cache holds the _npx trees it runs a pinned version from.
     cache = users.get("cache") or globals_.get("cache") or builtin.get("cache")
-    if cache is not None and _within(os.path.realpath(cache), os.path.realpath(here)):
+    if cache is not None and _in_the_workspace(cache, here):
         doubts.append(f"{launcher}: npm's 'cache' {cache} is in the working directory, where "
                       "the workspace can fill its _npx trees")  # fmt: skip
     return doubts
