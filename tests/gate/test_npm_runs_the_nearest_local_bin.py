@@ -182,3 +182,63 @@ def test_a_gemini_server_run_in_a_folder_with_a_colon_refuses_the_agent(lab: Lab
     started, reason = lab.spawn("gemini", "-p", "t")
     assert not started
     assert "':'" in reason, reason
+
+
+_SPEC = "mcp-remote@0.1.16"
+
+
+@pytest.mark.parametrize(
+    "manifest",
+    [
+        {"name": "proj", "version": "1.0.0", "bin": {_SPEC: "tool.js"}},
+        {"name": "proj", "version": "1.0.0", "bin": {f"sub/{_SPEC}": "tool.js"}},
+        {"name": "proj", "version": "1.0.0", "directories": {"bin": "b"}},
+    ],
+    ids=["bin map", "bin map key with a folder", "directories.bin"],
+)
+@pytest.mark.parametrize("where", ["project", "a folder above"])
+@pytest.mark.parametrize("launcher", [("npx", "-y"), ("npm", "exec", "--")])
+def test_a_project_bin_named_as_the_pinned_spec_is_refused(
+    lab: Lab, manifest: dict, where: str, launcher: tuple[str, ...]
+) -> None:
+    """npm looks for the spec among the project's own bins first (its ``bin`` map, or the
+    files of its ``directories.bin``, by their base names): the project's file runs."""
+    cwd = lab.project if where == "project" else lab.project / "sub"
+    cwd.mkdir(exist_ok=True)
+    write(lab.project / "package.json", json.dumps(manifest))
+    write(lab.project / "tool.js", "#!/bin/sh\nexit 0\n").chmod(0o755)
+    write(lab.project / "b" / _SPEC, "#!/bin/sh\nexit 0\n").chmod(0o755)
+    started, reason = lab.spawn(launcher[0], *launcher[1:], _SPEC, cwd=cwd)
+    assert not started
+    assert "package.json" in reason and "bin" in reason, reason
+
+
+def test_a_project_bin_named_as_the_pinned_spec_refuses_an_mcp_server(lab: Lab) -> None:
+    manifest = {"name": "proj", "version": "1.0.0", "bin": {_SPEC: "tool.js"}}
+    write(lab.project / "package.json", json.dumps(manifest))
+    write(lab.project / ".mcp.json", servers(s={"command": "npx", "args": ["-y", _SPEC]}))
+    started, reason = lab.spawn("claude", "-p", "t")
+    assert not started
+    assert "package.json" in reason, reason
+
+
+def test_a_project_directories_bin_refuses_an_unpinned_npx(lab: Lab) -> None:
+    """``npx mcp-remote`` beside a genuine local install: the project's
+    ``directories.bin`` file of that name is the project's own bin, which npm runs first."""
+    _local_mcp_remote(lab.project, "0.1.16")
+    manifest = {"name": "proj", "version": "1.0.0", "directories": {"bin": "b"}}
+    write(lab.project / "package.json", json.dumps(manifest))
+    write(lab.project / "b" / "mcp-remote", "#!/bin/sh\nexit 0\n").chmod(0o755)
+    started, reason = lab.spawn("npx", "-y", "mcp-remote")
+    assert not started
+    assert "directories" in reason, reason
+
+
+def test_a_project_with_its_own_bins_still_runs_a_pinned_npx(lab: Lab) -> None:
+    _local_mcp_remote(lab.project, "0.1.16")
+    manifest = {"name": "proj", "version": "1.0.0", "bin": {"proj": "tool.js"}}
+    write(lab.project / "package.json", json.dumps(manifest))
+    child = floorguard.spawn("npx", ["-y", _SPEC], env=lab.env(), cwd=str(lab.project))
+    child.wait(timeout=30)
+    receipt = lab.last_receipt()
+    assert (receipt["verdict"], receipt["version"]) == ("permit", "0.1.16"), receipt

@@ -121,3 +121,24 @@ def test_bytecode_no_installer_recorded_beside_a_recorded_module_is_refused(
         "aider", ["task"], policy=DEFAULT, env=world.env(prefix / "bin"), cwd=workspace
     )
     world.assert_refused(outcome, world.root / "usr-ran", "bytecode no installer recorded")
+
+
+def test_a_user_site_in_the_agents_working_directory_refuses_its_server(world: World) -> None:
+    """An MCP server declared with ``cwd`` below the agent's working directory and HOME at
+    the agent's: the user site is in the workspace, though above the server's own folder."""
+    from floorguard._gate.gate import REFUSE, judge
+    from floorguard._identify.identification import workspace_in_force
+
+    old = world.old_aider()
+    prefix = _system_aider(world)
+    workspace = world.root / "ws"
+    (workspace / "sub").mkdir(parents=True)
+    # Recorded as an installer records it: only where it lies tells it from the user's.
+    pip_install(workspace / ".local", dist="helperdep", module="helperdep", version="1.0",
+                marker=old.marker)  # fmt: skip
+    env = {**world.env(prefix / "bin"), "HOME": str(workspace)}
+    with workspace_in_force(str(workspace)):
+        judged = judge("aider", binary=prefix / "bin" / "aider", version=None, policy="deny",
+                       environ=env, argv=["task"], cwd=workspace / "sub")  # fmt: skip
+    assert judged.verdict == REFUSE, judged
+    assert "user site" in judged.reason, judged.reason

@@ -754,17 +754,22 @@ def _judge_server(
     if unreadable is not None:
         judged = _Judgement(REFUSE, f"{requested} cannot be judged as declared: {unreadable}")
     else:
-        judged = judge(
-            requested,
-            binary=command,
-            version=None,
-            policy=policy,
-            environ=_judging_view(environ, server_env),
-            argv=declared.args,
-            cwd=where,
-            floor_map=floor_map,
-            started_by_name=True,
-        )
+        from floorguard._identify.identification import workspace_in_force
+
+        # A server's own cwd may lie below the agent's: what its inputs put anywhere in
+        # the agent's working directory is the workspace's all the same.
+        with workspace_in_force(cwd):
+            judged = judge(
+                requested,
+                binary=command,
+                version=None,
+                policy=policy,
+                environ=_judging_view(environ, server_env),
+                argv=declared.args,
+                cwd=where,
+                floor_map=floor_map,
+                started_by_name=True,
+            )
     if judged.verdict != REFUSE and map_hash is not None and judged.floor_map_hash != map_hash:
         judged = dataclasses.replace(
             judged, verdict=REFUSE, reason="the floor map changed while it was judged",

@@ -148,7 +148,7 @@ def _launched(
             *launchers.environment_doubts(launcher, environ),
             *launchers.network_doubts(launcher, environ, os.environ),
             *launchers.configuration_doubts(launcher, environ, here, npm),
-            *launchers.npm_path_doubts(launcher, environ, here),
+            *launchers.npm_path_doubts(launcher, environ, here, npm),
         ]
         launch = launchers.parse_launch(launcher, argv[skip:], cwd=here)
         judged = launchers.judge_launch(launch, cwd=here)

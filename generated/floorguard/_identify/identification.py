@@ -66,3 +66,24 @@ def packages_in_force(index: PackageIndex | None) -> Iterator[None]:
         yield
     finally:
         _PACKAGES.reset(token)
+
+
+# The working directory of the agent a child is judged for (an MCP server's own ``cwd`` may
+# lie below it): what the child's inputs put anywhere in it is the workspace's too. Set for
+# the judgement of one server; None: the child is judged for itself.
+_WORKSPACE: ContextVar[str | None] = ContextVar("floorguard_workspace", default=None)
+
+
+def agent_workspace() -> str | None:
+    return _WORKSPACE.get()
+
+
+@contextmanager
+def workspace_in_force(folder: str | None) -> Iterator[None]:
+    """Judge a child started for an agent whose working directory is ``folder`` inside the
+    block."""
+    token = _WORKSPACE.set(folder)
+    try:
+        yield
+    finally:
+        _WORKSPACE.reset(token)

@@ -28,7 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from floorguard._identify.identification import Identification, current_packages
+from floorguard._identify.identification import (
+    Identification,
+    agent_workspace,
+    current_packages,
+)
 from floorguard._maps import packages as _packages
 from floorguard._maps import versions
 from floorguard.errors import DetectionError
@@ -621,7 +625,7 @@ def configuration_doubts(
         # pinned: in the working directory, the workspace fills them.
         for name in ("XDG_CACHE_HOME", "XDG_DATA_HOME"):
             value = environ.get(name)
-            if value and _within(os.path.join(here, value), here):
+            if value and _in_the_workspace(os.path.join(here, value), here):
                 doubts.append(f"{name}={value} puts {launcher}'s cache or installs in the "
                               "working directory, where the workspace can fill them")  # fmt: skip
     if not _users(home, here):
@@ -629,7 +633,8 @@ def configuration_doubts(
         # ~/.npm/_npx, uv's ~/.cache/uv, pipx's ~/.local/pipx, ...). (A home that is the
         # working directory itself is the user's own: an agent started there.)
         doubts.append(f"HOME={home} puts {launcher}'s cache and installs below the working "
-                      "directory, where the workspace can fill them")  # fmt: skip
+                      "directory (or in the agent's, for its server), where the workspace can "
+                      "fill them")  # fmt: skip
     if launcher == "bunx":
         doubts += _present(
             launcher,
@@ -663,7 +668,7 @@ def in_the_project(package: str, here: str) -> bool:
     directory, or in a ``node_modules`` of it or of a folder above (a project's
     dependency). Its code is then what the workspace wrote, a package.json naming it
     ``npm`` or ``yarn`` all it takes."""
-    return _within(package, here) or any(
+    return _in_the_workspace(package, here) or any(
         _within(package, os.path.join(f, "node_modules")) for f in _chain(here)
     )
 
@@ -763,7 +768,27 @@ def _users(path: str, here: str) -> bool:
     holds what the workspace wrote, held to a project's rules. A home that is the working
     directory itself stays the user's (its ``.npmrc`` is read as the project's anyway)."""
     real, work = os.path.realpath(path), os.path.realpath(here)
-    return not real.startswith(work.rstrip(os.sep) + os.sep)
+    if real.startswith(work.rstrip(os.sep) + os.sep):
+        return False
+    agent = agent_workspace()
+    if agent is None:
+        return True
+    # A server run below the agent's working directory: anywhere in the agent's is the
+    # workspace's, that folder itself too (the exemption is for the folder the child runs in).
+    top = os.path.realpath(agent)
+    if real == top:
+        return work == top
+    return not real.startswith(top.rstrip(os.sep) + os.sep)
+
+
+def _in_the_workspace(path: str, here: str) -> bool:
+    """Whether ``path`` (absolute) is in the working directory ``here`` or, for a server
+    judged for an agent, in the agent's (by its letters or through links)."""
+    folders = [here] if agent_workspace() is None else [here, str(agent_workspace())]
+    return any(
+        _within(path, folder) or _within(os.path.realpath(path), os.path.realpath(folder))
+        for folder in folders
+    )
 
 
 def _read(path: str, what: str) -> tuple[str | None, str | None]:
@@ -924,7 +949,7 @@ def _npm_own_files_doubts(
         doubts += more
     # npm's cache holds the _npx trees it runs a pinned version from.
     cache = users.get("cache") or globals_.get("cache") or builtin.get("cache")
-    if cache is not None and _within(os.path.realpath(cache), os.path.realpath(here)):
+    if cache is not None and _in_the_workspace(cache, here):
         doubts.append(f"{launcher}: npm's 'cache' {cache} is in the working directory, where "
                       "the workspace can fill its _npx trees")  # fmt: skip
     return doubts
@@ -1033,6 +1058,15 @@ def _npx_local(launch: Launch, cwd: str) -> Judged | None:
         why = f"npx {launch.spec} runs the project's own bin from {own}, which is not judged"
         return Judged(None, f"npx running {own}", (why,))
     for folder in (here, *here.parents):
+        manifest = folder / "package.json"
+        if os.path.lexists(manifest):
+            try:
+                other = _own_bin_doubt(manifest, read_manifest(manifest), launch.spec)
+            except ValueError as exc:
+                other = str(exc)
+            if other is not None:
+                return Judged(None, f"npx running {manifest}", (f"npx {launch.spec}: {other}",))
+    for folder in (here, *here.parents):
         candidate = folder / "node_modules" / ".bin" / launch.package
         if not os.path.lexists(candidate):
             continue
@@ -1067,11 +1101,14 @@ def _npx_local(launch: Launch, cwd: str) -> Judged | None:
 _NPM_RUNNERS: Final = frozenset({"npx", "npm exec", "pnpm dlx", "bunx", "yarn dlx"})
 
 
-def npm_path_doubts(launcher: str, environ: Mapping[str, str], cwd: str) -> list[str]:
+def npm_path_doubts(
+    launcher: str, environ: Mapping[str, str], cwd: str, npm: NpmRun | None = None
+) -> list[str]:
     """What npm would run other than the files judged: the ``sh`` it runs the bin through
     and the ``node`` a ``#!/usr/bin/env node`` bin finds, each looked up on the PATH npm
     gives the bin (every ``node_modules/.bin`` from ``cwd`` up, then the child's PATH). The
-    shell must be the system's ``/bin/sh`` and node the one the child's own PATH leads to."""
+    shell must be the system's ``/bin/sh`` and node the one the child's own PATH leads to.
+    ``npm``: the npm that runs ``npx`` or ``npm exec`` (its folders go on that PATH too)."""
     if launcher not in _NPM_RUNNERS:
         return []
     here = Path(os.path.abspath(cwd))
@@ -1079,13 +1116,14 @@ def npm_path_doubts(launcher: str, environ: Mapping[str, str], cwd: str) -> list
     if other:
         # npm builds the bin's PATH from every variable named so, in any case.
         return [f"{launcher} takes {other[0]} as its PATH too (npm reads the name in any case)"]
-    for folder in {str(here), os.path.realpath(here)}:  # (node's cwd is the real one)
-        if os.pathsep in folder:
-            return [
-                f"{launcher} puts {folder}/node_modules/.bin on the PATH it gives the bin, and "
-                f"the {os.pathsep!r} in it splits that into other entries (a folder above, a "
-                "relative one)"
-            ]
+    for what, folder in _npm_path_folders(launcher, environ, str(here), npm):
+        for spelt in dict.fromkeys([folder, os.path.realpath(folder)]):  # (node's are real)
+            if os.pathsep in spelt:
+                return [
+                    f"{launcher} puts a folder of {what} {spelt} on the PATH it gives the bin, "
+                    f"and the {os.pathsep!r} in it splits that entry into others (a relative "
+                    "one is searched from the working directory)"
+                ]
     bins = [str(folder / "node_modules" / ".bin") for folder in (here, *here.parents)]
     child = [e for e in environ.get("PATH", "").split(os.pathsep) if os.path.isabs(e)]
     from floorguard._identify.examine import _is_native
@@ -1107,6 +1145,29 @@ def npm_path_doubts(launcher: str, environ: Mapping[str, str], cwd: str) -> list
                 f"{found}, which is not a native program"
             )
     return doubts
+
+
+def _npm_path_folders(
+    launcher: str, environ: Mapping[str, str], here: str, npm: NpmRun | None
+) -> list[tuple[str, str]]:
+    """(what, folder) of each folder below which npm puts an entry on the bin's PATH:
+    ``node_modules/.bin`` of the working directory and above; the npx cache's
+    ``<cache>/_npx/<hash>/node_modules/.bin`` (the cache defaults to ``~/.npm``, and the
+    other launchers keep theirs under HOME too); ``<prefix>/bin``; npm's own
+    ``node-gyp-bin``."""
+    from floorguard._identify.mcp_config import home_of
+
+    home = home_of(environ, here)
+    folders = [("the working directory", here), ("HOME", home)]
+    if launcher in ("npx", "npm exec") and npm is not None and npm.package is not None:
+        folders.append(("npm's own package", npm.package))
+        cache = _npm_setting("cache", npm, home)
+        if cache is not None:
+            folders.append(("npm's 'cache'", cache))
+        prefix = _npm_global_prefix(npm, environ, here, home)
+        if prefix is not None:
+            folders.append(("npm's global 'prefix'", prefix))
+    return folders
 
 
 def _first(name: str, folders: Sequence[str]) -> str | None:
@@ -1149,6 +1210,9 @@ def _local_bin_doubt(launch: Launch, owner: str | None, cwd: str) -> str | None:
                     f"{launch.launcher} {launch.spec}: the project {manifest} is itself named "
                     f"{launch.package}, and npm runs its own bin"
                 )
+            own = _own_bin_doubt(manifest, data, launch.spec)
+            if own is not None:
+                return f"{launch.launcher} {launch.spec}: {own}"
     # A local install npm takes for the spec: the command it runs is the one its own
     # package.json's bin names, whatever that is, and with no .bin link to it npm's
     # ``sh -c`` finds that name further along PATH.
@@ -1326,16 +1390,26 @@ def _npm_global_prefix(
     file). None when which npm runs is not seen. (PREFIX and npm_config_prefix refuse.)"""
     if npm is None or npm.package is None or not npm.node:
         return None
+    default = os.path.dirname(os.path.dirname(os.path.realpath(npm.node)))
+    return _npm_setting("prefix", npm, home) or default
+
+
+def _npm_setting(key: str, npm: NpmRun, home: str) -> str | None:
+    """The file setting ``key`` (``prefix``, ``cache``) of npm's own files as
+    @npmcli/config settles it: the user's npmrc over the global npmrc's over the builtin's;
+    None when none sets it (npm's default then)."""
+    if npm.package is None:
+        return None
     allowed = _npmrc_allowed(True, system=True)
     builtin = _npmrc_settings(os.path.join(npm.package, "npmrc"), allowed=allowed, home=home)[0]
     userconfig = builtin.get("userconfig", os.path.join(home, ".npmrc"))
     users = _npmrc_settings(userconfig, allowed=allowed, home=home)[0]
-    default = os.path.dirname(os.path.dirname(os.path.realpath(npm.node)))
+    default = os.path.dirname(os.path.dirname(os.path.realpath(npm.node))) if npm.node else None
     globalconfig = builtin.get("globalconfig") or os.path.join(
-        users.get("prefix") or builtin.get("prefix") or default, "etc", "npmrc"
+        users.get("prefix") or builtin.get("prefix") or default or "/nonexistent", "etc", "npmrc"
     )
     globals_ = _npmrc_settings(globalconfig, allowed=allowed, home=home)[0]
-    return users.get("prefix") or globals_.get("prefix") or builtin.get("prefix") or default
+    return users.get(key) or globals_.get(key) or builtin.get(key)
 
 
 def _local_bin_names(package: str, here: Path) -> set[str] | str:
@@ -1394,6 +1468,39 @@ def _workspace_root_above(folder: Path) -> Path | None:
             return manifest
         if not isinstance(data, dict) or "workspaces" in data:
             return manifest
+    return None
+
+
+def _own_bin_doubt(manifest: Path, data: object, command: str) -> str | None:
+    """Why the project ``manifest`` (its JSON value ``data``) may provide a bin named
+    ``command``, or None. libnpmexec looks for the spec as typed among the bins of the
+    project (and of its local prefix) first, reading the manifest as pacote normalises it:
+    a ``bin`` map's keys by their base names (``\\`` and ``:`` taken for ``/``), a string
+    ``bin`` by the package's name, and every file of a ``directories.bin`` folder (not
+    read here: refused) by its own name."""
+    if not isinstance(data, dict):
+        return f"the project's {manifest} is not a JSON object (its bins cannot be told)"
+    directories = data.get("directories")
+    if isinstance(directories, dict) and "bin" in directories:
+        return (
+            f"the project's {manifest} declares directories.bin, whose files npm takes as the "
+            "project's own bins and runs first (not read here)"
+        )
+    bins, name = data.get("bin"), data.get("name")
+    if bins is None:
+        return None
+    if isinstance(bins, str):
+        names = {name.split("/")[-1]} if isinstance(name, str) else set()
+    elif isinstance(bins, dict):
+        names = {
+            os.path.basename(key.replace("\\", "/").replace(":", "/"))
+            for key in bins
+            if isinstance(key, str)
+        }
+    else:
+        return f"the project's {manifest} has a bin field npm may read otherwise"
+    if command in names:
+        return f"the project's {manifest} has a bin named {command!r}, which npm runs first"
     return None
 
 

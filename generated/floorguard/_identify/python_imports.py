@@ -21,7 +21,11 @@ from floorguard._identify.consulted import (
     memo,
     new_cache,
 )
-from floorguard._identify.identification import Identification, current_packages
+from floorguard._identify.identification import (
+    Identification,
+    agent_workspace,
+    current_packages,
+)
 from floorguard._identify.pip_metadata import (
     _catalogued_dist_infos,
     _one,
@@ -554,7 +558,8 @@ def _user_site_doubts(site: str, cwd: str) -> list[str]:
     outside the working directory, where HOME or PYTHONUSERBASE may put it, and only for
     what an installer recorded there: a module no dist-info's RECORD lists replaces an
     installed dependency, or answers an optional import, with code nothing installed."""
-    if _inside(site, cwd):
+    agent = agent_workspace()
+    if _inside(site, cwd) or (agent is not None and _inside(site, agent)):
         return [
             f"the user site {site} lies in the working directory {cwd} (HOME or "
             "PYTHONUSERBASE puts it there): set PYTHONNOUSERSITE=1"
