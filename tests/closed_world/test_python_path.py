@@ -618,3 +618,25 @@ def test_the_user_site_holds_only_what_an_installer_recorded(tmp_path: Path) -> 
         "imported ahead of the installed ones)"
         for name in ("extra.pth", "ujson.py")
     ]
+
+
+def test_the_search_path_judged_for_an_agents_server_is_not_the_one_cached_without_it(
+    tmp_path: Path,
+) -> None:
+    # The same interpreter and variables, judged once for itself and then for a server of
+    # an agent whose working directory holds the user site: the second answer is its own.
+    from floorguard._identify.identification import workspace_in_force
+
+    python, _, user = _user_site_venv(tmp_path)
+    agent = user.parents[3]  # (tmp_path: the user base lies in the agent's folder)
+    server = tmp_path / "server"
+    server.mkdir()
+    identify.clear_cache()
+    env = {"PYTHONUSERBASE": str(user.parents[2])}
+    alone = identify.python_path(str(python), env, str(server), frozenset(), str(server))
+    with workspace_in_force(str(agent)):
+        for_the_agent = identify.python_path(
+            str(python), env, str(server), frozenset(), str(server)
+        )
+    assert not any("lies in the working directory" in d for d in alone.doubts)
+    assert any("lies in the working directory" in d for d in for_the_agent.doubts)

@@ -74,7 +74,7 @@ def python_path(
     here = cwd or os.getcwd()
     key = (
         interpreter, first, flags, here, program, folder_program, environ.get("HOME"),
-        *(environ.get(name) for name in _PATH_VARIABLES),
+        agent_workspace(), *(environ.get(name) for name in _PATH_VARIABLES),
     )  # fmt: skip
     return _checked_memo(
         _paths_cache,
