@@ -32,8 +32,10 @@ class PasswordThief:
     """A fake server on ``folder``/.s.PGSQL.5432: it declines TLS, asks for a cleartext
     password, records it, and refuses the login."""
 
-    def __init__(self, folder: str, *, echo: bool = False) -> None:
-        self.echo = echo  # (quote the password back in the refusal, in other spellings)
+    def __init__(self, folder: str, *, echo: str = "") -> None:
+        # Quote the password back in the refusal ("message": in its text, in three
+        # spellings; "severity": as its severity, where libpq puts the word FATAL).
+        self.echo = echo
         self.connections = 0
         self.passwords: list[bytes] = []
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -79,9 +81,9 @@ class PasswordThief:
         payload = self._read(client, length - 4)
         if kind == b"p":
             self.passwords.append(payload.rstrip(b"\0"))
-        said = b"password authentication failed"
-        if self.echo and kind == b"p":
-            sent = payload.rstrip(b"\0")
+        said, severity = b"password authentication failed", b"FATAL"
+        sent = payload.rstrip(b"\0") if kind == b"p" else b""
+        if self.echo == "message":
             said += (
                 b": you sent "
                 + sent
@@ -90,7 +92,9 @@ class PasswordThief:
                 + b", "
                 + b" ".join(bytes([c]) for c in sent)
             )
-        fields = b"SFATAL\0C28P01\0M" + said + b"\0\0"
+        elif self.echo == "severity":
+            severity = sent
+        fields = b"S" + severity + b"\0C28P01\0M" + said + b"\0\0"
         client.sendall(b"E" + struct.pack(">i", 4 + len(fields)) + fields)
 
     def close(self) -> None:
@@ -228,14 +232,15 @@ def test_sslmode_require_over_tcp_to_a_server_without_tls_is_refused_as_before(
     assert "TLS" in refused and "Unix socket" not in refused
 
 
+@pytest.mark.parametrize("echo", ["message", "severity"])
 def test_a_server_quoting_the_password_back_gets_none_of_it_printed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, echo: str
 ) -> None:
     """Before the login is through, whoever answers may echo the password it was sent, in
     any spelling, and whatever libpq read it from (here a passfile, which floorguard never
     sees): the server's words are not printed while connecting, only their SQLSTATE."""
     folder = tempfile.mkdtemp(prefix="fgecho")
-    server = PasswordThief(folder, echo=True)
+    server = PasswordThief(folder, echo=echo)
     try:
         passfile = tmp_path / "pgpass"
         passfile.write_text(f"*:*:*:app:{PASSWORD}\n")

@@ -279,7 +279,8 @@ def scrub(text: str, secrets: Iterable[str], *, parsed: bool = True) -> str:
     known), a fragment in a safe shape (a host name, address, socket folder or plain name:
     libpq's "server certificate for "db.internal"") is kept."""
     for secret in secrets:
-        text = text.replace(secret, HIDDEN)
+        # (in any case: a server quoting a password back may change its letters' case)
+        text = re.sub(re.escape(secret), HIDDEN, text, flags=re.IGNORECASE)
 
     def quoted(match: re.Match[str]) -> str:
         inner = match.group(1)

@@ -27,7 +27,6 @@ import contextlib
 import datetime
 import functools
 import os
-import re
 import secrets
 import struct
 import threading
@@ -73,6 +72,7 @@ from floorguard.chainstore.postgres_wire import (
     _pipelined,
     _start,
     _Unprotected,
+    without_server_words,
 )
 from floorguard.errors import ChainError, ChainWriteError, FloorguardError, KeyFileError
 
@@ -510,25 +510,6 @@ class _AheadView(AheadView):
         return found
 
 
-_SERVER_SAYS = re.compile(r"\b(?:FATAL|ERROR|PANIC):")
-# SQLSTATE classes a login may fail with, and what they mean.
-_LOGIN_CLASSES = {"28": "the server refused the login", "3D": "no such database"}
-
-
-def _without_server_words(text: str, sqlstate: str | None) -> str:
-    """``text`` up to the first message the server sent (``FATAL:`` ...), which is
-    replaced by what its SQLSTATE class means."""
-    found = _SERVER_SAYS.search(text)
-    if found is None:
-        return text
-    code = sqlstate if sqlstate and re.fullmatch(r"[0-9A-Z]{5}", sqlstate) else None
-    if code is None:
-        said = "with an error (a refused login, a database that is not there, ...)"
-    else:
-        said = f"{_LOGIN_CLASSES.get(code[:2], 'an error')}, SQLSTATE {code}"
-    return f"{text[: found.start()]}the server answered {said} (its words are not shown)"
-
-
 class _ConnectionLost(Exception):
     """A kept connection was found closed by the server before anything was read."""
 
@@ -698,6 +679,13 @@ class PostgresStore:
         fired: Fired,
     ) -> psycopg.Connection[Any]:
         pg = _import_psycopg()
+        # The password libpq logged in with, wherever it read it (a passfile, a service
+        # file): hidden from whatever the server says from now on, as the URL's are.
+        used = conn.pgconn.password
+        if used and len(used) >= 3:
+            secret = used.decode("utf-8", "replace")
+            if secret not in self._secrets:
+                self._secrets = [*self._secrets, secret]
         try:
             # The lock wait gives up a little before the statement would, so that a held
             # lock is reported as such.
@@ -1107,12 +1095,13 @@ class PostgresStore:
         diag = getattr(exc, "diag", None)
         primary = getattr(diag, "message_primary", None) if diag is not None else None
         # The server's or libpq's words, less anything of the URL they may quote.
-        text = self._scrub(primary or str(exc))
+        raw = primary or str(exc)
         if opening:
             # Before the login is through, whoever answers may quote back what it was
             # sent (a password from a passfile, a service file, or spelled otherwise):
             # libpq's own words are kept, the server's replaced by their SQLSTATE.
-            text = _without_server_words(text, getattr(diag, "sqlstate", None))
+            raw = without_server_words(raw, getattr(diag, "sqlstate", None))
+        text = self._scrub(raw)
         limit = f"{self.timeout:g}s (FLOORGUARD_CHAIN_TIMEOUT)"
         if silent is not None and silent.is_set():
             if connecting:

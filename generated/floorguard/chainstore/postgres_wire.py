@@ -9,6 +9,7 @@ import contextlib
 import ipaddress
 import math
 import os
+import re
 import select
 import socket
 import threading
@@ -133,6 +134,27 @@ class _Guard:
 _WATCHDOG = _Watchdog()
 os.register_at_fork(after_in_child=_WATCHDOG._reset)
 _deadline = _WATCHDOG.guard
+
+
+# How libpq sets out a message the server sent ("SEVERITY:  text"; a hostile server chooses
+# the severity too), and psycopg's refusal of a client encoding the server named.
+_SERVER_SAYS = re.compile(r"\S+:  |\b(?:FATAL|ERROR|PANIC):|codec not available|encoding")
+# SQLSTATE classes a login may fail with, and what they mean.
+_LOGIN_CLASSES = {"28": "the server refused the login", "3D": "no such database"}
+
+
+def without_server_words(text: str, sqlstate: str | None = None) -> str:
+    """``text`` (libpq's account of a failed connection) up to the first message the
+    server sent, which is replaced by what its SQLSTATE class means, when known."""
+    found = _SERVER_SAYS.search(text)
+    if found is None:
+        return text
+    code = sqlstate if sqlstate and re.fullmatch(r"[0-9A-Z]{5}", sqlstate) else None
+    if code is None:
+        said = "with an error (a refused login, a database that is not there, ...)"
+    else:
+        said = f"{_LOGIN_CLASSES.get(code[:2], 'an error')}, SQLSTATE {code}"
+    return f"{text[: found.start()]}the server answered {said} (its words are not shown)"
 
 
 def _left(deadline: float) -> float:
@@ -311,8 +333,10 @@ def _start(pg: Any, attempt: dict[str, Any], seconds: float) -> Any:
             if status == pq.PollingStatus.OK:
                 break
             if status == pq.PollingStatus.FAILED:
+                # Before the login is through, whoever answers may quote back the password
+                # libpq sent (from a passfile too): the server's words are not kept.
                 message = pgconn.error_message.decode("utf-8", "replace")
-                raise pg.OperationalError(_one_line(message))
+                raise pg.OperationalError(_one_line(without_server_words(message)))
             # libpq may move to another socket (another address, a retry without TLS).
             socket_fd = pgconn.socket
             reading = status == pq.PollingStatus.READING
