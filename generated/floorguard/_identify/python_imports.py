@@ -217,9 +217,9 @@ def _workspace_doubts(
     optional import (``try: import ujson``) of the program or of any package it runs. Only
     the program's own file, and the ``activate_this`` a virtual environment's tools write
     beside its scripts, are known."""
-    real, here = os.path.realpath(folder), os.path.realpath(cwd)
-    if real != here and not real.startswith(here.rstrip("/") + "/"):
+    if not _inside(folder, cwd):
         return []
+    real = os.path.realpath(folder)
     known = {"__main__"}
     if program is not None and os.path.dirname(os.path.realpath(program)) == real:
         # The program's own name, when an import of it finds the program's own source:
