@@ -77,6 +77,8 @@ def test_the_console_script_shape_taking_the_adapters_own_function_runs(world: W
                      id="what-a-function-returns"),
         pytest.param("import aider.main\nfor m in [aider.main]:\n    m.helperdep.run()\n",
                      "aider.main", id="in-a-loop"),
+        pytest.param("from aider.main import Coder\ndef f():\n    return Coder()\n"
+                     "f().shell.run()\n", "aider.main.Coder", id="returned-by-a-function"),
     ],
 )  # fmt: skip
 def test_what_the_adapters_code_holds_is_not_reached_through_values(

@@ -455,8 +455,8 @@ def _judge_taken_use(
         doubt(node, f"{dotted} is used as a value (what it leads to cannot be followed)")
         return
     outer = parents.get(parent)
-    if isinstance(outer, ast.Expr | ast.Return):
-        return
+    if isinstance(outer, ast.Expr):
+        return  # (not returned: a caller would hold it)
     if (
         isinstance(outer, ast.Call)
         and parent in outer.args
