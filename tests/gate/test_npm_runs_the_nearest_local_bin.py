@@ -8,6 +8,7 @@ the launch, as an agent and as an MCP server."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -242,3 +243,22 @@ def test_a_project_with_its_own_bins_still_runs_a_pinned_npx(lab: Lab) -> None:
     child.wait(timeout=30)
     receipt = lab.last_receipt()
     assert (receipt["verdict"], receipt["version"]) == ("permit", "0.1.16"), receipt
+
+
+@pytest.mark.parametrize("key", ["a:evil", "sub/evil", "x\\evil", "../evil"])
+def test_a_local_install_s_bin_keys_are_read_as_npm_names_them(lab: Lab, key: str) -> None:
+    # npm takes a bin key's last part (``\`` and ``:`` as ``/``) for its name: the local
+    # install pinned below adds .bin/evil, a shell script here, not .bin/<key as written>.
+    package = lab.project / "node_modules" / PACKAGE
+    manifest = {"name": PACKAGE, "version": "1.0.30", "bin": {key: "cli.js"}}
+    write(package / "package.json", json.dumps(manifest))
+    write(package / "cli.js", "#!/usr/bin/env node\nconsole.log('ran');\n").chmod(0o755)
+    bins = lab.project / "node_modules" / ".bin"
+    write(bins / "evil", "#!/bin/sh\nexit 0\n").chmod(0o755)
+    # (and where the key as written leads, the package's own file: what was looked at)
+    literal = Path(os.path.normpath(bins / key))
+    literal.parent.mkdir(parents=True, exist_ok=True)
+    literal.symlink_to(package / "cli.js")
+    started, reason = lab.spawn("npx", "-y", f"{PACKAGE}@1.0.30")
+    assert not started
+    assert "evil" in reason, reason

@@ -1412,6 +1412,17 @@ def _npm_setting(key: str, npm: NpmRun, home: str) -> str | None:
     return users.get(key) or globals_.get(key) or builtin.get(key)
 
 
+def npm_bin_name(key: str) -> str | None:
+    """The name npm gives a package's ``bin`` key (npm-normalize-package-bin): ``\\`` and
+    ``:`` taken for ``/``, the last part (as node's basename finds it), or None when that
+    leaves no name (``..``, ``.``). The file it runs is ``node_modules/.bin/<name>``."""
+    import posixpath
+
+    last = posixpath.basename(key.replace("\\", "/").replace(":", "/").rstrip("/"))
+    name = posixpath.normpath("/" + last)[1:]
+    return name or None
+
+
 def _local_bin_names(package: str, here: Path) -> set[str] | str:
     """The bin names of the nearest ``node_modules/PACKAGE`` in ``here`` or above (none:
     no local install), as its package.json states them; the reason when it cannot be read
@@ -1429,7 +1440,7 @@ def _local_bin_names(package: str, here: Path) -> set[str] | str:
         if isinstance(bins, str):
             return {package.rsplit("/", maxsplit=1)[-1]}
         if isinstance(bins, dict) and all(isinstance(k, str) for k in bins):
-            return set(bins)
+            return {name for key in bins if (name := npm_bin_name(key)) is not None}
         return f"the local install {installed} states no bin npm could run by name"
     return set()
 
@@ -1493,9 +1504,7 @@ def _own_bin_doubt(manifest: Path, data: object, command: str) -> str | None:
         names = {name.split("/")[-1]} if isinstance(name, str) else set()
     elif isinstance(bins, dict):
         names = {
-            os.path.basename(key.replace("\\", "/").replace(":", "/"))
-            for key in bins
-            if isinstance(key, str)
+            name for key in bins if isinstance(key, str) and (name := npm_bin_name(key))
         }
     else:
         return f"the project's {manifest} has a bin field npm may read otherwise"
@@ -1523,7 +1532,12 @@ def _project_bin(here: Path, command: str) -> Path | None:
                 return (
                     manifest if isinstance(name, str) and name.split("/")[-1] == command else None
                 )
-            return manifest if isinstance(bins, dict) and command in bins else None
+            return (
+                manifest
+                if isinstance(bins, dict)
+                and any(isinstance(key, str) and npm_bin_name(key) == command for key in bins)
+                else None
+            )
         if (folder / "node_modules").is_dir():
             return None
     return None
