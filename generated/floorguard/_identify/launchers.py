@@ -1503,9 +1503,7 @@ def _own_bin_doubt(manifest: Path, data: object, command: str) -> str | None:
     if isinstance(bins, str):
         names = {name.split("/")[-1]} if isinstance(name, str) else set()
     elif isinstance(bins, dict):
-        names = {
-            name for key in bins if isinstance(key, str) and (name := npm_bin_name(key))
-        }
+        names = {name for key in bins if isinstance(key, str) and (name := npm_bin_name(key))}
     else:
         return f"the project's {manifest} has a bin field npm may read otherwise"
     if command in names:
