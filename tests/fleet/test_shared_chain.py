@@ -72,7 +72,7 @@ def test_chain_init_is_idempotent_and_the_appender_may_only_select_and_call_the_
         " JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'floorguard'"
         f" AND has_function_privilege('{pg.appender}', p.oid, 'EXECUTE')"
     )
-    assert callable_ == "add_tree_nodes,append_next,append_record,open_append"
+    assert callable_ == "add_tree_nodes,append_next,append_record,open_append,read_meta"
 
 
 def test_chain_init_refuses_to_grant_to_a_role_that_does_not_exist(pg: Chain) -> None:

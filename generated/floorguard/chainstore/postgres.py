@@ -56,6 +56,7 @@ from floorguard.chainstore.postgres_schema import (
     AHEAD_SAMPLE_SECONDS,
     APPENDER_ROLE,
     COLUMNS,
+    META_VALUE_FOR_APPENDS,
     SCHEMA,
 )
 from floorguard.chainstore.postgres_wire import (
@@ -184,8 +185,10 @@ class _View:
         silence: float | None = None,
         prepared: set[bytes] | None = None,
         clock: str | None = None,
+        meta_query: str = _META_VALUE,
     ) -> None:
         self._conn = conn
+        self._meta_query = meta_query  # (an appender's goes through read_meta)
         self._clock = clock  # the server's time when the append's head was read
         self.clock_read = time.monotonic()  # (a moment after the server read it)
         self.written: tuple[Row, list[Node]] | None = None  # committed by flush(commit=True)
@@ -396,8 +399,9 @@ class _View:
         return self._clock
 
     def meta(self, key: str) -> str | None:
-        row = self._one(_META_VALUE, (key,))
-        return None if row is None else str(row[0])
+        row = self._one(self._meta_query, (key,))
+        # (read_meta answers NULL for a key meta does not hold; its values are NOT NULL)
+        return None if row is None or row[0] is None else str(row[0])
 
     def insert_meta(self, key: str, value: str) -> None:
         self._pending.append((f"INSERT INTO {_META} (key, value) VALUES (%s, %s)", (key, value)))  # noqa: S608
@@ -723,7 +727,8 @@ class PostgresStore:
         conn = self._connect(ChainWriteError, doing, by=deadline)
         try:
             with _deadline(conn, _left(deadline)) as fired:
-                row = conn.execute(_META_VALUE, ("format",)).fetchone()
+                # (through read_meta: a plain read would wait behind DDL queued on meta)
+                row = conn.execute(META_VALUE_FOR_APPENDS, ("format",)).fetchone()
                 if row is not None and row[0] == CHAIN_FORMAT:
                     # psycopg would prepare statements of its own, and drop every prepared
                     # statement of the session at the first ROLLBACK: ours are kept.
@@ -986,12 +991,18 @@ class PostgresStore:
             now = values[0].decode("ascii")
             nodes = _parse_nodes(values[9])
             if values[1] is None:  # no head: an empty chain
-                return _View(conn, head=None, nodes=nodes, prepared=self._prepared, clock=now)
+                return _View(
+                    conn, head=None, nodes=nodes, prepared=self._prepared, clock=now,
+                    meta_query=META_VALUE_FOR_APPENDS,
+                )  # fmt: skip
             seq = int(values[1])
             head = (seq, *(value.decode("utf-8") for value in values[2:9]))
         except (ValueError, AttributeError) as exc:
             raise ValueError(f"the head record read back is malformed ({exc})") from exc
-        return _View(conn, head=head, nodes=nodes, prepared=self._prepared, clock=now)
+        return _View(
+            conn, head=head, nodes=nodes, prepared=self._prepared, clock=now,
+            meta_query=META_VALUE_FOR_APPENDS,
+        )  # fmt: skip
 
     def _rollback(self, conn: psycopg.Connection[Any]) -> None:
         try:

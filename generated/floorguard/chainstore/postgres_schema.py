@@ -320,6 +320,114 @@ def _json_text_sql(row: str, *, mac: bool) -> str:
 # it for one round trip and a commit.
 LOCK_HOLD_LIMIT_MS = 1000
 
+# The sessions (not this one) asking for or holding a lock on the chain's relations that a
+# waiting append ends: a lock no append takes (DDL, a parse-time write lock; an appender may
+# run none of these, yet PostgreSQL queues its request before checking that, and every
+# append, and every read of meta, would queue behind it), and with ``holders`` the holders
+# of the chain's lock too (holds_lock).
+_LOCK_SESSIONS = """
+CREATE OR REPLACE FUNCTION floorguard.lock_sessions(holders boolean,
+  OUT pid integer, OUT usesysid oid, OUT xid bigint, OUT holds_lock boolean)
+RETURNS SETOF record
+LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
+  SELECT DISTINCT l.pid, a.usesysid, a.backend_xid::text::bigint,
+         l.mode = 'ExclusiveLock' AND l.relation = 'floorguard.append_lock'::pg_catalog.regclass
+    FROM pg_catalog.pg_locks l
+    CROSS JOIN LATERAL pg_catalog.pg_stat_get_activity(l.pid) a
+    JOIN pg_catalog.pg_class c ON c.oid = l.relation
+    JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+   WHERE l.locktype = 'relation' AND n.nspname = 'floorguard'
+     AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d
+                        WHERE d.datname = pg_catalog.current_database())
+     AND l.pid <> pg_catalog.pg_backend_pid()
+     AND CASE WHEN l.mode = 'ExclusiveLock'
+                   AND l.relation = 'floorguard.append_lock'::pg_catalog.regclass
+              THEN l.granted AND holders
+              -- PostgreSQL takes a statement's lock when it parses it and checks the
+              -- privilege when it runs it: a PREPARE, a view, a rule or a MERGE that does
+              -- nothing holds a write lock no privilege allowed. No append takes any lock
+              -- on the lock's table but its own; a write lock on another table of the
+              -- chain is an append's only while it holds the chain's lock.
+              WHEN l.relation = 'floorguard.append_lock'::pg_catalog.regclass
+              THEN l.mode <> 'AccessShareLock'
+              WHEN l.mode IN ('RowShareLock', 'RowExclusiveLock') THEN
+                c.relkind = 'r' AND NOT EXISTS (
+                  SELECT 1 FROM pg_catalog.pg_locks o
+                   WHERE o.pid = l.pid AND o.locktype = 'relation'
+                     AND o.relation = 'floorguard.append_lock'::pg_catalog.regclass
+                     AND o.mode = 'ExclusiveLock' AND o.granted)
+              ELSE l.mode <> 'AccessShareLock' END
+$$
+"""
+
+# Ends the sessions lock_sessions(false) finds, except the owner's and a superuser's; false
+# when one is left because the owner lacks pg_signal_backend.
+_END_LOCK_REQUESTS = """
+CREATE OR REPLACE FUNCTION floorguard.end_lock_requests() RETURNS boolean
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  holder record;
+  owner_oid oid;
+  ended boolean := true;
+BEGIN
+  SELECT r.oid INTO owner_oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user;
+  -- (Sessions as they are now: within a transaction PostgreSQL answers from a snapshot.)
+  PERFORM pg_catalog.pg_stat_clear_snapshot();
+  FOR holder IN SELECT * FROM floorguard.lock_sessions(false) LOOP
+    CONTINUE WHEN holder.usesysid = owner_oid OR COALESCE(
+      (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.oid = holder.usesysid), true);
+    IF NOT pg_catalog.pg_has_role('pg_signal_backend', 'USAGE') THEN
+      ended := false;
+      CONTINUE;
+    END IF;
+    RAISE LOG 'floorguard: ending backend % (role %): it asked for a lock on the chain''s '
+      'tables that no append takes', holder.pid, pg_catalog.pg_get_userbyid(holder.usesysid);
+    PERFORM pg_catalog.pg_terminate_backend(holder.pid, 1000);
+  END LOOP;
+  RETURN ended;
+END $$
+"""
+
+# How long a read of meta waits at a time before it ends what queued ahead of it.
+META_LOOK_MS = 100
+
+# A value of meta as an appender reads it: a plain read waits behind any request queued on
+# the table (DDL an appender asked for, which it may not run but which PostgreSQL queues
+# first), outside every function that would end it. This one waits META_LOOK_MS at a time,
+# ends such requests (end_lock_requests) between its looks, and gives up with
+# lock_not_available at the caller's lock_timeout.
+_READ_META = f"""
+CREATE OR REPLACE FUNCTION floorguard.read_meta(name text) RETURNS text
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  caller_timeout text := pg_catalog.current_setting('lock_timeout');
+  deadline timestamptz;
+  found text;
+BEGIN
+  IF caller_timeout::interval > interval '0' THEN
+    deadline := pg_catalog.clock_timestamp() + caller_timeout::interval;
+  END IF;
+  LOOP
+    PERFORM pg_catalog.set_config('lock_timeout', '{META_LOOK_MS}', true);
+    BEGIN
+      SELECT m.value INTO found FROM floorguard.meta m WHERE m.key = read_meta.name;
+      PERFORM pg_catalog.set_config('lock_timeout', caller_timeout, true);
+      RETURN found;
+    EXCEPTION WHEN lock_not_available THEN
+      NULL;
+    END;
+    PERFORM pg_catalog.set_config('lock_timeout', caller_timeout, true);
+    IF deadline IS NOT NULL AND pg_catalog.clock_timestamp() >= deadline THEN
+      RAISE EXCEPTION 'floorguard: another session holds a lock on the chain''s metadata'
+        USING ERRCODE = 'lock_not_available';
+    END IF;
+    PERFORM floorguard.end_lock_requests();
+  END LOOP;
+END $$
+"""  # noqa: S608
+# What an appender reads meta with (a reader with SELECT alone reads the table itself).
+META_VALUE_FOR_APPENDS = f"SELECT {SCHEMA}.read_meta(%s)"
+
 # The chain's lock: an EXCLUSIVE lock on floorguard.append_lock, taken only inside the
 # chain's functions (an appender has no privilege on that table: it can neither lock it
 # nor take a row lock in it). Re-entrant within a transaction. The wait is bounded by the
@@ -349,7 +457,6 @@ DECLARE
   stuck boolean := false;
   started timestamptz := pg_catalog.clock_timestamp();
   limit_now interval;
-  pass integer;
   lock_table oid := 'floorguard.append_lock'::pg_catalog.regclass;
   own_role oid;
   streak_role oid;  -- the role seen holding the lock at each look since streak_since
@@ -389,10 +496,13 @@ BEGIN
     -- connected since, and the transaction a session runs now.
     PERFORM pg_catalog.pg_stat_clear_snapshot();
     wait := interval '50 ms';
-    -- Two passes: the first ends DDL requests only, before anything below reads a table or
-    -- sequence of the chain that such a queued request would make this append wait on.
-    FOR pass IN 1 .. 2 LOOP
-    IF pass = 2 THEN
+    -- First the requests for (or holds of) a lock no append takes, before anything below
+    -- reads a table or sequence of the chain that such a queued request would make this
+    -- append wait on.
+    IF NOT floorguard.end_lock_requests() THEN
+      stuck := true;
+      wait := COALESCE(limit_now, interval '{LOCK_HOLD_LIMIT_MS} ms');
+    END IF;
     hold_limit := COALESCE((SELECT (m.value || ' ms')::interval FROM floorguard.meta m
                              WHERE m.key = 'lock_hold_limit_ms'),
                            interval '{LOCK_HOLD_LIMIT_MS} ms');
@@ -406,37 +516,9 @@ BEGIN
     recorded := pg_catalog.pg_sequence_last_value('floorguard.lock_holder');
     since := pg_catalog.to_timestamp(
       pg_catalog.pg_sequence_last_value('floorguard.lock_since') / 1000000.0);
-    END IF;
     -- Ended, unless the owner's or a superuser's: the holder of the chain's lock past the
-    -- limit, and at once a session asking for (or holding) a lock no append takes on any of
-    -- the chain's tables (an appender may not run DDL, yet PostgreSQL queues its request
-    -- before checking that, and every append would queue behind it).
-    FOR holder IN
-      SELECT DISTINCT l.pid, a.usesysid, a.backend_xid::text::bigint AS xid,
-             l.mode = 'ExclusiveLock' AND l.relation = lock_table AS holds_lock
-        FROM pg_catalog.pg_locks l
-        CROSS JOIN LATERAL pg_catalog.pg_stat_get_activity(l.pid) a
-        JOIN pg_catalog.pg_class c ON c.oid = l.relation
-        JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-       WHERE l.locktype = 'relation' AND n.nspname = 'floorguard'
-         AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d
-                            WHERE d.datname = pg_catalog.current_database())
-         AND l.pid <> pg_catalog.pg_backend_pid()
-         AND CASE WHEN l.mode = 'ExclusiveLock' AND l.relation = lock_table
-                  THEN l.granted AND pass = 2
-                  -- PostgreSQL takes a statement's lock when it parses it and checks the
-                  -- privilege when it runs it: a PREPARE, a view, a rule or a MERGE that
-                  -- does nothing holds a write lock no privilege allowed. No append takes
-                  -- any lock on the lock's table but its own; a write lock on another table
-                  -- of the chain is an append's only while it holds the chain's lock.
-                  WHEN l.relation = lock_table THEN l.mode <> 'AccessShareLock'
-                  WHEN l.mode IN ('RowShareLock', 'RowExclusiveLock') THEN
-                    c.relkind = 'r' AND NOT EXISTS (
-                      SELECT 1 FROM pg_catalog.pg_locks o
-                       WHERE o.pid = l.pid AND o.locktype = 'relation'
-                         AND o.relation = lock_table AND o.mode = 'ExclusiveLock'
-                         AND o.granted)
-                  ELSE l.mode <> 'AccessShareLock' END
+    -- limit, and (again) the requests ended above.
+    FOR holder IN SELECT * FROM floorguard.lock_sessions(true)
     LOOP
       CONTINUE WHEN holder.usesysid = owner_oid OR COALESCE(
         (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.oid = holder.usesysid), true);
@@ -464,7 +546,6 @@ BEGIN
           THEN 'it held the chain''s lock for over ' || limit_now::text
           ELSE 'it asked for a lock on the chain''s tables that no append takes' END;
       PERFORM pg_catalog.pg_terminate_backend(holder.pid, 1000);
-    END LOOP;
     END LOOP;
     -- Sessions of one host taking the lock in turn, each under its limit, keep an append
     -- that leaves the queue to look (as here) behind them for good: a host (a role, not
@@ -936,6 +1017,7 @@ END $$
 # The functions an appender may call (EXECUTE is granted on these only).
 APPEND_FUNCTIONS = (
     f"{SCHEMA}.open_append(bigint)",
+    f"{SCHEMA}.read_meta(text)",
     f"{SCHEMA}.append_record({_APPEND_RECORD_ARGS})",
     f"{SCHEMA}.append_next({_APPEND_NEXT_ARGS})",
     f"{SCHEMA}.add_tree_nodes(integer[], bigint[], bytea[])",
@@ -957,6 +1039,9 @@ _DDL = (
     f"CREATE UNLOGGED SEQUENCE IF NOT EXISTS {SCHEMA}.lock_since MINVALUE 0",
     _REFUSE_CHANGE,
     _CHECK_RECORD,
+    _LOCK_SESSIONS,
+    _END_LOCK_REQUESTS,
+    _READ_META,
     _TAKE_LOCK,
     *_CANONICAL_JSON,
     _OPEN_APPEND_FUNCTION,
