@@ -636,6 +636,31 @@ class AuditChain:
         """A read of the records and their tree from one snapshot (a context manager)."""
         return TreeSnapshot(self.store)
 
+    def records_and_time(self) -> tuple[int, str]:
+        """How many records the chain holds, and a time no record appended after them can be
+        stamped before, read together under the chain's write lock: the time a checkpoint
+        of those records may state. (A snapshot read without the lock can miss a record
+        stamped earlier and committed later.) The chain's clock is the store's shared one,
+        less the time a record may be stamped before its transaction, else this host's; and
+        never before the head's stamp. It assumes that clock does not step back. Raises
+        ChainWriteError (a chain this process cannot lock: a read-only file or role)."""
+        from datetime import timedelta
+
+        from floorguard._base._time import parse_ts
+
+        slack = timedelta(seconds=self.store.stamp_slack_seconds)
+
+        def read(view: WriteView) -> tuple[int, str]:
+            head = view.head()
+            shared = view.clock()
+            now = now_ts() if shared is None else format_ts(parse_ts(shared) - slack)
+            if head is None:
+                return 0, now
+            return head[0] + 1, max(now, head[1])  # (fixed-width stamps: compared as text)
+
+        with self._lock:
+            return self.store.write(read, "read the time of")
+
     # -- reading --
 
     def head(self) -> ChainRecord | None:

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING
 
 from floorguard._base._time import format_ts
 from floorguard._chain.chain import is_chain_id, parse_any_ts
-from floorguard.errors import FloorguardError, VerificationError
+from floorguard.errors import ChainWriteError, FloorguardError, VerificationError
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import (
@@ -316,8 +316,10 @@ def of_chain(
     """A checkpoint of ``chain`` up to ``last_seq`` (default: its head).
 
     A checkpoint's time says "the chain held exactly ``size`` records then" (verifiers close
-    windows with it). Of the head that is now; of an older prefix, only the time of its own
-    last record: stamping it now would claim that nothing was appended after it.
+    windows with it). Of the head, the chain's time read under its write lock with the head
+    (a record stamped meanwhile, committed after the read, is not left before it:
+    ``_time_at_head``); of an older prefix, only the time of its own last record: stamping
+    it now would claim that nothing was appended after it.
 
     ``previous``: the last checkpoint of this chain that the caller signed, its signature
     already verified with the caller's key (``last_signed``). The records it covers were
@@ -345,7 +347,7 @@ def of_chain(
         made = _since(chain, previous, last_seq, notify or (lambda _: None))
         if made is not None:
             return made
-    return _from_genesis(chain, last_seq, previous)
+    return _from_genesis(chain, last_seq, previous, notify or (lambda _: None))
 
 
 def _refused(chain: AuditChain, why: str) -> VerificationError:
@@ -484,17 +486,16 @@ def _since(
             ) from None
         if merkle.root(target, snap.subtree) != root:
             raise _refused(chain, "the Merkle tree stored does not match its records")
-        at_head = target == count
-        stamp = None
-        if not at_head:
-            stamp = found.get("ts") if target > old else snap.ts_at(target - 1)
-            if stamp is None:
-                raise VerificationError(f"the audit chain has no record {last_seq}")
+        stamp = found.get("ts") if target > old else snap.ts_at(target - 1)
+        if stamp is None:
+            raise VerificationError(f"the audit chain has no record {target - 1}")
+    if target == count:
+        stamp = _time_at_head(chain, count, stamp, notify)
     return new_checkpoint(previous.chain_id, target, root, stamp)
 
 
 def _from_genesis(
-    chain: AuditChain, last_seq: int | None, previous: Checkpoint | None
+    chain: AuditChain, last_seq: int | None, previous: Checkpoint | None, notify: Notify
 ) -> Checkpoint:
     """The checkpoint, verifying every record from genesis (and, given the last checkpoint
     signed, that the chain still holds its tree). Raises as ``of_chain``."""
@@ -580,8 +581,33 @@ def _from_genesis(
             f"refusing to sign a checkpoint: the Merkle tree stored in {chain.location} does "
             "not match its records (a record was altered after it was appended)"
         )
-    at_head = size == report.last_seq + 1
-    return new_checkpoint(report.chain_id, size, roots[size], None if at_head else found["ts"])
+    if size == report.last_seq + 1 and report.last_ts is not None:
+        stamp = _time_at_head(chain, size, report.last_ts, notify)
+    else:
+        stamp = found["ts"]
+    return new_checkpoint(report.chain_id, size, roots[size], stamp)
+
+
+def _time_at_head(chain: AuditChain, size: int, last_ts: str, notify: Notify) -> str:
+    """The time a checkpoint of the chain's first ``size`` records, all it held when read,
+    states: the chain's time read under its write lock, when it still holds exactly those
+    records (no record appended after can be stamped before it); else, as a prefix's, the
+    time of its last record ``last_ts`` (which closes no window past that record)."""
+    try:
+        count, now = chain.records_and_time()
+    except ChainWriteError as exc:
+        notify(
+            f"the chain's time cannot be read under its write lock ({exc}): the checkpoint "
+            "states the time of its last record"
+        )
+        return last_ts
+    if count != size:
+        notify(
+            f"the chain holds {count} records now, not the {size} signed: the checkpoint "
+            "states the time of its last record"
+        )
+        return last_ts
+    return now
 
 
 def _stored_node_problem(

@@ -239,11 +239,15 @@ class ChainStore(Protocol):
     may; a shared chain's key is made once by ``floorctl chain init`` and distributed).
     ``write_budget``: the seconds within which a whole append must end, from the host's
     own lock to the commit (None: the store bounds each of its waits itself).
+    ``stamp_slack_seconds``: how long before its write transaction began a record may be
+    stamped (a host that stamps from its estimate of a server's clock); 0 where the record
+    is stamped inside the transaction.
     """
 
     location: str
     creates_key: bool
     write_budget: float | None
+    stamp_slack_seconds: float
 
     def exists(self) -> bool:
         """True when the chain's storage exists (it may hold no records). Raises ChainError."""

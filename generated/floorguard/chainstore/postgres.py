@@ -54,6 +54,7 @@ from floorguard.chainstore.postgres_schema import (
     _RECORDS,
     _TREE,
     AHEAD_SAMPLE_SECONDS,
+    AHEAD_SLACK_MS,
     APPENDER_ROLE,
     COLUMNS,
     META_VALUE_FOR_APPENDS,
@@ -549,6 +550,8 @@ class PostgresStore:
     """
 
     creates_key = False
+    # append_next's record may be stamped that long before its transaction began.
+    stamp_slack_seconds = AHEAD_SLACK_MS / 1000
 
     def __init__(self, url: str, *, timeout: float) -> None:
         self.url = url

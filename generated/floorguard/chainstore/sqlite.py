@@ -410,6 +410,7 @@ class SqliteStore:
 
     creates_key = True
     write_budget: float | None = None
+    stamp_slack_seconds = 0.0  # (stamped inside the write transaction, from this clock)
 
     def __init__(self, db_path: Path) -> None:
         self.db_path = Path(db_path)
