@@ -303,6 +303,9 @@ def test_other_agents_read_no_configuration(agents: Agents) -> None:
         ({"verdict": "untracked"}, "untracked 'aider', but the pinned map has the floor 0.60.0"),
         ({"verdict": "waived"}, "waived spawn of 'aider' names no version or no waiver id"),
         ({"verdict": "permit", "adapter": "AIDER"}, "names the adapter 'AIDER'"),
+        # Not judged, says the record, of a local enabled server: the gate judges such a one.
+        ({"verdict": "remote"}, "is recorded as remote, but its transport is 'stdio'"),
+        ({"verdict": "disabled"}, "is recorded as disabled, but it is enabled"),
     ],
 )
 def test_the_window_proof_finds_a_permitted_agent_with_an_unsafe_server(

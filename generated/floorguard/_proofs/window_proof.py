@@ -351,6 +351,11 @@ class WindowProof:
             declared = f"(declared in {server.get('declared_in')})"
             where = f"MCP server {name!r} of {agent} {declared}"
             if verdict in (SERVER_REMOTE, SERVER_DISABLED):
+                # Not judged, so nothing to judge again; but only a remote server or one
+                # turned off goes unjudged: a local enabled one so recorded escapes the proof.
+                contradiction = _unjudged_contradiction(server, verdict)
+                if contradiction is not None:
+                    self._violation(seq, f"{where} {contradiction}")
                 continue
             if verdict == REFUSE:
                 self._violation(
@@ -749,6 +754,19 @@ def _causes(causes: tuple[verdict_rule.Cause, ...], *, ids: bool = True) -> str:
 
 
 _VALID_NAMES: set[str] = set()
+
+
+def _unjudged_contradiction(server: dict[str, Any], verdict: str) -> str | None:
+    """Why a server recorded as not judged (``remote``, ``disabled``) is one the gate judges:
+    a transport other than remote, or ``enabled`` other than false; None when it is not."""
+    if verdict == SERVER_REMOTE and server.get("transport") != SERVER_REMOTE:
+        return (
+            f"is recorded as remote, but its transport is {server.get('transport')!r}: a "
+            "server that is not remote is judged"
+        )
+    if verdict == SERVER_DISABLED and server.get("enabled") is not False:
+        return "is recorded as disabled, but it is enabled: an enabled server is judged"
+    return None
 
 
 def _valid_name(name: object) -> bool:
