@@ -90,3 +90,23 @@ def test_a_function_that_reads_the_map_when_called_is_allowed() -> None:
     # Not run on import: the module's data is what the file states.
     text = module() + "def floor_of(name):\n    return FLOOR_MAP_ENTRIES[name]\n"
     assert parse_map_module(text, "m.py").floor_map_hash == HASH
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        # A first copy of an adapter with a lower floor: a reader that keeps the first copy
+        # would see that one, while the hash is of the last.
+        '{"aider": {"min_safe_version": "0.1.0"}, ' + repr(ENTRIES).replace("'", '"')[1:],
+        '{"schema_version": 1, "schema_version": 1, "adapters": {}}',
+    ],
+    ids=["repeated-adapter", "repeated-field"],
+)
+def test_map_json_with_a_repeated_key_has_no_hash(document: str) -> None:
+    with pytest.raises(FloorMapError, match="repeats the key"):
+        map_file_hash(document.encode(), "m.json")
+
+
+def test_map_json_starting_with_a_byte_order_mark_has_no_hash() -> None:
+    with pytest.raises(FloorMapError, match="not a floor-map JSON file"):
+        map_file_hash(b"\xef\xbb\xbf" + repr(ENTRIES).replace("'", '"').encode(), "m.json")

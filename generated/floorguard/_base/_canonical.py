@@ -145,6 +145,32 @@ def nests_deeper_than(text: str, limit: int = MAX_NESTING) -> bool:
     return False
 
 
+class RepeatedKey(ValueError):
+    """A JSON object holds one key twice: readers differ on which copy counts."""
+
+
+def _unique_members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise RepeatedKey(f"repeats the key {key!r} in one object")
+        found[key] = value
+    return found
+
+
+def _not_a_number(text: str) -> Any:
+    raise ValueError(f"{text} is not JSON")
+
+
+def loads_strict(data: bytes) -> Any:
+    """The JSON value of UTF-8 ``data``, read strictly: no byte-order mark (``json.loads``
+    of bytes skips one), no repeated key, no NaN or Infinity. Raises ValueError (RepeatedKey
+    for a repeated key) or RecursionError."""
+    return json.loads(
+        data.decode("utf-8"), object_pairs_hook=_unique_members, parse_constant=_not_a_number
+    )
+
+
 def sha256_digest(data: bytes) -> str:
     """``sha256:<64 lowercase hex>`` of raw bytes."""
     return "sha256:" + hashlib.sha256(data).hexdigest()

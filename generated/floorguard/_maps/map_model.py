@@ -411,10 +411,13 @@ PUBLISHED_FIELDS = frozenset(
 def map_file_hash(data: bytes, source: str) -> str:
     """The floor-map hash of a map JSON file: an archived map (the entries themselves) or a
     published one (entries under ``adapters``). Raises FloorMapError."""
-    import json
+    from floorguard._base._canonical import RepeatedKey, loads_strict
 
     try:
-        document = json.loads(data)
+        document = loads_strict(data)
+    except RepeatedKey as exc:
+        # (a reader keeping the first copy would see another map than the one hashed)
+        raise FloorMapError(f"{source}: the floor map {exc}") from exc
     except (ValueError, RecursionError) as exc:
         raise FloorMapError(f"{source}: not a floor-map JSON file: {exc}") from exc
     # Published: exactly the published fields, an integer schema_version (an archived map
