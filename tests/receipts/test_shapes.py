@@ -82,12 +82,20 @@ def run(tool: str, project: Path, *args: str | Path) -> subprocess.CompletedProc
     )  # fmt: skip
 
 
+REMOVED = object()  # (set_path's value for a member taken out)
+
+
 def set_path(document: Any, path: str, value: object) -> None:
-    """Set ``document``'s member at a dotted path (``feeds.0.schema_version``)."""
+    """Set ``document``'s member at a dotted path (``feeds.0.schema_version``), or remove
+    it (``REMOVED``)."""
     *parents, last = path.split(".")
     for step in parents:
         document = document[int(step)] if isinstance(document, list) else document[step]
-    document[int(last) if isinstance(document, list) else last] = value
+    where = int(last) if isinstance(document, list) else last
+    if value is REMOVED:
+        del document[where]
+    else:
+        document[where] = value
 
 
 def edited_slice(project: Path, seq: int, path: str, value: object, name: str) -> str:
@@ -282,3 +290,23 @@ def test_a_canary_records_certified_flag_is_a_json_boolean(
     out = refused_chain(run(tool, project, "verify", "chain", name, "--unauthenticated"))
     shown = json.dumps(value)
     assert f"seq 1: {name} line 2: receipt certified is not a JSON boolean ({shown})" in out, out
+
+
+# --- what a kind must hold ------------------------------------------------------------------------
+
+POSTURE_WITHOUT = [
+    ("adapters", "receipt has no adapters (a list)"),
+    ("floor_map_hash", "receipt has no floor_map_hash (a string)"),
+]
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+@pytest.mark.parametrize(("field", "message"), POSTURE_WITHOUT)
+def test_a_posture_record_without_its_fields_fails_the_slice(
+    project: Path, tool: str, field: str, message: str
+) -> None:
+    # What doctor records is the map in force and each adapter's posture: a posture record
+    # without them (a bare receipt, or one carrying a spawn permit's fields) is no posture.
+    name = edited_slice(project, 2, field, REMOVED, "posture.jsonl")
+    out = refused_chain(run(tool, project, "verify", "chain", name, "--unauthenticated"))
+    assert f"seq 2: {name} line 3: " in out and message in out, out

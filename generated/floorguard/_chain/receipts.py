@@ -88,10 +88,16 @@ _FIELD_TYPES: dict[str, tuple[tuple[tuple[str, ...], str], ...]] = {
         (("mcp_servers", "*", "enabled"), _BOOLEAN),
     ),
     VERSION_POSTURE: (
+        (("floor_map_hash",), _STRING),
         (("adapters",), _LIST),
         (("adapters", "*"), _OBJECT),
         (("adapters", "*", "waiver_days_left"), _INTEGER_OR_NULL),
     ),
+}
+# The fields a kind must hold besides kind, schema_version and ts (their types are checked
+# above): doctor's posture is of the map in force and of each adapter.
+_REQUIRED_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
+    VERSION_POSTURE: (("floor_map_hash", _STRING), ("adapters", _LIST)),
 }
 _IS_TYPE = {
     _LIST: lambda value: type(value) is list,
@@ -114,6 +120,9 @@ def shape_problem(kind: str, receipt: object) -> str | None:
     problem = receipt_problem(kind, receipt)
     if problem is not None or not isinstance(receipt, dict):
         return problem
+    for name, wanted in _REQUIRED_FIELDS.get(kind, ()):
+        if name not in receipt:
+            return f"receipt has no {name} ({wanted})"
     for path, wanted in _FIELD_TYPES.get(kind, ()):
         if path[0] not in receipt:
             continue  # (most receipts have few of these fields: no walk for the others)
