@@ -1004,9 +1004,10 @@ def _without_credentials(judgement: _Judgement) -> _Judgement:
             else entry
             for entry in servers
         )  # fmt: skip
-    return dataclasses.replace(
-        judgement, reason=without_credentials(judgement.reason), mcp_servers=servers
-    )
+    reason = without_credentials(judgement.reason)
+    if servers is None and reason == judgement.reason:
+        return judgement  # (nothing hidden: the judgement is frozen, so it is kept as it is)
+    return dataclasses.replace(judgement, reason=reason, mcp_servers=servers)
 
 
 def _receipt_fields(
