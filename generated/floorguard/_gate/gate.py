@@ -872,14 +872,25 @@ def plain_environ(environ: Mapping[str, str]) -> Mapping[str, str]:
     return decoded
 
 
-def _judging_view(host: Mapping[str, str], run: Mapping[str, str]) -> dict[str, str]:
+def _judging_view(host: Mapping[str, str], run: Mapping[str, str]) -> Mapping[str, str]:
     """What judging reads: the whole run environment (every variable may decide what the
     child loads, and an unknown one must be seen to be refused), with floorguard's own
     policies from the host only (a child's environment must not loosen, or be needed to
-    tighten, the host's policy). A plain dict: os.environ decodes on every access."""
+    tighten, the host's policy). A plain dict: os.environ decodes on every access.
+    A preflight's own environment, as ``plain_environ`` read it, without either policy, is
+    that very view already (read-only, and the same keys in the same order): it is not
+    copied."""
+    if run is host and _is_plain_environ(run) and all(key not in run for key in _HOST_KEYS):
+        return run
     view = {key: value for key, value in run.items() if key not in _HOST_KEYS}
     view.update((key, value) for key in _HOST_KEYS if (value := host.get(key)) is not None)
     return view
+
+
+def _is_plain_environ(environ: Mapping[str, str]) -> bool:
+    """Whether ``environ`` is the read-only copy ``plain_environ`` made (no one else holds
+    the dict under it: it cannot change)."""
+    return any(environ is decoded for _, decoded in _environ_read[-1:])
 
 
 def _named(decision: Decision) -> str:
