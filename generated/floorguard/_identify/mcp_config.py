@@ -384,6 +384,9 @@ class _Reader:
         self.files: list[str] = []
         # The folders whose claude project entry a linked git worktree shares (claude only).
         self.shared_roots: set[str] | None = None
+        # Whether each of the client's own folders (``.claude``) was found missing, by one
+        # lstat, this reading: nothing in it is then opened or listed.
+        self.missing_folders: dict[str, bool] = {}
 
     # ------------------------------------------------------------------ reading files
 
@@ -403,6 +406,24 @@ class _Reader:
 
     def _doubt(self, where: str, at: str, problem: str) -> None:
         self.doubts.append(f"{where}: {at}: {problem}")
+
+    def _missing(self, folder: str) -> bool:
+        """Whether nothing at all is at ``folder`` (not even a dangling link): then every
+        file looked for in it is absent, and one lstat stands for opening each (most hosts
+        have no ``.claude`` folder in most folders above the working directory). Anything
+        else there (a folder, a file, a link, an error) is not missing: its files are read
+        as ever, and say what is wrong."""
+        missing = self.missing_folders.get(folder)
+        if missing is None:
+            try:
+                os.lstat(folder)
+                missing = False
+            except FileNotFoundError:
+                missing = True
+            except (OSError, ValueError):
+                missing = False
+            self.missing_folders[folder] = missing
+        return missing
 
     # ------------------------------------------------------------------ Claude Code
 
@@ -437,7 +458,8 @@ class _Reader:
         too, rather than telling which one this release and these variables choose."""
         config_dir = self.environ.get("CLAUDE_CONFIG_DIR")
         inside = os.path.join(self.cwd, config_dir) if config_dir else self.home
-        files = [(os.path.join(self._claude_config_dir(), ".config.json"), inside)]
+        folder = self._claude_config_dir()
+        files = [] if self._missing(folder) else [(os.path.join(folder, ".config.json"), inside)]
         folders = [self.home] + ([inside] if config_dir else [])
         for folder in dict.fromkeys(folders):
             for suffix in _CLAUDE_GLOBAL_SUFFIXES:
@@ -464,8 +486,12 @@ class _Reader:
                 self._doubt(f"argument {index}", name, "a plugin folder, not read here")
             elif name == "--agents" and _names_servers(value):
                 self._doubt(f"argument {index}", name, "agents declaring MCP servers, not read")
-        folders = [os.path.join(folder, "agents")]
-        folders += [os.path.join(d, ".claude", "agents") for d in _ancestors(self.cwd)]
+        folders = [] if self._missing(folder) else [os.path.join(folder, "agents")]
+        folders += [
+            os.path.join(claude, "agents")
+            for claude in (os.path.join(d, ".claude") for d in _ancestors(self.cwd))
+            if not self._missing(claude)
+        ]
         folders += [
             os.path.join(os.path.normpath(os.path.join(self.cwd, added)), ".claude", "agents")
             for added in _variadic_values(argv, "--add-dir")
@@ -542,10 +568,14 @@ class _Reader:
         folder = self._claude_config_dir()
         # A home file may be a link anywhere in the home (dotfile managers), as ~/.claude.json.
         inside = folder if self.environ.get("CLAUDE_CONFIG_DIR") else self.home
-        files: list[tuple[str, str | None]] = [(os.path.join(folder, "settings.json"), inside)]
+        files: list[tuple[str, str | None]] = []
+        if not self._missing(folder):
+            files.append((os.path.join(folder, "settings.json"), inside))
         for above in reversed(_ancestors(self.cwd)):
-            for name in ("settings.json", "settings.local.json"):
-                files.append((os.path.join(above, ".claude", name), above))
+            claude = os.path.join(above, ".claude")
+            if not self._missing(claude):
+                files += [(os.path.join(claude, name), above)
+                          for name in ("settings.json", "settings.local.json")]  # fmt: skip
         for value in _claude_settings_values(argv):
             files.append((value, None))
         files.append((CLAUDE_MANAGED_SETTINGS, None))
