@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from floorguard._base import _time
 from floorguard._base._text import recordable_value, without_credentials
+from floorguard._base.state import STATE_VARIABLES, state_key
 from floorguard._chain import receipts
 from floorguard._chain.chain import AuditChain
 from floorguard._gate.decision import (
@@ -887,6 +888,23 @@ def _judging_view(host: Mapping[str, str], run: Mapping[str, str]) -> Mapping[st
     return view
 
 
+# The chain a plain_environ copy selects, with that copy (one entry, replaced whole).
+_chain_chosen: list[tuple[Mapping[str, str], AuditChain]] = []
+
+
+def _chain_of(env: Mapping[str, str]) -> AuditChain:
+    """``AuditChain.shared(env)``; for the copy ``plain_environ`` made, which cannot change,
+    the chain found for it last, while the variables naming the chain's files are absolute
+    (a relative one names other files after a chdir)."""
+    for seen, chain in _chain_chosen[-1:]:
+        if seen is env:
+            return chain
+    chain = AuditChain.shared(env)
+    if _is_plain_environ(env) and len(state_key(env)) == len(STATE_VARIABLES):
+        _chain_chosen[:] = [(env, chain)]
+    return chain
+
+
 def _is_plain_environ(environ: Mapping[str, str]) -> bool:
     """Whether ``environ`` is the read-only copy ``plain_environ`` made (no one else holds
     the dict under it: it cannot change)."""
@@ -965,7 +983,7 @@ def _seal(requested: str, judgement: _Judgement, policy: str, env: Mapping[str, 
         ts=judgement.at,
     )
     try:
-        record = AuditChain.shared(env).append(receipts.SPAWN_PREFLIGHT, receipt)
+        record = _chain_of(env).append(receipts.SPAWN_PREFLIGHT, receipt)
     except ChainError as exc:
         raise SpawnRefused(
             f"refusing to spawn {requested}: the decision ({judgement.verdict}) could not be "
