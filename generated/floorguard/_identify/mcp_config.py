@@ -370,6 +370,9 @@ class _Reader:
     def __init__(self, client: str, cwd: str, environ: Mapping[str, str]) -> None:
         self.client = client
         self.cwd = os.path.normpath(cwd)
+        # The working directory and every folder above it, nearest first (looked in for
+        # several kinds of file: computed once a reading).
+        self.above = tuple(_ancestors(self.cwd))
         self.environ = environ
         # Variables the client adds to its own environment before it starts its servers
         # (claude's settings files, gemini's .env), in order; a server's own env wins over
@@ -442,7 +445,7 @@ class _Reader:
             document = self._load(path, within, "json")
             if document is not None:
                 self._claude_user(document, path)
-        for folder in _ancestors(self.cwd):
+        for folder in self.above:
             path = os.path.join(folder, ".mcp.json")
             document = self._load(path, folder, "json")
             if document is not None:
@@ -489,7 +492,7 @@ class _Reader:
         folders = [] if self._missing(folder) else [os.path.join(folder, "agents")]
         folders += [
             os.path.join(claude, "agents")
-            for claude in (os.path.join(d, ".claude") for d in _ancestors(self.cwd))
+            for claude in (os.path.join(d, ".claude") for d in self.above)
             if not self._missing(claude)
         ]
         folders += [
@@ -571,7 +574,7 @@ class _Reader:
         files: list[tuple[str, str | None]] = []
         if not self._missing(folder):
             files.append((os.path.join(folder, "settings.json"), inside))
-        for above in reversed(_ancestors(self.cwd)):
+        for above in reversed(self.above):
             claude = os.path.join(above, ".claude")
             if not self._missing(claude):
                 files += [(os.path.join(claude, name), above)
@@ -622,7 +625,7 @@ class _Reader:
         if not isinstance(projects, dict):
             self._doubt(path, "projects", "not an object")
             return
-        here = set(_ancestors(self.cwd)) | set(_ancestors(os.path.realpath(self.cwd)))
+        here = set(self.above) | set(_ancestors(os.path.realpath(self.cwd)))
         for variable in _GIT_REPOSITORY_VARIABLES:
             if projects and variable in {**self.environ, **self.inherited}:
                 self._doubt(
@@ -1107,7 +1110,7 @@ class _Reader:
         looked at) and each extension's ``agents/``. None is read: each one present is a
         doubt."""
         folders = [os.path.join(home, ".gemini", "agents")]
-        folders += [os.path.join(d, ".gemini", "agents") for d in _ancestors(self.cwd)]
+        folders += [os.path.join(d, ".gemini", "agents") for d in self.above]
         for extensions in dict.fromkeys(self._gemini_extension_folders(home)):
             folders += [
                 os.path.join(extensions, name, "agents") for name in self._listed(extensions)
