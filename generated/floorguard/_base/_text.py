@@ -32,7 +32,12 @@ def recordable_value(value: Any) -> Any:
     if isinstance(value, str):
         return recordable(value)
     if isinstance(value, dict):
-        return {recordable(str(k)): recordable_value(v) for k, v in value.items()}
+        # (a text value, or none, the common case: no call down for it)
+        return {
+            recordable(str(k)): recordable(v) if type(v) is str else v if v is None
+            else recordable_value(v)
+            for k, v in value.items()
+        }  # fmt: skip
     if isinstance(value, (list, tuple)):
         return [recordable_value(v) for v in value]
     return value
