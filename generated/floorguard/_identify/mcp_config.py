@@ -381,8 +381,9 @@ class _Reader:
         self.expanding: Mapping[str, str] = environ
         self.home = home_of(environ, self.cwd)
         self.found: list[Declaration] = []
-        # The environments codex may run with, its .env files loaded (codex only).
-        self.codex_environments: list[dict[str, str]] = [dict(environ)]
+        # The environments codex may run with, its .env files loaded (codex only; read,
+        # never changed: the environment itself until codex's are found, not a copy).
+        self.codex_environments: Sequence[Mapping[str, str]] = (environ,)
         self.doubts: list[str] = []
         self.files: list[str] = []
         # The folders whose claude project entry a linked git worktree shares (claude only).
