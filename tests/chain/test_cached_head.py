@@ -298,3 +298,34 @@ def test_a_writer_on_a_new_log_is_not_forked_by_a_process_holding_the_removed_on
     seen = subprocess.run([sys.executable, "-c", COUNT, str(db)], capture_output=True,
                           text=True, timeout=60, check=False)  # fmt: skip
     assert seen.stdout.strip() == "3", seen.stderr
+
+
+def test_two_chain_objects_on_one_store_check_the_tree_each_extends_not_the_last_they_wrote(
+    home: Path,
+) -> None:
+    # Each object keeps the root of the tree it last appended to; the other object's appends
+    # (run ahead on the store they share) grow the tree meanwhile: the root an append checks
+    # against the host's view must be the one of the tree it extends now.
+    from floorguard._chain.chain_view import ChainViews
+    from floorguard.chainstore.sqlite import SqliteStore
+
+    store = SqliteStore(home / "chain.sqlite3")
+    first, second = (
+        AuditChain(store, home / "chain.key", views=ChainViews(home / "chain-view"))
+        for _ in range(2)
+    )
+    seqs = []
+    for n in range(5):
+        seqs.append(first.append(CANARY, receipt(n=n)).seq)
+        seqs.append(second.append(CANARY, receipt(n=n)).seq)
+        seqs.append(second.append(CANARY, receipt(n=n)).seq)
+    assert seqs == list(range(15))
+    _assert_whole(first, home)
+    # And a view naming another root for the tree the next append extends is still a fork.
+    views = ChainViews(home / "chain-view")
+    with views.locked():
+        ((chain_id, seen),) = views.load().items()
+        views.store({chain_id: type(seen)(seen.size, b"\x07" * 32, seen.location, seen.seen)})
+    with pytest.raises(ChainRollbackError, match="fork"):
+        first.append(CANARY, receipt(n="refused"))
+    assert _count(home / "chain.sqlite3") == 15

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -208,3 +209,36 @@ def test_two_files_of_the_same_bytes_are_each_named_as_declaring(host: Host) -> 
     own = _write(host.project / ".mcp.json", GOOD)
     decision = host.permitted("ok", "ok")
     assert sorted(s["declared_in"] for s in decision.mcp_servers) == sorted([str(parent), str(own)])
+
+
+# A folder the client keeps its files in (``.claude``) that is not there at all is looked
+# for once a reading, not once a file: whatever appears there by the next preflight is read.
+_PLUGIN = {"enabledPlugins": {"plugin": True}}
+_AGENT = "---\nname: helper\nmcpServers:\n  x:\n    command: aider\n---\n"
+
+
+def test_a_claude_folder_made_after_a_preflight_is_read_at_the_next(host: Host) -> None:
+    host.permitted()
+    for folder in (host.project / ".claude", host.root / "work" / ".claude", host.home / ".claude"):
+        settings = _write(folder / "settings.json", _PLUGIN)
+        host.refused(str(settings), "enabled plugin")
+        settings.unlink()
+        host.permitted()
+        agent = folder / "agents" / "helper.md"
+        agent.parent.mkdir()
+        agent.write_text(_AGENT, encoding="utf-8")
+        host.refused(str(agent), "an agent's own MCP servers")
+        shutil.rmtree(folder)
+        host.permitted()
+    _write(host.home / ".claude" / ".config.json", GOOD)  # (the legacy global file)
+    host.permitted("ok")
+
+
+def test_a_link_where_the_claude_folder_belongs_is_followed(host: Host) -> None:
+    elsewhere = host.root / "elsewhere"
+    (host.project / ".claude").symlink_to(elsewhere)  # (leading nowhere yet)
+    host.permitted()
+    agent = elsewhere / "agents" / "helper.md"
+    agent.parent.mkdir(parents=True)
+    agent.write_text(_AGENT, encoding="utf-8")
+    host.refused("helper.md", "an agent's own MCP servers")

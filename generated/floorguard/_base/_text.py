@@ -32,7 +32,12 @@ def recordable_value(value: Any) -> Any:
     if isinstance(value, str):
         return recordable(value)
     if isinstance(value, dict):
-        return {recordable(str(k)): recordable_value(v) for k, v in value.items()}
+        # (a text value, or none, the common case: no call down for it)
+        return {
+            recordable(str(k)): recordable(v) if type(v) is str else v if v is None
+            else recordable_value(v)
+            for k, v in value.items()
+        }  # fmt: skip
     if isinstance(value, (list, tuple)):
         return [recordable_value(v) for v in value]
     return value
@@ -53,7 +58,13 @@ _ASSIGNED = re.compile(r"(['\"])([A-Za-z_][A-Za-z0-9_]*)?=[^'\"]+(?=['\"])")
 
 def without_credentials(text: str) -> str:
     """``text`` with what may be a credential replaced by ``<hidden>`` (see above): refusal
-    reasons quote arguments, and a receipt keeps arguments only as a digest."""
-    text = _USERINFO.sub(r"\1<hidden>@", text)
-    text = _SECRET_VALUE.sub(r"\1<hidden>", text)
-    return _ASSIGNED.sub(lambda m: f"{m.group(1)}{m.group(2) or ''}=<hidden>", text)
+    reasons quote arguments, and a receipt keeps arguments only as a digest.
+    A pattern runs only on text holding the character it cannot match without (``@``; ``=``
+    or ``:``; ``=``): most reasons hold none, and three scans were a part of every decision."""
+    if "@" in text:
+        text = _USERINFO.sub(r"\1<hidden>@", text)
+    if "=" in text or ":" in text:
+        text = _SECRET_VALUE.sub(r"\1<hidden>", text)
+    if "=" in text:
+        text = _ASSIGNED.sub(lambda m: f"{m.group(1)}{m.group(2) or ''}=<hidden>", text)
+    return text

@@ -276,19 +276,17 @@ class ChainRecord:
 _Row = Row
 
 
-def _body_fields(row: _Row) -> dict[str, Any]:
-    """A stored row's first seven columns, named as body_text and line_text take them."""
-    seq, ts, chain_id, event, receipt_id, receipt_json, prev, _ = row
-    return {"seq": seq, "ts": ts, "chain_id": chain_id, "event": event,
-            "receipt_id": receipt_id, "receipt_json": receipt_json, "prev": prev}  # fmt: skip
-
-
 def _row_body(row: _Row) -> str:
-    return body_text(**_body_fields(row))
+    # (the columns named one by one: a dict of them, unpacked, cost as much as the text)
+    seq, ts, chain_id, event, receipt_id, receipt_json, prev, _ = row
+    return body_text(seq=seq, ts=ts, chain_id=chain_id, event=event, receipt_id=receipt_id,
+                     receipt_json=receipt_json, prev=prev)  # fmt: skip
 
 
 def _row_line(row: _Row) -> str:
-    return line_text(**_body_fields(row), mac=row[7])
+    seq, ts, chain_id, event, receipt_id, receipt_json, prev, mac = row
+    return line_text(seq=seq, ts=ts, chain_id=chain_id, event=event, receipt_id=receipt_id,
+                     receipt_json=receipt_json, prev=prev, mac=mac)  # fmt: skip
 
 
 def _row_record(row: _Row) -> ChainRecord:

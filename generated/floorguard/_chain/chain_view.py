@@ -66,10 +66,10 @@ import stat
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from json.encoder import encode_basestring_ascii as _ascii
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from floorguard._base._canonical import compact_sorted_ascii_text
 from floorguard._base._time import now_ts
 from floorguard._base.files import flock_within
 from floorguard._base.state import REFUSALS_NAME, VIEW_LOCK_NAME
@@ -143,6 +143,19 @@ _MAGIC = b"floorguard-chain-view/1 "
 _HEADER = re.compile(rb"floorguard-chain-view/1 ([0-9]{1,19}) ([0-9]{1,9}) ([0-9a-f]{64})\n")
 _HEADER_MAX = 128
 INITIAL_SLOT = 8192
+
+
+def _body(views: Mapping[str, TreeView]) -> bytes:
+    """``{"chains": {CHAIN_ID: view.document()}}`` as ``json.dumps(sort_keys=True,
+    separators=(",", ":"))`` writes it (ASCII, every other character escaped), the four
+    fields of a view written in their sorted order by hand: the view is written at every
+    append, and the general encoder took twice as long."""
+    chains = ",".join(
+        f'{_ascii(cid)}:{{"location":{_ascii(view.location)},"root":"{view.root.hex()}",'
+        f'"seen":{_ascii(view.seen)},"size":{view.size}}}'
+        for cid, view in sorted(views.items())
+    )
+    return f'{{"chains":{{{chains}}}}}'.encode()
 
 
 def _header(counter: int, body: bytes, digest: str) -> bytes:
@@ -381,9 +394,7 @@ class ChainViews:
 
     def encoded(self, views: Mapping[str, TreeView]) -> _Encoded:
         """``views`` as ``store`` writes them over the view as loaded now (no I/O)."""
-        chains = {cid: v.document() for cid, v in views.items()}
-        # json.dumps(sort_keys=True, separators=(",", ":")), with its encoder built once
-        body = compact_sorted_ascii_text({"chains": chains}).encode()
+        body = _body(views)
         digest = hashlib.sha256(body).hexdigest()
         current = None if self._cache is None else self._cache[0]
         data = _header(1 if current is None else current.counter + 1, body, digest) + body

@@ -335,6 +335,10 @@ class CompactRange:
         self.size += 1
         return made
 
+    def hashes(self) -> tuple[bytes, ...]:
+        """The edge's hashes, the largest subtree's first: all its root depends on."""
+        return tuple(self._edge)
+
     def root(self) -> bytes:
         if not self._edge:
             return EMPTY_ROOT

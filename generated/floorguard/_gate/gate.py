@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from floorguard._base import _time
 from floorguard._base._text import recordable_value, without_credentials
+from floorguard._base.state import STATE_VARIABLES, state_key
 from floorguard._chain import receipts
 from floorguard._chain.chain import AuditChain
 from floorguard._gate.decision import (
@@ -872,14 +873,42 @@ def plain_environ(environ: Mapping[str, str]) -> Mapping[str, str]:
     return decoded
 
 
-def _judging_view(host: Mapping[str, str], run: Mapping[str, str]) -> dict[str, str]:
+def _judging_view(host: Mapping[str, str], run: Mapping[str, str]) -> Mapping[str, str]:
     """What judging reads: the whole run environment (every variable may decide what the
     child loads, and an unknown one must be seen to be refused), with floorguard's own
     policies from the host only (a child's environment must not loosen, or be needed to
-    tighten, the host's policy). A plain dict: os.environ decodes on every access."""
+    tighten, the host's policy). A plain dict: os.environ decodes on every access.
+    A preflight's own environment, as ``plain_environ`` read it, without either policy, is
+    that very view already (read-only, and the same keys in the same order): it is not
+    copied."""
+    if run is host and _is_plain_environ(run) and all(key not in run for key in _HOST_KEYS):
+        return run
     view = {key: value for key, value in run.items() if key not in _HOST_KEYS}
     view.update((key, value) for key in _HOST_KEYS if (value := host.get(key)) is not None)
     return view
+
+
+# The chain a plain_environ copy selects, with that copy (one entry, replaced whole).
+_chain_chosen: list[tuple[Mapping[str, str], AuditChain]] = []
+
+
+def _chain_of(env: Mapping[str, str]) -> AuditChain:
+    """``AuditChain.shared(env)``; for the copy ``plain_environ`` made, which cannot change,
+    the chain found for it last, while the variables naming the chain's files are absolute
+    (a relative one names other files after a chdir)."""
+    for seen, chain in _chain_chosen[-1:]:
+        if seen is env:
+            return chain
+    chain = AuditChain.shared(env)
+    if _is_plain_environ(env) and len(state_key(env)) == len(STATE_VARIABLES):
+        _chain_chosen[:] = [(env, chain)]
+    return chain
+
+
+def _is_plain_environ(environ: Mapping[str, str]) -> bool:
+    """Whether ``environ`` is the read-only copy ``plain_environ`` made (no one else holds
+    the dict under it: it cannot change)."""
+    return any(environ is decoded for _, decoded in _environ_read[-1:])
 
 
 def _named(decision: Decision) -> str:
@@ -954,7 +983,7 @@ def _seal(requested: str, judgement: _Judgement, policy: str, env: Mapping[str, 
         ts=judgement.at,
     )
     try:
-        record = AuditChain.shared(env).append(receipts.SPAWN_PREFLIGHT, receipt)
+        record = _chain_of(env).append(receipts.SPAWN_PREFLIGHT, receipt)
     except ChainError as exc:
         raise SpawnRefused(
             f"refusing to spawn {requested}: the decision ({judgement.verdict}) could not be "
@@ -1004,9 +1033,10 @@ def _without_credentials(judgement: _Judgement) -> _Judgement:
             else entry
             for entry in servers
         )  # fmt: skip
-    return dataclasses.replace(
-        judgement, reason=without_credentials(judgement.reason), mcp_servers=servers
-    )
+    reason = without_credentials(judgement.reason)
+    if servers is None and reason == judgement.reason:
+        return judgement  # (nothing hidden: the judgement is frozen, so it is kept as it is)
+    return dataclasses.replace(judgement, reason=reason, mcp_servers=servers)
 
 
 def _receipt_fields(

@@ -370,6 +370,9 @@ class _Reader:
     def __init__(self, client: str, cwd: str, environ: Mapping[str, str]) -> None:
         self.client = client
         self.cwd = os.path.normpath(cwd)
+        # The working directory and every folder above it, nearest first (looked in for
+        # several kinds of file: computed once a reading).
+        self.above = tuple(_ancestors(self.cwd))
         self.environ = environ
         # Variables the client adds to its own environment before it starts its servers
         # (claude's settings files, gemini's .env), in order; a server's own env wins over
@@ -378,12 +381,16 @@ class _Reader:
         self.expanding: Mapping[str, str] = environ
         self.home = home_of(environ, self.cwd)
         self.found: list[Declaration] = []
-        # The environments codex may run with, its .env files loaded (codex only).
-        self.codex_environments: list[dict[str, str]] = [dict(environ)]
+        # The environments codex may run with, its .env files loaded (codex only; read,
+        # never changed: the environment itself until codex's are found, not a copy).
+        self.codex_environments: Sequence[Mapping[str, str]] = (environ,)
         self.doubts: list[str] = []
         self.files: list[str] = []
         # The folders whose claude project entry a linked git worktree shares (claude only).
         self.shared_roots: set[str] | None = None
+        # Whether each of the client's own folders (``.claude``) was found missing, by one
+        # lstat, this reading: nothing in it is then opened or listed.
+        self.missing_folders: dict[str, bool] = {}
 
     # ------------------------------------------------------------------ reading files
 
@@ -404,6 +411,24 @@ class _Reader:
     def _doubt(self, where: str, at: str, problem: str) -> None:
         self.doubts.append(f"{where}: {at}: {problem}")
 
+    def _missing(self, folder: str) -> bool:
+        """Whether nothing at all is at ``folder`` (not even a dangling link): then every
+        file looked for in it is absent, and one lstat stands for opening each (most hosts
+        have no ``.claude`` folder in most folders above the working directory). Anything
+        else there (a folder, a file, a link, an error) is not missing: its files are read
+        as ever, and say what is wrong."""
+        missing = self.missing_folders.get(folder)
+        if missing is None:
+            try:
+                os.lstat(folder)
+                missing = False
+            except FileNotFoundError:
+                missing = True
+            except (OSError, ValueError):
+                missing = False
+            self.missing_folders[folder] = missing
+        return missing
+
     # ------------------------------------------------------------------ Claude Code
 
     def claude(self, argv: Sequence[str]) -> None:
@@ -421,7 +446,7 @@ class _Reader:
             document = self._load(path, within, "json")
             if document is not None:
                 self._claude_user(document, path)
-        for folder in _ancestors(self.cwd):
+        for folder in self.above:
             path = os.path.join(folder, ".mcp.json")
             document = self._load(path, folder, "json")
             if document is not None:
@@ -437,7 +462,8 @@ class _Reader:
         too, rather than telling which one this release and these variables choose."""
         config_dir = self.environ.get("CLAUDE_CONFIG_DIR")
         inside = os.path.join(self.cwd, config_dir) if config_dir else self.home
-        files = [(os.path.join(self._claude_config_dir(), ".config.json"), inside)]
+        folder = self._claude_config_dir()
+        files = [] if self._missing(folder) else [(os.path.join(folder, ".config.json"), inside)]
         folders = [self.home] + ([inside] if config_dir else [])
         for folder in dict.fromkeys(folders):
             for suffix in _CLAUDE_GLOBAL_SUFFIXES:
@@ -464,8 +490,12 @@ class _Reader:
                 self._doubt(f"argument {index}", name, "a plugin folder, not read here")
             elif name == "--agents" and _names_servers(value):
                 self._doubt(f"argument {index}", name, "agents declaring MCP servers, not read")
-        folders = [os.path.join(folder, "agents")]
-        folders += [os.path.join(d, ".claude", "agents") for d in _ancestors(self.cwd)]
+        folders = [] if self._missing(folder) else [os.path.join(folder, "agents")]
+        folders += [
+            os.path.join(claude, "agents")
+            for claude in (os.path.join(d, ".claude") for d in self.above)
+            if not self._missing(claude)
+        ]
         folders += [
             os.path.join(os.path.normpath(os.path.join(self.cwd, added)), ".claude", "agents")
             for added in _variadic_values(argv, "--add-dir")
@@ -542,10 +572,14 @@ class _Reader:
         folder = self._claude_config_dir()
         # A home file may be a link anywhere in the home (dotfile managers), as ~/.claude.json.
         inside = folder if self.environ.get("CLAUDE_CONFIG_DIR") else self.home
-        files: list[tuple[str, str | None]] = [(os.path.join(folder, "settings.json"), inside)]
-        for above in reversed(_ancestors(self.cwd)):
-            for name in ("settings.json", "settings.local.json"):
-                files.append((os.path.join(above, ".claude", name), above))
+        files: list[tuple[str, str | None]] = []
+        if not self._missing(folder):
+            files.append((os.path.join(folder, "settings.json"), inside))
+        for above in reversed(self.above):
+            claude = os.path.join(above, ".claude")
+            if not self._missing(claude):
+                files += [(os.path.join(claude, name), above)
+                          for name in ("settings.json", "settings.local.json")]  # fmt: skip
         for value in _claude_settings_values(argv):
             files.append((value, None))
         files.append((CLAUDE_MANAGED_SETTINGS, None))
@@ -592,7 +626,7 @@ class _Reader:
         if not isinstance(projects, dict):
             self._doubt(path, "projects", "not an object")
             return
-        here = set(_ancestors(self.cwd)) | set(_ancestors(os.path.realpath(self.cwd)))
+        here = set(self.above) | set(_ancestors(os.path.realpath(self.cwd)))
         for variable in _GIT_REPOSITORY_VARIABLES:
             if projects and variable in {**self.environ, **self.inherited}:
                 self._doubt(
@@ -1077,7 +1111,7 @@ class _Reader:
         looked at) and each extension's ``agents/``. None is read: each one present is a
         doubt."""
         folders = [os.path.join(home, ".gemini", "agents")]
-        folders += [os.path.join(d, ".gemini", "agents") for d in _ancestors(self.cwd)]
+        folders += [os.path.join(d, ".gemini", "agents") for d in self.above]
         for extensions in dict.fromkeys(self._gemini_extension_folders(home)):
             folders += [
                 os.path.join(extensions, name, "agents") for name in self._listed(extensions)

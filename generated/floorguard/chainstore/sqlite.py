@@ -27,6 +27,7 @@ connection, another writer would open new ones: every further append is refused)
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import stat
 import threading
@@ -803,7 +804,14 @@ def _identity(path: str | Path) -> _Identity:
 
 
 def _files(db_path: Path) -> _Files:
-    return (_identity(db_path), _identity(f"{db_path}-wal"), _identity(f"{db_path}-shm"))
+    db, log, index = _names(db_path)
+    return (_identity(db), _identity(log), _identity(index))
+
+
+@functools.lru_cache(maxsize=16)
+def _names(db_path: Path) -> tuple[str, str, str]:
+    """The database's name and those of its log and index, as text (made once a path)."""
+    return (str(db_path), f"{db_path}-wal", f"{db_path}-shm")
 
 
 def _refuse_more_names(db_path: Path, files: _Files) -> None:
