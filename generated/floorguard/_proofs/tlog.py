@@ -291,14 +291,14 @@ def prove_inclusion(
         if checkpoint is not None:
             _check_checkpoint_of(snap, checkpoint, "the checkpoint", origin)
             size = checkpoint.size
-        # The nodes each hash of the proof folds, read with the leaf in one query (none for
-        # a seq beyond the tree: it may lie beyond SQLite's integers).
+        # The nodes each hash of the proof folds, read with the leaf and the record in one
+        # round trip (none for a seq beyond the tree: it may lie beyond SQLite's integers).
         within = 0 <= seq < size
         path = merkle.inclusion_path(seq, size) if within else []
         wanted = [(0, seq), *(node for nodes in path for node in nodes)] if within else []
         if checkpoint is None:
             wanted += merkle.root_nodes(size)
-        snap.prefetch(wanted)
+        snap.prefetch(wanted, line=seq if within else None)
 
         def stated() -> None:
             # Only once something is wrong: a checkpoint the stored tree does not state is

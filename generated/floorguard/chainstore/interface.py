@@ -144,7 +144,7 @@ class AheadView:
 
     record_count = tree_size = _missed
     row = ts_at = chain_id_at = extent = rows = first_seq_of = nodes = meta = insert_meta = _missed
-    subtrees = nodes_ending = stray_node = _missed
+    subtrees = subtrees_and_row = nodes_ending = stray_node = _missed
 
 
 class ReadView(Protocol):
@@ -187,6 +187,12 @@ class ReadView(Protocol):
     def subtrees(self, keys: Sequence[tuple[int, int]]) -> dict[tuple[int, int], bytes]:
         """The stored hashes of the complete subtrees ``keys`` (level, index), read in one
         query; a key with no row is absent from the answer."""
+
+    def subtrees_and_row(
+        self, keys: Sequence[tuple[int, int]], seq: int
+    ) -> tuple[dict[tuple[int, int], bytes], Row | None]:
+        """``subtrees(keys)`` and ``row(seq)``, in one round trip where the store is one
+        away."""
 
     def nodes_ending(self, after: int, upto: int) -> Iterator[Node]:
         """The stored nodes whose range ends in (after, upto] (those leaves after..upto-1
@@ -269,8 +275,10 @@ class ChainStore(Protocol):
         ``ahead``: ``attempt`` may run ahead (see WriteView), and a store that can may write
         in one round trip on what it knows from its own last write."""
 
-    def read(self) -> AbstractContextManager[ReadView | None]:
-        """One snapshot to read from; None when there is no chain yet. Raises ChainError."""
+    def read(self, *, with_extent: bool = False) -> AbstractContextManager[ReadView | None]:
+        """One snapshot to read from; None when there is no chain yet. Raises ChainError.
+        ``with_extent``: a hint that ``extent`` will be asked for first; a store may read
+        it as the snapshot begins."""
 
     def close(self) -> None:
         """Close cached connections (the next write reopens them)."""

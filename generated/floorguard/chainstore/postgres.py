@@ -61,16 +61,19 @@ from floorguard.chainstore.postgres_schema import (
 from floorguard.chainstore.postgres_wire import (
     Fired,
     _attempts,
+    _checked,
     _close_quietly,
     _committed,
     _deadline,
     _import_psycopg,
     _left,
     _libpq,
+    _loaded,
     _NoAnswer,
     _pipeline_results,
     _pipelined,
     _start,
+    _statement_results,
     _Unprotected,
     without_server_words,
 )
@@ -97,7 +100,21 @@ _NO_HEAD = object()
 # A read's snapshot, and whether the chain's tables are there (an absent chain reads empty).
 _BEGIN_READ = (
     f"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT pg_catalog.to_regclass('{_RECORDS}')"
+).encode()
+# ReadView.extent: the records, the tree's leaves and the chain's id.
+_EXTENT = (
+    f"SELECT (SELECT max(seq) FROM {_RECORDS}),"  # noqa: S608
+    f" (SELECT max(idx) FROM {_TREE} WHERE level = 0),"
+    f" (SELECT chain_id FROM {_RECORDS} WHERE seq = 0)"
 )
+# The stored hashes of the complete subtrees whose levels and indexes are the two arrays
+# (libpq's text form of an array: "{1,2}"), and one record.
+_SUBTREES = (
+    "SELECT t.level, t.idx, t.hash FROM unnest($1::integer[], $2::bigint[])"  # noqa: S608
+    f" AS wanted (l, i) JOIN {_TREE} t ON t.level = wanted.l AND t.idx = wanted.i"
+).encode()
+_ROW = f"SELECT {COLUMNS} FROM {_RECORDS} WHERE seq = $1::bigint".encode()  # noqa: S608
+_INT8_RANGE = range(-(2**63), 2**63)
 # An append's first round trip, one message: BEGIN, then open_append (the chain's lock,
 # the server's clock, the head and the tree nodes the next leaf needs; a statement
 # prepared when the connection opens). READ COMMITTED whatever the session's default: each
@@ -152,6 +169,20 @@ def _binary_params(record: Row, nodes: list[Node], edge: Iterable[Node] = ()) ->
     return values
 
 
+def _key_arrays(keys: Sequence[tuple[int, int]]) -> list[bytes]:
+    """_SUBTREES's parameters for ``keys``: their levels and their indexes, as arrays in
+    libpq's text form (integers only: nothing to quote)."""
+    levels = ",".join(str(int(level)) for level, _ in keys)
+    indexes = ",".join(str(int(index)) for _, index in keys)
+    return [f"{{{levels}}}".encode("ascii"), f"{{{indexes}}}".encode("ascii")]
+
+
+def _add_subtrees(found: dict[tuple[int, int], bytes], rows: Iterable[tuple[Any, ...]]) -> None:
+    for level, index, digest in rows:
+        if digest is not None:
+            found[(int(level), int(index))] = bytes(digest)
+
+
 def _parse_nodes(text: bytes | None) -> dict[tuple[int, int], bytes]:
     """The nodes open_append returns ("level:index:hex,..."): keyed (level, index)."""
     nodes: dict[tuple[int, int], bytes] = {}
@@ -184,8 +215,11 @@ class _View:
         silence: float | None = None,
         prepared: set[bytes] | None = None,
         clock: str | None = None,
+        extent: tuple[Any, ...] | None = None,
     ) -> None:
         self._conn = conn
+        # The extent's row, read with the snapshot's start (a read-only snapshot: it holds).
+        self._extent = extent
         self._clock = clock  # the server's time when the append's head was read
         self.clock_read = time.monotonic()  # (a moment after the server read it)
         self.written: tuple[Row, list[Node]] | None = None  # committed by flush(commit=True)
@@ -288,11 +322,7 @@ class _View:
         return None if row is None else str(row[0])
 
     def extent(self) -> tuple[int, int, str | None]:
-        records, leaves, chain_id = self._one(
-            f"SELECT (SELECT max(seq) FROM {_RECORDS}),"  # noqa: S608
-            f" (SELECT max(idx) FROM {_TREE} WHERE level = 0),"
-            f" (SELECT chain_id FROM {_RECORDS} WHERE seq = 0)"
-        )
+        records, leaves, chain_id = self._extent if self._extent is not None else self._one(_EXTENT)
         return (
             0 if records is None else int(records) + 1,
             0 if leaves is None else int(leaves) + 1,
@@ -363,23 +393,46 @@ class _View:
             yield int(level), int(index), bytes(digest)
 
     def subtrees(self, keys: Sequence[tuple[int, int]]) -> dict[tuple[int, int], bytes]:
-        found = {key: self._nodes[key] for key in keys if key in self._nodes}
-        wanted = [key for key in dict.fromkeys(keys) if key not in found]
-        if not wanted:
-            return found
-        # Two arrays, one query: every node of a proof in one round trip.
-        query = (
-            "SELECT t.level, t.idx, t.hash FROM unnest(%s::integer[], %s::bigint[])"  # noqa: S608
-            f" AS wanted (l, i) JOIN {_TREE} t ON t.level = wanted.l AND t.idx = wanted.i"
-        )
-        levels = [level for level, _ in wanted]
-        indexes = [index for _, index in wanted]
-        with self._waiting():
-            rows = self._conn.execute(query, (levels, indexes)).fetchall()
-        for level, index, digest in rows:
-            if digest is not None:
-                found[(int(level), int(index))] = bytes(digest)
+        found, wanted = self._known_subtrees(keys)
+        if wanted:
+            # Two arrays, one query: every node of a proof in one round trip.
+            with self._waiting():
+                result = _libpq(
+                    self._conn, lambda pgconn: pgconn.exec_params(_SUBTREES, _key_arrays(wanted))
+                )
+            _add_subtrees(found, _loaded(self._conn, result))
         return found
+
+    def subtrees_and_row(
+        self, keys: Sequence[tuple[int, int]], seq: int
+    ) -> tuple[dict[tuple[int, int], bytes], Row | None]:
+        if seq not in _INT8_RANGE:  # (no such seq can be stored)
+            return self.subtrees(keys), None
+        self.flush()
+        found, wanted = self._known_subtrees(keys)
+        arrays = _key_arrays(wanted)
+        seq_param = [str(seq).encode("ascii")]
+
+        def send(pgconn: Any) -> None:
+            if wanted:
+                pgconn.send_query_params(_SUBTREES, arrays)
+            pgconn.send_query_params(_ROW, seq_param)
+
+        # The nodes and the record in one pipeline: one round trip.
+        with self._waiting():
+            results = _pipelined(self._conn, send, 2 if wanted else 1)
+        if wanted:
+            _add_subtrees(found, _loaded(self._conn, results[0]))
+        rows = _loaded(self._conn, results[-1])
+        row: Row | None = rows[0] if rows else None
+        return found, row
+
+    def _known_subtrees(
+        self, keys: Sequence[tuple[int, int]]
+    ) -> tuple[dict[tuple[int, int], bytes], list[tuple[int, int]]]:
+        """The subtrees of ``keys`` read or written in the transaction, and the others."""
+        found = {key: self._nodes[key] for key in keys if key in self._nodes}
+        return found, [key for key in dict.fromkeys(keys) if key not in found]
 
     def nodes_ending(self, after: int, upto: int) -> Iterator[Node]:
         self.flush()
@@ -1002,7 +1055,9 @@ class PostgresStore:
     # -- reading --
 
     @contextlib.contextmanager
-    def read(self) -> Iterator[_View | None]:
+    def read(self, *, with_extent: bool = False) -> Iterator[_View | None]:
+        """As ChainStore.read; ``with_extent``: the view's extent is read with the snapshot's
+        start, in its round trip."""
         pg = _import_psycopg()
         kept = self._reader_lock.acquire(blocking=False)
         try:
@@ -1013,20 +1068,20 @@ class PostgresStore:
             done = False
             try:
                 try:
-                    found = self._begin_read(conn, retried=not reused)
+                    found, extent = self._begin_read(conn, with_extent, retried=not reused)
                 except _ConnectionLost:
                     # A kept connection the server has ended since (a restart, an idle
                     # limit): nothing was read, so the read starts again on a new one.
                     _discard(conn, os.getpid())
                     self._reader = None
                     conn = self._connect(ChainError, "read")
-                    found = self._begin_read(conn, retried=True)
+                    found, extent = self._begin_read(conn, with_extent, retried=True)
                 if kept:
                     self._reader, self._reader_pid = conn, os.getpid()
                 if not found:
                     yield None
                 else:
-                    view = _View(conn, stream=True, silence=self.silence)
+                    view = _View(conn, stream=True, silence=self.silence, extent=extent)
                     try:
                         yield view
                     except pg.Error as exc:
@@ -1037,7 +1092,7 @@ class PostgresStore:
                     view.close_cursors()
                 # The snapshot ends here: a kept connection holds no transaction between reads.
                 with _deadline(conn, self.silence) as fired:
-                    conn.execute("ROLLBACK")
+                    _libpq(conn, lambda pgconn: pgconn.exec_(b"ROLLBACK"))
                 done = not fired.is_set() and _idle(conn)
             finally:
                 if not kept:
@@ -1057,25 +1112,37 @@ class PostgresStore:
         self._drop_reader()
         return None
 
-    def _begin_read(self, conn: psycopg.Connection[Any], *, retried: bool) -> bool:
-        """Begin the read's snapshot on ``conn``; whether the chain's tables exist. Raises
-        _ConnectionLost when a kept connection (``retried`` False) turns out closed by the
-        server, ChainError for anything else."""
+    def _begin_read(
+        self, conn: psycopg.Connection[Any], with_extent: bool, *, retried: bool
+    ) -> tuple[bool, tuple[Any, ...] | None]:
+        """Begin the read's snapshot on ``conn``: whether the chain's tables exist and, with
+        ``with_extent``, the extent's row when they do. Raises _ConnectionLost when a kept
+        connection (``retried`` False) turns out closed by the server, ChainError for
+        anything else."""
         pg = _import_psycopg()
+        message = _BEGIN_READ + b"; " + _EXTENT.encode() if with_extent else _BEGIN_READ
         try:
             with _deadline(conn, self.silence) as fired:
-                # One round trip: the two statements as one simple query, two results.
-                cursor = conn.execute(_BEGIN_READ)
-                if not cursor.nextset():
-                    raise pg.OperationalError("one result for the read's two statements")
-                found = cursor.fetchone()
+                # One round trip: the statements as one simple query, a result each (the
+                # extent's fails when the tables are absent: the snapshot is read as empty).
+                results = _statement_results(conn, message)
+                for result in results[:2]:
+                    _checked(conn.pgconn, result)
+                if len(results) < 2:
+                    raise pg.OperationalError("one result for the read's statements")
+                present = results[1].ntuples == 1 and results[1].get_value(0, 0) is not None
+                extent = None
+                if present and with_extent:
+                    if len(results) != 3:
+                        raise pg.OperationalError("no result for the read's extent")
+                    extent = _loaded(conn, _checked(conn.pgconn, results[2]))[0]
         except pg.Error as exc:
             if not retried and not fired.is_set() and conn.closed:
                 raise _ConnectionLost from None
             raise ChainError(
                 f"cannot read the audit chain {self.location}: {self.explain(exc, fired)}"
             ) from None
-        return found is not None and found[0] is not None
+        return present, extent
 
     def explain(
         self,

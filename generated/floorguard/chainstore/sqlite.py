@@ -254,6 +254,11 @@ class _View:
                     found[key] = digest
         return found
 
+    def subtrees_and_row(
+        self, keys: Sequence[tuple[int, int]], seq: int
+    ) -> tuple[dict[tuple[int, int], bytes], Row | None]:
+        return self.subtrees(keys), self.row(seq)
+
     def nodes_ending(self, after: int, upto: int) -> Iterator[Node]:
         if not self._has_tree:
             return
@@ -624,7 +629,8 @@ class SqliteStore:
     # -- reading --
 
     @contextlib.contextmanager
-    def read(self) -> Iterator[_View | None]:
+    def read(self, *, with_extent: bool = False) -> Iterator[_View | None]:
+        """As ChainStore.read (``with_extent`` is for a store a round trip away)."""
         import sqlite3
 
         try:
