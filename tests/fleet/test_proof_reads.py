@@ -1,5 +1,5 @@
 """What a proof reads from a shared chain, in as few round trips as it can: the snapshot's
-extent with its start, the path's nodes with the record. Read together, they must be what
+extent, the path's nodes and the record with its BEGIN. Read together, they must be what
 the same reads made apart return, and a chain whose tables are gone must read as before:
 empty when the records are gone, refused in words when only the tree is."""
 
@@ -11,6 +11,7 @@ from helpers.pg_chain import CANARY, Chain
 
 from floorguard._crypto import merkle
 from floorguard._proofs import checkpoint, tlog
+from floorguard.chainstore.interface import FirstReads
 from floorguard.errors import ChainError
 
 pytestmark = pytest.mark.fleet
@@ -33,14 +34,30 @@ def test_the_nodes_and_the_record_read_together_are_those_read_apart(pg: Chain) 
         assert view.subtrees_and_row([], 2**63) == ({}, None)
 
 
-def test_a_snapshot_s_extent_read_with_its_start_is_the_one_read_after(pg: Chain) -> None:
+def test_what_a_read_reads_as_it_begins_is_what_it_would_read_after(pg: Chain) -> None:
     chain = pg.chain()
-    for n in range(3):
+    for n in range(6):
         chain.append(CANARY, receipt(n=n))
-    with chain.store.read(with_extent=True) as ahead, chain.store.read() as asked:
-        assert ahead is not None and asked is not None
-        assert ahead.extent() == asked.extent()
-        assert ahead.extent()[:2] == (3, 3) and ahead.extent()[2] == chain.head().chain_id  # type: ignore[union-attr]
+    keys = [(0, 3), (1, 0), (2, 1), (0, 9), (1, 0)]
+    for seq in (0, 3, 5, 6, -1, 2**63):  # 6: no record yet; then none there can be
+        first = FirstReads(keys, seq)
+        with chain.store.read(first) as ahead, chain.store.read() as asked:
+            assert ahead is not None and asked is not None
+            assert ahead.extent() == asked.extent()
+            assert ahead.subtrees_and_row(keys, seq) == asked.subtrees_and_row(keys, seq)
+            assert ahead.row(seq) == asked.row(seq)
+    with chain.store.read(FirstReads()) as view:
+        assert view is not None and view.extent()[:2] == (6, 6)
+
+
+def test_a_read_s_first_reads_refuse_what_is_not_an_integer(pg: Chain) -> None:
+    # Written into the read's first message ("%d"): anything else is refused unsent.
+    chain = pg.chain()
+    chain.append(CANARY, receipt(n=0))
+    injected = [(0, "0}'::bigint[]) AS w (l, i); DROP TABLE floorguard.records; --")]
+    with pytest.raises(TypeError), chain.store.read(FirstReads(injected, 0)):  # type: ignore[arg-type]
+        pass
+    assert chain.head() is not None
 
 
 def test_proofs_made_on_the_kept_session_verify_against_a_signed_root(pg: Chain) -> None:

@@ -19,7 +19,7 @@ from floorguard._chain.chain_record import (
     record_digest,
 )
 from floorguard._crypto import merkle
-from floorguard.chainstore.interface import Node
+from floorguard.chainstore.interface import FirstReads, Node
 from floorguard.errors import ChainError, ChainWriteError
 
 if TYPE_CHECKING:
@@ -33,8 +33,9 @@ class TreeSnapshot:
     makes that every record). Raises ChainError on storage errors.
     """
 
-    def __init__(self, store: ChainStore) -> None:
+    def __init__(self, store: ChainStore, first: FirstReads | None = None) -> None:
         self._store = store
+        self._first = FirstReads() if first is None else first
         self._reading: contextlib.AbstractContextManager[ReadView | None] | None = None
         self._view: ReadView | None = None
         self.size = 0
@@ -44,7 +45,7 @@ class TreeSnapshot:
         self._chain_id: str | None = None
 
     def __enter__(self) -> TreeSnapshot:
-        self._reading = self._store.read(with_extent=True)
+        self._reading = self._store.read(self._first)
         view = self._reading.__enter__()
         if view is None:
             return self

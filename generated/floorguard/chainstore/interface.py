@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 # The format of the stored chain (meta 'format'); a store refuses any other.
@@ -75,6 +76,16 @@ def stray_query(tree: str, size: int, mark: str) -> tuple[str, list[int]]:
         for n, (rows, end, stray) in enumerate(ends)
     ]
     return " UNION ALL ".join(arms) + " LIMIT 1", params
+
+
+@dataclass(frozen=True)
+class FirstReads:
+    """What a read of the tree asks for first: ``ReadView.extent``, then
+    ``subtrees_and_row(subtrees, row)`` when ``row`` is given. A store a round trip away
+    may read them as the snapshot begins; the view answers the same either way."""
+
+    subtrees: Sequence[tuple[int, int]] = ()
+    row: int | None = None
 
 
 class AheadMissed(Exception):
@@ -275,10 +286,9 @@ class ChainStore(Protocol):
         ``ahead``: ``attempt`` may run ahead (see WriteView), and a store that can may write
         in one round trip on what it knows from its own last write."""
 
-    def read(self, *, with_extent: bool = False) -> AbstractContextManager[ReadView | None]:
+    def read(self, first: FirstReads | None = None) -> AbstractContextManager[ReadView | None]:
         """One snapshot to read from; None when there is no chain yet. Raises ChainError.
-        ``with_extent``: a hint that ``extent`` will be asked for first; a store may read
-        it as the snapshot begins."""
+        ``first``: a hint, what the read will ask for first (see FirstReads)."""
 
     def close(self) -> None:
         """Close cached connections (the next write reopens them)."""

@@ -255,10 +255,14 @@ def _statement_results(conn: psycopg.Connection[Any], message: bytes) -> list[An
         results.append(result)
 
 
-def _loaded(conn: psycopg.Connection[Any], result: Any) -> list[tuple[Any, ...]]:
+def _loaded(
+    conn: psycopg.Connection[Any], result: Any, loader: Any = None
+) -> list[tuple[Any, ...]]:
     """The rows of a checked ``result``, loaded as psycopg's cursor loads them (the same
-    Python type for each column's type) without the cursor's layer."""
-    loader = _import_psycopg().adapt.Transformer(conn)
+    Python type for each column's type) without the cursor's layer; ``loader``: a
+    psycopg Transformer of ``conn``'s to reuse."""
+    if loader is None:
+        loader = _import_psycopg().adapt.Transformer(conn)
     loader.set_pgresult(result)
     rows: list[tuple[Any, ...]] = loader.load_rows(0, result.ntuples, tuple)
     return rows

@@ -40,6 +40,7 @@ from floorguard.chainstore.interface import (
     NODE_ORDER,
     AheadMissed,
     AheadView,
+    FirstReads,
     Node,
     Row,
     T,
@@ -629,8 +630,8 @@ class SqliteStore:
     # -- reading --
 
     @contextlib.contextmanager
-    def read(self, *, with_extent: bool = False) -> Iterator[_View | None]:
-        """As ChainStore.read (``with_extent`` is for a store a round trip away)."""
+    def read(self, first: FirstReads | None = None) -> Iterator[_View | None]:
+        """As ChainStore.read (``first`` is for a store a round trip away)."""
         import sqlite3
 
         try:
