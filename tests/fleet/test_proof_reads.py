@@ -1,7 +1,8 @@
 """What a proof reads from a shared chain, in as few round trips as it can: the snapshot's
 extent, the path's nodes and the record with its BEGIN. Read together, they must be what
-the same reads made apart return, and a chain whose tables are gone must read as before:
-empty when the records are gone, refused in words when only the tree is."""
+the same reads made apart return; the kept session must hold no snapshot or lock between
+reads; and a chain whose tables are gone must read as before: empty when the records are
+gone, refused in words when only the tree is."""
 
 from __future__ import annotations
 
@@ -60,6 +61,30 @@ def test_a_read_s_first_reads_refuse_what_is_not_an_integer(pg: Chain) -> None:
     assert chain.head() is not None
 
 
+def _sessions(pg: Chain) -> list[str]:
+    query = (
+        "SELECT coalesce(state, '') || ':' || coalesce(backend_xmin::text, '') FROM"
+        " pg_stat_activity WHERE usename = '{}' AND pid <> pg_backend_pid()"
+    )
+    states = pg.server.psql(query.format(pg.appender))
+    return [line.strip() for line in states.splitlines() if line.strip()]
+
+
+def test_the_kept_read_session_holds_no_snapshot_and_no_lock_between_reads(pg: Chain) -> None:
+    """A snapshot held would stop vacuum, and a lock held would queue the owner's DDL and
+    every append behind it (fleet.md): a read's snapshot ends with it, first reads or not."""
+    chain = pg.chain()
+    chain.append(CANARY, receipt(n=0))
+    for _ in range(3):
+        with chain.tree_snapshot(FirstReads([(0, 0)], 0)) as snap:
+            assert snap.size == 1
+        # (the appender's session and the kept reader's)
+        assert _sessions(pg) == ["idle:", "idle:"]
+        pg.sql("BEGIN; SET LOCAL lock_timeout = '1s';"
+               " LOCK TABLE floorguard.meta, floorguard.records, floorguard.tree"
+               " IN ACCESS EXCLUSIVE MODE; COMMIT")  # fmt: skip
+
+
 def test_proofs_made_on_the_kept_session_verify_against_a_signed_root(pg: Chain) -> None:
     chain = pg.chain()
     for n in range(11):
@@ -86,6 +111,7 @@ def test_a_snapshot_of_a_chain_whose_tables_were_dropped_reads_empty_or_is_refus
     refused = pytest.raises(ChainError, match=r"cannot read the audit chain .*floorguard\.tree")
     with refused, chain.tree_snapshot():
         pass
+    assert all(state == "idle:" for state in _sessions(pg))  # (no aborted snapshot left)
     assert chain.head().seq == 0  # type: ignore[union-attr]
     pg.sql("DROP TABLE floorguard.records CASCADE")
     for _ in range(2):  # the failed extent's transaction does not outlive its read
