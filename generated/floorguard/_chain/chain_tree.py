@@ -76,7 +76,8 @@ class TreeSnapshot:
         if self._view is None:
             return
         fetched = self._fetched
-        wanted = [key for key in dict.fromkeys(keys) if key not in fetched]
+        # (the views take a key asked twice as it is: no pass to drop repeats here)
+        wanted = [key for key in keys if key not in fetched] if fetched else list(keys)
         if line is not None and line not in self._rows:
             found, self._rows[line] = self._view.subtrees_and_row(wanted, line)
         elif wanted:
