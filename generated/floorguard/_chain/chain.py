@@ -93,7 +93,7 @@ from floorguard.errors import (
 )
 
 if TYPE_CHECKING:
-    from floorguard.chainstore.interface import ChainStore, ReadView, WriteView
+    from floorguard.chainstore.interface import ChainStore, FirstReads, ReadView, WriteView
 
 # Quoted by other modules from here: the chain's own names, and those of the record format
 # and the tree that callers import from this module.
@@ -645,9 +645,10 @@ class AuditChain:
         with self._lock:
             return self.store.write(attempt, "build the Merkle tree of")
 
-    def tree_snapshot(self) -> TreeSnapshot:
-        """A read of the records and their tree from one snapshot (a context manager)."""
-        return TreeSnapshot(self.store)
+    def tree_snapshot(self, first: FirstReads | None = None) -> TreeSnapshot:
+        """A read of the records and their tree from one snapshot (a context manager);
+        ``first``: what it will read first (a hint, see FirstReads)."""
+        return TreeSnapshot(self.store, first)
 
     def records_and_time(self) -> tuple[int, str]:
         """How many records the chain holds, and a time no record appended after them can be

@@ -19,11 +19,11 @@ from floorguard._chain.chain_record import (
     record_digest,
 )
 from floorguard._crypto import merkle
-from floorguard.chainstore.interface import Node
+from floorguard.chainstore.interface import FirstReads, Node
 from floorguard.errors import ChainError, ChainWriteError
 
 if TYPE_CHECKING:
-    from floorguard.chainstore.interface import ChainStore, ReadView, WriteView
+    from floorguard.chainstore.interface import ChainStore, ReadView, Row, WriteView
 
 
 class TreeSnapshot:
@@ -33,17 +33,19 @@ class TreeSnapshot:
     makes that every record). Raises ChainError on storage errors.
     """
 
-    def __init__(self, store: ChainStore) -> None:
+    def __init__(self, store: ChainStore, first: FirstReads | None = None) -> None:
         self._store = store
+        self._first = FirstReads() if first is None else first
         self._reading: contextlib.AbstractContextManager[ReadView | None] | None = None
         self._view: ReadView | None = None
         self.size = 0
         self.records = 0
         self._fetched: dict[tuple[int, int], bytes] = {}
+        self._rows: dict[int, Row | None] = {}  # (prefetched: one snapshot, they hold)
         self._chain_id: str | None = None
 
     def __enter__(self) -> TreeSnapshot:
-        self._reading = self._store.read()
+        self._reading = self._store.read(self._first)
         view = self._reading.__enter__()
         if view is None:
             return self
@@ -67,17 +69,25 @@ class TreeSnapshot:
         """Whether the chain's records table exists (an absent chain reads as empty)."""
         return self._view is not None
 
-    def prefetch(self, keys: Iterable[tuple[int, int]]) -> None:
+    def prefetch(self, keys: Iterable[tuple[int, int]], *, line: int | None = None) -> None:
         """Read the complete subtrees ``keys`` in one query, for ``subtree`` to answer
-        from. Raises ChainError."""
-        if self._view is not None:
-            fetched = self._fetched
-            wanted = [key for key in dict.fromkeys(keys) if key not in fetched]
-            if wanted:
-                # (a stored value that is no hash is left for ``subtree`` to refuse)
-                for key, value in self._view.subtrees(wanted).items():
-                    if len(value) == merkle.HASH_SIZE:
-                        fetched[key] = value
+        from, and with ``line`` that record too (in the same round trip), for ``line`` to
+        answer from. Raises ChainError."""
+        if self._view is None:
+            return
+        fetched = self._fetched
+        # (the views take a key asked twice as it is: no pass to drop repeats here)
+        wanted = [key for key in keys if key not in fetched] if fetched else list(keys)
+        if line is not None and line not in self._rows:
+            found, self._rows[line] = self._view.subtrees_and_row(wanted, line)
+        elif wanted:
+            found = self._view.subtrees(wanted)
+        else:
+            return
+        # (a stored value that is no hash is left for ``subtree`` to refuse)
+        for key, value in found.items():
+            if len(value) == merkle.HASH_SIZE:
+                fetched[key] = value
 
     def subtree(self, level: int, index: int) -> bytes:
         """The stored hash of complete subtree (level, index). Raises ChainError."""
@@ -138,7 +148,7 @@ class TreeSnapshot:
         """The export line of record ``seq``, or None when there is none."""
         if self._view is None:
             return None
-        row = self._view.row(seq)
+        row = self._rows[seq] if seq in self._rows else self._view.row(seq)
         return None if row is None else _row_line(row)
 
     def seq_of(self, receipt_id: str) -> int | None:

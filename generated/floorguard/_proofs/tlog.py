@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import itertools
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from floorguard._base._canonical import MAX_NESTING, nests_deeper_than
 from floorguard._crypto import merkle
 from floorguard._proofs import checkpoint as checkpoints
+from floorguard.chainstore.interface import FirstReads
 from floorguard.errors import FloorguardError, VerificationError
 
 if TYPE_CHECKING:
@@ -194,10 +196,11 @@ def record_of_line(line: str) -> ChainRecord:
 
 
 @contextlib.contextmanager
-def _snapshot_for(chain: AuditChain) -> Iterator[TreeSnapshot]:
-    """One snapshot of the chain and its tree, read on one connection; a chain from before
-    the tree gets its tree built first (then read afresh)."""
-    with chain.tree_snapshot() as snap:
+def _snapshot_for(chain: AuditChain, first: FirstReads | None = None) -> Iterator[TreeSnapshot]:
+    """One snapshot of the chain and its tree, read on one connection (``first``: what it
+    will read first); a chain from before the tree gets its tree built first (then read
+    afresh)."""
+    with chain.tree_snapshot(first) as snap:
         if not snap.present and not chain.exists():
             from floorguard.errors import ChainError
 
@@ -206,7 +209,7 @@ def _snapshot_for(chain: AuditChain) -> Iterator[TreeSnapshot]:
             yield snap
             return
     chain.ensure_tree()
-    with chain.tree_snapshot() as snap:
+    with chain.tree_snapshot(first) as snap:
         yield snap
 
 
@@ -279,7 +282,13 @@ def prove_inclusion(
     # and recorded), so a tree rewritten up to its root is no proof.
     views = chain.views if checkpoint is None else None
     before = None if views is None else views.load()
-    with _snapshot_for(chain) as snap:
+    first, known = None, None
+    if receipt_id is None and seq is not None and checkpoint is not None:
+        # The checkpoint's size and the seq name every node the proof reads: they are
+        # read with the snapshot's start (a store a round trip away reads them in its).
+        known = _proof_nodes(seq, checkpoint.size)
+        first = FirstReads(known[1], seq)
+    with _snapshot_for(chain, first) as snap:
         if receipt_id is not None:
             seq = snap.seq_of(receipt_id)
             if seq is None:
@@ -291,14 +300,14 @@ def prove_inclusion(
         if checkpoint is not None:
             _check_checkpoint_of(snap, checkpoint, "the checkpoint", origin)
             size = checkpoint.size
-        # The nodes each hash of the proof folds, read with the leaf in one query (none for
-        # a seq beyond the tree: it may lie beyond SQLite's integers).
+        # The nodes each hash of the proof folds, read with the leaf and the record in one
+        # round trip (none for a seq beyond the tree: it may lie beyond SQLite's integers).
         within = 0 <= seq < size
-        path = merkle.inclusion_path(seq, size) if within else []
-        wanted = [(0, seq), *(node for nodes in path for node in nodes)] if within else []
+        # (with a checkpoint, its size is the size: the nodes were found before the read)
+        path, wanted = known if known is not None else _proof_nodes(seq, size)
         if checkpoint is None:
             wanted += merkle.root_nodes(size)
-        snap.prefetch(wanted)
+        snap.prefetch(wanted, line=seq if within else None)
 
         def stated() -> None:
             # Only once something is wrong: a checkpoint the stored tree does not state is
@@ -332,6 +341,15 @@ def prove_inclusion(
             root_of=lambda m: _stored_root(chain, m), doing="prove a record of",
         )  # fmt: skip
     return InclusionProof(origin, size, seq, line, tuple(hashes))
+
+
+def _proof_nodes(seq: int, size: int) -> tuple[list[list[tuple[int, int]]], list[tuple[int, int]]]:
+    """The inclusion path of leaf ``seq`` in a tree of ``size`` leaves, and every node it
+    reads with the leaf's own; nothing for a leaf beyond the tree."""
+    if not 0 <= seq < size:
+        return [], []
+    path = merkle.inclusion_path(seq, size)
+    return path, [(0, seq), *itertools.chain.from_iterable(path)]
 
 
 def _stored_root(chain: AuditChain, size: int) -> bytes:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 # The format of the stored chain (meta 'format'); a store refuses any other.
@@ -75,6 +76,16 @@ def stray_query(tree: str, size: int, mark: str) -> tuple[str, list[int]]:
         for n, (rows, end, stray) in enumerate(ends)
     ]
     return " UNION ALL ".join(arms) + " LIMIT 1", params
+
+
+@dataclass(frozen=True)
+class FirstReads:
+    """What a read of the tree asks for first: ``ReadView.extent``, then
+    ``subtrees_and_row(subtrees, row)`` when ``row`` is given. A store a round trip away
+    may read them as the snapshot begins; the view answers the same either way."""
+
+    subtrees: Sequence[tuple[int, int]] = ()
+    row: int | None = None
 
 
 class AheadMissed(Exception):
@@ -144,7 +155,7 @@ class AheadView:
 
     record_count = tree_size = _missed
     row = ts_at = chain_id_at = extent = rows = first_seq_of = nodes = meta = insert_meta = _missed
-    subtrees = nodes_ending = stray_node = _missed
+    subtrees = subtrees_and_row = nodes_ending = stray_node = _missed
 
 
 class ReadView(Protocol):
@@ -187,6 +198,12 @@ class ReadView(Protocol):
     def subtrees(self, keys: Sequence[tuple[int, int]]) -> dict[tuple[int, int], bytes]:
         """The stored hashes of the complete subtrees ``keys`` (level, index), read in one
         query; a key with no row is absent from the answer."""
+
+    def subtrees_and_row(
+        self, keys: Sequence[tuple[int, int]], seq: int
+    ) -> tuple[dict[tuple[int, int], bytes], Row | None]:
+        """``subtrees(keys)`` and ``row(seq)``, in one round trip where the store is one
+        away."""
 
     def nodes_ending(self, after: int, upto: int) -> Iterator[Node]:
         """The stored nodes whose range ends in (after, upto] (those leaves after..upto-1
@@ -273,8 +290,9 @@ class ChainStore(Protocol):
         ``ahead``: ``attempt`` may run ahead (see WriteView), and a store that can may write
         in one round trip on what it knows from its own last write."""
 
-    def read(self) -> AbstractContextManager[ReadView | None]:
-        """One snapshot to read from; None when there is no chain yet. Raises ChainError."""
+    def read(self, first: FirstReads | None = None) -> AbstractContextManager[ReadView | None]:
+        """One snapshot to read from; None when there is no chain yet. Raises ChainError.
+        ``first``: a hint, what the read will ask for first (see FirstReads)."""
 
     def close(self) -> None:
         """Close cached connections (the next write reopens them)."""

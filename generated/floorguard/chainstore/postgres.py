@@ -41,6 +41,7 @@ from floorguard.chainstore.interface import (
     NODE_ORDER,
     AheadMissed,
     AheadView,
+    FirstReads,
     Node,
     Row,
     T,
@@ -63,16 +64,19 @@ from floorguard.chainstore.postgres_schema import (
 from floorguard.chainstore.postgres_wire import (
     Fired,
     _attempts,
+    _checked,
     _close_quietly,
     _committed,
     _deadline,
     _import_psycopg,
     _left,
     _libpq,
+    _loaded,
     _NoAnswer,
     _pipeline_results,
     _pipelined,
     _start,
+    _statement_results,
     _Unprotected,
     without_server_words,
 )
@@ -99,7 +103,23 @@ _NO_HEAD = object()
 # A read's snapshot, and whether the chain's tables are there (an absent chain reads empty).
 _BEGIN_READ = (
     f"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT pg_catalog.to_regclass('{_RECORDS}')"
+).encode()
+# ReadView.extent: the records, the tree's leaves and the chain's id.
+_EXTENT = (
+    f"SELECT (SELECT max(seq) FROM {_RECORDS}),"  # noqa: S608
+    f" (SELECT max(idx) FROM {_TREE} WHERE level = 0),"
+    f" (SELECT chain_id FROM {_RECORDS} WHERE seq = 0)"
 )
+# The stored hashes of the complete subtrees whose levels and indexes are two arrays, and
+# one record: as parameters ($1...), or written into a read's first message (integers only).
+_SUBTREES_OF = (
+    b"SELECT t.level, t.idx, t.hash FROM unnest(%s::integer[], %s::bigint[])"
+    b" AS wanted (l, i) JOIN " + _TREE.encode() + b" t ON t.level = wanted.l AND t.idx = wanted.i"
+)
+_ROW_OF = f"SELECT {COLUMNS} FROM {_RECORDS} WHERE seq = ".encode() + b"%s::bigint"  # noqa: S608
+_SUBTREES = _SUBTREES_OF % (b"$1", b"$2")
+_ROW = _ROW_OF % b"$1"
+_INT8_RANGE = range(-(2**63), 2**63)
 # An append's first round trip, one message: BEGIN, then open_append (the chain's lock,
 # the server's clock, the head and the tree nodes the next leaf needs; a statement
 # prepared when the connection opens). READ COMMITTED whatever the session's default: each
@@ -154,6 +174,20 @@ def _binary_params(record: Row, nodes: list[Node], edge: Iterable[Node] = ()) ->
     return values
 
 
+def _key_arrays(keys: Sequence[tuple[int, int]]) -> list[bytes]:
+    """_SUBTREES's parameters for ``keys``: their levels and their indexes, as arrays in
+    libpq's text form ("%d": digits and signs only, whatever the values' own str says)."""
+    levels = b",".join([b"%d" % level for level, _ in keys])
+    indexes = b",".join([b"%d" % index for _, index in keys])
+    return [b"{" + levels + b"}", b"{" + indexes + b"}"]
+
+
+def _add_subtrees(found: dict[tuple[int, int], bytes], rows: Iterable[tuple[Any, ...]]) -> None:
+    for level, index, digest in rows:
+        if digest is not None:
+            found[(int(level), int(index))] = bytes(digest)
+
+
 def _parse_nodes(text: bytes | None) -> dict[tuple[int, int], bytes]:
     """The nodes open_append returns ("level:index:hex,..."): keyed (level, index)."""
     nodes: dict[tuple[int, int], bytes] = {}
@@ -187,9 +221,15 @@ class _View:
         prepared: set[bytes] | None = None,
         clock: str | None = None,
         meta_query: str = _META_VALUE,
+        extent: tuple[Any, ...] | None = None,
+        rows: dict[int, Row | None] | None = None,
     ) -> None:
         self._conn = conn
         self._meta_query = meta_query  # (an appender's goes through read_meta)
+        # The extent's row and records read with a read's start (a read-only snapshot: they
+        # hold to its end).
+        self._extent = extent
+        self._rows = {} if rows is None else rows
         self._clock = clock  # the server's time when the append's head was read
         self.clock_read = time.monotonic()  # (a moment after the server read it)
         self.written: tuple[Row, list[Node]] | None = None  # committed by flush(commit=True)
@@ -281,6 +321,8 @@ class _View:
         return found
 
     def row(self, seq: int) -> Row | None:
+        if seq in self._rows:
+            return self._rows[seq]
         row: Row | None = self._one(
             f"SELECT {COLUMNS} FROM {_RECORDS} WHERE seq = %s",  # noqa: S608
             (seq,),
@@ -292,11 +334,7 @@ class _View:
         return None if row is None else str(row[0])
 
     def extent(self) -> tuple[int, int, str | None]:
-        records, leaves, chain_id = self._one(
-            f"SELECT (SELECT max(seq) FROM {_RECORDS}),"  # noqa: S608
-            f" (SELECT max(idx) FROM {_TREE} WHERE level = 0),"
-            f" (SELECT chain_id FROM {_RECORDS} WHERE seq = 0)"
-        )
+        records, leaves, chain_id = self._extent if self._extent is not None else self._one(_EXTENT)
         return (
             0 if records is None else int(records) + 1,
             0 if leaves is None else int(leaves) + 1,
@@ -367,23 +405,59 @@ class _View:
             yield int(level), int(index), bytes(digest)
 
     def subtrees(self, keys: Sequence[tuple[int, int]]) -> dict[tuple[int, int], bytes]:
-        found = {key: self._nodes[key] for key in keys if key in self._nodes}
-        wanted = [key for key in dict.fromkeys(keys) if key not in found]
-        if not wanted:
-            return found
-        # Two arrays, one query: every node of a proof in one round trip.
-        query = (
-            "SELECT t.level, t.idx, t.hash FROM unnest(%s::integer[], %s::bigint[])"  # noqa: S608
-            f" AS wanted (l, i) JOIN {_TREE} t ON t.level = wanted.l AND t.idx = wanted.i"
-        )
-        levels = [level for level, _ in wanted]
-        indexes = [index for _, index in wanted]
-        with self._waiting():
-            rows = self._conn.execute(query, (levels, indexes)).fetchall()
-        for level, index, digest in rows:
-            if digest is not None:
-                found[(int(level), int(index))] = bytes(digest)
+        found, wanted = self._known_subtrees(keys)
+        if wanted:
+            # Two arrays, one query: every node of a proof in one round trip.
+            with self._waiting():
+                result = _libpq(
+                    self._conn, lambda pgconn: pgconn.exec_params(_SUBTREES, _key_arrays(wanted))
+                )
+            _add_subtrees(found, _loaded(self._conn, result))
         return found
+
+    def subtrees_and_row(
+        self, keys: Sequence[tuple[int, int]], seq: int
+    ) -> tuple[dict[tuple[int, int], bytes], Row | None]:
+        if seq not in _INT8_RANGE:  # (no such seq can be stored)
+            return self.subtrees(keys), None
+        if seq in self._rows:
+            return self.subtrees(keys), self._rows[seq]
+        self.flush()
+        found, wanted = self._known_subtrees(keys)
+        arrays = _key_arrays(wanted)
+        seq_param = [str(seq).encode("ascii")]
+
+        def send(pgconn: Any) -> None:
+            if wanted:
+                pgconn.send_query_params(_SUBTREES, arrays)
+            pgconn.send_query_params(_ROW, seq_param)
+
+        # The nodes and the record in one pipeline: one round trip.
+        with self._waiting():
+            results = _pipelined(self._conn, send, 2 if wanted else 1)
+        if wanted:
+            _add_subtrees(found, _loaded(self._conn, results[0]))
+        rows = _loaded(self._conn, results[-1])
+        row: Row | None = rows[0] if rows else None
+        return found, row
+
+    def _known_subtrees(
+        self, keys: Sequence[tuple[int, int]]
+    ) -> tuple[dict[tuple[int, int], bytes], list[tuple[int, int]]]:
+        """The subtrees of ``keys`` read or written in the transaction, and the others."""
+        known = self._nodes
+        try:  # (all of them: the usual case once a proof's first reads are in)
+            return {key: known[key] for key in keys}, []
+        except KeyError:
+            pass
+        found, wanted = {}, []
+        for key in keys:
+            digest = known.get(key)
+            if digest is None:
+                wanted.append(key)
+            else:
+                found[key] = digest
+        return found, list(dict.fromkeys(wanted)) if wanted else wanted
 
     def nodes_ending(self, after: int, upto: int) -> Iterator[Node]:
         self.flush()
@@ -513,6 +587,53 @@ class _AheadView(AheadView):
         found = self._known_node(level, index)
         self.nodes_read[(level, index)] = found
         return found
+
+
+def _first_message(first: FirstReads | None) -> tuple[bytes, int | None]:
+    """A read's first message: BEGIN and the table check, then what ``first`` names (its
+    integers written into the text: a simple query takes no parameters); and the record it
+    reads, if any (none beyond a bigint: no such seq can be stored)."""
+    if first is None:
+        return _BEGIN_READ, None
+    statements = [_BEGIN_READ, _EXTENT.encode()]
+    if first.subtrees:
+        levels, indexes = _key_arrays(first.subtrees)
+        statements.append(_SUBTREES_OF % (b"'" + levels + b"'", b"'" + indexes + b"'"))
+    row = first.row if first.row is not None and first.row in _INT8_RANGE else None
+    if row is not None:
+        statements.append(_ROW_OF % (b"%d" % row))
+    return b"; ".join(statements), row
+
+
+class _Begun:
+    """What a read found as it began: the extent's row, the tree nodes and the records it
+    was asked for."""
+
+    def __init__(self) -> None:
+        self.extent: tuple[Any, ...] | None = None
+        self.nodes: dict[tuple[int, int], bytes] = {}
+        self.rows: dict[int, Row | None] = {}
+
+    def read(
+        self, conn: psycopg.Connection[Any], results: list[Any], first: FirstReads, row: int | None
+    ) -> None:
+        """Take the results of _first_message's statements after the table check. Raises
+        psycopg's errors."""
+        pg = _import_psycopg()
+        expected = 1 + bool(first.subtrees) + (row is not None)
+        for result in results:
+            _checked(conn.pgconn, result)
+        if len(results) != expected:
+            raise pg.OperationalError(
+                f"{len(results)} results for the read's {expected} first statements"
+            )
+        loader = pg.adapt.Transformer(conn)
+        self.extent = _loaded(conn, results[0], loader)[0]
+        if first.subtrees:
+            _add_subtrees(self.nodes, _loaded(conn, results[1], loader))
+        if row is not None:
+            rows = _loaded(conn, results[-1], loader)
+            self.rows[row] = rows[0] if rows else None
 
 
 class _ConnectionLost(Exception):
@@ -1016,7 +1137,9 @@ class PostgresStore:
     # -- reading --
 
     @contextlib.contextmanager
-    def read(self) -> Iterator[_View | None]:
+    def read(self, first: FirstReads | None = None) -> Iterator[_View | None]:
+        """As ChainStore.read; what ``first`` names is read with the snapshot's BEGIN, in
+        its round trip."""
         pg = _import_psycopg()
         kept = self._reader_lock.acquire(blocking=False)
         try:
@@ -1027,20 +1150,21 @@ class PostgresStore:
             done = False
             try:
                 try:
-                    found = self._begin_read(conn, retried=not reused)
+                    begun = self._begin_read(conn, first, retried=not reused)
                 except _ConnectionLost:
                     # A kept connection the server has ended since (a restart, an idle
                     # limit): nothing was read, so the read starts again on a new one.
                     _discard(conn, os.getpid())
                     self._reader = None
                     conn = self._connect(ChainError, "read")
-                    found = self._begin_read(conn, retried=True)
+                    begun = self._begin_read(conn, first, retried=True)
                 if kept:
                     self._reader, self._reader_pid = conn, os.getpid()
-                if not found:
+                if begun is None:
                     yield None
                 else:
-                    view = _View(conn, stream=True, silence=self.silence)
+                    view = _View(conn, stream=True, silence=self.silence, extent=begun.extent,
+                                 nodes=begun.nodes, rows=begun.rows)  # fmt: skip
                     try:
                         yield view
                     except pg.Error as exc:
@@ -1051,7 +1175,7 @@ class PostgresStore:
                     view.close_cursors()
                 # The snapshot ends here: a kept connection holds no transaction between reads.
                 with _deadline(conn, self.silence) as fired:
-                    conn.execute("ROLLBACK")
+                    _libpq(conn, lambda pgconn: pgconn.exec_(b"ROLLBACK"))
                 done = not fired.is_set() and _idle(conn)
             finally:
                 if not kept:
@@ -1071,25 +1195,40 @@ class PostgresStore:
         self._drop_reader()
         return None
 
-    def _begin_read(self, conn: psycopg.Connection[Any], *, retried: bool) -> bool:
-        """Begin the read's snapshot on ``conn``; whether the chain's tables exist. Raises
-        _ConnectionLost when a kept connection (``retried`` False) turns out closed by the
-        server, ChainError for anything else."""
+    def _begin_read(
+        self,
+        conn: psycopg.Connection[Any],
+        first: FirstReads | None,
+        *,
+        retried: bool,
+    ) -> _Begun | None:
+        """Begin the read's snapshot on ``conn``, and read what ``first`` names: None when
+        the chain's tables are absent. Raises _ConnectionLost when a kept connection
+        (``retried`` False) turns out closed by the server, ChainError for anything else."""
         pg = _import_psycopg()
+        message, row = _first_message(first)
         try:
             with _deadline(conn, self.silence) as fired:
-                # One round trip: the two statements as one simple query, two results.
-                cursor = conn.execute(_BEGIN_READ)
-                if not cursor.nextset():
-                    raise pg.OperationalError("one result for the read's two statements")
-                found = cursor.fetchone()
+                # One round trip: the statements as one simple query, a result each (the
+                # first that reads a table fails when the tables are absent: the snapshot
+                # is then read as empty).
+                results = _statement_results(conn, message)
+                for result in results[:2]:
+                    _checked(conn.pgconn, result)
+                if len(results) < 2:
+                    raise pg.OperationalError("one result for the read's statements")
+                if results[1].ntuples != 1 or results[1].get_value(0, 0) is None:
+                    return None
+                begun = _Begun()
+                if first is not None:
+                    begun.read(conn, results[2:], first, row)
         except pg.Error as exc:
             if not retried and not fired.is_set() and conn.closed:
                 raise _ConnectionLost from None
             raise ChainError(
                 f"cannot read the audit chain {self.location}: {self.explain(exc, fired)}"
             ) from None
-        return found is not None and found[0] is not None
+        return begun
 
     def explain(
         self,

@@ -232,6 +232,42 @@ def _pipeline_results(
     return results
 
 
+def _statement_results(conn: psycopg.Connection[Any], message: bytes) -> list[Any]:
+    """The result of each statement of ``message``, one simple query (one round trip),
+    unchecked: the server stops at the first that fails, whose error is the last result.
+    The waits are poll()s, as in _pipeline_results, so the watchdog can cut them."""
+    pgconn = conn.pgconn
+    results: list[Any] = []
+    waiting = select.poll()
+    pgconn.send_query(message)
+    waiting.register(pgconn.socket, select.POLLIN | select.POLLOUT)
+    while pgconn.flush():
+        waiting.poll()
+        pgconn.consume_input()
+    waiting.modify(pgconn.socket, select.POLLIN)
+    while True:
+        while pgconn.is_busy():
+            waiting.poll()
+            pgconn.consume_input()  # raises OperationalError once the connection is gone
+        result = pgconn.get_result()
+        if result is None:
+            return results
+        results.append(result)
+
+
+def _loaded(
+    conn: psycopg.Connection[Any], result: Any, loader: Any = None
+) -> list[tuple[Any, ...]]:
+    """The rows of a checked ``result``, loaded as psycopg's cursor loads them (the same
+    Python type for each column's type) without the cursor's layer; ``loader``: a
+    psycopg Transformer of ``conn``'s to reuse."""
+    if loader is None:
+        loader = _import_psycopg().adapt.Transformer(conn)
+    loader.set_pgresult(result)
+    rows: list[tuple[Any, ...]] = loader.load_rows(0, result.ntuples, tuple)
+    return rows
+
+
 def _libpq(conn: psycopg.Connection[Any], call: Callable[[Any], Any]) -> Any:
     """The result of one blocking call on the connection's libpq handle, raised as
     psycopg's error when it failed.

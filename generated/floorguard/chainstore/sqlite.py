@@ -41,6 +41,7 @@ from floorguard.chainstore.interface import (
     NODE_ORDER,
     AheadMissed,
     AheadView,
+    FirstReads,
     Node,
     Row,
     T,
@@ -254,6 +255,11 @@ class _View:
                 if type(digest) is bytes:  # (a BLOB; NULL or anything else is no hash)
                     found[key] = digest
         return found
+
+    def subtrees_and_row(
+        self, keys: Sequence[tuple[int, int]], seq: int
+    ) -> tuple[dict[tuple[int, int], bytes], Row | None]:
+        return self.subtrees(keys), self.row(seq)
 
     def nodes_ending(self, after: int, upto: int) -> Iterator[Node]:
         if not self._has_tree:
@@ -626,7 +632,8 @@ class SqliteStore:
     # -- reading --
 
     @contextlib.contextmanager
-    def read(self) -> Iterator[_View | None]:
+    def read(self, first: FirstReads | None = None) -> Iterator[_View | None]:
+        """As ChainStore.read (``first`` is for a store a round trip away)."""
         import sqlite3
 
         try:
