@@ -655,8 +655,8 @@ class AuditChain:
         stamped before, read together under the chain's write lock: the time a checkpoint
         of those records may state. (A snapshot read without the lock can miss a record
         stamped earlier and committed later.) The chain's clock is the store's shared one,
-        less the time a record may be stamped before its transaction, else this host's; and
-        never before the head's stamp. It assumes that clock does not step back. Raises
+        less how old a stamp the store takes (``stamp_slack_seconds``), else this host's;
+        and never before the head's stamp. It assumes that clock does not step back. Raises
         ChainWriteError (a chain this process cannot lock: a read-only file or role)."""
         from datetime import timedelta
 

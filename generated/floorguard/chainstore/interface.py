@@ -256,9 +256,9 @@ class ChainStore(Protocol):
     may; a shared chain's key is made once by ``floorctl chain init`` and distributed).
     ``write_budget``: the seconds within which a whole append must end, from the host's
     own lock to the commit (None: the store bounds each of its waits itself).
-    ``stamp_slack_seconds``: how long before its write transaction began a record may be
-    stamped (a host that stamps from its estimate of a server's clock); 0 where the record
-    is stamped inside the transaction.
+    ``stamp_slack_seconds``: how long before the chain's clock, read under the write lock,
+    a record stored after may be stamped (a database server that takes a stamp some
+    seconds old); 0 where every record is stamped under the lock.
     """
 
     location: str

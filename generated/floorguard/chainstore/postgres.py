@@ -55,9 +55,9 @@ from floorguard.chainstore.postgres_schema import (
     _RECORDS,
     _TREE,
     AHEAD_SAMPLE_SECONDS,
-    AHEAD_SLACK_MS,
     APPENDER_ROLE,
     COLUMNS,
+    MAX_STAMP_AGE_SECONDS,
     META_VALUE_FOR_APPENDS,
     SCHEMA,
 )
@@ -671,8 +671,9 @@ class PostgresStore:
     """
 
     creates_key = False
-    # append_next's record may be stamped that long before its transaction began.
-    stamp_slack_seconds = AHEAD_SLACK_MS / 1000
+    # The server stores a record stamped up to that long before it stores it (at its
+    # transaction's start, which an appender chooses, or ahead): MAX_STAMP_AGE_SECONDS.
+    stamp_slack_seconds = float(MAX_STAMP_AGE_SECONDS)
 
     def __init__(self, url: str, *, timeout: float) -> None:
         self.url = url
