@@ -80,7 +80,11 @@ class SpawnRefused(FloorguardError):
     """
 
     def __init__(self, message: str, decision: Decision | None = None) -> None:
-        super().__init__(message)
+        from floorguard._base._text import without_credentials
+
+        # What a receipt's reason hides is hidden in the message too, whatever it quotes:
+        # the name asked for, a path, the chain's own words when nothing could be recorded.
+        super().__init__(without_credentials(message))
         self.decision = decision
 
 

@@ -4,6 +4,7 @@ character it needs), and every string of a recorded value is made recordable."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -63,3 +64,25 @@ _VALUES = st.recursive(
 @given(_VALUES)
 def test_a_recorded_value_has_every_string_made_recordable(value: object) -> None:
     assert _text.recordable_value(value) == _recordable_everywhere(value)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'GITHUB_TOKEN="SECRET"',  # a quoted value
+        "token='SECRET'",
+        'password="a b SECRET"',  # spaces inside the quotes
+        'password="SECRET',  # a quote never closed
+        '"token": "SECRET"',  # a JSON member
+        "[token]=SECRET",
+        "token[0]=SECRET",
+        "token\t=\tSECRET",
+        "authorization: Bearer SECRET",  # a scheme, then the credential
+        "Authorization=Basic SECRET",
+        '/x/token="SECRET".py',
+        "npx: \"token='SECRET'\" is not an npm package name",
+    ],
+)
+def test_hides_a_value_given_to_a_secret_name_in_any_spelling(text: str) -> None:
+    hidden = _text.without_credentials(text)
+    assert "SECRET" not in hidden and "<hidden>" in hidden, hidden

@@ -49,9 +49,15 @@ def recordable_value(value: Any) -> Any:
 # a quoted variable assignment's value (``'=VALUE'``, ``'NAME=VALUE'`` quoted from an
 # env(1) command line; the host's own settings, ``FLOORGUARD_FLOOR_MAP=PATH``, unquoted).
 _USERINFO = re.compile(r"(?i)([a-z][a-z0-9+.-]*:[/\\]*)[^\s/\\@'\"]*@")
+# The name (within a longer one: GITHUB_TOKEN; not a file's extension: chain.key), then
+# what may close it (a quote, a
+# subscript: "token": , [token]=, token[0]=) and = or :, then the value: quoted (spaces and
+# all, to the closing quote or the end), or a word after an authentication scheme
+# (Bearer, Basic, ...), or a bare word.
 _SECRET_VALUE = re.compile(
-    r"(?i)((?:token|password|passwd|pwd|secret|auth[a-z_-]*|api[_-]?key|key|bearer)"
-    r"\s*[=:]\s*)[^\s'\",]+"
+    r"(?i)((?<!\.)(?:token|password|passwd|pwd|secret|auth[a-z_-]*|api[_-]?key|key|bearer)"
+    r"[\]\[0-9'\"]*\s*[=:]\s*)"
+    r"(?:\"[^\"]*\"?|'[^']*'?|(?:(?:bearer|basic|digest|token)\s+)?[^\s'\",]+)"
 )
 _ASSIGNED = re.compile(r"(['\"])([A-Za-z_][A-Za-z0-9_]*)?=[^'\"]+(?=['\"])")
 

@@ -975,7 +975,10 @@ def _seal(requested: str, judgement: _Judgement, policy: str, env: Mapping[str, 
     reaches stderr when the host configured no logging): an override is never silent.
     """
     judgement = _without_credentials(judgement)
-    adapter = judgement.adapter or requested
+    # (an adapter name holds none of the characters the hiding looks for: only a name the
+    # gate refuses as invalid can change)
+    requested = without_credentials(requested)
+    adapter = without_credentials(judgement.adapter or requested)
     # (a name, path or reason holding bytes that are not UTF-8 is recorded escaped)
     receipt = receipts.new_receipt(
         receipts.SPAWN_PREFLIGHT,
