@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+TYPE_CHECKING = False  # (not typing's: importing typing costs every host's import)
 
 if TYPE_CHECKING:
     from floorguard._gate.decision import Decision
