@@ -207,20 +207,11 @@ def _pipeline_results(
     try:
         send(pgconn)
         pgconn.pipeline_sync()
-        # psycopg's connections are non-blocking: send what the socket did not take yet,
-        # reading meanwhile (a server blocked writing to us would not read either).
-        waiting.register(socket_fd, select.POLLIN | select.POLLOUT)
-        while pgconn.flush():
-            waiting.poll()
-            pgconn.consume_input()
-        waiting.modify(socket_fd, select.POLLIN)
+        _flushed(pgconn, waiting, socket_fd)
         if meanwhile is not None:
             meanwhile()
         while True:
-            while pgconn.is_busy():
-                waiting.poll()
-                pgconn.consume_input()  # raises OperationalError once the connection is gone
-            result = pgconn.get_result()
+            result = _next_result(pgconn, waiting)
             if result is None:
                 continue  # the end of one query's results
             if result.status == pq.ExecStatus.PIPELINE_SYNC:
@@ -232,6 +223,26 @@ def _pipeline_results(
     return results
 
 
+def _flushed(pgconn: Any, waiting: select.poll, socket_fd: int) -> None:
+    """Send what the socket did not take yet (psycopg's connections are non-blocking),
+    reading meanwhile (a server blocked writing to us would not read either); then
+    ``waiting`` polls for input only."""
+    waiting.register(socket_fd, select.POLLIN | select.POLLOUT)
+    while pgconn.flush():
+        waiting.poll()
+        pgconn.consume_input()
+    waiting.modify(socket_fd, select.POLLIN)
+
+
+def _next_result(pgconn: Any, waiting: select.poll) -> Any:
+    """The next result (None at the end of one query's), waited for by ``waiting``'s poll:
+    the watchdog can cut it. Raises OperationalError once the connection is gone."""
+    while pgconn.is_busy():
+        waiting.poll()
+        pgconn.consume_input()
+    return pgconn.get_result()
+
+
 def _statement_results(conn: psycopg.Connection[Any], message: bytes) -> list[Any]:
     """The result of each statement of ``message``, one simple query (one round trip),
     unchecked: the server stops at the first that fails, whose error is the last result.
@@ -240,16 +251,9 @@ def _statement_results(conn: psycopg.Connection[Any], message: bytes) -> list[An
     results: list[Any] = []
     waiting = select.poll()
     pgconn.send_query(message)
-    waiting.register(pgconn.socket, select.POLLIN | select.POLLOUT)
-    while pgconn.flush():
-        waiting.poll()
-        pgconn.consume_input()
-    waiting.modify(pgconn.socket, select.POLLIN)
+    _flushed(pgconn, waiting, pgconn.socket)
     while True:
-        while pgconn.is_busy():
-            waiting.poll()
-            pgconn.consume_input()  # raises OperationalError once the connection is gone
-        result = pgconn.get_result()
+        result = _next_result(pgconn, waiting)
         if result is None:
             return results
         results.append(result)
