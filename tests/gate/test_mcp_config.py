@@ -154,7 +154,7 @@ def test_claude_refuses_a_vs_code_servers_key(home: Path, project: Path) -> None
 @pytest.mark.parametrize(
     ("text", "problem"),
     [
-        ('{"mcpServers": {"s": {"command": "a"}, "s": {"command": "b"}}}', "duplicate key 's'"),
+        ('{"mcpServers": {"s": {"command": "a"}, "s": {"command": "b"}}}', "repeats the key 's'"),
         ('{"mcpServers": {"s": {"command": "a", "timeout": NaN}}}', "NaN is not a JSON number"),
         ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
         ('{"mcpServers": {', "not valid JSON"),

@@ -164,7 +164,7 @@ def test_a_duplicate_key_refuses_the_agent(agents: Agents) -> None:
         '{"mcpServers": {"s": {"command": "fixed/aider"}, "s": {"command": "aider"}}}'
     )
     decision = agents.decide("claude")
-    assert decision.verdict == "refuse" and "duplicate key 's'" in decision.reason
+    assert decision.verdict == "refuse" and "repeats the key 's'" in decision.reason
 
 
 def test_a_fifo_declaration_refuses_the_agent_without_blocking(agents: Agents) -> None:

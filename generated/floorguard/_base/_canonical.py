@@ -159,16 +159,15 @@ def _unique_members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def _not_a_number(text: str) -> Any:
-    raise ValueError(f"{text} is not JSON")
+    raise ValueError(f"{text} is not a JSON number")
 
 
-def loads_strict(data: bytes) -> Any:
-    """The JSON value of UTF-8 ``data``, read strictly: no byte-order mark (``json.loads``
-    of bytes skips one), no repeated key, no NaN or Infinity. Raises ValueError (RepeatedKey
-    for a repeated key) or RecursionError."""
-    return json.loads(
-        data.decode("utf-8"), object_pairs_hook=_unique_members, parse_constant=_not_a_number
-    )
+def loads_strict(data: bytes | str) -> Any:
+    """The JSON value of ``data`` (UTF-8 bytes, or text), read strictly: no byte-order mark
+    (``json.loads`` of bytes skips one), no repeated key, no NaN or Infinity. Raises
+    ValueError (RepeatedKey for a repeated key) or RecursionError."""
+    text = data.decode("utf-8") if isinstance(data, bytes) else data
+    return json.loads(text, object_pairs_hook=_unique_members, parse_constant=_not_a_number)
 
 
 def sha256_digest(data: bytes) -> str:

@@ -10,12 +10,12 @@ home folder). Only a file that is not there at all is simply absent.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import tomllib
 from typing import Any, Final
 
+from floorguard._base._canonical import RepeatedKey, loads_strict
 from floorguard._base.files import read_regular_located
 from floorguard.errors import UnreadableFileError
 
@@ -67,19 +67,6 @@ def _text(data: bytes, path: str) -> str:
         raise ConfigDoubt(f"{path}: not UTF-8 text: {exc}") from None
 
 
-def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    found: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in found:
-            raise ConfigDoubt(f"duplicate key {key!r}")
-        found[key] = value
-    return found
-
-
-def _no_constant(text: str) -> Any:
-    raise ConfigDoubt(f"{text} is not a JSON number")
-
-
 def parse_json(data: bytes, path: str, *, comments: bool = False) -> Any:
     """The JSON document in ``data`` (``comments``: JSON with ``//`` and ``/* */`` comments,
     as Gemini CLI reads its settings). Raises ConfigDoubt naming ``path``."""
@@ -93,8 +80,8 @@ def parse_json(data: bytes, path: str, *, comments: bool = False) -> Any:
     if comments:
         text = strip_comments(text, path)
     try:
-        value = json.loads(text, object_pairs_hook=_unique, parse_constant=_no_constant)
-    except ConfigDoubt as exc:
+        value = loads_strict(text)
+    except RepeatedKey as exc:
         raise ConfigDoubt(f"{path}: {exc}") from None
     except RecursionError:
         raise ConfigDoubt(f"{path}: nested too deeply") from None
