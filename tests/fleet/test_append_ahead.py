@@ -39,7 +39,7 @@ from floorguard.errors import ChainRollbackError, ChainWriteError
 pytestmark = pytest.mark.fleet
 
 APPEND_NEXT_SQL = (
-    "SELECT floorguard.append_next(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+    "SELECT floorguard_api.append_next(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 )
 
 
@@ -112,7 +112,7 @@ def test_an_append_ahead_never_waits_for_the_lock_the_ordinary_way_waits_its_tur
     for n in range(3):
         chain.append(CANARY, receipt(n=n))  # the third runs ahead
     with psycopg.connect(counted.url) as other:  # another append holds the chain's lock
-        other.execute("SELECT * FROM floorguard.open_append(NULL)")
+        other.execute("SELECT * FROM floorguard_api.open_append(NULL)")
         release = threading.Timer(0.5, other.rollback)
         release.start()
         try:
@@ -254,8 +254,8 @@ def test_an_append_next_refused_for_another_reason_refuses_the_append_and_writes
     for n in range(3):
         chain.append(CANARY, receipt(n=n))  # the third runs ahead
     pg.sql(
-        "REVOKE EXECUTE ON FUNCTION floorguard.append_next(bigint, text, text, text, text, text,"
-        " text, text, integer[], bigint[], bytea[], integer[], bigint[], bytea[])"
+        "REVOKE EXECUTE ON FUNCTION floorguard_api.append_next(bigint, text, text, text, text,"
+        " text, text, text, integer[], bigint[], bytea[], integer[], bigint[], bytea[])"
         f" FROM {appender_role(pg.database)}"
     )
     with pytest.raises(ChainWriteError, match="lacks a privilege"):
@@ -270,7 +270,7 @@ def test_a_chain_initialised_before_append_next_takes_appends_the_ordinary_way(
 ) -> None:
     _filled(counted, 1)
     counted.sql(
-        "DROP FUNCTION floorguard.append_next(bigint, text, text, text, text, text, text, text,"
+        "DROP FUNCTION floorguard_api.append_next(bigint, text, text, text, text, text, text, text,"
         " integer[], bigint[], bytea[], integer[], bigint[], bytea[])"
     )
     chain = _host(counted, tmp_path / "host")

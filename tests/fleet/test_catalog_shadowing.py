@@ -45,7 +45,11 @@ def test_a_role_granted_delete_cannot_shadow_pg_class_to_pass_for_the_owner(pg: 
     chain = pg.chain()
     for n in range(4):
         chain.append(CANARY, receipt(n=n))
-    pg.sql(f"GRANT DELETE, UPDATE, TRUNCATE ON floorguard.records TO {pg.appender}")
+    # (A host may not even name the table: this is an owner's grant by mistake.)
+    pg.sql(
+        f"GRANT USAGE ON SCHEMA floorguard TO {pg.appender};"
+        f" GRANT SELECT, DELETE, UPDATE, TRUNCATE ON floorguard.records TO {pg.appender}"
+    )
     with _appender(pg) as conn:
         conn.execute("CREATE TEMP TABLE pg_class (oid oid, relowner oid)")
         conn.execute(
@@ -70,7 +74,9 @@ SHADOWS = {
         "CREATE TEMP TABLE pg_locks (locktype text, granted boolean, mode text, relation oid,"
         " database oid, pid integer)",
         "INSERT INTO pg_temp.pg_locks SELECT 'relation', true, 'ExclusiveLock',"
-        " 'floorguard.append_lock'::regclass, d.oid, {bystander} FROM pg_catalog.pg_database d",
+        " (SELECT c.oid FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n"
+        "  ON n.oid = c.relnamespace WHERE n.nspname = 'floorguard'"
+        "  AND c.relname = 'append_lock'), d.oid, {bystander} FROM pg_catalog.pg_database d",
     ),
     "pg_roles": (
         "CREATE TEMP TABLE pg_roles (oid oid, rolname name, rolsuper boolean)",
@@ -108,12 +114,12 @@ def test_a_shadowed_catalog_changes_nothing_when_a_waiting_append_ends_a_holder(
     with _appender(pg) as bystander, _appender(pg) as holder, _appender(pg) as caller:
         holder.execute("SET idle_in_transaction_session_timeout = 0")
         holder.execute("BEGIN")
-        holder.execute("SELECT floorguard.open_append(NULL)")
+        holder.execute("SELECT floorguard_api.open_append(NULL)")
         for statement in (create, fill.format(bystander=bystander.info.backend_pid)):
             caller.execute(statement)  # type: ignore[arg-type]
         caller.execute("SET lock_timeout = '4s'")
         caller.execute("BEGIN")
-        row = caller.execute("SELECT seq FROM floorguard.open_append(NULL)").fetchone()
+        row = caller.execute("SELECT seq FROM floorguard_api.open_append(NULL)").fetchone()
         assert row == (0,)
         caller.execute("ROLLBACK")
         assert bystander.execute("SELECT 1").fetchone() == (1,)

@@ -256,7 +256,7 @@ def test_append_record_refuses_a_stamp_ahead_of_the_clock_whatever_the_sessions_
     def call(conn: psycopg.Connection[Any]) -> None:
         conn.execute(f"SET TIME ZONE '{zone}'")
         conn.execute("SET DateStyle = 'SQL, DMY'")
-        conn.execute("SELECT * FROM floorguard.open_append(NULL)")
+        conn.execute("SELECT * FROM floorguard_api.open_append(NULL)")
         offset = conn.execute(
             "SELECT extract(epoch FROM utc_offset) FROM pg_timezone_names WHERE name = %s",
             (zone,),

@@ -62,7 +62,7 @@ def test_a_server_that_stops_answering_mid_append_cannot_hang_the_spawn(pg: Chai
     assert verify(pg).returncode == 0
 
 
-@pytest.mark.parametrize("trigger", [b"REPEATABLE READ", b"FROM floorguard.records"])
+@pytest.mark.parametrize("trigger", [b"REPEATABLE READ", b"floorguard_api.records("])
 def test_a_server_that_stops_answering_mid_read_cannot_hang_an_export(
     pg: Chain, trigger: bytes, tmp_path: Path
 ) -> None:

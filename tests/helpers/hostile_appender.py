@@ -26,9 +26,12 @@ AHEAD_RECEIPT = (
 )
 RECORD_ARGS = "%s::bigint, %s, %s, %s, %s, %s, %s, %s"
 NODE_ARGS = "%s::integer[], %s::bigint[], %s::bytea[]"
-APPEND_RECORD = f"SELECT floorguard.append_record({RECORD_ARGS}, {NODE_ARGS})"
-APPEND_NEXT = f"SELECT floorguard.append_next({RECORD_ARGS}, {NODE_ARGS}, {NODE_ARGS})"
-ADD_TREE_NODES = f"SELECT floorguard.add_tree_nodes({NODE_ARGS})"
+APPEND_RECORD = f"SELECT floorguard_api.append_record({RECORD_ARGS}, {NODE_ARGS})"
+APPEND_NEXT = f"SELECT floorguard_api.append_next({RECORD_ARGS}, {NODE_ARGS}, {NODE_ARGS})"
+ADD_TREE_NODES = f"SELECT floorguard_api.add_tree_nodes({NODE_ARGS})"
+
+
+_NODE_SQL = "SELECT hash FROM floorguard_api.tree_nodes(ARRAY[%s], ARRAY[%s]::bigint[])"
 
 
 def _key(pg: Chain) -> bytes:
@@ -74,9 +77,7 @@ def _nodes_for(conn: psycopg.Connection[Any], record: Row) -> list[Node]:
     nodes: list[Node] = [(0, seq, merkle.leaf_hash(_row_line(record).encode()))]
     at, level, current = seq, 0, nodes[0][2]
     while at & 1:
-        got = conn.execute(
-            "SELECT hash FROM floorguard.tree WHERE level = %s AND idx = %s", (level, at - 1)
-        ).fetchone()
+        got = conn.execute(_NODE_SQL, (level, at - 1)).fetchone()
         current = merkle.node_hash(bytes(got[0]) if got else bytes(32), current)
         level, at = level + 1, at >> 1
         nodes.append((level, at, current))
@@ -159,7 +160,7 @@ def _ahead(
     def call(conn: psycopg.Connection[Any]) -> None:
         for statement in setup:
             conn.execute(statement)
-        head = conn.execute("SELECT * FROM floorguard.records ORDER BY seq DESC LIMIT 1").fetchone()
+        head = conn.execute("SELECT * FROM floorguard_api.head()").fetchone()
         assert head is not None
         size = head[0] + 1
         row: dict[str, Any] = {

@@ -77,6 +77,9 @@ class Chain:
         return self.server.psql(statement, user=role, database=self.database)
 
 
+_NODE_SQL = "SELECT hash FROM floorguard_api.tree_nodes(ARRAY[%s], ARRAY[%s]::bigint[])"
+
+
 def floorctl(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*FLOORCTL, *args], capture_output=True, text=True, env=env,
                           timeout=120, check=False)  # fmt: skip
@@ -167,7 +170,9 @@ def signed_checkpoint(pg: Chain, folder: Path) -> tuple[Path, Path]:
 
 # --- an honest host's next record, built by hand -------------------------------------------
 
-APPEND_RECORD_SQL = "SELECT floorguard.append_record(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+APPEND_RECORD_SQL = (
+    "SELECT floorguard_api.append_record(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+)
 
 
 def right_edge(conn: psycopg.Connection[Any], size: int) -> list[Node]:
@@ -178,9 +183,7 @@ def right_edge(conn: psycopg.Connection[Any], size: int) -> list[Node]:
     for level in range(size.bit_length()):
         if level == 0 or size >> level & 1:
             index = size - 1 if level == 0 else (size >> level) - 1
-            found = conn.execute(
-                "SELECT hash FROM floorguard.tree WHERE level = %s AND idx = %s", (level, index)
-            ).fetchone()
+            found = conn.execute(_NODE_SQL, (level, index)).fetchone()
             assert found is not None
             edge.append((level, index, bytes(found[0])))
     return edge
@@ -191,11 +194,11 @@ def _next(
 ) -> tuple[Row, list[Node]]:
     """Open an append on ``conn`` and build the next record as an honest host would (the
     fields given replace the honest values before the MAC and the tree nodes are made)."""
-    got = conn.execute("SELECT * FROM floorguard.open_append(NULL)").fetchone()
+    got = conn.execute("SELECT * FROM floorguard_api.open_append(NULL)").fetchone()
     assert got is not None
     clock, seq, head_ts, chain_id, *_, stored = got
     if chain_id is None:
-        meta = conn.execute("SELECT value FROM floorguard.meta WHERE key = 'chain_id'")
+        meta = conn.execute("SELECT floorguard_api.read_meta('chain_id')")
         chain_id = meta.fetchone()[0]  # type: ignore[index]
     head = None if seq is None else tuple(got[1:9])
     receipt_json = canonical_json(receipt(n=secrets.randbelow(1000)))

@@ -27,7 +27,6 @@ import contextlib
 import datetime
 import functools
 import os
-import secrets
 import struct
 import threading
 import time
@@ -38,7 +37,6 @@ from floorguard._base._time import format_ts, parse_ts
 from floorguard.chainstore import conninfo
 from floorguard.chainstore.interface import (
     CHAIN_FORMAT,
-    NODE_ORDER,
     AheadMissed,
     AheadView,
     FirstReads,
@@ -46,17 +44,11 @@ from floorguard.chainstore.interface import (
     Row,
     T,
     WriteView,
-    ending_query,
-    stray_query,
 )
 from floorguard.chainstore.postgres_schema import (
-    _META,
-    _META_VALUE,
-    _RECORDS,
-    _TREE,
     AHEAD_SAMPLE_SECONDS,
+    API_SCHEMA,
     APPENDER_ROLE,
-    COLUMNS,
     MAX_STAMP_AGE_SECONDS,
     META_VALUE_FOR_APPENDS,
     SCHEMA,
@@ -92,33 +84,41 @@ def redact(url: str) -> str:
     return conninfo.describe(url)
 
 
-_HEAD = f"SELECT {COLUMNS} FROM {_RECORDS} ORDER BY seq DESC LIMIT 1"  # noqa: S608
+# Every read and write is a call of a function of the chain's API schema: a host's role
+# may not name the tables (postgres_schema, _READ_FUNCTIONS).
+_HEAD = f"SELECT * FROM {API_SCHEMA}.head()"  # noqa: S608
 # What an appender's writes become: calls of the chain's functions (it may write nothing
 # else). A record and its tree nodes go out as one prepared call (_append_statement).
 _INSERT_RECORD = "append_record"
-_INSERT_NODES = f"SELECT {SCHEMA}.add_tree_nodes(%s::integer[], %s::bigint[], %s::bytea[])"
+_INSERT_NODES = f"SELECT {API_SCHEMA}.add_tree_nodes(%s::integer[], %s::bigint[], %s::bytea[])"
 
 
 _NO_HEAD = object()
-# A read's snapshot, and whether the chain's tables are there (an absent chain reads empty).
+_PREDATES_API = (
+    "its schema predates the functions this floorguard reads and appends through; have the "
+    "chain's owner run `floorctl chain init --url URL` again"
+)
+# A read's snapshot, and what is there: the chain's API (an absent chain reads empty) and
+# the tables' schema (without the API, a chain from before it: its owner must upgrade it).
 _BEGIN_READ = (
-    f"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT pg_catalog.to_regclass('{_RECORDS}')"
+    "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;"
+    f" SELECT pg_catalog.to_regprocedure('{API_SCHEMA}.extent()'),"
+    f" pg_catalog.to_regnamespace('{SCHEMA}')"
 ).encode()
 # ReadView.extent: the records, the tree's leaves and the chain's id.
-_EXTENT = (
-    f"SELECT (SELECT max(seq) FROM {_RECORDS}),"  # noqa: S608
-    f" (SELECT max(idx) FROM {_TREE} WHERE level = 0),"
-    f" (SELECT chain_id FROM {_RECORDS} WHERE seq = 0)"
-)
+_EXTENT = f"SELECT * FROM {API_SCHEMA}.extent()"  # noqa: S608
 # The stored hashes of the complete subtrees whose levels and indexes are two arrays, and
 # one record: as parameters ($1...), or written into a read's first message (integers only).
-_SUBTREES_OF = (
-    b"SELECT t.level, t.idx, t.hash FROM unnest(%s::integer[], %s::bigint[])"
-    b" AS wanted (l, i) JOIN " + _TREE.encode() + b" t ON t.level = wanted.l AND t.idx = wanted.i"
-)
-_ROW_OF = f"SELECT {COLUMNS} FROM {_RECORDS} WHERE seq = ".encode() + b"%s::bigint"  # noqa: S608
+_SUBTREES_OF = f"SELECT * FROM {API_SCHEMA}.tree_nodes(%s::integer[], %s::bigint[])".encode()  # noqa: S608
+_ROW_OF = f"SELECT * FROM {API_SCHEMA}.records(%s::bigint, %s::bigint, 1)".encode()  # noqa: S608
 _SUBTREES = _SUBTREES_OF % (b"$1", b"$2")
-_ROW = _ROW_OF % b"$1"
+_ROW = _ROW_OF % (b"$1", b"$1")
+# Records and tree nodes are read a page at a time: a function's rows are all made before
+# the first is sent, and a chain may hold millions.
+_RECORDS_PAGE = 512
+_LEAVES_PAGE = 4096
+_RECORDS_FROM = f"SELECT * FROM {API_SCHEMA}.records(%s, %s, %s)"  # noqa: S608
+_NODES_ENDING = f"SELECT * FROM {API_SCHEMA}.nodes_ending(%s, %s)"  # noqa: S608
 _INT8_RANGE = range(-(2**63), 2**63)
 # An append's first round trip, one message: BEGIN, then open_append (the chain's lock,
 # the server's clock, the head and the tree nodes the next leaf needs; a statement
@@ -126,7 +126,7 @@ _INT8_RANGE = range(-(2**63), 2**63)
 # statement takes its snapshot when it starts, so the head is read after the lock is
 # granted (the function refuses any other level).
 _OPEN_NAME = b"floorguard_open"
-_OPEN_TEXT = f"SELECT * FROM {SCHEMA}.open_append($1)".encode()  # noqa: S608
+_OPEN_TEXT = f"SELECT * FROM {API_SCHEMA}.open_append($1)".encode()  # noqa: S608
 
 
 def _open_append_message(known_size: int | None) -> bytes:
@@ -155,7 +155,8 @@ def _append_statement(count: int, edge: int | None = None) -> tuple[bytes, bytes
     if edge is not None:
         function, name = "append_next", f"floorguard_next_{count}_{edge}"
         extra = ", " + arrays(9 + 3 * count, edge)
-    text = f"SELECT {SCHEMA}.{function}($1, $2, $3, $4, $5, $6, $7, $8, {arrays(9, count)}{extra})"
+    columns = f"$1, $2, $3, $4, $5, $6, $7, $8, {arrays(9, count)}{extra}"
+    text = f"SELECT {API_SCHEMA}.{function}({columns})"
     types = (_INT8, *(_TEXT,) * 7, *(_INT4, _INT8, _BYTEA) * (count + (edge or 0)))
     return name.encode(), text.encode(), types
 
@@ -214,18 +215,15 @@ class _View:
         self,
         conn: psycopg.Connection[Any],
         *,
-        stream: bool = False,
         head: Any = _NO_HEAD,
         nodes: dict[tuple[int, int], bytes] | None = None,
         silence: float | None = None,
         prepared: set[bytes] | None = None,
         clock: str | None = None,
-        meta_query: str = _META_VALUE,
         extent: tuple[Any, ...] | None = None,
         rows: dict[int, Row | None] | None = None,
     ) -> None:
         self._conn = conn
-        self._meta_query = meta_query  # (an appender's goes through read_meta)
         # The extent's row and records read with a read's start (a read-only snapshot: they
         # hold to its end).
         self._extent = extent
@@ -233,7 +231,6 @@ class _View:
         self._clock = clock  # the server's time when the append's head was read
         self.clock_read = time.monotonic()  # (a moment after the server read it)
         self.written: tuple[Row, list[Node]] | None = None  # committed by flush(commit=True)
-        self._stream = stream
         # A reader's limit on each wait for the server (a writer's whole transaction has
         # one already); ``fired`` tells whether the last one cut the connection.
         self._silence = silence
@@ -244,17 +241,6 @@ class _View:
         # The statements prepared on this connection (a writer's; see _append_statement).
         self._prepared = set() if prepared is None else prepared
         self._pending: list[tuple[str, Any]] = []
-        # The server-side cursors opened (a reader left mid-way holds one open).
-        self._cursors: list[psycopg.Cursor[Any] | psycopg.ServerCursor[Any]] = []
-
-    def close_cursors(self) -> None:
-        """Close the server-side cursors a reader left open, inside the transaction: one
-        closed later, on a kept connection, would be closed in another read's."""
-        cursors, self._cursors = self._cursors, []
-        for cursor in cursors:
-            if not cursor.closed:
-                with self._waiting():
-                    cursor.close()
 
     def flush(self, *, commit: bool = False) -> None:
         """Send the buffered writes, then COMMIT when asked."""
@@ -310,8 +296,7 @@ class _View:
             return self._conn.execute(query, params).fetchone()
 
     def record_count(self) -> int:
-        row = self._one(f"SELECT max(seq) FROM {_RECORDS}")  # noqa: S608
-        return 0 if row is None or row[0] is None else int(row[0]) + 1
+        return self.extent()[0]
 
     def head(self) -> Row | None:
         if self._head is not _NO_HEAD:
@@ -323,15 +308,14 @@ class _View:
     def row(self, seq: int) -> Row | None:
         if seq in self._rows:
             return self._rows[seq]
-        row: Row | None = self._one(
-            f"SELECT {COLUMNS} FROM {_RECORDS} WHERE seq = %s",  # noqa: S608
-            (seq,),
-        )
+        if seq not in _INT8_RANGE:  # (no such seq can be stored)
+            return None
+        row: Row | None = self._one(_RECORDS_FROM, (seq, seq, 1))
         return row
 
     def ts_at(self, seq: int) -> str | None:
-        row = self._one(f"SELECT ts FROM {_RECORDS} WHERE seq = %s", (seq,))  # noqa: S608
-        return None if row is None else str(row[0])
+        row = self.row(seq)
+        return None if row is None else str(row[1])
 
     def extent(self) -> tuple[int, int, str | None]:
         records, leaves, chain_id = self._extent if self._extent is not None else self._one(_EXTENT)
@@ -342,47 +326,32 @@ class _View:
         )
 
     def chain_id_at(self, seq: int) -> str | None:
-        row = self._one(f"SELECT chain_id FROM {_RECORDS} WHERE seq = %s", (seq,))  # noqa: S608
-        return None if row is None else str(row[0])
+        row = self.row(seq)
+        return None if row is None else str(row[2])
 
     def rows(self, first: int, last: int | None) -> Iterator[Row]:
+        """The records from ``first`` to ``last``, a page at a time (each page from the
+        seq after the last one read: a missing seq does not end it); the deadline covers
+        the waits for the server, not the reader's."""
         self.flush()
         upper = 2**63 - 1 if last is None else last
-        query = f"SELECT {COLUMNS} FROM {_RECORDS} WHERE seq BETWEEN %s AND %s ORDER BY seq"  # noqa: S608
-        yield from self._streamed(query, (first, upper), server_side=self._stream)
+        while first <= upper:
+            page = self._all(_RECORDS_FROM, (first, upper, _RECORDS_PAGE))
+            yield from page
+            if len(page) < _RECORDS_PAGE:
+                return
+            first = int(page[-1][0]) + 1
 
-    def _streamed(
-        self, query: str, params: Sequence[object], *, server_side: bool = True
-    ) -> Iterator[Any]:
-        """The rows of ``query``, in batches from a server-side cursor (an export may be
-        millions of rows); the deadline covers the waits for the server, not the reader's."""
-        cursor = (
-            self._conn.cursor(name=f"floorguard_{secrets.token_hex(4)}")
-            if server_side
-            else self._conn.cursor()
-        )
-        if server_side:
-            self._cursors.append(cursor)
-        with cursor:
-            with self._waiting():
-                cursor.execute(query, params)
-            while True:
-                with self._waiting():
-                    batch = cursor.fetchmany(512)
-                if not batch:
-                    break
-                yield from batch
+    def _all(self, query: str, params: Sequence[object]) -> list[Any]:
+        with self._waiting():
+            return self._conn.execute(query, params).fetchall()
 
     def first_seq_of(self, receipt_id: str) -> int | None:
-        row = self._one(
-            f"SELECT min(seq) FROM {_RECORDS} WHERE receipt_id = %s",  # noqa: S608
-            (receipt_id,),
-        )
+        row = self._one(f"SELECT {API_SCHEMA}.first_seq_of(%s)", (receipt_id,))
         return None if row is None or row[0] is None else int(row[0])
 
     def tree_size(self) -> int:
-        row = self._one(f"SELECT max(idx) FROM {_TREE} WHERE level = 0")  # noqa: S608
-        return 0 if row is None or row[0] is None else int(row[0]) + 1
+        return self.extent()[1]
 
     def subtree(self, level: int, index: int) -> bytes | None:
         known = self._nodes.get((level, index))
@@ -393,16 +362,22 @@ class _View:
         # with the tree's rows in one statement).
         with self._waiting():
             row = self._conn.execute(
-                f"SELECT hash FROM {_TREE} WHERE level = %s AND idx = %s",  # noqa: S608
-                (level, index),
+                f"SELECT hash FROM {API_SCHEMA}.tree_nodes(%s::integer[], %s::bigint[])",  # noqa: S608
+                ([level], [index]),
             ).fetchone()
         return None if row is None or row[0] is None else bytes(row[0])
 
     def nodes(self) -> Iterator[Node]:
-        self.flush()
-        query = f"SELECT level, idx, hash FROM {_TREE} {NODE_ORDER}"  # noqa: S608
-        for level, index, digest in self._streamed(query, ()):
-            yield int(level), int(index), bytes(digest)
+        """The nodes of the tree of the stored leaves and records (the fewer of the two),
+        in NODE_ORDER, then the first stored node no such tree holds (stray_node, with no
+        hash): whatever follows the tree's own nodes, a reader takes as one no record made,
+        so the first is all it needs."""
+        records, leaves, _ = self.extent()
+        size = min(records, leaves)
+        yield from self.nodes_ending(0, size)
+        stray = self.stray_node(size)
+        if stray is not None:
+            yield stray[0], stray[1], b""
 
     def subtrees(self, keys: Sequence[tuple[int, int]]) -> dict[tuple[int, int], bytes]:
         found, wanted = self._known_subtrees(keys)
@@ -460,26 +435,36 @@ class _View:
         return found, list(dict.fromkeys(wanted)) if wanted else wanted
 
     def nodes_ending(self, after: int, upto: int) -> Iterator[Node]:
+        """As ReadView.nodes_ending, a range of leaves at a time (the order is by the last
+        leaf a node covers, so the pages follow one another in it): _LEAVES_PAGE leaves,
+        twice as many after each empty page, so that a sparse range (stray nodes far past
+        the last leaf) takes a few dozen pages, not billions."""
         self.flush()
-        query, params = ending_query(_TREE, after, upto, "%s")
-        for level, index, digest in self._streamed(query, params):
-            yield int(level), int(index), bytes(digest)
+        span = _LEAVES_PAGE
+        while after < upto:
+            end = min(upto, after + span)
+            page = self._all(_NODES_ENDING, (after, end))
+            for level, index, digest in page:
+                yield int(level), int(index), bytes(digest)
+            span = _LEAVES_PAGE if page else span * 2
+            after = end
 
     def stray_node(self, size: int) -> tuple[int, int] | None:
-        query, params = stray_query(_TREE, size, "%s")
-        row = self._one(query, tuple(params))
+        row = self._one(f"SELECT * FROM {API_SCHEMA}.stray_node(%s)", (size,))  # noqa: S608
         return None if row is None else (int(row[0]), int(row[1]))
 
     def clock(self) -> str | None:
         return self._clock
 
     def meta(self, key: str) -> str | None:
-        row = self._one(self._meta_query, (key,))
+        row = self._one(META_VALUE_FOR_APPENDS, (key,))
         # (read_meta answers NULL for a key meta does not hold; its values are NOT NULL)
         return None if row is None or row[0] is None else str(row[0])
 
     def insert_meta(self, key: str, value: str) -> None:
-        self._pending.append((f"INSERT INTO {_META} (key, value) VALUES (%s, %s)", (key, value)))  # noqa: S608
+        # (a host never reaches this: chain init stores the chain's id)
+        insert = f"INSERT INTO {SCHEMA}.meta (key, value) VALUES (%s, %s)"  # noqa: S608
+        self._pending.append((insert, (key, value)))
 
     def insert_record(self, row: Row) -> None:
         self._head = _NO_HEAD
@@ -601,7 +586,8 @@ def _first_message(first: FirstReads | None) -> tuple[bytes, int | None]:
         statements.append(_SUBTREES_OF % (b"'" + levels + b"'", b"'" + indexes + b"'"))
     row = first.row if first.row is not None and first.row in _INT8_RANGE else None
     if row is not None:
-        statements.append(_ROW_OF % (b"%d" % row))
+        seq = b"%d" % row
+        statements.append(_ROW_OF % (seq, seq))
     return b"; ".join(statements), row
 
 
@@ -849,24 +835,22 @@ class PostgresStore:
             ):
                 return self._conn, False
             self._drop_connection()
+        pg = _import_psycopg()
         conn = self._connect(ChainWriteError, doing, by=deadline)
         try:
             with _deadline(conn, _left(deadline)) as fired:
-                # (through read_meta: a plain read would wait behind DDL queued on meta)
                 row = conn.execute(META_VALUE_FOR_APPENDS, ("format",)).fetchone()
                 if row is not None and row[0] == CHAIN_FORMAT:
                     # psycopg would prepare statements of its own, and drop every prepared
                     # statement of the session at the first ROLLBACK: ours are kept.
                     conn.prepare_threshold = None
                     _libpq(conn, lambda pgconn: pgconn.prepare(_OPEN_NAME, _OPEN_TEXT, [_INT8]))
-        except _import_psycopg().errors.UndefinedFunction as exc:
+        except (pg.errors.UndefinedFunction, pg.errors.InvalidSchemaName):
             _close_quietly(conn)
             raise ChainWriteError(
-                f"cannot {doing} the audit chain {self.location}: its schema predates the "
-                "append functions this floorguard writes through; have the chain's owner run "
-                "`floorctl chain init --url URL` again"
-            ) from exc
-        except _import_psycopg().Error as exc:
+                f"cannot {doing} the audit chain {self.location}: {_PREDATES_API}"
+            ) from None
+        except pg.Error as exc:
             _close_quietly(conn)
             raise ChainWriteError(
                 f"cannot {doing} the audit chain {self.location}: "
@@ -1116,18 +1100,12 @@ class PostgresStore:
             now = values[0].decode("ascii")
             nodes = _parse_nodes(values[9])
             if values[1] is None:  # no head: an empty chain
-                return _View(
-                    conn, head=None, nodes=nodes, prepared=self._prepared, clock=now,
-                    meta_query=META_VALUE_FOR_APPENDS,
-                )  # fmt: skip
+                return _View(conn, head=None, nodes=nodes, prepared=self._prepared, clock=now)
             seq = int(values[1])
             head = (seq, *(value.decode("utf-8") for value in values[2:9]))
         except (ValueError, AttributeError) as exc:
             raise ValueError(f"the head record read back is malformed ({exc})") from exc
-        return _View(
-            conn, head=head, nodes=nodes, prepared=self._prepared, clock=now,
-            meta_query=META_VALUE_FOR_APPENDS,
-        )  # fmt: skip
+        return _View(conn, head=head, nodes=nodes, prepared=self._prepared, clock=now)
 
     def _rollback(self, conn: psycopg.Connection[Any]) -> None:
         try:
@@ -1148,6 +1126,8 @@ class PostgresStore:
             reused = conn is not None
             if conn is None:
                 conn = self._connect(ChainError, "read")
+            if kept:  # (from here on: closed below unless the read ends cleanly)
+                self._reader, self._reader_pid = conn, os.getpid()
             done = False
             try:
                 try:
@@ -1158,13 +1138,13 @@ class PostgresStore:
                     _discard(conn, os.getpid())
                     self._reader = None
                     conn = self._connect(ChainError, "read")
+                    if kept:
+                        self._reader, self._reader_pid = conn, os.getpid()
                     begun = self._begin_read(conn, first, retried=True)
-                if kept:
-                    self._reader, self._reader_pid = conn, os.getpid()
                 if begun is None:
                     yield None
                 else:
-                    view = _View(conn, stream=True, silence=self.silence, extent=begun.extent,
+                    view = _View(conn, silence=self.silence, extent=begun.extent,
                                  nodes=begun.nodes, rows=begun.rows)  # fmt: skip
                     try:
                         yield view
@@ -1173,7 +1153,6 @@ class PostgresStore:
                             f"cannot read the audit chain {self.location}: "
                             f"{self.explain(exc, view.fired)}"
                         ) from None
-                    view.close_cursors()
                 # The snapshot ends here: a kept connection holds no transaction between reads.
                 with _deadline(conn, self.silence) as fired:
                     _libpq(conn, lambda pgconn: pgconn.exec_(b"ROLLBACK"))
@@ -1219,6 +1198,10 @@ class PostgresStore:
                 if len(results) < 2:
                     raise pg.OperationalError("one result for the read's statements")
                 if results[1].ntuples != 1 or results[1].get_value(0, 0) is None:
+                    if results[1].ntuples == 1 and results[1].get_value(0, 1) is not None:
+                        raise ChainError(
+                            f"cannot read the audit chain {self.location}: {_PREDATES_API}"
+                        )
                     return None
                 begun = _Begun()
                 if first is not None:
@@ -1277,8 +1260,9 @@ class PostgresStore:
             return f"the database did not answer within {limit}"
         if isinstance(exc, errors.InsufficientPrivilege):
             return (
-                f"{text} (the role lacks a privilege: `floorctl chain init` grants "
-                f"{APPENDER_ROLE}_DATABASE SELECT and INSERT; records are append-only)"
+                f"{text} (the role lacks a privilege: `floorctl chain init --grant ROLE` "
+                f"grants {APPENDER_ROLE}_DATABASE, which may call the functions of schema "
+                f"{API_SCHEMA} and nothing else; records are append-only)"
             )
         if isinstance(exc, errors.UndefinedTable | errors.InvalidSchemaName):
             return f"{text} (no floorguard chain here: run `floorctl chain init --url URL`)"

@@ -18,7 +18,8 @@ from floorguard.chainstore.postgres_schema import (
     _META,
     _META_VALUE,
     _RECORDS,
-    APPEND_FUNCTIONS,
+    API_FUNCTIONS,
+    API_SCHEMA,
     LOCK_HOLD_LIMIT_MS,
     LOCK_KEY,
     LOCK_STATEMENT,
@@ -36,11 +37,12 @@ if TYPE_CHECKING:
 def init_schema(
     url: str, *, timeout: float, grant_to: Iterable[str] = (), key_check: str | None = None
 ) -> dict[str, Any]:
-    """Create (idempotently) the chain's schema, tables, append-only triggers, append
-    functions and the role ``floorguard_appender_DATABASE`` (NOLOGIN; SELECT on the tables
-    and EXECUTE on the append functions only: what earlier inits granted beyond that is
-    revoked), and grant it to the login roles ``grant_to``. Connects as the URL's role,
-    which owns what it creates (and as whom the append functions run).
+    """Create (idempotently) the chain's schemas, tables, append-only triggers, the
+    functions through which alone a host appends and reads, and the role
+    ``floorguard_appender_DATABASE`` (NOLOGIN; USAGE on the API schema and EXECUTE on its
+    functions only: what earlier inits granted beyond that is revoked), and grant it to
+    the login roles ``grant_to``. Connects as the URL's role, which owns what it creates
+    (and as whom the functions run).
     ``key_check`` (``chain_key.key_check`` of the fleet's key) is stored on first init and
     must match on every later one; appends refuse a key that does not match it.
 
@@ -65,13 +67,14 @@ def init_schema(
                 # Whoever owns the schema or anything in it may rewrite records and drop
                 # the triggers: refuse one that another role made (even to a superuser).
                 # (Catalogs only: no lock on the chain's tables is taken before its own.)
-                others = conn.execute(_FOREIGN_OWNERS, (SCHEMA, SCHEMA, SCHEMA)).fetchall()
+                schemas = [SCHEMA, API_SCHEMA]
+                others = conn.execute(_FOREIGN_OWNERS, (schemas, schemas, schemas)).fetchall()
                 if others:
                     listing = ", ".join(f"{what} owned by {who}" for what, who in others)
                     raise ChainWriteError(
                         f"cannot initialise the audit chain {store.location}: another role "
-                        f"owns part of schema {SCHEMA} ({listing}); run `floorctl chain init` "
-                        "as that role, or drop the schema"
+                        f"owns part of schema {SCHEMA} or {API_SCHEMA} ({listing}); run "
+                        "`floorctl chain init` as that role, or drop the schema"
                     )
                 # The appenders' own lock first: an init waits for the append in flight and
                 # holds the next ones off, so its DDL never locks a table in the opposite
@@ -138,17 +141,24 @@ def init_schema(
                     )
                 appender = sql.Identifier(role_name)
                 for statement in (
-                    "GRANT USAGE ON SCHEMA {schema} TO {role}",
-                    # What older inits granted (INSERT, UPDATE on the lock's table) goes:
-                    # an appender reads, and writes only through the append functions.
+                    # What older inits granted (USAGE on the tables' schema, SELECT, INSERT,
+                    # UPDATE on its tables) goes: a host reads and writes only through the
+                    # functions of the API schema, and cannot name a table (postgres_schema,
+                    # _READ_FUNCTIONS).
                     "REVOKE ALL ON ALL TABLES IN SCHEMA {schema} FROM {role}",
                     "REVOKE ALL ON ALL SEQUENCES IN SCHEMA {schema} FROM {role}",
                     "REVOKE ALL ON ALL FUNCTIONS IN SCHEMA {schema} FROM {role}",
-                    "GRANT SELECT ON {schema}.meta, {schema}.records, {schema}.tree TO {role}",
-                    *(f"GRANT EXECUTE ON FUNCTION {name} TO {{role}}" for name in APPEND_FUNCTIONS),
+                    "REVOKE ALL ON SCHEMA {schema} FROM {role}",
+                    "REVOKE ALL ON ALL FUNCTIONS IN SCHEMA {api} FROM {role}",
+                    "GRANT USAGE ON SCHEMA {api} TO {role}",
+                    *(f"GRANT EXECUTE ON FUNCTION {name} TO {{role}}" for name in API_FUNCTIONS),
                 ):
                     conn.execute(
-                        sql.SQL(statement).format(schema=sql.Identifier(SCHEMA), role=appender)
+                        sql.SQL(statement).format(
+                            schema=sql.Identifier(SCHEMA),
+                            api=sql.Identifier(API_SCHEMA),
+                            role=appender,
+                        )
                     )
                 for login in grant_to:
                     found = conn.execute(

@@ -13,6 +13,9 @@ if TYPE_CHECKING:
     pass
 
 SCHEMA = "floorguard"
+# What a host calls: its role may use this schema and execute the functions in it, and
+# nothing in SCHEMA, not even its name (see _READ_FUNCTIONS).
+API_SCHEMA = "floorguard_api"
 APPENDER_ROLE = "floorguard_appender"  # + "_" + the database's name: see appender_role
 
 
@@ -397,7 +400,7 @@ META_LOOK_MS = 100
 # ends such requests (end_lock_requests) between its looks, and gives up with
 # lock_not_available at the caller's lock_timeout.
 _READ_META = f"""
-CREATE OR REPLACE FUNCTION floorguard.read_meta(name text) RETURNS text
+CREATE OR REPLACE FUNCTION floorguard_api.read_meta(name text) RETURNS text
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   caller_timeout text := pg_catalog.current_setting('lock_timeout');
@@ -425,8 +428,8 @@ BEGIN
   END LOOP;
 END $$
 """  # noqa: S608
-# What an appender reads meta with (a reader with SELECT alone reads the table itself).
-META_VALUE_FOR_APPENDS = f"SELECT {SCHEMA}.read_meta(%s)"
+# How a host reads a value of meta.
+META_VALUE_FOR_APPENDS = f"SELECT {API_SCHEMA}.read_meta(%s)"
 
 # The chain's lock: an EXCLUSIVE lock on floorguard.append_lock, taken only inside the
 # chain's functions (an appender has no privilege on that table: it can neither lock it
@@ -623,7 +626,7 @@ _LOCK_STEP = """
 # also the left edge of a tree of that size, (L, (known_size >> L) - 1) for each bit L set
 # in it: the nodes of the root a witness compares with the one it remembers.
 _OPEN_APPEND_FUNCTION = f"""
-CREATE OR REPLACE FUNCTION floorguard.open_append(known_size bigint,
+CREATE OR REPLACE FUNCTION floorguard_api.open_append(known_size bigint,
   OUT clock text, OUT seq bigint, OUT ts text, OUT chain_id text, OUT event text,
   OUT receipt_id text, OUT receipt text, OUT prev text, OUT mac text, OUT nodes text)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -739,7 +742,7 @@ def _append_function(name: str, *, ahead: bool) -> str:
     # or reads the function's own arguments, so one generic plan serves every call; with
     # sequential scans off, a plan made while the tables were tiny stays a probe as they grow.
     return f"""
-CREATE OR REPLACE FUNCTION floorguard.{name}(seq bigint, ts text, chain_id text,
+CREATE OR REPLACE FUNCTION floorguard_api.{name}(seq bigint, ts text, chain_id text,
   event text, receipt_id text, receipt text, prev text, mac text,
   levels integer[], idxs bigint[], hashes bytea[]{extra_args}) RETURNS {returns}
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -976,7 +979,7 @@ _APPEND_NEXT_ARGS = _APPEND_RECORD_ARGS + ", integer[], bigint[], bytea[]"
 # Tree nodes of stored records (a chain written before the tree existed gets its tree this
 # way): each is recomputed from its record (a leaf) or from its two stored children.
 _ADD_TREE_NODES = f"""
-CREATE OR REPLACE FUNCTION floorguard.add_tree_nodes(levels integer[], idxs bigint[],
+CREATE OR REPLACE FUNCTION floorguard_api.add_tree_nodes(levels integer[], idxs bigint[],
   hashes bytea[]) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -1014,16 +1017,141 @@ BEGIN
   END LOOP;
 END $$
 """  # noqa: S608
-# The functions an appender may call (EXECUTE is granted on these only).
-APPEND_FUNCTIONS = (
-    f"{SCHEMA}.open_append(bigint)",
-    f"{SCHEMA}.read_meta(text)",
-    f"{SCHEMA}.append_record({_APPEND_RECORD_ARGS})",
-    f"{SCHEMA}.append_next({_APPEND_NEXT_ARGS})",
-    f"{SCHEMA}.add_tree_nodes(integer[], bigint[], bytea[])",
+
+# --- what a host reads ----------------------------------------------------------------------
+# A host's role has no privilege in the tables' schema, not even USAGE. PostgreSQL locks
+# a table a statement names when it parses the statement, and checks privileges only when
+# it runs it: a role that could name the chain's tables could hold locks on them that no
+# append takes (a PREPAREd DELETE, a MERGE that does nothing, DDL queued behind its own
+# read) and stall every host. Without USAGE the name itself is refused, before any lock.
+# So a host reads, as it appends, through functions of API_SCHEMA: SECURITY DEFINER,
+# owned by the owner, run in the caller's transaction and snapshot. PL/pgSQL, whose plans
+# a session keeps (a SQL function's are made again at every call).
+_ROW_COLUMNS = (
+    "seq bigint, ts text, chain_id text, event text, receipt_id text, receipt text,"
+    " prev text, mac text"
 )
+_ROW_OF_R = "r.seq, r.ts, r.chain_id, r.event, r.receipt_id, r.receipt, r.prev, r.mac"
+_READER = "LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp"
+_READ_FUNCTIONS = (
+    # The last record's seq, the last leaf's index and the genesis record's chain id.
+    f"""
+CREATE OR REPLACE FUNCTION floorguard_api.extent(OUT last_seq bigint, OUT last_leaf bigint,
+  OUT chain_id text)
+{_READER} AS $$
+BEGIN
+  SELECT max(r.seq) INTO extent.last_seq FROM floorguard.records r;
+  SELECT max(t.idx) INTO extent.last_leaf FROM floorguard.tree t WHERE t.level = 0;
+  SELECT r.chain_id INTO extent.chain_id FROM floorguard.records r WHERE r.seq = 0;
+END $$
+""",  # noqa: S608
+    f"""
+CREATE OR REPLACE FUNCTION floorguard_api.head() RETURNS TABLE ({_ROW_COLUMNS})
+{_READER} AS $$
+BEGIN
+  RETURN QUERY SELECT {_ROW_OF_R} FROM floorguard.records r ORDER BY r.seq DESC LIMIT 1;
+END $$
+""",  # noqa: S608
+    # At most ``most`` records from ``first`` to ``last``, in seq order (a reader pages
+    # through a long chain with it: a function's rows are all made before the first is sent).
+    f"""
+CREATE OR REPLACE FUNCTION floorguard_api.records(first bigint, last bigint, most integer)
+RETURNS TABLE ({_ROW_COLUMNS})
+{_READER} AS $$
+BEGIN
+  RETURN QUERY SELECT {_ROW_OF_R} FROM floorguard.records r
+   WHERE r.seq BETWEEN records.first AND records.last ORDER BY r.seq LIMIT records.most;
+END $$
+""",  # noqa: S608
+    f"""
+CREATE OR REPLACE FUNCTION floorguard_api.first_seq_of(wanted text) RETURNS bigint
+{_READER} AS $$
+BEGIN
+  RETURN (SELECT min(r.seq) FROM floorguard.records r WHERE r.receipt_id = first_seq_of.wanted);
+END $$
+""",  # noqa: S608
+    # The stored nodes among (levels[i], idxs[i]).
+    f"""
+CREATE OR REPLACE FUNCTION floorguard_api.tree_nodes(levels integer[], idxs bigint[])
+RETURNS TABLE (level integer, idx bigint, hash bytea)
+{_READER} AS $$
+BEGIN
+  RETURN QUERY SELECT t.level, t.idx, t.hash
+    FROM unnest(tree_nodes.levels, tree_nodes.idxs) AS w (l, i)  -- (syntax: no schema)
+    JOIN floorguard.tree t ON t.level = w.l AND t.idx = w.i;
+END $$
+""",  # noqa: S608
+    # ReadView.nodes_ending: the stored nodes that leaves from_leaf .. to_leaf - 1
+    # complete, in the order a tree built leaf by leaf completes them (an index range of
+    # the primary key per level).
+    f"""
+CREATE OR REPLACE FUNCTION floorguard_api.nodes_ending(from_leaf bigint, to_leaf bigint)
+RETURNS TABLE (level integer, idx bigint, hash bytea)
+{_READER} AS $$
+BEGIN
+  RETURN QUERY SELECT t.level, t.idx, t.hash
+    FROM pg_catalog.generate_series(0, 62) AS l (lv)
+    JOIN floorguard.tree t ON t.level = l.lv AND t.idx >= (nodes_ending.from_leaf >> l.lv)
+                          AND t.idx < (nodes_ending.to_leaf >> l.lv)
+   ORDER BY (t.idx + 1) << t.level, t.level;
+END $$
+""",  # noqa: S608
+    # ReadView.stray_node: a stored node no tree of ``size`` leaves holds. Each arm reads
+    # one end of one range of the primary key (the lowest and highest level; per level,
+    # its lowest and highest index): one probe each, however large the tree.
+    f"""
+CREATE OR REPLACE FUNCTION floorguard_api.stray_node(size bigint)
+RETURNS TABLE (level integer, idx bigint)
+{_READER} AS $$
+BEGIN
+  RETURN QUERY SELECT s.level, s.idx FROM (
+      (SELECT t.level, t.idx FROM floorguard.tree t ORDER BY t.level, t.idx LIMIT 1)
+      UNION ALL
+      (SELECT t.level, t.idx FROM floorguard.tree t ORDER BY t.level DESC, t.idx DESC LIMIT 1)
+    ) AS s WHERE s.level < 0 OR s.level > 62
+  UNION ALL
+  SELECT l.lv, e.idx FROM pg_catalog.generate_series(0, 62) AS l (lv) CROSS JOIN LATERAL (
+      (SELECT t.idx FROM floorguard.tree t WHERE t.level = l.lv ORDER BY t.idx LIMIT 1)
+      UNION ALL
+      (SELECT t.idx FROM floorguard.tree t WHERE t.level = l.lv ORDER BY t.idx DESC LIMIT 1)
+    ) AS e WHERE e.idx < 0 OR e.idx >= (stray_node.size >> l.lv)
+  LIMIT 1;
+END $$
+""",  # noqa: S608
+)
+# The functions a host may call (EXECUTE is granted on these only).
+API_FUNCTIONS = (
+    f"{API_SCHEMA}.open_append(bigint)",
+    f"{API_SCHEMA}.read_meta(text)",
+    f"{API_SCHEMA}.append_record({_APPEND_RECORD_ARGS})",
+    f"{API_SCHEMA}.append_next({_APPEND_NEXT_ARGS})",
+    f"{API_SCHEMA}.add_tree_nodes(integer[], bigint[], bytea[])",
+    f"{API_SCHEMA}.extent()",
+    f"{API_SCHEMA}.head()",
+    f"{API_SCHEMA}.records(bigint, bigint, integer)",
+    f"{API_SCHEMA}.first_seq_of(text)",
+    f"{API_SCHEMA}.tree_nodes(integer[], bigint[])",
+    f"{API_SCHEMA}.nodes_ending(bigint, bigint)",
+    f"{API_SCHEMA}.stray_node(bigint)",
+)
+# Where chains initialised before API_SCHEMA kept the functions a host called: dropped
+# (a host has no USAGE there any more; nothing else calls them).
+_MOVED_FUNCTIONS = ("open_append", "read_meta", "append_record", "append_next", "add_tree_nodes")
+_DROP_MOVED = f"""
+DO $$
+DECLARE
+  f regprocedure;
+BEGIN
+  FOR f IN SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+            WHERE p.pronamespace = '{SCHEMA}'::regnamespace
+              AND p.proname IN ({", ".join(f"'{name}'" for name in _MOVED_FUNCTIONS)}) LOOP
+    EXECUTE 'DROP FUNCTION ' || f::text;
+  END LOOP;
+END $$
+"""  # noqa: S608
 _DDL = (
     f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}",
+    f"CREATE SCHEMA IF NOT EXISTS {API_SCHEMA}",
     f"CREATE TABLE IF NOT EXISTS {_META} (key text PRIMARY KEY, value text NOT NULL)",
     f"CREATE TABLE IF NOT EXISTS {_RECORDS} ("
     " seq bigint PRIMARY KEY CHECK (seq >= 0), ts text NOT NULL, chain_id text NOT NULL,"
@@ -1048,6 +1176,8 @@ _DDL = (
     _APPEND_RECORD,
     _APPEND_NEXT,
     _ADD_TREE_NODES,
+    *_READ_FUNCTIONS,
+    _DROP_MOVED,
     *(
         statement
         for table in ("meta", "records", "tree", "append_lock")
@@ -1067,23 +1197,26 @@ _DDL = (
     f"REVOKE ALL ON ALL SEQUENCES IN SCHEMA {SCHEMA} FROM PUBLIC",
     # Every role may execute a new function: not these.
     f"REVOKE ALL ON ALL FUNCTIONS IN SCHEMA {SCHEMA} FROM PUBLIC",
+    f"REVOKE ALL ON SCHEMA {API_SCHEMA} FROM PUBLIC",
+    f"REVOKE ALL ON ALL FUNCTIONS IN SCHEMA {API_SCHEMA} FROM PUBLIC",
 )
 
 
-# What in the chain's schema (the schema itself, its relations, its functions) is owned by a
-# role other than the one running init.
+# What in the chain's schemas (the schemas themselves, their relations, their functions) is
+# owned by a role other than the one running init (parameters: a list of the schemas' names,
+# three times).
 _FOREIGN_OWNERS = """
 SELECT 'schema ' || n.nspname, pg_catalog.pg_get_userbyid(n.nspowner)
-  FROM pg_catalog.pg_namespace n WHERE n.nspname = %s AND n.nspowner <> (
+  FROM pg_catalog.pg_namespace n WHERE n.nspname = ANY(%s) AND n.nspowner <> (
     SELECT oid FROM pg_catalog.pg_roles WHERE rolname = current_user)
 UNION ALL
 SELECT 'table ' || c.relname, pg_catalog.pg_get_userbyid(c.relowner)
   FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
- WHERE n.nspname = %s AND c.relowner <> (
+ WHERE n.nspname = ANY(%s) AND c.relowner <> (
     SELECT oid FROM pg_catalog.pg_roles WHERE rolname = current_user)
 UNION ALL
 SELECT 'function ' || p.proname, pg_catalog.pg_get_userbyid(p.proowner)
   FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
- WHERE n.nspname = %s AND p.proowner <> (
+ WHERE n.nspname = ANY(%s) AND p.proowner <> (
     SELECT oid FROM pg_catalog.pg_roles WHERE rolname = current_user)
 """
