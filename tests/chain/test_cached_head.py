@@ -59,7 +59,8 @@ def _chain(count: int) -> AuditChain:
 
 
 def _statements(chain: AuditChain) -> list[str]:
-    """The statements of the chain's next append (traced on its write connection)."""
+    """The statements of the chain's next append (traced on its write connection), the
+    tree's nodes as one: one prepared INSERT, run once a node (each run is traced)."""
     conn = chain.store._conn  # type: ignore[attr-defined]
     seen: list[str] = []
     conn.set_trace_callback(seen.append)
@@ -67,7 +68,13 @@ def _statements(chain: AuditChain) -> list[str]:
         chain.append(CANARY, receipt(n="traced"))
     finally:
         conn.set_trace_callback(None)
-    return [text for text in seen if not text.startswith("--")]  # (nested: the pragma)
+    statements: list[str] = []
+    for text in seen:
+        if text.startswith("--"):  # (nested: the pragma)
+            continue
+        if not (text.startswith("INSERT INTO tree") and statements[-1].startswith(text[:16])):
+            statements.append(text)
+    return statements
 
 
 def _count(db: Path) -> int:
