@@ -8,14 +8,14 @@ on first use.
 An append may run ahead (``WriteView.ahead``): after an append, the store keeps what it
 wrote (the head record, and the tree nodes the next leaf is hashed with) with the
 connection's ``PRAGMA data_version`` read under that append's lock. The next append on the
-same connection takes the lock, reads the data version and the head's seq and mac in one
-statement, and when all three are unchanged (no other connection, of this process or any
-other, or of another host sharing the file, has committed to it since: SQLite changes the
-data version on every such commit) answers the append's reads from what it kept, and
-writes the record and its tree nodes in two statements (the nodes' prepared once, run once
-a node). Anything else (another writer, a checkpoint, another connection after a fork or a
-replaced file, a read it cannot answer) runs the append the ordinary way in the same
-transaction, reading the head and the tree from the file.
+same connection takes the lock and reads the data version, and when it is unchanged (no
+other connection, of this process or any other, or of another host sharing the file, has
+committed to it since: SQLite changes the data version on every such commit) answers the
+append's reads from what it kept (the head among them: the file holds it, as far as SQLite
+can tell), and writes the record and its tree nodes in two statements (the nodes' prepared
+once, run once a node). Anything else (another writer, a checkpoint, another connection
+after a fork or a replaced file, a read it cannot answer) runs the append the ordinary way
+in the same transaction, reading the head and the tree from the file.
 
 The data version sees commits made through one log. Before each append the kept connection
 is checked to still be on the files it opened: the database (a file replaced under its name
@@ -68,14 +68,13 @@ _SCHEMA = (
 )
 
 
-# Under a write's lock: the connection's data version, and the head's seq and mac (no row
-# for an empty chain: then the version alone). One statement: what every write rests on
-# (the file as this connection last checked it, while no other connection has committed
-# since) and an append run ahead. (A LEFT JOIN that always gives a row costs 4 us more.)
-_WRITE_CHECK = (
-    "SELECT data_version, seq, mac FROM (SELECT seq, mac FROM records ORDER BY seq DESC"
-    " LIMIT 1) CROSS JOIN pragma_data_version"
-)
+# Under a write's lock: the connection's data version, what every write rests on (the file
+# as this connection last checked it, while no other connection has committed since) and an
+# append run ahead. The head is not read with it: while the version is unchanged, the file
+# holds what this connection last committed as far as SQLite can tell (it keeps the pages it
+# read, and a read of the head gives its own last write: the head it kept). 2.4 us in place,
+# against 10.1 us for one statement reading the version and the head's seq and mac.
+_WRITE_CHECK = "PRAGMA data_version"
 _SCHEMA_OBJECTS = "SELECT type, name FROM sqlite_master"
 # What floorguard makes in a chain's file (SQLite's own tables, sqlite_*, aside).
 _OWN_OBJECTS: Final = frozenset(
@@ -340,9 +339,10 @@ class _WriteView(_View):
 
 class _Known:
     """What this process knows of the chain after its last append on its kept connection:
-    the record it wrote (the head, as far as it knows), the tree nodes its next append reads
-    (the new leaf and the right edge of the tree with it), and the connection's data version
-    read under that append's lock (unchanged by the connection's own commits)."""
+    the record it wrote (the head while no other connection commits), the tree nodes its
+    next append reads (the new leaf and the right edge of the tree with it), and the
+    connection's data version read under that append's lock (unchanged by the connection's
+    own commits)."""
 
     def __init__(
         self,
@@ -356,15 +356,10 @@ class _Known:
         self.head = head
         self.nodes = nodes
 
-    def holds(self, conn: sqlite3.Connection, version: object, seq: object, mac: object) -> bool:
-        """Whether this is still the chain on ``conn``, which read ``version`` and the head's
-        ``seq`` and ``mac`` under its write lock: no other connection committed since."""
-        return (
-            conn is self.conn
-            and version == self.version
-            and seq == self.head[0]
-            and mac == self.head[7]
-        )
+    def holds(self, conn: sqlite3.Connection, version: object) -> bool:
+        """Whether this is still the chain on ``conn``, which read ``version`` under its
+        write lock: no other connection committed since."""
+        return conn is self.conn and type(version) is int and version == self.version
 
     @classmethod
     def after(
@@ -457,16 +452,13 @@ class SqliteStore:
             known, self._known = self._known, None
             try:
                 conn.execute("BEGIN IMMEDIATE")
-                found = conn.execute(_WRITE_CHECK).fetchone()
-                if found is None:  # (an empty chain)
-                    found = (conn.execute("PRAGMA data_version").fetchone()[0], None, None)
-                version, seq, mac = found
+                (version,) = conn.execute(_WRITE_CHECK).fetchone()
                 if version != self._checked_version:
                     # Another connection committed since this one last looked (or it never
                     # did): what it may have planted or changed is looked for first.
                     self._check_file(conn, doing)
                     self._checked_version = version
-                if ahead and known is not None and known.holds(conn, version, seq, mac):
+                if ahead and known is not None and known.holds(conn, version):
                     ran = _run_ahead(conn, known, attempt)
                     if ran is not None:
                         result, self._known = ran
