@@ -132,7 +132,7 @@ def home_of(environ: Mapping[str, str], cwd: str) -> str:
 
         home = pwd.getpwuid(os.getuid()).pw_dir
     # (node's os.homedir() returns an empty HOME as it is: the working directory)
-    return os.path.normpath(os.path.join(cwd, home))
+    return _normal_join(cwd, home)
 
 
 def read_servers(
@@ -374,13 +374,29 @@ def _key(path: str, key: str) -> str:
 _joined = functools.lru_cache(maxsize=256)(os.path.join)
 
 
+# The working directory and the home as a reading takes them, kept as _joined is (the same
+# at every spawn).
+_normal = functools.lru_cache(maxsize=64)(os.path.normpath)
+
+
+@functools.lru_cache(maxsize=64)
+def _normal_join(folder: str, path: str) -> str:
+    return os.path.normpath(os.path.join(folder, path))
+
+
+@functools.lru_cache(maxsize=64)
+def _above(folder: str) -> tuple[str, ...]:
+    """``_ancestors(folder)``, kept as _joined is (the working directory's, at every spawn)."""
+    return tuple(_ancestors(folder))
+
+
 class _Reader:
     def __init__(self, client: str, cwd: str, environ: Mapping[str, str]) -> None:
         self.client = client
-        self.cwd = os.path.normpath(cwd)
+        self.cwd = _normal(cwd)
         # The working directory and every folder above it, nearest first (looked in for
-        # several kinds of file: computed once a reading).
-        self.above = tuple(_ancestors(self.cwd))
+        # several kinds of file).
+        self.above = _above(self.cwd)
         self.environ = environ
         # Variables the client adds to its own environment before it starts its servers
         # (claude's settings files, gemini's .env), in order; a server's own env wins over
