@@ -1,7 +1,8 @@
 """An append to a quiet local chain runs on what this process's last append wrote (the head,
-the tree's right edge), checked under the write lock by SQLite's data version and the head's
-seq and mac; whatever else wrote the file since is noticed, and the append is then judged
-on the file as it is, exactly as an append without that knowledge would be.
+the tree's right edge), checked under the write lock by SQLite's data version (which any
+other connection's commit changes); whatever else wrote the file since is noticed, and the
+append is then judged on the file as it is, exactly as an append without that knowledge
+would be.
 
 Each test keeps one long-lived chain object (the process's own, as the gate keeps one) and
 changes the file under it between two of its appends: another process appends, records are
@@ -59,7 +60,8 @@ def _chain(count: int) -> AuditChain:
 
 
 def _statements(chain: AuditChain) -> list[str]:
-    """The statements of the chain's next append (traced on its write connection)."""
+    """The statements of the chain's next append (traced on its write connection), the
+    tree's nodes as one: one prepared INSERT, run once a node (each run is traced)."""
     conn = chain.store._conn  # type: ignore[attr-defined]
     seen: list[str] = []
     conn.set_trace_callback(seen.append)
@@ -67,7 +69,13 @@ def _statements(chain: AuditChain) -> list[str]:
         chain.append(CANARY, receipt(n="traced"))
     finally:
         conn.set_trace_callback(None)
-    return [text for text in seen if not text.startswith("--")]  # (nested: the pragma)
+    statements: list[str] = []
+    for text in seen:
+        if text.startswith("--"):  # (nested: the pragma)
+            continue
+        if not (text.startswith("INSERT INTO tree") and statements[-1].startswith(text[:16])):
+            statements.append(text)
+    return statements
 
 
 def _count(db: Path) -> int:
@@ -84,12 +92,12 @@ def _assert_whole(chain: AuditChain, home: Path) -> None:
     assert_tree_matches_records(chain)
 
 
-def test_an_append_to_a_quiet_chain_reads_only_the_data_version_and_the_head(home: Path) -> None:
+def test_an_append_to_a_quiet_chain_reads_only_the_data_version(home: Path) -> None:
     chain = _chain(3)
     statements = _statements(chain)
     assert len(statements) == 5, statements
     assert statements[0] == "BEGIN IMMEDIATE" and statements[-1] == "COMMIT"
-    assert "pragma_data_version" in statements[1]
+    assert statements[1] == "PRAGMA data_version"
     assert statements[2].startswith("INSERT INTO records")
     assert statements[3].startswith("INSERT INTO tree")
     _assert_whole(chain, home)
@@ -133,6 +141,28 @@ def test_two_chain_objects_without_a_host_view_interleaving_appends_build_one_ch
         (tmp_path / "chain.key").read_text()))  # fmt: skip
     assert report.intact, report.integrity_errors[:3]
     assert_tree_matches_records(first)
+
+
+@pytest.mark.parametrize("same_process", [True, False], ids=["this-process", "another-process"])
+def test_a_head_rewritten_by_another_connection_between_two_appends_is_checked_not_trusted(
+    home: Path, same_process: bool
+) -> None:
+    # The head this process kept is not read back under the lock: the data version alone
+    # says whether anyone else committed. A rewrite of that very head (its MAC) by another
+    # connection, of this process or another, is such a commit: the head is read and
+    # checked against the key, and the append refused.
+    chain = _chain(3)
+    rewrite = "UPDATE records SET mac = ? WHERE seq = 2"
+    if same_process:
+        with sqlite3.connect(home / "chain.sqlite3") as conn:
+            conn.execute(rewrite, ("0" * 64,))
+    else:
+        code = f"import sqlite3; c = sqlite3.connect({str(home / 'chain.sqlite3')!r}); "
+        code += f"c.execute({rewrite!r}, ('0' * 64,)); c.commit()"
+        subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+    with pytest.raises(ChainWriteError, match=r"last record \(seq 2\) does not verify"):
+        chain.append(CANARY, receipt(n="refused"))
+    assert _count(home / "chain.sqlite3") == 3
 
 
 def _digest_of(chain: AuditChain, seq: int) -> str:

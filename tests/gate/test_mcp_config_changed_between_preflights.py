@@ -90,6 +90,20 @@ def test_a_file_removed_after_it_was_read_declares_nothing(host: Host) -> None:
     host.permitted()
 
 
+def test_a_file_made_after_a_preflight_in_any_folder_looked_in_is_read_at_the_next(
+    host: Host,
+) -> None:
+    # The paths looked for are joined once a process (the same text every time); whether a
+    # file is at each is looked at every time.
+    host.permitted()
+    for folder in (host.project, host.root / "work", host.home):
+        name = ".claude.json" if folder == host.home else ".mcp.json"
+        declared = _write(folder / name, GOOD)
+        host.permitted("ok")
+        declared.unlink()
+        host.permitted()
+
+
 def test_a_file_replaced_by_a_dangling_link_declares_nothing(host: Host) -> None:
     declared = _write(host.project / ".mcp.json", GOOD)
     host.permitted("ok")
