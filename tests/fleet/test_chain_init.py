@@ -209,3 +209,29 @@ def test_an_append_waiting_behind_a_pending_init_is_not_refused(pg: Chain) -> No
     finally:
         chain.close()
     assert _verified(pg) == 2
+
+
+def test_chain_init_run_again_ends_a_host_holding_the_chains_lock_past_the_limit(
+    pg: Chain,
+) -> None:
+    """chain init takes the chain's lock as an append does: a host's session sitting on it
+    with its own timeouts off is ended once it has held it longer than the hold limit, and
+    init goes on within its timeout instead of failing behind it."""
+    pg.chain().append(CANARY, receipt())
+    with psycopg.connect(pg.url, autocommit=True) as holder:
+        holder.execute("SET idle_in_transaction_session_timeout = 0")
+        holder.execute("BEGIN")
+        holder.execute("SELECT floorguard_api.open_append(NULL)")
+        pid = holder.info.backend_pid
+        env = isolated_env(pg.key_file.parent / "init", FLOORGUARD_CHAIN_KEY_FILE=str(pg.key_file),
+                           FLOORGUARD_CHAIN_TIMEOUT="3")  # fmt: skip
+        started = time.monotonic()
+        res = floorctl("chain", "init", "--url", pg.owner_url, env=env)
+        took = time.monotonic() - started
+        assert res.returncode == 0, res.stderr
+        assert took < 6, took
+        with pytest.raises(psycopg.OperationalError):
+            holder.execute("SELECT 1")
+    assert pg.sql(f"SELECT count(*) FROM pg_stat_activity WHERE pid = {pid}") == "0"  # noqa: S608
+    pg.chain().append(CANARY, receipt())
+    assert _verified(pg) == 2

@@ -81,10 +81,17 @@ def init_schema(
                 # order to theirs (a deadlock that refused appends). Before the first init
                 # there is no such row: an advisory lock makes two first inits take turns
                 # (any connecting role could hold that one, delaying a first init only).
-                has_lock_row = conn.execute(
-                    "SELECT to_regclass(%s)", (f"{SCHEMA}.append_lock",)
+                # Taken as an append takes it (take_lock) where the chain has that function:
+                # a host sitting on the lock past the hold limit is then ended, not waited
+                # for until init fails.
+                found = conn.execute(
+                    "SELECT to_regclass(%s), to_regprocedure(%s)",
+                    (f"{SCHEMA}.append_lock", f"{SCHEMA}.take_lock()"),
                 ).fetchone()
-                if has_lock_row is not None and has_lock_row[0] is not None:
+                has_lock_row, has_take_lock = (None, None) if found is None else found
+                if has_take_lock is not None:
+                    conn.execute(f"SELECT {SCHEMA}.take_lock()")
+                elif has_lock_row is not None:
                     conn.execute(LOCK_STATEMENT)
                 else:
                     conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
