@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -35,19 +34,6 @@ MARGIN = 1.5
 
 def _alive(pg: Chain, pid: int) -> bool:
     return pg.sql(f"SELECT count(*) FROM pg_stat_activity WHERE pid = {pid}") == "1"  # noqa: S608
-
-
-@pytest.fixture
-def hostile(pg: Chain) -> Iterator[psycopg.Connection[Any]]:
-    """An appender's session with every timeout of its own off."""
-    conn = psycopg.connect(pg.url, autocommit=True)
-    conn.execute("SET idle_in_transaction_session_timeout = 0")
-    conn.execute("SET statement_timeout = 0")
-    conn.execute("SET lock_timeout = 0")
-    try:
-        yield conn
-    finally:
-        conn.close()
 
 
 def _given_the_tables(pg: Chain) -> None:

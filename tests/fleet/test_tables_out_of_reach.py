@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -57,19 +56,6 @@ NAMING_THE_TABLES = {
     "sequence-read": "SELECT * FROM floorguard.lock_holder",
     "regclass": "SELECT 'floorguard.records'::regclass",
 }
-
-
-@pytest.fixture
-def hostile(pg: Chain) -> Iterator[psycopg.Connection[Any]]:
-    """A host's session with every timeout of its own off."""
-    conn = psycopg.connect(pg.url, autocommit=True)
-    conn.execute("SET idle_in_transaction_session_timeout = 0")
-    conn.execute("SET statement_timeout = 0")
-    conn.execute("SET lock_timeout = 0")
-    try:
-        yield conn
-    finally:
-        conn.close()
 
 
 def _locks_on_the_chain(pg: Chain, pid: int) -> str:

@@ -192,8 +192,10 @@ class ReadView(Protocol):
         """The stored hash of complete subtree (level, index), or None."""
 
     def nodes(self) -> Iterator[Node]:
-        """Every stored tree node, streamed in the order a tree built leaf by leaf completes
-        them: by the end of its range ((index + 1) << level), then by level."""
+        """The stored tree nodes, streamed in the order a tree built leaf by leaf completes
+        them: by the end of its range ((index + 1) << level), then by level. Past the nodes
+        of the tree of the stored records, a store may give only the first other node it
+        finds, with or without its hash: every such node is one no record made."""
 
     def subtrees(self, keys: Sequence[tuple[int, int]]) -> dict[tuple[int, int], bytes]:
         """The stored hashes of the complete subtrees ``keys`` (level, index), read in one

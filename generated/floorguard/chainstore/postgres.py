@@ -116,7 +116,7 @@ _ROW = _ROW_OF % (b"$1", b"$1")
 # Records and tree nodes are read a page at a time: a function's rows are all made before
 # the first is sent, and a chain may hold millions.
 _RECORDS_PAGE = 512
-_LEAVES_PAGE = 4096
+_LEAVES_PAGE = 32768
 _RECORDS_FROM = f"SELECT * FROM {API_SCHEMA}.records(%s, %s, %s)"  # noqa: S608
 _NODES_ENDING = f"SELECT * FROM {API_SCHEMA}.nodes_ending(%s, %s)"  # noqa: S608
 _INT8_RANGE = range(-(2**63), 2**63)
