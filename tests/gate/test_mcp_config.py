@@ -358,3 +358,23 @@ def test_cursor_reads_the_project_and_the_user_file(home: Path, project: Path) -
     assert [(d.name, d.transport) for d in found.declarations] == [("u", REMOTE), ("p", STDIO)]
     write_json(project / ".cursor" / "mcp.json", servers(p={"command": "p", "envFile": ".env"}))
     assert "envFile" in only_doubt(read("cursor", home, project))
+
+
+def test_codex_doubts_a_home_that_climbs_out_of_a_symbolic_link(
+    home: Path, project: Path, tmp_path: Path
+) -> None:
+    # HOME=.../ws/link/.. with link -> X/sub: node (claude, gemini) normalises the text to
+    # .../ws, while codex's own home lookup (releases that open $HOME/.codex as given) is
+    # resolved by the kernel to X/.codex. The two readings name different files.
+    (tmp_path / "X" / "sub").mkdir(parents=True)
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "link").symlink_to(tmp_path / "X" / "sub")
+    write_toml(tmp_path / "X" / ".codex" / "config.toml", '[mcp_servers.old]\ncommand = "x"\n')
+    climbing = str(tmp_path / "ws" / "link" / "..")
+    assert "codex" in only_doubt(read("codex", home, project, HOME=climbing))
+    # A `..` that climbs no link is one folder whichever way it is read.
+    (tmp_path / "ws" / "plain").mkdir()
+    write_toml(tmp_path / "ws" / ".codex" / "config.toml", '[mcp_servers.ok]\ncommand = "x"\n')
+    found = read("codex", home, project, HOME=str(tmp_path / "ws" / "plain" / ".."))
+    assert found.doubts == ()
+    assert [d.name for d in found.declarations] == ["ok"]

@@ -355,6 +355,15 @@ def _claude_settings_values(argv: Sequence[str]) -> list[str]:
     return values
 
 
+def _climbs_out_of_a_link(cwd: str, path: str) -> bool:
+    """Whether ``path`` (taken from ``cwd``) names another folder once its ``..`` parts are
+    resolved by the kernel (after any link before them) than once its text is normalised."""
+    joined = os.path.join(cwd, path)
+    if ".." not in joined.split(os.sep):
+        return False
+    return os.path.realpath(joined) != os.path.realpath(os.path.normpath(joined))
+
+
 def _ancestors(folder: str) -> list[str]:
     """``folder`` and every folder above it, nearest first."""
     out = [folder]
@@ -769,6 +778,15 @@ class _Reader:
         overrides, profiles, folders = self._codex_argv(argv)
         codex_home = os.path.join(self.cwd, self.environ.get("CODEX_HOME") or "")
         if not self.environ.get("CODEX_HOME"):
+            given = self.environ.get("HOME")
+            if given is not None and _climbs_out_of_a_link(self.cwd, given):
+                # Releases that open $HOME/.codex as given have the kernel resolve the
+                # `..` after the link; later ones normalise the text first, as self.home
+                # does: two homes, and which one this release reads is not known.
+                raise ConfigDoubt(
+                    "codex: HOME climbs out of a symbolic link with '..': codex releases "
+                    "read their home from it in two places"
+                )
             codex_home = os.path.join(self.home, ".codex")
         self.codex_environments = self._codex_environments(codex_home)
         layers: list[tuple[str, str | None]] = [
