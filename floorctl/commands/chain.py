@@ -368,11 +368,13 @@ def consistency(old_file: Path, new_file: Path | None, out: Path | None) -> None
     help="Grant the appender role to this existing login role (a host's); repeatable.",
 )
 def init(url: str, grant_to: tuple[str, ...]) -> None:
-    """Create, idempotently, the schema of a PostgreSQL audit chain: its tables, triggers
-    that refuse UPDATE, DELETE and TRUNCATE to everyone but the tables' owner, the append
-    functions, and the role floorguard_appender_DATABASE (SELECT, and appends through the
-    functions only; one per database), granted to each --grant ROLE. Run it again after an
-    upgrade: it revokes what earlier versions granted.
+    """Create, idempotently, the schemas of a PostgreSQL audit chain: floorguard (its
+    tables, and triggers that refuse UPDATE, DELETE and TRUNCATE to everyone but the tables'
+    owner), floorguard_api (the functions through which alone hosts read and append), and
+    the role floorguard_appender_DATABASE (those functions only, one role per database),
+    granted to each --grant ROLE. Run it again after an upgrade: it revokes what earlier
+    versions granted. A host's session that holds what init must wait for (the chain's lock
+    past the hold limit, or a catalog row) is ended, as an append would end it.
 
     It also makes the chain key here if there is none (FLOORGUARD_CHAIN_KEY_FILE, else
     chain.key in FLOORGUARD_HOME): copy that file to every host that appends; hosts never
@@ -389,9 +391,11 @@ def init(url: str, grant_to: tuple[str, ...]) -> None:
     click.echo(f"audit chain {redact(url)}: schema floorguard {state}")
     click.echo(f"chain_id {done['chain_id']}; tables owned by {done['owner']}")
     click.echo(
-        f"appender role {done['appender_role']}: SELECT on the tables; writes only through "
-        "the chain's append functions"
+        f"appender role {done['appender_role']}: reads and appends through the functions of "
+        "schema floorguard_api only; no privilege in schema floorguard"
     )
+    for session in done["ended_sessions"]:
+        click.echo(f"ended session {session}: it held what chain init had to wait for")
     if not done["ends_lock_holders"]:
         click.echo(
             f"warning: {done['owner']} cannot end a session that holds the chain's lock too "

@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pgserver
 import psycopg
@@ -235,3 +236,72 @@ def test_chain_init_run_again_ends_a_host_holding_the_chains_lock_past_the_limit
     assert pg.sql(f"SELECT count(*) FROM pg_stat_activity WHERE pid = {pid}") == "0"  # noqa: S608
     pg.chain().append(CANARY, receipt())
     assert _verified(pg) == 2
+
+
+# A GRANT that grants nothing (the host holds no grant option) still rewrites the object's
+# catalog row, which stays locked to the host's transaction's end; chain init must change
+# that row. Each was, in an outside test, a way to keep every re-init (and the upgrade)
+# from ever finishing, the chain's lock held by init meanwhile.
+NO_OP_GRANTS = {
+    "function": "GRANT EXECUTE ON FUNCTION floorguard_api.open_append(bigint) TO CURRENT_USER",
+    "schema": "GRANT USAGE ON SCHEMA floorguard_api TO CURRENT_USER",
+}
+
+
+@pytest.mark.parametrize("grant", list(NO_OP_GRANTS.values()), ids=list(NO_OP_GRANTS))
+def test_chain_init_ends_a_host_holding_a_catalog_row_it_must_change(
+    pg: Chain, hostile: psycopg.Connection[Any], grant: str
+) -> None:
+    pg.chain().append(CANARY, receipt())
+    hostile.execute("BEGIN")
+    hostile.execute(grant)
+    env = isolated_env(pg.key_file.parent / "init", FLOORGUARD_CHAIN_KEY_FILE=str(pg.key_file),
+                       FLOORGUARD_CHAIN_TIMEOUT="3")  # fmt: skip
+    res = floorctl("chain", "init", "--url", pg.owner_url, env=env)
+    assert res.returncode == 0, res.stderr
+    assert f"ended session {hostile.info.backend_pid} ({pg.appender})" in res.stdout
+    with pytest.raises(psycopg.OperationalError):
+        hostile.execute("SELECT 1")
+    pg.chain().append(CANARY, receipt())
+    assert _verified(pg) == 2
+
+
+def test_the_upgrade_goes_through_a_hosts_temporary_view_on_an_old_function(
+    pg: Chain, hostile: psycopg.Connection[Any]
+) -> None:
+    # The layout before floorguard_api: hosts had USAGE on floorguard and EXECUTE on the
+    # functions there. A host's temporary view calling one keeps DROP FUNCTION from
+    # dropping it; the upgrade must still take every one of those privileges away.
+    role = appender_role(pg.database)
+    pg.sql(
+        "CREATE FUNCTION floorguard.open_append(known_size bigint) RETURNS integer"
+        " LANGUAGE sql SECURITY DEFINER AS 'SELECT 1';"
+        f' GRANT USAGE ON SCHEMA floorguard TO "{role}";'
+        f' GRANT EXECUTE ON FUNCTION floorguard.open_append(bigint) TO "{role}"'
+    )
+    hostile.execute("CREATE TEMP VIEW old AS SELECT floorguard.open_append(NULL) AS x")
+    assert hostile.execute("SELECT x FROM old").fetchone() == (1,)
+    env = isolated_env(pg.key_file.parent / "init", FLOORGUARD_CHAIN_KEY_FILE=str(pg.key_file),
+                       FLOORGUARD_CHAIN_TIMEOUT="3")  # fmt: skip
+    res = floorctl("chain", "init", "--url", pg.owner_url, env=env)
+    assert res.returncode == 0, res.stderr
+    assert pg.sql(f"SELECT has_schema_privilege('{role}', 'floorguard', 'USAGE')") == "f"
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        hostile.execute("SELECT x FROM old")
+    pg.chain().append(CANARY, receipt())
+    assert _verified(pg) == 1
+
+
+def test_chain_init_does_not_end_the_owners_own_session_and_says_what_it_waited_for(
+    pg: Chain,
+) -> None:
+    with psycopg.connect(pg.owner_url, autocommit=True) as owner:
+        owner.execute("BEGIN")
+        owner.execute("GRANT USAGE ON SCHEMA floorguard_api TO CURRENT_USER")
+        env = isolated_env(pg.key_file.parent / "init", FLOORGUARD_CHAIN_KEY_FILE=str(pg.key_file),
+                           FLOORGUARD_CHAIN_TIMEOUT="2")  # fmt: skip
+        res = floorctl("chain", "init", "--url", pg.owner_url, env=env)
+        assert res.returncode == 1
+        assert "a session held what chain init waits for" in res.stderr, res.stderr
+        assert owner.execute("SELECT 1").fetchone() == (1,)  # not ended
+        owner.execute("ROLLBACK")

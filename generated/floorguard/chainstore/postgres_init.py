@@ -4,8 +4,10 @@ database, as the tables' owner, and the appenders' role, granted to the roles na
 
 from __future__ import annotations
 
+import contextlib
 import secrets
-from collections.abc import Iterable
+import threading
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from floorguard.chainstore.interface import (
@@ -58,10 +60,15 @@ def init_schema(
     store = PostgresStore(url, timeout=timeout)
     conn = store._connect(ChainWriteError, "initialise")
     fired = Fired()
+    ended: list[str] = []
     try:
         try:
             # Bounded like an append: a server that goes silent mid-init is cut.
-            with _deadline(conn, store.silence) as fired, conn.transaction():
+            with (
+                _ending_what_blocks(store, conn.info.backend_pid, ended),
+                _deadline(conn, store.silence) as fired,
+                conn.transaction(),
+            ):
                 existed = conn.execute("SELECT to_regclass(%s)", (_RECORDS,)).fetchone()
                 created = existed is None or existed[0] is None
                 # Whoever owns the schema or anything in it may rewrite records and drop
@@ -190,6 +197,13 @@ def init_schema(
                     "SELECT pg_catalog.pg_has_role('pg_signal_backend', 'USAGE'),"
                     " pg_catalog.current_setting('max_prepared_transactions')::integer"
                 ).fetchone()
+        except pg.errors.LockNotAvailable:
+            raise ChainWriteError(
+                f"cannot initialise the audit chain {store.location}: a session held what "
+                f"chain init waits for (the chain's lock, a table or a catalog row) for more "
+                f"than {store.timeout:g}s (FLOORGUARD_CHAIN_TIMEOUT); the owner's own and a "
+                "superuser's sessions are not ended, nor any without pg_signal_backend"
+            ) from None
         except pg.Error as exc:
             raise ChainWriteError(
                 f"cannot initialise the audit chain {store.location}: {store.explain(exc, fired)}"
@@ -203,7 +217,67 @@ def init_schema(
         "appender_role": role_name,
         "granted_to": list(grant_to),
         "ends_lock_holders": bool(can_end and can_end[0]),
+        "ended_sessions": ended,
         # A prepared transaction keeps its locks with no session to end: with these
         # enabled, an appender could hold the chain's lock until a superuser rolls it back.
         "prepared_transactions": int(can_end[1]) if can_end else 0,
     }
+
+
+# The client sessions that hold what init waits for, but neither the chain's lock (take_lock
+# ends a holder of that past the hold limit, as for an append) nor the owner's or a
+# superuser's: a host that rewrote a catalog row init must change (a GRANT that grants
+# nothing still rewrites the function's or schema's row, and keeps it locked to its
+# transaction's end), or one holding a lock on a table init alters. No honest host holds
+# either while init holds the chain's lock.
+_BLOCKING_INIT = f"""
+SELECT a.pid, a.usename FROM pg_catalog.pg_stat_activity a
+ WHERE a.pid = ANY (pg_catalog.pg_blocking_pids(%(init)s))
+   AND a.usesysid IS NOT NULL  -- (a client's: the owner sees no backend_type of another's)
+   AND a.usesysid IS DISTINCT FROM
+       (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user)
+   AND NOT COALESCE((SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.oid = a.usesysid), true)
+   AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_locks l
+                    WHERE l.pid = %(init)s AND NOT l.granted AND l.locktype = 'relation'
+                      AND l.relation = pg_catalog.to_regclass('{SCHEMA}.append_lock'))
+"""  # noqa: S608
+# How often the watch looks, and how many looks in a row a session must be found blocking
+# init before it is ended: well within the server's deadlock_timeout (1 s by default), so
+# that a holder which then waits for the chain's lock (held by init) is ended before the
+# server breaks the cycle by failing init.
+_WATCH_SECONDS = 0.1
+_LOOKS_BEFORE_ENDING = 2
+
+
+@contextlib.contextmanager
+def _ending_what_blocks(store: PostgresStore, init_pid: int, ended: list[str]) -> Iterator[None]:
+    """While the body runs, end (pg_terminate_backend) each session of _BLOCKING_INIT
+    found blocking the session ``init_pid`` at _LOOKS_BEFORE_ENDING looks in a row, from a
+    connection of the owner's own; each ended is added to ``ended`` as "PID (ROLE)". A
+    failure of the watch itself ends the watch, not init (init then waits its timeout)."""
+    pg = _import_psycopg()
+    watcher = store._connect(ChainWriteError, "initialise")
+    stop = threading.Event()
+
+    def watch() -> None:
+        seen: dict[int, int] = {}
+        while not stop.wait(_WATCH_SECONDS):
+            try:
+                rows = watcher.execute(_BLOCKING_INIT, {"init": init_pid}).fetchall()
+            except pg.Error:
+                return
+            seen = {int(pid): seen.get(int(pid), 0) + 1 for pid, _ in rows}
+            for pid, role in rows:
+                if seen[int(pid)] >= _LOOKS_BEFORE_ENDING:
+                    with contextlib.suppress(pg.Error):  # (without pg_signal_backend)
+                        watcher.execute("SELECT pg_catalog.pg_terminate_backend(%s, 1000)", (pid,))
+                        ended.append(f"{pid} ({role})")
+
+    thread = threading.Thread(target=watch, name="floorguard-init-watch", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        _close_quietly(watcher)

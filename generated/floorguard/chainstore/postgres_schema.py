@@ -1135,7 +1135,9 @@ API_FUNCTIONS = (
     f"{API_SCHEMA}.stray_node(bigint)",
 )
 # Where chains initialised before API_SCHEMA kept the functions a host called: dropped
-# (a host has no USAGE there any more; nothing else calls them).
+# (a host has no USAGE there any more; nothing else calls them). One something depends on
+# (a host's temporary view calling it, made to keep the upgrade from going through) is kept
+# with no grant at all: the hosts lose EXECUTE on it, and init goes on.
 _MOVED_FUNCTIONS = ("open_append", "read_meta", "append_record", "append_next", "add_tree_nodes")
 _DROP_MOVED = f"""
 DO $$
@@ -1145,7 +1147,11 @@ BEGIN
   FOR f IN SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
             WHERE p.pronamespace = '{SCHEMA}'::regnamespace
               AND p.proname IN ({", ".join(f"'{name}'" for name in _MOVED_FUNCTIONS)}) LOOP
-    EXECUTE 'DROP FUNCTION ' || f::text;
+    BEGIN
+      EXECUTE 'DROP FUNCTION ' || f::text;
+    EXCEPTION WHEN dependent_objects_still_exist THEN
+      EXECUTE 'REVOKE ALL ON FUNCTION ' || f::text || ' FROM PUBLIC';
+    END;
   END LOOP;
 END $$
 """  # noqa: S608
