@@ -93,6 +93,66 @@ def test_claude_mcp_config_takes_files_and_inline_json(home: Path, project: Path
     ]
 
 
+# Claude Code trims each --mcp-config value with JavaScript's trim() (white space, line
+# terminators and U+FEFF), takes it as JSON when it parses, and else as a file through
+# path.resolve, which removes `dir/..` from the text before the file is opened.
+MCP_CONFIG_SPELLINGS = {
+    "leading space": " m.json",
+    "trailing newline": "m.json\n",
+    "byte-order mark": "\ufeffm.json",
+    "climbing out of a link": "link/../m.json",
+    "climbing out of the working directory's link": "../project/m.json",
+}
+
+
+@pytest.mark.parametrize(
+    "value", list(MCP_CONFIG_SPELLINGS.values()), ids=list(MCP_CONFIG_SPELLINGS)
+)
+def test_claude_reads_an_mcp_config_file_where_claude_code_reads_it(
+    home: Path, tmp_path: Path, value: str
+) -> None:
+    real = tmp_path / "real" / "project"
+    write_json(real / "m.json", servers(old={"command": "x"}))
+    (tmp_path / "elsewhere" / "sub").mkdir(parents=True)
+    (real / "link").symlink_to(tmp_path / "elsewhere" / "sub")
+    (tmp_path / "linked").symlink_to(tmp_path / "real")
+    project = tmp_path / "linked" / "project"  # (the working directory, through a link)
+    found = read("claude", home, project, "--mcp-config", value)
+    assert [d.name for d in found.declarations] == ["old"], found
+
+
+@pytest.mark.parametrize("space", ["\ufeff", " ", "\n", "\u2028", "\u00a0"])
+def test_claude_reads_inline_mcp_config_after_any_space_claude_code_trims(
+    home: Path, project: Path, space: str
+) -> None:
+    inline = space + json.dumps(servers(old={"command": "x"}))
+    found = read("claude", home, project, "--mcp-config", inline)
+    assert [d.name for d in found.declarations] == ["old"], found
+
+
+@pytest.mark.parametrize("where", ["cwd", "HOME", "CLAUDE_CONFIG_DIR"])
+def test_claude_doubts_a_folder_named_otherwise_than_in_nfc(
+    home: Path, tmp_path: Path, where: str
+) -> None:
+    # Claude Code normalises its working directory and its config folder to NFC; on Linux
+    # the NFD spelling of a name is another folder, whose files claude never reads.
+    nfd = tmp_path / "proj-e\u0301"
+    nfd.mkdir()
+    project = nfd if where == "cwd" else tmp_path
+    env = {} if where == "cwd" else {where: str(nfd)}
+    assert "NFC" in only_doubt(read("claude", home, project, **env))
+
+
+def test_claude_doubts_a_config_dir_that_climbs_out_of_a_symbolic_link(
+    home: Path, project: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "X" / "sub").mkdir(parents=True)
+    (tmp_path / "T").mkdir()
+    (tmp_path / "T" / "link").symlink_to(tmp_path / "X" / "sub")
+    climbing = str(tmp_path / "T" / "link" / "..")
+    assert "CLAUDE_CONFIG_DIR" in only_doubt(read("claude", home, project, CLAUDE_CONFIG_DIR=climbing))
+
+
 def test_claude_strict_mcp_config_reads_every_source_still(home: Path, project: Path) -> None:
     # (the flag may be another option's value: it is not taken to remove anything)
     write_json(project / ".mcp.json", servers(also={"command": "x"}))

@@ -19,6 +19,7 @@ import json
 import os
 import re
 import stat
+import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -355,6 +356,14 @@ def _claude_settings_values(argv: Sequence[str]) -> list[str]:
     return values
 
 
+# What JavaScript's String.prototype.trim removes: its WhiteSpace (tab, vertical tab, form
+# feed, U+FEFF and the space separators) and LineTerminator characters.
+_JS_TRIMMED = (
+    "\t\n\v\f\r \u00a0\u1680" + "".join(chr(c) for c in range(0x2000, 0x200B))
+    + "\u2028\u2029\u202f\u205f\u3000\ufeff"
+)  # fmt: skip
+
+
 def _climbs_out_of_a_link(cwd: str, path: str) -> bool:
     """Whether ``path`` (taken from ``cwd``) names another folder once its ``..`` parts are
     resolved by the kernel (after any link before them) than once its text is normalised."""
@@ -466,10 +475,11 @@ class _Reader:
 
     def claude(self, argv: Sequence[str]) -> None:
         # (--strict-mcp-config removes nothing here: it may be another option's value)
+        self._claude_spellings()
         self._claude_settings_env(argv)
         self._claude_agents(argv, folder=self._claude_config_dir())
         for index, value in self._claude_argv(argv):
-            where, document = self._json_argument(value, f"--mcp-config argument {index}", None)
+            where, document = self._claude_mcp_config(value, f"--mcp-config argument {index}")
             if document is not None:
                 self._claude_document(document, where)
         managed = self._load(CLAUDE_MANAGED, None, "json")
@@ -502,6 +512,41 @@ class _Reader:
             for suffix in _CLAUDE_GLOBAL_SUFFIXES:
                 files.append((_joined(folder, f".claude{suffix}.json"), folder))
         return files
+
+    def _claude_spellings(self) -> None:
+        """Claude Code normalises its working directory and its config folder to Unicode NFC
+        (``.normalize('NFC')``), and joins CLAUDE_CONFIG_DIR as text (node's path.join
+        removes ``dir/..`` before the kernel sees it): a name otherwise spelled, or a
+        ``..`` climbing out of a link, names another folder than the one it reads. Raises
+        ConfigDoubt."""
+        for name, value in (
+            ("the working directory", self.cwd),
+            ("HOME", self.environ.get("HOME")),
+            ("CLAUDE_CONFIG_DIR", self.environ.get("CLAUDE_CONFIG_DIR")),
+        ):
+            if value and unicodedata.normalize("NFC", value) != value:
+                raise ConfigDoubt(
+                    f"claude: {name} is not spelled in Unicode NFC, and claude reads its "
+                    "files under the NFC spelling, which is another folder here"
+                )
+        config_dir = self.environ.get("CLAUDE_CONFIG_DIR")
+        if config_dir and _climbs_out_of_a_link(self.cwd, config_dir):
+            raise ConfigDoubt(
+                "claude: CLAUDE_CONFIG_DIR climbs out of a symbolic link with '..': claude "
+                "takes it as text, another folder than the one the link leads up to"
+            )
+
+    def _claude_mcp_config(self, value: str, inline: str) -> tuple[str, Any | None]:
+        """An ``--mcp-config`` value read as Claude Code reads it: trimmed as JavaScript
+        trims, JSON when it is an object (or starts as one), and else a file through
+        path.resolve: ``..`` removed from the text after the physical working directory."""
+        value = value.strip(_JS_TRIMMED)
+        if not value:
+            return inline, None  # (claude skips an empty value)
+        if value.startswith("{"):
+            return self._json_argument(value, inline, None)
+        where = os.path.normpath(os.path.join(os.path.realpath(self.cwd), value))
+        return where, self._load(where, None, "json")
 
     def _claude_config_dir(self) -> str:
         config_dir = self.environ.get("CLAUDE_CONFIG_DIR")
