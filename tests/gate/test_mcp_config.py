@@ -150,7 +150,8 @@ def test_claude_doubts_a_config_dir_that_climbs_out_of_a_symbolic_link(
     (tmp_path / "T").mkdir()
     (tmp_path / "T" / "link").symlink_to(tmp_path / "X" / "sub")
     climbing = str(tmp_path / "T" / "link" / "..")
-    assert "CLAUDE_CONFIG_DIR" in only_doubt(read("claude", home, project, CLAUDE_CONFIG_DIR=climbing))
+    found = read("claude", home, project, CLAUDE_CONFIG_DIR=climbing)
+    assert "CLAUDE_CONFIG_DIR" in only_doubt(found)
 
 
 def test_claude_strict_mcp_config_reads_every_source_still(home: Path, project: Path) -> None:
