@@ -305,3 +305,68 @@ def test_chain_init_does_not_end_the_owners_own_session_and_says_what_it_waited_
         assert "a session held what chain init waits for" in res.stderr, res.stderr
         assert owner.execute("SELECT 1").fetchone() == (1,)  # not ended
         owner.execute("ROLLBACK")
+
+
+def test_chain_init_goes_through_hosts_spinning_no_op_grants_on_its_rows(pg: Chain) -> None:
+    # Each GRANT is its own short transaction (never found holding the row at two looks);
+    # one that commits between init's read of a row and its update of it fails init's
+    # statement with "tuple concurrently updated" unless init tries it again.
+    stop = threading.Event()
+
+    def spin() -> None:
+        with psycopg.connect(pg.url, autocommit=True) as conn:
+            while not stop.is_set():
+                for function in ("head()", "extent()", "read_meta(text)", "open_append(bigint)"):
+                    with contextlib.suppress(psycopg.Error):
+                        conn.execute(
+                            f"GRANT EXECUTE ON FUNCTION floorguard_api.{function} TO CURRENT_USER"
+                        )
+
+    spinners = [threading.Thread(target=spin, daemon=True) for _ in range(2)]
+    for spinner in spinners:
+        spinner.start()
+    failed = []
+    try:
+        for n in range(6):
+            env = isolated_env(pg.key_file.parent / f"init{n}",
+                               FLOORGUARD_CHAIN_KEY_FILE=str(pg.key_file))  # fmt: skip
+            res = floorctl("chain", "init", "--url", pg.owner_url, env=env)
+            if res.returncode != 0:
+                failed.append(res.stderr.strip())
+    finally:
+        stop.set()
+        for spinner in spinners:
+            spinner.join(10)
+    assert not failed, failed[:2]
+
+
+def test_chain_init_takes_away_what_a_host_role_was_given_directly_or_passed_on(
+    pg: Chain,
+) -> None:
+    # Grants chain init never made, an owner's by hand: to the appenders' role WITH GRANT
+    # OPTION (which a host then passed on to another role), and straight to a host's login.
+    role = appender_role(pg.database)
+    other = f"other_{secrets.token_hex(3)}"
+    pg.server.psql(f"CREATE ROLE {other} LOGIN")
+    pg.sql(
+        f'GRANT USAGE ON SCHEMA floorguard TO "{role}" WITH GRANT OPTION;'
+        f' GRANT SELECT ON floorguard.records TO "{role}" WITH GRANT OPTION;'
+        f" GRANT USAGE ON SCHEMA floorguard TO {pg.appender};"
+        f" GRANT SELECT, INSERT ON floorguard.tree TO {pg.appender}"
+    )
+    pg.sql(
+        f"GRANT USAGE ON SCHEMA floorguard TO {other};"
+        f" GRANT SELECT ON floorguard.records TO {other}",
+        as_owner=False,
+    )
+    env = isolated_env(pg.key_file.parent / "init", FLOORGUARD_CHAIN_KEY_FILE=str(pg.key_file))
+    res = floorctl("chain", "init", "--url", pg.owner_url, "--grant", pg.appender, env=env)
+    assert res.returncode == 0, res.stderr
+    for holder in (role, pg.appender, other):
+        assert (
+            pg.sql(
+                f"SELECT has_schema_privilege('{holder}', 'floorguard', 'USAGE'),"
+                f" has_table_privilege('{holder}', 'floorguard.tree', 'INSERT')"
+            )
+            == "f|f"
+        ), holder

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import secrets
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -103,9 +104,9 @@ def init_schema(
                 else:
                     conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
                 for statement in _DDL:
-                    conn.execute(statement)
+                    _retrying(conn, statement)
                 owner_name = conn.execute("SELECT current_user").fetchone()
-                conn.execute(_check_record_trigger("" if owner_name is None else owner_name[0]))
+                _retrying(conn, _check_record_trigger("" if owner_name is None else owner_name[0]))
                 conn.execute(f"ALTER TABLE {_RECORDS} ENABLE ALWAYS TRIGGER records_next_in_line")
                 conn.execute(
                     f"INSERT INTO {_META} (key, value) VALUES ('format', %s), ('chain_id', %s)"  # noqa: S608
@@ -154,26 +155,6 @@ def init_schema(
                         sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(role_name))
                     )
                 appender = sql.Identifier(role_name)
-                for statement in (
-                    # What older inits granted (USAGE on the tables' schema, SELECT, INSERT,
-                    # UPDATE on its tables) goes: a host reads and writes only through the
-                    # functions of the API schema, and cannot name a table (postgres_schema,
-                    # _READ_FUNCTIONS).
-                    "REVOKE ALL ON ALL TABLES IN SCHEMA {schema} FROM {role}",
-                    "REVOKE ALL ON ALL SEQUENCES IN SCHEMA {schema} FROM {role}",
-                    "REVOKE ALL ON ALL FUNCTIONS IN SCHEMA {schema} FROM {role}",
-                    "REVOKE ALL ON SCHEMA {schema} FROM {role}",
-                    "REVOKE ALL ON ALL FUNCTIONS IN SCHEMA {api} FROM {role}",
-                    "GRANT USAGE ON SCHEMA {api} TO {role}",
-                    *(f"GRANT EXECUTE ON FUNCTION {name} TO {{role}}" for name in API_FUNCTIONS),
-                ):
-                    conn.execute(
-                        sql.SQL(statement).format(
-                            schema=sql.Identifier(SCHEMA),
-                            api=sql.Identifier(API_SCHEMA),
-                            role=appender,
-                        )
-                    )
                 for login in grant_to:
                     found = conn.execute(
                         "SELECT 1 FROM pg_roles WHERE rolname = %s", (login,)
@@ -183,6 +164,26 @@ def init_schema(
                             f"cannot grant {role_name} to {login!r}: no such role in "
                             f"{store.location} (create the host's login role first)"
                         )
+                # What older inits granted the appenders (USAGE on the tables' schema,
+                # SELECT, INSERT, UPDATE on its tables) goes, and so does anything of the
+                # kind given by hand to a host's own role, or passed on by a role that was
+                # given it with the grant option (CASCADE): a host reads and writes only
+                # through the functions of the API schema, and cannot name a table
+                # (postgres_schema, _READ_FUNCTIONS).
+                for holder in (appender, *(sql.Identifier(login) for login in grant_to)):
+                    for statement in _TAKEN_AWAY:
+                        _retrying(conn, sql.SQL(statement).format(
+                            schema=sql.Identifier(SCHEMA), api=sql.Identifier(API_SCHEMA),
+                            role=holder,
+                        ))  # fmt: skip
+                for statement in (
+                    "GRANT USAGE ON SCHEMA {api} TO {role}",
+                    *(f"GRANT EXECUTE ON FUNCTION {name} TO {{role}}" for name in API_FUNCTIONS),
+                ):
+                    _retrying(conn, sql.SQL(statement).format(
+                        api=sql.Identifier(API_SCHEMA), role=appender
+                    ))  # fmt: skip
+                for login in grant_to:
                     conn.execute(sql.SQL("GRANT {} TO {}").format(appender, sql.Identifier(login)))
                 conn.execute(
                     f"INSERT INTO {_META} (key, value) VALUES ('lock_hold_limit_ms', %s)"  # noqa: S608
@@ -281,3 +282,32 @@ def _ending_what_blocks(store: PostgresStore, init_pid: int, ended: list[str]) -
         stop.set()
         thread.join()
         _close_quietly(watcher)
+
+
+_TAKEN_AWAY = (
+    "REVOKE ALL ON ALL TABLES IN SCHEMA {schema} FROM {role} CASCADE",
+    "REVOKE ALL ON ALL SEQUENCES IN SCHEMA {schema} FROM {role} CASCADE",
+    "REVOKE ALL ON ALL FUNCTIONS IN SCHEMA {schema} FROM {role} CASCADE",
+    "REVOKE ALL ON SCHEMA {schema} FROM {role} CASCADE",
+    "REVOKE ALL ON ALL FUNCTIONS IN SCHEMA {api} FROM {role} CASCADE",
+)
+# How many times init tries a statement that lost a race for a catalog row: a host's GRANT
+# that grants nothing still rewrites the row of the function or schema it names, and one
+# committed between init's read of that row and its update fails init's statement with
+# "tuple concurrently updated" (a host doing so without pause failed 5 inits in 10).
+_RACE_TRIES = 20
+
+
+def _retrying(conn: Any, statement: Any) -> None:
+    """Run ``statement`` in a savepoint of init's transaction, again (after a pause that
+    grows) when it lost a race for a catalog row; any other error is raised at once."""
+    pg = _import_psycopg()
+    for attempt in range(_RACE_TRIES):
+        try:
+            with conn.transaction():
+                conn.execute(statement)
+            return
+        except pg.errors.InternalError_ as exc:
+            if "concurrently updated" not in str(exc) or attempt == _RACE_TRIES - 1:
+                raise
+        time.sleep(0.005 * (attempt + 1))
