@@ -439,3 +439,10 @@ def test_codex_doubts_a_home_that_climbs_out_of_a_symbolic_link(
     found = read("codex", home, project, HOME=str(tmp_path / "ws" / "plain" / ".."))
     assert found.doubts == ()
     assert [d.name for d in found.declarations] == ["ok"]
+
+
+def test_claude_doubts_an_empty_claude_config_dir(home: Path, project: Path) -> None:
+    # Claude Code takes CLAUDE_CONFIG_DIR ?? ~/.claude: an empty value is kept, and its
+    # config folder is then the working directory.
+    write_json(project / ".config.json", servers(old={"command": "x"}))
+    assert "CLAUDE_CONFIG_DIR" in only_doubt(read("claude", home, project, CLAUDE_CONFIG_DIR=""))

@@ -530,6 +530,12 @@ class _Reader:
                     "files under the NFC spelling, which is another folder here"
                 )
         config_dir = self.environ.get("CLAUDE_CONFIG_DIR")
+        if config_dir == "":
+            # (``CLAUDE_CONFIG_DIR ?? ~/.claude`` keeps it: the working directory)
+            raise ConfigDoubt(
+                "claude: CLAUDE_CONFIG_DIR is set but empty: claude would take the working "
+                "directory for its config folder"
+            )
         if config_dir and _climbs_out_of_a_link(self.cwd, config_dir):
             raise ConfigDoubt(
                 "claude: CLAUDE_CONFIG_DIR climbs out of a symbolic link with '..': claude "
