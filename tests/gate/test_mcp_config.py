@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -143,15 +144,34 @@ def test_claude_doubts_a_folder_named_otherwise_than_in_nfc(
     assert "NFC" in only_doubt(read("claude", home, project, **env))
 
 
-def test_claude_doubts_a_config_dir_that_climbs_out_of_a_symbolic_link(
-    home: Path, project: Path, tmp_path: Path
+@pytest.mark.parametrize("climb", ["link", "missing"])
+def test_claude_reads_its_config_dir_as_node_joins_it(
+    home: Path, project: Path, tmp_path: Path, climb: str
 ) -> None:
+    # node's path.join removes `dir/..` from the text, whether `dir` is a link or missing;
+    # the kernel would climb out of the link's target, or find nothing.
     (tmp_path / "X" / "sub").mkdir(parents=True)
     (tmp_path / "T").mkdir()
     (tmp_path / "T" / "link").symlink_to(tmp_path / "X" / "sub")
-    climbing = str(tmp_path / "T" / "link" / "..")
-    found = read("claude", home, project, CLAUDE_CONFIG_DIR=climbing)
-    assert "CLAUDE_CONFIG_DIR" in only_doubt(found)
+    write_json(tmp_path / "T" / ".claude.json", servers(old={"command": "x"}))
+    config_dir = str(tmp_path / "T" / climb / "..")
+    found = read("claude", home, project, CLAUDE_CONFIG_DIR=config_dir)
+    assert [d.name for d in found.declarations] == ["old"], found
+
+
+@pytest.mark.parametrize("where", ["cwd", "HOME", "CLAUDE_CONFIG_DIR"])
+def test_claude_doubts_a_folder_named_with_characters_newer_than_its_unicode_tables(
+    home: Path, tmp_path: Path, where: str
+) -> None:
+    # Unicode 16 decomposes U+1611E U+1611E into a character Python 3.11's tables (14)
+    # do not hold: node's newer tables compose them, another folder.
+    name = tmp_path / "proj-\U0001611e\U0001611e"
+    name.mkdir()
+    project = name if where == "cwd" else tmp_path
+    env = {} if where == "cwd" else {where: str(name)}
+    if unicodedata.category("\U0001611e") != "Cn":
+        pytest.skip("this Python's Unicode tables know U+1611E")
+    assert "Unicode" in only_doubt(read("claude", home, project, **env))
 
 
 def test_claude_strict_mcp_config_reads_every_source_still(home: Path, project: Path) -> None:

@@ -364,6 +364,14 @@ _JS_TRIMMED = (
 )  # fmt: skip
 
 
+def _node_path(cwd: str, path: str) -> str:
+    """The file or folder node opens for ``path`` given in ``cwd``: path.join and
+    path.resolve remove ``dir/..`` from the text (whether ``dir`` is a link, or missing),
+    and the kernel takes a relative path from the physical working directory."""
+    base = "" if os.path.isabs(path) else os.path.realpath(cwd)
+    return os.path.normpath(os.path.join(base, os.path.normpath(path)))
+
+
 def _climbs_out_of_a_link(cwd: str, path: str) -> bool:
     """Whether ``path`` (taken from ``cwd``) names another folder once its ``..`` parts are
     resolved by the kernel (after any link before them) than once its text is normalised."""
@@ -504,7 +512,7 @@ class _Reader:
         read, and the home's ``.claude.json`` (which releases before CLAUDE_CONFIG_DIR read)
         too, rather than telling which one this release and these variables choose."""
         config_dir = self.environ.get("CLAUDE_CONFIG_DIR")
-        inside = _joined(self.cwd, config_dir) if config_dir else self.home
+        inside = _node_path(self.cwd, config_dir) if config_dir else self.home
         folder = self._claude_config_dir()
         files = [] if self._missing(folder) else [(_joined(folder, ".config.json"), inside)]
         folders = [self.home] + ([inside] if config_dir else [])
@@ -515,31 +523,32 @@ class _Reader:
 
     def _claude_spellings(self) -> None:
         """Claude Code normalises its working directory and its config folder to Unicode NFC
-        (``.normalize('NFC')``), and joins CLAUDE_CONFIG_DIR as text (node's path.join
-        removes ``dir/..`` before the kernel sees it): a name otherwise spelled, or a
-        ``..`` climbing out of a link, names another folder than the one it reads. Raises
-        ConfigDoubt."""
+        (``.normalize('NFC')``): a name otherwise spelled names another folder than the
+        one it reads; and it keeps an empty CLAUDE_CONFIG_DIR. Raises ConfigDoubt."""
         for name, value in (
             ("the working directory", self.cwd),
             ("HOME", self.environ.get("HOME")),
             ("CLAUDE_CONFIG_DIR", self.environ.get("CLAUDE_CONFIG_DIR")),
         ):
-            if value and unicodedata.normalize("NFC", value) != value:
-                raise ConfigDoubt(
-                    f"claude: {name} is not spelled in Unicode NFC, and claude reads its "
-                    "files under the NFC spelling, which is another folder here"
-                )
+            if value and not value.isascii():
+                if any(unicodedata.category(c) == "Cn" for c in value):
+                    # (newer Unicode may compose them: node's tables may be newer than these)
+                    raise ConfigDoubt(
+                        f"claude: {name} holds a character this Python's Unicode tables "
+                        f"({unicodedata.unidata_version}) do not know: which folder claude "
+                        "reads under its NFC spelling is not known"
+                    )
+                if unicodedata.normalize("NFC", value) != value:
+                    raise ConfigDoubt(
+                        f"claude: {name} is not spelled in Unicode NFC, and claude reads its "
+                        "files under the NFC spelling, which is another folder here"
+                    )
         config_dir = self.environ.get("CLAUDE_CONFIG_DIR")
         if config_dir == "":
             # (``CLAUDE_CONFIG_DIR ?? ~/.claude`` keeps it: the working directory)
             raise ConfigDoubt(
                 "claude: CLAUDE_CONFIG_DIR is set but empty: claude would take the working "
                 "directory for its config folder"
-            )
-        if config_dir and _climbs_out_of_a_link(self.cwd, config_dir):
-            raise ConfigDoubt(
-                "claude: CLAUDE_CONFIG_DIR climbs out of a symbolic link with '..': claude "
-                "takes it as text, another folder than the one the link leads up to"
             )
 
     def _claude_mcp_config(self, value: str, inline: str) -> tuple[str, Any | None]:
@@ -551,13 +560,13 @@ class _Reader:
             return inline, None  # (claude skips an empty value)
         if value.startswith("{"):
             return self._json_argument(value, inline, None)
-        where = os.path.normpath(os.path.join(os.path.realpath(self.cwd), value))
+        where = _node_path(self.cwd, value)
         return where, self._load(where, None, "json")
 
     def _claude_config_dir(self) -> str:
         config_dir = self.environ.get("CLAUDE_CONFIG_DIR")
         if config_dir:
-            return _joined(self.cwd, config_dir)
+            return _node_path(self.cwd, config_dir)
         return _joined(self.home, ".claude")
 
     def _claude_agents(self, argv: Sequence[str], *, folder: str) -> None:
