@@ -21,7 +21,7 @@ from typing import Any
 import psycopg
 import pytest
 from helpers.chain_support import receipt
-from helpers.pg_chain import CANARY, Chain, _verified, floorctl
+from helpers.pg_chain import CANARY, PARSE_TIME_LOCKS, Chain, _verified, floorctl, timed_append
 
 from floorguard.errors import ChainWriteError
 
@@ -53,22 +53,12 @@ def _take(conn: psycopg.Connection[Any]) -> int:
     return int(conn.info.backend_pid)
 
 
-def _timed_append(pg: Chain, **extra: str) -> float:
-    chain = pg.chain(**extra)
-    started = time.monotonic()
-    try:
-        chain.append(CANARY, receipt())
-    finally:
-        chain.close()
-    return time.monotonic() - started
-
-
 def test_a_session_idle_on_the_lock_is_ended_and_the_append_goes_on(
     pg: Chain, hostile: psycopg.Connection[Any]
 ) -> None:
     pg.chain().append(CANARY, receipt())
     pid = _take(hostile)
-    assert _timed_append(pg) < TIMEOUT + MARGIN
+    assert timed_append(pg) < TIMEOUT + MARGIN
     assert not _alive(pg, pid)
     with pytest.raises(psycopg.OperationalError):
         hostile.execute("SELECT 1")
@@ -89,7 +79,7 @@ def test_a_session_busy_on_the_lock_is_ended_and_the_append_goes_on(
 
     sleeper = threading.Thread(target=sleep, daemon=True)
     sleeper.start()
-    assert _timed_append(pg) < TIMEOUT + MARGIN
+    assert timed_append(pg) < TIMEOUT + MARGIN
     sleeper.join(10)
     assert ended and not _alive(pg, pid)
     assert _verified(pg) == 1
@@ -106,7 +96,7 @@ def test_a_holder_is_ended_for_its_own_hold_not_for_the_time_of_the_one_before(
     pg.sql("UPDATE floorguard.meta SET value = '2000' WHERE key = 'lock_hold_limit_ms'")
     pid = _take(hostile)
     pg.sql("SELECT setval('floorguard.lock_since', 1000000), setval('floorguard.lock_holder', 1)")
-    assert _timed_append(pg, FLOORGUARD_CHAIN_TIMEOUT="8") >= 2.0
+    assert timed_append(pg, FLOORGUARD_CHAIN_TIMEOUT="8") >= 2.0
     assert not _alive(pg, pid)
     assert _verified(pg) == 2
 
@@ -128,7 +118,7 @@ def test_calling_the_functions_again_does_not_renew_a_hold(
     renewer = threading.Thread(target=renew, daemon=True)
     renewer.start()
     try:
-        assert _timed_append(pg) < TIMEOUT + MARGIN
+        assert timed_append(pg) < TIMEOUT + MARGIN
         renewer.join(10)  # its next call finds its session ended
     finally:
         stop.set()
@@ -156,7 +146,7 @@ def test_a_holder_is_judged_by_how_long_it_held_the_lock_not_by_its_transaction(
         waiter.start()
         started.wait()
         time.sleep(0.1)  # in the queue first
-        other = threading.Thread(target=_timed_append, args=(pg,), daemon=True)
+        other = threading.Thread(target=timed_append, args=(pg,), daemon=True)
         other.start()
         time.sleep(1.4)
         owner.commit()
@@ -172,7 +162,7 @@ def test_the_owners_session_holding_the_lock_is_not_ended(pg: Chain) -> None:
     with psycopg.connect(pg.owner_url) as owner:
         owner.execute("LOCK TABLE floorguard.append_lock IN EXCLUSIVE MODE")
         with pytest.raises(ChainWriteError, match="held the chain"):
-            _timed_append(pg, FLOORGUARD_CHAIN_TIMEOUT="2")
+            timed_append(pg, FLOORGUARD_CHAIN_TIMEOUT="2")
         assert owner.execute("SELECT 1").fetchone() == (1,)
 
 
@@ -187,7 +177,7 @@ def test_without_pg_signal_backend_init_says_what_to_grant_and_a_holder_refuses_
     pid = _take(hostile)
     started = time.monotonic()
     with pytest.raises(ChainWriteError, match="held the chain for more than 2s"):
-        _timed_append(pg, FLOORGUARD_CHAIN_TIMEOUT="2")
+        timed_append(pg, FLOORGUARD_CHAIN_TIMEOUT="2")
     assert time.monotonic() - started < 2 + MARGIN
     assert _alive(pg, pid)
     hostile.execute("ROLLBACK")
@@ -240,7 +230,7 @@ def test_sessions_taking_turns_just_under_the_hold_limit_cannot_starve_an_append
     time.sleep(0.5)
     try:
         for _ in range(3):
-            assert _timed_append(pg) < TIMEOUT + MARGIN
+            assert timed_append(pg) < TIMEOUT + MARGIN
     finally:
         stop.set()
         for thread in cyclers:
@@ -280,7 +270,7 @@ def test_many_sessions_of_another_host_taking_turns_under_a_quarter_cannot_starv
     time.sleep(1.0)
     try:
         for _ in range(3):
-            assert _timed_append(pg) < TIMEOUT + MARGIN
+            assert timed_append(pg) < TIMEOUT + MARGIN
     finally:
         stop.set()
         for thread in relays:
@@ -322,8 +312,8 @@ def test_a_queued_ddl_request_on_the_chains_tables_is_ended_and_appends_go_on(
     asker.start()
     time.sleep(0.5)
     try:
-        assert _timed_append(pg) < TIMEOUT + MARGIN
-        assert _timed_append(pg) < TIMEOUT + MARGIN
+        assert timed_append(pg) < TIMEOUT + MARGIN
+        assert timed_append(pg) < TIMEOUT + MARGIN
     finally:
         with contextlib.suppress(psycopg.OperationalError):  # ended too, as a holder
             hostile.execute("ROLLBACK")
@@ -331,22 +321,6 @@ def test_a_queued_ddl_request_on_the_chains_tables_is_ended_and_appends_go_on(
         queued.close()
     assert failed and not _alive(pg, pid)
     assert _verified(pg) == 3
-
-
-# PostgreSQL locks a statement's tables when it parses it and checks privileges only when
-# it runs it: each of these, left open in a transaction by a role with no privilege on the
-# table, holds a lock that every append's EXCLUSIVE lock on append_lock waits for.
-PARSE_TIME_LOCKS = {
-    "prepared-delete": "PREPARE p AS DELETE FROM floorguard.append_lock",
-    "prepared-for-update": "PREPARE p AS SELECT * FROM floorguard.append_lock FOR UPDATE",
-    "temp-view-for-update": (
-        "CREATE TEMP VIEW v AS SELECT * FROM floorguard.append_lock FOR UPDATE"
-    ),
-    "temp-rule": (
-        "CREATE TEMP TABLE tt (x int); "
-        "CREATE RULE rr AS ON INSERT TO tt DO INSTEAD DELETE FROM floorguard.append_lock"
-    ),
-}
 
 
 @pytest.mark.parametrize("statement", list(PARSE_TIME_LOCKS.values()), ids=list(PARSE_TIME_LOCKS))
@@ -359,7 +333,7 @@ def test_a_lock_taken_without_privilege_on_the_chains_lock_table_is_ended(
     for part in statement.split("; "):
         hostile.execute(part)
     pid = int(hostile.info.backend_pid)
-    assert _timed_append(pg) < TIMEOUT + MARGIN
+    assert timed_append(pg) < TIMEOUT + MARGIN
     assert not _alive(pg, pid)
     assert _verified(pg) == 2
 
@@ -396,8 +370,8 @@ def test_a_write_lock_held_outside_an_append_with_ddl_queued_behind_it_is_ended(
         asker.start()
     time.sleep(0.5)
     try:
-        assert _timed_append(pg) < TIMEOUT + MARGIN
-        assert _timed_append(pg) < TIMEOUT + MARGIN
+        assert timed_append(pg) < TIMEOUT + MARGIN
+        assert timed_append(pg) < TIMEOUT + MARGIN
     finally:
         stop.set()
         for asker in askers:

@@ -12,7 +12,6 @@ any lock, and appends go on. A host reads and appends through the functions of
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ import psycopg
 import pytest
 from helpers.chain_support import receipt
 from helpers.cli import isolated_env
-from helpers.pg_chain import CANARY, Chain, _verified, floorctl
+from helpers.pg_chain import CANARY, PARSE_TIME_LOCKS, Chain, _verified, floorctl, timed_append
 
 pytestmark = pytest.mark.fleet
 
@@ -29,15 +28,7 @@ MARGIN = 1.5
 
 # Each was, in an outside test, a way for a host to stall every other host's appends.
 NAMING_THE_TABLES = {
-    "prepared-delete": "PREPARE p AS DELETE FROM floorguard.append_lock",
-    "prepared-for-update": "PREPARE p AS SELECT * FROM floorguard.append_lock FOR UPDATE",
-    "temp-view-for-update": (
-        "CREATE TEMP VIEW v AS SELECT * FROM floorguard.append_lock FOR UPDATE"
-    ),
-    "temp-rule": (
-        "CREATE TEMP TABLE tt (x int); "
-        "CREATE RULE rr AS ON INSERT TO tt DO INSTEAD DELETE FROM floorguard.append_lock"
-    ),
+    **PARSE_TIME_LOCKS,
     "merge-records": (
         "MERGE INTO floorguard.records x USING (SELECT 1) s ON false"
         " WHEN NOT MATCHED THEN DO NOTHING"
@@ -69,16 +60,6 @@ def _locks_on_the_chain(pg: Chain, pid: int) -> str:
     ).strip()
 
 
-def _timed_append(pg: Chain) -> float:
-    chain = pg.chain()
-    started = time.monotonic()
-    try:
-        chain.append(CANARY, receipt())
-    finally:
-        chain.close()
-    return time.monotonic() - started
-
-
 @pytest.mark.parametrize("statement", list(NAMING_THE_TABLES.values()), ids=list(NAMING_THE_TABLES))
 def test_a_statement_naming_a_table_is_refused_before_it_locks_anything(
     pg: Chain, hostile: psycopg.Connection[Any], statement: str
@@ -93,7 +74,7 @@ def test_a_statement_naming_a_table_is_refused_before_it_locks_anything(
     # The transaction is left open (aborted): whatever it had locked, it would still hold.
     pid = int(hostile.info.backend_pid)
     assert _locks_on_the_chain(pg, pid) == ""
-    assert _timed_append(pg) < TIMEOUT + MARGIN
+    assert timed_append(pg) < TIMEOUT + MARGIN
     hostile.execute("ROLLBACK")
     assert _verified(pg) == 2
 
@@ -131,7 +112,7 @@ def test_a_host_reading_through_every_function_and_sitting_on_it_stops_no_append
     # It reads as the owner, in its own snapshot; it holds no more than a read's locks.
     held = {lock.split(":")[1] for lock in _locks_on_the_chain(pg, pid).split(",") if lock}
     assert held == {"AccessShareLock"}
-    assert _timed_append(pg) < TIMEOUT + MARGIN
+    assert timed_append(pg) < TIMEOUT + MARGIN
     env = isolated_env(tmp_path / "init", FLOORGUARD_CHAIN_KEY_FILE=str(pg.key_file))
     done: list[Any] = []
     runner = threading.Thread(

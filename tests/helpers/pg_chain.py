@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,6 +79,22 @@ class Chain:
 
 
 _NODE_SQL = "SELECT hash FROM floorguard_api.tree_nodes(ARRAY[%s], ARRAY[%s]::bigint[])"
+
+
+# PostgreSQL locks a statement's tables when it parses it and checks privileges only when
+# it runs it: each of these, left open in a transaction by a role with no privilege on the
+# table, holds a lock that every append's EXCLUSIVE lock on append_lock waits for.
+PARSE_TIME_LOCKS = {
+    "prepared-delete": "PREPARE p AS DELETE FROM floorguard.append_lock",
+    "prepared-for-update": "PREPARE p AS SELECT * FROM floorguard.append_lock FOR UPDATE",
+    "temp-view-for-update": (
+        "CREATE TEMP VIEW v AS SELECT * FROM floorguard.append_lock FOR UPDATE"
+    ),
+    "temp-rule": (
+        "CREATE TEMP TABLE tt (x int); "
+        "CREATE RULE rr AS ON INSERT TO tt DO INSTEAD DELETE FROM floorguard.append_lock"
+    ),
+}
 
 
 def floorctl(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -424,3 +441,14 @@ def _store(chain: AuditChain) -> PostgresStore:
     store = chain.store
     assert isinstance(store, PostgresStore)
     return store
+
+
+def timed_append(pg: Chain, **extra: str) -> float:
+    """Seconds one append of a fresh chain object of ``pg`` (with ``extra`` settings) took."""
+    chain = pg.chain(**extra)
+    started = time.monotonic()
+    try:
+        chain.append(CANARY, receipt())
+    finally:
+        chain.close()
+    return time.monotonic() - started
