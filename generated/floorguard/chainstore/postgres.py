@@ -3,7 +3,7 @@ store, its transactions, appends and reads.
 
 psycopg 3 (the ``floorguard[postgres]`` extra) is imported only when this store is used.
 The schema (``postgres_schema``, created by ``postgres_init``: ``floorctl chain init``)
-lets a host's role SELECT the tables and write only through the chain's functions. An
+lets a host's role read and write only through the chain's functions (``floorguard_api``). An
 append is one transaction, two round trips: BEGIN and ``open_append`` (the chain's lock,
 the server's clock, the head and the tree nodes the next leaf needs); then
 ``append_record`` with the COMMIT, in one pipeline. A process whose last append found the

@@ -1,7 +1,8 @@
 """The PostgreSQL chain's schema as SQL text: its tables, triggers and roles, and the
-functions through which alone an appender writes (``open_append``, ``append_record``,
-``append_next``, ``add_tree_nodes``), with the limits they enforce. Text only: nothing here
-talks to a server (``postgres_init`` runs it, ``postgres`` calls the functions).
+functions of ``floorguard_api`` through which alone a host appends (``open_append``,
+``append_record``, ``append_next``, ``add_tree_nodes``) and reads (``read_meta`` and
+_READ_FUNCTIONS), with the limits they enforce. Text only: nothing here talks to a server
+(``postgres_init`` runs it, ``postgres`` calls the functions).
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ def appender_role(database: str) -> str:
 
 # pg_advisory_xact_lock key ("floorgd" as an integer): serialises two first `chain init`s.
 LOCK_KEY = int.from_bytes(b"floorgd", "big")
-COLUMNS = "seq, ts, chain_id, event, receipt_id, receipt, prev, mac"
 _RECORDS = f"{SCHEMA}.records"
 _TREE = f"{SCHEMA}.tree"
 _META = f"{SCHEMA}.meta"
