@@ -31,6 +31,19 @@ from floorguard.chainstore.postgres_schema import APPENDER_ROLE, appender_role
 
 pytestmark = pytest.mark.fleet
 
+
+def _init_again(
+    pg: Chain, *grants: str, home: str = "init", timeout: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The owner's ``chain init`` of ``pg`` run again (from its own home, with the fleet's
+    key), granting the appenders' role to ``grants``."""
+    extra = {} if timeout is None else {"FLOORGUARD_CHAIN_TIMEOUT": timeout}
+    env = isolated_env(pg.key_file.parent / home, FLOORGUARD_CHAIN_KEY_FILE=str(pg.key_file),
+                       **extra)  # fmt: skip
+    flags = [flag for role in grants for flag in ("--grant", role)]
+    return floorctl("chain", "init", "--url", pg.owner_url, *flags, env=env)
+
+
 # --- chain init over a schema someone else made ----------------------------------------------
 
 
@@ -176,9 +189,7 @@ def test_chain_init_run_again_while_hosts_append_refuses_no_append(pg: Chain) ->
         for i in range(8):
             host = f"late_{secrets.token_hex(3)}"
             pg.server.psql(f"CREATE ROLE {host} LOGIN")
-            env = isolated_env(pg.key_file.parent / f"init{i}",
-                               FLOORGUARD_CHAIN_KEY_FILE=str(pg.key_file))  # fmt: skip
-            res = floorctl("chain", "init", "--url", pg.owner_url, "--grant", host, env=env)
+            res = _init_again(pg, host, home=f"init{i}")
             if res.returncode != 0:
                 inits.append(res.stderr.strip())
     finally:
@@ -201,10 +212,7 @@ def test_an_append_waiting_behind_a_pending_init_is_not_refused(pg: Chain) -> No
         chain.append(CANARY, receipt(n=0))
         with psycopg.connect(pg.owner_url) as reader:
             reader.execute("BEGIN; SELECT count(*) FROM floorguard.records")
-            env = isolated_env(pg.key_file.parent / "init",
-                               FLOORGUARD_CHAIN_KEY_FILE=str(pg.key_file),
-                               FLOORGUARD_CHAIN_TIMEOUT="2")  # fmt: skip
-            res = floorctl("chain", "init", "--url", pg.owner_url, env=env)
+            res = _init_again(pg, timeout="2")
             assert res.returncode == 0, res.stderr
             chain.append(CANARY, receipt(n=1))
     finally:
@@ -224,10 +232,8 @@ def test_chain_init_run_again_ends_a_host_holding_the_chains_lock_past_the_limit
         holder.execute("BEGIN")
         holder.execute("SELECT floorguard_api.open_append(NULL)")
         pid = holder.info.backend_pid
-        env = isolated_env(pg.key_file.parent / "init", FLOORGUARD_CHAIN_KEY_FILE=str(pg.key_file),
-                           FLOORGUARD_CHAIN_TIMEOUT="3")  # fmt: skip
         started = time.monotonic()
-        res = floorctl("chain", "init", "--url", pg.owner_url, env=env)
+        res = _init_again(pg, timeout="3")
         took = time.monotonic() - started
         assert res.returncode == 0, res.stderr
         assert took < 6, took
@@ -255,9 +261,7 @@ def test_chain_init_ends_a_host_holding_a_catalog_row_it_must_change(
     pg.chain().append(CANARY, receipt())
     hostile.execute("BEGIN")
     hostile.execute(grant)
-    env = isolated_env(pg.key_file.parent / "init", FLOORGUARD_CHAIN_KEY_FILE=str(pg.key_file),
-                       FLOORGUARD_CHAIN_TIMEOUT="3")  # fmt: skip
-    res = floorctl("chain", "init", "--url", pg.owner_url, env=env)
+    res = _init_again(pg, timeout="3")
     assert res.returncode == 0, res.stderr
     assert f"ended session {hostile.info.backend_pid} ({pg.appender})" in res.stdout
     with pytest.raises(psycopg.OperationalError):
@@ -281,9 +285,7 @@ def test_the_upgrade_goes_through_a_hosts_temporary_view_on_an_old_function(
     )
     hostile.execute("CREATE TEMP VIEW old AS SELECT floorguard.open_append(NULL) AS x")
     assert hostile.execute("SELECT x FROM old").fetchone() == (1,)
-    env = isolated_env(pg.key_file.parent / "init", FLOORGUARD_CHAIN_KEY_FILE=str(pg.key_file),
-                       FLOORGUARD_CHAIN_TIMEOUT="3")  # fmt: skip
-    res = floorctl("chain", "init", "--url", pg.owner_url, env=env)
+    res = _init_again(pg, timeout="3")
     assert res.returncode == 0, res.stderr
     assert pg.sql(f"SELECT has_schema_privilege('{role}', 'floorguard', 'USAGE')") == "f"
     with pytest.raises(psycopg.errors.InsufficientPrivilege):
@@ -298,9 +300,7 @@ def test_chain_init_does_not_end_the_owners_own_session_and_says_what_it_waited_
     with psycopg.connect(pg.owner_url, autocommit=True) as owner:
         owner.execute("BEGIN")
         owner.execute("GRANT USAGE ON SCHEMA floorguard_api TO CURRENT_USER")
-        env = isolated_env(pg.key_file.parent / "init", FLOORGUARD_CHAIN_KEY_FILE=str(pg.key_file),
-                           FLOORGUARD_CHAIN_TIMEOUT="2")  # fmt: skip
-        res = floorctl("chain", "init", "--url", pg.owner_url, env=env)
+        res = _init_again(pg, timeout="2")
         assert res.returncode == 1
         assert "a session held what chain init waits for" in res.stderr, res.stderr
         assert owner.execute("SELECT 1").fetchone() == (1,)  # not ended
@@ -328,9 +328,7 @@ def test_chain_init_goes_through_hosts_spinning_no_op_grants_on_its_rows(pg: Cha
     failed = []
     try:
         for n in range(6):
-            env = isolated_env(pg.key_file.parent / f"init{n}",
-                               FLOORGUARD_CHAIN_KEY_FILE=str(pg.key_file))  # fmt: skip
-            res = floorctl("chain", "init", "--url", pg.owner_url, env=env)
+            res = _init_again(pg, home=f"init{n}")
             if res.returncode != 0:
                 failed.append(res.stderr.strip())
     finally:
@@ -359,8 +357,7 @@ def test_chain_init_takes_away_what_a_host_role_was_given_directly_or_passed_on(
         f" GRANT SELECT ON floorguard.records TO {other}",
         as_owner=False,
     )
-    env = isolated_env(pg.key_file.parent / "init", FLOORGUARD_CHAIN_KEY_FILE=str(pg.key_file))
-    res = floorctl("chain", "init", "--url", pg.owner_url, "--grant", pg.appender, env=env)
+    res = _init_again(pg, pg.appender)
     assert res.returncode == 0, res.stderr
     for holder in (role, pg.appender, other):
         assert (
