@@ -460,3 +460,25 @@ def test_claude_doubts_an_empty_claude_config_dir(home: Path, project: Path) -> 
     # config folder is then the working directory.
     write_json(project / ".config.json", servers(old={"command": "x"}))
     assert "CLAUDE_CONFIG_DIR" in only_doubt(read("claude", home, project, CLAUDE_CONFIG_DIR=""))
+
+
+# Node, which runs Claude Code and Gemini CLI, reads a byte that is not UTF-8 in its
+# arguments, environment and working directory as U+FFFD: it opens another file than the
+# one named, which the gate cannot read in its place.
+NOT_UTF8 = os.fsdecode(b"cfg-\xff")
+
+
+@pytest.mark.parametrize(
+    ("client", "where"),
+    [("claude", "cwd"), ("claude", "HOME"), ("claude", "CLAUDE_CONFIG_DIR"),
+     ("claude", "--mcp-config"), ("gemini", "cwd"), ("gemini", "HOME")],
+)  # fmt: skip
+def test_a_node_client_doubts_a_name_with_bytes_that_are_not_utf8(
+    home: Path, tmp_path: Path, client: str, where: str
+) -> None:
+    folder = tmp_path / NOT_UTF8
+    folder.mkdir()
+    project = folder if where == "cwd" else tmp_path
+    argv = ("--mcp-config", str(folder / "m.json")) if where == "--mcp-config" else ()
+    env = {} if where in ("cwd", "--mcp-config") else {where: str(folder)}
+    assert "UTF-8" in only_doubt(read(client, home, project, *argv, **env))

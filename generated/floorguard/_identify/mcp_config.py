@@ -483,6 +483,7 @@ class _Reader:
 
     def claude(self, argv: Sequence[str]) -> None:
         # (--strict-mcp-config removes nothing here: it may be another option's value)
+        self._node_names_are_text("CLAUDE_CONFIG_DIR")
         self._claude_spellings()
         self._claude_settings_env(argv)
         self._claude_agents(argv, folder=self._claude_config_dir())
@@ -521,6 +522,21 @@ class _Reader:
                 files.append((_joined(folder, f".claude{suffix}.json"), folder))
         return files
 
+    def _node_names_are_text(self, variable: str) -> None:
+        """Node (Claude Code, Gemini CLI) reads a byte that is not UTF-8 in its working
+        directory, arguments and environment as U+FFFD, and so opens another file than
+        the one named, which cannot be read here in its place. Raises ConfigDoubt."""
+        for name, value in (
+            ("the working directory", self.cwd),
+            ("HOME", self.environ.get("HOME")),
+            (variable, self.environ.get(variable)),
+        ):
+            if value and not is_text(value):
+                raise ConfigDoubt(
+                    f"{self.client}: {name} holds bytes that are not UTF-8, which node reads "
+                    "as U+FFFD: another name than the one given"
+                )
+
     def _claude_spellings(self) -> None:
         """Claude Code normalises its working directory and its config folder to Unicode NFC
         (``.normalize('NFC')``): a name otherwise spelled names another folder than the
@@ -555,6 +571,11 @@ class _Reader:
         """An ``--mcp-config`` value read as Claude Code reads it: trimmed as JavaScript
         trims, JSON when it is an object (or starts as one), and else a file through
         path.resolve: ``..`` removed from the text after the physical working directory."""
+        if not is_text(value):
+            raise ConfigDoubt(
+                f"claude: {inline} ({value}) holds bytes that are not UTF-8, which node "
+                "reads as U+FFFD: another name than the one given"
+            )
         value = value.strip(_JS_TRIMMED)
         if not value:
             return inline, None  # (claude skips an empty value)
@@ -1172,6 +1193,7 @@ class _Reader:
         return os.path.normpath(os.path.join(self.cwd, given)) if given else self.home
 
     def gemini(self) -> None:
+        self._node_names_are_text("GEMINI_CLI_HOME")
         home = self._gemini_home()
         self._gemini_env_file()
         # (a relative path is opened from the working directory, as node opens it)
