@@ -278,6 +278,66 @@ def test_many_sessions_of_another_host_taking_turns_under_a_quarter_cannot_starv
     assert _verified(pg) == 4
 
 
+def test_hosts_in_league_taking_turns_under_a_quarter_cannot_starve_an_append(
+    pg: Chain,
+) -> None:
+    # Four sessions each of two other hosts hold the lock 0.24 s in turn and queue again at
+    # once: no one host holds it at every look, so ending a host does not help. The append
+    # that has waited longest is served next: whoever else is given the lock meanwhile
+    # lets it go at once.
+    pg.chain().append(CANARY, receipt())
+    urls = []
+    for other in (f"{pg.appender}_one", f"{pg.appender}_two"):
+        pg.server.psql(f"CREATE ROLE {other} LOGIN")
+        done = floorctl("chain", "init", "--url", pg.owner_url, "--grant", other,
+                        env=pg.env(pg.key_file.parent))  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        urls.append(pg.server.url(other, pg.database))
+    stop = threading.Event()
+
+    def relay(url: str) -> None:
+        while not stop.is_set():  # ended: it reconnects
+            with contextlib.suppress(psycopg.OperationalError), psycopg.connect(url) as conn:
+                while not stop.is_set():
+                    conn.execute("SELECT floorguard_api.open_append(NULL)")
+                    time.sleep(0.24)
+                    conn.commit()
+
+    relays = [threading.Thread(target=relay, args=(url,), daemon=True) for url in urls * 4]
+    for thread in relays:
+        thread.start()
+    time.sleep(1.0)
+    try:
+        for _ in range(3):
+            assert timed_append(pg) < TIMEOUT + MARGIN
+    finally:
+        stop.set()
+        for thread in relays:
+            thread.join(10)
+    assert _verified(pg) == 4
+
+
+@pytest.mark.parametrize("looked_ms_ago", [0, 60_000])
+def test_a_claim_whose_session_no_longer_waits_stops_standing(
+    pg: Chain, looked_ms_ago: int
+) -> None:
+    # A claimant whose statement was cancelled, its session left idle: its claim stands at
+    # most 200 ms after it last looked, then appends take the lock as if unclaimed.
+    from floorguard.chainstore.postgres_schema import CLAIM_EPOCH_MS, CLAIM_PID_BITS
+
+    pg.chain().append(CANARY, receipt())
+    with psycopg.connect(pg.url) as idle:
+        now_ms = int(time.time() * 1000)
+        claim = (now_ms - 5_000 - CLAIM_EPOCH_MS) << CLAIM_PID_BITS | idle.info.backend_pid
+        pg.sql(
+            f"SELECT setval('floorguard.lock_claim', {claim}),"
+            f" setval('floorguard.lock_claim_seen', {now_ms - looked_ms_ago})"
+        )
+        for _ in range(3):
+            assert timed_append(pg) < 1.0
+    assert _verified(pg) == 4
+
+
 @pytest.mark.parametrize(
     "target", ["floorguard.records", "floorguard.meta", "floorguard.lock_since"]
 )

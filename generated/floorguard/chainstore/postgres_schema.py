@@ -333,9 +333,12 @@ CREATE OR REPLACE FUNCTION floorguard.lock_sessions(holders boolean,
   OUT pid integer, OUT usesysid oid, OUT xid bigint, OUT holds_lock boolean)
 RETURNS SETOF record
 LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
+  -- (One reading of the lock table: two could see a session's lock on records and then,
+  -- its transaction ended in between, not its chain's lock.)
+  WITH locks AS MATERIALIZED (SELECT * FROM pg_catalog.pg_locks)
   SELECT DISTINCT l.pid, a.usesysid, a.backend_xid::text::bigint,
          l.mode = 'ExclusiveLock' AND l.relation = 'floorguard.append_lock'::pg_catalog.regclass
-    FROM pg_catalog.pg_locks l
+    FROM locks l
     CROSS JOIN LATERAL pg_catalog.pg_stat_get_activity(l.pid) a
     JOIN pg_catalog.pg_class c ON c.oid = l.relation
     JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
@@ -355,7 +358,7 @@ LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
               THEN l.mode <> 'AccessShareLock'
               WHEN l.mode IN ('RowShareLock', 'RowExclusiveLock') THEN
                 c.relkind = 'r' AND NOT EXISTS (
-                  SELECT 1 FROM pg_catalog.pg_locks o
+                  SELECT 1 FROM locks o
                    WHERE o.pid = l.pid AND o.locktype = 'relation'
                      AND o.relation = 'floorguard.append_lock'::pg_catalog.regclass
                      AND o.mode = 'ExclusiveLock' AND o.granted)
@@ -431,6 +434,47 @@ END $$
 # How a host reads a value of meta.
 META_VALUE_FOR_APPENDS = f"SELECT {API_SCHEMA}.read_meta(%s)"
 
+# The lock's claim. PostgreSQL hands a released lock to the first session in its queue,
+# and a waiting append leaves that queue to look for a holder to end: sessions of several
+# hosts taking the lock in turn, each under its limit, would keep it behind them for good.
+# So an append that has waited the hold limit claims the lock: lock_claim holds when it
+# began waiting (ms since CLAIM_EPOCH_MS) above its backend's pid (22 bits, Linux's
+# largest), and the oldest such waiter's claim stands while that session waits in the
+# lock's queue or has looked within CLAIM_FRESH_MS (lock_claim_seen). Whoever else is
+# given the lock meanwhile lets it go at once; the claimant clears its claim once it holds
+# the lock. Only the chain's functions write either sequence; a claimant that was ended,
+# or whose statement was cancelled, stops standing within CLAIM_FRESH_MS.
+CLAIM_EPOCH_MS = 1_700_000_000_000
+CLAIM_PID_BITS = 22
+CLAIM_FRESH_MS = 200
+_PID_MASK = (1 << CLAIM_PID_BITS) - 1
+_NOW_MS = "(EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000)::bigint"
+_CLAIM_STANDS = f"""
+CREATE OR REPLACE FUNCTION floorguard.claim_stands() RETURNS boolean
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  claim bigint := COALESCE(pg_catalog.pg_sequence_last_value('floorguard.lock_claim'), 0);
+  claimant integer := claim & {_PID_MASK};
+BEGIN
+  IF claim = 0 OR claimant = pg_catalog.pg_backend_pid() THEN
+    RETURN false;
+  END IF;
+  RETURN {_NOW_MS}
+           - COALESCE(pg_catalog.pg_sequence_last_value('floorguard.lock_claim_seen'), 0)
+           < {CLAIM_FRESH_MS}
+    OR EXISTS (SELECT 1 FROM pg_catalog.pg_locks l
+                WHERE l.pid = claimant AND l.locktype = 'relation' AND NOT l.granted
+                  AND l.relation = 'floorguard.append_lock'::pg_catalog.regclass
+                  AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d
+                                     WHERE d.datname = pg_catalog.current_database()));
+END $$
+"""  # noqa: S608
+# (Read first, cheaply: no claim is the rule, and its check costs a call.)
+_CLAIM_STANDS_TEST = (
+    "pg_catalog.pg_sequence_last_value('floorguard.lock_claim') <> 0 AND floorguard.claim_stands()"
+)
+
+
 # The chain's lock: an EXCLUSIVE lock on floorguard.append_lock, taken only inside the
 # chain's functions (an appender has no privilege on that table: it can neither lock it
 # nor take a row lock in it). Re-entrant within a transaction. The wait is bounded by the
@@ -460,19 +504,24 @@ DECLARE
   stuck boolean := false;
   started timestamptz := pg_catalog.clock_timestamp();
   limit_now interval;
-  lock_table oid := 'floorguard.append_lock'::pg_catalog.regclass;
-  own_role oid;
-  streak_role oid;  -- the role seen holding the lock at each look since streak_since
-  streak_since timestamptz;
-  holder_role oid;
+  my_claim bigint;
+  claim bigint;
+  deferred boolean := false;
 BEGIN
   IF caller_timeout::interval > interval '0' THEN
     deadline := pg_catalog.clock_timestamp() + caller_timeout::interval;
+  END IF;
+  IF pg_catalog.pg_backend_pid() <= {_PID_MASK} THEN
+    my_claim := ((EXTRACT(epoch FROM started) * 1000)::bigint - {CLAIM_EPOCH_MS})
+                << {CLAIM_PID_BITS} | pg_catalog.pg_backend_pid();
   END IF;
   LOOP
     IF deadline IS NOT NULL THEN
       wait := LEAST(wait, deadline - pg_catalog.clock_timestamp());
       IF wait <= interval '0' THEN
+        IF pg_catalog.pg_sequence_last_value('floorguard.lock_claim') = my_claim THEN
+          PERFORM pg_catalog.setval('floorguard.lock_claim', 0);
+        END IF;
         RAISE EXCEPTION 'floorguard: another session holds the chain''s lock'
           USING ERRCODE = 'lock_not_available',
                 HINT = CASE WHEN stuck THEN 'the chain''s owner cannot end it: grant it '
@@ -485,15 +534,37 @@ BEGIN
       GREATEST(1, pg_catalog.ceil(EXTRACT(epoch FROM wait) * 1000))::bigint::text, true);
     BEGIN
       LOCK TABLE floorguard.append_lock IN EXCLUSIVE MODE;
+      -- Given the lock while another's claim stands: let it go (the block's rollback
+      -- releases it) and wait again, behind the claimant. (Before the tables' locks: a
+      -- session seen with those and not the chain's lock would be ended.)
+      deferred := {_CLAIM_STANDS_TEST};
+      IF deferred THEN
+        RAISE EXCEPTION USING ERRCODE = 'lock_not_available';
+      END IF;
       -- (what the append writes: a request queued on them would stall its INSERT)
       LOCK TABLE floorguard.records, floorguard.tree IN ROW EXCLUSIVE MODE;
       EXIT;
     EXCEPTION WHEN lock_not_available THEN
       NULL;
     END;
+    -- Once this append has waited the hold limit (as of its last look), it claims the lock
+    -- unless an older waiter's claim stands, and while it claims, it says it still waits.
+    IF my_claim IS NOT NULL AND hold_limit IS NOT NULL
+       AND pg_catalog.clock_timestamp() - started >= hold_limit THEN
+      claim := COALESCE(pg_catalog.pg_sequence_last_value('floorguard.lock_claim'), 0);
+      IF claim = my_claim OR claim >> {CLAIM_PID_BITS} > my_claim >> {CLAIM_PID_BITS}
+         OR NOT floorguard.claim_stands() THEN
+        PERFORM pg_catalog.setval('floorguard.lock_claim_seen', {_NOW_MS});
+        IF claim <> my_claim THEN
+          PERFORM pg_catalog.setval('floorguard.lock_claim', my_claim);
+        END IF;
+      END IF;
+    END IF;
+    IF deferred THEN
+      PERFORM pg_catalog.pg_sleep(0.005);  -- (the claimant is queued: this waits behind it)
+      deferred := false;
+    END IF;
     SELECT r.oid INTO owner_oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user;
-    SELECT r.oid INTO own_role FROM pg_catalog.pg_roles r WHERE r.rolname = session_user;
-    holder_role := NULL;
     -- Backends and their transactions as they are now: within a transaction PostgreSQL
     -- answers from a snapshot taken at the first look, which misses a session that
     -- connected since, and the transaction a session runs now.
@@ -526,7 +597,6 @@ BEGIN
       CONTINUE WHEN holder.usesysid = owner_oid OR COALESCE(
         (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.oid = holder.usesysid), true);
       IF holder.holds_lock THEN
-        holder_role := holder.usesysid;
         IF COALESCE(holder.xid, 0) IS DISTINCT FROM recorded THEN
           since := pg_catalog.clock_timestamp();
           PERFORM pg_catalog.setval('floorguard.lock_since',
@@ -550,43 +620,14 @@ BEGIN
           ELSE 'it asked for a lock on the chain''s tables that no append takes' END;
       PERFORM pg_catalog.pg_terminate_backend(holder.pid, 1000);
     END LOOP;
-    -- Sessions of one host taking the lock in turn, each under its limit, keep an append
-    -- that leaves the queue to look (as here) behind them for good: a host (a role, not
-    -- this append's own, the owner or a superuser) seen holding the lock at every look
-    -- for the whole hold limit, while this append has waited at least that, is ended:
-    -- all its sessions holding or queued for the lock.
-    -- (A look that finds the lock between two holders keeps the streak: it was not free
-    -- for this append.)
-    IF holder_role IS NOT NULL AND holder_role IS DISTINCT FROM streak_role THEN
-      streak_role := holder_role;
-      streak_since := pg_catalog.clock_timestamp();
-    ELSIF streak_role IS NOT NULL AND streak_role IS DISTINCT FROM own_role
-          AND pg_catalog.clock_timestamp() - streak_since >= hold_limit
-          AND pg_catalog.clock_timestamp() - started >= hold_limit
-          AND pg_catalog.pg_has_role('pg_signal_backend', 'USAGE') THEN
-      FOR holder IN
-        SELECT DISTINCT l.pid FROM pg_catalog.pg_locks l
-          CROSS JOIN LATERAL pg_catalog.pg_stat_get_activity(l.pid) a
-         WHERE l.locktype = 'relation' AND l.relation = lock_table
-           AND l.pid <> pg_catalog.pg_backend_pid() AND a.usesysid = streak_role
-      LOOP
-        RAISE LOG 'floorguard: ending backend % (role %): its role held the chain''s lock '
-          'in turn for over % while another waited', holder.pid,
-          pg_catalog.pg_get_userbyid(streak_role), hold_limit::text;
-        -- (Not waited for: this append must be back in the queue before they reconnect.)
-        PERFORM pg_catalog.pg_terminate_backend(holder.pid);
-      END LOOP;
-      streak_role := NULL;
-      -- Back in the queue for the whole limit, ahead of the sessions just ended: leaving
-      -- it after a quarter (one holder that slipped in first, an exit a loaded server
-      -- delays) put them all ahead again and began a new streak.
-      wait := hold_limit;
-    END IF;
   END LOOP;
   PERFORM pg_catalog.set_config('lock_timeout', caller_timeout, true);
   PERFORM pg_catalog.setval('floorguard.lock_since',
     (EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000000)::bigint);
   PERFORM pg_catalog.setval('floorguard.lock_holder', me);
+  IF pg_catalog.pg_sequence_last_value('floorguard.lock_claim') = my_claim THEN
+    PERFORM pg_catalog.setval('floorguard.lock_claim', 0);
+  END IF;
 END $$
 """  # noqa: S608
 
@@ -605,15 +646,20 @@ _READ_COMMITTED = """
 # once is not written: no one waited for it, and the first waiter to see it writes it,
 # counted from then (its transaction has an id from the start, which is how a waiter
 # knows it); calling again writes nothing, so a holder cannot renew its hold.
-_LOCK_STEP = """
+_LOCK_STEP = f"""
   me := pg_catalog.pg_current_xact_id()::text::bigint % 4294967296;
-  -- (Nothing but the LOCK in the block: an expression inside one is set up afresh.)
-  BEGIN
-    LOCK TABLE floorguard.append_lock IN EXCLUSIVE MODE NOWAIT;
-    LOCK TABLE floorguard.records, floorguard.tree IN ROW EXCLUSIVE MODE NOWAIT;
-  EXCEPTION WHEN lock_not_available THEN
-    PERFORM floorguard.take_lock();  -- waits, ends what stalls it, and records the hold
-  END;
+  -- (Nothing but the LOCK in the block: an expression inside one is set up afresh. A
+  -- claim written between the test and the LOCK lets this one hold go first.)
+  IF {_CLAIM_STANDS_TEST} THEN
+    PERFORM floorguard.take_lock();
+  ELSE
+    BEGIN
+      LOCK TABLE floorguard.append_lock IN EXCLUSIVE MODE NOWAIT;
+      LOCK TABLE floorguard.records, floorguard.tree IN ROW EXCLUSIVE MODE NOWAIT;
+    EXCEPTION WHEN lock_not_available THEN
+      PERFORM floorguard.take_lock();  -- waits, ends what stalls it, and records the hold
+    END;
+  END IF;
 """
 
 
@@ -916,7 +962,11 @@ _LOCK_IN_LINE = """
 # another append holds is not quiet; the ordinary way then waits for it in take_lock, which
 # bounds the wait and records the hold. (No exception block here: entering one costs a
 # subtransaction on every append.)
-_LOCK_AT_ONCE = """
+_LOCK_AT_ONCE = f"""
+  IF {_CLAIM_STANDS_TEST} THEN
+    RAISE EXCEPTION 'floorguard: another append claims the chain''s lock'
+      USING ERRCODE = 'lock_not_available';
+  END IF;
   LOCK TABLE floorguard.append_lock IN EXCLUSIVE MODE NOWAIT;
   LOCK TABLE floorguard.records, floorguard.tree IN ROW EXCLUSIVE MODE NOWAIT;
 """
@@ -1171,6 +1221,9 @@ _DDL = (
     # Unlogged: who took the chain's lock and when matters only while the server runs.
     f"CREATE UNLOGGED SEQUENCE IF NOT EXISTS {SCHEMA}.lock_holder MINVALUE 0",
     f"CREATE UNLOGGED SEQUENCE IF NOT EXISTS {SCHEMA}.lock_since MINVALUE 0",
+    f"CREATE UNLOGGED SEQUENCE IF NOT EXISTS {SCHEMA}.lock_claim MINVALUE 0",
+    f"CREATE UNLOGGED SEQUENCE IF NOT EXISTS {SCHEMA}.lock_claim_seen MINVALUE 0",
+    _CLAIM_STANDS,
     _REFUSE_CHANGE,
     _CHECK_RECORD,
     _LOCK_SESSIONS,
