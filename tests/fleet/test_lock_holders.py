@@ -322,7 +322,7 @@ def test_a_claim_whose_session_no_longer_waits_stops_standing(
     pg: Chain, looked_ms_ago: int
 ) -> None:
     # A claimant whose statement was cancelled, its session left idle: its claim stands at
-    # most 200 ms after it last looked, then appends take the lock as if unclaimed.
+    # most 100 ms after it last looked, then appends take the lock as if unclaimed.
     from floorguard.chainstore.postgres_schema import CLAIM_EPOCH_MS, CLAIM_PID_BITS
 
     pg.chain().append(CANARY, receipt())

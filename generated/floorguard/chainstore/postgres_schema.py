@@ -446,7 +446,7 @@ META_VALUE_FOR_APPENDS = f"SELECT {API_SCHEMA}.read_meta(%s)"
 # or whose statement was cancelled, stops standing within CLAIM_FRESH_MS.
 CLAIM_EPOCH_MS = 1_700_000_000_000
 CLAIM_PID_BITS = 22
-CLAIM_FRESH_MS = 200
+CLAIM_FRESH_MS = 100
 _PID_MASK = (1 << CLAIM_PID_BITS) - 1
 _NOW_MS = "(EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000)::bigint"
 _CLAIM_STANDS = f"""
@@ -474,6 +474,22 @@ _CLAIM_STANDS_TEST = (
     "pg_catalog.pg_sequence_last_value('floorguard.lock_claim') <> 0 AND floorguard.claim_stands()"
 )
 
+
+# A waiting append's claim (see _CLAIM_STANDS), written or renewed at the start of each
+# look and again just before it queues for the lock.
+_CLAIM_STEP = f"""
+    IF my_claim IS NOT NULL AND hold_limit IS NOT NULL
+       AND pg_catalog.clock_timestamp() - started >= hold_limit THEN
+      claim := COALESCE(pg_catalog.pg_sequence_last_value('floorguard.lock_claim'), 0);
+      IF claim = my_claim OR claim >> {CLAIM_PID_BITS} > my_claim >> {CLAIM_PID_BITS}
+         OR NOT floorguard.claim_stands() THEN
+        PERFORM pg_catalog.setval('floorguard.lock_claim_seen', {_NOW_MS});
+        IF claim <> my_claim THEN
+          PERFORM pg_catalog.setval('floorguard.lock_claim', my_claim);
+        END IF;
+      END IF;
+    END IF;
+"""
 
 # The chain's lock: an EXCLUSIVE lock on floorguard.append_lock, taken only inside the
 # chain's functions (an appender has no privilege on that table: it can neither lock it
@@ -549,18 +565,7 @@ BEGIN
     END;
     -- Once this append has waited the hold limit (as of its last look), it claims the lock
     -- unless an older waiter's claim stands, and while it claims, it says it still waits.
-    IF my_claim IS NOT NULL AND hold_limit IS NOT NULL
-       AND pg_catalog.clock_timestamp() - started >= hold_limit THEN
-      claim := COALESCE(pg_catalog.pg_sequence_last_value('floorguard.lock_claim'), 0);
-      IF claim = my_claim OR claim >> {CLAIM_PID_BITS} > my_claim >> {CLAIM_PID_BITS}
-         OR NOT floorguard.claim_stands() THEN
-        PERFORM pg_catalog.setval('floorguard.lock_claim_seen', {_NOW_MS});
-        IF claim <> my_claim THEN
-          PERFORM pg_catalog.setval('floorguard.lock_claim', my_claim);
-        END IF;
-      END IF;
-    END IF;
-    IF deferred THEN
+{_CLAIM_STEP}    IF deferred THEN
       PERFORM pg_catalog.pg_sleep(0.005);  -- (the claimant is queued: this waits behind it)
       deferred := false;
     END IF;
@@ -620,7 +625,7 @@ BEGIN
           ELSE 'it asked for a lock on the chain''s tables that no append takes' END;
       PERFORM pg_catalog.pg_terminate_backend(holder.pid, 1000);
     END LOOP;
-  END LOOP;
+{_CLAIM_STEP}  END LOOP;
   PERFORM pg_catalog.set_config('lock_timeout', caller_timeout, true);
   PERFORM pg_catalog.setval('floorguard.lock_since',
     (EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000000)::bigint);
