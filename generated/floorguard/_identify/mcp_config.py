@@ -273,9 +273,14 @@ def _substituted(value: Any, known: Mapping[str, str]) -> Any:
 
 
 # The variables of its ``.env`` that would move where Gemini CLI finds its extensions,
-# agents and settings (GEMINI_CLI_HOME, HOME, the settings paths) or name a command it
-# runs (GEMINI_CLI_IDE_SERVER_STDIO_COMMAND): the file is loaded after the gate read them.
-_GEMINI_PLACE_PREFIXES: Final = ("GEMINI_CLI_", "XDG_")
+# agents and settings (GEMINI_CLI_HOME, HOME, the settings paths; TMPDIR its IDE server
+# files and, HOME empty, its home) or name a command it runs
+# (GEMINI_CLI_IDE_SERVER_STDIO_COMMAND), or choose the sandbox it re-runs itself and its
+# servers in (GEMINI_SANDBOX and its image and proxy command, SANDBOX_FLAGS and the other
+# SANDBOX_ variables, the seatbelt profile, an image built from the workspace): the file
+# is loaded after the gate read them, and before Gemini CLI decides on its sandbox.
+_GEMINI_PLACE_PREFIXES: Final = ("GEMINI_CLI_", "XDG_", "GEMINI_SANDBOX", "SANDBOX")
+_GEMINI_PLACE_NAMES: Final = frozenset({"HOME", "TMPDIR", "SEATBELT_PROFILE", "BUILD_SANDBOX"})
 
 _DOTENV_LINE: Final = re.compile(
     r"\s*(?:export\s+)?(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*=(?P<value>.*)\Z"
@@ -1378,7 +1383,9 @@ class _Reader:
         if added is None:
             return
         added = {name: value for name, value in added.items() if name not in self.environ}
-        moving = sorted(n for n in added if n == "HOME" or n.startswith(_GEMINI_PLACE_PREFIXES))
+        moving = sorted(
+            n for n in added if n in _GEMINI_PLACE_NAMES or n.startswith(_GEMINI_PLACE_PREFIXES)
+        )
         if moving:
             # (gemini loads the file after its settings, before its extensions and agents)
             self._doubt(
