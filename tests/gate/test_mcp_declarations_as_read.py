@@ -179,16 +179,23 @@ def test_gemini_env_file_in_home_that_a_cli_home_would_hide_is_a_doubt(
 
 
 def test_gemini_reads_the_servers_of_its_installed_extensions(home: Path, project: Path) -> None:
+    """An extension's declared settings take their values from its ``.env`` and reach its
+    servers; a variable of that file no setting names does not. Releases without
+    extension settings give the servers none: both readings are judged."""
     extension = home / ".gemini" / "extensions" / "tools"
     entry = {"command": "node", "args": ["${extensionPath}${/}server.js", "${workspacePath}"]}
+    setting = {"name": "Options", "description": "d", "envVar": "NODE_OPTIONS"}
     write_json(extension / "gemini-extension.json", {"name": "tools", "version": "1.0.0",
+                                                     "settings": [setting],
                                                      "mcpServers": {"t": entry}})  # fmt: skip
-    (extension / ".env").write_text("NODE_OPTIONS=--require ./e.js\n")
+    (extension / ".env").write_text("NODE_OPTIONS=--require ./e.js\nOTHER=1\n")
     write_json(home / ".gemini" / "extensions" / "extension-enablement.json", {})
-    [declared] = read("gemini", home, project).declarations
-    assert declared.args == (f"{extension}/server.js", str(project)), declared
-    assert dict(declared.env) == {"NODE_OPTIONS": "--require ./e.js"}
-    assert declared.declared_in == (str(extension / "gemini-extension.json"),)
+    without, given = read("gemini", home, project).declarations
+    for declared in (without, given):
+        assert declared.args == (f"{extension}/server.js", str(project)), declared
+        assert declared.declared_in == (str(extension / "gemini-extension.json"),)
+    assert dict(without.env) == {}
+    assert dict(given.env) == {"NODE_OPTIONS": "--require ./e.js"}
 
 
 def test_gemini_refuses_an_extension_linked_from_elsewhere(home: Path, project: Path) -> None:

@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers.mcp_lab import Lab, servers, write
+from helpers.mcp_lab import OLD_AIDER, Lab, servers, write
 from probes.native import native_agent
 
 
@@ -44,6 +44,97 @@ def _extension(lab: Lab, declared: dict, *, folder: str = "ext", **more: object)
 
 
 _PATH_SETTING = [{"name": "Search path", "description": "where tools are", "envVar": "PATH"}]
+
+
+# ---------------------------------------------------------------- an extension's variables
+
+
+@pytest.mark.parametrize("where", ["workspace", "extension"])
+def test_an_extension_variable_a_env_file_sets_is_expanded_from_it_first(
+    lab: Lab, where: str
+) -> None:
+    """``$XP`` in an extension's declaration is the ``.env``'s value, not the agent's:
+    Gemini CLI's resolver looks in the extension's variables before its environment."""
+    _extension(lab, {"command": "aider", "env": {"PATH": "$XP"}})
+    env_file = lab.project / ".env" if where == "workspace" else (
+        lab.home / ".gemini" / "extensions" / "ext" / ".env")  # fmt: skip
+    write(env_file, f"XP={lab.bin}\n")
+    started, reason = lab.spawn("gemini", env=lab.env(XP=str(_good(lab))))
+    assert not started, "gemini started an extension server the .env points at an old aider"
+    assert "aider 0.50.0" in reason, reason
+
+
+def test_an_extension_variable_the_env_files_leave_alone_is_the_agents(lab: Lab) -> None:
+    """The positive control: no ``.env`` sets XP, so the agent's value is used."""
+    _extension(lab, {"command": "aider", "env": {"PATH": "$XP"}})
+    write(lab.project / ".env", "GEMINI_API_KEY=k\n")
+    started, reason = lab.spawn("gemini", env=lab.env(XP=str(_good(lab))))
+    assert started, reason
+
+
+@pytest.mark.parametrize("where", ["workspace", "extension", "extension named otherwise"])
+def test_an_extension_setting_a_env_file_gives_reaches_its_servers(lab: Lab, where: str) -> None:
+    """A declared setting (``envVar: PATH``) gives its ``.env`` value to the extension's
+    servers over the agent's environment; the extension's ``.env`` is found by the
+    extension's name (``extensions/<name>/.env``), not by the folder it sits in."""
+    folder = "a" if where == "extension named otherwise" else "ext"
+    _extension(lab, OLD_AIDER, folder=folder, settings=_PATH_SETTING)
+    if folder == "a":  # (named "ext" in folder "a")
+        document = json.loads((lab.home / ".gemini/extensions/a/gemini-extension.json").read_text())
+        document["name"] = "ext"
+        write(lab.home / ".gemini/extensions/a/gemini-extension.json", json.dumps(document))
+    env_file = lab.project / ".env" if where == "workspace" else (
+        lab.home / ".gemini" / "extensions" / "ext" / ".env")  # fmt: skip
+    write(env_file, f"PATH={lab.bin}:/usr/bin:/bin\n")
+    started, reason = lab.spawn("gemini", env=_good_first(lab))
+    assert not started, "gemini started an extension server its setting's PATH makes old"
+    assert "aider 0.50.0" in reason, reason
+
+
+def test_an_extension_setting_no_env_file_gives_leaves_the_agents_value(lab: Lab) -> None:
+    """The positive control: the setting is declared, no ``.env`` gives it."""
+    _extension(lab, OLD_AIDER, settings=_PATH_SETTING)
+    started, reason = lab.spawn("gemini", env=_good_first(lab))
+    assert started, reason
+
+
+@pytest.mark.parametrize("where", ["workspace", "extension"])
+def test_an_extension_url_a_env_file_empties_is_no_url(lab: Lab, where: str) -> None:
+    """``url: "$U"`` with U set in the agent's environment but emptied by a ``.env``:
+    Gemini CLI expands it to nothing and starts the command, which must be judged."""
+    _extension(lab, {"command": "aider", "url": "$U"})
+    env_file = lab.project / ".env" if where == "workspace" else (
+        lab.home / ".gemini" / "extensions" / "ext" / ".env")  # fmt: skip
+    write(env_file, "U=\n")
+    started, reason = lab.spawn("gemini", env=lab.env(U="https://mcp.example.com/sse"))
+    assert not started, "gemini started a command its emptied URL let through"
+    assert "aider 0.50.0" in reason, reason
+
+
+def test_an_extension_setting_kept_in_the_keychain_that_decides_what_runs_refuses(
+    lab: Lab,
+) -> None:
+    """A sensitive setting's value comes from the system keychain, which the gate does not
+    read: for a variable that decides what a server loads, that is a doubt."""
+    setting = [{**_PATH_SETTING[0], "sensitive": True}]
+    _extension(lab, {"command": "aider"}, settings=setting)
+    started, reason = lab.spawn("gemini", env=_good_first(lab))
+    assert not started, "gemini started with a keychain setting choosing PATH"
+    assert "PATH" in reason and "keychain" in reason, reason
+
+
+def test_an_extension_with_an_api_key_setting_in_its_env_file_starts(lab: Lab) -> None:
+    """The usual extension: an API key setting kept in its ``.env`` or the keychain and
+    passed on in its server's ``env``; nothing there decides what runs."""
+    settings = [
+        {"name": "Key", "description": "d", "envVar": "API_KEY"},
+        {"name": "Token", "description": "d", "envVar": "TOKEN", "sensitive": True},
+    ]
+    declared = {"command": "aider", "env": {"API_KEY": "$API_KEY", "TOKEN": "${TOKEN}"}}
+    _extension(lab, declared, settings=settings)
+    write(lab.home / ".gemini" / "extensions" / "ext" / ".env", "API_KEY=k\nTOKEN=t\n")
+    started, reason = lab.spawn("gemini", env=_good_first(lab))
+    assert started, reason
 
 
 # ---------------------------------------------------------------- what a .env may not set

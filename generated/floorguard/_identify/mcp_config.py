@@ -272,6 +272,69 @@ def _substituted(value: Any, known: Mapping[str, str]) -> Any:
     return value
 
 
+# The names Gemini CLI gives an extension (its ``validateName``; any other is not loaded).
+_GEMINI_EXTENSION_NAME: Final = re.compile(r"[a-zA-Z0-9-]+\Z")
+
+
+def _gemini_custom(value: Any, custom: Mapping[str, str]) -> Any:
+    """``value`` with each string's references to a variable of ``custom`` put in, as
+    Gemini CLI's ``resolveEnvVarsInObject`` expands an extension's declaration: from the
+    extension's variables before its environment. Every other reference is left as written,
+    for the expansion from the environment that follows."""
+    if isinstance(value, str):
+
+        def one(match: re.Match[str]) -> str:
+            name = match["name"] or match["braced"]
+            return custom[name] if name in custom else match.group(0)
+
+        return _GEMINI_REFERENCE.sub(one, value)
+    if isinstance(value, dict):
+        return {k: _gemini_custom(v, custom) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_gemini_custom(v, custom) for v in value]
+    return value
+
+
+def _gemini_references(value: Any) -> set[str]:
+    """The names ``value``'s strings refer to, as any Gemini CLI release reads them."""
+    if isinstance(value, str):
+        return {
+            match["name"] or match["braced"]
+            for pattern in (_GEMINI_REFERENCE, _GEMINI_OLD_REFERENCE)
+            for match in pattern.finditer(value)
+        }
+    if isinstance(value, dict):
+        return set().union(*map(_gemini_references, value.values()))
+    if isinstance(value, list):
+        return set().union(*map(_gemini_references, value))
+    return set()
+
+
+def _loading(name: str) -> bool:
+    """Whether a variable decides what a program loads (see ``_LOADING_NAMES``)."""
+    return name in _LOADING_NAMES or name.startswith(_LOADING_PREFIXES)
+
+
+def _gemini_referred(servers: Any) -> set[str]:
+    """The names an extension's servers refer to anywhere but in an ``env`` value of a
+    variable that decides nothing of what a program loads."""
+    if not isinstance(servers, dict):
+        return _gemini_references(servers)
+    names: set[str] = set()
+    for entry in servers.values():
+        for key, value in entry.items() if isinstance(entry, dict) else [("", entry)]:
+            plain = key == "env" and isinstance(value, dict)
+            names |= _gemini_references(
+                {k: v for k, v in value.items() if _loading(k)} if plain else value
+            )
+    return names
+
+
+def _js_truthy(value: Any) -> bool:
+    """A JSON value's truth in JavaScript, where every object and array is true."""
+    return isinstance(value, (dict, list)) or bool(value)
+
+
 # The variables of its ``.env`` that would move where Gemini CLI finds its extensions,
 # agents and settings (GEMINI_CLI_HOME, HOME, the settings paths; TMPDIR its IDE server
 # files and, HOME empty, its home) or name a command it runs
@@ -1317,12 +1380,12 @@ class _Reader:
         the variables of the extension's own ``.env`` reach its servers. An extension
         linked from elsewhere is a doubt: its declarations are not read here."""
         for folder in dict.fromkeys(self._gemini_extension_folders(home)):
-            self._gemini_extensions_in(folder)
+            self._gemini_extensions_in(folder, home)
 
     def _gemini_extension_folders(self, home: str) -> list[str]:
         return [os.path.join(root, ".gemini", "extensions") for root in (self.cwd, home)]
 
-    def _gemini_extensions_in(self, folder: str) -> None:
+    def _gemini_extensions_in(self, folder: str, home: str) -> None:
         for name in self._listed(folder):
             extension = os.path.join(folder, name)
             if not os.path.isdir(extension):
@@ -1343,15 +1406,67 @@ class _Reader:
                 continue
             known = {"extensionPath": extension, "workspacePath": self.cwd, "/": "/",
                      "pathSeparator": "/"}  # fmt: skip
+            servers = _substituted(servers, known)
+            variables = self._gemini_extension_variables(document, servers, path, home)
+            if variables is None:
+                continue
+            custom, given = variables
             saved = dict(self.inherited)
-            env_file = os.path.join(extension, ".env")
-            if os.path.lexists(env_file):
+            # Read as releases without extension variables (or with ``experimental.
+            # extensionConfig`` off) read it, then as current ones do, when that differs.
+            keys = self._GEMINI_KEYS - {"trust"}
+            self._gemini_servers(servers, path, keys)
+            expanded = _gemini_custom(servers, custom)
+            if expanded != servers or given:
+                self.inherited = {**saved, **given}
+                self._gemini_servers(expanded, path, keys)
+                self.inherited = saved
+
+    def _gemini_extension_variables(
+        self, document: dict[str, Any], servers: Any, path: str, home: str
+    ) -> tuple[dict[str, str], dict[str, str]] | None:
+        """An extension's variables as Gemini CLI takes them (``_buildExtension``): those
+        of ``extensions/<its name>/.env`` in the home (found by the name it declares, not
+        by its folder) under those of the workspace's ``.env``; and, of them, the values
+        of its declared ``settings``, which reach its servers over the environment. A
+        sensitive setting's value may come from the system keychain instead, which is not
+        read: a doubt when it decides what a server loads or is referred to outside an
+        ``env`` value that does not. None when the extension is refused (a doubt)."""
+        name = document.get("name")
+        files = [os.path.join(self.cwd, ".env")]
+        if isinstance(name, str) and _GEMINI_EXTENSION_NAME.match(name):
+            files.insert(0, os.path.join(home, ".gemini", "extensions", name, ".env"))
+        custom: dict[str, str] = {}
+        for env_file in files:
+            if os.path.isfile(env_file):
                 added = self._dotenv(env_file)
                 if added is None:
-                    continue
-                self.inherited.update(added)
-            self._gemini_servers(_substituted(servers, known), path, self._GEMINI_KEYS - {"trust"})
-            self.inherited = saved
+                    return None
+                custom.update(added)
+        settings = document.get("settings", [])
+        if not isinstance(settings, list) or not all(
+            isinstance(s, dict) and isinstance(s.get("envVar"), str) for s in settings
+        ):
+            self._doubt(path, "settings", "not a list of objects with an envVar string")
+            return None
+        given: dict[str, str] = {}
+        for index, setting in enumerate(settings):
+            variable = setting["envVar"]
+            if _gemini_references(variable):
+                self._doubt(path, f"settings[{index}].envVar", "names a variable")
+                return None
+            if _js_truthy(setting.get("sensitive")):
+                custom.pop(variable, None)
+                if _loading(variable) or variable in _gemini_referred(servers):
+                    self._doubt(
+                        path, f"settings[{index}]",
+                        f"{variable} is a sensitive setting: its value may come from the "
+                        "system keychain, which is not read here",
+                    )  # fmt: skip
+                    return None
+            elif variable in custom:
+                given[variable] = custom[variable]
+        return custom, given
 
     def _gemini_env_file(self) -> None:
         """The ``.env`` file Gemini CLI loads into its environment (the nearest
@@ -1407,7 +1522,8 @@ class _Reader:
             return None
         if got is None:
             return {}
-        self.files.append(path)
+        if path not in self.files:  # (the workspace's is read for each extension too)
+            self.files.append(path)
         try:
             text = got[0].decode("utf-8")
         except UnicodeDecodeError:
