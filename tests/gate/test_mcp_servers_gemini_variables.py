@@ -137,6 +137,67 @@ def test_an_extension_with_an_api_key_setting_in_its_env_file_starts(lab: Lab) -
     assert started, reason
 
 
+# ---------------------------------------------------------------- which .env gemini loads
+
+
+@pytest.mark.parametrize("how", ["--ignore-env", "advanced.ignoreLocalEnv"])
+def test_gemini_ignoring_the_local_env_file_loads_a_farther_one(lab: Lab, how: str) -> None:
+    """With ``--ignore-env`` (sniffed from the raw arguments) or ``advanced.ignoreLocalEnv``,
+    Gemini CLI passes a plain ``.env`` outside the home by and takes a parent folder's
+    ``.gemini/.env``: the gate must read that one (or doubt)."""
+    project = lab.root / "outer" / "project"
+    settings: dict = {"mcpServers": {"s": {"command": "aider", "env": {"PATH": "$XP"}}}}
+    if how != "--ignore-env":
+        settings["advanced"] = {"ignoreLocalEnv": True}
+    write(project / ".gemini" / "settings.json", json.dumps(settings))
+    write(project / ".env", f"XP={_good(lab)}\n")
+    write(lab.root / "outer" / ".gemini" / ".env", f"XP={lab.bin}\n")
+    argv = ("--ignore-env", "-p", "t") if how == "--ignore-env" else ("-p", "t")
+    started, reason = lab.spawn("gemini", *argv, cwd=project)
+    assert not started, f"gemini started with {how} and a parent's .gemini/.env"
+    assert "aider 0.50.0" in reason or "ignoreLocalEnv" in reason, reason
+
+
+def test_gemini_with_ignore_env_after_a_double_dash_loads_the_nearest(lab: Lab) -> None:
+    """The positive control: after ``--`` the flag is no option (Gemini CLI's sniffing
+    stops there), so the nearest ``.env`` is the one loaded and judged."""
+    project = lab.root / "outer" / "project"
+    settings = {"mcpServers": {"s": {"command": "aider", "env": {"PATH": "$XP"}}}}
+    write(project / ".gemini" / "settings.json", json.dumps(settings))
+    write(project / ".env", f"XP={_good(lab)}\n")
+    write(lab.root / "outer" / ".gemini" / ".env", f"XP={lab.bin}\n")
+    started, reason = lab.spawn("gemini", "-p", "t", "--", "--ignore-env", cwd=project)
+    assert started, reason
+
+
+def test_gemini_ignoring_the_local_env_file_still_loads_the_homes(lab: Lab) -> None:
+    """Gemini CLI keeps a plain ``.env`` in the home when it ignores the local one: a
+    below-floor PATH there is still judged."""
+    project = lab.home / "project"
+    settings = {"advanced": {"ignoreLocalEnv": True},
+                "mcpServers": {"s": {"command": "aider", "env": {"PATH": "$XP"}}}}  # fmt: skip
+    write(project / ".gemini" / "settings.json", json.dumps(settings))
+    write(project / ".env", f"XP={_good(lab)}\n")
+    write(lab.home / ".env", f"XP={lab.bin}\n")
+    started, reason = lab.spawn("gemini", "-p", "t", cwd=project)
+    assert not started and "aider 0.50.0" in reason, reason
+
+
+def test_settings_files_that_disagree_on_ignoring_the_local_env_file_refuse(lab: Lab) -> None:
+    """The home's settings say true, the workspace's false: which wins is not modelled, and
+    the two ``.env`` files differ, so it is a doubt naming the setting."""
+    project = lab.root / "outer" / "project"
+    write(
+        lab.home / ".gemini" / "settings.json", json.dumps({"advanced": {"ignoreLocalEnv": True}})
+    )
+    settings = {"advanced": {"ignoreLocalEnv": False},
+                "mcpServers": {"s": {"command": "aider", "env": {"PATH": "$XP"}}}}  # fmt: skip
+    write(project / ".gemini" / "settings.json", json.dumps(settings))
+    write(project / ".env", f"XP={_good(lab)}\n")
+    started, reason = lab.spawn("gemini", "-p", "t", cwd=project)
+    assert not started and "advanced.ignoreLocalEnv" in reason, reason
+
+
 # ---------------------------------------------------------------- what a .env may not set
 
 

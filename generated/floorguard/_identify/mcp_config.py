@@ -153,7 +153,7 @@ def read_servers(
         elif client == CODEX:
             reader.codex(argv)
         elif client == GEMINI:
-            reader.gemini()
+            reader.gemini(argv)
         elif client == CURSOR:
             reader.cursor()
         else:
@@ -365,11 +365,16 @@ def _gemini_reading(value: str, pattern: re.Pattern[str], environ: Mapping[str, 
     return pattern.sub(one, value)
 
 
-def _gemini_env_path(cwd: str, home: str) -> str | None:
-    """The one ``.env`` file Gemini CLI loads for ``cwd``, or None."""
+def _gemini_env_path(cwd: str, home: str, ignoring: str | None = None) -> str | None:
+    """The one ``.env`` file Gemini CLI loads for ``cwd``, or None. ``ignoring``: the home
+    as Gemini CLI compares it, when it ignores the local ``.env`` (``findEnvFile`` then
+    passes a plain ``.env`` by in every folder but one whose path is that text)."""
     for folder in _ancestors(cwd):
         for path in (os.path.join(folder, ".gemini", ".env"), os.path.join(folder, ".env")):
-            if os.path.exists(path):
+            if os.path.exists(path) and (
+                ignoring is None or path.endswith(os.sep + ".gemini" + os.sep + ".env")
+                or folder == ignoring
+            ):  # fmt: skip
                 return path
     for path in (os.path.join(home, ".gemini", ".env"), os.path.join(home, ".env")):
         if os.path.exists(path):
@@ -1260,10 +1265,9 @@ class _Reader:
         given = self.environ.get("GEMINI_CLI_HOME")
         return os.path.normpath(os.path.join(self.cwd, given)) if given else self.home
 
-    def gemini(self) -> None:
+    def gemini(self, argv: Sequence[str]) -> None:
         self._node_names_are_text("GEMINI_CLI_HOME")
         home = self._gemini_home()
-        self._gemini_env_file()
         # (a relative path is opened from the working directory, as node opens it)
         defaults = self.environ.get("GEMINI_CLI_SYSTEM_DEFAULTS_PATH") or GEMINI_SYSTEM_DEFAULTS
         system = self.environ.get("GEMINI_CLI_SYSTEM_SETTINGS_PATH") or GEMINI_SYSTEM
@@ -1274,8 +1278,10 @@ class _Reader:
         ]
         if os.path.realpath(self.cwd) != os.path.realpath(home):
             files.append((os.path.join(self.cwd, ".gemini", "settings.json"), self.cwd))
-        for path, within in files:
-            document = self._load(path, within, "jsonc")
+        # (Gemini CLI loads its settings, then its .env, which they and its argv choose)
+        documents = [(path, self._load(path, within, "jsonc")) for path, within in files]
+        self._gemini_env_file(argv, documents)
+        for path, document in documents:
             if document is None:
                 continue
             if not isinstance(document, dict):
@@ -1468,20 +1474,59 @@ class _Reader:
                 given[variable] = custom[variable]
         return custom, given
 
-    def _gemini_env_file(self) -> None:
+    def _gemini_ignoring(
+        self, argv: Sequence[str], documents: Sequence[tuple[str, Any]]
+    ) -> bool | tuple[str, str]:
+        """Whether Gemini CLI ignores the local ``.env`` (``loadEnvironment``):
+        ``--ignore-env`` among its raw arguments before ``--`` (sniffed, not parsed), or
+        ``advanced.ignoreLocalEnv`` true in its merged settings. When settings files
+        disagree on it (which one wins is not modelled here) or it names a variable: the
+        file and the problem instead."""
+        given = list(argv[: argv.index("--")] if "--" in argv else argv)
+        if "--ignore-env" in given:
+            return True
+        values = {
+            path: document["advanced"]["ignoreLocalEnv"]
+            for path, document in documents
+            if isinstance(document, dict) and isinstance(document.get("advanced"), dict)
+            and "ignoreLocalEnv" in document["advanced"]
+        }  # fmt: skip
+        said = {path: _js_truthy(value) for path, value in values.items()}
+        named = next((p for p, value in values.items() if _gemini_references(value)), None)
+        if named is not None:
+            return named, "names a variable"
+        if len(set(said.values())) > 1:
+            return next(p for p, value in said.items() if value), "settings files disagree on it"
+        return any(said.values())
+
+    def _gemini_env_file(self, argv: Sequence[str], documents: Sequence[tuple[str, Any]]) -> None:
         """The ``.env`` file Gemini CLI loads into its environment (the nearest
-        ``.gemini/.env`` or ``.env`` from the working directory up, else the home's): a
-        variable it sets that the agent's environment lacks reaches every server and every
-        expansion. Read plainly (``NAME=value``, optionally quoted on one line, optionally
-        after ``export``) or refused.
+        ``.gemini/.env`` or ``.env`` from the working directory up, else the home's; when
+        it ignores the local ``.env``, only a ``.gemini/.env`` or the home's): a variable it
+        sets that the agent's environment lacks reaches every server and every expansion.
+        Read plainly (``NAME=value``, optionally quoted on one line, optionally after
+        ``export``) or refused.
 
         The home is ``GEMINI_CLI_HOME`` when set, as for the settings; releases that took
         the ``.env`` from HOME regardless would load another file when HOME's differs: a
         doubt, since its variables would reach the servers unjudged."""
         cli_home = self._gemini_home()
-        path = _gemini_env_path(self.cwd, cli_home)
+        # (findEnvFile compares each folder with homedir()'s text: GEMINI_CLI_HOME or HOME)
+        home_text = self.environ.get("GEMINI_CLI_HOME") or self.environ.get("HOME", self.home)
+        ignoring = self._gemini_ignoring(argv, documents)
+        path = _gemini_env_path(self.cwd, cli_home, home_text if ignoring is True else None)
+        if isinstance(ignoring, tuple):
+            ignored = _gemini_env_path(self.cwd, cli_home, home_text)
+            if ignored != path:
+                where, problem = ignoring
+                self._doubt(
+                    where, "advanced.ignoreLocalEnv",
+                    f"{problem}, and it decides whether Gemini CLI loads {path or 'no .env'} "
+                    f"or {ignored or 'none'}",
+                )  # fmt: skip
+                return
         if cli_home != self.home:
-            other = _gemini_env_path(self.cwd, self.home)
+            other = _gemini_env_path(self.cwd, self.home, home_text if ignoring is True else None)
             if other is not None and other != path:
                 self._doubt(
                     other,
