@@ -1550,8 +1550,8 @@ class _Reader:
             # (gemini loads the file after its settings, before its extensions and agents)
             self._doubt(
                 path, moving[0],
-                "sets a variable deciding where Gemini CLI reads its configuration (or what "
-                "it runs), which it would then read from a place the gate has not",
+                "sets a variable deciding where Gemini CLI reads its configuration, what it "
+                "runs or the sandbox it runs in, none of which the gate would then have judged",
             )  # fmt: skip
             return
         self.inherited.update(added)
