@@ -8,7 +8,7 @@ its floor (an aider 0.50.0) refuses gemini, whatever the agent's environment say
 - ``--ignore-env`` and ``advanced.ignoreLocalEnv`` make Gemini CLI pass a plain ``.env``
   by and load a farther ``.gemini/.env``.
 - A ``.env`` that chooses Gemini CLI's sandbox (what it re-runs itself and its servers in)
-  is refused, as one that moves its home is.
+  or loads code into the node it relaunches is refused, as one that moves its home is.
 
 Real files in the lab's home and project (tests/helpers/mcp_lab.py): its ``bin`` holds
 gemini and the old aider; ``good`` holds an aider above the floor.
@@ -205,12 +205,17 @@ def test_settings_files_that_disagree_on_ignoring_the_local_env_file_refuse(lab:
     "line",
     ["GEMINI_SANDBOX=docker\nGEMINI_SANDBOX_IMAGE=ghcr.io/attacker/old-agent:latest",
      "GEMINI_SANDBOX_PROXY_COMMAND=./proxy", "SANDBOX_FLAGS=--privileged",
-     "SEATBELT_PROFILE=open", "BUILD_SANDBOX=1", "TMPDIR=./t"],
-    ids=["sandbox-image", "sandbox-proxy", "sandbox-flags", "seatbelt", "build", "tmpdir"],
+     "SEATBELT_PROFILE=open", "BUILD_SANDBOX=1", "TMPDIR=./t",
+     "NODE_OPTIONS=--require ./x.js", "LD_PRELOAD=./x.so"],
+    ids=["sandbox-image", "sandbox-proxy", "sandbox-flags", "seatbelt", "build", "tmpdir",
+         "node-options", "ld-preload"],
 )  # fmt: skip
-def test_a_gemini_env_file_that_chooses_its_sandbox_refuses_gemini(lab: Lab, line: str) -> None:
+def test_a_gemini_env_file_that_decides_what_gemini_runs_refuses_gemini(
+    lab: Lab, line: str
+) -> None:
     """Gemini CLI loads its ``.env`` before it decides whether (and in what image, with
-    what proxy command and flags) it re-runs itself and its servers in a sandbox: the
+    what proxy command and flags) it re-runs itself and its servers in a sandbox, and
+    (releases before April 2026) before it relaunches its node with that environment: the
     agent and servers the gate judged on the host would not be what runs."""
     write(lab.project / ".gemini" / "settings.json", servers(s={"command": "aider"}))
     write(lab.project / ".env", line + "\n")
@@ -218,3 +223,13 @@ def test_a_gemini_env_file_that_chooses_its_sandbox_refuses_gemini(lab: Lab, lin
     variable = line.partition("=")[0]
     assert not started, f"gemini started with a .env setting {variable}"
     assert variable in reason and ".env" in reason, reason
+
+
+def test_a_gemini_env_file_of_credentials_and_certificates_lets_gemini_start(lab: Lab) -> None:
+    """The positive control: the usual workspace ``.env`` (a key, a project, a company's
+    certificate authority for node) decides nothing of what runs."""
+    write(lab.project / ".gemini" / "settings.json", servers(s={"command": "aider"}))
+    lines = ["GEMINI_API_KEY=k", "GOOGLE_CLOUD_PROJECT=p", "NODE_EXTRA_CA_CERTS=/etc/ca.pem"]
+    write(lab.project / ".env", "\n".join(lines) + "\n")
+    started, reason = lab.spawn("gemini", "-p", "t", env=_good_first(lab))
+    assert started, reason

@@ -340,10 +340,15 @@ def _js_truthy(value: Any) -> bool:
 # files and, HOME empty, its home) or name a command it runs
 # (GEMINI_CLI_IDE_SERVER_STDIO_COMMAND), or choose the sandbox it re-runs itself and its
 # servers in (GEMINI_SANDBOX and its image and proxy command, SANDBOX_FLAGS and the other
-# SANDBOX_ variables, the seatbelt profile, an image built from the workspace): the file
-# is loaded after the gate read them, and before Gemini CLI decides on its sandbox.
-_GEMINI_PLACE_PREFIXES: Final = ("GEMINI_CLI_", "XDG_", "GEMINI_SANDBOX", "SANDBOX")
-_GEMINI_PLACE_NAMES: Final = frozenset({"HOME", "TMPDIR", "SEATBELT_PROFILE", "BUILD_SANDBOX"})
+# SANDBOX_ variables, the seatbelt profile, an image built from the workspace), or load
+# code into the node Gemini CLI relaunches itself in (releases before April 2026 relaunch
+# after loading the file, the child given their environment: NODE_OPTIONS, NODE_PATH, the
+# dynamic loader's LD_ and DYLD_ variables): the file is loaded after the gate read them,
+# and before Gemini CLI decides on its sandbox.
+_GEMINI_PLACE_PREFIXES: Final = ("GEMINI_CLI_", "XDG_", "GEMINI_SANDBOX", "SANDBOX", "LD_", "DYLD_")
+_GEMINI_PLACE_NAMES: Final = frozenset(
+    {"HOME", "TMPDIR", "SEATBELT_PROFILE", "BUILD_SANDBOX", "NODE_OPTIONS", "NODE_PATH"}
+)
 
 _DOTENV_LINE: Final = re.compile(
     r"\s*(?:export\s+)?(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*=(?P<value>.*)\Z"
