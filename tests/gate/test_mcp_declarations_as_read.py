@@ -135,10 +135,10 @@ def test_gemini_servers_get_the_variables_of_the_env_file_it_loads(
     """Gemini CLI loads the nearest ``.gemini/.env`` or ``.env`` into its environment
     (without replacing a variable already set), and its servers inherit it."""
     write_json(project / ".gemini" / "settings.json", servers(s={"command": "x"}))
-    (project / ".env").write_text("NODE_OPTIONS='--require ./e.js'\nexport HOME=/nope\n")
+    (project / ".env").write_text("PYTHONPATH='./lib dir'\nexport HOME=/nope\n")
     [declared] = read("gemini", home, project).declarations
-    assert dict(declared.env) == {"NODE_OPTIONS": "--require ./e.js"}  # HOME was set
-    (project / ".env").write_text('NODE_OPTIONS="--require\n./e.js"\n')
+    assert dict(declared.env) == {"PYTHONPATH": "./lib dir"}  # HOME was set
+    (project / ".env").write_text('PYTHONPATH="./lib\ndir"\n')
     found = read("gemini", home, project)
     assert found.doubts and str(project / ".env") in found.doubts[0], found
 
@@ -151,9 +151,9 @@ def test_gemini_takes_the_env_file_of_its_cli_home_when_no_folder_up_has_one(
     cli_home = tmp_path / "cli-home"
     write_json(project / ".gemini" / "settings.json", servers(s={"command": "x"}))
     (cli_home / ".gemini").mkdir(parents=True)
-    (cli_home / ".gemini" / ".env").write_text("NODE_OPTIONS=--require ./e.js\n")
+    (cli_home / ".gemini" / ".env").write_text("PYTHONPATH=./lib\n")
     [declared] = read("gemini", home, project, GEMINI_CLI_HOME=str(cli_home)).declarations
-    assert dict(declared.env) == {"NODE_OPTIONS": "--require ./e.js"}
+    assert dict(declared.env) == {"PYTHONPATH": "./lib"}
 
 
 def test_gemini_env_file_in_home_that_a_cli_home_would_hide_is_a_doubt(
@@ -179,16 +179,23 @@ def test_gemini_env_file_in_home_that_a_cli_home_would_hide_is_a_doubt(
 
 
 def test_gemini_reads_the_servers_of_its_installed_extensions(home: Path, project: Path) -> None:
+    """An extension's declared settings take their values from its ``.env`` and reach its
+    servers; a variable of that file no setting names does not. Releases without
+    extension settings give the servers none: both readings are judged."""
     extension = home / ".gemini" / "extensions" / "tools"
     entry = {"command": "node", "args": ["${extensionPath}${/}server.js", "${workspacePath}"]}
+    setting = {"name": "Options", "description": "d", "envVar": "NODE_OPTIONS"}
     write_json(extension / "gemini-extension.json", {"name": "tools", "version": "1.0.0",
+                                                     "settings": [setting],
                                                      "mcpServers": {"t": entry}})  # fmt: skip
-    (extension / ".env").write_text("NODE_OPTIONS=--require ./e.js\n")
+    (extension / ".env").write_text("NODE_OPTIONS=--require ./e.js\nOTHER=1\n")
     write_json(home / ".gemini" / "extensions" / "extension-enablement.json", {})
-    [declared] = read("gemini", home, project).declarations
-    assert declared.args == (f"{extension}/server.js", str(project)), declared
-    assert dict(declared.env) == {"NODE_OPTIONS": "--require ./e.js"}
-    assert declared.declared_in == (str(extension / "gemini-extension.json"),)
+    without, given = read("gemini", home, project).declarations
+    for declared in (without, given):
+        assert declared.args == (f"{extension}/server.js", str(project)), declared
+        assert declared.declared_in == (str(extension / "gemini-extension.json"),)
+    assert dict(without.env) == {}
+    assert dict(given.env) == {"NODE_OPTIONS": "--require ./e.js"}
 
 
 def test_gemini_refuses_an_extension_linked_from_elsewhere(home: Path, project: Path) -> None:

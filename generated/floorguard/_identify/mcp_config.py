@@ -153,7 +153,7 @@ def read_servers(
         elif client == CODEX:
             reader.codex(argv)
         elif client == GEMINI:
-            reader.gemini()
+            reader.gemini(argv)
         elif client == CURSOR:
             reader.cursor()
         else:
@@ -272,10 +272,83 @@ def _substituted(value: Any, known: Mapping[str, str]) -> Any:
     return value
 
 
+# The names Gemini CLI gives an extension (its ``validateName``; any other is not loaded).
+_GEMINI_EXTENSION_NAME: Final = re.compile(r"[a-zA-Z0-9-]+\Z")
+
+
+def _gemini_custom(value: Any, custom: Mapping[str, str]) -> Any:
+    """``value`` with each string's references to a variable of ``custom`` put in, as
+    Gemini CLI's ``resolveEnvVarsInObject`` expands an extension's declaration: from the
+    extension's variables before its environment. Every other reference is left as written,
+    for the expansion from the environment that follows."""
+    if isinstance(value, str):
+
+        def one(match: re.Match[str]) -> str:
+            name = match["name"] or match["braced"]
+            return custom[name] if name in custom else match.group(0)
+
+        return _GEMINI_REFERENCE.sub(one, value)
+    if isinstance(value, dict):
+        return {k: _gemini_custom(v, custom) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_gemini_custom(v, custom) for v in value]
+    return value
+
+
+def _gemini_references(value: Any) -> set[str]:
+    """The names ``value``'s strings refer to, as any Gemini CLI release reads them."""
+    if isinstance(value, str):
+        return {
+            match["name"] or match["braced"]
+            for pattern in (_GEMINI_REFERENCE, _GEMINI_OLD_REFERENCE)
+            for match in pattern.finditer(value)
+        }
+    if isinstance(value, dict):
+        return set().union(*map(_gemini_references, value.values()))
+    if isinstance(value, list):
+        return set().union(*map(_gemini_references, value))
+    return set()
+
+
+def _loading(name: str) -> bool:
+    """Whether a variable decides what a program loads (see ``_LOADING_NAMES``)."""
+    return name in _LOADING_NAMES or name.startswith(_LOADING_PREFIXES)
+
+
+def _gemini_referred(servers: Any) -> set[str]:
+    """The names an extension's servers refer to anywhere but in an ``env`` value of a
+    variable that decides nothing of what a program loads."""
+    if not isinstance(servers, dict):
+        return _gemini_references(servers)
+    names: set[str] = set()
+    for entry in servers.values():
+        for key, value in entry.items() if isinstance(entry, dict) else [("", entry)]:
+            plain = key == "env" and isinstance(value, dict)
+            names |= _gemini_references(
+                {k: v for k, v in value.items() if _loading(k)} if plain else value
+            )
+    return names
+
+
+def _js_truthy(value: Any) -> bool:
+    """A JSON value's truth in JavaScript, where every object and array is true."""
+    return isinstance(value, (dict, list)) or bool(value)
+
+
 # The variables of its ``.env`` that would move where Gemini CLI finds its extensions,
-# agents and settings (GEMINI_CLI_HOME, HOME, the settings paths) or name a command it
-# runs (GEMINI_CLI_IDE_SERVER_STDIO_COMMAND): the file is loaded after the gate read them.
-_GEMINI_PLACE_PREFIXES: Final = ("GEMINI_CLI_", "XDG_")
+# agents and settings (GEMINI_CLI_HOME, HOME, the settings paths; TMPDIR its IDE server
+# files and, HOME empty, its home) or name a command it runs
+# (GEMINI_CLI_IDE_SERVER_STDIO_COMMAND), or choose the sandbox it re-runs itself and its
+# servers in (GEMINI_SANDBOX and its image and proxy command, SANDBOX_FLAGS and the other
+# SANDBOX_ variables, the seatbelt profile, an image built from the workspace), or load
+# code into the node Gemini CLI relaunches itself in (releases before April 2026 relaunch
+# after loading the file, the child given their environment: NODE_OPTIONS, NODE_PATH, the
+# dynamic loader's LD_ and DYLD_ variables): the file is loaded after the gate read them,
+# and before Gemini CLI decides on its sandbox.
+_GEMINI_PLACE_PREFIXES: Final = ("GEMINI_CLI_", "XDG_", "GEMINI_SANDBOX", "SANDBOX", "LD_", "DYLD_")
+_GEMINI_PLACE_NAMES: Final = frozenset(
+    {"HOME", "TMPDIR", "SEATBELT_PROFILE", "BUILD_SANDBOX", "NODE_OPTIONS", "NODE_PATH"}
+)
 
 _DOTENV_LINE: Final = re.compile(
     r"\s*(?:export\s+)?(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*=(?P<value>.*)\Z"
@@ -297,11 +370,16 @@ def _gemini_reading(value: str, pattern: re.Pattern[str], environ: Mapping[str, 
     return pattern.sub(one, value)
 
 
-def _gemini_env_path(cwd: str, home: str) -> str | None:
-    """The one ``.env`` file Gemini CLI loads for ``cwd``, or None."""
+def _gemini_env_path(cwd: str, home: str, ignoring: str | None = None) -> str | None:
+    """The one ``.env`` file Gemini CLI loads for ``cwd``, or None. ``ignoring``: the home
+    as Gemini CLI compares it, when it ignores the local ``.env`` (``findEnvFile`` then
+    passes a plain ``.env`` by in every folder but one whose path is that text)."""
     for folder in _ancestors(cwd):
         for path in (os.path.join(folder, ".gemini", ".env"), os.path.join(folder, ".env")):
-            if os.path.exists(path):
+            if os.path.exists(path) and (
+                ignoring is None or path.endswith(os.sep + ".gemini" + os.sep + ".env")
+                or folder == ignoring
+            ):  # fmt: skip
                 return path
     for path in (os.path.join(home, ".gemini", ".env"), os.path.join(home, ".env")):
         if os.path.exists(path):
@@ -1192,10 +1270,9 @@ class _Reader:
         given = self.environ.get("GEMINI_CLI_HOME")
         return os.path.normpath(os.path.join(self.cwd, given)) if given else self.home
 
-    def gemini(self) -> None:
+    def gemini(self, argv: Sequence[str]) -> None:
         self._node_names_are_text("GEMINI_CLI_HOME")
         home = self._gemini_home()
-        self._gemini_env_file()
         # (a relative path is opened from the working directory, as node opens it)
         defaults = self.environ.get("GEMINI_CLI_SYSTEM_DEFAULTS_PATH") or GEMINI_SYSTEM_DEFAULTS
         system = self.environ.get("GEMINI_CLI_SYSTEM_SETTINGS_PATH") or GEMINI_SYSTEM
@@ -1206,8 +1283,10 @@ class _Reader:
         ]
         if os.path.realpath(self.cwd) != os.path.realpath(home):
             files.append((os.path.join(self.cwd, ".gemini", "settings.json"), self.cwd))
-        for path, within in files:
-            document = self._load(path, within, "jsonc")
+        # (Gemini CLI loads its settings, then its .env, which they and its argv choose)
+        documents = [(path, self._load(path, within, "jsonc")) for path, within in files]
+        self._gemini_env_file(argv, documents)
+        for path, document in documents:
             if document is None:
                 continue
             if not isinstance(document, dict):
@@ -1312,12 +1391,12 @@ class _Reader:
         the variables of the extension's own ``.env`` reach its servers. An extension
         linked from elsewhere is a doubt: its declarations are not read here."""
         for folder in dict.fromkeys(self._gemini_extension_folders(home)):
-            self._gemini_extensions_in(folder)
+            self._gemini_extensions_in(folder, home)
 
     def _gemini_extension_folders(self, home: str) -> list[str]:
         return [os.path.join(root, ".gemini", "extensions") for root in (self.cwd, home)]
 
-    def _gemini_extensions_in(self, folder: str) -> None:
+    def _gemini_extensions_in(self, folder: str, home: str) -> None:
         for name in self._listed(folder):
             extension = os.path.join(folder, name)
             if not os.path.isdir(extension):
@@ -1338,30 +1417,121 @@ class _Reader:
                 continue
             known = {"extensionPath": extension, "workspacePath": self.cwd, "/": "/",
                      "pathSeparator": "/"}  # fmt: skip
+            servers = _substituted(servers, known)
+            variables = self._gemini_extension_variables(document, servers, path, home)
+            if variables is None:
+                continue
+            custom, given = variables
             saved = dict(self.inherited)
-            env_file = os.path.join(extension, ".env")
-            if os.path.lexists(env_file):
+            # Read as releases without extension variables (or with ``experimental.
+            # extensionConfig`` off) read it, then as current ones do, when that differs.
+            keys = self._GEMINI_KEYS - {"trust"}
+            self._gemini_servers(servers, path, keys)
+            expanded = _gemini_custom(servers, custom)
+            if expanded != servers or given:
+                self.inherited = {**saved, **given}
+                self._gemini_servers(expanded, path, keys)
+                self.inherited = saved
+
+    def _gemini_extension_variables(
+        self, document: dict[str, Any], servers: Any, path: str, home: str
+    ) -> tuple[dict[str, str], dict[str, str]] | None:
+        """An extension's variables as Gemini CLI takes them (``_buildExtension``): those
+        of ``extensions/<its name>/.env`` in the home (found by the name it declares, not
+        by its folder) under those of the workspace's ``.env``; and, of them, the values
+        of its declared ``settings``, which reach its servers over the environment. A
+        sensitive setting's value may come from the system keychain instead, which is not
+        read: a doubt when it decides what a server loads or is referred to outside an
+        ``env`` value that does not. None when the extension is refused (a doubt)."""
+        name = document.get("name")
+        files = [os.path.join(self.cwd, ".env")]
+        if isinstance(name, str) and _GEMINI_EXTENSION_NAME.match(name):
+            files.insert(0, os.path.join(home, ".gemini", "extensions", name, ".env"))
+        custom: dict[str, str] = {}
+        for env_file in files:
+            if os.path.isfile(env_file):
                 added = self._dotenv(env_file)
                 if added is None:
-                    continue
-                self.inherited.update(added)
-            self._gemini_servers(_substituted(servers, known), path, self._GEMINI_KEYS - {"trust"})
-            self.inherited = saved
+                    return None
+                custom.update(added)
+        settings = document.get("settings", [])
+        if not isinstance(settings, list) or not all(
+            isinstance(s, dict) and isinstance(s.get("envVar"), str) for s in settings
+        ):
+            self._doubt(path, "settings", "not a list of objects with an envVar string")
+            return None
+        given: dict[str, str] = {}
+        for index, setting in enumerate(settings):
+            variable = setting["envVar"]
+            if _gemini_references(variable):
+                self._doubt(path, f"settings[{index}].envVar", "names a variable")
+                return None
+            if _js_truthy(setting.get("sensitive")):
+                custom.pop(variable, None)
+                if _loading(variable) or variable in _gemini_referred(servers):
+                    self._doubt(
+                        path, f"settings[{index}]",
+                        f"{variable} is a sensitive setting: its value may come from the "
+                        "system keychain, which is not read here",
+                    )  # fmt: skip
+                    return None
+            elif variable in custom:
+                given[variable] = custom[variable]
+        return custom, given
 
-    def _gemini_env_file(self) -> None:
+    def _gemini_ignoring(
+        self, argv: Sequence[str], documents: Sequence[tuple[str, Any]]
+    ) -> bool | tuple[str, str]:
+        """Whether Gemini CLI ignores the local ``.env`` (``loadEnvironment``):
+        ``--ignore-env`` among its raw arguments before ``--`` (sniffed, not parsed), or
+        ``advanced.ignoreLocalEnv`` true in its merged settings. When settings files
+        disagree on it (which one wins is not modelled here) or it names a variable: the
+        file and the problem instead."""
+        given = list(argv[: argv.index("--")] if "--" in argv else argv)
+        if "--ignore-env" in given:
+            return True
+        values = {
+            path: document["advanced"]["ignoreLocalEnv"]
+            for path, document in documents
+            if isinstance(document, dict) and isinstance(document.get("advanced"), dict)
+            and "ignoreLocalEnv" in document["advanced"]
+        }  # fmt: skip
+        said = {path: _js_truthy(value) for path, value in values.items()}
+        named = next((p for p, value in values.items() if _gemini_references(value)), None)
+        if named is not None:
+            return named, "names a variable"
+        if len(set(said.values())) > 1:
+            return next(p for p, value in said.items() if value), "settings files disagree on it"
+        return any(said.values())
+
+    def _gemini_env_file(self, argv: Sequence[str], documents: Sequence[tuple[str, Any]]) -> None:
         """The ``.env`` file Gemini CLI loads into its environment (the nearest
-        ``.gemini/.env`` or ``.env`` from the working directory up, else the home's): a
-        variable it sets that the agent's environment lacks reaches every server and every
-        expansion. Read plainly (``NAME=value``, optionally quoted on one line, optionally
-        after ``export``) or refused.
+        ``.gemini/.env`` or ``.env`` from the working directory up, else the home's; when
+        it ignores the local ``.env``, only a ``.gemini/.env`` or the home's): a variable it
+        sets that the agent's environment lacks reaches every server and every expansion.
+        Read plainly (``NAME=value``, optionally quoted on one line, optionally after
+        ``export``) or refused.
 
         The home is ``GEMINI_CLI_HOME`` when set, as for the settings; releases that took
         the ``.env`` from HOME regardless would load another file when HOME's differs: a
         doubt, since its variables would reach the servers unjudged."""
         cli_home = self._gemini_home()
-        path = _gemini_env_path(self.cwd, cli_home)
+        # (findEnvFile compares each folder with homedir()'s text: GEMINI_CLI_HOME or HOME)
+        home_text = self.environ.get("GEMINI_CLI_HOME") or self.environ.get("HOME", self.home)
+        ignoring = self._gemini_ignoring(argv, documents)
+        path = _gemini_env_path(self.cwd, cli_home, home_text if ignoring is True else None)
+        if isinstance(ignoring, tuple):
+            ignored = _gemini_env_path(self.cwd, cli_home, home_text)
+            if ignored != path:
+                where, problem = ignoring
+                self._doubt(
+                    where, "advanced.ignoreLocalEnv",
+                    f"{problem}, and it decides whether Gemini CLI loads {path or 'no .env'} "
+                    f"or {ignored or 'none'}",
+                )  # fmt: skip
+                return
         if cli_home != self.home:
-            other = _gemini_env_path(self.cwd, self.home)
+            other = _gemini_env_path(self.cwd, self.home, home_text if ignoring is True else None)
             if other is not None and other != path:
                 self._doubt(
                     other,
@@ -1378,13 +1548,15 @@ class _Reader:
         if added is None:
             return
         added = {name: value for name, value in added.items() if name not in self.environ}
-        moving = sorted(n for n in added if n == "HOME" or n.startswith(_GEMINI_PLACE_PREFIXES))
+        moving = sorted(
+            n for n in added if n in _GEMINI_PLACE_NAMES or n.startswith(_GEMINI_PLACE_PREFIXES)
+        )
         if moving:
             # (gemini loads the file after its settings, before its extensions and agents)
             self._doubt(
                 path, moving[0],
-                "sets a variable deciding where Gemini CLI reads its configuration (or what "
-                "it runs), which it would then read from a place the gate has not",
+                "sets a variable deciding where Gemini CLI reads its configuration, what it "
+                "runs or the sandbox it runs in, none of which the gate would then have judged",
             )  # fmt: skip
             return
         self.inherited.update(added)
@@ -1400,7 +1572,8 @@ class _Reader:
             return None
         if got is None:
             return {}
-        self.files.append(path)
+        if path not in self.files:  # (the workspace's is read for each extension too)
+            self.files.append(path)
         try:
             text = got[0].decode("utf-8")
         except UnicodeDecodeError:
