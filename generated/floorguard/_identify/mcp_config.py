@@ -434,6 +434,8 @@ class _Reader:
         # The environments codex may run with, its .env files loaded (codex only; read,
         # never changed: the environment itself until codex's are found, not a copy).
         self.codex_environments: Sequence[Mapping[str, str]] = (environ,)
+        # The folders codex is told with -C/--cd, as it resolves them (codex only).
+        self.codex_folders: list[str] = []
         self.doubts: list[str] = []
         self.files: list[str] = []
         # The folders whose claude project entry a linked git worktree shares (claude only).
@@ -856,7 +858,11 @@ class _Reader:
         if self.environ.get("HOME") == "" and not self.environ.get("CODEX_HOME"):
             # Rust's home lookups differ on an empty HOME (as given, or the user's entry).
             raise ConfigDoubt("codex: HOME is set but empty: which home codex reads is not known")
-        overrides, profiles, folders = self._codex_argv(argv)
+        overrides, profiles, told = self._codex_argv(argv)
+        folders = [os.path.normpath(os.path.join(self.cwd, value)) for value in told]
+        # Codex takes a relative -C from its real working directory, the kernel resolving
+        # each `..` (``current_dir().push``): that is the session's folder.
+        self.codex_folders = [os.path.realpath(os.path.join(self.cwd, value)) for value in told]
         codex_home = os.path.join(self.cwd, self.environ.get("CODEX_HOME") or "")
         if not self.environ.get("CODEX_HOME"):
             given = self.environ.get("HOME")
@@ -1068,7 +1074,7 @@ class _Reader:
         self, argv: Sequence[str]
     ) -> tuple[list[tuple[str, list[str], Any]], list[str], list[str]]:
         """The ``-c``/``--config`` overrides of ``mcp_servers`` (as tables to merge), the
-        profiles named (``--profile``, ``-c profile=``) and the ``-C``/``--cd`` folders."""
+        profiles named (``--profile``, ``-c profile=``) and the ``-C``/``--cd`` values."""
         overrides: list[tuple[str, list[str], Any]] = []
         profiles: list[str] = []
         folders: list[str] = []
@@ -1109,7 +1115,7 @@ class _Reader:
                 elif short == "-p":
                     profiles.append(value)
                 else:
-                    folders.append(os.path.normpath(os.path.join(self.cwd, value)))
+                    folders.append(value)
                 break
             i += 1
         return overrides, profiles, folders
@@ -1171,10 +1177,27 @@ class _Reader:
                     bases.append(base)
         doubts = len(self.doubts)
         for base in bases:
-            self._stdio(name, entry, where, here, None, sources=sources, enabled=enabled,
-                        base=base)  # fmt: skip
-            if len(self.doubts) > doubts:
-                return
+            for placed in self._codex_placed(entry):
+                self._stdio(name, placed, where, here, None, sources=sources, enabled=enabled,
+                            base=base)  # fmt: skip
+                if len(self.doubts) > doubts:
+                    return
+
+    def _codex_placed(self, entry: dict[str, Any]) -> list[dict[str, Any]]:
+        """``entry`` as declared, and once more for each ``-C`` folder when its ``cwd`` is
+        not absolute: current releases start a server without one in the session's folder
+        (the ``-C`` one; a relative one may be taken from it), earlier ones in codex's own
+        working directory. Both are judged, each with that folder as its ``cwd``."""
+        cwd = entry.get("cwd")
+        if cwd is not None and (type(cwd) is not str or os.path.isabs(cwd)):
+            return [entry]
+        here = os.path.realpath(self.cwd)
+        placed = [entry]
+        for folder in dict.fromkeys(self.codex_folders):
+            if folder == here:  # (the same folder: judged as declared)
+                continue
+            placed.append({**entry, "cwd": folder if cwd is None else os.path.join(folder, cwd)})
+        return placed
 
     # ------------------------------------------------------------------ Gemini CLI
 
