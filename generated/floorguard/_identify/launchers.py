@@ -628,7 +628,14 @@ def configuration_doubts(
             if value and _in_the_workspace(os.path.join(here, value), here):
                 doubts.append(f"{name}={value} puts {launcher}'s cache or installs in the "
                               "working directory, where the workspace can fill them")  # fmt: skip
-    if not _users(home, here):
+    if environ.get("HOME") == "":
+        # node's os.homedir() gives an empty HOME as it is, and npm then keeps the `~` of
+        # its default cache: `<cwd>/~/.npm`, in the working directory; Rust's and Python's
+        # home lookups differ on it (as it is, or the user's entry).
+        doubts.append(f"HOME is set but empty: {launcher} may take its cache and installs "
+                      "from the working directory (npm's is then ./~/.npm), where the "
+                      "workspace can fill them")  # fmt: skip
+    elif not _users(home, here):
         # Each launcher's cache and installs default to folders under HOME (npm's
         # ~/.npm/_npx, uv's ~/.cache/uv, pipx's ~/.local/pipx, ...). (A home that is the
         # working directory itself is the user's own: an agent started there.)
