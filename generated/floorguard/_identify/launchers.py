@@ -30,6 +30,7 @@ from typing import Final
 
 from floorguard._identify.identification import (
     Identification,
+    agent_environment,
     agent_workspace,
     current_packages,
 )
@@ -510,6 +511,31 @@ def network_doubts(launcher: str, environ: Mapping[str, str], own: Mapping[str, 
         for name in sorted(environ)
         if (name.lower() in _NETWORK_VARIABLES or name.lower().startswith("global_agent_"))
         and own.get(name) != environ[name]
+    ]
+
+
+# The variables naming the folders a launcher takes its user configuration (a registry or
+# index the user chose), its caches and its installs from.
+_FOLDER_VARIABLES: Final = (
+    "HOME", "XDG_CONFIG_HOME", "XDG_CONFIG_DIRS", "XDG_CACHE_HOME", "XDG_DATA_HOME",
+)  # fmt: skip
+
+
+def chosen_folder_doubts(launcher: str, environ: Mapping[str, str]) -> list[str]:
+    """For a child judged for an agent (an MCP server): each folder variable its
+    environment sets to another value than the agent's has. Its declaration (or its
+    client's settings) chose that folder, wherever it lies: the files there would be taken
+    for the user's own and the caches there would say what a pinned version is, the
+    workspace's choice as much as a proxy it names."""
+    agent = agent_environment()
+    if agent is None:
+        return []
+    return [
+        f"{launcher} takes its user configuration and caches from {name}, which the "
+        "server's declaration sets (not the agent's environment): a registry, index or "
+        f"cache there would be the workspace's choice (give the agent that {name} instead)"
+        for name in _FOLDER_VARIABLES
+        if name in environ and environ[name] != agent.get(name)
     ]
 
 
