@@ -604,6 +604,17 @@ def test_a_home_below_the_working_directory_refuses_for_its_caches(
     assert f"HOME={project / '.h'}" in judged.reason, judged.reason
 
 
+@pytest.mark.parametrize("launcher", sorted(PINNED))
+def test_an_empty_home_refuses_for_its_caches(bins: Path, project: Path, launcher: str) -> None:
+    """node's ``os.homedir()`` returns an empty HOME as it is, and npm then keeps the ``~``
+    of its default cache ``~/.npm``: ``<cwd>/~/.npm``, a folder of the working directory
+    the workspace can ship with ``_npx`` trees in it. The other launchers' home lookups
+    differ on an empty HOME too (as it is, or the user's entry)."""
+    judged = run(bins / launcher, PINNED[launcher], project, HOME="")
+    assert judged.verdict == REFUSE, judged
+    assert "HOME is set but empty" in judged.reason, judged.reason
+
+
 @pytest.mark.parametrize("launcher", ["npx", "npm"])
 def test_a_user_npmrc_cache_in_the_working_directory_refuses(
     bins: Path, project: Path, launcher: str

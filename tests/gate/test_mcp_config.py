@@ -366,9 +366,13 @@ def test_codex_override_declares_a_whole_server(home: Path, project: Path) -> No
 def test_codex_reads_the_project_layers_of_a_cd_folder(
     home: Path, project: Path, tmp_path: Path
 ) -> None:
+    """The -C folder's layers are read, and a server without a cwd is read once as
+    declared (earlier releases start it in codex's own folder) and once in the -C folder
+    (current ones start it in the session's)."""
     other = tmp_path / "other"
     write_toml(other / ".codex" / "config.toml", '[mcp_servers.o]\ncommand = "o"\n')
-    assert [d.name for d in read("codex", home, project, "-C", str(other)).declarations] == ["o"]
+    found = read("codex", home, project, "-C", str(other)).declarations
+    assert [(d.name, d.cwd) for d in found] == [("o", None), ("o", str(other))]
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,7 @@
 """The MCP servers claude, codex and gemini would start, in every spelling that reaches them,
 and refusals that carry no credential:
 
-- an empty HOME (node's home is then the working directory), a relative gemini system
+- an empty HOME (node's home is then the working directory, npm's cache ``<cwd>/~/.npm``), a relative gemini system
   settings path, a codex profile a project layer names;
 - ``--strict-mcp-config`` limits nothing (it may be another option's value);
 - uv's options between ``tool`` and ``uvx``/``run`` are not understood, so refused;
@@ -95,6 +95,20 @@ def test_claude_with_an_empty_home_reads_the_claude_json_of_its_working_director
     write(lab.project / ".claude.json", servers(o=OLD_AIDER))
     started, _ = lab.spawn("claude", "-p", "t", env=lab.env(HOME=""))
     assert not started, "claude started: HOME='' makes ./.claude.json its user file"
+
+
+@pytest.mark.parametrize("agent", ["gemini", "npx"])
+def test_an_empty_home_refuses_an_npx_whose_cache_it_puts_in_the_working_directory(
+    lab: Lab, agent: str
+) -> None:
+    """With HOME empty, npm keeps the ``~`` of its cache ``~/.npm``: ``<cwd>/~/.npm``, whose
+    ``_npx`` trees the workspace can ship with any code under the version pinned. So for a
+    server npx runs (the agent's HOME passed on) and for npx run itself."""
+    write(lab.project / ".gemini" / "settings.json", servers(s=NPX_FIXED))
+    argv = ("-p", "t") if agent == "gemini" else tuple(NPX_FIXED["args"])
+    started, reason = lab.spawn(agent, *argv, env=lab.env(HOME=""))
+    assert not started, f"{agent} started with npm's cache in the working directory"
+    assert "HOME is set but empty" in reason, reason
 
 
 @pytest.mark.parametrize(

@@ -759,7 +759,7 @@ def _judge_server(
 
         # A server's own cwd may lie below the agent's: what its inputs put anywhere in
         # the agent's working directory is the workspace's all the same.
-        with workspace_in_force(cwd):
+        with workspace_in_force(cwd, run_environ):
             judged = judge(
                 requested,
                 binary=command,

@@ -147,6 +147,7 @@ def _launched(
             *found.doubts,
             *launchers.environment_doubts(launcher, environ),
             *launchers.network_doubts(launcher, environ, os.environ),
+            *launchers.chosen_folder_doubts(launcher, environ),
             *launchers.configuration_doubts(launcher, environ, here, npm),
             *launchers.npm_path_doubts(launcher, environ, here, npm),
         ]

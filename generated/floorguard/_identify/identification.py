@@ -3,7 +3,7 @@ was recognised, and the version of the code that will be loaded, when known."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -72,18 +72,31 @@ def packages_in_force(index: PackageIndex | None) -> Iterator[None]:
 # lie below it): what the child's inputs put anywhere in it is the workspace's too. Set for
 # the judgement of one server; None: the child is judged for itself.
 _WORKSPACE: ContextVar[str | None] = ContextVar("floorguard_workspace", default=None)
+# That agent's own environment, when known: a folder variable the child's environment sets
+# otherwise was chosen by the child's declaration, not by whoever started the agent.
+_AGENT_ENVIRON: ContextVar[Mapping[str, str] | None] = ContextVar(
+    "floorguard_agent_environ", default=None
+)
 
 
 def agent_workspace() -> str | None:
     return _WORKSPACE.get()
 
 
+def agent_environment() -> Mapping[str, str] | None:
+    return _AGENT_ENVIRON.get()
+
+
 @contextmanager
-def workspace_in_force(folder: str | None) -> Iterator[None]:
-    """Judge a child started for an agent whose working directory is ``folder`` inside the
-    block."""
+def workspace_in_force(
+    folder: str | None, environ: Mapping[str, str] | None = None
+) -> Iterator[None]:
+    """Judge a child started for an agent whose working directory is ``folder`` (and whose
+    environment is ``environ``, when given) inside the block."""
     token = _WORKSPACE.set(folder)
+    environ_token = _AGENT_ENVIRON.set(environ)
     try:
         yield
     finally:
+        _AGENT_ENVIRON.reset(environ_token)
         _WORKSPACE.reset(token)

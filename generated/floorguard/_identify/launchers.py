@@ -30,6 +30,7 @@ from typing import Final
 
 from floorguard._identify.identification import (
     Identification,
+    agent_environment,
     agent_workspace,
     current_packages,
 )
@@ -513,6 +514,31 @@ def network_doubts(launcher: str, environ: Mapping[str, str], own: Mapping[str, 
     ]
 
 
+# The variables naming the folders a launcher takes its user configuration (a registry or
+# index the user chose), its caches and its installs from.
+_FOLDER_VARIABLES: Final = (
+    "HOME", "XDG_CONFIG_HOME", "XDG_CONFIG_DIRS", "XDG_CACHE_HOME", "XDG_DATA_HOME",
+)  # fmt: skip
+
+
+def chosen_folder_doubts(launcher: str, environ: Mapping[str, str]) -> list[str]:
+    """For a child judged for an agent (an MCP server): each folder variable its
+    environment sets to another value than the agent's has. Its declaration (or its
+    client's settings) chose that folder, wherever it lies: the files there would be taken
+    for the user's own and the caches there would say what a pinned version is, the
+    workspace's choice as much as a proxy it names."""
+    agent = agent_environment()
+    if agent is None:
+        return []
+    return [
+        f"{launcher} takes its user configuration and caches from {name}, which the "
+        "server's declaration sets (not the agent's environment): a registry, index or "
+        f"cache there would be the workspace's choice (give the agent that {name} instead)"
+        for name in _FOLDER_VARIABLES
+        if name in environ and environ[name] != agent.get(name)
+    ]
+
+
 # ---------------------------------------------------------------------------- configuration files
 
 # npm's configuration keys that change nothing of what a launch runs (output, prompting,
@@ -628,7 +654,14 @@ def configuration_doubts(
             if value and _in_the_workspace(os.path.join(here, value), here):
                 doubts.append(f"{name}={value} puts {launcher}'s cache or installs in the "
                               "working directory, where the workspace can fill them")  # fmt: skip
-    if not _users(home, here):
+    if environ.get("HOME") == "":
+        # node's os.homedir() gives an empty HOME as it is, and npm then keeps the `~` of
+        # its default cache: `<cwd>/~/.npm`, in the working directory; Rust's and Python's
+        # home lookups differ on it (as it is, or the user's entry).
+        doubts.append(f"HOME is set but empty: {launcher} may take its cache and installs "
+                      "from the working directory (npm's is then ./~/.npm), where the "
+                      "workspace can fill them")  # fmt: skip
+    elif not _users(home, here):
         # Each launcher's cache and installs default to folders under HOME (npm's
         # ~/.npm/_npx, uv's ~/.cache/uv, pipx's ~/.local/pipx, ...). (A home that is the
         # working directory itself is the user's own: an agent started there.)

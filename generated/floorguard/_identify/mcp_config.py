@@ -47,6 +47,9 @@ CLAUDE_MANAGED_SETTINGS: Final = "/etc/claude-code/managed-settings.json"
 # CLAUDE_CODE_CUSTOM_OAUTH_URL set, and Anthropic's own local and staging builds.
 _CLAUDE_GLOBAL_SUFFIXES: Final = ("", "-custom-oauth", "-local-oauth", "-staging-oauth")
 CODEX_SYSTEM: Final = "/etc/codex/config.toml"
+# Codex's legacy managed layer (codex-rs config loader ``CODEX_MANAGED_CONFIG_SYSTEM_PATH``,
+# Unix): a whole config layer over the user's, so it may declare servers as config.toml does.
+CODEX_MANAGED: Final = "/etc/codex/managed_config.toml"
 # The variables codex copies from its own environment into a stdio server's, which it
 # otherwise clears (codex-rs rmcp-client ``DEFAULT_ENV_VARS``, Unix).
 CODEX_SERVER_ENV: Final = (
@@ -512,6 +515,8 @@ class _Reader:
         # The environments codex may run with, its .env files loaded (codex only; read,
         # never changed: the environment itself until codex's are found, not a copy).
         self.codex_environments: Sequence[Mapping[str, str]] = (environ,)
+        # The folders codex is told with -C/--cd, as it resolves them (codex only).
+        self.codex_folders: list[str] = []
         self.doubts: list[str] = []
         self.files: list[str] = []
         # The folders whose claude project entry a linked git worktree shares (claude only).
@@ -934,7 +939,11 @@ class _Reader:
         if self.environ.get("HOME") == "" and not self.environ.get("CODEX_HOME"):
             # Rust's home lookups differ on an empty HOME (as given, or the user's entry).
             raise ConfigDoubt("codex: HOME is set but empty: which home codex reads is not known")
-        overrides, profiles, folders = self._codex_argv(argv)
+        overrides, profiles, told = self._codex_argv(argv)
+        folders = [os.path.normpath(os.path.join(self.cwd, value)) for value in told]
+        # Codex takes a relative -C from its real working directory, the kernel resolving
+        # each `..` (``current_dir().push``): that is the session's folder.
+        self.codex_folders = [os.path.realpath(os.path.join(self.cwd, value)) for value in told]
         codex_home = os.path.join(self.cwd, self.environ.get("CODEX_HOME") or "")
         if not self.environ.get("CODEX_HOME"):
             given = self.environ.get("HOME")
@@ -974,19 +983,39 @@ class _Reader:
                 raise ConfigDoubt(f"codex profile {name!r}: not a profile name")
             layers.append((os.path.join(codex_home, f"{name}.config.toml"), codex_home))
         layers += project
+        # Codex's legacy managed layer sits over every other; releases before its config
+        # loader do not read it: the servers are judged as they stand with it and without.
+        layers.append((CODEX_MANAGED, None))
         merged: dict[str, Any] = {}
         sources: dict[str, list[str]] = {}
+        readings: list[tuple[dict[str, Any], dict[str, list[str]]]] = [(merged, sources)]
         roles_seen: set[str] = set()
         for path, within in dict.fromkeys(layers):
             self._codex_role_folder(os.path.dirname(path), roles_seen)
             document = self._load(path, within, "toml")
             if document is not None:
                 self._codex_roles(document, path, roles_seen)
+                self._codex_plugins(document, path)
             if document is None or "mcp_servers" not in document:
                 continue
+            if path == CODEX_MANAGED:
+                readings.append((copy.deepcopy(merged), copy.deepcopy(sources)))
             self._codex_merge(document["mcp_servers"], path, merged, sources)
-        # An override merges key by key here; Codex may put its value in place instead (a
-        # table replacing the one below, ``enabled`` or ``env`` included): both are judged.
+        judged: list[tuple[str, Any]] = []
+        for layered, layered_sources in readings:
+            self._codex_overridden(layered, layered_sources, overrides, judged)
+
+    def _codex_overridden(
+        self,
+        merged: dict[str, Any],
+        sources: dict[str, list[str]],
+        overrides: Sequence[tuple[str, list[str], Any]],
+        judged: list[tuple[str, Any]],
+    ) -> None:
+        """Each server of the merged layers ``merged`` with the ``-c`` overrides applied,
+        judged unless ``judged`` (every server judged so far, with its table) has it. An
+        override merges key by key here; Codex may put its value in place instead (a table
+        replacing the one below, ``enabled`` or ``env`` included): both are judged."""
         replaced = copy.deepcopy(merged)
         for source, parts, value in overrides:
             table = _nested(parts, value)
@@ -994,13 +1023,13 @@ class _Reader:
                 raise ConfigDoubt(f"{source}: mcp_servers must be a table")
             self._codex_merge(table, source, merged, sources)
             _put(replaced, parts, copy.deepcopy(value))
-        for name, entry in merged.items():
-            self._codex_server(name, entry, tuple(dict.fromkeys(sources[name])))
-        for name, entry in replaced.items():
-            if isinstance(entry, dict) and entry != merged.get(name):
-                self._codex_server(name, entry, tuple(dict.fromkeys(sources.get(name, ()))))
-            elif not isinstance(entry, dict):
+        for name, entry in [*merged.items(), *replaced.items()]:
+            if not isinstance(entry, dict):
                 raise ConfigDoubt(f"codex: {_key('mcp_servers', name)}: not a table")
+            if (name, entry) in judged:
+                continue
+            judged.append((name, entry))
+            self._codex_server(name, entry, tuple(dict.fromkeys(sources.get(name, ()))))
 
     def _codex_roles(self, document: dict[str, Any], path: str, seen: set[str]) -> None:
         """The role layers a codex config layer names (``[agents.<role>] config_file``, a
@@ -1025,6 +1054,14 @@ class _Reader:
                 self._doubt(path, at, "starts with ~ and HOME is not absolute: not followed here")
                 continue
             self._codex_role_file(role_file, None, seen)
+
+    def _codex_plugins(self, document: dict[str, Any], path: str) -> None:
+        """A doubt for each plugin a codex layer enables (see :func:`_enabled_plugins`)."""
+        enabled = _enabled_plugins(document.get("plugins", {}))
+        if enabled is None:
+            self._doubt(path, "plugins", "not a table")
+        for name in enabled or ():
+            self._doubt(path, _key("plugins", name), _CODEX_PLUGIN)
 
     def _codex_path(self, named: str, base: str) -> str | None:
         """A path codex reads as an ``AbsolutePathBuf`` (codex-rs ``utils/absolute-path``):
@@ -1146,7 +1183,7 @@ class _Reader:
         self, argv: Sequence[str]
     ) -> tuple[list[tuple[str, list[str], Any]], list[str], list[str]]:
         """The ``-c``/``--config`` overrides of ``mcp_servers`` (as tables to merge), the
-        profiles named (``--profile``, ``-c profile=``) and the ``-C``/``--cd`` folders."""
+        profiles named (``--profile``, ``-c profile=``) and the ``-C``/``--cd`` values."""
         overrides: list[tuple[str, list[str], Any]] = []
         profiles: list[str] = []
         folders: list[str] = []
@@ -1173,6 +1210,11 @@ class _Reader:
                 if short == "-c":
                     overrides.extend(_codex_override(value))
                     key = value.partition("=")[0].strip(_RUST_WHITE_SPACE)
+                    parts = key.split(".")
+                    if parts[0] == "plugins":
+                        table = _nested(parts[1:], _codex_setting(value)[1])
+                        if _enabled_plugins(table) != []:
+                            raise ConfigDoubt(f"codex -c {key}: {_CODEX_PLUGIN}")
                     if key.split(".")[0] == "agents" and "config_file" in value:
                         raise ConfigDoubt(
                             f"codex -c {key}: names an agent role's config layer, which may "
@@ -1187,7 +1229,7 @@ class _Reader:
                 elif short == "-p":
                     profiles.append(value)
                 else:
-                    folders.append(os.path.normpath(os.path.join(self.cwd, value)))
+                    folders.append(value)
                 break
             i += 1
         return overrides, profiles, folders
@@ -1249,10 +1291,27 @@ class _Reader:
                     bases.append(base)
         doubts = len(self.doubts)
         for base in bases:
-            self._stdio(name, entry, where, here, None, sources=sources, enabled=enabled,
-                        base=base)  # fmt: skip
-            if len(self.doubts) > doubts:
-                return
+            for placed in self._codex_placed(entry):
+                self._stdio(name, placed, where, here, None, sources=sources, enabled=enabled,
+                            base=base)  # fmt: skip
+                if len(self.doubts) > doubts:
+                    return
+
+    def _codex_placed(self, entry: dict[str, Any]) -> list[dict[str, Any]]:
+        """``entry`` as declared, and once more for each ``-C`` folder when its ``cwd`` is
+        not absolute: current releases start a server without one in the session's folder
+        (the ``-C`` one; a relative one may be taken from it), earlier ones in codex's own
+        working directory. Both are judged, each with that folder as its ``cwd``."""
+        cwd = entry.get("cwd")
+        if cwd is not None and (type(cwd) is not str or os.path.isabs(cwd)):
+            return [entry]
+        here = os.path.realpath(self.cwd)
+        placed = [entry]
+        for folder in dict.fromkeys(self.codex_folders):
+            if folder == here:  # (the same folder: judged as declared)
+                continue
+            placed.append({**entry, "cwd": folder if cwd is None else os.path.join(folder, cwd)})
+        return placed
 
     # ------------------------------------------------------------------ Gemini CLI
 
@@ -1853,6 +1912,26 @@ def _codex_override(text: str) -> list[tuple[str, list[str], Any]]:
         raise ConfigDoubt(f"codex -c {text!r}: mcp_servers must be a table")
     # The source names the key only: the value may be a secret (an env entry).
     return [(f"-c {key}", parts[1:], value)] if parts[1:] or value else []
+
+
+# Codex starts an enabled plugin's servers from the version it installed under
+# ``$CODEX_HOME/plugins/cache/<marketplace>/<plugin>/``, its manifest able to name another
+# file than ``.mcp.json``, and may install or refresh that cache itself at start-up.
+_CODEX_PLUGIN: Final = (
+    "enables a codex plugin, whose MCP servers (its .mcp.json, installed under "
+    "$CODEX_HOME/plugins/cache) are not read here"
+)
+
+
+def _enabled_plugins(plugins: Any) -> list[str] | None:
+    """The plugins a codex ``plugins`` table enables (each is on unless its ``enabled`` is
+    false), or None when it is not a table."""
+    if not isinstance(plugins, dict):
+        return None
+    return [
+        name for name, entry in plugins.items()
+        if not (isinstance(entry, dict) and entry.get("enabled", True) is False)
+    ]  # fmt: skip
 
 
 def _deep_merge(lower: dict[str, Any], higher: dict[str, Any]) -> dict[str, Any]:

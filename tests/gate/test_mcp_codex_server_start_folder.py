@@ -1,0 +1,88 @@
+"""Where codex starts a stdio server declared without a ``cwd`` when it is told another
+folder (``-C``/``--cd`` in every spelling, before or after its subcommand): current
+releases start it in that folder (the session's cwd), earlier ones in codex's own working
+directory. A relative command (``./tools/aider``) or anything the server finds from its
+folder is then that folder's: the server is judged in both, and the receipt names the file
+judged in each.
+
+Real files in a temporary home and project, native stand-in agents and aiders (0.70.0
+above aider's floor, 0.50.0 below it), a chain of the test's own.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers.mcp_lab import Lab, write
+from probes.native import native_agent
+
+RELATIVE = '[mcp_servers.s]\ncommand = "./tools/aider"\n'
+
+
+def _aiders(lab: Lab, *, other: bytes) -> Path:
+    """An aider 0.70.0 in the project's tools/, and one answering ``other`` in a sibling
+    folder's (the folder codex is told with -C)."""
+    folder = lab.root / "other"
+    native_agent(lab.project / "tools" / "aider", version=b"aider 0.70.0\n")
+    native_agent(folder / "tools" / "aider", version=other)
+    return folder
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [("-C", "../other", "exec", "t"), ("--cd", "../other", "exec", "t"),
+     ("--cd=../other", "exec", "t"), ("-C../other", "exec", "t"),
+     ("exec", "-C", "../other", "t")],
+    ids=["-C", "--cd", "--cd=", "-CDIR", "after-exec"],
+)  # fmt: skip
+def test_a_relative_server_command_is_judged_in_the_folder_codex_is_told(
+    lab: Lab, argv: tuple[str, ...]
+) -> None:
+    _aiders(lab, other=b"aider 0.50.0\n")
+    write(lab.home / ".codex" / "config.toml", RELATIVE)
+    started, reason = lab.spawn("codex", *argv)
+    assert not started, "codex -C started a server whose command is the -C folder's old aider"
+    assert "aider 0.50.0" in reason, reason
+
+
+def test_a_server_of_the_cd_folders_own_layer_is_judged_there_too(lab: Lab) -> None:
+    other = _aiders(lab, other=b"aider 0.50.0\n")
+    write(other / ".codex" / "config.toml", RELATIVE)
+    started, reason = lab.spawn("codex", "-C", "../other", "exec", "t")
+    assert not started
+    assert "aider 0.50.0" in reason, reason
+
+
+def test_the_receipt_names_the_file_judged_in_each_folder(lab: Lab) -> None:
+    """Both aiders above the floor: codex starts, and the receipt lists the server once for
+    each folder it may start in, each naming the file judged there."""
+    other = _aiders(lab, other=b"aider 0.71.0\n")
+    write(lab.home / ".codex" / "config.toml", RELATIVE)
+    started, reason = lab.spawn("codex", "-C", "../other", "exec", "t")
+    assert started, reason
+    judged = {(s["binary"], s["version"]) for s in lab.last_receipt()["mcp_servers"]}
+    assert judged == {
+        (str(lab.project / "tools" / "aider"), "0.70.0"),
+        (str(other / "tools" / "aider"), "0.71.0"),
+    }
+
+
+def test_a_server_with_an_absolute_cwd_is_judged_only_there(lab: Lab) -> None:
+    """A declaration's own absolute ``cwd`` is where every release starts it."""
+    _aiders(lab, other=b"aider 0.50.0\n")
+    write(lab.home / ".codex" / "config.toml",
+          RELATIVE + f'cwd = "{lab.project}"\n')  # fmt: skip
+    started, reason = lab.spawn("codex", "-C", "../other", "exec", "t")
+    assert started, reason
+    [server] = lab.last_receipt()["mcp_servers"]
+    assert server["binary"] == str(lab.project / "tools" / "aider")
+
+
+def test_without_cd_the_server_is_judged_in_the_agents_folder_alone(lab: Lab) -> None:
+    _aiders(lab, other=b"aider 0.50.0\n")
+    write(lab.home / ".codex" / "config.toml", RELATIVE)
+    started, reason = lab.spawn("codex", "exec", "t")
+    assert started, reason
+    [server] = lab.last_receipt()["mcp_servers"]
+    assert server["binary"] == str(lab.project / "tools" / "aider")
