@@ -1194,6 +1194,14 @@ class _Reader:
 
     def gemini(self) -> None:
         self._node_names_are_text("GEMINI_CLI_HOME")
+        if self.environ.get("HOME") == "" and not self.environ.get("GEMINI_CLI_HOME"):
+            # (node's os.homedir() is then empty, and Storage.getGlobalGeminiDir() falls
+            # back to os.tmpdir(): a folder anyone may write, and TMPDIR may move it)
+            raise ConfigDoubt(
+                "gemini: HOME is set but empty: Gemini CLI then takes the temporary "
+                "folder's .gemini ($TMPDIR/.gemini) for its home, not read here (set HOME, "
+                "or GEMINI_CLI_HOME)"
+            )
         home = self._gemini_home()
         self._gemini_env_file()
         # (a relative path is opened from the working directory, as node opens it)
