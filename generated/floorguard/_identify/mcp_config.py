@@ -54,7 +54,6 @@ CODEX_SERVER_ENV: Final = (
     "TERM", "TMPDIR", "TZ",
 )  # fmt: skip
 GEMINI_SYSTEM: Final = "/etc/gemini-cli/settings.json"
-GEMINI_SYSTEM_DEFAULTS: Final = "/etc/gemini-cli/system-defaults.json"
 
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}\Z")
 _PROFILE = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
@@ -307,6 +306,35 @@ def _gemini_env_path(cwd: str, home: str) -> str | None:
         if os.path.exists(path):
             return path
     return None
+
+
+def _node_dirname(path: str) -> str:
+    """``path.posix.dirname(path)`` as node computes it: trailing slashes are no part,
+    ``.`` for a name without a folder, the root for one in the root."""
+    if not path:
+        return "."
+    end = -1
+    matched_slash = True
+    for index in range(len(path) - 1, 0, -1):
+        if path[index] == "/":
+            if not matched_slash:
+                end = index
+                break
+        else:
+            matched_slash = False
+    if end == -1:
+        return "/" if path.startswith("/") else "."
+    if path.startswith("/") and end == 1:
+        return "//"
+    return path[:end]
+
+
+def _gemini_defaults_beside(system: str) -> str:
+    """The system defaults file Gemini CLI reads when GEMINI_CLI_SYSTEM_DEFAULTS_PATH is
+    not set: ``path.join(path.dirname(<system settings>), 'system-defaults.json')``
+    (path.join normalises the text)."""
+    joined = os.path.normpath(os.path.join(_node_dirname(system), "system-defaults.json"))
+    return "/" + joined.lstrip("/") if joined.startswith("/") else joined
 
 
 def _commander_option(arg: str) -> bool:
@@ -1205,8 +1233,10 @@ class _Reader:
         home = self._gemini_home()
         self._gemini_env_file()
         # (a relative path is opened from the working directory, as node opens it)
-        defaults = self.environ.get("GEMINI_CLI_SYSTEM_DEFAULTS_PATH") or GEMINI_SYSTEM_DEFAULTS
         system = self.environ.get("GEMINI_CLI_SYSTEM_SETTINGS_PATH") or GEMINI_SYSTEM
+        defaults = self.environ.get("GEMINI_CLI_SYSTEM_DEFAULTS_PATH")
+        if not defaults:  # (getSystemDefaultsPath(): beside the system settings)
+            defaults = _node_path(self.cwd, _gemini_defaults_beside(system))
         files: list[tuple[str, str | None]] = [
             (os.path.join(self.cwd, defaults), None),
             (os.path.join(self.cwd, system), None),
