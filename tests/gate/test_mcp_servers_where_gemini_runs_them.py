@@ -6,6 +6,9 @@ refused on the record and never started; the honest forms nearby still start.
   (``$TMPDIR/.gemini``, else ``/tmp/.gemini``), unless GEMINI_CLI_HOME names one.
 - The system defaults: beside the file GEMINI_CLI_SYSTEM_SETTINGS_PATH names, unless
   GEMINI_CLI_SYSTEM_DEFAULTS_PATH names another.
+- A sandbox that is on (settings ``tools.sandbox``, ``--sandbox``/``-s``,
+  ``--sandbox-image``, GEMINI_SANDBOX): Gemini CLI runs itself and every server in a
+  container image the gate cannot look into.
 
 Real files in a temporary home and project, native stand-in agents that leave a marker
 when they run, a host map holding aider's floor (the lab of tests/helpers/mcp_lab.py).
@@ -87,4 +90,82 @@ def test_gemini_reads_the_system_defaults_it_is_told_instead(lab: Lab) -> None:
         GEMINI_CLI_SYSTEM_DEFAULTS_PATH=str(lab.root / "defaults.json"),
     )
     started, reason = lab.spawn("gemini", env=env)
+    assert started, reason
+
+
+# ============================================================================ the sandbox
+
+
+@pytest.mark.parametrize(
+    "sandbox",
+    [True, "docker", "1", {"enabled": True, "command": "docker", "image": "ghcr.io/x/old:1"},
+     {"enabled": True}, {"enabled": "yes"}, {"enabled": False, "profile": "p"}, 7, ["docker"]],
+    ids=["true", "command", "one", "object", "enabled", "enabled-string", "unknown-key",
+         "number", "list"],
+)  # fmt: skip
+@pytest.mark.parametrize("place", ["workspace", "home", "legacy key"])
+def test_gemini_with_its_sandbox_on_in_settings_is_refused(
+    lab: Lab, sandbox: object, place: str
+) -> None:
+    """``tools.sandbox`` (``sandbox`` in the settings of releases before the nested form)
+    on: Gemini CLI re-runs itself, and so its servers, inside a container image
+    (``loadSandboxConfig`` -> ``start_sandbox``), where nothing the gate judged runs. A
+    shape the gate does not know (a number, a list, an unknown key) is refused too."""
+    document = {"sandbox": sandbox} if place == "legacy key" else {"tools": {"sandbox": sandbox}}
+    folder = lab.home if place == "home" else lab.project
+    write(folder / ".gemini" / "settings.json", json.dumps(document))
+    started, reason = lab.spawn("gemini", "-p", "t")
+    assert not started, f"gemini started with its sandbox {sandbox!r} in {place} settings"
+    assert "sandbox" in reason and "settings.json" in reason, reason
+
+
+@pytest.mark.parametrize(
+    "sandbox", [False, "", "0", "false", None, {"enabled": False, "image": "x"}, {}],
+    ids=["false", "empty", "zero", "false-string", "null", "disabled-object", "empty-object"],
+)  # fmt: skip
+def test_gemini_with_its_sandbox_off_in_settings_starts(lab: Lab, sandbox: object) -> None:
+    write(lab.project / ".gemini" / "settings.json", json.dumps({"tools": {"sandbox": sandbox}}))
+    started, reason = lab.spawn("gemini", "-p", "t")
+    assert started, reason
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--sandbox"], ["-s"], ["-ys"], ["-p", "t", "--sandbox=true"], ["--sandbox", "false"],
+     ["--sandbox-image", "ghcr.io/x/old:1"], ["--sandbox-image=x"], ["--sandboxImage=x"],
+     ["-s.x"]],
+    ids=["long", "short", "grouped", "equals", "spaced-value", "image", "image-equals",
+         "camel-case", "dotted"],
+)  # fmt: skip
+def test_gemini_told_to_use_its_sandbox_by_an_argument_is_refused(
+    lab: Lab, argv: list[str]
+) -> None:
+    """``-s``/``--sandbox`` (in any spelling yargs reads: grouped short options, ``=``,
+    dotted keys) and the older releases' ``--sandbox-image``."""
+    started, reason = lab.spawn("gemini", *argv)
+    assert not started, f"gemini started with {argv}"
+    assert "sandbox" in reason, reason
+
+
+def test_gemini_told_to_leave_its_sandbox_off_or_given_a_prompt_after_dashes_starts(
+    lab: Lab,
+) -> None:
+    started, reason = lab.spawn("gemini", "--no-sandbox", "-p", "t")
+    assert started, reason
+    started, reason = lab.spawn("gemini", "-p", "t", "--", "-s", "--sandbox")
+    assert started, reason
+
+
+@pytest.mark.parametrize("value", ["docker", "true", " TRUE ", "podman", "x"])
+def test_gemini_with_its_sandbox_named_in_its_environment_is_refused(lab: Lab, value: str) -> None:
+    """GEMINI_SANDBOX (lower-cased and trimmed) takes precedence over the arguments and
+    the settings: anything but ``0``, ``false`` or nothing turns the sandbox on."""
+    started, reason = lab.spawn("gemini", env=lab.env(GEMINI_SANDBOX=value))
+    assert not started, f"gemini started with GEMINI_SANDBOX={value!r}"
+    assert "GEMINI_SANDBOX" in reason, reason
+
+
+@pytest.mark.parametrize("value", ["", "0", "false", " False "])
+def test_gemini_with_its_sandbox_off_in_its_environment_starts(lab: Lab, value: str) -> None:
+    started, reason = lab.spawn("gemini", env=lab.env(GEMINI_SANDBOX=value))
     assert started, reason

@@ -152,7 +152,7 @@ def read_servers(
         elif client == CODEX:
             reader.codex(argv)
         elif client == GEMINI:
-            reader.gemini()
+            reader.gemini(argv)
         elif client == CURSOR:
             reader.cursor()
         else:
@@ -335,6 +335,53 @@ def _gemini_defaults_beside(system: str) -> str:
     (path.join normalises the text)."""
     joined = os.path.normpath(os.path.join(_node_dirname(system), "system-defaults.json"))
     return "/" + joined.lstrip("/") if joined.startswith("/") else joined
+
+
+# Gemini CLI's sandbox: the keys of its settings object (settingsSchema's
+# ``BooleanOrStringOrObject``), the options turning it on (yargs keys: ``s`` is
+# ``--sandbox``'s alias, ``--sandbox-image`` an older release's), and why it refuses.
+_GEMINI_SANDBOX_KEYS: Final = frozenset(
+    {"enabled", "command", "image", "allowedPaths", "networkAccess"}
+)
+_GEMINI_SANDBOX_OPTIONS: Final = frozenset({"sandbox", "s", "sandbox-image", "sandboxImage"})
+_IN_A_SANDBOX: Final = (
+    "turns Gemini CLI's sandbox on: gemini and its MCP servers would run in a container "
+    "image the gate cannot judge"
+)
+
+
+def _gemini_sandbox_off(value: Any) -> bool:
+    """Whether a settings value leaves Gemini CLI's sandbox off in every reading
+    (``loadSandboxConfig``): absent, false, ``""``, ``"0"`` or ``"false"``, or an object
+    of the known keys whose ``enabled`` is not true. Any other shape is taken for on."""
+    if isinstance(value, dict):
+        return set(value) <= _GEMINI_SANDBOX_KEYS and value.get("enabled") in (None, False)
+    return value is None or value is False or value in ("", "0", "false")
+
+
+# What yargs (Gemini CLI's argument parser) takes for a group of short options: the
+# letters up to the first character that is not a word character, after which the rest
+# is a value (``-s=x``, ``-a-b``).
+_YARGS_SHORT_GROUP: Final = re.compile(r"-(\w+)", re.ASCII)
+
+
+def _yargs_keys(argv: Sequence[str]) -> list[tuple[int, str, str]]:
+    """Each option key yargs sets from ``argv`` (up to ``--``, options anywhere before
+    it), with its argument's place (from 1) and the option as spelled, without a value:
+    a long option's name (``--no-X``, ``--X=V`` and a dotted ``--X.y`` all give X) and
+    each letter of a short group (``-ys`` gives y and s). A value that looks like an
+    option is one to yargs, whatever option comes before it."""
+    keys: list[tuple[int, str, str]] = []
+    for index, arg in enumerate(argv, 1):
+        if arg == "--":
+            break
+        if arg.startswith("--"):
+            spelled = arg.partition("=")[0]
+            name = spelled[2:].split(".")[0]
+            keys.append((index, name.removeprefix("no-"), spelled))
+        elif (group := _YARGS_SHORT_GROUP.match(arg)) is not None:
+            keys += [(index, letter, "-" + letter) for letter in group[1]]
+    return keys
 
 
 def _commander_option(arg: str) -> bool:
@@ -1220,8 +1267,9 @@ class _Reader:
         given = self.environ.get("GEMINI_CLI_HOME")
         return os.path.normpath(os.path.join(self.cwd, given)) if given else self.home
 
-    def gemini(self) -> None:
+    def gemini(self, argv: Sequence[str]) -> None:
         self._node_names_are_text("GEMINI_CLI_HOME")
+        self._gemini_sandbox(argv)
         if self.environ.get("HOME") == "" and not self.environ.get("GEMINI_CLI_HOME"):
             # (node's os.homedir() is then empty, and Storage.getGlobalGeminiDir() falls
             # back to os.tmpdir(): a folder anyone may write, and TMPDIR may move it)
@@ -1251,6 +1299,7 @@ class _Reader:
             if not isinstance(document, dict):
                 self._doubt(path, "(the document)", "not a JSON object")
                 continue
+            self._gemini_sandbox_setting(document, path)
             mcp = document.get("mcp")
             if isinstance(mcp, dict) and "serverCommand" in mcp:
                 self._doubt(path, "mcp.serverCommand", "a shell command line that is not judged")
@@ -1265,6 +1314,30 @@ class _Reader:
             self._gemini_servers(servers, path, self._GEMINI_KEYS)
         self._gemini_extensions(home)
         self._gemini_agents(home)
+
+    def _gemini_sandbox(self, argv: Sequence[str]) -> None:
+        """Gemini CLI with its sandbox on re-runs itself, and so starts its servers, in a
+        container image (``loadSandboxConfig`` -> ``start_sandbox``): the gemini and the
+        servers there are the image's, which the gate cannot judge. GEMINI_SANDBOX (taken
+        first) or an argument turning it on is a doubt; the settings are checked as they
+        are read (:meth:`_gemini_sandbox_setting`). Raises ConfigDoubt."""
+        sandbox = self.environ.get("GEMINI_SANDBOX")
+        if sandbox is not None and sandbox.lower().strip(_JS_TRIMMED) not in ("", "0", "false"):
+            raise ConfigDoubt(f"gemini: GEMINI_SANDBOX {_IN_A_SANDBOX}")
+        for index, key, spelled in _yargs_keys(argv):
+            if key in _GEMINI_SANDBOX_OPTIONS and spelled != "--no-sandbox":
+                raise ConfigDoubt(f"gemini argument {index} ({spelled}) {_IN_A_SANDBOX}")
+
+    def _gemini_sandbox_setting(self, document: dict[str, Any], path: str) -> None:
+        """A settings file's ``tools.sandbox`` (``sandbox`` before settings were nested)
+        that is not plainly off is a doubt (:meth:`_gemini_sandbox`)."""
+        tools = document.get("tools")
+        if tools is not None and not isinstance(tools, dict):
+            self._doubt(path, "tools", "not an object")
+            return
+        for at, holder in (("tools.sandbox", tools or {}), ("sandbox", document)):
+            if "sandbox" in holder and not _gemini_sandbox_off(holder["sandbox"]):
+                self._doubt(path, at, _IN_A_SANDBOX)
 
     def _gemini_agents(self, home: str) -> None:
         """Gemini CLI's local subagents declare servers of their own (``mcp_servers`` in a
