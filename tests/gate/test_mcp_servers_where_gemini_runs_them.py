@@ -9,6 +9,8 @@ refused on the record and never started; the honest forms nearby still start.
 - A sandbox that is on (settings ``tools.sandbox``, ``--sandbox``/``-s``,
   ``--sandbox-image``, GEMINI_SANDBOX): Gemini CLI runs itself and every server in a
   container image the gate cannot look into.
+- ``--worktree``/``-w``: Gemini CLI moves into a fresh git worktree of HEAD before it
+  starts its servers, whose files are not the ones judged.
 
 Real files in a temporary home and project, native stand-in agents that leave a marker
 when they run, a host map holding aider's floor (the lab of tests/helpers/mcp_lab.py).
@@ -17,6 +19,7 @@ when they run, a host map holding aider's floor (the lab of tests/helpers/mcp_la
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 from helpers.mcp_lab import OLD_AIDER, Lab, servers, write
@@ -168,4 +171,46 @@ def test_gemini_with_its_sandbox_named_in_its_environment_is_refused(lab: Lab, v
 @pytest.mark.parametrize("value", ["", "0", "false", " False "])
 def test_gemini_with_its_sandbox_off_in_its_environment_starts(lab: Lab, value: str) -> None:
     started, reason = lab.spawn("gemini", env=lab.env(GEMINI_SANDBOX=value))
+    assert started, reason
+
+
+# ============================================================================ a worktree
+
+
+def _repository_with_worktrees_on(lab: Lab) -> None:
+    """A git repository with one commit whose settings turn Gemini CLI's worktrees on."""
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                       cwd=lab.project, check=True, capture_output=True)  # fmt: skip
+
+    git("init", "-q")
+    settings = {"experimental": {"worktrees": True}, "mcpServers": {}}
+    write(lab.project / ".gemini" / "settings.json", json.dumps(settings))
+    git("add", "-A")
+    git("commit", "-q", "-m", "init")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["-w", "f1"], ["--worktree=f1"], ["--worktree", "f1"], ["--worktree"], ["-yw", "f1"],
+     ["-wf1"], ["--no-worktree"], ["-p", "t", "-w"]],
+    ids=["short", "equals", "long", "no-name", "grouped", "attached", "negated", "after-prompt"],
+)  # fmt: skip
+def test_gemini_told_to_start_in_a_new_worktree_is_refused(lab: Lab, argv: list[str]) -> None:
+    """With ``experimental.worktrees``, ``-w``/``--worktree`` makes Gemini CLI run
+    ``git worktree add`` and move into that checkout of HEAD before it starts its servers
+    (``setupWorktree``): a server found from there is HEAD's file, not the working
+    tree's the gate judged. Every spelling yargs reads (a negated one, too, which asks
+    for a generated name)."""
+    _repository_with_worktrees_on(lab)
+    started, reason = lab.spawn("gemini", *argv)
+    assert not started, f"gemini started with {argv}"
+    assert "worktree" in reason, reason
+    assert not (lab.project / ".gemini" / "worktrees").exists()
+
+
+def test_gemini_without_a_worktree_argument_starts_in_its_repository(lab: Lab) -> None:
+    _repository_with_worktrees_on(lab)
+    started, reason = lab.spawn("gemini", "-p", "write", "--", "-w")
     assert started, reason

@@ -1270,6 +1270,7 @@ class _Reader:
     def gemini(self, argv: Sequence[str]) -> None:
         self._node_names_are_text("GEMINI_CLI_HOME")
         self._gemini_sandbox(argv)
+        self._gemini_worktree(argv)
         if self.environ.get("HOME") == "" and not self.environ.get("GEMINI_CLI_HOME"):
             # (node's os.homedir() is then empty, and Storage.getGlobalGeminiDir() falls
             # back to os.tmpdir(): a folder anyone may write, and TMPDIR may move it)
@@ -1327,6 +1328,19 @@ class _Reader:
         for index, key, spelled in _yargs_keys(argv):
             if key in _GEMINI_SANDBOX_OPTIONS and spelled != "--no-sandbox":
                 raise ConfigDoubt(f"gemini argument {index} ({spelled}) {_IN_A_SANDBOX}")
+
+    def _gemini_worktree(self, argv: Sequence[str]) -> None:
+        """``-w``/``--worktree`` (with ``experimental.worktrees``, else gemini stops) makes
+        Gemini CLI run ``git worktree add`` and move into that checkout of HEAD before it
+        starts its servers (``setupWorktree``): a server found from there is HEAD's file,
+        not the working tree's the gate judged. Any spelling yargs reads is a doubt (a
+        negated one asks for a generated name). Raises ConfigDoubt."""
+        for index, key, spelled in _yargs_keys(argv):
+            if key in ("worktree", "w"):
+                raise ConfigDoubt(
+                    f"gemini argument {index} ({spelled}): starts gemini in a new git "
+                    "worktree of HEAD, whose files were not judged"
+                )
 
     def _gemini_sandbox_setting(self, document: dict[str, Any], path: str) -> None:
         """A settings file's ``tools.sandbox`` (``sandbox`` before settings were nested)
