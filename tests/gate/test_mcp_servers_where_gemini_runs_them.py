@@ -11,6 +11,8 @@ refused on the record and never started; the honest forms nearby still start.
   container image the gate cannot look into.
 - ``--worktree``/``-w``: Gemini CLI moves into a fresh git worktree of HEAD before it
   starts its servers, whose files are not the ones judged.
+- GEMINI_CLI_IDE_SERVER_STDIO_COMMAND, or an IDE connection file's ``stdio``: a command
+  Gemini CLI starts as the IDE companion's MCP server.
 
 Real files in a temporary home and project, native stand-in agents that leave a marker
 when they run, a host map holding aider's floor (the lab of tests/helpers/mcp_lab.py).
@@ -213,4 +215,59 @@ def test_gemini_told_to_start_in_a_new_worktree_is_refused(lab: Lab, argv: list[
 def test_gemini_without_a_worktree_argument_starts_in_its_repository(lab: Lab) -> None:
     _repository_with_worktrees_on(lab)
     started, reason = lab.spawn("gemini", "-p", "write", "--", "-w")
+    assert started, reason
+
+
+# ============================================================================ the IDE companion
+
+
+def test_gemini_given_an_ide_companion_command_is_refused(lab: Lab) -> None:
+    """In IDE mode Gemini CLI connects to its IDE companion's MCP server, starting
+    GEMINI_CLI_IDE_SERVER_STDIO_COMMAND (with GEMINI_CLI_IDE_SERVER_STDIO_ARGS) over stdio
+    when the environment names one (``getStdioConfigFromEnv``): a server not judged."""
+    write(lab.project / ".gemini" / "settings.json", json.dumps({"ide": {"enabled": True}}))
+    env = lab.env(
+        TERM_PROGRAM="vscode",
+        GEMINI_CLI_IDE_WORKSPACE_PATH=str(lab.project),
+        GEMINI_CLI_IDE_SERVER_STDIO_COMMAND="aider",
+        GEMINI_CLI_IDE_SERVER_STDIO_ARGS="[]",
+    )
+    started, reason = lab.spawn("gemini", env=env)
+    assert not started, "gemini started with an IDE companion command"
+    assert "GEMINI_CLI_IDE_SERVER_STDIO_COMMAND" in reason, reason
+
+
+def test_gemini_in_an_ide_terminal_without_a_companion_command_starts(lab: Lab) -> None:
+    """The VS Code companion gives a port, not a command: that terminal still starts."""
+    write(lab.project / ".gemini" / "settings.json", json.dumps({"ide": {"enabled": True}}))
+    env = lab.env(
+        TERM_PROGRAM="vscode",
+        GEMINI_CLI_IDE_WORKSPACE_PATH=str(lab.project),
+        GEMINI_CLI_IDE_SERVER_PORT="4242",
+        GEMINI_CLI_IDE_SERVER_STDIO_COMMAND="",
+    )
+    started, reason = lab.spawn("gemini", env=env)
+    assert started, reason
+
+
+@pytest.mark.parametrize("name", ["gemini-ide-server-4242-1.json", "gemini-ide-server-4242.json"])
+def test_gemini_with_an_ide_connection_file_giving_a_command_is_refused(
+    lab: Lab, name: str
+) -> None:
+    """The companion's connection file in ``os.tmpdir()/gemini/ide`` may give the same
+    ``stdio`` command (``getConnectionConfigFromFile``), also spelled through escapes."""
+    temporary = lab.root / "tmp"
+    connection = {"port": 1, "stdio": {"command": "aider", "args": []}}
+    write(temporary / "gemini" / "ide" / name, json.dumps(connection).replace("s", "\\u0073"))
+    started, reason = lab.spawn("gemini", env=lab.env(TMPDIR=str(temporary)))
+    assert not started, "gemini started with an IDE connection file giving a command"
+    assert name in reason and "stdio" in reason, reason
+
+
+def test_gemini_with_an_ide_connection_file_giving_a_port_starts(lab: Lab) -> None:
+    temporary = lab.root / "tmp"
+    connection = {"port": 4242, "workspacePath": str(lab.project), "authToken": "t"}
+    write(temporary / "gemini" / "ide" / "gemini-ide-server-1-1.json", json.dumps(connection))
+    write(temporary / "gemini" / "ide" / "notes.json", json.dumps({"stdio": {}}))
+    started, reason = lab.spawn("gemini", env=lab.env(TMPDIR=str(temporary) + "/"))
     assert started, reason

@@ -384,6 +384,30 @@ def _yargs_keys(argv: Sequence[str]) -> list[tuple[int, str, str]]:
     return keys
 
 
+# The IDE companion's connection files Gemini CLI reads (the older name without ``-<n>``).
+_GEMINI_IDE_FILE: Final = re.compile(r"gemini-ide-server-\d+(?:-\d+)?\.json\Z", re.ASCII)
+
+
+def _node_tmpdir(environ: Mapping[str, str]) -> str:
+    """node's ``os.tmpdir()`` on POSIX: TMPDIR, else TMP, else TEMP, else ``/tmp``, a
+    trailing slash dropped."""
+    default = "/tmp"  # noqa: S108 (node's default, only looked in here)
+    folder = environ.get("TMPDIR") or environ.get("TMP") or environ.get("TEMP") or default
+    return folder[:-1] if len(folder) > 1 and folder.endswith("/") else folder
+
+
+def _owned_by_this_user(path: str) -> bool:
+    """Whether the file at ``path`` (links followed) is this process's user's, as Gemini
+    CLI requires of an IDE connection file; an error reading it counts as owned, so the
+    file is then looked at (and refused) rather than passed over."""
+    try:
+        return os.stat(path).st_uid == os.getuid()
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+
+
 def _commander_option(arg: str) -> bool:
     """Whether commander takes ``arg`` for an option (its ``maybeOption``): longer than one
     character and starting with ``-``. A lone ``-`` is a value (a path ``./-``)."""
@@ -1271,6 +1295,7 @@ class _Reader:
         self._node_names_are_text("GEMINI_CLI_HOME")
         self._gemini_sandbox(argv)
         self._gemini_worktree(argv)
+        self._gemini_ide_companion()
         if self.environ.get("HOME") == "" and not self.environ.get("GEMINI_CLI_HOME"):
             # (node's os.homedir() is then empty, and Storage.getGlobalGeminiDir() falls
             # back to os.tmpdir(): a folder anyone may write, and TMPDIR may move it)
@@ -1340,6 +1365,34 @@ class _Reader:
                 raise ConfigDoubt(
                     f"gemini argument {index} ({spelled}): starts gemini in a new git "
                     "worktree of HEAD, whose files were not judged"
+                )
+
+    def _gemini_ide_companion(self) -> None:
+        """In IDE mode Gemini CLI connects to its IDE companion's MCP server, and starts a
+        command for it over stdio (``establishStdioConnection``) when
+        GEMINI_CLI_IDE_SERVER_STDIO_COMMAND names one or a companion's connection file
+        (``gemini-ide-server-<pid>[-<n>].json`` in ``os.tmpdir()/gemini/ide``, the
+        user's own: gemini skips another's) gives ``stdio``: a server not judged here, so
+        either is a doubt, whether IDE mode is on or not. Raises ConfigDoubt."""
+        if self.environ.get("GEMINI_CLI_IDE_SERVER_STDIO_COMMAND"):
+            raise ConfigDoubt(
+                "gemini: GEMINI_CLI_IDE_SERVER_STDIO_COMMAND names a command Gemini CLI "
+                "starts as its IDE companion's MCP server, not judged here"
+            )
+        folder = os.path.join(_node_path(self.cwd, _node_tmpdir(self.environ)), "gemini", "ide")
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:  # (gemini, of the same user, cannot list it either: no file read)
+            return
+        for name in names:
+            path = os.path.join(folder, name)
+            if not _GEMINI_IDE_FILE.match(name) or not _owned_by_this_user(path):
+                continue
+            got = read_config(path, within=None, what="gemini IDE connection file")
+            if got is not None and _names_servers(got[0].decode("utf-8", "replace"), "stdio"):
+                raise ConfigDoubt(
+                    f"{path}: stdio: a command Gemini CLI starts as its IDE companion's "
+                    "MCP server, not judged here"
                 )
 
     def _gemini_sandbox_setting(self, document: dict[str, Any], path: str) -> None:
