@@ -57,7 +57,6 @@ CODEX_SERVER_ENV: Final = (
     "TERM", "TMPDIR", "TZ",
 )  # fmt: skip
 GEMINI_SYSTEM: Final = "/etc/gemini-cli/settings.json"
-GEMINI_SYSTEM_DEFAULTS: Final = "/etc/gemini-cli/system-defaults.json"
 
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}\Z")
 _PROFILE = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
@@ -388,6 +387,106 @@ def _gemini_env_path(cwd: str, home: str, ignoring: str | None = None) -> str | 
         if os.path.exists(path):
             return path
     return None
+
+
+def _node_dirname(path: str) -> str:
+    """``path.posix.dirname(path)`` as node computes it: trailing slashes are no part,
+    ``.`` for a name without a folder, the root for one in the root."""
+    if not path:
+        return "."
+    end = -1
+    matched_slash = True
+    for index in range(len(path) - 1, 0, -1):
+        if path[index] == "/":
+            if not matched_slash:
+                end = index
+                break
+        else:
+            matched_slash = False
+    if end == -1:
+        return "/" if path.startswith("/") else "."
+    if path.startswith("/") and end == 1:
+        return "//"
+    return path[:end]
+
+
+def _gemini_defaults_beside(system: str) -> str:
+    """The system defaults file Gemini CLI reads when GEMINI_CLI_SYSTEM_DEFAULTS_PATH is
+    not set: ``path.join(path.dirname(<system settings>), 'system-defaults.json')``
+    (path.join normalises the text)."""
+    joined = os.path.normpath(os.path.join(_node_dirname(system), "system-defaults.json"))
+    return "/" + joined.lstrip("/") if joined.startswith("/") else joined
+
+
+# Gemini CLI's sandbox: the keys of its settings object (settingsSchema's
+# ``BooleanOrStringOrObject``), the options turning it on (yargs keys: ``s`` is
+# ``--sandbox``'s alias, ``--sandbox-image`` an older release's), and why it refuses.
+_GEMINI_SANDBOX_KEYS: Final = frozenset(
+    {"enabled", "command", "image", "allowedPaths", "networkAccess"}
+)
+_GEMINI_SANDBOX_OPTIONS: Final = frozenset({"sandbox", "s", "sandbox-image", "sandboxImage"})
+_IN_A_SANDBOX: Final = (
+    "turns Gemini CLI's sandbox on: gemini and its MCP servers would run in a container "
+    "image the gate cannot judge"
+)
+
+
+def _gemini_sandbox_off(value: Any) -> bool:
+    """Whether a settings value leaves Gemini CLI's sandbox off in every reading
+    (``loadSandboxConfig``): absent, false, ``""``, ``"0"`` or ``"false"``, or an object
+    of the known keys whose ``enabled`` is not true. Any other shape is taken for on."""
+    if isinstance(value, dict):
+        return set(value) <= _GEMINI_SANDBOX_KEYS and value.get("enabled") in (None, False)
+    return value is None or value is False or value in ("", "0", "false")
+
+
+# What yargs (Gemini CLI's argument parser) takes for a group of short options: the
+# letters up to the first character that is not a word character, after which the rest
+# is a value (``-s=x``, ``-a-b``).
+_YARGS_SHORT_GROUP: Final = re.compile(r"-(\w+)", re.ASCII)
+
+
+def _yargs_keys(argv: Sequence[str]) -> list[tuple[int, str, str]]:
+    """Each option key yargs sets from ``argv`` (up to ``--``, options anywhere before
+    it), with its argument's place (from 1) and the option as spelled, without a value:
+    a long option's name (``--no-X``, ``--X=V`` and a dotted ``--X.y`` all give X) and
+    each letter of a short group (``-ys`` gives y and s). A value that looks like an
+    option is one to yargs, whatever option comes before it."""
+    keys: list[tuple[int, str, str]] = []
+    for index, arg in enumerate(argv, 1):
+        if arg == "--":
+            break
+        if arg.startswith("--"):
+            spelled = arg.partition("=")[0]
+            name = spelled[2:].split(".")[0]
+            keys.append((index, name.removeprefix("no-"), spelled))
+        elif (group := _YARGS_SHORT_GROUP.match(arg)) is not None:
+            keys += [(index, letter, "-" + letter) for letter in group[1]]
+    return keys
+
+
+# The IDE companion's connection files Gemini CLI reads (the older name without ``-<n>``).
+_GEMINI_IDE_FILE: Final = re.compile(r"gemini-ide-server-\d+(?:-\d+)?\.json\Z", re.ASCII)
+
+
+def _node_tmpdir(environ: Mapping[str, str]) -> str:
+    """node's ``os.tmpdir()`` on POSIX: TMPDIR, else TMP, else TEMP, else ``/tmp``, a
+    trailing slash dropped."""
+    default = "/tmp"  # noqa: S108 (node's default, only looked in here)
+    folder = environ.get("TMPDIR") or environ.get("TMP") or environ.get("TEMP") or default
+    return folder[:-1] if len(folder) > 1 and folder.endswith("/") else folder
+
+
+def _owned_by_this_user(path: str) -> bool:
+    """Whether the file at ``path`` (links followed) is this process's user's, as Gemini
+    CLI requires of an IDE connection file; an error reading it counts as owned, so the
+    file is then looked at (and refused) rather than passed over."""
+    try:
+        return os.stat(path).st_uid == os.getuid()
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
 
 
 def _commander_option(arg: str) -> bool:
@@ -1331,10 +1430,23 @@ class _Reader:
 
     def gemini(self, argv: Sequence[str]) -> None:
         self._node_names_are_text("GEMINI_CLI_HOME")
+        self._gemini_sandbox(argv)
+        self._gemini_worktree(argv)
+        self._gemini_ide_companion()
+        if self.environ.get("HOME") == "" and not self.environ.get("GEMINI_CLI_HOME"):
+            # (node's os.homedir() is then empty, and Storage.getGlobalGeminiDir() falls
+            # back to os.tmpdir(): a folder anyone may write, and TMPDIR may move it)
+            raise ConfigDoubt(
+                "gemini: HOME is set but empty: Gemini CLI then takes the temporary "
+                "folder's .gemini ($TMPDIR/.gemini) for its home, not read here (set HOME, "
+                "or GEMINI_CLI_HOME)"
+            )
         home = self._gemini_home()
         # (a relative path is opened from the working directory, as node opens it)
-        defaults = self.environ.get("GEMINI_CLI_SYSTEM_DEFAULTS_PATH") or GEMINI_SYSTEM_DEFAULTS
         system = self.environ.get("GEMINI_CLI_SYSTEM_SETTINGS_PATH") or GEMINI_SYSTEM
+        defaults = self.environ.get("GEMINI_CLI_SYSTEM_DEFAULTS_PATH")
+        if not defaults:  # (getSystemDefaultsPath(): beside the system settings)
+            defaults = _node_path(self.cwd, _gemini_defaults_beside(system))
         files: list[tuple[str, str | None]] = [
             (os.path.join(self.cwd, defaults), None),
             (os.path.join(self.cwd, system), None),
@@ -1351,6 +1463,7 @@ class _Reader:
             if not isinstance(document, dict):
                 self._doubt(path, "(the document)", "not a JSON object")
                 continue
+            self._gemini_sandbox_setting(document, path)
             mcp = document.get("mcp")
             if isinstance(mcp, dict) and "serverCommand" in mcp:
                 self._doubt(path, "mcp.serverCommand", "a shell command line that is not judged")
@@ -1365,6 +1478,71 @@ class _Reader:
             self._gemini_servers(servers, path, self._GEMINI_KEYS)
         self._gemini_extensions(home)
         self._gemini_agents(home)
+
+    def _gemini_sandbox(self, argv: Sequence[str]) -> None:
+        """Gemini CLI with its sandbox on re-runs itself, and so starts its servers, in a
+        container image (``loadSandboxConfig`` -> ``start_sandbox``): the gemini and the
+        servers there are the image's, which the gate cannot judge. GEMINI_SANDBOX (taken
+        first) or an argument turning it on is a doubt; the settings are checked as they
+        are read (:meth:`_gemini_sandbox_setting`). Raises ConfigDoubt."""
+        sandbox = self.environ.get("GEMINI_SANDBOX")
+        if sandbox is not None and sandbox.lower().strip(_JS_TRIMMED) not in ("", "0", "false"):
+            raise ConfigDoubt(f"gemini: GEMINI_SANDBOX {_IN_A_SANDBOX}")
+        for index, key, spelled in _yargs_keys(argv):
+            if key in _GEMINI_SANDBOX_OPTIONS and spelled != "--no-sandbox":
+                raise ConfigDoubt(f"gemini argument {index} ({spelled}) {_IN_A_SANDBOX}")
+
+    def _gemini_worktree(self, argv: Sequence[str]) -> None:
+        """``-w``/``--worktree`` (with ``experimental.worktrees``, else gemini stops) makes
+        Gemini CLI run ``git worktree add`` and move into that checkout of HEAD before it
+        starts its servers (``setupWorktree``): a server found from there is HEAD's file,
+        not the working tree's the gate judged. Any spelling yargs reads is a doubt (a
+        negated one asks for a generated name). Raises ConfigDoubt."""
+        for index, key, spelled in _yargs_keys(argv):
+            if key in ("worktree", "w"):
+                raise ConfigDoubt(
+                    f"gemini argument {index} ({spelled}): starts gemini in a new git "
+                    "worktree of HEAD, whose files were not judged"
+                )
+
+    def _gemini_ide_companion(self) -> None:
+        """In IDE mode Gemini CLI connects to its IDE companion's MCP server, and starts a
+        command for it over stdio (``establishStdioConnection``) when
+        GEMINI_CLI_IDE_SERVER_STDIO_COMMAND names one or a companion's connection file
+        (``gemini-ide-server-<pid>[-<n>].json`` in ``os.tmpdir()/gemini/ide``, the
+        user's own: gemini skips another's) gives ``stdio``: a server not judged here, so
+        either is a doubt, whether IDE mode is on or not. Raises ConfigDoubt."""
+        if self.environ.get("GEMINI_CLI_IDE_SERVER_STDIO_COMMAND"):
+            raise ConfigDoubt(
+                "gemini: GEMINI_CLI_IDE_SERVER_STDIO_COMMAND names a command Gemini CLI "
+                "starts as its IDE companion's MCP server, not judged here"
+            )
+        folder = os.path.join(_node_path(self.cwd, _node_tmpdir(self.environ)), "gemini", "ide")
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:  # (gemini, of the same user, cannot list it either: no file read)
+            return
+        for name in names:
+            path = os.path.join(folder, name)
+            if not _GEMINI_IDE_FILE.match(name) or not _owned_by_this_user(path):
+                continue
+            got = read_config(path, within=None, what="gemini IDE connection file")
+            if got is not None and _names_servers(got[0].decode("utf-8", "replace"), "stdio"):
+                raise ConfigDoubt(
+                    f"{path}: stdio: a command Gemini CLI starts as its IDE companion's "
+                    "MCP server, not judged here"
+                )
+
+    def _gemini_sandbox_setting(self, document: dict[str, Any], path: str) -> None:
+        """A settings file's ``tools.sandbox`` (``sandbox`` before settings were nested)
+        that is not plainly off is a doubt (:meth:`_gemini_sandbox`)."""
+        tools = document.get("tools")
+        if tools is not None and not isinstance(tools, dict):
+            self._doubt(path, "tools", "not an object")
+            return
+        for at, holder in (("tools.sandbox", tools or {}), ("sandbox", document)):
+            if "sandbox" in holder and not _gemini_sandbox_off(holder["sandbox"]):
+                self._doubt(path, at, _IN_A_SANDBOX)
 
     def _gemini_agents(self, home: str) -> None:
         """Gemini CLI's local subagents declare servers of their own (``mcp_servers`` in a
