@@ -287,6 +287,7 @@ for extra in request["envs"]:
         results.append("started")
     except floorguard.SpawnRefused as exc:
         results.append("refused")
+        print(exc, file=sys.stderr)  # (why, for a failing test's message)
 print(json.dumps(results))
 """
 
@@ -356,7 +357,7 @@ def test_a_long_lived_host_does_not_reuse_an_import_answer_across_pythonsafepath
     done = host.python("-c", TWO_SPAWNS, json.dumps(request))
     assert done.returncode == 0, done.stderr
     results = json.loads(done.stdout)
-    assert results[0] == "started", results
+    assert results[0] == "started", (results, done.stderr)
     assert not bad_marker.exists(), f"aider 0.50.0 ran on the second spawn: {results}"
 
 
