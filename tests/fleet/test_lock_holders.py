@@ -244,8 +244,7 @@ def test_many_sessions_of_another_host_taking_turns_under_a_quarter_cannot_starv
     # Eight sessions of one host each hold the lock 0.24 s (under a quarter of the limit, so
     # none is ever ended for its own hold) and queue again at once: a waiting append that
     # left the queue to look for a holder to end rejoined it behind all of them, for good.
-    # A host whose sessions held the lock without a break for the whole limit while an
-    # append of another host waited is ended: its sessions holding or queued for the lock.
+    # A host served lately cannot claim the lock; the starved append's claim puts it next.
     other = f"{pg.appender}_relay"
     pg.server.psql(f"CREATE ROLE {other} LOGIN")
     env = pg.env(pg.key_file.parent)
@@ -278,16 +277,22 @@ def test_many_sessions_of_another_host_taking_turns_under_a_quarter_cannot_starv
     assert _verified(pg) == 4
 
 
-def test_hosts_in_league_taking_turns_under_a_quarter_cannot_starve_an_append(
-    pg: Chain,
+@pytest.mark.parametrize(
+    ("hosts", "sessions"),
+    [(2, 4), (1, 20), (2, 12)],
+    ids=["two-hosts-4-each", "one-host-20", "two-hosts-12-each"],
+)
+def test_sessions_in_league_taking_turns_under_a_quarter_cannot_starve_an_append(
+    pg: Chain, hosts: int, sessions: int
 ) -> None:
-    # Four sessions each of two other hosts hold the lock 0.24 s in turn and queue again at
-    # once: no one host holds it at every look, so ending a host does not help. The append
-    # that has waited longest is served next: whoever else is given the lock meanwhile
-    # lets it go at once.
+    # Sessions of other hosts hold the lock 0.24 s in turn and queue again at once. With
+    # few, the claim serves the append after those that began waiting before it; with
+    # many, each older than the append, the roles seen holding the lock for a further
+    # whole limit are ended.
     pg.chain().append(CANARY, receipt())
     urls = []
-    for other in (f"{pg.appender}_one", f"{pg.appender}_two"):
+    for n in range(hosts):
+        other = f"{pg.appender}_league{n}"
         pg.server.psql(f"CREATE ROLE {other} LOGIN")
         done = floorctl("chain", "init", "--url", pg.owner_url, "--grant", other,
                         env=pg.env(pg.key_file.parent))  # fmt: skip
@@ -303,7 +308,10 @@ def test_hosts_in_league_taking_turns_under_a_quarter_cannot_starve_an_append(
                     time.sleep(0.24)
                     conn.commit()
 
-    relays = [threading.Thread(target=relay, args=(url,), daemon=True) for url in urls * 4]
+    relays = [
+        threading.Thread(target=relay, args=(url,), daemon=True)
+        for url in urls for _ in range(sessions)
+    ]  # fmt: skip
     for thread in relays:
         thread.start()
     time.sleep(1.0)
@@ -315,6 +323,31 @@ def test_hosts_in_league_taking_turns_under_a_quarter_cannot_starve_an_append(
         for thread in relays:
             thread.join(10)
     assert _verified(pg) == 4
+
+
+def test_a_claim_a_session_left_behind_is_cleared_when_it_waits_again(pg: Chain) -> None:
+    # A claimant cancelled before its grant leaves its claim; the same session (or one
+    # given its pid later) waiting again must not be served on that old claim.
+    from floorguard.chainstore.postgres_schema import CLAIM_EPOCH_MS, CLAIM_PID_BITS
+
+    pg.chain().append(CANARY, receipt())
+    holder = psycopg.connect(pg.url)
+    waiter = psycopg.connect(pg.url)
+    try:
+        _take(holder)
+        old_start = int(time.time() * 1000) - 60_000 - CLAIM_EPOCH_MS
+        stale = old_start << CLAIM_PID_BITS | waiter.info.backend_pid
+        pg.sql(f"SELECT setval('floorguard.lock_claim', {stale})")
+        waiting = threading.Thread(target=lambda: _take(waiter), daemon=True)
+        waiting.start()
+        time.sleep(0.5)  # waiting, and not yet for the limit: no claim of its own
+        assert pg.sql("SELECT last_value FROM floorguard.lock_claim") == "0"
+        holder.rollback()
+        waiting.join(10)
+        assert not waiting.is_alive()
+    finally:
+        holder.close()
+        waiter.close()
 
 
 @pytest.mark.parametrize("looked_ms_ago", [0, 60_000])

@@ -437,7 +437,8 @@ META_VALUE_FOR_APPENDS = f"SELECT {API_SCHEMA}.read_meta(%s)"
 # The lock's claim. PostgreSQL hands a released lock to the first session in its queue,
 # and a waiting append leaves that queue to look for a holder to end: sessions of several
 # hosts taking the lock in turn, each under its limit, would keep it behind them for good.
-# So an append that has waited the hold limit claims the lock: lock_claim holds when it
+# So an append that has waited the hold limit, of a role not served lately (see
+# served_lately below), claims the lock: lock_claim holds when it
 # began waiting (ms since CLAIM_EPOCH_MS) above its backend's pid (22 bits, Linux's
 # largest), and the oldest such waiter's claim stands while that session waits in the
 # lock's queue or has looked within CLAIM_FRESH_MS (lock_claim_seen). Whoever else is
@@ -469,6 +470,30 @@ BEGIN
                                      WHERE d.datname = pg_catalog.current_database()));
 END $$
 """  # noqa: S608
+# Only an append of a role not served lately may claim: sessions of one host, or of several
+# in league, each older than the append, would otherwise each be served ahead of it in turn.
+# The roles of the last SERVED_RING appends that waited for the lock (take_lock) are kept,
+# with the second each was served, in as many unlogged sequences (written outside the
+# transaction: a rollback does not hide a turn); one served within SERVED_FRESH_S seconds
+# is served lately. (Appends that find the lock free are not counted: no claim stands
+# then, as none waited the limit, and counting them would cost every append.)
+SERVED_RING = 8
+SERVED_FRESH_S = 5
+_SERVED_LATELY = f"""
+CREATE OR REPLACE FUNCTION floorguard.served_lately(role oid) RETURNS boolean
+LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
+  SELECT pg_catalog.bool_or(v & 4294967295 = role::bigint
+           AND ({_NOW_MS} / 1000 - {CLAIM_EPOCH_MS // 1000}) - (v >> 32) <= {SERVED_FRESH_S})
+    FROM (SELECT pg_catalog.pg_sequence_last_value(
+                   pg_catalog.format('floorguard.lock_served_%s', n)::pg_catalog.regclass) AS v
+            FROM pg_catalog.generate_series(0, {SERVED_RING - 1}) AS n) slots
+   WHERE v IS NOT NULL
+$$
+"""  # noqa: S608
+_SERVED_SEQUENCES = [
+    f"CREATE UNLOGGED SEQUENCE IF NOT EXISTS floorguard.lock_served_{n} MINVALUE 0"
+    for n in range(SERVED_RING)
+] + ["CREATE UNLOGGED SEQUENCE IF NOT EXISTS floorguard.lock_served_next MINVALUE 0"]
 # (Read first, cheaply: no claim is the rule, and its check costs a call.)
 _CLAIM_STANDS_TEST = (
     "pg_catalog.pg_sequence_last_value('floorguard.lock_claim') <> 0 AND floorguard.claim_stands()"
@@ -479,7 +504,8 @@ _CLAIM_STANDS_TEST = (
 # look and again just before it queues for the lock.
 _CLAIM_STEP = f"""
     IF my_claim IS NOT NULL AND hold_limit IS NOT NULL
-       AND pg_catalog.clock_timestamp() - started >= hold_limit THEN
+       AND pg_catalog.clock_timestamp() - started >= hold_limit
+       AND NOT floorguard.served_lately(own_role) THEN
       claim := COALESCE(pg_catalog.pg_sequence_last_value('floorguard.lock_claim'), 0);
       IF claim = my_claim OR claim >> {CLAIM_PID_BITS} > my_claim >> {CLAIM_PID_BITS}
          OR NOT floorguard.claim_stands() THEN
@@ -523,6 +549,7 @@ DECLARE
   my_claim bigint;
   claim bigint;
   deferred boolean := false;
+  own_role oid;
 BEGIN
   IF caller_timeout::interval > interval '0' THEN
     deadline := pg_catalog.clock_timestamp() + caller_timeout::interval;
@@ -530,6 +557,13 @@ BEGIN
   IF pg_catalog.pg_backend_pid() <= {_PID_MASK} THEN
     my_claim := ((EXTRACT(epoch FROM started) * 1000)::bigint - {CLAIM_EPOCH_MS})
                 << {CLAIM_PID_BITS} | pg_catalog.pg_backend_pid();
+  END IF;
+  SELECT r.oid INTO own_role FROM pg_catalog.pg_roles r WHERE r.rolname = session_user;
+  -- A claim this session left (its statement cancelled, or a session ended whose pid it
+  -- now has) must not stand for this wait: it would put this session ahead of its time.
+  claim := COALESCE(pg_catalog.pg_sequence_last_value('floorguard.lock_claim'), 0);
+  IF claim <> 0 AND claim & {_PID_MASK} = pg_catalog.pg_backend_pid() THEN
+    PERFORM pg_catalog.setval('floorguard.lock_claim', 0);
   END IF;
   LOOP
     IF deadline IS NOT NULL THEN
@@ -633,6 +667,9 @@ BEGIN
   IF pg_catalog.pg_sequence_last_value('floorguard.lock_claim') = my_claim THEN
     PERFORM pg_catalog.setval('floorguard.lock_claim', 0);
   END IF;
+  PERFORM pg_catalog.setval(pg_catalog.format('floorguard.lock_served_%s',
+    pg_catalog.nextval('floorguard.lock_served_next') % {SERVED_RING})::pg_catalog.regclass,
+    ({_NOW_MS} / 1000 - {CLAIM_EPOCH_MS // 1000}) << 32 | own_role::bigint);
 END $$
 """  # noqa: S608
 
@@ -1229,6 +1266,8 @@ _DDL = (
     f"CREATE UNLOGGED SEQUENCE IF NOT EXISTS {SCHEMA}.lock_claim MINVALUE 0",
     f"CREATE UNLOGGED SEQUENCE IF NOT EXISTS {SCHEMA}.lock_claim_seen MINVALUE 0",
     _CLAIM_STANDS,
+    *_SERVED_SEQUENCES,
+    _SERVED_LATELY,
     _REFUSE_CHANGE,
     _CHECK_RECORD,
     _LOCK_SESSIONS,
