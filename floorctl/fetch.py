@@ -10,8 +10,10 @@ narrow (the attacks named are TUF's):
 - Endless data: the body is streamed under a byte cap that ignores what Content-Length
   claims (a declared length above the cap is refused before reading); compressed bodies are
   refused (a few kilobytes of gzip can inflate to gigabytes).
-- Slow retrieval: one total deadline for the whole operation, checked after every chunk;
-  httpx's per-phase timeouts alone would let a server drip one byte a second forever.
+- Slow retrieval: one total deadline for every request of a command (a feed, its
+  ``URL.dsse``, every feed of a refresh), enforced by an anyio cancel scope over each
+  exchange (connect, TLS, status line, headers, body); httpx's per-read timeouts alone would
+  let a server drip one byte a second forever.
 - Nothing is written here: callers parse and verify the bytes first, then write atomically.
 
 A 304 reuses bytes cached (after they were verified) under the state directory; the bytes
@@ -143,20 +145,27 @@ class Response:
 
 
 class Fetcher:
-    """GETs under one total deadline, started when the fetcher is made."""
+    """GETs under one total deadline, started by the first request and shared by every
+    request made through this fetcher (a feed and its ``URL.dsse``, every feed of a refresh).
+    """
 
     def __init__(self, limits: Limits, *, progress: Progress | None = None) -> None:
         self.limits = limits
-        self.deadline = time.monotonic() + limits.timeout
+        self.deadline: float | None = None
         self.progress = progress
 
+    def _slow(self, url: str) -> FetchError:
+        return FetchError(
+            f"{url}: refused: slow retrieval: not done within the {self.limits.timeout:g} s "
+            "deadline"
+        )
+
     def _remaining(self, url: str) -> float:
+        if self.deadline is None:
+            self.deadline = time.monotonic() + self.limits.timeout
         left = self.deadline - time.monotonic()
         if left <= 0:
-            raise FetchError(
-                f"{url}: refused: slow retrieval: not done within the {self.limits.timeout:g} s "
-                "deadline"
-            )
+            raise self._slow(url)
         return left
 
     def get(
@@ -166,6 +175,29 @@ class Fetcher:
 
         Returns None for a 404 when ``allow_missing``. Raises FetchError for every refusal.
         """
+        import anyio
+
+        check_url(url)
+        left = self._remaining(url)
+
+        async def within_deadline() -> Response | None:
+            # httpx's timeouts are per read: a server sending a byte just before each one
+            # expires (in its status line, its headers, a chunk-size line) is never cut off
+            # by them. A cancel scope over the whole exchange is: at the deadline it cancels
+            # whatever is awaited, and the connection is closed, whatever the server sends.
+            with anyio.fail_after(left):
+                return await self._get(
+                    url, max_bytes=max_bytes, etag=etag, allow_missing=allow_missing
+                )
+
+        try:
+            return anyio.run(within_deadline)
+        except TimeoutError:
+            raise self._slow(url) from None
+
+    async def _get(
+        self, url: str, *, max_bytes: int, etag: str | None, allow_missing: bool
+    ) -> Response | None:
         import httpx
 
         current = check_url(url)
@@ -175,19 +207,18 @@ class Fetcher:
             headers = {"Accept-Encoding": "identity", "Accept": "application/json"}
             if etag is not None:
                 headers["If-None-Match"] = etag
-            timeout = self._remaining(url)
             # Proxies from the environment serve real hosts; loopback (tests) goes direct.
-            with httpx.Client(
+            async with httpx.AsyncClient(
                 follow_redirects=False,
                 trust_env=not _is_loopback(current.host),
-                timeout=httpx.Timeout(timeout),
+                timeout=httpx.Timeout(self._remaining(url)),
             ) as client:
                 try:
-                    with client.stream("GET", current, headers=headers) as response:
+                    async with client.stream("GET", current, headers=headers) as response:
                         if response.status_code in _REDIRECTS:
                             current = self._next_hop(url, current, response, start, seen)
                             continue
-                        return self._finish(
+                        return await self._finish(
                             url,
                             current,
                             response,
@@ -196,10 +227,7 @@ class Fetcher:
                             allow_missing=allow_missing,
                         )
                 except httpx.TimeoutException as exc:
-                    raise FetchError(
-                        f"{url}: refused: slow retrieval: no complete answer within the "
-                        f"{self.limits.timeout:g} s deadline"
-                    ) from exc
+                    raise self._slow(url) from exc
                 except httpx.HTTPError as exc:
                     why = f"{exc.__class__.__name__}: {exc}"
                     raise FetchError(f"{url}: fetch failed: {why}") from exc
@@ -239,7 +267,7 @@ class Fetcher:
         seen.add(str(target))
         return target
 
-    def _finish(
+    async def _finish(
         self,
         url: str,
         current: httpx.URL,
@@ -272,7 +300,7 @@ class Fetcher:
             )
         body = bytearray()
         show = self.progress if (declared or 0) >= PROGRESS_MIN_BYTES else None
-        for chunk in response.iter_raw():
+        async for chunk in response.aiter_raw():
             body += chunk
             if len(body) > max_bytes:
                 raise FetchError(
@@ -322,14 +350,18 @@ def fetch_feed(
     cache_dir: Path | None,
     progress: Progress | None = None,
     notify: Notify = _silent,
+    fetcher: Fetcher | None = None,
 ) -> FetchedFeed:
     """Fetch a feed and its ``URL.dsse``; parse and verify both. Writes nothing.
 
-    ``notify`` hears of a signature left unchecked (no trusted keys). Raises FetchError
-    (transport refusals), FeedError (invalid feed) or TrustError.
+    ``fetcher``: one shared with the command's other fetches, so that they all keep to one
+    deadline (default: a new one, from ``limits`` and ``progress``). ``notify`` hears of a
+    signature left unchecked (no trusted keys). Raises FetchError (transport refusals),
+    FeedError (invalid feed) or TrustError.
     """
     check_url(url)
-    fetcher = Fetcher(limits, progress=progress)
+    if fetcher is None:
+        fetcher = Fetcher(limits, progress=progress)
     cached = _cached(cache_dir, url)
     response = fetcher.get(url, max_bytes=limits.max_bytes, etag=cached[0] if cached else None)
     if response is None:  # only possible with allow_missing; fail closed anyway

@@ -64,7 +64,8 @@ def feed_options(*, now_help: str) -> Callable[[F], F]:
             metavar="S",
             default=fetch.DEFAULT_TIMEOUT,
             show_default=True,
-            help="Total seconds a download may take, whatever the server does.",
+            help="Total seconds all downloads of the command may take together (each feed "
+            "and its URL.dsse), whatever the server sends.",
         ),
     ]
 
