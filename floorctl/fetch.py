@@ -47,6 +47,8 @@ if TYPE_CHECKING:
 
 DEFAULT_MAX_BYTES = 4 * 1024 * 1024
 DEFAULT_TIMEOUT = 30.0
+# A day: a deadline further off is a typo, and keeps clear of clock arithmetic's limits.
+MAX_TIMEOUT = 24 * 60 * 60
 MAX_REDIRECTS = 5
 MAX_CACHE_META_BYTES = 64 * 1024  # {"url", "etag", "digest"}
 # An envelope carries the feed itself (base64) plus signatures.
@@ -77,8 +79,13 @@ class Limits:
     max_redirects: int = MAX_REDIRECTS
 
     def __post_init__(self) -> None:
-        if self.max_bytes < 1 or self.timeout <= 0 or self.max_redirects < 0:
+        if self.max_bytes < 1 or self.max_redirects < 0:
             raise InvalidInput("fetch limits must be positive")
+        if not 0 < self.timeout <= MAX_TIMEOUT:  # false for NaN too
+            raise InvalidInput(
+                f"fetch timeout {self.timeout!r} is not a number of seconds above 0 and at "
+                f"most {MAX_TIMEOUT:,}"
+            )
         if self.max_bytes > feeds.MAX_FEED_BYTES:
             raise InvalidInput(
                 f"--max-bytes {self.max_bytes:,} is above the {feeds.MAX_FEED_BYTES:,}-byte "
