@@ -28,6 +28,7 @@ import datetime as _dt
 import hashlib
 import ipaddress
 import json
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -51,6 +52,10 @@ DEFAULT_TIMEOUT = 30.0
 MAX_TIMEOUT = 24 * 60 * 60
 MAX_REDIRECTS = 5
 MAX_CACHE_META_BYTES = 64 * 1024  # {"url", "etag", "digest"}
+# An ETag is kept only if it can be sent back as If-None-Match as received: visible ASCII.
+# RFC 9110 also allows obs-text bytes, which httpx cannot send (nor floorctl tell apart from
+# the encoding it decoded them with).
+_REPLAYABLE_ETAG = re.compile(r"[\x21-\x7e]{1,1024}")
 # An envelope carries the feed itself (base64) plus signatures.
 SIGNATURE_OVERHEAD = 256 * 1024
 PROGRESS_MIN_BYTES = 1024 * 1024
@@ -378,6 +383,12 @@ def fetch_feed(
         data, etag, reused = cached[1], cached[0], True
     else:
         data, etag, reused = response.body, response.etag, False
+        if etag is not None and not replayable_etag(etag):
+            notify(
+                f"{url}: the server's ETag is not visible ASCII, so it cannot be sent back: "
+                "not cached (the next fetch downloads the feed again)"
+            )
+            etag = None
     feed = feeds.parse_feed(data, url)
     signature = fetcher.get(
         signature_url(url),
@@ -450,6 +461,11 @@ def _cache_files(cache_dir: Path, url: str) -> tuple[Path, Path]:
     return cache_dir / f"{name}.json", cache_dir / f"{name}.body"
 
 
+def replayable_etag(etag: str) -> bool:
+    """Whether ``etag`` can be sent back as If-None-Match exactly as it was received."""
+    return _REPLAYABLE_ETAG.fullmatch(etag) is not None
+
+
 def _cached(cache_dir: Path | None, url: str) -> tuple[str, bytes] | None:
     """(etag, bytes) cached for ``url``, only if the bytes still match their recorded digest."""
     if cache_dir is None:
@@ -465,6 +481,7 @@ def _cached(cache_dir: Path | None, url: str) -> tuple[str, bytes] | None:
         not isinstance(meta, dict)
         or meta.get("url") != url
         or not isinstance(meta.get("etag"), str)
+        or not replayable_etag(meta["etag"])
     ):
         return None
     if meta.get("digest") != sha256_digest(body):
@@ -474,7 +491,7 @@ def _cached(cache_dir: Path | None, url: str) -> tuple[str, bytes] | None:
 
 def remember(cache_dir: Path | None, url: str, fetched: FetchedFeed) -> None:
     """Cache verified bytes under their ETag (call only after they were accepted)."""
-    if cache_dir is None or fetched.etag is None:
+    if cache_dir is None or fetched.etag is None or not replayable_etag(fetched.etag):
         return
     # Best effort: a cache that cannot be written only costs a full download next time.
     with contextlib.suppress(OSError, FloorctlError):

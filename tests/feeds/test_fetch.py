@@ -26,6 +26,7 @@ from feedserver import (
 
 from floorctl import fetch
 from floorctl.errors import FetchError
+from floorguard._base._canonical import sha256_digest
 
 
 @pytest.fixture
@@ -127,6 +128,53 @@ def test_a_304_reuses_the_cached_verified_bytes(server: FeedServer, setup: Setup
     assert setup.out.read_bytes() == data
     feed_requests = [headers for path, headers in server.requests if path == "/feed.json"]
     assert feed_requests[-1].get("if-none-match") == '"v1"'
+
+
+# An ETag with a byte outside ASCII (obs-text, which HTTP/1.1 parsers accept) cannot be sent
+# back as If-None-Match: cached, it broke every later fetch of the URL.
+NON_ASCII_ETAG = '"\xe9t\xe9"'
+
+
+def test_an_etag_that_cannot_be_sent_back_is_not_cached(server: FeedServer, setup: Setup) -> None:
+    data = v2_feed(1)
+    url = setup.publish(server, data, setup.key, etag=NON_ASCII_ETAG)
+    status, stderr = setup.fetch(url)
+    assert status == 0, stderr
+    assert "ETag" in stderr and "not cached" in stderr
+    setup.out.unlink()
+    status, stderr = setup.fetch(url)
+    assert status == 0, stderr
+    assert setup.out.read_bytes() == data
+    feed_requests = [headers for path, headers in server.requests if path == "/feed.json"]
+    assert [headers.get("if-none-match") for headers in feed_requests] == [None, None]
+
+
+@pytest.mark.parametrize("command", ["fetch", "refresh"])
+def test_a_cached_etag_that_cannot_be_sent_back_is_ignored(
+    server: FeedServer, setup: Setup, command: str
+) -> None:
+    # A cache entry written by an older floorctl (or by hand): the feed is downloaded again.
+    data = v2_feed(1)
+    url = setup.publish(server, data, setup.key)
+    meta_path, body_path = fetch._cache_files(setup.home / fetch.CACHE_DIR, url)
+    meta_path.parent.mkdir(parents=True)
+    body_path.write_bytes(data)
+    meta = {"url": url, "etag": NON_ASCII_ETAG, "digest": sha256_digest(data)}
+    meta_path.write_text(json.dumps(meta))
+    if command == "fetch":
+        status, stderr = setup.fetch(url)
+    else:
+        module = setup.root / "floor_map.py"
+        module.write_text(MODULE)
+        done = floorctl_here(
+            "refresh", "--feed", url, "--module", str(module), "--now", NOW,
+            "--state-file", str(setup.state), home=setup.home,
+        )  # fmt: skip
+        assert "Traceback" not in done.stderr
+        status, stderr = done.returncode, done.stderr
+    assert status == 0, stderr
+    feed_requests = [headers for path, headers in server.requests if path == "/feed.json"]
+    assert [headers.get("if-none-match") for headers in feed_requests] == [None]
 
 
 def test_an_unsigned_v1_feed_is_fetched_without_require_signed(
