@@ -101,8 +101,8 @@ def _refuse_link(path: Path) -> None:
     # folder, a secret) into a public package: only regular files are packaged.
     if path.is_symlink():
         raise BuildError(
-            f"{path}: a symbolic link in the source: only regular files are packaged (a link "
-            "could carry a file from outside the source into the package)"
+            f"{path}: a symbolic link among the files to package: only regular files are "
+            "packaged (a link could carry a file from outside the source into the package)"
         )
 
 
@@ -151,6 +151,11 @@ def check_source(source: Path) -> None:
         raise BuildError(f"{pyproject}: not UTF-8") from exc
     except tomllib.TOMLDecodeError as exc:
         raise BuildError(f"{pyproject}: not TOML: {exc}") from exc
+    # Valid TOML that Python's reader cannot take.
+    except RecursionError:
+        raise BuildError(f"{pyproject}: not TOML: arrays or tables nested too deeply") from None
+    except ValueError:  # an integer past Python's digit limit
+        raise BuildError(f"{pyproject}: not TOML: a number too large to read") from None
     name = project.get("name") if isinstance(project, dict) else None
     if name != PACKAGE or not (source / PACKAGE).is_dir():
         raise BuildError(f"{source}: not the floorguard project (pyproject.toml and floorguard/)")
@@ -162,11 +167,13 @@ def archived_maps(folders: Sequence[Path]) -> dict[str, bytes]:
     to hash to its name. Raises BuildError."""
     found: dict[str, bytes] = {}
     for folder in folders:
+        _refuse_link(folder)  # a linked maps/ is a folder from outside the source
         if not folder.is_dir():
             continue
         for path in sorted(folder.iterdir()):
             if not ARCHIVE_NAME.fullmatch(path.name):
                 continue
+            _refuse_link(path)
             try:
                 data = read_regular(path, max_bytes=MAX_MAP_BYTES, what="archived floor map")
             except UnreadableFileError as exc:

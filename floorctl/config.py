@@ -124,6 +124,11 @@ def parse(data: bytes, source: Path, *, base: Path, required: bool = False) -> C
         raise ConfigError(f"{source}: invalid TOML: not UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{source}: invalid TOML: {exc}") from None
+    # Valid TOML that Python's reader cannot take, in any table of the file (another tool's).
+    except RecursionError:
+        raise ConfigError(f"{source}: invalid TOML: arrays or tables nested too deeply") from None
+    except ValueError:  # an integer past Python's digit limit
+        raise ConfigError(f"{source}: invalid TOML: a number too large to read") from None
     tool = document.get("tool")
     if tool is None or (isinstance(tool, dict) and "floorctl" not in tool):
         if required:
@@ -167,6 +172,7 @@ def _feeds(table: dict[str, Any], source: Path, base: Path) -> tuple[str, ...] |
     for index, item in enumerate(value):
         if not isinstance(item, str) or not item:
             raise ConfigError(f"{wrong}: feeds[{index}] is {_type(item)}")
+        _refuse_nul(item, f"feeds[{index}]", source)
         if _PEM_MARK in item:
             raise ConfigError(f"{source}: {TABLE}: feeds[{index}] holds a PEM key, not a feed")
         if item.startswith(_URL_SCHEMES):
@@ -207,6 +213,7 @@ def _string(table: dict[str, Any], key: str, source: Path) -> str | None:
         return None
     if not isinstance(value, str) or not value:
         raise ConfigError(f"{source}: {TABLE}: {key} must be a non-empty string (a path)")
+    _refuse_nul(value, key, source)
     if _PEM_MARK in value:
         # The key itself pasted where its path belongs: say so, and never repeat it.
         raise ConfigError(
@@ -214,6 +221,12 @@ def _string(table: dict[str, Any], key: str, source: Path) -> str | None:
             "outside the repository and give that file's path"
         )
     return value
+
+
+def _refuse_nul(value: str, key: str, source: Path) -> None:
+    # TOML can spell one (\u0000); no file name or URL holds it, and the OS refuses it.
+    if "\x00" in value:
+        raise ConfigError(f"{source}: {TABLE}: {key} holds a NUL character, which no path can")
 
 
 def _relative(path: Path, cwd: Path) -> Path:

@@ -10,8 +10,10 @@ narrow (the attacks named are TUF's):
 - Endless data: the body is streamed under a byte cap that ignores what Content-Length
   claims (a declared length above the cap is refused before reading); compressed bodies are
   refused (a few kilobytes of gzip can inflate to gigabytes).
-- Slow retrieval: one total deadline for the whole operation, checked after every chunk;
-  httpx's per-phase timeouts alone would let a server drip one byte a second forever.
+- Slow retrieval: one total deadline for every request of a command (a feed, its
+  ``URL.dsse``, every feed of a refresh), enforced by an anyio cancel scope over each
+  exchange (connect, TLS, status line, headers, body); httpx's per-read timeouts alone would
+  let a server drip one byte a second forever.
 - Nothing is written here: callers parse and verify the bytes first, then write atomically.
 
 A 304 reuses bytes cached (after they were verified) under the state directory; the bytes
@@ -26,6 +28,7 @@ import datetime as _dt
 import hashlib
 import ipaddress
 import json
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -45,8 +48,14 @@ if TYPE_CHECKING:
 
 DEFAULT_MAX_BYTES = 4 * 1024 * 1024
 DEFAULT_TIMEOUT = 30.0
+# A day: a deadline further off is a typo, and keeps clear of clock arithmetic's limits.
+MAX_TIMEOUT = 24 * 60 * 60
 MAX_REDIRECTS = 5
 MAX_CACHE_META_BYTES = 64 * 1024  # {"url", "etag", "digest"}
+# An ETag is kept only if it can be sent back as If-None-Match as received: visible ASCII.
+# RFC 9110 also allows obs-text bytes, which httpx cannot send (nor floorctl tell apart from
+# the encoding it decoded them with).
+_REPLAYABLE_ETAG = re.compile(r"[\x21-\x7e]{1,1024}")
 # An envelope carries the feed itself (base64) plus signatures.
 SIGNATURE_OVERHEAD = 256 * 1024
 PROGRESS_MIN_BYTES = 1024 * 1024
@@ -75,8 +84,13 @@ class Limits:
     max_redirects: int = MAX_REDIRECTS
 
     def __post_init__(self) -> None:
-        if self.max_bytes < 1 or self.timeout <= 0 or self.max_redirects < 0:
+        if self.max_bytes < 1 or self.max_redirects < 0:
             raise InvalidInput("fetch limits must be positive")
+        if not 0 < self.timeout <= MAX_TIMEOUT:  # false for NaN too
+            raise InvalidInput(
+                f"fetch timeout {self.timeout!r} is not a number of seconds above 0 and at "
+                f"most {MAX_TIMEOUT:,}"
+            )
         if self.max_bytes > feeds.MAX_FEED_BYTES:
             raise InvalidInput(
                 f"--max-bytes {self.max_bytes:,} is above the {feeds.MAX_FEED_BYTES:,}-byte "
@@ -143,20 +157,27 @@ class Response:
 
 
 class Fetcher:
-    """GETs under one total deadline, started when the fetcher is made."""
+    """GETs under one total deadline, started by the first request and shared by every
+    request made through this fetcher (a feed and its ``URL.dsse``, every feed of a refresh).
+    """
 
     def __init__(self, limits: Limits, *, progress: Progress | None = None) -> None:
         self.limits = limits
-        self.deadline = time.monotonic() + limits.timeout
+        self.deadline: float | None = None
         self.progress = progress
 
+    def _slow(self, url: str) -> FetchError:
+        return FetchError(
+            f"{url}: refused: slow retrieval: not done within the {self.limits.timeout:g} s "
+            "deadline"
+        )
+
     def _remaining(self, url: str) -> float:
+        if self.deadline is None:
+            self.deadline = time.monotonic() + self.limits.timeout
         left = self.deadline - time.monotonic()
         if left <= 0:
-            raise FetchError(
-                f"{url}: refused: slow retrieval: not done within the {self.limits.timeout:g} s "
-                "deadline"
-            )
+            raise self._slow(url)
         return left
 
     def get(
@@ -166,6 +187,29 @@ class Fetcher:
 
         Returns None for a 404 when ``allow_missing``. Raises FetchError for every refusal.
         """
+        import anyio
+
+        check_url(url)
+        left = self._remaining(url)
+
+        async def within_deadline() -> Response | None:
+            # httpx's timeouts are per read: a server sending a byte just before each one
+            # expires (in its status line, its headers, a chunk-size line) is never cut off
+            # by them. A cancel scope over the whole exchange is: at the deadline it cancels
+            # whatever is awaited, and the connection is closed, whatever the server sends.
+            with anyio.fail_after(left):
+                return await self._get(
+                    url, max_bytes=max_bytes, etag=etag, allow_missing=allow_missing
+                )
+
+        try:
+            return anyio.run(within_deadline)
+        except TimeoutError:
+            raise self._slow(url) from None
+
+    async def _get(
+        self, url: str, *, max_bytes: int, etag: str | None, allow_missing: bool
+    ) -> Response | None:
         import httpx
 
         current = check_url(url)
@@ -175,19 +219,18 @@ class Fetcher:
             headers = {"Accept-Encoding": "identity", "Accept": "application/json"}
             if etag is not None:
                 headers["If-None-Match"] = etag
-            timeout = self._remaining(url)
             # Proxies from the environment serve real hosts; loopback (tests) goes direct.
-            with httpx.Client(
+            async with httpx.AsyncClient(
                 follow_redirects=False,
                 trust_env=not _is_loopback(current.host),
-                timeout=httpx.Timeout(timeout),
+                timeout=httpx.Timeout(self._remaining(url)),
             ) as client:
                 try:
-                    with client.stream("GET", current, headers=headers) as response:
+                    async with client.stream("GET", current, headers=headers) as response:
                         if response.status_code in _REDIRECTS:
                             current = self._next_hop(url, current, response, start, seen)
                             continue
-                        return self._finish(
+                        return await self._finish(
                             url,
                             current,
                             response,
@@ -196,10 +239,7 @@ class Fetcher:
                             allow_missing=allow_missing,
                         )
                 except httpx.TimeoutException as exc:
-                    raise FetchError(
-                        f"{url}: refused: slow retrieval: no complete answer within the "
-                        f"{self.limits.timeout:g} s deadline"
-                    ) from exc
+                    raise self._slow(url) from exc
                 except httpx.HTTPError as exc:
                     why = f"{exc.__class__.__name__}: {exc}"
                     raise FetchError(f"{url}: fetch failed: {why}") from exc
@@ -239,7 +279,7 @@ class Fetcher:
         seen.add(str(target))
         return target
 
-    def _finish(
+    async def _finish(
         self,
         url: str,
         current: httpx.URL,
@@ -272,7 +312,7 @@ class Fetcher:
             )
         body = bytearray()
         show = self.progress if (declared or 0) >= PROGRESS_MIN_BYTES else None
-        for chunk in response.iter_raw():
+        async for chunk in response.aiter_raw():
             body += chunk
             if len(body) > max_bytes:
                 raise FetchError(
@@ -322,14 +362,18 @@ def fetch_feed(
     cache_dir: Path | None,
     progress: Progress | None = None,
     notify: Notify = _silent,
+    fetcher: Fetcher | None = None,
 ) -> FetchedFeed:
     """Fetch a feed and its ``URL.dsse``; parse and verify both. Writes nothing.
 
-    ``notify`` hears of a signature left unchecked (no trusted keys). Raises FetchError
-    (transport refusals), FeedError (invalid feed) or TrustError.
+    ``fetcher``: one shared with the command's other fetches, so that they all keep to one
+    deadline (default: a new one, from ``limits`` and ``progress``). ``notify`` hears of a
+    signature left unchecked (no trusted keys). Raises FetchError (transport refusals),
+    FeedError (invalid feed) or TrustError.
     """
     check_url(url)
-    fetcher = Fetcher(limits, progress=progress)
+    if fetcher is None:
+        fetcher = Fetcher(limits, progress=progress)
     cached = _cached(cache_dir, url)
     response = fetcher.get(url, max_bytes=limits.max_bytes, etag=cached[0] if cached else None)
     if response is None:  # only possible with allow_missing; fail closed anyway
@@ -339,6 +383,12 @@ def fetch_feed(
         data, etag, reused = cached[1], cached[0], True
     else:
         data, etag, reused = response.body, response.etag, False
+        if etag is not None and not replayable_etag(etag):
+            notify(
+                f"{url}: the server's ETag is not visible ASCII, so it cannot be sent back: "
+                "not cached (the next fetch downloads the feed again)"
+            )
+            etag = None
     feed = feeds.parse_feed(data, url)
     signature = fetcher.get(
         signature_url(url),
@@ -411,6 +461,11 @@ def _cache_files(cache_dir: Path, url: str) -> tuple[Path, Path]:
     return cache_dir / f"{name}.json", cache_dir / f"{name}.body"
 
 
+def replayable_etag(etag: str) -> bool:
+    """Whether ``etag`` can be sent back as If-None-Match exactly as it was received."""
+    return _REPLAYABLE_ETAG.fullmatch(etag) is not None
+
+
 def _cached(cache_dir: Path | None, url: str) -> tuple[str, bytes] | None:
     """(etag, bytes) cached for ``url``, only if the bytes still match their recorded digest."""
     if cache_dir is None:
@@ -426,6 +481,7 @@ def _cached(cache_dir: Path | None, url: str) -> tuple[str, bytes] | None:
         not isinstance(meta, dict)
         or meta.get("url") != url
         or not isinstance(meta.get("etag"), str)
+        or not replayable_etag(meta["etag"])
     ):
         return None
     if meta.get("digest") != sha256_digest(body):
@@ -435,7 +491,7 @@ def _cached(cache_dir: Path | None, url: str) -> tuple[str, bytes] | None:
 
 def remember(cache_dir: Path | None, url: str, fetched: FetchedFeed) -> None:
     """Cache verified bytes under their ETag (call only after they were accepted)."""
-    if cache_dir is None or fetched.etag is None:
+    if cache_dir is None or fetched.etag is None or not replayable_etag(fetched.etag):
         return
     # Best effort: a cache that cannot be written only costs a full download next time.
     with contextlib.suppress(OSError, FloorctlError):

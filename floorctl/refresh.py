@@ -319,10 +319,13 @@ def archive_path(module: Path, map_hash: str) -> Path:
 
 
 @without_cyclic_gc
-def archive_map(module: Path, floor_map: FloorMap, *, canonical: bytes | None = None) -> Path:
+def archive_map(
+    module: Path, floor_map: FloorMap, *, canonical: bytes | None = None
+) -> Path | None:
     """Keep a map as canonical JSON under its own hash, so old receipts stay resolvable.
 
-    ``canonical``: the map's canonical bytes, when the caller made them already.
+    ``canonical``: the map's canonical bytes, when the caller made them already. Returns the
+    archive written, or None when it was there already.
     """
     # The bytes and their digest (the map's hash) in one canonicalisation.
     data = canonical if canonical is not None else canonical_bytes(to_entries(floor_map))
@@ -330,7 +333,7 @@ def archive_map(module: Path, floor_map: FloorMap, *, canonical: bytes | None = 
     # A regular file is content-addressed: if it is there, it holds these bytes (verifiers
     # re-hash it anyway). Anything else at that name (a link) is replaced, never followed.
     if not path.is_symlink() and path.is_file():
-        return path
+        return None
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic.write_atomic(path, data, mode=atomic.DEFAULT_MODE)
     return path
@@ -493,18 +496,23 @@ def apply(
 
     if progress is not None and refresh.stale:
         progress(f"writing {refresh.module} and its map archive")
-    if refresh.stale:
-        refuse_symlinked_module(refresh.module)
-        if not refresh.drift:
-            archive_map(refresh.module, refresh.old_map)
-        archive_map(refresh.module, refresh.new_map, canonical=refresh.new_map_canonical)
     targets = [receipt_out] if envelope is not None and receipt_out is not None else []
     targets += [refresh.module] if refresh.stale else []
     backups = {refresh.module: undo_path(refresh.module)}
     journal = journal_path(refresh.module)
     committing = receipts.receipt_id(receipt) if audit is not None and receipt else None
     seq = None
+    new_archive = None
     try:
+        if refresh.stale:
+            refuse_symlinked_module(refresh.module)
+            if not refresh.drift:
+                archive_map(refresh.module, refresh.old_map)  # the map in force: kept
+            # Before the module, so that a module in place always has its archive (even
+            # after a kill); removed below if the module never comes to hold its map.
+            new_archive = archive_map(
+                refresh.module, refresh.new_map, canonical=refresh.new_map_canonical
+            )
         with atomic.undoable(targets, backups):
             if envelope is not None and receipt_out is not None:
                 atomic.write_atomic(receipt_out, envelope)
@@ -521,6 +529,13 @@ def apply(
                 atomic.write_chunks_atomic(refresh.module, _utf8_pieces(refresh.new_text))
             if audit is not None and receipt is not None:
                 seq = audit.append(receipts.FLOOR_UPDATE, receipt).seq
+    except BaseException:
+        # maps/ keeps the maps written; a map the module does not hold (the undo put the old
+        # one back) was never written. Kept if the module holds it all the same.
+        if new_archive is not None and _block_hash(refresh.module) != refresh.new_hash:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(new_archive)
+        raise
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(journal)

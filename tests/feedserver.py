@@ -160,6 +160,20 @@ class FeedServer:
 
         self.routes[path] = behaviour
 
+    def drip_raw(self, path: str, head: bytes, dripped: bytes, interval: float) -> None:
+        """Sends the raw bytes ``head`` at once, then ``dripped`` one byte every ``interval``
+        seconds, then hangs up: a status line, headers or a chunk-size line that arrive at a
+        pace no per-read timeout notices."""
+
+        def behaviour(handler: BaseHTTPRequestHandler) -> None:
+            handler.close_connection = True
+            handler.wfile.write(head)
+            for byte in dripped:
+                handler.wfile.write(bytes([byte]))
+                time.sleep(interval)
+
+        self.routes[path] = behaviour
+
 
 # --- feeds, keys and the CLI, as the fetch tests use them ------------------------------------
 

@@ -17,6 +17,24 @@ from floorguard.errors import FloorguardError
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+class Seconds(click.types.FloatParamType):
+    """A number of seconds above 0 and at most ``fetch.MAX_TIMEOUT``. Not click's FloatRange:
+    NaN passes its bounds (every comparison with NaN is false) and reached the socket."""
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        seconds = float(super().convert(value, param, ctx))
+        if not 0 < seconds <= fetch.MAX_TIMEOUT:  # false for NaN too
+            self.fail(
+                f"{value!r} is not a number of seconds above 0 and at most "
+                f"{fetch.MAX_TIMEOUT:,} (a day)",
+                param,
+                ctx,
+            )
+        return seconds
+
+
 def feed_options(*, now_help: str) -> Callable[[F], F]:
     """--trusted-keys, --require-signed, --state-file, --now, --max-bytes, --timeout.
 
@@ -60,11 +78,13 @@ def feed_options(*, now_help: str) -> Callable[[F], F]:
         ),
         click.option(
             "--timeout",
-            type=click.FloatRange(min=0, min_open=True),
+            type=Seconds(),
             metavar="S",
             default=fetch.DEFAULT_TIMEOUT,
             show_default=True,
-            help="Total seconds a download may take, whatever the server does.",
+            help="Total seconds all downloads of the command may take together (each feed "
+            f"and its URL.dsse), whatever the server sends; above 0, at most "
+            f"{fetch.MAX_TIMEOUT:,} (a day).",
         ),
     ]
 

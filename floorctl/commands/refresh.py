@@ -50,7 +50,7 @@ def _load(
     *,
     trusted: TrustedKeys | None,
     require_signed: bool,
-    limits: fetch.Limits,
+    fetcher: fetch.Fetcher,
     cache_dir: Path,
     notify: fetch.Notify,
 ) -> tuple[feeds.Feed, fetch.FetchedFeed | None]:
@@ -60,10 +60,10 @@ def _load(
             source,
             trusted=trusted,
             require_signed=require_signed,
-            limits=limits,
+            limits=fetcher.limits,
             cache_dir=cache_dir,
-            progress=_progress.download(),
             notify=notify,
+            fetcher=fetcher,
         )
         return fetched.feed, fetched
     feed = fetch.read_local(
@@ -186,14 +186,17 @@ def command(
         raise click.UsageError(
             "--require-signed needs --trusted-keys (or keys installed by `floorctl trust rotate`)"
         )
-    limits = fetch.Limits(max_bytes=max_bytes, timeout=timeout)
+    # One fetcher, so one --timeout deadline for every URL feed (and its URL.dsse) together.
+    fetcher = fetch.Fetcher(
+        fetch.Limits(max_bytes=max_bytes, timeout=timeout), progress=_progress.download()
+    )
     cache_dir = keys.state_dir(environ) / fetch.CACHE_DIR
     results = [
         _load(
             source,
             trusted=trusted,
             require_signed=require_signed,
-            limits=limits,
+            fetcher=fetcher,
             cache_dir=cache_dir,
             notify=notify,
         )

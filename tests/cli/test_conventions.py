@@ -3,6 +3,7 @@ honour, complete help texts, shell completion."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -70,6 +71,53 @@ def test_the_fetch_library_refuses_a_cap_above_the_feed_limit() -> None:
     assert fetch.Limits(max_bytes=CAP).max_bytes == CAP
     with pytest.raises(InvalidInput, match="above the 16,777,216-byte feed limit"):
         fetch.Limits(max_bytes=CAP + 1)
+
+
+# --- --timeout not a finite number of seconds ---------------------------------------------------
+
+MAX_TIMEOUT = 86_400  # a day: more is a typo, and a deadline no clock arithmetic can overflow
+
+
+def _feed_target(command: str, tmp_path: Path) -> list[str]:
+    feed = tmp_path / "feed.json"
+    feed.write_bytes((REPO / "feeds" / "example.v1.json").read_bytes())
+    return {"fetch": ["http://127.0.0.1:9/feed.json", "--out", "out.json"]}.get(
+        command, ["--feed", str(feed), "--module", str(tmp_path / "absent.py")]
+    )
+
+
+@pytest.mark.parametrize("command", ["fetch", "refresh"])
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e300", str(MAX_TIMEOUT + 1)])
+def test_a_timeout_that_is_no_finite_number_of_seconds_is_a_usage_error(
+    command: str, value: str, tmp_path: Path
+) -> None:
+    # NaN passes a "> 0" check (every comparison with it is false) and reached the socket.
+    done = floorctl(
+        command, *_feed_target(command, tmp_path), "--timeout", value, "--json",
+        cwd=tmp_path, state=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    error = json.loads(done.stdout)["error"]
+    assert error["exit_status"] == 2
+    assert "--timeout" in error["message"] and value in error["message"]
+    assert not (tmp_path / "out.json").exists()
+
+
+def test_a_timeout_of_a_day_is_accepted(tmp_path: Path) -> None:
+    # Nothing listens on the discard port: the fetch itself fails (exit 1), not the option.
+    done = floorctl(
+        "fetch", *_feed_target("fetch", tmp_path), "--timeout", str(MAX_TIMEOUT),
+        cwd=tmp_path, state=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "fetch failed" in done.stderr
+
+
+def test_the_fetch_library_refuses_a_timeout_that_is_no_finite_number() -> None:
+    for value in (float("nan"), float("inf"), 0.0, MAX_TIMEOUT + 1.0):
+        with pytest.raises(InvalidInput, match="timeout"):
+            fetch.Limits(timeout=value)
 
 
 # --- help texts ---------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from feedserver import (
 
 from floorctl import fetch
 from floorctl.errors import FetchError
+from floorguard._base._canonical import sha256_digest
 
 
 @pytest.fixture
@@ -128,6 +130,53 @@ def test_a_304_reuses_the_cached_verified_bytes(server: FeedServer, setup: Setup
     assert feed_requests[-1].get("if-none-match") == '"v1"'
 
 
+# An ETag with a byte outside ASCII (obs-text, which HTTP/1.1 parsers accept) cannot be sent
+# back as If-None-Match: cached, it broke every later fetch of the URL.
+NON_ASCII_ETAG = '"\xe9t\xe9"'
+
+
+def test_an_etag_that_cannot_be_sent_back_is_not_cached(server: FeedServer, setup: Setup) -> None:
+    data = v2_feed(1)
+    url = setup.publish(server, data, setup.key, etag=NON_ASCII_ETAG)
+    status, stderr = setup.fetch(url)
+    assert status == 0, stderr
+    assert "ETag" in stderr and "not cached" in stderr
+    setup.out.unlink()
+    status, stderr = setup.fetch(url)
+    assert status == 0, stderr
+    assert setup.out.read_bytes() == data
+    feed_requests = [headers for path, headers in server.requests if path == "/feed.json"]
+    assert [headers.get("if-none-match") for headers in feed_requests] == [None, None]
+
+
+@pytest.mark.parametrize("command", ["fetch", "refresh"])
+def test_a_cached_etag_that_cannot_be_sent_back_is_ignored(
+    server: FeedServer, setup: Setup, command: str
+) -> None:
+    # A cache entry written by an older floorctl (or by hand): the feed is downloaded again.
+    data = v2_feed(1)
+    url = setup.publish(server, data, setup.key)
+    meta_path, body_path = fetch._cache_files(setup.home / fetch.CACHE_DIR, url)
+    meta_path.parent.mkdir(parents=True)
+    body_path.write_bytes(data)
+    meta = {"url": url, "etag": NON_ASCII_ETAG, "digest": sha256_digest(data)}
+    meta_path.write_text(json.dumps(meta))
+    if command == "fetch":
+        status, stderr = setup.fetch(url)
+    else:
+        module = setup.root / "floor_map.py"
+        module.write_text(MODULE)
+        done = floorctl_here(
+            "refresh", "--feed", url, "--module", str(module), "--now", NOW,
+            "--state-file", str(setup.state), home=setup.home,
+        )  # fmt: skip
+        assert "Traceback" not in done.stderr
+        status, stderr = done.returncode, done.stderr
+    assert status == 0, stderr
+    feed_requests = [headers for path, headers in server.requests if path == "/feed.json"]
+    assert [headers.get("if-none-match") for headers in feed_requests] == [None]
+
+
 def test_an_unsigned_v1_feed_is_fetched_without_require_signed(
     server: FeedServer, setup: Setup
 ) -> None:
@@ -179,6 +228,66 @@ def test_refuses_slow_drip_past_the_deadline(server: FeedServer, setup: Setup) -
     server.drip("/feed.json", v2_feed(1), interval=0.05)
     refused(setup.fetch(server.url("/feed.json"), "--timeout", "1"), "slow retrieval", "1 s")
     setup.assert_nothing_written()
+
+
+# The deadline is total: a server that keeps sending a byte at a time (faster than any
+# per-read timeout) inside its status line, its headers or a chunk-size line is cut off at
+# --timeout all the same. Each drip below would last DRIP_SECONDS if nothing cut it.
+DEADLINE = 1.0
+MARGIN = 1.5
+DRIP_INTERVAL = 0.05
+DRIP_SECONDS = 8.0
+ENDLESS_DRIP = b"a" * int(DRIP_SECONDS / DRIP_INTERVAL)
+OK_STATUS = b"HTTP/1.1 200 OK\r\n"
+CHUNKED_HEAD = OK_STATUS + b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+def timed_fetch(setup: Setup, url: str, *extra: str) -> tuple[tuple[int, str], float]:
+    started = time.monotonic()
+    result = setup.fetch(url, "--timeout", f"{DEADLINE:g}", *extra, signed=False)
+    return result, time.monotonic() - started
+
+
+@pytest.mark.parametrize(
+    ("head", "dripped"),
+    [
+        pytest.param(b"", OK_STATUS + ENDLESS_DRIP, id="status-line"),
+        pytest.param(OK_STATUS + b"X-Slow: ", ENDLESS_DRIP, id="header-line"),
+        pytest.param(CHUNKED_HEAD, b"0" * len(ENDLESS_DRIP), id="chunk-size-line"),
+        pytest.param(CHUNKED_HEAD + b"1;", ENDLESS_DRIP, id="chunk-extension"),
+    ],
+)
+def test_refuses_a_server_dripping_the_answer_outside_the_body_past_the_deadline(
+    server: FeedServer, setup: Setup, head: bytes, dripped: bytes
+) -> None:
+    server.drip_raw("/feed.json", head, dripped, DRIP_INTERVAL)
+    result, elapsed = timed_fetch(setup, server.url("/feed.json"))
+    refused(result, "slow retrieval", f"{DEADLINE:g} s deadline")
+    assert elapsed < DEADLINE + MARGIN, f"cut off only after {elapsed:.1f} s"
+    setup.assert_nothing_written()
+
+
+def test_refuses_a_signature_whose_headers_drip_past_the_deadline(
+    server: FeedServer, setup: Setup
+) -> None:
+    # One deadline for the feed and its URL.dsse together: a fast feed leaves no time to spare.
+    server.serve("/feed.json", v2_feed(1))
+    server.drip_raw("/feed.json.dsse", OK_STATUS + b"X-Slow: ", ENDLESS_DRIP, DRIP_INTERVAL)
+    result, elapsed = timed_fetch(setup, server.url("/feed.json"))
+    refused(result, "slow retrieval", f"{DEADLINE:g} s deadline")
+    assert elapsed < DEADLINE + MARGIN, f"cut off only after {elapsed:.1f} s"
+    setup.assert_nothing_written()
+
+
+def test_accepts_a_slow_answer_that_completes_within_the_deadline(
+    server: FeedServer, setup: Setup
+) -> None:
+    data = v2_feed(1)
+    answer = OK_STATUS + b"Content-Length: %d\r\n\r\n" % len(data) + data
+    server.drip_raw("/feed.json", b"", answer, 1 / len(answer))  # about one second in all
+    status, stderr = setup.fetch(server.url("/feed.json"), "--timeout", "20", signed=False)
+    assert status == 0, stderr
+    assert setup.out.read_bytes() == data
 
 
 # --- redirects and schemes -----------------------------------------------------------------------
@@ -525,6 +634,55 @@ def test_refresh_refuses_a_rolled_back_url_feed_before_writing(
     )
     refused((done.returncode, done.stderr), "rolled-back feed version")
     assert module.read_text() == MODULE
+
+
+def timed_refresh(setup: Setup, *urls: str) -> tuple[tuple[int, str], float]:
+    module = setup.root / "floor_map.py"
+    module.write_text(MODULE)
+    feeds = [arg for url in urls for arg in ("--feed", url)]
+    started = time.monotonic()
+    done = floorctl_here(
+        "refresh",
+        *feeds,
+        "--module",
+        str(module),
+        "--write",
+        "--state-file",
+        str(setup.state),
+        "--now",
+        NOW,
+        "--timeout",
+        f"{DEADLINE:g}",
+        home=setup.home,
+    )
+    elapsed = time.monotonic() - started
+    assert "Traceback" not in done.stderr
+    assert module.read_text() == MODULE
+    assert not setup.state.exists()
+    return (done.returncode, done.stderr), elapsed
+
+
+@pytest.mark.parametrize("dripping", ["/feed.json", "/feed.json.dsse"])
+def test_refresh_refuses_a_url_feed_whose_headers_drip_past_the_deadline(
+    server: FeedServer, setup: Setup, dripping: str
+) -> None:
+    server.serve("/feed.json", v2_feed(1))
+    server.drip_raw(dripping, OK_STATUS + b"X-Slow: ", ENDLESS_DRIP, DRIP_INTERVAL)
+    result, elapsed = timed_refresh(setup, server.url("/feed.json"))
+    refused(result, "slow retrieval", f"{DEADLINE:g} s deadline")
+    assert elapsed < DEADLINE + MARGIN, f"cut off only after {elapsed:.1f} s"
+
+
+def test_refresh_gives_all_its_url_feeds_one_deadline(server: FeedServer, setup: Setup) -> None:
+    # Each answer alone fits in --timeout; together they do not: the deadline is the refresh's.
+    for name in ("a", "b", "c"):
+        data = v2_feed(1, feed_id=f"feed-{name}")
+        answer = OK_STATUS + b"Content-Length: %d\r\n\r\n" % len(data) + data
+        server.drip_raw(f"/{name}.json", b"", answer, 0.5 * DEADLINE / len(answer))
+    urls = [server.url(f"/{name}.json") for name in ("a", "b", "c")]
+    result, elapsed = timed_refresh(setup, *urls)
+    refused(result, "slow retrieval", f"{DEADLINE:g} s deadline")
+    assert elapsed < DEADLINE + MARGIN, f"cut off only after {elapsed:.1f} s"
 
 
 def test_refuses_a_compressed_body(server: FeedServer, setup: Setup) -> None:

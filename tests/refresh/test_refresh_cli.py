@@ -340,6 +340,36 @@ def test_refuses_dropping_an_adapter_and_changes_nothing(project: Path) -> None:
     assert snapshot(project) == before
 
 
+def archives(root: Path) -> list[str]:
+    return sorted(path.name for path in (root / "project" / MODULE.parent / "maps").iterdir())
+
+
+@pytest.mark.parametrize("failure", ["receipt-out-in-a-missing-folder", "chain-key-damaged"])
+def test_a_refresh_failing_after_planning_leaves_no_archive_of_the_map_it_never_wrote(
+    project: Path, failure: str
+) -> None:
+    # maps/ keeps every map written; a map that never reached the module is not one.
+    (project / "project" / "feed.json").write_text(
+        json.dumps(feed(aider=entry("0.61.0"), claude=entry("1.0.20", "BSA-0002")))
+    )
+    receipt_out = "receipt.json"
+    if failure == "chain-key-damaged":
+        (project / "state" / "floorguard" / "chain.key").write_text("zz")
+    else:
+        receipt_out = "missing/receipt.json"
+    files = [project / "project" / name for name in (MODULE, Path("receipt.json"))]
+    before, archived = [path.read_bytes() for path in files], archives(project)
+    code, _, err = run(
+        project, "refresh", "--feed", "feed.json", "--write", "--receipt-out", receipt_out,
+        "--anchor",
+    )  # fmt: skip
+    assert code == 1, err
+    assert "Traceback" not in err
+    assert err.splitlines()[-1].startswith("floorctl: error: ")
+    assert [path.read_bytes() for path in files] == before
+    assert archives(project) == archived
+
+
 def test_refuses_to_overwrite_a_hand_edited_block_without_force(project: Path) -> None:
     module = project / "project" / MODULE
     module.write_text(module.read_text().replace('"0.60.0"', '"0.10.0"'))

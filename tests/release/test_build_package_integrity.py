@@ -60,6 +60,65 @@ def test_a_symlink_in_the_source_never_carries_an_outside_file_into_the_package(
     assert not out.exists()
 
 
+@pytest.mark.parametrize("link", ["archive", "folder"])
+def test_a_symlink_in_the_sources_map_archive_never_carries_an_outside_file_into_the_package(
+    built: Built, tmp_path: Path, link: str
+) -> None:
+    # An archive named for its hash is checked against it, but the rule is the source's:
+    # only regular files are packaged, whatever a link leads to.
+    source = source_copy(tmp_path)
+    maps = source / "floorguard" / "maps"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    archive = sorted(maps.iterdir())[0]
+    if link == "archive":
+        shutil.move(archive, elsewhere / archive.name)
+        archive.symlink_to(elsewhere / archive.name)
+        linked = archive
+    else:
+        shutil.move(maps, elsewhere / "maps")
+        maps.symlink_to(elsewhere / "maps")
+        linked = maps
+    out = tmp_path / "out"
+    done = built.project.build(str(out), built.receipt, "--source", source)
+    assert done.returncode == 1, done.stdout
+    assert done.stderr.startswith("floorctl: error: ")
+    assert "symbolic link" in done.stderr and str(linked) in done.stderr
+    assert not out.exists()
+
+
+def test_a_symlink_in_the_modules_map_archive_is_refused(tmp_path: Path) -> None:
+    project = Project(tmp_path / "project")
+    receipt = project.refresh(SHIPPED_FEED, "v1")
+    shipped = sorted((SOURCE / "floorguard" / "maps").iterdir())[0]
+    outside = tmp_path / shipped.name
+    shutil.copyfile(shipped, outside)
+    archive = project.module.parent / "maps" / shipped.name
+    archive.parent.mkdir(exist_ok=True)
+    archive.symlink_to(outside)
+    done = project.build("dist", receipt)
+    assert done.returncode == 1, done.stdout
+    assert "symbolic link" in done.stderr and archive.name in done.stderr
+    assert not (project.root / "dist").exists()
+
+
+@pytest.mark.parametrize(
+    "value", ["[" * 5000 + "]" * 5000, "9" * 5000], ids=["deeply-nested", "5000-digits"]
+)
+def test_a_source_pyproject_python_cannot_read_is_refused_without_a_traceback(
+    built: Built, tmp_path: Path, value: str
+) -> None:
+    source = source_copy(tmp_path)
+    with (source / "pyproject.toml").open("a") as pyproject:
+        pyproject.write(f"\n[tool.other]\nx = {value}\n")
+    out = tmp_path / "out"
+    done = built.project.build(str(out), built.receipt, "--source", source)
+    assert done.returncode == 1, done.stdout
+    assert done.stderr.startswith("floorctl: error: ") and "Traceback" not in done.stderr
+    assert "pyproject.toml: not TOML" in done.stderr
+    assert not out.exists()
+
+
 def test_an_editors_lock_link_in_the_source_neither_breaks_nor_enters_the_build(
     built: Built, tmp_path: Path
 ) -> None:

@@ -4,6 +4,7 @@ error (not a hang), and a broken configuration never hides the help that explain
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -71,3 +72,58 @@ def test_a_broken_configuration_never_hides_the_help_that_explains_it(
     done = floorctl(*args[:-1], cwd=tmp_path, state=tmp_path / "state")
     assert done.returncode == 2
     assert "unknown key 'bogus'" in done.stderr
+
+
+# What TOML allows but no path or Python's reader can take: each a usage error naming the file
+# (and the key), never a traceback, so the pre-commit hook reports a bad configuration (2)
+# rather than a stale module (1).
+GOOD_TABLE = '[tool.floorctl]\nfeeds = ["feed.json"]\nmodule = "mod/floor_map.py"\n'
+
+
+@pytest.mark.parametrize(
+    ("text", "fragments"),
+    [
+        pytest.param(
+            GOOD_TABLE.replace('"feed.json"', '"feed\\u0000.json"'),
+            ("feeds[0]", "NUL"),
+            id="nul-in-a-feed",
+        ),
+        pytest.param(
+            GOOD_TABLE.replace('"mod/floor_map.py"', '"mod/floor\\u0000map.py"'),
+            ("module", "NUL"),
+            id="nul-in-the-module",
+        ),
+        pytest.param(
+            GOOD_TABLE + 'signing-key = "k\\u0000ey"\n',
+            ("signing-key", "NUL"),
+            id="nul-in-a-key-path",
+        ),
+        pytest.param(
+            GOOD_TABLE + 'template = "t/\\u0000.j2"\n', ("template", "NUL"), id="nul-in-a-template"
+        ),
+        pytest.param(
+            GOOD_TABLE + "[tool.other]\nx = " + "[" * 5000 + "]" * 5000 + "\n",
+            ("invalid TOML", "nested too deeply"),
+            id="deeply-nested-array",
+        ),
+        pytest.param(
+            GOOD_TABLE + "[tool.other]\nx = " + "9" * 5000 + "\n",
+            ("invalid TOML", "too large"),
+            id="5000-digit-integer",
+        ),
+    ],
+)
+def test_a_configuration_no_path_or_reader_can_take_is_a_usage_error(
+    tmp_path: Path, text: str, fragments: tuple[str, ...]
+) -> None:
+    (tmp_path / "pyproject.toml").write_text(text)
+    done = floorctl("refresh", "--check", cwd=tmp_path, state=tmp_path / "state")
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    [line] = done.stderr.splitlines()
+    assert line.startswith("floorctl: error: pyproject.toml: ")
+    for fragment in fragments:
+        assert fragment in line
+    done = floorctl("refresh", "--check", "--json", cwd=tmp_path, state=tmp_path / "state")
+    assert done.returncode == 2
+    assert json.loads(done.stdout)["error"]["exit_status"] == 2
