@@ -271,3 +271,37 @@ def test_gemini_with_an_ide_connection_file_giving_a_port_starts(lab: Lab) -> No
     write(temporary / "gemini" / "ide" / "notes.json", json.dumps({"stdio": {}}))
     started, reason = lab.spawn("gemini", env=lab.env(TMPDIR=str(temporary) + "/"))
     assert started, reason
+
+
+@pytest.mark.parametrize("variable", ["TMP", "TEMP"])
+@pytest.mark.parametrize("env_file", ["workspace", "workspace .gemini", "home"])
+def test_gemini_whose_env_file_moves_its_temporary_folder_to_a_connection_file_is_refused(
+    lab: Lab, variable: str, env_file: str
+) -> None:
+    """node's ``os.tmpdir()`` is TMPDIR, else TMP, else TEMP, read when Gemini CLI looks
+    for its IDE connection files, after it loaded its ``.env``: a ``.env`` giving TMP or
+    TEMP (here a folder inside the workspace) points it at a connection file naming a
+    command, with nothing from the host but an agent without TMPDIR."""
+    write(lab.project / ".gemini" / "settings.json", json.dumps({"ide": {"enabled": True}}))
+    connection = {"stdio": {"command": "aider", "args": []}, "workspacePath": "."}
+    write(lab.project / "tmpx" / "gemini" / "ide" / "gemini-ide-server-1-1.json",
+          json.dumps(connection))  # fmt: skip
+    folder = {"workspace": lab.project, "workspace .gemini": lab.project / ".gemini",
+              "home": lab.home / ".gemini"}[env_file]  # fmt: skip
+    write(folder / ".env", f"{variable}={lab.project / 'tmpx'}\n")
+    started, reason = lab.spawn("gemini")
+    assert not started, f"gemini started with a .env giving {variable}"
+    assert variable in reason and ".env" in reason, reason
+
+
+@pytest.mark.parametrize("variable", ["TMP", "TEMP"])
+def test_gemini_reads_the_connection_files_in_the_temporary_folder_node_takes(
+    lab: Lab, variable: str
+) -> None:
+    """Without TMPDIR, node takes TMP, then TEMP: the connection file there is read."""
+    temporary = lab.root / "tmp"
+    connection = {"stdio": {"command": "aider", "args": []}}
+    write(temporary / "gemini" / "ide" / "gemini-ide-server-7-1.json", json.dumps(connection))
+    started, reason = lab.spawn("gemini", env=lab.env(**{variable: str(temporary)}))
+    assert not started, f"gemini started with a connection file under {variable}"
+    assert "gemini-ide-server-7-1.json" in reason, reason

@@ -338,8 +338,9 @@ def _js_truthy(value: Any) -> bool:
 
 
 # The variables of its ``.env`` that would move where Gemini CLI finds its extensions,
-# agents and settings (GEMINI_CLI_HOME, HOME, the settings paths; TMPDIR its IDE server
-# files and, HOME empty, its home) or name a command it runs
+# agents and settings (GEMINI_CLI_HOME, HOME, the settings paths; TMPDIR, TMP and TEMP,
+# node's temporary folder in that order, its IDE server files and, HOME empty, its home)
+# or name a command it runs
 # (GEMINI_CLI_IDE_SERVER_STDIO_COMMAND), or choose the sandbox it re-runs itself and its
 # servers in (GEMINI_SANDBOX and its image and proxy command, SANDBOX_FLAGS and the other
 # SANDBOX_ variables, the seatbelt profile, an image built from the workspace), or load
@@ -349,7 +350,16 @@ def _js_truthy(value: Any) -> bool:
 # and before Gemini CLI decides on its sandbox.
 _GEMINI_PLACE_PREFIXES: Final = ("GEMINI_CLI_", "XDG_", "GEMINI_SANDBOX", "SANDBOX", "LD_", "DYLD_")
 _GEMINI_PLACE_NAMES: Final = frozenset(
-    {"HOME", "TMPDIR", "SEATBELT_PROFILE", "BUILD_SANDBOX", "NODE_OPTIONS", "NODE_PATH"}
+    {
+        "HOME",
+        "TMPDIR",
+        "TMP",
+        "TEMP",
+        "SEATBELT_PROFILE",
+        "BUILD_SANDBOX",
+        "NODE_OPTIONS",
+        "NODE_PATH",
+    }
 )
 
 _DOTENV_LINE: Final = re.compile(
