@@ -233,3 +233,56 @@ def test_a_gemini_env_file_of_credentials_and_certificates_lets_gemini_start(lab
     write(lab.project / ".env", "\n".join(lines) + "\n")
     started, reason = lab.spawn("gemini", "-p", "t", env=_good_first(lab))
     assert started, reason
+
+
+# ---------------------------------------------------------------- a settings file's variables
+
+_ENV_FILES = ["workspace", "workspace .gemini", "home"]
+
+
+def _env_file(lab: Lab, where: str) -> Path:
+    folder = {"workspace": lab.project, "workspace .gemini": lab.project / ".gemini",
+              "home": lab.home / ".gemini"}[where]  # fmt: skip
+    return folder / ".env"
+
+
+@pytest.mark.parametrize("key", ["url", "httpUrl"])
+@pytest.mark.parametrize("where", _ENV_FILES)
+def test_a_settings_url_defaulting_to_nothing_before_the_env_file_is_loaded_is_no_url(
+    lab: Lab, key: str, where: str
+) -> None:
+    """Gemini CLI expands its settings files from its own environment, then loads its
+    ``.env``: ``"${U:-}"`` with U only in the ``.env`` is empty, and the command starts."""
+    write(lab.project / ".gemini" / "settings.json",
+          servers(s={"command": "aider", key: "${U:-}"}))  # fmt: skip
+    write(_env_file(lab, where), "U=https://mcp.example.com/sse\n")
+    started, reason = lab.spawn("gemini", "-p", "t")
+    assert not started, "gemini started a command its settings URL left empty"
+    assert "aider 0.50.0" in reason, reason
+
+
+@pytest.mark.parametrize("where", _ENV_FILES)
+def test_a_settings_env_default_taken_before_the_env_file_is_loaded_refuses(
+    lab: Lab, where: str
+) -> None:
+    """``"PATH": "${P:-<old>}"`` with P only in the ``.env``: Gemini CLI takes the default
+    (the old aider's folder) before the ``.env`` gives P; earlier releases took P."""
+    write(lab.project / ".gemini" / "settings.json",
+          servers(s={"command": "aider", "env": {"PATH": f"${{P:-{lab.bin}}}"}}))  # fmt: skip
+    write(_env_file(lab, where), f"P={_good(lab)}\n")
+    started, reason = lab.spawn("gemini", "-p", "t")
+    assert not started, "gemini started a server whose PATH default the gate took for P"
+    assert "env.PATH" in reason and ".env" in reason, reason
+
+
+def test_a_settings_reference_to_a_variable_the_agent_has_starts(lab: Lab) -> None:
+    """The positive controls: a reference to the agent's own variable, and one to a
+    ``.env`` variable without a default (Gemini CLI expands it again when it starts the
+    server, from the environment the ``.env`` has joined by then)."""
+    write(lab.project / ".gemini" / "settings.json",
+          servers(s={"command": "aider", "env": {"PATH": "${P:-/nowhere}", "K": "$KEY"}},
+                  r={"url": "${U:-}", "command": "aider"}))  # fmt: skip
+    write(lab.project / ".env", "KEY=k\nGEMINI_API_KEY=k\n")
+    env = lab.env(P=f"{_good(lab)}:/usr/bin:/bin", U="https://mcp.example.com/sse")
+    started, reason = lab.spawn("gemini", "-p", "t", env=env)
+    assert started, reason

@@ -619,6 +619,9 @@ class _Reader:
         # them. ``expanding``: the variables a client expands references from.
         self.inherited: dict[str, str] = {}
         self.expanding: Mapping[str, str] = environ
+        # While gemini's settings files are read: the environment Gemini CLI expands them
+        # from, which current releases read before they load the .env (earlier ones after).
+        self.settings_expanding: Mapping[str, str] | None = None
         self.home = home_of(environ, self.cwd)
         self.found: list[Declaration] = []
         # The environments codex may run with, its .env files loaded (codex only; read,
@@ -1485,7 +1488,9 @@ class _Reader:
             if not isinstance(servers, dict):
                 self._doubt(path, "mcpServers", "not an object")
                 continue
+            self.settings_expanding = self.environ
             self._gemini_servers(servers, path, self._GEMINI_KEYS)
+            self.settings_expanding = None
         self._gemini_extensions(home)
         self._gemini_agents(home)
 
@@ -1581,7 +1586,8 @@ class _Reader:
         truth, on the values it expanded (``createTransport``: a non-empty ``httpUrl``, else
         ``url``, else ``command``; ``tcp`` is no transport there, so it never wins over a
         command). A URL that expands to nothing is no URL; the server is taken for remote
-        only when every release's expansion leaves it a URL."""
+        only when every release's expansion leaves it a URL (for a settings file, also
+        the reading from the agent's environment alone, before the .env is loaded)."""
         given = [key for key in ("httpUrl", "url", "tcp") if key in entry]
         wrong = next((key for key in given if not isinstance(entry[key], str)), None)
         if wrong is not None:
@@ -1590,7 +1596,11 @@ class _Reader:
         readings = [
             any(_gemini_reading(entry[key], pattern, environ) for key in given if key != "tcp")
             for pattern in (_GEMINI_REFERENCE, _GEMINI_OLD_REFERENCE)
-            for environ in (self.expanding, {**self.expanding, **self.inherited})
+            for environ in (
+                self.expanding,
+                {**self.expanding, **self.inherited},
+                *filter(None, [self.settings_expanding]),
+            )
         ]
         # (recorded as written: the URL the current resolver leaves non-empty, else any)
         shown = next(
@@ -1950,6 +1960,14 @@ class _Reader:
                     self._doubt(where, f"{at}.env.{key}", "cannot be expanded here")
                     return
                 known = value  # left as the client leaves an unset variable: literal
+            if expansion is _GEMINI_EXPANSION and self._before_dotenv(value) not in (None, known):
+                self._doubt(
+                    where, f"{at}.env.{key}",
+                    "names a variable only the .env sets: current Gemini CLI expands its "
+                    "settings before it loads the .env (earlier releases after), so the "
+                    "value differs (the .env's variables reach the server without naming them)",
+                )  # fmt: skip
+                return
             resolved.append((key, known))
         start = self.environ if base is None else dict(base)
         search = dict(resolved).get("PATH", start.get("PATH"))
@@ -1981,6 +1999,17 @@ class _Reader:
             )
         )  # fmt: skip
 
+    def _before_dotenv(self, value: str) -> str | None:
+        """A settings file's env ``value`` as current Gemini CLI gives it: expanded from
+        the agent's environment alone (an unset variable without a default left as
+        written), then again when it starts the server, the .env loaded by then. None
+        outside a settings file."""
+        if self.settings_expanding is None:
+            return None
+        first = self._expanded(value, _GEMINI_REFERENCE, self.settings_expanding)
+        start = {**self.expanding, **self.inherited}
+        return _gemini_reading(value if first is None else first, _GEMINI_REFERENCE, start)
+
     def _twice(self, value: str) -> bool:
         """Whether Gemini CLI's second expansion (``expandEnvVars`` at the server's start,
         from its environment and the extension's) changes ``value``, once expanded."""
@@ -1990,17 +2019,20 @@ class _Reader:
             for pattern in (_GEMINI_REFERENCE, _GEMINI_OLD_REFERENCE)
         )
 
-    def _expanded(self, value: str, reference: re.Pattern[str]) -> str | None:
+    def _expanded(
+        self, value: str, reference: re.Pattern[str], environ: Mapping[str, str] | None = None
+    ) -> str | None:
         """``${VAR}`` and ``${VAR:-default}`` (and gemini's ``$VAR``) from the spawn's
         environment, or None when a variable is unset and has no default (or the value
         holds another ``${`` form)."""
         unknown = False
+        given = self.expanding if environ is None else environ
 
         def one(match: re.Match[str]) -> str:
             nonlocal unknown
             name, default = match["name"] or match["braced"], match["default"]
-            if name in self.expanding:
-                return self.expanding[name]
+            if name in given:
+                return given[name]
             if default is not None:
                 return default
             unknown = True
