@@ -1052,6 +1052,7 @@ class _Reader:
             # Rust's home lookups differ on an empty HOME (as given, or the user's entry).
             raise ConfigDoubt("codex: HOME is set but empty: which home codex reads is not known")
         overrides, profiles, told = self._codex_argv(argv)
+        told = self._codex_cd_folders(told)
         folders = [os.path.normpath(os.path.join(self.cwd, value)) for value in told]
         # Codex takes a relative -C from its real working directory, the kernel resolving
         # each `..` (``current_dir().push``): that is the session's folder.
@@ -1174,6 +1175,24 @@ class _Reader:
             self._doubt(path, "plugins", "not a table")
         for name in enabled or ():
             self._doubt(path, _key("plugins", name), _CODEX_PLUGIN)
+
+    def _codex_cd_folders(self, told: Sequence[str]) -> list[str]:
+        """The ``-C`` folders codex may take: current releases read one as an
+        ``AbsolutePathBuf`` (a leading ``~`` alone or before ``/`` is the home), earlier
+        ones pushed it onto the working directory as written (a folder named ``~``): both
+        are judged. Raises ConfigDoubt for a ``~`` one under a relative HOME."""
+        folders: list[str] = []
+        for value in told:
+            folders.append(value)
+            if value == "~" or value.startswith("~/"):
+                expanded = self._codex_path(value, self.cwd)
+                if expanded is None:
+                    raise ConfigDoubt(
+                        f"codex -C {value!r}: codex takes a leading ~ for the home, and HOME "
+                        "is not absolute: which folder it starts in is not known"
+                    )
+                folders.append(expanded)
+        return folders
 
     def _codex_path(self, named: str, base: str) -> str | None:
         """A path codex reads as an ``AbsolutePathBuf`` (codex-rs ``utils/absolute-path``):
