@@ -57,6 +57,19 @@ CODEX_SERVER_ENV: Final = (
     "TERM", "TMPDIR", "TZ",
 )  # fmt: skip
 GEMINI_SYSTEM: Final = "/etc/gemini-cli/settings.json"
+# The variables Gemini CLI keeps for a stdio server when it sanitizes strictly (GITHUB_SHA
+# set, or SURFACE=Github: core ``sanitizeEnvironment``), names compared upper-cased, with
+# every GEMINI_CLI_ one. Releases have kept a few more (TERM, GIT_CONFIG_*) and settings
+# may allow more: such a server is judged with these alone and with the whole environment.
+_GEMINI_STRICTLY_KEPT: Final = frozenset(
+    {
+        "PATH", "SYSTEMROOT", "COMSPEC", "PATHEXT", "WINDIR", "TEMP", "TMP", "USERPROFILE",
+        "SYSTEMDRIVE", "HOME", "LANG", "SHELL", "TMPDIR", "USER", "LOGNAME",
+        "ADDITIONAL_CONTEXT", "AVAILABLE_LABELS", "BRANCH_NAME", "DESCRIPTION", "EVENT_NAME",
+        "GITHUB_ENV", "IS_PULL_REQUEST", "ISSUES_TO_TRIAGE", "ISSUE_BODY", "ISSUE_NUMBER",
+        "ISSUE_TITLE", "PULL_REQUEST_NUMBER", "REPOSITORY", "TITLE", "TRIGGERING_ACTOR",
+    }
+)  # fmt: skip
 
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}\Z")
 _PROFILE = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
@@ -330,6 +343,17 @@ def _gemini_referred(servers: Any) -> set[str]:
                 {k: v for k, v in value.items() if _loading(k)} if plain else value
             )
     return names
+
+
+def _gemini_sanitizes_strictly(environ: Mapping[str, str]) -> bool:
+    """Whether Gemini CLI strips a stdio server's environment to
+    ``_GEMINI_STRICTLY_KEPT`` (as in a GitHub Actions job)."""
+    return bool(environ.get("GITHUB_SHA")) or environ.get("SURFACE") == "Github"
+
+
+def _gemini_strictly_kept(name: str) -> bool:
+    upper = name.upper()
+    return upper in _GEMINI_STRICTLY_KEPT or upper.startswith("GEMINI_CLI_")
 
 
 def _js_truthy(value: Any) -> bool:
@@ -1630,11 +1654,30 @@ class _Reader:
         if all(readings):
             self._remote(name, shown, (path,), here)
         elif "command" in entry:
-            self._stdio(name, entry, path, here, _GEMINI_EXPANSION)
+            self._gemini_stdio(name, entry, path, here)
         elif shown is not None:  # (Gemini CLI starts nothing here: a URL, or nothing valid)
             self._remote(name, shown, (path,), here)
         else:
             self._doubt(path, here, "has neither a command nor a url")
+
+    def _gemini_stdio(self, name: str, entry: dict[str, Any], path: str, here: str) -> None:
+        """A Gemini CLI stdio server, judged with the agent's environment (and the .env's
+        and extension's variables); under strict sanitization (from that environment, as
+        ``createTransport`` passes it) once more with only what Gemini CLI keeps of it, the
+        server's own ``env`` added, since a variable the gate credits may not reach it."""
+        doubts = len(self.doubts)
+        self._stdio(name, entry, path, here, _GEMINI_EXPANSION)
+        if len(self.doubts) > doubts or not _gemini_sanitizes_strictly(
+            {**self.environ, **self.inherited}
+        ):
+            return
+        saved = self.inherited
+        base = tuple((k, v) for k, v in self.environ.items() if _gemini_strictly_kept(k))
+        self.inherited = {k: v for k, v in saved.items() if _gemini_strictly_kept(k)}
+        try:
+            self._stdio(name, entry, path, here, _GEMINI_EXPANSION, base=base)
+        finally:
+            self.inherited = saved
 
     def _json_argument(self, value: str, inline: str, within: str | None) -> tuple[str, Any | None]:
         """Where an argument that is inline JSON or a file's path (relative to the working
@@ -2002,7 +2045,7 @@ class _Reader:
                     f"{at}.env.PATH" if "PATH" in env
                     else "the PATH its client's settings or .env give it"
                     if "PATH" in self.inherited
-                    else "the agent's PATH" if base is None
+                    else "the agent's PATH" if base is None or self.client == GEMINI
                     else "the PATH codex gives it"
                 )  # fmt: skip
                 self._doubt(
