@@ -463,21 +463,37 @@ _IN_A_SANDBOX: Final = (
     "turns Gemini CLI's sandbox on: gemini and its MCP servers would run in a container "
     "image the gate cannot judge"
 )
+# The arguments yargs reads as ``sandbox: false`` in every release (a boolean option; a
+# string ``"0"`` or ``"false"`` is off too): then the settings' sandbox is not looked at.
+_GEMINI_SANDBOX_OFF_ARGUMENTS: Final = frozenset(
+    {"--no-sandbox", "--sandbox=false", "--sandbox=0", "-s=false", "-s=0"}
+)
 
 
 def _gemini_sandbox_off(value: Any) -> bool:
     """Whether a settings value leaves Gemini CLI's sandbox off in every reading
     (``loadSandboxConfig``): absent, false, ``""``, ``"0"`` or ``"false"``, or an object
-    of the known keys whose ``enabled`` is not true. Any other shape is taken for on."""
+    of the known keys whose ``enabled`` is false in JavaScript (absent, false, 0, ``""``,
+    null). A number 0 is off too (``!sandbox``). Any other shape is taken for on."""
     if isinstance(value, dict):
-        return set(value) <= _GEMINI_SANDBOX_KEYS and value.get("enabled") in (None, False)
-    return value is None or value is False or value in ("", "0", "false")
+        return set(value) <= _GEMINI_SANDBOX_KEYS and value.get("enabled") in (None, False, "")
+    zero = type(value) in (int, float) and value == 0
+    return value is None or value is False or zero or value in ("", "0", "false")
 
 
 # What yargs (Gemini CLI's argument parser) takes for a group of short options: the
 # letters up to the first character that is not a word character, after which the rest
 # is a value (``-s=x``, ``-a-b``).
 _YARGS_SHORT_GROUP: Final = re.compile(r"-(\w+)", re.ASCII)
+
+
+def _yargs_valued(arg: str) -> bool:
+    """Whether an option argument carries a value of its own (``--X=V``, ``-s=V``,
+    ``-s.x``), which yargs gives its last key."""
+    if arg.startswith("--"):
+        return "=" in arg
+    group = _YARGS_SHORT_GROUP.match(arg)
+    return group is not None and group.end() < len(arg)
 
 
 def _yargs_keys(argv: Sequence[str]) -> list[tuple[int, str, str]]:
@@ -646,6 +662,9 @@ class _Reader:
         # While gemini's settings files are read: the environment Gemini CLI expands them
         # from, which current releases read before they load the .env (earlier ones after).
         self.settings_expanding: Mapping[str, str] | None = None
+        # Whether GEMINI_SANDBOX or an argument decided gemini's sandbox (off), so that
+        # its settings' sandbox is not looked at.
+        self.gemini_sandbox_decided = False
         self.home = home_of(environ, self.cwd)
         self.found: list[Declaration] = []
         # The environments codex may run with, its .env files loaded (codex only; read,
@@ -1486,7 +1505,8 @@ class _Reader:
 
     def gemini(self, argv: Sequence[str]) -> None:
         self._node_names_are_text("GEMINI_CLI_HOME")
-        self._gemini_sandbox(argv)
+        # (GEMINI_SANDBOX, then an argument, decides before the settings are looked at)
+        self.gemini_sandbox_decided = self._gemini_sandbox(argv)
         self._gemini_worktree(argv)
         self._gemini_ide_companion()
         if self.environ.get("HOME") == "" and not self.environ.get("GEMINI_CLI_HOME"):
@@ -1537,18 +1557,32 @@ class _Reader:
         self._gemini_extensions(home)
         self._gemini_agents(home)
 
-    def _gemini_sandbox(self, argv: Sequence[str]) -> None:
+    def _gemini_sandbox(self, argv: Sequence[str]) -> bool:
         """Gemini CLI with its sandbox on re-runs itself, and so starts its servers, in a
         container image (``loadSandboxConfig`` -> ``start_sandbox``): the gemini and the
         servers there are the image's, which the gate cannot judge. GEMINI_SANDBOX (taken
-        first) or an argument turning it on is a doubt; the settings are checked as they
-        are read (:meth:`_gemini_sandbox_setting`). Raises ConfigDoubt."""
-        sandbox = self.environ.get("GEMINI_SANDBOX")
-        if sandbox is not None and sandbox.lower().strip(_JS_TRIMMED) not in ("", "0", "false"):
+        first when not empty) or an argument not known to turn it off is a doubt; the
+        settings are checked as they are read (:meth:`_gemini_sandbox_setting`). Whether
+        the variable or an argument turned it off, so that the settings are not looked at
+        (``argv.sandbox ?? settings.tools.sandbox``). Raises ConfigDoubt."""
+        sandbox = (self.environ.get("GEMINI_SANDBOX") or "").lower().strip(_JS_TRIMMED)
+        if sandbox not in ("", "0", "false"):
             raise ConfigDoubt(f"gemini: GEMINI_SANDBOX {_IN_A_SANDBOX}")
+        off = False
         for index, key, spelled in _yargs_keys(argv):
-            if key in _GEMINI_SANDBOX_OPTIONS and spelled != "--no-sandbox":
+            if key not in _GEMINI_SANDBOX_OPTIONS:
+                continue
+            if argv[index - 1] in _GEMINI_SANDBOX_OFF_ARGUMENTS:
+                off = True
+            elif _yargs_valued(argv[index - 1]):
+                raise ConfigDoubt(
+                    f"gemini argument {index} ({spelled}=...) gives Gemini CLI's sandbox a "
+                    "value not read here as off: gemini and its MCP servers may run in a "
+                    "container image the gate cannot judge"
+                )
+            else:
                 raise ConfigDoubt(f"gemini argument {index} ({spelled}) {_IN_A_SANDBOX}")
+        return off or sandbox != ""
 
     def _gemini_worktree(self, argv: Sequence[str]) -> None:
         """``-w``/``--worktree`` (with ``experimental.worktrees``, else gemini stops) makes
@@ -1599,6 +1633,8 @@ class _Reader:
             self._doubt(path, "tools", "not an object")
             return
         for at, holder in (("tools.sandbox", tools or {}), ("sandbox", document)):
+            if self.gemini_sandbox_decided:
+                break
             if "sandbox" in holder and not _gemini_sandbox_off(holder["sandbox"]):
                 self._doubt(path, at, _IN_A_SANDBOX)
 
