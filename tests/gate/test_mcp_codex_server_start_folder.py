@@ -86,3 +86,48 @@ def test_without_cd_the_server_is_judged_in_the_agents_folder_alone(lab: Lab) ->
     assert started, reason
     [server] = lab.last_receipt()["mcp_servers"]
     assert server["binary"] == str(lab.project / "tools" / "aider")
+
+
+# ---------------------------------------------------------------- a -C folder from the home
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [("-C", "~/other", "exec", "t"), ("--cd=~/other", "exec", "t"), ("-C~/other", "exec", "t")],
+    ids=["-C", "--cd=", "-CDIR"],
+)  # fmt: skip
+def test_a_cd_folder_from_the_home_is_judged_where_codex_expands_it(
+    lab: Lab, argv: tuple[str, ...]
+) -> None:
+    """A host that starts codex without a shell passes ``~/other`` as written; current
+    codex expands a leading ``~`` of ``-C`` to the home (``AbsolutePathBuf``), so the
+    server's relative command is the home's ``other/tools/aider``, not ``./~/other``'s."""
+    native_agent(lab.project / "tools" / "aider", version=b"aider 0.70.0\n")
+    native_agent(lab.project / "~" / "other" / "tools" / "aider", version=b"aider 0.70.0\n")
+    native_agent(lab.home / "other" / "tools" / "aider", version=b"aider 0.50.0\n")
+    write(lab.home / ".codex" / "config.toml", RELATIVE)
+    started, reason = lab.spawn("codex", *argv)
+    assert not started, "codex -C ~/other started a server whose command is the home's old aider"
+    assert "aider 0.50.0" in reason, reason
+
+
+def test_the_project_layer_of_a_cd_folder_from_the_home_is_read(lab: Lab) -> None:
+    write(lab.home / "other" / ".codex" / "config.toml", '[mcp_servers.s]\ncommand = "aider"\n')
+    started, reason = lab.spawn("codex", "-C", "~", "exec", "t")
+    assert started, reason  # (~ alone is the home, whose .codex is the user's layer)
+    started, reason = lab.spawn("codex", "-C", "~/other", "exec", "t")
+    assert not started, "codex -C ~/other started with that folder's old aider"
+    assert "aider 0.50.0" in reason and str(lab.home / "other") in reason, reason
+
+
+def test_a_cd_folder_from_the_home_with_good_servers_starts(lab: Lab) -> None:
+    """The positive control: the home's and a literal ``./~/other`` folder's aiders are
+    above the floor (older releases took ``~`` as a folder's name): both are judged."""
+    native_agent(lab.project / "~" / "other" / "tools" / "aider", version=b"aider 0.71.0\n")
+    native_agent(lab.home / "other" / "tools" / "aider", version=b"aider 0.72.0\n")
+    native_agent(lab.project / "tools" / "aider", version=b"aider 0.70.0\n")
+    write(lab.home / ".codex" / "config.toml", RELATIVE)
+    started, reason = lab.spawn("codex", "-C", "~/other", "exec", "t")
+    assert started, reason
+    judged = {s["version"] for s in lab.last_receipt()["mcp_servers"]}
+    assert judged == {"0.70.0", "0.71.0", "0.72.0"}

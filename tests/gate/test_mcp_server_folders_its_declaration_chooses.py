@@ -64,3 +64,29 @@ def test_a_declaration_repeating_the_agents_home_lets_the_agent_start(lab: Lab) 
     write(lab.project / ".gemini" / "settings.json", servers(s=server))
     started, reason = lab.spawn("gemini", "-p", "t")
     assert started, reason
+
+
+@pytest.mark.parametrize("agent", ["gemini", "codex"])
+def test_a_relative_home_a_server_declaration_places_with_its_cwd_refuses_the_agent(
+    lab: Lab, agent: str
+) -> None:
+    """The agent's HOME ``../x`` is taken from each process's own folder: the server's
+    declared ``cwd`` then chooses npm's home, and so the ``.npmrc`` (registry) read as the
+    user's, though the text of HOME is the agent's."""
+    elsewhere = lab.root / "evil"
+    (elsewhere / "sub").mkdir(parents=True)
+    write(elsewhere / "x" / ".npmrc", "registry=http://127.0.0.1:9/\n")
+    if agent == "gemini":
+        server = {**NPX_FIXED, "cwd": str(elsewhere / "sub")}
+        write(lab.project / ".gemini" / "settings.json", servers(s=server))
+        env = lab.env(HOME="../x")
+    else:
+        args = ", ".join(f'"{a}"' for a in NPX_FIXED["args"])
+        write(lab.root / "codex-home" / "config.toml",
+              f'[mcp_servers.s]\ncommand = "npx"\nargs = [{args}]\n'
+              f'cwd = "{elsewhere / "sub"}"\n')  # fmt: skip
+        env = lab.env(HOME="../x", CODEX_HOME=str(lab.root / "codex-home"))
+    (lab.root / "x").mkdir(exist_ok=True)
+    started, reason = lab.spawn(agent, env=env)
+    assert not started, f"{agent} started npx under a relative HOME its server's cwd places"
+    assert "HOME" in reason and "relative" in reason, reason

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from helpers.mcp_lab import OLD_AIDER, Lab, servers, write
+from probes import pip_install
 from probes.native import native_agent
 
 
@@ -233,3 +234,109 @@ def test_a_gemini_env_file_of_credentials_and_certificates_lets_gemini_start(lab
     write(lab.project / ".env", "\n".join(lines) + "\n")
     started, reason = lab.spawn("gemini", "-p", "t", env=_good_first(lab))
     assert started, reason
+
+
+# ---------------------------------------------------------------- a settings file's variables
+
+_ENV_FILES = ["workspace", "workspace .gemini", "home"]
+
+
+def _env_file(lab: Lab, where: str) -> Path:
+    folder = {"workspace": lab.project, "workspace .gemini": lab.project / ".gemini",
+              "home": lab.home / ".gemini"}[where]  # fmt: skip
+    return folder / ".env"
+
+
+@pytest.mark.parametrize("key", ["url", "httpUrl"])
+@pytest.mark.parametrize("where", _ENV_FILES)
+def test_a_settings_url_defaulting_to_nothing_before_the_env_file_is_loaded_is_no_url(
+    lab: Lab, key: str, where: str
+) -> None:
+    """Gemini CLI expands its settings files from its own environment, then loads its
+    ``.env``: ``"${U:-}"`` with U only in the ``.env`` is empty, and the command starts."""
+    write(lab.project / ".gemini" / "settings.json",
+          servers(s={"command": "aider", key: "${U:-}"}))  # fmt: skip
+    write(_env_file(lab, where), "U=https://mcp.example.com/sse\n")
+    started, reason = lab.spawn("gemini", "-p", "t")
+    assert not started, "gemini started a command its settings URL left empty"
+    assert "aider 0.50.0" in reason, reason
+
+
+@pytest.mark.parametrize("where", _ENV_FILES)
+def test_a_settings_env_default_taken_before_the_env_file_is_loaded_refuses(
+    lab: Lab, where: str
+) -> None:
+    """``"PATH": "${P:-<old>}"`` with P only in the ``.env``: Gemini CLI takes the default
+    (the old aider's folder) before the ``.env`` gives P; earlier releases took P."""
+    write(lab.project / ".gemini" / "settings.json",
+          servers(s={"command": "aider", "env": {"PATH": f"${{P:-{lab.bin}}}"}}))  # fmt: skip
+    write(_env_file(lab, where), f"P={_good(lab)}\n")
+    started, reason = lab.spawn("gemini", "-p", "t")
+    assert not started, "gemini started a server whose PATH default the gate took for P"
+    assert "env.PATH" in reason and ".env" in reason, reason
+
+
+def test_a_settings_reference_to_a_variable_the_agent_has_starts(lab: Lab) -> None:
+    """The positive controls: a reference to the agent's own variable, and one to a
+    ``.env`` variable without a default (Gemini CLI expands it again when it starts the
+    server, from the environment the ``.env`` has joined by then)."""
+    write(lab.project / ".gemini" / "settings.json",
+          servers(s={"command": "aider", "env": {"PATH": "${P:-/nowhere}", "K": "$KEY"}},
+                  r={"url": "${U:-}", "command": "aider"}))  # fmt: skip
+    write(lab.project / ".env", "KEY=k\nGEMINI_API_KEY=k\n")
+    env = lab.env(P=f"{_good(lab)}:/usr/bin:/bin", U="https://mcp.example.com/sse")
+    started, reason = lab.spawn("gemini", "-p", "t", env=env)
+    assert started, reason
+
+
+# ---------------------------------------------------------------- GitHub Actions
+
+_A_COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+@pytest.fixture
+def python_aider(lab: Lab) -> Path:
+    """A venv's python with aider 0.70.0 (at its floor) installed, for ``python -m aider``,
+    and the workspace's own ``aider`` package, which ``-m`` runs without PYTHONSAFEPATH."""
+    prefix = lab.root / "venv"
+    pip_install(prefix, dist="aider-chat", module="aider", version="0.70.0",
+                marker=lab.root / "aider-ran")  # fmt: skip
+    write(lab.project / "aider" / "__main__.py", "print('the workspace runs')\n")
+    declared = {"command": str(prefix / "bin" / "python"), "args": ["-m", "aider"]}
+    write(lab.project / ".gemini" / "settings.json", servers(s=declared))
+    return prefix / "bin" / "python"
+
+
+@pytest.mark.parametrize(
+    "given",
+    [{"GITHUB_SHA": _A_COMMIT}, {"SURFACE": "Github"}, {"env file": f"GITHUB_SHA={_A_COMMIT}"}],
+    ids=["github-sha", "surface", "github-sha-in-env-file"],
+)  # fmt: skip
+def test_gemini_in_github_actions_does_not_give_a_server_the_agents_pythonsafepath(
+    lab: Lab, python_aider: Path, given: dict[str, str]
+) -> None:
+    """Under GITHUB_SHA (any GitHub Actions job) or SURFACE=Github, from its environment or
+    its ``.env``, Gemini CLI gives a stdio server only a short list of its variables
+    (``sanitizeEnvironment``, strict): the agent's PYTHONSAFEPATH=1 does not reach
+    ``python -m aider``, which would then run the workspace's ``./aider``."""
+    if "env file" in given:
+        write(lab.project / ".env", given.pop("env file") + "\n")
+    started, reason = lab.spawn("gemini", "-p", "t", env=lab.env(PYTHONSAFEPATH="1", **given))
+    assert not started, "gemini started python -m aider without the PYTHONSAFEPATH judged"
+    assert "working directory" in reason, reason
+
+
+def test_gemini_outside_github_actions_gives_a_server_the_agents_pythonsafepath(
+    lab: Lab, python_aider: Path
+) -> None:
+    """The positive controls: outside GitHub Actions the agent's PYTHONSAFEPATH reaches
+    the server; inside, a server given it in its own ``env`` keeps it."""
+    started, reason = lab.spawn("gemini", "-p", "t", env=lab.env(PYTHONSAFEPATH="1"))
+    assert started, reason
+    declared = {"command": str(python_aider), "args": ["-m", "aider"],
+                "env": {"PYTHONSAFEPATH": "1"}}  # fmt: skip
+    write(lab.project / ".gemini" / "settings.json", servers(s=declared))
+    started, reason = lab.spawn("gemini", "-p", "t", env=lab.env(GITHUB_SHA=_A_COMMIT))
+    assert started, reason
+    verdicts = {s["verdict"] for s in lab.last_receipt()["mcp_servers"]}
+    assert verdicts == {"permit"}

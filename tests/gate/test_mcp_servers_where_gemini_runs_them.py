@@ -125,8 +125,11 @@ def test_gemini_with_its_sandbox_on_in_settings_is_refused(
 
 
 @pytest.mark.parametrize(
-    "sandbox", [False, "", "0", "false", None, {"enabled": False, "image": "x"}, {}],
-    ids=["false", "empty", "zero", "false-string", "null", "disabled-object", "empty-object"],
+    "sandbox",
+    [False, "", "0", "false", None, {"enabled": False, "image": "x"}, {}, 0,
+     {"enabled": ""}, {"enabled": 0}],
+    ids=["false", "empty", "zero", "false-string", "null", "disabled-object", "empty-object",
+         "number-zero", "enabled-empty", "enabled-zero"],
 )  # fmt: skip
 def test_gemini_with_its_sandbox_off_in_settings_starts(lab: Lab, sandbox: object) -> None:
     write(lab.project / ".gemini" / "settings.json", json.dumps({"tools": {"sandbox": sandbox}}))
@@ -159,6 +162,43 @@ def test_gemini_told_to_leave_its_sandbox_off_or_given_a_prompt_after_dashes_sta
     assert started, reason
     started, reason = lab.spawn("gemini", "-p", "t", "--", "-s", "--sandbox")
     assert started, reason
+
+
+@pytest.mark.parametrize(
+    "argv", [["--no-sandbox"], ["--sandbox=false"], ["-s=false"], ["--sandbox=0"]],
+    ids=["negated", "equals-false", "short-equals-false", "equals-zero"],
+)  # fmt: skip
+@pytest.mark.parametrize("settings", ["none", "sandbox on"])
+def test_gemini_told_by_an_argument_to_leave_its_sandbox_off_starts(
+    lab: Lab, argv: list[str], settings: str
+) -> None:
+    """``loadSandboxConfig`` takes ``argv.sandbox ?? settings.tools.sandbox``: a sandbox
+    argument that is false wins over a settings file that turns it on."""
+    if settings == "sandbox on":
+        write(lab.project / ".gemini" / "settings.json",
+              json.dumps({"tools": {"sandbox": True}}))  # fmt: skip
+    started, reason = lab.spawn("gemini", *argv, "-p", "t")
+    assert started, reason
+
+
+@pytest.mark.parametrize("value", ["false", "0", " FALSE "])
+def test_gemini_with_its_sandbox_off_in_its_environment_over_its_settings_starts(
+    lab: Lab, value: str
+) -> None:
+    """GEMINI_SANDBOX, when not empty, is taken before the arguments and the settings."""
+    write(lab.project / ".gemini" / "settings.json", json.dumps({"sandbox": "docker"}))
+    started, reason = lab.spawn("gemini", "-p", "t", env=lab.env(GEMINI_SANDBOX=value))
+    assert started, reason
+
+
+def test_a_sandbox_argument_with_a_value_not_read_as_off_is_refused_without_saying_on(
+    lab: Lab,
+) -> None:
+    """A valued sandbox argument the gate does not read as off (here one spelled with a
+    capital) is refused, and the reason does not claim it turns the sandbox on."""
+    started, reason = lab.spawn("gemini", "--sandbox=False", "-p", "t")
+    assert not started, "gemini started with --sandbox=False"
+    assert "sandbox" in reason and "turns" not in reason, reason
 
 
 @pytest.mark.parametrize("value", ["docker", "true", " TRUE ", "podman", "x"])
@@ -271,3 +311,37 @@ def test_gemini_with_an_ide_connection_file_giving_a_port_starts(lab: Lab) -> No
     write(temporary / "gemini" / "ide" / "notes.json", json.dumps({"stdio": {}}))
     started, reason = lab.spawn("gemini", env=lab.env(TMPDIR=str(temporary) + "/"))
     assert started, reason
+
+
+@pytest.mark.parametrize("variable", ["TMP", "TEMP"])
+@pytest.mark.parametrize("env_file", ["workspace", "workspace .gemini", "home"])
+def test_gemini_whose_env_file_moves_its_temporary_folder_to_a_connection_file_is_refused(
+    lab: Lab, variable: str, env_file: str
+) -> None:
+    """node's ``os.tmpdir()`` is TMPDIR, else TMP, else TEMP, read when Gemini CLI looks
+    for its IDE connection files, after it loaded its ``.env``: a ``.env`` giving TMP or
+    TEMP (here a folder inside the workspace) points it at a connection file naming a
+    command, with nothing from the host but an agent without TMPDIR."""
+    write(lab.project / ".gemini" / "settings.json", json.dumps({"ide": {"enabled": True}}))
+    connection = {"stdio": {"command": "aider", "args": []}, "workspacePath": "."}
+    write(lab.project / "tmpx" / "gemini" / "ide" / "gemini-ide-server-1-1.json",
+          json.dumps(connection))  # fmt: skip
+    folder = {"workspace": lab.project, "workspace .gemini": lab.project / ".gemini",
+              "home": lab.home / ".gemini"}[env_file]  # fmt: skip
+    write(folder / ".env", f"{variable}={lab.project / 'tmpx'}\n")
+    started, reason = lab.spawn("gemini")
+    assert not started, f"gemini started with a .env giving {variable}"
+    assert variable in reason and ".env" in reason, reason
+
+
+@pytest.mark.parametrize("variable", ["TMP", "TEMP"])
+def test_gemini_reads_the_connection_files_in_the_temporary_folder_node_takes(
+    lab: Lab, variable: str
+) -> None:
+    """Without TMPDIR, node takes TMP, then TEMP: the connection file there is read."""
+    temporary = lab.root / "tmp"
+    connection = {"stdio": {"command": "aider", "args": []}}
+    write(temporary / "gemini" / "ide" / "gemini-ide-server-7-1.json", json.dumps(connection))
+    started, reason = lab.spawn("gemini", env=lab.env(**{variable: str(temporary)}))
+    assert not started, f"gemini started with a connection file under {variable}"
+    assert "gemini-ide-server-7-1.json" in reason, reason

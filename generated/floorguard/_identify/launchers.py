@@ -526,17 +526,27 @@ def chosen_folder_doubts(launcher: str, environ: Mapping[str, str]) -> list[str]
     environment sets to another value than the agent's has. Its declaration (or its
     client's settings) chose that folder, wherever it lies: the files there would be taken
     for the user's own and the caches there would say what a pinned version is, the
-    workspace's choice as much as a proxy it names."""
+    workspace's choice as much as a proxy it names. A relative HOME too, which the
+    declaration's ``cwd`` places."""
     agent = agent_environment()
     if agent is None:
         return []
-    return [
+    doubts = [
         f"{launcher} takes its user configuration and caches from {name}, which the "
         "server's declaration sets (not the agent's environment): a registry, index or "
         f"cache there would be the workspace's choice (give the agent that {name} instead)"
         for name in _FOLDER_VARIABLES
         if name in environ and environ[name] != agent.get(name)
     ]
+    home = environ.get("HOME")
+    if home and not os.path.isabs(home):
+        # (taken from the server's own folder, which its declaration's cwd may choose)
+        doubts.append(
+            f"HOME={home} is relative: {launcher} takes it from the server's working "
+            "folder, which its declaration may choose, and so its user configuration and "
+            "caches there (give the agent an absolute HOME)"
+        )
+    return doubts
 
 
 # ---------------------------------------------------------------------------- configuration files

@@ -57,6 +57,19 @@ CODEX_SERVER_ENV: Final = (
     "TERM", "TMPDIR", "TZ",
 )  # fmt: skip
 GEMINI_SYSTEM: Final = "/etc/gemini-cli/settings.json"
+# The variables Gemini CLI keeps for a stdio server when it sanitizes strictly (GITHUB_SHA
+# set, or SURFACE=Github: core ``sanitizeEnvironment``), names compared upper-cased, with
+# every GEMINI_CLI_ one. Releases have kept a few more (TERM, GIT_CONFIG_*) and settings
+# may allow more: such a server is judged with these alone and with the whole environment.
+_GEMINI_STRICTLY_KEPT: Final = frozenset(
+    {
+        "PATH", "SYSTEMROOT", "COMSPEC", "PATHEXT", "WINDIR", "TEMP", "TMP", "USERPROFILE",
+        "SYSTEMDRIVE", "HOME", "LANG", "SHELL", "TMPDIR", "USER", "LOGNAME",
+        "ADDITIONAL_CONTEXT", "AVAILABLE_LABELS", "BRANCH_NAME", "DESCRIPTION", "EVENT_NAME",
+        "GITHUB_ENV", "IS_PULL_REQUEST", "ISSUES_TO_TRIAGE", "ISSUE_BODY", "ISSUE_NUMBER",
+        "ISSUE_TITLE", "PULL_REQUEST_NUMBER", "REPOSITORY", "TITLE", "TRIGGERING_ACTOR",
+    }
+)  # fmt: skip
 
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}\Z")
 _PROFILE = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
@@ -332,14 +345,26 @@ def _gemini_referred(servers: Any) -> set[str]:
     return names
 
 
+def _gemini_sanitizes_strictly(environ: Mapping[str, str]) -> bool:
+    """Whether Gemini CLI strips a stdio server's environment to
+    ``_GEMINI_STRICTLY_KEPT`` (as in a GitHub Actions job)."""
+    return bool(environ.get("GITHUB_SHA")) or environ.get("SURFACE") == "Github"
+
+
+def _gemini_strictly_kept(name: str) -> bool:
+    upper = name.upper()
+    return upper in _GEMINI_STRICTLY_KEPT or upper.startswith("GEMINI_CLI_")
+
+
 def _js_truthy(value: Any) -> bool:
     """A JSON value's truth in JavaScript, where every object and array is true."""
     return isinstance(value, (dict, list)) or bool(value)
 
 
 # The variables of its ``.env`` that would move where Gemini CLI finds its extensions,
-# agents and settings (GEMINI_CLI_HOME, HOME, the settings paths; TMPDIR its IDE server
-# files and, HOME empty, its home) or name a command it runs
+# agents and settings (GEMINI_CLI_HOME, HOME, the settings paths; TMPDIR, TMP and TEMP,
+# node's temporary folder in that order, its IDE server files and, HOME empty, its home)
+# or name a command it runs
 # (GEMINI_CLI_IDE_SERVER_STDIO_COMMAND), or choose the sandbox it re-runs itself and its
 # servers in (GEMINI_SANDBOX and its image and proxy command, SANDBOX_FLAGS and the other
 # SANDBOX_ variables, the seatbelt profile, an image built from the workspace), or load
@@ -349,7 +374,16 @@ def _js_truthy(value: Any) -> bool:
 # and before Gemini CLI decides on its sandbox.
 _GEMINI_PLACE_PREFIXES: Final = ("GEMINI_CLI_", "XDG_", "GEMINI_SANDBOX", "SANDBOX", "LD_", "DYLD_")
 _GEMINI_PLACE_NAMES: Final = frozenset(
-    {"HOME", "TMPDIR", "SEATBELT_PROFILE", "BUILD_SANDBOX", "NODE_OPTIONS", "NODE_PATH"}
+    {
+        "HOME",
+        "TMPDIR",
+        "TMP",
+        "TEMP",
+        "SEATBELT_PROFILE",
+        "BUILD_SANDBOX",
+        "NODE_OPTIONS",
+        "NODE_PATH",
+    }
 )
 
 _DOTENV_LINE: Final = re.compile(
@@ -429,21 +463,37 @@ _IN_A_SANDBOX: Final = (
     "turns Gemini CLI's sandbox on: gemini and its MCP servers would run in a container "
     "image the gate cannot judge"
 )
+# The arguments yargs reads as ``sandbox: false`` in every release (a boolean option; a
+# string ``"0"`` or ``"false"`` is off too): then the settings' sandbox is not looked at.
+_GEMINI_SANDBOX_OFF_ARGUMENTS: Final = frozenset(
+    {"--no-sandbox", "--sandbox=false", "--sandbox=0", "-s=false", "-s=0"}
+)
 
 
 def _gemini_sandbox_off(value: Any) -> bool:
     """Whether a settings value leaves Gemini CLI's sandbox off in every reading
     (``loadSandboxConfig``): absent, false, ``""``, ``"0"`` or ``"false"``, or an object
-    of the known keys whose ``enabled`` is not true. Any other shape is taken for on."""
+    of the known keys whose ``enabled`` is false in JavaScript (absent, false, 0, ``""``,
+    null). A number 0 is off too (``!sandbox``). Any other shape is taken for on."""
     if isinstance(value, dict):
-        return set(value) <= _GEMINI_SANDBOX_KEYS and value.get("enabled") in (None, False)
-    return value is None or value is False or value in ("", "0", "false")
+        return set(value) <= _GEMINI_SANDBOX_KEYS and value.get("enabled") in (None, False, "")
+    zero = type(value) in (int, float) and value == 0
+    return value is None or value is False or zero or value in ("", "0", "false")
 
 
 # What yargs (Gemini CLI's argument parser) takes for a group of short options: the
 # letters up to the first character that is not a word character, after which the rest
 # is a value (``-s=x``, ``-a-b``).
 _YARGS_SHORT_GROUP: Final = re.compile(r"-(\w+)", re.ASCII)
+
+
+def _yargs_valued(arg: str) -> bool:
+    """Whether an option argument carries a value of its own (``--X=V``, ``-s=V``,
+    ``-s.x``), which yargs gives its last key."""
+    if arg.startswith("--"):
+        return "=" in arg
+    group = _YARGS_SHORT_GROUP.match(arg)
+    return group is not None and group.end() < len(arg)
 
 
 def _yargs_keys(argv: Sequence[str]) -> list[tuple[int, str, str]]:
@@ -609,6 +659,12 @@ class _Reader:
         # them. ``expanding``: the variables a client expands references from.
         self.inherited: dict[str, str] = {}
         self.expanding: Mapping[str, str] = environ
+        # While gemini's settings files are read: the environment Gemini CLI expands them
+        # from, which current releases read before they load the .env (earlier ones after).
+        self.settings_expanding: Mapping[str, str] | None = None
+        # Whether GEMINI_SANDBOX or an argument decided gemini's sandbox (off), so that
+        # its settings' sandbox is not looked at.
+        self.gemini_sandbox_decided = False
         self.home = home_of(environ, self.cwd)
         self.found: list[Declaration] = []
         # The environments codex may run with, its .env files loaded (codex only; read,
@@ -1039,6 +1095,7 @@ class _Reader:
             # Rust's home lookups differ on an empty HOME (as given, or the user's entry).
             raise ConfigDoubt("codex: HOME is set but empty: which home codex reads is not known")
         overrides, profiles, told = self._codex_argv(argv)
+        told = self._codex_cd_folders(told)
         folders = [os.path.normpath(os.path.join(self.cwd, value)) for value in told]
         # Codex takes a relative -C from its real working directory, the kernel resolving
         # each `..` (``current_dir().push``): that is the session's folder.
@@ -1161,6 +1218,24 @@ class _Reader:
             self._doubt(path, "plugins", "not a table")
         for name in enabled or ():
             self._doubt(path, _key("plugins", name), _CODEX_PLUGIN)
+
+    def _codex_cd_folders(self, told: Sequence[str]) -> list[str]:
+        """The ``-C`` folders codex may take: current releases read one as an
+        ``AbsolutePathBuf`` (a leading ``~`` alone or before ``/`` is the home), earlier
+        ones pushed it onto the working directory as written (a folder named ``~``): both
+        are judged. Raises ConfigDoubt for a ``~`` one under a relative HOME."""
+        folders: list[str] = []
+        for value in told:
+            folders.append(value)
+            if value == "~" or value.startswith("~/"):
+                expanded = self._codex_path(value, self.cwd)
+                if expanded is None:
+                    raise ConfigDoubt(
+                        f"codex -C {value!r}: codex takes a leading ~ for the home, and HOME "
+                        "is not absolute: which folder it starts in is not known"
+                    )
+                folders.append(expanded)
+        return folders
 
     def _codex_path(self, named: str, base: str) -> str | None:
         """A path codex reads as an ``AbsolutePathBuf`` (codex-rs ``utils/absolute-path``):
@@ -1430,7 +1505,8 @@ class _Reader:
 
     def gemini(self, argv: Sequence[str]) -> None:
         self._node_names_are_text("GEMINI_CLI_HOME")
-        self._gemini_sandbox(argv)
+        # (GEMINI_SANDBOX, then an argument, decides before the settings are looked at)
+        self.gemini_sandbox_decided = self._gemini_sandbox(argv)
         self._gemini_worktree(argv)
         self._gemini_ide_companion()
         if self.environ.get("HOME") == "" and not self.environ.get("GEMINI_CLI_HOME"):
@@ -1475,22 +1551,38 @@ class _Reader:
             if not isinstance(servers, dict):
                 self._doubt(path, "mcpServers", "not an object")
                 continue
+            self.settings_expanding = self.environ
             self._gemini_servers(servers, path, self._GEMINI_KEYS)
+            self.settings_expanding = None
         self._gemini_extensions(home)
         self._gemini_agents(home)
 
-    def _gemini_sandbox(self, argv: Sequence[str]) -> None:
+    def _gemini_sandbox(self, argv: Sequence[str]) -> bool:
         """Gemini CLI with its sandbox on re-runs itself, and so starts its servers, in a
         container image (``loadSandboxConfig`` -> ``start_sandbox``): the gemini and the
         servers there are the image's, which the gate cannot judge. GEMINI_SANDBOX (taken
-        first) or an argument turning it on is a doubt; the settings are checked as they
-        are read (:meth:`_gemini_sandbox_setting`). Raises ConfigDoubt."""
-        sandbox = self.environ.get("GEMINI_SANDBOX")
-        if sandbox is not None and sandbox.lower().strip(_JS_TRIMMED) not in ("", "0", "false"):
+        first when not empty) or an argument not known to turn it off is a doubt; the
+        settings are checked as they are read (:meth:`_gemini_sandbox_setting`). Whether
+        the variable or an argument turned it off, so that the settings are not looked at
+        (``argv.sandbox ?? settings.tools.sandbox``). Raises ConfigDoubt."""
+        sandbox = (self.environ.get("GEMINI_SANDBOX") or "").lower().strip(_JS_TRIMMED)
+        if sandbox not in ("", "0", "false"):
             raise ConfigDoubt(f"gemini: GEMINI_SANDBOX {_IN_A_SANDBOX}")
+        off = False
         for index, key, spelled in _yargs_keys(argv):
-            if key in _GEMINI_SANDBOX_OPTIONS and spelled != "--no-sandbox":
+            if key not in _GEMINI_SANDBOX_OPTIONS:
+                continue
+            if argv[index - 1] in _GEMINI_SANDBOX_OFF_ARGUMENTS:
+                off = True
+            elif _yargs_valued(argv[index - 1]):
+                raise ConfigDoubt(
+                    f"gemini argument {index} ({spelled}=...) gives Gemini CLI's sandbox a "
+                    "value not read here as off: gemini and its MCP servers may run in a "
+                    "container image the gate cannot judge"
+                )
+            else:
                 raise ConfigDoubt(f"gemini argument {index} ({spelled}) {_IN_A_SANDBOX}")
+        return off or sandbox != ""
 
     def _gemini_worktree(self, argv: Sequence[str]) -> None:
         """``-w``/``--worktree`` (with ``experimental.worktrees``, else gemini stops) makes
@@ -1541,6 +1633,8 @@ class _Reader:
             self._doubt(path, "tools", "not an object")
             return
         for at, holder in (("tools.sandbox", tools or {}), ("sandbox", document)):
+            if self.gemini_sandbox_decided:
+                break
             if "sandbox" in holder and not _gemini_sandbox_off(holder["sandbox"]):
                 self._doubt(path, at, _IN_A_SANDBOX)
 
@@ -1571,7 +1665,8 @@ class _Reader:
         truth, on the values it expanded (``createTransport``: a non-empty ``httpUrl``, else
         ``url``, else ``command``; ``tcp`` is no transport there, so it never wins over a
         command). A URL that expands to nothing is no URL; the server is taken for remote
-        only when every release's expansion leaves it a URL."""
+        only when every release's expansion leaves it a URL (for a settings file, also
+        the reading from the agent's environment alone, before the .env is loaded)."""
         given = [key for key in ("httpUrl", "url", "tcp") if key in entry]
         wrong = next((key for key in given if not isinstance(entry[key], str)), None)
         if wrong is not None:
@@ -1580,7 +1675,11 @@ class _Reader:
         readings = [
             any(_gemini_reading(entry[key], pattern, environ) for key in given if key != "tcp")
             for pattern in (_GEMINI_REFERENCE, _GEMINI_OLD_REFERENCE)
-            for environ in (self.expanding, {**self.expanding, **self.inherited})
+            for environ in (
+                self.expanding,
+                {**self.expanding, **self.inherited},
+                *filter(None, [self.settings_expanding]),
+            )
         ]
         # (recorded as written: the URL the current resolver leaves non-empty, else any)
         shown = next(
@@ -1591,11 +1690,30 @@ class _Reader:
         if all(readings):
             self._remote(name, shown, (path,), here)
         elif "command" in entry:
-            self._stdio(name, entry, path, here, _GEMINI_EXPANSION)
+            self._gemini_stdio(name, entry, path, here)
         elif shown is not None:  # (Gemini CLI starts nothing here: a URL, or nothing valid)
             self._remote(name, shown, (path,), here)
         else:
             self._doubt(path, here, "has neither a command nor a url")
+
+    def _gemini_stdio(self, name: str, entry: dict[str, Any], path: str, here: str) -> None:
+        """A Gemini CLI stdio server, judged with the agent's environment (and the .env's
+        and extension's variables); under strict sanitization (from that environment, as
+        ``createTransport`` passes it) once more with only what Gemini CLI keeps of it, the
+        server's own ``env`` added, since a variable the gate credits may not reach it."""
+        doubts = len(self.doubts)
+        self._stdio(name, entry, path, here, _GEMINI_EXPANSION)
+        if len(self.doubts) > doubts or not _gemini_sanitizes_strictly(
+            {**self.environ, **self.inherited}
+        ):
+            return
+        saved = self.inherited
+        base = tuple((k, v) for k, v in self.environ.items() if _gemini_strictly_kept(k))
+        self.inherited = {k: v for k, v in saved.items() if _gemini_strictly_kept(k)}
+        try:
+            self._stdio(name, entry, path, here, _GEMINI_EXPANSION, base=base)
+        finally:
+            self.inherited = saved
 
     def _json_argument(self, value: str, inline: str, within: str | None) -> tuple[str, Any | None]:
         """Where an argument that is inline JSON or a file's path (relative to the working
@@ -1940,6 +2058,14 @@ class _Reader:
                     self._doubt(where, f"{at}.env.{key}", "cannot be expanded here")
                     return
                 known = value  # left as the client leaves an unset variable: literal
+            if expansion is _GEMINI_EXPANSION and self._before_dotenv(value) not in (None, known):
+                self._doubt(
+                    where, f"{at}.env.{key}",
+                    "names a variable only the .env sets: current Gemini CLI expands its "
+                    "settings before it loads the .env (earlier releases after), so the "
+                    "value differs (the .env's variables reach the server without naming them)",
+                )  # fmt: skip
+                return
             resolved.append((key, known))
         start = self.environ if base is None else dict(base)
         search = dict(resolved).get("PATH", start.get("PATH"))
@@ -1955,7 +2081,7 @@ class _Reader:
                     f"{at}.env.PATH" if "PATH" in env
                     else "the PATH its client's settings or .env give it"
                     if "PATH" in self.inherited
-                    else "the agent's PATH" if base is None
+                    else "the agent's PATH" if base is None or self.client == GEMINI
                     else "the PATH codex gives it"
                 )  # fmt: skip
                 self._doubt(
@@ -1971,6 +2097,17 @@ class _Reader:
             )
         )  # fmt: skip
 
+    def _before_dotenv(self, value: str) -> str | None:
+        """A settings file's env ``value`` as current Gemini CLI gives it: expanded from
+        the agent's environment alone (an unset variable without a default left as
+        written), then again when it starts the server, the .env loaded by then. None
+        outside a settings file."""
+        if self.settings_expanding is None:
+            return None
+        first = self._expanded(value, _GEMINI_REFERENCE, self.settings_expanding)
+        start = {**self.expanding, **self.inherited}
+        return _gemini_reading(value if first is None else first, _GEMINI_REFERENCE, start)
+
     def _twice(self, value: str) -> bool:
         """Whether Gemini CLI's second expansion (``expandEnvVars`` at the server's start,
         from its environment and the extension's) changes ``value``, once expanded."""
@@ -1980,17 +2117,20 @@ class _Reader:
             for pattern in (_GEMINI_REFERENCE, _GEMINI_OLD_REFERENCE)
         )
 
-    def _expanded(self, value: str, reference: re.Pattern[str]) -> str | None:
+    def _expanded(
+        self, value: str, reference: re.Pattern[str], environ: Mapping[str, str] | None = None
+    ) -> str | None:
         """``${VAR}`` and ``${VAR:-default}`` (and gemini's ``$VAR``) from the spawn's
         environment, or None when a variable is unset and has no default (or the value
         holds another ``${`` form)."""
         unknown = False
+        given = self.expanding if environ is None else environ
 
         def one(match: re.Match[str]) -> str:
             nonlocal unknown
             name, default = match["name"] or match["braced"], match["default"]
-            if name in self.expanding:
-                return self.expanding[name]
+            if name in given:
+                return given[name]
             if default is not None:
                 return default
             unknown = True
