@@ -340,3 +340,22 @@ def test_gemini_outside_github_actions_gives_a_server_the_agents_pythonsafepath(
     assert started, reason
     verdicts = {s["verdict"] for s in lab.last_receipt()["mcp_servers"]}
     assert verdicts == {"permit"}
+
+
+@pytest.mark.parametrize("layer", ["workspace", "user"])
+def test_gemini_settings_that_redact_a_servers_environment_do_not_give_it_the_agents(
+    lab: Lab, python_aider: Path, layer: str
+) -> None:
+    """A settings layer's ``security.environmentVariableRedaction`` (enabled, with a
+    ``blocked`` list) may take any variable from a server, PYTHONSAFEPATH included: which
+    ones reach it is not modelled, so the server is judged with the fewest as well."""
+    declared = {"command": str(python_aider), "args": ["-m", "aider"]}
+    redaction = {"environmentVariableRedaction": {"enabled": True, "blocked": ["PYTHONSAFEPATH"]}}
+    if layer == "workspace":
+        document = {"mcpServers": {"s": declared}, "security": redaction}
+        write(lab.project / ".gemini" / "settings.json", json.dumps(document))
+    else:
+        write(lab.home / ".gemini" / "settings.json", json.dumps({"security": redaction}))
+    started, reason = lab.spawn("gemini", "-p", "t", env=lab.env(PYTHONSAFEPATH="1"))
+    assert not started, "gemini started python -m aider with PYTHONSAFEPATH blocked"
+    assert "working directory" in reason, reason

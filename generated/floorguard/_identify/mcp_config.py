@@ -672,6 +672,10 @@ class _Reader:
         self.codex_environments: Sequence[Mapping[str, str]] = (environ,)
         # The folders codex is told with -C/--cd, as it resolves them (codex only).
         self.codex_folders: list[str] = []
+        # A gemini settings layer that configures its environment redaction for servers
+        # (security.environmentVariableRedaction): which variables then reach them is not
+        # modelled, so each server is judged with the fewest as well (gemini only).
+        self.gemini_redacts = False
         self.doubts: list[str] = []
         self.files: list[str] = []
         # The folders whose claude project entry a linked git worktree shares (claude only).
@@ -1540,6 +1544,9 @@ class _Reader:
                 self._doubt(path, "(the document)", "not a JSON object")
                 continue
             self._gemini_sandbox_setting(document, path)
+            security = document.get("security")
+            if not isinstance(security, dict) or "environmentVariableRedaction" in security:
+                self.gemini_redacts |= security is not None
             mcp = document.get("mcp")
             if isinstance(mcp, dict) and "serverCommand" in mcp:
                 self._doubt(path, "mcp.serverCommand", "a shell command line that is not judged")
@@ -1699,12 +1706,14 @@ class _Reader:
     def _gemini_stdio(self, name: str, entry: dict[str, Any], path: str, here: str) -> None:
         """A Gemini CLI stdio server, judged with the agent's environment (and the .env's
         and extension's variables); under strict sanitization (from that environment, as
-        ``createTransport`` passes it) once more with only what Gemini CLI keeps of it, the
-        server's own ``env`` added, since a variable the gate credits may not reach it."""
+        ``createTransport`` passes it), or when a settings layer configures the redaction
+        (its ``blocked`` list may remove any name), once more with only what Gemini CLI
+        keeps of it strictly, the server's own ``env`` added, since a variable the gate
+        credits may not reach it."""
         doubts = len(self.doubts)
         self._stdio(name, entry, path, here, _GEMINI_EXPANSION)
-        if len(self.doubts) > doubts or not _gemini_sanitizes_strictly(
-            {**self.environ, **self.inherited}
+        if len(self.doubts) > doubts or not (
+            self.gemini_redacts or _gemini_sanitizes_strictly({**self.environ, **self.inherited})
         ):
             return
         saved = self.inherited
