@@ -279,16 +279,16 @@ def test_many_sessions_of_another_host_taking_turns_under_a_quarter_cannot_starv
 
 @pytest.mark.parametrize(
     ("hosts", "sessions"),
-    [(2, 4), (1, 20), (2, 12)],
-    ids=["two-hosts-4-each", "one-host-20", "two-hosts-12-each"],
+    [(2, 4), (1, 20), (2, 12), (9, 2)],
+    ids=["two-hosts-4-each", "one-host-20", "two-hosts-12-each", "nine-hosts-2-each"],
 )
 def test_sessions_in_league_taking_turns_under_a_quarter_cannot_starve_an_append(
     pg: Chain, hosts: int, sessions: int
 ) -> None:
-    # Sessions of other hosts hold the lock 0.24 s in turn and queue again at once. With
-    # few, the claim serves the append after those that began waiting before it; with
-    # many, each older than the append, the roles seen holding the lock for a further
-    # whole limit are ended.
+    # Sessions of other hosts hold the lock 0.24 s in turn and queue again at once. The
+    # starved append claims the lock; sessions older than it may claim ahead of it only
+    # while their own host has not been served since they began waiting, so each host is
+    # served at most once ahead of it, however many sessions it has.
     pg.chain().append(CANARY, receipt())
     urls = []
     for n in range(hosts):

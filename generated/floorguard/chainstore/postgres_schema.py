@@ -437,8 +437,8 @@ META_VALUE_FOR_APPENDS = f"SELECT {API_SCHEMA}.read_meta(%s)"
 # The lock's claim. PostgreSQL hands a released lock to the first session in its queue,
 # and a waiting append leaves that queue to look for a holder to end: sessions of several
 # hosts taking the lock in turn, each under its limit, would keep it behind them for good.
-# So an append that has waited the hold limit, of a role not served lately (see
-# served_lately below), claims the lock: lock_claim holds when it
+# So an append that has waited the hold limit, starved (see served_since below), claims
+# the lock: lock_claim holds when it
 # began waiting (ms since CLAIM_EPOCH_MS) above its backend's pid (22 bits, Linux's
 # largest), and the oldest such waiter's claim stands while that session waits in the
 # lock's queue or has looked within CLAIM_FRESH_MS (lock_claim_seen). Whoever else is
@@ -470,24 +470,32 @@ BEGIN
                                      WHERE d.datname = pg_catalog.current_database()));
 END $$
 """  # noqa: S608
-# Only an append of a role not served lately may claim: sessions of one host, or of several
-# in league, each older than the append, would otherwise each be served ahead of it in turn.
-# The roles of the last SERVED_RING appends that waited for the lock (take_lock) are kept,
-# with the second each was served, in as many unlogged sequences (written outside the
-# transaction: a rollback does not hide a turn); one served within SERVED_FRESH_S seconds
-# is served lately. (Appends that find the lock free are not counted: no claim stands
-# then, as none waited the limit, and counting them would cost every append.)
-SERVED_RING = 8
-SERVED_FRESH_S = 5
-_SERVED_LATELY = f"""
-CREATE OR REPLACE FUNCTION floorguard.served_lately(role oid) RETURNS boolean
+# Only a starved append may claim: one whose role (host) has not been served since it
+# began waiting. Sessions of one host, or of several in league, each older than the
+# append, would otherwise each be served ahead of it in turn; so each role is served at
+# most once ahead of a starved append's claim. The last SERVED_RING appends that waited for
+# the lock (take_lock) are kept, each as its role and the millisecond it was served
+# (modulo 2^31: about 24 days, far more than any wait), in as many unlogged sequences
+# (written outside the transaction: a rollback does not hide a turn). When all of them
+# were served since the append began waiting, whether its role was served is not known,
+# and it is taken as served. (Appends that find the lock free are not counted: no claim
+# stands then, and counting them would cost every append.)
+SERVED_RING = 32
+_MS_MASK = (1 << 31) - 1
+_NOW_MS_MOD = f"(({_NOW_MS} - {CLAIM_EPOCH_MS}) & {_MS_MASK})"
+_SERVED_SINCE = f"""
+CREATE OR REPLACE FUNCTION floorguard.served_since(role oid, waited_ms bigint)
+RETURNS boolean
 LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
-  SELECT pg_catalog.bool_or(v & 4294967295 = role::bigint
-           AND ({_NOW_MS} / 1000 - {CLAIM_EPOCH_MS // 1000}) - (v >> 32) <= {SERVED_FRESH_S})
-    FROM (SELECT pg_catalog.pg_sequence_last_value(
-                   pg_catalog.format('floorguard.lock_served_%s', n)::pg_catalog.regclass) AS v
-            FROM pg_catalog.generate_series(0, {SERVED_RING - 1}) AS n) slots
-   WHERE v IS NOT NULL
+  SELECT pg_catalog.count(*) FILTER (WHERE age < waited_ms) = {SERVED_RING}
+      OR COALESCE(pg_catalog.bool_or(v & 4294967295 = role::bigint AND age < waited_ms),
+                  false)
+    FROM (SELECT v, ({_NOW_MS_MOD} - (v >> 32)) & {_MS_MASK} AS age
+            FROM (SELECT pg_catalog.pg_sequence_last_value(
+                           pg_catalog.format('floorguard.lock_served_%s', n)::pg_catalog.regclass)
+                         AS v
+                    FROM pg_catalog.generate_series(0, {SERVED_RING - 1}) AS n) raw
+           WHERE v IS NOT NULL) slots
 $$
 """  # noqa: S608
 _SERVED_SEQUENCES = [
@@ -505,7 +513,8 @@ _CLAIM_STANDS_TEST = (
 _CLAIM_STEP = f"""
     IF my_claim IS NOT NULL AND hold_limit IS NOT NULL
        AND pg_catalog.clock_timestamp() - started >= hold_limit
-       AND NOT floorguard.served_lately(own_role) THEN
+       AND NOT floorguard.served_since(own_role,
+             (EXTRACT(epoch FROM pg_catalog.clock_timestamp() - started) * 1000)::bigint) THEN
       claim := COALESCE(pg_catalog.pg_sequence_last_value('floorguard.lock_claim'), 0);
       IF claim = my_claim OR claim >> {CLAIM_PID_BITS} > my_claim >> {CLAIM_PID_BITS}
          OR NOT floorguard.claim_stands() THEN
@@ -669,7 +678,7 @@ BEGIN
   END IF;
   PERFORM pg_catalog.setval(pg_catalog.format('floorguard.lock_served_%s',
     pg_catalog.nextval('floorguard.lock_served_next') % {SERVED_RING})::pg_catalog.regclass,
-    ({_NOW_MS} / 1000 - {CLAIM_EPOCH_MS // 1000}) << 32 | own_role::bigint);
+    {_NOW_MS_MOD} << 32 | own_role::bigint);
 END $$
 """  # noqa: S608
 
@@ -1267,7 +1276,7 @@ _DDL = (
     f"CREATE UNLOGGED SEQUENCE IF NOT EXISTS {SCHEMA}.lock_claim_seen MINVALUE 0",
     _CLAIM_STANDS,
     *_SERVED_SEQUENCES,
-    _SERVED_LATELY,
+    _SERVED_SINCE,
     _REFUSE_CHANGE,
     _CHECK_RECORD,
     _LOCK_SESSIONS,
