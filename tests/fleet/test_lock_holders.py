@@ -238,54 +238,17 @@ def test_sessions_taking_turns_just_under_the_hold_limit_cannot_starve_an_append
     assert _verified(pg) == 4
 
 
-def test_many_sessions_of_another_host_taking_turns_under_a_quarter_cannot_starve_an_append(
-    pg: Chain,
-) -> None:
-    # Eight sessions of one host each hold the lock 0.24 s (under a quarter of the limit, so
-    # none is ever ended for its own hold) and queue again at once: a waiting append that
-    # left the queue to look for a holder to end rejoined it behind all of them, for good.
-    # A host served lately cannot claim the lock; the starved append's claim puts it next.
-    other = f"{pg.appender}_relay"
-    pg.server.psql(f"CREATE ROLE {other} LOGIN")
-    env = pg.env(pg.key_file.parent)
-    done = floorctl("chain", "init", "--url", pg.owner_url, "--grant", other,
-                                        env=env)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    pg.chain().append(CANARY, receipt())
-    relay_url = pg.server.url(other, pg.database)
-    stop = threading.Event()
-
-    def relay() -> None:
-        while not stop.is_set():  # ended: it reconnects
-            with contextlib.suppress(psycopg.OperationalError), psycopg.connect(relay_url) as conn:
-                while not stop.is_set():
-                    conn.execute("SELECT floorguard_api.open_append(NULL)")
-                    time.sleep(0.24)
-                    conn.commit()
-
-    relays = [threading.Thread(target=relay, daemon=True) for _ in range(8)]
-    for thread in relays:
-        thread.start()
-    time.sleep(1.0)
-    try:
-        for _ in range(3):
-            assert timed_append(pg) < TIMEOUT + MARGIN
-    finally:
-        stop.set()
-        for thread in relays:
-            thread.join(10)
-    assert _verified(pg) == 4
-
-
 @pytest.mark.parametrize(
     ("hosts", "sessions"),
-    [(2, 4), (1, 20), (2, 12), (9, 2)],
-    ids=["two-hosts-4-each", "one-host-20", "two-hosts-12-each", "nine-hosts-2-each"],
+    [(1, 8), (1, 20), (2, 4), (2, 12), (9, 2)],
+    ids=["one-host-8", "one-host-20", "two-hosts-4-each", "two-hosts-12-each", "nine-hosts-2-each"],
 )
 def test_sessions_in_league_taking_turns_under_a_quarter_cannot_starve_an_append(
     pg: Chain, hosts: int, sessions: int
 ) -> None:
-    # Sessions of other hosts hold the lock 0.24 s in turn and queue again at once. The
+    # Sessions of other hosts hold the lock 0.24 s (under a quarter of the limit, so none is
+    # ever ended for its own hold) in turn and queue again at once: a waiting append that
+    # left the queue to look for a holder to end rejoined it behind all of them. The
     # starved append claims the lock; sessions older than it may claim ahead of it only
     # while their own host has not been served since they began waiting, so each host is
     # served at most once ahead of it, however many sessions it has.
