@@ -240,10 +240,17 @@ def test_sessions_taking_turns_just_under_the_hold_limit_cannot_starve_an_append
 
 @pytest.mark.parametrize(
     ("hosts", "sessions"),
-    [(1, 8), (1, 20), (2, 4), (2, 12), (9, 2)],
-    ids=["one-host-8", "one-host-20", "two-hosts-4-each", "two-hosts-12-each", "nine-hosts-2-each"],
+    [(1, 8), (1, 20), (2, 4), (2, 12), (9, 2), (8, 6)],
+    ids=[
+        "one-host-8",
+        "one-host-20",
+        "two-hosts-4-each",
+        "two-hosts-12-each",
+        "nine-hosts-2-each",
+        "eight-hosts-6-each",
+    ],
 )
-def test_sessions_in_league_taking_turns_under_a_quarter_cannot_starve_an_append(
+def test_sessions_in_league_taking_turns_under_a_quarter_starve_no_append_nor_init(
     pg: Chain, hosts: int, sessions: int
 ) -> None:
     # Sessions of other hosts hold the lock 0.24 s (under a quarter of the limit, so none is
@@ -281,6 +288,9 @@ def test_sessions_in_league_taking_turns_under_a_quarter_cannot_starve_an_append
     try:
         for _ in range(3):
             assert timed_append(pg) < TIMEOUT + MARGIN
+        # The owner's chain init (run again, as on an upgrade) waits in line as an append.
+        again = floorctl("chain", "init", "--url", pg.owner_url, env=pg.env(pg.key_file.parent))
+        assert again.returncode == 0, again.stderr
     finally:
         stop.set()
         for thread in relays:

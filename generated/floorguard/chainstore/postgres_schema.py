@@ -511,8 +511,9 @@ _CLAIM_STANDS_TEST = (
 # A waiting append's claim (see _CLAIM_STANDS), written or renewed at the start of each
 # look and again just before it queues for the lock.
 _CLAIM_STEP = f"""
-    IF my_claim IS NOT NULL AND hold_limit IS NOT NULL
-       AND pg_catalog.clock_timestamp() - started >= hold_limit
+    IF my_claim IS NOT NULL
+       AND pg_catalog.clock_timestamp() - started
+           >= COALESCE(hold_limit, interval '{LOCK_HOLD_LIMIT_MS} ms')
        AND NOT floorguard.served_since(own_role,
              (EXTRACT(epoch FROM pg_catalog.clock_timestamp() - started) * 1000)::bigint) THEN
       claim := COALESCE(pg_catalog.pg_sequence_last_value('floorguard.lock_claim'), 0);
@@ -587,6 +588,16 @@ BEGIN
                   'pg_signal_backend (GRANT pg_signal_backend TO ' || current_user || ')'
                   ELSE 'it is ended once it has held the lock for longer than meta '
                   'lock_hold_limit_ms' END;
+      END IF;
+    END IF;
+    -- While another's claim stands, wait outside the lock's queue: the claimant is then
+    -- next when the holder lets the lock go, rather than after every session queued
+    -- before it, each given the lock in turn only to let it go. (An older starved waiter
+    -- may take the claim over meanwhile; the claimant ends a holder past its limit.)
+    IF {_CLAIM_STANDS_TEST} THEN
+{_CLAIM_STEP}      IF {_CLAIM_STANDS_TEST} THEN
+        PERFORM pg_catalog.pg_sleep(0.02);
+        CONTINUE;
       END IF;
     END IF;
     PERFORM pg_catalog.set_config('lock_timeout',
