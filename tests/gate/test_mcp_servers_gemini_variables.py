@@ -342,15 +342,20 @@ def test_gemini_outside_github_actions_gives_a_server_the_agents_pythonsafepath(
     assert verdicts == {"permit"}
 
 
-@pytest.mark.parametrize("layer", ["workspace", "user"])
+@pytest.mark.parametrize("layer", ["workspace", "user", "not-an-object"])
 def test_gemini_settings_that_redact_a_servers_environment_do_not_give_it_the_agents(
     lab: Lab, python_aider: Path, layer: str
 ) -> None:
     """A settings layer's ``security.environmentVariableRedaction`` (enabled, with a
     ``blocked`` list) may take any variable from a server, PYTHONSAFEPATH included: which
-    ones reach it is not modelled, so the server is judged with the fewest as well."""
+    ones reach it is not modelled, so the server is judged with the fewest as well; so it
+    is when ``security`` is not an object (how Gemini CLI reads that is not known)."""
     declared = {"command": str(python_aider), "args": ["-m", "aider"]}
-    redaction = {"environmentVariableRedaction": {"enabled": True, "blocked": ["PYTHONSAFEPATH"]}}
+    redaction: object = {
+        "environmentVariableRedaction": {"enabled": True, "blocked": ["PYTHONSAFEPATH"]}
+    }
+    if layer == "not-an-object":
+        layer, redaction = "workspace", ["environmentVariableRedaction"]
     if layer == "workspace":
         document = {"mcpServers": {"s": declared}, "security": redaction}
         write(lab.project / ".gemini" / "settings.json", json.dumps(document))
