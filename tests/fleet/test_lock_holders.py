@@ -249,6 +249,8 @@ def test_sessions_taking_turns_just_under_the_hold_limit_cannot_starve_an_append
         pytest.param(2, 12, id="two-hosts-12-each", marks=pytest.mark.slow),
         pytest.param(9, 2, id="nine-hosts-2-each", marks=pytest.mark.slow),
         pytest.param(8, 6, id="eight-hosts-6-each", marks=pytest.mark.slow),
+        pytest.param(8, 7, id="eight-hosts-7-each", marks=pytest.mark.slow),
+        pytest.param(12, 6, id="twelve-hosts-6-each", marks=pytest.mark.slow),
     ],
 )
 def test_sessions_in_league_taking_turns_under_a_quarter_starve_no_append_nor_init(
@@ -299,10 +301,74 @@ def test_sessions_in_league_taking_turns_under_a_quarter_starve_no_append_nor_in
     assert _verified(pg) == 4
 
 
+def _wake_locks(pg: Chain, pid: int, *, granted: bool) -> str:
+    """The advisory locks on a claimant's wake key that session `pid` holds or awaits."""
+    from floorguard.chainstore.postgres_schema import CLAIM_WAKE_KEY
+
+    return pg.sql(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"  # noqa: S608
+        f" AND classid = {CLAIM_WAKE_KEY} AND objsubid = 2 AND pid = {pid}"
+        f" AND granted = {granted}"
+    )
+
+
+def test_waiters_behind_a_standing_claim_sleep_outside_the_queue_until_it_is_served(
+    pg: Chain,
+) -> None:
+    # Waiters that poll while a claim stands load the server that the claimant and the
+    # holder need: so a waiter sleeps on the claimant's own advisory lock, out of the
+    # chain lock's queue, and the claimant is served first.
+    pg.chain().append(CANARY, receipt())
+    late_role = f"{pg.appender}_late"
+    pg.server.psql(f"CREATE ROLE {late_role} LOGIN")
+    done = floorctl("chain", "init", "--url", pg.owner_url, "--grant", late_role,
+                    env=pg.env(pg.key_file.parent))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    served: list[str] = []
+
+    def append(conn: psycopg.Connection[Any], name: str) -> None:
+        conn.execute("SET lock_timeout = '8s'")
+        conn.execute("SELECT floorguard_api.open_append(NULL)")
+        served.append(name)
+        conn.rollback()
+
+    with (
+        psycopg.connect(pg.owner_url) as owner,  # never ended: it holds as long as it likes
+        psycopg.connect(pg.url) as claimant,
+        psycopg.connect(pg.server.url(late_role, pg.database)) as late,
+    ):
+        owner.execute("LOCK TABLE floorguard.append_lock IN EXCLUSIVE MODE")
+        first = threading.Thread(target=append, args=(claimant, "claimant"), daemon=True)
+        first.start()
+        time.sleep(1.4)  # it has waited the hold limit: it claims
+        claim = int(pg.sql("SELECT last_value FROM floorguard.lock_claim"))
+        assert claim & 0x3FFFFF == claimant.info.backend_pid
+        assert _wake_locks(pg, claimant.info.backend_pid, granted=True) == "1"
+        second = threading.Thread(target=append, args=(late, "late"), daemon=True)
+        second.start()
+        time.sleep(0.5)
+        assert _wake_locks(pg, late.info.backend_pid, granted=False) == "1"
+        in_queue = pg.sql(
+            "SELECT count(*) FROM pg_locks WHERE relation = 'floorguard.append_lock'::regclass"  # noqa: S608
+            f" AND pid = {late.info.backend_pid}"
+        )
+        assert in_queue == "0"
+        owner.rollback()
+        first.join(10)
+        second.join(10)
+    assert served == ["claimant", "late"]
+    assert pg.sql("SELECT last_value FROM floorguard.lock_claim") == "0"
+
+
 def test_a_claim_a_session_left_behind_is_cleared_when_it_waits_again(pg: Chain) -> None:
-    # A claimant cancelled before its grant leaves its claim; the same session (or one
-    # given its pid later) waiting again must not be served on that old claim.
-    from floorguard.chainstore.postgres_schema import CLAIM_EPOCH_MS, CLAIM_PID_BITS
+    # A claimant cancelled before its grant leaves its claim, and the advisory lock others
+    # sleep on while it claims; the same session (or one given its pid later) waiting again
+    # must not be served on that old claim, nor keep others asleep.
+    from floorguard.chainstore.postgres_schema import (
+        CLAIM_EPOCH_MS,
+        CLAIM_PID_BITS,
+        CLAIM_WAKE_KEY,
+    )
 
     pg.chain().append(CANARY, receipt())
     holder = psycopg.connect(pg.url)
@@ -312,10 +378,14 @@ def test_a_claim_a_session_left_behind_is_cleared_when_it_waits_again(pg: Chain)
         old_start = int(time.time() * 1000) - 60_000 - CLAIM_EPOCH_MS
         stale = old_start << CLAIM_PID_BITS | waiter.info.backend_pid
         pg.sql(f"SELECT setval('floorguard.lock_claim', {stale})")
+        waiter.execute("SELECT pg_advisory_lock(%s, pg_backend_pid())", (CLAIM_WAKE_KEY,))
+        waiter.commit()
+        assert _wake_locks(pg, waiter.info.backend_pid, granted=True) == "1"
         waiting = threading.Thread(target=lambda: _take(waiter), daemon=True)
         waiting.start()
         time.sleep(0.5)  # waiting, and not yet for the limit: no claim of its own
         assert pg.sql("SELECT last_value FROM floorguard.lock_claim") == "0"
+        assert _wake_locks(pg, waiter.info.backend_pid, granted=True) == "0"
         holder.rollback()
         waiting.join(10)
         assert not waiting.is_alive()

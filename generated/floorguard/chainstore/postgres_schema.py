@@ -448,6 +448,13 @@ META_VALUE_FOR_APPENDS = f"SELECT {API_SCHEMA}.read_meta(%s)"
 CLAIM_EPOCH_MS = 1_700_000_000_000
 CLAIM_PID_BITS = 22
 CLAIM_FRESH_MS = 100
+# Waiters outside the queue sleep on the claimant's advisory lock (CLAIM_WAKE_KEY, its pid)
+# while it claims (see _WAIT_FOR_CLAIMANT); pg_locks shows a two-key lock with objsubid 2.
+CLAIM_WAKE_KEY = int.from_bytes(b"flwk", "big")
+_WAKE_LOCK_ROW = (
+    f"l.locktype = 'advisory' AND l.classid = {CLAIM_WAKE_KEY}"
+    " AND l.objid = pg_catalog.pg_backend_pid() AND l.objsubid = 2"
+)
 _PID_MASK = (1 << CLAIM_PID_BITS) - 1
 _NOW_MS = "(EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000)::bigint"
 _CLAIM_STANDS = f"""
@@ -519,12 +526,44 @@ _CLAIM_STEP = f"""
       claim := COALESCE(pg_catalog.pg_sequence_last_value('floorguard.lock_claim'), 0);
       IF claim = my_claim OR claim >> {CLAIM_PID_BITS} > my_claim >> {CLAIM_PID_BITS}
          OR NOT floorguard.claim_stands() THEN
+        IF NOT waking THEN  -- (before the claim: a waiter that reads it finds the lock)
+          waking := pg_catalog.pg_try_advisory_lock({CLAIM_WAKE_KEY},
+                                                    pg_catalog.pg_backend_pid());
+        END IF;
         PERFORM pg_catalog.setval('floorguard.lock_claim_seen', {_NOW_MS});
         IF claim <> my_claim THEN
           PERFORM pg_catalog.setval('floorguard.lock_claim', my_claim);
         END IF;
       END IF;
     END IF;
+"""
+
+# While another's claim stands, a waiter outside the queue sleeps until the claimant lets
+# its wake lock go (an advisory lock on its pid, taken before it first claims and let go
+# once it holds the chain's lock or gives up), looking again at least every CLAIM_FRESH_MS:
+# an older claimant may take the claim over, and one whose statement was cancelled keeps
+# a session's advisory lock while its claim stops standing. Any session may take the same
+# key: held by another exclusively, a waiter looks every CLAIM_FRESH_MS; held shared (so
+# the claimant could not take it), every 20 ms, as it would without the lock. Either way
+# nothing waits past its deadline, and no one is served out of turn: the lock only says
+# when to look again.
+_WAIT_FOR_CLAIMANT = f"""
+        claimant := pg_catalog.pg_sequence_last_value('floorguard.lock_claim') & {_PID_MASK};
+        IF pg_catalog.pg_try_advisory_lock_shared({CLAIM_WAKE_KEY}, claimant) THEN
+          PERFORM pg_catalog.pg_advisory_unlock_shared({CLAIM_WAKE_KEY}, claimant);
+          PERFORM pg_catalog.pg_sleep(0.02);
+        ELSE
+          PERFORM pg_catalog.set_config('lock_timeout', GREATEST(1, pg_catalog.ceil(
+            EXTRACT(epoch FROM LEAST(interval '{CLAIM_FRESH_MS} ms',
+              COALESCE(deadline - pg_catalog.clock_timestamp(), interval '{CLAIM_FRESH_MS} ms')))
+            * 1000))::bigint::text, true);
+          BEGIN
+            PERFORM pg_catalog.pg_advisory_lock_shared({CLAIM_WAKE_KEY}, claimant);
+            PERFORM pg_catalog.pg_advisory_unlock_shared({CLAIM_WAKE_KEY}, claimant);
+          EXCEPTION WHEN lock_not_available THEN
+            NULL;
+          END;
+        END IF;
 """
 
 # The chain's lock: an EXCLUSIVE lock on floorguard.append_lock, taken only inside the
@@ -560,6 +599,9 @@ DECLARE
   claim bigint;
   deferred boolean := false;
   own_role oid;
+  waking boolean := false;
+  claimant integer;
+  looked timestamptz;
 BEGIN
   IF caller_timeout::interval > interval '0' THEN
     deadline := pg_catalog.clock_timestamp() + caller_timeout::interval;
@@ -575,12 +617,21 @@ BEGIN
   IF claim <> 0 AND claim & {_PID_MASK} = pg_catalog.pg_backend_pid() THEN
     PERFORM pg_catalog.setval('floorguard.lock_claim', 0);
   END IF;
+  -- Likewise the wake lock such a claimant kept: waiters would sleep on it for nothing.
+  IF EXISTS (SELECT 1 FROM pg_catalog.pg_locks l
+              WHERE l.pid = pg_catalog.pg_backend_pid() AND {_WAKE_LOCK_ROW}) THEN
+    -- (taken once a call at most)
+    PERFORM pg_catalog.pg_advisory_unlock({CLAIM_WAKE_KEY}, pg_catalog.pg_backend_pid());
+  END IF;
   LOOP
     IF deadline IS NOT NULL THEN
       wait := LEAST(wait, deadline - pg_catalog.clock_timestamp());
       IF wait <= interval '0' THEN
         IF pg_catalog.pg_sequence_last_value('floorguard.lock_claim') = my_claim THEN
           PERFORM pg_catalog.setval('floorguard.lock_claim', 0);
+        END IF;
+        IF waking THEN
+          PERFORM pg_catalog.pg_advisory_unlock({CLAIM_WAKE_KEY}, pg_catalog.pg_backend_pid());
         END IF;
         RAISE EXCEPTION 'floorguard: another session holds the chain''s lock'
           USING ERRCODE = 'lock_not_available',
@@ -596,9 +647,19 @@ BEGIN
     -- may take the claim over meanwhile; the claimant ends a holder past its limit.)
     IF {_CLAIM_STANDS_TEST} THEN
 {_CLAIM_STEP}      IF {_CLAIM_STANDS_TEST} THEN
-        PERFORM pg_catalog.pg_sleep(0.02);
+{_WAIT_FOR_CLAIMANT}        wait := interval '50 ms';
         CONTINUE;
       END IF;
+    END IF;
+    -- A claimant renews its claim well within CLAIM_FRESH_MS, so that others find it
+    -- standing without reading the lock table; a waiter not yet starved looks again (and
+    -- may claim) once it has waited the hold limit.
+    IF pg_catalog.pg_sequence_last_value('floorguard.lock_claim') = my_claim THEN
+      wait := LEAST(wait, interval '{CLAIM_FRESH_MS // 2} ms');
+    ELSIF pg_catalog.clock_timestamp() - started
+          < COALESCE(hold_limit, interval '{LOCK_HOLD_LIMIT_MS} ms') THEN
+      wait := LEAST(wait, started + COALESCE(hold_limit, interval '{LOCK_HOLD_LIMIT_MS} ms')
+                          - pg_catalog.clock_timestamp());
     END IF;
     PERFORM pg_catalog.set_config('lock_timeout',
       GREATEST(1, pg_catalog.ceil(EXTRACT(epoch FROM wait) * 1000))::bigint::text, true);
@@ -619,10 +680,12 @@ BEGIN
     END;
     -- Once this append has waited the hold limit (as of its last look), it claims the lock
     -- unless an older waiter's claim stands, and while it claims, it says it still waits.
-{_CLAIM_STEP}    IF deferred THEN
-      PERFORM pg_catalog.pg_sleep(0.005);  -- (the claimant is queued: this waits behind it)
-      deferred := false;
-    END IF;
+{_CLAIM_STEP}    deferred := false;
+    -- While another's claim stands, its claimant looks for a holder to end: this one waits
+    -- for it outside the queue (above), rather than read the lock table too, and looks
+    -- itself soon after the claim is gone.
+    wait := interval '50 ms';
+    CONTINUE WHEN {_CLAIM_STANDS_TEST};
     SELECT r.oid INTO owner_oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user;
     -- Backends and their transactions as they are now: within a transaction PostgreSQL
     -- answers from a snapshot taken at the first look, which misses a session that
@@ -650,7 +713,10 @@ BEGIN
     since := pg_catalog.to_timestamp(
       pg_catalog.pg_sequence_last_value('floorguard.lock_since') / 1000000.0);
     -- Ended, unless the owner's or a superuser's: the holder of the chain's lock past the
-    -- limit, and (again) the requests ended above.
+    -- limit, and (again) the requests ended above. A hold is judged as of the time before
+    -- the lock table was read, not after: a slow reading must not count time in which the
+    -- holder may have let go.
+    looked := pg_catalog.clock_timestamp();
     FOR holder IN SELECT * FROM floorguard.lock_sessions(true)
     LOOP
       CONTINUE WHEN holder.usesysid = owner_oid OR COALESCE(
@@ -663,10 +729,17 @@ BEGIN
           recorded := COALESCE(holder.xid, 0);
           PERFORM pg_catalog.setval('floorguard.lock_holder', recorded);
         END IF;
-        IF since + limit_now > pg_catalog.clock_timestamp() THEN
-          wait := since + limit_now - pg_catalog.clock_timestamp() + interval '20 ms';
+        IF since + limit_now > looked THEN
+          wait := GREATEST(since + limit_now - pg_catalog.clock_timestamp(), interval '0')
+                  + interval '20 ms';
           CONTINUE;
         END IF;
+        -- Past its limit when the table was read: ended if it still holds the lock in the
+        -- same transaction now (it may have let go while this append looked).
+        PERFORM pg_catalog.pg_stat_clear_snapshot();
+        CONTINUE WHEN NOT EXISTS (
+          SELECT 1 FROM floorguard.lock_sessions(true) s
+           WHERE s.pid = holder.pid AND s.holds_lock AND s.xid IS NOT DISTINCT FROM holder.xid);
       END IF;
       IF NOT pg_catalog.pg_has_role('pg_signal_backend', 'USAGE') THEN
         stuck := true;
@@ -686,6 +759,9 @@ BEGIN
   PERFORM pg_catalog.setval('floorguard.lock_holder', me);
   IF pg_catalog.pg_sequence_last_value('floorguard.lock_claim') = my_claim THEN
     PERFORM pg_catalog.setval('floorguard.lock_claim', 0);
+  END IF;
+  IF waking THEN
+    PERFORM pg_catalog.pg_advisory_unlock({CLAIM_WAKE_KEY}, pg_catalog.pg_backend_pid());
   END IF;
   PERFORM pg_catalog.setval(pg_catalog.format('floorguard.lock_served_%s',
     pg_catalog.nextval('floorguard.lock_served_next') % {SERVED_RING})::pg_catalog.regclass,
