@@ -20,10 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from feedserver import FeedServer, envelope, new_key, trusted_file, v2_feed
 from helpers.cli import isolated_env
 
-from floorctl import trust
+from floorctl import keys, trust
 from floorguard._maps.map_model import floor_map_hash, from_entries
 
 MODULE = Path("generated/floorguard/floor_map.py")
@@ -35,6 +36,10 @@ ENTRIES = {
 VICTIM_BYTES = b"the victim's own bytes\n"
 # The freshness state is read before it is written: its victim must read as a state file.
 STATE_VICTIM = b'{"feeds": {}, "schema_version": 1}\n'
+# The installed trusted keys are read before a rotation replaces them (they must be the
+# rotation's current keys): their victim holds those keys, so a fixed key signs.
+ROTATION_KEY = Ed25519PrivateKey.from_private_bytes(bytes(range(32)))
+ROTATION_CURRENT = keys.public_pem(ROTATION_KEY.public_key())
 
 
 def run(
@@ -120,10 +125,12 @@ def _state_feed(root: Path) -> None:
 def _rotation(root: Path) -> None:
     _project(root)
     project = root / "project"
-    _, private, public = new_key(root / "publisher")
-    trusted_file(project / "current.json", 1, public)
-    trusted_file(project / "new.json", 1, public)
-    ok(run(root, "sign", "new.json", "--kind", "trusted-keys", "--signing-key", private))
+    (project / "current.json").write_bytes(ROTATION_CURRENT)
+    _, _, public = new_key(root / "publisher")
+    new = trusted_file(project / "new.json", 1, public)
+    Path(f"{new}.dsse").write_bytes(
+        trust.sign_file(new.read_bytes(), None, ROTATION_KEY, trust.TRUSTED_KEYS_PAYLOAD_TYPE)
+    )
 
 
 def _installed(root: Path) -> Path:
@@ -196,6 +203,10 @@ WRITERS = [
         _rotation,
         lambda _: ["trust", "rotate", "--current", "current.json", "--new", "new.json"],
         _installed,
+        ROTATION_CURRENT,
+        # Not injectable: a dangling link where the keys belong is refused before any write
+        # (the keys in force cannot be read; tests/feeds/test_trusted_keys.py).
+        fsize=None,
     ),
 ]
 
