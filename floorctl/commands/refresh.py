@@ -215,7 +215,9 @@ def command(
         show = _progress.stages("refresh")
     state_path = state_file or freshness.default_path(environ)
 
-    def decide() -> tuple[refreshing.RefreshPlan, freshness.FreshnessState]:
+    def decide(
+        undone_version: int | None = None,
+    ) -> tuple[refreshing.RefreshPlan, freshness.FreshnessState]:
         # Rollback, mix-and-match and expiry are refused before anything is planned or written.
         accepted = freshness.accept(freshness.load_state(state_path), loaded, now)
         made = refreshing.plan(
@@ -231,6 +233,7 @@ def command(
             waiver_document=waiver_document,
             archived=functools.partial(refreshing.load_archived_map, module),
             progress=show,
+            undone_version=undone_version,
         )
         # A template file is named in the receipt like the feeds are.
         return dataclasses.replace(made, template=recorded_source(made.template)), accepted
@@ -260,8 +263,8 @@ def command(
             held.enter_context(refreshing.module_lock(module, notify=notify))
             if remembers:
                 held.enter_context(freshness.state_lock(state_path, notify=notify))
-            refreshing.recover_interrupted(module, chain, notify=notify)
-            plan, accepted = decide()
+            undone = refreshing.recover_interrupted(module, chain, notify=notify)
+            plan, accepted = decide(undone)
             outcome = refreshing.apply(
                 plan,
                 receipt_out=receipt_out,
