@@ -494,6 +494,18 @@ def refuse_symlinked_module(module: Path) -> None:
         )
 
 
+def refuse_hard_linked_module(module: Path) -> None:
+    """The module is replaced by a rename: another hard link to it would keep the old map.
+
+    Checked after ``recover_interrupted`` (a killed refresh's undo copy is a hard link)."""
+    links = os.lstat(module).st_nlink
+    if links > 1:
+        raise ModuleError(
+            f"{module}: has {links} hard links; refusing to replace it (the other names "
+            "would keep the old map): refresh one name and copy it, or remove the others"
+        )
+
+
 # A module is written encoded this many characters at a time: a large one's text is never
 # held twice (as text and as its bytes).
 _WRITE_CHARS = 1024 * 1024
@@ -552,6 +564,7 @@ def apply(
     try:
         if refresh.stale:
             refuse_symlinked_module(refresh.module)
+            refuse_hard_linked_module(refresh.module)
             if not refresh.drift:
                 archive_map(refresh.module, refresh.old_map)  # the map in force: kept
             # Before the module, so that a module in place always has its archive (even

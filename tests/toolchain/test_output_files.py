@@ -340,7 +340,7 @@ def test_keygen_writes_a_private_key_only_its_owner_reads(tmp_path: Path) -> Non
     assert (keys_dir / "signing.pub").stat().st_mode & 0o777 == 0o644
 
 
-# --- the module: a link is refused -----------------------------------------------------------
+# --- the module: a link (symbolic or hard) is refused ---------------------------------------
 
 
 def test_refuses_to_write_a_module_that_is_a_link(tmp_path: Path) -> None:
@@ -358,6 +358,28 @@ def test_refuses_to_write_a_module_that_is_a_link(tmp_path: Path) -> None:
     assert not (project / "receipt.json").exists()
     # Reading through it stays allowed: a dry run and --check only read.
     assert run(tmp_path, "refresh", "--feed", "feed.json", "--check").returncode == 1
+
+
+def test_refuses_to_write_a_module_that_has_another_hard_link(tmp_path: Path) -> None:
+    # Replacing the module by a rename would detach the other name, which keeps the old map.
+    _project(tmp_path)
+    project = tmp_path / "project"
+    other = project / "vendored_floor_map.py"
+    os.link(project / MODULE, other)
+    archives = sorted((project / MODULE.parent / "maps").iterdir())
+    done = run(tmp_path, *REFRESH, "--receipt-out", "receipt.json")
+    assert done.returncode == 1
+    assert f"{MODULE}: has 2 hard links; refusing to replace it" in done.stderr, done.stderr
+    assert (project / MODULE).read_text() == EMPTY_MODULE
+    assert os.path.samefile(project / MODULE, other)
+    assert not (project / "receipt.json").exists()
+    assert sorted((project / MODULE.parent / "maps").iterdir()) == archives
+    assert leftovers(project / MODULE.parent) == []
+    # Reading through it stays allowed: a dry run and --check only read.
+    assert run(tmp_path, "refresh", "--feed", "feed.json", "--check").returncode == 1
+    # With the other name gone, the module is written.
+    other.unlink()
+    ok(run(tmp_path, *REFRESH, "--receipt-out", "receipt.json"))
 
 
 def test_a_failed_module_write_puts_the_receipt_link_back(tmp_path: Path) -> None:
