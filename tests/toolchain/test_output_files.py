@@ -293,6 +293,95 @@ def test_fetch_refuses_to_overwrite_the_target_of_a_linked_output(
     assert outputs["feed"].read_bytes() == data
 
 
+# --- one command's files: an output is never another file of the same command ------------
+
+STATE_MODULE = str(MODULE)
+SAME_FILE_REFRESHES = {
+    "receipt-out is the state file": ["--receipt-out", "state.json"],
+    "receipt-out is the feed": ["--receipt-out", "feed2.json"],
+    "receipt-out is the module": ["--receipt-out", STATE_MODULE],
+    "receipt-out is a hard link of the state file": ["--receipt-out", "hard.json"],
+    "receipt-out through a link to the feed": ["--receipt-out", "soft.json"],
+    "receipt-out is the signing key": ["--receipt-out", "k/signing.key"],
+    "receipt-out is the feed's signature": ["--receipt-out", "feed2.json.dsse"],
+    "state file is the module": ["--state-file", STATE_MODULE],
+    "state file is the feed": ["--state-file", "feed2.json"],
+    "state file is the waivers": ["--state-file", "waivers.json"],
+}
+
+
+@pytest.mark.parametrize("extra", SAME_FILE_REFRESHES.values(), ids=SAME_FILE_REFRESHES.keys())
+def test_refresh_refuses_an_output_that_is_another_of_its_files(
+    tmp_path: Path, extra: list[str]
+) -> None:
+    # One would overwrite the other: the receipt replaced by the feed state, a feed by it.
+    _project(tmp_path)
+    project = tmp_path / "project"
+    (project / "feed2.json").write_bytes(v2_feed(1))
+    (project / "state.json").write_bytes(STATE_VICTIM)
+    (project / "waivers.json").write_text('{"schema_version": 1, "waivers": []}\n')
+    os.link(project / "state.json", project / "hard.json")
+    (project / "soft.json").symlink_to("feed2.json")
+    ok(run(tmp_path, "keygen", "--out", "k"))
+    before = {p: p.read_bytes() for p in project.rglob("*") if p.is_file()}
+    args = ["refresh", "--feed", "feed2.json", "--write", "--state-file", "state.json"]
+    args += ["--waivers", "waivers.json", "--signing-key", "k/signing.key", *extra]
+    done = run(tmp_path, *args)
+    assert done.returncode == 2, done.stderr
+    assert "is the same file as" in done.stderr, done.stderr
+    assert {p: p.read_bytes() for p in project.rglob("*") if p.is_file()} == before
+
+
+def test_refresh_refuses_a_receipt_over_the_development_key(tmp_path: Path) -> None:
+    _project(tmp_path)  # signs with the development key, which it creates
+    dev_key = tmp_path / "state" / "floorctl" / "dev-key" / "signing.key"
+    before = dev_key.read_bytes()
+    done = run(tmp_path, *REFRESH, "--receipt-out", dev_key)
+    assert done.returncode == 2, done.stderr
+    assert f"--receipt-out {dev_key} is the same file as --signing-key" in done.stderr
+    assert dev_key.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--out", "state.json", "--state-file", "state.json"],
+        ["--out", "feed.json", "--state-file", "feed.json.dsse"],
+        ["--out", "trusted.pem", "--state-file", "state.json", "--trusted-keys", "trusted.pem"],
+    ],
+    ids=["out is the state file", "signature is the state file", "out is the trusted keys"],
+)
+def test_fetch_refuses_an_output_that_is_another_of_its_files(
+    server: FeedServer, tmp_path: Path, args: list[str]
+) -> None:
+    key, _, public = new_key(tmp_path / "publisher")
+    data = v2_feed(1)
+    server.serve("/feed.json", data)
+    server.serve("/feed.json.dsse", envelope(data, key))
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "trusted.pem").write_bytes(public.read_bytes())
+    done = run(tmp_path, "fetch", server.url("/feed.json"), *args)
+    assert done.returncode == 2, done.stderr
+    assert "is the same file as" in done.stderr, done.stderr
+    assert sorted(p.name for p in project.iterdir()) == ["trusted.pem"]
+    assert (project / "trusted.pem").read_bytes() == public.read_bytes()
+
+
+def test_refresh_and_fetch_accept_distinct_files_in_one_folder(
+    server: FeedServer, tmp_path: Path
+) -> None:
+    # Positive control: a feed, its state and the receipt side by side, all distinct.
+    _project(tmp_path)
+    data = v2_feed(1)
+    server.serve("/feed.json", data)
+    ok(run(tmp_path, "fetch", server.url("/feed.json"), "--out", "f.json",
+           "--state-file", "state.json"))  # fmt: skip
+    (tmp_path / "project" / "state.json").unlink()
+    ok(run(tmp_path, "refresh", "--feed", "f.json", "--write", "--state-file", "state.json",
+           "--receipt-out", "receipt.json"))  # fmt: skip
+
+
 # --- keygen: never overwrites anything, a link included ---------------------------------
 
 
