@@ -264,6 +264,13 @@ class Fetcher:
             target = current.join(location)
         except (httpx.InvalidURL, ValueError) as exc:
             raise FetchError(f"{url}: refused: redirect to an invalid URL") from exc
+        # First: the refusals below name the target, and the messages reach CI logs.
+        if target.userinfo:
+            # As for the URL given, named without them.
+            raise FetchError(
+                f"{url}: refused: redirect to {target.copy_with(userinfo=b'')} with "
+                "credentials: credentials in URLs are not supported"
+            )
         if current.scheme == "https" and target.scheme != "https":
             raise FetchError(
                 f"{url}: refused: redirect from https to {target.scheme}:// is a downgrade "

@@ -117,6 +117,15 @@ class ResolvedKey:
     path: Path
 
 
+def signing_key_path(given: Path | None, environ: Mapping[str, str]) -> Path:
+    """Which key ``resolve_signing_key`` reads (or creates), without reading it."""
+    if given is not None:
+        return given
+    if environ.get("FLOORCTL_SIGNING_KEY"):
+        return Path(environ["FLOORCTL_SIGNING_KEY"])
+    return state_dir(environ) / DEV_KEY_DIR / PRIVATE_NAME
+
+
 def resolve_signing_key(
     given: Path | None,
     environ: Mapping[str, str],

@@ -73,6 +73,9 @@ class RefreshPlan:
     # The new map's canonical JSON (what its hash is of), made once for the hash, the
     # archive and the receipt's size.
     new_map_canonical: bytes | None = field(default=None, repr=False, compare=False)
+    # The map version of a killed refresh's map that was in force and was undone: the new
+    # map is numbered above it (None: nothing undone since the last write).
+    undone_version: int | None = None
 
     @property
     def stale(self) -> bool:
@@ -100,6 +103,7 @@ def plan(
     waiver_document: WaiversDocument | None = None,
     archived: Callable[[str], FloorMap | None] = lambda _hash: None,
     progress: Callable[[str], None] | None = None,
+    undone_version: int | None = None,
 ) -> RefreshPlan:
     """Decide the new module text. Raises DriftError, DowngradeRefused, ModuleError,
     RenderError, WaiversError (a waiver that does not fit the map, or is expired at
@@ -113,7 +117,9 @@ def plan(
     With ``check`` (nothing will be written) a downgrade is planned rather than refused:
     the caller reports the module stale and the plan's diff says it is a downgrade.
     ``progress`` (if any) hears the name of each stage as it starts. ``template_name``
-    None: the layout the block is in (floorguard for an empty module).
+    None: the layout the block is in (floorguard for an empty module). ``undone_version``
+    (from ``recover_interrupted``): the new map is numbered above it, and written even if
+    it is the map the module holds.
     """
     if progress is not None:
         progress(f"reading the floor-map block of {module}")
@@ -158,8 +164,12 @@ def plan(
         )
     new_canonical = canonical_bytes(to_entries(new_map))
     new_hash = sha256_digest(new_canonical)  # floor_map_hash(new_map), from these bytes
-    unchanged = changes.empty and not drift and current.stated_hash == new_hash
-    new_version = current.map_version if unchanged else current.map_version + 1
+    # A killed refresh's map was in force at undone_version: a host may have enforced it,
+    # and would refuse another map at that version (or the older one put back) for ever.
+    pending = undone_version is not None and undone_version > current.map_version
+    unchanged = changes.empty and not drift and current.stated_hash == new_hash and not pending
+    above = max(current.map_version, undone_version or 0)
+    new_version = current.map_version if unchanged else above + 1
     new_text = module_text
     if not unchanged:
         if progress is not None:
@@ -191,6 +201,7 @@ def plan(
         waivers=waiver_document,
         baseline=baseline,
         new_map_canonical=new_canonical,
+        undone_version=undone_version if pending else None,
     )
 
 
@@ -371,7 +382,7 @@ def recover_interrupted(
     chain: Callable[[], AuditChain] | None,
     *,
     notify: Callable[[str], None] = lambda _message: None,
-) -> None:
+) -> int | None:
     """Finish or undo a refresh of ``module`` that was killed mid-way. Call under
     ``module_lock``, before planning.
 
@@ -379,41 +390,66 @@ def recover_interrupted(
     ``.<module>.refresh.json`` the id of the update receipt it will anchor. The chain is the
     commit log: if that receipt is in it, the refresh committed and the copy is dropped;
     otherwise the copy is put back, so no map stays in force that the chain never recorded.
-    Raises ModuleError when the leftovers cannot be read or the copy is not a module.
+    The version of the map undone (it was in force) stays noted in the journal until a
+    refresh writes a map above it, and is returned for ``plan``: None when nothing undone
+    is pending. Raises ModuleError when the leftovers cannot be read or the copy is not a
+    module.
     """
     journal, copy = journal_path(module), undo_path(module)
     if not os.path.lexists(journal) and not os.path.lexists(copy):
-        return
-    receipt_id = _journal_receipt_id(journal)
+        return None
+    receipt_id, undone = _read_journal(journal)
     committed = receipt_id is not None and chain is not None and _anchored(chain(), receipt_id)
     if committed:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(copy)
         notify(f"{module}: an interrupted refresh had committed; dropped its undo copy")
+        undone = None  # the module holds that refresh's map, numbered above any undone one
     elif os.path.lexists(copy):
-        if _block_hash(copy) is None:
+        kept = _block_version(copy)
+        if kept is None:
             raise ModuleError(
                 f"{copy}: left by an interrupted refresh of {module}, but not a floor-map "
                 "module; put the module right by hand and remove it"
             )
+        in_force = _block_version(module)
+        if in_force is not None and in_force > kept:
+            undone = max(in_force, undone or 0)
+        if undone is not None:
+            # Noted before the put-back, so a kill in between still finds it.
+            _write_journal(journal, None, undone)
         atomic.put_back(copy, module)
         notify(
             f"{module}: put back the map from before an interrupted refresh: the chain never "
             "recorded its update"
+            + (f" (the next map is numbered above its version {undone})" if undone else "")
         )
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(journal)
+    if undone is None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(journal)
+    return undone
 
 
-def _journal_receipt_id(journal: Path) -> str | None:
+def _write_journal(journal: Path, receipt_id: str | None, undone_version: int | None) -> None:
+    note: dict[str, Any] = {"receipt_id": receipt_id}
+    if undone_version is not None:
+        note["undone_map_version"] = undone_version
+    atomic.write_atomic(journal, json.dumps(note).encode())
+
+
+def _read_journal(journal: Path) -> tuple[str | None, int | None]:
+    """The receipt id a refresh would commit with, and the map version of an undone map."""
     if not os.path.lexists(journal):
-        return None
+        return None, None
     try:
         data = read_regular(journal, max_bytes=4096, what="refresh journal")
-        receipt_id = json.loads(data).get("receipt_id")
+        note = json.loads(data)
+        receipt_id, undone = note.get("receipt_id"), note.get("undone_map_version")
     except (UnreadableFileError, ValueError, AttributeError) as exc:
         raise ModuleError(f"{journal}: cannot read an interrupted refresh's journal") from exc
-    return receipt_id if isinstance(receipt_id, str) else None
+    if undone is not None and (type(undone) is not int or undone < 0):
+        raise ModuleError(f"{journal}: undone_map_version is not a map version")
+    return (receipt_id if isinstance(receipt_id, str) else None), undone
 
 
 def _anchored(audit: AuditChain, receipt_id: str) -> bool:
@@ -422,6 +458,15 @@ def _anchored(audit: AuditChain, receipt_id: str) -> bool:
         needle in line and json.loads(line).get("receipt_id") == receipt_id
         for line in audit.export_lines()
     )
+
+
+def _block_version(path: Path) -> int | None:
+    """The map version the block in ``path`` states; None if it is not a floor-map module."""
+    try:
+        _, block = render.read_module(splice.read_module_text(path), str(path))
+    except FloorctlError:
+        return None
+    return block.map_version
 
 
 def _block_hash(path: Path) -> str | None:
@@ -446,6 +491,18 @@ def refuse_symlinked_module(module: Path) -> None:
         raise ModuleError(
             f"{module}: is a symbolic link; refusing to write through it "
             f"(pass the real path: {os.path.realpath(module)})"
+        )
+
+
+def refuse_hard_linked_module(module: Path) -> None:
+    """The module is replaced by a rename: another hard link to it would keep the old map.
+
+    Checked after ``recover_interrupted`` (a killed refresh's undo copy is a hard link)."""
+    links = os.lstat(module).st_nlink
+    if links > 1:
+        raise ModuleError(
+            f"{module}: has {links} hard links; refusing to replace it (the other names "
+            "would keep the old map): refresh one name and copy it, or remove the others"
         )
 
 
@@ -503,9 +560,11 @@ def apply(
     committing = receipts.receipt_id(receipt) if audit is not None and receipt else None
     seq = None
     new_archive = None
+    succeeded = False
     try:
         if refresh.stale:
             refuse_symlinked_module(refresh.module)
+            refuse_hard_linked_module(refresh.module)
             if not refresh.drift:
                 archive_map(refresh.module, refresh.old_map)  # the map in force: kept
             # Before the module, so that a module in place always has its archive (even
@@ -524,11 +583,13 @@ def apply(
                         f"{refresh.module}: changed while this refresh was running; "
                         "nothing was written (run it again)"
                     )
-                # Before the module is replaced: which chain record will commit this refresh.
-                atomic.write_atomic(journal, json.dumps({"receipt_id": committing}).encode())
+                # Before the module is replaced: which chain record will commit this refresh
+                # (and an undone version still pending, should this one be undone too).
+                _write_journal(journal, committing, refresh.undone_version)
                 atomic.write_chunks_atomic(refresh.module, _utf8_pieces(refresh.new_text))
             if audit is not None and receipt is not None:
                 seq = audit.append(receipts.FLOOR_UPDATE, receipt).seq
+        succeeded = True
     except BaseException:
         # maps/ keeps the maps written; a map the module does not hold (the undo put the old
         # one back) was never written. Kept if the module holds it all the same.
@@ -537,8 +598,11 @@ def apply(
                 os.unlink(new_archive)
         raise
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(journal)
+        # Kept while an undone version is pending and this refresh did not write above it
+        # (the journal, whichever note it holds now, still names that version).
+        if succeeded or refresh.undone_version is None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(journal)
     return Outcome(
         written=refresh.stale,
         receipt_id=receipts.receipt_id(receipt) if receipt is not None else None,

@@ -9,7 +9,8 @@ a key still is (the envelope parses, its payload type is a feed's and its payloa
 feed's exact bytes), and the caller is told that the signature went unchecked.
 
 Rotation: the new trusted-keys file must come with ``NEW.dsse``, signed by a threshold of
-the keys trusted now. Only then is it installed, so control over the feed's keys passes
+the keys trusted now (the installed ones, when some are; ``--current`` must name them).
+Only then is it installed, so control over the feed's keys passes
 from old keys to new ones and never to whoever can write a file.
 """
 
@@ -158,9 +159,22 @@ def sign_file(
 def rotate(current: TrustedKeys, new_path: Path, environ: Mapping[str, str]) -> Path:
     """Install ``new_path`` as the trusted keys if ``NEW.dsse`` is signed by ``current``.
 
-    Returns the installed path. Raises TrustError when the new file is unreadable, not a
-    valid trusted-keys document, or not signed by a threshold of the current keys.
+    Returns the installed path. Raises TrustError when ``current`` is not the keys installed
+    now (when some are), or when the new file is unreadable, not a valid trusted-keys
+    document, or not signed by a threshold of the current keys.
     """
+    in_force = resolve_trusted_keys(None, environ)
+    # Checked against the installed keys, not only the caller's CURRENT: otherwise anyone
+    # could name their own key as CURRENT and sign their own NEW with it. Judged by keys and
+    # threshold, not bytes, so a PEM and the JSON holding that one key name the same set.
+    if in_force is not None and (in_force.threshold, in_force.key_ids) != (
+        current.threshold,
+        current.key_ids,
+    ):
+        raise TrustError(
+            f"{current.source}: rotation refused: not the trusted keys in force "
+            f"({installed_path(environ)}); a rotation must be signed by the keys it replaces"
+        )
     try:
         data = read_regular(new_path, max_bytes=MAX_FILE_BYTES, what="new trusted keys")
     except UnreadableFileError as exc:

@@ -9,6 +9,7 @@ import click
 from floorctl import fetch, freshness, keys, trust
 from floorctl.commands import _progress
 from floorctl.commands._feedopts import environ, feed_options, reference_time
+from floorctl.commands._files import refuse_shared_files
 from floorctl.commands._output import emit_json, json_option, notice
 from floorguard._base._time import format_ts
 
@@ -44,6 +45,15 @@ def command(
     before anything is written. Exit 1 on any refusal.
     """
     env = environ()
+    state_path = state_file or freshness.default_path(env)
+    refuse_shared_files(
+        [
+            ("--out", out),
+            ("--out (signature)", Path(f"{out}{trust.SIGNATURE_SUFFIX}")),
+            ("--state-file", state_path),
+        ],
+        [("--trusted-keys", trusted_keys or trust.installed_path(env))],
+    )
     now, _ = reference_time(now_text)
     trusted = trust.resolve_trusted_keys(trusted_keys, env)
     if require_signed and trusted is None:
@@ -56,7 +66,7 @@ def command(
         trusted=trusted,
         require_signed=require_signed,
         limits=fetch.Limits(max_bytes=max_bytes, timeout=timeout),
-        state_path=state_file or freshness.default_path(env),
+        state_path=state_path,
         cache_dir=keys.state_dir(env) / fetch.CACHE_DIR,
         now=now,
         progress=_progress.download(),

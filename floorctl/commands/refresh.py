@@ -16,8 +16,10 @@ from floorctl import feeds, fetch, freshness, keys, trust, waivers
 from floorctl import refresh as refreshing
 from floorctl.commands import _progress
 from floorctl.commands._feedopts import feed_options, reference_time
+from floorctl.commands._files import refuse_shared_files
 from floorctl.commands._output import emit_json, json_option, notice
 from floorctl.errors import StaleModule
+from floorctl.render_templates import is_template_path
 from floorctl.splice import read_module_text
 from floorguard._base._time import format_ts
 from floorguard._crypto.trust import TrustedKeys
@@ -176,6 +178,26 @@ def command(
     if (receipt_out or anchor) and not write:
         raise click.UsageError("--receipt-out and --anchor record a write: add --write")
     environ = dict(os.environ)
+    state_path = state_file or freshness.default_path(environ)
+    if write:
+        local = [Path(source) for source in sources if not fetch.is_url(source)]
+        refuse_shared_files(
+            [("--receipt-out", receipt_out), ("--module", module), ("--state-file", state_path)],
+            [
+                *(("--feed", feed) for feed in local),
+                *(
+                    ("--feed (signature)", Path(f"{feed}{trust.SIGNATURE_SUFFIX}"))
+                    for feed in local
+                ),
+                ("--waivers", waivers_file),
+                ("--template", Path(template) if template and is_template_path(template) else None),
+                (
+                    "--signing-key",
+                    keys.signing_key_path(signing_key, environ) if receipt_out else None,
+                ),
+                ("--trusted-keys", trusted_keys or trust.installed_path(environ)),
+            ],
+        )
 
     def notify(message: str) -> None:
         notice(f"floorctl: {message}")
@@ -213,9 +235,10 @@ def command(
     show = None
     if sum(len(feed.floor_map) for feed in loaded) >= PROGRESS_ADAPTERS:
         show = _progress.stages("refresh")
-    state_path = state_file or freshness.default_path(environ)
 
-    def decide() -> tuple[refreshing.RefreshPlan, freshness.FreshnessState]:
+    def decide(
+        undone_version: int | None = None,
+    ) -> tuple[refreshing.RefreshPlan, freshness.FreshnessState]:
         # Rollback, mix-and-match and expiry are refused before anything is planned or written.
         accepted = freshness.accept(freshness.load_state(state_path), loaded, now)
         made = refreshing.plan(
@@ -231,6 +254,7 @@ def command(
             waiver_document=waiver_document,
             archived=functools.partial(refreshing.load_archived_map, module),
             progress=show,
+            undone_version=undone_version,
         )
         # A template file is named in the receipt like the feeds are.
         return dataclasses.replace(made, template=recorded_source(made.template)), accepted
@@ -260,8 +284,8 @@ def command(
             held.enter_context(refreshing.module_lock(module, notify=notify))
             if remembers:
                 held.enter_context(freshness.state_lock(state_path, notify=notify))
-            refreshing.recover_interrupted(module, chain, notify=notify)
-            plan, accepted = decide()
+            undone = refreshing.recover_interrupted(module, chain, notify=notify)
+            plan, accepted = decide(undone)
             outcome = refreshing.apply(
                 plan,
                 receipt_out=receipt_out,

@@ -20,7 +20,7 @@ def group() -> None:
     "--current",
     required=True,
     type=click.Path(path_type=Path, dir_okay=False),
-    help="The trusted-keys file in force now.",
+    help="The trusted-keys file in force now (the installed keys, when some are).",
 )
 @click.option(
     "--new",

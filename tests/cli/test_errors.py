@@ -171,6 +171,43 @@ def test_runtime_failure_with_json_prints_one_json_error(tmp_path: Path) -> None
 # --- usage errors: one line, exit 2 --------------------------------------------------------------
 
 
+@pytest.mark.parametrize("command", ["fetch", "refresh"])
+@pytest.mark.parametrize(
+    "now",
+    [
+        "2026-01-01T00:00:00.Z",  # a fraction point without digits
+        "2026-01-01T00:00:00.+01:00",
+        "2026-01-01T00:00:00,5Z",  # ISO 8601 forms datetime.fromisoformat takes, not RFC 3339
+        "2026-01-01T00:00Z",
+        "2026-01-01T00Z",
+        "20260101T000000Z",
+        "2026-W01-1T00:00:00Z",
+        "2026-01-01T00:00:00+0100",
+        "2026-01-01T00:00:00+01",
+    ],
+)
+def test_now_that_is_not_rfc_3339_is_a_usage_error(tmp_path: Path, command: str, now: str) -> None:
+    args = {
+        "fetch": ("fetch", "http://127.0.0.1:1/f.json", "--out", "f.json"),
+        "refresh": ("refresh", "--feed", "f.json"),
+    }[command]
+    done = run(tmp_path, *args, "--now", now)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        f"floorctl: error: Invalid value for --now: not an RFC 3339 timestamp: {now!r} "
+        f"(see 'floorctl {command} --help')\n"
+    )
+
+
+@pytest.mark.parametrize("now", ["2026-01-01t00:00:00.5z", "2026-01-01T01:00:00.123456789+01:00"])
+def test_now_in_rfc_3339_is_accepted(tmp_path: Path, now: str) -> None:
+    # Lower-case t and z, and a fraction longer than microseconds, are RFC 3339: the command
+    # goes on to the download (nothing listens on port 1).
+    done = run(tmp_path, "fetch", "http://127.0.0.1:1/f.json", "--out", "f.json", "--now", now)
+    assert done.returncode == 1, done.stderr
+    assert "--now" not in done.stderr
+
+
 @pytest.mark.parametrize(
     ("args", "line"),
     [

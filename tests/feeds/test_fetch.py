@@ -323,6 +323,24 @@ def test_refuses_redirect_to_another_host_name_of_the_same_machine(
     setup.assert_nothing_written()
 
 
+@pytest.mark.parametrize(
+    "host", ["user:s3cret@127.0.0.1", "user@127.0.0.1", ":s3cret@127.0.0.1", "u:s3cret@localhost"]
+)
+def test_refuses_a_redirect_to_a_url_with_credentials(
+    server: FeedServer, setup: Setup, host: str
+) -> None:
+    # Credentials in the Location (same origin or not): refused as in the URL given, and
+    # never named (the message reaches CI logs).
+    data = v2_feed(1)
+    setup.publish(server, data, setup.key)
+    server.redirect("/old.json", server.url("/feed.json", host=host))
+    server.serve("/old.json.dsse", envelope(data, setup.key))
+    refused(setup.fetch(server.url("/old.json")), "credentials in URLs are not supported")
+    assert "s3cret" not in setup.fetch(server.url("/old.json"))[1]
+    assert [path for path, _ in server.requests if path == "/feed.json"] == []
+    setup.assert_nothing_written()
+
+
 def test_refuses_redirect_loop(server: FeedServer, setup: Setup) -> None:
     server.redirect("/feed.json", "/b.json")
     server.redirect("/b.json", "/feed.json")

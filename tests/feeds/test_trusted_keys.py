@@ -194,3 +194,85 @@ def test_refuses_a_feed_signature_used_as_a_rotation(three: list, tmp_path: Path
     Path(str(new) + ".dsse").write_bytes(envelope(new.read_bytes(), old_key))
     with pytest.raises(TrustError, match="payloadType"):
         trust.rotate(trust.load_trusted_keys(old_pub), new, {"FLOORCTL_HOME": str(tmp_path)})
+
+
+def test_refuses_rotation_whose_current_keys_are_not_the_installed_ones(
+    three: list, tmp_path: Path
+) -> None:
+    # With keys installed, a caller-chosen CURRENT (an attacker's own key, which signed the
+    # attacker's NEW) must not stand in for them: the keys in force authorise a rotation.
+    (_, _, a_pub), (m_key, _, m_pub), (_, _, x_pub) = three
+    home = tmp_path / "home"
+    installed = trust.installed_path({"FLOORCTL_HOME": str(home)})
+    installed.parent.mkdir(parents=True)
+    installed.write_bytes(a_pub.read_bytes())
+    mallory_next = trusted_file(tmp_path / "mallory-next.json", 1, m_pub, x_pub)
+    Path(str(mallory_next) + ".dsse").write_bytes(
+        trust.sign_file(mallory_next.read_bytes(), None, m_key, trust.TRUSTED_KEYS_PAYLOAD_TYPE)
+    )
+    done = floorctl_here(
+        "trust", "rotate", "--current", str(m_pub), "--new", str(mallory_next), home=home
+    )
+    assert done.returncode == 1
+    assert "not the trusted keys in force" in done.stderr
+    assert str(installed) in done.stderr
+    assert installed.read_bytes() == a_pub.read_bytes()
+
+
+def test_refuses_rotation_naming_the_installed_keys_with_a_lower_threshold(
+    three: list, tmp_path: Path
+) -> None:
+    # Same keys, threshold 1 instead of the installed 2: one key alone must not rotate.
+    (a_key, _, a_pub), (_, _, b_pub), (_, _, c_pub) = three
+    home = tmp_path / "home"
+    installed = trust.installed_path({"FLOORCTL_HOME": str(home)})
+    installed.parent.mkdir(parents=True)
+    trusted_file(installed, 2, a_pub, b_pub)
+    before = installed.read_bytes()
+    lowered = trusted_file(tmp_path / "lowered.json", 1, a_pub, b_pub)
+    new = trusted_file(tmp_path / "new.json", 1, c_pub)
+    Path(str(new) + ".dsse").write_bytes(
+        trust.sign_file(new.read_bytes(), None, a_key, trust.TRUSTED_KEYS_PAYLOAD_TYPE)
+    )
+    with pytest.raises(TrustError, match="not the trusted keys in force"):
+        trust.rotate(trust.load_trusted_keys(lowered), new, {"FLOORCTL_HOME": str(home)})
+    assert installed.read_bytes() == before
+
+
+def test_rotation_from_the_installed_keys_in_another_spelling_is_accepted(
+    three: list, tmp_path: Path
+) -> None:
+    # CURRENT is judged by its keys and threshold, not its bytes: with b installed as a JSON
+    # document, b's PEM file names it, and a second rotation after a first goes through.
+    (a_key, _, a_pub), (b_key, _, b_pub), (_, _, c_pub) = three
+    home = tmp_path / "home"
+    environ = {"FLOORCTL_HOME": str(home)}
+    for old_key, new_pub in ((a_key, b_pub), (b_key, c_pub)):
+        new = trusted_file(tmp_path / f"{new_pub.parent.name}.json", 1, new_pub)
+        Path(str(new) + ".dsse").write_bytes(
+            trust.sign_file(new.read_bytes(), None, old_key, trust.TRUSTED_KEYS_PAYLOAD_TYPE)
+        )
+        current = a_pub if old_key is a_key else b_pub
+        trust.rotate(trust.load_trusted_keys(current), new, environ)
+    installed = trust.resolve_trusted_keys(None, environ)
+    assert installed is not None
+    assert installed.key_ids == {dsse.key_id(keys.load_public(c_pub))}
+
+
+def test_refuses_rotation_while_the_installed_keys_are_a_dangling_link(
+    three: list, tmp_path: Path
+) -> None:
+    # Unreadable keys in force are not "none installed": nothing can say CURRENT is them.
+    (a_key, _, a_pub), (_, _, b_pub) = three[0], three[1]
+    home = tmp_path / "home"
+    installed = trust.installed_path({"FLOORCTL_HOME": str(home)})
+    installed.parent.mkdir(parents=True)
+    installed.symlink_to(tmp_path / "gone.json")
+    new = trusted_file(tmp_path / "new.json", 1, b_pub)
+    Path(str(new) + ".dsse").write_bytes(
+        trust.sign_file(new.read_bytes(), None, a_key, trust.TRUSTED_KEYS_PAYLOAD_TYPE)
+    )
+    done = floorctl_here("trust", "rotate", "--current", str(a_pub), "--new", str(new), home=home)
+    assert done.returncode == 1
+    assert "trusted-keys.json" in done.stderr
+    assert installed.is_symlink() and not installed.exists()

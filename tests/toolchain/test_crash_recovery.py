@@ -13,7 +13,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 from helpers.cli import floorctl
+
+from floorctl import render
 
 EMPTY_MODULE = '"""host module"""\n\n# floor-map:begin\n# floor-map:end\n'
 
@@ -33,7 +36,11 @@ if _spec:
         # "replace:NAME": killed just before the rename over NAME
         if _kind == "replace" and os.path.basename(os.fspath(dst)) == _name:
             _die()
-        return _replace(src, dst, *args, **kwargs)
+        done = _replace(src, dst, *args, **kwargs)
+        # "replaced:NAME": killed just after the rename over NAME
+        if _kind == "replaced" and os.path.basename(os.fspath(dst)) == _name:
+            _die()
+        return done
 
     def unlink(path, *args, **kwargs):
         # "discard:NAME": killed just before an undo copy of NAME is dropped
@@ -160,6 +167,47 @@ def test_the_next_refresh_leaves_no_undo_copy_of_a_refresh_killed_before_its_ren
     ok(again)
     left = sorted(p.name for p in project.iterdir() if p.name.endswith(".undo"))
     assert left == [], f"undo copies left after the recovering refresh: {left}; {again.stderr}"
+
+
+def module_version(module: Path) -> tuple[int, str | None]:
+    """The map version and stated hash of the floor-map block in ``module``."""
+    _, block = render.read_module(module.read_text(), str(module))
+    return block.map_version, block.stated_hash
+
+
+@pytest.mark.parametrize("then", ["newer map", "killed map again", "old map again"])
+def test_a_map_version_killed_in_force_is_never_reused_for_another_map(
+    tmp_path: Path, then: str
+) -> None:
+    """A refresh killed after writing the module (map version 2), before its chain append:
+    that unrecorded map was in force, and a host enforcing the module kept (2, its hash).
+    The next refresh puts map 1 back; its own map must then be numbered above 2, or a host
+    that took the killed map refuses the new one as "another map at version 2" (or map 1 as
+    a rollback) on every spawn. Also when that next refresh first fails (a downgrade
+    refused after the put-back): the one after it still numbers above 2."""
+    project, state = tmp_path / "p", tmp_path / "s"
+    project.mkdir()
+    (project / "m.py").write_text(EMPTY_MODULE)
+    (project / "a.json").write_text(feed_v1(aider="0.60.0"))
+    (project / "b.json").write_text(feed_v1(aider="0.70.0"))
+    (project / "c.json").write_text(feed_v1(aider="0.75.0"))
+    (project / "low.json").write_text(feed_v1(aider="0.50.0"))
+    args = ["--module", "m.py", "--write", "--anchor"]
+    ok(floorctl("refresh", "--feed", "a.json", *args, cwd=project, state=state))
+    killed_floorctl(
+        tmp_path, "replaced:m.py", "refresh", "--feed", "b.json", *args, cwd=project, state=state
+    )
+    killed_version, killed_hash = module_version(project / "m.py")
+    assert killed_version == 2
+    refused = floorctl("refresh", "--feed", "low.json", *args, cwd=project, state=state)
+    assert refused.returncode == 1 and "put back" in refused.stderr, refused.stderr
+    assert module_version(project / "m.py")[0] == 1
+    feed = {"newer map": "c.json", "killed map again": "b.json", "old map again": "a.json"}[then]
+    ok(floorctl("refresh", "--feed", feed, *args, cwd=project, state=state))
+    version, stated = module_version(project / "m.py")
+    assert version > killed_version, (version, stated, killed_hash)
+    assert [r["new_map_version"] for r in chain_updates(project, state)] == [1, version]
+    assert sorted(p.name for p in project.glob(".m.py.refresh.*")) == []
 
 
 def test_a_refresh_does_not_take_another_modules_undo_copy_for_its_own(tmp_path: Path) -> None:

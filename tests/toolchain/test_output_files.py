@@ -20,10 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from feedserver import FeedServer, envelope, new_key, trusted_file, v2_feed
 from helpers.cli import isolated_env
 
-from floorctl import trust
+from floorctl import keys, trust
 from floorguard._maps.map_model import floor_map_hash, from_entries
 
 MODULE = Path("generated/floorguard/floor_map.py")
@@ -35,6 +36,10 @@ ENTRIES = {
 VICTIM_BYTES = b"the victim's own bytes\n"
 # The freshness state is read before it is written: its victim must read as a state file.
 STATE_VICTIM = b'{"feeds": {}, "schema_version": 1}\n'
+# The installed trusted keys are read before a rotation replaces them (they must be the
+# rotation's current keys): their victim holds those keys, so a fixed key signs.
+ROTATION_KEY = Ed25519PrivateKey.from_private_bytes(bytes(range(32)))
+ROTATION_CURRENT = keys.public_pem(ROTATION_KEY.public_key())
 
 
 def run(
@@ -120,10 +125,12 @@ def _state_feed(root: Path) -> None:
 def _rotation(root: Path) -> None:
     _project(root)
     project = root / "project"
-    _, private, public = new_key(root / "publisher")
-    trusted_file(project / "current.json", 1, public)
-    trusted_file(project / "new.json", 1, public)
-    ok(run(root, "sign", "new.json", "--kind", "trusted-keys", "--signing-key", private))
+    (project / "current.json").write_bytes(ROTATION_CURRENT)
+    _, _, public = new_key(root / "publisher")
+    new = trusted_file(project / "new.json", 1, public)
+    Path(f"{new}.dsse").write_bytes(
+        trust.sign_file(new.read_bytes(), None, ROTATION_KEY, trust.TRUSTED_KEYS_PAYLOAD_TYPE)
+    )
 
 
 def _installed(root: Path) -> Path:
@@ -196,6 +203,10 @@ WRITERS = [
         _rotation,
         lambda _: ["trust", "rotate", "--current", "current.json", "--new", "new.json"],
         _installed,
+        ROTATION_CURRENT,
+        # Not injectable: a dangling link where the keys belong is refused before any write
+        # (the keys in force cannot be read; tests/feeds/test_trusted_keys.py).
+        fsize=None,
     ),
 ]
 
@@ -282,6 +293,95 @@ def test_fetch_refuses_to_overwrite_the_target_of_a_linked_output(
     assert outputs["feed"].read_bytes() == data
 
 
+# --- one command's files: an output is never another file of the same command ------------
+
+STATE_MODULE = str(MODULE)
+SAME_FILE_REFRESHES = {
+    "receipt-out is the state file": ["--receipt-out", "state.json"],
+    "receipt-out is the feed": ["--receipt-out", "feed2.json"],
+    "receipt-out is the module": ["--receipt-out", STATE_MODULE],
+    "receipt-out is a hard link of the state file": ["--receipt-out", "hard.json"],
+    "receipt-out through a link to the feed": ["--receipt-out", "soft.json"],
+    "receipt-out is the signing key": ["--receipt-out", "k/signing.key"],
+    "receipt-out is the feed's signature": ["--receipt-out", "feed2.json.dsse"],
+    "state file is the module": ["--state-file", STATE_MODULE],
+    "state file is the feed": ["--state-file", "feed2.json"],
+    "state file is the waivers": ["--state-file", "waivers.json"],
+}
+
+
+@pytest.mark.parametrize("extra", SAME_FILE_REFRESHES.values(), ids=SAME_FILE_REFRESHES.keys())
+def test_refresh_refuses_an_output_that_is_another_of_its_files(
+    tmp_path: Path, extra: list[str]
+) -> None:
+    # One would overwrite the other: the receipt replaced by the feed state, a feed by it.
+    _project(tmp_path)
+    project = tmp_path / "project"
+    (project / "feed2.json").write_bytes(v2_feed(1))
+    (project / "state.json").write_bytes(STATE_VICTIM)
+    (project / "waivers.json").write_text('{"schema_version": 1, "waivers": []}\n')
+    os.link(project / "state.json", project / "hard.json")
+    (project / "soft.json").symlink_to("feed2.json")
+    ok(run(tmp_path, "keygen", "--out", "k"))
+    before = {p: p.read_bytes() for p in project.rglob("*") if p.is_file()}
+    args = ["refresh", "--feed", "feed2.json", "--write", "--state-file", "state.json"]
+    args += ["--waivers", "waivers.json", "--signing-key", "k/signing.key", *extra]
+    done = run(tmp_path, *args)
+    assert done.returncode == 2, done.stderr
+    assert "is the same file as" in done.stderr, done.stderr
+    assert {p: p.read_bytes() for p in project.rglob("*") if p.is_file()} == before
+
+
+def test_refresh_refuses_a_receipt_over_the_development_key(tmp_path: Path) -> None:
+    _project(tmp_path)  # signs with the development key, which it creates
+    dev_key = tmp_path / "state" / "floorctl" / "dev-key" / "signing.key"
+    before = dev_key.read_bytes()
+    done = run(tmp_path, *REFRESH, "--receipt-out", dev_key)
+    assert done.returncode == 2, done.stderr
+    assert f"--receipt-out {dev_key} is the same file as --signing-key" in done.stderr
+    assert dev_key.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--out", "state.json", "--state-file", "state.json"],
+        ["--out", "feed.json", "--state-file", "feed.json.dsse"],
+        ["--out", "trusted.pem", "--state-file", "state.json", "--trusted-keys", "trusted.pem"],
+    ],
+    ids=["out is the state file", "signature is the state file", "out is the trusted keys"],
+)
+def test_fetch_refuses_an_output_that_is_another_of_its_files(
+    server: FeedServer, tmp_path: Path, args: list[str]
+) -> None:
+    key, _, public = new_key(tmp_path / "publisher")
+    data = v2_feed(1)
+    server.serve("/feed.json", data)
+    server.serve("/feed.json.dsse", envelope(data, key))
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "trusted.pem").write_bytes(public.read_bytes())
+    done = run(tmp_path, "fetch", server.url("/feed.json"), *args)
+    assert done.returncode == 2, done.stderr
+    assert "is the same file as" in done.stderr, done.stderr
+    assert sorted(p.name for p in project.iterdir()) == ["trusted.pem"]
+    assert (project / "trusted.pem").read_bytes() == public.read_bytes()
+
+
+def test_refresh_and_fetch_accept_distinct_files_in_one_folder(
+    server: FeedServer, tmp_path: Path
+) -> None:
+    # Positive control: a feed, its state and the receipt side by side, all distinct.
+    _project(tmp_path)
+    data = v2_feed(1)
+    server.serve("/feed.json", data)
+    ok(run(tmp_path, "fetch", server.url("/feed.json"), "--out", "f.json",
+           "--state-file", "state.json"))  # fmt: skip
+    (tmp_path / "project" / "state.json").unlink()
+    ok(run(tmp_path, "refresh", "--feed", "f.json", "--write", "--state-file", "state.json",
+           "--receipt-out", "receipt.json"))  # fmt: skip
+
+
 # --- keygen: never overwrites anything, a link included ---------------------------------
 
 
@@ -329,7 +429,7 @@ def test_keygen_writes_a_private_key_only_its_owner_reads(tmp_path: Path) -> Non
     assert (keys_dir / "signing.pub").stat().st_mode & 0o777 == 0o644
 
 
-# --- the module: a link is refused -----------------------------------------------------------
+# --- the module: a link (symbolic or hard) is refused ---------------------------------------
 
 
 def test_refuses_to_write_a_module_that_is_a_link(tmp_path: Path) -> None:
@@ -347,6 +447,28 @@ def test_refuses_to_write_a_module_that_is_a_link(tmp_path: Path) -> None:
     assert not (project / "receipt.json").exists()
     # Reading through it stays allowed: a dry run and --check only read.
     assert run(tmp_path, "refresh", "--feed", "feed.json", "--check").returncode == 1
+
+
+def test_refuses_to_write_a_module_that_has_another_hard_link(tmp_path: Path) -> None:
+    # Replacing the module by a rename would detach the other name, which keeps the old map.
+    _project(tmp_path)
+    project = tmp_path / "project"
+    other = project / "vendored_floor_map.py"
+    os.link(project / MODULE, other)
+    archives = sorted((project / MODULE.parent / "maps").iterdir())
+    done = run(tmp_path, *REFRESH, "--receipt-out", "receipt.json")
+    assert done.returncode == 1
+    assert f"{MODULE}: has 2 hard links; refusing to replace it" in done.stderr, done.stderr
+    assert (project / MODULE).read_text() == EMPTY_MODULE
+    assert os.path.samefile(project / MODULE, other)
+    assert not (project / "receipt.json").exists()
+    assert sorted((project / MODULE.parent / "maps").iterdir()) == archives
+    assert leftovers(project / MODULE.parent) == []
+    # Reading through it stays allowed: a dry run and --check only read.
+    assert run(tmp_path, "refresh", "--feed", "feed.json", "--check").returncode == 1
+    # With the other name gone, the module is written.
+    other.unlink()
+    ok(run(tmp_path, *REFRESH, "--receipt-out", "receipt.json"))
 
 
 def test_a_failed_module_write_puts_the_receipt_link_back(tmp_path: Path) -> None:

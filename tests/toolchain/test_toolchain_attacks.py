@@ -213,8 +213,9 @@ def test_concurrent_refreshes_of_two_modules_keep_every_accepted_feed_version(
 def test_a_killed_refresh_leaves_no_unanchored_map_and_the_receipts_chain(tmp_path: Path) -> None:
     """A refresh killed (kill -9) after it renamed the module but before its chain append
     leaves a map in force that no anchored receipt names; the next refresh's receipt then
-    has an old hash that is not the previous anchored receipt's new hash, and map version
-    2 never appears in the chain."""
+    has an old hash that is not the previous anchored receipt's new hash. Map versions
+    increase strictly in the chain; the killed run's version 2 (in force, unrecorded) is
+    skipped, never given to another map."""
     project, state = tmp_path / "p", tmp_path / "s"
     project.mkdir()
     (project / "m.py").write_text(EMPTY_MODULE)
@@ -252,7 +253,7 @@ def test_a_killed_refresh_leaves_no_unanchored_map_and_the_receipts_chain(tmp_pa
             f"anchored receipts do not chain (a map was in force unanchored): {links}"
         )
     versions = [r["new_map_version"] for r in chain]
-    assert versions == list(range(1, len(versions) + 1)), versions
+    assert versions == [1, 3], versions
 
 
 # --- 4. publish: a failed write changes floor-map.json ---
@@ -462,3 +463,21 @@ def test_refuses_to_put_back_a_leftover_that_is_not_a_module(tmp_path: Path) -> 
     assert "not a floor-map module" in line
     assert (project / "m.py").read_bytes() == before
     assert len(update_receipts(project, tmp_path / "s")) == 1
+
+
+@pytest.mark.parametrize("undone", ["2", True, -1, 2.5], ids=["text", "bool", "negative", "float"])
+def test_refuses_a_journal_whose_undone_map_version_is_not_a_version(
+    tmp_path: Path, undone: object
+) -> None:
+    project = _refreshed_with_leftovers(tmp_path, EMPTY_MODULE, "sha256:" + "0" * 64)
+    journal = {"receipt_id": None, "undone_map_version": undone}
+    (project / ".m.py.refresh.json").write_text(json.dumps(journal))
+    before = (project / "m.py").read_bytes()
+    done = floorctl(
+        "refresh", "--feed", "f1.json", "--module", "m.py", "--write", "--anchor",
+        cwd=project, state=tmp_path / "s",
+    )  # fmt: skip
+    assert done.returncode == 1
+    [line] = done.stderr.strip().splitlines()
+    assert "undone_map_version is not a map version" in line
+    assert (project / "m.py").read_bytes() == before
