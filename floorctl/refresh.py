@@ -377,6 +377,12 @@ def journal_path(module: Path) -> Path:
     return module.parent / f".{module.name}.refresh.json"
 
 
+def interrupted(module: Path) -> bool:
+    """Whether a refresh of ``module`` was killed and not yet recovered (or an undone map's
+    version is still pending): the next ``--write`` recovers it."""
+    return os.path.lexists(journal_path(module)) or os.path.lexists(undo_path(module))
+
+
 def recover_interrupted(
     module: Path,
     chain: Callable[[], AuditChain] | None,

@@ -332,6 +332,13 @@ def command(
             f"{module}: stale: the floor map does not match the feeds "
             "(run floorctl refresh --write)"
         )
+    if check and refreshing.interrupted(module):
+        # The module may hold a map the chain never recorded, or one older than a map that
+        # was in force: hosts that enforced that one refuse it, whatever the feeds say.
+        raise StaleModule(
+            f"{module}: stale: a refresh of it was interrupted ({refreshing.journal_path(module)}"
+            " left): run floorctl refresh --write to recover it"
+        )
 
 
 def _document(

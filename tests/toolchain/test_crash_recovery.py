@@ -210,6 +210,35 @@ def test_a_map_version_killed_in_force_is_never_reused_for_another_map(
     assert sorted(p.name for p in project.glob(".m.py.refresh.*")) == []
 
 
+def test_check_reports_a_module_stale_while_a_killed_refresh_awaits_recovery(
+    tmp_path: Path,
+) -> None:
+    """After a refresh killed once the module is written, the module holds the feeds' map
+    (so it looks in sync), but the chain never recorded it; after a recovery that put map
+    1 back, map 1 is what the feeds say, but a host that enforced the killed map 2 refuses
+    it. Either way `--check` must not say in sync: the next `--write` changes the module."""
+    project, state = tmp_path / "p", tmp_path / "s"
+    project.mkdir()
+    (project / "m.py").write_text(EMPTY_MODULE)
+    (project / "a.json").write_text(feed_v1(aider="0.60.0"))
+    (project / "b.json").write_text(feed_v1(aider="0.70.0"))
+    (project / "low.json").write_text(feed_v1(aider="0.50.0"))
+    args = ["--module", "m.py", "--write", "--anchor"]
+    ok(floorctl("refresh", "--feed", "a.json", *args, cwd=project, state=state))
+    killed_floorctl(
+        tmp_path, "replaced:m.py", "refresh", "--feed", "b.json", *args, cwd=project, state=state
+    )
+    check = ["--module", "m.py", "--check"]
+    stale = floorctl("refresh", "--feed", "b.json", *check, cwd=project, state=state)
+    assert stale.returncode == 1 and "interrupted" in stale.stderr, stale.stderr
+    floorctl("refresh", "--feed", "low.json", *args, cwd=project, state=state)  # puts 1 back
+    assert module_version(project / "m.py")[0] == 1
+    stale = floorctl("refresh", "--feed", "a.json", *check, cwd=project, state=state)
+    assert stale.returncode == 1 and "interrupted" in stale.stderr, stale.stderr
+    ok(floorctl("refresh", "--feed", "a.json", *args, cwd=project, state=state))
+    ok(floorctl("refresh", "--feed", "a.json", *check, cwd=project, state=state))
+
+
 def test_a_refresh_does_not_take_another_modules_undo_copy_for_its_own(tmp_path: Path) -> None:
     """Several modules in one folder: `m.py` and a staging copy `m.py.staging`, each with its
     own lock. A refresh of the staging module is killed before its rename; its undo copy
