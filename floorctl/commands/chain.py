@@ -18,6 +18,7 @@ from pathlib import Path
 import click
 
 from floorctl import keys
+from floorctl.commands._files import refuse_shared_files
 from floorctl.commands._output import emit_json, json_option, notice
 from floorctl.commands._time_option import parse_time_option
 from floorguard._base import atomic, files
@@ -229,6 +230,10 @@ def export(
         raise click.BadParameter("--since is later than --until", param_hint="--since")
     if inclusion_out is not None and checkpoint_out is None:
         raise click.UsageError("--inclusion-out needs --checkpoint-out")
+    refuse_shared_files(
+        [("--out", out), ("--checkpoint-out", checkpoint_out), ("--inclusion-out", inclusion_out)],
+        [("--signing-key", signing_key)],
+    )
     audit = AuditChain.from_env()
     for given in (checkpoint_out, inclusion_out):
         if given is not None:
@@ -316,6 +321,7 @@ def prove(
     can check it offline (`floorctl verify inclusion`) without the rest of the log."""
     if (receipt_id is None) == (seq is None):
         raise click.UsageError("give exactly one of --receipt-id and --seq")
+    refuse_shared_files([("--out", out)], [("--checkpoint", checkpoint_file)])
     audit = AuditChain.from_env()
     if out is not None:
         atomic.refuse_kept_file(out)
@@ -338,6 +344,7 @@ def consistency(old_file: Path, new_file: Path | None, out: Path | None) -> None
     """Write the consistency proof from the older checkpoint's tree to the newer one's
     (JSON): it shows, with both signed checkpoints, that the newer log holds the older
     one's records unchanged as its first records (`floorctl verify consistency`)."""
+    refuse_shared_files([("--out", out)], [("--old", old_file), ("--new", new_file)])
     audit = AuditChain.from_env()
     if out is not None:
         atomic.refuse_kept_file(out)

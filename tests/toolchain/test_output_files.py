@@ -368,6 +368,33 @@ def test_fetch_refuses_an_output_that_is_another_of_its_files(
     assert (project / "trusted.pem").read_bytes() == public.read_bytes()
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["chain", "export", "--out", "s.jsonl", "--checkpoint-out", "s.jsonl"],
+        ["chain", "export", "--checkpoint-out", "c.txt", "--inclusion-out", "./c.txt"],
+        ["chain", "prove", "--seq", "0", "--checkpoint", "head.cp", "--out", "head.cp"],
+        ["chain", "consistency", "--old", "head.cp", "--out", "head.cp"],
+    ],
+    ids=["export and its checkpoint", "checkpoint and its proof", "prove", "consistency"],
+)
+def test_chain_commands_refuse_an_output_that_is_another_of_their_files(
+    tmp_path: Path, args: list[str]
+) -> None:
+    # One output written over another (the slice replaced by its checkpoint), or a proof
+    # written over the checkpoint it was made against, which a verifier then lacks.
+    _project(tmp_path)
+    project = tmp_path / "project"
+    ok(run(tmp_path, "chain", "checkpoint", "--out", "head.cp"))
+    checkpoint_text = (project / "head.cp").read_bytes()
+    before = sorted(p.name for p in project.iterdir())
+    done = run(tmp_path, *args)
+    assert done.returncode == 2, done.stderr
+    assert "is the same file as" in done.stderr, done.stderr
+    assert sorted(p.name for p in project.iterdir()) == before
+    assert (project / "head.cp").read_bytes() == checkpoint_text
+
+
 def test_refresh_and_fetch_accept_distinct_files_in_one_folder(
     server: FeedServer, tmp_path: Path
 ) -> None:
