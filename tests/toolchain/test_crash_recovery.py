@@ -175,6 +175,23 @@ def module_version(module: Path) -> tuple[int, str | None]:
     return block.map_version, block.stated_hash
 
 
+def _killed_once_in_force(tmp_path: Path) -> tuple[Path, Path, list[str]]:
+    """A project whose map 1 (a.json) is anchored, then a refresh to b.json killed once the
+    module holds its map 2, before the chain append: (project, state, refresh's flags).
+    Also c.json (a newer map) and low.json (an older one)."""
+    project, state = tmp_path / "p", tmp_path / "s"
+    project.mkdir()
+    (project / "m.py").write_text(EMPTY_MODULE)
+    for name, floor in (("a", "0.60.0"), ("b", "0.70.0"), ("c", "0.75.0"), ("low", "0.50.0")):
+        (project / f"{name}.json").write_text(feed_v1(aider=floor))
+    args = ["--module", "m.py", "--write", "--anchor"]
+    ok(floorctl("refresh", "--feed", "a.json", *args, cwd=project, state=state))
+    killed_floorctl(
+        tmp_path, "replaced:m.py", "refresh", "--feed", "b.json", *args, cwd=project, state=state
+    )
+    return project, state, args
+
+
 @pytest.mark.parametrize("then", ["newer map", "killed map again", "old map again"])
 def test_a_map_version_killed_in_force_is_never_reused_for_another_map(
     tmp_path: Path, then: str
@@ -185,18 +202,7 @@ def test_a_map_version_killed_in_force_is_never_reused_for_another_map(
     that took the killed map refuses the new one as "another map at version 2" (or map 1 as
     a rollback) on every spawn. Also when that next refresh first fails (a downgrade
     refused after the put-back): the one after it still numbers above 2."""
-    project, state = tmp_path / "p", tmp_path / "s"
-    project.mkdir()
-    (project / "m.py").write_text(EMPTY_MODULE)
-    (project / "a.json").write_text(feed_v1(aider="0.60.0"))
-    (project / "b.json").write_text(feed_v1(aider="0.70.0"))
-    (project / "c.json").write_text(feed_v1(aider="0.75.0"))
-    (project / "low.json").write_text(feed_v1(aider="0.50.0"))
-    args = ["--module", "m.py", "--write", "--anchor"]
-    ok(floorctl("refresh", "--feed", "a.json", *args, cwd=project, state=state))
-    killed_floorctl(
-        tmp_path, "replaced:m.py", "refresh", "--feed", "b.json", *args, cwd=project, state=state
-    )
+    project, state, args = _killed_once_in_force(tmp_path)
     killed_version, killed_hash = module_version(project / "m.py")
     assert killed_version == 2
     refused = floorctl("refresh", "--feed", "low.json", *args, cwd=project, state=state)
@@ -217,17 +223,7 @@ def test_check_reports_a_module_stale_while_a_killed_refresh_awaits_recovery(
     (so it looks in sync), but the chain never recorded it; after a recovery that put map
     1 back, map 1 is what the feeds say, but a host that enforced the killed map 2 refuses
     it. Either way `--check` must not say in sync: the next `--write` changes the module."""
-    project, state = tmp_path / "p", tmp_path / "s"
-    project.mkdir()
-    (project / "m.py").write_text(EMPTY_MODULE)
-    (project / "a.json").write_text(feed_v1(aider="0.60.0"))
-    (project / "b.json").write_text(feed_v1(aider="0.70.0"))
-    (project / "low.json").write_text(feed_v1(aider="0.50.0"))
-    args = ["--module", "m.py", "--write", "--anchor"]
-    ok(floorctl("refresh", "--feed", "a.json", *args, cwd=project, state=state))
-    killed_floorctl(
-        tmp_path, "replaced:m.py", "refresh", "--feed", "b.json", *args, cwd=project, state=state
-    )
+    project, state, args = _killed_once_in_force(tmp_path)
     check = ["--module", "m.py", "--check"]
     stale = floorctl("refresh", "--feed", "b.json", *check, cwd=project, state=state)
     assert stale.returncode == 1 and "interrupted" in stale.stderr, stale.stderr
