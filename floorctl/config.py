@@ -176,6 +176,12 @@ def _feeds(table: dict[str, Any], source: Path, base: Path) -> tuple[str, ...] |
         if _PEM_MARK in item:
             raise ConfigError(f"{source}: {TABLE}: feeds[{index}] holds a PEM key, not a feed")
         if item.startswith(_URL_SCHEMES):
+            if not item.isascii() or not item.isprintable():
+                # Not repeated: a look-alike of "@" (U+FF20) makes what precedes it a password.
+                raise ConfigError(
+                    f"{source}: {TABLE}: feeds[{index}] is a URL that is not printable ASCII "
+                    "(percent-encode the rest)"
+                )
             if "@" in re.split(r"[/?#]", item.split("://", 1)[1], maxsplit=1)[0]:
                 # A receipt records its feeds as given: a password here would be signed into
                 # it and committed. Never repeated in the message (it reaches CI logs).

@@ -116,7 +116,10 @@ def check_url(url: str) -> httpx.URL:
     import httpx
 
     if not url.isascii() or not url.isprintable():
-        raise FetchError(f"{url!r}: refused: URLs must be printable ASCII")
+        # Not named: a look-alike of "@" (U+FF20) makes the text before it a password.
+        raise FetchError(
+            f"{_scheme_only(url)}: refused: URLs must be printable ASCII (percent-encode the rest)"
+        )
     try:
         parsed = httpx.URL(url)
     except (httpx.InvalidURL, ValueError) as exc:
@@ -134,6 +137,14 @@ def check_url(url: str) -> httpx.URL:
             "(use https)"
         )
     return parsed
+
+
+def _scheme_only(url: str) -> str:
+    """What of a URL that is not printable ASCII can be shown: its scheme, if plain."""
+    scheme, separator, _ = url.partition("://")
+    if separator and scheme.isascii() and scheme.isalpha():
+        return f"a {scheme}:// URL"
+    return "a URL"
 
 
 def origin(url: httpx.URL) -> tuple[str, str, int]:
@@ -240,6 +251,15 @@ class Fetcher:
                         )
                 except httpx.TimeoutException as exc:
                     raise self._slow(url) from exc
+                except httpx.InvalidURL as exc:
+                    # A Location that parsed but that httpx will not request: never named.
+                    raise FetchError(f"{url}: refused: redirect to an invalid URL") from exc
+                except httpx.RemoteProtocolError as exc:
+                    # httpx reads every redirect's Location itself, and names it when it
+                    # cannot: the text may hold credentials, so it is not repeated.
+                    if str(exc).startswith("Invalid URL in location header"):
+                        raise FetchError(f"{url}: refused: redirect to an invalid URL") from exc
+                    raise FetchError(f"{url}: fetch failed: RemoteProtocolError: {exc}") from exc
                 except httpx.HTTPError as exc:
                     why = f"{exc.__class__.__name__}: {exc}"
                     raise FetchError(f"{url}: fetch failed: {why}") from exc

@@ -9,6 +9,7 @@ import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -338,6 +339,47 @@ def test_refuses_a_redirect_to_a_url_with_credentials(
     refused(setup.fetch(server.url("/old.json")), "credentials in URLs are not supported")
     assert "s3cret" not in setup.fetch(server.url("/old.json"))[1]
     assert [path for path, _ in server.requests if path == "/feed.json"] == []
+    setup.assert_nothing_written()
+
+
+def _raw_redirect(server: FeedServer, path: str, location: bytes) -> None:
+    """A 302 whose Location is these bytes, as a hostile server sends them."""
+
+    def behaviour(handler: Any) -> None:
+        handler.wfile.write(
+            b"HTTP/1.1 302 Found\r\nLocation: " + location + b"\r\nContent-Length: 0\r\n\r\n"
+        )
+        handler.close_connection = True
+
+    server.routes[path] = behaviour
+
+
+@pytest.mark.parametrize(
+    "location",
+    [b"http:f.json", b"https:f.json", b"x:y", b"http:\\\\127.0.0.1\\f.json"],
+    ids=["no slashes", "https no slashes", "another scheme", "backslashes"],
+)
+def test_refuses_a_malformed_redirect_with_one_line(
+    server: FeedServer, setup: Setup, location: bytes
+) -> None:
+    # httpx refuses such a URL only when asked to fetch it: a crash, not a refusal, before.
+    _raw_redirect(server, "/old.json", location)
+    status, stderr = setup.fetch(server.url("/old.json"))
+    assert status == 1, stderr
+    assert stderr.startswith("floorctl: error: ") and "Traceback" not in stderr, stderr
+    assert len(stderr.strip().splitlines()) == 1, stderr
+    setup.assert_nothing_written()
+
+
+@pytest.mark.parametrize("at", ["\uff20", "\ufe6b"], ids=["fullwidth", "small"])
+def test_refuses_a_redirect_whose_at_sign_is_a_look_alike_without_naming_it(
+    server: FeedServer, setup: Setup, at: str
+) -> None:
+    host = server.url("/feed.json").split("//", 1)[1]
+    _raw_redirect(server, "/old.json", f"http://user:s3cret{at}{host}".encode())
+    status, stderr = setup.fetch(server.url("/old.json"))
+    assert status == 1, stderr
+    assert "s3cret" not in stderr, stderr
     setup.assert_nothing_written()
 
 

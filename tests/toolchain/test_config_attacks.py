@@ -41,6 +41,34 @@ def test_a_configured_feed_url_with_credentials_is_refused_without_repeating_the
     assert PASSWORD not in done.stderr + done.stdout
 
 
+@pytest.mark.parametrize("at", ["\uff20", "\ufe6b"], ids=["fullwidth", "small"])
+def test_a_configured_feed_url_whose_at_sign_is_a_look_alike_is_refused_without_its_text(
+    tmp_path: Path, at: str
+) -> None:
+    # NFKC reads these as "@": to any normalising reader the URL holds credentials.
+    root = _project_with_url_feed(tmp_path / "project")
+    pyproject = root / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace("@", at))
+    done = floorctl("refresh", "--check", cwd=root, state=tmp_path / "state")
+    assert done.returncode == 2, done.stderr
+    assert "feeds[0]" in done.stderr
+    assert PASSWORD not in done.stderr + done.stdout
+
+
+@pytest.mark.parametrize("at", ["\uff20", "\ufe6b"], ids=["fullwidth", "small"])
+def test_a_feed_flag_whose_at_sign_is_a_look_alike_is_refused_without_its_text(
+    tmp_path: Path, at: str
+) -> None:
+    done = floorctl(
+        "refresh", "--feed", f"https://reader:hunter2{at}feeds.example.org/f.json",
+        "--module", SOURCE / "floorguard" / "floor_map.py",
+        cwd=tmp_path, state=tmp_path / "state",
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "printable ASCII" in done.stderr
+    assert "hunter2" not in done.stderr + done.stdout
+
+
 def test_a_feed_flag_with_credentials_is_refused_without_repeating_them(tmp_path: Path) -> None:
     done = floorctl(
         "refresh", "--feed", "https://reader:hunter2@feeds.example.org/f.json",
