@@ -22,7 +22,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 # week dates, the basic format, an offset without its colon).
 _RFC3339 = re.compile(
     r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?"
-    r"([Zz]|[+-][0-9]{2}:[0-9]{2})"
+    r"([Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
 )
 
 

@@ -184,6 +184,8 @@ def test_runtime_failure_with_json_prints_one_json_error(tmp_path: Path) -> None
         "2026-W01-1T00:00:00Z",
         "2026-01-01T00:00:00+0100",
         "2026-01-01T00:00:00+01",
+        "2026-01-01T00:00:00+01:60",  # time-minute is 00-59, in an offset too
+        "2026-01-01T00:00:00+00:60",
     ],
 )
 def test_now_that_is_not_rfc_3339_is_a_usage_error(tmp_path: Path, command: str, now: str) -> None:
