@@ -51,3 +51,19 @@ def refuse_shared_files(
                     f"{option} {path} is the same file as {other_option} {other}: one would "
                     "overwrite the other; name distinct files"
                 )
+
+
+def refuse_outputs_in(outputs: Iterable[tuple[str, Path | None]], folder: Path, holds: str) -> None:
+    """Raise click.UsageError when an output (option, path) would be written in ``folder``
+    (by name, or through a link that leads there), which ``holds`` what the command keeps
+    by its own names (a map archive's name is its hash, known only once planned)."""
+    kept = os.path.realpath(folder)
+    for option, given in outputs:
+        if given is None:
+            continue
+        path = Path(given)
+        places = {os.path.realpath(path.parent), os.path.dirname(os.path.realpath(path))}
+        if kept in places:
+            raise click.UsageError(
+                f"{option} {path} is in {folder}, which holds {holds}: name a file elsewhere"
+            )

@@ -16,7 +16,7 @@ from floorctl import feeds, fetch, freshness, keys, trust, waivers
 from floorctl import refresh as refreshing
 from floorctl.commands import _progress
 from floorctl.commands._feedopts import feed_options, reference_time
-from floorctl.commands._files import refuse_shared_files
+from floorctl.commands._files import refuse_outputs_in, refuse_shared_files
 from floorctl.commands._output import emit_json, json_option, notice
 from floorctl.errors import StaleModule
 from floorctl.render_templates import is_template_path
@@ -196,7 +196,16 @@ def command(
                     keys.signing_key_path(signing_key, environ) if receipt_out else None,
                 ),
                 ("--trusted-keys", trusted_keys or trust.installed_path(environ)),
+                # What the refresh keeps beside the module by names of its own.
+                ("the refresh's journal", refreshing.journal_path(module)),
+                ("the refresh's undo copy", refreshing.undo_path(module)),
+                ("the refresh's lock", refreshing.lock_path(module)),
             ],
+        )
+        refuse_outputs_in(
+            [("--receipt-out", receipt_out), ("--state-file", state_path)],
+            module.parent / refreshing.ARCHIVE_DIR,
+            "the maps that receipts name, each under its hash",
         )
 
     def notify(message: str) -> None:

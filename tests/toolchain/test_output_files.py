@@ -307,7 +307,17 @@ SAME_FILE_REFRESHES = {
     "state file is the module": ["--state-file", STATE_MODULE],
     "state file is the feed": ["--state-file", "feed2.json"],
     "state file is the waivers": ["--state-file", "waivers.json"],
-}
+    # What the refresh keeps beside the module by names of its own.
+    "receipt-out is the refresh's journal": [
+        "--receipt-out", str(MODULE.parent / f".{MODULE.name}.refresh.json"),
+    ],
+    "receipt-out is the refresh's undo copy": [
+        "--receipt-out", str(MODULE.parent / f".{MODULE.name}.refresh.undo"),
+    ],
+    "receipt-out is the refresh's lock": [
+        "--receipt-out", str(MODULE.parent / f".{MODULE.name}.lock"),
+    ],
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("extra", SAME_FILE_REFRESHES.values(), ids=SAME_FILE_REFRESHES.keys())
@@ -329,6 +339,21 @@ def test_refresh_refuses_an_output_that_is_another_of_its_files(
     done = run(tmp_path, *args)
     assert done.returncode == 2, done.stderr
     assert "is the same file as" in done.stderr, done.stderr
+    assert {p: p.read_bytes() for p in project.rglob("*") if p.is_file()} == before
+
+
+@pytest.mark.parametrize("output", ["--receipt-out", "--state-file"])
+def test_refresh_refuses_an_output_in_the_map_archive(tmp_path: Path, output: str) -> None:
+    # The archive's names are hashes known only once planned: a receipt there could replace
+    # the very map it names, which then no longer hashes to its name.
+    _project(tmp_path)
+    project = tmp_path / "project"
+    (project / "feed2.json").write_bytes(v2_feed(1))
+    before = {p: p.read_bytes() for p in project.rglob("*") if p.is_file()}
+    done = run(tmp_path, "refresh", "--feed", "feed2.json", "--write", output,
+               str(MODULE.parent / "maps" / "any.json"))  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "which holds the maps that receipts name" in done.stderr, done.stderr
     assert {p: p.read_bytes() for p in project.rglob("*") if p.is_file()} == before
 
 
