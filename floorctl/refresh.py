@@ -30,7 +30,13 @@ from floorguard._base import atomic
 from floorguard._base._canonical import canonical_bytes, content_address, sha256_digest
 from floorguard._base._time import parse_ts
 from floorguard._base.files import MAX_MAP_BYTES, read_regular
-from floorguard._maps.map_model import FloorMap, floor_map_hash, from_entries, to_entries
+from floorguard._maps.map_model import (
+    MAX_MAP_VERSION,
+    FloorMap,
+    floor_map_hash,
+    from_entries,
+    to_entries,
+)
 from floorguard.errors import FloorMapError, UnreadableFileError
 
 if TYPE_CHECKING:
@@ -453,7 +459,8 @@ def _read_journal(journal: Path) -> tuple[str | None, int | None]:
         receipt_id, undone = note.get("receipt_id"), note.get("undone_map_version")
     except (UnreadableFileError, ValueError, AttributeError) as exc:
         raise ModuleError(f"{journal}: cannot read an interrupted refresh's journal") from exc
-    if undone is not None and (type(undone) is not int or undone < 0):
+    # (Below the largest map version: the next map is numbered above it.)
+    if undone is not None and (type(undone) is not int or not 0 <= undone < MAX_MAP_VERSION):
         raise ModuleError(f"{journal}: undone_map_version is not a map version")
     return (receipt_id if isinstance(receipt_id, str) else None), undone
 

@@ -465,7 +465,11 @@ def test_refuses_to_put_back_a_leftover_that_is_not_a_module(tmp_path: Path) -> 
     assert len(update_receipts(project, tmp_path / "s")) == 1
 
 
-@pytest.mark.parametrize("undone", ["2", True, -1, 2.5], ids=["text", "bool", "negative", "float"])
+@pytest.mark.parametrize(
+    "undone",
+    ["2", True, -1, 2.5, 2**53 - 1, 10**30],
+    ids=["text", "bool", "negative", "float", "the largest map version", "beyond JSON's integers"],
+)
 def test_refuses_a_journal_whose_undone_map_version_is_not_a_version(
     tmp_path: Path, undone: object
 ) -> None:
