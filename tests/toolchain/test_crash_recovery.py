@@ -235,6 +235,19 @@ def test_check_reports_a_module_stale_while_a_killed_refresh_awaits_recovery(
     ok(floorctl("refresh", "--feed", "a.json", *check, cwd=project, state=state))
 
 
+def test_publish_refuses_a_module_whose_refresh_was_killed_until_it_is_recovered(
+    tmp_path: Path,
+) -> None:
+    # The module holds a map the chain never recorded: publishing it would hand hosts the
+    # very map the next refresh puts back.
+    project, state, args = _killed_once_in_force(tmp_path)
+    refused = floorctl("publish", "--module", "m.py", "--out", "pub", cwd=project, state=state)
+    assert refused.returncode == 1 and "interrupted" in refused.stderr, refused.stderr
+    assert not (project / "pub" / "floor-map.json").exists()
+    ok(floorctl("refresh", "--feed", "b.json", *args, cwd=project, state=state))
+    ok(floorctl("publish", "--module", "m.py", "--out", "pub", cwd=project, state=state))
+
+
 def test_a_refresh_does_not_take_another_modules_undo_copy_for_its_own(tmp_path: Path) -> None:
     """Several modules in one folder: `m.py` and a staging copy `m.py.staging`, each with its
     own lock. A refresh of the staging module is killed before its rename; its undo copy
