@@ -90,6 +90,12 @@ def format_option(*choices: str, param: str = "output_format") -> Callable[[F], 
 json_option = format_option("text", "json", param="as_json")
 
 
+def report(line: str) -> None:
+    """One line of a command's report on stdout, control characters escaped as in notice:
+    a file name the caller gave cannot forge a line, nor reach a terminal as an escape."""
+    click.echo(one_line(line))
+
+
 def notice(message: str) -> None:
     """One line on stderr (control characters escaped: a file name cannot add a line)."""
     click.echo(one_line(message), err=True)

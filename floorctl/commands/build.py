@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from floorctl import build, keys, provenance
-from floorctl.commands._output import emit_json, json_option, notice
+from floorctl.commands._output import emit_json, json_option, notice, report
 from floorctl.commands.refresh import DEFAULT_MODULE
 from floorctl.errors import BuildError
 from floorguard._base import files
@@ -143,7 +143,7 @@ def command(
             }
         )
         return
-    click.echo(
+    report(
         f"built floorguard {artifacts.version} (floor map version {receipt.map_version}, "
         f"{receipt.floor_map_hash}): {wheel}, {sdist}, {provenance_path}"
     )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-from floorctl.commands._output import emit_json, json_option
+from floorctl.commands._output import emit_json, json_option, report
 from floorguard._chain.chain import AuditChain
 from floorguard._proofs import canary as canary_rules
 
@@ -53,8 +53,8 @@ def record(adapter: str, version: str, result: str, as_json: bool) -> None:
             }
         )
     else:
-        click.echo(f"{judgement.verdict}: {judgement.reason}")
-        click.echo(f"  receipt {outcome.receipt_id} (seq {outcome.seq})")
+        report(f"{judgement.verdict}: {judgement.reason}")
+        report(f"  receipt {outcome.receipt_id} (seq {outcome.seq})")
     if judgement.verdict == canary_rules.REFUSE:
         raise click.exceptions.Exit(1)
 
@@ -68,6 +68,6 @@ def last_green(as_json: bool) -> None:
         emit_json(canary_rules.last_green_document(projection))
         return
     if not projection:
-        click.echo("no adapter has a last-green version yet")
+        report("no adapter has a last-green version yet")
     for adapter, entry in projection.items():
-        click.echo(f"{adapter} {entry.version} (receipt {entry.receipt_id}, {entry.ts})")
+        report(f"{adapter} {entry.version} (receipt {entry.receipt_id}, {entry.ts})")

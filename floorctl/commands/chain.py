@@ -19,7 +19,7 @@ import click
 
 from floorctl import keys
 from floorctl.commands._files import refuse_shared_files
-from floorctl.commands._output import emit_json, json_option, notice
+from floorctl.commands._output import emit_json, json_option, notice, report
 from floorctl.commands._time_option import parse_time_option
 from floorguard._base import atomic, files
 from floorguard._base.state import state_paths
@@ -395,29 +395,29 @@ def init(url: str, grant_to: tuple[str, ...]) -> None:
     key = load_or_create_key(key_file)
     done = init_schema(url, timeout=timeout_from_env(), grant_to=grant_to, key_check=key_check(key))
     state = "created" if done["created"] else "already in place; checked"
-    click.echo(f"audit chain {redact(url)}: schema floorguard {state}")
-    click.echo(f"chain_id {done['chain_id']}; tables owned by {done['owner']}")
-    click.echo(
+    report(f"audit chain {redact(url)}: schema floorguard {state}")
+    report(f"chain_id {done['chain_id']}; tables owned by {done['owner']}")
+    report(
         f"appender role {done['appender_role']}: reads and appends through the functions of "
         "schema floorguard_api only; no privilege in schema floorguard"
     )
     for session in done["ended_sessions"]:
-        click.echo(f"ended session {session}: it held what chain init had to wait for")
+        report(f"ended session {session}: it held what chain init had to wait for")
     if not done["ends_lock_holders"]:
-        click.echo(
+        report(
             f"warning: {done['owner']} cannot end a session that holds the chain's lock too "
             f"long (any appender could then stop every append): GRANT pg_signal_backend TO "
             f"{done['owner']}, as a superuser"
         )
     if done["prepared_transactions"]:
-        click.echo(
+        report(
             "warning: max_prepared_transactions is "
             f"{done['prepared_transactions']}: an appender could hold the chain's lock in a "
             "prepared transaction that no append can end; set it to 0"
         )
     for role in done["granted_to"]:
-        click.echo(f"granted {done['appender_role']} to {role}")
-    click.echo(
+        report(f"granted {done['appender_role']} to {role}")
+    report(
         f"chain key {key_file} ({'existing' if existed else 'created'}): copy it to every "
         "appending host (FLOORGUARD_CHAIN_KEY_FILE), mode 0600"
     )
@@ -461,9 +461,9 @@ def view(accept_current: bool, url: str | None, as_json: bool) -> None:
             })  # fmt: skip
             return
         if not remembered:
-            click.echo(f"this host has seen no chain yet ({views.path})")
+            report(f"this host has seen no chain yet ({views.path})")
         for cid, seen in sorted(remembered.items()):
-            click.echo(f"chain {cid} at {seen.location}: {seen.size} records, root "
+            report(f"chain {cid} at {seen.location}: {seen.size} records, root "
                        f"{seen.root.hex()}, seen {seen.seen}")  # fmt: skip
         return
     if not audit.exists() or audit.head() is None:
@@ -489,7 +489,7 @@ def view(accept_current: bool, url: str | None, as_json: bool) -> None:
         emit_json(document)
         return
     before = "nothing" if old is None else f"{old.size} records (root {old.root.hex()})"
-    click.echo(
+    report(
         f"chain {statement.chain_id or '(empty)'} at {audit.location}: this host now remembers "
         f"{statement.size} records (root {statement.root.hex()}); it remembered {before}, "
         f"recorded in {views.refusals_path}"

@@ -10,7 +10,7 @@ from floorctl import fetch, freshness, keys, trust
 from floorctl.commands import _progress
 from floorctl.commands._feedopts import environ, feed_options, reference_time
 from floorctl.commands._files import refuse_shared_files
-from floorctl.commands._output import emit_json, json_option, notice
+from floorctl.commands._output import emit_json, json_option, notice, report
 from floorguard._base._time import format_ts
 
 
@@ -87,4 +87,4 @@ def command(
     what = f"feed {feed.feed_id!r} version {feed.version}" if feed.feed_id else "feed (schema 1)"
     signed = f", signed by {len(feed.signed_by)} trusted key(s)" if feed.signed_by else ", unsigned"
     reuse = " (not modified: cached copy re-verified)" if fetched.not_modified else ""
-    click.echo(f"wrote {out}: {what}, {len(feed.floor_map)} adapters{signed}{reuse}")
+    report(f"wrote {out}: {what}, {len(feed.floor_map)} adapters{signed}{reuse}")

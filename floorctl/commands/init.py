@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from floorctl import new_module, render
-from floorctl.commands._output import emit_json, json_option
+from floorctl.commands._output import emit_json, json_option, report
 
 
 def _template(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
@@ -69,9 +69,9 @@ def command(module: Path | None, template: str, as_json: bool) -> None:
             }
         )
         return
-    click.echo(
+    report(
         f"wrote {made.path}: an empty floor map ({made.layout} layout, map version "
         f"{made.map_version}, hash {made.floor_map_hash})"
     )
     module_arg = shlex.quote(str(made.path))
-    click.echo(f"fill it with: floorctl refresh --write --module {module_arg} --feed SRC")
+    report(f"fill it with: floorctl refresh --write --module {module_arg} --feed SRC")

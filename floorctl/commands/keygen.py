@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from floorctl import keys
-from floorctl.commands._output import emit_json, json_option
+from floorctl.commands._output import emit_json, json_option, report
 from floorguard._chain.chain import is_chain_id
 from floorguard._crypto import dsse
 from floorguard._proofs import checkpoint
@@ -55,7 +55,7 @@ def command(out_dir: Path, chain_id: str | None, as_json: bool) -> None:
             "vkey": vkey,
         })  # fmt: skip
         return
-    click.echo(f"wrote {private_path} (private, mode 0600) and {public_path}")
-    click.echo(f"keyid {key_id}")
+    report(f"wrote {private_path} (private, mode 0600) and {public_path}")
+    report(f"keyid {key_id}")
     if vkey is not None:
-        click.echo(f"vkey {vkey}")
+        report(f"vkey {vkey}")

@@ -10,7 +10,7 @@ import click
 
 from floorctl import keys, publish
 from floorctl import refresh as refreshing
-from floorctl.commands._output import emit_json, json_option, notice
+from floorctl.commands._output import emit_json, json_option, notice, report
 from floorctl.commands.refresh import DEFAULT_MODULE
 from floorctl.errors import ModuleError
 from floorguard._base._time import utc_now
@@ -95,7 +95,7 @@ def command(
             }
         )
         return
-    click.echo(
+    report(
         f"wrote {done.map_path} and {done.signature_path}: map version "
         f"{done.map_version}, {done.adapters} adapters, {done.floor_map_hash}, "
         f"expires {done.expires}"

@@ -17,7 +17,7 @@ from floorctl import refresh as refreshing
 from floorctl.commands import _progress
 from floorctl.commands._feedopts import feed_options, reference_time
 from floorctl.commands._files import refuse_outputs_in, refuse_shared_files
-from floorctl.commands._output import emit_json, json_option, notice
+from floorctl.commands._output import emit_json, json_option, notice, report
 from floorctl.errors import StaleModule
 from floorctl.render_templates import is_template_path
 from floorctl.splice import read_module_text
@@ -196,7 +196,13 @@ def command(
                     keys.signing_key_path(signing_key, environ) if receipt_out else None,
                 ),
                 ("--trusted-keys", trusted_keys or trust.installed_path(environ)),
-                # What the refresh keeps beside the module by names of its own.
+            ],
+        )
+        # What the refresh keeps beside the module by names of its own (not against the
+        # module: a killed refresh's undo copy may be a hard link of it).
+        refuse_shared_files(
+            [("--receipt-out", receipt_out), ("--state-file", state_path)],
+            [
                 ("the refresh's journal", refreshing.journal_path(module)),
                 ("the refresh's undo copy", refreshing.undo_path(module)),
                 ("the refresh's lock", refreshing.lock_path(module)),
@@ -377,7 +383,7 @@ def _print_summary(
     receipt_out: Path | None,
     check: bool,
 ) -> None:
-    echo = click.echo
+    echo = report
     for conflict in plan.conflicts:
         notice(f"floorctl: warning: {conflict.describe()}")
     echo(

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from floorctl import feeds, keys, trust
-from floorctl.commands._output import emit_json, json_option, notice
+from floorctl.commands._output import emit_json, json_option, notice, report
 from floorguard._base import atomic, files
 from floorguard._base.files import read_regular, read_regular_if_exists
 from floorguard._crypto import dsse
@@ -53,4 +53,4 @@ def command(path: Path, signing_key: Path | None, kind: str, as_json: bool) -> N
     if as_json:
         emit_json({"signature": str(out), "keyid": key_id, "signatures": signatures})
         return
-    click.echo(f"wrote {out} (keyid {key_id}; {signatures} signature(s))")
+    report(f"wrote {out} (keyid {key_id}; {signatures} signature(s))")

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from floorctl import trust
+from floorctl.commands._output import report
 
 
 @click.group("trust", short_help="Manage the keys trusted to sign feeds.")
@@ -37,4 +38,4 @@ def rotate(current: Path, new: Path) -> None:
     """
     environ = dict(os.environ)
     installed = trust.rotate(trust.load_trusted_keys(current), new, environ)
-    click.echo(f"installed {new} as the trusted feed keys ({installed})")
+    report(f"installed {new} as the trusted feed keys ({installed})")

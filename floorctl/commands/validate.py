@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from floorctl import waivers
-from floorctl.commands._output import emit_json, json_option
+from floorctl.commands._output import emit_json, json_option, report
 from floorctl.errors import FeedError
 from floorctl.feeds import MAX_FEED_BYTES, load_feed
 from floorguard._base.files import read_regular
@@ -68,12 +68,12 @@ def command(ctx: click.Context, feeds: tuple[Path, ...], as_json: bool) -> None:
             count = checked["waivers"]
             files.append({"file": str(path), "valid": True, **checked, "errors": []})
             if not as_json:
-                click.echo(f"ok  {path} ({count} waivers)")
+                report(f"ok  {path} ({count} waivers)")
             continue
         count = checked["adapters"]
         files.append({"file": str(path), "valid": True, "adapters": count, "errors": []})
         if not as_json:
-            click.echo(f"ok  {path} ({count} adapters)")
+            report(f"ok  {path} ({count} adapters)")
     if as_json:
         emit_json({"valid": not problems, "files": files})
         if problems:

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from floorctl import keys, provenance
-from floorctl.commands._output import emit_json, json_option
+from floorctl.commands._output import emit_json, json_option, report
 from floorguard._base.files import MAX_ENVELOPE_BYTES, read_regular
 from floorguard.errors import VerificationError
 
@@ -47,7 +47,7 @@ def command(wheel: Path, provenance_file: Path | None, pubkey: Path, as_json: bo
     if as_json:
         emit_json(checked.document())
         return
-    click.echo(
+    report(
         f"provenance OK: {wheel.name} (sha256 {checked.wheel_sha256}) carries floor map "
         f"{checked.floor_map_hash} version {checked.map_version}, update receipt "
         f"{checked.update_receipt_id}; built by {checked.builder_id}, signed by "

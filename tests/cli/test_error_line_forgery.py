@@ -123,3 +123,25 @@ def test_a_slice_name_cannot_add_a_line_to_the_verdict_report(tmp_path: Path) ->
         lines = done.stdout.splitlines()
         assert lines[0] == "NOT PROVEN" and "PROVEN" not in lines[1:], lines
         assert len(lines) == 2 and "audit\\nPROVEN\\nslice.jsonl" in lines[1], lines
+
+
+def test_report_lines_on_stdout_cannot_forge_a_line_nor_send_escapes(tmp_path: Path) -> None:
+    """What a command reports on stdout names files too: a receipt named with a newline
+    must not add a line, nor an escape sequence reach the terminal that shows it."""
+    (tmp_path / "m.py").write_text(EMPTY_MODULE)
+    (tmp_path / "a.json").write_text(feed_v1(aider="0.60.0"))
+    receipt = "r\nfloorctl: error: FORGED\x1b]0;PWNED\x07.json"
+    done = floorctl(
+        "refresh", "--feed", "a.json", "--module", "m.py", "--write", "--receipt-out", receipt,
+        cwd=tmp_path, state=tmp_path / "s",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / receipt).is_file()
+    assert _forged(done.stdout, "floorctl") == [], done.stdout
+    assert "\x1b" not in done.stdout and "\x07" not in done.stdout, done.stdout
+    [line] = [line for line in done.stdout.splitlines() if line.startswith("receipt ")]
+    assert "\\nfloorctl: error: FORGED\\x1b]0;PWNED\\x07.json" in line
+    keys = "k\n\x1b[2J"
+    done = floorctl("keygen", "--out", keys, cwd=tmp_path, state=tmp_path / "s")
+    assert done.returncode == 0, done.stderr
+    assert "\x1b" not in done.stdout and len(done.stdout.splitlines()) == 2, done.stdout
