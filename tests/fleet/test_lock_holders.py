@@ -360,6 +360,45 @@ def test_waiters_behind_a_standing_claim_sleep_outside_the_queue_until_it_is_ser
     assert pg.sql("SELECT last_value FROM floorguard.lock_claim") == "0"
 
 
+def test_chain_init_waiting_behind_a_starved_appends_claim_does_not_end_it(pg: Chain) -> None:
+    # Init waits for the chain's lock as an append does, so behind a claim it sleeps on
+    # the claimant's advisory lock: its watch must not take the claimant for a session
+    # that holds what init needs, and end it.
+    pg.chain().append(CANARY, receipt())
+    served: list[str] = []
+
+    def append(conn: psycopg.Connection[Any]) -> None:
+        conn.execute("SET lock_timeout = '8s'")
+        conn.execute("SELECT floorguard_api.open_append(NULL)")
+        served.append("claimant")
+        conn.rollback()
+
+    with (
+        psycopg.connect(pg.owner_url) as owner,  # never ended: it holds as long as it likes
+        psycopg.connect(pg.url) as claimant,
+    ):
+        owner.execute("LOCK TABLE floorguard.append_lock IN EXCLUSIVE MODE")
+        waiting = threading.Thread(target=append, args=(claimant,), daemon=True)
+        waiting.start()
+        time.sleep(1.4)  # it has waited the hold limit: it claims
+        assert _wake_locks(pg, claimant.info.backend_pid, granted=True) == "1"
+        init: list[Any] = []
+        env = {**pg.env(pg.key_file.parent), "FLOORGUARD_CHAIN_TIMEOUT": "8"}
+        again = threading.Thread(
+            target=lambda: init.append(floorctl("chain", "init", "--url", pg.owner_url, env=env)),
+            daemon=True,
+        )
+        again.start()
+        time.sleep(1.0)  # init asleep behind the claim; its watch looks every 0.1 s
+        owner.rollback()
+        waiting.join(10)
+        again.join(20)
+    assert served == ["claimant"]
+    [done] = init
+    assert done.returncode == 0, done.stderr
+    assert "ended session" not in done.stdout, done.stdout
+
+
 def test_a_claim_a_session_left_behind_is_cleared_when_it_waits_again(pg: Chain) -> None:
     # A claimant cancelled before its grant leaves its claim, and the advisory lock others
     # sleep on while it claims; the same session (or one given its pid later) waiting again

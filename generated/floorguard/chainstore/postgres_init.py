@@ -23,6 +23,7 @@ from floorguard.chainstore.postgres_schema import (
     _RECORDS,
     API_FUNCTIONS,
     API_SCHEMA,
+    CLAIM_WAKE_KEY,
     LOCK_HOLD_LIMIT_MS,
     LOCK_KEY,
     LOCK_STATEMENT,
@@ -239,8 +240,12 @@ SELECT a.pid, a.usename FROM pg_catalog.pg_stat_activity a
        (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user)
    AND NOT COALESCE((SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.oid = a.usesysid), true)
    AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_locks l
-                    WHERE l.pid = %(init)s AND NOT l.granted AND l.locktype = 'relation'
-                      AND l.relation = pg_catalog.to_regclass('{SCHEMA}.append_lock'))
+                    WHERE l.pid = %(init)s AND NOT l.granted
+                      AND (l.locktype = 'relation'
+                           AND l.relation = pg_catalog.to_regclass('{SCHEMA}.append_lock')
+                           -- (init waits behind a starved append's claim as an append does)
+                           OR l.locktype = 'advisory' AND l.classid = {CLAIM_WAKE_KEY}
+                              AND l.objsubid = 2))
 """  # noqa: S608
 # How often the watch looks, and how many looks in a row a session must be found blocking
 # init before it is ended: well within the server's deadlock_timeout (1 s by default), so

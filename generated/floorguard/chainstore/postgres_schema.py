@@ -366,9 +366,26 @@ LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
 $$
 """
 
+# Before a session found in a reading of the lock table (FOR holder IN lock_sessions(...))
+# is ended: a second reading must find it again as it was, in the same transaction. A
+# holder past its limit may have let go while this append looked; and pg_locks reads each
+# session's fast-path locks apart from the shared table, so an append that committed
+# between the two parts looks like a session holding a lock on records without the
+# chain's lock.
+_SEEN_AGAIN = """
+      PERFORM pg_catalog.pg_stat_clear_snapshot();
+      CONTINUE WHEN NOT EXISTS (
+        SELECT 1 FROM floorguard.lock_sessions({holders}) s
+         WHERE s.pid = holder.pid AND s.holds_lock = holder.holds_lock
+           AND s.xid IS NOT DISTINCT FROM holder.xid);
+"""
+_SEEN_AGAIN_REQUESTING = _SEEN_AGAIN.format(holders="false")
+_SEEN_AGAIN_ANY = _SEEN_AGAIN.format(holders="true")
+
+
 # Ends the sessions lock_sessions(false) finds, except the owner's and a superuser's; false
 # when one is left because the owner lacks pg_signal_backend.
-_END_LOCK_REQUESTS = """
+_END_LOCK_REQUESTS = f"""
 CREATE OR REPLACE FUNCTION floorguard.end_lock_requests() RETURNS boolean
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -382,7 +399,7 @@ BEGIN
   FOR holder IN SELECT * FROM floorguard.lock_sessions(false) LOOP
     CONTINUE WHEN holder.usesysid = owner_oid OR COALESCE(
       (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.oid = holder.usesysid), true);
-    IF NOT pg_catalog.pg_has_role('pg_signal_backend', 'USAGE') THEN
+{_SEEN_AGAIN_REQUESTING}    IF NOT pg_catalog.pg_has_role('pg_signal_backend', 'USAGE') THEN
       ended := false;
       CONTINUE;
     END IF;
@@ -392,7 +409,7 @@ BEGIN
   END LOOP;
   RETURN ended;
 END $$
-"""
+"""  # noqa: S608
 
 # How long a read of meta waits at a time before it ends what queued ahead of it.
 META_LOOK_MS = 100
@@ -535,6 +552,16 @@ _CLAIM_STEP = f"""
           PERFORM pg_catalog.setval('floorguard.lock_claim', my_claim);
         END IF;
       END IF;
+    END IF;
+"""
+
+# A claimant says it still waits between the steps of its look too: each reads the lock
+# table, which a loaded server makes slow, and a claim not renewed within CLAIM_FRESH_MS
+# lets a younger waiter claim ahead of it.
+_CLAIM_RENEWED = f"""
+    IF my_claim IS NOT NULL
+       AND pg_catalog.pg_sequence_last_value('floorguard.lock_claim') = my_claim THEN
+      PERFORM pg_catalog.setval('floorguard.lock_claim_seen', {_NOW_MS});
     END IF;
 """
 
@@ -699,6 +726,7 @@ BEGIN
       stuck := true;
       wait := COALESCE(limit_now, interval '{LOCK_HOLD_LIMIT_MS} ms');
     END IF;
+{_CLAIM_RENEWED}
     hold_limit := COALESCE((SELECT (m.value || ' ms')::interval FROM floorguard.meta m
                              WHERE m.key = 'lock_hold_limit_ms'),
                            interval '{LOCK_HOLD_LIMIT_MS} ms');
@@ -712,6 +740,7 @@ BEGIN
     recorded := pg_catalog.pg_sequence_last_value('floorguard.lock_holder');
     since := pg_catalog.to_timestamp(
       pg_catalog.pg_sequence_last_value('floorguard.lock_since') / 1000000.0);
+{_CLAIM_RENEWED}
     -- Ended, unless the owner's or a superuser's: the holder of the chain's lock past the
     -- limit, and (again) the requests ended above. A hold is judged as of the time before
     -- the lock table was read, not after: a slow reading must not count time in which the
@@ -734,13 +763,8 @@ BEGIN
                   + interval '20 ms';
           CONTINUE;
         END IF;
-        -- Past its limit when the table was read: ended if it still holds the lock in the
-        -- same transaction now (it may have let go while this append looked).
-        PERFORM pg_catalog.pg_stat_clear_snapshot();
-        CONTINUE WHEN NOT EXISTS (
-          SELECT 1 FROM floorguard.lock_sessions(true) s
-           WHERE s.pid = holder.pid AND s.holds_lock AND s.xid IS NOT DISTINCT FROM holder.xid);
       END IF;
+{_SEEN_AGAIN_ANY}
       IF NOT pg_catalog.pg_has_role('pg_signal_backend', 'USAGE') THEN
         stuck := true;
         wait := COALESCE(limit_now, interval '{LOCK_HOLD_LIMIT_MS} ms');
