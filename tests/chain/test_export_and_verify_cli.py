@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -300,6 +301,37 @@ def test_every_chain_output_over_the_chains_key_is_refused(home: Path, tmp_path:
         assert done.returncode == 1, done.stderr
         assert "a file floorguard keeps the audit chain or this host's map record in" in done.stderr
     assert key.read_bytes() == before and link.is_symlink()
+
+
+@pytest.fixture
+def home_seen_elsewhere(home: Path, tmp_path: Path) -> Iterator[Path]:
+    """The chain's folder bind-mounted at another path: one folder, two names that no
+    path comparison links (skipped where this process may not mount)."""
+    alias = tmp_path / "alias"
+    alias.mkdir()
+    if subprocess.run(["mount", "--bind", str(home), str(alias)], capture_output=True,
+                      check=False).returncode != 0:  # fmt: skip
+        pytest.skip("no bind mount here (needs CAP_SYS_ADMIN)")
+    try:
+        yield alias
+    finally:
+        subprocess.run(["umount", str(alias)], check=False)
+
+
+@pytest.mark.parametrize("target", ["chain.sqlite3", "chain.key"])
+def test_an_output_over_a_chain_file_through_a_bind_mount_is_refused(
+    home: Path, home_seen_elsewhere: Path, target: str
+) -> None:
+    kept = {name: (home / name).read_bytes() for name in ("chain.sqlite3", "chain.key")}
+    for argv in (
+        [*FLOORCTL, "chain", "export", "--out", str(home_seen_elsewhere / target)],
+        [*FLOORGUARD, "chain", "export", "--out", str(home_seen_elsewhere / target)],
+        [*FLOORCTL, "chain", "checkpoint", "--out", str(home_seen_elsewhere / target)],
+    ):
+        done = run(argv, home)
+        assert done.returncode == 1, done.stderr
+        assert "a file floorguard keeps the audit chain or this host's map record in" in done.stderr
+    assert {name: (home / name).read_bytes() for name in kept} == kept
 
 
 def test_no_output_of_floorctl_is_written_over_a_file_the_chain_is_kept_in(

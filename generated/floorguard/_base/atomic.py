@@ -90,15 +90,36 @@ def refuse_kept_file(path: Path) -> None:
     from floorguard._base.state import kept_files
 
     path = Path(path)
-    # The name itself (replaced) and, through links, the file it leads to.
-    targets = {os.path.join(os.path.realpath(_folder(path)), path.name), os.path.realpath(path)}
+    # The name itself (replaced) and, through links, the file it leads to; by path, and by
+    # identity (a bind mount shows one folder under two paths; a hard link, one file).
+    targets: set[object] = {
+        os.path.join(os.path.realpath(_folder(path)), path.name),
+        os.path.realpath(path),
+        *_identities(_folder(path), path.name, path),
+    }
     for kept in kept_files():
-        if targets & {os.path.realpath(kept), os.path.join(os.path.realpath(kept.parent),
-                                                             kept.name)}:  # fmt: skip
+        if targets & {
+            os.path.realpath(kept),
+            os.path.join(os.path.realpath(kept.parent), kept.name),
+            *_identities(kept.parent, kept.name, kept),
+        }:
             raise OutputError(
                 f"{path}: refusing to write over {kept}, a file floorguard keeps the audit "
                 "chain or this host's map record in"
             )
+
+
+def _identities(folder: Path, name: str, path: Path) -> set[object]:
+    """The entry ``name`` of ``folder`` and the file ``path`` leads to, by device and inode
+    (those that exist)."""
+    found: set[object] = set()
+    with contextlib.suppress(OSError, ValueError):
+        info = os.stat(folder)
+        found.add((info.st_dev, info.st_ino, name))
+    with contextlib.suppress(OSError, ValueError):
+        info = os.stat(path)
+        found.add((info.st_dev, info.st_ino))
+    return found
 
 
 def write_chunks_atomic(path: Path, chunks: Iterable[bytes], *, mode: int | None = None) -> None:
