@@ -574,6 +574,7 @@ def apply(
     seq = None
     new_archive = None
     succeeded = False
+    replaced = False  # the module may have held the new map, if only for a moment
     try:
         if refresh.stale:
             refuse_symlinked_module(refresh.module)
@@ -596,9 +597,12 @@ def apply(
                         f"{refresh.module}: changed while this refresh was running; "
                         "nothing was written (run it again)"
                     )
-                # Before the module is replaced: which chain record will commit this refresh
-                # (and an undone version still pending, should this one be undone too).
-                _write_journal(journal, committing, refresh.undone_version)
+                # Before the module is replaced: which chain record will commit this refresh,
+                # and the version it puts in force, which counts as undone should the chain
+                # append then fail (or this run be killed): a host may have enforced it.
+                pending = max(refresh.new_version, refresh.undone_version or 0)
+                _write_journal(journal, committing, pending)
+                replaced = True
                 atomic.write_chunks_atomic(refresh.module, _utf8_pieces(refresh.new_text))
             if audit is not None and receipt is not None:
                 seq = audit.append(receipts.FLOOR_UPDATE, receipt).seq
@@ -611,9 +615,10 @@ def apply(
                 os.unlink(new_archive)
         raise
     finally:
-        # Kept while an undone version is pending and this refresh did not write above it
-        # (the journal, whichever note it holds now, still names that version).
-        if succeeded or refresh.undone_version is None:
+        # Kept while an undone version is pending: this refresh's own map put back after a
+        # failed append, or an earlier one it did not write above (the journal, whichever
+        # note it holds now, names that version).
+        if succeeded or (refresh.undone_version is None and not replaced):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(journal)
     return Outcome(

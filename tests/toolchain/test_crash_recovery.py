@@ -7,6 +7,7 @@ only way to hit a window of a few microseconds without timing assertions)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
@@ -213,6 +214,38 @@ def test_a_map_version_killed_in_force_is_never_reused_for_another_map(
     version, stated = module_version(project / "m.py")
     assert version > killed_version, (version, stated, killed_hash)
     assert [r["new_map_version"] for r in chain_updates(project, state)] == [1, version]
+    assert sorted(p.name for p in project.glob(".m.py.refresh.*")) == []
+
+
+def test_a_map_version_put_back_after_a_failed_chain_append_is_never_reused(
+    tmp_path: Path,
+) -> None:
+    """The chain append fails after the module holds map 2 (here: a view planted in the
+    chain's database, which floorguard refuses to append to); the refresh puts map 1 back.
+    Map 2 was in force meanwhile, so the next map, once the chain is sound, is numbered
+    above 2, never 2 again."""
+    import sqlite3
+
+    project, state = tmp_path / "p", tmp_path / "s"
+    project.mkdir()
+    (project / "m.py").write_text(EMPTY_MODULE)
+    (project / "a.json").write_text(feed_v1(aider="0.60.0"))
+    (project / "b.json").write_text(feed_v1(aider="0.70.0"))
+    (project / "c.json").write_text(feed_v1(aider="0.75.0"))
+    args = ["--module", "m.py", "--write", "--anchor"]
+    ok(floorctl("refresh", "--feed", "a.json", *args, cwd=project, state=state))
+    database = state / "floorguard" / "chain.sqlite3"
+    with contextlib.closing(sqlite3.connect(database)) as conn:
+        conn.execute("CREATE VIEW planted AS SELECT 1")
+        conn.commit()
+    failed = floorctl("refresh", "--feed", "b.json", *args, cwd=project, state=state)
+    assert failed.returncode == 1, failed.stderr
+    assert module_version(project / "m.py")[0] == 1
+    with contextlib.closing(sqlite3.connect(database)) as conn:
+        conn.execute("DROP VIEW planted")
+        conn.commit()
+    ok(floorctl("refresh", "--feed", "c.json", *args, cwd=project, state=state))
+    assert module_version(project / "m.py")[0] > 2
     assert sorted(p.name for p in project.glob(".m.py.refresh.*")) == []
 
 
