@@ -91,6 +91,12 @@ def test_refuses_a_version_that_is_not_a_positive_integer(version: Any) -> None:
         "2026-01-01T00:00:00",
         "2026-13-01T00:00:00Z",
         " 2026-01-01T00:00:00Z",
+        # ISO 8601 forms that datetime.fromisoformat reads and RFC 3339 does not have
+        "2026-01-01T00:00:00+0100",
+        "2026-01-01T00:00Z",
+        "2026-01-01T00:00:00.Z",
+        "2026-01-01T00:00:00+01:60",
+        "2026-01-01T00:00:00,5Z",
     ],
 )
 def test_refuses_timestamps_that_are_not_rfc3339_with_a_zone(when: str) -> None:

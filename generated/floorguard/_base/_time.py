@@ -61,9 +61,40 @@ def _real_day(day: str) -> bool:
     return True
 
 
+def _is_rfc3339_form(text: str) -> bool:
+    """Whether ``text`` has RFC 3339's date-time form (section 5.6): YYYY-MM-DDTHH:MM:SS,
+    an optional fraction of at least one digit, then Z or +HH:MM with HH 00-23 and MM 00-59.
+    (datetime.fromisoformat, which checks the values, also takes ISO 8601 forms that are
+    not: no seconds, a comma, the basic format, week dates, an offset without its colon.)"""
+    if len(text) < 20 or not text.isascii():
+        return False
+    date, t, clock = text[:10], text[10], text[11:19]
+    if t not in "Tt" or date[4] + date[7] != "--" or clock[2] + clock[5] != "::":
+        return False
+    digits = date[:4] + date[5:7] + date[8:] + clock[:2] + clock[3:5] + clock[6:]
+    if not digits.isdigit():
+        return False
+    rest = text[19:]
+    if rest[:1] == ".":
+        fraction = len(rest) - len(rest[1:].lstrip("0123456789")) - 1
+        if fraction < 1:
+            return False
+        rest = rest[1 + fraction :]
+    if rest in ("Z", "z"):
+        return True
+    return (
+        len(rest) == 6
+        and rest[0] in "+-"
+        and rest[3] == ":"
+        and (rest[1:3] + rest[4:]).isdigit()
+        and int(rest[1:3]) <= 23
+        and int(rest[4:]) <= 59
+    )
+
+
 def parse_ts(text: str) -> _dt.datetime:
     """Parse RFC 3339 with ``Z`` or an explicit offset; anything else raises FloorguardError."""
-    if not isinstance(text, str) or "T" not in text.upper():
+    if not isinstance(text, str) or not _is_rfc3339_form(text):
         raise FloorguardError(f"not an RFC 3339 timestamp: {text!r}")
     candidate = text.strip()
     if candidate != text:
