@@ -453,16 +453,22 @@ def test_a_refresh_killed_after_its_chain_append_is_finished_not_undone(tmp_path
 
 def test_refuses_to_put_back_a_leftover_that_is_not_a_module(tmp_path: Path) -> None:
     project = _refreshed_with_leftovers(tmp_path, "not a module\n", "sha256:" + "0" * 64)
+    assert "not a floor-map module" in _recovery_refused(project, tmp_path / "s")
+    assert len(update_receipts(project, tmp_path / "s")) == 1
+
+
+def _recovery_refused(project: Path, state: Path) -> str:
+    """The one line of a refresh refused while recovering what a killed one left; the
+    module is as it was."""
     before = (project / "m.py").read_bytes()
     done = floorctl(
         "refresh", "--feed", "f1.json", "--module", "m.py", "--write", "--anchor",
-        cwd=project, state=tmp_path / "s",
+        cwd=project, state=state,
     )  # fmt: skip
     assert done.returncode == 1
     [line] = done.stderr.strip().splitlines()
-    assert "not a floor-map module" in line
     assert (project / "m.py").read_bytes() == before
-    assert len(update_receipts(project, tmp_path / "s")) == 1
+    return line
 
 
 @pytest.mark.parametrize(
@@ -476,12 +482,5 @@ def test_refuses_a_journal_whose_undone_map_version_is_not_a_version(
     project = _refreshed_with_leftovers(tmp_path, EMPTY_MODULE, "sha256:" + "0" * 64)
     journal = {"receipt_id": None, "undone_map_version": undone}
     (project / ".m.py.refresh.json").write_text(json.dumps(journal))
-    before = (project / "m.py").read_bytes()
-    done = floorctl(
-        "refresh", "--feed", "f1.json", "--module", "m.py", "--write", "--anchor",
-        cwd=project, state=tmp_path / "s",
-    )  # fmt: skip
-    assert done.returncode == 1
-    [line] = done.stderr.strip().splitlines()
+    line = _recovery_refused(project, tmp_path / "s")
     assert "undone_map_version is not a map version" in line
-    assert (project / "m.py").read_bytes() == before
