@@ -255,9 +255,10 @@ class Fetcher:
                     # A Location that parsed but that httpx will not request: never named.
                     raise FetchError(f"{url}: refused: redirect to an invalid URL") from exc
                 except httpx.RemoteProtocolError as exc:
-                    # httpx reads every redirect's Location itself, and names it when it
-                    # cannot: the text may hold credentials, so it is not repeated.
-                    if str(exc).startswith("Invalid URL in location header"):
+                    # httpx reads every redirect's Location itself, and quotes it when it
+                    # cannot parse it: the text may hold credentials. Any message of its
+                    # that speaks of a location is not repeated, whatever its wording.
+                    if "location" in str(exc).lower():
                         raise FetchError(f"{url}: refused: redirect to an invalid URL") from exc
                     raise FetchError(f"{url}: fetch failed: RemoteProtocolError: {exc}") from exc
                 except httpx.HTTPError as exc:

@@ -55,15 +55,31 @@ def refuse_shared_files(
 
 def refuse_outputs_in(outputs: Iterable[tuple[str, Path | None]], folder: Path, holds: str) -> None:
     """Raise click.UsageError when an output (option, path) would be written in ``folder``
-    (by name, or through a link that leads there), which ``holds`` what the command keeps
-    by its own names (a map archive's name is its hash, known only once planned)."""
-    kept = os.path.realpath(folder)
+    (by name, through a link that leads there, or another path to it such as a bind
+    mount), which ``holds`` what the command keeps by its own names (a map archive's name
+    is its hash, known only once planned)."""
+    kept: set[object] = {os.path.realpath(folder), *_folder_identity(folder)}
     for option, given in outputs:
         if given is None:
             continue
         path = Path(given)
-        places = {os.path.realpath(path.parent), os.path.dirname(os.path.realpath(path))}
-        if kept in places:
+        places: set[object] = {
+            os.path.realpath(path.parent),
+            os.path.dirname(os.path.realpath(path)),
+        }
+        places |= _folder_identity(path.parent) | _folder_identity(
+            Path(os.path.realpath(path)).parent
+        )
+        if kept & places:
             raise click.UsageError(
                 f"{option} {path} is in {folder}, which holds {holds}: name a file elsewhere"
             )
+
+
+def _folder_identity(folder: Path) -> set[object]:
+    """A folder's device and inode, when it exists: a bind mount shows it under two paths."""
+    try:
+        info = os.stat(folder)
+    except (OSError, ValueError):
+        return set()
+    return {(info.st_dev, info.st_ino)}

@@ -357,6 +357,29 @@ def test_refresh_refuses_an_output_in_the_map_archive(tmp_path: Path, output: st
     assert {p: p.read_bytes() for p in project.rglob("*") if p.is_file()} == before
 
 
+def test_refresh_refuses_a_receipt_in_the_map_archive_reached_through_a_bind_mount(
+    tmp_path: Path,
+) -> None:
+    _project(tmp_path)
+    project = tmp_path / "project"
+    (project / "feed2.json").write_bytes(v2_feed(1))
+    alias = tmp_path / "alias"
+    alias.mkdir()
+    maps = project / MODULE.parent / "maps"
+    if subprocess.run(["mount", "--bind", str(maps), str(alias)], capture_output=True,
+                      check=False).returncode != 0:  # fmt: skip
+        pytest.skip("no bind mount here (needs CAP_SYS_ADMIN)")
+    try:
+        before = {p: p.read_bytes() for p in maps.iterdir()}
+        done = run(tmp_path, "refresh", "--feed", "feed2.json", "--write", "--receipt-out",
+                   str(alias / "any.json"))  # fmt: skip
+        assert done.returncode == 2, done.stderr
+        assert "which holds the maps that receipts name" in done.stderr, done.stderr
+        assert {p: p.read_bytes() for p in maps.iterdir()} == before
+    finally:
+        subprocess.run(["umount", str(alias)], check=False)
+
+
 def test_refresh_refuses_a_receipt_over_the_development_key(tmp_path: Path) -> None:
     _project(tmp_path)  # signs with the development key, which it creates
     dev_key = tmp_path / "state" / "floorctl" / "dev-key" / "signing.key"
