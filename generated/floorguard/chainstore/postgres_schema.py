@@ -624,7 +624,6 @@ DECLARE
   limit_now interval;
   my_claim bigint;
   claim bigint;
-  deferred boolean := false;
   own_role oid;
   waking boolean := false;
   claimant integer;
@@ -695,8 +694,7 @@ BEGIN
       -- Given the lock while another's claim stands: let it go (the block's rollback
       -- releases it) and wait again, behind the claimant. (Before the tables' locks: a
       -- session seen with those and not the chain's lock would be ended.)
-      deferred := {_CLAIM_STANDS_TEST};
-      IF deferred THEN
+      IF {_CLAIM_STANDS_TEST} THEN
         RAISE EXCEPTION USING ERRCODE = 'lock_not_available';
       END IF;
       -- (what the append writes: a request queued on them would stall its INSERT)
@@ -707,7 +705,7 @@ BEGIN
     END;
     -- Once this append has waited the hold limit (as of its last look), it claims the lock
     -- unless an older waiter's claim stands, and while it claims, it says it still waits.
-{_CLAIM_STEP}    deferred := false;
+{_CLAIM_STEP}
     -- While another's claim stands, its claimant looks for a holder to end: this one waits
     -- for it outside the queue (above), rather than read the lock table too, and looks
     -- itself soon after the claim is gone.
