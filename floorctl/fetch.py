@@ -120,12 +120,17 @@ def check_url(url: str) -> httpx.URL:
         raise FetchError(
             f"{_scheme_only(url)}: refused: URLs must be printable ASCII (percent-encode the rest)"
         )
+    shown = _without_userinfo(url)
     try:
         parsed = httpx.URL(url)
-    except (httpx.InvalidURL, ValueError) as exc:
-        raise FetchError(f"{url}: refused: not a valid URL ({exc})") from exc
+        port = parsed.port
+    except (httpx.InvalidURL, ValueError, OverflowError) as exc:
+        # (httpx's reason quotes the part it could not read, a password among them)
+        raise FetchError(f"{shown}: refused: not a valid URL") from exc
+    if port is not None and not 0 < port < 65536:
+        raise FetchError(f"{shown}: refused: not a valid URL (port {port})")
     if parsed.scheme not in _DEFAULT_PORTS or not parsed.host:
-        raise FetchError(f"{url}: refused: only https:// URLs are fetched")
+        raise FetchError(f"{shown}: refused: only https:// URLs are fetched")
     if parsed.userinfo:
         # Named without them: the message reaches CI logs.
         raise FetchError(
@@ -137,6 +142,15 @@ def check_url(url: str) -> httpx.URL:
             "(use https)"
         )
     return parsed
+
+
+def _without_userinfo(url: str) -> str:
+    """``url`` as it may be shown: whatever precedes its last ``@`` after ``//`` hidden (a
+    password may hold ``/``, ``?`` or ``#``, so the authority's end cannot be trusted)."""
+    head, separator, rest = url.partition("//")
+    if not separator or "@" not in rest:
+        return url
+    return f"{head}//***{rest[rest.rfind('@') :]}"
 
 
 def _scheme_only(url: str) -> str:

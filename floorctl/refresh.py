@@ -386,7 +386,12 @@ def journal_path(module: Path) -> Path:
 def interrupted(module: Path) -> bool:
     """Whether a refresh of ``module`` was killed and not yet recovered (or an undone map's
     version is still pending): the next ``--write`` recovers it."""
-    return os.path.lexists(journal_path(module)) or os.path.lexists(undo_path(module))
+    # (Also beside the file a link names: --check and publish take a linked module.)
+    places = {module, Path(os.path.realpath(module))}
+    return any(
+        os.path.lexists(journal_path(place)) or os.path.lexists(undo_path(place))
+        for place in places
+    )
 
 
 def recover_interrupted(

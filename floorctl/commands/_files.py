@@ -33,6 +33,9 @@ def _identities(path: Path) -> set[object]:
     }
     if info is not None:
         found.add((info.st_dev, info.st_ino))
+    # The entry in its folder, by the folder's identity: another path to that folder (a bind
+    # mount) names the same entry even while no file is there yet.
+    found |= {(*folder, path.name) for folder in _folder_identity(path.parent)}
     return found
 
 
@@ -70,13 +73,14 @@ def refuse_outputs_in(outputs: Iterable[tuple[str, Path | None]], folder: Path, 
         places |= _folder_identity(path.parent) | _folder_identity(
             Path(os.path.realpath(path)).parent
         )
-        if kept & places:
+        inside = os.path.realpath(path).startswith(os.path.realpath(folder) + os.sep)
+        if inside or kept & places:
             raise click.UsageError(
                 f"{option} {path} is in {folder}, which holds {holds}: name a file elsewhere"
             )
 
 
-def _folder_identity(folder: Path) -> set[object]:
+def _folder_identity(folder: Path) -> set[tuple[int, int]]:
     """A folder's device and inode, when it exists: a bind mount shows it under two paths."""
     try:
         info = os.stat(folder)

@@ -410,7 +410,8 @@ def _chain_export(args: argparse.Namespace) -> int:
         stdout_failed()
         return EXIT_FAILED
     if args.out is not None:
-        print(f"floorguard: wrote {exported.count} record(s) to {args.out}", file=sys.stderr)
+        print(one_line(f"floorguard: wrote {exported.count} record(s) to {args.out}"),
+              file=sys.stderr)  # fmt: skip
     return EXIT_OK
 
 

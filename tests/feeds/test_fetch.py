@@ -383,6 +383,25 @@ def test_refuses_a_redirect_whose_at_sign_is_a_look_alike_without_naming_it(
     setup.assert_nothing_written()
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:99999/f.json",
+        "http://127.0.0.1:-1/f.json",
+        "http://u:pa#s3cret@127.0.0.1/f.json",
+        "http://u:pa/s3cret@127.0.0.1/f.json",
+        "http://u:s3cret%40x@127.0.0.1/f.json",
+        "//u:s3cret@127.0.0.1/f.json",
+    ],
+)
+def test_a_malformed_url_given_is_one_line_naming_no_password(setup: Setup, url: str) -> None:
+    status, stderr = setup.fetch(url)
+    assert status == 1, stderr
+    assert stderr.startswith("floorctl: error: ") and len(stderr.strip().splitlines()) == 1
+    assert "s3cret" not in stderr, stderr
+    setup.assert_nothing_written()
+
+
 def test_refuses_redirect_loop(server: FeedServer, setup: Setup) -> None:
     server.redirect("/feed.json", "/b.json")
     server.redirect("/b.json", "/feed.json")

@@ -277,6 +277,11 @@ def test_publish_refuses_a_module_whose_refresh_was_killed_until_it_is_recovered
     refused = floorctl("publish", "--module", "m.py", "--out", "pub", cwd=project, state=state)
     assert refused.returncode == 1 and "interrupted" in refused.stderr, refused.stderr
     assert not (project / "pub" / "floor-map.json").exists()
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "m.py").symlink_to(project / "m.py")  # the module by a link
+    linked = floorctl("publish", "--module", tmp_path / "elsewhere" / "m.py", "--out", "pub",
+                      cwd=project, state=state)  # fmt: skip
+    assert linked.returncode == 1 and "interrupted" in linked.stderr, linked.stderr
     ok(floorctl("refresh", "--feed", "b.json", *args, cwd=project, state=state))
     ok(floorctl("publish", "--module", "m.py", "--out", "pub", cwd=project, state=state))
 

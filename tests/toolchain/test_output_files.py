@@ -376,6 +376,9 @@ def test_refresh_refuses_a_receipt_in_the_map_archive_reached_through_a_bind_mou
         assert done.returncode == 2, done.stderr
         assert "which holds the maps that receipts name" in done.stderr, done.stderr
         assert {p: p.read_bytes() for p in maps.iterdir()} == before
+        deeper = run(tmp_path, "refresh", "--feed", "feed2.json", "--write", "--state-file",
+                     str(maps / "sub" / "state.json"))  # fmt: skip
+        assert deeper.returncode == 2, deeper.stderr
     finally:
         subprocess.run(["umount", str(alias)], check=False)
 
