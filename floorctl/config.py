@@ -175,7 +175,7 @@ def _feeds(table: dict[str, Any], source: Path, base: Path) -> tuple[str, ...] |
         _refuse_nul(item, f"feeds[{index}]", source)
         if _PEM_MARK in item:
             raise ConfigError(f"{source}: {TABLE}: feeds[{index}] holds a PEM key, not a feed")
-        if item.startswith(_URL_SCHEMES):
+        if item[:8].lower().startswith(_URL_SCHEMES):
             if not item.isascii() or not item.isprintable():
                 # Not repeated: a look-alike of "@" (U+FF20) makes what precedes it a password.
                 raise ConfigError(

@@ -99,7 +99,8 @@ class Limits:
 
 
 def is_url(source: str) -> bool:
-    return source.startswith(("https://", "http://"))
+    # (A scheme is case-insensitive: "HTTP://u:pw@host" taken for a path would be named.)
+    return source[:8].lower().startswith(("https://", "http://"))
 
 
 def _is_loopback(host: str) -> bool:

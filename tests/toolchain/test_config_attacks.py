@@ -69,6 +69,18 @@ def test_a_feed_flag_whose_at_sign_is_a_look_alike_is_refused_without_its_text(
     assert "hunter2" not in done.stderr + done.stdout
 
 
+def test_a_feed_flag_with_credentials_and_an_upper_case_scheme_is_not_named(
+    tmp_path: Path,
+) -> None:
+    done = floorctl(
+        "refresh", "--feed", "HTTPS://reader:hunter2@feeds.example.org/f.json",
+        "--module", SOURCE / "floorguard" / "floor_map.py",
+        cwd=tmp_path, state=tmp_path / "state",
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "hunter2" not in done.stderr + done.stdout
+
+
 def test_a_feed_flag_with_credentials_is_refused_without_repeating_them(tmp_path: Path) -> None:
     done = floorctl(
         "refresh", "--feed", "https://reader:hunter2@feeds.example.org/f.json",
