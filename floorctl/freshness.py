@@ -114,11 +114,18 @@ def load_state(path: Path) -> FreshnessState:
             or type(entry.get("signed", False)) is not bool
         ):
             raise bad(f"entry {feed_id!r} is malformed")
+        # Held to the form floorctl writes them in, as every time it reads: a state edited
+        # by hand is damaged, not taken for whatever the text happens to say.
+        for name in ("expires", "accepted_at"):
+            try:
+                parse_ts(entry.get(name))
+            except FloorguardError:
+                raise bad(f"entry {feed_id!r}: {name} is not an RFC 3339 time") from None
         accepted[feed_id] = Accepted(
             entry["version"],
             entry["digest"],
-            str(entry.get("expires", "")),
-            str(entry.get("accepted_at", "")),
+            entry["expires"],
+            entry["accepted_at"],
             entry.get("signed", False),
         )
     return FreshnessState(MappingProxyType(accepted))

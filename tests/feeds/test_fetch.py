@@ -627,6 +627,36 @@ def test_refuses_a_damaged_state_file_instead_of_forgetting(
     assert not setup.out.exists()
 
 
+@pytest.mark.parametrize("field", ["expires", "accepted_at"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "2099-01-01T00:00:00+01:60",
+        "2099-02-30T00:00:00Z",
+        "2099-01-01 00:00:00Z",
+        "",
+        None,
+        20990101,
+    ],
+    ids=["offset-minute-60", "february-30", "space", "empty", "null", "integer"],
+)
+def test_refuses_a_state_file_whose_times_are_not_rfc_3339(
+    server: FeedServer, setup: Setup, field: str, value: object
+) -> None:
+    url = setup.publish(server, v2_feed(1), setup.key)
+    assert setup.fetch(url)[0] == 0
+    state = json.loads(setup.state.read_text())
+    (entry,) = state["feeds"].values()
+    entry[field] = value
+    setup.state.write_text(json.dumps(state))
+    damaged = setup.state.read_bytes()
+    accepted = setup.out.read_bytes()
+    setup.publish(server, v2_feed(2), setup.key)
+    refused(setup.fetch(url), "feed state is damaged", field)
+    assert setup.state.read_bytes() == damaged
+    assert setup.out.read_bytes() == accepted
+
+
 # --- refresh from the network --------------------------------------------------------------------
 
 MODULE = '''"""host module"""
