@@ -17,12 +17,12 @@ from old keys to new ones and never to whoever can write a file.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from floorctl import keys
+from floorctl import keys, locking
 from floorctl.errors import TrustError
 from floorguard._base import atomic
 from floorguard._base.files import MAX_ENVELOPE_BYTES, read_regular
@@ -156,13 +156,31 @@ def sign_file(
     return fresh.to_bytes()
 
 
-def rotate(current: TrustedKeys, new_path: Path, environ: Mapping[str, str]) -> Path:
+def rotate(
+    current: TrustedKeys,
+    new_path: Path,
+    environ: Mapping[str, str],
+    *,
+    notify: Callable[[str], None] = lambda _message: None,
+) -> Path:
     """Install ``new_path`` as the trusted keys if ``NEW.dsse`` is signed by ``current``.
 
     Returns the installed path. Raises TrustError when ``current`` is not the keys installed
     now (when some are), or when the new file is unreadable, not a valid trusted-keys
-    document, or not signed by a threshold of the current keys.
+    document, or not signed by a threshold of the current keys. Rotations take turns
+    (``notify`` is told when one waits): each is judged against what the one before it
+    installed, so two signed by the same old keys cannot both report success.
     """
+    target = installed_path(environ)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    lock = target.parent / f".{target.name}.lock"
+    with locking.exclusive_lock(lock, "another trust rotate", notify=notify):
+        return _rotate_locked(current, new_path, environ, target)
+
+
+def _rotate_locked(
+    current: TrustedKeys, new_path: Path, environ: Mapping[str, str], target: Path
+) -> Path:
     in_force = resolve_trusted_keys(None, environ)
     # Checked against the installed keys, not only the caller's CURRENT: otherwise anyone
     # could name their own key as CURRENT and sign their own NEW with it. Judged by keys and
@@ -189,7 +207,5 @@ def rotate(current: TrustedKeys, new_path: Path, environ: Mapping[str, str]) -> 
         verify_detached(data, envelope, current, payload_type=TRUSTED_KEYS_PAYLOAD_TYPE)
     except VerificationError as exc:
         raise TrustError(f"{new_path}: rotation refused: {exc}") from exc
-    target = installed_path(environ)
-    target.parent.mkdir(parents=True, exist_ok=True)
     atomic.write_atomic(target, data)
     return target

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from floorctl import trust
-from floorctl.commands._output import report
+from floorctl.commands._output import notice, report
 
 
 @click.group("trust", short_help="Manage the keys trusted to sign feeds.")
@@ -37,5 +37,10 @@ def rotate(current: Path, new: Path) -> None:
     Afterwards fetch and refresh use the installed keys when --trusted-keys is not given.
     """
     environ = dict(os.environ)
-    installed = trust.rotate(trust.load_trusted_keys(current), new, environ)
+    installed = trust.rotate(
+        trust.load_trusted_keys(current),
+        new,
+        environ,
+        notify=lambda m: notice(f"floorctl: {m}"),
+    )
     report(f"installed {new} as the trusted feed keys ({installed})")

@@ -3,7 +3,11 @@ signature or a trusted-keys file is refused."""
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -257,6 +261,40 @@ def test_rotation_from_the_installed_keys_in_another_spelling_is_accepted(
     installed = trust.resolve_trusted_keys(None, environ)
     assert installed is not None
     assert installed.key_ids == {dsse.key_id(keys.load_public(c_pub))}
+
+
+def test_a_rotation_waits_for_another_and_is_judged_against_what_it_installed(
+    three: list, tmp_path: Path
+) -> None:
+    # Two rotations from the same installed keys (a -> b, a -> c), each signed by a: the
+    # one that runs second must be judged against c, the keys the first installed, not
+    # against a, read before the first had finished. Here the first holds the lock while
+    # the second starts, and installs c before letting it go.
+    (a_key, _, a_pub), (_, _, b_pub), (_, _, c_pub) = three
+    home = tmp_path / "home"
+    installed = trust.installed_path({"FLOORCTL_HOME": str(home)})
+    installed.parent.mkdir(parents=True)
+    installed.write_bytes(a_pub.read_bytes())
+    to_b = trusted_file(tmp_path / "to-b.json", 1, b_pub)
+    Path(str(to_b) + ".dsse").write_bytes(
+        trust.sign_file(to_b.read_bytes(), None, a_key, trust.TRUSTED_KEYS_PAYLOAD_TYPE)
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLOORGUARD_", "FLOORCTL_"))}
+    env["FLOORCTL_HOME"] = str(home)
+    lock = installed.parent / f".{installed.name}.lock"
+    with lock.open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        second = subprocess.Popen(
+            [sys.executable, "-m", "floorctl", "trust", "rotate", "--current", str(a_pub),
+             "--new", str(to_b)],
+            env=env, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert second.stderr is not None
+        assert "waiting for another trust rotate" in second.stderr.readline()
+        installed.write_bytes(c_pub.read_bytes())  # what the first rotation installed
+    assert second.wait(timeout=60) == 1
+    assert "not the trusted keys in force" in second.stderr.read()
+    assert installed.read_bytes() == c_pub.read_bytes()
 
 
 def test_refuses_rotation_while_the_installed_keys_are_a_dangling_link(
