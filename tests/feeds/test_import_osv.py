@@ -185,6 +185,20 @@ def test_a_single_record_file_and_an_array_file(tmp_path: Path) -> None:
     assert json.loads(done.stdout)["records_read"] == 3
 
 
+def test_refuses_an_out_that_is_one_of_the_sources_and_leaves_it_as_it_was(
+    tmp_path: Path,
+) -> None:
+    single = tmp_path / "one.json"
+    single.write_text(json.dumps(BACKPORT))
+    link = tmp_path / "link.json"
+    link.symlink_to(single)
+    for out in (single, link):
+        done = run_import(tmp_path, single, "--out", out)
+        assert done.returncode == 2, done.stderr
+        assert "is the same file as SOURCE" in done.stderr
+        assert json.loads(single.read_text()) == BACKPORT
+
+
 def test_aliases_merge_transitively_and_a_ghsa_id_names_the_advisory(tmp_path: Path) -> None:
     # PYSEC -> CVE <- GHSA: one advisory, named by the GHSA id, though the GHSA record
     # itself is in neither source.
