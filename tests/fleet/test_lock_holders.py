@@ -14,6 +14,8 @@ lock then refuses appends within their timeout, as before.
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import threading
 import time
 from typing import Any
@@ -360,6 +362,66 @@ def test_waiters_behind_a_standing_claim_sleep_outside_the_queue_until_it_is_ser
     assert pg.sql("SELECT last_value FROM floorguard.lock_claim") == "0"
 
 
+def test_a_waiter_woken_as_its_sleep_times_out_keeps_no_lock_on_the_claimant(
+    pg: Chain,
+) -> None:
+    # A waiter sleeps on the claimant's wake lock for at most CLAIM_FRESH_MS. When the
+    # claimant lets it go just as that wait times out, PostgreSQL raises the timeout yet
+    # grants the lock: a session-level lock so granted is never let go, and the claimant,
+    # claiming again later, can no longer take its own wake lock (every waiter then polls).
+    # Here the waiter's backend is stopped while it waits, the lock granted and its
+    # timeout passed, then continued: both arrive at once.
+    pg.chain().append(CANARY, receipt())
+    late_role = f"{pg.appender}_late"
+    pg.server.psql(f"CREATE ROLE {late_role} LOGIN")
+    done = floorctl("chain", "init", "--url", pg.owner_url, "--grant", late_role,
+                    env=pg.env(pg.key_file.parent))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    served: list[str] = []
+
+    def append(conn: psycopg.Connection[Any], name: str) -> None:
+        conn.execute("SET lock_timeout = '8s'")
+        conn.execute("SELECT floorguard_api.open_append(NULL)")
+        served.append(name)
+        conn.rollback()
+
+    with (
+        psycopg.connect(pg.owner_url) as owner,
+        psycopg.connect(pg.url) as claimant,
+        psycopg.connect(pg.server.url(late_role, pg.database)) as late,
+    ):
+        late_pid = late.info.backend_pid
+        owner.execute("LOCK TABLE floorguard.append_lock IN EXCLUSIVE MODE")
+        first = threading.Thread(target=append, args=(claimant, "claimant"), daemon=True)
+        first.start()
+        time.sleep(1.4)  # it has waited the hold limit: it claims
+        assert _wake_locks(pg, claimant.info.backend_pid, granted=True) == "1"
+        second = threading.Thread(target=append, args=(late, "late"), daemon=True)
+        second.start()
+        for _ in range(200):  # stopped inside one of its sleeps on the wake lock
+            os.kill(late_pid, signal.SIGSTOP)
+            if _wake_locks(pg, late_pid, granted=False) == "1":
+                break
+            os.kill(late_pid, signal.SIGCONT)
+            time.sleep(0.01)
+        else:
+            pytest.fail("the waiter was never found sleeping on the claimant's wake lock")
+        try:
+            owner.rollback()  # the claimant is served and lets its wake lock go
+            first.join(10)
+            assert _wake_locks(pg, late_pid, granted=True) == "1"  # granted while stopped
+            time.sleep(0.3)  # and its wait's timeout passed
+        finally:
+            os.kill(late_pid, signal.SIGCONT)
+        second.join(10)
+        assert served == ["claimant", "late"]
+        held = pg.sql(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"  # noqa: S608
+            f" AND pid = {late_pid}"
+        )
+        assert held == "0"  # (while its session lives on, as a host's does)
+
+
 def test_chain_init_waiting_behind_a_starved_appends_claim_does_not_end_it(pg: Chain) -> None:
     # Init waits for the chain's lock as an append does, so behind a claim it sleeps on
     # the claimant's advisory lock: its watch must not take the claimant for a session
@@ -402,7 +464,9 @@ def test_chain_init_waiting_behind_a_starved_appends_claim_does_not_end_it(pg: C
 def test_a_claim_a_session_left_behind_is_cleared_when_it_waits_again(pg: Chain) -> None:
     # A claimant cancelled before its grant leaves its claim, and the advisory lock others
     # sleep on while it claims; the same session (or one given its pid later) waiting again
-    # must not be served on that old claim, nor keep others asleep.
+    # must not be served on that old claim, nor keep others asleep. Nor may it keep another
+    # claimant's wake lock that it was granted as its wait timed out (an older floorguard
+    # kept such a lock): that claimant could not take it again.
     from floorguard.chainstore.postgres_schema import (
         CLAIM_EPOCH_MS,
         CLAIM_PID_BITS,
@@ -418,8 +482,11 @@ def test_a_claim_a_session_left_behind_is_cleared_when_it_waits_again(pg: Chain)
         stale = old_start << CLAIM_PID_BITS | waiter.info.backend_pid
         pg.sql(f"SELECT setval('floorguard.lock_claim', {stale})")
         waiter.execute("SELECT pg_advisory_lock(%s, pg_backend_pid())", (CLAIM_WAKE_KEY,))
+        waiter.execute(
+            "SELECT pg_advisory_lock_shared(%s, %s)", (CLAIM_WAKE_KEY, holder.info.backend_pid)
+        )
         waiter.commit()
-        assert _wake_locks(pg, waiter.info.backend_pid, granted=True) == "1"
+        assert _wake_locks(pg, waiter.info.backend_pid, granted=True) == "2"
         waiting = threading.Thread(target=lambda: _take(waiter), daemon=True)
         waiting.start()
         time.sleep(0.5)  # waiting, and not yet for the limit: no claim of its own

@@ -468,9 +468,9 @@ CLAIM_FRESH_MS = 100
 # Waiters outside the queue sleep on the claimant's advisory lock (CLAIM_WAKE_KEY, its pid)
 # while it claims (see _WAIT_FOR_CLAIMANT); pg_locks shows a two-key lock with objsubid 2.
 CLAIM_WAKE_KEY = int.from_bytes(b"flwk", "big")
-_WAKE_LOCK_ROW = (
-    f"l.locktype = 'advisory' AND l.classid = {CLAIM_WAKE_KEY}"
-    " AND l.objid = pg_catalog.pg_backend_pid() AND l.objsubid = 2"
+_WAKE_LOCK_ROWS = (
+    f"l.locktype = 'advisory' AND l.classid = {CLAIM_WAKE_KEY} AND l.objsubid = 2"
+    " AND l.pid = pg_catalog.pg_backend_pid() AND l.granted"
 )
 _PID_MASK = (1 << CLAIM_PID_BITS) - 1
 _NOW_MS = "(EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000)::bigint"
@@ -584,9 +584,13 @@ _WAIT_FOR_CLAIMANT = f"""
             EXTRACT(epoch FROM LEAST(interval '{CLAIM_FRESH_MS} ms',
               COALESCE(deadline - pg_catalog.clock_timestamp(), interval '{CLAIM_FRESH_MS} ms')))
             * 1000))::bigint::text, true);
+          -- A transaction's lock, in a block always rolled back, which lets it go: when
+          -- the claimant lets go just as the wait times out, PostgreSQL raises the timeout
+          -- but grants the lock all the same, and a session's lock so granted would be
+          -- kept for good (the claimant could then never take its wake lock again).
           BEGIN
-            PERFORM pg_catalog.pg_advisory_lock_shared({CLAIM_WAKE_KEY}, claimant);
-            PERFORM pg_catalog.pg_advisory_unlock_shared({CLAIM_WAKE_KEY}, claimant);
+            PERFORM pg_catalog.pg_advisory_xact_lock_shared({CLAIM_WAKE_KEY}, claimant);
+            RAISE EXCEPTION USING ERRCODE = 'lock_not_available';
           EXCEPTION WHEN lock_not_available THEN
             NULL;
           END;
@@ -628,6 +632,7 @@ DECLARE
   waking boolean := false;
   claimant integer;
   looked timestamptz;
+  leftover record;
 BEGIN
   IF caller_timeout::interval > interval '0' THEN
     deadline := pg_catalog.clock_timestamp() + caller_timeout::interval;
@@ -643,12 +648,18 @@ BEGIN
   IF claim <> 0 AND claim & {_PID_MASK} = pg_catalog.pg_backend_pid() THEN
     PERFORM pg_catalog.setval('floorguard.lock_claim', 0);
   END IF;
-  -- Likewise the wake lock such a claimant kept: waiters would sleep on it for nothing.
-  IF EXISTS (SELECT 1 FROM pg_catalog.pg_locks l
-              WHERE l.pid = pg_catalog.pg_backend_pid() AND {_WAKE_LOCK_ROW}) THEN
-    -- (taken once a call at most)
-    PERFORM pg_catalog.pg_advisory_unlock({CLAIM_WAKE_KEY}, pg_catalog.pg_backend_pid());
-  END IF;
+  -- Likewise the wake lock such a claimant kept (waiters would sleep on it for nothing),
+  -- and a claimant's that this session was granted as its wait timed out under an older
+  -- floorguard (that claimant could not take it again). None is held here otherwise.
+  FOR leftover IN SELECT l.objid::bigint::integer AS pid, l.mode FROM pg_catalog.pg_locks l
+                   WHERE {_WAKE_LOCK_ROWS}
+  LOOP
+    IF leftover.mode = 'ExclusiveLock' THEN  -- (taken once a call at most)
+      PERFORM pg_catalog.pg_advisory_unlock({CLAIM_WAKE_KEY}, leftover.pid);
+    ELSE
+      PERFORM pg_catalog.pg_advisory_unlock_shared({CLAIM_WAKE_KEY}, leftover.pid);
+    END IF;
+  END LOOP;
   LOOP
     IF deadline IS NOT NULL THEN
       wait := LEAST(wait, deadline - pg_catalog.clock_timestamp());
