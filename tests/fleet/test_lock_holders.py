@@ -18,6 +18,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -265,6 +266,36 @@ def test_sessions_in_league_taking_turns_under_a_quarter_starve_no_append_nor_in
     # while their own host has not been served since they began waiting, so each host is
     # served at most once ahead of it, however many sessions it has.
     pg.chain().append(CANARY, receipt())
+    with _league(pg, hosts, sessions):
+        for _ in range(3):
+            assert timed_append(pg) < TIMEOUT + MARGIN
+        # The owner's chain init (run again, as on an upgrade) waits in line as an append.
+        again = floorctl("chain", "init", "--url", pg.owner_url, env=pg.env(pg.key_file.parent))
+        assert again.returncode == 0, again.stderr
+    assert _verified(pg) == 4
+
+
+@pytest.mark.slow
+def test_a_host_appending_now_and_then_goes_before_a_league_of_twenty_hosts(
+    pg: Chain,
+) -> None:
+    # Twenty hosts of two sessions each take the lock in turn (0.24 s each): one turn of
+    # each is longer than the append's timeout. A host that appends now and then has gone
+    # unserved longer than any of them, so its claim goes first once it has waited the
+    # hold limit, rather than after a turn of each host whose session began waiting
+    # before it.
+    pg.chain().append(CANARY, receipt())
+    with _league(pg, 20, 2):
+        for _ in range(3):
+            assert timed_append(pg) < TIMEOUT + MARGIN
+            time.sleep(6.0)  # a turn of the whole league: then, no longer "now"
+    assert _verified(pg) == 4
+
+
+@contextlib.contextmanager
+def _league(pg: Chain, hosts: int, sessions: int) -> Iterator[None]:
+    """For the block, ``sessions`` sessions of each of ``hosts`` other hosts (roles) take
+    the chain's lock in turn, each holding it 0.24 s and queuing again at once."""
     urls = []
     for n in range(hosts):
         other = f"{pg.appender}_league{n}"
@@ -291,16 +322,11 @@ def test_sessions_in_league_taking_turns_under_a_quarter_starve_no_append_nor_in
         thread.start()
     time.sleep(1.0)
     try:
-        for _ in range(3):
-            assert timed_append(pg) < TIMEOUT + MARGIN
-        # The owner's chain init (run again, as on an upgrade) waits in line as an append.
-        again = floorctl("chain", "init", "--url", pg.owner_url, env=pg.env(pg.key_file.parent))
-        assert again.returncode == 0, again.stderr
+        yield
     finally:
         stop.set()
         for thread in relays:
             thread.join(10)
-    assert _verified(pg) == 4
 
 
 def _wake_locks(pg: Chain, pid: int, *, granted: bool) -> str:

@@ -507,6 +507,13 @@ END $$
 SERVED_RING = 32
 _MS_MASK = (1 << 31) - 1
 _NOW_MS_MOD = f"(({_NOW_MS} - {CLAIM_EPOCH_MS}) & {_MS_MASK})"
+# The ring's turns, each as its value v (role in the low 32 bits) and its age in ms.
+_SERVED_SLOTS = f"""(SELECT v, ({_NOW_MS_MOD} - (v >> 32)) & {_MS_MASK} AS age
+            FROM (SELECT pg_catalog.pg_sequence_last_value(
+                           pg_catalog.format('floorguard.lock_served_%s', n)::pg_catalog.regclass)
+                         AS v
+                    FROM pg_catalog.generate_series(0, {SERVED_RING - 1}) AS n) raw
+           WHERE v IS NOT NULL) slots"""
 _SERVED_SINCE = f"""
 CREATE OR REPLACE FUNCTION floorguard.served_since(role oid, waited_ms bigint)
 RETURNS boolean
@@ -514,12 +521,21 @@ LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
   SELECT pg_catalog.count(*) FILTER (WHERE age < waited_ms) = {SERVED_RING}
       OR COALESCE(pg_catalog.bool_or(v & 4294967295 = role::bigint AND age < waited_ms),
                   false)
-    FROM (SELECT v, ({_NOW_MS_MOD} - (v >> 32)) & {_MS_MASK} AS age
-            FROM (SELECT pg_catalog.pg_sequence_last_value(
-                           pg_catalog.format('floorguard.lock_served_%s', n)::pg_catalog.regclass)
-                         AS v
-                    FROM pg_catalog.generate_series(0, {SERVED_RING - 1}) AS n) raw
-           WHERE v IS NOT NULL) slots
+    FROM {_SERVED_SLOTS}
+$$
+"""  # noqa: S608
+# How long a role (host) has gone unserved, in ms: since its last turn in the ring, or,
+# when it has none there, longer than the ring's oldest turn (NULL while the ring is
+# empty). A starved append claims as of then, not as of when it began waiting: of two
+# claims, the one whose host has waited longest for a turn wins. So a host that appends
+# now and then goes before the hosts of a league, each served a moment ago, rather than
+# after one turn of each of them that began waiting before it.
+_UNSERVED_FOR = f"""
+CREATE OR REPLACE FUNCTION floorguard.unserved_for(role oid) RETURNS bigint
+LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
+  SELECT COALESCE(pg_catalog.min(age) FILTER (WHERE v & 4294967295 = role::bigint),
+                  pg_catalog.max(age) + 1)
+    FROM {_SERVED_SLOTS}
 $$
 """  # noqa: S608
 _SERVED_SEQUENCES = [
@@ -540,6 +556,12 @@ _CLAIM_STEP = f"""
            >= COALESCE(hold_limit, interval '{LOCK_HOLD_LIMIT_MS} ms')
        AND NOT floorguard.served_since(own_role,
              (EXTRACT(epoch FROM pg_catalog.clock_timestamp() - started) * 1000)::bigint) THEN
+      IF NOT ranked THEN  -- (once: a claim, once made, keeps its value)
+        ranked := true;
+        my_claim := (LEAST((EXTRACT(epoch FROM started) * 1000)::bigint,
+                           {_NOW_MS} - COALESCE(floorguard.unserved_for(own_role), 0))
+                     - {CLAIM_EPOCH_MS}) << {CLAIM_PID_BITS} | pg_catalog.pg_backend_pid();
+      END IF;
       claim := COALESCE(pg_catalog.pg_sequence_last_value('floorguard.lock_claim'), 0);
       IF claim = my_claim OR claim >> {CLAIM_PID_BITS} > my_claim >> {CLAIM_PID_BITS}
          OR NOT floorguard.claim_stands() THEN
@@ -633,6 +655,7 @@ DECLARE
   claimant integer;
   looked timestamptz;
   leftover record;
+  ranked boolean := false;
 BEGIN
   IF caller_timeout::interval > interval '0' THEN
     deadline := pg_catalog.clock_timestamp() + caller_timeout::interval;
@@ -1397,6 +1420,7 @@ _DDL = (
     _CLAIM_STANDS,
     *_SERVED_SEQUENCES,
     _SERVED_SINCE,
+    _UNSERVED_FOR,
     _REFUSE_CHANGE,
     _CHECK_RECORD,
     _LOCK_SESSIONS,
