@@ -513,7 +513,7 @@ _SERVED_SLOTS = f"""(SELECT v, ({_NOW_MS_MOD} - (v >> 32)) & {_MS_MASK} AS age
                            pg_catalog.format('floorguard.lock_served_%s', n)::pg_catalog.regclass)
                          AS v
                     FROM pg_catalog.generate_series(0, {SERVED_RING - 1}) AS n) raw
-           WHERE v IS NOT NULL) slots"""
+           WHERE v IS NOT NULL) slots"""  # noqa: S608 (constants only)
 _SERVED_SINCE = f"""
 CREATE OR REPLACE FUNCTION floorguard.served_since(role oid, waited_ms bigint)
 RETURNS boolean
