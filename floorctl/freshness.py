@@ -117,8 +117,9 @@ def load_state(path: Path) -> FreshnessState:
         # Held to the form floorctl writes them in, as every time it reads: a state edited
         # by hand is damaged, not taken for whatever the text happens to say.
         for name in ("expires", "accepted_at"):
+            text = entry.get(name)
             try:
-                parse_ts(entry.get(name))
+                parse_ts(text if isinstance(text, str) else "")
             except FloorguardError:
                 raise bad(f"entry {feed_id!r}: {name} is not an RFC 3339 time") from None
         accepted[feed_id] = Accepted(
