@@ -128,6 +128,7 @@ _NODES_OF_AN_APPEND = 64
 # One prepared statement run once per node (executemany): 8.4 us for an append's nodes in
 # place, against 10.8 us for one INSERT of them all (its VALUES rows bound anew each time).
 _INSERT_NODE = "INSERT INTO tree (level, idx, hash) VALUES (?, ?, ?)"
+_INSERT_RECORD = f"INSERT INTO records ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"  # noqa: S608
 
 
 def _subtrees_query(count: int) -> str:
@@ -149,7 +150,9 @@ class _View:
 
     ahead = False
 
-    def __init__(self, conn: sqlite3.Connection, has_tree: bool = True) -> None:
+    def __init__(self, conn: sqlite3.Connection | sqlite3.Cursor, has_tree: bool = True) -> None:
+        # (a cursor only where no statement's rows are read while another runs: the run-ahead
+        # write, one statement after the other)
         self._conn = conn
         self._has_tree = has_tree
 
@@ -284,10 +287,7 @@ class _View:
         self._conn.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (key, value))
 
     def insert_record(self, row: Row) -> None:
-        done = self._conn.execute(
-            f"INSERT INTO records ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",  # noqa: S608
-            row,
-        )
+        done = self._conn.execute(_INSERT_RECORD, row)
         if done.rowcount != 1:  # (what stored nothing, and said nothing, is no write)
             raise ChainWriteError(f"record {row[0]} was not stored (the database was altered)")
 
@@ -409,6 +409,9 @@ class SqliteStore:
         self.location = str(self.db_path)
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
+        # One cursor of the kept connection for the statements of an append (each
+        # conn.execute makes a new one): BEGIN, the check, the run-ahead write, COMMIT.
+        self._cursor: sqlite3.Cursor | None = None
         self._conn_pid = 0
         # The identities of the file and its log and index when the connection was opened.
         self._conn_files: _Files = (None, None, None)
@@ -449,20 +452,21 @@ class SqliteStore:
         # module's docstring.
         def once() -> T:
             conn = self._writer()
+            statements = self._cursor or conn.cursor()
             known, self._known = self._known, None
             try:
-                conn.execute("BEGIN IMMEDIATE")
-                (version,) = conn.execute(_WRITE_CHECK).fetchone()
+                statements.execute("BEGIN IMMEDIATE")
+                (version,) = statements.execute(_WRITE_CHECK).fetchone()
                 if version != self._checked_version:
                     # Another connection committed since this one last looked (or it never
                     # did): what it may have planted or changed is looked for first.
                     self._check_file(conn, doing)
                     self._checked_version = version
                 if ahead and known is not None and known.holds(conn, version):
-                    ran = _run_ahead(conn, known, attempt)
+                    ran = _run_ahead(conn, statements, known, attempt)
                     if ran is not None:
                         result, self._known = ran
-                        conn.execute("COMMIT")
+                        statements.execute("COMMIT")
                         return result
                 view = _WriteView(conn)
                 result = attempt(view)
@@ -533,6 +537,7 @@ class SqliteStore:
             self._drop_connection()
         conn = self._open_writer()
         self._conn = conn
+        self._cursor = conn.cursor()
         self._checked_version = None  # (this connection has not checked the file yet)
         self._conn_pid = os.getpid()
         self._conn_files = _files(self.db_path)
@@ -609,6 +614,7 @@ class SqliteStore:
             with contextlib.suppress(Exception):  # it may already have failed
                 self._conn.close()
         self._conn = None
+        self._cursor = None
         self._conn_files = (None, None, None)
 
     # -- reading --
@@ -718,11 +724,15 @@ class SqliteStore:
 
 
 def _run_ahead(
-    conn: sqlite3.Connection, known: _Known, attempt: Callable[[WriteView], T]
+    conn: sqlite3.Connection,
+    statements: sqlite3.Cursor,
+    known: _Known,
+    attempt: Callable[[WriteView], T],
 ) -> tuple[T, _Known | None] | None:
     """``attempt`` run ahead on ``known`` (checked under this transaction's lock), and its
-    record and nodes written; with what is known after it. None when it missed (nothing
-    was written: the caller runs it the ordinary way in the same transaction)."""
+    record and nodes written through ``statements`` (a cursor of ``conn``); with what is
+    known after it. None when it missed (nothing was written: the caller runs it the
+    ordinary way in the same transaction)."""
     view = _AheadView(known)
     try:
         result = attempt(view)
@@ -733,7 +743,7 @@ def _run_ahead(
         # An attempt that wrote no record (or no tree) ahead: run it the ordinary way.
         return None
     # (a plain view: what it wrote is known here, and need not be collected as it goes)
-    written = _View(conn)
+    written = _View(statements)
     written.insert_record(record)
     written.insert_nodes(nodes)
     seen = dict(known.nodes)
