@@ -881,7 +881,12 @@ def _judging_view(host: Mapping[str, str], run: Mapping[str, str]) -> Mapping[st
     A preflight's own environment, as ``plain_environ`` read it, without either policy, is
     that very view already (read-only, and the same keys in the same order): it is not
     copied."""
-    if run is host and _is_plain_environ(run) and all(key not in run for key in _HOST_KEYS):
+    if (
+        run is host
+        and _is_plain_environ(run)
+        and POLICY_VARIABLE not in run
+        and UNTRACKED_POLICY_VARIABLE not in run  # (_HOST_KEYS, without a generator)
+    ):
         return run
     view = {key: value for key, value in run.items() if key not in _HOST_KEYS}
     view.update((key, value) for key in _HOST_KEYS if (value := host.get(key)) is not None)
@@ -908,7 +913,8 @@ def _chain_of(env: Mapping[str, str]) -> AuditChain:
 def _is_plain_environ(environ: Mapping[str, str]) -> bool:
     """Whether ``environ`` is the read-only copy ``plain_environ`` made (no one else holds
     the dict under it: it cannot change)."""
-    return any(environ is decoded for _, decoded in _environ_read[-1:])
+    last = _environ_read[-1:]  # (one read: another thread may replace the entry)
+    return bool(last) and last[0][1] is environ
 
 
 def _named(decision: Decision) -> str:
@@ -992,11 +998,13 @@ def _seal(requested: str, judgement: _Judgement, policy: str, env: Mapping[str, 
             f"refusing to spawn {requested}: the decision ({judgement.verdict}) could not be "
             f"recorded in the audit chain: {exc}"
         ) from exc
-    noted = [(judgement.verdict, judgement.reason)] + [
-        (server["verdict"], f"MCP server {server['name']!r}: {server['reason']}")
-        for server in judgement.mcp_servers or ()
-        if judgement.verdict != REFUSE and "reason" in server
-    ]
+    noted = [(judgement.verdict, judgement.reason)]
+    if judgement.mcp_servers and judgement.verdict != REFUSE:
+        noted += [
+            (server["verdict"], f"MCP server {server['name']!r}: {server['reason']}")
+            for server in judgement.mcp_servers
+            if "reason" in server
+        ]
     for outcome, reason in noted:
         if outcome in (WARN_OVERRIDE, UNTRACKED, WAIVED):
             import logging
@@ -1047,22 +1055,24 @@ def _without_credentials(judgement: _Judgement) -> _Judgement:
 def _receipt_fields(
     adapter: str, requested: str, judgement: _Judgement, policy: str
 ) -> dict[str, Any]:
-    return (
-        {
-            "adapter": adapter,
-            "requested": requested,
-            "identified_by": judgement.identified_by,
-            "binary": judgement.binary,
-            "version": judgement.version,
-            "detected_by": judgement.detected_by,
-            "floor": judgement.floor,
-            "advisory_id": judgement.advisory_id,
-            "verdict": judgement.verdict,
-            "reason": judgement.reason,
-            "policy": policy,
-            "floor_map_hash": judgement.floor_map_hash,
-            "waiver_id": judgement.waiver_id,
-        }
-        | ({} if judgement.mcp_servers is None else {"mcp_servers": list(judgement.mcp_servers)})
-        | ({} if judgement.run_through is None else {"run_through": judgement.run_through})
-    )
+    fields: dict[str, Any] = {
+        "adapter": adapter,
+        "requested": requested,
+        "identified_by": judgement.identified_by,
+        "binary": judgement.binary,
+        "version": judgement.version,
+        "detected_by": judgement.detected_by,
+        "floor": judgement.floor,
+        "advisory_id": judgement.advisory_id,
+        "verdict": judgement.verdict,
+        "reason": judgement.reason,
+        "policy": policy,
+        "floor_map_hash": judgement.floor_map_hash,
+        "waiver_id": judgement.waiver_id,
+    }
+    # (added in place: each ``|`` made a new dict of every field)
+    if judgement.mcp_servers is not None:
+        fields["mcp_servers"] = list(judgement.mcp_servers)
+    if judgement.run_through is not None:
+        fields["run_through"] = judgement.run_through
+    return fields
