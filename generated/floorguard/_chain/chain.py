@@ -80,6 +80,7 @@ from floorguard._chain.chain_record import (
 )
 from floorguard._chain.chain_tree import TreeSnapshot, _build_tree, _is_hash
 from floorguard._chain.chain_view import AppendWitness, ChainViews
+from floorguard._chain.receipts import shape_problem
 from floorguard._chain.record_signature import FileCache, HostKey, HostKeys
 from floorguard._crypto import merkle
 from floorguard._crypto.hmac_sha256 import HmacSha256
@@ -334,8 +335,6 @@ class AuditChain:
         # MAX_NESTING: what no verifier would take is never written.
         if nests_deeper_than(receipt_json, MAX_NESTING - 1):
             raise ChainWriteError(_TOO_DEEP)
-        from floorguard._chain.receipts import shape_problem
-
         # What verify chain would refuse is never written: the same shape check.
         problem = shape_problem(event, receipt_obj)
         if problem is not None:
