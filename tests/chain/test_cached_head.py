@@ -103,6 +103,36 @@ def test_an_append_to_a_quiet_chain_reads_only_the_data_version(home: Path) -> N
     _assert_whole(chain, home)
 
 
+def test_the_kept_edge_is_the_trees_own_and_a_kept_node_that_is_no_hash_is_never_used() -> None:
+    # The run-ahead append takes the tree's right edge from the nodes its last append kept,
+    # in one lookup each: the same hashes CompactRange reads node by node, and anything
+    # there that is not a 32-byte hash is no edge (the append then reads the file).
+    from floorguard._crypto import merkle
+    from floorguard.chainstore.interface import AheadMissed, edge_of
+
+    built = merkle.CompactRange()
+    nodes: dict[tuple[int, int], bytes] = {}
+    for n in range(11):
+        nodes.update(((level, index), digest) for level, index, digest in
+                     built.append(merkle.leaf_hash(bytes([n]))))  # fmt: skip
+    assert edge_of(11, nodes.get) == list(built.hashes())
+    assert tuple(edge_of(11, nodes.get)) == merkle.CompactRange.of(11, lambda *k: nodes[k]).hashes()
+    for bad in (None, b"\x01" * 31, "ab" * 16, bytearray(32)):
+        damaged: dict[tuple[int, int], object] = {**nodes, (1, 4): bad}
+        with pytest.raises(AheadMissed):
+            edge_of(11, damaged.get)  # type: ignore[arg-type]
+
+
+def test_a_kept_edge_node_damaged_in_memory_is_not_hashed_onward(home: Path) -> None:
+    chain = _chain(6)
+    known = chain.store._known  # type: ignore[attr-defined]
+    assert known is not None
+    # The tree of 6 leaves: its edge is (2, 0) and (1, 2); the next leaf is hashed with both.
+    known.nodes[(1, 2)] = b"\x00" * 5
+    assert chain.append(CANARY, receipt(n="after")).seq == 6
+    _assert_whole(chain, home)
+
+
 def test_an_append_by_another_process_between_two_appends_is_linked_after_it(
     home: Path,
 ) -> None:

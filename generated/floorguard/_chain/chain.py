@@ -443,8 +443,11 @@ class AuditChain:
             if seq > 0 and view.subtree(0, seq - 1) is None:
                 _build_tree(view, seq)  # a chain from before the tree: built once, here
             # The right edge of the tree before this record: the nodes its leaf is hashed
-            # with, and with them the new root.
-            edge = merkle.CompactRange.of(seq, stored)
+            # with, and with them the new root (ahead: the store's kept nodes, in one call).
+            if isinstance(view, AheadView):
+                edge = merkle.CompactRange(seq, view.edge(seq))
+            else:
+                edge = merkle.CompactRange.of(seq, stored)
             if witness is not None and view.ahead:
                 # Ahead, the tree read is this process's own last one: only the one this
                 # host remembers will do (another process may have grown it since).

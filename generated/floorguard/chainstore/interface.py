@@ -32,6 +32,7 @@ NODE_ORDER = (
 
 # Levels a tree node can have (NODE_ORDER's bound): no tree of 2^62 leaves holds another.
 MAX_LEVEL = 62
+HASH_SIZE = 32  # (merkle.HASH_SIZE: a store imports no hashing)
 
 
 def ending_query(tree: str, after: int, upto: int, mark: str) -> tuple[str, list[int]]:
@@ -140,6 +141,12 @@ class AheadView:
             raise AheadMissed
         return found
 
+    def edge(self, size: int) -> list[bytes]:
+        """The hashes of the right edge of the tree of ``size`` leaves, the largest
+        subtree's first (``merkle.CompactRange``'s order), each read through ``subtree``.
+        Raises AheadMissed when one is not known, or not a hash."""
+        return edge_of(size, lambda key: self.subtree(*key))
+
     def insert_record(self, row: Row) -> None:
         if self.record is not None:
             raise AheadMissed
@@ -156,6 +163,21 @@ class AheadView:
     record_count = tree_size = _missed
     row = ts_at = chain_id_at = extent = rows = first_seq_of = nodes = meta = insert_meta = _missed
     subtrees = subtrees_and_row = nodes_ending = stray_node = _missed
+
+
+def edge_of(size: int, node: Callable[[tuple[int, int]], bytes | None]) -> list[bytes]:
+    """The right edge of the tree of ``size`` leaves, each node looked up by ``node``
+    (level, index); AheadMissed for one that is missing or not a 32-byte hash."""
+    edge = []
+    at = 0
+    for level in range(size.bit_length() - 1, -1, -1):
+        if size >> level & 1:
+            found = node((level, at >> level))
+            if type(found) is not bytes or len(found) != HASH_SIZE:
+                raise AheadMissed
+            edge.append(found)
+            at += 1 << level
+    return edge
 
 
 class ReadView(Protocol):

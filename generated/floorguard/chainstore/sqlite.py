@@ -46,6 +46,7 @@ from floorguard.chainstore.interface import (
     Row,
     T,
     WriteView,
+    edge_of,
     ending_query,
     stray_query,
 )
@@ -390,6 +391,11 @@ class _Known:
 class _AheadView(AheadView):
     """A WriteView running ahead on a _Known checked under the lock (nothing is written
     until the attempt returns)."""
+
+    def edge(self, size: int) -> list[bytes]:
+        # (the kept nodes looked up directly, not through three calls a node: no read
+        # here is recorded, unlike a store's that sends what it read to be checked)
+        return edge_of(size, self._known.nodes.get)
 
 
 class SqliteStore:
