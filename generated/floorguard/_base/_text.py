@@ -32,10 +32,12 @@ def recordable_value(value: Any) -> Any:
     if isinstance(value, str):
         return recordable(value)
     if isinstance(value, dict):
-        # (a text value, or none, the common case: no call down for it)
+        # (an ASCII key or value, or none, the common case: no call down for it; 1.6 us
+        # against 2.7 for a receipt's fields)
         return {
-            recordable(str(k)): recordable(v) if type(v) is str else v if v is None
-            else recordable_value(v)
+            k if type(k) is str and k.isascii() else recordable(str(k)):
+            v if v is None or (type(v) is str and v.isascii())
+            else recordable(v) if type(v) is str else recordable_value(v)
             for k, v in value.items()
         }  # fmt: skip
     if isinstance(value, (list, tuple)):

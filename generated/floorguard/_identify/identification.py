@@ -58,14 +58,21 @@ def current_packages() -> PackageIndex:
     return _PACKAGES.get()
 
 
-@contextmanager
-def packages_in_force(index: PackageIndex | None) -> Iterator[None]:
-    """Identify with ``index`` (None: the catalogue's alone) inside the block."""
-    token = _PACKAGES.set(index if index is not None else CATALOGUE_INDEX)
-    try:
-        yield
-    finally:
-        _PACKAGES.reset(token)
+class packages_in_force:  # (named as the function it was: ``with packages_in_force(i):``)
+    """Identify with ``index`` (None: the catalogue's alone) inside the block. A class, not a
+    generator under @contextmanager: it is entered at every examination (0.5 us, against
+    1.6 us)."""
+
+    __slots__ = ("_index", "_token")
+
+    def __init__(self, index: PackageIndex | None) -> None:
+        self._index = index if index is not None else CATALOGUE_INDEX
+
+    def __enter__(self) -> None:
+        self._token = _PACKAGES.set(self._index)
+
+    def __exit__(self, *exc_info: object) -> None:
+        _PACKAGES.reset(self._token)
 
 
 # The working directory of the agent a child is judged for (an MCP server's own ``cwd`` may
