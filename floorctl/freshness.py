@@ -26,9 +26,11 @@ from typing import Any
 
 from floorctl import keys, locking
 from floorctl.errors import FreshnessError
+from floorctl.feed_rules import _FEED_ID
+from floorctl.feed_schema import _MAX_FEED_VERSION
 from floorctl.feeds import Feed
 from floorguard._base import atomic
-from floorguard._base._canonical import is_digest
+from floorguard._base._canonical import RepeatedKey, is_digest, loads_strict
 from floorguard._base._time import format_ts, parse_ts
 from floorguard._base.files import read_regular
 from floorguard.errors import FloorguardError, UnreadableFileError
@@ -96,9 +98,14 @@ def load_state(path: Path) -> FreshnessState:
             raise bad("larger than 16 MiB") from exc
         raise FreshnessError(str(exc)) from exc
     try:
-        document = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise bad("not JSON") from exc
+        # Strictly: a key held twice is read one way here and another by whoever reviews
+        # the file (the last of two versions wins for json.loads).
+        document = loads_strict(data)
+    except RepeatedKey as exc:
+        raise bad(str(exc)) from None
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        # (json.JSONDecodeError, an integer past Python's digit limit, NaN; nesting)
+        raise bad("not JSON a feed state can hold") from None
     if (
         not isinstance(document, dict)
         or document.get("schema_version") != STATE_SCHEMA_VERSION
@@ -108,8 +115,10 @@ def load_state(path: Path) -> FreshnessState:
     accepted: dict[str, Accepted] = {}
     for feed_id, entry in document["feeds"].items():
         if (
-            not isinstance(entry, dict)
+            not _FEED_ID.match(feed_id)  # (what a feed may name itself and number:
+            or not isinstance(entry, dict)
             or type(entry.get("version")) is not int
+            or not 1 <= entry["version"] <= _MAX_FEED_VERSION  # schemas/feed.v2)
             or not is_digest(entry.get("digest"))
             or type(entry.get("signed", False)) is not bool
         ):

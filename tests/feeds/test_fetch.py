@@ -657,6 +657,55 @@ def test_refuses_a_state_file_whose_times_are_not_rfc_3339(
     assert setup.out.read_bytes() == accepted
 
 
+def _state_text_with(setup: Setup, change: str) -> str:
+    """The state file's text after one accepted fetch, changed as ``change`` names."""
+    state = json.loads(setup.state.read_text())
+    ((feed_id, entry),) = state["feeds"].items()
+    body = json.dumps(entry)[1:-1]
+    if change == "repeated-feed":
+        older = json.dumps({**entry, "version": 1})
+        return (
+            f'{{"schema_version": 1, "feeds": {{"{feed_id}": {older}, "{feed_id}": {{{body}}}}}}}'
+        )
+    if change == "repeated-version":
+        return f'{{"schema_version": 1, "feeds": {{"{feed_id}": {{"version": 1, {body}}}}}}}'
+    if change == "repeated-feeds":
+        return f'{{"schema_version": 1, "feeds": {{}}, "feeds": {json.dumps(state["feeds"])}}}'
+    if change == "huge-integer":
+        return json.dumps(state).replace(
+            f'"version": {entry["version"]}', '"version": ' + "9" * 5000
+        )
+    if change == "nested-deeply":
+        return '{"schema_version": 1, "feeds": {}, "x": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    if change == "version-below-1":
+        entry["version"] = -5
+        return json.dumps(state)
+    if change == "feed-id-not-a-name":
+        return json.dumps({"schema_version": 1, "feeds": {"acme\ud800": entry}})
+    raise AssertionError(change)
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["repeated-feed", "repeated-version", "repeated-feeds", "huge-integer", "nested-deeply",
+     "version-below-1", "feed-id-not-a-name"],
+)  # fmt: skip
+def test_refuses_a_damaged_state_file_in_one_line_and_leaves_it_as_it_was(
+    server: FeedServer, setup: Setup, change: str
+) -> None:
+    # A state holding a key twice is read one way here and another by a reviewer (the
+    # last copy of version 9 and 1 wins); none may stand for what was accepted.
+    url = setup.publish(server, v2_feed(2), setup.key)
+    assert setup.fetch(url)[0] == 0
+    setup.state.write_text(_state_text_with(setup, change))
+    damaged = setup.state.read_bytes()
+    setup.publish(server, v2_feed(3), setup.key)
+    code, stderr = setup.fetch(url)
+    refused((code, stderr), "feed state is damaged")
+    assert "Traceback" not in stderr and len(stderr.strip().splitlines()) == 1, stderr
+    assert setup.state.read_bytes() == damaged
+
+
 # --- refresh from the network --------------------------------------------------------------------
 
 MODULE = '''"""host module"""
