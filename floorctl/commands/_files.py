@@ -80,6 +80,21 @@ def refuse_outputs_in(outputs: Iterable[tuple[str, Path | None]], folder: Path, 
             )
 
 
+def refuse_hard_linked(option: str, path: Path) -> None:
+    """Raise click.UsageError when ``path`` is a file with other hard links: the atomic
+    write would leave them holding the old bytes (and one may be an input of the command,
+    found in a folder it reads)."""
+    try:
+        info = os.stat(path)
+    except (OSError, ValueError):
+        return
+    if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+        raise click.UsageError(
+            f"{option} {path} has {info.st_nlink - 1} other hard link(s): writing it would "
+            "detach them; name a file of its own"
+        )
+
+
 def _folder_identity(folder: Path) -> set[tuple[int, int]]:
     """A folder's device and inode, when it exists: a bind mount shows it under two paths."""
     try:

@@ -9,7 +9,7 @@ import click
 
 from floorctl import feeds, osv, osv_packages, osv_sources
 from floorctl.commands import _progress
-from floorctl.commands._files import refuse_shared_files
+from floorctl.commands._files import refuse_hard_linked, refuse_outputs_in, refuse_shared_files
 from floorctl.commands._output import emit_json, json_option, notice
 from floorctl.errors import RecordError
 from floorguard._base import atomic
@@ -66,9 +66,14 @@ def command(
     folder tree of them (the GitHub advisory database layout), or a zip (the OSV export
     all.zip). Only npm and PyPI packages that map to an adapter are kept; counts go
     to stderr (and with --json to stdout)."""
-    # A source written over would be lost (a feed is not OSV records). A watched feed may
-    # be the one rewritten: it is read whole before the atomic write.
+    # A source written over would be lost (a feed is not OSV records), and a feed written
+    # into a folder SOURCE would be read as one of its records next time. A watched feed
+    # may be the one rewritten: it is read whole before the atomic write.
     refuse_shared_files([("--out", out)], [("SOURCE", source) for source in sources])
+    for source in sources:
+        if source.is_dir():
+            refuse_outputs_in([("--out", out)], source, "the OSV records this import reads")
+    refuse_hard_linked("--out", out)
     watched = osv_packages.watched_packages([feeds.load_feed(path) for path in watch])
     package_map = osv.package_map(packages, watched)
     progress = _progress.counter("import osv", "records read")

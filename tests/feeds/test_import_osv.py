@@ -199,6 +199,37 @@ def test_refuses_an_out_that_is_one_of_the_sources_and_leaves_it_as_it_was(
         assert json.loads(single.read_text()) == BACKPORT
 
 
+@pytest.mark.parametrize(
+    "where", ["a-record-in-it", "a-new-file-in-it", "through-a-linked-folder",
+              "the-source-a-link-to-it", "a-hard-link-of-a-record"],
+)  # fmt: skip
+def test_refuses_an_out_in_a_folder_source_and_leaves_the_tree_as_it_was(
+    tmp_path: Path, where: str
+) -> None:
+    tree, _ = sources(tmp_path)
+    source = tree
+    a_record = sorted(tree.rglob("*.json"))[0]
+    if where == "a-record-in-it":
+        out = a_record
+    elif where == "a-new-file-in-it":
+        out = a_record.parent / "feed.json"
+    elif where == "through-a-linked-folder":
+        (tmp_path / "linked").symlink_to(a_record.parent)
+        out = tmp_path / "linked" / a_record.name
+    elif where == "the-source-a-link-to-it":
+        source = tmp_path / "link-to-tree"
+        source.symlink_to(tree)
+        out = a_record
+    else:
+        out = tmp_path / "feed.json"
+        os.link(a_record, out)
+    before = {path: path.read_bytes() for path in tree.rglob("*") if path.is_file()}
+    done = run_import(tmp_path, source, "--out", out)
+    assert done.returncode == 2, done.stderr
+    assert "--out" in done.stderr and "Traceback" not in done.stderr
+    assert {path: path.read_bytes() for path in tree.rglob("*") if path.is_file()} == before
+
+
 def test_aliases_merge_transitively_and_a_ghsa_id_names_the_advisory(tmp_path: Path) -> None:
     # PYSEC -> CVE <- GHSA: one advisory, named by the GHSA id, though the GHSA record
     # itself is in neither source.
