@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from floorguard._base._canonical import ZERO_DIGEST, compact_sorted_text
 from floorguard._base._time import is_chain_ts
 from floorguard._chain.chain import canonical_json, line_text
+from floorguard._proofs import slice_verify
 from floorguard._proofs.slice_verify import SliceReport, SliceVerifier
 
 KEY = bytes(range(32))
@@ -603,3 +604,137 @@ def test_a_continuing_record_altered_after_it_was_sealed_fails_its_mac() -> None
     report = both_paths([first, altered])
     assert reasons(report) == ["MAC does not verify (wrong key, or the record was altered)"]
     assert both_paths([first, altered], key=None).intact  # (nothing to check it with)
+
+
+# --- a flat receipt: proven canonical from its own text, not written again ------------------
+
+
+def test_a_flat_receipt_is_proven_canonical_without_writing_it_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A receipt of strings, integers, booleans and nulls, with no backslash, is proven
+    canonical from its text (else the flat proof would be dead code the tests never reach);
+    one with an object in it is still written again and compared."""
+    first, digest = genuine(_receipt(note="a b: c, {d} [e]", n=-15, zero=0, on=True, off=None))
+    second, _ = genuine(_receipt(nested={"a": 1}), seq=1, prev=digest)
+    written: list[object] = []
+
+    def writing(value: object) -> str:
+        written.append(value)
+        return compact_sorted_text(value)
+
+    monkeypatch.setattr(slice_verify, "compact_sorted_text", writing)
+    report = SliceVerifier(key=KEY).feed_all([first, second]).finish()
+    assert report.intact and report.mac_records == 2
+    assert written == [json.loads(second)["receipt"]]
+
+
+@pytest.mark.parametrize(
+    ("attack", "receipt_text"),
+    [
+        # Each member's key ends in '":'; a value that starts with ':' adds one more, so a
+        # repeated key can never make the count come out even.
+        ("a repeated key and a value starting with a colon", CANONICAL[:-1] + ',"z":":","z":1}'),
+        ("a repeated key, both the same", CANONICAL[:-1] + ',"z":1,"z":1}'),
+        ("a repeated key, the same value as the first", '{"adapter":"aider",' + CANONICAL[1:]),
+        ("a repeated key inside a string and outside", CANONICAL[:-1] + ',"z":"\\"z\\":1","z":2}'),
+        ("the mac's key as a member of the receipt", CANONICAL[:-1] + ',"mac":"' + "0" * 64 + '"}'),
+        ("a space before a colon", CANONICAL.replace('"kind":', '"kind" :')),
+        ("a space after a comma", CANONICAL.replace(',"kind":', ', "kind":')),
+        ("a tab before the closing brace", CANONICAL[:-1] + "\t}"),
+        ("a newline escape in place of a space", CANONICAL[:-1] + ',"z":"a\\u0020b"}'),
+        ("a leading zero", CANONICAL[:-1] + ',"z":007}'),
+        ("a plus sign", CANONICAL[:-1] + ',"z":+7}'),
+        ("minus zero", CANONICAL[:-1] + ',"z":-0}'),
+        ("a fraction of zero", CANONICAL[:-1] + ',"z":7.0}'),
+        ("an exponent", CANONICAL[:-1] + ',"z":7E0}'),
+        ("an integer beyond 2**53", CANONICAL[:-1] + ',"z":-9007199254740993}'),
+        ("a raw control character", CANONICAL[:-1] + ',"z":"a\x01b"}'),
+        ("true in capitals", CANONICAL[:-1] + ',"z":True}'),
+        ("a trailing comma", CANONICAL[:-1] + ",}"),
+        ("a key last that sorts first", CANONICAL[:-1] + ',"a":1}'),
+        ("a key in UTF-16 order only", CANONICAL[:-1] + ',"\ufb01":1,"\U0001f600":2}'),
+    ],
+)
+def test_a_key_holder_cannot_pass_a_flat_receipt_that_is_not_rfc_8785(
+    attack: str, receipt_text: str
+) -> None:
+    """The flat proof reads no text twice: each of these is refused, first in the slice
+    and continuing it, on both paths (a line JSON does not read is refused as such)."""
+    assert receipt_text != CANONICAL
+    for place in ({}, {"seq": 1, "prev": _genesis()[1]}):
+        line, _ = sealed(receipt_text, **place)
+        lines = [line] if not place else [_genesis()[0], line]
+        report = both_paths(lines)
+        assert not report.intact, attack
+        assert any(
+            "MAC does not verify" in why
+            or "cannot be canonicalised" in why
+            or "not valid JSON" in why
+            or "not canonical" in why
+            for why in reasons(report)
+        ), (attack, reasons(report))
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"z": ":"},  # a colon after a quote: one more '":' than members, full path
+        {"z": '"'},  # an escaped quote: full path
+        {"z": "\x7f \u00e9 \ud7ff"},  # written as they are
+        {"z": "{[}]"},  # brackets in a string
+        {"z": 999999999999999, "y": -999999999999999},
+        {"z": 1000000000000000},  # sixteen digits, within 2**53: full path
+        {"": ""},
+    ],
+)
+def test_a_flat_genuine_receipt_at_the_edges_of_the_proof_is_intact(extra: dict[str, Any]) -> None:
+    first, digest = genuine({**_receipt(), **extra})
+    second, _ = genuine({**_receipt(), **extra}, seq=1, prev=digest)
+    report = both_paths([first, second])
+    assert report.intact and report.mac_records == 2, reasons(report)
+
+
+FLAT_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**54), max_value=2**54)
+    | st.text(alphabet=st.sampled_from('az :,{}[]"\\\x7f\u00e9'), max_size=4)
+)
+FLAT_EXTRAS = st.dictionaries(
+    st.text(alphabet=st.sampled_from('az :,"'), max_size=3), FLAT_SCALARS, max_size=4
+)
+
+
+def _flat_respellings(canonical: str, receipt: dict[str, Any]) -> list[str]:
+    """The canonical text and ways a key holder might write the same receipt otherwise."""
+    last_key = max(receipt)
+    repeated = json.dumps({last_key: receipt[last_key]}, separators=(",", ":"))[1:-1]
+    return [
+        canonical,
+        json.dumps(receipt, separators=(",", ":"), ensure_ascii=False),  # insertion order
+        json.dumps(receipt, separators=(", ", ":"), sort_keys=True, ensure_ascii=False),
+        canonical[:-1] + "," + repeated + "}",
+        "{" + repeated + "," + canonical[1:],
+        canonical.replace(":0,", ":-0,").replace(":0}", ":-0}"),
+    ]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(extra=FLAT_EXTRAS, continuing=st.booleans())
+def test_a_flat_receipt_in_any_spelling_is_intact_only_when_canonical(
+    extra: dict[str, Any], continuing: bool
+) -> None:
+    """A key holder MACs the flat receipt as spelled: intact exactly when the spelling is
+    RFC 8785, on both paths."""
+    receipt = {**extra, **_receipt()}
+    try:
+        canonical = canonical_json(receipt)
+    except Exception:  # an integer beyond 2**53: no record can hold it
+        return
+    for spelled in _flat_respellings(canonical, receipt):
+        first, digest = _genesis()
+        place: dict[str, Any] = {"seq": 1, "prev": digest} if continuing else {}
+        line, _ = sealed(spelled, **place)
+        report = both_paths([first, line] if continuing else [line])
+        assert report.intact == (spelled == canonical), (spelled, reasons(report))
