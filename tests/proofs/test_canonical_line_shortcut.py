@@ -738,3 +738,67 @@ def test_a_flat_receipt_in_any_spelling_is_intact_only_when_canonical(
         line, _ = sealed(spelled, **place)
         report = both_paths([first, line] if continuing else [line])
         assert report.intact == (spelled == canonical), (spelled, reasons(report))
+
+
+def test_a_flat_receipts_key_list_is_proven_once_per_shape(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first receipt of a shape has its keys counted and sorted; the later ones of that
+    shape are matched against the pattern of its key list (else the patterns are dead
+    code)."""
+    proven: list[str] = []
+
+    def counting(text: str, receipt: dict[str, Any]) -> bool:
+        proven.append(text)
+        return is_flat_canonical(text, receipt)
+
+    is_flat_canonical = slice_verify._is_flat_canonical
+    monkeypatch.setattr(slice_verify, "_is_flat_canonical", counting)
+    lines, digest = [], ZERO_DIGEST
+    for seq, receipt in enumerate(
+        [_receipt(n=1), _receipt(n=2), _receipt(z="x"), _receipt(n=3), _receipt(z="y")]
+    ):
+        line, digest = genuine(receipt, seq=seq, prev=digest)
+        lines.append(line)
+    report = SliceVerifier(key=KEY).feed_all(lines).finish()
+    assert report.intact and report.mac_records == 5
+    assert len(proven) == 2
+
+
+# Keys that mean something in a pattern: a learned key list must match only itself.
+PATTERN_KEYS = {"a": 1, "a*": 2}
+
+
+@pytest.mark.parametrize(
+    ("attack", "receipt_text"),
+    [
+        ("a repeated key matching a starred key", '{"a":1,"a":2,' + canonical_json(_receipt())[1:]),
+        ("the same keys with a space", canonical_json({**_receipt(), **PATTERN_KEYS})[:-1] + " }"),
+        (
+            "the same keys, one repeated at the end",
+            canonical_json({**_receipt(), **PATTERN_KEYS})[:-1] + ',"ts":"' + TS + '"}',
+        ),
+    ],
+)
+def test_a_learned_key_list_passes_no_other_receipt(attack: str, receipt_text: str) -> None:
+    """After a genuine receipt whose keys are pattern syntax, a key holder's receipt made to
+    fit that key list read as a pattern is refused (and one not JSON at all stays so)."""
+    first, digest = genuine({**_receipt(), **PATTERN_KEYS})
+    second, digest = genuine({**_receipt(), **PATTERN_KEYS}, seq=1, prev=digest)
+    forged, _ = sealed(receipt_text, seq=2, prev=digest)
+    report = both_paths([first, second, forged])
+    assert report.records >= 2 and not report.intact, attack
+    assert {error.seq for error in report.integrity_errors} <= {2, None}, reasons(report)
+
+
+def test_a_slice_of_more_flat_shapes_than_are_learned_reads_the_same() -> None:
+    lines, digest = [], ZERO_DIGEST
+    for seq in range(12):
+        line, digest = genuine(_receipt(**{f"k{seq}": seq}), seq=seq, prev=digest)
+        lines.append(line)
+    repeated, _ = sealed(
+        canonical_json(_receipt(k11=11))[:-1] + ',"ts":"' + TS + '"}', seq=12, prev=digest
+    )
+    report = both_paths([*lines, repeated])
+    assert report.records == 13 and {error.seq for error in report.integrity_errors} == {12}
+    assert "the line repeats a key" in reasons(report)

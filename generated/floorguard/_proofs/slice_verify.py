@@ -146,6 +146,9 @@ _LONG_INTEGER = b":" + b"0" * (_SAFE_INT_DIGITS + 1)
 # null; no object or array in it. (``_is_flat_canonical`` adds the key order.)
 _FLAT_VALUE = r'(?:"[^"]*+"|-?[1-9][0-9]{0,14}+|0|true|false|null)'
 _FLAT_RECEIPT = re.compile(rf'\{{(?:"[^"]*+":{_FLAT_VALUE},)*+"[^"]*+":{_FLAT_VALUE}\}}')
+# Key lists learned per verifier: a chain's flat receipts come in a few shapes, and a
+# slice of many shapes falls back on _FLAT_RECEIPT (a pattern is compiled once each).
+_MAX_FLAT_TEMPLATES = 8
 
 
 class IntegrityError(NamedTuple):
@@ -260,6 +263,9 @@ class SliceVerifier:
     _scan_receipt: Callable[[str, int], tuple[Any, int]] = field(init=False)
     # The chain key's HMAC, its pads hashed once (``key`` is read when the verifier is made).
     _keyed: HmacSha256 | None = field(default=None, init=False)
+    # Patterns of the flat receipts' key lists already proven sorted and unique
+    # (``_flat_template``): a receipt one of them matches is canonical as it stands.
+    _flat_templates: list[re.Pattern[str]] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
         if self.key is not None:
@@ -517,21 +523,27 @@ class SliceVerifier:
             return None  # (the full path reports it)
         parse = self._parse
         parse.fast = True
-        if "\\" not in receipt_text and _FLAT_RECEIPT.fullmatch(line, receipt_start, tail_start):
+        if "\\" not in receipt_text:
             # Most receipts: proven canonical from their text (no re-encoding, no scan for
-            # long integers or deep nesting: the pattern allows neither).
-            try:
-                receipt, stop = self._scan_receipt(receipt_text, 0)
-            except (StopIteration, ValueError):
-                return None
-            if (
-                stop != len(receipt_text)
-                or not parse.fast
-                or type(receipt) is not dict
-                or not _is_flat_canonical(receipt_text, receipt)
-            ):
-                return None
-            return receipt, receipt_json, body
+            # long integers or deep nesting: the patterns allow neither).
+            known = False
+            for template in self._flat_templates:
+                if template.fullmatch(line, receipt_start, tail_start):
+                    known = True
+                    break
+            if known or _FLAT_RECEIPT.fullmatch(line, receipt_start, tail_start):
+                try:
+                    receipt, stop = self._scan_receipt(receipt_text, 0)
+                except (StopIteration, ValueError):
+                    return None
+                if stop != len(receipt_text) or not parse.fast or type(receipt) is not dict:
+                    return None
+                if not known:
+                    if not _is_flat_canonical(receipt_text, receipt):
+                        return None
+                    if len(self._flat_templates) < _MAX_FLAT_TEMPLATES:
+                        self._flat_templates.append(_flat_template(list(receipt)))
+                return receipt, receipt_json, body
         if _LONG_INTEGER in receipt_json.translate(_NUMBER_MARKS):
             return None
         # So few brackets cannot nest the line deeper than MAX_NESTING; any other line takes
@@ -846,6 +858,16 @@ def _is_flat_canonical(text: str, receipt: dict[str, Any]) -> bool:
         return False
     keys = list(receipt)
     return keys == sorted(keys)
+
+
+def _flat_template(keys: list[str]) -> re.Pattern[str]:
+    """The pattern of a flat receipt with exactly ``keys`` (unique, sorted, from a receipt
+    ``_is_flat_canonical`` passed), each value as ``_FLAT_RECEIPT`` allows it. A text with
+    no backslash that it matches has those members in that order and nothing else: it is
+    canonical without counting or sorting its keys (no string in it holds a quote, so
+    none can pass for a member)."""
+    members = ",".join(f'"{re.escape(key)}":{_FLAT_VALUE}' for key in keys)
+    return re.compile(rf"\{{{members}\}}")
 
 
 def _canonical_body(fields: dict[str, Any], fast: bool) -> tuple[bytes, str, bytes]:
