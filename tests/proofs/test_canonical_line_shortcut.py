@@ -614,8 +614,9 @@ def test_a_flat_receipt_is_proven_canonical_without_writing_it_again(
 ) -> None:
     """A receipt of strings, integers, booleans and nulls, with no backslash, is proven
     canonical from its text (else the flat proof would be dead code the tests never reach);
-    one with an object in it is still written again and compared."""
-    first, digest = genuine(_receipt(note="a b: c, {d} [e]", n=-15, zero=0, on=True, off=None))
+    one with an object in it is still written again and compared (and one with a "[",
+    which may open a list, is sent there at once)."""
+    first, digest = genuine(_receipt(note="a b: c, {d} e", n=-15, zero=0, on=True, off=None))
     second, _ = genuine(_receipt(nested={"a": 1}), seq=1, prev=digest)
     written: list[object] = []
 
