@@ -803,3 +803,34 @@ def test_a_slice_of_more_flat_shapes_than_are_learned_reads_the_same() -> None:
     report = both_paths([*lines, repeated])
     assert report.records == 13 and {error.seq for error in report.integrity_errors} == {12}
     assert "the line repeats a key" in reasons(report)
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        pytest.param({f"k{n:03d}": n for n in range(40)}, id="40 keys"),
+        pytest.param({"k" * 2000: 1}, id="a key of 2,000 characters"),
+    ],
+)
+def test_a_key_list_too_large_to_compile_cheaply_is_proven_each_time(
+    monkeypatch: pytest.MonkeyPatch, extra: dict[str, Any]
+) -> None:
+    """A hostile slice needs no key to offer flat receipts of thousands of keys, and a
+    pattern of them takes seconds to compile: such a list is never learned, its receipts
+    are proven one by one (and still refused when a key repeats)."""
+    learned: list[list[str]] = []
+    make = slice_verify._flat_template
+
+    def learning(keys: list[str]) -> object:
+        learned.append(keys)
+        return make(keys)
+
+    monkeypatch.setattr(slice_verify, "_flat_template", learning)
+    first, digest = genuine({**_receipt(), **extra})
+    second, digest = genuine({**_receipt(), **extra}, seq=1, prev=digest)
+    repeated, _ = sealed(
+        canonical_json({**_receipt(), **extra})[:-1] + ',"ts":"' + TS + '"}', seq=2, prev=digest
+    )
+    report = SliceVerifier(key=KEY).feed_all([first, second, repeated]).finish()
+    assert report.records == 3 and report.mac_records == 2 and learned == []
+    assert {error.seq for error in report.integrity_errors} == {2}
