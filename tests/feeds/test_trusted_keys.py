@@ -155,6 +155,21 @@ def test_sign_replaces_a_signature_of_older_bytes(three: list, tmp_path: Path) -
 # --- rotation ------------------------------------------------------------------------------------
 
 
+def _sign_rotation(new: Path, key: keys.Ed25519PrivateKey) -> None:
+    """NEW.dsse: ``new`` signed by ``key`` as a trusted-keys rotation."""
+    Path(str(new) + ".dsse").write_bytes(
+        trust.sign_file(new.read_bytes(), None, key, trust.TRUSTED_KEYS_PAYLOAD_TYPE)
+    )
+
+
+def _installed(home: Path, public: Path) -> Path:
+    """The trusted keys installed in ``home``, holding the one key ``public``."""
+    installed = trust.installed_path({"FLOORCTL_HOME": str(home)})
+    installed.parent.mkdir(parents=True)
+    installed.write_bytes(public.read_bytes())
+    return installed
+
+
 def test_rotation_installs_new_keys_signed_by_the_old_ones(three: list, tmp_path: Path) -> None:
     (_, old_key, old_pub), (_, _, new_pub) = three[0], three[1]
     home = tmp_path / "home"
@@ -207,13 +222,9 @@ def test_refuses_rotation_whose_current_keys_are_not_the_installed_ones(
     # attacker's NEW) must not stand in for them: the keys in force authorise a rotation.
     (_, _, a_pub), (m_key, _, m_pub), (_, _, x_pub) = three
     home = tmp_path / "home"
-    installed = trust.installed_path({"FLOORCTL_HOME": str(home)})
-    installed.parent.mkdir(parents=True)
-    installed.write_bytes(a_pub.read_bytes())
+    installed = _installed(home, a_pub)
     mallory_next = trusted_file(tmp_path / "mallory-next.json", 1, m_pub, x_pub)
-    Path(str(mallory_next) + ".dsse").write_bytes(
-        trust.sign_file(mallory_next.read_bytes(), None, m_key, trust.TRUSTED_KEYS_PAYLOAD_TYPE)
-    )
+    _sign_rotation(mallory_next, m_key)
     done = floorctl_here(
         "trust", "rotate", "--current", str(m_pub), "--new", str(mallory_next), home=home
     )
@@ -235,9 +246,7 @@ def test_refuses_rotation_naming_the_installed_keys_with_a_lower_threshold(
     before = installed.read_bytes()
     lowered = trusted_file(tmp_path / "lowered.json", 1, a_pub, b_pub)
     new = trusted_file(tmp_path / "new.json", 1, c_pub)
-    Path(str(new) + ".dsse").write_bytes(
-        trust.sign_file(new.read_bytes(), None, a_key, trust.TRUSTED_KEYS_PAYLOAD_TYPE)
-    )
+    _sign_rotation(new, a_key)
     with pytest.raises(TrustError, match="not the trusted keys in force"):
         trust.rotate(trust.load_trusted_keys(lowered), new, {"FLOORCTL_HOME": str(home)})
     assert installed.read_bytes() == before
@@ -253,9 +262,7 @@ def test_rotation_from_the_installed_keys_in_another_spelling_is_accepted(
     environ = {"FLOORCTL_HOME": str(home)}
     for old_key, new_pub in ((a_key, b_pub), (b_key, c_pub)):
         new = trusted_file(tmp_path / f"{new_pub.parent.name}.json", 1, new_pub)
-        Path(str(new) + ".dsse").write_bytes(
-            trust.sign_file(new.read_bytes(), None, old_key, trust.TRUSTED_KEYS_PAYLOAD_TYPE)
-        )
+        _sign_rotation(new, old_key)
         current = a_pub if old_key is a_key else b_pub
         trust.rotate(trust.load_trusted_keys(current), new, environ)
     installed = trust.resolve_trusted_keys(None, environ)
@@ -272,13 +279,9 @@ def test_a_rotation_waits_for_another_and_is_judged_against_what_it_installed(
     # the second starts, and installs c before letting it go.
     (a_key, _, a_pub), (_, _, b_pub), (_, _, c_pub) = three
     home = tmp_path / "home"
-    installed = trust.installed_path({"FLOORCTL_HOME": str(home)})
-    installed.parent.mkdir(parents=True)
-    installed.write_bytes(a_pub.read_bytes())
+    installed = _installed(home, a_pub)
     to_b = trusted_file(tmp_path / "to-b.json", 1, b_pub)
-    Path(str(to_b) + ".dsse").write_bytes(
-        trust.sign_file(to_b.read_bytes(), None, a_key, trust.TRUSTED_KEYS_PAYLOAD_TYPE)
-    )
+    _sign_rotation(to_b, a_key)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FLOORGUARD_", "FLOORCTL_"))}
     env["FLOORCTL_HOME"] = str(home)
     lock = installed.parent / f".{installed.name}.lock"
@@ -307,9 +310,7 @@ def test_refuses_rotation_while_the_installed_keys_are_a_dangling_link(
     installed.parent.mkdir(parents=True)
     installed.symlink_to(tmp_path / "gone.json")
     new = trusted_file(tmp_path / "new.json", 1, b_pub)
-    Path(str(new) + ".dsse").write_bytes(
-        trust.sign_file(new.read_bytes(), None, a_key, trust.TRUSTED_KEYS_PAYLOAD_TYPE)
-    )
+    _sign_rotation(new, a_key)
     done = floorctl_here("trust", "rotate", "--current", str(a_pub), "--new", str(new), home=home)
     assert done.returncode == 1
     assert "trusted-keys.json" in done.stderr

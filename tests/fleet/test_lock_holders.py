@@ -296,14 +296,7 @@ def test_a_host_appending_now_and_then_goes_before_a_league_of_twenty_hosts(
 def _league(pg: Chain, hosts: int, sessions: int) -> Iterator[None]:
     """For the block, ``sessions`` sessions of each of ``hosts`` other hosts (roles) take
     the chain's lock in turn, each holding it 0.24 s and queuing again at once."""
-    urls = []
-    for n in range(hosts):
-        other = f"{pg.appender}_league{n}"
-        pg.server.psql(f"CREATE ROLE {other} LOGIN")
-        done = floorctl("chain", "init", "--url", pg.owner_url, "--grant", other,
-                        env=pg.env(pg.key_file.parent))  # fmt: skip
-        assert done.returncode == 0, done.stderr
-        urls.append(pg.server.url(other, pg.database))
+    urls = [_another_host(pg, f"league{n}") for n in range(hosts)]
     stop = threading.Event()
 
     def relay(url: str) -> None:
@@ -340,6 +333,22 @@ def _wake_locks(pg: Chain, pid: int, *, granted: bool) -> str:
     )
 
 
+def _another_host(pg: Chain, name: str) -> str:
+    """The URL of a new login role granted the appenders' role: another host."""
+    role = f"{pg.appender}_{name}"
+    pg.server.psql(f"CREATE ROLE {role} LOGIN")
+    done = floorctl("chain", "init", "--url", pg.owner_url, "--grant", role,
+                    env=pg.env(pg.key_file.parent))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return pg.server.url(role, pg.database)
+
+
+def _open_append(conn: psycopg.Connection[Any]) -> None:
+    """Take the chain's lock as an append does, waiting up to 8 s."""
+    conn.execute("SET lock_timeout = '8s'")
+    conn.execute("SELECT floorguard_api.open_append(NULL)")
+
+
 def test_waiters_behind_a_standing_claim_sleep_outside_the_queue_until_it_is_served(
     pg: Chain,
 ) -> None:
@@ -347,23 +356,18 @@ def test_waiters_behind_a_standing_claim_sleep_outside_the_queue_until_it_is_ser
     # holder need: so a waiter sleeps on the claimant's own advisory lock, out of the
     # chain lock's queue, and the claimant is served first.
     pg.chain().append(CANARY, receipt())
-    late_role = f"{pg.appender}_late"
-    pg.server.psql(f"CREATE ROLE {late_role} LOGIN")
-    done = floorctl("chain", "init", "--url", pg.owner_url, "--grant", late_role,
-                    env=pg.env(pg.key_file.parent))  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    late_url = _another_host(pg, "late")
     served: list[str] = []
 
     def append(conn: psycopg.Connection[Any], name: str) -> None:
-        conn.execute("SET lock_timeout = '8s'")
-        conn.execute("SELECT floorguard_api.open_append(NULL)")
+        _open_append(conn)
         served.append(name)
         conn.rollback()
 
     with (
         psycopg.connect(pg.owner_url) as owner,  # never ended: it holds as long as it likes
         psycopg.connect(pg.url) as claimant,
-        psycopg.connect(pg.server.url(late_role, pg.database)) as late,
+        psycopg.connect(late_url) as late,
     ):
         owner.execute("LOCK TABLE floorguard.append_lock IN EXCLUSIVE MODE")
         first = threading.Thread(target=append, args=(claimant, "claimant"), daemon=True)
@@ -398,23 +402,18 @@ def test_a_waiter_woken_as_its_sleep_times_out_keeps_no_lock_on_the_claimant(
     # Here the waiter's backend is stopped while it waits, the lock granted and its
     # timeout passed, then continued: both arrive at once.
     pg.chain().append(CANARY, receipt())
-    late_role = f"{pg.appender}_late"
-    pg.server.psql(f"CREATE ROLE {late_role} LOGIN")
-    done = floorctl("chain", "init", "--url", pg.owner_url, "--grant", late_role,
-                    env=pg.env(pg.key_file.parent))  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    late_url = _another_host(pg, "late")
     served: list[str] = []
 
     def append(conn: psycopg.Connection[Any], name: str) -> None:
-        conn.execute("SET lock_timeout = '8s'")
-        conn.execute("SELECT floorguard_api.open_append(NULL)")
+        _open_append(conn)
         served.append(name)
         conn.rollback()
 
     with (
         psycopg.connect(pg.owner_url) as owner,
         psycopg.connect(pg.url) as claimant,
-        psycopg.connect(pg.server.url(late_role, pg.database)) as late,
+        psycopg.connect(late_url) as late,
     ):
         late_pid = late.info.backend_pid
         owner.execute("LOCK TABLE floorguard.append_lock IN EXCLUSIVE MODE")
@@ -456,8 +455,7 @@ def test_chain_init_waiting_behind_a_starved_appends_claim_does_not_end_it(pg: C
     served: list[str] = []
 
     def append(conn: psycopg.Connection[Any]) -> None:
-        conn.execute("SET lock_timeout = '8s'")
-        conn.execute("SELECT floorguard_api.open_append(NULL)")
+        _open_append(conn)
         served.append("claimant")
         conn.rollback()
 
