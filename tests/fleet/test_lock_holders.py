@@ -349,6 +349,14 @@ def _open_append(conn: psycopg.Connection[Any]) -> None:
     conn.execute("SELECT floorguard_api.open_append(NULL)")
 
 
+def _served(conn: psycopg.Connection[Any], name: str, served: list[str]) -> None:
+    """Take the chain's lock as ``name``, note it in ``served`` (the order of service),
+    and let it go."""
+    _open_append(conn)
+    served.append(name)
+    conn.rollback()
+
+
 def test_waiters_behind_a_standing_claim_sleep_outside_the_queue_until_it_is_served(
     pg: Chain,
 ) -> None:
@@ -359,24 +367,19 @@ def test_waiters_behind_a_standing_claim_sleep_outside_the_queue_until_it_is_ser
     late_url = _another_host(pg, "late")
     served: list[str] = []
 
-    def append(conn: psycopg.Connection[Any], name: str) -> None:
-        _open_append(conn)
-        served.append(name)
-        conn.rollback()
-
     with (
         psycopg.connect(pg.owner_url) as owner,  # never ended: it holds as long as it likes
         psycopg.connect(pg.url) as claimant,
         psycopg.connect(late_url) as late,
     ):
         owner.execute("LOCK TABLE floorguard.append_lock IN EXCLUSIVE MODE")
-        first = threading.Thread(target=append, args=(claimant, "claimant"), daemon=True)
+        first = threading.Thread(target=_served, args=(claimant, "claimant", served), daemon=True)
         first.start()
         time.sleep(1.4)  # it has waited the hold limit: it claims
         claim = int(pg.sql("SELECT last_value FROM floorguard.lock_claim"))
         assert claim & 0x3FFFFF == claimant.info.backend_pid
         assert _wake_locks(pg, claimant.info.backend_pid, granted=True) == "1"
-        second = threading.Thread(target=append, args=(late, "late"), daemon=True)
+        second = threading.Thread(target=_served, args=(late, "late", served), daemon=True)
         second.start()
         time.sleep(0.5)
         assert _wake_locks(pg, late.info.backend_pid, granted=False) == "1"
@@ -405,11 +408,6 @@ def test_a_waiter_woken_as_its_sleep_times_out_keeps_no_lock_on_the_claimant(
     late_url = _another_host(pg, "late")
     served: list[str] = []
 
-    def append(conn: psycopg.Connection[Any], name: str) -> None:
-        _open_append(conn)
-        served.append(name)
-        conn.rollback()
-
     with (
         psycopg.connect(pg.owner_url) as owner,
         psycopg.connect(pg.url) as claimant,
@@ -417,11 +415,11 @@ def test_a_waiter_woken_as_its_sleep_times_out_keeps_no_lock_on_the_claimant(
     ):
         late_pid = late.info.backend_pid
         owner.execute("LOCK TABLE floorguard.append_lock IN EXCLUSIVE MODE")
-        first = threading.Thread(target=append, args=(claimant, "claimant"), daemon=True)
+        first = threading.Thread(target=_served, args=(claimant, "claimant", served), daemon=True)
         first.start()
         time.sleep(1.4)  # it has waited the hold limit: it claims
         assert _wake_locks(pg, claimant.info.backend_pid, granted=True) == "1"
-        second = threading.Thread(target=append, args=(late, "late"), daemon=True)
+        second = threading.Thread(target=_served, args=(late, "late", served), daemon=True)
         second.start()
         for _ in range(200):  # stopped inside one of its sleeps on the wake lock
             os.kill(late_pid, signal.SIGSTOP)
