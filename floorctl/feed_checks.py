@@ -13,11 +13,11 @@ from floorctl.feed_messages import _quote, format_path, show_value
 from floorctl.feed_rules import (
     _ADVISORY_ID,
     _CATEGORY_WORDS,
-    _FEED_ID,
     _NAME,
     _NOTE_FORBIDDEN,
     _NOTE_FORBIDDEN_WHY,
     _VERSION_CHARS,
+    FEED_ID,
     MAX_ADVISORY_ID_CHARS,
     MAX_NOTE_CHARS,
     MAX_URL_CHARS,
@@ -33,7 +33,7 @@ def _v2_problems(document: dict[str, Any]) -> list[tuple[str, str]]:
     """Semantic checks of schema version 2 that a JSON Schema pattern cannot make safely."""
     problems: list[tuple[str, str]] = []
     feed_id = document.get("feed_id")
-    if isinstance(feed_id, str) and not _FEED_ID.match(feed_id):
+    if isinstance(feed_id, str) and not FEED_ID.match(feed_id):
         problems.append(
             (
                 "$.feed_id",

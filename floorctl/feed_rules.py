@@ -33,7 +33,9 @@ _Path = tuple[str | int, ...]
 # `\Z`, not `$`: in Python `$` also matches before a trailing newline ("aider\n").
 # The classes are ASCII ranges, so look-alike letters (Cyrillic, fullwidth) cannot match.
 _NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}\Z")
-_FEED_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}\Z")
+FEED_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}\Z")
+# A feed's version: at least 1, at most what every JSON reader holds exactly.
+MAX_FEED_VERSION = 2**53 - 1
 _ADVISORY_ID = re.compile(r"[A-Za-z0-9]+(?:-[A-Za-z0-9]+)*\Z")
 # Characters PEP 440 can use; checked before packaging parses (its regex is case-insensitive,
 # so non-ASCII letters could in principle fold onto ASCII ones).

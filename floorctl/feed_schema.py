@@ -10,7 +10,14 @@ from typing import TYPE_CHECKING, Any
 
 from floorctl.feed_checks import _entry_problems
 from floorctl.feed_messages import _a, _json_type, _show, format_path, show_value
-from floorctl.feed_rules import _FEED_ID, IDENTITY_FIELDS, MAX_ADAPTERS, SCHEMA_FILES, _Path
+from floorctl.feed_rules import (
+    FEED_ID,
+    IDENTITY_FIELDS,
+    MAX_ADAPTERS,
+    MAX_FEED_VERSION,
+    SCHEMA_FILES,
+    _Path,
+)
 from floorctl.feed_v3_checks import _v3_entry_problems
 
 if TYPE_CHECKING:
@@ -71,7 +78,6 @@ _TOP_FIELDS = {
     2: frozenset({"schema_version", "adapters", *IDENTITY_FIELDS}),
     3: frozenset({"schema_version", "adapters", *IDENTITY_FIELDS}),
 }
-_MAX_FEED_VERSION = 2**53 - 1
 _MAX_TIME_CHARS = 64
 
 
@@ -100,9 +106,9 @@ def top_level_clean(document: dict[str, Any], version: int) -> bool:
     if "feed_id" not in keys:
         return True
     feed_id, number = document["feed_id"], document["version"]
-    if type(feed_id) is not str or not _FEED_ID.match(feed_id):
+    if type(feed_id) is not str or not FEED_ID.match(feed_id):
         return False
-    if type(number) is not int or not 1 <= number <= _MAX_FEED_VERSION:
+    if type(number) is not int or not 1 <= number <= MAX_FEED_VERSION:
         return False
     return all(
         type(document[name]) is str and 1 <= len(document[name]) <= _MAX_TIME_CHARS

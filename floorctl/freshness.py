@@ -26,8 +26,7 @@ from typing import Any
 
 from floorctl import keys, locking
 from floorctl.errors import FreshnessError
-from floorctl.feed_rules import _FEED_ID
-from floorctl.feed_schema import _MAX_FEED_VERSION
+from floorctl.feed_rules import FEED_ID, MAX_FEED_VERSION
 from floorctl.feeds import Feed
 from floorguard._base import atomic
 from floorguard._base._canonical import RepeatedKey, is_digest, loads_strict
@@ -115,10 +114,10 @@ def load_state(path: Path) -> FreshnessState:
     accepted: dict[str, Accepted] = {}
     for feed_id, entry in document["feeds"].items():
         if (
-            not _FEED_ID.match(feed_id)  # (what a feed may name itself and number:
+            not FEED_ID.match(feed_id)  # (what a feed may name itself and number:
             or not isinstance(entry, dict)
             or type(entry.get("version")) is not int
-            or not 1 <= entry["version"] <= _MAX_FEED_VERSION  # schemas/feed.v2)
+            or not 1 <= entry["version"] <= MAX_FEED_VERSION  # schemas/feed.v2)
             or not is_digest(entry.get("digest"))
             or type(entry.get("signed", False)) is not bool
         ):
