@@ -14,6 +14,7 @@ lock then refuses appends within their timeout, as before.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import threading
@@ -357,16 +358,33 @@ def _served(conn: psycopg.Connection[Any], name: str, served: list[str]) -> None
     conn.rollback()
 
 
-def test_waiters_behind_a_standing_claim_sleep_outside_the_queue_until_it_is_served(
-    pg: Chain,
-) -> None:
-    # Waiters that poll while a claim stands load the server that the claimant and the
-    # holder need: so a waiter sleeps on the claimant's own advisory lock, out of the
-    # chain lock's queue, and the claimant is served first.
+@dataclasses.dataclass
+class _Claim:
+    """A claimant (this host) waiting behind the owner's hold, and a later waiter (another
+    host) behind its claim; each appends in its own thread, noting its turn in ``served``."""
+
+    owner: psycopg.Connection[Any]
+    claimant: threading.Thread
+    late: threading.Thread
+    late_pid: int
+    served: list[str]
+
+    def serve_claimant(self) -> None:
+        """The owner lets the lock go: the claimant is served (and lets it go)."""
+        self.owner.rollback()
+        self.claimant.join(10)
+
+    def serve(self) -> None:
+        """Both are served, in whatever order."""
+        self.serve_claimant()
+        self.late.join(10)
+
+
+@contextlib.contextmanager
+def _a_claim_and_a_waiter(pg: Chain) -> Iterator[_Claim]:
     pg.chain().append(CANARY, receipt())
     late_url = _another_host(pg, "late")
     served: list[str] = []
-
     with (
         psycopg.connect(pg.owner_url) as owner,  # never ended: it holds as long as it likes
         psycopg.connect(pg.url) as claimant,
@@ -381,17 +399,25 @@ def test_waiters_behind_a_standing_claim_sleep_outside_the_queue_until_it_is_ser
         assert _wake_locks(pg, claimant.info.backend_pid, granted=True) == "1"
         second = threading.Thread(target=_served, args=(late, "late", served), daemon=True)
         second.start()
+        yield _Claim(owner, first, second, late.info.backend_pid, served)
+
+
+def test_waiters_behind_a_standing_claim_sleep_outside_the_queue_until_it_is_served(
+    pg: Chain,
+) -> None:
+    # Waiters that poll while a claim stands load the server that the claimant and the
+    # holder need: so a waiter sleeps on the claimant's own advisory lock, out of the
+    # chain lock's queue, and the claimant is served first.
+    with _a_claim_and_a_waiter(pg) as claim:
         time.sleep(0.5)
-        assert _wake_locks(pg, late.info.backend_pid, granted=False) == "1"
+        assert _wake_locks(pg, claim.late_pid, granted=False) == "1"
         in_queue = pg.sql(
             "SELECT count(*) FROM pg_locks WHERE relation = 'floorguard.append_lock'::regclass"  # noqa: S608
-            f" AND pid = {late.info.backend_pid}"
+            f" AND pid = {claim.late_pid}"
         )
         assert in_queue == "0"
-        owner.rollback()
-        first.join(10)
-        second.join(10)
-    assert served == ["claimant", "late"]
+        claim.serve()
+    assert claim.served == ["claimant", "late"]
     assert pg.sql("SELECT last_value FROM floorguard.lock_claim") == "0"
 
 
@@ -404,23 +430,8 @@ def test_a_waiter_woken_as_its_sleep_times_out_keeps_no_lock_on_the_claimant(
     # claiming again later, can no longer take its own wake lock (every waiter then polls).
     # Here the waiter's backend is stopped while it waits, the lock granted and its
     # timeout passed, then continued: both arrive at once.
-    pg.chain().append(CANARY, receipt())
-    late_url = _another_host(pg, "late")
-    served: list[str] = []
-
-    with (
-        psycopg.connect(pg.owner_url) as owner,
-        psycopg.connect(pg.url) as claimant,
-        psycopg.connect(late_url) as late,
-    ):
-        late_pid = late.info.backend_pid
-        owner.execute("LOCK TABLE floorguard.append_lock IN EXCLUSIVE MODE")
-        first = threading.Thread(target=_served, args=(claimant, "claimant", served), daemon=True)
-        first.start()
-        time.sleep(1.4)  # it has waited the hold limit: it claims
-        assert _wake_locks(pg, claimant.info.backend_pid, granted=True) == "1"
-        second = threading.Thread(target=_served, args=(late, "late", served), daemon=True)
-        second.start()
+    with _a_claim_and_a_waiter(pg) as claim:
+        late_pid = claim.late_pid
         for _ in range(200):  # stopped inside one of its sleeps on the wake lock
             os.kill(late_pid, signal.SIGSTOP)
             if _wake_locks(pg, late_pid, granted=False) == "1":
@@ -430,14 +441,13 @@ def test_a_waiter_woken_as_its_sleep_times_out_keeps_no_lock_on_the_claimant(
         else:
             pytest.fail("the waiter was never found sleeping on the claimant's wake lock")
         try:
-            owner.rollback()  # the claimant is served and lets its wake lock go
-            first.join(10)
+            claim.serve_claimant()  # it lets its wake lock go
             assert _wake_locks(pg, late_pid, granted=True) == "1"  # granted while stopped
             time.sleep(0.3)  # and its wait's timeout passed
         finally:
             os.kill(late_pid, signal.SIGCONT)
-        second.join(10)
-        assert served == ["claimant", "late"]
+        claim.serve()
+        assert claim.served == ["claimant", "late"]
         held = pg.sql(
             "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"  # noqa: S608
             f" AND pid = {late_pid}"
