@@ -114,3 +114,32 @@ def test_no_proof_or_checkpoint_comes_from_a_chain_with_something_planted(
     assert "floorguard does not make" in signed.stderr
     exported = _floorctl(env, "chain", "export")
     assert exported.returncode == 1 and exported.stdout == "", exported
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [DROP_TREE_INSERTS, ZERO_STORED_NODES, RECORDS_AS_A_VIEW_THAT_KEEPS_NOTHING],
+    ids=["nodes-kept-out", "nodes-zeroed", "records-a-view"],
+)
+def test_a_process_that_proved_before_refuses_its_next_proof_once_something_is_planted(
+    host: LongLivedHost, home: Path, planted: tuple[str, ...]
+) -> None:
+    # The process's read connection, kept between proofs, has found the file floorguard's
+    # own: what it found must not outlive a change made from another connection.
+    assert "proof" in host.prove(3)
+    assert "proof" in host.prove(4)
+    tamper(home, *planted)
+    assert _names_the_planted_object(host.prove(3))
+
+
+def test_a_process_that_proved_before_proves_records_appended_since(
+    host: LongLivedHost, env: dict[str, str]
+) -> None:
+    assert host.prove(4)["proof"]["tree_size"] == 5
+    with LongLivedHost(env) as other:
+        other.appended(3)
+    proof = host.prove(7)["proof"]
+    assert (proof["tree_size"], proof["leaf_index"]) == (8, 7)
+    assert host.prove(4)["proof"]["tree_size"] == 8
+    assert host.appended(1) == [8]  # (its own append: another connection of the process)
+    assert host.prove(8)["proof"]["tree_size"] == 9

@@ -85,9 +85,7 @@ class TreeSnapshot:
         else:
             return
         # (a stored value that is no hash is left for ``subtree`` to refuse)
-        for key, value in found.items():
-            if len(value) == merkle.HASH_SIZE:
-                fetched[key] = value
+        fetched.update([item for item in found.items() if len(item[1]) == merkle.HASH_SIZE])
 
     def subtree(self, level: int, index: int) -> bytes:
         """The stored hash of complete subtree (level, index). Raises ChainError."""

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import os
 import stat
 import threading
@@ -132,6 +133,7 @@ _INSERT_NODE = "INSERT INTO tree (level, idx, hash) VALUES (?, ?, ?)"
 _INSERT_RECORD = f"INSERT INTO records ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"  # noqa: S608
 
 
+@functools.cache  # (at most _PAIRS_A_QUERY texts: building one costs a proof a microsecond)
 def _subtrees_query(count: int) -> str:
     """The hashes of ``count`` (level, idx) pairs in one statement, a row for each pair in
     the order given (NULL for a pair the tree lacks): the pairs as a VALUES table, the
@@ -151,11 +153,17 @@ class _View:
 
     ahead = False
 
-    def __init__(self, conn: sqlite3.Connection | sqlite3.Cursor, has_tree: bool = True) -> None:
+    def __init__(
+        self,
+        conn: sqlite3.Connection | sqlite3.Cursor,
+        has_tree: bool = True,
+        seen: _ReaderSeen | None = None,
+    ) -> None:
         # (a cursor only where no statement's rows are read while another runs: the run-ahead
         # write, one statement after the other)
         self._conn = conn
         self._has_tree = has_tree
+        self._seen = seen  # (a read on the kept connection: what it found at this version)
 
     def record_count(self) -> int:
         # Records are seq 0..n-1 (append makes them so; count(*) would scan the table).
@@ -180,6 +188,14 @@ class _View:
         return None if row is None else str(row[0])
 
     def extent(self) -> tuple[int, int, str | None]:
+        seen = self._seen
+        if seen is not None:
+            if seen.extent is None:
+                seen.extent = self._read_extent()
+            return seen.extent
+        return self._read_extent()
+
+    def _read_extent(self) -> tuple[int, int, str | None]:
         tree = "(SELECT max(idx) FROM tree WHERE level = 0)" if self._has_tree else "NULL"
         row = self._conn.execute(
             f"SELECT (SELECT max(seq) FROM records), {tree},"  # noqa: S608
@@ -247,14 +263,19 @@ class _View:
         if not self._has_tree:
             return found
         for start in range(0, len(keys), _PAIRS_A_QUERY):
-            chunk = keys[start : start + _PAIRS_A_QUERY]
-            params = [value for key in chunk for value in key]
+            chunk = keys if len(keys) <= _PAIRS_A_QUERY else keys[start : start + _PAIRS_A_QUERY]
+            params = list(itertools.chain.from_iterable(chunk))
             rows = self._conn.execute(_subtrees_query(len(chunk)), params).fetchall()
             if len(rows) != len(chunk):  # (one row a pair: a LEFT JOIN on a primary key)
                 raise ChainError("the tree's lookup returned a row too many or few")
-            for key, (digest,) in zip(chunk, rows, strict=True):
-                if type(digest) is bytes:  # (a BLOB; NULL or anything else is no hash)
-                    found[key] = digest
+            # (a BLOB; NULL or anything else is no hash)
+            found.update(
+                [
+                    (key, row[0])
+                    for key, row in zip(chunk, rows, strict=True)
+                    if type(row[0]) is bytes
+                ]
+            )
         return found
 
     def subtrees_and_row(
@@ -336,6 +357,20 @@ class _WriteView(_View):
         super().insert_nodes(rows)
         if len(rows) <= _NODES_OF_AN_APPEND:  # (an append's; not a whole tree built)
             self.nodes_seen.update(((level, index), digest) for level, index, digest in rows)
+
+
+class _ReaderSeen:
+    """What the kept read connection found at one data version: the file floorguard's own
+    (its schema objects checked), whether it has a tree, and once read, its extent. While
+    no other connection commits the version stays and so does all of it (the connection
+    only reads): a read at that version starts with one pragma, not two queries."""
+
+    __slots__ = ("extent", "has_tree", "version")
+
+    def __init__(self, version: object, has_tree: bool) -> None:
+        self.version = version
+        self.has_tree = has_tree
+        self.extent: tuple[int, int, str | None] | None = None
 
 
 class _Known:
@@ -432,6 +467,7 @@ class SqliteStore:
         self._reader_lock = threading.Lock()
         self._reader: sqlite3.Connection | None = None
         self._reader_key: tuple[int, tuple[int, int] | None] | None = None
+        self._reader_seen: _ReaderSeen | None = None
 
     def exists(self) -> bool:
         return self.db_path.is_file()
@@ -653,23 +689,31 @@ class SqliteStore:
             ok = False
             try:
                 try:
-                    # One read transaction: everything read comes from one snapshot.
+                    # One read transaction: everything read comes from one snapshot (the
+                    # pragma, the first statement of a kept connection's read, starts it).
                     conn.execute("BEGIN")
-                    objects = conn.execute(_SCHEMA_OBJECTS).fetchall()
+                    version, seen = self._seen_as_before(conn) if kept else (None, None)
+                    if seen is None:
+                        objects = conn.execute(_SCHEMA_OBJECTS).fetchall()
                 except sqlite3.Error as exc:
                     raise ChainError(
                         f"cannot read the audit chain {self.db_path}: {_explain(exc)}"
                     ) from exc
-                foreign = _foreign(objects)
-                if foreign:
-                    raise ChainError(f"cannot read the audit chain {self.db_path}: {foreign}")
-                tables = {name for kind, name in objects if kind == "table"}
-                if "records" not in tables:
+                if seen is None:
+                    foreign = _foreign(objects)
+                    if foreign:
+                        raise ChainError(f"cannot read the audit chain {self.db_path}: {foreign}")
+                    tables = {name for kind, name in objects if kind == "table"}
+                    if "records" in tables:
+                        seen = _ReaderSeen(version, "tree" in tables)
+                        if kept:
+                            self._reader_seen = seen
+                if seen is None:
                     # A database with no records table yet is an empty chain, nothing more.
                     yield None
                 else:
                     try:
-                        yield _View(conn, has_tree="tree" in tables)
+                        yield _View(conn, has_tree=seen.has_tree, seen=seen)
                     except Exception as exc:
                         if _is_storage_error(exc):
                             raise ChainError(
@@ -687,6 +731,17 @@ class SqliteStore:
         finally:
             if kept:
                 self._reader_lock.release()
+
+    def _seen_as_before(self, conn: sqlite3.Connection) -> tuple[object, _ReaderSeen | None]:
+        """The kept connection's data version, read as its snapshot begins, and what it
+        found when it last read this file if no other connection has committed since (the
+        version is unchanged)."""
+        (version,) = conn.execute("PRAGMA data_version").fetchone()
+        seen = self._reader_seen
+        if seen is None or seen.version != version:
+            self._reader_seen = None
+            return version, None
+        return version, seen
 
     def _kept_reader(self, inode: tuple[int, int]) -> sqlite3.Connection | None:
         """The kept read connection (under ``_reader_lock``) when it was opened in this
@@ -727,6 +782,7 @@ class SqliteStore:
                 self._reader.close()
         self._reader = None
         self._reader_key = None
+        self._reader_seen = None
 
 
 def _run_ahead(
