@@ -29,6 +29,7 @@ from pathlib import Path
 
 import pytest
 from helpers.bench import BareDurableTable
+from helpers.grown_chain import grow_sqlite
 from probes.native import native_program
 
 import floorguard
@@ -185,46 +186,14 @@ def test_bench_import_cost() -> None:
 
 
 def _chain_of(home: Path, count: int) -> None:
-    """A chain of ``count`` records in ``home``, written straight into the database (records
-    1..count-2 synthetic, as in test_bench_tlog.py; the head a real record with a true MAC,
-    which is all an append checks), with its tree built by the chain itself."""
-    import sqlite3
-
-    from floorguard._chain.chain import body_text, record_mac
-    from floorguard._chain.chain_key import load_key
-
+    """A chain of ``count`` records in ``home``: one appended, the rest written straight into
+    the database as the chain would write them (linked, with their MACs and tree nodes)."""
     chain = AuditChain(home / "chain.sqlite3", home / "chain.key")
-    first = chain.append(
+    chain.append(
         "adapter.canary_receipt",
         {"kind": "adapter.canary_receipt", "schema_version": 1, "ts": "2026-01-01T00:00:00Z"},
     )
-    chain.close()
-    receipt = (
-        '{"kind":"adapter.canary_receipt","n":%d,"schema_version":1,"ts":"2026-01-01T00:00:00Z"}'
-    )
-    ts = "2026-01-01T00:00:00.000000Z"
-
-    def row(n: int, mac: str) -> tuple[object, ...]:
-        return (n, ts, first.chain_id, "adapter.canary_receipt", "sha256:" + "00" * 32,
-                receipt % n, "sha256:" + "11" * 32, mac)  # fmt: skip
-
-    last = row(count - 1, "")
-    body = body_text(
-        seq=count - 1, ts=ts, chain_id=first.chain_id, event="adapter.canary_receipt",
-        receipt_id="sha256:" + "00" * 32, receipt_json=receipt % (count - 1),
-        prev="sha256:" + "11" * 32,
-    )  # fmt: skip
-    last = (*last[:7], record_mac(load_key(home / "chain.key"), body.encode("utf-8")))
-    conn = sqlite3.connect(chain.db_path, isolation_level=None)
-    conn.execute("BEGIN")
-    conn.executemany(
-        "INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (row(n, "22" * 32) for n in range(1, count - 1)),
-    )
-    conn.execute("INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?)", last)
-    conn.execute("COMMIT")
-    conn.close()
-    AuditChain(chain.db_path, chain.key_file).ensure_tree()
+    grow_sqlite(chain, count - 1)
 
 
 @pytest.mark.parametrize("size", [1_000, 100_000, 1_000_000])
