@@ -6,9 +6,10 @@
   under 10 ms and verified in under 1 ms (medians); likewise a consistency proof between
   sizes 500,000 and 1,000,000.
 
-Records are written straight into the database (one transaction, synthetic but well-formed
-rows) so that a million of them take seconds, not the hours a million durable appends take;
-the tree is then built by the chain itself. Assertions allow for noisy shared machines.
+Records are written straight into the database (tests/helpers/grown_chain.py: linked, with
+their MACs) so that a million of them take seconds, not the hours a million durable appends
+take; the tree is then dropped and built again by the chain itself. Assertions allow for
+noisy shared machines.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from helpers.bench_chain import read_and_hash_every_record
+from helpers.grown_chain import grow_sqlite
 
 from floorguard._chain.chain import AuditChain
 from floorguard._crypto import merkle
@@ -32,24 +34,13 @@ CANARY = "adapter.canary_receipt"
 
 
 def _chain_of(folder: Path, count: int) -> AuditChain:
+    """A chain of ``count`` linked records with their MACs and no tree, as the code before
+    the tree left one: grown straight into the database, then its tree dropped."""
     chain = AuditChain(folder / "chain.sqlite3", folder / "chain.key")
-    first = chain.append(
-        CANARY, {"kind": CANARY, "schema_version": 1, "ts": "2026-01-01T00:00:00Z"}
-    )
-    chain.close()
+    chain.append(CANARY, {"kind": CANARY, "schema_version": 1, "ts": "2026-01-01T00:00:00Z"})
+    grow_sqlite(chain, count - 1)
     conn = sqlite3.connect(chain.db_path, isolation_level=None)
-    conn.execute("BEGIN")
-    receipt = (
-        '{"kind":"adapter.canary_receipt","n":%d,"schema_version":1,"ts":"2026-01-01T00:00:00Z"}'
-    )
-    rows = (
-        (n, "2026-01-01T00:00:00.000000Z", first.chain_id, CANARY, "sha256:" + "00" * 32,
-         receipt % n, "sha256:" + "11" * 32, "22" * 32)
-        for n in range(1, count)
-    )  # fmt: skip
-    conn.executemany("INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
-    conn.execute("DROP TABLE tree")  # as the code before the tree left it
-    conn.execute("COMMIT")
+    conn.execute("DROP TABLE tree")
     conn.close()
     return AuditChain(chain.db_path, chain.key_file)
 

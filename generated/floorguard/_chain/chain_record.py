@@ -62,7 +62,6 @@ RECORD_FIELDS: tuple[str, ...] = (
 BODY_FIELDS: tuple[str, ...] = RECORD_FIELDS[:-1]
 MAX_RECEIPT_BYTES = 1 << 20
 GENESIS_PREV = ZERO_DIGEST
-_HEX = frozenset("0123456789abcdef")
 
 
 # --- canonical bytes, fast -------------------------------------------------------------------
@@ -161,7 +160,7 @@ def record_mac(key: bytes, body: bytes) -> str:
 
 def is_chain_id(text: object) -> bool:
     """True for 32 lowercase hex characters."""
-    return isinstance(text, str) and len(text) == 32 and set(text) <= _HEX
+    return isinstance(text, str) and len(text) == 32 and not text.strip(record_signature.HEX_DIGITS)
 
 
 def is_mac(text: object) -> bool:
@@ -274,6 +273,18 @@ class ChainRecord:
 
 
 _Row = Row
+
+
+def _row_body_and_line(row: _Row) -> tuple[str, str]:
+    """``_row_body(row)`` and ``_row_line(row)``, each field escaped once for both (building
+    a tree reads every record for both)."""
+    seq, ts, chain_id, event, receipt_id, receipt_json, prev, mac = row
+    head = f'{{"chain_id":{_jstr(chain_id)},"event":{_jstr(event)},'
+    tail = (
+        f'"prev":{_jstr(prev)},"receipt":{receipt_json},"receipt_id":{_jstr(receipt_id)},'
+        f'"seq":{seq},"ts":{_jstr(ts)}}}'
+    )
+    return head + tail, f'{head}"mac":{_jstr(mac)},{tail}'
 
 
 def _row_body(row: _Row) -> str:

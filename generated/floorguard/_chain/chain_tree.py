@@ -13,6 +13,7 @@ from floorguard._chain.chain_record import (
     EVENTS,
     GENESIS_PREV,
     _row_body,
+    _row_body_and_line,
     _row_line,
     is_chain_id,
     is_mac,
@@ -185,12 +186,14 @@ def _build_tree(view: WriteView, upto: int) -> None:
     edge = merkle.CompactRange.of(start, stored)
     pending: list[tuple[int, int, bytes]] = []
     expected = start
+    chain_id = None  # (the last one found of its form: a chain's records share theirs)
+    # (each row's fields are of their types: the stores refuse a row holding any other)
     for row in view.rows(start, upto - 1):
         if row[0] != expected:
             raise ChainWriteError(f"the audit chain has no record {expected}")
-        if not all(type(value) is str for value in row[1:]):
-            raise ChainWriteError(f"record {expected} holds a value that is not text")
-        if not (is_chain_ts(row[1]) and is_chain_id(row[2]) and row[3] in EVENTS
+        if row[2] != chain_id:
+            chain_id = row[2] if is_chain_id(row[2]) else None
+        if not (chain_id is not None and is_chain_ts(row[1]) and row[3] in EVENTS
                 and is_mac(row[7])):  # fmt: skip
             raise ChainWriteError(f"record {expected}'s stamp, chain id, event or mac is "
                                   "not of the chain's form")  # fmt: skip
@@ -200,9 +203,11 @@ def _build_tree(view: WriteView, upto: int) -> None:
         if row[4] != record_digest(row[5].encode("utf-8")):
             raise ChainWriteError(f"record {expected}'s receipt_id is not its receipt's digest")
         expected += 1
-        previous = record_digest(_row_body(row).encode("utf-8"))
-        pending.extend(edge.append(merkle.leaf_hash(_row_line(row).encode("utf-8"))))
+        body, line = _row_body_and_line(row)
+        previous = record_digest(body.encode("utf-8"))
+        pending.extend(edge.append(merkle.leaf_hash(line.encode("utf-8"))))
         if len(pending) >= 4096:
+            pending.sort()  # (each level's nodes together: each insert near the last)
             view.insert_nodes(pending)
             pending.clear()
     if expected != upto:

@@ -328,7 +328,8 @@ class CompactRange:
         made = [(0, index, leaf)]
         current, level = leaf, 0
         while index >> level & 1:
-            current = node_hash(self._edge.pop(), current)
+            # (node_hash inlined: building a chain's tree is mostly these calls)
+            current = hashlib.sha256(_NODE_PREFIX + self._edge.pop() + current).digest()
             level += 1
             made.append((level, index >> level, current))
         self._edge.append(current)

@@ -85,11 +85,14 @@ _OWN_OBJECTS: Final = frozenset(
 )  # fmt: skip
 
 
+_ROW_TYPES = (int, str, str, str, str, str, str, str)
+
+
 def _record(row: Any) -> Row:
     """A stored row as a record: its seq an integer, every other field text. Anything else
     (a BLOB, a number where the column's affinity kept one) is an altered database, refused
     in words before any of it is hashed, formatted or compared."""
-    if type(row[0]) is not int or not all(type(value) is str for value in row[1:]):
+    if tuple(map(type, row)) != _ROW_TYPES:  # (in C: a third of a generator's time)
         raise ChainWriteError(
             f"record {row[0]!r} holds a value that is not text (the database was altered)"
         )
@@ -599,18 +602,25 @@ class SqliteStore:
             raise ChainWriteError(
                 f"cannot open the audit chain: {self.db_path} is a folder, not a database"
             )
-        # Create it 0600 ourselves; SQLite gives its -wal and -shm files the same mode.
-        # O_NONBLOCK and the fstat: a FIFO or device there is refused by name, not waited on.
-        fd = os.open(self.db_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK, 0o600)
+        # The file is never opened here once it exists: SQLite's locks on it are POSIX locks,
+        # and closing any descriptor of it would let go of every one this process holds (its
+        # kept reader's among them), so another process closing the chain would take itself
+        # for the last and remove the log this process still uses. Looked at instead (a FIFO
+        # or device there is refused by name, not waited on), and created, 0600 (SQLite
+        # gives its -wal and -shm files the same mode), only when absent: no connection of
+        # this process can hold a lock on a file that did not exist.
         try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                raise ChainWriteError(
-                    f"cannot open the audit chain: {self.db_path}: not a regular file"
-                )
-            _refuse_more_names(self.db_path, ((info.st_dev, info.st_ino, info.st_nlink),))
-        finally:
-            os.close(fd)
+            info = os.stat(self.db_path)
+        except FileNotFoundError:
+            with contextlib.suppress(FileExistsError):  # (another got there first)
+                os.close(os.open(self.db_path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC,
+                                 0o600))  # fmt: skip
+            info = os.stat(self.db_path)
+        if not stat.S_ISREG(info.st_mode):
+            raise ChainWriteError(
+                f"cannot open the audit chain: {self.db_path}: not a regular file"
+            )
+        _refuse_more_names(self.db_path, ((info.st_dev, info.st_ino, info.st_nlink),))
         _refuse_odd_companions(self.db_path, ChainWriteError)
         conn = sqlite3.connect(
             self.db_path,
