@@ -11,6 +11,7 @@ import dataclasses
 import datetime as _dt
 import os
 from collections.abc import Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
@@ -755,11 +756,18 @@ def _judge_server(
     if unreadable is not None:
         judged = _Judgement(REFUSE, f"{requested} cannot be judged as declared: {unreadable}")
     else:
-        from floorguard._identify.identification import workspace_in_force
+        from floorguard._identify.identification import (
+            agent_environment,
+            agent_workspace,
+            workspace_in_force,
+        )
 
         # A server's own cwd may lie below the agent's: what its inputs put anywhere in
-        # the agent's working directory is the workspace's all the same.
-        with workspace_in_force(cwd, run_environ):
+        # the agent's working directory is the workspace's all the same (the first agent's,
+        # for the servers of a server that is an agent).
+        outer = agent_workspace()
+        workspace = (cwd, run_environ) if outer is None else (outer, agent_environment())
+        with workspace_in_force(*workspace):
             judged = judge(
                 requested,
                 binary=command,
@@ -771,6 +779,13 @@ def _judge_server(
                 floor_map=floor_map,
                 started_by_name=True,
             )
+            client = CLIENT_OF_ADAPTER.get(judged.adapter or requested)
+            if judged.verdict != REFUSE and client is not None:
+                judged = _as_agent_with_servers(
+                    requested, judged, client, policy=policy, environ=environ,
+                    run_environ=server_env, argv=declared.args, cwd=where,
+                    floor_map=floor_map,
+                )  # fmt: skip
     if judged.verdict != REFUSE and map_hash is not None and judged.floor_map_hash != map_hash:
         judged = dataclasses.replace(
             judged, verdict=REFUSE, reason="the floor map changed while it was judged",
@@ -792,6 +807,8 @@ def _judge_server(
     }
     if judged.run_through is not None:
         entry["run_through"] = judged.run_through
+    if judged.mcp_servers is not None:  # (a server that is an agent: the servers it starts)
+        entry["mcp_servers"] = list(judged.mcp_servers)
     entry["reason"] = _without_arguments(judged.reason, declared, run_environ)
     if judged.verdict != REFUSE:
         return entry, None
@@ -803,6 +820,45 @@ def _judge_server(
         f"the MCP server {declared.name!r} ({shown} {version}, declared in "
         f"{declared.source} at {declared.at}), which is refused: {entry['reason']}"
     )
+
+
+# How many agents deep servers that are agents are followed: claude started as a server of
+# gemini is one. Deeper is refused, never followed: a gemini whose folder declares gemini
+# would start itself without end.
+MAX_AGENT_NESTING: Final = 3
+_NESTING: ContextVar[int] = ContextVar("floorguard_agent_nesting", default=0)
+
+
+def _as_agent_with_servers(
+    requested: str,
+    server: _Judgement,
+    client: str,
+    *,
+    policy: str,
+    environ: Mapping[str, str],
+    run_environ: Mapping[str, str],
+    argv: Sequence[str],
+    cwd: str,
+    floor_map: object,
+) -> _Judgement:
+    """An MCP server that is itself an agent (``client``), judged with the servers it will
+    start in its own folder, with its own arguments and environment, as an agent is."""
+    depth = _NESTING.get() + 1
+    if depth > MAX_AGENT_NESTING:
+        return dataclasses.replace(
+            server, verdict=REFUSE, waiver_id=None, mcp_servers=(),
+            reason=f"{requested} is an agent started as an MCP server by agents nested "
+            f"{depth} deep (each starting the next as a server), deeper than the "
+            f"{MAX_AGENT_NESTING} followed",
+        )  # fmt: skip
+    token = _NESTING.set(depth)
+    try:
+        return _with_servers(
+            requested, server, client, policy=policy, environ=environ,
+            run_environ=run_environ, argv=argv, cwd=cwd, floor_map=floor_map,
+        )  # fmt: skip
+    finally:
+        _NESTING.reset(token)
 
 
 def _without_arguments(reason: str, declared: Declaration, run_environ: Mapping[str, str]) -> str:
