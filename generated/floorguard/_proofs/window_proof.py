@@ -374,7 +374,7 @@ class WindowProof:
                 reason = self._judge_spawn(verdict, server_adapter, server.get("version"), map_hash)
             if reason is not None:
                 self._violation(seq, f"{where}: {reason}")
-            if "mcp_servers" in server:
+            if "mcp_servers" in server and isinstance(server_adapter, str):
                 # A server that is an agent, with the servers it starts: held to them as
                 # the agent is, by the same map.
                 started = {key: receipt.get(key) for key in ("ts", "floor_map_hash")}
