@@ -836,46 +836,31 @@ def _node_run(
     """What ``node ARGV`` runs (``script``: the opened file when it is the main script) and
     the inputs not understood."""
     from floorguard._identify.node_command import node_environment_doubts, parse_node_argv
+    from floorguard._identify.node_resolution import node_search_doubts
 
     command = parse_node_argv(argv)
-    doubts = [
-        *command.doubts,
-        *node_environment_doubts(environ),
-        *_node_global_folders(environ, here, node),
-    ]
+    doubts = [*command.doubts, *node_environment_doubts(environ)]
     if command.runs in ("stdin", "repl"):
         doubts.append("node reads its program from standard input")
     if command.runs != "script" or command.script is None:
+        doubts += node_search_doubts(environ, here, node=node, program=None, package=None)
         return None, doubts
     if script is not None and command.script == str(script.path):
-        return identify.npm_identification(script.dir_fd, script.path, "node-script"), doubts
-    main = _node_main(command.script, here)
-    if main is None:
-        doubts.append(f"node's main script {command.script} is not found")
-        return None, doubts
-    with main:
-        return identify.npm_identification(main.dir_fd, main.path, "node-script"), doubts
-
-
-def _node_global_folders(environ: Mapping[str, str], here: str, node: str) -> list[str]:
-    """node's ``require`` looks last in its global folders: ``$HOME/.node_modules`` and
-    ``$HOME/.node_libraries`` (HOME against the working directory when relative), and
-    ``lib/node`` of node's own prefix (two folders above its real file). A module there
-    answers any ``require`` nothing installed beside the program does (an optional
-    dependency), so any of them being there is code that may run and was not judged."""
-    home = environ.get("HOME")
-    folders = [
-        os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(node))), "lib", "node")
-    ]
-    if home:
-        base = os.path.join(here, home)
-        folders += [os.path.join(base, ".node_modules"), os.path.join(base, ".node_libraries")]
-    return [
-        f"{folder} is there, where node's require looks for any module not installed beside "
-        "the program"
-        for folder in folders
-        if os.path.lexists(folder)
-    ]
+        found = identify.npm_identification(script.dir_fd, script.path, "node-script")
+        program = str(script.path)
+    else:
+        main = _node_main(command.script, here)
+        if main is None:
+            doubts.append(f"node's main script {command.script} is not found")
+            doubts += node_search_doubts(environ, here, node=node, program=None, package=None)
+            return None, doubts
+        with main:
+            found = identify.npm_identification(main.dir_fd, main.path, "node-script")
+            program = str(main.path)
+    # The walk up for modules starts from the real file node loads, as its loaders resolve it.
+    package = os.path.dirname(found.version_source) if found and found.version_source else None
+    doubts += node_search_doubts(environ, here, node=node, program=program, package=package)
+    return found, doubts
 
 
 _NODE_EXTENSIONS: Final = ("", ".js", ".json", ".node")
