@@ -396,7 +396,8 @@ def _runs_itself(kind: str, argv: list[str], script: str) -> str | None:
 
 def _parse_shebang(head: bytes) -> _Shebang:
     """The interpreter and arguments of a ``#!`` line, as the kernel passes them: the rest
-    of the line after the interpreter is *one* argument; ``env -S`` splits it into words.
+    of the line after the interpreter is *one* argument; ``env -S`` splits it into words
+    (``env_command.split_string``: at its own blanks, up to a comment).
     What ``env`` is asked to do besides naming a program (set variables, clear the
     environment, quoting) is a doubt, and so is a line the kernel reads otherwise than its
     letters say: longer than the kernel reads (it cuts it), or holding a carriage return
@@ -414,9 +415,15 @@ def _parse_shebang(head: bytes) -> _Shebang:
         if not rest or rest.startswith("-") or " " in rest or "=" in rest:
             return _Shebang("", (), (f"the #! line {line!r} is not understood",))
         return _Shebang(rest, (), through_env=True)
-    words = rest[2:].split()
-    if not words or any(c in rest for c in "\"'\\$"):
-        return _Shebang("", (), (f"the #! line {line!r} is not understood",))
+    from floorguard._identify import env_command
+
+    try:
+        words = env_command.split_string(rest[2:])
+    except env_command.EnvRefused as exc:
+        return _Shebang("", (), (f"the #! line {line!r} is not understood: {exc}",))
+    if not words:
+        # env would go on to run the script itself, named as its command.
+        return _Shebang("", (), (f"the #! line {line!r} names no program for env",))
     if words[0].startswith("-") or "=" in words[0]:
         # env's own options and NAME=VALUE words change the interpreter's environment.
         return _Shebang("", (), (f"the #! line {line!r} sets env options or variables",))
