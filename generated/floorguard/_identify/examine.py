@@ -154,6 +154,9 @@ def _launched(
         launch = launchers.parse_launch(launcher, argv[skip:], cwd=here)
         judged = launchers.judge_launch(launch, cwd=here)
         doubts += launchers.global_bin_doubts(launch, environ, here, npm)
+        if judged.identified is not None:
+            # (An untracked package's own code is not judged: what it requires does not matter.)
+            doubts += launchers.launched_tree_doubts(launch, environ, here, npm)
     except launchers.LaunchRefused as refused:
         return Examination(None, LAUNCHER, "a package launcher", (*found.doubts, str(refused)))
     if judged.identified is None and not judged.doubts:

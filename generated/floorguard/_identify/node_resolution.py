@@ -15,7 +15,12 @@ import os
 from collections.abc import Mapping
 from pathlib import PurePosixPath
 
-__all__ = ["node_modules_above_the_install", "node_search_doubts"]
+__all__ = [
+    "node_modules_above",
+    "node_modules_above_the_install",
+    "node_search_doubts",
+    "present_above",
+]
 
 _NOT_INSTALLED = "where node's require looks for any module not installed beside the program"
 
@@ -34,9 +39,24 @@ def node_modules_above_the_install(program: str, package: str | None) -> list[st
         root = PurePosixPath(package)
     else:
         root = folder
+    return node_modules_above(str(root))
+
+
+def node_modules_above(root: str) -> list[str]:
+    """The ``node_modules`` of every folder above ``root``, the folder holding an install
+    tree (its ``node_modules``), nearest first, ``/node_modules`` last."""
     # No folder above the outermost tree is named node_modules, so CommonJS (which skips
     # ``node_modules/node_modules``) and ESM walk the same ones.
-    return [str(above / "node_modules") for above in root.parents]
+    return [str(above / "node_modules") for above in PurePosixPath(root).parents]
+
+
+def present_above(folders: list[str], tree: str) -> list[str]:
+    """A doubt for each of ``folders`` (above the install tree ``tree``) that is there."""
+    return [
+        f"{folder} is there, above the install tree of {tree}, {_NOT_INSTALLED}"
+        for folder in folders
+        if os.path.lexists(folder)
+    ]
 
 
 def _global_folders(environ: Mapping[str, str], here: str, node: str) -> list[str]:
@@ -71,9 +91,5 @@ def node_search_doubts(
         if os.path.lexists(folder)
     ]
     if program is not None:
-        doubts += [
-            f"{folder} is there, above the install tree of {program}, {_NOT_INSTALLED}"
-            for folder in node_modules_above_the_install(program, package)
-            if os.path.lexists(folder)
-        ]
+        doubts += present_above(node_modules_above_the_install(program, package), program)
     return doubts
