@@ -522,6 +522,64 @@ def test_env_dash_s_expanding_a_variable_into_an_option(
     world.assert_refused(outcome, old.marker, "${AGENT_FLAGS}", "AGENT_FLAGS", "env", "$")
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        "#!/usr/bin/env -S python3 #comment",
+        "#!/usr/bin/env -S python3 -I #-x",
+        "#!/usr/bin/env -S python3\t#-x",
+        # What follows the comment's start is never read: quotes, $, \\c included.
+        "#!/usr/bin/env -S python3 -I #it's ${X} \\c",
+    ],
+)
+def test_env_dash_s_comment_is_not_read_as_arguments(
+    world: World, untracked_policy: str, tmp_path: Path, line: str
+) -> None:
+    """GNU env -S ends its string at a word starting with ``#`` (``env -S 'echo a #b c'``
+    prints ``a``): the interpreter runs the script with the words before it only."""
+    new = world.new_aider()
+    agent = write_executable(tmp_path / "bin" / "aider", f"{line}\n" + RUN_AIDER)
+    env = world.env(new.prefix / "bin")
+    outcome = world.spawn("aider", ["task"], binary=agent, policy=untracked_policy, env=env)
+    world.assert_permitted_and_ran(outcome, new.marker)
+
+
+def test_env_dash_s_hash_inside_a_word_is_part_of_it(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """``#!/usr/bin/env -S python3 run#old.py``: a ``#`` inside a word starts no comment,
+    so python runs ``run#old.py`` of the working directory, not the script."""
+    new, old = world.new_aider(), world.old_aider()
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "run#old.py").write_text(run_old(old.site), encoding="utf-8")
+    agent = write_executable(
+        tmp_path / "bin" / "aider", "#!/usr/bin/env -S python3 run#old.py\n" + RUN_AIDER
+    )
+    env = world.env(new.prefix / "bin")
+    outcome = world.spawn(
+        "aider", ["task"], binary=agent, policy=untracked_policy, env=env, cwd=workspace
+    )
+    world.assert_refused(outcome, old.marker, "something else than the script")
+
+
+def test_env_dash_s_splits_words_at_its_own_blanks_only(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """``#!/usr/bin/env -S python3<FS>-I`` (FS: the byte 0x1c, which Python's str.split
+    takes for a blank and env does not): env runs the program named ``python3<FS>-I``, here
+    one planted first on PATH that runs the old venv's python, not ``python3 -I``."""
+    new, old = world.new_aider(), world.old_aider()
+    planted = tmp_path / "planted"
+    write_executable(planted / "python3\x1c-I", f'#!/bin/sh\nexec {old.python} "$@"\n')
+    agent = write_executable(
+        tmp_path / "bin" / "aider", "#!/usr/bin/env -S python3\x1c-I\n" + RUN_AIDER
+    )
+    env = world.env(planted, new.prefix / "bin")
+    outcome = world.spawn("aider", ["task"], binary=agent, policy=untracked_policy, env=env)
+    world.assert_refused(outcome, old.marker, str(planted / "python3\x1c-I"))
+
+
 def test_relative_shebang_interpreter_resolved_in_the_child_cwd(
     world: World, untracked_policy: str, tmp_path: Path
 ) -> None:

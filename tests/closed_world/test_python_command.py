@@ -447,10 +447,33 @@ def test_empty_shebang_rest_is_no_argument() -> None:
     assert shebang_arguments("  ", via_env_split=True) == []
 
 
-@pytest.mark.parametrize("rest", ["-c 'import x'", '-c "x"', r"-I\_-s", "-I ${OPTS}", "-I #c"])
+@pytest.mark.parametrize("rest", ["-c 'import x'", '-c "x"', r"-I\_-s", "-I ${OPTS}", "a# 'b"])
 def test_env_split_strings_with_quotes_escapes_or_variables_are_refused(rest: str) -> None:
     with pytest.raises(ValueError, match="env -S"):
         shebang_arguments(rest, via_env_split=True)
+
+
+@pytest.mark.parametrize(
+    ("rest", "words"),
+    [
+        # As GNU env -S reads them (``env -S 'echo a #b c'`` prints ``a``).
+        (" -I #c", ["-I"]),
+        ("-I\t#-x -s", ["-I"]),
+        (" #-x", []),
+        # Nothing after the comment's start is read, quotes and $ included.
+        (" -I #it's ${X} \\c", ["-I"]),
+        # A # inside a word is a letter.
+        (" -I a#b c#", ["-I", "a#b", "c#"]),
+    ],
+)
+def test_env_split_string_ends_at_a_word_starting_with_a_hash(rest: str, words: list[str]) -> None:
+    assert shebang_arguments(rest, via_env_split=True) == words
+
+
+@pytest.mark.parametrize("blank", ["\x1c", "\x1f", "\x85", "\xa0", "\u2028"])
+def test_env_split_string_splits_at_env_s_blanks_only(blank: str) -> None:
+    # Python's str.split() takes these for blanks; env keeps them in the word.
+    assert shebang_arguments(f" -I{blank}-s -x", via_env_split=True) == [f"-I{blank}-s", "-x"]
 
 
 # --- confirmed against real interpreters --------------------------------------------------

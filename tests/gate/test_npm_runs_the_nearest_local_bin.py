@@ -155,7 +155,8 @@ def test_a_nearest_bin_the_shell_passes_over_refuses_an_mcp_server(lab: Lab) -> 
 
 @pytest.mark.parametrize("spec", ["mcp-remote@0.1.16", "mcp-remote"])
 def test_a_nearest_bin_the_kernel_runs_is_permitted(lab: Lab, spec: str) -> None:
-    _local_mcp_remote(lab.root, "0.1.15")
+    # (With an older install in a folder above too, node's module walk from this one would
+    # pass that folder's node_modules: refused, test_node_modules_above_the_install_tree.)
     _local_mcp_remote(lab.project, "0.1.16")
     child = floorguard.spawn("npx", ["-y", spec], env=lab.env(), cwd=str(lab.project))
     child.wait(timeout=30)

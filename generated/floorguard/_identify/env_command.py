@@ -8,17 +8,21 @@ takes it), ``--`` ending them; a lone ``-`` after them is ``-i``; then every arg
 ``=`` is an assignment (after ``--`` too); the first that holds none is the command, looked
 up on the PATH of the environment env built (``execvp``).
 
+The string of ``-S``/``--split-string`` on a ``#!`` line (``#!/usr/bin/env -S python3 -I``)
+is split by :func:`split_string`, as GNU env splits it, when it holds no quote, backslash or
+``$`` (env unquotes, unescapes and expands those: refused).
+
 Everything else env can do changes what runs or where and is not modelled here:
-``-S``/``--split-string`` (env splits and unquotes a string into more arguments),
-``-C``/``--chdir``, the signal options, ``-0``, ``-v``/``--debug``, ``--help``,
-``--version``, any unknown option, and env running env again. Each is a refusal naming
-it (:class:`EnvRefused`), never a skip. Pure: no file is read here but env's own, to tell
-that it is env.
+``-S``/``--split-string`` on the command line, ``-C``/``--chdir``, the signal options,
+``-0``, ``-v``/``--debug``, ``--help``, ``--version``, any unknown option, and env running
+env again. Each is a refusal naming it (:class:`EnvRefused`), never a skip. Pure: no file
+is read here but env's own, to tell that it is env.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -39,6 +43,10 @@ _GNU_MULTI_CALL: Final = b"--coreutils-prog="
 _BUSYBOX: Final = b"BusyBox v"
 _ELF_MAGIC: Final = b"\x7fELF"
 _MAX_ENV_BYTES: Final = 32 << 20
+# What GNU env -S splits words at (coreutils' env.c): Python's str.split() takes more for
+# blanks (\x1c-\x1f, U+0085, U+00A0, ...), which env keeps inside a word, a program's name.
+_SPLIT_BLANKS: Final = re.compile(r"[ \t\n\v\f\r]+")
+_UNQUOTED: Final = ("'", '"', "\\", "$")
 # execvp's search when the environment has no PATH depends on the C library: not guessed.
 NO_PATH: Final = "env's environment has no PATH (the C library's default search path decides)"
 
@@ -112,6 +120,27 @@ def parse_env_argv(argv: Sequence[str]) -> EnvCommand:
     if command is not None and os.path.basename(command) == "env":
         raise EnvRefused(f"env runs env again ({command!r}): not followed")
     return EnvCommand(ignore, tuple(unsets), tuple(assignments), command, tuple(argv[at + 1 :]))
+
+
+def split_string(text: str) -> tuple[str, ...]:
+    """The words of an ``env -S`` string as GNU env splits it: at spaces, tabs, ``\\n``,
+    ``\\v``, ``\\f`` and ``\\r`` only; a word that starts with ``#`` starts a comment, and
+    env reads nothing after it (``env -S 'echo a #b c'`` runs ``echo a``; in ``a#b`` the
+    ``#`` is a letter). Raises EnvRefused for a quote, a backslash or a ``$`` before any
+    comment (env unquotes, unescapes and expands them; not modelled)."""
+    words: list[str] = []
+    for word in _SPLIT_BLANKS.split(text):
+        if word.startswith("#"):
+            break
+        unquoted = [c for c in _UNQUOTED if c in word]
+        if unquoted:
+            raise EnvRefused(
+                f"env -S string {text!r}: its {unquoted[0]!r} is not modelled (env unquotes, "
+                "unescapes and expands)"
+            )
+        if word:
+            words.append(word)
+    return tuple(words)
 
 
 def _long_option(argv: Sequence[str], at: int, unsets: list[str]) -> tuple[int, bool]:

@@ -154,6 +154,9 @@ def _launched(
         launch = launchers.parse_launch(launcher, argv[skip:], cwd=here)
         judged = launchers.judge_launch(launch, cwd=here)
         doubts += launchers.global_bin_doubts(launch, environ, here, npm)
+        if judged.identified is not None:
+            # (An untracked package's own code is not judged: what it requires does not matter.)
+            doubts += launchers.launched_tree_doubts(launch, environ, here, npm)
     except launchers.LaunchRefused as refused:
         return Examination(None, LAUNCHER, "a package launcher", (*found.doubts, str(refused)))
     if judged.identified is None and not judged.doubts:
@@ -396,7 +399,8 @@ def _runs_itself(kind: str, argv: list[str], script: str) -> str | None:
 
 def _parse_shebang(head: bytes) -> _Shebang:
     """The interpreter and arguments of a ``#!`` line, as the kernel passes them: the rest
-    of the line after the interpreter is *one* argument; ``env -S`` splits it into words.
+    of the line after the interpreter is *one* argument; ``env -S`` splits it into words
+    (``env_command.split_string``: at its own blanks, up to a comment).
     What ``env`` is asked to do besides naming a program (set variables, clear the
     environment, quoting) is a doubt, and so is a line the kernel reads otherwise than its
     letters say: longer than the kernel reads (it cuts it), or holding a carriage return
@@ -414,9 +418,15 @@ def _parse_shebang(head: bytes) -> _Shebang:
         if not rest or rest.startswith("-") or " " in rest or "=" in rest:
             return _Shebang("", (), (f"the #! line {line!r} is not understood",))
         return _Shebang(rest, (), through_env=True)
-    words = rest[2:].split()
-    if not words or any(c in rest for c in "\"'\\$"):
-        return _Shebang("", (), (f"the #! line {line!r} is not understood",))
+    from floorguard._identify import env_command
+
+    try:
+        words = env_command.split_string(rest[2:])
+    except env_command.EnvRefused as exc:
+        return _Shebang("", (), (f"the #! line {line!r} is not understood: {exc}",))
+    if not words:
+        # env would go on to run the script itself, named as its command.
+        return _Shebang("", (), (f"the #! line {line!r} names no program for env",))
     if words[0].startswith("-") or "=" in words[0]:
         # env's own options and NAME=VALUE words change the interpreter's environment.
         return _Shebang("", (), (f"the #! line {line!r} sets env options or variables",))
@@ -836,46 +846,31 @@ def _node_run(
     """What ``node ARGV`` runs (``script``: the opened file when it is the main script) and
     the inputs not understood."""
     from floorguard._identify.node_command import node_environment_doubts, parse_node_argv
+    from floorguard._identify.node_resolution import node_search_doubts
 
     command = parse_node_argv(argv)
-    doubts = [
-        *command.doubts,
-        *node_environment_doubts(environ),
-        *_node_global_folders(environ, here, node),
-    ]
+    doubts = [*command.doubts, *node_environment_doubts(environ)]
     if command.runs in ("stdin", "repl"):
         doubts.append("node reads its program from standard input")
     if command.runs != "script" or command.script is None:
+        doubts += node_search_doubts(environ, here, node=node, program=None, package=None)
         return None, doubts
     if script is not None and command.script == str(script.path):
-        return identify.npm_identification(script.dir_fd, script.path, "node-script"), doubts
-    main = _node_main(command.script, here)
-    if main is None:
-        doubts.append(f"node's main script {command.script} is not found")
-        return None, doubts
-    with main:
-        return identify.npm_identification(main.dir_fd, main.path, "node-script"), doubts
-
-
-def _node_global_folders(environ: Mapping[str, str], here: str, node: str) -> list[str]:
-    """node's ``require`` looks last in its global folders: ``$HOME/.node_modules`` and
-    ``$HOME/.node_libraries`` (HOME against the working directory when relative), and
-    ``lib/node`` of node's own prefix (two folders above its real file). A module there
-    answers any ``require`` nothing installed beside the program does (an optional
-    dependency), so any of them being there is code that may run and was not judged."""
-    home = environ.get("HOME")
-    folders = [
-        os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(node))), "lib", "node")
-    ]
-    if home:
-        base = os.path.join(here, home)
-        folders += [os.path.join(base, ".node_modules"), os.path.join(base, ".node_libraries")]
-    return [
-        f"{folder} is there, where node's require looks for any module not installed beside "
-        "the program"
-        for folder in folders
-        if os.path.lexists(folder)
-    ]
+        found = identify.npm_identification(script.dir_fd, script.path, "node-script")
+        program = str(script.path)
+    else:
+        main = _node_main(command.script, here)
+        if main is None:
+            doubts.append(f"node's main script {command.script} is not found")
+            doubts += node_search_doubts(environ, here, node=node, program=None, package=None)
+            return None, doubts
+        with main:
+            found = identify.npm_identification(main.dir_fd, main.path, "node-script")
+            program = str(main.path)
+    # The walk up for modules starts from the real file node loads, as its loaders resolve it.
+    package = os.path.dirname(found.version_source) if found and found.version_source else None
+    doubts += node_search_doubts(environ, here, node=node, program=program, package=package)
+    return found, doubts
 
 
 _NODE_EXTENSIONS: Final = ("", ".js", ".json", ".node")

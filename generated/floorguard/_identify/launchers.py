@@ -1425,6 +1425,42 @@ def _global_tree_holds(tree: str, launch: Launch) -> bool | str:
     return False
 
 
+def launched_tree_doubts(
+    launch: Launch, environ: Mapping[str, str], cwd: str, npm: NpmRun | None
+) -> list[str]:
+    """npx and npm exec run the package from one of three install trees, which one decided
+    at run time: the nearest local install (a ``node_modules`` at or above the working
+    directory holding it), npm's cache (``<cache>/_npx/<hash>/node_modules``) or its global
+    tree (``<prefix>/lib/node_modules``). node's module walk from each goes on through the
+    ``node_modules`` of every folder above it (``~/.npm/node_modules``, ``~/node_modules``):
+    each one there is a doubt (node_resolution)."""
+    from floorguard._identify.mcp_config import home_of
+    from floorguard._identify.node_resolution import node_modules_above, present_above
+
+    if launch.launcher not in ("npx", "npm exec") or launch.ecosystem != _packages.NPM:
+        return []
+    here = Path(os.path.abspath(cwd))
+    roots = [
+        str(folder)
+        for folder in (here, *here.parents)
+        if os.path.lexists(folder / "node_modules" / launch.package)
+    ][:1]
+    if npm is not None and npm.package is not None:
+        home = home_of(environ, str(here))
+        cache = _npm_setting("cache", npm, home) or os.path.join(home, ".npm")
+        roots.append(os.path.join(cache, "_npx", "<hash>"))
+        prefix = _npm_global_prefix(npm, environ, str(here), home)
+        if prefix is not None:
+            roots.append(os.path.join(prefix, "lib"))
+    doubts: list[str] = []
+    for root in roots:
+        # node walks up from the real folders (the hash folder is not there yet).
+        real = os.path.join(os.path.realpath(os.path.dirname(root)), os.path.basename(root))
+        tree = os.path.join(root, "node_modules")
+        doubts += [d for d in present_above(node_modules_above(real), tree) if d not in doubts]
+    return doubts
+
+
 def _npm_global_prefix(
     npm: NpmRun | None, environ: Mapping[str, str], here: str, home: str
 ) -> str | None:

@@ -36,10 +36,10 @@ read is the rule. ``NODE_V8_COVERAGE`` is allowed: it only makes node write cove
 it exits (test runners set it for their children) and never changes what loads. Names are
 compared case-insensitively, as Windows does; on POSIX that can only add doubts.
 
-Not covered here (examine handles them): files that steer loading (package.json
-``type``/``exports``, ``node_modules`` layout, and ``$HOME/.node_modules`` /
-``$HOME/.node_libraries``, which CommonJS ``require`` searches as a last resort), and which
-``node`` binary PATH selects.
+Not covered here (examine and node_resolution handle them): files that steer loading
+(package.json ``type``/``exports``, ``node_modules`` layout, the ``node_modules`` above the
+program's install tree, and ``$HOME/.node_modules`` / ``$HOME/.node_libraries``, which
+CommonJS ``require`` searches as a last resort), and which ``node`` binary PATH selects.
 """
 
 from __future__ import annotations

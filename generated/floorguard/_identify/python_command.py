@@ -182,8 +182,6 @@ _ENV_DOUBTS: Final = {
 }
 
 _SHEBANG_BLANKS: Final = " \t"  # what the kernel strips around a "#!" line's argument
-_ENV_SPLIT: Final = re.compile(r"[ \t\n\v\f\r]+")
-_ENV_SPECIAL: Final = re.compile(r"""['"\\$]|(?:^|[ \t])#""")
 
 
 def parse_python_argv(argv: Sequence[str]) -> PythonCommand:
@@ -423,13 +421,17 @@ def shebang_arguments(line_rest: str, *, via_env_split: bool) -> list[str]:
 
     ``line_rest`` is the line after the interpreter's path (after the program name for
     ``#!/usr/bin/env -S``). Linux passes it as one argument, spaces and tabs stripped from
-    both ends; ``env -S`` splits it on whitespace. For ``env -S`` quotes, backslashes,
-    ``$`` and a word starting with ``#`` have meanings of their own, not modelled here:
-    ValueError, which the caller must treat as a refusal.
+    both ends; ``env -S`` splits it as ``env_command.split_string`` does (at env's blanks,
+    up to a word starting with ``#``). For ``env -S`` quotes, backslashes and ``$`` have
+    meanings of their own, not modelled: ValueError, which the caller must treat as a
+    refusal.
     """
     if not via_env_split:
         rest = line_rest.strip(_SHEBANG_BLANKS)
         return [rest] if rest else []
-    if _ENV_SPECIAL.search(line_rest):
-        raise ValueError(f"env -S string not understood: {line_rest!r}")
-    return [word for word in _ENV_SPLIT.split(line_rest) if word]
+    from floorguard._identify.env_command import EnvRefused, split_string
+
+    try:
+        return list(split_string(line_rest))
+    except EnvRefused as exc:
+        raise ValueError(str(exc)) from None

@@ -1,0 +1,95 @@
+"""Where node looks for a module beyond the program's own install tree.
+
+A ``require`` or ``import`` of a bare name that nothing installed beside the program
+provides (an optional dependency: ``try { require("sharp") } catch {}``) is looked for in
+folders nobody installed the program into: the ``node_modules`` of every folder above its
+install tree (both of node's loaders walk up to ``/node_modules``), and CommonJS's global
+folders (``$HOME/.node_modules``, ``$HOME/.node_libraries``, ``lib/node`` of node's own
+prefix). A module in any of them runs code that was not judged, so any of them being there is
+a doubt. (``NODE_PATH``, the other such folder list, is refused with node's environment.)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import PurePosixPath
+
+__all__ = [
+    "node_modules_above",
+    "node_modules_above_the_install",
+    "node_search_doubts",
+    "present_above",
+]
+
+_NOT_INSTALLED = "where node's require looks for any module not installed beside the program"
+
+
+def node_modules_above_the_install(program: str, package: str | None) -> list[str]:
+    """The ``node_modules`` folders node's walk up from ``program`` (its real path) reaches
+    above its install tree, nearest first. The install tree is the outermost ``node_modules``
+    above the program (a global prefix's ``lib/node_modules``, a project's, pnpm's store
+    inside it); for a program in none, the folder of its ``package`` (a checkout with its
+    own ``node_modules``), else the program's own folder."""
+    folder = PurePosixPath(program).parent
+    trees = [p for p in (folder, *folder.parents) if p.name == "node_modules"]
+    if trees:
+        root = trees[-1].parent
+    elif package is not None and folder.is_relative_to(package):
+        root = PurePosixPath(package)
+    else:
+        root = folder
+    return node_modules_above(str(root))
+
+
+def node_modules_above(root: str) -> list[str]:
+    """The ``node_modules`` of every folder above ``root``, the folder holding an install
+    tree (its ``node_modules``), nearest first, ``/node_modules`` last."""
+    # No folder above the outermost tree is named node_modules, so CommonJS (which skips
+    # ``node_modules/node_modules``) and ESM walk the same ones.
+    return [str(above / "node_modules") for above in PurePosixPath(root).parents]
+
+
+def present_above(folders: list[str], tree: str) -> list[str]:
+    """A doubt for each of ``folders`` (above the install tree ``tree``) that is there."""
+    return [
+        f"{folder} is there, above the install tree of {tree}, {_NOT_INSTALLED}"
+        for folder in folders
+        if os.path.lexists(folder)
+    ]
+
+
+def _global_folders(environ: Mapping[str, str], here: str, node: str) -> list[str]:
+    """CommonJS's last resort: ``$HOME/.node_modules`` and ``$HOME/.node_libraries`` (HOME
+    against the working directory when relative), and ``lib/node`` of node's own prefix
+    (two folders above its real file)."""
+    folders = [
+        os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(node))), "lib", "node")
+    ]
+    home = environ.get("HOME")
+    if home:
+        base = os.path.join(here, home)
+        folders += [os.path.join(base, ".node_modules"), os.path.join(base, ".node_libraries")]
+    return folders
+
+
+def node_search_doubts(
+    environ: Mapping[str, str],
+    here: str,
+    *,
+    node: str,
+    program: str | None,
+    package: str | None,
+) -> list[str]:
+    """Each folder outside the install tree of ``program`` (its real path; None: node runs
+    no file) that node searches for a module and that is there, named. Being there is
+    enough, empty or not: whoever made it can fill it after the check, and which names the
+    program asks for (any of its dependencies' optional requires) is decided at run time."""
+    doubts = [
+        f"{folder} is there, {_NOT_INSTALLED}"
+        for folder in _global_folders(environ, here, node)
+        if os.path.lexists(folder)
+    ]
+    if program is not None:
+        doubts += present_above(node_modules_above_the_install(program, package), program)
+    return doubts
