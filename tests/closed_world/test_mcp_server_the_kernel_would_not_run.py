@@ -61,5 +61,12 @@ def test_a_server_file_the_client_would_run_with_sh_refuses_the_agent(setup: Set
 
 def test_a_dynamically_linked_server_the_kernel_starts_lets_the_agent_run(setup: Setup) -> None:
     first = kernel.first_on_path(setup, Path(kernel.DYNAMIC).read_bytes())
-    assert spawn_with_server(setup, {"command": str(first / "claude")}) is None
+    # (declared on the agent's command line: the server, a claude itself, reads the
+    # project's .mcp.json for servers of its own, and one there would declare it again)
+    declared = json.dumps({"mcpServers": {"helper": {"command": str(first / "claude")}}})
+    child = floorguard.spawn(
+        "claude", ["--mcp-config", declared, "-p", "task"], env=setup.run_env(setup.fixed),
+        cwd=str(setup.project),
+    )  # fmt: skip
+    child.wait(timeout=30)
     assert setup.marker(setup.fixed).exists()
