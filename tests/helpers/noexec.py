@@ -12,12 +12,17 @@ from pathlib import Path
 
 import pytest
 
-_MOUNT_NOEXEC = 'mount --bind "$0" "$0" && mount -o remount,bind,noexec "$0" "$0" && exec "$@"'
+# (sh -c's $0 is mount, $1 the folder, the rest the command)
+_MOUNT_NOEXEC = (
+    '"$0" --bind "$1" "$1" && "$0" -o remount,bind,noexec "$1" "$1" && shift && exec "$@"'
+)
 
 
 def noexec_command(folder: Path, *argv: str) -> list[str]:
-    """``argv`` run where ``folder`` (which must exist) is mounted noexec."""
-    return ["unshare", "-rm", "sh", "-c", _MOUNT_NOEXEC, str(folder), *argv]
+    """``argv`` run where ``folder`` (which must exist) is mounted noexec (the tools named
+    by absolute path: the PATH given to the command may hold none of them)."""
+    tools = [shutil.which(tool) or tool for tool in ("unshare", "sh", "mount")]
+    return [tools[0], "-rm", tools[1], "-c", _MOUNT_NOEXEC, tools[2], str(folder), *argv]
 
 
 def skip_without_noexec_mounts(folder: Path) -> None:
