@@ -20,6 +20,8 @@ from helpers.cli import isolated_env
 from helpers.noexec import noexec_command, skip_without_noexec_mounts
 from probes.native import Run, native_agent
 
+from floorguard._gate.own_start_up import own_executable_problems
+
 WRITES_MARKER = "import pathlib; pathlib.Path({path!r}).write_text('ran in the gate')\n"
 
 
@@ -165,3 +167,14 @@ def test_exec_whose_python_takes_another_file_for_itself_refuses(
     assert line.startswith("floorguard: refusing to run the gate"), line
     assert f"{taken / 'python3'}" in line and "absolute path" in line, line
     assert not ran(workspace, "aider-ran")
+
+
+def test_a_python_that_cannot_tell_its_own_file_refuses_the_gate() -> None:
+    # No /proc/self/exe to compare with, or no sys.executable at all: fail closed.
+    python = str(Path(sys.executable).resolve())
+    assert own_executable_problems(python, python) == ()
+    assert "cannot be read" in own_executable_problems(python, None)[0]
+    assert (
+        f"takes no file for itself, and so its environment, but the kernel started {python}"
+        in own_executable_problems("", python)[0]
+    )

@@ -680,13 +680,15 @@ def venv_of_copied_python(folder: Path, packages: Venv, python: Path) -> Path:
     return folder / "bin"
 
 
+@pytest.mark.parametrize("through", ["#! line", "env command"])
 def test_a_python3_the_kernel_will_not_execute_is_not_taken_for_an_env_interpreter(
-    world: World,
+    world: World, through: str
 ) -> None:
-    # `#!/usr/bin/env python3`: env's execvp passes over a python3 the kernel refuses (EACCES,
-    # here on a noexec mount) and runs the next one with argv[0] "python3"; CPython then
-    # searches PATH for itself by mode bits alone, takes the first, and its pyvenv.cfg makes
-    # the old aider's packages its environment, under a judgement of the next one.
+    # `#!/usr/bin/env python3` (or `env python3 ...`): env's execvp passes over a python3 the
+    # kernel refuses (EACCES, here on a noexec mount) and runs the next one with argv[0]
+    # "python3"; CPython then searches PATH for itself by mode bits alone, takes the first,
+    # and its pyvenv.cfg makes the old aider's packages its environment, under a judgement
+    # of the next one.
     noexec = world.root / "noexec"
     skip_without_noexec_mounts(noexec)
     old, new = world.old_aider(), world.new_aider()
@@ -694,7 +696,9 @@ def test_a_python3_the_kernel_will_not_execute_is_not_taken_for_an_env_interpret
     workspace = world.root / "ws"
     workspace.mkdir()
     script = write_executable(workspace / "codey", "#!/usr/bin/env python3\n" + RUN_AIDER)
-    outcome = world.spawn("codey", ["task"], policy=DENY_BY_DEFAULT, binary=script,
+    name, argv, binary = ("codey", ["task"], script) if through == "#! line" else (
+        "env", ["python3", "-I", "-m", "aider", "task"], None)  # fmt: skip
+    outcome = world.spawn(name, argv, policy=DENY_BY_DEFAULT, binary=binary,
                           env=world.env(passed_over, new.prefix / "bin"), cwd=workspace,
                           wrap=noexec_command(noexec))  # fmt: skip
     world.assert_refused(outcome, old.marker, f"takes {passed_over / 'python3'} for itself")
