@@ -13,6 +13,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -142,13 +143,16 @@ class Host:
         env.update(extra)
         return env
 
-    def python(self, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+    def python(
+        self, *args: str, wrap: Sequence[str] = (), **extra: str
+    ) -> subprocess.CompletedProcess[str]:
+        """This host's Python run with ``args`` (under the command ``wrap``, when given)."""
         if args[:3] == ("-m", "floorguard", "exec"):
             # As the docs say to run it: -I. It reads no PYTHONPATH, so this host's copy of
             # the package goes first on its path by hand (the child still gets PYTHONPATH).
             args = ("-I", "-c", EXEC_COPY, str(self.site), *args[2:])
         return subprocess.run(
-            [sys.executable, *args],
+            [*wrap, sys.executable, *args],
             capture_output=True,
             text=True,
             env=self.env(**extra),

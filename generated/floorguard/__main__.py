@@ -457,7 +457,8 @@ def _exec(args: argparse.Namespace) -> int:
             one_line(
                 "floorguard: refusing to run the gate: this Python may already have run code "
                 f"from the child's inputs: {'; '.join(problems)}; nothing was started or "
-                "recorded. Start it with -I: python -I -m floorguard exec ..."
+                "recorded. Start it by absolute path with -I: "
+                "/path/to/python -I -m floorguard exec ..."
             ),
             file=sys.stderr,
         )
@@ -490,15 +491,25 @@ def _exec(args: argparse.Namespace) -> int:
 def _own_start_up_problems() -> tuple[str, ...]:
     import site
 
-    from floorguard._gate.own_start_up import start_up_problems
+    from floorguard._gate.own_start_up import own_executable_problems, start_up_problems
 
-    return start_up_problems(
+    problems = start_up_problems(
         flags=sys.flags,
         path=sys.path,
         environ=os.environ,
         cwd=_working_directory(),
         user_site=site.USER_SITE if site.ENABLE_USER_SITE else None,
     )
+    executable = os.path.realpath(sys.executable) if sys.executable else ""
+    return (*problems, *own_executable_problems(executable, _started_from()))
+
+
+def _started_from() -> str | None:
+    """The file the kernel started this process from (None when it cannot be read)."""
+    try:
+        return os.readlink("/proc/self/exe")
+    except OSError:
+        return None
 
 
 def _working_directory() -> str:

@@ -10,13 +10,17 @@ judged with them).
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from helpers.cli import isolated_env
+from helpers.noexec import noexec_command, skip_without_noexec_mounts
 from probes.native import Run, native_agent
+
+from floorguard._gate.own_start_up import own_executable_problems
 
 WRITES_MARKER = "import pathlib; pathlib.Path({path!r}).write_text('ran in the gate')\n"
 
@@ -115,3 +119,62 @@ def test_with_I_the_loaders_variables_still_refuse_the_gate_itself(
     line = done.stderr.splitlines()[-1]
     assert variable in line and "refusing to run the gate" in line, line
     assert not ran(workspace, "aider-ran")
+
+
+def python_taken_by_its_mode(folder: Path) -> Path:
+    """``folder/bin/python3``: a copy of this Python (mode 755) with this virtual
+    environment's ``pyvenv.cfg`` and ``lib`` beside it (the same packages: the real gate
+    runs, with another file for ``sys.executable``)."""
+    prefix = Path(sys.prefix)
+    if not (prefix / "pyvenv.cfg").is_file():
+        pytest.skip("the tests do not run in a virtual environment")
+    (folder / "bin").mkdir(parents=True)
+    shutil.copy2(Path(sys.executable).resolve(), folder / "bin" / "python3")
+    (folder / "bin" / "python3").chmod(0o755)
+    shutil.copy2(prefix / "pyvenv.cfg", folder / "pyvenv.cfg")
+    (folder / "lib").symlink_to(prefix / "lib")
+    return folder / "bin"
+
+
+@pytest.mark.parametrize("started", ["by name", "by absolute path"])
+def test_exec_whose_python_takes_another_file_for_itself_refuses(
+    workspace: Path, started: str
+) -> None:
+    # A host starts `python3 -I -m floorguard exec` by name through execvp (env here, as
+    # node's spawn or Go's exec.Command do) with a python3 the kernel will not execute first
+    # on PATH (a noexec mount): execvp runs the next one; CPython, searching PATH for itself
+    # by mode bits alone, takes the first for sys.executable and its pyvenv.cfg's folder for
+    # its environment. Started by absolute path it searches nothing and runs the agent.
+    noexec = workspace.parent / "noexec"
+    skip_without_noexec_mounts(noexec)
+    taken = python_taken_by_its_mode(noexec / "venv")
+    own = Path(sys.executable).parent
+    assert (own / "python3").exists(), own
+    path = f"{taken}:{own}:{workspace.parent / 'bin'}"
+    env = isolated_env(workspace.parent / "state", PATH=path)
+    env.pop("PYTHONPATH", None)
+    python = "python3" if started == "by name" else str(own / "python3")
+    env_program = shutil.which("env") or "/usr/bin/env"
+    argv = [env_program, python, "-I", "-m", "floorguard", "exec", "aider", "--", "task"]
+    done = subprocess.run(noexec_command(noexec, *argv), capture_output=True, text=True,
+                          cwd=workspace, env=env, timeout=120, check=False)  # fmt: skip
+    if started == "by absolute path":
+        assert done.returncode == 0, done.stderr
+        assert ran(workspace, "aider-ran")
+        return
+    assert done.returncode == 126, done.stderr
+    line = done.stderr.splitlines()[-1]
+    assert line.startswith("floorguard: refusing to run the gate"), line
+    assert f"{taken / 'python3'}" in line and "absolute path" in line, line
+    assert not ran(workspace, "aider-ran")
+
+
+def test_a_python_that_cannot_tell_its_own_file_refuses_the_gate() -> None:
+    # No /proc/self/exe to compare with, or no sys.executable at all: fail closed.
+    python = str(Path(sys.executable).resolve())
+    assert own_executable_problems(python, python) == ()
+    assert "cannot be read" in own_executable_problems(python, None)[0]
+    assert (
+        f"takes no file for itself, and so its environment, but the kernel started {python}"
+        in own_executable_problems("", python)[0]
+    )

@@ -43,9 +43,12 @@ from helpers.closed_world import (
     RUN_AIDER,
     SYSTEM_PATH,
     Outcome,
+    Venv,
     World,
+    needs_node,
     old_aider_code,
 )
+from helpers.noexec import noexec_command, skip_without_noexec_mounts
 from probes import write_executable
 
 pytestmark = pytest.mark.attack
@@ -664,6 +667,82 @@ def test_the_python3_first_on_the_child_s_path_is_the_one_judged(world: World, f
     outcome = world.spawn("python3", ["-m", "aider", "task"], policy=DENY_BY_DEFAULT,
                           env=world.env(tools, new.prefix / "bin"), cwd=workspace)  # fmt: skip
     world.assert_refused(outcome, old.marker)
+
+
+def venv_of_copied_python(folder: Path, packages: Venv, python: Path) -> Path:
+    """``folder/bin/python3``: a copy of ``python`` (mode 755) with the ``pyvenv.cfg`` and
+    ``lib`` of ``packages`` beside it, so CPython taking it for itself runs their code."""
+    (folder / "bin").mkdir(parents=True)
+    shutil.copy2(python.resolve(), folder / "bin" / "python3")
+    (folder / "bin" / "python3").chmod(0o755)
+    shutil.copy2(packages.prefix / "pyvenv.cfg", folder / "pyvenv.cfg")
+    (folder / "lib").symlink_to(packages.prefix / "lib")
+    return folder / "bin"
+
+
+@pytest.mark.parametrize("through", ["#! line", "env command"])
+def test_a_python3_the_kernel_will_not_execute_is_not_taken_for_an_env_interpreter(
+    world: World, through: str
+) -> None:
+    # `#!/usr/bin/env python3` (or `env python3 ...`): env's execvp passes over a python3 the
+    # kernel refuses (EACCES, here on a noexec mount) and runs the next one with argv[0]
+    # "python3"; CPython then searches PATH for itself by mode bits alone, takes the first,
+    # and its pyvenv.cfg makes the old aider's packages its environment, under a judgement
+    # of the next one.
+    noexec = world.root / "noexec"
+    skip_without_noexec_mounts(noexec)
+    old, new = world.old_aider(), world.new_aider()
+    passed_over = venv_of_copied_python(noexec / "old", old, new.python)
+    workspace = world.root / "ws"
+    workspace.mkdir()
+    script = write_executable(workspace / "codey", "#!/usr/bin/env python3\n" + RUN_AIDER)
+    name, argv, binary = ("codey", ["task"], script) if through == "#! line" else (
+        "env", ["python3", "-I", "-m", "aider", "task"], None)  # fmt: skip
+    outcome = world.spawn(name, argv, policy=DENY_BY_DEFAULT, binary=binary,
+                          env=world.env(passed_over, new.prefix / "bin"), cwd=workspace,
+                          wrap=noexec_command(noexec))  # fmt: skip
+    world.assert_refused(outcome, old.marker, f"takes {passed_over / 'python3'} for itself")
+
+
+@needs_node
+def test_a_python3_the_kernel_will_not_execute_is_not_taken_for_an_mcp_server(
+    world: World,
+) -> None:
+    # The same through an MCP server declared {"command": "python3"}: node's spawn searches
+    # the server's PATH with execvp and passes argv[0] "python3" to the next one.
+    noexec = world.root / "noexec"
+    skip_without_noexec_mounts(noexec)
+    old, new, claude = world.old_aider(), world.new_aider(), world.new_claude()
+    passed_over = venv_of_copied_python(noexec / "old", old, new.python)
+    workspace = world.root / "ws"
+    workspace.mkdir()
+    server_path = f"{passed_over}:{new.prefix / 'bin'}:{SYSTEM_PATH}"
+    server = {"command": "python3", "args": ["-I", "-m", "aider"], "env": {"PATH": server_path}}
+    (workspace / ".mcp.json").write_text(json.dumps({"mcpServers": {"helper": server}}))
+    outcome = world.spawn("claude", ["-p", "task"], policy=DENY_BY_DEFAULT,
+                          env=world.env(claude.bin_dir), cwd=workspace,
+                          wrap=noexec_command(noexec))  # fmt: skip
+    world.assert_refused(outcome, claude.marker, f"takes {passed_over / 'python3'} for itself")
+
+
+@pytest.mark.parametrize("first", ["a python3 without an x bit", "a folder named python3"])
+def test_a_python3_neither_env_nor_cpython_takes_leaves_the_env_interpreter_judged(
+    world: World, first: str
+) -> None:
+    new = world.new_aider()
+    skipped = world.root / "skipped" / "bin"
+    skipped.mkdir(parents=True)
+    if first == "a folder named python3":
+        (skipped / "python3").mkdir()
+    else:
+        shutil.copy2(Path(new.python).resolve(), skipped / "python3")
+        (skipped / "python3").chmod(0o644)
+    workspace = world.root / "ws"
+    workspace.mkdir()
+    script = write_executable(workspace / "codey", "#!/usr/bin/env python3\n" + RUN_AIDER)
+    outcome = world.spawn("codey", ["task"], policy=DENY_BY_DEFAULT, binary=script,
+                          env=world.env(skipped, new.prefix / "bin"), cwd=workspace)  # fmt: skip
+    world.assert_permitted_and_ran(outcome, new.marker)
 
 
 @pytest.mark.parametrize("link", ["absolute", "relative", "folder", "DIR"])

@@ -14,6 +14,7 @@ import os
 import shutil
 import sys
 import venv
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -203,10 +204,12 @@ class World:
         cwd: Path | str | None = None,
         tamper: dict[str, str] | None = None,
         floor_policy: str | None = None,
+        wrap: Sequence[str] = (),
     ) -> Outcome:
         """``floorguard.spawn`` in a fresh host process; ``policy`` is the host's untracked
         policy (deny-by-default sets ``FLOORGUARD_UNTRACKED_POLICY=refuse`` in the host's
-        environment, never the child's), ``floor_policy`` its FLOORGUARD_ADAPTER_FLOOR_POLICY."""
+        environment, never the child's), ``floor_policy`` its FLOORGUARD_ADAPTER_FLOOR_POLICY,
+        ``wrap`` a command the host runs under (a private noexec mount)."""
         request = {
             "adapter": adapter,
             "argv": argv,
@@ -218,7 +221,7 @@ class World:
         host_env = {"FLOORGUARD_UNTRACKED_POLICY": "refuse"} if policy == DENY_BY_DEFAULT else {}
         if floor_policy is not None:
             host_env["FLOORGUARD_ADAPTER_FLOOR_POLICY"] = floor_policy
-        done = self.host.python("-c", HOST, json.dumps(request), **host_env)
+        done = self.host.python("-c", HOST, json.dumps(request), wrap=wrap, **host_env)
         assert done.returncode == 0, done.stderr
         return Outcome(json.loads(done.stdout), policy)
 

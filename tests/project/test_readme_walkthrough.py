@@ -265,7 +265,7 @@ def test_the_readme_shell_completion_lines_produce_scripts(walk: Walk) -> None:
 
 
 def test_the_readme_exec_exit_statuses_127_126_and_the_childs(walk: Walk) -> None:
-    documented("`python -I -m floorguard exec aider -- --yes ...`")
+    documented("`/path/to/python -I -m floorguard exec aider -- --yes ...`")
     assert walk.run("python -I -m floorguard exec aider -- --yes").returncode == 127
     aider = walk.bin / "aider"
     native_program(aider, stdout=b"aider 0.50.0\n")

@@ -74,3 +74,21 @@ def start_up_problems(
 def _within(path: str, folder: str) -> bool:
     real = os.path.realpath(path)
     return real == folder or real.startswith(folder.rstrip("/") + "/")
+
+
+def own_executable_problems(executable: str, started: str | None) -> tuple[str, ...]:
+    """What is wrong with the file this interpreter took for itself: ``executable`` is
+    ``sys.executable`` with its links resolved, ``started`` the file the kernel started
+    (``/proc/self/exe``; None when it cannot be read). Started by a bare name, CPython
+    searches PATH for itself by mode bits alone and may take a file the kernel would not
+    run (on a noexec mount: execvp passed over it), whose ``pyvenv.cfg`` then made another
+    folder its environment, the gate's own code possibly another's."""
+    if started is None:
+        return ("the file the kernel started this Python from cannot be read (/proc/self/exe)",)
+    if executable != started:
+        return (
+            f"this Python takes {executable or 'no file'} for itself, and so its environment, "
+            f"but the kernel started {started} (started by a bare name, CPython searches PATH "
+            "for itself by mode bits alone): start it by absolute path",
+        )
+    return ()

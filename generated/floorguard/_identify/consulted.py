@@ -97,13 +97,15 @@ def _checked_memo(cache: dict[object, object], key: Hashable, compute: Callable[
 
 def locate_noted(name: str, path_env: str | None) -> str | None:
     """``locate`` on PATH, noting every directory searched (a program added to an earlier
-    PATH directory changes the answer)."""
+    PATH directory changes the answer). A folder of the name is passed over, as execvp
+    passes over it (execve fails with EACCES)."""
     for directory in search_path(path_env).split(os.pathsep):
         if not directory:
             continue
         _identity(directory)
         candidate = os.path.join(directory, name)
-        if _identity(candidate) is not None and os.access(candidate, os.X_OK):
+        found = _identity(candidate) is not None and os.path.isfile(candidate)
+        if found and os.access(candidate, os.X_OK):
             return candidate
     return None
 

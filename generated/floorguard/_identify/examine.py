@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Final
 from floorguard._identify import child_inputs, identify
 from floorguard._identify.identification import packages_in_force
 from floorguard._identify.identify import Identification, as_interpreted
+from floorguard._identify.python_self_search import self_search_doubt
 from floorguard._identify.target import Target, open_target
 from floorguard.errors import DetectionError
 
@@ -299,6 +300,10 @@ def _examine(
                 f"the child's environment has no PATH: the interpreter cannot find itself by "
                 f"the name {opened.requested!r}, so it would not start as {opened.located}"
             )
+        elif os.sep not in opened.requested:
+            # Started by name (an MCP server): CPython searches PATH for itself again.
+            found_itself = self_search_doubt(opened.requested, environ["PATH"], opened.located)
+            more.extend(() if found_itself is None else (found_itself,))
         return Examination(found, "python", "the Python interpreter", (*doubts, *more))
     if installed is None and argv is not None and any(_is_node(n) for n in names):
         found, more = _node_run(list(argv), environ, here, node=str(opened.path))
@@ -334,6 +339,10 @@ def _script(
             interpreter = name
         else:
             interpreter = identify.locate_noted(name, path_env) or ""
+            if interpreter and _is_python(interpreter):
+                # env passes a bare argv[0]: CPython searches PATH for itself again.
+                found_itself = self_search_doubt(name, path_env, interpreter)
+                doubts.extend(() if found_itself is None else (f"{opened.path}: {found_itself}",))
     elif interpreter and not os.path.isabs(interpreter):
         # The kernel looks a relative interpreter up from the child's working directory.
         doubts.append(f"{opened.path}: its #! line names a relative interpreter {interpreter}")

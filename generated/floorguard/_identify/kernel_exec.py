@@ -46,6 +46,12 @@ def check_kernel_starts(program: Target) -> None:
         )
 
 
+def start_doubt(path: str) -> str | None:
+    """Why the kernel would not start the file at ``path`` as it is (None: it would), as
+    ``execve`` finds it: opened by its path, executable there (a noexec mount refuses it)."""
+    return _path_doubt(path, 0)
+
+
 def _not_started(fd: int, depth: int) -> str | None:
     """Why the kernel would not start the open file ``fd`` (None: it would)."""
     head = os.pread(fd, _SCRIPT_HEAD, 0)
@@ -101,16 +107,22 @@ def _elf_doubt(fd: int, head: bytes) -> str | None:
 
 def _interpreter_doubt(path: str, depth: int) -> str | None:
     """Why the kernel would not start ``path`` as an interpreter (None: it would)."""
+    why = _path_doubt(path, depth)
+    return None if why is None else f"its interpreter {why}"
+
+
+def _path_doubt(path: str, depth: int) -> str | None:
+    """Why the kernel would not start ``path`` (None: it would), the path named first."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError as exc:
-        return f"its interpreter {path} cannot be opened: {exc.strerror}"
+        return f"{path} cannot be opened: {exc.strerror}"
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or not os.access(path, os.X_OK):
-            return f"its interpreter {path} is not an executable file"
+            return f"{path} is not an executable file"
         why = _not_started(fd, depth)
-        return None if why is None else f"its interpreter {path}: {why}"
+        return None if why is None else f"{path}: {why}"
     finally:
         os.close(fd)
 
