@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import struct
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,7 +20,12 @@ from helpers.closed_world import DEFAULT, DENY_BY_DEFAULT, NODE, World, needs_no
 from hosts import Host, floor
 from probes.native import Run, native_agent, require_native
 
-from floorguard._identify.native_interpreter import interpreter_of
+from floorguard._identify.native_interpreter import (
+    MAX_DYNAMIC_STRINGS,
+    NotTold,
+    interpreter_in,
+    interpreter_of,
+)
 
 FLOORS = {"aider": "0.60.0", "claude": "1.0.100", "codex": "0.2.0", "gemini": "0.1.0"}
 
@@ -160,3 +167,40 @@ def test_other_native_programs_are_no_interpreter(tmp_path: Path) -> None:
     require_native()
     native_agent(tmp_path / "codex", version=b"codex-cli 0.5.0\n", run=Run())
     assert told(str(tmp_path / "codex")) is None
+
+
+def dynamic_elf(strings: bytes, *, stated_size: int | None = None) -> bytes:
+    """A 64-bit little-endian ELF file with one PT_LOAD over the whole file (loaded at 0)
+    and a PT_DYNAMIC whose DT_STRTAB/DT_STRSZ name ``strings`` (``stated_size``: another
+    DT_STRSZ)."""
+    phoff, phnum = 64, 2
+    dynamic_at = phoff + 56 * phnum
+    entries = [(5, dynamic_at + 48), (10, len(strings) if stated_size is None else stated_size)]
+    dynamic = b"".join(struct.pack("<qQ", tag, value) for tag, value in [*entries, (0, 0)])
+    size = dynamic_at + len(dynamic) + len(strings)
+    header = (
+        b"\x7fELF\x02\x01\x01"
+        + bytes(9)
+        + struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0, phoff, 0, 0, 64, 56, phnum, 64, 0, 0)
+    )
+    load = struct.pack("<IIQQQQQQ", 1, 5, 0, 0, 0, size, size, 4096)
+    dyn = struct.pack("<IIQQQQQQ", 2, 6, dynamic_at, dynamic_at, dynamic_at, 48, 48, 8)
+    return header + load + dyn + dynamic + strings
+
+
+def read_from(data: bytes) -> Callable[[int, int], bytes]:
+    return lambda size, offset: data[offset : offset + size]
+
+
+def test_the_entry_point_named_in_the_dynamic_strings_tells_the_interpreter() -> None:
+    assert interpreter_in(read_from(dynamic_elf(b"\0libc.so.6\0Py_BytesMain\0"))) == "python"
+    assert interpreter_in(read_from(dynamic_elf(b"\0_ZN4node5StartEiPPc\0"))) == "node"
+    # (a name that only contains it is another symbol)
+    assert interpreter_in(read_from(dynamic_elf(b"\0my_Py_BytesMain\0libc.so.6\0"))) is None
+
+
+def test_a_dynamic_string_table_that_cannot_be_read_is_not_taken_for_none() -> None:
+    with pytest.raises(NotTold, match="larger than floorguard reads"):
+        interpreter_in(read_from(dynamic_elf(b"\0x\0", stated_size=MAX_DYNAMIC_STRINGS + 1)))
+    with pytest.raises(NotTold, match="not in the file"):
+        interpreter_in(read_from(dynamic_elf(b"\0x\0", stated_size=4096)))
