@@ -8,7 +8,6 @@ environment each is refused and recorded before anything starts.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -59,20 +58,6 @@ def test_node_eval_requiring_the_old_cli(world: World, untracked_policy: str) ->
     old = world.old_claude()
     code = f"process.argv[2] = 'task'; require({str(old.cli)!r})"
     outcome = world.spawn("node", ["-e", code], policy=untracked_policy, env=world.env())
-    assert_untracked_or_refused(world, outcome, old.marker)
-
-
-def test_renamed_copy_of_the_interpreter(
-    world: World, untracked_policy: str, tmp_path: Path
-) -> None:
-    """A copy of the venv's python named ``py``: a native program that says nothing of what
-    it runs (``py -m aider`` loads the old aider)."""
-    old = world.old_aider()
-    copy = old.prefix / "bin" / "py"
-    shutil.copy2(Path(old.python).resolve(), copy)
-    outcome = world.spawn(
-        "py", ["-m", "aider", "task"], binary=copy, policy=untracked_policy, env=world.env()
-    )
     assert_untracked_or_refused(world, outcome, old.marker)
 
 

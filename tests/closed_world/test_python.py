@@ -297,3 +297,15 @@ def test_a_sysconfig_build_variable_in_the_environment_is_refused(
     env = world.env(new.prefix / "bin", _PYTHON_SYSCONFIGDATA_NAME="planted")
     outcome = world.spawn("aider", ["task"], policy=untracked_policy, env=env)
     world.assert_refused(outcome, new.marker, "_PYTHON_SYSCONFIGDATA_NAME")
+
+
+def test_pythonexecutable_is_refused_even_under_isolation(
+    world: World, untracked_policy: str
+) -> None:
+    """getpath reads PYTHONEXECUTABLE under -I as well: the pyvenv.cfg beside the program it
+    names makes that folder the child's environment (here the below-floor aider's)."""
+    old, new = world.old_aider(), world.new_aider()
+    env = world.env(PYTHONEXECUTABLE=str(old.python))
+    outcome = world.spawn("python", ["-I", "-m", "aider", "task"], binary=new.python,
+                          policy=untracked_policy, env=env)  # fmt: skip
+    world.assert_refused(outcome, old.marker, "PYTHONEXECUTABLE")

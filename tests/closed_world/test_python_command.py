@@ -346,7 +346,7 @@ def test_container_image_variables_that_cpython_never_reads_are_no_doubt() -> No
 
 @pytest.mark.parametrize(
     "name",
-    ["PYTHONHOME", "PYTHONPYCACHEPREFIX", "PYTHONEXECUTABLE", "PYTHON_PRESITE", "PYTHONCASEOK"],
+    ["PYTHONHOME", "PYTHONPYCACHEPREFIX", "PYTHON_PRESITE", "PYTHONCASEOK"],
 )
 def test_variables_that_move_or_add_code_are_doubts(name: str) -> None:
     assert env_doubts({name: "x"}) != ()
@@ -399,12 +399,14 @@ def test_py_sax_parser_is_a_doubt_unless_the_environment_is_ignored() -> None:
 
 def test_sysconfigs_build_variables_are_doubts_whatever_the_options() -> None:
     """sysconfig imports the module _PYTHON_SYSCONFIGDATA_NAME names, and getpath takes
-    __PYVENV_LAUNCHER__ for the program it is (a venv of any folder), -E or not."""
+    __PYVENV_LAUNCHER__ and PYTHONEXECUTABLE for the program it is (a venv of any folder),
+    -E and -I or not."""
     from floorguard._identify.python_command import build_variable_doubts
 
     assert build_variable_doubts({"_PYTHON_SYSCONFIGDATA_NAME": "evil"}) != ()
     assert build_variable_doubts({"_PYTHON_HOST_PLATFORM": "x"}) != ()
     assert build_variable_doubts({"__PYVENV_LAUNCHER__": "/ws/bin/python"}) != ()
+    assert build_variable_doubts({"PYTHONEXECUTABLE": "/ws/bin/python"}) != ()
     assert build_variable_doubts({"PYTHONPATH": "x", "HOME": "/h"}) == ()
 
 

@@ -73,6 +73,14 @@ def test_refuses_output_not_in_the_adapters_format() -> None:
         parse_version_output("claude", "1.0.51\n")
 
 
+@pytest.mark.parametrize("adapter", ["amp", "codex", "gemini", "goose", "gptme", "qwen"])
+def test_refuses_nodes_own_version_line_for_adapters_that_print_no_v(adapter: str) -> None:
+    # ``v20.20.2`` is what node itself answers: none of these CLIs prints a bare version
+    # with a leading v, so a copy of node under their name is not taken for them.
+    with pytest.raises(DetectionError):
+        parse_version_output(adapter, "v20.20.2\n")
+
+
 def test_refuses_first_number_like_token_inside_prose() -> None:
     # The reference implementation would have taken 18.0.0 here.
     with pytest.raises(DetectionError):

@@ -178,3 +178,15 @@ def test_a_python_that_cannot_tell_its_own_file_refuses_the_gate() -> None:
         f"takes no file for itself, and so its environment, but the kernel started {python}"
         in own_executable_problems("", python)[0]
     )
+
+
+def test_with_I_pythonexecutable_still_refuses_the_gate_itself(workspace: Path) -> None:
+    # CPython's getpath reads PYTHONEXECUTABLE whatever -I says: the pyvenv.cfg beside the
+    # program it names makes that folder the gate's environment (another floorguard there
+    # would run instead). Here it names the gate's own Python, so the real gate runs and
+    # must say what it saw.
+    done = exec_aider(workspace, "-I", PYTHONEXECUTABLE=sys.executable)
+    assert done.returncode == 126, done.stderr
+    line = done.stderr.splitlines()[-1]
+    assert "PYTHONEXECUTABLE" in line and "refusing to run the gate" in line, line
+    assert not ran(workspace, "aider-ran")

@@ -23,6 +23,7 @@ from typing import Protocol
 from floorguard._identify.child_inputs import loading_variables
 from floorguard._identify.python_command import (
     ENV_NOT_READ,
+    ENV_READ_WHATEVER_THE_OPTIONS,
     ENV_UNDERSTOOD,
     build_variable_doubts,
 )
@@ -58,7 +59,8 @@ def start_up_problems(
         problems += [
             f"{name} (read by this Python at start-up)"
             for name in sorted(environ)
-            if name.startswith("PYTHON") and name not in ENV_UNDERSTOOD | ENV_NOT_READ
+            if name.startswith("PYTHON")
+            and name not in ENV_UNDERSTOOD | ENV_NOT_READ | ENV_READ_WHATEVER_THE_OPTIONS.keys()
         ]
     here = os.path.realpath(cwd)
     if not flags.safe_path and path and _within(path[0] or here, here):

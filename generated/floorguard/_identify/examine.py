@@ -12,9 +12,10 @@ never skipped.
 
 What runs is classified first, from the opened file's first bytes:
 
-- ``native``: an ELF program. Named ``python*`` or ``node``, it is an interpreter and is
-  judged by what its arguments ask it to run; otherwise it is judged as itself (package
-  metadata around it, else its ``--version`` answer);
+- ``native``: an ELF program. Named ``python*`` or ``node``, or one of them by its dynamic
+  symbols whatever its name (``native_interpreter``: a copy or hard link), it is an
+  interpreter and is judged by what its arguments ask it to run; otherwise it is judged as
+  itself (package metadata around it, else its ``--version`` answer);
 - ``python`` / ``node``: a ``#!`` script whose interpreter is a native Python or node,
   judged as that interpreter running the script with the ``#!`` line's options;
 - ``launcher``: a ``#!`` script run by anything else (a shell, a version manager's shim):
@@ -290,7 +291,16 @@ def _examine(
         doubts.append(f"{opened.path} is neither a native program nor a #! script")
         return Examination(installed, "unknown", "a file of unknown format", tuple(doubts))
     names = (opened.requested, opened.located, str(opened.path))
-    if installed is None and argv is not None and any(_is_python(n) for n in names):
+    said = "python" if any(map(_is_python, names)) else "node" if any(map(_is_node, names)) else ""
+    # A copy or hard link of an interpreter under another name is one all the same: what
+    # it is, not its name, says so, before its --version answer is taken for an adapter's.
+    kind = said or (_interpreter_kind(opened, doubts) if installed is None else "")
+    if kind and not said and argv is None:
+        doubts.append(
+            f"{opened.path} is {kind} under another name: what it runs is decided by "
+            "arguments, and a preflight has none"
+        )
+    if installed is None and argv is not None and kind == "python":
         found, more = _python_run(opened.located, list(argv), environ, here)
         if os.sep not in opened.requested and "PATH" not in environ:
             # CPython finds its installation (a virtual environment's pyvenv.cfg) from
@@ -305,7 +315,7 @@ def _examine(
             found_itself = self_search_doubt(opened.requested, environ["PATH"], opened.located)
             more.extend(() if found_itself is None else (found_itself,))
         return Examination(found, "python", "the Python interpreter", (*doubts, *more))
-    if installed is None and argv is not None and any(_is_node(n) for n in names):
+    if installed is None and argv is not None and kind == "node":
         found, more = _node_run(list(argv), environ, here, node=str(opened.path))
         return Examination(found, "node", "node", (*doubts, *more), str(opened.path))
     return Examination(installed, "native", "a native program", tuple(doubts))
@@ -451,6 +461,25 @@ def _is_node(name: str) -> bool:
 
 
 _native_cache = identify.new_cache()
+_interpreter_cache = identify.new_cache()
+
+
+def _interpreter_kind(opened: Target, doubts: list[str]) -> str:
+    """``python`` or ``node`` when the native program ``opened`` is that interpreter by its
+    dynamic symbols (``native_interpreter``), else empty; cached per file identity."""
+    from floorguard._identify.native_interpreter import NotTold, interpreter_of
+
+    def tell() -> tuple[str, str | None]:
+        try:
+            return interpreter_of(opened.fd) or "", None
+        except NotTold as exc:
+            return "", str(exc)
+
+    key = (str(opened.path), opened.identity)
+    kind, not_told = identify.memo(_interpreter_cache, key, tell)
+    if not_told is not None:
+        doubts.append(f"{opened.path}: whether it is node or Python cannot be told ({not_told})")
+    return kind
 
 
 def _is_native(path: str) -> bool:

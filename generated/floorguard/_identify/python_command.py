@@ -170,13 +170,20 @@ ENV_NOT_READ: Final = frozenset(
         "PYTHON_GET_PIP_SHA256",
     }
 )
+# Read by getpath, -E and -I or not (build_variable_doubts): the program Python takes itself
+# for, whose pyvenv.cfg then makes a virtual environment of any folder.
+ENV_READ_WHATEVER_THE_OPTIONS: Final = {
+    "PYTHONEXECUTABLE": "PYTHONEXECUTABLE: read by getpath, -E and -I or not "
+    "(moves sys.executable and the environment found)",
+    "__PYVENV_LAUNCHER__": "__PYVENV_LAUNCHER__: read by getpath, -E or not "
+    "(another program's venv)",
+}
 # Resolved by the caller when it builds the search path (identify.python_search_path).
 _ENV_CALLER_RESOLVES: Final = frozenset({"PYTHONPATH", "PYTHONUSERBASE"})
 # Known, and known to load code or move where it comes from.
 _ENV_DOUBTS: Final = {
     "PYTHONHOME": "PYTHONHOME: the standard library, site.py included, comes from there",
     "PYTHONPYCACHEPREFIX": "PYTHONPYCACHEPREFIX: bytecode read from another tree",
-    "PYTHONEXECUTABLE": "PYTHONEXECUTABLE: moves sys.executable and the environment found",
     "PYTHON_PRESITE": "PYTHON_PRESITE: a module imported before site",
     "PYTHONCASEOK": "PYTHONCASEOK: imports match file names case-insensitively",
 }
@@ -350,15 +357,14 @@ def _warning_filter_doubts(value: str, source: str) -> list[str]:
 def build_variable_doubts(environ: Mapping[str, str]) -> tuple[str, ...]:
     """Doubts for the variables CPython reads whatever the options (-E and -I included):
     sysconfig's ``_PYTHON*`` (``_PYTHON_SYSCONFIGDATA_NAME`` names a module it imports),
-    and getpath's ``__PYVENV_LAUNCHER__`` (the program it takes itself for, whose
-    ``pyvenv.cfg`` then makes a virtual environment of any folder)."""
+    and getpath's ``PYTHONEXECUTABLE`` and ``__PYVENV_LAUNCHER__`` (the program it takes
+    itself for, whose ``pyvenv.cfg`` then makes a virtual environment of any folder)."""
     doubts = [
         f"{name}: read by sysconfig, -E or not (it may name a module to import)"
         for name in sorted(environ)
         if name.startswith("_PYTHON")
     ]
-    if "__PYVENV_LAUNCHER__" in environ:
-        doubts.append("__PYVENV_LAUNCHER__: read by getpath, -E or not (another program's venv)")
+    doubts += [doubt for name, doubt in ENV_READ_WHATEVER_THE_OPTIONS.items() if name in environ]
     return tuple(doubts)
 
 
@@ -382,6 +388,8 @@ def python_environment_doubts(
             continue
         value = environ[name]
         if name in ENV_UNDERSTOOD or name in ENV_NOT_READ or name in _ENV_CALLER_RESOLVES:
+            continue
+        if name in ENV_READ_WHATEVER_THE_OPTIONS:  # (a doubt of build_variable_doubts)
             continue
         if name in _ENV_DOUBTS:
             doubts.append(_ENV_DOUBTS[name])

@@ -20,6 +20,10 @@ from floorguard.errors import DetectionError
 # whole and then judged by packaging and semver, which refuse what is neither PEP 440 nor SemVer.
 _VERSION_SHAPE = r"\d++(?:\.\d++)++[0-9A-Za-z]*+(?:[-.+_][0-9A-Za-z]++)*+"
 _V = rf"v?(?P<version>{_VERSION_SHAPE})"
+# A line that is only the version, as most CLIs print it: no leading v, which is node's own
+# answer (``v20.20.2``; a copy of node under an adapter's name is not that adapter).
+_N = rf"(?P<version>{_VERSION_SHAPE})"
+_BARE = frozenset({_V, _N})
 
 # A token stands alone: not glued to a word (``python3.11``) or to another token.
 _STANDALONE = re.compile(
@@ -53,7 +57,7 @@ class CatalogEntry:
 
 
 def _patterns(*sources: str) -> tuple[re.Pattern[str], ...]:
-    return tuple(re.compile(s.replace("{V}", _V), re.ASCII) for s in sources)
+    return tuple(re.compile(s.replace("{V}", _V).replace("{N}", _N), re.ASCII) for s in sources)
 
 
 _ENTRIES = (
@@ -67,7 +71,7 @@ _ENTRIES = (
     CatalogEntry(
         adapter="amp",
         executable="amp",
-        line_patterns=_patterns(r"{V}"),
+        line_patterns=_patterns(r"{N}"),
         npm_packages=frozenset({"@sourcegraph/amp"}),
     ),
     CatalogEntry(
@@ -80,40 +84,41 @@ _ENTRIES = (
         adapter="codex",
         executable="codex",
         # The Rust CLI prints ``codex-cli X``; the early TypeScript one printed bare ``X``.
-        line_patterns=_patterns(r"codex-cli {V}", r"{V}"),
+        line_patterns=_patterns(r"codex-cli {V}", r"{N}"),
         npm_packages=frozenset({"@openai/codex"}),
     ),
     CatalogEntry(
         adapter="gemini",
         executable="gemini",
-        line_patterns=_patterns(r"{V}"),
+        line_patterns=_patterns(r"{N}"),
         npm_packages=frozenset({"@google/gemini-cli"}),
     ),
     CatalogEntry(
         adapter="goose",
         executable="goose",
         # A Rust binary: no package metadata to read, only the probe.
-        line_patterns=_patterns(r"{V}", r"goose(?:-cli)? {V}"),
+        line_patterns=_patterns(r"{N}", r"goose(?:-cli)? {V}"),
     ),
     CatalogEntry(
         adapter="gptme",
         executable="gptme",
         # ``gptme v0.27.0`` (first line of a longer report), click's ``gptme, version X``,
         # and the bare ``X`` of later releases.
-        line_patterns=_patterns(r"gptme {V}", r"gptme, version {V}", r"{V}"),
+        line_patterns=_patterns(r"gptme {V}", r"gptme, version {V}", r"{N}"),
         pip_distributions=frozenset({"gptme"}),
         pip_modules=frozenset({"gptme"}),
     ),
     CatalogEntry(
         adapter="opencode",
         executable="opencode",
+        # Printed both ``0.3.58`` and ``v0.3.58``.
         line_patterns=_patterns(r"{V}"),
         npm_packages=frozenset({"opencode-ai"}),
     ),
     CatalogEntry(
         adapter="qwen",
         executable="qwen",
-        line_patterns=_patterns(r"{V}"),
+        line_patterns=_patterns(r"{N}"),
         npm_packages=frozenset({"@qwen-code/qwen-code"}),
     ),
 )
@@ -220,7 +225,7 @@ def adapters_named_in(output: str) -> list[str]:
     named = []
     lines = [line.strip() for line in output.splitlines()]
     for entry in _ENTRIES:
-        telling = [p for p in entry.line_patterns if p.pattern != _V]
+        telling = [p for p in entry.line_patterns if p.pattern not in _BARE]
         if any(p.fullmatch(line) for p in telling for line in lines):
             named.append(entry.adapter)
     return named

@@ -1,0 +1,206 @@
+"""A copy or hard link of node or CPython under an adapter's name is the interpreter still.
+
+Asked ``--version``, stock node answers ``v20.20.2``, which codex's, gemini's, goose's and
+gptme's bare-version patterns would take for their own; its argument (a below-floor claude's
+``cli.js``) is what it runs. The gate tells the interpreter by what the file is (its dynamic
+symbols), not its name, and judges it as that interpreter running its arguments.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from helpers.closed_world import DEFAULT, DENY_BY_DEFAULT, NODE, World, needs_node
+from hosts import Host, floor
+from probes.native import Run, native_agent, require_native
+
+from floorguard._identify.native_interpreter import (
+    MAX_DYNAMIC_STRINGS,
+    NotTold,
+    interpreter_in,
+    interpreter_of,
+)
+
+FLOORS = {"aider": "0.60.0", "claude": "1.0.100", "codex": "0.2.0", "gemini": "0.1.0"}
+
+
+@pytest.fixture
+def floored(world: World) -> World:
+    """The world with floors for codex and gemini too: a version believed for them would be
+    a permit, not an untracked spawn."""
+    world.host = Host(world.root / "floored-host", {k: floor(v) for k, v in FLOORS.items()})
+    return world
+
+
+def node_under(name: str, folder: Path, *, link: bool = False) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / name
+    real = os.path.realpath(NODE)
+    if link:
+        try:
+            os.link(real, target)
+        except OSError as exc:  # (another filesystem, or hard links not allowed)
+            pytest.skip(f"cannot hard-link {real}: {exc.strerror}")
+    else:
+        shutil.copy2(real, target)
+    return target
+
+
+@needs_node
+@pytest.mark.parametrize("name", ["codex", "gemini"])
+def test_a_copy_of_node_named_like_an_adapter_is_judged_as_node_running_its_script(
+    floored: World, untracked_policy: str, tmp_path: Path, name: str
+) -> None:
+    old = floored.old_claude()
+    copy = node_under(name, tmp_path / "bin")
+    outcome = floored.spawn(name, [str(old.cli), "task"], policy=untracked_policy,
+                            env=floored.env(tmp_path / "bin"))  # fmt: skip
+    floored.assert_refused(outcome, old.marker, "claude")
+    assert "20." not in str(outcome["version"] or ""), outcome
+    assert copy.exists()
+
+
+@needs_node
+def test_a_hard_link_of_node_named_like_an_adapter_is_judged_as_node(
+    floored: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    old = floored.old_claude()
+    node_under("codex", tmp_path / "bin", link=True)
+    outcome = floored.spawn("codex", [str(old.cli), "task"], policy=untracked_policy,
+                            env=floored.env(tmp_path / "bin"))  # fmt: skip
+    floored.assert_refused(outcome, old.marker, "claude")
+
+
+@needs_node
+def test_a_copy_of_node_without_arguments_to_judge_is_not_taken_for_the_adapter(
+    floored: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    # Its REPL (or whatever its arguments would name) is node's, never codex 20.x.
+    node_under("codex", tmp_path / "bin")
+    outcome = floored.spawn("codex", [], policy=untracked_policy,
+                            env=floored.env(tmp_path / "bin"))  # fmt: skip
+    assert outcome["outcome"] == "refused", outcome
+    assert "20." not in str(outcome["version"] or ""), outcome
+
+
+def test_a_copy_of_python_named_like_an_adapter_is_judged_as_python(
+    floored: World, untracked_policy: str
+) -> None:
+    """Refused as Python running the old aider, not because its ``Python 3.x`` answer
+    happens to match no adapter's pattern (the venv's pyvenv.cfg says which Python)."""
+    old = floored.old_aider()
+    copy = old.prefix / "bin" / "codex"
+    shutil.copy2(os.path.realpath(old.python), copy)
+    outcome = floored.spawn("codex", ["-I", "-m", "aider", "task"], binary=copy,
+                            policy=untracked_policy, env=floored.env())  # fmt: skip
+    floored.assert_refused(outcome, old.marker, "aider (requested as 'codex')")
+
+
+@pytest.mark.parametrize("policy", [DEFAULT, DENY_BY_DEFAULT])
+def test_a_copy_of_python_under_an_untracked_name_runs_what_python_would(
+    floored: World, policy: str
+) -> None:
+    """``py``, a copy of the venv's python: not an untracked native program but Python
+    running ``-m aider``, judged as aider under either policy."""
+    old = floored.old_aider()
+    copy = old.prefix / "bin" / "py"
+    shutil.copy2(os.path.realpath(old.python), copy)
+    outcome = floored.spawn("py", ["-I", "-m", "aider", "task"], binary=copy, policy=policy,
+                            env=floored.env())  # fmt: skip
+    floored.assert_refused(outcome, old.marker, "aider (requested as 'py')")
+
+
+def test_a_copy_of_python_outside_any_environment_is_python_of_no_known_version(
+    floored: World, tmp_path: Path
+) -> None:
+    old = floored.old_aider()
+    (tmp_path / "bin").mkdir()
+    copy = tmp_path / "bin" / "gptme"
+    shutil.copy2(os.path.realpath(old.python), copy)
+    code = f"import sys; sys.path[:0] = [{str(old.site)!r}]; from aider.main import main; main()"
+    outcome = floored.spawn("gptme", ["-I", "-c", code], binary=copy,
+                            policy=DENY_BY_DEFAULT, env=floored.env())  # fmt: skip
+    floored.assert_refused(outcome, old.marker, "which Python it is")
+
+
+def test_a_native_codex_that_says_so_is_still_permitted(floored: World, tmp_path: Path) -> None:
+    require_native()
+    marker = tmp_path / "codex-ran"
+    native_agent(tmp_path / "bin" / "codex", version=b"codex-cli 0.5.0\n", run=Run(marker=marker))
+    outcome = floored.spawn("codex", ["task"], policy=DENY_BY_DEFAULT,
+                            env=floored.env(tmp_path / "bin"))  # fmt: skip
+    assert outcome["outcome"] == "started", outcome
+    (recorded,) = floored.recorded()
+    assert (recorded["verdict"], recorded["version"]) == ("permit", "0.5.0"), recorded
+    assert marker.exists()
+
+
+# --- what the file is --------------------------------------------------------------------
+
+
+def told(path: str) -> str | None:
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return interpreter_of(fd)
+    finally:
+        os.close(fd)
+
+
+@needs_node
+def test_node_is_told_by_its_dynamic_symbols() -> None:
+    assert told(os.path.realpath(NODE)) == "node"
+
+
+def test_cpython_is_told_by_its_dynamic_symbols() -> None:
+    # (a shared build imports Py_BytesMain from libpython, a static one exports it)
+    assert told(os.path.realpath(sys.executable)) == "python"
+
+
+def test_other_native_programs_are_no_interpreter(tmp_path: Path) -> None:
+    assert told(os.path.realpath("/bin/sh")) is None
+    require_native()
+    native_agent(tmp_path / "codex", version=b"codex-cli 0.5.0\n", run=Run())
+    assert told(str(tmp_path / "codex")) is None
+
+
+def dynamic_elf(strings: bytes, *, stated_size: int | None = None) -> bytes:
+    """A 64-bit little-endian ELF file with one PT_LOAD over the whole file (loaded at 0)
+    and a PT_DYNAMIC whose DT_STRTAB/DT_STRSZ name ``strings`` (``stated_size``: another
+    DT_STRSZ)."""
+    phoff, phnum = 64, 2
+    dynamic_at = phoff + 56 * phnum
+    entries = [(5, dynamic_at + 48), (10, len(strings) if stated_size is None else stated_size)]
+    dynamic = b"".join(struct.pack("<qQ", tag, value) for tag, value in [*entries, (0, 0)])
+    size = dynamic_at + len(dynamic) + len(strings)
+    header = (
+        b"\x7fELF\x02\x01\x01"
+        + bytes(9)
+        + struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0, phoff, 0, 0, 64, 56, phnum, 64, 0, 0)
+    )
+    load = struct.pack("<IIQQQQQQ", 1, 5, 0, 0, 0, size, size, 4096)
+    dyn = struct.pack("<IIQQQQQQ", 2, 6, dynamic_at, dynamic_at, dynamic_at, 48, 48, 8)
+    return header + load + dyn + dynamic + strings
+
+
+def read_from(data: bytes) -> Callable[[int, int], bytes]:
+    return lambda size, offset: data[offset : offset + size]
+
+
+def test_the_entry_point_named_in_the_dynamic_strings_tells_the_interpreter() -> None:
+    assert interpreter_in(read_from(dynamic_elf(b"\0libc.so.6\0Py_BytesMain\0"))) == "python"
+    assert interpreter_in(read_from(dynamic_elf(b"\0_ZN4node5StartEiPPc\0"))) == "node"
+    # (a name that only contains it is another symbol)
+    assert interpreter_in(read_from(dynamic_elf(b"\0my_Py_BytesMain\0libc.so.6\0"))) is None
+
+
+def test_a_dynamic_string_table_that_cannot_be_read_is_not_taken_for_none() -> None:
+    with pytest.raises(NotTold, match="larger than floorguard reads"):
+        interpreter_in(read_from(dynamic_elf(b"\0x\0", stated_size=MAX_DYNAMIC_STRINGS + 1)))
+    with pytest.raises(NotTold, match="not in the file"):
+        interpreter_in(read_from(dynamic_elf(b"\0x\0", stated_size=4096)))
