@@ -26,8 +26,9 @@ from floorguard._maps.map_model import entries_hash
 PACKAGE = Path(floorguard.__file__).parent
 
 HOST = r"""
-import json, sys
+import json, os, sys
 import floorguard
+os.environ.pop("PYTHONPATH", None)  # (the host's own, for its copy of floorguard)
 request = json.loads(sys.argv[1])
 try:
     d = floorguard.preflight(
@@ -67,7 +68,8 @@ if request.get("swap"):
     launcher._race_window_hook = swapper(request["swap"])
 if request.get("after_open"):
     launcher._after_open_hook = swapper(request["after_open"])
-env = dict(os.environ)
+# The host's PYTHONPATH brings it its own copy of floorguard: not the child's path.
+env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
 env.update(request.get("child_env", {}))
 results = []
 for policy in request.get("policies", [None]):

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -532,9 +531,11 @@ def test_node_running_npx_cli_under_a_spelling_node_resolves_is_npx(
     assert (judged.verdict, judged.adapter, judged.version) == (REFUSE, "mcp-remote", "0.1.15")
 
 
-def test_python_running_pipx_as_a_module_is_judged_as_pipx_run(project: Path) -> None:
+def test_python_running_pipx_as_a_module_is_judged_as_pipx_run(
+    project: Path, tmp_path: Path
+) -> None:
     argv = ["-P", "-m", "pipx", "run", "mcp-server-fetch==2024.1.0"]
-    judged = run(Path(sys.executable), argv, project)
+    judged = run(probes.real_venv(tmp_path / "venv"), argv, project)
     assert (judged.verdict, judged.adapter, judged.version) == (
         REFUSE, "mcp-server-fetch", "2024.1.0",
     ), judged  # fmt: skip

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from helpers.closed_world import NEW_CLAUDE, NODE, World
+from helpers.closed_world import NEW_CLAUDE, NODE, World, editable_install
 from helpers.closed_world import needs_node as node
 
 DISTUTILS_PRECEDENCE = (
@@ -85,13 +85,15 @@ def test_pip_console_script_runs(world: World, untracked_policy: str) -> None:
 def test_venv_with_a_plain_path_pth_and_distutils_precedence_pth_runs(
     world: World, untracked_policy: str, tmp_path: Path
 ) -> None:
-    """A venv whose site-packages holds a ``.pth`` naming a plain folder and setuptools'
-    ``distutils-precedence.pth`` (an import line calling ``_distutils_hack.add_shim``)."""
+    """A venv whose site-packages holds a ``.pth`` naming a plain folder (an editable install
+    of team-helpers, whose RECORD lists it: the folder holds its module alone) and
+    setuptools' ``distutils-precedence.pth`` (an import line calling
+    ``_distutils_hack.add_shim``)."""
     new = world.new_aider()
     extra = tmp_path / "extra-libs"
     extra.mkdir()
     (extra / "team_helpers.py").write_text("VALUE = 1\n", encoding="utf-8")
-    (new.site / "team-libs.pth").write_text(f"{extra}\n", encoding="utf-8")
+    editable_install(new.site, "team-helpers", extra, pth="team-libs.pth")
     (new.site / "distutils-precedence.pth").write_text(DISTUTILS_PRECEDENCE, encoding="utf-8")
     hack = new.site / "_distutils_hack"
     hack.mkdir()
@@ -115,7 +117,7 @@ def test_venv_with_an_editable_install_pth_of_an_unrelated_package_runs(
     checkout = tmp_path / "foo-checkout" / "src"
     (checkout / "foo").mkdir(parents=True)
     (checkout / "foo" / "__init__.py").write_text("", encoding="utf-8")
-    (new.site / "__editable__.foo-1.0.pth").write_text(f"{checkout}\n", encoding="utf-8")
+    editable_install(new.site, "foo", checkout, pth="__editable__.foo-1.0.pth")
     outcome = world.spawn(
         "aider", ["task"], policy=untracked_policy, env=world.env(new.prefix / "bin")
     )

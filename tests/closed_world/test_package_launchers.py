@@ -21,7 +21,14 @@ from typing import Any
 import pytest
 from helpers.advisory_maps import extended_module
 from helpers.cli import isolated_env
-from probes import node_with_npm, npm_layout, pip_install, pip_layout, write_executable
+from probes import (
+    node_with_npm,
+    npm_layout,
+    pip_install,
+    pip_layout,
+    real_venv,
+    write_executable,
+)
 from probes.native import native_program
 
 from floorguard._gate import gate
@@ -104,7 +111,10 @@ def bins(tmp_path: Path) -> Path:
     # imports nothing: it could run nothing the gate would not see).
     native_program(folder / "uvx", stdout=b"uvx 0.9.4 (0000000 2025-10-01)\n")
     native_program(folder / "uv", stdout=b"uv 0.9.4 (0000000 2025-10-01)\n")
-    write_executable(folder / "pipx", f"#!{sys.executable}\nimport sys\nsys.exit(0)\n")
+    # (Its python is a venv of its own: the test run's has this repository's editable
+    # install, whose .pth adds a folder of modules to its path.)
+    python = real_venv(tmp_path / "pipx-venv")
+    write_executable(folder / "pipx", f"#!{python}\nimport sys\nsys.exit(0)\n")
     npm = node_with_npm(tmp_path / "nodejs")
     for name in ("npx", "npm"):
         (folder / name).symlink_to(npm / name)

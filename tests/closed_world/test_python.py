@@ -184,7 +184,8 @@ def test_script_starting_with_a_utf8_bom_importing_old_aider_is_refused(
     """A script that begins with a UTF-8 byte order mark (valid for CPython) and imports the
     old aider."""
     old = world.old_aider()
-    script = tmp_path / "bom_agent.py"
+    script = tmp_path / "agent" / "bom_agent.py"  # (alone in its folder, first on the path)
+    script.parent.mkdir()
     script.write_bytes(b"\xef\xbb\xbf" + RUN_AIDER.encode("utf-8"))
     outcome = world.spawn(
         "python", [str(script)], binary=old.python, policy=untracked_policy, env=world.env()
@@ -200,7 +201,8 @@ def test_script_in_utf7_with_an_escaped_import_is_refused(
     old = world.old_aider()
     statement = "from aider.main import main; main()"
     escaped = base64.b64encode(statement.encode("utf-16-be")).decode("ascii").rstrip("=")
-    script = tmp_path / "utf7_agent.py"
+    script = tmp_path / "agent" / "utf7_agent.py"  # (alone in its folder, first on the path)
+    script.parent.mkdir()
     script.write_bytes(f"# -*- coding: utf-7 -*-\n+{escaped}-\n".encode("ascii"))
     assert b"aider" not in script.read_bytes()
     outcome = world.spawn(

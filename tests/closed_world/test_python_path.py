@@ -279,7 +279,8 @@ import floorguard
 request = json.loads(sys.argv[1])
 results = []
 for extra in request["envs"]:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONSAFEPATH"}
+    # (PYTHONPATH is the host's own, for its copy of floorguard)
+    env = {k: v for k, v in os.environ.items() if k not in {"PYTHONSAFEPATH", "PYTHONPATH"}}
     env.update(extra)
     try:
         child = floorguard.spawn("aider", ["task"], binary=request["binary"], env=env, stdout=-3)

@@ -452,6 +452,7 @@ import json, os, sys, pathlib, subprocess
 import floorguard
 request = json.loads(sys.argv[1])
 env = dict(os.environ, PATH=request["path"])
+env.pop("PYTHONPATH")  # (the host's own, for its copy of floorguard)
 outcomes = []
 for step in ("before", "after"):
     if step == "after":

@@ -542,7 +542,8 @@ def _python_run(
         )
     flags = command.flags
     if command.runs == "module" and command.value is not None:
-        paths = identify.python_path(interpreter, environ, here, flags, here)
+        top = command.value.split(".", 1)[0]
+        paths = identify.python_path(interpreter, environ, here, flags, here, module=top)
         if not _safe_path(flags, environ):
             # The working directory is the agent's workspace: what it holds when a module is
             # first imported (an optional one nothing installed provides, or one written
@@ -553,7 +554,6 @@ def _python_run(
                 "give -P (or -I), or run the installed console script"
             )
         doubts += paths.doubts
-        top = command.value.split(".", 1)[0]
         hit = identify.resolve_import(top, paths.entries, version)
         if hit is not None:
             doubts += _outside_sites(top, paths, version)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -36,6 +36,7 @@ from floorguard._identify.pip_metadata import (
 )
 from floorguard._identify.python_site import reserved_names
 from floorguard._maps.catalog import ADAPTER_OF_PIP_MODULE
+from floorguard._maps.packages import pypi_normal_form
 from floorguard.errors import DetectionError
 
 
@@ -69,11 +70,12 @@ def python_path(
     *,
     program: str | None = None,
     folder_program: bool = False,
+    module: str | None = None,
 ) -> PythonPath:
     """:func:`_python_path`, reused while every file and folder it consulted is unchanged."""
     here = cwd or os.getcwd()
     key = (
-        interpreter, first, flags, here, program, folder_program, environ.get("HOME"),
+        interpreter, first, flags, here, program, folder_program, module, environ.get("HOME"),
         agent_workspace(), *(environ.get(name) for name in _PATH_VARIABLES),
     )  # fmt: skip
     return _checked_memo(
@@ -81,7 +83,7 @@ def python_path(
         key,
         lambda: _python_path(
             interpreter, environ, first, flags, here, program=program,
-            folder_program=folder_program,
+            folder_program=folder_program, module=module,
         ),
     )  # fmt: skip
 
@@ -95,6 +97,7 @@ def _python_path(
     *,
     program: str | None = None,
     folder_program: bool = False,
+    module: str | None = None,
 ) -> PythonPath:
     """Where ``interpreter`` (as started: a virtual environment's is found by its own path)
     imports third-party code from, in CPython's order: ``first`` (the script's folder, or
@@ -110,7 +113,8 @@ def _python_path(
 
     ``program``: the file run (a script, or a folder's ``__main__.py``), which may sit in
     ``first``; ``folder_program``: ``first`` is a folder (or archive) run as the program,
-    which CPython puts first on the path whatever the safe path says."""
+    which CPython puts first on the path whatever the safe path says; ``module``: the
+    top-level name ``-m`` runs (its package, judged as the program, is the program's own)."""
     from floorguard._identify import python_site
 
     isolated = "I" in flags
@@ -193,34 +197,47 @@ def _python_path(
         for entry in (*before, *scan.directories)
         if _in_a_file(entry)
     ]
+    installed = tuple(_unique(distinct))
+    run = find_module(module, [*before, *scan.directories], version) if module else None
     for folder in before:
         doubts += _shadow_doubts(folder, scan.directories, scan.mapped, version)
-        doubts += _workspace_doubts(folder, cwd, program, scan.directories, version)
+        runs_here = module if run is not None and _regular(run) and run[0] == folder else None
+        doubts += _first_folder_doubts(
+            folder, cwd, program, scan.directories, installed=installed, version=version,
+            module=runs_here,
+        )  # fmt: skip
+    added_by = dict(scan.added_by)
     for folder in scan.directories:
         doubts += _reserved_doubts(folder, version)
-        if os.path.realpath(folder) not in seen and _inside(folder, cwd):
-            # (what no installer recorded: an editable install's source tree, say)
-            doubts.append(
-                f"{folder}, which a .pth file adds to the path, lies in the working directory: "
-                "any import of a name it holds (an optional one included) runs the "
-                "workspace's code; install the agent in an environment of its own"
-            )
+        if os.path.realpath(folder) not in seen:
+            doubts += _pth_folder_doubts(
+                folder, added_by.get(folder), cwd, scan.directories, installed=installed,
+                version=version,
+            )  # fmt: skip
     return PythonPath(tuple(before), scan.directories, tuple(doubts))
 
 
-def _workspace_doubts(
-    folder: str, cwd: str, program: str | None, sites: Sequence[str], version: str | None
+def _first_folder_doubts(
+    folder: str,
+    cwd: str,
+    program: str | None,
+    sites: Sequence[str],
+    *,
+    installed: Sequence[str],
+    version: str | None,
+    module: str | None = None,
 ) -> list[str]:
-    """What ``folder``, ahead of the installed code on the path and inside the working
-    directory (the agent's workspace), holds that an import would load: a module or package,
-    or a folder of modules, of any name. Named like nothing installed, it still answers an
-    optional import (``try: import ujson``) of the program or of any package it runs. Only
-    the program's own file, and the ``activate_this`` a virtual environment's tools write
-    beside its scripts, are known."""
-    if not _inside(folder, cwd):
-        return []
+    """What ``folder``, ahead of the installed code on the path (the program's folder, a
+    folder run as the program, a PYTHONPATH entry), holds that an import would load: a
+    module or package, or a folder of modules, of any name, wherever the folder lies. Named
+    like nothing installed, it still answers an optional import (``try: import ujson``) of
+    the program or of any package it runs. Only the program's own file (or ``module``, the
+    package ``-m`` runs from it, judged as the program), the ``activate_this`` a virtual
+    environment's tools write beside its scripts, and, outside the working directory (the
+    agent's workspace), a module an installer of the environment recorded there (pip's
+    copy of jmespath's ``jp.py`` in ``bin/``) are known."""
     real = os.path.realpath(folder)
-    known = {"__main__"}
+    known = {"__main__"} if module is None else {"__main__", module}
     if program is not None and os.path.dirname(os.path.realpath(program)) == real:
         # The program's own name, when an import of it finds the program's own source:
         # not a package or an extension module of that name beside it (found first), nor
@@ -228,14 +245,75 @@ def _workspace_doubts(
         base = os.path.basename(program)
         own = base.split(".", 1)[0]
         beside = [e for e in listing(folder) if e.split(".", 1)[0] == own]
-        cached = [
-            e for e in listing(os.path.join(folder, "__pycache__")) if e.startswith(own + ".")
-        ]
-        if beside == [base] and not cached:
+        if beside == [base] and not _cached_for(folder, own):
             known.add(own)
     if os.path.isfile(os.path.join(os.path.dirname(real), "pyvenv.cfg")):
         known.add("activate_this")
-    held = sorted({entry.split(".", 1)[0] for entry in listing(folder)} - known)
+    found = _loadable_names(folder, known, sites, version)
+    in_workspace = _inside(folder, cwd)
+    if found and not in_workspace:
+        recorded = _recorded_outside(tuple(installed))
+        found = [name for name in found if not _recorded_module(folder, name, recorded, version)]
+    if not found:
+        return []
+    where = "first on the path" + (" and in the working directory" if in_workspace else "")
+    return [f"{folder}, {where}, holds {_some(found)}: {_ANSWERS_ANY_IMPORT}"]
+
+
+_ANSWERS_ANY_IMPORT: Final = (
+    "any import of such a name (an optional one included) would run it, code that is not judged"
+)
+
+
+def _pth_folder_doubts(
+    folder: str,
+    pth: str | None,
+    cwd: str,
+    sites: Sequence[str],
+    *,
+    installed: Sequence[str],
+    version: str | None,
+) -> list[str]:
+    """A folder a ``.pth`` file adds to the path (an editable or develop install's source
+    tree) is an installation only inside a site folder: elsewhere nobody installed or
+    recorded what it holds, and any name there answers an optional import. In the working
+    directory it is refused outright; outside it, it may hold only the top-level names of
+    the distribution whose RECORD lists that ``.pth`` (the editable install's own)."""
+    if any(_inside(folder, site) for site in installed):
+        return []
+    if _inside(folder, cwd):
+        return [
+            f"{folder}, which a .pth file adds to the path, lies in the working directory: "
+            "any import of a name it holds (an optional one included) runs the "
+            "workspace's code; install the agent in an environment of its own"
+        ]
+    own = _editable_own_names(pth) if pth is not None else frozenset()
+    found = _loadable_names(folder, {"__main__", *own}, sites, version)
+    if not found:
+        return []
+    return [f"{folder}, which {pth} adds to the path, holds {_some(found)}: {_ANSWERS_ANY_IMPORT}"]
+
+
+def _some(names: Sequence[str]) -> str:
+    more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+    return f"{', '.join(names[:3])}{more}"
+
+
+def _cached_for(folder: str, name: str) -> list[str]:
+    """The bytecode cached in ``folder`` for module ``name`` (run instead of its source when
+    its header matches)."""
+    cache = os.path.join(folder, "__pycache__")
+    return [os.path.join(cache, e) for e in sorted(listing(cache)) if e.startswith(name + ".")]
+
+
+def _loadable_names(
+    folder: str, known: Collection[str], sites: Sequence[str], version: str | None
+) -> list[str]:
+    """The top-level names in ``folder``, ``known`` aside, whose import would load something
+    from it: a module, a regular package, or a folder of modules used as a namespace
+    package (a portion is used only when no module or regular package of the name is found
+    anywhere on the path, and runs no code but the modules it holds)."""
+    held = sorted({entry.split(".", 1)[0] for entry in listing(folder)} - set(known))
     found = []
     for name in held:
         if not name.isidentifier():
@@ -244,22 +322,64 @@ def _workspace_doubts(
         if kind is None:
             continue
         if kind[1] == "namespace" and (
-            # (a portion is used only when no module or regular package of the name is
-            # found anywhere on the path, and runs no code but the modules it holds)
             name in _stdlib_names()
             or _regular(find_module(name, sites, version))
             or not _holds_modules(os.path.join(folder, name), version)
         ):
             continue
         found.append(name)
-    if not found:
-        return []
-    more = f" and {len(found) - 3} more" if len(found) > 3 else ""
-    return [
-        f"{folder}, first on the path and in the working directory, holds "
-        f"{', '.join(found[:3])}{more}: any import of such a name (an optional one included) "
-        "would run it, code that is not judged"
-    ]
+    return found
+
+
+def _recorded_module(folder: str, name: str, recorded: frozenset[str], version: str | None) -> bool:
+    """Whether importing ``name`` from ``folder`` loads only files ``recorded``
+    (:func:`_recorded_outside`) lists: the module file found first, and any bytecode cached
+    for it. A package, or a file beside the recorded one that is found first (an extension
+    module), is not."""
+    kind = find_module(name, [folder], version)
+    if kind is None or kind[1] != "module":
+        return False
+    found = _file_in(folder, listing(folder), name, version)
+    return found is not None and all(
+        _by_real_folder(path) in recorded for path in (found, *_cached_for(folder, name))
+    )
+
+
+def _recorded_outside(sites: tuple[str, ...]) -> frozenset[str]:
+    """The files the dist-infos of ``sites`` record outside their site folder
+    (``../../../bin/jp.py``: the scripts an installer wrote, and their bytecode), each
+    named by its folder's real path and its own name (a link of another name to a recorded
+    file is not one)."""
+    files = set()
+    for site in sites:
+        for entry in sorted(listing(site)):
+            if entry.endswith(".dist-info"):
+                for path in _record(os.path.join(site, entry)).paths:
+                    if path.split(os.sep, 1)[0] == os.pardir:
+                        files.add(_by_real_folder(os.path.join(site, path)))
+    return frozenset(files)
+
+
+def _by_real_folder(path: str) -> str:
+    folder, name = os.path.split(os.path.normpath(path))
+    return os.path.join(os.path.realpath(folder), name)
+
+
+def _editable_own_names(pth: str) -> frozenset[str]:
+    """The top-level names of the distribution whose RECORD lists ``pth`` (an editable
+    install's): those its RECORD and top_level.txt name, and its own name as a module's
+    (hatchling's editable installs write no top_level.txt); the ``.pth`` file's aside."""
+    site, name = os.path.split(pth)
+    own: set[str] = set()
+    for entry in sorted(listing(site)):
+        dist = metadata_dist(entry)
+        if dist is None or not entry.endswith(".dist-info"):
+            continue
+        record = _record(os.path.join(site, entry))
+        if name in record.paths:
+            own |= record.top_level - {name.split(".", 1)[0]}
+            own.add(pypi_normal_form(dist).replace("-", "_"))
+    return frozenset(own)
 
 
 def _regular(found: tuple[str, str] | None) -> bool:

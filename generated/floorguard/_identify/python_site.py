@@ -64,6 +64,8 @@ class SiteScan:
     consulted: tuple[str, ...] = ()
     # Top-level names an editable install's finder maps (asked after the path's own search).
     mapped: tuple[str, ...] = ()
+    # Each directory a ``.pth`` path line added, with that ``.pth`` file.
+    added_by: tuple[tuple[str, str], ...] = ()
 
 
 _USER_SITE_IMPORT: Final = (
@@ -126,6 +128,7 @@ def scan_sites(
     doubts: list[str] = []
     consulted: list[str] = []
     mapped: list[str] = []
+    added_by: list[tuple[str, str]] = []
     for site in sites:
         if site in directories or not os.path.isdir(site):
             continue
@@ -142,10 +145,12 @@ def scan_sites(
             new = [d for d in dict.fromkeys(added) if d not in directories]
             directories += new
             so_far += new
+            added_by += [(directory, os.path.join(site, pth)) for directory in new]
             doubts += problems
     return SiteScan(
-        tuple(directories), tuple(doubts), tuple(dict.fromkeys(consulted)), tuple(mapped)
-    )
+        tuple(directories), tuple(doubts), tuple(dict.fromkeys(consulted)), tuple(mapped),
+        tuple(added_by),
+    )  # fmt: skip
 
 
 def customize_doubts(found: Callable[[str], str | None], user_site: bool) -> tuple[str, ...]:
