@@ -10,8 +10,10 @@ keep its lock whatever it opens after its first read.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from helpers.long_lived_prover import LongLivedHost, tamper
 
 
@@ -20,28 +22,30 @@ def _a_chain_of(env: dict[str, str], count: int) -> None:
         writer.appended(count)
 
 
-def test_a_process_that_proved_before_its_first_append_appends_after_another_process_exits(
-    env: dict[str, str], home: Path
-) -> None:
+@pytest.fixture
+def proved_first(env: dict[str, str]) -> Iterator[LongLivedHost]:
+    """A process that proved a record before its first append, after which another process
+    appended and exited."""
     _a_chain_of(env, 3)
-    with LongLivedHost(env) as host:
-        assert "proof" in host.prove(1)
-        assert host.appended(1) == [3]
-        _a_chain_of(env, 1)  # another process appends and exits
-        assert (home / "chain.sqlite3-wal").exists()
-        assert host.appended(2) == [5, 6]
-        assert host.prove(4)["proof"]["tree_size"] == 7
+    with LongLivedHost(env) as process:
+        assert "proof" in process.prove(1)
+        assert process.appended(1) == [3]
+        _a_chain_of(env, 1)
+        yield process
+
+
+def test_a_process_that_proved_before_its_first_append_appends_after_another_process_exits(
+    proved_first: LongLivedHost, home: Path
+) -> None:
+    assert (home / "chain.sqlite3-wal").exists()
+    assert proved_first.appended(2) == [5, 6]
+    assert proved_first.prove(4)["proof"]["tree_size"] == 7
 
 
 def test_a_process_that_proved_before_its_first_append_sees_a_trigger_planted_after(
-    env: dict[str, str], home: Path
+    proved_first: LongLivedHost, home: Path
 ) -> None:
-    _a_chain_of(env, 3)
-    with LongLivedHost(env) as host:
-        assert "proof" in host.prove(1)
-        assert host.appended(1) == [3]
-        _a_chain_of(env, 1)
-        assert host.prove(4)["proof"]["tree_size"] == 5
-        tamper(home, "CREATE TRIGGER planted BEFORE INSERT ON tree BEGIN SELECT 1; END")
-        refused = host.prove(2).get("refused", "")
-        assert "floorguard does not make" in refused and "planted" in refused
+    assert proved_first.prove(4)["proof"]["tree_size"] == 5
+    tamper(home, "CREATE TRIGGER planted BEFORE INSERT ON tree BEGIN SELECT 1; END")
+    refused = proved_first.prove(2).get("refused", "")
+    assert "floorguard does not make" in refused and "planted" in refused

@@ -780,12 +780,26 @@ def _judge_server(
                 started_by_name=True,
             )
             client = CLIENT_OF_ADAPTER.get(judged.adapter or requested)
-            if judged.verdict != REFUSE and client is not None:
-                judged = _as_agent_with_servers(
-                    requested, judged, client, policy=policy, environ=environ,
-                    run_environ=server_env, argv=declared.args, cwd=where,
-                    floor_map=floor_map,
+            depth = _NESTING.get() + 1
+            if judged.verdict != REFUSE and client is not None and depth > MAX_AGENT_NESTING:
+                judged = dataclasses.replace(
+                    judged, verdict=REFUSE, waiver_id=None, mcp_servers=(),
+                    reason=f"{requested} is an agent started as an MCP server by agents nested "
+                    f"{depth} deep (each starting the next as a server), deeper than the "
+                    f"{MAX_AGENT_NESTING} followed",
                 )  # fmt: skip
+            elif judged.verdict != REFUSE and client is not None:
+                # A server that is itself an agent: judged with the servers it will start
+                # in its own folder, with its own arguments and environment, as an agent is.
+                token = _NESTING.set(depth)
+                try:
+                    judged = _with_servers(
+                        requested, judged, client, policy=policy, environ=environ,
+                        run_environ=server_env, argv=declared.args, cwd=where,
+                        floor_map=floor_map,
+                    )  # fmt: skip
+                finally:
+                    _NESTING.reset(token)
     if judged.verdict != REFUSE and map_hash is not None and judged.floor_map_hash != map_hash:
         judged = dataclasses.replace(
             judged, verdict=REFUSE, reason="the floor map changed while it was judged",
@@ -827,38 +841,6 @@ def _judge_server(
 # would start itself without end.
 MAX_AGENT_NESTING: Final = 3
 _NESTING: ContextVar[int] = ContextVar("floorguard_agent_nesting", default=0)
-
-
-def _as_agent_with_servers(
-    requested: str,
-    server: _Judgement,
-    client: str,
-    *,
-    policy: str,
-    environ: Mapping[str, str],
-    run_environ: Mapping[str, str],
-    argv: Sequence[str],
-    cwd: str,
-    floor_map: object,
-) -> _Judgement:
-    """An MCP server that is itself an agent (``client``), judged with the servers it will
-    start in its own folder, with its own arguments and environment, as an agent is."""
-    depth = _NESTING.get() + 1
-    if depth > MAX_AGENT_NESTING:
-        return dataclasses.replace(
-            server, verdict=REFUSE, waiver_id=None, mcp_servers=(),
-            reason=f"{requested} is an agent started as an MCP server by agents nested "
-            f"{depth} deep (each starting the next as a server), deeper than the "
-            f"{MAX_AGENT_NESTING} followed",
-        )  # fmt: skip
-    token = _NESTING.set(depth)
-    try:
-        return _with_servers(
-            requested, server, client, policy=policy, environ=environ,
-            run_environ=run_environ, argv=argv, cwd=cwd, floor_map=floor_map,
-        )  # fmt: skip
-    finally:
-        _NESTING.reset(token)
 
 
 def _without_arguments(reason: str, declared: Declaration, run_environ: Mapping[str, str]) -> str:
