@@ -1435,7 +1435,11 @@ def launched_tree_doubts(
     ``node_modules`` of every folder above it (``~/.npm/node_modules``, ``~/node_modules``):
     each one there is a doubt (node_resolution)."""
     from floorguard._identify.mcp_config import home_of
-    from floorguard._identify.node_resolution import node_modules_above, present_above
+    from floorguard._identify.node_resolution import (
+        node_modules_above,
+        node_modules_above_the_install,
+        present_above,
+    )
 
     if launch.launcher not in ("npx", "npm exec") or launch.ecosystem != _packages.NPM:
         return []
@@ -1457,7 +1461,17 @@ def launched_tree_doubts(
         # node walks up from the real folders (the hash folder is not there yet).
         real = os.path.join(os.path.realpath(os.path.dirname(root)), os.path.basename(root))
         tree = os.path.join(root, "node_modules")
-        doubts += [d for d in present_above(node_modules_above(real), tree) if d not in doubts]
+        above = node_modules_above(real)
+        installed = os.path.join(tree, launch.package)
+        if os.path.lexists(installed):
+            # A tree that is a link (a shared store, a volume): node walks up from the
+            # package's real folder, whatever folders the link's name lies in.
+            real_package = os.path.realpath(installed)
+            above += node_modules_above_the_install(
+                os.path.join(real_package, "package.json"), real_package
+            )
+        found = present_above(list(dict.fromkeys(above)), tree)
+        doubts += [d for d in found if d not in doubts]
     return doubts
 
 
