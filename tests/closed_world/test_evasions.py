@@ -1173,3 +1173,33 @@ def test_python_relative_script_resolved_in_the_child_cwd(
         env=world.env(),
     )  # fmt: skip
     world.assert_refused(outcome, old.marker, "0.50.0", str(lib))
+
+
+@pytest.mark.parametrize("form", ["#!/usr/bin/env {python}", "#!/usr/bin/env -S {python} -I"])
+def test_env_naming_an_absolute_interpreter_runs_it_as_named(
+    world: World, untracked_policy: str, tmp_path: Path, form: str
+) -> None:
+    """``#!/usr/bin/env /opt/venv/bin/python3``: env runs the path as given, searching no
+    PATH; the interpreter is that file, not a relative one."""
+    new = world.new_aider()
+    line = form.format(python=new.prefix / "bin" / "python3")
+    agent = write_executable(tmp_path / "bin" / "aider", f"{line}\n" + RUN_AIDER)
+    env = world.env(new.prefix / "bin")
+    outcome = world.spawn("aider", ["task"], binary=agent, policy=untracked_policy, env=env)
+    world.assert_permitted_and_ran(outcome, new.marker)
+
+
+def test_env_naming_a_relative_interpreter_is_refused(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """``#!/usr/bin/env ./python3``: env finds it from the child's working directory."""
+    new, old = world.new_aider(), world.old_aider()
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "python3").symlink_to(old.prefix / "bin" / "python3")
+    agent = write_executable(tmp_path / "bin" / "aider", "#!/usr/bin/env ./python3\n" + RUN_AIDER)
+    env = world.env(new.prefix / "bin")
+    outcome = world.spawn(
+        "aider", ["task"], binary=agent, policy=untracked_policy, env=env, cwd=workspace
+    )
+    world.assert_refused(outcome, old.marker, "relative interpreter")

@@ -344,7 +344,9 @@ def _script(
             name, path_env = env_command.command_path(interpreter, environ, here)
         except env_command.EnvRefused as exc:
             raise DetectionError(f"{opened.path}: the env of its #! line: {exc}") from None
-        if path_env is None:  # (a name with a slash: from the working directory)
+        if path_env is None and os.path.isabs(interpreter):  # (env runs a path as given)
+            interpreter = name
+        elif path_env is None:  # (a relative name with a slash: from the working directory)
             doubts.append(f"{opened.path}: its #! line names a relative interpreter {name}")
             interpreter = name
         else:
