@@ -1203,3 +1203,19 @@ def test_env_naming_a_relative_interpreter_is_refused(
         "aider", ["task"], binary=agent, policy=untracked_policy, env=env, cwd=workspace
     )
     world.assert_refused(outcome, old.marker, "relative interpreter")
+
+
+def test_env_stops_at_a_symbolic_link_loop_on_its_path(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """glibc's execvp goes on to the next PATH folder only after a few errors (not found,
+    permission): at a ``python3`` that is a link loop it stops, and env starts nothing. No
+    permit may stand for it."""
+    new = world.new_aider()
+    loop = tmp_path / "loop"
+    loop.mkdir()
+    (loop / "python3").symlink_to("python3")
+    agent = write_executable(tmp_path / "bin" / "aider", "#!/usr/bin/env python3\n" + RUN_AIDER)
+    env = world.env(loop, new.prefix / "bin")
+    outcome = world.spawn("aider", ["task"], binary=agent, policy=untracked_policy, env=env)
+    world.assert_refused(outcome, new.marker, "python3")

@@ -4,6 +4,7 @@ consulted is unchanged."""
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 from collections.abc import Callable, Hashable
@@ -95,15 +96,37 @@ def _checked_memo(cache: dict[object, object], key: Hashable, compute: Callable[
     return value
 
 
+# The errors after which glibc's execvp (and libuv's, after it) tries the next PATH folder;
+# at any other (a link loop, a name too long) it gives up, and nothing starts.
+_EXECVP_GOES_ON: Final = frozenset(
+    {errno.EACCES, errno.ENOENT, errno.ESTALE, errno.ENOTDIR, errno.ENODEV, errno.ETIMEDOUT}
+)
+
+
+def execvp_gives_up_at(candidate: str) -> str | None:
+    """Why execvp would give up at ``candidate`` rather than try the next PATH folder (a
+    link loop, a name too long), or None when it would run it or go on."""
+    try:
+        os.stat(candidate)
+    except OSError as exc:
+        if exc.errno not in _EXECVP_GOES_ON:
+            return exc.strerror or str(exc)
+    return None
+
+
 def locate_noted(name: str, path_env: str | None) -> str | None:
     """``locate`` on PATH, noting every directory searched (a program added to an earlier
     PATH directory changes the answer). A folder of the name is passed over, as execvp
-    passes over it (execve fails with EACCES)."""
+    passes over it (execve fails with EACCES); at a file execvp would give up on (a link
+    loop), the search ends with nothing found."""
     for directory in search_path(path_env).split(os.pathsep):
         if not directory:
             continue
         _identity(directory)
         candidate = os.path.join(directory, name)
+        if execvp_gives_up_at(candidate) is not None:
+            _identity(candidate)
+            return None
         found = _identity(candidate) is not None and os.path.isfile(candidate)
         if found and os.access(candidate, os.X_OK):
             return candidate

@@ -321,6 +321,20 @@ def _examine(
     return Examination(installed, "native", "a native program", tuple(doubts))
 
 
+def _execvp_stop(name: str, path_env: str) -> str | None:
+    """Where and why env's execvp, looking for ``name`` on ``path_env``, would give up and
+    start nothing, or None."""
+    from floorguard._identify.consulted import execvp_gives_up_at
+
+    for directory in path_env.split(os.pathsep):
+        candidate = os.path.join(directory, name)
+        if directory and os.path.isabs(directory):
+            why = execvp_gives_up_at(candidate)
+            if why is not None:
+                return f"gives up at {candidate} ({why}) and starts nothing"
+    return None
+
+
 def _script(
     opened: Target,
     head: bytes,
@@ -351,6 +365,9 @@ def _script(
             interpreter = name
         else:
             interpreter = identify.locate_noted(name, path_env) or ""
+            stop = None if interpreter else _execvp_stop(name, path_env)
+            if stop is not None:
+                doubts.append(f"{opened.path}: the env of its #! line {stop}")
             if interpreter and _is_python(interpreter):
                 # env passes a bare argv[0]: CPython searches PATH for itself again.
                 found_itself = self_search_doubt(name, path_env, interpreter)
