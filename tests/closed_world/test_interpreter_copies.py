@@ -43,10 +43,14 @@ def node_under(name: str, folder: Path, *, link: bool = False) -> Path:
     target = folder / name
     real = os.path.realpath(NODE)
     if link:
+        # A hard link of a private copy: one of the machine's node would change its file
+        # (links count, change time) under every other test judging it meanwhile.
+        own = folder / ".node"
+        shutil.copy2(real, own)
         try:
-            os.link(real, target)
-        except OSError as exc:  # (another filesystem, or hard links not allowed)
-            pytest.skip(f"cannot hard-link {real}: {exc.strerror}")
+            os.link(own, target)
+        except OSError as exc:  # (hard links not allowed here)
+            pytest.skip(f"cannot hard-link {own}: {exc.strerror}")
     else:
         shutil.copy2(real, target)
     return target

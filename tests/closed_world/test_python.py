@@ -242,10 +242,9 @@ def test_a_python_older_than_3_11_or_of_no_known_version_is_refused(
     bin_dir = world.root / "py310" / "bin"
     bin_dir.mkdir(parents=True)
     old_python = bin_dir / name
-    try:
-        os.link(os.path.realpath(sys.executable), old_python)
-    except OSError:
-        shutil.copy2(os.path.realpath(sys.executable), old_python)
+    # (a copy: a hard link of the tests' own Python would change its file under every
+    # other test judging it at the same time)
+    shutil.copy2(os.path.realpath(sys.executable), old_python)
     env = world.env(new.prefix / "bin", PYTHONSAFEPATH="1")
     outcome = world.spawn("python", ["-m", "aider"], policy=untracked_policy,
                           binary=old_python, env=env)  # fmt: skip
