@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -534,3 +535,53 @@ def test_claude_with_git_variables_and_no_project_entries_starts(lab: Lab) -> No
     write(lab.home / ".claude.json", json.dumps({"numStartups": 1}))
     started, reason = lab.spawn("claude", "-p", "t", env=lab.env(GIT_DIR=str(main / ".git")))
     assert started, reason
+
+
+# ------------------------------------------------------- the agent's arguments after a --
+
+
+def _local_claude(app: Path) -> None:
+    package = app / "node_modules" / "@anthropic-ai" / "claude-code"
+    manifest = {"name": "@anthropic-ai/claude-code", "version": "1.0.30",
+                "bin": {"claude": "cli.js"}}  # fmt: skip
+    write(package / "package.json", json.dumps(manifest))
+    write(package / "cli.js", "#!/usr/bin/env node\n").chmod(0o755)
+    link = app / "node_modules" / ".bin" / "claude"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(Path("..") / "@anthropic-ai" / "claude-code" / "cli.js")
+
+
+@pytest.mark.parametrize(
+    "launch",
+    [
+        ("npx", "-y", "--"),
+        ("npm", "exec", "--yes", "--"),
+        ("npm", "x", "--yes", "--"),
+    ],
+)
+def test_claude_run_by_a_launcher_after_its_double_dash_has_its_mcp_config_read(
+    lab: Lab, launch: tuple[str, ...]
+) -> None:
+    # npm ends its own options at `--` and hands the package every argument after it:
+    # claude's --mcp-config among them.
+    app = lab.project / "app"
+    _local_claude(app)
+    write(app / "old.json", servers(old=OLD_AIDER))
+    started, reason = lab.spawn(
+        *launch, "@anthropic-ai/claude-code@1.0.30", "--mcp-config", "old.json", cwd=app
+    )
+    assert not started
+    assert "MCP server 'old'" in reason and "aider 0.50.0" in reason, reason
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+def test_claude_run_by_node_after_its_double_dash_has_its_mcp_config_read(lab: Lab) -> None:
+    app = lab.project / "app"
+    _local_claude(app)
+    write(app / "old.json", servers(old=OLD_AIDER))
+    cli = app / "node_modules" / "@anthropic-ai" / "claude-code" / "cli.js"
+    started, reason = lab.spawn(
+        "node", "--no-warnings", "--", str(cli), "--mcp-config", "old.json", cwd=app
+    )
+    assert not started
+    assert "MCP server 'old'" in reason and "aider 0.50.0" in reason, reason

@@ -644,6 +644,7 @@ def _with_servers(
     judged = judge_mcp_servers(
         client, policy=policy, environ=environ, run_environ=run_environ, argv=argv or (),
         cwd=here, floor_map=floor_map, map_hash=agent.floor_map_hash,
+        wrapped=(agent.adapter or requested) != requested,
     )  # fmt: skip
     if judged.doubts:
         return dataclasses.replace(
@@ -688,15 +689,19 @@ def judge_mcp_servers(
     cwd: str,
     floor_map: object = None,
     map_hash: str | None = None,
+    wrapped: bool = False,
 ) -> ServersJudged:
     """Read the MCP servers ``client`` declares for a spawn in ``cwd`` (absolute) with
     ``argv`` and ``run_environ``, and judge each local one with :func:`judge`, without
     recording anything. ``environ`` holds the host's policies; ``map_hash``, when given, is
-    the map the agent was judged by (a server judged by another is refused). Raises only
-    for a failure of floorguard itself."""
+    the map the agent was judged by (a server judged by another is refused); ``wrapped``:
+    ``argv`` are those of a program that runs the agent. Raises only for a failure of
+    floorguard itself."""
     from floorguard._identify import mcp_config
 
-    found = mcp_config.read_servers(client, argv=argv, cwd=cwd, environ=run_environ)
+    found = mcp_config.read_servers(
+        client, argv=argv, cwd=cwd, environ=run_environ, wrapped=wrapped
+    )
     if found.doubts:
         return ServersJudged((), (), found.doubts)
     entries: list[dict[str, Any]] = []

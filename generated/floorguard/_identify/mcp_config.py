@@ -157,27 +157,42 @@ def read_servers(
     argv: Sequence[str],
     cwd: str,
     environ: Mapping[str, str],
+    wrapped: bool = False,
 ) -> Servers:
     """Every MCP server ``client`` declares for a spawn in ``cwd`` (absolute) with the
-    agent's arguments ``argv`` and environment ``environ``. Never raises for a file: a
-    problem is a doubt in the answer."""
-    reader = _Reader(client, cwd, environ)
-    try:
-        if client == CLAUDE:
-            reader.claude(argv)
-        elif client == CODEX:
-            reader.codex(argv)
-        elif client == GEMINI:
-            reader.gemini(argv)
-        elif client == CURSOR:
-            reader.cursor()
-        else:
-            raise ValueError(f"unknown MCP client {client!r}")
-    except ConfigDoubt as exc:
-        reader.doubts.append(str(exc))
-    return _text_only(
-        Servers(client, tuple(reader.found), tuple(reader.doubts), tuple(reader.files))
-    )
+    agent's arguments ``argv`` and environment ``environ``; ``wrapped``: ``argv`` are those
+    of a program that runs the agent (a launcher, an interpreter). Never raises for a file:
+    a problem is a doubt in the answer."""
+    found: list[Declaration] = []
+    doubts: list[str] = []
+    files: list[str] = []
+    # Run through a wrapper (``wrapped``: a launcher, an interpreter, env), the agent's own
+    # arguments may follow a `--` that ends the wrapper's options (``npx -y -- PKG
+    # --mcp-config F``, ``node --no-warnings -- cli.js ...``), which the agent never sees:
+    # they are read without that first `--` too. Reading more is stricter, never looser.
+    readings = [list(argv)]
+    if wrapped and "--" in argv:
+        first = list(argv).index("--")
+        readings.append([*argv[:first], *argv[first + 1 :]])
+    for reading in readings:
+        reader = _Reader(client, cwd, environ)
+        try:
+            if client == CLAUDE:
+                reader.claude(reading)
+            elif client == CODEX:
+                reader.codex(reading)
+            elif client == GEMINI:
+                reader.gemini(reading)
+            elif client == CURSOR:
+                reader.cursor()
+            else:
+                raise ValueError(f"unknown MCP client {client!r}")
+        except ConfigDoubt as exc:
+            reader.doubts.append(str(exc))
+        found += [d for d in reader.found if d not in found]
+        doubts += [d for d in reader.doubts if d not in doubts]
+        files += [f for f in reader.files if f not in files]
+    return _text_only(Servers(client, tuple(found), tuple(doubts), tuple(files)))
 
 
 def _text_only(found: Servers) -> Servers:
