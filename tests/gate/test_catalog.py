@@ -26,7 +26,6 @@ REAL_OUTPUTS = [
     ("amp", "0.0.1755000000-g1234abc\n", "0.0.1755000000-g1234abc"),
     ("claude", "1.0.51 (Claude Code)\n", "1.0.51"),
     ("codex", "codex-cli 0.5.0\n", "0.5.0"),
-    ("codex", "0.1.2504211509\n", "0.1.2504211509"),
     ("gemini", "0.1.12\n", "0.1.12"),
     ("goose", " 1.0.29\n", "1.0.29"),
     ("goose", "goose-cli 1.0.4\n", "1.0.4"),
@@ -65,6 +64,13 @@ def test_repeated_identical_version_is_not_ambiguous() -> None:
 def test_refuses_two_different_version_lines() -> None:
     with pytest.raises(DetectionError, match=r"ambiguous version output: found 0\.1\.12, 0\.1\.13"):
         parse_version_output("gemini", "0.1.12\n0.1.13\n")
+
+
+def test_a_bare_version_is_not_codex_s_answer() -> None:
+    # Only the TypeScript codex printed one, and it is a script, never asked: a native
+    # program answering so under codex's name (ninja's 1.11.1) is another program.
+    with pytest.raises(DetectionError, match="version format expected for codex"):
+        parse_version_output("codex", "1.11.1\n")
 
 
 def test_refuses_output_not_in_the_adapters_format() -> None:

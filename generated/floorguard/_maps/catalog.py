@@ -83,8 +83,11 @@ _ENTRIES = (
     CatalogEntry(
         adapter="codex",
         executable="codex",
-        # The Rust CLI prints ``codex-cli X``; the early TypeScript one printed bare ``X``.
-        line_patterns=_patterns(r"codex-cli {V}", r"{N}"),
+        # The Rust CLI prints ``codex-cli X``. (The early TypeScript one printed a bare ``X``,
+        # but it is a node script, judged by its package's metadata and never asked: a
+        # native program answering a bare version under codex's name is some other program,
+        # as a copy of ninja is.)
+        line_patterns=_patterns(r"codex-cli {V}"),
         npm_packages=frozenset({"@openai/codex"}),
     ),
     CatalogEntry(
