@@ -575,13 +575,17 @@ def test_claude_run_by_a_launcher_after_its_double_dash_has_its_mcp_config_read(
 
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
-def test_claude_run_by_node_after_its_double_dash_has_its_mcp_config_read(lab: Lab) -> None:
+@pytest.mark.parametrize(
+    "wrappers", [("node", "--no-warnings", "--"), ("env", "-u", "X", "--", "node", "--")]
+)
+def test_claude_run_by_node_after_its_double_dash_has_its_mcp_config_read(
+    lab: Lab, wrappers: tuple[str, ...]
+) -> None:
+    # Each wrapper ends its own options with a `--` the agent never sees.
     app = lab.project / "app"
     _local_claude(app)
     write(app / "old.json", servers(old=OLD_AIDER))
     cli = app / "node_modules" / "@anthropic-ai" / "claude-code" / "cli.js"
-    started, reason = lab.spawn(
-        "node", "--no-warnings", "--", str(cli), "--mcp-config", "old.json", cwd=app
-    )
+    started, reason = lab.spawn(*wrappers, str(cli), "--mcp-config", "old.json", cwd=app)
     assert not started
     assert "MCP server 'old'" in reason and "aider 0.50.0" in reason, reason

@@ -166,14 +166,16 @@ def read_servers(
     found: list[Declaration] = []
     doubts: list[str] = []
     files: list[str] = []
-    # Run through a wrapper (``wrapped``: a launcher, an interpreter, env), the agent's own
-    # arguments may follow a `--` that ends the wrapper's options (``npx -y -- PKG
-    # --mcp-config F``, ``node --no-warnings -- cli.js ...``), which the agent never sees:
-    # they are read without that first `--` too. Reading more is stricter, never looser.
+    # Run through wrappers (``wrapped``: launchers, interpreters, env), the agent's own
+    # arguments may follow a `--` that ends each wrapper's options (``npx -y -- PKG
+    # --mcp-config F``, ``env -u X -- node -- cli.js ...``), which the agent never sees:
+    # they are read without the first `--`, the first two, ... too. Reading more is
+    # stricter, never looser (an agent's own `--` may so refuse, never allow).
     readings = [list(argv)]
-    if wrapped and "--" in argv:
-        first = list(argv).index("--")
-        readings.append([*argv[:first], *argv[first + 1 :]])
+    ends = [index for index, arg in enumerate(argv) if arg == "--"] if wrapped else []
+    for count in range(1, len(ends) + 1):
+        dropped = set(ends[:count])
+        readings.append([arg for index, arg in enumerate(argv) if index not in dropped])
     for reading in readings:
         reader = _Reader(client, cwd, environ)
         try:
