@@ -1441,16 +1441,27 @@ def launched_tree_doubts(
         present_above,
     )
 
-    if launch.launcher not in ("npx", "npm exec") or launch.ecosystem != _packages.NPM:
+    if launch.ecosystem != _packages.NPM:
         return []
     here = Path(os.path.abspath(cwd))
-    roots = [
-        str(folder)
-        for folder in (here, *here.parents)
-        if os.path.lexists(folder / "node_modules" / launch.package)
-    ][:1]
-    if npm is not None and npm.package is not None:
-        home = home_of(environ, str(here))
+    home = home_of(environ, str(here))
+    if launch.launcher == "bunx":
+        # bun installs into $TMPDIR/bunx-<uid>-<spec>/node_modules (a /tmp any user shares).
+        temporary = os.path.join(here, environ.get("TMPDIR") or "/tmp")  # noqa: S108 (bun's)
+        roots = [os.path.join(temporary, "bunx-<uid>-<spec>")]
+    elif launch.launcher == "pnpm dlx":
+        # pnpm into <cache>/pnpm/dlx/<hash>/node_modules, the cache XDG's (~/.cache).
+        cache = os.path.join(here, environ.get("XDG_CACHE_HOME") or os.path.join(home, ".cache"))
+        roots = [os.path.join(cache, "pnpm", "dlx", "<hash>")]
+    elif launch.launcher not in ("npx", "npm exec"):
+        return []  # (yarn dlx: named, not modelled)
+    else:
+        roots = [
+            str(folder)
+            for folder in (here, *here.parents)
+            if os.path.lexists(folder / "node_modules" / launch.package)
+        ][:1]
+    if launch.launcher in ("npx", "npm exec") and npm is not None and npm.package is not None:
         cache = _npm_setting("cache", npm, home) or os.path.join(home, ".npm")
         roots.append(os.path.join(cache, "_npx", "<hash>"))
         prefix = _npm_global_prefix(npm, environ, str(here), home)
@@ -1462,17 +1473,36 @@ def launched_tree_doubts(
         real = os.path.join(os.path.realpath(os.path.dirname(root)), os.path.basename(root))
         tree = os.path.join(root, "node_modules")
         above = node_modules_above(real)
-        installed = os.path.join(tree, launch.package)
-        if os.path.lexists(installed):
-            # A tree that is a link (a shared store, a volume): node walks up from the
-            # package's real folder, whatever folders the link's name lies in.
-            real_package = os.path.realpath(installed)
-            above += node_modules_above_the_install(
-                os.path.join(real_package, "package.json"), real_package
-            )
+        # A cache's tree is one of its hash folders, which one decided at run time: each
+        # that holds the package may be the one.
+        trees = _cache_trees(root) if os.path.basename(root) == "<hash>" else [tree]
+        for installed in (os.path.join(t, launch.package) for t in trees):
+            if os.path.lexists(installed):
+                # A tree that is a link (a shared store, a volume) or holds one: node walks
+                # up from the package's real folder, wherever the links' names lie.
+                real_package = os.path.realpath(installed)
+                above += node_modules_above_the_install(
+                    os.path.join(real_package, "package.json"), real_package
+                )
         found = present_above(list(dict.fromkeys(above)), tree)
         doubts += [d for d in found if d not in doubts]
     return doubts
+
+
+_MAX_CACHE_TREES = 4096
+
+
+def _cache_trees(root: str) -> list[str]:
+    """The ``node_modules`` of each folder beside ``root`` (``<cache>/_npx/<hash>``): the
+    trees a launcher's cache holds, at most _MAX_CACHE_TREES of them (none when it is not
+    there)."""
+    folder = os.path.dirname(root)
+    try:
+        with os.scandir(folder) as entries:
+            names = [entry.name for _, entry in zip(range(_MAX_CACHE_TREES), entries, strict=False)]
+    except OSError:
+        return []
+    return [os.path.join(folder, name, "node_modules") for name in sorted(names)]
 
 
 def _npm_global_prefix(
