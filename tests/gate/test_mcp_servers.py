@@ -339,3 +339,22 @@ def test_verification_refuses_a_malformed_server_list(servers: object, problem: 
                                             "mcp_servers": servers})  # fmt: skip
     found = shape_problem(SPAWN_PREFLIGHT, receipt)
     assert found is not None and problem in found, found
+
+
+def test_a_server_started_by_a_name_whose_path_search_gives_up_is_refused(
+    agents: Agents,
+) -> None:
+    # The client starts it by name with execvp, which gives up at a link loop before the
+    # aider that would pass: nothing would start, so no permit may stand for it.
+    loop = agents.root / "loop"
+    loop.mkdir()
+    (loop / "aider").symlink_to("aider")
+    path = f"{loop}:{agents.bin / 'fixed'}:/usr/bin:/bin"
+    settings = agents.project / ".gemini" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text(
+        json.dumps({"mcpServers": {"s": {"command": "aider", "env": {"PATH": path}}}})
+    )
+    decision = agents.decide("gemini")
+    assert decision.verdict == "refuse"
+    assert str(loop / "aider") in decision.reason and "gives up" in decision.reason

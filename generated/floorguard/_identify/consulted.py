@@ -4,14 +4,18 @@ consulted is unchanged."""
 
 from __future__ import annotations
 
-import errno
 import os
 import threading
 from collections.abc import Callable, Hashable
 from typing import Final, TypeVar
 
 from floorguard._base.files import read_regular
-from floorguard._identify.target import FileIdentity, identity_of, search_path
+from floorguard._identify.target import (
+    FileIdentity,
+    execvp_gives_up_at,
+    identity_of,
+    search_path,
+)
 from floorguard.errors import UnreadableFileError
 
 MAX_MANIFEST_BYTES: Final = 1 << 20
@@ -94,24 +98,6 @@ def _checked_memo(cache: dict[object, object], key: Hashable, compute: Callable[
             cache.pop(next(iter(cache)))
         cache[key] = (value, deps)
     return value
-
-
-# The errors after which glibc's execvp (and libuv's, after it) tries the next PATH folder;
-# at any other (a link loop, a name too long) it gives up, and nothing starts.
-_EXECVP_GOES_ON: Final = frozenset(
-    {errno.EACCES, errno.ENOENT, errno.ESTALE, errno.ENOTDIR, errno.ENODEV, errno.ETIMEDOUT}
-)
-
-
-def execvp_gives_up_at(candidate: str) -> str | None:
-    """Why execvp would give up at ``candidate`` rather than try the next PATH folder (a
-    link loop, a name too long), or None when it would run it or go on."""
-    try:
-        os.stat(candidate)
-    except OSError as exc:
-        if exc.errno not in _EXECVP_GOES_ON:
-            return exc.strerror or str(exc)
-    return None
 
 
 def locate_noted(name: str, path_env: str | None) -> str | None:

@@ -324,7 +324,7 @@ def _examine(
 def _execvp_stop(name: str, path_env: str) -> str | None:
     """Where and why env's execvp, looking for ``name`` on ``path_env``, would give up and
     start nothing, or None."""
-    from floorguard._identify.consulted import execvp_gives_up_at
+    from floorguard._identify.target import execvp_gives_up_at
 
     for directory in path_env.split(os.pathsep):
         candidate = os.path.join(directory, name)

@@ -48,6 +48,24 @@ def _absolute_entries(raw: str) -> str:
     return os.pathsep.join(p for p in raw.split(os.pathsep) if os.path.isabs(p))
 
 
+# The errors after which glibc's execvp (and libuv's, after it) tries the next PATH folder;
+# at any other (a link loop, a name too long) it gives up, and nothing starts.
+_EXECVP_GOES_ON: Final = frozenset(
+    {errno.EACCES, errno.ENOENT, errno.ESTALE, errno.ENOTDIR, errno.ENODEV, errno.ETIMEDOUT}
+)
+
+
+def execvp_gives_up_at(candidate: str) -> str | None:
+    """Why execvp would give up at ``candidate`` rather than try the next PATH folder (a
+    link loop, a name too long), or None when it would run it or go on."""
+    try:
+        os.stat(candidate)
+    except OSError as exc:
+        if exc.errno not in _EXECVP_GOES_ON:
+            return exc.strerror or str(exc)
+    return None
+
+
 def locate(name: str, *, path_env: str | None) -> str:
     """The absolute path ``name`` stands for (looked up on PATH when it has no separator),
     symlinks not yet resolved. Raises BinaryNotFoundError when nothing on PATH has the name,
@@ -60,6 +78,18 @@ def locate(name: str, *, path_env: str | None) -> str:
         return name if os.path.isabs(name) else os.path.join(os.getcwd(), name)
     searched = search_path(path_env)
     found = shutil.which(name, path=searched)
+    for entry in searched.split(os.pathsep):
+        # (a file execvp would give up at, before the one found: a client or env starting
+        # the program by name starts nothing)
+        candidate = os.path.join(entry, name)
+        if candidate == found:
+            break
+        why = execvp_gives_up_at(candidate) if entry else None
+        if why is not None:
+            raise DetectionError(
+                f"{candidate}: {why}: a search of PATH for {name!r} as execvp makes it gives "
+                "up there and starts nothing"
+            )
     if found is None:
         # As a shell does: a file of that name that cannot be executed is "found but not
         # executable" (exit 126), not "not found" (127); a folder is passed over.
