@@ -441,6 +441,19 @@ EXIT_REFUSED = 126
 EXIT_NOT_FOUND = 127
 
 
+def _child_arguments(args: argparse.Namespace) -> list[str]:
+    """The arguments after ADAPTER, less exec's own ``--`` (the first one only: argparse
+    versions differ on whether REMAINDER keeps it, so they are taken from the command line
+    as given when it is known)."""
+    given: list[str] | None = getattr(args, "given", None)
+    if given is not None and "exec" in given:
+        rest = given[given.index("exec") + 1 :]
+        if rest and rest[0] == args.adapter:
+            return rest[2:] if rest[1:2] == ["--"] else rest[1:]
+    argv = list(args.argv)
+    return argv[1:] if argv[:1] == ["--"] else argv
+
+
 def _exec(args: argparse.Namespace) -> int:
     import errno
     import signal
@@ -448,9 +461,7 @@ def _exec(args: argparse.Namespace) -> int:
     from floorguard._gate.launcher import spawn
     from floorguard.errors import BinaryNotFound, SpawnRefused
 
-    argv = list(args.argv)
-    if argv and argv[0] == "--":
-        argv = argv[1:]
+    argv = _child_arguments(args)
     problems = _own_start_up_problems()
     if problems:
         print(
@@ -586,6 +597,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _Parser.json_requested = requested_format(given) == "json"
     parser = build_parser()
     args, unknown = parser.parse_known_args(given)
+    args.given = given  # (exec hands its child the arguments exactly as given)
     if unknown:
         # Named by the command's own parser, whose --help lists what it takes.
         getattr(args, "parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")

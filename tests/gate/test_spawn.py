@@ -154,6 +154,28 @@ def test_exec_from_the_shell_returns_the_childs_exit_code(host: Host, tmp_path: 
     assert marker.exists()
 
 
+@pytest.mark.parametrize(
+    ("given", "received"),
+    [
+        (["--", "task"], "task"),
+        (["task"], "task"),
+        # exec's own -- ends its options; a second is the child's (a prompt starting "-").
+        (["--", "--", "-x"], "-- -x"),
+        (["--", "--"], "--"),
+    ],
+)
+def test_exec_hands_the_child_every_argument_after_its_own_double_dash(
+    host: Host, tmp_path: Path, given: list[str], received: str
+) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    agent(bin_dir / "aider", "0.61.0", tmp_path / "ran")
+    path = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
+    done = host.python("-m", "floorguard", "exec", "aider", *given, PATH=path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith(f"args={received}"), done.stdout
+
+
 def test_exec_from_the_shell_returns_126_when_refused(host: Host, tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     bin_dir = tmp_path / "bin"
