@@ -409,13 +409,20 @@ def test_waiters_behind_a_standing_claim_sleep_outside_the_queue_until_it_is_ser
     # holder need: so a waiter sleeps on the claimant's own advisory lock, out of the
     # chain lock's queue, and the claimant is served first.
     with _a_claim_and_a_waiter(pg) as claim:
-        time.sleep(0.5)
-        assert _wake_locks(pg, claim.late_pid, granted=False) == "1"
-        in_queue = pg.sql(
-            "SELECT count(*) FROM pg_locks WHERE relation = 'floorguard.append_lock'::regclass"  # noqa: S608
-            f" AND pid = {claim.late_pid}"
+        # (it sleeps 100 ms at a time and looks again in between: seen asleep at some
+        # moment of the next few seconds, and never in the queue at any)
+        queue = (
+            f"SELECT count(*) FROM pg_locks WHERE pid = {claim.late_pid}"  # noqa: S608
+            " AND relation = 'floorguard.append_lock'::regclass"
         )
-        assert in_queue == "0"
+        sleeping, queued = False, False
+        for round_ in range(50):
+            time.sleep(0.1)
+            sleeping = sleeping or _wake_locks(pg, claim.late_pid, granted=False) == "1"
+            queued = queued or pg.sql(queue) != "0"
+            if sleeping and round_ >= 5:
+                break
+        assert sleeping and not queued
         claim.serve()
     assert claim.served == ["claimant", "late"]
     assert pg.sql("SELECT last_value FROM floorguard.lock_claim") == "0"
