@@ -589,3 +589,14 @@ def test_claude_run_by_node_after_its_double_dash_has_its_mcp_config_read(
     started, reason = lab.spawn(*wrappers, str(cli), "--mcp-config", "old.json", cwd=app)
     assert not started
     assert "MCP server 'old'" in reason and "aider 0.50.0" in reason, reason
+
+
+def test_an_agent_behind_more_double_dashes_than_wrappers_need_is_refused(lab: Lab) -> None:
+    # Each `--` is one more reading of every configuration file: their count is bounded.
+    app = lab.project / "app"
+    _local_claude(app)
+    started, reason = lab.spawn(
+        "npx", "-y", "--", "@anthropic-ai/claude-code@1.0.30", *["--"] * 40, cwd=app
+    )
+    assert not started
+    assert "hold 41 `--`" in reason, reason

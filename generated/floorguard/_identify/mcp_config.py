@@ -151,6 +151,10 @@ def home_of(environ: Mapping[str, str], cwd: str) -> str:
     return _normal_join(cwd, home)
 
 
+# How many `--` of wrappers (npx, node, env...) an agent's arguments are read past.
+MAX_WRAPPER_ENDS: Final = 8
+
+
 def read_servers(
     client: str,
     *,
@@ -173,6 +177,10 @@ def read_servers(
     # stricter, never looser (an agent's own `--` may so refuse, never allow).
     readings = [list(argv)]
     ends = [index for index, arg in enumerate(argv) if arg == "--"] if wrapped else []
+    if len(ends) > MAX_WRAPPER_ENDS:
+        # (each is one more reading of every file: a count no chain of wrappers needs)
+        return Servers(client, (), (f"the agent's arguments hold {len(ends)} `--`, more than "
+                                    f"the {MAX_WRAPPER_ENDS} wrappers' read past",))  # fmt: skip
     for count in range(1, len(ends) + 1):
         dropped = set(ends[:count])
         readings.append([arg for index, arg in enumerate(argv) if index not in dropped])
