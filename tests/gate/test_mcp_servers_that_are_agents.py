@@ -107,3 +107,20 @@ def test_the_window_proof_finds_an_unsafe_server_of_a_server_that_is_an_agent(
     [found] = report.violations
     assert "MCP server 'old'" in found.reason and "aider 0.50.0" in found.reason, found.reason
     assert servers_of(refused)["inner"]["verdict"] == "refuse"
+
+
+def test_agents_started_as_servers_declaring_too_many_servers_between_them_are_refused(
+    agents: Agents,
+) -> None:
+    # Every path through a tree of agents declaring agents is judged: F servers a level,
+    # three levels, is F**3 judgements. Their number is bounded, not followed to the end.
+    def nine(cwd: str) -> dict[str, Any]:
+        return {f"s{n}": {"command": "gemini", "cwd": cwd, "env": {"N": str(n)}} for n in range(9)}
+
+    _gemini_settings(agents.project, **nine("a"))
+    _gemini_settings(agents.project / "a", **nine("b"))
+    _gemini_settings(agents.project / "a" / "b", **nine("b"))
+    decision = agents.decide("gemini")
+    assert decision.verdict == "refuse"
+    # (the server at which the count was passed refuses so, on the record)
+    assert "more than 64 servers between them" in json.dumps(decision.mcp_servers)

@@ -704,6 +704,16 @@ def judge_mcp_servers(
     )
     if found.doubts:
         return ServersJudged((), (), found.doubts)
+    nested = _NESTED_SERVERS.get()
+    if nested is not None:
+        # Servers of agents started as servers: every path through their tree is judged,
+        # so their number, not their files' size, is what is bounded.
+        nested[0] += len(found.declarations)
+        if nested[0] > MAX_NESTED_SERVERS:
+            return ServersJudged((), (), (
+                f"the agents started as MCP servers declare more than {MAX_NESTED_SERVERS} "
+                "servers between them",
+            ))  # fmt: skip
     entries: list[dict[str, Any]] = []
     refused: list[str] = []
     for declared in found.declarations:
@@ -797,6 +807,7 @@ def _judge_server(
                 # A server that is itself an agent: judged with the servers it will start
                 # in its own folder, with its own arguments and environment, as an agent is.
                 token = _NESTING.set(depth)
+                counted = _NESTED_SERVERS.set(_NESTED_SERVERS.get() or [0])
                 try:
                     judged = _with_servers(
                         requested, judged, client, policy=policy, environ=environ,
@@ -804,6 +815,7 @@ def _judge_server(
                         floor_map=floor_map,
                     )  # fmt: skip
                 finally:
+                    _NESTED_SERVERS.reset(counted)
                     _NESTING.reset(token)
     if judged.verdict != REFUSE and map_hash is not None and judged.floor_map_hash != map_hash:
         judged = dataclasses.replace(
@@ -846,6 +858,11 @@ def _judge_server(
 # would start itself without end.
 MAX_AGENT_NESTING: Final = 3
 _NESTING: ContextVar[int] = ContextVar("floorguard_agent_nesting", default=0)
+# How many servers the agents started as servers may declare between them, all levels.
+MAX_NESTED_SERVERS: Final = 64
+_NESTED_SERVERS: ContextVar[list[int] | None] = ContextVar(
+    "floorguard_nested_servers", default=None
+)
 
 
 def _without_arguments(reason: str, declared: Declaration, run_environ: Mapping[str, str]) -> str:
