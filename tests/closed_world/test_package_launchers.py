@@ -402,6 +402,28 @@ def test_a_launcher_configuration_variable_is_refused(
     assert judged.verdict == REFUSE and variable in judged.reason, judged
 
 
+@pytest.mark.parametrize(
+    "variable",
+    [
+        # bash's own spelling of an exported function, and the one Red Hat's bash uses
+        ("BASH_FUNC_mcp-remote%%", "() { node /tmp/old/cli.js; }"),
+        ("BASH_FUNC_mcp-remote()", "() { node /tmp/old/cli.js; }"),
+        # what a bash from before 2014 imports as a function, whatever the name
+        ("mcp_remote", "() { node /tmp/old/cli.js; }"),
+    ],
+)
+def test_an_exported_shell_function_is_refused_whatever_sh_is(
+    bins: Path, project: Path, variable: tuple[str, str]
+) -> None:
+    """npm runs the bin through ``sh -c``: where sh is bash, a function exported under the
+    bin's name runs instead of the bin judged."""
+    name, value = variable
+    judged = judge(bins / "npx", ["-y", "mcp-remote@0.1.16"], project, **{name: value})
+    assert judged.verdict == REFUSE, judged
+    assert name in judged.reason and "function" in judged.reason, judged
+    assert value not in judged.reason  # (a variable's text may be a secret)
+
+
 def test_harmless_npm_variables_are_allowed(bins: Path, project: Path) -> None:
     judged = judge(bins / "npx", ["mcp-remote@0.1.16"], project, npm_config_yes="true")
     assert judged.verdict == PERMIT, judged

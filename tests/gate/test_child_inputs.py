@@ -44,6 +44,27 @@ def test_loader_variables_that_load_nothing_are_not_doubts() -> None:
     assert loader_doubts(environ) == ()
 
 
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("BASH_FUNC_node%%", "() { echo; }"),
+        ("BASH_FUNC_node()", "() { echo; }"),
+        ("BASH_FUNC_x", ""),
+        ("node", "() { echo; }"),
+    ],
+)
+def test_a_shell_function_exported_to_any_bash_of_the_child_is_a_doubt(
+    name: str, value: str
+) -> None:
+    [doubt] = loader_doubts({"PATH": "/usr/bin:/bin", name: value})
+    assert name in doubt and "function" in doubt and "echo" not in doubt
+
+
+@pytest.mark.parametrize("value", ["()", "(x) {", " () {", "{ () {"])
+def test_a_value_bash_would_not_take_for_a_function_is_no_doubt(value: str) -> None:
+    assert loader_doubts({"PATH": "/usr/bin:/bin", "GREETING": value}) == ()
+
+
 def test_a_relative_path_entry_is_named_by_its_place_not_its_text() -> None:
     [doubt] = loader_doubts({"PATH": "/usr/bin:sk-SECRET13/bin"})
     assert doubt.startswith("entry 2 of PATH is relative") and "SECRET" not in doubt, doubt

@@ -233,6 +233,19 @@ def test_a_server_env_that_preloads_code_into_a_tracked_server_refuses_the_agent
     assert "MCP server 's'" in decision.reason and "LD_PRELOAD" in decision.reason
 
 
+@pytest.mark.parametrize("name", ["BASH_FUNC_aider%%", "BASH_FUNC_aider()"])
+def test_a_server_env_that_exports_a_shell_function_refuses_the_agent(
+    agents: Agents, name: str
+) -> None:
+    # Any bash the server starts (npm's `sh -c BIN` where sh is bash) runs the function
+    # instead of the command of its name.
+    fixed = str(agents.bin / "fixed" / "aider")
+    agents.mcp_json(s={"command": fixed, "env": {name: "() { /tmp/old/aider; }"}})
+    decision = agents.decide("claude")
+    assert decision.verdict == "refuse"
+    assert "MCP server 's'" in decision.reason and name in decision.reason
+
+
 @pytest.mark.parametrize(
     "loosening",
     [

@@ -10,7 +10,9 @@ Two kinds of check live here, both pure:
 - :func:`loader_doubts`: variables read by the dynamic loader and the C library of *any*
   child, which load native code into it before its own first instruction (``LD_PRELOAD``,
   ``LD_AUDIT``, a ``GCONV_PATH`` of iconv modules) or decide which shared libraries it links
-  (``LD_LIBRARY_PATH``). Whatever the program, such a child does not run only what was judged.
+  (``LD_LIBRARY_PATH``), and functions exported to any bash it starts
+  (``BASH_FUNC_claude%%``). Whatever the program, such a child does not run only what was
+  judged.
 """
 
 from __future__ import annotations
@@ -32,6 +34,12 @@ _LOADING_VARIABLES: Final = {
     "LOCPATH": "makes the C library read locales from its folders",
     "LOCALE_ARCHIVE": "makes the C library read locales from another archive",
 }
+
+
+# bash's exported functions: ``BASH_FUNC_<name>%%`` (``BASH_FUNC_<name>()`` in Red Hat's
+# bash), and, in a bash from before 2014, any variable whose value starts so.
+_BASH_FUNCTION_PREFIX: Final = "BASH_FUNC_"
+_OLD_BASH_FUNCTION: Final = "() {"
 
 
 # Linux copies each argument and each NAME=VALUE string into the new program's stack, each
@@ -105,17 +113,18 @@ def _arg_max() -> int:
 
 
 def loader_doubts(environ: Mapping[str, str]) -> tuple[str, ...]:
-    """Every variable that makes the child load code not judged, named: the loader's, and a
-    PATH with an empty or relative entry (``env`` in a ``#!`` line, and CPython finding its
-    own prefix from ``argv[0]``, search it from the child's working directory, where
-    floorguard, which looks only in absolute entries, does not)."""
+    """Every variable that makes the child load code not judged, named: the loader's, a
+    shell function exported to its bash, and a PATH with an empty or relative entry (``env``
+    in a ``#!`` line, and CPython finding its own prefix from ``argv[0]``, search it from
+    the child's working directory, where floorguard, which looks only in absolute entries,
+    does not)."""
     doubts = [
         # Named by its place: a variable's text may be a secret (it is recorded).
         f"entry {number} of PATH is relative: the child searches it in its working directory"
         for number, entry in enumerate(environ.get("PATH", "").split(os.pathsep), 1)
         if "PATH" in environ and not os.path.isabs(entry)
     ]
-    return (*doubts, *loading_variables(environ))
+    return (*doubts, *loading_variables(environ), *shell_functions(environ))
 
 
 def loading_variables(environ: Mapping[str, str]) -> tuple[str, ...]:
@@ -128,3 +137,16 @@ def loading_variables(environ: Mapping[str, str]) -> tuple[str, ...]:
         elif name in _LOADING_VARIABLES:
             doubts.append(f"environment variable {name} {_LOADING_VARIABLES[name]}")
     return tuple(doubts)
+
+
+def shell_functions(environ: Mapping[str, str]) -> tuple[str, ...]:
+    """The variables of ``environ`` that any bash the child starts imports as functions,
+    each named: bash does so even when started as sh (npm's ``sh -c BIN``, system(),
+    popen() where /bin/sh is bash), and a function runs in place of the command of its
+    name."""
+    return tuple(
+        f"environment variable {name} exports a shell function: a bash the child starts "
+        "would run it instead of the command of its name"
+        for name in sorted(environ)
+        if name.startswith(_BASH_FUNCTION_PREFIX) or environ[name].startswith(_OLD_BASH_FUNCTION)
+    )
