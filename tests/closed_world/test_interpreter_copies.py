@@ -1,9 +1,11 @@
-"""A copy or hard link of node or CPython under an adapter's name is the interpreter still.
+"""A program that carries node's or CPython's entry point under another name is refused.
 
 Asked ``--version``, stock node answers ``v20.20.2``, which codex's, gemini's, goose's and
-gptme's bare-version patterns would take for their own; its argument (a below-floor claude's
-``cli.js``) is what it runs. The gate tells the interpreter by what the file is (its dynamic
-symbols), not its name, and judges it as that interpreter running its arguments.
+gptme's bare-version patterns would take for their own; and what it runs need not be its
+argument at all: a copy of node with a single-executable app injected runs the app, and a
+program of anyone's own may export ``node::Start`` and do as it likes. The gate tells such
+a program by what the file is (its dynamic symbols), never by its name or its answer, and
+refuses it whatever its arguments name.
 """
 
 from __future__ import annotations
@@ -58,16 +60,31 @@ def node_under(name: str, folder: Path, *, link: bool = False) -> Path:
 
 @needs_node
 @pytest.mark.parametrize("name", ["codex", "gemini"])
-def test_a_copy_of_node_named_like_an_adapter_is_judged_as_node_running_its_script(
+def test_a_copy_of_node_named_like_an_adapter_running_an_old_script_is_refused(
     floored: World, untracked_policy: str, tmp_path: Path, name: str
 ) -> None:
     old = floored.old_claude()
     copy = node_under(name, tmp_path / "bin")
     outcome = floored.spawn(name, [str(old.cli), "task"], policy=untracked_policy,
                             env=floored.env(tmp_path / "bin"))  # fmt: skip
-    floored.assert_refused(outcome, old.marker, "claude")
+    floored.assert_refused(outcome, old.marker, "node under another name")
     assert "20." not in str(outcome["version"] or ""), outcome
     assert copy.exists()
+
+
+@needs_node
+@pytest.mark.parametrize("name", ["claude", "codex", "my-tool"])
+def test_a_copy_of_node_under_another_name_is_refused_whatever_script_it_is_given(
+    floored: World, untracked_policy: str, tmp_path: Path, name: str
+) -> None:
+    """Its argument is an at-floor claude's cli.js: a copy carrying a single-executable app
+    would run the app, not the script judged."""
+    new = floored.new_claude()
+    node_under(name, tmp_path / "bin")
+    outcome = floored.spawn(name, [str(new.cli), "task"], policy=untracked_policy,
+                            env=floored.env(tmp_path / "bin"))  # fmt: skip
+    floored.assert_refused(outcome, new.marker, "node under another name")
+    assert "single-executable" in outcome["message"], outcome
 
 
 @needs_node
@@ -78,7 +95,7 @@ def test_a_hard_link_of_node_named_like_an_adapter_is_judged_as_node(
     node_under("codex", tmp_path / "bin", link=True)
     outcome = floored.spawn("codex", [str(old.cli), "task"], policy=untracked_policy,
                             env=floored.env(tmp_path / "bin"))  # fmt: skip
-    floored.assert_refused(outcome, old.marker, "claude")
+    floored.assert_refused(outcome, old.marker, "node under another name")
 
 
 @needs_node
@@ -103,21 +120,33 @@ def test_a_copy_of_python_named_like_an_adapter_is_judged_as_python(
     shutil.copy2(os.path.realpath(old.python), copy)
     outcome = floored.spawn("codex", ["-I", "-m", "aider", "task"], binary=copy,
                             policy=untracked_policy, env=floored.env())  # fmt: skip
-    floored.assert_refused(outcome, old.marker, "aider (requested as 'codex')")
+    floored.assert_refused(outcome, old.marker, "Python under another name")
+
+
+@pytest.mark.parametrize("name", ["aider", "codex"])
+def test_a_copy_of_python_under_another_name_is_refused_whatever_it_is_asked_to_run(
+    floored: World, untracked_policy: str, name: str
+) -> None:
+    new = floored.new_aider()
+    copy = new.prefix / "bin" / f"{name}-copy"
+    shutil.copy2(os.path.realpath(new.python), copy)
+    outcome = floored.spawn(name, ["-I", "-m", "aider", "task"], binary=copy,
+                            policy=untracked_policy, env=floored.env())  # fmt: skip
+    floored.assert_refused(outcome, new.marker, "Python under another name")
 
 
 @pytest.mark.parametrize("policy", [DEFAULT, DENY_BY_DEFAULT])
-def test_a_copy_of_python_under_an_untracked_name_runs_what_python_would(
+def test_a_copy_of_python_under_an_untracked_name_is_no_untracked_native_program(
     floored: World, policy: str
 ) -> None:
-    """``py``, a copy of the venv's python: not an untracked native program but Python
-    running ``-m aider``, judged as aider under either policy."""
+    """``py``, a copy of the venv's python, is refused under either policy: never allowed
+    as an untracked native program."""
     old = floored.old_aider()
     copy = old.prefix / "bin" / "py"
     shutil.copy2(os.path.realpath(old.python), copy)
     outcome = floored.spawn("py", ["-I", "-m", "aider", "task"], binary=copy, policy=policy,
                             env=floored.env())  # fmt: skip
-    floored.assert_refused(outcome, old.marker, "aider (requested as 'py')")
+    floored.assert_refused(outcome, old.marker, "Python under another name")
 
 
 def test_a_copy_of_python_outside_any_environment_is_python_of_no_known_version(
@@ -130,7 +159,7 @@ def test_a_copy_of_python_outside_any_environment_is_python_of_no_known_version(
     code = f"import sys; sys.path[:0] = [{str(old.site)!r}]; from aider.main import main; main()"
     outcome = floored.spawn("gptme", ["-I", "-c", code], binary=copy,
                             policy=DENY_BY_DEFAULT, env=floored.env())  # fmt: skip
-    floored.assert_refused(outcome, old.marker, "which Python it is")
+    floored.assert_refused(outcome, old.marker, "Python under another name")
 
 
 def test_a_native_codex_that_says_so_is_still_permitted(floored: World, tmp_path: Path) -> None:

@@ -502,10 +502,9 @@ def test_a_program_named_as_a_node_launcher_that_is_not_it_is_refused(
 
 def _refused_as_an_impostor(what: str, reason: str, named: str) -> bool:
     """The reason says the program is not the launcher its name says; a copy of python is
-    Python whatever its name, judged as Python running its first argument as a script
-    (here a file that is not there)."""
+    Python under another name, never judged by its arguments."""
     if what == "a copy of python":
-        return "not found" in reason
+        return "Python under another name" in reason
     return named in reason
 
 

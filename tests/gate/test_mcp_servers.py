@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -231,6 +232,21 @@ def test_a_server_env_that_preloads_code_into_a_tracked_server_refuses_the_agent
     decision = agents.decide("claude")
     assert decision.verdict == "refuse"
     assert "MCP server 's'" in decision.reason and "LD_PRELOAD" in decision.reason
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+def test_a_server_that_is_node_under_another_name_refuses_the_agent(agents: Agents) -> None:
+    """A copy of node in the workspace, declared with a script as its argument: node with a
+    single-executable app injected would run the app, whatever the script."""
+    tools = agents.project / "tools"
+    tools.mkdir()
+    helper = tools / "mcp-helper"
+    shutil.copy2(os.path.realpath(str(shutil.which("node"))), helper)
+    (tools / "server.js").write_text("console.log('served')\n", encoding="utf-8")
+    agents.mcp_json(s={"command": "./tools/mcp-helper", "args": ["tools/server.js"]})
+    decision = agents.decide("claude")
+    assert decision.verdict == "refuse", decision
+    assert "MCP server 's'" in decision.reason and "node under another name" in decision.reason
 
 
 @pytest.mark.parametrize("name", ["BASH_FUNC_aider%%", "BASH_FUNC_aider()"])

@@ -292,14 +292,23 @@ def _examine(
         return Examination(installed, "unknown", "a file of unknown format", tuple(doubts))
     names = (opened.requested, opened.located, str(opened.path))
     said = "python" if any(map(_is_python, names)) else "node" if any(map(_is_node, names)) else ""
-    # A copy or hard link of an interpreter under another name is one all the same: what
-    # it is, not its name, says so, before its --version answer is taken for an adapter's.
-    kind = said or (_interpreter_kind(opened, doubts) if installed is None else "")
-    if kind and not said and argv is None:
+    # A program carrying an interpreter's entry point under another name (a copy or hard
+    # link of node or CPython, a copy with a single-executable app injected, a program of
+    # anyone's that exports the symbol) is told by what it is, not its name, and is never
+    # judged by its arguments or its --version answer: what it runs need not be either.
+    told = "" if said or installed is not None else _interpreter_kind(opened, doubts)
+    if told:
         doubts.append(
-            f"{opened.path} is {kind} under another name: what it runs is decided by "
-            "arguments, and a preflight has none"
+            f"{opened.path} is {_INTERPRETER_NAMES[told]} under another name (it carries "
+            f"{_INTERPRETER_NAMES[told]}'s entry point): such a program may run code of its "
+            f"own ({_OWN_CODE[told]}) rather than what its arguments name, so it is not "
+            "judged by them"
         )
+        # (refused as a launcher whose package cannot be named is, whatever the untracked
+        # policy: it may run a tracked adapter)
+        what = f"{_INTERPRETER_NAMES[told]} under another name"
+        return Examination(None, LAUNCHER, what, tuple(doubts))
+    kind = said
     if installed is None and argv is not None and kind == "python":
         found, more = _python_run(opened.located, list(argv), environ, here)
         if os.sep not in opened.requested and "PATH" not in environ:
@@ -479,6 +488,13 @@ def _is_node(name: str) -> bool:
     return bool(_NODE_NAME.match(os.path.basename(name)))
 
 
+_INTERPRETER_NAMES: Final = {"node": "node", "python": "Python"}
+# How a program carrying an interpreter's entry point runs code its arguments do not name.
+_OWN_CODE: Final = {
+    "node": "a single-executable app injected into a copy of node, or a program that "
+    "exports the symbol and does as it likes",
+    "python": "a program that embeds CPython, or exports the symbol, and does as it likes",
+}
 _native_cache = identify.new_cache()
 _interpreter_cache = identify.new_cache()
 
