@@ -9,11 +9,13 @@ as real packages probe for accelerators; the planted module leaves a marker if i
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 from helpers.closed_world import (
     DENY_BY_DEFAULT,
+    NEW_AIDER,
     PY,
     RUN_AIDER,
     World,
@@ -371,6 +373,34 @@ def test_an_editable_install_outside_the_workspace_of_its_own_package_still_runs
         cwd=world.root / "ws",
     )  # fmt: skip
     world.assert_permitted_and_ran(outcome, new.marker)
+
+
+def test_an_editable_install_of_the_agent_is_refused_whatever_version_it_was_installed_at(
+    world: World,
+) -> None:
+    """Its metadata says the version it was installed at; its source folder holds whatever
+    the checkout holds now (moved to an old release's tag: the old code runs)."""
+    new = world.new_aider()
+    old = world.old_aider()
+    for installed in [new.site / "aider", *new.site.glob("aider_chat-*.dist-info")]:
+        shutil.rmtree(installed)
+    source = world.root / "checkout" / "src"
+    shutil.copytree(old.site / "aider", source / "aider")
+    editable_install(new.site, "aider-chat", source, top_level="aider", version=NEW_AIDER)
+    # What setuptools leaves in the checkout (git ignores it): the metadata as installed.
+    egg = source / "aider_chat.egg-info"
+    egg.mkdir()
+    (egg / "PKG-INFO").write_text(
+        f"Metadata-Version: 2.1\nName: aider-chat\nVersion: {NEW_AIDER}\n", encoding="utf-8"
+    )
+    (egg / "top_level.txt").write_text("aider\n", encoding="utf-8")
+    (world.root / "ws").mkdir()
+    outcome = world.spawn(
+        "aider", ["task"], policy=DENY_BY_DEFAULT, env=world.env(new.prefix / "bin"),
+        cwd=world.root / "ws",
+    )  # fmt: skip
+    world.assert_refused(outcome, old.marker, "an editable install of aider")
+    assert str(source) in outcome.reason, outcome
 
 
 def test_a_module_beside_the_package_dash_m_runs_from_a_pythonpath_entry_is_refused(

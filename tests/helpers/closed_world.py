@@ -298,16 +298,24 @@ def old_aider_code(site: Path) -> str:
 
 
 def editable_install(
-    site: Path, dist: str, source: Path, *, top_level: str | None = None, pth: str | None = None
+    site: Path,
+    dist: str,
+    source: Path,
+    *,
+    top_level: str | None = None,
+    pth: str | None = None,
+    version: str = "0.1",
 ) -> None:
-    """An editable install of ``dist`` from ``source``: a ``.pth`` path line (``pth``, by
-    default named as hatchling names it) and the dist-info whose RECORD lists it, as pip
-    leaves a PEP 660 install (setuptools also writes top_level.txt)."""
+    """An editable install of ``dist`` ``version`` from ``source``: a ``.pth`` path line
+    (``pth``, by default named as hatchling names it) and the dist-info whose RECORD lists
+    it, as pip leaves a PEP 660 install (setuptools also writes top_level.txt)."""
     pth = pth or f"_{dist.replace('-', '_')}.pth"
     (site / pth).write_text(f"{source}\n", encoding="utf-8")
-    info = site / f"{dist.replace('-', '_')}-0.1.dist-info"
+    info = site / f"{dist.replace('-', '_')}-{version}.dist-info"
     info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1\n")
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n", encoding="utf-8"
+    )
     if top_level is not None:
         (info / "top_level.txt").write_text(f"{top_level}\n", encoding="utf-8")
     lines = [f"{pth},,", f"{info.name}/METADATA,,", f"{info.name}/RECORD,,"]

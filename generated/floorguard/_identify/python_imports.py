@@ -287,11 +287,22 @@ def _pth_folder_doubts(
             "any import of a name it holds (an optional one included) runs the "
             "workspace's code; install the agent in an environment of its own"
         ]
-    own = _editable_own_names(pth) if pth is not None else frozenset()
+    own, tracked = _editable_own_names(pth) if pth is not None else (frozenset(), ())
+    doubts = []
+    if tracked:
+        # Its metadata says what was installed; the folder holds what the checkout holds
+        # now (moved to an old release's tag, say), which no metadata follows.
+        doubts.append(
+            f"{folder}, which {pth} adds to the path, is the source folder of an editable "
+            f"install of {', '.join(tracked)}, whose version is not known (its metadata "
+            "states the version it was installed at, not what the folder holds now)"
+        )
     found = _loadable_names(folder, {"__main__", *own}, sites, version)
-    if not found:
-        return []
-    return [f"{folder}, which {pth} adds to the path, holds {_some(found)}: {_ANSWERS_ANY_IMPORT}"]
+    if found:
+        doubts.append(
+            f"{folder}, which {pth} adds to the path, holds {_some(found)}: {_ANSWERS_ANY_IMPORT}"
+        )
+    return doubts
 
 
 def _some(names: Sequence[str]) -> str:
@@ -365,12 +376,15 @@ def _by_real_folder(path: str) -> str:
     return os.path.join(os.path.realpath(folder), name)
 
 
-def _editable_own_names(pth: str) -> frozenset[str]:
+def _editable_own_names(pth: str) -> tuple[frozenset[str], tuple[str, ...]]:
     """The top-level names of the distribution whose RECORD lists ``pth`` (an editable
     install's): those its RECORD and top_level.txt name, and its own name as a module's
-    (hatchling's editable installs write no top_level.txt); the ``.pth`` file's aside."""
+    (hatchling's editable installs write no top_level.txt); the ``.pth`` file's aside. And
+    the tracked adapters such a distribution is (the catalogue's or the map's)."""
     site, name = os.path.split(pth)
     own: set[str] = set()
+    tracked: list[str] = []
+    pypi = current_packages().pypi
     for entry in sorted(listing(site)):
         dist = metadata_dist(entry)
         if dist is None or not entry.endswith(".dist-info"):
@@ -379,7 +393,10 @@ def _editable_own_names(pth: str) -> frozenset[str]:
         if name in record.paths:
             own |= record.top_level - {name.split(".", 1)[0]}
             own.add(pypi_normal_form(dist).replace("-", "_"))
-    return frozenset(own)
+            adapter = pypi.get(pypi_normal_form(dist))
+            if adapter is not None:
+                tracked.append(adapter)
+    return frozenset(own), tuple(tracked)
 
 
 def _regular(found: tuple[str, str] | None) -> bool:
