@@ -37,7 +37,7 @@ from hosts import Host, floor
 
 from floorguard._chain.chain import AuditChain
 from floorguard._proofs.slice_verify import verify_slice
-from floorguard.chainstore import store_from_env
+from floorguard.chainstore import store_from_env, timeout_from_env
 from floorguard.chainstore.postgres import PostgresStore, redact
 from floorguard.chainstore.postgres_schema import LOCK_STATEMENT
 from floorguard.errors import ChainError, ChainWriteError, KeyFileError
@@ -440,12 +440,31 @@ def test_psycopg_is_imported_only_when_a_chain_url_is_set(tmp_path: Path) -> Non
     assert done.stdout.split() == ["SqliteStore", "False"]
 
 
-@pytest.mark.parametrize("value", ["0", "-1", "soon", "nan", "inf"])
+@pytest.mark.parametrize(
+    "value",
+    # (what Python's float() also reads: digits grouped, digits of other scripts, exponents)
+    ["0", "-1", "soon", "nan", "inf", "", "3_0", "\uff11", "\u0661", "1e1", "+5", " 5"],
+)
 def test_an_unusable_timeout_is_refused_by_name(tmp_path: Path, value: str) -> None:
     env = isolated_env(tmp_path, FLOORGUARD_CHAIN_URL="postgresql:///x",
                        FLOORGUARD_CHAIN_TIMEOUT=value)  # fmt: skip
     with pytest.raises(ChainError, match="FLOORGUARD_CHAIN_TIMEOUT"):
         store_from_env(env)
+
+
+@pytest.mark.parametrize(("value", "seconds"), [("5", 5.0), ("0.5", 0.5), ("3600", 3600.0)])
+def test_a_timeout_in_plain_decimal_seconds_is_read(value: str, seconds: float) -> None:
+    assert timeout_from_env({"FLOORGUARD_CHAIN_TIMEOUT": value}) == seconds
+    assert timeout_from_env({}) == 5.0
+
+
+def test_an_empty_chain_url_is_refused_not_read_as_the_local_chain(tmp_path: Path) -> None:
+    """A fleet host whose template left the URL empty would record its decisions where no
+    one of the fleet looks."""
+    env = isolated_env(tmp_path, FLOORGUARD_CHAIN_URL="")
+    with pytest.raises(ChainError, match="FLOORGUARD_CHAIN_URL is set but empty"):
+        store_from_env(env)
+    assert not list(tmp_path.rglob("chain.sqlite3"))
 
 
 def test_a_forked_child_appends_on_its_own_connection_and_leaves_the_parents_alone(

@@ -2,12 +2,14 @@
 
 ``store_from_env`` is the one place that chooses: ``FLOORGUARD_CHAIN_URL`` set (a libpq
 URL) selects the PostgreSQL store, whose driver (psycopg 3, the ``floorguard[postgres]``
-extra) is imported only then; unset, the SQLite file in ``FLOORGUARD_HOME``.
+extra) is imported only then; unset, the SQLite file in ``FLOORGUARD_HOME``; set but empty,
+neither (refused).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 
 from floorguard._base.state import CHAIN_TIMEOUT_ENV, CHAIN_URL_ENV, state_paths
@@ -17,27 +19,38 @@ from floorguard.errors import ChainError
 DEFAULT_TIMEOUT_SECONDS = 5.0
 
 
+# Seconds as plain ASCII decimals: float() also reads "3_0" as 30, other scripts' digits,
+# exponents, signs and surrounding blanks, none of which an operator means by a timeout.
+_SECONDS = re.compile(r"[0-9]+(?:\.[0-9]+)?\Z", re.ASCII)
+
+
 def timeout_from_env(environ: Mapping[str, str] | None = None) -> float:
-    """``FLOORGUARD_CHAIN_TIMEOUT`` in seconds (default 5). Raises ChainError if unusable."""
+    """``FLOORGUARD_CHAIN_TIMEOUT`` in seconds (default 5, when it is unset). Raises
+    ChainError if unusable (set but empty included)."""
     env = os.environ if environ is None else environ
-    raw = env.get(CHAIN_TIMEOUT_ENV, "")
-    if not raw:
+    raw = env.get(CHAIN_TIMEOUT_ENV)
+    if raw is None:
         return DEFAULT_TIMEOUT_SECONDS
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not 0 < value <= 3600:  # also refuses nan and inf
+    value = float(raw) if _SECONDS.match(raw) else -1.0
+    if not 0 < value <= 3600:
         raise ChainError(
-            f"{CHAIN_TIMEOUT_ENV}={raw!r} is not a number of seconds between 0 and 3600"
+            f"{CHAIN_TIMEOUT_ENV}={raw!r} is not a number of seconds between 0 and 3600 "
+            "(plain decimal digits, such as 5 or 0.5)"
         )
     return value
 
 
 def store_from_env(environ: Mapping[str, str] | None = None) -> ChainStore:
-    """The store the environment selects. Raises ChainError for an unusable timeout."""
+    """The store the environment selects. Raises ChainError for an unusable timeout, and
+    for a chain URL set but empty (a fleet host's template that left it out would record
+    its decisions where no one of the fleet looks)."""
     env = os.environ if environ is None else environ
-    url = env.get(CHAIN_URL_ENV, "")
+    url = env.get(CHAIN_URL_ENV)
+    if url is not None and not url:
+        raise ChainError(
+            f"{CHAIN_URL_ENV} is set but empty: set it to the fleet chain's URL, or unset it "
+            "to record in this host's own chain"
+        )
     if url:
         from floorguard.chainstore.postgres import PostgresStore
 
