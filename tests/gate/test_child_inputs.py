@@ -60,6 +60,16 @@ def test_a_shell_function_exported_to_any_bash_of_the_child_is_a_doubt(
     assert name in doubt and "function" in doubt and "echo" not in doubt
 
 
+@pytest.mark.parametrize(
+    "name",
+    ["BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS4", "PROMPT_COMMAND", "ZDOTDIR", "FPATH",
+     "PERL5OPT", "RUBYOPT"],
+)  # fmt: skip
+def test_a_variable_that_makes_a_shell_of_the_child_run_code_is_a_doubt(name: str) -> None:
+    [doubt] = loader_doubts({"PATH": "/usr/bin:/bin", name: "/tmp/evil.sh"})
+    assert doubt.startswith(f"environment variable {name} ") and "evil" not in doubt
+
+
 @pytest.mark.parametrize("value", ["()", "(x) {", " () {", "{ () {"])
 def test_a_value_bash_would_not_take_for_a_function_is_no_doubt(value: str) -> None:
     assert loader_doubts({"PATH": "/usr/bin:/bin", "GREETING": value}) == ()

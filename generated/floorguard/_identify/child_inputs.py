@@ -10,9 +10,9 @@ Two kinds of check live here, both pure:
 - :func:`loader_doubts`: variables read by the dynamic loader and the C library of *any*
   child, which load native code into it before its own first instruction (``LD_PRELOAD``,
   ``LD_AUDIT``, a ``GCONV_PATH`` of iconv modules) or decide which shared libraries it links
-  (``LD_LIBRARY_PATH``), and functions exported to any bash it starts
-  (``BASH_FUNC_claude%%``). Whatever the program, such a child does not run only what was
-  judged.
+  (``LD_LIBRARY_PATH``), and what makes a shell it starts run other code (a function
+  exported to bash, ``BASH_FUNC_claude%%``; ``BASH_ENV``; ``PS4``). Whatever the program,
+  such a child does not run only what was judged.
 """
 
 from __future__ import annotations
@@ -40,6 +40,20 @@ _LOADING_VARIABLES: Final = {
 # bash), and, in a bash from before 2014, any variable whose value starts so.
 _BASH_FUNCTION_PREFIX: Final = "BASH_FUNC_"
 _OLD_BASH_FUNCTION: Final = "() {"
+# Read by a shell (or perl, ruby) the child starts, at its start or at a `set -x`: each
+# runs code the variable names, or turns on what does.
+_SHELL_VARIABLES: Final = {
+    "BASH_ENV": "names a file every non-interactive bash the child starts runs first",
+    "ENV": "names a file an interactive sh (or ksh) the child starts runs first",
+    "SHELLOPTS": "sets options of every bash the child starts (xtrace runs PS4's commands)",
+    "BASHOPTS": "sets options of every bash the child starts",
+    "PS4": "is expanded, its commands run, at every traced line of a bash the child starts",
+    "PROMPT_COMMAND": "is run by an interactive bash the child starts",
+    "ZDOTDIR": "names the folder whose .zshenv every zsh the child starts runs first",
+    "FPATH": "names folders a ksh or zsh the child starts loads functions from",
+    "PERL5OPT": "gives every perl the child starts options (-M loads a module)",
+    "RUBYOPT": "gives every ruby the child starts options (-r loads a library)",
+}
 
 
 # Linux copies each argument and each NAME=VALUE string into the new program's stack, each
@@ -114,7 +128,7 @@ def _arg_max() -> int:
 
 def loader_doubts(environ: Mapping[str, str]) -> tuple[str, ...]:
     """Every variable that makes the child load code not judged, named: the loader's, a
-    shell function exported to its bash, and a PATH with an empty or relative entry (``env``
+    shell's it starts, and a PATH with an empty or relative entry (``env``
     in a ``#!`` line, and CPython finding its own prefix from ``argv[0]``, search it from
     the child's working directory, where floorguard, which looks only in absolute entries,
     does not)."""
@@ -124,7 +138,7 @@ def loader_doubts(environ: Mapping[str, str]) -> tuple[str, ...]:
         for number, entry in enumerate(environ.get("PATH", "").split(os.pathsep), 1)
         if "PATH" in environ and not os.path.isabs(entry)
     ]
-    return (*doubts, *loading_variables(environ), *shell_functions(environ))
+    return (*doubts, *loading_variables(environ), *shell_start_up(environ))
 
 
 def loading_variables(environ: Mapping[str, str]) -> tuple[str, ...]:
@@ -139,14 +153,19 @@ def loading_variables(environ: Mapping[str, str]) -> tuple[str, ...]:
     return tuple(doubts)
 
 
-def shell_functions(environ: Mapping[str, str]) -> tuple[str, ...]:
-    """The variables of ``environ`` that any bash the child starts imports as functions,
-    each named: bash does so even when started as sh (npm's ``sh -c BIN``, system(),
-    popen() where /bin/sh is bash), and a function runs in place of the command of its
-    name."""
-    return tuple(
-        f"environment variable {name} exports a shell function: a bash the child starts "
-        "would run it instead of the command of its name"
-        for name in sorted(environ)
-        if name.startswith(_BASH_FUNCTION_PREFIX) or environ[name].startswith(_OLD_BASH_FUNCTION)
-    )
+def shell_start_up(environ: Mapping[str, str]) -> tuple[str, ...]:
+    """The variables of ``environ`` that make a shell (or perl, ruby) the child starts run
+    code the variable names before, or instead of, the command it was given, each named
+    with how: an agent runs commands through one (npm's ``sh -c BIN``, ``system()``,
+    ``popen()``, its own shell tool), and bash reads most of them even when started as
+    ``sh``."""
+    doubts = []
+    for name in sorted(environ):
+        if name.startswith(_BASH_FUNCTION_PREFIX) or environ[name].startswith(_OLD_BASH_FUNCTION):
+            doubts.append(
+                f"environment variable {name} exports a shell function: a bash the child "
+                "starts would run it instead of the command of its name"
+            )
+        elif name in _SHELL_VARIABLES:
+            doubts.append(f"environment variable {name} {_SHELL_VARIABLES[name]}")
+    return tuple(doubts)
