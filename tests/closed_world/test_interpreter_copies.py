@@ -232,6 +232,30 @@ def test_the_entry_point_named_in_the_dynamic_strings_tells_the_interpreter() ->
     assert interpreter_in(read_from(dynamic_elf(b"\0my_Py_BytesMain\0libc.so.6\0"))) is None
 
 
+@pytest.mark.parametrize(
+    ("symbol", "interpreter"),
+    [
+        # an embedding of CPython that does not go through its main()
+        (b"Py_Initialize", "python"),
+        (b"Py_InitializeFromConfig", "python"),
+        (b"Py_RunMain", "python"),
+        (b"PyRun_SimpleString", "python"),
+        # node::CreateEnvironment(...), node::LoadEnvironment(...): an embedding of node
+        (b"_ZN4node17CreateEnvironmentEPNS_11IsolateDataEN2v85LocalINS2_7ContextEEE", "node"),
+        (b"_ZN4node15LoadEnvironmentEPNS_11EnvironmentEPKc", "node"),
+    ],
+)
+def test_a_program_that_embeds_an_interpreter_otherwise_than_by_its_main_is_told(
+    symbol: bytes, interpreter: str
+) -> None:
+    assert interpreter_in(read_from(dynamic_elf(b"\0libc.so.6\0" + symbol + b"\0"))) == interpreter
+
+
+@pytest.mark.parametrize("symbol", [b"PyObject_Free_", b"my_Py_Initialize", b"_ZN2v86Object3NewEv"])
+def test_names_that_only_resemble_an_embedding_tell_no_interpreter(symbol: bytes) -> None:
+    assert interpreter_in(read_from(dynamic_elf(b"\0" + symbol + b"\0"))) is None
+
+
 def test_a_dynamic_string_table_that_cannot_be_read_is_not_taken_for_none() -> None:
     with pytest.raises(NotTold, match="larger than floorguard reads"):
         interpreter_in(read_from(dynamic_elf(b"\0x\0", stated_size=MAX_DYNAMIC_STRINGS + 1)))

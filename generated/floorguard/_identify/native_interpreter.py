@@ -17,6 +17,7 @@ an open descriptor.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from typing import Final, Literal
 
@@ -32,11 +33,13 @@ _MAX_PROGRAM_HEADERS: Final = 65536
 _MAX_DYNAMIC_BYTES: Final = 1 << 20
 # node's own table is about 5 MB (every V8 and node symbol it exports for addons).
 MAX_DYNAMIC_STRINGS: Final = 64 << 20
-# The entry point each interpreter's main() calls, as the dynamic string table spells it.
-_MAIN_SYMBOLS: Final[tuple[tuple[bytes, Interpreter], ...]] = (
-    (b"_ZN4node5StartEiPPc", "node"),  # node::Start(int, char**)
-    (b"Py_BytesMain", "python"),
-    (b"Py_Main", "python"),
+# What a program that runs an interpreter names in its dynamic string table, as a whole
+# name: the entry point each interpreter's main() calls (node::Start(int, char**),
+# Py_BytesMain, Py_Main), and what an embedding calls instead (any function of the node
+# namespace, mangled _ZN4node...; CPython's initialisation and its PyRun_ functions).
+_EMBEDDING: Final = re.compile(
+    rb"\0(?:(?P<node>_ZN4node[0-9][^\0]*)|(?P<python>Py_(?:BytesMain|Main|RunMain|Initialize"
+    rb"(?:Ex|FromConfig)?)|PyRun_[A-Za-z]+))\0"
 )
 
 Read = Callable[[int, int], bytes]
@@ -59,10 +62,11 @@ def interpreter_in(read: Read) -> Interpreter | None:
     if strings is None:
         return None
     # The table starts with an empty string: every name in it stands between two NULs.
-    for symbol, interpreter in _MAIN_SYMBOLS:
-        if b"\0" + symbol + b"\0" in strings:
-            return interpreter
-    return None
+    # (node's own table names thousands of node:: functions: the first found tells it.)
+    found = _EMBEDDING.search(strings)
+    if found is None:
+        return None
+    return "node" if found.group("node") is not None else "python"
 
 
 def _dynamic_strings(read: Read) -> bytes | None:
