@@ -299,8 +299,9 @@ def _examine(
     told = "" if said or installed is not None else _interpreter_kind(opened, doubts)
     if told:
         doubts.append(
-            f"{opened.path} is {_INTERPRETER_NAMES[told]} under another name (it carries "
-            f"{_INTERPRETER_NAMES[told]}'s entry point): such a program may run code of its "
+            f"{opened.path} is {_INTERPRETER_NAMES[told]} under another name (its dynamic "
+            f"symbols name {_INTERPRETER_NAMES[told]}'s entry point, or what an embedding "
+            f"of {_INTERPRETER_NAMES[told]} calls): such a program may run code of its "
             f"own ({_OWN_CODE[told]}) rather than what its arguments name, so it is not "
             "judged by them"
         )
