@@ -1,12 +1,20 @@
 """What every judged child is given, checked before anything is decided: inputs the kernel
 cannot pass, and variables that load code into any program (the loader's, iconv's,
-OpenSSL's, and a PATH searched from the child's working directory)."""
+OpenSSL's, and a PATH searched from the child's working directory) or make a shell it starts
+run other code."""
 
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from floorguard._identify.child_inputs import invalid_inputs, loader_doubts
+from floorguard._identify.child_inputs import (
+    invalid_inputs,
+    loader_doubts,
+    loading_variables,
+    shell_start_up,
+)
 
 
 @pytest.mark.parametrize(
@@ -88,3 +96,44 @@ def test_a_path_with_a_relative_or_empty_entry_is_a_doubt(path: str) -> None:
 
 def test_no_path_at_all_is_no_doubt() -> None:
     assert loader_doubts({}) == ()
+
+
+_NAMES = st.sampled_from(
+    [
+        "LD_PRELOAD",
+        "LD_BIND_NOW",
+        "LD_",
+        "XLD_PRELOAD",
+        "GCONV_PATH",
+        "BASH_FUNC_x%%",
+        "BASH_FUNC_",
+        "XBASH_FUNC_x",
+        "BASH_ENV",
+        "PS4",
+        "HOME",
+        "TERM",
+        "ENVX",
+        "ENV",
+    ]
+) | st.text(alphabet="ABLD_F", min_size=1, max_size=12)
+_VALUES = st.sampled_from(["", "x", "() {", "() { echo; }", " () {", "a() {"]) | st.text(max_size=8)
+
+
+@given(st.dictionaries(_NAMES, _VALUES, max_size=8))
+def test_each_variable_is_named_as_if_every_one_were_looked_at_in_turn(
+    environ: dict[str, str],
+) -> None:
+    """The names and values are searched as one text before any is looked at alone: the
+    variables named are those a look at each one in turn would name."""
+    expected = {
+        name
+        for name, value in environ.items()
+        if (name.startswith("LD_") and name not in {"LD_BIND_NOW", "LD_BIND_NOT", "LD_WARN"})
+        or name in {"GCONV_PATH", "OPENSSL_CONF", "OPENSSL_ENGINES", "OPENSSL_MODULES",
+                    "LOCPATH", "LOCALE_ARCHIVE", "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS",
+                    "PS4", "PROMPT_COMMAND", "ZDOTDIR", "FPATH", "PERL5OPT", "RUBYOPT"}
+        or name.startswith("BASH_FUNC_")
+        or value.startswith("() {")
+    }  # fmt: skip
+    named = [doubt.split()[2] for doubt in loading_variables(environ) + shell_start_up(environ)]
+    assert set(named) == expected

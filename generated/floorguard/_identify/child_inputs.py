@@ -144,13 +144,19 @@ def loader_doubts(environ: Mapping[str, str]) -> tuple[str, ...]:
 def loading_variables(environ: Mapping[str, str]) -> tuple[str, ...]:
     """The variables of ``environ`` that make the dynamic loader, the C library or OpenSSL
     of any process load native code, each named with what it does."""
-    doubts = []
-    for name in sorted(environ):
-        if name.startswith("LD_") and name not in _HARMLESS_LOADER_VARIABLES:
-            doubts.append(f"environment variable {name} makes the dynamic loader load code")
-        elif name in _LOADING_VARIABLES:
-            doubts.append(f"environment variable {name} {_LOADING_VARIABLES[name]}")
-    return tuple(doubts)
+    # (every spawn's: the names are searched as one text, and only those found sorted)
+    names = environ.keys()
+    found = set(_LOADING_VARIABLES.keys() & names)
+    if "\0LD_" in "\0" + "\0".join(names):
+        found.update(
+            n for n in names if n.startswith("LD_") and n not in _HARMLESS_LOADER_VARIABLES
+        )
+    return tuple(
+        f"environment variable {name} {_LOADING_VARIABLES[name]}"
+        if name in _LOADING_VARIABLES
+        else f"environment variable {name} makes the dynamic loader load code"
+        for name in sorted(found)
+    )
 
 
 def shell_start_up(environ: Mapping[str, str]) -> tuple[str, ...]:
@@ -159,13 +165,18 @@ def shell_start_up(environ: Mapping[str, str]) -> tuple[str, ...]:
     with how: an agent runs commands through one (npm's ``sh -c BIN``, ``system()``,
     ``popen()``, its own shell tool), and bash reads most of them even when started as
     ``sh``."""
-    doubts = []
-    for name in sorted(environ):
-        if name.startswith(_BASH_FUNCTION_PREFIX) or environ[name].startswith(_OLD_BASH_FUNCTION):
-            doubts.append(
-                f"environment variable {name} exports a shell function: a bash the child "
-                "starts would run it instead of the command of its name"
-            )
-        elif name in _SHELL_VARIABLES:
-            doubts.append(f"environment variable {name} {_SHELL_VARIABLES[name]}")
-    return tuple(doubts)
+    # (every spawn's: the names and the values are searched as one text each, and only
+    # the variables found are looked at one by one)
+    names = environ.keys()
+    found = set(_SHELL_VARIABLES.keys() & names)
+    if "\0" + _BASH_FUNCTION_PREFIX in "\0" + "\0".join(names):
+        found.update(n for n in names if n.startswith(_BASH_FUNCTION_PREFIX))
+    if "\0" + _OLD_BASH_FUNCTION in "\0" + "\0".join(environ.values()):
+        found.update(n for n, v in environ.items() if v.startswith(_OLD_BASH_FUNCTION))
+    return tuple(
+        f"environment variable {name} {_SHELL_VARIABLES[name]}"
+        if name in _SHELL_VARIABLES and not environ[name].startswith(_OLD_BASH_FUNCTION)
+        else f"environment variable {name} exports a shell function: a bash the child "
+        "starts would run it instead of the command of its name"
+        for name in sorted(found)
+    )
