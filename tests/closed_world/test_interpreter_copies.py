@@ -240,6 +240,10 @@ def test_the_entry_point_named_in_the_dynamic_strings_tells_the_interpreter() ->
         (b"Py_InitializeFromConfig", "python"),
         (b"Py_RunMain", "python"),
         (b"PyRun_SimpleString", "python"),
+        # a frozen __main__ run by CPython's own entry point for frozen programs
+        (b"Py_FrozenMain", "python"),
+        (b"_Py_InitializeMain", "python"),
+        (b"Py_NewInterpreterFromConfig", "python"),
         # node::CreateEnvironment(...), node::LoadEnvironment(...): an embedding of node
         (b"_ZN4node17CreateEnvironmentEPNS_11IsolateDataEN2v85LocalINS2_7ContextEEE", "node"),
         (b"_ZN4node15LoadEnvironmentEPNS_11EnvironmentEPKc", "node"),

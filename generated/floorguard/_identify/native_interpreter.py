@@ -36,10 +36,11 @@ MAX_DYNAMIC_STRINGS: Final = 64 << 20
 # What a program that runs an interpreter names in its dynamic string table, as a whole
 # name: the entry point each interpreter's main() calls (node::Start(int, char**),
 # Py_BytesMain, Py_Main), and what an embedding calls instead (any function of the node
-# namespace, mangled _ZN4node...; CPython's initialisation and its PyRun_ functions).
+# namespace, mangled _ZN4node...; CPython's initialisation in every form, a new
+# interpreter, Py_RunMain, Py_FrozenMain, and its PyRun_ functions).
 _EMBEDDING: Final = re.compile(
-    rb"\0(?:(?P<node>_ZN4node[0-9][^\0]*)|(?P<python>Py_(?:BytesMain|Main|RunMain|Initialize"
-    rb"(?:Ex|FromConfig)?)|PyRun_[A-Za-z]+))\0"
+    rb"\0(?:(?P<node>_ZN4node[0-9][^\0]*)|(?P<python>Py_(?:BytesMain|Main|RunMain|FrozenMain"
+    rb"|Initialize[A-Za-z]*|NewInterpreter[A-Za-z]*)|_Py_Initialize[A-Za-z]*|PyRun_[A-Za-z]+))\0"
 )
 
 Read = Callable[[int, int], bytes]
