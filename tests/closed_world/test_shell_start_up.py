@@ -1,4 +1,4 @@
-"""What makes a shell the child starts run other code than the command it is given.
+"""What makes a shell (or a runtime) the child starts run other code than it was given.
 
 An agent runs commands through a shell (its shell tool, ``system()``, npm's ``sh -c``). The
 environment a host hands it can make every such shell run a file first (``BASH_ENV``), run
@@ -8,6 +8,8 @@ Each is refused, whatever the policy, and nothing starts.
 """
 
 from __future__ import annotations
+
+import shutil
 
 import pytest
 from helpers.closed_world import DEFAULT, DENY_BY_DEFAULT, World
@@ -19,13 +21,14 @@ RUNS_A_SHELL = (
     "        print('aider 0.70.0')\n"
     "        return 0\n"
     "    subprocess.run(['bash', '-c', 'true'], check=False)\n"
+    "    subprocess.run(['perl', '-e', 'use strict'], check=False)\n"
     "    pathlib.Path({marker!r}).touch()\n"
     "    return 0\n"
 )
 
 
 @pytest.mark.parametrize("policy", [DEFAULT, DENY_BY_DEFAULT])
-@pytest.mark.parametrize("variable", ["BASH_ENV", "SHELLOPTS"])
+@pytest.mark.parametrize("variable", ["BASH_ENV", "SHELLOPTS", "PERL5LIB"])
 def test_an_at_floor_agent_whose_shell_would_run_an_old_one_is_refused(
     world: World, policy: str, variable: str
 ) -> None:
@@ -35,11 +38,17 @@ def test_an_at_floor_agent_whose_shell_would_run_an_old_one_is_refused(
     )
     start_up = world.root / "start-up.sh"
     start_up.write_text(f"{old.script} task\n", encoding="utf-8")
-    extra = (
-        {"BASH_ENV": str(start_up)}
-        if variable == "BASH_ENV"
-        else {"SHELLOPTS": "xtrace", "PS4": f"$({old.script} task)"}
-    )
+    if variable == "PERL5LIB" and shutil.which("perl") is None:
+        pytest.skip("perl is not installed")
+    # (perl -e 'use strict' loads strict.pm from the first folder of PERL5LIB)
+    perl_lib = world.root / "perl-lib"
+    perl_lib.mkdir()
+    (perl_lib / "strict.pm").write_text(f"system('{old.script}', 'task'); 1;\n")
+    extra = {
+        "BASH_ENV": {"BASH_ENV": str(start_up)},
+        "SHELLOPTS": {"SHELLOPTS": "xtrace", "PS4": f"$({old.script} task)"},
+        "PERL5LIB": {"PERL5LIB": str(perl_lib)},
+    }[variable]
     outcome = world.spawn("aider", ["task"], policy=policy,
                           env=world.env(new.prefix / "bin", **extra))  # fmt: skip
     world.assert_refused(outcome, old.marker, variable)

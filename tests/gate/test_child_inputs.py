@@ -71,7 +71,9 @@ def test_a_shell_function_exported_to_any_bash_of_the_child_is_a_doubt(
 @pytest.mark.parametrize(
     "name",
     ["BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS4", "PROMPT_COMMAND", "ZDOTDIR", "FPATH",
-     "PERL5OPT", "RUBYOPT"],
+     "PERL5OPT", "PERL5LIB", "PERLLIB", "RUBYOPT", "RUBYLIB", "TCL_LIBRARY", "TCLLIBPATH",
+     "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "LUA_INIT", "LUA_INIT_5_4",
+     "LUA_PATH", "LUA_CPATH_5_1"],
 )  # fmt: skip
 def test_a_variable_that_makes_a_shell_of_the_child_run_code_is_a_doubt(name: str) -> None:
     [doubt] = loader_doubts({"PATH": "/usr/bin:/bin", name: "/tmp/evil.sh"})
@@ -131,8 +133,10 @@ def test_each_variable_is_named_as_if_every_one_were_looked_at_in_turn(
         if (name.startswith("LD_") and name not in {"LD_BIND_NOW", "LD_BIND_NOT", "LD_WARN"})
         or name in {"GCONV_PATH", "OPENSSL_CONF", "OPENSSL_ENGINES", "OPENSSL_MODULES",
                     "LOCPATH", "LOCALE_ARCHIVE", "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS",
-                    "PS4", "PROMPT_COMMAND", "ZDOTDIR", "FPATH", "PERL5OPT", "RUBYOPT"}
-        or name.startswith("BASH_FUNC_")
+                    "PS4", "PROMPT_COMMAND", "ZDOTDIR", "FPATH", "PERL5OPT", "PERL5LIB",
+                    "PERLLIB", "RUBYOPT", "RUBYLIB", "TCL_LIBRARY", "TCLLIBPATH",
+                    "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS"}
+        or name.startswith(("BASH_FUNC_", "LUA_INIT", "LUA_PATH", "LUA_CPATH"))
         or value.startswith("() {")
     }  # fmt: skip
     named = [doubt.split()[2] for doubt in loading_variables(environ) + shell_start_up(environ)]

@@ -40,8 +40,9 @@ _LOADING_VARIABLES: Final = {
 # bash), and, in a bash from before 2014, any variable whose value starts so.
 _BASH_FUNCTION_PREFIX: Final = "BASH_FUNC_"
 _OLD_BASH_FUNCTION: Final = "() {"
-# Read by a shell (or perl, ruby) the child starts, at its start or at a `set -x`: each
-# runs code the variable names, or turns on what does.
+# Read by a shell the child starts (at its start or at a `set -x`), or by a language
+# runtime an agent's commands commonly start: each runs or loads code the variable names,
+# or turns on what does. (Not every runtime's: R's, PHP's, ... are not read.)
 _SHELL_VARIABLES: Final = {
     "BASH_ENV": "names a file every non-interactive bash the child starts runs first",
     "ENV": "names a file an interactive sh (or ksh) the child starts runs first",
@@ -52,8 +53,18 @@ _SHELL_VARIABLES: Final = {
     "ZDOTDIR": "names the folder whose .zshenv every zsh the child starts runs first",
     "FPATH": "names folders a ksh or zsh the child starts loads functions from",
     "PERL5OPT": "gives every perl the child starts options (-M loads a module)",
+    "PERL5LIB": "puts folders first on the module path of every perl the child starts",
+    "PERLLIB": "puts folders first on the module path of every perl the child starts",
     "RUBYOPT": "gives every ruby the child starts options (-r loads a library)",
+    "RUBYLIB": "puts folders first on the load path of every ruby the child starts",
+    "TCL_LIBRARY": "names the folder whose init.tcl every tclsh the child starts runs",
+    "TCLLIBPATH": "puts folders on the package path of every tclsh the child starts",
+    "JAVA_TOOL_OPTIONS": "gives every JVM the child starts options (-agentpath loads code)",
+    "_JAVA_OPTIONS": "gives every JVM the child starts options (-agentpath loads code)",
+    "JDK_JAVA_OPTIONS": "gives every java launcher the child starts options",
 }
+# Lua's, versioned as LUA_INIT_5_4 too: LUA_INIT runs code at every start.
+_RUNTIME_PREFIXES: Final = ("LUA_INIT", "LUA_PATH", "LUA_CPATH")
 
 
 # Linux copies each argument and each NAME=VALUE string into the new program's stack, each
@@ -169,14 +180,22 @@ def shell_start_up(environ: Mapping[str, str]) -> tuple[str, ...]:
     # the variables found are looked at one by one)
     names = environ.keys()
     found = set(_SHELL_VARIABLES.keys() & names)
-    if "\0" + _BASH_FUNCTION_PREFIX in "\0" + "\0".join(names):
+    joined = "\0" + "\0".join(names)
+    if "\0" + _BASH_FUNCTION_PREFIX in joined:
         found.update(n for n in names if n.startswith(_BASH_FUNCTION_PREFIX))
+    if any("\0" + prefix in joined for prefix in _RUNTIME_PREFIXES):
+        found.update(n for n in names if n.startswith(_RUNTIME_PREFIXES))
     if "\0" + _OLD_BASH_FUNCTION in "\0" + "\0".join(environ.values()):
         found.update(n for n, v in environ.items() if v.startswith(_OLD_BASH_FUNCTION))
-    return tuple(
-        f"environment variable {name} {_SHELL_VARIABLES[name]}"
-        if name in _SHELL_VARIABLES and not environ[name].startswith(_OLD_BASH_FUNCTION)
-        else f"environment variable {name} exports a shell function: a bash the child "
-        "starts would run it instead of the command of its name"
-        for name in sorted(found)
-    )
+    return tuple(_shell_doubt(name, environ[name]) for name in sorted(found))
+
+
+def _shell_doubt(name: str, value: str) -> str:
+    if name.startswith(_BASH_FUNCTION_PREFIX) or value.startswith(_OLD_BASH_FUNCTION):
+        return (
+            f"environment variable {name} exports a shell function: a bash the child starts "
+            "would run it instead of the command of its name"
+        )
+    if name in _SHELL_VARIABLES:
+        return f"environment variable {name} {_SHELL_VARIABLES[name]}"
+    return f"environment variable {name} makes every lua the child starts load or run code"
