@@ -10,9 +10,9 @@ Two kinds of check live here, both pure:
 - :func:`loader_doubts`: variables read by the dynamic loader and the C library of *any*
   child, which load native code into it before its own first instruction (``LD_PRELOAD``,
   ``LD_AUDIT``, a ``GCONV_PATH`` of iconv modules) or decide which shared libraries it links
-  (``LD_LIBRARY_PATH``), and what makes a shell it starts run other code (a function
-  exported to bash, ``BASH_FUNC_claude%%``; ``BASH_ENV``; ``PS4``). Whatever the program,
-  such a child does not run only what was judged.
+  (``LD_LIBRARY_PATH``), and what makes a shell or a language runtime it starts run other
+  code (a function exported to bash, ``BASH_FUNC_claude%%``; ``BASH_ENV``; ``PS4``;
+  ``PERL5LIB``). Whatever the program, such a child does not run only what was judged.
 """
 
 from __future__ import annotations
@@ -138,10 +138,10 @@ def _arg_max() -> int:
 
 
 def loader_doubts(environ: Mapping[str, str]) -> tuple[str, ...]:
-    """Every variable that makes the child load code not judged, named: the loader's, a
-    shell's it starts, and a PATH with an empty or relative entry (``env``
-    in a ``#!`` line, and CPython finding its own prefix from ``argv[0]``, search it from
-    the child's working directory, where floorguard, which looks only in absolute entries,
+    """Every variable that makes the child load code not judged, named: the loader's, those
+    of a shell or runtime it starts, and a PATH with an empty or relative entry (``env`` in
+    a ``#!`` line, and CPython finding its own prefix from ``argv[0]``, search it from the
+    child's working directory, where floorguard, which looks only in absolute entries,
     does not)."""
     doubts = [
         # Named by its place: a variable's text may be a secret (it is recorded).
@@ -171,11 +171,11 @@ def loading_variables(environ: Mapping[str, str]) -> tuple[str, ...]:
 
 
 def shell_start_up(environ: Mapping[str, str]) -> tuple[str, ...]:
-    """The variables of ``environ`` that make a shell (or perl, ruby) the child starts run
-    code the variable names before, or instead of, the command it was given, each named
-    with how: an agent runs commands through one (npm's ``sh -c BIN``, ``system()``,
-    ``popen()``, its own shell tool), and bash reads most of them even when started as
-    ``sh``."""
+    """The variables of ``environ`` that make a shell, or a language runtime (perl, ruby,
+    Tcl, the JVM, Lua), the child starts run or load code the variable names before, or
+    instead of, what it was given, each named with how: an agent runs its commands through
+    a shell (npm's ``sh -c BIN``, ``system()``, ``popen()``, its own shell tool), and bash
+    reads most of them even when started as ``sh``."""
     # (every spawn's: the names and the values are searched as one text each, and only
     # the variables found are looked at one by one)
     names = environ.keys()
