@@ -88,7 +88,7 @@ def test_a_copy_of_node_under_another_name_is_refused_whatever_script_it_is_give
 
 
 @needs_node
-def test_a_hard_link_of_node_named_like_an_adapter_is_judged_as_node(
+def test_a_hard_link_of_node_named_like_an_adapter_is_refused(
     floored: World, untracked_policy: str, tmp_path: Path
 ) -> None:
     old = floored.old_claude()
@@ -110,11 +110,11 @@ def test_a_copy_of_node_without_arguments_to_judge_is_not_taken_for_the_adapter(
     assert "20." not in str(outcome["version"] or ""), outcome
 
 
-def test_a_copy_of_python_named_like_an_adapter_is_judged_as_python(
+def test_a_copy_of_python_named_like_an_adapter_is_refused_as_python(
     floored: World, untracked_policy: str
 ) -> None:
-    """Refused as Python running the old aider, not because its ``Python 3.x`` answer
-    happens to match no adapter's pattern (the venv's pyvenv.cfg says which Python)."""
+    """Refused as Python under another name, not because its ``Python 3.x`` answer happens
+    to match no adapter's pattern."""
     old = floored.old_aider()
     copy = old.prefix / "bin" / "codex"
     shutil.copy2(os.path.realpath(old.python), copy)
@@ -149,7 +149,7 @@ def test_a_copy_of_python_under_an_untracked_name_is_no_untracked_native_program
     floored.assert_refused(outcome, old.marker, "Python under another name")
 
 
-def test_a_copy_of_python_outside_any_environment_is_python_of_no_known_version(
+def test_a_copy_of_python_outside_any_environment_is_refused_as_python_too(
     floored: World, tmp_path: Path
 ) -> None:
     old = floored.old_aider()

@@ -309,8 +309,7 @@ def _examine(
         # policy: it may run a tracked adapter)
         what = f"{_INTERPRETER_NAMES[told]} under another name"
         return Examination(None, LAUNCHER, what, tuple(doubts))
-    kind = said
-    if installed is None and argv is not None and kind == "python":
+    if installed is None and argv is not None and said == "python":
         found, more = _python_run(opened.located, list(argv), environ, here)
         if os.sep not in opened.requested and "PATH" not in environ:
             # CPython finds its installation (a virtual environment's pyvenv.cfg) from
@@ -325,7 +324,7 @@ def _examine(
             found_itself = self_search_doubt(opened.requested, environ["PATH"], opened.located)
             more.extend(() if found_itself is None else (found_itself,))
         return Examination(found, "python", "the Python interpreter", (*doubts, *more))
-    if installed is None and argv is not None and kind == "node":
+    if installed is None and argv is not None and said == "node":
         found, more = _node_run(list(argv), environ, here, node=str(opened.path))
         return Examination(found, "node", "node", (*doubts, *more), str(opened.path))
     return Examination(installed, "native", "a native program", tuple(doubts))
