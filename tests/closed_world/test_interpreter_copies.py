@@ -202,13 +202,14 @@ def test_other_native_programs_are_no_interpreter(tmp_path: Path) -> None:
     assert told(str(tmp_path / "codex")) is None
 
 
-def dynamic_elf(strings: bytes, *, stated_size: int | None = None) -> bytes:
+def dynamic_elf(strings: bytes, *, stated_size: int | None = None, sized: bool = True) -> bytes:
     """A 64-bit little-endian ELF file with one PT_LOAD over the whole file (loaded at 0)
     and a PT_DYNAMIC whose DT_STRTAB/DT_STRSZ name ``strings`` (``stated_size``: another
-    DT_STRSZ)."""
+    DT_STRSZ; not ``sized``: a DT_DEBUG in its place)."""
     phoff, phnum = 64, 2
     dynamic_at = phoff + 56 * phnum
-    entries = [(5, dynamic_at + 48), (10, len(strings) if stated_size is None else stated_size)]
+    size_entry = (10, len(strings) if stated_size is None else stated_size) if sized else (21, 0)
+    entries = [(5, dynamic_at + 48), size_entry]
     dynamic = b"".join(struct.pack("<qQ", tag, value) for tag, value in [*entries, (0, 0)])
     size = dynamic_at + len(dynamic) + len(strings)
     header = (
@@ -258,6 +259,20 @@ def test_a_program_that_embeds_an_interpreter_otherwise_than_by_its_main_is_told
 @pytest.mark.parametrize("symbol", [b"PyObject_Free_", b"my_Py_Initialize", b"_ZN2v86Object3NewEv"])
 def test_names_that_only_resemble_an_embedding_tell_no_interpreter(symbol: bytes) -> None:
     assert interpreter_in(read_from(dynamic_elf(b"\0" + symbol + b"\0"))) is None
+
+
+@pytest.mark.parametrize(("stated_size", "sized"), [(0, True), (3, True), (None, False)])
+def test_a_table_that_understates_its_size_is_read_as_the_loader_reads_it(
+    stated_size: int | None, sized: bool
+) -> None:
+    """The loader reads names where symbols point and never looks at DT_STRSZ: a program
+    whose DT_STRSZ says 0, or too little, or is left out, runs the same."""
+    elf = dynamic_elf(b"\0libc.so.6\0Py_BytesMain\0", stated_size=stated_size, sized=sized)
+    assert interpreter_in(read_from(elf)) == "python"
+
+
+def test_a_name_at_the_very_start_of_the_table_tells_it_too() -> None:
+    assert interpreter_in(read_from(dynamic_elf(b"_ZN4node5StartEiPPc\0"))) == "node"
 
 
 def test_a_dynamic_string_table_that_cannot_be_read_is_not_taken_for_none() -> None:

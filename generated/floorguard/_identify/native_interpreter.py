@@ -39,7 +39,7 @@ MAX_DYNAMIC_STRINGS: Final = 64 << 20
 # namespace, mangled _ZN4node...; CPython's initialisation in every form, a new
 # interpreter, Py_RunMain, Py_FrozenMain, and its PyRun_ functions).
 _EMBEDDING: Final = re.compile(
-    rb"\0(?:(?P<node>_ZN4node[0-9][^\0]*)|(?P<python>Py_(?:BytesMain|Main|RunMain|FrozenMain"
+    rb"(?:\A|\0)(?:(?P<node>_ZN4node[0-9][^\0]*)|(?P<python>Py_(?:BytesMain|Main|RunMain|FrozenMain"
     rb"|Initialize[A-Za-z]*|NewInterpreter[A-Za-z]*)|_Py_Initialize[A-Za-z]*|PyRun_[A-Za-z]+))\0"
 )
 
@@ -62,7 +62,7 @@ def interpreter_in(read: Read) -> Interpreter | None:
     strings = _dynamic_strings(read)
     if strings is None:
         return None
-    # The table starts with an empty string: every name in it stands between two NULs.
+    # Every name in the table stands between two NULs, or starts it.
     # (node's own table names thousands of node:: functions: the first found tells it.)
     found = _EMBEDDING.search(strings)
     if found is None:
@@ -112,14 +112,24 @@ def _dynamic_strings(read: Read) -> bytes | None:
             strtab = value
         elif tag == _DT_STRSZ:
             strsz = value
-    if strtab is None or strsz is None:
+    if strtab is None:
         return None
-    if strsz > MAX_DYNAMIC_STRINGS:
-        raise NotTold(f"its dynamic string table ({strsz} bytes) is larger than floorguard reads")
+    # The dynamic loader reads a symbol's name wherever the symbol points in the table, and
+    # never looks at DT_STRSZ (set to 0, or left out, the program runs the same): the table
+    # read is everything its segment holds from DT_STRTAB on, however large it says it is.
+    stated = strsz or 0
+    if stated > MAX_DYNAMIC_STRINGS:
+        raise NotTold(f"its dynamic string table ({stated} bytes) is larger than floorguard reads")
     # DT_STRTAB is an address: the loaded segment that holds it says where it is in the file.
     for vaddr, filesz, offset in loads:
-        if vaddr <= strtab and strtab + strsz <= vaddr + filesz:
-            strings = read(strsz, offset + strtab - vaddr)
-            if len(strings) == strsz:
+        if vaddr <= strtab and strtab + stated <= vaddr + filesz:
+            size = vaddr + filesz - strtab
+            if size > MAX_DYNAMIC_STRINGS:
+                raise NotTold(
+                    f"the segment of its dynamic string table ({size} bytes from the table's "
+                    "start) is larger than floorguard reads"
+                )
+            strings = read(size, offset + strtab - vaddr)
+            if len(strings) == size:
                 return strings
     raise NotTold("its dynamic string table is not in the file")
