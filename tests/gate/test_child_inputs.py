@@ -73,7 +73,9 @@ def test_a_shell_function_exported_to_any_bash_of_the_child_is_a_doubt(
     ["BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS4", "PROMPT_COMMAND", "ZDOTDIR", "FPATH",
      "PERL5OPT", "PERL5LIB", "PERLLIB", "RUBYOPT", "RUBYLIB", "TCL_LIBRARY", "TCLLIBPATH",
      "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "LUA_INIT", "LUA_INIT_5_4",
-     "LUA_PATH", "LUA_CPATH_5_1"],
+     "LUA_PATH", "LUA_CPATH_5_1", "GEM_PATH", "GEM_HOME", "RUBYPATH", "CLASSPATH",
+     "TCL8_6_TM_PATH", "TCL8_5_TM_PATH", "READNULLCMD", "NULLCMD", "CDPATH", "PERL5DB",
+     "BASH_LOADABLES_PATH"],
 )  # fmt: skip
 def test_a_variable_that_makes_a_shell_of_the_child_run_code_is_a_doubt(name: str) -> None:
     [doubt] = loader_doubts({"PATH": "/usr/bin:/bin", name: "/tmp/evil.sh"})
@@ -135,8 +137,10 @@ def test_each_variable_is_named_as_if_every_one_were_looked_at_in_turn(
                     "LOCPATH", "LOCALE_ARCHIVE", "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS",
                     "PS4", "PROMPT_COMMAND", "ZDOTDIR", "FPATH", "PERL5OPT", "PERL5LIB",
                     "PERLLIB", "RUBYOPT", "RUBYLIB", "TCL_LIBRARY", "TCLLIBPATH",
-                    "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS"}
-        or name.startswith(("BASH_FUNC_", "LUA_INIT", "LUA_PATH", "LUA_CPATH"))
+                    "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS",
+                    "BASH_LOADABLES_PATH", "CDPATH", "NULLCMD", "READNULLCMD", "PERL5DB",
+                    "RUBYPATH", "GEM_PATH", "GEM_HOME", "CLASSPATH"}
+        or name.startswith(("BASH_FUNC_", "LUA_INIT", "LUA_PATH", "LUA_CPATH", "TCL8_", "TCL9_"))
         or value.startswith("() {")
     }  # fmt: skip
     named = [doubt.split()[2] for doubt in loading_variables(environ) + shell_start_up(environ)]

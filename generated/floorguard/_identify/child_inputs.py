@@ -50,21 +50,31 @@ _SHELL_VARIABLES: Final = {
     "BASHOPTS": "sets options of every bash the child starts",
     "PS4": "is expanded, its commands run, at every traced line of a bash the child starts",
     "PROMPT_COMMAND": "is run by an interactive bash the child starts",
+    "BASH_LOADABLES_PATH": "names folders a bash the child starts loads builtins from",
+    "CDPATH": "makes a shell the child starts cd into other folders than those named",
+    "NULLCMD": "names the program a zsh the child starts runs for a bare redirection",
+    "READNULLCMD": "names the program a zsh the child starts runs for a bare < redirection",
     "ZDOTDIR": "names the folder whose .zshenv every zsh the child starts runs first",
     "FPATH": "names folders a ksh or zsh the child starts loads functions from",
     "PERL5OPT": "gives every perl the child starts options (-M loads a module)",
     "PERL5LIB": "puts folders first on the module path of every perl the child starts",
     "PERLLIB": "puts folders first on the module path of every perl the child starts",
+    "PERL5DB": "holds code every perl the child starts under -d runs first",
     "RUBYOPT": "gives every ruby the child starts options (-r loads a library)",
     "RUBYLIB": "puts folders first on the load path of every ruby the child starts",
+    "RUBYPATH": "names folders ruby -S runs scripts from",
+    "GEM_PATH": "names folders every ruby the child starts loads gems from",
+    "GEM_HOME": "names the folder every ruby the child starts loads gems from",
     "TCL_LIBRARY": "names the folder whose init.tcl every tclsh the child starts runs",
     "TCLLIBPATH": "puts folders on the package path of every tclsh the child starts",
     "JAVA_TOOL_OPTIONS": "gives every JVM the child starts options (-agentpath loads code)",
     "_JAVA_OPTIONS": "gives every JVM the child starts options (-agentpath loads code)",
     "JDK_JAVA_OPTIONS": "gives every java launcher the child starts options",
+    "CLASSPATH": "names where every JVM the child starts loads classes from",
 }
-# Lua's, versioned as LUA_INIT_5_4 too: LUA_INIT runs code at every start.
-_RUNTIME_PREFIXES: Final = ("LUA_INIT", "LUA_PATH", "LUA_CPATH")
+# Lua's, versioned as LUA_INIT_5_4 too (LUA_INIT runs code at every start), and Tcl's
+# module paths (TCL8_6_TM_PATH).
+_RUNTIME_PREFIXES: Final = ("LUA_INIT", "LUA_PATH", "LUA_CPATH", "TCL8_", "TCL9_")
 
 
 # Linux copies each argument and each NAME=VALUE string into the new program's stack, each
@@ -198,4 +208,6 @@ def _shell_doubt(name: str, value: str) -> str:
         )
     if name in _SHELL_VARIABLES:
         return f"environment variable {name} {_SHELL_VARIABLES[name]}"
+    if name.startswith("TCL"):
+        return f"environment variable {name} puts folders on the module path of every tclsh"
     return f"environment variable {name} makes every lua the child starts load or run code"
