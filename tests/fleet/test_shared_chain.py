@@ -458,10 +458,13 @@ def test_a_timeout_in_plain_decimal_seconds_is_read(value: str, seconds: float) 
     assert timeout_from_env({}) == 5.0
 
 
-def test_an_empty_chain_url_is_refused_not_read_as_the_local_chain(tmp_path: Path) -> None:
+@pytest.mark.parametrize("url", ["", " ", "\t\n"])
+def test_an_empty_chain_url_is_refused_not_read_as_the_local_chain(
+    tmp_path: Path, url: str
+) -> None:
     """A fleet host whose template left the URL empty would record its decisions where no
-    one of the fleet looks."""
-    env = isolated_env(tmp_path, FLOORGUARD_CHAIN_URL="")
+    one of the fleet looks (blanks alone: wherever libpq's defaults point)."""
+    env = isolated_env(tmp_path, FLOORGUARD_CHAIN_URL=url)
     with pytest.raises(ChainError, match="FLOORGUARD_CHAIN_URL is set but empty"):
         store_from_env(env)
     assert not list(tmp_path.rglob("chain.sqlite3"))

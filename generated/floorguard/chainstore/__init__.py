@@ -46,7 +46,9 @@ def store_from_env(environ: Mapping[str, str] | None = None) -> ChainStore:
     its decisions where no one of the fleet looks)."""
     env = os.environ if environ is None else environ
     url = env.get(CHAIN_URL_ENV)
-    if url is not None and not url:
+    if url is not None and not url.strip():
+        # (blanks alone: libpq would read an empty conninfo, and connect wherever its own
+        # defaults and the PG* variables point)
         raise ChainError(
             f"{CHAIN_URL_ENV} is set but empty: set it to the fleet chain's URL, or unset it "
             "to record in this host's own chain"
