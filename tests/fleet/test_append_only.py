@@ -18,6 +18,8 @@ from helpers.pg_chain import (
     verify,
 )
 
+from floorguard.errors import ChainWriteError
+
 pytestmark = pytest.mark.fleet
 
 # --- the appender role working around the triggers --------------------------------------------
@@ -118,3 +120,43 @@ def test_a_row_inserted_by_hand_with_a_seq_gap_or_an_earlier_ts_is_refused(pg: C
         with pytest.raises(RuntimeError, match="floorguard: record"):
             pg.sql(f"INSERT INTO floorguard.records VALUES {forged}")  # noqa: S608
     assert _count(pg) == 1
+
+
+# --- the database dropping what an append writes ------------------------------------------------
+
+# Each silently drops the rows of one table (the owner's own mistake, or a tool of the
+# database's): an append acknowledged then would be a permit with no record.
+DROPPERS = {
+    "trigger-on-records": (
+        "CREATE FUNCTION public.drop_row() RETURNS trigger LANGUAGE plpgsql"
+        " AS $$ BEGIN RETURN NULL; END $$;"
+        " CREATE TRIGGER a_drop BEFORE INSERT ON floorguard.records"
+        " FOR EACH ROW EXECUTE FUNCTION public.drop_row()"
+    ),
+    "trigger-on-tree": (
+        "CREATE FUNCTION public.drop_row() RETURNS trigger LANGUAGE plpgsql"
+        " AS $$ BEGIN RETURN NULL; END $$;"
+        " CREATE TRIGGER a_drop BEFORE INSERT ON floorguard.tree"
+        " FOR EACH ROW EXECUTE FUNCTION public.drop_row()"
+    ),
+    "rule-on-records": "CREATE RULE r AS ON INSERT TO floorguard.records DO INSTEAD NOTHING",
+    "rule-on-tree": "CREATE RULE r AS ON INSERT TO floorguard.tree DO INSTEAD NOTHING",
+}
+
+
+@pytest.mark.parametrize("ahead", [False, True], ids=["first-append", "append-ahead"])
+@pytest.mark.parametrize("dropper", list(DROPPERS.values()), ids=list(DROPPERS))
+def test_an_append_whose_rows_the_database_drops_is_refused(
+    pg: Chain, dropper: str, ahead: bool
+) -> None:
+    chain = pg.chain()
+    chain.append(CANARY, receipt(n=0))
+    if not ahead:  # a new process: its first append reads the head under the lock
+        chain.close()
+        chain = pg.chain()
+    pg.sql(dropper)
+    with pytest.raises(ChainWriteError, match="cannot append"):
+        chain.append(CANARY, receipt(n=1))
+    chain.close()
+    assert _count(pg) == 1
+    assert pg.sql("SELECT count(*) FROM floorguard.tree") == "1"
