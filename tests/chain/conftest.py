@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from helpers.cli import isolated_env
 from helpers.long_lived_prover import LongLivedHost
-from hosts import write_script
+from probes import aider_install
 
 
 @pytest.fixture
@@ -25,7 +25,8 @@ def home(env: dict[str, str]) -> Path:
 
 @pytest.fixture
 def aider(tmp_path: Path) -> Path:
-    return write_script(tmp_path / "bin" / "aider", "echo 'aider 0.70.0'")
+    """pip's console script of aider 0.70.0 in a virtual environment."""
+    return aider_install(tmp_path / "aider-venv", "0.70.0")
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 from helpers.long_lived import LongLived, another_process, backup_chain, restore_chain
-from hosts import write_script
+from probes import aider_install
 
 
 @pytest.fixture
@@ -230,7 +230,7 @@ def test_a_fork_grown_past_the_view_under_the_process_is_refused(
 def test_repeated_preflights_refuse_once_the_chain_is_rolled_back(
     host: LongLived, home: Path, tmp_path: Path
 ) -> None:
-    aider = write_script(tmp_path / "bin" / "aider", "echo 'aider 0.70.0'")
+    aider = aider_install(tmp_path / "aider-venv", "0.70.0")
     assert host.ask(f"preflight {aider}") == {"verdict": "permit"}
     backup = backup_chain(home, tmp_path / "backup")
     for _ in range(3):

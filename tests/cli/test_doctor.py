@@ -11,6 +11,7 @@ from pathlib import Path
 
 from helpers.cli import floorctl
 from hosts import Host, floor, receipt_in_chain, write_script
+from probes import aider_at
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -50,7 +51,7 @@ def test_floorctl_doctor_reports_each_status_and_seals_the_posture(
 def test_doctor_exits_0_when_every_installed_adapter_meets_its_floor(tmp_path: Path) -> None:
     doctor_path = tmp_path / "bin"
     doctor_path.mkdir()
-    write_script(doctor_path / "aider", "echo 'aider 0.61.2'")
+    aider_at(doctor_path / "aider", "0.61.2")
     done = floorctl("doctor", cwd=REPO, state=tmp_path / "state", PATH=str(doctor_path))
     assert done.returncode == 0, done.stderr
     assert "posture receipt sha256:" in done.stdout
@@ -105,7 +106,7 @@ def test_doctor_lists_each_agents_mcp_servers_and_fails_on_a_refused_one(tmp_pat
     for folder in (bin_dir, home, project):
         folder.mkdir()
     write_script(bin_dir / "claude", "echo '1.0.30 (Claude Code)'")
-    write_script(bin_dir / "aider", "echo 'aider 0.50.0'")  # below its floor, as a server
+    aider_at(bin_dir / "aider", "0.50.0")  # below its floor, as a server
     declared = project / ".mcp.json"
     declared.write_text(
         json.dumps(

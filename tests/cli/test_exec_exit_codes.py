@@ -21,13 +21,13 @@ from floorguard._version import __version__
 
 
 def agent(path: Path, version: str, marker: Path) -> Path:
-    """A native aider: answers ``--version``; otherwise proves that it ran."""
-    return native_agent(path, version=f"aider {version}\n".encode(), run=Run(marker=marker))
+    """A native codex: answers ``--version``; otherwise proves that it ran."""
+    return native_agent(path, version=f"codex-cli {version}\n".encode(), run=Run(marker=marker))
 
 
 @pytest.fixture
 def host(tmp_path: Path) -> Host:
-    return Host(tmp_path / "host", {"aider": floor("0.60.0")})
+    return Host(tmp_path / "host", {"aider": floor("0.60.0"), "codex": floor("0.60.0")})
 
 
 @pytest.fixture
@@ -124,9 +124,9 @@ def test_exec_exits_126_when_the_only_binary_on_path_is_not_executable(
     host: Host, bin_dir: Path, tmp_path: Path
 ) -> None:
     marker = tmp_path / "ran"
-    script = agent(bin_dir / "aider", "0.61.0", marker)
+    script = agent(bin_dir / "codex", "0.61.0", marker)
     script.chmod(0o644)
-    done = exec_(host, "aider", bin_dir)
+    done = exec_(host, "codex", bin_dir)
     assert done.returncode == 126, done.stderr
     line = one_line(done)
     assert f"binary is not executable: {script}" in line
@@ -138,8 +138,8 @@ def test_exec_exits_126_when_refused_below_the_floor(
     host: Host, bin_dir: Path, tmp_path: Path
 ) -> None:
     marker = tmp_path / "ran"
-    agent(bin_dir / "aider", "0.50.0", marker)
-    done = exec_(host, "aider", bin_dir)
+    agent(bin_dir / "codex", "0.50.0", marker)
+    done = exec_(host, "codex", bin_dir)
     assert done.returncode == 126, done.stderr
     assert "below the floor" in one_line(done)
     assert not marker.exists()
@@ -192,8 +192,8 @@ def test_exec_exits_127_when_a_permitted_scripts_interpreter_is_missing(
 
 def test_exec_still_returns_the_childs_status(host: Host, bin_dir: Path, tmp_path: Path) -> None:
     marker = tmp_path / "ran"
-    agent(bin_dir / "aider", "0.61.0", marker)
+    agent(bin_dir / "codex", "0.61.0", marker)
     path = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
-    done = host.python("-m", "floorguard", "exec", "aider", "--", "task", PATH=path)
+    done = host.python("-m", "floorguard", "exec", "codex", "--", "task", PATH=path)
     assert done.returncode == 0, done.stderr
     assert marker.exists()

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from probes.native import native_program, require_native
+from probes import aider_install
 
 import floorguard
 from floorguard._chain.chain import AuditChain
@@ -20,10 +20,9 @@ _UNSET = (
 
 @pytest.fixture
 def aider(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    require_native()
     for name in _UNSET:
         monkeypatch.delenv(name, raising=False)
-    return str(native_program(tmp_path / "aider", stdout=b"aider 0.61.0\n"))
+    return str(aider_install(tmp_path / "aider-venv", "0.61.0"))
 
 
 def _seqs(home: Path) -> list[int]:

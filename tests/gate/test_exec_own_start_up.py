@@ -27,27 +27,27 @@ WRITES_MARKER = "import pathlib; pathlib.Path({path!r}).write_text('ran in the g
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
-    """An agent's workspace: a planted sitecustomize and warnings module, and an aider at
-    its floor on PATH that leaves a marker when it runs."""
+    """An agent's workspace: a planted sitecustomize and warnings module, and a native codex
+    above its floor on PATH that leaves a marker when it runs."""
     folder = tmp_path / "ws"
     (folder / "lib").mkdir(parents=True)
     gate_marker = tmp_path / "ran-in-the-gate"
     for module in ("sitecustomize", "planted"):
         (folder / "lib" / f"{module}.py").write_text(WRITES_MARKER.format(path=str(gate_marker)))
     (tmp_path / "bin").mkdir()
-    native_agent(tmp_path / "bin" / "aider", version=b"aider 0.90.0\n",
-                 run=Run(marker=tmp_path / "aider-ran"))  # fmt: skip
+    native_agent(tmp_path / "bin" / "codex", version=b"codex-cli 0.90.0\n",
+                 run=Run(marker=tmp_path / "agent-ran"))  # fmt: skip
     return folder
 
 
-def exec_aider(
+def exec_agent(
     workspace: Path, *python_options: str, **extra: str
 ) -> subprocess.CompletedProcess[str]:
     env = isolated_env(workspace.parent / "state", PATH=str(workspace.parent / "bin"), **extra)
     env.pop("PYTHONPATH", None)
     env.update(extra)
     return subprocess.run(
-        [sys.executable, *python_options, "-m", "floorguard", "exec", "aider", "--", "task"],
+        [sys.executable, *python_options, "-m", "floorguard", "exec", "codex", "--", "task"],
         capture_output=True, text=True, cwd=workspace, env=env, timeout=120, check=False,
     )  # fmt: skip
 
@@ -70,8 +70,8 @@ def ran(workspace: Path, what: str) -> bool:
 def test_exec_started_without_isolation_refuses_before_it_starts_anything(
     workspace: Path, options: tuple[str, ...], variables: dict[str, str], named: str | None
 ) -> None:
-    done = exec_aider(workspace, *options, **variables)
-    assert not ran(workspace, "aider-ran")
+    done = exec_agent(workspace, *options, **variables)
+    assert not ran(workspace, "agent-ran")
     assert done.returncode != 0
     if named is not None:
         assert done.returncode == 126, done.stderr
@@ -89,20 +89,20 @@ def test_exec_started_without_isolation_refuses_before_it_starts_anything(
 def test_with_I_nothing_of_the_workspace_runs_in_the_gate_and_the_child_runs(
     workspace: Path, variables: dict[str, str]
 ) -> None:
-    done = exec_aider(workspace, "-I", **variables)
+    done = exec_agent(workspace, "-I", **variables)
     assert done.returncode == 0, done.stderr
     assert not ran(workspace, "ran-in-the-gate")
-    assert ran(workspace, "aider-ran")
+    assert ran(workspace, "agent-ran")
 
 
 def test_the_environment_exec_refuses_over_is_still_judged_for_the_child(
     workspace: Path,
 ) -> None:
     # PYTHONPATH is the child's to have: a native child ignores it; nothing refuses it here.
-    done = exec_aider(workspace, "-I", PYTHONPATH=str(workspace / "lib"),
+    done = exec_agent(workspace, "-I", PYTHONPATH=str(workspace / "lib"),
                       PYTHONDONTWRITEBYTECODE="1")  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert ran(workspace, "aider-ran") and not ran(workspace, "ran-in-the-gate")
+    assert ran(workspace, "agent-ran") and not ran(workspace, "ran-in-the-gate")
 
 
 @pytest.mark.parametrize(
@@ -114,11 +114,11 @@ def test_with_I_the_loaders_variables_still_refuse_the_gate_itself(
 ) -> None:
     # -I keeps PYTHON* out of the gate's Python, not what the dynamic loader, the C library
     # and OpenSSL read in any process: the gate says so and starts nothing.
-    done = exec_aider(workspace, "-I", **{variable: str(workspace / value)})
+    done = exec_agent(workspace, "-I", **{variable: str(workspace / value)})
     assert done.returncode == 126, done.stderr
     line = done.stderr.splitlines()[-1]
     assert variable in line and "refusing to run the gate" in line, line
-    assert not ran(workspace, "aider-ran")
+    assert not ran(workspace, "agent-ran")
 
 
 def python_taken_by_its_mode(folder: Path) -> Path:
@@ -155,18 +155,18 @@ def test_exec_whose_python_takes_another_file_for_itself_refuses(
     env.pop("PYTHONPATH", None)
     python = "python3" if started == "by name" else str(own / "python3")
     env_program = shutil.which("env") or "/usr/bin/env"
-    argv = [env_program, python, "-I", "-m", "floorguard", "exec", "aider", "--", "task"]
+    argv = [env_program, python, "-I", "-m", "floorguard", "exec", "codex", "--", "task"]
     done = subprocess.run(noexec_command(noexec, *argv), capture_output=True, text=True,
                           cwd=workspace, env=env, timeout=120, check=False)  # fmt: skip
     if started == "by absolute path":
         assert done.returncode == 0, done.stderr
-        assert ran(workspace, "aider-ran")
+        assert ran(workspace, "agent-ran")
         return
     assert done.returncode == 126, done.stderr
     line = done.stderr.splitlines()[-1]
     assert line.startswith("floorguard: refusing to run the gate"), line
     assert f"{taken / 'python3'}" in line and "absolute path" in line, line
-    assert not ran(workspace, "aider-ran")
+    assert not ran(workspace, "agent-ran")
 
 
 def test_a_python_that_cannot_tell_its_own_file_refuses_the_gate() -> None:
@@ -185,8 +185,8 @@ def test_with_I_pythonexecutable_still_refuses_the_gate_itself(workspace: Path) 
     # program it names makes that folder the gate's environment (another floorguard there
     # would run instead). Here it names the gate's own Python, so the real gate runs and
     # must say what it saw.
-    done = exec_aider(workspace, "-I", PYTHONEXECUTABLE=sys.executable)
+    done = exec_agent(workspace, "-I", PYTHONEXECUTABLE=sys.executable)
     assert done.returncode == 126, done.stderr
     line = done.stderr.splitlines()[-1]
     assert "PYTHONEXECUTABLE" in line and "refusing to run the gate" in line, line
-    assert not ran(workspace, "aider-ran")
+    assert not ran(workspace, "agent-ran")

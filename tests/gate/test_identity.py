@@ -248,29 +248,29 @@ def test_untracked_refuse_policy_does_not_touch_tracked_adapters(
 
 
 def test_warn_override_and_untracked_are_logged_on_stderr(host: Host, tmp_path: Path) -> None:
-    old = printer(tmp_path / "bin" / "aider", "aider 0.10.0\n")
+    old = printer(tmp_path / "bin" / "claude", "1.0.10 (Claude Code)\n")
     other = printer(tmp_path / "bin" / "newagent", "1.0.0\n")
     code = (
         "import floorguard\n"
-        f"floorguard.preflight('aider', binary={str(old)!r})\n"
+        f"floorguard.preflight('claude', binary={str(old)!r})\n"
         f"floorguard.preflight('newagent', binary={str(other)!r})\n"
     )
     done = host.python("-c", code, FLOORGUARD_ADAPTER_FLOOR_POLICY="warn")
     assert done.returncode == 0, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 2, done.stderr
-    assert "warn_override" in lines[0] and "aider 0.10.0" in lines[0]
+    assert "warn_override" in lines[0] and "claude 1.0.10" in lines[0]
     assert "untracked" in lines[1] and "newagent" in lines[1]
 
 
 def test_exec_prints_one_line_for_a_warn_override(host: Host, tmp_path: Path) -> None:
     bin_dir = tmp_path / "bin"
-    native_agent(bin_dir / "aider", version=b"aider 0.10.0\n")
+    native_agent(bin_dir / "claude", version=b"1.0.10 (Claude Code)\n")
     done = host.python(
         "-m",
         "floorguard",
         "exec",
-        "aider",
+        "claude",
         "--",
         "task",
         PATH=path_with(bin_dir),
@@ -356,14 +356,14 @@ def test_preflight_alone_judges_the_binary_the_name_leads_to(
 def test_a_host_that_configures_logging_receives_overrides_as_warning_records(
     host: Host, tmp_path: Path
 ) -> None:
-    old = printer(tmp_path / "bin" / "aider", "aider 0.10.0\n")
+    old = printer(tmp_path / "bin" / "claude", "1.0.10 (Claude Code)\n")
     code = (
         "import logging, floorguard\n"
         "seen = []\n"
         "class Keep(logging.Handler):\n"
         "    def emit(self, record): seen.append((record.name, record.levelname))\n"
         "logging.getLogger('floorguard').addHandler(Keep())\n"
-        f"d = floorguard.preflight('aider', binary={str(old)!r})\n"
+        f"d = floorguard.preflight('claude', binary={str(old)!r})\n"
         "print(d.verdict, seen)\n"
     )
     done = host.python("-c", code, FLOORGUARD_ADAPTER_FLOOR_POLICY="warn")
@@ -373,9 +373,9 @@ def test_a_host_that_configures_logging_receives_overrides_as_warning_records(
 
 
 def test_a_permit_is_not_logged(host: Host, tmp_path: Path) -> None:
-    good = printer(tmp_path / "bin" / "aider", "aider 0.70.0\n")
+    good = printer(tmp_path / "bin" / "claude", "1.0.200 (Claude Code)\n")
     done = host.python(
-        "-c", f"import floorguard; floorguard.preflight('aider', binary={str(good)!r})"
+        "-c", f"import floorguard; floorguard.preflight('claude', binary={str(good)!r})"
     )
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""

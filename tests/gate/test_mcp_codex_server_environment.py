@@ -24,14 +24,13 @@ from pathlib import Path
 import pytest
 from helpers.mcp_lab import SECRET, Lab, write
 from probes import pip_install
-from probes.native import native_agent
 
 
 def safe_aider(lab: Lab) -> Path:
     """A folder holding aider 0.70.0 (at its floor), apart from the lab's aider 0.50.0."""
     safe = lab.root / "safe"
     safe.mkdir()
-    native_agent(safe / "aider", version=b"aider 0.70.0\n")
+    lab.aider(safe, "0.70.0")
     return safe
 
 

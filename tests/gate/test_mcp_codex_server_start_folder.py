@@ -11,21 +11,26 @@ above aider's floor, 0.50.0 below it), a chain of the test's own.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 from helpers.mcp_lab import Lab, write
-from probes.native import native_agent
 
 RELATIVE = '[mcp_servers.s]\ncommand = "./tools/aider"\n'
 
 
-def _aiders(lab: Lab, *, other: bytes) -> Path:
-    """An aider 0.70.0 in the project's tools/, and one answering ``other`` in a sibling
+def judged_file(folder: Path) -> str:
+    """The file the gate judges for ``folder``'s tools/aider: pip's script it links to."""
+    return os.path.realpath(folder / "tools" / "aider")
+
+
+def _aiders(lab: Lab, *, other: str) -> Path:
+    """An aider 0.70.0 in the project's tools/, and one of version ``other`` in a sibling
     folder's (the folder codex is told with -C)."""
     folder = lab.root / "other"
-    native_agent(lab.project / "tools" / "aider", version=b"aider 0.70.0\n")
-    native_agent(folder / "tools" / "aider", version=other)
+    lab.aider(lab.project / "tools", "0.70.0")
+    lab.aider(folder / "tools", other)
     return folder
 
 
@@ -39,7 +44,7 @@ def _aiders(lab: Lab, *, other: bytes) -> Path:
 def test_a_relative_server_command_is_judged_in_the_folder_codex_is_told(
     lab: Lab, argv: tuple[str, ...]
 ) -> None:
-    _aiders(lab, other=b"aider 0.50.0\n")
+    _aiders(lab, other="0.50.0")
     write(lab.home / ".codex" / "config.toml", RELATIVE)
     started, reason = lab.spawn("codex", *argv)
     assert not started, "codex -C started a server whose command is the -C folder's old aider"
@@ -47,7 +52,7 @@ def test_a_relative_server_command_is_judged_in_the_folder_codex_is_told(
 
 
 def test_a_server_of_the_cd_folders_own_layer_is_judged_there_too(lab: Lab) -> None:
-    other = _aiders(lab, other=b"aider 0.50.0\n")
+    other = _aiders(lab, other="0.50.0")
     write(other / ".codex" / "config.toml", RELATIVE)
     started, reason = lab.spawn("codex", "-C", "../other", "exec", "t")
     assert not started
@@ -57,35 +62,35 @@ def test_a_server_of_the_cd_folders_own_layer_is_judged_there_too(lab: Lab) -> N
 def test_the_receipt_names_the_file_judged_in_each_folder(lab: Lab) -> None:
     """Both aiders above the floor: codex starts, and the receipt lists the server once for
     each folder it may start in, each naming the file judged there."""
-    other = _aiders(lab, other=b"aider 0.71.0\n")
+    other = _aiders(lab, other="0.71.0")
     write(lab.home / ".codex" / "config.toml", RELATIVE)
     started, reason = lab.spawn("codex", "-C", "../other", "exec", "t")
     assert started, reason
     judged = {(s["binary"], s["version"]) for s in lab.last_receipt()["mcp_servers"]}
     assert judged == {
-        (str(lab.project / "tools" / "aider"), "0.70.0"),
-        (str(other / "tools" / "aider"), "0.71.0"),
+        (judged_file(lab.project), "0.70.0"),
+        (judged_file(other), "0.71.0"),
     }
 
 
 def test_a_server_with_an_absolute_cwd_is_judged_only_there(lab: Lab) -> None:
     """A declaration's own absolute ``cwd`` is where every release starts it."""
-    _aiders(lab, other=b"aider 0.50.0\n")
+    _aiders(lab, other="0.50.0")
     write(lab.home / ".codex" / "config.toml",
           RELATIVE + f'cwd = "{lab.project}"\n')  # fmt: skip
     started, reason = lab.spawn("codex", "-C", "../other", "exec", "t")
     assert started, reason
     [server] = lab.last_receipt()["mcp_servers"]
-    assert server["binary"] == str(lab.project / "tools" / "aider")
+    assert server["binary"] == judged_file(lab.project)
 
 
 def test_without_cd_the_server_is_judged_in_the_agents_folder_alone(lab: Lab) -> None:
-    _aiders(lab, other=b"aider 0.50.0\n")
+    _aiders(lab, other="0.50.0")
     write(lab.home / ".codex" / "config.toml", RELATIVE)
     started, reason = lab.spawn("codex", "exec", "t")
     assert started, reason
     [server] = lab.last_receipt()["mcp_servers"]
-    assert server["binary"] == str(lab.project / "tools" / "aider")
+    assert server["binary"] == judged_file(lab.project)
 
 
 # ---------------------------------------------------------------- a -C folder from the home
@@ -102,9 +107,9 @@ def test_a_cd_folder_from_the_home_is_judged_where_codex_expands_it(
     """A host that starts codex without a shell passes ``~/other`` as written; current
     codex expands a leading ``~`` of ``-C`` to the home (``AbsolutePathBuf``), so the
     server's relative command is the home's ``other/tools/aider``, not ``./~/other``'s."""
-    native_agent(lab.project / "tools" / "aider", version=b"aider 0.70.0\n")
-    native_agent(lab.project / "~" / "other" / "tools" / "aider", version=b"aider 0.70.0\n")
-    native_agent(lab.home / "other" / "tools" / "aider", version=b"aider 0.50.0\n")
+    lab.aider(lab.project / "tools", "0.70.0")
+    lab.aider(lab.project / "~" / "other" / "tools", "0.70.0")
+    lab.aider(lab.home / "other" / "tools", "0.50.0")
     write(lab.home / ".codex" / "config.toml", RELATIVE)
     started, reason = lab.spawn("codex", *argv)
     assert not started, "codex -C ~/other started a server whose command is the home's old aider"
@@ -123,9 +128,9 @@ def test_the_project_layer_of_a_cd_folder_from_the_home_is_read(lab: Lab) -> Non
 def test_a_cd_folder_from_the_home_with_good_servers_starts(lab: Lab) -> None:
     """The positive control: the home's and a literal ``./~/other`` folder's aiders are
     above the floor (older releases took ``~`` as a folder's name): both are judged."""
-    native_agent(lab.project / "~" / "other" / "tools" / "aider", version=b"aider 0.71.0\n")
-    native_agent(lab.home / "other" / "tools" / "aider", version=b"aider 0.72.0\n")
-    native_agent(lab.project / "tools" / "aider", version=b"aider 0.70.0\n")
+    lab.aider(lab.project / "~" / "other" / "tools", "0.71.0")
+    lab.aider(lab.home / "other" / "tools", "0.72.0")
+    lab.aider(lab.project / "tools", "0.70.0")
     write(lab.home / ".codex" / "config.toml", RELATIVE)
     started, reason = lab.spawn("codex", "-C", "~/other", "exec", "t")
     assert started, reason

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from hosts import write_script
+from probes import aider_at
 
 import floorguard
 from floorguard._chain.chain import AuditChain
@@ -67,8 +68,8 @@ def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Host]:
     for folder in (bin_dir, home, project):
         folder.mkdir(parents=True)
     claude = write_script(bin_dir / "claude", "echo '1.0.30 (Claude Code)'")
-    write_script(bin_dir / "fixed-aider", "echo 'aider 0.70.0'")
-    write_script(bin_dir / "aider", "echo 'aider 0.50.0'")  # below its floor of 0.60.0
+    aider_at(bin_dir / "fixed-aider", "0.70.0")
+    aider_at(bin_dir / "aider", "0.50.0")  # below its floor of 0.60.0
     monkeypatch.setenv("FLOORGUARD_HOME", str(tmp_path / "fg"))
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 from hosts import write_script
+from probes import aider_at, gemini_at
 
 import floorguard
 from floorguard._chain.chain import AuditChain
@@ -93,10 +94,10 @@ def agents(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Agents]:
         folder.mkdir()
     write_script(bin_dir / "claude", "echo '1.0.30 (Claude Code)'")
     write_script(bin_dir / "codex", "echo 'codex-cli 0.5.0'")
-    write_script(bin_dir / "gemini", "echo '0.2.0'")
-    write_script(bin_dir / "aider", "echo 'aider 0.50.0'")  # below its floor of 0.60.0
+    gemini_at(bin_dir / "gemini", "0.2.0")
+    aider_at(bin_dir / "aider", "0.50.0")  # below its floor of 0.60.0
     (bin_dir / "fixed").mkdir()
-    write_script(bin_dir / "fixed" / "aider", "echo 'aider 0.70.0'")
+    aider_at(bin_dir / "fixed" / "aider", "0.70.0")
     write_script(bin_dir / "helper", "echo 'helper 1.2.3'")  # no floor: untracked
     yield Agents(tmp_path, bin_dir, home, project)
     AuditChain.shared(Agents(tmp_path, bin_dir, home, project).host_env()).close()

@@ -39,7 +39,6 @@ from helpers.mcp_lab import (
     servers,
     write,
 )
-from probes.native import native_agent
 
 
 def lay_out(lab: Lab, files: dict[str, str]) -> None:
@@ -217,7 +216,7 @@ def test_a_codex_env_override_replaces_the_path_that_found_a_safe_program(lab: L
     and judges the safe aider."""
     safe = lab.root / "safe"
     safe.mkdir()
-    native_agent(safe / "aider", version=b"aider 0.70.0\n")
+    lab.aider(safe, "0.70.0")
     write(lab.home / ".codex" / "config.toml",
           f'[mcp_servers.o]\ncommand = "aider"\nenv = {{PATH = "{safe}:/usr/bin"}}\n')  # fmt: skip
     assert lab.spawn("codex")[0]  # the safe aider: allowed, rightly

@@ -22,14 +22,13 @@ from pathlib import Path
 import pytest
 from helpers.mcp_lab import OLD_AIDER, Lab, servers, write
 from probes import pip_install
-from probes.native import native_agent
 
 
 def _good(lab: Lab) -> Path:
     """A folder holding an aider above its floor (0.70.0)."""
     folder = lab.root / "good"
     folder.mkdir(exist_ok=True)
-    native_agent(folder / "aider", version=b"aider 0.70.0\n")
+    lab.aider(folder, "0.70.0")
     return folder
 
 

@@ -17,7 +17,9 @@ ALLOWED = {"permit", "warn_override", "untracked"}
 
 @pytest.fixture
 def host(tmp_path: Path) -> Host:
-    return Host(tmp_path, {"aider": floor("0.60.0"), "claude": floor("1.0.20")})
+    return Host(
+        tmp_path, {"aider": floor("0.60.0"), "claude": floor("1.0.20"), "codex": floor("0.60.0")}
+    )
 
 
 @pytest.fixture
@@ -27,12 +29,14 @@ def bin_dir(tmp_path: Path) -> Path:
     return path
 
 
-def aider_binary(bin_dir: Path, version: str) -> str:
-    return str(write_script(bin_dir / "aider", f"echo 'aider {version}'"))
+def codex_binary(bin_dir: Path, version: str) -> str:
+    """A native codex (published as one: judged by its --version answer, as the probe's
+    tests need; a native aider would be refused as no aider at all)."""
+    return str(write_script(bin_dir / "codex", f"echo 'codex-cli {version}'"))
 
 
 def test_permits_a_version_at_the_floor_and_records_the_permit(host: Host, bin_dir: Path) -> None:
-    result = host.preflight("aider", binary=aider_binary(bin_dir, "0.60.0"))
+    result = host.preflight("codex", binary=codex_binary(bin_dir, "0.60.0"))
     assert result["raised"] is None
     assert result["verdict"] == "permit"
     assert result["detected_by"] == "probe"
@@ -46,7 +50,7 @@ def test_permits_a_version_at_the_floor_and_records_the_permit(host: Host, bin_d
 
 
 def test_refuses_a_below_floor_binary(host: Host, bin_dir: Path) -> None:
-    result = host.preflight("aider", binary=aider_binary(bin_dir, "0.59.9"))
+    result = host.preflight("codex", binary=codex_binary(bin_dir, "0.59.9"))
     assert result["raised"] == "SpawnRefused"
     assert result["verdict"] == "refuse"
     assert "below the floor 0.60.0" in result["reason"]
@@ -59,8 +63,8 @@ def test_pre_release_of_the_floor_is_below_it(host: Host) -> None:
 
 
 def test_refuses_an_unknown_version(host: Host, bin_dir: Path) -> None:
-    binary = write_script(bin_dir / "aider", "echo 'no version here'")
-    result = host.preflight("aider", binary=str(binary))
+    binary = write_script(bin_dir / "codex", "echo 'no version here'")
+    result = host.preflight("codex", binary=str(binary))
     assert result["raised"] == "SpawnRefused"
     assert result["verdict"] == "refuse"
     assert "unknown version" in result["reason"]
@@ -68,20 +72,20 @@ def test_refuses_an_unknown_version(host: Host, bin_dir: Path) -> None:
 
 
 def test_refuses_when_the_probe_times_out(host: Host, bin_dir: Path) -> None:
-    binary = write_script(bin_dir / "aider", "sleep 30")
-    result = host.preflight("aider", binary=str(binary), FLOORGUARD_PROBE_TIMEOUT="0.5")
+    binary = write_script(bin_dir / "codex", "sleep 30")
+    result = host.preflight("codex", binary=str(binary), FLOORGUARD_PROBE_TIMEOUT="0.5")
     assert result["verdict"] == "refuse"
     assert "timed out" in result["reason"] or "timeout" in result["reason"]
 
 
 def test_refuses_when_the_probe_exits_non_zero(host: Host, bin_dir: Path) -> None:
-    binary = write_script(bin_dir / "aider", "echo 'aider 0.70.0'; exit 3")
-    assert host.preflight("aider", binary=str(binary))["verdict"] == "refuse"
+    binary = write_script(bin_dir / "codex", "echo 'codex-cli 0.70.0'; exit 3")
+    assert host.preflight("codex", binary=str(binary))["verdict"] == "refuse"
 
 
 def test_refuses_ambiguous_version_output(host: Host, bin_dir: Path) -> None:
-    binary = write_script(bin_dir / "aider", "echo 'aider 0.70.0 (needs 0.50.0)'")
-    assert host.preflight("aider", binary=str(binary))["verdict"] == "refuse"
+    binary = write_script(bin_dir / "codex", "echo 'codex-cli 0.70.0 (needs 0.50.0)'")
+    assert host.preflight("codex", binary=str(binary))["verdict"] == "refuse"
 
 
 def test_refuses_a_missing_binary(host: Host, tmp_path: Path) -> None:
@@ -98,18 +102,18 @@ def test_refuses_a_tracked_adapter_not_on_path(host: Host, bin_dir: Path) -> Non
 def test_refuses_every_tracked_spawn_when_the_floor_map_was_tampered(
     host: Host, bin_dir: Path
 ) -> None:
-    entries = {"aider": floor("0.60.0")}
+    entries = {"codex": floor("0.60.0")}
     good = map_module(entries)
     host.set_map(good.replace('"0.60.0"', '"0.10.0"'))  # data edited, stated hash kept
-    result = host.preflight("aider", binary=aider_binary(bin_dir, "0.70.0"))
+    result = host.preflight("codex", binary=codex_binary(bin_dir, "0.70.0"))
     assert result["verdict"] == "refuse"
     assert "tampered" in result["reason"]
 
 
 def test_tampered_floor_map_is_not_overridable_by_warn_policy(host: Host, bin_dir: Path) -> None:
-    host.set_map(map_module({"aider": floor("0.60.0")}).replace('"0.60.0"', '"0.10.0"'))
+    host.set_map(map_module({"codex": floor("0.60.0")}).replace('"0.60.0"', '"0.10.0"'))
     result = host.preflight(
-        "aider", binary=aider_binary(bin_dir, "0.70.0"), FLOORGUARD_ADAPTER_FLOOR_POLICY="warn"
+        "codex", binary=codex_binary(bin_dir, "0.70.0"), FLOORGUARD_ADAPTER_FLOOR_POLICY="warn"
     )
     assert result["verdict"] == "refuse"
 
@@ -123,7 +127,7 @@ def test_warn_policy_records_an_override_for_a_below_floor_binary(
     host: Host, bin_dir: Path
 ) -> None:
     result = host.preflight(
-        "aider", binary=aider_binary(bin_dir, "0.10.0"), FLOORGUARD_ADAPTER_FLOOR_POLICY="warn"
+        "codex", binary=codex_binary(bin_dir, "0.10.0"), FLOORGUARD_ADAPTER_FLOOR_POLICY="warn"
     )
     assert result["raised"] is None
     assert result["verdict"] == "warn_override"
@@ -137,14 +141,14 @@ def test_policy_strings_other_than_exactly_warn_block(
     host: Host, bin_dir: Path, value: str
 ) -> None:
     result = host.preflight(
-        "aider", binary=aider_binary(bin_dir, "0.10.0"), FLOORGUARD_ADAPTER_FLOOR_POLICY=value
+        "codex", binary=codex_binary(bin_dir, "0.10.0"), FLOORGUARD_ADAPTER_FLOOR_POLICY=value
     )
     assert result["verdict"] == "refuse"
     assert result["policy"] == "block"
 
 
 def test_unset_policy_blocks(host: Host, bin_dir: Path) -> None:
-    assert host.preflight("aider", binary=aider_binary(bin_dir, "0.10.0"))["policy"] == "block"
+    assert host.preflight("codex", binary=codex_binary(bin_dir, "0.10.0"))["policy"] == "block"
 
 
 def test_untracked_adapter_is_allowed_and_recorded_with_its_version(
@@ -179,7 +183,7 @@ def test_refuses_every_spawn_when_the_chain_home_is_a_file(host: Host, bin_dir: 
     blocker = host.root / "not-a-dir"
     blocker.write_text("x")
     result = host.preflight(
-        "aider", binary=aider_binary(bin_dir, "0.70.0"), FLOORGUARD_HOME=str(blocker)
+        "codex", binary=codex_binary(bin_dir, "0.70.0"), FLOORGUARD_HOME=str(blocker)
     )
     assert result["raised"] == "SpawnRefused"
     assert result["verdict"] is None  # nothing could be recorded, so nothing is decided
@@ -188,7 +192,7 @@ def test_refuses_every_spawn_when_the_chain_home_is_a_file(host: Host, bin_dir: 
 
 def test_refuses_when_the_database_path_is_a_directory(host: Host, bin_dir: Path) -> None:
     (host.home / "chain.sqlite3").mkdir(parents=True)
-    result = host.preflight("aider", binary=aider_binary(bin_dir, "0.70.0"))
+    result = host.preflight("codex", binary=codex_binary(bin_dir, "0.70.0"))
     assert result["raised"] == "SpawnRefused"
     assert result["verdict"] is None
 
@@ -198,7 +202,7 @@ def test_refuses_when_the_key_file_is_corrupted(host: Host, bin_dir: Path) -> No
     key = host.home / "chain.key"
     key.write_text("not a key\n")
     key.chmod(0o600)
-    result = host.preflight("aider", binary=aider_binary(bin_dir, "0.70.0"))
+    result = host.preflight("codex", binary=codex_binary(bin_dir, "0.70.0"))
     assert result["raised"] == "SpawnRefused"
     assert result["verdict"] is None
     assert host.chain_records() == []
@@ -211,7 +215,7 @@ def test_refuses_when_the_disk_is_full(host: Host, bin_dir: Path) -> None:
         "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
         "resource.setrlimit(resource.RLIMIT_FSIZE, (1, 1))\n" + HOST
     )
-    request = json.dumps({"adapter": "aider", "binary": aider_binary(bin_dir, "0.70.0")})
+    request = json.dumps({"adapter": "codex", "binary": codex_binary(bin_dir, "0.70.0")})
     done = host.python("-c", limited, request)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)

@@ -1,8 +1,8 @@
 """A process that decides again judges the second decision by what holds then, not by what
 it kept from the first: a process keeps a version's causes per map (by the map's hash), the
 environment as last read and the chain's head, and none of them may carry a decision past
-a change of the map, the time (a waiver expiring) or the policy. In process, on a native
-stand-in whose ``--version`` answer is detected once and then cached, as on a busy host.
+a change of the map, the time (a waiver expiring) or the policy. In process, on aider as
+pip installs it, whose version is read once and then cached, as on a busy host.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from helpers.advisory_maps import advisory, entry, extended_module, map_hash, span, waiver
-from probes.native import native_program
+from probes import aider_install
 
 import floorguard
 from floorguard._base import _time
@@ -51,7 +51,7 @@ def _decide(binary: Path) -> floorguard.Decision:
 def test_a_map_changed_between_two_decisions_judges_the_next_one(
     module: Path, tmp_path: Path
 ) -> None:
-    aider = native_program(tmp_path / "aider", stdout=b"aider 0.61.0\n")
+    aider = aider_install(tmp_path / "aider-venv", "0.61.0")
     floor_only = {"aider": entry("PyPI", floor="0.60.0")}
     widened = {"aider": entry("PyPI", advisory(GHSA, span("0.61.0", fixed="0.62.0")),
                               floor="0.60.0")}  # fmt: skip
@@ -71,7 +71,7 @@ def test_a_map_changed_between_two_decisions_judges_the_next_one(
 def test_a_waiver_that_expires_between_two_decisions_no_longer_waives(
     module: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    aider = native_program(tmp_path / "aider", stdout=b"aider 2.0.1\n")
+    aider = aider_install(tmp_path / "aider-venv", "2.0.1")
     _write(module, {"aider": entry("PyPI", advisory(GHSA, span("2.0.0", fixed="2.1.3")),
                                    waivers=(waiver("WVR-0001", "2.0.1", GHSA,
                                                    expires=EXPIRES),))})  # fmt: skip
@@ -92,7 +92,7 @@ def test_a_waiver_that_expires_between_two_decisions_no_longer_waives(
 def test_the_policy_changed_between_two_decisions_is_the_one_applied(
     module: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    aider = native_program(tmp_path / "aider", stdout=b"aider 0.59.0\n")
+    aider = aider_install(tmp_path / "aider-venv", "0.59.0")
     _write(module, {"aider": entry("PyPI", floor="0.60.0")})
     assert _decide(aider).verdict == "refuse"
     monkeypatch.setenv("FLOORGUARD_ADAPTER_FLOOR_POLICY", "warn")  # os.environ, read anew
@@ -105,7 +105,7 @@ def test_the_policy_changed_between_two_decisions_is_the_one_applied(
 def test_an_untracked_policy_set_between_two_decisions_refuses_the_next_one(
     module: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    aider = native_program(tmp_path / "aider", stdout=b"aider 0.61.0\n")
+    aider = aider_install(tmp_path / "aider-venv", "0.61.0")
     _write(module, {"claude": entry("npm", floor="1.0.0")})
     assert _decide(aider).verdict == "untracked"
     monkeypatch.setenv("FLOORGUARD_UNTRACKED_POLICY", "refuse")

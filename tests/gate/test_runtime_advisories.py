@@ -24,12 +24,14 @@ from helpers.proof_support import at
 from hosts import Host, receipt_in_chain, write_script
 from hypothesis import given
 from hypothesis import strategies as st
+from probes import aider_install, node_cli_install
 
 from floorguard._base._canonical import canonical_bytes
 
 MANY = r"""
-import dataclasses, json, sys
+import dataclasses, json, os, sys
 import floorguard
+os.environ.pop("PYTHONPATH", None)  # (the host's own, for its copy of floorguard)
 out = []
 for request in json.loads(sys.argv[1]):
     try:
@@ -55,20 +57,32 @@ NIGHTLY = advisory("GHSA-nigh-tly0-0000", span("0.4.0", fixed="0.5.0"))
 PREVIEW = advisory("GHSA-prev-iew0-0000", span("0.6.0-alpha.1", last_affected="0.6.0-rc.0"))
 
 
+def install(folder: Path, adapter: str, version: str) -> Path:
+    """``adapter`` at ``version`` as it is published: aider as pip installs it, gemini and
+    qwen as npm does (the version in its package's metadata), claude and others as a native
+    program printing the version."""
+    if adapter == "aider":
+        return aider_install(folder / "venv", version)
+    packages = {"gemini": "@google/gemini-cli", "qwen": "@qwen-code/qwen-code"}
+    if adapter in packages:
+        return node_cli_install(folder, package=packages[adapter], bin_name=adapter,
+                                version=version)  # fmt: skip
+    line = {"claude": "{} (Claude Code)"}.get(adapter, "{}")
+    folder.mkdir(parents=True, exist_ok=True)
+    return write_script(folder / adapter, f"echo '{line.format(version)}'")
+
+
 def decide(host: Host, tmp_path: Path, adapter: str, printed: list[str], **env: str) -> list[Any]:
-    """One real preflight per version, each against its own binary printing that version."""
-    line = {"aider": "aider {}", "claude": "{} (Claude Code)"}.get(adapter, "{}")
+    """One real preflight per version, each against its own install of that version."""
     requests = []
     for i, version in enumerate(printed):
-        folder = tmp_path / "bins" / f"{adapter}-{i}"
-        folder.mkdir(parents=True)
-        script = write_script(folder / adapter, f"echo '{line.format(version)}'")
+        script = install(tmp_path / "bins" / f"{adapter}-{i}", adapter, version)
         requests.append({"adapter": adapter, "binary": str(script)})
     done = host.python("-c", MANY, json.dumps(requests), **env)
     assert done.returncode == 0, done.stderr
     decisions: list[Any] = json.loads(done.stdout)
     for decision, version in zip(decisions, printed, strict=True):
-        assert decision["version"] == version  # judged exactly as printed
+        assert decision["version"] == version, decision["reason"]  # judged exactly as read
         assert decision["allowed"] == (decision["raised"] is None)
     return decisions
 
@@ -172,7 +186,10 @@ def test_an_npm_cli_under_a_schema_1_floor_compares_by_semver(tmp_path: Path) ->
 def test_a_pypi_cli_under_a_schema_1_floor_keeps_pep_440(tmp_path: Path) -> None:
     floor_only = {"min_safe_version": "0.60.0", "advisory_id": "BSA-0001", "note": "n"}
     host = Host(tmp_path / "host", {"aider": floor_only})
-    rc, nightly = decide(host, tmp_path, "aider", ["0.60.0rc1", "0.61.0-nightly.2025.a1b2c3"])
+    # (as the caller states them: pip installs no version that is not PEP 440)
+    rc, nightly = (
+        host.preflight("aider", version=v) for v in ("0.60.0rc1", "0.61.0-nightly.2025.a1b2c3")
+    )
     assert rc["verdict"] == "refuse"
     assert "below the floor 0.60.0" in rc["reason"]
     assert nightly["verdict"] == "refuse"
@@ -266,9 +283,7 @@ def test_a_waiver_of_the_floor_never_covers_an_advisory_called_floor(tmp_path: P
 def test_a_waiver_takes_precedence_over_the_warn_policy_and_is_logged(tmp_path: Path) -> None:
     host = Host(tmp_path / "host", {})
     host.set_map(extended_module(WAIVED_MAP))
-    folder = tmp_path / "bin"
-    folder.mkdir()
-    script = write_script(folder / "aider", "echo 'aider 2.0.1'")
+    script = aider_install(tmp_path / "venv", "2.0.1")
     request = json.dumps([{"adapter": "aider", "binary": str(script)}])
     done = host.python("-c", MANY, request, FLOORGUARD_ADAPTER_FLOOR_POLICY="warn")
     assert done.returncode == 0, done.stderr

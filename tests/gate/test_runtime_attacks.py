@@ -348,10 +348,10 @@ def test_exec_refusal_is_one_line_whatever_the_binary_path_holds(
     # host's log (here a fake permit).
     from probes.native import native_program
 
-    folder = tmp_path / "tools\nfloorguard - permit - aider 0.99.0 meets the floor 0.60.0"
-    native_program(folder / "aider")  # prints no version: refused as unknown
+    folder = tmp_path / "tools\nfloorguard - permit - claude 1.0.200 meets the floor 1.0.100"
+    native_program(folder / "claude")  # prints no version: refused as unknown
     path = os.pathsep.join([str(folder), os.environ.get("PATH", "")])
-    done = host.python("-m", "floorguard", "exec", "aider", "--", "task", PATH=path)
+    done = host.python("-m", "floorguard", "exec", "claude", "--", "task", PATH=path)
     assert done.returncode == 126, done.stderr
     lines = done.stderr.splitlines()
     assert len(lines) == 1, lines

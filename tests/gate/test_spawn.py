@@ -17,15 +17,15 @@ from probes.native import Run, native_agent
 
 @pytest.fixture
 def host(tmp_path: Path) -> Host:
-    return Host(tmp_path, {"aider": floor("0.60.0")})
+    return Host(tmp_path, {"aider": floor("0.60.0"), "codex": floor("0.60.0")})
 
 
 def agent(path: Path, version: str, marker: Path, code: int = 0) -> Path:
-    """A native aider: answers ``--version``; otherwise records that it ran and hands over to a
+    """A native codex: answers ``--version``; otherwise records that it ran and hands over to a
     shell that prints its receipt id and arguments and exits with ``code``."""
     shell = f'echo "receipt=$FLOORGUARD_RECEIPT_ID args=$*"; exit {code}'
     return native_agent(
-        path, version=f"aider {version}\n".encode(), run=Run(marker=marker, sh=shell)
+        path, version=f"codex-cli {version}\n".encode(), run=Run(marker=marker, sh=shell)
     )
 
 
@@ -37,8 +37,8 @@ def test_permitted_child_sees_its_receipt_id_and_the_id_is_in_the_chain(
     host: Host, tmp_path: Path
 ) -> None:
     marker = tmp_path / "ran"
-    binary = agent(tmp_path / "aider", "0.60.0", marker)
-    [result] = run(host, adapter="aider", argv=["--yes", "task"], binary=str(binary))
+    binary = agent(tmp_path / "codex", "0.60.0", marker)
+    [result] = run(host, adapter="codex", argv=["--yes", "task"], binary=str(binary))
     assert result["started"] and result["returncode"] == 0
     line = result["stdout"].strip()
     assert line.endswith("args=--yes task")
@@ -49,8 +49,8 @@ def test_permitted_child_sees_its_receipt_id_and_the_id_is_in_the_chain(
 
 def test_below_floor_binary_never_starts(host: Host, tmp_path: Path) -> None:
     marker = tmp_path / "ran"
-    binary = agent(tmp_path / "aider", "0.59.0", marker)
-    [result] = run(host, adapter="aider", argv=["task"], binary=str(binary))
+    binary = agent(tmp_path / "codex", "0.59.0", marker)
+    [result] = run(host, adapter="codex", argv=["task"], binary=str(binary))
     assert not result["started"]
     assert result["verdict"] == "refuse"
     assert not marker.exists()
@@ -60,10 +60,10 @@ def test_binary_swapped_between_check_and_exec_is_refused_and_nothing_runs(
     host: Host, tmp_path: Path
 ) -> None:
     marker, evil_marker = tmp_path / "ran", tmp_path / "evil-ran"
-    binary = agent(tmp_path / "aider", "0.70.0", marker)
+    binary = agent(tmp_path / "codex", "0.70.0", marker)
     evil = agent(tmp_path / "evil", "0.70.0", evil_marker)
     swap = {"kind": "replace", "path": str(binary), "with": str(evil)}
-    [result] = run(host, adapter="aider", argv=[], binary=str(binary), swap=swap)
+    [result] = run(host, adapter="codex", argv=[], binary=str(binary), swap=swap)
     assert not result["started"]
     assert "changed between check and exec" in result["message"]
     assert result["verdict"] == "refuse"
@@ -73,12 +73,12 @@ def test_binary_swapped_between_check_and_exec_is_refused_and_nothing_runs(
 
 def test_symlink_retargeted_after_resolution_is_refused(host: Host, tmp_path: Path) -> None:
     good_marker, evil_marker = tmp_path / "good-ran", tmp_path / "evil-ran"
-    good = agent(tmp_path / "aider-good", "0.70.0", good_marker)
-    evil = agent(tmp_path / "aider-old", "0.10.0", evil_marker)
-    link = tmp_path / "aider"
+    good = agent(tmp_path / "codex-good", "0.70.0", good_marker)
+    evil = agent(tmp_path / "codex-old", "0.10.0", evil_marker)
+    link = tmp_path / "codex"
     link.symlink_to(good)
     swap = {"kind": "retarget", "path": str(link), "with": str(evil)}
-    [result] = run(host, adapter="aider", argv=[], binary=str(link), swap=swap)
+    [result] = run(host, adapter="codex", argv=[], binary=str(link), swap=swap)
     assert not result["started"]
     assert "now resolves to" in result["message"]
     assert not good_marker.exists() and not evil_marker.exists()
@@ -88,8 +88,8 @@ def test_policy_changed_between_two_calls_takes_effect_on_the_second(
     host: Host, tmp_path: Path
 ) -> None:
     marker = tmp_path / "ran"
-    binary = agent(tmp_path / "aider", "0.10.0", marker)
-    first, second = run(host, adapter="aider", argv=[], binary=str(binary), policies=[None, "warn"])
+    binary = agent(tmp_path / "codex", "0.10.0", marker)
+    first, second = run(host, adapter="codex", argv=[], binary=str(binary), policies=[None, "warn"])
     assert not first["started"] and first["verdict"] == "refuse"
     assert second["started"]
     assert marker.exists()
@@ -147,9 +147,9 @@ def test_exec_from_the_shell_returns_the_childs_exit_code(host: Host, tmp_path: 
     marker = tmp_path / "ran"
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    agent(bin_dir / "aider", "0.61.0", marker, code=7)
+    agent(bin_dir / "codex", "0.61.0", marker, code=7)
     path = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
-    done = host.python("-m", "floorguard", "exec", "aider", "--", "task", PATH=path)
+    done = host.python("-m", "floorguard", "exec", "codex", "--", "task", PATH=path)
     assert done.returncode == 7, done.stderr
     assert marker.exists()
 
@@ -169,9 +169,9 @@ def test_exec_hands_the_child_every_argument_after_its_own_double_dash(
 ) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    agent(bin_dir / "aider", "0.61.0", tmp_path / "ran")
+    agent(bin_dir / "codex", "0.61.0", tmp_path / "ran")
     path = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
-    done = host.python("-m", "floorguard", "exec", "aider", *given, PATH=path)
+    done = host.python("-m", "floorguard", "exec", "codex", *given, PATH=path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().endswith(f"args={received}"), done.stdout
 
@@ -180,9 +180,9 @@ def test_exec_from_the_shell_returns_126_when_refused(host: Host, tmp_path: Path
     marker = tmp_path / "ran"
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    agent(bin_dir / "aider", "0.1.0", marker)
+    agent(bin_dir / "codex", "0.1.0", marker)
     path = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
-    done = host.python("-m", "floorguard", "exec", "aider", "--", "task", PATH=path)
+    done = host.python("-m", "floorguard", "exec", "codex", "--", "task", PATH=path)
     assert done.returncode == 126
     assert len(done.stderr.strip().splitlines()) == 1
     assert "below the floor" in done.stderr

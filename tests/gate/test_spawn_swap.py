@@ -61,7 +61,8 @@ def claude_tree(
 
 @pytest.fixture
 def host(tmp_path: Path) -> Host:
-    return Host(tmp_path, {"claude": floor("1.0.100"), "aider": floor("0.60.0")})
+    floors = {"claude": floor("1.0.100"), "aider": floor("0.60.0"), "codex": floor("0.60.0")}
+    return Host(tmp_path, floors)
 
 
 def no_permit_in(host: Host) -> None:
@@ -119,9 +120,9 @@ def host_spawn_code() -> str:
     return SPAWN_HOST
 
 
-def aider_script(path: Path, version: str, marker: Path) -> Path:
-    """A native aider: ``--version`` answers, anything else proves it ran."""
-    return native_agent(path, version=f"aider {version}\n".encode(), run=Run(marker=marker))
+def codex_program(path: Path, version: str, marker: Path) -> Path:
+    """A native codex: ``--version`` answers, anything else proves it ran."""
+    return native_agent(path, version=f"codex-cli {version}\n".encode(), run=Run(marker=marker))
 
 
 def swap_dirs(live: Path, other: Path) -> dict[str, str]:
@@ -154,10 +155,10 @@ def test_probe_runs_the_opened_file_not_the_file_swapped_in_under_its_path(
 ) -> None:
     old_marker, new_marker = tmp_path / "old-ran", tmp_path / "new-ran"
     live, staged = tmp_path / "bin", tmp_path / "staged"
-    aider_script(live / "aider", "0.50.0", old_marker)
-    aider_script(staged / "aider", "0.99.0", new_marker)
+    codex_program(live / "codex", "0.50.0", old_marker)
+    codex_program(staged / "codex", "0.99.0", new_marker)
     [result] = host.spawn(
-        adapter="aider",
+        adapter="codex",
         argv=[],
         child_env={"PATH": str(live)},
         after_open=swap_dirs(live, staged),
@@ -174,10 +175,10 @@ def test_directory_swapped_between_check_and_exec_is_refused_and_recorded(
 ) -> None:
     good_marker, bad_marker = tmp_path / "good-ran", tmp_path / "bad-ran"
     live, staged = tmp_path / "bin", tmp_path / "staged"
-    aider_script(live / "aider", "0.70.0", good_marker)
-    aider_script(staged / "aider", "0.10.0", bad_marker)
+    codex_program(live / "codex", "0.70.0", good_marker)
+    codex_program(staged / "codex", "0.10.0", bad_marker)
     [result] = host.spawn(
-        adapter="aider", argv=[], child_env={"PATH": str(live)}, swap=swap_dirs(live, staged)
+        adapter="codex", argv=[], child_env={"PATH": str(live)}, swap=swap_dirs(live, staged)
     )
     assert not result["started"], result
     assert "changed between check and exec" in result["message"]

@@ -1,5 +1,7 @@
-"""The MCP lab: native stand-ins for claude, codex and gemini (each leaves a marker when it
-really runs), an aider below its floor and the package launchers on their PATH, a host map
+"""The MCP lab: stand-ins for claude and codex (native, as both are published) and gemini
+(a script of its npm package, run by a native stand-in for node; each leaves a marker when
+it really runs), an aider below its floor (pip's console script in a virtual environment)
+and the package launchers on their PATH, a host map
 with the agents' floors, aider's, mcp-server-fetch's and mcp-remote's advisory, and a chain
 of the lab's own. ``lab`` in tests/gate/conftest.py builds one per test."""
 
@@ -8,12 +10,13 @@ from __future__ import annotations
 import json
 import signal
 import sys
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from probes import node_with_npm
+from probes import aider_install, node_with_npm, write_executable
 from probes.native import Run, native_agent
 
 import floorguard
@@ -38,8 +41,8 @@ MAP = {
     "mcp-remote": MCP_REMOTE,
     "mcp-server-fetch": FETCH,
 }
-VERSIONS = {"claude": b"1.0.30 (Claude Code)\n", "codex": b"codex-cli 0.5.0\n",
-            "gemini": b"0.2.0\n"}  # fmt: skip
+VERSIONS = {"claude": b"1.0.30 (Claude Code)\n", "codex": b"codex-cli 0.5.0\n"}
+GEMINI = "0.2.0"  # (its npm package's version)
 SECRET = "SECRETTOKEN9"
 
 
@@ -52,6 +55,11 @@ class Lab:
 
     def marker(self, agent: str) -> Path:
         return self.root / f"{agent}-ran"
+
+    def aider(self, folder: Path, version: str) -> Path:
+        """``folder/aider``: pip's console script of aider ``version``, in a virtual
+        environment of its own outside every folder of the lab's (linked there)."""
+        return aider_command(folder, version, venvs=self.root / "venvs")
 
     def env(self, **extra: str) -> dict[str, str]:
         return {"PATH": f"{self.bin}:/usr/bin:/bin", "HOME": str(self.home), **extra}
@@ -88,6 +96,19 @@ class Lab:
         return dict(list(chain.records())[-1].receipt)
 
 
+def aider_command(folder: Path, version: str, *, venvs: Path) -> Path:
+    """``folder/aider`` linked to pip's console script of aider ``version`` in a new virtual
+    environment under ``venvs``."""
+    venvs.mkdir(parents=True, exist_ok=True)
+    prefix = Path(tempfile.mkdtemp(prefix=f"aider-{version}-", dir=venvs))
+    script = aider_install(prefix, version)
+    folder.mkdir(parents=True, exist_ok=True)
+    command = folder / "aider"
+    command.unlink(missing_ok=True)
+    command.symlink_to(script)
+    return command
+
+
 def write(path: Path, text: str | bytes) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     if isinstance(text, bytes):
@@ -120,7 +141,16 @@ def make_lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Lab]:
         folder.mkdir()
     for agent, version in VERSIONS.items():
         native_agent(made.bin / agent, version=version, run=Run(marker=made.marker(agent)))
-    native_agent(made.bin / "aider", version=b"aider 0.50.0\n")  # below its floor 0.60.0
+    # gemini is a node package only: its cli.js, run by a node that leaves gemini's marker.
+    node = native_agent(tmp_path / "node" / "bin" / "node", version=b"v20.20.2\n",
+                        run=Run(marker=made.marker("gemini")))  # fmt: skip
+    package = tmp_path / "npm" / "lib" / "node_modules" / "@google" / "gemini-cli"
+    write(package / "package.json", json.dumps(
+        {"name": "@google/gemini-cli", "version": GEMINI, "bin": {"gemini": "cli.js"}}
+    ))  # fmt: skip
+    (made.bin / "gemini").symlink_to(write_executable(package / "cli.js", f"#!{node}\n"))
+    # aider is a Python package only: pip's console script, below its floor 0.60.0.
+    made.aider(made.bin, "0.50.0")
     for launcher in ("pnpm", "bunx", "bun"):
         native_agent(made.bin / launcher, version=b"10.0.0\n")
     # yarn is yarn's own node script, as npm installs it.

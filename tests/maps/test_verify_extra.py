@@ -13,12 +13,14 @@ import json
 from pathlib import Path
 
 from helpers.published_site import NEWER, Site, document
-from hosts import Host, floor, map_module, write_script
+from hosts import Host, floor, map_module
+from probes import aider_at
 
 WITHOUT_CRYPTOGRAPHY = r"""
-import json, sys
+import json, os, sys
 sys.modules["cryptography"] = None
 import floorguard
+os.environ.pop("PYTHONPATH", None)  # (the host's own, for its copy of floorguard)
 try:
     d = floorguard.preflight("aider", binary=sys.argv[1])
     print(json.dumps({"refused": False, "verdict": d.verdict}))
@@ -31,7 +33,7 @@ except floorguard.SpawnRefused as exc:
 def test_a_published_map_without_the_verify_extra_refuses_tracked_spawns(tmp_path: Path) -> None:
     site = Site(tmp_path)
     site.write(document(NEWER, 4), site.key)
-    aider = write_script(tmp_path / "aider", "echo 'aider 0.90.0'")
+    aider = aider_at(tmp_path / "bin" / "aider", "0.90.0")
     done = site.host.python(
         "-c", WITHOUT_CRYPTOGRAPHY, str(aider),
         FLOORGUARD_FLOOR_MAP=str(site.map), FLOORGUARD_TRUSTED_KEYS=str(site.public),
@@ -46,7 +48,7 @@ def test_a_published_map_without_the_verify_extra_refuses_tracked_spawns(tmp_pat
 def test_without_a_published_map_the_verify_extra_is_not_needed(tmp_path: Path) -> None:
     host = Host(tmp_path, {})
     host.set_map(map_module({"aider": floor("0.50.0")}))
-    aider = write_script(tmp_path / "aider", "echo 'aider 0.90.0'")
+    aider = aider_at(tmp_path / "bin" / "aider", "0.90.0")
     done = host.python("-c", WITHOUT_CRYPTOGRAPHY, str(aider))
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"refused": False, "verdict": "permit"}

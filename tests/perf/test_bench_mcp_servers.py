@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from hosts import write_script
+from probes import aider_at
 
 import floorguard
 
@@ -41,7 +42,7 @@ def test_bench_preflight_with_a_handful_of_mcp_servers(
     for folder in (bin_dir, home, with_servers, without):
         folder.mkdir()
     claude = write_script(bin_dir / "claude", "echo '1.0.30 (Claude Code)'")
-    write_script(bin_dir / "aider", "echo 'aider 0.70.0'")
+    aider_at(bin_dir / "aider", "0.70.0")
     write_script(bin_dir / "files-server", "echo 'files-server 1.0.0'")
     write_script(bin_dir / "db-server", "echo 'db-server 2.1.0'")
     servers = {

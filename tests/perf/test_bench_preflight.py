@@ -30,6 +30,7 @@ from pathlib import Path
 import pytest
 from helpers.bench import BareDurableTable
 from helpers.grown_chain import grow_sqlite
+from probes import aider_install
 from probes.native import native_program
 
 import floorguard
@@ -86,13 +87,13 @@ def test_bench_preflight_against_a_bare_durable_insert(
     folder = _folder(tmp_path)
     monkeypatch.setenv("FLOORGUARD_HOME", str(folder / "home"))
     monkeypatch.delenv("FLOORGUARD_ADAPTER_FLOOR_POLICY", raising=False)
-    binary = native_program(tmp_path / "aider", stdout=b"aider 0.61.0\n")
-    assert floorguard.preflight("aider", binary=str(binary)).verdict == "permit"  # warm
+    binary = native_program(tmp_path / "goose", stdout=b"goose 1.9.0\n")
+    assert floorguard.preflight("goose", binary=str(binary)).verdict == "permit"  # warm
     line = next(AuditChain.from_env().export_lines())
 
     table = BareDurableTable(folder / "bare.sqlite3")
     samples = _in_turns(
-        lambda: floorguard.preflight("aider", binary=str(binary)),
+        lambda: floorguard.preflight("goose", binary=str(binary)),
         lambda: table.timed_insert(line),
         ROUNDS,
     )
@@ -118,10 +119,11 @@ def _many_advisories(ecosystem: str, pre: str) -> dict[str, object]:
     return entry(ecosystem, *advisories)
 
 
-# ecosystem: (adapter, its --version line, the pre-release that starts each first range)
+# ecosystem: (adapter, its version, the pre-release that starts each first range): aider as
+# pip installs it (its metadata read once), claude's native build (its answer probed once).
 CASES = {
-    "PyPI": ("aider", "aider 60.0.0", "a1"),
-    "npm": ("claude", "60.0.0 (Claude Code)", "-alpha.1"),
+    "PyPI": ("aider", "60.0.0", "a1"),
+    "npm": ("claude", "60.0.0", "-alpha.1"),
 }
 
 
@@ -129,7 +131,7 @@ CASES = {
 def test_bench_preflight_with_50_advisories_per_adapter(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ecosystem: str
 ) -> None:
-    adapter, line, pre = CASES[ecosystem]
+    adapter, version, pre = CASES[ecosystem]
     from helpers.advisory_maps import extended_module
 
     entries = {name: _many_advisories(ecosystem, pre) for name in ("aider", "claude", "gemini")}
@@ -141,7 +143,10 @@ def test_bench_preflight_with_50_advisories_per_adapter(
     monkeypatch.setenv("FLOORGUARD_HOME", str(folder / "home"))
     monkeypatch.delenv("FLOORGUARD_ADAPTER_FLOOR_POLICY", raising=False)
     monkeypatch.delenv("FLOORGUARD_FLOOR_MAP", raising=False)
-    binary = native_program(tmp_path / adapter, stdout=f"{line}\n".encode())
+    if adapter == "aider":
+        binary = aider_install(tmp_path / "venv", version)
+    else:
+        binary = native_program(tmp_path / adapter, stdout=f"{version} (Claude Code)\n".encode())
     first = floorguard.preflight(adapter, binary=str(binary))  # warm
     assert first.verdict == "permit", first.reason
     assert "outside the affected versions of 50 advisories" in first.reason
@@ -209,13 +214,13 @@ def test_bench_preflight_by_the_size_of_the_chain(
     monkeypatch.setenv("FLOORGUARD_HOME", str(home))
     monkeypatch.delenv("FLOORGUARD_ADAPTER_FLOOR_POLICY", raising=False)
     _chain_of(home, size)
-    binary = native_program(tmp_path / "aider", stdout=b"aider 0.61.0\n")
-    assert floorguard.preflight("aider", binary=str(binary)).seq == size  # warm
+    binary = native_program(tmp_path / "goose", stdout=b"goose 1.9.0\n")
+    assert floorguard.preflight("goose", binary=str(binary)).seq == size  # warm
     line = AuditChain.from_env().head()
     assert line is not None
     table = BareDurableTable(folder / "bare.sqlite3")
     samples = _in_turns(
-        lambda: floorguard.preflight("aider", binary=str(binary)),
+        lambda: floorguard.preflight("goose", binary=str(binary)),
         lambda: table.timed_insert(line.to_json_line()),
         ROUNDS // 2,
     )

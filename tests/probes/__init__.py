@@ -242,11 +242,14 @@ def pip_install(
     marker: Path,
     script_name: str | None = None,
     banner: str | None = None,
+    says: str | None = None,
+    exit_status: int = 0,
 ) -> Path:
     """Install a fake but real-shaped distribution into the venv at ``prefix``.
 
     ``module`` is a package whose ``main()`` prints ``banner`` (default ``<module> <version>``)
-    for ``--version`` and otherwise creates ``marker``; ``python -m module`` works too. The
+    for ``--version`` and otherwise creates ``marker``, prints ``says`` (default ``ran`` and
+    its arguments) and exits with ``exit_status``; ``python -m module`` works too. The
     console script ``bin/<script_name>`` is pip's generated wrapper. RECORD lists every file
     with its hash, as an installer writes it. Returns the console script's path.
     """
@@ -266,8 +269,12 @@ def pip_install(
             f"        print({said!r})\n"
             "        return 0\n"
             f"    pathlib.Path({str(marker)!r}).touch()\n"
-            "    print('ran', *sys.argv[1:])\n"
-            "    return 0\n"
+            + (
+                "    print('ran', *sys.argv[1:])\n"
+                if says is None
+                else f"    print({says!r}, end='')\n"
+            )
+            + f"    return {int(exit_status)}\n"
             "if __name__ == '__main__':\n"
             "    sys.exit(main())\n"
         ),
@@ -291,6 +298,77 @@ def pip_install(
     lines += [f"{info_name}/METADATA,,", f"{info_name}/top_level.txt,,", f"{info_name}/RECORD,,"]
     (info / "RECORD").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return script
+
+
+def aider_install(
+    prefix: Path,
+    version: str,
+    *,
+    marker: Path | None = None,
+    says: str | None = None,
+    exit_status: int = 0,
+) -> Path:
+    """aider ``version`` (distribution aider-chat) as pip installs it, in a virtual
+    environment at ``prefix``: its console script, which creates ``marker`` (default
+    ``prefix/ran``) when run. aider is published only as a Python package, so this, not a
+    native program, is what stands in for it."""
+    return pip_install(prefix, dist="aider-chat", module="aider", version=version,
+                       marker=marker or prefix / "ran", script_name="aider", says=says,
+                       exit_status=exit_status)  # fmt: skip
+
+
+def node_cli_install(
+    root: Path, *, package: str, bin_name: str, version: str, marker: Path | None = None
+) -> Path:
+    """A node CLI as npm installs it globally under ``root`` (its package's ``package.json``
+    and ``cli.js``, ``bin/<bin_name>`` linked to it), whose ``#!`` line names a native
+    stand-in for node at ``root/node/bin/node``: node is never needed, and running the CLI
+    creates ``marker`` (default ``root/ran``). gemini and qwen are published only as node
+    packages, so this, not a native program, stands in for them. Returns the bin link."""
+    from probes.native import Run, native_agent
+
+    node = native_agent(root / "node" / "bin" / "node", version=b"v20.20.2\n",
+                        run=Run(marker=marker or root / "ran"))  # fmt: skip
+    folder = root / "lib" / "node_modules" / package
+    folder.mkdir(parents=True, exist_ok=True)
+    manifest = {"name": package, "version": version, "bin": {bin_name: "cli.js"}}
+    (folder / "package.json").write_text(json.dumps(manifest), encoding="utf-8")
+    script = write_executable(folder / "cli.js", f"#!{node}\n")
+    link = root / "bin" / bin_name
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(os.path.relpath(script, link.parent))
+    return link
+
+
+def _install_folder(command: Path) -> Path:
+    """A new folder for what ``command`` will link to, beside the folder ``command`` is in
+    (never in it: a PATH folder holds only the command)."""
+    import tempfile
+
+    root = command.parent.parent / ".installs"
+    root.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f"{command.name}-", dir=root))
+
+
+def _linked(command: Path, target: Path) -> Path:
+    command.parent.mkdir(parents=True, exist_ok=True)
+    command.unlink(missing_ok=True)
+    command.symlink_to(target)
+    return command
+
+
+def aider_at(command: Path, version: str, **running: Any) -> Path:
+    """``command`` linked to aider ``version``'s console script (``aider_install``, in a
+    virtual environment of its own; ``running``: its keywords). Returns ``command``."""
+    return _linked(command, aider_install(_install_folder(command), version, **running))
+
+
+def gemini_at(command: Path, version: str, *, marker: Path | None = None) -> Path:
+    """``command`` linked to gemini ``version``'s cli.js (``node_cli_install``, a global npm
+    install of its own). Returns ``command``."""
+    installed = node_cli_install(_install_folder(command), package="@google/gemini-cli",
+                                 bin_name="gemini", version=version, marker=marker)  # fmt: skip
+    return _linked(command, installed.resolve())
 
 
 NODE_CLI = """#!/usr/bin/env node

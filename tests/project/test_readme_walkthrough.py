@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from probes.native import Run, native_agent, native_program
+from probes import aider_at
 
 REPO = Path(__file__).resolve().parents[2]
 PAGES = {
@@ -268,11 +268,11 @@ def test_the_readme_exec_exit_statuses_127_126_and_the_childs(walk: Walk) -> Non
     documented("`/path/to/python -I -m floorguard exec aider -- --yes ...`")
     assert walk.run("python -I -m floorguard exec aider -- --yes").returncode == 127
     aider = walk.bin / "aider"
-    native_program(aider, stdout=b"aider 0.50.0\n")
+    aider_at(aider, "0.50.0")
     refused = walk.run("python -I -m floorguard exec aider -- --yes")
     assert refused.returncode == 126 and "below the floor" in refused.stderr
     # A version at the floor runs, and exec exits with the child's own status.
-    native_agent(aider, version=b"aider 0.90.0\n", run=Run(stdout=b"ran\n", exit_status=3))
+    aider_at(aider, "0.90.0", says="ran\n", exit_status=3)
     ran = walk.run("python -I -m floorguard exec aider -- --yes")
     assert (ran.returncode, ran.stdout) == (3, "ran\n"), ran.stderr
     # Without -I, python -m starts with the working directory on the gate's own path.

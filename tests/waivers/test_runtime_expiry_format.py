@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 from helpers.advisory_maps import advisory, entry, span, waiver
-from hosts import Host, write_script
+from hosts import Host
+from probes import aider_at
 
 from floorguard._base._canonical import content_address
 
@@ -35,7 +36,7 @@ def module_with_expiry(expires: str) -> str:
 def preflight(tmp_path: Path, module: str) -> dict[str, object]:
     host = Host(tmp_path / "host", {})
     host.set_map(module)
-    script = write_script(tmp_path / "bin" / "aider", "echo 'aider 2.0.1'")
+    script = aider_at(tmp_path / "bin" / "aider", "2.0.1")
     return host.preflight("aider", binary=str(script))
 
 

@@ -35,7 +35,7 @@ from floorguard._identify import detect, env_command, examine, kernel_exec
 from floorguard._identify.mcp_config import CLIENT_OF_ADAPTER
 from floorguard._identify.target import open_target
 from floorguard._maps import active_map, verdict, versions
-from floorguard._maps.catalog import executable_for
+from floorguard._maps.catalog import CATALOG, executable_for
 from floorguard._maps.map_model import ADAPTER_NAME
 from floorguard._maps.packages import index_of
 from floorguard.errors import (
@@ -372,6 +372,9 @@ def _judge_opened(
         if advisory is not None and exam is not None and exam.doubts:
             return _Judgement(REFUSE, f"cannot judge what {named} will run: {_listed(exam.doubts)}",
                               **known, **seen)  # fmt: skip
+        stand_in = None if exam is None else _native_stand_in(named, adapter, exam)
+        if advisory is not None and stand_in is not None:
+            return _Judgement(REFUSE, stand_in, **known, binary=found.binary)
     if advisory is None:
         return _Judgement(UNTRACKED, f"{named} has no floor in the map", **known, **seen)
     # The decision time is taken only now that the version is known: identifying and probing
@@ -396,6 +399,9 @@ def _unjudged(
         return None
     if exam.doubts:
         return f"cannot judge what {named} will run: {_listed(exam.doubts)}"
+    stand_in = _native_stand_in(named, advisory.adapter, exam)
+    if stand_in is not None:
+        return f"{stand_in} ({opened.path})"
     if exam.identified is None and exam.runs != "native" and version is None:
         return (
             f"{named}: {opened.path} is {exam.what}, not recognised as {advisory.adapter}'s "
@@ -403,6 +409,24 @@ def _unjudged(
             "taken for it)"
         )
     return None
+
+
+def _native_stand_in(named: str, adapter: str, exam: Examination) -> str | None:
+    """Why a native program cannot be ``adapter``, an agent never published as one (a
+    Python or node package only), or None. Such a program may be anything: another tool
+    answering a bare version, or a build bundling its own interpreter and any version of
+    the agent's code without exporting the interpreter's symbols. Neither its answer nor
+    package metadata beside it is taken for it."""
+    entry = CATALOG.get(adapter)
+    if exam.runs != "native" or entry is None or entry.native:
+        return None
+    kind = "Python" if entry.pip_distributions else "node"
+    return (
+        f"{named} is published only as a {kind} package, never as a native program, and "
+        "this is a native program: it may be another tool, or a build carrying its own "
+        f"interpreter and any version of {adapter}'s code, so neither its --version answer "
+        "nor package metadata beside it is taken for it"
+    )
 
 
 def _listed(doubts: Sequence[str], most: int = 5) -> str:

@@ -45,6 +45,12 @@ class CatalogEntry:
     Versions are kept exactly as printed: amp's ``0.0.1755000000-g1234abc`` is a SemVer
     pre-release (below ``0.0.1755000000``), and rewriting it as ``+g1234abc`` build metadata
     would make SemVer order it equal to the release.
+
+    ``native``: whether the agent is published as a native program anywhere (a release
+    binary, a native installer, a platform package). One that is not (a Python or node
+    package only) has no native program that is it: a native file under its name, or
+    answering as it, may be anything (another tool's bare version, a build bundling its
+    own interpreter and any version of the agent's code), and is refused.
     """
 
     adapter: str
@@ -54,6 +60,7 @@ class CatalogEntry:
     npm_packages: frozenset[str] = frozenset()
     pip_distributions: frozenset[str] = frozenset()
     pip_modules: frozenset[str] = frozenset()
+    native: bool = False
 
 
 def _patterns(*sources: str) -> tuple[re.Pattern[str], ...]:
@@ -73,12 +80,14 @@ _ENTRIES = (
         executable="amp",
         line_patterns=_patterns(r"{N}"),
         npm_packages=frozenset({"@sourcegraph/amp"}),
+        native=True,  # (its install script lays down a Bun-built binary)
     ),
     CatalogEntry(
         adapter="claude",
         executable="claude",
         line_patterns=_patterns(r"{V} \(Claude Code\)"),
         npm_packages=frozenset({"@anthropic-ai/claude-code"}),
+        native=True,  # (the native installer's build)
     ),
     CatalogEntry(
         adapter="codex",
@@ -89,6 +98,7 @@ _ENTRIES = (
         # as a copy of ninja is.)
         line_patterns=_patterns(r"codex-cli {V}"),
         npm_packages=frozenset({"@openai/codex"}),
+        native=True,  # (the Rust release binaries)
     ),
     CatalogEntry(
         adapter="gemini",
@@ -101,6 +111,7 @@ _ENTRIES = (
         executable="goose",
         # A Rust binary: no package metadata to read, only the probe.
         line_patterns=_patterns(r"{N}", r"goose(?:-cli)? {V}"),
+        native=True,
     ),
     CatalogEntry(
         adapter="gptme",
@@ -117,6 +128,7 @@ _ENTRIES = (
         # Printed both ``0.3.58`` and ``v0.3.58``.
         line_patterns=_patterns(r"{V}"),
         npm_packages=frozenset({"opencode-ai"}),
+        native=True,  # (native builds in its platform packages)
     ),
     CatalogEntry(
         adapter="qwen",
