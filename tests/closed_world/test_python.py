@@ -129,6 +129,22 @@ def test_usercustomize_in_user_base_of_a_system_site_venv_is_refused(
     world.assert_refused(outcome, old.marker, "usercustomize")
 
 
+@pytest.mark.parametrize("options", [["-E", "-P"], ["-EP"]])
+def test_the_user_base_is_followed_whatever_e_says(
+    world: World, untracked_policy: str, tmp_path: Path, options: list[str]
+) -> None:
+    """``-E`` stops CPython's own start-up from reading PYTHON* variables, but ``site`` reads
+    PYTHONUSERBASE from the environment itself: the user site it names is still on the path
+    and its ``usercustomize.py`` still runs."""
+    new, old = world.new_aider(system_site=True), world.old_aider()
+    base = tmp_path / "userbase"
+    (user_site(base) / "usercustomize.py").write_text(insert_path(old.site), encoding="utf-8")
+    env = world.env(new.prefix / "bin", PYTHONUSERBASE=str(base))
+    outcome = world.spawn("python", [*options, "-m", "aider", "task"], binary=new.python,
+                          policy=untracked_policy, env=env)  # fmt: skip
+    world.assert_refused(outcome, old.marker, "usercustomize")
+
+
 def test_pth_import_line_in_the_user_site_is_refused(world: World, untracked_policy: str) -> None:
     """A ``.pth`` file in ``~/.local``'s user site (reachable from a system-site venv) whose
     ``import`` line inserts the old aider's site-packages."""

@@ -168,6 +168,31 @@ def test_a_venv_with_system_site_puts_its_own_site_packages_before_the_user_site
     assert found.sites.index(str(own)) < found.sites.index(str(user))
 
 
+@pytest.mark.parametrize(
+    ("flags", "user_site"),
+    [("", True), ("E", True), ("EP", True), ("Es", False), ("I", False)],
+)
+def test_site_reads_the_user_base_whatever_e_says_and_only_s_or_i_turn_the_user_site_off(
+    tmp_path: Path, flags: str, user_site: bool
+) -> None:
+    # -E keeps CPython's C start-up from reading PYTHON* variables; site.py reads
+    # PYTHONUSERBASE from os.environ itself.
+    import venv as venv_module
+
+    venv_module.EnvBuilder(with_pip=False, symlinks=True, system_site_packages=True).create(
+        tmp_path / "venv"
+    )
+    version = site_packages(tmp_path / "venv").parent.name
+    user = tmp_path / "userbase" / "lib" / version / "site-packages"
+    user.mkdir(parents=True)
+    identify.clear_cache()
+    found = identify.python_path(
+        str(tmp_path / "venv" / "bin" / "python"), {"PYTHONUSERBASE": str(user.parents[2])},
+        None, frozenset(flags), str(tmp_path),
+    )  # fmt: skip
+    assert (str(user) in found.sites) == user_site, found.sites
+
+
 @pytest.mark.parametrize("variable", ["HOME", "PYTHONUSERBASE"])
 def test_a_relative_home_or_user_base_puts_the_user_site_below_the_working_directory(
     tmp_path: Path, variable: str

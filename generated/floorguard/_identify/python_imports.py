@@ -159,7 +159,9 @@ def _python_path(
     user_enabled = not (isolated or "s" in flags or no_user_site) and venv in (None, True)
     user: list[str] = []
     if user_enabled:
-        base = env.get("PYTHONUSERBASE") or (
+        # site reads PYTHONUSERBASE from os.environ itself, whatever -E says (-E keeps only
+        # CPython's C start-up from reading PYTHON* variables).
+        base = environ.get("PYTHONUSERBASE") or (
             os.path.join(environ["HOME"], ".local") if environ.get("HOME") else ""
         )
         # site makes a relative user base absolute (by its letters) against the child's
