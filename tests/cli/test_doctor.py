@@ -101,6 +101,23 @@ def test_doctor_reports_a_launcher_as_of_unknown_version_as_the_gate_refuses_it(
     assert not ran.exists()
 
 
+def test_doctor_fails_on_a_variable_an_agent_s_settings_give_it_that_loads_code(
+    tmp_path: Path,
+) -> None:
+    bin_dir, home, project = tmp_path / "bin", tmp_path / "home", tmp_path / "project"
+    for folder in (bin_dir, home, project):
+        folder.mkdir()
+    write_script(bin_dir / "claude", "echo '1.0.30 (Claude Code)'")
+    (project / ".claude").mkdir()
+    (project / ".claude" / "settings.json").write_text(json.dumps({"env": {"BASH_ENV": "x"}}))
+    env = {"PATH": str(bin_dir), "HOME": str(home)}
+    done = floorctl("doctor", "--json", cwd=project, state=tmp_path / "state", **env)
+    assert done.returncode == 1, done.stderr
+    [refused] = json.loads(done.stdout)["mcp_servers"]
+    assert (refused["agent"], refused["verdict"]) == ("claude", "refuse"), refused
+    assert "BASH_ENV" in refused["reason"] and "settings" in refused["reason"], refused
+
+
 def test_doctor_lists_each_agents_mcp_servers_and_fails_on_a_refused_one(tmp_path: Path) -> None:
     bin_dir, home, project = tmp_path / "bin", tmp_path / "home", tmp_path / "project"
     for folder in (bin_dir, home, project):

@@ -298,6 +298,11 @@ def _servers(
         )  # fmt: skip
         found += [ServerPosture(posture.adapter, None, "refuse", reason=d) for d in judged.doubts]
         found += [
+            ServerPosture(posture.adapter, None, "refuse",
+                          reason=f"{posture.adapter} gives its own process, {d}")
+            for d in judged.own_environment
+        ]  # fmt: skip
+        found += [
             ServerPosture(
                 posture.adapter,
                 e["name"],

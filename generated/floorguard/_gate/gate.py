@@ -670,6 +670,16 @@ def _with_servers(
         cwd=here, floor_map=floor_map, map_hash=agent.floor_map_hash,
         wrapped=(agent.adapter or requested) != requested,
     )  # fmt: skip
+    if judged.own_environment:
+        # (what it starts would load code not judged, servers or not)
+        return dataclasses.replace(
+            agent,
+            verdict=REFUSE,
+            reason=f"cannot judge what {named} would start: {named} gives its own process, "
+            f"{_listed(judged.own_environment)}",
+            waiver_id=None,
+            mcp_servers=(),
+        )
     if judged.doubts:
         return dataclasses.replace(
             agent,
@@ -701,6 +711,9 @@ class ServersJudged:
     refusals: tuple[str, ...]
     # What could not be read exactly; when any, nothing was judged.
     doubts: tuple[str, ...]
+    # Variables the client gives its own process that would make what it starts load code
+    # not judged; when any, nothing was judged.
+    own_environment: tuple[str, ...] = ()
 
 
 def judge_mcp_servers(
@@ -726,8 +739,8 @@ def judge_mcp_servers(
     found = mcp_config.read_servers(
         client, argv=argv, cwd=cwd, environ=run_environ, wrapped=wrapped
     )
-    if found.doubts:
-        return ServersJudged((), (), found.doubts)
+    if found.doubts or found.own_environment:
+        return ServersJudged((), (), found.doubts, found.own_environment)
     nested = _NESTED_SERVERS.get()
     if nested is not None:
         # Servers of agents started as servers: every path through their tree is judged,

@@ -136,6 +136,9 @@ class Servers:
     declarations: tuple[Declaration, ...] = ()
     doubts: tuple[str, ...] = ()
     files: tuple[str, ...] = field(default=())
+    # Variables the client gives its own process from its configuration that would make
+    # what it starts load code not judged (each refuses the agent itself).
+    own_environment: tuple[str, ...] = ()
 
 
 def home_of(environ: Mapping[str, str], cwd: str) -> str:
@@ -170,6 +173,7 @@ def read_servers(
     found: list[Declaration] = []
     doubts: list[str] = []
     files: list[str] = []
+    own: list[str] = []
     # Run through wrappers (``wrapped``: launchers, interpreters, env), the agent's own
     # arguments may follow a `--` that ends each wrapper's options (``npx -y -- PKG
     # --mcp-config F``, ``env -u X -- node -- cli.js ...``), which the agent never sees:
@@ -199,10 +203,41 @@ def read_servers(
                 raise ValueError(f"unknown MCP client {client!r}")
         except ConfigDoubt as exc:
             reader.doubts.append(str(exc))
+        own += [d for d in _own_environment_doubts(client, reader) if d not in own]
         found += [d for d in reader.found if d not in found]
         doubts += [d for d in reader.doubts if d not in doubts]
         files += [f for f in reader.files if f not in files]
-    return _text_only(Servers(client, tuple(found), tuple(doubts), tuple(files)))
+    return _text_only(Servers(client, tuple(found), tuple(doubts), tuple(files), tuple(own)))
+
+
+# Where each client takes the variables it adds to its own process from.
+_OWN_ENVIRONMENT_FROM: Final = {
+    CLAUDE: "its settings files' env",
+    GEMINI: "its .env file",
+    CODEX: "its .env files",
+}
+
+
+def _own_environment_doubts(client: str, reader: _Reader) -> list[str]:
+    """The variables ``client`` gives its own process from its configuration (claude's
+    settings ``env``, gemini's and codex's ``.env``) that would make what it starts load
+    code not judged: judged as the spawn's own environment is, since every command, hook
+    and server the agent starts inherits them."""
+    from floorguard._identify.child_inputs import loader_doubts
+
+    if client == CODEX:
+        added = {
+            name: value
+            for environment in reader.codex_environments
+            for name, value in environment.items()
+            if reader.environ.get(name) != value
+        }
+    else:
+        added = reader.inherited
+    source = _OWN_ENVIRONMENT_FROM.get(client)
+    if not added or source is None:
+        return []
+    return [f"from {source}, {doubt}" for doubt in loader_doubts(added)]
 
 
 def _text_only(found: Servers) -> Servers:
@@ -224,7 +259,8 @@ def _text_only(found: Servers) -> Servers:
                 "are not UTF-8 text (in a file name, an argument or a value)"
             )
     files = tuple(recordable(f) for f in found.files)
-    return Servers(found.client, tuple(kept), tuple(doubts), files)
+    own = tuple(recordable(d) for d in found.own_environment)
+    return Servers(found.client, tuple(kept), tuple(doubts), files, own)
 
 
 # An agent file's front matter (between the first two ``---`` lines) naming MCP servers,

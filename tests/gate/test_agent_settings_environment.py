@@ -1,0 +1,80 @@
+"""The variables an agent gives its own process from its configuration are judged as the
+spawn's own environment is.
+
+Claude Code applies its settings files' ``env`` to its own process, Gemini CLI loads its
+``.env`` file into its own, codex its ``$CODEX_HOME/.env``: everything each then starts (its
+shell tool's commands, its hooks, its servers) inherits them. A variable the gate refuses in
+the spawn's environment (``BASH_ENV``, ``LD_PRELOAD``, ...) is refused there too, wherever
+the agent reads it from; variables that load nothing still start the agent.
+
+Real files in a temporary home and project, stand-ins that leave a marker when they run
+(the lab of tests/helpers/mcp_lab.py).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers.mcp_lab import Lab, write
+
+REFUSED = {"BASH_ENV": "./start.sh", "LD_PRELOAD": "./hook.so", "PERL5OPT": "-Mhook"}
+
+
+def _claude_settings(lab: Lab, where: str, env: dict[str, str]) -> None:
+    folder = {"project": lab.project / ".claude", "home": lab.home / ".claude"}[where]
+    write(folder / "settings.json", json.dumps({"env": env}))
+
+
+def _env_file(path: Path, env: dict[str, str]) -> None:
+    write(path, "".join(f"{name}={value}\n" for name, value in env.items()))
+
+
+@pytest.mark.parametrize("where", ["project", "home"])
+@pytest.mark.parametrize("variable", sorted(REFUSED))
+def test_a_variable_claude_s_settings_give_it_that_loads_code_refuses_claude(
+    lab: Lab, where: str, variable: str
+) -> None:
+    _claude_settings(lab, where, {variable: REFUSED[variable]})
+    started, reason = lab.spawn("claude", "-p", "task")
+    assert not started, f"claude started with {variable} from its {where} settings"
+    assert variable in reason and "settings" in reason, reason
+
+
+def test_a_variable_claude_s_settings_give_it_that_loads_nothing_starts_it(lab: Lab) -> None:
+    _claude_settings(lab, "project", {"ANTHROPIC_MODEL": "m", "DISABLE_TELEMETRY": "1"})
+    started, reason = lab.spawn("claude", "-p", "task")
+    assert started, reason
+
+
+@pytest.mark.parametrize("variable", sorted(REFUSED))
+def test_a_variable_gemini_s_env_file_gives_it_that_loads_code_refuses_gemini(
+    lab: Lab, variable: str
+) -> None:
+    _env_file(lab.project / ".gemini" / ".env", {variable: REFUSED[variable]})
+    started, reason = lab.spawn("gemini", "-p", "task")
+    assert not started, f"gemini started with {variable} from its .env"
+    assert variable in reason, reason
+
+
+def test_a_gemini_env_file_of_plain_variables_starts_it(lab: Lab) -> None:
+    _env_file(lab.project / ".gemini" / ".env", {"GEMINI_MODEL": "m"})
+    started, reason = lab.spawn("gemini", "-p", "task")
+    assert started, reason
+
+
+@pytest.mark.parametrize("variable", sorted(REFUSED))
+def test_a_variable_codex_s_env_file_gives_it_that_loads_code_refuses_codex(
+    lab: Lab, variable: str
+) -> None:
+    _env_file(lab.home / ".codex" / ".env", {variable: REFUSED[variable]})
+    started, reason = lab.spawn("codex", "exec", "task")
+    assert not started, f"codex started with {variable} from its .env"
+    assert variable in reason, reason
+
+
+def test_a_codex_env_file_of_plain_variables_starts_it(lab: Lab) -> None:
+    _env_file(lab.home / ".codex" / ".env", {"OPENAI_BASE_URL": "http://127.0.0.1:9"})
+    started, reason = lab.spawn("codex", "exec", "task")
+    assert started, reason
