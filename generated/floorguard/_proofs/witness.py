@@ -150,9 +150,10 @@ def verified_witnesses(data: bytes, body: str, keys: list[Ed25519PublicKey]) -> 
 
 
 def require_witnesses(data: bytes, keys: list[Ed25519PublicKey], needed: int) -> None:
-    """At least ``needed`` of ``keys`` cosigned the checkpoint ``data``. Raises
-    VerificationError naming how many did."""
-    if needed <= 0:
+    """At least ``needed`` of ``keys`` cosigned the checkpoint ``data``, and no line of any
+    of them fails to verify (whatever ``needed``). Raises VerificationError naming how many
+    did."""
+    if not keys:
         return
     body, _ = checkpoints.split_note(data)
     count = len(verified_witnesses(data, body, keys))
