@@ -11,14 +11,16 @@ from floorctl import render, splice
 from floorctl.commands._output import emit_result, json_option, notice
 from floorctl.errors import ModuleError
 from floorguard._commands import verify_commands
-from floorguard._maps.active_map import bound_names
+from floorguard._maps.active_map import bound_names, top_level_problem
 from floorguard._maps.map_model import entries_hash
 
 
 def module_map_hash(path: Path) -> str:
     """The floor-map hash of a module's block data, in any layout floorctl renders. A module
-    that binds one of the block's names again outside the block is refused: importing it
-    would give that later value, not the block's."""
+    whose top level outside the block binds one of the block's names again, reaches its own
+    namespace without naming what it binds, or reads one of them is refused, as the
+    runtime's reader refuses it (active_map.top_level_problem): importing it would not
+    give the block's data."""
     text = splice.read_module_text(path)
     split, block = render.read_module(text, str(path))
     first = split.block_line - 1  # the begin marker's line
@@ -29,12 +31,9 @@ def module_map_hash(path: Path) -> str:
     for stmt in body:
         if stmt in inside:
             continue
-        again = bound_names(stmt)
-        if "*" in again or again & names:
-            which = ", ".join(sorted(again & names)) or "every name (import *)"
-            raise ModuleError(
-                f"{path}: line {stmt.lineno} binds {which} outside the floor-map block too"
-            )
+        problem = top_level_problem(stmt, names, str(path))
+        if problem is not None:
+            raise ModuleError(problem)
     return entries_hash(block.entries)
 
 

@@ -108,6 +108,18 @@ def tricky_modules(original: str) -> dict[str, str | bytes]:
         + "\n(FLOOR_MAP_ENTRIES := "
         + lower_rest.split("# floor-map:end")[0]
         + ")\n",
+        # The module's namespace reached without naming the map (each empties it on import).
+        "globals-item": original + 'globals()["FLOOR_MAP_ENTRIES"] = {}\n',
+        "vars-update": original + "vars().update(FLOOR_MAP_ENTRIES={})\n",
+        "exec": original + 'exec("FLOOR_MAP_ENTRIES = {}")\n',
+        "sys-modules": original + "import sys\nsys.modules[__name__].FLOOR_MAP_ENTRIES = {}\n",
+        "setattr": original + 'setattr(__import__(__name__), "FLOOR_MAP_ENTRIES", {})\n',
+        "read-then-cleared": original + "x = FLOOR_MAP_ENTRIES\nx.clear()\n",
+        "frame-globals": original
+        + 'import inspect\ninspect.currentframe().f_globals["FLOOR_MAP_ENTRIES"] = {}\n',
+        "getframe": original + 'import sys\nsys._getframe().f_globals["FLOOR_MAP_ENTRIES"] = {}\n',
+        "function-globals": original
+        + 'def f():\n    pass\nf.__globals__["FLOOR_MAP_ENTRIES"] = {}\n',
         "null-bytes": original.encode() + b"\x00\n",
         "not-utf8": original.encode() + b"# \xff\n",
     }

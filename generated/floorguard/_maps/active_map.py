@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,13 +49,23 @@ _MUTATORS = frozenset(
 
 
 # Ways to reach a module's namespace without naming what is bound (``globals()[k] = v``,
-# ``exec``, ``sys.modules[__name__].X = v``, ``setattr(...)``): a statement using one may
-# rebind anything, so it counts as binding every name.
+# ``exec``, ``sys.modules[__name__].X = v``, ``setattr(...)``, a frame's or a function's
+# globals, the collector's list of every object): a statement using one may rebind
+# anything, so it counts as binding every name. (A list, not a proof: see
+# docs/receipts-and-chain.md, "Verifying a receipt".)
+_FRAME_AND_COLLECTOR = frozenset(
+    {"currentframe", "_getframe", "stack", "getouterframes", "get_objects", "get_referrers",
+     "get_referents"}
+)  # fmt: skip
 _DYNAMIC_NAMES = frozenset(
     {"globals", "vars", "locals", "exec", "eval", "compile", "setattr", "delattr",
-     "__import__", "__builtins__", "__dict__"}
+     "__import__", "__builtins__", "__dict__", *_FRAME_AND_COLLECTOR}
 )  # fmt: skip
-_DYNAMIC_ATTRIBUTES = frozenset({"__dict__", "modules", "import_module", "setattr"})
+_DYNAMIC_ATTRIBUTES = frozenset(
+    {"__dict__", "modules", "import_module", "setattr", "f_globals", "f_locals", "f_builtins",
+     "f_back", "__globals__", "gi_frame", "cr_frame", "ag_frame", "tb_frame",
+     *_FRAME_AND_COLLECTOR}
+)  # fmt: skip
 
 
 def _base_name(node: ast.expr) -> str | None:
@@ -130,6 +140,31 @@ def names_read(node: ast.AST) -> set[str]:
     return read
 
 
+def top_level_problem(
+    node: ast.stmt, names: Collection[str], source: str, *, skip: ast.AST | None = None
+) -> str | None:
+    """Why the module-level statement ``node`` could change, when the module is imported,
+    what one of ``names`` holds (``skip``: the one target that binds it), or None: it
+    binds one of them (``import *`` counts), reaches the module's namespace without
+    naming what it binds, or reads one of them where it runs on import."""
+    bound = bound_names(node, skip=skip)
+    if "*" in bound:
+        return f"{source}: line {node.lineno}: import * can rebind the floor map"
+    if "?" in bound:
+        return (
+            f"{source}: line {node.lineno}: reaching the module's namespace (globals(), "
+            "exec, sys.modules, setattr, a frame's globals, ...) can rebind the floor map"
+        )
+    for name in sorted(bound & set(names)):
+        return f"{source}: {name} is assigned twice (line {node.lineno})"
+    for name in sorted(names_read(node) & set(names)):
+        return (
+            f"{source}: line {node.lineno}: {name} is read at the top level, where "
+            "importing the module could change it through what was read"
+        )
+    return None
+
+
 def parse_module(source_text: str | bytes, source: str) -> ast.Module:
     """The module's syntax tree (never run). Raises FloorMapError: it does not parse."""
     try:
@@ -164,21 +199,10 @@ def module_literals(
             target, value = node.target, node.value
         # Any other binding of a field's name (``|=``, ``:=``, a for or import target, ...)
         # changes what the module holds when imported: refused as a second assignment.
-        bound = bound_names(node, skip=target if isinstance(target, ast.Name) else None)
-        if "*" in bound:
-            raise FloorMapError(f"{source}: line {node.lineno}: import * can rebind the floor map")
-        if "?" in bound:
-            raise FloorMapError(
-                f"{source}: line {node.lineno}: reaching the module's namespace (globals(), "
-                "exec, sys.modules, setattr, ...) can rebind the floor map"
-            )
-        for name in sorted(bound & set(names)):
-            raise FloorMapError(f"{source}: {name} is assigned twice (line {node.lineno})")
-        for name in sorted(names_read(node) & set(names)):
-            raise FloorMapError(
-                f"{source}: line {node.lineno}: {name} is read at the top level, where "
-                "importing the module could change it through what was read"
-            )
+        skip = target if isinstance(target, ast.Name) else None
+        problem = top_level_problem(node, names, source, skip=skip)
+        if problem is not None:
+            raise FloorMapError(problem)
         if isinstance(target, ast.Name) and target.id in names:
             if target.id in values:
                 raise FloorMapError(f"{source}: {target.id} is assigned twice")
