@@ -17,7 +17,7 @@ from floorguard._chain.chain import AuditChain
 from floorguard._chain.record_signature import MAC_FORM, load_host_key, parse_host_keys
 from floorguard._crypto import dsse
 from floorguard._proofs.slice_verify import MALFORMED_MAC, verify_slice
-from floorguard.errors import KeyFileError
+from floorguard.errors import ChainWriteError, KeyFileError
 
 
 def _pair(folder: Path) -> tuple[Path, Path]:
@@ -28,8 +28,11 @@ def _document(**hosts: str | list[str]) -> bytes:
     return json.dumps({"hosts": hosts}).encode()
 
 
-def _signed_chain(tmp_path: Path, private: Path, count: int = 3) -> AuditChain:
-    env = isolated_env(tmp_path / "state", FLOORGUARD_HOST_KEY_FILE=str(private))
+def _signed_chain(
+    tmp_path: Path, private: Path, count: int = 3, *, host_keys: Path | None = None
+) -> AuditChain:
+    listed = {} if host_keys is None else {"FLOORGUARD_HOST_KEYS": str(host_keys)}
+    env = isolated_env(tmp_path / "state", FLOORGUARD_HOST_KEY_FILE=str(private), **listed)
     chain = AuditChain.from_env(env)
     for n in range(count):
         chain.append(CANARY, receipt(n=n))
@@ -79,11 +82,12 @@ def test_a_host_with_a_replaced_key_keeps_its_name_for_old_and_new_records(
 ) -> None:
     old, old_public = _pair(tmp_path / "old")
     new, new_public = _pair(tmp_path / "new")
+    document = tmp_path / "hosts.json"
+    document.write_bytes(_document(**{"web-1": [old_public.read_text(), new_public.read_text()]}))
     _signed_chain(tmp_path, old, 2)
-    chain = _signed_chain(tmp_path, new, 2)
-    listed = parse_host_keys(
-        _document(**{"web-1": [old_public.read_text(), new_public.read_text()]}), "h"
-    )
+    # (a local chain: the new key appends after the old one's record only when both are listed)
+    chain = _signed_chain(tmp_path, new, 2, host_keys=document)
+    listed = parse_host_keys(document.read_bytes(), "h")
     report = verify_slice(list(chain.export_lines()), host_keys=listed)
     assert report.intact and report.hosts == (("web-1", 4),)
     with pytest.raises(KeyFileError, match="not a PEM string"):
@@ -131,8 +135,10 @@ def test_a_host_key_of_group_readable_mode_is_refused_even_for_the_owner(tmp_pat
 
 
 def test_a_replaced_host_key_file_is_read_again(tmp_path: Path) -> None:
-    first, _ = _pair(tmp_path / "a")
-    second, _ = _pair(tmp_path / "b")
+    """The new key is read at the next append; on a local chain it appends after the old
+    key's record once both are listed as this host's."""
+    first, first_public = _pair(tmp_path / "a")
+    second, second_public = _pair(tmp_path / "b")
     key_file = tmp_path / "host.key"
     key_file.write_bytes(first.read_bytes())
     key_file.chmod(0o600)
@@ -141,8 +147,29 @@ def test_a_replaced_host_key_file_is_read_again(tmp_path: Path) -> None:
     replacement.write_bytes(second.read_bytes())
     replacement.chmod(0o600)
     replacement.replace(key_file)
-    record = chain.append(CANARY, receipt())
-    assert record.mac.split(":")[1] == load_host_key(second).key_id
+    with pytest.raises(ChainWriteError, match=f"key id {load_host_key(first).key_id}.*"
+                                              "FLOORGUARD_HOST_KEYS"):  # fmt: skip
+        chain.append(CANARY, receipt())
+    document = tmp_path / "hosts.json"
+    document.write_bytes(
+        _document(**{"web-1": [first_public.read_text(), second_public.read_text()]})
+    )
+    record = _signed_chain(tmp_path, key_file, 1, host_keys=document).head()
+    assert record is not None and record.mac.split(":")[1] == load_host_key(second).key_id
+
+
+def test_a_head_signed_by_another_key_on_a_local_chain_is_refused(tmp_path: Path) -> None:
+    """No other host writes a local chain: a last record signed by a key that is not this
+    host's (a well-formed signature of anyone's) refuses the append, as a wrong HMAC does."""
+    private, public = _pair(tmp_path / "a")
+    other, other_public = _pair(tmp_path / "b")
+    chain = _signed_chain(tmp_path, private, 2)
+    document = tmp_path / "hosts.json"
+    document.write_bytes(_document(mine=public.read_text(), forger=other_public.read_text()))
+    _signed_chain(tmp_path, other, 1, host_keys=document)
+    with pytest.raises(ChainWriteError, match=r"seq 2\).*signed by key id .* no other host"):
+        chain.append(CANARY, receipt())
+    assert chain.head() is not None and chain.head().seq == 2
 
 
 def test_an_unusable_host_keys_document_refuses_the_append(tmp_path: Path) -> None:
@@ -163,10 +190,15 @@ def test_a_signing_host_checks_a_chain_only_it_wrote_with_its_own_key(tmp_path: 
 
     private, _ = _pair(tmp_path / "a")
     other, _ = _pair(tmp_path / "b")
+    private_public = private.with_name("signing.pub")
+    other_public = other.with_name("signing.pub")
+    document = tmp_path / "hosts.json"
+    document.write_bytes(_document(a=private_public.read_text(), b=other_public.read_text()))
     chain = _signed_chain(tmp_path, private, 2)
     assert chain_projection(chain) == {}
     assert checkpoint.of_chain(chain).size == 2
-    _signed_chain(tmp_path, other, 1)  # another host's record: its key is not this host's
+    # another host's record (appended where both are listed): its key is not this host's
+    _signed_chain(tmp_path, other, 1, host_keys=document)
     with pytest.raises(
         VerificationError, match=r"seq 2: signed by key id .* set FLOORGUARD_HOST_KEYS"
     ):

@@ -543,9 +543,10 @@ class AuditChain:
         accepts an HMAC head by its form (a chain moving from the fleet key to host keys
         has HMAC records before signed ones). A signed head is checked with the host-keys
         document (``FLOORGUARD_HOST_KEYS``) when there is one, else with this host's own key
-        when it is this host's, else by its form only: without the fleet's public keys a
-        host cannot check another host's signature, and the auditor (``verify chain
-        --host-keys``) does. The record this object last wrote needs no check while it is
+        when it is this host's, else, on a shared chain, by its form only: without the
+        fleet's public keys a host cannot check another host's signature, and the auditor
+        (``verify chain --host-keys``) does. On a local chain, which no other host writes,
+        another key's signature is refused. The record this object last wrote needs no check while it is
         the head unchanged. A head whose mac has neither form is refused.
 
         On a shared chain a head that does not verify is not refused but recorded (the
@@ -573,11 +574,22 @@ class AuditChain:
             _, problem = host_keys.check(mac, head_body)
             if problem is not None:
                 self._unverified_head(head, f"{where}: {problem}")
-        elif signer is not None and kid == signer.key_id and not signer.verifies(mac, head_body):
+        elif signer is not None and kid == signer.key_id:
+            if not signer.verifies(mac, head_body):
+                self._unverified_head(
+                    head,
+                    f"{where} does not verify with this host's key {signer.path}, which "
+                    "signed it (the record was altered, or forged under this host's key id)",
+                )
+        elif self.store.creates_key:
+            # No other host writes a local chain: a head signed by another key is no write
+            # of this host's, and its form alone says nothing.
+            mine = f"this host's key {signer.path}" if signer is not None else "an HMAC key"
             self._unverified_head(
                 head,
-                f"{where} does not verify with this host's key {signer.path}, which signed it "
-                "(the record was altered, or forged under this host's key id)",
+                f"{where} is signed by key id {kid}, and this host signs with {mine}: no "
+                "other host writes a local chain (after replacing this host's key, list its "
+                "old and new public keys under one name in FLOORGUARD_HOST_KEYS)",
             )
 
     def _unverified_head(self, head: _Row, message: str) -> None:
