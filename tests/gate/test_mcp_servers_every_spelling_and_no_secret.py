@@ -371,14 +371,16 @@ def test_a_relative_path_entry_is_named_by_its_place_not_its_text(
     lab: Lab, where: str, search: str
 ) -> None:
     """A bare command looked up in a relative PATH entry is refused; the entry is a value
-    like any other, so the refusal names which entry of which PATH, never its text."""
+    like any other, so the refusal names which entry of which PATH, never its text. (In the
+    settings' env it is claude's own PATH too, and refuses claude itself so.)"""
     if where == "server env":
         write(lab.project / ".mcp.json", servers(s={"command": "node", "env": {"PATH": search}}))
     else:
         write(lab.project / ".mcp.json", servers(s={"command": "node"}))
         write(lab.project / ".claude" / "settings.json", json.dumps({"env": {"PATH": search}}))
     started, reason = lab.spawn("claude", "-p", "t")
-    assert not started and "relative PATH entry" in reason, reason
+    named = "relative PATH entry" if where == "server env" else "entry 2 of PATH is relative"
+    assert not started and named in reason, reason
     assert SECRET not in reason, reason
     assert SECRET not in json.dumps(lab.last_receipt())
 

@@ -546,8 +546,8 @@ class AuditChain:
         when it is this host's, else, on a shared chain, by its form only: without the
         fleet's public keys a host cannot check another host's signature, and the auditor
         (``verify chain --host-keys``) does. On a local chain, which no other host writes,
-        another key's signature is refused. The record this object last wrote needs no check while it is
-        the head unchanged. A head whose mac has neither form is refused.
+        another key's signature is refused. The record this object last wrote needs no
+        check while it is the head unchanged. A head whose mac has neither form is refused.
 
         On a shared chain a head that does not verify is not refused but recorded (the
         host's refusals file, and a warning): any one host can append a well-formed record
