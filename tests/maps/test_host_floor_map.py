@@ -231,6 +231,8 @@ def test_a_value_that_does_not_name_a_published_map_json_is_a_module_and_never_f
     assert asked["verdict"] == "refuse", asked
     assert asked["hash"] != BUILTIN_HASH
     assert "stays in force" not in asked["stderr"]
+    if spelling == "trailing slash":  # (refused as such, not read as the module it ends)
+        assert "ends in a slash" in asked["reason"], asked
 
 
 def test_a_version_past_what_json_holds_exactly_is_refused_and_never_recorded(

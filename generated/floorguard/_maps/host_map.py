@@ -258,7 +258,12 @@ def in_force(floor_map: object, environ: Mapping[str, str]) -> ActiveMap:
     if floor_map is not None:
         path, named = module_file(floor_map), "floor_map= module"
     else:
-        path, named = Path(environ.get(ENV_MAP, "")), ENV_MAP
+        value = environ.get(ENV_MAP, "")
+        if value.endswith("/"):
+            # (Path would drop the slash: the value names a folder, not a module file)
+            raise FloorMapError(f"{ENV_MAP}: {value!r} ends in a slash: it names a folder, not "
+                                "a module file")  # fmt: skip
+        path, named = Path(value), ENV_MAP
     try:
         active = load_map_file(path, parse)
     except FloorMapError as exc:
