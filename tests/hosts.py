@@ -149,15 +149,19 @@ class Host:
         self, *args: str, wrap: Sequence[str] = (), **extra: str
     ) -> subprocess.CompletedProcess[str]:
         """This host's Python run with ``args`` (under the command ``wrap``, when given)."""
+        env = self.env(**extra)
         if args[:3] == ("-m", "floorguard", "exec"):
             # As the docs say to run it: -I. It reads no PYTHONPATH, so this host's copy of
-            # the package goes first on its path by hand (the child still gets PYTHONPATH).
+            # the package goes first on its path by hand, and the child (which inherits the
+            # environment) gets no PYTHONPATH of the host's.
             args = ("-I", "-c", EXEC_COPY, str(self.site), *args[2:])
+            if "PYTHONPATH" not in extra:
+                env.pop("PYTHONPATH", None)
         return subprocess.run(
             [*wrap, sys.executable, *args],
             capture_output=True,
             text=True,
-            env=self.env(**extra),
+            env=env,
             timeout=120,
             check=False,
         )

@@ -86,21 +86,36 @@ def test_exec_started_without_isolation_refuses_before_it_starts_anything(
     [{"PYTHONPATH": "lib"}, {"PYTHONWARNINGS": "ignore::planted.Warning"}, {}],
     ids=["pythonpath", "warnings-category", "-m"],
 )
-def test_with_I_nothing_of_the_workspace_runs_in_the_gate_and_the_child_runs(
+def test_with_I_nothing_of_the_workspace_runs_in_the_gate_and_the_child_is_judged(
     workspace: Path, variables: dict[str, str]
 ) -> None:
+    """The variables are then the child's, judged as such: a native child's commands may
+    start a Python, which would read them, so each refuses it (126, nothing started)."""
     done = exec_agent(workspace, "-I", **variables)
-    assert done.returncode == 0, done.stderr
     assert not ran(workspace, "ran-in-the-gate")
-    assert ran(workspace, "agent-ran")
+    if not variables:
+        assert done.returncode == 0, done.stderr
+        assert ran(workspace, "agent-ran")
+        return
+    assert done.returncode == 126, done.stderr
+    [name] = variables
+    line = done.stderr.splitlines()[-1]
+    assert line.startswith("floorguard: refusing to spawn codex") and name in line, line
+    assert not ran(workspace, "agent-ran")
 
 
 def test_the_environment_exec_refuses_over_is_still_judged_for_the_child(
     workspace: Path,
 ) -> None:
-    # PYTHONPATH is the child's to have: a native child ignores it; nothing refuses it here.
+    # What keeps the gate's Python from reading the workspace does not make the child's
+    # environment safe: its PYTHONPATH is judged for the child (refused for a native one,
+    # whose commands' Pythons would read it); PYTHONDONTWRITEBYTECODE loads nothing.
     done = exec_agent(workspace, "-I", PYTHONPATH=str(workspace / "lib"),
                       PYTHONDONTWRITEBYTECODE="1")  # fmt: skip
+    assert done.returncode == 126, done.stderr
+    assert "PYTHONPATH" in done.stderr and "PYTHONDONTWRITEBYTECODE" not in done.stderr
+    assert not ran(workspace, "agent-ran") and not ran(workspace, "ran-in-the-gate")
+    done = exec_agent(workspace, "-I", PYTHONDONTWRITEBYTECODE="1")
     assert done.returncode == 0, done.stderr
     assert ran(workspace, "agent-ran") and not ran(workspace, "ran-in-the-gate")
 

@@ -75,6 +75,24 @@ _SHELL_VARIABLES: Final = {
 # Lua's, versioned as LUA_INIT_5_4 too (LUA_INIT runs code at every start), and Tcl's
 # module paths (TCL8_6_TM_PATH).
 _RUNTIME_PREFIXES: Final = ("LUA_INIT", "LUA_PATH", "LUA_CPATH", "TCL8_", "TCL9_")
+# Read by a Python or node the child starts. A Python or node child is judged with them
+# (python_command, node_command: followed, or refused); a native child's commands may start
+# either, which then loads what they name.
+_INTERPRETER_VARIABLES: Final = {
+    "PYTHONPATH": "puts folders first on the module path of every python the child starts",
+    "PYTHONHOME": "names the installation every python the child starts loads its library from",
+    "PYTHONPLATLIBDIR": "changes the library folder every python the child starts reads",
+    "PYTHONUSERBASE": "names the user site every python the child starts adds (its .pth "
+    "files and usercustomize run)",
+    "PYTHONSTARTUP": "names a file every interactive python the child starts runs first",
+    "PYTHONBREAKPOINT": "names what breakpoint() imports and calls in every python the child "
+    "starts",
+    "PYTHONWARNINGS": "gives every python the child starts warning filters (a category "
+    "names a module it imports)",
+    "NODE_OPTIONS": "gives every node the child starts options (--require and --import load code)",
+    "NODE_PATH": "puts folders on the module path of every node the child starts",
+    "NODE_REPL_EXTERNAL_MODULE": "names a module every node REPL the child starts loads",
+}
 
 
 # Linux copies each argument and each NAME=VALUE string into the new program's stack, each
@@ -198,6 +216,15 @@ def shell_start_up(environ: Mapping[str, str]) -> tuple[str, ...]:
     if "\0" + _OLD_BASH_FUNCTION in "\0" + "\0".join(environ.values()):
         found.update(n for n, v in environ.items() if v.startswith(_OLD_BASH_FUNCTION))
     return tuple(_shell_doubt(name, environ[name]) for name in sorted(found))
+
+
+def interpreter_start_up(environ: Mapping[str, str]) -> tuple[str, ...]:
+    """For a native child (not itself a Python or node judged with these variables): each
+    variable of ``environ`` that makes a Python or node it starts load other code, named."""
+    return tuple(
+        f"environment variable {name} {_INTERPRETER_VARIABLES[name]}"
+        for name in sorted(_INTERPRETER_VARIABLES.keys() & environ.keys())
+    )
 
 
 def _shell_doubt(name: str, value: str) -> str:

@@ -327,6 +327,8 @@ def _examine(
     if installed is None and argv is not None and said == "node":
         found, more = _node_run(list(argv), environ, here, node=str(opened.path))
         return Examination(found, "node", "node", (*doubts, *more), str(opened.path))
+    if argv is not None:
+        doubts += child_inputs.interpreter_start_up(environ)
     return Examination(installed, "native", "a native program", tuple(doubts))
 
 
