@@ -48,33 +48,32 @@ def test_a_variable_claude_s_settings_give_it_that_loads_nothing_starts_it(lab: 
     assert started, reason
 
 
+# Each agent's .env file and its arguments for a task.
+ENV_FILES = {
+    "gemini": (lambda lab: lab.project / ".gemini" / ".env", ("-p", "task")),
+    "codex": (lambda lab: lab.home / ".codex" / ".env", ("exec", "task")),
+}
+
+
+@pytest.mark.parametrize("agent", sorted(ENV_FILES))
 @pytest.mark.parametrize("variable", sorted(REFUSED))
-def test_a_variable_gemini_s_env_file_gives_it_that_loads_code_refuses_gemini(
-    lab: Lab, variable: str
+def test_a_variable_an_agent_s_env_file_gives_it_that_loads_code_refuses_it(
+    lab: Lab, agent: str, variable: str
 ) -> None:
-    _env_file(lab.project / ".gemini" / ".env", {variable: REFUSED[variable]})
-    started, reason = lab.spawn("gemini", "-p", "task")
-    assert not started, f"gemini started with {variable} from its .env"
+    where, argv = ENV_FILES[agent]
+    _env_file(where(lab), {variable: REFUSED[variable]})
+    started, reason = lab.spawn(agent, *argv)
+    assert not started, f"{agent} started with {variable} from its .env"
     assert variable in reason, reason
 
 
-def test_a_gemini_env_file_of_plain_variables_starts_it(lab: Lab) -> None:
-    _env_file(lab.project / ".gemini" / ".env", {"GEMINI_MODEL": "m"})
-    started, reason = lab.spawn("gemini", "-p", "task")
-    assert started, reason
-
-
-@pytest.mark.parametrize("variable", sorted(REFUSED))
-def test_a_variable_codex_s_env_file_gives_it_that_loads_code_refuses_codex(
-    lab: Lab, variable: str
+@pytest.mark.parametrize(
+    ("agent", "plain"), [("gemini", {"GEMINI_MODEL": "m"}), ("codex", {"OPENAI_BASE_URL": "x"})]
+)
+def test_an_env_file_of_variables_that_load_nothing_starts_the_agent(
+    lab: Lab, agent: str, plain: dict[str, str]
 ) -> None:
-    _env_file(lab.home / ".codex" / ".env", {variable: REFUSED[variable]})
-    started, reason = lab.spawn("codex", "exec", "task")
-    assert not started, f"codex started with {variable} from its .env"
-    assert variable in reason, reason
-
-
-def test_a_codex_env_file_of_plain_variables_starts_it(lab: Lab) -> None:
-    _env_file(lab.home / ".codex" / ".env", {"OPENAI_BASE_URL": "http://127.0.0.1:9"})
-    started, reason = lab.spawn("codex", "exec", "task")
+    where, argv = ENV_FILES[agent]
+    _env_file(where(lab), plain)
+    started, reason = lab.spawn(agent, *argv)
     assert started, reason
