@@ -89,12 +89,14 @@ def old_aider(tmp_path: Path) -> tuple[Path, Path]:
 
 @pytest.fixture
 def doctor_path(tmp_path: Path) -> Path:
-    """A PATH folder for the doctor: aider at its floor, claude below it, codex unreadable."""
+    """A PATH folder for the doctor: aider at its floor (as pip installs it), claude below
+    it and codex unreadable (native builds, probed)."""
     from hosts import write_script
+    from probes import aider_at
 
     path = tmp_path / "bin"
     path.mkdir()
-    write_script(path / "aider", "echo 'aider 0.60.0'")
+    aider_at(path / "aider", "0.60.0")
     write_script(path / "claude", "echo '1.0.3 (Claude Code)'")
     write_script(path / "codex", "echo 'something went wrong' >&2; exit 1")
     return path

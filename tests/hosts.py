@@ -150,10 +150,10 @@ class Host:
     ) -> subprocess.CompletedProcess[str]:
         """This host's Python run with ``args`` (under the command ``wrap``, when given)."""
         env = self.env(**extra)
-        if args[:3] == ("-m", "floorguard", "exec"):
-            # As the docs say to run it: -I. It reads no PYTHONPATH, so this host's copy of
-            # the package goes first on its path by hand, and the child (which inherits the
-            # environment) gets no PYTHONPATH of the host's.
+        if args[:2] == ("-m", "floorguard"):
+            # As the docs say to run exec: -I. It reads no PYTHONPATH, so this host's copy
+            # of the package goes first on its path by hand, and what it judges (exec's
+            # child, the doctor's agents) gets no PYTHONPATH of the host's.
             args = ("-I", "-c", EXEC_COPY, str(self.site), *args[2:])
             if "PYTHONPATH" not in extra:
                 env.pop("PYTHONPATH", None)

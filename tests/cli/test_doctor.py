@@ -7,6 +7,7 @@ cannot be read; the rest of the tracked adapters are not installed.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from helpers.cli import floorctl
@@ -37,10 +38,12 @@ def test_floorctl_doctor_reports_each_status_and_seals_the_posture(
         "gptme": "not_installed",
     }
     aider = next(a for a in document["adapters"] if a["adapter"] == "aider")
-    assert aider["binary"] == str(doctor_path / "aider")
+    assert aider["binary"] == os.path.realpath(doctor_path / "aider")  # pip's script
     assert aider["version"] == "0.60.0"
-    assert aider["detected_by"] == "probe"
+    assert aider["detected_by"] == "pip-metadata"
     assert aider["floor"] == "0.60.0"
+    claude = next(a for a in document["adapters"] if a["adapter"] == "claude")
+    assert (claude["version"], claude["detected_by"]) == ("1.0.3", "probe")
     exported = floorctl("chain", "export", cwd=REPO, state=tmp_path / "state")
     [record] = [json.loads(line) for line in exported.stdout.splitlines()]
     assert record["event"] == "adapter.version_posture"

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from helpers.cli import floorctl
 from hosts import Host, floor, receipt_in_chain, write_script
+from probes import aider_at
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -40,7 +41,10 @@ class Machine:
         self.bin.mkdir(parents=True)
 
     def install(self, adapter: str, version_line: str) -> None:
-        write_script(self.bin / adapter, f"echo '{version_line}'")
+        if adapter == "aider":  # a Python package only: as pip installs it
+            aider_at(self.bin / "aider", version_line.removeprefix("aider "))
+        else:
+            write_script(self.bin / adapter, f"echo '{version_line}'")
 
     def canary(self, adapter: str, version: str, result: str = "pass") -> str:
         done = floorctl(
@@ -210,7 +214,7 @@ def test_runtime_doctor_reports_ahead_of_last_green_and_strict_fails(
 ) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    write_script(bin_dir / "aider", "echo 'aider 0.62.0'")
+    aider_at(bin_dir / "aider", "0.62.0")
     assert runtime_canary(host, "aider", "0.61.0") == "certify"
     done = host.python("-m", "floorguard", "doctor", "--json", PATH=str(bin_dir))
     assert done.returncode == 0, done.stderr

@@ -73,9 +73,9 @@ def _run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[st
 @pytest.fixture(scope="module")
 def host(tmp_path_factory: pytest.TempPathFactory) -> Host:
     root = tmp_path_factory.mktemp("host")
-    made = Host(root / "host", {"aider": floor("0.60.0")})
+    made = Host(root / "host", {"aider": floor("0.60.0"), "codex": floor("0.2.0")})
     (root / "bin").mkdir()
-    native_agent(root / "bin" / "aider", version=b"aider 0.70.0\n",
+    native_agent(root / "bin" / "codex", version=b"codex-cli 0.70.0\n",
                  run=Run(marker=root / "ran"))  # fmt: skip
     return made
 
@@ -88,7 +88,7 @@ def _surfaces(url: str, host: Host, tmp_path: Path, **extra: str) -> dict[str, s
     done = _run([sys.executable, "-c", PREFLIGHT], env)
     assert "MESSAGE refusing to spawn aider" in done.stdout, done
     shown["SpawnRefused, its traceback and logger.exception"] = done.stdout + done.stderr
-    done = host.python("-m", "floorguard", "exec", "aider", "--", "task",
+    done = host.python("-m", "floorguard", "exec", "codex", "--", "task",
                        PATH=str(host.root.parent / "bin"), FLOORGUARD_CHAIN_URL=url,
                        FLOORGUARD_CHAIN_TIMEOUT="2", **extra)  # fmt: skip
     assert done.returncode == 126 and "could not be recorded" in done.stderr, done

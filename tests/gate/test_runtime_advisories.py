@@ -24,7 +24,7 @@ from helpers.proof_support import at
 from hosts import Host, receipt_in_chain, write_script
 from hypothesis import given
 from hypothesis import strategies as st
-from probes import aider_install, node_cli_install
+from probes import aider_at, aider_install, node_cli_install
 
 from floorguard._base._canonical import canonical_bytes
 
@@ -355,7 +355,7 @@ def doctor_host(tmp_path: Path) -> tuple[Host, Path]:
     host.set_map(extended_module(DOCTOR_MAP))
     bins = tmp_path / "bin"
     bins.mkdir()
-    write_script(bins / "aider", "echo 'aider 2.0.1'")  # waived by WVR-0001
+    aider_at(bins / "aider", "2.0.1")  # waived by WVR-0001
     write_script(bins / "claude", "echo '2.0.0-beta.3 (Claude Code)'")  # affected
     return host, bins
 
@@ -394,9 +394,11 @@ def test_doctor_exits_0_when_every_installed_adapter_is_ok_or_waived(
 
 def test_floorctl_doctor_uses_the_same_rule(doctor_host: tuple[Host, Path], tmp_path: Path) -> None:
     host, bins = doctor_host
+    # (the host's map named, not its copy of floorguard put on PYTHONPATH: the doctor judges
+    # aider, a Python agent, with this environment, and PYTHONPATH there would refuse it)
     done = floorctl(
         "doctor", "--json", cwd=tmp_path, state=tmp_path / "state", PATH=str(bins),
-        PYTHONPATH=str(host.site), FLOORGUARD_HOME=str(host.home),
+        FLOORGUARD_FLOOR_MAP=str(host.map_file), FLOORGUARD_HOME=str(host.home),
     )  # fmt: skip
     assert done.returncode == 1
     statuses = {a["adapter"]: a["status"] for a in json.loads(done.stdout)["adapters"]}

@@ -1,7 +1,9 @@
 """A waiver is judged at the moment of the decision, never earlier: one that expires, or is
 revoked by a refresh, while the binary is probed or the decision waits for the chain does
 not waive; the doctor agrees with the gate to the last minutes of a waiver. The real
-runtime in a host process, the real CLI and audit chain (read with plain sqlite3)."""
+runtime in a host process, the real CLI and audit chain (read with plain sqlite3). The
+agent is a native goose (published as a native program: judged by its --version answer,
+which the probe waits for), its versions ordered by PEP 440 as the map's entry says."""
 
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ pytestmark = pytest.mark.attack
 def test_a_waiver_that_expires_while_the_binary_is_probed_does_not_waive(tmp_path: Path) -> None:
     expires = format_ts(utc_now() + dt.timedelta(seconds=5))
     entries = {
-        "aider": entry(
+        "goose": entry(
             "PyPI",
             advisory("GHSA-wwww-wwww-wwww", span("2.0.0", fixed="2.1.3")),
             waivers=(waiver("WVR-0001", "2.0.1", "GHSA-wwww-wwww-wwww", expires=expires),),
@@ -40,8 +42,8 @@ def test_a_waiver_that_expires_while_the_binary_is_probed_does_not_waive(tmp_pat
     }
     host = Host(tmp_path / "host", {})
     host.set_map(extended_module(entries))
-    aider = write_script(tmp_path / "aider", "sleep 10; echo 'aider 2.0.1'")
-    decision = host.preflight("aider", binary=str(aider), FLOORGUARD_PROBE_TIMEOUT="60")
+    goose = write_script(tmp_path / "goose", "sleep 10; echo 'goose 2.0.1'")
+    decision = host.preflight("goose", binary=str(goose), FLOORGUARD_PROBE_TIMEOUT="60")
     (record,) = host.chain_records()
     if decision["verdict"] == "waived":
         assert parse_ts(record["ts"]) < parse_ts(expires), (
@@ -63,7 +65,7 @@ conn.execute("ROLLBACK")
 WAIVED_FEED = {
     "schema_version": 3,
     "adapters": {
-        "aider": {
+        "goose": {
             "ecosystem": "PyPI",
             "advisories": [
                 {
@@ -82,15 +84,15 @@ def test_a_waiver_that_expires_while_the_decision_waits_for_the_chain_does_not_w
     tmp_path: Path,
 ) -> None:
     host = Host(tmp_path / "host", {})
-    aider = write_script(tmp_path / "aider", "echo 'aider 2.0.1'")
+    goose = write_script(tmp_path / "goose", "echo 'goose 2.0.1'")
     # A first decision creates the chain (and its key) under a map without the waiver.
-    plain = {"aider": entry("PyPI", advisory("GHSA-wwww-wwww-wwww", span("2.0.0", fixed="2.1.3")))}
+    plain = {"goose": entry("PyPI", advisory("GHSA-wwww-wwww-wwww", span("2.0.0", fixed="2.1.3")))}
     host.set_map(extended_module(plain))
-    assert host.preflight("aider", binary=str(aider))["verdict"] == "refuse"
+    assert host.preflight("goose", binary=str(goose))["verdict"] == "refuse"
 
     expires = format_ts(utc_now() + dt.timedelta(seconds=4))
     entries = {
-        "aider": entry(
+        "goose": entry(
             "PyPI",
             advisory("GHSA-wwww-wwww-wwww", span("2.0.0", fixed="2.1.3")),
             waivers=(waiver("WVR-0001", "2.0.1", "GHSA-wwww-wwww-wwww", expires=expires),),
@@ -105,7 +107,7 @@ def test_a_waiver_that_expires_while_the_decision_waits_for_the_chain_does_not_w
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
-        decision = host.preflight("aider", binary=str(aider))
+        decision = host.preflight("goose", binary=str(goose))
     finally:
         holder.wait(timeout=60)
     allowed_at = utc_now()
@@ -125,7 +127,7 @@ def test_doctor_does_not_show_a_waiver_that_expired_during_its_probe_as_waived(
 ) -> None:
     expires = format_ts(utc_now() + dt.timedelta(seconds=4))
     entries = {
-        "aider": entry(
+        "goose": entry(
             "PyPI",
             advisory("GHSA-wwww-wwww-wwww", span("2.0.0", fixed="2.1.3")),
             waivers=(waiver("WVR-0001", "2.0.1", "GHSA-wwww-wwww-wwww", expires=expires),),
@@ -135,16 +137,16 @@ def test_doctor_does_not_show_a_waiver_that_expired_during_its_probe_as_waived(
     host.set_map(extended_module(entries))
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    write_script(bin_dir / "aider", "/bin/sleep 8; echo 'aider 2.0.1'")
+    write_script(bin_dir / "goose", "/bin/sleep 8; echo 'goose 2.0.1'")
     done = host.python(
         "-m", "floorguard", "doctor", "--json", PATH=str(bin_dir), FLOORGUARD_PROBE_TIMEOUT="60"
     )
     document = json.loads(done.stdout)
-    (aider,) = [a for a in document["adapters"] if a["adapter"] == "aider"]
+    (goose,) = [a for a in document["adapters"] if a["adapter"] == "goose"]
     (record,) = host.chain_records()
     assert parse_ts(record["receipt"]["ts"]) > parse_ts(expires)
-    # The posture is sealed after the waiver expired: aider 2.0.1 is affected, not waived.
-    assert aider["status"] == "affected", (aider, record["receipt"]["ts"], expires)
+    # The posture is sealed after the waiver expired: goose 2.0.1 is affected, not waived.
+    assert goose["status"] == "affected", (goose, record["receipt"]["ts"], expires)
     assert done.returncode == 1, done.stdout
 
 
@@ -161,7 +163,7 @@ def test_a_waiver_revoked_while_the_binary_is_probed_does_not_waive(tmp_path: Pa
                 "waivers": [
                     {
                         "id": "WVR-0001",
-                        "adapter": "aider",
+                        "adapter": "goose",
                         "version": "2.0.1",
                         "advisories": ["GHSA-wwww-wwww-wwww"],
                         "reason": "reviewed",
@@ -179,7 +181,7 @@ def test_a_waiver_revoked_while_the_binary_is_probed_does_not_waive(tmp_path: Pa
                        **home)  # fmt: skip
     assert granted.returncode == 0, granted.stderr
     decision, revoked = preflight_across(
-        host, tmp_path, "aider", "aider 2.0.1",
+        host, tmp_path, "goose", "goose 2.0.1",
         lambda: floorctl("refresh", "--feed", "feed.json", "--module", str(host.map_file),
                          "--write", "--anchor", cwd=project, state=state, **home),
     )  # fmt: skip
@@ -200,7 +202,7 @@ def test_a_waiver_revoked_while_the_binary_is_probed_does_not_waive(tmp_path: Pa
 def test_doctor_agrees_with_the_gate_in_a_waivers_last_two_minutes(tmp_path: Path) -> None:
     expires = format_ts(utc_now() + dt.timedelta(seconds=60))
     entries = {
-        "aider": entry(
+        "goose": entry(
             "PyPI",
             advisory("GHSA-wwww-wwww-wwww", span("2.0.0", fixed="2.1.3")),
             waivers=(waiver("WVR-0001", "2.0.1", "GHSA-wwww-wwww-wwww", expires=expires),),
@@ -210,8 +212,8 @@ def test_doctor_agrees_with_the_gate_in_a_waivers_last_two_minutes(tmp_path: Pat
     host.set_map(extended_module(entries))
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    aider = write_script(bin_dir / "aider", "echo 'aider 2.0.1'")
-    request = json.dumps({"adapter": "aider", "binary": str(aider), "version": None})
+    goose = write_script(bin_dir / "goose", "echo 'goose 2.0.1'")
+    request = json.dumps({"adapter": "goose", "binary": str(goose), "version": None})
     spawn = subprocess.run(
         [sys.executable, "-c", HOST, request], env=host.env(), capture_output=True, text=True,
         timeout=120,
@@ -220,5 +222,5 @@ def test_doctor_agrees_with_the_gate_in_a_waivers_last_two_minutes(tmp_path: Pat
     assert json.loads(spawn.stdout)["verdict"] == "refuse", spawn.stdout
     done = host.python("-m", "floorguard", "doctor", "--json", PATH=str(bin_dir))
     document = json.loads(done.stdout)
-    (posture,) = [a for a in document["adapters"] if a["adapter"] == "aider"]
+    (posture,) = [a for a in document["adapters"] if a["adapter"] == "goose"]
     assert posture["status"] != "waived", (posture, "the gate refuses this version now")

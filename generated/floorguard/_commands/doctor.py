@@ -179,10 +179,11 @@ def _ahead(entry: Advisory, posture: AdapterPosture, last_green: LastGreen) -> A
     )
 
 
-def _unjudged(binary: str | os.PathLike[str], path_env: str | None) -> str | None:
-    """Why the gate could not judge this binary by itself, as it would refuse to spawn it:
-    a launcher (a script not recognised as the adapter's code, never probed) or a file whose
-    inputs are not understood. None when it can be judged."""
+def _unjudged(adapter: str, binary: str | os.PathLike[str], path_env: str | None) -> str | None:
+    """Why the gate could not judge this binary of ``adapter`` by itself, as it would refuse
+    to spawn it: a launcher (a script not recognised as the adapter's code, never probed), a
+    file whose inputs are not understood, or a native program standing for an agent
+    published only as a package. None when it can be judged."""
     from floorguard._identify import examine
     from floorguard._identify.target import open_target
 
@@ -196,7 +197,9 @@ def _unjudged(binary: str | os.PathLike[str], path_env: str | None) -> str | Non
         return "; ".join(exam.doubts)
     if exam.identified is None and exam.runs != "native":
         return f"{opened.path} is {exam.what}, a launcher whose --version answer is not taken"
-    return None
+    from floorguard._gate.gate import native_stand_in
+
+    return native_stand_in(adapter, adapter, exam)
 
 
 def _examine(entry: Advisory, path_env: str | None, at: _dt.datetime | None) -> AdapterPosture:
@@ -208,7 +211,7 @@ def _examine(entry: Advisory, path_env: str | None, at: _dt.datetime | None) -> 
         binary = detect.resolve_binary(adapter, None, path_env=path_env)
     except DetectionError as exc:
         return AdapterPosture(adapter, None, None, None, floor, NOT_INSTALLED, str(exc))
-    unjudged = _unjudged(binary, path_env)
+    unjudged = _unjudged(adapter, binary, path_env)
     if unjudged is not None:
         return AdapterPosture(adapter, str(binary), None, None, floor, UNKNOWN_VERSION, unjudged)
     try:

@@ -372,7 +372,7 @@ def _judge_opened(
         if advisory is not None and exam is not None and exam.doubts:
             return _Judgement(REFUSE, f"cannot judge what {named} will run: {_listed(exam.doubts)}",
                               **known, **seen)  # fmt: skip
-        stand_in = None if exam is None else _native_stand_in(named, adapter, exam)
+        stand_in = None if exam is None else native_stand_in(named, adapter, exam)
         if advisory is not None and stand_in is not None:
             return _Judgement(REFUSE, stand_in, **known, binary=found.binary)
     if advisory is None:
@@ -399,7 +399,7 @@ def _unjudged(
         return None
     if exam.doubts:
         return f"cannot judge what {named} will run: {_listed(exam.doubts)}"
-    stand_in = _native_stand_in(named, advisory.adapter, exam)
+    stand_in = native_stand_in(named, advisory.adapter, exam)
     if stand_in is not None:
         return f"{stand_in} ({opened.path})"
     if exam.identified is None and exam.runs != "native" and version is None:
@@ -411,7 +411,7 @@ def _unjudged(
     return None
 
 
-def _native_stand_in(named: str, adapter: str, exam: Examination) -> str | None:
+def native_stand_in(named: str, adapter: str, exam: Examination) -> str | None:
     """Why a native program cannot be ``adapter``, an agent never published as one (a
     Python or node package only), or None. Such a program may be anything: another tool
     answering a bare version, or a build bundling its own interpreter and any version of
