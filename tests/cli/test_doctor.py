@@ -51,6 +51,21 @@ def test_floorctl_doctor_reports_each_status_and_seals_the_posture(
     assert record["receipt"]["floor_map_hash"] == document["floor_map_hash"]
 
 
+def test_doctor_reports_a_native_stand_in_for_aider_as_the_gate_judges_it(
+    tmp_path: Path,
+) -> None:
+    """aider is published only as a Python package: a native program answering as aider is
+    no aider the gate would run, whatever version it prints."""
+    doctor_path = tmp_path / "bin"
+    doctor_path.mkdir()
+    write_script(doctor_path / "aider", "echo 'aider 0.90.0'")
+    done = floorctl("doctor", "--json", cwd=REPO, state=tmp_path / "state", PATH=str(doctor_path))
+    assert done.returncode == 1, done.stderr
+    aider = next(a for a in json.loads(done.stdout)["adapters"] if a["adapter"] == "aider")
+    assert (aider["status"], aider["version"]) == ("unknown_version", None), aider
+    assert "published only as a Python package" in aider["reason"], aider
+
+
 def test_doctor_exits_0_when_every_installed_adapter_meets_its_floor(tmp_path: Path) -> None:
     doctor_path = tmp_path / "bin"
     doctor_path.mkdir()
