@@ -1,11 +1,12 @@
-"""What makes a Python or node that a native agent starts load other code is refused.
+"""What makes a Python or node that an agent's commands start load other code is refused.
 
-A Python or node child is judged with PYTHON* and NODE_* variables (followed, or refused).
-A native agent (codex's Rust build) is not a Python or node itself, but the commands it
-runs start both: with PYTHONPATH naming the workspace, its ``python3 -c 'import json'``
-imports the workspace's json.py; with NODE_OPTIONS=--require, every node it starts loads
-the workspace's file first. As with a shell's or perl's start-up variables, such a
-variable in a native child's environment refuses it; variables that load nothing do not.
+A Python child is judged with its PYTHON* variables and a node child with its NODE_* ones
+(followed, or refused). But the commands any agent runs start both: with PYTHONPATH naming
+the workspace, a native codex's ``python3 -c 'import json'`` imports the workspace's
+json.py; with NODE_OPTIONS=--require, every node that aider's commands start loads the
+workspace's file first. As with a shell's or perl's start-up variables, such a variable
+refuses the agent, unless it is the agent's own interpreter's and judged as such;
+variables that load nothing do not.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers.closed_world import World
+from helpers.closed_world import World, needs_node
 from hosts import Host, floor
 from probes.native import Run, native_agent, require_native
 
@@ -55,3 +56,24 @@ def test_variables_that_load_nothing_start_the_native_agent(
                     PYTHONDONTWRITEBYTECODE="1")  # fmt: skip
     outcome = world.spawn("codex", ["exec", "task"], policy=untracked_policy, env=env)
     world.assert_permitted_and_ran(outcome, marker)
+
+
+@pytest.mark.parametrize("variable", ["NODE_OPTIONS", "NODE_PATH"])
+def test_a_node_variable_that_loads_code_refuses_a_python_agent(
+    world: World, untracked_policy: str, variable: str
+) -> None:
+    new = world.new_aider()
+    env = world.env(new.prefix / "bin", **{variable: LOADING[variable]})
+    outcome = world.spawn("aider", ["task"], policy=untracked_policy, env=env)
+    world.assert_refused(outcome, new.marker, variable)
+
+
+@needs_node
+@pytest.mark.parametrize("variable", ["PYTHONPATH", "PYTHONSTARTUP"])
+def test_a_python_variable_that_loads_code_refuses_a_node_agent(
+    world: World, untracked_policy: str, variable: str
+) -> None:
+    new = world.new_claude()
+    env = world.env(new.bin_dir, **{variable: LOADING[variable]})
+    outcome = world.spawn("claude", ["-p", "task"], policy=untracked_policy, env=env)
+    world.assert_refused(outcome, new.marker, variable)

@@ -75,9 +75,9 @@ _SHELL_VARIABLES: Final = {
 # Lua's, versioned as LUA_INIT_5_4 too (LUA_INIT runs code at every start), and Tcl's
 # module paths (TCL8_6_TM_PATH).
 _RUNTIME_PREFIXES: Final = ("LUA_INIT", "LUA_PATH", "LUA_CPATH", "TCL8_", "TCL9_")
-# Read by a Python or node the child starts. A Python or node child is judged with them
-# (python_command, node_command: followed, or refused); a native child's commands may start
-# either, which then loads what they name.
+# Read by a Python or node the child starts. A Python child is judged with the PYTHON*
+# ones and a node child with the NODE_* ones (python_command, node_command: followed, or
+# refused); the commands of any child may start either, which then loads what they name.
 _INTERPRETER_VARIABLES: Final = {
     "PYTHONPATH": "puts folders first on the module path of every python the child starts",
     "PYTHONHOME": "names the installation every python the child starts loads its library from",
@@ -218,12 +218,15 @@ def shell_start_up(environ: Mapping[str, str]) -> tuple[str, ...]:
     return tuple(_shell_doubt(name, environ[name]) for name in sorted(found))
 
 
-def interpreter_start_up(environ: Mapping[str, str]) -> tuple[str, ...]:
-    """For a native child (not itself a Python or node judged with these variables): each
-    variable of ``environ`` that makes a Python or node it starts load other code, named."""
+def interpreter_start_up(environ: Mapping[str, str], judged: str | None) -> tuple[str, ...]:
+    """Each variable of ``environ`` that makes a Python or node the child's commands start
+    load other code, named; but those of ``judged`` (``python``, ``node``: the child is
+    that interpreter, and judged with its own variables)."""
+    own = {"python": "PYTHON", "node": "NODE_"}.get(judged or "", "\0")
     return tuple(
         f"environment variable {name} {_INTERPRETER_VARIABLES[name]}"
         for name in sorted(_INTERPRETER_VARIABLES.keys() & environ.keys())
+        if not name.startswith(own)
     )
 
 

@@ -26,6 +26,7 @@ What runs is classified first, from the opened file's first bytes:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -100,6 +101,12 @@ def examine(
         found = _examine(opened, argv, environ=environ, cwd=cwd)
         if argv is None:
             return found
+        if found.runs in ("native", "python", "node"):
+            # What the child's commands start: a Python's or node's variables that the
+            # child, another program, is not judged with.
+            judged = None if found.runs == "native" else found.runs
+            more = child_inputs.interpreter_start_up(environ, judged)
+            found = dataclasses.replace(found, doubts=(*found.doubts, *more)) if more else found
         return _launched(found, opened, argv, environ=environ, here=cwd or os.getcwd())
 
 
@@ -327,8 +334,6 @@ def _examine(
     if installed is None and argv is not None and said == "node":
         found, more = _node_run(list(argv), environ, here, node=str(opened.path))
         return Examination(found, "node", "node", (*doubts, *more), str(opened.path))
-    if argv is not None:
-        doubts += child_inputs.interpreter_start_up(environ)
     return Examination(installed, "native", "a native program", tuple(doubts))
 
 
