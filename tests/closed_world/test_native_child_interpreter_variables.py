@@ -26,6 +26,12 @@ LOADING = {
     "PYTHONWARNINGS": "error::ws.Category",
     "NODE_OPTIONS": "--require ./ws/hook.js",
     "NODE_PATH": "ws",
+    "PYTHONPYCACHEPREFIX": "ws/cache",
+    "PYTHONEXECUTABLE": "/usr/bin/python3",
+    "__PYVENV_LAUNCHER__": "/usr/bin/python3",
+    "PY_SAX_PARSER": "ws_parser",
+    "_PYTHON_SYSCONFIGDATA_NAME": "ws_sysconfig",
+    "NODE_PRESERVE_SYMLINKS": "1",
 }
 
 

@@ -19,7 +19,10 @@ from pathlib import Path
 import pytest
 from helpers.mcp_lab import Lab, write
 
-REFUSED = {"BASH_ENV": "./start.sh", "LD_PRELOAD": "./hook.so", "PERL5OPT": "-Mhook"}
+REFUSED = {
+    "BASH_ENV": "./start.sh", "LD_PRELOAD": "./hook.so", "PERL5OPT": "-Mhook",
+    "PYTHONPATH": "./lib", "NODE_OPTIONS": "--require ./hook.js",
+}  # fmt: skip
 
 
 def _claude_settings(lab: Lab, where: str, env: dict[str, str]) -> None:
@@ -28,7 +31,7 @@ def _claude_settings(lab: Lab, where: str, env: dict[str, str]) -> None:
 
 
 def _env_file(path: Path, env: dict[str, str]) -> None:
-    write(path, "".join(f"{name}={value}\n" for name, value in env.items()))
+    write(path, "".join(f'{name}="{value}"\n' for name, value in env.items()))
 
 
 @pytest.mark.parametrize("where", ["project", "home"])

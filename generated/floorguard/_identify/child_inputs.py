@@ -89,6 +89,14 @@ _INTERPRETER_VARIABLES: Final = {
     "starts",
     "PYTHONWARNINGS": "gives every python the child starts warning filters (a category "
     "names a module it imports)",
+    "PYTHONPYCACHEPREFIX": "names the folder every python the child starts reads cached "
+    "bytecode from",
+    "PYTHONEXECUTABLE": "makes every python the child starts take another file for itself",
+    "__PYVENV_LAUNCHER__": "makes every python the child starts take another file for itself",
+    "PY_SAX_PARSER": "names the module every python the child starts imports as its XML parser",
+    "NODE_PRESERVE_SYMLINKS": "changes which files every node the child starts loads modules from",
+    "NODE_PRESERVE_SYMLINKS_MAIN": "changes which files every node the child starts loads "
+    "modules from",
     "NODE_OPTIONS": "gives every node the child starts options (--require and --import load code)",
     "NODE_PATH": "puts folders on the module path of every node the child starts",
     "NODE_REPL_EXTERNAL_MODULE": "names a module every node REPL the child starts loads",
@@ -223,11 +231,19 @@ def interpreter_start_up(environ: Mapping[str, str], judged: str | None) -> tupl
     load other code, named; but those of ``judged`` (``python``, ``node``: the child is
     that interpreter, and judged with its own variables)."""
     own = {"python": "PYTHON", "node": "NODE_"}.get(judged or "", "\0")
-    return tuple(
+    named = [
         f"environment variable {name} {_INTERPRETER_VARIABLES[name]}"
         for name in sorted(_INTERPRETER_VARIABLES.keys() & environ.keys())
         if not name.startswith(own)
-    )
+    ]
+    if judged != "python":  # (a Python child is judged with CPython's own _PYTHON_ ones)
+        named += [
+            f"environment variable {name} is read by every python the child starts (its "
+            "build's configuration: _PYTHON_SYSCONFIGDATA_NAME names a module it imports)"
+            for name in sorted(environ)
+            if name.startswith("_PYTHON_")
+        ]
+    return tuple(named)
 
 
 def _shell_doubt(name: str, value: str) -> str:

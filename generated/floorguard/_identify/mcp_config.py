@@ -223,7 +223,7 @@ def _own_environment_doubts(client: str, reader: _Reader) -> list[str]:
     settings ``env``, gemini's and codex's ``.env``) that would make what it starts load
     code not judged: judged as the spawn's own environment is, since every command, hook
     and server the agent starts inherits them."""
-    from floorguard._identify.child_inputs import loader_doubts
+    from floorguard._identify.child_inputs import interpreter_start_up, loader_doubts
 
     if client == CODEX:
         added = {
@@ -237,7 +237,9 @@ def _own_environment_doubts(client: str, reader: _Reader) -> list[str]:
     source = _OWN_ENVIRONMENT_FROM.get(client)
     if not added or source is None:
         return []
-    return [f"from {source}, {doubt}" for doubt in loader_doubts(added)]
+    # (whatever the agent is: set after it started, they reach only what it starts)
+    doubts = [*loader_doubts(added), *interpreter_start_up(added, None)]
+    return [f"from {source}, {doubt}" for doubt in doubts]
 
 
 def _text_only(found: Servers) -> Servers:
