@@ -47,6 +47,12 @@ def test_reads_a_consistent_map() -> None:
          "can rebind the floor map"),
         (module() + "import gc\n[d.clear() for d in gc.get_referrers(gc)]\n",
          "can rebind the floor map"),
+        (module() + "import builtins\nbuiltins.globals()['FLOOR_MAP_ENTRIES'] = {}\n",
+         "can rebind the floor map"),
+        (module() + "import builtins\nbuiltins.vars().update(FLOOR_MAP_ENTRIES={})\n",
+         "can rebind the floor map"),
+        (module() + "from sys import modules as m\nm[__name__].FLOOR_MAP_ENTRIES = {}\n",
+         "can rebind the floor map"),
         (module() + "x = FLOOR_MAP_ENTRIES\nx['aider']['min_safe_version'] = '0.0.1'\n",
          "read at the top level"),
         (module() + "dict.clear(FLOOR_MAP_ENTRIES)\n", "read at the top level"),
@@ -64,7 +70,8 @@ def test_reads_a_consistent_map() -> None:
     ],
     ids=["hash-mismatch", "assigned-twice", "except-as", "globals-update", "vars-item",
          "exec", "sys-modules", "setattr-import", "frame-globals", "getframe-by-name",
-         "function-globals", "collector-referrers", "alias-then-item", "unbound-method",
+         "function-globals", "collector-referrers", "builtins-globals", "builtins-vars",
+         "modules-imported-as", "alias-then-item", "unbound-method",
          "lambda-call", "default-argument", "call-not-literal", "negative-version",
          "bool-version", "expression-version", "version-past-2^53", "huge-hex-version",
          "hash-not-string", "missing-names", "syntax-error"],
@@ -93,6 +100,12 @@ def test_map_json_hash_reads_archived_and_published_forms() -> None:
 def test_map_json_that_is_not_a_floor_map_is_refused(data: bytes) -> None:
     with pytest.raises(FloorMapError, match=r"x\.json"):
         map_file_hash(data, "x.json")
+
+
+def test_a_module_compiling_a_pattern_at_its_top_level_is_read() -> None:
+    # (compile() alone runs nothing: re.compile is no way into the namespace)
+    text = "import re\n_PATTERN = re.compile(r'x')\n" + module()
+    assert parse_map_module(text, "m.py").floor_map["aider"].min_safe_version == "0.60.0"
 
 
 def test_a_function_that_reads_the_map_when_called_is_allowed() -> None:

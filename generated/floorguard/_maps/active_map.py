@@ -61,11 +61,13 @@ _DYNAMIC_NAMES = frozenset(
     {"globals", "vars", "locals", "exec", "eval", "compile", "setattr", "delattr",
      "__import__", "__builtins__", "__dict__", *_FRAME_AND_COLLECTOR}
 )  # fmt: skip
+# (each name also as an attribute, ``builtins.globals()``, and as an imported name,
+# ``from sys import modules as m``)
 _DYNAMIC_ATTRIBUTES = frozenset(
     {"__dict__", "modules", "import_module", "setattr", "f_globals", "f_locals", "f_builtins",
      "f_back", "__globals__", "gi_frame", "cr_frame", "ag_frame", "tb_frame",
-     *_FRAME_AND_COLLECTOR}
-)  # fmt: skip
+     *_FRAME_AND_COLLECTOR, *(_DYNAMIC_NAMES - {"compile"})}
+)  # fmt: skip  # (re.compile runs no code: compile() alone is not the way in)
 
 
 def _base_name(node: ast.expr) -> str | None:
@@ -101,6 +103,10 @@ def bound_names(node: ast.AST, *, skip: ast.AST | None = None) -> set[str]:
             names.add(sub.name)
         elif isinstance(sub, (ast.Import, ast.ImportFrom)):
             names.update((alias.asname or alias.name).split(".")[0] for alias in sub.names)
+            if isinstance(sub, ast.ImportFrom) and any(
+                alias.name in _DYNAMIC_ATTRIBUTES for alias in sub.names
+            ):
+                names.add("?")
         elif isinstance(sub, (ast.Global, ast.Nonlocal)):
             names.update(sub.names)
         elif (isinstance(sub, (ast.MatchAs, ast.MatchStar)) and sub.name) or (
