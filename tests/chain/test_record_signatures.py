@@ -164,11 +164,18 @@ def test_a_head_signed_by_another_key_on_a_local_chain_is_refused(tmp_path: Path
     private, public = _pair(tmp_path / "a")
     other, other_public = _pair(tmp_path / "b")
     chain = _signed_chain(tmp_path, private, 2)
-    document = tmp_path / "hosts.json"
-    document.write_bytes(_document(mine=public.read_text(), forger=other_public.read_text()))
-    _signed_chain(tmp_path, other, 1, host_keys=document)
+    # (the forger's append passes only where its key is listed under the writer's name)
+    as_mine = tmp_path / "as-mine.json"
+    as_mine.write_bytes(_document(mine=[public.read_text(), other_public.read_text()]))
+    _signed_chain(tmp_path, other, 1, host_keys=as_mine)
     with pytest.raises(ChainWriteError, match=r"seq 2\).*signed by key id .* no other host"):
         chain.append(CANARY, receipt())
+    # Listed under another host's name is no better: only this host's own name is.
+    apart = tmp_path / "apart.json"
+    apart.write_bytes(_document(mine=public.read_text(), forger=other_public.read_text()))
+    listed = _signed_chain(tmp_path, private, 0, host_keys=apart)
+    with pytest.raises(ChainWriteError, match=r"signed by host forger's key.*this host is mine"):
+        listed.append(CANARY, receipt())
     assert chain.head() is not None and chain.head().seq == 2
 
 
@@ -193,11 +200,12 @@ def test_a_signing_host_checks_a_chain_only_it_wrote_with_its_own_key(tmp_path: 
     private_public = private.with_name("signing.pub")
     other_public = other.with_name("signing.pub")
     document = tmp_path / "hosts.json"
-    document.write_bytes(_document(a=private_public.read_text(), b=other_public.read_text()))
+    # (one host's two keys, as after a replacement: the local chain takes both)
+    document.write_bytes(_document(a=[private_public.read_text(), other_public.read_text()]))
     chain = _signed_chain(tmp_path, private, 2)
     assert chain_projection(chain) == {}
     assert checkpoint.of_chain(chain).size == 2
-    # another host's record (appended where both are listed): its key is not this host's
+    # a record of the other key (appended where both are listed): not this host's key
     _signed_chain(tmp_path, other, 1, host_keys=document)
     with pytest.raises(
         VerificationError, match=r"seq 2: signed by key id .* set FLOORGUARD_HOST_KEYS"

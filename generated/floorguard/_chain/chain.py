@@ -571,9 +571,20 @@ class AuditChain:
                 "(the database was altered)"
             )
         if host_keys is not None:
-            _, problem = host_keys.check(mac, head_body)
+            name, problem = host_keys.check(mac, head_body)
             if problem is not None:
                 self._unverified_head(head, f"{where}: {problem}")
+            elif self.store.creates_key and signer is not None:
+                # No other host writes a local chain: only a key listed under this host's
+                # own name (its old key, after a replacement) may have signed its head.
+                mine = host_keys.names.get(signer.key_id)
+                if name != mine:
+                    self._unverified_head(
+                        head,
+                        f"{where} is signed by host {name}'s key, and this host is "
+                        f"{mine or 'not listed'} in {host_keys.source}: no other host writes "
+                        "a local chain",
+                    )
         elif signer is not None and kid == signer.key_id:
             if not signer.verifies(mac, head_body):
                 self._unverified_head(
