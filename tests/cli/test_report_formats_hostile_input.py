@@ -16,7 +16,7 @@ import pytest
 from helpers.cli import floorctl, isolated_env
 from helpers.proof_support import MAP_V1, SPAWN, UPDATE, build, spawn_receipt, update_receipt
 from helpers.sarif import assert_valid_sarif
-from hosts import write_script
+from probes import aider_at
 
 pytestmark = pytest.mark.attack
 
@@ -117,7 +117,7 @@ def test_doctor_sarif_exit_code_is_the_doctors_own_for_a_warning(
     state = tmp_path / "state"
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    write_script(bin_dir / "aider", "echo 'aider 0.90.0'")
+    aider_at(bin_dir / "aider", "0.90.0")
     done = ctl(tmp_path, state, "canary", "record", "--adapter", "aider", "--version", "0.86.0",
                "--result", "pass")  # fmt: skip
     assert done.returncode == 0, done.stderr

@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from probes.native import native_program
+from hosts import EXEC_COPY
+from probes import aider_at
 
 pytestmark = pytest.mark.slow
 
@@ -99,10 +100,12 @@ def test_doctor_reports_local_build_of_affected_aider(tmp_path: Path) -> None:
     site = _site_with_example_v3(tmp_path)
     bindir = tmp_path / "bin"
     bindir.mkdir()
-    native_program(bindir / "aider", stdout=b"aider 0.64.0+local\n")
+    aider_at(bindir / "aider", "0.64.0+local")  # as pip installs it
+    # (the site's copy of floorguard on the doctor's own path, not PYTHONPATH: the doctor
+    # judges aider, a Python agent, with this environment)
     r = subprocess.run(
-        [sys.executable, "-m", "floorguard", "doctor", "--json"],
-        env=_env(tmp_path, site, bindir),
+        [sys.executable, "-I", "-c", EXEC_COPY, str(site), "doctor", "--json"],
+        env=_env(tmp_path, None, bindir),
         capture_output=True,
         text=True,
         cwd=tmp_path,

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from feedserver import envelope, new_key
 from helpers.published_site import BUILTIN, NEWER, Site, document
-from hosts import floor, map_module, receipt_in_chain, write_script
+from hosts import floor, map_module, receipt_in_chain
+from probes import aider_at
 
 from floorguard._base._time import utc_now
 from floorguard._maps import published_map
@@ -63,7 +64,7 @@ def test_doctor_sarif_locates_findings_in_the_published_map_in_force(
     site.write(document(NEWER, 4), site.key)
     bins = tmp_path / "bin"
     bins.mkdir()
-    write_script(bins / "aider", "echo 'aider 0.55.0'")  # below the published floor 0.60.0
+    aider_at(bins / "aider", "0.55.0")  # below the published floor 0.60.0
     done = site.host.python(
         "-m", "floorguard", "doctor", "--format", "sarif", PATH=str(bins),
         FLOORGUARD_FLOOR_MAP=str(site.map), FLOORGUARD_TRUSTED_KEYS=str(site.public),

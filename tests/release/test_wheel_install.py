@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from helpers.release import SHIPPED_FEED, Project, only, raised_feed
-from hosts import write_script
+from probes import aider_install
 
 pytestmark = pytest.mark.wheelhouse
 
@@ -84,7 +84,7 @@ class Fresh:
         pip_install(self.venv, str(self.wheel))
 
     def preflight(self, version: str, **extra: str) -> dict[str, Any]:
-        binary = write_script(self.root / f"aider-{version}", f"echo 'aider {version}'")
+        binary = aider_install(self.root / f"aider-{version}", version)  # as pip installs it
         env = {
             k: v
             for k, v in os.environ.items()
