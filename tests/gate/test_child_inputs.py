@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from floorguard._identify.child_inputs import (
+    interpreter_start_up,
     invalid_inputs,
     loader_doubts,
     loading_variables,
@@ -145,3 +146,25 @@ def test_each_variable_is_named_as_if_every_one_were_looked_at_in_turn(
     }  # fmt: skip
     named = [doubt.split()[2] for doubt in loading_variables(environ) + shell_start_up(environ)]
     assert set(named) == expected
+
+
+MIXED = {
+    "PYTHONPATH": "lib", "NODE_OPTIONS": "--require x", "_PYTHON_SYSCONFIGDATA_NAME": "m",
+    "PYTHONUNBUFFERED": "1", "NODE_ENV": "production", "PATH": "/usr/bin",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("judged", "named"),
+    [
+        (None, ["NODE_OPTIONS", "PYTHONPATH", "_PYTHON_SYSCONFIGDATA_NAME"]),
+        ("python", ["NODE_OPTIONS"]),  # (its own PYTHON* and _PYTHON_ ones: the Python rules)
+        ("node", ["PYTHONPATH", "_PYTHON_SYSCONFIGDATA_NAME"]),  # (its NODE_*: node's rules)
+    ],
+)
+def test_what_a_python_or_node_started_by_the_child_reads_is_named_but_its_own(
+    judged: str | None, named: list[str]
+) -> None:
+    doubts = interpreter_start_up(MIXED, judged)
+    assert [d.split()[2] for d in doubts] == named, doubts
+    assert interpreter_start_up({"PATH": "/usr/bin", "NODE_ENV": "x"}, judged) == ()

@@ -230,18 +230,18 @@ def interpreter_start_up(environ: Mapping[str, str], judged: str | None) -> tupl
     """Each variable of ``environ`` that makes a Python or node the child's commands start
     load other code, named; but those of ``judged`` (``python``, ``node``: the child is
     that interpreter, and judged with its own variables)."""
-    own = {"python": "PYTHON", "node": "NODE_"}.get(judged or "", "\0")
+    own = {"python": "PYTHON", "node": "NODE_"}.get(judged or "")
     named = [
         f"environment variable {name} {_INTERPRETER_VARIABLES[name]}"
         for name in sorted(_INTERPRETER_VARIABLES.keys() & environ.keys())
-        if not name.startswith(own)
+        if own is None or not name.startswith(own)
     ]
     if judged != "python":  # (a Python child is judged with CPython's own _PYTHON_ ones)
+        # (every spawn's: only the names found are sorted)
         named += [
             f"environment variable {name} is read by every python the child starts (its "
             "build's configuration: _PYTHON_SYSCONFIGDATA_NAME names a module it imports)"
-            for name in sorted(environ)
-            if name.startswith("_PYTHON_")
+            for name in sorted(n for n in environ if n.startswith("_PYTHON_"))
         ]
     return tuple(named)
 

@@ -61,13 +61,13 @@ _DYNAMIC_NAMES = frozenset(
     {"globals", "vars", "locals", "exec", "eval", "compile", "setattr", "delattr",
      "__import__", "__builtins__", "__dict__", *_FRAME_AND_COLLECTOR}
 )  # fmt: skip
-# (each name also as an attribute, ``builtins.globals()``, and as an imported name,
-# ``from sys import modules as m``)
+# Each of them also as an attribute (``builtins.globals()``) and as an imported name
+# (``from sys import modules as m``); but compile, which runs nothing (``re.compile``).
 _DYNAMIC_ATTRIBUTES = frozenset(
     {"__dict__", "modules", "import_module", "setattr", "f_globals", "f_locals", "f_builtins",
      "f_back", "__globals__", "gi_frame", "cr_frame", "ag_frame", "tb_frame",
      *_FRAME_AND_COLLECTOR, *(_DYNAMIC_NAMES - {"compile"})}
-)  # fmt: skip  # (re.compile runs no code: compile() alone is not the way in)
+)  # fmt: skip
 
 
 def _base_name(node: ast.expr) -> str | None:
