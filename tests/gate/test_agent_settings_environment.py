@@ -80,3 +80,31 @@ def test_an_env_file_of_variables_that_load_nothing_starts_the_agent(
     _env_file(where(lab), plain)
     started, reason = lab.spawn(agent, *argv)
     assert started, reason
+
+
+@pytest.mark.parametrize("variable", sorted(REFUSED))
+@pytest.mark.parametrize("where", ["config.toml", "-c"])
+def test_a_variable_codex_s_shell_policy_gives_its_commands_that_loads_code_refuses_it(
+    lab: Lab, variable: str, where: str
+) -> None:
+    """``[shell_environment_policy] set`` is what codex gives every command of its shell
+    tool: judged as codex's own environment is."""
+    argv: tuple[str, ...] = ("exec", "task")
+    if where == "config.toml":
+        given = f'{variable} = "{REFUSED[variable]}"'
+        write(lab.home / ".codex" / "config.toml",
+              f"[shell_environment_policy]\nset = {{ {given} }}\n")  # fmt: skip
+    else:
+        argv = ("-c", f'shell_environment_policy.set.{variable}="{REFUSED[variable]}"', *argv)
+    started, reason = lab.spawn("codex", *argv)
+    assert not started, f"codex started with {variable} in its shell policy ({where})"
+    assert variable in reason and "shell_environment_policy" in reason, reason
+
+
+def test_a_codex_shell_policy_of_plain_variables_or_not_read_exactly(lab: Lab) -> None:
+    write(lab.home / ".codex" / "config.toml", '[shell_environment_policy]\nset = { CI = "1" }\n')
+    started, reason = lab.spawn("codex", "exec", "task")
+    assert started, reason
+    write(lab.home / ".codex" / "config.toml", "[shell_environment_policy]\nset = { X = 1 }\n")
+    started, reason = lab.spawn("codex", "exec", "task")
+    assert not started and "not a table of strings" in reason, reason

@@ -210,6 +210,8 @@ def read_servers(
     return _text_only(Servers(client, tuple(found), tuple(doubts), tuple(files), tuple(own)))
 
 
+# (codex's shell tool gives its commands these too)
+_CODEX_SHELL_SET: Final = "its shell_environment_policy.set"
 # Where each client takes the variables it adds to its own process from.
 _OWN_ENVIRONMENT_FROM: Final = {
     CLAUDE: "its settings files' env",
@@ -235,11 +237,13 @@ def _own_environment_doubts(client: str, reader: _Reader) -> list[str]:
     else:
         added = reader.inherited
     source = _OWN_ENVIRONMENT_FROM.get(client)
-    if not added or source is None:
-        return []
-    # (whatever the agent is: set after it started, they reach only what it starts)
-    doubts = [*loader_doubts(added), *interpreter_start_up(added, None)]
-    return [f"from {source}, {doubt}" for doubt in doubts]
+    found: list[str] = []
+    for given, where in ((added, source), (reader.codex_shell_set, _CODEX_SHELL_SET)):
+        if given and where is not None:
+            # (whatever the agent is: set after it started, they reach only what it starts)
+            doubts = [*loader_doubts(given), *interpreter_start_up(given, None)]
+            found += [f"from {where}, {doubt}" for doubt in doubts]
+    return found
 
 
 def _text_only(found: Servers) -> Servers:
@@ -735,6 +739,9 @@ class _Reader:
         self.codex_environments: Sequence[Mapping[str, str]] = (environ,)
         # The folders codex is told with -C/--cd, as it resolves them (codex only).
         self.codex_folders: list[str] = []
+        # What codex's shell_environment_policy.set gives the commands of its shell tool,
+        # from every layer and -c override (codex only).
+        self.codex_shell_set: dict[str, str] = {}
         # A gemini settings layer that configures its environment redaction for servers
         # (security.environmentVariableRedaction): which variables then reach them is not
         # modelled, so each server is judged with the fewest as well (gemini only).
@@ -1219,6 +1226,8 @@ class _Reader:
             if document is not None:
                 self._codex_roles(document, path, roles_seen)
                 self._codex_plugins(document, path)
+                if "shell_environment_policy" in document:
+                    self._codex_shell_set(document["shell_environment_policy"], path)
             if document is None or "mcp_servers" not in document:
                 continue
             if path == CODEX_MANAGED:
@@ -1253,6 +1262,21 @@ class _Reader:
                 continue
             judged.append((name, entry))
             self._codex_server(name, entry, tuple(dict.fromkeys(sources.get(name, ()))))
+
+    def _codex_shell_set(self, policy: Any, where: str) -> None:
+        """The variables a ``shell_environment_policy`` table's ``set`` gives every command
+        of codex's shell tool, kept to be judged as codex's own environment; a table that
+        is not read exactly is a doubt."""
+        if not isinstance(policy, dict):
+            self._doubt(where, "shell_environment_policy", "not a table")
+            return
+        given = policy.get("set")
+        if given is None:
+            return
+        if not isinstance(given, dict) or not all(isinstance(v, str) for v in given.values()):
+            self._doubt(where, "shell_environment_policy.set", "not a table of strings")
+            return
+        self.codex_shell_set.update(given)
 
     def _codex_roles(self, document: dict[str, Any], path: str, seen: set[str]) -> None:
         """The role layers a codex config layer names (``[agents.<role>] config_file``, a
@@ -1452,6 +1476,9 @@ class _Reader:
                     overrides.extend(_codex_override(value))
                     key = value.partition("=")[0].strip(_RUST_WHITE_SPACE)
                     parts = key.split(".")
+                    if parts[0] == "shell_environment_policy":
+                        policy = _nested(parts[1:], _codex_setting(value)[1])
+                        self._codex_shell_set(policy, f"codex -c {key}")
                     if parts[0] == "plugins":
                         table = _nested(parts[1:], _codex_setting(value)[1])
                         if _enabled_plugins(table) != []:
