@@ -34,7 +34,7 @@ from floorguard._base._time import format_ts, is_chain_ts
 from floorguard._base.state import state_home, state_paths
 from floorguard._chain.chain import EVENTS, AuditChain, ChainRecord, canonical_json
 from floorguard._proofs.slice_verify import verify_slice
-from floorguard.errors import CanonicalizationError, ChainWriteError, KeyFileError
+from floorguard.errors import CanonicalizationError, ChainError, ChainWriteError, KeyFileError
 
 
 def _key(folder: Path) -> bytes:
@@ -433,6 +433,27 @@ def test_refuses_a_database_of_an_unknown_format(tmp_path: Path) -> None:
     chain = AuditChain(tmp_path / "chain.sqlite3", tmp_path / "chain.key")
     with pytest.raises(ChainWriteError, match="unknown format"):
         chain.append(CANARY, receipt())
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        "UPDATE meta SET value = '99' WHERE key = 'format'",
+        "DELETE FROM meta WHERE key = 'format'",
+        "DROP TABLE meta",
+    ],
+    ids=["another-format", "format-row-deleted", "meta-dropped"],
+)
+def test_reading_a_database_of_an_unknown_format_is_refused_too(tmp_path: Path, edit: str) -> None:
+    # Export, proofs and checkpoints read the records as this format lays them out: a file
+    # that does not say it is in it is not read as if it were.
+    filled_chain(tmp_path, 2).close()
+    execute(tmp_path / "chain.sqlite3", edit)
+    chain = AuditChain(tmp_path / "chain.sqlite3", tmp_path / "chain.key")
+    with pytest.raises(ChainError, match="unknown format"):
+        list(chain.export_lines())
+    with pytest.raises(ChainError, match="unknown format"):
+        chain.head()
 
 
 def test_refuses_when_the_disk_is_full_and_leaves_no_record(tmp_path: Path) -> None:

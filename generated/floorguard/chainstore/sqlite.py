@@ -78,6 +78,7 @@ _SCHEMA = (
 # against 10.1 us for one statement reading the version and the head's seq and mac.
 _WRITE_CHECK = "PRAGMA data_version"
 _SCHEMA_OBJECTS = "SELECT type, name FROM sqlite_master"
+_FORMAT_READ = "SELECT value FROM meta WHERE key = 'format'"
 # What floorguard makes in a chain's file (SQLite's own tables, sqlite_*, aside).
 _OWN_OBJECTS: Final = frozenset(
     {("table", "meta"), ("index", "sqlite_autoindex_meta_1"), ("table", "records"),
@@ -103,7 +104,7 @@ def _record(row: Any) -> Row:
 def _unknown_format(db_path: Path, stored: object) -> str:
     return (
         f"cannot open the audit chain {db_path}: unknown format {stored!r} (this floorguard "
-        f"writes format {CHAIN_FORMAT})"
+        f"reads and writes format {CHAIN_FORMAT} only)"
     )
 
 
@@ -538,7 +539,7 @@ class SqliteStore:
         foreign = _foreign(conn.execute(_SCHEMA_OBJECTS).fetchall())
         if foreign:
             raise ChainWriteError(f"cannot {doing} the audit chain {self.db_path}: {foreign}")
-        stored = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+        stored = conn.execute(_FORMAT_READ).fetchone()
         if stored is None or stored[0] != CHAIN_FORMAT:
             raise ChainWriteError(_unknown_format(self.db_path, stored[0] if stored else None))
 
@@ -715,6 +716,20 @@ class SqliteStore:
                         raise ChainError(f"cannot read the audit chain {self.db_path}: {foreign}")
                     tables = {name for kind, name in objects if kind == "table"}
                     if "records" in tables:
+                        # Records are read as this format lays them out: a file that does
+                        # not say it is in this format is not read as if it were.
+                        try:
+                            stored = (
+                                conn.execute(_FORMAT_READ).fetchone() if "meta" in tables else None
+                            )
+                        except sqlite3.Error as exc:
+                            raise ChainError(
+                                f"cannot read the audit chain {self.db_path}: {_explain(exc)}"
+                            ) from exc
+                        if stored is None or stored[0] != CHAIN_FORMAT:
+                            raise ChainError(
+                                _unknown_format(self.db_path, stored[0] if stored else None)
+                            )
                         seen = _ReaderSeen(version, "tree" in tables)
                         if kept:
                             self._reader_seen = seen
