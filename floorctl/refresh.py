@@ -95,6 +95,16 @@ BASELINE_EDITED = "hand_edited_block"
 
 
 @without_cyclic_gc
+def refused_downgrade(module: Path, changes: merge.MapDiff, baseline: str) -> DowngradeRefused:
+    """The refusal of a map that lowers a floor, drops an adapter or narrows an advisory."""
+    against = " (against the map the hand-edited block's stated hash vouches for)"
+    return DowngradeRefused(
+        f"{module}: refusing a downgrade: the new map {changes.summary()}"
+        f"{against if baseline == BASELINE_ARCHIVE else ''}; "
+        "pass --allow-downgrade to accept it (the receipt records that)"
+    )
+
+
 def plan(
     feeds: Sequence[Feed],
     module: Path,
@@ -162,12 +172,7 @@ def plan(
     new_map = _with_waivers(merged.floor_map, waiver_document, reference_time)
     changes = merge.diff(compared, new_map)
     if changes.is_downgrade and not allow_downgrade and not check:
-        against = " (against the map the hand-edited block's stated hash vouches for)"
-        raise DowngradeRefused(
-            f"{module}: refusing a downgrade: the new map {changes.summary()}"
-            f"{against if baseline == BASELINE_ARCHIVE else ''}; "
-            "pass --allow-downgrade to accept it (the receipt records that)"
-        )
+        raise refused_downgrade(module, changes, baseline)
     new_canonical = canonical_bytes(to_entries(new_map))
     new_hash = sha256_digest(new_canonical)  # floor_map_hash(new_map), from these bytes
     # A killed refresh's map was in force at undone_version: a host may have enforced it,

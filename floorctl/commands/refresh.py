@@ -263,7 +263,9 @@ def command(
             template,
             force=force,
             allow_downgrade=allow_downgrade,
-            check=check,
+            # Nothing is written without --write: a downgrade is planned, its diff reported
+            # and only then refused (below), as --check reports it stale.
+            check=check or not write,
             reference_time=format_ts(now),
             reference_time_source=now_source,
             waiver_document=waiver_document,
@@ -336,6 +338,8 @@ def command(
         _print_summary(plan, outcome, receipt_out, check)
         if module_diff is not None:
             click.echo(module_diff, nl=False)
+    if not write and not check and plan.diff.is_downgrade and not allow_downgrade:
+        raise refreshing.refused_downgrade(module, plan.diff, plan.baseline)
     if check and plan.stale:
         if plan.diff.is_downgrade and not allow_downgrade:
             raise StaleModule(

@@ -167,6 +167,27 @@ def test_check_of_a_module_whose_update_would_be_a_downgrade_reports_it_stale(
     assert snapshot(project) == before
 
 
+def test_dry_run_of_a_downgrade_reports_its_diff_then_refuses_it(project: Path) -> None:
+    """Without --write the data diff is reported, a downgrade's too: what would be lowered
+    is shown, and the run still exits 1 naming --allow-downgrade."""
+    before = snapshot(project)
+    (project / "project" / "feed.json").write_text(json.dumps(feed(aider=entry("0.50.0"))))
+    code, out, err = run(project, "refresh", "--feed", "feed.json", "--diff")
+    assert code == 1
+    assert "~ aider min_safe_version: '0.60.0' -> '0.50.0'" in out
+    assert "  - claude" in out.splitlines()
+    assert "downgrade (needs --allow-downgrade)" in out
+    assert '+        "min_safe_version": "0.50.0",' in out
+    [line] = err.splitlines()
+    assert "refusing a downgrade" in line and "--allow-downgrade" in line
+    code, out, err = run(project, "refresh", "--feed", "feed.json", "--json")
+    assert code == 1
+    document = json.loads(out)
+    assert (document["stale"], document["downgrade"]) == (True, True)
+    assert "refusing a downgrade" in err
+    assert snapshot(project) == before
+
+
 def test_diff_prints_a_unified_diff_of_the_module(project: Path) -> None:
     (project / "project" / "feed.json").write_text(
         json.dumps(feed(aider=entry("0.61.0"), claude=entry("1.0.20", "BSA-0002")))
