@@ -32,6 +32,8 @@ LOADING = {
     "PY_SAX_PARSER": "ws_parser",
     "_PYTHON_SYSCONFIGDATA_NAME": "ws_sysconfig",
     "NODE_PRESERVE_SYMLINKS": "1",
+    "PYTHONINSPECT": "1",
+    "PYTHON_PRESITE": "ws_presite",
 }
 
 

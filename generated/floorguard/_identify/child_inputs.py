@@ -94,6 +94,10 @@ _INTERPRETER_VARIABLES: Final = {
     "PYTHONEXECUTABLE": "makes every python the child starts take another file for itself",
     "__PYVENV_LAUNCHER__": "makes every python the child starts take another file for itself",
     "PY_SAX_PARSER": "names the module every python the child starts imports as its XML parser",
+    "PYTHONINSPECT": "makes every python the child starts run what its standard input holds "
+    "after its program",
+    "PYTHON_PRESITE": "names a module every python the child starts imports before site (a "
+    "debug build's)",
     "NODE_PRESERVE_SYMLINKS": "changes which files every node the child starts loads modules from",
     "NODE_PRESERVE_SYMLINKS_MAIN": "changes which files every node the child starts loads "
     "modules from",
