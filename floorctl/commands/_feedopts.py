@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import click
 
 from floorctl import feeds, fetch
+from floorctl.commands._values import WholeNumber
 from floorguard._base._time import parse_ts, utc_now
 from floorguard.errors import FloorguardError
 
@@ -69,7 +70,7 @@ def feed_options(*, now_help: str) -> Callable[[F], F]:
         ),
         click.option(
             "--max-bytes",
-            type=click.IntRange(min=1, max=feeds.MAX_FEED_BYTES),
+            type=WholeNumber(min=1, max=feeds.MAX_FEED_BYTES),
             metavar="N",
             default=fetch.DEFAULT_MAX_BYTES,
             show_default=True,

@@ -21,6 +21,7 @@ from floorctl import keys
 from floorctl.commands._files import refuse_shared_files
 from floorctl.commands._output import emit_json, json_option, notice, report
 from floorctl.commands._time_option import parse_time_option
+from floorctl.commands._values import WholeNumber
 from floorguard._base import atomic, files
 from floorguard._base.state import state_paths
 from floorguard._chain.chain import AuditChain
@@ -304,7 +305,7 @@ def _emit_proof(text: str, out: Path | None, what: str) -> None:
 
 @chain.command("prove", short_help="Write the inclusion proof of one record.")
 @click.option("--receipt-id", metavar="ID", default=None, help="The record of this receipt.")
-@click.option("--seq", type=click.IntRange(min=0), default=None, help="The record at seq N.")
+@click.option("--seq", type=WholeNumber(min=0), default=None, help="The record at seq N.")
 @click.option(
     "--checkpoint",
     "checkpoint_file",

@@ -11,6 +11,7 @@ import click
 from floorctl import keys, publish
 from floorctl import refresh as refreshing
 from floorctl.commands._output import emit_json, json_option, notice, report
+from floorctl.commands._values import WholeNumber
 from floorctl.commands.refresh import DEFAULT_MODULE
 from floorctl.errors import ModuleError
 from floorguard._base._time import utc_now
@@ -40,7 +41,7 @@ from floorguard._base._time import utc_now
 @click.option(
     "--expires-in",
     "expires_in",
-    type=click.IntRange(min=1, max=3650),
+    type=WholeNumber(min=1, max=3650),
     default=publish.DEFAULT_EXPIRES_DAYS,
     show_default=True,
     metavar="DAYS",

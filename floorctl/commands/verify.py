@@ -16,6 +16,7 @@ import click
 from floorctl.commands import _progress, verify_log
 from floorctl.commands._output import emit_json, emit_rendered, format_option, notice
 from floorctl.commands._time_option import parse_time_option
+from floorctl.commands._values import ExistingFolder
 from floorguard._commands import verify_commands
 
 
@@ -83,7 +84,7 @@ def verify() -> None:
     "map_dirs",
     multiple=True,
     metavar="DIR",
-    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    type=ExistingFolder(),
     help="A floor-map archive folder (sha256-<hex>.json); repeatable. Default: floorguard's "
     "own maps and ./generated/floorguard/maps.",
 )
@@ -125,6 +126,8 @@ def verify_chain(
     """
     if checkpoint_file is not None and pubkey is None:
         raise click.UsageError("--checkpoint needs --pubkey (the key the checkpoint is signed by)")
+    # (in the order python -m floorguard checks them: the same usage error first)
+    verify_log.check_quorum(witness_keys, witnesses)
     if (witness_keys or witnesses is not None) and checkpoint_file is None:
         raise click.UsageError("--witness-key and --witnesses need --checkpoint")
     if (previous_checkpoint is None) != (consistency is None):
@@ -135,7 +138,6 @@ def verify_chain(
         raise click.UsageError("--inclusion needs --checkpoint")
     if inclusion is not None and previous_checkpoint is not None:
         raise click.UsageError(verify_commands.INCLUSION_OR_PREVIOUS)
-    verify_log.check_quorum(witness_keys, witnesses)
     if since is not None and until is not None and since > until:
         raise click.BadParameter("--since is later than --until", param_hint="--since")
     # The defaults, the checks and the text are floorguard's: python -m floorguard verify

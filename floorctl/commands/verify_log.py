@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from floorctl.commands._output import emit_result, json_option
+from floorctl.commands._values import WholeNumber
 from floorguard._commands import verify_commands
 
 _FILE = click.Path(path_type=Path, dir_okay=False, exists=True)
@@ -23,7 +24,7 @@ witness_key_option = click.option(
 )
 witnesses_option = click.option(
     "--witnesses",
-    type=click.IntRange(min=0),
+    type=WholeNumber(min=0),
     default=None,
     metavar="N",
     help="How many of the --witness-key must have cosigned (default: all of them).",

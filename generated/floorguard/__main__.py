@@ -44,6 +44,16 @@ def _time_option(text: str) -> datetime:
         raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
+def _whole_number_option(text: str) -> int:
+    """argparse type: a whole number in ASCII digits (a usage error otherwise)."""
+    from floorguard._base._text import whole_number
+
+    try:
+        return whole_number(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
 def _path_option(*, exists: bool, dir_okay: bool, file_okay: bool = True) -> Callable[[str], Path]:
     """argparse type: a path checked as floorctl's click options check theirs (a usage error
     otherwise), so that the two CLIs refuse the same command lines alike."""
@@ -254,7 +264,7 @@ def add_witness_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--witnesses",
-        type=int,
+        type=_whole_number_option,
         default=None,
         metavar="N",
         help="how many of the --witness-key must have cosigned (default: all of them)",

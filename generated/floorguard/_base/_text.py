@@ -76,3 +76,16 @@ def without_credentials(text: str) -> str:
     if "=" in text:
         text = _ASSIGNED.sub(lambda m: f"{m.group(1)}{m.group(2) or ''}=<hidden>", text)
     return text
+
+
+_WHOLE_NUMBER = re.compile(r"-?[0-9]+")
+
+
+def whole_number(text: str) -> int:
+    """The integer ``text`` spells in ASCII digits (an optional ``-`` first), as the command
+    lines read one. Raises ValueError for anything else: ``int()`` also takes other scripts'
+    digits, ``_`` between digits, a ``+`` and white space around them, which no other
+    option of the command lines takes."""
+    if _WHOLE_NUMBER.fullmatch(text) is None:
+        raise ValueError(f"{text!r} is not a whole number in ASCII digits")
+    return int(text)
