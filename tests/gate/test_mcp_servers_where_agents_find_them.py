@@ -249,9 +249,13 @@ def test_claude_takes_a_lone_dash_for_one_more_value_as_commander_does(
      ("cc/.config.json", {"CLAUDE_CONFIG_DIR": "@R@/cc"}),
      ("cc/.claude-custom-oauth.json",
       {"CLAUDE_CONFIG_DIR": "@R@/cc", "CLAUDE_CODE_CUSTOM_OAUTH_URL": "https://a.example"}),
-     ("home/.claude-staging-oauth.json", {"USER_TYPE": "ant", "USE_STAGING_OAUTH": "1"})],
+     ("home/.claude-staging-oauth.json", {"USER_TYPE": "ant", "USE_STAGING_OAUTH": "1"}),
+     ("xdg/claude/.config.json", {"XDG_CONFIG_HOME": "@R@/xdg"}),
+     ("xdg/claude/.claude.json", {"XDG_CONFIG_HOME": "@R@/xdg"}),
+     ("project/x/claude/.config.json", {"XDG_CONFIG_HOME": "x"})],
     ids=["legacy-config-json", "custom-oauth", "config-dir-legacy", "config-dir-custom-oauth",
-         "staging-oauth"],
+         "staging-oauth", "xdg-config-home-legacy", "xdg-config-home-claude-json",
+         "relative-xdg-config-home"],
 )  # fmt: skip
 def test_claude_reads_the_global_file_claude_code_picks(
     lab: Lab, relative: str, extra: dict[str, str]
@@ -260,12 +264,40 @@ def test_claude_reads_the_global_file_claude_code_picks(
     of its config folder whenever that exists, else ``.claude<suffix>.json`` in
     CLAUDE_CONFIG_DIR or the home, the suffix ``-custom-oauth`` when
     CLAUDE_CODE_CUSTOM_OAUTH_URL is set (``-local-oauth``, ``-staging-oauth`` for
-    Anthropic's own builds): its ``mcpServers`` start as ``~/.claude.json``'s do."""
+    Anthropic's own builds): its ``mcpServers`` start as ``~/.claude.json``'s do. Releases
+    of mid-2025 (1.0.28 to about 1.0.4x, above claude's floor) took
+    ``$XDG_CONFIG_HOME/claude`` for their config folder whenever XDG_CONFIG_HOME was set."""
     write(lab.root / relative, servers(o=OLD_AIDER))
     given = {k: v.replace("@R@", str(lab.root)) for k, v in extra.items()}
     started, reason = lab.spawn("claude", "-p", "t", env=lab.env(**given))
     assert not started, f"claude started with a below-floor server in {relative}"
     assert "aider 0.50.0" in reason and os.path.basename(relative) in reason, reason
+
+
+@pytest.mark.parametrize(
+    ("relative", "extra"),
+    [("home/.claude/settings.json", {}),
+     ("cc/settings.json", {"CLAUDE_CONFIG_DIR": "@R@/cc"}),
+     ("xdg/claude/settings.json", {"XDG_CONFIG_HOME": "@R@/xdg"})],
+    ids=["home", "claude-config-dir", "xdg-config-home"],
+)  # fmt: skip
+def test_claude_reads_the_settings_env_of_every_config_folder_a_release_takes(
+    lab: Lab, relative: str, extra: dict[str, str]
+) -> None:
+    """The user settings' ``env`` reaches claude's own process and every command it runs,
+    from whichever config folder the release takes: ``~/.claude``, CLAUDE_CONFIG_DIR, or
+    ``$XDG_CONFIG_HOME/claude`` (mid-2025 releases)."""
+    write(lab.root / relative, json.dumps({"env": {"BASH_ENV": str(lab.root / "evil.sh")}}))
+    given = {k: v.replace("@R@", str(lab.root)) for k, v in extra.items()}
+    started, reason = lab.spawn("claude", "-p", "t", env=lab.env(**given))
+    assert not started, f"claude started with BASH_ENV in {relative}"
+    assert "BASH_ENV" in reason, reason
+
+
+def test_an_xdg_config_home_claude_does_not_read_starts_claude(lab: Lab) -> None:
+    (lab.root / "xdg").mkdir()
+    started, _ = lab.spawn("claude", "-p", "t", env=lab.env(XDG_CONFIG_HOME=str(lab.root / "xdg")))
+    assert started
 
 
 # ============================================================================ other spellings

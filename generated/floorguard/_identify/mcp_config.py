@@ -795,10 +795,10 @@ class _Reader:
 
     def claude(self, argv: Sequence[str]) -> None:
         # (--strict-mcp-config removes nothing here: it may be another option's value)
-        self._node_names_are_text("CLAUDE_CONFIG_DIR")
+        self._node_names_are_text("CLAUDE_CONFIG_DIR", "XDG_CONFIG_HOME")
         self._claude_spellings()
         self._claude_settings_env(argv)
-        self._claude_agents(argv, folder=self._claude_config_dir())
+        self._claude_agents(argv, folders=self._claude_config_dirs())
         for index, value in self._claude_argv(argv):
             where, document = self._claude_mcp_config(value, f"--mcp-config argument {index}")
             if document is not None:
@@ -824,24 +824,27 @@ class _Reader:
         Anthropic's own builds, USER_TYPE with USE_LOCAL_OAUTH or USE_STAGING_OAUTH: all are
         read, and the home's ``.claude.json`` (which releases before CLAUDE_CONFIG_DIR read)
         too, rather than telling which one this release and these variables choose."""
-        config_dir = self.environ.get("CLAUDE_CONFIG_DIR")
-        inside = _node_path(self.cwd, config_dir) if config_dir else self.home
-        folder = self._claude_config_dir()
-        files = [] if self._missing(folder) else [(_joined(folder, ".config.json"), inside)]
-        folders = [self.home] + ([inside] if config_dir else [])
+        files = [
+            (_joined(folder, ".config.json"), inside)
+            for folder, inside in self._claude_config_dirs()
+            if not self._missing(folder)
+        ]
+        # (a config folder of its own, CLAUDE_CONFIG_DIR's or XDG_CONFIG_HOME's, may hold
+        # the .claude<suffix>.json files too)
+        folders = [self.home] + [inside for _, inside in self._claude_config_dirs()]
         for folder in dict.fromkeys(folders):
             for suffix in _CLAUDE_GLOBAL_SUFFIXES:
                 files.append((_joined(folder, f".claude{suffix}.json"), folder))
         return files
 
-    def _node_names_are_text(self, variable: str) -> None:
+    def _node_names_are_text(self, *variables: str) -> None:
         """Node (Claude Code, Gemini CLI) reads a byte that is not UTF-8 in its working
         directory, arguments and environment as U+FFFD, and so opens another file than
         the one named, which cannot be read here in its place. Raises ConfigDoubt."""
         for name, value in (
             ("the working directory", self.cwd),
             ("HOME", self.environ.get("HOME")),
-            (variable, self.environ.get(variable)),
+            *((variable, self.environ.get(variable)) for variable in variables),
         ):
             if value and not is_text(value):
                 raise ConfigDoubt(
@@ -857,6 +860,7 @@ class _Reader:
             ("the working directory", self.cwd),
             ("HOME", self.environ.get("HOME")),
             ("CLAUDE_CONFIG_DIR", self.environ.get("CLAUDE_CONFIG_DIR")),
+            ("XDG_CONFIG_HOME", self.environ.get("XDG_CONFIG_HOME")),
         ):
             if value and not value.isascii():
                 if any(unicodedata.category(c) == "Cn" for c in value):
@@ -896,13 +900,25 @@ class _Reader:
         where = _node_path(self.cwd, value)
         return where, self._load(where, None, "json")
 
-    def _claude_config_dir(self) -> str:
+    def _claude_config_dirs(self) -> list[tuple[str, str]]:
+        """Every folder a Claude Code release takes for its config folder, with the folder
+        its files must stay in: CLAUDE_CONFIG_DIR, else ``~/.claude`` (a home file may be a
+        link anywhere in the home, as dotfile managers make them); and, when XDG_CONFIG_HOME
+        is set, ``$XDG_CONFIG_HOME/claude``, which releases of mid-2025 (1.0.28 to about
+        1.0.4x) took instead whenever it was set (read whichever this release is)."""
         config_dir = self.environ.get("CLAUDE_CONFIG_DIR")
         if config_dir:
-            return _node_path(self.cwd, config_dir)
-        return _joined(self.home, ".claude")
+            folder = _node_path(self.cwd, config_dir)
+            found = [(folder, folder)]
+        else:
+            found = [(_joined(self.home, ".claude"), self.home)]
+        xdg = self.environ.get("XDG_CONFIG_HOME")
+        if xdg:
+            folder = _joined(_node_path(self.cwd, xdg), "claude")
+            found.append((folder, folder))
+        return list(dict.fromkeys(found))
 
-    def _claude_agents(self, argv: Sequence[str], *, folder: str) -> None:
+    def _claude_agents(self, argv: Sequence[str], *, folders: Sequence[tuple[str, str]]) -> None:
         """Claude Code starts the servers an agent definition declares (``mcpServers`` in
         an agent file's front matter, or in ``--agents`` JSON), and a plugin's
         (``--plugin-dir``): none is read here, so each one present is a doubt."""
@@ -916,17 +932,17 @@ class _Reader:
                 self._doubt(f"argument {index}", name, "a plugin folder, not read here")
             elif name == "--agents" and _names_servers(value):
                 self._doubt(f"argument {index}", name, "agents declaring MCP servers, not read")
-        folders = [] if self._missing(folder) else [_joined(folder, "agents")]
-        folders += [
+        found = [_joined(folder, "agents") for folder, _ in folders if not self._missing(folder)]
+        found += [
             _joined(claude, "agents")
             for claude in (_joined(d, ".claude") for d in self.above)
             if not self._missing(claude)
         ]
-        folders += [
+        found += [
             os.path.join(os.path.normpath(os.path.join(self.cwd, added)), ".claude", "agents")
             for added in _variadic_values(argv, "--add-dir")
         ]
-        self._agent_definitions(folders, _AGENT_SERVERS, "claude agent file")
+        self._agent_definitions(found, _AGENT_SERVERS, "claude agent file")
 
     def _agent_definitions(self, folders: Sequence[str], key: str, what: str) -> None:
         """Each Markdown agent file in ``folders`` and the folders below them whose front
@@ -995,12 +1011,11 @@ class _Reader:
         and ``settings.local`` from the farthest folder above down to the working directory,
         each ``--settings`` value (a file, or inline JSON), and the managed file; a later
         file's value wins."""
-        folder = self._claude_config_dir()
-        # A home file may be a link anywhere in the home (dotfile managers), as ~/.claude.json.
-        inside = folder if self.environ.get("CLAUDE_CONFIG_DIR") else self.home
-        files: list[tuple[str, str | None]] = []
-        if not self._missing(folder):
-            files.append((_joined(folder, "settings.json"), inside))
+        files: list[tuple[str, str | None]] = [
+            (_joined(folder, "settings.json"), inside)
+            for folder, inside in self._claude_config_dirs()
+            if not self._missing(folder)
+        ]
         for above in reversed(self.above):
             claude = _joined(above, ".claude")
             if not self._missing(claude):
