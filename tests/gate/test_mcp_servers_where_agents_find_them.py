@@ -300,6 +300,26 @@ def test_an_xdg_config_home_claude_does_not_read_starts_claude(lab: Lab) -> None
     assert started
 
 
+@pytest.mark.parametrize("where", ["settings", "extension"])
+def test_gemini_with_its_own_home_named_reads_the_home_s_gemini_folder_too(
+    lab: Lab, where: str
+) -> None:
+    """Releases before GEMINI_CLI_HOME (up to 0.6, above gemini's floor) read HOME's
+    ``.gemini`` whatever it says: with it set, the settings and extensions of both homes
+    are judged, as their ``.env`` files are."""
+    if where == "settings":
+        write(lab.home / ".gemini" / "settings.json", servers(o=OLD_AIDER))
+    else:
+        extension = {"name": "x", "version": "1.0.0", "mcpServers": {"o": OLD_AIDER}}
+        write(lab.home / ".gemini" / "extensions" / "x" / "gemini-extension.json",
+              json.dumps(extension))  # fmt: skip
+    cli_home = lab.root / "cli-home"
+    cli_home.mkdir()
+    started, reason = lab.spawn("gemini", env=lab.env(GEMINI_CLI_HOME=str(cli_home)))
+    assert not started, f"gemini started with a below-floor server in HOME's {where}"
+    assert "aider 0.50.0" in reason, reason
+
+
 # ============================================================================ other spellings
 
 

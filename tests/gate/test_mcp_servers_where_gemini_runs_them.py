@@ -3,7 +3,8 @@ arguments move them, each form spawned for real: an agent the gate cannot follow
 refused on the record and never started; the honest forms nearby still start.
 
 - An empty HOME: Gemini CLI's home folder is then the temporary folder's ``.gemini``
-  (``$TMPDIR/.gemini``, else ``/tmp/.gemini``), unless GEMINI_CLI_HOME names one.
+  (``$TMPDIR/.gemini``, else ``/tmp/.gemini``), for the releases before GEMINI_CLI_HOME
+  whatever it names.
 - The system defaults: beside the file GEMINI_CLI_SYSTEM_SETTINGS_PATH names, unless
   GEMINI_CLI_SYSTEM_DEFAULTS_PATH names another.
 - A sandbox that is on (settings ``tools.sandbox``, ``--sandbox``/``-s``,
@@ -48,15 +49,20 @@ def test_gemini_with_an_empty_home_reading_the_temporary_folder_is_refused(
     assert "HOME" in reason and "empty" in reason, reason
 
 
-def test_gemini_with_an_empty_home_and_its_own_home_named_starts(lab: Lab) -> None:
-    """GEMINI_CLI_HOME names Gemini CLI's home whatever HOME is: its settings are read
-    there and judged (a below-floor server there refuses), and a clean one starts."""
+def test_gemini_with_its_own_home_named_is_judged_by_it_and_an_empty_home_refuses(
+    lab: Lab,
+) -> None:
+    """GEMINI_CLI_HOME names Gemini CLI's home: its settings are read there and judged (a
+    below-floor server there refuses), and a clean one starts. An empty HOME still refuses:
+    the releases before GEMINI_CLI_HOME take their home from HOME whatever it says."""
     cli_home = lab.root / "cli-home"
     write(cli_home / ".gemini" / "settings.json", servers())
-    started, reason = lab.spawn("gemini", env=lab.env(HOME="", GEMINI_CLI_HOME=str(cli_home)))
+    started, reason = lab.spawn("gemini", env=lab.env(GEMINI_CLI_HOME=str(cli_home)))
     assert started, reason
-    write(cli_home / ".gemini" / "settings.json", servers(o=OLD_AIDER))
     started, reason = lab.spawn("gemini", env=lab.env(HOME="", GEMINI_CLI_HOME=str(cli_home)))
+    assert not started and "HOME" in reason and "empty" in reason, reason
+    write(cli_home / ".gemini" / "settings.json", servers(o=OLD_AIDER))
+    started, reason = lab.spawn("gemini", env=lab.env(GEMINI_CLI_HOME=str(cli_home)))
     assert not started and "aider 0.50.0" in reason, reason
 
 

@@ -1612,21 +1612,28 @@ class _Reader:
         given = self.environ.get("GEMINI_CLI_HOME")
         return os.path.normpath(os.path.join(self.cwd, given)) if given else self.home
 
+    def _gemini_homes(self) -> list[str]:
+        """The homes whose ``.gemini`` a Gemini CLI release reads: GEMINI_CLI_HOME's when
+        set, and HOME's, which releases before GEMINI_CLI_HOME (up to 0.6) read whatever it
+        says."""
+        return list(dict.fromkeys([self._gemini_home(), self.home]))
+
     def gemini(self, argv: Sequence[str]) -> None:
         self._node_names_are_text("GEMINI_CLI_HOME")
         # (GEMINI_SANDBOX, then an argument, decides before the settings are looked at)
         self.gemini_sandbox_decided = self._gemini_sandbox(argv)
         self._gemini_worktree(argv)
         self._gemini_ide_companion()
-        if self.environ.get("HOME") == "" and not self.environ.get("GEMINI_CLI_HOME"):
+        if self.environ.get("HOME") == "":
             # (node's os.homedir() is then empty, and Storage.getGlobalGeminiDir() falls
-            # back to os.tmpdir(): a folder anyone may write, and TMPDIR may move it)
+            # back to os.tmpdir(): a folder anyone may write, and TMPDIR may move it; the
+            # releases before GEMINI_CLI_HOME read that home whatever it says)
             raise ConfigDoubt(
                 "gemini: HOME is set but empty: Gemini CLI then takes the temporary "
-                "folder's .gemini ($TMPDIR/.gemini) for its home, not read here (set HOME, "
-                "or GEMINI_CLI_HOME)"
+                "folder's .gemini ($TMPDIR/.gemini) for its home, not read here (set HOME; "
+                "releases before GEMINI_CLI_HOME take HOME's whatever it says)"
             )
-        home = self._gemini_home()
+        homes = self._gemini_homes()
         # (a relative path is opened from the working directory, as node opens it)
         system = self.environ.get("GEMINI_CLI_SYSTEM_SETTINGS_PATH") or GEMINI_SYSTEM
         defaults = self.environ.get("GEMINI_CLI_SYSTEM_DEFAULTS_PATH")
@@ -1635,10 +1642,11 @@ class _Reader:
         files: list[tuple[str, str | None]] = [
             (os.path.join(self.cwd, defaults), None),
             (os.path.join(self.cwd, system), None),
-            (os.path.join(home, ".gemini", "settings.json"), home),
+            *((os.path.join(home, ".gemini", "settings.json"), home) for home in homes),
         ]
-        if os.path.realpath(self.cwd) != os.path.realpath(home):
+        if all(os.path.realpath(self.cwd) != os.path.realpath(home) for home in homes):
             files.append((os.path.join(self.cwd, ".gemini", "settings.json"), self.cwd))
+        files = list(dict.fromkeys(files))
         # (Gemini CLI loads its settings, then its .env, which they and its argv choose)
         documents = [(path, self._load(path, within, "jsonc")) for path, within in files]
         self._gemini_env_file(argv, documents)
@@ -1666,8 +1674,8 @@ class _Reader:
             self.settings_expanding = self.environ
             self._gemini_servers(servers, path, self._GEMINI_KEYS)
             self.settings_expanding = None
-        self._gemini_extensions(home)
-        self._gemini_agents(home)
+        self._gemini_extensions(homes)
+        self._gemini_agents(homes)
 
     def _gemini_sandbox(self, argv: Sequence[str]) -> bool:
         """Gemini CLI with its sandbox on re-runs itself, and so starts its servers, in a
@@ -1750,15 +1758,15 @@ class _Reader:
             if "sandbox" in holder and not _gemini_sandbox_off(holder["sandbox"]):
                 self._doubt(path, at, _IN_A_SANDBOX)
 
-    def _gemini_agents(self, home: str) -> None:
+    def _gemini_agents(self, homes: Sequence[str]) -> None:
         """Gemini CLI's local subagents declare servers of their own (``mcp_servers`` in a
         Markdown file's front matter, started when the subagent runs): the home's
         ``.gemini/agents``, the project's (every folder up from the working directory is
         looked at) and each extension's ``agents/``. None is read: each one present is a
         doubt."""
-        folders = [os.path.join(home, ".gemini", "agents")]
+        folders = [os.path.join(home, ".gemini", "agents") for home in homes]
         folders += [os.path.join(d, ".gemini", "agents") for d in self.above]
-        for extensions in dict.fromkeys(self._gemini_extension_folders(home)):
+        for extensions in self._gemini_extension_folders(homes):
             folders += [
                 os.path.join(extensions, name, "agents") for name in self._listed(extensions)
             ]
@@ -1852,18 +1860,23 @@ class _Reader:
             self._doubt(folder, "(the folder)", f"cannot be listed: {exc.strerror or exc}")
             return []
 
-    def _gemini_extensions(self, home: str) -> None:
+    def _gemini_extensions(self, homes: Sequence[str]) -> None:
         """The servers of every extension installed in the home's ``.gemini/extensions``
         and in the working directory's (releases have loaded a workspace's extensions too,
         ahead of the home's): each folder's ``gemini-extension.json``, its
         ``${extensionPath}``, ``${workspacePath}`` and ``${/}`` put in as Gemini CLI does;
         the variables of the extension's own ``.env`` reach its servers. An extension
         linked from elsewhere is a doubt: its declarations are not read here."""
-        for folder in dict.fromkeys(self._gemini_extension_folders(home)):
+        for folder, home in self._gemini_extension_folders(homes).items():
             self._gemini_extensions_in(folder, home)
 
-    def _gemini_extension_folders(self, home: str) -> list[str]:
-        return [os.path.join(root, ".gemini", "extensions") for root in (self.cwd, home)]
+    def _gemini_extension_folders(self, homes: Sequence[str]) -> dict[str, str]:
+        """Each extensions folder, the working directory's first, with the home its
+        extensions take their settings from (the first home's for the working directory's)."""
+        found: dict[str, str] = {}
+        for root, home in ((self.cwd, homes[0]), *((home, home) for home in homes)):
+            found.setdefault(os.path.join(root, ".gemini", "extensions"), home)
+        return found
 
     def _gemini_extensions_in(self, folder: str, home: str) -> None:
         for name in self._listed(folder):
