@@ -145,6 +145,26 @@ def test_exec_exits_126_when_refused_below_the_floor(
     assert not marker.exists()
 
 
+def test_exec_from_a_removed_working_directory_is_a_recorded_refusal(
+    host: Host, bin_dir: Path, tmp_path: Path
+) -> None:
+    """The child would start in exec's own working directory: one that was removed is a
+    refusal on the record, exit 126, and nothing runs."""
+    marker = tmp_path / "ran"
+    agent(bin_dir / "codex", "0.70.0", marker)
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    done = host.python(
+        "-m", "floorguard", "exec", "codex", "--", "task", PATH=str(bin_dir),
+        wrap=("/bin/sh", "-c", 'cd "$0" && /bin/rmdir "$0" && exec "$@"', str(gone)),
+    )  # fmt: skip
+    assert done.returncode == 126, done.stderr
+    assert "working directory" in one_line(done)
+    assert not marker.exists()
+    [refusal] = refusals(host)
+    assert "working directory" in str(refusal["reason"])
+
+
 def test_exec_exits_126_for_an_invalid_adapter_name(host: Host, bin_dir: Path) -> None:
     done = exec_(host, "../aider", bin_dir)
     assert done.returncode == 126, done.stderr

@@ -597,7 +597,15 @@ def decide(
         from floorguard._identify.child_inputs import invalid_inputs
 
         here = None if cwd is None else os.fspath(cwd)
-        problem = invalid_inputs(argv, run_environ, here)
+        if here is None:
+            try:
+                os.getcwd()  # (the child would start in this process's own)
+            except OSError as exc:
+                problem = (
+                    "this process's working directory, which the child would start in, "
+                    f"cannot be read ({exc.strerror or exc}: it was removed?)"
+                )
+        problem = problem or invalid_inputs(argv, run_environ, here)
         if problem is None and here is not None and not os.path.isdir(here):
             problem = f"the working directory {here} is not a directory"
         if problem is None:
