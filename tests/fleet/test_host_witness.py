@@ -17,6 +17,7 @@ appended to or read, and before each append checks that the server's tree extend
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import subprocess
@@ -33,7 +34,9 @@ from helpers.pg_chain import Chain, floorctl
 from hosts import Host, floor
 
 from floorguard._chain.chain import AuditChain
+from floorguard._chain.chain_key import key_check, load_or_create_key
 from floorguard._proofs import checkpoint
+from floorguard.chainstore.postgres_init import init_schema
 from floorguard.errors import ChainWriteError
 
 pytestmark = pytest.mark.fleet  # (a long PostgreSQL suite: run by .ci/run)
@@ -251,6 +254,37 @@ def test_a_restored_copy_of_a_local_sqlite_chain_is_refused_as_a_rollback(tmp_pa
     refused = local.append(1)[0]
     assert "rollback" in str(refused.get("refused")), refused
     assert json.loads((home / "chain-refusals.jsonl").read_text())["event"] == "rollback"
+
+
+def test_two_chains_a_host_has_seen_swapped_between_their_places_are_refused_as_replaced(
+    pg: Chain, tmp_path: Path
+) -> None:
+    """A host that appends to two chains (prod and staging) remembers each where it saw it:
+    the operator swapping the two databases' names makes each URL reach the other chain,
+    which the host knows, but not there. Each append is refused as a replaced chain, not
+    written to the chain the other URL's auditors read."""
+    other = f"{pg.database}_b"
+    pg.server.psql(f"CREATE DATABASE {other} OWNER {pg.owner}")
+    try:
+        staging = dataclasses.replace(pg, database=other)
+        key = load_or_create_key(pg.key_file)  # (one key for both: the key check passes)
+        init_schema(staging.owner_url, timeout=60, grant_to=[pg.appender], key_check=key_check(key))
+        prod_host, staging_host = (
+            FleetHost(pg, tmp_path, "host"),
+            FleetHost(staging, tmp_path, "host"),
+        )
+        prod_host.appended(3)
+        staging_host.appended(2)
+        pg.server.psql(f"ALTER DATABASE {pg.database} RENAME TO {pg.database}_swap")
+        pg.server.psql(f"ALTER DATABASE {other} RENAME TO {pg.database}")
+        pg.server.psql(f"ALTER DATABASE {pg.database}_swap RENAME TO {other}")
+        for host, held in ((prod_host, 1), (staging_host, 2)):
+            refused = host.append(1)[0]
+            assert "replaced by another chain" in str(refused.get("refused")), refused
+            assert _head_seq(host.pg) == held  # (the other chain, now at this host's URL)
+        assert [r["event"] for r in _refusals(prod_host)] == ["replaced", "replaced"]
+    finally:
+        pg.server.psql(f"DROP DATABASE IF EXISTS {other} WITH (FORCE)")
 
 
 class LocalHost(FleetHost):

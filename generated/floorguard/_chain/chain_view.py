@@ -582,16 +582,19 @@ def judge(
     ``views`` remember (``root_of(m)``: that tree's root of its first m records), as
     (event, reason, the view it contradicts, the root found or None); None when it does."""
     seen = views.get(chain_id)
-    if seen is None:
-        replaced = [(cid, v) for cid, v in views.items() if v.location == location]
-        if not replaced:
-            return None
+    # Another chain this host saw here: this one replaced it, whether the host has seen this
+    # one elsewhere too (two databases swapped) or never.
+    replaced = [(cid, v) for cid, v in views.items() if cid != chain_id and v.location == location]
+    if replaced:
         cid, old = max(replaced, key=lambda item: item[1].size)
+        elsewhere = "" if seen is None else f" (this host has seen it at {seen.location})"
         return ("replaced",
-                f"it is chain {chain_id}, holding {size} records, but this host has seen chain "
-                f"{cid} there, holding {old.size} records (root {old.root.hex()}, seen "
-                f"{old.seen}): a rollback (the database was replaced by another chain)",
+                f"it is chain {chain_id}, holding {size} records{elsewhere}, but this host has "
+                f"seen chain {cid} there, holding {old.size} records (root {old.root.hex()}, "
+                f"seen {old.seen}): a rollback (the database was replaced by another chain)",
                 old, None)  # fmt: skip
+    if seen is None:
+        return None
     if size < seen.size:
         return ("rollback",
                 f"it holds {size} records, but this host has seen it hold {seen.size} (root "
