@@ -21,6 +21,7 @@ from floorctl.commands._output import emit_json, json_option, notice, report
 from floorctl.errors import StaleModule
 from floorctl.render_templates import is_template_path
 from floorctl.splice import read_module_text
+from floorguard._base._text import one_line
 from floorguard._base._time import format_ts
 from floorguard._crypto.trust import TrustedKeys
 from floorguard._maps.map_model import Advisory
@@ -321,8 +322,9 @@ def command(
             difflib.unified_diff(
                 plan.old_text.splitlines(keepends=True),
                 plan.new_text.splitlines(keepends=True),
-                fromfile=f"a/{module}",
-                tofile=f"b/{module}",
+                # (the module's name as every other line shows it: escaped, one line)
+                fromfile=f"a/{one_line(str(module))}",
+                tofile=f"b/{one_line(str(module))}",
             )
         )
         if show_diff

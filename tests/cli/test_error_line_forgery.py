@@ -145,3 +145,21 @@ def test_report_lines_on_stdout_cannot_forge_a_line_nor_send_escapes(tmp_path: P
     done = floorctl("keygen", "--out", keys, cwd=tmp_path, state=tmp_path / "s")
     assert done.returncode == 0, done.stderr
     assert "\x1b" not in done.stdout and len(done.stdout.splitlines()) == 2, done.stdout
+
+
+def test_a_module_name_cannot_add_a_line_to_the_unified_diff(tmp_path: Path) -> None:
+    """``refresh --diff`` heads its diff with the module's name: a name holding a newline (or
+    a CI runner's workflow command, or a terminal's control bytes) stays on its header line."""
+    name = "m\n::error ::FORGED\r\x07\x9b.py"
+    (tmp_path / name).write_text(EMPTY_MODULE)
+    (tmp_path / "a.json").write_text(feed_v1(aider="0.60.0"))
+    done = floorctl(
+        "refresh", "--feed", "a.json", "--module", name, "--diff",
+        cwd=tmp_path, state=tmp_path / "s",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert not [line for line in lines if line.startswith("::error")], done.stdout
+    assert not any(c in done.stdout for c in "\r\x07\x9b"), done.stdout
+    headers = [line for line in lines if line.startswith(("--- a/", "+++ b/"))]
+    assert len(headers) == 2 and all("\\n::error ::FORGED\\r\\x07\\x9b.py" in h for h in headers)
