@@ -320,6 +320,64 @@ def test_gemini_with_its_own_home_named_reads_the_home_s_gemini_folder_too(
     assert "aider 0.50.0" in reason, reason
 
 
+@pytest.mark.parametrize(
+    ("name", "text", "named"),
+    [(".env", "BASH_ENV=./evil.sh\n", "BASH_ENV"),
+     (".env.local", "NODE_OPTIONS=--require ./hook.js\n", "NODE_OPTIONS"),
+     (".env.development", "PYTHONPATH=lib\n", "PYTHONPATH"),
+     (".env.production", "LD_PRELOAD=./x.so\n", "LD_PRELOAD"),
+     (".env", "CLAUDE_CONFIG_DIR=./cc\n", "CLAUDE_CONFIG_DIR"),
+     (".env", "XDG_CONFIG_HOME=./x\n", "XDG_CONFIG_HOME"),
+     (".env", 'API_KEY="a b\\c"\n', "line 1")],
+    ids=["bash-env", "local-node-options", "development-pythonpath", "production-ld-preload",
+         "config-dir", "xdg-config-home", "not-read-plainly"],
+)  # fmt: skip
+def test_claude_is_judged_with_the_project_env_files_it_loads(
+    lab: Lab, name: str, text: str, named: str
+) -> None:
+    """Claude Code loads the working directory's ``.env`` files into its own process (a
+    Bun-built executable does so unless built not to; releases have been reported loading
+    it into their bash tool's environment): every command and server it starts inherits
+    them (a variable the environment holds keeps its value). A variable there is judged as
+    the spawn's own are, and one deciding where it reads its configuration is a doubt."""
+    write(lab.project / name, text)
+    started, reason = lab.spawn("claude", "-p", "t")
+    assert not started, f"claude started with {text!r} in {name}"
+    assert named in reason and name in reason, reason
+
+
+def test_a_project_env_file_that_loads_nothing_starts_claude(lab: Lab) -> None:
+    write(lab.project / ".env", "# the app's\nDATABASE_URL=postgres://db/app\nDEBUG=1\n")
+    started, reason = lab.spawn("claude", "-p", "t")
+    assert started, reason
+
+
+@pytest.mark.parametrize(
+    ("relative", "text"),
+    [("project/bunfig.toml", 'preload = ["./evil.ts"]\n'),
+     ("project/bunfig.toml", '[test]\npreload = ["./evil.ts"]\n'),
+     ("project/bunfig.toml", '[env]\nfile = [".env.other"]\n'),
+     ("project/bunfig.toml", "not toml = = \n"),
+     ("home/.bunfig.toml", 'preload = ["/tmp/evil.ts"]\n')],
+    ids=["preload", "test-preload", "env-files", "not-toml", "home-preload"],
+)  # fmt: skip
+def test_a_bun_configuration_that_runs_code_refuses_claude(
+    lab: Lab, relative: str, text: str
+) -> None:
+    """Claude Code's native build is a Bun executable, which reads ``bunfig.toml`` unless
+    built not to: its ``preload`` runs code in claude's process before claude's own."""
+    write(lab.root / relative, text)
+    started, reason = lab.spawn("claude", "-p", "t")
+    assert not started, f"claude started with {relative} holding {text!r}"
+    assert "bunfig" in reason, reason
+
+
+def test_a_bun_configuration_of_the_package_manager_only_starts_claude(lab: Lab) -> None:
+    write(lab.project / "bunfig.toml", '[install]\nregistry = "https://registry.npmjs.org/"\n')
+    started, reason = lab.spawn("claude", "-p", "t")
+    assert started, reason
+
+
 # ============================================================================ other spellings
 
 

@@ -235,10 +235,20 @@ def _own_environment_doubts(client: str, reader: _Reader) -> list[str]:
             if reader.environ.get(name) != value
         }
     else:
-        added = reader.inherited
+        # (what claude's .env files gave and its settings did not change: named as theirs)
+        added = {
+            name: value
+            for name, value in reader.inherited.items()
+            if reader.claude_dotenv.get(name) != value
+        }
     source = _OWN_ENVIRONMENT_FROM.get(client)
+    dotenv = f"its working directory's {', '.join(reader.claude_dotenv_files)}"
     found: list[str] = []
-    for given, where in ((added, source), (reader.codex_shell_set, _CODEX_SHELL_SET)):
+    for given, where in (
+        (added, source),
+        (reader.codex_shell_set, _CODEX_SHELL_SET),
+        ({n: v for n, v in reader.claude_dotenv.items() if reader.inherited.get(n) == v}, dotenv),
+    ):
         if given and where is not None:
             # (whatever the agent is: set after it started, they reach only what it starts)
             doubts = [*loader_doubts(given), *interpreter_start_up(given, None)]
@@ -439,6 +449,19 @@ def _js_truthy(value: Any) -> bool:
 # after loading the file, the child given their environment: NODE_OPTIONS, NODE_PATH, the
 # dynamic loader's LD_ and DYLD_ variables): the file is loaded after the gate read them,
 # and before Gemini CLI decides on its sandbox.
+# The .env files a Bun executable loads from its working directory (which of .development,
+# .production and .test by NODE_ENV; .local last, but for tests): claude's are all read.
+_CLAUDE_ENV_FILES: Final = (".env", ".env.development", ".env.production", ".env.test",
+                            ".env.local")  # fmt: skip
+# What decides where Claude Code reads its configuration, or what it runs.
+_CLAUDE_PLACE_NAMES: Final = frozenset(
+    {
+        "HOME", "PATH", "CLAUDE_CONFIG_DIR", "XDG_CONFIG_HOME", "CLAUDE_CODE_CUSTOM_OAUTH_URL",
+        "USER_TYPE", "USE_LOCAL_OAUTH", "USE_STAGING_OAUTH", "GIT_DIR", "GIT_COMMON_DIR",
+    }
+)  # fmt: skip
+# Keys of Bun's configuration that run code in the process or load variables from files.
+_BUN_CODE_KEYS: Final = frozenset({"preload", "plugins", "env"})
 _GEMINI_PLACE_PREFIXES: Final = ("GEMINI_CLI_", "XDG_", "GEMINI_SANDBOX", "SANDBOX", "LD_", "DYLD_")
 _GEMINI_PLACE_NAMES: Final = frozenset(
     {
@@ -742,6 +765,10 @@ class _Reader:
         # What codex's shell_environment_policy.set gives the commands of its shell tool,
         # from every layer and -c override (codex only).
         self.codex_shell_set: dict[str, str] = {}
+        # What the working directory's .env files give claude's own process, and the files
+        # that give it (claude only).
+        self.claude_dotenv: dict[str, str] = {}
+        self.claude_dotenv_files: list[str] = []
         # A gemini settings layer that configures its environment redaction for servers
         # (security.environmentVariableRedaction): which variables then reach them is not
         # modelled, so each server is judged with the fewest as well (gemini only).
@@ -797,6 +824,9 @@ class _Reader:
         # (--strict-mcp-config removes nothing here: it may be another option's value)
         self._node_names_are_text("CLAUDE_CONFIG_DIR", "XDG_CONFIG_HOME")
         self._claude_spellings()
+        # (loaded as the process starts: the settings' env, applied later, wins over them)
+        self._claude_env_files()
+        self._claude_bun_configuration()
         self._claude_settings_env(argv)
         self._claude_agents(argv, folders=self._claude_config_dirs())
         for index, value in self._claude_argv(argv):
@@ -1004,6 +1034,62 @@ class _Reader:
                 elif name.lower().endswith(suffix):
                     found.append(path)
         return sorted(found)
+
+    def _claude_env_files(self) -> None:
+        """The working directory's ``.env`` files, which Claude Code loads into its own
+        process (its native build is a Bun executable, which loads them unless built not
+        to, ``NODE_ENV`` choosing among them; releases have been reported loading ``.env``
+        into their bash tool's environment): all are read. A variable the environment
+        already holds keeps its value; one deciding where claude reads its configuration
+        or what it runs is a doubt."""
+        for name in _CLAUDE_ENV_FILES:
+            path = os.path.join(self.cwd, name)
+            added = self._dotenv(path, "claude environment file")
+            if not added:
+                continue
+            added = {n: v for n, v in added.items() if n not in self.environ}
+            placing = sorted(n for n in added if n in _CLAUDE_PLACE_NAMES)
+            if placing:
+                self._doubt(
+                    path, placing[0],
+                    "sets a variable deciding where Claude Code reads its configuration or "
+                    "what it runs, none of which the gate would then have judged",
+                )  # fmt: skip
+                continue
+            if added:
+                self.claude_dotenv.update(added)
+                self.claude_dotenv_files.append(name)
+                self.inherited.update(added)
+
+    def _claude_bun_configuration(self) -> None:
+        """Bun's configuration, which claude's native build (a Bun executable) reads unless
+        built not to: ``bunfig.toml`` in the working directory and the folders above it,
+        ``~/.bunfig.toml`` and ``$XDG_CONFIG_HOME/.bunfig.toml``. A ``preload`` or
+        ``plugins`` in it runs code in claude's process before claude's own, and an
+        ``[env]`` table chooses other files to load variables from: each is a doubt."""
+        files = [(os.path.join(folder, "bunfig.toml"), folder) for folder in self.above]
+        files.append((os.path.join(self.home, ".bunfig.toml"), self.home))
+        xdg = self.environ.get("XDG_CONFIG_HOME")
+        if xdg:
+            folder = _node_path(self.cwd, xdg)
+            files.append((os.path.join(folder, ".bunfig.toml"), folder))
+        for path, within in dict.fromkeys(files):
+            document = self._load(path, within, "toml")
+            if document is None:
+                continue
+            tables = [("", document)] + [
+                (f"{key}.", value) for key, value in document.items() if isinstance(value, dict)
+            ]
+            for prefix, table in tables:
+                for key in sorted(_BUN_CODE_KEYS & table.keys()):
+                    if prefix and key == "env":
+                        continue  # (a table's own env, not Bun's [env])
+                    self._doubt(
+                        path, prefix + key,
+                        "Bun's configuration, which a Bun-built claude reads: it runs code in "
+                        "claude's process or loads its variables from other files, not judged "
+                        "here",
+                    )  # fmt: skip
 
     def _claude_settings_env(self, argv: Sequence[str]) -> None:
         """The ``env`` of Claude Code's settings files, which it applies to its own process
@@ -2044,11 +2130,11 @@ class _Reader:
         self.inherited.update(added)
         self.expanding = {**added, **self.environ}
 
-    def _dotenv(self, path: str) -> dict[str, str] | None:
+    def _dotenv(self, path: str, what: str = "gemini environment file") -> dict[str, str] | None:
         """The variables a ``.env`` file sets, read plainly, or None (a doubt recorded)."""
         got = None
         try:
-            got = read_config(path, within=None, what="gemini environment file")
+            got = read_config(path, within=None, what=what)
         except ConfigDoubt as exc:
             self.doubts.append(str(exc))
             return None
