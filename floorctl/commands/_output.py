@@ -10,13 +10,12 @@ already printed its own).
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
 
-from floorguard._base._text import one_line
+from floorguard._base._text import one_line, terminal_json
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -34,7 +33,7 @@ class OutputState:
 
 def emit_json(document: Any) -> None:
     """Print one JSON document (sorted keys, UTF-8) on stdout."""
-    click.echo(json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False))
+    click.echo(terminal_json(document))
     OutputState.emitted = True
 
 

@@ -8,7 +8,6 @@ that adds its parser and sets ``handler``; a handler returns the exit status:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -16,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from floorguard._base._text import one_line
+from floorguard._base._text import one_line, terminal_json
 from floorguard._commands._cli_io import requested_format, stdout_failed
 from floorguard.errors import FloorguardError
 
@@ -577,7 +576,7 @@ class _Parser(argparse.ArgumentParser):
 def _print_error_document(message: str, status: int) -> None:
     document = {"error": {"message": message, "exit_status": status}}
     try:
-        print(json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False), flush=True)
+        print(terminal_json(document), flush=True)
     except OSError:
         stdout_failed()  # the stderr line has said what failed
 

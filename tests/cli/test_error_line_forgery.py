@@ -163,3 +163,20 @@ def test_a_module_name_cannot_add_a_line_to_the_unified_diff(tmp_path: Path) -> 
     assert not any(c in done.stdout for c in "\r\x07\x9b"), done.stdout
     headers = [line for line in lines if line.startswith(("--- a/", "+++ b/"))]
     assert len(headers) == 2 and all("\\n::error ::FORGED\\r\\x07\\x9b.py" in h for h in headers)
+
+
+def test_json_documents_escape_what_a_terminal_would_act_on(tmp_path: Path) -> None:
+    """A JSON document names files too: DEL, the C1 controls (U+009B starts a terminal's
+    control sequence), U+2028 and a bidirectional override are written as ``\\u`` escapes,
+    and the document still reads back the name as it is."""
+    name = "s\u009b2J\u2028\u202e\x7f.jsonl"
+    (tmp_path / name).write_text('{"not": "a record"}\n')
+    env = isolated_env(tmp_path / "s")
+    for command in ([sys.executable, "-m", "floorguard"], [sys.executable, "-m", "floorctl"]):
+        done = subprocess.run(
+            [*command, "verify", "chain", name, "--unauthenticated", "--format", "json"],
+            capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120, check=False,
+        )  # fmt: skip
+        assert done.returncode == 1, done.stderr
+        assert not any(c in done.stdout for c in "\u009b\u2028\u202e\x7f"), done.stdout
+        assert name in json.dumps(json.loads(done.stdout), ensure_ascii=False)

@@ -89,3 +89,24 @@ def whole_number(text: str) -> int:
     if _WHOLE_NUMBER.fullmatch(text) is None:
         raise ValueError(f"{text!r} is not a whole number in ASCII digits")
     return int(text)
+
+
+def _json_escape(character: str) -> str:
+    code = ord(character)
+    if code > 0xFFFF:  # (as a UTF-16 surrogate pair, as JSON spells one)
+        code -= 0x10000
+        return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+    return f"\\u{code:04x}"
+
+
+def terminal_json(document: Any) -> str:
+    """``document`` as the JSON the command lines print (two-space indents, sorted keys,
+    UTF-8), with every character that is not printable in a string written as its ``\\u``
+    escape: JSON leaves DEL, the C1 controls (U+009B starts a terminal's control sequence),
+    U+2028 and bidirectional overrides raw, and a file name may hold any of them."""
+    import json
+
+    text = json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False)
+    if text.replace("\n", "").isprintable():
+        return text
+    return "".join(c if c.isprintable() or c == "\n" else _json_escape(c) for c in text)

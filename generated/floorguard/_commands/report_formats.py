@@ -11,13 +11,13 @@ an id is never reused for another meaning or renamed (README.md lists them).
 from __future__ import annotations
 
 import hashlib
-import json
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any
 
+from floorguard._base._text import terminal_json
 from floorguard._version import __version__
 
 FORMATS = ("text", "json", "sarif", "markdown")
@@ -446,4 +446,4 @@ def render(
 
 
 def _dumps(document: Mapping[str, Any]) -> str:
-    return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    return terminal_json(document) + "\n"

@@ -9,7 +9,6 @@ prefixes with its own name.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from floorguard._base import files
-from floorguard._base._text import one_line
+from floorguard._base._text import one_line, terminal_json
 from floorguard._base.files import read_regular
 from floorguard.errors import CanonicalizationError, FloorMapError, VerificationError
 
@@ -324,7 +323,7 @@ def verify_chain(
 
 def json_text(document: Any) -> str:
     """One JSON document as both CLIs print it (sorted keys, UTF-8, a final newline)."""
-    return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    return terminal_json(document) + "\n"
 
 
 # --- verify inclusion / consistency (the transparency log) ----------------------------------
