@@ -58,6 +58,8 @@ def _path_option(*, exists: bool, dir_okay: bool, file_okay: bool = True) -> Cal
     otherwise), so that the two CLIs refuse the same command lines alike."""
 
     def check(text: str) -> Path:
+        if not text:  # (Path("") is the working directory: click refuses it as no path)
+            raise argparse.ArgumentTypeError("an empty path names no file")
         path = Path(text)
         if not os.path.exists(path):
             if exists:

@@ -68,15 +68,18 @@ def test_ascii_digits_are_read_as_the_number_they_spell(tmp_path: Path) -> None:
         assert "--witnesses 2 needs at least that many --witness-key" in done.stderr
 
 
-@pytest.mark.parametrize("kind", ["fifo", "file"])
+@pytest.mark.parametrize("kind", ["fifo", "file", "empty", "empty-beside-a-folder"])
 def test_maps_must_name_a_folder_in_both_clis(tmp_path: Path, kind: str) -> None:
     (tmp_path / "slice.jsonl").write_text("\n")
     not_a_folder = tmp_path / "maps"
     if kind == "fifo":
         os.mkfifo(not_a_folder)
-    else:
+    elif kind == "file":
         not_a_folder.write_text("{}")
-    args = ["verify", "chain", "slice.jsonl", "--maps", "maps"]
+    else:
+        (tmp_path / "real").mkdir()
+    given = {"empty": [""], "empty-beside-a-folder": ["real", "--maps", ""]}.get(kind, ["maps"])
+    args = ["verify", "chain", "slice.jsonl", "--maps", *given]
     by_floorctl = floorctl(*args, cwd=tmp_path, state=tmp_path / "state")
     by_floorguard = _floorguard(args, tmp_path / "state", tmp_path)
     for done in (by_floorctl, by_floorguard):
