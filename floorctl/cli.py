@@ -249,10 +249,11 @@ def _report(error: Exception, status: int) -> None:
 
 def _error_document(message: str, status: int) -> None:
     # One document per run: a command that printed its own (doctor, verify chain) has said
-    # what failed in it already.
+    # what failed in it already. Its message is the stderr line's (escaped as it is there),
+    # as python -m floorguard's.
     if OutputState.format == "json" and not OutputState.emitted:
         try:
-            emit_json({"error": {"message": message, "exit_status": status}})
+            emit_json({"error": {"message": one_line(message), "exit_status": status}})
         except OSError:
             stdout_failed()  # the stderr line has said what failed
 

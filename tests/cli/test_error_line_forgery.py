@@ -180,3 +180,23 @@ def test_json_documents_escape_what_a_terminal_would_act_on(tmp_path: Path) -> N
         assert done.returncode == 1, done.stderr
         assert not any(c in done.stdout for c in "\u009b\u2028\u202e\x7f"), done.stdout
         assert name in json.dumps(json.loads(done.stdout), ensure_ascii=False)
+
+
+def test_both_command_lines_print_the_same_json_error_document(tmp_path: Path) -> None:
+    """With --json an error is one document whose message is the stderr line (as escaped
+    there), from floorctl and python -m floorguard alike, byte for byte."""
+    name = "A\x1b[31mB.json"
+    (tmp_path / name).write_text("{x")
+    env = isolated_env(tmp_path / "s")
+    printed = []
+    for command in ([sys.executable, "-m", "floorguard"], [sys.executable, "-m", "floorctl"]):
+        done = subprocess.run(
+            [*command, "verify", "receipt", name, "--json"],
+            capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120, check=False,
+        )  # fmt: skip
+        assert done.returncode == 1, done.stderr
+        [line] = done.stderr.splitlines()
+        message = json.loads(done.stdout)["error"]["message"]
+        assert line.endswith(": error: " + message), (line, message)
+        printed.append(done.stdout)
+    assert printed[0] == printed[1]
