@@ -34,6 +34,8 @@ LOADING = {
     "NODE_PRESERVE_SYMLINKS": "1",
     "PYTHONINSPECT": "1",
     "PYTHON_PRESITE": "ws_presite",
+    "BUN_OPTIONS": "--preload ./ws/hook.ts",
+    "BUN_BE_BUN": "1",
 }
 
 

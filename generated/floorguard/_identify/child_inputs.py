@@ -104,6 +104,12 @@ _INTERPRETER_VARIABLES: Final = {
     "NODE_OPTIONS": "gives every node the child starts options (--require and --import load code)",
     "NODE_PATH": "puts folders on the module path of every node the child starts",
     "NODE_REPL_EXTERNAL_MODULE": "names a module every node REPL the child starts loads",
+    # A Bun executable (bun, and every program built with `bun build --compile`, Claude
+    # Code's native build among them) reads these as it starts, whatever its name.
+    "BUN_OPTIONS": "gives every Bun executable the child starts, and a Bun-built child itself, "
+    "options (--preload loads code)",
+    "BUN_BE_BUN": "makes every Bun-built executable the child starts, and a Bun-built child "
+    "itself, act as bun (its arguments run as code)",
 }
 
 
