@@ -346,6 +346,27 @@ def test_claude_is_judged_with_the_project_env_files_it_loads(
     assert named in reason and name in reason, reason
 
 
+@pytest.mark.parametrize(
+    "relative", ["home/.claude.json", "home/.claude/.config.json", "xdg/claude/.config.json"]
+)
+def test_claude_is_judged_with_its_global_configuration_s_env(lab: Lab, relative: str) -> None:
+    """Claude Code copies its global configuration's ``env`` into its own process (1.0.31's
+    cli.js: ``Object.assign(process.env, config.env)``; 2.1 too): every command and server
+    it starts inherits it, as its settings files' ``env``."""
+    write(lab.root / relative, json.dumps({"env": {"BASH_ENV": str(lab.root / "evil.sh")}}))
+    env = lab.env(XDG_CONFIG_HOME=str(lab.root / "xdg"))
+    started, reason = lab.spawn("claude", "-p", "t", env=env)
+    assert not started, f"claude started with BASH_ENV in {relative}'s env"
+    assert "BASH_ENV" in reason, reason
+
+
+@pytest.mark.parametrize("variable", ["CLAUDE_CONFIG_DIR", "XDG_CONFIG_HOME"])
+def test_a_settings_env_that_moves_claude_s_configuration_refuses(lab: Lab, variable: str) -> None:
+    write(lab.project / ".claude" / "settings.json", json.dumps({"env": {variable: "elsewhere"}}))
+    started, reason = lab.spawn("claude", "-p", "t")
+    assert not started and variable in reason, reason
+
+
 def test_a_project_env_file_that_loads_nothing_starts_claude(lab: Lab) -> None:
     write(lab.project / ".env", "# the app's\nDATABASE_URL=postgres://db/app\nDEBUG=1\n")
     started, reason = lab.spawn("claude", "-p", "t")

@@ -214,7 +214,7 @@ def read_servers(
 _CODEX_SHELL_SET: Final = "its shell_environment_policy.set"
 # Where each client takes the variables it adds to its own process from.
 _OWN_ENVIRONMENT_FROM: Final = {
-    CLAUDE: "its settings files' env",
+    CLAUDE: "its settings files' or global configuration's env",
     GEMINI: "its .env file",
     CODEX: "its .env files",
 }
@@ -453,11 +453,12 @@ def _js_truthy(value: Any) -> bool:
 # .production and .test by NODE_ENV; .local last, but for tests): claude's are all read.
 _CLAUDE_ENV_FILES: Final = (".env", ".env.development", ".env.production", ".env.test",
                             ".env.local")  # fmt: skip
-# What decides where Claude Code reads its configuration, or what it runs.
+# What decides where Claude Code reads its configuration (GIT_DIR and GIT_COMMON_DIR, which
+# decide which project entry it takes, are looked at where project entries are read).
 _CLAUDE_PLACE_NAMES: Final = frozenset(
     {
-        "HOME", "PATH", "CLAUDE_CONFIG_DIR", "XDG_CONFIG_HOME", "CLAUDE_CODE_CUSTOM_OAUTH_URL",
-        "USER_TYPE", "USE_LOCAL_OAUTH", "USE_STAGING_OAUTH", "GIT_DIR", "GIT_COMMON_DIR",
+        "HOME", "CLAUDE_CONFIG_DIR", "XDG_CONFIG_HOME", "CLAUDE_CODE_CUSTOM_OAUTH_URL",
+        "USER_TYPE", "USE_LOCAL_OAUTH", "USE_STAGING_OAUTH",
     }
 )  # fmt: skip
 # Keys of Bun's configuration that run code in the process or load variables from files.
@@ -1048,18 +1049,25 @@ class _Reader:
             if not added:
                 continue
             added = {n: v for n, v in added.items() if n not in self.environ}
-            placing = sorted(n for n in added if n in _CLAUDE_PLACE_NAMES)
-            if placing:
-                self._doubt(
-                    path, placing[0],
-                    "sets a variable deciding where Claude Code reads its configuration or "
-                    "what it runs, none of which the gate would then have judged",
-                )  # fmt: skip
-                continue
-            if added:
+            if added and self._claude_own_variables(added, path):
                 self.claude_dotenv.update(added)
                 self.claude_dotenv_files.append(name)
-                self.inherited.update(added)
+
+    def _claude_own_variables(self, given: Mapping[str, str], path: str) -> bool:
+        """Take ``given`` (what a file makes claude add to its own process) into the
+        variables claude's servers and commands inherit; False, with a doubt, when one of
+        them decides where claude reads its configuration (it is read here where the
+        environment says, not where they would move it)."""
+        placing = sorted(n for n in given if n in _CLAUDE_PLACE_NAMES)
+        if placing:
+            self._doubt(
+                path, placing[0],
+                "sets a variable deciding where Claude Code reads its configuration or what "
+                "it runs, none of which the gate would then have judged",
+            )  # fmt: skip
+            return False
+        self.inherited.update(given)
+        return True
 
     def _claude_bun_configuration(self) -> None:
         """Bun's configuration, which claude's native build (a Bun executable) reads unless
@@ -1131,7 +1139,7 @@ class _Reader:
             elif type(env) is not dict or not all(type(v) is str for v in env.values()):
                 self._doubt(where, "env", "not an object of strings")
             else:
-                self.inherited.update(env)
+                self._claude_own_variables(env, where)
 
     def _claude_argv(self, argv: Sequence[str]) -> list[tuple[int, str]]:
         """The ``--mcp-config`` values (one flag takes every value up to the next option).
@@ -1145,6 +1153,13 @@ class _Reader:
         working directory or a folder above it (by the path given and the real one)."""
         if not isinstance(document, dict):
             raise ConfigDoubt(f"{path}: not a JSON object")
+        # (claude copies its env into its own process, as a settings file's)
+        env = document.get("env")
+        if env is not None:
+            if type(env) is not dict or not all(type(v) is str for v in env.values()):
+                self._doubt(path, "env", "not an object of strings")
+            else:
+                self._claude_own_variables(env, path)
         if "mcpServers" in document:
             self._claude_servers(document["mcpServers"], path, "mcpServers")
         projects = document.get("projects")
