@@ -328,9 +328,14 @@ def test_gemini_with_its_own_home_named_reads_the_home_s_gemini_folder_too(
      (".env.production", "LD_PRELOAD=./x.so\n", "LD_PRELOAD"),
      (".env", "CLAUDE_CONFIG_DIR=./cc\n", "CLAUDE_CONFIG_DIR"),
      (".env", "XDG_CONFIG_HOME=./x\n", "XDG_CONFIG_HOME"),
-     (".env", 'API_KEY="a b\\c"\n', "line 1")],
+     (".env", 'API_KEY="a b\\c"\n', "line 1"),
+     (".env.development.local", "BASH_ENV=./evil.sh\n", "BASH_ENV"),
+     (".env.test.local", "LD_PRELOAD=./x.so\n", "LD_PRELOAD"),
+     (".env", "PYTHONSAFEPATH=$NOPE\n", "PYTHONSAFEPATH"),
+     (".env", "PYTHONSAFEPATH='${NOPE}'\n", "PYTHONSAFEPATH")],
     ids=["bash-env", "local-node-options", "development-pythonpath", "production-ld-preload",
-         "config-dir", "xdg-config-home", "not-read-plainly"],
+         "config-dir", "xdg-config-home", "not-read-plainly", "development-local",
+         "test-local", "expanded", "expanded-in-single-quotes"],
 )  # fmt: skip
 def test_claude_is_judged_with_the_project_env_files_it_loads(
     lab: Lab, name: str, text: str, named: str

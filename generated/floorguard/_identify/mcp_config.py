@@ -450,9 +450,11 @@ def _js_truthy(value: Any) -> bool:
 # dynamic loader's LD_ and DYLD_ variables): the file is loaded after the gate read them,
 # and before Gemini CLI decides on its sandbox.
 # The .env files a Bun executable loads from its working directory (which of .development,
-# .production and .test by NODE_ENV; .local last, but for tests): claude's are all read.
+# .production and .test, and of their .local forms, by NODE_ENV; .local last, but for
+# tests): claude's are all read.
 _CLAUDE_ENV_FILES: Final = (".env", ".env.development", ".env.production", ".env.test",
-                            ".env.local")  # fmt: skip
+                            ".env.local", ".env.development.local", ".env.production.local",
+                            ".env.test.local")  # fmt: skip
 # What decides where Claude Code reads its configuration (GIT_DIR and GIT_COMMON_DIR, which
 # decide which project entry it takes, are looked at where project entries are read).
 _CLAUDE_PLACE_NAMES: Final = frozenset(
@@ -1047,6 +1049,15 @@ class _Reader:
             path = os.path.join(self.cwd, name)
             added = self._dotenv(path, "claude environment file")
             if not added:
+                continue
+            expanded = sorted(n for n, v in added.items() if "$" in v)
+            if expanded:
+                # (Bun puts other variables' values in place of $NAME and ${NAME}, quoted
+                # or not: what such a value comes to is not worked out here)
+                self._doubt(
+                    path, expanded[0],
+                    "a value holding $, which Bun expands as it loads the file: not read here",
+                )  # fmt: skip
                 continue
             added = {n: v for n, v in added.items() if n not in self.environ}
             if added and self._claude_own_variables(added, path):
