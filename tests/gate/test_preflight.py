@@ -244,3 +244,31 @@ def test_map_tampered_in_place_after_a_permit_is_caught_even_with_mtime_put_back
     done = host.python("-c", "import floorguard._maps.active_map\n" + code)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[:2] == ["permit", "refuse True"]
+
+
+RUN_ENVIRON_HOST = r"""
+import json, os, sys
+import floorguard
+binary, child_home = sys.argv[1], sys.argv[2]
+child = {"PATH": os.environ["PATH"], "HOME": child_home, "FLOORGUARD_HOME": child_home,
+         "FLOORGUARD_ADAPTER_FLOOR_POLICY": "warn", "FLOORGUARD_UNTRACKED_POLICY": "allow"}
+try:
+    d = floorguard.preflight("codex", binary=binary, run_environ=child)
+    print(json.dumps({"verdict": d.verdict}))
+except floorguard.SpawnRefused as exc:
+    print(json.dumps({"verdict": exc.decision.verdict, "receipt_id": exc.decision.receipt_id}))
+"""
+
+
+def test_the_child_s_environment_judged_never_sets_floorguard_s_own_policies_or_chain(
+    host: Host, bin_dir: Path, tmp_path: Path
+) -> None:
+    """``run_environ`` is what the child runs with: judged, but floorguard's policies and
+    chain stay the host's (a warn policy or another FLOORGUARD_HOME there changes nothing)."""
+    child_home = tmp_path / "child-home"
+    done = host.python("-c", RUN_ENVIRON_HOST, codex_binary(bin_dir, "0.59.9"), str(child_home))
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["verdict"] == "refuse", result
+    assert receipt_in_chain(host, result["receipt_id"])["policy"] == "block"
+    assert not child_home.exists()

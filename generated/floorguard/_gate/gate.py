@@ -556,8 +556,14 @@ def preflight(
     version: str | None = None,
     environ: Mapping[str, str] | None = None,
     floor_map: object = None,
+    run_environ: Mapping[str, str] | None = None,
 ) -> Decision:
     """Decide whether ``adapter`` may be spawned, and record the decision durably.
+
+    ``environ``: where floorguard's own settings are read (the policies, FLOORGUARD_HOME
+    and the chain, the map in force): the host's environment (default ``os.environ``),
+    never the child's. ``run_environ``: the environment the child will run with (its PATH,
+    PYTHONPATH...), which is judged; by default ``environ`` itself.
 
     ``floor_map``: the host's own generated floor-map module (imported), to make it the map
     in force instead of the built-in or ``FLOORGUARD_FLOOR_MAP`` one; it is read from its
@@ -569,8 +575,9 @@ def preflight(
     """
     env = os.environ if environ is None else environ
     return decide(
-        adapter, binary=binary, version=version, environ=env, run_environ=env, floor_map=floor_map
-    )
+        adapter, binary=binary, version=version, environ=env,
+        run_environ=env if run_environ is None else run_environ, floor_map=floor_map,
+    )  # fmt: skip
 
 
 def decide(
