@@ -287,6 +287,30 @@ def test_two_chains_a_host_has_seen_swapped_between_their_places_are_refused_as_
         pg.server.psql(f"DROP DATABASE IF EXISTS {other} WITH (FORCE)")
 
 
+def test_two_databases_whose_names_are_shown_masked_are_both_used_by_one_host(
+    pg: Chain, tmp_path: Path
+) -> None:
+    """Names a message shows as ``***`` (a space in them) cannot be told apart by the
+    place a host remembers: the second chain is not taken for the first one replaced."""
+    names = [f"{pg.database} one", f"{pg.database} two"]
+    key = load_or_create_key(pg.key_file)
+    try:
+        hosts = []
+        for name in names:
+            pg.server.psql(f'CREATE DATABASE "{name}" OWNER {pg.owner}')
+            chain = dataclasses.replace(pg, database=name.replace(" ", "%20"))
+            init_schema(
+                chain.owner_url, timeout=60, grant_to=[pg.appender], key_check=key_check(key)
+            )
+            hosts.append(FleetHost(chain, tmp_path, "host"))
+        assert hosts[0].appended(2) == [0, 1]
+        assert hosts[1].appended(2) == [0, 1]
+        assert hosts[0].appended(1) == [2]
+    finally:
+        for name in names:
+            pg.server.psql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 class LocalHost(FleetHost):
     """A host whose chain is the SQLite file in its FLOORGUARD_HOME."""
 

@@ -547,7 +547,9 @@ class ChainViews:
             views = dict(self.load())
             old = None if chain_id is None else views.get(chain_id)
             others = {
-                cid: v for cid, v in views.items() if cid != chain_id and v.location == location
+                cid: v
+                for cid, v in views.items()
+                if cid != chain_id and same_place(v.location, location)
             }
             self.record({
                 "ts": new.seen, "event": "accept-current", "chain_id": chain_id,
@@ -571,6 +573,46 @@ def _brief(view: TreeView) -> dict[str, Any]:
     return {"size": view.size, "root": view.root.hex(), "seen": view.seen}
 
 
+_POSTGRES = "postgresql://"
+_DEFAULT_PORT = "5432"
+
+
+def same_place(one: str, other: str) -> bool:
+    """Whether two locations (as messages show them) name one place: a PostgreSQL URL by
+    its hosts (a socket folder's text normalised: a trailing ``/`` or ``//`` is the same
+    folder), ports (5432 when none is given) and database, whoever connects; a file by its
+    path. A place showing ``***`` (a host, port or database not in a safe shape) is no place
+    known here: another one shown alike may be another database, so it is the same place as
+    none."""
+    if not one.startswith(_POSTGRES):
+        return one == other
+    place = _place(one)
+    return place is not None and "***" not in place and place == _place(other)
+
+
+def _place(location: str) -> str | None:
+    from urllib.parse import unquote
+
+    if not location.startswith(_POSTGRES):
+        return None
+    rest = location[len(_POSTGRES) :]
+    hosts, _, database = rest.partition("/")
+    hosts = hosts.rpartition("@")[2]  # (the user: not part of the place)
+    places = []
+    for part in hosts.split(","):
+        if part.startswith("["):
+            host, _, port = part[1:].partition("]")
+            port = port.removeprefix(":")
+        else:
+            host, colon, port = part.rpartition(":")
+            if not colon:
+                host, port = part, ""
+        host = unquote(host)
+        host = os.path.normpath(host) if host.startswith("/") else host.lower()
+        places.append(f"{host}:{port or _DEFAULT_PORT}")
+    return ",".join(places) + "/" + database
+
+
 def judge(
     views: Mapping[str, TreeView],
     chain_id: str,
@@ -584,7 +626,9 @@ def judge(
     seen = views.get(chain_id)
     # Another chain this host saw here: this one replaced it, whether the host has seen this
     # one elsewhere too (two databases swapped) or never.
-    replaced = [(cid, v) for cid, v in views.items() if cid != chain_id and v.location == location]
+    replaced = [
+        (cid, v) for cid, v in views.items() if cid != chain_id and same_place(v.location, location)
+    ]
     if replaced:
         cid, old = max(replaced, key=lambda item: item[1].size)
         elsewhere = "" if seen is None else f" (this host has seen it at {seen.location})"
