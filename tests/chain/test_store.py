@@ -441,14 +441,20 @@ def test_refuses_a_database_of_an_unknown_format(tmp_path: Path) -> None:
         "UPDATE meta SET value = '99' WHERE key = 'format'",
         "DELETE FROM meta WHERE key = 'format'",
         "DROP TABLE meta",
+        (
+            "CREATE TABLE loose (key, value); INSERT INTO loose SELECT * FROM meta; "
+            "INSERT INTO loose VALUES ('format', '2'); DROP TABLE meta; "
+            "ALTER TABLE loose RENAME TO meta"
+        ),
     ],
-    ids=["another-format", "format-row-deleted", "meta-dropped"],
+    ids=["another-format", "format-row-deleted", "meta-dropped", "a-second-format-row"],
 )
 def test_reading_a_database_of_an_unknown_format_is_refused_too(tmp_path: Path, edit: str) -> None:
     # Export, proofs and checkpoints read the records as this format lays them out: a file
     # that does not say it is in it is not read as if it were.
     filled_chain(tmp_path, 2).close()
-    execute(tmp_path / "chain.sqlite3", edit)
+    for statement in edit.split("; "):
+        execute(tmp_path / "chain.sqlite3", statement)
     chain = AuditChain(tmp_path / "chain.sqlite3", tmp_path / "chain.key")
     with pytest.raises(ChainError, match="unknown format"):
         list(chain.export_lines())

@@ -78,7 +78,16 @@ _SCHEMA = (
 # against 10.1 us for one statement reading the version and the head's seq and mac.
 _WRITE_CHECK = "PRAGMA data_version"
 _SCHEMA_OBJECTS = "SELECT type, name FROM sqlite_master"
-_FORMAT_READ = "SELECT value FROM meta WHERE key = 'format'"
+# The format's rows: exactly one, stating CHAIN_FORMAT (a meta table rebuilt without its
+# primary key may state two, the first of them this format).
+_FORMAT_READ = "SELECT value FROM meta WHERE key = 'format' LIMIT 2"
+
+
+def _stated_format(rows: list[Any]) -> object:
+    """What the format rows state: the value of the only one, else the values of all."""
+    return rows[0][0] if len(rows) == 1 else [row[0] for row in rows] or None
+
+
 # What floorguard makes in a chain's file (SQLite's own tables, sqlite_*, aside).
 _OWN_OBJECTS: Final = frozenset(
     {("table", "meta"), ("index", "sqlite_autoindex_meta_1"), ("table", "records"),
@@ -539,9 +548,9 @@ class SqliteStore:
         foreign = _foreign(conn.execute(_SCHEMA_OBJECTS).fetchall())
         if foreign:
             raise ChainWriteError(f"cannot {doing} the audit chain {self.db_path}: {foreign}")
-        stored = conn.execute(_FORMAT_READ).fetchone()
-        if stored is None or stored[0] != CHAIN_FORMAT:
-            raise ChainWriteError(_unknown_format(self.db_path, stored[0] if stored else None))
+        stated = _stated_format(conn.execute(_FORMAT_READ).fetchall())
+        if stated != CHAIN_FORMAT:
+            raise ChainWriteError(_unknown_format(self.db_path, stated))
 
     def _with_busy_retry(self, attempt: Callable[[], T], doing: str) -> T:
         """Run ``attempt``, retrying while SQLite reports the database busy.
@@ -719,17 +728,14 @@ class SqliteStore:
                         # Records are read as this format lays them out: a file that does
                         # not say it is in this format is not read as if it were.
                         try:
-                            stored = (
-                                conn.execute(_FORMAT_READ).fetchone() if "meta" in tables else None
-                            )
+                            rows = conn.execute(_FORMAT_READ).fetchall() if "meta" in tables else []
                         except sqlite3.Error as exc:
                             raise ChainError(
                                 f"cannot read the audit chain {self.db_path}: {_explain(exc)}"
                             ) from exc
-                        if stored is None or stored[0] != CHAIN_FORMAT:
-                            raise ChainError(
-                                _unknown_format(self.db_path, stored[0] if stored else None)
-                            )
+                        stated = _stated_format(rows)
+                        if stated != CHAIN_FORMAT:
+                            raise ChainError(_unknown_format(self.db_path, stated))
                         seen = _ReaderSeen(version, "tree" in tables)
                         if kept:
                             self._reader_seen = seen
