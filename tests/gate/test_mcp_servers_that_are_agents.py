@@ -61,6 +61,9 @@ def test_a_claude_server_given_its_own_mcp_config_has_that_file_judged(agents: A
     assert "MCP server 'inner'" in decision.reason, decision.reason
     # (the file is named by the argument's place: any argument may be a credential)
     assert "aider 0.50.0" in decision.reason and "<argument 4>" in decision.reason
+    # (an argument that is a word is named where it stands as one, not inside the reason's
+    # own words: "serve" is no part of "server")
+    assert "<argument 2>r" not in decision.reason and "MCP server" in decision.reason
 
 
 def test_an_agent_server_whose_own_servers_pass_is_permitted_and_listed_with_them(

@@ -922,6 +922,8 @@ def _without_arguments(reason: str, declared: Declaration, run_environ: Mapping[
     named by its place instead: a server's declaration is recorded only as a digest, since
     any of them may be a credential, whatever it is called or however it is spelt. So is a
     value the client's own files gave the server's starting environment (codex's .env)."""
+    import re
+
     values = [(f"<argument {n}>", arg) for n, arg in enumerate(declared.args, 1)]
     values += [(f"<env {name}>", value) for name, value in declared.env]
     values += [
@@ -930,7 +932,13 @@ def _without_arguments(reason: str, declared: Declaration, run_environ: Mapping[
     ]  # fmt: skip
     # Longest first: a value inside another is replaced within it, not before it.
     for place, value in sorted(values, key=lambda pair: -len(pair[1])):
-        if len(value) >= 4:  # (not "-y", "run": words a reason uses itself)
+        if len(value) < 4:  # (not "-y", "run": words a reason uses itself)
+            continue
+        if value.isalnum() and value.isascii():
+            # A word is named where it stands as one: not inside the reason's own words
+            # ("serve" is no part of "server").
+            reason = re.sub(rf"(?<![A-Za-z0-9]){re.escape(value)}(?![A-Za-z0-9])", place, reason)
+        else:
             reason = reason.replace(repr(value)[1:-1], place).replace(value, place)
     return reason
 
