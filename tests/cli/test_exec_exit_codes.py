@@ -8,6 +8,7 @@ against real files; a binary that ran would leave a marker, and none may.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -217,3 +218,30 @@ def test_exec_still_returns_the_childs_status(host: Host, bin_dir: Path, tmp_pat
     done = host.python("-m", "floorguard", "exec", "codex", "--", "task", PATH=path)
     assert done.returncode == 0, done.stderr
     assert marker.exists()
+
+
+PREFLIGHT_FROM_A_REMOVED_FOLDER = r"""
+import json, os, sys
+import floorguard
+os.chdir(sys.argv[1]); os.rmdir(sys.argv[1])
+try:
+    floorguard.preflight("codex", binary=sys.argv[2])
+    print(json.dumps({"refused": None}))
+except floorguard.SpawnRefused as exc:
+    print(json.dumps({"refused": str(exc)}))
+"""
+
+
+def test_a_preflight_from_a_removed_working_directory_is_refused_in_words(
+    host: Host, bin_dir: Path, tmp_path: Path
+) -> None:
+    binary = agent(bin_dir / "codex", "0.70.0", tmp_path / "ran")
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    done = host.python("-c", PREFLIGHT_FROM_A_REMOVED_FOLDER, str(gone), str(binary))
+    assert done.returncode == 0, done.stderr
+    refused = json.loads(done.stdout)["refused"]
+    assert refused is not None and "working directory" in refused, refused
+    assert "FileNotFoundError" not in refused
+    [refusal] = refusals(host)
+    assert "working directory" in str(refusal["reason"])

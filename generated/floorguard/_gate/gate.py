@@ -600,19 +600,19 @@ def decide(
     run_environ = environ if same else plain_environ(run_environ)
     policy = policy_from(environ)
     problem = None
-    if argv is not None:
+    here = None if cwd is None else os.fspath(cwd)
+    if here is None:
+        try:
+            os.getcwd()  # (the child would start in this process's own)
+        except OSError as exc:
+            problem = (
+                "this process's working directory, which the child would start in, "
+                f"cannot be read ({exc.strerror or exc}: it was removed?)"
+            )
+    if argv is not None and problem is None:
         from floorguard._identify.child_inputs import invalid_inputs
 
-        here = None if cwd is None else os.fspath(cwd)
-        if here is None:
-            try:
-                os.getcwd()  # (the child would start in this process's own)
-            except OSError as exc:
-                problem = (
-                    "this process's working directory, which the child would start in, "
-                    f"cannot be read ({exc.strerror or exc}: it was removed?)"
-                )
-        problem = problem or invalid_inputs(argv, run_environ, here)
+        problem = invalid_inputs(argv, run_environ, here)
         if problem is None and here is not None and not os.path.isdir(here):
             problem = f"the working directory {here} is not a directory"
         if problem is None:
