@@ -378,6 +378,12 @@ def test_a_project_env_file_that_loads_nothing_starts_claude(lab: Lab) -> None:
     assert started, reason
 
 
+def test_a_virtual_environment_called_env_is_no_env_file(lab: Lab) -> None:
+    (lab.project / ".env" / "bin").mkdir(parents=True)
+    started, reason = lab.spawn("claude", "-p", "t")
+    assert started, reason
+
+
 @pytest.mark.parametrize(
     ("relative", "text"),
     [("project/bunfig.toml", 'preload = ["./evil.ts"]\n'),

@@ -1047,6 +1047,8 @@ class _Reader:
         or what it runs is a doubt."""
         for name in _CLAUDE_ENV_FILES:
             path = os.path.join(self.cwd, name)
+            if os.path.isdir(path):
+                continue  # (a virtual environment called .env: no file Bun could load)
             added = self._dotenv(path, "claude environment file")
             if not added:
                 continue
