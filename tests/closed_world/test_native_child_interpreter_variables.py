@@ -36,6 +36,10 @@ LOADING = {
     "PYTHON_PRESITE": "ws_presite",
     "BUN_OPTIONS": "--preload ./ws/hook.ts",
     "BUN_BE_BUN": "1",
+    "BUN_INSPECT_PRELOAD": "./ws/hook.ts",
+    "BUN_INSPECT_CONNECT_TO": "unix:///tmp/debugger.sock",
+    "BUN_INSPECT": "ws://127.0.0.1:6499/x",
+    "BUN_JSC_useJIT": "false",
 }
 
 
@@ -63,7 +67,7 @@ def test_variables_that_load_nothing_start_the_native_agent(
 ) -> None:
     world, marker = codex
     env = world.env(tmp_path / "bin", PYTHONUNBUFFERED="1", NODE_ENV="production",
-                    PYTHONDONTWRITEBYTECODE="1")  # fmt: skip
+                    PYTHONDONTWRITEBYTECODE="1", BUN_INSTALL="/home/u/.bun")  # fmt: skip
     outcome = world.spawn("codex", ["exec", "task"], policy=untracked_policy, env=env)
     world.assert_permitted_and_ran(outcome, marker)
 

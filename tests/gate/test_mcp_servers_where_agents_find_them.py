@@ -332,10 +332,11 @@ def test_gemini_with_its_own_home_named_reads_the_home_s_gemini_folder_too(
      (".env.development.local", "BASH_ENV=./evil.sh\n", "BASH_ENV"),
      (".env.test.local", "LD_PRELOAD=./x.so\n", "LD_PRELOAD"),
      (".env", "PYTHONSAFEPATH=$NOPE\n", "PYTHONSAFEPATH"),
-     (".env", "PYTHONSAFEPATH='${NOPE}'\n", "PYTHONSAFEPATH")],
+     (".env", "PYTHONSAFEPATH='${NOPE}'\n", "PYTHONSAFEPATH"),
+     (".env", "PYTHONSAFEPATH=#x\n", "PYTHONSAFEPATH")],
     ids=["bash-env", "local-node-options", "development-pythonpath", "production-ld-preload",
          "config-dir", "xdg-config-home", "not-read-plainly", "development-local",
-         "test-local", "expanded", "expanded-in-single-quotes"],
+         "test-local", "expanded", "expanded-in-single-quotes", "a-comment-for-bun"],
 )  # fmt: skip
 def test_claude_is_judged_with_the_project_env_files_it_loads(
     lab: Lab, name: str, text: str, named: str

@@ -272,3 +272,35 @@ def test_the_child_s_environment_judged_never_sets_floorguard_s_own_policies_or_
     assert result["verdict"] == "refuse", result
     assert receipt_in_chain(host, result["receipt_id"])["policy"] == "block"
     assert not child_home.exists()
+
+
+JUDGED_RUN_ENVIRON_HOST = r"""
+import json, os, sys
+import floorguard
+binary, name, value = sys.argv[1:4]
+child = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/")}
+if name:
+    child[name] = value
+try:
+    d = floorguard.preflight("codex", binary=binary, run_environ=child)
+    print(json.dumps({"verdict": d.verdict, "reason": d.reason}))
+except floorguard.SpawnRefused as exc:
+    print(json.dumps({"verdict": exc.decision.verdict, "reason": exc.decision.reason}))
+"""
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("LD_PRELOAD", "/tmp/x.so"), ("BASH_ENV", "/tmp/x.sh"), ("BUN_OPTIONS", "--preload x"),
+     ("NODE_OPTIONS", "--require ./x.js"), ("PYTHONPATH", "ws")],
+)  # fmt: skip
+def test_what_loads_code_into_the_child_s_environment_refuses_a_preflight_as_a_spawn(
+    host: Host, bin_dir: Path, name: str, value: str
+) -> None:
+    binary = codex_binary(bin_dir, "0.70.0")
+    done = host.python("-c", JUDGED_RUN_ENVIRON_HOST, binary, name, value)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["verdict"] == "refuse" and name in result["reason"], result
+    done = host.python("-c", JUDGED_RUN_ENVIRON_HOST, binary, "", "")
+    assert json.loads(done.stdout)["verdict"] == "permit", done.stdout

@@ -563,7 +563,9 @@ def preflight(
     ``environ``: where floorguard's own settings are read (the policies, FLOORGUARD_HOME
     and the chain, the map in force): the host's environment (default ``os.environ``),
     never the child's. ``run_environ``: the environment the child will run with (its PATH,
-    PYTHONPATH...), which is judged; by default ``environ`` itself.
+    PYTHONPATH...), judged as a spawn's is (the child taken as started with no arguments:
+    what loads code into it refuses); by default ``environ`` itself, whose variables a
+    preflight without a command line does not judge.
 
     ``floor_map``: the host's own generated floor-map module (imported), to make it the map
     in force instead of the built-in or ``FLOORGUARD_FLOOR_MAP`` one; it is read from its
@@ -574,9 +576,15 @@ def preflight(
     (``.decision`` is None then: nothing could be recorded, so nothing is allowed).
     """
     env = os.environ if environ is None else environ
+    if run_environ is None:
+        return decide(
+            adapter, binary=binary, version=version, environ=env, run_environ=env,
+            floor_map=floor_map,
+        )  # fmt: skip
+    # The child's environment is judged as a spawn's is: as started with no arguments.
     return decide(
-        adapter, binary=binary, version=version, environ=env,
-        run_environ=env if run_environ is None else run_environ, floor_map=floor_map,
+        adapter, binary=binary, version=version, environ=env, run_environ=run_environ,
+        argv=(), floor_map=floor_map,
     )  # fmt: skip
 
 

@@ -113,6 +113,10 @@ _INTERPRETER_VARIABLES: Final = {
 }
 
 
+# Bun's variables that load nothing: where its installer put it (set in Bun users' shells).
+_BUN_HARMLESS: Final = frozenset({"BUN_INSTALL"})
+
+
 # Linux copies each argument and each NAME=VALUE string into the new program's stack, each
 # at most MAX_ARG_STRLEN (32 pages) with its NUL, and all of them with their pointers within
 # a quarter of the stack limit (what sysconf(_SC_ARG_MAX) reports); past either the exec
@@ -245,6 +249,16 @@ def interpreter_start_up(environ: Mapping[str, str], judged: str | None) -> tupl
         f"environment variable {name} {_INTERPRETER_VARIABLES[name]}"
         for name in sorted(_INTERPRETER_VARIABLES.keys() & environ.keys())
         if own is None or not name.startswith(own)
+    ]
+    # Bun reads a family of its own as it starts, in bun and in every program built with it
+    # (BUN_INSPECT_PRELOAD loads a file, BUN_INSPECT_CONNECT_TO hands a debugger the process,
+    # BUN_JSC_* set the engine's options...): every one but where it installs itself.
+    named += [
+        f"environment variable {name} is read by every Bun-built program the child starts, "
+        "and by a Bun-built child itself (Bun's own variables load code, or hand the process "
+        "to a debugger)"
+        for name in sorted(n for n in environ if n.startswith("BUN_"))
+        if name not in _INTERPRETER_VARIABLES and name not in _BUN_HARMLESS
     ]
     if judged != "python":  # (a Python child is judged with CPython's own _PYTHON_ ones)
         # (every spawn's: only the names found are sorted)

@@ -1052,13 +1052,15 @@ class _Reader:
             added = self._dotenv(path, "claude environment file")
             if not added:
                 continue
-            expanded = sorted(n for n, v in added.items() if "$" in v)
+            expanded = sorted(n for n, v in added.items() if "$" in v or "#" in v)
             if expanded:
                 # (Bun puts other variables' values in place of $NAME and ${NAME}, quoted
-                # or not: what such a value comes to is not worked out here)
+                # or not, and takes a # for a comment where this reading does not: what
+                # such a value comes to is not worked out here)
                 self._doubt(
                     path, expanded[0],
-                    "a value holding $, which Bun expands as it loads the file: not read here",
+                    "a value holding $ or #, which Bun expands or cuts as it loads the file: "
+                    "not read here",
                 )  # fmt: skip
                 continue
             added = {n: v for n, v in added.items() if n not in self.environ}
