@@ -346,6 +346,10 @@ REASON_LEAKS: list[tuple[str, dict]] = [
     ("pipx-pip-args", {"command": "pipx", "args": ["run", f"--pip-args=--index-url=https://u:{SECRET}@h/", "mcp-server-fetch==2025.2.0"]}),
     ("env-nameless-assignment", {"command": "env", "args": [f"={SECRET}", "npx", "-y", "mcp-remote@0.1.16"]}),
     ("argument-with-a-variable", {"command": "npx", "args": ["-y", "mcp-remote@0.1.16", f"--header=Authorization:{SECRET}${{X}}"]}),
+    ("python-glued-warning-filter", {"command": "@PYTHON@", "args": [f"-Werror::a.{SECRET}.W", "-m", "aider"]}),
+    ("python-warning-filter-in-pieces", {"command": "@PYTHON@", "args": ["-W", f"error::a.{SECRET}.W", "-m", "aider"]}),
+    ("python-glued-x-option", {"command": "@PYTHON@", "args": [f"-Xpycache_prefix=/tmp/{SECRET}", "-m", "aider"]}),
+    ("python-warnings-variable", {"command": "@PYTHON@", "args": ["-m", "aider"], "env": {"PYTHONWARNINGS": f"error::{SECRET}.W"}}),
 ]  # fmt: skip
 
 
@@ -355,7 +359,10 @@ REASON_LEAKS: list[tuple[str, dict]] = [
 def test_a_refused_servers_reason_quotes_no_credential(lab: Lab, server: dict) -> None:
     """A server's arguments are bound by a digest, never recorded, because they may be
     credentials; the refusal of a launcher option, a spec or an expansion quotes the
-    whole argument instead."""
+    whole argument instead. (@PYTHON@: the Python of the lab's aider, 0.50.0.)"""
+    if server["command"] == "@PYTHON@":
+        python = (lab.bin / "aider").resolve().parent / "python3"
+        server = {**server, "command": str(python)}
     write(lab.project / ".mcp.json", servers(s=server))
     started, reason = lab.spawn("claude", "-p", "t")
     assert not started
