@@ -4,6 +4,7 @@ a second ``floorguard: error:`` line on stderr."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -200,3 +201,18 @@ def test_both_command_lines_print_the_same_json_error_document(tmp_path: Path) -
         assert line.endswith(": error: " + message), (line, message)
         printed.append(done.stdout)
     assert printed[0] == printed[1]
+
+
+def test_a_slice_named_in_bytes_that_are_not_utf8_is_reported_in_json_by_both(
+    tmp_path: Path,
+) -> None:
+    name = b"s\xff.jsonl"
+    (tmp_path / os.fsdecode(name)).write_bytes(b'{"not": "a record"}\n')
+    env = isolated_env(tmp_path / "s")
+    for command in ([sys.executable, "-m", "floorguard"], [sys.executable, "-m", "floorctl"]):
+        done = subprocess.run(
+            [*command, "verify", "chain", name, "--unauthenticated", "--json"],
+            capture_output=True, cwd=tmp_path, env=env, timeout=120, check=False,
+        )  # fmt: skip
+        assert done.returncode == 1 and b"Traceback" not in done.stderr, done.stderr
+        assert json.loads(done.stdout)["proven"] is False

@@ -11,6 +11,7 @@ an id is never reused for another meaning or renamed (README.md lists them).
 from __future__ import annotations
 
 import hashlib
+import os
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -382,7 +383,8 @@ def artifact_uri(path: str | PurePath | None, cwd: Path) -> str | None:
         return absolute.as_uri()
     # A URI reference, percent-encoded as as_uri() encodes: a '#', '?' or space in a file
     # name would otherwise end the path (a fragment, a query) or make the URI invalid.
-    return quote(relative, safe="/")
+    # (its bytes: a name that is not UTF-8 holds surrogates, which only they can spell)
+    return quote(os.fsencode(relative), safe="/")
 
 
 @dataclass(frozen=True)
