@@ -460,6 +460,22 @@ def test_reading_a_database_of_an_unknown_format_is_refused_too(tmp_path: Path, 
         list(chain.export_lines())
     with pytest.raises(ChainError, match="unknown format"):
         chain.head()
+    # and not given this format back by a write: refused, the file as it was
+    before = _schema_and_meta(tmp_path / "chain.sqlite3")
+    with pytest.raises(ChainWriteError, match=r"unknown format|chain id"):
+        chain.append(CANARY, receipt())
+    assert _schema_and_meta(tmp_path / "chain.sqlite3") == before
+
+
+def _schema_and_meta(db: Path) -> tuple[list[Any], list[Any], int]:
+    conn = sqlite3.connect(db)
+    try:
+        schema = conn.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall()
+        names = {row[1] for row in schema}
+        meta = conn.execute("SELECT * FROM meta").fetchall() if "meta" in names else []
+        return schema, meta, conn.execute("SELECT count(*) FROM records").fetchone()[0]
+    finally:
+        conn.close()
 
 
 def test_refuses_when_the_disk_is_full_and_leaves_no_record(tmp_path: Path) -> None:

@@ -650,17 +650,18 @@ class SqliteStore:
             conn.execute("PRAGMA synchronous=FULL")
             conn.execute("BEGIN IMMEDIATE")
             try:
+                # Only a file holding nothing yet is made a chain of this format: one whose
+                # format row is gone (or its meta table) is not given one back.
+                new = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
                 for statement in _SCHEMA:
                     conn.execute(statement)
-                conn.execute(
-                    "INSERT OR IGNORE INTO meta (key, value) VALUES ('format', ?)",
-                    (CHAIN_FORMAT,),
-                )
-                stored = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
-                if stored is None or stored[0] != CHAIN_FORMAT:
-                    raise ChainWriteError(
-                        _unknown_format(self.db_path, stored[0] if stored else None)
+                if new:
+                    conn.execute(
+                        "INSERT INTO meta (key, value) VALUES ('format', ?)", (CHAIN_FORMAT,)
                     )
+                stated = _stated_format(conn.execute(_FORMAT_READ).fetchall())
+                if stated != CHAIN_FORMAT:
+                    raise ChainWriteError(_unknown_format(self.db_path, stated))
                 conn.execute("COMMIT")
             except BaseException:
                 _rollback_quietly(conn)
