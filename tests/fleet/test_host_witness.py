@@ -287,6 +287,37 @@ def test_two_chains_a_host_has_seen_swapped_between_their_places_are_refused_as_
         pg.server.psql(f"DROP DATABASE IF EXISTS {other} WITH (FORCE)")
 
 
+def test_accepting_a_swapped_chain_keeps_the_other_chain_known_and_its_rollback_refused(
+    pg: Chain, tmp_path: Path
+) -> None:
+    """Accepting, at prod's URL, the chain the swap put there does not forget the chain that
+    was there: found at the other URL rolled back (an older backup restored), it is refused
+    as a rollback, not adopted."""
+    other = f"{pg.database}_b"
+    pg.server.psql(f"CREATE DATABASE {other} OWNER {pg.owner}")
+    try:
+        staging = dataclasses.replace(pg, database=other)
+        key = load_or_create_key(pg.key_file)
+        init_schema(staging.owner_url, timeout=60, grant_to=[pg.appender], key_check=key_check(key))
+        prod_host = FleetHost(pg, tmp_path, "host")
+        staging_host = FleetHost(staging, tmp_path, "host")
+        prod_host.appended(3)
+        staging_host.appended(2)
+        _dump(pg, tmp_path / "prod.dump")  # (prod's chain at 3 records)
+        prod_host.appended(1)
+        pg.server.psql(f"ALTER DATABASE {pg.database} RENAME TO {pg.database}_swap")
+        pg.server.psql(f"ALTER DATABASE {other} RENAME TO {pg.database}")
+        pg.server.psql(f"ALTER DATABASE {pg.database}_swap RENAME TO {other}")
+        assert "replaced" in str(prod_host.append(1)[0].get("refused"))
+        done = prod_host.floorctl("chain", "view", "--accept-current")
+        assert done.returncode == 0, done.stderr
+        _restore(staging, tmp_path / "prod.dump")  # prod's chain, now at staging's URL, rolled back
+        refused = staging_host.append(1)[0]
+        assert "rollback" in str(refused.get("refused")), refused
+    finally:
+        pg.server.psql(f"DROP DATABASE IF EXISTS {other} WITH (FORCE)")
+
+
 def test_two_databases_whose_names_are_shown_masked_are_both_used_by_one_host(
     pg: Chain, tmp_path: Path
 ) -> None:

@@ -539,9 +539,10 @@ class ChainViews:
         self, chain_id: str | None, size: int, root: bytes, location: str
     ) -> TreeView | None:
         """Re-anchor on the tree (``size``, ``root``) of ``chain_id`` as it is now, whatever
-        was remembered: the old view (and any other chain remembered at ``location``) is
-        recorded in the refusals record first. An empty chain (``chain_id`` None, size 0)
-        leaves nothing remembered at ``location``. Returns the view replaced."""
+        was remembered: the old view (and any other chain remembered at ``location``, kept
+        by its id at no place) is recorded in the refusals record first. An empty chain
+        (``chain_id`` None, size 0) leaves nothing remembered at ``location``. Returns the
+        view replaced."""
         new = TreeView(size, root, location, now_ts())
         with self.locked():
             views = dict(self.load())
@@ -559,8 +560,11 @@ class ChainViews:
                 "found": {"size": size, "root": root.hex()},
                 "message": "the operator accepted the chain as it is now",
             })  # fmt: skip
-            for cid in others:
-                del views[cid]
+            for cid, view in others.items():
+                # Still known by its id, at no place: found anywhere again, it must extend
+                # what this host saw of it (a swap accepted here is no licence to roll the
+                # other chain back there).
+                views[cid] = TreeView(view.size, view.root, "", view.seen)
             if chain_id is not None and size > 0:
                 views[chain_id] = new
             elif chain_id is not None:
@@ -631,7 +635,8 @@ def judge(
     ]
     if replaced:
         cid, old = max(replaced, key=lambda item: item[1].size)
-        elsewhere = "" if seen is None else f" (this host has seen it at {seen.location})"
+        where = "" if seen is None else seen.location or "another place"
+        elsewhere = f" (this host has seen it at {where})" if where else ""
         return ("replaced",
                 f"it is chain {chain_id}, holding {size} records{elsewhere}, but this host has "
                 f"seen chain {cid} there, holding {old.size} records (root {old.root.hex()}, "
