@@ -1,7 +1,9 @@
 """Where a host saw a chain: two spellings of one PostgreSQL URL are one place, and a place
 it cannot tell from another (a name shown as ``***``) is no place at all.
 
-A chain found where the host saw another one is refused as replaced (fleet.md): comparing
+A URL that leaves its database or host to libpq (PGDATABASE, PGHOST, a service file) names
+no place known here either. A chain found where the host saw another one is refused as
+replaced (fleet.md): comparing
 the locations as spelled let a swap of two databases pass under a URL written otherwise (the
 default port spelled out, a socket folder with a trailing slash), and made two databases
 whose names are both shown ``***`` one place, refusing an honest host's first append to the
@@ -25,8 +27,9 @@ SOCKET = "postgresql://app@%2Frun%2Fpostgresql/audit"
         "postgresql://other@%2Frun%2Fpostgresql:5432/audit",
         "postgresql://app@%2Frun%2Fpostgresql%2F/audit",
         "postgresql://app@%2Frun%2F%2Fpostgresql/audit",
+        "postgresql://app@%2Frun%2Fpostgresql:05432/audit",
     ],
-    ids=["same", "no-user", "default-port", "trailing-slash", "double-slash"],
+    ids=["same", "no-user", "default-port", "trailing-slash", "double-slash", "port-zero"],
 )
 def test_spellings_of_one_database_are_one_place(other: str) -> None:
     assert same_place(SOCKET, other) and same_place(other, SOCKET)
@@ -41,8 +44,19 @@ def test_spellings_of_one_database_are_one_place(other: str) -> None:
         ("postgresql://app@h/***", "postgresql://app@h/***"),
         ("postgresql://app@***:5432/audit", "postgresql://app@***:5432/audit"),
         ("/home/a/chain.sqlite3", "/home/b/chain.sqlite3"),
+        ("postgresql://app@h", "postgresql://app@h"),
+        ("postgresql://app@/audit", "postgresql://app@/audit"),
     ],
-    ids=["database", "port", "host", "masked-database", "masked-host", "files"],
+    ids=[
+        "database",
+        "port",
+        "host",
+        "masked-database",
+        "masked-host",
+        "files",
+        "database-left-to-libpq",
+        "host-left-to-libpq",
+    ],
 )
 def test_other_places_and_places_not_known_are_not_the_same(one: str, other: str) -> None:
     assert not same_place(one, other)

@@ -585,9 +585,10 @@ def same_place(one: str, other: str) -> bool:
     """Whether two locations (as messages show them) name one place: a PostgreSQL URL by
     its hosts (a socket folder's text normalised: a trailing ``/`` or ``//`` is the same
     folder), ports (5432 when none is given) and database, whoever connects; a file by its
-    path. A place showing ``***`` (a host, port or database not in a safe shape) is no place
-    known here: another one shown alike may be another database, so it is the same place as
-    none."""
+    path. A place showing ``***`` (a host, port or database not in a safe shape), or leaving
+    its host or database to libpq's defaults (PGHOST, PGDATABASE, a service file), is no
+    place known here: another one shown alike may be another database, so it is the same
+    place as none."""
     if not one.startswith(_POSTGRES):
         return one == other
     place = _place(one)
@@ -612,9 +613,13 @@ def _place(location: str) -> str | None:
             if not colon:
                 host, port = part, ""
         host = unquote(host)
+        if not host:
+            return None  # (left to libpq's defaults: PGHOST, a service file, its socket)
         host = os.path.normpath(host) if host.startswith("/") else host.lower()
+        port = str(int(port)) if port.isdigit() else port  # (05432 is 5432)
         places.append(f"{host}:{port or _DEFAULT_PORT}")
-    return ",".join(places) + "/" + database
+    # (no database: libpq's default, PGDATABASE or the user's name, names no place here)
+    return ",".join(places) + "/" + database if database else None
 
 
 def judge(
