@@ -370,6 +370,15 @@ def test_a_refused_servers_reason_quotes_no_credential(lab: Lab, server: dict) -
     assert SECRET not in json.dumps(lab.last_receipt())
 
 
+def test_a_token_of_short_pieces_joined_by_underscores_is_hidden_whole(lab: Lab) -> None:
+    python = (lab.bin / "aider").resolve().parent / "python3"
+    server = {"command": str(python), "args": ["-W", "error::tokZQ_SECRJ.W", "-m", "aider"]}
+    write(lab.project / ".mcp.json", servers(s=server))
+    started, reason = lab.spawn("claude", "-p", "t")
+    assert not started
+    assert "SECRJ" not in reason and "SECRJ" not in json.dumps(lab.last_receipt()), reason
+
+
 @pytest.mark.parametrize(
     ("where", "search"),
     [("server env", f"rel/{SECRET}:/usr/bin"), ("settings env", f"/usr/bin:{SECRET}/bin")],

@@ -938,13 +938,13 @@ def _without_arguments(reason: str, declared: Declaration, run_environ: Mapping[
         (f"<env {name}>", value) for name, value in declared.base_env or ()
         if run_environ.get(name) != value
     ]  # fmt: skip
-    # And each long run of letters and digits in them: a reason may quote a value in pieces
-    # or spelt otherwise (``-Werror::a.TOKEN.W`` as ``-W error::...``, "imports module
-    # a.TOKEN"), and a credential is such a run.
+    # And each long run of letters, digits, _ and - in them: a reason may quote a value in
+    # pieces or spelt otherwise (``-Werror::a.TOKEN.W`` as ``-W error::...``, "imports
+    # module a.TOKEN"), and a credential is such a run.
     values += [
         (place, piece)
         for place, value in list(values)
-        for piece in re.split(r"[^A-Za-z0-9]+", value)
+        for piece in re.split(r"[^A-Za-z0-9_-]+", value)
         if len(piece) >= 8 and piece != value
     ]
     # Longest first: a value inside another is replaced within it, not before it.
