@@ -938,15 +938,19 @@ def _without_arguments(reason: str, declared: Declaration, run_environ: Mapping[
         (f"<env {name}>", value) for name, value in declared.base_env or ()
         if run_environ.get(name) != value
     ]  # fmt: skip
-    # And each long run of letters, digits, _ and - in them: a reason may quote a value in
-    # pieces or spelt otherwise (``-Werror::a.TOKEN.W`` as ``-W error::...``, "imports
-    # module a.TOKEN"), and a credential is such a run.
-    values += [
-        (place, piece)
-        for place, value in list(values)
-        for piece in re.split(r"[^A-Za-z0-9_-]+", value)
-        if len(piece) >= 8 and piece != value
-    ]
+    # A reason may quote a value spelt otherwise or in part: a glued option apart
+    # (``-Werror::TOKEN.W`` as ``-W error::TOKEN.W``), and a part of one that is no path
+    # ("imports module a.TOKEN"): each long run of letters, digits, _ and - of it, which a
+    # credential is. (A path's parts are not: the reason names the file it means.)
+    for place, value in list(values):
+        if len(value) > 3 and value[0] == "-" and value[1].isalpha() and value[2] != "=":
+            values.append((place, value[2:]))
+        if "/" not in value:
+            values += [
+                (place, piece)
+                for piece in re.split(r"[^A-Za-z0-9_-]+", value)
+                if len(piece) >= 8 and piece != value
+            ]
     # Longest first: a value inside another is replaced within it, not before it.
     for place, value in sorted(values, key=lambda pair: -len(pair[1])):
         if len(value) < 4:  # (not "-y", "run": words a reason uses itself)
