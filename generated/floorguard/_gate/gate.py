@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -900,7 +900,9 @@ def _judge_server(
         entry["run_through"] = judged.run_through
     if judged.mcp_servers is not None:  # (a server that is an agent: the servers it starts)
         entry["mcp_servers"] = list(judged.mcp_servers)
-    entry["reason"] = _without_arguments(judged.reason, declared, run_environ)
+    entry["reason"] = _without_arguments(
+        judged.reason, declared, run_environ, keep={judged.adapter, judged.identified_by}
+    )
     if judged.verdict != REFUSE:
         return entry, None
     version = judged.version or "version unknown"
@@ -925,7 +927,12 @@ _NESTED_SERVERS: ContextVar[list[int] | None] = ContextVar(
 )
 
 
-def _without_arguments(reason: str, declared: Declaration, run_environ: Mapping[str, str]) -> str:
+def _without_arguments(
+    reason: str,
+    declared: Declaration,
+    run_environ: Mapping[str, str],
+    keep: Collection[str | None] = (),
+) -> str:
     """``reason`` with every argument and environment value of the declaration it quotes
     named by its place instead: a server's declaration is recorded only as a digest, since
     any of them may be a credential, whatever it is called or however it is spelt. So is a
@@ -946,10 +953,12 @@ def _without_arguments(reason: str, declared: Declaration, run_environ: Mapping[
         if len(value) > 3 and value[0] == "-" and value[1].isalpha() and value[2] != "=":
             values.append((place, value[2:]))
         if "/" not in value:
+            # (but the name of what the server was judged to be: mcp-remote@0.1.15's
+            # "mcp-remote" is what the reason is about)
             values += [
                 (place, piece)
                 for piece in re.split(r"[^A-Za-z0-9_-]+", value)
-                if len(piece) >= 8 and piece != value
+                if len(piece) >= 8 and piece != value and piece not in keep
             ]
     # Longest first: a value inside another is replaced within it, not before it.
     for place, value in sorted(values, key=lambda pair: -len(pair[1])):
