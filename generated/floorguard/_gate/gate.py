@@ -576,15 +576,11 @@ def preflight(
     (``.decision`` is None then: nothing could be recorded, so nothing is allowed).
     """
     env = os.environ if environ is None else environ
-    if run_environ is None:
-        return decide(
-            adapter, binary=binary, version=version, environ=env, run_environ=env,
-            floor_map=floor_map,
-        )  # fmt: skip
-    # The child's environment is judged as a spawn's is: as started with no arguments.
+    # A child's environment given is judged as a spawn's is: as started with no arguments.
     return decide(
-        adapter, binary=binary, version=version, environ=env, run_environ=run_environ,
-        argv=(), floor_map=floor_map,
+        adapter, binary=binary, version=version, environ=env,
+        run_environ=env if run_environ is None else run_environ,
+        argv=None if run_environ is None else (), floor_map=floor_map,
     )  # fmt: skip
 
 

@@ -250,23 +250,26 @@ def interpreter_start_up(environ: Mapping[str, str], judged: str | None) -> tupl
         for name in sorted(_INTERPRETER_VARIABLES.keys() & environ.keys())
         if own is None or not name.startswith(own)
     ]
-    # Bun reads a family of its own as it starts, in bun and in every program built with it
-    # (BUN_INSPECT_PRELOAD loads a file, BUN_INSPECT_CONNECT_TO hands a debugger the process,
-    # BUN_JSC_* set the engine's options...): every one but where it installs itself.
-    named += [
-        f"environment variable {name} is read by every Bun-built program the child starts, "
-        "and by a Bun-built child itself (Bun's own variables load code, or hand the process "
-        "to a debugger)"
-        for name in sorted(n for n in environ if n.startswith("BUN_"))
-        if name not in _INTERPRETER_VARIABLES and name not in _BUN_HARMLESS
-    ]
-    if judged != "python":  # (a Python child is judged with CPython's own _PYTHON_ ones)
-        # (every spawn's: only the names found are sorted)
-        named += [
-            f"environment variable {name} is read by every python the child starts (its "
-            "build's configuration: _PYTHON_SYSCONFIGDATA_NAME names a module it imports)"
-            for name in sorted(n for n in environ if n.startswith("_PYTHON_"))
-        ]
+    # Two families read whole (one pass over the names, only those found sorted): Bun's,
+    # which bun and every program built with it read as it starts (BUN_INSPECT_PRELOAD
+    # loads a file, BUN_INSPECT_CONNECT_TO hands a debugger the process, BUN_JSC_* set the
+    # engine's options...), all but where it installs itself; and CPython's build
+    # configuration (_PYTHON_SYSCONFIGDATA_NAME names a module it imports), which a Python
+    # child is judged with by CPython's own rules.
+    prefixed = sorted(n for n in environ if n.startswith(("BUN_", "_PYTHON_")))
+    for name in prefixed:
+        if name.startswith("BUN_"):
+            if name not in _INTERPRETER_VARIABLES and name not in _BUN_HARMLESS:
+                named.append(
+                    f"environment variable {name} is read by every Bun-built program the child "
+                    "starts, and by a Bun-built child itself (Bun's own variables load code, "
+                    "or hand the process to a debugger)"
+                )
+        elif judged != "python":
+            named.append(
+                f"environment variable {name} is read by every python the child starts (its "
+                "build's configuration: _PYTHON_SYSCONFIGDATA_NAME names a module it imports)"
+            )
     return tuple(named)
 
 
