@@ -370,6 +370,29 @@ def test_a_refused_servers_reason_quotes_no_credential(lab: Lab, server: dict) -
     assert SECRET not in json.dumps(lab.last_receipt())
 
 
+@pytest.mark.parametrize(
+    "spelling",
+    ["elsewhere/tok_SECRT", "/usr/lib:elsewhere/tok_SECRT", "x/../elsewhere/tok_SECRT",
+     "elsewhere/tok_SECRT/", "elsewhere//tok_SECRT", "@ABS@", ":@ABS@/"],
+)  # fmt: skip
+def test_a_servers_pythonpath_folder_is_named_by_its_place_however_spelt(
+    lab: Lab, spelling: str
+) -> None:
+    """The folder a server's PYTHONPATH puts first, holding code the reason refuses, is a
+    value: named ``<env PYTHONPATH>`` whether given alone, in a list, relative, or spelt
+    with ``..``, a trailing or a doubled ``/``."""
+    folder = lab.project / "elsewhere" / "tok_SECRT"
+    write(folder / "helper.py", "")
+    (lab.project / "x").mkdir(exist_ok=True)
+    python = (lab.bin / "aider").resolve().parent / "python3"
+    value = spelling.replace("@ABS@", str(folder))
+    server = {"command": str(python), "args": ["-m", "aider"], "env": {"PYTHONPATH": value}}
+    write(lab.project / ".mcp.json", servers(s=server))
+    started, reason = lab.spawn("claude", "-p", "t")
+    assert not started
+    assert "SECRT" not in reason and "SECRT" not in json.dumps(lab.last_receipt()), reason
+
+
 def test_a_token_of_short_pieces_joined_by_underscores_is_hidden_whole(lab: Lab) -> None:
     python = (lab.bin / "aider").resolve().parent / "python3"
     server = {"command": str(python), "args": ["-W", "error::tokZQ_SECRJ.W", "-m", "aider"]}

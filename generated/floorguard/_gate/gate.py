@@ -897,8 +897,9 @@ def _judge_server(
     if judged.mcp_servers is not None:  # (a server that is an agent: the servers it starts)
         entry["mcp_servers"] = list(judged.mcp_servers)
     entry["reason"] = _without_arguments(
-        judged.reason, declared, run_environ, keep={judged.adapter, judged.identified_by}
-    )
+        judged.reason, declared, run_environ, keep={judged.adapter, judged.identified_by},
+        here=where,
+    )  # fmt: skip
     if judged.verdict != REFUSE:
         return entry, None
     version = judged.version or "version unknown"
@@ -928,6 +929,7 @@ def _without_arguments(
     declared: Declaration,
     run_environ: Mapping[str, str],
     keep: Collection[str | None] = (),
+    here: str | None = None,
 ) -> str:
     """``reason`` with every argument and environment value of the declaration it quotes
     named by its place instead: a server's declaration is recorded only as a digest, since
@@ -948,7 +950,14 @@ def _without_arguments(
     for place, value in list(values):
         if len(value) > 3 and value[0] == "-" and value[1].isalpha() and value[2] != "=":
             values.append((place, value[2:]))
-        if "/" not in value:
+        if "/" in value:
+            # A path, or a list of them (PYTHONPATH, PATH): each entry as the reason names
+            # the folder it means, normalised, and found from the server's folder.
+            for entry in filter(None, value.split(":")):
+                values += [(place, entry), (place, os.path.normpath(entry))]
+                if here is not None and not os.path.isabs(entry):
+                    values.append((place, os.path.normpath(os.path.join(here, entry))))
+        else:
             # (but the name of what the server was judged to be: mcp-remote@0.1.15's
             # "mcp-remote" is what the reason is about)
             values += [
