@@ -388,5 +388,5 @@ def test_a_server_started_by_a_name_whose_path_search_gives_up_is_refused(
     decision = agents.decide("gemini")
     assert decision.verdict == "refuse"
     # (the folder, an entry of the server's own PATH, named by its place: a value)
-    assert "<env PATH>/aider" in decision.reason and "gives up" in decision.reason
+    assert "<env PATH entry 1>/aider" in decision.reason and "gives up" in decision.reason
     assert str(loop) not in decision.reason

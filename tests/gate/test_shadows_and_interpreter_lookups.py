@@ -722,7 +722,8 @@ def test_a_python3_the_kernel_will_not_execute_is_not_taken_for_an_mcp_server(
     outcome = world.spawn("claude", ["-p", "task"], policy=DENY_BY_DEFAULT,
                           env=world.env(claude.bin_dir), cwd=workspace,
                           wrap=noexec_command(noexec))  # fmt: skip
-    world.assert_refused(outcome, claude.marker, f"takes {passed_over / 'python3'} for itself")
+    # (the folder, an entry of the server's own PATH, named by its place: a value)
+    world.assert_refused(outcome, claude.marker, "takes <env PATH entry 1>/python3 for itself")
 
 
 @pytest.mark.parametrize("first", ["a python3 without an x bit", "a folder named python3"])

@@ -953,10 +953,15 @@ def _without_arguments(
         if "/" in value:
             # A path, or a list of them (PYTHONPATH, PATH): each entry as the reason names
             # the folder it means, normalised, and found from the server's folder.
-            for entry in filter(None, value.split(":")):
-                values += [(place, entry), (place, os.path.normpath(entry))]
+            entries = value.split(":")
+            for number, entry in enumerate(entries, 1):
+                if not entry:
+                    continue
+                # (which entry of a list: the reason may name two of them)
+                at = place if len(entries) == 1 else f"{place[:-1]} entry {number}>"
+                values += [(at, entry), (at, os.path.normpath(entry))]
                 if here is not None and not os.path.isabs(entry):
-                    values.append((place, os.path.normpath(os.path.join(here, entry))))
+                    values.append((at, os.path.normpath(os.path.join(here, entry))))
         else:
             # (but the name of what the server was judged to be: mcp-remote@0.1.15's
             # "mcp-remote" is what the reason is about)
