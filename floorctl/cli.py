@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from floorctl.commands._output import OutputState, emit_json
+from floorctl.commands._values import GivenPath
 from floorctl.errors import ConfigError, FeedError, FloorctlError
 from floorguard._base._text import one_line
 from floorguard._commands._cli_io import requested_format, stdout_failed
@@ -200,7 +201,7 @@ def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> N
 @click.option(
     "--config",
     "config_path",
-    type=click.Path(path_type=Path),
+    type=GivenPath(path_type=Path),
     metavar="PATH",
     help="Read [tool.floorctl] from PATH instead of the nearest pyproject.toml.",
 )

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import click
 
 from floorctl import feeds, fetch
-from floorctl.commands._values import WholeNumber
+from floorctl.commands._values import GivenPath, WholeNumber
 from floorguard._base._time import parse_ts, utc_now
 from floorguard.errors import FloorguardError
 
@@ -44,7 +44,7 @@ def feed_options(*, now_help: str) -> Callable[[F], F]:
     options = [
         click.option(
             "--trusted-keys",
-            type=click.Path(path_type=Path, dir_okay=False),
+            type=GivenPath(path_type=Path, dir_okay=False),
             help="Keys trusted to sign feeds: a PEM public key or "
             '{"threshold": N, "keys": [PEM, ...]} (default: the keys installed '
             "by `floorctl trust rotate`, if any; with none, a signature is not checked "
@@ -58,7 +58,7 @@ def feed_options(*, now_help: str) -> Callable[[F], F]:
         ),
         click.option(
             "--state-file",
-            type=click.Path(path_type=Path, dir_okay=False),
+            type=GivenPath(path_type=Path, dir_okay=False),
             help="Where accepted feed versions are remembered (rollback protection; "
             "default: feeds-state.json in floorctl's state directory).",
         ),

@@ -1,6 +1,7 @@
 """Option types that read a value as strictly as ``python -m floorguard`` reads it: a whole
-number is ASCII digits, and a folder option names a folder (click's own types take
-``int()``'s spellings, and a FIFO or a device for a folder)."""
+number is ASCII digits, a path is not empty, and a folder option names a folder (click's
+own types take ``int()``'s spellings, ``''`` for the working directory, and a FIFO or a
+device for a folder)."""
 
 from __future__ import annotations
 
@@ -27,7 +28,30 @@ class WholeNumber(click.IntRange):
         return super().convert(value, param, ctx)
 
 
-class ExistingFolder(click.Path):
+class GivenPath(click.Path):
+    """click.Path that takes no empty value: ``''`` names no file, yet the OS calls behind
+    click's checks and the commands read it as the working directory (``keygen --out ''``
+    wrote its keys there)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str | bytes) and not value:
+            self.fail("an empty path names no file", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+class GivenSource(click.ParamType):
+    """A feed's path or URL, as text: not empty (``''`` would be read as the working
+    directory), as ``[tool.floorctl] feeds`` refuses one."""
+
+    name = "text"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not value:
+            self.fail("an empty value names no feed", param, ctx)
+        return value
+
+
+class ExistingFolder(GivenPath):
     """An existing folder (followed through links), as a path."""
 
     def __init__(self) -> None:

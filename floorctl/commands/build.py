@@ -9,6 +9,7 @@ import click
 
 from floorctl import build, keys, provenance
 from floorctl.commands._output import emit_json, json_option, notice, report
+from floorctl.commands._values import GivenPath
 from floorctl.commands.refresh import DEFAULT_MODULE
 from floorctl.errors import BuildError
 from floorguard._base import files
@@ -24,12 +25,12 @@ DEFAULT_SOURCE = Path("generated")
     "--out",
     "out_dir",
     required=True,
-    type=click.Path(path_type=Path, file_okay=False),
+    type=GivenPath(path_type=Path, file_okay=False),
     help="Folder for the wheel, the sdist and WHEEL.provenance.dsse (created if needed).",
 )
 @click.option(
     "--module",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=GivenPath(path_type=Path, dir_okay=False),
     default=DEFAULT_MODULE,
     show_default=True,
     help="The floor-map module the package carries; refused if its data does not match the "
@@ -39,24 +40,24 @@ DEFAULT_SOURCE = Path("generated")
     "--receipt",
     "receipt_file",
     required=True,
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=GivenPath(path_type=Path, dir_okay=False),
     help="The signed update receipt of that map (refresh --receipt-out); it must pin exactly "
     "the module's map hash and version. Its id goes into the provenance.",
 )
 @click.option(
     "--receipt-pubkey",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=GivenPath(path_type=Path, dir_okay=False),
     help="Public key the receipt is signed by (default: the public half of the signing key).",
 )
 @click.option(
     "--signing-key",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=GivenPath(path_type=Path, dir_okay=False),
     help="Private key that signs the provenance (default: $FLOORCTL_SIGNING_KEY, else the "
     "development key).",
 )
 @click.option(
     "--source",
-    type=click.Path(path_type=Path, file_okay=False),
+    type=GivenPath(path_type=Path, file_okay=False),
     default=DEFAULT_SOURCE,
     show_default=True,
     help="The floorguard project (its pyproject.toml, README.md and floorguard/).",

@@ -21,7 +21,7 @@ from floorctl import keys
 from floorctl.commands._files import refuse_shared_files
 from floorctl.commands._output import emit_json, json_option, notice, report
 from floorctl.commands._time_option import parse_time_option
-from floorctl.commands._values import WholeNumber
+from floorctl.commands._values import GivenPath, WholeNumber
 from floorguard._base import atomic, files
 from floorguard._base.state import state_paths
 from floorguard._chain.chain import AuditChain
@@ -45,7 +45,7 @@ def chain() -> None:
 
 _signing_key_option = click.option(
     "--signing-key",
-    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    type=GivenPath(dir_okay=False, exists=True, path_type=Path),
     default=None,
     help="Ed25519 private key (PEM) to sign with; default $FLOORCTL_SIGNING_KEY, else the "
     "local development key (every use of it is announced on stderr).",
@@ -139,7 +139,7 @@ def _stored_root(audit: AuditChain, size: int) -> bytes:
 @_signing_key_option
 @click.option(
     "--out",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=GivenPath(dir_okay=False, path_type=Path),
     default=None,
     help="Write the checkpoint to FILE atomically instead of stdout.",
 )
@@ -195,19 +195,19 @@ def checkpoint_command(
 )
 @click.option(
     "--out",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=GivenPath(dir_okay=False, path_type=Path),
     default=None,
     help="Write the slice to FILE atomically instead of stdout.",
 )
 @click.option(
     "--checkpoint-out",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=GivenPath(dir_okay=False, path_type=Path),
     default=None,
     help="Also write a signed checkpoint ending at the slice's last record to FILE.",
 )
 @click.option(
     "--inclusion-out",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=GivenPath(dir_okay=False, path_type=Path),
     default=None,
     help="With --checkpoint-out: also the inclusion proof of the slice's last record in that "
     "checkpoint, which `verify chain --inclusion` needs for a slice not from genesis.",
@@ -277,11 +277,11 @@ def _write_atomically(path: Path, lines: Iterable[str]) -> int:
 
 _out_option = click.option(
     "--out",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=GivenPath(dir_okay=False, path_type=Path),
     default=None,
     help="Write the proof to FILE atomically instead of stdout.",
 )
-_EXISTING = click.Path(dir_okay=False, exists=True, path_type=Path)
+_EXISTING = GivenPath(dir_okay=False, exists=True, path_type=Path)
 
 
 def _read_checkpoint(path: Path) -> checkpoint.Checkpoint:

@@ -11,6 +11,7 @@ from floorctl.commands import _progress
 from floorctl.commands._feedopts import environ, feed_options, reference_time
 from floorctl.commands._files import refuse_shared_files
 from floorctl.commands._output import emit_json, json_option, notice, report
+from floorctl.commands._values import GivenPath
 from floorguard._base._time import format_ts
 
 
@@ -19,7 +20,7 @@ from floorguard._base._time import format_ts
 @click.option(
     "--out",
     required=True,
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=GivenPath(path_type=Path, dir_okay=False),
     help="Where the verified feed is written (atomically); its signature goes to OUT.dsse.",
 )
 @feed_options(

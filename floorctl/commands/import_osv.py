@@ -11,6 +11,7 @@ from floorctl import feeds, osv, osv_packages, osv_sources
 from floorctl.commands import _progress
 from floorctl.commands._files import refuse_hard_linked, refuse_outputs_in, refuse_shared_files
 from floorctl.commands._output import emit_json, json_option, notice
+from floorctl.commands._values import GivenPath
 from floorctl.errors import RecordError
 from floorguard._base import atomic
 
@@ -22,12 +23,12 @@ def group() -> None:
 
 @group.command("osv", short_help="OSV records to a schema-3 feed.")
 @click.argument(
-    "sources", nargs=-1, required=True, metavar="SOURCE...", type=click.Path(path_type=Path)
+    "sources", nargs=-1, required=True, metavar="SOURCE...", type=GivenPath(path_type=Path)
 )
 @click.option(
     "--out",
     required=True,
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=GivenPath(path_type=Path, dir_okay=False),
     help="The schema-3 feed to write (atomically; only if the import succeeds).",
 )
 @click.option(
@@ -44,7 +45,7 @@ def group() -> None:
     "watch",
     multiple=True,
     metavar="FEED",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=GivenPath(path_type=Path, dir_okay=False),
     help="Also map every package this feed's entries name to its entry (repeatable).",
 )
 @click.option(

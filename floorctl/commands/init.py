@@ -9,6 +9,7 @@ import click
 
 from floorctl import new_module, render
 from floorctl.commands._output import emit_json, json_option, report
+from floorctl.commands._values import GivenPath
 
 
 def _template(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
@@ -25,7 +26,7 @@ def _template(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
 @click.command("init", short_help="Start a new floor-map module holding an empty map.")
 @click.option(
     "--module",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=GivenPath(path_type=Path, dir_okay=False),
     metavar="PATH",
     help="The module to create. Must not exist; missing parent folders are created.",
 )

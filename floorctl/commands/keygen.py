@@ -8,6 +8,7 @@ import click
 
 from floorctl import keys
 from floorctl.commands._output import emit_json, json_option, report
+from floorctl.commands._values import GivenPath
 from floorguard._chain.chain import is_chain_id
 from floorguard._crypto import dsse
 from floorguard._proofs import checkpoint
@@ -25,7 +26,7 @@ def _chain_id(ctx: click.Context, param: click.Parameter, value: str | None) -> 
     "--out",
     "out_dir",
     required=True,
-    type=click.Path(path_type=Path, file_okay=False),
+    type=GivenPath(path_type=Path, file_okay=False),
     help="Directory for signing.key (0600) and signing.pub; created if needed.",
 )
 @click.option(

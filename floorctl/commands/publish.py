@@ -11,7 +11,7 @@ import click
 from floorctl import keys, publish
 from floorctl import refresh as refreshing
 from floorctl.commands._output import emit_json, json_option, notice, report
-from floorctl.commands._values import WholeNumber
+from floorctl.commands._values import GivenPath, WholeNumber
 from floorctl.commands.refresh import DEFAULT_MODULE
 from floorctl.errors import ModuleError
 from floorguard._base._time import utc_now
@@ -22,19 +22,19 @@ from floorguard._base._time import utc_now
     "--out",
     "out_dir",
     required=True,
-    type=click.Path(path_type=Path, file_okay=False),
+    type=GivenPath(path_type=Path, file_okay=False),
     help="Directory for floor-map.json and floor-map.json.dsse (created if needed).",
 )
 @click.option(
     "--module",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=GivenPath(path_type=Path, dir_okay=False),
     default=DEFAULT_MODULE,
     show_default=True,
     help="The floor-map module to publish.",
 )
 @click.option(
     "--signing-key",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=GivenPath(path_type=Path, dir_okay=False),
     help="Publisher's private key (default: $FLOORCTL_SIGNING_KEY, else the local "
     "development key, every use of which is announced on stderr).",
 )

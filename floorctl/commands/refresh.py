@@ -18,6 +18,7 @@ from floorctl.commands import _progress
 from floorctl.commands._feedopts import feed_options, reference_time
 from floorctl.commands._files import refuse_outputs_in, refuse_shared_files
 from floorctl.commands._output import emit_json, json_option, notice, report
+from floorctl.commands._values import GivenPath, GivenSource
 from floorctl.errors import StaleModule
 from floorctl.render_templates import is_template_path
 from floorctl.splice import read_module_text
@@ -80,13 +81,14 @@ def _load(
     "--feed",
     "sources",
     multiple=True,
+    type=GivenSource(),
     metavar="SRC",
     help="An advisory feed (path or https URL). Repeat to merge several: the highest floor "
     "wins. Replaces the configured feeds.",
 )
 @click.option(
     "--module",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=GivenPath(path_type=Path, dir_okay=False),
     default=DEFAULT_MODULE,
     show_default=True,
     help="The module whose floor-map block is regenerated.",
@@ -113,7 +115,7 @@ def _load(
 )
 @click.option(
     "--receipt-out",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=GivenPath(path_type=Path, dir_okay=False),
     help="Write the signed update receipt (DSSE envelope) here. Needs --write.",
 )
 @click.option(
@@ -122,14 +124,14 @@ def _load(
 @click.option(
     "--waivers",
     "waivers_file",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=GivenPath(path_type=Path, dir_okay=False),
     metavar="FILE",
     help="A waivers document: its waivers are written into the map (hashed, diffed and "
     "signed). Without it the map keeps no waivers. Expiry is judged at --now.",
 )
 @click.option(
     "--signing-key",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=GivenPath(path_type=Path, dir_okay=False),
     help="Private key for the receipt (default: $FLOORCTL_SIGNING_KEY, else the local "
     "development key, every use of which is announced on stderr).",
 )

@@ -9,6 +9,7 @@ import click
 
 from floorctl import feeds, keys, trust
 from floorctl.commands._output import emit_json, json_option, notice, report
+from floorctl.commands._values import GivenPath
 from floorguard._base import atomic, files
 from floorguard._base.files import read_regular, read_regular_if_exists
 from floorguard._crypto import dsse
@@ -17,12 +18,10 @@ KINDS = {"feed": trust.FEED_PAYLOAD_TYPE, "trusted-keys": trust.TRUSTED_KEYS_PAY
 
 
 @click.command("sign", short_help="Write FILE.dsse, a signature over FILE's bytes.")
-@click.argument(
-    "path", metavar="FILE", type=click.Path(path_type=Path, dir_okay=False, exists=True)
-)
+@click.argument("path", metavar="FILE", type=GivenPath(path_type=Path, dir_okay=False, exists=True))
 @click.option(
     "--signing-key",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=GivenPath(path_type=Path, dir_okay=False),
     help="Private key (default: $FLOORCTL_SIGNING_KEY, else the local development key, "
     "every use of which is announced on stderr).",
 )

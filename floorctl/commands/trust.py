@@ -9,6 +9,7 @@ import click
 
 from floorctl import trust
 from floorctl.commands._output import notice, report
+from floorctl.commands._values import GivenPath
 
 
 @click.group("trust", short_help="Manage the keys trusted to sign feeds.")
@@ -20,14 +21,14 @@ def group() -> None:
 @click.option(
     "--current",
     required=True,
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=GivenPath(path_type=Path, dir_okay=False),
     help="The trusted-keys file in force now (the installed keys, when some are).",
 )
 @click.option(
     "--new",
     "new",
     required=True,
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=GivenPath(path_type=Path, dir_okay=False),
     help="The new trusted-keys file; NEW.dsse must be signed by a threshold of CURRENT "
     "(floorctl sign NEW --kind trusted-keys).",
 )

@@ -9,6 +9,7 @@ import click
 
 from floorctl import waivers
 from floorctl.commands._output import emit_json, json_option, report
+from floorctl.commands._values import GivenPath
 from floorctl.errors import FeedError
 from floorctl.feeds import MAX_FEED_BYTES, load_feed
 from floorguard._base.files import read_regular
@@ -34,9 +35,7 @@ def _check(path: Path) -> dict[str, object]:
 
 
 @click.command("validate", short_help="Check feeds and waivers documents.")
-@click.argument(
-    "feeds", nargs=-1, required=True, metavar="FILE...", type=click.Path(path_type=Path)
-)
+@click.argument("feeds", nargs=-1, required=True, metavar="FILE...", type=GivenPath(path_type=Path))
 @json_option
 @click.pass_context
 def command(ctx: click.Context, feeds: tuple[Path, ...], as_json: bool) -> None:

@@ -16,7 +16,7 @@ import click
 from floorctl.commands import _progress, verify_log
 from floorctl.commands._output import emit_json, emit_rendered, format_option, notice
 from floorctl.commands._time_option import parse_time_option
-from floorctl.commands._values import ExistingFolder
+from floorctl.commands._values import ExistingFolder, GivenPath
 from floorguard._commands import verify_commands
 
 
@@ -26,18 +26,18 @@ def verify() -> None:
 
 
 @verify.command("chain", short_help="Prove no unsafe spawn in a window of a slice.")
-@click.argument("slice_path", metavar="SLICE", type=click.Path(dir_okay=False, allow_dash=True))
+@click.argument("slice_path", metavar="SLICE", type=GivenPath(dir_okay=False, allow_dash=True))
 @click.option("--since", metavar="TS", callback=parse_time_option, help="Window start, RFC 3339.")
 @click.option("--until", metavar="TS", callback=parse_time_option, help="Window end, RFC 3339.")
 @click.option(
     "--key-file",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=GivenPath(dir_okay=False, path_type=Path),
     default=None,
     help="The chain's HMAC key file; without it the MACs are not checked.",
 )
 @click.option(
     "--host-keys",
-    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    type=GivenPath(dir_okay=False, exists=True, path_type=Path),
     default=None,
     help='The hosts\' public keys, {"hosts": {NAME: PEM, ...}}: host-signed records are '
     "checked with them, and the output names the host that wrote each record.",
@@ -45,19 +45,19 @@ def verify() -> None:
 @click.option(
     "--checkpoint",
     "checkpoint_file",
-    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    type=GivenPath(dir_okay=False, exists=True, path_type=Path),
     default=None,
     help="A signed checkpoint (C2SP signed note) that the slice must be consistent with.",
 )
 @click.option(
     "--pubkey",
-    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    type=GivenPath(dir_okay=False, exists=True, path_type=Path),
     default=None,
     help="The public key the checkpoint is signed by.",
 )
 @click.option(
     "--inclusion",
-    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    type=GivenPath(dir_okay=False, exists=True, path_type=Path),
     default=None,
     metavar="PROOF",
     help="An inclusion proof of the checkpoint's last record (floorctl chain prove), needed "
@@ -65,14 +65,14 @@ def verify() -> None:
 )
 @click.option(
     "--previous-checkpoint",
-    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    type=GivenPath(dir_okay=False, exists=True, path_type=Path),
     default=None,
     help="The checkpoint the last audit ended at: with --consistency, the records appended "
     "since it are bound to --checkpoint without the records before it.",
 )
 @click.option(
     "--consistency",
-    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    type=GivenPath(dir_okay=False, exists=True, path_type=Path),
     default=None,
     metavar="PROOF",
     help="The consistency proof from --previous-checkpoint to --checkpoint.",

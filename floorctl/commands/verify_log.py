@@ -8,10 +8,10 @@ from pathlib import Path
 import click
 
 from floorctl.commands._output import emit_result, json_option
-from floorctl.commands._values import WholeNumber
+from floorctl.commands._values import GivenPath, WholeNumber
 from floorguard._commands import verify_commands
 
-_FILE = click.Path(path_type=Path, dir_okay=False, exists=True)
+_FILE = GivenPath(path_type=Path, dir_okay=False, exists=True)
 
 witness_key_option = click.option(
     "--witness-key",

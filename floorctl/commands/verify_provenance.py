@@ -8,6 +8,7 @@ import click
 
 from floorctl import keys, provenance
 from floorctl.commands._output import emit_json, json_option, report
+from floorctl.commands._values import GivenPath
 from floorguard._base.files import MAX_ENVELOPE_BYTES, read_regular
 from floorguard.errors import VerificationError
 
@@ -15,17 +16,17 @@ MAX_WHEEL_BYTES = 256 * 1024 * 1024
 
 
 @click.command("provenance", short_help="Verify a wheel against its signed provenance.")
-@click.argument("wheel", type=click.Path(path_type=Path, dir_okay=False))
+@click.argument("wheel", type=GivenPath(path_type=Path, dir_okay=False))
 @click.option(
     "--provenance",
     "provenance_file",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=GivenPath(path_type=Path, dir_okay=False),
     help="The provenance envelope (default: WHEEL.provenance.dsse beside the wheel).",
 )
 @click.option(
     "--pubkey",
     required=True,
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=GivenPath(path_type=Path, dir_okay=False),
     help="Public key the provenance must be signed by.",
 )
 @json_option

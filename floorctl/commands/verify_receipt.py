@@ -9,6 +9,7 @@ import click
 
 from floorctl import render, splice
 from floorctl.commands._output import emit_result, json_option, notice
+from floorctl.commands._values import GivenPath
 from floorctl.errors import ModuleError
 from floorguard._commands import verify_commands
 from floorguard._maps.active_map import bound_names, top_level_problem
@@ -44,18 +45,18 @@ def map_file_hash(path: Path) -> str:
 
 @click.command("receipt", short_help="Verify a receipt's signature and pinned map.")
 @click.argument(
-    "receipt_file", metavar="RECEIPT", type=click.Path(path_type=Path, dir_okay=False, exists=True)
+    "receipt_file", metavar="RECEIPT", type=GivenPath(path_type=Path, dir_okay=False, exists=True)
 )
 @click.option(
     "--pubkey",
-    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    type=GivenPath(path_type=Path, dir_okay=False, exists=True),
     help="Public key the receipt must be signed by (default: the signing key in use, "
     "FLOORCTL_SIGNING_KEY or the development key).",
 )
 @click.option(
     "--floor-map",
     "floor_map",
-    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    type=GivenPath(path_type=Path, dir_okay=False, exists=True),
     help="A floor-map module or map JSON; fails if its hash is not the one the receipt pins.",
 )
 @click.option(

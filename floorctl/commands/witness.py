@@ -21,6 +21,7 @@ import click
 
 from floorctl import keys
 from floorctl.commands._output import notice
+from floorctl.commands._values import GivenPath
 from floorguard._base import atomic, files
 from floorguard._commands import verify_commands
 from floorguard._proofs import checkpoint, tlog
@@ -30,7 +31,7 @@ from floorguard.errors import VerificationError
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-_FILE = click.Path(dir_okay=False, exists=True, path_type=Path)
+_FILE = GivenPath(dir_okay=False, exists=True, path_type=Path)
 
 
 @click.group("witness", short_help="Cosign checkpoints as a witness of the log.")
@@ -131,7 +132,7 @@ def _last_state(state_file: Path) -> witnesses.WitnessState | None:
 @click.option(
     "--state",
     "state_dir",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=GivenPath(file_okay=False, path_type=Path),
     required=True,
     help="The witness's state folder (created if missing; yours alone: writable by no one "
     "else). One per witness key.",
@@ -143,7 +144,7 @@ def _last_state(state_file: Path) -> witnesses.WitnessState | None:
 )
 @click.option(
     "--out",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=GivenPath(dir_okay=False, path_type=Path),
     default=None,
     help="Write the cosigned checkpoint to FILE atomically instead of stdout.",
 )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -85,3 +86,69 @@ def test_maps_must_name_a_folder_in_both_clis(tmp_path: Path, kind: str) -> None
     for done in (by_floorctl, by_floorguard):
         assert done.returncode == 2, (done.stdout, done.stderr)
         assert "--maps" in done.stderr and "PROVEN" not in done.stdout
+
+
+# --- an empty path --------------------------------------------------------------------------
+
+EMPTY_PATHS = [
+    ["keygen", "--out", ""],
+    ["init", "--module", ""],
+    ["chain", "export", "--out", ""],
+    ["refresh", "--module", "", "--feed", "feed.json"],
+    ["refresh", "--module", "floor_map.py", "--feed", ""],
+    ["verify", "receipt", ""],
+    ["verify", "chain", ""],
+]
+
+
+@pytest.mark.parametrize("args", EMPTY_PATHS, ids=lambda args: "-".join(a or "''" for a in args))
+def test_an_empty_path_is_a_usage_error_that_writes_nothing(
+    tmp_path: Path, args: list[str]
+) -> None:
+    """``''`` names no file: read as the working directory, ``keygen --out ''`` wrote its keys
+    there and ``init --module ''`` refused the folder as an existing module."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "feed.json").write_text('{"schema_version": 1, "adapters": {}}')
+    before = sorted(os.listdir(work))
+    done = floorctl(*args, cwd=work, state=tmp_path / "state")
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "empty" in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    assert sorted(os.listdir(work)) == before
+
+
+def _commands(group: object, ctx: object) -> Iterator[tuple[str, object]]:
+    import click
+
+    assert isinstance(group, click.Group) and isinstance(ctx, click.Context)
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        assert command is not None
+        yield name, command
+        if isinstance(command, click.Group):
+            for inner, found in _commands(command, click.Context(command, parent=ctx)):
+                yield f"{name} {inner}", found
+
+
+def test_every_path_option_and_argument_of_floorctl_refuses_an_empty_value() -> None:
+    """Every path parameter, including those of commands added later, is of the type that
+    refuses ``''`` (the subprocess test above tries a few for real)."""
+    import click
+
+    from floorctl.cli import cli
+    from floorctl.commands._values import GivenPath
+
+    paths = [
+        (name, param.name)
+        for name, command in _commands(cli, click.Context(cli))
+        for param in command.params  # type: ignore[attr-defined]
+        if isinstance(param.type, click.Path)
+    ]
+    assert len(paths) >= 40, paths  # (the walk reached the lazily loaded commands)
+    loose = [
+        (name, param.name)
+        for name, command in _commands(cli, click.Context(cli))
+        for param in command.params  # type: ignore[attr-defined]
+        if isinstance(param.type, click.Path) and not isinstance(param.type, GivenPath)
+    ]
+    assert loose == []
