@@ -39,16 +39,15 @@ class GivenPath(click.Path):
         return super().convert(value, param, ctx)
 
 
-class GivenSource(click.ParamType):
+class GivenSource(click.types.StringParamType):
     """A feed's path or URL, as text: not empty (``''`` would be read as the working
     directory), as ``[tool.floorctl] feeds`` refuses one."""
 
-    name = "text"
-
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        if isinstance(value, str) and not value:
+        text = super().convert(value, param, ctx)
+        if not text:
             self.fail("an empty value names no feed", param, ctx)
-        return value
+        return text
 
 
 class ExistingFolder(GivenPath):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from floorguard._gate.decision import Decision
@@ -98,21 +98,49 @@ def spawn(
                 command.close()
             interpreters.close()
         child_env[RECEIPT_ID_VARIABLE] = decision.receipt_id
-        try:
-            return subprocess.Popen(
-                [target.argv0, *argv],
-                executable=target.exec_path,
-                pass_fds=(target.fd,),
-                env=child_env,
-                cwd=workdir.exec_path,
-                shell=False,
-                **popen_kwargs,
-            )
-        except OSError as exc:
-            if exc.filename != target.exec_path:
-                raise  # not about the program (a cwd that is missing, say)
-            # Name the file that was checked, not the descriptor it was run through.
-            raise OSError(exc.errno, exc.strerror, str(target.path)) from exc
+        with _descriptor_for_the_child(target.fd) as fd:
+            exec_path = f"/proc/self/fd/{fd}"
+            try:
+                return subprocess.Popen(
+                    [target.argv0, *argv],
+                    executable=exec_path,
+                    pass_fds=(fd,),
+                    env=child_env,
+                    cwd=workdir.exec_path,
+                    shell=False,
+                    **popen_kwargs,
+                )
+            except OSError as exc:
+                if exc.filename != exec_path:
+                    raise  # not about the program (a cwd that is missing, say)
+                # Name the file that was checked, not the descriptor it was run through.
+                raise OSError(exc.errno, exc.strerror, str(target.path)) from exc
+
+
+# The child is run through /proc/self/fd/N, which a script then has for its own name; a CLI
+# that starts itself again by that name (gemini does, with more memory) needs N open in its
+# own child too. node marks the descriptors it inherits close-on-exec as it starts, from 0
+# up to the first one above 15 that is not open (libuv's uv_disable_stdio_inheritance): N
+# at 64 or above, with nothing open at 16 in the child, is left to its children.
+_CHILD_DESCRIPTOR_FLOOR = 64
+
+
+@contextlib.contextmanager
+def _descriptor_for_the_child(fd: int) -> Iterator[int]:
+    """The open file judged, at a descriptor of ``_CHILD_DESCRIPTOR_FLOOR`` or above (a
+    duplicate, closed here afterwards); ``fd`` itself when none is free there (a soft
+    RLIMIT_NOFILE below it)."""
+    import fcntl
+
+    try:
+        high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, _CHILD_DESCRIPTOR_FLOOR)
+    except OSError:
+        yield fd
+        return
+    try:
+        yield high
+    finally:
+        os.close(high)
 
 
 def _check_types(adapter: object, argv: object, binary: object, env: object, cwd: object) -> None:
