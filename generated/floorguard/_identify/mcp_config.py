@@ -457,12 +457,31 @@ _CLAUDE_ENV_FILES: Final = (".env", ".env.development", ".env.production", ".env
                             ".env.test.local")  # fmt: skip
 # What decides where Claude Code reads its configuration (GIT_DIR and GIT_COMMON_DIR, which
 # decide which project entry it takes, are looked at where project entries are read).
+# Variables naming what Claude Code loads from where nothing is read here, with what they
+# name: a refusal wherever they come from, the environment included.
+_CLAUDE_UNREAD_VARIABLES: Final = {
+    "CLAUDE_CODE_PLUGIN_DIRS": "plugin folders (as --plugin-dir), not read here",
+    "CLAUDE_CODE_REMOTE_SETTINGS_PATH": "a settings file taken for the organisation's, not "
+    "read here",
+}
 _CLAUDE_PLACE_NAMES: Final = frozenset(
     {
         "HOME", "CLAUDE_CONFIG_DIR", "XDG_CONFIG_HOME", "CLAUDE_CODE_CUSTOM_OAUTH_URL",
-        "USER_TYPE", "USE_LOCAL_OAUTH", "USE_STAGING_OAUTH",
+        "USER_TYPE", "USE_LOCAL_OAUTH", "USE_STAGING_OAUTH", *_CLAUDE_UNREAD_VARIABLES,
     }
 )  # fmt: skip
+# Claude Code's options that load servers, plugins or settings from what is not read here,
+# with why (and every option starting --plugin: a plugin's servers, hooks and agents).
+_CLAUDE_UNREAD_OPTIONS: Final = {
+    "--worktree": "starts claude in a new git worktree (of HEAD or the remote's default "
+    "branch), whose .mcp.json and settings were not judged",
+    "--project-config-root": "reads the project's settings, .mcp.json and .claude folder "
+    "from another folder, not read here",
+    "--await-initialize": "takes plugins and MCP servers from the first request on its "
+    "standard input, not read here",
+}
+# -w among a group of short options (-w, -pw, -wNAME): --worktree.
+_CLAUDE_SHORT_WORKTREE: Final = re.compile(r"-[A-Za-z]*w")
 # Keys of Bun's configuration that run code in the process or load variables from files.
 _BUN_CODE_KEYS: Final = frozenset({"preload", "plugins", "env"})
 _GEMINI_PLACE_PREFIXES: Final = ("GEMINI_CLI_", "XDG_", "GEMINI_SANDBOX", "SANDBOX", "LD_", "DYLD_")
@@ -666,16 +685,21 @@ def _variadic_indexed(argv: Sequence[str], option: str) -> list[tuple[int, str]]
     return values
 
 
-def _claude_settings_values(argv: Sequence[str]) -> list[str]:
-    """Each ``--settings`` value of claude's arguments (``--settings V`` or ``--settings=V``)."""
-    values: list[str] = []
+def _claude_settings_values(argv: Sequence[str]) -> list[tuple[str, str]]:
+    """Each settings layer claude's arguments give, with the option: ``--settings`` and
+    ``--managed-settings`` (the policy tier, from a spawning parent), ``OPTION V`` or
+    ``OPTION=V``."""
+    values: list[tuple[str, str]] = []
     for index, arg in enumerate(argv):
         if arg == "--":
             break
-        if arg == "--settings" and index + 1 < len(argv):
-            values.append(argv[index + 1])
-        elif arg.startswith("--settings="):
-            values.append(arg.partition("=")[2])
+        name, equals, value = arg.partition("=")
+        if name not in ("--settings", "--managed-settings"):
+            continue
+        if equals:
+            values.append((name, value))
+        elif index + 1 < len(argv):
+            values.append((name, argv[index + 1]))
     return values
 
 
@@ -831,6 +855,7 @@ class _Reader:
         self._claude_env_files()
         self._claude_bun_configuration()
         self._claude_settings_env(argv)
+        self._claude_sources_not_read(argv)
         self._claude_agents(argv, folders=self._claude_config_dirs())
         for index, value in self._claude_argv(argv):
             where, document = self._claude_mcp_config(value, f"--mcp-config argument {index}")
@@ -951,19 +976,38 @@ class _Reader:
             found.append((folder, folder))
         return list(dict.fromkeys(found))
 
+    def _claude_sources_not_read(self, argv: Sequence[str]) -> None:
+        """Claude Code's options and variables that load servers, plugins or settings from
+        what is not read here (a new worktree, another project folder, plugins, its
+        standard input): each one present is a doubt. Whatever follows an option is taken
+        for one more when it looks like one (commander may give it to the option before as
+        its value): a refusal, never a server let through."""
+        for name, problem in _CLAUDE_UNREAD_VARIABLES.items():
+            if self.environ.get(name):
+                self._doubt("the environment", name, problem)
+        for index, arg in enumerate(argv, 1):
+            if arg == "--":
+                break
+            name = arg.partition("=")[0]
+            if name in _CLAUDE_UNREAD_OPTIONS:
+                self._doubt(f"argument {index}", name, _CLAUDE_UNREAD_OPTIONS[name])
+            elif name.startswith("--plugin"):
+                self._doubt(f"argument {index}", name, "a plugin, whose servers, hooks and "
+                            "agents are not read here")  # fmt: skip
+            elif not arg.startswith("--") and _CLAUDE_SHORT_WORKTREE.match(arg):
+                self._doubt(f"argument {index}", "-w", _CLAUDE_UNREAD_OPTIONS["--worktree"])
+
     def _claude_agents(self, argv: Sequence[str], *, folders: Sequence[tuple[str, str]]) -> None:
         """Claude Code starts the servers an agent definition declares (``mcpServers`` in
-        an agent file's front matter, or in ``--agents`` JSON), and a plugin's
-        (``--plugin-dir``): none is read here, so each one present is a doubt."""
+        an agent file's front matter, or in ``--agents`` JSON): none is read here, so each
+        one present is a doubt."""
         for index, arg in enumerate(argv, 1):
             if arg == "--":
                 break
             name, equals, value = arg.partition("=")
             if not equals and index < len(argv):
                 value = argv[index]
-            if name == "--plugin-dir":
-                self._doubt(f"argument {index}", name, "a plugin folder, not read here")
-            elif name == "--agents" and _names_servers(value):
+            if name == "--agents" and _names_servers(value):
                 self._doubt(f"argument {index}", name, "agents declaring MCP servers, not read")
         found = [_joined(folder, "agents") for folder, _ in folders if not self._missing(folder)]
         found += [
@@ -1130,11 +1174,12 @@ class _Reader:
             if not self._missing(claude):
                 files += [(_joined(claude, name), above)
                           for name in ("settings.json", "settings.local.json")]  # fmt: skip
-        for value in _claude_settings_values(argv):
-            files.append((value, None))
+        given = dict(_claude_settings_values(argv)[::-1])  # (value -> its option)
+        files += [(value, None) for _, value in _claude_settings_values(argv)]
         files.append((CLAUDE_MANAGED_SETTINGS, None))
         for path, within in dict.fromkeys(files):
-            where, document = self._json_argument(path, "--settings argument", within)
+            inline = f"{given.get(path, '--settings')} argument"
+            where, document = self._json_argument(path, inline, within)
             if document is None:
                 continue
             env = document.get("env") if isinstance(document, dict) else None
@@ -1739,6 +1784,7 @@ class _Reader:
         # (GEMINI_SANDBOX, then an argument, decides before the settings are looked at)
         self.gemini_sandbox_decided = self._gemini_sandbox(argv)
         self._gemini_worktree(argv)
+        self._gemini_acp(argv)
         self._gemini_ide_companion()
         if self.environ.get("HOME") == "":
             # (node's os.homedir() is then empty, and Storage.getGlobalGeminiDir() falls
@@ -1831,6 +1877,19 @@ class _Reader:
                 raise ConfigDoubt(
                     f"gemini argument {index} ({spelled}): starts gemini in a new git "
                     "worktree of HEAD, whose files were not judged"
+                )
+
+    def _gemini_acp(self, argv: Sequence[str]) -> None:
+        """``--acp`` (``--experimental-acp``) runs Gemini CLI for an ACP client, whose
+        ``session/new`` names the stdio servers to start and a folder whose settings are
+        loaded, at run time: nothing the gate reads. Any spelling yargs reads is a doubt.
+        Raises ConfigDoubt."""
+        for index, key, spelled in _yargs_keys(argv):
+            if key.replace("-", "").lower() in ("acp", "experimentalacp"):
+                raise ConfigDoubt(
+                    f"gemini argument {index} ({spelled}): runs gemini for an ACP client, "
+                    "which names the MCP servers it starts (and a folder whose settings it "
+                    "loads) at run time, not judged here"
                 )
 
     def _gemini_ide_companion(self) -> None:

@@ -1,0 +1,170 @@
+"""Arguments and variables that make an agent take its servers, plugins or settings from
+somewhere the gate does not read refuse the agent; the same agent without them starts.
+
+Claude Code (2.1.332's help and code):
+- ``-w``/``--worktree [name]``: creates a git worktree from HEAD (or the remote's default
+  branch) and moves into it before it loads anything: its committed ``.mcp.json`` and
+  ``.claude`` settings, not the working tree's that were read.
+- ``--project-config-root DIR``: the project settings, ``.mcp.json`` and ``.claude`` trees
+  of DIR instead of the working directory's.
+- ``--plugin-dir``, ``--plugin-dir-no-mcp``, ``--plugin-url`` (any ``--plugin...``) and
+  ``CLAUDE_CODE_PLUGIN_DIRS`` (in the environment or a settings ``env``): a plugin, whose
+  servers, hooks and agents are not read.
+- ``--await-initialize``: plugins and MCP servers from the first request on its stdin.
+- ``CLAUDE_CODE_REMOTE_SETTINGS_PATH``: a settings file taken for the organisation's.
+- ``--managed-settings JSON``: the policy tier of settings, read as ``--settings`` is
+  (its ``env`` judged, an enabled plugin refused).
+
+Gemini CLI ``--acp`` (``--experimental-acp``): the client's ``session/new`` gives the stdio
+servers to start, and a folder whose settings are loaded, at run time.
+
+Real spawns in the lab of tests/helpers/mcp_lab.py (native stand-ins that leave a marker).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+from helpers.mcp_lab import OLD_AIDER, Lab, servers, write
+
+
+def _git(lab: Lab, *args: str) -> None:
+    subprocess.run(["git", "-C", str(lab.project), *args], check=True, capture_output=True)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["-w"], ["--worktree"], ["--worktree=feature"], ["--worktree", "feature"], ["-wfeature"],
+     ["-pw"], ["-p", "task", "-w"]],
+    ids=["short", "long", "equals", "long-named", "attached", "grouped", "after-prompt"],
+)  # fmt: skip
+def test_claude_told_to_start_in_a_new_worktree_is_refused(lab: Lab, argv: list[str]) -> None:
+    """The committed ``.mcp.json`` declares a below-floor aider; the working tree's does not
+    exist (removed, not committed): a gate reading the working tree finds nothing."""
+    _git(lab, "init", "-q")
+    write(lab.project / ".mcp.json", servers(old=OLD_AIDER))
+    _git(lab, "add", ".mcp.json")
+    _git(lab, "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "-m", "servers")
+    (lab.project / ".mcp.json").unlink()
+    started, reason = lab.spawn("claude", *argv)
+    assert not started, f"claude started with {argv}"
+    assert "worktree" in reason, reason
+
+
+def test_claude_with_a_worktree_only_after_its_arguments_end_starts(lab: Lab) -> None:
+    started, reason = lab.spawn("claude", "-p", "write", "--", "-w")
+    assert started, reason
+
+
+@pytest.mark.parametrize("spelling", ["separate", "equals"])
+def test_claude_reading_its_project_configuration_elsewhere_is_refused(
+    lab: Lab, spelling: str
+) -> None:
+    root = lab.root / "elsewhere"
+    write(root / ".mcp.json", servers(old=OLD_AIDER))
+    argv = (
+        ["--project-config-root", str(root)]
+        if spelling == "separate"
+        else [f"--project-config-root={root}"]
+    )
+    started, reason = lab.spawn("claude", *argv, "-p", "task")
+    assert not started, "claude started with its project configuration read elsewhere"
+    assert "--project-config-root" in reason, reason
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--plugin-dir", "plug"], ["--plugin-dir-no-mcp", "plug"], ["--plugin-dir-no-mcp=plug"],
+     ["--plugin-url", "https://example.invalid/p.zip"], ["--plugin-anything", "x"]],
+    ids=["dir", "dir-no-mcp", "dir-no-mcp-equals", "url", "any-plugin-option"],
+)  # fmt: skip
+def test_claude_given_a_plugin_by_argument_is_refused(lab: Lab, argv: list[str]) -> None:
+    plugin = lab.project / "plug"
+    write(plugin / ".claude-plugin" / "plugin.json", json.dumps({"name": "p"}))
+    write(plugin / ".mcp.json", servers(old=OLD_AIDER))
+    started, reason = lab.spawn("claude", *argv, "-p", "task")
+    assert not started, f"claude started with {argv}"
+    assert argv[0].partition("=")[0] in reason and "plugin" in reason, reason
+
+
+@pytest.mark.parametrize("where", ["environment", "settings"])
+def test_claude_given_plugin_folders_by_variable_is_refused(lab: Lab, where: str) -> None:
+    plugin = lab.root / "plug"
+    write(plugin / ".claude-plugin" / "plugin.json", json.dumps({"name": "p"}))
+    write(plugin / ".mcp.json", servers(old=OLD_AIDER))
+    env = lab.env()
+    if where == "environment":
+        env["CLAUDE_CODE_PLUGIN_DIRS"] = str(plugin)
+    else:
+        settings = {"env": {"CLAUDE_CODE_PLUGIN_DIRS": str(plugin)}}
+        write(lab.project / ".claude" / "settings.json", json.dumps(settings))
+    started, reason = lab.spawn("claude", "-p", "task", env=env)
+    assert not started, f"claude started with CLAUDE_CODE_PLUGIN_DIRS from its {where}"
+    assert "CLAUDE_CODE_PLUGIN_DIRS" in reason, reason
+
+
+@pytest.mark.parametrize("where", ["environment", "settings"])
+def test_claude_given_a_file_in_place_of_its_remote_settings_is_refused(
+    lab: Lab, where: str
+) -> None:
+    remote = write(lab.root / "remote.json", json.dumps({"env": {"BASH_ENV": "./x.sh"}}))
+    env = lab.env()
+    if where == "environment":
+        env["CLAUDE_CODE_REMOTE_SETTINGS_PATH"] = str(remote)
+    else:
+        settings = {"env": {"CLAUDE_CODE_REMOTE_SETTINGS_PATH": str(remote)}}
+        write(lab.home / ".claude" / "settings.json", json.dumps(settings))
+    started, reason = lab.spawn("claude", "-p", "task", env=env)
+    assert not started, f"claude started with CLAUDE_CODE_REMOTE_SETTINGS_PATH from its {where}"
+    assert "CLAUDE_CODE_REMOTE_SETTINGS_PATH" in reason, reason
+
+
+def test_claude_told_to_read_its_launch_options_from_stdin_is_refused(lab: Lab) -> None:
+    started, reason = lab.spawn("claude", "--await-initialize", "-p", "task")
+    assert not started, "claude started taking plugins and servers from its stdin"
+    assert "--await-initialize" in reason, reason
+
+
+@pytest.mark.parametrize("spelling", ["separate", "equals"])
+@pytest.mark.parametrize(
+    "settings",
+    [{"env": {"BASH_ENV": "./start.sh"}}, {"enabledPlugins": {"p@market": True}}],
+    ids=["env", "plugin"],
+)
+def test_claude_s_policy_settings_by_argument_are_read_as_its_other_settings(
+    lab: Lab, settings: dict[str, object], spelling: str
+) -> None:
+    text = json.dumps(settings)
+    argv = ["--managed-settings", text]
+    if spelling == "equals":
+        argv = [f"--managed-settings={text}"]
+    started, reason = lab.spawn("claude", *argv, "-p", "task")
+    assert not started, f"claude started with --managed-settings {text}"
+    assert ("BASH_ENV" in reason) or ("p@market" in reason), reason
+
+
+def test_claude_s_policy_settings_that_load_nothing_start_it(lab: Lab) -> None:
+    text = json.dumps({"env": {"DISABLE_TELEMETRY": "1"}, "permissions": {"deny": ["Bash"]}})
+    started, reason = lab.spawn("claude", "--managed-settings", text, "-p", "task")
+    assert started, reason
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--acp"], ["--experimental-acp"], ["--experimentalAcp"], ["--acp=true"],
+     ["-p", "t", "--acp"]],
+    ids=["acp", "experimental", "camel", "equals", "after-prompt"],
+)  # fmt: skip
+def test_gemini_run_for_a_client_that_names_its_servers_is_refused(
+    lab: Lab, argv: list[str]
+) -> None:
+    started, reason = lab.spawn("gemini", *argv)
+    assert not started, f"gemini started with {argv}"
+    assert "acp" in reason.lower(), reason
+
+
+def test_gemini_with_acp_only_after_its_arguments_end_starts(lab: Lab) -> None:
+    started, reason = lab.spawn("gemini", "-p", "write", "--", "--acp")
+    assert started, reason
