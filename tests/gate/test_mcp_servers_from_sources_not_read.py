@@ -168,3 +168,38 @@ def test_gemini_run_for_a_client_that_names_its_servers_is_refused(
 def test_gemini_with_acp_only_after_its_arguments_end_starts(lab: Lab) -> None:
     started, reason = lab.spawn("gemini", "-p", "write", "--", "--acp")
     assert started, reason
+
+
+# ======================================================== claude's options: those known, only
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--channels", "plugin:srv", "-p", "task"], ["--dangerously-load-development-channels", "x"],
+     ["--file", "file_abc:.mcp.json", "-p", "task"], ["-p", "task", "--bg"], ["-x"]],
+    ids=["channels", "development-channels", "file-download", "background", "unknown-short"],
+)  # fmt: skip
+def test_claude_given_an_option_the_gate_does_not_know_is_refused(
+    lab: Lab, argv: list[str]
+) -> None:
+    """Claude Code's hidden options (its help does not list them) include ones that start
+    servers (``--channels <servers...>``) or write files before it reads its configuration
+    (``--file``): a session option the gate does not know refuses, named."""
+    started, reason = lab.spawn("claude", *argv)
+    assert not started, f"claude started with {argv}"
+    assert "does not know" in reason, reason
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["-p", "task", "--model", "opus", "--output-format", "stream-json", "--verbose"],
+     ["--system-prompt", "--channels are mentioned here", "-p", "task"],
+     ["--allowedTools", "Bash(git *)", "Edit", "--max-turns", "3", "-p", "task"],
+     ["-r", "-p", "task"], ["-dapi", "-p", "task"], ["-c", "-p", "t", "--fork-session"],
+     ["-p", "--", "--channels"]],
+    ids=["print", "value-like-an-option", "variadic", "optional-value", "attached", "continue",
+         "after-double-dash"],
+)  # fmt: skip
+def test_claude_with_options_the_gate_knows_starts(lab: Lab, argv: list[str]) -> None:
+    started, reason = lab.spawn("claude", *argv)
+    assert started, reason

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from floorguard._base._text import recordable
+from floorguard._identify.claude_options import doubtful_options
 from floorguard._identify.dotenvy_file import RUST_WHITE_SPACE, DotenvDoubt, load
 from floorguard._identify.mcp_files import (
     ConfigDoubt,
@@ -189,7 +190,7 @@ def read_servers(
         dropped = set(ends[:count])
         readings.append([arg for index, arg in enumerate(argv) if index not in dropped])
     for reading in readings:
-        reader = _Reader(client, cwd, environ)
+        reader = _Reader(client, cwd, environ, wrapped=wrapped)
         try:
             if client == CLAUDE:
                 reader.claude(reading)
@@ -470,18 +471,6 @@ _CLAUDE_PLACE_NAMES: Final = frozenset(
         "USER_TYPE", "USE_LOCAL_OAUTH", "USE_STAGING_OAUTH", *_CLAUDE_UNREAD_VARIABLES,
     }
 )  # fmt: skip
-# Claude Code's options that load servers, plugins or settings from what is not read here,
-# with why (and every option starting --plugin: a plugin's servers, hooks and agents).
-_CLAUDE_UNREAD_OPTIONS: Final = {
-    "--worktree": "starts claude in a new git worktree (of HEAD or the remote's default "
-    "branch), whose .mcp.json and settings were not judged",
-    "--project-config-root": "reads the project's settings, .mcp.json and .claude folder "
-    "from another folder, not read here",
-    "--await-initialize": "takes plugins and MCP servers from the first request on its "
-    "standard input, not read here",
-}
-# -w among a group of short options (-w, -pw, -wNAME): --worktree.
-_CLAUDE_SHORT_WORKTREE: Final = re.compile(r"-[A-Za-z]*w")
 # Keys of Bun's configuration that run code in the process or load variables from files.
 _BUN_CODE_KEYS: Final = frozenset({"preload", "plugins", "env"})
 _GEMINI_PLACE_PREFIXES: Final = ("GEMINI_CLI_", "XDG_", "GEMINI_SANDBOX", "SANDBOX", "LD_", "DYLD_")
@@ -764,8 +753,12 @@ def _above(folder: str) -> tuple[str, ...]:
 
 
 class _Reader:
-    def __init__(self, client: str, cwd: str, environ: Mapping[str, str]) -> None:
+    def __init__(
+        self, client: str, cwd: str, environ: Mapping[str, str], *, wrapped: bool = False
+    ) -> None:
         self.client = client
+        # The arguments are a wrapper's (npx, node, env), the agent's own among them.
+        self.wrapped = wrapped
         self.cwd = _normal(cwd)
         # The working directory and every folder above it, nearest first (looked in for
         # several kinds of file).
@@ -977,25 +970,17 @@ class _Reader:
         return list(dict.fromkeys(found))
 
     def _claude_sources_not_read(self, argv: Sequence[str]) -> None:
-        """Claude Code's options and variables that load servers, plugins or settings from
-        what is not read here (a new worktree, another project folder, plugins, its
-        standard input): each one present is a doubt. Whatever follows an option is taken
-        for one more when it looks like one (commander may give it to the option before as
-        its value): a refusal, never a server let through."""
+        """Claude Code's options and variables that may load servers, plugins or settings
+        from what is not read here (a new worktree, another project folder, plugins, its
+        standard input, and any session option not known here when claude is run
+        directly: claude_options): each one present is a doubt."""
         for name, problem in _CLAUDE_UNREAD_VARIABLES.items():
             if self.environ.get(name):
                 self._doubt("the environment", name, problem)
-        for index, arg in enumerate(argv, 1):
-            if arg == "--":
-                break
-            name = arg.partition("=")[0]
-            if name in _CLAUDE_UNREAD_OPTIONS:
-                self._doubt(f"argument {index}", name, _CLAUDE_UNREAD_OPTIONS[name])
-            elif name.startswith("--plugin"):
-                self._doubt(f"argument {index}", name, "a plugin, whose servers, hooks and "
-                            "agents are not read here")  # fmt: skip
-            elif not arg.startswith("--") and _CLAUDE_SHORT_WORKTREE.match(arg):
-                self._doubt(f"argument {index}", "-w", _CLAUDE_UNREAD_OPTIONS["--worktree"])
+        # (a wrapper's own options cannot be told from claude's here: only those known to
+        # load from elsewhere are looked for then)
+        for index, name, problem in doubtful_options(argv, session=not self.wrapped):
+            self._doubt(f"argument {index}", name, problem)
 
     def _claude_agents(self, argv: Sequence[str], *, folders: Sequence[tuple[str, str]]) -> None:
         """Claude Code starts the servers an agent definition declares (``mcpServers`` in
