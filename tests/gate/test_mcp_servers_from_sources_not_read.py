@@ -203,3 +203,16 @@ def test_claude_given_an_option_the_gate_does_not_know_is_refused(
 def test_claude_with_options_the_gate_knows_starts(lab: Lab, argv: list[str]) -> None:
     started, reason = lab.spawn("claude", *argv)
     assert started, reason
+
+
+@pytest.mark.parametrize("declares", [True, False], ids=["servers", "no-servers"])
+def test_claude_given_its_agents_in_a_file_is_judged_by_the_file(lab: Lab, declares: bool) -> None:
+    """``--agents`` takes JSON, or (2.1.332, with --print) the path of a file holding it."""
+    agent: dict[str, object] = {"description": "d", "prompt": "p"}
+    if declares:
+        agent["mcpServers"] = {"old": OLD_AIDER}
+    write(lab.project / "agents.json", json.dumps({"helper": agent}))
+    started, reason = lab.spawn("claude", "--agents", "agents.json", "-p", "task")
+    assert started != declares, reason
+    if declares:
+        assert "--agents" in reason and "MCP servers" in reason, reason

@@ -992,7 +992,7 @@ class _Reader:
             name, equals, value = arg.partition("=")
             if not equals and index < len(argv):
                 value = argv[index]
-            if name == "--agents" and _names_servers(value):
+            if name == "--agents" and self._agents_name_servers(value):
                 self._doubt(f"argument {index}", name, "agents declaring MCP servers, not read")
         found = [_joined(folder, "agents") for folder, _ in folders if not self._missing(folder)]
         found += [
@@ -1005,6 +1005,22 @@ class _Reader:
             for added in _variadic_values(argv, "--add-dir")
         ]
         self._agent_definitions(found, _AGENT_SERVERS, "claude agent file")
+
+    def _agents_name_servers(self, value: str) -> bool:
+        """Whether an ``--agents`` value names MCP servers: JSON text, or (a value that is
+        not an object, which Claude Code then opens) a file's text; a file that cannot be
+        read exactly counts as naming them."""
+        text = value.strip(_JS_TRIMMED)
+        if not text or text.startswith("{"):
+            return _names_servers(value)
+        try:
+            got = read_config(_node_path(self.cwd, text), within=None,
+                              what="claude agents file", max_bytes=_AGENT_FILE_BYTES)  # fmt: skip
+        except ConfigDoubt:
+            return True
+        if got is None:
+            return False  # (no such file: claude stops)
+        return not _utf8_text(got[0]) or _names_servers(got[0].decode("utf-8"))
 
     def _agent_definitions(self, folders: Sequence[str], key: str, what: str) -> None:
         """Each Markdown agent file in ``folders`` and the folders below them whose front
