@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from helpers.cli import floorctl, isolated_env
 
-NOT_WHOLE_NUMBERS = ["٣", "1_0", " 3", "+3", "3 ", "0x3", "３"]
+NOT_WHOLE_NUMBERS = ["٣", "1_0", " 3", "+3", "3 ", "0x3", "３", "-0", "-00"]
 
 
 def _floorguard(args: list[str], state: Path, cwd: Path) -> subprocess.CompletedProcess[str]:

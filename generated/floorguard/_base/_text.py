@@ -78,7 +78,8 @@ def without_credentials(text: str) -> str:
     return text
 
 
-_WHOLE_NUMBER = re.compile(r"-?[0-9]+")
+# (a minus only before a number that is not zero: "-0" is no spelling of 0 either)
+_WHOLE_NUMBER = re.compile(r"(?:-(?=[0-9]*[1-9]))?[0-9]+")
 
 
 def whole_number(text: str) -> int:
