@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from floorctl import keys, locking
-from floorctl.errors import TrustError
+from floorctl.errors import SigningError, TrustError
 from floorguard._base import atomic
 from floorguard._base.files import MAX_ENVELOPE_BYTES, read_regular
 from floorguard._crypto import dsse
@@ -137,7 +137,8 @@ def sign_file(
     """An envelope signing ``data``; adds to ``existing`` if that one signs the same bytes.
 
     Adding lets several holders of a threshold each sign in turn. An existing envelope over
-    other bytes (an older version) is replaced, never merged.
+    other bytes (an older version) is replaced, never merged; one over the same bytes as
+    another kind of document (a published map's) is not replaced: raises SigningError.
     """
     fresh = dsse.sign(payload_type, data, key)
     if existing is not None:
@@ -145,11 +146,14 @@ def sign_file(
             previous = dsse.parse_envelope(existing)
         except VerificationError:
             previous = None
-        if (
-            previous is not None
-            and previous.payload == data
-            and previous.payload_type == payload_type
-        ):
+        if previous is not None and previous.payload == data:
+            if previous.payload_type != payload_type:
+                raise SigningError(
+                    f"the signature file already signs these bytes as "
+                    f"{previous.payload_type!r}, not as {payload_type!r}: signing them again "
+                    "would replace those signatures (sign them with the command that made it, "
+                    "floorctl publish for a floor map, or remove it first)"
+                )
             ours = fresh.signatures[0]
             others = tuple(s for s in previous.signatures if s.keyid != ours.keyid)
             fresh = dsse.Envelope(payload_type, data, (*others, ours))

@@ -10,6 +10,7 @@ import click
 from floorctl import feeds, keys, trust
 from floorctl.commands._output import emit_json, json_option, notice, report
 from floorctl.commands._values import GivenPath
+from floorctl.errors import SigningError
 from floorguard._base import atomic, files
 from floorguard._base.files import read_regular, read_regular_if_exists
 from floorguard._crypto import dsse
@@ -45,7 +46,10 @@ def command(path: Path, signing_key: Path | None, kind: str, as_json: bool) -> N
     data = read_regular(path, max_bytes=feeds.MAX_FEED_BYTES, what="file to sign")
     out = Path(str(path) + trust.SIGNATURE_SUFFIX)
     existing = read_regular_if_exists(out, max_bytes=files.MAX_ENVELOPE_BYTES, what="signature")
-    envelope = trust.sign_file(data, existing, key, KINDS[kind])
+    try:
+        envelope = trust.sign_file(data, existing, key, KINDS[kind])
+    except SigningError as exc:
+        raise SigningError(f"{out}: {exc}") from None
     atomic.write_atomic(out, envelope)
     signatures = len(dsse.parse_envelope(envelope).signatures)
     key_id = dsse.key_id(key.public_key())

@@ -315,3 +315,25 @@ def test_refuses_rotation_while_the_installed_keys_are_a_dangling_link(
     assert done.returncode == 1
     assert "trusted-keys.json" in done.stderr
     assert installed.is_symlink() and not installed.exists()
+
+
+@pytest.mark.parametrize("kind", ["feed", "trusted-keys"])
+def test_sign_refuses_to_replace_a_signature_of_the_same_bytes_as_something_else(
+    three: list, tmp_path: Path, kind: str
+) -> None:
+    """A published map's ``floor-map.json.dsse`` signs its bytes as a floor map: signing them
+    again as a feed replaced the publisher's envelope, and every host stopped taking the map.
+    Refused, the envelope left as it was."""
+    (_, ka, _), (other, _, _) = three[0], three[1]
+    target = tmp_path / "floor-map.json"
+    target.write_bytes(b'{"map": 1}\n')
+    signature = Path(str(target) + ".dsse")
+    published = dsse.sign("application/vnd.floorguard.floor-map+json", target.read_bytes(), other)
+    signature.write_bytes(published.to_bytes())
+    before = signature.read_bytes()
+    done = floorctl_here(
+        "sign", str(target), "--kind", kind, "--signing-key", str(ka), home=tmp_path / "h"
+    )
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert "floor-map+json" in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    assert signature.read_bytes() == before
