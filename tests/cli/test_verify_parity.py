@@ -309,11 +309,17 @@ def test_both_read_a_bernstein_module_for_floor_map_alike(project: Project) -> N
     assert guard.stderr == ctl.stderr.replace("floorctl:", "floorguard:")
 
 
-def test_the_runtime_refuses_a_module_that_assigns_its_entries_twice(project: Project) -> None:
+def test_both_refuse_a_module_that_assigns_its_entries_twice_in_the_same_words(
+    project: Project,
+) -> None:
     # Two FLOOR_MAP_ENTRIES: which one a reader takes is a choice an attacker would exploit.
     module = project.root / "twice.py"
-    module.write_text("FLOOR_MAP_ENTRIES = {}\nFLOOR_MAP_ENTRIES = {}\n")
+    module.write_text(
+        "# floor-map:begin\nFLOOR_MAP_VERSION = 1\nFLOOR_MAP_HASH = 'sha256:'\n"
+        "FLOOR_MAP_ENTRIES = {}\n# floor-map:end\nFLOOR_MAP_ENTRIES = {}\n"
+    )
     args = ("receipt", "receipt.json", "--pubkey", "keys/signing.pub", "--floor-map")
-    _, guard = both(project, *args, str(module))
-    assert guard.returncode == 1
-    assert "FLOOR_MAP_ENTRIES is assigned twice" in guard.stderr
+    ctl, guard = both(project, *args, str(module))
+    assert (ctl.returncode, guard.returncode) == (1, 1)
+    assert "FLOOR_MAP_ENTRIES is assigned twice (line 6)" in guard.stderr
+    assert guard.stderr == ctl.stderr.replace("floorctl:", "floorguard:")

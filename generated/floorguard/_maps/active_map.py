@@ -211,7 +211,7 @@ def module_literals(
             raise FloorMapError(problem)
         if isinstance(target, ast.Name) and target.id in names:
             if target.id in values:
-                raise FloorMapError(f"{source}: {target.id} is assigned twice")
+                raise FloorMapError(f"{source}: {target.id} is assigned twice (line {node.lineno})")
             if lines is not None:
                 lines[target.id] = (node.lineno, node.end_lineno or node.lineno)
             if evaluate is not None:
