@@ -89,36 +89,39 @@ def test_claude_given_a_plugin_by_argument_is_refused(lab: Lab, argv: list[str])
     assert argv[0].partition("=")[0] in reason and "plugin" in reason, reason
 
 
-@pytest.mark.parametrize("where", ["environment", "settings"])
-def test_claude_given_plugin_folders_by_variable_is_refused(lab: Lab, where: str) -> None:
+def _plugin_folder(lab: Lab) -> str:
     plugin = lab.root / "plug"
     write(plugin / ".claude-plugin" / "plugin.json", json.dumps({"name": "p"}))
     write(plugin / ".mcp.json", servers(old=OLD_AIDER))
-    env = lab.env()
-    if where == "environment":
-        env["CLAUDE_CODE_PLUGIN_DIRS"] = str(plugin)
-    else:
-        settings = {"env": {"CLAUDE_CODE_PLUGIN_DIRS": str(plugin)}}
-        write(lab.project / ".claude" / "settings.json", json.dumps(settings))
-    started, reason = lab.spawn("claude", "-p", "task", env=env)
-    assert not started, f"claude started with CLAUDE_CODE_PLUGIN_DIRS from its {where}"
-    assert "CLAUDE_CODE_PLUGIN_DIRS" in reason, reason
+    return str(plugin)
 
 
-@pytest.mark.parametrize("where", ["environment", "settings"])
-def test_claude_given_a_file_in_place_of_its_remote_settings_is_refused(
-    lab: Lab, where: str
+def _remote_settings(lab: Lab) -> str:
+    return str(write(lab.root / "remote.json", json.dumps({"env": {"BASH_ENV": "./x.sh"}})))
+
+
+# Variables naming what claude loads from where nothing is read, and what they name.
+NAMING_WHAT_IS_NOT_READ = {
+    "CLAUDE_CODE_PLUGIN_DIRS": _plugin_folder,
+    "CLAUDE_CODE_REMOTE_SETTINGS_PATH": _remote_settings,
+}
+
+
+@pytest.mark.parametrize("where", ["environment", "project settings", "home settings"])
+@pytest.mark.parametrize("variable", sorted(NAMING_WHAT_IS_NOT_READ))
+def test_claude_given_a_variable_naming_what_is_not_read_is_refused(
+    lab: Lab, variable: str, where: str
 ) -> None:
-    remote = write(lab.root / "remote.json", json.dumps({"env": {"BASH_ENV": "./x.sh"}}))
+    value = NAMING_WHAT_IS_NOT_READ[variable](lab)
     env = lab.env()
     if where == "environment":
-        env["CLAUDE_CODE_REMOTE_SETTINGS_PATH"] = str(remote)
+        env[variable] = value
     else:
-        settings = {"env": {"CLAUDE_CODE_REMOTE_SETTINGS_PATH": str(remote)}}
-        write(lab.home / ".claude" / "settings.json", json.dumps(settings))
+        folder = lab.project if where == "project settings" else lab.home
+        write(folder / ".claude" / "settings.json", json.dumps({"env": {variable: value}}))
     started, reason = lab.spawn("claude", "-p", "task", env=env)
-    assert not started, f"claude started with CLAUDE_CODE_REMOTE_SETTINGS_PATH from its {where}"
-    assert "CLAUDE_CODE_REMOTE_SETTINGS_PATH" in reason, reason
+    assert not started, f"claude started with {variable} from its {where}"
+    assert variable in reason, reason
 
 
 def test_claude_told_to_read_its_launch_options_from_stdin_is_refused(lab: Lab) -> None:
