@@ -38,13 +38,14 @@ class SourceError(FloorctlError):
     folder, not a readable zip)."""
 
 
-def _open_regular(path: str, *, nofollow: bool) -> tuple[int, os.stat_result]:
-    """An open descriptor of the regular file ``path``; raises OSError or ValueError."""
+def _open_regular(path: str, *, nofollow: bool, what: str) -> tuple[int, os.stat_result]:
+    """An open descriptor of the regular file ``path`` (``what``: the kind of file, for the
+    message); raises OSError or ValueError."""
     fd = os.open(path, _OPEN_FLAGS | (os.O_NOFOLLOW if nofollow else 0))
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise ValueError(f"not a regular file (it is {kind_of(info.st_mode)})")
+            raise ValueError(f"not a regular file (the {what} is {kind_of(info.st_mode)})")
         os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)
@@ -66,7 +67,7 @@ def _read_fd(fd: int, cap: int) -> bytes | None:
 
 def _read_record_file(path: str, cap: int, *, nofollow: bool) -> bytes | RecordError:
     try:
-        fd, _ = _open_regular(path, nofollow=nofollow)
+        fd, _ = _open_regular(path, nofollow=nofollow, what="OSV record")
     except ValueError as exc:
         return RecordError([(path, "$", str(exc))])
     except OSError as exc:
@@ -96,7 +97,7 @@ def iter_source(source: Path) -> Iterator[Item]:
         yield from _iter_tree(name)
         return
     try:
-        fd, info = _open_regular(name, nofollow=False)
+        fd, info = _open_regular(name, nofollow=False, what="OSV source")
     except ValueError as exc:
         raise SourceError(f"{name}: {exc}") from exc
     except OSError as exc:
