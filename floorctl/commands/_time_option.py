@@ -8,17 +8,18 @@ from datetime import datetime
 
 import click
 
-from floorguard._base._time import parse_ts
+from floorguard._base._time import parse_ts, parse_window_start
 from floorguard.errors import FloorguardError
 
 
 def parse_time_option(
     ctx: click.Context, param: click.Parameter, value: str | None
 ) -> datetime | None:
-    """Click callback: RFC 3339 with ``Z`` or an offset (a window's ends); else usage error."""
+    """Click callback: RFC 3339 with ``Z`` or an offset (a window's ends, its start rounded
+    up past microseconds); else usage error."""
     if value is None:
         return None
     try:
-        return parse_ts(value)
+        return parse_window_start(value) if param.name == "since" else parse_ts(value)
     except FloorguardError as exc:
         raise click.BadParameter(str(exc), ctx=ctx, param=param) from exc

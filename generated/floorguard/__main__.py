@@ -43,6 +43,16 @@ def _time_option(text: str) -> datetime:
         raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
+def _since_option(text: str) -> datetime:
+    """argparse type: a window's start (rounded up past microseconds: parse_window_start)."""
+    from floorguard._base._time import parse_window_start
+
+    try:
+        return parse_window_start(text)
+    except FloorguardError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
 def _whole_number_option(text: str) -> int:
     """argparse type: a whole number in ASCII digits (a usage error otherwise)."""
     from floorguard._base._text import whole_number
@@ -149,7 +159,7 @@ def register_verify(commands: _SubParsers) -> _SubParsers:
     chain.add_argument(
         "slice", metavar="SLICE", type=_slice_option, help="the slice file, or - for stdin"
     )
-    chain.add_argument("--since", metavar="TS", type=_time_option, help="window start (RFC 3339)")
+    chain.add_argument("--since", metavar="TS", type=_since_option, help="window start (RFC 3339)")
     chain.add_argument("--until", metavar="TS", type=_time_option, help="window end (RFC 3339)")
     chain.add_argument(
         "--key-file",
@@ -439,7 +449,7 @@ def register_chain(commands: _SubParsers) -> None:
         "that the window is covered. Exit 1 when there is no chain, or when the reader of "
         "standard output stops early.",
     )
-    export.add_argument("--since", metavar="TS", type=_time_option, help="window start (RFC 3339)")
+    export.add_argument("--since", metavar="TS", type=_since_option, help="window start (RFC 3339)")
     export.add_argument("--until", metavar="TS", type=_time_option, help="window end (RFC 3339)")
     export.add_argument(
         "--out", metavar="FILE", type=_FILE, help="write to FILE atomically instead of stdout"

@@ -1,0 +1,56 @@
+"""A window's ends given with more than six fractional digits: the chain's stamps are in
+microseconds, so ``--since`` rounds up to the next one when a digit past the sixth is not
+zero (cut there, a start between two stamps took in the earlier one) and ``--until`` is cut
+(which keeps a stamp after it out); both CLIs alike."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers.cli import floorctl, isolated_env
+
+
+@pytest.fixture
+def slice_file(tmp_path: Path) -> Path:
+    env = isolated_env(tmp_path / "state")
+    done = subprocess.run(
+        [sys.executable, "-c", "import floorguard; floorguard.preflight('aider', version='9.0.0')"],
+        env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "slice.jsonl"
+    exported = floorctl("chain", "export", "--out", out, cwd=tmp_path, state=tmp_path / "state")
+    assert exported.returncode == 0, exported.stderr
+    return out
+
+
+CASES = {
+    "a digit past the sixth rounds the start up": ("2026-01-02T03:04:05.1234561Z", "--since",
+                                                   "2026-01-02T03:04:05.123457Z"),
+    "zeros past the sixth change nothing": ("2026-01-02T03:04:05.123456000Z", "--since",
+                                            "2026-01-02T03:04:05.123456Z"),
+    "the last microsecond of a second carries": ("2026-01-02T03:04:05.9999991Z", "--since",
+                                                 "2026-01-02T03:04:06.000000Z"),
+    "the end is cut": ("2026-01-02T03:04:05.1234569Z", "--until",
+                       "2026-01-02T03:04:05.123456Z"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("given, option, taken", CASES.values(), ids=CASES.keys())
+def test_a_window_end_past_microseconds_is_taken_on_the_safe_side(
+    slice_file: Path, tmp_path: Path, given: str, option: str, taken: str
+) -> None:
+    key = next((tmp_path / "state").rglob("chain.key"))
+    args = ["verify", "chain", str(slice_file), "--key-file", str(key), option, given, "--json"]
+    by_floorctl = floorctl(*args, cwd=tmp_path, state=tmp_path / "state")
+    by_floorguard = subprocess.run(
+        [sys.executable, "-m", "floorguard", *args], env=isolated_env(tmp_path / "state"),
+        cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    for done in (by_floorctl, by_floorguard):
+        assert done.returncode in (0, 1), done.stderr
+        assert json.loads(done.stdout)[option[2:]] == taken, done.stdout
