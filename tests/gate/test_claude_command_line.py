@@ -1,13 +1,24 @@
 """Claude Code's command line read as commander reads it (floorguard._identify.claude_options):
 in a session, an option the gate does not know is a doubt; a value is never taken for an
-option; after a subcommand, or in a wrapper's arguments, only the options known to load
-servers, plugins or settings from elsewhere are."""
+option; after a subcommand, or in a wrapper's arguments where no word names claude's program,
+only the options known to load servers, plugins or settings from elsewhere are; after the word
+that names it, claude's own arguments are a session's."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
-from floorguard._identify.claude_options import NOT_KNOWN, PLUGIN, WORKTREE, doubtful_options
+from floorguard._identify.claude_options import (
+    NOT_KNOWN,
+    PACKAGE,
+    PLUGIN,
+    WORKTREE,
+    doubtful_options,
+    wrapped_doubtful_options,
+)
 
 CASES = {
     "a plain session": (["-p", "task", "--model", "opus", "--verbose"], []),
@@ -62,3 +73,44 @@ def test_a_wrapper_s_arguments_are_read_for_what_loads_from_elsewhere_only(
     argv: list[str], expected: list[tuple[int, str, str]]
 ) -> None:
     assert doubtful_options(argv, session=False) == expected
+
+
+def _package(root: Path) -> Path:
+    """claude's npm package under ``root`` (its entry, ``cli.js``)."""
+    folder = root / "node_modules" / "@anthropic-ai" / "claude-code"
+    folder.mkdir(parents=True)
+    (folder / "package.json").write_text(json.dumps({"name": PACKAGE, "version": "2.1.0"}))
+    (folder / "cli.js").write_text("#!/usr/bin/env node\n")
+    return folder / "cli.js"
+
+
+def test_claude_s_own_arguments_are_found_after_the_word_naming_its_program(
+    tmp_path: Path,
+) -> None:
+    cli = _package(tmp_path)
+    (tmp_path / "elsewhere.js").symlink_to(cli)
+    for argv, at in (
+        (["-y", "--", f"{PACKAGE}@2.1.0", "--channels", "x"], 4),
+        (["exec", "--yes", "--", PACKAGE, "-p", "t", "--channels", "x"], 7),
+        (["--no-warnings", str(cli), "--channels", "x"], 3),
+        (["-u", "X", "--", "node", "--", "elsewhere.js", "--channels", "x"], 7),
+        (["-u", "X", "/usr/local/bin/claude", "--channels", "x"], 4),
+    ):
+        assert wrapped_doubtful_options(argv, str(tmp_path)) == [(at, "--channels", NOT_KNOWN)]
+
+
+def test_a_wrapper_s_own_options_are_not_taken_for_claude_s(tmp_path: Path) -> None:
+    cli = _package(tmp_path)
+    for argv in (
+        ["-y", "--", PACKAGE, "-p", "t", "--model", "opus"],
+        ["exec", "--yes", "--", PACKAGE, "--output-format", "json"],
+        ["--no-warnings", "--", str(cli), "-p", "t"],
+        ["-y", "some-other-package", "--channels", "x"],  # (not claude: its own options)
+    ):
+        assert wrapped_doubtful_options(argv, str(tmp_path)) == [], argv
+
+
+def test_before_claude_s_program_what_loads_from_elsewhere_still_refuses(tmp_path: Path) -> None:
+    assert wrapped_doubtful_options(["--plugin-dir", "p", PACKAGE], str(tmp_path)) == [
+        (1, "--plugin-dir", PLUGIN)
+    ]

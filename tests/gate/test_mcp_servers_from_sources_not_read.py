@@ -25,9 +25,12 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 from helpers.mcp_lab import OLD_AIDER, Lab, servers, write
+
+import floorguard
 
 
 def _git(lab: Lab, *args: str) -> None:
@@ -219,3 +222,76 @@ def test_claude_given_its_agents_in_a_file_is_judged_by_the_file(lab: Lab, decla
     assert started != declares, reason
     if declares:
         assert "--agents" in reason and "MCP servers" in reason, reason
+
+
+@pytest.mark.parametrize(
+    "launch",
+    [("npx", "-y", "--"), ("npm", "exec", "--yes", "--"), ("npx", "--yes")],
+    ids=["npx", "npm-exec", "npx-no-double-dash"],
+)
+def test_claude_run_by_a_launcher_with_an_option_the_gate_does_not_know_is_refused(
+    lab: Lab, launch: tuple[str, ...]
+) -> None:
+    app = lab.project / "app"
+    package = app / "node_modules" / "@anthropic-ai" / "claude-code"
+    manifest = {"name": "@anthropic-ai/claude-code", "version": "1.0.30",
+                "bin": {"claude": "cli.js"}}  # fmt: skip
+    write(package / "package.json", json.dumps(manifest))
+    write(package / "cli.js", "#!/usr/bin/env node\n").chmod(0o755)
+    link = app / "node_modules" / ".bin" / "claude"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(Path("..") / "@anthropic-ai" / "claude-code" / "cli.js")
+    started, reason = lab.spawn(
+        *launch, "@anthropic-ai/claude-code@1.0.30", "--channels", "srv", "-p", "t", cwd=app
+    )
+    assert not started, f"claude started through {launch} with --channels"
+    assert "--channels" in reason and "does not know" in reason, reason
+
+
+# ====================================================== an agent run through env, as env runs it
+
+
+def _through_env(lab: Lab, *argv: str) -> tuple[bool, str]:
+    """``env ARGV`` spawned for claude: (started, reason), claude's marker checked."""
+    try:
+        child = floorguard.spawn("env", list(argv), env=lab.env(), cwd=str(lab.project))
+    except floorguard.SpawnRefused as refused:
+        assert not lab.marker("claude").exists()
+        return False, str(refused)
+    child.wait(timeout=30)
+    assert lab.marker("claude").exists()
+    lab.marker("claude").unlink()
+    return True, ""
+
+
+@pytest.mark.parametrize(
+    "env_argv",
+    [["HOME={home}"], ["-u", "HOME", "HOME={home}"], ["-i", "PATH={path}", "HOME={home}"],
+     ["--", "HOME={home}"]],
+    ids=["assigned", "unset-then-assigned", "emptied", "after-double-dash"],
+)  # fmt: skip
+def test_claude_run_through_env_is_read_with_the_environment_env_gives_it(
+    lab: Lab, env_argv: list[str]
+) -> None:
+    """``env HOME=X claude`` reads X's ``.claude.json``: the servers declared there are
+    judged, as when HOME=X is in the spawn's own environment."""
+    other = lab.root / "other-home"
+    write(other / ".claude.json", servers(old=OLD_AIDER))
+    argv = [a.format(home=other, path=lab.env()["PATH"]) for a in env_argv]
+    started, reason = _through_env(lab, *argv, "claude", "-p", "task")
+    assert not started, f"claude started through env {argv} with a below-floor server"
+    assert "MCP server 'old'" in reason and "aider 0.50.0" in reason, reason
+
+
+def test_claude_run_through_env_is_refused_for_what_env_sets_as_its_environment_is(
+    lab: Lab,
+) -> None:
+    started, reason = _through_env(
+        lab, f"CLAUDE_CODE_PLUGIN_DIRS={_plugin_folder(lab)}", "claude", "-p", "task"
+    )
+    assert not started and "CLAUDE_CODE_PLUGIN_DIRS" in reason, reason
+
+
+def test_claude_run_through_env_with_nothing_moved_starts(lab: Lab) -> None:
+    started, reason = _through_env(lab, "LANG=C.UTF-8", "claude", "-p", "task")
+    assert started, reason

@@ -647,9 +647,12 @@ def decide(
         client = CLIENT_OF_ADAPTER.get(judgement.adapter or adapter)
         if client is not None:
             try:
+                named, own_argv, own_environ = _as_env_runs_it(
+                    adapter, judgement, argv, run_environ
+                )
                 judgement = _with_servers(
-                    adapter, judgement, client, policy=policy, environ=environ,
-                    run_environ=run_environ, argv=argv, cwd=cwd, floor_map=floor_map,
+                    named, judgement, client, policy=policy, environ=environ,
+                    run_environ=own_environ, argv=own_argv, cwd=cwd, floor_map=floor_map,
                 )  # fmt: skip
             except Exception as exc:  # a gate that cannot judge refuses, on the record
                 judgement = dataclasses.replace(
@@ -664,6 +667,24 @@ def decide(
     if not decision.allowed:
         raise SpawnRefused(f"refusing to spawn {_named(decision)}: {decision.reason}", decision)
     return decision
+
+
+def _as_env_runs_it(
+    requested: str,
+    judged: _Judgement,
+    argv: Sequence[str] | None,
+    run_environ: Mapping[str, str],
+) -> tuple[str, Sequence[str] | None, Mapping[str, str]]:
+    """The name, arguments and environment ``judged``'s program runs with: for a program
+    run through env (``run_through``), env's command's name and arguments and the
+    environment env builds from ``run_environ`` (its configuration is found by that HOME,
+    its servers on that PATH); else as given."""
+    if judged.run_through is None or argv is None:
+        return requested, argv, run_environ
+    parsed = env_command.parse_env_argv(argv)
+    command = os.path.basename(parsed.command or "")
+    named = command if requested == "env" and ADAPTER_NAME.match(command) else requested
+    return named, parsed.args, parsed.environment(run_environ)
 
 
 def _with_servers(
@@ -865,9 +886,12 @@ def _judge_server(
                 token = _NESTING.set(depth)
                 counted = _NESTED_SERVERS.set(_NESTED_SERVERS.get() or [0])
                 try:
+                    named, own_argv, own_environ = _as_env_runs_it(
+                        requested, judged, declared.args, server_env
+                    )
                     judged = _with_servers(
-                        requested, judged, client, policy=policy, environ=environ,
-                        run_environ=server_env, argv=declared.args, cwd=where,
+                        named, judged, client, policy=policy, environ=environ,
+                        run_environ=own_environ, argv=own_argv, cwd=where,
                         floor_map=floor_map,
                     )  # fmt: skip
                 finally:

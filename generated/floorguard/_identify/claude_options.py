@@ -6,11 +6,14 @@ Claude Code has options its help does not show (``--project-config-root``,
 more; several load servers, plugins or settings from where nothing is read. So a claude
 session's options are read against the list below (its releases' documented options and the
 Agent SDK's): any other one is a doubt. After a subcommand (``claude mcp serve ...``) only
-the options known to load from elsewhere are: the subcommand's own options are its own.
+the options known to load from elsewhere are: the subcommand's own options are its own. Run
+through a wrapper (npx, npm exec, node, env), claude's own arguments are those after the
+word that names its program (its npm package, a file of that package, or ``claude``).
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 from typing import Final
@@ -149,3 +152,50 @@ def doubtful_options(argv: Sequence[str], *, session: bool = True) -> list[tuple
                     state = "first of values" if takes == "values" else takes
                 break
     return found
+
+
+PACKAGE: Final = "@anthropic-ai/claude-code"
+
+
+def _names_claude(word: str, cwd: str) -> bool:
+    """Whether a wrapper's argument names claude's program: its package (``PKG``,
+    ``PKG@version``), a file named ``claude``, or a file whose nearest package.json names
+    the package (``node .../@anthropic-ai/claude-code/cli.js``, wherever the package is)."""
+    if word == PACKAGE or word.startswith(PACKAGE + "@") or os.path.basename(word) == "claude":
+        return True
+    real = os.path.realpath(os.path.join(cwd, word))
+    return os.path.isfile(real) and _package_of(os.path.dirname(real)) == PACKAGE
+
+
+def _package_of(folder: str) -> str | None:
+    """The name the nearest package.json at or above ``folder`` gives (None: none, or
+    not one that can be read)."""
+    import json
+
+    for _ in range(16):
+        manifest = os.path.join(folder, "package.json")
+        if os.path.isfile(manifest):
+            try:
+                with open(manifest, "rb") as file:
+                    name = json.loads(file.read(1 << 20)).get("name")
+            except (OSError, ValueError, AttributeError, RecursionError):
+                return None
+            return name if isinstance(name, str) else None
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
+    return None
+
+
+def wrapped_doubtful_options(argv: Sequence[str], cwd: str) -> list[tuple[int, str, str]]:
+    """doubtful_options of a wrapper's arguments (``cwd``: where relative paths are taken
+    from): claude's own, after the first word that names its program, read as a session's
+    (and every argument before it for what loads from elsewhere); when no word names it,
+    every argument read for what loads from elsewhere only."""
+    for index, word in enumerate(argv):
+        if word != "--" and not _is_option(word) and _names_claude(word, cwd):
+            before = doubtful_options(argv[:index], session=False)
+            own = doubtful_options(argv[index + 1 :])
+            return before + [(index + 1 + at, name, why) for at, name, why in own]
+    return doubtful_options(argv, session=False)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from floorguard._base._text import recordable
-from floorguard._identify.claude_options import doubtful_options
+from floorguard._identify.claude_options import doubtful_options, wrapped_doubtful_options
 from floorguard._identify.dotenvy_file import RUST_WHITE_SPACE, DotenvDoubt, load
 from floorguard._identify.mcp_files import (
     ConfigDoubt,
@@ -972,14 +972,13 @@ class _Reader:
     def _claude_sources_not_read(self, argv: Sequence[str]) -> None:
         """Claude Code's options and variables that may load servers, plugins or settings
         from what is not read here (a new worktree, another project folder, plugins, its
-        standard input, and any session option not known here when claude is run
-        directly: claude_options): each one present is a doubt."""
+        standard input, and any session option not known here: claude_options, which finds
+        claude's own arguments among a wrapper's): each one present is a doubt."""
         for name, problem in _CLAUDE_UNREAD_VARIABLES.items():
             if self.environ.get(name):
                 self._doubt("the environment", name, problem)
-        # (a wrapper's own options cannot be told from claude's here: only those known to
-        # load from elsewhere are looked for then)
-        for index, name, problem in doubtful_options(argv, session=not self.wrapped):
+        found = wrapped_doubtful_options(argv, self.cwd) if self.wrapped else doubtful_options(argv)
+        for index, name, problem in found:
             self._doubt(f"argument {index}", name, problem)
 
     def _claude_agents(self, argv: Sequence[str], *, folders: Sequence[tuple[str, str]]) -> None:
