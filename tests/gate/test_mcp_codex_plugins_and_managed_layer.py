@@ -107,3 +107,21 @@ def test_a_managed_config_layer_without_servers_lets_codex_start(lab: Lab) -> No
     ran = _exec_with_etc(lab, {"codex/managed_config.toml": 'model = "o3"\n'})
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert lab.marker("codex").exists()
+
+
+@pytest.mark.parametrize("where", ["environment", "workspace .env"])
+def test_a_managed_layer_named_by_codex_managed_config_path_refuses_codex(
+    lab: Lab, where: str
+) -> None:
+    """Codex up to 0.78 takes its managed layer from CODEX_MANAGED_CONFIG_PATH (removed in
+    0.79): a layer over every other, not read here. So is the variable set by a ``.env``
+    the first releases load whole."""
+    managed = write(lab.root / "managed.toml", CODEX_OLD)
+    env = lab.env()
+    if where == "environment":
+        env["CODEX_MANAGED_CONFIG_PATH"] = str(managed)
+    else:
+        write(lab.project / ".env", f"CODEX_MANAGED_CONFIG_PATH={managed}\n")
+    started, reason = lab.spawn("codex", "exec", "task", env=env)
+    assert not started, f"codex started with CODEX_MANAGED_CONFIG_PATH from its {where}"
+    assert "CODEX_MANAGED_CONFIG_PATH" in reason, reason

@@ -1344,6 +1344,11 @@ class _Reader:
         if self.environ.get("HOME") == "" and not self.environ.get("CODEX_HOME"):
             # Rust's home lookups differ on an empty HOME (as given, or the user's entry).
             raise ConfigDoubt("codex: HOME is set but empty: which home codex reads is not known")
+        if self.environ.get("CODEX_MANAGED_CONFIG_PATH"):
+            raise ConfigDoubt(
+                "codex: CODEX_MANAGED_CONFIG_PATH names a managed configuration layer (read by "
+                "releases up to 0.78, over every other layer), not read here"
+            )
         overrides, profiles, told = self._codex_argv(argv)
         told = self._codex_cd_folders(told)
         folders = [os.path.normpath(os.path.join(self.cwd, value)) for value in told]
@@ -1586,7 +1591,7 @@ class _Reader:
                     env = loading(texts[path], env)
                 except DotenvDoubt as exc:
                     raise ConfigDoubt(f"{path}: {exc}") from None
-                for name in ("HOME", "CODEX_HOME"):
+                for name in ("HOME", "CODEX_HOME", "CODEX_MANAGED_CONFIG_PATH"):
                     if env.get(name) != self.environ.get(name):
                         # (codex looks its home up again after loading the file)
                         raise ConfigDoubt(
