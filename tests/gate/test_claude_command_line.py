@@ -48,6 +48,9 @@ CASES = {
         ["--model", "mcp", "--channels"], [(3, "--channels", NOT_KNOWN)]
     ),
     "--opt=value forms": (["--model=opus", "--channels=x"], [(2, "--channels", NOT_KNOWN)]),
+    "claude's one short option of three letters": (
+        ["-d2e", "-p", "--channels"], [(3, "--channels", NOT_KNOWN)]
+    ),
 }  # fmt: skip
 
 

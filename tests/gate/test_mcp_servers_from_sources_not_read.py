@@ -295,3 +295,24 @@ def test_claude_run_through_env_is_refused_for_what_env_sets_as_its_environment_
 def test_claude_run_through_env_with_nothing_moved_starts(lab: Lab) -> None:
     started, reason = _through_env(lab, "LANG=C.UTF-8", "claude", "-p", "task")
     assert started, reason
+
+
+def test_an_agent_sdk_host_s_own_server_starts_nothing_and_is_recorded_as_remote(
+    lab: Lab,
+) -> None:
+    """The Agent SDK passes its in-process servers as ``{"type": "sdk", "name": ...}`` in
+    --mcp-config: claude starts nothing for them (their calls go back to the SDK host)."""
+    config = json.dumps({"mcpServers": {"tools": {"type": "sdk", "name": "tools"}}})
+    started, reason = lab.spawn(
+        "claude", "--output-format", "stream-json", "--verbose", "--input-format",
+        "stream-json", "--mcp-config", config, "--thinking", "adaptive", "--session-mirror",
+    )  # fmt: skip
+    assert started, reason
+    (server,) = lab.last_receipt()["mcp_servers"]
+    assert (server["name"], server["transport"], server["verdict"]) == ("tools", "remote", "remote")
+
+
+def test_an_sdk_server_with_a_command_is_no_sdk_server(lab: Lab) -> None:
+    config = json.dumps({"mcpServers": {"t": {"type": "sdk", "name": "t", "command": "aider"}}})
+    started, reason = lab.spawn("claude", "--mcp-config", config, "-p", "t")
+    assert not started and "mcpServers.t" in reason, reason

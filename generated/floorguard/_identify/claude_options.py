@@ -26,11 +26,12 @@ SESSION_OPTIONS: Final = {
         (
             "--allow-dangerously-skip-permissions", "--ax-screen-reader", "--bare", "--brief",
             "--chrome", "--no-chrome", "--continue", "--dangerously-skip-permissions",
-            "--disable-slash-commands", "--exclude-dynamic-system-prompt-sections",
+            "--debug-to-stderr", "-d2e", "--disable-slash-commands",
+            "--exclude-dynamic-system-prompt-sections",
             "--fork-session", "--forward-subagent-text", "--help", "--ide",
             "--include-hook-events", "--include-partial-messages", "--mcp-debug",
             "--no-session-persistence", "--print", "--replay-user-messages", "--restricted",
-            "--safe-mode", "--strict-mcp-config", "--verbose", "--version",
+            "--safe-mode", "--session-mirror", "--strict-mcp-config", "--verbose", "--version",
         ),
         "",
     ),
@@ -43,6 +44,7 @@ SESSION_OPTIONS: Final = {
             "--permission-prompt-tool", "--permission-prompts",
             "--remote-control-session-name-prefix", "--session-id", "--setting-sources",
             "--settings", "--system-prompt", "--system-prompt-file", "--system-prompt-snapshot",
+            "--task-budget", "--thinking", "--thinking-display",
         ),
         "value",
     ),
@@ -134,7 +136,7 @@ def doubtful_options(argv: Sequence[str], *, session: bool = True) -> list[tuple
             if why is not None:
                 found.append((index, name.partition("=")[0], why))
             continue
-        if arg.startswith("--"):
+        if arg.startswith("--") or arg == "-d2e":  # (claude's one short option of 3 letters)
             name, equals, _ = arg.partition("=")
             takes = SESSION_OPTIONS.get(name)
             if takes is None:

@@ -1303,6 +1303,7 @@ class _Reader:
 
     _CLAUDE_STDIO: Final = frozenset({"type", "command", "args", "env", "timeout", "alwaysLoad"})
     _CLAUDE_REMOTE: Final = frozenset({"type", "url", "headers", "timeout", "alwaysLoad", "oauth"})
+    _CLAUDE_SDK: Final = frozenset({"type", "name"})
 
     def _claude_servers(self, servers: Any, where: str, at: str) -> None:
         if not isinstance(servers, dict):
@@ -1324,6 +1325,11 @@ class _Reader:
             elif kind in ("http", "sse", "ws"):
                 if self._known(entry, self._CLAUDE_REMOTE, where, here):
                     self._remote(name, entry.get("url"), (where,), here)
+            elif kind == "sdk":
+                # An Agent SDK host's own in-process server: claude starts nothing for it,
+                # its calls go back to the host (recorded as remote, as a URL's are).
+                if self._known(entry, self._CLAUDE_SDK, where, here):
+                    self._remote(name, None, (where,), here)
             else:
                 self._doubt(where, here + ".type", f"unknown transport {kind!r}")
 
