@@ -16,13 +16,10 @@ floor, a chain of the test's own.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-import sys
 
 import pytest
-from helpers.mcp_lab import CODEX_OLD, OLD_AIDER, Lab, servers, write
+from helpers.mcp_lab import CODEX_OLD, OLD_AIDER, Lab, exec_with_etc, servers, write
 
 PLUGIN = '[plugins."oldtool@local"]\n'
 
@@ -66,23 +63,8 @@ def test_a_disabled_codex_plugin_lets_codex_start(lab: Lab) -> None:
 
 
 def _exec_with_etc(lab: Lab, files: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """``floorguard exec codex`` (the real CLI) in a private mount namespace whose /etc is a
-    copy of the host's with ``files`` added."""
-    if os.geteuid() != 0 or shutil.which("unshare") is None:
-        pytest.skip("a private /etc needs root and unshare")
-    etc = lab.root / "etc"
-    subprocess.run(["cp", "-a", "/etc/.", str(etc)], check=False, capture_output=True)
-    for relative, text in files.items():
-        write(etc / relative, text)
-    env = {**lab.env(), "LANG": "C.UTF-8"}
-    for name in ("FLOORGUARD_HOME", "FLOORGUARD_FLOOR_MAP"):
-        env[name] = os.environ[name]
-    bind = 'mount --bind "$0" /etc && exec "$@"'
-    command = [sys.executable, "-I", "-m", "floorguard", "exec", "codex", "--", "exec", "t"]
-    return subprocess.run(
-        ["unshare", "-m", "--propagation", "private", "sh", "-c", bind, str(etc), *command],
-        cwd=lab.project, env=env, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+    """``floorguard exec codex`` with ``files`` in a private copy of /etc."""
+    return exec_with_etc(lab, files, "codex", "--", "exec", "t")
 
 
 def test_the_legacy_managed_config_layer_is_judged(lab: Lab) -> None:

@@ -28,7 +28,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers.mcp_lab import OLD_AIDER, Lab, servers, write
+from helpers.mcp_lab import OLD_AIDER, Lab, exec_with_etc, servers, write
 
 import floorguard
 
@@ -316,3 +316,75 @@ def test_an_sdk_server_with_a_command_is_no_sdk_server(lab: Lab) -> None:
     config = json.dumps({"mcpServers": {"t": {"type": "sdk", "name": "t", "command": "aider"}}})
     started, reason = lab.spawn("claude", "--mcp-config", config, "-p", "t")
     assert not started and "mcpServers.t" in reason, reason
+
+
+# ====================================================== claude under another name, and its shell
+
+
+def _claude_package(lab: Lab) -> Path:
+    """claude's npm package in the lab (its cli.js, a node script)."""
+    package = lab.root / "pkgs" / "node_modules" / "@anthropic-ai" / "claude-code"
+    write(package / "package.json", json.dumps(
+        {"name": "@anthropic-ai/claude-code", "version": "2.1.50", "main": "cli.js",
+         "bin": {"claude": "cli.js"}}
+    ))  # fmt: skip
+    write(package / "cli.js", f"#!{lab.root / 'node' / 'bin' / 'node'}\n").chmod(0o755)
+    return package
+
+
+@pytest.mark.parametrize(
+    "spelling", ["a link of another name", "node, the script without .js", "node, the folder"]
+)
+def test_claude_under_another_name_has_its_options_read_as_a_session_s(
+    lab: Lab, spelling: str
+) -> None:
+    package = _claude_package(lab)
+    if spelling == "a link of another name":
+        (lab.bin / "cc").symlink_to(package / "cli.js")
+        program, argv = "cc", ["--channels", "x", "-p", "t"]
+    else:
+        entry = package / "cli" if spelling.endswith(".js") else package
+        program, argv = "node", [str(entry), "--channels", "x", "-p", "t"]
+    try:
+        child = floorguard.spawn(program, argv, env=lab.env(), cwd=str(lab.project))
+    except floorguard.SpawnRefused as refused:
+        assert "--channels" in str(refused) and "does not know" in str(refused), refused
+        return
+    child.wait(timeout=30)
+    pytest.fail(f"claude ({spelling}) started with --channels")
+
+
+@pytest.mark.parametrize("variable", ["CLAUDE_ENV_FILE", "CLAUDE_CODE_SHELL_PREFIX"])
+@pytest.mark.parametrize("where", ["environment", "project settings"])
+def test_claude_given_a_file_or_program_it_runs_before_its_commands_is_refused(
+    lab: Lab, variable: str, where: str
+) -> None:
+    """CLAUDE_ENV_FILE is sourced before every Bash tool command (as BASH_ENV is);
+    CLAUDE_CODE_SHELL_PREFIX names a program claude starts every stdio server (and command)
+    through: neither is judged."""
+    value = str(lab.bin / "aider")
+    env = lab.env()
+    if where == "environment":
+        env[variable] = value
+    else:
+        write(lab.project / ".claude" / "settings.json", json.dumps({"env": {variable: value}}))
+    started, reason = lab.spawn("claude", "-p", "task", env=env)
+    assert not started, f"claude started with {variable} from its {where}"
+    assert variable in reason, reason
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [{"env": {"BASH_ENV": "./start.sh"}}, {"enabledPlugins": {"p@market": True}}, "not json"],
+    ids=["env", "plugin", "unreadable"],
+)
+def test_claude_s_managed_settings_drop_ins_are_read_as_its_managed_settings(
+    lab: Lab, settings: object
+) -> None:
+    text = settings if isinstance(settings, str) else json.dumps(settings)
+    ran = exec_with_etc(
+        lab, {"claude-code/managed-settings.d/10-team.json": text}, "claude", "--", "-p", "t"
+    )
+    assert ran.returncode == 126, ran.stdout + ran.stderr
+    named = "BASH_ENV" if "env" in text else "managed-settings.d/10-team.json"
+    assert named in ran.stderr, ran.stderr

@@ -8,7 +8,10 @@ of the lab's own. ``lab`` in tests/gate/conftest.py builds one per test."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -107,6 +110,29 @@ def aider_command(folder: Path, version: str, *, venvs: Path) -> Path:
     command.unlink(missing_ok=True)
     command.symlink_to(script)
     return command
+
+
+def exec_with_etc(
+    lab: Lab, files: dict[str, str], *command: str
+) -> subprocess.CompletedProcess[str]:
+    """``python -I -m floorguard exec COMMAND`` (the real CLI) in a private mount namespace
+    whose /etc is a copy of the host's with ``files`` added: the host's /etc is never
+    written. Skips without root or unshare."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("a private /etc needs root and unshare")
+    etc = lab.root / "etc"
+    subprocess.run(["cp", "-a", "/etc/.", str(etc)], check=False, capture_output=True)
+    for relative, text in files.items():
+        write(etc / relative, text)
+    env = {**lab.env(), "LANG": "C.UTF-8"}
+    for name in ("FLOORGUARD_HOME", "FLOORGUARD_FLOOR_MAP"):
+        env[name] = os.environ[name]
+    bind = 'mount --bind "$0" /etc && exec "$@"'
+    argv = [sys.executable, "-I", "-m", "floorguard", "exec", *command]
+    return subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "sh", "-c", bind, str(etc), *argv],
+        cwd=lab.project, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
 
 
 def write(path: Path, text: str | bytes) -> Path:

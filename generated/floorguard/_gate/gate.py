@@ -31,7 +31,7 @@ from floorguard._gate.decision import (
     WARN_OVERRIDE,
     Decision,
 )
-from floorguard._identify import detect, env_command, examine, kernel_exec
+from floorguard._identify import detect, env_command, examine, kernel_exec, mcp_config
 from floorguard._identify.mcp_config import CLIENT_OF_ADAPTER
 from floorguard._identify.target import open_target
 from floorguard._maps import active_map, verdict, versions
@@ -705,10 +705,18 @@ def _with_servers(
     here = os.path.abspath(os.getcwd() if cwd is None else os.fspath(cwd))
     named = agent.adapter or requested
     named = named if named == requested else f"{named} (requested as {requested!r})"
+    # (under another name, the program may still be the agent's own file, its arguments
+    # the agent's: a native build probed for its version, or a file of its package)
+    wrapped = (agent.adapter or requested) != requested
+    own = (
+        not wrapped
+        or agent.identified_by == "version-output"
+        or (agent.binary is not None and mcp_config.names_agent_program(client, agent.binary, here))
+    )
     judged = judge_mcp_servers(
         client, policy=policy, environ=environ, run_environ=run_environ, argv=argv or (),
-        cwd=here, floor_map=floor_map, map_hash=agent.floor_map_hash,
-        wrapped=(agent.adapter or requested) != requested,
+        cwd=here, floor_map=floor_map, map_hash=agent.floor_map_hash, wrapped=wrapped,
+        own_arguments=own,
     )  # fmt: skip
     if judged.own_environment:
         # (what it starts would load code not judged, servers or not)
@@ -767,18 +775,21 @@ def judge_mcp_servers(
     floor_map: object = None,
     map_hash: str | None = None,
     wrapped: bool = False,
+    own_arguments: bool = True,
 ) -> ServersJudged:
     """Read the MCP servers ``client`` declares for a spawn in ``cwd`` (absolute) with
     ``argv`` and ``run_environ``, and judge each local one with :func:`judge`, without
     recording anything. ``environ`` holds the host's policies; ``map_hash``, when given, is
     the map the agent was judged by (a server judged by another is refused); ``wrapped``:
-    ``argv`` are those of a program that runs the agent. Raises only for a failure of
+    ``argv`` are those of a program that runs the agent (``own_arguments``: or the agent's
+    own, its program run under another name). Raises only for a failure of
     floorguard itself."""
     from floorguard._identify import mcp_config
 
     found = mcp_config.read_servers(
-        client, argv=argv, cwd=cwd, environ=run_environ, wrapped=wrapped
-    )
+        client, argv=argv, cwd=cwd, environ=run_environ, wrapped=wrapped,
+        own_arguments=own_arguments,
+    )  # fmt: skip
     if found.doubts or found.own_environment:
         return ServersJudged((), (), found.doubts, found.own_environment)
     nested = _NESTED_SERVERS.get()

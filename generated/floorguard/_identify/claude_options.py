@@ -159,14 +159,19 @@ def doubtful_options(argv: Sequence[str], *, session: bool = True) -> list[tuple
 PACKAGE: Final = "@anthropic-ai/claude-code"
 
 
-def _names_claude(word: str, cwd: str) -> bool:
-    """Whether a wrapper's argument names claude's program: its package (``PKG``,
-    ``PKG@version``), a file named ``claude``, or a file whose nearest package.json names
-    the package (``node .../@anthropic-ai/claude-code/cli.js``, wherever the package is)."""
+def names_claude(word: str, cwd: str) -> bool:
+    """Whether a word names claude's program: its package (``PKG``, ``PKG@version``), a file
+    named ``claude``, or a file, folder or module node runs (``cli``, ``cli.js``, the
+    package's folder) whose nearest package.json names the package, wherever it is."""
     if word == PACKAGE or word.startswith(PACKAGE + "@") or os.path.basename(word) == "claude":
         return True
     real = os.path.realpath(os.path.join(cwd, word))
-    return os.path.isfile(real) and _package_of(os.path.dirname(real)) == PACKAGE
+    if os.path.isdir(real):
+        return _package_of(real) == PACKAGE
+    for candidate in (real, real + ".js", real + ".mjs", real + ".cjs"):
+        if os.path.isfile(candidate):
+            return _package_of(os.path.dirname(candidate)) == PACKAGE
+    return False
 
 
 def _package_of(folder: str) -> str | None:
@@ -196,7 +201,7 @@ def wrapped_doubtful_options(argv: Sequence[str], cwd: str) -> list[tuple[int, s
     (and every argument before it for what loads from elsewhere); when no word names it,
     every argument read for what loads from elsewhere only."""
     for index, word in enumerate(argv):
-        if word != "--" and not _is_option(word) and _names_claude(word, cwd):
+        if word != "--" and not _is_option(word) and names_claude(word, cwd):
             before = doubtful_options(argv[:index], session=False)
             own = doubtful_options(argv[index + 1 :])
             return before + [(index + 1 + at, name, why) for at, name, why in own]

@@ -25,7 +25,11 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from floorguard._base._text import recordable
-from floorguard._identify.claude_options import doubtful_options, wrapped_doubtful_options
+from floorguard._identify.claude_options import (
+    doubtful_options,
+    names_claude,
+    wrapped_doubtful_options,
+)
 from floorguard._identify.dotenvy_file import RUST_WHITE_SPACE, DotenvDoubt, load
 from floorguard._identify.mcp_files import (
     ConfigDoubt,
@@ -44,6 +48,7 @@ CLIENT_OF_ADAPTER: Final = {"claude": CLAUDE, "codex": CODEX, "gemini": GEMINI}
 # Claude Code's managed file takes over from every other scope; it is read as one more.
 CLAUDE_MANAGED: Final = "/etc/claude-code/managed-mcp.json"
 CLAUDE_MANAGED_SETTINGS: Final = "/etc/claude-code/managed-settings.json"
+CLAUDE_MANAGED_SETTINGS_DIR: Final = "/etc/claude-code/managed-settings.d"
 # The names Claude Code's global file takes (``.claude<suffix>.json``): plain, with
 # CLAUDE_CODE_CUSTOM_OAUTH_URL set, and Anthropic's own local and staging builds.
 _CLAUDE_GLOBAL_SUFFIXES: Final = ("", "-custom-oauth", "-local-oauth", "-staging-oauth")
@@ -155,6 +160,12 @@ def home_of(environ: Mapping[str, str], cwd: str) -> str:
     return _normal_join(cwd, home)
 
 
+def names_agent_program(client: str, path: str, cwd: str) -> bool:
+    """Whether ``path`` is ``client``'s own program (its arguments then the agent's, under
+    whatever name it was started): for claude, a file of its package or named claude."""
+    return client == CLAUDE and names_claude(path, cwd)
+
+
 # How many `--` of wrappers (npx, node, env...) an agent's arguments are read past.
 MAX_WRAPPER_ENDS: Final = 8
 
@@ -166,6 +177,7 @@ def read_servers(
     cwd: str,
     environ: Mapping[str, str],
     wrapped: bool = False,
+    own_arguments: bool | None = None,
 ) -> Servers:
     """Every MCP server ``client`` declares for a spawn in ``cwd`` (absolute) with the
     agent's arguments ``argv`` and environment ``environ``; ``wrapped``: ``argv`` are those
@@ -189,8 +201,10 @@ def read_servers(
     for count in range(1, len(ends) + 1):
         dropped = set(ends[:count])
         readings.append([arg for index, arg in enumerate(argv) if index not in dropped])
+    # (the arguments are the agent's own when it runs under another name, not a wrapper's)
+    among_a_wrappers = wrapped if own_arguments is None else not own_arguments
     for reading in readings:
-        reader = _Reader(client, cwd, environ, wrapped=wrapped)
+        reader = _Reader(client, cwd, environ, wrapped=among_a_wrappers)
         try:
             if client == CLAUDE:
                 reader.claude(reading)
@@ -464,6 +478,10 @@ _CLAUDE_UNREAD_VARIABLES: Final = {
     "CLAUDE_CODE_PLUGIN_DIRS": "plugin folders (as --plugin-dir), not read here",
     "CLAUDE_CODE_REMOTE_SETTINGS_PATH": "a settings file taken for the organisation's, not "
     "read here",
+    "CLAUDE_ENV_FILE": "a file claude sources before each Bash command (as BASH_ENV is), "
+    "not judged here",
+    "CLAUDE_CODE_SHELL_PREFIX": "a program claude starts every stdio MCP server and command "
+    "through, not judged here",
 }
 _CLAUDE_PLACE_NAMES: Final = frozenset(
     {
@@ -1177,6 +1195,7 @@ class _Reader:
         given = dict(_claude_settings_values(argv)[::-1])  # (value -> its option)
         files += [(value, None) for _, value in _claude_settings_values(argv)]
         files.append((CLAUDE_MANAGED_SETTINGS, None))
+        files += [(path, None) for path in self._claude_managed_drop_ins()]
         for path, within in dict.fromkeys(files):
             inline = f"{given.get(path, '--settings')} argument"
             where, document = self._json_argument(path, inline, within)
@@ -1200,6 +1219,19 @@ class _Reader:
                 self._doubt(where, "env", "not an object of strings")
             else:
                 self._claude_own_variables(env, where)
+
+    def _claude_managed_drop_ins(self) -> list[str]:
+        """The ``.json`` files of ``managed-settings.d`` beside the managed settings file,
+        in name order: Claude Code merges each into its policy settings."""
+        folder = CLAUDE_MANAGED_SETTINGS_DIR
+        try:
+            names = os.listdir(folder)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        except OSError as exc:
+            self._doubt(folder, "(the folder)", f"cannot be listed ({exc.strerror})")
+            return []
+        return [os.path.join(folder, name) for name in sorted(names) if name.endswith(".json")]
 
     def _claude_argv(self, argv: Sequence[str]) -> list[tuple[int, str]]:
         """The ``--mcp-config`` values (one flag takes every value up to the next option).
