@@ -354,14 +354,16 @@ def test_claude_under_another_name_has_its_options_read_as_a_session_s(
     pytest.fail(f"claude ({spelling}) started with --channels")
 
 
-@pytest.mark.parametrize("variable", ["CLAUDE_ENV_FILE", "CLAUDE_CODE_SHELL_PREFIX"])
+@pytest.mark.parametrize(
+    "variable", ["CLAUDE_ENV_FILE", "CLAUDE_CODE_SHELL_PREFIX", "CLAUDE_CODE_SHELL"]
+)
 @pytest.mark.parametrize("where", ["environment", "project settings"])
 def test_claude_given_a_file_or_program_it_runs_before_its_commands_is_refused(
     lab: Lab, variable: str, where: str
 ) -> None:
     """CLAUDE_ENV_FILE is sourced before every Bash tool command (as BASH_ENV is);
     CLAUDE_CODE_SHELL_PREFIX names a program claude starts every stdio server (and command)
-    through: neither is judged."""
+    through, CLAUDE_CODE_SHELL the shell of its Bash tool: none is judged."""
     value = str(lab.bin / "aider")
     env = lab.env()
     if where == "environment":

@@ -482,6 +482,7 @@ _CLAUDE_UNREAD_VARIABLES: Final = {
     "not judged here",
     "CLAUDE_CODE_SHELL_PREFIX": "a program claude starts every stdio MCP server and command "
     "through, not judged here",
+    "CLAUDE_CODE_SHELL": "the shell claude runs every Bash command with, not judged here",
 }
 _CLAUDE_PLACE_NAMES: Final = frozenset(
     {
