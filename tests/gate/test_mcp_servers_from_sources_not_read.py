@@ -312,8 +312,14 @@ def test_an_agent_sdk_host_s_own_server_starts_nothing_and_is_recorded_as_remote
     assert (server["name"], server["transport"], server["verdict"]) == ("tools", "remote", "remote")
 
 
-def test_an_sdk_server_with_a_command_is_no_sdk_server(lab: Lab) -> None:
-    config = json.dumps({"mcpServers": {"t": {"type": "sdk", "name": "t", "command": "aider"}}})
+@pytest.mark.parametrize(
+    "entry",
+    [{"type": "sdk", "name": "t", "command": "aider"}, {"type": "sdk", "name": 5},
+     {"type": "sdk"}],
+    ids=["with-a-command", "a-number-for-its-name", "no-name"],
+)  # fmt: skip
+def test_an_sdk_server_of_another_shape_refuses(lab: Lab, entry: dict[str, object]) -> None:
+    config = json.dumps({"mcpServers": {"t": entry}})
     started, reason = lab.spawn("claude", "--mcp-config", config, "-p", "t")
     assert not started and "mcpServers.t" in reason, reason
 

@@ -1361,7 +1361,9 @@ class _Reader:
             elif kind == "sdk":
                 # An Agent SDK host's own in-process server: claude starts nothing for it,
                 # its calls go back to the host (recorded as remote, as a URL's are).
-                if self._known(entry, self._CLAUDE_SDK, where, here):
+                if type(entry.get("name")) is not str:
+                    self._doubt(where, here + ".name", "not a string")
+                elif self._known(entry, self._CLAUDE_SDK, where, here):
                     self._remote(name, None, (where,), here)
             else:
                 self._doubt(where, here + ".type", f"unknown transport {kind!r}")
