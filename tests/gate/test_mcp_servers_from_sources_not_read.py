@@ -28,7 +28,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers.mcp_lab import OLD_AIDER, Lab, exec_with_etc, servers, write
+from helpers.mcp_lab import OLD_AIDER, Lab, exec_with_etc, project_claude, servers, write
 
 import floorguard
 
@@ -233,14 +233,7 @@ def test_claude_run_by_a_launcher_with_an_option_the_gate_does_not_know_is_refus
     lab: Lab, launch: tuple[str, ...]
 ) -> None:
     app = lab.project / "app"
-    package = app / "node_modules" / "@anthropic-ai" / "claude-code"
-    manifest = {"name": "@anthropic-ai/claude-code", "version": "1.0.30",
-                "bin": {"claude": "cli.js"}}  # fmt: skip
-    write(package / "package.json", json.dumps(manifest))
-    write(package / "cli.js", "#!/usr/bin/env node\n").chmod(0o755)
-    link = app / "node_modules" / ".bin" / "claude"
-    link.parent.mkdir(parents=True)
-    link.symlink_to(Path("..") / "@anthropic-ai" / "claude-code" / "cli.js")
+    project_claude(app)
     started, reason = lab.spawn(
         *launch, "@anthropic-ai/claude-code@1.0.30", "--channels", "srv", "-p", "t", cwd=app
     )

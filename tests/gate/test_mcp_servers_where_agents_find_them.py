@@ -37,6 +37,7 @@ from helpers.mcp_lab import (
     OLD_AIDER,
     OLD_NPX,
     Lab,
+    project_claude,
     servers,
     write,
 )
@@ -683,17 +684,6 @@ def test_claude_with_git_variables_and_no_project_entries_starts(lab: Lab) -> No
 # ------------------------------------------------------- the agent's arguments after a --
 
 
-def _local_claude(app: Path) -> None:
-    package = app / "node_modules" / "@anthropic-ai" / "claude-code"
-    manifest = {"name": "@anthropic-ai/claude-code", "version": "1.0.30",
-                "bin": {"claude": "cli.js"}}  # fmt: skip
-    write(package / "package.json", json.dumps(manifest))
-    write(package / "cli.js", "#!/usr/bin/env node\n").chmod(0o755)
-    link = app / "node_modules" / ".bin" / "claude"
-    link.parent.mkdir(parents=True)
-    link.symlink_to(Path("..") / "@anthropic-ai" / "claude-code" / "cli.js")
-
-
 @pytest.mark.parametrize(
     "launch",
     [
@@ -708,7 +698,7 @@ def test_claude_run_by_a_launcher_after_its_double_dash_has_its_mcp_config_read(
     # npm ends its own options at `--` and hands the package every argument after it:
     # claude's --mcp-config among them.
     app = lab.project / "app"
-    _local_claude(app)
+    project_claude(app)
     write(app / "old.json", servers(old=OLD_AIDER))
     started, reason = lab.spawn(
         *launch, "@anthropic-ai/claude-code@1.0.30", "--mcp-config", "old.json", cwd=app
@@ -726,7 +716,7 @@ def test_claude_run_by_node_after_its_double_dash_has_its_mcp_config_read(
 ) -> None:
     # Each wrapper ends its own options with a `--` the agent never sees.
     app = lab.project / "app"
-    _local_claude(app)
+    project_claude(app)
     write(app / "old.json", servers(old=OLD_AIDER))
     cli = app / "node_modules" / "@anthropic-ai" / "claude-code" / "cli.js"
     started, reason = lab.spawn(*wrappers, str(cli), "--mcp-config", "old.json", cwd=app)
@@ -737,7 +727,7 @@ def test_claude_run_by_node_after_its_double_dash_has_its_mcp_config_read(
 def test_an_agent_behind_more_double_dashes_than_wrappers_need_is_refused(lab: Lab) -> None:
     # Each `--` is one more reading of every configuration file: their count is bounded.
     app = lab.project / "app"
-    _local_claude(app)
+    project_claude(app)
     started, reason = lab.spawn(
         "npx", "-y", "--", "@anthropic-ai/claude-code@1.0.30", *["--"] * 40, cwd=app
     )

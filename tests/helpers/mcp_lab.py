@@ -135,6 +135,19 @@ def exec_with_etc(
     )  # fmt: skip
 
 
+def project_claude(app: Path, version: str = "1.0.30") -> None:
+    """claude ``version`` installed in ``app``'s node_modules, its bin link made, as npm
+    installs it for a project (a node script: launchers' tests find it there)."""
+    package = app / "node_modules" / "@anthropic-ai" / "claude-code"
+    manifest = {"name": "@anthropic-ai/claude-code", "version": version,
+                "bin": {"claude": "cli.js"}}  # fmt: skip
+    write(package / "package.json", json.dumps(manifest))
+    write(package / "cli.js", "#!/usr/bin/env node\n").chmod(0o755)
+    link = app / "node_modules" / ".bin" / "claude"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(Path("..") / "@anthropic-ai" / "claude-code" / "cli.js")
+
+
 def write(path: Path, text: str | bytes) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     if isinstance(text, bytes):
