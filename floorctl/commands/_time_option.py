@@ -8,7 +8,7 @@ from datetime import datetime
 
 import click
 
-from floorguard._base._time import parse_ts, parse_window_start
+from floorguard._base._time import parse_ts, parse_ts_ceiling
 from floorguard.errors import FloorguardError
 
 
@@ -20,6 +20,6 @@ def parse_time_option(
     if value is None:
         return None
     try:
-        return parse_window_start(value) if param.name == "since" else parse_ts(value)
+        return parse_ts_ceiling(value) if param.name == "since" else parse_ts(value)
     except FloorguardError as exc:
         raise click.BadParameter(str(exc), ctx=ctx, param=param) from exc

@@ -44,11 +44,11 @@ def _time_option(text: str) -> datetime:
 
 
 def _since_option(text: str) -> datetime:
-    """argparse type: a window's start (rounded up past microseconds: parse_window_start)."""
-    from floorguard._base._time import parse_window_start
+    """argparse type: a window's start (rounded up past microseconds: parse_ts_ceiling)."""
+    from floorguard._base._time import parse_ts_ceiling
 
     try:
-        return parse_window_start(text)
+        return parse_ts_ceiling(text)
     except FloorguardError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
 

@@ -627,3 +627,20 @@ def test_npm_versions_compare_exactly_as_semver_precedence(left: str, right: str
 
     expected = semver.Version.parse(left).compare(right)
     assert versions.compare(left, right, "npm") == expected
+
+
+def test_a_waived_receipt_dated_a_fraction_of_a_microsecond_after_its_record_is_refused(
+    tmp_path: Path,
+) -> None:
+    # The chain stamps microseconds; a receipt time with more digits is still an instant,
+    # and 0.9 us after its record is after it (cut to microseconds it looked the same).
+    ending = {"aider": entry("PyPI", GHSA_W, waivers=(
+        waiver("WVR-0009", "2.0.1", "GHSA-wwww-wwww-wwww", expires="2026-01-01T00:00:02Z"),
+    ))}  # fmt: skip
+    sealed_after = [spawn("waived", "2.0.1", ending, "WVR-0009", "2026-01-01T00:00:00.0000009Z")]
+    violations, proven = prove_records(tmp_path / "after", sealed_after, [ending])
+    assert not proven
+    assert [seq for seq, _ in violations] == [0]
+    assert "after its record" in violations[0][1]
+    sealed_at = [spawn("waived", "2.0.1", ending, "WVR-0009", "2026-01-01T00:00:00.0000000Z")]
+    assert prove_records(tmp_path / "at", sealed_at, [ending]) == ([], True)

@@ -113,15 +113,19 @@ def parse_ts(text: str) -> _dt.datetime:
         raise FloorguardError(f"timestamp is out of range in UTC: {text!r}") from exc
 
 
-def parse_window_start(text: str) -> _dt.datetime:
-    """A window's start (``--since``): parse_ts, rounded up to the next microsecond when a
-    digit past the sixth is not zero (a datetime holds microseconds: cut there, a start
-    between two stamps would take in the earlier one). Raises FloorguardError."""
+def parse_ts_ceiling(text: str) -> _dt.datetime:
+    """parse_ts, rounded up to the next microsecond when a digit past the sixth is not zero
+    (a datetime holds microseconds: cut there, a later instant reads as an earlier one): a
+    window's start, or a time that must not be after another. Raises FloorguardError, also
+    when rounding up leaves the range of times held."""
     moment = parse_ts(text)
     fraction = text[20:] if text[19:20] == "." else ""
     digits = fraction[: len(fraction) - len(fraction.lstrip("0123456789"))]
     if digits[6:].strip("0"):
-        moment += _dt.timedelta(microseconds=1)
+        try:
+            moment += _dt.timedelta(microseconds=1)
+        except OverflowError as exc:
+            raise FloorguardError(f"timestamp is out of range once rounded up: {text!r}") from exc
     return moment
 
 

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from floorguard._base._time import format_ts
+from floorguard._base._time import format_ts, parse_ts_ceiling
 from floorguard._chain.chain import ChainRecord, parse_any_ts
 from floorguard._crypto import merkle
 from floorguard._maps import verdict as verdict_rule
@@ -414,7 +414,8 @@ class WindowProof:
         # (the gate asks for two minutes to spare). The receipt's own decision time cannot be
         # later than its record either: such a receipt was forged or back-dated.
         decided = receipt.get("ts")
-        moment = _moment(decided) if isinstance(decided, str) else None
+        # (rounded up: digits past the microsecond still place it after its record)
+        moment = _moment(decided, ceiling=True) if isinstance(decided, str) else None
         recorded = _moment(ts)
         if moment is None or recorded is None:
             return f"waived spawn of {named} states no readable decision time"
@@ -794,8 +795,8 @@ def _named(adapter: object, alias: str | None, *, quoted: bool) -> str:
     return name if alias is None else f"{name} (requested as {alias!r})"
 
 
-def _moment(ts: str) -> datetime | None:
+def _moment(ts: str, *, ceiling: bool = False) -> datetime | None:
     try:
-        return parse_any_ts(ts)
+        return parse_ts_ceiling(ts) if ceiling else parse_any_ts(ts)
     except FloorguardError:
         return None
