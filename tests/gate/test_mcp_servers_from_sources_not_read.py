@@ -389,3 +389,34 @@ def test_claude_s_managed_settings_drop_ins_are_read_as_its_managed_settings(
     assert ran.returncode == 126, ran.stdout + ran.stderr
     named = "BASH_ENV" if "env" in text else "managed-settings.d/10-team.json"
     assert named in ran.stderr, ran.stderr
+
+
+@pytest.mark.parametrize("option", ["--settings", "--managed-settings"])
+@pytest.mark.parametrize(
+    "around", ["\ufeff", " \u2028", "\ufeff\n"], ids=["bom", "space-ls", "bom-nl"]
+)
+def test_claude_s_inline_settings_are_read_after_javascript_s_trim(
+    lab: Lab, option: str, around: str
+) -> None:
+    """Claude trims a settings value as JavaScript trims (U+FEFF, line separators) before it
+    tells inline JSON from a file: read here as it reads it, not taken for a missing file."""
+    text = around + json.dumps({"env": {"CLAUDE_CODE_SHELL_PREFIX": str(lab.bin / "aider")}})
+    started, reason = lab.spawn("claude", option, text, "-p", "task")
+    assert not started, f"claude started with {option} {text!r}"
+    assert "CLAUDE_CODE_SHELL_PREFIX" in reason, reason
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [{"env": {"BASH_ENV": "./x.sh"}}, {"enabledPlugins": {"p@market": True}}],
+    ids=["env", "plugin"],
+)
+def test_claude_s_cached_remote_settings_are_read_as_its_settings(
+    lab: Lab, settings: dict[str, object]
+) -> None:
+    """``remote-settings.json`` in claude's config folder: its cached copy of the
+    organisation's settings, which releases apply (over the managed file, 2.1.119)."""
+    write(lab.home / ".claude" / "remote-settings.json", json.dumps(settings))
+    started, reason = lab.spawn("claude", "-p", "task")
+    assert not started, f"claude started with remote settings {settings}"
+    assert "BASH_ENV" in reason or "p@market" in reason, reason

@@ -1183,18 +1183,25 @@ class _Reader:
         and ``settings.local`` from the farthest folder above down to the working directory,
         each ``--settings`` value (a file, or inline JSON), and the managed file; a later
         file's value wins."""
+        # (remote-settings.json: the config folder's cached copy of the organisation's
+        # settings, which releases apply over the managed file)
         files: list[tuple[str, str | None]] = [
-            (_joined(folder, "settings.json"), inside)
+            (_joined(folder, name), inside)
             for folder, inside in self._claude_config_dirs()
             if not self._missing(folder)
+            for name in ("settings.json", "remote-settings.json")
         ]
         for above in reversed(self.above):
             claude = _joined(above, ".claude")
             if not self._missing(claude):
                 files += [(_joined(claude, name), above)
                           for name in ("settings.json", "settings.local.json")]  # fmt: skip
-        given = dict(_claude_settings_values(argv)[::-1])  # (value -> its option)
-        files += [(value, None) for _, value in _claude_settings_values(argv)]
+        # (each value trimmed as JavaScript trims it, as claude does before it tells inline
+        # JSON from a file; an empty one is skipped)
+        values = [(o, v.strip(_JS_TRIMMED)) for o, v in _claude_settings_values(argv)]
+        values = [(option, value) for option, value in values if value]
+        given = dict(values[::-1])  # (value -> its option)
+        files += [(value, None) for _, value in values]
         files.append((CLAUDE_MANAGED_SETTINGS, None))
         files += [(path, None) for path in self._claude_managed_drop_ins()]
         for path, within in dict.fromkeys(files):
@@ -1225,14 +1232,8 @@ class _Reader:
         """The ``.json`` files of ``managed-settings.d`` beside the managed settings file,
         in name order: Claude Code merges each into its policy settings."""
         folder = CLAUDE_MANAGED_SETTINGS_DIR
-        try:
-            names = os.listdir(folder)
-        except (FileNotFoundError, NotADirectoryError):
-            return []
-        except OSError as exc:
-            self._doubt(folder, "(the folder)", f"cannot be listed ({exc.strerror})")
-            return []
-        return [os.path.join(folder, name) for name in sorted(names) if name.endswith(".json")]
+        return [os.path.join(folder, name) for name in self._listed(folder)
+                if name.endswith(".json")]  # fmt: skip
 
     def _claude_argv(self, argv: Sequence[str]) -> list[tuple[int, str]]:
         """The ``--mcp-config`` values (one flag takes every value up to the next option).
