@@ -28,6 +28,15 @@ def slice_file(tmp_path: Path) -> Path:
     return out
 
 
+def _both_clis(tmp_path: Path, args: list[str]) -> list[subprocess.CompletedProcess[str]]:
+    """``args`` run by floorctl and by ``python -m floorguard``, in the same state."""
+    by_floorguard = subprocess.run(
+        [sys.executable, "-m", "floorguard", *args], env=isolated_env(tmp_path / "state"),
+        cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    return [floorctl(*args, cwd=tmp_path, state=tmp_path / "state"), by_floorguard]
+
+
 CASES = {
     "a digit past the sixth rounds the start up": ("2026-01-02T03:04:05.1234561Z", "--since",
                                                    "2026-01-02T03:04:05.123457Z"),
@@ -46,12 +55,7 @@ def test_a_window_end_past_microseconds_is_taken_on_the_safe_side(
 ) -> None:
     key = next((tmp_path / "state").rglob("chain.key"))
     args = ["verify", "chain", str(slice_file), "--key-file", str(key), option, given, "--json"]
-    by_floorctl = floorctl(*args, cwd=tmp_path, state=tmp_path / "state")
-    by_floorguard = subprocess.run(
-        [sys.executable, "-m", "floorguard", *args], env=isolated_env(tmp_path / "state"),
-        cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
-    for done in (by_floorctl, by_floorguard):
+    for done in _both_clis(tmp_path, args):
         assert done.returncode in (0, 1), done.stderr
         assert json.loads(done.stdout)[option[2:]] == taken, done.stdout
 
@@ -60,11 +64,6 @@ def test_a_start_rounded_past_the_last_time_held_is_a_usage_error(
     slice_file: Path, tmp_path: Path
 ) -> None:
     args = ["verify", "chain", str(slice_file), "--since", "9999-12-31T23:59:59.9999999Z"]
-    by_floorctl = floorctl(*args, cwd=tmp_path, state=tmp_path / "state")
-    by_floorguard = subprocess.run(
-        [sys.executable, "-m", "floorguard", *args], env=isolated_env(tmp_path / "state"),
-        cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
-    for done in (by_floorctl, by_floorguard):
+    for done in _both_clis(tmp_path, args):
         assert done.returncode == 2, done.stderr
         assert "Traceback" not in done.stderr and "range" in done.stderr, done.stderr
