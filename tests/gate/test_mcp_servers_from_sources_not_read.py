@@ -331,19 +331,32 @@ def _claude_package(lab: Lab) -> Path:
     return package
 
 
-@pytest.mark.parametrize(
-    "spelling", ["a link of another name", "node, the script without .js", "node, the folder"]
-)
-def test_claude_under_another_name_has_its_options_read_as_a_session_s(
-    lab: Lab, spelling: str
-) -> None:
+SPELLINGS = ["a link of another name", "node, the script without .js", "node, the folder"]
+
+
+def _claude_spelled(lab: Lab, spelling: str, *argv: str) -> tuple[str, list[str]]:
+    """claude started as ``spelling`` says, with ``argv``: (program, arguments)."""
     package = _claude_package(lab)
     if spelling == "a link of another name":
         (lab.bin / "cc").symlink_to(package / "cli.js")
-        program, argv = "cc", ["--channels", "x", "-p", "t"]
-    else:
-        entry = package / "cli" if spelling.endswith(".js") else package
-        program, argv = "node", [str(entry), "--channels", "x", "-p", "t"]
+        return "cc", list(argv)
+    entry = package / "cli" if spelling.endswith(".js") else package
+    return "node", [str(entry), *argv]
+
+
+@pytest.mark.parametrize("spelling", SPELLINGS)
+def test_claude_under_another_name_with_options_it_knows_starts(lab: Lab, spelling: str) -> None:
+    program, argv = _claude_spelled(lab, spelling, "-p", "t", "--model", "x", "--max-turns", "3")
+    child = floorguard.spawn(program, argv, env=lab.env(), cwd=str(lab.project))
+    child.kill()
+    child.wait(timeout=30)
+
+
+@pytest.mark.parametrize("spelling", SPELLINGS)
+def test_claude_under_another_name_has_its_options_read_as_a_session_s(
+    lab: Lab, spelling: str
+) -> None:
+    program, argv = _claude_spelled(lab, spelling, "--channels", "x", "-p", "t")
     try:
         child = floorguard.spawn(program, argv, env=lab.env(), cwd=str(lab.project))
     except floorguard.SpawnRefused as refused:
