@@ -15,6 +15,7 @@ import pytest
 from floorguard._identify.node_command import (
     NodeCommand,
     node_environment_doubts,
+    node_options_preloads,
     parse_node_argv,
     split_node_options,
 )
@@ -390,6 +391,22 @@ def test_node_path_doubt_says_what_it_changes() -> None:
 
 def test_a_thread_pool_size_that_is_not_a_number_is_a_doubt() -> None:
     only_doubt(node_environment_doubts({"UV_THREADPOOL_SIZE": "4; x"}), "UV_THREADPOOL_SIZE")
+
+
+def test_the_modules_preload_options_name_are_reported_as_node_takes_them() -> None:
+    command = parse_node_argv(
+        ["-r", "./a.js", "--import=file:///b.mjs", "--loader", "c", "--experimental_loader=d",
+         "--conditions", "e", "x.js", "-r", "not-node-s"]
+    )  # fmt: skip
+    assert command.preloads == ("./a.js", "file:///b.mjs", "c", "d")
+    assert command.script == "x.js"
+    assert parse_node_argv(["-r"]).preloads == ()  # node stops: no value
+
+
+def test_the_modules_node_options_preload_are_reported_as_node_splits_them() -> None:
+    environ = {"NODE_OPTIONS": '--require "/a b/c.js" --no-warnings --import=d', "X": "-r e"}
+    assert node_options_preloads(environ) == ("/a b/c.js", "d")
+    assert node_options_preloads({"NODE_OPTIONS": '--require "unterminated'}) == ()
 
 
 def test_doubts_come_in_the_order_met() -> None:

@@ -543,7 +543,9 @@ def _interpreted_version(identified: Identification, opened: Target | None) -> D
         )
     accepted = validate_version(identified.version)
     kind = identified.detected_by or (
-        "npm-metadata" if identified.via in ("node-script", "npm-package") else "pip-metadata"
+        "npm-metadata"
+        if identified.via in ("node-script", "node-preload", "npm-package")
+        else "pip-metadata"
     )
     binary = str(opened.path) if opened is not None else None
     return Detection(accepted, kind, binary, identified.version_source)

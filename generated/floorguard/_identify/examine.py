@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from floorguard._identify import child_inputs, identify
-from floorguard._identify.identification import packages_in_force
+from floorguard._identify.identification import current_packages, packages_in_force
 from floorguard._identify.identify import Identification, as_interpreted
 from floorguard._identify.python_self_search import self_search_doubt
 from floorguard._identify.target import Target, open_target
@@ -925,16 +925,23 @@ def _node_run(
 ) -> tuple[Identification | None, list[str]]:
     """What ``node ARGV`` runs (``script``: the opened file when it is the main script) and
     the inputs not understood."""
-    from floorguard._identify.node_command import node_environment_doubts, parse_node_argv
+    from floorguard._identify.node_command import (
+        node_environment_doubts,
+        node_options_preloads,
+        parse_node_argv,
+    )
     from floorguard._identify.node_resolution import node_search_doubts
 
     command = parse_node_argv(argv)
     doubts = [*command.doubts, *node_environment_doubts(environ)]
     if command.runs in ("stdin", "repl"):
         doubts.append("node reads its program from standard input")
+    preloaded = None
+    if command.runs != "nothing":
+        preloaded = _preloaded_adapter((*command.preloads, *node_options_preloads(environ)), here)
     if command.runs != "script" or command.script is None:
         doubts += node_search_doubts(environ, here, node=node, program=None, package=None)
-        return None, doubts
+        return preloaded, doubts
     if script is not None and command.script == str(script.path):
         found = identify.npm_identification(script.dir_fd, script.path, "node-script")
         program = str(script.path)
@@ -950,7 +957,71 @@ def _node_run(
     # The walk up for modules starts from the real file node loads, as its loaders resolve it.
     package = os.path.dirname(found.version_source) if found and found.version_source else None
     doubts += node_search_doubts(environ, here, node=node, program=program, package=package)
-    return found, doubts
+    return _one_adapter(found, preloaded), doubts
+
+
+def _one_adapter(*found: Identification | None) -> Identification | None:
+    """The adapter whose code node runs (the main script's before a preload's); raises
+    DetectionError when it runs code of two."""
+    named = [each for each in found if each is not None]
+    for other in named[1:]:
+        if other.adapter != named[0].adapter:
+            raise DetectionError(
+                f"node runs code of two adapters: {named[0].subject} ({named[0].adapter}) "
+                f"and {other.subject} ({other.adapter})"
+            )
+    return named[0] if named else None
+
+
+def _preloaded_adapter(specifiers: Sequence[str], here: str) -> Identification | None:
+    """The adapter whose code a preload option names (``-r``, ``--import``, a loader, on
+    the command line or in NODE_OPTIONS), or None. Such a spawn runs that adapter's code,
+    whatever the main script is: it is judged as the adapter, in the closed world (where
+    the preload itself refuses it), under any untracked policy. A path, a ``file:`` URL or
+    a package's name is read; other URLs (``data:``) are doubts already, and a preload of
+    no adapter's package leaves node what it is (as ``node -e`` is)."""
+    found: list[Identification | None] = []
+    for specifier in specifiers:
+        file = _preload_file(specifier, here)
+        if file is None:
+            continue
+        with _open_program(str(file)) as opened:
+            found.append(identify.npm_identification(opened.dir_fd, opened.path, "node-preload"))
+    return _one_adapter(*found)
+
+
+def _preload_file(specifier: str, here: str) -> Path | None:
+    """The file a preload ``specifier`` names, as node finds it from ``here`` (None: none,
+    or not a path or package name). Raises DetectionError for a package the map tracks
+    that is not found where this reads: node may find it elsewhere."""
+    from urllib.parse import unquote, urlsplit
+
+    if specifier.startswith("file:"):
+        parts = urlsplit(specifier)
+        if parts.netloc not in ("", "localhost"):
+            return None  # (node refuses a file URL naming another host)
+        return node_main_path(unquote(parts.path), here)
+    if specifier.startswith(("/", "./", "../")) or specifier in (".", ".."):
+        return node_main_path(specifier, here)
+    if ":" in specifier.split("/", 1)[0]:
+        return None  # another scheme (data:, node:, http:): not a file of a package
+    scoped = specifier.startswith("@")
+    name = "/".join(specifier.split("/")[: 2 if scoped else 1])
+    adapter = current_packages().npm.get(name)
+    if adapter is None:
+        return None
+    rest = specifier[len(name) :].lstrip("/")
+    for folder in (Path(here), *Path(here).parents):
+        package = folder / "node_modules" / name
+        if package.is_dir():
+            found = node_main_path(str(package / rest) if rest else str(package), here)
+            if found is not None:
+                return found
+            break
+    raise DetectionError(
+        f"node preloads {specifier!r}, {adapter}'s package, which is not found in a "
+        f"node_modules folder at or above {here}: node may find it elsewhere"
+    )
 
 
 _NODE_EXTENSIONS: Final = ("", ".js", ".json", ".node")

@@ -13,7 +13,9 @@ from floorguard._maps.packages import CATALOGUE_INDEX, PackageIndex
 
 # How an identification was made. For these, what runs is Python or node code read by an
 # interpreter, whose own --version says nothing of it: the version comes from here.
-INTERPRETED: Final = frozenset({"python -m", "python -c", "python-script", "node-script"})
+INTERPRETED: Final = frozenset(
+    {"python -m", "python -c", "python-script", "node-script", "node-preload"}
+)
 
 
 @dataclass(frozen=True)
@@ -21,7 +23,8 @@ class Identification:
     """A catalogued adapter recognised in what will run.
 
     ``via`` says how (``npm-package``, ``pip-record``, ``pip-script``, for interpreter
-    invocations ``python -m``, ``python -c``, ``python-script``, ``node-script``, and for
+    invocations ``python -m``, ``python -c``, ``python-script``, ``node-script``, ``node-preload``
+    (code a node preload option names), and for
     package launchers the launcher: ``npx``, ``npm exec``, ``pnpm dlx``, ``bunx``,
     ``yarn dlx``, ``uvx``, ``pipx run``);
     ``subject`` is the file or module recognised. ``version`` (with ``version_source``, the

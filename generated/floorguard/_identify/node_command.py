@@ -52,6 +52,7 @@ from typing import Final
 __all__ = [
     "NodeCommand",
     "node_environment_doubts",
+    "node_options_preloads",
     "parse_node_argv",
     "split_node_options",
 ]
@@ -81,6 +82,9 @@ class NodeCommand:
     runs: str
     script_args: tuple[str, ...]
     doubts: tuple[str, ...]
+    # What the preload options name, as given (``-r X``, ``--import X``, a loader): code
+    # node runs before the program, read by the caller for whose code it is.
+    preloads: tuple[str, ...] = ()
 
 
 # --- The option allowlist ---------------------------------------------------------------
@@ -136,6 +140,8 @@ _ALLOWED_VALUED: Final[Mapping[str, _ValueRule]] = {
 }
 
 _RUNS_NOTHING: Final = frozenset({"--version", "--help", "--v8-options"})
+# Options whose value is a module node loads and runs before the program.
+_PRELOADS: Final = frozenset({"--require", "--import", "--loader", "--experimental-loader"})
 _EVAL: Final = frozenset({"--eval", "--print"})
 
 # node's single-dash spellings. "-pe" is "--print --eval": both print the code's result.
@@ -236,6 +242,7 @@ class _Option:
     name: str
     next_index: int
     doubt: str | None
+    value: str | None = None  # (a refused option's value, as node takes it)
 
 
 def _separate_value(args: Sequence[str], at: int) -> str | None:
@@ -286,11 +293,13 @@ def _read_option(args: Sequence[str], at: int) -> _Option:
         return _Option(name, resume, None)
 
     # Refused: consume its value the way node would, so the script is found where node finds it.
-    shown, resume = _shown(written), at + 1
+    shown, resume, taken = _shown(written), at + 1, inline
     takes_value = name in _REFUSED_WITH_VALUE or name in _EVAL
-    if inline is None and takes_value and _separate_value(args, at + 1) is not None:
-        shown, resume = with_value(at + 1), at + 2
-    return _Option(name, resume, doubt(shown, _refusal_reason(name)))
+    if inline is None and takes_value:
+        taken = _separate_value(args, at + 1)
+        if taken is not None:
+            shown, resume = with_value(at + 1), at + 2
+    return _Option(name, resume, doubt(shown, _refusal_reason(name)), taken)
 
 
 def parse_node_argv(argv: Sequence[str], *, stdin_is_terminal: bool = False) -> NodeCommand:
@@ -300,6 +309,7 @@ def parse_node_argv(argv: Sequence[str], *, stdin_is_terminal: bool = False) -> 
     terminal and otherwise runs stdin as the program. It defaults to False, the reading that
     does not assume a human is typing."""
     doubts: list[str] = []
+    preloads: list[str] = []
     runs_nothing = evaluates = interactive = False
     at = 0
     while at < len(argv):
@@ -312,6 +322,8 @@ def parse_node_argv(argv: Sequence[str], *, stdin_is_terminal: bool = False) -> 
         option = _read_option(argv, at)
         if option.doubt is not None:
             doubts.append("node " + option.doubt)
+        if option.name in _PRELOADS and option.value is not None:
+            preloads.append(option.value)
         runs_nothing = runs_nothing or option.name in _RUNS_NOTHING
         evaluates = evaluates or option.name in _EVAL
         interactive = interactive or option.name == "--interactive"
@@ -321,18 +333,18 @@ def parse_node_argv(argv: Sequence[str], *, stdin_is_terminal: bool = False) -> 
 
     # --version and --help win over everything; code from -e wins over a script argument.
     if runs_nothing:
-        return NodeCommand(None, RUNS_NOTHING, positional, tuple(doubts))
+        return NodeCommand(None, RUNS_NOTHING, positional, tuple(doubts), tuple(preloads))
     if evaluates:
-        return NodeCommand(None, RUNS_EVAL, positional, tuple(doubts))
+        return NodeCommand(None, RUNS_EVAL, positional, tuple(doubts), tuple(preloads))
     if not positional:
-        return NodeCommand(None, without_script, (), tuple(doubts))
+        return NodeCommand(None, without_script, (), tuple(doubts), tuple(preloads))
     first, rest = positional[0], positional[1:]
     if first == "-":
-        return NodeCommand(None, RUNS_STDIN, rest, tuple(doubts))
+        return NodeCommand(None, RUNS_STDIN, rest, tuple(doubts), tuple(preloads))
     if first == "":
         doubts.append("node script argument '' is empty: node reads the program from stdin")
-        return NodeCommand(None, without_script, rest, tuple(doubts))
-    return NodeCommand(first, RUNS_SCRIPT, rest, tuple(doubts))
+        return NodeCommand(None, without_script, rest, tuple(doubts), tuple(preloads))
+    return NodeCommand(first, RUNS_SCRIPT, rest, tuple(doubts), tuple(preloads))
 
 
 # --- NODE_OPTIONS -------------------------------------------------------------------------
@@ -398,6 +410,29 @@ def _node_options_doubts(text: str) -> list[str]:
             doubts.append(f"{prefix}option {_shown(arg)} does not belong in NODE_OPTIONS")
         at = option.next_index
     return doubts
+
+
+def node_options_preloads(environ: Mapping[str, str]) -> tuple[str, ...]:
+    """What the preload options in ``environ``'s NODE_OPTIONS name, as node splits it (none
+    when it cannot be split: that is a doubt already)."""
+    preloads: list[str] = []
+    for name, text in environ.items():
+        if name.upper() != "NODE_OPTIONS":
+            continue
+        try:
+            arguments = split_node_options(text)
+        except ValueError:
+            continue
+        at = 0
+        while at < len(arguments):
+            if arguments[at] in {"-", "--"} or not arguments[at].startswith("-"):
+                at += 1
+                continue
+            option = _read_option(arguments, at)
+            if option.name in _PRELOADS and option.value is not None:
+                preloads.append(option.value)
+            at = option.next_index
+    return tuple(preloads)
 
 
 # --- Environment --------------------------------------------------------------------------
