@@ -338,6 +338,30 @@ def test_a_loader_variable_env_unsets_still_loads_code_into_env_itself(setup: Se
     assert not setup.marker(setup.fixed).exists()
 
 
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [("BASH_ENV", "/tmp/x.sh"), ("PERL5OPT", "-Mx"), ("BASH_FUNC_ls%%", "() { id; }")],
+)
+def test_a_shell_or_runtime_variable_env_removes_does_not_reach_the_command(
+    setup: Setup, variable: str, value: str
+) -> None:
+    """env starts no shell and no runtime: what only a shell or perl the command starts
+    would read is judged in the environment env gives the command, not env's own."""
+    outside = setup.run_env(setup.fixed, **{variable: value})
+    decision = setup.spawn("-u", variable, "claude", env=outside)
+    assert decision.verdict == "permit", decision.reason
+    assert setup.marker(setup.fixed).exists()
+    cleared = setup.spawn("-i", f"PATH={setup.fixed}:/usr/bin:/bin", "claude", env=outside)
+    assert cleared.verdict == "permit", cleared.reason
+
+
+def test_a_shell_variable_env_passes_on_refuses_the_command(setup: Setup) -> None:
+    outside = setup.run_env(setup.fixed, BASH_ENV="/tmp/x.sh")
+    decision = setup.spawn("-u", "OTHER", "claude", env=outside)
+    assert decision.verdict == "refuse" and "BASH_ENV" in decision.reason, decision.reason
+    assert not setup.marker(setup.fixed).exists()
+
+
 def test_env_without_a_command_runs_only_itself_and_is_untracked(
     setup: Setup, monkeypatch: pytest.MonkeyPatch
 ) -> None:

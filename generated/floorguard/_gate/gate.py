@@ -244,7 +244,9 @@ def _judge_through_env(
     base = os.path.basename(command)
     named = base if requested == "env" and ADAPTER_NAME.match(base) else requested
     # env itself is a dynamically linked program: what loads code into it decides what runs.
-    into_env = child_inputs.loader_doubts({k: v for k, v in environ.items() if k != "PATH"})
+    # It starts no shell or runtime (the kernel starts its command: checked below), so their
+    # variables count only as the command gets them.
+    into_env = child_inputs.loading_variables(environ)
     with program:
         try:
             env_command.check_not_env(program)
