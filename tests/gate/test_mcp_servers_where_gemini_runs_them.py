@@ -145,11 +145,13 @@ def test_gemini_with_its_sandbox_off_in_settings_starts(lab: Lab, sandbox: objec
 
 @pytest.mark.parametrize(
     "argv",
-    [["--sandbox"], ["-s"], ["-ys"], ["-p", "t", "--sandbox=true"], ["--sandbox", "false"],
-     ["--sandbox-image", "ghcr.io/x/old:1"], ["--sandbox-image=x"], ["--sandboxImage=x"],
-     ["-s.x"]],
-    ids=["long", "short", "grouped", "equals", "spaced-value", "image", "image-equals",
-         "camel-case", "dotted"],
+    [["--sandbox"], ["-s"], ["-ys"], ["-p", "t", "--sandbox=true"], ["--sandbox", "0"],
+     ["--sandbox", "False"], ["-sy", "false"], ["--sandbox-image", "ghcr.io/x/old:1"],
+     ["--sandbox-image=x"], ["--sandboxImage=x"], ["-s.x"], ["--sandbox.x", "false"],
+     ["--sandbox", "false", "-s"]],
+    ids=["long", "short", "grouped", "equals", "spaced-zero", "spaced-capital",
+         "group-not-ending-in-s", "image", "image-equals", "camel-case", "dotted",
+         "dotted-spaced-false", "off-then-on"],
 )  # fmt: skip
 def test_gemini_told_to_use_its_sandbox_by_an_argument_is_refused(
     lab: Lab, argv: list[str]
@@ -171,15 +173,21 @@ def test_gemini_told_to_leave_its_sandbox_off_or_given_a_prompt_after_dashes_sta
 
 
 @pytest.mark.parametrize(
-    "argv", [["--no-sandbox"], ["--sandbox=false"], ["-s=false"], ["--sandbox=0"]],
-    ids=["negated", "equals-false", "short-equals-false", "equals-zero"],
+    "argv",
+    [["--no-sandbox"], ["--sandbox=false"], ["-s=false"], ["--sandbox=0"],
+     ["--sandbox", "false"], ["-s", "false"], ["-ys", "false"]],
+    ids=["negated", "equals-false", "short-equals-false", "equals-zero", "spaced-false",
+         "short-spaced-false", "grouped-spaced-false"],
 )  # fmt: skip
 @pytest.mark.parametrize("settings", ["none", "sandbox on"])
 def test_gemini_told_by_an_argument_to_leave_its_sandbox_off_starts(
     lab: Lab, argv: list[str], settings: str
 ) -> None:
     """``loadSandboxConfig`` takes ``argv.sandbox ?? settings.tools.sandbox``: a sandbox
-    argument that is false wins over a settings file that turns it on."""
+    argument that is false wins over a settings file that turns it on. ``--sandbox false``
+    is false whether yargs reads the option as a boolean (it takes a following ``false``)
+    or as a string (``"false"`` is off); ``--sandbox 0`` is not (as a boolean, the option is
+    on and ``0`` the prompt)."""
     if settings == "sandbox on":
         write(lab.project / ".gemini" / "settings.json",
               json.dumps({"tools": {"sandbox": True}}))  # fmt: skip

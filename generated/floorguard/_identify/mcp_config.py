@@ -590,6 +590,19 @@ _GEMINI_SANDBOX_OFF_ARGUMENTS: Final = frozenset(
 )
 
 
+def _takes_false(argv: Sequence[str], index: int, key: str) -> bool:
+    """Whether the option at ``index`` (from 1) is ``--sandbox`` or a short group ending in
+    ``s``, followed by the word ``false``, which yargs gives it whether it reads the option
+    as a boolean (it takes a following ``true`` or ``false``) or a string (it takes the
+    next word: ``"false"`` is off): ``--sandbox false``, ``-s false``, ``-ys false``."""
+    if index >= len(argv) or argv[index] != "false":
+        return False
+    spelled = argv[index - 1]
+    if spelled.startswith("--"):
+        return spelled == "--sandbox"
+    return key == "s" and spelled.endswith("s") and not _yargs_valued(spelled)
+
+
 def _gemini_sandbox_off(value: Any) -> bool:
     """Whether a settings value leaves Gemini CLI's sandbox off in every reading
     (``loadSandboxConfig``): absent, false, ``""``, ``"0"`` or ``"false"``, or an object
@@ -1901,7 +1914,7 @@ class _Reader:
         for index, key, spelled in _yargs_keys(argv):
             if key not in _GEMINI_SANDBOX_OPTIONS:
                 continue
-            if argv[index - 1] in _GEMINI_SANDBOX_OFF_ARGUMENTS:
+            if argv[index - 1] in _GEMINI_SANDBOX_OFF_ARGUMENTS or _takes_false(argv, index, key):
                 off = True
             elif _yargs_valued(argv[index - 1]):
                 raise ConfigDoubt(
