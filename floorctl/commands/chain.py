@@ -23,6 +23,7 @@ from floorctl.commands._output import emit_json, json_option, notice, report
 from floorctl.commands._time_option import parse_time_option
 from floorctl.commands._values import GivenPath, WholeNumber
 from floorguard._base import atomic, files
+from floorguard._base._time import window_order_error
 from floorguard._base.state import state_paths
 from floorguard._chain.chain import AuditChain
 from floorguard._chain.chain_key import key_check, load_or_create_key
@@ -227,8 +228,9 @@ def export(
     such records (else from genesis, or up to the head), so that a verifier can see
     that the window is covered.
     """
-    if since is not None and until is not None and since > until:
-        raise click.BadParameter("--since is later than --until", param_hint="--since")
+    disordered = window_order_error(since, until)
+    if disordered is not None:
+        raise click.BadParameter(disordered, param_hint="--since")
     if inclusion_out is not None and checkpoint_out is None:
         raise click.UsageError("--inclusion-out needs --checkpoint-out")
     refuse_shared_files(

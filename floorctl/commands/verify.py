@@ -17,6 +17,7 @@ from floorctl.commands import _progress, verify_log
 from floorctl.commands._output import emit_json, emit_rendered, format_option, notice
 from floorctl.commands._time_option import parse_time_option
 from floorctl.commands._values import ExistingFolder, GivenPath
+from floorguard._base._time import window_order_error
 from floorguard._commands import verify_commands
 
 
@@ -138,8 +139,9 @@ def verify_chain(
         raise click.UsageError("--inclusion needs --checkpoint")
     if inclusion is not None and previous_checkpoint is not None:
         raise click.UsageError(verify_commands.INCLUSION_OR_PREVIOUS)
-    if since is not None and until is not None and since > until:
-        raise click.BadParameter("--since is later than --until", param_hint="--since")
+    disordered = window_order_error(since, until)
+    if disordered is not None:
+        raise click.BadParameter(disordered, param_hint="--since")
     # The defaults, the checks and the text are floorguard's: python -m floorguard verify
     # chain runs the very same.
     report = verify_commands.verify_chain(

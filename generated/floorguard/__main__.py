@@ -643,9 +643,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from floorguard._commands.verify_commands import INCLUSION_OR_PREVIOUS
 
         args.parser.error(INCLUSION_OR_PREVIOUS)
-    since, until = getattr(args, "since", None), getattr(args, "until", None)
-    if since is not None and until is not None and since > until:
-        args.parser.error("--since is later than --until")
+    from floorguard._base._time import window_order_error
+
+    disordered = window_order_error(getattr(args, "since", None), getattr(args, "until", None))
+    if disordered is not None:
+        args.parser.error(disordered)
     chosen = getattr(args, "format_choice", None)
     if getattr(args, "as_json", False) and chosen not in (None, "json"):
         args.parser.error(f"--json conflicts with --format {chosen}")

@@ -67,3 +67,33 @@ def test_a_start_rounded_past_the_last_time_held_is_a_usage_error(
     for done in _both_clis(tmp_path, args):
         assert done.returncode == 2, done.stderr
         assert "Traceback" not in done.stderr and "range" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(
+    "since, until",
+    [("2026-01-02T03:04:05.0000051Z", "2026-01-02T03:04:05.0000059Z"),
+     ("2026-01-02T03:04:05.0000059Z", "2026-01-02T03:04:05.0000051Z")],
+    ids=["in-order", "reversed"],
+)  # fmt: skip
+def test_a_window_inside_one_microsecond_is_refused_for_what_it_is(
+    slice_file: Path, tmp_path: Path, since: str, until: str
+) -> None:
+    """Rounded (--since up, --until down) the window is empty in either order: the refusal
+    says so, not that the start typed first is later than the end."""
+    args = ["verify", "chain", str(slice_file), "--since", since, "--until", until]
+    exported = floorctl("chain", "export", "--since", since, "--until", until, cwd=tmp_path,
+                        state=tmp_path / "state")  # fmt: skip
+    for done in [*_both_clis(tmp_path, args), exported]:
+        assert done.returncode == 2, done.stderr
+        assert "microsecond" in done.stderr and "no record's time" in done.stderr, done.stderr
+        assert "is later than" not in done.stderr, done.stderr
+
+
+def test_a_window_reversed_by_more_than_a_microsecond_says_the_start_is_later(
+    slice_file: Path, tmp_path: Path
+) -> None:
+    args = ["verify", "chain", str(slice_file), "--since", "2026-01-02T03:04:05.000007Z",
+            "--until", "2026-01-02T03:04:05.000005Z"]  # fmt: skip
+    for done in _both_clis(tmp_path, args):
+        assert done.returncode == 2, done.stderr
+        assert "--since is later than --until" in done.stderr, done.stderr

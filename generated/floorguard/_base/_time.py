@@ -129,6 +129,22 @@ def parse_ts_ceiling(text: str) -> _dt.datetime:
     return moment
 
 
+def window_order_error(since: _dt.datetime | None, until: _dt.datetime | None) -> str | None:
+    """Why a window from ``since`` (parse_ts_ceiling) to ``until`` (parse_ts) is refused, or
+    None. One microsecond apart the wrong way, the ends as typed may both lie inside one
+    microsecond in either order (``.0000051`` to ``.0000059``): that is said, rather than
+    that the start typed first is later."""
+    if since is None or until is None or since <= until:
+        return None
+    if since - until == _dt.timedelta(microseconds=1):
+        return (
+            "--since is not before --until once both are taken to the microsecond records "
+            "are stamped with (--since rounded up, --until down): no record's time lies "
+            "between them"
+        )
+    return "--since is later than --until"
+
+
 UTC_Z_FORM = "an RFC 3339 UTC time with Z and at most six fractional digits"
 
 

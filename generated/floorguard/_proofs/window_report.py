@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from floorguard._base._text import one_line
+from floorguard._base._time import window_order_error
 from floorguard._base.files import open_regular
 from floorguard._proofs.map_archive import MapResolver
 from floorguard._proofs.slice_verify import STDIN, SliceVerifier, iter_slice_lines
@@ -70,8 +71,9 @@ def prove(
     with neither ``key``, ``host_keys`` nor ``checkpoint`` is not proven unless
     ``unauthenticated_ok``. Raises VerificationError when ``since`` is later than ``until``.
     """
-    if since is not None and until is not None and since > until:
-        raise VerificationError("--since is later than --until")
+    disordered = window_order_error(since, until)
+    if disordered is not None:
+        raise VerificationError(disordered)
     proof = WindowProof(
         MapResolver(map_dirs),
         since,
