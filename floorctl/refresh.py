@@ -29,7 +29,7 @@ from floorctl.waivers import WaiversDocument
 from floorguard._base import atomic
 from floorguard._base._canonical import canonical_bytes, content_address, sha256_digest
 from floorguard._base._time import parse_ts
-from floorguard._base.files import MAX_MAP_BYTES, read_regular
+from floorguard._base.files import MAX_MAP_BYTES, open_regular, read_regular
 from floorguard._maps.map_model import (
     MAX_MAP_VERSION,
     FloorMap,
@@ -118,6 +118,7 @@ def plan(
     reference_time_source: str | None = None,
     waiver_document: WaiversDocument | None = None,
     archived: Callable[[str], FloorMap | None] = lambda _hash: None,
+    holds_archive: Callable[[str], bool] = lambda _hash: True,
     progress: Callable[[str], None] | None = None,
     undone_version: int | None = None,
 ) -> RefreshPlan:
@@ -125,7 +126,12 @@ def plan(
     RenderError, WaiversError (a waiver that does not fit the map, or is expired at
     ``reference_time``, which waivers need).
 
-    ``archived`` gives the map archived under a hash, or None (``load_archived_map``).
+    ``archived`` gives the map archived under a hash, or None (``load_archived_map``);
+    ``holds_archive`` whether a map that hashes to a hash is archived (``holds_archived_map``).
+    A block stating a hash and a map version of 1 or more claims a refresh wrote it, and a
+    refresh archives every map it writes: without that map archived, the block is taken
+    for a hand edit that restated its hash (or a block whose archive was removed), as if
+    its data did not match it.
     Over a hand edit (with ``force``) the diff and the downgrade check are against the map
     the block's stated hash vouches for, never the edited data: an edit must not hide a
     removal from them. If that map is not archived, only ``allow_downgrade`` lets the
@@ -151,6 +157,22 @@ def plan(
             f"{current.stated_hash} but its data hashes to {data_hash}); "
             "re-run with --force to overwrite it"
         )
+    if (
+        not drift
+        and current.stated_hash is not None
+        and current.map_version >= 1
+        and not holds_archive(current.stated_hash)
+    ):
+        drift = True
+        if not force:
+            raise DriftError(
+                f"{module}: the floor-map block states map version {current.map_version} "
+                f"({current.stated_hash}), which {archive_path(module, current.stated_hash)} "
+                "does not hold: refresh archives every map it writes, so the block was "
+                "edited by hand with its hash restated (or its archive was removed), and "
+                "what it dropped cannot be checked as a downgrade; re-run with --force "
+                "--allow-downgrade to overwrite it unchecked (the receipt records that)"
+            )
     baseline, compared = BASELINE_BLOCK, old_map
     if drift and current.stated_hash is not None:
         vouched = archived(current.stated_hash)
@@ -227,6 +249,25 @@ def load_archived_map(module: Path, map_hash: str) -> FloorMap | None:
     except (UnreadableFileError, FloorMapError, ValueError, RecursionError, TypeError):
         return None
     return archived if floor_map_hash(archived) == map_hash else None
+
+
+def holds_archived_map(module: Path, map_hash: str) -> bool:
+    """Whether ``maps/`` beside ``module`` holds, under ``map_hash``, a file whose bytes hash
+    to it (the archive is the map's canonical JSON, which its hash is of): read as a stream,
+    never parsed. True where there is no ``maps/`` at all (a module copied without it, as
+    tests and hosts do): the archive is then not kept, and says nothing."""
+    import hashlib  # noqa: PLC0415
+
+    if not os.path.lexists(module.parent / ARCHIVE_DIR):
+        return True
+    digest = hashlib.sha256()
+    try:
+        with open_regular(archive_path(module, map_hash), what="archived floor map") as stream:
+            for chunk in iter(lambda: stream.read(1 << 20), b""):
+                digest.update(chunk)
+    except UnreadableFileError:
+        return False
+    return f"sha256:{digest.hexdigest()}" == map_hash
 
 
 def _with_waivers(

@@ -273,6 +273,7 @@ def command(
             reference_time_source=now_source,
             waiver_document=waiver_document,
             archived=functools.partial(refreshing.load_archived_map, module),
+            holds_archive=functools.partial(refreshing.holds_archived_map, module),
             progress=show,
             undone_version=undone_version,
         )
