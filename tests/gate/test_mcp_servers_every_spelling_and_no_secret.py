@@ -209,6 +209,24 @@ def test_a_codex_table_override_replaces_what_disabled_the_server(
     assert not started, "codex started: the override replaced the disabled server's table"
 
 
+@pytest.mark.parametrize(
+    "override",
+    ['mcp_servers.o.command="ai\\x64er"', 'mcp_servers.o.cwd="/t\\x6dp"',
+     'mcp_servers.o={command="aider",}', 'mcp_servers.o={\ncommand="aider"\n}'],
+    ids=["hex-escape", "hex-escape-in-cwd", "inline-table-trailing-comma", "inline-table-lines"],
+)  # fmt: skip
+def test_a_codex_override_only_toml_1_1_reads_is_refused(lab: Lab, override: str) -> None:
+    """Codex reads ``-c`` values with a TOML 1.1 reader (``\\xHH``, inline tables over
+    lines or with a trailing comma); taken as raw text here, ``"ai\\x64er"`` would be a
+    missing program of that odd name, where Codex starts aider."""
+    started, reason = lab.spawn("codex", "-c", override)
+    assert not started and "TOML 1.1" in reason, reason
+
+
+def test_a_codex_override_that_is_plain_text_is_taken_as_codex_takes_it(lab: Lab) -> None:
+    assert lab.spawn("codex", "-c", "model=gpt-5", "-c", "model_reasoning_effort=high")[0]
+
+
 def test_a_codex_env_override_replaces_the_path_that_found_a_safe_program(lab: Lab) -> None:
     """config.toml gives ``o`` a PATH where aider is 0.70.0; ``-c mcp_servers.o.env={X="1"}``
     replaces ``o``'s whole env in codex, so the server gets the agent's PATH and codex

@@ -2544,6 +2544,11 @@ def _project_layers(folder: str) -> list[str]:
 _RUST_WHITE_SPACE: Final = RUST_WHITE_SPACE
 
 
+# What a -c value that this reader cannot parse must hold for Codex's TOML 1.1 reader to take
+# it as anything but raw text: a string's quotes or escapes, an array's or a table's brackets.
+_TOML_MARKS: Final = ('"', "'", "\\", "[", "{")
+
+
 def _codex_setting(text: str) -> tuple[str, Any]:
     """One ``-c key=value`` as Codex reads it: the key (trimmed), and the value as TOML,
     else the raw text."""
@@ -2556,6 +2561,14 @@ def _codex_setting(text: str) -> tuple[str, Any]:
     try:
         return key, parse_toml(f"_x_ = {raw}".encode(), "-c")["_x_"]
     except (ConfigDoubt, KeyError):
+        if any(mark in raw for mark in _TOML_MARKS):
+            # Codex reads TOML 1.1 (its toml crate), this reader 1.0: a value holding a
+            # quote, a bracket or a backslash may be TOML to Codex (``"\x69"``, an inline
+            # table over lines) that is raw text here, naming another file than was read.
+            raise ConfigDoubt(
+                f"codex -c {key}: its value is not TOML as read here (TOML 1.0), and Codex "
+                "reads TOML 1.1, which may take it otherwise than as raw text"
+            ) from None
         return key, raw
 
 
