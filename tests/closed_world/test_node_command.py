@@ -400,6 +400,8 @@ def test_the_modules_preload_options_name_are_reported_as_node_takes_them() -> N
     )  # fmt: skip
     assert command.preloads == ("./a.js", "file:///b.mjs", "c", "d")
     assert command.script == "x.js"
+    files = parse_node_argv(["--env-file", "a.env", "--env-file-if-exists=b.env", "x.js"])
+    assert files.env_files == ("a.env", "b.env")
     assert parse_node_argv(["-r"]).preloads == ()  # node stops: no value
 
 

@@ -9,10 +9,12 @@ under deny-by-default; a preload of no adapter's code leaves node untracked.
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import pytest
-from helpers.closed_world import NODE, World
+from helpers.closed_world import NODE, Outcome, World
 
 pytestmark = pytest.mark.skipif(not Path(NODE).exists(), reason="node is not installed")
 
@@ -102,3 +104,181 @@ def test_a_preload_that_names_no_file_leaves_node_untracked_under_the_default_po
         policy="default", env=world.env(),
     )  # fmt: skip
     assert world.recorded()[-1]["verdict"] == "untracked", outcome
+
+
+# ------------------------------------------------------------------ preloads set elsewhere
+
+
+@pytest.mark.parametrize(
+    "line",
+    ['NODE_OPTIONS="--require {cli}"', "export NODE_OPTIONS='--import {cli}'",
+     "NODE_OPTIONS=--require={cli} # preloaded"],
+    ids=["double-quoted", "exported-single-quoted", "unquoted-with-comment"],
+)  # fmt: skip
+def test_an_env_file_whose_node_options_preload_old_claude_is_refused(
+    world: World, untracked_policy: str, tmp_path: Path, line: str
+) -> None:
+    old = world.old_claude()
+    env_file = tmp_path / "node.env"
+    env_file.write_text(f"A=1\n{line.format(cli=old.cli)}\n", encoding="utf-8")
+    outcome = world.spawn(
+        "node", [f"--env-file={env_file}", str(_script(tmp_path))], binary=NODE,
+        policy=untracked_policy, env=world.env(),
+    )  # fmt: skip
+    world.assert_refused(outcome, old.marker, "claude")
+
+
+def test_an_env_file_whose_node_options_preload_nothing_leaves_node_untracked(
+    world: World, tmp_path: Path
+) -> None:
+    env_file = tmp_path / "node.env"
+    env_file.write_text("NODE_OPTIONS=--max-old-space-size=256\nA=1\n", encoding="utf-8")
+    outcome = world.spawn(
+        "node", [f"--env-file={env_file}", str(_script(tmp_path))], binary=NODE,
+        policy="default", env=world.env(),
+    )  # fmt: skip
+    assert outcome["outcome"] == "started", outcome
+    assert world.recorded()[-1]["verdict"] == "untracked"
+
+
+def test_an_env_file_whose_node_options_value_goes_on_past_its_line_is_refused(
+    world: World, tmp_path: Path
+) -> None:
+    """node's env-file reader takes a double-quoted value over lines; what it would read
+    there is not read here: refused, naming the file."""
+    env_file = tmp_path / "node.env"
+    env_file.write_text('NODE_OPTIONS="--no-warnings\n--require x.js"\n', encoding="utf-8")
+    outcome = world.spawn(
+        "node", [f"--env-file={env_file}", str(_script(tmp_path))], binary=NODE,
+        policy="default", env=world.env(),
+    )  # fmt: skip
+    assert outcome["verdict"] == "refuse" and str(env_file) in outcome.reason, outcome
+
+
+def _tool(tmp_path: Path, line: str) -> Path:
+    """An untracked node program, the kind an agent's MCP server is: a ``#!`` script."""
+    tool = tmp_path / "bin" / "tool"
+    tool.parent.mkdir(exist_ok=True)
+    tool.write_text(f"{line}\nconsole.log('tool');\n", encoding="utf-8")
+    tool.chmod(0o755)
+    return tool
+
+
+def test_a_node_script_run_with_node_options_preloading_old_claude_is_refused(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    old = world.old_claude()
+    tool = _tool(tmp_path, "#!/usr/bin/env node")
+    env = world.env(tool.parent, NODE_OPTIONS=f"--require {old.cli}")
+    outcome = world.spawn("tool", [], policy=untracked_policy, env=env)
+    world.assert_refused(outcome, old.marker, "claude")
+
+
+@pytest.mark.parametrize(
+    "line", ["#!/usr/bin/env -S node -r {cli}", f"#!{NODE} --require={{cli}}"],
+    ids=["env-S", "node-option"],
+)  # fmt: skip
+def test_a_node_script_whose_own_line_preloads_old_claude_is_refused(
+    world: World, untracked_policy: str, tmp_path: Path, line: str
+) -> None:
+    old = world.old_claude()
+    tool = _tool(tmp_path, line.format(cli=old.cli))
+    outcome = world.spawn("tool", [], policy=untracked_policy, env=world.env(tool.parent))
+    world.assert_refused(outcome, old.marker, "claude")
+
+
+# --------------------------------------------------------- names node resolves to its files
+
+
+def _alias(project: Path, name: str, target: Path) -> None:
+    (project / "node_modules").mkdir(parents=True, exist_ok=True)
+    (project / "node_modules" / name).symlink_to(target)
+
+
+def _package(folder: Path, manifest: dict) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "package.json").write_text(json.dumps(manifest), encoding="utf-8")
+    return folder
+
+
+def _preload_from(world: World, project: Path, tmp_path: Path, *words: str) -> Outcome:
+    return world.spawn(
+        "node", [*words, str(_script(tmp_path))], binary=NODE, cwd=project,
+        policy="default", env=world.env(),
+    )  # fmt: skip
+
+
+def test_a_package_name_linked_to_old_claude_s_folder_is_claude(
+    world: World, tmp_path: Path
+) -> None:
+    old, project = world.old_claude(), tmp_path / "project"
+    _alias(project, "bar", old.package)
+    for words in (["-r", "bar/cli.js"], ["-r", "bar"], ["--import", "bar/cli.js"]):
+        world.assert_refused(_preload_from(world, project, tmp_path, *words), old.marker, "claude")
+
+
+def test_an_npm_alias_folder_holding_old_claude_is_claude(world: World, tmp_path: Path) -> None:
+    old, project = world.old_claude(), tmp_path / "project"
+    (project / "node_modules").mkdir(parents=True)
+    shutil.copytree(old.package, project / "node_modules" / "foo")
+    marker = world.root / "old-claude-ran"
+    outcome = _preload_from(world, project, tmp_path, "-r", "foo/cli.js")
+    world.assert_refused(outcome, marker, "claude")
+
+
+def test_a_package_whose_main_leads_into_old_claude_s_folder_is_claude(
+    world: World, tmp_path: Path
+) -> None:
+    old, project = world.old_claude(), tmp_path / "project"
+    wrapper = _package(project / "node_modules" / "foo", {"name": "foo", "main": "real/cli.js"})
+    (wrapper / "real").symlink_to(old.package)
+    world.assert_refused(_preload_from(world, project, tmp_path, "-r", "foo"), old.marker, "claude")
+
+
+def test_an_exported_subpath_linked_to_old_claude_s_file_is_claude(
+    world: World, tmp_path: Path
+) -> None:
+    old, project = world.old_claude(), tmp_path / "project"
+    exports = {".": "./index.js", "./go": {"import": "./go.mjs", "require": "./go.cjs"}}
+    wrapper = _package(project / "node_modules" / "foo", {"name": "foo", "exports": exports})
+    (wrapper / "go.cjs").symlink_to(old.cli)
+    outcome = _preload_from(world, project, tmp_path, "-r", "foo/go")
+    world.assert_refused(outcome, old.marker, "claude")
+
+
+def test_a_package_imports_alias_naming_old_claude_is_claude(world: World, tmp_path: Path) -> None:
+    old, project = world.old_claude(), tmp_path / "project"
+    _alias(project, "bar", old.package)
+    _package(project, {"name": "p", "imports": {"#c": "bar/cli.js"}})
+    outcome = _preload_from(world, project, tmp_path, "--import", "#c")
+    world.assert_refused(outcome, old.marker, "claude")
+
+
+@pytest.mark.parametrize("where", ["NODE_PATH", "HOME/.node_modules"])
+def test_a_package_name_found_on_node_s_other_paths_is_claude(
+    world: World, tmp_path: Path, where: str
+) -> None:
+    old, project = world.old_claude(), tmp_path / "project"
+    project.mkdir()
+    folder = tmp_path / "elsewhere" if where == "NODE_PATH" else world.home / ".node_modules"
+    folder.mkdir(parents=True)
+    (folder / "bar").symlink_to(old.package)
+    env = world.env(**({"NODE_PATH": str(folder)} if where == "NODE_PATH" else {}))
+    outcome = world.spawn(
+        "node", ["-r", "bar/cli.js", str(_script(tmp_path))], binary=NODE, cwd=project,
+        policy="default", env=env,
+    )  # fmt: skip
+    world.assert_refused(outcome, old.marker, "claude")
+
+
+def test_a_preload_of_an_ordinary_package_through_its_exports_leaves_node_untracked(
+    world: World, tmp_path: Path
+) -> None:
+    """``node -r dotenv/config server.js``, the common form: a package of no agent's."""
+    project = tmp_path / "project"
+    exports = {".": "./main.js", "./config": "./config.js", "./package.json": "./package.json"}
+    folder = _package(project / "node_modules" / "dotenv", {"name": "dotenv", "exports": exports})
+    (folder / "config.js").write_text("1;\n", encoding="utf-8")
+    outcome = _preload_from(world, project, tmp_path, "-r", "dotenv/config")
+    assert outcome["outcome"] == "started", outcome
+    assert world.recorded()[-1]["verdict"] == "untracked"

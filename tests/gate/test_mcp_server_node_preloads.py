@@ -37,3 +37,19 @@ def test_a_server_preloading_a_helper_of_no_agent_is_untracked_and_the_agent_sta
     assert started, reason
     [server] = lab.last_receipt()["mcp_servers"]
     assert server["verdict"] == "untracked" and server["adapter"] == "node", server
+
+
+def test_a_node_script_server_given_node_options_preloading_old_claude_refuses_the_agent(
+    lab: Lab,
+) -> None:
+    """An ordinary npm server (a ``#!/usr/bin/env node`` program) declared with
+    ``env.NODE_OPTIONS`` preloading the old claude: the server is that claude."""
+    project_claude(lab.root / "old", "1.0.0")
+    cli = lab.root / "old" / "node_modules" / "@anthropic-ai" / "claude-code" / "cli.js"
+    tool = write(lab.root / "tools" / "tool", "#!/usr/bin/env node\n1;\n")
+    tool.chmod(0o755)
+    declared = {"command": str(tool), "env": {"NODE_OPTIONS": f"--require {cli}"}}
+    config = write(lab.root / "servers.json", servers(s=declared))
+    started, reason = lab.spawn("claude", "--mcp-config", str(config), "-p", "t")
+    assert not started
+    assert "MCP server 's'" in reason and "claude" in reason, reason

@@ -35,13 +35,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from floorguard._identify import child_inputs, identify
-from floorguard._identify.identification import current_packages, packages_in_force
+from floorguard._identify.identification import packages_in_force
 from floorguard._identify.identify import Identification, as_interpreted
 from floorguard._identify.python_self_search import self_search_doubt
 from floorguard._identify.target import Target, open_target
 from floorguard.errors import DetectionError
 
 if TYPE_CHECKING:
+    from floorguard._identify.node_command import NodeCommand
     from floorguard._identify.python_source import PythonSource
     from floorguard._maps.packages import PackageIndex
 
@@ -416,9 +417,11 @@ def _script(
     if runs_itself is not None:
         doubts.append(f"{opened.path}: {runs_itself}")
     if kind == "node":
-        _, more = _node_run(script_argv, environ, here, script=opened, node=interpreter)
+        ran, more = _node_run(script_argv, environ, here, script=opened, node=interpreter)
         what = f"a node script run by {interpreter}"
-        return Examination(installed, "node", what, (*doubts, *more), interpreter)
+        # (what a preload runs counts as much as the script: the #! line's, NODE_OPTIONS')
+        found = _one_adapter(installed, ran)
+        return Examination(found, "node", what, (*doubts, *more), interpreter)
     code, more = _python_run(interpreter, script_argv, environ, here, script=opened)
     if code is not None and installed is not None and code.adapter != installed.adapter:
         raise DetectionError(f"{opened.path} is {installed.adapter}'s but imports {code.adapter}")
@@ -925,11 +928,7 @@ def _node_run(
 ) -> tuple[Identification | None, list[str]]:
     """What ``node ARGV`` runs (``script``: the opened file when it is the main script) and
     the inputs not understood."""
-    from floorguard._identify.node_command import (
-        node_environment_doubts,
-        node_options_preloads,
-        parse_node_argv,
-    )
+    from floorguard._identify.node_command import node_environment_doubts, parse_node_argv
     from floorguard._identify.node_resolution import node_search_doubts
 
     command = parse_node_argv(argv)
@@ -938,7 +937,7 @@ def _node_run(
         doubts.append("node reads its program from standard input")
     preloaded = None
     if command.runs != "nothing":
-        preloaded = _preloaded_adapter((*command.preloads, *node_options_preloads(environ)), here)
+        preloaded = _preloaded_adapter(command, environ, here, node)
     if command.runs != "script" or command.script is None:
         doubts += node_search_doubts(environ, here, node=node, program=None, package=None)
         return preloaded, doubts
@@ -973,55 +972,29 @@ def _one_adapter(*found: Identification | None) -> Identification | None:
     return named[0] if named else None
 
 
-def _preloaded_adapter(specifiers: Sequence[str], here: str) -> Identification | None:
-    """The adapter whose code a preload option names (``-r``, ``--import``, a loader, on
-    the command line or in NODE_OPTIONS), or None. Such a spawn runs that adapter's code,
-    whatever the main script is: it is judged as the adapter, in the closed world (where
-    the preload itself refuses it), under any untracked policy. A path, a ``file:`` URL or
-    a package's name is read; other URLs (``data:``) are doubts already, and a preload of
-    no adapter's package leaves node what it is (as ``node -e`` is)."""
+def _preloaded_adapter(
+    command: NodeCommand, environ: Mapping[str, str], here: str, node: str
+) -> Identification | None:
+    """The adapter whose code a preload names (``-r``, ``--import``, a loader, on the
+    command line, in NODE_OPTIONS or an env file's), found as node finds it
+    (node_preloads), or None. Such a spawn runs that adapter's code, whatever the main
+    script is: it is judged as the adapter, in the closed world (where the preload itself
+    refuses it), under any untracked policy. A preload of no adapter's file leaves node
+    what it is (as ``node -e`` is)."""
+    from floorguard._identify.node_command import node_options_preloads
+    from floorguard._identify.node_preloads import env_file_preloads, preload_files
+
+    specifiers = [*command.preloads, *node_options_preloads(environ)]
+    for env_file in command.env_files:
+        specifiers += env_file_preloads(env_file, here)
     found: list[Identification | None] = []
     for specifier in specifiers:
-        file = _preload_file(specifier, here)
-        if file is None:
-            continue
-        with _open_program(str(file)) as opened:
-            found.append(identify.npm_identification(opened.dir_fd, opened.path, "node-preload"))
+        for file in preload_files(specifier, here, environ, node):
+            with _open_program(str(file)) as opened:
+                found.append(
+                    identify.npm_identification(opened.dir_fd, opened.path, "node-preload")
+                )
     return _one_adapter(*found)
-
-
-def _preload_file(specifier: str, here: str) -> Path | None:
-    """The file a preload ``specifier`` names, as node finds it from ``here`` (None: none,
-    or not a path or package name). Raises DetectionError for a package the map tracks
-    that is not found where this reads: node may find it elsewhere."""
-    from urllib.parse import unquote, urlsplit
-
-    if specifier.startswith("file:"):
-        parts = urlsplit(specifier)
-        if parts.netloc not in ("", "localhost"):
-            return None  # (node refuses a file URL naming another host)
-        return node_main_path(unquote(parts.path), here)
-    if specifier.startswith(("/", "./", "../")) or specifier in (".", ".."):
-        return node_main_path(specifier, here)
-    if ":" in specifier.split("/", 1)[0]:
-        return None  # another scheme (data:, node:, http:): not a file of a package
-    scoped = specifier.startswith("@")
-    name = "/".join(specifier.split("/")[: 2 if scoped else 1])
-    adapter = current_packages().npm.get(name)
-    if adapter is None:
-        return None
-    rest = specifier[len(name) :].lstrip("/")
-    for folder in (Path(here), *Path(here).parents):
-        package = folder / "node_modules" / name
-        if package.is_dir():
-            found = node_main_path(str(package / rest) if rest else str(package), here)
-            if found is not None:
-                return found
-            break
-    raise DetectionError(
-        f"node preloads {specifier!r}, {adapter}'s package, which is not found in a "
-        f"node_modules folder at or above {here}: node may find it elsewhere"
-    )
 
 
 _NODE_EXTENSIONS: Final = ("", ".js", ".json", ".node")

@@ -83,8 +83,10 @@ class NodeCommand:
     script_args: tuple[str, ...]
     doubts: tuple[str, ...]
     # What the preload options name, as given (``-r X``, ``--import X``, a loader): code
-    # node runs before the program, read by the caller for whose code it is.
+    # node runs before the program, read by the caller for whose code it is; and the env
+    # files node reads (``--env-file``, ``--env-file-if-exists``), whose NODE_OPTIONS preload.
     preloads: tuple[str, ...] = ()
+    env_files: tuple[str, ...] = ()
 
 
 # --- The option allowlist ---------------------------------------------------------------
@@ -142,6 +144,7 @@ _ALLOWED_VALUED: Final[Mapping[str, _ValueRule]] = {
 _RUNS_NOTHING: Final = frozenset({"--version", "--help", "--v8-options"})
 # Options whose value is a module node loads and runs before the program.
 _PRELOADS: Final = frozenset({"--require", "--import", "--loader", "--experimental-loader"})
+_ENV_FILES: Final = frozenset({"--env-file", "--env-file-if-exists"})
 _EVAL: Final = frozenset({"--eval", "--print"})
 
 # node's single-dash spellings. "-pe" is "--print --eval": both print the code's result.
@@ -310,6 +313,7 @@ def parse_node_argv(argv: Sequence[str], *, stdin_is_terminal: bool = False) -> 
     does not assume a human is typing."""
     doubts: list[str] = []
     preloads: list[str] = []
+    env_files: list[str] = []
     runs_nothing = evaluates = interactive = False
     at = 0
     while at < len(argv):
@@ -324,27 +328,33 @@ def parse_node_argv(argv: Sequence[str], *, stdin_is_terminal: bool = False) -> 
             doubts.append("node " + option.doubt)
         if option.name in _PRELOADS and option.value is not None:
             preloads.append(option.value)
+        if option.name in _ENV_FILES and option.value is not None:
+            env_files.append(option.value)
         runs_nothing = runs_nothing or option.name in _RUNS_NOTHING
         evaluates = evaluates or option.name in _EVAL
         interactive = interactive or option.name == "--interactive"
         at = option.next_index
     positional = tuple(argv[at:])
+
+    def made(script: str | None, runs: str, args: tuple[str, ...]) -> NodeCommand:
+        return NodeCommand(script, runs, args, tuple(doubts), tuple(preloads), tuple(env_files))
+
     without_script = RUNS_REPL if interactive or stdin_is_terminal else RUNS_STDIN
 
     # --version and --help win over everything; code from -e wins over a script argument.
     if runs_nothing:
-        return NodeCommand(None, RUNS_NOTHING, positional, tuple(doubts), tuple(preloads))
+        return made(None, RUNS_NOTHING, positional)
     if evaluates:
-        return NodeCommand(None, RUNS_EVAL, positional, tuple(doubts), tuple(preloads))
+        return made(None, RUNS_EVAL, positional)
     if not positional:
-        return NodeCommand(None, without_script, (), tuple(doubts), tuple(preloads))
+        return made(None, without_script, ())
     first, rest = positional[0], positional[1:]
     if first == "-":
-        return NodeCommand(None, RUNS_STDIN, rest, tuple(doubts), tuple(preloads))
+        return made(None, RUNS_STDIN, rest)
     if first == "":
         doubts.append("node script argument '' is empty: node reads the program from stdin")
-        return NodeCommand(None, without_script, rest, tuple(doubts), tuple(preloads))
-    return NodeCommand(first, RUNS_SCRIPT, rest, tuple(doubts), tuple(preloads))
+        return made(None, without_script, rest)
+    return made(first, RUNS_SCRIPT, rest)
 
 
 # --- NODE_OPTIONS -------------------------------------------------------------------------

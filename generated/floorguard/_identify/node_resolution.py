@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import PurePosixPath
 
 __all__ = [
+    "global_folders",
     "node_modules_above",
     "node_modules_above_the_install",
     "node_search_doubts",
@@ -59,7 +60,7 @@ def present_above(folders: list[str], tree: str) -> list[str]:
     ]
 
 
-def _global_folders(environ: Mapping[str, str], here: str, node: str) -> list[str]:
+def global_folders(environ: Mapping[str, str], here: str, node: str) -> list[str]:
     """CommonJS's last resort: ``$HOME/.node_modules`` and ``$HOME/.node_libraries`` (HOME
     against the working directory when relative), and ``lib/node`` of node's own prefix
     (two folders above its real file)."""
@@ -99,7 +100,7 @@ def node_search_doubts(
     program asks for (any of its dependencies' optional requires) is decided at run time."""
     doubts = [
         f"{folder} is there, {_NOT_INSTALLED}"
-        for folder in _global_folders(environ, here, node)
+        for folder in global_folders(environ, here, node)
         if os.path.lexists(folder)
     ]
     if program is not None:
