@@ -347,6 +347,22 @@ def test_uvx_reads_the_uv_toml_of_the_childs_config_home(bins: Path, project: Pa
     assert "'python-install-mirror'" in judged.reason
 
 
+@pytest.mark.parametrize("name", [".python-version", ".python-versions"])
+def test_uvx_refuses_the_users_python_pin_which_chooses_its_interpreter(
+    bins: Path, project: Path, name: str
+) -> None:
+    """``uv python pin --global`` writes ``$XDG_CONFIG_HOME/uv/.python-version``, the
+    interpreter uvx builds the tool's environment with (a relative path there is taken
+    against the working directory: a copy of CPython in the workspace, whose standard
+    library the workspace wrote). A project's ``.python-version`` is not read by uv's tool
+    commands."""
+    write(project / ".python-version", "3.12\n")
+    assert run(bins / "uvx", PINNED["uvx"], project).verdict == PERMIT
+    pin = write(_home_of(project) / ".config" / "uv" / name, "./py/bin/python3.12\n")
+    judged = run(bins / "uvx", PINNED["uvx"], project)
+    assert judged.verdict == REFUSE and str(pin) in judged.reason, judged
+
+
 @pytest.mark.parametrize("launcher", ["uvx", "pipx"])
 def test_a_relative_config_home_does_not_hide_the_users_configuration(
     bins: Path, project: Path, launcher: str

@@ -689,6 +689,15 @@ def configuration_doubts(
         for folder in (*config_homes, *config_dirs):
             path = os.path.join(folder, "uv", "uv.toml")
             doubts += _uv_toml_doubts(path, user=_users(path, here))
+        # The user's Python pin (``uv python pin --global``): the interpreter uv builds the
+        # tool's environment with, a path in it taken against the working directory.
+        doubts += [
+            f"uvx reads {path}, which chooses the Python it builds the tool's environment "
+            "with (a path there may lead into the workspace), not judged here"
+            for folder in (*config_homes, *config_dirs)
+            for name in (".python-version", ".python-versions")
+            if os.path.lexists(path := os.path.join(folder, "uv", name))
+        ]
     if launcher == "pipx run":
         doubts += [
             f"pipx run: pip reads {name} as its configuration (it may choose another index, "
