@@ -877,3 +877,54 @@ def test_a_pinned_npx_runs_the_command_its_local_install_names(
 def test_npm_reads_a_path_variable_in_any_case(bins: Path, project: Path) -> None:
     judged = judge(bins / "npx", ["-y", "mcp-remote@0.1.16"], project, Path=str(project))
     assert judged.verdict == REFUSE and "Path" in judged.reason, judged
+
+
+def _pip_installed_pipx(prefix: Path, *, recorded: bool = True) -> Path:
+    """pipx as pip installs it: the ``pipx`` package in a venv's site-packages (its
+    dist-info's RECORD listing it, unless not ``recorded``) and the console script pip
+    writes, which imports it."""
+    python = real_venv(prefix)
+    site = next((prefix / "lib").glob("python3*/site-packages"))
+    (site / "pipx").mkdir()
+    (site / "pipx" / "__init__.py").write_text("")
+    (site / "pipx" / "main.py").write_text("def cli():\n    return 0\n")
+    info = site / "pipx-1.8.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: pipx\nVersion: 1.8.0\n")
+    listed = ["pipx/__init__.py,,", "pipx/main.py,,"] if recorded else []
+    (info / "RECORD").write_text("\n".join([*listed, "pipx-1.8.0.dist-info/RECORD,,", ""]))
+    return write_executable(
+        prefix / "bin" / "pipx",
+        f"#!{python}\nimport re\nimport sys\nfrom pipx.main import cli\n"
+        "if __name__ == '__main__':\n    sys.exit(cli())\n",
+    )
+
+
+def test_pipx_as_pip_installs_it_runs_a_pinned_package_judged(
+    tmp_path: Path, project: Path
+) -> None:
+    """A real pipx is a console script importing the ``pipx`` package its distribution
+    installed: that import is the launcher itself, not unjudged code."""
+    pipx = _pip_installed_pipx(tmp_path / "pipx-venv")
+    argv = ["run", "--spec", "mcp-server-fetch==2025.2.0", "mcp-server-fetch"]
+    judged = judge(pipx, argv, project)
+    assert judged.verdict == PERMIT, judged.reason
+    assert judge(pipx, ["run", "mcp-server-fetch==2024.9.1"], project).verdict == REFUSE
+
+
+def test_a_pipx_package_no_pipx_distribution_installed_is_not_the_launcher(
+    tmp_path: Path, project: Path
+) -> None:
+    pipx = _pip_installed_pipx(tmp_path / "pipx-venv", recorded=False)
+    judged = judge(pipx, ["run", "--spec", "mcp-server-fetch==2025.2.0", "mcp-server-fetch"],
+                   project)  # fmt: skip
+    assert judged.verdict == REFUSE and "imports pipx" in judged.reason, judged.reason
+
+
+def test_a_pipx_in_the_working_directory_is_the_workspace_s_code(
+    tmp_path: Path, project: Path
+) -> None:
+    pipx = _pip_installed_pipx(project / "tools")
+    judged = judge(pipx, ["run", "--spec", "mcp-server-fetch==2025.2.0", "mcp-server-fetch"],
+                   project)  # fmt: skip
+    assert judged.verdict == REFUSE, judged.reason

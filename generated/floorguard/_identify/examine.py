@@ -150,6 +150,8 @@ def _launched(
             _check_launcher_is_what_it_is_named(
                 launcher, found, opened, script=script, environ=environ, here=here
             )
+        if launcher == "pipx run":
+            found = _as_pipx(found, here)
         npm = None
         if found.runs == "node" and found.interpreter:
             npm = launchers.NpmRun(launchers.npm_package_of(script), found.interpreter)
@@ -173,6 +175,32 @@ def _launched(
         # An untracked package: what version runs does not matter, its inputs still do.
         return Examination(None, LAUNCHER, judged.what, tuple(doubts))
     return Examination(judged.identified, LAUNCHER, judged.what, (*doubts, *judged.doubts))
+
+
+def _as_pipx(found: Examination, here: str) -> Examination:
+    """A Python program run as pipx, its import of the ``pipx`` package taken for the
+    launcher itself where a pipx distribution installed that package (its RECORD lists
+    ``pipx/__init__.py``) in a folder outside the working directory: pip's console script
+    of pipx is nothing but that import. Any other import stays a doubt, and so does a
+    ``pipx`` no pipx distribution installed, or the workspace's."""
+    from floorguard._identify.pip_metadata import distribution_installed
+
+    def own(doubt: str) -> bool:
+        matched = _PIPX_OWN_IMPORT.match(doubt)
+        if matched is None:
+            return False
+        where = matched["where"]
+        return not _in_folder(where, here) and distribution_installed(
+            where, "pipx", os.path.join("pipx", "__init__.py")
+        )
+
+    kept = tuple(doubt for doubt in found.doubts if not own(doubt))
+    return found if kept == found.doubts else dataclasses.replace(found, doubts=kept)
+
+
+def _in_folder(path: str, folder: str) -> bool:
+    real, base = os.path.realpath(path), os.path.realpath(folder)
+    return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
 
 
 # What each launcher's own program answers to --version when it is native.
@@ -755,6 +783,13 @@ def _together(sources: list[PythonSource]) -> PythonSource:
     )
 
 
+_UNJUDGED_IMPORT: Final = "{subject} imports {top} from {where}, code that is not judged"
+# pipx's console script importing the pipx package (the launcher itself), as that doubt says.
+_PIPX_OWN_IMPORT: Final = re.compile(
+    r".+ imports pipx from (?P<where>.+), code that is not judged\Z", re.DOTALL
+)
+
+
 def _judge_source(
     source: PythonSource,
     paths: identify.PythonPath,
@@ -784,7 +819,7 @@ def _judge_source(
         where = paths.before_site if top in sys.stdlib_module_names else paths.entries
         found = identify.find_module(top, where, version)
         if found is not None and found[1] != "namespace":
-            doubts.append(f"{subject} imports {top} from {found[0]}, code that is not judged")
+            doubts.append(_UNJUDGED_IMPORT.format(subject=subject, top=top, where=found[0]))
         elif top not in sys.stdlib_module_names:
             doubts.append(f"{subject} imports {top}, which is not found where it is looked for")
     adapters = {hit.adapter for hit in hits}

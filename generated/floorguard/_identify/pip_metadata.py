@@ -118,6 +118,22 @@ def _record(info: str) -> _Record:
     return memo(_record_cache, key, parse)
 
 
+def distribution_installed(site: str, dist: str, relative: str) -> bool:
+    """Whether the distribution ``dist`` (any spelling of its name) says it installed the
+    file ``relative`` in ``site``: a dist-info of it there whose RECORD lists that file."""
+    try:
+        names = sorted(os.listdir(site))
+    except OSError:
+        return False
+    wanted = pypi_normal_form(dist)
+    return any(
+        name.endswith(".dist-info")
+        and pypi_normal_form(metadata_dist(name) or "") == wanted
+        and os.path.normpath(relative) in _record(os.path.join(site, name)).paths
+        for name in names
+    )
+
+
 def _metadata_version(info: str) -> tuple[str | None, str]:
     """The single ``Version`` header of a dist-info's METADATA, or of an egg-info's PKG-INFO
     (the egg-info itself when it is a file); None if not exactly one."""
