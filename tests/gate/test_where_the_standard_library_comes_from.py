@@ -109,3 +109,40 @@ def test_a_build_tree_marker_beside_the_interpreter_is_refused(world: World, mar
     _stdlib_running(prefix / "bin" / "Lib", old_aider_code(old.site))
     outcome = world.spawn("aider", ["task"], policy=DEFAULT, env=world.env(prefix / "bin"))
     world.assert_refused(outcome, old.marker, marker.rsplit("/", 1)[-1])
+
+
+def _prefix_with_aider(world: World, prefix: Path) -> Path:
+    """A plain CPython installation at ``prefix`` (a copy of this interpreter, its standard
+    library linked in) with the at-floor aider in its site-packages."""
+    if plain_interpreter(prefix) is None:
+        pytest.skip("this interpreter cannot be relocated into a private prefix")
+    pip_install(prefix, dist="aider-chat", module="aider", version="0.70.0",
+                marker=world.root / "prefix-ran")  # fmt: skip
+    return prefix
+
+
+def test_an_installation_whose_standard_library_the_workspace_holds_is_refused(
+    world: World,
+) -> None:
+    """A copy of CPython in the working directory: its standard library (a sitecustomize,
+    an edited encodings) runs before anything judged, and is the workspace's."""
+    old = world.old_aider()
+    workspace = world.root / "ws"
+    prefix = _prefix_with_aider(world, workspace / "py")
+    (prefix / "lib" / PY / "sitecustomize.py").write_text(
+        old_aider_code(old.site), encoding="utf-8"
+    )
+    outcome = world.spawn(
+        "aider", ["task"], policy=DEFAULT, env=world.env(prefix / "bin"), cwd=workspace
+    )
+    world.assert_refused(outcome, old.marker, "standard library")
+
+
+def test_the_same_installation_outside_the_working_directory_runs_aider(world: World) -> None:
+    prefix = _prefix_with_aider(world, world.root / "opt" / "py")
+    workspace = world.root / "ws"
+    workspace.mkdir()
+    outcome = world.spawn(
+        "aider", ["task"], policy=DEFAULT, env=world.env(prefix / "bin"), cwd=workspace
+    )
+    world.assert_permitted_and_ran(outcome, world.root / "prefix-ran")

@@ -151,9 +151,18 @@ def _python_path(
             # It reads it in the child, where /proc/self is the child's own.
             path_doubts.append(f"the pyvenv.cfg home {home!r} leads into /proc")
     path_doubts += _build_tree_doubts(interpreter, home)
+    version = python_version(interpreter)
+    prefix = _base_prefix(interpreter, home, version)
+    agent = agent_workspace()
+    if _inside(prefix, cwd) or (agent is not None and _inside(prefix, agent)):
+        # Its standard library runs before anything judged (encodings, site, a
+        # sitecustomize), and is trusted as the system's: not when the workspace wrote it.
+        path_doubts.append(
+            f"the interpreter's standard library ({prefix}/lib) lies in the working directory "
+            f"{cwd}: the workspace's own copy, whose start-up code is not judged"
+        )
     if "S" in flags:
         return PythonPath(tuple(before), (), tuple(path_doubts))
-    version = python_version(interpreter)
     venv = _venv_config(interpreter)
     no_user_site = env_flag(env.get("PYTHONNOUSERSITE"))
     user_enabled = not (isolated or "s" in flags or no_user_site) and venv in (None, True)
@@ -169,7 +178,6 @@ def _python_path(
         base = os.path.normpath(os.path.join(cwd, base)) if base else ""
         user = _prefix_sites(base, version) if base else []
         path_doubts += [doubt for site in user for doubt in _user_site_doubts(site, cwd)]
-    prefix = _base_prefix(interpreter, home, version)
     system = _prefix_sites(prefix, version)
     if venv is None:
         sites = [*user, *system]
