@@ -1219,3 +1219,24 @@ def test_env_stops_at_a_symbolic_link_loop_on_its_path(
     env = world.env(loop, new.prefix / "bin")
     outcome = world.spawn("aider", ["task"], binary=agent, policy=untracked_policy, env=env)
     world.assert_refused(outcome, new.marker, "python3")
+
+
+@pytest.mark.parametrize("layout", ["module", "package"])
+def test_a_refusal_of_sourceless_aider_names_no_file_that_is_not_there(
+    world: World, tmp_path: Path, layout: str
+) -> None:
+    """The reason says what is there (a single module; a package without its __init__.py
+    source), never ``.../aider/__init__.py`` where there is none."""
+    new = world.new_aider()
+    lib = tmp_path / "lib"
+    if layout == "module":
+        compile_to("", lib / "aider.pyc")
+    else:
+        compile_to("", lib / "aider" / "__init__.pyc")
+    outcome = world.spawn(
+        "aider", ["task"], policy="default", env=world.env(new.prefix / "bin", PYTHONPATH=str(lib))
+    )
+    assert outcome["verdict"] == "refuse", outcome
+    assert str(lib / "aider" / "__init__.py ") not in outcome.reason + " ", outcome.reason
+    expected = "is a single module" if layout == "module" else "has no __init__.py source"
+    assert expected in outcome.reason, outcome.reason

@@ -848,6 +848,12 @@ def _not_its_own_code(
     found = identify.find_module(parts[0], paths.entries, version)
     if found is None or found[1] == "namespace":
         return [f"{subject} takes {reference}, whose package has no code of its own to judge"]
+    if found[1] == "module":
+        # (a single module file, source or not, where the package was expected)
+        return [
+            f"{subject} takes {reference}, but {parts[0]} in {found[0]} is a single module, "
+            "not the package whose code was judged"
+        ]
     folder = os.path.join(found[0], parts[0])
     for index, part in enumerate(parts[1:], start=1):
         package = os.path.join(folder, part)
@@ -859,6 +865,11 @@ def _not_its_own_code(
             continue
         module = folder if folder.endswith(".py") else os.path.join(folder, "__init__.py")
         taken = ".".join(parts[: index + 1])
+        if not os.path.isfile(module):
+            return [
+                f"{subject} takes {taken}, from {folder}, which has no {os.path.basename(module)} "
+                "source (bytecode or a native module in its place is code that is not judged)"
+            ]
         if part not in _definitions(module):
             return [
                 f"{subject} takes {taken}, which {module} does not define by def or class "
