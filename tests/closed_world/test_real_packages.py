@@ -246,12 +246,6 @@ def test_real_claude_global_install_below_floor_is_refused(
     _refused_below_floor(world, outcome, "claude")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="named gap (identification.md, 'Remaining windows'): the platform package's own "
-    "claude binary, a Bun executable whose dynamic symbols name node's entry points, is refused "
-    "as node under another name (the npm-installed bin link of the same build is permitted)",
-)
 def test_real_claude_native_binary_of_the_platform_package_is_permitted(
     claude_project: Path, tmp_path: Path
 ) -> None:

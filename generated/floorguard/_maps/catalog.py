@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Final
 
 from floorguard.errors import DetectionError
 
@@ -67,6 +68,14 @@ def _patterns(*sources: str) -> tuple[re.Pattern[str], ...]:
     return tuple(re.compile(s.replace("{V}", _V).replace("{N}", _N), re.ASCII) for s in sources)
 
 
+# The platform packages npm lays claude's native build down in (the optional dependencies
+# of @anthropic-ai/claude-code): its ``claude`` binary is a file of one of them.
+_CLAUDE_PLATFORM_PACKAGES: Final = tuple(
+    f"@anthropic-ai/claude-code-{platform}"
+    for platform in ("linux-x64", "linux-arm64", "linux-x64-musl", "linux-arm64-musl",
+                     "darwin-x64", "darwin-arm64", "win32-x64", "win32-arm64")
+)  # fmt: skip
+
 _ENTRIES = (
     CatalogEntry(
         adapter="aider",
@@ -86,7 +95,7 @@ _ENTRIES = (
         adapter="claude",
         executable="claude",
         line_patterns=_patterns(r"{V} \(Claude Code\)"),
-        npm_packages=frozenset({"@anthropic-ai/claude-code"}),
+        npm_packages=frozenset({"@anthropic-ai/claude-code", *_CLAUDE_PLATFORM_PACKAGES}),
         native=True,  # (the native installer's build)
     ),
     CatalogEntry(
