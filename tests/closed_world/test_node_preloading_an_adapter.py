@@ -25,6 +25,21 @@ def _script(tmp_path: Path) -> Path:
     return script
 
 
+def _node(
+    world: World,
+    tmp_path: Path,
+    *words: str,
+    policy: str = "default",
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+) -> Outcome:
+    """``node WORDS x.js``, x.js a script of no agent's."""
+    return world.spawn(
+        "node", [*words, str(_script(tmp_path))], binary=NODE, cwd=cwd, policy=policy,
+        env=env or world.env(),
+    )  # fmt: skip
+
+
 @pytest.mark.parametrize(
     "option",
     ["-r {cli}", "--require={cli}", "--import {cli}", "--import={uri}",
@@ -35,10 +50,7 @@ def test_a_preload_of_old_claude_before_an_untracked_script_is_refused(
 ) -> None:
     old = world.old_claude()
     words = option.format(cli=old.cli, uri=old.cli.as_uri(), package=old.package).split(" ")
-    outcome = world.spawn(
-        "node", [*words, str(_script(tmp_path)), "-p", "hi"], binary=NODE,
-        policy=untracked_policy, env=world.env(),
-    )  # fmt: skip
+    outcome = _node(world, tmp_path, *words, policy=untracked_policy)
     world.assert_refused(outcome, old.marker, "claude")
     assert world.recorded()[-1]["adapter"] == "claude"
 
@@ -48,9 +60,7 @@ def test_node_options_preloading_old_claude_before_an_untracked_script_is_refuse
 ) -> None:
     old = world.old_claude()
     env = world.env(NODE_OPTIONS=f'--require "{old.cli}"')
-    outcome = world.spawn(
-        "node", [str(_script(tmp_path))], binary=NODE, policy=untracked_policy, env=env
-    )
+    outcome = _node(world, tmp_path, policy=untracked_policy, env=env)
     world.assert_refused(outcome, old.marker, "claude")
 
 
@@ -59,9 +69,9 @@ def test_a_preload_naming_claude_s_package_resolved_from_the_cwd_is_refused(
 ) -> None:
     project = tmp_path / "project"
     old = world.project_claude(project, "1.0.51")
-    outcome = world.spawn(
-        "node", ["--require", "@anthropic-ai/claude-code/cli.js", str(_script(tmp_path))],
-        binary=NODE, cwd=project, policy=untracked_policy, env=world.env(),
+    outcome = _node(
+        world, tmp_path, "--require", "@anthropic-ai/claude-code/cli.js", cwd=project,
+        policy=untracked_policy,
     )  # fmt: skip
     world.assert_refused(outcome, old.marker, "claude")
 
@@ -72,10 +82,7 @@ def test_a_preload_of_an_above_floor_claude_is_still_refused_for_the_preload(
     """Judged as claude, the spawn is in the closed world: the preload is code loaded
     besides the program, so even claude above its floor is refused for it."""
     new = world.new_claude()
-    outcome = world.spawn(
-        "node", ["-r", str(new.cli), str(_script(tmp_path))], binary=NODE,
-        policy=untracked_policy, env=world.env(),
-    )  # fmt: skip
+    outcome = _node(world, tmp_path, "-r", str(new.cli), policy=untracked_policy)
     world.assert_refused(outcome, new.marker, "-r")
     assert world.recorded()[-1]["adapter"] == "claude"
 
@@ -86,10 +93,7 @@ def test_a_preload_of_no_adapter_s_code_leaves_node_untracked_under_the_default_
     helper = tmp_path / "helper.js"
     marker = tmp_path / "helper-ran"
     helper.write_text(f"require('fs').writeFileSync({str(marker)!r}, 'ran');\n", encoding="utf-8")
-    outcome = world.spawn(
-        "node", ["-r", str(helper), str(_script(tmp_path))], binary=NODE, policy="default",
-        env=world.env(),
-    )  # fmt: skip
+    outcome = _node(world, tmp_path, "-r", str(helper))
     assert outcome["outcome"] == "started", outcome
     assert marker.exists()
     assert world.recorded()[-1]["verdict"] == "untracked"
@@ -99,10 +103,7 @@ def test_a_preload_that_names_no_file_leaves_node_untracked_under_the_default_po
     world: World, tmp_path: Path
 ) -> None:
     """node itself stops on a preload it cannot find: nothing of any adapter runs."""
-    outcome = world.spawn(
-        "node", ["-r", str(tmp_path / "missing.js"), str(_script(tmp_path))], binary=NODE,
-        policy="default", env=world.env(),
-    )  # fmt: skip
+    outcome = _node(world, tmp_path, "-r", str(tmp_path / "missing.js"))
     assert world.recorded()[-1]["verdict"] == "untracked", outcome
 
 
@@ -121,10 +122,7 @@ def test_an_env_file_whose_node_options_preload_old_claude_is_refused(
     old = world.old_claude()
     env_file = tmp_path / "node.env"
     env_file.write_text(f"A=1\n{line.format(cli=old.cli)}\n", encoding="utf-8")
-    outcome = world.spawn(
-        "node", [f"--env-file={env_file}", str(_script(tmp_path))], binary=NODE,
-        policy=untracked_policy, env=world.env(),
-    )  # fmt: skip
+    outcome = _node(world, tmp_path, f"--env-file={env_file}", policy=untracked_policy)
     world.assert_refused(outcome, old.marker, "claude")
 
 
@@ -133,10 +131,7 @@ def test_an_env_file_whose_node_options_preload_nothing_leaves_node_untracked(
 ) -> None:
     env_file = tmp_path / "node.env"
     env_file.write_text("NODE_OPTIONS=--max-old-space-size=256\nA=1\n", encoding="utf-8")
-    outcome = world.spawn(
-        "node", [f"--env-file={env_file}", str(_script(tmp_path))], binary=NODE,
-        policy="default", env=world.env(),
-    )  # fmt: skip
+    outcome = _node(world, tmp_path, f"--env-file={env_file}")
     assert outcome["outcome"] == "started", outcome
     assert world.recorded()[-1]["verdict"] == "untracked"
 
@@ -148,10 +143,7 @@ def test_an_env_file_whose_node_options_value_goes_on_past_its_line_is_refused(
     there is not read here: refused, naming the file."""
     env_file = tmp_path / "node.env"
     env_file.write_text('NODE_OPTIONS="--no-warnings\n--require x.js"\n', encoding="utf-8")
-    outcome = world.spawn(
-        "node", [f"--env-file={env_file}", str(_script(tmp_path))], binary=NODE,
-        policy="default", env=world.env(),
-    )  # fmt: skip
+    outcome = _node(world, tmp_path, f"--env-file={env_file}")
     assert outcome["verdict"] == "refuse" and str(env_file) in outcome.reason, outcome
 
 
@@ -202,10 +194,7 @@ def _package(folder: Path, manifest: dict) -> Path:
 
 
 def _preload_from(world: World, project: Path, tmp_path: Path, *words: str) -> Outcome:
-    return world.spawn(
-        "node", [*words, str(_script(tmp_path))], binary=NODE, cwd=project,
-        policy="default", env=world.env(),
-    )  # fmt: skip
+    return _node(world, tmp_path, *words, cwd=project)
 
 
 def test_a_package_name_linked_to_old_claude_s_folder_is_claude(
@@ -264,10 +253,7 @@ def test_a_package_name_found_on_node_s_other_paths_is_claude(
     folder.mkdir(parents=True)
     (folder / "bar").symlink_to(old.package)
     env = world.env(**({"NODE_PATH": str(folder)} if where == "NODE_PATH" else {}))
-    outcome = world.spawn(
-        "node", ["-r", "bar/cli.js", str(_script(tmp_path))], binary=NODE, cwd=project,
-        policy="default", env=env,
-    )  # fmt: skip
+    outcome = _node(world, tmp_path, "-r", "bar/cli.js", cwd=project, env=env)
     world.assert_refused(outcome, old.marker, "claude")
 
 
