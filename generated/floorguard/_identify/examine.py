@@ -631,6 +631,14 @@ def _python_run(
         if hit is not None:
             doubts += _outside_sites(top, paths, version)
             return as_interpreted(hit, "python -m", command.value), doubts
+        if command.value in _RUNNERS:
+            ran = _run_by_runner(command.args, paths, version, environ, here)
+            if ran is not None:
+                return ran, [
+                    *doubts,
+                    f"python -m {command.value} runs {ran.subject} under its own code (a "
+                    "profiler, debugger, tracer or test runner), which is not judged",
+                ]
         return _module_code(command.value, paths, version, doubts)
     if command.runs == "code" and command.value is not None:
         paths = identify.python_path(interpreter, environ, here, flags, here)
@@ -665,6 +673,40 @@ def _python_run(
             opened, interpreter=interpreter, environ=environ, here=here, flags=flags,
             version=version, doubts=doubts, first=first,
         )  # fmt: skip
+
+
+# Standard-library modules that run (or import) the module or file their arguments name.
+_RUNNERS: Final = frozenset(
+    {"cProfile", "profile", "pdb", "trace", "runpy", "pydoc", "unittest", "doctest"}
+)
+_MODULE_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
+
+
+def _run_by_runner(
+    args: Sequence[str],
+    paths: identify.PythonPath,
+    version: str | None,
+    environ: Mapping[str, str],
+    here: str,
+) -> Identification | None:
+    """The tracked package a standard-library runner is given to run, by its arguments
+    ``args``: any that names one of its modules (``aider``, ``aider.main``) as the path finds
+    it, or a file of it (its console script). Every argument is looked at, whatever option
+    it belongs to (no runner's own reading is modelled): more is never less."""
+    found: list[Identification | None] = []
+    for word in args:
+        if _MODULE_NAME.match(word):
+            hit = identify.resolve_import(word.split(".", 1)[0], paths.entries, version)
+            found.append(None if hit is None else as_interpreted(hit, "python -m", word))
+        where = os.path.join(here, word)
+        if os.sep in word and os.path.isfile(where):
+            with contextlib.suppress(DetectionError), _open_program(where) as opened:
+                found.append(identify.identify_file(opened, environ))
+    named = [each for each in found if each is not None]
+    if len({each.adapter for each in named}) > 1:
+        adapters = sorted({each.adapter for each in named})
+        raise DetectionError(f"python -m runs code of several adapters: {adapters}")
+    return named[0] if named else None
 
 
 def _safe_path(flags: frozenset[str], environ: Mapping[str, str]) -> bool:
