@@ -10,7 +10,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Callable, Iterator, Sequence
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -119,6 +120,7 @@ def plan(
     waiver_document: WaiversDocument | None = None,
     archived: Callable[[str], FloorMap | None] = lambda _hash: None,
     holds_archive: Callable[[str], bool] = lambda _hash: True,
+    written: Mapping[int, str] | None = None,
     progress: Callable[[str], None] | None = None,
     undone_version: int | None = None,
 ) -> RefreshPlan:
@@ -131,7 +133,10 @@ def plan(
     A block stating a hash and a map version of 1 or more claims a refresh wrote it, and a
     refresh archives every map it writes: without that map archived, the block is taken
     for a hand edit that restated its hash (or a block whose archive was removed), as if
-    its data did not match it.
+    its data did not match it. ``written`` (``read_written``): the maps refresh wrote into
+    this module, by version; when there is such a record, a block that is not the last of
+    them (another version, another hash, no hash) is a hand edit, judged against that last
+    map, and the new map is numbered above every version in it.
     Over a hand edit (with ``force``) the diff and the downgrade check are against the map
     the block's stated hash vouches for, never the edited data: an edit must not hide a
     removal from them. If that map is not archived, only ``allow_downgrade`` lets the
@@ -173,18 +178,34 @@ def plan(
                 "what it dropped cannot be checked as a downgrade; re-run with --force "
                 "--allow-downgrade to overwrite it unchecked (the receipt records that)"
             )
+    # The map this block should hold: the last one refresh wrote here, where that is
+    # recorded; else the one its stated hash names.
+    vouched_hash, vouched_version = current.stated_hash, current.map_version
+    last = _last_written(written, undone_version)
+    if last is not None:
+        holds = (current.map_version, current.stated_hash, data_hash)
+        if holds != (last[0], last[1], last[1]) and not drift:
+            drift = True
+            if not force:
+                raise DriftError(
+                    f"{module}: the floor-map block states map version {current.map_version} "
+                    f"({current.stated_hash or 'no hash'}), but the last map refresh wrote "
+                    f"here is version {last[0]} ({last[1]}), as {written_path(module)} "
+                    "records: the block was edited by hand; re-run with --force to overwrite "
+                    "it (what it dropped is then checked against that last map)"
+                )
+        vouched_hash, vouched_version = last[1], last[0]
     baseline, compared = BASELINE_BLOCK, old_map
-    if drift and current.stated_hash is not None:
-        vouched = archived(current.stated_hash)
+    if drift and vouched_hash is not None:
+        vouched = archived(vouched_hash)
         if vouched is not None:
             baseline, compared = BASELINE_ARCHIVE, vouched
         elif not allow_downgrade:
             raise DowngradeRefused(
-                f"{module}: the block was edited by hand and the map its stated hash "
-                f"{current.stated_hash} vouches for is not in "
-                f"{archive_path(module, current.stated_hash)}, so --force cannot check the "
-                "new map for downgrades against it; pass --allow-downgrade as well to "
-                "overwrite the hand edit unchecked (the receipt records that)"
+                f"{module}: the block was edited by hand and the map {vouched_hash} it should "
+                f"hold is not in {archive_path(module, vouched_hash)}, so --force cannot "
+                "check the new map for downgrades against it; pass --allow-downgrade as well "
+                "to overwrite the hand edit unchecked (the receipt records that)"
             )
         else:
             baseline = BASELINE_EDITED
@@ -201,7 +222,7 @@ def plan(
     # and would refuse another map at that version (or the older one put back) for ever.
     pending = undone_version is not None and undone_version > current.map_version
     unchanged = changes.empty and not drift and current.stated_hash == new_hash and not pending
-    above = max(current.map_version, undone_version or 0)
+    above = max(current.map_version, undone_version or 0, *(written or {}).keys())
     new_version = current.map_version if unchanged else above + 1
     new_text = module_text
     if not unchanged:
@@ -218,10 +239,10 @@ def plan(
         new_text=new_text,
         old_map=old_map,
         new_map=new_map,
-        # The map legitimately in force is the one the block vouches for.
-        old_hash=current.stated_hash if current.stated_hash is not None else data_hash,
+        # The map legitimately in force: the one the block should hold.
+        old_hash=vouched_hash if vouched_hash is not None else data_hash,
         new_hash=new_hash,
-        old_version=current.map_version,
+        old_version=vouched_version,
         new_version=new_version,
         diff=changes,
         conflicts=merged.conflicts,
@@ -238,13 +259,70 @@ def plan(
     )
 
 
+def written_path(module: Path) -> Path:
+    """Where refresh records the maps it wrote into ``module``, by version: beside their
+    archives, a hidden file of this module's own (``maps/`` may serve several modules)."""
+    return module.parent / ARCHIVE_DIR / f".{module.name}.written.json"
+
+
+def read_written(module: Path) -> dict[int, str] | None:
+    """The maps refresh wrote into ``module``, by version (None: no record). Raises
+    ModuleError for a record that cannot be read exactly."""
+    path = written_path(module)
+    if not os.path.lexists(path):
+        return None
+    try:
+        document = json.loads(read_regular(path, max_bytes=MAX_MAP_BYTES, what="map record"))
+    except (UnreadableFileError, ValueError, RecursionError) as exc:
+        raise ModuleError(f"{path}: cannot read the record of the maps written here") from exc
+    if not isinstance(document, dict) or not all(
+        isinstance(key, str) and key.isascii() and key.isdecimal()
+        and 0 < int(key) < MAX_MAP_VERSION and isinstance(value, str)
+        and _MAP_HASH.fullmatch(value)
+        for key, value in document.items()
+    ):  # fmt: skip
+        raise ModuleError(f"{path}: not a record of the maps written here ({{version: map hash}})")
+    return {int(key): value for key, value in document.items()}
+
+
+_MAP_HASH = re.compile(r"sha256:[0-9a-f]{64}\Z")
+
+
+def _record_written(module: Path, version: int, map_hash: str) -> None:
+    """Note that refresh puts the map ``map_hash`` into ``module`` as ``version``: before
+    the module is replaced, so a map in force is always recorded (a version written and
+    then undone stays recorded: it is never used again)."""
+    written = read_written(module) or {}
+    written[version] = map_hash
+    data = json.dumps({str(v): h for v, h in sorted(written.items())}, indent=0)
+    atomic.write_atomic(written_path(module), data.encode("ascii") + b"\n")
+
+
+def _last_written(
+    written: Mapping[int, str] | None, undone_version: int | None
+) -> tuple[int, str] | None:
+    """The last map refresh wrote and left in force (a version undone, and recorded above
+    the module's, is not in force): (version, hash), or None without a record."""
+    kept = {
+        v: h for v, h in (written or {}).items() if undone_version is None or v < undone_version
+    }
+    if not kept:
+        return None
+    top = max(kept)
+    return top, kept[top]
+
+
 def load_archived_map(module: Path, map_hash: str) -> FloorMap | None:
     """The map archived beside ``module`` under ``map_hash`` (``maps/``, the canonical maps
     refresh keeps), or None when there is none there or it does not hash to ``map_hash``
-    (the archive is content-addressed: another map under that name vouches for nothing)."""
+    (the archive is content-addressed: another map under that name vouches for nothing),
+    or its bytes are not the map's canonical JSON (which refresh writes, and
+    ``holds_archived_map`` checks)."""
     path = archive_path(module, map_hash)
     try:
         data = read_regular(path, max_bytes=MAX_MAP_BYTES, what="archived floor map")
+        if sha256_digest(data) != map_hash:
+            return None
         archived = from_entries(json.loads(data))
     except (UnreadableFileError, FloorMapError, ValueError, RecursionError, TypeError):
         return None
@@ -653,6 +731,7 @@ def apply(
                 # append then fail (or this run be killed): a host may have enforced it.
                 pending = max(refresh.new_version, refresh.undone_version or 0)
                 _write_journal(journal, committing, pending)
+                _record_written(refresh.module, refresh.new_version, refresh.new_hash)
                 replaced = True
                 atomic.write_chunks_atomic(refresh.module, _utf8_pieces(refresh.new_text))
             if audit is not None and receipt is not None:

@@ -274,6 +274,7 @@ def command(
             waiver_document=waiver_document,
             archived=functools.partial(refreshing.load_archived_map, module),
             holds_archive=functools.partial(refreshing.holds_archived_map, module),
+            written=refreshing.read_written(module),
             progress=show,
             undone_version=undone_version,
         )

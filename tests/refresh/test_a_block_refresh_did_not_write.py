@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 from helpers.host_project import Project
@@ -66,7 +67,9 @@ def test_force_with_allow_downgrade_overwrites_it_and_the_receipt_says_so(
     done = edited.refresh("b.json", "--force", "--allow-downgrade")
     assert done.returncode == 0, done.stderr
     receipt = edited.receipt()
-    assert receipt["forced"] is True and receipt["diff_baseline"] == "hand_edited_block"
+    # (checked against the last map refresh wrote here, which maps/ holds)
+    assert receipt["forced"] is True and receipt["diff_baseline"] == "archived_map"
+    assert receipt["downgrade"] is True
     assert receipt["old_map_version"] == 1 and receipt["new_map_version"] == 2
 
 
@@ -104,3 +107,68 @@ def test_a_new_modules_version_0_block_needs_no_archive(tmp_path) -> None:
     done = project.refresh("a.json")
     assert done.returncode == 0, done.stderr
     assert json.loads(json.dumps(project.receipt()))["new_map_version"] == 1
+
+
+# --------------------------------------------- the record of the maps refresh wrote here
+
+
+def _refreshed_twice(tmp_path: Path) -> Project:
+    """A module refreshed from a.json (version 1) then b.json, which adds GONE (version 2)."""
+    project = Project(tmp_path)
+    project.put("a.json", _feed(KEPT))
+    project.put("b.json", _feed(KEPT, GONE))
+    assert project.refresh("a.json").returncode == 0
+    assert project.refresh("b.json").returncode == 0
+    return project
+
+
+def test_refresh_records_each_map_it_writes_by_version(tmp_path: Path) -> None:
+    project = _refreshed_twice(tmp_path)
+    record = project.module.parent / "maps" / ".floor_map.py.written.json"
+    written = json.loads(record.read_text())
+    assert sorted(written) == ["1", "2"]
+    assert written["2"] == project.receipt()["new_floor_map_hash"]
+
+
+@pytest.mark.parametrize(
+    "edit", ["version set to 0", "block emptied", "earlier map under the later version"]
+)
+def test_a_block_that_is_not_the_last_map_written_here_is_a_hand_edit(
+    tmp_path: Path, edit: str
+) -> None:
+    """Each edit makes the block a map a refresh could have written (its data matches its
+    hash, or it states none) but not the last one written here: refused without --force,
+    and with --force what it dropped is checked against that last map."""
+    project = _refreshed_twice(tmp_path)
+    last = project.receipt()["new_floor_map_hash"]
+    text = project.module.read_text()
+    if edit == "version set to 0":
+        first = json.loads((project.module.parent / "maps" / ".floor_map.py.written.json")
+                           .read_text())["1"]  # fmt: skip
+        text = text.replace("FLOOR_MAP_VERSION = 2", "FLOOR_MAP_VERSION = 0").replace(last, first)
+        text = _without_gone(text)
+    elif edit == "block emptied":
+        text = (
+            text[: text.index("# floor-map:begin\n") + 18] + text[text.index("# floor-map:end") :]
+        )
+    else:
+        first = json.loads((project.module.parent / "maps" / ".floor_map.py.written.json")
+                           .read_text())["1"]  # fmt: skip
+        text = _without_gone(text).replace(last, first)
+    project.module.write_text(text)
+    project.put("c.json", _feed(KEPT))
+    refused = project.refresh("c.json")
+    assert refused.returncode == 1 and "edited by hand" in refused.stderr, refused.stderr
+    forced = project.refresh("c.json", "--force")
+    assert forced.returncode == 1 and "downgrade" in forced.stderr, forced.stderr
+    done = project.refresh("c.json", "--force", "--allow-downgrade")
+    assert done.returncode == 0, done.stderr
+    receipt = project.receipt()
+    assert (receipt["old_map_version"], receipt["new_map_version"]) == (2, 3)
+    assert receipt["old_floor_map_hash"] == last and receipt["diff_baseline"] == "archived_map"
+
+
+def _without_gone(text: str) -> str:
+    start = text.index('            {\n                "id": "GHSA-aaaa')
+    end = text.index("            },\n", start) + len("            },\n")
+    return text[:start] + text[end:]

@@ -47,21 +47,9 @@ def project(tmp_path: Path) -> Project:
     return Project(tmp_path)
 
 
-# Known gap (docs/floor-map.md): a hand edit that puts back a map an earlier refresh of the
-# module wrote (so maps/ holds it) under the later version, its hash restated, or that strips
-# a bernstein block of its hash, is not seen: the archive says which maps refresh wrote, not
-# at which version, and a block with no hash claims nothing. Strict: these turn into
-# failures the day the gap is closed.
-HAND_EDIT_GAP = pytest.mark.xfail(
-    strict=True,
-    reason="a block restated to a map maps/ holds, or stripped of its hash, is taken as "
-    "refresh wrote it (a known gap: docs/floor-map.md)",
-)
-
-
 @pytest.mark.parametrize(
     "earlier_map_archived",
-    [pytest.param(True, marks=HAND_EDIT_GAP), False],
+    [True, False],
     ids=["archived", "not-archived"],
 )
 def test_a_hand_edit_that_restates_the_hash_hides_a_removed_advisory(
@@ -73,9 +61,11 @@ def test_a_hand_edit_that_restates_the_hash_hides_a_removed_advisory(
     without it is refused without --allow-downgrade: refresh must not find "no data
     change", anchor a receipt with downgrade false, or reuse the block's map version for
     another map. A block stating a version claims a refresh wrote it, and refresh archives
-    every map it writes: a block whose map maps/ does not hold is a hand edit. When the
-    edited map is one an earlier refresh wrote (``archived``: the feed of the first refresh
-    held the advisory only later), maps/ holds it, and the edit is not seen (the gap)."""
+    every map it writes, and records which map it wrote at which version: a block that is not
+    the last map written here is a hand edit, also when the edited map is one an earlier
+    refresh wrote (``archived``: the feed of the first refresh held the advisory only
+    later, so maps/ holds it). With --force, the removal is a downgrade against the last map
+    written here."""
     project.put("a.json", v3_feed(KEPT, GONE))
     project.put("b.json", v3_feed(KEPT))
     if earlier_map_archived:
@@ -96,26 +86,27 @@ def test_a_hand_edit_that_restates_the_hash_hides_a_removed_advisory(
     project.module.write_text(text)
 
     done = project.refresh("b.json")
-    assert done.returncode == 1 and "downgrade" in done.stderr, (
-        f"the removal of GHSA-aaaa-bbbb-cccc went through without --allow-downgrade: "
+    assert done.returncode == 1 and "edited by hand" in done.stderr, (
+        f"the removal of GHSA-aaaa-bbbb-cccc went through as no hand edit: "
         f"rc={done.returncode}, receipt downgrade={project.receipt().get('downgrade')}, "
         f"map version {project.receipt().get('new_map_version')} after "
         f"{recorded['new_map_version']}\n{done.stdout}{done.stderr}"
     )
+    forced = project.refresh("b.json", "--force")
+    assert forced.returncode == 1 and "downgrade" in forced.stderr, forced.stderr
+    assert "GHSA-aaaa-bbbb-cccc" in forced.stderr or "advisor" in forced.stderr, forced.stderr
 
 
 # --- a bernstein block stripped of its hash and version -------------------------------------------
 
 
-@HAND_EDIT_GAP
 def test_a_bernstein_block_stripped_of_its_hash_hides_a_removed_adapter(project: Project) -> None:
     """The bernstein layout may omit its hash and version "until floorctl first renders into
     it". After floorctl has rendered it, delete codex's entry and the two hash/version lines:
-    the block no longer states a hash. Once maps/ (or the chain) holds a map for this module,
-    a block without a stated hash should be a hand edit like any other (a known gap, expected
-    to fail until then): refresh from a feed without codex must be refused without
-    --allow-downgrade, not pass with a receipt saying downgrade false, forced false, old map
-    version 0 (the chain already holds version 1)."""
+    the block no longer states a hash. Once refresh has recorded a map written into this
+    module, a block without a stated hash is a hand edit like any other: refresh from a feed
+    without codex is refused, and with --force the dropped codex is a downgrade against the
+    map version 1 it wrote (not a receipt saying downgrade false, old map version 0)."""
     project.put("a.json", v1_feed(aider="0.50.0", codex="0.2.0"))
     project.put("b.json", v1_feed(aider="0.50.0"))
     assert project.refresh("a.json", "--template", "bernstein").returncode == 0
@@ -127,7 +118,9 @@ def test_a_bernstein_block_stripped_of_its_hash_hides_a_removed_adapter(project:
     text = re.sub(r"ADAPTER_FLOOR_MAP_(HASH|VERSION) = .*\n", "", text)
     project.module.write_text(text)
 
-    done = project.refresh("b.json", "--template", "bernstein")
+    refused = project.refresh("b.json", "--template", "bernstein")
+    assert refused.returncode == 1 and "edited by hand" in refused.stderr, refused.stderr
+    done = project.refresh("b.json", "--template", "bernstein", "--force")
     assert done.returncode == 1 and "codex" in done.stderr, (
         f"codex was dropped without --allow-downgrade: rc={done.returncode}, "
         f"receipt downgrade={project.receipt().get('downgrade')}, "
