@@ -398,7 +398,10 @@ def test_the_modules_preload_options_name_are_reported_as_node_takes_them() -> N
         ["-r", "./a.js", "--import=file:///b.mjs", "--loader", "c", "--experimental_loader=d",
          "--conditions", "e", "x.js", "-r", "not-node-s"]
     )  # fmt: skip
-    assert command.preloads == ("./a.js", "file:///b.mjs", "c", "d")
+    assert command.preloads == (
+        ("--require", "./a.js"), ("--import", "file:///b.mjs"), ("--loader", "c"),
+        ("--experimental-loader", "d"),
+    )  # fmt: skip
     assert command.script == "x.js"
     files = parse_node_argv(["--env-file", "a.env", "--env-file-if-exists=b.env", "x.js"])
     assert files.env_files == ("a.env", "b.env")
@@ -407,7 +410,7 @@ def test_the_modules_preload_options_name_are_reported_as_node_takes_them() -> N
 
 def test_the_modules_node_options_preload_are_reported_as_node_splits_them() -> None:
     environ = {"NODE_OPTIONS": '--require "/a b/c.js" --no-warnings --import=d', "X": "-r e"}
-    assert node_options_preloads(environ) == ("/a b/c.js", "d")
+    assert node_options_preloads(environ) == (("--require", "/a b/c.js"), ("--import", "d"))
     assert node_options_preloads({"NODE_OPTIONS": '--require "unterminated'}) == ()
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from floorguard._identify.node_preloads import env_file_preloads, preload_files
+from floorguard._identify.node_preloads import IMPORT, REQUIRE, env_file_preloads, preload_files
 from floorguard.errors import DetectionError
 
 NODE = "/usr/bin/node"
@@ -24,8 +24,8 @@ def _package(folder: Path, manifest: dict, *files: str) -> Path:
     return folder
 
 
-def _found(specifier: str, here: Path, **environ: str) -> list[str]:
-    return [str(p) for p in preload_files(specifier, str(here), environ, NODE)]
+def _found(specifier: str, here: Path, kind: str = REQUIRE, **environ: str) -> list[str]:
+    return [str(p) for p in preload_files(specifier, str(here), environ, NODE, kind)]
 
 
 def test_a_path_is_taken_against_the_working_directory_with_node_s_extensions(
@@ -33,9 +33,46 @@ def test_a_path_is_taken_against_the_working_directory_with_node_s_extensions(
 ) -> None:
     (tmp_path / "a.js").write_text("1;\n")
     assert _found("./a", tmp_path) == [str(tmp_path / "a.js")]
-    assert _found(f"file://{tmp_path}/a%2Ejs", tmp_path) == [str(tmp_path / "a.js")]
-    assert _found("file://elsewhere/a.js", tmp_path) == []  # (node refuses another host)
     assert _found("./missing", tmp_path) == []
+
+
+def test_an_import_is_a_url_its_escapes_decoded_and_its_query_dropped(tmp_path: Path) -> None:
+    (tmp_path / "a.js").write_text("1;\n")
+    a = [str(tmp_path / "a.js")]
+    assert _found(f"file://{tmp_path}/a%2Ejs", tmp_path, IMPORT) == a
+    assert _found("./a%2Ejs", tmp_path, IMPORT) == a
+    assert _found(f"{tmp_path}/a.js?x=1#y", tmp_path, IMPORT) == a
+    assert _found("file://elsewhere/a.js", tmp_path, IMPORT) == []  # (node refuses the host)
+    assert _found("data:text/javascript,1", tmp_path, IMPORT) == []
+
+
+def test_a_file_url_given_to_require_is_a_package_name(tmp_path: Path) -> None:
+    """require() takes ``file:///x`` as a name to look for in node_modules."""
+    (tmp_path / "b.js").write_text("1;\n")
+    url = f"file://{tmp_path}/b.js"
+    with pytest.raises(DetectionError, match="found in no node_modules"):
+        _found(url, tmp_path, HOME=str(tmp_path / "home"))
+    folder = tmp_path / "node_modules" / f"file:{tmp_path}"
+    folder.mkdir(parents=True)
+    (folder / "b.js").write_text("1;\n")
+    assert _found(url, tmp_path) == [str(folder / "b.js")]
+
+
+def test_a_folder_is_read_as_a_folder_as_well_as_a_file_beside_it(tmp_path: Path) -> None:
+    """``-r ./pkg/`` is the folder to require(); ``./pkg`` is pkg.js first: both count."""
+    (tmp_path / "pkg.js").write_text("1;\n")
+    _package(tmp_path / "pkg", {"main": "./lib/"}, "lib/index.js")
+    folder = [str(tmp_path / "pkg" / "lib" / "index.js")]
+    assert _found("./pkg/", tmp_path) == [str(tmp_path / "pkg.js"), *folder]
+    assert _found("./pkg", tmp_path, IMPORT) == [str(tmp_path / "pkg.js"), *folder]
+
+
+def test_a_package_naming_itself_goes_through_its_own_exports(tmp_path: Path) -> None:
+    _package(tmp_path, {"name": "me", "exports": {"./x": "./real.js"}}, "real.js")
+    _package(tmp_path / "node_modules" / "me", {"name": "me"}, "x.js")
+    assert _found("me/x", tmp_path) == [
+        str(tmp_path / "real.js"), str(tmp_path / "node_modules" / "me" / "x.js")
+    ]  # fmt: skip
 
 
 def test_a_package_name_is_looked_for_up_the_folders_then_on_node_path(tmp_path: Path) -> None:
@@ -100,9 +137,9 @@ def test_a_manifest_that_is_not_json_is_refused(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("text", "preloads"),
-    [('NODE_OPTIONS="--require ./a.js --import b"\n', ("./a.js", "b")),
-     ("export NODE_OPTIONS='-r x' \n", ("x",)),
-     ("NODE_OPTIONS=--require=y # a comment\n", ("y",)),
+    [('NODE_OPTIONS="--require ./a.js --import b"\n', (("--require", "./a.js"), ("--import", "b"))),
+     ("export NODE_OPTIONS='-r x' \n", (("--require", "x"),)),
+     ("NODE_OPTIONS=--require=y # a comment\n", (("--require", "y"),)),
      ("# NODE_OPTIONS=--require=z\nA=1\n", ()),
      ("NODE_OPTIONS=--max-old-space-size=64\n", ())],
 )  # fmt: skip

@@ -268,3 +268,13 @@ def test_a_preload_of_an_ordinary_package_through_its_exports_leaves_node_untrac
     outcome = _preload_from(world, project, tmp_path, "-r", "dotenv/config")
     assert outcome["outcome"] == "started", outcome
     assert world.recorded()[-1]["verdict"] == "untracked"
+
+
+def test_a_preload_runs_even_when_the_main_script_is_missing(world: World, tmp_path: Path) -> None:
+    """node loads its preloads before it finds the main script missing, and fails only then."""
+    old = world.old_claude()
+    outcome = world.spawn(
+        "node", ["-r", str(old.cli), str(tmp_path / "missing.js")], binary=NODE,
+        policy="default", env=world.env(),
+    )  # fmt: skip
+    world.assert_refused(outcome, old.marker, "claude")

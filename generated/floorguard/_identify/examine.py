@@ -1035,9 +1035,10 @@ def _node_run(
     else:
         main = _node_main(command.script, here)
         if main is None:
+            # (node runs the preloads before it finds the main script missing)
             doubts.append(f"node's main script {command.script} is not found")
             doubts += node_search_doubts(environ, here, node=node, program=None, package=None)
-            return None, doubts
+            return preloaded, doubts
         with main:
             found = identify.npm_identification(main.dir_fd, main.path, "node-script")
             program = str(main.path)
@@ -1070,14 +1071,20 @@ def _preloaded_adapter(
     refuses it), under any untracked policy. A preload of no adapter's file leaves node
     what it is (as ``node -e`` is)."""
     from floorguard._identify.node_command import node_options_preloads
-    from floorguard._identify.node_preloads import env_file_preloads, preload_files
+    from floorguard._identify.node_preloads import (
+        IMPORT,
+        REQUIRE,
+        env_file_preloads,
+        preload_files,
+    )
 
     specifiers = [*command.preloads, *node_options_preloads(environ)]
     for env_file in command.env_files:
         specifiers += env_file_preloads(env_file, here)
     found: list[Identification | None] = []
-    for specifier in specifiers:
-        for file in preload_files(specifier, here, environ, node):
+    for option, specifier in specifiers:
+        kind = REQUIRE if option == "--require" else IMPORT
+        for file in preload_files(specifier, here, environ, node, kind):
             with _open_program(str(file)) as opened:
                 found.append(
                     identify.npm_identification(opened.dir_fd, opened.path, "node-preload")

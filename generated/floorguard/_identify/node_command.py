@@ -82,10 +82,11 @@ class NodeCommand:
     runs: str
     script_args: tuple[str, ...]
     doubts: tuple[str, ...]
-    # What the preload options name, as given (``-r X``, ``--import X``, a loader): code
-    # node runs before the program, read by the caller for whose code it is; and the env
-    # files node reads (``--env-file``, ``--env-file-if-exists``), whose NODE_OPTIONS preload.
-    preloads: tuple[str, ...] = ()
+    # What the preload options name, as given, with the option (``("--require", X)``,
+    # ``("--import", X)``, a loader's): code node runs before the program, read by the caller
+    # for whose code it is; and the env files node reads (``--env-file``,
+    # ``--env-file-if-exists``), whose NODE_OPTIONS may preload more.
+    preloads: tuple[tuple[str, str], ...] = ()
     env_files: tuple[str, ...] = ()
 
 
@@ -312,7 +313,7 @@ def parse_node_argv(argv: Sequence[str], *, stdin_is_terminal: bool = False) -> 
     terminal and otherwise runs stdin as the program. It defaults to False, the reading that
     does not assume a human is typing."""
     doubts: list[str] = []
-    preloads: list[str] = []
+    preloads: list[tuple[str, str]] = []
     env_files: list[str] = []
     runs_nothing = evaluates = interactive = False
     at = 0
@@ -327,7 +328,7 @@ def parse_node_argv(argv: Sequence[str], *, stdin_is_terminal: bool = False) -> 
         if option.doubt is not None:
             doubts.append("node " + option.doubt)
         if option.name in _PRELOADS and option.value is not None:
-            preloads.append(option.value)
+            preloads.append((option.name, option.value))
         if option.name in _ENV_FILES and option.value is not None:
             env_files.append(option.value)
         runs_nothing = runs_nothing or option.name in _RUNS_NOTHING
@@ -422,10 +423,10 @@ def _node_options_doubts(text: str) -> list[str]:
     return doubts
 
 
-def node_options_preloads(environ: Mapping[str, str]) -> tuple[str, ...]:
-    """What the preload options in ``environ``'s NODE_OPTIONS name, as node splits it (none
-    when it cannot be split: that is a doubt already)."""
-    preloads: list[str] = []
+def node_options_preloads(environ: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """What the preload options in ``environ``'s NODE_OPTIONS name, with the option, as node
+    splits it (none when it cannot be split: that is a doubt already)."""
+    preloads: list[tuple[str, str]] = []
     for name, text in environ.items():
         if name.upper() != "NODE_OPTIONS":
             continue
@@ -440,7 +441,7 @@ def node_options_preloads(environ: Mapping[str, str]) -> tuple[str, ...]:
                 continue
             option = _read_option(arguments, at)
             if option.name in _PRELOADS and option.value is not None:
-                preloads.append(option.value)
+                preloads.append((option.name, option.value))
             at = option.next_index
     return tuple(preloads)
 

@@ -38,10 +38,19 @@ _MAX_MANIFEST_BYTES: Final = 1 << 20
 _MAX_ENV_FILE_BYTES: Final = 1 << 20
 
 
-def preload_files(specifier: str, here: str, environ: Mapping[str, str], node: str) -> list[Path]:
-    """The files node may load for the preload ``specifier`` given to ``node`` (its path)
-    in the working directory ``here`` and ``environ`` (none: it names no file)."""
-    return _Search(here, environ, node).files(specifier, 0)
+REQUIRE: Final = "require"  # -r/--require: CommonJS's require() reads the name
+IMPORT: Final = "import"  # --import, --loader: the ES module loader reads it as a URL
+_EXTENSIONS: Final = ("", ".js", ".json", ".node", ".mjs", ".cjs")
+
+
+def preload_files(
+    specifier: str, here: str, environ: Mapping[str, str], node: str, kind: str = REQUIRE
+) -> list[Path]:
+    """Every file node may load for the preload ``specifier`` (given to ``-r`` for
+    ``kind`` REQUIRE, to ``--import`` or a loader for IMPORT) to ``node`` (its path), in
+    the working directory ``here`` and ``environ``; none: it names no file. More than node
+    loads, never less: each reading either loader could take of the name is followed."""
+    return _Search(here, environ, node).files(specifier, 0, kind)
 
 
 @dataclass(frozen=True)
@@ -52,36 +61,79 @@ class _Search:
     environ: Mapping[str, str]
     node: str
 
-    def files(self, specifier: str, depth: int) -> list[Path]:
+    def files(self, specifier: str, depth: int, kind: str = REQUIRE) -> list[Path]:
         from urllib.parse import unquote, urlsplit
-
-        from floorguard._identify.examine import node_main_path
 
         if depth > _MAX_DEPTH:
             raise DetectionError(f"node's preload {specifier!r} leads through too many names")
-        if specifier.startswith("file:"):
-            parts = urlsplit(specifier)
-            if parts.netloc not in ("", "localhost"):
-                return []  # (node refuses a file URL naming another host)
-            return _listed(node_main_path(unquote(parts.path), self.here))
-        if specifier.startswith(("/", "./", "../")) or specifier in (".", ".."):
-            return _listed(node_main_path(specifier, self.here))
         if specifier.startswith("#"):
             return self._imported(specifier, depth)
-        if ":" in specifier.split("/", 1)[0]:
-            return []  # another scheme (data:, node:, http:): no file of a package
+        if kind == IMPORT:
+            # A URL: a relative or absolute one (and a file: URL) against the working
+            # directory, %-escapes decoded, its query and fragment dropped; read as a plain
+            # path too.
+            if specifier.startswith("file:"):
+                parts = urlsplit(specifier)
+                if parts.netloc not in ("", "localhost"):
+                    return []  # (node refuses a file URL naming another host)
+                return self._path_files(unquote(parts.path))
+            if specifier.startswith(("/", "./", "../")) or specifier in (".", ".."):
+                decoded = unquote(urlsplit(specifier).path)
+                return _unique([*self._path_files(specifier), *self._path_files(decoded)])
+            if ":" in specifier.split("/", 1)[0]:
+                return []  # another scheme (data:, node:, http:): no file of a package
+        elif specifier.startswith(("/", "./", "../")) or specifier in (".", ".."):
+            return self._path_files(specifier)
+        elif specifier.startswith("node:"):
+            return []  # (a builtin module)
+        return self._package_files(specifier, depth)
+
+    def _path_files(self, text: str) -> list[Path]:
+        """The files a path names against the working directory, as either loader takes it:
+        as given, with an extension added, or as a folder (its ``main``, its ``index``):
+        a trailing ``/`` or ``/.`` makes CommonJS take the folder only."""
+        where = os.path.normpath(os.path.join(self.here, text))
+        found = [Path(where + e) for e in _EXTENSIONS if os.path.isfile(where + e)]
+        if os.path.isdir(where):
+            found += _folder_files(where)
+        return _unique(found)
+
+    def _package_files(self, specifier: str, depth: int) -> list[Path]:
+        """The files a package name (and subpath) names: the working directory's own
+        package when the name is its own (a self-reference, through its ``exports``), and
+        the package found in node's folders; refused when it is found nowhere."""
         scoped = specifier.startswith("@")
         name = "/".join(specifier.split("/")[: 2 if scoped else 1])
         subpath = "." + specifier[len(name) :]
+        found = self._self_reference(name, subpath, specifier, depth)
         for folder in self._folders():
             package = os.path.join(folder, name)
             if os.path.isdir(package):
-                return self._in_package(package, subpath, specifier, depth)
+                return _unique([*found, *self._in_package(package, subpath, specifier, depth)])
+        if found:
+            return found
         raise DetectionError(
             f"node's preload {specifier!r} names a package found in no node_modules at or "
             f"above {self.here}, nor on NODE_PATH or in node's global folders: node may find "
             "it elsewhere"
         )
+
+    def _self_reference(self, name: str, subpath: str, specifier: str, depth: int) -> list[Path]:
+        """A package may name itself: the package scope of the working directory (the
+        nearest package.json at or above it), when it is ``name`` and has ``exports``."""
+        start = Path(os.path.normpath(self.here))
+        for folder in (start, *start.parents):
+            manifest = _manifest(str(folder))
+            if manifest is None:
+                continue
+            exports = manifest.get("exports")
+            if manifest.get("name") != name or exports is None:
+                return []
+            files: list[Path] = []
+            for target in _targets(_entry(exports, subpath), specifier):
+                files += self._target_files(target, str(folder), depth)
+            return files
+        return []
 
     def _folders(self) -> Iterator[str]:
         """Where CommonJS looks for a package name required from ``here``, in order (ESM
@@ -99,12 +151,11 @@ class _Search:
 
     def _in_package(self, package: str, subpath: str, specifier: str, depth: int) -> list[Path]:
         """The files ``subpath`` (``.`` or ``./x``) names in the package folder ``package``."""
-        from floorguard._identify.examine import node_main_path
-
         exports = (_manifest(package) or {}).get("exports")
         if exports is None:
-            inside = package if subpath == "." else os.path.join(package, subpath[2:])
-            return _listed(node_main_path(inside, self.here))
+            # (joined as node's path.resolve joins it: "file:///x" is file:/x in the folder)
+            inside = os.path.normpath(package + "/" + subpath[2:]) if subpath != "." else package
+            return self._path_files(inside)
         files: list[Path] = []
         for target in _targets(_entry(exports, subpath), specifier):
             files += self._target_files(target, package, depth)
@@ -137,8 +188,30 @@ class _Search:
         return []
 
 
-def _listed(found: Path | None) -> list[Path]:
-    return [] if found is None else [found]
+def _unique(paths: list[Path]) -> list[Path]:
+    return list(dict.fromkeys(paths))
+
+
+def _folder_files(folder: str) -> list[Path]:
+    """Every file a folder names to either loader: its package.json ``main`` (as given,
+    with an extension, or its ``index``: ``"./lib/"`` is ``lib/index.js`` to the ES module
+    loader), then its own ``index``. Raises DetectionError for a package.json that cannot
+    be read plainly, or a ``main`` leading into /proc."""
+    from floorguard._identify.process_paths import reaches_the_process
+
+    found: list[Path] = []
+    main = (_manifest(folder) or {}).get("main")
+    if isinstance(main, str) and main:
+        base = os.path.join(folder, main)
+        if reaches_the_process(base, folder):
+            raise DetectionError(f"{folder}/package.json: its main {main!r} leads into /proc")
+        normal = os.path.normpath(base)
+        found += [Path(normal + e) for e in _EXTENSIONS if os.path.isfile(normal + e)]
+        found += [Path(normal, "index" + e) for e in _EXTENSIONS[1:]
+                  if os.path.isfile(os.path.join(normal, "index" + e))]  # fmt: skip
+    found += [Path(folder, "index" + e) for e in _EXTENSIONS[1:]
+              if os.path.isfile(os.path.join(folder, "index" + e))]  # fmt: skip
+    return found
 
 
 def _manifest(folder: str) -> dict[str, Any] | None:
@@ -207,7 +280,7 @@ def _targets(entry: Any, specifier: str) -> Iterator[str]:
 _ASSIGNMENT: Final = re.compile(r"[ \t]*(?:export[ \t]+)?NODE_OPTIONS[ \t]*=[ \t]*(.*)\Z")
 
 
-def env_file_preloads(path: str, here: str) -> tuple[str, ...]:
+def env_file_preloads(path: str, here: str) -> tuple[tuple[str, str], ...]:
     """What the NODE_OPTIONS assignments of the env file ``path`` (against ``here``) preload
     (none when it is missing: ``--env-file`` then stops node, ``--env-file-if-exists`` reads
     nothing). Raises DetectionError for a file that cannot be read, or an assignment not
@@ -223,7 +296,7 @@ def env_file_preloads(path: str, here: str) -> tuple[str, ...]:
         text = read_regular(where, max_bytes=_MAX_ENV_FILE_BYTES, what="env file").decode()
     except (UnreadableFileError, UnicodeDecodeError):
         raise DetectionError(f"node's env file {where} cannot be read plainly") from None
-    preloads: list[str] = []
+    preloads: list[tuple[str, str]] = []
     for line in text.splitlines():
         assigned = _ASSIGNMENT.match(line)
         if assigned is None:
