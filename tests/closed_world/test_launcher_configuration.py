@@ -363,6 +363,21 @@ def test_uvx_refuses_the_users_python_pin_which_chooses_its_interpreter(
     assert judged.verdict == REFUSE and str(pin) in judged.reason, judged
 
 
+@pytest.mark.parametrize("name", ["python3", "python", "python3.12"])
+def test_uvx_refuses_a_python_on_path_in_the_working_directory(
+    bins: Path, project: Path, name: str
+) -> None:
+    """With no pin, uv builds the tool's environment on the first Python it finds on PATH:
+    one in the workspace (an activated project venv, a copied CPython) is the workspace's,
+    its standard library and start-up code not judged."""
+    folder = project / ".venv" / "bin"
+    python = write(folder / name, "#!/bin/sh\n")
+    python.chmod(0o755)
+    judged = run(bins / "uvx", PINNED["uvx"], project, PATH=f"{folder}:/usr/bin:/bin")
+    assert judged.verdict == REFUSE and str(python) in judged.reason, judged
+    assert run(bins / "uvx", PINNED["uvx"], project, PATH="/usr/bin:/bin").verdict == PERMIT
+
+
 @pytest.mark.parametrize("launcher", ["uvx", "pipx"])
 def test_a_relative_config_home_does_not_hide_the_users_configuration(
     bins: Path, project: Path, launcher: str

@@ -689,6 +689,13 @@ def configuration_doubts(
         for folder in (*config_homes, *config_dirs):
             path = os.path.join(folder, "uv", "uv.toml")
             doubts += _uv_toml_doubts(path, user=_users(path, here))
+        # Without a pin, uv takes the first Python on PATH it finds (and asks it what it is):
+        # one in the workspace is a Python the workspace wrote, standard library and all.
+        doubts += [
+            f"uvx may build the tool's environment on {found}, a Python on PATH in the "
+            "working directory (the workspace's own, not judged)"
+            for found in _pythons_on_path_in_the_workspace(environ.get("PATH", ""), here)
+        ]
         # The user's Python pin (``uv python pin --global``): the interpreter uv builds the
         # tool's environment with, a path in it taken against the working directory.
         doubts += [
@@ -713,6 +720,24 @@ def configuration_doubts(
         ):
             doubts += _pip_conf_doubts(path, user=_users(path, here))
     return doubts
+
+
+_PYTHON_NAME: Final = re.compile(r"python(?:3(?:\.\d+)?)?\Z")
+
+
+def _pythons_on_path_in_the_workspace(path_env: str, here: str) -> list[str]:
+    """Each file named ``python``, ``python3`` or ``python3.N`` in a PATH entry that lies in
+    the workspace (relative entries are refused elsewhere)."""
+    found: list[str] = []
+    for entry in path_env.split(os.pathsep):
+        if not entry or not os.path.isabs(entry) or not _in_the_workspace(entry, here):
+            continue
+        try:
+            names = sorted(os.listdir(entry))
+        except OSError:
+            continue
+        found += [os.path.join(entry, name) for name in names if _PYTHON_NAME.match(name)]
+    return found
 
 
 def in_the_project(package: str, here: str) -> bool:
