@@ -184,6 +184,10 @@ def archived_maps(folders: Sequence[Path]) -> dict[str, bytes]:
                 raise BuildError(f"{path}: not an archived floor map: {exc}") from exc
             if actual.replace(":", "-") + ".json" != path.name:
                 raise BuildError(f"{path}: hashes to {actual}, not to its name")
+            if sha256_digest(data) != actual:
+                # (refresh writes the map's canonical JSON, which its hash is of; other bytes
+                # under that name are someone else's file)
+                raise BuildError(f"{path}: not the canonical JSON of the map it names")
             found[path.name] = data
     return found
 

@@ -102,6 +102,26 @@ def test_a_symlink_in_the_modules_map_archive_is_refused(tmp_path: Path) -> None
     assert not (project.root / "dist").exists()
 
 
+def test_an_archive_that_is_not_its_maps_canonical_json_is_refused(tmp_path: Path) -> None:
+    """An archive holds the map's canonical JSON, which its name is the hash of: the same
+    map in other bytes (pretty-printed, here) is someone else's file under that name."""
+    import json
+
+    project = Project(tmp_path / "project")
+    receipt = project.refresh(SHIPPED_FEED, "v1")
+    # (the largest: the empty map's JSON is "{}" however it is printed)
+    shipped = max(
+        (SOURCE / "floorguard" / "maps").glob("sha256-*.json"), key=lambda p: p.stat().st_size
+    )
+    archive = project.module.parent / "maps" / shipped.name
+    archive.parent.mkdir(exist_ok=True)
+    archive.write_text(json.dumps(json.loads(shipped.read_bytes()), indent=2))
+    done = project.build("dist", receipt)
+    assert done.returncode == 1, done.stdout
+    assert "canonical JSON" in done.stderr and archive.name in done.stderr
+    assert not (project.root / "dist").exists()
+
+
 @pytest.mark.parametrize(
     "value", ["[" * 5000 + "]" * 5000, "9" * 5000], ids=["deeply-nested", "5000-digits"]
 )
