@@ -274,7 +274,11 @@ def command(
             waiver_document=waiver_document,
             archived=functools.partial(refreshing.load_archived_map, module),
             holds_archive=functools.partial(refreshing.holds_archived_map, module),
-            written=refreshing.read_written(module),
+            # (a killed refresh recorded the map it was writing: until --write recovers it,
+            # the record is not what the module should hold)
+            written=None
+            if undone_version is None and refreshing.interrupted(module)
+            else refreshing.read_written(module),
             progress=show,
             undone_version=undone_version,
         )

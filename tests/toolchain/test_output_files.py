@@ -84,7 +84,8 @@ class Writer:
 
 def _project(root: Path, *, anchored: bool = True, reset: bool = True) -> None:
     """A project whose dev key, chain and map archives exist, with the module reset to empty
-    (so the next refresh is stale again and finds its maps already archived)."""
+    (so the next refresh is stale again and finds its maps already archived) and refresh's
+    record of the maps it wrote there removed with it (else the reset is a hand edit)."""
     project = root / "project"
     (project / MODULE.parent).mkdir(parents=True)
     (project / MODULE).write_text(EMPTY_MODULE)
@@ -92,7 +93,7 @@ def _project(root: Path, *, anchored: bool = True, reset: bool = True) -> None:
     extra = ["--anchor"] if anchored else []
     ok(run(root, "refresh", "--feed", "feed.json", "--write", "--receipt-out", "r0", *extra))
     if reset:
-        (project / MODULE).write_text(EMPTY_MODULE)
+        _reset(root)
 
 
 def _large_chain(root: Path) -> None:
@@ -119,7 +120,13 @@ def _state_feed(root: Path) -> None:
     (root / "project" / "feed2.json").write_bytes(v2_feed(1))
     # Archive its map now (the default state file remembers it, not state.json).
     ok(run(root, "refresh", "--feed", "feed2.json", "--write"))
+    _reset(root)
+
+
+def _reset(root: Path) -> None:
+    """The module emptied again, and refresh's record of the maps it wrote there with it."""
     (root / "project" / MODULE).write_text(EMPTY_MODULE)
+    (root / "project" / MODULE.parent / "maps" / f".{MODULE.name}.written.json").unlink()
 
 
 def _rotation(root: Path) -> None:
