@@ -161,3 +161,24 @@ def test_an_env_file_s_node_options_not_read_plainly_are_refused(tmp_path: Path,
 
 def test_a_missing_env_file_sets_nothing(tmp_path: Path) -> None:
     assert env_file_preloads("missing.env", str(tmp_path)) == ()
+
+
+def test_a_url_s_backslashes_are_slashes_and_file_without_slashes_is_from_the_root(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "a.js").write_text("1;\n")
+    a = str(tmp_path / "a.js")
+    assert a in _found("./sub\\..\\a.js", tmp_path, IMPORT)
+    assert _found(f"file:{str(tmp_path)[1:]}/a.js", tmp_path / "sub", IMPORT) == [a]
+
+
+def test_a_package_s_targets_and_main_are_read_as_urls_too(tmp_path: Path) -> None:
+    """``exports`` targets (to either loader) and an ES module's ``main`` are URLs against
+    the package: ``./%63li.js`` is cli.js, ``./lib\\cli.js`` is lib/cli.js."""
+    folder = _package(tmp_path / "node_modules" / "p", {"name": "p", "exports": "./%63li.js"},
+                      "cli.js")  # fmt: skip
+    assert str(folder / "cli.js") in _found("p", tmp_path)
+    folder = _package(tmp_path / "node_modules" / "q", {"name": "q", "main": "./lib\\cli.js"},
+                      "lib/cli.js")  # fmt: skip
+    assert str(folder / "lib" / "cli.js") in _found("q", tmp_path, IMPORT)

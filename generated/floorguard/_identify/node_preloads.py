@@ -70,16 +70,18 @@ class _Search:
             return self._imported(specifier, depth)
         if kind == IMPORT:
             # A URL: a relative or absolute one (and a file: URL) against the working
-            # directory, %-escapes decoded, its query and fragment dropped; read as a plain
-            # path too.
+            # directory, as the URL parser reads it (a backslash is a slash, %-escapes
+            # decoded, query and fragment dropped; file:REL from the root), and as a path.
             if specifier.startswith("file:"):
-                parts = urlsplit(specifier)
+                parts = urlsplit(specifier.replace("\\", "/"))
                 if parts.netloc not in ("", "localhost"):
                     return []  # (node refuses a file URL naming another host)
-                return self._path_files(unquote(parts.path))
-            if specifier.startswith(("/", "./", "../")) or specifier in (".", ".."):
-                decoded = unquote(urlsplit(specifier).path)
-                return _unique([*self._path_files(specifier), *self._path_files(decoded)])
+                path = unquote(parts.path)
+                return self._path_files(path if path.startswith("/") else "/" + path)
+            slashed = specifier.replace("\\", "/")
+            if slashed.startswith(("/", "./", "../")) or slashed in (".", ".."):
+                readings = _url_readings(specifier)
+                return _unique([each for text in readings for each in self._path_files(text)])
             if ":" in specifier.split("/", 1)[0]:
                 return []  # another scheme (data:, node:, http:): no file of a package
         elif specifier.startswith(("/", "./", "../")) or specifier in (".", ".."):
@@ -153,9 +155,12 @@ class _Search:
         """The files ``subpath`` (``.`` or ``./x``) names in the package folder ``package``."""
         exports = (_manifest(package) or {}).get("exports")
         if exports is None:
-            # (joined as node's path.resolve joins it: "file:///x" is file:/x in the folder)
-            inside = os.path.normpath(package + "/" + subpath[2:]) if subpath != "." else package
-            return self._path_files(inside)
+            # (joined as node's path.resolve joins it: "file:///x" is file:/x in the folder;
+            # and, to the ES module loader, as a URL)
+            if subpath == ".":
+                return self._path_files(package)
+            inside = [os.path.normpath(package + "/" + text) for text in _url_readings(subpath[2:])]
+            return _unique([each for path in inside for each in self._path_files(path)])
         files: list[Path] = []
         for target in _targets(_entry(exports, subpath), specifier):
             files += self._target_files(target, package, depth)
@@ -164,9 +169,11 @@ class _Search:
     def _target_files(self, target: str, base: str, depth: int) -> list[Path]:
         """The file a target names: ``./x`` inside ``base``; a package name (``imports``
         only) found from ``here``; anything else names none."""
-        if target.startswith("./"):
-            found = Path(os.path.normpath(os.path.join(base, target)))
-            return [found] if found.is_file() else []
+        if target.replace("\\", "/").startswith("./"):
+            # (a target is a URL against the package: read as the URL parser and as a path)
+            found = [Path(os.path.normpath(os.path.join(base, text)))
+                     for text in _url_readings(target)]  # fmt: skip
+            return _unique([each for each in found if each.is_file()])
         if target.startswith(("/", "../", "#")) or ":" in target.split("/", 1)[0]:
             return []  # (node refuses these as targets, or they are not files)
         return self.files(target, depth + 1)
@@ -188,6 +195,15 @@ class _Search:
         return []
 
 
+def _url_readings(text: str) -> list[str]:
+    """``text`` as given and as a URL parser reads it against a folder: a backslash a
+    slash, %-escapes decoded, query and fragment dropped."""
+    from urllib.parse import unquote, urlsplit
+
+    slashed = text.replace("\\", "/")
+    return list(dict.fromkeys([text, slashed, unquote(urlsplit(slashed).path)]))
+
+
 def _unique(paths: list[Path]) -> list[Path]:
     return list(dict.fromkeys(paths))
 
@@ -202,13 +218,14 @@ def _folder_files(folder: str) -> list[Path]:
     found: list[Path] = []
     main = (_manifest(folder) or {}).get("main")
     if isinstance(main, str) and main:
-        base = os.path.join(folder, main)
-        if reaches_the_process(base, folder):
-            raise DetectionError(f"{folder}/package.json: its main {main!r} leads into /proc")
-        normal = os.path.normpath(base)
-        found += [Path(normal + e) for e in _EXTENSIONS if os.path.isfile(normal + e)]
-        found += [Path(normal, "index" + e) for e in _EXTENSIONS[1:]
-                  if os.path.isfile(os.path.join(normal, "index" + e))]  # fmt: skip
+        for text in _url_readings(main):  # (the ES module loader reads it as a URL)
+            base = os.path.join(folder, text)
+            if reaches_the_process(base, folder):
+                raise DetectionError(f"{folder}/package.json: its main {main!r} leads into /proc")
+            normal = os.path.normpath(base)
+            found += [Path(normal + e) for e in _EXTENSIONS if os.path.isfile(normal + e)]
+            found += [Path(normal, "index" + e) for e in _EXTENSIONS[1:]
+                      if os.path.isfile(os.path.join(normal, "index" + e))]  # fmt: skip
     found += [Path(folder, "index" + e) for e in _EXTENSIONS[1:]
               if os.path.isfile(os.path.join(folder, "index" + e))]  # fmt: skip
     return found
