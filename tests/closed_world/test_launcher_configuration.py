@@ -363,7 +363,7 @@ def test_uvx_refuses_the_users_python_pin_which_chooses_its_interpreter(
     assert judged.verdict == REFUSE and str(pin) in judged.reason, judged
 
 
-@pytest.mark.parametrize("name", ["python3", "python", "python3.12"])
+@pytest.mark.parametrize("name", ["python3", "python", "python3.12", "python3.13t", "pypy3"])
 def test_uvx_refuses_a_python_on_path_in_the_working_directory(
     bins: Path, project: Path, name: str
 ) -> None:
@@ -376,6 +376,21 @@ def test_uvx_refuses_a_python_on_path_in_the_working_directory(
     judged = run(bins / "uvx", PINNED["uvx"], project, PATH=f"{folder}:/usr/bin:/bin")
     assert judged.verdict == REFUSE and str(python) in judged.reason, judged
     assert run(bins / "uvx", PINNED["uvx"], project, PATH="/usr/bin:/bin").verdict == PERMIT
+
+
+def test_uvx_refuses_a_python_linked_into_the_working_directory_or_a_conda_there(
+    bins: Path, project: Path, tmp_path: Path
+) -> None:
+    python = write(project / "py" / "bin" / "python3", "#!/bin/sh\n")
+    python.chmod(0o755)
+    outside = tmp_path / "outside-bin"
+    outside.mkdir()
+    (outside / "python3").symlink_to(python)
+    judged = run(bins / "uvx", PINNED["uvx"], project, PATH=f"{outside}:/usr/bin:/bin")
+    assert judged.verdict == REFUSE and "python3" in judged.reason, judged
+    judged = run(bins / "uvx", PINNED["uvx"], project, PATH="/usr/bin:/bin",
+                 CONDA_PREFIX=str(project / "py"))  # fmt: skip
+    assert judged.verdict == REFUSE and "CONDA_PREFIX" in judged.reason, judged
 
 
 @pytest.mark.parametrize("launcher", ["uvx", "pipx"])

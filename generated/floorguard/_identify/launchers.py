@@ -694,7 +694,7 @@ def configuration_doubts(
         doubts += [
             f"uvx may build the tool's environment on {found}, a Python on PATH in the "
             "working directory (the workspace's own, not judged)"
-            for found in _pythons_on_path_in_the_workspace(environ.get("PATH", ""), here)
+            for found in _pythons_on_path_in_the_workspace(environ.get("PATH", ""), here, environ)
         ]
         # The user's Python pin (``uv python pin --global``): the interpreter uv builds the
         # tool's environment with, a path in it taken against the working directory.
@@ -722,21 +722,35 @@ def configuration_doubts(
     return doubts
 
 
-_PYTHON_NAME: Final = re.compile(r"python(?:3(?:\.\d+)?)?\Z")
+# The names uv looks for a Python by (a free-threaded build's ``3.13t`` included), and more.
+_PYTHON_NAME: Final = re.compile(r"(?:python|pypy|graalpy)(?:\d+(?:\.\d+)?t?)?\Z")
 
 
-def _pythons_on_path_in_the_workspace(path_env: str, here: str) -> list[str]:
-    """Each file named ``python``, ``python3`` or ``python3.N`` in a PATH entry that lies in
-    the workspace (relative entries are refused elsewhere)."""
+def _pythons_on_path_in_the_workspace(
+    path_env: str, here: str, environ: Mapping[str, str]
+) -> list[str]:
+    """Each Python uv may take from the workspace: a file named as a Python (``python``,
+    ``python3``, ``python3.13t``, ``pypy3``, ...) in a PATH entry that lies in the working
+    directory, or that leads there through a link wherever the entry lies; and an active
+    conda environment (CONDA_PREFIX) there. (Relative entries are refused elsewhere.)"""
     found: list[str] = []
     for entry in path_env.split(os.pathsep):
-        if not entry or not os.path.isabs(entry) or not _in_the_workspace(entry, here):
+        if not entry or not os.path.isabs(entry):
             continue
+        inside = _in_the_workspace(entry, here)
         try:
             names = sorted(os.listdir(entry))
         except OSError:
             continue
-        found += [os.path.join(entry, name) for name in names if _PYTHON_NAME.match(name)]
+        found += [
+            os.path.join(entry, name)
+            for name in names
+            if _PYTHON_NAME.match(name)
+            and (inside or _in_the_workspace(os.path.realpath(os.path.join(entry, name)), here))
+        ]
+    conda = environ.get("CONDA_PREFIX")
+    if conda and _in_the_workspace(os.path.join(here, conda), here):
+        found.append(f"CONDA_PREFIX={conda}")
     return found
 
 
