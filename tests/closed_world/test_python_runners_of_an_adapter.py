@@ -1,7 +1,8 @@
 """A standard-library runner given a tracked package to run runs that package.
 
 ``python -m cProfile -m aider`` (or pdb, profile, trace, runpy, pydoc, unittest, doctest,
-given the package's module or one of its files) runs aider under the runner's own code.
+timeit, inspect, given the package's module, one of its files, a program importing it or
+code importing it) runs aider under the runner's own code.
 It is judged as aider, in the closed world (where the runner itself refuses it), under the
 default untracked policy too; the runner given code of no tracked package stays untracked.
 """
@@ -22,6 +23,10 @@ FORMS = {
     "pydoc": ["-m", "pydoc", "aider"],
     "unittest": ["-m", "unittest", "aider.main"],
     "cProfile script": ["-m", "cProfile", "{script}"],
+    "cProfile wrapper": ["-m", "cProfile", "{wrapper}"],
+    "timeit statement": ["-m", "timeit", "-n", "1", "import aider.main; aider.main.main()"],
+    "pdb command": ["-m", "pdb", "-c", "!import aider.main; aider.main.main()", "{ok}"],
+    "inspect": ["-m", "inspect", "aider.main"],
 }
 
 
@@ -30,7 +35,10 @@ def test_a_runner_given_old_aider_is_refused_as_aider(
     world: World, untracked_policy: str, form: str
 ) -> None:
     old = world.old_aider()
-    args = [word.format(script=old.script) for word in FORMS[form]]
+    wrapper, ok = world.root / "wrap.py", world.root / "ok.py"
+    wrapper.write_text("import sys\nfrom aider.main import main\nsys.exit(main())\n")
+    ok.write_text("pass\n")
+    args = [word.format(script=old.script, wrapper=wrapper, ok=ok) for word in FORMS[form]]
     outcome = world.spawn(
         "python", ["-I", *args], binary=old.python, policy=untracked_policy, env=world.env(),
         cwd=world.root,

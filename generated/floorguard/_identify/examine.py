@@ -29,7 +29,7 @@ import contextlib
 import dataclasses
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -632,7 +632,29 @@ def _python_run(
             doubts += _outside_sites(top, paths, version)
             return as_interpreted(hit, "python -m", command.value), doubts
         if command.value in _RUNNERS:
-            ran = _run_by_runner(command.args, paths, version, environ, here)
+
+            def judged_file(path: str) -> Identification | None:
+                with _open_program(path) as opened:
+                    return _script_code(
+                        opened, interpreter=interpreter, environ=environ, here=here,
+                        flags=flags, version=version, doubts=[],
+                    )[0]  # fmt: skip
+
+            def judged_code(code: str) -> Identification | None:
+                from floorguard._identify.python_source import SourceError
+
+                try:
+                    source = read_code_string(code)
+                except SourceError:
+                    return None  # (no Python: it names nothing)
+                return _judge_source(
+                    source, paths, version=version, via="python -c", subject=runner, doubts=[]
+                )[0]
+
+            runner = command.value
+            ran = _run_by_runner(
+                command.args, paths, version, here, judged_file=judged_file, judged_code=judged_code
+            )
             if ran is not None:
                 return ran, [
                     *doubts,
@@ -675,10 +697,12 @@ def _python_run(
         )  # fmt: skip
 
 
-# Standard-library modules that run (or import) the module or file their arguments name.
+# Standard-library modules that run, import or evaluate the module, file or code their
+# arguments name.
 _RUNNERS: Final = frozenset(
-    {"cProfile", "profile", "pdb", "trace", "runpy", "pydoc", "unittest", "doctest"}
-)
+    {"cProfile", "profile", "pdb", "trace", "runpy", "pydoc", "unittest", "doctest", "timeit",
+     "inspect"}
+)  # fmt: skip
 _MODULE_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
 
 
@@ -686,22 +710,28 @@ def _run_by_runner(
     args: Sequence[str],
     paths: identify.PythonPath,
     version: str | None,
-    environ: Mapping[str, str],
     here: str,
+    *,
+    judged_file: Callable[[str], Identification | None],
+    judged_code: Callable[[str], Identification | None],
 ) -> Identification | None:
     """The tracked package a standard-library runner is given to run, by its arguments
     ``args``: any that names one of its modules (``aider``, ``aider.main``) as the path finds
-    it, or a file of it (its console script). Every argument is looked at, whatever option
-    it belongs to (no runner's own reading is modelled): more is never less."""
+    it; any that is a file, judged as ``python FILE`` judges it (a file of the package, or a
+    program importing it); any other read as Python code, as ``-c`` is (timeit's statements,
+    pdb's ``-c !...`` commands). Every argument is looked at, whatever option it belongs to
+    (no runner's own reading is modelled): more is never less."""
     found: list[Identification | None] = []
     for word in args:
         if _MODULE_NAME.match(word):
             hit = identify.resolve_import(word.split(".", 1)[0], paths.entries, version)
             found.append(None if hit is None else as_interpreted(hit, "python -m", word))
         where = os.path.join(here, word)
-        if os.sep in word and os.path.isfile(where):
-            with contextlib.suppress(DetectionError), _open_program(where) as opened:
-                found.append(identify.identify_file(opened, environ))
+        if os.path.isfile(where):
+            with contextlib.suppress(DetectionError):
+                found.append(judged_file(where))
+        elif not _MODULE_NAME.match(word):
+            found.append(judged_code(word.lstrip("!")))
     named = [each for each in found if each is not None]
     if len({each.adapter for each in named}) > 1:
         adapters = sorted({each.adapter for each in named})
