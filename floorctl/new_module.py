@@ -76,6 +76,16 @@ def create(path: Path, template_name: str) -> NewModule:
     text, data = module_text(render.load_template(template_name))
     if data.layout is None or data.stated_hash is None:  # render_block guarantees both
         raise OutputError(f"{path}: the template rendered no floor map")
+    from floorctl.refresh import written_path  # noqa: PLC0415
+
+    record = written_path(path)
+    if os.path.lexists(record):
+        # A module of this name had maps written into it: a new empty one in its place would
+        # be that module set back to version 0, which refresh takes for a hand edit.
+        raise OutputError(
+            f"{path}: {record} records the maps refresh wrote into a module of this name; "
+            "remove that record too if this is to be a new module, or restore the module"
+        )
     if not path.parent.is_dir():
         try:
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -98,7 +98,7 @@ BASELINE_EDITED = "hand_edited_block"
 @without_cyclic_gc
 def refused_downgrade(module: Path, changes: merge.MapDiff, baseline: str) -> DowngradeRefused:
     """The refusal of a map that lowers a floor, drops an adapter or narrows an advisory."""
-    against = " (against the map the hand-edited block's stated hash vouches for)"
+    against = " (against the map the hand-edited block should hold)"
     return DowngradeRefused(
         f"{module}: refusing a downgrade: the new map {changes.summary()}"
         f"{against if baseline == BASELINE_ARCHIVE else ''}; "

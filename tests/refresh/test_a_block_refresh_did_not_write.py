@@ -172,3 +172,17 @@ def _without_gone(text: str) -> str:
     start = text.index('            {\n                "id": "GHSA-aaaa')
     end = text.index("            },\n", start) + len("            },\n")
     return text[:start] + text[end:]
+
+
+def test_init_refuses_a_new_module_where_a_record_of_an_old_one_remains(tmp_path: Path) -> None:
+    """A new empty module in place of one refresh wrote into would be that module set back
+    to version 0: init refuses, naming the record, until it is removed too."""
+    project = _refreshed_twice(tmp_path)
+    project.module.unlink()
+    refused = project.run("init", "--module", project.module)
+    assert refused.returncode != 0 and ".floor_map.py.written.json" in refused.stderr
+    assert not project.module.exists()
+    (project.module.parent / "maps" / ".floor_map.py.written.json").unlink()
+    assert project.run("init", "--module", project.module).returncode == 0
+    project.put("c.json", _feed(KEPT))
+    assert project.refresh("c.json").returncode == 0
