@@ -93,7 +93,7 @@ def test_receipt_fails_when_the_map_changed_after_it_was_sealed(signed: Path) ->
 def test_receipt_checks_against_an_archived_map_json(signed: Path) -> None:
     [archived] = [
         p
-        for p in (signed / "maps").iterdir()
+        for p in (signed / "maps").glob("sha256-*.json")
         if json.loads(p.read_text())  # the non-empty map
     ]
     code, out = verify(signed, "receipt.json", "--pubkey", "keys/signing.pub", "--floor-map",
@@ -163,7 +163,7 @@ def runtime_verify(project: Path, *args: str) -> subprocess.CompletedProcess[str
 
 
 def test_runtime_verifies_the_receipt_without_floorctl(signed: Path) -> None:
-    [archived] = [p for p in (signed / "maps").iterdir() if json.loads(p.read_text())]
+    [archived] = [p for p in (signed / "maps").glob("sha256-*.json") if json.loads(p.read_text())]
     done = runtime_verify(
         signed, "receipt.json", "--pubkey", "keys/signing.pub", "--floor-map", str(archived)
     )
@@ -172,7 +172,7 @@ def test_runtime_verifies_the_receipt_without_floorctl(signed: Path) -> None:
 
 
 def test_runtime_reports_a_map_that_is_not_the_one_pinned(signed: Path) -> None:
-    [empty] = [p for p in (signed / "maps").iterdir() if not json.loads(p.read_text())]
+    [empty] = [p for p in (signed / "maps").glob("sha256-*.json") if not json.loads(p.read_text())]
     done = runtime_verify(
         signed, "receipt.json", "--pubkey", "keys/signing.pub", "--floor-map", str(empty)
     )
