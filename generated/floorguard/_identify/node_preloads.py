@@ -123,19 +123,27 @@ class _Search:
     def _self_reference(self, name: str, subpath: str, specifier: str, depth: int) -> list[Path]:
         """A package may name itself: the package scope of the working directory (the
         nearest package.json at or above it), when it is ``name`` and has ``exports``."""
+        scope = self._package_scope()
+        if scope is None:
+            return []
+        folder, manifest = scope
+        exports = manifest.get("exports")
+        if manifest.get("name") != name or exports is None:
+            return []
+        files: list[Path] = []
+        for target in _targets(_entry(exports, subpath), specifier):
+            files += self._target_files(target, folder, depth)
+        return files
+
+    def _package_scope(self) -> tuple[str, dict[str, Any]] | None:
+        """The package scope of the working directory: the nearest package.json at or above
+        it, with its folder (None: there is none)."""
         start = Path(os.path.normpath(self.here))
         for folder in (start, *start.parents):
             manifest = _manifest(str(folder))
-            if manifest is None:
-                continue
-            exports = manifest.get("exports")
-            if manifest.get("name") != name or exports is None:
-                return []
-            files: list[Path] = []
-            for target in _targets(_entry(exports, subpath), specifier):
-                files += self._target_files(target, str(folder), depth)
-            return files
-        return []
+            if manifest is not None:
+                return str(folder), manifest
+        return None
 
     def _folders(self) -> Iterator[str]:
         """Where CommonJS looks for a package name required from ``here``, in order (ESM
@@ -181,18 +189,16 @@ class _Search:
     def _imported(self, specifier: str, depth: int) -> list[Path]:
         """``#name``: through the ``imports`` of the package scope of ``here`` (the nearest
         package.json at or above it)."""
-        start = Path(os.path.normpath(self.here))
-        for folder in (start, *start.parents):
-            manifest = _manifest(str(folder))
-            if manifest is None:
-                continue
-            imports = manifest.get("imports")
-            entry = _entry(imports, specifier) if isinstance(imports, dict) else None
-            files: list[Path] = []
-            for target in _targets(entry, specifier):
-                files += self._target_files(target, str(folder), depth)
-            return files
-        return []
+        scope = self._package_scope()
+        if scope is None:
+            return []
+        folder, manifest = scope
+        imports = manifest.get("imports")
+        entry = _entry(imports, specifier) if isinstance(imports, dict) else None
+        files: list[Path] = []
+        for target in _targets(entry, specifier):
+            files += self._target_files(target, folder, depth)
+        return files
 
 
 def _url_readings(text: str) -> list[str]:
