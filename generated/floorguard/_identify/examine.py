@@ -183,6 +183,7 @@ def _as_pipx(found: Examination, here: str) -> Examination:
     ``pipx/__init__.py``) in a folder outside the working directory: pip's console script
     of pipx is nothing but that import. Any other import stays a doubt, and so does a
     ``pipx`` no pipx distribution installed, or the workspace's."""
+    from floorguard._identify import launchers
     from floorguard._identify.pip_metadata import distribution_installed
 
     def own(doubt: str) -> bool:
@@ -190,17 +191,12 @@ def _as_pipx(found: Examination, here: str) -> Examination:
         if matched is None:
             return False
         where = matched["where"]
-        return not _in_folder(where, here) and distribution_installed(
+        return not launchers.in_the_workspace(where, here) and distribution_installed(
             where, "pipx", os.path.join("pipx", "__init__.py")
         )
 
     kept = tuple(doubt for doubt in found.doubts if not own(doubt))
     return found if kept == found.doubts else dataclasses.replace(found, doubts=kept)
-
-
-def _in_folder(path: str, folder: str) -> bool:
-    real, base = os.path.realpath(path), os.path.realpath(folder)
-    return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
 
 
 # What each launcher's own program answers to --version when it is native.
@@ -732,11 +728,7 @@ def _run_by_runner(
                 found.append(judged_file(where))
         elif not _MODULE_NAME.match(word):
             found.append(judged_code(word.lstrip("!")))
-    named = [each for each in found if each is not None]
-    if len({each.adapter for each in named}) > 1:
-        adapters = sorted({each.adapter for each in named})
-        raise DetectionError(f"python -m runs code of several adapters: {adapters}")
-    return named[0] if named else None
+    return _one_adapter(*found)
 
 
 def _safe_path(flags: frozenset[str], environ: Mapping[str, str]) -> bool:
@@ -1079,13 +1071,13 @@ def _node_run(
 
 
 def _one_adapter(*found: Identification | None) -> Identification | None:
-    """The adapter whose code node runs (the main script's before a preload's); raises
-    DetectionError when it runs code of two."""
+    """The adapter whose code an interpreter runs, the first found (a main script's before
+    a preload's); raises DetectionError when it runs code of two."""
     named = [each for each in found if each is not None]
     for other in named[1:]:
         if other.adapter != named[0].adapter:
             raise DetectionError(
-                f"node runs code of two adapters: {named[0].subject} ({named[0].adapter}) "
+                f"it runs code of two adapters: {named[0].subject} ({named[0].adapter}) "
                 f"and {other.subject} ({other.adapter})"
             )
     return named[0] if named else None

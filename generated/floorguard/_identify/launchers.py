@@ -661,7 +661,7 @@ def configuration_doubts(
         # pinned: in the working directory, the workspace fills them.
         for name in ("XDG_CACHE_HOME", "XDG_DATA_HOME"):
             value = environ.get(name)
-            if value and _in_the_workspace(os.path.join(here, value), here):
+            if value and in_the_workspace(os.path.join(here, value), here):
                 doubts.append(f"{name}={value} puts {launcher}'s cache or installs in the "
                               "working directory, where the workspace can fill them")  # fmt: skip
     if environ.get("HOME") == "":
@@ -737,7 +737,7 @@ def _pythons_on_path_in_the_workspace(
     for entry in path_env.split(os.pathsep):
         if not entry or not os.path.isabs(entry):
             continue
-        inside = _in_the_workspace(entry, here)
+        inside = in_the_workspace(entry, here)
         try:
             names = sorted(os.listdir(entry))
         except OSError:
@@ -746,10 +746,10 @@ def _pythons_on_path_in_the_workspace(
             os.path.join(entry, name)
             for name in names
             if _PYTHON_NAME.match(name)
-            and (inside or _in_the_workspace(os.path.realpath(os.path.join(entry, name)), here))
+            and (inside or in_the_workspace(os.path.realpath(os.path.join(entry, name)), here))
         ]
     conda = environ.get("CONDA_PREFIX")
-    if conda and _in_the_workspace(os.path.join(here, conda), here):
+    if conda and in_the_workspace(os.path.join(here, conda), here):
         found.append(f"CONDA_PREFIX={conda}")
     return found
 
@@ -759,7 +759,7 @@ def in_the_project(package: str, here: str) -> bool:
     directory, or in a ``node_modules`` of it or of a folder above (a project's
     dependency). Its code is then what the workspace wrote, a package.json naming it
     ``npm`` or ``yarn`` all it takes."""
-    return _in_the_workspace(package, here) or any(
+    return in_the_workspace(package, here) or any(
         _within(package, os.path.join(f, "node_modules")) for f in _chain(here)
     )
 
@@ -872,7 +872,7 @@ def _users(path: str, here: str) -> bool:
     return not real.startswith(top.rstrip(os.sep) + os.sep)
 
 
-def _in_the_workspace(path: str, here: str) -> bool:
+def in_the_workspace(path: str, here: str) -> bool:
     """Whether ``path`` (absolute) is in the working directory ``here`` or, for a server
     judged for an agent, in the agent's (by its letters or through links)."""
     folders = [here] if agent_workspace() is None else [here, str(agent_workspace())]
@@ -1040,7 +1040,7 @@ def _npm_own_files_doubts(
         doubts += more
     # npm's cache holds the _npx trees it runs a pinned version from.
     cache = users.get("cache") or globals_.get("cache") or builtin.get("cache")
-    if cache is not None and _in_the_workspace(cache, here):
+    if cache is not None and in_the_workspace(cache, here):
         doubts.append(f"{launcher}: npm's 'cache' {cache} is in the working directory, where "
                       "the workspace can fill its _npx trees")  # fmt: skip
     return doubts
