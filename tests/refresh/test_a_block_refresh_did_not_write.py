@@ -186,3 +186,20 @@ def test_init_refuses_a_new_module_where_a_record_of_an_old_one_remains(tmp_path
     assert project.run("init", "--module", project.module).returncode == 0
     project.put("c.json", _feed(KEPT))
     assert project.refresh("c.json").returncode == 0
+
+
+@pytest.mark.parametrize(
+    "text", ["[]", "{not json", '{"1": "md5:00"}', '{"0": "sha256:' + "0" * 64 + '"}'],
+    ids=["a-list", "not-json", "not-a-map-hash", "version-0"],
+)  # fmt: skip
+def test_a_record_that_cannot_be_read_exactly_refuses_and_changes_nothing(
+    tmp_path: Path, text: str
+) -> None:
+    project = _refreshed_twice(tmp_path)
+    (project.module.parent / "maps" / ".floor_map.py.written.json").write_text(text)
+    before = project.module.read_bytes()
+    project.put("c.json", _feed(KEPT))
+    done = project.refresh("c.json")
+    assert done.returncode == 1 and ".floor_map.py.written.json" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    assert project.module.read_bytes() == before
