@@ -27,6 +27,9 @@ FORMS = {
     "timeit statement": ["-m", "timeit", "-n", "1", "import aider.main; aider.main.main()"],
     "pdb command": ["-m", "pdb", "-c", "!import aider.main; aider.main.main()", "{ok}"],
     "inspect": ["-m", "inspect", "aider.main"],
+    "inspect qualname": ["-m", "inspect", "aider.__main__:main"],
+    "timeit joined setup": ["-m", "timeit", "-n", "1", "-simport aider.main as m", "m.main()"],
+    "timeit long setup": ["-m", "timeit", "-n", "1", "--se=import aider.main as m", "m.main()"],
 }
 
 

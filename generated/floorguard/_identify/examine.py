@@ -718,17 +718,28 @@ def _run_by_runner(
     pdb's ``-c !...`` commands). Every argument is looked at, whatever option it belongs to
     (no runner's own reading is modelled): more is never less."""
     found: list[Identification | None] = []
-    for word in args:
-        if _MODULE_NAME.match(word):
-            hit = identify.resolve_import(word.split(".", 1)[0], paths.entries, version)
-            found.append(None if hit is None else as_interpreted(hit, "python -m", word))
+    for word in (text for arg in args for text in _option_values(arg)):
+        module = word.partition(":")[0]  # (inspect's MODULE:QUALNAME)
+        if _MODULE_NAME.match(module):
+            hit = identify.resolve_import(module.split(".", 1)[0], paths.entries, version)
+            found.append(None if hit is None else as_interpreted(hit, "python -m", module))
         where = os.path.join(here, word)
         if os.path.isfile(where):
             with contextlib.suppress(DetectionError):
                 found.append(judged_file(where))
-        elif not _MODULE_NAME.match(word):
+        elif not _MODULE_NAME.match(module):
             found.append(judged_code(word.lstrip("!")))
     return _one_adapter(*found)
+
+
+def _option_values(arg: str) -> tuple[str, ...]:
+    """An argument, and the value it may carry joined to an option as a runner's parser
+    reads it: ``--setup=CODE`` (any abbreviation), ``-sCODE``."""
+    if arg.startswith("--") and "=" in arg:
+        return arg, arg.partition("=")[2]
+    if arg.startswith("-") and not arg.startswith("--") and len(arg) > 2:
+        return arg, arg[2:]
+    return (arg,)
 
 
 def _safe_path(flags: frozenset[str], environ: Mapping[str, str]) -> bool:
