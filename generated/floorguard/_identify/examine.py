@@ -388,6 +388,7 @@ def _script(
 ) -> Examination:
     """A ``#!`` script: judged as its interpreter running it, when that is Python or node."""
     shebang = _parse_shebang(head)
+    own = len(doubts)  # (the line's own doubts follow the file's)
     doubts += shebang.doubts
     interpreter = shebang.interpreter
     if interpreter and shebang.through_env:
@@ -418,8 +419,12 @@ def _script(
         doubts.append(f"{opened.path}: its #! line names a relative interpreter {interpreter}")
         interpreter = os.path.join(here, interpreter)
     if not interpreter:
-        doubts.append(f"{opened.path}: the interpreter of its #! line is not found")
-        return Examination(installed, "launcher", "a script with no interpreter", tuple(doubts))
+        # A line not read (env told to set variables or options, a line the kernel cuts)
+        # still runs an interpreter, maybe on an agent's code; one whose interpreter is not
+        # found starts nothing. Neither is an untracked program, under either policy.
+        why = "; ".join(dict.fromkeys(doubts[own:]))
+        why = why or "the interpreter of its #! line is not found"
+        raise DetectionError(why if why.startswith(str(opened.path)) else f"{opened.path}: {why}")
     from floorguard._identify.process_paths import reaches_the_process
 
     if reaches_the_process(shebang.interpreter, here) or reaches_the_process(interpreter, here):
@@ -488,7 +493,11 @@ def _parse_shebang(head: bytes) -> _Shebang:
     (which the kernel keeps, as part of a name)."""
     first = head.split(b"\n", 1)[0]
     if len(first) >= _SHEBANG_LIMIT or b"\r" in first:
-        why = "is longer than the kernel reads" if b"\r" not in first else "holds a CR"
+        why = (
+            "is longer than the kernel reads (it cuts the line)"
+            if b"\r" not in first
+            else "holds a CR (the kernel keeps it, as part of the interpreter's name or an option)"
+        )
         return _Shebang("", (), (f"the #! line {why}: it is not run as it reads",))
     line = os.fsdecode(first[2:]).strip(" \t")
     program, _, rest = line.replace("\t", " ").partition(" ")
