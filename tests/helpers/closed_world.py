@@ -59,7 +59,12 @@ try:
     child = floorguard.spawn(request["adapter"], request["argv"], binary=request.get("binary"),
                              env=request["env"], cwd=request.get("cwd"),
                              stdout=-1, stderr=-1, text=True)
-    stdout, stderr = child.communicate(timeout=60)
+    try:
+        stdout, stderr = child.communicate(timeout=60)
+    except BaseException:
+        child.kill()  # (a child that never ends, one that execs itself for ever, is not left)
+        child.communicate()
+        raise
     out.update(outcome="started", returncode=child.returncode, stdout=stdout, stderr=stderr)
 except floorguard.SpawnRefused as exc:
     d = exc.decision
