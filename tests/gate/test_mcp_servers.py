@@ -189,18 +189,19 @@ def test_an_unknown_transport_refuses_the_agent(agents: Agents) -> None:
     assert "mcpServers.s.type: unknown transport 'unix'" in decision.reason
 
 
-def test_a_codex_override_enables_a_below_floor_server(agents: Agents) -> None:
+@pytest.mark.parametrize("switch", ["enabled = false", 'experimental_environment = "remote"'])
+def test_a_codex_server_with_a_command_is_judged_whatever_its_switches_say(
+    agents: Agents, switch: str
+) -> None:
+    """Codex releases from before ``enabled`` and ``experimental_environment`` ignore them
+    and start the command, and current ones start a "remote" server locally when no
+    remote executor is available."""
     config = agents.home / ".codex" / "config.toml"
     config.parent.mkdir()
-    config.write_text('[mcp_servers.old]\ncommand = "aider"\nenabled = false\n')
-    allowed = agents.decide("codex", "exec", "task")
-    assert allowed.verdict == "permit"
-    [server] = agents.receipt(allowed)["mcp_servers"]
-    assert (server["name"], server["verdict"], server["enabled"]) == ("old", "disabled", False)
-    refused = agents.decide("codex", "-c", "mcp_servers.old.enabled=true", "exec", "task")
+    config.write_text(f'[mcp_servers.old]\ncommand = "aider"\n{switch}\n')
+    refused = agents.decide("codex", "exec", "task")
     assert refused.verdict == "refuse"
     assert "MCP server 'old'" in refused.reason and "aider 0.50.0" in refused.reason
-    assert f"{config}; -c mcp_servers.old.enabled" in refused.reason
 
 
 def test_a_gemini_settings_server_below_its_floor_refuses_gemini(agents: Agents) -> None:

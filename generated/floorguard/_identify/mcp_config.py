@@ -15,6 +15,7 @@ import codecs
 import copy
 import functools
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -204,25 +205,49 @@ def read_servers(
     # (the arguments are the agent's own when it runs under another name, not a wrapper's)
     among_a_wrappers = wrapped if own_arguments is None else not own_arguments
     for reading in readings:
-        reader = _Reader(client, cwd, environ, wrapped=among_a_wrappers)
-        try:
-            if client == CLAUDE:
-                reader.claude(reading)
-            elif client == CODEX:
-                reader.codex(reading)
-            elif client == GEMINI:
-                reader.gemini(reading)
-            elif client == CURSOR:
-                reader.cursor()
-            else:
-                raise ValueError(f"unknown MCP client {client!r}")
-        except ConfigDoubt as exc:
-            reader.doubts.append(str(exc))
-        own += [d for d in _own_environment_doubts(client, reader) if d not in own]
-        found += [d for d in reader.found if d not in found]
-        doubts += [d for d in reader.doubts if d not in doubts]
-        files += [f for f in reader.files if f not in files]
+        passes: list[frozenset[str]] = [frozenset()]
+        while passes:
+            reader = _Reader(client, cwd, environ, wrapped=among_a_wrappers, without=passes.pop())
+            try:
+                if client == CLAUDE:
+                    reader.claude(reading)
+                elif client == CODEX:
+                    reader.codex(reading)
+                elif client == GEMINI:
+                    reader.gemini(reading)
+                elif client == CURSOR:
+                    reader.cursor()
+                else:
+                    raise ValueError(f"unknown MCP client {client!r}")
+            except ConfigDoubt as exc:
+                reader.doubts.append(str(exc))
+            own += [d for d in _own_environment_doubts(client, reader) if d not in own]
+            found += [d for d in reader.found if d not in found]
+            doubts += [d for d in reader.doubts if d not in doubts]
+            files += [f for f in reader.files if f not in files]
+            if reader.without or not reader.uncertain_env:
+                continue
+            # Read again without each set of the files the client may not load that give
+            # it variables: a file it skips must not re-route what it starts.
+            uncertain = list(dict.fromkeys(reader.uncertain_env))
+            if len(uncertain) > _MOST_UNCERTAIN_ENV:
+                doubts.append(
+                    f"{len(uncertain)} configuration files that {client} may not load give it "
+                    f"variables ({', '.join(uncertain[:3])}, ...): more than the "
+                    f"{_MOST_UNCERTAIN_ENV} read without each other"
+                )
+                continue
+            passes = [
+                frozenset(combination)
+                for size in range(1, len(uncertain) + 1)
+                for combination in itertools.combinations(uncertain, size)
+            ]
     return _text_only(Servers(client, tuple(found), tuple(doubts), tuple(files), tuple(own)))
+
+
+# How many configuration files a client may not load may give it variables: every set of
+# them is left out in turn (2^n readings).
+_MOST_UNCERTAIN_ENV: Final = 3
 
 
 # (codex's shell tool gives its commands these too)
@@ -786,9 +811,21 @@ def _above(folder: str) -> tuple[str, ...]:
 
 class _Reader:
     def __init__(
-        self, client: str, cwd: str, environ: Mapping[str, str], *, wrapped: bool = False
+        self,
+        client: str,
+        cwd: str,
+        environ: Mapping[str, str],
+        *,
+        wrapped: bool = False,
+        without: frozenset[str] = frozenset(),
     ) -> None:
         self.client = client
+        # The configuration files the client may not load (claude's settings of a parent
+        # folder, ...) whose ``env`` this reading leaves out, and every such file whose
+        # ``env`` was found (claude only): the servers are read again without each set of
+        # them, so that a file the client skips cannot re-route what it does start.
+        self.without = without
+        self.uncertain_env: list[str] = []
         # The arguments are a wrapper's (npx, node, env), the agent's own among them.
         self.wrapped = wrapped
         self.cwd = _normal(cwd)
@@ -919,6 +956,17 @@ class _Reader:
             for suffix in _CLAUDE_GLOBAL_SUFFIXES:
                 files.append((_joined(folder, f".claude{suffix}.json"), folder))
         return files
+
+    def _claude_global_file(self) -> str | None:
+        """The global file every release loads when it is the only one there: the config
+        folder's (CLAUDE_CONFIG_DIR's, else the home's) ``.claude.json``; None when a legacy
+        ``.config.json`` may be taken instead."""
+        config_dir = self.environ.get("CLAUDE_CONFIG_DIR")
+        folder = _node_path(self.cwd, config_dir) if config_dir else self.home
+        legacy = [_joined(f, ".config.json") for f, _ in self._claude_config_dirs()]
+        if any(os.path.lexists(path) for path in legacy):
+            return None
+        return _joined(folder, ".claude.json")
 
     def _node_names_are_text(self, *variables: str) -> None:
         """Node (Claude Code, Gemini CLI) reads a byte that is not UTF-8 in its working
@@ -1144,11 +1192,14 @@ class _Reader:
                 self.claude_dotenv.update(added)
                 self.claude_dotenv_files.append(name)
 
-    def _claude_own_variables(self, given: Mapping[str, str], path: str) -> bool:
+    def _claude_own_variables(
+        self, given: Mapping[str, str], path: str, *, certain: bool = True
+    ) -> bool:
         """Take ``given`` (what a file makes claude add to its own process) into the
         variables claude's servers and commands inherit; False, with a doubt, when one of
         them decides where claude reads its configuration (it is read here where the
-        environment says, not where they would move it)."""
+        environment says, not where they would move it). A file claude may not load
+        (``certain`` false) is noted, and left out by a reading ``without`` it."""
         placing = sorted(n for n in given if n in _CLAUDE_PLACE_NAMES)
         if placing:
             self._doubt(
@@ -1157,6 +1208,10 @@ class _Reader:
                 "it runs, none of which the gate would then have judged",
             )  # fmt: skip
             return False
+        if not certain and given:
+            self.uncertain_env.append(path)
+            if path in self.without:
+                return True
         self.inherited.update(given)
         return True
 
@@ -1198,17 +1253,26 @@ class _Reader:
         file's value wins."""
         # (remote-settings.json: the config folder's cached copy of the organisation's
         # settings, which releases apply over the managed file)
+        config_dirs = self._claude_config_dirs()
         files: list[tuple[str, str | None]] = [
             (_joined(folder, name), inside)
-            for folder, inside in self._claude_config_dirs()
+            for folder, inside in config_dirs
             if not self._missing(folder)
             for name in ("settings.json", "remote-settings.json")
         ]
+        # What every release loads: the config folder's settings (not XDG_CONFIG_HOME's,
+        # which only some took, nor the cached remote copy), the working directory's
+        # project settings (not a parent folder's) and the managed files. Any other file's
+        # env may not be applied: the servers are judged without it too.
+        certain = {_joined(config_dirs[0][0], "settings.json")}
         for above in reversed(self.above):
             claude = _joined(above, ".claude")
             if not self._missing(claude):
                 files += [(_joined(claude, name), above)
                           for name in ("settings.json", "settings.local.json")]  # fmt: skip
+        certain |= {
+            _joined(self.cwd, ".claude", n) for n in ("settings.json", "settings.local.json")
+        }
         # (each value trimmed as JavaScript trims it, as claude does before it tells inline
         # JSON from a file; an empty one is skipped)
         values = [(o, v.strip(_JS_TRIMMED)) for o, v in _claude_settings_values(argv)]
@@ -1217,6 +1281,7 @@ class _Reader:
         files += [(value, None) for _, value in values]
         files.append((CLAUDE_MANAGED_SETTINGS, None))
         files += [(path, None) for path in self._claude_managed_drop_ins()]
+        certain |= {CLAUDE_MANAGED_SETTINGS, *self._claude_managed_drop_ins()}
         for path, within in dict.fromkeys(files):
             inline = f"{given.get(path, '--settings')} argument"
             where, document = self._json_argument(path, inline, within)
@@ -1239,7 +1304,8 @@ class _Reader:
             elif type(env) is not dict or not all(type(v) is str for v in env.values()):
                 self._doubt(where, "env", "not an object of strings")
             else:
-                self._claude_own_variables(env, where)
+                # (a --settings value may be another option's: never certain)
+                self._claude_own_variables(env, where, certain=path in certain and path == where)
 
     def _claude_managed_drop_ins(self) -> list[str]:
         """The ``.json`` files of ``managed-settings.d`` beside the managed settings file,
@@ -1260,13 +1326,15 @@ class _Reader:
         working directory or a folder above it (by the path given and the real one)."""
         if not isinstance(document, dict):
             raise ConfigDoubt(f"{path}: not a JSON object")
-        # (claude copies its env into its own process, as a settings file's)
+        # (claude copies its env into its own process, as a settings file's; which global
+        # file a release takes is not told here: only the config folder's .claude.json,
+        # with no legacy .config.json beside it, is certainly loaded)
         env = document.get("env")
         if env is not None:
             if type(env) is not dict or not all(type(v) is str for v in env.values()):
                 self._doubt(path, "env", "not an object of strings")
             else:
-                self._claude_own_variables(env, path)
+                self._claude_own_variables(env, path, certain=path == self._claude_global_file())
         if "mcpServers" in document:
             self._claude_servers(document["mcpServers"], path, "mcpServers")
         projects = document.get("projects")
@@ -1428,10 +1496,15 @@ class _Reader:
             (os.path.join(codex_home, "config.toml"), codex_home),
         ]
         project: list[tuple[str, str | None]] = []
+        # Each folder's layers, outermost first: codex reads those from its project root
+        # down, and none in a folder it does not trust.
+        groups: list[list[tuple[str, str | None]]] = []
         for folder in dict.fromkeys([self.cwd, *folders]):
+            groups.append([])
             for layer in _project_layers(folder):
                 if os.path.dirname(layer) != os.path.normpath(codex_home):
-                    project.append((layer, os.path.dirname(os.path.dirname(layer))))
+                    groups[-1].append((layer, os.path.dirname(os.path.dirname(layer))))
+                    project.append(groups[-1][-1])
         # A layer may select a profile itself (``profile = "NAME"``; Codex is documented to
         # take it from the user's config only): its file, when there is one, is read too,
         # as is every profile the command line names (the flag's and ``-c profile=``'s).
@@ -1448,15 +1521,10 @@ class _Reader:
             if not _PROFILE.match(name):
                 raise ConfigDoubt(f"codex profile {name!r}: not a profile name")
             layers.append((os.path.join(codex_home, f"{name}.config.toml"), codex_home))
-        layers += project
-        # Codex's legacy managed layer sits over every other; releases before its config
-        # loader do not read it: the servers are judged as they stand with it and without.
-        layers.append((CODEX_MANAGED, None))
-        merged: dict[str, Any] = {}
-        sources: dict[str, list[str]] = {}
-        readings: list[tuple[dict[str, Any], dict[str, list[str]]]] = [(merged, sources)]
+        every = [*layers, *project, (CODEX_MANAGED, None)]
+        servers_in: dict[str, Any] = {}
         roles_seen: set[str] = set()
-        for path, within in dict.fromkeys(layers):
+        for path, within in dict.fromkeys(every):
             self._codex_role_folder(os.path.dirname(path), roles_seen)
             document = self._load(path, within, "toml")
             if document is not None:
@@ -1464,14 +1532,33 @@ class _Reader:
                 self._codex_plugins(document, path)
                 if "shell_environment_policy" in document:
                     self._codex_shell_set(document["shell_environment_policy"], path)
-            if document is None or "mcp_servers" not in document:
-                continue
-            if path == CODEX_MANAGED:
-                readings.append((copy.deepcopy(merged), copy.deepcopy(sources)))
-            self._codex_merge(document["mcp_servers"], path, merged, sources)
+                if "mcp_servers" in document:
+                    servers_in[path] = document["mcp_servers"]
+        # The project layers codex may read: none (an untrusted folder), or a folder's from
+        # any of them down (its root, which markers in any layer move, may be any of those
+        # folders; those above it are not read); every folder's, as read before. A layer
+        # codex does not read must not replace or switch off what the others declare: the
+        # servers are judged as each of these readings merges them.
+        stacks = [
+            [],
+            *(
+                [layer for layer in group[start:] if layer[0] in servers_in]
+                for group in groups
+                for start in range(len(group))
+            ),
+            project,
+        ]
+        # Codex's legacy managed layer sits over every other; releases before its config
+        # loader do not read it: the servers are judged as they stand with it and without.
         judged: list[tuple[str, Any]] = []
-        for layered, layered_sources in readings:
-            self._codex_overridden(layered, layered_sources, overrides, judged)
+        for stack in dict.fromkeys(tuple(stack) for stack in stacks):
+            for managed in ((), ((CODEX_MANAGED, None),)):
+                merged: dict[str, Any] = {}
+                sources: dict[str, list[str]] = {}
+                for path, _ in dict.fromkeys([*layers, *stack, *managed]):
+                    if path in servers_in:
+                        self._codex_merge(servers_in[path], path, merged, sources)
+                self._codex_overridden(merged, sources, overrides, judged)
 
     def _codex_overridden(
         self,
@@ -1766,10 +1853,12 @@ class _Reader:
         if "command" in entry:
             if "url" in entry:
                 self._doubt(where, here, "has both a command and a url")
-            elif place == "remote":
-                self._remote(name, None, sources, here, enabled=enabled)
             else:
-                self._codex_stdio(name, entry, sources, enabled=enabled)
+                # Judged as a server codex starts, whatever ``enabled`` and
+                # ``experimental_environment`` say: releases before each key ignore it
+                # (and start the command), and codex starts a "remote" one here when no
+                # remote executor is available.
+                self._codex_stdio(name, entry, sources, enabled=True)
         elif "url" in entry:
             self._remote(name, entry["url"], sources, here, enabled=enabled)
         else:

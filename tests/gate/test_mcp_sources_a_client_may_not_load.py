@@ -1,0 +1,146 @@
+"""A configuration source the agent may not load never makes its servers look safer.
+
+mcp-servers.md reads every scope rather than reproducing each client's precedence, "which
+can only be stricter". A source the client may skip (a codex project layer in a folder it
+does not trust, above its project root, or the caller's folder under ``-C``; a claude
+settings file of a parent folder, of ``$XDG_CONFIG_HOME``, a ``--settings`` that may be
+another option's value, a global file of another name) must then not replace, switch off
+or re-route what the sources it certainly loads declare: each server is judged as it
+stands with such a source and without it.
+
+The lab's ``aider`` on the agent's PATH is below its floor; ``good/aider`` is at 0.70.0.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers.mcp_lab import CODEX_OLD, Lab, servers, write
+
+
+def _good_aider(lab: Lab) -> Path:
+    folder = lab.root / "good"
+    lab.aider(folder, "0.70.0")
+    return folder
+
+
+# ---------------------------------------------------------------------------- codex
+
+
+def test_codex_project_layer_replacing_the_users_server_does_not_hide_it(lab: Lab) -> None:
+    """Codex skips the project layers of a folder it does not trust."""
+    good = _good_aider(lab)
+    write(lab.home / ".codex" / "config.toml", CODEX_OLD)
+    write(lab.project / ".codex" / "config.toml", f'[mcp_servers.o]\ncommand = "{good}/aider"\n')
+    started, reason = lab.spawn("codex")
+    assert not started and "aider 0.50.0" in reason, reason
+
+
+def test_codex_project_layer_switching_the_users_server_off_does_not_hide_it(lab: Lab) -> None:
+    write(lab.home / ".codex" / "config.toml", CODEX_OLD)
+    write(lab.project / ".codex" / "config.toml", "[mcp_servers.o]\nenabled = false\n")
+    started, reason = lab.spawn("codex")
+    assert not started and "aider 0.50.0" in reason, reason
+
+
+def test_codex_layer_above_the_project_root_does_not_hide_the_users_server(lab: Lab) -> None:
+    """Codex reads project layers from its root (here the folder holding ``.git``) down."""
+    good = _good_aider(lab)
+    repo = lab.project / "repo"
+    (repo / ".git").mkdir(parents=True)
+    write(lab.home / ".codex" / "config.toml", CODEX_OLD)
+    write(lab.project / ".codex" / "config.toml", f'[mcp_servers.o]\ncommand = "{good}/aider"\n')
+    started, reason = lab.spawn("codex", cwd=repo)
+    assert not started and "aider 0.50.0" in reason, reason
+
+
+def test_codex_callers_layer_under_cd_does_not_hide_the_users_server(
+    lab: Lab, tmp_path: Path
+) -> None:
+    """With ``-C other`` codex reads ``other``'s layers, not those of the folder it was
+    started in."""
+    good = _good_aider(lab)
+    other = tmp_path / "other"
+    other.mkdir()
+    write(lab.home / ".codex" / "config.toml", CODEX_OLD)
+    write(lab.project / ".codex" / "config.toml", f'[mcp_servers.o]\ncommand = "{good}/aider"\n')
+    started, reason = lab.spawn("codex", "-C", str(other), "exec", "t")
+    assert not started and "aider 0.50.0" in reason, reason
+
+
+def test_codex_project_layers_path_does_not_reroute_the_users_server(lab: Lab) -> None:
+    good = _good_aider(lab)
+    write(lab.home / ".codex" / "config.toml", CODEX_OLD)
+    write(lab.project / ".codex" / "config.toml",
+          f'[mcp_servers.o.env]\nPATH = "{good}:/usr/bin:/bin"\n')  # fmt: skip
+    started, reason = lab.spawn("codex")
+    assert not started and "aider 0.50.0" in reason, reason
+
+
+def test_codex_project_layer_it_reads_still_applies(lab: Lab) -> None:
+    """Both readings are judged: a project layer naming the old server refuses too."""
+    (lab.project / ".git").mkdir()
+    write(lab.project / ".codex" / "config.toml", CODEX_OLD)
+    started, reason = lab.spawn("codex")
+    assert not started and "aider 0.50.0" in reason, reason
+
+
+def test_codex_with_only_fixed_servers_in_every_reading_starts(lab: Lab) -> None:
+    good = _good_aider(lab)
+    write(lab.home / ".codex" / "config.toml", f'[mcp_servers.o]\ncommand = "{good}/aider"\n')
+    write(lab.project / ".codex" / "config.toml", "[mcp_servers.o]\nenabled = false\n")
+    assert lab.spawn("codex")[0]
+
+
+# ---------------------------------------------------------------------------- claude
+
+
+def _claude_settings_env(lab: Lab, where: str, path_value: str) -> tuple[tuple[str, ...], dict]:
+    """Where a settings file whose env sets PATH is written, and the agent's arguments and
+    extra environment that point claude at it."""
+    settings = json.dumps({"env": {"PATH": path_value}})
+    if where == "a parent folder's project settings":
+        write(lab.project.parent / ".claude" / "settings.json", settings)
+        return ("-p", "t"), {}
+    if where == "XDG_CONFIG_HOME's":
+        xdg = lab.root / "xdg"
+        write(xdg / "claude" / "settings.json", settings)
+        return ("-p", "t"), {"XDG_CONFIG_HOME": str(xdg)}
+    if where == "a --settings that may be --model's value":
+        given = write(lab.root / "other.json", settings)
+        return ("-p", "--model", "--settings", str(given), "t"), {}
+    if where == "a global file of another name":
+        write(lab.home / ".claude-custom-oauth.json", settings)
+        return ("-p", "t"), {}
+    raise AssertionError(where)
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        "a parent folder's project settings",
+        "XDG_CONFIG_HOME's",
+        "a --settings that may be --model's value",
+        "a global file of another name",
+    ],
+)
+def test_claude_settings_env_it_may_not_load_does_not_reroute_a_server(
+    lab: Lab, where: str
+) -> None:
+    good = _good_aider(lab)
+    work = lab.project / "sub"
+    write(work / ".mcp.json", servers(s={"command": "aider"}))
+    argv, extra = _claude_settings_env(lab, where, f"{good}:/usr/bin:/bin")
+    started, reason = lab.spawn("claude", *argv, cwd=work, env=lab.env(**extra))
+    assert not started and "aider 0.50.0" in reason, reason
+
+
+def test_claude_settings_env_it_loads_still_reroutes_a_server(lab: Lab) -> None:
+    """The user's own settings file is loaded by every release: its PATH is the server's."""
+    good = _good_aider(lab)
+    write(lab.project / ".mcp.json", servers(s={"command": "aider"}))
+    write(lab.home / ".claude" / "settings.json",
+          json.dumps({"env": {"PATH": f"{good}:/usr/bin:/bin"}}))  # fmt: skip
+    assert lab.spawn("claude", "-p", "t")[0]
