@@ -29,6 +29,7 @@ from floorctl.feed_rules import (
     _Path,
 )
 from floorguard._maps import map_model, versions
+from floorguard._maps.catalog import ecosystem_of
 from floorguard._maps.packages import kind_problem, package_problem
 
 # --- schema version 3 -------------------------------------------------------------------------
@@ -99,6 +100,15 @@ def _v3_entry_problems(name: str, entry: Any, found: dict[str, str]) -> bool:
     if ecosystem not in versions.ECOSYSTEMS:
         # The schema names the ecosystem; versions cannot be judged without one.
         return True
+    known = ecosystem_of(name)
+    if known is not None and ecosystem != known:
+        # The runtime compares a catalogued CLI's versions in its own ecosystem's order
+        # whatever a feed says: a contrary claim is refused here, as refresh refuses it.
+        findings.add(
+            (*at, "ecosystem"),
+            f"{name} is an {known} CLI in floorguard's catalog (its versions compare by "
+            f"{versions.order_name(known)}), not {show_value(ecosystem)}",
+        )
     _v3_package(findings, at, entry, ecosystem)
     for field, check in _FIELD_CHECKS:
         if field in entry:

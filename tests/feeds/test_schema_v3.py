@@ -245,6 +245,15 @@ def test_refuses_a_malformed_advisory(fields: dict[str, Any], path: str, fragmen
     refused_at(with_advisory(**fields), path, fragment)
 
 
+@pytest.mark.parametrize(("name", "stated"), [("claude", "PyPI"), ("aider", "npm")])
+def test_refuses_a_catalogued_cli_stated_in_another_ecosystem(name: str, stated: str) -> None:
+    """floorguard compares a catalogued CLI's versions in its own ecosystem's order whatever
+    a feed says: validate refuses the contrary claim with its path, as refresh does."""
+    entry_ = entry(stated, advisories=[advisory(affected=[{"introduced": "0", "fixed": "1.4.7"}],
+                                                versions=[])])  # fmt: skip
+    refused_at(feed({name: entry_}), f"$.adapters.{name}.ecosystem", "CLI in floorguard's catalog")
+
+
 def test_refuses_the_same_advisory_id_twice_in_one_adapter() -> None:
     data = feed({"claude": entry(advisories=[advisory(), advisory()])})
     refused_at(data, "$.adapters.claude.advisories[1].id", "the id of advisories[0] again")
