@@ -144,3 +144,64 @@ def test_claude_settings_env_it_loads_still_reroutes_a_server(lab: Lab) -> None:
     write(lab.home / ".claude" / "settings.json",
           json.dumps({"env": {"PATH": f"{good}:/usr/bin:/bin"}}))  # fmt: skip
     assert lab.spawn("claude", "-p", "t")[0]
+
+
+# ---------------------------------------------------------------------------- profiles
+
+
+def test_codex_profile_a_project_layer_names_does_not_hide_the_users_server(lab: Lab) -> None:
+    """Codex takes ``profile`` from the user's config only."""
+    good = _good_aider(lab)
+    write(lab.home / ".codex" / "config.toml", CODEX_OLD)
+    write(lab.home / ".codex" / "p.config.toml", f'[mcp_servers.o]\ncommand = "{good}/aider"\n')
+    write(lab.project / ".codex" / "config.toml", 'profile = "p"\n')
+    started, reason = lab.spawn("codex")
+    assert not started and "aider 0.50.0" in reason, reason
+
+
+def test_codex_profile_the_command_line_replaces_does_not_hide_the_users_server(
+    lab: Lab,
+) -> None:
+    """Codex loads one profile: ``--profile q`` instead of the config's ``profile = "u"``,
+    whose file would have replaced the old server's command."""
+    good = _good_aider(lab)
+    write(lab.home / ".codex" / "config.toml", 'profile = "u"\n' + CODEX_OLD)
+    write(lab.home / ".codex" / "u.config.toml", f'[mcp_servers.o]\ncommand = "{good}/aider"\n')
+    started, reason = lab.spawn("codex", "--profile", "q")
+    assert not started and "aider 0.50.0" in reason, reason
+
+
+# ---------------------------------------------------------------------------- claude keys
+
+
+def test_claude_project_entry_keyed_by_a_link_to_the_working_directory_is_read(
+    lab: Lab,
+) -> None:
+    """Claude keeps an entry for each spelling it was started under, a link's included."""
+    real = lab.project / "real"
+    real.mkdir()
+    (lab.project / "ln").symlink_to(real)
+    write(lab.home / ".claude.json",
+          json.dumps({"projects": {str(lab.project / "ln"): {"mcpServers": {"o": {
+              "command": "aider"}}}}}))  # fmt: skip
+    started, reason = lab.spawn("claude", "-p", "t", cwd=real)
+    assert not started and "aider 0.50.0" in reason, reason
+
+
+# ---------------------------------------------------------------------------- gemini .env
+
+
+@pytest.mark.parametrize("how", ["settings", "flag"])
+def test_gemini_ignoring_the_local_env_file_is_judged_both_ways(lab: Lab, how: str) -> None:
+    """Releases before ``advanced.ignoreLocalEnv`` and ``--ignore-env`` load the working
+    directory's .env whatever they say."""
+    good = _good_aider(lab)
+    settings = {"mcpServers": {"s": {"command": "aider", "env": {"PATH": "$GP"}}}}
+    if how == "settings":
+        settings["advanced"] = {"ignoreLocalEnv": True}
+    write(lab.home / ".gemini" / "settings.json", json.dumps(settings))
+    write(lab.project / ".env", f"GP={lab.bin}\n")
+    write(lab.home / ".gemini" / ".env", f"GP={good}\n")
+    argv = ("--ignore-env",) if how == "flag" else ()
+    started, reason = lab.spawn("gemini", *argv)
+    assert not started and "aider 0.50.0" in reason, reason

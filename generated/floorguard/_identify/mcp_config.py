@@ -248,6 +248,8 @@ def read_servers(
 # How many configuration files a client may not load may give it variables: every set of
 # them is left out in turn (2^n readings).
 _MOST_UNCERTAIN_ENV: Final = 3
+# Gemini CLI's choice to ignore the local .env, which earlier releases do not make.
+_GEMINI_IGNORING: Final = "gemini's --ignore-env or advanced.ignoreLocalEnv"
 
 
 # (codex's shell tool gives its commands these too)
@@ -1356,7 +1358,11 @@ class _Reader:
                 self.shared_roots = self._shared_project_roots()
             here |= self.shared_roots
         for key, project in projects.items():
-            if not key.startswith("/") or os.path.normpath(key) not in here:
+            if not key.startswith("/"):
+                continue
+            if os.path.normpath(key) not in here and os.path.realpath(key) not in here:
+                # (a key spelled through a link names the same folder: claude writes one for
+                # each spelling it was started under)
                 continue
             at = f"projects[{json.dumps(key)}]"
             if not isinstance(project, dict):
@@ -1517,11 +1523,15 @@ class _Reader:
             chosen = document.get("profile") if isinstance(document, dict) else None
             if isinstance(chosen, str):
                 profiles.append(chosen)
+        # Codex loads one profile at most (the command line's, else the user config's), so
+        # each is a reading of its own, as is none: a profile it does not load must not
+        # replace what the others declare.
+        chosen_profiles: list[list[tuple[str, str | None]]] = [[]]
         for name in dict.fromkeys(profiles):
             if not _PROFILE.match(name):
                 raise ConfigDoubt(f"codex profile {name!r}: not a profile name")
-            layers.append((os.path.join(codex_home, f"{name}.config.toml"), codex_home))
-        every = [*layers, *project, (CODEX_MANAGED, None)]
+            chosen_profiles.append([(os.path.join(codex_home, f"{name}.config.toml"), codex_home)])
+        every = [*layers, *itertools.chain(*chosen_profiles), *project, (CODEX_MANAGED, None)]
         servers_in: dict[str, Any] = {}
         roles_seen: set[str] = set()
         for path, within in dict.fromkeys(every):
@@ -1551,14 +1561,15 @@ class _Reader:
         # Codex's legacy managed layer sits over every other; releases before its config
         # loader do not read it: the servers are judged as they stand with it and without.
         judged: list[tuple[str, Any]] = []
-        for stack in dict.fromkeys(tuple(stack) for stack in stacks):
-            for managed in ((), ((CODEX_MANAGED, None),)):
-                merged: dict[str, Any] = {}
-                sources: dict[str, list[str]] = {}
-                for path, _ in dict.fromkeys([*layers, *stack, *managed]):
-                    if path in servers_in:
-                        self._codex_merge(servers_in[path], path, merged, sources)
-                self._codex_overridden(merged, sources, overrides, judged)
+        for profile in chosen_profiles:
+            for stack in dict.fromkeys(tuple(stack) for stack in stacks):
+                for managed in ((), ((CODEX_MANAGED, None),)):
+                    merged: dict[str, Any] = {}
+                    sources: dict[str, list[str]] = {}
+                    for path, _ in dict.fromkeys([*layers, *profile, *stack, *managed]):
+                        if path in servers_in:
+                            self._codex_merge(servers_in[path], path, merged, sources)
+                    self._codex_overridden(merged, sources, overrides, judged)
 
     def _codex_overridden(
         self,
@@ -2325,6 +2336,13 @@ class _Reader:
         # (findEnvFile compares each folder with homedir()'s text: GEMINI_CLI_HOME or HOME)
         home_text = self.environ.get("GEMINI_CLI_HOME") or self.environ.get("HOME", self.home)
         ignoring = self._gemini_ignoring(argv, documents)
+        if ignoring is True and _gemini_env_path(self.cwd, cli_home, None) != _gemini_env_path(
+            self.cwd, cli_home, home_text
+        ):
+            # Releases before ``--ignore-env`` and ``advanced.ignoreLocalEnv`` load the local
+            # .env whatever they say: the servers are judged with either file.
+            self.uncertain_env.append(_GEMINI_IGNORING)
+            ignoring = _GEMINI_IGNORING not in self.without
         path = _gemini_env_path(self.cwd, cli_home, home_text if ignoring is True else None)
         if isinstance(ignoring, tuple):
             ignored = _gemini_env_path(self.cwd, cli_home, home_text)
