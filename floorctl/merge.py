@@ -27,9 +27,18 @@ class Conflict:
     sources: tuple[str, ...]
     versions: tuple[str, ...]
     chosen: str
+    # Another feed's floor is the same version (1.0 and 1.0.0, another id or note): the
+    # first feed's entry is kept, so the order of the feeds decides.
+    tied: bool = False
 
     def describe(self) -> str:
         pairs = ", ".join(f"{s} says {v}" for s, v in zip(self.sources, self.versions, strict=True))
+        if self.tied:
+            return (
+                f"{self.adapter}: feeds disagree ({pairs}); the highest floor is the same "
+                f"version in more than one: the first of them, {self.chosen}, wins (the order "
+                "of the feeds decides)"
+            )
         return (
             f"{self.adapter}: feeds disagree ({pairs}); the highest floor, from {self.chosen}, wins"
         )
@@ -139,6 +148,10 @@ def _merge_adapter(
             sources=tuple(source for source, _, _ in floors),
             versions=tuple(floor for _, _, floor in floors),
             chosen=winner[0],
+            tied=any(
+                other is not winner[1] and versions.compare(floor, winner[2], order) == 0
+                for _, other, floor in floors
+            ),
         )
     found = [a.as_entry() for _, claim in claims for a in claim.advisories]
     waivers = {w.id: w.as_entry() for _, claim in reversed(claims) for w in claim.waivers}

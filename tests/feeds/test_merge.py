@@ -40,6 +40,17 @@ def test_equal_floor_with_different_advisory_is_a_reported_conflict() -> None:
     )
     assert merged.floor_map["x"].advisory_id == "BSA-1"
     assert len(merged.conflicts) == 1
+    # (the warning says the order of the feeds decided, not that a higher floor won)
+    assert "the first of them, a, wins (the order of the feeds decides)" in (
+        merged.conflicts[0].describe()
+    )
+
+
+def test_a_higher_floor_is_not_called_a_tie() -> None:
+    merged = merge(
+        [("a", from_entries({"x": entry("1.0")})), ("b", from_entries({"x": entry("1.1")}))]
+    )
+    assert "the highest floor, from b, wins" in merged.conflicts[0].describe()
 
 
 def test_union_of_adapters() -> None:
