@@ -508,6 +508,12 @@ def detect_layout(block: str, source: str = "<block>") -> str | None:
 def _require_utf8_declaration(text: str, source: str) -> None:
     # The module is read as UTF-8; if its own coding declaration told Python otherwise, the
     # interpreter would load other strings than the ones checked and hashed here.
+    if text.startswith("\ufeff"):
+        # (Python skips it; the module is read here as the bytes floorctl writes, none)
+        raise ModuleError(
+            f"{source}: floor-map module starts with a byte order mark; write it as UTF-8 "
+            "without one"
+        )
     head = "".join(split_lines(text)[:2]).encode("utf-8")
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(head).readline)

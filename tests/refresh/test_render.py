@@ -425,6 +425,11 @@ def test_refuses_module_declaring_another_source_encoding() -> None:
         read_module(text, "m.py")
 
 
+def test_refuses_module_starting_with_a_byte_order_mark_saying_so() -> None:
+    with pytest.raises(ModuleError, match="starts with a byte order mark"):
+        read_module(f"\ufeff# host\n{BEGIN}\n{GOOD}{END}\n", "m.py")
+
+
 def test_accepts_module_declaring_utf8() -> None:
     _, data = read_module(f"# coding: utf-8\n{BEGIN}\n{GOOD}{END}\n", "m.py")
     assert data.entries == REFERENCE
