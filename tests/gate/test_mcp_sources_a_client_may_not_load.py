@@ -205,3 +205,15 @@ def test_gemini_ignoring_the_local_env_file_is_judged_both_ways(lab: Lab, how: s
     argv = ("--ignore-env",) if how == "flag" else ()
     started, reason = lab.spawn("gemini", *argv)
     assert not started and "aider 0.50.0" in reason, reason
+
+
+def test_claude_env_file_does_not_move_a_nested_agents_configuration(lab: Lab) -> None:
+    """Claude's node build (and a Bun build made not to) loads no ``.env``: a CODEX_HOME
+    there must not hide the configuration a nested ``codex mcp-server`` really reads."""
+    harmless = lab.root / "harmless-codex"
+    harmless.mkdir()
+    write(lab.project / ".env.local", f"CODEX_HOME={harmless}\n")  # (codex reads no .env.local)
+    write(lab.project / ".mcp.json", servers(c={"command": "codex", "args": ["mcp-server"]}))
+    write(lab.home / ".codex" / "config.toml", CODEX_OLD)
+    started, reason = lab.spawn("claude", "-p", "t")
+    assert not started and "aider 0.50.0" in reason, reason

@@ -1190,7 +1190,8 @@ class _Reader:
                 )  # fmt: skip
                 continue
             added = {n: v for n, v in added.items() if n not in self.environ}
-            if added and self._claude_own_variables(added, path):
+            # (not certain: claude's node build, and a Bun build made not to, load none)
+            if added and self._claude_own_variables(added, path, certain=False):
                 self.claude_dotenv.update(added)
                 self.claude_dotenv_files.append(name)
 
