@@ -217,3 +217,14 @@ def test_claude_env_file_does_not_move_a_nested_agents_configuration(lab: Lab) -
     write(lab.home / ".codex" / "config.toml", CODEX_OLD)
     started, reason = lab.spawn("claude", "-p", "t")
     assert not started and "aider 0.50.0" in reason, reason
+
+
+def test_claude_env_files_count_as_one_source_so_a_usual_project_is_not_refused(
+    lab: Lab,
+) -> None:
+    """A Bun build loads its .env files together (or, the node build, none): four of them
+    are one source read with and without, not four beyond the three read every way."""
+    for name in (".env", ".env.local", ".env.development", ".env.development.local"):
+        write(lab.project / name, f"FROM_{name.strip('.').replace('.', '_').upper()}=1\n")
+    write(lab.project / ".mcp.json", servers(s={"type": "http", "url": "https://mcp.example/x"}))
+    assert lab.spawn("claude", "-p", "t")[0]

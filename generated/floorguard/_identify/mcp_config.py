@@ -248,6 +248,8 @@ def read_servers(
 # How many configuration files a client may not load may give it variables: every set of
 # them is left out in turn (2^n readings).
 _MOST_UNCERTAIN_ENV: Final = 3
+# Claude's .env files, loaded together (a Bun build) or none (its node build).
+_CLAUDE_ENV_FILES_GROUP: Final = "claude's .env files in the working directory"
 # Gemini CLI's choice to ignore the local .env, which earlier releases do not make.
 _GEMINI_IGNORING: Final = "gemini's --ignore-env or advanced.ignoreLocalEnv"
 
@@ -1190,19 +1192,23 @@ class _Reader:
                 )  # fmt: skip
                 continue
             added = {n: v for n, v in added.items() if n not in self.environ}
-            # (not certain: claude's node build, and a Bun build made not to, load none)
-            if added and self._claude_own_variables(added, path, certain=False):
+            # (not certain: claude's node build, and a Bun build made not to, load none; a
+            # Bun build loads them together, NODE_ENV choosing which)
+            if added and self._claude_own_variables(
+                added, path, certain=False, group=_CLAUDE_ENV_FILES_GROUP
+            ):
                 self.claude_dotenv.update(added)
                 self.claude_dotenv_files.append(name)
 
     def _claude_own_variables(
-        self, given: Mapping[str, str], path: str, *, certain: bool = True
+        self, given: Mapping[str, str], path: str, *, certain: bool = True, group: str = ""
     ) -> bool:
         """Take ``given`` (what a file makes claude add to its own process) into the
         variables claude's servers and commands inherit; False, with a doubt, when one of
         them decides where claude reads its configuration (it is read here where the
         environment says, not where they would move it). A file claude may not load
-        (``certain`` false) is noted, and left out by a reading ``without`` it."""
+        (``certain`` false) is noted, and left out by a reading ``without`` it (or without
+        its ``group``: files loaded all together or none)."""
         placing = sorted(n for n in given if n in _CLAUDE_PLACE_NAMES)
         if placing:
             self._doubt(
@@ -1212,8 +1218,8 @@ class _Reader:
             )  # fmt: skip
             return False
         if not certain and given:
-            self.uncertain_env.append(path)
-            if path in self.without:
+            self.uncertain_env.append(group or path)
+            if (group or path) in self.without:
                 return True
         self.inherited.update(given)
         return True
