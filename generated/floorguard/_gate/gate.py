@@ -647,6 +647,8 @@ def decide(
         cwd=cwd,
         floor_map=floor_map,
     )
+    if judgement.verdict == UNTRACKED:
+        judgement = _with_policy_ignored(judgement, environ)
     if judgement.verdict != REFUSE:
         client = CLIENT_OF_ADAPTER.get(judgement.adapter or adapter)
         if client is not None:
@@ -671,6 +673,21 @@ def decide(
     if not decision.allowed:
         raise SpawnRefused(f"refusing to spawn {_named(decision)}: {decision.reason}", decision)
     return decision
+
+
+def _with_policy_ignored(judgement: _Judgement, environ: Mapping[str, str]) -> _Judgement:
+    """An untracked judgement whose reason says so when FLOORGUARD_UNTRACKED_POLICY is set
+    to something other than exactly ``refuse`` (``REFUSE``, ``deny``...), which allows it:
+    a setting meant to refuse must not be ignored in silence."""
+    value = environ.get(UNTRACKED_POLICY_VARIABLE)
+    if not value or value == "refuse":
+        return judgement
+    shown = without_credentials(repr(value[:40]))
+    note = (
+        f" ({UNTRACKED_POLICY_VARIABLE}={shown} is not exactly 'refuse', so untracked spawns "
+        "are allowed)"
+    )
+    return dataclasses.replace(judgement, reason=judgement.reason + note)
 
 
 def _as_env_runs_it(
