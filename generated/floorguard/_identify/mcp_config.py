@@ -1364,13 +1364,17 @@ class _Reader:
             if self.shared_roots is None:  # (once: a doubt is recorded once)
                 self.shared_roots = self._shared_project_roots()
             here |= self.shared_roots
+        # (a key spelled through a link names the same folder: claude writes one for each
+        # spelling it was started under; told by the folder's identity, one stat a key)
+        identities: set[tuple[int, int]] | None = None
         for key, project in projects.items():
             if not key.startswith("/"):
                 continue
-            if os.path.normpath(key) not in here and os.path.realpath(key) not in here:
-                # (a key spelled through a link names the same folder: claude writes one for
-                # each spelling it was started under)
-                continue
+            if os.path.normpath(key) not in here:
+                if identities is None:
+                    identities = {i for i in map(_folder_identity, here) if i is not None}
+                if _folder_identity(key) not in identities:
+                    continue
             at = f"projects[{json.dumps(key)}]"
             if not isinstance(project, dict):
                 self._doubt(path, at, "not an object")
@@ -2643,6 +2647,15 @@ def _dotenv_found_from(folder: str) -> tuple[str, str] | None:
         if stat.S_ISREG(found.st_mode):
             return candidate, place
     return None
+
+
+def _folder_identity(path: str) -> tuple[int, int] | None:
+    """(device, inode) of the folder ``path`` leads to, links followed; None for none."""
+    try:
+        info = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return (info.st_dev, info.st_ino) if stat.S_ISDIR(info.st_mode) else None
 
 
 def _project_layers(folder: str) -> list[str]:
