@@ -228,3 +228,22 @@ def test_claude_env_files_count_as_one_source_so_a_usual_project_is_not_refused(
         write(lab.project / name, f"FROM_{name.strip('.').replace('.', '_').upper()}=1\n")
     write(lab.project / ".mcp.json", servers(s={"type": "http", "url": "https://mcp.example/x"}))
     assert lab.spawn("claude", "-p", "t")[0]
+
+
+def test_claude_with_more_sources_it_may_not_load_than_are_read_every_way_is_refused(
+    lab: Lab,
+) -> None:
+    settings = json.dumps({"env": {"X_FROM_FILE": "1"}})
+    write(lab.project.parent / ".claude" / "settings.json", settings)
+    write(lab.root / "xdg" / "claude" / "settings.json", settings)
+    write(lab.home / ".claude-custom-oauth.json", settings)
+    given = write(lab.root / "given.json", settings)
+    started, reason = lab.spawn(
+        "claude",
+        "-p",
+        "--settings",
+        str(given),
+        "t",
+        env=lab.env(XDG_CONFIG_HOME=str(lab.root / "xdg")),
+    )
+    assert not started and "more than the 3 read without each other" in reason, reason

@@ -826,8 +826,9 @@ class _Reader:
         self.client = client
         # The configuration files the client may not load (claude's settings of a parent
         # folder, ...) whose ``env`` this reading leaves out, and every such file whose
-        # ``env`` was found (claude only): the servers are read again without each set of
-        # them, so that a file the client skips cannot re-route what it does start.
+        # ``env`` was found (claude's; gemini's choice to ignore its local .env too): the
+        # servers are read again without each set of them, so that a source the client
+        # skips cannot re-route what it does start.
         self.without = without
         self.uncertain_env: list[str] = []
         # The arguments are a wrapper's (npx, node, env), the agent's own among them.
