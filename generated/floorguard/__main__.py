@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from floorguard._base._text import one_line, terminal_json
 from floorguard._commands._cli_io import requested_format, stdout_failed
@@ -25,6 +25,8 @@ EXIT_USAGE = 2
 
 Handler = Callable[[argparse.Namespace], int]
 if TYPE_CHECKING:
+    import subprocess
+
     from floorguard._commands.verify_commands import ReceiptResult
     from floorguard._proofs.tlog import ConsistencyResult, InclusionResult
 
@@ -479,6 +481,7 @@ def _exec(args: argparse.Namespace) -> int:
     import errno
     import signal
 
+    from floorguard._gate import launcher
     from floorguard._gate.launcher import spawn
     from floorguard.errors import BinaryNotFound, SpawnRefused
 
@@ -495,8 +498,16 @@ def _exec(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_REFUSED
+    signals = _ChildSignals()
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signals.handle)
+    launcher._starting_hook = signals.starting
     try:
         child = spawn(args.adapter, argv)
+    except _Stopped as stopped:
+        name = signal.Signals(stopped.signum).name
+        print(f"floorguard: aborted ({name}): nothing was started", file=sys.stderr)
+        return 128 + stopped.signum
     except SpawnRefused as refused:
         print(f"floorguard: {one_line(str(refused))}", file=sys.stderr)
         return EXIT_NOT_FOUND if isinstance(refused, BinaryNotFound) else EXIT_REFUSED
@@ -509,15 +520,48 @@ def _exec(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_NOT_FOUND if failed.errno == errno.ENOENT else EXIT_REFUSED
-
-    def forward(signum: int, _frame: object) -> None:
-        child.send_signal(signum)
-
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, forward)
+    finally:
+        launcher._starting_hook = None
+    signals.started(child)
     code = child.wait()
     # A child killed by a signal reports -N; a shell reports 128+N.
     return code if code >= 0 else 128 - code
+
+
+class _Stopped(BaseException):
+    """A signal before the child was started: exec stops, starting nothing (a
+    BaseException, as KeyboardInterrupt is: nothing on the way catches it)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class _ChildSignals:
+    """exec's SIGINT, SIGTERM and SIGHUP. Before the child is about to start, one stops
+    exec there; from then on it is the child's: held while the child is being started (a
+    gate killed then would leave the child running unsupervised), sent to it once it is."""
+
+    def __init__(self) -> None:
+        self._child: subprocess.Popen[Any] | None = None
+        self._starting = False
+        self._held: list[int] = []
+
+    def starting(self) -> None:
+        self._starting = True
+
+    def handle(self, signum: int, _frame: object) -> None:
+        if self._child is not None:
+            self._child.send_signal(signum)
+        elif self._starting:
+            self._held.append(signum)
+        else:
+            raise _Stopped(signum)
+
+    def started(self, child: subprocess.Popen[Any]) -> None:
+        self._child = child
+        while self._held:
+            child.send_signal(self._held.pop(0))
 
 
 def _own_start_up_problems() -> tuple[str, ...]:

@@ -30,6 +30,9 @@ _FORBIDDEN_POPEN_ARGUMENTS = frozenset({"shell", "executable", "args", "preexec_
 # them to swap files and directories in those windows.
 _after_open_hook: Callable[[], None] | None = None
 _race_window_hook: Callable[[], None] | None = None
+# Called right before the child is started: exec's signal handling (from then on a signal
+# is the child's, not a reason to stop before starting it).
+_starting_hook: Callable[[], None] | None = None
 
 
 def spawn(
@@ -100,6 +103,8 @@ def spawn(
         child_env[RECEIPT_ID_VARIABLE] = decision.receipt_id
         with _descriptor_for_the_child(target.fd) as fd:
             exec_path = f"/proc/self/fd/{fd}"
+            if _starting_hook is not None:
+                _starting_hook()
             try:
                 return subprocess.Popen(
                     [target.argv0, *argv],
