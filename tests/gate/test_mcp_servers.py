@@ -391,3 +391,48 @@ def test_a_server_started_by_a_name_whose_path_search_gives_up_is_refused(
     # (the folder, an entry of the server's own PATH, named by its place: a value)
     assert "<env PATH entry 1>/aider" in decision.reason and "gives up" in decision.reason
     assert str(loop) not in decision.reason
+
+
+@pytest.mark.parametrize("kind", ["fifo", "socket", "link to a fifo"])
+def test_a_server_name_whose_first_file_on_path_the_kernel_passes_over_is_refused(
+    agents: Agents, kind: str
+) -> None:
+    # The client's execvp passes over a FIFO or socket with execute bits (execve refuses
+    # it) and starts the next file of the name, here the old aider under a name with no
+    # floor. What was judged must be what runs: such a first file refuses, whatever the
+    # policy says of a name with no floor.
+    import os
+    import socket
+
+    first, second = agents.root / "first", agents.root / "second"
+    first.mkdir()
+    second.mkdir()
+    (second / "tool").symlink_to(agents.bin / "aider")
+    shadow = first / "tool"
+    if kind == "socket":
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.bind(str(shadow))
+    elif kind == "link to a fifo":
+        os.mkfifo(agents.root / "fifo")
+        (agents.root / "fifo").chmod(0o755)
+        shadow.symlink_to(agents.root / "fifo")
+    else:
+        os.mkfifo(shadow)
+    if kind != "link to a fifo":
+        shadow.chmod(0o755)
+    agents.mcp_json(s={"command": "tool", "env": {"PATH": f"{first}:{second}:/usr/bin:/bin"}})
+    decision = agents.decide("claude")
+    assert decision.verdict == "refuse", decision.reason
+    assert "MCP server 's'" in decision.reason, decision.reason
+    assert "cannot tell what tool will run" in decision.reason, decision.reason
+
+
+def test_a_server_name_first_found_as_a_program_with_no_floor_starts(agents: Agents) -> None:
+    """The control: the first file of the name is a program the kernel starts."""
+    first = agents.root / "first"
+    first.mkdir()
+    (first / "tool").symlink_to(agents.bin / "helper")
+    agents.mcp_json(s={"command": "tool", "env": {"PATH": f"{first}:/usr/bin:/bin"}})
+    decision = agents.decide("claude")
+    assert decision.verdict == "permit", decision.reason
+    assert servers_of(agents.receipt(decision))["s"]["verdict"] == "untracked"

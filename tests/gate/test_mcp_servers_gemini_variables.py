@@ -363,3 +363,31 @@ def test_gemini_settings_that_redact_a_servers_environment_do_not_give_it_the_ag
     started, reason = lab.spawn("gemini", "-p", "t", env=lab.env(PYTHONSAFEPATH="1"))
     assert not started, "gemini started python -m aider with PYTHONSAFEPATH blocked"
     assert "working directory" in reason, reason
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link to a fifo", "link to /dev/zero"])
+def test_an_extension_env_file_that_is_no_regular_file_refuses(lab: Lab, kind: str) -> None:
+    """Gemini CLI reads an extension's ``.env`` when something is there (a FIFO gives what a
+    writer sends then): what cannot be read exactly is a doubt, never an absent file."""
+    import os
+
+    _extension(lab, OLD_AIDER, settings=_PATH_SETTING)
+    env_file = lab.home / ".gemini" / "extensions" / "ext" / ".env"
+    if kind == "link to /dev/zero":
+        env_file.symlink_to("/dev/zero")
+    else:
+        fifo = lab.root / "fifo" if kind == "link to a fifo" else env_file
+        os.mkfifo(fifo)
+        if fifo != env_file:
+            env_file.symlink_to(fifo)
+    started, reason = lab.spawn("gemini", env=_good_first(lab))
+    assert not started, "gemini started with an extension .env the gate could not read"
+    assert ".env" in reason and "regular file" in reason, reason
+
+
+def test_an_extension_env_folder_is_no_variables(lab: Lab) -> None:
+    """A folder called ``.env`` (a virtual environment) gives Gemini CLI no variables."""
+    _extension(lab, OLD_AIDER, settings=_PATH_SETTING)
+    (lab.home / ".gemini" / "extensions" / "ext" / ".env").mkdir()
+    started, reason = lab.spawn("gemini", env=_good_first(lab))
+    assert started, reason

@@ -139,6 +139,13 @@ def judge(
     try:
         if started_by_name and opened is not None:
             kernel_exec.check_kernel_starts(opened)
+        elif started_by_name and unresolved is not None and not isinstance(
+            unresolved, BinaryNotFoundError
+        ):
+            # Found but not opened (a FIFO, socket or device with execute bits, a file
+            # that cannot be read): execvp passes over what the kernel will not start and
+            # runs the next file of the name, which nothing here has judged.
+            raise kernel_exec.NotStarted(str(unresolved))
         judged = _judge_run(
             adapter, opened, unresolved, in_force=in_force, version=version, policy=policy,
             environ=environ, argv=argv, cwd=cwd,

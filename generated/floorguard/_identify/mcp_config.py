@@ -2278,7 +2278,9 @@ class _Reader:
             files.insert(0, os.path.join(home, ".gemini", "extensions", name, ".env"))
         custom: dict[str, str] = {}
         for env_file in files:
-            if os.path.isfile(env_file):
+            # Gemini CLI reads what is there (a FIFO, a device: read here, they are doubts);
+            # a folder (a virtual environment called .env) gives it nothing.
+            if os.path.exists(env_file) and not os.path.isdir(env_file):
                 added = self._dotenv(env_file)
                 if added is None:
                     return None
