@@ -139,8 +139,10 @@ def judge(
     try:
         if started_by_name and opened is not None:
             kernel_exec.check_kernel_starts(opened)
-        elif started_by_name and unresolved is not None and not isinstance(
-            unresolved, BinaryNotFoundError
+        elif (
+            started_by_name
+            and unresolved is not None
+            and not isinstance(unresolved, BinaryNotFoundError)
         ):
             # Found but not opened (a FIFO, socket or device with execute bits, a file
             # that cannot be read): execvp passes over what the kernel will not start and
