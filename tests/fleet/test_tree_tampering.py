@@ -160,3 +160,43 @@ def test_a_record_inserted_by_hand_with_a_broken_link_is_never_built_into_the_tr
     assert "record 1's prev is not the digest of the record before it" in done.stderr
     assert pg.sql("SELECT count(*) FROM floorguard.records") == "2"
     assert pg.sql("SELECT count(*) FROM floorguard.tree WHERE level = 0") == "1"
+
+
+@pytest.mark.parametrize("broken", ["its link", "its receipt"])
+def test_no_host_builds_the_leaf_of_a_record_inserted_by_hand_that_is_not_well_formed(
+    pg: Chain, tmp_path: Path, broken: str
+) -> None:
+    """add_tree_nodes (which builds the tree of a chain written before it) refuses the leaf
+    of a record that does not link to the one before it or whose receipt is not its
+    receipt_id's content: else one host could silence, for every host, the refusal that
+    names such a record."""
+    import psycopg
+
+    from floorguard._chain.chain_record import _row_body, _row_line
+    from floorguard._crypto import merkle
+
+    env = pg.env(tmp_path)
+    assert append(env).returncode == 0
+    with psycopg.connect(pg.url) as conn:
+        first = conn.execute("SELECT * FROM floorguard_api.records(0, 0, 1)").fetchone()
+    assert first is not None
+    linked = record_digest(_row_body(tuple(first)).encode("utf-8"))
+    prev, receipt_id = ("repeat('0', 64)", "receipt_id") if broken == "its link" else (
+        f"'{linked}'", "'sha256:' || repeat('ab', 32)")  # fmt: skip
+    pg.sql(
+        f"INSERT INTO floorguard.records SELECT 1, {NOW_TS}, chain_id, event, {receipt_id},"  # noqa: S608
+        f" receipt, {prev}, mac FROM floorguard.records WHERE seq = 0",
+    )
+    with psycopg.connect(pg.url) as conn:
+        row = conn.execute("SELECT * FROM floorguard_api.records(1, 1, 1)").fetchone()
+        assert row is not None
+        leaf = merkle.leaf_hash(_row_line(tuple(row)).encode("utf-8"))
+        with pytest.raises(psycopg.errors.CheckViolation, match="record 1"):
+            conn.execute(
+                "SELECT floorguard_api.add_tree_nodes(ARRAY[0], ARRAY[1::bigint], ARRAY[%s])",
+                (leaf,),
+            )
+    assert pg.sql("SELECT count(*) FROM floorguard.tree WHERE level = 0") == "1"
+    done = append(env)
+    assert done.returncode == 1, done.stderr
+    assert "record 1" in done.stderr, done.stderr

@@ -1228,6 +1228,8 @@ CREATE OR REPLACE FUNCTION floorguard_api.add_tree_nodes(levels integer[], idxs 
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   node bytea;
+  linked boolean;
+  named boolean;
   i integer;
 BEGIN
 {_READ_COMMITTED}
@@ -1240,8 +1242,27 @@ BEGIN
   FOR i IN 1 .. pg_catalog.cardinality(levels) LOOP
     node := NULL;
     IF levels[i] = 0 THEN
-      SELECT {_LEAF.format(line=_json_text_sql("r.", mac=True))} INTO node
+      -- A leaf only of a record linked to the one before it and holding its receipt_id's
+      -- receipt, as every append checks its head: a record the owner inserted by hand,
+      -- unlinked or holding another receipt, is never built into the tree by any host.
+      SELECT {_LEAF.format(line=_json_text_sql("r.", mac=True))},
+             r.prev IS NOT DISTINCT FROM CASE WHEN r.seq = 0
+               THEN 'sha256:' || pg_catalog.repeat('0', 64)
+               ELSE (SELECT 'sha256:' || pg_catalog.encode(pg_catalog.sha256(
+                       pg_catalog.convert_to({_json_text_sql("p.", mac=False)}, 'UTF8')), 'hex')
+                       FROM floorguard.records p WHERE p.seq = r.seq - 1) END,
+             r.receipt_id IS NOT DISTINCT FROM 'sha256:' || pg_catalog.encode(pg_catalog.sha256(
+               pg_catalog.convert_to(r.receipt, 'UTF8')), 'hex')
+        INTO node, linked, named
         FROM floorguard.records r WHERE r.seq = idxs[i];
+      IF node IS NOT NULL AND NOT linked THEN
+        RAISE EXCEPTION 'floorguard: record %''s prev is not the digest of the record before '
+          'it: its leaf is not built', idxs[i] USING ERRCODE = 'check_violation';
+      END IF;
+      IF node IS NOT NULL AND NOT named THEN
+        RAISE EXCEPTION 'floorguard: record %''s receipt_id is not the digest of its receipt: '
+          'its leaf is not built', idxs[i] USING ERRCODE = 'check_violation';
+      END IF;
     ELSIF levels[i] BETWEEN 1 AND 62 THEN
       SELECT {_NODE.format(left="a.hash", right="b.hash")} INTO node
         FROM floorguard.tree a JOIN floorguard.tree b
