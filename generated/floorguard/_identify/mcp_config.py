@@ -33,12 +33,15 @@ from floorguard._identify.claude_options import (
 )
 from floorguard._identify.dotenvy_file import RUST_WHITE_SPACE, DotenvDoubt, load
 from floorguard._identify.mcp_files import (
+    MAX_CONFIG_BYTES,
     ConfigDoubt,
     is_text,
     parse_json,
     parse_toml,
     read_config,
+    refuse_process_paths,
 )
+from floorguard._identify.process_paths import Walk
 
 STDIO, REMOTE = "stdio", "remote"
 CLAUDE, CODEX, GEMINI, CURSOR = "claude", "codex", "gemini", "cursor"
@@ -555,19 +558,21 @@ def _gemini_reading(value: str, pattern: re.Pattern[str], environ: Mapping[str, 
     return pattern.sub(one, value)
 
 
-def _gemini_env_path(cwd: str, home: str, ignoring: str | None = None) -> str | None:
+def _gemini_env_path(cwd: str, home: str, ignoring: str | None = None, *, walk: Walk) -> str | None:
     """The one ``.env`` file Gemini CLI loads for ``cwd``, or None. ``ignoring``: the home
     as Gemini CLI compares it, when it ignores the local ``.env`` (``findEnvFile`` then
-    passes a plain ``.env`` by in every folder but one whose path is that text)."""
+    passes a plain ``.env`` by in every folder but one whose path is that text). A path
+    reached through /proc or /dev/fd is taken for a file (reading it then refuses): what
+    is there for the agent is not what is here."""
     for folder in _ancestors(cwd):
         for path in (os.path.join(folder, ".gemini", ".env"), os.path.join(folder, ".env")):
-            if os.path.exists(path) and (
+            if (os.path.exists(path) or walk.reaches(path, "/")) and (
                 ignoring is None or path.endswith(os.sep + ".gemini" + os.sep + ".env")
                 or folder == ignoring
             ):  # fmt: skip
                 return path
     for path in (os.path.join(home, ".gemini", ".env"), os.path.join(home, ".env")):
-        if os.path.exists(path):
+        if os.path.exists(path) or walk.reaches(path, "/"):
             return path
     return None
 
@@ -874,13 +879,22 @@ class _Reader:
         # Whether each of the client's own folders (``.claude``) was found missing, by one
         # lstat, this reading: nothing in it is then opened or listed.
         self.missing_folders: dict[str, bool] = {}
+        # This reading's path lookups: a file or folder reached through /proc or /dev/fd is
+        # a doubt (the plain folders on the way are remembered, not looked up again).
+        self.walk = Walk()
 
     # ------------------------------------------------------------------ reading files
+
+    def _read_config(
+        self, path: str, *, within: str | None, what: str, max_bytes: int = MAX_CONFIG_BYTES
+    ) -> tuple[bytes, str] | None:
+        """read_config, with this reading's lookups (they remember the plain folders)."""
+        return read_config(path, within=within, what=what, max_bytes=max_bytes, walk=self.walk)
 
     def _load(self, path: str, within: str | None, fmt: str) -> Any:
         """The parsed file, or None when absent; a doubt is recorded, not raised."""
         try:
-            got = read_config(path, within=within, what=f"{self.client} MCP configuration")
+            got = self._read_config(path, within=within, what=f"{self.client} MCP configuration")
             if got is None:
                 return None
             self.files.append(path)
@@ -1098,7 +1112,7 @@ class _Reader:
         if not text or text.startswith("{"):
             return _names_servers(value)
         try:
-            got = read_config(_node_path(self.cwd, text), within=None,
+            got = self._read_config(_node_path(self.cwd, text), within=None,
                               what="claude agents file", max_bytes=_AGENT_FILE_BYTES)  # fmt: skip
         except ConfigDoubt:
             return True
@@ -1119,7 +1133,9 @@ class _Reader:
                     self._doubt(agents, "(the folder)", f"agent files over {_AGENT_BYTES} bytes")
                     break
                 try:
-                    got = read_config(path, within=None, what=what, max_bytes=_AGENT_FILE_BYTES)
+                    got = self._read_config(
+                        path, within=None, what=what, max_bytes=_AGENT_FILE_BYTES
+                    )
                 except ConfigDoubt as exc:
                     self.doubts.append(str(exc))
                     continue
@@ -1158,11 +1174,10 @@ class _Reader:
                 path = os.path.join(folder, name)
                 if len(os.fsencode(path)) >= _PATH_MAX:
                     self._doubt(path, "(the path)", "too long to open")
+                elif os.path.islink(path) and (os.path.isdir(path) or self.walk.reaches(path, "/")):
+                    self._doubt(path, "(the folder)", "a linked folder of agents, not read")
                 elif os.path.isdir(path):
-                    if os.path.islink(path):
-                        self._doubt(path, "(the folder)", "a linked folder of agents, not read")
-                    else:
-                        pending.append(path)
+                    pending.append(path)
                 elif name.lower().endswith(suffix):
                     found.append(path)
         return sorted(found)
@@ -1406,12 +1421,12 @@ class _Reader:
         folder; then that folder's ``commondir``, relative to it, else the gitdir itself),
         read as git reads them, or None (a doubt recorded) for one not read exactly."""
         try:
-            got = read_config(dot_git, within=None, what="git file", max_bytes=_PATH_MAX * 2)
+            got = self._read_config(dot_git, within=None, what="git file", max_bytes=_PATH_MAX * 2)
             text = None if got is None else got[0].decode("utf-8").rstrip("\r\n")
             if text is None or not text.startswith("gitdir: ") or "\n" in text:
                 raise ConfigDoubt(f"{dot_git}: not one line naming a gitdir")
             gitdir = os.path.join(os.path.dirname(dot_git), text[len("gitdir: ") :])
-            got = read_config(
+            got = self._read_config(
                 os.path.join(gitdir, "commondir"), within=None, what="git commondir file",
                 max_bytes=_PATH_MAX * 2,
             )  # fmt: skip
@@ -1528,7 +1543,7 @@ class _Reader:
         # as is every profile the command line names (the flag's and ``-c profile=``'s).
         for path, within in [layers[1], *project]:
             try:  # a doubt about this file is recorded when its layer is read, below
-                got = read_config(path, within=within, what="codex MCP configuration")
+                got = self._read_config(path, within=within, what="codex MCP configuration")
                 document = None if got is None else parse_toml(got[0], path)
             except ConfigDoubt:
                 continue
@@ -1719,12 +1734,12 @@ class _Reader:
         cannot be read exactly or that moves where codex reads its configuration."""
         home_file = os.path.join(codex_home, ".env")
         files: list[tuple[str, str]] = [(home_file, codex_home)]
-        workspace = _dotenv_found_from(os.path.realpath(self.cwd))
+        workspace = _dotenv_found_from(os.path.realpath(self.cwd), self.walk)
         if workspace is not None:
             files.append(workspace)
         texts: dict[str, str] = {}
         for path, within in files:
-            got = read_config(path, within=within, what="codex environment file")
+            got = self._read_config(path, within=within, what="codex environment file")
             if got is None or path in texts:
                 continue
             self.files.append(path)
@@ -2077,6 +2092,7 @@ class _Reader:
                 "starts as its IDE companion's MCP server, not judged here"
             )
         folder = os.path.join(_node_path(self.cwd, _node_tmpdir(self.environ)), "gemini", "ide")
+        refuse_process_paths(folder, "folder of IDE connection files", self.walk)
         try:
             names = sorted(os.listdir(folder))
         except OSError:  # (gemini, of the same user, cannot list it either: no file read)
@@ -2085,7 +2101,7 @@ class _Reader:
             path = os.path.join(folder, name)
             if not _GEMINI_IDE_FILE.match(name) or not _owned_by_this_user(path):
                 continue
-            got = read_config(path, within=None, what="gemini IDE connection file")
+            got = self._read_config(path, within=None, what="gemini IDE connection file")
             if got is not None and _names_servers(got[0].decode("utf-8", "replace"), "stdio"):
                 raise ConfigDoubt(
                     f"{path}: stdio: a command Gemini CLI starts as its IDE companion's "
@@ -2198,7 +2214,13 @@ class _Reader:
 
     def _listed(self, folder: str) -> list[str]:
         """The names in ``folder``, sorted; none when it does not exist, and a doubt when it
-        cannot be listed."""
+        cannot be listed or is reached through /proc or /dev/fd (the agent would list its
+        own)."""
+        try:
+            refuse_process_paths(folder, "folder", self.walk)
+        except ConfigDoubt as exc:
+            self.doubts.append(str(exc))
+            return []
         try:
             return sorted(os.listdir(folder))
         except (FileNotFoundError, NotADirectoryError):
@@ -2228,6 +2250,10 @@ class _Reader:
     def _gemini_extensions_in(self, folder: str, home: str) -> None:
         for name in self._listed(folder):
             extension = os.path.join(folder, name)
+            if self.walk.reaches(extension, "/"):
+                self._doubt(extension, "(the folder)", "reached through /proc or /dev/fd, "
+                            "which lead to each process's own files: not read here")  # fmt: skip
+                continue
             if not os.path.isdir(extension):
                 continue
             install = self._load(os.path.join(extension, _GEMINI_INSTALL), extension, "json")
@@ -2280,7 +2306,8 @@ class _Reader:
         for env_file in files:
             # Gemini CLI reads what is there (a FIFO, a device: read here, they are doubts);
             # a folder (a virtual environment called .env) gives it nothing.
-            if os.path.exists(env_file) and not os.path.isdir(env_file):
+            there = os.path.exists(env_file) or self.walk.reaches(env_file, "/")
+            if there and not os.path.isdir(env_file):
                 added = self._dotenv(env_file)
                 if added is None:
                     return None
@@ -2350,16 +2377,18 @@ class _Reader:
         # (findEnvFile compares each folder with homedir()'s text: GEMINI_CLI_HOME or HOME)
         home_text = self.environ.get("GEMINI_CLI_HOME") or self.environ.get("HOME", self.home)
         ignoring = self._gemini_ignoring(argv, documents)
-        if ignoring is True and _gemini_env_path(self.cwd, cli_home, None) != _gemini_env_path(
-            self.cwd, cli_home, home_text
-        ):
+        if ignoring is True and _gemini_env_path(
+            self.cwd, cli_home, None, walk=self.walk
+        ) != _gemini_env_path(self.cwd, cli_home, home_text, walk=self.walk):
             # Releases before ``--ignore-env`` and ``advanced.ignoreLocalEnv`` load the local
             # .env whatever they say: the servers are judged with either file.
             self.uncertain_env.append(_GEMINI_IGNORING)
             ignoring = _GEMINI_IGNORING not in self.without
-        path = _gemini_env_path(self.cwd, cli_home, home_text if ignoring is True else None)
+        path = _gemini_env_path(
+            self.cwd, cli_home, home_text if ignoring is True else None, walk=self.walk
+        )
         if isinstance(ignoring, tuple):
-            ignored = _gemini_env_path(self.cwd, cli_home, home_text)
+            ignored = _gemini_env_path(self.cwd, cli_home, home_text, walk=self.walk)
             if ignored != path:
                 where, problem = ignoring
                 self._doubt(
@@ -2369,7 +2398,9 @@ class _Reader:
                 )  # fmt: skip
                 return
         if cli_home != self.home:
-            other = _gemini_env_path(self.cwd, self.home, home_text if ignoring is True else None)
+            other = _gemini_env_path(
+                self.cwd, self.home, home_text if ignoring is True else None, walk=self.walk
+            )
             if other is not None and other != path:
                 self._doubt(
                     other,
@@ -2404,7 +2435,7 @@ class _Reader:
         """The variables a ``.env`` file sets, read plainly, or None (a doubt recorded)."""
         got = None
         try:
-            got = read_config(path, within=None, what=what)
+            got = self._read_config(path, within=None, what=what)
         except ConfigDoubt as exc:
             self.doubts.append(str(exc))
             return None
@@ -2633,15 +2664,17 @@ class _Reader:
         self.found.append(Declaration(name, REMOTE, sources, at, url=url, enabled=enabled))
 
 
-def _dotenv_found_from(folder: str) -> tuple[str, str] | None:
+def _dotenv_found_from(folder: str, walk: Walk) -> tuple[str, str] | None:
     """The ``.env`` dotenvy's ``dotenv()`` finds from ``folder`` (its ``Finder``): the
     nearest regular file of that name, links followed, from ``folder`` up, with the folder
-    it lies in. Raises ConfigDoubt where it would stop on an error."""
+    it lies in. Raises ConfigDoubt where it would stop on an error, and for a name that
+    leads through /proc or /dev/fd (codex would find its own file there)."""
     for place in _ancestors(folder):
         candidate = os.path.join(place, ".env")
         try:
             found = os.stat(candidate)
         except FileNotFoundError:
+            refuse_process_paths(candidate, "codex environment file", walk)
             continue
         except OSError as exc:
             raise ConfigDoubt(

@@ -17,6 +17,7 @@ from typing import Any, Final
 
 from floorguard._base._canonical import RepeatedKey, loads_strict
 from floorguard._base.files import read_regular_located
+from floorguard._identify.process_paths import Walk
 from floorguard.errors import UnreadableFileError
 
 # ~/.claude.json also holds the client's history and every project's state; a few MiB is
@@ -35,14 +36,22 @@ class ConfigDoubt(Exception):
 
 
 def read_config(
-    path: str, *, within: str | None, what: str, max_bytes: int = MAX_CONFIG_BYTES
+    path: str,
+    *,
+    within: str | None,
+    what: str,
+    max_bytes: int = MAX_CONFIG_BYTES,
+    walk: Walk | None = None,
 ) -> tuple[bytes, str] | None:
     """The bytes of the file at ``path`` and its real path, or None when nothing is there.
 
     ``within``: a folder the file must really lie in (its links resolved, from the open
     descriptor), or None for a file named explicitly (an argument, a system file). Raises
-    ConfigDoubt for anything but a regular, readable file of at most ``max_bytes`` there.
+    ConfigDoubt for anything but a regular, readable file of at most ``max_bytes`` there,
+    and for a path that leads, through links, into a folder each process has its own of
+    (``walk``: the lookups of one judgement, which remember the plain folders).
     """
+    refuse_process_paths(path, what, walk)
     try:
         got = read_regular_located(path, max_bytes=max_bytes, what=what)
     except UnreadableFileError as exc:  # (ENOTDIR too: a file where a folder was looked for)
@@ -53,6 +62,18 @@ def read_config(
     if within is not None and not _inside(real, within):
         raise ConfigDoubt(f"{path}: the {what} is a link to {real}, outside {within}")
     return data, real
+
+
+def refuse_process_paths(path: str, what: str, walk: Walk | None = None) -> None:
+    """Raise ConfigDoubt when ``path`` (a file or a folder) leads into ``/proc/self``,
+    ``/dev/fd`` and the like: the agent would read its own there, not what is read here
+    (a link the gate would find leading nowhere must not pass for an absent file)."""
+    here = "/" if os.path.isabs(path) else os.getcwd()
+    if (walk or Walk()).reaches(path, here):
+        raise ConfigDoubt(
+            f"{path}: the {what} is reached through /proc or /dev/fd, which lead to each "
+            "process's own files: the agent would read another file than the one read here"
+        )
 
 
 def _inside(real: str, folder: str) -> bool:

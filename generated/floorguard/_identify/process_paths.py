@@ -1,12 +1,15 @@
 """Paths that name the process reading them.
 
 ``/proc/self`` (and ``/proc/thread-self``, ``/proc/PID``) leads to another folder in every
-process, and ``/dev/fd`` and ``/dev/stdin`` lead into it. A path through one of them in the
-child's arguments or environment, or in a ``#!`` line, names one file when floorguard reads
-it here, in the host (its working directory, its descriptors) and another when the child
-does (its own): ``PYTHONPATH=/proc/self/cwd/lib``, a script ``/dev/stdin``. So does any
-path that reaches them through a link. Such a path is refused before anything is judged:
-what is judged would not be what runs.
+process, and ``/dev/fd`` and ``/dev/stdin`` lead into it; so does ``self`` in a procfs
+mounted anywhere else (a chroot's or a container's ``.../proc``, a bind mount of
+``/proc``). A path through one of them in the child's arguments or environment, or in a
+``#!`` line, names one file when floorguard reads it here, in the host (its working
+directory, its descriptors) and another when the child does (its own):
+``PYTHONPATH=/proc/self/cwd/lib``, a script ``/dev/stdin``. So does any path that reaches
+them through a link. Such a path is refused before anything is judged: what is judged
+would not be what runs. So is a configuration file or folder of the agent's reached
+through one (mcp_files): a link there the gate would find leading nowhere is no absent file.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import os
 import re
 import stat
 from collections.abc import Mapping, Sequence
+from functools import cached_property
 
 # What splits a value into the paths it may hold: PATH-style lists, NAME=VALUE options,
 # quoted and spaced words.
@@ -29,7 +33,7 @@ def through_the_process(
 
     ``program`` is the name the child is given as its own (argv[0]); ``cwd`` its working
     directory (None: this process's)."""
-    walk = _Walk()
+    walk = Walk()
     here = os.path.abspath(cwd) if cwd is not None else os.getcwd()
     if walk.reaches(here, "/"):
         return f"the working directory {cwd or here} leads into /proc or /dev/fd"
@@ -51,7 +55,7 @@ def through_the_process(
 def reaches_the_process(path: str, here: str) -> bool:
     """Whether ``path`` (against ``here`` when relative) leads, by its letters or through
     links, to a folder that is each process's own."""
-    return _Walk().reaches(path, here)
+    return Walk().reaches(path, here)
 
 
 _WHOLE_PATH = ("/dev/fd", "/dev/stdin")
@@ -76,12 +80,52 @@ def _paths_in(text: str, *, streams: bool) -> list[str]:
     ]
 
 
-class _Walk:
+# The inode of a procfs's root folder (PROC_ROOT_INO); other pseudo file systems' roots have
+# it too (sysfs, devtmpfs, tmpfs), so a folder with it is looked up among the mounts.
+_PROC_ROOT_INO = 1
+_OWN_NAMES = ("self", "thread-self")
+
+
+def _procfs_mounts() -> frozenset[str]:
+    """Where this process's mount namespace has a procfs mounted (``/proc/self/mountinfo``:
+    the mount point, its spaces and such written as octal escapes, and ``proc`` as the type)."""
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as info:
+            lines = info.read().splitlines()
+    except OSError:
+        return frozenset()
+    found = set()
+    for line in lines:
+        fields, _, rest = line.partition(" - ")
+        parts = fields.split(" ")
+        if rest.split(" ", 1)[0] == "proc" and len(parts) > 4:
+            found.add(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), parts[4]))
+    return frozenset(found)
+
+
+class Walk:
     """Path lookups as the kernel makes them, a component at a time, links followed; the
-    folders already found to be plain are remembered for the next lookup."""
+    folders already found to be plain are remembered for the next lookup (one Walk is for
+    one judgement: a folder may be replaced by a link between two)."""
 
     def __init__(self) -> None:
         self._plain: set[str] = set()
+        # Folders found to be the root of a procfs, mounted at /proc or anywhere else.
+        self._proc_roots: set[str] = {"/proc"}
+
+    @cached_property
+    def _procfs(self) -> tuple[frozenset[str], int | None]:
+        try:
+            device: int | None = os.stat("/proc").st_dev
+        except OSError:
+            device = None
+        return _procfs_mounts(), device
+
+    def _is_procfs_root(self, folder: str, info: os.stat_result) -> bool:
+        if info.st_ino != _PROC_ROOT_INO or not stat.S_ISDIR(info.st_mode):
+            return False
+        mounts, device = self._procfs
+        return folder in mounts or info.st_dev == device
 
     def reaches(self, path: str, here: str) -> bool:
         if "\x00" in path:
@@ -102,6 +146,8 @@ class _Walk:
             candidate = os.path.join(resolved, part)
             if _own_folder(candidate) or candidate in _WHOLE_PATH:
                 return True
+            if resolved in self._proc_roots and (part in _OWN_NAMES or part.isdigit()):
+                return True  # (a procfs mounted elsewhere, or /proc bound there)
             if candidate in self._plain:
                 resolved = candidate
                 continue
@@ -110,6 +156,8 @@ class _Walk:
             except (OSError, ValueError):
                 return False  # (nothing there: nothing the host could read either)
             if not stat.S_ISLNK(info.st_mode):
+                if self._is_procfs_root(candidate, info):
+                    self._proc_roots.add(candidate)
                 self._plain.add(candidate)
                 resolved = candidate
                 continue
