@@ -106,14 +106,22 @@ def test_spawn_refuses_a_shell_string(host: Host) -> None:
     assert host.chain_records() == []
 
 
-@pytest.mark.parametrize("argument", ["shell", "executable"])
+@pytest.mark.parametrize(
+    "argument",
+    # user, group and extra_groups: the child would read its files with other rights than
+    # the gate judged them with (a home it cannot enter, a user site it cannot see).
+    ["shell=True", "executable='/bin/sh'", "user=65534", "group=65534", "extra_groups=[65534]"],
+)
 def test_spawn_refuses_popen_arguments_that_bypass_the_check(host: Host, argument: str) -> None:
     code = (
         "import floorguard\n"
-        f"try:\n    floorguard.spawn('aider', [], {argument}=True)\n"
+        f"try:\n    floorguard.spawn('aider', [], {argument})\n"
         "except TypeError as e:\n    print('TypeError', e)\n"
     )
-    assert host.python("-c", code).stdout.startswith("TypeError")
+    done = host.python("-c", code)
+    assert done.stdout.startswith("TypeError"), (done.stdout, done.stderr)
+    assert argument.split("=")[0] in done.stdout
+    assert host.chain_records() == []
 
 
 @pytest.mark.parametrize(

@@ -24,7 +24,12 @@ from floorguard._maps.catalog import executable_for
 from floorguard.errors import DetectionError
 
 RECEIPT_ID_VARIABLE = "FLOORGUARD_RECEIPT_ID"
-_FORBIDDEN_POPEN_ARGUMENTS = frozenset({"shell", "executable", "args", "preexec_fn", "pass_fds"})
+# (user, group, extra_groups: the child would read its files with other rights than the
+# gate judged them with: a home it cannot enter, a user site it cannot see. Run the host as
+# that user instead.)
+_FORBIDDEN_POPEN_ARGUMENTS = frozenset(
+    {"shell", "executable", "args", "preexec_fn", "pass_fds", "user", "group", "extra_groups"}
+)
 
 # Called right after the binary is opened, and between the check and the exec; tests use
 # them to swap files and directories in those windows.
