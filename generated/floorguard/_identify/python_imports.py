@@ -168,15 +168,7 @@ def _python_path(
     user_enabled = not (isolated or "s" in flags or no_user_site) and venv in (None, True)
     user: list[str] = []
     if user_enabled:
-        # site reads PYTHONUSERBASE from os.environ itself, whatever -E says (-E keeps only
-        # CPython's C start-up from reading PYTHON* variables).
-        base = environ.get("PYTHONUSERBASE") or (
-            os.path.join(environ["HOME"], ".local") if environ.get("HOME") else ""
-        )
-        # site makes a relative user base absolute (by its letters) against the child's
-        # working directory.
-        base = os.path.normpath(os.path.join(cwd, base)) if base else ""
-        user = _prefix_sites(base, version) if base else []
+        user = _prefix_sites(user_base(environ, cwd), version)
         path_doubts += [doubt for site in user for doubt in _user_site_doubts(site, cwd)]
     system = _prefix_sites(prefix, version)
     if venv is None:
@@ -225,6 +217,27 @@ def _python_path(
                 version=version,
             )  # fmt: skip
     return PythonPath(tuple(before), scan.directories, tuple(doubts))
+
+
+def user_base(environ: Mapping[str, str], cwd: str) -> str:
+    """The user base of a child with ``environ`` started in ``cwd``, as ``site`` finds it
+    (``getuserbase``, ``posixpath.expanduser``): PYTHONUSERBASE when set and not empty (site
+    reads it from the environment itself, whatever -E says), else ``~/.local`` with ``~``
+    the HOME variable (an empty one is ``/``), or, with no HOME at all, this user's home in
+    the password database (the child's: spawn starts it as the gate's own user); a relative
+    base made absolute by its letters against the child's working directory, as site does."""
+    base = environ.get("PYTHONUSERBASE")
+    if not base:
+        home = environ.get("HOME")
+        if home is None:
+            import pwd
+
+            try:
+                home = pwd.getpwuid(os.getuid()).pw_dir
+            except KeyError:  # (expanduser then leaves ``~`` as it is)
+                home = None
+        base = "~/.local" if home is None else home.rstrip("/") + "/.local"
+    return os.path.normpath(os.path.join(cwd, base))
 
 
 def _first_folder_doubts(
