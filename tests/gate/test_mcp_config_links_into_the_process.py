@@ -100,16 +100,25 @@ def test_a_codex_cd_folder_linked_into_the_process_refuses_codex(lab: Lab) -> No
     _refused_for_the_link(lab, "codex", "-C", "sub", "exec", "t")
 
 
-def test_a_worktree_whose_gitdir_names_the_process_refuses_claude(lab: Lab) -> None:
+@pytest.mark.parametrize("pointer", ["gitdir", "commondir"])
+def test_a_worktree_whose_git_pointers_name_the_process_refuses_claude(
+    lab: Lab, pointer: str
+) -> None:
     """Claude takes a linked worktree's project entry from its repository's root; git (and
-    claude) read ``gitdir: /proc/self/cwd/gd`` in their own working directory."""
+    claude) read ``gitdir: /proc/self/cwd/gd``, or a ``commondir`` through it, in their own
+    working directory."""
     repo = lab.root / "repo"
     worktree_git = repo / ".git" / "worktrees" / "wt"
-    write(worktree_git / "commondir", "../..\n")
     write(lab.home / ".claude.json",
           json.dumps({"projects": {str(repo): {"mcpServers": {"o": OLD_AIDER}}}}))  # fmt: skip
-    (lab.project / "gd").symlink_to(worktree_git)
-    write(lab.project / ".git", "gitdir: /proc/self/cwd/gd\n")
+    if pointer == "gitdir":
+        write(worktree_git / "commondir", "../..\n")
+        (lab.project / "gd").symlink_to(worktree_git)
+        write(lab.project / ".git", "gitdir: /proc/self/cwd/gd\n")
+    else:
+        (lab.project / "repo").symlink_to(repo)
+        write(worktree_git / "commondir", "/proc/self/cwd/repo/.git\n")
+        write(lab.project / ".git", f"gitdir: {worktree_git}\n")
     _refused_for_the_link(lab, "claude", "-p", "t")
 
 

@@ -1431,6 +1431,9 @@ class _Reader:
                 max_bytes=_PATH_MAX * 2,
             )  # fmt: skip
             common = None if got is None else got[0].decode("utf-8").rstrip("\r\n")
+            if common:
+                # (git follows it in its own process: a path through /proc/self is its own)
+                refuse_process_paths(os.path.join(gitdir, common), "git common folder", self.walk)
         except (ConfigDoubt, UnicodeDecodeError) as exc:
             self._doubt(
                 dot_git, "(the file)",
