@@ -54,14 +54,16 @@ def _child(folder: Path) -> Path:
     return program
 
 
-def _exec(folder: Path, when: str, signame: str) -> subprocess.CompletedProcess[str]:
+def _exec(
+    folder: Path, when: str, signame: str, driver: str = DRIVER
+) -> subprocess.CompletedProcess[str]:
     env = {
         "PATH": f"{folder / 'bin'}:/usr/bin:/bin",
         "HOME": str(folder / "home"),
         "FLOORGUARD_HOME": str(folder / "fghome"),
     }
     return subprocess.run(
-        [sys.executable, "-I", "-c", DRIVER, when, signame, "exec", "worker", "--"],
+        [sys.executable, "-I", "-c", driver, when, signame, "exec", "worker", "--"],
         env=env, cwd=folder, capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
 
@@ -115,15 +117,7 @@ def test_a_signal_before_the_child_starts_stops_exec_with_nothing_started(
 def test_the_driver_reaches_the_gate_s_own_start(tmp_path: Path) -> None:
     """Without a signal the driver is exec itself: the child runs and finishes."""
     _child(tmp_path)
-    env = {
-        "PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin",
-        "HOME": str(tmp_path / "home"),
-        "FLOORGUARD_HOME": str(tmp_path / "fghome"),
-    }
-    done = subprocess.run(
-        [sys.executable, "-I", "-c", DRIVER.replace("os.kill(os.getpid(), signum)", "None"),
-         "started", "SIGTERM", "exec", "worker", "--"],
-        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+    quiet = DRIVER.replace("os.kill(os.getpid(), signum)", "None")
+    done = _exec(tmp_path, "started", "SIGTERM", driver=quiet)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "finished").exists()

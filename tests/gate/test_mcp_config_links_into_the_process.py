@@ -134,12 +134,27 @@ def test_a_link_to_a_plain_file_in_the_project_is_still_read(lab: Lab) -> None:
 # ---------------------------------------------------------------- a procfs mounted elsewhere
 
 
+def _with_a_procfs_at(folder: Path, code: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python -c code args...`` in a mount namespace of its own where a procfs is mounted
+    at ``folder`` (root and unshare; skips where the mount is not allowed)."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("mounting a procfs needs root and unshare")
+    script = 'mount -t proc proc "$0" && exec "$@"'
+    done = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "sh", "-c", script, str(folder),
+         sys.executable, "-c", code, *args],
+        capture_output=True, text=True, timeout=120, check=False, cwd=folder.parent,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )  # fmt: skip
+    if "mount" in done.stderr and done.returncode != 0:
+        pytest.skip(f"cannot mount a procfs here: {done.stderr.strip()}")
+    return done
+
+
 def test_a_procfs_mounted_elsewhere_names_the_process_too(lab: Lab, tmp_path: Path) -> None:
     """A chroot's or a container's ``.../proc`` is a procfs like ``/proc``: a link through
     its ``self`` names the reading process just the same. Run in a mount namespace of its
     own (root and unshare), where the procfs is mounted at ``second-proc``."""
-    if os.geteuid() != 0 or shutil.which("unshare") is None:
-        pytest.skip("mounting a procfs needs root and unshare")
     second = tmp_path / "second-proc"
     second.mkdir()
     write(lab.project / "servers.json", servers(o=OLD_AIDER))
@@ -153,15 +168,7 @@ def test_a_procfs_mounted_elsewhere_names_the_process_too(lab: Lab, tmp_path: Pa
         "except floorguard.SpawnRefused as refused:\n"
         "    print('REFUSED', refused)\n"
     )
-    script = 'mount -t proc proc "$0" && exec "$@"'
-    done = subprocess.run(
-        ["unshare", "-m", "--propagation", "private", "sh", "-c", script, str(second),
-         sys.executable, "-c", driver, json.dumps(lab.env()), str(lab.project)],
-        capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-    )  # fmt: skip
-    if "mount" in done.stderr and done.returncode != 0:
-        pytest.skip(f"cannot mount a procfs here: {done.stderr.strip()}")
+    done = _with_a_procfs_at(second, driver, json.dumps(lab.env()), str(lab.project))
     assert done.stdout.startswith("REFUSED"), (done.stdout, done.stderr)
     assert "/proc or /dev/fd" in done.stdout, done.stdout
 
@@ -170,8 +177,6 @@ def test_a_child_s_path_through_a_procfs_mounted_elsewhere_is_refused(tmp_path: 
     """The same for what the child is given (identification.md: a path that names the
     process reading it is refused): ``PYTHONPATH=<a procfs elsewhere>/self/cwd/lib`` and a
     link to such a procfs, while a plain folder beside it is no such path."""
-    if os.geteuid() != 0 or shutil.which("unshare") is None:
-        pytest.skip("mounting a procfs needs root and unshare")
     second = tmp_path / "second proc"  # (a space: mountinfo writes it as \\040)
     second.mkdir()
     (tmp_path / "to-proc").symlink_to(second)
@@ -182,16 +187,10 @@ def test_a_child_s_path_through_a_procfs_mounted_elsewhere_is_refused(tmp_path: 
         "print(json.dumps([through_the_process([], {'PYTHONPATH': value}, '/', None)"
         " for value in sys.argv[1:]]))\n"
     )
-    script = 'mount -t proc proc "$0" && exec "$@"'
-    done = subprocess.run(
-        ["unshare", "-m", "--propagation", "private", "sh", "-c", script, str(second),
-         sys.executable, "-c", driver, f"{second}/self/cwd/lib", f"{tmp_path}/to-proc/1/cwd",
-         f"{tmp_path}/plain/lib"],
-        capture_output=True, text=True, timeout=60, check=False,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    done = _with_a_procfs_at(
+        second, driver, f"{second}/self/cwd/lib", f"{tmp_path}/to-proc/1/cwd",
+        f"{tmp_path}/plain/lib",
     )  # fmt: skip
-    if "mount" in done.stderr and done.returncode != 0:
-        pytest.skip(f"cannot mount a procfs here: {done.stderr.strip()}")
     through_second, through_link, plain = json.loads(done.stdout)
     assert through_second is not None and "PYTHONPATH" in through_second, done.stdout
     assert through_link is not None, done.stdout
