@@ -634,6 +634,30 @@ def test_claude_in_a_linked_worktree_reads_the_main_repository_project_entry(
     assert "aider 0.50.0" in reason, reason
 
 
+@pytest.mark.parametrize("pointer", [".git", "commondir"])
+def test_claude_in_a_linked_worktree_whose_pointer_climbs_out_of_a_link_reads_git_s_repository(
+    lab: Lab, pointer: str
+) -> None:
+    """git resolves ``lnk/..`` in a ``.git`` file's gitdir, or in a ``commondir``, through
+    the link (as the kernel does), not by its letters: the repository it lands in is the
+    one whose project entry is read."""
+    main, worktree = _worktree(lab)
+    gitdir = main / ".git" / "worktrees" / "wt"
+    if pointer == ".git":
+        # (lnk/.. is .git/worktrees through the link; by its letters it is the worktree)
+        (worktree / "lnk").symlink_to(gitdir / "logs")
+        write(worktree / ".git", "gitdir: lnk/../\n")
+    else:
+        (lab.root / "lnk2").symlink_to(main / ".git" / "hooks")
+        write(gitdir / "commondir", f"{lab.root / 'lnk2'}/..\n")
+    gitdir.joinpath("logs").mkdir(exist_ok=True)
+    write(lab.home / ".claude.json",
+          json.dumps({"projects": {str(main): {"mcpServers": {"o": OLD_AIDER}}}}))  # fmt: skip
+    started, reason = lab.spawn("claude", "-p", "t", cwd=worktree)
+    assert not started, "claude started in a worktree whose repository entry has an old aider"
+    assert "aider 0.50.0" in reason, reason
+
+
 def test_claude_in_a_linked_worktree_without_servers_in_the_entry_starts(lab: Lab) -> None:
     main, worktree = _worktree(lab)
     write(lab.home / ".claude.json",

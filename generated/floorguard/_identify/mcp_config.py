@@ -1411,8 +1411,13 @@ class _Reader:
                     continue
                 common = None if os.path.isdir(dot_git) else self._git_common_dir(dot_git)
                 if common is not None:
-                    root = os.path.dirname(common)
-                    roots |= set(_ancestors(root)) | set(_ancestors(os.path.realpath(root)))
+                    # git walks the path through its links (``lnk/..`` is the link target's
+                    # parent); a reader of the text would drop ``lnk/..``: both are read.
+                    for found in dict.fromkeys(
+                        (os.path.realpath(common), os.path.normpath(common))
+                    ):
+                        root = os.path.dirname(found)
+                        roots |= set(_ancestors(root)) | set(_ancestors(os.path.realpath(root)))
                 break
         return roots
 
@@ -1440,7 +1445,8 @@ class _Reader:
                 f"{exc}: which repository's project entry Claude Code takes is not known here",
             )  # fmt: skip
             return None
-        return os.path.normpath(gitdir if not common else os.path.join(gitdir, common))
+        # (not normalized by its letters: the caller resolves it both ways)
+        return gitdir if not common else os.path.join(gitdir, common)
 
     def _claude_document(self, document: Any, where: str) -> None:
         """A ``.mcp.json``-shaped document: ``{"mcpServers": {...}}`` and nothing else."""
