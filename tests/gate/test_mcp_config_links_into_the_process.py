@@ -122,6 +122,17 @@ def test_a_worktree_whose_git_pointers_name_the_process_refuses_claude(
     _refused_for_the_link(lab, "claude", "-p", "t")
 
 
+def test_a_gemini_ide_connection_file_linked_into_the_process_refuses_gemini(lab: Lab) -> None:
+    """The IDE companion's connection file (``os.tmpdir()/gemini/ide``) as a link to the
+    project's ``c.json``, which gives a ``stdio`` command."""
+    connection = {"port": 1, "stdio": {"command": "aider", "args": []}}
+    write(lab.project / "c.json", json.dumps(connection))
+    folder = lab.root / "tmp" / "gemini" / "ide"
+    folder.mkdir(parents=True)
+    (folder / "gemini-ide-server-4242.json").symlink_to("/proc/self/cwd/c.json")
+    _refused_for_the_link(lab, "gemini", env=lab.env(TMPDIR=str(lab.root / "tmp")))
+
+
 def test_a_link_to_a_plain_file_in_the_project_is_still_read(lab: Lab) -> None:
     """The control: the same link without the process in it is read, and refuses for the
     server it declares, not for the link."""

@@ -2108,7 +2108,11 @@ class _Reader:
             return
         for name in names:
             path = os.path.join(folder, name)
-            if not _GEMINI_IDE_FILE.match(name) or not _owned_by_this_user(path):
+            if not _GEMINI_IDE_FILE.match(name):
+                continue
+            # (a link into /proc leads nowhere, or to another file, here: refused first)
+            refuse_process_paths(path, "gemini IDE connection file", self.walk)
+            if not _owned_by_this_user(path):
                 continue
             got = self._read_config(path, within=None, what="gemini IDE connection file")
             if got is not None and _names_servers(got[0].decode("utf-8", "replace"), "stdio"):
