@@ -40,6 +40,20 @@ def test_a_pinned_npx_with_an_older_local_bin_is_refused(lab: Lab, where: str) -
     assert "node_modules/.bin/claude comes first" in reason, reason
 
 
+@pytest.mark.parametrize("linked", ["node_modules", "node_modules/.bin"])
+def test_a_local_bin_folder_linked_into_the_process_refuses_the_launch(
+    lab: Lab, linked: str
+) -> None:
+    """``node_modules`` (or its ``.bin``) as a link into /proc/self/cwd leads nowhere when
+    the gate looks and to the project's older claude when npm's shell does."""
+    _local_claude(lab.project / "zzold", "1.0.0")
+    (lab.project / linked).parent.mkdir(parents=True, exist_ok=True)
+    (lab.project / linked).symlink_to(f"/proc/self/cwd/zzold/{linked}")
+    started, reason = lab.spawn("npx", "-y", f"{PACKAGE}@1.0.30")
+    assert not started, "npx started with a local bin folder the gate read elsewhere"
+    assert "/proc or /dev/fd" in reason, reason
+
+
 def test_an_untracked_name_whose_local_bin_is_a_tracked_agent_is_refused(lab: Lab) -> None:
     _local_claude(lab.project, "1.0.0")
     started, reason = lab.spawn("npx", "claude")

@@ -1216,6 +1216,16 @@ def npm_path_doubts(
                     "one is searched from the working directory)"
                 ]
     bins = [str(folder / "node_modules" / ".bin") for folder in (here, *here.parents)]
+    from floorguard._identify.process_paths import Walk
+
+    walk = Walk()
+    for folder in bins:
+        if walk.reaches(folder, "/"):
+            # (here it leads nowhere, or elsewhere: npm's shell finds the child's own)
+            return [
+                f"{launcher} puts {folder} first on the PATH it gives the bin, and it leads "
+                "into /proc or /dev/fd, which lead to each process's own files"
+            ]
     child = [e for e in environ.get("PATH", "").split(os.pathsep) if os.path.isabs(e)]
     from floorguard._identify.examine import _is_native
 
