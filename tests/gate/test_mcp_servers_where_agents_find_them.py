@@ -128,6 +128,18 @@ def test_uv_tool_uvx_is_judged_as_uvx(lab: Lab) -> None:
     assert "2024.1.0" in reason or "uv tool uvx" in reason
 
 
+def test_codex_cd_climbing_out_of_a_link_reads_the_folder_the_kernel_lands_in(lab: Lab) -> None:
+    """``-C lnk/..`` with ``lnk`` a link to ``elsewhere/x``: by its letters the project, for
+    the kernel ``elsewhere``, whose project layer declares the old aider."""
+    elsewhere = lab.root / "elsewhere"
+    write(elsewhere / ".git" / "HEAD", "ref: refs/heads/main\n")
+    write(elsewhere / ".codex" / "config.toml", CODEX_OLD)
+    (elsewhere / "x").mkdir()
+    (lab.project / "lnk").symlink_to(elsewhere / "x")
+    started, reason = lab.spawn("codex", "-C", "lnk/..", "exec", "t")
+    assert not started and "aider 0.50.0" in reason, reason
+
+
 @pytest.mark.parametrize(
     ("agent", "variable", "relative"),
     [

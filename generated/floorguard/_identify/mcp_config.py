@@ -1541,7 +1541,9 @@ class _Reader:
         # Each folder's layers, outermost first: codex reads those from its project root
         # down, and none in a folder it does not trust.
         groups: list[list[tuple[str, str | None]]] = []
-        for folder in dict.fromkeys([self.cwd, *folders]):
+        # (a -C climbing out of a link with `..`: the folder by its letters and the one the
+        # kernel lands in are both read)
+        for folder in dict.fromkeys([self.cwd, *folders, *self.codex_folders]):
             groups.append([])
             for layer in _project_layers(folder):
                 if os.path.dirname(layer) != os.path.normpath(codex_home):
