@@ -142,3 +142,32 @@ def test_a_user_site_in_the_agents_working_directory_refuses_its_server(world: W
                        environ=env, argv=["task"], cwd=workspace / "sub")  # fmt: skip
     assert judged.verdict == REFUSE, judged
     assert "user site" in judged.reason, judged.reason
+
+
+@pytest.mark.parametrize("spelling", ["missing/..", "afile/..", "/." * 2100])
+def test_a_user_site_that_site_does_not_find_by_its_letters_is_not_judged_in_its_place(
+    world: World, spelling: str
+) -> None:
+    """``site`` adds the user site only when ``isdir`` of its path as spelled holds (the
+    kernel resolving ``missing/..``, failing a path over PATH_MAX), and adds it normalized:
+    a HOME whose normal form leads to a user site with aider 0.70.0 while ``site`` finds
+    none runs the interpreter's own aider 0.50.0, which is what must be judged."""
+    prefix = world.root / "usr"
+    if plain_interpreter(prefix) is None:
+        pytest.skip("this interpreter cannot be relocated into a private prefix")
+    old_ran = world.root / "old-ran"
+    pip_install(prefix, dist="aider-chat", module="aider", version="0.50.0", marker=old_ran)
+    home = world.root / "home2"
+    base = home / ".local"
+    _user_site(base)
+    (base / "bin").mkdir(parents=True)
+    os.symlink(prefix / "bin" / "python", base / "bin" / "python")
+    pip_install(base, dist="aider-chat", module="aider", version="0.70.0",
+                marker=world.root / "new-ran")  # fmt: skip
+    (home / "afile").write_text("", encoding="utf-8")
+    spelled = str(home) + (spelling if spelling.startswith("/.") else "/" + spelling)
+    workspace = world.root / "ws"
+    workspace.mkdir()
+    env = world.env(base / "bin", HOME=spelled)
+    outcome = world.spawn("aider", ["task"], policy=DEFAULT, env=env, cwd=workspace)
+    world.assert_refused(outcome, old_ran, "0.50.0")

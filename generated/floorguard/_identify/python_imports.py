@@ -168,7 +168,21 @@ def _python_path(
     user_enabled = not (isolated or "s" in flags or no_user_site) and venv in (None, True)
     user: list[str] = []
     if user_enabled:
-        user = _prefix_sites(user_base(environ, cwd), version)
+        # site adds the user site only when isdir() of its path as spelled holds (the
+        # kernel resolving each `..` through links, failing a path over PATH_MAX), and adds
+        # it normalized: what it does not find is no user site, whatever the normal form
+        # leads to.
+        spelled = os.path.join(cwd, _user_base_text(environ))
+        if version is None:
+            found = True  # (every python3* folder is looked at: a spelling must be plain)
+            if spelled != os.path.normpath(spelled):
+                path_doubts.append(
+                    f"the user base {spelled!r} is not written plainly, and which user site "
+                    "the interpreter (of a version not known here) finds by it is not known"
+                )
+        else:
+            found = os.path.isdir(os.path.join(spelled, "lib", f"python{version}", "site-packages"))
+        user = _prefix_sites(os.path.normpath(spelled), version) if found else []
         path_doubts += [doubt for site in user for doubt in _user_site_doubts(site, cwd)]
     system = _prefix_sites(prefix, version)
     if venv is None:
@@ -220,12 +234,17 @@ def _python_path(
 
 
 def user_base(environ: Mapping[str, str], cwd: str) -> str:
-    """The user base of a child with ``environ`` started in ``cwd``, as ``site`` finds it
-    (``getuserbase``, ``posixpath.expanduser``): PYTHONUSERBASE when set and not empty (site
-    reads it from the environment itself, whatever -E says), else ``~/.local`` with ``~``
-    the HOME variable (an empty one is ``/``), or, with no HOME at all, this user's home in
-    the password database (the child's: spawn starts it as the gate's own user); a relative
-    base made absolute by its letters against the child's working directory, as site does."""
+    """The user base of a child with ``environ`` started in ``cwd``, as ``site`` adds it: a
+    relative base made absolute by its letters against the child's working directory."""
+    return os.path.normpath(os.path.join(cwd, _user_base_text(environ)))
+
+
+def _user_base_text(environ: Mapping[str, str]) -> str:
+    """The user base as ``site`` computes it (``getuserbase``, ``posixpath.expanduser``):
+    PYTHONUSERBASE when set and not empty (site reads it from the environment itself,
+    whatever -E says), else ``~/.local`` with ``~`` the HOME variable (an empty one is
+    ``/``), or, with no HOME at all, this user's home in the password database (the
+    child's: spawn starts it as the gate's own user); as spelled, not normalized."""
     base = environ.get("PYTHONUSERBASE")
     if not base:
         home = environ.get("HOME")
@@ -237,7 +256,7 @@ def user_base(environ: Mapping[str, str], cwd: str) -> str:
             except KeyError:  # (expanduser then leaves ``~`` as it is)
                 home = None
         base = "~/.local" if home is None else home.rstrip("/") + "/.local"
-    return os.path.normpath(os.path.join(cwd, base))
+    return base
 
 
 def _first_folder_doubts(
