@@ -51,6 +51,24 @@ def counted(pg: Chain) -> Chain:
 
 
 def _calls(pg: Chain) -> dict[str, int]:
+    """The calls of each function, once every other session of the database has ended and
+    the counts stand still (a session's counts reach the statistics as it exits, after its
+    client has closed it)."""
+    others = (
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+        " AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
+    )
+    deadline = time.monotonic() + 30
+    while pg.server.psql(others, database=pg.database) != "0" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    counts, previous = _counts(pg), None
+    while counts != previous and time.monotonic() < deadline:
+        time.sleep(0.2)
+        counts, previous = _counts(pg), counts
+    return counts
+
+
+def _counts(pg: Chain) -> dict[str, int]:
     found = pg.server.psql(
         "SELECT string_agg(funcname || '=' || calls, ',') FROM pg_stat_user_functions",
         database=pg.database,
