@@ -131,6 +131,14 @@ def _python_path(
         for entry in env.get("PYTHONPATH", "").split(os.pathsep)
         if ".." in Path(entry).parts
     ]
+    if interpreter != os.path.normpath(interpreter):
+        # getpath looks for pyvenv.cfg beside the executable as spelled, site beside its
+        # normal form: `bin/./python3` finds an environment for one and not the other.
+        path_doubts.append(
+            f"the interpreter's path {interpreter} is not written plainly ('.', '..' or a "
+            "repeated '/'): CPython's getpath and site find its environment by different "
+            "spellings of it"
+        )
     # CPython's getpath (3.11 on) reads a ``._pth`` file beside the interpreter on every
     # platform, whatever the options: its lines replace the whole search path.
     for folder in dict.fromkeys(
@@ -153,6 +161,16 @@ def _python_path(
     path_doubts += _build_tree_doubts(interpreter, home)
     version = python_version(interpreter)
     prefix = _base_prefix(interpreter, home, version)
+    if version is not None and not os.path.isdir(
+        os.path.join(prefix, "lib", f"python{version}", "lib-dynload")
+    ):
+        # getpath looks for the platform library on its own, up from the executable: the
+        # folder it finds one in is sys.exec_prefix, whose site-packages site adds too.
+        path_doubts.append(
+            f"the interpreter's standard library {prefix}/lib/python{version} has no "
+            "lib-dynload beside it: CPython looks for its platform library (its exec_prefix) "
+            "in other folders, and adds that prefix's site-packages, which is not judged here"
+        )
     agent = agent_workspace()
     if _inside(prefix, cwd) or (agent is not None and _inside(prefix, agent)):
         # Its standard library runs before anything judged (encodings, site, a

@@ -1,0 +1,73 @@
+"""CPython finds its environment and its prefixes from the interpreter's path as spelled
+(getpath) and, for ``site``, from that path normalized; and it looks for its platform
+library (``lib-dynload``, whose folder becomes ``sys.exec_prefix``) on its own. When these
+disagree with what the gate reads, the child imports code from a folder the gate did not
+judge: such an interpreter is refused, naming why.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from helpers.closed_world import DEFAULT, PY, World, old_aider_code
+from probes import pip_install, plain_interpreter
+
+pytestmark = pytest.mark.attack
+
+
+def _base_with_aider(world: World, prefix: Path, version: str) -> Path:
+    if plain_interpreter(prefix) is None:
+        pytest.skip("this interpreter cannot be relocated into a private prefix")
+    pip_install(prefix, dist="aider-chat", module="aider", version=version,
+                marker=world.root / f"{prefix.name}-ran")  # fmt: skip
+    return prefix
+
+
+@pytest.mark.parametrize("spelling", ["bin/./python3", "bin/sub/../python3"])
+def test_a_venv_interpreter_named_by_a_path_not_written_plainly_is_refused(
+    world: World, spelling: str
+) -> None:
+    """getpath looks for ``pyvenv.cfg`` by the path as spelled and finds none; ``site``
+    normalizes it and finds the environment, with its aider 0.50.0."""
+    base = _base_with_aider(world, world.root / "usr", "0.70.0")
+    venv = world.root / "v"
+    subprocess.run([str(base / "bin" / "python"), "-m", "venv", "--without-pip", str(venv)],
+                   check=True, capture_output=True)  # fmt: skip
+    old_ran = world.root / "v-ran"
+    pip_install(venv, dist="aider-chat", module="aider", version="0.50.0", marker=old_ran)
+    (venv / "bin" / "sub").mkdir()
+    workspace = world.root / "ws"
+    workspace.mkdir()
+    outcome = world.spawn(
+        "python", ["-P", "-m", "aider", "task"], policy=DEFAULT, binary=f"{venv}/{spelling}",
+        env=world.env(), cwd=workspace,
+    )  # fmt: skip
+    world.assert_refused(outcome, old_ran, "written plainly", "0.50.0")
+
+
+def test_an_interpreter_whose_platform_library_lies_elsewhere_is_refused(world: World) -> None:
+    """With no ``lib-dynload`` beside its standard library, CPython takes the folder above
+    where it finds one for ``exec_prefix``, and ``site`` adds that prefix's site-packages
+    too: a ``.pth`` import line there runs before the program."""
+    old = world.old_aider()
+    outer = world.root / "y"
+    base = _base_with_aider(world, outer / "sub", "0.70.0")
+    stdlib = base / "lib" / PY
+    dynload = os.readlink(stdlib / "lib-dynload")
+    (stdlib / "lib-dynload").unlink()
+    (outer / "lib" / PY).mkdir(parents=True)
+    os.symlink(dynload, outer / "lib" / PY / "lib-dynload")
+    site = outer / "lib" / PY / "site-packages"
+    site.mkdir()
+    (site / "old.py").write_text(old_aider_code(old.site), encoding="utf-8")
+    (site / "zz.pth").write_text("import old\n", encoding="utf-8")
+    workspace = world.root / "ws"
+    workspace.mkdir()
+    outcome = world.spawn(
+        "python", ["-P", "-m", "aider", "task"], policy=DEFAULT, binary=base / "bin" / "python",
+        env=world.env(), cwd=workspace,
+    )  # fmt: skip
+    world.assert_refused(outcome, old.marker, "lib-dynload")
