@@ -90,6 +90,48 @@ _GEMINI_EXPANSION = re.compile(r"\$(?:\w|\{)")
 _ENV_REFERENCE = re.compile(
     r"\$\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^}]*))?\}(?P<name>)"
 )
+# What node's ``process.env[name]`` (and a plain object's lookup) answers for a name that
+# is no variable: Object.prototype's own properties, a function whose text a client puts
+# in place of the reference.
+_JS_OBJECT_NAMES: Final = frozenset(
+    {"constructor", "hasOwnProperty", "isPrototypeOf", "propertyIsEnumerable",
+     "toLocaleString", "toString", "valueOf", "__proto__", "__defineGetter__",
+     "__defineSetter__", "__lookupGetter__", "__lookupSetter__"}
+)  # fmt: skip
+# Claude Code's own reading of a reference in a server's env: everything between the
+# braces, split on ``:-`` (two parts at most), the name looked up as written.
+_CLAUDE_ANY_REFERENCE = re.compile(r"\$\{([^}]+)\}")
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def _reference_problem(value: str, gemini: bool, environ: Mapping[str, str]) -> str | None:
+    """Why a client's expansion of ``value`` is not read here, or None: a claude reference
+    other than a plain ``${NAME}`` or ``${NAME:-DEFAULT}`` (Claude Code looks up whatever is
+    between the braces, untrimmed, and drops what follows a second ``:-``), or a name of
+    Object's own properties that the environment does not hold (node answers it with a
+    function's text)."""
+    if gemini:
+        names = [m["name"] or m["braced"] for m in _GEMINI_REFERENCE.finditer(value)]
+    else:
+        names = []
+        for match in _CLAUDE_ANY_REFERENCE.finditer(value):
+            parts = match.group(1).split(":-")
+            if not _PLAIN_NAME.match(parts[0]) or len(parts) > 2:
+                return (
+                    f"{match.group(0)!r} is not a plain ${{NAME}} or ${{NAME:-DEFAULT}}: Claude "
+                    "Code looks up the text between the braces as written and drops what "
+                    "follows a second ':-'"
+                )
+            names.append(parts[0])
+    for name in names:
+        if name in _JS_OBJECT_NAMES and name not in environ:
+            return (
+                f"names {name}, which node answers with a function's text (a property of "
+                "every JavaScript object), not an unset variable"
+            )
+    return None
+
+
 # Gemini CLI expands ``$VAR`` too (its own pattern, applied to every string of a settings
 # file; JavaScript's ``\w`` is ASCII). Older releases know no ``:-default``: there
 # ``${VAR:-d}`` names a variable ``VAR:-d`` (``_GEMINI_OLD_REFERENCE``).
@@ -398,6 +440,17 @@ def _front_matter(data: bytes) -> bytes:
 
 _GEMINI_INSTALL: Final = ".gemini-extension-install.json"
 _EXTENSION_VARIABLE: Final = re.compile(r"\$\{(extensionPath|workspacePath|/|pathSeparator)\}")
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string in a JSON value, keys included."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [*value.keys(), *(s for v in value.values() for s in _strings(v))]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
 
 
 def _substituted(value: Any, known: Mapping[str, str]) -> Any:
@@ -2021,6 +2074,9 @@ class _Reader:
             if not isinstance(security, dict) or "environmentVariableRedaction" in security:
                 self.gemini_redacts |= security is not None
             mcp = document.get("mcp")
+            if "mcpServerCommand" in document:
+                # (the name before settings were nested: newer releases move it there)
+                self._doubt(path, "mcpServerCommand", "a shell command line that is not judged")
             if isinstance(mcp, dict) and "serverCommand" in mcp:
                 self._doubt(path, "mcp.serverCommand", "a shell command line that is not judged")
             elif mcp is not None and not isinstance(mcp, dict):
@@ -2287,6 +2343,17 @@ class _Reader:
                 continue
             known = {"extensionPath": extension, "workspacePath": self.cwd, "/": "/",
                      "pathSeparator": "/"}  # fmt: skip
+            inherited = sorted(
+                name for text in _strings(servers) for name in _JS_OBJECT_NAMES
+                if "${" + name + "}" in text
+            )  # fmt: skip
+            if inherited:
+                self._doubt(
+                    path, "mcpServers",
+                    f"names ${{{inherited[0]}}}, which Gemini CLI fills in with a function's "
+                    "text (a property of the object it looks the extension's variables up in)",
+                )  # fmt: skip
+                continue
             servers = _substituted(servers, known)
             variables = self._gemini_extension_variables(document, servers, path, home)
             if variables is None:
@@ -2572,6 +2639,13 @@ class _Reader:
             (key, value) for key, value in self.inherited.items() if key not in env
         ]
         for key, value in env.items():
+            problem = (
+                None if expansion is None
+                else _reference_problem(value, expansion is _GEMINI_EXPANSION, self.expanding)
+            )  # fmt: skip
+            if problem is not None:
+                self._doubt(where, f"{at}.env.{key}", problem)
+                return
             known = self._expanded(value, reference) if expansion is not None else value
             if known is not None and expansion is _GEMINI_EXPANSION and self._twice(known):
                 # Gemini CLI expands env values again when it starts the server (newer
