@@ -50,8 +50,8 @@ def test_claude_server_env_reference_not_read_plainly_is_refused(lab: Lab, refer
 
 def test_claude_server_env_plain_reference_still_reads(lab: Lab) -> None:
     good = _good(lab)
-    write(lab.project / ".mcp.json",
-          servers(s={"command": "aider", "env": {"TOOLS": "${GP:-/nowhere}", "T2": "${GP}"}}))  # fmt: skip
+    declared = {"command": "aider", "env": {"TOOLS": "${GP:-/nowhere}", "T2": "${GP}"}}
+    write(lab.project / ".mcp.json", servers(s=declared))
     started, reason = lab.spawn(
         "claude", "-p", "t", env=lab.env(GP="x", PATH=f"{good}:{lab.bin}:/usr/bin:/bin")
     )

@@ -1433,6 +1433,12 @@ class _Reader:
             if self.shared_roots is None:  # (once: a doubt is recorded once)
                 self.shared_roots = self._shared_project_roots()
             here |= self.shared_roots
+            # Claude Code turns every backslash of the folder into a slash for its key, on
+            # Linux too (normalizePathForConfigKey): `a\b` is looked up as `a/b`.
+            here |= {
+                above for folder in list(here) if "\\" in folder
+                for above in _ancestors(folder.replace("\\", "/"))
+            }  # fmt: skip
         # (a key spelled through a link names the same folder: claude writes one for each
         # spelling it was started under; told by the folder's identity, one stat a key)
         identities: set[tuple[int, int]] | None = None
