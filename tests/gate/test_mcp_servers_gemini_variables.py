@@ -391,3 +391,20 @@ def test_an_extension_env_folder_is_no_variables(lab: Lab) -> None:
     (lab.home / ".gemini" / "extensions" / "ext" / ".env").mkdir()
     started, reason = lab.spawn("gemini", env=_good_first(lab))
     assert started, reason
+
+
+@pytest.mark.parametrize("setting", ["advanced.excludedEnvVars", "excludedProjectEnvVars"])
+def test_a_project_env_variable_gemini_s_settings_exclude_refuses(lab: Lab, setting: str) -> None:
+    """Gemini CLI leaves the names a settings file excludes out of a project ``.env``: a
+    value the gate would take from the file is then the environment's, or none."""
+    good = _good(lab)
+    _extension(lab, {"command": "aider", "env": {"PATH": f"${{GP:-{lab.bin}}}"}})
+    write(lab.project / ".env", f"GP={good}\n")
+    document = (
+        {"advanced": {"excludedEnvVars": ["GP"]}} if setting.startswith("advanced")
+        else {"excludedProjectEnvVars": ["GP"]}
+    )  # fmt: skip
+    write(lab.home / ".gemini" / "settings.json", json.dumps(document))
+    started, reason = lab.spawn("gemini")
+    assert not started, "gemini started although its settings exclude the .env's GP"
+    assert setting.rsplit(".", maxsplit=1)[-1] in reason, reason

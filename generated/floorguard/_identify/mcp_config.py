@@ -2505,6 +2505,29 @@ class _Reader:
         if added is None:
             return
         added = {name: value for name, value in added.items() if name not in self.environ}
+        if os.path.basename(os.path.dirname(path)) != ".gemini":
+            # A project .env: Gemini CLI leaves out the names its settings exclude
+            # (advanced.excludedEnvVars; before settings were nested, excludedProjectEnvVars),
+            # merged across layers as it merges them, which is not modelled here.
+            for where, document in documents:
+                advanced = document.get("advanced") if isinstance(document, dict) else None
+                for at, listed in (
+                    ("advanced.excludedEnvVars",
+                     advanced.get("excludedEnvVars") if isinstance(advanced, dict) else None),
+                    ("excludedProjectEnvVars",
+                     document.get("excludedProjectEnvVars") if isinstance(document, dict)
+                     else None),
+                ):  # fmt: skip
+                    if listed is None:
+                        continue
+                    names = set(listed) if isinstance(listed, list) else None
+                    if names is None or names & set(added):
+                        self._doubt(
+                            where, at,
+                            f"leaves variables of {path} out of what Gemini CLI loads (its "
+                            "layers merged as it merges them): not modelled here",
+                        )  # fmt: skip
+                        return
         moving = sorted(
             n for n in added if n in _GEMINI_PLACE_NAMES or n.startswith(_GEMINI_PLACE_PREFIXES)
         )
