@@ -188,14 +188,19 @@ def test_claude_project_entry_keyed_by_a_link_to_the_working_directory_is_read(
     assert not started and "aider 0.50.0" in reason, reason
 
 
+@pytest.mark.parametrize(
+    ("folder", "key"),
+    [("a\\b/proj", "a/b/proj"), ("x\\/y", "x//y"), ("q/..\\z", "q/../z"), ("\\/y", "//y")],
+)
 def test_claude_project_entry_keyed_with_slashes_for_a_backslash_in_the_folder_is_read(
-    lab: Lab,
+    lab: Lab, folder: str, key: str
 ) -> None:
-    """Claude Code keys a project by its folder with every backslash made a slash, on Linux
-    too: the folder ``a\\b/proj`` takes the entry ``a/b/proj``."""
-    work = lab.project / "a\\b" / "proj"
+    """Claude Code keys a project by its folder normalized by node and then every backslash
+    made a slash, on Linux too: ``a\\b/proj`` takes the entry ``a/b/proj``, and ``x\\/y``
+    the entry ``x//y``, looked up as spelled."""
+    work = lab.project / folder
     work.mkdir(parents=True)
-    key = str(lab.project / "a" / "b" / "proj")
+    key = f"{lab.project}/{key}"
     write(lab.home / ".claude.json",
           json.dumps({"projects": {key: {"mcpServers": {"o": {"command": "aider"}}}}}))  # fmt: skip
     started, reason = lab.spawn("claude", "-p", "t", cwd=work)

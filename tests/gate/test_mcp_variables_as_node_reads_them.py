@@ -91,3 +91,16 @@ def test_gemini_s_older_server_command_setting_is_refused(lab: Lab, place: str) 
     started, reason = lab.spawn("gemini")  # (gemini itself is at its floor)
     assert not started, "gemini started with mcpServerCommand set"
     assert "mcpServerCommand" in reason, reason
+
+
+def test_claude_server_env_reference_is_expanded_with_claude_s_env_files(lab: Lab) -> None:
+    """Claude Code's Bun build loads the working directory's ``.env`` into its own
+    process, where a server's ``${X}`` is looked up."""
+    good = _good(lab)
+    write(lab.project / ".env", f"GP={lab.bin}\n")
+    declared = {"command": "aider", "env": {"PATH": "${GP:-/nowhere}:/usr/bin:/bin"}}
+    write(lab.project / ".mcp.json", servers(s=declared))
+    env = lab.env(PATH=f"{good}:{lab.bin}:/usr/bin:/bin")
+    started, reason = lab.spawn("claude", "-p", "t", env=env)
+    assert not started, "claude started a server whose PATH its .env makes the old aider's"
+    assert "aider 0.50.0" in reason, reason

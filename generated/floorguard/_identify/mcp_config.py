@@ -987,6 +987,9 @@ class _Reader:
         self._claude_spellings()
         # (loaded as the process starts: the settings' env, applied later, wins over them)
         self._claude_env_files()
+        if self.claude_dotenv:
+            # (Bun puts them in claude's own process.env, where a server's ${X} is read)
+            self.expanding = {**self.claude_dotenv, **self.environ}
         self._claude_bun_configuration()
         self._claude_settings_env(argv)
         self._claude_sources_not_read(argv)
@@ -1439,13 +1442,16 @@ class _Reader:
                 above for folder in list(here) if "\\" in folder
                 for above in _ancestors(folder.replace("\\", "/"))
             }  # fmt: skip
+        # ... after node's path.normalize, by its letters: `x\/y` is the key `x//y`, and
+        # `q/..\z` the key `q/../z`, looked up as spelled.
+        keyed = {_node_normal(folder).replace("\\", "/") for folder in here if "\\" in folder}
         # (a key spelled through a link names the same folder: claude writes one for each
         # spelling it was started under; told by the folder's identity, one stat a key)
         identities: set[tuple[int, int]] | None = None
         for key, project in projects.items():
             if not key.startswith("/"):
                 continue
-            if os.path.normpath(key) not in here:
+            if key not in keyed and os.path.normpath(key) not in here:
                 if identities is None:
                     identities = {i for i in map(_folder_identity, here) if i is not None}
                 if _folder_identity(key) not in identities:
@@ -2780,6 +2786,13 @@ class _Reader:
             self._doubt("; ".join(sources), at + ".url", "not a string")
             return
         self.found.append(Declaration(name, REMOTE, sources, at, url=url, enabled=enabled))
+
+
+def _node_normal(path: str) -> str:
+    """An absolute ``path`` as node's ``path.normalize`` leaves it (a leading ``//`` made
+    ``/``, which POSIX normpath keeps)."""
+    normal = os.path.normpath(path)
+    return "/" + normal.lstrip("/") if normal.startswith("//") else normal
 
 
 def _dotenv_found_from(folder: str, walk: Walk) -> tuple[str, str] | None:
