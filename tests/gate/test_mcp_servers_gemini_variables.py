@@ -408,3 +408,13 @@ def test_a_project_env_variable_gemini_s_settings_exclude_refuses(lab: Lab, sett
     started, reason = lab.spawn("gemini")
     assert not started, "gemini started although its settings exclude the .env's GP"
     assert setting.rsplit(".", maxsplit=1)[-1] in reason, reason
+
+
+def test_an_exclusion_list_gemini_s_settings_give_that_is_not_of_names_refuses(lab: Lab) -> None:
+    _extension(lab, {"command": "aider"})
+    write(lab.project / ".env", "GP=1\n")
+    write(lab.home / ".gemini" / "settings.json",
+          json.dumps({"advanced": {"excludedEnvVars": [["GP"], {"a": 1}]}}))  # fmt: skip
+    started, reason = lab.spawn("gemini")
+    assert not started
+    assert "advanced.excludedEnvVars" in reason and "TypeError" not in reason, reason

@@ -71,3 +71,22 @@ def test_an_interpreter_whose_platform_library_lies_elsewhere_is_refused(world: 
         env=world.env(), cwd=workspace,
     )  # fmt: skip
     world.assert_refused(outcome, old.marker, "lib-dynload")
+
+
+def test_a_venv_interpreter_named_with_a_repeated_slash_is_judged_as_its_environment(
+    world: World,
+) -> None:
+    """``bin//python3``: the kernel, getpath and site all read it as ``bin/python3``."""
+    base = _base_with_aider(world, world.root / "usr", "0.70.0")
+    venv = world.root / "v"
+    subprocess.run([str(base / "bin" / "python"), "-m", "venv", "--without-pip", str(venv)],
+                   check=True, capture_output=True)  # fmt: skip
+    old_ran = world.root / "v-ran"
+    pip_install(venv, dist="aider-chat", module="aider", version="0.50.0", marker=old_ran)
+    workspace = world.root / "ws"
+    workspace.mkdir()
+    outcome = world.spawn(
+        "python", ["-P", "-m", "aider", "task"], policy=DEFAULT, binary=f"{venv}/bin//python3",
+        env=world.env(), cwd=workspace,
+    )  # fmt: skip
+    world.assert_refused(outcome, old_ran, "0.50.0")

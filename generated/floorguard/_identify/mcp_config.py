@@ -2526,7 +2526,11 @@ class _Reader:
                 ):  # fmt: skip
                     if listed is None:
                         continue
-                    names = set(listed) if isinstance(listed, list) else None
+                    names = (
+                        set(listed)
+                        if isinstance(listed, list) and all(type(n) is str for n in listed)
+                        else None
+                    )
                     if names is None or names & set(added):
                         self._doubt(
                             where, at,

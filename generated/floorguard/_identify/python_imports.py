@@ -131,13 +131,12 @@ def _python_path(
         for entry in env.get("PYTHONPATH", "").split(os.pathsep)
         if ".." in Path(entry).parts
     ]
-    if interpreter != os.path.normpath(interpreter):
+    if any(part in (".", "..") for part in interpreter.split("/")):
         # getpath looks for pyvenv.cfg beside the executable as spelled, site beside its
         # normal form: `bin/./python3` finds an environment for one and not the other.
         path_doubts.append(
-            f"the interpreter's path {interpreter} is not written plainly ('.', '..' or a "
-            "repeated '/'): CPython's getpath and site find its environment by different "
-            "spellings of it"
+            f"the interpreter's path {interpreter} is not written plainly (a '.' or '..' in "
+            "it): CPython's getpath and site find its environment by different spellings of it"
         )
     # CPython's getpath (3.11 on) reads a ``._pth`` file beside the interpreter on every
     # platform, whatever the options: its lines replace the whole search path.
