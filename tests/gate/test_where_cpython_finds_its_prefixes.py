@@ -26,18 +26,25 @@ def _base_with_aider(world: World, prefix: Path, version: str) -> Path:
     return prefix
 
 
-@pytest.mark.parametrize("spelling", ["bin/./python3", "bin/sub/../python3"])
-def test_a_venv_interpreter_named_by_a_path_not_written_plainly_is_refused(
-    world: World, spelling: str
-) -> None:
-    """getpath looks for ``pyvenv.cfg`` by the path as spelled and finds none; ``site``
-    normalizes it and finds the environment, with its aider 0.50.0."""
+def _old_venv_over_a_new_base(world: World) -> tuple[Path, Path]:
+    """A virtual environment with aider 0.50.0 over a base installation with aider 0.70.0:
+    the environment, and the file its aider leaves when it runs."""
     base = _base_with_aider(world, world.root / "usr", "0.70.0")
     venv = world.root / "v"
     subprocess.run([str(base / "bin" / "python"), "-m", "venv", "--without-pip", str(venv)],
                    check=True, capture_output=True)  # fmt: skip
     old_ran = world.root / "v-ran"
     pip_install(venv, dist="aider-chat", module="aider", version="0.50.0", marker=old_ran)
+    return venv, old_ran
+
+
+@pytest.mark.parametrize("spelling", ["bin/./python3", "bin/sub/../python3"])
+def test_a_venv_interpreter_named_by_a_path_not_written_plainly_is_refused(
+    world: World, spelling: str
+) -> None:
+    """getpath looks for ``pyvenv.cfg`` by the path as spelled and finds none; ``site``
+    normalizes it and finds the environment, with its aider 0.50.0."""
+    venv, old_ran = _old_venv_over_a_new_base(world)
     (venv / "bin" / "sub").mkdir()
     workspace = world.root / "ws"
     workspace.mkdir()
@@ -77,12 +84,7 @@ def test_a_venv_interpreter_named_with_a_repeated_slash_is_judged_as_its_environ
     world: World,
 ) -> None:
     """``bin//python3``: the kernel, getpath and site all read it as ``bin/python3``."""
-    base = _base_with_aider(world, world.root / "usr", "0.70.0")
-    venv = world.root / "v"
-    subprocess.run([str(base / "bin" / "python"), "-m", "venv", "--without-pip", str(venv)],
-                   check=True, capture_output=True)  # fmt: skip
-    old_ran = world.root / "v-ran"
-    pip_install(venv, dist="aider-chat", module="aider", version="0.50.0", marker=old_ran)
+    venv, old_ran = _old_venv_over_a_new_base(world)
     workspace = world.root / "ws"
     workspace.mkdir()
     outcome = world.spawn(
