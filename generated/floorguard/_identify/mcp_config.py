@@ -41,6 +41,7 @@ from floorguard._identify.mcp_files import (
     read_config,
     refuse_process_paths,
 )
+from floorguard._identify.node_resolution import resolved_as_node_does
 from floorguard._identify.process_paths import Walk
 
 STDIO, REMOTE = "stdio", "remote"
@@ -619,13 +620,13 @@ def _gemini_env_path(cwd: str, home: str, ignoring: str | None = None, *, walk: 
     is there for the agent is not what is here."""
     for folder in _ancestors(cwd):
         for path in (os.path.join(folder, ".gemini", ".env"), os.path.join(folder, ".env")):
-            if (os.path.exists(path) or walk.reaches(path, "/")) and (
+            if walk.present(path) and (
                 ignoring is None or path.endswith(os.sep + ".gemini" + os.sep + ".env")
                 or folder == ignoring
             ):  # fmt: skip
                 return path
     for path in (os.path.join(home, ".gemini", ".env"), os.path.join(home, ".env")):
-        if os.path.exists(path) or walk.reaches(path, "/"):
+        if walk.present(path):
             return path
     return None
 
@@ -1444,7 +1445,9 @@ class _Reader:
             }  # fmt: skip
         # ... after node's path.normalize, by its letters: `x\/y` is the key `x//y`, and
         # `q/..\z` the key `q/../z`, looked up as spelled.
-        keyed = {_node_normal(folder).replace("\\", "/") for folder in here if "\\" in folder}
+        keyed = {
+            resolved_as_node_does(folder).replace("\\", "/") for folder in here if "\\" in folder
+        }
         # (a key spelled through a link names the same folder: claude writes one for each
         # spelling it was started under; told by the folder's identity, one stat a key)
         identities: set[tuple[int, int]] | None = None
@@ -2400,8 +2403,7 @@ class _Reader:
         for env_file in files:
             # Gemini CLI reads what is there (a FIFO, a device: read here, they are doubts);
             # a folder (a virtual environment called .env) gives it nothing.
-            there = os.path.exists(env_file) or self.walk.reaches(env_file, "/")
-            if there and not os.path.isdir(env_file):
+            if self.walk.present(env_file) and not os.path.isdir(env_file):
                 added = self._dotenv(env_file)
                 if added is None:
                     return None
@@ -2790,13 +2792,6 @@ class _Reader:
             self._doubt("; ".join(sources), at + ".url", "not a string")
             return
         self.found.append(Declaration(name, REMOTE, sources, at, url=url, enabled=enabled))
-
-
-def _node_normal(path: str) -> str:
-    """An absolute ``path`` as node's ``path.normalize`` leaves it (a leading ``//`` made
-    ``/``, which POSIX normpath keeps)."""
-    normal = os.path.normpath(path)
-    return "/" + normal.lstrip("/") if normal.startswith("//") else normal
 
 
 def _dotenv_found_from(folder: str, walk: Walk) -> tuple[str, str] | None:

@@ -72,14 +72,14 @@ def global_folders(environ: Mapping[str, str], here: str, node: str) -> list[str
         # node joins them with path.resolve, which takes `link/..` out of the text; the
         # kernel, opening the folder, would go up from the link's target: both are looked at.
         base = os.path.join(here, home)
-        for spelled in dict.fromkeys((base, _resolved_as_node_does(base))):
+        for spelled in dict.fromkeys((base, resolved_as_node_does(base))):
             folders += [
                 os.path.join(spelled, ".node_modules"), os.path.join(spelled, ".node_libraries")
             ]  # fmt: skip
     return folders
 
 
-def _resolved_as_node_does(path: str) -> str:
+def resolved_as_node_does(path: str) -> str:
     """An absolute ``path`` as node's ``path.resolve`` leaves it: ``.``, ``..`` and repeated
     slashes taken out of the text (a leading ``//`` too, which POSIX normpath keeps)."""
     normal = os.path.normpath(path)

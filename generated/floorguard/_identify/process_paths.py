@@ -121,6 +121,12 @@ class Walk:
             device = None
         return _procfs_mounts(), device
 
+    def present(self, path: str) -> bool:
+        """Whether something is at the absolute ``path`` (links followed), or the lookup
+        goes through a folder each process has its own of (where the child may find a file
+        this process does not): a file to read, and refuse, rather than pass over."""
+        return os.path.exists(path) or self.reaches(path, "/")
+
     def _is_procfs_root(self, folder: str, info: os.stat_result) -> bool:
         if info.st_ino != _PROC_ROOT_INO or not stat.S_ISDIR(info.st_mode):
             return False
