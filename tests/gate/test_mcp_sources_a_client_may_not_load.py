@@ -207,6 +207,22 @@ def test_claude_project_entry_keyed_with_slashes_for_a_backslash_in_the_folder_i
     assert not started and "aider 0.50.0" in reason, reason
 
 
+def test_claude_project_entry_keyed_by_the_shell_s_spelling_with_a_backslash_is_read(
+    lab: Lab,
+) -> None:
+    """Started in a link ``l\\nk`` (PWD spells it so), Claude Code may key the project by
+    that spelling, its backslash made a slash: ``l/nk``, which no folder is."""
+    real = lab.project / "real"
+    real.mkdir()
+    (lab.project / "l\\nk").symlink_to(real)
+    write(lab.home / ".claude.json",
+          json.dumps({"projects": {f"{lab.project}/l/nk": {"mcpServers": {"o": {
+              "command": "aider"}}}}}))  # fmt: skip
+    env = lab.env(PWD=str(lab.project / "l\\nk"))
+    started, reason = lab.spawn("claude", "-p", "t", cwd=lab.project / "l\\nk", env=env)
+    assert not started and "aider 0.50.0" in reason, reason
+
+
 # ---------------------------------------------------------------------------- gemini .env
 
 

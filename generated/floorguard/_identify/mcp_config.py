@@ -1426,6 +1426,15 @@ class _Reader:
             self._doubt(path, "projects", "not an object")
             return
         here = set(self.above) | set(_ancestors(os.path.realpath(self.cwd)))
+        logical = {**self.environ, **self.inherited}.get("PWD")
+        if (
+            logical and os.path.isabs(logical)
+            and _folder_identity(logical) == _folder_identity(self.cwd)
+        ):  # fmt: skip
+            # The shell's spelling of the same folder, which a program may take for its
+            # working directory: its letters make keys (backslashes made slashes) no
+            # folder's identity leads to.
+            here |= set(_ancestors(logical))
         for variable in _GIT_REPOSITORY_VARIABLES:
             if projects and variable in {**self.environ, **self.inherited}:
                 self._doubt(
