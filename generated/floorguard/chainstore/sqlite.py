@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     import sqlite3
 
 BUSY_TIMEOUT_SECONDS = 30.0
-READER_CACHE_KIB = 32 * 1024
+READER_CACHE_KIB = 512
 _PAIRS_A_QUERY = 200  # lookups in one statement, under SQLite's 500 compound SELECTs
 COLUMNS = "seq, ts, chain_id, event, receipt_id, receipt, prev, mac"
 _SCHEMA = (
@@ -793,10 +793,12 @@ class SqliteStore:
                 uri, uri=True, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None,
                 check_same_thread=False,
             )  # fmt: skip
-            # Proofs read a few nodes each, all over a large tree: a page cache that keeps
-            # them between reads (up to 32 MiB, filled only as pages are read) serves the
-            # upper levels, and proofs of records near each other, from memory. (Not mmap: a
-            # file truncated under it would SIGBUS the reader.)
+            # Proofs read a few nodes each, all over a large tree. A small page cache keeps
+            # the pages every proof reads (the tree's upper levels, the indexes' inner
+            # pages) and recycles the rest: a large one grows into fresh memory, whose page
+            # faults cost a proof of a record not read before more than the cache saves one
+            # read again (1M records: 103-107 against 129-159 us; 99-103 against 89-99).
+            # (Not mmap: a file truncated under it would SIGBUS the reader.)
             try:
                 conn.execute(f"PRAGMA cache_size = -{READER_CACHE_KIB}")
             except BaseException:
