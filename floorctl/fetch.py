@@ -40,6 +40,7 @@ from floorctl.errors import FetchError, FloorctlError, TrustError
 from floorguard._base import atomic
 from floorguard._base._canonical import sha256_digest
 from floorguard._base.files import read_regular, read_regular_if_exists
+from floorguard._base.folders import make_private_folder
 from floorguard._crypto.trust import TrustedKeys
 from floorguard.errors import InvalidInput, UnreadableFileError
 
@@ -538,7 +539,7 @@ def remember(cache_dir: Path | None, url: str, fetched: FetchedFeed) -> None:
         return
     # Best effort: a cache that cannot be written only costs a full download next time.
     with contextlib.suppress(OSError, FloorctlError):
-        cache_dir.mkdir(parents=True, exist_ok=True)
+        make_private_folder(cache_dir)
         meta_path, body_path = _cache_files(cache_dir, url)
         atomic.write_atomic(body_path, fetched.data)
         meta = {"url": url, "etag": fetched.etag, "digest": sha256_digest(fetched.data)}

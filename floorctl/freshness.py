@@ -32,6 +32,7 @@ from floorguard._base import atomic
 from floorguard._base._canonical import RepeatedKey, is_digest, loads_strict
 from floorguard._base._time import format_ts, parse_ts
 from floorguard._base.files import read_regular
+from floorguard._base.folders import make_private_folder
 from floorguard.errors import FloorguardError, UnreadableFileError
 
 STATE_NAME = "feeds-state.json"
@@ -201,7 +202,7 @@ def accept(state: FreshnessState, feeds: Sequence[Feed], now: _dt.datetime) -> F
 
 def save_state(path: Path, state: FreshnessState) -> None:
     """Write the state atomically (pretty JSON: pipelines commit and review this file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_private_folder(path.parent)
     text = json.dumps(state.to_json(), indent=2, sort_keys=True) + "\n"
     atomic.write_atomic(path, text.encode("utf-8"))
 
@@ -212,7 +213,7 @@ def state_lock(
 ) -> Iterator[None]:
     """Hold the lock of a feed-state file, which every refresh and fetch shares: from
     reading it to saving it, so that no command saves over what another accepted."""
-    state.parent.mkdir(parents=True, exist_ok=True)
+    make_private_folder(state.parent)
     lock = state.parent / f".{state.name}.lock"
     with locking.exclusive_lock(lock, f"another command using {state}", notify=notify):
         yield

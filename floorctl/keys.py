@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from floorctl.errors import SigningError
 from floorguard._base import atomic
 from floorguard._base.files import read_regular
+from floorguard._base.folders import make_private_folder
 from floorguard._commands.verify_commands import floorctl_state_dir
 from floorguard._crypto import dsse
 from floorguard.errors import OutputError, UnreadableFileError, VerificationError
@@ -52,7 +53,7 @@ def generate(out_dir: Path) -> tuple[Path, Path]:
         Ed25519PrivateKey,
     )
 
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_private_folder(out_dir)
     key = Ed25519PrivateKey.generate()
     private_pem = key.private_bytes(
         serialization.Encoding.PEM,

@@ -72,6 +72,7 @@ from typing import Any, NamedTuple
 
 from floorguard._base._time import now_ts
 from floorguard._base.files import flock_within
+from floorguard._base.folders import make_private_folder
 from floorguard._base.state import REFUSALS_NAME, VIEW_LOCK_NAME
 from floorguard._crypto import merkle
 from floorguard.errors import ChainRollbackError, ChainWriteError
@@ -363,7 +364,7 @@ class ChainViews:
             try:
                 return os.open(self.lock_path, flags, 0o600)
             except FileNotFoundError:
-                self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                make_private_folder(self.path.parent)
                 return os.open(self.lock_path, flags, 0o600)
         except NotADirectoryError as exc:
             raise ChainWriteError(
@@ -442,7 +443,7 @@ class ChainViews:
                 f"this host's view of the audit chain, {self.path}, would exceed "
                 f"{MAX_VIEW_BYTES} bytes (it remembers too many chains)"
             )
-        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_private_folder(self.path.parent)
         temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         try:
             fd = os.open(
@@ -467,7 +468,7 @@ class ChainViews:
         """Append ``entry`` to the refusals record, durably. Raises ChainWriteError."""
         line = (json.dumps(dict(entry), sort_keys=True, separators=(",", ":")) + "\n").encode()
         try:
-            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            make_private_folder(self.path.parent)
             # Non-blocking: a FIFO with no reader in its place fails at once (ENXIO) rather
             # than leave the refused append waiting for one; anything but a regular file
             # is refused before a byte is written.

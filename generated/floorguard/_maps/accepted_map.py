@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from floorguard._base.files import MAX_STATE_BYTES, flock_within, read_regular_stat
+from floorguard._base.folders import make_private_folder
 from floorguard._base.state import ACCEPTED_MAP_NAME
 from floorguard._maps.map_model import MAP_VERSION_FORM, is_map_version
 from floorguard.errors import FloorMapError, UnreadableFileError
@@ -148,7 +149,7 @@ def accept(path: Path, map_version: int, floor_map_hash: str) -> Accepted:
     record cannot be written: a map that cannot be remembered is not used).
     """
     try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_private_folder(path.parent)
         with _exclusive(Path(str(path) + LOCK_SUFFIX)):
             with _lock:
                 _cache.clear()  # read what is on disk now, under the lock

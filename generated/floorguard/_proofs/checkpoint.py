@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from floorguard._base._time import format_ts
+from floorguard._base.folders import make_private_folder
 from floorguard._chain.chain import is_chain_id, parse_any_ts
 from floorguard.errors import ChainWriteError, FloorguardError, VerificationError
 
@@ -294,7 +295,7 @@ def remember(path: Path, note: str) -> None:
     from floorguard.errors import OutputError
 
     try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_private_folder(path.parent)
     except OSError as exc:
         why = (
             "not a folder"

@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from floorguard._base.folders import make_private_folder
 from floorguard.chainstore.interface import (
     CHAIN_FORMAT,
     NODE_ORDER,
@@ -607,7 +608,7 @@ class SqliteStore:
                 f"cannot open the audit chain: {home} is not a folder (set FLOORGUARD_HOME "
                 "to a folder, or remove the file)"
             )
-        home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_private_folder(home)
         if self.db_path.is_dir():
             raise ChainWriteError(
                 f"cannot open the audit chain: {self.db_path} is a folder, not a database"
