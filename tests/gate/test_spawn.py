@@ -125,6 +125,62 @@ def test_spawn_refuses_popen_arguments_that_bypass_the_check(host: Host, argumen
 
 
 @pytest.mark.parametrize(
+    ("options", "raised"),
+    [
+        ("stdin=999", "OSError"),  # no such descriptor
+        ("stdout='out.txt'", "TypeError"),  # a name, not a file
+        ("stderr=-7", "ValueError"),
+        ("creationflags=1", "ValueError"),  # Windows only
+        ("startupinfo=object()", "ValueError"),
+        ("bufsize='x'", "TypeError"),
+        ("umask='x'", "TypeError"),
+        ("umask=2**40", "ValueError"),
+        ("stdout=subprocess.PIPE, encoding='no-such-codec'", "LookupError"),
+        ("stdout=subprocess.PIPE, pipesize=2**30", "ValueError"),
+        ("process_group=2**22 + 17", "ValueError"),  # no such group in this session
+        ("stdot=subprocess.PIPE", "TypeError"),  # no such option
+    ],
+)
+def test_popen_options_the_child_cannot_be_started_with_raise_before_anything_is_recorded(
+    host: Host, tmp_path: Path, options: str, raised: str
+) -> None:
+    marker = tmp_path / "ran"
+    binary = agent(tmp_path / "codex", "0.60.0", marker)
+    code = (
+        "import os, subprocess, sys, floorguard\n"
+        "ENV = {'PATH': os.environ['PATH']}\n"
+        "try:\n"
+        f"    floorguard.spawn('codex', [], binary=sys.argv[1], env=ENV, {options}).wait()\n"
+        "except Exception as e:\n    print(type(e).__name__, e)\n"
+    )
+    done = host.python("-c", code, str(binary))
+    assert done.stdout.split()[0] == raised, (done.stdout, done.stderr)
+    assert host.chain_records() == []
+    assert not marker.exists()
+
+
+def test_popen_options_a_child_can_be_started_with_are_passed_on(
+    host: Host, tmp_path: Path
+) -> None:
+    marker = tmp_path / "ran"
+    binary = agent(tmp_path / "codex", "0.60.0", marker)
+    code = (
+        "import os, subprocess, sys, floorguard\n"
+        "child = floorguard.spawn('codex', ['task'], binary=sys.argv[1], stdin=0,\n"
+        "    env={'PATH': os.environ['PATH']},\n"
+        "    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, encoding='utf-8', errors='strict',\n"
+        "    bufsize=1, umask=0o077, pipesize=4096, process_group=os.getpgid(0),\n"
+        "    close_fds=True, restore_signals=True, creationflags=0, startupinfo=None)\n"
+        "print(child.communicate()[0].strip())\n"
+    )
+    done = host.python("-c", code, str(binary))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("args=task")
+    assert [record["receipt"]["verdict"] for record in host.chain_records()] == ["permit"]
+    assert marker.exists()
+
+
+@pytest.mark.parametrize(
     ("call", "named"),
     [
         ("spawn(b'aider', [])", "adapter"),

@@ -19,18 +19,12 @@ from typing import Any
 
 from floorguard._gate.decision import Decision
 from floorguard._gate.gate import decide, plain_environ, refuse_after, refuse_unopened
+from floorguard._gate.popen_options import check_popen_options
 from floorguard._identify.target import Target, open_target
 from floorguard._maps.catalog import executable_for
 from floorguard.errors import DetectionError
 
 RECEIPT_ID_VARIABLE = "FLOORGUARD_RECEIPT_ID"
-# (user, group, extra_groups: the child would read its files with other rights than the
-# gate judged them with: a home it cannot enter, a user site it cannot see. Run the host as
-# that user instead.)
-_FORBIDDEN_POPEN_ARGUMENTS = frozenset(
-    {"shell", "executable", "args", "preexec_fn", "pass_fds", "user", "group", "extra_groups"}
-)
-
 # Called right after the binary is opened, and between the check and the exec; tests use
 # them to swap files and directories in those windows.
 _after_open_hook: Callable[[], None] | None = None
@@ -58,14 +52,14 @@ def spawn(
     this process's) plus ``FLOORGUARD_RECEIPT_ID``. Raises SpawnRefused, having started
     nothing, when the preflight refuses or the binary changed between check and exec (its
     subclass BinaryNotFound when nothing is at the binary's name); TypeError for a shell
-    string or arguments that would bypass the check. OSError when the exec itself fails
+    string or arguments that would bypass the check; TypeError, ValueError, LookupError or
+    OSError, before anything is judged, for other Popen options the child could not be
+    started with (popen_options). OSError when the exec itself fails
     (a file the kernel cannot run, or a missing ``#!`` interpreter: then its ``filename`` is
     the checked binary's path, not the descriptor it was run through).
     """
     _check_types(adapter, argv, binary, env, cwd)
-    forbidden = _FORBIDDEN_POPEN_ARGUMENTS & set(popen_kwargs)
-    if forbidden:
-        raise TypeError(f"spawn() does not accept {', '.join(sorted(forbidden))}")
+    check_popen_options(popen_kwargs)
     child_env = dict(plain_environ(os.environ) if env is None else env)
     path_env = child_env.get("PATH")
     try:

@@ -1,0 +1,123 @@
+"""The keyword arguments ``spawn`` passes on to ``subprocess.Popen``, checked before anything
+is judged or recorded.
+
+Popen finds most bad options only once it runs: a descriptor that is not open, a name
+given where a file is wanted, an unknown codec, a pipe larger than the system allows, a
+process group the child cannot join. By then the gate has sealed its permit, and the
+chain would hold a permit for a process that never started. Each option is checked here
+as Popen (or the kernel) will take it, raising what Popen would: TypeError, ValueError,
+LookupError or OSError.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import subprocess
+from collections.abc import Mapping
+from typing import Any
+
+# (user, group, extra_groups: the child would read its files with other rights than the
+# gate judged them with: a home it cannot enter, a user site it cannot see. Run the host as
+# that user instead.)
+FORBIDDEN = frozenset(
+    {"shell", "executable", "args", "preexec_fn", "pass_fds", "user", "group", "extra_groups"}
+)
+# What else Popen takes (Python 3.11 to 3.13), apart from those spawn sets itself.
+_PASSED_ON = frozenset(
+    {
+        "bufsize", "stdin", "stdout", "stderr", "close_fds", "universal_newlines", "text",
+        "encoding", "errors", "startupinfo", "creationflags", "restore_signals",
+        "start_new_session", "umask", "pipesize", "process_group",
+    }
+)  # fmt: skip
+_STREAMS = ("stdin", "stdout", "stderr")
+_PIPE_MAX_SIZE = "/proc/sys/fs/pipe-max-size"
+
+
+def check_popen_options(options: Mapping[str, Any]) -> None:
+    """Raise, before anything is judged, for an option ``spawn`` refuses or one the child
+    could not be started with."""
+    forbidden = FORBIDDEN & set(options)
+    if forbidden:
+        raise TypeError(f"spawn() does not accept {', '.join(sorted(forbidden))}")
+    unknown = set(options) - _PASSED_ON
+    if unknown:
+        raise TypeError(f"spawn() got unexpected keyword arguments: {', '.join(sorted(unknown))}")
+    if options.get("startupinfo") is not None:
+        raise ValueError("startupinfo is only supported on Windows platforms")
+    if options.get("creationflags", 0) != 0:
+        raise ValueError("creationflags is only supported on Windows platforms")
+    for name in ("bufsize", "umask", "pipesize"):
+        if name in options and not isinstance(options[name], int):
+            raise TypeError(f"{name} must be an integer")
+    if not -1 <= options.get("umask", -1) <= 0o777:
+        raise ValueError("umask must be -1 (the host's) or a mode from 0 to 0o777")
+    pipes = False
+    for name in _STREAMS:
+        pipes = _check_stream(name, options.get(name)) or pipes
+    if pipes or "encoding" in options or "errors" in options:
+        _check_text(options.get("encoding"), options.get("errors"))
+    if pipes and options.get("pipesize", -1) > 0:
+        _check_pipe_size(options["pipesize"])
+    _check_process_group(options.get("process_group"))
+
+
+def _check_stream(name: str, value: object) -> bool:
+    """That ``value`` is something Popen can give the child as ``name``; whether it is a pipe."""
+    if value is None or value in (subprocess.PIPE, subprocess.DEVNULL):
+        return value == subprocess.PIPE
+    if name == "stderr" and value == subprocess.STDOUT:
+        return False
+    if isinstance(value, int):
+        fd = value
+    elif callable(getattr(value, "fileno", None)):
+        fd = value.fileno()  # type: ignore[attr-defined]
+    else:
+        raise TypeError(
+            f"{name} must be None, subprocess.PIPE, subprocess.DEVNULL, an open file or its "
+            f"descriptor, not {type(value).__name__}"
+        )
+    if not isinstance(fd, int) or fd < 0:
+        raise ValueError(f"{name}: {fd!r} is not a file descriptor")
+    os.fstat(fd)  # (OSError EBADF: not open)
+    return False
+
+
+def _check_text(encoding: object, errors: object) -> None:
+    for name, value in (("encoding", encoding), ("errors", errors)):
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"{name} must be a string, not {type(value).__name__}")
+    if isinstance(encoding, str):
+        codecs.lookup(encoding)  # (LookupError: unknown encoding)
+    if isinstance(errors, str):
+        codecs.lookup_error(errors)
+
+
+def _check_pipe_size(size: int) -> None:
+    try:
+        with open(_PIPE_MAX_SIZE, "rb") as file:
+            largest = int(file.read(32))
+    except (OSError, ValueError):
+        largest = 1 << 20  # (Linux's default)
+    if size > largest:
+        raise ValueError(f"pipesize {size} is larger than this system's pipes ({largest} bytes)")
+
+
+def _check_process_group(group: object) -> None:
+    if group is None:
+        return
+    if not isinstance(group, int) or group < 0:
+        raise ValueError("process_group must be 0 (a new group) or a process group id")
+    if group == 0 or group == os.getpgid(0):
+        return
+    # Another group of this session: known by its leader (a group whose leader has exited
+    # cannot be told from one that does not exist).
+    try:
+        joinable = os.getpgid(group) == group and os.getsid(group) == os.getsid(0)
+    except OSError:
+        joinable = False
+    if not joinable:
+        raise ValueError(
+            f"process_group {group}: no process group of that id in this session to join"
+        )
