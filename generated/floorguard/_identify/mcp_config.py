@@ -31,6 +31,7 @@ from floorguard._identify.claude_options import (
     names_claude,
     wrapped_doubtful_options,
 )
+from floorguard._identify.dotenv_expand import dotenv_expand
 from floorguard._identify.dotenvy_file import RUST_WHITE_SPACE, DotenvDoubt, load
 from floorguard._identify.mcp_files import (
     MAX_CONFIG_BYTES,
@@ -140,6 +141,8 @@ _GEMINI_REFERENCE = re.compile(
     r"\$(?:(?P<name>\w+)|\{(?P<braced>[^}]+?)(?::-(?P<default>[^}]*))?\})", re.ASCII
 )
 _GEMINI_OLD_REFERENCE = re.compile(r"\$(?:(?P<name>\w+)|\{(?P<braced>[^}]+)\})", re.ASCII)
+# The variable Gemini CLI's second expansion of a server's env (dotenv-expand) goes through.
+_GEMINI_EXPAND_TARGET: Final = "__GCLI_EXPAND_TARGET__"
 # Variables whose value decides what a program loads: an env value for one of these must be
 # known exactly, not left to the client's expansion.
 _LOADING_PREFIXES: Final = ("PYTHON", "NODE_", "LD_", "UV_", "NPM_", "npm_", "BUN_", "DENO_")
@@ -532,6 +535,40 @@ def _gemini_sanitizes_strictly(environ: Mapping[str, str]) -> bool:
 def _gemini_strictly_kept(name: str) -> bool:
     upper = name.upper()
     return upper in _GEMINI_STRICTLY_KEPT or upper.startswith("GEMINI_CLI_")
+
+
+# What Gemini CLI 0.31 and later strip from a stdio server's inherited environment always
+# (core ``sanitizeEnvironment`` with redaction on; the strictly kept names are never
+# stripped): names listed or holding a credential's word, values that look like a key, a
+# certificate, a URL's credentials or a known kind of token. Compared case-blind.
+_GEMINI_STRIPPED_NAMES: Final = frozenset(
+    {
+        "CLIENT_ID", "DB_URI", "CONNECTION_STRING", "AWS_DEFAULT_REGION", "AZURE_CLIENT_ID",
+        "AZURE_TENANT_ID", "SLACK_WEBHOOK_URL", "TWILIO_ACCOUNT_SID", "DATABASE_URL",
+        "GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_ACCOUNT", "FIREBASE_PROJECT_ID",
+    }
+)  # fmt: skip
+_GEMINI_STRIPPED_NAME = re.compile(
+    r"TOKEN|SECRET|PASSWORD|PASSWD|KEY|AUTH|CREDENTIAL|CREDS|PRIVATE|CERT"
+)
+_GEMINI_STRIPPED_VALUE = re.compile(
+    r"-----BEGIN (?:RSA|OPENSSH|EC|PGP) PRIVATE KEY-----|-----BEGIN CERTIFICATE-----"
+    r"|(?:HTTPS?|FTP|SMTP)://[^:]+:[^@]+@|(?:GHP|GHO|GHU|GHS|GHR|GITHUB_PAT)_[A-Z0-9_]{36,}"
+    r"|AIZASY[A-Z0-9_\\-]{33}|AKIA[A-Z0-9]{16}|EYJ[A-Z0-9_-]*\.[A-Z0-9_-]*\.[A-Z0-9_-]*"
+    r"|(?:S|R)K_(?:LIVE|TEST)_[0-9A-Z]{24}|XOX[ABPR]-[A-Z0-9-]+",
+    re.ASCII,
+)
+
+
+def gemini_strips(name: str, value: str) -> bool:
+    """Whether Gemini CLI (0.31 and later) strips variable ``name`` of ``value`` from the
+    environment a stdio server inherits (settings' own allowed and blocked lists aside)."""
+    upper = name.upper()
+    if _gemini_strictly_kept(upper):
+        return False
+    if upper in _GEMINI_STRIPPED_NAMES or _GEMINI_STRIPPED_NAME.search(upper):
+        return True
+    return bool(value) and _GEMINI_STRIPPED_VALUE.search(value.upper()) is not None
 
 
 def _js_truthy(value: Any) -> bool:
@@ -2280,20 +2317,40 @@ class _Reader:
         ``createTransport`` passes it), or when a settings layer configures the redaction
         (its ``blocked`` list may remove any name), once more with only what Gemini CLI
         keeps of it strictly, the server's own ``env`` added, since a variable the gate
-        credits may not reach it."""
+        credits may not reach it; and with what releases since 0.31 strip always
+        (``gemini_strips``) when that is anything. Each with the ``env`` values as releases
+        before 0.31 give them and, when that differs, as later ones do (dotenv-expand)."""
         doubts = len(self.doubts)
         self._stdio(name, entry, path, here, _GEMINI_EXPANSION)
-        if len(self.doubts) > doubts or not (
-            self.gemini_redacts or _gemini_sanitizes_strictly({**self.environ, **self.inherited})
-        ):
+        if len(self.doubts) > doubts:
             return
+        current = self._gemini_dotenv_reading(entry, path, here)
+        if current is None:
+            return
+        readings = [entry]
+        if current is not entry:
+            self._stdio(name, current, path, here, _GEMINI_EXPANSION)
+            if len(self.doubts) > doubts:
+                return
+            readings.append(current)
         saved = self.inherited
-        base = tuple((k, v) for k, v in self.environ.items() if _gemini_strictly_kept(k))
-        self.inherited = {k: v for k, v in saved.items() if _gemini_strictly_kept(k)}
-        try:
-            self._stdio(name, entry, path, here, _GEMINI_EXPANSION, base=base)
-        finally:
-            self.inherited = saved
+        variants: list[tuple[tuple[tuple[str, str], ...], dict[str, str]]] = []
+        # (releases since 0.31 strip what looks like a credential always; before, nothing)
+        base = tuple((k, v) for k, v in self.environ.items() if not gemini_strips(k, v))
+        inherited = {k: v for k, v in saved.items() if not gemini_strips(k, v)}
+        if len(base) < len(self.environ) or len(inherited) < len(saved):
+            variants.append((base, inherited))
+        if self.gemini_redacts or _gemini_sanitizes_strictly({**self.environ, **saved}):
+            base = tuple((k, v) for k, v in self.environ.items() if _gemini_strictly_kept(k))
+            variants.append((base, {k: v for k, v in saved.items() if _gemini_strictly_kept(k)}))
+        for (base, inherited), reading in itertools.product(variants, readings):
+            self.inherited = inherited
+            try:
+                self._stdio(name, reading, path, here, _GEMINI_EXPANSION, base=base)
+            finally:
+                self.inherited = saved
+            if len(self.doubts) > doubts:
+                return
 
     def _json_argument(self, value: str, inline: str, within: str | None) -> tuple[str, Any | None]:
         """Where an argument that is inline JSON or a file's path (relative to the working
@@ -2697,6 +2754,13 @@ class _Reader:
                 self._doubt(where, f"{at}.env.{key}", problem)
                 return
             known = self._expanded(value, reference) if expansion is not None else value
+            if expansion is _GEMINI_EXPANSION and self._gemini_expands_through_its_own():
+                self._doubt(
+                    where, f"{at}.env.{key}",
+                    f"{_GEMINI_EXPAND_TARGET} is set, and Gemini CLI's expansion (dotenv-expand) "
+                    "gives its value for every value a server's env declares",
+                )  # fmt: skip
+                return
             if known is not None and expansion is _GEMINI_EXPANSION and self._twice(known):
                 # Gemini CLI expands env values again when it starts the server (newer
                 # releases; older ones do not): which value the server gets is not known.
@@ -2760,6 +2824,44 @@ class _Reader:
         first = self._expanded(value, _GEMINI_REFERENCE, self.settings_expanding)
         start = {**self.expanding, **self.inherited}
         return _gemini_reading(value if first is None else first, _GEMINI_REFERENCE, start)
+
+    def _gemini_expands_through_its_own(self) -> bool:
+        """Whether ``__GCLI_EXPAND_TARGET__`` is set for Gemini CLI: dotenv-expand then
+        takes its value for every value of a server's ``env`` (its expansion goes through
+        that variable, and a value set before wins)."""
+        return any(
+            environ.get(_GEMINI_EXPAND_TARGET)
+            for environ in (self.environ, self.expanding, self.inherited)
+        )
+
+    def _gemini_dotenv_reading(
+        self, entry: dict[str, Any], path: str, here: str
+    ) -> dict[str, Any] | None:
+        """``entry`` with each ``env`` value as Gemini CLI 0.31 and later give it: its
+        settings' expansion (from the agent's environment), then dotenv-expand's
+        (``dotenv_expand``, from the environment with the .env's and the extension's
+        variables), which releases before do not apply. None when a value cannot be read
+        so (a doubt)."""
+        env = entry.get("env")
+        if not isinstance(env, dict) or not env:
+            return entry
+        first_from = self.expanding if self.settings_expanding is None else self.settings_expanding
+        start = {**self.expanding, **self.inherited}
+        changed = {}
+        for key, value in env.items():
+            first = self._expanded(value, _GEMINI_REFERENCE, first_from)
+            text = value if first is None else first
+            second = dotenv_expand(text, start)
+            if second is None or (second != text and _GEMINI_EXPANSION.search(second)):
+                self._doubt(
+                    path, f"{here}.env.{key}",
+                    "is expanded again as Gemini CLI starts the server, by dotenv-expand, to a "
+                    "value not read here (one naming a variable, or put in place holding '$')",
+                )  # fmt: skip
+                return None
+            if second != text:
+                changed[key] = second
+        return {**entry, "env": {**env, **changed}} if changed else entry
 
     def _twice(self, value: str) -> bool:
         """Whether Gemini CLI's second expansion (``expandEnvVars`` at the server's start,
