@@ -277,3 +277,63 @@ def test_a_local_install_s_bin_keys_are_read_as_npm_names_them(lab: Lab, key: st
     started, reason = lab.spawn("npx", "-y", f"{PACKAGE}@1.0.30")
     assert not started
     assert "evil" in reason, reason
+
+
+def _hidden_lockfile(folder: Path, bins: dict[str, str] | None) -> Path:
+    """npm's hidden lockfile of ``folder``'s node_modules, giving claude-code ``bins``."""
+    entry: dict[str, object] = {"version": "1.0.30"}
+    if bins is not None:
+        entry["bin"] = bins
+    document = {"name": "p", "lockfileVersion": 3, "requires": True,
+                "packages": {f"node_modules/{PACKAGE}": entry}}  # fmt: skip
+    return write(folder / "node_modules" / ".package-lock.json", json.dumps(document))
+
+
+def _local_claude_named(folder: Path, bin_name: str) -> None:
+    """claude-code 1.0.30 installed with its bin under ``bin_name`` (and that .bin link)."""
+    package = folder / "node_modules" / PACKAGE
+    manifest = {"name": PACKAGE, "version": "1.0.30", "bin": {bin_name: "cli.js"}}
+    write(package / "package.json", json.dumps(manifest))
+    write(package / "cli.js", "#!/usr/bin/env node\nconsole.log('ran');\n").chmod(0o755)
+    link = folder / "node_modules" / ".bin" / bin_name
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(Path("..") / PACKAGE / "cli.js")
+
+
+def test_the_bin_names_npm_s_hidden_lockfile_gives_a_local_install_are_judged(lab: Lab) -> None:
+    """npm takes a local install's bin map from ``node_modules/.package-lock.json`` when
+    it trusts that file over the folders: a name only the lockfile gives, which no .bin
+    holds, is found by npm's shell on PATH (an older claude there would run)."""
+    _local_claude_named(lab.project, "claude-code")
+    _hidden_lockfile(lab.project, {"claude": "cli.js"})
+    started, reason = lab.spawn("npx", "-y", f"{PACKAGE}@1.0.30")
+    assert not started, "npx started a bin name only npm's hidden lockfile gives"
+    assert "'claude'" in reason and "no node_modules/.bin holds" in reason, reason
+
+
+@pytest.mark.parametrize("bins", [{"claude-code": "cli.js"}, None])
+def test_a_hidden_lockfile_that_agrees_with_the_install_lets_npx_start(
+    lab: Lab, bins: dict[str, str] | None
+) -> None:
+    _local_claude_named(lab.project, "claude-code")
+    _hidden_lockfile(lab.project, bins)
+    spec = f"{PACKAGE}@1.0.30"
+    child = floorguard.spawn("npx", ["-y", spec], env=lab.env(), cwd=str(lab.project))
+    child.wait(timeout=30)
+    receipt = lab.last_receipt()
+    assert (receipt["verdict"], receipt["version"]) == ("permit", "1.0.30"), receipt
+
+
+@pytest.mark.parametrize("kind", ["not json", "bin not an object", "a folder"])
+def test_a_hidden_lockfile_that_cannot_be_read_refuses_npx(lab: Lab, kind: str) -> None:
+    _local_claude_named(lab.project, "claude-code")
+    hidden = lab.project / "node_modules" / ".package-lock.json"
+    if kind == "not json":
+        write(hidden, "{")
+    elif kind == "bin not an object":
+        _hidden_lockfile(lab.project, ["claude"])  # type: ignore[arg-type]
+    else:
+        hidden.mkdir()
+    started, reason = lab.spawn("npx", "-y", f"{PACKAGE}@1.0.30")
+    assert not started, f"npx started beside a hidden lockfile that is {kind}"
+    assert ".package-lock.json" in reason, reason

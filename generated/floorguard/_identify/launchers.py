@@ -1617,13 +1617,50 @@ def _local_bin_names(package: str, here: Path) -> set[str] | str:
             data = read_manifest(manifest)
         except ValueError as exc:
             return f"the local install {installed} has no readable package.json ({exc})"
-        bins = data.get("bin") if isinstance(data, dict) else None
-        if isinstance(bins, str):
-            return {package.rsplit("/", maxsplit=1)[-1]}
-        if isinstance(bins, dict) and all(isinstance(k, str) for k in bins):
-            return {name for key in bins if (name := npm_bin_name(key)) is not None}
-        return f"the local install {installed} states no bin npm could run by name"
+        names = _bin_names(package, data.get("bin") if isinstance(data, dict) else None)
+        if names is None:
+            return f"the local install {installed} states no bin npm could run by name"
+        hidden = _hidden_lockfile_bin_names(folder / "node_modules", package)
+        return hidden if isinstance(hidden, str) else names | hidden
     return set()
+
+
+def _bin_names(package: str, bins: object) -> set[str] | None:
+    """The names npm gives a package's ``bin`` (a file: the package's own name); None
+    when it states none npm could run by name."""
+    if isinstance(bins, str):
+        return {package.rsplit("/", maxsplit=1)[-1]}
+    if isinstance(bins, dict) and all(isinstance(k, str) for k in bins):
+        return {name for key in bins if (name := npm_bin_name(key)) is not None}
+    return None
+
+
+def _hidden_lockfile_bin_names(node_modules: Path, package: str) -> set[str] | str:
+    """The bin names npm's hidden lockfile (``node_modules/.package-lock.json``) gives
+    ``package``: npm takes a tree's metadata from it, not from the packages' own files,
+    when it is newer than they are, so its names run as much as package.json's do. The
+    reason when it cannot be read so; none when there is no such file or entry."""
+    hidden = node_modules / ".package-lock.json"
+    if not os.path.lexists(hidden):
+        return set()
+    import json
+
+    from floorguard._base.files import MAX_MAP_BYTES, read_regular
+    from floorguard.errors import UnreadableFileError
+
+    try:
+        document = json.loads(read_regular(hidden, max_bytes=MAX_MAP_BYTES, what="lockfile"))
+    except (UnreadableFileError, ValueError, RecursionError) as exc:
+        return f"npm's hidden lockfile {hidden} cannot be read ({exc})"
+    packages = document.get("packages") if isinstance(document, dict) else None
+    entry = packages.get(f"node_modules/{package}") if isinstance(packages, dict) else None
+    if entry is None:
+        return set()
+    bins = entry.get("bin") if isinstance(entry, dict) else None
+    names = set() if bins is None else _bin_names(package, bins)
+    if names is None:
+        return f"npm's hidden lockfile {hidden} gives {package} a bin that is no map of names"
+    return names
 
 
 def _not_run_by_node(head: bytes) -> str | None:
