@@ -242,3 +242,13 @@ def test_which_variables_gemini_strips_from_a_server(name: str, value: str, stri
     from floorguard._identify.mcp_config import gemini_strips
 
     assert gemini_strips(name, value) is stripped
+
+
+def test_a_server_every_reading_judges_alike_is_listed_once(agents: Agents) -> None:
+    """GEMINI_API_KEY is stripped from a server by its name: the server is judged with and
+    without it, and the receipt lists it once."""
+    _gemini_servers(agents, s={"command": str(agents.bin / "fixed" / "aider")})
+    decision = _decide(agents, GEMINI_API_KEY="k")
+    assert decision.verdict == "permit", decision.reason
+    listed = [(s["name"], s["verdict"]) for s in agents.receipt(decision)["mcp_servers"]]
+    assert listed == [("s", "permit")]

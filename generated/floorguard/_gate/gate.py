@@ -839,8 +839,11 @@ def judge_mcp_servers(
             declared, policy=policy, environ=environ, run_environ=run_environ, cwd=cwd,
             floor_map=floor_map, map_hash=map_hash,
         )  # fmt: skip
-        entries.append(entry)
-        if problem is not None:
+        # (a server judged under several readings of its environment that all come to the
+        # same is listed once)
+        if entry not in entries:
+            entries.append(entry)
+        if problem is not None and problem not in refused:
             refused.append(problem)
     return ServersJudged(tuple(entries), tuple(refused), ())
 
