@@ -139,6 +139,10 @@ def test_spawn_refuses_popen_arguments_that_bypass_the_check(host: Host, argumen
         ("stdout=subprocess.PIPE, pipesize=2**30", "ValueError"),
         ("process_group=2**22 + 17", "ValueError"),  # no such group in this session
         ("stdot=subprocess.PIPE", "TypeError"),  # no such option
+        ("start_new_session=True, process_group=0", "ValueError"),  # a leader stays put
+        ("start_new_session='x'", "TypeError"),
+        ("restore_signals=None", "TypeError"),
+        ("close_fds=2**70", "TypeError"),
     ],
 )
 def test_popen_options_the_child_cannot_be_started_with_raise_before_anything_is_recorded(

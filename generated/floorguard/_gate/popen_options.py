@@ -48,6 +48,14 @@ def check_popen_options(options: Mapping[str, Any]) -> None:
         raise ValueError("startupinfo is only supported on Windows platforms")
     if options.get("creationflags", 0) != 0:
         raise ValueError("creationflags is only supported on Windows platforms")
+    for name in ("close_fds", "restore_signals", "start_new_session"):
+        # (Popen hands these to the child's set-up as C integers: a text, None or a huge
+        # number fails there, after the permit)
+        if name in options and options[name] not in (True, False):
+            raise TypeError(f"{name} must be True or False")
+    if options.get("start_new_session") and options.get("process_group") is not None:
+        # (the child leads a new session, and a session leader cannot change its group)
+        raise ValueError("start_new_session and process_group cannot be given together")
     for name in ("bufsize", "umask", "pipesize"):
         if name in options and not isinstance(options[name], int):
             raise TypeError(f"{name} must be an integer")
