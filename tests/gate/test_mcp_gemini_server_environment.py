@@ -252,3 +252,50 @@ def test_a_server_every_reading_judges_alike_is_listed_once(agents: Agents) -> N
     assert decision.verdict == "permit", decision.reason
     listed = [(s["name"], s["verdict"]) for s in agents.receipt(decision)["mcp_servers"]]
     assert listed == [("s", "permit")]
+
+
+# ------------------------------------------------------- the .env as node's dotenv reads it
+
+
+def _old_codex_home(agents: Agents) -> Path:
+    home = agents.root / "old-codex"
+    home.mkdir()
+    (home / "config.toml").write_text('[mcp_servers.old]\ncommand = "aider"\n')
+    return home
+
+
+def test_a_env_value_ends_at_its_first_hash_as_dotenv_reads_it(agents: Agents) -> None:
+    """dotenv ends an unquoted value at any '#': ``CODEX_HOME=<old>#x`` is ``<old>``, whose
+    config.toml declares the old aider, to the nested codex."""
+    old = _old_codex_home(agents)
+    (agents.project / ".env").write_text(f"CODEX_HOME={old}#x\n")
+    _gemini_servers(agents, inner={"command": "codex", "args": ["mcp-server"]})
+    decision = _decide(agents)
+    assert decision.verdict == "refuse", decision.reason
+    assert "aider 0.50.0" in decision.reason, decision.reason
+
+
+@pytest.mark.parametrize(
+    "separator", ["\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]
+)
+def test_a_env_file_holding_a_break_dotenv_does_not_take_for_one_refuses(
+    agents: Agents, separator: str
+) -> None:
+    """dotenv breaks lines at a line feed alone: ``FOO=bar<sep>CODEX_HOME=<clean>`` sets
+    FOO alone, and the nested codex, without CODEX_HOME, reads ``~/.codex`` (the old
+    aider). Python's line splitting sees a second line there."""
+    clean = _codex_homes(agents, "clean")["CODEX_HOME"]
+    (agents.project / ".env").write_text(f"FOO=bar{separator}CODEX_HOME={clean}\n")
+    _gemini_servers(agents, inner={"command": "codex", "args": ["mcp-server"]})
+    decision = _decide(agents)
+    assert decision.verdict == "refuse", decision.reason
+    assert ".env" in decision.reason, decision.reason
+
+
+def test_a_env_value_with_a_comment_after_it_is_read(agents: Agents) -> None:
+    """The positive control: a codex home of no servers named by the .env, a comment after."""
+    clean = _codex_homes(agents, "clean")["CODEX_HOME"]
+    (agents.project / ".env").write_text(f"# codex\nCODEX_HOME={clean} # the clean one\r\n")
+    _gemini_servers(agents, inner={"command": "codex", "args": ["mcp-server"]})
+    decision = _decide(agents)
+    assert decision.verdict == "permit", decision.reason

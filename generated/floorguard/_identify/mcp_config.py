@@ -629,6 +629,9 @@ _GEMINI_PLACE_NAMES: Final = frozenset(
     }
 )
 
+# Where Python's reading of a .env (its white space, its line breaks) and node's dotenv
+# (JavaScript's: a line feed alone breaks a line) part: a file holding one is a doubt.
+_DOTENV_ODD_CHARACTERS: Final = frozenset("\v\f\x1c\x1d\x1e\x1f\x85\u2028\u2029\ufeff")
 _DOTENV_LINE: Final = re.compile(
     r"\s*(?:export\s+)?(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*=(?P<value>.*)\Z"
 )
@@ -1287,7 +1290,7 @@ class _Reader:
             path = os.path.join(self.cwd, name)
             if os.path.isdir(path):
                 continue  # (a virtual environment called .env: no file Bun could load)
-            added = self._dotenv(path, "claude environment file")
+            added = self._dotenv(path, "claude environment file", node=False)
             if not added:
                 continue
             expanded = sorted(n for n, v in added.items() if "$" in v or "#" in v)
@@ -2620,8 +2623,11 @@ class _Reader:
         self.inherited.update(added)
         self.expanding = {**added, **self.environ}
 
-    def _dotenv(self, path: str, what: str = "gemini environment file") -> dict[str, str] | None:
-        """The variables a ``.env`` file sets, read plainly, or None (a doubt recorded)."""
+    def _dotenv(
+        self, path: str, what: str = "gemini environment file", *, node: bool = True
+    ) -> dict[str, str] | None:
+        """The variables a ``.env`` file sets, read plainly (``node``: as node's dotenv
+        reads it, Gemini CLI's), or None (a doubt recorded)."""
         got = None
         try:
             got = self._read_config(path, within=None, what=what)
@@ -2637,8 +2643,18 @@ class _Reader:
         except UnicodeDecodeError:
             self._doubt(path, "(the file)", "not UTF-8 text")
             return None
+        odd = next((c for c in text if c in _DOTENV_ODD_CHARACTERS), None)
+        if odd is not None:
+            self._doubt(
+                path, "(the file)",
+                f"holds {odd!r}, which node's dotenv and this reader do not take alike for a "
+                "line break or a space",
+            )  # fmt: skip
+            return None
         added: dict[str, str] = {}
-        for number, line in enumerate(text.splitlines(), 1):
+        # (dotenv breaks lines at a line feed alone, a carriage return first made one)
+        lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        for number, line in enumerate(lines, 1):
             if not line.strip() or line.lstrip().startswith("#"):
                 continue
             match = _DOTENV_LINE.match(line)
@@ -2653,7 +2669,9 @@ class _Reader:
                     return None
                 value = value[1:-1]
             else:
-                value = value.split(" #", 1)[0].strip()
+                # (node's dotenv ends a value at its first '#'; Bun at one after a space,
+                # and claude's reading refuses a value still holding one)
+                value = value.split("#" if node else " #", 1)[0].strip()
             added[name] = value
         return added
 
