@@ -52,3 +52,40 @@ def test_a_record_stamped_at_a_transaction_begun_before_a_checkpoint_is_not_left
                     "--until", started, env=pg.env(tmp_path / "auditor"))  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr
     assert "does not cover the end of the window" in done.stdout + done.stderr
+
+
+# The owner (who owns the API's functions) has open_append report the server's clock an hour
+# ahead: what it returns is the chain's time as a checkpoint reads it.
+CLOCK_AHEAD = """
+BEGIN;
+CREATE SCHEMA aside;
+GRANT USAGE ON SCHEMA aside TO PUBLIC;
+ALTER FUNCTION floorguard_api.open_append(bigint) SET SCHEMA aside;
+CREATE FUNCTION floorguard_api.open_append(known_size bigint, OUT clock text, OUT seq bigint,
+  OUT ts text, OUT chain_id text, OUT event text, OUT receipt_id text, OUT receipt text,
+  OUT prev text, OUT mac text, OUT nodes text)
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
+  SELECT to_char((r.clock::timestamptz + interval '1 hour') AT TIME ZONE 'UTC',
+                 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+         r.seq, r.ts, r.chain_id, r.event, r.receipt_id, r.receipt, r.prev, r.mac, r.nodes
+  FROM aside.open_append(known_size) r
+$f$;
+GRANT EXECUTE ON FUNCTION floorguard_api.open_append(bigint) TO floorguard_appender_{db};
+COMMIT;
+"""
+
+
+def test_a_server_clock_ahead_of_the_host_s_dates_no_checkpoint_later_than_the_host_s(
+    pg: Chain, tmp_path: Path
+) -> None:
+    """A host signs no time its own clock has not reached: a record an honest host appends
+    after the checkpoint, stamped now, is not left before it."""
+    from floorguard._base._time import now_ts
+
+    chain = pg.chain()
+    for n in range(2):
+        chain.append(CANARY, receipt(n=n))
+    chain.close()
+    pg.sql(CLOCK_AHEAD.format(db=pg.database))
+    checkpoint, _ = signed_checkpoint(pg, tmp_path)
+    assert _time_line(checkpoint) <= now_ts(), _time_line(checkpoint)

@@ -680,9 +680,10 @@ class AuditChain:
         stamped before, read together under the chain's write lock: the time a checkpoint
         of those records may state. (A snapshot read without the lock can miss a record
         stamped earlier and committed later.) The chain's clock is the store's shared one,
-        less how old a stamp the store takes (``stamp_slack_seconds``), else this host's;
-        and never before the head's stamp. It assumes that clock does not step back. Raises
-        ChainWriteError (a chain this process cannot lock: a read-only file or role)."""
+        less how old a stamp the store takes (``stamp_slack_seconds``), but never later than
+        this host's less the same, else this host's; and never before the head's stamp. It
+        assumes that clock does not step back. Raises ChainWriteError (a chain this process
+        cannot lock: a read-only file or role)."""
         from datetime import timedelta
 
         from floorguard._base._time import parse_ts
@@ -692,7 +693,12 @@ class AuditChain:
         def read(view: WriteView) -> tuple[int, str]:
             head = view.head()
             shared = view.clock()
-            now = now_ts() if shared is None else format_ts(parse_ts(shared) - slack)
+            now = now_ts()
+            if shared is not None:
+                # Never a time this host's clock has not reached: a server (or its owner)
+                # reporting a clock ahead would have it sign a window still open, whose
+                # records honest hosts go on to stamp inside it.
+                now = min(format_ts(parse_ts(shared) - slack), format_ts(parse_ts(now) - slack))
             if head is None:
                 return 0, now
             return head[0] + 1, max(now, head[1])  # (fixed-width stamps: compared as text)
