@@ -137,6 +137,8 @@ class WindowProof:
     _tree_root: bytes | None = field(default=None, init=False)
     _leaves_seen: bool = field(default=False, init=False)
     _appended: dict[int, bytes] = field(default_factory=dict, init=False)
+    # The first record past the previous checkpoint stamped before that checkpoint's time.
+    _before_previous: tuple[int, str] | None = field(default=None, init=False)
     _judged: dict[tuple[object, ...], object] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
@@ -195,6 +197,11 @@ class WindowProof:
         previous = self.previous
         if previous is not None and seq == previous.size - 1:
             self._previous_digest = ChainRecord.from_values(values).digest()
+        elif (
+            previous is not None and seq >= previous.size and self._before_previous is None
+            and previous.time is not None and _stamped_before(ts, previous.time)
+        ):  # fmt: skip
+            self._before_previous = (seq, ts)
 
     def _in_window(self, ts: str) -> bool:
         since, until = self._since_text, self._until_text
@@ -650,10 +657,34 @@ class WindowProof:
             return "no checkpoint"
         if proof is None:
             return "--previous-checkpoint needs --consistency, the proof from it to --checkpoint"
+        late = self._previous_time_problem()
+        if late is not None:
+            return late
         try:
             tlog.check_consistency(proof, previous, checkpoint)
         except VerificationError as exc:
             return f"previous checkpoint: {self._previous_old_format() or exc}"
+        return None
+
+    def _previous_time_problem(self) -> str | None:
+        """Why the previous checkpoint's time is not one no later record is stamped before
+        (the time a chain's clock, or a server reporting one, put ahead), or None."""
+        checkpoint, previous = self.checkpoint, self.previous
+        if checkpoint is None or previous is None or previous.time is None:
+            return None
+        if checkpoint.time is not None and _stamped_before(checkpoint.time, previous.time):
+            return (
+                f"the checkpoint is dated {checkpoint.time}, before the previous checkpoint "
+                f"({previous.time}) of fewer records: one of them states a time the chain's "
+                "clock had not reached"
+            )
+        if self._before_previous is not None:
+            seq, ts = self._before_previous
+            return (
+                f"record {seq}, after the previous checkpoint's {previous.size} records, is "
+                f"stamped {ts}, before that checkpoint's time {previous.time}: its time was "
+                "ahead of the chain's clock, and windows it closed may leave records out"
+            )
         return None
 
     def _previous_old_format(self) -> str | None:
@@ -681,6 +712,9 @@ class WindowProof:
                 f"the previous checkpoint covers {previous.size} records, the checkpoint "
                 f"{checkpoint.size}: it binds none of the slice's records"
             )
+        late = self._previous_time_problem()
+        if late is not None:
+            return late
         try:
             tlog.check_consistency(proof, previous, checkpoint)
         except VerificationError as exc:
@@ -800,3 +834,11 @@ def _moment(ts: str, *, ceiling: bool = False) -> datetime | None:
         return parse_ts_ceiling(ts) if ceiling else parse_any_ts(ts)
     except FloorguardError:
         return None
+
+
+def _stamped_before(ts: str, moment: str) -> bool:
+    """Whether stamp ``ts`` is earlier than the time ``moment`` (either unreadable: no)."""
+    if len(ts) == len(moment) == 27 and ts[19] == moment[19] == "." and ts[-1] == moment[-1] == "Z":
+        return ts < moment  # (fixed-width stamps: compared as text)
+    first, second = _moment(ts), _moment(moment)
+    return first is not None and second is not None and first < second
