@@ -13,7 +13,7 @@ from helpers.pg_chain import CANARY, Chain
 from floorguard._crypto import merkle
 from floorguard._proofs import checkpoint, tlog
 from floorguard.chainstore.interface import FirstReads
-from floorguard.errors import ChainError
+from floorguard.errors import ChainError, VerificationError
 
 pytestmark = pytest.mark.fleet
 
@@ -121,3 +121,27 @@ def test_a_snapshot_of_a_chain_whose_tables_were_dropped_is_refused(pg: Chain) -
             chain.head()
         states = _sessions(pg)
         assert all(state == "idle:" for state in states), states
+
+
+# The owner has first_seq_of name record 0 for any receipt.
+FIRST_SEQ_ALWAYS_0 = """
+BEGIN;
+CREATE SCHEMA aside;
+ALTER FUNCTION floorguard_api.first_seq_of(text) SET SCHEMA aside;
+CREATE FUNCTION floorguard_api.first_seq_of(wanted text) RETURNS bigint LANGUAGE sql
+  SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS 'SELECT 0::bigint';
+GRANT EXECUTE ON FUNCTION floorguard_api.first_seq_of(text) TO floorguard_appender_{db};
+COMMIT;
+"""
+
+
+def test_a_proof_asked_by_receipt_id_is_of_the_record_holding_that_receipt(pg: Chain) -> None:
+    chain = pg.chain()
+    for n in range(3):
+        chain.append(CANARY, receipt(n=n))
+    wanted = chain.head()
+    assert wanted is not None and wanted.seq == 2
+    assert tlog.prove_inclusion(chain, receipt_id=wanted.receipt_id).leaf_index == 2
+    pg.sql(FIRST_SEQ_ALWAYS_0.format(db=pg.database))
+    with pytest.raises(VerificationError, match="holds receipt"):
+        tlog.prove_inclusion(chain, receipt_id=wanted.receipt_id)
