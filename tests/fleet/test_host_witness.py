@@ -239,6 +239,10 @@ def test_an_unreadable_or_malformed_view_refuses_appends(
     assert "refused" in refused
     assert str(view_file) in str(refused["refused"])
     assert _head_seq(pg) == 0
+    # recorded on the host, the record that was not written with it
+    entry = json.loads((host.home / "chain-refusals.jsonl").read_text().splitlines()[-1])
+    assert entry["event"] == "unreadable-view", entry
+    assert str(view_file) in entry["message"] and entry["refused"]["receipt_id"], entry
 
 
 def test_a_restored_copy_of_a_local_sqlite_chain_is_refused_as_a_rollback(tmp_path: Path) -> None:

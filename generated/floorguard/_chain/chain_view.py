@@ -33,10 +33,11 @@ Files, in FLOORGUARD_HOME (``state_paths().chain_view`` and beside it):
 ``chain-refusals.jsonl``
     What this host refused, and every re-anchoring: one JSON object a line, appended with
     ``O_APPEND`` and fsync'd. Fields: ``ts``, ``event`` (``"rollback"``, ``"fork"``,
-    ``"replaced"`` or ``"accept-current"``), ``chain_id``, ``location``, ``remembered``
-    (``{"size", "root", "seen"}`` or null), ``found`` (``{"size", "root"}``, the store's;
-    root null when not computed), ``pid``, ``message``; for a refused append also
-    ``refused`` (``{"event", "receipt_id", "receipt"}``: the record that was not written);
+    ``"replaced"``, ``"unreadable-view"`` or ``"accept-current"``), ``chain_id``,
+    ``location``, ``remembered`` (``{"size", "root", "seen"}`` or null), ``found``
+    (``{"size", "root"}``, the store's; root null when not computed), ``pid``,
+    ``message``; for a refused append also ``refused`` (``{"event", "receipt_id",
+    "receipt"}``: the record that was not written);
     for ``accept-current`` also ``replaced_chains`` (the views of other chains remembered
     at the same location, now dropped: ``{CHAIN_ID: {"size", "root", "seen"}}``).
 
@@ -715,7 +716,17 @@ class AppendWitness:
         read through ``subtree``, extends what this host remembers of ``chain_id``.
         ``refused`` describes the record that would not be written (called on refusal)."""
         self._hold()
-        views = self._seen = self.views.load()
+        try:
+            views = self._seen = self.views.load()
+        except ChainWriteError as exc:
+            # (a view that cannot be read witnesses nothing: refused, and recorded as any)
+            self.views.record({
+                "ts": now_ts(), "event": "unreadable-view", "chain_id": chain_id,
+                "location": self.location, "remembered": None,
+                "found": {"size": size, "root": None}, "pid": os.getpid(),
+                "message": str(exc), "refused": dict(refused()),
+            })  # fmt: skip
+            raise
         found = judge(views, chain_id, size, self.location, lambda m: merkle.root(m, subtree))
         if found is not None:
             event, why, seen, root = found
