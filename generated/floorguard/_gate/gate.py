@@ -686,10 +686,11 @@ def decide(
 
 def _with_policy_ignored(judgement: _Judgement, environ: Mapping[str, str]) -> _Judgement:
     """An untracked judgement whose reason says so when FLOORGUARD_UNTRACKED_POLICY is set
-    to something other than exactly ``refuse`` (``REFUSE``, ``deny``...), which allows it:
-    a setting meant to refuse must not be ignored in silence."""
+    to something other than exactly ``refuse`` (``REFUSE``, ``deny``, empty: a template's
+    variable left unset...), which allows it: a setting meant to refuse must not be ignored
+    in silence."""
     value = environ.get(UNTRACKED_POLICY_VARIABLE)
-    if not value or value == "refuse":
+    if value is None or value == "refuse":
         return judgement
     shown = without_credentials(repr(value[:40]))
     note = (
