@@ -9,7 +9,7 @@ import dataclasses
 from pathlib import Path
 
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
-from helpers.tlog_support import both, ctl, ok
+from helpers.tlog_support import _same, both, ctl, ok
 
 from floorguard._proofs import checkpoint
 
@@ -53,4 +53,17 @@ def test_a_checkpoint_dated_before_the_previous_one_refuses(log: Path, tmp_path:
 
 def test_checkpoints_in_the_order_of_their_records_pass(log: Path) -> None:
     code, out = _verify(log, log / "one.cp", log / "two.cp")
+    assert code == 0 and out.startswith("PROVEN"), out
+
+
+def test_a_checkpoint_of_the_same_size_dated_earlier_is_no_contradiction(
+    log: Path, tmp_path: Path
+) -> None:
+    """A checkpoint signed without the chain's lock (an auditor's role) states its last
+    record's time: earlier than one of the same size signed with it, and both hold."""
+    later = _dated(log, "two.cp", AHEAD, tmp_path / "two-ahead.cp")
+    ok(ctl(log, "chain", "export", "--out", "all.jsonl"))
+    code, out, _ = both(log, "verify", "chain", "all.jsonl", "--checkpoint", "two.cp",
+                        "--pubkey", "keys/signing.pub", "--previous-checkpoint", str(later),
+                        "--consistency", _same(log))  # fmt: skip
     assert code == 0 and out.startswith("PROVEN"), out

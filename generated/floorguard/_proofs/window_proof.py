@@ -672,7 +672,13 @@ class WindowProof:
         checkpoint, previous = self.checkpoint, self.previous
         if checkpoint is None or previous is None or previous.time is None:
             return None
-        if checkpoint.time is not None and _stamped_before(checkpoint.time, previous.time):
+        if (
+            checkpoint.size > previous.size
+            and checkpoint.time is not None
+            and _stamped_before(checkpoint.time, previous.time)
+        ):
+            # (of the same size, a checkpoint signed without the chain's lock states its
+            # last record's time, earlier than one signed with it: no contradiction)
             return (
                 f"the checkpoint is dated {checkpoint.time}, before the previous checkpoint "
                 f"({previous.time}) of fewer records: one of them states a time the chain's "
