@@ -346,10 +346,17 @@ def test_gemini_with_its_own_home_named_reads_the_home_s_gemini_folder_too(
      (".env.test.local", "LD_PRELOAD=./x.so\n", "LD_PRELOAD"),
      (".env", "PYTHONSAFEPATH=$NOPE\n", "PYTHONSAFEPATH"),
      (".env", "PYTHONSAFEPATH='${NOPE}'\n", "PYTHONSAFEPATH"),
-     (".env", "PYTHONSAFEPATH=#x\n", "PYTHONSAFEPATH")],
+     (".env", "PYTHONSAFEPATH=#x\n", "PYTHONSAFEPATH"),
+     # Bun keeps a Unicode blank around a value, and reads no name after one: the line
+     # is not the one a Python strip reads
+     (".env", "API_KEY=k\u00a0\n", "(the file)"),
+     (".env", "API_KEY=k\n\u3000API_KEY=j\n", "(the file)"),
+     # Bun ends a quoted value at its first closing quote
+     (".env", 'API_KEY="a"b"\n', "line 1")],
     ids=["bash-env", "local-node-options", "development-pythonpath", "production-ld-preload",
          "config-dir", "xdg-config-home", "not-read-plainly", "development-local",
-         "test-local", "expanded", "expanded-in-single-quotes", "a-comment-for-bun"],
+         "test-local", "expanded", "expanded-in-single-quotes", "a-comment-for-bun",
+         "unicode-blank-after-a-value", "unicode-blank-before-a-name", "a-quote-in-quotes"],
 )  # fmt: skip
 def test_claude_is_judged_with_the_project_env_files_it_loads(
     lab: Lab, name: str, text: str, named: str

@@ -2644,11 +2644,16 @@ class _Reader:
             self._doubt(path, "(the file)", "not UTF-8 text")
             return None
         odd = next((c for c in text if c in _DOTENV_ODD_CHARACTERS), None)
+        if odd is None and not node:
+            # (Bun's loader takes ASCII blanks alone for blanks: it keeps a Unicode one
+            # around a value and reads no name after one)
+            odd = next((c for c in text if c.isspace() and c not in " \t\n\r"), None)
         if odd is not None:
+            loader = "node's dotenv" if node else "Bun's loader"
             self._doubt(
                 path, "(the file)",
-                f"holds {odd!r}, which node's dotenv and this reader do not take alike for a "
-                "line break or a space",
+                f"holds {odd!r}, which {loader} and this reader do not take alike for a line "
+                "break or a space",
             )  # fmt: skip
             return None
         added: dict[str, str] = {}
@@ -2664,7 +2669,12 @@ class _Reader:
             name, value = match["name"], match["value"].strip()
             if value[:1] in ("'", '"', "`"):
                 quote = value[0]
-                if len(value) < 2 or not value.endswith(quote) or "\\" in value:
+                if (
+                    len(value) < 2
+                    or not value.endswith(quote)
+                    or "\\" in value
+                    or (not node and quote in value[1:-1])  # (Bun ends it at the first)
+                ):
                     self._doubt(path, f"line {number}", "a quoted value not read plainly here")
                     return None
                 value = value[1:-1]
