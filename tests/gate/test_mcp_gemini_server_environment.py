@@ -197,7 +197,7 @@ def _codex_homes(agents: Agents, named: str) -> dict[str, str]:
     ("named", "extra"),
     [
         ("eyJhb.cd.ef", {}),  # a value that looks like a JWT
-        ("plain", {"GEMINI_TOKEN_DIR": "x"}),  # (not what decides: the next case does)
+        ("plain", {"GEMINI_TOKEN_DIR": "x"}),  # the control: only a name stripped
     ],
     ids=["value-like-a-token", "control-name"],
 )

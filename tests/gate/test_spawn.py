@@ -7,6 +7,7 @@ file if it ran, and the tests assert the marker is absent.
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -124,6 +125,17 @@ def test_spawn_refuses_popen_arguments_that_bypass_the_check(host: Host, argumen
     assert host.chain_records() == []
 
 
+def _spawned_by_the_host(
+    host: Host, tmp_path: Path, body: str
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """``body`` run by the host's Python (``ENV`` a plain PATH), a codex 0.60.0 that leaves
+    the marker returned if it runs at ``sys.argv[1]``."""
+    marker = tmp_path / "ran"
+    binary = agent(tmp_path / "codex", "0.60.0", marker)
+    code = "import os, subprocess, sys, floorguard\nENV = {'PATH': os.environ['PATH']}\n" + body
+    return host.python("-c", code, str(binary)), marker
+
+
 @pytest.mark.parametrize(
     ("options", "raised"),
     [
@@ -148,16 +160,12 @@ def test_spawn_refuses_popen_arguments_that_bypass_the_check(host: Host, argumen
 def test_popen_options_the_child_cannot_be_started_with_raise_before_anything_is_recorded(
     host: Host, tmp_path: Path, options: str, raised: str
 ) -> None:
-    marker = tmp_path / "ran"
-    binary = agent(tmp_path / "codex", "0.60.0", marker)
-    code = (
-        "import os, subprocess, sys, floorguard\n"
-        "ENV = {'PATH': os.environ['PATH']}\n"
+    done, marker = _spawned_by_the_host(
+        host, tmp_path,
         "try:\n"
         f"    floorguard.spawn('codex', [], binary=sys.argv[1], env=ENV, {options}).wait()\n"
-        "except Exception as e:\n    print(type(e).__name__, e)\n"
-    )
-    done = host.python("-c", code, str(binary))
+        "except Exception as e:\n    print(type(e).__name__, e)\n",
+    )  # fmt: skip
     assert done.stdout.split()[0] == raised, (done.stdout, done.stderr)
     assert host.chain_records() == []
     assert not marker.exists()
@@ -166,18 +174,14 @@ def test_popen_options_the_child_cannot_be_started_with_raise_before_anything_is
 def test_popen_options_a_child_can_be_started_with_are_passed_on(
     host: Host, tmp_path: Path
 ) -> None:
-    marker = tmp_path / "ran"
-    binary = agent(tmp_path / "codex", "0.60.0", marker)
-    code = (
-        "import os, subprocess, sys, floorguard\n"
-        "child = floorguard.spawn('codex', ['task'], binary=sys.argv[1], stdin=0,\n"
-        "    env={'PATH': os.environ['PATH']},\n"
+    done, marker = _spawned_by_the_host(
+        host, tmp_path,
+        "child = floorguard.spawn('codex', ['task'], binary=sys.argv[1], stdin=0, env=ENV,\n"
         "    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, encoding='utf-8', errors='strict',\n"
         "    bufsize=1, umask=0o077, pipesize=4096, process_group=os.getpgid(0),\n"
         "    close_fds=True, restore_signals=True, creationflags=0, startupinfo=None)\n"
-        "print(child.communicate()[0].strip())\n"
-    )
-    done = host.python("-c", code, str(binary))
+        "print(child.communicate()[0].strip())\n",
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().endswith("args=task")
     assert [record["receipt"]["verdict"] for record in host.chain_records()] == ["permit"]
