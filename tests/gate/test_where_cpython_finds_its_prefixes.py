@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers.closed_world import DEFAULT, PY, World, old_aider_code
+from helpers.closed_world import DEFAULT, PY, Outcome, World, old_aider_code
 from probes import pip_install, plain_interpreter
 
 pytestmark = pytest.mark.attack
@@ -24,6 +24,16 @@ def _base_with_aider(world: World, prefix: Path, version: str) -> Path:
     pip_install(prefix, dist="aider-chat", module="aider", version=version,
                 marker=world.root / f"{prefix.name}-ran")  # fmt: skip
     return prefix
+
+
+def _python_m_aider(world: World, binary: str | Path) -> Outcome:
+    """``binary -P -m aider task`` spawned from a workspace of its own, as the host does."""
+    workspace = world.root / "ws"
+    workspace.mkdir()
+    return world.spawn(
+        "python", ["-P", "-m", "aider", "task"], policy=DEFAULT, binary=binary,
+        env=world.env(), cwd=workspace,
+    )  # fmt: skip
 
 
 def _old_venv_over_a_new_base(world: World) -> tuple[Path, Path]:
@@ -46,12 +56,7 @@ def test_a_venv_interpreter_named_by_a_path_not_written_plainly_is_refused(
     normalizes it and finds the environment, with its aider 0.50.0."""
     venv, old_ran = _old_venv_over_a_new_base(world)
     (venv / "bin" / "sub").mkdir()
-    workspace = world.root / "ws"
-    workspace.mkdir()
-    outcome = world.spawn(
-        "python", ["-P", "-m", "aider", "task"], policy=DEFAULT, binary=f"{venv}/{spelling}",
-        env=world.env(), cwd=workspace,
-    )  # fmt: skip
+    outcome = _python_m_aider(world, f"{venv}/{spelling}")
     world.assert_refused(outcome, old_ran, "written plainly", "0.50.0")
 
 
@@ -71,12 +76,7 @@ def test_an_interpreter_whose_platform_library_lies_elsewhere_is_refused(world: 
     site.mkdir()
     (site / "old.py").write_text(old_aider_code(old.site), encoding="utf-8")
     (site / "zz.pth").write_text("import old\n", encoding="utf-8")
-    workspace = world.root / "ws"
-    workspace.mkdir()
-    outcome = world.spawn(
-        "python", ["-P", "-m", "aider", "task"], policy=DEFAULT, binary=base / "bin" / "python",
-        env=world.env(), cwd=workspace,
-    )  # fmt: skip
+    outcome = _python_m_aider(world, base / "bin" / "python")
     world.assert_refused(outcome, old.marker, "lib-dynload")
 
 
@@ -85,10 +85,5 @@ def test_a_venv_interpreter_named_with_a_repeated_slash_is_judged_as_its_environ
 ) -> None:
     """``bin//python3``: the kernel, getpath and site all read it as ``bin/python3``."""
     venv, old_ran = _old_venv_over_a_new_base(world)
-    workspace = world.root / "ws"
-    workspace.mkdir()
-    outcome = world.spawn(
-        "python", ["-P", "-m", "aider", "task"], policy=DEFAULT, binary=f"{venv}/bin//python3",
-        env=world.env(), cwd=workspace,
-    )  # fmt: skip
+    outcome = _python_m_aider(world, f"{venv}/bin//python3")
     world.assert_refused(outcome, old_ran, "0.50.0")

@@ -320,11 +320,12 @@ def prove_inclusion(
         if line is None:
             stated()
             raise VerificationError(f"the tree of {size} records has no record {seq}")
-        if receipt_id is not None and record_of_line(line).receipt_id != receipt_id:
+        holds = None if receipt_id is None else record_of_line(line).receipt_id
+        if holds != receipt_id:
             # (the store named the record: a hostile one may name another)
             raise VerificationError(
                 f"the audit chain named record {seq} for receipt {receipt_id}, but that record "
-                "holds receipt " + record_of_line(line).receipt_id + " (the database was altered)"
+                f"holds receipt {holds} (the database was altered)"
             )
         leaf = merkle.leaf_hash(line.encode("utf-8"))
         if snap.subtree(0, seq) != leaf:
