@@ -331,6 +331,25 @@ def test_every_inclusion_proof_verifies_and_any_one_bit_change_fails(
             verify_inclusion(index, size, leaf, proof[:-1], top)
 
 
+@settings(max_examples=500)
+@given(data=st.data(), size=st.integers(min_value=1, max_value=1 << 62))
+def test_each_hash_of_an_inclusion_path_folds_whole_subtrees_that_tile_its_leaf_range(
+    data: st.DataObject, size: int
+) -> None:
+    # The path is computed bottom-up from the bits of index and size; the ranges top-down
+    # by RFC 9162's split: the two must name the same leaves, at any size a chain reaches.
+    index = data.draw(st.integers(min_value=0, max_value=size - 1))
+    path = merkle.inclusion_path(index, size)
+    assert len(path) == len(merkle.inclusion_ranges(index, size))
+    for nodes, (start, end) in zip(path, merkle.inclusion_ranges(index, size), strict=True):
+        at = start
+        for level, node in nodes:
+            assert node << level == at  # whole subtrees, in order, with no gap
+            at += 1 << level
+        assert at == end <= size
+        assert [level for level, _ in nodes] == sorted({level for level, _ in nodes}, reverse=True)
+
+
 @settings(max_examples=200)
 @given(data=st.data(), new=SIZES)
 def test_every_consistency_proof_verifies_and_any_one_bit_change_fails(

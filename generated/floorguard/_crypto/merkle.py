@@ -117,17 +117,22 @@ def inclusion_path(index: int, size: int) -> list[list[tuple[int, int]]]:
     if not 0 <= index < size:
         raise ProofError(f"leaf {index} is not in a tree of {size} leaves")
     inner = (index ^ (size - 1)).bit_length()
-    path: list[list[tuple[int, int]]] = []
-    for level in range(inner):
+    # Below level inner - 1 the siblings lie in the left half of the node at level inner,
+    # which the last leaf is past: whole subtrees.
+    path = [[(level, (index >> level) ^ 1)] for level in range(inner - 1)]
+    if inner:
+        level = inner - 1
         sibling = (index >> level) ^ 1
         start = sibling << level
-        if start + (1 << level) <= size:
-            path.append([(level, sibling)])
-        else:
-            path.append(range_nodes(start, size))
-    for level in range(inner, size.bit_length()):
-        if index >> level & 1:
-            path.append([(level, (index >> level) ^ 1)])
+        path.append(
+            [(level, sibling)] if start + (1 << level) <= size else range_nodes(start, size)
+        )
+    upper, level = index >> inner, inner
+    while upper:
+        if upper & 1:
+            path.append([(level, upper ^ 1)])
+        upper >>= 1
+        level += 1
     return path
 
 
