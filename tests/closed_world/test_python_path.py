@@ -228,6 +228,33 @@ def test_namespace_portion_first_on_the_path_loses_to_a_regular_package_after_it
     assert identify.find_module("aider", [str(early)]) == (str(early), "namespace")
 
 
+def test_a_lookup_answered_once_a_judgement_still_binds_the_answers_kept_over_judgements(
+    tmp_path: Path,
+) -> None:
+    """Within one judgement, where an import finds a module is looked at once; an answer
+    kept over judgements that took it from there must still change when those folders do
+    (what the first look consulted is noted again with every answer it gives)."""
+    from floorguard._identify.consulted import _checked_memo, new_cache, one_judgement
+
+    early, late = tmp_path / "early", tmp_path / "late"
+    early.mkdir()
+    (late / "aider").mkdir(parents=True)
+    (late / "aider" / "__init__.py").write_text("")
+    first, second = new_cache(), new_cache()
+
+    def judged() -> tuple[object, object]:
+        with one_judgement():
+            where = [str(early), str(late)]
+            one = _checked_memo(first, "a", lambda: identify.find_module("aider", where))
+            two = _checked_memo(second, "b", lambda: identify.find_module("aider", where))
+            return one, two
+
+    assert judged() == ((str(late), "package"), (str(late), "package"))
+    # a module file earlier on the path: both kept answers must see it
+    (early / "aider.py").write_text("")
+    assert judged() == ((str(early), "module"), (str(early), "module"))
+
+
 def test_a_cached_answer_notices_a_pth_file_added_or_rewritten(
     venv: tuple[Path, Path], tmp_path: Path
 ) -> None:

@@ -4,9 +4,11 @@ consulted is unchanged."""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import threading
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from typing import Final, TypeVar
 
 from floorguard._base.files import read_regular
@@ -98,6 +100,46 @@ def _checked_memo(cache: dict[object, object], key: Hashable, compute: Callable[
             cache.pop(next(iter(cache)))
         cache[key] = (value, deps)
     return value
+
+
+# One judgement's answers (see one_judgement), with what each consulted.
+_judgement: contextvars.ContextVar[dict[Hashable, tuple[object, _Deps]] | None] = (
+    contextvars.ContextVar("floorguard_judgement", default=None)
+)
+
+
+@contextlib.contextmanager
+def one_judgement() -> Iterator[None]:
+    """Within it, ``once_a_judgement`` answers a question asked again (by another check of
+    the same judgement) with its first answer instead of looking again."""
+    token = _judgement.set({})
+    try:
+        yield
+    finally:
+        _judgement.reset(token)
+
+
+def once_a_judgement(key: Hashable, compute: Callable[[], _V]) -> _V:
+    """``compute()``, once per ``key`` within ``one_judgement`` (outside one: every time).
+    What the first computation consulted is noted again with every answer, so that a cache
+    kept over judgements (``_checked_memo``) that takes the answer depends on those files."""
+    scope = _judgement.get()
+    if scope is None:
+        return compute()
+    hit = scope.get(key)
+    if hit is None:
+        outer = getattr(_recording, "deps", None)
+        _recording.deps = []
+        try:
+            value = compute()
+            consulted = tuple(_recording.deps)
+        finally:
+            _recording.deps = outer
+        hit = scope[key] = (value, consulted)
+    noted = getattr(_recording, "deps", None)
+    if noted is not None:
+        noted.extend(hit[1])
+    return hit[0]  # type: ignore[return-value]
 
 
 def locate_noted(name: str, path_env: str | None) -> str | None:

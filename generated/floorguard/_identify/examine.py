@@ -98,7 +98,7 @@ def examine(
     Raises DetectionError when the answer itself is in doubt (code of two adapters, a
     program that cannot be read).
     """
-    with packages_in_force(packages):
+    with packages_in_force(packages), identify.one_judgement():
         found = _examine(opened, argv, environ=environ, cwd=cwd)
         if argv is None:
             return found
@@ -425,9 +425,10 @@ def _script(
         why = "; ".join(dict.fromkeys(doubts[own:]))
         why = why or "the interpreter of its #! line is not found"
         raise DetectionError(why if why.startswith(str(opened.path)) else f"{opened.path}: {why}")
-    from floorguard._identify.process_paths import reaches_the_process
+    from floorguard._identify.process_paths import Walk
 
-    if reaches_the_process(shebang.interpreter, here) or reaches_the_process(interpreter, here):
+    walk = Walk()  # (one judgement: the folders both paths share are looked at once)
+    if walk.reaches(shebang.interpreter, here) or walk.reaches(interpreter, here):
         # The kernel looks it up in the child, where /proc/self is the child's own.
         doubts.append(f"{opened.path}: its #! line's interpreter leads into /proc or /dev/fd")
     kind = "python" if _is_python(interpreter) else "node" if _is_node(interpreter) else ""

@@ -38,6 +38,7 @@ from floorguard._identify.consulted import (
     locate_noted,
     memo,
     new_cache,
+    one_judgement,
 )
 from floorguard._identify.identification import (
     INTERPRETED,
@@ -71,6 +72,7 @@ __all__ = [
     "memo",
     "new_cache",
     "npm_identification",
+    "one_judgement",
     "python_path",
     "python_version",
     "resolve_import",

@@ -20,6 +20,7 @@ from floorguard._identify.consulted import (
     _read_path,
     memo,
     new_cache,
+    once_a_judgement,
 )
 from floorguard._identify.identification import (
     Identification,
@@ -602,7 +603,9 @@ _VERSIONED_NAME = re.compile(r"python(\d+\.\d+)\Z")
 def python_version(interpreter: str) -> str | None:
     """``X.Y`` of the interpreter, from its real file's name (``python3.11``), or from a
     virtual environment's ``pyvenv.cfg``; None when neither says."""
-    match = _VERSIONED_NAME.match(os.path.basename(os.path.realpath(interpreter)))
+    from floorguard._identify.target import real_path  # (the kernel's lookup: one call)
+
+    match = _VERSIONED_NAME.match(os.path.basename(real_path(interpreter)))
     if match:
         return match.group(1)
     config = _pyvenv_cfg(interpreter)
@@ -866,7 +869,14 @@ def find_module(
     ``(folder, kind)`` with kind ``package`` or ``module`` for the first folder holding a
     regular package or a module file, else ``namespace`` for the first of the namespace
     portions (folders without ``__init__``), which are used only when nothing else is
-    found anywhere on the path. None when it is not on ``search``."""
+    found anywhere on the path. None when it is not on ``search``. Looked at once a
+    judgement: the checks of one judgement that ask again take the first answer."""
+    return once_a_judgement(
+        (find_module, top, tuple(search), version), lambda: _find_module(top, search, version)
+    )
+
+
+def _find_module(top: str, search: Sequence[str], version: str | None) -> tuple[str, str] | None:
     portion = None
     for directory in search:
         names = listing(directory)
