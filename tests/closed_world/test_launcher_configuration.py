@@ -629,6 +629,13 @@ def test_a_home_inside_the_working_directory_is_held_to_a_projects_rules(
         ("bunx", {"BUN_INSTALL_CACHE_DIR": "cache"}),  # its installs, in the workspace
         ("pnpm", {"XDG_CACHE_HOME": "cache"}),  # the dlx cache, in the workspace
         ("uvx", {"XDG_DATA_HOME": "data"}),  # uv's installed tools, in the workspace
+        # bun installs and reruns `bunx NAME@V` from <temp>/bunx-<uid>-NAME@V, its temporary
+        # folder the first of TMPDIR, TMP and TEMP set
+        ("bunx", {"TMPDIR": "tmp"}),
+        ("bunx", {"TMP": "tmp"}),
+        ("bunx", {"TEMP": "tmp"}),
+        ("pnpm", {"PNPM_HOME": "pnpm"}),  # pnpm's data folder (its store) before XDG's
+        ("pipx", {"XDG_CACHE_HOME": "cache"}),  # pipx run's cached environments
     ],
 )
 def test_a_variable_that_moves_what_runs_into_the_workspace_refuses(

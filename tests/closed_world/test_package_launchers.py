@@ -345,6 +345,15 @@ def test_bare_npx_in_a_project_whose_own_bin_is_the_command_is_refused(
         ("uvx", ["git+https://github.com/x/mcp-server-fetch"], "not a registry project"),
         ("uvx", ["./mcp-server-fetch"], "not a registry project"),
         ("uvx", ["python3.12"], "an interpreter"),
+        # uv reads a Python request with a build's variant, or any implementation's name
+        ("uvx", ["python3.11gil"], "an interpreter"),
+        ("uvx", ["python3.13t"], "an interpreter"),
+        ("uvx", ["python3.11d"], "an interpreter"),
+        ("uvx", ["pypy3.10"], "an interpreter"),
+        ("uvx", ["pyodide"], "an interpreter"),
+        ("uvx", ["Pyodide3.12"], "an interpreter"),
+        ("uvx", ["cp312"], "an interpreter"),
+        ("uvx", ["graalpy"], "an interpreter"),
         ("uvx", ["mcp-server-fetch== 2025.2.0"], "white space"),
         ("uvx", ["--from", "a==1", "--from=mcp-server-fetch==2025.2.0", "x"], "--from given twice"),
         ("uvx", ["--", "mcp-server-fetch==2025.2.0"], "'--'"),
@@ -791,6 +800,16 @@ def test_real_uvx_runs_a_pypi_mcp_server_only_at_or_above_its_floor(
         )
 
 
+@pytest.mark.parametrize("package", ["python-dotenv==1.0.1", "python3-openid==3.2.0"])
+def test_a_package_whose_name_starts_like_an_interpreter_is_judged_as_a_package(
+    bins: Path, project: Path, package: str
+) -> None:
+    """Only a name uv reads as a Python request is one: a project name with a hyphen after
+    the implementation's name is a package like any other."""
+    judged = judge(bins / "uvx", [package], project)
+    assert judged.verdict == UNTRACKED and "interpreter" not in judged.reason, judged
+
+
 def test_uvx_from_another_package_is_judged_as_that_package(bins: Path, project: Path) -> None:
     """``--from`` decides what is installed: the command name after it does not, so a
     tracked server's name cannot lend its verdict to another package."""
@@ -809,6 +828,11 @@ def test_uvx_from_another_package_is_judged_as_that_package(bins: Path, project:
         ("uvx", ["--from", "evil-server==1.0", "mcp-server-fetch"]),
         ("uvx", ["--from", "evil-server==1.0", "claude"]),
         ("pipx", ["run", "--spec", "mcp-server-fetch==2025.2.0", "python"]),
+        # uv and pipx run the name as written, and a file system tells letters' cases apart:
+        # another case of the package's command is found on PATH, not in its environment.
+        ("uvx", ["--from", "mcp-server-fetch==2025.2.0", "Mcp-Server-Fetch"]),
+        ("uvx", ["--from", "evil-server==1.0", "EVIL-SERVER"]),
+        ("pipx", ["run", "--spec", "mcp-server-fetch==2025.2.0", "MCP-SERVER-FETCH"]),
     ],
 )
 def test_a_command_that_is_not_the_packages_own_is_refused(

@@ -27,6 +27,28 @@ def test_a_folder_a_server_declaration_chooses_refuses_the_agent(lab: Lab, varia
     assert variable in reason and "declaration" in reason, reason
 
 
+@pytest.mark.parametrize(
+    ("launcher", "variable"),
+    [
+        # bun installs and reruns `bunx NAME@V` from its temporary folder: a repository can
+        # ship bunx-<uid>-NAME@V there, holding another version
+        (["bunx"], "TMPDIR"),
+        (["bunx"], "TMP"),
+        (["bunx"], "TEMP"),
+        (["pnpm", "dlx"], "PNPM_HOME"),  # pnpm's data folder: its store
+    ],
+)
+def test_a_launchers_own_cache_folder_a_declaration_chooses_refuses_the_agent(
+    lab: Lab, launcher: list[str], variable: str
+) -> None:
+    server = {"command": launcher[0], "args": [*launcher[1:], "mcp-remote@0.1.16"],
+              "env": {variable: ".cache-of-the-repository"}}  # fmt: skip
+    write(lab.project / ".mcp.json", servers(s=server))
+    started, reason = lab.spawn("claude", "-p", "t")
+    assert not started, f"claude started {launcher[0]} with a {variable} its declaration chose"
+    assert variable in reason, reason
+
+
 def test_a_home_env_sets_for_the_launcher_it_runs_refuses_the_agent(lab: Lab) -> None:
     elsewhere = lab.root / "elsewhere"
     write(elsewhere / ".npmrc", "registry=http://127.0.0.1:9/\n")

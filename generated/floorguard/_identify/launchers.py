@@ -276,8 +276,16 @@ def parse_pypi_spec(spec: str, launcher: str, *, at_form: bool) -> Launch:
 def _pypi_name(name: str, spec: str, launcher: str) -> None:
     if not _PEP508_NAME.match(name):
         raise LaunchRefused(f"{launcher}: {spec!r} does not start with a PyPI project name")
-    if re.fullmatch(r"(python|pypy|graalpy|cpython)[0-9.]*", name, re.IGNORECASE):
+    if _PYTHON_REQUEST.fullmatch(name):
         raise LaunchRefused(f"{launcher}: {spec!r} asks for an interpreter the launcher picks")
+
+
+# What uv reads as a Python request, not a package (any case): an implementation's long or
+# short name, alone, after "@", or with a version and a build's variant (3.13t, 3.11gil,
+# 3.12+debug). A project name has a hyphen or an underscore there (python-dotenv).
+_PYTHON_REQUEST: Final = re.compile(
+    r"(?:python|cpython|pypy|graalpy|pyodide|cp|pp|gp)(?:@.*|[0-9][0-9a-z.+]*)?", re.IGNORECASE
+)
 
 
 # ---------------------------------------------------------------------------- command lines
@@ -411,16 +419,21 @@ def _own_command(launch: Launch, command: str) -> Launch:
     agent), which is not the package judged; refused."""
     from floorguard._maps.catalog import CATALOG, executable_for
 
+    # The command is compared as written: uv and pipx run it by that name, and a file
+    # system tells cases apart (``Aider`` is not aider-chat's ``aider``: it is found on
+    # PATH). Normal forms are for package names, never for commands.
     owner = current_packages().owner(launch.ecosystem, launch.package)
     if owner is not None:
         # (its package's name is no command of it: aider-chat's is aider)
-        own = {_packages.pypi_normal_form(executable_for(owner))}
+        own = {executable_for(owner)}
     else:
-        # An untracked package's own name, unless that is a tracked agent's command, which
-        # uv would find on PATH when the package has no such command.
+        # An untracked package's own name (as written, or in its normal form), unless that
+        # is a tracked agent's command in any case, which uv would find on PATH when the
+        # package has no such command.
         agents = {_packages.pypi_normal_form(entry.executable) for entry in CATALOG.values()}
-        own = {_packages.pypi_normal_form(launch.package)} - agents
-    if _packages.pypi_normal_form(command) not in own:
+        named = {launch.package, _packages.pypi_normal_form(launch.package)}
+        own = {name for name in named if _packages.pypi_normal_form(name) not in agents}
+    if command not in own:
         raise LaunchRefused(
             f"{launch.launcher}: {command!r} is not {launch.package}'s own command: it is run "
             "from the package's environment or from PATH, and is not what is judged"
@@ -514,11 +527,39 @@ def network_doubts(launcher: str, environ: Mapping[str, str], own: Mapping[str, 
     ]
 
 
+# Where bun looks for its temporary folder, in order (node's os.tmpdir() reads the same).
+_TEMPORARY_FOLDERS: Final = ("TMPDIR", "TMP", "TEMP")
+
+
+def bun_temporary_folder(environ: Mapping[str, str]) -> str:
+    """The folder bun takes as its temporary one: the first of TMPDIR, TMP and TEMP that
+    is set and not empty, else /tmp."""
+    return next((environ[n] for n in _TEMPORARY_FOLDERS if environ.get(n)), "/tmp")  # noqa: S108
+
+
 # The variables naming the folders a launcher takes its user configuration (a registry or
 # index the user chose), its caches and its installs from.
 _FOLDER_VARIABLES: Final = (
     "HOME", "XDG_CONFIG_HOME", "XDG_CONFIG_DIRS", "XDG_CACHE_HOME", "XDG_DATA_HOME",
 )  # fmt: skip
+
+
+# The variables that place a launcher's cache, store or installs, besides HOME: what it
+# runs when they hold the version pinned. bun installs and reruns ``bunx NAME@V`` from
+# ``<temp>/bunx-<uid>-NAME@V``, its temporary folder the first of TMPDIR, TMP and TEMP set
+# (bun's BUN_* variables are refused as its configuration); pnpm's data folder, its store,
+# is PNPM_HOME before XDG's; pipx run keeps its environments in XDG's cache (PIPX_* are
+# refused as its configuration).
+_XDG_CACHES: Final = ("XDG_CACHE_HOME", "XDG_DATA_HOME")
+_CACHE_VARIABLES: Final = {
+    "npx": _XDG_CACHES,
+    "npm exec": _XDG_CACHES,
+    "pnpm dlx": (*_XDG_CACHES, "PNPM_HOME"),
+    "bunx": (*_XDG_CACHES, *_TEMPORARY_FOLDERS),
+    "yarn dlx": _XDG_CACHES,
+    "uvx": _XDG_CACHES,
+    "pipx run": _XDG_CACHES,
+}
 
 
 def chosen_folder_doubts(launcher: str, environ: Mapping[str, str]) -> list[str]:
@@ -535,7 +576,7 @@ def chosen_folder_doubts(launcher: str, environ: Mapping[str, str]) -> list[str]
         f"{launcher} takes its user configuration and caches from {name}, which the "
         "server's declaration sets (not the agent's environment): a registry, index or "
         f"cache there would be the workspace's choice (give the agent that {name} instead)"
-        for name in _FOLDER_VARIABLES
+        for name in dict.fromkeys((*_FOLDER_VARIABLES, *_CACHE_VARIABLES.get(launcher, ())))
         if name in environ and environ[name] != agent.get(name)
     ]
     home = environ.get("HOME")
@@ -656,14 +697,13 @@ def configuration_doubts(
         doubts += _yarn_script_doubts(chain)
     if launcher in ("pnpm dlx", "yarn dlx"):
         doubts += _package_manager_doubts(launcher, chain)
-    if launcher in (*_NPM_FAMILY, "yarn dlx", "uvx"):
-        # A launcher's cache and installs are what it runs when they hold the version
-        # pinned: in the working directory, the workspace fills them.
-        for name in ("XDG_CACHE_HOME", "XDG_DATA_HOME"):
-            value = environ.get(name)
-            if value and in_the_workspace(os.path.join(here, value), here):
-                doubts.append(f"{name}={value} puts {launcher}'s cache or installs in the "
-                              "working directory, where the workspace can fill them")  # fmt: skip
+    # A launcher's cache and installs are what it runs when they hold the version pinned:
+    # in the working directory, the workspace fills them.
+    for name in _CACHE_VARIABLES.get(launcher, ()):
+        value = environ.get(name)
+        if value and in_the_workspace(os.path.join(here, value), here):
+            doubts.append(f"{name}={value} puts {launcher}'s cache or installs in the "
+                          "working directory, where the workspace can fill them")  # fmt: skip
     if environ.get("HOME") == "":
         # node's os.homedir() gives an empty HOME as it is, and npm then keeps the `~` of
         # its default cache: `<cwd>/~/.npm`, in the working directory; Rust's and Python's
@@ -1504,8 +1544,8 @@ def launched_tree_doubts(
     here = Path(os.path.abspath(cwd))
     home = home_of(environ, str(here))
     if launch.launcher == "bunx":
-        # bun installs into $TMPDIR/bunx-<uid>-<spec>/node_modules (a /tmp any user shares).
-        temporary = os.path.join(here, environ.get("TMPDIR") or "/tmp")  # noqa: S108 (bun's)
+        # bun installs into <temp>/bunx-<uid>-<spec>/node_modules (a /tmp any user shares).
+        temporary = os.path.join(here, bun_temporary_folder(environ))
         roots = [os.path.join(temporary, "bunx-<uid>-<spec>")]
     elif launch.launcher == "pnpm dlx":
         # pnpm into <cache>/pnpm/dlx/<hash>/node_modules, the cache XDG's (~/.cache).
