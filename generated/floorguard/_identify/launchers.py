@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import stat
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -1523,6 +1524,31 @@ def _global_tree_holds(tree: str, launch: Launch) -> bool | str:
     return False
 
 
+def _bunx_folder_of_another(temporary: str, spec: str) -> str | None:
+    """Why bun's install folder for ``spec`` in its temporary folder (``/tmp`` by default,
+    which every local user writes) is not this user's own: made by another user, a link,
+    or writable by others. bun reruns what it finds there; its own user's cache is the
+    named window of every launcher's cache, another user's is that user's choice."""
+    folder = temporary
+    for part in f"bunx-{os.getuid()}-{spec}".split("/"):
+        folder = os.path.join(folder, part)
+        try:
+            info = os.lstat(folder)
+        except OSError:
+            return None  # (not there: bun makes it, as this user)
+        if (
+            not stat.S_ISDIR(info.st_mode)
+            or info.st_uid != os.getuid()
+            or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+        ):
+            return (
+                f"bunx would run what {folder} holds, which is not this user's own folder "
+                "(another user's, a link, or writable by others): in a temporary folder "
+                "any user writes, someone else can fill it first"
+            )
+    return None
+
+
 def launched_tree_doubts(
     launch: Launch, environ: Mapping[str, str], cwd: str, npm: NpmRun | None
 ) -> list[str]:
@@ -1547,6 +1573,9 @@ def launched_tree_doubts(
         # bun installs into <temp>/bunx-<uid>-<spec>/node_modules (a /tmp any user shares).
         temporary = os.path.join(here, bun_temporary_folder(environ))
         roots = [os.path.join(temporary, "bunx-<uid>-<spec>")]
+        planted = _bunx_folder_of_another(temporary, launch.spec)
+        if planted is not None:
+            return [planted]
     elif launch.launcher == "pnpm dlx":
         # pnpm into <cache>/pnpm/dlx/<hash>/node_modules, the cache XDG's (~/.cache).
         cache = os.path.join(here, environ.get("XDG_CACHE_HOME") or os.path.join(home, ".cache"))
