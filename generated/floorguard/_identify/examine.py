@@ -636,6 +636,7 @@ def _python_run(
         hit = identify.resolve_import(top, paths.entries, version)
         if hit is not None:
             doubts += _outside_sites(top, paths, version)
+            doubts += _installed_copy_doubts(top, paths, version)
             return as_interpreted(hit, "python -m", command.value), doubts
         if command.value in _RUNNERS:
 
@@ -731,7 +732,10 @@ def _run_by_runner(
     for word in (text for arg in args for text in _option_values(arg)):
         module = word.partition(":")[0]  # (inspect's MODULE:QUALNAME)
         if _MODULE_NAME.match(module):
-            hit = identify.resolve_import(module.split(".", 1)[0], paths.entries, version)
+            top = module.split(".", 1)[0]
+            hit = identify.resolve_import(top, paths.entries, version)
+            if hit is not None and (unordered := _installed_copy_doubts(top, paths, version)):
+                raise DetectionError(unordered[0])
             found.append(None if hit is None else as_interpreted(hit, "python -m", module))
         where = os.path.join(here, word)
         if os.path.isfile(where):
@@ -898,6 +902,7 @@ def _judge_source(
         if hit is not None:
             hits.append(hit)
             doubts += _outside_sites(top, paths, version)
+            doubts += _installed_copy_doubts(top, paths, version)
             continue
         # The standard library comes after the program's folder and PYTHONPATH only (whose
         # shadows are doubts already); anything else imported is code nobody judged.
@@ -1004,6 +1009,33 @@ def _outside_sites(top: str, paths: identify.PythonPath, version: str | None) ->
     if found is None or found[0] not in paths.before_site:
         return []
     return [f"{top} is imported from {found[0]}, outside every site folder"]
+
+
+def _installed_copy_doubts(top: str, paths: identify.PythonPath, version: str | None) -> list[str]:
+    """Doubts about the site folder copy of ``top`` the import finds: one that is not the
+    copy its metadata describes (links, an editable install), and one whose folder only
+    some builds of CPython read, or read in another order (Debian's dist-packages, a base
+    installation's folders), while another site folder holds it too: which copy runs then
+    depends on the build."""
+    holding = [
+        folder
+        for folder in paths.sites
+        if (found := identify.find_module(top, [folder], version)) is not None
+        and found[1] != "namespace"
+    ]
+    if not holding:
+        return []
+    doubts = []
+    if (linked := identify.not_a_copy(holding[0], top, version)) is not None:
+        doubts.append(linked)
+    if len(holding) > 1 and holding[0] in paths.build_ordered:
+        doubts.append(
+            f"{top} is installed in two site folders, {holding[0]} and {holding[1]}, whose "
+            "order (or whether it reads them at all) depends on how this Python was built "
+            "(Debian's, Fedora's and upstream CPython's differ): which copy runs cannot be "
+            "told"
+        )
+    return doubts
 
 
 def _open_program(path: str) -> Target:

@@ -159,7 +159,7 @@ def _metadata_version(info: str) -> tuple[str | None, str]:
 
 
 _prefix_cache = new_cache()
-_LIBS: Final = ("lib", "lib64", "local/lib")
+_LIBS: Final = ("lib", "lib64", "local/lib", "local/lib64")  # (every build's, together)
 
 
 def _prefix_sites(prefix: Path | str, version: str | None = None) -> list[str]:

@@ -52,6 +52,10 @@ class PythonPath:
     before_site: tuple[str, ...]
     sites: tuple[str, ...]
     doubts: tuple[str, ...]
+    # The site folders (and what their .pth files add) that some builds of CPython read and
+    # others do not, or in another order: all but a virtual environment's own site-packages
+    # and the user site.
+    build_ordered: tuple[str, ...] = ()
 
     @property
     def entries(self) -> tuple[str, ...]:
@@ -200,7 +204,11 @@ def _python_path(
                 )
         else:
             found = os.path.isdir(os.path.join(spelled, "lib", f"python{version}", "site-packages"))
-        user = _prefix_sites(os.path.normpath(spelled), version) if found else []
+        if version is None:
+            user = _prefix_sites(os.path.normpath(spelled), version) if found else []
+        else:
+            # (the one folder every build's site takes for the user site)
+            user = [_user_site(spelled, version)] if found else []
         path_doubts += [doubt for site in user for doubt in _user_site_doubts(site, cwd)]
     system = _prefix_sites(prefix, version)
     if venv is None:
@@ -248,7 +256,95 @@ def _python_path(
                 folder, added_by.get(folder), cwd, scan.directories, installed=installed,
                 version=version,
             )  # fmt: skip
-    return PythonPath(tuple(before), scan.directories, tuple(doubts))
+    every_build_reads = set(user)
+    if venv is not None and version is not None:
+        every_build_reads.add(_user_site(os.path.dirname(os.path.dirname(interpreter)), version))
+    by_build = {site for site in _unique(distinct) if site not in every_build_reads}
+    by_build.update(folder for folder, pth in scan.added_by if os.path.dirname(pth) in by_build)
+    ordered = tuple(folder for folder in scan.directories if folder in by_build)
+    return PythonPath(tuple(before), scan.directories, tuple(doubts), ordered)
+
+
+def not_a_copy(folder: str, top: str, version: str | None) -> str | None:
+    """Why the code of ``top`` in site folder ``folder`` is not the copy its metadata
+    describes, or None: the package or module is a link, a file or folder in the package
+    is one (``flit install --symlink``, an install whose files link into a store or a
+    checkout), or the installer's ``direct_url.json`` says the install is editable. Its
+    metadata then states the version it was installed at, not what the links lead to now."""
+    package = os.path.join(folder, top)
+    names = listing(folder)
+    is_package = top in names and os.path.isdir(package)
+    path = package if is_package else _file_in(folder, names, top, version)
+    if path is None:
+        return None
+    if os.path.islink(path):
+        return (
+            f"{path} is a link (an install by link: its metadata states the version it was "
+            "installed at, not what the link leads to now)"
+        )
+    linked = _checked_memo(_linked_cache, path, lambda: _first_link_below(path))
+    if linked is not None:
+        return (
+            f"{linked} is a link (an install whose files link elsewhere: its metadata "
+            "states the version it was installed at, not what the links lead to now)"
+        )
+    for info, _adapter in _catalogued_dist_infos(folder):
+        if top in _record(info).top_level and _says_editable(info):
+            return (
+                f"{info}/direct_url.json says the install is editable (its metadata states "
+                "the version it was installed at, not what its source folder holds now)"
+            )
+    return None
+
+
+_linked_cache = new_cache()
+
+
+def _first_link_below(package: str) -> str | None:
+    """The first entry below ``package`` (a folder, walked whole) that is a link."""
+    pending = [package]
+    while pending:
+        directory = pending.pop()
+        _identity(directory)  # (noted: an entry added, removed or replaced changes it)
+        try:
+            with os.scandir(directory) as entries:
+                for entry in entries:
+                    if entry.is_symlink():
+                        return entry.path
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append(entry.path)
+        except OSError:
+            continue
+    return None
+
+
+def _says_editable(info: str) -> bool:
+    """Whether a dist-info's ``direct_url.json`` (PEP 610) says the install is editable; one
+    that is there but cannot be read as such an object says so too (fail closed)."""
+    import json
+
+    path = os.path.join(info, "direct_url.json")
+    if _identity(path) is None:
+        return False
+    data = _read_path(path, MAX_MANIFEST_BYTES)
+    try:
+        stated = json.loads(data) if data is not None else None
+    except ValueError:
+        return True
+    if not isinstance(stated, dict):
+        return True
+    dir_info = stated.get("dir_info")
+    if dir_info is None:
+        return False  # (an install from an archive or a VCS: its files are copies)
+    if not isinstance(dir_info, dict):
+        return True
+    return dir_info.get("editable", False) is not False  # (true, or not a boolean)
+
+
+def _user_site(base: str, version: str) -> str:
+    """``BASE/lib/pythonX.Y/site-packages``: the user site of a user base, and the folder
+    every build of CPython reads first in a virtual environment."""
+    return os.path.normpath(os.path.join(base, "lib", f"python{version}", "site-packages"))
 
 
 def user_base(environ: Mapping[str, str], cwd: str) -> str:
