@@ -98,11 +98,12 @@ def test_a_pip_user_install_outside_the_workspace_runs_the_at_floor_aider(world:
     world.assert_permitted_and_ran(outcome, world.root / "usr-ran")
 
 
+@pytest.mark.parametrize("package", ["helperdep", "helperdep/sub", "helperdep/sub/deeper"])
 def test_bytecode_no_installer_recorded_beside_a_recorded_module_is_refused(
-    world: World,
+    world: World, package: str
 ) -> None:
     # A timestamp .pyc whose header matches the source runs instead of it: only what an
-    # installer wrote may be there.
+    # installer wrote may be there, in any folder of a recorded package.
     prefix = _system_aider(world)
     base = world.home / ".local"
     site = _user_site(base)
@@ -110,7 +111,15 @@ def test_bytecode_no_installer_recorded_beside_a_recorded_module_is_refused(
     os.symlink(prefix / "bin" / "python", base / "bin" / "python")
     pip_install(base, dist="helperdep", module="helperdep", version="2.0",
                 marker=world.root / "user-helperdep-ran")  # fmt: skip
-    cache = site / "helperdep" / "__pycache__"
+    [record] = site.glob("helperdep-*.dist-info/RECORD")
+    parts = package.split("/")
+    for depth in range(2, len(parts) + 1):  # (recorded subpackages, as pip records them)
+        folder = "/".join(parts[:depth])
+        (site / folder).mkdir()
+        (site / folder / "__init__.py").write_text("")
+        with record.open("a", encoding="utf-8") as lines:
+            lines.write(f"{folder}/__init__.py,,\n")
+    cache = site / package / "__pycache__"
     cache.mkdir()
     (cache / f"__init__.cpython-{PY.removeprefix('python').replace('.', '')}.pyc").write_bytes(
         b"\x00" * 16

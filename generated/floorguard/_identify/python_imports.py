@@ -874,8 +874,16 @@ def _user_site_doubts(site: str, cwd: str) -> list[str]:
         if _importable_entry(name) and name not in recorded
     ]
     # Bytecode cached beside a recorded module runs instead of its source when its header
-    # matches the source's (or is an unchecked hash one): only what an installer wrote.
-    for folder in ("", *sorted(name for name in recorded if name in names)):
+    # matches the source's (or is an unchecked hash one): only what an installer wrote, in
+    # the site itself and in every folder of a recorded package that holds recorded source.
+    folders = {
+        os.path.dirname(path)
+        for path in paths
+        if path.endswith(".py")
+        and path.split(os.sep, 1)[0] in names
+        and not path.startswith(os.pardir + os.sep)
+    }
+    for folder in ("", *sorted(folders - {""})):
         cache = os.path.join(folder, "__pycache__")
         doubts += [
             f"the user site {site} holds {os.path.join(cache, entry)}, bytecode no installer "
