@@ -122,12 +122,14 @@ def test_a_descriptor_the_host_closed_and_reused_is_not_read_as_the_table(
     process_paths._procfs_mounts()
     kept = process_paths._kept.table
     assert kept is not None
-    os.close(kept.fd)
     other = tmp_path / "other"
     other.write_text("not a mount table\n")
-    reused = os.open(other, os.O_RDONLY)
+    opened = os.open(other, os.O_RDONLY)
+    # The host closes the table's descriptor and another file takes its number.
+    reused = os.dup2(opened, kept.fd)
+    os.close(opened)
     try:
-        assert reused == kept.fd  # (the lowest free number: the one just closed)
+        assert reused == kept.fd
         assert "/proc" in process_paths._procfs_mounts()
         assert process_paths._kept.table is not kept
         assert os.read(reused, 100) == b"not a mount table\n"  # (the host's file, left open)

@@ -247,7 +247,8 @@ class Walk:
             if part == "..":
                 resolved = os.path.dirname(resolved)
                 continue
-            candidate = os.path.join(resolved, part)
+            # (os.path.join's answer: a part of a split at "/" holds no "/")
+            candidate = resolved + part if resolved.endswith("/") else f"{resolved}/{part}"
             if _own_folder(candidate) or candidate in _WHOLE_PATH:
                 return True
             if resolved in self._proc_roots and (part in _OWN_NAMES or part.isdigit()):

@@ -937,6 +937,7 @@ def listing(directory: str) -> frozenset[str]:
     return memo(_listings, (directory, _identity(directory)), scan)
 
 
+@functools.lru_cache(maxsize=8)  # (a pure function of its argument and this machine)
 def _extension_suffixes(version: str | None) -> tuple[str, ...] | None:
     """The extension-module suffixes of a CPython ``X.Y`` on this machine's architecture
     (None when the version is not known)."""
