@@ -549,9 +549,11 @@ def _interpreted_version(identified: Identification, opened: Target | None) -> D
     from floorguard._maps.catalog import validate_version
 
     if identified.version is None:
-        raise DetectionError(
-            f"{identified.via} {identified.subject}: no package metadata states its version"
-        )
+        if identified.version_source is not None:
+            why = f"{identified.version_source} does not state exactly one version"
+        else:
+            why = "no one package's metadata states its version (none does, or several claim it)"
+        raise DetectionError(f"{identified.via} {identified.subject}: {why}")
     accepted = validate_version(identified.version)
     kind = identified.detected_by or (
         "npm-metadata"
