@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import re
 import stat
-import threading
 from collections.abc import Mapping, Sequence
 from functools import cached_property
 
@@ -82,123 +81,14 @@ def _paths_in(text: str, *, streams: bool) -> list[str]:
 
 
 # The inode of a procfs's root folder (PROC_ROOT_INO); other pseudo file systems' roots have
-# it too (sysfs, devtmpfs, tmpfs), so a folder with it is looked up among the mounts.
+# it too (sysfs, devtmpfs, tmpfs), so a folder with it is a procfs's root when it is /proc's
+# own device, or holds a link named "self" (every procfs does, whatever its options; no other
+# file system's root has one unless someone made it, and then its paths are refused too).
+# Looked at live, at every judgement, by the thread judging: a table of mount points read
+# once goes stale without any mount (a folder above one renamed, a chroot) and names
+# another thread's namespace.
 _PROC_ROOT_INO = 1
 _OWN_NAMES = ("self", "thread-self")
-
-
-def _procfs_mounts() -> frozenset[str]:
-    """Where this process's mount namespace has a procfs mounted (``/proc/self/mountinfo``:
-    the mount point, its spaces and such written as octal escapes, and ``proc`` as the type).
-
-    The table is kept open and read again only when the kernel marks it changed (a mount or
-    an unmount in the namespace since it was read), or when this is another process (a
-    fork) or namespace, or the descriptor is no longer that file."""
-    with _kept.lock:
-        kept = _kept.table
-        try:
-            namespace = os.stat("/proc/self/ns/mnt").st_ino
-        except OSError:
-            namespace = None
-        if kept is not None:
-            if kept.holds(namespace):
-                return kept.procfs
-            kept.close()
-            _kept.table = None
-        kept = _MountTable.read(namespace)
-        if kept is None:
-            return _read_procfs_mounts()  # (no table to keep: read as it is, every time)
-        _kept.table = kept
-        return kept.procfs
-
-
-def _read_procfs_mounts() -> frozenset[str]:
-    try:
-        with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as info:
-            return _procfs_in(info.read())
-    except OSError:
-        return frozenset()
-
-
-def _procfs_in(table: str) -> frozenset[str]:
-    found = set()
-    for line in table.splitlines():
-        fields, _, rest = line.partition(" - ")
-        parts = fields.split(" ")
-        if rest.split(" ", 1)[0] == "proc" and len(parts) > 4:
-            found.add(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), parts[4]))
-    return frozenset(found)
-
-
-class _MountTable:
-    """``/proc/self/mountinfo`` held open, with the procfs mount points it listed. The
-    kernel marks the open file (POLLPRI) once its namespace mounts or unmounts anything
-    after the file was opened or last polled, so a table that is not marked still lists
-    every mount there is (proc(5): the mounts files are pollable)."""
-
-    def __init__(self, fd: int, identity: tuple[int, int], pid: int, namespace: int | None,
-                 procfs: frozenset[str]) -> None:  # fmt: skip
-        import select
-
-        self.fd, self.identity, self.pid, self.namespace = fd, identity, pid, namespace
-        self.procfs = procfs
-        self.poller = select.poll()
-        self.poller.register(fd, select.POLLPRI)
-
-    @classmethod
-    def read(cls, namespace: int | None) -> _MountTable | None:
-        if namespace is None:
-            return None
-        try:
-            fd = os.open("/proc/self/mountinfo", os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:
-            return None
-        try:
-            info = os.fstat(fd)
-            chunks = []
-            while chunk := os.read(fd, 65536):
-                chunks.append(chunk)
-            table = b"".join(chunks).decode("utf-8", "surrogateescape")
-            return cls(fd, (info.st_dev, info.st_ino), os.getpid(), namespace,
-                       _procfs_in(table))  # fmt: skip
-        except BaseException:
-            os.close(fd)
-            raise
-
-    def holds(self, namespace: int | None) -> bool:
-        """Whether the table is still this process's, of its namespace, and not marked."""
-        if namespace is None or namespace != self.namespace or os.getpid() != self.pid:
-            return False
-        try:
-            events = self.poller.poll(0)
-            info = os.fstat(self.fd)  # (after the poll: a number reused before it shows here)
-        except OSError:
-            return False
-        if (info.st_dev, info.st_ino) != self.identity:
-            return False  # (the descriptor was closed under it and reused for another file)
-        # (only POLLPRI was asked for; POLLERR and POLLNVAL come unasked)
-        return not events
-
-    def close(self) -> None:
-        """Close the descriptor, unless it is no longer this table's file (the host closed
-        it and another file took its number). In a forked child it is the child's copy."""
-        try:
-            info = os.fstat(self.fd)
-            if (info.st_dev, info.st_ino) == self.identity:
-                os.close(self.fd)
-        except OSError:
-            pass
-
-
-class _Kept:
-    """The table this process keeps, and the lock its threads take to look at it."""
-
-    def __init__(self) -> None:
-        self.table: _MountTable | None = None
-        self.lock = threading.Lock()
-
-
-_kept = _Kept()
 
 
 class Walk:
@@ -212,12 +102,11 @@ class Walk:
         self._proc_roots: set[str] = {"/proc"}
 
     @cached_property
-    def _procfs(self) -> tuple[frozenset[str], int | None]:
+    def _proc_device(self) -> int | None:
         try:
-            device: int | None = os.stat("/proc").st_dev
+            return os.stat("/proc").st_dev
         except OSError:
-            device = None
-        return _procfs_mounts(), device
+            return None
 
     def present(self, path: str) -> bool:
         """Whether something is at the absolute ``path`` (links followed), or the lookup
@@ -228,8 +117,12 @@ class Walk:
     def _is_procfs_root(self, folder: str, info: os.stat_result) -> bool:
         if info.st_ino != _PROC_ROOT_INO or not stat.S_ISDIR(info.st_mode):
             return False
-        mounts, device = self._procfs
-        return folder in mounts or info.st_dev == device
+        if info.st_dev == self._proc_device:
+            return True
+        try:
+            return stat.S_ISLNK(os.lstat(f"{folder.rstrip('/')}/self").st_mode)
+        except (OSError, ValueError):
+            return False
 
     def reaches(self, path: str, here: str) -> bool:
         if "\x00" in path:
