@@ -132,6 +132,34 @@ def test_bytecode_no_installer_recorded_beside_a_recorded_module_is_refused(
     world.assert_refused(outcome, world.root / "usr-ran", "bytecode no installer recorded")
 
 
+@pytest.mark.parametrize(
+    "unrecorded",
+    ["helperdep/main/__init__.py", "helperdep/main.cpython-311-x86_64-linux-gnu.so",
+     "helperdep/extra.py"],
+    ids=["a package over a recorded module", "an extension module over it", "another module"],
+)  # fmt: skip
+def test_code_no_installer_recorded_inside_a_recorded_package_is_refused(
+    world: World, unrecorded: str
+) -> None:
+    # A package folder, or an extension module, beside a recorded module's source is
+    # imported instead of it; any module there no installer wrote is code nothing vouches for.
+    prefix = _system_aider(world)
+    base = world.home / ".local"
+    site = _user_site(base)
+    (base / "bin").mkdir(parents=True)
+    os.symlink(prefix / "bin" / "python", base / "bin" / "python")
+    pip_install(base, dist="helperdep", module="helperdep", version="2.0",
+                marker=world.root / "user-helperdep-ran")  # fmt: skip
+    (site / unrecorded).parent.mkdir(parents=True, exist_ok=True)
+    (site / unrecorded).write_text("")
+    workspace = world.root / "ws"
+    workspace.mkdir()
+    outcome = world.spawn(
+        "aider", ["task"], policy=DEFAULT, env=world.env(prefix / "bin"), cwd=workspace
+    )
+    world.assert_refused(outcome, world.root / "usr-ran", "no installer recorded")
+
+
 def test_a_user_site_in_the_agents_working_directory_refuses_its_server(world: World) -> None:
     """An MCP server declared with ``cwd`` below the agent's working directory and HOME at
     the agent's: the user site is in the workspace, though above the server's own folder."""

@@ -883,6 +883,25 @@ def _user_site_doubts(site: str, cwd: str) -> list[str]:
         and path.split(os.sep, 1)[0] in names
         and not path.startswith(os.pardir + os.sep)
     }
+    # Inside a recorded package, a module or package no RECORD lists is imported like its
+    # own (a package folder, or an extension module, before the recorded source beside it).
+    holding: set[str] = set()  # (every folder a recorded file lies in, and those above)
+    for path in paths:
+        above = os.path.dirname(path)
+        while above and above not in holding:
+            holding.add(above)
+            above = os.path.dirname(above)
+    for folder in sorted(folders - {""}):
+        doubts += [
+            f"the user site {site} holds {entry}, which no installer recorded there (code "
+            "imported in place of the package's own)"
+            for entry in (
+                os.path.join(folder, name) for name in sorted(listing(os.path.join(site, folder)))
+            )
+            if entry not in paths
+            and entry not in holding
+            and _nested_module(os.path.basename(entry), os.path.join(site, entry))
+        ]
     for folder in ("", *sorted(folders - {""})):
         cache = os.path.join(folder, "__pycache__")
         doubts += [
@@ -892,6 +911,15 @@ def _user_site_doubts(site: str, cwd: str) -> list[str]:
             if os.path.join(cache, entry) not in paths
         ]
     return doubts
+
+
+def _nested_module(name: str, path: str) -> bool:
+    """Whether an entry of a package's folder can be imported as one of its modules: a
+    folder or a source, bytecode or extension file named as Python names modules."""
+    stem, dot, _ = name.partition(".")
+    if name == "__pycache__" or not stem.isidentifier():
+        return False
+    return name.endswith((".py", ".pyc", ".pyw", ".so")) if dot else os.path.isdir(path)
 
 
 def _importable_entry(name: str) -> bool:
