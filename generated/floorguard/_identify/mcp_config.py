@@ -299,6 +299,7 @@ def read_servers(
 _MOST_UNCERTAIN_ENV: Final = 3
 # Claude's .env files, loaded together (a Bun build) or none (its node build).
 _CLAUDE_ENV_FILES_GROUP: Final = "claude's .env files in the working directory"
+_CLAUDE_OTHER_MODES_GROUP: Final = "claude's .env files of the modes NODE_ENV does not select"
 # Gemini CLI's choice to ignore the local .env, which earlier releases do not make.
 _GEMINI_IGNORING: Final = "gemini's --ignore-env or advanced.ignoreLocalEnv"
 
@@ -593,6 +594,18 @@ def _js_truthy(value: Any) -> bool:
 _CLAUDE_ENV_FILES: Final = (".env", ".env.development", ".env.production", ".env.test",
                             ".env.local", ".env.development.local", ".env.production.local",
                             ".env.test.local")  # fmt: skip
+
+
+def _bun_env_files(node_env: str | None) -> tuple[str, ...]:
+    """The ``.env`` files Bun loads into a process started with ``node_env``, the first to
+    set a variable keeping it: its mode's local file, ``.env.local`` (never in test mode),
+    its mode's file, ``.env`` (Bun's env_loader: NODE_ENV "production" or "test" chooses
+    that mode, anything else is development)."""
+    mode = node_env if node_env in ("production", "test") else "development"
+    local = () if mode == "test" else (".env.local",)
+    return (f".env.{mode}.local", *local, f".env.{mode}", ".env")
+
+
 # What decides where Claude Code reads its configuration (GIT_DIR and GIT_COMMON_DIR, which
 # decide which project entry it takes, are looked at where project entries are read).
 # Variables naming what Claude Code loads from where nothing is read here, with what they
@@ -606,6 +619,8 @@ _CLAUDE_UNREAD_VARIABLES: Final = {
     "CLAUDE_CODE_SHELL_PREFIX": "a program claude starts every stdio MCP server and command "
     "through, not judged here",
     "CLAUDE_CODE_SHELL": "the shell claude runs every Bash command with, not judged here",
+    "CLAUDE_CODE_USE_COWORK_PLUGINS": "user settings read from cowork_settings.json instead "
+    "of settings.json, not read here",
 }
 _CLAUDE_PLACE_NAMES: Final = frozenset(
     {
@@ -834,6 +849,17 @@ def _variadic_indexed(argv: Sequence[str], option: str) -> list[tuple[int, str]]
     return values
 
 
+def _claude_setting_sources_given(argv: Sequence[str]) -> bool:
+    """Whether ``--setting-sources`` is among claude's arguments (up to ``--``), in either
+    form: it chooses which of the user's, the project's and the local settings load."""
+    for arg in argv:
+        if arg == "--":
+            return False
+        if arg.partition("=")[0] == "--setting-sources":
+            return True
+    return False
+
+
 def _claude_settings_values(argv: Sequence[str]) -> list[tuple[str, str]]:
     """Each settings layer claude's arguments give, with the option: ``--settings`` and
     ``--managed-settings`` (the policy tier, from a spawning parent), ``OPTION V`` or
@@ -1032,6 +1058,13 @@ class _Reader:
             # (Bun puts them in claude's own process.env, where a server's ${X} is read)
             self.expanding = {**self.claude_dotenv, **self.environ}
         self._claude_bun_configuration()
+        global_files = [
+            (path, document)
+            for path, within in self._claude_global_files()
+            if (document := self._load(path, within, "json")) is not None
+        ]
+        for path, document in global_files:
+            self._claude_global_env(document, path)  # (before the settings', which win)
         self._claude_settings_env(argv)
         self._claude_sources_not_read(argv)
         self._claude_agents(argv, folders=self._claude_config_dirs())
@@ -1042,10 +1075,8 @@ class _Reader:
         managed = self._load(CLAUDE_MANAGED, None, "json")
         if managed is not None:
             self._claude_document(managed, CLAUDE_MANAGED)
-        for path, within in self._claude_global_files():
-            document = self._load(path, within, "json")
-            if document is not None:
-                self._claude_user(document, path)
+        for path, document in global_files:
+            self._claude_user(document, path)
         for folder in self.above:
             path = _joined(folder, ".mcp.json")
             document = self._load(path, folder, "json")
@@ -1283,14 +1314,29 @@ class _Reader:
         """The working directory's ``.env`` files, which Claude Code loads into its own
         process (its native build is a Bun executable, which loads them unless built not
         to, ``NODE_ENV`` choosing among them; releases have been reported loading ``.env``
-        into their bash tool's environment): all are read. A variable the environment
-        already holds keeps its value; one deciding where claude reads its configuration
-        or what it runs is a doubt."""
-        for name in _CLAUDE_ENV_FILES:
+        into their bash tool's environment). The files of the mode NODE_ENV selects, in
+        Bun's order, the first to set a variable keeping it; then the other modes' files,
+        which no value of them overrides, as a group claude may not load (the servers are
+        judged without it too). A variable the environment already holds keeps its value;
+        one deciding where claude reads its configuration or what it runs is a doubt."""
+        taken: set[str] = set()
+        loaded = _bun_env_files(self.environ.get("NODE_ENV"))
+        others = [name for name in _CLAUDE_ENV_FILES if name not in loaded]
+        for name in (*loaded, *others):
+            group = _CLAUDE_ENV_FILES_GROUP if name in loaded else _CLAUDE_OTHER_MODES_GROUP
             path = os.path.join(self.cwd, name)
             if os.path.isdir(path):
                 continue  # (a virtual environment called .env: no file Bun could load)
             added = self._dotenv(path, "claude environment file", node=False)
+            if not added:
+                continue
+            if "NODE_ENV" in added:
+                # (which files Bun loads is told by NODE_ENV as the process starts)
+                self._doubt(path, "NODE_ENV", "a mode for Bun's .env files, not read here")
+                continue
+            # (the first file to set a variable keeps it)
+            added = {n: v for n, v in added.items() if n not in taken}
+            taken.update(added)
             if not added:
                 continue
             expanded = sorted(n for n, v in added.items() if "$" in v or "#" in v)
@@ -1307,9 +1353,7 @@ class _Reader:
             added = {n: v for n, v in added.items() if n not in self.environ}
             # (not certain: claude's node build, and a Bun build made not to, load none; a
             # Bun build loads them together, NODE_ENV choosing which)
-            if added and self._claude_own_variables(
-                added, path, certain=False, group=_CLAUDE_ENV_FILES_GROUP
-            ):
+            if added and self._claude_own_variables(added, path, certain=False, group=group):
                 self.claude_dotenv.update(added)
                 self.claude_dotenv_files.append(name)
 
@@ -1377,10 +1421,16 @@ class _Reader:
         # settings, which releases apply over the managed file)
         config_dirs = self._claude_config_dirs()
         files: list[tuple[str, str | None]] = [
-            (_joined(folder, name), inside)
+            (_joined(folder, "settings.json"), inside)
             for folder, inside in config_dirs
             if not self._missing(folder)
-            for name in ("settings.json", "remote-settings.json")
+        ]
+        # The organisation's settings (remote-settings.json) are the policy tier, over every
+        # other file: claude then takes the managed file's for nothing.
+        remote = [
+            (_joined(folder, "remote-settings.json"), inside)
+            for folder, inside in config_dirs
+            if not self._missing(folder)
         ]
         # What every release loads: the config folder's settings (not XDG_CONFIG_HOME's,
         # which only some took, nor the cached remote copy), the working directory's
@@ -1403,7 +1453,13 @@ class _Reader:
         files += [(value, None) for _, value in values]
         files.append((CLAUDE_MANAGED_SETTINGS, None))
         files += [(path, None) for path in self._claude_managed_drop_ins()]
-        certain |= {CLAUDE_MANAGED_SETTINGS, *self._claude_managed_drop_ins()}
+        if not any(os.path.lexists(path) for path, _ in remote):
+            certain |= {CLAUDE_MANAGED_SETTINGS, *self._claude_managed_drop_ins()}
+        files += remote
+        if _claude_setting_sources_given(argv):
+            # (--setting-sources leaves out the user's, the project's or the local files:
+            # none of them is certain, the servers are judged without each too)
+            certain &= {CLAUDE_MANAGED_SETTINGS, *self._claude_managed_drop_ins()}
         for path, within in dict.fromkeys(files):
             inline = f"{given.get(path, '--settings')} argument"
             where, document = self._json_argument(path, inline, within)
@@ -1443,20 +1499,24 @@ class _Reader:
         options take one is not known here, so every source is read whatever it says."""
         return _variadic_indexed(argv, "--mcp-config")
 
+    def _claude_global_env(self, document: Any, path: str) -> None:
+        """The ``env`` of a global file (``~/.claude.json``), which claude copies into its own
+        process before its settings files' (whose values win over it). Which global file a
+        release takes is not told here: only the config folder's ``.claude.json``, with no
+        legacy ``.config.json`` beside it, is certainly loaded."""
+        env = document.get("env") if isinstance(document, dict) else None
+        if env is None:
+            return
+        if type(env) is not dict or not all(type(v) is str for v in env.values()):
+            self._doubt(path, "env", "not an object of strings")
+        else:
+            self._claude_own_variables(env, path, certain=path == self._claude_global_file())
+
     def _claude_user(self, document: Any, path: str) -> None:
         """``~/.claude.json``: its own servers, and those of every project entry for the
         working directory or a folder above it (by the path given and the real one)."""
         if not isinstance(document, dict):
             raise ConfigDoubt(f"{path}: not a JSON object")
-        # (claude copies its env into its own process, as a settings file's; which global
-        # file a release takes is not told here: only the config folder's .claude.json,
-        # with no legacy .config.json beside it, is certainly loaded)
-        env = document.get("env")
-        if env is not None:
-            if type(env) is not dict or not all(type(v) is str for v in env.values()):
-                self._doubt(path, "env", "not an object of strings")
-            else:
-                self._claude_own_variables(env, path, certain=path == self._claude_global_file())
         if "mcpServers" in document:
             self._claude_servers(document["mcpServers"], path, "mcpServers")
         projects = document.get("projects")

@@ -1,0 +1,92 @@
+"""The environment Claude Code gives its servers is the one it builds, source by source, in
+its own order: the working directory's ``.env`` files as Bun loads them (only those of the
+mode NODE_ENV selects, the first file to set a variable keeping it), then the global
+file's ``env``, then the settings files' (user, project, local, ``--settings``), the
+organisation's settings last of all. A source ranked otherwise, or credited though claude
+skips it (``--setting-sources``), could hide the value a server really runs with: here an
+aider 0.86.0 folder the gate would judge, where claude runs the lab's aider 0.50.0.
+
+Real files in a temporary home and project, stand-ins (tests/helpers/mcp_lab.py).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers.mcp_lab import Lab, servers, write
+
+pytestmark = pytest.mark.attack
+
+
+def _new_aider_path(lab: Lab) -> str:
+    """A PATH whose aider is 0.86.0, then the lab's folder (claude, and aider 0.50.0)."""
+    lab.aider(lab.root / "newbin", "0.86.0")
+    return f"{lab.root / 'newbin'}:{lab.bin}:/usr/bin:/bin"
+
+
+def _refused_for_the_old_aider(lab: Lab, *argv: str, **env: str) -> None:
+    started, reason = lab.spawn("claude", *argv, env=lab.env(**env))
+    assert not started, "claude started a server that runs aider 0.50.0"
+    assert "0.50.0" in reason, reason
+
+
+@pytest.mark.parametrize(
+    ("node_env", "loaded", "not_loaded"),
+    [
+        (None, ".env.local", ".env.test.local"),  # development: test's files never load
+        ("test", ".env.test", ".env.local"),  # test: .env.local never loads
+        (None, ".env.development.local", ".env.development"),  # the first file keeps it
+        ("production", ".env.production", ".env"),
+    ],
+)
+def test_the_env_files_bun_loads_give_a_server_its_values(
+    lab: Lab, node_env: str | None, loaded: str, not_loaded: str
+) -> None:
+    safe = _new_aider_path(lab)
+    server = {"command": "aider", "env": {"PATH": f"${{TOOLS_PATH:-{safe}}}"}}
+    write(lab.project / ".mcp.json", servers(helper=server))
+    write(lab.project / loaded, f"TOOLS_PATH={lab.bin}:/usr/bin:/bin\n")
+    write(lab.project / not_loaded, f"TOOLS_PATH={safe}\n")
+    extra = {} if node_env is None else {"NODE_ENV": node_env}
+    _refused_for_the_old_aider(lab, "-p", "t", **extra)
+
+
+def test_the_settings_files_env_wins_over_the_global_files(lab: Lab) -> None:
+    safe = _new_aider_path(lab)
+    write(lab.home / ".claude.json", json.dumps({"env": {"PATH": safe}}))
+    write(lab.project / ".claude" / "settings.json", json.dumps({"env": {"PATH": str(lab.bin)}}))
+    write(lab.project / ".mcp.json", servers(helper={"command": "aider"}))
+    _refused_for_the_old_aider(lab, "-p", "t", PATH=safe)
+
+
+def test_the_organisations_settings_win_over_the_projects(lab: Lab) -> None:
+    safe = _new_aider_path(lab)
+    write(lab.home / ".claude" / "remote-settings.json",
+          json.dumps({"env": {"PATH": f"{lab.bin}:/usr/bin:/bin"}}))  # fmt: skip
+    write(lab.project / ".claude" / "settings.json", json.dumps({"env": {"PATH": safe}}))
+    write(lab.project / ".mcp.json", servers(helper={"command": "aider"}))
+    _refused_for_the_old_aider(lab, "-p", "t", PATH=safe)
+
+
+@pytest.mark.parametrize("sources", ["user", "", "user,local"])
+def test_settings_files_setting_sources_leaves_out_are_not_credited(lab: Lab, sources: str) -> None:
+    safe = _new_aider_path(lab)
+    write(lab.project / ".claude" / "settings.json", json.dumps({"env": {"PATH": safe}}))
+    write(lab.home / ".claude.json", json.dumps({"mcpServers": {"helper": {"command": "aider"}}}))
+    _refused_for_the_old_aider(lab, "--setting-sources", sources, "-p", "t")
+
+
+@pytest.mark.parametrize("where", ["the environment", "a .env file"])
+def test_claudes_cowork_settings_switch_refuses(lab: Lab, where: str) -> None:
+    # With it, claude's user settings file is cowork_settings.json, not read here.
+    write(lab.home / ".claude" / "cowork_settings.json",
+          json.dumps({"env": {"PATH": f"{lab.bin}:/usr/bin:/bin"}}))  # fmt: skip
+    env = lab.env()
+    if where == "the environment":
+        env["CLAUDE_CODE_USE_COWORK_PLUGINS"] = "1"
+    else:
+        write(lab.project / ".env", "CLAUDE_CODE_USE_COWORK_PLUGINS=1\n")
+    started, reason = lab.spawn("claude", "-p", "t", env=env)
+    assert not started
+    assert "CLAUDE_CODE_USE_COWORK_PLUGINS" in reason, reason
