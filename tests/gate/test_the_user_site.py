@@ -135,8 +135,9 @@ def test_bytecode_no_installer_recorded_beside_a_recorded_module_is_refused(
 @pytest.mark.parametrize(
     "unrecorded",
     ["helperdep/main/__init__.py", "helperdep/main.cpython-311-x86_64-linux-gnu.so",
-     "helperdep/extra.py"],
-    ids=["a package over a recorded module", "an extension module over it", "another module"],
+     "helperdep/extra.py", "helperdep/data/__init__.py"],
+    ids=["a package over a recorded module", "an extension module over it", "another module",
+         "a package made of a folder of recorded data"],
 )  # fmt: skip
 def test_code_no_installer_recorded_inside_a_recorded_package_is_refused(
     world: World, unrecorded: str
@@ -150,6 +151,11 @@ def test_code_no_installer_recorded_inside_a_recorded_package_is_refused(
     os.symlink(prefix / "bin" / "python", base / "bin" / "python")
     pip_install(base, dist="helperdep", module="helperdep", version="2.0",
                 marker=world.root / "user-helperdep-ran")  # fmt: skip
+    (site / "helperdep" / "data").mkdir()
+    (site / "helperdep" / "data" / "prompts.txt").write_text("")  # (recorded data)
+    [record] = site.glob("helperdep-*.dist-info/RECORD")
+    with record.open("a", encoding="utf-8") as lines:
+        lines.write("helperdep/data/prompts.txt,,\n")
     (site / unrecorded).parent.mkdir(parents=True, exist_ok=True)
     (site / unrecorded).write_text("")
     workspace = world.root / "ws"

@@ -1921,6 +1921,16 @@ class _Reader:
         key, stopping at a rejected line). Raises ConfigDoubt, naming the file, for one that
         cannot be read exactly or that moves where codex reads its configuration."""
         home_file = os.path.join(codex_home, ".env")
+        for name in sorted(self._listed(codex_home)):
+            # Current releases also load every $CODEX_HOME/.env.<suffix> whose first line is
+            # a "# codex-env-if:" condition, over .env, setting and unsetting: not read here.
+            if name.startswith(".env."):
+                overlay = os.path.join(codex_home, name)
+                got = self._read_config(overlay, within=codex_home, what="codex environment file")
+                if got is not None and b"codex-env-if" in got[0]:
+                    raise ConfigDoubt(
+                        f"{overlay}: a conditional overlay codex loads over its .env, not read here"
+                    )
         files: list[tuple[str, str]] = [(home_file, codex_home)]
         workspace = _dotenv_found_from(os.path.realpath(self.cwd), self.walk)
         if workspace is not None:
@@ -2742,6 +2752,15 @@ class _Reader:
                 # (node's dotenv ends a value at its first '#'; Bun at one after a space,
                 # and claude's reading refuses a value still holding one)
                 value = value.split("#" if node else " #", 1)[0].strip()
+                if not node and value and not (value[0].isascii() and value[-1].isascii()):
+                    # (Bun trims blank bytes from the ends of a value one byte at a time, and
+                    # 0xA0 is the last byte of à as of a no-break space)
+                    self._doubt(
+                        path, f"line {number}",
+                        "an unquoted value starting or ending in a character other than "
+                        "ASCII, whose bytes Bun's loader may trim: not read here",
+                    )  # fmt: skip
+                    return None
             added[name] = value
         return added
 
@@ -2813,6 +2832,12 @@ class _Reader:
             return
         if type(env) is not dict or not all(type(v) is str for v in env.values()):
             self._doubt(where, at + ".env", "not an object of strings")
+            return
+        odd = sorted(name for name in env if not name or "=" in name or "\x00" in name)
+        if odd:
+            # (node writes NAME=VALUE as it is: a name holding "=" sets the variable its
+            # first part names, to what follows, which is not what the gate would judge)
+            self._doubt(where, _key(at + ".env", odd[0]), "not a variable name")
             return
         if cwd is not None and (type(cwd) is not str or not cwd):
             self._doubt(where, at + ".cwd", "not a non-empty string")

@@ -875,13 +875,11 @@ def _user_site_doubts(site: str, cwd: str) -> list[str]:
     ]
     # Bytecode cached beside a recorded module runs instead of its source when its header
     # matches the source's (or is an unchecked hash one): only what an installer wrote, in
-    # the site itself and in every folder of a recorded package that holds recorded source.
+    # the site itself and in every folder of a recorded package that holds a recorded file.
     folders = {
         os.path.dirname(path)
         for path in paths
-        if path.endswith(".py")
-        and path.split(os.sep, 1)[0] in names
-        and not path.startswith(os.pardir + os.sep)
+        if path.split(os.sep, 1)[0] in names and not path.startswith(os.pardir + os.sep)
     }
     # Inside a recorded package, a module or package no RECORD lists is imported like its
     # own (a package folder, or an extension module, before the recorded source beside it).

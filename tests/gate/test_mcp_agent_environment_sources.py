@@ -1,10 +1,12 @@
-"""The environment Claude Code gives its servers is the one it builds, source by source, in
-its own order: the working directory's ``.env`` files as Bun loads them (only those of the
-mode NODE_ENV selects, the first file to set a variable keeping it), then the global
-file's ``env``, then the settings files' (user, project, local, ``--settings``), the
-organisation's settings last of all. A source ranked otherwise, or credited though claude
-skips it (``--setting-sources``), could hide the value a server really runs with: here an
-aider 0.86.0 folder the gate would judge, where claude runs the lab's aider 0.50.0.
+"""The environment an agent gives its servers is the one it builds, source by source, in
+its own order. Claude Code: the working directory's ``.env`` files as Bun loads them (only
+those of the mode NODE_ENV selects, the first file to set a variable keeping it, its values
+trimmed byte by byte), then the global file's ``env``, then the settings files' (user,
+project, local, ``--settings``), the organisation's settings last of all. Codex: its
+``$CODEX_HOME/.env`` and the conditional overlays over it. A source ranked otherwise, or
+credited though the agent skips it (``--setting-sources``), could hide the value a server
+really runs with: here an aider 0.86.0 folder the gate would judge, where the agent runs the
+lab's aider 0.50.0. A server's ``env`` name holding ``=`` sets another variable.
 
 Real files in a temporary home and project, stand-ins (tests/helpers/mcp_lab.py).
 """
@@ -90,3 +92,49 @@ def test_claudes_cowork_settings_switch_refuses(lab: Lab, where: str) -> None:
     started, reason = lab.spawn("claude", "-p", "t", env=env)
     assert not started
     assert "CLAUDE_CODE_USE_COWORK_PLUGINS" in reason, reason
+
+
+@pytest.mark.parametrize("name", ["OPENSSL_CONF=/w/ssl.cnf", "BASH_ENV=/w/start.sh", ""])
+def test_a_server_env_name_that_is_no_variable_name_refuses(lab: Lab, name: str) -> None:
+    # node writes NAME=VALUE as given: "OPENSSL_CONF=/w/ssl.cnf": "" sets OPENSSL_CONF.
+    server = {"command": "aider", "env": {name: ""}}
+    lab.aider(lab.root / "newbin", "0.86.0")
+    write(
+        lab.project / ".mcp.json",
+        servers(helper={**server, "command": str(lab.root / "newbin" / "aider")}),
+    )
+    started, reason = lab.spawn("claude", "-p", "t")
+    assert not started
+    assert "not a variable name" in reason, reason
+
+
+@pytest.mark.parametrize("value", ["{folder}/toolsà", "é{folder}"])
+def test_an_unquoted_env_file_value_bun_may_trim_refuses(lab: Lab, value: str) -> None:
+    # Bun trims blank bytes from the ends of a value byte by byte: 0xA0 ends "à" (C3 A0).
+    safe = _new_aider_path(lab)
+    server = {"command": "aider", "env": {"PATH": f"${{TOOLS_DIR:-{safe}}}"}}
+    write(lab.project / ".mcp.json", servers(helper=server))
+    write(lab.project / ".env", f"TOOLS_DIR={value.format(folder=lab.root)}\n")
+    started, reason = lab.spawn("claude", "-p", "t")
+    assert not started
+    assert "Bun's loader may trim" in reason, reason
+
+
+def test_a_conditional_env_overlay_of_codex_refuses(lab: Lab) -> None:
+    # Codex loads $CODEX_HOME/.env.<suffix> files whose first line is a condition, over its
+    # .env: one putting aider 0.50.0 first on PATH would hide behind the .env read here.
+    safe = _new_aider_path(lab)
+    write(lab.home / ".codex" / ".env", f"PATH={safe}\n")
+    write(lab.home / ".codex" / ".env.ci", f"# codex-env-if: true\nPATH={lab.bin}:/usr/bin:/bin\n")
+    write(lab.home / ".codex" / "config.toml", '[mcp_servers.helper]\ncommand = "aider"\n')
+    started, reason = lab.spawn("codex", "exec", "t", env=lab.env(PATH=safe))
+    assert not started
+    assert "conditional overlay" in reason, reason
+
+
+def test_another_file_beside_codex_s_env_is_not_an_overlay(lab: Lab) -> None:
+    safe = _new_aider_path(lab)
+    write(lab.home / ".codex" / ".env.backup", "PATH=/nowhere\n")
+    write(lab.home / ".codex" / "config.toml", '[mcp_servers.helper]\ncommand = "aider"\n')
+    started, reason = lab.spawn("codex", "exec", "t", env=lab.env(PATH=safe))
+    assert started, reason
