@@ -138,3 +138,18 @@ def test_another_file_beside_codex_s_env_is_not_an_overlay(lab: Lab) -> None:
     write(lab.home / ".codex" / "config.toml", '[mcp_servers.helper]\ncommand = "aider"\n')
     started, reason = lab.spawn("codex", "exec", "t", env=lab.env(PATH=safe))
     assert started, reason
+
+
+@pytest.mark.parametrize("where", ["project settings", "global file"])
+def test_a_servers_env_is_expanded_with_claudes_settings_env(lab: Lab, where: str) -> None:
+    # Claude Code expands ${VAR} in a server's env from its own process's environment,
+    # which holds the settings files' and the global file's env by then.
+    safe = _new_aider_path(lab)
+    server = {"command": "aider", "env": {"PATH": f"${{TOOLS_PATH:-{safe}}}"}}
+    write(lab.project / ".mcp.json", servers(helper=server))
+    given = json.dumps({"env": {"TOOLS_PATH": f"{lab.bin}:/usr/bin:/bin"}})
+    if where == "project settings":
+        write(lab.project / ".claude" / "settings.json", given)
+    else:
+        write(lab.home / ".claude.json", given)
+    _refused_for_the_old_aider(lab, "-p", "t")

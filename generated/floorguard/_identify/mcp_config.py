@@ -2858,15 +2858,22 @@ class _Reader:
         resolved: list[tuple[str, str]] = [
             (key, value) for key, value in self.inherited.items() if key not in env
         ]
+        # Claude Code expands a server's env from its own process's, which by then holds
+        # its global file's and settings files' env too (over the environment's).
+        source = (
+            {**self.expanding, **self.inherited}
+            if expansion is _CLAUDE_EXPANSION
+            else self.expanding
+        )
         for key, value in env.items():
             problem = (
                 None if expansion is None
-                else _reference_problem(value, expansion is _GEMINI_EXPANSION, self.expanding)
+                else _reference_problem(value, expansion is _GEMINI_EXPANSION, source)
             )  # fmt: skip
             if problem is not None:
                 self._doubt(where, f"{at}.env.{key}", problem)
                 return
-            known = self._expanded(value, reference) if expansion is not None else value
+            known = self._expanded(value, reference, source) if expansion is not None else value
             if expansion is _GEMINI_EXPANSION and self._gemini_expands_through_its_own():
                 self._doubt(
                     where, f"{at}.env.{key}",
