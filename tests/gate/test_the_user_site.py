@@ -98,12 +98,9 @@ def test_a_pip_user_install_outside_the_workspace_runs_the_at_floor_aider(world:
     world.assert_permitted_and_ran(outcome, world.root / "usr-ran")
 
 
-@pytest.mark.parametrize("package", ["helperdep", "helperdep/sub", "helperdep/sub/deeper"])
-def test_bytecode_no_installer_recorded_beside_a_recorded_module_is_refused(
-    world: World, package: str
-) -> None:
-    # A timestamp .pyc whose header matches the source runs instead of it: only what an
-    # installer wrote may be there, in any folder of a recorded package.
+def _helperdep_in_the_user_site(world: World) -> tuple[Path, Path, Path]:
+    """The system's aider, and ``pip install --user helperdep==2.0`` beside it: the system
+    prefix, the user site and helperdep's RECORD."""
     prefix = _system_aider(world)
     base = world.home / ".local"
     site = _user_site(base)
@@ -112,6 +109,16 @@ def test_bytecode_no_installer_recorded_beside_a_recorded_module_is_refused(
     pip_install(base, dist="helperdep", module="helperdep", version="2.0",
                 marker=world.root / "user-helperdep-ran")  # fmt: skip
     [record] = site.glob("helperdep-*.dist-info/RECORD")
+    return prefix, site, record
+
+
+@pytest.mark.parametrize("package", ["helperdep", "helperdep/sub", "helperdep/sub/deeper"])
+def test_bytecode_no_installer_recorded_beside_a_recorded_module_is_refused(
+    world: World, package: str
+) -> None:
+    # A timestamp .pyc whose header matches the source runs instead of it: only what an
+    # installer wrote may be there, in any folder of a recorded package.
+    prefix, site, record = _helperdep_in_the_user_site(world)
     parts = package.split("/")
     for depth in range(2, len(parts) + 1):  # (recorded subpackages, as pip records them)
         folder = "/".join(parts[:depth])
@@ -144,16 +151,9 @@ def test_code_no_installer_recorded_inside_a_recorded_package_is_refused(
 ) -> None:
     # A package folder, or an extension module, beside a recorded module's source is
     # imported instead of it; any module there no installer wrote is code nothing vouches for.
-    prefix = _system_aider(world)
-    base = world.home / ".local"
-    site = _user_site(base)
-    (base / "bin").mkdir(parents=True)
-    os.symlink(prefix / "bin" / "python", base / "bin" / "python")
-    pip_install(base, dist="helperdep", module="helperdep", version="2.0",
-                marker=world.root / "user-helperdep-ran")  # fmt: skip
+    prefix, site, record = _helperdep_in_the_user_site(world)
     (site / "helperdep" / "data").mkdir()
     (site / "helperdep" / "data" / "prompts.txt").write_text("")  # (recorded data)
-    [record] = site.glob("helperdep-*.dist-info/RECORD")
     with record.open("a", encoding="utf-8") as lines:
         lines.write("helperdep/data/prompts.txt,,\n")
     (site / unrecorded).parent.mkdir(parents=True, exist_ok=True)
