@@ -153,3 +153,20 @@ def test_a_servers_env_is_expanded_with_claudes_settings_env(lab: Lab, where: st
     else:
         write(lab.home / ".claude.json", given)
     _refused_for_the_old_aider(lab, "-p", "t")
+
+
+def test_node_env_set_in_an_env_file_refuses(lab: Lab) -> None:
+    # Which files Bun loads is decided by NODE_ENV as the process starts: one set in a
+    # file it loads would choose otherwise than this reading did.
+    write(lab.project / ".env", "NODE_ENV=test\n")
+    write(lab.project / ".mcp.json", servers(helper={"command": "aider"}))
+    started, reason = lab.spawn("claude", "-p", "t", env=lab.env(PATH=_new_aider_path(lab)))
+    assert not started
+    assert "NODE_ENV" in reason and "Bun's .env files" in reason, reason
+
+
+def test_setting_sources_given_with_equals_is_read_alike(lab: Lab) -> None:
+    safe = _new_aider_path(lab)
+    write(lab.project / ".claude" / "settings.json", json.dumps({"env": {"PATH": safe}}))
+    write(lab.home / ".claude.json", json.dumps({"mcpServers": {"helper": {"command": "aider"}}}))
+    _refused_for_the_old_aider(lab, "--setting-sources=user", "-p", "t")

@@ -93,7 +93,22 @@ def test_a_venv_copy_is_the_one_every_build_runs_first(world: World) -> None:
 
 # ---------------------------------------------------------------- installs by link
 
-LINKED = ["the package folder", "its files", "a direct_url.json that says editable"]
+LINKED = [
+    "the package folder",
+    "its files",
+    "a direct_url.json that says editable",
+    "a direct_url.json that is no JSON",
+    "a direct_url.json whose dir_info is no object",
+    "a direct_url.json whose editable is no boolean",
+]
+_DIRECT_URLS = {
+    "a direct_url.json that says editable":
+        '{"url": "file:///src/aider", "dir_info": {"editable": true}}',
+    "a direct_url.json that is no JSON": '{"url": "file:///src/aider", ',
+    "a direct_url.json whose dir_info is no object": '{"url": "file:///src/aider", "dir_info": 1}',
+    "a direct_url.json whose editable is no boolean":
+        '{"url": "file:///src/aider", "dir_info": {"editable": "yes"}}',
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("linked", LINKED)
@@ -119,20 +134,24 @@ def test_an_install_that_links_to_its_source_or_says_it_is_editable_is_refused(
         shutil.rmtree(package)
         shutil.copytree(checkout, package)  # (the old code, in place)
         [info] = new.site.glob("aider_chat-*.dist-info")
-        (info / "direct_url.json").write_text(
-            '{"url": "file:///src/aider", "dir_info": {"editable": true}}', encoding="utf-8"
-        )
+        (info / "direct_url.json").write_text(_DIRECT_URLS[linked], encoding="utf-8")
     outcome = world.spawn("aider", ["task"], policy=DEFAULT, env=world.env(new.prefix / "bin"))
     world.assert_refused(outcome, old.marker, "link", "editable")
 
 
-def test_an_install_by_copy_beside_a_direct_url_json_of_a_wheel_runs(world: World) -> None:
-    # pip writes direct_url.json for an install from a URL or a file too: not editable.
+@pytest.mark.parametrize(
+    "stated",
+    ['{"url": "file:///w/aider_chat-0.70.0-py3-none-any.whl", "archive_info": {}}',
+     '{"url": "file:///src/aider", "dir_info": {"editable": false}}',
+     '{"url": "file:///src/aider", "dir_info": {}}'],
+)  # fmt: skip
+def test_an_install_by_copy_beside_a_direct_url_json_of_a_wheel_runs(
+    world: World, stated: str
+) -> None:
+    # pip writes direct_url.json for an install from a URL, a file or a folder (not
+    # editable) too: its files are copies.
     new = world.new_aider()
     [info] = new.site.glob("aider_chat-*.dist-info")
-    (info / "direct_url.json").write_text(
-        '{"url": "file:///w/aider_chat-0.70.0-py3-none-any.whl", "archive_info": {}}',
-        encoding="utf-8",
-    )
+    (info / "direct_url.json").write_text(stated, encoding="utf-8")
     outcome = world.spawn("aider", ["task"], policy=DEFAULT, env=world.env(new.prefix / "bin"))
     world.assert_permitted_and_ran(outcome, new.marker)

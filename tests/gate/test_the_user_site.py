@@ -166,6 +166,22 @@ def test_code_no_installer_recorded_inside_a_recorded_package_is_refused(
     world.assert_refused(outcome, world.root / "usr-ran", "no installer recorded")
 
 
+@pytest.mark.parametrize("unrecorded", ["helperdep/NOTES.txt", "helperdep/model-settings.yml"])
+def test_data_no_installer_recorded_inside_a_recorded_package_is_not_code(
+    world: World, unrecorded: str
+) -> None:
+    # (only what Python would import in the package's place refuses: a file it never
+    # imports is no module)
+    prefix, site, _record = _helperdep_in_the_user_site(world)
+    (site / unrecorded).write_text("")
+    workspace = world.root / "ws"
+    workspace.mkdir()
+    outcome = world.spawn(
+        "aider", ["task"], policy=DEFAULT, env=world.env(prefix / "bin"), cwd=workspace
+    )
+    world.assert_permitted_and_ran(outcome, world.root / "usr-ran")
+
+
 def test_a_user_site_in_the_agents_working_directory_refuses_its_server(world: World) -> None:
     """An MCP server declared with ``cwd`` below the agent's working directory and HOME at
     the agent's: the user site is in the workspace, though above the server's own folder."""
