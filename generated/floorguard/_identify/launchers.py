@@ -1084,6 +1084,17 @@ def _npm_own_files_doubts(
     if cache is not None and in_the_workspace(cache, here):
         doubts.append(f"{launcher}: npm's 'cache' {cache} is in the working directory, where "
                       "the workspace can fill its _npx trees")  # fmt: skip
+        return doubts
+    # The cache it takes (~/.npm by default), or its _npx folder, may be a link out of a
+    # folder outside the working directory into it: the workspace fills it just the same.
+    base = cache or os.path.join(home, ".npm")
+    workspaces = [here] if agent_workspace() is None else [here, str(agent_workspace())]
+    for folder in (base, os.path.join(base, "_npx")):
+        by_its_letters = any(_within(os.path.normpath(folder), w) for w in workspaces)
+        if in_the_workspace(folder, here) and not by_its_letters:
+            doubts.append(f"{launcher}: npm's cache folder {folder} leads into the working "
+                          "directory, where the workspace can fill its _npx trees")  # fmt: skip
+            break
     return doubts
 
 
