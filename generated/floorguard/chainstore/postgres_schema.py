@@ -542,9 +542,11 @@ _SERVED_SEQUENCES = [
     f"CREATE UNLOGGED SEQUENCE IF NOT EXISTS floorguard.lock_served_{n} MINVALUE 0"
     for n in range(SERVED_RING)
 ] + ["CREATE UNLOGGED SEQUENCE IF NOT EXISTS floorguard.lock_served_next MINVALUE 0"]
-# (Read first, cheaply: no claim is the rule, and its check costs a call.)
+# (Read first, cheaply: no claim is the rule, and its check costs a call. A sequence never
+# set reads NULL, and NULL AND x still evaluates x: hence the COALESCE.)
 _CLAIM_STANDS_TEST = (
-    "pg_catalog.pg_sequence_last_value('floorguard.lock_claim') <> 0 AND floorguard.claim_stands()"
+    "COALESCE(pg_catalog.pg_sequence_last_value('floorguard.lock_claim'), 0) <> 0"
+    " AND floorguard.claim_stands()"
 )
 
 
@@ -970,6 +972,21 @@ def _append_function(name: str, *, ahead: bool) -> str:
     returns = "text" if ahead else "void"
     lock = (_LOCK_AT_ONCE + _EDGE_CHECK) if ahead else _LOCK_IN_LINE
     head_check = _HEAD_CHECK if ahead else ""
+    # Ahead, the edge checked above is the stored right edge: the head's leaf is its first
+    # node (assigned by the head check, once the edge is known to start there), and the
+    # left sibling at each level the new leaf completes is the edge's node of that level.
+    head_leaf = (
+        "NULL::bytea"
+        if ahead
+        else "(SELECT t.hash FROM floorguard.tree t WHERE t.level = 0 AND t.idx = r.seq)"
+    )
+    left_of_edge = (
+        "        left_hash := CASE WHEN edge_levels[lvl + 1] = lvl\n"
+        "                           AND edge_idxs[lvl + 1] = pos - 1\n"
+        "                          THEN edge_hashes[lvl + 1] END;\n"
+        if ahead
+        else "        left_hash := NULL;\n"
+    )
     ending = (
         "  RETURN pg_catalog.to_char(pg_catalog.clock_timestamp() AT TIME ZONE 'UTC',\n"
         '                            \'YYYY-MM-DD"T"HH24:MI:SS.US"Z"\');\n'
@@ -1006,10 +1023,11 @@ DECLARE
   stored_nodes bigint;
 BEGIN
 {_READ_COMMITTED}
-{lock}  -- The head and its leaf (the tree is built up to the head) in one query. A record names
-  -- the chain its head names (the first one, meta's: chain init's).
+{lock}  -- The head and its leaf (the tree is built up to the head) in one query (ahead, the
+  -- leaf is the edge's, assigned below). A record names the chain its head names (the
+  -- first one, meta's: chain init's).
   SELECT r.seq, r.ts, r.chain_id, r.event, r.receipt_id, r.receipt, r.prev, r.mac,
-         (SELECT t.hash FROM floorguard.tree t WHERE t.level = 0 AND t.idx = r.seq)
+         {head_leaf}
     INTO head.seq, head.ts, head.chain_id, head.event, head.receipt_id, head.receipt,
          head.prev, head.mac, head_leaf
     FROM floorguard.records r ORDER BY r.seq DESC LIMIT 1;
@@ -1061,8 +1079,10 @@ BEGIN
   -- than {MAX_NESTING - 1} deep (a container at level {MAX_NESTING - 1}, the receipt itself
   -- at 0). Looked for only when it has that many brackets at all: a receipt writers make
   -- has a few.
-  IF pg_catalog.length({name}.receipt)
-       - pg_catalog.length(pg_catalog.translate({name}.receipt, '[{{', '')) >= {MAX_NESTING}
+  -- (Counted in bytes: no other character's UTF-8 holds the byte of '[' or '{{'; replace
+  -- finds a byte as memchr does, where translate looks at every character.)
+  IF pg_catalog.octet_length({name}.receipt) - pg_catalog.octet_length(pg_catalog.replace(
+       pg_catalog.replace({name}.receipt, '[', ''), '{{', '')) >= {MAX_NESTING}
      AND pg_catalog.jsonb_path_exists({name}.receipt::jsonb,
        'strict $.**{{{MAX_NESTING - 1}}} ? (@.type() == "object" || @.type() == "array")') THEN
     RAISE EXCEPTION 'floorguard: record %''s receipt nests deeper than % levels, which no '
@@ -1095,9 +1115,10 @@ BEGIN
     WHILE pos & 1 = 1 LOOP
       left_hash := head_leaf;  -- (0, seq - 1)
       IF lvl > 0 THEN
-        left_hash := NULL;
-        SELECT t.hash INTO left_hash FROM floorguard.tree t
-         WHERE t.level = lvl AND t.idx = pos - 1;
+{left_of_edge}        IF left_hash IS NULL THEN
+          SELECT t.hash INTO left_hash FROM floorguard.tree t
+           WHERE t.level = lvl AND t.idx = pos - 1;
+        END IF;
       END IF;
       IF left_hash IS NULL THEN
         RAISE EXCEPTION 'floorguard: the Merkle tree lacks subtree (%, %)', lvl, pos - 1
@@ -1210,6 +1231,7 @@ _HEAD_CHECK = f"""
         USING ERRCODE = 'serialization_failure';
     END IF;
   END LOOP;
+  head_leaf := edge_hashes[1];  -- (the stored (0, head), as the edge check found it)
   IF {_LEAF.format(line=_json_text_sql("head.", mac=True))}
        IS DISTINCT FROM head_leaf THEN
     RAISE EXCEPTION 'floorguard: the head is not the record this host wrote'
