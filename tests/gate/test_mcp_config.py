@@ -486,3 +486,47 @@ def test_a_node_client_doubts_a_name_with_bytes_that_are_not_utf8(
     argv = ("--mcp-config", str(folder / "m.json")) if where == "--mcp-config" else ()
     env = {} if where in ("cwd", "--mcp-config") else {where: str(folder)}
     assert "UTF-8" in only_doubt(read(client, home, project, *argv, **env))
+
+
+# Not only the names it opens itself: node passes every variable and argument on as the
+# text it read, so a server's PATH, a settings file named by a variable or an option, and
+# any name still to come reach the agent and its servers re-encoded (\xff as \xef\xbf\xbd).
+@pytest.mark.parametrize(
+    ("client", "variable"),
+    [("gemini", "PATH"), ("claude", "PATH"), ("gemini", "GEMINI_CLI_SYSTEM_SETTINGS_PATH"),
+     ("gemini", "GEMINI_CLI_SYSTEM_DEFAULTS_PATH"), ("claude", "XDG_CACHE_HOME"),
+     ("gemini", "ANY_NAME")],
+)  # fmt: skip
+def test_a_node_client_doubts_any_variable_with_bytes_that_are_not_utf8(
+    home: Path, project: Path, client: str, variable: str
+) -> None:
+    value = os.fsdecode(b"/opt/tools/bin-\xff") + ":/usr/bin"
+    doubt = only_doubt(read(client, home, project, **{variable: value}))
+    assert variable in doubt and "UTF-8" in doubt
+
+
+@pytest.mark.parametrize("client", ["claude", "gemini"])
+def test_a_node_client_doubts_a_variable_name_with_bytes_that_are_not_utf8(
+    home: Path, project: Path, client: str
+) -> None:
+    assert "UTF-8" in only_doubt(read(client, home, project, **{os.fsdecode(b"X\xff"): "1"}))
+
+
+@pytest.mark.parametrize(
+    ("client", "argv"),
+    [("claude", ("--settings", "s.json")), ("gemini", ("--include-directories", "d")),
+     ("gemini", ("-p", "hi"))],
+)  # fmt: skip
+def test_a_node_client_doubts_any_argument_with_bytes_that_are_not_utf8(
+    home: Path, project: Path, client: str, argv: tuple[str, str]
+) -> None:
+    spelled = (argv[0], argv[1] + os.fsdecode(b"\xff"))
+    assert "UTF-8" in only_doubt(read(client, home, project, *spelled))
+
+
+@pytest.mark.parametrize("client", ["claude", "gemini"])
+def test_a_node_client_reads_utf8_variables_and_arguments_that_are_not_ascii(
+    home: Path, project: Path, client: str
+) -> None:
+    found = read(client, home, project, "-p", "caf\u00e9", PATH="/opt/caf\u00e9:/usr/bin")
+    assert found.doubts == ()

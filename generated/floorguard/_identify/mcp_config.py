@@ -1050,7 +1050,7 @@ class _Reader:
 
     def claude(self, argv: Sequence[str]) -> None:
         # (--strict-mcp-config removes nothing here: it may be another option's value)
-        self._node_names_are_text("CLAUDE_CONFIG_DIR", "XDG_CONFIG_HOME")
+        self._node_names_are_text(argv)
         self._claude_spellings()
         # (loaded as the process starts: the settings' env, applied later, wins over them)
         self._claude_env_files()
@@ -1115,20 +1115,33 @@ class _Reader:
             return None
         return _joined(folder, ".claude.json")
 
-    def _node_names_are_text(self, *variables: str) -> None:
-        """Node (Claude Code, Gemini CLI) reads a byte that is not UTF-8 in its working
-        directory, arguments and environment as U+FFFD, and so opens another file than
-        the one named, which cannot be read here in its place. Raises ConfigDoubt."""
-        for name, value in (
-            ("the working directory", self.cwd),
-            ("HOME", self.environ.get("HOME")),
-            *((variable, self.environ.get(variable)) for variable in variables),
-        ):
-            if value and not is_text(value):
-                raise ConfigDoubt(
-                    f"{self.client}: {name} holds bytes that are not UTF-8, which node reads "
-                    "as U+FFFD: another name than the one given"
-                )
+    def _node_names_are_text(self, argv: Sequence[str]) -> None:
+        """Node (Claude Code, Gemini CLI) reads its working directory, every argument and
+        every environment variable as UTF-8, a byte that is not UTF-8 becoming U+FFFD, and
+        passes them on as it read them: the files it opens, the servers it finds on PATH
+        and the environment those servers get are another name than the one given, which
+        cannot be read here in its place. Raises ConfigDoubt."""
+        where = None
+        if not is_text(self.cwd):
+            where = "the working directory"
+        else:
+            for name, value in self.environ.items():
+                # (isascii first: nearly every name and value is, and it costs no encoding)
+                if not (name.isascii() or is_text(name)):
+                    where = f"the name of the environment variable {name!r}"
+                elif not (value.isascii() or is_text(value)):
+                    where = f"the environment variable {name}"
+                if where is not None:
+                    break
+            else:
+                bad = next((n for n, arg in enumerate(argv, 1) if not is_text(arg)), None)
+                if bad is not None:
+                    where = f"argument {bad} ({argv[bad - 1]!r})"
+        if where is not None:
+            raise ConfigDoubt(
+                f"{self.client}: {where} holds bytes that are not UTF-8, which node reads as "
+                "U+FFFD and passes on so: another name than the one given"
+            )
 
     def _claude_spellings(self) -> None:
         """Claude Code normalises its working directory and its config folder to Unicode NFC
@@ -2165,7 +2178,7 @@ class _Reader:
         return list(dict.fromkeys([self._gemini_home(), self.home]))
 
     def gemini(self, argv: Sequence[str]) -> None:
-        self._node_names_are_text("GEMINI_CLI_HOME")
+        self._node_names_are_text(argv)
         # (GEMINI_SANDBOX, then an argument, decides before the settings are looked at)
         self.gemini_sandbox_decided = self._gemini_sandbox(argv)
         self._gemini_worktree(argv)
