@@ -304,3 +304,23 @@ def test_what_loads_code_into_the_child_s_environment_refuses_a_preflight_as_a_s
     assert result["verdict"] == "refuse" and name in result["reason"], result
     done = host.python("-c", JUDGED_RUN_ENVIRON_HOST, binary, "", "")
     assert json.loads(done.stdout)["verdict"] == "permit", done.stdout
+
+
+@pytest.mark.parametrize(
+    ("call", "named"),
+    [("floorguard.preflight(b'aider')", "adapter"), ("floorguard.preflight(None)", "adapter"),
+     ("floorguard.preflight('aider', binary=b'/usr/bin/aider')", "binary"),
+     ("floorguard.preflight('aider', version=1)", "version"),
+     ("floorguard.preflight('aider', run_environ={'PATH': None})", "run_environ"),
+     ("floorguard.preflight('aider', run_environ=[('PATH', '/usr/bin')])", "run_environ"),
+     ("floorguard.preflight('aider', environ={b'PATH': '/usr/bin'})", "environ")],
+)  # fmt: skip
+def test_arguments_of_the_wrong_type_are_a_type_error_naming_them_and_record_nothing(
+    host: Host, call: str, named: str
+) -> None:
+    code = (
+        f"import floorguard\ntry:\n    {call}\nexcept TypeError as e:\n    print('TypeError', e)\n"
+    )
+    done = host.python("-c", code)
+    assert done.stdout.startswith(f"TypeError {named} "), (done.stdout, done.stderr)
+    assert host.chain_records() == []

@@ -590,6 +590,7 @@ def preflight(
     refusal (``.decision`` holds the recorded refusal) and when the chain cannot be written
     (``.decision`` is None then: nothing could be recorded, so nothing is allowed).
     """
+    _check_preflight_types(adapter, binary, version, environ, run_environ)
     env = os.environ if environ is None else environ
     # A child's environment given is judged as a spawn's is: as started with no arguments.
     return decide(
@@ -597,6 +598,35 @@ def preflight(
         run_environ=env if run_environ is None else run_environ,
         argv=None if run_environ is None else (), floor_map=floor_map,
     )  # fmt: skip
+
+
+def _check_preflight_types(
+    adapter: object, binary: object, version: object, environ: object, run_environ: object
+) -> None:
+    """Anything but text where the judgement reads text is a TypeError naming the argument,
+    before anything is judged or recorded (as spawn's)."""
+    if not isinstance(adapter, str):
+        raise TypeError(f"adapter must be a string, not {type(adapter).__name__}")
+    if version is not None and not isinstance(version, str):
+        raise TypeError(f"version must be a string, not {type(version).__name__}")
+    if binary is not None:
+        try:
+            path = os.fspath(binary)  # type: ignore[call-overload]
+        except TypeError:
+            path = None
+        if not isinstance(path, str):
+            raise TypeError(f"binary must be a string or a path of one, not {binary!r}")
+    for name, given in (("environ", environ), ("run_environ", run_environ)):
+        # (os.environ, the default, holds text only: a mapping given is looked through)
+        if (
+            given is not None
+            and given is not os.environ
+            and not (
+                isinstance(given, Mapping)
+                and all(isinstance(k, str) and isinstance(v, str) for k, v in given.items())
+            )
+        ):
+            raise TypeError(f"{name} must map strings to strings (as os.environ does)")
 
 
 def decide(
