@@ -170,6 +170,7 @@ def test_exec_exits_126_for_an_invalid_adapter_name(host: Host, bin_dir: Path) -
     done = exec_(host, "../aider", bin_dir)
     assert done.returncode == 126, done.stderr
     assert "invalid adapter name" in one_line(done)
+    assert "never by a path" in one_line(done)
 
 
 def test_exec_exits_126_when_the_missing_binary_cannot_even_be_recorded(

@@ -36,7 +36,7 @@ from floorguard._identify.mcp_config import CLIENT_OF_ADAPTER
 from floorguard._identify.target import open_target
 from floorguard._maps import active_map, verdict, versions
 from floorguard._maps.catalog import CATALOG, executable_for
-from floorguard._maps.map_model import ADAPTER_NAME
+from floorguard._maps.map_model import ADAPTER_NAME, invalid_adapter_name
 from floorguard._maps.packages import index_of
 from floorguard.errors import (
     BinaryNotFound,
@@ -119,7 +119,7 @@ def judge(
     not floorguard through the opened file, so it must be a file the kernel starts as it is.
     """
     if not ADAPTER_NAME.match(adapter):
-        return _Judgement(REFUSE, f"invalid adapter name {adapter!r}")
+        return _Judgement(REFUSE, invalid_adapter_name(adapter))
     try:
         in_force = active_map.current(floor_map)
     except Exception as exc:  # FloorMapError, or anything else a damaged input provokes

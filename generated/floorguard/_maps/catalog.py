@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
 
+from floorguard._maps.map_model import invalid_adapter_name
 from floorguard.errors import DetectionError
 
 # One version token. Possessive quantifiers keep matching linear on hostile output (no
@@ -158,7 +159,7 @@ def entry_for(adapter: str) -> CatalogEntry | None:
     Raises DetectionError when ``adapter`` is not a valid adapter name.
     """
     if not isinstance(adapter, str) or not _ADAPTER_NAME.fullmatch(adapter):
-        raise DetectionError(f"invalid adapter name: {adapter!r}")
+        raise DetectionError(invalid_adapter_name(adapter))
     return CATALOG.get(adapter)
 
 

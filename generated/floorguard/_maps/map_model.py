@@ -47,6 +47,18 @@ _ECOSYSTEMS = ("npm", "PyPI")
 ADAPTER_NAME_FORM = r"[a-z0-9][a-z0-9._-]{0,63}"
 ADAPTER_NAME = re.compile(ADAPTER_NAME_FORM + r"\Z")
 
+
+def invalid_adapter_name(adapter: object) -> str:
+    """Why ``adapter`` is no adapter name (one that does not match ``ADAPTER_NAME``)."""
+    why = f"invalid adapter name: {adapter!r}"
+    if isinstance(adapter, str) and "/" in adapter:
+        why += (
+            " (an adapter is named as the floor map names it, never by a path: a program's "
+            "path is given as binary=, and exec finds the name on PATH)"
+        )
+    return why
+
+
 # A map version travels in JSON (receipts, the host's rollback record), where an integer
 # is exact only up to 2^53 - 1; a larger one would also pin the host's record out of reach.
 MAX_MAP_VERSION = 2**53 - 1
