@@ -662,3 +662,75 @@ def test_a_write_lock_held_outside_an_append_with_ddl_queued_behind_it_is_ended(
             asker.join(10)
     assert not _alive(pg, holder)
     assert _verified(pg) == 3
+
+
+def test_append_record_called_alone_never_waits_in_the_locks_queue(
+    pg: Chain, hostile: psycopg.Connection[Any]
+) -> None:
+    # An honest append takes the lock in open_append (take_lock: a bounded wait that serves
+    # a starved append first) and then calls append_record in the same transaction. Called
+    # alone while another holds the lock, append_record must refuse at once: queued with
+    # its caller's lock_timeout (0: for ever), outside take_lock, sessions of one host took
+    # turns in the queue ahead of every other host's append.
+    pg.chain().append(CANARY, receipt())
+    with psycopg.connect(pg.url) as holder:
+        _take(holder)
+        hostile.execute("SET statement_timeout = 3000")  # (before the fix: cancelled here)
+        started = time.monotonic()
+        with pytest.raises(psycopg.errors.LockNotAvailable):
+            hostile.execute(
+                "SELECT floorguard_api.append_record(1, 'x', 'x', 'x', 'x', '{}', 'x', 'x',"
+                " '{}', '{}', '{}')"
+            )
+        assert time.monotonic() - started < 1.0
+
+
+def test_a_claim_stands_only_while_its_claimant_waits_for_the_chains_lock_itself(
+    pg: Chain, hostile: psycopg.Connection[Any]
+) -> None:
+    # A claimant that has cancelled its wait may park another request on the lock table
+    # (here SHARE UPDATE EXCLUSIVE, which brin_summarize_new_values asks of the index's
+    # table before it checks any privilege): that is no wait for the chain's lock, and the
+    # claim must not stand on it, or every other append sleeps behind it while the holder
+    # sits on the lock for good.
+    from floorguard.chainstore.postgres_schema import CLAIM_EPOCH_MS, CLAIM_PID_BITS
+
+    pg.chain().append(CANARY, receipt())
+    index = pg.sql(
+        "SELECT i.indexrelid FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid"
+        " JOIN pg_namespace n ON n.oid = c.relnamespace"
+        " WHERE n.nspname = 'floorguard' AND c.relname = 'append_lock'"
+    )
+    holder = psycopg.connect(pg.url)  # (ended by the append: closed, not committed)
+    try:
+        _take(holder)
+        now_ms = int(time.time() * 1000)
+        claim = (now_ms - 5_000 - CLAIM_EPOCH_MS) << CLAIM_PID_BITS | hostile.info.backend_pid
+        pg.sql(
+            f"SELECT setval('floorguard.lock_claim', {claim}),"
+            f" setval('floorguard.lock_claim_seen', {now_ms - 60_000})"
+        )
+        parked = threading.Thread(
+            target=_quietly,
+            args=(hostile, f"SELECT brin_summarize_new_values({index}::regclass)"),
+            daemon=True,
+        )
+        parked.start()
+        time.sleep(0.3)
+        assert (
+            pg.sql(
+                "SELECT count(*) FROM pg_locks WHERE NOT granted"  # noqa: S608 (a pid)
+                f" AND pid = {hostile.info.backend_pid}"
+            )
+            == "1"
+        )
+        assert timed_append(pg) < TIMEOUT
+    finally:
+        holder.close()
+    parked.join(10)
+    assert _verified(pg) == 2
+
+
+def _quietly(conn: psycopg.Connection[Any], statement: str) -> None:
+    with contextlib.suppress(psycopg.Error):
+        conn.execute(statement)  # type: ignore[arg-type]

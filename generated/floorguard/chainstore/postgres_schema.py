@@ -489,6 +489,7 @@ BEGIN
            < {CLAIM_FRESH_MS}
     OR EXISTS (SELECT 1 FROM pg_catalog.pg_locks l
                 WHERE l.pid = claimant AND l.locktype = 'relation' AND NOT l.granted
+                  AND l.mode = 'ExclusiveLock'
                   AND l.relation = 'floorguard.append_lock'::pg_catalog.regclass
                   AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d
                                      WHERE d.datname = pg_catalog.current_database()));
@@ -970,7 +971,7 @@ def _append_function(name: str, *, ahead: bool) -> str:
         ",\n  edge_levels integer[], edge_idxs bigint[], edge_hashes bytea[]" if ahead else ""
     )
     returns = "text" if ahead else "void"
-    lock = (_LOCK_AT_ONCE + _EDGE_CHECK) if ahead else _LOCK_IN_LINE
+    lock = (_LOCK_AT_ONCE + _EDGE_CHECK) if ahead else _LOCK_HELD_OR_FREE
     head_check = _HEAD_CHECK if ahead else ""
     # Ahead, the edge checked above is the stored right edge: the head's leaf is its first
     # node (assigned by the head check, once the edge is known to start there), and the
@@ -1167,12 +1168,25 @@ BEGIN
 """  # noqa: S608
 
 
-_LOCK_IN_LINE = """
-  -- The chain's lock, asked of PostgreSQL itself: granted at once to the transaction that
-  -- holds it (open_append took it, as an honest append does); anyone else waits in line,
-  -- whatever lock_holder says (a savepoint rolled back releases the lock, not the sequence).
-  LOCK TABLE floorguard.append_lock IN EXCLUSIVE MODE;
-"""
+_LOCK_HELD_OR_FREE = f"""
+  -- The chain's lock, asked of PostgreSQL itself and never waited for here: granted at once
+  -- to the transaction that holds it (open_append took it, as an honest append does,
+  -- waiting in take_lock, which bounds the wait and serves a starved append first), taken
+  -- at once when it is free and no other append claims it, and refused otherwise
+  -- (lock_not_available). Queued here with its caller's lock_timeout, a session would wait
+  -- outside take_lock, never stepping aside for a claim nor being ended. (Whatever
+  -- lock_holder says: a savepoint rolled back releases the lock, not the sequence.)
+  IF {_CLAIM_STANDS_TEST} AND NOT EXISTS (
+       SELECT 1 FROM pg_catalog.pg_locks l
+        WHERE l.pid = pg_catalog.pg_backend_pid() AND l.locktype = 'relation'
+          AND l.granted AND l.mode = 'ExclusiveLock'
+          AND l.relation = 'floorguard.append_lock'::pg_catalog.regclass) THEN
+    RAISE EXCEPTION 'floorguard: another append claims the chain''s lock'
+      USING ERRCODE = 'lock_not_available';
+  END IF;
+  LOCK TABLE floorguard.append_lock IN EXCLUSIVE MODE NOWAIT;
+  LOCK TABLE floorguard.records, floorguard.tree IN ROW EXCLUSIVE MODE NOWAIT;
+"""  # noqa: S608 (constants only)
 # append_next's lock: taken at once or not at all (lock_not_available, a miss). A chain
 # another append holds is not quiet; the ordinary way then waits for it in take_lock, which
 # bounds the wait and records the hold. (No exception block here: entering one costs a
