@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 
+import psycopg
 import pytest
 from helpers.hostile_appender import _ahead, _key, _record_call, _refused, _stored, honest_edge
 from helpers.pg_chain import Chain, _filled
@@ -53,3 +54,26 @@ def test_brackets_inside_strings_are_no_nesting(pg: Chain) -> None:
         '"ts":"2026-12-03T00:00:00.000000Z"}'
     )
     _stored(pg, _record_call(_key(pg), receipt=text))
+
+
+def test_a_receipt_holding_a_nul_and_many_brackets_in_strings_is_stored(pg: Chain) -> None:
+    # The nesting check reads the receipt as jsonb only past 200 brackets, and jsonb cannot
+    # read a \u0000 escape: it must read the receipt as the canonical check does (the NUL
+    # standing in as U+FFFF), not refuse a receipt floorguard's own writer makes.
+    _filled(pg, 1)
+    text = (
+        '{"kind":"adapter.canary_receipt","note":"a\\u0000' + "[{" * 300 + '",'
+        '"schema_version":1,"ts":"2026-12-03T00:00:00.000000Z"}'
+    )
+    _stored(pg, _record_call(_key(pg), receipt=text))
+
+
+def test_a_receipt_holding_a_nul_nested_too_deep_is_refused_for_its_depth(pg: Chain) -> None:
+    _filled(pg, 1)
+    inner = "[" * DEEPEST + "]" * DEEPEST
+    text = (
+        '{"kind":"adapter.canary_receipt","note":"a\\u0000","schema_version":1,'
+        f'"ts":"2026-12-03T00:00:00.000000Z","zz":{inner}}}'
+    )
+    with psycopg.connect(pg.url) as conn, pytest.raises(psycopg.Error, match="nests deeper"):
+        _record_call(_key(pg), receipt=text)(conn)

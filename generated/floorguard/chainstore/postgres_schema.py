@@ -178,16 +178,24 @@ def _canonical_object_sql(value: str, order: str) -> str:
                FROM pg_catalog.jsonb_each({value}) e ORDER BY {order}), ',') || '}}';"""  # noqa: S608
 
 
+# A \u0000 escape in JSON text (after an even run of backslashes: an escape, not an escaped
+# backslash), which jsonb cannot read; and the text with each such escape as \uffff.
+_NUL_ESCAPE = r"(?<!\\)((?:\\\\)*)\\u0000"
+
+
+def _nul_as_ffff_sql(text: str) -> str:
+    return f"pg_catalog.regexp_replace({text}, '{_NUL_ESCAPE}', '\\1\\\\uffff', 'g')"
+
+
 def canonical_receipt_sql(text: str) -> str:
     """SQL for the RFC 8785 form of the JSON text ``text`` (NULL when it has none). jsonb
     cannot read a \\u0000 escape: each stands in as \\uffff while the text is read, and
     comes back once it is written. A text holding U+FFFF itself, or a key holding a NUL
     (U+FFFF would sort it elsewhere), then has no form here."""
     beyond_bmp = f"{text} ~ '[\\U00010000-\\U0010FFFF]'"
-    # (A \u0000 after an even run of backslashes: an escape, not an escaped backslash.)
-    nul = r"(?<!\\)((?:\\\\)*)\\u0000"
+    nul = _NUL_ESCAPE
     nul_in_key = nul + r"""(?:[^"\\]|\\.)*":"""
-    nul_as_ffff = f"pg_catalog.regexp_replace({text}, '{nul}', '\\1\\\\uffff', 'g')"
+    nul_as_ffff = _nul_as_ffff_sql(text)
     return (
         f"CASE WHEN pg_catalog.strpos({text}, '\\u0000') = 0 OR {text} !~ '{nul}'"
         f" THEN floorguard.canonical_json({text}::jsonb, {beyond_bmp})"
@@ -1084,7 +1092,8 @@ BEGIN
   -- finds a byte as memchr does, where translate looks at every character.)
   IF pg_catalog.octet_length({name}.receipt) - pg_catalog.octet_length(pg_catalog.replace(
        pg_catalog.replace({name}.receipt, '[', ''), '{{', '')) >= {MAX_NESTING}
-     AND pg_catalog.jsonb_path_exists({name}.receipt::jsonb,
+     AND pg_catalog.jsonb_path_exists((CASE WHEN pg_catalog.strpos({name}.receipt, '\\u0000') = 0
+       THEN {name}.receipt ELSE {_nul_as_ffff_sql(name + ".receipt")} END)::jsonb,
        'strict $.**{{{MAX_NESTING - 1}}} ? (@.type() == "object" || @.type() == "array")') THEN
     RAISE EXCEPTION 'floorguard: record %''s receipt nests deeper than % levels, which no '
       'verifier reads', {name}.seq, {MAX_NESTING - 1} USING ERRCODE = 'check_violation';
