@@ -47,22 +47,14 @@ def test_append_next_refuses_a_receipt_deeper_than_a_verifier_reads(pg: Chain) -
     _refused(pg, _ahead(_key(pg), honest_edge, receipt=text, receipt_id=digest))
 
 
-def test_brackets_inside_strings_are_no_nesting(pg: Chain) -> None:
+# (With a NUL too: the nesting check reads the receipt as jsonb only past 200 brackets, and
+# jsonb cannot read a \u0000 escape; it reads it as the canonical check does, the NUL
+# standing in as U+FFFF, rather than refuse a receipt floorguard's own writer makes.)
+@pytest.mark.parametrize("before", ["", "a\\u0000"], ids=["plain", "with-a-nul"])
+def test_brackets_inside_strings_are_no_nesting(pg: Chain, before: str) -> None:
     _filled(pg, 1)
     text = (
-        '{"kind":"adapter.canary_receipt","note":"' + "[{" * 300 + '","schema_version":1,'
-        '"ts":"2026-12-03T00:00:00.000000Z"}'
-    )
-    _stored(pg, _record_call(_key(pg), receipt=text))
-
-
-def test_a_receipt_holding_a_nul_and_many_brackets_in_strings_is_stored(pg: Chain) -> None:
-    # The nesting check reads the receipt as jsonb only past 200 brackets, and jsonb cannot
-    # read a \u0000 escape: it must read the receipt as the canonical check does (the NUL
-    # standing in as U+FFFF), not refuse a receipt floorguard's own writer makes.
-    _filled(pg, 1)
-    text = (
-        '{"kind":"adapter.canary_receipt","note":"a\\u0000' + "[{" * 300 + '",'
+        f'{{"kind":"adapter.canary_receipt","note":"{before}' + "[{" * 300 + '",'
         '"schema_version":1,"ts":"2026-12-03T00:00:00.000000Z"}'
     )
     _stored(pg, _record_call(_key(pg), receipt=text))
