@@ -938,6 +938,23 @@ def _above(folder: str) -> tuple[str, ...]:
     return tuple(_ancestors(folder))
 
 
+def _not_text_in(cwd: str, argv: Sequence[str], environ: Mapping[str, str]) -> str | None:
+    """The first of the working directory, an environment variable's name or value, or an
+    argument that holds bytes that are not UTF-8 (named), or None."""
+    if not is_text(cwd):
+        return "the working directory"
+    for name, value in environ.items():
+        # (isascii first: nearly every name and value is, and it costs no encoding)
+        if not (name.isascii() or is_text(name)):
+            return f"the name of the environment variable {name!r}"
+        if not (value.isascii() or is_text(value)):
+            return f"the environment variable {name}"
+    for number, arg in enumerate(argv, 1):
+        if not is_text(arg):
+            return f"argument {number} ({arg!r})"
+    return None
+
+
 class _Reader:
     def __init__(
         self,
@@ -1121,22 +1138,7 @@ class _Reader:
         passes them on as it read them: the files it opens, the servers it finds on PATH
         and the environment those servers get are another name than the one given, which
         cannot be read here in its place. Raises ConfigDoubt."""
-        where = None
-        if not is_text(self.cwd):
-            where = "the working directory"
-        else:
-            for name, value in self.environ.items():
-                # (isascii first: nearly every name and value is, and it costs no encoding)
-                if not (name.isascii() or is_text(name)):
-                    where = f"the name of the environment variable {name!r}"
-                elif not (value.isascii() or is_text(value)):
-                    where = f"the environment variable {name}"
-                if where is not None:
-                    break
-            else:
-                bad = next((n for n, arg in enumerate(argv, 1) if not is_text(arg)), None)
-                if bad is not None:
-                    where = f"argument {bad} ({argv[bad - 1]!r})"
+        where = _not_text_in(self.cwd, argv, self.environ)
         if where is not None:
             raise ConfigDoubt(
                 f"{self.client}: {where} holds bytes that are not UTF-8, which node reads as "
@@ -1178,11 +1180,7 @@ class _Reader:
         """An ``--mcp-config`` value read as Claude Code reads it: trimmed as JavaScript
         trims, JSON when it is an object (or starts as one), and else a file through
         path.resolve: ``..`` removed from the text after the physical working directory."""
-        if not is_text(value):
-            raise ConfigDoubt(
-                f"claude: {inline} ({value}) holds bytes that are not UTF-8, which node "
-                "reads as U+FFFD: another name than the one given"
-            )
+        # (every argument is text here: _node_names_are_text refused any other first)
         value = value.strip(_JS_TRIMMED)
         if not value:
             return inline, None  # (claude skips an empty value)
