@@ -734,3 +734,54 @@ def test_a_claim_stands_only_while_its_claimant_waits_for_the_chains_lock_itself
 def _quietly(conn: psycopg.Connection[Any], statement: str) -> None:
     with contextlib.suppress(psycopg.Error):
         conn.execute(statement)  # type: ignore[arg-type]
+
+
+def _claim_for(pg: Chain, claimant: psycopg.Connection[Any]) -> None:
+    """A claim of ``claimant``'s session that stands for a minute (seen in the future)."""
+    from floorguard.chainstore.postgres_schema import CLAIM_EPOCH_MS, CLAIM_PID_BITS
+
+    now_ms = int(time.time() * 1000)
+    claim = (now_ms - 5_000 - CLAIM_EPOCH_MS) << CLAIM_PID_BITS | claimant.info.backend_pid
+    pg.sql(
+        f"SELECT setval('floorguard.lock_claim', {claim}),"
+        f" setval('floorguard.lock_claim_seen', {now_ms + 60_000})"
+    )
+
+
+def test_append_record_called_alone_refuses_while_another_append_claims_the_free_lock(
+    pg: Chain, hostile: psycopg.Connection[Any]
+) -> None:
+    # The lock is free, but a starved append claims it: a session calling append_record
+    # alone must not take it ahead of the claimant (append_next refuses so too).
+    pg.chain().append(CANARY, receipt())
+    with psycopg.connect(pg.url) as claimant:
+        _claim_for(pg, claimant)
+        try:
+            with pytest.raises(psycopg.errors.LockNotAvailable, match="claims"):
+                hostile.execute(
+                    "SELECT floorguard_api.append_record(1, 'x', 'x', 'x', 'x', '{}', 'x', 'x',"
+                    " '{}', '{}', '{}')"
+                )
+        finally:
+            pg.sql("SELECT setval('floorguard.lock_claim', 0)")
+    assert _verified(pg) == 1
+
+
+def test_append_record_goes_on_in_the_transaction_that_took_the_lock_despite_a_claim(
+    pg: Chain,
+) -> None:
+    # The honest append: open_append took the lock; a claim made meanwhile does not refuse
+    # its append_record (it holds the lock, and the claimant waits for it to let go).
+    from helpers.hostile_appender import APPEND_RECORD, _key, columns
+    from helpers.pg_chain import _next
+
+    pg.chain().append(CANARY, receipt())
+    with psycopg.connect(pg.url) as claimant, psycopg.connect(pg.url) as conn:
+        record, nodes = _next(conn, _key(pg))  # (open_append: the lock, and the head)
+        _claim_for(pg, claimant)
+        try:
+            conn.execute(APPEND_RECORD, (*record, *columns(nodes)))
+            conn.commit()
+        finally:
+            pg.sql("SELECT setval('floorguard.lock_claim', 0)")
+    assert _verified(pg) == 2

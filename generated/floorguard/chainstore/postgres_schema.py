@@ -1177,37 +1177,37 @@ BEGIN
 """  # noqa: S608
 
 
-_LOCK_HELD_OR_FREE = f"""
-  -- The chain's lock, asked of PostgreSQL itself and never waited for here: granted at once
-  -- to the transaction that holds it (open_append took it, as an honest append does,
-  -- waiting in take_lock, which bounds the wait and serves a starved append first), taken
-  -- at once when it is free and no other append claims it, and refused otherwise
-  -- (lock_not_available). Queued here with its caller's lock_timeout, a session would wait
-  -- outside take_lock, never stepping aside for a claim nor being ended. (Whatever
-  -- lock_holder says: a savepoint rolled back releases the lock, not the sequence.)
-  IF {_CLAIM_STANDS_TEST} AND NOT EXISTS (
-       SELECT 1 FROM pg_catalog.pg_locks l
-        WHERE l.pid = pg_catalog.pg_backend_pid() AND l.locktype = 'relation'
-          AND l.granted AND l.mode = 'ExclusiveLock'
-          AND l.relation = 'floorguard.append_lock'::pg_catalog.regclass) THEN
-    RAISE EXCEPTION 'floorguard: another append claims the chain''s lock'
-      USING ERRCODE = 'lock_not_available';
-  END IF;
-  LOCK TABLE floorguard.append_lock IN EXCLUSIVE MODE NOWAIT;
-  LOCK TABLE floorguard.records, floorguard.tree IN ROW EXCLUSIVE MODE NOWAIT;
-"""  # noqa: S608 (constants only)
-# append_next's lock: taken at once or not at all (lock_not_available, a miss). A chain
-# another append holds is not quiet; the ordinary way then waits for it in take_lock, which
-# bounds the wait and records the hold. (No exception block here: entering one costs a
-# subtransaction on every append.)
-_LOCK_AT_ONCE = f"""
-  IF {_CLAIM_STANDS_TEST} THEN
+def _lock_at_once(refused_when: str) -> str:
+    """The chain's lock and its tables', asked of PostgreSQL itself and never waited for:
+    refused (lock_not_available) when ``refused_when`` holds or another holds the lock.
+    Only take_lock waits for the lock: it bounds the wait and serves a starved append first;
+    a session queued anywhere else would wait outside it, never stepping aside for a claim
+    nor being ended. (Not lock_holder's word: a savepoint rolled back releases the lock,
+    not the sequence.)"""
+    return f"""
+  IF {refused_when} THEN
     RAISE EXCEPTION 'floorguard: another append claims the chain''s lock'
       USING ERRCODE = 'lock_not_available';
   END IF;
   LOCK TABLE floorguard.append_lock IN EXCLUSIVE MODE NOWAIT;
   LOCK TABLE floorguard.records, floorguard.tree IN ROW EXCLUSIVE MODE NOWAIT;
 """
+
+
+# append_record's lock: granted at once to the transaction that holds it (open_append took
+# it, as an honest append does, even if a claim stands now); else taken at once when it is
+# free and no other append claims it.
+_HOLDS_THE_LOCK = """EXISTS (
+       SELECT 1 FROM pg_catalog.pg_locks l
+        WHERE l.pid = pg_catalog.pg_backend_pid() AND l.locktype = 'relation'
+          AND l.granted AND l.mode = 'ExclusiveLock'
+          AND l.relation = 'floorguard.append_lock'::pg_catalog.regclass)"""
+_LOCK_HELD_OR_FREE = _lock_at_once(f"{_CLAIM_STANDS_TEST} AND NOT {_HOLDS_THE_LOCK}")
+# append_next's lock: taken at once or not at all (lock_not_available, a miss). A chain
+# another append holds is not quiet; the ordinary way then waits for it in take_lock, which
+# bounds the wait and records the hold. (No exception block here: entering one costs a
+# subtransaction on every append.)
+_LOCK_AT_ONCE = _lock_at_once(_CLAIM_STANDS_TEST)
 # append_next's check of the host's tree: every node of the right edge it sent is stored.
 # The stored hashes at the edge's positions, in its order, against the hashes sent: one
 # index probe per node (seq scans are off in the append functions, so the plan made once
