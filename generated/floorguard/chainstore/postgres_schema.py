@@ -989,12 +989,14 @@ def _append_function(name: str, *, ahead: bool) -> str:
         if ahead
         else "(SELECT t.hash FROM floorguard.tree t WHERE t.level = 0 AND t.idx = r.seq)"
     )
-    left_of_edge = (
+    left_sibling = (
         "        left_hash := CASE WHEN edge_levels[lvl + 1] = lvl\n"
         "                           AND edge_idxs[lvl + 1] = pos - 1\n"
         "                          THEN edge_hashes[lvl + 1] END;\n"
         if ahead
         else "        left_hash := NULL;\n"
+        "        SELECT t.hash INTO left_hash FROM floorguard.tree t\n"
+        "         WHERE t.level = lvl AND t.idx = pos - 1;\n"
     )
     ending = (
         "  RETURN pg_catalog.to_char(pg_catalog.clock_timestamp() AT TIME ZONE 'UTC',\n"
@@ -1125,11 +1127,7 @@ BEGIN
     WHILE pos & 1 = 1 LOOP
       left_hash := head_leaf;  -- (0, seq - 1)
       IF lvl > 0 THEN
-{left_of_edge}        IF left_hash IS NULL THEN
-          SELECT t.hash INTO left_hash FROM floorguard.tree t
-           WHERE t.level = lvl AND t.idx = pos - 1;
-        END IF;
-      END IF;
+{left_sibling}      END IF;
       IF left_hash IS NULL THEN
         RAISE EXCEPTION 'floorguard: the Merkle tree lacks subtree (%, %)', lvl, pos - 1
           USING ERRCODE = 'data_corrupted';
