@@ -8,6 +8,7 @@ and under deny-by-default (``FLOORGUARD_UNTRACKED_POLICY=refuse`` in the host).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -147,3 +148,40 @@ def test_node_running_old_package_folder_is_judged_as_old_claude(
     world.assert_refused(outcome, old.marker, "1.0.51", "floor")
     assert outcome["adapter"] == "claude", outcome
     assert outcome["version"] == "1.0.51", outcome
+
+
+def test_a_link_on_the_way_to_the_script_naming_bytes_that_are_not_utf8_is_refused(
+    world: World, untracked_policy: str
+) -> None:
+    """node takes its main script's real path by its own walk, each link's target read as
+    UTF-8: ``bin/claude -> ../x\\xff/.../cli.js`` (the new claude) is loaded from
+    ``x\\xef\\xbf\\xbd`` (U+FFFD: the old one). Every name the gate is given is text."""
+    old, new = world.old_claude(), world.new_claude()
+    folder = world.root / "mixed"
+    (folder / "bin").mkdir(parents=True)
+    as_given, as_node_reads = (
+        os.fsencode(folder) + name for name in (b"/x\xff", b"/x\xef\xbf\xbd")
+    )
+    os.rename(os.fsencode(world.root / "new-claude"), as_given)
+    os.rename(os.fsencode(world.root / "old-claude"), as_node_reads)
+    inside = os.fsencode(os.path.relpath(new.cli, world.root / "new-claude"))
+    os.symlink(b"../x\xff/" + inside, os.fsencode(folder / "bin" / "claude"))
+    outcome = world.spawn(
+        "claude", ["task"], policy=untracked_policy, env=world.env(folder / "bin")
+    )
+    world.assert_refused(outcome, old.marker, "UTF-8")
+
+
+def test_a_link_on_the_way_to_the_script_naming_utf8_that_is_not_ascii_is_followed(
+    world: World, untracked_policy: str
+) -> None:
+    new = world.new_claude()
+    folder = world.root / "accented"
+    (folder / "bin").mkdir(parents=True)
+    os.rename(world.root / "new-claude", folder / "caf\u00e9")
+    inside = os.path.relpath(new.cli, world.root / "new-claude")
+    os.symlink(f"../caf\u00e9/{inside}", folder / "bin" / "claude")
+    outcome = world.spawn(
+        "claude", ["task"], policy=untracked_policy, env=world.env(folder / "bin")
+    )
+    world.assert_permitted_and_ran(outcome, new.marker)

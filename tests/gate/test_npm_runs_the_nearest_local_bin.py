@@ -337,3 +337,26 @@ def test_a_hidden_lockfile_that_cannot_be_read_refuses_npx(lab: Lab, kind: str) 
     started, reason = lab.spawn("npx", "-y", f"{PACKAGE}@1.0.30")
     assert not started, f"npx started beside a hidden lockfile that is {kind}"
     assert ".package-lock.json" in reason, reason
+
+
+def test_a_pinned_local_bin_linked_through_a_name_that_is_not_utf8_is_refused(lab: Lab) -> None:
+    # npm's tree holds the very version pinned, and .bin/claude links into a copy of it
+    # under claude-code\xff; node resolves that link as UTF-8, \xff as U+FFFD, and loads
+    # claude-code\xef\xbf\xbd: another package (an older claude) than the one judged.
+    _local_claude(lab.project, "1.0.30")
+    scope = os.fsencode(lab.project / "node_modules" / "@anthropic-ai")
+    for suffix, version in ((b"\xff", "1.0.30"), (b"\xef\xbf\xbd", "1.0.0")):
+        package = scope + b"/claude-code" + suffix
+        os.makedirs(package)
+        manifest = {"name": PACKAGE, "version": version, "bin": {"claude": "cli.js"}}
+        with open(package + b"/package.json", "w", encoding="utf-8") as out:
+            json.dump(manifest, out)
+        with open(package + b"/cli.js", "w", encoding="utf-8") as out:
+            out.write("#!/usr/bin/env node\nconsole.log('ran');\n")
+        os.chmod(package + b"/cli.js", 0o755)  # noqa: S103 (a program)
+    link = os.fsencode(lab.project / "node_modules" / ".bin" / "claude")
+    os.unlink(link)
+    os.symlink(b"../@anthropic-ai/claude-code\xff/cli.js", link)
+    started, reason = lab.spawn("npx", "-y", f"{PACKAGE}@1.0.30")
+    assert not started
+    assert "not UTF-8" in reason, reason

@@ -1092,7 +1092,7 @@ def _node_run(
     """What ``node ARGV`` runs (``script``: the opened file when it is the main script) and
     the inputs not understood."""
     from floorguard._identify.node_command import node_environment_doubts, parse_node_argv
-    from floorguard._identify.node_resolution import node_search_doubts
+    from floorguard._identify.node_resolution import node_search_doubts, not_text_on_the_way
 
     command = parse_node_argv(argv)
     doubts = [*command.doubts, *node_environment_doubts(environ)]
@@ -1104,6 +1104,10 @@ def _node_run(
     if command.runs != "script" or command.script is None:
         doubts += node_search_doubts(environ, here, node=node, program=None, package=None)
         return preloaded, doubts
+    # (node loads the file its own walk of this path reaches, every name read as UTF-8)
+    elsewhere = not_text_on_the_way(os.path.join(here, command.script))
+    if elsewhere is not None:
+        doubts.append(f"node would read another file than the one judged: {elsewhere}")
     if script is not None and command.script == str(script.path):
         found = identify.npm_identification(script.dir_fd, script.path, "node-script")
         program = str(script.path)

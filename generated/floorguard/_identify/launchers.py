@@ -1413,8 +1413,13 @@ def _read_bin(candidate: Path, launcher: str) -> tuple[Identification | None, st
     what runs. Raises DetectionError when it cannot be opened as an executable file."""
     from floorguard._identify.identify import npm_identification
     from floorguard._identify.kernel_exec import NotStarted, check_kernel_starts
+    from floorguard._identify.node_resolution import not_text_on_the_way
     from floorguard._identify.target import open_target
 
+    # (a node bin: node loads the file its own walk of this path reaches, names as UTF-8)
+    elsewhere = not_text_on_the_way(os.path.abspath(candidate))
+    if elsewhere is not None:
+        raise DetectionError(f"node would read another file than the one judged: {elsewhere}")
     with open_target(str(candidate), path_env=None, executable=True) as opened:
         try:
             check_kernel_starts(opened)

@@ -12,6 +12,7 @@ a doubt. (``NODE_PATH``, the other such folder list, is refused with node's envi
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Mapping
 from pathlib import PurePosixPath
 
@@ -20,6 +21,7 @@ __all__ = [
     "node_modules_above",
     "node_modules_above_the_install",
     "node_search_doubts",
+    "not_text_on_the_way",
     "present_above",
 ]
 
@@ -77,6 +79,50 @@ def global_folders(environ: Mapping[str, str], here: str, node: str) -> list[str
                 os.path.join(spelled, ".node_modules"), os.path.join(spelled, ".node_libraries")
             ]  # fmt: skip
     return folders
+
+
+_MAX_LINKS = 40  # (the kernel's: past it no file is found, by node either)
+
+
+def not_text_on_the_way(path: str) -> str | None:
+    """Why node would load another file than ``path`` (absolute) names: a name on the way,
+    or the target of a link met resolving it, holding bytes that are not UTF-8. Node takes
+    its main script's real path by its own walk (``fs.realpathSync``), each name and each
+    link's target decoded as UTF-8, so such a byte becomes U+FFFD and is looked up spelled
+    so: another folder or file. None when every name on the way is text."""
+    pending = [part for part in reversed(path.split("/")) if part]
+    resolved, links = "/", 0
+    while pending:
+        part = pending.pop()
+        if not _is_text(part):
+            return f"{path}: the name {part!r} on the way to it holds bytes that are not UTF-8"
+        if part in (".", ".."):
+            resolved = resolved if part == "." else os.path.dirname(resolved)
+            continue
+        candidate = os.path.join(resolved, part)
+        try:
+            if not stat.S_ISLNK(os.lstat(candidate).st_mode):
+                resolved = candidate
+                continue
+            target = os.readlink(candidate)
+        except (OSError, ValueError):
+            return None  # (nothing there: node finds nothing either)
+        links += 1
+        if links > _MAX_LINKS:
+            return None
+        if not _is_text(target):
+            return (
+                f"{path}: {candidate} links to {target!r}, which holds bytes that are not "
+                "UTF-8"
+            )
+        pending += [each for each in reversed(target.split("/")) if each]
+        if target.startswith("/"):
+            resolved = "/"
+    return None
+
+
+def _is_text(name: str) -> bool:
+    return name.isascii() or not any("\udc80" <= c <= "\udcff" for c in name)
 
 
 def resolved_as_node_does(path: str) -> str:
