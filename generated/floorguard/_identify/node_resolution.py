@@ -111,10 +111,7 @@ def not_text_on_the_way(path: str) -> str | None:
         if links > _MAX_LINKS:
             return None
         if not _is_text(target):
-            return (
-                f"{path}: {candidate} links to {target!r}, which holds bytes that are not "
-                "UTF-8"
-            )
+            return f"{path}: {candidate} links to {target!r}, which holds bytes that are not UTF-8"
         pending += [each for each in reversed(target.split("/")) if each]
         if target.startswith("/"):
             resolved = "/"
