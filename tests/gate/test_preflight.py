@@ -324,3 +324,45 @@ def test_arguments_of_the_wrong_type_are_a_type_error_naming_them_and_record_not
     done = host.python("-c", code)
     assert done.stdout.startswith(f"TypeError {named} "), (done.stdout, done.stderr)
     assert host.chain_records() == []
+
+
+# Text that says it is another name: its comparisons and hash lie, its characters do not.
+LYING_TEXT_HOST = """
+import json, sys
+import floorguard
+
+class Lying(str):
+    def __eq__(self, other): return str.__eq__("goose", other)
+    def __ne__(self, other): return not self == other
+    def __hash__(self): return hash("goose")
+    def __str__(self): return "goose"
+    def startswith(self, *args): return "goose".startswith(*args)
+
+binary, where = sys.argv[1], sys.argv[2]
+try:
+    if where == "adapter":
+        floorguard.preflight(Lying("codex"), binary=binary)
+    elif where == "binary":
+        floorguard.preflight("codex", binary=Lying(binary))
+    else:
+        floorguard.preflight("codex", binary=binary, run_environ={Lying("HOME"): Lying("/x")})
+except floorguard.SpawnRefused as exc:
+    print(json.dumps({"verdict": exc.decision.verdict, "adapter": exc.decision.adapter,
+                      "reason": exc.decision.reason}))
+else:
+    print(json.dumps({"verdict": "allowed"}))
+"""
+
+
+@pytest.mark.parametrize("where", ["adapter", "binary", "run_environ"])
+def test_text_of_a_str_subclass_is_judged_by_its_characters_not_its_methods(
+    host: Host, bin_dir: Path, where: str
+) -> None:
+    binary = codex_binary(bin_dir, "0.10.0")
+    done = host.python("-c", LYING_TEXT_HOST, binary, where)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["verdict"] == "refuse", result
+    assert result["adapter"] == "codex" and "below the floor" in result["reason"], result
+    [record] = host.chain_records()
+    assert record["receipt"]["adapter"] == "codex"

@@ -6,6 +6,7 @@ file if it ran, and the tests assert the marker is absent.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -269,3 +270,57 @@ def test_untracked_adapter_whose_binary_is_missing_is_refused_and_recorded(
     assert result["verdict"] == "refuse"
     assert "cannot be resolved or opened" in result["message"]
     assert receipt_in_chain(host, result["receipt_id"])["verdict"] == "refuse"
+
+
+# A host's arguments as objects that answer differently when asked again, or that say
+# they are another name: what runs is what was judged, read once, by its characters.
+CHANGING_ARGUMENTS_HOST = """
+import collections.abc, json, sys
+import floorguard
+
+class Lying(str):
+    def __eq__(self, other): return str.__eq__("goose", other)
+    def __ne__(self, other): return not self == other
+    def __hash__(self): return hash("goose")
+
+class Changing(collections.abc.Sequence):
+    reads = 0
+    def __init__(self, first, later): self.first, self.later = first, later
+    def _now(self): return self.first if Changing.reads < 3 else self.later
+    def __iter__(self):
+        Changing.reads += 1
+        return iter(self._now())
+    def __len__(self): return len(self._now())
+    def __getitem__(self, i): return self._now()[i]
+
+binary, what = sys.argv[1], sys.argv[2]
+adapter = Lying("codex") if what == "adapter" else "codex"
+argv = Changing(["task"], ["other"]) if what == "argv" else ["task"]
+try:
+    child = floorguard.spawn(
+        adapter, argv, binary=binary, env={"PATH": "/usr/bin:/bin"}, stdout=-1, text=True
+    )
+except floorguard.SpawnRefused as exc:
+    print(json.dumps({"verdict": exc.decision.verdict, "reason": exc.decision.reason}))
+else:
+    out, _ = child.communicate()
+    print(json.dumps({"verdict": "started", "stdout": out}))
+"""
+
+
+def test_spawn_reads_its_arguments_once_and_judges_their_characters(
+    host: Host, tmp_path: Path
+) -> None:
+    below = agent(tmp_path / "old" / "codex", "0.10.0", tmp_path / "old-ran")
+    done = host.python("-c", CHANGING_ARGUMENTS_HOST, str(below), "adapter")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["verdict"] == "refuse" and "below the floor" in result["reason"], result
+    assert not (tmp_path / "old-ran").exists()
+
+    current = agent(tmp_path / "new" / "codex", "0.70.0", tmp_path / "new-ran")
+    done = host.python("-c", CHANGING_ARGUMENTS_HOST, str(current), "argv")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["verdict"] == "started", result
+    assert result["stdout"].strip().endswith("args=task"), result

@@ -15,6 +15,13 @@ def one_line(text: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
+def own_characters(value: str) -> str:
+    """``value`` as a plain ``str`` of its characters: what a subclass says of itself (its
+    comparisons, hash, ``str()`` or ``startswith``) takes no part in a judgement, which reads
+    the characters the operating system will be given."""
+    return value if type(value) is str else str.__str__(value)
+
+
 def recordable(text: str) -> str:
     """``text`` as a record can hold it: a lone surrogate (what a byte that is not UTF-8 in
     a file name, an argument or a variable becomes) written as its escape (``\\udcff``)."""

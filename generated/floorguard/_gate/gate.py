@@ -17,7 +17,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
 from floorguard._base import _time
-from floorguard._base._text import recordable_value, without_credentials
+from floorguard._base._text import own_characters, recordable_value, without_credentials
 from floorguard._base.state import STATE_VARIABLES, state_key
 from floorguard._chain import receipts
 from floorguard._chain.chain import AuditChain
@@ -590,7 +590,9 @@ def preflight(
     refusal (``.decision`` holds the recorded refusal) and when the chain cannot be written
     (``.decision`` is None then: nothing could be recorded, so nothing is allowed).
     """
-    _check_preflight_types(adapter, binary, version, environ, run_environ)
+    adapter, binary, version, environ, run_environ = _preflight_arguments(
+        adapter, binary, version, environ, run_environ
+    )
     env = os.environ if environ is None else environ
     # A child's environment given is judged as a spawn's is: as started with no arguments.
     return decide(
@@ -600,33 +602,65 @@ def preflight(
     )  # fmt: skip
 
 
-def _check_preflight_types(
+def _preflight_arguments(
     adapter: object, binary: object, version: object, environ: object, run_environ: object
-) -> None:
-    """Anything but text where the judgement reads text is a TypeError naming the argument,
-    before anything is judged or recorded (as spawn's)."""
+) -> tuple[str, str | None, str | None, Mapping[str, str] | None, Mapping[str, str] | None]:
+    """The arguments as judged: text of its own characters (a str subclass's copied), the
+    mappings read once into dicts. Anything but text where the judgement reads text is a
+    TypeError naming the argument, before anything is judged or recorded (as spawn's)."""
     if not isinstance(adapter, str):
         raise TypeError(f"adapter must be a string, not {type(adapter).__name__}")
     if version is not None and not isinstance(version, str):
         raise TypeError(f"version must be a string, not {type(version).__name__}")
+    path = None
     if binary is not None:
-        try:
-            path = os.fspath(binary)  # type: ignore[call-overload]
-        except TypeError:
-            path = None
-        if not isinstance(path, str):
+        path = fspath_text(binary)
+        if path is None:
             raise TypeError(f"binary must be a string or a path of one, not {binary!r}")
-    for name, given in (("environ", environ), ("run_environ", run_environ)):
-        # (os.environ, the default, holds text only: a mapping given is looked through)
-        if (
-            given is not None
-            and given is not os.environ
-            and not (
-                isinstance(given, Mapping)
-                and all(isinstance(k, str) and isinstance(v, str) for k, v in given.items())
-            )
-        ):
-            raise TypeError(f"{name} must map strings to strings (as os.environ does)")
+    copies: dict[int, dict[str, str]] = {}
+
+    def environment(name: str, given: object) -> Mapping[str, str] | None:
+        # (os.environ, the default, holds text only; another mapping is read once, here,
+        # and one given as both is one copy)
+        if given is None or given is os.environ:
+            return None if given is None else os.environ
+        if id(given) not in copies:
+            copied = text_mapping(given)
+            if copied is None:
+                raise TypeError(f"{name} must map strings to strings (as os.environ does)")
+            copies[id(given)] = copied
+        return copies[id(given)]
+
+    return (
+        own_characters(adapter),
+        path,
+        None if version is None else own_characters(version),
+        environment("environ", environ),
+        environment("run_environ", run_environ),
+    )
+
+
+def fspath_text(value: object) -> str | None:
+    """The text of a string or path object (its own characters), or None for anything else
+    (bytes, a path of bytes)."""
+    try:
+        path = os.fspath(value)  # type: ignore[call-overload]
+    except TypeError:
+        return None
+    return own_characters(path) if isinstance(path, str) else None
+
+
+def text_mapping(given: object) -> dict[str, str] | None:
+    """A mapping of strings to strings, read once into a dict of plain text; None for
+    anything else."""
+    if not isinstance(given, Mapping):
+        return None
+    copied = {}
+    for key, value in given.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            return None
+        copied[own_characters(key)] = own_characters(value)
+    return copied
 
 
 def decide(

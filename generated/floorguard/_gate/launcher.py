@@ -17,8 +17,16 @@ import subprocess
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+from floorguard._base._text import own_characters
 from floorguard._gate.decision import Decision
-from floorguard._gate.gate import decide, plain_environ, refuse_after, refuse_unopened
+from floorguard._gate.gate import (
+    decide,
+    fspath_text,
+    plain_environ,
+    refuse_after,
+    refuse_unopened,
+    text_mapping,
+)
 from floorguard._gate.popen_options import check_popen_options
 from floorguard._identify.target import Target, open_target
 from floorguard._maps.catalog import executable_for
@@ -58,7 +66,7 @@ def spawn(
     (a file the kernel cannot run, or a missing ``#!`` interpreter: then its ``filename`` is
     the checked binary's path, not the descriptor it was run through).
     """
-    _check_types(adapter, argv, binary, env, cwd)
+    adapter, argv, binary, env, cwd = _spawn_arguments(adapter, argv, binary, env, cwd)
     check_popen_options(popen_kwargs)
     child_env = dict(plain_environ(os.environ) if env is None else env)
     path_env = child_env.get("PATH")
@@ -147,30 +155,33 @@ def _descriptor_for_the_child(fd: int) -> Iterator[int]:
         os.close(high)
 
 
-def _check_types(adapter: object, argv: object, binary: object, env: object, cwd: object) -> None:
-    """Popen takes bytes and path objects where the judgement reads text: anything but
-    text is a TypeError naming the argument, before anything is judged or recorded."""
+def _spawn_arguments(
+    adapter: object, argv: object, binary: object, env: object, cwd: object
+) -> tuple[str, list[str], str | None, dict[str, str] | None, str | None]:
+    """The arguments as judged and run: read once, text of its own characters (a str
+    subclass's copied). Popen takes bytes and path objects where the judgement reads text:
+    anything but text is a TypeError naming the argument, before anything is judged or
+    recorded."""
     if not isinstance(adapter, str):
         raise TypeError(f"adapter must be a string, not {type(adapter).__name__}")
-    if isinstance(argv, (str, bytes)) or not (
-        isinstance(argv, Sequence) and all(isinstance(a, str) for a in argv)
-    ):
+    arguments = None
+    if not isinstance(argv, (str, bytes)) and isinstance(argv, Sequence):
+        arguments = list(argv)
+    if arguments is None or not all(isinstance(a, str) for a in arguments):
         raise TypeError("argv must be a list of strings (never a shell command line)")
+    paths = []
     for name, value in (("binary", binary), ("cwd", cwd)):
-        if value is not None and not isinstance(_fspath_or_none(value), str):
+        path = None if value is None else fspath_text(value)
+        if value is not None and path is None:
             raise TypeError(f"{name} must be a string or a path of one, not {value!r}")
-    if env is not None and not (
-        isinstance(env, Mapping)
-        and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())
-    ):
+        paths.append(path)
+    environment = None if env is None else text_mapping(env)
+    if env is not None and environment is None:
         raise TypeError("env must map strings to strings (as os.environ does)")
-
-
-def _fspath_or_none(value: object) -> object:
-    try:
-        return os.fspath(value)  # type: ignore[call-overload]
-    except TypeError:
-        return None
+    return (
+        own_characters(adapter), [own_characters(a) for a in arguments], paths[0],
+        environment, paths[1],
+    )  # fmt: skip
 
 
 def _recheck(name: str, path_env: str | None, target: Target, decision: Decision) -> None:
