@@ -45,3 +45,20 @@ def test_a_catalogued_script_without_a_valid_metadata_version_is_refused_unasked
     outcome = world.spawn("claude", ["task"], policy=DEFAULT, env=world.env(cli.bin_dir))
     world.assert_refused(outcome, cli.marker, "never taken", "not a valid SemVer version")
     assert not asked.exists(), "the script was run to ask its version"
+
+
+def test_another_file_of_the_package_run_by_the_adapter_s_name_is_refused_as_such(
+    world: World,
+) -> None:
+    # The package states a valid version, but PATH's claude leads to a file its `bin` does
+    # not name: the refusal says so, not that the metadata states no version.
+    cli = world.claude("1.0.100", name="claude-other-file")
+    other = cli.package / "dist" / "other.js"
+    other.parent.mkdir()
+    other.write_bytes(cli.cli.read_bytes())
+    other.chmod(0o755)
+    (cli.bin_dir / "claude").unlink()
+    (cli.bin_dir / "claude").symlink_to(other)
+    outcome = world.spawn("claude", ["task"], policy=DEFAULT, env=world.env(cli.bin_dir))
+    world.assert_refused(outcome, cli.marker, "not a program its `bin` names (cli.js)")
+    assert "states no valid version" not in outcome.reason
