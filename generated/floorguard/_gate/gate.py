@@ -7,6 +7,7 @@ is durably in the chain. The policy and the floor map are read at every call.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as _dt
 import os
@@ -1155,15 +1156,21 @@ def plain_environ(environ: Mapping[str, str]) -> Mapping[str, str]:
     if environ is not os.environ:
         return environ
     raw = getattr(os.environ, "_data", None)
-    if type(raw) is not dict:  # (an interpreter that keeps it otherwise: decode it all)
-        return MappingProxyType(dict(os.environ))
+    decode_key = getattr(os.environ, "decodekey", None)
+    decode_value = getattr(os.environ, "decodevalue", None)
+    if type(raw) is not dict or decode_key is None or decode_value is None:
+        # (an interpreter that keeps it otherwise: decoded name by name, which another
+        # thread's change between a name and its value interrupts: read again)
+        while True:
+            with contextlib.suppress(KeyError):
+                return MappingProxyType(dict(os.environ))
     for seen, decoded in _environ_read[-1:]:
         if seen == raw:
             return decoded
-    # The bytes first: should a thread change the environment meanwhile, the copy is the
-    # newer one, and the next call, finding the bytes changed, reads them again.
+    # One copy of the bytes (a dict copied in C: no other thread runs meanwhile), decoded:
+    # os.environ itself, decoded a name and then its value, may lose a name in between.
     snapshot = dict(raw)
-    decoded = MappingProxyType(dict(os.environ))
+    decoded = MappingProxyType({decode_key(k): decode_value(v) for k, v in snapshot.items()})
     _environ_read[:] = [(snapshot, decoded)]
     return decoded
 
