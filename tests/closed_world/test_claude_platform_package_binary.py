@@ -1,8 +1,9 @@
 """claude's native build as npm lays it down: ``@anthropic-ai/claude-code-<os>-<arch>``, a
 platform package holding the ``claude`` binary (a Bun executable, whose dynamic symbols name
 node's entry points). A file of that package is claude's, judged by its ``--version``
-answer like any native claude; the same binary outside it is a program carrying node's
-entry point under another name, and refused.
+answer like any native claude, an answer that must name the package's own release; the
+same binary outside it is a program carrying node's entry point under another name, and
+refused.
 
 The stand-in is compiled here (it exports ``node::Start``, as the real build's table names
 it) and answers ``--version`` as claude does; skipped without a C compiler.
@@ -41,12 +42,12 @@ def _bun_like_claude(path: Path, version: str, marker: Path) -> Path:
     return path
 
 
-def _platform_package(world: World, version: str) -> Path:
+def _platform_package(world: World, version: str, answers: str | None = None) -> Path:
     package = world.root / "app" / "node_modules" / PLATFORM
     package.mkdir(parents=True)
     manifest = {"name": PLATFORM, "version": version, "os": ["linux"], "cpu": ["x64"]}
     (package / "package.json").write_text(json.dumps(manifest), encoding="utf-8")
-    return _bun_like_claude(package / "claude", version, world.root / "claude-ran")
+    return _bun_like_claude(package / "claude", answers or version, world.root / "claude-ran")
 
 
 @pytest.mark.parametrize("policy", [DEFAULT, DENY_BY_DEFAULT])
@@ -69,3 +70,14 @@ def test_the_same_binary_in_no_package_is_node_under_another_name(world: World) 
     binary = _bun_like_claude(folder / "claude", "2.1.332", world.root / "claude-ran")
     outcome = world.spawn("claude", ["-p", "t"], binary=binary, policy=DEFAULT, env=world.env())
     world.assert_refused(outcome, world.root / "claude-ran", "under another name")
+
+
+@pytest.mark.parametrize("answers", ["2.1.332", "1.0.51"])
+def test_a_build_in_a_below_floor_package_answering_another_release_is_refused(
+    world: World, answers: str
+) -> None:
+    # The package is 1.0.50, below the floor; the build in it says it is another release.
+    binary = _platform_package(world, "1.0.50", answers=answers)
+    outcome = world.spawn("claude", ["-p", "t"], binary=binary, policy=DEFAULT, env=world.env())
+    world.assert_refused(outcome, world.root / "claude-ran", "a build of another release")
+    assert "1.0.50" in outcome.reason

@@ -1,7 +1,7 @@
-"""A script's ``--version`` answer is never taken, not even for a catalogued package's own
-script whose metadata states no valid version: asking runs the script's code, and it
-answers whatever it prints. Such a spawn is refused as of unknown version, and the script
-is not run at all.
+"""A script's ``--version`` answer is never taken: asking runs the script's code, and it
+answers whatever it prints. A file of a catalogued package, named by the package's `bin`
+or not, is the package's code at the version its metadata states; one whose metadata
+states no valid version is refused as of unknown version, and the script is not run at all.
 """
 
 from __future__ import annotations
@@ -43,22 +43,25 @@ def test_a_catalogued_script_without_a_valid_metadata_version_is_refused_unasked
         manifest["version"] = MANIFEST_VERSIONS[stated]
     manifest_file.write_text(json.dumps(manifest), encoding="utf-8")
     outcome = world.spawn("claude", ["task"], policy=DEFAULT, env=world.env(cli.bin_dir))
-    world.assert_refused(outcome, cli.marker, "never taken", "not a valid SemVer version")
+    world.assert_refused(outcome, cli.marker, "package.json", "not a valid SemVer version")
     assert not asked.exists(), "the script was run to ask its version"
 
 
-def test_another_file_of_the_package_run_by_the_adapter_s_name_is_refused_as_such(
-    world: World,
+@pytest.mark.parametrize(("version", "permitted"), [("1.0.100", True), ("1.0.40", False)])
+def test_any_file_of_the_package_run_by_the_adapter_s_name_is_judged_by_the_package(
+    world: World, version: str, permitted: bool
 ) -> None:
-    # The package states a valid version, but PATH's claude leads to a file its `bin` does
-    # not name: the refusal says so, not that the metadata states no version.
-    cli = world.claude("1.0.100", name="claude-other-file")
-    other = cli.package / "dist" / "other.js"
-    other.parent.mkdir()
+    # PATH's claude leads to a file of the package that its `bin` does not name: the
+    # package's code at the package's version, as `node FILE` is (never asked).
+    cli = world.claude(version, name=f"claude-other-file-{version}")
+    other = cli.package / "other.js"
     other.write_bytes(cli.cli.read_bytes())
     other.chmod(0o755)
     (cli.bin_dir / "claude").unlink()
     (cli.bin_dir / "claude").symlink_to(other)
     outcome = world.spawn("claude", ["task"], policy=DEFAULT, env=world.env(cli.bin_dir))
-    world.assert_refused(outcome, cli.marker, "not a program its `bin` names (cli.js)")
-    assert "states no valid version" not in outcome.reason
+    if permitted:
+        world.assert_permitted_and_ran(outcome, cli.marker)
+        assert world.recorded()[-1]["version"] == version
+    else:
+        world.assert_refused(outcome, cli.marker, "below the floor")

@@ -361,6 +361,8 @@ def _judge_opened(
                 packages=index_of(in_force.floor_map),
                 probe=exam is None or exam.runs == "native",
             )
+            if identified is not None and found.detected_by == "probe":
+                _answer_names_its_package(identified, found.version)
     except DetectionError as exc:
         if advisory is None:
             return _Judgement(UNTRACKED, f"{named} has no floor; version unknown: {exc}", **known)
@@ -544,6 +546,25 @@ def _assess(entry: Advisory, version: str, at: _dt.datetime, map_hash: str | Non
     return cached
 
 
+def _answer_names_its_package(identified: Identification, answered: str) -> None:
+    """That a native build's ``--version`` answer names the release of the package that
+    carries it (a build of another release is not that package's). Raises DetectionError."""
+    from floorguard._maps.versions import release_of
+
+    stated = identified.version
+    where = identified.version_source or identified.subject
+    if stated is None or release_of(stated) is None:
+        raise DetectionError(
+            f"{identified.subject} is a native build in {where}, which states no version to "
+            f"hold its answer {answered!r} to"
+        )
+    if release_of(answered) != release_of(stated):
+        raise DetectionError(
+            f"{identified.subject} answers {answered!r}, but the package that carries it "
+            f"({where}) is {stated!r}: a build of another release is not that package's"
+        )
+
+
 def _interpreted_version(identified: Identification, opened: Target | None) -> Detection:
     """The version of a package an interpreter runs, from the package's own metadata."""
     from floorguard._identify.detect import Detection
@@ -555,7 +576,10 @@ def _interpreted_version(identified: Identification, opened: Target | None) -> D
         else:
             why = "no one package's metadata states its version (none does, or several claim it)"
         raise DetectionError(f"{identified.via} {identified.subject}: {why}")
-    accepted = validate_version(identified.version)
+    try:
+        accepted = validate_version(identified.version)
+    except DetectionError as exc:
+        raise DetectionError(f"{identified.version_source or identified.subject}: {exc}") from None
     kind = identified.detected_by or (
         "npm-metadata"
         if identified.via in ("node-script", "node-preload", "npm-package")

@@ -359,6 +359,11 @@ def _examine(
     if installed is None and argv is not None and said == "node":
         found, more = _node_run(list(argv), environ, here, node=str(opened.path))
         return Examination(found, "node", "node", (*doubts, *more), str(opened.path))
+    if installed is not None and installed.version_known:
+        # A native build a package carries is asked its version (its package may state a
+        # platform build's, codex's "0.171.0-linux-x64"); the gate holds the answer to the
+        # package's release.
+        installed = dataclasses.replace(installed, version_known=False)
     return Examination(installed, "native", "a native program", tuple(doubts))
 
 

@@ -30,7 +30,9 @@ class Identification:
     ``subject`` is the file or module recognised. ``version`` (with ``version_source``, the
     metadata file it was read from) is set when the package's version is known from where
     its code will be loaded; ``version_known`` says whether identification is the authority
-    on the version (True for interpreted code and Python wrappers: None then means unknown).
+    on the version (True for interpreted code, Python wrappers and the files of an npm
+    package: None then means unknown; a native build is asked, its answer held to its
+    package's release).
     """
 
     adapter: str

@@ -130,7 +130,9 @@ def npm_identification(dir_fd: int, path: Path, via: str) -> Identification | No
         str(path),
         version if isinstance(version, str) else None,
         manifest_path,
-        version_known=via in INTERPRETED,
+        # Any file of the package, a script or a native build it carries, is the package's
+        # code at the version its metadata states: never asked for one.
+        version_known=True,
     )
 
 

@@ -103,6 +103,23 @@ def order_key(version: str, ecosystem: str | None) -> Any:
     return (parsed.major, parsed.minor, parsed.patch, 0, identifiers)
 
 
+def release_of(version: str) -> tuple[int, ...] | None:
+    """The release numbers of ``version`` (SemVer's major, minor and patch, else PEP 440's
+    release), trailing zeros dropped, without any pre-release, build or local part; None
+    for a string that is a version in neither order."""
+    for ecosystem in (NPM, PYPI):
+        try:
+            parsed = parse(version, ecosystem)
+        except InvalidVersionError:
+            continue
+        numbers = (parsed.major, parsed.minor, parsed.patch) if ecosystem == NPM else parsed.release
+        numbers = tuple(numbers)
+        while numbers[1:] and numbers[-1] == 0:
+            numbers = numbers[:-1]
+        return numbers
+    return None
+
+
 def is_below(version: str, floor: str, ecosystem: str | None) -> bool:
     return compare(version, floor, ecosystem) < 0
 
