@@ -189,6 +189,32 @@ def test_popen_options_a_child_can_be_started_with_are_passed_on(
     assert marker.exists()
 
 
+def test_a_stream_s_descriptor_is_asked_once_and_the_child_gets_that_one(
+    host: Host, tmp_path: Path
+) -> None:
+    # A stdout object that names a file once and a closed descriptor after: the descriptor
+    # checked is the one the child writes to, and no permit is sealed for a child that
+    # could not start.
+    out = tmp_path / "child-out"
+    done, marker = _spawned_by_the_host(
+        host, tmp_path,
+        "class Shifty:\n"
+        "    calls = 0\n"
+        f"    opened = os.open({str(out)!r}, os.O_WRONLY | os.O_CREAT, 0o600)\n"
+        "    def fileno(self):\n"
+        "        Shifty.calls += 1\n"
+        "        return Shifty.opened if Shifty.calls == 1 else 999\n"
+        "child = floorguard.spawn('codex', ['task'], binary=sys.argv[1], env=ENV,\n"
+        "                         stdout=Shifty())\n"
+        "print(child.wait(), Shifty.calls)\n",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0", "1"], done.stdout
+    assert out.read_text().strip().endswith("args=task")
+    assert [record["receipt"]["verdict"] for record in host.chain_records()] == ["permit"]
+    assert marker.exists()
+
+
 @pytest.mark.parametrize(
     ("call", "named"),
     [
@@ -198,6 +224,10 @@ def test_popen_options_a_child_can_be_started_with_are_passed_on(
         ("spawn('aider', [], env={'PATH': '/usr/bin', 'X': pathlib.Path('/x')})", "env"),
         ("spawn('aider', [], env=[('PATH', '/usr/bin')])", "env"),
         ("spawn('aider', [], cwd=b'/tmp')", "cwd"),
+        # (an object that says its __class__ is str, which isinstance believes)
+        ("spawn(NotText(), [])", "adapter"),
+        ("spawn('aider', [NotText()])", "argv"),
+        ("spawn('aider', [], env={'PATH': NotText()})", "env"),
     ],
 )
 def test_spawn_refuses_arguments_of_a_type_it_does_not_read(
@@ -208,6 +238,7 @@ def test_spawn_refuses_arguments_of_a_type_it_does_not_read(
     inside the judgement)."""
     code = (
         "import pathlib, floorguard\n"
+        "class NotText:\n    __class__ = property(lambda self: str)\n"
         f"try:\n    floorguard.{call}\n"
         "except TypeError as e:\n    print('TypeError', e)\n"
     )

@@ -36,6 +36,17 @@ if given == "module":
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     given = module
+elif given == "module-whose-file-says-another":
+    # __file__ spelled as the module's own path, saying another when asked as text
+    class Another(str):
+        def __str__(self): return request["other"]
+        def __fspath__(self): return request["other"]
+        def endswith(self, *args): return request["other"].endswith(*args)
+    spec = importlib.util.spec_from_file_location("host_floor_map", request["module"])
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.__file__ = Another(request["module"])
+    given = module
 elif given == "dict":
     given = {"claude": {"min_safe_version": "0.0.1"}}
 elif given == "path":
@@ -102,6 +113,7 @@ class HostProject:
             "floor_map": floor_map,
             "module": str(module or self.module),
             "spawn": spawn,
+            "other": str(self.root / "other_map.py"),
         }
         done = subprocess.run(
             [sys.executable, "-c", HOST, json.dumps(request)],
@@ -294,6 +306,17 @@ def test_floor_map_given_something_that_is_not_a_floor_map_module_is_refused(
         asked = host.ask("2.0.0", floor_map=given, spawn=spawn)
         assert asked["verdict"] == "refuse" and asked.get("started") is not True, asked
         assert says in asked["reason"], asked
+
+
+def test_a_module_whose_file_name_says_another_when_asked_is_read_by_its_characters(
+    host: HostProject,
+) -> None:
+    host.write(module_text(HIGH))
+    (host.root / "other_map.py").write_text(module_text({"claude": floor("0.0.1")}))
+    for spawn in (False, True):
+        asked = host.ask("1.5.0", floor_map="module-whose-file-says-another", spawn=spawn)
+        assert asked["verdict"] == "refuse" and asked.get("started") is not True, asked
+        assert asked["hash"] == HIGH_HASH, asked
 
 
 def test_a_bernstein_block_that_states_no_hash_is_refused(host: HostProject) -> None:

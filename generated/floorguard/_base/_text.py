@@ -4,7 +4,7 @@ reason) may hold newlines and control characters chosen by whoever named the fil
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, TypeGuard
 
 
 def one_line(text: str) -> str:
@@ -13,6 +13,12 @@ def one_line(text: str) -> str:
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def is_text(value: object) -> TypeGuard[str]:
+    """Whether ``value`` is a ``str`` (a subclass's too) by its type, not by what it says
+    its ``__class__`` is (``isinstance`` believes that)."""
+    return issubclass(type(value), str)
 
 
 def own_characters(value: str) -> str:

@@ -18,7 +18,12 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
 from floorguard._base import _time
-from floorguard._base._text import own_characters, recordable_value, without_credentials
+from floorguard._base._text import (
+    is_text,
+    own_characters,
+    recordable_value,
+    without_credentials,
+)
 from floorguard._base.state import STATE_VARIABLES, state_key
 from floorguard._chain import receipts
 from floorguard._chain.chain import AuditChain
@@ -633,9 +638,9 @@ def _preflight_arguments(
     """The arguments as judged: text of its own characters (a str subclass's copied), the
     mappings read once into dicts. Anything but text where the judgement reads text is a
     TypeError naming the argument, before anything is judged or recorded (as spawn's)."""
-    if not isinstance(adapter, str):
+    if not is_text(adapter):
         raise TypeError(f"adapter must be a string, not {type(adapter).__name__}")
-    if version is not None and not isinstance(version, str):
+    if version is not None and not is_text(version):
         raise TypeError(f"version must be a string, not {type(version).__name__}")
     path = None
     if binary is not None:
@@ -672,7 +677,7 @@ def fspath_text(value: object) -> str | None:
         path = os.fspath(value)  # type: ignore[call-overload]
     except TypeError:
         return None
-    return own_characters(path) if isinstance(path, str) else None
+    return own_characters(path) if is_text(path) else None
 
 
 def text_mapping(given: object) -> dict[str, str] | None:
@@ -682,7 +687,7 @@ def text_mapping(given: object) -> dict[str, str] | None:
         return None
     copied = {}
     for key, value in given.items():
-        if not isinstance(key, str) or not isinstance(value, str):
+        if not is_text(key) or not is_text(value):
             return None
         copied[own_characters(key)] = own_characters(value)
     return copied

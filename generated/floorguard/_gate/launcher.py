@@ -17,7 +17,7 @@ import subprocess
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from floorguard._base._text import own_characters
+from floorguard._base._text import is_text, own_characters
 from floorguard._gate.decision import Decision
 from floorguard._gate.gate import (
     decide,
@@ -27,7 +27,7 @@ from floorguard._gate.gate import (
     refuse_unopened,
     text_mapping,
 )
-from floorguard._gate.popen_options import check_popen_options
+from floorguard._gate.popen_options import checked_popen_options
 from floorguard._identify.target import Target, open_target
 from floorguard._maps.catalog import executable_for
 from floorguard.errors import DetectionError
@@ -67,7 +67,7 @@ def spawn(
     the checked binary's path, not the descriptor it was run through).
     """
     adapter, argv, binary, env, cwd = _spawn_arguments(adapter, argv, binary, env, cwd)
-    check_popen_options(popen_kwargs)
+    popen_kwargs = checked_popen_options(popen_kwargs)
     child_env = dict(plain_environ(os.environ) if env is None else env)
     path_env = child_env.get("PATH")
     try:
@@ -162,12 +162,12 @@ def _spawn_arguments(
     subclass's copied). Popen takes bytes and path objects where the judgement reads text:
     anything but text is a TypeError naming the argument, before anything is judged or
     recorded."""
-    if not isinstance(adapter, str):
+    if not is_text(adapter):
         raise TypeError(f"adapter must be a string, not {type(adapter).__name__}")
     arguments = None
     if not isinstance(argv, (str, bytes)) and isinstance(argv, Sequence):
         arguments = list(argv)
-    if arguments is None or not all(isinstance(a, str) for a in arguments):
+    if arguments is None or not all(is_text(a) for a in arguments):
         raise TypeError("argv must be a list of strings (never a shell command line)")
     paths = []
     for name, value in (("binary", binary), ("cwd", cwd)):

@@ -35,8 +35,10 @@ _STREAMS = ("stdin", "stdout", "stderr")
 _PIPE_MAX_SIZE = "/proc/sys/fs/pipe-max-size"
 
 
-def check_popen_options(options: Mapping[str, Any]) -> None:
-    """Raise, before anything is judged, for an option ``spawn`` refuses or one the child
+def checked_popen_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The options as Popen will be given them, each stream given as a file object replaced
+    by the descriptor it names now (asked once: the one checked is the one the child gets).
+    Raises, before anything is judged, for an option ``spawn`` refuses or one the child
     could not be started with."""
     forbidden = FORBIDDEN & set(options)
     if forbidden:
@@ -61,22 +63,30 @@ def check_popen_options(options: Mapping[str, Any]) -> None:
             raise TypeError(f"{name} must be an integer")
     if not -1 <= options.get("umask", -1) <= 0o777:
         raise ValueError("umask must be -1 (the host's) or a mode from 0 to 0o777")
+    checked = dict(options)
     pipes = False
     for name in _STREAMS:
-        pipes = _check_stream(name, options.get(name)) or pipes
+        if name in checked:
+            checked[name] = _checked_stream(name, checked[name])
+            pipes = pipes or checked[name] == subprocess.PIPE
     if pipes or "encoding" in options or "errors" in options:
         _check_text(options.get("encoding"), options.get("errors"))
     if pipes and options.get("pipesize", -1) > 0:
         _check_pipe_size(options["pipesize"])
     _check_process_group(options.get("process_group"))
+    return checked
 
 
-def _check_stream(name: str, value: object) -> bool:
-    """That ``value`` is something Popen can give the child as ``name``; whether it is a pipe."""
-    if value is None or value in (subprocess.PIPE, subprocess.DEVNULL):
-        return value == subprocess.PIPE
-    if name == "stderr" and value == subprocess.STDOUT:
-        return False
+def _checked_stream(name: str, value: object) -> object:
+    """``value``, something Popen can give the child as ``name``: None, PIPE, DEVNULL,
+    STDOUT for stderr, or an open descriptor (a file object's, asked here)."""
+    if value is None:
+        return None
+    if type(value) is int and (
+        value in (subprocess.PIPE, subprocess.DEVNULL)
+        or (name == "stderr" and value == subprocess.STDOUT)
+    ):
+        return value
     if isinstance(value, int):
         fd = value
     elif callable(getattr(value, "fileno", None)):
@@ -86,10 +96,14 @@ def _check_stream(name: str, value: object) -> bool:
             f"{name} must be None, subprocess.PIPE, subprocess.DEVNULL, an open file or its "
             f"descriptor, not {type(value).__name__}"
         )
-    if not isinstance(fd, int) or fd < 0:
+    try:
+        number = int.__index__(fd)  # (its own value, as Popen's C code reads it)
+    except TypeError:
+        number = -1
+    if number < 0:
         raise ValueError(f"{name}: {fd!r} is not a file descriptor")
-    os.fstat(fd)  # (OSError EBADF: not open)
-    return False
+    os.fstat(number)  # (OSError EBADF: not open)
+    return number
 
 
 def _check_text(encoding: object, errors: object) -> None:

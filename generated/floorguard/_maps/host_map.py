@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+from floorguard._base._text import is_text, own_characters
 from floorguard._maps.active_map import (
     ActiveMap,
     load_map_file,
@@ -86,7 +87,9 @@ def module_file(module: object) -> Path:
             f"floor_map= takes an imported floor-map module, not {type(module).__name__}"
         )
     file = getattr(module, "__file__", None)
-    if not isinstance(file, str) or not file.endswith(".py"):
+    # (read once, by its characters: a str subclass's methods do not choose the file)
+    file = own_characters(file) if is_text(file) else None
+    if file is None or not file.endswith(".py"):
         raise FloorMapError(
             f"module {module.__name__} is not a floor-map module: it has no .py source file "
             "for floorguard to check"
