@@ -42,12 +42,17 @@ def _bun_like_claude(path: Path, version: str, marker: Path) -> Path:
     return path
 
 
-def _platform_package(world: World, version: str, answers: str | None = None) -> Path:
+def _platform_package(world: World, version: str | None, answers: str | None = None) -> Path:
+    """The platform package at ``version`` (None: its manifest states none), holding a
+    build that answers as claude ``answers`` (by default the same version)."""
     package = world.root / "app" / "node_modules" / PLATFORM
     package.mkdir(parents=True)
     manifest = {"name": PLATFORM, "version": version, "os": ["linux"], "cpu": ["x64"]}
+    if version is None:
+        del manifest["version"]
     (package / "package.json").write_text(json.dumps(manifest), encoding="utf-8")
-    return _bun_like_claude(package / "claude", answers or version, world.root / "claude-ran")
+    answer = answers or version or "0.0.0"
+    return _bun_like_claude(package / "claude", answer, world.root / "claude-ran")
 
 
 @pytest.mark.parametrize("policy", [DEFAULT, DENY_BY_DEFAULT])
@@ -81,3 +86,12 @@ def test_a_build_in_a_below_floor_package_answering_another_release_is_refused(
     outcome = world.spawn("claude", ["-p", "t"], binary=binary, policy=DEFAULT, env=world.env())
     world.assert_refused(outcome, world.root / "claude-ran", "a build of another release")
     assert "1.0.50" in outcome.reason
+
+
+@pytest.mark.parametrize("stated", [None, "latest"])
+def test_a_build_in_a_package_that_states_no_version_is_refused(
+    world: World, stated: str | None
+) -> None:
+    binary = _platform_package(world, stated, answers="2.1.332")
+    outcome = world.spawn("claude", ["-p", "t"], binary=binary, policy=DEFAULT, env=world.env())
+    world.assert_refused(outcome, world.root / "claude-ran", "to hold its answer")

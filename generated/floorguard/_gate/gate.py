@@ -559,9 +559,10 @@ def _answer_names_its_package(identified: Identification, answered: str) -> None
     stated = identified.version
     where = identified.version_source or identified.subject
     if stated is None or release_of(stated) is None:
+        states = "no version" if stated is None else f"{stated!r}, which is no version"
         raise DetectionError(
-            f"{identified.subject} is a native build in {where}, which states no version to "
-            f"hold its answer {answered!r} to"
+            f"{identified.subject} is a native build in the package of {where}, which states "
+            f"{states} to hold its answer {answered!r} to"
         )
     if release_of(answered) != release_of(stated):
         raise DetectionError(

@@ -283,31 +283,6 @@ def _npm_metadata(
     return accepted, manifest_path, ((str(manifest_path), identity),)
 
 
-def _other_file_of_the_package(target: Target, entry: CatalogEntry) -> str | None:
-    """Why a file of the adapter's own npm package is not judged by the package's version
-    (it is not a program the package's ``bin`` names), or None when that is not why."""
-    found = _npm_package_dir(target.path)
-    if found is None or found[1] not in entry.npm_packages:
-        return None
-    package_dir, name = found
-    read = _read_near(target, package_dir / "package.json")
-    try:
-        manifest = None if read is None else json.loads(read[0].decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        return None
-    if not isinstance(manifest, dict) or manifest.get("name") != name:
-        return None
-    bins = _npm_bin_paths(manifest)
-    declared = [] if bins is None else [b for b in bins if "\x00" not in b]
-    if str(target.path) in {os.path.realpath(package_dir / b) for b in declared}:
-        return None
-    return (
-        f"is a file of the npm package {name} ({package_dir}) but not a program its `bin` "
-        f"names ({', '.join(declared) or 'none'}): run by the adapter's name, only a declared "
-        "program is judged by the package's version"
-    )
-
-
 _SHEBANG_PYTHON = re.compile(rb"#!(?P<interp>/\S+/python(?:\d+(?:\.\d+)?)?)[ \t]*\r?\n")
 
 
@@ -631,12 +606,9 @@ def _detect_opened(
 
     if not probe:
         # A script answers --version with whatever it chooses to print, having run its code.
-        other_file = None if entry is None else _other_file_of_the_package(target, entry)
         raise DetectionError(
             f"{resolved} is a script whose package metadata states no valid version (a "
             "script's --version answer is never taken)"
-            if other_file is None
-            else f"{resolved} {other_file} (a script's --version answer is never taken)"
         )
     chosen = settings if settings is not None else ProbeSettings.from_environ(os.environ)
     output = run_probe(target, argv, chosen, env, cwd=cwd)
