@@ -684,6 +684,9 @@ def fspath_text(value: object) -> str | None:
 def text_mapping(given: object) -> dict[str, str] | None:
     """A mapping of strings to strings, read once into a dict of plain text; None for
     anything else."""
+    if given is os.environ:
+        # (read from one copy of its bytes: another thread may change it meanwhile)
+        return dict(plain_environ(os.environ))
     if not isinstance(given, Mapping):
         return None
     copied = {}
