@@ -1,7 +1,7 @@
 """claude's native build as npm lays it down: ``@anthropic-ai/claude-code-<os>-<arch>``, a
 platform package holding the ``claude`` binary (a Bun executable, whose dynamic symbols name
 node's entry points). A file of that package is claude's, judged by its ``--version``
-answer like any native claude, an answer that must name the package's own release; the
+answer like any native claude, an answer that must be the package's own version; the
 same binary outside it is a program carrying node's entry point under another name, and
 refused.
 
@@ -84,7 +84,7 @@ def test_a_build_in_a_below_floor_package_answering_another_release_is_refused(
     # The package is 1.0.50, below the floor; the build in it says it is another release.
     binary = _platform_package(world, "1.0.50", answers=answers)
     outcome = world.spawn("claude", ["-p", "t"], binary=binary, policy=DEFAULT, env=world.env())
-    world.assert_refused(outcome, world.root / "claude-ran", "a build of another release")
+    world.assert_refused(outcome, world.root / "claude-ran", "a build of another version")
     assert "1.0.50" in outcome.reason
 
 
@@ -95,3 +95,23 @@ def test_a_build_in_a_package_that_states_no_version_is_refused(
     binary = _platform_package(world, stated, answers="2.1.332")
     outcome = world.spawn("claude", ["-p", "t"], binary=binary, policy=DEFAULT, env=world.env())
     world.assert_refused(outcome, world.root / "claude-ran", "to hold its answer")
+
+
+def test_a_build_answering_the_release_of_its_pre_release_package_is_refused(
+    world: World,
+) -> None:
+    # 2.1.332-beta.1 comes before 2.1.332: the package's build does not get to say otherwise.
+    binary = _platform_package(world, "2.1.332-beta.1", answers="2.1.332")
+    outcome = world.spawn("claude", ["-p", "t"], binary=binary, policy=DEFAULT, env=world.env())
+    world.assert_refused(outcome, world.root / "claude-ran", "a build of another version")
+
+
+@pytest.mark.parametrize("label", ["linux-x64", "linux-x64-musl", "darwin-arm64"])
+def test_a_platform_label_where_semver_has_its_pre_release_is_the_build_s_own(
+    world: World, label: str
+) -> None:
+    # (codex's platform packages state 0.171.0-linux-x64 for the build answering 0.171.0)
+    binary = _platform_package(world, f"2.1.332-{label}", answers="2.1.332")
+    outcome = world.spawn("claude", ["-p", "t"], binary=binary, policy=DEFAULT, env=world.env())
+    world.assert_permitted_and_ran(outcome, world.root / "claude-ran")
+    assert world.recorded()[-1]["version"] == "2.1.332"

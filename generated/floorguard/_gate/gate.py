@@ -552,22 +552,22 @@ def _assess(entry: Advisory, version: str, at: _dt.datetime, map_hash: str | Non
 
 
 def _answer_names_its_package(identified: Identification, answered: str) -> None:
-    """That a native build's ``--version`` answer names the release of the package that
-    carries it (a build of another release is not that package's). Raises DetectionError."""
-    from floorguard._maps.versions import release_of
+    """That a native build's ``--version`` answer is the version of the package that
+    carries it (a build of another version is not that package's). Raises DetectionError."""
+    from floorguard._maps.versions import NPM, PYPI, is_valid, same_build
 
     stated = identified.version
     where = identified.version_source or identified.subject
-    if stated is None or release_of(stated) is None:
+    if stated is None or not (is_valid(stated, NPM) or is_valid(stated, PYPI)):
         states = "no version" if stated is None else f"{stated!r}, which is no version"
         raise DetectionError(
             f"{identified.subject} is a native build in the package of {where}, which states "
             f"{states} to hold its answer {answered!r} to"
         )
-    if release_of(answered) != release_of(stated):
+    if not same_build(answered, stated):
         raise DetectionError(
             f"{identified.subject} answers {answered!r}, but the package that carries it "
-            f"({where}) is {stated!r}: a build of another release is not that package's"
+            f"({where}) is {stated!r}: a build of another version is not that package's"
         )
 
 

@@ -103,21 +103,37 @@ def order_key(version: str, ecosystem: str | None) -> Any:
     return (parsed.major, parsed.minor, parsed.patch, 0, identifiers)
 
 
-def release_of(version: str) -> tuple[int, ...] | None:
-    """The release numbers of ``version`` (SemVer's major, minor and patch, else PEP 440's
-    release), trailing zeros dropped, without any pre-release, build or local part; None
-    for a string that is a version in neither order."""
+# The words of the platform label an npm platform package puts where SemVer has its
+# pre-release (codex's states 0.171.0-linux-x64 for the build answering 0.171.0): os, cpu
+# and libc names as npm's "os", "cpu" and "libc" fields spell them.
+_PLATFORM_WORDS: Final = frozenset(
+    {
+        "aix", "android", "darwin", "freebsd", "linux", "netbsd", "openbsd", "sunos", "win32",
+        "arm", "arm64", "ia32", "loong64", "mips", "mipsel", "ppc", "ppc64", "riscv64",
+        "s390", "s390x", "x64", "glibc", "gnu", "musl", "msvc",
+    }
+)  # fmt: skip
+
+
+def same_build(answered: str, stated: str) -> bool:
+    """Whether a native build answering ``answered`` is the build of a package that states
+    ``stated``: the same version in either order (build metadata and local labels aside),
+    or ``stated``'s release when all its SemVer pre-release is a platform label."""
+    candidates = [stated]
+    try:
+        parsed = parse(stated, NPM)
+    except InvalidVersionError:
+        parsed = None
+    words = [] if parsed is None or parsed.prerelease is None else parsed.prerelease.split("-")
+    if words and all(word in _PLATFORM_WORDS for word in words):
+        candidates.append(f"{parsed.major}.{parsed.minor}.{parsed.patch}")
     for ecosystem in (NPM, PYPI):
-        try:
-            parsed = parse(version, ecosystem)
-        except InvalidVersionError:
-            continue
-        numbers = (parsed.major, parsed.minor, parsed.patch) if ecosystem == NPM else parsed.release
-        numbers = tuple(numbers)
-        while numbers[1:] and numbers[-1] == 0:
-            numbers = numbers[:-1]
-        return numbers
-    return None
+        if is_valid(answered, ecosystem) and any(
+            is_valid(each, ecosystem) and compare(answered, each, ecosystem) == 0
+            for each in candidates
+        ):
+            return True
+    return False
 
 
 def is_below(version: str, floor: str, ecosystem: str | None) -> bool:
