@@ -106,7 +106,7 @@ def test_a_build_answering_the_release_of_its_pre_release_package_is_refused(
     world.assert_refused(outcome, world.root / "claude-ran", "a build of another version")
 
 
-@pytest.mark.parametrize("label", ["linux-x64", "linux-x64-musl", "darwin-arm64"])
+@pytest.mark.parametrize("label", ["linux-x64", "linux-x64-musl", "darwin-arm64", "haiku"])
 def test_a_platform_label_where_semver_has_its_pre_release_is_the_build_s_own(
     world: World, label: str
 ) -> None:
@@ -115,3 +115,13 @@ def test_a_platform_label_where_semver_has_its_pre_release_is_the_build_s_own(
     outcome = world.spawn("claude", ["-p", "t"], binary=binary, policy=DEFAULT, env=world.env())
     world.assert_permitted_and_ran(outcome, world.root / "claude-ran")
     assert world.recorded()[-1]["version"] == "2.1.332"
+
+
+@pytest.mark.parametrize("label", ["gnu", "linux-gnu", "msvc", "linux-x64-beta", "Linux-x64"])
+def test_a_label_of_other_words_is_a_pre_release_the_build_cannot_answer_past(
+    world: World, label: str
+) -> None:
+    # Only node's platform and cpu names and npm's libc names make a platform label.
+    binary = _platform_package(world, f"2.1.332-{label}", answers="2.1.332")
+    outcome = world.spawn("claude", ["-p", "t"], binary=binary, policy=DEFAULT, env=world.env())
+    world.assert_refused(outcome, world.root / "claude-ran", "a build of another version")

@@ -557,17 +557,23 @@ def _answer_names_its_package(identified: Identification, answered: str) -> None
     from floorguard._maps.versions import NPM, PYPI, is_valid, same_build
 
     stated = identified.version
-    where = identified.version_source or identified.subject
+    where = identified.version_source
     if stated is None or not (is_valid(stated, NPM) or is_valid(stated, PYPI)):
-        states = "no version" if stated is None else f"{stated!r}, which is no version"
-        raise DetectionError(
-            f"{identified.subject} is a native build in the package of {where}, which states "
-            f"{states} to hold its answer {answered!r} to"
+        states = (
+            f"its package's metadata ({where}) states "
+            + ("no version" if stated is None else f"{stated!r}, which is no version")
+            if where is not None
+            else "no one package's metadata states its version"
         )
-    if not same_build(answered, stated):
+        raise DetectionError(
+            f"{identified.subject} is a native build of {identified.adapter}'s, and {states} "
+            f"to hold its answer {answered!r} to"
+        )
+    if not same_build(answered, stated, npm_package=identified.via == "npm-package"):
         raise DetectionError(
             f"{identified.subject} answers {answered!r}, but the package that carries it "
-            f"({where}) is {stated!r}: a build of another version is not that package's"
+            f"({where or identified.subject}) is {stated!r}: a build of another version is "
+            "not that package's"
         )
 
 

@@ -246,7 +246,8 @@ def _one(
         raise DetectionError(
             f"{subject} belongs to several adapters at once: {', '.join(sorted(adapters))}"
         )
-    infos = sorted({info for _, info in found if info})
+    # (one folder seen through two names, lib64 a link to lib, is one distribution)
+    infos = sorted({os.path.realpath(info) for _, info in found if info})
     version, source = (None, None)
     if len(infos) == 1:
         version, source = _metadata_version(infos[0])

@@ -104,36 +104,37 @@ def order_key(version: str, ecosystem: str | None) -> Any:
 
 
 # The words of the platform label an npm platform package puts where SemVer has its
-# pre-release (codex's states 0.171.0-linux-x64 for the build answering 0.171.0): os, cpu
-# and libc names as npm's "os", "cpu" and "libc" fields spell them.
+# pre-release (codex's states 0.171.0-linux-x64 for the build answering 0.171.0): node's
+# process.platform and process.arch values and npm's libc names, which npm's "os", "cpu"
+# and "libc" fields take.
 _PLATFORM_WORDS: Final = frozenset(
     {
-        "aix", "android", "darwin", "freebsd", "linux", "netbsd", "openbsd", "sunos", "win32",
+        "aix", "android", "cygwin", "darwin", "freebsd", "haiku", "linux", "netbsd",
+        "openbsd", "sunos", "win32",
         "arm", "arm64", "ia32", "loong64", "mips", "mipsel", "ppc", "ppc64", "riscv64",
-        "s390", "s390x", "x64", "glibc", "gnu", "musl", "msvc",
+        "s390", "s390x", "x64",
+        "glibc", "musl",
     }
 )  # fmt: skip
 
 
-def same_build(answered: str, stated: str) -> bool:
+def same_build(answered: str, stated: str, *, npm_package: bool) -> bool:
     """Whether a native build answering ``answered`` is the build of a package that states
-    ``stated``: the same version in either order (build metadata and local labels aside),
-    or ``stated``'s release when all its SemVer pre-release is a platform label."""
+    ``stated``: the same version in its package's order (an npm package's SemVer, a pip
+    distribution's PEP 440; build metadata and local labels aside), or, for an npm package,
+    ``stated``'s release when all its SemVer pre-release is a platform label."""
     candidates = [stated]
     try:
-        parsed = parse(stated, NPM)
+        parsed = parse(stated, NPM) if npm_package else None
     except InvalidVersionError:
         parsed = None
     words = [] if parsed is None or parsed.prerelease is None else parsed.prerelease.split("-")
-    if words and all(word in _PLATFORM_WORDS for word in words):
+    if parsed is not None and words and all(word in _PLATFORM_WORDS for word in words):
         candidates.append(f"{parsed.major}.{parsed.minor}.{parsed.patch}")
-    for ecosystem in (NPM, PYPI):
-        if is_valid(answered, ecosystem) and any(
-            is_valid(each, ecosystem) and compare(answered, each, ecosystem) == 0
-            for each in candidates
-        ):
-            return True
-    return False
+    ecosystem = NPM if npm_package else PYPI
+    return is_valid(answered, ecosystem) and any(
+        is_valid(each, ecosystem) and compare(answered, each, ecosystem) == 0 for each in candidates
+    )
 
 
 def is_below(version: str, floor: str, ecosystem: str | None) -> bool:
