@@ -241,3 +241,41 @@ def write_script(path: Path, body: str) -> Path:
         else:
             raise ValueError(f"not something a native stand-in does: {statement!r}")
     return native_program(path, stdout=stdout, stderr=stderr, exit_status=status, sleep=pause)
+
+
+def calls_while_os_environ_changes(call: str, times: int) -> str:
+    """Host code that evaluates the expression ``call`` ``times`` times while another thread
+    sets and removes a variable of os.environ, and prints how often each outcome came
+    (``refused: REASON`` for a SpawnRefused, ``NAME: MESSAGE`` for another exception).
+    ``sys.argv[1]`` is the code's first argument; the host's own PYTHONPATH is taken out of
+    os.environ first (a child given os.environ must not get it)."""
+    return f"""
+import json, os, sys, threading
+import floorguard
+
+os.environ.pop("PYTHONPATH", None)
+stop = False
+
+def churn():
+    while not stop:
+        os.environ["UNRELATED_VAR"] = "1"
+        os.environ.pop("UNRELATED_VAR", None)
+
+sys.setswitchinterval(1e-6)
+thread = threading.Thread(target=churn)
+thread.start()
+outcomes = {{}}
+try:
+    for _ in range({times}):
+        try:
+            what = {call}
+        except floorguard.SpawnRefused as exc:
+            what = "refused: " + exc.decision.reason
+        except Exception as exc:
+            what = f"{{type(exc).__name__}}: {{exc}}"
+        outcomes[what] = outcomes.get(what, 0) + 1
+finally:
+    stop = True
+    thread.join()
+print(json.dumps(outcomes))
+"""

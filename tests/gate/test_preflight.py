@@ -10,7 +10,15 @@ import json
 from pathlib import Path
 
 import pytest
-from hosts import HOST, Host, floor, map_module, receipt_in_chain, write_script
+from hosts import (
+    HOST,
+    Host,
+    calls_while_os_environ_changes,
+    floor,
+    map_module,
+    receipt_in_chain,
+    write_script,
+)
 
 ALLOWED = {"permit", "warn_override", "untracked"}
 
@@ -372,43 +380,14 @@ def test_text_of_a_str_subclass_is_judged_by_its_characters_not_its_methods(
     assert record["receipt"]["adapter"] == "codex"
 
 
-# Another thread of the host sets and removes a variable while preflights read os.environ.
-ENVIRON_CHANGING_HOST = """
-import json, os, sys, threading
-import floorguard
-
-binary = sys.argv[1]
-stop = False
-
-def churn():
-    while not stop:
-        os.environ["UNRELATED_VAR"] = "1"
-        os.environ.pop("UNRELATED_VAR", None)
-
-sys.setswitchinterval(1e-6)
-thread = threading.Thread(target=churn)
-thread.start()
-outcomes = {}
-try:
-    for _ in range(400):
-        try:
-            what = floorguard.preflight("codex", binary=binary).verdict
-        except floorguard.SpawnRefused as exc:
-            what = "refused: " + exc.decision.reason
-        except Exception as exc:
-            what = f"{type(exc).__name__}: {exc}"
-        outcomes[what] = outcomes.get(what, 0) + 1
-finally:
-    stop = True
-    thread.join()
-print(json.dumps(outcomes))
-"""
-
-
 def test_os_environ_changed_by_another_thread_meanwhile_is_read_whole(
     host: Host, bin_dir: Path
 ) -> None:
     binary = codex_binary(bin_dir, "0.70.0")
-    done = host.python("-c", ENVIRON_CHANGING_HOST, binary)
+    # (another thread of the host sets and removes a variable meanwhile)
+    code = calls_while_os_environ_changes(
+        "floorguard.preflight('codex', binary=sys.argv[1]).verdict", 400
+    )
+    done = host.python("-c", code, binary)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"permit": 400}, done.stdout

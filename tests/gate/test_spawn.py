@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hosts import Host, floor, receipt_in_chain
+from hosts import Host, calls_while_os_environ_changes, floor, receipt_in_chain
 from probes.native import Run, native_agent
 
 
@@ -357,46 +357,16 @@ def test_spawn_reads_its_arguments_once_and_judges_their_characters(
     assert result["stdout"].strip().endswith("args=task"), result
 
 
-# Another thread of the host sets and removes a variable while spawn copies os.environ,
-# given as the child's environment.
-ENVIRON_CHANGING_SPAWNS = """
-import json, os, sys, threading
-import floorguard
-
-binary = sys.argv[1]
-os.environ.pop("PYTHONPATH", None)  # (the host's own, which the child must not get)
-stop = False
-
-def churn():
-    while not stop:
-        os.environ["UNRELATED_VAR"] = "1"
-        os.environ.pop("UNRELATED_VAR", None)
-
-sys.setswitchinterval(1e-6)
-thread = threading.Thread(target=churn)
-thread.start()
-outcomes = {}
-try:
-    for _ in range(200):
-        try:
-            child = floorguard.spawn("codex", [], binary=binary, env=os.environ, stdout=-3)
-            what = f"exit {child.wait()}"
-        except floorguard.SpawnRefused as exc:
-            what = "refused: " + exc.decision.reason
-        except Exception as exc:
-            what = f"{type(exc).__name__}: {exc}"
-        outcomes[what] = outcomes.get(what, 0) + 1
-finally:
-    stop = True
-    thread.join()
-print(json.dumps(outcomes))
-"""
-
-
 def test_os_environ_given_as_the_child_s_and_changed_meanwhile_is_read_whole(
     host: Host, tmp_path: Path
 ) -> None:
     binary = agent(tmp_path / "codex", "0.70.0", tmp_path / "ran")
-    done = host.python("-c", ENVIRON_CHANGING_SPAWNS, str(binary))
+    # (another thread of the host sets and removes a variable meanwhile)
+    code = calls_while_os_environ_changes(
+        "'exit %d' % floorguard.spawn('codex', [], binary=sys.argv[1], env=os.environ,"
+        " stdout=-3).wait()",
+        200,
+    )
+    done = host.python("-c", code, str(binary))
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"exit 0": 200}, done.stdout
