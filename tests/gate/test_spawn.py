@@ -143,6 +143,8 @@ def _spawned_by_the_host(
         ("stdin=999", "OSError"),  # no such descriptor
         ("stdout='out.txt'", "TypeError"),  # a name, not a file
         ("stderr=-7", "ValueError"),
+        # (an object that says its __class__ is int, which isinstance believes)
+        ("stdout=type('I', (), {'__class__': property(lambda s: int)})()", "ValueError"),
         ("creationflags=1", "ValueError"),  # Windows only
         ("startupinfo=object()", "ValueError"),
         ("bufsize='x'", "TypeError"),
