@@ -362,7 +362,7 @@ def _examine(
     if installed is not None and installed.version_known:
         # A native build a package carries is asked its version (its package may state a
         # platform build's, codex's "0.171.0-linux-x64"); the gate holds the answer to the
-        # package's release.
+        # package's version.
         installed = dataclasses.replace(installed, version_known=False)
     return Examination(installed, "native", "a native program", tuple(doubts))
 

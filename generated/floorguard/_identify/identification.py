@@ -32,7 +32,7 @@ class Identification:
     its code will be loaded; ``version_known`` says whether identification is the authority
     on the version (True for interpreted code, Python wrappers and the files of an npm
     package: None then means unknown; a native build is asked, its answer held to its
-    package's release).
+    package's version).
     """
 
     adapter: str
