@@ -324,13 +324,15 @@ def test_what_loads_code_into_the_child_s_environment_refuses_a_preflight_as_a_s
      ("floorguard.preflight('aider', environ={b'PATH': '/usr/bin'})", "environ"),
      ("floorguard.preflight(NotText())", "adapter"),
      ("floorguard.preflight('aider', version=NotText())", "version"),
-     ("floorguard.preflight('aider', run_environ={NotText(): '1'})", "run_environ")],
+     ("floorguard.preflight('aider', run_environ={NotText(): '1'})", "run_environ"),
+     ("floorguard.preflight('aider', environ=NotMapping())", "environ")],
 )  # fmt: skip
 def test_arguments_of_the_wrong_type_are_a_type_error_naming_them_and_record_nothing(
     host: Host, call: str, named: str
 ) -> None:
     code = (
         "import floorguard\nclass NotText:\n    __class__ = property(lambda self: str)\n"
+        "class NotMapping:\n    __class__ = property(lambda self: dict)\n"
         f"try:\n    {call}\nexcept TypeError as e:\n    print('TypeError', e)\n"
     )
     done = host.python("-c", code)

@@ -145,6 +145,13 @@ def _spawned_by_the_host(
         ("stderr=-7", "ValueError"),
         # (an object that says its __class__ is int, which isinstance believes)
         ("stdout=type('I', (), {'__class__': property(lambda s: int)})()", "ValueError"),
+        ("stdout=2**40", "ValueError"),  # past any descriptor
+        # (an int whose == says yes to anything: the group it names is not this one)
+        (
+            "process_group=type('G', (int,), {'__eq__': lambda s, o: True,"
+            " '__hash__': int.__hash__})(999999)",
+            "ValueError",
+        ),
         ("creationflags=1", "ValueError"),  # Windows only
         ("startupinfo=object()", "ValueError"),
         ("bufsize='x'", "TypeError"),
@@ -172,6 +179,24 @@ def test_popen_options_the_child_cannot_be_started_with_raise_before_anything_is
     assert done.stdout.split()[0] == raised, (done.stdout, done.stderr)
     assert host.chain_records() == []
     assert not marker.exists()
+
+
+def test_popen_options_given_as_int_enum_members_are_passed_on_as_their_values(
+    host: Host, tmp_path: Path
+) -> None:
+    done, marker = _spawned_by_the_host(
+        host, tmp_path,
+        "import enum\n"
+        "class Stream(enum.IntEnum):\n"
+        "    PIPE = subprocess.PIPE\n    DEVNULL = subprocess.DEVNULL\n"
+        "    STDOUT = subprocess.STDOUT\n"
+        "child = floorguard.spawn('codex', ['task'], binary=sys.argv[1], env=ENV,\n"
+        "    stdin=Stream.DEVNULL, stdout=Stream.PIPE, stderr=Stream.STDOUT, text=True)\n"
+        "print(child.communicate()[0].strip())\n",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("args=task")
+    assert marker.exists()
 
 
 def test_popen_options_a_child_can_be_started_with_are_passed_on(
@@ -230,6 +255,8 @@ def test_a_stream_s_descriptor_is_asked_once_and_the_child_gets_that_one(
         ("spawn(NotText(), [])", "adapter"),
         ("spawn('aider', [NotText()])", "argv"),
         ("spawn('aider', [], env={'PATH': NotText()})", "env"),
+        ("spawn('aider', [], env=NotMapping())", "env"),
+        ("spawn('aider', NotList())", "argv"),
     ],
 )
 def test_spawn_refuses_arguments_of_a_type_it_does_not_read(
@@ -241,6 +268,8 @@ def test_spawn_refuses_arguments_of_a_type_it_does_not_read(
     code = (
         "import pathlib, floorguard\n"
         "class NotText:\n    __class__ = property(lambda self: str)\n"
+        "class NotMapping:\n    __class__ = property(lambda self: dict)\n"
+        "class NotList:\n    __class__ = property(lambda self: list)\n"
         f"try:\n    floorguard.{call}\n"
         "except TypeError as e:\n    print('TypeError', e)\n"
     )

@@ -15,7 +15,7 @@ from collections.abc import Collection, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeGuard
 
 from floorguard._base import _time
 from floorguard._base._text import (
@@ -687,13 +687,18 @@ def fspath_text(value: object) -> str | None:
     return own_characters(path) if is_text(path) else None
 
 
+def _is_mapping(value: object) -> TypeGuard[Mapping[object, object]]:
+    """Whether ``value`` is a Mapping by its type (``isinstance`` believes ``__class__``)."""
+    return issubclass(type(value), Mapping)
+
+
 def text_mapping(given: object) -> dict[str, str] | None:
     """A mapping of strings to strings, read once into a dict of plain text; None for
     anything else."""
     if given is os.environ:
         # (read from one copy of its bytes: another thread may change it meanwhile)
         return dict(plain_environ(os.environ))
-    if not isinstance(given, Mapping):
+    if not _is_mapping(given):
         return None
     copied = {}
     for key, value in given.items():
@@ -1186,6 +1191,10 @@ _HOST_KEYS: Final = (POLICY_VARIABLE, UNTRACKED_POLICY_VARIABLE)
 _environ_read: list[tuple[dict[bytes, bytes], Mapping[str, str]]] = []
 
 
+# How often an os.environ of another kind is read again when a name it listed was gone.
+_ENVIRON_READS: Final = 100
+
+
 def plain_environ(environ: Mapping[str, str]) -> Mapping[str, str]:
     """``environ``, read once: for ``os.environ``, a read-only copy of it as it is now (copy
     it again to change it).
@@ -1200,9 +1209,10 @@ def plain_environ(environ: Mapping[str, str]) -> Mapping[str, str]:
     if type(raw) is not dict or decode_key is None or decode_value is None:
         # (an interpreter that keeps it otherwise: decoded name by name, which another
         # thread's change between a name and its value interrupts: read again)
-        while True:
+        for _ in range(_ENVIRON_READS):
             with contextlib.suppress(KeyError):
                 return MappingProxyType(dict(os.environ))
+        return MappingProxyType(dict(os.environ))  # (a name it lists and never has: raises)
     for seen, decoded in _environ_read[-1:]:
         if seen == raw:
             return decoded

@@ -165,8 +165,9 @@ def _spawn_arguments(
     if not is_text(adapter):
         raise TypeError(f"adapter must be a string, not {type(adapter).__name__}")
     arguments = None
-    if not isinstance(argv, (str, bytes)) and isinstance(argv, Sequence):
-        arguments = list(argv)
+    # (by its type: isinstance believes what an object says its __class__ is)
+    if not issubclass(type(argv), (str, bytes)) and issubclass(type(argv), Sequence):
+        arguments = list(argv)  # type: ignore[call-overload]
     if arguments is None or not all(is_text(a) for a in arguments):
         raise TypeError("argv must be a list of strings (never a shell command line)")
     paths = []

@@ -79,31 +79,41 @@ def checked_popen_options(options: Mapping[str, Any]) -> dict[str, Any]:
 
 def _checked_stream(name: str, value: object) -> object:
     """``value``, something Popen can give the child as ``name``: None, PIPE, DEVNULL,
-    STDOUT for stderr, or an open descriptor (a file object's, asked here)."""
+    STDOUT for stderr, or an open descriptor (a file object's, asked here), each as a
+    plain int (an IntEnum's member as its value)."""
     if value is None:
         return None
-    if type(value) is int and (
-        value in (subprocess.PIPE, subprocess.DEVNULL)
-        or (name == "stderr" and value == subprocess.STDOUT)
-    ):
-        return value
     if isinstance(value, int):
-        fd = value
+        number = _own_int(value)
+        if number in (subprocess.PIPE, subprocess.DEVNULL) or (
+            name == "stderr" and number == subprocess.STDOUT
+        ):
+            return number
+        fd: object = value
     elif callable(getattr(value, "fileno", None)):
         fd = value.fileno()  # type: ignore[attr-defined]
+        number = _own_int(fd)
     else:
         raise TypeError(
             f"{name} must be None, subprocess.PIPE, subprocess.DEVNULL, an open file or its "
             f"descriptor, not {type(value).__name__}"
         )
     try:
-        number = int.__index__(fd)  # (its own value, as Popen's C code reads it)
-    except TypeError:
-        number = -1
-    if number < 0:
-        raise ValueError(f"{name}: {fd!r} is not a file descriptor")
-    os.fstat(number)  # (OSError EBADF: not open)
+        if number is None or number < 0:
+            raise OverflowError
+        os.fstat(number)  # (OSError EBADF: not open)
+    except OverflowError:
+        raise ValueError(f"{name}: {fd!r} is not a file descriptor") from None
     return number
+
+
+def _own_int(value: object) -> int | None:
+    """The value of an int by its own digits, as Popen's C code reads it (an int subclass's
+    methods aside); None for anything that only says it is an int."""
+    try:
+        return int.__index__(value)  # type: ignore[arg-type]
+    except TypeError:
+        return None
 
 
 def _check_text(encoding: object, errors: object) -> None:
@@ -126,10 +136,11 @@ def _check_pipe_size(size: int) -> None:
         raise ValueError(f"pipesize {size} is larger than this system's pipes ({largest} bytes)")
 
 
-def _check_process_group(group: object) -> None:
-    if group is None:
+def _check_process_group(given: object) -> None:
+    if given is None:
         return
-    if not isinstance(group, int) or group < 0:
+    group = _own_int(given) if isinstance(given, int) else None
+    if group is None or group < 0:
         raise ValueError("process_group must be 0 (a new group) or a process group id")
     if group == 0 or group == os.getpgid(0):
         return
