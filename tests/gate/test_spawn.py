@@ -181,35 +181,32 @@ def test_popen_options_the_child_cannot_be_started_with_raise_before_anything_is
     assert not marker.exists()
 
 
-def test_popen_options_given_as_int_enum_members_are_passed_on_as_their_values(
-    host: Host, tmp_path: Path
-) -> None:
-    done, marker = _spawned_by_the_host(
-        host, tmp_path,
+PASSED_ON = {
+    "every option": (
+        "child = floorguard.spawn('codex', ['task'], binary=sys.argv[1], stdin=0, env=ENV,\n"
+        "    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, encoding='utf-8', errors='strict',\n"
+        "    bufsize=1, umask=0o077, pipesize=4096, process_group=os.getpgid(0),\n"
+        "    close_fds=True, restore_signals=True, creationflags=0, startupinfo=None)\n"
+    ),
+    # (an IntEnum's members, passed on as their values)
+    "streams as IntEnum members": (
         "import enum\n"
         "class Stream(enum.IntEnum):\n"
         "    PIPE = subprocess.PIPE\n    DEVNULL = subprocess.DEVNULL\n"
         "    STDOUT = subprocess.STDOUT\n"
         "child = floorguard.spawn('codex', ['task'], binary=sys.argv[1], env=ENV,\n"
         "    stdin=Stream.DEVNULL, stdout=Stream.PIPE, stderr=Stream.STDOUT, text=True)\n"
-        "print(child.communicate()[0].strip())\n",
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip().endswith("args=task")
-    assert marker.exists()
+    ),
+}
 
 
+@pytest.mark.parametrize("given", sorted(PASSED_ON))
 def test_popen_options_a_child_can_be_started_with_are_passed_on(
-    host: Host, tmp_path: Path
+    host: Host, tmp_path: Path, given: str
 ) -> None:
     done, marker = _spawned_by_the_host(
-        host, tmp_path,
-        "child = floorguard.spawn('codex', ['task'], binary=sys.argv[1], stdin=0, env=ENV,\n"
-        "    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, encoding='utf-8', errors='strict',\n"
-        "    bufsize=1, umask=0o077, pipesize=4096, process_group=os.getpgid(0),\n"
-        "    close_fds=True, restore_signals=True, creationflags=0, startupinfo=None)\n"
-        "print(child.communicate()[0].strip())\n",
-    )  # fmt: skip
+        host, tmp_path, PASSED_ON[given] + "print(child.communicate()[0].strip())\n"
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().endswith("args=task")
     assert [record["receipt"]["verdict"] for record in host.chain_records()] == ["permit"]
