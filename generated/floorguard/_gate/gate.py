@@ -554,11 +554,9 @@ def _assess(entry: Advisory, version: str, at: _dt.datetime, map_hash: str | Non
 def _answer_names_its_package(identified: Identification, answered: str) -> None:
     """That a native build's ``--version`` answer is the version of the package that
     carries it (a build of another version is not that package's). Raises DetectionError."""
-    from floorguard._maps.versions import NPM, PYPI, is_valid, same_build
-
     stated = identified.version
     where = identified.version_source
-    if stated is None or not (is_valid(stated, NPM) or is_valid(stated, PYPI)):
+    if stated is None or not any(versions.is_valid(stated, e) for e in versions.ECOSYSTEMS):
         states = (
             f"its package's metadata ({where}) states "
             + ("no version" if stated is None else f"{stated!r}, which is no version")
@@ -569,7 +567,7 @@ def _answer_names_its_package(identified: Identification, answered: str) -> None
             f"{identified.subject} is a native build of {identified.adapter}'s, and {states} "
             f"to hold its answer {answered!r} to"
         )
-    if not same_build(answered, stated, npm_package=identified.via == "npm-package"):
+    if not versions.same_build(answered, stated, npm_package=identified.via == "npm-package"):
         raise DetectionError(
             f"{identified.subject} answers {answered!r}, but the package that carries it "
             f"({where or identified.subject}) is {stated!r}: a build of another version is "

@@ -98,12 +98,13 @@ def _checked_stream(name: str, value: object) -> object:
             f"{name} must be None, subprocess.PIPE, subprocess.DEVNULL, an open file or its "
             f"descriptor, not {type(value).__name__}"
         )
+    not_one = ValueError(f"{name}: {fd!r} is not a file descriptor")
+    if number is None or number < 0:
+        raise not_one
     try:
-        if number is None or number < 0:
-            raise OverflowError
         os.fstat(number)  # (OSError EBADF: not open)
-    except OverflowError:
-        raise ValueError(f"{name}: {fd!r} is not a file descriptor") from None
+    except OverflowError:  # (past any descriptor's number)
+        raise not_one from None
     return number
 
 

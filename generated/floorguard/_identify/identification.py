@@ -7,15 +7,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Final
 
 from floorguard._maps.packages import CATALOGUE_INDEX, PackageIndex
-
-# How an identification was made. For these, what runs is Python or node code read by an
-# interpreter, whose own --version says nothing of it: the version comes from here.
-INTERPRETED: Final = frozenset(
-    {"python -m", "python -c", "python-script", "node-script", "node-preload"}
-)
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,6 @@ from floorguard._identify.consulted import (
     one_judgement,
 )
 from floorguard._identify.identification import (
-    INTERPRETED,
     Identification,
     as_interpreted,
     current_packages,
@@ -61,7 +60,6 @@ from floorguard.errors import DetectionError
 
 # What examine and the tests use, wherever it is implemented.
 __all__ = [
-    "INTERPRETED",
     "Identification",
     "PythonPath",
     "as_interpreted",
