@@ -160,6 +160,7 @@ def _spawned_by_the_host(
         ("stdout=subprocess.PIPE, encoding='no-such-codec'", "LookupError"),
         ("stdout=subprocess.PIPE, pipesize=2**30", "ValueError"),
         ("process_group=2**22 + 17", "ValueError"),  # no such group in this session
+        ("process_group=2**40", "ValueError"),  # past any process id
         ("stdot=subprocess.PIPE", "TypeError"),  # no such option
         ("start_new_session=True, process_group=0", "ValueError"),  # a leader stays put
         ("start_new_session='x'", "TypeError"),

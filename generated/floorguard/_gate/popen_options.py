@@ -149,7 +149,7 @@ def _check_process_group(given: object) -> None:
     # cannot be told from one that does not exist).
     try:
         joinable = os.getpgid(group) == group and os.getsid(group) == os.getsid(0)
-    except OSError:
+    except (OSError, OverflowError):  # (OverflowError: past any process id)
         joinable = False
     if not joinable:
         raise ValueError(
