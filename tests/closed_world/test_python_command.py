@@ -101,6 +101,8 @@ def test_skipping_the_scripts_first_line_is_a_doubt(line: str) -> None:
         "no_debug_ranges",
         "showrefcount",
         "frozen_modules=on",
+        "frozen_modules",  # (bare or empty: CPython reads both as on)
+        "frozen_modules=",
         "perf",
         "gil=0",
         "gil=1",
@@ -416,6 +418,17 @@ def test_platlibdir_other_than_lib_is_a_doubt() -> None:
 
 def test_frozen_modules_off_in_the_environment_is_a_doubt() -> None:
     assert env_doubts({"PYTHON_FROZEN_MODULES": "off"}) != ()
+
+
+@pytest.mark.parametrize("value", ["on", ""])
+def test_frozen_modules_on_or_empty_in_the_environment_is_understood(value: str) -> None:
+    assert env_doubts({"PYTHON_FROZEN_MODULES": value}) == ()
+
+
+@pytest.mark.parametrize("value", ["frozen_modules=On", "frozen_modules=1", "frozen_modules=off"])
+def test_frozen_modules_spelled_otherwise_than_on_is_a_doubt(value: str) -> None:
+    # (CPython refuses to start on the first two; off imports runpy from sys.path)
+    assert parse_python_argv(["-X", value, "-m", "aider"]).doubts
 
 
 # --- shebang lines ------------------------------------------------------------------------

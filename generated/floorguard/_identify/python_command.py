@@ -86,11 +86,12 @@ _X_BARE: Final = frozenset(
         "showrefcount",
         "perf",
         "perf_jit",
+        "frozen_modules",  # (bare, as with an empty value: on)
     }
 )
 _X_VALUED: Final = re.compile(
     r"utf8=[01]|importtime=[0-9]+|tracemalloc=[0-9]+|int_max_str_digits=[0-9]+"
-    r"|frozen_modules=on|gil=[01]|cpu_count=(?:[0-9]+|default)",
+    r"|frozen_modules=(?:on)?|gil=[01]|cpu_count=(?:[0-9]+|default)",
     re.ASCII,
 )
 
@@ -413,7 +414,7 @@ def python_environment_doubts(
             if value != "lib":
                 doubts.append(f"PYTHONPLATLIBDIR={value}: library directories moved")
         elif name == "PYTHON_FROZEN_MODULES":
-            if value != "on":
+            if value not in ("on", ""):  # (empty: unset, the default, on)
                 doubts.append(
                     f"PYTHON_FROZEN_MODULES={value}: startup modules imported from sys.path"
                 )
