@@ -848,6 +848,24 @@ def test_timestamp_pyc_of_a_directory_programs_main_matching_the_source(
     world.assert_refused(outcome, old.marker, "pyc", "__pycache__", "bytecode", "0.50.0")
 
 
+def test_a_directory_program_whose_main_is_sourceless_bytecode_is_refused_naming_it(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """``python DIR`` where DIR holds no ``__main__.py``, only ``__main__.pyc`` (sourceless, the
+    legacy place): the path finder runs that bytecode, so the refusal names it, not a
+    ``__main__.py`` that is missing."""
+    new, old = world.new_aider(), world.old_aider()
+    app = tmp_path / "app"
+    app.mkdir()
+    compile_to(run_old(old.site), app / "__main__.pyc")
+    outcome = world.spawn(
+        "python", [str(app), "task"], binary=new.python, policy=untracked_policy,
+        env=world.env(),
+    )  # fmt: skip
+    world.assert_refused(outcome, old.marker, "__main__.pyc")
+    assert "not found" not in outcome.reason, outcome.reason
+
+
 # ====================================================== program source reaching sys.path
 
 

@@ -698,6 +698,8 @@ def _python_run(
     where = command.value if os.path.isabs(command.value) else os.path.join(here, command.value)
     main = os.path.join(where, "__main__.py") if os.path.isdir(where) else where
     if main != where:
+        if not os.path.lexists(main):
+            raise DetectionError(_no_main_source(where))
         # A folder's __main__ is imported, so its cached bytecode may run instead.
         doubts = [*doubts, *_cached_bytecode(main)]
     opened = _open_program(main)
@@ -1047,6 +1049,21 @@ def _open_program(path: str) -> Target:
     """The file an interpreter is asked to run, opened; raises DetectionError when it cannot
     be (the interpreter would fail, or read something else than was judged)."""
     return open_target(path, path_env=None, executable=False)
+
+
+def _no_main_source(folder: str) -> str:
+    """Why ``python FOLDER`` is not judged when the folder holds no ``__main__.py``: the
+    ``__main__`` the path finder would import instead (bytecode, an extension module, a
+    package), or none at all."""
+    others = sorted(
+        entry for entry in identify.listing(folder) if entry.partition(".")[0] == "__main__"
+    )
+    if not others:
+        return f"{folder} holds no __main__.py: python would find no __main__ to run"
+    return (
+        f"{folder} holds no __main__.py: python would run {os.path.join(folder, others[0])}, "
+        "which is not source the gate can read"
+    )
 
 
 def _cached_bytecode(source: str) -> list[str]:
