@@ -43,7 +43,7 @@ def exec_(
 ) -> subprocess.CompletedProcess[str]:
     # Only bin_dir on PATH: nothing else on this machine can stand in for the adapter.
     return host.python(
-        "-m", "floorguard", "exec", adapter, "--", "task", PATH=str(bin_dir), **extra
+        "-m", "floorguard", "exec", adapter, "--", "task", **{"PATH": str(bin_dir), **extra}
     )
 
 
@@ -132,6 +132,19 @@ def test_exec_exits_126_when_the_only_binary_on_path_is_not_executable(
     line = one_line(done)
     assert f"binary is not executable: {script}" in line
     assert not marker.exists()
+    assert len(refusals(host)) == 1
+
+
+@pytest.mark.parametrize("entry", ["relbin", "./relbin", ".", ""])
+def test_exec_exits_126_when_the_name_could_be_found_only_through_a_relative_path_entry(
+    host: Host, bin_dir: Path, entry: str
+) -> None:
+    # The child would search such an entry in its working directory, which the gate does
+    # not: whether the name is there is not known, so this is no "not found".
+    done = exec_(host, "aider", bin_dir, PATH=f"{entry}{os.pathsep}{bin_dir}")
+    assert done.returncode == 126, done.stderr
+    line = one_line(done)
+    assert "entry 1 of PATH is relative" in line and "not on PATH" not in line
     assert len(refusals(host)) == 1
 
 

@@ -118,7 +118,8 @@ def test_ignores_binary_planted_in_current_directory_via_relative_path_entry(
     printer(tmp_path / "claude", "1.0.51 (Claude Code)\n")
     monkeypatch.chdir(tmp_path)
     for path_env in ("", ".", f"{os.pathsep}/nonexistent"):
-        with pytest.raises(DetectionError, match="binary not found"):
+        # (refused, not "not found": the child would search that entry, the gate does not)
+        with pytest.raises(DetectionError, match="entry 1 of PATH is relative"):
             resolve_binary("claude", path_env=path_env)
 
 

@@ -76,7 +76,8 @@ def locate(name: str, *, path_env: str | None) -> str:
         # Not abspath: it drops ``link/..`` by the letters, where the kernel (and realpath,
         # after) steps out of the link's target.
         return name if os.path.isabs(name) else os.path.join(os.getcwd(), name)
-    searched = search_path(path_env)
+    raw = os.environ.get("PATH", os.defpath) if path_env is None else path_env
+    searched = _absolute_entries(raw)
     found = shutil.which(name, path=searched)
     for entry in searched.split(os.pathsep):
         # (a file execvp would give up at, before the one found: a client or env starting
@@ -97,6 +98,18 @@ def locate(name: str, *, path_env: str | None) -> str:
             candidate = os.path.join(entry, name)
             if entry and os.path.isfile(candidate):
                 raise DetectionError(f"binary is not executable: {os.path.realpath(candidate)}")
+        relative = next(
+            (n for n, entry in enumerate(raw.split(os.pathsep), 1) if not os.path.isabs(entry)),
+            None,
+        )
+        if relative is not None:
+            # Not "not found": the child searches such an entry in its working directory,
+            # which is not looked in here (named by its place: a value may be a secret).
+            raise DetectionError(
+                f"{name!r} is in no absolute entry of PATH, and entry {relative} of PATH is "
+                "relative: the child would search it in its working directory, which is not "
+                "judged; name the program by its absolute path"
+            )
         raise BinaryNotFoundError(f"binary not found: {name!r} is not on PATH")
     return found
 
