@@ -73,6 +73,22 @@ def test_binary_swapped_between_check_and_exec_is_refused_and_nothing_runs(
     assert not marker.exists() and not evil_marker.exists()
 
 
+def test_the_refusal_that_overrules_a_recorded_permit_names_it(host: Host, tmp_path: Path) -> None:
+    # The permit is sealed before the last check (a permit never stands without a durable
+    # receipt); when that check fails, the refusal says which permit started nothing.
+    binary = agent(tmp_path / "codex", "0.70.0", tmp_path / "ran")
+    evil = agent(tmp_path / "evil", "0.70.0", tmp_path / "evil-ran")
+    swap = {"kind": "replace", "path": str(binary), "with": str(evil)}
+    [result] = run(host, adapter="codex", argv=[], binary=str(binary), swap=swap)
+    permit, refusal = [r["receipt"] for r in host.chain_records()][-2:]
+    assert permit["verdict"] == "permit" and refusal["verdict"] == "refuse"
+    [permit_id] = [
+        r["receipt_id"] for r in host.chain_records() if r["receipt"]["verdict"] == "permit"
+    ]
+    assert f"the permit {permit_id} started nothing" in str(refusal["reason"])
+    assert result["receipt_id"] != permit_id
+
+
 def test_symlink_retargeted_after_resolution_is_refused(host: Host, tmp_path: Path) -> None:
     good_marker, evil_marker = tmp_path / "good-ran", tmp_path / "evil-ran"
     good = agent(tmp_path / "codex-good", "0.70.0", good_marker)

@@ -1310,6 +1310,9 @@ def refuse_after(
     Returns the SpawnRefused to raise; its decision is the recorded refusal.
     """
     env = os.environ if environ is None else environ
+    # The earlier decision is on the record already (sealed before this last check): the
+    # refusal names it, so no reader takes it for a process that ran.
+    reason = f"{reason}; the {earlier.verdict} {earlier.receipt_id} started nothing"
     judgement = _Judgement(
         REFUSE, reason, adapter=earlier.adapter, identified_by=earlier.identified_by,
         version=earlier.version, detected_by=earlier.detected_by, binary=earlier.binary,
