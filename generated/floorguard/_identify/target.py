@@ -37,8 +37,11 @@ def identity_of(st: os.stat_result) -> FileIdentity:
 
 def search_path(path_env: str | None) -> str:
     """The PATH to search: the given one (else this process's), absolute entries only."""
-    raw = os.environ.get("PATH", os.defpath) if path_env is None else path_env
-    return _absolute_entries(raw)
+    return _absolute_entries(_path_text(path_env))
+
+
+def _path_text(path_env: str | None) -> str:
+    return os.environ.get("PATH", os.defpath) if path_env is None else path_env
 
 
 @functools.lru_cache(maxsize=32)
@@ -76,7 +79,7 @@ def locate(name: str, *, path_env: str | None) -> str:
         # Not abspath: it drops ``link/..`` by the letters, where the kernel (and realpath,
         # after) steps out of the link's target.
         return name if os.path.isabs(name) else os.path.join(os.getcwd(), name)
-    raw = os.environ.get("PATH", os.defpath) if path_env is None else path_env
+    raw = _path_text(path_env)
     searched = _absolute_entries(raw)
     found = shutil.which(name, path=searched)
     for entry in searched.split(os.pathsep):
