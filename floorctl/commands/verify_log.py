@@ -20,14 +20,14 @@ witness_key_option = click.option(
     multiple=True,
     metavar="PUB",
     help="A witness's public key; repeatable. The checkpoint counts only with --witnesses "
-    "of them cosigning it (C2SP cosignature/v1).",
+    "of them (at least 1) cosigning it (C2SP cosignature/v1).",
 )
 witnesses_option = click.option(
     "--witnesses",
     type=WholeNumber(min=0),
     default=None,
     metavar="N",
-    help="How many of the --witness-key must have cosigned (default: all of them).",
+    help="How many of the --witness-key must have cosigned: at least 1 (default: all of them).",
 )
 
 
@@ -90,9 +90,8 @@ def consistency(
 
 
 def check_quorum(witness_keys: tuple[Path, ...], witnesses: int | None) -> None:
-    """A quorum the keys cannot meet is a usage error, before any file is read."""
-    if witnesses is not None and witnesses > len(witness_keys):
-        raise click.UsageError(
-            f"--witnesses {witnesses} needs at least that many --witness-key "
-            f"(given {len(witness_keys)})"
-        )
+    """A quorum the keys cannot meet, or one that makes them count for nothing, is a usage
+    error, before any file is read (floorguard's wording)."""
+    problem = verify_commands.quorum_error(len(witness_keys), witnesses)
+    if problem is not None:
+        raise click.UsageError(problem)

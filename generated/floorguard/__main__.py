@@ -273,14 +273,14 @@ def add_witness_options(parser: argparse.ArgumentParser) -> None:
         action="append",
         metavar="PUB",
         help="a witness's public key; repeatable: the checkpoint counts only with --witnesses "
-        "of them cosigning it (C2SP cosignature/v1)",
+        "of them (at least 1) cosigning it (C2SP cosignature/v1)",
     )
     parser.add_argument(
         "--witnesses",
         type=_whole_number_option,
         default=None,
         metavar="N",
-        help="how many of the --witness-key must have cosigned (default: all of them)",
+        help="how many of the --witness-key must have cosigned: at least 1 (default: all of them)",
     )
 
 
@@ -669,10 +669,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "checkpoint", None) is not None and args.pubkey is None:
         args.parser.error("--checkpoint needs --pubkey (the key the checkpoint is signed by)")
     keys, quorum = getattr(args, "witness_keys", None) or [], getattr(args, "witnesses", None)
-    if quorum is not None and not 0 <= quorum <= len(keys):
-        args.parser.error(
-            f"--witnesses {quorum} needs at least that many --witness-key (given {len(keys)})"
-        )
+    if quorum is not None:
+        from floorguard._commands.verify_commands import quorum_error
+
+        unusable_quorum = quorum_error(len(keys), quorum)
+        if unusable_quorum is not None:
+            args.parser.error(unusable_quorum)
     if (keys or quorum is not None) and getattr(args, "checkpoint", "") is None:
         args.parser.error("--witness-key and --witnesses need --checkpoint")
     previous, link = getattr(args, "previous_checkpoint", None), getattr(args, "consistency", "")

@@ -343,16 +343,31 @@ def _named(path: Path, exc: VerificationError) -> VerificationError:
     return VerificationError(f"{path}: {exc}")
 
 
+def quorum_error(keys: int, witnesses: int | None) -> str | None:
+    """Why ``--witnesses`` cannot go with ``keys`` witness keys (a usage error), or None.
+
+    A quorum of 0 with witness keys is refused: the keys would count for nothing, and a
+    checkpoint no witness cosigned would pass a run that reads as a witnessed one."""
+    if witnesses is None:
+        return None
+    if witnesses < 0 or witnesses > keys:
+        return f"--witnesses {witnesses} needs at least that many --witness-key (given {keys})"
+    if witnesses == 0 and keys:
+        return (
+            f"--witnesses 0 with --witness-key: the {keys} witness key(s) would count for "
+            "nothing; give --witnesses N of at least 1, or drop the --witness-key"
+        )
+    return None
+
+
 def witness_quorum(witness_keys: Sequence[Path], witnesses: int | None) -> int:
     """How many of ``witness_keys`` must have cosigned: ``witnesses``, by default all.
-    Raises VerificationError for a quorum the keys cannot meet."""
-    needed = len(witness_keys) if witnesses is None else witnesses
-    if needed < 0 or needed > len(witness_keys):
-        raise VerificationError(
-            f"--witnesses {needed} needs at least that many --witness-key (given "
-            f"{len(witness_keys)})"
-        )
-    return needed
+    Raises VerificationError for a quorum the keys cannot meet or that makes them count for
+    nothing (the command lines refuse both as usage errors first)."""
+    problem = quorum_error(len(witness_keys), witnesses)
+    if problem is not None:
+        raise VerificationError(problem)
+    return len(witness_keys) if witnesses is None else witnesses
 
 
 def check_witnesses(
@@ -367,8 +382,6 @@ def check_witnesses(
     needed = witness_quorum(witness_keys, witnesses)
     if not witness_keys:
         return
-    # (a quorum of 0 relies on no witness, but every key given is still checked, and every
-    # line of one that does not verify is an error)
     from floorguard._proofs import checkpoint as checkpoints
     from floorguard._proofs import witness
 

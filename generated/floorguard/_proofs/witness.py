@@ -150,11 +150,15 @@ def verified_witnesses(data: bytes, body: str, keys: list[Ed25519PublicKey]) -> 
 
 
 def require_witnesses(data: bytes, keys: list[Ed25519PublicKey], needed: int) -> None:
-    """At least ``needed`` of ``keys`` cosigned the checkpoint ``data``, and no line of any
-    of them fails to verify (whatever ``needed``). Raises VerificationError naming how many
-    did."""
+    """At least ``needed`` (1 or more) of ``keys`` cosigned the checkpoint ``data``, and no
+    line of any of them fails to verify. Raises VerificationError naming how many did, and
+    for a quorum below 1 with keys given (they would count for nothing)."""
     if not keys:
         return
+    if needed < 1:
+        raise VerificationError(
+            f"a witness quorum of {needed} with {len(keys)} witness key(s) would count none of them"
+        )
     body, _ = checkpoints.split_note(data)
     count = len(verified_witnesses(data, body, keys))
     if count < needed:
