@@ -93,6 +93,10 @@ def load_private(path: Path) -> Ed25519PrivateKey:
 
     data = _read_small(path)
     try:
+        dsse.require_one_pem_key(data, str(path))
+    except VerificationError as exc:
+        raise SigningError(str(exc)) from exc
+    try:
         key = serialization.load_pem_private_key(data, password=None)
     except (ValueError, TypeError) as exc:
         raise SigningError(f"{path}: not an unencrypted PEM private key") from exc

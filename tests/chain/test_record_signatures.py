@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -68,6 +70,70 @@ def test_a_malformed_host_keys_document_is_refused_saying_why(
 ) -> None:
     with pytest.raises(KeyFileError, match=complaint):
         parse_host_keys(document, "hosts.json")
+
+
+@pytest.mark.parametrize(
+    ("hosts", "complaint"),
+    [
+        ({"web-1": "{one}junk"}, "hosts.json: host web-1: holds text after its key"),
+        ({"web-1": "junk\n{one}"}, "hosts.json: host web-1: holds text before its key"),
+        ({"web-1": "{two}{one}"}, "hosts.json: host web-1: holds more than one key"),
+        ({"web-1": "{one}{two}"}, "hosts.json: host web-1: holds more than one key"),
+        ({"web-1": ["{one}", "{two}junk"]}, r"hosts.json: host web-1 \[1\]: holds text after"),
+        ({"web-1": ["{two}{one}"]}, r"hosts.json: host web-1 \[0\]: holds more than one key"),
+    ],
+    ids=["text-after", "text-before", "two-keys", "two-keys-right-first", "list-text-after",
+         "list-two-keys"],
+)  # fmt: skip
+def test_a_host_key_string_holding_more_than_one_key_is_refused_naming_the_host(
+    tmp_path: Path, hosts: dict[str, str | list[str]], complaint: str
+) -> None:
+    # PEM loading reads the first block alone: each string must be exactly one key.
+    one = _pair(tmp_path / "one")[1].read_text()
+    two = _pair(tmp_path / "two")[1].read_text()
+
+    def filled(pem: str) -> str:
+        return pem.replace("{one}", one).replace("{two}", two)
+
+    listed = {
+        name: [filled(pem) for pem in pems] if isinstance(pems, list) else filled(pems)
+        for name, pems in hosts.items()
+    }
+    with pytest.raises(KeyFileError, match=complaint):
+        parse_host_keys(_document(**listed), "hosts.json")
+    # The same keys, one a string (white space around it allowed), are read.
+    apart = parse_host_keys(_document(**{"web-1": ["\n" + one + "\n ", two]}), "hosts.json")
+    assert set(apart.names.values()) == {"web-1"} and len(apart.keys) == 2
+
+
+def test_verify_chain_refuses_a_host_keys_document_with_text_after_a_key(tmp_path: Path) -> None:
+    private, public = _pair(tmp_path / "a")
+    chain = _signed_chain(tmp_path, private, 2)
+    (tmp_path / "slice.jsonl").write_text("".join(line + "\n" for line in chain.export_lines()))
+    for pem, code in ((public.read_text() + "junk", 1), (public.read_text(), 0)):
+        (tmp_path / "hosts.json").write_bytes(_document(**{"web-1": pem}))
+        for tool in ("floorctl", "floorguard"):
+            done = subprocess.run(
+                [sys.executable, "-m", tool, "verify", "chain", "slice.jsonl", "--host-keys",
+                 "hosts.json"],
+                cwd=tmp_path, env=isolated_env(tmp_path / "state"), capture_output=True,
+                text=True, timeout=120, check=False,
+            )  # fmt: skip
+            assert done.returncode == code, (tool, done.stdout, done.stderr)
+            if code:
+                assert done.stderr == (
+                    f"{tool}: error: hosts.json: host web-1: holds text after its key: it "
+                    "must hold the PEM key alone\n"
+                )
+            else:
+                assert "web-1: 2 record(s)" in done.stdout, done.stdout
+
+
+def test_a_host_key_file_with_text_after_its_key_is_refused(tmp_path: Path) -> None:
+    private, _ = _pair(tmp_path / "a")
+    private.write_bytes(private.read_bytes() + b"junk\n")
+    with pytest.raises(KeyFileError, match="holds text after its key"):
+        load_host_key(private)
 
 
 def test_one_key_under_two_host_names_is_refused(tmp_path: Path) -> None:

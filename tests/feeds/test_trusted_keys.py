@@ -63,6 +63,23 @@ def test_refuses_malformed_trusted_keys(three: list, document: dict, fragment: s
         parse_trusted_keys(json.dumps(document).encode(), "t.json")
 
 
+def test_refuses_a_trusted_key_holding_more_than_one_key_or_text_after_it(three: list) -> None:
+    # PEM loading reads the first block alone: two keys in a PEM file would trust one.
+    a, b = three[0][2].read_text(), three[1][2].read_text()
+    with pytest.raises(VerificationError, match=r"^t\.pem: holds more than one key"):
+        parse_trusted_keys((a + b).encode(), "t.pem")
+    with pytest.raises(VerificationError, match=r"^t\.pem: holds text after its key"):
+        parse_trusted_keys((a + "junk\n").encode(), "t.pem")
+    document = {"threshold": 1, "keys": [a, b + "junk"]}
+    with pytest.raises(VerificationError, match=r"^t.json: keys\[1\]: holds text after its key"):
+        parse_trusted_keys(json.dumps(document).encode(), "t.json")
+    document = {"threshold": 2, "keys": [a + b]}
+    with pytest.raises(VerificationError, match=r"^t.json: keys\[0\]: holds more than one key"):
+        parse_trusted_keys(json.dumps(document).encode(), "t.json")
+    trusted = parse_trusted_keys(json.dumps({"threshold": 2, "keys": [a, b]}).encode(), "t.json")
+    assert (trusted.threshold, len(trusted.keys)) == (2, 2)
+
+
 def test_refuses_duplicate_json_keys_in_a_trusted_keys_file(three: list) -> None:
     pem = json.dumps(three[0][2].read_text())
     data = f'{{"threshold": 1, "threshold": 1, "keys": [{pem}]}}'.encode()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Callable
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -127,3 +128,39 @@ def test_refuses_a_public_key_that_is_not_ed25519() -> None:
 def test_refuses_text_that_is_not_a_pem_key() -> None:
     with pytest.raises(VerificationError, match="not a PEM public key"):
         dsse.load_public_key(b"hello", "junk.pub")
+
+
+@pytest.mark.parametrize(
+    ("around", "complaint"),
+    [
+        (lambda pem, other: pem + b"junk", "holds text after its key"),
+        (lambda pem, other: pem + b"\x00", "holds text after its key"),
+        (lambda pem, other: b"junk\n" + pem, "holds text before its key"),
+        (lambda pem, other: other + pem, "holds more than one key"),
+        (lambda pem, other: pem + other, "holds more than one key"),
+        (lambda pem, other: pem + pem, "holds more than one key"),
+    ],
+    ids=["text-after", "a-nul-after", "text-before", "another-key-first", "another-key-after",
+         "the-key-twice"],
+)  # fmt: skip
+def test_refuses_a_public_key_input_holding_more_than_one_key(
+    around: Callable[[bytes, bytes], bytes], complaint: str
+) -> None:
+    pem, other = (_public_pem(Ed25519PrivateKey.generate()) for _ in range(2))
+    with pytest.raises(VerificationError, match=f"^junk.pub: {complaint}"):
+        dsse.load_public_key(around(pem, other), "junk.pub")
+
+
+def test_a_public_key_in_white_space_is_read() -> None:
+    private = Ed25519PrivateKey.generate()
+    pem = _public_pem(private)
+    key = dsse.load_public_key(b" \r\n\t" + pem.replace(b"\n", b"\r\n") + b"\n\n", "k.pub")
+    assert dsse.key_id(key) == dsse.key_id(private.public_key())
+
+
+def _public_pem(private: Ed25519PrivateKey) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
+    return private.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )

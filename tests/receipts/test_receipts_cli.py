@@ -223,6 +223,57 @@ def test_verify_refuses_a_pubkey_file_that_is_not_a_key(signed: Path) -> None:
     assert "junk.pub: not a PEM public key" in out
 
 
+@pytest.mark.parametrize(
+    ("after", "said"),
+    [
+        (b"trailing junk\n", "holds text after its key"),
+        (b"-----BEGIN PUBLIC KEY-----\n", "holds more than one key"),
+        (None, "holds more than one key"),  # another key after the right one
+    ],
+    ids=["text-after", "a-second-begin-line", "another-key-after"],
+)
+def test_verify_refuses_a_pubkey_file_holding_more_than_its_key(
+    signed: Path, tmp_path: Path, after: bytes | None, said: str
+) -> None:
+    # PEM loading reads the first block alone: this file held the right key first.
+    if after is None:
+        done = floorctl("keygen", "--out", str(tmp_path / "other"), cwd=signed, state=tmp_path)
+        assert done.returncode == 0, done.stderr
+        after = (tmp_path / "other" / "signing.pub").read_bytes()
+    (signed / "more.pub").write_bytes((signed / "keys" / "signing.pub").read_bytes() + after)
+    code, out = verify(signed, "receipt.json", "--pubkey", "more.pub")
+    assert code == 1, out
+    assert f"more.pub: {said}" in out
+    done = runtime_verify(signed, "receipt.json", "--pubkey", "more.pub")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"floorguard: error: more.pub: {said}" in done.stderr
+    # the same key alone, in white space, verifies
+    (signed / "one.pub").write_bytes(
+        b"\n" + (signed / "keys" / "signing.pub").read_bytes() + b"\n\n"
+    )
+    code, out = verify(signed, "receipt.json", "--pubkey", "one.pub")
+    assert code == 0, out
+
+
+def test_refresh_refuses_a_signing_key_file_with_text_after_its_key_and_writes_nothing(
+    signed: Path,
+) -> None:
+    (signed / "more.key").write_bytes((signed / "keys" / "signing.key").read_bytes() + b"junk\n")
+    (signed / "feed.json").write_text(
+        json.dumps({"schema_version": 1, "adapters": {"aider": entry("0.61.0")}})
+    )
+    files = signed / "floor_map.py", signed / "receipt.json"
+    before = [f.read_bytes() for f in files]
+    done = floorctl(
+        "refresh", "--feed", "feed.json", "--module", "floor_map.py", "--write",
+        "--receipt-out", "receipt.json", "--signing-key", "more.key",
+        cwd=signed, state=signed.parent,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr.startswith("floorctl: error: more.key: holds text after its key")
+    assert [f.read_bytes() for f in files] == before
+
+
 # --- unsigned receipts never verify as signed (both CLIs) ---------------------------------------
 
 

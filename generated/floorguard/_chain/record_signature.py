@@ -165,6 +165,12 @@ def load_host_key(path: Path) -> HostKey:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+    from floorguard._crypto import dsse
+
+    try:
+        dsse.require_one_pem_key(data, what)
+    except VerificationError as exc:
+        raise KeyFileError(f"{exc} (FLOORGUARD_HOST_KEY_FILE)") from exc
     try:
         key = serialization.load_pem_private_key(data, password=None)
     except (ValueError, TypeError) as exc:
@@ -265,9 +271,11 @@ def parse_host_keys(data: bytes, source: str) -> HostKeys:
             raise KeyFileError(
                 f"{source}: host {name}: the key is not a PEM string (or a list of them)"
             )
-        for one in pems:
+        for index, one in enumerate(pems):
+            # (each string is one key: a host with several keys lists them)
+            where = f"{source}: host {name}" + (f" [{index}]" if isinstance(pem, list) else "")
             try:
-                public = dsse.load_public_key(one.encode("utf-8"), f"{source}: host {name}")
+                public = dsse.load_public_key(one.encode("utf-8"), where)
             except VerificationError as exc:
                 raise KeyFileError(str(exc)) from exc
             kid = key_id(public)

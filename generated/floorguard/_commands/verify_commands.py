@@ -74,6 +74,7 @@ def load_verify_key(path: Path) -> Ed25519PublicKey:
     data = read_regular(path, max_bytes=files.MAX_KEY_BYTES, what="public key")
     if b"PRIVATE KEY" not in data:
         return dsse.load_public_key(data, str(path))
+    dsse.require_one_pem_key(data, str(path))
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 

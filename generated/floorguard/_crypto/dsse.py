@@ -11,6 +11,7 @@ import base64
 import binascii
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 INTOTO_PAYLOAD_TYPE = "application/vnd.in-toto+json"
 MAX_ENVELOPE_BYTES = 64 * 1024 * 1024
 VERIFY_EXTRA = "floorguard[verify]"
+_PEM_BOUNDARY = re.compile(rb"-----(BEGIN|END) [^\r\n]*?-----")
 
 
 def require_cryptography(purpose: str) -> None:
@@ -133,12 +135,42 @@ def parse_envelope(data: bytes) -> Envelope:
     return Envelope(payload_type, _b64(document.get("payload"), "payload"), tuple(signatures))
 
 
+def require_one_pem_key(data: bytes, source: str) -> None:
+    """Check that ``data`` holds one PEM block and nothing around it but white space.
+
+    PEM loading reads the first block and ignores whatever follows, so a key input holding
+    text after its key, or a second key, would be taken for its first key alone. Every key
+    read from user input (public and private) is checked here first. Data without any PEM
+    boundary passes, for the key loader to refuse in its own words. Raises
+    VerificationError naming ``source`` and what else it holds.
+    """
+    boundaries = list(_PEM_BOUNDARY.finditer(data))
+    if not boundaries:
+        return
+    if sum(found.group(1) == b"BEGIN" for found in boundaries) > 1:
+        raise VerificationError(
+            f"{source}: holds more than one key (PEM block): it must hold exactly one"
+        )
+    if data[: boundaries[0].start()].strip():
+        raise VerificationError(
+            f"{source}: holds text before its key: it must hold the PEM key alone"
+        )
+    end = next((found for found in boundaries if found.group(1) == b"END"), None)
+    if end is not None and data[end.end() :].strip():
+        raise VerificationError(
+            f"{source}: holds text after its key: it must hold the PEM key alone"
+        )
+
+
 def load_public_key(pem: bytes, source: str = "public key") -> Ed25519PublicKey:
-    """Load an Ed25519 public key (PEM SubjectPublicKeyInfo). Raises VerificationError."""
+    """Load an Ed25519 public key (PEM SubjectPublicKeyInfo), the one key ``pem`` holds:
+    every public key read from user input comes through here. Raises VerificationError
+    for anything else (more than one key, text around it: ``require_one_pem_key``)."""
     require_cryptography(source)
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+    require_one_pem_key(pem, source)
     try:
         key = serialization.load_pem_public_key(pem)
     except (ValueError, TypeError) as exc:

@@ -1,6 +1,6 @@
 """Trusted keys and detached signatures over exact bytes: shared by the runtime and floorctl.
 
-A trusted-keys document is a PEM public key (threshold 1) or the JSON
+A trusted-keys document is one PEM public key (threshold 1) or the JSON
 ``{"threshold": N, "keys": ["<PEM>", ...]}``. Signatures count once per distinct key, a key
 listed twice is refused (it would make a threshold look reachable with fewer keys), and a
 threshold above the number of keys is refused (nothing could ever verify).
