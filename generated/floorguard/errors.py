@@ -91,3 +91,20 @@ class SpawnRefused(FloorguardError):
 class BinaryNotFound(SpawnRefused):
     """A recorded refusal because the binary is not found (BinaryNotFoundError): nothing was
     there to start. ``python -m floorguard exec`` exits 127 for it, as a shell would."""
+
+
+def cut_hidden_context(error: BaseException) -> None:
+    """Forget every exception that ``raise ... from None`` only hid behind ``error`` (and
+    behind its causes): floorguard raises so where a library's exception may quote a
+    password, and code that walks ``__context__`` whatever ``__suppress_context__`` says
+    would still reach it."""
+    seen: set[int] = set()
+    held: list[BaseException | None] = [error]
+    while held:
+        one = held.pop()
+        if one is None or id(one) in seen:
+            continue
+        seen.add(id(one))
+        if one.__suppress_context__:
+            one.__context__ = None
+        held += [one.__cause__, one.__context__]

@@ -4,7 +4,8 @@ the URL is in, on any surface a host operator sees.
 
 Each leaking shape goes through every surface: the SpawnRefused message, what a host's
 ``logger.exception`` prints (``traceback.format_exception`` of the raised error, with its
-chained causes), ``python -m floorguard exec``'s stderr, ``floorctl chain export``'s stderr,
+chained causes), every exception the refusal holds (its causes and contexts, hidden ones
+too), ``python -m floorguard exec``'s stderr, ``floorctl chain export``'s stderr,
 ``floorctl canary last-green --json``'s output and ``floorctl chain init``'s. No server is
 needed: every URL here fails before or at connecting.
 """
@@ -59,6 +60,15 @@ PREFLIGHT = textwrap.dedent(
         print("MESSAGE", exc)
         print("TRACEBACK", "".join(traceback.format_exception(exc)))
         logging.getLogger("host").exception("spawn refused")
+        # Every exception the refusal holds, hidden or not (an error reporter may walk
+        # __context__ whatever __suppress_context__ says).
+        held, seen = [exc], set()
+        while held:
+            one = held.pop()
+            if one is not None and id(one) not in seen:
+                seen.add(id(one))
+                print("HELD", repr(one), one.args)
+                held += [one.__cause__, one.__context__]
     else:
         print("NOT REFUSED")
     """

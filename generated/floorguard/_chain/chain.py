@@ -91,6 +91,7 @@ from floorguard.errors import (
     ChainWriteError,
     FloorguardError,
     KeyFileError,
+    cut_hidden_context,
 )
 
 if TYPE_CHECKING:
@@ -300,8 +301,9 @@ class AuditChain:
                         deadline=deadline,
                         ahead=True,
                     )
-                except BaseException:
+                except BaseException as exc:
                     self._chain_id = None  # re-read it with the next connection
+                    cut_hidden_context(exc)
                     raise
                 self._written = written
                 seq, ts, chain_id, _, _, _, prev, mac = row

@@ -51,6 +51,7 @@ from floorguard.errors import (
     DetectionError,
     FloorMapError,
     SpawnRefused,
+    cut_hidden_context,
 )
 
 if TYPE_CHECKING:
@@ -1346,6 +1347,7 @@ def _seal(requested: str, judgement: _Judgement, policy: str, env: Mapping[str, 
     try:
         record = _chain_of(env).append(receipts.SPAWN_PREFLIGHT, receipt)
     except ChainError as exc:
+        cut_hidden_context(exc)
         raise SpawnRefused(
             f"refusing to spawn {requested}: the decision ({judgement.verdict}) could not be "
             f"recorded in the audit chain: {exc}"
