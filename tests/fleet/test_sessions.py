@@ -2,6 +2,8 @@
 
 - A commit is synchronous even where the URL, the role or the database asks for
   ``synchronous_commit=off``: a decision is returned only once its record is durable.
+- Backslashes in string literals are read as the append functions were written to be read
+  (``standard_conforming_strings`` on), whatever the URL or the role says.
 - A process frozen while it holds the chain's lock holds it for at most its timeout: the
   server ends the idle transaction, and the other appenders go on.
 - An append refused inside its transaction rolls back and leaves the session usable: the
@@ -72,6 +74,26 @@ def test_a_session_that_defaults_to_asynchronous_commit_commits_synchronously(
     chain.append(CANARY, receipt())
     assert _session_setting(chain, "synchronous_commit") == "on"
     chain.append(CANARY, receipt())
+    assert assert_tree_matches_records(chain) == 2
+
+
+@pytest.mark.parametrize("where", ["url", "role"])
+def test_a_session_that_reads_backslashes_as_escapes_still_appends(pg: Chain, where: str) -> None:
+    # The append functions are compiled with the caller's settings: with
+    # standard_conforming_strings off their '\u0000' literals would not parse, and a host
+    # so configured could never append.
+    url = pg.url
+    if where == "url":
+        url += "&options=-c%20standard_conforming_strings%3Doff"
+    else:
+        pg.server.psql(f"ALTER ROLE {pg.appender} SET standard_conforming_strings = off")
+    with psycopg.connect(url) as plain:
+        row = plain.execute("SHOW standard_conforming_strings").fetchone()
+        assert row is not None and row[0] == "off"
+    chain = _chain_at(pg, url)
+    chain.append(CANARY, receipt())
+    chain.append(CANARY, receipt())
+    assert _session_setting(chain, "standard_conforming_strings") == "on"
     assert assert_tree_matches_records(chain) == 2
 
 

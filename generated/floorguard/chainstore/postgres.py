@@ -805,13 +805,16 @@ class PostgresStore:
             # The lock wait gives up a little before the statement would, so that a held
             # lock is reported as such.
             # Every name the store uses is schema-qualified; the search path is pinned as
-            # well, so that no object another role creates can stand in for a built-in.
+            # well, so that no object another role creates can stand in for a built-in. The
+            # functions are compiled with the session's settings: backslashes in their
+            # literals must read as written ('\u0000' is six characters).
             settings = conn.execute(
                 "SELECT pg_catalog.set_config('statement_timeout', %s, false),"
                 " pg_catalog.set_config('lock_timeout', %s, false),"
                 " pg_catalog.set_config('idle_in_transaction_session_timeout', %s, false),"
                 " pg_catalog.current_setting('synchronous_commit'),"
-                " pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false)",
+                " pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false),"
+                " pg_catalog.set_config('standard_conforming_strings', 'on', false)",
                 (str(ms), str(max(1, ms * 9 // 10)), str(ms) if error is ChainWriteError else "0"),
             ).fetchone()
             if settings is None or settings[3] == "off":
