@@ -361,6 +361,13 @@ def consistency(old_file: Path, new_file: Path | None, out: Path | None) -> None
     )
 
 
+def _url_source() -> str:
+    """What gave this command its chain URL, as a message names it: --url, or the variable
+    (click's envvar, or the environment read when the option is not given)."""
+    given = click.get_current_context().get_parameter_source("url")
+    return "--url" if given == click.core.ParameterSource.COMMANDLINE else "FLOORGUARD_CHAIN_URL"
+
+
 @chain.command("init", short_help="Create a PostgreSQL chain's schema and appender role.")
 @click.option(
     "--url",
@@ -396,7 +403,10 @@ def init(url: str, grant_to: tuple[str, ...]) -> None:
     # The key first: the database keeps its check value, so that a host (or a later init)
     # holding another key is refused before it writes.
     key = load_or_create_key(key_file)
-    done = init_schema(url, timeout=timeout_from_env(), grant_to=grant_to, key_check=key_check(key))
+    done = init_schema(
+        url, timeout=timeout_from_env(), grant_to=grant_to, key_check=key_check(key),
+        source=_url_source(),
+    )  # fmt: skip
     state = "created" if done["created"] else "already in place; checked"
     report(f"audit chain {redact(url)}: schema floorguard {state}")
     report(f"chain_id {done['chain_id']}; tables owned by {done['owner']}")
@@ -453,7 +463,7 @@ def view(accept_current: bool, url: str | None, as_json: bool) -> None:
     env = dict(os.environ)
     if url is not None:
         env["FLOORGUARD_CHAIN_URL"] = url
-    audit = AuditChain.from_env(env)
+    audit = AuditChain.from_env(env, url_source=_url_source())
     views = ChainViews(state_paths(env).chain_view)
     if not accept_current:
         remembered = views.load()

@@ -200,6 +200,34 @@ def test_a_url_that_does_not_parse_is_shown_as_a_fixed_phrase(url: str) -> None:
     assert redact(url) == "named by FLOORGUARD_CHAIN_URL (not shown: it does not parse)"
 
 
+BAD_URL = f"postgresql://app:{SECRET}%zz@127.0.0.1:1/audit"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["chain", "init", "--url", BAD_URL], ["chain", "view", "--accept-current", "--url", BAD_URL]],
+    ids=["chain init", "chain view"],
+)
+def test_a_url_given_with_the_url_option_that_does_not_parse_is_named_by_the_option(
+    tmp_path: Path, argv: list[str]
+) -> None:
+    env = isolated_env(tmp_path, FLOORGUARD_CHAIN_KEY_FILE=str(tmp_path / "chain.key"))
+    env.pop("FLOORGUARD_CHAIN_URL", None)
+    done = _run([sys.executable, "-m", "floorctl", *argv], env)
+    assert done.returncode == 1, done
+    shown = done.stdout + done.stderr
+    assert "--url is not a libpq URL" in shown and "FLOORGUARD_CHAIN_URL" not in shown, shown
+    assert "Sekr3t" not in shown, shown
+
+
+def test_the_same_url_from_the_variable_is_named_by_the_variable(tmp_path: Path) -> None:
+    env = isolated_env(tmp_path, FLOORGUARD_CHAIN_KEY_FILE=str(tmp_path / "chain.key"),
+                       FLOORGUARD_CHAIN_URL=BAD_URL)  # fmt: skip
+    done = _run([sys.executable, "-m", "floorctl", "chain", "init"], env)
+    assert done.returncode == 1, done
+    assert "FLOORGUARD_CHAIN_URL is not a libpq URL" in done.stdout + done.stderr, done
+
+
 @pytest.mark.parametrize(
     "options",
     ["-c Sekr3tH0st1=1", "-c work_mem=Sekr3tH0st1", "-c work_mem=1MB Sekr3tH0st1"],

@@ -203,18 +203,23 @@ class AuditChain:
 
     @classmethod
     def from_env(
-        cls, environ: Mapping[str, str] | None = None, *, clock: Callable[[], str] | None = None
+        cls,
+        environ: Mapping[str, str] | None = None,
+        *,
+        clock: Callable[[], str] | None = None,
+        url_source: str = CHAIN_URL_ENV,
     ) -> AuditChain:
         """The chain the environment selects (``FLOORGUARD_CHAIN_URL``, else the SQLite file
         in ``FLOORGUARD_HOME``) with the key ``FLOORGUARD_CHAIN_KEY_FILE`` names, this
         host's signing key ``FLOORGUARD_HOST_KEY_FILE``, the host-keys document
-        ``FLOORGUARD_HOST_KEYS`` and this host's memory of the chain (``chain_view``).
-        Raises ChainError for an unusable ``FLOORGUARD_CHAIN_TIMEOUT``."""
+        ``FLOORGUARD_HOST_KEYS`` and this host's memory of the chain (``chain_view``);
+        ``url_source`` names where the chain URL came from when it does not parse. Raises
+        ChainError for an unusable ``FLOORGUARD_CHAIN_TIMEOUT``."""
         from floorguard.chainstore import store_from_env, timeout_from_env
 
         env = os.environ if environ is None else environ
         paths = state_paths(env)
-        store = store_from_env(env)
+        store = store_from_env(env, url_source=url_source)
         # A shared chain's append waits for the host's view lock no longer than for the
         # chain's own lock; a local one as long as SQLite waits for its own.
         wait = timeout_from_env(env) if env.get(CHAIN_URL_ENV) else BUSY_TIMEOUT_SECONDS

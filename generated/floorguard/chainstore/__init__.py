@@ -40,10 +40,13 @@ def timeout_from_env(environ: Mapping[str, str] | None = None) -> float:
     return value
 
 
-def store_from_env(environ: Mapping[str, str] | None = None) -> ChainStore:
-    """The store the environment selects. Raises ChainError for an unusable timeout, and
-    for a chain URL set but empty (a fleet host's template that left it out would record
-    its decisions where no one of the fleet looks)."""
+def store_from_env(
+    environ: Mapping[str, str] | None = None, *, url_source: str = CHAIN_URL_ENV
+) -> ChainStore:
+    """The store the environment selects (``url_source``: where its chain URL came from,
+    named when it does not parse). Raises ChainError for an unusable timeout, and for a
+    chain URL set but empty (a fleet host's template that left it out would record its
+    decisions where no one of the fleet looks)."""
     env = os.environ if environ is None else environ
     url = env.get(CHAIN_URL_ENV)
     if url is not None and not url.strip():
@@ -56,7 +59,7 @@ def store_from_env(environ: Mapping[str, str] | None = None) -> ChainStore:
     if url:
         from floorguard.chainstore.postgres import PostgresStore
 
-        return PostgresStore(url, timeout=timeout_from_env(env))
+        return PostgresStore(url, timeout=timeout_from_env(env), source=url_source)
     from floorguard.chainstore.sqlite import SqliteStore
 
     return SqliteStore(state_paths(env).chain_db)

@@ -21,6 +21,13 @@ from urllib.parse import quote
 
 URL_ENV = "FLOORGUARD_CHAIN_URL"
 UNPARSED = f"named by {URL_ENV} (not shown: it does not parse)"
+
+
+def unparsed(source: str = URL_ENV) -> str:
+    """The phrase for a URL ``source`` gave (a variable, an option) that does not parse."""
+    return f"named by {source} (not shown: it does not parse)"
+
+
 HIDDEN = "***"
 
 # libpq 18's connection keywords (PQconndefaults), and "ssl", which a URL's query may use.
@@ -213,13 +220,14 @@ def _safe_name(name: str) -> str | None:
     return name if _NAME.fullmatch(name) else None
 
 
-def describe(url: str) -> str:
+def describe(url: str, source: str = URL_ENV) -> str:
     """The location to show for ``url``: ``postgresql://user@host:port/database`` built from
     the fields parsed here, each in its safe shape or ``***``; the fixed phrase UNPARSED when
-    ``url`` does not parse. No other part of the URL (no password, no option) is shown."""
+    ``url`` does not parse (naming ``source``, where it came from). No other part of the
+    URL (no password, no option) is shown."""
     params = parse(url)
     if params is None:
-        return UNPARSED
+        return unparsed(source)
     hosts = params.get("host", "").split(",") if params.get("host") else []
     ports = params.get("port", "").split(",") if params.get("port") else []
     if len(ports) == 1 and len(hosts) > 1:

@@ -78,10 +78,10 @@ if TYPE_CHECKING:
     import psycopg
 
 
-def redact(url: str) -> str:
+def redact(url: str, source: str = conninfo.URL_ENV) -> str:
     """What a message shows of ``url``: ``conninfo.describe`` (host, port, database and user
-    in safe shapes; nothing else of it)."""
-    return conninfo.describe(url)
+    in safe shapes; nothing else of it; ``source`` named for a URL that does not parse)."""
+    return conninfo.describe(url, source)
 
 
 # Every read and write is a call of a function of the chain's API schema: a host's role
@@ -661,10 +661,11 @@ class PostgresStore:
     # transaction's start, which an appender chooses, or ahead): MAX_STAMP_AGE_SECONDS.
     stamp_slack_seconds = float(MAX_STAMP_AGE_SECONDS)
 
-    def __init__(self, url: str, *, timeout: float) -> None:
+    def __init__(self, url: str, *, timeout: float, source: str = conninfo.URL_ENV) -> None:
         self.url = url
         self.timeout = timeout
-        self.location = redact(url)
+        self.source = source  # (where the URL came from: a variable, an option)
+        self.location = redact(url, source)
         self._secrets = conninfo.secrets_of(url)  # with libpq's reading once connecting
         # The client's own limits: a whole append ends within ``write_budget`` of its
         # start, whatever it waits on (this host's view lock, each host of the URL, the
@@ -711,7 +712,7 @@ class PostgresStore:
             params = pg.conninfo.conninfo_to_dict(self.url)
         except pg.Error as exc:
             raise error(
-                f"cannot {doing} the audit chain: {conninfo.URL_ENV} is not a libpq URL "
+                f"cannot {doing} the audit chain: {self.source} is not a libpq URL "
                 f"({self._scrub(str(exc), parsed=False)})"
             ) from None
         self._secrets = conninfo.secrets_of(self.url, params)

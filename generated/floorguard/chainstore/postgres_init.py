@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from floorguard.chainstore.conninfo import URL_ENV
 from floorguard.chainstore.interface import (
     CHAIN_FORMAT,
 )
@@ -39,7 +40,12 @@ if TYPE_CHECKING:
 
 
 def init_schema(
-    url: str, *, timeout: float, grant_to: Iterable[str] = (), key_check: str | None = None
+    url: str,
+    *,
+    timeout: float,
+    grant_to: Iterable[str] = (),
+    key_check: str | None = None,
+    source: str = URL_ENV,
 ) -> dict[str, Any]:
     """Create (idempotently) the chain's schemas, tables, append-only triggers, the
     functions through which alone a host appends and reads, and the role
@@ -53,13 +59,14 @@ def init_schema(
     Returns what was found or made (``created``, ``chain_id``, ``owner``, and
     ``ends_lock_holders``: whether the owner may end a session that holds the chain's lock
     too long, i.e. is a superuser or has pg_signal_backend; ``prepared_transactions``: the
-    server's max_prepared_transactions, which should be 0). Raises
-    ChainWriteError (unreachable, refused, or a role in ``grant_to`` does not exist).
+    server's max_prepared_transactions, which should be 0). ``source``: where ``url`` came
+    from, named when it does not parse. Raises ChainWriteError (unreachable, refused, or a
+    role in ``grant_to`` does not exist).
     """
     pg = _import_psycopg()
     from psycopg import sql
 
-    store = PostgresStore(url, timeout=timeout)
+    store = PostgresStore(url, timeout=timeout, source=source)
     conn = store._connect(ChainWriteError, "initialise")
     fired = Fired()
     ended: list[str] = []
