@@ -172,6 +172,8 @@ def test_a_signature_relabelled_with_another_hosts_key_id_fails(tmp_path: Path) 
     assert [(e.seq, e.reason.split(" (")[0]) for e in report.integrity_errors] == [
         (1, "the signature of host b")
     ]
+    # (host a wrote it: the report must not read as b's doing)
+    assert "this does not show that b wrote it" in report.integrity_errors[0].reason
 
 
 def test_a_signature_copied_onto_another_record_fails(tmp_path: Path) -> None:

@@ -210,7 +210,8 @@ class HostKeys:
         if not _verifies(self.keys[kid], kid, mac, body):
             return None, (
                 f"the signature of host {name} (key id {kid}) does not verify: the record was "
-                "altered, or not signed with that host's key"
+                f"altered, or not signed with that host's key (any appender can claim a key "
+                f"id: this does not show that {name} wrote it)"
             )
         return name, None
 
