@@ -416,8 +416,8 @@ def test_an_mcp_server_run_through_env_npx_refuses_claude_naming_the_server(
         reason = str(refused)
     else:
         raise AssertionError("claude was started with a below-fix mcp-remote server")
-    for named in ("MCP server 'remote' (env npx 0.1.15", "mcp-remote", "GHSA-6xpm-ggf7-wc3p",
-                  str(declared)):  # fmt: skip
+    for named in ("MCP server 'remote' (mcp-remote 0.1.15, run by env npx", "mcp-remote",
+                  "GHSA-6xpm-ggf7-wc3p", str(declared)):  # fmt: skip
         assert named in reason, reason
     assert not setup.marker(setup.fixed).exists()
 

@@ -985,7 +985,10 @@ def _judge_server(
         entry["command"] = declared.command
         entry["verdict"] = "disabled" if not declared.enabled else "remote"
         return entry, None
-    where = cwd if declared.cwd is None else os.path.join(cwd, declared.cwd)
+    # The client's child changes directory into the declared cwd: the kernel follows its
+    # links there, and ``..`` after one climbs from the link's target; the server's paths
+    # are then taken from that real folder (node's process.cwd(), CPython's sys.path[0]).
+    where = cwd if declared.cwd is None else os.path.realpath(os.path.join(cwd, declared.cwd))
     command = declared.command or ""  # a stdio declaration always has one
     if "/" in command:
         command = os.path.join(where, command)
@@ -1085,8 +1088,13 @@ def _judge_server(
     shown = declared.command
     if judged.run_through is not None:
         shown = f"{shown} {judged.run_through['command']}"  # (env npx: what env runs)
+    # The version is what was identified: claude's, not node's, for `node cli.js`.
+    if judged.adapter is not None and judged.adapter != requested:
+        shown = f"{judged.adapter} {version}, run by {shown}"
+    else:
+        shown = f"{shown} {version}"
     return entry, (
-        f"the MCP server {declared.name!r} ({shown} {version}, declared in "
+        f"the MCP server {declared.name!r} ({shown}, declared in "
         f"{declared.source} at {declared.at}), which is refused: {entry['reason']}"
     )
 

@@ -1,0 +1,78 @@
+"""A server's declared ``cwd`` is where its client's child changes directory to: the kernel
+follows a link there to its target, and ``..`` from it is the target's parent. node then
+resolves the server's script from that folder (``process.cwd()`` is the real one), so the
+gate judges the script found there, never the one the declared text would name.
+
+Each case lays two claude packages out: one at the path the text names, one at the path
+the kernel reaches. The agent is refused exactly when the one the kernel reaches is below
+the floor (1.0.20).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers.mcp_lab import Lab, servers, write
+
+
+def _claude_package(store: Path, version: str) -> Path:
+    """claude ``version`` as npm installs it under ``store``; its cli.js."""
+    package = store / version / "node_modules" / "@anthropic-ai" / "claude-code"
+    write(package / "package.json", json.dumps(
+        {"name": "@anthropic-ai/claude-code", "version": version, "bin": {"claude": "cli.js"}}
+    ))  # fmt: skip
+    cli = write(package / "cli.js", "#!/usr/bin/env node\n")
+    cli.chmod(0o755)
+    return cli
+
+
+def _layout(lab: Lab, *, textual: str, physical: str) -> None:
+    """``project/lnk`` a link to ``far/deep/dir``; ``project/x.js`` claude ``textual`` (what
+    ``lnk/../x.js`` names as text), ``far/deep/x.js`` claude ``physical`` (what it is)."""
+    store = lab.root / "store"
+    (lab.root / "far" / "deep" / "dir").mkdir(parents=True)
+    (lab.project / "lnk").symlink_to(lab.root / "far" / "deep" / "dir")
+    (lab.project / "x.js").symlink_to(_claude_package(store, textual))
+    (lab.root / "far" / "deep" / "x.js").symlink_to(_claude_package(store, physical))
+
+
+DECLARATIONS = {
+    "a relative cwd, the script above it": {"cwd": "lnk", "args": ["../x.js"]},
+    "a cwd climbing out of the link": {"cwd": "lnk/..", "args": ["./x.js"]},
+}
+
+
+@pytest.mark.parametrize("declared", DECLARATIONS.values(), ids=DECLARATIONS.keys())
+def test_the_script_the_kernel_reaches_below_its_floor_refuses_the_agent(
+    lab: Lab, declared: dict[str, object]
+) -> None:
+    _layout(lab, textual="1.0.30", physical="1.0.0")
+    write(lab.project / ".gemini" / "settings.json", servers(s={"command": "node", **declared}))
+    started, reason = lab.spawn("gemini", "-p", "t")
+    assert not started, "gemini started a server running claude 1.0.0 from the link's target"
+    # (named as what it is: claude's version, run by node)
+    assert "MCP server 's' (claude 1.0.0, run by node, declared in" in reason, reason
+
+
+def test_an_absolute_cwd_through_a_link_is_followed_too(lab: Lab) -> None:
+    _layout(lab, textual="1.0.30", physical="1.0.0")
+    server = {"command": "node", "args": ["../x.js"], "cwd": str(lab.project / "lnk")}
+    write(lab.project / ".gemini" / "settings.json", servers(s=server))
+    started, reason = lab.spawn("gemini", "-p", "t")
+    assert not started
+    assert "1.0.0" in reason, reason
+
+
+@pytest.mark.parametrize("declared", DECLARATIONS.values(), ids=DECLARATIONS.keys())
+def test_the_script_the_kernel_reaches_at_its_floor_is_judged_there(
+    lab: Lab, declared: dict[str, object]
+) -> None:
+    # (the reverse placement: the text names the old one, which never runs)
+    _layout(lab, textual="1.0.0", physical="1.0.30")
+    write(lab.project / ".gemini" / "settings.json", servers(s={"command": "node", **declared}))
+    started, reason = lab.spawn("gemini", "-p", "t")
+    assert started, reason
+    [server] = lab.last_receipt()["mcp_servers"]
+    assert (server["adapter"], server["version"]) == ("claude", "1.0.30"), server
