@@ -81,6 +81,28 @@ def refuse_rollback(map_path: Path, new: published_map.PublishedMap) -> None:
         )
 
 
+def kept_by_hosts(done: Published) -> str | None:
+    """Why hosts running the floorguard beside floorctl would keep their built-in map over
+    the map just published (its version lower than the built-in map's, or equal with other
+    adapters), or None: a host falls back to its built-in map then, saying so only on
+    stderr, so whoever publishes hears it first."""
+    from floorguard._maps.active_map import BUILTIN_MAP_FILE, load_map_file
+    from floorguard._version import __version__
+
+    builtin = load_map_file(BUILTIN_MAP_FILE)
+    if done.map_version > builtin.map_version or (
+        done.map_version == builtin.map_version and done.floor_map_hash == builtin.floor_map_hash
+    ):
+        return None
+    which = "lower than" if done.map_version < builtin.map_version else "the same as"
+    return (
+        f"hosts running floorguard {__version__} will not use this map: its map version "
+        f"{done.map_version} is {which} their built-in map's ({builtin.map_version}, "
+        f"{builtin.floor_map_hash}), and they keep the built-in map (docs/floor-map.md, "
+        "Published maps)"
+    )
+
+
 def publish(
     module: Path,
     out_dir: Path,

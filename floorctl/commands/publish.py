@@ -84,6 +84,9 @@ def command(
         expires_in=_dt.timedelta(days=expires_in),
         allow_downgrade=allow_downgrade,
     )
+    kept = publish.kept_by_hosts(done)
+    if kept is not None:
+        notice(f"floorctl: warning: {kept}")
     if as_json:
         emit_json(
             {
@@ -93,6 +96,7 @@ def command(
                 "map_version": done.map_version,
                 "expires": done.expires,
                 "adapters": done.adapters,
+                "warnings": [] if kept is None else [kept],
             }
         )
         return

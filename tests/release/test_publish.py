@@ -176,3 +176,35 @@ def test_publishes_over_a_damaged_file(tmp_path: Path, publisher: tuple[Path, Pa
     done = publish(module, out, publisher, tmp_path)
     assert done.returncode == 0, done.stderr
     assert json.loads((out / "floor-map.json").read_bytes())["map_version"] == 3
+
+
+@pytest.mark.parametrize("version", [0, 1], ids=["below the built-in map", "beside it"])
+def test_publishing_a_map_hosts_would_set_aside_for_their_built_in_one_warns(
+    tmp_path: Path, publisher: tuple[Path, Path], version: int
+) -> None:
+    # A host's own map starts at version 0 and its first refresh makes it 1, the version the
+    # built-in map has: hosts would keep the built-in map, saying so only on their stderr.
+    module = tmp_path / "floor_map.py"
+    module.write_text(map_module({"codex": floor("0.5.0")}, version=version))
+    done = floorctl_here(
+        "publish", "--out", str(tmp_path / "site"), "--module", str(module), "--signing-key",
+        str(publisher[0]), "--json", home=tmp_path / "home",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    [warning] = json.loads(done.stdout)["warnings"]
+    assert "will not use this map" in warning and f"map version {version} is" in warning
+    assert f"floorctl: warning: {warning}" in done.stderr
+
+
+def test_publishing_a_map_above_the_built_in_one_does_not_warn(
+    tmp_path: Path, publisher: tuple[Path, Path]
+) -> None:
+    module = tmp_path / "floor_map.py"
+    module.write_text(map_module({"codex": floor("0.5.0")}, version=2))
+    done = floorctl_here(
+        "publish", "--out", str(tmp_path / "site"), "--module", str(module), "--signing-key",
+        str(publisher[0]), "--json", home=tmp_path / "home",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["warnings"] == []
+    assert "warning" not in done.stderr
