@@ -21,7 +21,8 @@ from floorguard._base._time import format_ts
 from floorguard._base.files import MAX_MAP_BYTES, read_regular
 from floorguard._crypto import dsse
 from floorguard._maps import published_map
-from floorguard._maps.active_map import parse_map_module
+from floorguard._maps.active_map import BUILTIN_MAP_FILE, load_map_file, parse_map_module
+from floorguard._version import __version__
 from floorguard.errors import FloorMapError, UnreadableFileError
 
 if TYPE_CHECKING:
@@ -86,9 +87,6 @@ def kept_by_hosts(done: Published) -> str | None:
     the map just published (its version lower than the built-in map's, or equal with other
     adapters), or None: a host falls back to its built-in map then, saying so only on
     stderr, so whoever publishes hears it first."""
-    from floorguard._maps.active_map import BUILTIN_MAP_FILE, load_map_file
-    from floorguard._version import __version__
-
     builtin = load_map_file(BUILTIN_MAP_FILE)
     if done.map_version > builtin.map_version or (
         done.map_version == builtin.map_version and done.floor_map_hash == builtin.floor_map_hash
