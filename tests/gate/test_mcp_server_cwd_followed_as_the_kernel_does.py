@@ -44,13 +44,18 @@ DECLARATIONS = {
 }
 
 
+def _gemini_with(lab: Lab, declared: dict[str, object]) -> tuple[bool, str]:
+    """gemini spawned in the project, which declares the node server ``declared``."""
+    write(lab.project / ".gemini" / "settings.json", servers(s={"command": "node", **declared}))
+    return lab.spawn("gemini", "-p", "t")
+
+
 @pytest.mark.parametrize("declared", DECLARATIONS.values(), ids=DECLARATIONS.keys())
 def test_the_script_the_kernel_reaches_below_its_floor_refuses_the_agent(
     lab: Lab, declared: dict[str, object]
 ) -> None:
     _layout(lab, textual="1.0.30", physical="1.0.0")
-    write(lab.project / ".gemini" / "settings.json", servers(s={"command": "node", **declared}))
-    started, reason = lab.spawn("gemini", "-p", "t")
+    started, reason = _gemini_with(lab, declared)
     assert not started, "gemini started a server running claude 1.0.0 from the link's target"
     # (named as what it is: claude's version, run by node)
     assert "MCP server 's' (claude 1.0.0, run by node, declared in" in reason, reason
@@ -58,9 +63,7 @@ def test_the_script_the_kernel_reaches_below_its_floor_refuses_the_agent(
 
 def test_an_absolute_cwd_through_a_link_is_followed_too(lab: Lab) -> None:
     _layout(lab, textual="1.0.30", physical="1.0.0")
-    server = {"command": "node", "args": ["../x.js"], "cwd": str(lab.project / "lnk")}
-    write(lab.project / ".gemini" / "settings.json", servers(s=server))
-    started, reason = lab.spawn("gemini", "-p", "t")
+    started, reason = _gemini_with(lab, {"args": ["../x.js"], "cwd": str(lab.project / "lnk")})
     assert not started
     assert "1.0.0" in reason, reason
 
@@ -71,8 +74,7 @@ def test_the_script_the_kernel_reaches_at_its_floor_is_judged_there(
 ) -> None:
     # (the reverse placement: the text names the old one, which never runs)
     _layout(lab, textual="1.0.0", physical="1.0.30")
-    write(lab.project / ".gemini" / "settings.json", servers(s={"command": "node", **declared}))
-    started, reason = lab.spawn("gemini", "-p", "t")
+    started, reason = _gemini_with(lab, declared)
     assert started, reason
     [server] = lab.last_receipt()["mcp_servers"]
     assert (server["adapter"], server["version"]) == ("claude", "1.0.30"), server
