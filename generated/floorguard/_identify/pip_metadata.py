@@ -212,9 +212,15 @@ def _installed_by(site: str, relative: str) -> list[tuple[str, str]]:
 
 def _pip_file_identification(path: Path, st: os.stat_result) -> Identification | None:
     """A file a catalogued pip distribution installed (same inode as the RECORD entry, or a
-    file inside one of its packages), found from the site-packages above it or, for a file
-    in a ``bin`` directory, the site-packages of that prefix."""
-    sites = [str(p) for p in path.parents if p.name in ("site-packages", "dist-packages")]
+    file inside one of its packages), found from the folders above it that are a
+    site-packages or hold a catalogued distribution's metadata (``pip install --target``
+    puts both in a folder of any name) or, for a file in a ``bin`` directory, the
+    site-packages of that prefix."""
+    sites = [
+        str(p)
+        for p in path.parents
+        if p.name in ("site-packages", "dist-packages") or _catalogued_dist_infos(str(p))
+    ]
     if path.parent.name == "bin":
         sites += _prefix_sites(path.parent.parent)
     found: set[tuple[str, str]] = set()
