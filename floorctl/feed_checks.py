@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import unicodedata
 import urllib.parse
-from typing import Any
+from typing import Any, Final
 
 from packaging.version import InvalidVersion, Version
 
@@ -107,8 +107,11 @@ def _entry_problems(name: str, entry: Any, found: dict[str, str]) -> bool:
             doubtful = True
             continue
         reason = check(value)
-        if reason is None and field == "min_safe_version":
-            reason = _order_problem(name, value)
+        if field == "min_safe_version" and (
+            reason is None or (reason.endswith(_NOT_PEP_440) and ecosystem_of(name) == "npm")
+        ):
+            # In the adapter's own order: an npm CLI's floor named as SemVer, never PEP 440.
+            reason = _order_problem(name, value) or reason
         if reason is not None:
             found[format_path(("adapters", name, field))] = reason
             doubtful = True
@@ -141,6 +144,9 @@ def name_problem(name: str) -> str | None:
     )
 
 
+_NOT_PEP_440: Final = "is not a valid PEP 440 version"
+
+
 def _version_problem(value: str) -> str | None:
     if not value:
         return "must not be empty"
@@ -149,11 +155,11 @@ def _version_problem(value: str) -> str | None:
     if len(value) > MAX_VERSION_CHARS:
         return f"too long: {len(value):,} characters (at most {MAX_VERSION_CHARS})"
     if not _VERSION_CHARS.match(value):
-        return f"{show_value(value)} is not a valid PEP 440 version"
+        return f"{show_value(value)} {_NOT_PEP_440}"
     try:
         Version(value)
     except (InvalidVersion, ValueError):  # ValueError: e.g. a number past the digit limit
-        return f"{show_value(value)} is not a valid PEP 440 version"
+        return f"{show_value(value)} {_NOT_PEP_440}"
     return None
 
 

@@ -77,6 +77,23 @@ def test_an_npm_clis_floor_must_be_semver_as_refresh_requires(tmp_path: Path) ->
     assert module.read_bytes() == before
 
 
+def test_a_floor_that_is_no_version_at_all_is_named_in_the_clis_own_order(tmp_path: Path) -> None:
+    """``x.y`` is no version in either order: claude's floor is named as SemVer (not PEP
+    440, which would send an npm CLI's maintainer the wrong way), aider's as PEP 440."""
+    feed = write(tmp_path / "f.json", {"schema_version": 1, "adapters": {
+        "claude": {"min_safe_version": "x.y", "advisory_id": "BSA-0001", "note": "a"},
+        "aider": {"min_safe_version": "x.y", "advisory_id": "BSA-0002", "note": "b"},
+    }})  # fmt: skip
+    result = floorctl("validate", feed, cwd=tmp_path, state=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"floorctl: error: {feed}: $.adapters.aider.min_safe_version: 'x.y' is not a valid PEP "
+        "440 version",
+        f"floorctl: error: {feed}: $.adapters.claude.min_safe_version: 'x.y' is not a valid "
+        "SemVer version, and claude is an npm CLI (its versions compare by SemVer)",
+    ], result.stderr
+
+
 def test_reports_a_single_problem_on_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "array.json"
     bad.write_text("[]", encoding="utf-8")
