@@ -78,3 +78,10 @@ def test_the_script_the_kernel_reaches_at_its_floor_is_judged_there(
     assert started, reason
     [server] = lab.last_receipt()["mcp_servers"]
     assert (server["adapter"], server["version"]) == ("claude", "1.0.30"), server
+
+
+def test_a_cwd_no_folder_can_have_refuses_the_agent_with_a_reason(lab: Lab) -> None:
+    # (a NUL: no chdir can take it, and no path holding one can be followed)
+    started, reason = _gemini_with(lab, {"args": ["x.js"], "cwd": "lnk\u0000/.."})
+    assert not started
+    assert "cwd" in reason, reason

@@ -2850,8 +2850,9 @@ class _Reader:
             # first part names, to what follows, which is not what the gate would judge)
             self._doubt(where, _key(at + ".env", odd[0]), "not a variable name")
             return
-        if cwd is not None and (type(cwd) is not str or not cwd):
-            self._doubt(where, at + ".cwd", "not a non-empty string")
+        if cwd is not None and (type(cwd) is not str or not cwd or "\x00" in cwd):
+            # (a NUL: no folder is named so, and the client's change of directory fails)
+            self._doubt(where, at + ".cwd", "not a non-empty string without a NUL")
             return
         if expansion is not None:
             for index, value in enumerate([command, *args, cwd or ""]):
