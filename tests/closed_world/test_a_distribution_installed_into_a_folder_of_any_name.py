@@ -47,3 +47,26 @@ def test_a_file_of_a_below_floor_distribution_in_a_target_folder_is_that_package
         "python", [str(scrape)], binary=new.python, policy=untracked_policy, env=world.env()
     )
     world.assert_refused(outcome, marker, "aider")
+
+
+@pytest.mark.parametrize("spelling", ["absolute", "climbing back", "plain"])
+def test_a_module_its_record_lists_by_any_spelling_of_its_place_is_the_packages(
+    world: World, untracked_policy: str, tmp_path: Path, spelling: str
+) -> None:
+    """A top-level module beside the package (outside it), listed in RECORD as an absolute
+    path or as ``../vendor/aider_cli.py`` (both name the same file: the packaging spec
+    allows absolute paths, installers write ``..``-relative ones)."""
+    new = world.new_aider()
+    marker = tmp_path / "old-ran"
+    folder = tmp_path / "elsewhere" / "vendor"
+    _target_install(folder, "0.50.0", tmp_path / "unused")
+    module = folder / "aider_cli.py"
+    module.write_text(f"import pathlib\npathlib.Path({str(marker)!r}).touch()\n", encoding="utf-8")
+    listed = {"absolute": str(module), "climbing back": "../vendor/aider_cli.py",
+              "plain": "aider_cli.py"}[spelling]  # fmt: skip
+    record = folder / "aider_chat-0.50.0.dist-info" / "RECORD"
+    record.write_text(record.read_text(encoding="utf-8") + f"{listed},,\n", encoding="utf-8")
+    outcome = world.spawn(
+        "python", [str(module)], binary=new.python, policy=untracked_policy, env=world.env()
+    )
+    world.assert_refused(outcome, marker, "aider")

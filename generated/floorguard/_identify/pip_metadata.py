@@ -82,6 +82,8 @@ def _record(info: str) -> _Record:
     top_path = os.path.join(info, "top_level.txt")
     key = (info, _identity(info), _identity(record_path), _identity(top_path))
 
+    site = os.path.dirname(info)
+
     def parse() -> _Record:
         paths: set[str] = set()
         tops: set[str] = set()
@@ -97,7 +99,9 @@ def _record(info: str) -> _Record:
             path = line.partition(",")[0]
             if not path or "\x00" in path:
                 continue
-            normal = os.path.normpath(path)
+            # Relative to the folder that holds the dist-info, whatever the spelling: RECORD
+            # may name a file by an absolute path or by one climbing out and back in.
+            normal = os.path.relpath(os.path.normpath(os.path.join(site, path)), site)
             paths.add(normal)
             first = normal.split(os.sep, 1)[0]
             if not first.startswith("..") and not first.endswith(
