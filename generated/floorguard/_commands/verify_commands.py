@@ -9,6 +9,7 @@ prefixes with its own name.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from floorguard._proofs import tlog
     from floorguard._proofs.checkpoint import Checkpoint
     from floorguard._proofs.window_proof import ProofReport
+    from floorguard._proofs.witness import Witnessed
 
 Notify = Callable[[str], None]
 # How floorctl names its signing key (floorctl's own resolution uses these same names).
@@ -257,7 +259,7 @@ def verify_chain(
     listed = load_host_keys(host_keys) if host_keys is not None else None
     if key is None and listed is None:
         notify(MACS_NOT_CHECKED)
-    verified, refused = None, None
+    verified, refused, witnessed = None, None, None
     if checkpoint is not None:
         if pubkey is None:
             raise VerificationError("--checkpoint needs --pubkey (the key it is signed by)")
@@ -266,7 +268,7 @@ def verify_chain(
         verified, refused = window_report.load_checkpoint(data, log_key)
         if verified is not None:
             try:
-                check_witnesses(data, checkpoint, witness_keys, witnesses, log_key)
+                witnessed = check_witnesses(data, checkpoint, witness_keys, witnesses, log_key)
             except VerificationError as exc:
                 verified, refused = None, str(exc)
     elif witness_keys or witnesses or previous_checkpoint or consistency or inclusion:
@@ -305,7 +307,7 @@ def verify_chain(
         )
         if problem is not None:
             refused = refused or f"{inclusion}: {problem}"
-    return window_report.prove_path(
+    report = window_report.prove_path(
         slice_path,
         inclusion=proof,
         previous=previous,
@@ -320,6 +322,9 @@ def verify_chain(
         unauthenticated_ok=unauthenticated,
         host_keys=listed,
     )
+    if witnessed is None or report.checkpoint is None:
+        return report
+    return dataclasses.replace(report, witnessed=witnessed)
 
 
 def json_text(document: Any) -> str:
@@ -377,12 +382,13 @@ def check_witnesses(
     witness_keys: Sequence[Path],
     witnesses: int | None,
     log_key: Ed25519PublicKey,
-) -> None:
-    """The checkpoint ``data`` (from ``where``) carries the quorum of witness cosignatures.
-    Raises VerificationError naming the file, or the key file that cannot be a witness."""
+) -> Witnessed | None:
+    """The checkpoint ``data`` (from ``where``) carries the quorum of witness cosignatures;
+    how many of the keys cosigned it (None with no keys). Raises VerificationError naming
+    the file, or the key file that cannot be a witness."""
     needed = witness_quorum(witness_keys, witnesses)
     if not witness_keys:
-        return
+        return None
     from floorguard._proofs import checkpoint as checkpoints
     from floorguard._proofs import witness
 
@@ -402,16 +408,17 @@ def check_witnesses(
             )
         seen[raw] = path
     try:
-        witness.require_witnesses(data, keys, needed)
+        return witness.require_witnesses(data, keys, needed)
     except VerificationError as exc:
         raise _named(where, exc) from exc
 
 
 def _witnessed_checkpoint(
     path: Path, key: Ed25519PublicKey, witness_keys: Sequence[Path], witnesses: int | None
-) -> Checkpoint:
+) -> tuple[Checkpoint, Witnessed | None]:
     """The checkpoint in ``path``, verified with the log's ``key`` and, when asked, its
-    witnesses' cosignatures. Raises VerificationError naming ``path``."""
+    witnesses' cosignatures (how many of them did). Raises VerificationError naming
+    ``path``."""
     from floorguard._proofs import checkpoint as checkpoints
 
     data = _checkpoint_bytes(path)
@@ -419,8 +426,7 @@ def _witnessed_checkpoint(
         cp = checkpoints.verify(data, key)
     except VerificationError as exc:
         raise _named(path, exc) from exc
-    check_witnesses(data, path, witness_keys, witnesses, key)
-    return cp
+    return cp, check_witnesses(data, path, witness_keys, witnesses, key)
 
 
 def verify_inclusion(
@@ -437,10 +443,10 @@ def verify_inclusion(
     from floorguard._proofs import tlog
 
     key = load_verify_key(pubkey)
-    cp = _witnessed_checkpoint(checkpoint, key, witness_keys, witnesses)
+    cp, witnessed = _witnessed_checkpoint(checkpoint, key, witness_keys, witnesses)
     try:
         parsed = tlog.parse_inclusion(_proof_bytes(proof))
-        return tlog.InclusionResult(cp, tlog.check_inclusion(parsed, cp))
+        return tlog.InclusionResult(cp, tlog.check_inclusion(parsed, cp), witnessed)
     except VerificationError as exc:
         raise _named(proof, exc) from exc
 
@@ -459,9 +465,11 @@ def verify_consistency(
     from floorguard._proofs import tlog
 
     key = load_verify_key(pubkey)
-    verified = [_witnessed_checkpoint(path, key, witness_keys, witnesses) for path in (old, new)]
+    (older, old_witnessed), (newer, new_witnessed) = (
+        _witnessed_checkpoint(path, key, witness_keys, witnesses) for path in (old, new)
+    )
     try:
-        tlog.check_consistency(tlog.parse_consistency(_proof_bytes(proof)), *verified)
+        tlog.check_consistency(tlog.parse_consistency(_proof_bytes(proof)), older, newer)
     except VerificationError as exc:
         raise _named(proof, exc) from exc
-    return tlog.ConsistencyResult(verified[0], verified[1])
+    return tlog.ConsistencyResult(older, newer, old_witnessed, new_witnessed)

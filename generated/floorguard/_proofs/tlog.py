@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
     from floorguard._chain.chain import AuditChain, ChainRecord, TreeSnapshot
     from floorguard._proofs.checkpoint import Checkpoint
+    from floorguard._proofs.witness import Witnessed
 
 MAX_PROOF_BYTES = 4 * 1024 * 1024  # a record (receipt up to 1 MiB) and 64 hashes
 MAX_HASHES = 128
@@ -415,9 +416,11 @@ def _inconsistent(chain: AuditChain) -> VerificationError:
 class InclusionResult:
     checkpoint: Checkpoint
     record: ChainRecord
+    # How the checkpoint's witnesses counted, when witness keys were given.
+    witnessed: Witnessed | None = None
 
     def document(self) -> dict[str, Any]:
-        return {
+        document: dict[str, Any] = {
             "verified": True,
             "origin": self.checkpoint.origin,
             "tree_size": self.checkpoint.size,
@@ -426,12 +429,16 @@ class InclusionResult:
             "receipt_id": self.record.receipt_id,
             "ts": self.record.ts,
         }
+        if self.witnessed is not None:
+            document["witnesses"] = self.witnessed.document()
+        return document
 
     def text(self) -> str:
+        cosigned = "" if self.witnessed is None else f"; the checkpoint {self.witnessed.text()}"
         return (
             f"VERIFIED: record {self.record.seq} ({self.record.event}, receipt "
             f"{self.record.receipt_id}) is leaf {self.record.seq} of the "
-            f"{self.checkpoint.size}-record log {self.checkpoint.origin}\n"
+            f"{self.checkpoint.size}-record log {self.checkpoint.origin}{cosigned}\n"
         )
 
 
@@ -482,19 +489,34 @@ def verify_inclusion(
 class ConsistencyResult:
     old: Checkpoint
     new: Checkpoint
+    # How each checkpoint's witnesses counted, when witness keys were given.
+    old_witnessed: Witnessed | None = None
+    new_witnessed: Witnessed | None = None
 
     def document(self) -> dict[str, Any]:
-        return {
+        document: dict[str, Any] = {
             "verified": True,
             "origin": self.new.origin,
             "old_size": self.old.size,
             "new_size": self.new.size,
         }
+        if self.old_witnessed is not None and self.new_witnessed is not None:
+            document["witnesses"] = {
+                "old": self.old_witnessed.document(),
+                "new": self.new_witnessed.document(),
+            }
+        return document
 
     def text(self) -> str:
+        cosigned = ""
+        if self.old_witnessed is not None and self.new_witnessed is not None:
+            cosigned = (
+                f"; the old checkpoint {self.old_witnessed.text()}, the new one "
+                f"{self.new_witnessed.text()}"
+            )
         return (
             f"VERIFIED: the {self.new.size}-record log {self.new.origin} extends its first "
-            f"{self.old.size} records, record for record\n"
+            f"{self.old.size} records, record for record{cosigned}\n"
         )
 
 

@@ -58,6 +58,7 @@ from floorguard.errors import FloorguardError, VerificationError
 if TYPE_CHECKING:
     from floorguard._proofs.checkpoint import Checkpoint
     from floorguard._proofs.tlog import ConsistencyProof, InclusionProof
+    from floorguard._proofs.witness import Witnessed
 
 SPAWN = "adapter.spawn_preflight_receipt"
 FLOOR_UPDATE = "adapter.floor_update_receipt"
@@ -97,6 +98,8 @@ class ProofReport:
     evaluated: int
     checkpoint: Checkpoint | None
     not_listed: int = 0
+    # How the checkpoint's witnesses counted, when witness keys were given.
+    witnessed: Witnessed | None = None
 
     @property
     def proven(self) -> bool:

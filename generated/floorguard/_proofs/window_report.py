@@ -154,9 +154,10 @@ def render_text(report: ProofReport) -> str:
             "none allowed while unsafe under its map",
         ]
         if report.checkpoint is not None:
+            cosigned = "" if report.witnessed is None else f", {report.witnessed.text()}"
             lines.append(
                 f"checkpoint: size {report.checkpoint.size}, issued "
-                f"{report.checkpoint.time or '(no time line)'}"
+                f"{report.checkpoint.time or '(no time line)'}{cosigned}"
             )
         lines.append(_authenticated_by(report))
         return "\n".join(lines) + "\n"
@@ -238,6 +239,8 @@ def report_document(report: ProofReport) -> dict[str, Any]:
         "violations": [{"seq": v.seq, "reason": v.reason} for v in report.violations],
         "integrity_errors": [{"seq": e.seq, "reason": e.reason} for e in report.integrity_errors],
     }
+    if report.witnessed is not None:
+        document["witnesses"] = report.witnessed.document()
     piece = report.slice
     if piece.signatures_checked:
         document["hosts"] = dict(piece.hosts)

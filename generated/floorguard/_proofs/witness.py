@@ -149,12 +149,32 @@ def verified_witnesses(data: bytes, body: str, keys: list[Ed25519PublicKey]) -> 
     return found
 
 
-def require_witnesses(data: bytes, keys: list[Ed25519PublicKey], needed: int) -> None:
+@dataclass(frozen=True)
+class Witnessed:
+    """How a checkpoint's witnesses were counted: ``cosigned`` of the ``keys`` given verified
+    on it, and ``required`` of them had to."""
+
+    cosigned: int
+    required: int
+    keys: int
+
+    def document(self) -> dict[str, int]:
+        return {"cosigned": self.cosigned, "required": self.required, "keys": self.keys}
+
+    def text(self) -> str:
+        return (
+            f"cosigned by {self.cosigned} of the {self.keys} witness key(s) given "
+            f"({self.required} required)"
+        )
+
+
+def require_witnesses(data: bytes, keys: list[Ed25519PublicKey], needed: int) -> Witnessed | None:
     """At least ``needed`` (1 or more) of ``keys`` cosigned the checkpoint ``data``, and no
-    line of any of them fails to verify. Raises VerificationError naming how many did, and
-    for a quorum below 1 with keys given (they would count for nothing)."""
+    line of any of them fails to verify; how many did (None with no keys). Raises
+    VerificationError naming how many did, and for a quorum below 1 with keys given (they
+    would count for nothing)."""
     if not keys:
-        return
+        return None
     if needed < 1:
         raise VerificationError(
             f"a witness quorum of {needed} with {len(keys)} witness key(s) would count none of them"
@@ -166,6 +186,7 @@ def require_witnesses(data: bytes, keys: list[Ed25519PublicKey], needed: int) ->
             f"checkpoint has {count} valid witness cosignature(s) of the given keys, "
             f"{needed} required"
         )
+    return Witnessed(count, needed, len(keys))
 
 
 def state_of(checkpoint: Checkpoint) -> WitnessState:
