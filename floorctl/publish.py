@@ -97,7 +97,8 @@ def kept_by_hosts(done: Published) -> str | None:
         f"hosts running floorguard {__version__} will not use this map: its map version "
         f"{done.map_version} is {which} their built-in map's ({builtin.map_version}, "
         f"{builtin.floor_map_hash}), and they keep the built-in map (docs/floor-map.md, "
-        "Published maps)"
+        "Published maps); number the module's next map above it with `floorctl refresh "
+        f"--write --map-version {builtin.map_version + 1}` (or higher), then publish again"
     )
 
 

@@ -123,6 +123,7 @@ def plan(
     written: Mapping[int, str] | None = None,
     progress: Callable[[str], None] | None = None,
     undone_version: int | None = None,
+    map_version: int | None = None,
 ) -> RefreshPlan:
     """Decide the new module text. Raises DriftError, DowngradeRefused, ModuleError,
     RenderError, WaiversError (a waiver that does not fit the map, or is expired at
@@ -146,7 +147,9 @@ def plan(
     ``progress`` (if any) hears the name of each stage as it starts. ``template_name``
     None: the layout the block is in (floorguard for an empty module). ``undone_version``
     (from ``recover_interrupted``): the new map is numbered above it, and written even if
-    it is the map the module holds.
+    it is the map the module holds. ``map_version``: the new map's number, chosen by the
+    publisher (above every version the module held, else ModuleError); the map is written
+    with it even if its data is unchanged.
     """
     if progress is not None:
         progress(f"reading the floor-map block of {module}")
@@ -224,6 +227,9 @@ def plan(
     unchanged = changes.empty and not drift and current.stated_hash == new_hash and not pending
     above = max(current.map_version, undone_version or 0, *(written or {}).keys())
     new_version = current.map_version if unchanged else above + 1
+    if map_version is not None:
+        # (a map renumbered with its data unchanged is a change too: the block states it)
+        new_version, unchanged = _chosen_version(module, map_version, above), False
     new_text = module_text
     if not unchanged:
         if progress is not None:
@@ -257,6 +263,17 @@ def plan(
         new_map_canonical=new_canonical,
         undone_version=undone_version if pending else None,
     )
+
+
+def _chosen_version(module: Path, chosen: int, above: int) -> int:
+    """``chosen`` as the new map's version, if it can be. Raises ModuleError."""
+    if chosen <= above:
+        raise ModuleError(
+            f"{module}: --map-version {chosen} is not above {above}, the highest map version "
+            "this module has held: map versions only rise (a host that enforced a version "
+            "refuses another map at it, and every lower one)"
+        )
+    return chosen
 
 
 def written_path(module: Path) -> Path:

@@ -135,6 +135,14 @@ def _load(
     help="Private key for the receipt (default: $FLOORCTL_SIGNING_KEY, else the local "
     "development key, every use of which is announced on stderr).",
 )
+@click.option(
+    "--map-version",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Number the new map N instead of one above the last (N must be above every "
+    "version the module held): a map of your own must be above the built-in map's "
+    "version for hosts to use it.",
+)
 @feed_options(
     now_help="Reference time for the feeds' and waivers' expiry (RFC 3339; default: the "
     "clock). Recorded in the update receipt."
@@ -153,6 +161,7 @@ def command(
     anchor: bool,
     waivers_file: Path | None,
     signing_key: Path | None,
+    map_version: int | None,
     trusted_keys: Path | None,
     require_signed: bool,
     state_file: Path | None,
@@ -281,6 +290,7 @@ def command(
             else refreshing.read_written(module),
             progress=show,
             undone_version=undone_version,
+            map_version=map_version,
         )
         # A template file is named in the receipt like the feeds are.
         return dataclasses.replace(made, template=recorded_source(made.template)), accepted
