@@ -127,11 +127,16 @@ class Walk:
     def reaches(self, path: str, here: str) -> bool:
         if "\x00" in path:
             return False  # (refused elsewhere: no process can be given it)
-        pending = [p for p in reversed(path.split("/")) if p]
-        resolved = "/" if path.startswith("/") else None
-        if resolved is None:
-            pending += [p for p in reversed(here.split("/")) if p]
+        parent, _, last = path.rpartition("/")
+        if parent in self._plain and last not in ("", ".", ".."):
+            # Every folder above a plain one was found plain by this walk, through the same
+            # checks (its entries hold no "." or ".." part): only the last part is new.
+            pending, resolved = [last], parent
+        else:
+            pending = [p for p in reversed(path.split("/")) if p]
             resolved = "/"
+            if not path.startswith("/"):
+                pending += [p for p in reversed(here.split("/")) if p]
         links = 0
         while pending:
             part = pending.pop()
