@@ -203,10 +203,11 @@ def test_binary_path_with_dotdot_through_a_symlinked_folder(
 def test_node_script_through_dotdot_of_a_symlinked_folder_is_judged_as_node_resolves_it(
     world: World, untracked_policy: str, tmp_path: Path
 ) -> None:
-    """``node WS/link/../cli.js`` (``link -> OLD/lib``, WS a new package copy): node
-    normalises the main path lexically, so WS's new CLI runs, and that is what is judged."""
+    """``node WS/link/../cli.js`` (``link -> OLD/lib``, WS a new package copy installed in a
+    node_modules): node normalises the main path lexically, so WS's new CLI runs, and that is
+    what is judged."""
     old, new = world.old_claude(), world.new_claude()
-    ws = tmp_path / "ws"
+    ws = tmp_path / "node_modules" / "ws"
     shutil.copytree(new.package, ws)
     os.symlink(old.package / "lib", ws / "link")
     outcome = world.spawn(

@@ -313,6 +313,7 @@ def _judge_opened(
             )
         if doubts:
             exam = dataclasses.replace(exam, doubts=(*doubts, *exam.doubts))
+        exam = _claim_that_only_refuses(exam, in_force)
     identified = exam.identified if exam is not None else None
     adapter = identified.adapter if identified is not None else requested
     named = adapter if adapter == requested else f"{adapter} (requested as {requested!r})"
@@ -403,6 +404,26 @@ def _judge_opened(
     return _assessed(
         named, advisory, found.version, policy=policy, at=_time.utc_now(), known={**known, **seen}
     )
+
+
+def _claim_that_only_refuses(exam: Examination, in_force: active_map.ActiveMap) -> Examination:
+    """``exam`` without its identification when that came from metadata that does not vouch
+    for the file (``Identification.vouches``) and states a version the map lets run: the
+    program is then what its source is (untracked, unless it imports an adapter). Below the
+    floor, or at a version the map cannot read, the claim stands, and refuses."""
+    identified = exam.identified
+    if identified is None or identified.vouches or identified.version is None:
+        return exam
+    entry = in_force.floor_map.get(identified.adapter)
+    if entry is None:
+        return exam
+    try:
+        versions.parse(identified.version, entry.order)
+        at = _time.utc_now()
+        unsafe = _assess(entry, identified.version, at, in_force.floor_map_hash).unsafe
+    except versions.InvalidVersionError:
+        return exam
+    return exam if unsafe else dataclasses.replace(exam, identified=None)
 
 
 def _unjudged(

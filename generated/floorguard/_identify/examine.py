@@ -462,6 +462,15 @@ def _script(
         raise DetectionError(f"{opened.path} is {installed.adapter}'s but imports {code.adapter}")
     what = f"a Python script run by {interpreter}"
     found = code if code is not None else installed
+    if code is None and installed is not None:
+        from floorguard._identify.python_command import parse_python_argv
+
+        flags = parse_python_argv(script_argv).flags
+        paths = identify.python_path(
+            interpreter, environ, str(opened.path.parent), flags, here, program=str(opened.path)
+        )
+        if not _imported_through(installed, paths):
+            found = dataclasses.replace(installed, vouches=False)
     if code is not None and code.via == "python-script":
         found = as_interpreted(code, "pip-script", str(opened.path))
     return Examination(found, "python", what, (*doubts, *more))
@@ -790,16 +799,45 @@ def _script_code(
         folder_program=first is not None,
     )  # fmt: skip
     installed = identify.identify_file(script, environ)
-    if installed is not None and not _is_wrapper(script):
+    if installed is not None and not _is_wrapper(script) and _imported_through(installed, paths):
         return as_interpreted(installed, "python-script", str(script.path)), [
             *doubts,
             *paths.doubts,
         ]
     source = _program_source(script)
-    return _judge_source(
+    code, doubts = _judge_source(
         source, paths, version=version, via="python-script", subject=str(script.path),
         doubts=[*doubts, *paths.doubts],
     )  # fmt: skip
+    if installed is None or _is_wrapper(script):
+        return code, doubts
+    # Metadata beside the program that Python does not import through: read, the program
+    # is what it imports; the metadata may only refuse it (gate: at a version the map lets
+    # run, it is judged as what its source is).
+    if code is not None:
+        if code.adapter != installed.adapter:
+            raise DetectionError(
+                f"{script.path} is {installed.adapter}'s but imports {code.adapter}"
+            )
+        return code, doubts
+    claimed = as_interpreted(installed, "python-script", str(script.path))
+    return dataclasses.replace(claimed, vouches=False), doubts
+
+
+def _imported_through(installed: Identification, paths: identify.PythonPath) -> bool:
+    """Whether the distribution that claims a file lies in a site folder the interpreter
+    imports through (a folder merely named site-packages, or any folder above the file, is
+    not one: anyone who can write a file beside a program can write metadata there). A
+    claim whose version is unknown refuses wherever it lies."""
+    source = installed.version_source
+    if installed.version is None or source is None:
+        return True
+    if installed.via != "pip-record":
+        return False  # (an npm package's metadata: no Python site folder holds it)
+    # (a dist-info's METADATA, an egg-info folder's PKG-INFO, or an egg-info file itself)
+    holder = os.path.dirname(source if source.endswith(".egg-info") else os.path.dirname(source))
+    real = os.path.realpath(holder)
+    return any(os.path.realpath(site) == real for site in paths.sites)
 
 
 def _is_wrapper(script: Target) -> bool:

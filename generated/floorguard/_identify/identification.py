@@ -25,7 +25,9 @@ class Identification:
     its code will be loaded; ``version_known`` says whether identification is the authority
     on the version (True for interpreted code, Python wrappers and the files of an npm
     package: None then means unknown; a native build is asked, its answer held to its
-    package's version).
+    package's version). ``vouches`` is False for metadata the interpreter does not import
+    through (a workspace's, a ``pip install --target`` folder's): it may refuse the file as
+    that package's at a version the map refuses, never let it run as that package.
     """
 
     adapter: str
@@ -37,6 +39,7 @@ class Identification:
     # How the version was established, when identification says so (a launcher's pinned
     # spec: ``launcher-spec``); else the gate tells it from ``via``.
     detected_by: str | None = None
+    vouches: bool = True
 
 
 def as_interpreted(hit: Identification, via: str, subject: str) -> Identification:

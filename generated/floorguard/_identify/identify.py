@@ -131,6 +131,9 @@ def npm_identification(dir_fd: int, path: Path, via: str) -> Identification | No
         # Any file of the package, a script or a native build it carries, is the package's
         # code at the version its metadata states: never asked for one.
         version_known=True,
+        # Only a package installed into a node_modules folder vouches for its files: a
+        # package.json anyone wrote beside a script in a workspace may only refuse it.
+        vouches="node_modules" in Path(manifest_path).parent.parts,
     )
 
 

@@ -1,0 +1,156 @@
+"""Package metadata in a folder the interpreter does not load installed code from (for
+Python a workspace, a ``pip install --target`` folder, a folder merely named
+``site-packages``; for node any folder outside a ``node_modules``) may refuse a file as a
+below-floor package's, never vouch for it: a program it claims at a version the map lets run
+is judged as the program it is, and is untracked when it loads no adapter.
+
+Two small files beside a workspace program (a METADATA naming aider-chat 0.70.0 and a RECORD
+listing the program) once made it aider 0.70 without its source being read: a program that
+put a below-floor aider first on ``sys.path`` ran under a permit for aider 0.70, under
+deny-by-default too.
+
+Real files, a real virtual environment's Python, the gate in a host process of its own.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers.closed_world import DEFAULT, DENY_BY_DEFAULT, World, old_aider_code
+
+NODE = "/usr/bin/node"
+
+
+def _claimed(folder: Path, program: str, source: str, *, version: str = "0.70.0") -> Path:
+    """``program`` (a path under ``folder``) holding ``source``, and beside it in ``folder``
+    the metadata of aider-chat ``version`` whose RECORD lists it."""
+    path = folder / program
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(source, encoding="utf-8")
+    info = folder / f"aider_chat-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: aider-chat\nVersion: {version}\n", encoding="utf-8"
+    )
+    (info / "RECORD").write_text(f"{program},,\n{info.name}/METADATA,,\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("folder", ["ws", "ws/site-packages", "ws/vendor"])
+def test_a_program_that_runs_below_floor_code_is_read_whatever_metadata_claims_it(
+    world: World, untracked_policy: str, folder: str
+) -> None:
+    old = world.old_aider()
+    workspace = world.root / "ws"
+    program = _claimed(world.root / folder, "run.py", old_aider_code(old.site))
+    outcome = world.spawn(
+        "python", ["-P", str(program)], binary=world.new_aider().python, policy=untracked_policy,
+        env=world.env(), cwd=workspace,
+    )  # fmt: skip
+    world.assert_refused(outcome, old.marker, "sys.path")
+    world.assert_no_permit_recorded()
+
+
+def test_a_program_claimed_at_a_safe_version_is_untracked_not_that_package(
+    world: World, tmp_path: Path
+) -> None:
+    marker = tmp_path / "ran"
+    program = _claimed(
+        world.root / "ws", "run.py", f"import pathlib\npathlib.Path({str(marker)!r}).touch()\n"
+    )
+    args = dict(binary=world.new_aider().python, env=world.env(), cwd=world.root / "ws")
+    refused = world.spawn("python", ["-P", str(program)], policy=DENY_BY_DEFAULT, **args)
+    world.assert_refused(refused, marker, "not a tracked adapter")
+    allowed = world.spawn("python", ["-P", str(program)], policy=DEFAULT, **args)
+    assert allowed["outcome"] == "started" and marker.exists(), allowed
+    assert [(r["verdict"], r["adapter"]) for r in world.recorded()] == [
+        ("refuse", "python"),
+        ("untracked", "python"),
+    ]
+
+
+def test_a_program_claimed_at_a_below_floor_version_is_still_refused_as_that_package(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    # What the search of folders above a file is for: pip install --target's layout of a
+    # below-floor aider, whatever the folder is called, is aider's code at its version.
+    marker = tmp_path / "ran"
+    program = _claimed(
+        tmp_path / "vendor", "aider/scrape.py",
+        f"import pathlib\npathlib.Path({str(marker)!r}).touch()\n", version="0.50.0",
+    )  # fmt: skip
+    outcome = world.spawn(
+        "python", [str(program)], binary=world.new_aider().python, policy=untracked_policy,
+        env=world.env(),
+    )  # fmt: skip
+    world.assert_refused(outcome, marker, "aider")
+    assert world.recorded()[-1]["adapter"] == "aider"
+
+
+def test_a_file_the_interpreters_own_site_packages_installed_is_still_that_package(
+    world: World, untracked_policy: str
+) -> None:
+    # The metadata Python imports through vouches as before: aider's own file, unread.
+    new = world.new_aider()
+    module = next(new.site.glob("aider/main.py"))
+    outcome = world.spawn(
+        "python", ["-P", str(module)], binary=new.python, policy=untracked_policy,
+        env=world.env(),
+    )  # fmt: skip
+    assert outcome["outcome"] == "started", outcome
+    last = world.recorded()[-1]
+    assert (last["verdict"], last["adapter"], last["version"]) == ("permit", "aider", "0.70.0")
+
+
+def _claimed_script(folder: Path, marker: Path, version: str) -> Path:
+    """``folder/x.js`` (it leaves ``marker``) beside a package.json naming claude's package
+    at ``version``: metadata anyone could write in a workspace, outside any node_modules."""
+    folder.mkdir(parents=True)
+    manifest = {"name": "@anthropic-ai/claude-code", "version": version}
+    (folder / "package.json").write_text(json.dumps(manifest), encoding="utf-8")
+    script = folder / "x.js"
+    script.write_text(f"require('fs').writeFileSync({json.dumps(str(marker))}, '')\n")
+    return script
+
+
+def test_a_node_script_claimed_at_a_safe_version_outside_node_modules_is_untracked(
+    world: World, tmp_path: Path
+) -> None:
+    marker = tmp_path / "ran"
+    script = _claimed_script(world.root / "ws" / "tools", marker, "2.1.5")
+    args = dict(binary=NODE, env=world.env(), cwd=world.root / "ws")
+    refused = world.spawn("node", [str(script)], policy=DENY_BY_DEFAULT, **args)
+    world.assert_refused(refused, marker, "not a tracked adapter")
+    allowed = world.spawn("node", [str(script)], policy=DEFAULT, **args)
+    assert allowed["outcome"] == "started" and marker.exists(), allowed
+    assert [(r["verdict"], r["adapter"]) for r in world.recorded()] == [
+        ("refuse", "node"),
+        ("untracked", "node"),
+    ]
+
+
+def test_a_node_script_claimed_at_a_below_floor_version_is_refused_as_that_package(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    marker = tmp_path / "ran"
+    script = _claimed_script(world.root / "ws" / "tools", marker, "1.0.0")
+    outcome = world.spawn(
+        "node", [str(script)], binary=NODE, policy=untracked_policy, env=world.env(),
+        cwd=world.root / "ws",
+    )  # fmt: skip
+    world.assert_refused(outcome, marker, "claude")
+    assert world.recorded()[-1]["adapter"] == "claude"
+
+
+def test_claudes_own_file_in_its_global_install_is_still_claude(
+    world: World, untracked_policy: str
+) -> None:
+    new = world.new_claude()
+    outcome = world.spawn(
+        "node", [str(new.cli)], binary=NODE, policy=untracked_policy, env=world.env()
+    )
+    assert outcome["outcome"] == "started", outcome
+    last = world.recorded()[-1]
+    assert (last["verdict"], last["adapter"]) == ("permit", "claude")
