@@ -230,3 +230,45 @@ def test_a_user_site_that_site_does_not_find_by_its_letters_is_not_judged_in_its
     env = world.env(base / "bin", HOME=spelled)
     outcome = world.spawn("aider", ["task"], policy=DEFAULT, env=env, cwd=workspace)
     world.assert_refused(outcome, old_ran, "0.50.0")
+
+
+@pytest.mark.parametrize(
+    "entry",
+    ["ujson.py/", "lnk/../site-packages/ujson.py"],
+    ids=["a trailing slash", "a climb through a link"],
+)
+def test_a_record_entry_naming_another_file_or_none_records_nothing(
+    world: World, entry: str
+) -> None:
+    # ujson answers aider's optional import; the RECORD names it only in a spelling the
+    # kernel takes for no file (ENOTDIR) or for another (lnk leads elsewhere, .. from there).
+    old = world.old_aider()
+    prefix, site, record = _helperdep_in_the_user_site(world)
+    if entry.startswith("lnk/"):
+        # (outside the site: a link there would be a package no installer recorded)
+        (site.parent / "lnk").symlink_to(world.root / "elsewhere" / "deep")
+        (world.root / "elsewhere" / "deep").mkdir(parents=True)
+        entry = f"../{entry}"
+    (site / "ujson.py").write_text(old_aider_code(old.site), encoding="utf-8")
+    with record.open("a", encoding="utf-8") as lines:
+        lines.write(f"{entry},,\n")
+    workspace = world.root / "ws"
+    workspace.mkdir()
+    outcome = world.spawn(
+        "aider", ["task"], policy=DEFAULT, env=world.env(prefix / "bin"), cwd=workspace
+    )
+    world.assert_refused(outcome, old.marker, "no installer recorded")
+
+
+def test_a_record_entry_quoted_as_csv_quotes_it_records_that_file(world: World) -> None:
+    # RECORD is CSV: a field may be quoted (pip quotes a path holding a comma or a quote).
+    prefix, site, record = _helperdep_in_the_user_site(world)
+    (site / "ujson.py").write_text("", encoding="utf-8")
+    with record.open("a", encoding="utf-8") as lines:
+        lines.write('"ujson.py",,\n')
+    workspace = world.root / "ws"
+    workspace.mkdir()
+    outcome = world.spawn(
+        "aider", ["task"], policy=DEFAULT, env=world.env(prefix / "bin"), cwd=workspace
+    )
+    world.assert_permitted_and_ran(outcome, world.root / "usr-ran")

@@ -4,6 +4,7 @@ the site-packages folders of an installation prefix."""
 
 from __future__ import annotations
 
+import csv
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -88,20 +89,17 @@ def _record(info: str) -> _Record:
         paths: set[str] = set()
         tops: set[str] = set()
         data = _read_path(record_path, MAX_RECORD_BYTES) or b""
-        if egg:
-            base = os.path.basename(info)
-            data = b"\n".join(
-                os.fsencode(os.path.join(base, os.fsdecode(line)))
-                for line in data.splitlines() if line.strip()
-            )  # fmt: skip
+        # (installed-files.txt names one path a line, from the egg-info folder; RECORD is
+        # CSV, its paths from the folder that holds the dist-info)
+        start = info if egg else site
         for line in data.decode("utf-8", errors="replace").splitlines():
-            # A path with a comma is quoted in RECORD (it is CSV); such paths are not ours.
-            path = line.partition(",")[0]
-            if not path or "\x00" in path:
+            path = line.strip() if egg else _record_path(line)
+            # (a path ending in a slash names no file: the kernel's ENOTDIR at a file)
+            if not path or "\x00" in path or path.endswith("/"):
                 continue
-            # Relative to the folder that holds the dist-info, whatever the spelling: RECORD
-            # may name a file by an absolute path or by one climbing out and back in.
-            normal = os.path.relpath(os.path.normpath(os.path.join(site, path)), site)
+            normal = _installed_path(start, path, site)
+            if normal is None:
+                continue
             paths.add(normal)
             first = normal.split(os.sep, 1)[0]
             if not first.startswith("..") and not first.endswith(
@@ -120,6 +118,29 @@ def _record(info: str) -> _Record:
         return _Record(frozenset(paths), frozenset(modules))
 
     return memo(_record_cache, key, parse)
+
+
+def _record_path(line: str) -> str:
+    """The path of one RECORD line (CSV: a path holding a comma or a quote is quoted)."""
+    if not line.startswith('"'):
+        return line.partition(",")[0]
+    try:
+        return next(csv.reader([line]))[0]
+    except (csv.Error, StopIteration, IndexError):
+        return ""
+
+
+def _installed_path(start: str, path: str, site: str) -> str | None:
+    """A file an installer recorded as ``path`` from the folder ``start``, relative to
+    ``site`` (the folder that holds the dist-info), whatever the spelling: RECORD may name
+    it by an absolute path or by one climbing out and back in. None for an entry with a
+    ``..`` after a folder (``lnk/../x``): the kernel takes it from where that folder leads,
+    a link's target, and no installer writes one, so it records nothing."""
+    parts = path.split("/")
+    for n, part in enumerate(parts):
+        if part == ".." and any(p not in ("", ".", "..") for p in parts[:n]):
+            return None
+    return os.path.relpath(os.path.normpath(os.path.join(start, path)), site)
 
 
 def distribution_installed(site: str, dist: str, relative: str) -> bool:
