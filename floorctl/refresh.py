@@ -588,6 +588,16 @@ def recover_interrupted(
     return undone
 
 
+def refuse_interrupted(module: Path, doing: str) -> None:
+    """Refuse to ``doing`` (publish, build) a module a killed refresh left: it may hold a map
+    the chain never recorded, the very map the next refresh undoes. Raises ModuleError."""
+    if interrupted(module):
+        raise ModuleError(
+            f"{module}: a refresh of it was interrupted ({journal_path(module)} left): run "
+            f"floorctl refresh --write to recover it before {doing}"
+        )
+
+
 def _write_journal(journal: Path, receipt_id: str | None, undone_version: int | None) -> None:
     note: dict[str, Any] = {"receipt_id": receipt_id}
     if undone_version is not None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from floorctl import build, keys, provenance
+from floorctl import refresh as refreshing
 from floorctl.commands._output import emit_json, json_option, notice, report
 from floorctl.commands._values import GivenPath
 from floorctl.commands.refresh import DEFAULT_MODULE
@@ -88,6 +89,7 @@ def command(
     the map version and the update receipt id; check it with `floorctl verify provenance`.
     """
     started = now_ts()
+    refreshing.refuse_interrupted(module, "building")
     environ = dict(os.environ)
     resolved = keys.resolve_signing_key(
         signing_key, environ, notify=lambda m: notice(f"floorctl: {m}")

@@ -13,7 +13,6 @@ from floorctl import refresh as refreshing
 from floorctl.commands._output import emit_json, json_option, notice, report
 from floorctl.commands._values import GivenPath, WholeNumber
 from floorctl.commands.refresh import DEFAULT_MODULE
-from floorctl.errors import ModuleError
 from floorguard._base._time import utc_now
 
 
@@ -67,12 +66,7 @@ def command(
     against their trusted publisher keys. A newer map already in --out (or another map of
     the same version) is not replaced without --allow-downgrade: hosts never go back.
     """
-    if refreshing.interrupted(module):
-        # Its map may be one the chain never recorded: what the journal is there to undo.
-        raise ModuleError(
-            f"{module}: a refresh of it was interrupted ({refreshing.journal_path(module)} "
-            "left): run floorctl refresh --write to recover it before publishing"
-        )
+    refreshing.refuse_interrupted(module, "publishing")
     key = keys.resolve_signing_key(
         signing_key, dict(os.environ), notify=lambda m: notice(f"floorctl: {m}")
     ).key

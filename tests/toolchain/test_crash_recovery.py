@@ -19,6 +19,8 @@ from helpers.cli import floorctl
 
 from floorctl import render
 
+REPO = Path(__file__).resolve().parents[2]
+
 EMPTY_MODULE = '"""host module"""\n\n# floor-map:begin\n# floor-map:end\n'
 
 UPDATE = "adapter.floor_update_receipt"
@@ -176,10 +178,10 @@ def module_version(module: Path) -> tuple[int, str | None]:
     return block.map_version, block.stated_hash
 
 
-def _killed_once_in_force(tmp_path: Path) -> tuple[Path, Path, list[str]]:
-    """A project whose map 1 (a.json) is anchored, then a refresh to b.json killed once the
-    module holds its map 2, before the chain append: (project, state, refresh's flags).
-    Also c.json (a newer map) and low.json (an older one)."""
+def _killed_once_in_force(tmp_path: Path, *extra: str) -> tuple[Path, Path, list[str]]:
+    """A project whose map 1 (a.json) is anchored, then a refresh to b.json (with ``extra``
+    flags) killed once the module holds its map 2, before the chain append: (project, state,
+    refresh's flags). Also c.json (a newer map) and low.json (an older one)."""
     project, state = tmp_path / "p", tmp_path / "s"
     project.mkdir()
     (project / "m.py").write_text(EMPTY_MODULE)
@@ -188,8 +190,9 @@ def _killed_once_in_force(tmp_path: Path) -> tuple[Path, Path, list[str]]:
     args = ["--module", "m.py", "--write", "--anchor"]
     ok(floorctl("refresh", "--feed", "a.json", *args, cwd=project, state=state))
     killed_floorctl(
-        tmp_path, "replaced:m.py", "refresh", "--feed", "b.json", *args, cwd=project, state=state
-    )
+        tmp_path, "replaced:m.py", "refresh", "--feed", "b.json", *args, *extra, cwd=project,
+        state=state,
+    )  # fmt: skip
     return project, state, args
 
 
@@ -284,6 +287,25 @@ def test_publish_refuses_a_module_whose_refresh_was_killed_until_it_is_recovered
     assert linked.returncode == 1 and "interrupted" in linked.stderr, linked.stderr
     ok(floorctl("refresh", "--feed", "b.json", *args, cwd=project, state=state))
     ok(floorctl("publish", "--module", "m.py", "--out", "pub", cwd=project, state=state))
+
+
+def test_build_refuses_a_module_whose_refresh_was_killed_until_it_is_recovered(
+    tmp_path: Path,
+) -> None:
+    # The killed refresh signed its receipt (--receipt-out) before it was killed: a package
+    # built from it would carry, with signed provenance, a map the chain never recorded.
+    project, state, args = _killed_once_in_force(tmp_path, "--receipt-out", "r2.json")
+    assert (project / "r2.json").is_file()
+    build = ("build", "--source", REPO / "generated", "--module", "m.py", "--receipt", "r2.json",
+             "--out", "dist")  # fmt: skip
+    refused = floorctl(*build, cwd=project, state=state)
+    assert refused.returncode == 1 and "interrupted" in refused.stderr, refused.stderr
+    assert "before building" in refused.stderr
+    assert not (project / "dist").exists()
+    ok(floorctl("refresh", "--feed", "b.json", *args, "--receipt-out", "r3.json", cwd=project,
+                state=state))  # fmt: skip
+    build = (*build[:-3], "r3.json", "--out", "dist")
+    ok(floorctl(*build, cwd=project, state=state))
 
 
 def test_a_refresh_does_not_take_another_modules_undo_copy_for_its_own(tmp_path: Path) -> None:
