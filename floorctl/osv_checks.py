@@ -292,7 +292,9 @@ def _describe(error: ValidationError) -> Iterator[tuple[tuple[str | int, ...], s
         allowed = ", ".join(str(v) for v in error.validator_value)  # type: ignore[union-attr]
         yield path, f"{_show(instance)} is not one of {allowed}"
     elif keyword in {"pattern", "maxLength", "minLength"}:
-        what = path[-1] if path else "value"
+        # (named by its field; an item of a list, ``aliases[0]``, by the list's)
+        field = next((part for part in reversed(path) if isinstance(part, str)), "value")
+        what = f"{field} entry" if path and isinstance(path[-1], int) else field
         yield path, f"{_show(instance)} is not a valid {what}"
     elif keyword == "contains":
         yield path, "the events must include an introduced event"

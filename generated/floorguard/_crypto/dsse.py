@@ -119,8 +119,12 @@ def parse_envelope(data: bytes) -> Envelope:
     if unknown:
         raise VerificationError(f"envelope has unknown fields: {', '.join(sorted(unknown))}")
     payload_type = document.get("payloadType")
-    if not isinstance(payload_type, str) or not payload_type:
+    if "payloadType" not in document:
         raise VerificationError("envelope payloadType is missing")
+    if not isinstance(payload_type, str) or not payload_type:
+        raise VerificationError(
+            f"envelope payloadType must be a non-empty string, not {json.dumps(payload_type)}"
+        )
     raw_signatures = document.get("signatures")
     if not isinstance(raw_signatures, list) or not raw_signatures:
         raise VerificationError("envelope has no signatures")
