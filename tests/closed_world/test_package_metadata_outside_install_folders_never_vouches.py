@@ -38,6 +38,20 @@ def _claimed(folder: Path, program: str, source: str, *, version: str = "0.70.0"
     return path
 
 
+def _untracked_either_way(
+    world: World, requested: str, argv: list[str], binary: Path | str, marker: Path
+) -> None:
+    """``requested ARGV`` from the workspace: refused as untracked under deny-by-default,
+    run as untracked under the default policy; never recorded as a tracked adapter."""
+    args = dict(binary=binary, env=world.env(), cwd=world.root / "ws")
+    refused = world.spawn(requested, argv, policy=DENY_BY_DEFAULT, **args)
+    world.assert_refused(refused, marker, "not a tracked adapter")
+    allowed = world.spawn(requested, argv, policy=DEFAULT, **args)
+    assert allowed["outcome"] == "started" and marker.exists(), allowed
+    recorded = [(r["verdict"], r["adapter"]) for r in world.recorded()]
+    assert recorded == [("refuse", requested), ("untracked", requested)]
+
+
 @pytest.mark.parametrize("folder", ["ws", "ws/site-packages", "ws/vendor"])
 def test_a_program_that_runs_below_floor_code_is_read_whatever_metadata_claims_it(
     world: World, untracked_policy: str, folder: str
@@ -60,15 +74,7 @@ def test_a_program_claimed_at_a_safe_version_is_untracked_not_that_package(
     program = _claimed(
         world.root / "ws", "run.py", f"import pathlib\npathlib.Path({str(marker)!r}).touch()\n"
     )
-    args = dict(binary=world.new_aider().python, env=world.env(), cwd=world.root / "ws")
-    refused = world.spawn("python", ["-P", str(program)], policy=DENY_BY_DEFAULT, **args)
-    world.assert_refused(refused, marker, "not a tracked adapter")
-    allowed = world.spawn("python", ["-P", str(program)], policy=DEFAULT, **args)
-    assert allowed["outcome"] == "started" and marker.exists(), allowed
-    assert [(r["verdict"], r["adapter"]) for r in world.recorded()] == [
-        ("refuse", "python"),
-        ("untracked", "python"),
-    ]
+    _untracked_either_way(world, "python", ["-P", str(program)], world.new_aider().python, marker)
 
 
 def test_a_program_claimed_at_a_below_floor_version_is_still_refused_as_that_package(
@@ -120,15 +126,7 @@ def test_a_node_script_claimed_at_a_safe_version_outside_node_modules_is_untrack
 ) -> None:
     marker = tmp_path / "ran"
     script = _claimed_script(world.root / "ws" / "tools", marker, "2.1.5")
-    args = dict(binary=NODE, env=world.env(), cwd=world.root / "ws")
-    refused = world.spawn("node", [str(script)], policy=DENY_BY_DEFAULT, **args)
-    world.assert_refused(refused, marker, "not a tracked adapter")
-    allowed = world.spawn("node", [str(script)], policy=DEFAULT, **args)
-    assert allowed["outcome"] == "started" and marker.exists(), allowed
-    assert [(r["verdict"], r["adapter"]) for r in world.recorded()] == [
-        ("refuse", "node"),
-        ("untracked", "node"),
-    ]
+    _untracked_either_way(world, "node", [str(script)], NODE, marker)
 
 
 def test_a_node_script_claimed_at_a_below_floor_version_is_refused_as_that_package(

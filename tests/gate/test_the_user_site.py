@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 import pytest
-from helpers.closed_world import DEFAULT, PY, World, old_aider_code
+from helpers.closed_world import DEFAULT, PY, Outcome, World, old_aider_code
 from probes import pip_install, plain_interpreter
 
 pytestmark = pytest.mark.attack
@@ -37,6 +37,15 @@ def _system_aider(world: World) -> Path:
         encoding="utf-8",
     )
     return prefix
+
+
+def _run_system_aider(world: World, prefix: Path) -> Outcome:
+    """The system's aider of ``prefix``, spawned from a workspace of its own."""
+    workspace = world.root / "ws"
+    workspace.mkdir()
+    return world.spawn(
+        "aider", ["task"], policy=DEFAULT, env=world.env(prefix / "bin"), cwd=workspace
+    )
 
 
 def _user_site(base: Path) -> Path:
@@ -73,11 +82,7 @@ def test_a_module_in_the_user_site_that_no_installer_recorded_is_refused(
     (_user_site(world.home / ".local") / f"{module}.py").write_text(
         old_aider_code(old.site), encoding="utf-8"
     )
-    workspace = world.root / "ws"
-    workspace.mkdir()
-    outcome = world.spawn(
-        "aider", ["task"], policy=DEFAULT, env=world.env(prefix / "bin"), cwd=workspace
-    )
+    outcome = _run_system_aider(world, prefix)
     world.assert_refused(outcome, old.marker, "user site")
 
 
@@ -90,11 +95,7 @@ def test_a_pip_user_install_outside_the_workspace_runs_the_at_floor_aider(world:
     os.symlink(prefix / "bin" / "python", base / "bin" / "python")
     pip_install(base, dist="helperdep", module="helperdep", version="2.0",
                 marker=world.root / "user-helperdep-ran")  # fmt: skip
-    workspace = world.root / "ws"
-    workspace.mkdir()
-    outcome = world.spawn(
-        "aider", ["task"], policy=DEFAULT, env=world.env(prefix / "bin"), cwd=workspace
-    )
+    outcome = _run_system_aider(world, prefix)
     world.assert_permitted_and_ran(outcome, world.root / "usr-ran")
 
 
@@ -131,11 +132,7 @@ def test_bytecode_no_installer_recorded_beside_a_recorded_module_is_refused(
     (cache / f"__init__.cpython-{PY.removeprefix('python').replace('.', '')}.pyc").write_bytes(
         b"\x00" * 16
     )
-    workspace = world.root / "ws"
-    workspace.mkdir()
-    outcome = world.spawn(
-        "aider", ["task"], policy=DEFAULT, env=world.env(prefix / "bin"), cwd=workspace
-    )
+    outcome = _run_system_aider(world, prefix)
     world.assert_refused(outcome, world.root / "usr-ran", "bytecode no installer recorded")
 
 
@@ -158,11 +155,7 @@ def test_code_no_installer_recorded_inside_a_recorded_package_is_refused(
         lines.write("helperdep/data/prompts.txt,,\n")
     (site / unrecorded).parent.mkdir(parents=True, exist_ok=True)
     (site / unrecorded).write_text("")
-    workspace = world.root / "ws"
-    workspace.mkdir()
-    outcome = world.spawn(
-        "aider", ["task"], policy=DEFAULT, env=world.env(prefix / "bin"), cwd=workspace
-    )
+    outcome = _run_system_aider(world, prefix)
     world.assert_refused(outcome, world.root / "usr-ran", "no installer recorded")
 
 
@@ -174,11 +167,7 @@ def test_data_no_installer_recorded_inside_a_recorded_package_is_not_code(
     # imports is no module)
     prefix, site, _record = _helperdep_in_the_user_site(world)
     (site / unrecorded).write_text("")
-    workspace = world.root / "ws"
-    workspace.mkdir()
-    outcome = world.spawn(
-        "aider", ["task"], policy=DEFAULT, env=world.env(prefix / "bin"), cwd=workspace
-    )
+    outcome = _run_system_aider(world, prefix)
     world.assert_permitted_and_ran(outcome, world.root / "usr-ran")
 
 
@@ -252,11 +241,7 @@ def test_a_record_entry_naming_another_file_or_none_records_nothing(
     (site / "ujson.py").write_text(old_aider_code(old.site), encoding="utf-8")
     with record.open("a", encoding="utf-8") as lines:
         lines.write(f"{entry},,\n")
-    workspace = world.root / "ws"
-    workspace.mkdir()
-    outcome = world.spawn(
-        "aider", ["task"], policy=DEFAULT, env=world.env(prefix / "bin"), cwd=workspace
-    )
+    outcome = _run_system_aider(world, prefix)
     world.assert_refused(outcome, old.marker, "no installer recorded")
 
 
@@ -266,9 +251,5 @@ def test_a_record_entry_quoted_as_csv_quotes_it_records_that_file(world: World) 
     (site / "ujson.py").write_text("", encoding="utf-8")
     with record.open("a", encoding="utf-8") as lines:
         lines.write('"ujson.py",,\n')
-    workspace = world.root / "ws"
-    workspace.mkdir()
-    outcome = world.spawn(
-        "aider", ["task"], policy=DEFAULT, env=world.env(prefix / "bin"), cwd=workspace
-    )
+    outcome = _run_system_aider(world, prefix)
     world.assert_permitted_and_ran(outcome, world.root / "usr-ran")
