@@ -152,3 +152,32 @@ def test_claudes_own_file_in_its_global_install_is_still_claude(
     assert outcome["outcome"] == "started", outcome
     last = world.recorded()[-1]
     assert (last["verdict"], last["adapter"]) == ("permit", "claude")
+
+
+def test_a_package_json_lying_in_node_modules_itself_is_no_installed_package(
+    world: World, tmp_path: Path
+) -> None:
+    # npm installs a package at node_modules/NAME or node_modules/@SCOPE/NAME, never a
+    # package.json in node_modules itself.
+    marker = tmp_path / "ran"
+    script = _claimed_script(world.root / "ws" / "node_modules", marker, "2.1.5")
+    _untracked_either_way(world, "node", [str(script)], NODE, marker)
+
+
+def test_a_script_its_metadata_claims_below_the_floor_is_refused_for_that_version(
+    world: World, tmp_path: Path
+) -> None:
+    # A #! script a --target folder's dist-info lists, run by its name: the reason is the
+    # version that metadata states, not "no valid version".
+    marker = tmp_path / "ran"
+    python = world.new_aider().python
+    script = _claimed(
+        world.root / "ws" / "target", "bin/aider",
+        f"#!{python} -P\nprint('aider 0.50.0')\n",
+        version="0.50.0",
+    )  # fmt: skip
+    script.chmod(0o755)
+    outcome = world.spawn(
+        "aider", [], policy=DEFAULT, env=world.env(script.parent), cwd=world.root / "ws"
+    )
+    world.assert_refused(outcome, marker, "0.50.0 is below the floor")

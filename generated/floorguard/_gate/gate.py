@@ -412,7 +412,9 @@ def _claim_that_only_refuses(exam: Examination, in_force: active_map.ActiveMap) 
     program is then what its source is (untracked, unless it imports an adapter). Below the
     floor, or at a version the map cannot read, the claim stands, and refuses."""
     identified = exam.identified
-    if identified is None or identified.vouches or identified.version is None:
+    if identified is None or identified.version is None:
+        return exam
+    if identified.vouches and not _written_in_the_workspace(identified.version_source):
         return exam
     entry = in_force.floor_map.get(identified.adapter)
     if entry is None:
@@ -424,6 +426,19 @@ def _claim_that_only_refuses(exam: Examination, in_force: active_map.ActiveMap) 
     except versions.InvalidVersionError:
         return exam
     return exam if unsafe else dataclasses.replace(exam, identified=None)
+
+
+def _written_in_the_workspace(source: str | None) -> bool:
+    """Whether the metadata file ``source`` lies in the working directory of the agent whose
+    MCP server is judged: the repository that declares the server can write an install tree
+    there too (a ``.venv``, a ``node_modules``), so its metadata vouches for nothing."""
+    from floorguard._identify.identification import agent_workspace
+
+    workspace = agent_workspace()
+    if workspace is None or source is None:
+        return False
+    real, folder = os.path.realpath(source), os.path.realpath(workspace)
+    return real.startswith(folder.rstrip("/") + "/")
 
 
 def _unjudged(

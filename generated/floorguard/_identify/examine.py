@@ -470,7 +470,9 @@ def _script(
             interpreter, environ, str(opened.path.parent), flags, here, program=str(opened.path)
         )
         if not _imported_through(installed, paths):
-            found = dataclasses.replace(installed, vouches=False)
+            # (its version is that metadata's, which no site folder's lookup would find)
+            claimed = as_interpreted(installed, "pip-script", str(opened.path))
+            found = dataclasses.replace(claimed, vouches=False)
     if code is not None and code.via == "python-script":
         found = as_interpreted(code, "pip-script", str(opened.path))
     return Examination(found, "python", what, (*doubts, *more))

@@ -131,10 +131,19 @@ def npm_identification(dir_fd: int, path: Path, via: str) -> Identification | No
         # Any file of the package, a script or a native build it carries, is the package's
         # code at the version its metadata states: never asked for one.
         version_known=True,
-        # Only a package installed into a node_modules folder vouches for its files: a
+        # Only a package installed where npm installs one vouches for its files: a
         # package.json anyone wrote beside a script in a workspace may only refuse it.
-        vouches="node_modules" in Path(manifest_path).parent.parts,
+        vouches=_installed_in_node_modules(Path(manifest_path).parent),
     )
+
+
+def _installed_in_node_modules(package: Path) -> bool:
+    """Whether ``package`` (a folder holding a package.json) is where npm installs one:
+    ``node_modules/NAME`` or ``node_modules/@SCOPE/NAME``."""
+    above = package.parent
+    if above.name.startswith("@"):
+        above = above.parent
+    return above.name == "node_modules" and package.name not in ("node_modules", ".bin")
 
 
 # ---------------------------------------------------------------------------- files

@@ -1,0 +1,84 @@
+"""An install tree inside the agent's working directory (a ``node_modules``, a ``.venv``)
+vouches for no MCP server: the repository that declares the server in its own settings can
+write the tree too, and its metadata can state any version over any code. A server run from
+there at a version the map lets run is what it is, untracked (refused under deny-by-default,
+run as untracked otherwise); below the floor it still refuses. The same tree outside the
+workspace is an installation like any other.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers.mcp_lab import Lab, servers, write
+from probes import aider_install
+
+
+def _mcp_remote(folder: Path, version: str) -> Path:
+    """mcp-remote ``version`` as npm installs it in ``folder/node_modules``; its entry."""
+    package = folder / "node_modules" / "mcp-remote"
+    write(package / "package.json", json.dumps({"name": "mcp-remote", "version": version}))
+    return write(package / "index.js", "process.exit(0)\n")
+
+
+def _gemini_with(lab: Lab, server: dict[str, object]) -> tuple[bool, str]:
+    write(lab.project / ".gemini" / "settings.json", servers(s=server))
+    return lab.spawn("gemini", "-p", "t")
+
+
+@pytest.mark.parametrize("policy", ["refuse", "allow"])
+def test_a_node_server_from_the_workspaces_node_modules_is_untracked(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch, policy: str
+) -> None:
+    monkeypatch.setenv("FLOORGUARD_UNTRACKED_POLICY", policy)
+    entry = _mcp_remote(lab.project, "0.1.16")  # (0.0.5 to 0.1.15 are affected)
+    started, reason = _gemini_with(lab, {"command": "node", "args": [str(entry)]})
+    if policy == "refuse":
+        assert not started
+        assert "not a tracked adapter" in reason, reason
+        return
+    assert started, reason
+    [server] = lab.last_receipt()["mcp_servers"]
+    assert (server["adapter"], server["verdict"]) == ("node", "untracked"), server
+
+
+def test_a_node_server_from_the_workspaces_node_modules_below_its_floor_refuses(
+    lab: Lab,
+) -> None:
+    entry = _mcp_remote(lab.project, "0.1.15")
+    started, reason = _gemini_with(lab, {"command": "node", "args": [str(entry)]})
+    assert not started
+    assert "mcp-remote" in reason and "0.1.15" in reason, reason
+
+
+def test_a_python_server_from_the_workspaces_venv_is_untracked_under_deny_by_default(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FLOORGUARD_UNTRACKED_POLICY", "refuse")
+    aider_install(lab.project / ".venv", "0.70.0")
+    python = lab.project / ".venv" / "bin" / "python"
+    started, reason = _gemini_with(lab, {"command": str(python), "args": ["-P", "-m", "aider"]})
+    assert not started
+    assert "not a tracked adapter" in reason, reason
+
+
+@pytest.mark.parametrize("where", ["node_modules", ".venv"])
+def test_the_same_tree_outside_the_workspace_is_an_installation(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    monkeypatch.setenv("FLOORGUARD_UNTRACKED_POLICY", "refuse")
+    if where == "node_modules":
+        entry = _mcp_remote(lab.root / "tools", "0.1.16")
+        server: dict[str, object] = {"command": "node", "args": [str(entry)]}
+        expected = ("mcp-remote", "0.1.16")
+    else:
+        aider_install(lab.root / "tools" / ".venv", "0.70.0")
+        python = lab.root / "tools" / ".venv" / "bin" / "python"
+        server = {"command": str(python), "args": ["-P", "-m", "aider"]}
+        expected = ("aider", "0.70.0")
+    started, reason = _gemini_with(lab, server)
+    assert started, reason
+    [judged] = lab.last_receipt()["mcp_servers"]
+    assert (judged["adapter"], judged["version"], judged["verdict"]) == (*expected, "permit")
