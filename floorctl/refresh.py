@@ -588,13 +588,36 @@ def recover_interrupted(
     return undone
 
 
-def refuse_interrupted(module: Path, doing: str) -> None:
-    """Refuse to ``doing`` (publish, build) a module a killed refresh left: it may hold a map
-    the chain never recorded, the very map the next refresh undoes. Raises ModuleError."""
+def refuse_unsettled(module: Path, doing: str) -> None:
+    """Refuse to ``doing`` (publish, build) a module whose map may be one the chain never
+    recorded: a killed refresh left it (its journal is there), it has another hard link
+    (a name that no refresh state stands beside), or its block is not the map refresh last
+    wrote there (a hand edit). Raises ModuleError. A copy of the module elsewhere carries no
+    state and is taken as it is."""
     if interrupted(module):
         raise ModuleError(
             f"{module}: a refresh of it was interrupted ({journal_path(module)} left): run "
             f"floorctl refresh --write to recover it before {doing}"
+        )
+    try:
+        links = os.stat(module).st_nlink
+    except OSError:
+        return  # (reading it says why)
+    if links > 1:
+        raise ModuleError(
+            f"{module} has {links} names (hard links): refresh keeps its state beside one, "
+            f"so another may hold a map no refresh settled; {doing} the name refresh writes"
+        )
+    written = read_written(module)
+    if not written:
+        return
+    last = max(written)
+    stated = (_block_version(module), _block_hash(module))
+    if stated != (last, written[last]):
+        raise ModuleError(
+            f"{module}: its block (map version {stated[0]}, {stated[1]}) is not the map "
+            f"refresh last wrote there (version {last}, {written[last]}): a hand edit, which "
+            f"no update receipt names; refresh --write --force (or undo the edit) before {doing}"
         )
 
 

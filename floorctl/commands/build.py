@@ -89,7 +89,7 @@ def command(
     the map version and the update receipt id; check it with `floorctl verify provenance`.
     """
     started = now_ts()
-    refreshing.refuse_interrupted(module, "building")
+    refreshing.refuse_unsettled(module, "building")
     environ = dict(os.environ)
     resolved = keys.resolve_signing_key(
         signing_key, environ, notify=lambda m: notice(f"floorctl: {m}")

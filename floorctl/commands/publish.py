@@ -66,7 +66,7 @@ def command(
     against their trusted publisher keys. A newer map already in --out (or another map of
     the same version) is not replaced without --allow-downgrade: hosts never go back.
     """
-    refreshing.refuse_interrupted(module, "publishing")
+    refreshing.refuse_unsettled(module, "publishing")
     key = keys.resolve_signing_key(
         signing_key, dict(os.environ), notify=lambda m: notice(f"floorctl: {m}")
     ).key

@@ -18,7 +18,7 @@ from floorctl.commands import _progress
 from floorctl.commands._feedopts import feed_options, reference_time
 from floorctl.commands._files import refuse_outputs_in, refuse_shared_files
 from floorctl.commands._output import emit_json, json_option, notice, report
-from floorctl.commands._values import GivenPath, GivenSource
+from floorctl.commands._values import GivenPath, GivenSource, WholeNumber
 from floorctl.errors import StaleModule
 from floorctl.render_templates import is_template_path
 from floorctl.splice import read_module_text
@@ -37,6 +37,9 @@ if TYPE_CHECKING:
 DEFAULT_MODULE = Path("generated/floorguard/floor_map.py")
 # From this many adapters on (all feeds together), a refresh on a terminal says what it does.
 PROGRESS_ADAPTERS = 10_000
+# A chosen map version leaves room for every later refresh to add one (map versions are
+# JSON integers, exact up to 2**53 - 1, in the receipts and the record of maps written).
+MAX_CHOSEN_VERSION = 2**31 - 1
 
 
 def recorded_source(source: str) -> str:
@@ -137,11 +140,11 @@ def _load(
 )
 @click.option(
     "--map-version",
-    type=click.IntRange(min=1),
+    type=WholeNumber(min=1, max=MAX_CHOSEN_VERSION),
     metavar="N",
     help="Number the new map N instead of one above the last (N must be above every "
-    "version the module held): a map of your own must be above the built-in map's "
-    "version for hosts to use it.",
+    "version the module held, at most 2147483647): a map of your own must be above the "
+    "built-in map's version for hosts to use it.",
 )
 @feed_options(
     now_help="Reference time for the feeds' and waivers' expiry (RFC 3339; default: the "

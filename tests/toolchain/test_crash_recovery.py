@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 import subprocess
 from pathlib import Path
@@ -306,6 +307,45 @@ def test_build_refuses_a_module_whose_refresh_was_killed_until_it_is_recovered(
                 state=state))  # fmt: skip
     build = (*build[:-3], "r3.json", "--out", "dist")
     ok(floorctl(*build, cwd=project, state=state))
+
+
+@pytest.mark.parametrize("command", ["publish", "build"])
+def test_a_hard_link_made_of_a_killed_refreshs_module_is_refused_too(
+    tmp_path: Path, command: str
+) -> None:
+    # Refresh keeps its journal beside the name it wrote: another name of the same file, in
+    # another folder, carries the unrecorded map without it.
+    project, state, _ = _killed_once_in_force(tmp_path, "--receipt-out", "r2.json")
+    (project / "other").mkdir()
+    os.link(project / "m.py", project / "other" / "m.py")
+    args = {
+        "publish": ("publish", "--module", "other/m.py", "--out", "pub"),
+        "build": ("build", "--source", REPO / "generated", "--module", "other/m.py",
+                  "--receipt", "r2.json", "--out", "dist"),
+    }[command]  # fmt: skip
+    refused = floorctl(*args, cwd=project, state=state)
+    assert refused.returncode == 1 and "hard links" in refused.stderr, refused.stderr
+    assert not (project / "pub").exists() and not (project / "dist").exists()
+
+
+def test_publish_refuses_a_block_that_is_not_the_map_refresh_last_wrote(tmp_path: Path) -> None:
+    # A hand edit restating its hash is a self-consistent block: only refresh's record of the
+    # maps it wrote there tells it from the map the chain recorded.
+    project, other = tmp_path / "p", tmp_path / "other"
+    for folder, floor in ((project, "0.60.0"), (other, "0.40.0")):
+        folder.mkdir()
+        (folder / "m.py").write_text(EMPTY_MODULE)
+        (folder / "f.json").write_text(feed_v1(aider=floor))
+        ok(floorctl("refresh", "--feed", "f.json", "--module", "m.py", "--write", "--anchor",
+                    cwd=folder, state=tmp_path / f"state-{folder.name}"))  # fmt: skip
+    state = tmp_path / "state-p"
+    (project / "m.py").write_bytes((other / "m.py").read_bytes())  # version 1, floor lowered
+    refused = floorctl("publish", "--module", "m.py", "--out", "pub", cwd=project, state=state)
+    assert refused.returncode == 1 and "not the map refresh last wrote" in refused.stderr
+    assert not (project / "pub").exists()
+    ok(floorctl("refresh", "--feed", "f.json", "--module", "m.py", "--write", "--force",
+                "--anchor", cwd=project, state=state))  # fmt: skip
+    ok(floorctl("publish", "--module", "m.py", "--out", "pub", cwd=project, state=state))
 
 
 def test_a_refresh_does_not_take_another_modules_undo_copy_for_its_own(tmp_path: Path) -> None:
