@@ -370,6 +370,12 @@ def command(
                 f"would be a downgrade (the new map {plan.diff.summary()}): it needs "
                 "floorctl refresh --write --allow-downgrade"
             )
+        if map_version is not None and plan.diff.empty:
+            raise StaleModule(
+                f"{module}: stale: the map's data matches the feeds, but it is numbered "
+                f"{plan.old_version}, not --map-version {map_version} (run floorctl refresh "
+                f"--write --map-version {map_version})"
+            )
         raise StaleModule(
             f"{module}: stale: the floor map does not match the feeds "
             "(run floorctl refresh --write)"

@@ -117,3 +117,13 @@ def test_a_number_below_one_the_module_held_before_is_refused(project: Path) -> 
     code, _, err = refresh(project, "--write", "--force", "--map-version", "4")
     assert code == 1
     assert "--map-version 4 is not above 9" in err
+
+
+def test_check_with_a_chosen_number_says_the_number_is_what_differs(project: Path) -> None:
+    module = project / "floor_map.py"
+    before = module.read_bytes()
+    code, _, err = refresh(project, "--check", "--map-version", "7")
+    assert code == 1
+    assert "data matches the feeds, but it is numbered 1, not --map-version 7" in err, err
+    assert "does not match the feeds" not in err
+    assert module.read_bytes() == before
