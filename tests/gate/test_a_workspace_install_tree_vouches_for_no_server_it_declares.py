@@ -82,3 +82,67 @@ def test_the_same_tree_outside_the_workspace_is_an_installation(
     assert started, reason
     [judged] = lab.last_receipt()["mcp_servers"]
     assert (judged["adapter"], judged["version"], judged["verdict"]) == (*expected, "permit")
+
+
+def _installed_with_its_bin(folder: Path, version: str) -> Path:
+    """mcp-remote ``version`` installed in ``folder/node_modules`` with its bin link, as
+    ``npm install`` leaves it (npx runs such a local install when it matches a pinned spec)."""
+    package = folder / "node_modules" / "mcp-remote"
+    write(package / "package.json", json.dumps(
+        {"name": "mcp-remote", "version": version, "bin": {"mcp-remote": "index.js"}}
+    ))  # fmt: skip
+    entry = write(package / "index.js", "#!/usr/bin/env node\nprocess.exit(0)\n")
+    entry.chmod(0o755)
+    link = folder / "node_modules" / ".bin" / "mcp-remote"
+    link.parent.mkdir()
+    link.symlink_to("../mcp-remote/index.js")
+    return entry
+
+
+def test_a_tree_in_the_declaring_projects_folder_above_the_agents_vouches_for_nothing(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A monorepo: claude runs in a package's folder and reads the root's .mcp.json, whose
+    # server runs from the root's node_modules, which the same repository wrote.
+    monkeypatch.setenv("FLOORGUARD_UNTRACKED_POLICY", "refuse")
+    entry = _mcp_remote(lab.project, "0.1.16")
+    write(lab.project / ".mcp.json", servers(s={"command": "node", "args": [str(entry)]}))
+    (lab.project / "pkg").mkdir()
+    started, reason = lab.spawn("claude", "-p", "t", cwd=lab.project / "pkg")
+    assert not started
+    assert "not a tracked adapter" in reason, reason
+
+
+def test_npx_of_a_pinned_spec_the_workspaces_own_install_matches_vouches_for_nothing(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # npx runs a local install whose package.json matches the pinned spec, without fetching.
+    monkeypatch.setenv("FLOORGUARD_UNTRACKED_POLICY", "refuse")
+    _installed_with_its_bin(lab.project, "0.1.16")
+    started, reason = _gemini_with(lab, {"command": "npx", "args": ["-y", "mcp-remote@0.1.16"]})
+    assert not started
+    assert "npx is not a tracked adapter" in reason, reason
+
+
+def test_a_home_that_is_the_agents_working_directory_holds_no_cache_a_server_may_run_from(
+    lab: Lab,
+) -> None:
+    # (npx's cache, ~/.npm/_npx, would be the repository's: it could ship the tree npx runs)
+    started, reason = _gemini_with(lab, {"command": "npx", "args": ["-y", "mcp-remote@0.1.16"]})
+    assert started, reason
+    write(lab.project / ".gemini" / "settings.json", servers(
+        s={"command": "npx", "args": ["-y", "mcp-remote@0.1.16"]}
+    ))  # fmt: skip
+    started, reason = lab.spawn("gemini", "-p", "t", env=lab.env(HOME=str(lab.project)))
+    assert not started
+    assert f"HOME={lab.project}" in reason and "cache" in reason, reason
+
+
+def test_a_servers_reason_names_the_package_to_pin_not_a_placeholder(lab: Lab) -> None:
+    # A declaration's arguments are recorded by their place (any may be a credential), but
+    # a package the map names is what the reason is about, and public.
+    started, _ = _gemini_with(lab, {"command": "npx", "args": ["-y", "mcp-remote"]})
+    assert not started
+    [server] = lab.last_receipt()["mcp_servers"]
+    assert "pin the version (mcp-remote@X.Y.Z)" in server["reason"], server
+    assert "<argument 2>" not in server["reason"], server

@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import datetime as _dt
 import os
+import re
 from collections.abc import Collection, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -38,7 +39,7 @@ from floorguard._gate.decision import (
     Decision,
 )
 from floorguard._identify import detect, env_command, examine, kernel_exec, mcp_config
-from floorguard._identify.mcp_config import CLIENT_OF_ADAPTER
+from floorguard._identify.mcp_config import CLIENT_OF_ADAPTER, home_of
 from floorguard._identify.target import open_target
 from floorguard._maps import active_map, verdict, versions
 from floorguard._maps.catalog import CATALOG, executable_for
@@ -428,17 +429,39 @@ def _claim_that_only_refuses(exam: Examination, in_force: active_map.ActiveMap) 
     return exam if unsafe else dataclasses.replace(exam, identified=None)
 
 
+_PROJECT_SETTINGS_FOLDERS: Final = frozenset({".gemini", ".codex", ".claude"})
+
+
+def _project_folders(declared_in: Sequence[str], home: str) -> tuple[str, ...]:
+    """The project folders of the files that declared a server: a ``.mcp.json``'s folder,
+    the folder holding a ``.gemini``, ``.codex`` or ``.claude`` settings folder; not the
+    user's home (the user's own settings) nor a file named on a command line."""
+    folders = []
+    for path in declared_in:
+        if not os.path.isabs(path):
+            continue
+        parent = os.path.dirname(path)
+        if os.path.basename(path) == ".mcp.json":
+            folders.append(parent)
+        elif os.path.basename(parent) in _PROJECT_SETTINGS_FOLDERS:
+            folders.append(os.path.dirname(parent))
+    user = os.path.realpath(home)
+    return tuple(f for f in dict.fromkeys(folders) if os.path.realpath(f) != user)
+
+
 def _written_in_the_workspace(source: str | None) -> bool:
     """Whether the metadata file ``source`` lies in the working directory of the agent whose
     MCP server is judged: the repository that declares the server can write an install tree
     there too (a ``.venv``, a ``node_modules``), so its metadata vouches for nothing."""
-    from floorguard._identify.identification import agent_workspace
+    from floorguard._identify.identification import server_workspaces
 
-    workspace = agent_workspace()
-    if workspace is None or source is None:
+    if source is None:
         return False
-    real, folder = os.path.realpath(source), os.path.realpath(workspace)
-    return real.startswith(folder.rstrip("/") + "/")
+    real = os.path.realpath(source)
+    return any(
+        real.startswith(os.path.realpath(folder).rstrip("/") + "/")
+        for folder in server_workspaces()
+    )
 
 
 def _unjudged(
@@ -1053,7 +1076,8 @@ def _judge_server(
         # for the servers of a server that is an agent).
         outer = agent_workspace()
         workspace = (cwd, run_environ) if outer is None else (outer, agent_environment())
-        with workspace_in_force(*workspace):
+        declaring = _project_folders(declared.declared_in, home_of(run_environ, cwd))
+        with workspace_in_force(*workspace, declaring):
             judged = judge(
                 requested,
                 binary=command,
@@ -1114,10 +1138,13 @@ def _judge_server(
         entry["run_through"] = judged.run_through
     if judged.mcp_servers is not None:  # (a server that is an agent: the servers it starts)
         entry["mcp_servers"] = list(judged.mcp_servers)
-    entry["reason"] = _without_arguments(
-        judged.reason, declared, run_environ, keep={judged.adapter, judged.identified_by},
-        here=where,
-    )  # fmt: skip
+    from floorguard._identify.identification import packages_in_force
+
+    with packages_in_force(index_of(active_map.current(floor_map).floor_map)):
+        entry["reason"] = _without_arguments(
+            judged.reason, declared, run_environ, keep={judged.adapter, judged.identified_by},
+            here=where,
+        )  # fmt: skip
     if judged.verdict != REFUSE:
         return entry, None
     version = judged.version or "version unknown"
@@ -1197,6 +1224,8 @@ def _without_arguments(
     for place, value in sorted(values, key=lambda pair: -len(pair[1])):
         if len(value) < 4:  # (not "-y", "run": words a reason uses itself)
             continue
+        if value in keep or _names_a_package(value):
+            continue  # (what the reason is about, and no secret: "pin mcp-remote@X.Y.Z")
         if value.isalnum() and value.isascii():
             # A word is named where it stands as one: not inside the reason's own words
             # ("serve" is no part of "server").
@@ -1204,6 +1233,18 @@ def _without_arguments(
         else:
             reason = reason.replace(repr(value)[1:-1], place).replace(value, place)
     return reason
+
+
+def _names_a_package(value: str) -> bool:
+    """Whether ``value`` is a package the map or the catalogue names, or a spec of one
+    (``mcp-remote@0.1.15``, ``aider-chat==0.86.0``): public names, never credentials."""
+    from floorguard._identify.identification import current_packages
+    from floorguard._maps.packages import pypi_normal_form
+
+    index = current_packages()
+    npm_name = value.rsplit("@", 1)[0] if "@" in value[1:] else value
+    pypi_name = re.split(r"[=<>!~\[ ]", value, maxsplit=1)[0]
+    return value in CATALOG or npm_name in index.npm or pypi_normal_form(pypi_name) in index.pypi
 
 
 def _shown_url(url: str | None) -> str | None:

@@ -87,8 +87,22 @@ _AGENT_ENVIRON: ContextVar[Mapping[str, str] | None] = ContextVar(
 )
 
 
+# The project folders whose files declared the server judged (a ``.mcp.json``'s folder, the
+# folder above a ``.gemini``, ``.codex`` or ``.claude``): the repository that declared it
+# writes there too, even above the agent's working directory (a monorepo's root).
+_DECLARING: ContextVar[tuple[str, ...]] = ContextVar("floorguard_declaring", default=())
+
+
 def agent_workspace() -> str | None:
     return _WORKSPACE.get()
+
+
+def server_workspaces() -> tuple[str, ...]:
+    """Every folder a repository declaring the judged MCP server can write into: the agent's
+    working directory and the project folders of the declaring files (none for a child
+    judged for itself)."""
+    folder = _WORKSPACE.get()
+    return () if folder is None else (folder, *_DECLARING.get())
 
 
 def agent_environment() -> Mapping[str, str] | None:
@@ -97,14 +111,19 @@ def agent_environment() -> Mapping[str, str] | None:
 
 @contextmanager
 def workspace_in_force(
-    folder: str | None, environ: Mapping[str, str] | None = None
+    folder: str | None,
+    environ: Mapping[str, str] | None = None,
+    declaring: tuple[str, ...] = (),
 ) -> Iterator[None]:
     """Judge a child started for an agent whose working directory is ``folder`` (and whose
-    environment is ``environ``, when given) inside the block."""
+    environment is ``environ``, when given; ``declaring``: the project folders of the files
+    that declared it, added to those of any server judged around it) inside the block."""
     token = _WORKSPACE.set(folder)
     environ_token = _AGENT_ENVIRON.set(environ)
+    declaring_token = _DECLARING.set((*_DECLARING.get(), *declaring))
     try:
         yield
     finally:
+        _DECLARING.reset(declaring_token)
         _AGENT_ENVIRON.reset(environ_token)
         _WORKSPACE.reset(token)

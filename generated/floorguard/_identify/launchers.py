@@ -32,8 +32,8 @@ from typing import Final
 from floorguard._identify.identification import (
     Identification,
     agent_environment,
-    agent_workspace,
     current_packages,
+    server_workspaces,
 )
 from floorguard._maps import packages as _packages
 from floorguard._maps import versions
@@ -902,21 +902,20 @@ def _users(path: str, here: str) -> bool:
     real, work = os.path.realpath(path), os.path.realpath(here)
     if real.startswith(work.rstrip(os.sep) + os.sep):
         return False
-    agent = agent_workspace()
-    if agent is None:
-        return True
-    # A server run below the agent's working directory: anywhere in the agent's is the
-    # workspace's, that folder itself too (the exemption is for the folder the child runs in).
-    top = os.path.realpath(agent)
-    if real == top:
-        return work == top
-    return not real.startswith(top.rstrip(os.sep) + os.sep)
+    # For an MCP server: anywhere in the agent's working directory or a declaring project's
+    # folder is the workspace's, that folder itself too (the exemption is for an agent the
+    # host starts; a repository declaring a server would fill a home that is its own folder).
+    for folder in server_workspaces():
+        top = os.path.realpath(folder)
+        if real == top or real.startswith(top.rstrip(os.sep) + os.sep):
+            return False
+    return True
 
 
 def in_the_workspace(path: str, here: str) -> bool:
     """Whether ``path`` (absolute) is in the working directory ``here`` or, for a server
     judged for an agent, in the agent's (by its letters or through links)."""
-    folders = [here] if agent_workspace() is None else [here, str(agent_workspace())]
+    folders = [here, *server_workspaces()]
     return any(
         _within(path, folder) or _within(os.path.realpath(path), os.path.realpath(folder))
         for folder in folders
@@ -1088,7 +1087,7 @@ def _npm_own_files_doubts(
     # The cache it takes (~/.npm by default), or its _npx folder, may be a link out of a
     # folder outside the working directory into it: the workspace fills it just the same.
     base = cache or os.path.join(home, ".npm")
-    workspaces = [here] if agent_workspace() is None else [here, str(agent_workspace())]
+    workspaces = [here, *server_workspaces()]
     for folder in (base, os.path.join(base, "_npx")):
         by_its_letters = any(_within(os.path.normpath(folder), w) for w in workspaces)
         if in_the_workspace(folder, here) and not by_its_letters:
@@ -1159,8 +1158,9 @@ def judge_launch(launch: Launch, *, cwd: str) -> Judged:
     index = current_packages()
     owner = index.owner(launch.ecosystem, launch.package)
     what = f"{launch.launcher} running the {launch.ecosystem} package {launch.package}"
+    ran: list[Identification] = []
     if launch.launcher in ("npx", "npm exec") and (owner is None or launch.version is not None):
-        shadow = _local_bin_doubt(launch, owner, cwd)
+        shadow = _local_bin_doubt(launch, owner, cwd, ran)
         if shadow is not None:
             return Judged(None, what, (shadow,))
     if owner is None:
@@ -1168,9 +1168,14 @@ def judge_launch(launch: Launch, *, cwd: str) -> Judged:
         # letter refused): no other package can pass for a tracked one here.
         return Judged(None, what, ())
     if launch.version is not None:
+        # (a local install npm takes for the pinned spec runs: its metadata is what vouches,
+        # and for an MCP server one in the workspace vouches for nothing)
+        source = ran[0].version_source if ran else None
+        vouches = ran[0].vouches if ran else True
         found = Identification(
-            owner, launch.launcher, launch.spec, launch.version, None, True, "launcher-spec"
-        )
+            owner, launch.launcher, launch.spec, launch.version, source, True, "launcher-spec",
+            vouches=vouches,
+        )  # fmt: skip
         return Judged(found, what, ())
     if launch.launcher == "npx" and launch.unpinned == "no version":
         local = _npx_local(launch, cwd)
@@ -1329,8 +1334,11 @@ def _first(name: str, folders: Sequence[str]) -> str | None:
     return shutil.which(name, path=os.pathsep.join(folders)) if folders else None
 
 
-def _local_bin_doubt(launch: Launch, owner: str | None, cwd: str) -> str | None:
-    """Why npm may run another file than the package ``launch`` names, or None. npm runs a
+def _local_bin_doubt(
+    launch: Launch, owner: str | None, cwd: str, ran: list[Identification] | None = None
+) -> str | None:
+    """Why npm may run another file than the package ``launch`` names, or None (``ran``
+    hears the local install it runs then, if it runs one). npm runs a
     package's bin by its name on a PATH that puts ``node_modules/.bin`` of the working
     directory and of every folder above it first, so the nearest such bin of that name is
     what runs, whatever the spec pinned. It passes only as the very package and version
@@ -1401,6 +1409,8 @@ def _local_bin_doubt(launch: Launch, owner: str | None, cwd: str) -> str | None:
             elif hit is None or hit.adapter != owner or hit.version != launch.version:
                 found = "no tracked package" if hit is None else f"{hit.adapter} {hit.version}"
                 return f"{why}, which is {found}, not {launch.package}@{launch.version}"
+            if ran is not None and hit is not None:
+                ran.append(hit)
             break  # (the nearest of this name is the one that runs)
     return None
 
