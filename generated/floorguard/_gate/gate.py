@@ -455,13 +455,11 @@ def _written_in_the_workspace(source: str | None) -> bool:
     there too (a ``.venv``, a ``node_modules``), so its metadata vouches for nothing."""
     from floorguard._identify.identification import server_workspaces
 
-    if source is None:
-        return False
+    folders = server_workspaces()
+    if source is None or not folders:
+        return False  # (a child judged for itself: no realpath on the preflight's path)
     real = os.path.realpath(source)
-    return any(
-        real.startswith(os.path.realpath(folder).rstrip("/") + "/")
-        for folder in server_workspaces()
-    )
+    return any(real.startswith(os.path.realpath(f).rstrip("/") + "/") for f in folders)
 
 
 def _unjudged(
