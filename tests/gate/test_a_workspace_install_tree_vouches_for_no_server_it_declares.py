@@ -42,6 +42,9 @@ def test_a_node_server_from_the_workspaces_node_modules_is_untracked(
     assert started, reason
     [server] = lab.last_receipt()["mcp_servers"]
     assert (server["adapter"], server["verdict"]) == ("node", "untracked"), server
+    # (the receipt says why the metadata did not count)
+    assert "mcp-remote 0.1.16" in server["reason"], server
+    assert "lies in the workspace, and vouches for nothing" in server["reason"], server
 
 
 def test_a_node_server_from_the_workspaces_node_modules_below_its_floor_refuses(
@@ -146,3 +149,15 @@ def test_a_servers_reason_names_the_package_to_pin_not_a_placeholder(lab: Lab) -
     [server] = lab.last_receipt()["mcp_servers"]
     assert "pin the version (mcp-remote@X.Y.Z)" in server["reason"], server
     assert "<argument 2>" not in server["reason"], server
+
+
+def test_a_server_named_as_the_package_is_refused_naming_the_metadata_set_aside(
+    lab: Lab,
+) -> None:
+    # The bin link npm makes, declared by its path: requested under the package's own name.
+    _installed_with_its_bin(lab.project, "0.1.16")
+    bin_link = lab.project / "node_modules" / ".bin" / "mcp-remote"
+    started, reason = _gemini_with(lab, {"command": str(bin_link)})
+    assert not started
+    assert "lies in the workspace, and vouches for nothing" in reason, reason
+    assert "not recognised as" not in reason, reason

@@ -349,7 +349,8 @@ def _judge_opened(
             # Never probed: a script's --version answer says nothing of what it runs.
             return _Judgement(
                 UNTRACKED,
-                f"{named} has no floor; {opened.path} is {exam.what}",
+                f"{named} has no floor; {opened.path} is {exam.what}"
+                + ("" if exam.set_aside is None else f" ({exam.set_aside})"),
                 **known,
                 binary=str(opened.path),
             )
@@ -426,7 +427,14 @@ def _claim_that_only_refuses(exam: Examination, in_force: active_map.ActiveMap) 
         unsafe = _assess(entry, identified.version, at, in_force.floor_map_hash).unsafe
     except versions.InvalidVersionError:
         return exam
-    return exam if unsafe else dataclasses.replace(exam, identified=None)
+    if unsafe:
+        return exam
+    where = "in the workspace" if identified.vouches else "outside an install tree"
+    why = (
+        f"the package metadata naming it {identified.adapter} {identified.version} "
+        f"({identified.version_source}) lies {where}, and vouches for nothing"
+    )
+    return dataclasses.replace(exam, identified=None, set_aside=why)
 
 
 _PROJECT_SETTINGS_FOLDERS: Final = frozenset({".gemini", ".codex", ".claude"})
@@ -480,6 +488,8 @@ def _unjudged(
     if stand_in is not None:
         return f"{stand_in} ({opened.path})"
     if exam.identified is None and exam.runs != "native" and version is None:
+        if exam.set_aside is not None:
+            return f"{named}: {opened.path} is {exam.what}, and {exam.set_aside}"
         return (
             f"{named}: {opened.path} is {exam.what}, not recognised as {advisory.adapter}'s "
             "code; what it starts cannot be judged (a launcher's --version answer is not "

@@ -70,6 +70,9 @@ class Examination:
     what: str
     doubts: tuple[str, ...] = ()
     interpreter: str | None = None
+    # Why an identification was set aside (metadata that vouches for nothing there), for
+    # the reason: the gate's words, None when none was.
+    set_aside: str | None = None
 
 
 @dataclass(frozen=True)
