@@ -161,3 +161,52 @@ def test_a_server_named_as_the_package_is_refused_naming_the_metadata_set_aside(
     assert not started
     assert "lies in the workspace, and vouches for nothing" in reason, reason
     assert "not recognised as" not in reason, reason
+
+
+def test_npx_of_a_pinned_spec_runs_a_monorepos_hoisted_install_which_vouches_for_nothing(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # npm workspaces: the root declares them and holds the hoisted installs; the agent runs
+    # in a member, whose own settings declare the server.
+    monkeypatch.setenv("FLOORGUARD_UNTRACKED_POLICY", "refuse")
+    write(lab.project / "package.json", json.dumps({"name": "mono", "workspaces": ["app"]}))
+    _installed_with_its_bin(lab.project, "0.1.16")
+    member = lab.project / "app"
+    write(member / ".gemini" / "settings.json", servers(
+        s={"command": "npx", "args": ["-y", "mcp-remote@0.1.16"]}
+    ))  # fmt: skip
+    started, reason = lab.spawn("gemini", "-p", "t", cwd=member)
+    assert not started
+    assert "npx is not a tracked adapter" in reason, reason
+
+
+def test_a_home_at_the_repositorys_root_above_the_agent_holds_no_cache_a_server_may_run_from(
+    lab: Lab,
+) -> None:
+    # The host gave the agent the repository's root for a home and ran it in a subfolder:
+    # npx's cache (~/.npm/_npx) is the repository's to fill.
+    (lab.project / ".git").mkdir()
+    member = lab.project / "app"
+    write(member / ".gemini" / "settings.json", servers(
+        s={"command": "npx", "args": ["-y", "mcp-remote@0.1.16"]}
+    ))  # fmt: skip
+    started, reason = lab.spawn("gemini", "-p", "t", cwd=member, env=lab.env(HOME=str(lab.project)))
+    assert not started
+    assert f"HOME={lab.project}" in reason and "cache" in reason, reason
+
+
+def test_an_extension_folder_the_workspace_links_elsewhere_stays_the_workspaces(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FLOORGUARD_UNTRACKED_POLICY", "refuse")
+    tools = lab.root / "elsewhere" / "ext"
+    entry = _mcp_remote(tools, "0.1.16")
+    write(tools / "gemini-extension.json", json.dumps({
+        "name": "x", "version": "1.0.0",
+        "mcpServers": {"s": {"command": "node", "args": [str(entry)], "cwd": "${extensionPath}"}},
+    }))  # fmt: skip
+    (lab.project / ".gemini" / "extensions").mkdir(parents=True)
+    (lab.project / ".gemini" / "extensions" / "x").symlink_to(tools)
+    started, reason = lab.spawn("gemini", "-p", "t")
+    assert not started
+    assert "not a tracked adapter" in reason, reason
