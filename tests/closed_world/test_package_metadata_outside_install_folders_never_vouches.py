@@ -52,6 +52,25 @@ def _untracked_either_way(
     assert recorded == [("refuse", requested), ("untracked", requested)]
 
 
+def _refused_as(
+    world: World,
+    adapter: str,
+    requested: str,
+    argv: list[str],
+    *,
+    binary: Path | str,
+    policy: str,
+    marker: Path,
+) -> None:
+    """``requested ARGV`` from the workspace: refused, and recorded, as ``adapter``'s."""
+    (world.root / "ws").mkdir(exist_ok=True)
+    outcome = world.spawn(
+        requested, argv, binary=binary, policy=policy, env=world.env(), cwd=world.root / "ws"
+    )
+    world.assert_refused(outcome, marker, adapter)
+    assert world.recorded()[-1]["adapter"] == adapter
+
+
 @pytest.mark.parametrize("folder", ["ws", "ws/site-packages", "ws/vendor"])
 def test_a_program_that_runs_below_floor_code_is_read_whatever_metadata_claims_it(
     world: World, untracked_policy: str, folder: str
@@ -87,12 +106,9 @@ def test_a_program_claimed_at_a_below_floor_version_is_still_refused_as_that_pac
         tmp_path / "vendor", "aider/scrape.py",
         f"import pathlib\npathlib.Path({str(marker)!r}).touch()\n", version="0.50.0",
     )  # fmt: skip
-    outcome = world.spawn(
-        "python", [str(program)], binary=world.new_aider().python, policy=untracked_policy,
-        env=world.env(),
-    )  # fmt: skip
-    world.assert_refused(outcome, marker, "aider")
-    assert world.recorded()[-1]["adapter"] == "aider"
+    python = world.new_aider().python
+    _refused_as(world, "aider", "python", [str(program)], binary=python, policy=untracked_policy,
+                marker=marker)  # fmt: skip
 
 
 def test_a_file_the_interpreters_own_site_packages_installed_is_still_that_package(
@@ -134,12 +150,8 @@ def test_a_node_script_claimed_at_a_below_floor_version_is_refused_as_that_packa
 ) -> None:
     marker = tmp_path / "ran"
     script = _claimed_script(world.root / "ws" / "tools", marker, "1.0.0")
-    outcome = world.spawn(
-        "node", [str(script)], binary=NODE, policy=untracked_policy, env=world.env(),
-        cwd=world.root / "ws",
-    )  # fmt: skip
-    world.assert_refused(outcome, marker, "claude")
-    assert world.recorded()[-1]["adapter"] == "claude"
+    _refused_as(world, "claude", "node", [str(script)], binary=NODE, policy=untracked_policy,
+                marker=marker)  # fmt: skip
 
 
 def test_claudes_own_file_in_its_global_install_is_still_claude(
