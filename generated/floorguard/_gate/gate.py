@@ -457,45 +457,6 @@ def _project_folders(declared_in: Sequence[str], home: str) -> tuple[str, ...]:
     return tuple(f for f in dict.fromkeys(folders) if os.path.realpath(f) != user)
 
 
-def _repository_folders(cwd: str) -> tuple[str, ...]:
-    """The roots of the repository an agent works in, above its working directory: the
-    nearest folder holding ``.git``, and the nearest whose package.json declares npm
-    ``workspaces`` (npx runs a monorepo's hoisted installs from there). The repository can
-    write anywhere below them, a home among them (the filesystem's root is no repository)."""
-    found: list[str] = []
-    here = os.path.realpath(cwd)
-    folders = [here]
-    while os.path.dirname(folders[-1]) != folders[-1]:
-        folders.append(os.path.dirname(folders[-1]))
-    for folder in folders[:-1]:
-        if os.path.lexists(os.path.join(folder, ".git")):
-            found.append(folder)
-            break
-    for folder in folders[:-1]:
-        manifest = os.path.join(folder, "package.json")
-        if os.path.isfile(manifest) and _declares_workspaces(manifest):
-            found.append(folder)
-            break
-    return tuple(found)
-
-
-def _declares_workspaces(manifest: str) -> bool:
-    import json
-
-    try:
-        with open(manifest, "rb") as stream:
-            document = json.loads(stream.read(1 << 20))
-    except (OSError, ValueError, RecursionError):
-        return True  # (unreadable: taken as one, the stricter reading)
-    return isinstance(document, dict) and "workspaces" in document
-
-
-def _within(path: str, folder: str) -> bool:
-    """Whether ``path`` is ``folder`` or below it, by its letters (``..`` taken out)."""
-    path, folder = os.path.normpath(path), os.path.normpath(folder)
-    return path == folder or path.startswith(folder.rstrip("/") + "/")
-
-
 def _written_in_the_workspace(source: str | None) -> bool:
     """Whether the metadata file ``source`` lies in the working directory of the agent whose
     MCP server is judged: the repository that declares the server can write an install tree
@@ -505,8 +466,9 @@ def _written_in_the_workspace(source: str | None) -> bool:
     folders = server_workspaces()
     if source is None or not folders:
         return False  # (a child judged for itself: no realpath on the preflight's path)
-    real = os.path.realpath(source)
-    return any(real.startswith(os.path.realpath(f).rstrip("/") + "/") for f in folders)
+    from floorguard._identify.launchers import in_the_workspace
+
+    return in_the_workspace(source, folders[0])
 
 
 def _unjudged(
@@ -1117,6 +1079,7 @@ def _judge_server(
             agent_workspace,
             workspace_in_force,
         )
+        from floorguard._identify.launchers import repository_roots, within
 
         # A server's own cwd may lie below the agent's: what its inputs put anywhere in
         # the agent's working directory is the workspace's all the same (the first agent's,
@@ -1125,10 +1088,10 @@ def _judge_server(
         workspace = (cwd, run_environ) if outer is None else (outer, agent_environment())
         declaring = (
             *_project_folders(declared.declared_in, home_of(run_environ, cwd)),
-            *(_repository_folders(cwd) if outer is None else ()),
+            *(repository_roots(cwd) if outer is None else ()),
         )
         spelled = cwd if declared.cwd is None else os.path.join(cwd, declared.cwd)
-        if any(_within(spelled, f) for f in (workspace[0], *declaring)):
+        if any(within(spelled, f) for f in (workspace[0], *declaring)):
             # (a folder reached through a link from the workspace, an extension folder the
             # repository linked elsewhere, is the repository's wherever it leads)
             declaring = (*declaring, where)

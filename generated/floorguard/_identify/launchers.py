@@ -801,11 +801,12 @@ def in_the_project(package: str, here: str) -> bool:
     dependency). Its code is then what the workspace wrote, a package.json naming it
     ``npm`` or ``yarn`` all it takes."""
     return in_the_workspace(package, here) or any(
-        _within(package, os.path.join(f, "node_modules")) for f in _chain(here)
+        within(package, os.path.join(f, "node_modules")) for f in _chain(here)
     )
 
 
-def _within(path: str, folder: str) -> bool:
+def within(path: str, folder: str) -> bool:
+    """Whether ``path`` is ``folder`` or below it, by its letters (``..`` taken out)."""
     path, folder = os.path.normpath(path), os.path.normpath(folder)
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
@@ -912,12 +913,29 @@ def _users(path: str, here: str) -> bool:
     return True
 
 
+def repository_roots(cwd: str) -> tuple[str, ...]:
+    """The roots of the repository an agent works in, at or above its working directory:
+    the nearest folder holding ``.git``, and the nearest whose package.json declares npm
+    ``workspaces`` (or cannot be read), from which npx runs a monorepo's hoisted installs.
+    The repository can write anywhere below them, a home among them (the filesystem's root
+    is no repository's)."""
+    here = Path(os.path.realpath(cwd))
+    found: list[str] = []
+    git = next((f for f in (here, *here.parents) if os.path.lexists(f / ".git")), None)
+    if git is not None and git != git.parent:
+        found.append(str(git))
+    manifest = _workspace_root_above(here, itself=True)
+    if manifest is not None and manifest.parent != manifest.parent.parent:
+        found.append(str(manifest.parent))
+    return tuple(found)
+
+
 def in_the_workspace(path: str, here: str) -> bool:
     """Whether ``path`` (absolute) is in the working directory ``here`` or, for a server
     judged for an agent, in the agent's (by its letters or through links)."""
     folders = [here, *server_workspaces()]
     return any(
-        _within(path, folder) or _within(os.path.realpath(path), os.path.realpath(folder))
+        within(path, folder) or within(os.path.realpath(path), os.path.realpath(folder))
         for folder in folders
     )
 
@@ -1069,7 +1087,7 @@ def _npm_own_files_doubts(
         real = os.path.realpath(node)  # (node's execPath is its real file)
         globalconfig = os.path.join(os.path.dirname(os.path.dirname(real)), "etc", "npmrc")
         # A node in the working directory itself puts its prefix above it.
-        outside = not _within(real, here)
+        outside = not within(real, here)
     else:
         globalconfig = ""
     globals_: dict[str, str] = {}
@@ -1089,7 +1107,7 @@ def _npm_own_files_doubts(
     base = cache or os.path.join(home, ".npm")
     workspaces = [here, *server_workspaces()]
     for folder in (base, os.path.join(base, "_npx")):
-        by_its_letters = any(_within(os.path.normpath(folder), w) for w in workspaces)
+        by_its_letters = any(within(os.path.normpath(folder), w) for w in workspaces)
         if in_the_workspace(folder, here) and not by_its_letters:
             doubts.append(f"{launcher}: npm's cache folder {folder} leads into the working "
                           "directory, where the workspace can fill its _npx trees")  # fmt: skip
@@ -1778,11 +1796,12 @@ def _not_run_by_node(head: bytes) -> str | None:
     return None
 
 
-def _workspace_root_above(folder: Path) -> Path | None:
-    """The ``package.json`` of a folder above ``folder`` that declares ``workspaces`` (or
-    cannot be read): npm takes such a root as its local prefix for a spawn in one of its
-    packages, and looks for a bin from there. None when there is none."""
-    for above in folder.parents:
+def _workspace_root_above(folder: Path, *, itself: bool = False) -> Path | None:
+    """The ``package.json`` of a folder above ``folder`` (``itself``: or of ``folder``) that
+    declares ``workspaces`` (or cannot be read): npm takes such a root as its local prefix
+    for a spawn in one of its packages, and looks for a bin from there. None when there is
+    none."""
+    for above in (folder, *folder.parents) if itself else folder.parents:
         manifest = above / "package.json"
         if not os.path.lexists(manifest):
             continue
