@@ -71,6 +71,22 @@ def _refused_as(
     assert world.recorded()[-1]["adapter"] == adapter
 
 
+def _permitted_as(
+    world: World,
+    identified: tuple[str, str],
+    requested: str,
+    argv: list[str],
+    *,
+    binary: Path | str,
+    policy: str,
+) -> None:
+    """``requested ARGV`` started, permitted as the (adapter, version) ``identified``."""
+    outcome = world.spawn(requested, argv, binary=binary, policy=policy, env=world.env())
+    assert outcome["outcome"] == "started", outcome
+    last = world.recorded()[-1]
+    assert (last["verdict"], last["adapter"], last["version"]) == ("permit", *identified)
+
+
 @pytest.mark.parametrize("folder", ["ws", "ws/site-packages", "ws/vendor"])
 def test_a_program_that_runs_below_floor_code_is_read_whatever_metadata_claims_it(
     world: World, untracked_policy: str, folder: str
@@ -117,13 +133,8 @@ def test_a_file_the_interpreters_own_site_packages_installed_is_still_that_packa
     # The metadata Python imports through vouches as before: aider's own file, unread.
     new = world.new_aider()
     module = next(new.site.glob("aider/main.py"))
-    outcome = world.spawn(
-        "python", ["-P", str(module)], binary=new.python, policy=untracked_policy,
-        env=world.env(),
-    )  # fmt: skip
-    assert outcome["outcome"] == "started", outcome
-    last = world.recorded()[-1]
-    assert (last["verdict"], last["adapter"], last["version"]) == ("permit", "aider", "0.70.0")
+    _permitted_as(world, ("aider", "0.70.0"), "python", ["-P", str(module)], binary=new.python,
+                  policy=untracked_policy)  # fmt: skip
 
 
 def _claimed_script(folder: Path, marker: Path, version: str) -> Path:
@@ -158,12 +169,8 @@ def test_claudes_own_file_in_its_global_install_is_still_claude(
     world: World, untracked_policy: str
 ) -> None:
     new = world.new_claude()
-    outcome = world.spawn(
-        "node", [str(new.cli)], binary=NODE, policy=untracked_policy, env=world.env()
-    )
-    assert outcome["outcome"] == "started", outcome
-    last = world.recorded()[-1]
-    assert (last["verdict"], last["adapter"]) == ("permit", "claude")
+    _permitted_as(world, ("claude", new.version), "node", [str(new.cli)], binary=NODE,
+                  policy=untracked_policy)  # fmt: skip
 
 
 def test_a_package_json_lying_in_node_modules_itself_is_no_installed_package(
