@@ -612,7 +612,7 @@ def refuse_unsettled(module: Path, doing: str) -> None:
     if not written:
         return
     last = max(written)
-    stated = (_block_version(module), _block_hash(module))
+    stated = _block_stated(module)
     if stated != (last, written[last]):
         raise ModuleError(
             f"{module}: its block (map version {stated[0]}, {stated[1]}) is not the map "
@@ -654,20 +654,22 @@ def _anchored(audit: AuditChain, receipt_id: str) -> bool:
 
 def _block_version(path: Path) -> int | None:
     """The map version the block in ``path`` states; None if it is not a floor-map module."""
-    try:
-        _, block = render.read_module(splice.read_module_text(path), str(path))
-    except FloorctlError:
-        return None
-    return block.map_version
+    return _block_stated(path)[0]
 
 
 def _block_hash(path: Path) -> str | None:
     """The hash a receipt names for the map in ``path`` (as ``plan`` computes it)."""
+    return _block_stated(path)[1]
+
+
+def _block_stated(path: Path) -> tuple[int | None, str | None]:
+    """The block's map version and the hash a receipt names for its map, from one read;
+    (None, None) if ``path`` is not a floor-map module."""
     try:
         _, block = render.read_module(splice.read_module_text(path), str(path))
     except FloorctlError:
-        return None
-    return block.stated_hash or floor_map_hash(from_entries(block.entries))
+        return None, None
+    return block.map_version, block.stated_hash or floor_map_hash(from_entries(block.entries))
 
 
 def require_module(module: Path) -> None:
