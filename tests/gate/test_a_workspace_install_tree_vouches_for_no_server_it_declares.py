@@ -210,3 +210,22 @@ def test_an_extension_folder_the_workspace_links_elsewhere_stays_the_workspaces(
     started, reason = lab.spawn("gemini", "-p", "t")
     assert not started
     assert "not a tracked adapter" in reason, reason
+
+
+def test_a_users_own_server_runs_from_a_tree_in_the_users_home_as_an_installation(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The user's settings folder is no project's: its server's tree is the user's install.
+    monkeypatch.setenv("FLOORGUARD_UNTRACKED_POLICY", "refuse")
+    entry = _mcp_remote(lab.home / "tools", "0.1.16")
+    write(lab.home / ".gemini" / "settings.json", servers(
+        s={"command": "node", "args": [str(entry)]}
+    ))  # fmt: skip
+    started, reason = lab.spawn("gemini", "-p", "t")
+    assert started, reason
+    [judged] = lab.last_receipt()["mcp_servers"]
+    assert (judged["adapter"], judged["version"], judged["verdict"]) == (
+        "mcp-remote",
+        "0.1.16",
+        "permit",
+    )

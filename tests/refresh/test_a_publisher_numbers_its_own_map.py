@@ -91,7 +91,7 @@ def test_the_publish_warning_names_the_way_out_and_goes_once_it_is_taken(project
     assert json.loads(out)["warnings"] == []
 
 
-@pytest.mark.parametrize("chosen", ["1", "0", "-3", "two"])
+@pytest.mark.parametrize("chosen", ["1", "0", "-3", "two", "2147483648", "+4", "1_0"])
 def test_a_number_that_does_not_rise_is_refused_and_the_module_is_left_as_it_was(
     project: Path, chosen: str
 ) -> None:
