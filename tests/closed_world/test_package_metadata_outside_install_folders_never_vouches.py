@@ -200,3 +200,16 @@ def test_a_script_its_metadata_claims_below_the_floor_is_refused_for_that_versio
         "aider", [], policy=DEFAULT, env=world.env(script.parent), cwd=world.root / "ws"
     )
     world.assert_refused(outcome, marker, "0.50.0 is below the floor")
+
+
+def test_a_package_json_inside_an_installed_package_is_that_packages_file(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    # A below-floor claude whose vendor/ folder holds a package.json claiming 2.1.5: a file
+    # there is claude 1.0.51's, as node runs it by path (the inner claim is no install).
+    old = world.old_claude()
+    marker = tmp_path / "ran"
+    script = _claimed_script(old.package / "vendor", marker, "2.1.5")
+    _refused_as(world, "claude", "node", [str(script)], binary=NODE, policy=untracked_policy,
+                marker=marker)  # fmt: skip
+    assert world.recorded()[-1]["version"] == old.version

@@ -1,14 +1,16 @@
 """An install tree inside the agent's working directory (a ``node_modules``, a ``.venv``)
 vouches for no MCP server: the repository that declares the server in its own settings can
 write the tree too, and its metadata can state any version over any code. A server run from
-there at a version the map lets run is what it is, untracked (refused under deny-by-default,
-run as untracked otherwise); below the floor it still refuses. The same tree outside the
-workspace is an installation like any other.
+there is the package's code by its layout, at a version unknown: refused under either
+policy, as it would be with no metadata (which must never turn a refusal into a permit);
+below the floor it refuses as that version. The same tree outside the workspace is an
+installation like any other.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -23,28 +25,26 @@ def _mcp_remote(folder: Path, version: str) -> Path:
     return write(package / "index.js", "process.exit(0)\n")
 
 
+IN_THE_WORKSPACE = "lies in the workspace, and vouches for nothing: its version is unknown"
+
+
 def _gemini_with(lab: Lab, server: dict[str, object]) -> tuple[bool, str]:
     write(lab.project / ".gemini" / "settings.json", servers(s=server))
     return lab.spawn("gemini", "-p", "t")
 
 
 @pytest.mark.parametrize("policy", ["refuse", "allow"])
-def test_a_node_server_from_the_workspaces_node_modules_is_untracked(
+def test_a_node_server_from_the_workspaces_node_modules_is_of_an_unknown_version(
     lab: Lab, monkeypatch: pytest.MonkeyPatch, policy: str
 ) -> None:
+    # Its layout makes it mcp-remote's code, as with no metadata at all; the metadata the
+    # repository wrote cannot say which version: refused under either policy, as it would be
+    # with no package.json (metadata never turns a refusal into a permit).
     monkeypatch.setenv("FLOORGUARD_UNTRACKED_POLICY", policy)
     entry = _mcp_remote(lab.project, "0.1.16")  # (0.0.5 to 0.1.15 are affected)
     started, reason = _gemini_with(lab, {"command": "node", "args": [str(entry)]})
-    if policy == "refuse":
-        assert not started
-        assert "not a tracked adapter" in reason, reason
-        return
-    assert started, reason
-    [server] = lab.last_receipt()["mcp_servers"]
-    assert (server["adapter"], server["verdict"]) == ("node", "untracked"), server
-    # (the receipt says why the metadata did not count)
-    assert "mcp-remote 0.1.16" in server["reason"], server
-    assert "lies in the workspace, and vouches for nothing" in server["reason"], server
+    assert not started
+    assert IN_THE_WORKSPACE in reason and "mcp-remote 0.1.16" in reason, reason
 
 
 def test_a_node_server_from_the_workspaces_node_modules_below_its_floor_refuses(
@@ -56,15 +56,16 @@ def test_a_node_server_from_the_workspaces_node_modules_below_its_floor_refuses(
     assert "mcp-remote" in reason and "0.1.15" in reason, reason
 
 
-def test_a_python_server_from_the_workspaces_venv_is_untracked_under_deny_by_default(
-    lab: Lab, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("policy", ["refuse", "allow"])
+def test_a_python_server_from_the_workspaces_venv_is_of_an_unknown_version(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch, policy: str
 ) -> None:
-    monkeypatch.setenv("FLOORGUARD_UNTRACKED_POLICY", "refuse")
+    monkeypatch.setenv("FLOORGUARD_UNTRACKED_POLICY", policy)
     aider_install(lab.project / ".venv", "0.70.0")
     python = lab.project / ".venv" / "bin" / "python"
     started, reason = _gemini_with(lab, {"command": str(python), "args": ["-P", "-m", "aider"]})
     assert not started
-    assert "not a tracked adapter" in reason, reason
+    assert IN_THE_WORKSPACE in reason, reason
 
 
 @pytest.mark.parametrize("where", ["node_modules", ".venv"])
@@ -113,7 +114,7 @@ def test_a_tree_in_the_declaring_projects_folder_above_the_agents_vouches_for_no
     (lab.project / "pkg").mkdir()
     started, reason = lab.spawn("claude", "-p", "t", cwd=lab.project / "pkg")
     assert not started
-    assert "not a tracked adapter" in reason, reason
+    assert IN_THE_WORKSPACE in reason, reason
 
 
 def test_npx_of_a_pinned_spec_the_workspaces_own_install_matches_vouches_for_nothing(
@@ -124,7 +125,7 @@ def test_npx_of_a_pinned_spec_the_workspaces_own_install_matches_vouches_for_not
     _installed_with_its_bin(lab.project, "0.1.16")
     started, reason = _gemini_with(lab, {"command": "npx", "args": ["-y", "mcp-remote@0.1.16"]})
     assert not started
-    assert "npx is not a tracked adapter" in reason, reason
+    assert IN_THE_WORKSPACE in reason, reason
 
 
 def test_a_home_that_is_the_agents_working_directory_holds_no_cache_a_server_may_run_from(
@@ -159,7 +160,7 @@ def test_a_server_named_as_the_package_is_refused_naming_the_metadata_set_aside(
     bin_link = lab.project / "node_modules" / ".bin" / "mcp-remote"
     started, reason = _gemini_with(lab, {"command": str(bin_link)})
     assert not started
-    assert "lies in the workspace, and vouches for nothing" in reason, reason
+    assert IN_THE_WORKSPACE in reason, reason
     assert "not recognised as" not in reason, reason
 
 
@@ -177,7 +178,7 @@ def test_npx_of_a_pinned_spec_runs_a_monorepos_hoisted_install_which_vouches_for
     ))  # fmt: skip
     started, reason = lab.spawn("gemini", "-p", "t", cwd=member)
     assert not started
-    assert "npx is not a tracked adapter" in reason, reason
+    assert IN_THE_WORKSPACE in reason, reason
 
 
 def test_a_home_at_the_repositorys_root_above_the_agent_holds_no_cache_a_server_may_run_from(
@@ -209,7 +210,7 @@ def test_an_extension_folder_the_workspace_links_elsewhere_stays_the_workspaces(
     (lab.project / ".gemini" / "extensions" / "x").symlink_to(tools)
     started, reason = lab.spawn("gemini", "-p", "t")
     assert not started
-    assert "not a tracked adapter" in reason, reason
+    assert IN_THE_WORKSPACE in reason, reason
 
 
 def test_a_users_own_server_runs_from_a_tree_in_the_users_home_as_an_installation(
@@ -229,3 +230,23 @@ def test_a_users_own_server_runs_from_a_tree_in_the_users_home_as_an_installatio
         "0.1.16",
         "permit",
     )
+
+
+def test_a_python_server_importing_a_package_from_a_workspace_pythonpath_is_refused(
+    lab: Lab, tmp_path: Path
+) -> None:
+    # The server's env puts a workspace folder holding aider and a dist-info claiming 0.86.0
+    # on PYTHONPATH: without the dist-info it is aider of no known version, and with it too.
+    outside = tmp_path / "outside"
+    aider_install(outside, "0.86.0")
+    [site] = outside.glob("lib/python*/site-packages")
+    shutil.copytree(site, lab.project / "lib")
+    python = outside / "bin" / "python"
+    started, reason = _gemini_with(lab, {
+        "command": str(python), "args": ["-P", "-m", "aider"],
+        "env": {"PYTHONPATH": str(lab.project / "lib")},
+    })  # fmt: skip
+    assert not started
+    assert "aider" in reason, reason
+    [server] = lab.last_receipt()["mcp_servers"]
+    assert server["verdict"] == "refuse" and server["adapter"] == "aider", server

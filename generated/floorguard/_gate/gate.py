@@ -409,15 +409,28 @@ def _judge_opened(
 
 
 def _claim_that_only_refuses(exam: Examination, in_force: active_map.ActiveMap) -> Examination:
-    """``exam`` without its identification when that came from metadata that does not vouch
-    for the file (``Identification.vouches``) and states a version the map lets run: the
-    program is then what its source is (untracked, unless it imports an adapter). Below the
-    floor, or at a version the map cannot read, the claim stands, and refuses."""
+    """``exam`` without its identification when that came from metadata outside an install
+    tree (``Identification.vouches`` False) and states a version the map lets run: the
+    program is then what its source is (untracked, unless it imports an adapter); below the
+    floor, or at a version the map cannot read, the claim stands, and refuses. Metadata in
+    an MCP server's workspace adds a doubt instead: the code is the package's, its version
+    unknown."""
     identified = exam.identified
     if identified is None or identified.version is None:
         return exam
-    if identified.vouches and not _written_in_the_workspace(identified.version_source):
-        return exam
+    if identified.vouches:
+        if not _written_in_the_workspace(identified.version_source):
+            return exam
+        # Metadata the repository declaring a server wrote names the code (by its layout:
+        # a package's folder, an imported module) but cannot state its version: an unknown
+        # version refuses, as it would with no metadata at all. (Dropping the claim would
+        # let the metadata turn that refusal into an untracked permit.)
+        why = (
+            f"the package metadata naming it {identified.adapter} {identified.version} "
+            f"({identified.version_source}) lies in the workspace, and vouches for nothing: "
+            "its version is unknown"
+        )
+        return dataclasses.replace(exam, doubts=(*exam.doubts, why))
     entry = in_force.floor_map.get(identified.adapter)
     if entry is None:
         return exam
@@ -429,10 +442,9 @@ def _claim_that_only_refuses(exam: Examination, in_force: active_map.ActiveMap) 
         return exam
     if unsafe:
         return exam
-    where = "in the workspace" if identified.vouches else "outside an install tree"
     why = (
         f"the package metadata naming it {identified.adapter} {identified.version} "
-        f"({identified.version_source}) lies {where}, and vouches for nothing"
+        f"({identified.version_source}) lies outside an install tree, and vouches for nothing"
     )
     return dataclasses.replace(exam, identified=None, set_aside=why)
 

@@ -85,14 +85,19 @@ _MAX_DEPTH: Final = 64
 # ---------------------------------------------------------------------------- npm
 
 
-def _nearest_package(dir_fd: int, directory: Path) -> tuple[str, str, dict[str, object]] | None:
+def _nearest_package(
+    dir_fd: int, directory: Path, *, installed: bool = False
+) -> tuple[str, str, dict[str, object]] | None:
     """The package owning ``directory`` (read relative to ``dir_fd``, that directory opened):
-    the nearest ``package.json`` at or above it that names a package. Manifests without a
-    name (``{"type": "module"}`` in a build folder) only set options and are passed by."""
+    the nearest ``package.json`` at or above it that names a package (``installed``: only
+    one where npm installs a package). Manifests without a name (``{"type": "module"}`` in a
+    build folder) only set options and are passed by."""
     levels = min(len(directory.parts), _MAX_DEPTH)
     for up in range(levels):
         relative = "../" * up + "package.json"
         where = os.path.normpath(directory.joinpath(*[".."] * up, "package.json"))
+        if installed and not _installed_in_node_modules(Path(where).parent):
+            continue
         if stat_at(dir_fd, relative) is None:
             continue
         read = read_regular_at(dir_fd, relative, MAX_MANIFEST_BYTES)
@@ -117,6 +122,10 @@ def npm_identification(dir_fd: int, path: Path, via: str) -> Identification | No
     found = _nearest_package(dir_fd, path.parent)
     if found is None:
         return None
+    if not _installed_in_node_modules(Path(found[0]).parent):
+        # A package.json inside an installed package (its vendor/ folder, say) is that
+        # package's file like any other: node runs it by path as such.
+        found = _nearest_package(dir_fd, path.parent, installed=True) or found
     manifest_path, name, manifest = found
     adapter = current_packages().npm.get(name)
     if adapter is None:
