@@ -15,6 +15,7 @@ Real files, a real virtual environment's Python, the gate in a host process of i
 from __future__ import annotations
 
 import json
+import venv
 from pathlib import Path
 
 import pytest
@@ -125,6 +126,33 @@ def test_a_program_claimed_at_a_below_floor_version_is_still_refused_as_that_pac
     python = world.new_aider().python
     _refused_as(world, "aider", "python", [str(program)], binary=python, policy=untracked_policy,
                 marker=marker)  # fmt: skip
+
+
+def test_a_claimed_program_taking_a_package_the_interpreter_cannot_find_says_so(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    # Under -P the script's folder is not on sys.path: the aider code beside it is not what
+    # the child imports, and the reason names that, not a package without code.
+    marker = tmp_path / "ran"
+    target = tmp_path / "target"
+    program = _claimed(target, "run_aider.py", "from aider.main import main\nmain()\n",
+                       version="0.86.0")  # fmt: skip
+    (target / "aider").mkdir()
+    (target / "aider" / "__init__.py").write_text("", encoding="utf-8")
+    (target / "aider" / "main.py").write_text(
+        f"def main():\n    import pathlib\n    pathlib.Path({str(marker)!r}).touch()\n",
+        encoding="utf-8",
+    )
+    plain = tmp_path / "plain"
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(plain)
+    (world.root / "ws").mkdir()
+    outcome = world.spawn(
+        "python", ["-P", str(program)], binary=plain / "bin" / "python", policy=untracked_policy,
+        env=world.env(), cwd=world.root / "ws",
+    )  # fmt: skip
+    world.assert_refused(outcome, marker, "aider is not found where the interpreter looks for it")
+    assert "no code of its own" not in outcome.reason, outcome
+    world.assert_no_permit_recorded()
 
 
 def test_a_file_the_interpreters_own_site_packages_installed_is_still_that_package(

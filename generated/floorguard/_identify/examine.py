@@ -986,7 +986,12 @@ def _not_its_own_code(
     code the check did not judge, reached under the adapter's name."""
     parts = reference.split(".")
     found = identify.find_module(parts[0], paths.entries, version)
-    if found is None or found[1] == "namespace":
+    if found is None:
+        return [
+            f"{subject} takes {reference}, but {parts[0]} is not found where the interpreter "
+            "looks for it"
+        ]
+    if found[1] == "namespace":
         return [f"{subject} takes {reference}, whose package has no code of its own to judge"]
     if found[1] == "module":
         # (a single module file, source or not, where the package was expected)
