@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as _dt
+import functools
 import os
 import re
 from collections.abc import Collection, Mapping, Sequence
@@ -452,21 +453,35 @@ def _claim_that_only_refuses(exam: Examination, in_force: active_map.ActiveMap) 
 _PROJECT_SETTINGS_FOLDERS: Final = frozenset({".gemini", ".codex", ".claude"})
 
 
-def _project_folders(declared_in: Sequence[str], home: str) -> tuple[str, ...]:
+def _project_folders(
+    declared_in: Sequence[str], home: str, named: Sequence[str] = ()
+) -> tuple[str, ...]:
     """The project folders of the files that declared a server: a ``.mcp.json``'s folder,
-    the folder holding a ``.gemini``, ``.codex`` or ``.claude`` settings folder; not the
-    user's home (the user's own settings) nor a file named on a command line."""
+    the folder holding a ``.gemini``, ``.codex`` or ``.claude`` settings folder, the folder
+    of a file the agent's arguments name (``named``); not the user's home (the user's own
+    settings)."""
     folders = []
     for path in declared_in:
         if not os.path.isabs(path):
             continue
         parent = os.path.dirname(path)
-        if os.path.basename(path) == ".mcp.json":
+        if os.path.basename(path) == ".mcp.json" or path in named:
             folders.append(parent)
         elif os.path.basename(parent) in _PROJECT_SETTINGS_FOLDERS:
             folders.append(os.path.dirname(parent))
     user = os.path.realpath(home)
     return tuple(f for f in dict.fromkeys(folders) if os.path.realpath(f) != user)
+
+
+@functools.cache
+def _account_home() -> str:
+    """The home folder of this process's user account (whatever HOME a child is given)."""
+    import pwd
+
+    try:
+        return pwd.getpwuid(os.getuid()).pw_dir
+    except KeyError:
+        return ""
 
 
 def _written_in_the_workspace(source: str | None) -> bool:
@@ -1028,7 +1043,7 @@ def judge_mcp_servers(
     for declared in found.declarations:
         entry, problem = _judge_server(
             declared, policy=policy, environ=environ, run_environ=run_environ, cwd=cwd,
-            floor_map=floor_map, map_hash=map_hash,
+            floor_map=floor_map, map_hash=map_hash, named=found.named,
         )  # fmt: skip
         # (a server judged under several readings of its environment that all come to the
         # same is listed once)
@@ -1048,6 +1063,7 @@ def _judge_server(
     cwd: str,
     floor_map: object,
     map_hash: str | None,
+    named: Sequence[str] = (),
 ) -> tuple[dict[str, Any], str | None]:
     """The receipt entry of one declared server, and why it refuses the agent, or None.
     A remote server runs nothing here and a disabled one is not started: both are recorded,
@@ -1091,17 +1107,19 @@ def _judge_server(
             agent_workspace,
             workspace_in_force,
         )
-        from floorguard._identify.launchers import repository_roots, within
+        from floorguard._identify.launchers import repository_region, within
 
         # A server's own cwd may lie below the agent's: what its inputs put anywhere in
         # the agent's working directory is the workspace's all the same (the first agent's,
         # for the servers of a server that is an agent).
         outer = agent_workspace()
         workspace = (cwd, run_environ) if outer is None else (outer, agent_environment())
-        declaring = (
-            *_project_folders(declared.declared_in, home_of(run_environ, cwd)),
-            *(repository_roots(cwd) if outer is None else ()),
-        )
+        home = home_of(run_environ, cwd)
+        projects = _project_folders(declared.declared_in, home, named)
+        # (and what a repository holding any of them may have written above them)
+        homes = (home, _account_home())
+        anchors = (cwd, *projects) if outer is None else projects
+        declaring = (*projects, *repository_region(anchors, homes))
         spelled = cwd if declared.cwd is None else os.path.join(cwd, declared.cwd)
         if any(within(spelled, f) for f in (workspace[0], *declaring)):
             # (a folder reached through a link from the workspace, an extension folder the

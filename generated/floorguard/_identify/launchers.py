@@ -913,21 +913,50 @@ def _users(path: str, here: str) -> bool:
     return True
 
 
-def repository_roots(cwd: str) -> tuple[str, ...]:
-    """The roots of the repository an agent works in, at or above its working directory:
-    the nearest folder holding ``.git``, and the nearest whose package.json declares npm
-    ``workspaces`` (or cannot be read), from which npx runs a monorepo's hoisted installs.
-    The repository can write anywhere below them, a home among them (the filesystem's root
-    is no repository's)."""
-    here = Path(os.path.realpath(cwd))
+# Folders that mark a checkout's root: version control systems' own (a `.git` file too:
+# a linked worktree's, a submodule's) and monorepo tools' manifests.
+_REPOSITORY_MARKS: Final = (
+    ".git", ".hg", ".jj", ".svn", ".bzr", ".pijul", ".fslckout", "_FOSSIL_",
+    "pnpm-workspace.yaml", "lerna.json", "nx.json", "rush.json", "turbo.json",
+)  # fmt: skip
+# Folders that hold the system's and every user's installs, not one repository's (with the
+# user's home and the folders above it): an agent working below one of them makes only
+# what a repository there would own the workspace's (its node_modules, all of it when a
+# repository marks it as its root). Any other folder above an agent's is taken whole.
+_SHARED_FOLDERS: Final = frozenset({
+    "/", "/usr", "/usr/local", "/opt", "/opt/homebrew", "/opt/local", "/srv", "/home",
+    "/var", "/var/lib", "/tmp", "/var/tmp", "/mnt",  # noqa: S108 (names, not files made) "/media", "/nix", "/nix/store", "/snap",
+    "/Users", "/Library", "/Applications", "/private", "/private/tmp", "/private/var",
+})  # fmt: skip
+
+
+def repository_region(anchors: Sequence[str], homes: Sequence[str]) -> tuple[str, ...]:
+    """The folders a repository holding the folders ``anchors`` (an agent's working
+    directory, the folders of the files that declare its servers) may have written,
+    besides the anchors themselves: where its root is cannot be told (a checkout needs no
+    marker), so every folder above an anchor is taken whole, but for the folders shared
+    with other installs (``homes``, the folders above them and the system's): of these, the
+    ``node_modules`` (which node and npx search from below) and, when a repository marks
+    one as its root, all of it."""
+    shared = {os.path.realpath(home) for home in homes if home}
+    shared |= {str(above) for home in shared for above in Path(home).parents}
     found: list[str] = []
-    git = next((f for f in (here, *here.parents) if os.path.lexists(f / ".git")), None)
-    if git is not None and git != git.parent:
-        found.append(str(git))
-    manifest = _workspace_root_above(here, itself=True)
-    if manifest is not None and manifest.parent != manifest.parent.parent:
-        found.append(str(manifest.parent))
-    return tuple(found)
+    for anchor in anchors:
+        for spelled in dict.fromkeys((os.path.normpath(anchor), os.path.realpath(anchor))):
+            for above in map(str, Path(spelled).parents):
+                if (above not in shared and above not in _SHARED_FOLDERS) or _marks_a_root(above):
+                    found.append(above)
+                else:
+                    found.append(os.path.join(above, "node_modules"))
+    return tuple(dict.fromkeys(found))
+
+
+def _marks_a_root(folder: str) -> bool:
+    """Whether ``folder`` holds a repository's or a monorepo's root mark (or an npm
+    ``workspaces`` package.json, or one that cannot be read)."""
+    if any(os.path.lexists(os.path.join(folder, mark)) for mark in _REPOSITORY_MARKS):
+        return True
+    return _declares_workspaces(Path(folder) / "package.json")
 
 
 def in_the_workspace(path: str, here: str) -> bool:
@@ -1803,15 +1832,21 @@ def _workspace_root_above(folder: Path, *, itself: bool = False) -> Path | None:
     none."""
     for above in (folder, *folder.parents) if itself else folder.parents:
         manifest = above / "package.json"
-        if not os.path.lexists(manifest):
-            continue
-        try:
-            data = read_manifest(manifest)
-        except ValueError:
-            return manifest
-        if not isinstance(data, dict) or "workspaces" in data:
+        if _declares_workspaces(manifest):
             return manifest
     return None
+
+
+def _declares_workspaces(manifest: Path) -> bool:
+    """Whether the package.json ``manifest`` exists and declares ``workspaces`` (or
+    cannot be read)."""
+    if not os.path.lexists(manifest):
+        return False
+    try:
+        data = read_manifest(manifest)
+    except ValueError:
+        return True
+    return not isinstance(data, dict) or "workspaces" in data
 
 
 def _own_bin_doubt(manifest: Path, data: object, command: str) -> str | None:

@@ -195,6 +195,9 @@ class Servers:
     # Variables the client gives its own process from its configuration that would make
     # what it starts load code not judged (each refuses the agent itself).
     own_environment: tuple[str, ...] = ()
+    # The configuration files the agent's arguments name (claude's ``--mcp-config FILE``):
+    # the folders holding them are projects the servers they declare may come from.
+    named: tuple[str, ...] = ()
 
 
 def home_of(environ: Mapping[str, str], cwd: str) -> str:
@@ -237,6 +240,7 @@ def read_servers(
     doubts: list[str] = []
     files: list[str] = []
     own: list[str] = []
+    named: list[str] = []
     # Run through wrappers (``wrapped``: launchers, interpreters, env), the agent's own
     # arguments may follow a `--` that ends each wrapper's options (``npx -y -- PKG
     # --mcp-config F``, ``env -u X -- node -- cli.js ...``), which the agent never sees:
@@ -274,6 +278,7 @@ def read_servers(
             found += [d for d in reader.found if d not in found]
             doubts += [d for d in reader.doubts if d not in doubts]
             files += [f for f in reader.files if f not in files]
+            named += [f for f in reader.named if f not in named]
             if reader.without or not reader.uncertain_env:
                 continue
             # Read again without each set of the files the client may not load that give
@@ -291,7 +296,8 @@ def read_servers(
                 for size in range(1, len(uncertain) + 1)
                 for combination in itertools.combinations(uncertain, size)
             ]
-    return _text_only(Servers(client, tuple(found), tuple(doubts), tuple(files), tuple(own)))
+    servers = Servers(client, tuple(found), tuple(doubts), tuple(files), tuple(own), tuple(named))
+    return _text_only(servers)
 
 
 # How many configuration files a client may not load may give it variables: every set of
@@ -370,7 +376,8 @@ def _text_only(found: Servers) -> Servers:
             )
     files = tuple(recordable(f) for f in found.files)
     own = tuple(recordable(d) for d in found.own_environment)
-    return Servers(found.client, tuple(kept), tuple(doubts), files, own)
+    named = tuple(recordable(f) for f in found.named)
+    return Servers(found.client, tuple(kept), tuple(doubts), files, own, named)
 
 
 # An agent file's front matter (between the first two ``---`` lines) naming MCP servers,
@@ -1011,6 +1018,7 @@ class _Reader:
         self.gemini_redacts = False
         self.doubts: list[str] = []
         self.files: list[str] = []
+        self.named: list[str] = []
         # The folders whose claude project entry a linked git worktree shares (claude only).
         self.shared_roots: set[str] | None = None
         # Whether each of the client's own folders (``.claude``) was found missing, by one
@@ -1187,6 +1195,7 @@ class _Reader:
         if value.startswith("{"):
             return self._json_argument(value, inline, None)
         where = _node_path(self.cwd, value)
+        self.named.append(where)
         return where, self._load(where, None, "json")
 
     def _claude_config_dirs(self) -> list[tuple[str, str]]:

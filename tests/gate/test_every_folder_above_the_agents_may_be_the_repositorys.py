@@ -1,0 +1,147 @@
+"""Where a checkout's root is cannot be told: a repository needs no marker (an exported
+tarball, a CI artifact), and version control systems, monorepo tools and submodules mark
+it in ways of their own. So every folder above the agent's working directory, and above
+the folder of each file that declares its servers, is taken as the repository's, whole:
+an install tree anywhere in it vouches for no MCP server. The folders shared with other
+installs are the exception: the user's home and the folders above it, and the system's
+(``/usr``, ``/opt``, ...), where only a ``node_modules`` (which node and npx search from
+below) is the repository's, unless a repository marks one as its root.
+
+Once only the nearest ``.git`` and the nearest npm ``workspaces`` root counted: a
+Mercurial monorepo's root ``node_modules`` holding gemini's code of 0.1.0 under a
+package.json saying 0.2.0 ran as a server of claude under a permit recording gemini 0.2.0.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers.mcp_lab import Lab, servers, write
+
+IN_THE_WORKSPACE = "lies in the workspace, and vouches for nothing: its version is unknown"
+
+
+@pytest.fixture(autouse=True)
+def _deny_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FLOORGUARD_UNTRACKED_POLICY", "refuse")
+
+
+def _mcp_remote(folder: Path, version: str = "0.1.16") -> Path:
+    """mcp-remote ``version`` as npm installs it in ``folder/node_modules``; its entry."""
+    package = folder / "node_modules" / "mcp-remote"
+    write(package / "package.json", json.dumps({"name": "mcp-remote", "version": version}))
+    return write(package / "index.js", "process.exit(0)\n")
+
+
+def _claude_in(lab: Lab, folder: Path, entry: Path) -> tuple[bool, str]:
+    """claude run in ``folder``, whose .mcp.json runs ``entry`` with node."""
+    write(folder / ".mcp.json", servers(s={"command": "node", "args": [str(entry)]}))
+    return lab.spawn("claude", "-p", "t", cwd=folder)
+
+
+def _permitted(lab: Lab, started: bool, reason: str) -> None:
+    assert started, reason
+    [judged] = lab.last_receipt()["mcp_servers"]
+    assert (judged["adapter"], judged["version"], judged["verdict"]) == (
+        "mcp-remote",
+        "0.1.16",
+        "permit",
+    )
+
+
+@pytest.mark.parametrize(
+    "mark", ["none", ".hg", ".jj", ".svn", ".git", "pnpm-workspace.yaml", "lerna.json"]
+)
+@pytest.mark.parametrize("tree", [".", "tools/server"])
+def test_a_tree_anywhere_in_a_folder_above_the_agents_vouches_for_nothing(
+    lab: Lab, mark: str, tree: str
+) -> None:
+    root = lab.project
+    if mark.startswith("."):
+        (root / mark).mkdir(parents=True)
+    elif mark != "none":
+        write(root / mark, "{}\n")
+    entry = _mcp_remote(root / tree)
+    started, reason = _claude_in(lab, root / "packages" / "app", entry)
+    assert not started
+    assert IN_THE_WORKSPACE in reason, reason
+
+
+def test_a_superprojects_tree_above_a_submodule_vouches_for_nothing(lab: Lab) -> None:
+    write(lab.project / ".git" / "HEAD", "ref: refs/heads/main\n")
+    submodule = lab.project / "libs" / "sub"
+    write(submodule / ".git", "gitdir: ../../.git/modules/sub\n")
+    started, reason = _claude_in(lab, submodule, _mcp_remote(lab.project))
+    assert not started
+    assert IN_THE_WORKSPACE in reason, reason
+
+
+def test_an_outer_workspaces_root_above_a_nested_one_is_the_repositorys_too(lab: Lab) -> None:
+    write(lab.project / "package.json", json.dumps({"workspaces": ["packages/*"]}))
+    inner = lab.project / "packages" / "sub"
+    write(inner / "package.json", json.dumps({"workspaces": ["apps/*"]}))
+    started, reason = _claude_in(lab, inner / "apps" / "app", _mcp_remote(lab.project))
+    assert not started
+    assert IN_THE_WORKSPACE in reason, reason
+
+
+def test_the_folders_above_codexs_working_folder_are_the_repositorys(lab: Lab) -> None:
+    # codex started elsewhere with -C: its folder's repository is above that folder.
+    (lab.project / ".git").mkdir()
+    entry = _mcp_remote(lab.project)
+    folder = lab.project / "pkg"
+    write(folder / ".codex" / "config.toml",
+          f'[mcp_servers.s]\ncommand = "node"\nargs = [{json.dumps(str(entry))}]\n')  # fmt: skip
+    scratch = lab.root / "scratch"
+    scratch.mkdir()
+    started, reason = lab.spawn("codex", "-C", str(folder), "exec", "t", cwd=scratch)
+    assert not started
+    assert IN_THE_WORKSPACE in reason, reason
+
+
+def test_a_tree_beside_a_configuration_file_named_on_the_command_line_vouches_for_nothing(
+    lab: Lab,
+) -> None:
+    other = lab.root / "checkouts" / "tools-repo"
+    entry = _mcp_remote(other)
+    config = write(other / "mcp.json", servers(s={"command": "node", "args": [str(entry)]}))
+    started, reason = lab.spawn("claude", "--mcp-config", str(config), "-p", "t")
+    assert not started
+    assert IN_THE_WORKSPACE in reason, reason
+
+
+def test_a_home_given_as_the_project_has_its_node_modules_taken_as_the_repositorys(
+    lab: Lab,
+) -> None:
+    # A container that makes the checkout the home, with no marker: ~/node_modules is what
+    # node and npx search from the agent's folder below it.
+    app = lab.project / "app"
+    write(lab.project / ".mcp.json", servers(
+        s={"command": "node", "args": [str(_mcp_remote(lab.project))]}
+    ))  # fmt: skip
+    app.mkdir()
+    started, reason = lab.spawn("claude", "-p", "t", cwd=app, env=lab.env(HOME=str(lab.project)))
+    assert not started
+    assert IN_THE_WORKSPACE in reason, reason
+
+
+def test_a_users_global_install_in_the_home_above_the_project_is_an_installation(
+    lab: Lab,
+) -> None:
+    # The home is shared with the user's installs: only its node_modules is the project's.
+    entry = _mcp_remote(lab.home / ".npm-global" / "lib")
+    project = lab.home / "src" / "proj"
+    _permitted(lab, *_claude_in(lab, project, entry))
+
+
+def test_a_tree_in_a_folder_beside_the_project_below_the_home_is_refused_too(
+    lab: Lab,
+) -> None:
+    # The price of not knowing the root: ~/src may be the repository's (no marker needed),
+    # so an install in ~/src/tools serves no agent working in ~/src/proj.
+    entry = _mcp_remote(lab.home / "src" / "tools")
+    started, reason = _claude_in(lab, lab.home / "src" / "proj", entry)
+    assert not started
+    assert IN_THE_WORKSPACE in reason, reason
