@@ -353,8 +353,9 @@ def test_preflight_alone_judges_the_binary_the_name_leads_to(
         assert (receipt["adapter"], receipt["requested"]) == ("aider", "codey")
     [first, second] = host.chain_records()
     assert first["receipt"]["verdict"] == "refuse"
-    # A version the caller states is the caller's word, but aider's floor is what it meets.
-    assert (second["receipt"]["verdict"], second["receipt"]["detected_by"]) == ("permit", "caller")
+    # A version the caller states is a claim about that file, which it does not bear out.
+    assert second["receipt"]["verdict"] == "refuse"
+    assert "the caller states aider (requested as 'codey') 9.9.9" in second["receipt"]["reason"]
 
 
 def test_a_host_that_configures_logging_receives_overrides_as_warning_records(

@@ -187,6 +187,35 @@ def test_caller_stated_version_is_recorded_as_such(host: Host) -> None:
     assert result["detected_by"] == "caller"
 
 
+def test_a_stated_version_the_binary_does_not_bear_out_is_refused(
+    host: Host, bin_dir: Path
+) -> None:
+    # The caller's version is a claim about the file judged: a below-floor codex named
+    # at 9.9.9 is refused, naming both, and the receipt records what the file is.
+    result = host.preflight("codex", binary=codex_binary(bin_dir, "0.50.0"), version="9.9.9")
+    assert result["verdict"] == "refuse"
+    assert "the caller states codex 9.9.9" in result["reason"], result
+    assert "is 0.50.0 (probe)" in result["reason"], result
+    assert receipt_in_chain(host, result["receipt_id"])["verdict"] == "refuse"
+
+
+def test_a_stated_version_a_binary_on_the_path_does_not_bear_out_is_refused(
+    host: Host, bin_dir: Path
+) -> None:
+    codex_binary(bin_dir, "0.50.0")
+    result = host.preflight("codex", version="0.70.0", PATH=f"{bin_dir}:/usr/bin:/bin")
+    assert result["verdict"] == "refuse"
+    assert "the caller states codex 0.70.0" in result["reason"], result
+
+
+def test_a_stated_version_the_binary_bears_out_is_judged_as_the_binarys(
+    host: Host, bin_dir: Path
+) -> None:
+    result = host.preflight("codex", binary=codex_binary(bin_dir, "0.70.0"), version="0.70.0")
+    assert result["verdict"] == "permit"
+    assert result["detected_by"] == "probe"
+
+
 def test_refuses_every_spawn_when_the_chain_home_is_a_file(host: Host, bin_dir: Path) -> None:
     blocker = host.root / "not-a-dir"
     blocker.write_text("x")

@@ -190,6 +190,24 @@ def judge(
             opened.close()
 
 
+def _claim_not_borne_out(
+    named: str, stated: str, found: detect.Detection, advisory: Advisory | None
+) -> str | None:
+    """Why the caller's ``stated`` version of ``named`` is not the version ``found`` of the
+    file judged (equal as the map's entry orders versions, else as text), or None."""
+    order = None if advisory is None else advisory.order
+    try:
+        same = versions.parse(stated, order) == versions.parse(found.version, order)
+    except versions.InvalidVersionError:
+        same = stated == found.version
+    if same:
+        return None
+    return (
+        f"the caller states {named} {stated}, but {found.binary} is {found.version} "
+        f"({found.detected_by})"
+    )
+
+
 def _judge_run(
     requested: str,
     opened: Target | None,
@@ -358,12 +376,15 @@ def _judge_opened(
     try:
         if unresolved is not None:
             raise unresolved
-        if identified is not None and identified.version_known and version is None:
+        # A version the caller states is a claim about the file here, when there is one:
+        # that file's own version is established all the same, and must bear it out.
+        stated = version if opened is None else None
+        if identified is not None and identified.version_known and stated is None:
             found = _interpreted_version(identified, opened)
         else:
             found = detect.detect_version(
                 adapter,
-                version=version,
+                version=stated,
                 path_env=environ.get("PATH"),
                 target=opened,
                 environ=environ,
@@ -373,6 +394,10 @@ def _judge_opened(
             )
             if identified is not None and found.detected_by == "probe":
                 _answer_names_its_package(identified, found.version)
+        if version is not None and opened is not None:
+            disowned = _claim_not_borne_out(named, version, found, advisory)
+            if disowned is not None:
+                return _Judgement(REFUSE, disowned, **known, binary=str(opened.path))
     except DetectionError as exc:
         if advisory is None:
             return _Judgement(UNTRACKED, f"{named} has no floor; version unknown: {exc}", **known)
