@@ -331,6 +331,35 @@ def test_the_log_removed_under_a_kept_connection_refuses_the_next_append(
         assert companions[0] in str(refused.value)
 
 
+def test_the_log_cut_in_place_under_a_kept_connection_refuses_every_later_append(
+    tmp_path: Path,
+) -> None:
+    # The same file, emptied (`: > chain.sqlite3-wal`): no identity changes, and the kept
+    # connection would go on reading its own records from its index, over a file that no
+    # longer holds them.
+    chain = _no_view_chain(tmp_path, 3)
+    os.truncate(tmp_path / "chain.sqlite3-wal", 0)
+    for _ in range(2):
+        with pytest.raises(ChainWriteError, match="was cut while this process had it open"):
+            chain.append(CANARY, receipt(n="refused"))
+
+
+def test_a_truncating_checkpoint_by_another_connection_is_appended_after(
+    tmp_path: Path,
+) -> None:
+    # SQLite's own way of shortening the log: the records are in the file, and so is the
+    # head this process wrote.
+    chain = _no_view_chain(tmp_path, 3)
+    conn = sqlite3.connect(tmp_path / "chain.sqlite3")
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
+    assert os.path.getsize(tmp_path / "chain.sqlite3-wal") == 0
+    assert chain.append(CANARY, receipt(n=3)).seq == 3
+    _assert_whole(chain, tmp_path)
+
+
 COUNT = "import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute('SELECT max(seq) FROM records').fetchone()[0])"  # noqa: E501
 
 

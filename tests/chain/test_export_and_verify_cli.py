@@ -89,6 +89,18 @@ def test_export_without_a_chain_fails_and_creates_nothing(tmp_path: Path, tool: 
 
 
 @pytest.mark.parametrize("tool", sorted(EXPORTERS))
+def test_export_beside_a_left_rollback_journal_names_the_journal_not_permissions(
+    home: Path, tool: str
+) -> None:
+    # (a journal header: SQLite's magic, then the rest of a 512-byte header)
+    (home / "chain.sqlite3-journal").write_bytes(bytes.fromhex("d9d505f920a163d7") + bytes(504))
+    done = run(EXPORTERS[tool], home)
+    assert done.returncode == 1
+    assert "a rollback journal, the file's -journal, lies beside it" in done.stderr, done.stderr
+    assert "read-only" not in done.stderr
+
+
+@pytest.mark.parametrize("tool", sorted(EXPORTERS))
 def test_export_never_creates_a_key(home: Path, tool: str) -> None:
     (home / "chain.key").unlink()
     done = run(EXPORTERS[tool], home)

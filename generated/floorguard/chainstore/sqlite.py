@@ -78,6 +78,7 @@ _SCHEMA = (
 # read, and a read of the head gives its own last write: the head it kept). 2.4 us in place,
 # against 10.1 us for one statement reading the version and the head's seq and mac.
 _WRITE_CHECK = "PRAGMA data_version"
+_MAC_OF_SEQ = "SELECT mac FROM records WHERE seq = ?"
 _SCHEMA_OBJECTS = "SELECT type, name FROM sqlite_master"
 # The format's rows: exactly one, stating CHAIN_FORMAT (a meta table rebuilt without its
 # primary key may state two, the first of them this format).
@@ -470,6 +471,12 @@ class SqliteStore:
         self._conn_pid = 0
         # The identities of the file and its log and index when the connection was opened.
         self._conn_files: _Files = (None, None, None)
+        # The size of the log after this process's last commit through the kept connection,
+        # and the (seq, mac) of the last record this process committed.
+        self._log_size = 0
+        self._last_written: tuple[int, str] | None = None
+        # Why this process writes nothing more to the file (records it wrote were lost).
+        self._lost: str | None = None
         # What the last append on the kept connection wrote (appending ahead), or None.
         self._known: _Known | None = None
         # The data version at which the kept connection last found the file floorguard's
@@ -523,6 +530,7 @@ class SqliteStore:
                     if ran is not None:
                         result, self._known = ran
                         statements.execute("COMMIT")
+                        self._committed(self._known.head if self._known else None)
                         return result
                 view = _WriteView(conn)
                 result = attempt(view)
@@ -531,6 +539,7 @@ class SqliteStore:
                     # leaves it as it is)
                     self._known = _Known.after(conn, version, view.inserted, view.nodes_seen)
                 conn.execute("COMMIT")
+                self._committed(view.inserted[-1] if view.inserted else None)
             except BaseException:
                 self._known = None
                 _rollback_quietly(conn)
@@ -541,6 +550,12 @@ class SqliteStore:
 
         with self._lock:
             return self._with_busy_retry(once, doing)
+
+    def _committed(self, last: Row | None) -> None:
+        """After a commit on the kept connection that wrote ``last`` (None: no record)."""
+        self._log_size = _log_size(self.db_path)
+        if last is not None:
+            self._last_written = (last[0], last[7])
 
     def _check_file(self, conn: sqlite3.Connection, doing: str) -> None:
         """Refuse a file that holds anything floorguard does not make (a trigger runs inside
@@ -583,20 +598,47 @@ class SqliteStore:
 
         Raises sqlite3.Error or OSError (``write`` translates them) and ChainWriteError.
         """
+        if self._lost is not None:
+            raise ChainWriteError(self._lost)
         if self._conn is not None:
             if self._conn_pid == os.getpid():
                 files = _files(self.db_path)
-                if files[0] == self._conn_files[0]:
+                if _same_file(files[0], self._conn_files[0]):
                     _refuse_more_names(self.db_path, files)
                     _refuse_another_log(self.db_path, self._conn_files, files)
-                    return self._conn
+                    if not _shorter_log(self._log_size, files[1]):
+                        return self._conn
+                    return self._reopened_after_a_shorter_log()
             self._drop_connection()
+        return self._reopened()
+
+    def _reopened(self) -> sqlite3.Connection:
         conn = self._open_writer()
         self._conn = conn
         self._cursor = conn.cursor()
         self._checked_version = None  # (this connection has not checked the file yet)
         self._conn_pid = os.getpid()
         self._conn_files = _files(self.db_path)
+        return conn
+
+    def _reopened_after_a_shorter_log(self) -> sqlite3.Connection:
+        """A new connection, once the log was found shorter than this process's last commit
+        left it (``_shorter_log``): the record this process last wrote must still be read
+        there, as written, by the new connection. Raises ChainWriteError."""
+        written = self._last_written
+        self._drop_connection()
+        conn = self._reopened()
+        found = conn.execute(_MAC_OF_SEQ, (written[0],)).fetchone() if written else None
+        if written is not None and (found is None or found[0] != written[1]):
+            self._drop_connection()
+            self._lost = (
+                f"cannot append to the audit chain {self.db_path}: its {self.db_path.name}-wal "
+                f"was cut while this process had it open, and record {written[0]}, which "
+                "this process wrote, is gone with it: the chain lost records; nothing more is "
+                "written to it by this process: restart it, and leave SQLite's -wal and -shm "
+                "files alone while the chain is in use"
+            )
+            raise ChainWriteError(self._lost)
         return conn
 
     def _open_writer(self) -> sqlite3.Connection:
@@ -631,7 +673,7 @@ class SqliteStore:
             raise ChainWriteError(
                 f"cannot open the audit chain: {self.db_path}: not a regular file"
             )
-        _refuse_more_names(self.db_path, ((info.st_dev, info.st_ino, info.st_nlink),))
+        _refuse_more_names(self.db_path, ((info.st_dev, info.st_ino, info.st_nlink, info.st_size),))
         _refuse_odd_companions(self.db_path, ChainWriteError)
         conn = sqlite3.connect(
             self.db_path,
@@ -680,6 +722,7 @@ class SqliteStore:
         self._conn = None
         self._cursor = None
         self._conn_files = (None, None, None)
+        self._log_size = 0
 
     # -- reading --
 
@@ -848,10 +891,20 @@ def _run_ahead(
     return result, _Known.after(conn, known.version, [record], seen)
 
 
+# A hot journal that a read-only connection would have to roll back first.
+_SQLITE_READONLY_ROLLBACK: Final = 776
+
+
 def _explain(error: BaseException) -> str:
     """A reason a person can act on, from an sqlite3 or OS error."""
     text = str(error)
     lowered = text.lower()
+    if getattr(error, "sqlite_errorcode", None) == _SQLITE_READONLY_ROLLBACK:
+        return (
+            f"{text} (a rollback journal, the file's -journal, lies beside it: a writer was "
+            "stopped mid-write in rollback mode, which floorguard never uses, or the file was "
+            "put there; a reader may not roll it back, and the next append will)"
+        )
     if "readonly" in lowered or "read-only" in lowered:
         return f"{text} (the database or its folder is read-only)"
     if "disk is full" in lowered or "disk i/o error" in lowered:
@@ -886,9 +939,9 @@ def _is_busy(exc: BaseException) -> bool:
     return "locked" in text or "busy" in text
 
 
-# (device, inode, links) of the database, its write-ahead log and the log's index; None for
-# one that is not there.
-_Identity = tuple[int, int, int] | None
+# (device, inode, links, size) of the database, its write-ahead log and the log's index;
+# None for one that is not there.
+_Identity = tuple[int, int, int, int] | None
 _Files = tuple[_Identity, ...]
 
 
@@ -897,7 +950,7 @@ def _identity(path: str | Path) -> _Identity:
         info = os.stat(path)
     except OSError:
         return None
-    return (info.st_dev, info.st_ino, info.st_nlink)
+    return (info.st_dev, info.st_ino, info.st_nlink, info.st_size)
 
 
 def _files(db_path: Path) -> _Files:
@@ -920,6 +973,29 @@ def _refuse_more_names(db_path: Path, files: _Files) -> None:
             "and SQLite keeps a separate log beside each name (two logs: two heads, and the "
             "records of one lost); remove the other names"
         )
+
+
+def _same_file(now: _Identity, before: _Identity) -> bool:
+    """Whether two identities are of one file with as many names (its size may differ)."""
+    return now is None if before is None else now is not None and now[:3] == before[:3]
+
+
+def _log_size(db_path: Path) -> int:
+    """The size of the database's write-ahead log now (0: none)."""
+    try:
+        return os.stat(_names(db_path)[1]).st_size
+    except OSError:
+        return 0
+
+
+def _shorter_log(left: int, now: _Identity) -> bool:
+    """Whether the log is shorter than this process's last commit left it. SQLite adds to
+    it while connections have it open, reusing it from its start after a checkpoint, and
+    only a truncating checkpoint shortens it; so does someone cutting it in place, and with
+    it the records committed there, which the kept connection would go on reading from its
+    index as if they were there: the file is then read afresh, and the head and tree that
+    this host remembers checked against it, by a new connection."""
+    return now is not None and now[3] < left
 
 
 def _refuse_another_log(db_path: Path, opened: _Files, now: _Files) -> None:
