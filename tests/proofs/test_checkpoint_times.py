@@ -41,7 +41,8 @@ def test_records_after_the_previous_checkpoint_stamped_before_its_time_refuse(
     current = _dated(log, "two.cp", "2099-01-02T00:00:00.000000Z", tmp_path / "two-later.cp")
     code, out = _verify(log, previous, current)
     assert code == 1, out
-    assert "record 5, after the previous checkpoint's 5 records, is stamped" in out, out
+    # (listed under the record it is about)
+    assert "seq 5: record 5, after the previous checkpoint's 5 records, is stamped" in out, out
 
 
 def test_a_checkpoint_dated_before_the_previous_one_refuses(log: Path, tmp_path: Path) -> None:

@@ -113,7 +113,9 @@ def test_detects_deleted_tail_records_by_the_checkpoint(root: Path, tool: str) -
     assert document["proven"] is False
     assert document["integrity_errors"] == [
         {"seq": 1, "reason": "the checkpoint covers 3 records but the slice ends at seq 1: "
-                             "records 2..2 are missing (truncated)"},
+                             "records 2..2 are missing (truncated), and without them the "
+                             "records present cannot be checked against its root (any of them "
+                             "may differ from those it signed)"},
     ]  # fmt: skip
 
 
@@ -165,8 +167,8 @@ def test_both_verifiers_print_the_same_document_for_a_warn_override(root: Path) 
     assert documents[0] == documents[1]
     assert documents[0]["integrity_errors"] == []
     assert documents[0]["violations"] == [
-        {"seq": 3, "reason": "warn_override: 'aider' '0.50.0' was allowed below its floor "
-                             "or with an unknown version"},
+        {"seq": 3, "reason": "warn_override: 'aider' '0.50.0' was allowed by the warn policy, "
+                             "below the floor 0.60.0 (BSA-0001) of the pinned map"},
     ]  # fmt: skip
     assert set(documents[0]) == {
         "proven", "since", "until", "records", "authenticated_by", "violations",

@@ -236,7 +236,8 @@ def test_detects_deleted_tail_records_with_a_checkpoint(built: Built) -> None:
     assert not report.proven
     assert errors == [
         (5, "the checkpoint covers 9 records but the slice ends at seq 5: records 6..8 are "
-            "missing (truncated)"),
+            "missing (truncated), and without them the records present cannot be checked "
+            "against its root (any of them may differ from those it signed)"),
     ]  # fmt: skip
 
 
@@ -394,12 +395,28 @@ def test_an_earlier_checkpoint_binds_a_prefix_of_the_slice(built: Built) -> None
 # --- re-evaluating the decisions ----------------------------------------------------------------
 
 
+@pytest.mark.parametrize(
+    ("version", "overridden"),
+    [(None, "with an unknown version"), ("0.70.0", "over a refusal")],
+)
+def test_a_warn_override_names_only_what_the_pinned_map_tells_of_it(
+    tmp_path: Path, archive: Path, version: str | None, overridden: str
+) -> None:
+    # Never "below its floor" for a version the map lets run: the override was of some
+    # other refusal (an advisory of a map not held, a doubt), a violation all the same.
+    chain = build(tmp_path, ordinary([(SPAWN, spawn_receipt("aider", version, "warn_override"))]))
+    violations, _ = findings(window(chain.lines()[7:], 8, None, archive, key=chain.key))
+    assert violations == [
+        (9, f"warn_override: 'aider' {version!r} was allowed by the warn policy, {overridden}")
+    ]
+
+
 def test_a_warn_override_inside_the_window_is_a_violation(tmp_path: Path, archive: Path) -> None:
     chain = build(tmp_path, ordinary([(SPAWN, spawn_receipt("aider", "0.50.0", "warn_override"))]))
     violations, errors = findings(window(chain.lines()[7:], 8, None, archive, key=chain.key))
     assert not errors
-    reason = "warn_override: 'aider' '0.50.0' was allowed below its floor or with an unknown"
-    assert violations == [(9, reason + " version")]
+    reason = "warn_override: 'aider' '0.50.0' was allowed by the warn policy, below the floor"
+    assert violations == [(9, reason + " 0.60.0 (BSA-0001) of the pinned map")]
 
 
 def test_a_warn_override_outside_the_window_is_not_judged(tmp_path: Path, archive: Path) -> None:
@@ -667,8 +684,8 @@ def test_a_violation_names_the_adapter_and_the_name_it_was_requested_as(tmp_path
     assert violations == [
         (9, "permit of aider (requested as 'codey') 0.50.0, below the floor 0.60.0 (BSA-0001) "
             "of the pinned map"),
-        (10, "warn_override: 'aider' (requested as 'codey') '0.51.0' was allowed below its "
-             "floor or with an unknown version"),
+        (10, "warn_override: 'aider' (requested as 'codey') '0.51.0' was allowed by the warn "
+             "policy, below the floor 0.60.0 (BSA-0001) of the pinned map"),
         # The gate refuses a name outside the pattern (a path) before judging anything.
         (11, "the spawn record says it was requested as '/opt/x/codey', not a valid adapter "
              "name ([a-z0-9][a-z0-9._-]{0,63}): the gate refuses such a name, yet the record "

@@ -307,8 +307,8 @@ class WindowProof:
             return f"unknown verdict {verdict!r} for {quoted}"
         if verdict == WARN_OVERRIDE:
             return (
-                f"warn_override: {quoted} {version!r} was allowed below "
-                "its floor or with an unknown version"
+                f"warn_override: {quoted} {version!r} was allowed by the warn policy, "
+                + self._overridden(adapter, version, map_hash)
             )
         floor_map = self.maps.resolve(map_hash)
         if isinstance(floor_map, str):
@@ -340,6 +340,25 @@ class WindowProof:
                 f"{_causes(assessment.causes)} of the pinned map"
             )
         return None
+
+    def _overridden(self, adapter: object, version: object, map_hash: object) -> str:
+        """What the warn policy overrode for ``adapter`` at ``version``, as far as the
+        pinned map tells (it is a violation whatever it was)."""
+        if version is None:
+            return "with an unknown version"
+        floor_map = self.maps.resolve(map_hash)
+        advisory = None
+        if not isinstance(floor_map, str) and isinstance(adapter, str):
+            advisory = floor_map.get(adapter)
+        if advisory is None or canary.parse_version(version, advisory.order) is None:
+            return "over a refusal"
+        try:
+            assessment = verdict_rule.assess(advisory, str(version), at=None)
+        except versions.InvalidVersionError:
+            return "over a refusal"
+        if not assessment.unsafe:
+            return "over a refusal"
+        return f"{_causes(assessment.causes)} of the pinned map"
 
     def _servers(
         self, seq: int, ts: str, receipt: dict[str, Any], adapter: str, alias: str | None
@@ -687,14 +706,21 @@ class WindowProof:
                 f"({previous.time}) of fewer records: one of them states a time the chain's "
                 "clock had not reached"
             )
-        if self._before_previous is not None:
-            seq, ts = self._before_previous
-            return (
-                f"record {seq}, after the previous checkpoint's {previous.size} records, is "
-                f"stamped {ts}, before that checkpoint's time {previous.time}: its time was "
-                "ahead of the chain's clock, and windows it closed may leave records out"
-            )
-        return None
+        late = self._late_record()
+        return None if late is None else late[1]
+
+    def _late_record(self) -> tuple[int, str] | None:
+        """The record after the previous checkpoint's that is stamped before its time, and
+        why that is wrong; None when there is none."""
+        previous = self.previous
+        if previous is None or previous.time is None or self._before_previous is None:
+            return None
+        seq, ts = self._before_previous
+        return seq, (
+            f"record {seq}, after the previous checkpoint's {previous.size} records, is "
+            f"stamped {ts}, before that checkpoint's time {previous.time}: its time was "
+            "ahead of the chain's clock, and windows it closed may leave records out"
+        )
 
     def _previous_old_format(self) -> str | None:
         """Why the previous checkpoint is of the old format, when the slice holds its last
@@ -768,7 +794,9 @@ class WindowProof:
                     report.last_seq,
                     f"the checkpoint covers {checkpoint.size} records but the slice ends at "
                     f"seq {report.last_seq}: records {report.last_seq + 1}.."
-                    f"{last_covered} are missing (truncated)",
+                    f"{last_covered} are missing (truncated), and without them the records "
+                    "present cannot be checked against its root (any of them may differ "
+                    "from those it signed)",
                 )
             )
         elif last_covered < report.first_seq:
@@ -780,7 +808,10 @@ class WindowProof:
                 )
             )
         elif (problem := self._root_problem(report)) is not None:
-            found.append(IntegrityError(last_covered, problem))
+            # (a finding of one record is listed under that record's seq)
+            late = self._late_record()
+            at = late[0] if late is not None and late[1] == problem else last_covered
+            found.append(IntegrityError(at, problem))
         if not key_given and report.last_seq > last_covered >= report.first_seq:
             found.append(
                 IntegrityError(
