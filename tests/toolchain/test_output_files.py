@@ -498,6 +498,15 @@ def test_keygen_refuses_a_dangling_link_at_the_key_name(tmp_path: Path) -> None:
     assert os.readlink(keys_dir / "signing.key") == str(gone)
 
 
+def test_an_output_in_a_folder_that_does_not_exist_names_the_folder(tmp_path: Path) -> None:
+    _project(tmp_path)
+    before = (tmp_path / "project" / MODULE).read_bytes()
+    done = run(tmp_path, *REFRESH, "--receipt-out", "missing/receipt.json")
+    assert done.returncode == 1, done.stderr
+    assert "cannot write: the folder missing does not exist" in done.stderr, done.stderr
+    assert (tmp_path / "project" / MODULE).read_bytes() == before
+
+
 def test_keygen_that_fails_to_write_leaves_no_partial_key(tmp_path: Path) -> None:
     (tmp_path / "project").mkdir()
     done = run(tmp_path, "keygen", "--out", "keys", fsize=16)

@@ -43,6 +43,14 @@ def _reason(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
+def _cannot_write(path: Path, exc: OSError) -> str:
+    """Why ``path`` could not be written, naming its folder when that is what is missing."""
+    folder = _folder(Path(path))
+    if isinstance(exc, (FileNotFoundError, NotADirectoryError)) and not os.path.isdir(folder):
+        return f"{path}: cannot write: the folder {folder} does not exist"
+    return f"{path}: cannot write: {_reason(exc)}"
+
+
 def _kept_mode(path: Path, mode: int | None) -> int:
     """``mode`` if given; else a regular file's own bits (a link's target is not asked)."""
     if mode is not None:
@@ -131,7 +139,7 @@ def write_chunks_atomic(path: Path, chunks: Iterable[bytes], *, mode: int | None
     except FileNotFoundError:
         info = None
     except OSError as exc:
-        raise OutputError(f"{path}: cannot write: {_reason(exc)}") from exc
+        raise OutputError(_cannot_write(path, exc)) from exc
     if info is not None and _is_stream(info.st_mode):
         _write_stream(path, chunks)
         return
@@ -152,7 +160,7 @@ def write_chunks_atomic(path: Path, chunks: Iterable[bytes], *, mode: int | None
             raise
         _fsync_directory(_folder(path))
     except OSError as exc:
-        raise OutputError(f"{path}: cannot write: {_reason(exc)}") from exc
+        raise OutputError(_cannot_write(path, exc)) from exc
 
 
 def _is_stream(mode: int) -> bool:
@@ -188,7 +196,7 @@ def _write_stream(path: Path, chunks: Iterable[bytes], *, through_link: bool = F
             for chunk in chunks:
                 handle.write(chunk)
     except OSError as exc:
-        raise OutputError(f"{path}: cannot write: {_reason(exc)}") from exc
+        raise OutputError(_cannot_write(path, exc)) from exc
 
 
 def create_new(path: Path, data: bytes, *, mode: int) -> None:
@@ -209,7 +217,7 @@ def create_new(path: Path, data: bytes, *, mode: int) -> None:
     except FileExistsError:
         raise OutputError(f"{path}: already exists; refusing to overwrite it") from None
     except OSError as exc:
-        raise OutputError(f"{path}: cannot write: {_reason(exc)}") from exc
+        raise OutputError(_cannot_write(path, exc)) from exc
 
 
 def put_back(backup: Path, path: Path) -> None:
