@@ -14,16 +14,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers.mcp_lab import Lab, servers, write
+from helpers.mcp_lab import Lab, assert_server_permitted, mcp_remote, servers, write
 from probes import aider_install
-
-
-def _mcp_remote(folder: Path, version: str) -> Path:
-    """mcp-remote ``version`` as npm installs it in ``folder/node_modules``; its entry."""
-    package = folder / "node_modules" / "mcp-remote"
-    write(package / "package.json", json.dumps({"name": "mcp-remote", "version": version}))
-    return write(package / "index.js", "process.exit(0)\n")
-
 
 IN_THE_WORKSPACE = "lies in the workspace, and vouches for nothing: its version is unknown"
 
@@ -41,7 +33,7 @@ def test_a_node_server_from_the_workspaces_node_modules_is_of_an_unknown_version
     # repository wrote cannot say which version: refused under either policy, as it would be
     # with no package.json (metadata never turns a refusal into a permit).
     monkeypatch.setenv("FLOORGUARD_UNTRACKED_POLICY", policy)
-    entry = _mcp_remote(lab.project, "0.1.16")  # (0.0.5 to 0.1.15 are affected)
+    entry = mcp_remote(lab.project, "0.1.16")  # (0.0.5 to 0.1.15 are affected)
     started, reason = _gemini_with(lab, {"command": "node", "args": [str(entry)]})
     assert not started
     assert IN_THE_WORKSPACE in reason and "mcp-remote 0.1.16" in reason, reason
@@ -50,7 +42,7 @@ def test_a_node_server_from_the_workspaces_node_modules_is_of_an_unknown_version
 def test_a_node_server_from_the_workspaces_node_modules_below_its_floor_refuses(
     lab: Lab,
 ) -> None:
-    entry = _mcp_remote(lab.project, "0.1.15")
+    entry = mcp_remote(lab.project, "0.1.15")
     started, reason = _gemini_with(lab, {"command": "node", "args": [str(entry)]})
     assert not started
     assert "mcp-remote" in reason and "0.1.15" in reason, reason
@@ -74,7 +66,7 @@ def test_the_same_tree_outside_the_workspace_is_an_installation(
 ) -> None:
     monkeypatch.setenv("FLOORGUARD_UNTRACKED_POLICY", "refuse")
     if where == "node_modules":
-        entry = _mcp_remote(lab.root / "tools", "0.1.16")
+        entry = mcp_remote(lab.root / "tools", "0.1.16")
         server: dict[str, object] = {"command": "node", "args": [str(entry)]}
         expected = ("mcp-remote", "0.1.16")
     else:
@@ -84,8 +76,7 @@ def test_the_same_tree_outside_the_workspace_is_an_installation(
         expected = ("aider", "0.70.0")
     started, reason = _gemini_with(lab, server)
     assert started, reason
-    [judged] = lab.last_receipt()["mcp_servers"]
-    assert (judged["adapter"], judged["version"], judged["verdict"]) == (*expected, "permit")
+    assert_server_permitted(lab, *expected)
 
 
 def _installed_with_its_bin(folder: Path, version: str) -> Path:
@@ -109,7 +100,7 @@ def test_a_tree_in_the_declaring_projects_folder_above_the_agents_vouches_for_no
     # A monorepo: claude runs in a package's folder and reads the root's .mcp.json, whose
     # server runs from the root's node_modules, which the same repository wrote.
     monkeypatch.setenv("FLOORGUARD_UNTRACKED_POLICY", "refuse")
-    entry = _mcp_remote(lab.project, "0.1.16")
+    entry = mcp_remote(lab.project, "0.1.16")
     write(lab.project / ".mcp.json", servers(s={"command": "node", "args": [str(entry)]}))
     (lab.project / "pkg").mkdir()
     started, reason = lab.spawn("claude", "-p", "t", cwd=lab.project / "pkg")
@@ -201,7 +192,7 @@ def test_an_extension_folder_the_workspace_links_elsewhere_stays_the_workspaces(
 ) -> None:
     monkeypatch.setenv("FLOORGUARD_UNTRACKED_POLICY", "refuse")
     tools = lab.root / "elsewhere" / "ext"
-    entry = _mcp_remote(tools, "0.1.16")
+    entry = mcp_remote(tools, "0.1.16")
     write(tools / "gemini-extension.json", json.dumps({
         "name": "x", "version": "1.0.0",
         "mcpServers": {"s": {"command": "node", "args": [str(entry)], "cwd": "${extensionPath}"}},
@@ -218,18 +209,13 @@ def test_a_users_own_server_runs_from_a_tree_in_the_users_home_as_an_installatio
 ) -> None:
     # The user's settings folder is no project's: its server's tree is the user's install.
     monkeypatch.setenv("FLOORGUARD_UNTRACKED_POLICY", "refuse")
-    entry = _mcp_remote(lab.home / "tools", "0.1.16")
+    entry = mcp_remote(lab.home / "tools", "0.1.16")
     write(lab.home / ".gemini" / "settings.json", servers(
         s={"command": "node", "args": [str(entry)]}
     ))  # fmt: skip
     started, reason = lab.spawn("gemini", "-p", "t")
     assert started, reason
-    [judged] = lab.last_receipt()["mcp_servers"]
-    assert (judged["adapter"], judged["version"], judged["verdict"]) == (
-        "mcp-remote",
-        "0.1.16",
-        "permit",
-    )
+    assert_server_permitted(lab, "mcp-remote", "0.1.16")
 
 
 def test_a_python_server_importing_a_package_from_a_workspace_pythonpath_is_refused(

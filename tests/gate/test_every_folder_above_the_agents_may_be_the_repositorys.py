@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers.mcp_lab import Lab, servers, write
+from helpers.mcp_lab import Lab, assert_server_permitted, mcp_remote, servers, write
 
 IN_THE_WORKSPACE = "lies in the workspace, and vouches for nothing: its version is unknown"
 
@@ -28,27 +28,10 @@ def _deny_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FLOORGUARD_UNTRACKED_POLICY", "refuse")
 
 
-def _mcp_remote(folder: Path, version: str = "0.1.16") -> Path:
-    """mcp-remote ``version`` as npm installs it in ``folder/node_modules``; its entry."""
-    package = folder / "node_modules" / "mcp-remote"
-    write(package / "package.json", json.dumps({"name": "mcp-remote", "version": version}))
-    return write(package / "index.js", "process.exit(0)\n")
-
-
 def _claude_in(lab: Lab, folder: Path, entry: Path) -> tuple[bool, str]:
     """claude run in ``folder``, whose .mcp.json runs ``entry`` with node."""
     write(folder / ".mcp.json", servers(s={"command": "node", "args": [str(entry)]}))
     return lab.spawn("claude", "-p", "t", cwd=folder)
-
-
-def _permitted(lab: Lab, started: bool, reason: str) -> None:
-    assert started, reason
-    [judged] = lab.last_receipt()["mcp_servers"]
-    assert (judged["adapter"], judged["version"], judged["verdict"]) == (
-        "mcp-remote",
-        "0.1.16",
-        "permit",
-    )
 
 
 @pytest.mark.parametrize(
@@ -63,7 +46,7 @@ def test_a_tree_anywhere_in_a_folder_above_the_agents_vouches_for_nothing(
         (root / mark).mkdir(parents=True)
     elif mark != "none":
         write(root / mark, "{}\n")
-    entry = _mcp_remote(root / tree)
+    entry = mcp_remote(root / tree)
     started, reason = _claude_in(lab, root / "packages" / "app", entry)
     assert not started
     assert IN_THE_WORKSPACE in reason, reason
@@ -73,7 +56,7 @@ def test_a_superprojects_tree_above_a_submodule_vouches_for_nothing(lab: Lab) ->
     write(lab.project / ".git" / "HEAD", "ref: refs/heads/main\n")
     submodule = lab.project / "libs" / "sub"
     write(submodule / ".git", "gitdir: ../../.git/modules/sub\n")
-    started, reason = _claude_in(lab, submodule, _mcp_remote(lab.project))
+    started, reason = _claude_in(lab, submodule, mcp_remote(lab.project))
     assert not started
     assert IN_THE_WORKSPACE in reason, reason
 
@@ -82,7 +65,7 @@ def test_an_outer_workspaces_root_above_a_nested_one_is_the_repositorys_too(lab:
     write(lab.project / "package.json", json.dumps({"workspaces": ["packages/*"]}))
     inner = lab.project / "packages" / "sub"
     write(inner / "package.json", json.dumps({"workspaces": ["apps/*"]}))
-    started, reason = _claude_in(lab, inner / "apps" / "app", _mcp_remote(lab.project))
+    started, reason = _claude_in(lab, inner / "apps" / "app", mcp_remote(lab.project))
     assert not started
     assert IN_THE_WORKSPACE in reason, reason
 
@@ -90,7 +73,7 @@ def test_an_outer_workspaces_root_above_a_nested_one_is_the_repositorys_too(lab:
 def test_the_folders_above_codexs_working_folder_are_the_repositorys(lab: Lab) -> None:
     # codex started elsewhere with -C: its folder's repository is above that folder.
     (lab.project / ".git").mkdir()
-    entry = _mcp_remote(lab.project)
+    entry = mcp_remote(lab.project)
     folder = lab.project / "pkg"
     write(folder / ".codex" / "config.toml",
           f'[mcp_servers.s]\ncommand = "node"\nargs = [{json.dumps(str(entry))}]\n')  # fmt: skip
@@ -105,7 +88,7 @@ def test_a_tree_beside_a_configuration_file_named_on_the_command_line_vouches_fo
     lab: Lab,
 ) -> None:
     other = lab.root / "checkouts" / "tools-repo"
-    entry = _mcp_remote(other)
+    entry = mcp_remote(other)
     config = write(other / "mcp.json", servers(s={"command": "node", "args": [str(entry)]}))
     started, reason = lab.spawn("claude", "--mcp-config", str(config), "-p", "t")
     assert not started
@@ -119,7 +102,7 @@ def test_a_home_given_as_the_project_has_its_node_modules_taken_as_the_repositor
     # node and npx search from the agent's folder below it.
     app = lab.project / "app"
     write(lab.project / ".mcp.json", servers(
-        s={"command": "node", "args": [str(_mcp_remote(lab.project))]}
+        s={"command": "node", "args": [str(mcp_remote(lab.project))]}
     ))  # fmt: skip
     app.mkdir()
     started, reason = lab.spawn("claude", "-p", "t", cwd=app, env=lab.env(HOME=str(lab.project)))
@@ -131,9 +114,11 @@ def test_a_users_global_install_in_the_home_above_the_project_is_an_installation
     lab: Lab,
 ) -> None:
     # The home is shared with the user's installs: only its node_modules is the project's.
-    entry = _mcp_remote(lab.home / ".npm-global" / "lib")
+    entry = mcp_remote(lab.home / ".npm-global" / "lib")
     project = lab.home / "src" / "proj"
-    _permitted(lab, *_claude_in(lab, project, entry))
+    started, reason = _claude_in(lab, project, entry)
+    assert started, reason
+    assert_server_permitted(lab, "mcp-remote", "0.1.16")
 
 
 def test_a_tree_in_a_folder_beside_the_project_below_the_home_is_refused_too(
@@ -141,7 +126,7 @@ def test_a_tree_in_a_folder_beside_the_project_below_the_home_is_refused_too(
 ) -> None:
     # The price of not knowing the root: ~/src may be the repository's (no marker needed),
     # so an install in ~/src/tools serves no agent working in ~/src/proj.
-    entry = _mcp_remote(lab.home / "src" / "tools")
+    entry = mcp_remote(lab.home / "src" / "tools")
     started, reason = _claude_in(lab, lab.home / "src" / "proj", entry)
     assert not started
     assert IN_THE_WORKSPACE in reason, reason

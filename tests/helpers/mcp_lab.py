@@ -206,3 +206,16 @@ def make_lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Lab]:
         (made.bin / launcher).symlink_to(npm / launcher)
     yield made
     AuditChain.shared({"FLOORGUARD_HOME": str(tmp_path / "fg")}).close()
+
+
+def mcp_remote(folder: Path, version: str = "0.1.16") -> Path:
+    """mcp-remote ``version`` as npm installs it in ``folder/node_modules``; its entry."""
+    package = folder / "node_modules" / "mcp-remote"
+    write(package / "package.json", json.dumps({"name": "mcp-remote", "version": version}))
+    return write(package / "index.js", "process.exit(0)\n")
+
+
+def assert_server_permitted(lab: Lab, adapter: str, version: str) -> None:
+    """The last receipt permits its one MCP server as ``adapter`` ``version``."""
+    [judged] = lab.last_receipt()["mcp_servers"]
+    assert (judged["adapter"], judged["version"], judged["verdict"]) == (adapter, version, "permit")
