@@ -121,6 +121,19 @@ def test_a_users_global_install_in_the_home_above_the_project_is_an_installation
     assert_server_permitted(lab, "mcp-remote", "0.1.16")
 
 
+def test_a_home_named_through_a_link_is_shared_by_both_names(lab: Lab) -> None:
+    # (as /home is on systems where it leads to /var/home)
+    named = lab.root / "users" / "me"
+    named.parent.mkdir()
+    named.symlink_to(lab.home)
+    entry = mcp_remote(named / ".npm-global" / "lib")
+    project = named / "src" / "proj"
+    write(project / ".mcp.json", servers(s={"command": "node", "args": [str(entry)]}))
+    started, reason = lab.spawn("claude", "-p", "t", cwd=project, env=lab.env(HOME=str(named)))
+    assert started, reason
+    assert_server_permitted(lab, "mcp-remote", "0.1.16")
+
+
 def test_a_tree_in_a_folder_beside_the_project_below_the_home_is_refused_too(
     lab: Lab,
 ) -> None:

@@ -938,7 +938,14 @@ def repository_region(anchors: Sequence[str], homes: Sequence[str]) -> tuple[str
     with other installs (``homes``, the folders above them and the system's): of these, the
     ``node_modules`` (which node and npx search from below) and, when a repository marks
     one as its root, all of it."""
-    shared = {os.path.realpath(home) for home in homes if home}
+    # (a home spelled through a link, /home on a system where it leads to /var/home, is
+    # shared by both names)
+    shared = {
+        spelled
+        for home in homes
+        if home
+        for spelled in (os.path.normpath(home), os.path.realpath(home))
+    }
     shared |= {str(above) for home in shared for above in Path(home).parents}
     found: list[str] = []
     for anchor in anchors:
