@@ -110,6 +110,68 @@ def test_a_home_given_as_the_project_has_its_node_modules_taken_as_the_repositor
     assert IN_THE_WORKSPACE in reason, reason
 
 
+@pytest.mark.parametrize("where", [".", ".home"])
+def test_a_home_at_or_below_the_agents_folder_shares_nothing_above_it(lab: Lab, where: str) -> None:
+    # The host made the agent's folder (or a folder in it) the home: the folders above the
+    # agent stay the repository's, whole.
+    agent = lab.project / "packages" / "app"
+    entry = mcp_remote(lab.project / "tools" / "x")
+    write(agent / ".mcp.json", servers(s={"command": "node", "args": [str(entry)]}))
+    home = agent / where
+    home.mkdir(exist_ok=True)
+    started, reason = lab.spawn("claude", "-p", "t", cwd=agent, env=lab.env(HOME=str(home)))
+    assert not started
+    assert IN_THE_WORKSPACE in reason, reason
+
+
+@pytest.mark.parametrize(
+    "mark", ["_darcs", ".sl", "CVS", ".repo", "go.work", "pyproject.toml", ".git"]
+)
+def test_a_home_a_repository_marks_as_its_root_is_the_repositorys_whole(
+    lab: Lab, mark: str
+) -> None:
+    # HOME set to the checkout: a mark of a root makes all of it the repository's.
+    if mark.startswith((".", "_")) or mark == "CVS":
+        (lab.project / mark).mkdir()
+    else:
+        write(lab.project / mark, "\n")
+    entry = mcp_remote(lab.project / "tools" / "x")
+    app = lab.project / "app"
+    write(app / ".mcp.json", servers(s={"command": "node", "args": [str(entry)]}))
+    started, reason = lab.spawn("claude", "-p", "t", cwd=app, env=lab.env(HOME=str(lab.project)))
+    assert not started
+    assert IN_THE_WORKSPACE in reason, reason
+
+
+def test_a_project_entry_of_the_global_file_makes_its_folder_the_repositorys(lab: Lab) -> None:
+    # A linked worktree takes ~/.claude.json's entry of the main checkout, whose servers
+    # may run from the main checkout's own trees.
+    main, worktree = lab.root / "main", lab.root / "wt"
+    write(main / ".git" / "HEAD", "ref: refs/heads/main\n")
+    gitdir = main / ".git" / "worktrees" / "wt"
+    write(gitdir / "commondir", "../..\n")
+    write(gitdir / "gitdir", f"{worktree}/.git\n")
+    write(worktree / ".git", f"gitdir: {gitdir}\n")
+    entry = mcp_remote(main)
+    write(lab.home / ".claude.json", json.dumps({"projects": {str(main): {"mcpServers": {
+        "s": {"command": "node", "args": [str(entry)]}}}}}))  # fmt: skip
+    started, reason = lab.spawn("claude", "-p", "t", cwd=worktree)
+    assert not started
+    assert IN_THE_WORKSPACE in reason, reason
+
+
+def test_a_configuration_home_a_host_puts_in_a_checkout_is_that_checkouts(lab: Lab) -> None:
+    # CODEX_HOME in a checkout outside the user's home: its config.toml is the checkout's.
+    checkout = lab.root / "checkouts" / "repo"
+    entry = mcp_remote(checkout / "tools")
+    write(checkout / ".codex-home" / "config.toml",
+          f'[mcp_servers.s]\ncommand = "node"\nargs = [{json.dumps(str(entry))}]\n')  # fmt: skip
+    env = lab.env(CODEX_HOME=str(checkout / ".codex-home"))
+    started, reason = lab.spawn("codex", "exec", "t", env=env)
+    assert not started
+    assert IN_THE_WORKSPACE in reason, reason
+
+
 def test_a_users_global_install_in_the_home_above_the_project_is_an_installation(
     lab: Lab,
 ) -> None:

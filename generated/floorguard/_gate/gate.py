@@ -483,18 +483,25 @@ def _project_folders(
 ) -> tuple[str, ...]:
     """The project folders of the files that declared a server: a ``.mcp.json``'s folder,
     the folder holding a ``.gemini``, ``.codex`` or ``.claude`` settings folder, the folder
-    of a file the agent's arguments name (``named``); not the user's home (the user's own
-    settings)."""
+    of a file the agent's arguments name (``named``) or of any other that lies outside the
+    user's home (a ``CODEX_HOME`` the host put in a checkout); not the user's home (the
+    user's own settings)."""
+    from floorguard._identify.launchers import within
+
+    user = os.path.realpath(home)
     folders = []
     for path in declared_in:
         if not os.path.isabs(path):
             continue
         parent = os.path.dirname(path)
-        if os.path.basename(path) == ".mcp.json" or path in named:
-            folders.append(parent)
-        elif os.path.basename(parent) in _PROJECT_SETTINGS_FOLDERS:
+        if os.path.basename(parent) in _PROJECT_SETTINGS_FOLDERS:
             folders.append(os.path.dirname(parent))
-    user = os.path.realpath(home)
+        elif (
+            os.path.basename(path) == ".mcp.json"
+            or path in named
+            or not within(os.path.realpath(path), user)
+        ):
+            folders.append(parent)
     return tuple(f for f in dict.fromkeys(folders) if os.path.realpath(f) != user)
 
 
@@ -1069,6 +1076,7 @@ def judge_mcp_servers(
         entry, problem = _judge_server(
             declared, policy=policy, environ=environ, run_environ=run_environ, cwd=cwd,
             floor_map=floor_map, map_hash=map_hash, named=found.named,
+            projects=found.projects,
         )  # fmt: skip
         # (a server judged under several readings of its environment that all come to the
         # same is listed once)
@@ -1089,6 +1097,7 @@ def _judge_server(
     floor_map: object,
     map_hash: str | None,
     named: Sequence[str] = (),
+    projects: Sequence[str] = (),
 ) -> tuple[dict[str, Any], str | None]:
     """The receipt entry of one declared server, and why it refuses the agent, or None.
     A remote server runs nothing here and a disabled one is not started: both are recorded,
@@ -1140,7 +1149,8 @@ def _judge_server(
         outer = agent_workspace()
         workspace = (cwd, run_environ) if outer is None else (outer, agent_environment())
         home = home_of(run_environ, cwd)
-        projects = _project_folders(declared.declared_in, home, named)
+        # (and the project folders whose entries of a global file were taken)
+        projects = (*_project_folders(declared.declared_in, home, named), *projects)
         # (and what a repository holding any of them may have written above them)
         homes = (home, _account_home())
         anchors = (cwd, *projects) if outer is None else projects

@@ -916,8 +916,9 @@ def _users(path: str, here: str) -> bool:
 # Folders that mark a checkout's root: version control systems' own (a `.git` file too:
 # a linked worktree's, a submodule's) and monorepo tools' manifests.
 _REPOSITORY_MARKS: Final = (
-    ".git", ".hg", ".jj", ".svn", ".bzr", ".pijul", ".fslckout", "_FOSSIL_",
-    "pnpm-workspace.yaml", "lerna.json", "nx.json", "rush.json", "turbo.json",
+    ".git", ".hg", ".jj", ".svn", ".bzr", ".pijul", ".fslckout", "_FOSSIL_", "_darcs",
+    ".sl", "CVS", ".repo", "pnpm-workspace.yaml", "lerna.json", "nx.json", "rush.json",
+    "turbo.json", "go.work", "pyproject.toml",
 )  # fmt: skip
 # Folders that hold the system's and every user's installs, not one repository's (with the
 # user's home and the folders above it): an agent working below one of them makes only
@@ -939,12 +940,17 @@ def repository_region(anchors: Sequence[str], homes: Sequence[str]) -> tuple[str
     ``node_modules`` (which node and npx search from below) and, when a repository marks
     one as its root, all of it."""
     # (a home spelled through a link, /home on a system where it leads to /var/home, is
-    # shared by both names)
+    # shared by both names; a home at or below an anchor is the repository's, no one else's)
+    spellings = [
+        spelled for anchor in anchors
+        for spelled in (os.path.normpath(anchor), os.path.realpath(anchor))
+    ]  # fmt: skip
     shared = {
         spelled
         for home in homes
         if home
         for spelled in (os.path.normpath(home), os.path.realpath(home))
+        if not any(within(spelled, anchor) for anchor in spellings)
     }
     shared |= {str(above) for home in shared for above in Path(home).parents}
     found: list[str] = []

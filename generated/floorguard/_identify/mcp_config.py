@@ -198,6 +198,9 @@ class Servers:
     # The configuration files the agent's arguments name (claude's ``--mcp-config FILE``):
     # the folders holding them are projects the servers they declare may come from.
     named: tuple[str, ...] = ()
+    # The project folders whose entries of the client's global file were taken (claude's
+    # ``projects[<folder>]``): the servers they declare may come from there too.
+    projects: tuple[str, ...] = ()
 
 
 def home_of(environ: Mapping[str, str], cwd: str) -> str:
@@ -241,6 +244,7 @@ def read_servers(
     files: list[str] = []
     own: list[str] = []
     named: list[str] = []
+    projects: list[str] = []
     # Run through wrappers (``wrapped``: launchers, interpreters, env), the agent's own
     # arguments may follow a `--` that ends each wrapper's options (``npx -y -- PKG
     # --mcp-config F``, ``env -u X -- node -- cli.js ...``), which the agent never sees:
@@ -279,6 +283,7 @@ def read_servers(
             doubts += [d for d in reader.doubts if d not in doubts]
             files += [f for f in reader.files if f not in files]
             named += [f for f in reader.named if f not in named]
+            projects += [f for f in reader.projects if f not in projects]
             if reader.without or not reader.uncertain_env:
                 continue
             # Read again without each set of the files the client may not load that give
@@ -296,7 +301,10 @@ def read_servers(
                 for size in range(1, len(uncertain) + 1)
                 for combination in itertools.combinations(uncertain, size)
             ]
-    servers = Servers(client, tuple(found), tuple(doubts), tuple(files), tuple(own), tuple(named))
+    servers = Servers(
+        client, tuple(found), tuple(doubts), tuple(files), tuple(own), tuple(named),
+        tuple(projects),
+    )  # fmt: skip
     return _text_only(servers)
 
 
@@ -377,7 +385,8 @@ def _text_only(found: Servers) -> Servers:
     files = tuple(recordable(f) for f in found.files)
     own = tuple(recordable(d) for d in found.own_environment)
     named = tuple(recordable(f) for f in found.named)
-    return Servers(found.client, tuple(kept), tuple(doubts), files, own, named)
+    projects = tuple(recordable(f) for f in found.projects)
+    return Servers(found.client, tuple(kept), tuple(doubts), files, own, named, projects)
 
 
 # An agent file's front matter (between the first two ``---`` lines) naming MCP servers,
@@ -1019,6 +1028,7 @@ class _Reader:
         self.doubts: list[str] = []
         self.files: list[str] = []
         self.named: list[str] = []
+        self.projects: list[str] = []
         # The folders whose claude project entry a linked git worktree shares (claude only).
         self.shared_roots: set[str] | None = None
         # Whether each of the client's own folders (``.claude``) was found missing, by one
@@ -1592,6 +1602,7 @@ class _Reader:
             if not isinstance(project, dict):
                 self._doubt(path, at, "not an object")
             elif "mcpServers" in project:
+                self.projects.append(os.path.normpath(key))
                 self._claude_servers(project["mcpServers"], path, at + ".mcpServers")
 
     def _shared_project_roots(self) -> set[str]:
