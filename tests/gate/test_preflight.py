@@ -196,7 +196,11 @@ def test_a_stated_version_the_binary_does_not_bear_out_is_refused(
     assert result["verdict"] == "refuse"
     assert "the caller states codex 9.9.9" in result["reason"], result
     assert "is 0.50.0 (probe)" in result["reason"], result
-    assert receipt_in_chain(host, result["receipt_id"])["verdict"] == "refuse"
+    receipt = receipt_in_chain(host, result["receipt_id"])
+    # (recorded as what the file is: the stated version ran nowhere)
+    assert (receipt["verdict"], receipt["version"], receipt["detected_by"]) == (
+        "refuse", "0.50.0", "probe"
+    )  # fmt: skip
 
 
 def test_a_stated_version_a_binary_on_the_path_does_not_bear_out_is_refused(
@@ -206,6 +210,26 @@ def test_a_stated_version_a_binary_on_the_path_does_not_bear_out_is_refused(
     result = host.preflight("codex", version="0.70.0", PATH=f"{bin_dir}:/usr/bin:/bin")
     assert result["verdict"] == "refuse"
     assert "the caller states codex 0.70.0" in result["reason"], result
+
+
+@pytest.mark.parametrize("entry", ["rel", "", "./rel"])
+def test_a_stated_version_is_not_judged_alone_while_the_child_may_search_its_own_folder(
+    host: Host, tmp_path: Path, entry: str
+) -> None:
+    # The name is in no absolute entry of PATH, but the child would search a relative or
+    # empty one in its working directory: refused, as without a stated version.
+    result = host.preflight("codex", version="0.70.0", PATH=f"{entry}:/usr/bin:/bin")
+    assert result["verdict"] == "refuse", result
+    assert "PATH is relative" in result["reason"], result
+
+
+def test_a_warn_override_of_an_unknown_version_records_the_file_it_let_run(
+    host: Host, bin_dir: Path
+) -> None:
+    binary = str(write_script(bin_dir / "codex", "echo 'no version here'"))
+    result = host.preflight("codex", binary=binary, FLOORGUARD_ADAPTER_FLOOR_POLICY="warn")
+    assert result["verdict"] == "warn_override", result
+    assert receipt_in_chain(host, result["receipt_id"])["binary"] == binary
 
 
 def test_a_stated_version_the_binary_bears_out_is_judged_as_the_binarys(

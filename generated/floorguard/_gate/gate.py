@@ -142,8 +142,15 @@ def judge(
             opened = open_target(name, path_env=environ.get("PATH"))
         except (DetectionError, OSError, ValueError) as exc:
             # A caller that states the version without naming a binary may be judging an
-            # install elsewhere; when the name does lead to a file here, that file is judged.
-            if binary is not None or version is None:
+            # install elsewhere; when the name does lead to a file here, that file is judged,
+            # and so is a name the child may yet find (a relative or empty PATH entry).
+            elsewhere = (
+                binary is None
+                and version is not None
+                and isinstance(exc, BinaryNotFoundError)
+                and not _searches_relative(environ)
+            )
+            if not elsewhere:
                 unresolved = exc if isinstance(exc, DetectionError) else DetectionError(str(exc))
     try:
         if started_by_name and opened is not None:
@@ -188,6 +195,13 @@ def judge(
     finally:
         if opened is not None and target is None:
             opened.close()
+
+
+def _searches_relative(environ: Mapping[str, str]) -> bool:
+    """Whether a child with ``environ`` searches a PATH entry that is empty or relative (its
+    working directory), where the gate, which looks in absolute entries only, does not."""
+    path = environ.get("PATH")
+    return path is not None and not all(map(os.path.isabs, path.split(os.pathsep)))
 
 
 def _claim_not_borne_out(
@@ -394,18 +408,16 @@ def _judge_opened(
             )
             if identified is not None and found.detected_by == "probe":
                 _answer_names_its_package(identified, found.version)
-        if version is not None and opened is not None:
-            disowned = _claim_not_borne_out(named, version, found, advisory)
-            if disowned is not None:
-                return _Judgement(REFUSE, disowned, **known, binary=str(opened.path))
     except DetectionError as exc:
         if advisory is None:
             return _Judgement(UNTRACKED, f"{named} has no floor; version unknown: {exc}", **known)
         override = policy == WARN
+        where = {"binary": str(opened.path)} if opened is not None else {}
         return _Judgement(
             WARN_OVERRIDE if override else REFUSE,
             f"unknown version of {named}: {exc}" + ("; allowed by warn policy" if override else ""),
             **known,
+            **where,
         )
     seen: dict[str, Any] = {
         "version": found.version, "detected_by": found.detected_by, "binary": found.binary
@@ -424,6 +436,11 @@ def _judge_opened(
         stand_in = None if exam is None else native_stand_in(named, adapter, exam)
         if advisory is not None and stand_in is not None:
             return _Judgement(REFUSE, stand_in, **known, binary=found.binary)
+    if version is not None and opened is not None:
+        disowned = _claim_not_borne_out(named, version, found, advisory)
+        if disowned is not None:
+            # (recorded as what the file is: the stated version ran nowhere)
+            return _Judgement(REFUSE, disowned, **known, **seen)
     if advisory is None:
         return _Judgement(UNTRACKED, f"{named} has no floor in the map", **known, **seen)
     # The decision time is taken only now that the version is known: identifying and probing
