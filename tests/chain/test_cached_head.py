@@ -344,6 +344,24 @@ def test_the_log_cut_in_place_under_a_kept_connection_refuses_every_later_append
             chain.append(CANARY, receipt(n="refused"))
 
 
+def test_another_process_reading_a_log_cut_in_place_is_told_so(tmp_path: Path) -> None:
+    chain = _no_view_chain(tmp_path, 3)
+    os.truncate(tmp_path / "chain.sqlite3-wal", 0)
+    read = (
+        "import sys\n"
+        "from floorguard._chain.chain import AuditChain\n"
+        "with AuditChain(sys.argv[1], sys.argv[2]).tree_snapshot() as snap:\n"
+        "    print(snap.size)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", read, str(tmp_path / "chain.sqlite3"), str(tmp_path / "chain.key")],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert "it was cut while the chain was in use" in done.stderr, done.stderr
+    chain.close()
+
+
 def test_a_truncating_checkpoint_by_another_connection_is_appended_after(
     tmp_path: Path,
 ) -> None:

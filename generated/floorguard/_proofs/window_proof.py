@@ -306,8 +306,9 @@ class WindowProof:
         if verdict not in (PERMIT, WARN_OVERRIDE, UNTRACKED):
             return f"unknown verdict {verdict!r} for {quoted}"
         if verdict == WARN_OVERRIDE:
+            stated = "" if version is None else f" {version!r}"
             return (
-                f"warn_override: {quoted} {version!r} was allowed by the warn policy, "
+                f"warn_override: {quoted}{stated} was allowed by the warn policy, "
                 + self._overridden(adapter, version, map_hash)
             )
         floor_map = self.maps.resolve(map_hash)

@@ -893,12 +893,19 @@ def _run_ahead(
 
 # A hot journal that a read-only connection would have to roll back first.
 _SQLITE_READONLY_ROLLBACK: Final = 776
+# A read that found fewer bytes than the file's index (the -shm) promised.
+_SQLITE_IOERR_SHORT_READ: Final = 522
 
 
 def _explain(error: BaseException) -> str:
     """A reason a person can act on, from an sqlite3 or OS error."""
     text = str(error)
     lowered = text.lower()
+    if getattr(error, "sqlite_errorcode", None) == _SQLITE_IOERR_SHORT_READ:
+        return (
+            f"{text} (the file or its -wal is shorter than SQLite's index of it says: it was "
+            "cut while the chain was in use, and what was written there is lost)"
+        )
     if getattr(error, "sqlite_errorcode", None) == _SQLITE_READONLY_ROLLBACK:
         return (
             f"{text} (a rollback journal, the file's -journal, lies beside it: a writer was "
