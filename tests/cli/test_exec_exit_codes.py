@@ -148,6 +148,17 @@ def test_exec_exits_126_when_the_name_could_be_found_only_through_a_relative_pat
     assert len(refusals(host)) == 1
 
 
+def test_exec_exits_126_naming_the_script_an_interpreter_is_told_to_run_when_it_is_missing(
+    host: Host, bin_dir: Path
+) -> None:
+    # The interpreter was found (not 127): what is missing is its script, "task".
+    (bin_dir / "python3").symlink_to(os.path.realpath(sys.executable))
+    done = exec_(host, "python3", bin_dir)
+    assert done.returncode == 126, done.stderr
+    line = one_line(done)
+    assert "script not found" in line and "binary not found" not in line, line
+
+
 def test_exec_exits_126_when_refused_below_the_floor(
     host: Host, bin_dir: Path, tmp_path: Path
 ) -> None:

@@ -509,6 +509,30 @@ def test_a_program_named_as_a_node_launcher_that_is_not_it_is_refused(
     assert _refused_as_an_impostor(what, judged.reason, "is named as"), judged.reason
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [["npx@11.0.0", "mcp-remote@0.1.16"], ["npm", "exec", "--", "mcp-remote"],
+     ["pnpm@9.15.0", "dlx", "mcp-remote@0.1.16"]],
+)  # fmt: skip
+@pytest.mark.parametrize("what", ["corepack's own script", "a shell script"])
+def test_corepack_which_runs_the_package_manager_it_is_told_is_refused(
+    tmp_path: Path, project: Path, argv: list[str], what: str
+) -> None:
+    """corepack downloads (or takes from its cache) the package manager and version its
+    arguments or a project name, and runs it as a launcher: nothing of that is judged, so
+    neither is what it starts."""
+    program = tmp_path / "bin" / "corepack"
+    program.parent.mkdir()
+    if what == "a shell script":
+        write_executable(program, "#!/bin/sh\nexit 0\n")
+    else:
+        _corepack_shim(program)
+    for policy in ("refuse", "allow"):
+        judged = judge(program, argv, project, FLOORGUARD_UNTRACKED_POLICY=policy)
+        assert judged.verdict == REFUSE, judged
+        assert "is corepack" in judged.reason, judged.reason
+
+
 def _refused_as_an_impostor(what: str, reason: str, named: str) -> bool:
     """The reason says the program is not the launcher its name says; a copy of python is
     Python under another name, never judged by its arguments."""

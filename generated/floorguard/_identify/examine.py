@@ -39,7 +39,7 @@ from floorguard._identify.identification import packages_in_force
 from floorguard._identify.identify import Identification, as_interpreted
 from floorguard._identify.python_self_search import self_search_doubt
 from floorguard._identify.target import Target, open_target
-from floorguard.errors import DetectionError
+from floorguard.errors import BinaryNotFoundError, DetectionError
 
 if TYPE_CHECKING:
     from floorguard._identify.node_command import NodeCommand
@@ -137,6 +137,7 @@ def _launched(
     try:
         which = launchers.launcher_of(names, argv)
         if which is None:
+            _refuse_corepack(names, found, here)
             return found
         launcher, skip = which
         if found.identified is not None:
@@ -178,6 +179,26 @@ def _launched(
         # An untracked package: what version runs does not matter, its inputs still do.
         return Examination(None, LAUNCHER, judged.what, tuple(doubts))
     return Examination(judged.identified, LAUNCHER, judged.what, (*doubts, *judged.doubts))
+
+
+def _refuse_corepack(names: Sequence[str], found: Examination, here: str) -> None:
+    """corepack (node's own, ``corepack npm@11 exec -- claude``) downloads the package
+    manager and version its arguments or a project's ``packageManager`` name, or takes one
+    from its cache, and runs it as a launcher: none of that is judged. Raises
+    LaunchRefused for its script, by its name or its npm package."""
+    from floorguard._identify import launchers
+
+    named = os.path.basename(names[0]) == "corepack"
+    if found.runs != "node" and not named:
+        return
+    script = os.path.realpath(os.path.join(here, names[2])) if len(names) > 2 else ""
+    package = launchers.package_of(script) if script else None
+    if named or (package is not None and package[1] == "corepack"):
+        raise launchers.LaunchRefused(
+            f"{names[0]} is corepack, which runs the package manager and version its "
+            "arguments or a project's packageManager name, fetched or cached, not judged: "
+            "run the package manager itself"
+        )
 
 
 def _as_pipx(found: Examination, here: str) -> Examination:
@@ -1096,7 +1117,11 @@ def _installed_copy_doubts(top: str, paths: identify.PythonPath, version: str | 
 def _open_program(path: str) -> Target:
     """The file an interpreter is asked to run, opened; raises DetectionError when it cannot
     be (the interpreter would fail, or read something else than was judged)."""
-    return open_target(path, path_env=None, executable=False)
+    try:
+        return open_target(path, path_env=None, executable=False)
+    except BinaryNotFoundError as exc:
+        # (the program was found: what is missing is the file it is told to run)
+        raise DetectionError(str(exc).replace("binary not found", "script not found", 1)) from None
 
 
 def _no_main_source(folder: str) -> str:
