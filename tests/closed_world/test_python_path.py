@@ -692,5 +692,5 @@ def test_the_search_path_judged_for_an_agents_server_is_not_the_one_cached_witho
         for_the_agent = identify.python_path(
             str(python), env, str(server), frozenset(), str(server)
         )
-    assert not any("lies in the working directory" in d for d in alone.doubts)
-    assert any("lies in the working directory" in d for d in for_the_agent.doubts)
+    assert not any("the user site" in d for d in alone.doubts)
+    assert any("lies in the workspace" in d for d in for_the_agent.doubts)

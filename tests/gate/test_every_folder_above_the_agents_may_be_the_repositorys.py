@@ -15,10 +15,12 @@ package.json saying 0.2.0 ran as a server of claude under a permit recording gem
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
 from helpers.mcp_lab import Lab, assert_server_permitted, mcp_remote, servers, write
+from probes import aider_install, plain_interpreter
 
 IN_THE_WORKSPACE = "lies in the workspace, and vouches for nothing: its version is unknown"
 
@@ -91,6 +93,19 @@ def test_a_tree_beside_a_configuration_file_named_on_the_command_line_vouches_fo
     entry = mcp_remote(other)
     config = write(other / "mcp.json", servers(s={"command": "node", "args": [str(entry)]}))
     started, reason = lab.spawn("claude", "--mcp-config", str(config), "-p", "t")
+    assert not started
+    assert IN_THE_WORKSPACE in reason, reason
+
+
+def test_a_configuration_file_named_through_a_link_is_its_checkouts_where_it_lies(
+    lab: Lab,
+) -> None:
+    # (the link lies in a folder above the home, which is shared: its target's is not)
+    tools = lab.root / "checkouts" / "repo" / "tools"
+    entry = mcp_remote(tools)
+    write(tools / "mcp.json", servers(s={"command": "node", "args": [str(entry)]}))
+    (lab.root / "cfg.json").symlink_to(tools / "mcp.json")
+    started, reason = lab.spawn("claude", "--mcp-config", str(lab.root / "cfg.json"), "-p", "t")
     assert not started
     assert IN_THE_WORKSPACE in reason, reason
 
@@ -170,6 +185,62 @@ def test_a_configuration_home_a_host_puts_in_a_checkout_is_that_checkouts(lab: L
     started, reason = lab.spawn("codex", "exec", "t", env=env)
     assert not started
     assert IN_THE_WORKSPACE in reason, reason
+
+
+@pytest.mark.parametrize("variable", ["CLAUDE_CONFIG_DIR", "XDG_CONFIG_HOME"])
+def test_a_configuration_folder_a_host_keeps_in_a_checkout_in_the_home_is_that_checkouts(
+    lab: Lab, variable: str
+) -> None:
+    checkout = lab.home / "src" / "repo"
+    (checkout / ".git").mkdir(parents=True)
+    entry = mcp_remote(checkout / "tools")
+    folder = checkout / "cfg" if variable == "CLAUDE_CONFIG_DIR" else checkout / "cfg" / "claude"
+    write(folder / ".claude.json", servers(s={"command": "node", "args": [str(entry)]}))
+    agent = lab.root / "elsewhere"
+    agent.mkdir()
+    env = lab.env(**{variable: str(checkout / "cfg")})
+    started, reason = lab.spawn("claude", "-p", "t", cwd=agent, env=env)
+    assert not started
+    assert IN_THE_WORKSPACE in reason, reason
+
+
+def test_a_settings_file_in_a_checkout_that_leads_path_there_is_that_checkouts(
+    lab: Lab,
+) -> None:
+    # It declares no server, but its env sends a bare server name into the checkout's tree.
+    checkout = lab.root / "checkouts" / "repo"
+    entry = mcp_remote(checkout)
+    bins = checkout / "node_modules" / ".bin"
+    bins.mkdir()
+    (bins / "mcp-remote").symlink_to(entry)
+    entry.chmod(0o755)
+    entry.write_text("#!/usr/bin/env node\nprocess.exit(0)\n")
+    settings = write(checkout / "settings.json", json.dumps(
+        {"env": {"PATH": f"{bins}:{lab.bin}:/usr/bin:/bin"}}
+    ))  # fmt: skip
+    write(lab.home / ".claude.json", servers(s={"command": "mcp-remote"}))
+    started, reason = lab.spawn("claude", "--settings", str(settings), "-p", "t")
+    assert not started
+    assert IN_THE_WORKSPACE in reason, reason
+
+
+def test_a_python_whose_standard_library_a_checkout_above_the_agent_holds_is_refused(
+    lab: Lab,
+) -> None:
+    # The user's own venv, made from an interpreter the checkout vendors: that standard
+    # library's encodings and sitecustomize run first, and the repository wrote them.
+    (lab.project / ".git").mkdir()
+    python = plain_interpreter(lab.project / ".python")
+    if python is None:
+        pytest.skip("this interpreter cannot be relocated")
+    env = lab.home / "tools" / "venv"
+    subprocess.run([str(python), "-m", "venv", "--without-pip", str(env)], check=True)
+    script = aider_install(env, "0.70.0")
+    agent = lab.project / "app"
+    write(agent / ".mcp.json", servers(s={"command": str(script)}))
+    started, reason = lab.spawn("claude", "-p", "t", cwd=agent)
+    assert not started
+    assert "standard library" in reason and "lies in the workspace" in reason, reason
 
 
 def test_a_users_global_install_in_the_home_above_the_project_is_an_installation(

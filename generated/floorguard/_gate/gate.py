@@ -471,7 +471,10 @@ def _claim_that_only_refuses(exam: Examination, in_force: active_map.ActiveMap) 
         why = (
             f"the package metadata naming it {identified.adapter} {identified.version} "
             f"({identified.version_source}) lies in the workspace, and vouches for nothing: "
-            "its version is unknown"
+            "its version is unknown (the workspace: the agent's folder, the folders of the "
+            "files declaring its servers and every folder above them, of the home and the "
+            "system's folders their node_modules; install servers elsewhere: globally, or in "
+            "a folder of their own)"
         )
         return dataclasses.replace(exam, doubts=(*exam.doubts, why))
     entry = in_force.floor_map.get(identified.adapter)
@@ -495,30 +498,28 @@ def _claim_that_only_refuses(exam: Examination, in_force: active_map.ActiveMap) 
 _PROJECT_SETTINGS_FOLDERS: Final = frozenset({".gemini", ".codex", ".claude"})
 
 
-def _project_folders(
-    declared_in: Sequence[str], home: str, named: Sequence[str] = ()
-) -> tuple[str, ...]:
-    """The project folders of the files that declared a server: a ``.mcp.json``'s folder,
-    the folder holding a ``.gemini``, ``.codex`` or ``.claude`` settings folder, the folder
-    of a file the agent's arguments name (``named``) or of any other that lies outside the
-    user's home (a ``CODEX_HOME`` the host put in a checkout); not the user's home (the
-    user's own settings)."""
+def _project_folders(files: Sequence[str], home: str) -> tuple[str, ...]:
+    """The project folders of the configuration files the client reads for a server: the
+    folder holding a ``.gemini``, ``.codex`` or ``.claude`` settings folder, else the file's
+    own folder (a ``.mcp.json``'s, a ``--mcp-config`` or ``--settings`` file's, a
+    ``CLAUDE_CONFIG_DIR`` or ``CODEX_HOME`` a host put in a checkout: what they declare or
+    set, a PATH included, may lead into their repository); not the user's home (the
+    user's own settings) nor an extension installed in it."""
     from floorguard._identify.launchers import within
 
     user = os.path.realpath(home)
+    extensions = os.path.join(user, ".gemini", "extensions")
     folders = []
-    for path in declared_in:
-        if not os.path.isabs(path):
+    for given in files:
+        if not os.path.isabs(given) or within(os.path.realpath(given), extensions):
             continue
-        parent = os.path.dirname(path)
-        if os.path.basename(parent) in _PROJECT_SETTINGS_FOLDERS:
-            folders.append(os.path.dirname(parent))
-        elif (
-            os.path.basename(path) == ".mcp.json"
-            or path in named
-            or not within(os.path.realpath(path), user)
-        ):
-            folders.append(parent)
+        # (a file reached through a link is the project's where it lies, too)
+        for path in dict.fromkeys((given, os.path.realpath(given))):
+            parent = os.path.dirname(path)
+            if os.path.basename(parent) in _PROJECT_SETTINGS_FOLDERS:
+                folders.append(os.path.dirname(parent))
+            else:
+                folders.append(parent)
     return tuple(f for f in dict.fromkeys(folders) if os.path.realpath(f) != user)
 
 
@@ -1092,7 +1093,7 @@ def judge_mcp_servers(
     for declared in found.declarations:
         entry, problem = _judge_server(
             declared, policy=policy, environ=environ, run_environ=run_environ, cwd=cwd,
-            floor_map=floor_map, map_hash=map_hash, named=found.named,
+            floor_map=floor_map, map_hash=map_hash, files=found.files,
             projects=found.projects,
         )  # fmt: skip
         # (a server judged under several readings of its environment that all come to the
@@ -1113,7 +1114,7 @@ def _judge_server(
     cwd: str,
     floor_map: object,
     map_hash: str | None,
-    named: Sequence[str] = (),
+    files: Sequence[str] = (),
     projects: Sequence[str] = (),
 ) -> tuple[dict[str, Any], str | None]:
     """The receipt entry of one declared server, and why it refuses the agent, or None.
@@ -1167,11 +1168,10 @@ def _judge_server(
         workspace = (cwd, run_environ) if outer is None else (outer, agent_environment())
         home = home_of(run_environ, cwd)
         # (and the project folders whose entries of a global file were taken)
-        projects = (*_project_folders(declared.declared_in, home, named), *projects)
+        projects = (*_project_folders((*declared.declared_in, *files), home), *projects)
         # (and what a repository holding any of them may have written above them)
         homes = (home, _account_home())
-        anchors = (cwd, *projects) if outer is None else projects
-        declaring = (*projects, *repository_region(anchors, homes))
+        declaring = repository_region(cwd if outer is None else None, projects, homes)
         spelled = cwd if declared.cwd is None else os.path.join(cwd, declared.cwd)
         if any(within(spelled, f) for f in (workspace[0], *declaring)):
             # (a folder reached through a link from the workspace, an extension folder the

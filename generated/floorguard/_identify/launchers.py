@@ -704,7 +704,8 @@ def configuration_doubts(
         value = environ.get(name)
         if value and in_the_workspace(os.path.join(here, value), here):
             doubts.append(f"{name}={value} puts {launcher}'s cache or installs in the "
-                          "working directory, where the workspace can fill them")  # fmt: skip
+                          "workspace (the working directory, or for a server a folder its "
+                          "repository may have written), where it can fill them")  # fmt: skip
     if environ.get("HOME") == "":
         # node's os.homedir() gives an empty HOME as it is, and npm then keeps the `~` of
         # its default cache: `<cwd>/~/.npm`, in the working directory; Rust's and Python's
@@ -716,9 +717,9 @@ def configuration_doubts(
         # Each launcher's cache and installs default to folders under HOME (npm's
         # ~/.npm/_npx, uv's ~/.cache/uv, pipx's ~/.local/pipx, ...). (A home that is the
         # working directory itself is the user's own: an agent started there.)
-        doubts.append(f"HOME={home} puts {launcher}'s cache and installs below the working "
-                      "directory (or in the agent's, for its server), where the workspace can "
-                      "fill them")  # fmt: skip
+        doubts.append(f"HOME={home} puts {launcher}'s cache and installs in the workspace "
+                      "(below the working directory, or for a server in a folder its "
+                      "repository may have written), where it can fill them")  # fmt: skip
     if launcher == "bunx":
         doubts += _present(
             launcher,
@@ -931,36 +932,39 @@ _SHARED_FOLDERS: Final = frozenset({
 })  # fmt: skip
 
 
-def repository_region(anchors: Sequence[str], homes: Sequence[str]) -> tuple[str, ...]:
-    """The folders a repository holding the folders ``anchors`` (an agent's working
-    directory, the folders of the files that declare its servers) may have written,
-    besides the anchors themselves: where its root is cannot be told (a checkout needs no
-    marker), so every folder above an anchor is taken whole, but for the folders shared
-    with other installs (``homes``, the folders above them and the system's): of these, the
+def repository_region(
+    own: str | None, anchors: Sequence[str], homes: Sequence[str]
+) -> tuple[str, ...]:
+    """The folders a repository may have written that holds the agent's folder ``own``
+    (None: not counted) or one of ``anchors`` (the folders of the configuration files its
+    servers come from): where its root is cannot be told (a checkout needs no marker), so
+    every folder above them, and each anchor, is taken whole, but for the folders shared
+    with other installs (``homes``, the folders above them, the system's): of these, the
     ``node_modules`` (which node and npx search from below) and, when a repository marks
-    one as its root, all of it."""
+    one as its root, all of it. (The agent's folder itself is the working directory's.)"""
     # (a home spelled through a link, /home on a system where it leads to /var/home, is
-    # shared by both names; a home at or below an anchor is the repository's, no one else's)
-    spellings = [
-        spelled for anchor in anchors
-        for spelled in (os.path.normpath(anchor), os.path.realpath(anchor))
-    ]  # fmt: skip
+    # shared by both names; a home at or below the agent's folder is the repository's)
+    own_spellings = [] if own is None else [os.path.normpath(own), os.path.realpath(own)]
     shared = {
         spelled
         for home in homes
         if home
         for spelled in (os.path.normpath(home), os.path.realpath(home))
-        if not any(within(spelled, anchor) for anchor in spellings)
+        if not any(within(spelled, folder) for folder in own_spellings)
     }
     shared |= {str(above) for home in shared for above in Path(home).parents}
     found: list[str] = []
-    for anchor in anchors:
+    for anchor, itself in ((own, False), *((anchor, True) for anchor in anchors)):
+        if anchor is None:
+            continue
         for spelled in dict.fromkeys((os.path.normpath(anchor), os.path.realpath(anchor))):
-            for above in map(str, Path(spelled).parents):
-                if (above not in shared and above not in _SHARED_FOLDERS) or _marks_a_root(above):
-                    found.append(above)
+            folders = [spelled] if itself else []
+            for folder in (*folders, *map(str, Path(spelled).parents)):
+                whole = folder not in shared and folder not in _SHARED_FOLDERS
+                if whole or _marks_a_root(folder):
+                    found.append(folder)
                 else:
-                    found.append(os.path.join(above, "node_modules"))
+                    found.append(os.path.join(folder, "node_modules"))
     return tuple(dict.fromkeys(found))
 
 

@@ -195,9 +195,6 @@ class Servers:
     # Variables the client gives its own process from its configuration that would make
     # what it starts load code not judged (each refuses the agent itself).
     own_environment: tuple[str, ...] = ()
-    # The configuration files the agent's arguments name (claude's ``--mcp-config FILE``):
-    # the folders holding them are projects the servers they declare may come from.
-    named: tuple[str, ...] = ()
     # The project folders whose entries of the client's global file were taken (claude's
     # ``projects[<folder>]``): the servers they declare may come from there too.
     projects: tuple[str, ...] = ()
@@ -243,7 +240,6 @@ def read_servers(
     doubts: list[str] = []
     files: list[str] = []
     own: list[str] = []
-    named: list[str] = []
     projects: list[str] = []
     # Run through wrappers (``wrapped``: launchers, interpreters, env), the agent's own
     # arguments may follow a `--` that ends each wrapper's options (``npx -y -- PKG
@@ -282,7 +278,6 @@ def read_servers(
             found += [d for d in reader.found if d not in found]
             doubts += [d for d in reader.doubts if d not in doubts]
             files += [f for f in reader.files if f not in files]
-            named += [f for f in reader.named if f not in named]
             projects += [f for f in reader.projects if f not in projects]
             if reader.without or not reader.uncertain_env:
                 continue
@@ -302,8 +297,7 @@ def read_servers(
                 for combination in itertools.combinations(uncertain, size)
             ]
     servers = Servers(
-        client, tuple(found), tuple(doubts), tuple(files), tuple(own), tuple(named),
-        tuple(projects),
+        client, tuple(found), tuple(doubts), tuple(files), tuple(own), tuple(projects),
     )  # fmt: skip
     return _text_only(servers)
 
@@ -384,9 +378,8 @@ def _text_only(found: Servers) -> Servers:
             )
     files = tuple(recordable(f) for f in found.files)
     own = tuple(recordable(d) for d in found.own_environment)
-    named = tuple(recordable(f) for f in found.named)
     projects = tuple(recordable(f) for f in found.projects)
-    return Servers(found.client, tuple(kept), tuple(doubts), files, own, named, projects)
+    return Servers(found.client, tuple(kept), tuple(doubts), files, own, projects)
 
 
 # An agent file's front matter (between the first two ``---`` lines) naming MCP servers,
@@ -1027,7 +1020,6 @@ class _Reader:
         self.gemini_redacts = False
         self.doubts: list[str] = []
         self.files: list[str] = []
-        self.named: list[str] = []
         self.projects: list[str] = []
         # The folders whose claude project entry a linked git worktree shares (claude only).
         self.shared_roots: set[str] | None = None
@@ -1205,7 +1197,6 @@ class _Reader:
         if value.startswith("{"):
             return self._json_argument(value, inline, None)
         where = _node_path(self.cwd, value)
-        self.named.append(where)
         return where, self._load(where, None, "json")
 
     def _claude_config_dirs(self) -> list[tuple[str, str]]:

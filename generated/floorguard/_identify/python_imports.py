@@ -24,8 +24,8 @@ from floorguard._identify.consulted import (
 )
 from floorguard._identify.identification import (
     Identification,
-    agent_workspace,
     current_packages,
+    server_workspaces,
 )
 from floorguard._identify.pip_metadata import (
     _catalogued_dist_infos,
@@ -81,7 +81,7 @@ def python_path(
     here = cwd or os.getcwd()
     key = (
         interpreter, first, flags, here, program, folder_program, module, environ.get("HOME"),
-        agent_workspace(), *(environ.get(name) for name in _PATH_VARIABLES),
+        server_workspaces(), *(environ.get(name) for name in _PATH_VARIABLES),
     )  # fmt: skip
     return _checked_memo(
         _paths_cache,
@@ -175,13 +175,12 @@ def _python_path(
             "lib-dynload beside it: CPython looks for its platform library (its exec_prefix) "
             "in other folders, and adds that prefix's site-packages, which is not judged here"
         )
-    agent = agent_workspace()
-    if _inside(prefix, cwd) or (agent is not None and _inside(prefix, agent)):
+    if _in_the_workspace(prefix, cwd):
         # Its standard library runs before anything judged (encodings, site, a
         # sitecustomize), and is trusted as the system's: not when the workspace wrote it.
         path_doubts.append(
-            f"the interpreter's standard library ({prefix}/lib) lies in the working directory "
-            f"{cwd}: the workspace's own copy, whose start-up code is not judged"
+            f"the interpreter's standard library ({prefix}/lib) lies in {_workspace_of(cwd)}: "
+            "the workspace's own copy, whose start-up code is not judged"
         )
     if "S" in flags:
         return PythonPath(tuple(before), (), tuple(path_doubts))
@@ -437,9 +436,9 @@ def _pth_folder_doubts(
     the distribution whose RECORD lists that ``.pth`` (the editable install's own)."""
     if any(_inside(folder, site) for site in installed):
         return []
-    if _inside(folder, cwd):
+    if _in_the_workspace(folder, cwd):
         return [
-            f"{folder}, which a .pth file adds to the path, lies in the working directory: "
+            f"{folder}, which a .pth file adds to the path, lies in {_workspace_of(cwd)}: "
             "any import of a name it holds (an optional one included) runs the "
             "workspace's code; install the agent in an environment of its own"
         ]
@@ -853,11 +852,10 @@ def _user_site_doubts(site: str, cwd: str) -> list[str]:
     outside the working directory, where HOME or PYTHONUSERBASE may put it, and only for
     what an installer recorded there: a module no dist-info's RECORD lists replaces an
     installed dependency, or answers an optional import, with code nothing installed."""
-    agent = agent_workspace()
-    if _inside(site, cwd) or (agent is not None and _inside(site, agent)):
+    if _in_the_workspace(site, cwd):
         return [
-            f"the user site {site} lies in the working directory {cwd} (HOME or "
-            "PYTHONUSERBASE puts it there): set PYTHONNOUSERSITE=1"
+            f"the user site {site} lies in {_workspace_of(cwd)} (HOME or PYTHONUSERBASE puts "
+            "it there): set PYTHONNOUSERSITE=1"
         ]
     names = listing(site)
     paths = {
@@ -926,6 +924,23 @@ def _importable_entry(name: str) -> bool:
     if name == "__pycache__" or metadata_dist(name) is not None:
         return False
     return name.endswith(".pth") or name.split(".", 1)[0].isidentifier()
+
+
+def _in_the_workspace(path: str, cwd: str) -> bool:
+    """Whether ``path`` lies in the working directory ``cwd`` or, for an MCP server, in a
+    folder the repository declaring it may have written (its agent's folder, the folders
+    above it, ...: identification.server_workspaces)."""
+    return _inside(path, cwd) or any(_inside(path, f) for f in server_workspaces())
+
+
+def _workspace_of(cwd: str) -> str:
+    """Where the workspace is, as a reason names it."""
+    if server_workspaces():
+        return (
+            f"the workspace (the working directory {cwd} or a folder its repository may "
+            "have written)"
+        )
+    return f"the working directory {cwd}"
 
 
 def _inside(path: str, folder: str) -> bool:
