@@ -645,3 +645,14 @@ for _held in (
     test_chain_holds_a_json_decision_for_each_refusal_above,
 ):
     pytest.mark.slow(_held)
+
+
+def test_an_environment_variable_over_the_kernels_limit_for_one_is_named_by_its_start() -> None:
+    # A name of 200,000 characters would make a refusal of 200 KB, recorded whole.
+    from floorguard._identify.child_inputs import invalid_inputs
+
+    name = "N" * 200_000
+    reason = invalid_inputs([], {name: "x"}, None)
+    assert reason is not None
+    assert reason.startswith(f"environment variable {'N' * 64}... is 200002 bytes"), reason[:200]
+    assert len(reason) < 200

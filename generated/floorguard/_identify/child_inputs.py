@@ -151,7 +151,9 @@ def invalid_inputs(argv: Sequence[str], environ: Mapping[str, str], cwd: str | N
             return f"environment variable {name!r} holds text that cannot be passed to a process"
         size += more + 1
         if size + 1 > _MAX_ARG_STRLEN:
-            return f"environment variable {name} is {size} bytes, over the kernel's limit for one"
+            # (named by its first characters: the whole name may be that long)
+            shown = name if len(name) <= 64 else f"{name[:64]}..."
+            return f"environment variable {shown} is {size} bytes, over the kernel's limit for one"
         total += size + 1 + 8
     limit = _arg_max()
     if total + _EXEC_MARGIN > limit:
