@@ -182,6 +182,7 @@ def _spawned_by_the_host(
         ("start_new_session='x'", "TypeError"),
         ("restore_signals=None", "TypeError"),
         ("close_fds=2**70", "TypeError"),
+        ("close_fds=False", "ValueError"),  # the host's descriptors would be dropped silently
     ],
 )
 def test_popen_options_the_child_cannot_be_started_with_raise_before_anything_is_recorded(

@@ -55,6 +55,13 @@ def checked_popen_options(options: Mapping[str, Any]) -> dict[str, Any]:
         # number fails there, after the permit)
         if name in options and options[name] not in (True, False):
             raise TypeError(f"{name} must be True or False")
+    if options.get("close_fds") is False:
+        # (the child runs through the descriptor of the file judged, which Popen passes only
+        # with close_fds on: the host's other descriptors would be dropped without a word)
+        raise ValueError(
+            "close_fds=False is not supported: the child gets none of the host's descriptors "
+            "but its standard streams"
+        )
     if options.get("start_new_session") and options.get("process_group") is not None:
         # (the child leads a new session, and a session leader cannot change its group)
         raise ValueError("start_new_session and process_group cannot be given together")
