@@ -243,6 +243,86 @@ def test_a_python_whose_standard_library_a_checkout_above_the_agent_holds_is_ref
     assert "standard library" in reason and "lies in the workspace" in reason, reason
 
 
+def test_the_folder_codex_is_told_to_work_in_is_the_repositorys_without_a_config_of_its_own(
+    lab: Lab,
+) -> None:
+    # The user's own config declares a relative command, which codex runs from -C's folder.
+    other = lab.home / "work" / "other"
+    mcp_remote(other)
+    relative = '["node_modules/mcp-remote/index.js"]'
+    config = f'[mcp_servers.s]\ncommand = "node"\nargs = {relative}\n'
+    write(lab.home / ".codex" / "config.toml", config)
+    started, reason = lab.spawn("codex", "-C", str(other), "exec", "t")
+    assert not started
+    assert IN_THE_WORKSPACE in reason, reason
+
+
+def test_the_folder_an_agent_started_as_a_server_works_in_is_an_anchor_of_its_servers(
+    lab: Lab,
+) -> None:
+    # gemini starts `codex mcp-server` in another folder; codex's own config runs a server
+    # relative to that folder, whose tree the checkout there wrote.
+    other = lab.home / "work" / "other"
+    mcp_remote(other)
+    relative = '["node_modules/mcp-remote/index.js"]'
+    write(lab.home / ".codex" / "config.toml",
+          f'[mcp_servers.s]\ncommand = "node"\nargs = {relative}\n')  # fmt: skip
+    write(lab.project / ".gemini" / "settings.json", servers(
+        c={"command": "codex", "args": ["mcp-server"], "cwd": str(other)}
+    ))  # fmt: skip
+    started, reason = lab.spawn("gemini", "-p", "t")
+    assert not started
+    assert IN_THE_WORKSPACE in reason, reason
+
+
+@pytest.mark.parametrize("option", ["--settings", "--mcp-config", "CLAUDE_CONFIG_DIR"])
+def test_every_folder_a_configuration_link_leads_through_is_an_anchor(
+    lab: Lab, option: str
+) -> None:
+    # ~/cfg/x -> ~/b/x -> ~/c/x: the middle checkout's tree is reached too.
+    middle, last = lab.home / "b", lab.home / "c"
+    entry = mcp_remote(middle)
+    bins = middle / "node_modules" / ".bin"
+    bins.mkdir()
+    entry.write_text("#!/usr/bin/env node\nprocess.exit(0)\n")
+    entry.chmod(0o755)
+    (bins / "mcp-remote").symlink_to(entry)
+    if option == "CLAUDE_CONFIG_DIR":
+        # the folder itself: ~/cfg -> ~/b/cfg -> ~/c/cfg
+        write(last / "cfg" / ".claude.json", servers(s={"command": str(bins / "mcp-remote")}))
+        (middle / "cfg").symlink_to(last / "cfg")
+        (lab.home / "cfg").symlink_to(middle / "cfg")
+        env = lab.env(CLAUDE_CONFIG_DIR=str(lab.home / "cfg"))
+        started, reason = lab.spawn("claude", "-p", "t", env=env)
+        assert not started
+        assert IN_THE_WORKSPACE in reason, reason
+        return
+    if option == "--settings":
+        body = json.dumps({"env": {"PATH": f"{bins}:{lab.bin}:/usr/bin:/bin"}})
+        write(lab.home / ".claude.json", servers(s={"command": "mcp-remote"}))
+    else:
+        body = servers(s={"command": str(bins / "mcp-remote")})
+    write(last / "x.json", body)
+    (middle / "x.json").symlink_to(last / "x.json")
+    (lab.home / "cfg").mkdir()
+    (lab.home / "cfg" / "x.json").symlink_to(middle / "x.json")
+    started, reason = lab.spawn("claude", option, str(lab.home / "cfg" / "x.json"), "-p", "t")
+    assert not started
+    assert IN_THE_WORKSPACE in reason, reason
+
+
+def test_a_configuration_folder_in_a_dot_folder_of_the_home_is_the_users_own(lab: Lab) -> None:
+    # XDG_CONFIG_HOME at its default holds claude's config and nvm's installs alike.
+    config = lab.home / ".config"
+    entry = mcp_remote(config / "nvm" / "versions" / "node" / "v20.0.0" / "lib")
+    write(config / "claude" / ".claude.json", servers(s={"command": "node", "args": [str(entry)]}))
+    started, reason = lab.spawn(
+        "claude", "-p", "t", env=lab.env(CLAUDE_CONFIG_DIR=str(config / "claude"))
+    )
+    assert started, reason
+    assert_server_permitted(lab, "mcp-remote", "0.1.16")
+
+
 def test_a_users_global_install_in_the_home_above_the_project_is_an_installation(
     lab: Lab,
 ) -> None:

@@ -472,9 +472,10 @@ def _claim_that_only_refuses(exam: Examination, in_force: active_map.ActiveMap) 
             f"the package metadata naming it {identified.adapter} {identified.version} "
             f"({identified.version_source}) lies in the workspace, and vouches for nothing: "
             "its version is unknown (the workspace: the agent's folder, the folders of the "
-            "files declaring its servers and every folder above them, of the home and the "
-            "system's folders their node_modules; install servers elsewhere: globally, or in "
-            "a folder of their own)"
+            "configuration files its client reads for the server and every folder above "
+            "them, of the home and the system's folders their node_modules; install servers "
+            "outside these: globally, or in a folder of their own away from any project and "
+            "from those files)"
         )
         return dataclasses.replace(exam, doubts=(*exam.doubts, why))
     entry = in_force.floor_map.get(identified.adapter)
@@ -503,24 +504,49 @@ def _project_folders(files: Sequence[str], home: str) -> tuple[str, ...]:
     folder holding a ``.gemini``, ``.codex`` or ``.claude`` settings folder, else the file's
     own folder (a ``.mcp.json``'s, a ``--mcp-config`` or ``--settings`` file's, a
     ``CLAUDE_CONFIG_DIR`` or ``CODEX_HOME`` a host put in a checkout: what they declare or
-    set, a PATH included, may lead into their repository); not the user's home (the
-    user's own settings) nor an extension installed in it."""
-    from floorguard._identify.launchers import within
-
+    set, a PATH included, may lead into their repository), where the file is named and
+    where each link on the way leads; not the user's own: the home, and a folder of the
+    home's whose name starts with a dot (``~/.config``, ``~/.claude-work``, a dotfiles
+    repository), an extension installed there included."""
     user = os.path.realpath(home)
-    extensions = os.path.join(user, ".gemini", "extensions")
     folders = []
     for given in files:
-        if not os.path.isabs(given) or within(os.path.realpath(given), extensions):
+        if not os.path.isabs(given):
             continue
-        # (a file reached through a link is the project's where it lies, too)
-        for path in dict.fromkeys((given, os.path.realpath(given))):
-            parent = os.path.dirname(path)
+        # (a folder on the way that is a link, a CLAUDE_CONFIG_DIR linked elsewhere, counts
+        # where each of its links leads too)
+        hops = [*_link_hops(given), *_link_hops(os.path.dirname(given))]
+        for path in dict.fromkeys((given, *hops, os.path.realpath(given))):
+            parent = path if os.path.isdir(path) else os.path.dirname(path)
             if os.path.basename(parent) in _PROJECT_SETTINGS_FOLDERS:
-                folders.append(os.path.dirname(parent))
-            else:
+                parent = os.path.dirname(parent)
+            if not _the_users_own(os.path.realpath(parent), user):
                 folders.append(parent)
-    return tuple(f for f in dict.fromkeys(folders) if os.path.realpath(f) != user)
+    return tuple(dict.fromkeys(folders))
+
+
+def _link_hops(path: str) -> list[str]:
+    """Where each link ``path`` leads through in turn (its last part's, at most 40, as the
+    kernel follows them), as absolute paths; none when it is no link."""
+    hops: list[str] = []
+    current = path
+    for _ in range(40):
+        try:
+            target = os.readlink(current)
+        except OSError:
+            break
+        current = os.path.normpath(os.path.join(os.path.dirname(current), target))
+        hops.append(current)
+    return hops
+
+
+def _the_users_own(folder: str, user: str) -> bool:
+    """Whether ``folder`` (a real path) is the home ``user`` or lies in a folder of it whose
+    name starts with a dot: the user's own settings, not a repository's."""
+    if folder == user:
+        return True
+    relative = os.path.relpath(folder, user)
+    return not relative.startswith("..") and relative.startswith(".")
 
 
 @functools.cache
@@ -1171,7 +1197,9 @@ def _judge_server(
         projects = (*_project_folders((*declared.declared_in, *files), home), *projects)
         # (and what a repository holding any of them may have written above them)
         homes = (home, _account_home())
-        declaring = repository_region(cwd if outer is None else None, projects, homes)
+        # (a server that is itself an agent: its own folder is an anchor of its servers)
+        nested = () if outer is None else (cwd,)
+        declaring = repository_region(cwd if outer is None else None, (*projects, *nested), homes)
         spelled = cwd if declared.cwd is None else os.path.join(cwd, declared.cwd)
         if any(within(spelled, f) for f in (workspace[0], *declaring)):
             # (a folder reached through a link from the workspace, an extension folder the

@@ -1719,6 +1719,8 @@ class _Reader:
         # Codex takes a relative -C from its real working directory, the kernel resolving
         # each `..` (``current_dir().push``): that is the session's folder.
         self.codex_folders = [os.path.realpath(os.path.join(self.cwd, value)) for value in told]
+        # (the folder codex works in is the repository's as the agent's own folder is)
+        self.projects.extend(self.codex_folders)
         codex_home = os.path.join(self.cwd, self.environ.get("CODEX_HOME") or "")
         if not self.environ.get("CODEX_HOME"):
             given = self.environ.get("HOME")
