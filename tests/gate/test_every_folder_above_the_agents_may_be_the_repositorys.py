@@ -36,6 +36,29 @@ def _claude_in(lab: Lab, folder: Path, entry: Path) -> tuple[bool, str]:
     return lab.spawn("claude", "-p", "t", cwd=folder)
 
 
+def _refused_in_the_workspace(outcome: tuple[bool, str]) -> None:
+    started, reason = outcome
+    assert not started
+    assert IN_THE_WORKSPACE in reason, reason
+
+
+def _permitted_as_mcp_remote(lab: Lab, outcome: tuple[bool, str]) -> None:
+    started, reason = outcome
+    assert started, reason
+    assert_server_permitted(lab, "mcp-remote", "0.1.16")
+
+
+def _mcp_remote_bin(folder: Path) -> Path:
+    """mcp-remote installed in ``folder/node_modules`` with its bin link; the bin folder."""
+    entry = mcp_remote(folder)
+    entry.write_text("#!/usr/bin/env node\nprocess.exit(0)\n")
+    entry.chmod(0o755)
+    bins = folder / "node_modules" / ".bin"
+    bins.mkdir()
+    (bins / "mcp-remote").symlink_to(entry)
+    return bins
+
+
 @pytest.mark.parametrize(
     "mark", ["none", ".hg", ".jj", ".svn", ".git", "pnpm-workspace.yaml", "lerna.json"]
 )
@@ -49,27 +72,21 @@ def test_a_tree_anywhere_in_a_folder_above_the_agents_vouches_for_nothing(
     elif mark != "none":
         write(root / mark, "{}\n")
     entry = mcp_remote(root / tree)
-    started, reason = _claude_in(lab, root / "packages" / "app", entry)
-    assert not started
-    assert IN_THE_WORKSPACE in reason, reason
+    _refused_in_the_workspace(_claude_in(lab, root / "packages" / "app", entry))
 
 
 def test_a_superprojects_tree_above_a_submodule_vouches_for_nothing(lab: Lab) -> None:
     write(lab.project / ".git" / "HEAD", "ref: refs/heads/main\n")
     submodule = lab.project / "libs" / "sub"
     write(submodule / ".git", "gitdir: ../../.git/modules/sub\n")
-    started, reason = _claude_in(lab, submodule, mcp_remote(lab.project))
-    assert not started
-    assert IN_THE_WORKSPACE in reason, reason
+    _refused_in_the_workspace(_claude_in(lab, submodule, mcp_remote(lab.project)))
 
 
 def test_an_outer_workspaces_root_above_a_nested_one_is_the_repositorys_too(lab: Lab) -> None:
     write(lab.project / "package.json", json.dumps({"workspaces": ["packages/*"]}))
     inner = lab.project / "packages" / "sub"
     write(inner / "package.json", json.dumps({"workspaces": ["apps/*"]}))
-    started, reason = _claude_in(lab, inner / "apps" / "app", mcp_remote(lab.project))
-    assert not started
-    assert IN_THE_WORKSPACE in reason, reason
+    _refused_in_the_workspace(_claude_in(lab, inner / "apps" / "app", mcp_remote(lab.project)))
 
 
 def test_the_folders_above_codexs_working_folder_are_the_repositorys(lab: Lab) -> None:
@@ -81,9 +98,7 @@ def test_the_folders_above_codexs_working_folder_are_the_repositorys(lab: Lab) -
           f'[mcp_servers.s]\ncommand = "node"\nargs = [{json.dumps(str(entry))}]\n')  # fmt: skip
     scratch = lab.root / "scratch"
     scratch.mkdir()
-    started, reason = lab.spawn("codex", "-C", str(folder), "exec", "t", cwd=scratch)
-    assert not started
-    assert IN_THE_WORKSPACE in reason, reason
+    _refused_in_the_workspace(lab.spawn("codex", "-C", str(folder), "exec", "t", cwd=scratch))
 
 
 def test_a_tree_beside_a_configuration_file_named_on_the_command_line_vouches_for_nothing(
@@ -92,9 +107,7 @@ def test_a_tree_beside_a_configuration_file_named_on_the_command_line_vouches_fo
     other = lab.root / "checkouts" / "tools-repo"
     entry = mcp_remote(other)
     config = write(other / "mcp.json", servers(s={"command": "node", "args": [str(entry)]}))
-    started, reason = lab.spawn("claude", "--mcp-config", str(config), "-p", "t")
-    assert not started
-    assert IN_THE_WORKSPACE in reason, reason
+    _refused_in_the_workspace(lab.spawn("claude", "--mcp-config", str(config), "-p", "t"))
 
 
 def test_a_configuration_file_named_through_a_link_is_its_checkouts_where_it_lies(
@@ -105,9 +118,8 @@ def test_a_configuration_file_named_through_a_link_is_its_checkouts_where_it_lie
     entry = mcp_remote(tools)
     write(tools / "mcp.json", servers(s={"command": "node", "args": [str(entry)]}))
     (lab.root / "cfg.json").symlink_to(tools / "mcp.json")
-    started, reason = lab.spawn("claude", "--mcp-config", str(lab.root / "cfg.json"), "-p", "t")
-    assert not started
-    assert IN_THE_WORKSPACE in reason, reason
+    named = str(lab.root / "cfg.json")
+    _refused_in_the_workspace(lab.spawn("claude", "--mcp-config", named, "-p", "t"))
 
 
 def test_a_home_given_as_the_project_has_its_node_modules_taken_as_the_repositorys(
@@ -170,9 +182,7 @@ def test_a_project_entry_of_the_global_file_makes_its_folder_the_repositorys(lab
     entry = mcp_remote(main)
     write(lab.home / ".claude.json", json.dumps({"projects": {str(main): {"mcpServers": {
         "s": {"command": "node", "args": [str(entry)]}}}}}))  # fmt: skip
-    started, reason = lab.spawn("claude", "-p", "t", cwd=worktree)
-    assert not started
-    assert IN_THE_WORKSPACE in reason, reason
+    _refused_in_the_workspace(lab.spawn("claude", "-p", "t", cwd=worktree))
 
 
 def test_a_configuration_home_a_host_puts_in_a_checkout_is_that_checkouts(lab: Lab) -> None:
@@ -182,9 +192,7 @@ def test_a_configuration_home_a_host_puts_in_a_checkout_is_that_checkouts(lab: L
     write(checkout / ".codex-home" / "config.toml",
           f'[mcp_servers.s]\ncommand = "node"\nargs = [{json.dumps(str(entry))}]\n')  # fmt: skip
     env = lab.env(CODEX_HOME=str(checkout / ".codex-home"))
-    started, reason = lab.spawn("codex", "exec", "t", env=env)
-    assert not started
-    assert IN_THE_WORKSPACE in reason, reason
+    _refused_in_the_workspace(lab.spawn("codex", "exec", "t", env=env))
 
 
 @pytest.mark.parametrize("variable", ["CLAUDE_CONFIG_DIR", "XDG_CONFIG_HOME"])
@@ -199,9 +207,7 @@ def test_a_configuration_folder_a_host_keeps_in_a_checkout_in_the_home_is_that_c
     agent = lab.root / "elsewhere"
     agent.mkdir()
     env = lab.env(**{variable: str(checkout / "cfg")})
-    started, reason = lab.spawn("claude", "-p", "t", cwd=agent, env=env)
-    assert not started
-    assert IN_THE_WORKSPACE in reason, reason
+    _refused_in_the_workspace(lab.spawn("claude", "-p", "t", cwd=agent, env=env))
 
 
 def test_a_settings_file_in_a_checkout_that_leads_path_there_is_that_checkouts(
@@ -209,19 +215,12 @@ def test_a_settings_file_in_a_checkout_that_leads_path_there_is_that_checkouts(
 ) -> None:
     # It declares no server, but its env sends a bare server name into the checkout's tree.
     checkout = lab.root / "checkouts" / "repo"
-    entry = mcp_remote(checkout)
-    bins = checkout / "node_modules" / ".bin"
-    bins.mkdir()
-    (bins / "mcp-remote").symlink_to(entry)
-    entry.chmod(0o755)
-    entry.write_text("#!/usr/bin/env node\nprocess.exit(0)\n")
+    bins = _mcp_remote_bin(checkout)
     settings = write(checkout / "settings.json", json.dumps(
         {"env": {"PATH": f"{bins}:{lab.bin}:/usr/bin:/bin"}}
     ))  # fmt: skip
     write(lab.home / ".claude.json", servers(s={"command": "mcp-remote"}))
-    started, reason = lab.spawn("claude", "--settings", str(settings), "-p", "t")
-    assert not started
-    assert IN_THE_WORKSPACE in reason, reason
+    _refused_in_the_workspace(lab.spawn("claude", "--settings", str(settings), "-p", "t"))
 
 
 def test_a_python_whose_standard_library_a_checkout_above_the_agent_holds_is_refused(
@@ -243,18 +242,22 @@ def test_a_python_whose_standard_library_a_checkout_above_the_agent_holds_is_ref
     assert "standard library" in reason and "lies in the workspace" in reason, reason
 
 
+def _codex_runs_a_relative_server_from(lab: Lab, folder: Path) -> Path:
+    """``folder`` holding mcp-remote, which the user's codex config runs by a relative path
+    (codex takes it from the folder it works in)."""
+    mcp_remote(folder)
+    relative = '["node_modules/mcp-remote/index.js"]'
+    config = f'[mcp_servers.s]\ncommand = "node"\nargs = {relative}\n'
+    write(lab.home / ".codex" / "config.toml", config)
+    return folder
+
+
 def test_the_folder_codex_is_told_to_work_in_is_the_repositorys_without_a_config_of_its_own(
     lab: Lab,
 ) -> None:
     # The user's own config declares a relative command, which codex runs from -C's folder.
-    other = lab.home / "work" / "other"
-    mcp_remote(other)
-    relative = '["node_modules/mcp-remote/index.js"]'
-    config = f'[mcp_servers.s]\ncommand = "node"\nargs = {relative}\n'
-    write(lab.home / ".codex" / "config.toml", config)
-    started, reason = lab.spawn("codex", "-C", str(other), "exec", "t")
-    assert not started
-    assert IN_THE_WORKSPACE in reason, reason
+    other = _codex_runs_a_relative_server_from(lab, lab.home / "work" / "other")
+    _refused_in_the_workspace(lab.spawn("codex", "-C", str(other), "exec", "t"))
 
 
 def test_the_folder_an_agent_started_as_a_server_works_in_is_an_anchor_of_its_servers(
@@ -262,17 +265,11 @@ def test_the_folder_an_agent_started_as_a_server_works_in_is_an_anchor_of_its_se
 ) -> None:
     # gemini starts `codex mcp-server` in another folder; codex's own config runs a server
     # relative to that folder, whose tree the checkout there wrote.
-    other = lab.home / "work" / "other"
-    mcp_remote(other)
-    relative = '["node_modules/mcp-remote/index.js"]'
-    write(lab.home / ".codex" / "config.toml",
-          f'[mcp_servers.s]\ncommand = "node"\nargs = {relative}\n')  # fmt: skip
+    other = _codex_runs_a_relative_server_from(lab, lab.home / "work" / "other")
     write(lab.project / ".gemini" / "settings.json", servers(
         c={"command": "codex", "args": ["mcp-server"], "cwd": str(other)}
     ))  # fmt: skip
-    started, reason = lab.spawn("gemini", "-p", "t")
-    assert not started
-    assert IN_THE_WORKSPACE in reason, reason
+    _refused_in_the_workspace(lab.spawn("gemini", "-p", "t"))
 
 
 @pytest.mark.parametrize("option", ["--settings", "--mcp-config", "CLAUDE_CONFIG_DIR"])
@@ -281,21 +278,14 @@ def test_every_folder_a_configuration_link_leads_through_is_an_anchor(
 ) -> None:
     # ~/cfg/x -> ~/b/x -> ~/c/x: the middle checkout's tree is reached too.
     middle, last = lab.home / "b", lab.home / "c"
-    entry = mcp_remote(middle)
-    bins = middle / "node_modules" / ".bin"
-    bins.mkdir()
-    entry.write_text("#!/usr/bin/env node\nprocess.exit(0)\n")
-    entry.chmod(0o755)
-    (bins / "mcp-remote").symlink_to(entry)
+    bins = _mcp_remote_bin(middle)
     if option == "CLAUDE_CONFIG_DIR":
         # the folder itself: ~/cfg -> ~/b/cfg -> ~/c/cfg
         write(last / "cfg" / ".claude.json", servers(s={"command": str(bins / "mcp-remote")}))
         (middle / "cfg").symlink_to(last / "cfg")
         (lab.home / "cfg").symlink_to(middle / "cfg")
         env = lab.env(CLAUDE_CONFIG_DIR=str(lab.home / "cfg"))
-        started, reason = lab.spawn("claude", "-p", "t", env=env)
-        assert not started
-        assert IN_THE_WORKSPACE in reason, reason
+        _refused_in_the_workspace(lab.spawn("claude", "-p", "t", env=env))
         return
     if option == "--settings":
         body = json.dumps({"env": {"PATH": f"{bins}:{lab.bin}:/usr/bin:/bin"}})
@@ -306,9 +296,8 @@ def test_every_folder_a_configuration_link_leads_through_is_an_anchor(
     (middle / "x.json").symlink_to(last / "x.json")
     (lab.home / "cfg").mkdir()
     (lab.home / "cfg" / "x.json").symlink_to(middle / "x.json")
-    started, reason = lab.spawn("claude", option, str(lab.home / "cfg" / "x.json"), "-p", "t")
-    assert not started
-    assert IN_THE_WORKSPACE in reason, reason
+    named = str(lab.home / "cfg" / "x.json")
+    _refused_in_the_workspace(lab.spawn("claude", option, named, "-p", "t"))
 
 
 def test_a_configuration_folder_in_a_dot_folder_of_the_home_is_the_users_own(lab: Lab) -> None:
@@ -316,11 +305,9 @@ def test_a_configuration_folder_in_a_dot_folder_of_the_home_is_the_users_own(lab
     config = lab.home / ".config"
     entry = mcp_remote(config / "nvm" / "versions" / "node" / "v20.0.0" / "lib")
     write(config / "claude" / ".claude.json", servers(s={"command": "node", "args": [str(entry)]}))
-    started, reason = lab.spawn(
-        "claude", "-p", "t", env=lab.env(CLAUDE_CONFIG_DIR=str(config / "claude"))
+    _permitted_as_mcp_remote(
+        lab, lab.spawn("claude", "-p", "t", env=lab.env(CLAUDE_CONFIG_DIR=str(config / "claude")))
     )
-    assert started, reason
-    assert_server_permitted(lab, "mcp-remote", "0.1.16")
 
 
 def test_a_users_global_install_in_the_home_above_the_project_is_an_installation(
@@ -329,9 +316,7 @@ def test_a_users_global_install_in_the_home_above_the_project_is_an_installation
     # The home is shared with the user's installs: only its node_modules is the project's.
     entry = mcp_remote(lab.home / ".npm-global" / "lib")
     project = lab.home / "src" / "proj"
-    started, reason = _claude_in(lab, project, entry)
-    assert started, reason
-    assert_server_permitted(lab, "mcp-remote", "0.1.16")
+    _permitted_as_mcp_remote(lab, _claude_in(lab, project, entry))
 
 
 def test_a_home_named_through_a_link_is_shared_by_both_names(lab: Lab) -> None:
@@ -342,9 +327,8 @@ def test_a_home_named_through_a_link_is_shared_by_both_names(lab: Lab) -> None:
     entry = mcp_remote(named / ".npm-global" / "lib")
     project = named / "src" / "proj"
     write(project / ".mcp.json", servers(s={"command": "node", "args": [str(entry)]}))
-    started, reason = lab.spawn("claude", "-p", "t", cwd=project, env=lab.env(HOME=str(named)))
-    assert started, reason
-    assert_server_permitted(lab, "mcp-remote", "0.1.16")
+    env = lab.env(HOME=str(named))
+    _permitted_as_mcp_remote(lab, lab.spawn("claude", "-p", "t", cwd=project, env=env))
 
 
 def test_a_tree_in_a_folder_beside_the_project_below_the_home_is_refused_too(
@@ -353,6 +337,4 @@ def test_a_tree_in_a_folder_beside_the_project_below_the_home_is_refused_too(
     # The price of not knowing the root: ~/src may be the repository's (no marker needed),
     # so an install in ~/src/tools serves no agent working in ~/src/proj.
     entry = mcp_remote(lab.home / "src" / "tools")
-    started, reason = _claude_in(lab, lab.home / "src" / "proj", entry)
-    assert not started
-    assert IN_THE_WORKSPACE in reason, reason
+    _refused_in_the_workspace(_claude_in(lab, lab.home / "src" / "proj", entry))
