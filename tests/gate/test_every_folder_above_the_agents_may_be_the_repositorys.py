@@ -300,6 +300,35 @@ def test_every_folder_a_configuration_link_leads_through_is_an_anchor(
     _refused_in_the_workspace(lab.spawn("claude", option, named, "-p", "t"))
 
 
+@pytest.mark.parametrize("link", ["tools", "a/tools"])
+def test_a_folder_a_workspace_link_leads_to_is_the_repositorys_even_in_a_dot_folder(
+    lab: Lab, link: str
+) -> None:
+    # pre-commit clones the repositories a project's config names into ~/.cache/pre-commit:
+    # a link from the project there reaches a checkout the repository chose.
+    cache = lab.home / ".cache" / "pre-commit" / "repo1"
+    mcp_remote(cache)
+    project = lab.home / "src" / "proj"
+    (project / link).parent.mkdir(parents=True)
+    (project / link).symlink_to(cache)
+    entry = project / link / "node_modules" / "mcp-remote" / "index.js"
+    _refused_in_the_workspace(_claude_in(lab, project, entry))
+
+
+def test_an_extension_the_workspace_links_into_a_dot_folder_of_the_home_is_the_repositorys(
+    lab: Lab,
+) -> None:
+    extension = lab.home / ".config" / "ext"
+    entry = mcp_remote(extension)
+    write(extension / "gemini-extension.json", json.dumps({
+        "name": "x", "version": "1.0.0",
+        "mcpServers": {"s": {"command": "node", "args": [str(entry)]}},
+    }))  # fmt: skip
+    (lab.project / ".gemini" / "extensions").mkdir(parents=True)
+    (lab.project / ".gemini" / "extensions" / "x").symlink_to(extension)
+    _refused_in_the_workspace(lab.spawn("gemini", "-p", "t"))
+
+
 def test_a_configuration_folder_in_a_dot_folder_of_the_home_is_the_users_own(lab: Lab) -> None:
     # XDG_CONFIG_HOME at its default holds claude's config and nvm's installs alike.
     config = lab.home / ".config"

@@ -516,13 +516,35 @@ def _project_folders(files: Sequence[str], home: str) -> tuple[str, ...]:
         # (a folder on the way that is a link, a CLAUDE_CONFIG_DIR linked elsewhere, counts
         # where each of its links leads too)
         hops = [*_link_hops(given), *_link_hops(os.path.dirname(given))]
+        # (a file named outside the user's own counts wherever its links lead: a workspace
+        # link into a dot-folder of the home makes that folder the repository's too)
+        named_by_the_user = _the_users_own(os.path.dirname(given), user)
         for path in dict.fromkeys((given, *hops, os.path.realpath(given))):
             parent = path if os.path.isdir(path) else os.path.dirname(path)
             if os.path.basename(parent) in _PROJECT_SETTINGS_FOLDERS:
                 parent = os.path.dirname(parent)
-            if not _the_users_own(os.path.realpath(parent), user):
+            if os.path.realpath(parent) == user:
+                continue
+            if not named_by_the_user or not _the_users_own(os.path.realpath(parent), user):
                 folders.append(parent)
     return tuple(dict.fromkeys(folders))
+
+
+def _linked_out_of(folders: Sequence[str], paths: Sequence[str]) -> list[str]:
+    """Where each link on the way of ``paths`` that lies in one of ``folders`` (by its
+    letters) leads: the repository's, as the folder holding the link is."""
+    from floorguard._identify.launchers import within
+
+    found: list[str] = []
+    for path in paths:
+        if not os.path.isabs(path):
+            continue
+        prefix = os.sep
+        for part in os.path.normpath(path).split(os.sep)[1:]:
+            prefix = os.path.join(prefix, part)
+            if os.path.islink(prefix) and any(within(prefix, f) for f in folders):
+                found.append(os.path.realpath(prefix))
+    return list(dict.fromkeys(found))
 
 
 def _link_hops(path: str) -> list[str]:
@@ -1205,6 +1227,10 @@ def _judge_server(
             # (a folder reached through a link from the workspace, an extension folder the
             # repository linked elsewhere, is the repository's wherever it leads)
             declaring = (*declaring, where)
+        # (so is a folder the server's command or a path among its arguments reaches through
+        # a link that lies in the workspace: a checkout another tool made, linked from it)
+        paths = [command, *(os.path.join(where, a) for a in declared.args if "/" in a)]
+        declaring = (*declaring, *_linked_out_of((workspace[0], *declaring), paths))
         with workspace_in_force(*workspace, declaring):
             judged = judge(
                 requested,
