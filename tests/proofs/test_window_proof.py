@@ -412,6 +412,19 @@ def test_a_warn_override_names_only_what_the_pinned_map_tells_of_it(
     ]
 
 
+def test_a_decision_its_receipt_dates_inside_the_window_is_judged_whatever_its_record_says(
+    tmp_path: Path, archive: Path
+) -> None:
+    # A clock stepped back: the record (seq 9) takes the head's later time, the receipt the
+    # decision's own, inside the window of seq 3 to 5.
+    late = spawn_receipt("aider", "0.50.0", "warn_override")
+    late["ts"] = at(4)
+    chain = build(tmp_path, ordinary([(SPAWN, late)]))
+    violations, errors = findings(window(chain.lines(), 3, 5, archive, key=chain.key))
+    assert not errors
+    assert [seq for seq, _ in violations] == [9], violations
+
+
 def test_a_warn_override_inside_the_window_is_a_violation(tmp_path: Path, archive: Path) -> None:
     chain = build(tmp_path, ordinary([(SPAWN, spawn_receipt("aider", "0.50.0", "warn_override"))]))
     violations, errors = findings(window(chain.lines()[7:], 8, None, archive, key=chain.key))

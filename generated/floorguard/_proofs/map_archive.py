@@ -43,7 +43,7 @@ class MapResolver:
     def resolve(self, map_hash: object) -> FloorMap | str:
         """The map ``map_hash`` names, or the reason it cannot be resolved."""
         if not isinstance(map_hash, str):
-            return "the record pins no floor-map hash"
+            return "pins no floor-map hash"
         found = self._maps.get(map_hash)
         if found is not None:
             return found

@@ -183,6 +183,12 @@ class WindowProof:
                 inside = ts[-1] == "Z" and since <= ts <= until  # (_in_window, inlined)
             else:
                 inside = self._in_window(ts)
+            if not inside and until is not None and ts > until:
+                # A clock stepped back stamps the record with the head's later time, not the
+                # decision's (a receipt is stamped before its record, never after): a
+                # decision the receipt dates inside the window is in it too.
+                stated = receipt.get("ts") if type(receipt) is dict else None
+                inside = type(stated) is str and self._in_window(stated)
             if inside:
                 self._evaluated += 1
                 self._spawn(seq, ts, receipt, intact)
@@ -391,7 +397,8 @@ class WindowProof:
                 self._violation(
                     seq,
                     f"{receipt.get('verdict')} of {agent}, yet its MCP server {name!r} "
-                    f"{declared} was refused: {server.get('reason')}",
+                    f"{declared} was refused"
+                    + (f": {server['reason']}" if isinstance(server.get("reason"), str) else ""),
                 )
                 continue
             server_adapter = server.get("adapter")
