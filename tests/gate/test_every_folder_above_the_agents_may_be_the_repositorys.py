@@ -315,6 +315,19 @@ def test_a_folder_a_workspace_link_leads_to_is_the_repositorys_even_in_a_dot_fol
     _refused_in_the_workspace(_claude_in(lab, project, entry))
 
 
+def test_a_folder_a_command_climbs_to_from_a_workspace_links_target_is_the_repositorys(
+    lab: Lab,
+) -> None:
+    # l -> elsewhere/other/sub: the kernel takes "l/../node_modules/.bin/x" from the target.
+    other = lab.root / "elsewhere" / "other"
+    _mcp_remote_bin(other)
+    (other / "sub").mkdir()
+    (lab.project / "l").symlink_to(other / "sub")
+    command = "l/../node_modules/.bin/mcp-remote"
+    write(lab.project / ".mcp.json", servers(s={"command": command}))
+    _refused_in_the_workspace(lab.spawn("claude", "-p", "t"))
+
+
 def test_an_extension_the_workspace_links_into_a_dot_folder_of_the_home_is_the_repositorys(
     lab: Lab,
 ) -> None:

@@ -532,18 +532,27 @@ def _project_folders(files: Sequence[str], home: str) -> tuple[str, ...]:
 
 def _linked_out_of(folders: Sequence[str], paths: Sequence[str]) -> list[str]:
     """Where each link on the way of ``paths`` that lies in one of ``folders`` (by its
-    letters) leads: the repository's, as the folder holding the link is."""
+    letters) leads, and each folder a ``..`` after it climbs to (the kernel takes it from
+    the link's target): the repository's, as the folder holding the link is."""
     from floorguard._identify.launchers import within
 
     found: list[str] = []
     for path in paths:
         if not os.path.isabs(path):
             continue
-        prefix = os.sep
-        for part in os.path.normpath(path).split(os.sep)[1:]:
-            prefix = os.path.join(prefix, part)
-            if os.path.islink(prefix) and any(within(prefix, f) for f in folders):
-                found.append(os.path.realpath(prefix))
+        prefix, through = "", False
+        for part in path.split(os.sep)[1:]:
+            if not part or part == ".":
+                continue
+            prefix = f"{prefix}{os.sep}{part}"
+            if through:
+                if part == "..":
+                    found.append(os.path.realpath(prefix))
+                continue
+            lexical = os.path.normpath(prefix)
+            if os.path.islink(lexical) and any(within(lexical, f) for f in folders):
+                found.append(os.path.realpath(lexical))
+                through = True
     return list(dict.fromkeys(found))
 
 
