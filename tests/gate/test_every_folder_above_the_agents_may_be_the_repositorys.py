@@ -51,6 +51,8 @@ def _permitted_as_mcp_remote(lab: Lab, outcome: tuple[bool, str]) -> None:
 def _mcp_remote_bin(folder: Path) -> Path:
     """mcp-remote installed in ``folder/node_modules`` with its bin link; the bin folder."""
     entry = mcp_remote(folder)
+    manifest = {"name": "mcp-remote", "version": "0.1.16", "bin": {"mcp-remote": "index.js"}}
+    write(entry.parent / "package.json", json.dumps(manifest))
     entry.write_text("#!/usr/bin/env node\nprocess.exit(0)\n")
     entry.chmod(0o755)
     bins = folder / "node_modules" / ".bin"
@@ -326,6 +328,35 @@ def test_a_folder_a_command_climbs_to_from_a_workspace_links_target_is_the_repos
     command = "l/../node_modules/.bin/mcp-remote"
     write(lab.project / ".mcp.json", servers(s={"command": command}))
     _refused_in_the_workspace(lab.spawn("claude", "-p", "t"))
+
+
+@pytest.mark.parametrize("how", ["the server's env", "an env PATH= argument"])
+def test_a_path_entry_that_is_a_workspace_link_makes_its_target_the_repositorys(
+    lab: Lab, how: str
+) -> None:
+    # A bare command found through <project>/bin -> a tree in a dot-folder of the home.
+    bins = _mcp_remote_bin(lab.home / ".cache" / "pre-commit" / "repo1")
+    (lab.project / "bin").symlink_to(bins)
+    path = f"{lab.project / 'bin'}:{lab.bin}:/usr/bin:/bin"
+    if how == "the server's env":
+        server: dict[str, object] = {"command": "mcp-remote", "env": {"PATH": path}}
+    else:
+        server = {"command": "env", "args": [f"PATH={path}", "mcp-remote"]}
+    write(lab.project / ".mcp.json", servers(s=server))
+    _refused_in_the_workspace(lab.spawn("claude", "-p", "t"))
+
+
+def test_a_workspace_node_modules_that_is_a_link_is_the_repositorys_where_it_leads(
+    lab: Lab,
+) -> None:
+    # npx runs the pinned package from the project's node_modules, wherever that leads.
+    cache = lab.home / ".cache" / "pre-commit" / "repo1"
+    _mcp_remote_bin(cache)
+    (lab.project / "node_modules").symlink_to(cache / "node_modules")
+    write(lab.project / ".gemini" / "settings.json", servers(
+        s={"command": "npx", "args": ["-y", "mcp-remote@0.1.16"]}
+    ))  # fmt: skip
+    _refused_in_the_workspace(lab.spawn("gemini", "-p", "t"))
 
 
 def test_an_extension_the_workspace_links_into_a_dot_folder_of_the_home_is_the_repositorys(

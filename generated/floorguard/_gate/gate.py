@@ -532,8 +532,9 @@ def _project_folders(files: Sequence[str], home: str) -> tuple[str, ...]:
 
 def _linked_out_of(folders: Sequence[str], paths: Sequence[str]) -> list[str]:
     """Where each link on the way of ``paths`` that lies in one of ``folders`` (by its
-    letters) leads, and each folder a ``..`` after it climbs to (the kernel takes it from
-    the link's target): the repository's, as the folder holding the link is."""
+    letters) leads, and every link after it and each folder a ``..`` after it climbs to (the
+    kernel takes it from the link's target): the repository's, as the folder holding the
+    link is (a link to a file: the folder holding that file)."""
     from floorguard._identify.launchers import within
 
     found: list[str] = []
@@ -546,14 +547,30 @@ def _linked_out_of(folders: Sequence[str], paths: Sequence[str]) -> list[str]:
                 continue
             prefix = f"{prefix}{os.sep}{part}"
             if through:
-                if part == "..":
-                    found.append(os.path.realpath(prefix))
+                if part == ".." or os.path.islink(prefix):
+                    found.append(_folder_of(os.path.realpath(prefix)))
                 continue
             lexical = os.path.normpath(prefix)
             if os.path.islink(lexical) and any(within(lexical, f) for f in folders):
-                found.append(os.path.realpath(lexical))
+                found.append(_folder_of(os.path.realpath(lexical)))
                 through = True
     return list(dict.fromkeys(found))
+
+
+def _linked_node_modules(folders: Sequence[str]) -> list[str]:
+    """Where the ``node_modules`` of each of ``folders`` (or the folder itself, one of the
+    shared folders' ``node_modules``) leads when it is a link."""
+    found = []
+    for folder in folders:
+        for candidate in (folder, os.path.join(folder, "node_modules")):
+            if os.path.basename(candidate) == "node_modules" and os.path.islink(candidate):
+                found.append(os.path.realpath(candidate))
+    return list(dict.fromkeys(found))
+
+
+def _folder_of(path: str) -> str:
+    """``path`` when it is a folder (or nothing is there), else the folder holding it."""
+    return os.path.dirname(path) if os.path.isfile(path) else path
 
 
 def _link_hops(path: str) -> list[str]:
@@ -1238,8 +1255,28 @@ def _judge_server(
             declaring = (*declaring, where)
         # (so is a folder the server's command or a path among its arguments reaches through
         # a link that lies in the workspace: a checkout another tool made, linked from it)
-        paths = [command, *(os.path.join(where, a) for a in declared.args if "/" in a)]
-        declaring = (*declaring, *_linked_out_of((workspace[0], *declaring), paths))
+        # (and so is one a PATH entry the server's command is looked up in, or its declared
+        # cwd, reaches so; and a node_modules of the workspace that is a link, where node
+        # and npx look)
+        bare_words = [a for a in declared.args[:8] if a and not a.startswith("-") and "/" not in a
+                      and "=" not in a]  # fmt: skip
+        paths = [
+            command, where,
+            *(os.path.join(where, a) for a in declared.args if "/" in a),
+            *(
+                os.path.join(where, entry, "" if "/" in command else command)
+                for entry in server_env.get("PATH", "").split(os.pathsep) if entry
+            ),
+            # (a variable an argument sets for what it runs: `env PATH=dir:... gemini`)
+            *(
+                os.path.join(where, piece, name)
+                for arg in declared.args if "=" in arg
+                for piece in arg.split("=", 1)[1].split(os.pathsep) if "/" in piece
+                for name in ("", *bare_words)
+            ),
+        ]  # fmt: skip
+        folders = (workspace[0], *declaring)
+        declaring = (*declaring, *_linked_out_of(folders, paths), *_linked_node_modules(folders))
         with workspace_in_force(*workspace, declaring):
             judged = judge(
                 requested,
