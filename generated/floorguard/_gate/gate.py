@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as _dt
-import functools
 import os
 import re
 from collections.abc import Collection, Mapping, Sequence
@@ -39,7 +38,14 @@ from floorguard._gate.decision import (
     WARN_OVERRIDE,
     Decision,
 )
-from floorguard._identify import detect, env_command, examine, kernel_exec, mcp_config
+from floorguard._identify import (
+    detect,
+    env_command,
+    examine,
+    kernel_exec,
+    mcp_config,
+    server_workspace,
+)
 from floorguard._identify.mcp_config import CLIENT_OF_ADAPTER, home_of
 from floorguard._identify.target import open_target
 from floorguard._maps import active_map, verdict, versions
@@ -494,118 +500,6 @@ def _claim_that_only_refuses(exam: Examination, in_force: active_map.ActiveMap) 
         f"({identified.version_source}) lies outside an install tree, and vouches for nothing"
     )
     return dataclasses.replace(exam, identified=None, set_aside=why)
-
-
-_PROJECT_SETTINGS_FOLDERS: Final = frozenset({".gemini", ".codex", ".claude"})
-
-
-def _project_folders(files: Sequence[str], home: str) -> tuple[str, ...]:
-    """The project folders of the configuration files the client reads for a server: the
-    folder holding a ``.gemini``, ``.codex`` or ``.claude`` settings folder, else the file's
-    own folder (a ``.mcp.json``'s, a ``--mcp-config`` or ``--settings`` file's, a
-    ``CLAUDE_CONFIG_DIR`` or ``CODEX_HOME`` a host put in a checkout: what they declare or
-    set, a PATH included, may lead into their repository), where the file is named and
-    where each link on the way leads; not the user's own: the home, and a folder of the
-    home's whose name starts with a dot (``~/.config``, ``~/.claude-work``, a dotfiles
-    repository), an extension installed there included."""
-    user = os.path.realpath(home)
-    folders = []
-    for given in files:
-        if not os.path.isabs(given):
-            continue
-        # (a folder on the way that is a link, a CLAUDE_CONFIG_DIR linked elsewhere, counts
-        # where each of its links leads too)
-        hops = [*_link_hops(given), *_link_hops(os.path.dirname(given))]
-        # (a file named outside the user's own counts wherever its links lead: a workspace
-        # link into a dot-folder of the home makes that folder the repository's too)
-        named_by_the_user = _the_users_own(os.path.dirname(given), user)
-        for path in dict.fromkeys((given, *hops, os.path.realpath(given))):
-            parent = path if os.path.isdir(path) else os.path.dirname(path)
-            if os.path.basename(parent) in _PROJECT_SETTINGS_FOLDERS:
-                parent = os.path.dirname(parent)
-            if os.path.realpath(parent) == user:
-                continue
-            if not named_by_the_user or not _the_users_own(os.path.realpath(parent), user):
-                folders.append(parent)
-    return tuple(dict.fromkeys(folders))
-
-
-def _linked_out_of(folders: Sequence[str], paths: Sequence[str]) -> list[str]:
-    """Where each link on the way of ``paths`` that lies in one of ``folders`` (by its
-    letters) leads, and every link after it and each folder a ``..`` after it climbs to (the
-    kernel takes it from the link's target): the repository's, as the folder holding the
-    link is (a link to a file: the folder holding that file)."""
-    from floorguard._identify.launchers import within
-
-    found: list[str] = []
-    for path in paths:
-        if not os.path.isabs(path):
-            continue
-        prefix, through = "", False
-        for part in path.split(os.sep)[1:]:
-            if not part or part == ".":
-                continue
-            prefix = f"{prefix}{os.sep}{part}"
-            if through:
-                if part == ".." or os.path.islink(prefix):
-                    found.append(_folder_of(os.path.realpath(prefix)))
-                continue
-            lexical = os.path.normpath(prefix)
-            if os.path.islink(lexical) and any(within(lexical, f) for f in folders):
-                found.append(_folder_of(os.path.realpath(lexical)))
-                through = True
-    return list(dict.fromkeys(found))
-
-
-def _linked_node_modules(folders: Sequence[str]) -> list[str]:
-    """Where the ``node_modules`` of each of ``folders`` (or the folder itself, one of the
-    shared folders' ``node_modules``) leads when it is a link."""
-    found = []
-    for folder in folders:
-        for candidate in (folder, os.path.join(folder, "node_modules")):
-            if os.path.basename(candidate) == "node_modules" and os.path.islink(candidate):
-                found.append(os.path.realpath(candidate))
-    return list(dict.fromkeys(found))
-
-
-def _folder_of(path: str) -> str:
-    """``path`` when it is a folder (or nothing is there), else the folder holding it."""
-    return os.path.dirname(path) if os.path.isfile(path) else path
-
-
-def _link_hops(path: str) -> list[str]:
-    """Where each link ``path`` leads through in turn (its last part's, at most 40, as the
-    kernel follows them), as absolute paths; none when it is no link."""
-    hops: list[str] = []
-    current = path
-    for _ in range(40):
-        try:
-            target = os.readlink(current)
-        except OSError:
-            break
-        current = os.path.normpath(os.path.join(os.path.dirname(current), target))
-        hops.append(current)
-    return hops
-
-
-def _the_users_own(folder: str, user: str) -> bool:
-    """Whether ``folder`` (a real path) is the home ``user`` or lies in a folder of it whose
-    name starts with a dot: the user's own settings, not a repository's."""
-    if folder == user:
-        return True
-    relative = os.path.relpath(folder, user)
-    return not relative.startswith("..") and relative.startswith(".")
-
-
-@functools.cache
-def _account_home() -> str:
-    """The home folder of this process's user account (whatever HOME a child is given)."""
-    import pwd
-
-    try:
-        return pwd.getpwuid(os.getuid()).pw_dir
-    except KeyError:
-        return ""
 
 
 def _written_in_the_workspace(source: str | None) -> bool:
@@ -1164,11 +1058,16 @@ def judge_mcp_servers(
             ))  # fmt: skip
     entries: list[dict[str, Any]] = []
     refused: list[str] = []
+    # The folders of the configuration the client reads, found once for all its servers.
+    configured = (
+        server_workspace.project_folders(found.files, home_of(run_environ, cwd))
+        if found.declarations
+        else ()
+    )
     for declared in found.declarations:
         entry, problem = _judge_server(
             declared, policy=policy, environ=environ, run_environ=run_environ, cwd=cwd,
-            floor_map=floor_map, map_hash=map_hash, files=found.files,
-            projects=found.projects,
+            floor_map=floor_map, map_hash=map_hash, projects=(*found.projects, *configured),
         )  # fmt: skip
         # (a server judged under several readings of its environment that all come to the
         # same is listed once)
@@ -1188,7 +1087,6 @@ def _judge_server(
     cwd: str,
     floor_map: object,
     map_hash: str | None,
-    files: Sequence[str] = (),
     projects: Sequence[str] = (),
 ) -> tuple[dict[str, Any], str | None]:
     """The receipt entry of one declared server, and why it refuses the agent, or None.
@@ -1233,7 +1131,8 @@ def _judge_server(
             agent_workspace,
             workspace_in_force,
         )
-        from floorguard._identify.launchers import repository_region, within
+        from floorguard._identify.launchers import within
+        from floorguard._identify.server_workspace import repository_region
 
         # A server's own cwd may lie below the agent's: what its inputs put anywhere in
         # the agent's working directory is the workspace's all the same (the first agent's,
@@ -1242,9 +1141,9 @@ def _judge_server(
         workspace = (cwd, run_environ) if outer is None else (outer, agent_environment())
         home = home_of(run_environ, cwd)
         # (and the project folders whose entries of a global file were taken)
-        projects = (*_project_folders((*declared.declared_in, *files), home), *projects)
+        projects = (*server_workspace.project_folders(declared.declared_in, home), *projects)
         # (and what a repository holding any of them may have written above them)
-        homes = (home, _account_home())
+        homes = (home, server_workspace.account_home())
         # (a server that is itself an agent: its own folder is an anchor of its servers)
         nested = () if outer is None else (cwd,)
         declaring = repository_region(cwd if outer is None else None, (*projects, *nested), homes)
@@ -1276,7 +1175,11 @@ def _judge_server(
             ),
         ]  # fmt: skip
         folders = (workspace[0], *declaring)
-        declaring = (*declaring, *_linked_out_of(folders, paths), *_linked_node_modules(folders))
+        declaring = (
+            *declaring,
+            *server_workspace.linked_out_of(folders, paths),
+            *server_workspace.linked_node_modules(folders),
+        )
         with workspace_in_force(*workspace, declaring):
             judged = judge(
                 requested,

@@ -914,68 +914,6 @@ def _users(path: str, here: str) -> bool:
     return True
 
 
-# Folders that mark a checkout's root: version control systems' own (a `.git` file too:
-# a linked worktree's, a submodule's) and monorepo tools' manifests.
-_REPOSITORY_MARKS: Final = (
-    ".git", ".hg", ".jj", ".svn", ".bzr", ".pijul", ".fslckout", "_FOSSIL_", "_darcs",
-    ".sl", "CVS", ".repo", "pnpm-workspace.yaml", "lerna.json", "nx.json", "rush.json",
-    "turbo.json", "go.work", "pyproject.toml",
-)  # fmt: skip
-# Folders that hold the system's and every user's installs, not one repository's (with the
-# user's home and the folders above it): an agent working below one of them makes only
-# what a repository there would own the workspace's (its node_modules, all of it when a
-# repository marks it as its root). Any other folder above an agent's is taken whole.
-_SHARED_FOLDERS: Final = frozenset({
-    "/", "/usr", "/usr/local", "/opt", "/opt/homebrew", "/opt/local", "/srv", "/home",
-    "/var", "/var/lib", "/tmp", "/var/tmp", "/mnt",  # noqa: S108 (names, not files made) "/media", "/nix", "/nix/store", "/snap",
-    "/Users", "/Library", "/Applications", "/private", "/private/tmp", "/private/var",
-})  # fmt: skip
-
-
-def repository_region(
-    own: str | None, anchors: Sequence[str], homes: Sequence[str]
-) -> tuple[str, ...]:
-    """The folders a repository may have written that holds the agent's folder ``own``
-    (None: not counted) or one of ``anchors`` (the folders of the configuration files its
-    servers come from): where its root is cannot be told (a checkout needs no marker), so
-    every folder above them, and each anchor, is taken whole, but for the folders shared
-    with other installs (``homes``, the folders above them, the system's): of these, the
-    ``node_modules`` (which node and npx search from below) and, when a repository marks
-    one as its root, all of it. (The agent's folder itself is the working directory's.)"""
-    # (a home spelled through a link, /home on a system where it leads to /var/home, is
-    # shared by both names; a home at or below the agent's folder is the repository's)
-    own_spellings = [] if own is None else [os.path.normpath(own), os.path.realpath(own)]
-    shared = {
-        spelled
-        for home in homes
-        if home
-        for spelled in (os.path.normpath(home), os.path.realpath(home))
-        if not any(within(spelled, folder) for folder in own_spellings)
-    }
-    shared |= {str(above) for home in shared for above in Path(home).parents}
-    found: list[str] = []
-    for anchor, itself in ((own, False), *((anchor, True) for anchor in anchors)):
-        if anchor is None:
-            continue
-        for spelled in dict.fromkeys((os.path.normpath(anchor), os.path.realpath(anchor))):
-            folders = [spelled] if itself else []
-            for folder in (*folders, *map(str, Path(spelled).parents)):
-                whole = folder not in shared and folder not in _SHARED_FOLDERS
-                if whole or _marks_a_root(folder):
-                    found.append(folder)
-                else:
-                    found.append(os.path.join(folder, "node_modules"))
-    return tuple(dict.fromkeys(found))
-
-
-def _marks_a_root(folder: str) -> bool:
-    """Whether ``folder`` holds a repository's or a monorepo's root mark (or an npm
-    ``workspaces`` package.json, or one that cannot be read)."""
-    if any(os.path.lexists(os.path.join(folder, mark)) for mark in _REPOSITORY_MARKS):
-        return True
-    return _declares_workspaces(Path(folder) / "package.json")
-
-
 def in_the_workspace(path: str, here: str) -> bool:
     """Whether ``path`` (absolute) is in the working directory ``here`` or, for a server
     judged for an agent, in the agent's (by its letters or through links)."""
