@@ -14,10 +14,16 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers.mcp_lab import Lab, assert_server_permitted, mcp_remote, servers, write
+from helpers.mcp_lab import (
+    IN_THE_WORKSPACE,
+    Lab,
+    assert_refused_in_the_workspace,
+    assert_server_permitted,
+    mcp_remote,
+    servers,
+    write,
+)
 from probes import aider_install
-
-IN_THE_WORKSPACE = "lies in the workspace, and vouches for nothing: its version is unknown"
 
 
 def _gemini_with(lab: Lab, server: dict[str, object]) -> tuple[bool, str]:
@@ -55,9 +61,8 @@ def test_a_python_server_from_the_workspaces_venv_is_of_an_unknown_version(
     monkeypatch.setenv("FLOORGUARD_UNTRACKED_POLICY", policy)
     aider_install(lab.project / ".venv", "0.70.0")
     python = lab.project / ".venv" / "bin" / "python"
-    started, reason = _gemini_with(lab, {"command": str(python), "args": ["-P", "-m", "aider"]})
-    assert not started
-    assert IN_THE_WORKSPACE in reason, reason
+    server = {"command": str(python), "args": ["-P", "-m", "aider"]}
+    assert_refused_in_the_workspace(_gemini_with(lab, server))
 
 
 @pytest.mark.parametrize("where", ["node_modules", ".venv"])
@@ -103,9 +108,7 @@ def test_a_tree_in_the_declaring_projects_folder_above_the_agents_vouches_for_no
     entry = mcp_remote(lab.project, "0.1.16")
     write(lab.project / ".mcp.json", servers(s={"command": "node", "args": [str(entry)]}))
     (lab.project / "pkg").mkdir()
-    started, reason = lab.spawn("claude", "-p", "t", cwd=lab.project / "pkg")
-    assert not started
-    assert IN_THE_WORKSPACE in reason, reason
+    assert_refused_in_the_workspace(lab.spawn("claude", "-p", "t", cwd=lab.project / "pkg"))
 
 
 def test_npx_of_a_pinned_spec_the_workspaces_own_install_matches_vouches_for_nothing(
@@ -114,9 +117,8 @@ def test_npx_of_a_pinned_spec_the_workspaces_own_install_matches_vouches_for_not
     # npx runs a local install whose package.json matches the pinned spec, without fetching.
     monkeypatch.setenv("FLOORGUARD_UNTRACKED_POLICY", "refuse")
     _installed_with_its_bin(lab.project, "0.1.16")
-    started, reason = _gemini_with(lab, {"command": "npx", "args": ["-y", "mcp-remote@0.1.16"]})
-    assert not started
-    assert IN_THE_WORKSPACE in reason, reason
+    server = {"command": "npx", "args": ["-y", "mcp-remote@0.1.16"]}
+    assert_refused_in_the_workspace(_gemini_with(lab, server))
 
 
 def test_a_home_that_is_the_agents_working_directory_holds_no_cache_a_server_may_run_from(
@@ -149,10 +151,9 @@ def test_a_server_named_as_the_package_is_refused_naming_the_metadata_set_aside(
     # The bin link npm makes, declared by its path: requested under the package's own name.
     _installed_with_its_bin(lab.project, "0.1.16")
     bin_link = lab.project / "node_modules" / ".bin" / "mcp-remote"
-    started, reason = _gemini_with(lab, {"command": str(bin_link)})
-    assert not started
-    assert IN_THE_WORKSPACE in reason, reason
-    assert "not recognised as" not in reason, reason
+    outcome = _gemini_with(lab, {"command": str(bin_link)})
+    assert_refused_in_the_workspace(outcome)
+    assert "not recognised as" not in outcome[1], outcome
 
 
 def test_npx_of_a_pinned_spec_runs_a_monorepos_hoisted_install_which_vouches_for_nothing(
@@ -167,9 +168,7 @@ def test_npx_of_a_pinned_spec_runs_a_monorepos_hoisted_install_which_vouches_for
     write(member / ".gemini" / "settings.json", servers(
         s={"command": "npx", "args": ["-y", "mcp-remote@0.1.16"]}
     ))  # fmt: skip
-    started, reason = lab.spawn("gemini", "-p", "t", cwd=member)
-    assert not started
-    assert IN_THE_WORKSPACE in reason, reason
+    assert_refused_in_the_workspace(lab.spawn("gemini", "-p", "t", cwd=member))
 
 
 def test_a_home_at_the_repositorys_root_above_the_agent_holds_no_cache_a_server_may_run_from(
@@ -199,9 +198,7 @@ def test_an_extension_folder_the_workspace_links_elsewhere_stays_the_workspaces(
     }))  # fmt: skip
     (lab.project / ".gemini" / "extensions").mkdir(parents=True)
     (lab.project / ".gemini" / "extensions" / "x").symlink_to(tools)
-    started, reason = lab.spawn("gemini", "-p", "t")
-    assert not started
-    assert IN_THE_WORKSPACE in reason, reason
+    assert_refused_in_the_workspace(lab.spawn("gemini", "-p", "t"))
 
 
 def test_a_users_own_server_runs_from_a_tree_in_the_users_home_as_an_installation(

@@ -19,10 +19,16 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers.mcp_lab import Lab, assert_server_permitted, mcp_remote, servers, write
+from helpers.mcp_lab import (
+    IN_THE_WORKSPACE,
+    Lab,
+    assert_refused_in_the_workspace,
+    assert_server_permitted,
+    mcp_remote,
+    servers,
+    write,
+)
 from probes import aider_install, plain_interpreter
-
-IN_THE_WORKSPACE = "lies in the workspace, and vouches for nothing: its version is unknown"
 
 
 @pytest.fixture(autouse=True)
@@ -34,12 +40,6 @@ def _claude_in(lab: Lab, folder: Path, entry: Path) -> tuple[bool, str]:
     """claude run in ``folder``, whose .mcp.json runs ``entry`` with node."""
     write(folder / ".mcp.json", servers(s={"command": "node", "args": [str(entry)]}))
     return lab.spawn("claude", "-p", "t", cwd=folder)
-
-
-def _refused_in_the_workspace(outcome: tuple[bool, str]) -> None:
-    started, reason = outcome
-    assert not started
-    assert IN_THE_WORKSPACE in reason, reason
 
 
 def _permitted_as_mcp_remote(lab: Lab, outcome: tuple[bool, str]) -> None:
@@ -74,21 +74,22 @@ def test_a_tree_anywhere_in_a_folder_above_the_agents_vouches_for_nothing(
     elif mark != "none":
         write(root / mark, "{}\n")
     entry = mcp_remote(root / tree)
-    _refused_in_the_workspace(_claude_in(lab, root / "packages" / "app", entry))
+    assert_refused_in_the_workspace(_claude_in(lab, root / "packages" / "app", entry))
 
 
 def test_a_superprojects_tree_above_a_submodule_vouches_for_nothing(lab: Lab) -> None:
     write(lab.project / ".git" / "HEAD", "ref: refs/heads/main\n")
     submodule = lab.project / "libs" / "sub"
     write(submodule / ".git", "gitdir: ../../.git/modules/sub\n")
-    _refused_in_the_workspace(_claude_in(lab, submodule, mcp_remote(lab.project)))
+    assert_refused_in_the_workspace(_claude_in(lab, submodule, mcp_remote(lab.project)))
 
 
 def test_an_outer_workspaces_root_above_a_nested_one_is_the_repositorys_too(lab: Lab) -> None:
     write(lab.project / "package.json", json.dumps({"workspaces": ["packages/*"]}))
     inner = lab.project / "packages" / "sub"
     write(inner / "package.json", json.dumps({"workspaces": ["apps/*"]}))
-    _refused_in_the_workspace(_claude_in(lab, inner / "apps" / "app", mcp_remote(lab.project)))
+    entry = mcp_remote(lab.project)
+    assert_refused_in_the_workspace(_claude_in(lab, inner / "apps" / "app", entry))
 
 
 def test_the_folders_above_codexs_working_folder_are_the_repositorys(lab: Lab) -> None:
@@ -100,7 +101,7 @@ def test_the_folders_above_codexs_working_folder_are_the_repositorys(lab: Lab) -
           f'[mcp_servers.s]\ncommand = "node"\nargs = [{json.dumps(str(entry))}]\n')  # fmt: skip
     scratch = lab.root / "scratch"
     scratch.mkdir()
-    _refused_in_the_workspace(lab.spawn("codex", "-C", str(folder), "exec", "t", cwd=scratch))
+    assert_refused_in_the_workspace(lab.spawn("codex", "-C", str(folder), "exec", "t", cwd=scratch))
 
 
 def test_a_tree_beside_a_configuration_file_named_on_the_command_line_vouches_for_nothing(
@@ -109,7 +110,7 @@ def test_a_tree_beside_a_configuration_file_named_on_the_command_line_vouches_fo
     other = lab.root / "checkouts" / "tools-repo"
     entry = mcp_remote(other)
     config = write(other / "mcp.json", servers(s={"command": "node", "args": [str(entry)]}))
-    _refused_in_the_workspace(lab.spawn("claude", "--mcp-config", str(config), "-p", "t"))
+    assert_refused_in_the_workspace(lab.spawn("claude", "--mcp-config", str(config), "-p", "t"))
 
 
 def test_a_configuration_file_named_through_a_link_is_its_checkouts_where_it_lies(
@@ -121,7 +122,7 @@ def test_a_configuration_file_named_through_a_link_is_its_checkouts_where_it_lie
     write(tools / "mcp.json", servers(s={"command": "node", "args": [str(entry)]}))
     (lab.root / "cfg.json").symlink_to(tools / "mcp.json")
     named = str(lab.root / "cfg.json")
-    _refused_in_the_workspace(lab.spawn("claude", "--mcp-config", named, "-p", "t"))
+    assert_refused_in_the_workspace(lab.spawn("claude", "--mcp-config", named, "-p", "t"))
 
 
 def test_a_home_given_as_the_project_has_its_node_modules_taken_as_the_repositorys(
@@ -184,7 +185,7 @@ def test_a_project_entry_of_the_global_file_makes_its_folder_the_repositorys(lab
     entry = mcp_remote(main)
     write(lab.home / ".claude.json", json.dumps({"projects": {str(main): {"mcpServers": {
         "s": {"command": "node", "args": [str(entry)]}}}}}))  # fmt: skip
-    _refused_in_the_workspace(lab.spawn("claude", "-p", "t", cwd=worktree))
+    assert_refused_in_the_workspace(lab.spawn("claude", "-p", "t", cwd=worktree))
 
 
 def test_a_configuration_home_a_host_puts_in_a_checkout_is_that_checkouts(lab: Lab) -> None:
@@ -194,7 +195,7 @@ def test_a_configuration_home_a_host_puts_in_a_checkout_is_that_checkouts(lab: L
     write(checkout / ".codex-home" / "config.toml",
           f'[mcp_servers.s]\ncommand = "node"\nargs = [{json.dumps(str(entry))}]\n')  # fmt: skip
     env = lab.env(CODEX_HOME=str(checkout / ".codex-home"))
-    _refused_in_the_workspace(lab.spawn("codex", "exec", "t", env=env))
+    assert_refused_in_the_workspace(lab.spawn("codex", "exec", "t", env=env))
 
 
 @pytest.mark.parametrize("variable", ["CLAUDE_CONFIG_DIR", "XDG_CONFIG_HOME"])
@@ -209,7 +210,7 @@ def test_a_configuration_folder_a_host_keeps_in_a_checkout_in_the_home_is_that_c
     agent = lab.root / "elsewhere"
     agent.mkdir()
     env = lab.env(**{variable: str(checkout / "cfg")})
-    _refused_in_the_workspace(lab.spawn("claude", "-p", "t", cwd=agent, env=env))
+    assert_refused_in_the_workspace(lab.spawn("claude", "-p", "t", cwd=agent, env=env))
 
 
 def test_a_settings_file_in_a_checkout_that_leads_path_there_is_that_checkouts(
@@ -222,7 +223,7 @@ def test_a_settings_file_in_a_checkout_that_leads_path_there_is_that_checkouts(
         {"env": {"PATH": f"{bins}:{lab.bin}:/usr/bin:/bin"}}
     ))  # fmt: skip
     write(lab.home / ".claude.json", servers(s={"command": "mcp-remote"}))
-    _refused_in_the_workspace(lab.spawn("claude", "--settings", str(settings), "-p", "t"))
+    assert_refused_in_the_workspace(lab.spawn("claude", "--settings", str(settings), "-p", "t"))
 
 
 def test_a_python_whose_standard_library_a_checkout_above_the_agent_holds_is_refused(
@@ -259,7 +260,7 @@ def test_the_folder_codex_is_told_to_work_in_is_the_repositorys_without_a_config
 ) -> None:
     # The user's own config declares a relative command, which codex runs from -C's folder.
     other = _codex_runs_a_relative_server_from(lab, lab.home / "work" / "other")
-    _refused_in_the_workspace(lab.spawn("codex", "-C", str(other), "exec", "t"))
+    assert_refused_in_the_workspace(lab.spawn("codex", "-C", str(other), "exec", "t"))
 
 
 def test_the_folder_an_agent_started_as_a_server_works_in_is_an_anchor_of_its_servers(
@@ -271,7 +272,7 @@ def test_the_folder_an_agent_started_as_a_server_works_in_is_an_anchor_of_its_se
     write(lab.project / ".gemini" / "settings.json", servers(
         c={"command": "codex", "args": ["mcp-server"], "cwd": str(other)}
     ))  # fmt: skip
-    _refused_in_the_workspace(lab.spawn("gemini", "-p", "t"))
+    assert_refused_in_the_workspace(lab.spawn("gemini", "-p", "t"))
 
 
 @pytest.mark.parametrize("option", ["--settings", "--mcp-config", "CLAUDE_CONFIG_DIR"])
@@ -287,7 +288,7 @@ def test_every_folder_a_configuration_link_leads_through_is_an_anchor(
         (middle / "cfg").symlink_to(last / "cfg")
         (lab.home / "cfg").symlink_to(middle / "cfg")
         env = lab.env(CLAUDE_CONFIG_DIR=str(lab.home / "cfg"))
-        _refused_in_the_workspace(lab.spawn("claude", "-p", "t", env=env))
+        assert_refused_in_the_workspace(lab.spawn("claude", "-p", "t", env=env))
         return
     if option == "--settings":
         body = json.dumps({"env": {"PATH": f"{bins}:{lab.bin}:/usr/bin:/bin"}})
@@ -299,7 +300,7 @@ def test_every_folder_a_configuration_link_leads_through_is_an_anchor(
     (lab.home / "cfg").mkdir()
     (lab.home / "cfg" / "x.json").symlink_to(middle / "x.json")
     named = str(lab.home / "cfg" / "x.json")
-    _refused_in_the_workspace(lab.spawn("claude", option, named, "-p", "t"))
+    assert_refused_in_the_workspace(lab.spawn("claude", option, named, "-p", "t"))
 
 
 @pytest.mark.parametrize("link", ["tools", "a/tools"])
@@ -314,7 +315,7 @@ def test_a_folder_a_workspace_link_leads_to_is_the_repositorys_even_in_a_dot_fol
     (project / link).parent.mkdir(parents=True)
     (project / link).symlink_to(cache)
     entry = project / link / "node_modules" / "mcp-remote" / "index.js"
-    _refused_in_the_workspace(_claude_in(lab, project, entry))
+    assert_refused_in_the_workspace(_claude_in(lab, project, entry))
 
 
 def test_a_folder_a_command_climbs_to_from_a_workspace_links_target_is_the_repositorys(
@@ -327,7 +328,7 @@ def test_a_folder_a_command_climbs_to_from_a_workspace_links_target_is_the_repos
     (lab.project / "l").symlink_to(other / "sub")
     command = "l/../node_modules/.bin/mcp-remote"
     write(lab.project / ".mcp.json", servers(s={"command": command}))
-    _refused_in_the_workspace(lab.spawn("claude", "-p", "t"))
+    assert_refused_in_the_workspace(lab.spawn("claude", "-p", "t"))
 
 
 @pytest.mark.parametrize("how", ["the server's env", "an env PATH= argument"])
@@ -343,7 +344,7 @@ def test_a_path_entry_that_is_a_workspace_link_makes_its_target_the_repositorys(
     else:
         server = {"command": "env", "args": [f"PATH={path}", "mcp-remote"]}
     write(lab.project / ".mcp.json", servers(s=server))
-    _refused_in_the_workspace(lab.spawn("claude", "-p", "t"))
+    assert_refused_in_the_workspace(lab.spawn("claude", "-p", "t"))
 
 
 def test_a_workspace_node_modules_that_is_a_link_is_the_repositorys_where_it_leads(
@@ -356,7 +357,7 @@ def test_a_workspace_node_modules_that_is_a_link_is_the_repositorys_where_it_lea
     write(lab.project / ".gemini" / "settings.json", servers(
         s={"command": "npx", "args": ["-y", "mcp-remote@0.1.16"]}
     ))  # fmt: skip
-    _refused_in_the_workspace(lab.spawn("gemini", "-p", "t"))
+    assert_refused_in_the_workspace(lab.spawn("gemini", "-p", "t"))
 
 
 def test_an_extension_the_workspace_links_into_a_dot_folder_of_the_home_is_the_repositorys(
@@ -370,7 +371,7 @@ def test_an_extension_the_workspace_links_into_a_dot_folder_of_the_home_is_the_r
     }))  # fmt: skip
     (lab.project / ".gemini" / "extensions").mkdir(parents=True)
     (lab.project / ".gemini" / "extensions" / "x").symlink_to(extension)
-    _refused_in_the_workspace(lab.spawn("gemini", "-p", "t"))
+    assert_refused_in_the_workspace(lab.spawn("gemini", "-p", "t"))
 
 
 def test_a_configuration_folder_in_a_dot_folder_of_the_home_is_the_users_own(lab: Lab) -> None:
@@ -410,4 +411,4 @@ def test_a_tree_in_a_folder_beside_the_project_below_the_home_is_refused_too(
     # The price of not knowing the root: ~/src may be the repository's (no marker needed),
     # so an install in ~/src/tools serves no agent working in ~/src/proj.
     entry = mcp_remote(lab.home / "src" / "tools")
-    _refused_in_the_workspace(_claude_in(lab, lab.home / "src" / "proj", entry))
+    assert_refused_in_the_workspace(_claude_in(lab, lab.home / "src" / "proj", entry))

@@ -219,3 +219,13 @@ def assert_server_permitted(lab: Lab, adapter: str, version: str) -> None:
     """The last receipt permits its one MCP server as ``adapter`` ``version``."""
     [judged] = lab.last_receipt()["mcp_servers"]
     assert (judged["adapter"], judged["version"], judged["verdict"]) == (adapter, version, "permit")
+
+
+IN_THE_WORKSPACE = "lies in the workspace, and vouches for nothing: its version is unknown"
+
+
+def assert_refused_in_the_workspace(outcome: tuple[bool, str]) -> None:
+    """The agent was refused for a server whose tree lies in the workspace."""
+    started, reason = outcome
+    assert not started
+    assert IN_THE_WORKSPACE in reason, reason
