@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 
 import pytest
 from helpers.mcp_lab import (
@@ -36,6 +37,7 @@ from helpers.mcp_lab import (
     OLD_AIDER,
     SECRET,
     Lab,
+    mcp_remote,
     servers,
     write,
 )
@@ -386,6 +388,29 @@ def test_a_refused_servers_reason_quotes_no_credential(lab: Lab, server: dict) -
     assert not started
     assert SECRET not in reason, reason
     assert SECRET not in json.dumps(lab.last_receipt())
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--experimental-loader=@REL@", "x.js"], ["--experimental-loader", "@ABS@", "x.js"],
+     ["--import", "@URL@", "x.js"], ["--import=@URL@", "x.js"], ["-r", "@REL@", "x.js"]],
+)  # fmt: skip
+def test_a_refused_node_preload_is_named_by_its_place_however_long(lab: Lab, args: list) -> None:
+    """node told to load code from the workspace first (a path or a file: URL, alone or
+    glued to its option, long enough to be shortened in the reason) is refused, and the
+    reason names the argument by its place, never by its text, shortened or split. (The
+    file the gate judged is named by its path: that is what the refusal is about.)"""
+    entry = mcp_remote(lab.project / "deps" / "a-folder-name-long-enough-to-be-cut-short")
+    spelt = {"@REL@": "./" + str(entry.relative_to(lab.project)), "@ABS@": str(entry),
+             "@URL@": entry.as_uri()}  # fmt: skip
+    for mark, text in spelt.items():
+        args = [arg.replace(mark, text) for arg in args]
+    write(lab.project / ".mcp.json", servers(s={"command": "node", "args": args}))
+    started, reason = lab.spawn("claude", "-p", "t")
+    assert not started
+    # (an option's name is no value: "-r <argument 2>")
+    assert re.search(r"node option (<argument \d> |\S+ )?<argument \d> loads code", reason), reason
+    assert "file:" not in reason and "..." not in reason, reason
 
 
 @pytest.mark.parametrize(

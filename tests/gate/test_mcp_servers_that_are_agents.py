@@ -66,6 +66,23 @@ def test_a_claude_server_given_its_own_mcp_config_has_that_file_judged(agents: A
     assert "<argument 2>r" not in decision.reason and "MCP server" in decision.reason
 
 
+def test_a_nested_servers_declaring_file_is_named_whole_though_an_argument_is_in_its_path(
+    agents: Agents,
+) -> None:
+    # claude's "serve" is an argument, named by its place in the reason; the folder
+    # "serve-app" holding the nested claude's own file is no argument: its path stays whole.
+    inner = agents.project / "serve-app" / ".gemini" / "settings.json"
+    _gemini_settings(inner.parent.parent, old={"command": "aider"})
+    _gemini_settings(
+        agents.project,
+        inner={"command": "gemini", "args": ["serve"], "cwd": "serve-app"},
+    )  # fmt: skip
+    decision = agents.decide("gemini")
+    assert decision.verdict == "refuse"
+    assert f"declared in {inner} at" in decision.reason, decision.reason
+    assert "<argument 1>-app" not in json.dumps(agents.receipt(decision))
+
+
 def test_an_agent_server_whose_own_servers_pass_is_permitted_and_listed_with_them(
     agents: Agents,
 ) -> None:

@@ -12,7 +12,7 @@ import dataclasses
 import datetime as _dt
 import os
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -1246,7 +1246,7 @@ def _judge_server(
     with packages_in_force(index_of(active_map.current(floor_map).floor_map)):
         entry["reason"] = _without_arguments(
             judged.reason, declared, run_environ, keep={judged.adapter, judged.identified_by},
-            here=where,
+            here=where, files=_declaring_files(judged.mcp_servers or ()),
         )  # fmt: skip
     if judged.verdict != REFUSE:
         return entry, None
@@ -1277,18 +1277,35 @@ _NESTED_SERVERS: ContextVar[list[int] | None] = ContextVar(
 )
 
 
+_URL_START: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def _declaring_files(entries: Iterable[Mapping[str, Any]]) -> set[str]:
+    """The files that declared the servers of ``entries`` (a nested agent's), all levels."""
+    found: set[str] = set()
+    for entry in entries:
+        if isinstance(entry.get("declared_in"), str):
+            found.add(entry["declared_in"])
+        found |= _declaring_files(entry.get("mcp_servers") or ())
+    return found
+
+
 def _without_arguments(
     reason: str,
     declared: Declaration,
     run_environ: Mapping[str, str],
+    *,
     keep: Collection[str | None] = (),
     here: str | None = None,
+    files: Collection[str] = (),
 ) -> str:
     """``reason`` with every argument and environment value of the declaration it quotes
     named by its place instead: a server's declaration is recorded only as a digest, since
     any of them may be a credential, whatever it is called or however it is spelt. So is a
-    value the client's own files gave the server's starting environment (codex's .env)."""
-    import re
+    value the client's own files gave the server's starting environment (codex's .env).
+    The ``files`` it names (those that declared a nested agent's servers) are kept whole:
+    an argument's word in their path is no quote of it."""
+    from floorguard._identify.node_command import SHOWN_LENGTH, shown
 
     values = [(f"<argument {n}>", arg) for n, arg in enumerate(declared.args, 1)]
     values += [(f"<env {name}>", value) for name, value in declared.env]
@@ -1305,8 +1322,9 @@ def _without_arguments(
             values.append((place, value[2:]))
         if "/" in value:
             # A path, or a list of them (PYTHONPATH, PATH): each entry as the reason names
-            # the folder it means, normalised, and found from the server's folder.
-            entries = value.split(":")
+            # the folder it means, normalised, and found from the server's folder. (A URL
+            # is one: its scheme is no entry.)
+            entries = [value] if _URL_START.match(value) else value.split(":")
             for number, entry in enumerate(entries, 1):
                 if not entry:
                     continue
@@ -1323,19 +1341,39 @@ def _without_arguments(
                 for piece in re.split(r"[^A-Za-z0-9_-]+", value)
                 if len(piece) >= 8 and piece != value and piece not in keep
             ]
+    # A long value a reason quotes is cut short, as node's doubts cut it: so is its place.
+    values += [(place, shown(value)) for place, value in values if len(value) > SHOWN_LENGTH]
+    # A nested agent's declaring files are named whole: a word of an argument in their
+    # path is no quote of it. (A path argument is: "--mcp-config c/old.json" names the file
+    # by its place.) Set aside behind marks a reason cannot hold while words are replaced.
+    marks = {f"\x00{n}\x00": f"declared in {name} at" for n, name in enumerate(files)}
+    if "\x00" in reason:
+        marks = {}
+
+    def set_aside(text: str) -> str:
+        for mark, kept in sorted(marks.items(), key=lambda item: -len(item[1])):
+            text = text.replace(kept, mark)
+        return text
+
+    def put_back(text: str) -> str:
+        for mark, kept in marks.items():
+            text = text.replace(mark, kept)
+        return text
+
     # Longest first: a value inside another is replaced within it, not before it.
     for place, value in sorted(values, key=lambda pair: -len(pair[1])):
         if len(value) < 4:  # (not "-y", "run": words a reason uses itself)
             continue
         if value in keep or _names_a_package(value):
             continue  # (what the reason is about, and no secret: "pin mcp-remote@X.Y.Z")
+        reason = put_back(reason) if "/" in value else set_aside(reason)
         if value.isalnum() and value.isascii():
             # A word is named where it stands as one: not inside the reason's own words
             # ("serve" is no part of "server").
             reason = re.sub(rf"(?<![A-Za-z0-9]){re.escape(value)}(?![A-Za-z0-9])", place, reason)
         else:
             reason = reason.replace(repr(value)[1:-1], place).replace(value, place)
-    return reason
+    return put_back(reason)
 
 
 def _names_a_package(value: str) -> bool:

@@ -226,10 +226,17 @@ def _refusal_reason(name: str) -> str:
     return _NOT_ALLOWED
 
 
+SHOWN_LENGTH: Final = 60  # (the most of an argument a doubt shows)
+
+
+def shown(text: str) -> str:
+    """``text`` cut short as a doubt shows it."""
+    return text if len(text) <= SHOWN_LENGTH else text[: SHOWN_LENGTH - 3] + "..."
+
+
 def _shown(text: str) -> str:
     """``text`` as it appears in a doubt: short, and quoted when it holds spaces or controls."""
-    if len(text) > 60:
-        text = text[:57] + "..."
+    text = shown(text)
     if text and text.isprintable() and " " not in text:
         return text
     return repr(text)
