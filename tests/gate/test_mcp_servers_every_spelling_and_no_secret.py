@@ -626,6 +626,30 @@ def test_a_server_declared_through_the_process_refuses_the_agent(
     assert "leads into /proc" in reason, reason
 
 
+@pytest.mark.parametrize("links", ["loop", "41 links", "the script"])
+def test_a_file_reached_through_a_loop_of_links_refuses_and_says_so(lab: Lab, links: str) -> None:
+    """No process reads a file reached through a loop of links, or a chain of more links
+    than the kernel follows (ELOOP): the agent is refused, and the reason says why, not
+    that the path leads into /proc."""
+    if links == "loop":
+        os.symlink("l2", lab.project / "l1")
+        os.symlink("l1", lab.project / "l2")
+        os.symlink("l1", lab.project / ".mcp.json")
+    elif links == "41 links":
+        write(lab.project / "real.json", servers(s={"command": "aider"}))
+        os.symlink("real.json", lab.project / "l0")
+        for n in range(1, 41):
+            os.symlink(f"l{n - 1}", lab.project / f"l{n}")
+        os.symlink("l40", lab.project / ".mcp.json")
+    else:
+        os.symlink("s2", lab.project / "s1")
+        os.symlink("s1", lab.project / "s2")
+        write(lab.project / ".mcp.json", servers(s={"command": "aider", "args": ["./s1"]}))
+    started, reason = lab.spawn("claude", "-p", "t")
+    assert not started
+    assert "/proc" not in reason and "loop of links" in reason, reason
+
+
 def test_a_server_env_naming_a_proxy_and_a_certificate_authority_refuses_the_agent(
     lab: Lab,
 ) -> None:

@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from floorguard._base._canonical import RepeatedKey, loads_strict
 from floorguard._base.files import read_regular_located
-from floorguard._identify.process_paths import Walk
+from floorguard._identify.process_paths import INTO_THE_PROCESS, Walk
 from floorguard.errors import UnreadableFileError
 
 # ~/.claude.json also holds the client's history and every project's state; a few MiB is
@@ -69,11 +69,14 @@ def refuse_process_paths(path: str, what: str, walk: Walk | None = None) -> None
     ``/dev/fd`` and the like: the agent would read its own there, not what is read here
     (a link the gate would find leading nowhere must not pass for an absent file)."""
     here = "/" if os.path.isabs(path) else os.getcwd()
-    if (walk or Walk()).reaches(path, here):
+    where = (walk or Walk()).leads(path, here)
+    if where == INTO_THE_PROCESS:
         raise ConfigDoubt(
             f"{path}: the {what} is reached through /proc or /dev/fd, which lead to each "
             "process's own files: the agent would read another file than the one read here"
         )
+    if where is not None:
+        raise ConfigDoubt(f"{path}: the {what} is reached {where}")
 
 
 def _inside(real: str, folder: str) -> bool:

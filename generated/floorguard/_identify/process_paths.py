@@ -19,6 +19,7 @@ import re
 import stat
 from collections.abc import Mapping, Sequence
 from functools import cached_property
+from typing import Final
 
 # What splits a value into the paths it may hold: PATH-style lists, NAME=VALUE options,
 # quoted and spaced words.
@@ -35,21 +36,26 @@ def through_the_process(
     directory (None: this process's)."""
     walk = Walk()
     here = os.path.abspath(cwd) if cwd is not None else os.getcwd()
-    if walk.reaches(here, "/"):
-        return f"the working directory {cwd or here} leads into /proc or /dev/fd"
-    if program is not None and walk.reaches(program, here):
-        return f"the program's name {program} leads into /proc or /dev/fd"
+    if (where := walk.leads(here, "/")) is not None:
+        return f"the working directory {cwd or here} leads {where}"
+    if program is not None and (where := walk.leads(program, here)) is not None:
+        return f"the program's name {program} leads {where}"
     for position, arg in enumerate(argv, start=1):
         for path in _paths_in(arg, streams=False):
-            if walk.reaches(path, here):
-                return f"argument {position} names {path}, which leads into /proc or /dev/fd"
+            if (where := walk.leads(path, here)) is not None:
+                return f"argument {position} names {path}, which leads {where}"
     for name, value in environ.items():
         for path in _paths_in(value, streams=True):
-            if walk.reaches(path, here):
-                return (
-                    f"environment variable {name} names {path}, which leads into /proc or /dev/fd"
-                )
+            if (where := walk.leads(path, here)) is not None:
+                return f"environment variable {name} names {path}, which leads {where}"
     return None
+
+
+INTO_THE_PROCESS: Final = "into /proc or /dev/fd"
+# (ELOOP: no process finds a file there, but neither is it absent: refused as doubtful)
+THROUGH_A_LOOP: Final = (
+    f"through a loop of links, or more than {_MAX_LINKS} of them, which no process follows"
+)
 
 
 def reaches_the_process(path: str, here: str) -> bool:
@@ -125,8 +131,15 @@ class Walk:
             return False
 
     def reaches(self, path: str, here: str) -> bool:
+        """Whether ``path`` (against ``here`` when relative) leads into a folder each
+        process has its own of, or through more links than a lookup follows."""
+        return self.leads(path, here) is not None
+
+    def leads(self, path: str, here: str) -> str | None:
+        """Where ``path`` leads that no two processes find the same file at:
+        INTO_THE_PROCESS, THROUGH_A_LOOP, or None."""
         if "\x00" in path:
-            return False  # (refused elsewhere: no process can be given it)
+            return None  # (refused elsewhere: no process can be given it)
         parent, _, last = path.rpartition("/")
         if parent in self._plain and last not in ("", ".", ".."):
             # Every folder above a plain one was found plain by this walk, through the same
@@ -148,16 +161,16 @@ class Walk:
             # (os.path.join's answer: a part of a split at "/" holds no "/")
             candidate = resolved + part if resolved.endswith("/") else f"{resolved}/{part}"
             if _own_folder(candidate) or candidate in _WHOLE_PATH:
-                return True
+                return INTO_THE_PROCESS
             if resolved in self._proc_roots and (part in _OWN_NAMES or part.isdigit()):
-                return True  # (a procfs mounted elsewhere, or /proc bound there)
+                return INTO_THE_PROCESS  # (a procfs mounted elsewhere, or /proc bound)
             if candidate in self._plain:
                 resolved = candidate
                 continue
             try:
                 info = os.lstat(candidate)
             except (OSError, ValueError):
-                return False  # (nothing there: nothing the host could read either)
+                return None  # (nothing there: nothing the host could read either)
             if not stat.S_ISLNK(info.st_mode):
                 if self._is_procfs_root(candidate, info):
                     self._proc_roots.add(candidate)
@@ -166,12 +179,12 @@ class Walk:
                 continue
             links += 1
             if links > _MAX_LINKS:
-                return True  # (the kernel gives up: no file, in either process)
+                return THROUGH_A_LOOP  # (the kernel gives up: no file, in either process)
             try:
                 target = os.readlink(candidate)
             except OSError:
-                return False
+                return None
             pending += [p for p in reversed(target.split("/")) if p]
             if target.startswith("/"):
                 resolved = "/"
-        return False
+        return None
