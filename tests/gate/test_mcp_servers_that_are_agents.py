@@ -83,6 +83,27 @@ def test_a_nested_servers_declaring_file_is_named_whole_though_an_argument_is_in
     assert "<argument 1>-app" not in json.dumps(agents.receipt(decision))
 
 
+def test_a_nested_servers_declaring_file_named_by_a_word_argument_is_named_by_its_place(
+    agents: Agents,
+) -> None:
+    # "--mcp-config TOKENLIKE9": the file's name is the argument's text, so the reason
+    # names the file by the argument's place, as it does a path argument. (The nested
+    # server's entry records the file it was declared in by its path, as every entry does.)
+    config = agents.project / "sub" / "TOKENLIKE9"
+    config.parent.mkdir(parents=True)
+    config.write_text(json.dumps({"mcpServers": {"old": {"command": "aider"}}}))
+    _gemini_settings(
+        agents.project,
+        inner={"command": "claude", "args": ["mcp", "serve", "--mcp-config", "TOKENLIKE9"],
+               "cwd": "sub"},
+    )  # fmt: skip
+    decision = agents.decide("gemini")
+    assert decision.verdict == "refuse"
+    assert "aider 0.50.0" in decision.reason and "<argument 4>" in decision.reason
+    [server] = agents.receipt(decision)["mcp_servers"]
+    assert "TOKENLIKE9" not in decision.reason + server["reason"], decision.reason
+
+
 def test_an_agent_server_whose_own_servers_pass_is_permitted_and_listed_with_them(
     agents: Agents,
 ) -> None:

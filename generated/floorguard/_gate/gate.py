@@ -1343,10 +1343,14 @@ def _without_arguments(
             ]
     # A long value a reason quotes is cut short, as node's doubts cut it: so is its place.
     values += [(place, shown(value)) for place, value in values if len(value) > SHOWN_LENGTH]
-    # A nested agent's declaring files are named whole: a word of an argument in their
-    # path is no quote of it. (A path argument is: "--mcp-config c/old.json" names the file
-    # by its place.) Set aside behind marks a reason cannot hold while words are replaced.
-    marks = {f"\x00{n}\x00": f"declared in {name} at" for n, name in enumerate(files)}
+    # A nested agent's declaring files are named whole: a word of an argument inside a
+    # part of their path ("serve" in "serve-app") is no quote of it. A value that is a
+    # whole part is ("--mcp-config c/old.json", "--mcp-config TOKEN": the file is named by
+    # the argument's place). Set aside behind marks a reason cannot hold while words are
+    # replaced.
+    given = {value for _, value in values}
+    whole = [name for name in files if given.isdisjoint(name.split("/"))]
+    marks = {f"\x00{n}\x00": f"declared in {name} at" for n, name in enumerate(whole)}
     if "\x00" in reason:
         marks = {}
 
