@@ -93,6 +93,17 @@ class _Order:
         order = versions.compare(b.low, a.high, self.ecosystem)
         return order < 0 or (order == 0 and (a.high_closed or b.low_closed))
 
+    def below(self, interval: Interval, start: str, start_closed: bool) -> Interval:
+        """The part of ``interval`` below a part of the union starting at ``start``."""
+        if interval.high is not None:
+            order = versions.compare(interval.high, start, self.ecosystem)
+            if order < 0:
+                return interval
+            if order == 0:
+                closed = interval.high_closed and not start_closed
+                return Interval(interval.low, interval.low_closed, start, closed)
+        return Interval(interval.low, interval.low_closed, start, not start_closed)
+
     def starts_within(self, inner: Interval, outer: Interval) -> bool:
         """``inner`` starts no earlier than ``outer``."""
         if outer.low is None:
@@ -121,17 +132,38 @@ def normalise(intervals: Iterable[Interval], ecosystem: str | None) -> list[Inte
 def uncovered(
     old: Sequence[Interval], new: Sequence[Interval], ecosystem: str | None
 ) -> Interval | None:
-    """A non-empty interval of ``old`` that the union of ``new`` does not wholly hold,
-    or None when every version in ``old`` is in ``new``."""
+    """The first run of versions of ``old`` (in order) that no interval of ``new`` holds,
+    exactly: only what is lost, for the refusal to name; None when every version in ``old``
+    is in ``new``."""
     order = _Order(ecosystem)
     union = normalise(new, ecosystem)
     for piece in normalise(old, ecosystem):
-        # A connected piece lies in the union only if it lies in one of its components.
-        if not any(
-            order.starts_within(piece, part) and not order.high_above(piece, part) for part in union
-        ):
-            return piece
+        gap = _first_gap(piece, union, order)
+        if gap is not None:
+            return gap
     return None
+
+
+def _first_gap(piece: Interval, union: Sequence[Interval], order: _Order) -> Interval | None:
+    """The first part of ``piece`` outside ``union`` (disjoint, in order), or None. A cursor
+    climbs ``piece`` from its start, past each part of the union that holds it."""
+    low, low_closed = piece.low, piece.low_closed
+    for part in union:
+        cursor = Interval(low, low_closed, piece.high, piece.high_closed)
+        if order.empty(cursor):
+            return None
+        if part.high is not None and low is not None:
+            ends = versions.compare(part.high, low, order.ecosystem)
+            if ends < 0 or (ends == 0 and not (part.high_closed and low_closed)):
+                continue  # (this part ends below the cursor)
+        if part.low is not None and not order.starts_within(cursor, part):
+            # (the part starts above the cursor: what lies between is lost)
+            return order.below(cursor, part.low, part.low_closed)
+        if part.high is None:
+            return None
+        low, low_closed = part.high, not part.high_closed
+    rest = Interval(low, low_closed, piece.high, piece.high_closed)
+    return None if order.empty(rest) else rest
 
 
 def contains(intervals: Sequence[Interval], version: str, ecosystem: str | None) -> bool:

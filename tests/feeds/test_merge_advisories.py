@@ -229,7 +229,7 @@ SAME = [
                 ),
                 SAME[1],
             ],
-            "narrows advisory GHSA-1 of claude (from the start, < 1.4.7 no longer affected)",
+            "narrows advisory GHSA-1 of claude (from the start, < 1.0.0 no longer affected)",
         ),
         (
             [
@@ -240,7 +240,7 @@ SAME = [
                 ),
                 SAME[1],
             ],
-            "narrows advisory GHSA-1 of claude (>= 2.0.0, <= 2.1.2 no longer affected)",
+            "narrows advisory GHSA-1 of claude (2.1.2 no longer affected)",
         ),
         (
             [SAME[0], adv("GHSA-2", versions=["3.0.0"])],
