@@ -298,6 +298,19 @@ _TEXT_CHECKS = (
 )
 
 
+def _same_version(floor_map: map_model.FloorMap, item: DocumentWaiver) -> object:
+    """What ``item``'s version is in its adapter's order: one PEP 440 version for every
+    spelling (``0.64`` and ``0.64.0``, a local label kept); a SemVer version as written."""
+    entry = floor_map.get(item.adapter)
+    order = None if entry is None else entry.order
+    if order == versions.NPM:
+        return item.waiver.version
+    try:
+        return versions.parse(item.waiver.version, order)
+    except versions.InvalidVersionError:
+        return item.waiver.version  # (refused by _fit)
+
+
 def _ordered(problems: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """Without repeats, in document order ($.waivers[2] before $.waivers[10])."""
 
@@ -324,10 +337,10 @@ def attach(
     attached: dict[str, list[map_model.Waiver]] = {}
     if document is not None:
         problems: list[tuple[str, str]] = []
-        waived: dict[tuple[str, str], str] = {}
+        waived: dict[tuple[str, object], str] = {}
         for item in document.waivers:
             found = _fit(floor_map, item, at)
-            key = (item.adapter, item.waiver.version)
+            key = (item.adapter, _same_version(floor_map, item))
             if not found and key in waived:
                 found = [
                     (

@@ -21,7 +21,7 @@ from floorguard._maps import verdict
 from floorguard._maps.active_map import parse_map_module
 from floorguard._maps.map_model import floor_map_hash, from_entries
 
-pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
+pytestmark = pytest.mark.slow  # (in neither the README's test command nor .ci/run)
 
 MODULE = Path("generated/floorguard/floor_map.py")
 EMPTY_MODULE = '"""Host module."""\n\n# floor-map:begin\n# floor-map:end\n\nTAIL = 1\n'

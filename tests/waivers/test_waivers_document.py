@@ -117,6 +117,18 @@ def attach_refused(
     ), found
 
 
+def test_refuses_a_second_waiver_of_the_same_version_spelt_otherwise() -> None:
+    # 0.50 and 0.50.0 are one PEP 440 version (aider's order): one waiver per adapter and
+    # version.
+    attach_refused(
+        FLOOR_ONLY,
+        waiver(adapter="aider", version="0.50.0"),
+        waiver(id="WVR-0002", adapter="aider", version="0.50"),
+        path="$.waivers[1].version",
+        fragment="already waived by WVR-0001",
+    )
+
+
 # --- the document -------------------------------------------------------------------------
 
 
