@@ -160,7 +160,21 @@ def _version_problem(value: str) -> str | None:
         Version(value)
     except (InvalidVersion, ValueError):  # ValueError: e.g. a number past the digit limit
         return f"{show_value(value)} {_NOT_PEP_440}"
-    return None
+    return local_label_problem(value)
+
+
+def local_label_problem(value: str) -> str | None:
+    """A PEP 440 version (valid) with a local label: the gate compares releases, the label
+    aside (a rebuild is its release), so the version a feed states would mean another one
+    than PEP 440, and the diff a reviewer reads, say: ``fixed: 0.63.1+a`` would let 0.63.1
+    run, which PEP 440 puts below it."""
+    public, plus, local = value.partition("+")
+    if not plus:
+        return None
+    return (
+        f"{show_value(value)} has a local version label (+{local}), which the gate ignores "
+        f"(it compares releases): write the release, {public}"
+    )
 
 
 def _shaped_problem(value: str, limit: int, shape: re.Pattern[str], what: str) -> str | None:

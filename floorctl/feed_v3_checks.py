@@ -11,6 +11,7 @@ from floorctl.feed_checks import (
     _listed_advisory_id_problem,
     _reference_problem,
     _shaped_problem,
+    local_label_problem,
     name_problem,
     note_problem,
 )
@@ -237,6 +238,8 @@ def eco_version_problem(value: str, ecosystem: str) -> str | None:
             f"{show_value(value)} is not a valid {versions.order_name(ecosystem)} version "
             f"(the {ecosystem} ecosystem)"
         )
+    if ecosystem != versions.NPM:
+        return local_label_problem(value)
     return None
 
 

@@ -12,6 +12,7 @@ pattern cannot make safely. Limits are in ``floorctl.feed_rules``, message forma
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -205,17 +206,34 @@ def decode_document(data: bytes) -> tuple[dict[str, Any] | None, list[tuple[str,
     def refuse_constant(name: str) -> Any:
         raise _Refused(f"{name} is not valid JSON (only finite numbers are)")
 
+    huge: list[_TooManyDigits] = []
+
+    def integer(digits: str) -> int | _TooManyDigits:
+        # Python reads at most sys.get_int_max_str_digits() digits of an integer, and its
+        # error names no field: such a number is kept aside and refused by its path.
+        if len(digits) - digits.startswith("-") > sys.get_int_max_str_digits() > 0:
+            huge.append(_TooManyDigits(len(digits) - digits.startswith("-")))
+            return huge[-1]
+        return int(digits)
+
     try:
-        document = json.loads(text, object_pairs_hook=object_hook, parse_constant=refuse_constant)
+        document = json.loads(
+            text, object_pairs_hook=object_hook, parse_constant=refuse_constant, parse_int=integer
+        )
     except _Refused as exc:
         return None, [("$", str(exc))]
     except json.JSONDecodeError as exc:
         return None, [("$", f"malformed JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})")]
-    except ValueError as exc:  # e.g. an integer beyond Python's digit limit
+    except ValueError as exc:
         return None, [("$", f"malformed JSON: {_show(str(exc), limit=120)}")]
     except RecursionError:
         return None, [("$", "malformed JSON: nested too deeply")]
 
+    if huge:
+        return None, [
+            (format_path(path), f"an integer of {value.digits:,} digits: no field takes one")
+            for path, value in _found(document, _TooManyDigits)
+        ]
     if not isinstance(document, dict):
         return None, [("$", f"the top level must be a JSON object, not {_json_type(document)}")]
     problems = [
@@ -223,6 +241,28 @@ def decode_document(data: bytes) -> tuple[dict[str, Any] | None, list[tuple[str,
         for path, key in _find_duplicates(document, duplicates)
     ]
     return document, problems
+
+
+@dataclass(frozen=True)
+class _TooManyDigits:
+    """A JSON integer with more digits than Python reads."""
+
+    digits: int
+
+
+def _found(document: Any, kind: type) -> list[tuple[_Path, Any]]:
+    """Every value of ``kind`` in ``document``, with its path, in document order."""
+    found: list[tuple[_Path, Any]] = []
+    stack: list[tuple[_Path, Any]] = [((), document)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, kind):
+            found.append((path, value))
+        elif isinstance(value, dict):
+            stack.extend(reversed([((*path, k), v) for k, v in value.items()]))
+        elif isinstance(value, list):
+            stack.extend(reversed([((*path, i), v) for i, v in enumerate(value)]))
+    return found
 
 
 def _find_duplicates(

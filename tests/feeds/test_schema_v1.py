@@ -97,10 +97,20 @@ def test_accepts_advisory_ids_of_known_databases(advisory_id: str) -> None:
     assert parse_feed(feed({"a": entry(advisory_id=advisory_id)}), SOURCE).floor_map["a"]
 
 
-@pytest.mark.parametrize("version", ["0.60.0", "1!2.0", "1.0rc1", "1.0.post2.dev3", "1.0+local.7"])
+@pytest.mark.parametrize("version", ["0.60.0", "1!2.0", "1.0rc1", "1.0.post2.dev3"])
 def test_accepts_pep440_versions(version: str) -> None:
     result = parse_feed(feed({"a": entry(min_safe_version=version)}), SOURCE)
     assert result.floor_map["a"].min_safe_version == version
+
+
+def test_refuses_a_floor_with_a_local_label() -> None:
+    # (the gate compares releases: a floor of 1.0+local.7 would let 1.0 run, which PEP 440
+    # puts below it)
+    assert_refused(
+        feed({"a": entry(min_safe_version="1.0+local.7")}),
+        "$.adapters.a.min_safe_version",
+        "local version label",
+    )
 
 
 @pytest.mark.parametrize("name", ["aider", "0x", "gpt.me", "my_tool-2", "a" * 64])
@@ -148,6 +158,16 @@ def test_accepts_a_file_of_exactly_16_mib(tmp_path: Path) -> None:
 )
 def test_refuses_malformed_json(data: bytes) -> None:
     assert_refused(data, "$", "malformed JSON")
+
+
+@pytest.mark.parametrize("digits", ["9" * 5000, "-" + "9" * 5000])
+def test_refuses_an_integer_past_the_digit_limit_naming_its_path(digits: str) -> None:
+    # (Python reads at most 4,300 digits of an integer: its own error names no field)
+    data = b'{"schema_version": 1, "adapters": {"a": {"x": ' + digits.encode() + b"}}}"
+    found = problems(data)
+    assert "$.adapters.a.x" in [where for _, where, _ in found], found
+    assert all("set_int_max_str_digits" not in message for _, _, message in found), found
+    assert any("5,000 digits" in message for _, _, message in found), found
 
 
 def test_refuses_an_empty_file() -> None:

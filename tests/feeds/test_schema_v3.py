@@ -394,6 +394,29 @@ def test_refuses_a_pypi_version_that_is_not_pep440(version: str) -> None:
     assert any(path == "$.adapters.aider.advisories[0].versions[0]" for _, path, _ in found), found
 
 
+@pytest.mark.parametrize(
+    ("where", "build"),
+    [
+        ("min_safe_version",
+         lambda v: entry("PyPI", min_safe_version=v, advisory_id="BSA-0001", note="Upgrade.")),
+        ("advisories[0].affected[0].fixed",
+         lambda v: entry("PyPI", advisories=[advisory(affected=[{"introduced": "0",
+                                                                 "fixed": v}])])),
+        ("advisories[0].affected[0].introduced",
+         lambda v: entry("PyPI", advisories=[advisory(affected=[{"introduced": v}])])),
+        ("advisories[0].versions[0]", lambda v: entry("PyPI", advisories=[advisory(versions=[v])])),
+    ],
+)  # fmt: skip
+def test_refuses_a_pypi_version_with_a_local_label(where: str, build: Any) -> None:
+    """The gate compares releases, a local label aside: ``fixed: 0.63.1+a`` would permit
+    0.63.1, which PEP 440 (and so the diff a reviewer reads) puts below that end."""
+    found = problems(feed({"aider": build("0.63.1+a")}))
+    assert any(
+        path == f"$.adapters.aider.{where}" and "local version label" in message
+        for _, path, message in found
+    ), found
+
+
 def test_an_npm_version_is_never_read_as_pep440() -> None:
     # Valid PEP 440 (read as 0.6.0rc1), but not SemVer: refused for npm, kept as-is for PyPI.
     refused_at(
