@@ -12,9 +12,11 @@ from helpers.pg_chain import (
     CANARY,
     NOW_TS,
     Chain,
+    _filled,
     _refused,
     _verified,
     append,
+    floorctl,
     verify,
 )
 
@@ -48,6 +50,28 @@ def test_a_wrong_length_or_missing_sibling_node_refuses_the_append(
     pg.sql(f"ALTER TABLE floorguard.tree DISABLE TRIGGER USER; {tamper}")
     _refused(chain)
     assert pg.sql("SELECT count(*) FROM floorguard.records") == str(head)
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        "INSERT INTO floorguard.tree VALUES (0, 3, sha256('planted'))",
+        "ALTER TABLE floorguard.records DISABLE TRIGGER USER;"
+        " DELETE FROM floorguard.records WHERE seq = 2",
+    ],
+    ids=["a leaf planted", "the head deleted, its nodes kept"],
+)
+def test_a_proof_of_a_tree_with_more_leaves_than_records_is_refused_in_one_line(
+    pg: Chain, tmp_path: Path, tamper: str
+) -> None:
+    _filled(pg, 3)
+    pg.sql(tamper)
+    done = floorctl("chain", "prove", "--seq", "1", env=pg.env(tmp_path / "host"))
+    assert done.returncode == 1 and done.stdout == "", done
+    assert "Traceback" not in done.stderr, done.stderr
+    assert "holds 4 leaves but the chain only 3 records" in done.stderr or (
+        "holds 3 leaves but the chain only 2 records" in done.stderr
+    ), done.stderr
 
 
 def test_a_deleted_head_leaf_is_rebuilt_from_the_records_not_trusted_from_the_tree(

@@ -220,7 +220,7 @@ def _head_size(chain: AuditChain, snap: TreeSnapshot) -> int:
     Raises VerificationError."""
     if snap.size > snap.records:
         raise VerificationError(
-            f"the stored Merkle tree of {chain.db_path} holds {snap.size} leaves but the chain "
+            f"the stored Merkle tree of {chain.location} holds {snap.size} leaves but the chain "
             f"only {snap.records} records (records were deleted or the tree was altered): no "
             "proof was written"
         )
