@@ -246,3 +246,27 @@ def test_an_append_onto_a_tree_row_planted_for_the_next_record_is_refused_in_wor
         f"chain: cannot append to the audit chain {db(log)}: the Merkle tree holds subtrees of "
         "records not yet appended (the database was altered)\n"
     )
+
+
+def test_a_stored_leaf_altered_is_not_called_an_altered_record(log: Path) -> None:
+    # The record's line and its stored leaf disagree: either may have been altered, and
+    # `verify chain` (the records alone) tells which. Was: "the record was altered".
+    execute(db(log), "UPDATE tree SET hash = ? WHERE level = 0 AND idx = 0", b"\x33" * 32)
+    done = ctl(log, "chain", "prove", "--seq", "0")
+    assert (done.returncode, done.stdout) == (1, "")
+    assert "record 0 or the leaf the stored tree holds for it was altered" in done.stderr
+
+
+def test_a_node_altered_below_the_last_checkpoint_is_named_as_the_trees(tmp_path: Path) -> None:
+    # Record 3's path to the root of the checkpoint of 4 records reads (0, 2) and (1, 0),
+    # below the one node the next checkpoint checks first, (2, 0). Was: "record 3 is not
+    # the record the last checkpoint signed holds (it was altered after it was signed)".
+    ok(ctl(tmp_path, "keygen", "--out", "keys"))
+    ok(preflights(tmp_path, "0.60.0", "0.59.0", "0.61.3", "0.62.0"))
+    ok(ctl(tmp_path, "chain", "checkpoint", "--signing-key", "keys/signing.key", "--out", "cp4"))
+    ok(preflights(tmp_path, "0.58.0", "0.63.0"))
+    execute(db(tmp_path), "UPDATE tree SET hash = ? WHERE level = 1 AND idx = 0", b"\x33" * 32)
+    done = ctl(tmp_path, "chain", "checkpoint", "--signing-key", "keys/signing.key")
+    assert (done.returncode, done.stdout) == (1, "")
+    assert "altered after it was signed" not in done.stderr, done.stderr
+    assert "the tree was rewritten below that root" in done.stderr, done.stderr

@@ -420,6 +420,16 @@ def _since(
                 old - 1, old, merkle.leaf_hash(before.encode("utf-8")), path, previous.root
             )
         except merkle.ProofError:
+            if before is not None and snap.subtree(0, old - 1) == merkle.leaf_hash(
+                before.encode("utf-8")
+            ):
+                # (the record is its stored leaf: what fails is the path above it)
+                raise _refused(
+                    chain,
+                    f"its stored Merkle tree does not lead from record {old - 1}, as stored, "
+                    f"to the root of the last checkpoint signed ({old} records): the tree "
+                    "was rewritten below that root (chain checkpoint --full names the node)",
+                ) from None
             raise _refused(
                 chain,
                 f"record {old - 1} is not the record the last checkpoint signed holds (it was "

@@ -332,8 +332,9 @@ def prove_inclusion(
         if snap.subtree(0, seq) != leaf:
             stated()
             raise VerificationError(
-                f"record {seq} is not the leaf the tree holds for it (the record was altered "
-                "after it was appended)"
+                f"record {seq} does not hash to the leaf the stored tree holds for it: record "
+                f"{seq} or the leaf the stored tree holds for it was altered after it was "
+                "appended (verify chain, which reads the records alone, tells which)"
             )
         hashes = snap.hashes(path)
         root = checkpoint.root if checkpoint is not None else merkle.root(size, snap.subtree)
