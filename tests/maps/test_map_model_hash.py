@@ -57,3 +57,16 @@ def test_adapter_order_does_not_change_the_hash() -> None:
 def test_malformed_map_data_is_refused(entries: dict[str, object]) -> None:
     with pytest.raises(FloorMapError):
         from_entries(entries)
+
+
+LOOK_ALIKES = ["Claude", "clau\u200bde", "\uff43laude", "claude ", "cl\u0430ude", "claude\x00",
+               "claude\n", "", "-claude", "c" * 65]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", LOOK_ALIKES)
+def test_an_entry_under_a_name_no_adapter_has_is_refused(name: str) -> None:
+    # A key that reads as claude and is not would leave claude itself with no entry: the
+    # map must not be taken at all (a feed with that name is refused too).
+    entry = {"min_safe_version": "2.0.0", "advisory_id": "A-1", "note": "n"}
+    with pytest.raises(FloorMapError, match="not a valid adapter name"):
+        from_entries({name: entry})

@@ -5,6 +5,7 @@ stays in force and stderr says why (never a silent downgrade)."""
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -158,6 +159,19 @@ def test_parse_refuses_malformed_published_maps(mutate: Any, fragment: str) -> N
         published_map.parse(data, "floor-map.json")
 
 
+def test_parse_refuses_a_signed_map_whose_entry_only_looks_like_an_adapters_name() -> None:
+    entries = {"Claude": {"advisory_id": "A-1", "min_safe_version": "2.0.0", "note": "n"}}
+    canonical = json.dumps(entries, sort_keys=True, separators=(",", ":")).encode()
+    doc = {
+        "adapters": entries, "expires": "2099-01-01T00:00:00.000000Z",
+        "floor_map_hash": "sha256:" + hashlib.sha256(canonical).hexdigest(),
+        "map_version": 4, "schema_version": 1,
+    }  # fmt: skip
+    data = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+    with pytest.raises(FloorMapError, match="not a valid adapter name"):
+        published_map.parse(data, "floor-map.json")
+
+
 def test_parse_accepts_what_publish_writes() -> None:
     parsed = published_map.parse(document(NEWER, 4), "floor-map.json")
     assert (parsed.map_version, parsed.floor_map_hash) == (4, entries_hash(NEWER))
@@ -278,13 +292,23 @@ def test_refuses_spawns_when_an_accepted_published_map_cannot_be_used(
     )
 
 
-def test_refuses_spawns_when_the_accepted_map_record_is_damaged(site: Site) -> None:
+@pytest.mark.parametrize("damage", ["fields", "a key twice", "a dangling link"])
+def test_refuses_spawns_when_the_accepted_map_record_is_damaged(site: Site, damage: str) -> None:
     accept(site, HIGH, 5)
-    (site.host.home / "published-map.json").write_text('{"map_version": 1}')
+    record = site.host.home / "published-map.json"
+    if damage == "fields":
+        record.write_text('{"map_version": 1}')
+    elif damage == "a key twice":  # (read as version 1, an older map would be taken)
+        text = record.read_text()
+        assert '"map_version": 5' in text
+        record.write_text(text.replace('"map_version": 5', '"map_version": 5, "map_version": 1'))
+    else:  # (taken as no record, an older map would be taken)
+        record.unlink()
+        record.symlink_to(site.host.home / "gone.json")
     result = spawn(site)
     assert result["raised"] == "SpawnRefused"
     assert result["reason"].startswith("floor map cannot be trusted: ")
-    assert "published-map.json: the record of the highest published map" in result["reason"]
+    assert "published-map.json" in result["reason"], result["reason"]
 
 
 def test_the_builtin_map_stands_in_when_it_is_at_least_as_new(site: Site) -> None:

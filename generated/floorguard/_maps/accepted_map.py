@@ -23,6 +23,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from floorguard._base._canonical import RepeatedKey, loads_strict
 from floorguard._base.files import MAX_STATE_BYTES, flock_within, read_regular_stat
 from floorguard._base.folders import make_private_folder
 from floorguard._base.state import ACCEPTED_MAP_NAME
@@ -60,7 +61,9 @@ def parse(data: bytes, source: str) -> Accepted:
         )
 
     try:
-        document = json.loads(data.decode("utf-8"))
+        document = loads_strict(data)
+    except RepeatedKey as exc:
+        raise damaged(f"it {exc}") from exc
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise damaged("not JSON") from exc
     if not isinstance(document, dict) or set(document) != _FIELDS:
@@ -88,6 +91,11 @@ def read(path: Path) -> Accepted | None:
     try:
         seen = os.stat(path)
     except FileNotFoundError:
+        if os.path.lexists(path):  # (a link to nothing: no record would be a reset)
+            raise FloorMapError(
+                f"{path}: the record of the highest published map accepted is a link to a "
+                "file that does not exist; restore it from a backup"
+            ) from None
         return None
     except OSError as exc:
         raise FloorMapError(f"{path}: cannot read: {exc.strerror or exc}") from exc

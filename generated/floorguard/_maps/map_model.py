@@ -235,6 +235,14 @@ def from_entries(entries: Mapping[str, Any]) -> FloorMap:
     for adapter, entry in entries.items():
         if not isinstance(adapter, str) or not isinstance(entry, Mapping):
             raise FloorMapError(f"floor map entry {adapter!r} is malformed")
+        if not ADAPTER_NAME.match(adapter):
+            # (a key that reads as an adapter's and is not, "Claude" or one with a
+            # look-alike letter, would leave that adapter with no entry: untracked)
+            raise FloorMapError(
+                f"floor map entry {adapter!a} is not a valid adapter name (lower-case "
+                "ASCII letters, digits, '.', '_' and '-', starting with a letter or digit, at "
+                "most 64 characters)"
+            )
         built[adapter] = _entry(adapter, entry)
     named = [(a.ecosystem, a.package, a.adapter) for a in built.values() if a.package is not None]
     if named:
