@@ -9,6 +9,7 @@ published maps. Each test is a real host process and the real floorctl CLI.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -46,6 +47,17 @@ elif given == "module-whose-file-says-another":
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     module.__file__ = Another(request["module"])
+    given = module
+elif given == "module-never-imported":
+    import types
+    given = types.ModuleType("host_floor_map")
+    given.__file__ = request["other"]
+elif given == "module-pointing-elsewhere":
+    # imported from its file, whose own code then names another as its file
+    spec = importlib.util.spec_from_file_location("host_floor_map", request["module"])
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.__file__ = request["other"]
     given = module
 elif given == "dict":
     given = {"claude": {"min_safe_version": "0.0.1"}}
@@ -189,6 +201,44 @@ def test_an_older_module_after_a_newer_one_on_the_same_host_is_refused(
     assert "map_version 1 is lower than version 2 already accepted on this host" in asked["reason"]
 
 
+@pytest.mark.parametrize("named_by", ["code", "environment"])
+@pytest.mark.parametrize("name", ["Claude", "cl\u0430ude", "clau\u200bde"])
+def test_a_module_whose_entry_only_looks_like_an_adapters_name_is_refused(
+    host: HostProject, named_by: str, name: str
+) -> None:
+    # Its stated hash is the hash of what it holds; taken, it would leave claude untracked
+    # (permitted by default) while the file reads "claude >= 2.0.0".
+    entries = {name: floor("2.0.0")}
+    canonical = json.dumps(entries, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    stated = "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+    host.write(module_text(entries, stated=stated))
+    asked = host.ask("1.5.0") if named_by == "code" else host.by_env("1.5.0")
+    assert asked["verdict"] == "refuse", asked
+    assert "floor map cannot be trusted" in asked["reason"], asked
+    assert "not a valid adapter name" in asked["reason"], asked
+
+
+@pytest.mark.parametrize("where", ["adapters", "fields"])
+def test_a_module_whose_literal_states_a_key_twice_is_refused(
+    host: HostProject, where: str
+) -> None:
+    # Python keeps the last of two equal keys; a reader of the file may take the first. The
+    # hash states the entry taken (the lax one): what is in force is not what a reader sees.
+    lax = {"claude": floor("1.0.0")}
+    text = module_text(lax)
+    if where == "adapters":
+        strict = f'"claude": {json.dumps(floor("2.0.0"))},'
+        text = text.replace("FLOOR_MAP_ENTRIES = {", "FLOOR_MAP_ENTRIES = {" + strict, 1)
+    else:
+        stated = '"min_safe_version": "1.0.0"'
+        text = text.replace(stated, '"min_safe_version": "2.0.0", ' + stated, 1)
+    assert text != module_text(lax)
+    host.write(text)
+    asked = host.by_env("1.5.0")
+    assert asked["verdict"] == "refuse", asked
+    assert "twice" in asked["reason"], asked
+
+
 def test_a_module_named_by_the_environment_that_does_not_exist_is_refused_naming_it(
     host: HostProject,
 ) -> None:
@@ -296,12 +346,16 @@ def test_a_module_without_the_markers_is_refused_as_not_a_floor_map_module(
         ("dict", "takes an imported floor-map module, not dict"),
         ("path", "takes an imported floor-map module, not str"),
         ("json", "not a floor-map module"),
+        ("module-never-imported", "was not imported from"),
+        ("module-pointing-elsewhere", "was not imported from"),
     ],
 )
 def test_floor_map_given_something_that_is_not_a_floor_map_module_is_refused(
     host: HostProject, given: str, says: str
 ) -> None:
     host.write(module_text(HIGH))
+    # (a lower map in another file, which a module may name as its own)
+    (host.root / "other_map.py").write_text(module_text({"claude": floor("0.0.1")}))
     for spawn in (False, True):
         asked = host.ask("2.0.0", floor_map=given, spawn=spawn)
         assert asked["verdict"] == "refuse" and asked.get("started") is not True, asked

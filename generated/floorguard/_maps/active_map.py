@@ -221,7 +221,29 @@ def module_literals(
                 values[target.id] = ast.literal_eval(value)
             except (ValueError, TypeError, SyntaxError, RecursionError) as exc:
                 raise FloorMapError(f"{source}: {target.id} is not a literal") from exc
+            twice = _key_twice(value)
+            if twice is not None:
+                # (Python keeps the last of two equal keys, a reader of the file may take
+                # the first: what is in force would not be what is read)
+                raise FloorMapError(
+                    f"{source}: {target.id} states the key {twice[0]!r} twice (line {twice[1]})"
+                )
     return values
+
+
+def _key_twice(literal: ast.expr) -> tuple[object, int] | None:
+    """A key that a dict display in ``literal`` (evaluated: its keys are constants) states
+    twice, with its line; None when every key is stated once."""
+    for node in ast.walk(literal):
+        if isinstance(node, ast.Dict):
+            seen: set[object] = set()
+            for key in node.keys:
+                if not isinstance(key, ast.Constant):
+                    continue  # (no floor map has such a key: its checks refuse it)
+                if key.value in seen:
+                    return key.value, key.lineno
+                seen.add(key.value)
+    return None
 
 
 def entry_lines(source_text: str | bytes, source: str) -> dict[str, int]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import io
+import os
 import tokenize
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -93,6 +94,16 @@ def module_file(module: object) -> Path:
         raise FloorMapError(
             f"module {module.__name__} is not a floor-map module: it has no .py source file "
             "for floorguard to check"
+        )
+    # The file its import loaded it from: a module made by hand, or one whose own code names
+    # another file as its own, would have another file judged than the one it holds.
+    spec = getattr(module, "__spec__", None)
+    origin = getattr(spec, "origin", None)
+    origin = own_characters(origin) if is_text(origin) else None
+    if origin is None or os.path.normpath(origin) != os.path.normpath(file):
+        raise FloorMapError(
+            f"module {module.__name__} was not imported from {file}, the file it names as its "
+            f"own (its import loaded it from {origin or 'no file'})"
         )
     return Path(file)
 
