@@ -562,6 +562,27 @@ def test_a_claim_whose_session_no_longer_waits_stops_standing(
     assert _verified(pg) == 4
 
 
+def test_the_claim_of_an_ended_session_stops_standing_though_the_clock_stepped_back(
+    pg: Chain,
+) -> None:
+    # The claimant last looked "a minute from now": the server's clock stepped back after
+    # it did. Its session has ended, so its claim stands no longer, whatever the clock says.
+    from floorguard.chainstore.postgres_schema import CLAIM_EPOCH_MS, CLAIM_PID_BITS
+
+    pg.chain().append(CANARY, receipt())
+    with psycopg.connect(pg.url) as ended:
+        pid = ended.info.backend_pid
+    now_ms = int(time.time() * 1000)
+    claim = (now_ms - 5_000 - CLAIM_EPOCH_MS) << CLAIM_PID_BITS | pid
+    pg.sql(
+        f"SELECT setval('floorguard.lock_claim', {claim}),"
+        f" setval('floorguard.lock_claim_seen', {now_ms + 60_000})"
+    )
+    for _ in range(3):
+        assert timed_append(pg) < 1.0
+    assert _verified(pg) == 4
+
+
 @pytest.mark.parametrize(
     "target", ["floorguard.records", "floorguard.meta", "floorguard.lock_since"]
 )

@@ -492,9 +492,12 @@ BEGIN
   IF claim = 0 OR claimant = pg_catalog.pg_backend_pid() THEN
     RETURN false;
   END IF;
-  RETURN {_NOW_MS}
-           - COALESCE(pg_catalog.pg_sequence_last_value('floorguard.lock_claim_seen'), 0)
-           < {CLAIM_FRESH_MS}
+  -- (fresh only while its session lives: a claim seen "in the future", after the server's
+  -- clock stepped back, would otherwise outlive an ended claimant by the step)
+  RETURN ({_NOW_MS}
+            - COALESCE(pg_catalog.pg_sequence_last_value('floorguard.lock_claim_seen'), 0)
+            < {CLAIM_FRESH_MS}
+          AND EXISTS (SELECT 1 FROM pg_catalog.pg_stat_get_activity(claimant)))
     OR EXISTS (SELECT 1 FROM pg_catalog.pg_locks l
                 WHERE l.pid = claimant AND l.locktype = 'relation' AND NOT l.granted
                   AND l.mode = 'ExclusiveLock'
