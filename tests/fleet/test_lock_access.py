@@ -122,7 +122,7 @@ def test_a_role_with_no_privilege_cannot_stop_chain_init(pg: Chain) -> None:
     connecting role's to hold, stopping the fleet)": a re-init takes the row lock, not an
     advisory one. A role granted nothing holds the advisory lock key (pg_advisory_lock is
     every connecting role's): the owner's `chain init --grant` (adding a host) must still
-    succeed, not fail after the timeout with "another appender held the chain"."""
+    succeed, not fail after the timeout ("the chain's lock was not free")."""
     nobody = f"nobody_{secrets.token_hex(3)}"
     host = f"new_{secrets.token_hex(3)}"
     pg.server.psql(f"CREATE ROLE {nobody} LOGIN; CREATE ROLE {host} LOGIN")

@@ -1259,7 +1259,11 @@ class PostgresStore:
         if isinstance(exc, errors.DeadlockDetected):
             return f"{text} (the server ended this transaction to break a lock cycle)"
         if isinstance(exc, errors.LockNotAvailable):
-            return f"another appender held the chain for more than {limit}, or several in turn"
+            return (
+                f"the chain's lock was not free within {limit}: another session held it (an "
+                "appender, several in turn, or the database's owner, whose sessions are never "
+                "ended), or a starved append claimed it"
+            )
         if isinstance(exc, errors.QueryCanceled):
             return f"the database did not answer within {limit}"
         if isinstance(exc, errors.InsufficientPrivilege):
