@@ -547,16 +547,9 @@ def test_a_claim_whose_session_no_longer_waits_stops_standing(
 ) -> None:
     # A claimant whose statement was cancelled, its session left idle: its claim stands at
     # most 100 ms after it last looked, then appends take the lock as if unclaimed.
-    from floorguard.chainstore.postgres_schema import CLAIM_EPOCH_MS, CLAIM_PID_BITS
-
     pg.chain().append(CANARY, receipt())
     with psycopg.connect(pg.url) as idle:
-        now_ms = int(time.time() * 1000)
-        claim = (now_ms - 5_000 - CLAIM_EPOCH_MS) << CLAIM_PID_BITS | idle.info.backend_pid
-        pg.sql(
-            f"SELECT setval('floorguard.lock_claim', {claim}),"
-            f" setval('floorguard.lock_claim_seen', {now_ms - looked_ms_ago})"
-        )
+        _claim_as(pg, idle.info.backend_pid, seen_in_ms=-looked_ms_ago)
         for _ in range(3):
             assert timed_append(pg) < 1.0
     assert _verified(pg) == 4
@@ -567,17 +560,10 @@ def test_the_claim_of_an_ended_session_stops_standing_though_the_clock_stepped_b
 ) -> None:
     # The claimant last looked "a minute from now": the server's clock stepped back after
     # it did. Its session has ended, so its claim stands no longer, whatever the clock says.
-    from floorguard.chainstore.postgres_schema import CLAIM_EPOCH_MS, CLAIM_PID_BITS
-
     pg.chain().append(CANARY, receipt())
     with psycopg.connect(pg.url) as ended:
         pid = ended.info.backend_pid
-    now_ms = int(time.time() * 1000)
-    claim = (now_ms - 5_000 - CLAIM_EPOCH_MS) << CLAIM_PID_BITS | pid
-    pg.sql(
-        f"SELECT setval('floorguard.lock_claim', {claim}),"
-        f" setval('floorguard.lock_claim_seen', {now_ms + 60_000})"
-    )
+    _claim_as(pg, pid, seen_in_ms=60_000)
     for _ in range(3):
         assert timed_append(pg) < 1.0
     assert _verified(pg) == 4
@@ -759,13 +745,19 @@ def _quietly(conn: psycopg.Connection[Any], statement: str) -> None:
 
 def _claim_for(pg: Chain, claimant: psycopg.Connection[Any]) -> None:
     """A claim of ``claimant``'s session that stands for a minute (seen in the future)."""
+    _claim_as(pg, claimant.info.backend_pid, seen_in_ms=60_000)
+
+
+def _claim_as(pg: Chain, pid: int, *, seen_in_ms: int) -> None:
+    """A claim of session ``pid``, waiting for 5 s, as the chain's functions leave it: its
+    claimant last looked ``seen_in_ms`` from now (negative: ago)."""
     from floorguard.chainstore.postgres_schema import CLAIM_EPOCH_MS, CLAIM_PID_BITS
 
     now_ms = int(time.time() * 1000)
-    claim = (now_ms - 5_000 - CLAIM_EPOCH_MS) << CLAIM_PID_BITS | claimant.info.backend_pid
+    claim = (now_ms - 5_000 - CLAIM_EPOCH_MS) << CLAIM_PID_BITS | pid
     pg.sql(
         f"SELECT setval('floorguard.lock_claim', {claim}),"
-        f" setval('floorguard.lock_claim_seen', {now_ms + 60_000})"
+        f" setval('floorguard.lock_claim_seen', {now_ms + seen_in_ms})"
     )
 
 

@@ -15,6 +15,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from floorguard._chain.chain import AuditChain
 from floorguard._chain.receipts import SPAWN_PREFLIGHT, new_receipt
 from gate.test_mcp_servers import Agents, agents, servers_of
@@ -45,15 +47,18 @@ def test_a_gemini_server_whose_own_servers_hold_a_below_floor_aider_refuses_gemi
     assert (nested["name"], nested["adapter"], nested["verdict"]) == ("old", "aider", "refuse")
 
 
-def test_a_claude_server_given_its_own_mcp_config_has_that_file_judged(agents: Agents) -> None:
+@pytest.mark.parametrize("given", ["c/old.json", "TOKENLIKE9"])
+def test_a_claude_server_given_its_own_mcp_config_has_that_file_judged(
+    agents: Agents, given: str
+) -> None:
     # (in a folder of its own: claude started as a server where .mcp.json declares it would
     # start itself again, and is refused as agents nested without end)
-    config = agents.project / "sub" / "c" / "old.json"
-    config.parent.mkdir(parents=True)
+    config = agents.project / "sub" / given
+    config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text(json.dumps({"mcpServers": {"old": {"command": "aider"}}}))
     _gemini_settings(
         agents.project,
-        inner={"command": "claude", "args": ["mcp", "serve", "--mcp-config", "c/old.json"],
+        inner={"command": "claude", "args": ["mcp", "serve", "--mcp-config", given],
                "cwd": "sub"},
     )  # fmt: skip
     decision = agents.decide("gemini")
@@ -64,6 +69,10 @@ def test_a_claude_server_given_its_own_mcp_config_has_that_file_judged(agents: A
     # (an argument that is a word is named where it stands as one, not inside the reason's
     # own words: "serve" is no part of "server")
     assert "<argument 2>r" not in decision.reason and "MCP server" in decision.reason
+    # (the file the argument names, path or word, is named by its place in every reason;
+    # the nested server's entry records where it was declared by path, as every entry does)
+    [server] = agents.receipt(decision)["mcp_servers"]
+    assert given not in decision.reason + server["reason"], decision.reason
 
 
 def test_a_nested_servers_declaring_file_is_named_whole_though_an_argument_is_in_its_path(
@@ -81,27 +90,6 @@ def test_a_nested_servers_declaring_file_is_named_whole_though_an_argument_is_in
     assert decision.verdict == "refuse"
     assert f"declared in {inner} at" in decision.reason, decision.reason
     assert "<argument 1>-app" not in json.dumps(agents.receipt(decision))
-
-
-def test_a_nested_servers_declaring_file_named_by_a_word_argument_is_named_by_its_place(
-    agents: Agents,
-) -> None:
-    # "--mcp-config TOKENLIKE9": the file's name is the argument's text, so the reason
-    # names the file by the argument's place, as it does a path argument. (The nested
-    # server's entry records the file it was declared in by its path, as every entry does.)
-    config = agents.project / "sub" / "TOKENLIKE9"
-    config.parent.mkdir(parents=True)
-    config.write_text(json.dumps({"mcpServers": {"old": {"command": "aider"}}}))
-    _gemini_settings(
-        agents.project,
-        inner={"command": "claude", "args": ["mcp", "serve", "--mcp-config", "TOKENLIKE9"],
-               "cwd": "sub"},
-    )  # fmt: skip
-    decision = agents.decide("gemini")
-    assert decision.verdict == "refuse"
-    assert "aider 0.50.0" in decision.reason and "<argument 4>" in decision.reason
-    [server] = agents.receipt(decision)["mcp_servers"]
-    assert "TOKENLIKE9" not in decision.reason + server["reason"], decision.reason
 
 
 def test_an_agent_server_whose_own_servers_pass_is_permitted_and_listed_with_them(
