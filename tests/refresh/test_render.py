@@ -27,7 +27,7 @@ from floorctl.render import (
 )
 from floorctl.splice import BEGIN, END, splice, split_module
 from floorguard._base.atomic import write_atomic
-from floorguard._maps.map_model import entries_hash
+from floorguard._maps.map_model import ADAPTER_NAME, ADAPTER_NAME_FORM, entries_hash
 
 ASSETS = Path(__file__).parents[1] / "assets"
 NOTE = "aider below 0.60.0 is known-unsafe for spawned use; upgrade recommended."
@@ -461,7 +461,10 @@ nasty = st.text(
     )
 ) | st.sampled_from(['"""', "{{ map_hash }}", "{% if %}", "\\x00", '"); import os; ("', "\\"])
 entry = st.fixed_dictionaries({"min_safe_version": nasty, "advisory_id": nasty, "note": nasty})
-entries_st = st.dictionaries(nasty, entry, max_size=4)
+# An entry's key is an adapter name (a map with any other key is refused: below), its
+# fields any text.
+adapter_names = st.from_regex(ADAPTER_NAME_FORM, fullmatch=True)
+entries_st = st.dictionaries(adapter_names, entry, max_size=4)
 
 
 @settings(max_examples=150)
@@ -504,6 +507,16 @@ def test_spliced_render_keeps_surroundings_and_is_idempotent(
     again = splice(split_module(once, "m.py"), block)
     assert again == once
     assert read_block(split_module(once, "m.py").block, "m.py").entries == entries
+
+
+@settings(max_examples=100)
+@given(name=nasty.filter(lambda text: not ADAPTER_NAME.match(text)), fields=entry)
+def test_an_entry_under_any_other_key_is_refused_never_rendered(
+    name: str, fields: dict[str, str]
+) -> None:
+    for template in (FLOORGUARD, BERNSTEIN):
+        with pytest.raises(RenderError, match="not a valid adapter name"):
+            render_block(load_template(template), {name: fields}, map_version=1)
 
 
 @given(value=nasty)

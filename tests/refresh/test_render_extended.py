@@ -27,7 +27,7 @@ from floorctl.render import (
 )
 from floorctl.splice import BEGIN, END, splice, split_module
 from floorguard._maps.active_map import parse_map_module
-from floorguard._maps.map_model import entries_hash, from_entries
+from floorguard._maps.map_model import ADAPTER_NAME_FORM, entries_hash, from_entries
 from floorguard.errors import FloorMapError
 
 FLOOR = {"min_safe_version": "1.0.20", "advisory_id": "BSA-0002", "note": "Upgrade."}
@@ -276,7 +276,13 @@ _advisory_st = st.fixed_dictionaries(
 
 
 @settings(max_examples=150)
-@given(st.dictionaries(_text, st.lists(_advisory_st, max_size=2), max_size=3))
+@given(
+    st.dictionaries(
+        st.from_regex(ADAPTER_NAME_FORM, fullmatch=True),
+        st.lists(_advisory_st, max_size=2),
+        max_size=3,
+    )
+)
 def test_any_extended_map_renders_to_data_that_reads_back_exactly(
     adapters: dict[str, list[dict[str, Any]]],
 ) -> None:
