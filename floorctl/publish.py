@@ -20,8 +20,8 @@ from floorguard._base._canonical import canonical_bytes
 from floorguard._base._time import format_ts
 from floorguard._base.files import MAX_MAP_BYTES, read_regular
 from floorguard._crypto import dsse
-from floorguard._maps import published_map
-from floorguard._maps.active_map import BUILTIN_MAP_FILE, load_map_file, parse_map_module
+from floorguard._maps import host_map, published_map
+from floorguard._maps.active_map import BUILTIN_MAP_FILE, load_map_file
 from floorguard._version import __version__
 from floorguard.errors import FloorMapError, UnreadableFileError
 
@@ -44,9 +44,10 @@ class Published:
 
 
 def build(module_text: str, source: str, expires: _dt.datetime) -> bytes:
-    """Canonical bytes of the published map of a module. Raises ModuleError."""
+    """Canonical bytes of the published map of a module, read as the gate reads a host's
+    module (either layout; nothing it would refuse is signed). Raises ModuleError."""
     try:
-        active = parse_map_module(module_text, source)
+        active = host_map.parse(module_text, source)
     except FloorMapError as exc:
         raise ModuleError(f"cannot publish: {exc}") from exc
     return canonical_bytes(

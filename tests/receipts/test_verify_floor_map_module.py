@@ -122,6 +122,20 @@ def tricky_modules(original: str) -> dict[str, str | bytes]:
         + 'def f():\n    pass\nf.__globals__["FLOOR_MAP_ENTRIES"] = {}\n',
         "null-bytes": original.encode() + b"\x00\n",
         "not-utf8": original.encode() + b"# \xff\n",
+        # Imported, a coding cookie other than UTF-8 decodes "\x0a" in a comment as a new
+        # line: an assignment the block read as UTF-8 does not show.
+        "cookie-unicode-escape": "# coding: unicode_escape\n"
+        + original
+        + "# \\x0aFLOOR_MAP_ENTRIES = "
+        + lower_rest.split("# floor-map:end")[0].strip()
+        + "\n",
+        "cookie-latin-1": "# -*- coding: latin-1 -*-\n" + original,
+        # A module-level annotation is evaluated on import: code, in the block.
+        "annotation-calls": head + "FLOOR_MAP_ENTRIES: print('ran') = " + rest,
+        "both-layouts": original.replace(
+            "# floor-map:end",
+            "ADAPTER_MIN_SAFE_VERSIONS: dict = {}\n# floor-map:end",
+        ),
     }
 
 

@@ -92,7 +92,43 @@ def test_publish_refuses_a_module_without_a_map(
     module.write_text("# floor-map:begin\n# floor-map:end\n")
     done = publish(module, tmp_path / "site", publisher, tmp_path)
     assert done.returncode == 1
-    assert "no floor map" in done.stderr
+    assert "no floor-map entries" in done.stderr
+
+
+@pytest.mark.parametrize("trick", ["coding cookie", "both layouts", "annotation runs"])
+def test_publish_refuses_a_module_the_gate_would_refuse(
+    tmp_path: Path, publisher: tuple[Path, Path], trick: str
+) -> None:
+    # publish signs what the gate reads of a host's module, and nothing the gate refuses:
+    # imported, each of these is not the block read as data.
+    text = map_module({"aider": floor("0.60.0")})
+    if trick == "coding cookie":
+        text = "# -*- coding: latin-1 -*-\n" + text
+    elif trick == "both layouts":
+        second = "ADAPTER_MIN_SAFE_VERSIONS: dict = {}\n"
+        text = text.replace("# floor-map:end", second + "# floor-map:end")
+    else:
+        text = text.replace("FLOOR_MAP_VERSION = ", "FLOOR_MAP_VERSION: print('ran') = ")
+    module = tmp_path / "floor_map.py"
+    module.write_text(text)
+    done = publish(module, tmp_path / "site", publisher, tmp_path)
+    assert done.returncode == 1, done.stdout
+    assert "Traceback" not in done.stderr and not (tmp_path / "site").exists(), done.stderr
+
+
+def test_publish_takes_a_bernstein_module_as_the_gate_reads_it(
+    tmp_path: Path, publisher: tuple[Path, Path]
+) -> None:
+    from floorctl.render_templates import load_template, render_block
+
+    entries = {"aider": floor("0.60.0")}
+    module = tmp_path / "adapter_advisories.py"
+    block = render_block(load_template("bernstein"), entries, map_version=7)
+    module.write_text(f"# floor-map:begin\n{block}# floor-map:end\n")
+    done = publish(module, tmp_path / "site", publisher, tmp_path)
+    assert done.returncode == 0, done.stderr
+    parsed = published_map.parse((tmp_path / "site" / "floor-map.json").read_bytes(), "m")
+    assert (parsed.floor_map_hash, parsed.map_version) == (entries_hash(entries), 7)
 
 
 def test_a_published_map_round_trips_into_a_host(

@@ -93,31 +93,18 @@ def load_verify_key(path: Path) -> Ed25519PublicKey:
 
 
 def module_map_hash(path: Path) -> str:
-    """The hash of the data in a floor-map module (its ``FLOOR_MAP_ENTRIES``, or in the
-    bernstein layout its ``ADAPTER_MIN_SAFE_VERSIONS`` between the markers, read as the
-    runtime reads a host's module; the hash it states is not trusted). Raises
-    FloorMapError."""
-    from floorguard._maps.active_map import module_literals
-    from floorguard._maps.map_model import entries_hash
+    """The hash of the data in a floor-map module of either layout, read exactly as the
+    gate reads a host's module (the markers, UTF-8 and no other coding, one layout, the
+    block's names bound nowhere else, literals only; the hash it states is not trusted).
+    Raises FloorMapError."""
+    from floorguard._maps import host_map
 
     data = read_regular(path, max_bytes=files.MAX_MAP_BYTES, what="floor map")
     try:
         text = data.decode("utf-8")  # as the runtime reads its map (and floorctl a module)
     except UnicodeDecodeError as exc:
         raise FloorMapError(f"{path}: floor map module is not UTF-8") from exc
-    entries = module_literals(text, str(path)).get("FLOOR_MAP_ENTRIES")
-    if entries is None and "ADAPTER_MIN_SAFE_VERSIONS" in text:
-        from floorguard._maps import host_map
-
-        return host_map.data_hash(text, str(path))
-    if entries is None:
-        raise FloorMapError(
-            f"{path}: not a floor-map module (no FLOOR_MAP_ENTRIES, nor the bernstein "
-            "layout's ADAPTER_MIN_SAFE_VERSIONS)"
-        )
-    if not isinstance(entries, dict):
-        raise FloorMapError(f"{path}: FLOOR_MAP_ENTRIES is not a dict")
-    return entries_hash(entries)
+    return host_map.data_hash(text, str(path))
 
 
 def map_file_hash(path: Path, module_hash: Callable[[Path], str] = module_map_hash) -> str:

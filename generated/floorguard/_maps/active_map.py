@@ -212,6 +212,12 @@ def module_literals(
         if isinstance(target, ast.Name) and target.id in names:
             if target.id in values:
                 raise FloorMapError(f"{source}: {target.id} is assigned twice (line {node.lineno})")
+            if isinstance(node, ast.AnnAssign) and not _names_a_type(node.annotation):
+                # (a module-level annotation is evaluated on import: code, in the block)
+                raise FloorMapError(
+                    f"{source}: line {node.lineno}: the annotation of {target.id} is not a "
+                    "type (names, subscripts and |), and would run when the module is imported"
+                )
             if lines is not None:
                 lines[target.id] = (node.lineno, node.end_lineno or node.lineno)
             if evaluate is not None:
@@ -229,6 +235,20 @@ def module_literals(
                     f"{source}: {target.id} states the key {twice[0]!r} twice (line {twice[1]})"
                 )
     return values
+
+
+# What a type annotation holds that evaluates without calling anything of the module's:
+# names, attributes, subscripts (dict[str, AdapterAdvisory]), tuples, constants and |.
+_TYPE_NODES = (ast.Name, ast.Attribute, ast.Subscript, ast.Tuple, ast.Constant, ast.Load,
+               ast.BinOp, ast.BitOr)  # fmt: skip
+
+
+def _names_a_type(annotation: ast.expr) -> bool:
+    return all(
+        isinstance(node, _TYPE_NODES)
+        and (not isinstance(node, ast.BinOp) or isinstance(node.op, ast.BitOr))
+        for node in ast.walk(annotation)
+    )
 
 
 def _key_twice(literal: ast.expr) -> tuple[object, int] | None:
