@@ -70,3 +70,43 @@ def test_an_entry_under_a_name_no_adapter_has_is_refused(name: str) -> None:
     entry = {"min_safe_version": "2.0.0", "advisory_id": "A-1", "note": "n"}
     with pytest.raises(FloorMapError, match="not a valid adapter name"):
         from_entries({name: entry})
+
+
+def _extended(advisories: list[dict[str, object]], waivers: list[dict[str, object]]) -> dict:
+    return {"claude": {"ecosystem": "npm", "advisories": advisories, "waivers": waivers}}
+
+
+def _advisory(*affected: dict[str, str]) -> dict[str, object]:
+    return {"id": "GHSA-aaaa-bbbb-cccc", "aliases": [], "summary": "s", "affected": list(affected),
+            "versions": [], "severity": [], "references": []}  # fmt: skip
+
+
+def _waiver(version: str) -> dict[str, object]:
+    expires = "2030-01-01T00:00:00.000000Z"
+    return {"id": "WVR-0001", "version": version, "advisories": ["GHSA-aaaa-bbbb-cccc"],
+            "reason": "r", "approved_by": "a", "expires": expires}  # fmt: skip
+
+
+def test_a_map_stating_one_waiver_id_twice_is_refused() -> None:
+    # (the gate would take one, an auditor's proof the other: no feed writes such a map)
+    advisory = _advisory({"introduced": "0", "fixed": "3.0.0"})
+    with pytest.raises(FloorMapError, match="WVR-0001"):
+        from_entries(_extended([advisory], [_waiver("2.0.10"), _waiver("2.0.11")]))
+
+
+@pytest.mark.parametrize(
+    "span",
+    [{"introduced": "2.1.3", "fixed": "2.0.0"}, {"introduced": "2.1.3", "fixed": "2.1.3"},
+     {"introduced": "2.1.3", "last_affected": "2.0.0"}],
+)  # fmt: skip
+def test_a_map_with_a_range_that_holds_no_version_is_refused(span: dict[str, str]) -> None:
+    # (read as a feed is, it is refused; read as OSV events in order, >= 2.1.3 stays open:
+    # taken as empty, it would let 3.0.0 run)
+    with pytest.raises(FloorMapError, match="holds no version"):
+        from_entries(_extended([_advisory(span)], []))
+
+
+def test_a_range_of_one_version_and_one_of_versions_not_valid_here_are_taken() -> None:
+    # (a version not valid in the ecosystem is an unknown version when judged: refused then)
+    spans = ({"introduced": "2.1.3", "last_affected": "2.1.3"}, {"introduced": "x", "fixed": "y"})
+    assert from_entries(_extended([_advisory(*spans)], []))["claude"].advisories

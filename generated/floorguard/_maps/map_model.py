@@ -299,16 +299,38 @@ def _entry(adapter: str, entry: Mapping[str, Any]) -> Advisory:
         entry.get("note"),
         ecosystem=ecosystem,
         advisories=tuple(
-            _advisory(f"{where} advisory {i}", a)
+            _advisory(f"{where} advisory {i}", a, _order_of(adapter, ecosystem))
             for i, a in enumerate(_list(where, "advisories", entry["advisories"]))
         ),
-        waivers=tuple(
-            _waiver(f"{where} waiver {i}", w)
-            for i, w in enumerate(_list(where, "waivers", entry["waivers"]))
+        waivers=_unique_ids(
+            where,
+            tuple(
+                _waiver(f"{where} waiver {i}", w)
+                for i, w in enumerate(_list(where, "waivers", entry["waivers"]))
+            ),
         ),
         package=package,
         kind=kind,
     )
+
+
+def _order_of(adapter: str, ecosystem: object) -> str | None:
+    """The version order an entry is judged in (Advisory.order), before it is built."""
+    from floorguard._maps.catalog import ecosystem_of
+
+    known = ecosystem_of(adapter)
+    return known if known is not None else ecosystem if isinstance(ecosystem, str) else None
+
+
+def _unique_ids(where: str, waivers: tuple[Waiver, ...]) -> tuple[Waiver, ...]:
+    """``waivers``, refused when one id names two of them (the gate would take one, an
+    auditor's proof another: no feed writes that)."""
+    seen: set[str] = set()
+    for waiver in waivers:
+        if waiver.id in seen:
+            raise FloorMapError(f"{where}: the waiver id {waiver.id!r} is stated twice")
+        seen.add(waiver.id)
+    return waivers
 
 
 def _package_fields(
@@ -334,7 +356,7 @@ def _package_fields(
     return entry["package"], entry["kind"]
 
 
-def _advisory(where: str, value: Any) -> RangeAdvisory:
+def _advisory(where: str, value: Any, order: str | None) -> RangeAdvisory:
     _exact_fields(where, value, ADVISORY_FIELDS)
     if not isinstance(value["id"], str) or not isinstance(value["summary"], str):
         raise FloorMapError(f"{where}: id and summary must be strings")
@@ -346,6 +368,11 @@ def _advisory(where: str, value: Any) -> RangeAdvisory:
             raise FloorMapError(f"{where}: affected range fields are " + ", ".join(RANGE_BOUNDS))
         if "fixed" in bound and "last_affected" in bound:
             raise FloorMapError(f"{where}: a range ends with fixed or last_affected, not both")
+        if _holds_nothing(bound, order):
+            raise FloorMapError(
+                f"{where}: the affected range {bound} holds no version (its end is not above "
+                "its start), as no feed states one"
+            )
         affected.append(AffectedRange(**bound))
     severity = []
     for item in _list(where, "severity", value["severity"]):
@@ -362,6 +389,22 @@ def _advisory(where: str, value: Any) -> RangeAdvisory:
         severity=tuple(severity),
         references=_strings(where, "references", value["references"]),
     )
+
+
+def _holds_nothing(bound: Mapping[str, str], order: str | None) -> bool:
+    """Whether a range's end is not above its start in the entry's ``order``, both versions
+    of it (a version that is not is an unknown version when judged, refused then)."""
+    from floorguard._maps import versions
+
+    start = bound["introduced"]
+    end = bound.get("fixed", bound.get("last_affected"))
+    if end is None or start == versions.FROM_THE_START:
+        return False
+    try:
+        found = versions.compare(start, end, order)
+    except versions.InvalidVersionError:
+        return False
+    return found > 0 or (found == 0 and "fixed" in bound)
 
 
 def _waiver(where: str, value: Any) -> Waiver:
