@@ -154,6 +154,10 @@ def plan(
     if progress is not None:
         progress(f"reading the floor-map block of {module}")
     split, current = render.read_module(module_text, str(module))
+    problem = render.outside_problem(split, str(module))
+    if problem is not None:
+        # (a module every host refuses is no module to refresh, nor one --check may pass)
+        raise ModuleError(f"{problem}: floorguard refuses this module as a floor map")
     # Without a template named, the block keeps the layout it is in (what its host imports).
     template = render.load_template(template_name or current.layout or render.FLOORGUARD)
     old_map = from_entries(current.entries)

@@ -45,6 +45,8 @@ from floorctl.render_templates import (
     render_module,
 )
 from floorctl.splice import SplitModule, split_lines, split_module
+from floorguard._maps.active_map import top_level_problem
+from floorguard._maps.host_map import LAYOUTS as READ_LAYOUTS
 from floorguard._maps.map_model import (
     ENTRY_FIELDS,
     EXTENDED_FIELDS,
@@ -525,6 +527,25 @@ def _require_utf8_declaration(text: str, source: str) -> None:
         raise ModuleError(
             f"{source}: floor-map module declares encoding {encoding}; it must be UTF-8"
         )
+
+
+def outside_problem(split: SplitModule, source: str) -> str | None:
+    """Why floorguard would refuse the module for a statement outside its block (one that
+    binds a name of either layout's block again, reaches the module's namespace without
+    naming what it binds, or reads one: importing the module would not give the block's
+    data; active_map.top_level_problem), or None. Only the text around the block is parsed:
+    read_module refused a statement reaching across a marker."""
+    names = {name for layout in READ_LAYOUTS for name in layout.names}
+    around = split.before + split.begin_line + split.end_line + split.after
+    try:
+        tree = ast.parse(around)
+    except _PARSE_FAILURES:
+        return f"{source}: floor-map module is not valid Python"
+    for statement in tree.body:
+        problem = top_level_problem(statement, names, source)
+        if problem is not None:
+            return problem
+    return None
 
 
 def read_module(text: str, source: str) -> tuple[SplitModule, BlockData]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import click
@@ -12,7 +11,6 @@ from floorctl.commands._output import emit_result, json_option, notice
 from floorctl.commands._values import GivenPath
 from floorctl.errors import ModuleError
 from floorguard._commands import verify_commands
-from floorguard._maps.active_map import bound_names, top_level_problem
 from floorguard._maps.map_model import entries_hash
 
 
@@ -20,21 +18,13 @@ def module_map_hash(path: Path) -> str:
     """The floor-map hash of a module's block data, in any layout floorctl renders. A module
     whose top level outside the block binds one of the block's names again, reaches its own
     namespace without naming what it binds, or reads one of them is refused, as the
-    runtime's reader refuses it (active_map.top_level_problem): importing it would not
-    give the block's data."""
+    runtime's reader refuses it (render.outside_problem): importing it would not give the
+    block's data."""
     text = splice.read_module_text(path)
     split, block = render.read_module(text, str(path))
-    first = split.block_line - 1  # the begin marker's line
-    last = first + len(splice.split_lines(split.block)) + 1  # the end marker's line
-    body = ast.parse(text).body  # read_module parsed it already
-    inside = [s for s in body if first <= s.lineno and (s.end_lineno or s.lineno) <= last]
-    names = set().union(*(bound_names(s) for s in inside))
-    for stmt in body:
-        if stmt in inside:
-            continue
-        problem = top_level_problem(stmt, names, str(path))
-        if problem is not None:
-            raise ModuleError(problem)
+    problem = render.outside_problem(split, str(path))
+    if problem is not None:
+        raise ModuleError(problem)
     return entries_hash(block.entries)
 
 

@@ -325,6 +325,12 @@ MODULE_ATTACKS: dict[str, Callable[[str], bytes]] = {
     "code_in_block": lambda text: text.replace(
         "FLOOR_MAP_VERSION = 1", "import os\nFLOOR_MAP_VERSION = 1"
     ).encode(),
+    # Outside the block, what floorguard refuses in a map module (it would empty the map
+    # on import): refresh must not write, nor --check pass, a module every host refuses.
+    "namespace_reached_after": lambda text: (
+        text + 'globals()["FLOOR_MAP_ENTRIES"] = {}\n'
+    ).encode(),
+    "map_bound_again_after": lambda text: (text + "FLOOR_MAP_ENTRIES = {}\n").encode(),
 }
 
 
@@ -339,6 +345,17 @@ def test_refuses_bad_module_and_changes_nothing(project: Path, attack: str) -> N
     assert len(err.splitlines()) == 1, err
     assert err.startswith(f"floorctl: error: {MODULE}")
     assert snapshot(project) == before
+
+
+@pytest.mark.parametrize("attack", ["namespace_reached_after", "map_bound_again_after"])
+def test_check_fails_for_a_module_floorguard_refuses_though_its_block_is_current(
+    project: Path, attack: str
+) -> None:
+    module = project / "project" / MODULE
+    module.write_bytes(MODULE_ATTACKS[attack](module.read_text()))
+    code, _, err = run(project, "refresh", "--feed", "feed.json", "--check")
+    assert code == 1, err
+    assert "floorguard" in err and "Traceback" not in err, err
 
 
 def test_refuses_floor_downgrade_and_changes_nothing(project: Path) -> None:
