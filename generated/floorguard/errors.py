@@ -39,6 +39,11 @@ class ChainWriteError(ChainError):
     """An append did not become durable: the decision it carried must not stand."""
 
 
+class HostViewError(ChainWriteError):
+    """This host's own record of the chain (its view, its refusals record, their lock) could
+    not be read or written: the append is refused, and the database is not to blame."""
+
+
 class ChainRollbackError(ChainWriteError):
     """The chain is smaller than, or inconsistent with, the tree this host has seen of it (a
     rollback or a fork): the append is refused, and the refusal recorded on the host."""

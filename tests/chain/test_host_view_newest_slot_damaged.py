@@ -102,3 +102,17 @@ def test_a_rollback_to_the_older_slots_size_is_never_appended_below_it(
         answer = host.append()
         assert "refused" in answer or answer == {"seq": 3}, answer
         assert _records(home) >= remembered
+
+
+def test_a_damaged_newest_copy_is_recorded_when_the_older_one_is_used(
+    home: Path, env: dict[str, str]
+) -> None:
+    # The host's memory went back one copy (a write torn by a crash, or the file altered):
+    # it goes on from the older copy, and says so in its refusals record, once.
+    with LongLived(env) as host:
+        host.appended(3)
+        assert _damage_newest_body(home / "chain-view") == 2
+        host.appended(2)
+    [damaged] = [r for r in _refusals(home) if r["event"] == "damaged-view-copy"]
+    assert "older copy" in damaged["message"] and damaged["remembered"]["size"] == 2, damaged
+    assert _records(home) == 5

@@ -57,6 +57,9 @@ def test_a_refusal_log_that_is_no_regular_file_still_refuses_the_rollback_in_wor
     line = _answer_within(host, "append", PATIENCE)
     assert line is not None and '"refused"' in line, line
     assert "chain-refusals.jsonl" in line
+    # (what was found is in the reason when it is in no record: the rollback, 5 seen, 3 held)
+    assert "rollback" in line and "5" in line and "3" in line, line
+    assert "the database was altered" not in line, line
     assert count_rows(home, "records") == 3
 
 
@@ -66,5 +69,18 @@ def test_a_fifo_as_the_refusal_log_still_refuses_the_rollback_at_once(
     os.mkfifo(home / "chain-refusals.jsonl")
     line = _answer_within(host, "append", PATIENCE)
     assert line is not None and '"refused"' in line, line
-    assert "chain-refusals.jsonl" in line
+    assert "chain-refusals.jsonl" in line and "rollback" in line, line
     assert count_rows(home, "records") == 3
+
+
+def test_a_fifo_as_the_view_refuses_appends_without_blaming_the_database(
+    env: dict[str, str], home: Path
+) -> None:
+    with LongLivedHost(env) as process:
+        process.appended(2)
+        (home / "chain-view").unlink()
+        os.mkfifo(home / "chain-view")
+        line = _answer_within(process, "append", PATIENCE)
+    assert line is not None and '"refused"' in line, line
+    assert "chain-view" in line and "not a regular file" in line, line
+    assert "the database was altered" not in line, line

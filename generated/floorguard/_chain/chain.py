@@ -90,6 +90,7 @@ from floorguard.errors import (
     ChainRollbackError,
     ChainWriteError,
     FloorguardError,
+    HostViewError,
     KeyFileError,
     cut_hidden_context,
 )
@@ -470,6 +471,8 @@ class AuditChain:
                 view.meanwhile(functools.partial(witness.prepare, chain_id, seq + 1, root))
         except ChainRollbackError:
             raise
+        except HostViewError as exc:  # (this host's own files: the database is not to blame)
+            raise HostViewError(f"cannot append to the audit chain {self.location}: {exc}") from exc
         except ChainWriteError as exc:
             raise ChainWriteError(
                 f"cannot append to the audit chain {self.location}: {exc} "

@@ -76,7 +76,7 @@ from floorguard._base.files import flock_within
 from floorguard._base.folders import make_private_folder
 from floorguard._base.state import REFUSALS_NAME, VIEW_LOCK_NAME
 from floorguard._crypto import merkle
-from floorguard.errors import ChainRollbackError, ChainWriteError
+from floorguard.errors import ChainRollbackError, ChainWriteError, HostViewError
 
 MAX_VIEW_BYTES = 1 << 20
 # How long an append waits for the view's lock by default: as long as a SQLite chain waits
@@ -101,8 +101,8 @@ class TreeView:
                 "seen": self.seen}  # fmt: skip
 
 
-def _malformed(path: Path, why: str) -> ChainWriteError:
-    return ChainWriteError(
+def _malformed(path: Path, why: str) -> HostViewError:
+    return HostViewError(
         f"this host's view of the audit chain, {path}, is malformed ({why}): appends are "
         "refused until it is repaired; if it was damaged (not tampered with), move it aside "
         f"and re-anchor the host on the chain as it is now with {ACCEPT_HINT}"
@@ -112,7 +112,7 @@ def _malformed(path: Path, why: str) -> ChainWriteError:
 def _parse(data: bytes, path: Path) -> dict[str, TreeView]:
     """The views in a slot's body. Raises ChainWriteError for anything malformed."""
 
-    def bad(why: str) -> ChainWriteError:
+    def bad(why: str) -> HostViewError:
         return _malformed(path, why)
 
     try:
@@ -212,6 +212,8 @@ class ChainViews:
         # lies. Equal bytes under both headers are equal headers, and the headers decide
         # which slot is the view (see load); its body is still hashed at every load.
         self._kept: _Kept | None = None
+        # The damaged copies this process has said it fell back from (see _fell_back).
+        self._told: set[tuple[int, ...]] = set()
         # Descriptors kept open (an append costs a few system calls, not a dozen), each
         # with the process that opened it: after a fork the child opens its own (a flock
         # on the parent's open file would be shared with the parent, excluding nothing).
@@ -249,7 +251,7 @@ class ChainViews:
             if pid == os.getpid():
                 os.close(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise ChainWriteError(
+            raise HostViewError(
                 f"this host's view of the audit chain, {self.path}, is not a regular file: "
                 "appends are refused until it is one"
             )
@@ -274,7 +276,7 @@ class ChainViews:
                 return {}
             fd, info = opened
             if not stat.S_ISREG(info.st_mode):
-                raise ChainWriteError(
+                raise HostViewError(
                     f"this host's view of the audit chain, {self.path}, is not a regular "
                     "file: appends are refused until it is one"
                 )
@@ -310,8 +312,10 @@ class ChainViews:
                 found.append((counter, index, length, digest, head.end()))
         # The newest whole slot: a write torn by a crash leaves the one before it.
         self._kept = None
+        damaged: int | None = None
         for rank, (counter, index, length, digest, start) in enumerate(sorted(found, reverse=True)):
             if hashlib.sha256(data[start : start + length]).hexdigest() != digest:
+                damaged = counter if damaged is None else damaged
                 continue
             slot = _Slot((info.st_dev, info.st_ino), size, index, counter, digest)
             if self._cache is not None and self._cache[0] == slot:
@@ -322,11 +326,39 @@ class ChainViews:
             if rank == 0:  # (not a slot behind a torn one: its headers alone chose it)
                 heads = (data[:_HEADER_MAX], data[size : size + _HEADER_MAX])
                 self._kept = _Kept(file, heads, start - index * size, start - index * size + length)
+            elif damaged is not None:
+                self._fell_back(file, damaged, counter, views)
             return views
         raise _malformed(self.path, "no slot holds a whole view")
 
-    def _unreadable(self, exc: OSError) -> ChainWriteError:
-        return ChainWriteError(
+    def _fell_back(
+        self, file: tuple[int, int, int], damaged: int, used: int, views: Mapping[str, TreeView]
+    ) -> None:
+        """Say, once for each damaged copy of each file, that the older copy was used: the
+        host's memory went back (a write torn by a crash, or the file altered). Best effort:
+        the older copy is a whole view, and appends go on from it."""
+        key = (*file, damaged)
+        if key in self._told:
+            return
+        self._told.add(key)
+        message = (
+            f"the newest copy (generation {damaged}) of this host's view of the audit chain, "
+            f"{self.path}, is damaged: the older copy (generation {used}) is used, and what "
+            "the host saw after it is forgotten (a write torn by a crash, or the file altered)"
+        )
+        import logging
+
+        logging.getLogger("floorguard").warning(message)
+        with contextlib.suppress(ChainWriteError):
+            for chain_id, view in views.items():
+                self.record({
+                    "ts": now_ts(), "event": "damaged-view-copy", "chain_id": chain_id,
+                    "location": view.location, "remembered": _brief(view), "found": None,
+                    "pid": os.getpid(), "message": message,
+                })  # fmt: skip
+
+    def _unreadable(self, exc: OSError) -> HostViewError:
+        return HostViewError(
             f"this host's view of the audit chain, {self.path}, is unreadable "
             f"({exc.strerror or exc}): appends are refused until the process can read and "
             "write it (FLOORGUARD_HOME must be this host's own, writable folder)"
@@ -368,12 +400,12 @@ class ChainViews:
                 make_private_folder(self.path.parent)
                 return os.open(self.lock_path, flags, 0o600)
         except NotADirectoryError as exc:
-            raise ChainWriteError(
+            raise HostViewError(
                 f"cannot open the audit chain: {self.path.parent} is not a folder (set "
                 "FLOORGUARD_HOME to a folder, or remove the file)"
             ) from exc
         except OSError as exc:
-            raise ChainWriteError(
+            raise HostViewError(
                 f"cannot lock this host's view of the audit chain ({self.lock_path}: "
                 f"{exc.strerror or exc}); FLOORGUARD_HOME must be this host's own, writable "
                 "folder"
@@ -384,12 +416,12 @@ class ChainViews:
         try:
             locked = flock_within(fd, max(wait, 0.0))
         except OSError as exc:
-            raise ChainWriteError(
+            raise HostViewError(
                 f"cannot lock this host's view of the audit chain ({self.lock_path}: "
                 f"{exc.strerror or exc})"
             ) from exc
         if not locked:
-            raise ChainWriteError(
+            raise HostViewError(
                 f"another process of this host held {self.lock_path} for more than "
                 f"{max(wait, 0.0):.3g}s (a process stopped while appending?)"
             )
@@ -420,7 +452,7 @@ class ChainViews:
             if os.pwrite(self._fd[0], data, (1 - current.which) * current.size) != len(data):
                 raise OSError(errno.EIO, "short write")
         except OSError as exc:
-            raise ChainWriteError(
+            raise HostViewError(
                 f"cannot save this host's view of the audit chain to {self.path}: "
                 f"{exc.strerror or exc}"
             ) from exc
@@ -440,7 +472,7 @@ class ChainViews:
         while size < len(data):
             size *= 2
         if size > MAX_VIEW_BYTES:
-            raise ChainWriteError(
+            raise HostViewError(
                 f"this host's view of the audit chain, {self.path}, would exceed "
                 f"{MAX_VIEW_BYTES} bytes (it remembers too many chains)"
             )
@@ -487,9 +519,18 @@ class ChainViews:
             finally:
                 os.close(fd)
         except OSError as exc:
-            raise ChainWriteError(
+            raise HostViewError(
                 f"cannot record the refusal in {self.refusals_path}: {exc.strerror or exc}"
             ) from exc
+
+    def recorded(self, entry: Mapping[str, Any]) -> str:
+        """``entry``'s message once ``entry`` is recorded; when it cannot be, the message
+        with why, so that the refusal still says what was found (sizes, roots)."""
+        try:
+            self.record(entry)
+        except ChainWriteError as exc:
+            return f"{entry['message']}; and this host could not record it: {exc}"
+        return str(entry["message"])
 
     def observe(
         self,
@@ -521,13 +562,12 @@ class ChainViews:
                 event, why, seen, other = found
                 message = _message(f"refusing to {doing} the audit chain {location}", why,
                                    self.refusals_path)  # fmt: skip
-                self.record({
+                raise ChainRollbackError(self.recorded({
                     "ts": now_ts(), "event": event, "chain_id": chain_id,
                     "location": location, "remembered": _brief(seen),
                     "found": {"size": size, "root": other and other.hex()},
                     "pid": os.getpid(), "message": message,
-                })  # fmt: skip
-                raise ChainRollbackError(message)
+                }))  # fmt: skip
             with self.locked():
                 current = self.load()
                 if current == judged:
@@ -720,25 +760,23 @@ class AppendWitness:
             views = self._seen = self.views.load()
         except ChainWriteError as exc:
             # (a view that cannot be read witnesses nothing: refused, and recorded as any)
-            self.views.record({
+            raise HostViewError(self.views.recorded({
                 "ts": now_ts(), "event": "unreadable-view", "chain_id": chain_id,
                 "location": self.location, "remembered": None,
                 "found": {"size": size, "root": None}, "pid": os.getpid(),
                 "message": str(exc), "refused": dict(refused()),
-            })  # fmt: skip
-            raise
+            })) from exc  # fmt: skip
         found = judge(views, chain_id, size, self.location, lambda m: merkle.root(m, subtree))
         if found is not None:
             event, why, seen, root = found
             message = _message(f"refusing to append to the audit chain {self.location}",
                                why, self.views.refusals_path)  # fmt: skip
-            self.views.record({
+            raise ChainRollbackError(self.views.recorded({
                 "ts": now_ts(), "event": event, "chain_id": chain_id,
                 "location": self.location, "remembered": _brief(seen),
                 "found": {"size": size, "root": root and root.hex()},
                 "pid": os.getpid(), "message": message, "refused": dict(refused()),
-            })  # fmt: skip
-            raise ChainRollbackError(message)
+            }))  # fmt: skip
 
     def agrees(self, chain_id: str, size: int, root: bytes) -> bool:
         """Whether the tree of ``size`` leaves with root ``root`` is exactly the one this
