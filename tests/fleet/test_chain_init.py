@@ -112,6 +112,27 @@ def test_chain_init_never_leaves_a_login_appender_role(server: object, tmp_path:
         server.psql(f'DROP ROLE IF EXISTS "{role}"')
 
 
+def test_chain_init_by_a_role_that_cannot_create_in_the_database_says_what_it_needs(
+    server: object, tmp_path: Path
+) -> None:
+    # The database a superuser made, the owner role not its owner: the privilege missing is
+    # the role's running init (CREATE on the database), not an appender's.
+    assert isinstance(server, pgserver.PgServer)
+    tag = time.monotonic_ns() % 10**9
+    database, owner = f"noc_{tag}", f"noc_owner_{tag}"
+    server.psql(f"CREATE DATABASE {database}")
+    server.psql(f"CREATE ROLE {owner} LOGIN CREATEROLE")
+    try:
+        env = isolated_env(tmp_path, FLOORGUARD_CHAIN_KEY_FILE=str(tmp_path / "fleet.key"))
+        done = floorctl("chain", "init", "--url", server.url(owner, database), env=env)
+        assert done.returncode != 0, done.stdout
+        assert "permission denied" in done.stderr and "CREATE ON DATABASE" in done.stderr, done
+        assert "appender" not in done.stderr, done.stderr
+    finally:
+        server.psql(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
+        server.psql(f"DROP ROLE IF EXISTS {owner}")
+
+
 # --- one appender role per database ------------------------------------------------------------
 
 

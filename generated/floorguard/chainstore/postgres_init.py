@@ -215,7 +215,8 @@ def init_schema(
             ) from None
         except pg.Error as exc:
             raise ChainWriteError(
-                f"cannot initialise the audit chain {store.location}: {store.explain(exc, fired)}"
+                f"cannot initialise the audit chain {store.location}: "
+                + _init_reason(store, exc, fired)
             ) from None
     finally:
         _close_quietly(conn)
@@ -323,3 +324,18 @@ def _retrying(conn: Any, statement: Any) -> None:
             if "concurrently updated" not in str(exc) or attempt == _RACE_TRIES - 1:
                 raise
         time.sleep(0.005 * (attempt + 1))
+
+
+def _init_reason(store: PostgresStore, exc: BaseException, fired: Fired) -> str:
+    """Why ``chain init`` failed: a privilege it lacks is the owner's (the role running it),
+    not the appenders' that the append path names."""
+    from psycopg import errors
+
+    if isinstance(exc, errors.InsufficientPrivilege):
+        return (
+            f"{store._scrub(str(getattr(exc.diag, 'message_primary', None) or exc))} (the role "
+            "running chain init lacks it: it makes the chain's schemas and tables, so it must "
+            "own the database or hold CREATE on it: CREATE DATABASE ... OWNER it, or GRANT "
+            "CREATE ON DATABASE ... TO it, as a superuser)"
+        )
+    return store.explain(exc, fired)
