@@ -167,7 +167,7 @@ def test_a_holder_is_judged_by_how_long_it_held_the_lock_not_by_its_transaction(
 def test_the_owners_session_holding_the_lock_is_not_ended(pg: Chain) -> None:
     with psycopg.connect(pg.owner_url) as owner:
         owner.execute("LOCK TABLE floorguard.append_lock IN EXCLUSIVE MODE")
-        with pytest.raises(ChainWriteError, match="held the chain"):
+        with pytest.raises(ChainWriteError, match=r"the chain.s lock was not free"):
             timed_append(pg, FLOORGUARD_CHAIN_TIMEOUT="2")
         assert owner.execute("SELECT 1").fetchone() == (1,)
 
@@ -182,7 +182,7 @@ def test_without_pg_signal_backend_init_says_what_to_grant_and_a_holder_refuses_
     assert f"GRANT pg_signal_backend TO {pg.owner}" in done.stdout
     pid = _take(hostile)
     started = time.monotonic()
-    with pytest.raises(ChainWriteError, match="held the chain for more than 2s"):
+    with pytest.raises(ChainWriteError, match=r"the chain.s lock was not free within 2s"):
         timed_append(pg, FLOORGUARD_CHAIN_TIMEOUT="2")
     assert time.monotonic() - started < 2 + MARGIN
     assert _alive(pg, pid)
