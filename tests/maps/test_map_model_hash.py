@@ -110,3 +110,19 @@ def test_a_range_of_one_version_and_one_of_versions_not_valid_here_are_taken() -
     # (a version not valid in the ecosystem is an unknown version when judged: refused then)
     spans = ({"introduced": "2.1.3", "last_affected": "2.1.3"}, {"introduced": "x", "fixed": "y"})
     assert from_entries(_extended([_advisory(*spans)], []))["claude"].advisories
+
+
+@pytest.mark.parametrize("where", ["floor", "fixed", "listed"])
+def test_a_map_with_a_local_label_on_a_pep440_version_is_refused(where: str) -> None:
+    # The gate compares releases, a label aside: a floor of 0.50.0+a would let 0.50.0 run,
+    # which PEP 440 (and so the file) puts below it. No feed states one (feeds.md).
+    if where == "floor":
+        entries = {"aider": {"min_safe_version": "0.50.0+a", "advisory_id": "A-1", "note": "n"}}
+    else:
+        span = {"introduced": "0", "fixed": "0.50.0+a"}
+        advisory = {**_advisory(span), "versions": ["0.40.0+a"] if where == "listed" else []}
+        if where == "listed":
+            advisory["affected"] = []
+        entries = {"aider": {"ecosystem": "PyPI", "advisories": [advisory], "waivers": []}}
+    with pytest.raises(FloorMapError, match="local version label"):
+        from_entries(entries)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from floorctl.errors import ModuleError, RenderError
@@ -260,15 +260,19 @@ def test_py_data_evaluates_back_to_exactly_the_value(value: Any, indent: int) ->
     assert all(isinstance(node, allowed) for node in ast.walk(ast.parse(source, mode="eval")))
 
 
+# (a version with a local label, "+", is refused by every map of a PEP 440 order: the gate
+# compares releases; and a range whose end is not above its start holds no version)
+_bound = _text.filter(lambda text: "+" not in text)
+
 _advisory_st = st.fixed_dictionaries(
     {
         "id": _text,
         "aliases": st.lists(_text, max_size=2),
         "summary": _text,
         "affected": st.lists(
-            st.fixed_dictionaries({"introduced": _text}, optional={"fixed": _text}), max_size=2
+            st.fixed_dictionaries({"introduced": _bound}, optional={"fixed": _bound}), max_size=2
         ),
-        "versions": st.lists(_text, max_size=2),
+        "versions": st.lists(_bound, max_size=2),
         "severity": st.lists(st.fixed_dictionaries({"type": _text, "score": _text}), max_size=2),
         "references": st.lists(_text, max_size=2),
     }
@@ -290,6 +294,11 @@ def test_any_extended_map_renders_to_data_that_reads_back_exactly(
         name: {"ecosystem": "PyPI", "advisories": found, "waivers": []}
         for name, found in adapters.items()
     }
+    try:
+        from_entries(entries)
+    except FloorMapError as exc:  # (rare: two valid versions drawn the wrong way round)
+        assume("holds no version" not in str(exc))
+        raise
     block = render_block(load_template(FLOORGUARD), entries, map_version=1)
     data = read_block(block, "m.py")
     assert data.entries == entries and data.stated_hash == entries_hash(entries)

@@ -244,6 +244,13 @@ def from_entries(entries: Mapping[str, Any]) -> FloorMap:
                 "most 64 characters)"
             )
         built[adapter] = _entry(adapter, entry)
+        labelled = _local_label(built[adapter])
+        if labelled is not None:
+            raise FloorMapError(
+                f"floor map entry {adapter!r}: {labelled!r} has a local version label, which "
+                "the gate ignores (it compares releases, so the map would mean another "
+                "version than it states): no feed states one"
+            )
     named = [(a.ecosystem, a.package, a.adapter) for a in built.values() if a.package is not None]
     if named:
         from floorguard._maps.packages import build_index
@@ -312,6 +319,22 @@ def _entry(adapter: str, entry: Mapping[str, Any]) -> Advisory:
         package=package,
         kind=kind,
     )
+
+
+def _local_label(entry: Advisory) -> str | None:
+    """A PEP 440 version of ``entry`` with a local label (its floor, a range's bound, a
+    listed version), or None. (SemVer ignores build metadata by its own rule, as the gate
+    does; a waiver names a version exactly, label and all.)"""
+    from floorguard._maps.versions import NPM
+
+    if entry.order == NPM:
+        return None
+    stated = [entry.min_safe_version or ""]
+    for advisory in entry.advisories:
+        stated += advisory.versions
+        stated += [b or "" for span in advisory.affected
+                   for b in (span.introduced, span.fixed, span.last_affected)]  # fmt: skip
+    return next((version for version in stated if "+" in version), None)
 
 
 def _order_of(adapter: str, ecosystem: object) -> str | None:
