@@ -60,6 +60,7 @@ def test_a_refusal_log_that_is_no_regular_file_still_refuses_the_rollback_in_wor
     # (what was found is in the reason when it is in no record: the rollback, 5 seen, 3 held)
     assert "rollback" in line and "5" in line and "3" in line, line
     assert "the database was altered" not in line, line
+    assert "could not be recorded" in line and "is recorded in" not in line, line
     assert count_rows(home, "records") == 3
 
 

@@ -529,7 +529,11 @@ class ChainViews:
         try:
             self.record(entry)
         except ChainWriteError as exc:
-            return f"{entry['message']}; and this host could not record it: {exc}"
+            said = str(entry["message"]).replace(
+                f"The refusal is recorded in {self.refusals_path}.",
+                f"The refusal could not be recorded on this host: {exc}.",
+            )
+            return said if said != entry["message"] else f"{said} ({exc})"
         return str(entry["message"])
 
     def observe(
