@@ -530,7 +530,7 @@ class ChainViews:
             self.record(entry)
         except ChainWriteError as exc:
             said = str(entry["message"]).replace(
-                f"The refusal is recorded in {self.refusals_path}.",
+                _RECORDED.format(self.refusals_path),
                 f"The refusal could not be recorded on this host: {exc}.",
             )
             return said if said != entry["message"] else f"{said} ({exc})"
@@ -711,10 +711,13 @@ def judge(
     return None
 
 
+_RECORDED = "The refusal is recorded in {}."  # (recorded() replaces it when it was not)
+
+
 def _message(refusing: str, why: str, record: Path) -> str:
     return (
-        f"{refusing}: {why}. The refusal is recorded in {record}. Find out what happened to "
-        f"the chain; to accept it as it is now, run {ACCEPT_HINT} on this host"
+        f"{refusing}: {why}. {_RECORDED.format(record)} Find out what happened to the chain; "
+        f"to accept it as it is now, run {ACCEPT_HINT} on this host"
     )
 
 
