@@ -76,10 +76,12 @@ class PgServer:
                     raise
                 time.sleep(0.1)
 
-    def psql(self, sql: str, *, user: str = "postgres", database: str = "postgres") -> str:
+    def psql(
+        self, sql: str, *, user: str = "postgres", database: str = "postgres", timeout: float = 60
+    ) -> str:
         argv = [str(self.bin_dir / "psql"), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1",
                 "-d", self.url(user, database), "-c", sql]  # fmt: skip
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
         if done.returncode != 0:
             raise RuntimeError(done.stderr.strip())
         return done.stdout.strip()

@@ -17,9 +17,11 @@ import contextlib
 import dataclasses
 import os
 import signal
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -325,15 +327,50 @@ def _league(pg: Chain, hosts: int, sessions: int) -> Iterator[None]:
             thread.join(10)
 
 
-def _wake_locks(pg: Chain, pid: int, *, granted: bool) -> str:
+def _wake_locks(pg: Chain, pid: int, *, granted: bool, timeout: float = 60) -> str:
     """The advisory locks on a claimant's wake key that session `pid` holds or awaits."""
     from floorguard.chainstore.postgres_schema import CLAIM_WAKE_KEY
 
     return pg.sql(
         "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"  # noqa: S608
         f" AND classid = {CLAIM_WAKE_KEY} AND objsubid = 2 AND pid = {pid}"
-        f" AND granted = {granted}"
+        f" AND granted = {granted}",
+        timeout=timeout,
     )
+
+
+def _until_stopped(pid: int) -> None:
+    """Waits for the kernel to stop ``pid``: kill() returns before a SIGSTOP lands."""
+    for _ in range(1000):
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        if state in {"T", "t"}:
+            return
+        time.sleep(0.005)
+    raise TimeoutError(f"process {pid} was sent SIGSTOP and did not stop")
+
+
+def _stop_asleep_on_the_wake_lock(pg: Chain, pid: int) -> None:
+    """Stops backend ``pid`` inside one of its sleeps on the claimant's wake lock.
+
+    A backend stopped at any other moment may hold one of the lock manager's LWLocks, which
+    pg_locks, and any lock request of any database on this server, then waits for with no
+    timeout: so each look is bounded, and a backend not seen asleep is continued at once,
+    whatever the look raised. Left stopped, it would hold up every test sharing the server."""
+    for _ in range(200):
+        os.kill(pid, signal.SIGSTOP)
+        asleep = False
+        try:
+            _until_stopped(pid)
+            asleep = _wake_locks(pg, pid, granted=False, timeout=5) == "1"
+        except (RuntimeError, TimeoutError, subprocess.TimeoutExpired):
+            pass  # (not seen asleep: continued, and looked at again)
+        finally:
+            if not asleep:
+                os.kill(pid, signal.SIGCONT)
+        if asleep:
+            return
+        time.sleep(0.01)
+    pytest.fail("the waiter was never found sleeping on the claimant's wake lock")
 
 
 def _another_host(pg: Chain, name: str) -> str:
@@ -441,17 +478,10 @@ def test_a_waiter_woken_as_its_sleep_times_out_keeps_no_lock_on_the_claimant(
     # timeout passed, then continued: both arrive at once.
     with _a_claim_and_a_waiter(pg) as claim:
         late_pid = claim.late_pid
-        for _ in range(200):  # stopped inside one of its sleeps on the wake lock
-            os.kill(late_pid, signal.SIGSTOP)
-            if _wake_locks(pg, late_pid, granted=False) == "1":
-                break
-            os.kill(late_pid, signal.SIGCONT)
-            time.sleep(0.01)
-        else:
-            pytest.fail("the waiter was never found sleeping on the claimant's wake lock")
+        _stop_asleep_on_the_wake_lock(pg, late_pid)
         try:
             claim.serve_claimant()  # it lets its wake lock go
-            assert _wake_locks(pg, late_pid, granted=True) == "1"  # granted while stopped
+            assert _wake_locks(pg, late_pid, granted=True, timeout=10) == "1"  # granted, stopped
             time.sleep(0.3)  # and its wait's timeout passed
         finally:
             os.kill(late_pid, signal.SIGCONT)

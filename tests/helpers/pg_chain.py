@@ -73,9 +73,9 @@ class Chain:
     def chain(self, **extra: str) -> AuditChain:
         return AuditChain.from_env(self.env(self.key_file.parent, **extra))
 
-    def sql(self, statement: str, *, as_owner: bool = True) -> str:
+    def sql(self, statement: str, *, as_owner: bool = True, timeout: float = 60) -> str:
         role = self.owner if as_owner else self.appender
-        return self.server.psql(statement, user=role, database=self.database)
+        return self.server.psql(statement, user=role, database=self.database, timeout=timeout)
 
 
 _NODE_SQL = "SELECT hash FROM floorguard_api.tree_nodes(ARRAY[%s], ARRAY[%s]::bigint[])"
