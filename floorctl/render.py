@@ -242,8 +242,10 @@ def _read_statements(
             annotations[name] = annotation
     layout = _layout_of(names)
     for name, annotation in annotations.items():
-        if ast.unparse(annotation) not in layout.annotations[name]:
-            raise _NotData(annotation, f"unexpected annotation on {name}")
+        written, allowed = ast.unparse(annotation), layout.annotations[name]
+        if written != allowed:
+            message = f"the annotation of {name} is {written!r}, not the template's {allowed!r}"
+            raise _NotData(annotation, message)
 
     node = values[layout.entries_name]
     entries = _entries(layout, node) if cut is None else _cut_entries(layout, node, cut, expected)

@@ -36,19 +36,18 @@ class Layout:
     # A host file in this layout may hold only the entries (no hash, no version) until
     # floorctl first renders into it.
     hash_optional: bool
-    # Allowed annotation per name, as ast.unparse writes it. An annotation is evaluated
-    # when the module runs, so it is checked like any other expression.
-    annotations: Mapping[str, frozenset[str]]
+    # The annotation allowed on each name (the template's), as ast.unparse writes it. An
+    # annotation is evaluated when the module runs, so it is checked like any other expression.
+    annotations: Mapping[str, str]
 
     @property
     def names(self) -> frozenset[str]:
         return frozenset({self.entries_name, self.hash_name, self.version_name})
 
 
-def _layout(
-    names: host_map.Layout, *, entry_style: str, hash_optional: bool, entries_type: str
-) -> Layout:
-    """A layout the runtime reads (its names are the runtime's, ``host_map``), as rendered."""
+def _layout(names: host_map.Layout, *, entry_style: str, hash_optional: bool) -> Layout:
+    """A layout the runtime reads (its names and annotations are the runtime's, ``host_map``),
+    as rendered."""
     return Layout(
         name=names.name,
         entries_name=names.entries_name,
@@ -56,11 +55,7 @@ def _layout(
         version_name=names.version_name,
         entry_style=entry_style,
         hash_optional=hash_optional,
-        annotations={
-            names.entries_name: frozenset({entries_type}),
-            names.hash_name: frozenset({"str"}),
-            names.version_name: frozenset({"int"}),
-        },
+        annotations=names.annotations,
     )
 
 
@@ -68,13 +63,11 @@ FLOORGUARD_LAYOUT = _layout(
     host_map.FLOORGUARD,
     entry_style="dict",
     hash_optional=False,
-    entries_type="dict[str, dict[str, str]]",
 )
 BERNSTEIN_LAYOUT = _layout(
     host_map.BERNSTEIN,
     entry_style="call",
     hash_optional=True,
-    entries_type="dict[str, AdapterAdvisory]",
 )
 LAYOUTS: Mapping[str, Layout] = {FLOORGUARD: FLOORGUARD_LAYOUT, BERNSTEIN: BERNSTEIN_LAYOUT}
 

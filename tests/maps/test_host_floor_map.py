@@ -239,6 +239,36 @@ def test_a_module_whose_literal_states_a_key_twice_is_refused(
     assert "twice" in asked["reason"], asked
 
 
+@pytest.mark.parametrize(
+    ("annotation", "named_by"),
+    [("'int'", "code"), ("float", "code"), ("(str)", "code"), ("1", "environment"),
+     ("typing.Final", "environment"), ("Final[int]", "environment"),
+     ("int | None", "environment")],
+)  # fmt: skip
+def test_a_map_name_annotated_otherwise_than_its_template_writes_is_refused(
+    host: HostProject, annotation: str, named_by: str
+) -> None:
+    # An annotation is evaluated when the module is imported: code, in the block. Only the
+    # template's own (or none) is read as data, by the gate as by floorctl's readers.
+    # (Named from code, the module is imported first: only annotations that import.)
+    text = module_text(HIGH).replace("FLOOR_MAP_VERSION = ", f"FLOOR_MAP_VERSION: {annotation} = ")
+    host.write(text)
+    asked = host.ask("1.5.0") if named_by == "code" else host.by_env("1.5.0")
+    assert asked["verdict"] == "refuse", asked
+    assert "the annotation of FLOOR_MAP_VERSION" in asked["reason"], asked
+
+
+def test_the_annotations_the_template_writes_are_taken(host: HostProject) -> None:
+    text = module_text(HIGH)
+    for name, annotation in (("FLOOR_MAP_VERSION", "int"), ("FLOOR_MAP_HASH", "str"),
+                             ("FLOOR_MAP_ENTRIES", "dict[str, dict[str, str]]")):  # fmt: skip
+        text = text.replace(f"{name} = ", f"{name}: {annotation} = ")
+    host.write(text)
+    refused, permitted = host.by_env("1.5.0"), host.by_env("2.0.0")
+    assert (refused["verdict"], refused["hash"]) == ("refuse", HIGH_HASH), refused
+    assert (permitted["verdict"], permitted["hash"]) == ("permit", HIGH_HASH), permitted
+
+
 def test_a_module_named_by_the_environment_that_does_not_exist_is_refused_naming_it(
     host: HostProject,
 ) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 import os
 import threading
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +26,13 @@ from floorguard.errors import FloorMapError, UnreadableFileError
 
 BUILTIN_MAP_FILE = Path(__file__).parent.parent / "floor_map.py"
 _NAMES = ("FLOOR_MAP_VERSION", "FLOOR_MAP_HASH", "FLOOR_MAP_ENTRIES")
+# The annotation the floorguard template writes on each (or none): a module-level annotation
+# is evaluated on import, so any other is code in the block, however harmless it looks.
+ANNOTATIONS = {
+    "FLOOR_MAP_VERSION": "int",
+    "FLOOR_MAP_HASH": "str",
+    "FLOOR_MAP_ENTRIES": "dict[str, dict[str, str]]",
+}
 MAX_MAP_FILE_BYTES = 64 * 1024 * 1024
 
 
@@ -185,6 +192,7 @@ def module_literals(
     source: str,
     *,
     names: tuple[str, ...] = _NAMES,
+    annotations: Mapping[str, str] = ANNOTATIONS,
     evaluate: Callable[[str, ast.expr], object] | None = None,
     tree: ast.Module | None = None,
     lines: dict[str, tuple[int, int]] | None = None,
@@ -193,7 +201,8 @@ def module_literals(
     FLOOR_MAP_VERSION, FLOOR_MAP_HASH, FLOOR_MAP_ENTRIES), with its literal value (read by
     ``evaluate`` when given, else ``ast.literal_eval``); the file is parsed, never run.
     ``lines`` receives each name's first and last line. Raises FloorMapError: it does not
-    parse, a name is assigned twice or not a literal."""
+    parse, a name is assigned twice or not a literal, or is annotated otherwise than
+    ``annotations`` (the layout's template) says."""
     if tree is None:
         tree = parse_module(source_text, source)
     values: dict[str, object] = {}
@@ -212,12 +221,14 @@ def module_literals(
         if isinstance(target, ast.Name) and target.id in names:
             if target.id in values:
                 raise FloorMapError(f"{source}: {target.id} is assigned twice (line {node.lineno})")
-            if isinstance(node, ast.AnnAssign) and not _names_a_type(node.annotation):
-                # (a module-level annotation is evaluated on import: code, in the block)
-                raise FloorMapError(
-                    f"{source}: line {node.lineno}: the annotation of {target.id} is not a "
-                    "type (names, subscripts and |), and would run when the module is imported"
-                )
+            if isinstance(node, ast.AnnAssign):
+                written = ast.unparse(node.annotation)
+                if written != annotations.get(target.id):
+                    raise FloorMapError(
+                        f"{source}: line {node.lineno}: the annotation of {target.id} is "
+                        f"{written!r}, which runs when the module is imported; a floor-map "
+                        f"block annotates it as {annotations.get(target.id)!r} or not at all"
+                    )
             if lines is not None:
                 lines[target.id] = (node.lineno, node.end_lineno or node.lineno)
             if evaluate is not None:
@@ -235,20 +246,6 @@ def module_literals(
                     f"{source}: {target.id} states the key {twice[0]!r} twice (line {twice[1]})"
                 )
     return values
-
-
-# What a type annotation holds that evaluates without calling anything of the module's:
-# names, attributes, subscripts (dict[str, AdapterAdvisory]), tuples, constants and |.
-_TYPE_NODES = (ast.Name, ast.Attribute, ast.Subscript, ast.Tuple, ast.Constant, ast.Load,
-               ast.BinOp, ast.BitOr)  # fmt: skip
-
-
-def _names_a_type(annotation: ast.expr) -> bool:
-    return all(
-        isinstance(node, _TYPE_NODES)
-        and (not isinstance(node, ast.BinOp) or isinstance(node.op, ast.BitOr))
-        for node in ast.walk(annotation)
-    )
 
 
 def _key_twice(literal: ast.expr) -> tuple[object, int] | None:

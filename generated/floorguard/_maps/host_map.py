@@ -30,6 +30,7 @@ from types import ModuleType
 
 from floorguard._base._text import is_text, own_characters
 from floorguard._maps.active_map import (
+    ANNOTATIONS,
     ActiveMap,
     load_map_file,
     module_literals,
@@ -57,15 +58,28 @@ class Layout:
     entries_name: str
     hash_name: str
     version_name: str
+    # The annotation the layout's template writes on each name (a block may carry that one
+    # or none), as ast.unparse writes it.
+    annotations: Mapping[str, str]
 
     @property
     def names(self) -> tuple[str, str, str]:
         return (self.version_name, self.hash_name, self.entries_name)
 
 
-FLOORGUARD = Layout("floorguard", "FLOOR_MAP_ENTRIES", "FLOOR_MAP_HASH", "FLOOR_MAP_VERSION")
+FLOORGUARD = Layout(
+    "floorguard", "FLOOR_MAP_ENTRIES", "FLOOR_MAP_HASH", "FLOOR_MAP_VERSION", ANNOTATIONS
+)
 BERNSTEIN = Layout(
-    "bernstein", "ADAPTER_MIN_SAFE_VERSIONS", "ADAPTER_FLOOR_MAP_HASH", "ADAPTER_FLOOR_MAP_VERSION"
+    "bernstein",
+    "ADAPTER_MIN_SAFE_VERSIONS",
+    "ADAPTER_FLOOR_MAP_HASH",
+    "ADAPTER_FLOOR_MAP_VERSION",
+    {
+        "ADAPTER_MIN_SAFE_VERSIONS": f"dict[str, {_ADVISORY_CALL}]",
+        "ADAPTER_FLOOR_MAP_HASH": "str",
+        "ADAPTER_FLOOR_MAP_VERSION": "int",
+    },
 )
 LAYOUTS = (FLOORGUARD, BERNSTEIN)
 
@@ -207,6 +221,7 @@ def read_module(text: str, source: str) -> ModuleData:
         text,
         source,
         names=layout.names,
+        annotations=layout.annotations,
         evaluate=_bernstein_reader(source) if layout is BERNSTEIN else None,
         tree=tree,
         lines=lines,
