@@ -20,8 +20,9 @@ from floorguard._base._canonical import canonical_bytes
 from floorguard._base._time import format_ts
 from floorguard._base.files import MAX_MAP_BYTES, read_regular
 from floorguard._crypto import dsse
-from floorguard._maps import host_map, published_map
+from floorguard._maps import host_map, published_map, versions
 from floorguard._maps.active_map import BUILTIN_MAP_FILE, load_map_file
+from floorguard._maps.map_model import unjudged_version
 from floorguard._version import __version__
 from floorguard.errors import FloorMapError, UnreadableFileError
 
@@ -50,6 +51,15 @@ def build(module_text: str, source: str, expires: _dt.datetime) -> bytes:
         active = host_map.parse(module_text, source)
     except FloorMapError as exc:
         raise ModuleError(f"cannot publish: {exc}") from exc
+    for adapter, entry in active.floor_map.items():
+        unjudged = unjudged_version(entry)
+        if unjudged is not None:
+            order = versions.order_name(entry.order)
+            raise ModuleError(
+                f"cannot publish: {source}: floor map entry {adapter!r}: {unjudged!a} is not a "
+                f"valid {order} version, so the gate could judge no {adapter} against it (it "
+                f"refuses every {adapter} spawn)"
+            )
     return canonical_bytes(
         published_map.document(active.floor_map, active.map_version, format_ts(expires))
     )

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from floorctl import feeds
 from floorctl.errors import WaiversError
+from floorctl.feed_checks import local_label_problem
 from floorguard._base._canonical import sha256_digest
 from floorguard._base._time import UTC_Z_FORM, format_ts, is_utc_z, parse_ts
 from floorguard._base.files import read_regular
@@ -213,14 +214,15 @@ def _check(document: dict[str, Any]) -> list[tuple[str, str]]:
                     semantic.setdefault(feeds.format_path(("waivers", index, *parts)), message)
                 waiver_id = item.get("id")
                 if isinstance(waiver_id, str):
-                    if waiver_id in first_at:
+                    key = waiver_id.upper()  # (WVR-0001 and wvr-0001 name one waiver)
+                    if key in first_at:
                         path = feeds.format_path(("waivers", index, "id"))
                         semantic.setdefault(
                             path,
-                            f"{feeds.show_value(waiver_id)} twice (waiver ids are unique; "
-                            f"first at $.waivers[{first_at[waiver_id]}])",
+                            f"{feeds.show_value(waiver_id)} twice (waiver ids are unique, in "
+                            f"any case; first at $.waivers[{first_at[key]}])",
                         )
-                    first_at.setdefault(waiver_id, index)
+                    first_at.setdefault(key, index)
     found = [
         (path, message)
         for path, message, superseded in _schema_errors(document)
@@ -392,6 +394,10 @@ def _fit(floor_map: map_model.FloorMap, item: DocumentWaiver, at: _dt.datetime) 
             )
         )
     shown = feeds.show_value(waiver.version)
+    labelled = None if entry.order == versions.NPM else local_label_problem(waiver.version)
+    if labelled is not None:  # (as in a feed: the gate compares releases, the label aside)
+        found.append((("version",), labelled))
+        return found
     try:
         causes = verdict.assess(entry, waiver.version, at=None).causes
     except versions.InvalidVersionError:

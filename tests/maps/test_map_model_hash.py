@@ -126,3 +126,48 @@ def test_a_map_with_a_local_label_on_a_pep440_version_is_refused(where: str) -> 
         entries = {"aider": {"ecosystem": "PyPI", "advisories": [advisory], "waivers": []}}
     with pytest.raises(FloorMapError, match="local version label"):
         from_entries(entries)
+
+
+def _aider_waived(*waivers: dict[str, object]) -> dict[str, object]:
+    advisory = _advisory({"introduced": "0", "fixed": "1.0.0"})
+    return {"aider": {"ecosystem": "PyPI", "advisories": [advisory], "waivers": list(waivers)}}
+
+
+def _with(waiver: dict[str, object], **changed: str) -> dict[str, object]:
+    return {**waiver, **changed}
+
+
+@pytest.mark.parametrize("second", ["0.64", "v0.64.0", "0.064.0", "0.64.0.0"])
+def test_a_map_waiving_one_pep440_version_twice_however_spelt_is_refused(second: str) -> None:
+    # One waiver per adapter and version (feeds.md): two spellings of 0.64.0 are one version.
+    waivers = (_waiver("0.64.0"), _with(_waiver(second), id="WVR-0002"))
+    with pytest.raises(FloorMapError, match="waived twice"):
+        from_entries(_aider_waived(*waivers))
+
+
+def test_a_map_waiving_one_version_by_two_spellings_of_one_id_is_refused() -> None:
+    waivers = (_waiver("0.64.0"), _with(_waiver("0.65.0"), id="wvr-0001"))
+    with pytest.raises(FloorMapError, match="stated twice"):
+        from_entries(_aider_waived(*waivers))
+
+
+def test_a_map_stating_one_waiver_id_under_two_adapters_is_refused() -> None:
+    # (ids name waivers across the document a map's waivers come from, not per adapter)
+    claude = _extended([_advisory({"introduced": "0", "fixed": "3.0.0"})], [_waiver("2.0.10")])
+    entries = {**_aider_waived(_waiver("0.64.0")), **claude}
+    with pytest.raises(FloorMapError, match="WVR-0001"):
+        from_entries(entries)
+
+
+def test_a_map_waiving_a_pep440_version_with_a_local_label_is_refused() -> None:
+    with pytest.raises(FloorMapError, match="local version label"):
+        from_entries(_aider_waived(_waiver("0.64.0+a")))
+
+
+def test_waivers_of_distinct_versions_and_ids_are_taken() -> None:
+    waivers = (_waiver("0.64.0"), _with(_waiver("0.64.1"), id="WVR-0002"))
+    assert len(from_entries(_aider_waived(*waivers))["aider"].waivers) == 2
+    # SemVer order: the spelling is the version (as the feeds' check says)
+    npm = _extended([_advisory({"introduced": "0", "fixed": "3.0.0"})],
+                    [_waiver("2.0.10"), _with(_waiver("2.0.11"), id="WVR-0002")])  # fmt: skip
+    assert len(from_entries(npm)["claude"].waivers) == 2

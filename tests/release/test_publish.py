@@ -95,7 +95,9 @@ def test_publish_refuses_a_module_without_a_map(
     assert "no floor-map entries" in done.stderr
 
 
-@pytest.mark.parametrize("trick", ["coding cookie", "both layouts", "annotation runs"])
+@pytest.mark.parametrize(
+    "trick", ["coding cookie", "both layouts", "annotation runs", "annotation not the template's"]
+)
 def test_publish_refuses_a_module_the_gate_would_refuse(
     tmp_path: Path, publisher: tuple[Path, Path], trick: str
 ) -> None:
@@ -107,13 +109,28 @@ def test_publish_refuses_a_module_the_gate_would_refuse(
     elif trick == "both layouts":
         second = "ADAPTER_MIN_SAFE_VERSIONS: dict = {}\n"
         text = text.replace("# floor-map:end", second + "# floor-map:end")
-    else:
+    elif trick == "annotation runs":
         text = text.replace("FLOOR_MAP_VERSION = ", "FLOOR_MAP_VERSION: print('ran') = ")
+    else:
+        text = text.replace("FLOOR_MAP_VERSION = ", "FLOOR_MAP_VERSION: float = ")
     module = tmp_path / "floor_map.py"
     module.write_text(text)
     done = publish(module, tmp_path / "site", publisher, tmp_path)
     assert done.returncode == 1, done.stdout
     assert "Traceback" not in done.stderr and not (tmp_path / "site").exists(), done.stderr
+
+
+@pytest.mark.parametrize("stated", [" 0.50.1", "0.50.1\n", "0.50.0_1", "latest"])
+def test_publish_refuses_a_floor_the_gate_cannot_judge(
+    tmp_path: Path, publisher: tuple[Path, Path], stated: str
+) -> None:
+    # (the gate would refuse every aider spawn, unable to judge; no feed states such a floor)
+    module = tmp_path / "floor_map.py"
+    module.write_text(map_module({"aider": floor(stated), "claude": floor("1.0.20")}))
+    done = publish(module, tmp_path / "site", publisher, tmp_path)
+    assert done.returncode == 1, done.stdout
+    assert "not a valid PEP 440 version" in done.stderr and "aider" in done.stderr, done.stderr
+    assert not (tmp_path / "site").exists()
 
 
 def test_publish_takes_a_bernstein_module_as_the_gate_reads_it(

@@ -129,6 +129,16 @@ def test_refuses_a_second_waiver_of_the_same_version_spelt_otherwise() -> None:
     )
 
 
+def test_refuses_a_pep440_version_with_a_local_label() -> None:
+    # The gate compares releases, the label aside: as in a feed, the release is written.
+    attach_refused(
+        FLOOR_ONLY,
+        waiver(adapter="aider", version="0.50.0+a"),
+        path="$.waivers[0].version",
+        fragment="local version label",
+    )
+
+
 # --- the document -------------------------------------------------------------------------
 
 
@@ -166,6 +176,11 @@ def test_accepts_an_empty_list() -> None:
         (document(waiver(id="WVR 1")), "$.waivers[0].id", "not an advisory id"),
         (document(waiver(id="W" * 65)), "$.waivers[0].id", "too long"),
         (document(waiver(), waiver(version="1.0.11")), "$.waivers[1].id", "'WVR-0001' twice"),
+        (
+            document(waiver(), waiver(id="wvr-0001", version="1.0.11")),
+            "$.waivers[1].id",
+            "'wvr-0001' twice",
+        ),
         (document(waiver(adapter="Claude")), "$.waivers[0].adapter", "not a valid adapter name"),
         (document(waiver(adapter="cl\u0430ude")), "$.waivers[0].adapter", "ASCII only"),
         (document(waiver(version="1.0.10 ")), "$.waivers[0].version", "whitespace"),

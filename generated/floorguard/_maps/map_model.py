@@ -20,8 +20,9 @@ covered by it.
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, TypeGuard
@@ -251,6 +252,8 @@ def from_entries(entries: Mapping[str, Any]) -> FloorMap:
                 "the gate ignores (it compares releases, so the map would mean another "
                 "version than it states): no feed states one"
             )
+        _one_waiver_per_version(built[adapter])
+    _waiver_ids_once(built.values())
     named = [(a.ecosystem, a.package, a.adapter) for a in built.values() if a.package is not None]
     if named:
         from floorguard._maps.packages import build_index
@@ -309,12 +312,9 @@ def _entry(adapter: str, entry: Mapping[str, Any]) -> Advisory:
             _advisory(f"{where} advisory {i}", a, _order_of(adapter, ecosystem))
             for i, a in enumerate(_list(where, "advisories", entry["advisories"]))
         ),
-        waivers=_unique_ids(
-            where,
-            tuple(
-                _waiver(f"{where} waiver {i}", w)
-                for i, w in enumerate(_list(where, "waivers", entry["waivers"]))
-            ),
+        waivers=tuple(
+            _waiver(f"{where} waiver {i}", w)
+            for i, w in enumerate(_list(where, "waivers", entry["waivers"]))
         ),
         package=package,
         kind=kind,
@@ -323,18 +323,42 @@ def _entry(adapter: str, entry: Mapping[str, Any]) -> Advisory:
 
 def _local_label(entry: Advisory) -> str | None:
     """A PEP 440 version of ``entry`` with a local label (its floor, a range's bound, a
-    listed version), or None. (SemVer ignores build metadata by its own rule, as the gate
-    does; a waiver names a version exactly, label and all.)"""
+    listed version, a waiver's), or None. (SemVer ignores build metadata by its own rule, as
+    the gate does.)"""
     from floorguard._maps.versions import NPM
 
     if entry.order == NPM:
         return None
-    stated = [entry.min_safe_version or ""]
+    return next((version for version in _stated_versions(entry) if "+" in version), None)
+
+
+def unjudged_version(entry: Advisory) -> str | None:
+    """A version ``entry`` states that is not valid in its order (the gate refuses the
+    adapter's every spawn, unable to judge), or None. Not asked by ``from_entries``: a map of
+    100,000 entries would parse every version of it on each load."""
+    from floorguard._maps import versions
+
+    for version in _stated_versions(entry):
+        if version == versions.FROM_THE_START:
+            continue  # (a range's start "0": every ecosystem's first version)
+        try:
+            versions.parse(version, entry.order)
+        except versions.InvalidVersionError:
+            return version
+    return None
+
+
+def _stated_versions(entry: Advisory) -> list[str]:
+    """Every version ``entry`` states: its floor, each range's bounds, each listed version,
+    each waiver's."""
+    stated = [] if entry.min_safe_version is None else [entry.min_safe_version]
+    stated += [waiver.version for waiver in entry.waivers]
     for advisory in entry.advisories:
         stated += advisory.versions
-        stated += [b or "" for span in advisory.affected
-                   for b in (span.introduced, span.fixed, span.last_affected)]  # fmt: skip
-    return next((version for version in stated if "+" in version), None)
+        for span in advisory.affected:
+            bounds = (span.introduced, span.fixed, span.last_affected)
+            stated += [bound for bound in bounds if bound is not None]
+    return stated
 
 
 def _order_of(adapter: str, ecosystem: object) -> str | None:
@@ -345,15 +369,40 @@ def _order_of(adapter: str, ecosystem: object) -> str | None:
     return known if known is not None else ecosystem if isinstance(ecosystem, str) else None
 
 
-def _unique_ids(where: str, waivers: tuple[Waiver, ...]) -> tuple[Waiver, ...]:
-    """``waivers``, refused when one id names two of them (the gate would take one, an
-    auditor's proof another: no feed writes that)."""
-    seen: set[str] = set()
-    for waiver in waivers:
-        if waiver.id in seen:
-            raise FloorMapError(f"{where}: the waiver id {waiver.id!r} is stated twice")
-        seen.add(waiver.id)
-    return waivers
+def _waiver_ids_once(entries: Iterable[Advisory]) -> None:
+    """Refuses a map in which one waiver id, in any case, names two waivers, of one adapter
+    or two (the gate would take one, an auditor's proof another; a waivers document states
+    each id once)."""
+    seen: dict[str, str] = {}
+    for entry in entries:
+        for waiver in entry.waivers:
+            key = waiver.id.upper()
+            if key in seen:
+                raise FloorMapError(
+                    f"floor map entry {entry.adapter!r}: the waiver id {waiver.id!r} is stated "
+                    f"twice (also under {seen[key]!r})"
+                )
+            seen[key] = entry.adapter
+
+
+def _one_waiver_per_version(entry: Advisory) -> None:
+    """Refuses two waivers of one version of ``entry`` (in its order: ``0.64`` and
+    ``0.64.0`` are one PEP 440 version; a SemVer version is its spelling), as the feeds'
+    check does. A version not valid in the order is judged, and refused, at spawn time."""
+    from floorguard._maps import versions
+
+    seen: dict[object, str] = {}
+    for waiver in entry.waivers:
+        key: object = waiver.version
+        if entry.order != versions.NPM:
+            with contextlib.suppress(versions.InvalidVersionError):
+                key = versions.parse(waiver.version, entry.order)
+        if key in seen:
+            raise FloorMapError(
+                f"floor map entry {entry.adapter!r}: version {waiver.version!r} is waived twice "
+                f"({seen[key]} and {waiver.id}): one waiver per adapter and version"
+            )
+        seen[key] = waiver.id
 
 
 def _package_fields(
