@@ -13,9 +13,7 @@ in pieces that provably read as one parse of it does (memory stays bounded).
 from __future__ import annotations
 
 import ast
-import io
 import re
-import tokenize
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -45,12 +43,14 @@ from floorctl.render_templates import (
     render_module,
 )
 from floorctl.splice import SplitModule, split_lines, split_module
+from floorguard._maps import host_map
 from floorguard._maps.active_map import top_level_problem
 from floorguard._maps.host_map import LAYOUTS as READ_LAYOUTS
 from floorguard._maps.map_model import (
     ENTRY_FIELDS,
     EXTENDED_FIELDS,
 )
+from floorguard.errors import FloorMapError
 
 # ---------------------------------------------------------------------------------------
 # Reading a block back (ast only)
@@ -510,25 +510,13 @@ def detect_layout(block: str, source: str = "<block>") -> str | None:
 
 
 def _require_utf8_declaration(text: str, source: str) -> None:
-    # The module is read as UTF-8; if its own coding declaration told Python otherwise, the
-    # interpreter would load other strings than the ones checked and hashed here.
-    if text.startswith("\ufeff"):
-        # (Python skips it; the module is read here as the bytes floorctl writes, none)
-        raise ModuleError(
-            f"{source}: floor-map module starts with a byte order mark; write it as UTF-8 "
-            "without one"
-        )
-    head = "".join(split_lines(text)[:2]).encode("utf-8")
+    # The module is read as UTF-8; if its own coding declaration (or a byte order mark) told
+    # Python otherwise, the interpreter would load other strings than the ones checked and
+    # hashed here. The gate's own rule, so that both read one module alike.
     try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(head).readline)
-    except SyntaxError as exc:
-        raise ModuleError(
-            f"{source}: floor-map module has a bad coding declaration: {exc}"
-        ) from None
-    if encoding not in ("utf-8", "utf-8-sig"):
-        raise ModuleError(
-            f"{source}: floor-map module declares encoding {encoding}; it must be UTF-8"
-        )
+        host_map.require_utf8(text, source)
+    except FloorMapError as exc:
+        raise ModuleError(str(exc)) from None
 
 
 def outside_problem(split: SplitModule, source: str) -> str | None:

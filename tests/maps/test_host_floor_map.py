@@ -258,6 +258,24 @@ def test_a_map_name_annotated_otherwise_than_its_template_writes_is_refused(
     assert "the annotation of FLOOR_MAP_VERSION" in asked["reason"], asked
 
 
+@pytest.mark.parametrize("name", ["utf8", "UTF8", "u8"])
+def test_a_module_declaring_utf8_under_another_of_its_names_is_taken(
+    host: HostProject, name: str
+) -> None:
+    host.write(f"# -*- coding: {name} -*-\n" + module_text(HIGH))
+    refused, permitted = host.by_env("1.5.0"), host.by_env("2.0.0")
+    assert (refused["verdict"], refused["hash"]) == ("refuse", HIGH_HASH), refused
+    assert (permitted["verdict"], permitted["hash"]) == ("permit", HIGH_HASH), permitted
+
+
+def test_a_module_starting_with_a_byte_order_mark_is_refused_saying_so(host: HostProject) -> None:
+    # (as floorctl refuses it: Python skips the mark, the bytes hashed here would hold it)
+    host.module.write_bytes(b"\xef\xbb\xbf" + module_text(HIGH).encode())
+    asked = host.by_env("2.0.0")
+    assert asked["verdict"] == "refuse", asked
+    assert "byte order mark" in asked["reason"], asked
+
+
 def test_the_annotations_the_template_writes_are_taken(host: HostProject) -> None:
     text = module_text(HIGH)
     for name, annotation in (("FLOOR_MAP_VERSION", "int"), ("FLOOR_MAP_HASH", "str"),

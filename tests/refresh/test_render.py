@@ -425,6 +425,13 @@ def test_refuses_module_declaring_another_source_encoding() -> None:
         read_module(text, "m.py")
 
 
+@pytest.mark.parametrize("name", ["utf-8", "utf8", "UTF8", "UTF_8", "u8"])
+def test_reads_a_module_declaring_utf8_under_any_of_its_names(name: str) -> None:
+    # (Python decodes each as UTF-8: the strings read here are the ones it would load)
+    text = f"# -*- coding: {name} -*-\n{BEGIN}\n{GOOD}{END}\n"
+    assert read_module(text, "m.py")[1].entries == REFERENCE
+
+
 def test_refuses_module_starting_with_a_byte_order_mark_saying_so() -> None:
     with pytest.raises(ModuleError, match="starts with a byte order mark"):
         read_module(f"\ufeff# host\n{BEGIN}\n{GOOD}{END}\n", "m.py")

@@ -20,6 +20,7 @@ built-in map, which the host did not choose.
 from __future__ import annotations
 
 import ast
+import codecs
 import io
 import os
 import tokenize
@@ -137,14 +138,22 @@ def _marker_lines(text: str, source: str) -> tuple[int, int]:
     return begins[0], ends[0]
 
 
-def _require_utf8(text: str, source: str) -> None:
-    # Imported, a module's coding declaration would decode other strings than those read here.
+def require_utf8(text: str, source: str) -> None:
+    """Refuses a module (its text, read as UTF-8) that Python would decode otherwise: by its
+    coding declaration (any name of UTF-8 is UTF-8), or, starting with a byte order mark,
+    as other characters than the ones read and hashed here. Raises FloorMapError."""
+    if text.startswith("\ufeff"):
+        raise FloorMapError(
+            f"{source}: starts with a byte order mark (which Python skips); write it as UTF-8 "
+            "without one"
+        )
     head = "\n".join(text.split("\n")[:2]).encode("utf-8")
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(head).readline)
     except SyntaxError as exc:
         raise FloorMapError(f"{source}: bad coding declaration: {exc}") from exc
-    if encoding not in ("utf-8", "utf-8-sig"):
+    # (tokenize names a few spellings as written: utf8, u8; the codec is the same)
+    if codecs.lookup(encoding).name not in ("utf-8", "utf-8-sig"):
         raise FloorMapError(f"{source}: declares encoding {encoding}; it must be UTF-8")
 
 
@@ -199,7 +208,7 @@ def read_module(text: str, source: str) -> ModuleData:
     """The data a floor-map module's block states, in either layout, read with ``ast``
     only. The stated hash is not checked here. Raises FloorMapError."""
     first, last = _marker_lines(text, source)
-    _require_utf8(text, source)
+    require_utf8(text, source)
     tree = parse_module(text, source)
     assigned = {
         target.id
