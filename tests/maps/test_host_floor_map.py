@@ -276,6 +276,21 @@ def test_a_module_starting_with_a_byte_order_mark_is_refused_saying_so(host: Hos
     assert "byte order mark" in asked["reason"], asked
 
 
+@pytest.mark.parametrize(
+    "extra",
+    ["X = 1\n", "X = 1 \\\n", "import os\n", "'a note'\n", "if True:\n    X = 1\n"],
+    ids=["assignment", "continued-onto-the-end-marker", "import", "string", "if"],
+)
+def test_a_block_holding_anything_but_the_maps_assignments_is_refused(
+    host: HostProject, extra: str
+) -> None:
+    # As floorctl reads a block: the map's names assigned, and nothing else.
+    host.write(module_text(HIGH).replace("# floor-map:end", extra + "# floor-map:end"))
+    asked = host.by_env("2.0.0")
+    assert asked["verdict"] == "refuse", asked
+    assert "other than the map's assignments" in asked["reason"], asked
+
+
 def test_the_annotations_the_template_writes_are_taken(host: HostProject) -> None:
     text = module_text(HIGH)
     for name, annotation in (("FLOOR_MAP_VERSION", "int"), ("FLOOR_MAP_HASH", "str"),

@@ -204,6 +204,28 @@ def _bernstein_reader(source: str) -> Callable[[str, ast.expr], object]:
     return evaluate
 
 
+def _only_the_maps_assignments(
+    tree: ast.Module, layout: Layout, first: int, last: int, source: str
+) -> None:
+    """Refuses a statement between the markers (begin ``first``, end ``last``) that is not
+    one of ``layout``'s names assigned, as floorctl reads a block: what it renders there is
+    what a reader of the file takes for the map, and nothing else."""
+    for node in tree.body:
+        if (node.end_lineno or node.lineno) < first or node.lineno > last:
+            continue
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        if not (
+            isinstance(node, (ast.Assign, ast.AnnAssign))
+            and len(targets) == 1
+            and isinstance(targets[0], ast.Name)
+            and targets[0].id in layout.names
+        ):
+            raise FloorMapError(
+                f"{source}: line {node.lineno}: the block holds something other than the map's "
+                f"assignments ({', '.join(layout.names)}), which is all floorctl writes there"
+            )
+
+
 def read_module(text: str, source: str) -> ModuleData:
     """The data a floor-map module's block states, in either layout, read with ``ast``
     only. The stated hash is not checked here. Raises FloorMapError."""
@@ -225,6 +247,7 @@ def read_module(text: str, source: str) -> ModuleData:
                f"({FLOORGUARD.entries_name} or {BERNSTEIN.entries_name}) between the markers")
         )  # fmt: skip
     layout = layouts[0]
+    _only_the_maps_assignments(tree, layout, first, last, source)
     lines: dict[str, tuple[int, int]] = {}
     values = module_literals(
         text,
