@@ -403,10 +403,16 @@ def init(url: str, grant_to: tuple[str, ...]) -> None:
     # The key first: the database keeps its check value, so that a host (or a later init)
     # holding another key is refused before it writes.
     key = load_or_create_key(key_file)
-    done = init_schema(
-        url, timeout=timeout_from_env(), grant_to=grant_to, key_check=key_check(key),
-        source=_url_source(),
-    )  # fmt: skip
+    try:
+        done = init_schema(
+            url, timeout=timeout_from_env(), grant_to=grant_to, key_check=key_check(key),
+            source=_url_source(),
+        )  # fmt: skip
+    except FloorguardError:
+        if not existed:  # (kept: the database may hold its check already)
+            notice(f"chain key {key_file} was created by this run and is kept: the next "
+                   "chain init uses it")  # fmt: skip
+        raise
     state = "created" if done["created"] else "already in place; checked"
     report(f"audit chain {redact(url)}: schema floorguard {state}")
     report(f"chain_id {done['chain_id']}; tables owned by {done['owner']}")

@@ -128,6 +128,9 @@ def test_chain_init_by_a_role_that_cannot_create_in_the_database_says_what_it_ne
         assert done.returncode != 0, done.stdout
         assert "permission denied" in done.stderr and "CREATE ON DATABASE" in done.stderr, done
         assert "appender" not in done.stderr, done.stderr
+        # The key it made is kept (and said to be this run's, not one found here)
+        assert f"chain key {tmp_path / 'fleet.key'} was created by this run" in done.stderr
+        assert (tmp_path / "fleet.key").exists()
     finally:
         server.psql(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
         server.psql(f"DROP ROLE IF EXISTS {owner}")
