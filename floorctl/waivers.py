@@ -339,19 +339,22 @@ def attach(
     attached: dict[str, list[map_model.Waiver]] = {}
     if document is not None:
         problems: list[tuple[str, str]] = []
-        waived: dict[tuple[str, object], str] = {}
+        waived: dict[tuple[str, object], DocumentWaiver] = {}
         for item in document.waivers:
             found = _fit(floor_map, item, at)
             key = (item.adapter, _same_version(floor_map, item))
-            if not found and key in waived:
+            first = waived.get(key)
+            if not found and first is not None:
                 found = [
                     (
                         ("version",),
-                        f"{item.adapter} {feeds.show_value(key[1])} is already waived by "
-                        f"{waived[key]} (one waiver per adapter and version)",
+                        f"{item.adapter} {feeds.show_value(item.waiver.version)} is already "
+                        f"waived by {first.waiver.id} (as "
+                        f"{feeds.show_value(first.waiver.version)}: one waiver per adapter "
+                        "and version, however spelt)",
                     )
                 ]
-            waived.setdefault(key, item.waiver.id)
+            waived.setdefault(key, item)
             problems += [
                 (feeds.format_path(("waivers", item.index, *parts)), message)
                 for parts, message in found

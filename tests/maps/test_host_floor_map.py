@@ -22,6 +22,7 @@ from helpers.cli import floorctl, isolated_env
 from hosts import write_script
 from probes.native import require_native
 
+from floorguard._maps.active_map import ANNOTATIONS
 from floorguard._maps.map_model import entries_hash, floor_map_hash, from_entries
 
 BUILTIN_HASH = "sha256:c4ab55242142977dea5095fd882ad74ea6d57da68a653604ef5587c43346bc5b"
@@ -289,6 +290,17 @@ def test_a_block_holding_anything_but_the_maps_assignments_is_refused(
     asked = host.by_env("2.0.0")
     assert asked["verdict"] == "refuse", asked
     assert "other than the map's assignments" in asked["reason"], asked
+
+
+@pytest.mark.parametrize("name", ["FLOOR_MAP_VERSION", "FLOOR_MAP_HASH", "FLOOR_MAP_ENTRIES"])
+def test_a_map_name_annotated_in_parentheses_is_refused(host: HostProject, name: str) -> None:
+    # ``(NAME): int = 1`` assigns NAME as ``NAME: int = 1`` does; floorctl never writes it
+    # and its readers refuse it: the gate too, or one module gets two answers.
+    annotation = ANNOTATIONS[name]
+    host.write(module_text(HIGH).replace(f"{name} = ", f"({name}): {annotation} = "))
+    asked = host.by_env("2.0.0")
+    assert asked["verdict"] == "refuse", asked
+    assert f"the annotation of {name}" in asked["reason"], asked
 
 
 def test_the_annotations_the_template_writes_are_taken(host: HostProject) -> None:

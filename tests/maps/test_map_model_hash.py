@@ -171,3 +171,11 @@ def test_waivers_of_distinct_versions_and_ids_are_taken() -> None:
     npm = _extended([_advisory({"introduced": "0", "fixed": "3.0.0"})],
                     [_waiver("2.0.10"), _with(_waiver("2.0.11"), id="WVR-0002")])  # fmt: skip
     assert len(from_entries(npm)["claude"].waivers) == 2
+
+
+@pytest.mark.parametrize("waiver_id", ["WVR-\u212a", "WVR-0001 ", "WVR--1", "", "-WVR",
+                                       "W" * 65, "WVR_1"])  # fmt: skip
+def test_a_map_with_a_waiver_id_no_document_can_state_is_refused(waiver_id: str) -> None:
+    # (the Kelvin sign prints as K: WVR-\u212a reads as WVR-K, a waiver no document has)
+    with pytest.raises(FloorMapError, match="is not a waiver id"):
+        from_entries(_aider_waived(_with(_waiver("0.64.0"), id=waiver_id)))

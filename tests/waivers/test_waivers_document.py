@@ -125,7 +125,7 @@ def test_refuses_a_second_waiver_of_the_same_version_spelt_otherwise() -> None:
         waiver(adapter="aider", version="0.50.0"),
         waiver(id="WVR-0002", adapter="aider", version="0.50"),
         path="$.waivers[1].version",
-        fragment="already waived by WVR-0001",
+        fragment="aider '0.50' is already waived by WVR-0001 (as '0.50.0'",
     )
 
 

@@ -222,11 +222,13 @@ def module_literals(
             if target.id in values:
                 raise FloorMapError(f"{source}: {target.id} is assigned twice (line {node.lineno})")
             if isinstance(node, ast.AnnAssign):
-                written = ast.unparse(node.annotation)
-                if written != annotations.get(target.id):
+                written = repr(ast.unparse(node.annotation))
+                if not node.simple:  # ("(NAME): int = 1", which no template writes)
+                    written = "on the name in parentheses"
+                if written != repr(annotations.get(target.id)):
                     raise FloorMapError(
                         f"{source}: line {node.lineno}: the annotation of {target.id} is "
-                        f"{written!r}, which runs when the module is imported; a floor-map "
+                        f"{written}, which runs when the module is imported; a floor-map "
                         f"block annotates it as {annotations.get(target.id)!r} or not at all"
                     )
             if lines is not None:

@@ -47,6 +47,11 @@ _ECOSYSTEMS = ("npm", "PyPI")
 # other name before it looks anything up, and a verifier fails a record that carries one.
 ADAPTER_NAME_FORM = r"[a-z0-9][a-z0-9._-]{0,63}"
 ADAPTER_NAME = re.compile(ADAPTER_NAME_FORM + r"\Z")
+# A waiver's id, as a waivers document states it (an advisory id's form): ASCII letters and
+# digits in hyphen-separated parts, at most 64 characters. (Any other, a look-alike letter
+# or a space, would name a waiver no document has.)
+WAIVER_ID = re.compile(r"[A-Za-z0-9]+(?:-[A-Za-z0-9]+)*\Z", re.ASCII)
+MAX_WAIVER_ID_CHARS = 64
 
 
 def invalid_adapter_name(adapter: object) -> str:
@@ -484,6 +489,13 @@ def _waiver(where: str, value: Any) -> Waiver:
     scalars = ("id", "version", "reason", "approved_by", "expires")
     if not _all_strings(value, scalars):
         raise FloorMapError(f"{where}: " + ", ".join(scalars) + " must be strings")
+    waiver_id = value["id"]
+    if not WAIVER_ID.match(waiver_id) or len(waiver_id) > MAX_WAIVER_ID_CHARS:
+        raise FloorMapError(
+            f"{where}: the id {waiver_id!a} is not a waiver id (ASCII letters and digits in "
+            f"parts joined by '-', at most {MAX_WAIVER_ID_CHARS} characters), as a waivers "
+            "document states one"
+        )
     covered = _strings(where, "advisories", value["advisories"])
     if not covered:
         raise FloorMapError(f"{where}: a waiver covers at least one advisory")
