@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pgserver
 import pytest
-from helpers.closed_world import POLICIES, World
+from helpers.closed_world import DEFAULT, DENY_BY_DEFAULT, POLICIES, World
 from helpers.pg_chain import Chain
 from helpers.tlog_support import build_log
 from hypothesis import settings
@@ -108,9 +108,13 @@ def world(tmp_path: Path) -> World:
     return World(tmp_path)
 
 
-@pytest.fixture(params=POLICIES)
+@pytest.fixture(
+    params=[DEFAULT, pytest.param(DENY_BY_DEFAULT, marks=pytest.mark.attack)], ids=POLICIES
+)
 def untracked_policy(request: pytest.FixtureRequest) -> str:
-    """Each closed-world test runs under the default policy and under deny-by-default."""
+    """Each closed-world test runs under the default policy (which permits what is not
+    identified: the gate's checks alone refuse) and under deny-by-default, the second with
+    the long attack suites (marker attack), out of the README's quick command."""
     return str(request.param)
 
 
