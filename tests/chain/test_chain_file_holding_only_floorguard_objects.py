@@ -18,6 +18,9 @@ from pathlib import Path
 import pytest
 from helpers.long_lived_prover import LongLivedHost, count_rows, refusals, tamper
 
+# A long attack suite: run by .ci/run after the README's command.
+pytestmark = pytest.mark.attack
+
 AS_AN_INDEX = ("CREATE INDEX planted ON records(ts)",)
 A_TRIGGER_NAMED_LIKE_A_TABLE = (
     "CREATE TRIGGER records BEFORE INSERT ON tree BEGIN SELECT RAISE(IGNORE); END",

@@ -24,6 +24,9 @@ from helpers.long_lived import LongLived, backup_chain
 
 from floorguard._chain.chain import _row_body, record_mac
 
+# A long attack suite: run by .ci/run after the README's command.
+pytestmark = pytest.mark.attack
+
 
 def _export(env: dict[str, str]) -> list[dict[str, Any]]:
     done = subprocess.run([sys.executable, "-m", "floorctl", "chain", "export"], env=env,

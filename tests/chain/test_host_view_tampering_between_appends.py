@@ -25,6 +25,9 @@ import pytest
 from helpers.long_lived import LongLived, another_process, backup_chain, restore_chain
 from probes import aider_install
 
+# A long attack suite: run by .ci/run after the README's command.
+pytestmark = pytest.mark.attack
+
 
 @pytest.fixture
 def host(env: dict[str, str]) -> Iterator[LongLived]:

@@ -18,6 +18,9 @@ from typing import Any
 import pytest
 from helpers.long_lived_prover import LongLivedHost, count_rows, tamper
 
+# A long attack suite: run by .ci/run after the README's command.
+pytestmark = pytest.mark.attack
+
 DROP_RECORD_INSERTS = (
     "CREATE TRIGGER planted BEFORE INSERT ON records BEGIN SELECT RAISE(IGNORE); END",
 )

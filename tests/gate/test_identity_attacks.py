@@ -450,6 +450,9 @@ def test_an_at_floor_npm_cli_whose_entry_sits_under_a_type_only_package_json_is_
 STALE_HOST = r"""
 import json, os, sys, pathlib, subprocess
 import floorguard
+
+# A long attack suite: run by .ci/run after the README's command.
+pytestmark = pytest.mark.attack
 request = json.loads(sys.argv[1])
 env = dict(os.environ, PATH=request["path"])
 env.pop("PYTHONPATH")  # (the host's own, for its copy of floorguard)

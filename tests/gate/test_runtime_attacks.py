@@ -22,6 +22,9 @@ from floorguard._base._time import format_ts, utc_now
 from floorguard._maps import published_map
 from floorguard._maps.map_model import entries_hash, from_entries
 
+# A long attack suite: run by .ci/run after the README's command.
+pytestmark = pytest.mark.attack
+
 BUILTIN = {"aider": floor("0.50.0")}
 HIGH = {"aider": floor("0.60.0")}
 
