@@ -29,6 +29,10 @@ from probes import (
 node = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 
 
+# A long attack suite: run by .ci/run after the README's command.
+pytestmark = pytest.mark.attack
+
+
 @pytest.fixture
 def host(tmp_path: Path) -> Host:
     return Host(tmp_path, {"aider": floor("0.60.0"), "claude": floor("1.0.100")})
@@ -451,8 +455,6 @@ STALE_HOST = r"""
 import json, os, sys, pathlib, subprocess
 import floorguard
 
-# A long attack suite: run by .ci/run after the README's command.
-pytestmark = pytest.mark.attack
 request = json.loads(sys.argv[1])
 env = dict(os.environ, PATH=request["path"])
 env.pop("PYTHONPATH")  # (the host's own, for its copy of floorguard)
