@@ -301,16 +301,10 @@ _TEXT_CHECKS = (
 
 
 def _same_version(floor_map: map_model.FloorMap, item: DocumentWaiver) -> object:
-    """What ``item``'s version is in its adapter's order: one PEP 440 version for every
-    spelling (``0.64`` and ``0.64.0``, a local label kept); a SemVer version as written."""
+    """What ``item``'s version is in its adapter's order (a version not valid there is
+    refused by _fit)."""
     entry = floor_map.get(item.adapter)
-    order = None if entry is None else entry.order
-    if order == versions.NPM:
-        return item.waiver.version
-    try:
-        return versions.parse(item.waiver.version, order)
-    except versions.InvalidVersionError:
-        return item.waiver.version  # (refused by _fit)
+    return map_model.waived_version(item.waiver.version, None if entry is None else entry.order)
 
 
 def _ordered(problems: list[tuple[str, str]]) -> list[tuple[str, str]]:

@@ -213,13 +213,12 @@ def _only_the_maps_assignments(
     for node in tree.body:
         if (node.end_lineno or node.lineno) < first or node.lineno > last:
             continue
-        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
-        if not (
-            isinstance(node, (ast.Assign, ast.AnnAssign))
-            and len(targets) == 1
-            and isinstance(targets[0], ast.Name)
-            and targets[0].id in layout.names
-        ):
+        target: ast.expr | None = None
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+        elif isinstance(node, ast.AnnAssign):
+            target = node.target
+        if not (isinstance(target, ast.Name) and target.id in layout.names):
             raise FloorMapError(
                 f"{source}: line {node.lineno}: the block holds something other than the map's "
                 f"assignments ({', '.join(layout.names)}), which is all floorctl writes there"

@@ -20,7 +20,6 @@ covered by it.
 
 from __future__ import annotations
 
-import contextlib
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -390,18 +389,27 @@ def _waiver_ids_once(entries: Iterable[Advisory]) -> None:
             seen[key] = entry.adapter
 
 
+def waived_version(version: str, order: str | None) -> object:
+    """What a waiver's ``version`` is in ``order``, for telling two waivers of one version
+    apart: one PEP 440 version for every spelling (``0.64`` and ``0.64.0``); a SemVer
+    version, or one not valid in the order, as written."""
+    from floorguard._maps import versions
+
+    if order == versions.NPM:
+        return version
+    try:
+        return versions.parse(version, order)
+    except versions.InvalidVersionError:
+        return version
+
+
 def _one_waiver_per_version(entry: Advisory) -> None:
     """Refuses two waivers of one version of ``entry`` (in its order: ``0.64`` and
     ``0.64.0`` are one PEP 440 version; a SemVer version is its spelling), as the feeds'
     check does. A version not valid in the order is judged, and refused, at spawn time."""
-    from floorguard._maps import versions
-
     seen: dict[object, str] = {}
     for waiver in entry.waivers:
-        key: object = waiver.version
-        if entry.order != versions.NPM:
-            with contextlib.suppress(versions.InvalidVersionError):
-                key = versions.parse(waiver.version, entry.order)
+        key = waived_version(waiver.version, entry.order)
         if key in seen:
             raise FloorMapError(
                 f"floor map entry {entry.adapter!r}: version {waiver.version!r} is waived twice "
