@@ -27,6 +27,8 @@ from floorguard._version import __version__
 from floorguard.errors import FloorMapError, UnreadableFileError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 MAP_NAME = "floor-map.json"
@@ -116,15 +118,17 @@ def kept_by_hosts(done: Published) -> str | None:
 def publish(
     module: Path,
     out_dir: Path,
-    key: Ed25519PrivateKey,
+    signer: Callable[[], Ed25519PrivateKey],
     *,
     now: _dt.datetime,
     expires_in: _dt.timedelta,
     allow_downgrade: bool = False,
 ) -> Published:
-    """Write ``out_dir/floor-map.json`` and its ``.dsse``. Raises ModuleError, OSError, and
-    DowngradeRefused (without ``allow_downgrade``) when the map already published there is
-    newer, or another map of the same version."""
+    """Write ``out_dir/floor-map.json`` and its ``.dsse``, signed with the key ``signer``
+    gives, asked for only once the map is fit to publish (it may make and announce the
+    development key). Raises ModuleError, OSError, and DowngradeRefused (without
+    ``allow_downgrade``) when the map already published there is newer, or another map of
+    the same version."""
     try:
         data = read_regular(module, max_bytes=MAX_MAP_BYTES, what="floor-map module")
         text = data.decode("utf-8")
@@ -134,10 +138,10 @@ def publish(
         raise ModuleError(f"{module}: cannot read the floor-map module: {exc}") from exc
     data = build(text, str(module), now + expires_in)
     parsed = published_map.parse(data, str(module))  # what the runtime will check, checked now
-    envelope = dsse.sign(published_map.PAYLOAD_TYPE, data, key).to_bytes()
     map_path = out_dir / MAP_NAME
     if not allow_downgrade:
         refuse_rollback(map_path, parsed)  # before anything is made: a refusal changes nothing
+    envelope = dsse.sign(published_map.PAYLOAD_TYPE, data, signer()).to_bytes()
     out_dir.mkdir(parents=True, exist_ok=True)
     # One publisher of a directory at a time, from the rollback check to the last rename: two
     # publishes of different maps of one version would both pass the check, the last winning.

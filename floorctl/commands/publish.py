@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -14,6 +15,9 @@ from floorctl.commands._output import emit_json, json_option, notice, report
 from floorctl.commands._values import GivenPath, WholeNumber
 from floorctl.commands.refresh import DEFAULT_MODULE
 from floorguard._base._time import utc_now
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 
 @click.command("publish", short_help="Publish the floor map, signed, for hosts.")
@@ -67,13 +71,17 @@ def command(
     the same version) is not replaced without --allow-downgrade: hosts never go back.
     """
     refreshing.refuse_unsettled(module, "publishing")
-    key = keys.resolve_signing_key(
-        signing_key, dict(os.environ), notify=lambda m: notice(f"floorctl: {m}")
-    ).key
+
+    def signer() -> Ed25519PrivateKey:
+        # Only for a map fit to publish: a refusal makes and announces no key.
+        return keys.resolve_signing_key(
+            signing_key, dict(os.environ), notify=lambda m: notice(f"floorctl: {m}")
+        ).key
+
     done = publish.publish(
         module,
         out_dir,
-        key,
+        signer,
         now=utc_now(),
         expires_in=_dt.timedelta(days=expires_in),
         allow_downgrade=allow_downgrade,

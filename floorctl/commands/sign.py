@@ -41,9 +41,9 @@ def command(path: Path, signing_key: Path | None, kind: str, as_json: bool) -> N
     If FILE.dsse already signs the same bytes, this key's signature is added to it, so that
     the holders of a threshold of keys can sign one after another.
     """
+    data = read_regular(path, max_bytes=feeds.MAX_FEED_BYTES, what="file to sign")
     env = dict(os.environ)
     key = keys.resolve_signing_key(signing_key, env, notify=lambda m: notice(f"floorctl: {m}")).key
-    data = read_regular(path, max_bytes=feeds.MAX_FEED_BYTES, what="file to sign")
     out = Path(str(path) + trust.SIGNATURE_SUFFIX)
     existing = read_regular_if_exists(out, max_bytes=files.MAX_ENVELOPE_BYTES, what="signature")
     try:

@@ -176,3 +176,31 @@ def test_every_command_signing_with_the_dev_key_says_so_every_time(
     )
     assert by_env.returncode == 0, by_env.stderr
     assert not dev_key_notices(by_env.stderr)
+
+
+def test_a_publish_or_sign_that_refuses_makes_and_announces_no_key(
+    project: Path, tmp_path: Path
+) -> None:
+    state = tmp_path / "state"
+    dev_key = state / "floorctl" / "dev-key" / "signing.key"
+    (project / "broken.py").write_text("this is not a floor-map module\n", encoding="utf-8")
+    cases = {
+        "an unreadable module": ("publish", "--out", "published", "--module", "broken.py"),
+        "a missing module": ("publish", "--out", "published", "--module", "absent.py"),
+        "a missing file to sign": ("sign", "absent.json"),
+    }
+    for what, args in cases.items():
+        refused = floorctl(*args, cwd=project, state=state)
+        assert refused.returncode != 0, what
+        assert not dev_key_notices(refused.stderr), (what, refused.stderr)
+        assert not dev_key.exists(), what
+    # A publish refused as a rollback signs nothing either (the key exists by then): an
+    # empty map, version 0, over the shipped map's version 1.
+    first = floorctl(*SIGNING_COMMANDS["publish"], cwd=project, state=state)
+    assert first.returncode == 0, first.stderr
+    assert floorctl("init", "--module", "empty.py", cwd=project, state=state).returncode == 0
+    refused = floorctl("publish", "--out", "published", "--module", "empty.py",
+                       cwd=project, state=state)  # fmt: skip
+    assert refused.returncode != 0, refused.stderr
+    assert "would roll hosts back" in refused.stderr
+    assert not dev_key_notices(refused.stderr), refused.stderr
