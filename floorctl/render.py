@@ -281,6 +281,8 @@ _OPENER = re.compile(
     "^(?:" + "|".join(layout.entries_name for layout in LAYOUTS.values()) + r")[^\n]*\{\n",
     re.MULTILINE,
 )
+# What Python's tokenizer ends a line with.
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
 class _NotLean(Exception):
@@ -526,7 +528,9 @@ def outside_problem(split: SplitModule, source: str) -> str | None:
     data; active_map.top_level_problem), or None. Only the text around the block is parsed:
     read_module refused a statement reaching across a marker."""
     names = {name for layout in READ_LAYOUTS for name in layout.names}
-    around = split.before + split.begin_line + split.end_line + split.after
+    # The block's lines as empty ones, so a line named is the module's own line.
+    blank = "\n" * len(_LINE_BREAK.findall(split.block))
+    around = split.before + split.begin_line + blank + split.end_line + split.after
     try:
         tree = ast.parse(around)
     except _PARSE_FAILURES:
