@@ -25,7 +25,7 @@ from helpers.tlog_support import (
 
 from floorguard._proofs import checkpoint, tlog
 
-pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
+pytestmark = pytest.mark.slow  # (not in CI: run before a release)
 
 
 def mth(leaves: list[bytes]) -> bytes:

@@ -18,7 +18,7 @@ from helpers.terminal import floorctl_on_terminal
 
 from floorguard._maps.map_model import entries_hash
 
-pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
+pytestmark = pytest.mark.slow  # (not in CI: run before a release)
 
 EMPTY_MODULE = '"""Host module."""\n\n# floor-map:begin\n# floor-map:end\n'
 KEY = bytes(range(32))

@@ -23,7 +23,7 @@ from helpers.cli import floorctl, isolated_env
 
 from floorguard._chain.chain import AuditChain
 
-pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
+pytestmark = pytest.mark.slow  # (not in CI: run before a release)
 
 FEED = {
     "schema_version": 1,

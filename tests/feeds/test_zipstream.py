@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from floorctl import zipstream
 
-pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
+pytestmark = pytest.mark.slow  # (not in CI: run before a release)
 
 names = st.text(
     alphabet=st.characters(blacklist_categories=("Cs", "Cc"), blacklist_characters="/\\"),

@@ -19,7 +19,7 @@ import yaml
 from feedserver import FeedServer, envelope, new_key, v2_feed
 from helpers.cli import isolated_env
 
-pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
+pytestmark = pytest.mark.slow  # (not in CI: run before a release)
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = REPO / "examples" / "github-actions" / "floor-refresh.yml"

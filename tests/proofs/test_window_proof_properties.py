@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from floorguard._proofs import checkpoint
 from floorguard._proofs.window_report import load_checkpoint, prove
 
-pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
+pytestmark = pytest.mark.slow  # (not in CI: run before a release)
 
 SIGNER = Ed25519PrivateKey.generate()
 PATCH = st.integers(min_value=0, max_value=99)

@@ -30,7 +30,7 @@ from floorctl.splice import read_module_text
 from floorguard._chain.receipts import receipt_id
 from floorguard._maps.map_model import floor_map_hash, from_entries
 
-pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
+pytestmark = pytest.mark.slow  # (not in CI: run before a release)
 
 MODULE = Path("generated/floorguard/floor_map.py")
 EMPTY_MODULE = '"""Host module."""\n\n# floor-map:begin\n# floor-map:end\n\nTAIL = 1\n'

@@ -23,7 +23,7 @@ from floorguard._chain.chain import MAX_RECEIPT_BYTES, AuditChain, canonical_jso
 from floorguard._maps.map_model import map_file_hash
 from floorguard.errors import VerificationError
 
-pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
+pytestmark = pytest.mark.slow  # (not in CI: run before a release)
 
 MODULE = Path("generated/floorguard/floor_map.py")
 EMPTY_MODULE = '"""Host module."""\n\n# floor-map:begin\n# floor-map:end\n\nTAIL = 1\n'

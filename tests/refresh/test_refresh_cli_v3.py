@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from helpers.cli import floorctl, isolated_env
 
-pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
+pytestmark = pytest.mark.slow  # (not in CI: run before a release)
 
 REPO = Path(__file__).resolve().parents[2]
 MODULE = Path("generated/floorguard/floor_map.py")

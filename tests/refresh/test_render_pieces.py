@@ -20,7 +20,7 @@ from floorctl.render import BERNSTEIN, FLOORGUARD, load_template, read_block, re
 from floorctl.splice import BEGIN, END, split_lines
 from floorguard._maps.map_model import entries_hash
 
-pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
+pytestmark = pytest.mark.slow  # (not in CI: run before a release)
 
 NOTES = [
     "Upgrade: below the floor is unsafe.",

@@ -13,7 +13,7 @@ from helpers.quickstart import clean_copy, quick_start_commands
 
 from floorguard._crypto import dsse
 
-pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
+pytestmark = pytest.mark.slow  # (not in CI: run before a release)
 
 REPO = Path(__file__).resolve().parents[2]
 MODULE = Path("generated/floorguard/floor_map.py")

@@ -20,7 +20,7 @@ import yaml
 from helpers.cli import isolated_env
 from helpers.release import REPO, SHIPPED_FEED, SOURCE, payload, raised_feed, run_floorctl
 
-pytestmark = pytest.mark.slow  # (run by .ci/run, not by the README's test command)
+pytestmark = pytest.mark.slow  # (not in CI: run before a release)
 
 WORKFLOW = REPO / "examples" / "github-actions" / "floor-release.yml"
 # Steps this machine cannot run: actions from the marketplace, the install (floorctl is
