@@ -731,10 +731,14 @@ def _python_run(
             version=version, doubts=doubts,
         )  # fmt: skip
     where = command.value if os.path.isabs(command.value) else os.path.join(here, command.value)
-    main = os.path.join(where, "__main__.py") if os.path.isdir(where) else where
-    if main != where:
-        if not os.path.lexists(main):
-            raise DetectionError(_no_main_source(where))
+    main = where
+    if os.path.isdir(where):
+        # The folder is first on the path, and its __main__ is what the path finder takes
+        # there (an extension module before source): only a __main__.py is judged.
+        main = os.path.join(where, "__main__.py")
+        located = identify.locate_module("__main__", [where], version)
+        if located is None or located.file != main:
+            raise DetectionError(_no_main_source(where, located))
         # A folder's __main__ is imported, so its cached bytecode may run instead.
         doubts = [*doubts, *_cached_bytecode(main)]
     opened = _open_program(main)
@@ -875,59 +879,61 @@ def _is_wrapper(script: Target) -> bool:
 def _module_code(
     module: str, paths: identify.PythonPath, version: str | None, doubts: list[str]
 ) -> tuple[Identification | None, list[str]]:
-    """``python -m module`` for a module that is not catalogued: the file it runs, judged by
-    its source (a copied wrapper renamed ``codey.py`` on PYTHONPATH)."""
-
+    """``python -m module`` for a module that is not catalogued (a copied wrapper renamed
+    ``codey.py`` on PYTHONPATH): what runpy runs, judged by its source together with the
+    ``__init__`` of every package it imports first. Each part of the name is found as the
+    path finder finds it (identify.locate_module: a package before a module of its name,
+    an extension module before source), and so is a package's ``__main__``, a namespace
+    package's among all its portions; a file it runs that is not source (an extension
+    module, bytecode) is a doubt naming it."""
     parts = module.split(".")
-    found = identify.find_module(parts[0], paths.entries, version)
-    if found is None or found[1] == "namespace":
-        return None, doubts  # nothing runs (ImportError), or a namespace: no code of its own
-    folder = os.path.join(found[0], *parts[:-1])
-    base = os.path.join(folder, parts[-1])
-    for candidate in (base + ".py", os.path.join(base, "__main__.py")):
-        if os.path.isfile(candidate):
-            # runpy imports every package above the module first (and the module itself
-            # when it is a package): each __init__ runs before the program, and is judged
-            # with it.
-            packages = [os.path.join(found[0], *parts[:n]) for n in range(1, len(parts))]
-            if candidate.endswith("__main__.py"):
-                packages.append(base)
-            sources, doubts = [], [*doubts, *_cached_bytecode(candidate)]
-            for package in packages:
-                source, package_doubts = _package_init(package, module)
-                doubts += package_doubts
-                if source is not None:
-                    sources.append(source)
-            with _open_program(candidate) as opened:
-                sources.append(_program_source(opened))
-            return _judge_source(
-                _together(sources), paths, version=version, via="python -m", subject=module,
-                doubts=doubts,
-            )  # fmt: skip
-    doubts.append(f"python -m {module}: the file it runs is not found as source")
-    return None, doubts
-
-
-def _package_init(package: str, module: str) -> tuple[PythonSource | None, list[str]]:
-    """The source of ``package``'s ``__init__``, which ``python -m module`` runs first, and
-    the doubts about it: one that is not source (bytecode, an extension) is not judged."""
-    init = os.path.join(package, "__init__.py")
-    if os.path.isfile(init):
-        from floorguard._identify.python_source import PythonSource
-
-        with _open_program(init) as opened:
+    doubts = list(doubts)
+    inits: list[str] = []  # each package's __init__, in the order runpy imports them
+    program: str | None = None
+    search: Sequence[str] = paths.entries
+    for depth, part in enumerate(parts):
+        located = identify.locate_module(part, search, version)
+        if located is None:
+            break  # python fails here, once the packages above have run
+        if located.kind == "module":
+            program = located.file
+            if depth < len(parts) - 1:
+                doubts.append(
+                    f"python -m {module}: {program} is a module, not a package: it runs, "
+                    "then python fails"
+                )
+            break
+        if located.file is not None:
+            inits.append(located.file)
+        search = located.search
+    else:
+        # A package (regular or namespace): runpy runs its __main__, found as any submodule.
+        main = identify.locate_module("__main__", search, version)
+        if main is not None and main.kind == "module":
+            program = main.file
+        elif main is not None:
+            doubts.append(
+                f"python -m {module}: its __main__ is a package "
+                f"({os.path.join(main.directory, '__main__')}), which python does not run"
+            )
+    if program is None and not inits:
+        return None, doubts  # nothing runs (ImportError)
+    sources = []
+    for file in [*inits, *([program] if program is not None else [])]:
+        if not file.endswith(".py"):
+            first = "first runs" if file != program else "runs"
+            doubts.append(f"python -m {module} {first} {file}, which is not source")
+            continue
+        doubts += _cached_bytecode(file)
+        with _open_program(file) as opened:
             source = _program_source(opened)
-        named = PythonSource(
-            source.imports, tuple(f"{init} {d}" for d in source.doubts), source.references
-        )
-        return named, _cached_bytecode(init)
-    others = [e for e in identify.listing(package) if e.startswith("__init__.")]
-    if others:
-        return None, [
-            f"python -m {module} first runs {os.path.join(package, sorted(others)[0])}, "
-            "which is not source"
-        ]
-    return None, []  # a namespace portion: no code of its own
+        if file != program:  # (a package's __init__: its doubts name it)
+            source = dataclasses.replace(source, doubts=tuple(f"{file} {d}" for d in source.doubts))
+        sources.append(source)
+    return _judge_source(
+        _together(sources), paths, version=version, via="python -m", subject=module,
+        doubts=doubts,
+    )  # fmt: skip
 
 
 def _together(sources: list[PythonSource]) -> PythonSource:
@@ -1124,19 +1130,18 @@ def _open_program(path: str) -> Target:
         raise DetectionError(str(exc).replace("binary not found", "script not found", 1)) from None
 
 
-def _no_main_source(folder: str) -> str:
-    """Why ``python FOLDER`` is not judged when the folder holds no ``__main__.py``: the
-    ``__main__`` the path finder would import instead (bytecode, an extension module, a
-    package), or none at all."""
-    others = sorted(
-        entry for entry in identify.listing(folder) if entry.partition(".")[0] == "__main__"
-    )
-    if not others:
+def _no_main_source(folder: str, located: identify.LocatedModule | None) -> str:
+    """Why ``python FOLDER`` is not judged when the path finder takes no ``__main__.py``
+    there: the ``__main__`` it takes instead (an extension module, bytecode, a package),
+    or none at all."""
+    if located is None:
         return f"{folder} holds no __main__.py: python would find no __main__ to run"
-    return (
-        f"{folder} holds no __main__.py: python would run {os.path.join(folder, others[0])}, "
-        "which is not source the gate can read"
-    )
+    if located.kind != "module":
+        return (
+            f"{folder} holds the package {os.path.join(folder, '__main__')}, which python does "
+            "not run as its __main__"
+        )
+    return f"{folder}: python would run {located.file}, which is not source the gate can read"
 
 
 def _cached_bytecode(source: str) -> list[str]:

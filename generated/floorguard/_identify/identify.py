@@ -47,9 +47,11 @@ from floorguard._identify.identification import (
 )
 from floorguard._identify.pip_metadata import _pip_file_identification
 from floorguard._identify.python_imports import (
+    LocatedModule,
     PythonPath,
     find_module,
     listing,
+    locate_module,
     not_a_copy,
     python_path,
     python_version,
@@ -61,12 +63,14 @@ from floorguard.errors import DetectionError
 # What examine and the tests use, wherever it is implemented.
 __all__ = [
     "Identification",
+    "LocatedModule",
     "PythonPath",
     "as_interpreted",
     "clear_cache",
     "find_module",
     "identify_file",
     "listing",
+    "locate_module",
     "locate_noted",
     "memo",
     "new_cache",

@@ -239,10 +239,18 @@ def _python_path(
         if _in_a_file(entry)
     ]
     installed = tuple(_unique(distinct))
-    run = find_module(module, [*before, *scan.directories], version) if module else None
+    # The folders -m runs its module from: the one holding it, or each holding a portion of
+    # a namespace package (whose __main__ may be in any of them).
+    searched = [*before, *scan.directories]
+    run_from: set[str] = set()
+    run = locate_module(module, searched, version) if module else None
+    if module and run is not None and run.kind == "namespace":
+        run_from = {entry for entry in searched if os.path.join(entry, module) in run.search}
+    elif run is not None:
+        run_from = {run.directory}
     for folder in before:
         doubts += _shadow_doubts(folder, scan.directories, scan.mapped, version)
-        runs_here = module if run is not None and _regular(run) and run[0] == folder else None
+        runs_here = module if folder in run_from else None
         doubts += _first_folder_doubts(
             folder, cwd, program, scan.directories, installed=installed, version=version,
             module=runs_here,
@@ -1023,17 +1031,47 @@ def find_module(
 
 
 def _find_module(top: str, search: Sequence[str], version: str | None) -> tuple[str, str] | None:
-    portion = None
+    found = locate_module(top, search, version)
+    return None if found is None else (found.directory, found.kind)
+
+
+@dataclass(frozen=True)
+class LocatedModule:
+    """Where the path finder finds a module: ``kind`` package (``file``: its ``__init__``),
+    module (``file``: the module's file) or namespace (no file); ``directory``: the path
+    entry it was found in (a namespace's first portion's); ``search``: the path its
+    submodules are looked for on (a package's folder, every portion of a namespace)."""
+
+    kind: str
+    directory: str
+    file: str | None
+    search: tuple[str, ...]
+
+
+def locate_module(name: str, search: Sequence[str], version: str | None) -> LocatedModule | None:
+    """Where importing ``name`` (one part of a dotted name) from the folders ``search``
+    finds it, as CPython's path finder does: in each folder, a regular package first, then
+    a module file (extension modules, then source, then bytecode: ``_file_in``), and a
+    folder without ``__init__`` kept as a namespace portion; the first package or module
+    of any folder wins, and the portions make a namespace only when none is found. None
+    when nothing is found."""
+    portions: list[str] = []
     for directory in search:
         names = listing(directory)
-        if top in names and os.path.isdir(os.path.join(directory, top)):
-            package = os.path.join(directory, top)
-            if _file_in(package, listing(package), "__init__", version) is not None:
-                return directory, "package"
-            portion = portion or directory
-        if _file_in(directory, names, top, version) is not None:
-            return directory, "module"
-    return (portion, "namespace") if portion is not None else None
+        folder = os.path.join(directory, name)
+        if name in names and os.path.isdir(folder):
+            init = _file_in(folder, listing(folder), "__init__", version)
+            if init is not None:
+                return LocatedModule("package", directory, init, (folder,))
+            portions.append(directory)
+        file = _file_in(directory, names, name, version)
+        if file is not None:
+            return LocatedModule("module", directory, file, ())
+    if not portions:
+        return None
+    return LocatedModule(
+        "namespace", portions[0], None, tuple(os.path.join(d, name) for d in portions)
+    )
 
 
 def _module_folder(top: str, search: Sequence[str]) -> str | None:
