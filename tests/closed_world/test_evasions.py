@@ -21,7 +21,17 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers.closed_world import NEW_AIDER, NEW_CLAUDE, NODE, PY, RUN_AIDER, Venv, World, needs_node
+from helpers.closed_world import (
+    DENY_BY_DEFAULT,
+    NEW_AIDER,
+    NEW_CLAUDE,
+    NODE,
+    PY,
+    RUN_AIDER,
+    Venv,
+    World,
+    needs_node,
+)
 from probes import pip_install, site_packages, write_executable
 
 # Long: hundreds of spawns in real venvs; .ci/run runs them (pytest -m attack).
@@ -693,6 +703,31 @@ def test_node_package_folder_runs_main_not_exports(
         "node", [str(app), "task"], binary=NODE, policy=untracked_policy, env=world.env()
     )
     world.assert_refused(outcome, old.marker, "1.0.51", "main")
+
+
+@needs_node
+def test_node_package_folder_main_folder_s_native_index_comes_before_the_folder_s_index(
+    world: World, untracked_policy: str, tmp_path: Path
+) -> None:
+    """``node DIR``, DIR's package.json ``main`` a folder holding only ``index.node`` (a
+    native addon), DIR's own ``index.js`` a link to the at-floor CLI: node loads
+    ``MAIN/index.node`` (after ``MAIN/index.js`` and ``MAIN/index.json``) before
+    ``DIR/index.js``, so that addon is what runs: node runs no known CLI (no permit as the
+    linked one), untracked, refused under deny-by-default."""
+    new = world.new_claude()
+    app = tmp_path / "app"
+    (app / "sub").mkdir(parents=True)
+    (app / "package.json").write_text(json.dumps({"main": "sub"}), encoding="utf-8")
+    (app / "sub" / "index.node").write_bytes(b"\x7fELF planted")
+    os.symlink(new.cli, app / "index.js")
+    outcome = world.spawn(
+        "node", [str(app), "task"], binary=NODE, policy=untracked_policy, env=world.env()
+    )
+    if untracked_policy == DENY_BY_DEFAULT:
+        world.assert_refused(outcome, new.marker, "not a tracked adapter")
+    else:
+        assert [r["verdict"] for r in world.recorded()] == ["untracked"], world.recorded()
+        assert not new.marker.exists()
 
 
 @needs_node

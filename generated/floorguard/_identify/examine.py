@@ -1313,8 +1313,10 @@ def node_main_path(script: str, here: str) -> Path | None:
             if reaches_the_process(str(base), str(where)):
                 # node reads it in the child, where /proc/self is the child's own.
                 raise DetectionError(f"{manifest}: its main {main!r} leads into /proc")
-            entries += [Path(str(base) + e) for e in _NODE_EXTENSIONS] + [base / "index.js"]
-    entries += [where / f"index{e}" for e in (".js", ".json", ".node")]
+            # (as given, with each extension, then its own index with each, in that order)
+            entries += [Path(str(base) + e) for e in _NODE_EXTENSIONS]
+            entries += [base / f"index{e}" for e in _NODE_EXTENSIONS[1:]]
+    entries += [where / f"index{e}" for e in _NODE_EXTENSIONS[1:]]
     for candidate in entries:
         if candidate.is_file():
             return candidate
