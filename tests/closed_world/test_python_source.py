@@ -380,6 +380,56 @@ def test_frame_attributes_are_doubts() -> None:
     )
 
 
+# A class pattern reads the attributes its keywords name: ``case C(attr=x)`` is x = subject.attr.
+MATCHED_EXEC = """
+def helper():
+    pass
+
+match helper:
+    case object(__globals__=g):
+        pass
+match g["__builtins__"]:
+    case object(exec=run):
+        run("print(1)")
+"""
+
+
+def test_a_class_pattern_s_attribute_names_are_judged_as_attributes() -> None:
+    assert doubts(MATCHED_EXEC) == ("line 6: .__globals__ reaches the interpreter's internals",)
+    assert doubts("match f:\n    case object(gi_frame=x):\n        pass\n") == (
+        "line 2: .gi_frame reaches a frame's globals or builtins",
+    )
+    assert doubts("match f:\n    case object(_convert_=x):\n        pass\n") == (
+        "line 2: ._convert_ is a private name (what it leads to is not followed)",
+    )
+
+
+# The members of the classes allowed names hand out (re.RegexFlag is an enum.IntFlag) look
+# modules up by name: Enum._convert_("E", "builtins", ...) makes builtins' exec a member.
+ENUM_CONVERT = """
+import re
+for kind in re.RegexFlag.mro():
+    if kind.__name__ == "Enum":
+        base = kind
+E = base._convert_("E", "builtins", lambda name: name == "exec")
+E.exec.value("print(1)")
+"""
+
+
+def test_private_names_and_a_class_s_method_resolution_order_are_doubts() -> None:
+    assert doubts(ENUM_CONVERT) == (
+        "line 3: .mro reaches the classes a class derives from (their members are not followed)",
+        "line 6: ._convert_ is a private name (what it leads to is not followed)",
+    )
+    assert doubts("x = obj._private\n") == (
+        "line 1: ._private is a private name (what it leads to is not followed)",
+    )
+
+
+def test_the_dunder_attributes_allowed_stay_allowed() -> None:
+    assert doubts("print(main.__name__, main.__doc__, main.__qualname__)\n") == ()
+
+
 # --- the environment, the working directory, other programs ------------------------------
 
 

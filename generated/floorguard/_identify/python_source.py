@@ -359,6 +359,20 @@ def _survey(tree: ast.Module) -> PythonSource:
     for node in nodes:
         if isinstance(node, ast.Name):
             _judge_name(node, parents, bound, doubt)
+        elif isinstance(node, ast.MatchClass):
+            # ``case C(attr=x)`` reads ``subject.attr``: each keyword is an attribute.
+            for attr in node.kwd_attrs:
+                reason = (
+                    _internals_doubt(attr)
+                    or _unfollowed_doubt(attr)
+                    or (
+                        f".{attr} is read from an object other than super()"
+                        if attr == "__init__"
+                        else None
+                    )
+                )
+                if reason is not None:
+                    doubt(node, reason)
         elif isinstance(node, ast.Attribute):
             taken = _judge_attribute(node, parents, bound, module_paths, doubt)
             if taken is not None:
@@ -414,20 +428,23 @@ def _judge_attribute(
 ) -> str | None:
     """Judge one attribute; the dotted name it takes from another package, if it does."""
     attr = node.attr
-    if _is_dunder(attr) and attr not in _DUNDER_ATTRS_ALLOWED:
-        doubt(node, f".{attr} reaches the interpreter's internals")
+    reason = _internals_doubt(attr)
+    if reason is not None:
+        doubt(node, reason)
         return None
     if attr == "__init__" and not _is_super_call(node.value):
         # obj.__init__(...) builds an object anew: a stream's FileIO reopened on a path.
         doubt(node, ".__init__ is called on an object other than super()")
         return None
-    if attr in _FRAME_ATTRS:
-        doubt(node, f".{attr} reaches a frame's globals or builtins")
-        return None
     dotted = _dotted(node, bound)
-    if dotted is None:
+    # (sys._getframe: the reason sys's own allowlist gives, before the private name's)
+    if dotted is not None and not _judge_reference(dotted, node, doubt, module_paths):
         return None
-    if not _judge_reference(dotted, node, doubt, module_paths):
+    reason = _unfollowed_doubt(attr)
+    if reason is not None:
+        doubt(node, reason)
+        return None
+    if dotted is None:
         return None
     if dotted in _FOLLOWED_MODULES and not isinstance(parents.get(node), ast.Attribute):
         doubt(node, f"{dotted} is used as a value (its attributes cannot be followed)")
@@ -436,6 +453,28 @@ def _judge_attribute(
     if not isinstance(parents.get(node), ast.Attribute):
         _judge_taken_use(node, dotted, parents, doubt)
     return dotted
+
+
+def _internals_doubt(attr: str) -> str | None:
+    """Why reading the attribute ``attr`` of any object reaches the interpreter's internals
+    (a dunder but the ordinary ones, a frame's globals), or None."""
+    if _is_dunder(attr) and attr not in _DUNDER_ATTRS_ALLOWED:
+        return f".{attr} reaches the interpreter's internals"
+    if attr in _FRAME_ATTRS:
+        return f".{attr} reaches a frame's globals or builtins"
+    return None
+
+
+def _unfollowed_doubt(attr: str) -> str | None:
+    """Why reading the attribute ``attr`` of any object leads where the check cannot follow,
+    or None. It follows names, not values, so what an allowed name hands out must not lead
+    further: not to a private member (Enum._convert_ looks a module's globals up by name),
+    nor to the classes a class derives from (``mro``: enum.Enum from re.RegexFlag)."""
+    if attr.startswith("_") and not _is_dunder(attr):
+        return f".{attr} is a private name (what it leads to is not followed)"
+    if attr == "mro":
+        return f".{attr} reaches the classes a class derives from (their members are not followed)"
+    return None
 
 
 def _of_another_package(dotted: str) -> bool:
