@@ -61,6 +61,20 @@ def test_a_line_longer_than_the_kernel_reads_is_refused_under_the_default_policy
     world.assert_refused(outcome, old.marker, "#! line")
 
 
+def test_a_line_holding_a_nul_byte_is_refused_under_the_default_policy(world: World) -> None:
+    """The kernel ends the interpreter's name at a NUL (``#!PYTHON\\0x`` runs PYTHON); read
+    by its letters, the line names no interpreter floorguard knows."""
+    old = world.old_aider()
+    bin_folder = old.prefix / "bin"
+    script = world.root / "tools" / "codey"
+    script.parent.mkdir(parents=True)
+    script.write_bytes(f"#!{bin_folder}/python3".encode() + b"\0x\n" + RUN_AIDER.encode())
+    script.chmod(0o755)
+    outcome = world.spawn("codey", ["task"], policy=DEFAULT, binary=script,
+                          env=world.env(bin_folder))  # fmt: skip
+    world.assert_refused(outcome, old.marker, "#! line")
+
+
 def test_a_script_whose_understood_line_runs_no_agent_code_stays_untracked(
     world: World, tmp_path: Path
 ) -> None:

@@ -530,15 +530,15 @@ def _parse_shebang(head: bytes) -> _Shebang:
     (``env_command.split_string``: at its own blanks, up to a comment).
     What ``env`` is asked to do besides naming a program (set variables, clear the
     environment, quoting) is a doubt, and so is a line the kernel reads otherwise than its
-    letters say: longer than the kernel reads (it cuts it), or holding a carriage return
-    (which the kernel keeps, as part of a name)."""
+    letters say: longer than the kernel reads (it cuts it), holding a carriage return
+    (which the kernel keeps, as part of a name) or a NUL (where the kernel ends a name)."""
     first = head.split(b"\n", 1)[0]
-    if len(first) >= _SHEBANG_LIMIT or b"\r" in first:
-        why = (
-            "is longer than the kernel reads (it cuts the line)"
-            if b"\r" not in first
-            else "holds a CR (the kernel keeps it, as part of the interpreter's name or an option)"
-        )
+    if len(first) >= _SHEBANG_LIMIT or b"\r" in first or b"\0" in first:
+        why = "is longer than the kernel reads (it cuts the line)"
+        if b"\r" in first:
+            why = "holds a CR (the kernel keeps it, as part of the interpreter's name or an option)"
+        elif b"\0" in first:
+            why = "holds a NUL byte (the kernel ends the interpreter's name or its option there)"
         return _Shebang("", (), (f"the #! line {why}: it is not run as it reads",))
     line = os.fsdecode(first[2:]).strip(" \t")
     program, _, rest = line.replace("\t", " ").partition(" ")
