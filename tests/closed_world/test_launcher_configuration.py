@@ -817,3 +817,48 @@ def test_npms_default_cache_linked_into_the_working_directory_refuses(
     assert judged.verdict == REFUSE and "leads into the working directory" in judged.reason, (
         judged.reason
     )
+
+
+@pytest.mark.parametrize("launcher", ["npx", "npm"])
+@pytest.mark.parametrize("linked", [".npm/_cacache", ".npm/_npx/0123456789abcdef"])
+def test_a_folder_of_npms_cache_linked_into_the_working_directory_refuses(
+    bins: Path, project: Path, launcher: str, linked: str
+) -> None:
+    # npm takes a package from its content cache (_cacache) and reruns an _npx tree it
+    # finds: either linked into the project lets the repository ship what runs, whatever
+    # the registry serves.
+    target = project / "cache-folder"
+    target.mkdir()
+    at = _home_of(project) / linked
+    at.parent.mkdir(parents=True, exist_ok=True)
+    at.symlink_to(target)
+    judged = run(bins / launcher, PINNED[launcher], project)
+    assert judged.verdict == REFUSE and "leads into the working directory" in judged.reason, (
+        judged.reason
+    )
+    assert linked.split("/")[-1] in judged.reason, judged.reason
+
+
+@pytest.mark.parametrize("launcher", ["npx", "npm", "pnpm", "bunx"])
+def test_a_user_npmrc_linked_into_the_working_directory_is_held_to_a_projects_rules(
+    bins: Path, project: Path, launcher: str
+) -> None:
+    # A dotfiles checkout the agent works in: ~/.npmrc -> project/npm/npmrc. The project
+    # wrote that file, so it may not name a registry, as a project's .npmrc may not.
+    dotfile = write(project / "npm" / "npmrc", "registry=http://127.0.0.1:9/\n")
+    _home_of(project).mkdir(exist_ok=True)
+    (_home_of(project) / ".npmrc").symlink_to(dotfile)
+    judged = run(bins / launcher, PINNED[launcher], project)
+    assert judged.verdict == REFUSE and "registry" in judged.reason, judged.reason
+
+
+def test_a_user_npmrc_naming_a_registry_outside_the_working_directory_is_understood(
+    bins: Path, project: Path
+) -> None:
+    elsewhere = write(
+        _home_of(project).parent / "dotfiles" / "npmrc", "registry=http://127.0.0.1:9/\n"
+    )
+    _home_of(project).mkdir(exist_ok=True)
+    (_home_of(project) / ".npmrc").symlink_to(elsewhere)
+    judged = run(bins / "npx", PINNED["npx"], project)
+    assert judged.verdict == PERMIT, judged.reason

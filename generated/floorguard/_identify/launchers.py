@@ -679,7 +679,9 @@ def configuration_doubts(
             doubts += _npm_own_files_doubts(launcher, npm, environ, here, home)
         else:
             doubts += _npmrc_doubts(
-                os.path.join(home, ".npmrc"), user=_users(home, here), home=home
+                os.path.join(home, ".npmrc"),
+                user=_users(os.path.join(home, ".npmrc"), here),
+                home=home,
             )
     if launcher == "pnpm dlx":
         for config_home in config_homes:
@@ -900,17 +902,22 @@ def _users(path: str, here: str) -> bool:
     environment names) is the user's own rather than the workspace's: one below the
     working directory (a declaration's ``env`` can point HOME or XDG_CONFIG_HOME there)
     holds what the workspace wrote, held to a project's rules. A home that is the working
-    directory itself stays the user's (its ``.npmrc`` is read as the project's anyway)."""
-    real, work = os.path.realpath(path), os.path.realpath(here)
-    if real.startswith(work.rstrip(os.sep) + os.sep):
+    directory itself stays the user's (its ``.npmrc`` is read as the project's anyway).
+    Where it lies is asked of its letters and of where its links lead: a user's file that
+    is a link into the workspace (a dotfiles checkout the agent works in) holds what the
+    workspace wrote, and a file below the working directory that links out of it is one
+    the workspace chose."""
+    places = {os.path.realpath(path), os.path.normpath(os.path.abspath(path))}
+    works = {os.path.realpath(here), os.path.normpath(os.path.abspath(here))}
+    if any(p.startswith(w.rstrip(os.sep) + os.sep) for p in places for w in works):
         return False
     # For an MCP server: anywhere in the agent's working directory or a declaring project's
     # folder is the workspace's, that folder itself too (the exemption is for an agent the
     # host starts; a repository declaring a server would fill a home that is its own folder).
     for folder in server_workspaces():
-        top = os.path.realpath(folder)
-        if real == top or real.startswith(top.rstrip(os.sep) + os.sep):
-            return False
+        for top in {os.path.realpath(folder), os.path.normpath(os.path.abspath(folder))}:
+            if any(p == top or p.startswith(top.rstrip(os.sep) + os.sep) for p in places):
+                return False
     return True
 
 
@@ -1057,7 +1064,7 @@ def _npm_own_files_doubts(
         doubts += more
     userconfig = builtin.get("userconfig", os.path.join(home, ".npmrc"))
     users, more = _npmrc_settings(
-        userconfig, allowed=_npmrc_allowed(_users(os.path.dirname(userconfig), here)), home=home
+        userconfig, allowed=_npmrc_allowed(_users(userconfig, here)), home=home
     )
     doubts += more
     # npm's global file: the one the builtin names, else ``etc/npmrc`` of the prefix in
@@ -1086,15 +1093,23 @@ def _npm_own_files_doubts(
         doubts.append(f"{launcher}: npm's 'cache' {cache} is in the working directory, where "
                       "the workspace can fill its _npx trees")  # fmt: skip
         return doubts
-    # The cache it takes (~/.npm by default), or its _npx folder, may be a link out of a
-    # folder outside the working directory into it: the workspace fills it just the same.
+    # The cache it takes (~/.npm by default), or a folder in it npm reads a package from
+    # (its content cache, _cacache, and each folder in it; its _npx, and each tree there),
+    # may be a link out of a folder outside the working directory into it: the workspace
+    # fills it just the same. (Links deeper in those trees are not looked for.)
     base = cache or os.path.join(home, ".npm")
     workspaces = [here, *server_workspaces()]
-    for folder in (base, os.path.join(base, "_npx")):
+    folders = [base]
+    for inner in ("_npx", "_cacache"):
+        folders.append(os.path.join(base, inner))
+        with contextlib.suppress(OSError):
+            folders += [os.path.join(base, inner, e) for e in sorted(os.listdir(folders[-1]))]
+    for folder in folders:
         by_its_letters = any(within(os.path.normpath(folder), w) for w in workspaces)
         if in_the_workspace(folder, here) and not by_its_letters:
             doubts.append(f"{launcher}: npm's cache folder {folder} leads into the working "
-                          "directory, where the workspace can fill its _npx trees")  # fmt: skip
+                          "directory, where the workspace can fill the packages npm runs "
+                          "from its cache")  # fmt: skip
             break
     return doubts
 
