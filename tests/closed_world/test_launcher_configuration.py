@@ -836,7 +836,7 @@ def test_a_folder_of_npms_cache_linked_into_the_working_directory_refuses(
     assert judged.verdict == REFUSE and "leads into the working directory" in judged.reason, (
         judged.reason
     )
-    assert linked.split("/")[-1] in judged.reason, judged.reason
+    assert linked.rsplit("/", maxsplit=1)[-1] in judged.reason, judged.reason
 
 
 @pytest.mark.parametrize("launcher", ["npx", "npm", "pnpm", "bunx"])
@@ -862,3 +862,22 @@ def test_a_user_npmrc_naming_a_registry_outside_the_working_directory_is_underst
     (_home_of(project) / ".npmrc").symlink_to(elsewhere)
     judged = run(bins / "npx", PINNED["npx"], project)
     assert judged.verdict == PERMIT, judged.reason
+
+
+# npm_ and 36 letters and digits: an npm access token's form.
+TOKEN = "npm_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+
+
+@pytest.mark.parametrize("line", [f"{TOKEN}=true", f"//registry.npmjs.org/:{TOKEN}=", f"{TOKEN}"])
+def test_a_token_pasted_as_an_npmrc_key_is_not_quoted(bins: Path, project: Path, line: str) -> None:
+    write(project / ".npmrc", line + "\n")
+    judged = run(bins / "npx", PINNED["npx"], project)
+    assert judged.verdict == REFUSE and str(project / ".npmrc") in judged.reason, judged.reason
+    assert "a1B2c3D4e5F6" not in judged.reason, judged.reason
+
+
+def test_a_token_pasted_as_a_uv_or_pip_key_is_not_quoted(bins: Path, project: Path) -> None:
+    write(project / "cfg" / "uv" / "uv.toml", f'{TOKEN} = "x"\n')
+    judged = run(bins / "uvx", PINNED["uvx"], project, XDG_CONFIG_HOME=str(project / "cfg"))
+    assert judged.verdict == REFUSE and "uv.toml" in judged.reason, judged.reason
+    assert "a1B2c3D4e5F6" not in judged.reason, judged.reason

@@ -623,6 +623,16 @@ _NPMRC_USER: Final = frozenset(
 _NPMRC_SYSTEM: Final = frozenset({"globalconfig", "userconfig", "globalignorefile"})
 # The settings that name another of npm's files: followed, never taken as they are.
 _NPMRC_FILES: Final = frozenset({"prefix", "globalconfig", "userconfig", "cache"})
+# A long run of letters and digits in a key a reason quotes may be a credential pasted as
+# a key (an npm token without its ``_authToken=``): hidden, as the values are.
+_TOKEN_LIKE: Final = re.compile(r"[A-Za-z0-9]{20,}")
+
+
+def _key_shown(key: str) -> str:
+    """``key`` as a reason quotes it: repr'd, each run of 20 letters and digits hidden."""
+    return repr(_TOKEN_LIKE.sub("<hidden>", key))
+
+
 _NPMRC_CREDENTIALS: Final = frozenset(
     {"_authToken", "_auth", "username", "_password", "email", "always-auth", "certfile",
      "keyfile"}
@@ -1005,21 +1015,21 @@ def _npmrc_settings(
             scope_registry = key.startswith("@") and key.endswith(":registry")
             understood = key in allowed or ("registry" in allowed and scope_registry)
         if not understood:
-            doubts.append(f"{path} sets {key!r}, which may change what npm runs")
+            doubts.append(f"{path} sets {_key_shown(key)}, which may change what npm runs")
             continue
         if "/" in value:
             from floorguard._identify.process_paths import reaches_the_process
 
             if reaches_the_process(home + value[1:] if value.startswith("~/") else value, "/"):
                 # npm reads it in the child, where /proc/self is the child's own.
-                doubts.append(f"{path} sets {key!r} to {value!r}, which leads into /proc")
+                doubts.append(f"{path} sets {_key_shown(key)} to {value!r}, which leads into /proc")
                 continue
         if key in _NPMRC_FILES:
             # npm expands a leading ~ and ${VARIABLES}, and resolves a relative path against
             # its working directory: only an absolute path is read here as npm reads it.
             named = home + value[1:] if value.startswith("~/") else value
             if "$" in named or not os.path.isabs(named):
-                doubts.append(f"{path} sets {key!r} to {value!r}, which is not read here")
+                doubts.append(f"{path} sets {_key_shown(key)} to {value!r}, which is not read here")
             else:
                 files[key] = os.path.normpath(named)
     return files, doubts
@@ -1129,7 +1139,7 @@ def _uv_toml_doubts(path: str, *, user: bool) -> list[str]:
     except ConfigDoubt as exc:
         return [str(exc)]
     return [
-        f"{path} sets {key!r}, which may change what uv runs"
+        f"{path} sets {_key_shown(key)}, which may change what uv runs"
         for key in sorted(document)
         if key not in (_UV_HARMLESS if user else _UV_HARMLESS - _UV_INDEX)
     ]
@@ -1149,7 +1159,7 @@ def _pip_conf_doubts(path: str, *, user: bool) -> list[str]:
     except configparser.Error as exc:
         return [f"{path}: not a configuration pip reads plainly: {exc}"]
     return [
-        f"{path} sets [{section}] {option!r}, which may change what pip installs"
+        f"{path} sets [{section}] {_key_shown(option)}, which may change what pip installs"
         for section in parser.sections()
         for option in parser.options(section)
         if option.replace("_", "-")
