@@ -184,6 +184,9 @@ def test_the_fixed_version_is_permitted_and_says_how_it_was_known(
         ("uvx", ["Mcp_Server.Fetch==2024.9.1"], REFUSE),  # PyPI names compare normalised
         ("pipx", ["run", "mcp-server-fetch==2024.9.1"], REFUSE),
         ("pipx", ["run", "--spec", "mcp-server-fetch==2025.2.0", "mcp-server-fetch"], PERMIT),
+        # PEP 440's arbitrary equality names one version string: pinned too
+        ("uvx", ["mcp-server-fetch===2025.2.0"], PERMIT),
+        ("pipx", ["run", "mcp-server-fetch===2025.2.0"], PERMIT),
     ],
 )
 def test_pinned_pypi_launches_are_judged_by_the_floor(

@@ -243,7 +243,10 @@ def _exact_semver(text: str) -> bool:
 
 
 _PEP508_NAME: Final = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?\Z", re.ASCII)
-_PYPI_EXACT: Final = re.compile(r"(?P<name>[^=@<>!~\[;]+)(?:==(?P<version>[^=].*)|@(?P<at>.+))?\Z")
+# (``===``, PEP 440's arbitrary equality, names one version string exactly: pinned too)
+_PYPI_EXACT: Final = re.compile(
+    r"(?P<name>[^=@<>!~\[;]+)(?:===?(?P<version>[^=].*)|@(?P<at>.+))?\Z"
+)
 
 
 def parse_pypi_spec(spec: str, launcher: str, *, at_form: bool) -> Launch:
