@@ -263,7 +263,7 @@ def test_a_pinned_npx_passes_a_local_bin_only_when_it_is_the_version_pinned(
     judged = judge(bins / "npx", ["-y", "mcp-remote@0.1.16", "https://example.com/sse"], project)
     assert judged.verdict == verdict, judged
     if verdict == REFUSE:
-        assert "node_modules/.bin/mcp-remote comes first" in judged.reason, judged.reason
+        assert "node_modules/.bin/mcp-remote (first when npm" in judged.reason, judged.reason
 
 
 def test_bare_npx_runs_the_local_install_it_prefers_and_is_judged_by_its_version(

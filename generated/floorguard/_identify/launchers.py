@@ -1425,7 +1425,7 @@ def _local_bin_doubt(
                 continue
             why = (
                 f"{launch.launcher} {launch.spec} runs its bin {name!r} from the PATH npm gives "
-                f"it, where {candidate} comes first"
+                f"it, which holds {candidate} (first when npm runs a local install)"
             )
             try:
                 hit, unlike = _read_bin(candidate, launch.launcher)
