@@ -979,3 +979,47 @@ def test_a_pipx_in_the_working_directory_is_the_workspace_s_code(
     judged = judge(pipx, ["run", "--spec", "mcp-server-fetch==2025.2.0", "mcp-server-fetch"],
                    project)  # fmt: skip
     assert judged.verdict == REFUSE, judged.reason
+
+
+def _stating(folder: Path, name: str, version: str) -> None:
+    """A package folder whose package.json states ``name`` and ``version``, its bin a
+    command of another name (what npm would run for the spec)."""
+    folder.mkdir(parents=True)
+    (folder / "package.json").write_text(
+        json.dumps({"name": name, "version": version, "bin": {"evil": "x.js"}}), encoding="utf-8"
+    )
+
+
+@pytest.mark.parametrize(
+    "where",
+    ["node_modules/zz", "node_modules/a/node_modules/mcp-remote", "node_modules/@s/zz"],
+)
+@pytest.mark.parametrize("launcher", ["npx", "npm"])
+def test_a_package_of_the_local_tree_stating_the_pinned_name_and_version_is_refused(
+    bins: Path, project: Path, where: str, launcher: str
+) -> None:
+    # npm's inventory goes by the name and version a package states, at any depth: it takes
+    # that package for the spec and runs the bin its manifest names.
+    _stating(project / where, "mcp-remote", "0.1.16")
+    argv = ["-y", "mcp-remote@0.1.16"] if launcher == "npx" else ["exec", "--", "mcp-remote@0.1.16"]
+    judged = judge(bins / launcher, argv, project)
+    assert judged.verdict == REFUSE, judged
+    assert f"{where}, whose package.json states mcp-remote 0.1.16" in judged.reason, judged
+
+
+def test_the_hidden_lockfile_recording_another_folder_as_the_pinned_package_is_refused(
+    bins: Path, project: Path
+) -> None:
+    _stating(project / "node_modules" / "zz", "zz", "1.0.0")
+    lock = {"packages": {"node_modules/zz": {"name": "mcp-remote", "version": "0.1.16"}}}
+    (project / "node_modules" / ".package-lock.json").write_text(json.dumps(lock), "utf-8")
+    judged = judge(bins / "npx", ["-y", "mcp-remote@0.1.16"], project)
+    assert judged.verdict == REFUSE and "records 'node_modules/zz'" in judged.reason, judged
+
+
+def test_a_package_of_the_local_tree_stating_another_version_is_not_taken(
+    bins: Path, project: Path
+) -> None:
+    _stating(project / "node_modules" / "a" / "node_modules" / "mcp-remote", "mcp-remote", "0.1.15")
+    judged = judge(bins / "npx", ["-y", "mcp-remote@0.1.16"], project)
+    assert judged.verdict == PERMIT, judged.reason

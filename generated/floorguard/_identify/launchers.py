@@ -1410,6 +1410,9 @@ def _local_bin_doubt(
     local = _local_bin_names(launch.package, here)
     if isinstance(local, str):
         return f"{launch.launcher} {launch.spec}: {local}"
+    elsewhere = _stated_in_the_local_trees(launch, here)
+    if elsewhere is not None:
+        return f"{launch.launcher} {launch.spec}: {elsewhere}"
     names |= local
     for name in sorted(names):
         if name in local and not any(
@@ -1748,6 +1751,117 @@ def _local_bin_names(package: str, here: Path) -> set[str] | str:
         hidden = _hidden_lockfile_bin_names(folder / "node_modules", package)
         return hidden if isinstance(hidden, str) else names | hidden
     return set()
+
+
+# How many package folders of the local trees are read for npm's inventory, at most.
+_MAX_LOCAL_PACKAGES: Final = 20_000
+
+
+def _stated_in_the_local_trees(launch: Launch, here: Path) -> str | None:
+    """Why npm may take another package of its local tree for the pinned ``launch``, or
+    None. npm's inventory of the local tree goes by the name and version a package's
+    metadata states, at any depth (nested under another package, a linked workspace's,
+    or as the hidden lockfile records it), and npm runs the bin that package's manifest
+    names: any package stating the pinned name and version but the nearest local install
+    (``node_modules/PKG``, judged by its bin) is refused. Every ``node_modules`` from the
+    working directory up is read (npm's local prefix is one of those folders)."""
+    if launch.version is None:
+        return None
+    nearest = next(
+        (f / "node_modules" / launch.package for f in (here, *here.parents)
+         if os.path.lexists(f / "node_modules" / launch.package)),
+        None,
+    )  # fmt: skip
+    pending = [f / "node_modules" for f in (here, *here.parents) if (f / "node_modules").is_dir()]
+    seen: set[str] = set()
+    read = 0
+    while pending:
+        node_modules = pending.pop()
+        real = os.path.realpath(node_modules)
+        if real in seen:
+            continue
+        seen.add(real)
+        stated = _hidden_lockfile_states(node_modules, launch)
+        if stated is not None:
+            return stated
+        for folder in _package_folders(node_modules):
+            read += 1
+            if read > _MAX_LOCAL_PACKAGES:
+                return (
+                    f"npm's local trees hold more than {_MAX_LOCAL_PACKAGES} packages: which "
+                    f"of them npm takes for {launch.package}@{launch.version} is not read"
+                )
+            manifest = folder / "package.json"
+            if folder != nearest and os.path.lexists(manifest):
+                try:
+                    data = read_manifest(manifest)
+                except ValueError:
+                    data = None  # (npm skips a package it cannot read)
+                if (
+                    isinstance(data, dict)
+                    and data.get("name") == launch.package
+                    and data.get("version") == launch.version
+                ):
+                    return (
+                        f"npm's local tree holds {folder}, whose package.json states "
+                        f"{launch.package} {launch.version}: npm takes it for the spec and "
+                        "runs the bin its manifest names, which is not judged"
+                    )
+            if (folder / "node_modules").is_dir():
+                pending.append(folder / "node_modules")
+    return None
+
+
+def _package_folders(node_modules: Path) -> list[Path]:
+    """The package folders directly in ``node_modules`` (a scope's too)."""
+    try:
+        entries = sorted(os.listdir(node_modules))
+    except OSError:
+        return []
+    folders = []
+    for entry in entries:
+        if entry.startswith("."):
+            continue
+        if entry.startswith("@"):
+            with contextlib.suppress(OSError):
+                folders += [
+                    node_modules / entry / e for e in sorted(os.listdir(node_modules / entry))
+                ]
+        else:
+            folders.append(node_modules / entry)
+    return folders
+
+
+def _hidden_lockfile_states(node_modules: Path, launch: Launch) -> str | None:
+    """Why npm's hidden lockfile in ``node_modules`` (whose records npm takes over the
+    packages' own files when it is newer) names another package than
+    ``node_modules/PKG`` as the pinned name and version, or None."""
+    hidden = node_modules / ".package-lock.json"
+    if not os.path.lexists(hidden):
+        return None
+    import json
+
+    from floorguard._base.files import MAX_MAP_BYTES, read_regular
+    from floorguard.errors import UnreadableFileError
+
+    try:
+        document = json.loads(read_regular(hidden, max_bytes=MAX_MAP_BYTES, what="lockfile"))
+    except (UnreadableFileError, ValueError, RecursionError) as exc:
+        return f"npm's hidden lockfile {hidden} cannot be read ({exc})"
+    packages = document.get("packages") if isinstance(document, dict) else None
+    if not isinstance(packages, dict):
+        return None
+    for key, entry in packages.items():
+        if not isinstance(entry, dict) or key == f"node_modules/{launch.package}":
+            continue
+        name = entry.get("name") or key.rpartition("node_modules/")[2]
+        if name == launch.package and entry.get("version") == launch.version:
+            return (
+                f"npm's hidden lockfile {hidden} records {key!r} as {launch.package} "
+                f"{launch.version}: npm takes it for the spec and runs the bin it names, "
+                "which is not judged"
+            )
+    return None
 
 
 def _bin_names(package: str, bins: object) -> set[str] | None:
