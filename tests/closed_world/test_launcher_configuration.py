@@ -881,3 +881,44 @@ def test_a_token_pasted_as_a_uv_or_pip_key_is_not_quoted(bins: Path, project: Pa
     judged = run(bins / "uvx", PINNED["uvx"], project, XDG_CONFIG_HOME=str(project / "cfg"))
     assert judged.verdict == REFUSE and "uv.toml" in judged.reason, judged.reason
     assert "a1B2c3D4e5F6" not in judged.reason, judged.reason
+
+
+@pytest.mark.parametrize(
+    ("launcher", "linked"),
+    [
+        ("uvx", ".cache/uv"),
+        ("uvx", ".local/share/uv"),
+        ("uvx", ".cache"),
+        ("pipx", ".cache/pipx"),
+        ("pipx", ".local/pipx"),
+        ("pnpm", ".local/share/pnpm"),
+    ],
+)
+def test_a_launchers_cache_or_installs_linked_into_the_working_directory_refuses(
+    bins: Path, project: Path, launcher: str, linked: str
+) -> None:
+    # uv reruns a tool it installed or cached that satisfies the pin, pipx its cached
+    # environment, pnpm its store: linked into the project, the repository fills them, as
+    # it would through XDG_CACHE_HOME or XDG_DATA_HOME naming a folder there.
+    target = project / "cache-folder"
+    target.mkdir()
+    at = _home_of(project) / linked
+    at.parent.mkdir(parents=True, exist_ok=True)
+    at.symlink_to(target)
+    judged = run(bins / launcher, PINNED[launcher], project)
+    assert judged.verdict == REFUSE and "leads into the working directory" in judged.reason, (
+        judged.reason
+    )
+    assert str(at) in judged.reason, judged.reason
+
+
+@pytest.mark.parametrize("launcher", ["uvx", "pipx", "pnpm"])
+def test_a_launchers_cache_linked_outside_the_working_directory_is_understood(
+    bins: Path, project: Path, launcher: str
+) -> None:
+    target = _home_of(project).parent / "volume"
+    target.mkdir()
+    (_home_of(project) / ".cache").parent.mkdir(parents=True, exist_ok=True)
+    (_home_of(project) / ".cache").symlink_to(target)
+    judged = run(bins / launcher, PINNED[launcher], project)
+    assert judged.verdict == PERMIT, judged.reason

@@ -721,6 +721,7 @@ def configuration_doubts(
             doubts.append(f"{name}={value} puts {launcher}'s cache or installs in the "
                           "workspace (the working directory, or for a server a folder its "
                           "repository may have written), where it can fill them")  # fmt: skip
+    doubts += _xdg_installs_linked_in(launcher, environ, home, here)
     if environ.get("HOME") == "":
         # node's os.homedir() gives an empty HOME as it is, and npm then keeps the `~` of
         # its default cache: `<cwd>/~/.npm`, in the working directory; Rust's and Python's
@@ -1111,20 +1112,58 @@ def _npm_own_files_doubts(
     # may be a link out of a folder outside the working directory into it: the workspace
     # fills it just the same. (Links deeper in those trees are not looked for.)
     base = cache or os.path.join(home, ".npm")
-    workspaces = [here, *server_workspaces()]
     folders = [base]
     for inner in ("_npx", "_cacache"):
         folders.append(os.path.join(base, inner))
         with contextlib.suppress(OSError):
             folders += [os.path.join(base, inner, e) for e in sorted(os.listdir(folders[-1]))]
+    linked = _linked_into_the_workspace(folders, here)
+    if linked is not None:
+        doubts.append(f"{launcher}: npm's cache folder {linked} leads into the working "
+                      "directory, where the workspace can fill the packages npm runs "
+                      "from its cache")  # fmt: skip
+    return doubts
+
+
+def _linked_into_the_workspace(folders: Sequence[str], here: str) -> str | None:
+    """The first of ``folders`` that lies outside the workspace by its letters but leads
+    into it through a link (one inside it by its letters is the workspace's anyway, and
+    refused where it is named), or None."""
+    workspaces = [here, *server_workspaces()]
     for folder in folders:
         by_its_letters = any(within(os.path.normpath(folder), w) for w in workspaces)
         if in_the_workspace(folder, here) and not by_its_letters:
-            doubts.append(f"{launcher}: npm's cache folder {folder} leads into the working "
-                          "directory, where the workspace can fill the packages npm runs "
-                          "from its cache")  # fmt: skip
-            break
-    return doubts
+            return folder
+    return None
+
+
+# The folders under the user's XDG cache and data folders each launcher runs installs
+# from (uv's cache and its installed tools, pipx's environments, pnpm's store and dlx
+# cache); npm's are read from its own configuration above.
+_XDG_INSTALLS: Final = {"uvx": "uv", "pipx run": "pipx", "pnpm dlx": "pnpm"}
+
+
+def _xdg_installs_linked_in(
+    launcher: str, environ: Mapping[str, str], home: str, here: str
+) -> list[str]:
+    """A launcher's cache or data folder under the user's home (or the XDG folders the
+    child's environment names) that leads into the working directory through a link: the
+    workspace fills what it runs from there, as it would through a variable naming it."""
+    name = _XDG_INSTALLS.get(launcher)
+    if name is None:
+        return []
+    cache = os.path.join(here, environ.get("XDG_CACHE_HOME") or os.path.join(home, ".cache"))
+    data = os.path.join(here, environ.get("XDG_DATA_HOME") or os.path.join(home, ".local", "share"))
+    folders = [cache, os.path.join(cache, name), data, os.path.join(data, name)]
+    if launcher == "pipx run":
+        folders.append(os.path.join(home, ".local", "pipx"))  # (pipx before 1.3)
+    linked = _linked_into_the_workspace(folders, here)
+    if linked is None:
+        return []
+    return [
+        f"{launcher}: {linked} leads into the working directory, where the workspace can "
+        f"fill the caches and installs {launcher} runs from"
+    ]
 
 
 def _chain(here: str) -> list[str]:
