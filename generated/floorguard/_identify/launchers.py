@@ -1449,9 +1449,6 @@ def _local_bin_doubt(
     local = _local_bin_names(launch.package, here)
     if isinstance(local, str):
         return f"{launch.launcher} {launch.spec}: {local}"
-    elsewhere = _stated_in_the_local_trees(launch, here)
-    if elsewhere is not None:
-        return f"{launch.launcher} {launch.spec}: {elsewhere}"
     names |= local
     for name in sorted(names):
         if name in local and not any(
@@ -1484,6 +1481,10 @@ def _local_bin_doubt(
             if ran is not None and hit is not None:
                 ran.append(hit)
             break  # (the nearest of this name is the one that runs)
+    # (after the bins: what runs by the names read is the more direct reason)
+    elsewhere = _stated_in_the_local_trees(launch, here)
+    if elsewhere is not None:
+        return f"{launch.launcher} {launch.spec}: {elsewhere}"
     return None
 
 
