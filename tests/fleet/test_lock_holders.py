@@ -219,31 +219,87 @@ def test_a_savepoint_rolled_back_does_not_leave_a_session_writing_without_the_lo
 def test_sessions_taking_turns_just_under_the_hold_limit_cannot_starve_an_append(
     pg: Chain,
 ) -> None:
-    # Four sessions of one host each hold the lock 0.9 s (under the 1 s limit) and take it
-    # again at once: once an append has waited the limit, a holder gets a quarter of it.
+    # Four sessions of another host each hold the lock 0.9 s (under the 1 s limit) and take
+    # it again at once: once an append has waited the limit unserved, a turn taker's hold
+    # gets a quarter of it.
     pg.chain().append(CANARY, receipt())
+    with _turn_takers(_another_host(pg, "taker"), 4, 0.9):
+        for _ in range(3):
+            assert timed_append(pg) < TIMEOUT + MARGIN
+    assert _verified(pg) == 4
+
+
+@contextlib.contextmanager
+def _turn_takers(url: str, sessions: int, hold: float) -> Iterator[None]:
+    """For the block, ``sessions`` sessions of the role of ``url`` take the chain's lock in
+    turn, each holding it ``hold`` seconds and queuing again at once (one always waited
+    over a second)."""
     stop = threading.Event()
 
     def cycle() -> None:
         while not stop.is_set():  # ended: it reconnects
-            with contextlib.suppress(psycopg.OperationalError), psycopg.connect(pg.url) as conn:
+            with contextlib.suppress(psycopg.OperationalError), psycopg.connect(url) as conn:
                 while not stop.is_set():
                     conn.execute("SELECT floorguard_api.open_append(NULL)")
-                    time.sleep(0.9)
-                    conn.rollback()
+                    time.sleep(hold)
+                    conn.commit()
 
-    cyclers = [threading.Thread(target=cycle, daemon=True) for _ in range(4)]
-    for thread in cyclers:
+    threads = [threading.Thread(target=cycle, daemon=True) for _ in range(sessions)]
+    for thread in threads:
         thread.start()
-    time.sleep(0.5)
+    time.sleep(1.5)
     try:
-        for _ in range(3):
-            assert timed_append(pg) < TIMEOUT + MARGIN
+        yield
     finally:
         stop.set()
-        for thread in cyclers:
+        for thread in threads:
             thread.join(10)
-    assert _verified(pg) == 4
+
+
+def _held_across_round_trips(url: str, hold: float, results: list[str]) -> None:
+    """An append of a distant host: it takes the chain's lock (waiting as an append does)
+    and keeps it ``hold`` seconds, idle in its transaction as between its round trips,
+    then commits. ``results`` hears "committed" or why not."""
+    try:
+        with psycopg.connect(url) as conn:
+            _open_append(conn)
+            time.sleep(hold)
+            conn.commit()
+            results.append("committed")
+    except psycopg.Error as exc:
+        results.append(f"{type(exc).__name__}: {exc}")
+
+
+def test_a_hosts_turn_takers_do_not_cut_another_hosts_hold_to_a_quarter(pg: Chain) -> None:
+    # One hostile host's sessions take the lock in turn (0.35 s each, four of them): one of
+    # them has always waited over a second. They are never starved (their host is served
+    # all the time), so they do not cut another host's hold to a quarter of the limit: an
+    # append of a distant host, holding the lock 0.5 s across its round trips, commits.
+    pg.chain().append(CANARY, receipt())
+    results: list[str] = []
+    with _turn_takers(_another_host(pg, "taker"), 4, 0.35):
+        for _ in range(2):
+            _held_across_round_trips(pg.url, 0.5, results)
+    assert results == ["committed", "committed"], results
+
+
+def test_a_starved_append_served_by_its_claim_keeps_the_whole_limit(pg: Chain) -> None:
+    # Two distant hosts wait behind a host's turn takers and both starve: the one served
+    # through its claim keeps the lock its 0.5 s, though the other, starved too, is waiting
+    # (a starved waiter cuts other holds to a quarter of the limit, not a starved one's).
+    pg.chain().append(CANARY, receipt())
+    first, second = _another_host(pg, "far1"), _another_host(pg, "far2")
+    results: list[str] = []
+    with _turn_takers(_another_host(pg, "taker"), 4, 0.35):
+        threads = [
+            threading.Thread(target=_held_across_round_trips, args=(url, 0.5, results))
+            for url in (first, second)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(20)
+    assert results == ["committed", "committed"], results
 
 
 # The larger leagues (20 to 48 sessions) run with the slow suite: on a shared 2-core
