@@ -263,20 +263,28 @@ class _View:
         """The record and its tree rows in one prepared statement, and with ``commit`` the
         COMMIT too, in one pipeline: one round trip."""
         name, text, types = _append_statement(len(nodes))
-        if name not in self._prepared:
-            _libpq(self._conn, lambda pgconn: pgconn.prepare(name, text, types))
-            self._prepared.add(name)
         params = _binary_params(record, nodes)
         formats = [_BINARY] * len(params)
+        fresh = name not in self._prepared
         if not commit:
+            if fresh:
+                _libpq(self._conn, lambda pgconn: pgconn.prepare(name, text, types))
+                self._prepared.add(name)
             _libpq(self._conn, lambda pgconn: pgconn.exec_prepared(name, params, formats))
             return
 
         def send(pgconn: Any) -> None:
+            # (a statement not prepared yet on this session is prepared in the same round
+            # trip: the lock is held meanwhile, and a distant host's every round trip counts)
+            if fresh:
+                pgconn.send_prepare(name, text, types)
             pgconn.send_query_prepared(name, params, formats)
             pgconn.send_query_params(b"COMMIT", None)
 
-        _committed(_pipelined(self._conn, send, 2)[1])
+        results = _pipelined(self._conn, send, 3 if fresh else 2)
+        if fresh:
+            self._prepared.add(name)
+        _committed(results[-1])
         self.written = (record, nodes)
 
     def _waiting(self) -> contextlib.AbstractContextManager[Any]:
