@@ -485,7 +485,14 @@ def view(accept_current: bool, url: str | None, as_json: bool) -> None:
             report(f"chain {cid} at {seen.location}: {seen.size} records, root "
                        f"{seen.root.hex()}, seen {seen.seen}")  # fmt: skip
         return
-    if not audit.exists() or audit.head() is None:
+    exists = audit.exists()
+    if not exists and env.get("FLOORGUARD_CHAIN_URL"):
+        # (a database named wrongly while recovering: nothing there to adopt)
+        raise ChainError(
+            f"no floorguard chain at {audit.location}: nothing to accept (is it the chain's "
+            "database? A new one is made with `floorctl chain init --url URL`)"
+        )
+    if not exists or audit.head() is None:
         # An empty chain (a new one where another was): nothing to remember of it.
         statement = checkpoint.Checkpoint("", 0, merkle.EMPTY_ROOT, None)
         old = views.accept(None, 0, statement.root, audit.location)

@@ -510,3 +510,18 @@ def test_an_append_waits_for_its_hosts_view_lock_no_longer_than_the_chain_timeou
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_accept_current_of_a_database_holding_no_chain_is_refused(
+    pg: Chain, tmp_path: Path
+) -> None:
+    # A database named wrongly while recovering (here the server's own "postgres"): there is
+    # nothing to adopt, and saying it was adopted would hide that the chain is elsewhere.
+    host = FleetHost(pg, tmp_path, "host-a")
+    host.appended(2)
+    before = _view(host)
+    other = pg.server.url(pg.appender, "postgres")
+    done = host.floorctl("chain", "view", "--accept-current", "--url", other)
+    assert done.returncode != 0, done.stdout
+    assert "no floorguard chain" in done.stderr and "chain init" in done.stderr, done.stderr
+    assert _view(host) == before
