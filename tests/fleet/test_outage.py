@@ -210,7 +210,10 @@ def test_a_server_that_goes_silent_in_each_libpq_call_is_refused_then_recovers(
 
 
 def test_the_same_process_appends_again_after_its_call_was_cut(pg: Chain) -> None:
-    """After the watchdog cut the kept session mid-INSERT, the same AuditChain reconnects."""
+    """After the watchdog cut the kept session whose append's answer never came, the same
+    AuditChain reconnects and appends on. (The statement of that append, prepared in the
+    append's own round trip, reached the server with its COMMIT: the record is stored, its
+    answer lost, as when a server's answer to a COMMIT is; it verifies with the rest.)"""
     sock = pg.server.socket_dir / ".s.PGSQL.5432"
     with stalling_proxy(sock, b"floorguard_append_2") as proxy:
         url = f"postgresql://{pg.appender}@127.0.0.1:{proxy.port}/{pg.database}"
@@ -218,14 +221,14 @@ def test_the_same_process_appends_again_after_its_call_was_cut(pg: Chain) -> Non
             pg.env(pg.key_file.parent, FLOORGUARD_CHAIN_TIMEOUT="1") | {"FLOORGUARD_CHAIN_URL": url}
         )
         chain.append(CANARY, receipt(n=0))  # floorguard_append_1
-        _refused(chain)  # seq 1: floorguard_append_2, swallowed
+        _refused(chain)  # seq 1: floorguard_append_2, stored, its answer swallowed
         assert proxy.stalled.is_set()
         proxy.trigger = b"\xff never sent \xff"  # new connections pass through
         time.sleep(1.5)
-        chain.append(CANARY, receipt(n=1))  # seq 1 again, on a new connection
+        chain.append(CANARY, receipt(n=1))  # seq 2, on a new connection
         chain.append(CANARY, receipt(n=2))
         chain.close()
-    assert _verified(pg) == 3
+    assert _verified(pg) == 4
 
 
 def test_a_megabyte_receipt_while_the_server_floods_notices_commits_or_refuses_in_time(
