@@ -426,6 +426,43 @@ def test_private_names_and_a_class_s_method_resolution_order_are_doubts() -> Non
     )
 
 
+@pytest.mark.parametrize(
+    ("program", "name"),
+    [
+        ("@lambda f: ('__globals__',)\ndef __match_args__():\n    pass\n", "__match_args__"),
+        ("from os import curdir as __path__\n", "__path__"),
+        ("import os as __path__\n", "__path__"),
+        ("match x:\n    case y as __path__:\n        pass\n", "__path__"),
+        ("match x:\n    case {**__path__}:\n        pass\n", "__path__"),
+        ("try:\n    pass\nexcept OSError as __path__:\n    pass\n", "__path__"),
+        ("def f():\n    global __path__\n", "__path__"),
+        ("class A:\n    def __subclasshook__(c):\n        return True\n", "__subclasshook__"),
+        ("def __getattr__(name):\n    pass\n", "__getattr__"),
+    ],
+)
+def test_a_dunder_bound_where_no_name_shows_it_is_a_doubt(program: str, name: str) -> None:
+    # A package's __path__ says where its submodules are found; __match_args__ which
+    # attributes a class pattern reads; __subclasshook__ what counts as an instance.
+    assert f"{name} is bound, a name the interpreter itself reads" in " ".join(doubts(program))
+
+
+def test_a_class_patterns_positional_parts_are_a_doubt_but_a_builtins() -> None:
+    assert doubts("match f:\n    case Any(g):\n        pass\n") == (
+        "line 2: a class pattern with positional parts reads the attributes its class's "
+        "__match_args__ names, which are not followed",
+    )
+    assert doubts("match f:\n    case str(s) | int(s):\n        pass\n") == ()
+
+
+def test_a_class_may_define_the_plain_protocols() -> None:
+    program = (
+        "class A:\n    def __init__(self):\n        pass\n    def __repr__(self):\n"
+        "        return 'A'\n    def __enter__(self):\n        return self\n"
+        "    def __exit__(self, *a):\n        pass\n"
+    )
+    assert doubts(program) == ()
+
+
 def test_the_dunder_attributes_allowed_stay_allowed() -> None:
     assert doubts("print(main.__name__, main.__doc__, main.__qualname__)\n") == ()
 

@@ -44,11 +44,39 @@ sys.exit(main())
 """
 
 
+# A class pattern's positional parts read what __match_args__ names, bound by a def under
+# a decorator; os.PathLike asks the class's __subclasshook__ what is an instance.
+THROUGH_MATCH_ARGS = """
+import os
+import sys
+from aider.main import main
+
+class Any(os.PathLike):
+    @lambda f: ("__globals__",)
+    def __match_args__():
+        pass
+    def __subclasshook__(other):
+        return True
+
+def helper():
+    pass
+
+match helper:
+    case Any(g):
+        pass
+match g["__builtins__"]:
+    case object(exec=run):
+        run(HIDDEN)
+sys.exit(main())
+"""
+
+
 @pytest.mark.parametrize(
     ("program", "named"),
     [
         pytest.param(THROUGH_A_CLASS_PATTERN, ".__globals__", id="class-pattern"),
         pytest.param(THROUGH_AN_ENUM, ".mro", id="enum-convert"),
+        pytest.param(THROUGH_MATCH_ARGS, "__match_args__", id="match-args"),
     ],
 )
 def test_a_program_reaching_exec_by_name_is_refused(world: World, program: str, named: str) -> None:

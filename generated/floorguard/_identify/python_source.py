@@ -181,6 +181,18 @@ _DENIED_BUILTINS: Final = {
 _DUNDER_NAMES_ALLOWED: Final = frozenset(
     {"__name__", "__file__", "__doc__", "__debug__", "__annotations__", "__requires__"}
 )
+# The methods a class of a program may define under a dunder name: the protocols of plain
+# objects, none of which names an attribute or a module by a string.
+_DUNDER_DEFS_ALLOWED: Final = frozenset(
+    {"__init__", "__repr__", "__str__", "__eq__", "__ne__", "__hash__", "__bool__", "__len__",
+     "__iter__", "__next__", "__enter__", "__exit__", "__call__", "__lt__", "__le__", "__gt__",
+     "__ge__", "__contains__"}
+)  # fmt: skip
+# The builtins whose class pattern ``case str(x)`` matches the subject itself.
+_SELF_MATCHING: Final = frozenset(
+    {"bool", "bytearray", "bytes", "dict", "float", "frozenset", "int", "list", "set", "str",
+     "tuple"}
+)  # fmt: skip
 _DUNDER_ATTRS_ALLOWED: Final = frozenset(
     {"__name__", "__qualname__", "__doc__", "__version__", "__file__", "__init__"}
 )
@@ -360,6 +372,13 @@ def _survey(tree: ast.Module) -> PythonSource:
         if isinstance(node, ast.Name):
             _judge_name(node, parents, bound, doubt)
         elif isinstance(node, ast.MatchClass):
+            # ``case C(x)`` reads the attributes C.__match_args__ names, which no name here
+            # shows (but a builtin that matches itself, ``case str(x)``).
+            if node.patterns and not (
+                isinstance(node.cls, ast.Name) and node.cls.id in _SELF_MATCHING
+            ):
+                doubt(node, "a class pattern with positional parts reads the attributes its "
+                      "class's __match_args__ names, which are not followed")  # fmt: skip
             # ``case C(attr=x)`` reads ``subject.attr``: each keyword is an attribute.
             for attr in node.kwd_attrs:
                 reason = (
@@ -377,6 +396,11 @@ def _survey(tree: ast.Module) -> PythonSource:
             taken = _judge_attribute(node, parents, bound, module_paths, doubt)
             if taken is not None:
                 references.append(taken)
+        for name in _bound_without_a_name_node(node):
+            # A dunder bound where no Name node shows it (``def __match_args__``, ``from os
+            # import curdir as __path__``, ``case x as __path__``): the interpreter reads it.
+            if _is_dunder(name) and name not in _DUNDER_NAMES_ALLOWED | _DUNDER_DEFS_ALLOWED:
+                doubt(node, f"{name} is bound, a name the interpreter itself reads")
 
     ordered_imports = sorted(imports, key=lambda f: (f.line, f.column))
     ordered_doubts = sorted(doubts, key=lambda f: (f.line, f.column, f.end))
@@ -453,6 +477,21 @@ def _judge_attribute(
     if not isinstance(parents.get(node), ast.Attribute):
         _judge_taken_use(node, dotted, parents, doubt)
     return dotted
+
+
+def _bound_without_a_name_node(node: ast.AST) -> list[str]:
+    """The names ``node`` binds that are no ``ast.Name`` of it (those are judged as names)."""
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return [node.name]
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        return [alias.asname or alias.name.split(".")[0] for alias in node.names]
+    if isinstance(node, ast.MatchAs | ast.MatchStar | ast.ExceptHandler):
+        return [node.name] if node.name else []
+    if isinstance(node, ast.MatchMapping):
+        return [node.rest] if node.rest else []
+    if isinstance(node, ast.Global | ast.Nonlocal):
+        return list(node.names)
+    return []
 
 
 def _internals_doubt(attr: str) -> str | None:
