@@ -1017,6 +1017,34 @@ def test_the_hidden_lockfile_recording_another_folder_as_the_pinned_package_is_r
     assert judged.verdict == REFUSE and "records 'node_modules/zz'" in judged.reason, judged
 
 
+@pytest.mark.parametrize("spelt", ["0.1.16+evil", "v0.1.16", " 0.1.16", "=0.1.16"])
+def test_a_package_of_the_local_tree_spelling_the_pinned_version_otherwise_is_refused(
+    bins: Path, project: Path, spelt: str
+) -> None:
+    # npm reads a package's version as semver's clean does: these are 0.1.16 to it.
+    _stating(project / "node_modules" / "zz", "mcp-remote", spelt)
+    judged = judge(bins / "npx", ["-y", "mcp-remote@0.1.16"], project)
+    assert judged.verdict == REFUSE and "node_modules/zz, whose package.json" in judged.reason, (
+        judged.reason
+    )
+
+
+def test_a_package_json_of_the_local_tree_too_large_to_read_here_is_refused(
+    bins: Path, project: Path
+) -> None:
+    # npm reads a manifest of any size; one this gate will not read may be the one taken.
+    folder = project / "node_modules" / "zz"
+    folder.mkdir(parents=True)
+    padding = "x" * (2 << 20)
+    manifest = {"name": "mcp-remote", "version": "0.1.16", "bin": {"evil": "x.js"}, "p": padding}
+    (folder / "package.json").write_text(json.dumps(manifest), encoding="utf-8")
+    judged = judge(bins / "npx", ["-y", "mcp-remote@0.1.16"], project)
+    assert judged.verdict == REFUSE and "cannot be read here" in judged.reason, judged.reason
+    # A package.json that is no JSON at all npm skips, and so does the gate.
+    (folder / "package.json").write_text("{not json", encoding="utf-8")
+    assert judge(bins / "npx", ["-y", "mcp-remote@0.1.16"], project).verdict == PERMIT
+
+
 def test_a_package_of_the_local_tree_stating_another_version_is_not_taken(
     bins: Path, project: Path
 ) -> None:

@@ -1807,6 +1807,8 @@ def _stated_in_the_local_trees(launch: Launch, here: Path) -> str | None:
     working directory up is read (npm's local prefix is one of those folders)."""
     if launch.version is None:
         return None
+    import json
+
     nearest = next(
         (f / "node_modules" / launch.package for f in (here, *here.parents)
          if os.path.lexists(f / "node_modules" / launch.package)),
@@ -1835,12 +1837,18 @@ def _stated_in_the_local_trees(launch: Launch, here: Path) -> str | None:
             if folder != nearest and os.path.lexists(manifest):
                 try:
                     data = read_manifest(manifest)
-                except ValueError:
-                    data = None  # (npm skips a package it cannot read)
+                except json.JSONDecodeError:
+                    data = None  # (npm skips a package.json that is no JSON)
+                except ValueError as exc:
+                    # (too large to read here, not a file, not UTF-8: npm may read it)
+                    return (
+                        f"npm's local tree holds {manifest}, which cannot be read here ({exc}): "
+                        f"whether npm takes it for {launch.package}@{launch.version} is not known"
+                    )
                 if (
                     isinstance(data, dict)
                     and data.get("name") == launch.package
-                    and data.get("version") == launch.version
+                    and _npm_clean(data.get("version")) == launch.version
                 ):
                     return (
                         f"npm's local tree holds {folder}, whose package.json states "
@@ -1850,6 +1858,16 @@ def _stated_in_the_local_trees(launch: Launch, here: Path) -> str | None:
             if (folder / "node_modules").is_dir():
                 pending.append(folder / "node_modules")
     return None
+
+
+def _npm_clean(version: object) -> object:
+    """A stated version as npm reads a package's metadata (semver's clean: white space and
+    a leading ``=`` or ``v`` dropped, and the build metadata): ``v0.1.16``, `` 0.1.16`` and
+    ``0.1.16+x`` are 0.1.16 to npm's inventory. Anything else as it is."""
+    if not isinstance(version, str):
+        return version
+    cleaned = version.strip().lstrip("=v").strip().partition("+")[0]
+    return cleaned if cleaned else version
 
 
 def _package_folders(node_modules: Path) -> list[Path]:
@@ -1895,7 +1913,7 @@ def _hidden_lockfile_states(node_modules: Path, launch: Launch) -> str | None:
         if not isinstance(entry, dict) or key == f"node_modules/{launch.package}":
             continue
         name = entry.get("name") or key.rpartition("node_modules/")[2]
-        if name == launch.package and entry.get("version") == launch.version:
+        if name == launch.package and _npm_clean(entry.get("version")) == launch.version:
             return (
                 f"npm's hidden lockfile {hidden} records {key!r} as {launch.package} "
                 f"{launch.version}: npm takes it for the spec and runs the bin it names, "
