@@ -832,6 +832,18 @@ def test_a_user_npmrc_linked_into_the_working_directory_is_held_to_a_projects_ru
     assert judged.verdict == REFUSE and "registry" in judged.reason, judged.reason
 
 
+@pytest.mark.parametrize("launcher", ["npx", "pnpm"])
+def test_a_user_npmrc_hard_linked_to_a_file_of_the_working_directory_is_a_projects(
+    bins: Path, project: Path, launcher: str
+) -> None:
+    # No path shows a hard link: a user's file with another name may be the workspace's.
+    dotfile = write(project / "npm" / "npmrc", "registry=http://127.0.0.1:9/\n")
+    _home_of(project).mkdir(exist_ok=True)
+    os.link(dotfile, _home_of(project) / ".npmrc")
+    judged = run(bins / launcher, PINNED[launcher], project)
+    assert judged.verdict == REFUSE and "registry" in judged.reason, judged.reason
+
+
 def test_a_user_npmrc_naming_a_registry_outside_the_working_directory_is_understood(
     bins: Path, project: Path
 ) -> None:

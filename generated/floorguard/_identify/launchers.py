@@ -921,6 +921,12 @@ def _users(path: str, here: str) -> bool:
     is a link into the workspace (a dotfiles checkout the agent works in) holds what the
     workspace wrote, and a file below the working directory that links out of it is one
     the workspace chose."""
+    # A file of more than one name (a hard link, which no path shows) may be the
+    # workspace's under its other name: held to a project's rules.
+    with contextlib.suppress(OSError):
+        info = os.stat(path)
+        if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+            return False
     places = {os.path.realpath(path), os.path.normpath(os.path.abspath(path))}
     works = {os.path.realpath(here), os.path.normpath(os.path.abspath(here))}
     if any(p.startswith(w.rstrip(os.sep) + os.sep) for p in places for w in works):
