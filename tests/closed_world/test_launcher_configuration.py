@@ -860,12 +860,23 @@ def test_a_user_npmrc_naming_a_registry_outside_the_working_directory_is_underst
 TOKEN = "npm_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
 
 
-@pytest.mark.parametrize("line", [f"{TOKEN}=true", f"//registry.npmjs.org/:{TOKEN}=", f"{TOKEN}"])
+@pytest.mark.parametrize(
+    "line",
+    [
+        f"{TOKEN}=true",
+        f"//registry.npmjs.org/:{TOKEN}=",
+        f"{TOKEN}",
+        "Ym9iOmh1bnRlcjI=",  # an _auth (bob:hunter2) whose base64 padding npm reads as the =
+        "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0=",  # a legacy token, a UUID
+        "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY=",  # a cloud secret key
+    ],
+)
 def test_a_token_pasted_as_an_npmrc_key_is_not_quoted(bins: Path, project: Path, line: str) -> None:
     write(project / ".npmrc", line + "\n")
     judged = run(bins / "npx", PINNED["npx"], project)
     assert judged.verdict == REFUSE and str(project / ".npmrc") in judged.reason, judged.reason
-    assert "a1B2c3D4e5F6" not in judged.reason, judged.reason
+    for part in ("a1B2c3D4e5F6", "Ym9iOmh1", "0f1e2d3c", "wJalrXUt", "bPxRfiCY"):
+        assert part not in judged.reason, judged.reason
 
 
 def test_a_token_pasted_as_a_uv_or_pip_key_is_not_quoted(bins: Path, project: Path) -> None:

@@ -626,14 +626,20 @@ _NPMRC_USER: Final = frozenset(
 _NPMRC_SYSTEM: Final = frozenset({"globalconfig", "userconfig", "globalignorefile"})
 # The settings that name another of npm's files: followed, never taken as they are.
 _NPMRC_FILES: Final = frozenset({"prefix", "globalconfig", "userconfig", "cache"})
-# A long run of letters and digits in a key a reason quotes may be a credential pasted as
-# a key (an npm token without its ``_authToken=``): hidden, as the values are.
-_TOKEN_LIKE: Final = re.compile(r"[A-Za-z0-9]{20,}")
+# A key a reason quotes may be a credential pasted as a key (an npm token without its
+# ``_authToken=``, a base64 ``_auth`` whose padding npm reads as the ``=``): only what reads
+# as a setting's name is shown, as the values are hidden.
+_SETTING_NAME: Final = re.compile(r"[a-z][a-z0-9._-]{0,63}\Z")
 
 
 def _key_shown(key: str) -> str:
-    """``key`` as a reason quotes it: repr'd, each run of 20 letters and digits hidden."""
-    return repr(_TOKEN_LIKE.sub("<hidden>", key))
+    """``key`` as a reason quotes it: a setting's name (lower case, at most two digits;
+    a registry's or scope's setting by its host or scope and name) repr'd; anything else
+    not shown."""
+    name = key.rpartition(":")[2] if key.startswith(("//", "@")) else key
+    if _SETTING_NAME.match(name) and sum(c.isdigit() for c in name) <= 2 and len(key) <= 256:
+        return repr(key)
+    return "a key that is no setting's name (not shown: it may be a credential)"
 
 
 _NPMRC_CREDENTIALS: Final = frozenset(
