@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hosts import Host, floor
@@ -694,3 +695,25 @@ def test_the_search_path_judged_for_an_agents_server_is_not_the_one_cached_witho
         )
     assert not any("the user site" in d for d in alone.doubts)
     assert any("lies in the workspace" in d for d in for_the_agent.doubts)
+
+
+def test_a_folder_the_gate_cannot_list_refuses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A folder of mode 0311 can be searched but not listed by a host that is not root: the
+    # interpreter finds a package or bytecode in it by name, the gate would see nothing.
+    from floorguard.errors import DetectionError
+
+    folder = tmp_path / "lib"
+    folder.mkdir()
+    real = os.listdir
+
+    def denied(path: Any) -> list[str]:
+        if os.fspath(path) == str(folder):
+            raise PermissionError(13, "Permission denied")
+        return real(path)
+
+    monkeypatch.setattr(os, "listdir", denied)
+    with pytest.raises(DetectionError, match="cannot be listed"):
+        identify.listing(str(folder))
+    assert identify.listing(str(tmp_path / "absent")) == frozenset()

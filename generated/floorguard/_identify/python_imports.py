@@ -975,13 +975,20 @@ _listings = new_cache()
 
 def listing(directory: str) -> frozenset[str]:
     """The names in ``directory`` (cached per directory identity: adding or removing an
-    entry changes its mtime)."""
+    entry changes its mtime); none when it is not there, or not a folder. Raises
+    DetectionError for a folder that cannot be listed: the interpreter needs only to search
+    it (a folder of mode 0311) to find a package or bytecode in it by name."""
 
     def scan() -> frozenset[str]:
         try:
             return frozenset(os.listdir(directory))
-        except OSError:
+        except (FileNotFoundError, NotADirectoryError):
             return frozenset()
+        except OSError as exc:
+            raise DetectionError(
+                f"{directory} cannot be listed ({exc.strerror or exc}): what the interpreter "
+                "may find in it by name is not known"
+            ) from None
 
     return memo(_listings, (directory, _identity(directory)), scan)
 
