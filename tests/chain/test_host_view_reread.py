@@ -105,3 +105,21 @@ def test_a_view_read_back_after_this_processs_own_write_is_that_write(tmp_path: 
     with views.locked():
         assert views.load()[CHAIN].size == 5
     assert ChainViews(views.path).load()[CHAIN].size == 5  # (as any other reader finds it)
+
+
+def test_a_new_process_takes_its_prefetch_hint_from_the_view_file(tmp_path: Path) -> None:
+    # A process that has read nothing yet still sends the size the host remembers with the
+    # round trip that reads the head: the nodes its check needs come in that round trip,
+    # not in one more while it holds the chain's lock.
+    _written(tmp_path, 5, 8)
+    fresh = ChainViews(tmp_path / "chain-view")
+    assert fresh.hint(CHAIN) == 8
+    assert ChainViews(tmp_path / "chain-view").hint(None) == 8  # (the one chain it holds)
+    assert ChainViews(tmp_path / "chain-view").hint(OTHER) is None
+    assert ChainViews(tmp_path / "absent").hint(None) is None
+    # Two chains: no chain id, no hint.
+    _by_another_process(tmp_path / "chain-view", OTHER, 3)
+    assert ChainViews(tmp_path / "chain-view").hint(None) is None
+    # A damaged file is no hint (the append's own check refuses it, under the lock).
+    (tmp_path / "chain-view").write_bytes(b"x" * 16)
+    assert ChainViews(tmp_path / "chain-view").hint(CHAIN) is None

@@ -365,9 +365,20 @@ class ChainViews:
         )
 
     def hint(self, chain_id: str | None) -> int | None:
-        """The size of ``chain_id`` this process last read or wrote, or None: a prefetch
-        hint only (the check reads the view under the lock), so it touches no file."""
-        view = None if self._cache is None or chain_id is None else self._cache[1].get(chain_id)
+        """The size of ``chain_id`` this process last read or wrote (with no chain id yet,
+        of the one chain the view holds), or None: a prefetch hint only (the check reads
+        the view under the lock). A process that has read none reads the file once,
+        without the lock: so its first append too fetches what the check needs in the
+        round trip that reads the head, not one more while it holds the chain's lock."""
+        if self._cache is None:
+            with contextlib.suppress(ChainWriteError):  # (a hint only: none is no harm)
+                self.load()
+        if self._cache is None:
+            return None
+        views = self._cache[1]
+        if chain_id is None:
+            return next(iter(views.values())).size if len(views) == 1 else None
+        view = views.get(chain_id)
         return None if view is None else view.size
 
     @contextlib.contextmanager
