@@ -317,3 +317,31 @@ def test_every_chain_command_against_an_unreachable_database_is_one_line_exit_1_
     assert "Traceback" not in done.stderr
     assert "s3cret" not in done.stderr + done.stdout
     assert "postgresql://host-17@127.0.0.1:1/audit" in done.stderr, done.stderr
+
+
+def test_an_append_whose_session_the_server_ended_says_who_may_have_ended_it(
+    pg: Chain,
+) -> None:
+    """A session ended by the server (a waiting append ends one holding the chain's lock
+    past its limit, as the server's log says) is not only called unreachable: its refusal
+    names the lock's hold limit and the server's log."""
+    _owner_trigger(pg, "slow", "PERFORM pg_sleep(5);", when="BEFORE INSERT")
+    chain = pg.chain(FLOORGUARD_CHAIN_TIMEOUT="8")
+
+    def end_the_appender() -> None:
+        for _ in range(100):
+            time.sleep(0.1)
+            # (the appending session, asleep in the trigger: the server's superuser sees it)
+            asleep = f"wait_event = 'PgSleep' AND datname = '{pg.database}'"
+            query = f"SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE {asleep}"  # noqa: S608
+            ended = pg.server.psql(query).strip()
+            if ended != "0":
+                return
+
+    ender = threading.Thread(target=end_the_appender, daemon=True)
+    ender.start()
+    message = str(_refused(chain))
+    ender.join(15)
+    # (libpq may hear the server's goodbye or only the closed socket: either way the lock's
+    # limit is named)
+    assert "lock_hold_limit_ms" in message and "the server's log" in message, message

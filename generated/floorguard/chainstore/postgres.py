@@ -1290,6 +1290,13 @@ class PostgresStore:
             )
         if isinstance(exc, errors.UniqueViolation):
             return f"{text} (another writer bypassed the chain's lock)"
+        if isinstance(exc, errors.AdminShutdown):
+            return (
+                f"{text} (the server ended this session: a waiting append ends one that holds "
+                "the chain's lock past meta lock_hold_limit_ms, or a quarter of it for a host "
+                "taking turns while another starves; or its administrator did: the server's "
+                "log says which)"
+            )
         if isinstance(exc, pg.OperationalError):
             if opening and text.endswith("(its words are not shown)"):
                 return text
@@ -1303,5 +1310,9 @@ class PostgresStore:
                     f"{text} (TLS: the server's certificate was not accepted, or TLS failed; "
                     "check sslmode, sslrootcert and the host name in FLOORGUARD_CHAIN_URL)"
                 )
-            return f"{text} (the database is unreachable, or the connection was lost)"
+            return (
+                f"{text} (the database is unreachable, the connection was lost, or the server "
+                "ended the session: a waiting append ends one that holds the chain's lock past "
+                "meta lock_hold_limit_ms; the server's log says which)"
+            )
         return text
