@@ -1610,15 +1610,7 @@ def _global_tree_holds(tree: str, launch: Launch) -> bool | str:
         return False
     except OSError as exc:
         return f"npm's global tree {tree} cannot be read: {exc.strerror}"
-    folders = []
-    for entry in entries:
-        path = os.path.join(tree, entry)
-        if entry.startswith("@") and os.path.isdir(path):
-            with contextlib.suppress(OSError):
-                folders += [os.path.join(path, e) for e in sorted(os.listdir(path))]
-        elif not entry.startswith("."):
-            folders.append(path)
-    for folder in folders:
+    for folder in _package_folders(Path(tree), entries):
         manifest = os.path.join(folder, "package.json")
         if not os.path.lexists(manifest):
             continue
@@ -1882,12 +1874,14 @@ def _npm_clean(version: object) -> object:
     return cleaned if cleaned else version
 
 
-def _package_folders(node_modules: Path) -> list[Path]:
-    """The package folders directly in ``node_modules`` (a scope's too)."""
-    try:
-        entries = sorted(os.listdir(node_modules))
-    except OSError:
-        return []
+def _package_folders(node_modules: Path, entries: list[str] | None = None) -> list[Path]:
+    """The package folders directly in ``node_modules`` (a scope's too), from ``entries``
+    when it was listed already."""
+    if entries is None:
+        try:
+            entries = sorted(os.listdir(node_modules))
+        except OSError:
+            return []
     folders = []
     for entry in entries:
         if entry.startswith("."):
@@ -1902,13 +1896,12 @@ def _package_folders(node_modules: Path) -> list[Path]:
     return folders
 
 
-def _hidden_lockfile_states(node_modules: Path, launch: Launch) -> str | None:
-    """Why npm's hidden lockfile in ``node_modules`` (whose records npm takes over the
-    packages' own files when it is newer) names another package than
-    ``node_modules/PKG`` as the pinned name and version, or None."""
+def _hidden_lockfile(node_modules: Path) -> tuple[Path, dict[str, object] | str]:
+    """npm's hidden lockfile in ``node_modules`` and its ``packages`` records (empty when
+    there is no such file or it holds none), or the reason it cannot be read."""
     hidden = node_modules / ".package-lock.json"
     if not os.path.lexists(hidden):
-        return None
+        return hidden, {}
     import json
 
     from floorguard._base.files import MAX_MAP_BYTES, read_regular
@@ -1917,10 +1910,18 @@ def _hidden_lockfile_states(node_modules: Path, launch: Launch) -> str | None:
     try:
         document = json.loads(read_regular(hidden, max_bytes=MAX_MAP_BYTES, what="lockfile"))
     except (UnreadableFileError, ValueError, RecursionError) as exc:
-        return f"npm's hidden lockfile {hidden} cannot be read ({exc})"
+        return hidden, f"npm's hidden lockfile {hidden} cannot be read ({exc})"
     packages = document.get("packages") if isinstance(document, dict) else None
-    if not isinstance(packages, dict):
-        return None
+    return hidden, packages if isinstance(packages, dict) else {}
+
+
+def _hidden_lockfile_states(node_modules: Path, launch: Launch) -> str | None:
+    """Why npm's hidden lockfile in ``node_modules`` (whose records npm takes over the
+    packages' own files when it is newer) names another package than
+    ``node_modules/PKG`` as the pinned name and version, or None."""
+    hidden, packages = _hidden_lockfile(node_modules)
+    if isinstance(packages, str):
+        return packages
     for key, entry in packages.items():
         if not isinstance(entry, dict) or key == f"node_modules/{launch.package}":
             continue
@@ -1949,20 +1950,10 @@ def _hidden_lockfile_bin_names(node_modules: Path, package: str) -> set[str] | s
     ``package``: npm takes a tree's metadata from it, not from the packages' own files,
     when it is newer than they are, so its names run as much as package.json's do. The
     reason when it cannot be read so; none when there is no such file or entry."""
-    hidden = node_modules / ".package-lock.json"
-    if not os.path.lexists(hidden):
-        return set()
-    import json
-
-    from floorguard._base.files import MAX_MAP_BYTES, read_regular
-    from floorguard.errors import UnreadableFileError
-
-    try:
-        document = json.loads(read_regular(hidden, max_bytes=MAX_MAP_BYTES, what="lockfile"))
-    except (UnreadableFileError, ValueError, RecursionError) as exc:
-        return f"npm's hidden lockfile {hidden} cannot be read ({exc})"
-    packages = document.get("packages") if isinstance(document, dict) else None
-    entry = packages.get(f"node_modules/{package}") if isinstance(packages, dict) else None
+    hidden, packages = _hidden_lockfile(node_modules)
+    if isinstance(packages, str):
+        return packages
+    entry = packages.get(f"node_modules/{package}")
     if entry is None:
         return set()
     bins = entry.get("bin") if isinstance(entry, dict) else None
