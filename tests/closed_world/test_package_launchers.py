@@ -1051,3 +1051,18 @@ def test_a_package_of_the_local_tree_stating_another_version_is_not_taken(
     _stating(project / "node_modules" / "a" / "node_modules" / "mcp-remote", "mcp-remote", "0.1.15")
     judged = judge(bins / "npx", ["-y", "mcp-remote@0.1.16"], project)
     assert judged.verdict == PERMIT, judged.reason
+
+
+def test_local_trees_larger_than_the_gate_reads_refuse(
+    bins: Path, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Past the bound the rest is not read, so which package npm takes is not known.
+    from floorguard._identify import launchers as launcher_module
+
+    for name in ("a", "b", "c"):
+        _stating(project / "node_modules" / name, name, "1.0.0")
+    monkeypatch.setattr(launcher_module, "_MAX_LOCAL_PACKAGES", 2)
+    judged = judge(bins / "npx", ["-y", "mcp-remote@0.1.16"], project)
+    assert judged.verdict == REFUSE and "hold more than 2 packages" in judged.reason, judged
+    monkeypatch.setattr(launcher_module, "_MAX_LOCAL_PACKAGES", 3)
+    assert judge(bins / "npx", ["-y", "mcp-remote@0.1.16"], project).verdict == PERMIT

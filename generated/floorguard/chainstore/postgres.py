@@ -1290,13 +1290,6 @@ class PostgresStore:
             )
         if isinstance(exc, errors.UniqueViolation):
             return f"{text} (another writer bypassed the chain's lock)"
-        if isinstance(exc, errors.AdminShutdown):
-            return (
-                f"{text} (the server ended this session: a waiting append ends one that holds "
-                "the chain's lock past meta lock_hold_limit_ms, or a quarter of it for a host "
-                "taking turns while another starves; or its administrator did: the server's "
-                "log says which)"
-            )
         if isinstance(exc, pg.OperationalError):
             if opening and text.endswith("(its words are not shown)"):
                 return text
