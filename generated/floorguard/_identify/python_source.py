@@ -188,6 +188,7 @@ _DUNDER_DEFS_ALLOWED: Final = frozenset(
      "__iter__", "__next__", "__enter__", "__exit__", "__call__", "__lt__", "__le__", "__gt__",
      "__ge__", "__contains__"}
 )  # fmt: skip
+_DUNDER_BINDINGS_ALLOWED: Final = _DUNDER_NAMES_ALLOWED | _DUNDER_DEFS_ALLOWED
 # The builtins whose class pattern ``case str(x)`` matches the subject itself.
 _SELF_MATCHING: Final = frozenset(
     {"bool", "bytearray", "bytes", "dict", "float", "frozenset", "int", "list", "set", "str",
@@ -399,7 +400,7 @@ def _survey(tree: ast.Module) -> PythonSource:
         for name in _bound_without_a_name_node(node):
             # A dunder bound where no Name node shows it (``def __match_args__``, ``from os
             # import curdir as __path__``, ``case x as __path__``): the interpreter reads it.
-            if _is_dunder(name) and name not in _DUNDER_NAMES_ALLOWED | _DUNDER_DEFS_ALLOWED:
+            if _is_dunder(name) and name not in _DUNDER_BINDINGS_ALLOWED:
                 doubt(node, f"{name} is bound, a name the interpreter itself reads")
 
     ordered_imports = sorted(imports, key=lambda f: (f.line, f.column))
