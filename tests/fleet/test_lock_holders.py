@@ -283,6 +283,55 @@ def test_a_hosts_turn_takers_do_not_cut_another_hosts_hold_to_a_quarter(pg: Chai
     assert results == ["committed", "committed"], results
 
 
+def test_a_waiter_that_began_while_its_own_host_held_the_lock_cuts_no_hold_short(
+    pg: Chain,
+) -> None:
+    # A hostile host holds the lock (taken at once: no turn in the ring) while a distant
+    # host queues, then queues a second session behind it and lets go just before the
+    # distant host has waited the limit. That second session has waited the limit, its host
+    # unserved by the ring's count, while the distant host holds the lock across its round
+    # trips; but its own host held the lock as it began waiting, so it is not starved, and
+    # the distant append, a turn taker (it waited before), keeps the whole limit.
+    pg.chain().append(CANARY, receipt())
+    hostile, distant = _another_host(pg, "hostile"), _another_host(pg, "distant")
+    results: list[str] = []
+    with psycopg.connect(hostile) as holder, psycopg.connect(hostile) as second:
+        holder.execute("SET idle_in_transaction_session_timeout = 0")
+        _take(holder)
+        # The distant host's earlier turn: it waited for the lock, so it is in the ring.
+        earlier = threading.Thread(target=_held_across_round_trips, args=(distant, 0, results))
+        earlier.start()
+        _queued(pg, "distant")
+        holder.commit()
+        earlier.join(10)
+        _take(holder)
+        attacked = threading.Thread(target=_held_across_round_trips, args=(distant, 0.5, results))
+        attacked.start()
+        seen = _queued(pg, "distant")
+        queued = threading.Thread(target=_served, args=(second, "second", []), daemon=True)
+        queued.start()
+        time.sleep(max(0.0, seen + 0.85 - time.monotonic()))
+        holder.commit()
+        attacked.join(10)
+        queued.join(10)
+    assert results == ["committed", "committed"], results
+
+
+def _queued(pg: Chain, name: str) -> float:
+    """When a session of the host ``name`` was first seen waiting for the chain's lock."""
+    role = f"{pg.appender}_{name}"
+    for _ in range(500):
+        waiting = pg.sql(
+            "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"  # noqa: S608
+            " WHERE l.relation = 'floorguard.append_lock'::regclass AND NOT l.granted"
+            f" AND a.usename = '{role}'"
+        )
+        if waiting != "0":
+            return time.monotonic()
+        time.sleep(0.01)
+    pytest.fail(f"no session of {role} ever waited for the chain's lock")
+
+
 def test_a_starved_append_served_by_its_claim_keeps_the_whole_limit(pg: Chain) -> None:
     # Two distant hosts wait behind a host's turn takers and both starve: the one served
     # through its claim keeps the lock its 0.5 s, though the other, starved too, is waiting

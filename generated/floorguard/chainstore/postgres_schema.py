@@ -575,14 +575,22 @@ _CLAIM_STANDS_TEST = (
 )
 
 
+# Whether a waiting append is starved: its host has gone unserved the hold limit, by the
+# ring's count, since it began waiting, or since a look last found a session of its host
+# holding the lock. A host's own hold is its host served: a session that begins to wait
+# while another of its host holds the lock (taken at once, which writes no turn) would
+# otherwise be starved to order, the moment that hold ends behind another host's append,
+# and cut that append's hold short.
+_STARVED = f"""(NOT own_holding
+       AND pg_catalog.clock_timestamp() - unserved_since
+           >= COALESCE(hold_limit, interval '{LOCK_HOLD_LIMIT_MS} ms')
+       AND NOT floorguard.served_since(own_role, (EXTRACT(epoch FROM
+             pg_catalog.clock_timestamp() - unserved_since) * 1000)::bigint))"""
+
 # A waiting append's claim (see _CLAIM_STANDS), written or renewed at the start of each
 # look and again just before it queues for the lock.
 _CLAIM_STEP = f"""
-    IF my_claim IS NOT NULL
-       AND pg_catalog.clock_timestamp() - started
-           >= COALESCE(hold_limit, interval '{LOCK_HOLD_LIMIT_MS} ms')
-       AND NOT floorguard.served_since(own_role,
-             (EXTRACT(epoch FROM pg_catalog.clock_timestamp() - started) * 1000)::bigint) THEN
+    IF my_claim IS NOT NULL AND {_STARVED} THEN
       IF NOT ranked THEN  -- (once: a claim, once made, keeps its value)
         ranked := true;
         my_claim := (LEAST((EXTRACT(epoch FROM started) * 1000)::bigint,
@@ -675,6 +683,9 @@ DECLARE
   stuck boolean := false;
   started timestamptz := pg_catalog.clock_timestamp();
   limit_now interval;
+  unserved_since timestamptz := started;
+  own_holding boolean;
+  own_seen boolean;
   my_claim bigint;
   claim bigint;
   own_role oid;
@@ -694,6 +705,17 @@ BEGIN
                 << {CLAIM_PID_BITS} | pg_catalog.pg_backend_pid();
   END IF;
   SELECT r.oid INTO own_role FROM pg_catalog.pg_roles r WHERE r.rolname = session_user;
+  -- Whether a session of this host holds the lock as this one begins to wait (see
+  -- _STARVED; the looks below tell when it no longer does).
+  PERFORM pg_catalog.pg_stat_clear_snapshot();
+  own_holding := EXISTS (
+    SELECT 1 FROM pg_catalog.pg_locks l
+      CROSS JOIN LATERAL pg_catalog.pg_stat_get_activity(l.pid) a
+     WHERE l.locktype = 'relation' AND l.granted AND l.mode = 'ExclusiveLock'
+       AND l.relation = 'floorguard.append_lock'::pg_catalog.regclass
+       AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d
+                          WHERE d.datname = pg_catalog.current_database())
+       AND l.pid <> pg_catalog.pg_backend_pid() AND a.usesysid = own_role);
   -- A claim this session left (its statement cancelled, or a session ended whose pid it
   -- now has) must not stand for this wait: it would put this session ahead of its time.
   claim := COALESCE(pg_catalog.pg_sequence_last_value('floorguard.lock_claim'), 0);
@@ -745,9 +767,10 @@ BEGIN
     -- may claim) once it has waited the hold limit.
     IF pg_catalog.pg_sequence_last_value('floorguard.lock_claim') = my_claim THEN
       wait := LEAST(wait, interval '{CLAIM_FRESH_MS // 2} ms');
-    ELSIF pg_catalog.clock_timestamp() - started
+    ELSIF pg_catalog.clock_timestamp() - unserved_since
           < COALESCE(hold_limit, interval '{LOCK_HOLD_LIMIT_MS} ms') THEN
-      wait := LEAST(wait, started + COALESCE(hold_limit, interval '{LOCK_HOLD_LIMIT_MS} ms')
+      wait := LEAST(wait, unserved_since
+                          + COALESCE(hold_limit, interval '{LOCK_HOLD_LIMIT_MS} ms')
                           - pg_catalog.clock_timestamp());
     END IF;
     PERFORM pg_catalog.set_config('lock_timeout',
@@ -800,10 +823,7 @@ BEGIN
     -- quarter, a distant host's honest append among them. And only the holds of turn
     -- takers: not an append served through its claim (starved itself), nor one of a host
     -- not served before it (below).
-    limit_now := CASE WHEN pg_catalog.clock_timestamp() - started >= hold_limit
-                       AND NOT floorguard.served_since(own_role, (EXTRACT(epoch FROM
-                             pg_catalog.clock_timestamp() - started) * 1000)::bigint)
-                      THEN hold_limit / 4 ELSE hold_limit END;
+    limit_now := CASE WHEN {_STARVED} THEN hold_limit / 4 ELSE hold_limit END;
     -- The holder before its time (see above), and whether it was served through its claim
     -- (written before the holder: read after it, it is the holder's or a later one's).
     recorded := pg_catalog.pg_sequence_last_value('floorguard.lock_holder');
@@ -816,8 +836,10 @@ BEGIN
     -- the lock table was read, not after: a slow reading must not count time in which the
     -- holder may have let go.
     looked := pg_catalog.clock_timestamp();
+    own_seen := false;
     FOR holder IN SELECT * FROM floorguard.lock_sessions(true)
     LOOP
+      own_seen := own_seen OR (holder.holds_lock AND holder.usesysid = own_role);
       CONTINUE WHEN holder.usesysid = owner_oid OR COALESCE(
         (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.oid = holder.usesysid), true);
       IF holder.holds_lock THEN
@@ -853,6 +875,13 @@ BEGIN
           ELSE 'it asked for a lock on the chain''s tables that no append takes' END;
       PERFORM pg_catalog.pg_terminate_backend(holder.pid, 1000);
     END LOOP;
+    -- (A hold of this host's that has ended since the last look ended before this one.)
+    IF own_seen THEN
+      own_holding := true;
+    ELSIF own_holding THEN
+      own_holding := false;
+      unserved_since := looked;
+    END IF;
 {_CLAIM_STEP}  END LOOP;
   PERFORM pg_catalog.set_config('lock_timeout', caller_timeout, true);
   -- (first: a waiter reads the holder, then this)
