@@ -550,19 +550,6 @@ LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
     FROM {_SERVED_SLOTS}
 $$
 """  # noqa: S608
-# Whether a role (host) was served before the hold it has had for held_ms: a turn of it in
-# the ring older than that hold (the hold's own turn, when it waited for the lock, is
-# written as it is taken). A host taking turns has one there; a host that appends now and
-# then has none, and a starved append does not cut its hold to a quarter of the limit.
-_SERVED_BEFORE = f"""
-CREATE OR REPLACE FUNCTION floorguard.served_before(role oid, held_ms bigint)
-RETURNS boolean
-LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
-  SELECT COALESCE(pg_catalog.bool_or(v & 4294967295 = role::bigint AND age > held_ms + 50),
-                  false)
-    FROM {_SERVED_SLOTS}
-$$
-"""  # noqa: S608
 _SERVED_SEQUENCES = [
     f"CREATE UNLOGGED SEQUENCE IF NOT EXISTS floorguard.lock_served_{n} MINVALUE 0"
     for n in range(SERVED_RING)
@@ -575,12 +562,11 @@ _CLAIM_STANDS_TEST = (
 )
 
 
-# Whether a waiting append is starved: its host has gone unserved the hold limit, by the
-# ring's count, since it began waiting, or since a look last found a session of its host
-# holding the lock. A host's own hold is its host served: a session that begins to wait
-# while another of its host holds the lock (taken at once, which writes no turn) would
-# otherwise be starved to order, the moment that hold ends behind another host's append,
-# and cut that append's hold short.
+# Whether a waiting append is starved, and may claim the lock: its host has gone unserved
+# the hold limit, by the ring's count, since it began waiting, or since a look last found
+# a session of its host holding the lock. A host's own hold is its host served: a session
+# that begins to wait while another of its host holds the lock (taken at once, which
+# writes no turn) would otherwise be starved to order, and claim ahead of the others.
 _STARVED = f"""(NOT own_holding
        AND pg_catalog.clock_timestamp() - unserved_since
            >= COALESCE(hold_limit, interval '{LOCK_HOLD_LIMIT_MS} ms')
@@ -682,7 +668,6 @@ DECLARE
   owner_oid oid;
   stuck boolean := false;
   started timestamptz := pg_catalog.clock_timestamp();
-  limit_now interval;
   unserved_since timestamptz := started;
   own_holding boolean;
   own_seen boolean;
@@ -694,8 +679,6 @@ DECLARE
   looked timestamptz;
   leftover record;
   ranked boolean := false;
-  claimed bigint;
-  holder_limit interval;
 BEGIN
   IF caller_timeout::interval > interval '0' THEN
     deadline := pg_catalog.clock_timestamp() + caller_timeout::interval;
@@ -808,26 +791,20 @@ BEGIN
     -- append wait on.
     IF NOT floorguard.end_lock_requests() THEN
       stuck := true;
-      wait := COALESCE(limit_now, interval '{LOCK_HOLD_LIMIT_MS} ms');
+      wait := COALESCE(hold_limit, interval '{LOCK_HOLD_LIMIT_MS} ms');
     END IF;
 {_CLAIM_RENEWED}
     hold_limit := COALESCE((SELECT (m.value || ' ms')::interval FROM floorguard.meta m
                              WHERE m.key = 'lock_hold_limit_ms'),
                            interval '{LOCK_HOLD_LIMIT_MS} ms');
-    -- Once this append has waited the hold limit and is starved (no session of its role
-    -- served since it began waiting), a holder gets a quarter of it: sessions taking turns
-    -- just under the limit would otherwise keep it waiting for good. (Not less: an honest
-    -- append holds the lock for a round trip and a commit, which a slow link or a loaded
-    -- server stretches.) Only a starved append shortens holds: a host's sessions taking
-    -- turns always have one that waited long, and would cut every other host's hold to a
-    -- quarter, a distant host's honest append among them. And only the holds of turn
-    -- takers: not an append served through its claim (starved itself), nor one of a host
-    -- not served before it (below).
-    limit_now := CASE WHEN {_STARVED} THEN hold_limit / 4 ELSE hold_limit END;
-    -- The holder before its time (see above), and whether it was served through its claim
-    -- (written before the holder: read after it, it is the holder's or a later one's).
+    -- Every holder gets the whole limit, however long this append has waited: a starved
+    -- append is served through its claim (whoever is given the lock while it stands lets
+    -- it go), after the holder of the moment. A shorter limit for holders while an append
+    -- is starved would end an honest append that holds the lock across round trips to a
+    -- distant server, and a host (with an accomplice, or its own timing) can make a
+    -- session of its own starved to order.
+    -- The holder before its time (see above).
     recorded := pg_catalog.pg_sequence_last_value('floorguard.lock_holder');
-    claimed := pg_catalog.pg_sequence_last_value('floorguard.lock_claimed');
     since := pg_catalog.to_timestamp(
       pg_catalog.pg_sequence_last_value('floorguard.lock_since') / 1000000.0);
 {_CLAIM_RENEWED}
@@ -850,15 +827,8 @@ BEGIN
           recorded := COALESCE(holder.xid, 0);
           PERFORM pg_catalog.setval('floorguard.lock_holder', recorded);
         END IF;
-        -- (the whole limit for an append served through its claim, and for a host
-        -- that was not served before this hold: only turn takers are cut short)
-        holder_limit := CASE
-          WHEN limit_now >= hold_limit OR COALESCE(holder.xid, 0) = claimed THEN hold_limit
-          WHEN NOT floorguard.served_before(holder.usesysid,
-                 (EXTRACT(epoch FROM looked - since) * 1000)::bigint) THEN hold_limit
-          ELSE limit_now END;
-        IF since + holder_limit > looked THEN
-          wait := GREATEST(since + holder_limit - pg_catalog.clock_timestamp(), interval '0')
+        IF since + hold_limit > looked THEN
+          wait := GREATEST(since + hold_limit - pg_catalog.clock_timestamp(), interval '0')
                   + interval '20 ms';
           CONTINUE;
         END IF;
@@ -866,12 +836,12 @@ BEGIN
 {_SEEN_AGAIN_ANY}
       IF NOT pg_catalog.pg_has_role('pg_signal_backend', 'USAGE') THEN
         stuck := true;
-        wait := COALESCE(limit_now, interval '{LOCK_HOLD_LIMIT_MS} ms');
+        wait := hold_limit;
         CONTINUE;
       END IF;
       RAISE LOG 'floorguard: ending backend % (role %): %', holder.pid,
         pg_catalog.pg_get_userbyid(holder.usesysid), CASE WHEN holder.holds_lock
-          THEN 'it held the chain''s lock for over ' || holder_limit::text
+          THEN 'it held the chain''s lock for over ' || hold_limit::text
           ELSE 'it asked for a lock on the chain''s tables that no append takes' END;
       PERFORM pg_catalog.pg_terminate_backend(holder.pid, 1000);
     END LOOP;
@@ -884,8 +854,6 @@ BEGIN
     END IF;
 {_CLAIM_STEP}  END LOOP;
   PERFORM pg_catalog.set_config('lock_timeout', caller_timeout, true);
-  -- (first: a waiter reads the holder, then this)
-  PERFORM pg_catalog.setval('floorguard.lock_claimed', CASE WHEN ranked THEN me ELSE 0 END);
   PERFORM pg_catalog.setval('floorguard.lock_since',
     (EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000000)::bigint);
   PERFORM pg_catalog.setval('floorguard.lock_holder', me);
@@ -1544,13 +1512,14 @@ _DDL = (
     # Unlogged: who took the chain's lock and when matters only while the server runs.
     f"CREATE UNLOGGED SEQUENCE IF NOT EXISTS {SCHEMA}.lock_holder MINVALUE 0",
     f"CREATE UNLOGGED SEQUENCE IF NOT EXISTS {SCHEMA}.lock_since MINVALUE 0",
-    f"CREATE UNLOGGED SEQUENCE IF NOT EXISTS {SCHEMA}.lock_claimed MINVALUE 0",
     f"CREATE UNLOGGED SEQUENCE IF NOT EXISTS {SCHEMA}.lock_claim MINVALUE 0",
     f"CREATE UNLOGGED SEQUENCE IF NOT EXISTS {SCHEMA}.lock_claim_seen MINVALUE 0",
     _CLAIM_STANDS,
     *_SERVED_SEQUENCES,
     _SERVED_SINCE,
-    _SERVED_BEFORE,
+    # (What an earlier init made for cutting a turn taker's hold short: see _TAKE_LOCK.)
+    f"DROP FUNCTION IF EXISTS {SCHEMA}.served_before(oid, bigint)",
+    f"DROP SEQUENCE IF EXISTS {SCHEMA}.lock_claimed",
     _UNSERVED_FOR,
     _REFUSE_CHANGE,
     _CHECK_RECORD,
