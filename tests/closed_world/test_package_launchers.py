@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -1051,6 +1052,62 @@ def test_a_package_of_the_local_tree_stating_another_version_is_not_taken(
     _stating(project / "node_modules" / "a" / "node_modules" / "mcp-remote", "mcp-remote", "0.1.15")
     judged = judge(bins / "npx", ["-y", "mcp-remote@0.1.16"], project)
     assert judged.verdict == PERMIT, judged.reason
+
+
+def _plant_nested(project: Path) -> None:
+    _stating(project / "node_modules" / "a" / "node_modules" / "mcp-remote", "mcp-remote", "0.1.16")
+
+
+def _plant_scoped(project: Path) -> None:
+    _stating(project / "node_modules" / "@s" / "zz", "mcp-remote", "0.1.16")
+
+
+def _rewrite_in_place(project: Path) -> None:
+    # The same size, the same file: only its times say it changed.
+    manifest = project / "node_modules" / "b" / "package.json"
+    manifest.write_text(manifest.read_text("utf-8").replace("mcp-remotf", "mcp-remote"), "utf-8")
+
+
+def _rewrite_the_hidden_lockfile(project: Path) -> None:
+    lockfile = project / "node_modules" / ".package-lock.json"
+    lockfile.write_text(lockfile.read_text("utf-8").replace("mcp-remotf", "mcp-remote"), "utf-8")
+
+
+def _relink(project: Path) -> None:
+    link = project / "node_modules" / "c"
+    link.unlink()
+    link.symlink_to(project / "elsewhere" / "stating")
+
+
+def _plant_in_a_parent(project: Path) -> None:
+    _stating(project.parent / "node_modules" / "zz", "mcp-remote", "0.1.16")
+
+
+@pytest.mark.parametrize(
+    "plant",
+    [_plant_nested, _plant_scoped, _rewrite_in_place, _rewrite_the_hidden_lockfile,
+     _relink, _plant_in_a_parent],
+)  # fmt: skip
+def test_a_package_planted_after_a_judgement_is_found_by_the_next(
+    bins: Path, project: Path, plant: Callable[[Path], None]
+) -> None:
+    # The read of the local trees is reused while every folder and file it read is
+    # unchanged: a package stating the pinned name and version, planted after a permit in
+    # any of these ways, is read by the next judgement.
+    _stating(project / "node_modules" / "a", "a", "1.0.0")
+    (project / "node_modules" / "@s").mkdir()
+    _stating(project / "node_modules" / "b", "mcp-remotf", "0.1.16")
+    _stating(project / "elsewhere" / "other", "other", "1.0.0")
+    _stating(project / "elsewhere" / "stating", "mcp-remote", "0.1.16")
+    (project / "node_modules" / "c").symlink_to(project / "elsewhere" / "other")
+    lock = {"packages": {"node_modules/b": {"name": "mcp-remotf", "version": "0.1.16"}}}
+    (project / "node_modules" / ".package-lock.json").write_text(json.dumps(lock), "utf-8")
+    spec = ["-y", "mcp-remote@0.1.16"]
+    for _ in range(2):  # the second answer is the reused one
+        assert judge(bins / "npx", spec, project).verdict == PERMIT
+    plant(project)
+    judged = judge(bins / "npx", spec, project)
+    assert judged.verdict == REFUSE and "mcp-remote 0.1.16" in judged.reason, judged.reason
 
 
 def test_local_trees_larger_than_the_gate_reads_refuse(

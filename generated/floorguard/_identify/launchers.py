@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from floorguard._identify.consulted import new_cache as _new_cache
 from floorguard._identify.identification import (
     Identification,
     agent_environment,
@@ -1799,6 +1800,7 @@ def _local_bin_names(package: str, here: Path) -> set[str] | str:
 
 # How many package folders of the local trees are read for npm's inventory, at most.
 _MAX_LOCAL_PACKAGES: Final = 20_000
+_local_trees_cache: Final = _new_cache()
 
 
 def _stated_in_the_local_trees(launch: Launch, here: Path) -> str | None:
@@ -1808,10 +1810,27 @@ def _stated_in_the_local_trees(launch: Launch, here: Path) -> str | None:
     or as the hidden lockfile records it), and npm runs the bin that package's manifest
     names: any package stating the pinned name and version but the nearest local install
     (``node_modules/PKG``, judged by its bin) is refused. Every ``node_modules`` from the
-    working directory up is read (npm's local prefix is one of those folders)."""
+    working directory up is read (npm's local prefix is one of those folders). The answer
+    is reused while every folder and file read is unchanged (one stat each, where a read
+    parses every package.json)."""
     if launch.version is None:
         return None
+    from floorguard._identify.consulted import _checked_memo
+
+    key = (launch.package, launch.version, str(here), _MAX_LOCAL_PACKAGES)
+    return _checked_memo(_local_trees_cache, key, lambda: _read_local_trees(launch, here))
+
+
+def _read_local_trees(launch: Launch, here: Path) -> str | None:
+    """:func:`_stated_in_the_local_trees`, read afresh, noting every folder and file it
+    looked at: a ``node_modules`` and a scope folder change when an entry is added,
+    removed or relinked in them, a package.json when it is rewritten."""
     import json
+
+    from floorguard._identify.consulted import _identity
+
+    for folder in (here, *here.parents):
+        _identity(str(folder / "node_modules"))
 
     nearest = next(
         (f / "node_modules" / launch.package for f in (here, *here.parents)
@@ -1827,10 +1846,20 @@ def _stated_in_the_local_trees(launch: Launch, here: Path) -> str | None:
         if real in seen:
             continue
         seen.add(real)
+        _identity(str(node_modules / ".package-lock.json"))
         stated = _hidden_lockfile_states(node_modules, launch)
         if stated is not None:
             return stated
-        for folder in _package_folders(node_modules):
+        try:
+            entries = sorted(os.listdir(node_modules))
+        except OSError:
+            entries = []
+        for entry in entries:
+            if entry.startswith("@"):
+                _identity(str(node_modules / entry))
+        for folder in _package_folders(node_modules, entries):
+            _identity(str(folder / "package.json"))
+            _identity(str(folder / "node_modules"))
             read += 1
             if read > _MAX_LOCAL_PACKAGES:
                 return (
