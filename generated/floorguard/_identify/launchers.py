@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from floorguard._identify.consulted import new_cache as _new_cache
+from floorguard._identify.consulted import _checked_memo, _identity, new_cache
 from floorguard._identify.identification import (
     Identification,
     agent_environment,
@@ -1800,7 +1800,7 @@ def _local_bin_names(package: str, here: Path) -> set[str] | str:
 
 # How many package folders of the local trees are read for npm's inventory, at most.
 _MAX_LOCAL_PACKAGES: Final = 20_000
-_local_trees_cache: Final = _new_cache()
+_local_trees_cache: Final = new_cache()
 
 
 def _stated_in_the_local_trees(launch: Launch, here: Path) -> str | None:
@@ -1815,8 +1815,6 @@ def _stated_in_the_local_trees(launch: Launch, here: Path) -> str | None:
     parses every package.json)."""
     if launch.version is None:
         return None
-    from floorguard._identify.consulted import _checked_memo
-
     key = (launch.package, launch.version, str(here), _MAX_LOCAL_PACKAGES)
     return _checked_memo(_local_trees_cache, key, lambda: _read_local_trees(launch, here))
 
@@ -1826,8 +1824,6 @@ def _read_local_trees(launch: Launch, here: Path) -> str | None:
     looked at: a ``node_modules`` and a scope folder change when an entry is added,
     removed or relinked in them, a package.json when it is rewritten."""
     import json
-
-    from floorguard._identify.consulted import _identity
 
     for folder in (here, *here.parents):
         _identity(str(folder / "node_modules"))
