@@ -513,9 +513,10 @@ END $$
 # the lock (take_lock) are kept, each as its role and the millisecond it was served
 # (modulo 2^31: about 24 days, far more than any wait), in as many unlogged sequences
 # (written outside the transaction: a rollback does not hide a turn). When all of them
-# were served since the append began waiting, whether its role was served is not known,
-# and it is taken as served. (Appends that find the lock free are not counted: no claim
-# stands then, and counting them would cost every append.)
+# were served since the append began waiting, its role, found in none, is taken as not
+# served: hosts in league could otherwise take that many short turns while it waits, and
+# no claim of it would ever stand. (Appends that find the lock free are not counted: no
+# claim stands then, and counting them would cost every append.)
 SERVED_RING = 32
 _MS_MASK = (1 << 31) - 1
 _NOW_MS_MOD = f"(({_NOW_MS} - {CLAIM_EPOCH_MS}) & {_MS_MASK})"
@@ -530,8 +531,7 @@ _SERVED_SINCE = f"""
 CREATE OR REPLACE FUNCTION floorguard.served_since(role oid, waited_ms bigint)
 RETURNS boolean
 LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
-  SELECT pg_catalog.count(*) FILTER (WHERE age < waited_ms) = {SERVED_RING}
-      OR COALESCE(pg_catalog.bool_or(v & 4294967295 = role::bigint AND age < waited_ms),
+  SELECT COALESCE(pg_catalog.bool_or(v & 4294967295 = role::bigint AND age < waited_ms),
                   false)
     FROM {_SERVED_SLOTS}
 $$
@@ -680,6 +680,16 @@ DECLARE
   leftover record;
   ranked boolean := false;
 BEGIN
+  -- Already held by this session (the lock is re-entrant): nothing to wait for, and
+  -- nothing written. Written again, the hold's time would be renewed (a holder calling
+  -- again would never be ended) and a turn added to the ring for each call (a ring full
+  -- of one holder's turns counts every waiter as served, and none would claim).
+  IF EXISTS (SELECT 1 FROM pg_catalog.pg_locks l
+              WHERE l.pid = pg_catalog.pg_backend_pid() AND l.locktype = 'relation'
+                AND l.relation = 'floorguard.append_lock'::pg_catalog.regclass
+                AND l.mode = 'ExclusiveLock' AND l.granted) THEN
+    RETURN;
+  END IF;
   IF caller_timeout::interval > interval '0' THEN
     deadline := pg_catalog.clock_timestamp() + caller_timeout::interval;
   END IF;
