@@ -1267,10 +1267,13 @@ class PostgresStore:
         if isinstance(exc, errors.DeadlockDetected):
             return f"{text} (the server ended this transaction to break a lock cycle)"
         if isinstance(exc, errors.LockNotAvailable):
+            # (the lock wait: nine tenths of the timeout, as _configure sets it)
+            waited = max(1, int(self.timeout * 1000)) * 9 // 10 / 1000
             return (
-                f"the chain's lock was not free within {limit}: another session held it (an "
-                "appender, several in turn, or the database's owner, whose sessions are never "
-                "ended), or a starved append claimed it"
+                f"the chain's lock was not free within {waited:g}s (nine tenths of {limit}): "
+                "another session held it (an appender, several in turn, or the database's "
+                "owner, whose sessions are never ended), or a starved append claimed it; a "
+                "holder past meta lock_hold_limit_ms is ended, and the server's log names it"
             )
         if isinstance(exc, errors.QueryCanceled):
             return f"the database did not answer within {limit}"
