@@ -1,6 +1,7 @@
 """Benchmarks of the runtime's hot path (run with ``-m perf -s``).
 
-- A preflight with a warm detection cache and its durable append, against one bare durable
+- A preflight of a native program (asked its version at every preflight: a probe's answer
+  is never reused) and its durable append, against one bare durable
   SQLite insert (``BEGIN IMMEDIATE; INSERT; COMMIT``) of a row of the same size with the
   same PRAGMAs (WAL, ``synchronous=FULL``): target under 1.5x.
 - The same against a map of 50 advisories per adapter (three ranges and a listed version
@@ -120,7 +121,7 @@ def _many_advisories(ecosystem: str, pre: str) -> dict[str, object]:
 
 
 # ecosystem: (adapter, its version, the pre-release that starts each first range): aider as
-# pip installs it (its metadata read once), claude's native build (its answer probed once).
+# pip installs it (its metadata read once), claude's native build (asked at every preflight).
 CASES = {
     "PyPI": ("aider", "60.0.0", "a1"),
     "npm": ("claude", "60.0.0", "-alpha.1"),

@@ -523,7 +523,9 @@ def detect_version(
     environment the binary will run with (default this process's): the probe gets its
     HOME and the variables that decide which code an interpreter loads, never more, and
     runs in ``cwd``, the child's working directory (a program may read files there).
-    Results of 2 and 3 are cached per binary identity; failures are not. ``settings`` defaults to
+    The result of 2 is cached per binary identity, while every file it was read from is
+    unchanged; 3 is run at every call (a program's answer may depend on what it reads);
+    failures are not cached. ``settings`` defaults to
     :meth:`ProbeSettings.from_environ`, read only when a probe is needed.
     ``packages``: the map in force's package index; an adapter the catalogue does not
     know but whose entry names its package has its metadata read like a catalogued one.
@@ -619,9 +621,7 @@ def _detect_opened(
         accepted = parse_version_output(named[0] if named else adapter, output)
     except DetectionError as exc:
         raise DetectionError(f"{resolved} {' '.join(argv)}: {exc}") from None
-    detection = Detection(accepted, "probe", str(resolved), output, named[0] if named else None)
-    # The descriptor names the same inode throughout; cache only if it was not rewritten
-    # in place while it ran.
-    if target.current_identity() == key[2]:
-        _cache_put(key, _Cached(detection, ()))
-    return detection
+    # Never kept: what a program answers may depend on anything it reads (a version
+    # manager's shim answers for the version its working directory names), so each
+    # judgement asks it again.
+    return Detection(accepted, "probe", str(resolved), output, named[0] if named else None)
