@@ -881,6 +881,47 @@ def test_append_record_called_alone_never_waits_in_the_locks_queue(
         assert time.monotonic() - started < 1.0
 
 
+def test_a_lock_taken_at_once_is_held_by_a_transaction_with_its_id_from_the_start(
+    pg: Chain,
+) -> None:
+    # A waiter knows a hold by its transaction's id, and times a hold it has not seen
+    # before from its first look. A hold taken at once (an append run ahead, or
+    # append_record called alone) had no id until its INSERT: a record that took long to
+    # check (a large receipt) was given an id, and so a new time, half way through its
+    # hold. Watched here while appends of large receipts run: never a holder without one.
+    chain = pg.chain()
+    chain.append(CANARY, receipt())
+    stop = threading.Event()
+    seen: list[str] = []
+
+    def watch() -> None:
+        with psycopg.connect(pg.owner_url, autocommit=True) as conn:
+            while not stop.is_set():
+                # (One reading of the lock table: a transaction with an id holds a lock
+                # on it there.)
+                row = conn.execute(
+                    "WITH locks AS MATERIALIZED (SELECT * FROM pg_locks)"
+                    " SELECT count(*) FILTER (WHERE NOT EXISTS (SELECT 1 FROM locks t"
+                    "   WHERE t.locktype = 'transactionid' AND t.granted"
+                    "     AND t.virtualtransaction = l.virtualtransaction)), count(*)"
+                    " FROM locks l WHERE l.relation = 'floorguard.append_lock'::regclass"
+                    " AND l.granted AND l.mode = 'ExclusiveLock'"
+                ).fetchone()
+                if row is not None and row[1]:
+                    seen.append("without an id" if row[0] else "with an id")
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        for n in range(8):  # (about 0.5 MB each: checked for tens of ms under the lock)
+            chain.append(CANARY, receipt(padding=[{"k": f"{n}-{i}"} for i in range(20_000)]))
+    finally:
+        stop.set()
+        watcher.join(10)
+    assert "with an id" in seen  # (the watch saw holds at all)
+    assert "without an id" not in seen
+
+
 def test_a_claim_stands_only_while_its_claimant_waits_for_the_chains_lock_itself(
     pg: Chain, hostile: psycopg.Connection[Any]
 ) -> None:

@@ -1224,12 +1224,15 @@ def _lock_at_once(refused_when: str) -> str:
     Only take_lock waits for the lock: it bounds the wait and serves a starved append first;
     a session queued anywhere else would wait outside it, never stepping aside for a claim
     nor being ended. (Not lock_holder's word: a savepoint rolled back releases the lock,
-    not the sequence.)"""
+    not the sequence.) The transaction has its id before it holds the lock: a waiter knows
+    a hold by that id, and one given later (at the INSERT, after a large record's checks)
+    would read as a new hold, timed afresh."""
     return f"""
   IF {refused_when} THEN
     RAISE EXCEPTION 'floorguard: another append claims the chain''s lock'
       USING ERRCODE = 'lock_not_available';
   END IF;
+  PERFORM pg_catalog.pg_current_xact_id();
   LOCK TABLE floorguard.append_lock IN EXCLUSIVE MODE NOWAIT;
   LOCK TABLE floorguard.records, floorguard.tree IN ROW EXCLUSIVE MODE NOWAIT;
 """
