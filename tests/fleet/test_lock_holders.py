@@ -922,6 +922,39 @@ def test_a_lock_taken_at_once_is_held_by_a_transaction_with_its_id_from_the_star
     assert "without an id" not in seen
 
 
+def test_a_busy_lock_is_waited_for_once_on_a_kept_session(pg: Chain) -> None:
+    # A session kept from an earlier append that finds the lock busy past its wait is
+    # refused: not taken for a session gone stale (a server restarted, which a fresh one
+    # retries) and its wait run again on another, which doubled it past the timeout.
+    chain = pg.chain(FLOORGUARD_CHAIN_TIMEOUT="2")
+    chain.append(CANARY, receipt())  # (its session is kept)
+    stop = threading.Event()
+    waiting: set[int] = set()
+
+    waiters = (
+        "SELECT l.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"  # noqa: S608
+        " WHERE l.relation = 'floorguard.append_lock'::regclass"
+        f" AND NOT l.granted AND a.usename = '{pg.appender}'"
+    )
+
+    def watch() -> None:
+        with psycopg.connect(pg.owner_url, autocommit=True) as conn:
+            while not stop.wait(0.02):
+                waiting.update(pid for (pid,) in conn.execute(waiters))  # type: ignore[arg-type]
+
+    with psycopg.connect(pg.owner_url) as owner:  # (never ended: it holds as long as it likes)
+        owner.execute("LOCK TABLE floorguard.append_lock IN EXCLUSIVE MODE")
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        try:
+            with pytest.raises(ChainWriteError, match=r"the chain.s lock was not free within 1.8s"):
+                chain.append(CANARY, receipt())
+        finally:
+            stop.set()
+            watcher.join(10)
+    assert len(waiting) == 1, waiting
+
+
 def test_a_claim_stands_only_while_its_claimant_waits_for_the_chains_lock_itself(
     pg: Chain, hostile: psycopg.Connection[Any]
 ) -> None:

@@ -630,6 +630,15 @@ class _Begun:
             self.rows[row] = rows[0] if rows else None
 
 
+def _connection_lost(exc: Exception) -> bool:
+    """Whether ``exc`` says the session itself is gone (no answer from the server at all,
+    or its connection or shutdown class), which a fresh session may retry, rather than
+    a refusal the server gave it (a busy lock, a cancelled statement), which it would
+    only give again."""
+    state = getattr(exc, "sqlstate", None)
+    return state is None or state.startswith("08") or state in ("57P01", "57P02", "57P03")
+
+
 class _ConnectionLost(Exception):
     """A kept connection was found closed by the server before anything was read."""
 
@@ -929,7 +938,7 @@ class PostgresStore:
                         view = self._open_append(conn, known_size)
                     except pg.OperationalError as exc:
                         self._drop_connection()
-                        if fresh or fired.is_set():
+                        if fresh or fired.is_set() or not _connection_lost(exc):
                             raise ChainWriteError(
                                 f"cannot {doing} the audit chain {self.location}: "
                                 f"{self.explain(exc, fired, appending=True)}"
