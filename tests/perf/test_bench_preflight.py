@@ -99,7 +99,7 @@ def test_bench_preflight_against_a_bare_durable_insert(
         ROUNDS,
     )
     table.close()
-    _report("preflight (warm cache, durable append)", samples)
+    _report("preflight of a native program (asked its version), durable append", samples)
     assert len(list(AuditChain.from_env().export_lines())) == ROUNDS + 1
 
 
