@@ -630,6 +630,12 @@ class _Begun:
             self.rows[row] = rows[0] if rows else None
 
 
+def _lock_wait_ms(timeout_ms: int) -> int:
+    """How long a session waits for a lock: a little less than its statement may run, so
+    that a held lock is reported as such."""
+    return max(1, timeout_ms * 9 // 10)
+
+
 def _connection_lost(exc: Exception) -> bool:
     """Whether ``exc`` says the session itself is gone (no answer from the server at all,
     or its connection or shutdown class), which a fresh session may retry, rather than
@@ -833,7 +839,7 @@ class PostgresStore:
                 " pg_catalog.current_setting('synchronous_commit'),"
                 " pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false),"
                 " pg_catalog.set_config('standard_conforming_strings', 'on', false)",
-                (str(ms), str(max(1, ms * 9 // 10)), str(ms) if error is ChainWriteError else "0"),
+                (str(ms), str(_lock_wait_ms(ms)), str(ms) if error is ChainWriteError else "0"),
             ).fetchone()
             if settings is None or settings[3] == "off":
                 # A decision is returned only once its record is durably committed.
@@ -1276,8 +1282,7 @@ class PostgresStore:
         if isinstance(exc, errors.DeadlockDetected):
             return f"{text} (the server ended this transaction to break a lock cycle)"
         if isinstance(exc, errors.LockNotAvailable):
-            # (the lock wait: nine tenths of the timeout, as _configure sets it)
-            waited = max(1, int(self.timeout * 1000)) * 9 // 10 / 1000
+            waited = _lock_wait_ms(max(1, int(self.timeout * 1000))) / 1000
             return (
                 f"the chain's lock was not free within {waited:g}s (nine tenths of {limit}): "
                 "another session held it (an appender, several in turn, or the database's "
