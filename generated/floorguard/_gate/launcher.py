@@ -344,7 +344,9 @@ class _Workdir:
     """The child's working directory, opened once: judged by its real path and entered
     through its descriptor (``/proc/self/fd/N``: the child's ``chdir`` happens before its
     descriptors are closed), so a folder swapped in under the name is never where it runs.
-    A name that cannot be opened is left to the judgement, which refuses it."""
+    A name that cannot be opened is left to the judgement, which refuses it. Without a
+    name, the host's own working directory is opened: another thread of the host may change
+    it between the check and the exec, and the child is started in the folder judged."""
 
     def __init__(self, cwd: str | os.PathLike[str] | None) -> None:
         self.given = None if cwd is None else os.fspath(cwd)
@@ -352,9 +354,12 @@ class _Workdir:
         self.real: str | None = None
 
     def __enter__(self) -> _Workdir:
-        if self.given is not None and "\x00" not in self.given:
+        if self.given is None or "\x00" not in self.given:
             try:
-                self.fd = os.open(self.given, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+                self.fd = os.open(
+                    "." if self.given is None else self.given,
+                    os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC,
+                )
             except (OSError, UnicodeError):  # (a name no bytes stand for: judged, refused)
                 return self
             self.real = os.readlink(f"/proc/self/fd/{self.fd}")
