@@ -94,3 +94,15 @@ def test_a_cwd_no_folder_can_have_refuses_the_agent_with_a_reason(lab: Lab) -> N
     started, reason = _gemini_with(lab, {"args": ["x.js"], "cwd": "lnk\u0000/.."})
     assert not started
     assert "cwd" in reason, reason
+
+
+@pytest.mark.parametrize("cwd", ["absent", "/absent-everywhere"], ids=["relative", "absolute"])
+def test_a_cwd_that_does_not_exist_refuses_the_agent_naming_that_folder(lab: Lab, cwd: str) -> None:
+    # claude as the server (a native program, asked its version in the folder it would start
+    # in): what cannot start there is the folder's fault, not the program's
+    write(lab.project / ".gemini" / "settings.json",
+          servers(s={"command": "claude", "args": ["mcp", "serve"], "cwd": cwd}))  # fmt: skip
+    started, reason = lab.spawn("gemini", "-p", "t")
+    assert not started, "gemini started with a server declared to start in no folder"
+    assert f"working directory {lab.project / cwd if cwd == 'absent' else cwd}" in reason, reason
+    assert "claude: No such file" not in reason, reason

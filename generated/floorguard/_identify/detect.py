@@ -448,6 +448,10 @@ def run_probe(
             close_fds=True,
         )
     except OSError as exc:
+        if cwd is not None and exc.filename == cwd:  # the child's chdir failed, not its exec
+            raise DetectionError(
+                f"cannot run {binary} in the working directory {cwd}: {exc.strerror or exc}"
+            ) from None
         raise DetectionError(f"cannot run {binary}: {exc.strerror or exc}") from None
     if proc.stdout is None:  # pragma: no cover - stdout=PIPE always gives a pipe
         raise DetectionError(f"cannot read the output of {binary}")
