@@ -118,21 +118,17 @@ def untracked_policy(request: pytest.FixtureRequest) -> str:
 
 # The closed-world files whose deny-by-default runs CI keeps: what deny-by-default must still
 # permit, and the policy's own refusals. Elsewhere a refusal under the default policy, which
-# permits what is not identified, is the stronger test; deny-by-default repeats it.
+# permits what is not identified, is the stronger test (the check itself must refuse);
+# deny-by-default repeats it, and runs before a release only.
 _DENY_BY_DEFAULT_IN_CI = frozenset({"test_legitimate.py", "test_deny_by_default.py"})
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # A closed-world test of the README's command runs under deny-by-default with the long
-    # attack suites (marker attack) or before a release only (slow). (The long attack suites'
-    # own tests run under both policies in CI, as they are.)
+    # A closed-world test under deny-by-default runs with the long attack suites (marker
+    # attack) if its file is one of those above, else before a release only (slow).
     for item in items:
         callspec = getattr(item, "callspec", None)
-        if (
-            callspec is None
-            or callspec.params.get("untracked_policy") != DENY_BY_DEFAULT
-            or item.get_closest_marker("attack") is not None
-        ):
+        if callspec is None or callspec.params.get("untracked_policy") != DENY_BY_DEFAULT:
             continue
         item.add_marker(pytest.mark.attack)
         if item.path.name not in _DENY_BY_DEFAULT_IN_CI:
