@@ -327,8 +327,29 @@ def test_chain_init_does_not_end_the_owners_own_session_and_says_what_it_waited_
         res = _init_again(pg, timeout="2")
         assert res.returncode == 1
         assert "a session held what chain init waits for" in res.stderr, res.stderr
+        # named, with the one reason that applies to it
+        pid = owner.info.backend_pid
+        assert f"session {pid} ({pg.owner}: the owner's own, which init does not end)" in (
+            res.stderr
+        ), res.stderr
+        assert "a superuser's" not in res.stderr and "pg_signal_backend" not in res.stderr
         assert owner.execute("SELECT 1").fetchone() == (1,)  # not ended
         owner.execute("ROLLBACK")
+
+
+def test_chain_init_names_a_host_session_it_could_not_end_and_what_to_grant(
+    pg: Chain, hostile: psycopg.Connection[Any]
+) -> None:
+    pg.server.psql(f"REVOKE pg_signal_backend FROM {pg.owner}")
+    hostile.execute("BEGIN")
+    hostile.execute(NO_OP_GRANTS["schema"])
+    res = _init_again(pg, timeout="2")
+    assert res.returncode == 1
+    pid = hostile.info.backend_pid
+    assert f"session {pid} ({pg.appender}: ending it was refused" in res.stderr, res.stderr
+    assert f"GRANT pg_signal_backend TO {pg.owner}" in res.stderr, res.stderr
+    assert "the owner's own" not in res.stderr and "a superuser's" not in res.stderr
+    assert hostile.execute("SELECT 1").fetchone() == (1,)  # not ended
 
 
 def test_chain_init_goes_through_hosts_spinning_no_op_grants_on_its_rows(pg: Chain) -> None:

@@ -70,11 +70,12 @@ def init_schema(
     conn = store._connect(ChainWriteError, "initialise")
     fired = Fired()
     ended: list[str] = []
+    holders: dict[int, str] = {}  # what init found holding it up, last seen, and why it stayed
     try:
         try:
             # Bounded like an append: a server that goes silent mid-init is cut.
             with (
-                _ending_what_blocks(store, conn.info.backend_pid, ended),
+                _ending_what_blocks(store, conn.info.backend_pid, ended, holders),
                 _deadline(conn, store.silence) as fired,
                 conn.transaction(),
             ):
@@ -207,11 +208,16 @@ def init_schema(
                     " pg_catalog.current_setting('max_prepared_transactions')::integer"
                 ).fetchone()
         except pg.errors.LockNotAvailable:
+            held_by = (
+                "; ".join(f"session {pid} ({why})" for pid, why in sorted(holders.items()))
+                if holders
+                else "the owner's own and a superuser's sessions are not ended, nor any "
+                "without pg_signal_backend"
+            )
             raise ChainWriteError(
                 f"cannot initialise the audit chain {store.location}: a session held what "
                 f"chain init waits for (the chain's lock, a table or a catalog row) for more "
-                f"than {store.timeout:g}s (FLOORGUARD_CHAIN_TIMEOUT); the owner's own and a "
-                "superuser's sessions are not ended, nor any without pg_signal_backend"
+                f"than {store.timeout:g}s (FLOORGUARD_CHAIN_TIMEOUT): {held_by}"
             ) from None
         except pg.Error as exc:
             raise ChainWriteError(
@@ -234,26 +240,32 @@ def init_schema(
     }
 
 
-# The client sessions that hold what init waits for, but neither the chain's lock (take_lock
-# ends a holder of that past the hold limit, as for an append) nor the owner's or a
-# superuser's: a host that rewrote a catalog row init must change (a GRANT that grants
-# nothing still rewrites the function's or schema's row, and keeps it locked to its
-# transaction's end), or one holding a lock on a table init alters. No honest host holds
-# either while init holds the chain's lock.
+# Every session holding what init waits for, with its role, its kind and the owner's name.
+# Init ends a "host": a client session that is neither the owner's nor a superuser's, while
+# init does not wait for the chain's lock (take_lock ends a holder of that past the hold
+# limit, as for an append): a host that rewrote a catalog row init must change (a GRANT
+# that grants nothing still rewrites the function's or schema's row, and keeps it locked to
+# its transaction's end), or one holding a lock on a table init alters. No honest host
+# holds either while init holds the chain's lock. (A session with no role is the server's
+# own: the owner sees no backend_type of another role's.)
 _BLOCKING_INIT = f"""
-SELECT a.pid, a.usename FROM pg_catalog.pg_stat_activity a
+SELECT a.pid, COALESCE(a.usename, ''), CASE
+         WHEN a.usesysid IS NULL THEN 'server'
+         WHEN a.usesysid = (SELECT r.oid FROM pg_catalog.pg_roles r
+                             WHERE r.rolname = current_user) THEN 'own'
+         WHEN COALESCE((SELECT r.rolsuper FROM pg_catalog.pg_roles r
+                         WHERE r.oid = a.usesysid), true) THEN 'superuser'
+         WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_locks l
+                       WHERE l.pid = %(init)s AND NOT l.granted
+                         AND (l.locktype = 'relation'
+                              AND l.relation = pg_catalog.to_regclass('{SCHEMA}.append_lock')
+                              -- (init waits behind a starved append's claim as an append does)
+                              OR l.locktype = 'advisory' AND l.classid = {CLAIM_WAKE_KEY}
+                                 AND l.objsubid = 2)) THEN 'append'
+         ELSE 'host' END,
+       current_user
+  FROM pg_catalog.pg_stat_activity a
  WHERE a.pid = ANY (pg_catalog.pg_blocking_pids(%(init)s))
-   AND a.usesysid IS NOT NULL  -- (a client's: the owner sees no backend_type of another's)
-   AND a.usesysid IS DISTINCT FROM
-       (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user)
-   AND NOT COALESCE((SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.oid = a.usesysid), true)
-   AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_locks l
-                    WHERE l.pid = %(init)s AND NOT l.granted
-                      AND (l.locktype = 'relation'
-                           AND l.relation = pg_catalog.to_regclass('{SCHEMA}.append_lock')
-                           -- (init waits behind a starved append's claim as an append does)
-                           OR l.locktype = 'advisory' AND l.classid = {CLAIM_WAKE_KEY}
-                              AND l.objsubid = 2))
 """  # noqa: S608
 # How often the watch looks, and how many looks in a row a session must be found blocking
 # init before it is ended: well within the server's deadlock_timeout (1 s by default), so
@@ -264,28 +276,45 @@ _LOOKS_BEFORE_ENDING = 2
 
 
 @contextlib.contextmanager
-def _ending_what_blocks(store: PostgresStore, init_pid: int, ended: list[str]) -> Iterator[None]:
-    """While the body runs, end (pg_terminate_backend) each session of _BLOCKING_INIT
+def _ending_what_blocks(
+    store: PostgresStore, init_pid: int, ended: list[str], holders: dict[int, str]
+) -> Iterator[None]:
+    """While the body runs, end (pg_terminate_backend) each host session of _BLOCKING_INIT
     found blocking the session ``init_pid`` at _LOOKS_BEFORE_ENDING looks in a row, from a
-    connection of the owner's own; each ended is added to ``ended`` as "PID (ROLE)". A
-    failure of the watch itself ends the watch, not init (init then waits its timeout)."""
+    connection of the owner's own; each ended is added to ``ended`` as "PID (ROLE)".
+    ``holders`` is left holding the sessions of the last look that found any, each with
+    why it was not ended (what a refusal names). A failure of the watch itself ends the
+    watch, not init (init then waits its timeout)."""
     pg = _import_psycopg()
     watcher = store._connect(ChainWriteError, "initialise")
     stop = threading.Event()
 
     def watch() -> None:
         seen: dict[int, int] = {}
+        refused: set[int] = set()
         while not stop.wait(_WATCH_SECONDS):
             try:
                 rows = watcher.execute(_BLOCKING_INIT, {"init": init_pid}).fetchall()
             except pg.Error:
                 return
-            seen = {int(pid): seen.get(int(pid), 0) + 1 for pid, _ in rows}
-            for pid, role in rows:
-                if seen[int(pid)] >= _LOOKS_BEFORE_ENDING:
-                    with contextlib.suppress(pg.Error):  # (without pg_signal_backend)
-                        watcher.execute("SELECT pg_catalog.pg_terminate_backend(%s, 1000)", (pid,))
-                        ended.append(f"{pid} ({role})")
+            seen = {int(pid): seen.get(int(pid), 0) + 1 for pid, *_ in rows}
+            for pid, role, kind, _ in rows:
+                if kind != "host" or seen[int(pid)] < _LOOKS_BEFORE_ENDING or pid in refused:
+                    continue
+                try:
+                    watcher.execute("SELECT pg_catalog.pg_terminate_backend(%s, 1000)", (pid,))
+                except pg.errors.InsufficientPrivilege:
+                    refused.add(int(pid))
+                except pg.Error:
+                    continue
+                else:
+                    ended.append(f"{pid} ({role})")
+            if rows:  # (the look after init gave up finds none: what held it stays named)
+                holders.clear()
+                holders.update(
+                    (int(pid), _why_not_ended(role, kind, owner, refused=int(pid) in refused))
+                    for pid, role, kind, owner in rows
+                )
 
     thread = threading.Thread(target=watch, name="floorguard-init-watch", daemon=True)
     thread.start()
@@ -295,6 +324,21 @@ def _ending_what_blocks(store: PostgresStore, init_pid: int, ended: list[str]) -
         stop.set()
         thread.join()
         _close_quietly(watcher)
+
+
+def _why_not_ended(role: str, kind: str, owner: str, *, refused: bool) -> str:
+    """A session init found holding it up, named with the one reason it was not ended."""
+    if kind == "server":
+        return "a process of the server's own"
+    if kind == "own":
+        return f"{role}: the owner's own, which init does not end"
+    if kind == "superuser":
+        return f"{role}: a superuser's, which init does not end"
+    if kind == "append":
+        return f"{role}: an append holding the chain's lock, which init waits for as one does"
+    if refused:
+        return f"{role}: ending it was refused: GRANT pg_signal_backend TO {owner}, as a superuser"
+    return f"{role}: found at the last look, not yet ended"
 
 
 _TAKEN_AWAY = (
