@@ -543,7 +543,9 @@ def test_an_editable_finder_mapping_a_name_imported_unasked_is_refused(
     template = editable._finder_template(finder, {name: str(source)}, {})
     (own / f"{finder}.py").write_text(template)
     (own / "__editable__.tool-1.0.pth").write_text(f"import {finder}; {finder}.install()\n")
-    doubts = paths(python, tmp_path).doubts
+    workspace = tmp_path / "ws"  # (the project is the user's, outside it)
+    workspace.mkdir()
+    doubts = paths(python, workspace).doubts
     assert len(doubts) == 1 and f"maps {name}" in doubts[0], doubts
 
 

@@ -182,6 +182,17 @@ def _python_path(
             f"the interpreter's standard library ({prefix}/lib) lies in {_workspace_of(cwd)}: "
             "the workspace's own copy, whose start-up code is not judged"
         )
+    elif version is not None:
+        # ... nor when its folder, or a module in it, is a link into the workspace.
+        stdlib = os.path.join(prefix, "lib", f"python{version}")
+        if _in_the_workspace(stdlib, cwd):
+            path_doubts.append(
+                f"the interpreter's standard library {stdlib} lies in {_workspace_of(cwd)}: "
+                "the workspace's own copy, whose start-up code is not judged"
+            )
+        else:
+            for folder in (stdlib, os.path.join(stdlib, "lib-dynload")):
+                path_doubts += _links_into_the_workspace(folder, cwd, "the standard library's")
     if "S" in flags:
         return PythonPath(tuple(before), (), tuple(path_doubts))
     venv = _venv_config(interpreter)
@@ -231,6 +242,14 @@ def _python_path(
         _identity(consulted)  # noted: a change to any of them is another answer
     startup = [*at_startup, *scan.directories]
     doubts = [*path_doubts, *scan.doubts]
+    doubts += [
+        f"{finder}, an editable install's finder, maps {name} to {folder}, which lies in "
+        f"{_workspace_of(cwd)}: {_WORKSPACE_CODE}"
+        for finder, name, folder in scan.mapped_folders
+        if _in_the_workspace(folder, cwd)
+    ]
+    for folder in scan.directories:
+        doubts += _links_into_the_workspace(folder, cwd, "a site folder's")
     doubts += python_site.customize_doubts(lambda m: _module_folder(m, startup), user_enabled)
     doubts += [
         f"sys.path entry {entry} is a file, or a path inside one (an archive whose modules "
@@ -447,8 +466,7 @@ def _pth_folder_doubts(
     if _in_the_workspace(folder, cwd):
         return [
             f"{folder}, which a .pth file adds to the path, lies in {_workspace_of(cwd)}: "
-            "any import of a name it holds (an optional one included) runs the "
-            "workspace's code; install the agent in an environment of its own"
+            f"{_WORKSPACE_CODE}"
         ]
     own, tracked = _editable_own_names(pth) if pth is not None else (frozenset(), ())
     doubts = []
@@ -941,6 +959,24 @@ def _in_the_workspace(path: str, cwd: str) -> bool:
     return _inside(path, cwd) or any(_inside(path, f) for f in server_workspaces())
 
 
+_WORKSPACE_CODE: Final = (
+    "any import of a name it holds (an optional one included) runs the workspace's code; "
+    "install the agent in an environment of its own"
+)
+
+
+def _links_into_the_workspace(folder: str, cwd: str, whose: str) -> list[str]:
+    """A doubt for each entry of ``folder`` that is a link leading into the workspace: the
+    folder is judged as an installation, and what the link leads to is the workspace's.
+    (Links further down are not looked for here: identification.md, Remaining windows.)"""
+    return [
+        f"{path}, {whose} entry, is a link into {_workspace_of(cwd)} ({os.path.realpath(path)}): "
+        f"{_WORKSPACE_CODE}"
+        for name in sorted(_links_in(folder))
+        if _in_the_workspace(path := os.path.join(folder, name), cwd)
+    ]
+
+
 def _workspace_of(cwd: str) -> str:
     """Where the workspace is, as a reason names it."""
     if server_workspaces():
@@ -991,6 +1027,24 @@ def listing(directory: str) -> frozenset[str]:
             ) from None
 
     return memo(_listings, (directory, _identity(directory)), scan)
+
+
+_link_listings = new_cache()
+
+
+def _links_in(directory: str) -> frozenset[str]:
+    """The names in ``directory`` that are symbolic links (as the directory itself says:
+    no stat of each entry), cached per directory identity as ``listing`` is; none when it
+    cannot be read (``listing`` refuses that where it matters)."""
+
+    def scan() -> frozenset[str]:
+        try:
+            with os.scandir(directory) as entries:
+                return frozenset(entry.name for entry in entries if entry.is_symlink())
+        except OSError:
+            return frozenset()
+
+    return memo(_link_listings, (directory, _identity(directory)), scan)
 
 
 @functools.lru_cache(maxsize=8)  # (a pure function of its argument and this machine)

@@ -64,6 +64,8 @@ class SiteScan:
     consulted: tuple[str, ...] = ()
     # Top-level names an editable install's finder maps (asked after the path's own search).
     mapped: tuple[str, ...] = ()
+    # Each folder such a finder maps a name to: (the finder's file, the name, the folder).
+    mapped_folders: tuple[tuple[str, str, str], ...] = ()
     # Each directory a ``.pth`` path line added, with that ``.pth`` file.
     added_by: tuple[tuple[str, str], ...] = ()
 
@@ -128,6 +130,7 @@ def scan_sites(
     doubts: list[str] = []
     consulted: list[str] = []
     mapped: list[str] = []
+    folders: list[tuple[str, str, str]] = []
     added_by: list[tuple[str, str]] = []
     for site in sites:
         if site in directories or not os.path.isdir(site):
@@ -139,7 +142,9 @@ def scan_sites(
             return find(module, path)
 
         for pth in _pth_files(site):
-            added, problems = _read_pth(site, pth, found, consulted, mapped, user_site=site in user)
+            added, problems = _read_pth(
+                site, pth, found, consulted, mapped=mapped, folders=folders, user_site=site in user
+            )
             # site adds a folder once (it keeps a set of those it has): so does the path
             # searched here, however many lines name it (each would be searched again).
             new = [d for d in dict.fromkeys(added) if d not in directories]
@@ -149,7 +154,7 @@ def scan_sites(
             doubts += problems
     return SiteScan(
         tuple(directories), tuple(doubts), tuple(dict.fromkeys(consulted)), tuple(mapped),
-        tuple(added_by),
+        tuple(folders), tuple(added_by),
     )  # fmt: skip
 
 
@@ -176,8 +181,9 @@ def _read_pth(
     name: str,
     found: Callable[[str], str | None],
     consulted: list[str],
-    mapped: list[str],
     *,
+    mapped: list[str],
+    folders: list[tuple[str, str, str]],
     user_site: bool = False,
 ) -> tuple[list[str], list[str]]:
     path = os.path.join(site, name)
@@ -210,7 +216,9 @@ def _read_pth(
             problem = (
                 _USER_SITE_IMPORT
                 if user_site
-                else _import_line_problem(site, line.strip(), found, consulted, mapped)
+                else _import_line_problem(
+                    site, line.strip(), found, consulted, mapped=mapped, folders=folders
+                )
             )
             if problem is not None:
                 doubts.append(f"{path} line {number} runs code at start-up ({problem})")
@@ -232,10 +240,13 @@ def _import_line_problem(
     line: str,
     found: Callable[[str], str | None],
     consulted: list[str],
+    *,
     mapped: list[str],
+    folders: list[tuple[str, str, str]],
 ) -> str | None:
     """Why an import line of a ``.pth`` file in ``site`` is not understood, or None (an
-    editable finder's top-level names are added to ``mapped``)."""
+    editable finder's top-level names are added to ``mapped``, the folders it maps them to
+    to ``folders``)."""
     if _DISTUTILS_PRECEDENCE.match(line):
         return _beside(site, "_distutils_hack", found)
     if _VIRTUALENV.match(line):
@@ -248,7 +259,7 @@ def _import_line_problem(
     if problem is not None:
         return problem
     consulted.append(os.path.join(site, module + ".py"))
-    return _editable_mapping_problem(os.path.join(site, module + ".py"), mapped)
+    return _editable_mapping_problem(os.path.join(site, module + ".py"), mapped, folders)
 
 
 def _beside(site: str, module: str, found: Callable[[str], str | None]) -> str | None:
@@ -260,38 +271,60 @@ def _beside(site: str, module: str, found: Callable[[str], str | None]) -> str |
     return f"{module} is not imported from beside it" if where else f"{module} is not beside it"
 
 
-def _editable_mapping_problem(finder: str, mapped: list[str]) -> str | None:
-    """An editable finder maps top-level names to source folders (added to ``mapped``); one
-    naming a catalogued package would load that package from a folder whose version nothing
-    states."""
+def _editable_mapping_problem(
+    finder: str, mapped: list[str], folders: list[tuple[str, str, str]]
+) -> str | None:
+    """An editable finder maps top-level names to source folders (added to ``mapped``, the
+    folders to ``folders``: where they lie is judged with the working directory); one naming
+    a catalogued package would load that package from a folder whose version nothing
+    states. Its NAMESPACES maps namespace packages to folders too."""
     try:
         source = read_regular(finder, max_bytes=MAX_FINDER_BYTES, what="editable finder")
         tree = ast.parse(source)
     except (UnreadableFileError, ValueError, SyntaxError, RecursionError, MemoryError):
         return f"{finder} cannot be read"
+    found: dict[str, object] = {}
     for node in tree.body:
         if isinstance(node, ast.Assign | ast.AnnAssign):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            if not any(isinstance(t, ast.Name) and t.id == "MAPPING" for t in targets):
-                continue
-            try:
-                mapping = ast.literal_eval(node.value) if node.value is not None else None
-            except (ValueError, TypeError, SyntaxError, RecursionError):
-                return f"{finder} has a MAPPING that is not a literal"
-            if not isinstance(mapping, dict):
-                return f"{finder} has a MAPPING that is not a dict"
-            tops = [str(name).split(".")[0] for name in mapping]
-            mapped += tops
-            unasked = sorted(set(tops) & _imported_unasked())
-            if unasked:
-                return (
-                    f"{finder} maps {', '.join(unasked)}, imported at start-up or by the "
-                    "standard library though no program names it"
-                )
-            catalogued = sorted(
-                str(name) for name in mapping if str(name).split(".")[0] in ADAPTER_OF_PIP_MODULE
-            )
-            if catalogued:
-                return f"an editable install of {', '.join(catalogued)}, whose version is not known"
-            return None
-    return f"{finder} has no MAPPING"
+            for name in ("MAPPING", "NAMESPACES"):
+                if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                    try:
+                        found[name] = (
+                            ast.literal_eval(node.value) if node.value is not None else None
+                        )
+                    except (ValueError, TypeError, SyntaxError, RecursionError):
+                        return f"{finder} has a {name} that is not a literal"
+    if "MAPPING" not in found:
+        return f"{finder} has no MAPPING"
+    mapping, namespaces = found["MAPPING"], found.get("NAMESPACES", {})
+    if not isinstance(mapping, dict):
+        return f"{finder} has a MAPPING that is not a dict"
+    if not isinstance(namespaces, dict):
+        return f"{finder} has a NAMESPACES that is not a dict"
+    to: list[tuple[str, object]] = [(str(name), where) for name, where in mapping.items()]
+    for name, where in namespaces.items():
+        if not isinstance(where, list):
+            return f"{finder} maps the namespace {name} to something other than a list of folders"
+        to += [(str(name), folder) for folder in where]
+    for name, folder in to:
+        if not isinstance(folder, str) or "\x00" in folder:
+            return f"{finder} maps {name} to something other than a folder's path"
+        if not os.path.isabs(folder):
+            # (the finder takes it from the child's working directory at each import)
+            return f"{finder} maps {name} to the relative folder {folder!r}"
+        folders.append((finder, name, folder))
+    tops = [str(name).split(".")[0] for name in mapping]
+    mapped += tops
+    unasked = sorted(set(tops) & _imported_unasked())
+    if unasked:
+        return (
+            f"{finder} maps {', '.join(unasked)}, imported at start-up or by the "
+            "standard library though no program names it"
+        )
+    catalogued = sorted(
+        str(name) for name in mapping if str(name).split(".")[0] in ADAPTER_OF_PIP_MODULE
+    )
+    if catalogued:
+        return f"an editable install of {', '.join(catalogued)}, whose version is not known"
+    return None
