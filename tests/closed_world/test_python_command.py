@@ -608,3 +608,29 @@ def test_real_shebang_with_two_options_is_a_usage_error(python: str, tmp_path: P
     one_option.chmod(one_option.stat().st_mode | stat.S_IXUSR)
     done = subprocess.run([str(one_option)], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "1"
+
+
+# Values of variables that load nothing, some of which CPython refuses to start with: a
+# child that cannot start must not be recorded as permitted.
+_START_UP_VALUES = {
+    "PYTHONUTF8": ["0", "1", "2", "yes", " 1"],
+    "PYTHONHASHSEED": ["0", "random", "4294967295", "4294967296", " 5", "+5", "abc", "RANDOM"],
+    "PYTHONMALLOC": ["malloc", "pymalloc_debug", "bogus", "MALLOC"],
+    "PYTHONINTMAXSTRDIGITS": ["0", "640", "639", "5", "+640", "abc"],
+    "PYTHONTRACEMALLOC": ["0", "25", "65535", "65536", "x", " 3"],
+    "PYTHONIOENCODING": ["utf-8", "nope", "latin-1:surrogateescape", "utf-8:bogus", ":replace"],
+}
+
+
+@pytest.mark.parametrize("python", _INTERPRETERS)
+@pytest.mark.parametrize("name", sorted(_START_UP_VALUES))
+def test_a_value_cpython_refuses_to_start_with_is_a_doubt_and_one_it_takes_is_none(
+    python: str, name: str, tmp_path: Path
+) -> None:
+    disagree = []
+    for value in _START_UP_VALUES[name]:
+        starts = _run(python, ["-c", "pass"], tmp_path, **{name: value}).returncode == 0
+        permitted = env_doubts({name: value}) == ()
+        if starts != permitted:
+            disagree.append((value, "starts" if starts else "refuses to start"))
+    assert not disagree, disagree

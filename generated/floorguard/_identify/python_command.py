@@ -369,6 +369,60 @@ def build_variable_doubts(environ: Mapping[str, str]) -> tuple[str, ...]:
     return tuple(doubts)
 
 
+# Values CPython 3.11-3.13 all take (an empty value is unset); any other stops its start-up
+# with a fatal error, after the gate would have recorded a permit for the child.
+_MALLOCS: Final = frozenset(
+    {"default", "malloc", "pymalloc", "debug", "malloc_debug", "pymalloc_debug"}
+)
+_HASH_SEED_MAX: Final = 4294967295
+_INT_MAX_STR_DIGITS_MIN: Final = 640
+_TRACEMALLOC_FRAMES_MAX: Final = 65535
+# A whole number as C's strtoul reads one: blanks first, a plus sign (a minus is refused
+# here, stricter than CPython, which reads some as numbers).
+_C_NUMBER: Final = re.compile(r"[ \t\n\v\f\r]*\+?([0-9]+)", re.ASCII)
+
+
+def _c_number(value: str) -> int | None:
+    found = _C_NUMBER.fullmatch(value)
+    return None if found is None else int(found.group(1))
+
+
+def _start_up_refuses(name: str, value: str) -> str | None:
+    """Why CPython refuses to start with the variable ``name`` set to ``value``, or None."""
+    if not value:
+        return None
+    if name == "PYTHONUTF8":
+        return None if value in ("0", "1") else "not 0 or 1"
+    if name == "PYTHONMALLOC":
+        return None if value in _MALLOCS else "not an allocator every CPython 3.11 to 3.13 has"
+    if name == "PYTHONHASHSEED":
+        seed = _c_number(value)
+        if value == "random" or (seed is not None and seed <= _HASH_SEED_MAX):
+            return None
+        return f"neither 'random' nor a whole number from 0 to {_HASH_SEED_MAX}"
+    if name == "PYTHONINTMAXSTRDIGITS":
+        digits = _c_number(value)
+        if digits is not None and (digits == 0 or _INT_MAX_STR_DIGITS_MIN <= digits <= 2**31 - 1):
+            return None
+        return f"neither 0 nor a whole number of at least {_INT_MAX_STR_DIGITS_MIN}"
+    if name == "PYTHONTRACEMALLOC":
+        frames = _c_number(value)
+        if frames is not None and frames <= _TRACEMALLOC_FRAMES_MAX:
+            return None
+        return f"not a number of frames from 0 to {_TRACEMALLOC_FRAMES_MAX}"
+    if name == "PYTHONIOENCODING":
+        import codecs
+
+        # (the error handler after a colon is looked up only when a stream first needs it)
+        encoding = value.partition(":")[0]
+        try:
+            if encoding:
+                codecs.lookup(encoding)
+        except LookupError:
+            return f"the encoding {encoding!r} is not one this Python knows"
+    return None
+
+
 def python_environment_doubts(
     environ: Mapping[str, str], command: PythonCommand
 ) -> tuple[str, ...]:
@@ -388,6 +442,9 @@ def python_environment_doubts(
         if not name.startswith("PYTHON"):
             continue
         value = environ[name]
+        if (problem := _start_up_refuses(name, value)) is not None:
+            doubts.append(f"{name}={value!r}: {problem}, and CPython refuses to start with it")
+            continue
         if name in ENV_UNDERSTOOD or name in ENV_NOT_READ or name in _ENV_CALLER_RESOLVES:
             continue
         if name in ENV_READ_WHATEVER_THE_OPTIONS:  # (a doubt of build_variable_doubts)
