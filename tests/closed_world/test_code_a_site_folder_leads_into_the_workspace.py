@@ -247,3 +247,32 @@ def test_an_agent_importing_a_name_a_finder_maps_into_the_workspace_is_refused(
     )
     world.assert_refused(outcome, old.marker, "maps zzoptional to")
     shutil.rmtree(workspace)
+
+
+def test_a_link_reached_by_way_of_a_link_in_the_working_directory_is_a_doubt(
+    venv: tuple[Path, Path], workspace: Path, tmp_path: Path
+) -> None:
+    # site-packages/zzoptional -> /outside/hop -> ws/lnk -> /elsewhere/zzoptional: the code
+    # lies outside today, but the workspace may point ws/lnk at its own copy at any time.
+    python, site = venv
+    (tmp_path / "elsewhere" / "zzoptional").mkdir(parents=True)
+    (workspace / "lnk").symlink_to(tmp_path / "elsewhere")
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "hop").symlink_to(workspace / "lnk")
+    (site / "zzoptional").symlink_to(tmp_path / "outside" / "hop" / "zzoptional")
+    doubts = _doubts(python, workspace)
+    assert any(f"{site / 'zzoptional'}, a site folder's entry, is a link into" in d
+               for d in doubts), doubts  # fmt: skip
+
+
+def test_a_path_line_folder_reached_by_way_of_a_link_in_the_working_directory_is_a_doubt(
+    venv: tuple[Path, Path], workspace: Path, tmp_path: Path
+) -> None:
+    python, site = venv
+    (tmp_path / "elsewhere" / "src").mkdir(parents=True)
+    (workspace / "lnk").symlink_to(tmp_path / "elsewhere")
+    (tmp_path / "hop").symlink_to(workspace / "lnk")
+    (site / "project.pth").write_text(f"{tmp_path / 'hop' / 'src'}\n")
+    doubts = _doubts(python, workspace)
+    assert any("which a .pth file adds to the path, lies in the working directory" in d
+               for d in doubts), doubts  # fmt: skip

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import stat
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -955,8 +956,62 @@ def _importable_entry(name: str) -> bool:
 def _in_the_workspace(path: str, cwd: str) -> bool:
     """Whether ``path`` lies in the working directory ``cwd`` or, for an MCP server, in a
     folder the repository declaring it may have written (its agent's folder, the folders
-    above it, ...: identification.server_workspaces)."""
-    return _inside(path, cwd) or any(_inside(path, f) for f in server_workspaces())
+    above it, ...: identification.server_workspaces), by its letters, through links, or by
+    way of a link that lies there (which the workspace may point elsewhere at any time)."""
+    folders = (cwd, *server_workspaces())
+    if any(_inside(path, f) for f in folders):
+        return True
+    links = _links_on_the_way(path)
+    return any(
+        os.path.commonpath([link, real]) == real
+        for link in links
+        for real in {os.path.realpath(f) for f in folders}
+    )
+
+
+def _links_on_the_way(path: str) -> list[str]:
+    """Each link the kernel follows to reach ``path`` (as posixpath.realpath follows them),
+    at its own place: its folder resolved, its name as written."""
+    links: list[str] = []
+    seen: dict[str, str | None] = {}
+
+    def walk(done: str, rest: str) -> tuple[str, bool]:
+        if rest.startswith("/"):
+            done, rest = "/", rest.lstrip("/")
+        for name in rest.split("/"):
+            if name in ("", "."):
+                continue
+            if name == "..":
+                done = os.path.dirname(done) if done != "/" else "/"
+                continue
+            step = os.path.join(done, name)
+            try:
+                is_link = stat.S_ISLNK(os.lstat(step).st_mode)
+            except (OSError, ValueError):
+                is_link = False
+            if not is_link:
+                done = step
+                continue
+            links.append(step)
+            if step in seen:
+                known = seen[step]
+                if known is None:
+                    return step, False  # a loop: the kernel fails here too
+                done = known
+                continue
+            seen[step] = None
+            try:
+                target = os.readlink(step)
+            except OSError:
+                return step, False
+            done, ok = walk(done, target)
+            if not ok:
+                return done, False
+            seen[step] = done
+        return done, True
+
+    walk("/", os.path.join(os.getcwd(), path))  # ('..' left to the walk, as the kernel)
+    return links
 
 
 _WORKSPACE_CODE: Final = (
