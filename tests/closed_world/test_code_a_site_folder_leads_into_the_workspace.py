@@ -70,18 +70,73 @@ def test_a_finder_mapping_a_name_through_a_link_into_the_working_directory_is_a_
     assert "lies in the working directory" in doubt, doubt
 
 
-def test_a_finder_mapping_a_namespace_into_the_working_directory_is_a_doubt(
+def test_a_finder_mapping_namespace_packages_anywhere_is_a_doubt(
     venv: tuple[Path, Path], workspace: Path, tmp_path: Path
 ) -> None:
+    # Its install() appends "<finder>.__path_hook__" to sys.path: a relative entry the
+    # import system looks up in the child's working directory, where a folder of that
+    # name answers any import.
     python, site = venv
-    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "ns").mkdir(parents=True)
     _install_finder(
         site,
         {"zzoptional": str(tmp_path / "elsewhere")},
-        {"zzoptional.core": [str(workspace / "src" / "zzoptional")]},
+        {"zzoptional.core": [str(tmp_path / "elsewhere" / "ns")]},
     )
     [doubt] = _doubts(python, workspace)
-    assert "maps zzoptional.core to" in doubt and "working directory" in doubt, doubt
+    assert "maps namespace packages, and so adds a relative entry to sys.path" in doubt, doubt
+
+
+@pytest.mark.parametrize("spelling", ["proc", "link to proc"])
+def test_a_finder_mapping_a_name_through_proc_is_a_doubt(
+    venv: tuple[Path, Path], workspace: Path, tmp_path: Path, spelling: str
+) -> None:
+    # /proc/self/cwd is the child's own working directory, whatever it is here
+    python, site = venv
+    folder = "/proc/self/cwd/src/zzoptional"
+    if spelling == "link to proc":
+        (tmp_path / "cwd").symlink_to("/proc/self/cwd")
+        folder = str(tmp_path / "cwd" / "src" / "zzoptional")
+    _install_finder(site, {"zzoptional": folder}, {})
+    assert any("maps zzoptional to" in d for d in _doubts(python, workspace))
+
+
+def test_a_module_beside_a_missing_mapped_folder_linked_into_the_workspace_is_a_doubt(
+    venv: tuple[Path, Path], workspace: Path, tmp_path: Path
+) -> None:
+    # With no folder there, the finder loads zzoptional.py beside where it would be.
+    python, site = venv
+    (tmp_path / "checkout").mkdir()
+    (tmp_path / "checkout" / "zzoptional.py").symlink_to(
+        workspace / "src" / "zzoptional" / "__init__.py"
+    )
+    _install_finder(site, {"zzoptional": str(tmp_path / "checkout" / "zzoptional")}, {})
+    assert any("maps zzoptional to" in d for d in _doubts(python, workspace))
+
+
+@pytest.mark.parametrize("form", ["a package of its name", "MAPPING.update", "MAPPING[...] =",
+                                  "MAPPING bound twice"])  # fmt: skip
+def test_a_finder_not_in_the_form_setuptools_writes_is_a_doubt(
+    venv: tuple[Path, Path], workspace: Path, tmp_path: Path, form: str
+) -> None:
+    python, site = venv
+    (tmp_path / "checkout" / "zzoptional").mkdir(parents=True)
+    _install_finder(site, {"zzoptional": str(tmp_path / "checkout" / "zzoptional")}, {})
+    planted = {"zzoptional": str(workspace / "src" / "zzoptional")}
+    finder = site / f"{FINDER}.py"
+    if form == "a package of its name":
+        (site / FINDER).mkdir()
+        (site / FINDER / "__init__.py").write_text(f"MAPPING = {planted!r}\ndef install(): pass\n")
+    elif form == "MAPPING.update":
+        finder.write_text(finder.read_text() + f"\nMAPPING.update({planted!r})\n")
+    elif form == "MAPPING[...] =":
+        finder.write_text(
+            finder.read_text() + f"\nMAPPING['zzoptional'] = {planted['zzoptional']!r}\n"
+        )
+    else:
+        finder.write_text(finder.read_text() + f"\nMAPPING = {planted!r}\n")
+    doubts = _doubts(python, workspace)
+    assert any("runs code at start-up" in d for d in doubts), doubts
 
 
 def test_a_finder_mapping_a_name_to_a_relative_folder_is_a_doubt(
@@ -134,9 +189,59 @@ def test_an_entry_of_a_path_line_folder_that_links_into_the_working_directory_is
     (site / "zzoptional.pth").write_text(f"{project}\n")
     doubts = _doubts(python, workspace)
     assert any(
-        f"{project / 'zzoptional'}, a site folder's entry, is a link into the working" in d
+        f"{project / 'zzoptional'}, an entry of a folder a .pth file adds, is a link into the" in d
         for d in doubts
     ), doubts
+
+
+def test_a_site_folders_entry_that_links_through_proc_is_a_doubt(
+    venv: tuple[Path, Path], workspace: Path
+) -> None:
+    python, site = venv
+    (site / "zzoptional").symlink_to("/proc/self/cwd/src/zzoptional")
+    assert any(
+        f"{site / 'zzoptional'}, a site folder's entry" in d for d in _doubts(python, workspace)
+    )
+
+
+def test_a_venvs_site_folder_or_pyvenv_cfg_through_proc_is_a_doubt(
+    tmp_path: Path, workspace: Path
+) -> None:
+    # Here /proc/self/cwd is this process's folder; in the child, the workspace.
+    python = real_venv(tmp_path / "venv")
+    site = site_packages(tmp_path / "venv")
+    here = Path.cwd()
+    moved = tmp_path / "moved-site"
+    site.rename(moved)
+    site.symlink_to(Path("/proc/self/cwd") / os.path.relpath(moved, here))
+    doubts = _doubts(python, workspace)
+    assert any("leads into /proc" in d for d in doubts), doubts
+    site.unlink()
+    moved.rename(site)
+    config = tmp_path / "venv" / "pyvenv.cfg"
+    config.rename(tmp_path / "pyvenv.cfg")
+    config.symlink_to(Path("/proc/self/cwd") / os.path.relpath(tmp_path / "pyvenv.cfg", here))
+    doubts = _doubts(python, workspace)
+    assert any("pyvenv.cfg leads into /proc" in d for d in doubts), doubts
+
+
+def test_a_link_retargeted_between_two_judgements_of_one_process_is_seen(
+    venv: tuple[Path, Path], workspace: Path, tmp_path: Path
+) -> None:
+    # site-packages/zzoptional -> /outside/hop/zzoptional; hop first leads elsewhere, then
+    # (replaced by a link) into the workspace: the answer kept from the first must not stand.
+    python, site = venv
+    (tmp_path / "elsewhere" / "zzoptional").mkdir(parents=True)
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "hop").symlink_to(tmp_path / "elsewhere")
+    (site / "zzoptional").symlink_to(tmp_path / "outside" / "hop" / "zzoptional")
+    assert _doubts(python, workspace) == ()
+    (tmp_path / "outside" / "hop").unlink()
+    (tmp_path / "outside" / "hop").symlink_to(workspace / "src")
+    again = identify.python_path(
+        str(python), {}, str(python.parent), frozenset(), str(workspace)
+    ).doubts  # (the cache kept: no clear_cache)
+    assert any("is a link into the working directory" in d for d in again), again
 
 
 def test_a_site_folders_link_to_elsewhere_is_not_the_workspaces(

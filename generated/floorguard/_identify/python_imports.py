@@ -157,12 +157,15 @@ def _python_path(
     # getpath finds the standard library from pyvenv.cfg's home, with -S too.
     home, venv_doubts = _getpath_home(interpreter)
     path_doubts += venv_doubts
-    if home:
-        from floorguard._identify.process_paths import reaches_the_process
+    from floorguard._identify.process_paths import reaches_the_process
 
-        if reaches_the_process(home, cwd):
-            # It reads it in the child, where /proc/self is the child's own.
-            path_doubts.append(f"the pyvenv.cfg home {home!r} leads into /proc")
+    for folder in (os.path.dirname(interpreter), os.path.dirname(os.path.dirname(interpreter))):
+        if reaches_the_process(os.path.join(folder, "pyvenv.cfg"), cwd):
+            # The child reads its own: another file than this process would read.
+            path_doubts.append(f"{folder}/pyvenv.cfg leads into /proc")
+    if home and reaches_the_process(home, cwd):
+        # It reads it in the child, where /proc/self is the child's own.
+        path_doubts.append(f"the pyvenv.cfg home {home!r} leads into /proc")
     path_doubts += _build_tree_doubts(interpreter, home)
     version = python_version(interpreter)
     prefix = _base_prefix(interpreter, home, version)
@@ -193,7 +196,9 @@ def _python_path(
             )
         else:
             for folder in (stdlib, os.path.join(stdlib, "lib-dynload")):
-                path_doubts += _links_into_the_workspace(folder, cwd, "the standard library's")
+                path_doubts += _links_into_the_workspace(
+                    folder, cwd, "the standard library's entry"
+                )
     if "S" in flags:
         return PythonPath(tuple(before), (), tuple(path_doubts))
     venv = _venv_config(interpreter)
@@ -238,6 +243,11 @@ def _python_path(
         if (real := os.path.realpath(site)) not in seen:
             seen.add(real)
             distinct.append(site)
+    path_doubts += [
+        f"the site folder {site} leads into /proc (the child finds its own there)"
+        for site in _unique(distinct)
+        if reaches_the_process(site, cwd)
+    ]
     scan = python_site.scan_sites(_unique(distinct), at_startup, _module_folder, user=user)
     for consulted in (interpreter, *sites, *scan.consulted):
         _identity(consulted)  # noted: a change to any of them is another answer
@@ -247,10 +257,15 @@ def _python_path(
         f"{finder}, an editable install's finder, maps {name} to {folder}, which lies in "
         f"{_workspace_of(cwd)}: {_WORKSPACE_CODE}"
         for finder, name, folder in scan.mapped_folders
-        if _in_the_workspace(folder, cwd)
+        # (the finder loads the folder's package, or a module of the folder's name beside it)
+        if any(_in_the_workspace(where, cwd) for where in _finder_candidates(folder))
     ]
+    added = {folder for folder, _ in scan.added_by}
     for folder in scan.directories:
-        doubts += _links_into_the_workspace(folder, cwd, "a site folder's")
+        what = (
+            "an entry of a folder a .pth file adds" if folder in added else "a site folder's entry"
+        )
+        doubts += _links_into_the_workspace(folder, cwd, what)
     doubts += python_site.customize_doubts(lambda m: _module_folder(m, startup), user_enabled)
     doubts += [
         f"sys.path entry {entry} is a file, or a path inside one (an archive whose modules "
@@ -958,8 +973,11 @@ def _in_the_workspace(path: str, cwd: str) -> bool:
     folder the repository declaring it may have written (its agent's folder, the folders
     above it, ...: identification.server_workspaces), by its letters, through links, or by
     way of a link that lies there (which the workspace may point elsewhere at any time)."""
+    from floorguard._identify.process_paths import reaches_the_process
+
     folders = (cwd, *server_workspaces())
-    if any(_inside(path, f) for f in folders):
+    if any(_inside(path, f) for f in folders) or reaches_the_process(path, cwd):
+        # (a path through /proc/self/cwd is the child's own working directory)
         return True
     links = _links_on_the_way(path)
     return any(
@@ -993,6 +1011,7 @@ def _links_on_the_way(path: str) -> list[str]:
                 done = step
                 continue
             links.append(step)
+            _identity(done)  # noted: a link made elsewhere in its folder is another answer
             if step in seen:
                 known = seen[step]
                 if known is None:
@@ -1020,12 +1039,20 @@ _WORKSPACE_CODE: Final = (
 )
 
 
-def _links_into_the_workspace(folder: str, cwd: str, whose: str) -> list[str]:
+def _finder_candidates(folder: str) -> list[str]:
+    """What setuptools' editable finder loads for a name mapped to ``folder``: the folder's
+    ``__init__.py``, else the first module of the folder's name with a suffix."""
+    from importlib.machinery import all_suffixes
+
+    return [folder, *(folder + suffix for suffix in all_suffixes())]
+
+
+def _links_into_the_workspace(folder: str, cwd: str, what: str) -> list[str]:
     """A doubt for each entry of ``folder`` that is a link leading into the workspace: the
     folder is judged as an installation, and what the link leads to is the workspace's.
     (Links further down are not looked for here: identification.md, Remaining windows.)"""
     return [
-        f"{path}, {whose} entry, is a link into {_workspace_of(cwd)} ({os.path.realpath(path)}): "
+        f"{path}, {what}, is a link into {_workspace_of(cwd)} ({os.path.realpath(path)}): "
         f"{_WORKSPACE_CODE}"
         for name in sorted(_links_in(folder))
         if _in_the_workspace(path := os.path.join(folder, name), cwd)

@@ -259,6 +259,13 @@ def _import_line_problem(
     if problem is not None:
         return problem
     consulted.append(os.path.join(site, module + ".py"))
+    # (a package of its name, or an extension module, is imported ahead of the .py read here)
+    from importlib.machinery import EXTENSION_SUFFIXES
+
+    for other in (module, *(module + suffix for suffix in (*EXTENSION_SUFFIXES, ".pyc"))):
+        consulted.append(os.path.join(site, other))
+        if os.path.lexists(os.path.join(site, other)):
+            return f"{other} beside it is imported instead of {module}.py"
     return _editable_mapping_problem(os.path.join(site, module + ".py"), mapped, folders)
 
 
@@ -269,6 +276,38 @@ def _beside(site: str, module: str, found: Callable[[str], str | None]) -> str |
     if where is not None and os.path.normpath(where) == os.path.normpath(site):
         return None
     return f"{module} is not imported from beside it" if where else f"{module} is not beside it"
+
+
+_TABLES: Final = frozenset({"MAPPING", "NAMESPACES"})
+# What the finder's own code does with its tables: reads them.
+_TABLE_READS: Final = frozenset({"get", "items", "keys", "values"})
+
+
+def _finder_tables_changed(tree: ast.Module) -> str | None:
+    """How the finder's code changes MAPPING or NAMESPACES after binding them once, or
+    None: what it maps must be what its literal says."""
+    bound: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Global | ast.Nonlocal) and _TABLES & set(node.names):
+            return "declares its tables global"
+        if isinstance(node, ast.Name) and node.id in _TABLES and not isinstance(node.ctx, ast.Load):
+            bound[node.id] = bound.get(node.id, 0) + 1
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in _TABLES
+            and node.attr not in _TABLE_READS
+        ):
+            return f"calls {node.value.id}.{node.attr}"
+        if (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in _TABLES
+            and not isinstance(node.ctx, ast.Load)
+        ):
+            return f"writes into {node.value.id}"
+    twice = sorted(name for name, count in bound.items() if count > 1)
+    return f"binds {', '.join(twice)} more than once" if twice else None
 
 
 def _editable_mapping_problem(
@@ -283,6 +322,9 @@ def _editable_mapping_problem(
         tree = ast.parse(source)
     except (UnreadableFileError, ValueError, SyntaxError, RecursionError, MemoryError):
         return f"{finder} cannot be read"
+    changed = _finder_tables_changed(tree)
+    if changed is not None:
+        return f"{finder} {changed}: not the form setuptools writes"
     found: dict[str, object] = {}
     for node in tree.body:
         if isinstance(node, ast.Assign | ast.AnnAssign):
@@ -302,6 +344,11 @@ def _editable_mapping_problem(
         return f"{finder} has a MAPPING that is not a dict"
     if not isinstance(namespaces, dict):
         return f"{finder} has a NAMESPACES that is not a dict"
+    if namespaces:
+        # install() then appends "<name>.__path_hook__" to sys.path: a relative entry, which
+        # the import system looks up in the child's working directory (a folder or zip file
+        # of that name there answers any import).
+        return f"{finder} maps namespace packages, and so adds a relative entry to sys.path"
     to: list[tuple[str, object]] = [(str(name), where) for name, where in mapping.items()]
     for name, where in namespaces.items():
         if not isinstance(where, list):
