@@ -381,3 +381,20 @@ def test_a_path_line_folder_reached_by_way_of_a_link_in_the_working_directory_is
     doubts = _doubts(python, workspace)
     assert any("which a .pth file adds to the path, lies in the working directory" in d
                for d in doubts), doubts  # fmt: skip
+
+
+def test_a_folder_on_a_links_way_replaced_by_a_link_between_two_judgements_is_seen(
+    venv: tuple[Path, Path], workspace: Path, tmp_path: Path
+) -> None:
+    # site-packages/zzoptional -> /outside/mid/zzoptional, mid a plain folder at the first
+    # judgement, then replaced by a link into the workspace.
+    python, site = venv
+    (tmp_path / "outside" / "mid" / "zzoptional").mkdir(parents=True)
+    (site / "zzoptional").symlink_to(tmp_path / "outside" / "mid" / "zzoptional")
+    assert _doubts(python, workspace) == ()
+    shutil.rmtree(tmp_path / "outside" / "mid")
+    (tmp_path / "outside" / "mid").symlink_to(workspace / "src")
+    again = identify.python_path(
+        str(python), {}, str(python.parent), frozenset(), str(workspace)
+    ).doubts  # (the cache kept: no clear_cache)
+    assert any("is a link into the working directory" in d for d in again), again

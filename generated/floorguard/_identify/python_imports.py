@@ -1003,6 +1003,8 @@ def _links_on_the_way(path: str) -> list[str]:
                 done = os.path.dirname(done) if done != "/" else "/"
                 continue
             step = os.path.join(done, name)
+            # noted: an entry of it replaced (a folder by a link) is another answer
+            _identity(done)
             try:
                 is_link = stat.S_ISLNK(os.lstat(step).st_mode)
             except (OSError, ValueError):
@@ -1011,7 +1013,6 @@ def _links_on_the_way(path: str) -> list[str]:
                 done = step
                 continue
             links.append(step)
-            _identity(done)  # noted: a link made elsewhere in its folder is another answer
             if step in seen:
                 known = seen[step]
                 if known is None:
