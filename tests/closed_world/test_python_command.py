@@ -634,3 +634,22 @@ def test_a_value_cpython_refuses_to_start_with_is_a_doubt_and_one_it_takes_is_no
         if starts != permitted:
             disagree.append((value, "starts" if starts else "refuses to start"))
     assert not disagree, disagree
+
+
+_X_VALUES = ["int_max_str_digits=5", "int_max_str_digits=640", "int_max_str_digits=+640",
+             "int_max_str_digits=0", "tracemalloc=65536", "tracemalloc=65535",
+             "cpu_count=0", "cpu_count=4", "importtime=5"]  # fmt: skip
+
+
+@pytest.mark.parametrize("python", _INTERPRETERS)
+def test_an_x_option_value_cpython_refuses_to_start_with_is_a_doubt(
+    python: str, tmp_path: Path
+) -> None:
+    disagree = []
+    for value in _X_VALUES:
+        starts = _run(python, ["-X", value, "-c", "pass"], tmp_path).returncode == 0
+        permitted = parse(f"-X {value} -m aider").doubts == ()
+        if permitted and not starts:  # (stricter than one version is allowed: cpu_count=0)
+            disagree.append(value)
+    assert not disagree, disagree
+    assert parse("-X int_max_str_digits=640 -m aider").doubts == ()

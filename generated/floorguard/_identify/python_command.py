@@ -91,7 +91,7 @@ _X_BARE: Final = frozenset(
 )
 _X_VALUED: Final = re.compile(
     r"utf8=[01]|importtime=[0-9]+|tracemalloc=[0-9]+|int_max_str_digits=[0-9]+"
-    r"|frozen_modules=(?:on)?|gil=[01]|cpu_count=(?:[0-9]+|default)",
+    r"|frozen_modules=(?:on)?|gil=[01]|cpu_count=(?:0*[1-9][0-9]*|default)",
     re.ASCII,
 )
 
@@ -323,7 +323,19 @@ def _is_module_name(name: str) -> bool:
     return bool(name) and all(part.isidentifier() for part in name.split("."))
 
 
+# -X options CPython parses as the variable of the same meaning, and refuses to start with
+# a value it refuses there.
+_X_AS_VARIABLE: Final = {
+    "int_max_str_digits": "PYTHONINTMAXSTRDIGITS",
+    "tracemalloc": "PYTHONTRACEMALLOC",
+}
+
+
 def _x_option_doubts(value: str) -> list[str]:
+    name, _, given = value.partition("=")
+    variable = _X_AS_VARIABLE.get(name)
+    if variable is not None and given and (problem := _start_up_refuses(variable, given)):
+        return [f"-X {value}: {problem}, and CPython refuses to start with it"]
     if value in _X_BARE or _X_VALUED.fullmatch(value):
         return []
     if value.split("=", 1)[0] == "pycache_prefix":
