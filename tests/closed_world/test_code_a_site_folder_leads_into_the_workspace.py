@@ -398,3 +398,12 @@ def test_a_folder_on_a_links_way_replaced_by_a_link_between_two_judgements_is_se
         str(python), {}, str(python.parent), frozenset(), str(workspace)
     ).doubts  # (the cache kept: no clear_cache)
     assert any("is a link into the working directory" in d for d in again), again
+
+
+def test_the_finders_candidates_beside_a_folder_carry_the_childs_extension_suffixes() -> None:
+    # (a child of another version loads an extension module of its own suffix there)
+    from floorguard._identify.python_imports import _finder_candidates
+
+    candidates = _finder_candidates("/x/zzoptional", "3.12")
+    assert "/x/zzoptional" in candidates and "/x/zzoptional.py" in candidates
+    assert any(c.startswith("/x/zzoptional.cpython-312") for c in candidates), candidates

@@ -258,7 +258,7 @@ def _python_path(
         f"{_workspace_of(cwd)}: {_WORKSPACE_CODE}"
         for finder, name, folder in scan.mapped_folders
         # (the finder loads the folder's package, or a module of the folder's name beside it)
-        if any(_in_the_workspace(where, cwd) for where in _finder_candidates(folder))
+        if any(_in_the_workspace(where, cwd) for where in _finder_candidates(folder, version))
     ]
     added = {folder for folder, _ in scan.added_by}
     for folder in scan.directories:
@@ -1040,12 +1040,14 @@ _WORKSPACE_CODE: Final = (
 )
 
 
-def _finder_candidates(folder: str) -> list[str]:
+def _finder_candidates(folder: str, version: str | None) -> list[str]:
     """What setuptools' editable finder loads for a name mapped to ``folder``: the folder's
-    ``__init__.py``, else the first module of the folder's name with a suffix."""
+    ``__init__.py``, else the first module of the folder's name with a suffix (the child's
+    extension suffixes, which name its version, as well as this Python's)."""
     from importlib.machinery import all_suffixes
 
-    return [folder, *(folder + suffix for suffix in all_suffixes())]
+    suffixes = dict.fromkeys([*all_suffixes(), *(_extension_suffixes(version) or ())])
+    return [folder, *(folder + suffix for suffix in suffixes)]
 
 
 def _links_into_the_workspace(folder: str, cwd: str, what: str) -> list[str]:
