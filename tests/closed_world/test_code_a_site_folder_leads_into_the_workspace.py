@@ -115,7 +115,7 @@ def test_a_module_beside_a_missing_mapped_folder_linked_into_the_workspace_is_a_
 
 
 @pytest.mark.parametrize("form", ["a package of its name", "MAPPING.update", "MAPPING[...] =",
-                                  "MAPPING bound twice"])  # fmt: skip
+                                  "MAPPING bound twice", "an alias", "an argument"])  # fmt: skip
 def test_a_finder_not_in_the_form_setuptools_writes_is_a_doubt(
     venv: tuple[Path, Path], workspace: Path, tmp_path: Path, form: str
 ) -> None:
@@ -133,8 +133,12 @@ def test_a_finder_not_in_the_form_setuptools_writes_is_a_doubt(
         finder.write_text(
             finder.read_text() + f"\nMAPPING['zzoptional'] = {planted['zzoptional']!r}\n"
         )
-    else:
+    elif form == "MAPPING bound twice":
         finder.write_text(finder.read_text() + f"\nMAPPING = {planted!r}\n")
+    elif form == "an alias":
+        finder.write_text(finder.read_text() + f"\nm = MAPPING\nm.update({planted!r})\n")
+    else:
+        finder.write_text(finder.read_text() + f"\ndict.update(MAPPING, {planted!r})\n")
     doubts = _doubts(python, workspace)
     assert any("runs code at start-up" in d for d in doubts), doubts
 

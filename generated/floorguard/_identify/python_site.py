@@ -284,28 +284,31 @@ _TABLE_READS: Final = frozenset({"get", "items", "keys", "values"})
 
 
 def _finder_tables_changed(tree: ast.Module) -> str | None:
-    """How the finder's code changes MAPPING or NAMESPACES after binding them once, or
-    None: what it maps must be what its literal says."""
+    """How the finder's code may change MAPPING or NAMESPACES after binding them once, or
+    None: each use must be one of the reads setuptools' template makes (``name in T``,
+    ``not T``, ``T[key]``, ``T.get``/``items``/``keys``/``values``). Anything else (an
+    alias, an argument, ``T.update``, a second binding, ``global``) may change them."""
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
     bound: dict[str, int] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Global | ast.Nonlocal) and _TABLES & set(node.names):
             return "declares its tables global"
-        if isinstance(node, ast.Name) and node.id in _TABLES and not isinstance(node.ctx, ast.Load):
+        if not (isinstance(node, ast.Name) and node.id in _TABLES):
+            continue
+        if not isinstance(node.ctx, ast.Load):
             bound[node.id] = bound.get(node.id, 0) + 1
-        if (
-            isinstance(node, ast.Attribute)
-            and isinstance(node.value, ast.Name)
-            and node.value.id in _TABLES
-            and node.attr not in _TABLE_READS
-        ):
-            return f"calls {node.value.id}.{node.attr}"
-        if (
-            isinstance(node, ast.Subscript)
-            and isinstance(node.value, ast.Name)
-            and node.value.id in _TABLES
-            and not isinstance(node.ctx, ast.Load)
-        ):
-            return f"writes into {node.value.id}"
+            continue
+        parent = parents.get(node)
+        read = (
+            (isinstance(parent, ast.Compare) and node in parent.comparators
+             and all(isinstance(op, ast.In | ast.NotIn) for op in parent.ops))
+            or (isinstance(parent, ast.UnaryOp) and isinstance(parent.op, ast.Not))
+            or (isinstance(parent, ast.Subscript) and parent.value is node
+                and isinstance(parent.ctx, ast.Load))
+            or (isinstance(parent, ast.Attribute) and parent.attr in _TABLE_READS)
+        )  # fmt: skip
+        if not read:
+            return f"uses {node.id} otherwise than by reading it"
     twice = sorted(name for name, count in bound.items() if count > 1)
     return f"binds {', '.join(twice)} more than once" if twice else None
 
